@@ -1,0 +1,359 @@
+/* CPU engine backward: dQ, dK, dV, dBias, dSoftmaxOffset.
+ *
+ * Three passes, each a parallel loop whose items write disjoint outputs:
+ *   1. per (bi, n, row block): Dsum_i = dO_i . O_i, then per row the
+ *      recomputed P = exp(s - Stats), dP = dO . V^T, dS, and dQ = dS . K.
+ *   2. per (bi, kv head, key block): dV = Pd^T . dO and dK = dS^T . Q over
+ *      the group's query heads (per-head sums rounded to io, then summed,
+ *      as cuDNN's GQA reduction does) and every query row.
+ *   3. per (bias row block): dBias = sum of T = P (dPd - Dsum) over the
+ *      dims the bias was broadcast along.
+ * dSoftmaxOffset is a short serial sum over Dsum and Stats.
+ * Every recomputation of a row goes through the same code as the forward,
+ * so the logits are bitwise the ones the forward used.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fattn/philox.h"
+
+#include "cpu/cpu.h"
+#include "cpu/fmath.h"
+
+#define BWD_ROWS 64
+#define BWD_KEYS 64
+
+typedef struct bwd_job {
+    const cpu_geom *g;
+    const fattn_bwd_params *p;
+    fattn_tensor stats, d_o, dq, dk, dv, d_bias;
+    float *dsum;          /* [b][h][sq] */
+    int64_t row_blocks, key_blocks, bias_blocks;
+    float keep_scale;
+    uint32_t thr;
+} bwd_job;
+
+/* For row (bi, n, i) with keys [lo, hi): P (undropped) into p, dS (rounded
+ * to io) into ds, Pd (dropped, rounded to io) into pd (may be NULL), T into
+ * t (may be NULL). qrow and dorow hold the row's Q and dO. */
+static void bwd_row(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n,
+                    int64_t i, int64_t lo, int64_t hi, int64_t lk, float *pd, float *t)
+{
+    const cpu_geom *g = job->g;
+    float *s = scr->s, *p = scr->p, *dp = scr->dp, *ds = scr->ds;
+    const float *st = job->stats.data;
+    float stat = st[cpu_stats_offset(g, &job->stats, bi, n, i)];
+    float dsum = job->dsum[(bi * g->h + n) * g->sq + i];
+
+    cpu_logits_row(g, bi, n, i, scr->qrow, scr->kt, lk, lo, hi, s);
+    for (int64_t j = lo; j < hi; j++)
+        p[j] = fattn_cpu_expf(s[j] - stat);
+    for (int64_t j = lo; j < hi; j++)
+        dp[j] = 0.0f;
+    for (int64_t c = 0; c < g->dv; c++) {
+        float oc = scr->dorow[c];
+        const float *vc = scr->vt + c * lk;
+        for (int64_t j = lo; j < hi; j++)
+            dp[j] = dp[j] + oc * vc[j];
+    }
+    if (g->dropout > 0.0f) {
+        cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
+        for (int64_t j = lo; j < hi; j++) {
+            bool keep = scr->rnd[j - lo] >= job->thr;
+            if (pd)
+                pd[j] = keep ? p[j] * job->keep_scale : 0.0f;
+            dp[j] = keep ? dp[j] * job->keep_scale : 0.0f;
+        }
+    } else if (pd) {
+        for (int64_t j = lo; j < hi; j++)
+            pd[j] = p[j];
+    }
+    for (int64_t j = lo; j < hi; j++) {
+        float tj = p[j] * (dp[j] - dsum);
+        if (t)
+            t[j] = tj;
+        ds[j] = tj * g->scale;
+    }
+    if (g->io != FATTN_DTYPE_FLOAT32) {
+        for (int64_t j = lo; j < hi; j++)
+            ds[j] = fattn_round_f32(g->io, ds[j]);
+        if (pd)
+            for (int64_t j = lo; j < hi; j++)
+                pd[j] = fattn_round_f32(g->io, pd[j]);
+    }
+}
+
+/* Pass 1: Dsum and dQ. */
+static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
+{
+    bwd_job *job = ctx;
+    const cpu_geom *g = job->g;
+    int64_t blk = item % job->row_blocks;
+    int64_t n = (item / job->row_blocks) % g->h;
+    int64_t bi = item / job->row_blocks / g->h;
+    int64_t lq = g->len_q[bi], lk = g->len_kv[bi];
+    int64_t i0 = blk * BWD_ROWS, i1 = i0 + BWD_ROWS < lq ? i0 + BWD_ROWS : lq;
+    if (i0 >= i1)
+        return FATTN_OK;
+    int64_t gk = n / g->group, d = g->d, dv = g->dv;
+    cpu_load_kv(g, bi, gk, lk, scr->kt, scr->kr, NULL, scr->vt);
+    float *acc = scr->acc;
+    for (int64_t i = i0; i < i1; i++) {
+        cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, scr->dorow);
+        cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, dv, scr->orow);
+        float dsum = 0.0f;
+        for (int64_t c = 0; c < dv; c++)
+            dsum = dsum + scr->dorow[c] * scr->orow[c];
+        job->dsum[(bi * g->h + n) * g->sq + i] = dsum;
+
+        int64_t lo, hi;
+        cpu_key_range(g, bi, i, &lo, &hi);
+        for (int64_t c = 0; c < d; c++)
+            acc[c] = 0.0f;
+        float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
+        if (lo < hi && stat != -INFINITY) {
+            cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow);
+            bwd_row(job, scr, bi, n, i, lo, hi, lk, NULL, NULL);
+            for (int64_t j = lo; j < hi; j++) {
+                float dsj = scr->ds[j];
+                const float *kj = scr->kr + j * d;
+                for (int64_t c = 0; c < d; c++)
+                    acc[c] = acc[c] + dsj * kj[c];
+            }
+        }
+        cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, i, n, d, acc);
+    }
+    return FATTN_OK;
+}
+
+/* Pass 2: dK and dV for a block of keys of one (bi, kv head). */
+static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
+{
+    bwd_job *job = ctx;
+    const cpu_geom *g = job->g;
+    int64_t blk = item % job->key_blocks;
+    int64_t gk = (item / job->key_blocks) % g->hg;
+    int64_t bi = item / job->key_blocks / g->hg;
+    int64_t lq = g->len_q[bi], lk = g->len_kv[bi];
+    int64_t j0 = blk * BWD_KEYS, j1 = j0 + BWD_KEYS < lk ? j0 + BWD_KEYS : lk;
+    if (j0 >= j1)
+        return FATTN_OK;
+    int64_t d = g->d, dv = g->dv, nk = j1 - j0;
+    cpu_load_kv(g, bi, gk, lk, scr->kt, NULL, NULL, scr->vt);
+    /* acc: per-head dK [nk][d] and dV [nk][dv]; acc2/acc3: group sums. */
+    float *hdk = scr->acc, *hdv = scr->acc + nk * d;
+    float *gdk = scr->acc2, *gdv = scr->acc3;
+    bool grouped = g->group > 1;
+    if (grouped) {
+        memset(gdk, 0, (size_t)(nk * d) * sizeof(float));
+        memset(gdv, 0, (size_t)(nk * dv) * sizeof(float));
+    }
+    float *pd = scr->pd;
+    for (int64_t hn = 0; hn < g->group; hn++) {
+        int64_t n = gk * g->group + hn;
+        memset(hdk, 0, (size_t)(nk * d) * sizeof(float));
+        memset(hdv, 0, (size_t)(nk * dv) * sizeof(float));
+        for (int64_t i = 0; i < lq; i++) {
+            int64_t lo, hi;
+            cpu_key_range(g, bi, i, &lo, &hi);
+            if (lo < j0)
+                lo = j0;
+            if (hi > j1)
+                hi = j1;
+            if (lo >= hi)
+                continue;
+            float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
+            if (stat == -INFINITY)
+                continue;
+            cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow);
+            cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, scr->dorow);
+            bwd_row(job, scr, bi, n, i, lo, hi, lk, pd, NULL);
+            for (int64_t j = lo; j < hi; j++) {
+                float pj = pd[j], dsj = scr->ds[j];
+                float *dvj = hdv + (j - j0) * dv, *dkj = hdk + (j - j0) * d;
+                for (int64_t c = 0; c < dv; c++)
+                    dvj[c] = dvj[c] + pj * scr->dorow[c];
+                for (int64_t c = 0; c < d; c++)
+                    dkj[c] = dkj[c] + dsj * scr->qrow[c];
+            }
+        }
+        if (grouped) {
+            for (int64_t e = 0; e < nk * d; e++)
+                gdk[e] = gdk[e] + fattn_round_f32(g->io, hdk[e]);
+            for (int64_t e = 0; e < nk * dv; e++)
+                gdv[e] = gdv[e] + fattn_round_f32(g->io, hdv[e]);
+        }
+    }
+    const float *rdk = grouped ? gdk : hdk, *rdv = grouped ? gdv : hdv;
+    for (int64_t j = j0; j < j1; j++) {
+        cpu_store_row(&job->dk, g->kv_fmt, g->off_kv, bi, j, gk, d, rdk + (j - j0) * d);
+        cpu_store_row(&job->dv, g->kv_fmt, g->off_kv, bi, j, gk, dv, rdv + (j - j0) * dv);
+    }
+    return FATTN_OK;
+}
+
+/* Pass 3: one block of bias rows (bb, bh, rows [r0, r1) of the bias's sq dim). */
+static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
+{
+    bwd_job *job = ctx;
+    const cpu_geom *g = job->g;
+    const fattn_tensor *db = &job->d_bias;
+    int64_t bb_n = db->shape[0], bh_n = db->shape[1], bs_n = db->shape[2];
+    int64_t skv = db->shape[3];
+    int64_t blk = item % job->bias_blocks;
+    int64_t bh = (item / job->bias_blocks) % bh_n;
+    int64_t bb = item / job->bias_blocks / bh_n;
+    int64_t r0 = blk * BWD_ROWS, r1 = r0 + BWD_ROWS < bs_n ? r0 + BWD_ROWS : bs_n;
+    float *acc = scr->acc; /* [r1 - r0][skv] */
+    memset(acc, 0, (size_t)((r1 - r0) * skv) * sizeof(float));
+    float *t = scr->acc2;
+    int64_t b_lo = bb_n == 1 ? 0 : bb, b_hi = bb_n == 1 ? g->b : bb + 1;
+    int64_t n_lo = bh_n == 1 ? 0 : bh, n_hi = bh_n == 1 ? g->h : bh + 1;
+    for (int64_t bi = b_lo; bi < b_hi; bi++) {
+        int64_t lq = g->len_q[bi], lk = g->len_kv[bi];
+        for (int64_t n = n_lo; n < n_hi; n++) {
+            cpu_load_kv(g, bi, n / g->group, lk, scr->kt, NULL, NULL, scr->vt);
+            for (int64_t r = r0; r < r1; r++) {
+                int64_t i_lo = bs_n == 1 ? 0 : r, i_hi = bs_n == 1 ? lq : (r + 1 < lq ? r + 1 : lq);
+                float *arow = acc + (r - r0) * skv;
+                for (int64_t i = i_lo; i < i_hi; i++) {
+                    int64_t lo, hi;
+                    cpu_key_range(g, bi, i, &lo, &hi);
+                    float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
+                    if (lo >= hi || stat == -INFINITY)
+                        continue;
+                    cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
+                    cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, scr->dorow);
+                    bwd_row(job, scr, bi, n, i, lo, hi, lk, NULL, t);
+                    for (int64_t j = lo; j < hi; j++)
+                        arow[j] = arow[j] + t[j];
+                }
+            }
+        }
+    }
+    int64_t sd = db->strides[3];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t base = bb * db->strides[0] + bh * db->strides[1] + r * db->strides[2];
+        for (int64_t j = 0; j < skv; j++)
+            fattn_store_f32(db->data, db->dtype, base + j * sd, acc[(r - r0) * skv + j]);
+    }
+    return FATTN_OK;
+}
+
+static fattn_status check_grad(const fattn_tensor *grad, const fattn_tensor *like,
+                               const char *name)
+{
+    if (fattn_tensor_is_empty(grad))
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: %s output is missing", name);
+    if (grad->dtype != like->dtype || grad->ndim != like->ndim)
+        return fattn_error(FATTN_E_SHAPE, "backward: %s must match its input's dtype and rank",
+                           name);
+    for (int i = 0; i < like->ndim; i++)
+        if (grad->shape[i] != like->shape[i])
+            return fattn_error(FATTN_E_SHAPE, "backward: %s dim %d is %lld, input has %lld",
+                               name, i, (long long)grad->shape[i], (long long)like->shape[i]);
+    return FATTN_OK;
+}
+
+fattn_status cpu_backward(int threads, const fattn_bwd_params *p)
+{
+    const fattn_aux_pack *aux = p->aux;
+    if (!aux || aux->n < 2)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
+                           "[Stats, rng_state]");
+    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
+    if (aux->n != want)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
+                           "%d ([Stats, rng_state%s%s])", aux->n, want,
+                           has_bias ? ", Bias" : "", has_sink ? ", SoftmaxOffset" : "");
+    /* nvte_fused_attn_bwd reads Bias and SoftmaxOffset from the pack. */
+    int k = 2;
+    fattn_tensor bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
+    fattn_tensor offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
+    cpu_geom_args a = {
+        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .bias = &bias, .softmax_offset = &offset,
+        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
+        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .rng_state = &aux->t[1],
+        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
+        .attn_scale = p->attn_scale, .dropout = p->dropout,
+        .apply_dropout = p->dropout > 0.0f,
+        .layout = p->qkv_layout, .o_format = p->o_format,
+        .bias_type = p->bias_type, .mask_type = p->mask_type,
+        .softmax_type = p->softmax_type,
+        .win_left = p->window_size_left, .win_right = p->window_size_right,
+        .bottom_right = p->bottom_right_diagonal,
+        .who = "backward",
+    };
+    cpu_geom g;
+    fattn_status st = cpu_geom_init(&g, &a);
+    if (st != FATTN_OK)
+        return st;
+
+    bwd_job job = {.g = &g, .p = p, .stats = aux->t[0], .d_o = p->d_o, .dq = p->dq,
+                   .dk = p->dk, .dv = p->dv, .d_bias = p->d_bias};
+    int sndim;
+    int64_t sshape[4];
+    cpu_stats_shape(&g, &sndim, sshape);
+    bool ok = job.stats.dtype == FATTN_DTYPE_FLOAT32 && job.stats.ndim == sndim &&
+              !fattn_tensor_is_empty(&job.stats);
+    for (int i = 0; ok && i < sndim; i++)
+        ok = job.stats.shape[i] == sshape[i];
+    if (!ok) {
+        cpu_geom_free(&g);
+        return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
+                           "forward's shape");
+    }
+    if ((st = check_grad(&p->d_o, &p->o, "dO")) || (st = check_grad(&p->dq, &p->q, "dQ")) ||
+        (st = check_grad(&p->dk, &p->k, "dK")) || (st = check_grad(&p->dv, &p->v, "dV")) ||
+        (has_bias && !fattn_tensor_is_empty(&p->d_bias) &&
+         (st = check_grad(&p->d_bias, &bias, "dBias")))) {
+        cpu_geom_free(&g);
+        return st;
+    }
+    if (has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset) &&
+        (st = check_grad(&p->d_softmax_offset, &offset, "dSoftmaxOffset"))) {
+        cpu_geom_free(&g);
+        return st;
+    }
+    job.keep_scale = g.dropout > 0.0f ? 1.0f / (1.0f - g.dropout) : 1.0f;
+    job.thr = fattn_dropout_threshold(g.dropout);
+    job.dsum = calloc((size_t)(g.b * g.h * g.sq), sizeof(float));
+    if (!job.dsum) {
+        cpu_geom_free(&g);
+        return fattn_error(FATTN_E_NOMEM, "backward: cannot allocate Dsum");
+    }
+    job.row_blocks = (g.sq + BWD_ROWS - 1) / BWD_ROWS;
+    job.key_blocks = (g.skv + BWD_KEYS - 1) / BWD_KEYS;
+    st = cpu_parallel_for(threads, &g, g.b * g.h * job.row_blocks, bwd_dq_item, &job);
+    if (st == FATTN_OK)
+        st = cpu_parallel_for(threads, &g, g.b * g.hg * job.key_blocks, bwd_dkv_item, &job);
+    if (st == FATTN_OK && has_bias && !fattn_tensor_is_empty(&p->d_bias)) {
+        job.bias_blocks = (p->d_bias.shape[2] + BWD_ROWS - 1) / BWD_ROWS;
+        st = cpu_parallel_for(threads, &g,
+                              p->d_bias.shape[0] * p->d_bias.shape[1] * job.bias_blocks,
+                              bwd_dbias_item, &job);
+    }
+    if (st == FATTN_OK && has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
+        /* dz_n = -sum_{bi, i} exp(z_n - Stats_i) * Dsum_i, bi then i ascending. */
+        const fattn_tensor *dso = &p->d_softmax_offset;
+        for (int64_t n = 0; n < g.h; n++) {
+            float acc = 0.0f;
+            for (int64_t bi = 0; bi < g.b; bi++)
+                for (int64_t i = 0; i < g.len_q[bi]; i++) {
+                    float stat = ((const float *)job.stats.data)[cpu_stats_offset(&g, &job.stats, bi, n, i)];
+                    float ps = fattn_cpu_expf(g.sink[n] - stat);
+                    acc = acc + ps * job.dsum[(bi * g.h + n) * g.sq + i];
+                }
+            ((float *)dso->data)[n * dso->strides[1]] = -acc;
+        }
+    }
+    free(job.dsum);
+    cpu_geom_free(&g);
+    return st;
+}

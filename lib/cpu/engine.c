@@ -1,0 +1,46 @@
+/* The CPU engine's operation table. */
+#include <stdlib.h>
+
+#include "cpu/cpu.h"
+
+typedef struct cpu_engine {
+    fattn_engine base;
+    int threads;
+} cpu_engine;
+
+static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
+{
+    return cpu_forward(((cpu_engine *)e)->threads, p);
+}
+
+static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
+{
+    return cpu_backward(((cpu_engine *)e)->threads, p);
+}
+
+static void cpu_engine_free(fattn_engine *e) { free(e); }
+
+static const fattn_engine_ops cpu_ops = {
+    .name = "cpu",
+    .fwd = cpu_engine_fwd,
+    .bwd = cpu_engine_bwd,
+    .free = cpu_engine_free,
+};
+
+fattn_status fattn_engine_init_cpu(fattn_engine **out, const fattn_cpu_options *opt)
+{
+    if (!out)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_init_cpu: out is NULL");
+    *out = NULL;
+    int threads = opt ? opt->threads : 0;
+    if (threads < 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "CPU engine: %d threads", threads);
+    cpu_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return fattn_error(FATTN_E_NOMEM, "CPU engine: cannot allocate");
+    e->base.ops = &cpu_ops;
+    e->base.impl = e;
+    e->threads = threads ? threads : cpu_default_threads();
+    *out = &e->base;
+    return FATTN_OK;
+}

@@ -1,0 +1,157 @@
+/* fattn/engine.h — the engine API: TE's nvte_fused_attn_fwd / _bwd in C.
+ *
+ * An engine (fattn's cpu | cudnn choice) computes attention with TE's exact
+ * semantics. The parameters mirror nvte_fused_attn_fwd and
+ * nvte_fused_attn_bwd (transformer_engine/common/include/transformer_engine/
+ * fused_attn.h) one for one, grouped in two structs; the aux pack is TE's
+ * variable-length list. Front ends (lib/legacy, lib/split) sit on top and
+ * never see engine internals.
+ *
+ * Shapes (b batch, h = hq query heads, hg = hk = hv kv heads, sq/skv padded
+ * sequence lengths, t_q/t_kv total tokens of a THD tensor, d = d_qk, dv):
+ *   Q        format sbhd [sq,b,h,d] | bshd [b,sq,h,d] | bhsd [b,h,sq,d] | thd [t_q,h,d]
+ *   K        same format rules with kv length and hg heads, head dim d
+ *   V        as K with head dim dv
+ *   O        Q's format with head dim dv (o_format)
+ *   Bias     [1|b, 1|h, 1|sq, skv] in Q's dtype (post_scale_bias only)
+ *   SoftmaxOffset float32 [1,h,1,1] (off-by-one, learnable)
+ *   cu_seqlens_* int32 [b+1]; rng_state int64 [2] = (seed, offset)
+ *   Stats    float32 [b,h,sq,1], or [t_q,h,1] for a THD Q (ragged stats,
+ *            indexed by the token's position in Q)
+ *   Max      as Stats (only with return_max_logit)
+ * Layout strides come from the views: packed layouts are views into one
+ * buffer, and no engine copies to make a tensor contiguous.
+ *
+ * The aux pack, exactly as TE orders it:
+ *   [Stats, (Max if return_max_logit), rng_state,
+ *    (Bias if bias_type is pre/post_scale_bias),
+ *    (SoftmaxOffset if softmax_type is not vanilla)]
+ * Forward follows TE's two-call protocol: called with aux->n == 0 it only
+ * fills the pack's shapes and dtypes (data NULL) and returns; the caller
+ * allocates Stats (and Max) and calls again. On the executing call the engine
+ * points the rng_state, Bias and SoftmaxOffset entries at the inputs, as TE
+ * does (the pack entry *is* the input). Backward reads
+ *   [Stats, rng_state, (Bias), (SoftmaxOffset)]   (Max already stripped).
+ *
+ * Defined regions (an engine writes nothing outside them; callers poison
+ * outputs first and compare whole buffers within one engine):
+ *   O, Stats, Max   rows of query positions i < seqlen_q(b) — with a padding
+ *                   mask seqlen_q(b) = cu_seqlens_q[b+1]-cu_seqlens_q[b], else sq;
+ *                   THD: tokens [q_off(b), q_off(b)+seqlen_q(b)) where q_off
+ *                   is cu_seqlens_q_padded[b] (or cu_seqlens_q[b]).
+ *   dQ              as O's rows; dK, dV: key rows j < seqlen_kv(b) (THD:
+ *                   their token ranges); each row fully, all heads.
+ *   dBias           the whole bias tensor.
+ *   dSoftmaxOffset  the whole [1,h,1,1] tensor.
+ * Padded rows of bshd/sbhd and padding tokens of THD are left untouched.
+ */
+#ifndef FATTN_ENGINE_H
+#define FATTN_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/status.h"
+#include "fattn/te.h"
+#include "fattn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FATTN_AUX_MAX 5
+
+/* TE's NVTETensorPack for Aux_CTX_Tensors. */
+typedef struct fattn_aux_pack {
+    int n;
+    fattn_tensor t[FATTN_AUX_MAX];
+} fattn_aux_pack;
+
+/* nvte_fused_attn_fwd's arguments (S and the FP8 scale-inverse format are
+ * FP8-only and absent here; workspace and stream are the engine's business). */
+typedef struct fattn_fwd_params {
+    fattn_tensor q, k, v;
+    fattn_tensor bias;           /* empty unless pre/post_scale_bias */
+    fattn_tensor softmax_offset; /* empty when vanilla */
+    fattn_tensor o;              /* output */
+    fattn_aux_pack *aux;         /* in/out, see above */
+    fattn_tensor cu_seqlens_q, cu_seqlens_kv;
+    fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* may be empty */
+    fattn_tensor page_table_k, page_table_v;                /* paged only */
+    fattn_tensor rng_state;      /* int64 [2] */
+    int64_t max_seqlen_q, max_seqlen_kv;
+    bool is_training;
+    bool return_max_logit;
+    bool cuda_graph;
+    float attn_scale;
+    float dropout;
+    fattn_qkv_layout qkv_layout;
+    fattn_qkv_format o_format;
+    fattn_bias_type bias_type;
+    fattn_mask_type mask_type;
+    fattn_softmax_type softmax_type;
+    int64_t window_size_left, window_size_right;
+    bool bottom_right_diagonal;
+} fattn_fwd_params;
+
+/* nvte_fused_attn_bwd's arguments (S, dP and the FP8 formats omitted). */
+typedef struct fattn_bwd_params {
+    fattn_tensor q, k, v, o, d_o;
+    const fattn_aux_pack *aux;   /* [Stats, rng_state, (Bias), (Offset)] */
+    fattn_tensor dq, dk, dv;
+    fattn_tensor d_bias;             /* empty unless post_scale_bias with grad */
+    fattn_tensor d_softmax_offset;   /* empty when vanilla */
+    fattn_tensor cu_seqlens_q, cu_seqlens_kv;
+    fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded;
+    int64_t max_seqlen_q, max_seqlen_kv;
+    float attn_scale;
+    float dropout;
+    fattn_qkv_layout qkv_layout;
+    fattn_qkv_format o_format, do_format;
+    fattn_qkv_layout dqkv_layout;
+    fattn_bias_type bias_type;
+    fattn_mask_type mask_type;
+    fattn_softmax_type softmax_type;
+    int64_t window_size_left, window_size_right;
+    bool bottom_right_diagonal;
+    bool deterministic;
+    bool cuda_graph;
+} fattn_bwd_params;
+
+/* An engine is an object with two operations. Test-only variants and the
+ * cuDNN engine implement the same table. */
+typedef struct fattn_engine fattn_engine;
+
+typedef struct fattn_engine_ops {
+    const char *name; /* "cpu", "cudnn", or a test variant's name */
+    fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p);
+    fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p);
+    void (*free)(fattn_engine *e);
+} fattn_engine_ops;
+
+struct fattn_engine {
+    const fattn_engine_ops *ops;
+    void *impl;
+};
+
+/* Options of the CPU engine. threads = 0 means one per online CPU. Results
+ * are bitwise independent of the thread count. */
+typedef struct fattn_cpu_options {
+    int threads;
+} fattn_cpu_options;
+
+fattn_status fattn_engine_init_cpu(fattn_engine **out,
+                                   const fattn_cpu_options *opt);
+fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
+fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
+const char *fattn_engine_name(const fattn_engine *e);
+void fattn_engine_free(fattn_engine *e);
+
+/* Version of the CPU engine's math: bumped whenever any CPU result bit can
+ * change (part of the CPU platform key of goldens). */
+#define FATTN_CPU_MATH_VERSION 1
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_ENGINE_H */

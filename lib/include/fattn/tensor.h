@@ -1,0 +1,75 @@
+/* fattn/tensor.h — strided views of tensors.
+ *
+ * A fattn_tensor is a view: it never owns memory unless it came from
+ * fattn_tensor_alloc. Shape and strides are in elements (not bytes), up to
+ * FATTN_MAX_DIMS dims, C order meaning the last dim varies fastest. Packed QKV
+ * layouts are expressed as three views into one buffer with interleaving
+ * strides; nothing in fattn copies to make a layout contiguous.
+ *
+ * An empty slot (TE's None) is a tensor whose data is NULL and ndim is 0:
+ * fattn_tensor_empty(). Its absence is data; it is never a zero-size tensor.
+ */
+#ifndef FATTN_TENSOR_H
+#define FATTN_TENSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/dtype.h"
+#include "fattn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FATTN_MAX_DIMS 5
+
+typedef enum fattn_device {
+    FATTN_DEVICE_HOST = 0,
+    FATTN_DEVICE_CUDA = 1
+} fattn_device;
+
+typedef struct fattn_tensor {
+    void *data;
+    fattn_dtype dtype;
+    fattn_device device;
+    int ndim;
+    int64_t shape[FATTN_MAX_DIMS];
+    int64_t strides[FATTN_MAX_DIMS];
+} fattn_tensor;
+
+/* The empty slot. */
+fattn_tensor fattn_tensor_empty(void);
+bool fattn_tensor_is_empty(const fattn_tensor *t);
+
+/* A contiguous (C-order) host view of `data` with the given shape. */
+fattn_tensor fattn_tensor_view(void *data, fattn_dtype dtype, int ndim,
+                               const int64_t *shape);
+
+/* Allocate a contiguous host tensor (64-byte aligned). Free with
+ * fattn_tensor_free, which also resets *t to the empty slot. Contents are
+ * uninitialised. FATTN_E_OVERFLOW if the byte size does not fit. */
+fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
+                                const int64_t *shape);
+void fattn_tensor_free(fattn_tensor *t);
+
+/* Product of the dims (1 for ndim 0 non-empty; 0 for the empty slot). */
+int64_t fattn_tensor_numel(const fattn_tensor *t);
+/* Element offset of a multi-index (no bounds check). */
+int64_t fattn_tensor_offset(const fattn_tensor *t, const int64_t *idx);
+bool fattn_tensor_is_contiguous(const fattn_tensor *t);
+/* Same data pointer, dtype, ndim, shape and strides: the identity rule that
+ * saved-tensor dedup uses. */
+bool fattn_tensor_same(const fattn_tensor *a, const fattn_tensor *b);
+
+/* Copy the logical tensor in C order of its shape into `dst` (numel *
+ * dtype size bytes), gathered through the strides. */
+void fattn_tensor_gather(const fattn_tensor *t, void *dst);
+/* Fill every element of the view with the byte pattern of `pattern`
+ * (dtype-sized, little-endian low bytes used). */
+void fattn_tensor_fill_bits(fattn_tensor *t, uint64_t pattern);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_TENSOR_H */
