@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Count individual tests in meson's testlog.json.
+
+TAP tests (the Check suites) count each `ok` / `not ok` line; a TAP stream
+of `1..0 # SKIP reason` (a GPU suite on a machine without a GPU) counts as
+one skipped test. Other tests count as one each by their result.
+Prints `N passed, M failed, K skipped` (optionally prefixed with a label).
+"""
+import json
+import re
+import sys
+
+
+def count(path):
+    passed = failed = skipped = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            t = json.loads(line)
+            result = t.get("result", "")
+            out = t.get("stdout") or ""
+            if t.get("protocol") == "tap" or re.search(r"^1\.\.\d+", out, re.M):
+                plan_skip = re.search(r"^1\.\.0\s*#\s*SKIP", out, re.M | re.I)
+                n_ok = n_fail = n_skip = 0
+                for l in out.splitlines():
+                    if l.startswith("not ok"):
+                        n_fail += 1
+                    elif l.startswith("ok"):
+                        if re.search(r"#\s*SKIP", l, re.I):
+                            n_skip += 1
+                        else:
+                            n_ok += 1
+                if plan_skip and n_ok + n_fail + n_skip == 0:
+                    n_skip = 1
+                if result in ("FAIL", "TIMEOUT", "ERROR") and n_fail == 0:
+                    n_fail = 1  # a crash or timeout before the stream ended
+                passed += n_ok
+                failed += n_fail
+                skipped += n_skip
+            else:
+                if result in ("OK", "EXPECTEDFAIL"):
+                    passed += 1
+                elif result == "SKIP":
+                    skipped += 1
+                else:
+                    failed += 1
+    return passed, failed, skipped
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: count-tests.py TESTLOG.json... [--label L]", file=sys.stderr)
+        return 2
+    label = None
+    paths = []
+    args = sys.argv[1:]
+    while args:
+        a = args.pop(0)
+        if a == "--label":
+            label = args.pop(0)
+        else:
+            paths.append(a)
+    tot = [0, 0, 0]
+    for p in paths:
+        for i, v in enumerate(count(p)):
+            tot[i] += v
+    prefix = f"{label}: " if label else ""
+    print(f"{prefix}{tot[0]} passed, {tot[1]} failed, {tot[2]} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
