@@ -44,6 +44,13 @@ static inline void fattn_test_mark(const char *id)
             list_ids_fn();                                                     \
             return 0;                                                          \
         }                                                                      \
+        /* This run's ids only: start the ran-log afresh. */                  \
+        const char *ran_log = getenv("FATTN_TEST_RAN_LOG");                    \
+        if (ran_log && *ran_log) {                                             \
+            FILE *truncated = fopen(ran_log, "w");                             \
+            if (truncated)                                                     \
+                fclose(truncated);                                             \
+        }                                                                      \
         /* Forked children that crash must not drop core files. */             \
         struct rlimit no_core = {0, 0};                                        \
         setrlimit(RLIMIT_CORE, &no_core);                                      \

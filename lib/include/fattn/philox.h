@@ -34,7 +34,10 @@ uint32_t fattn_philox_u32(uint64_t seed, uint64_t stream, uint64_t n);
 void fattn_philox_fill_u32(uint64_t seed, uint64_t stream, uint64_t first,
                            uint64_t count, uint32_t *out);
 
-/* A word mapped to [-1, 1): (int32)word * 2^-31, exact in float. */
+/* A word mapped to [-1, 1]: (float)(int32)word * 2^-31. The int-to-float
+ * conversion rounds to nearest even (24 significant bits), so the result is
+ * the float nearest to int32(word) * 2^-31: exact only for |int32| < 2^24,
+ * and the words 0x7fffffc0 .. 0x7fffffff give exactly 1.0f. */
 float fattn_philox_to_sym_unit(uint32_t word);
 
 /* Dropout keep decision for probability p of dropping: keep iff

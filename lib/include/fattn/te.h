@@ -104,7 +104,8 @@ typedef enum fattn_te_backend {
     FATTN_TE_BACKEND_FP8 = 2
 } fattn_te_backend;
 
-/* Names both ways. *_name returns NULL for a value outside the enum;
+/* Names both ways. *_name returns NULL for a value outside the enum and
+ * for the *_NOT_SET values (TE has no string for them);
  * *_parse returns FATTN_E_PARSE (with a message listing the valid names)
  * for an unknown string. */
 const char *fattn_layout_name(fattn_qkv_layout l);
