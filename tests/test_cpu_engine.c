@@ -1,0 +1,384 @@
+/* Suite "cpu_engine": the CPU engine against the float64 oracle, case by case
+ * over tests/cases.c.
+ *
+ * For every case: run the engine (two threads; forward with TE's two-call
+ * protocol, then backward when the case trains), run the oracle on the same
+ * inputs, and check
+ *   - the aux pack the engine built (entries, shapes, aliasing of the inputs);
+ *   - every output on its defined region (engine.h) against the oracle with
+ *     |engine - oracle| <= atol + rtol * |oracle|, tolerances from the one
+ *     table below; defined values finite except Stats/Max of rows with no
+ *     kept key, which must be exactly the oracle's -inf;
+ *   - outside the defined regions, the 0xFF poison untouched (padded rows of
+ *     bshd/sbhd, THD gap tokens, trailing THD tokens);
+ *   - the inputs unchanged.
+ * The backward is compared with an oracle backward *given the engine's own
+ * O and Stats* (oracle_backward saved = true), which is what numerics.md
+ * defines the backward as: a function of (q, k, v, O, dO, Stats).
+ *
+ * FATTN_TEST_REPORT=1 is the measuring mode behind the tolerance table: it
+ * prints the worst error of every output of every case (absolute, as a
+ * fraction of its allowance, and the atol the rtol share leaves needed) to
+ * stderr, and makes tolerance misses non-fatal (poison, finiteness and aux
+ * checks stay fatal).
+ */
+#include <math.h>
+
+#include "cases.h"
+#include "fattn/dtype.h"
+#include "fattn/te.h"
+#include "fattn_test.h"
+#include "oracle.h"
+
+/* ------------------------------------------------------------------------ */
+/* Tolerances: the one place they are defined                               */
+/* ------------------------------------------------------------------------ */
+
+/* Rule: |engine - oracle| <= atol + rtol * |oracle|, per dtype and output.
+ *
+ * Why these numbers. The engine computes in float32 and rounds to the io
+ * dtype at cuDNN's rounding points (numerics.md): P before P.V, Pd and dS
+ * before their products, each io output once. Let u be the unit roundoff:
+ * 2^-11 (float16), 2^-8 (bfloat16), 2^-24 (float32).
+ *  - rtol is about 4u for the io outputs (float16 2e-3, bfloat16 1.6e-2,
+ *    TE's own cross-backend tolerances are 1e-3 / 1.5e-2): the final
+ *    rounding alone costs u.
+ *  - atol covers the rounded intermediates: a rounded P or dS is a relative
+ *    error u on every *term* of a sum of mixed signs, so the error scales
+ *    with the sum of |terms| of that output, not with |result|. That scale
+ *    differs per output (inputs: q, k ~ 0.5 U(-1,1), v ~ U(-1,1),
+ *    dO ~ 0.1 U(-1,1); |O| <= ~2 with dropout, |dV| <= ~0.5, |dBias|,
+ *    |dQ|, |dK| <= ~0.08), hence one atol per output kind.
+ *  - Stats, Max and dSoftmaxOffset are float32 whatever the io dtype: their
+ *    logits come from the exact io inputs, and (oracle backward given the
+ *    engine's O and Stats) dSoftmaxOffset sees no io rounding at all.
+ * Each atol is about 4x the largest error measured over the whole table
+ * (FATTN_TEST_REPORT=1) after the rtol share; worst measured |error| and
+ * the worst fraction of the allowance used (engine at FATTN_CPU_MATH_VERSION 1):
+ *              O        dQ,dK    dV       dBias    dOffset  Stats/Max
+ *   float16    5.1e-4   1.5e-5   1.4e-4   2.6e-5   2.0e-8   6.2e-7
+ *              (0.25)   (0.29)   (0.40)   (0.20)   (0.04)   (0.14)
+ *   bfloat16   6.2e-3   1.1e-4   1.0e-3   1.9e-4   3.0e-8   6.9e-7
+ *              (0.30)   (0.38)   (0.28)   (0.18)   (0.03)   (0.13)
+ *   float32    1.1e-7   6.4e-9   4.6e-8   5.1e-9   4.6e-8   3.8e-7
+ *              (0.27)   (0.22)   (0.38)   (0.22)   (0.03)   (0.13)
+ * The engine is bit-reproducible across machines, so these measurements do
+ * not drift; a change of FATTN_CPU_MATH_VERSION is the time to re-measure. */
+typedef enum tol_kind {
+    TOL_O,       /* O */
+    TOL_DQK,     /* dQ, dK */
+    TOL_DV,      /* dV */
+    TOL_DBIAS,   /* dBias */
+    TOL_DOFFSET, /* dSoftmaxOffset (float32) */
+    TOL_STATS,   /* Stats, Max (float32) */
+    TOL_KINDS
+} tol_kind;
+
+typedef struct tolerance {
+    fattn_dtype dtype;
+    struct {
+        double atol, rtol;
+    } k[TOL_KINDS]; /* indexed by tol_kind */
+} tolerance;
+
+static const tolerance tolerances[] = {
+    /*                       O                dQ, dK            dV */
+    /*                       dBias            dSoftmaxOffset    Stats, Max */
+    {FATTN_DTYPE_FLOAT16,  {{1e-3, 2e-3},     {2e-5, 2e-3},     {1e-4, 2e-3},
+                            {1e-5, 2e-3},     {1e-7, 1e-5},     {1e-7, 1e-6}}},
+    {FATTN_DTYPE_BFLOAT16, {{6e-3, 1.6e-2},   {1.5e-4, 1.6e-2}, {1e-3, 1.6e-2},
+                            {1e-4, 1.6e-2},   {1e-7, 1e-5},     {1e-7, 1e-6}}},
+    {FATTN_DTYPE_FLOAT32,  {{1.5e-7, 1e-6},   {1.5e-8, 1e-6},   {5e-8, 1e-6},
+                            {1.5e-8, 1e-6},   {1e-7, 1e-5},     {1e-7, 1e-6}}},
+};
+
+static const tolerance *tolerance_for(fattn_dtype t)
+{
+    for (size_t i = 0; i < sizeof tolerances / sizeof tolerances[0]; i++)
+        if (tolerances[i].dtype == t)
+            return &tolerances[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Comparing one output                                                     */
+/* ------------------------------------------------------------------------ */
+
+static bool report_on(void)
+{
+    const char *r = getenv("FATTN_TEST_REPORT");
+    return r && *r && strcmp(r, "0") != 0;
+}
+
+typedef struct check_out {
+    const char *name;
+    oracle_output which;
+    const fattn_tensor *t;    /* the engine's output view */
+    const double *ref;        /* oracle, C order of t's logical shape */
+    double atol, rtol;
+} check_out;
+
+static bool all_poison(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0xFF)
+            return false;
+    return true;
+}
+
+/* Walk every element of the view; fail at the first violation with the
+ * case, tensor, index and values. */
+static void check_output(const tcase *c, const tcase_buffers *buf, const check_out *k)
+{
+    const fattn_tensor *t = k->t;
+    ck_assert_msg(!fattn_tensor_is_empty(t), "%s: %s missing", c->id, k->name);
+    size_t esz = fattn_dtype_size(t->dtype);
+    int64_t n = fattn_tensor_numel(t);
+    int64_t idx[FATTN_MAX_DIMS] = {0};
+    double worst_abs = 0.0, worst_frac = 0.0, worst_need = 0.0, max_ref = 0.0;
+    int64_t defined = 0;
+    for (int64_t e = 0; e < n; e++) {
+        const char *p = (const char *)t->data + (size_t)fattn_tensor_offset(t, idx) * esz;
+        if (!oracle_defined(c, buf, k->which, idx)) {
+            ck_assert_msg(all_poison(p, esz),
+                          "%s: %s[%lld] (C order) is outside the defined region but "
+                          "was written (%g)",
+                          c->id, k->name, (long long)e,
+                          (double)fattn_load_f32(p, t->dtype, 0));
+        } else {
+            defined++;
+            double a = (double)fattn_load_f32(p, t->dtype, 0);
+            double r = k->ref[e];
+            if (isinf(r)) { /* Stats / Max of an empty row */
+                ck_assert_msg(a == r, "%s: %s[%lld]: engine %.9g, oracle %g", c->id,
+                              k->name, (long long)e, a, r);
+            } else {
+                ck_assert_msg(isfinite(a), "%s: %s[%lld] is not finite (%g), oracle %.9g",
+                              c->id, k->name, (long long)e, a, r);
+                double err = fabs(a - r), allow = k->atol + k->rtol * fabs(r);
+                if (err > worst_abs)
+                    worst_abs = err;
+                if (err / allow > worst_frac)
+                    worst_frac = err / allow;
+                if (err - k->rtol * fabs(r) > worst_need)
+                    worst_need = err - k->rtol * fabs(r);
+                if (fabs(r) > max_ref)
+                    max_ref = fabs(r);
+                ck_assert_msg(err <= allow || report_on(),
+                              "%s: %s[%lld] (C order): engine %.9g, oracle %.9g, "
+                              "|diff| %.3g > %.3g",
+                              c->id, k->name, (long long)e, a, r, err, allow);
+            }
+        }
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    ck_assert_msg(defined > 0, "%s: %s has no defined element", c->id, k->name);
+    if (report_on())
+        fprintf(stderr, "REPORT %s %s %s abs %.3e frac %.3f need_atol %.3e max_ref %.3e\n",
+                c->id, fattn_dtype_name(c->dtype), k->name, worst_abs, worst_frac,
+                worst_need, max_ref);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The per-case test                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Bytes of every input storage, to prove the engine left them alone. */
+typedef struct snapshot {
+    void *bytes[8];
+    size_t size[8];
+    const fattn_tensor *t[8];
+    int n;
+} snapshot;
+
+static size_t storage_bytes(const fattn_tensor *t)
+{
+    return (size_t)fattn_tensor_numel(t) * fattn_dtype_size(t->dtype);
+}
+
+static void snapshot_take(snapshot *s, const tcase_buffers *buf)
+{
+    const fattn_tensor *in[] = {&buf->qkv_storage[0], &buf->qkv_storage[1],
+                                &buf->qkv_storage[2], &buf->bias,
+                                &buf->softmax_offset, &buf->d_o,
+                                &buf->cu_q, &buf->rng_state};
+    s->n = 0;
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        if (fattn_tensor_is_empty(in[i]))
+            continue;
+        s->t[s->n] = in[i];
+        s->size[s->n] = storage_bytes(in[i]);
+        s->bytes[s->n] = malloc(s->size[s->n]);
+        ck_assert_ptr_nonnull(s->bytes[s->n]);
+        memcpy(s->bytes[s->n], in[i]->data, s->size[s->n]);
+        s->n++;
+    }
+}
+
+static void snapshot_check(snapshot *s, const char *id)
+{
+    for (int i = 0; i < s->n; i++) {
+        ck_assert_msg(memcmp(s->bytes[i], s->t[i]->data, s->size[i]) == 0,
+                      "%s: the engine modified input %d", id, i);
+        free(s->bytes[i]);
+    }
+}
+
+static void check_aux(const tcase *c, const tcase_buffers *buf)
+{
+    const fattn_aux_pack *a = &buf->aux_fwd;
+    bool thd = fattn_layout_q_format(c->layout) == FATTN_FORMAT_THD;
+    int slot = 0;
+    for (int m = 0; m < (c->return_max_logit ? 2 : 1); m++, slot++) {
+        const fattn_tensor *st = &a->t[slot];
+        ck_assert_int_eq(st->dtype, FATTN_DTYPE_FLOAT32);
+        if (thd) {
+            ck_assert_int_eq(st->ndim, 3);
+            ck_assert_int_eq(st->shape[0], buf->t_q);
+            ck_assert_int_eq(st->shape[1], c->h);
+            ck_assert_int_eq(st->shape[2], 1);
+        } else {
+            ck_assert_int_eq(st->ndim, 4);
+            ck_assert_int_eq(st->shape[0], c->b);
+            ck_assert_int_eq(st->shape[1], c->h);
+            ck_assert_int_eq(st->shape[2], c->sq);
+            ck_assert_int_eq(st->shape[3], 1);
+        }
+    }
+    ck_assert_msg(a->t[slot].data == buf->rng_state.data,
+                  "%s: aux rng_state is not the input", c->id);
+    ck_assert_int_eq(a->t[slot].dtype, FATTN_DTYPE_INT64);
+    slot++;
+    if (c->bias == FATTN_BIAS_POST_SCALE_BIAS) {
+        ck_assert_msg(a->t[slot].data == buf->bias.data, "%s: aux bias is not the input",
+                      c->id);
+        slot++;
+    }
+    if (c->softmax != FATTN_SOFTMAX_VANILLA) {
+        ck_assert_msg(a->t[slot].data == buf->softmax_offset.data,
+                      "%s: aux softmax_offset is not the input", c->id);
+        slot++;
+    }
+    ck_assert_int_eq(a->n, slot);
+    ck_assert_int_eq(buf->aux_bwd.n, slot - (c->return_max_logit ? 1 : 0));
+}
+
+START_TEST(test_case)
+{
+    const tcase *c = &tcase_table[_i];
+    const tolerance *tol = tolerance_for(c->dtype);
+    ck_assert_msg(tol != NULL, "%s: no tolerance for dtype", c->id);
+
+    tcase_buffers buf;
+    fattn_status st = tcase_setup(c, &buf);
+    ck_assert_msg(st == FATTN_OK, "%s: setup: %s", c->id, fattn_last_error());
+    fattn_engine *e = NULL;
+    ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){.threads = 2}),
+                     FATTN_OK);
+
+    snapshot snap;
+    snapshot_take(&snap, &buf);
+    st = tcase_run(c, &buf, e);
+    ck_assert_msg(st == FATTN_OK, "%s: engine: %s (%s)", c->id, fattn_status_name(st),
+                  fattn_last_error());
+    snapshot_check(&snap, c->id);
+    check_aux(c, &buf);
+
+#define TOL(kind) .atol = tol->k[kind].atol, .rtol = tol->k[kind].rtol
+    /* Forward. */
+    oracle_result r = {0};
+    ck_assert_int_eq(oracle_forward(c, &buf, NULL, &r), FATTN_OK);
+    check_output(c, &buf, &(check_out){"O", ORACLE_O, &buf.o, r.o, TOL(TOL_O)});
+    check_output(c, &buf, &(check_out){"Stats", ORACLE_STATS, &buf.stats, r.stats,
+                                       TOL(TOL_STATS)});
+    if (c->return_max_logit)
+        check_output(c, &buf, &(check_out){"Max", ORACLE_MAX, &buf.max, r.max,
+                                           TOL(TOL_STATS)});
+
+    /* Backward, given the engine's O and Stats. */
+    if (c->training) {
+        ck_assert_int_eq(oracle_backward(c, &buf, NULL, true, &r), FATTN_OK);
+        check_output(c, &buf, &(check_out){"dQ", ORACLE_DQ, &buf.dq, r.dq, TOL(TOL_DQK)});
+        check_output(c, &buf, &(check_out){"dK", ORACLE_DK, &buf.dk, r.dk, TOL(TOL_DQK)});
+        check_output(c, &buf, &(check_out){"dV", ORACLE_DV, &buf.dv, r.dv, TOL(TOL_DV)});
+        if (c->bias == FATTN_BIAS_POST_SCALE_BIAS)
+            check_output(c, &buf, &(check_out){"dBias", ORACLE_DBIAS, &buf.d_bias,
+                                               r.d_bias, TOL(TOL_DBIAS)});
+        if (c->softmax != FATTN_SOFTMAX_VANILLA)
+            check_output(c, &buf, &(check_out){"dSoftmaxOffset", ORACLE_DOFFSET,
+                                               &buf.d_softmax_offset,
+                                               r.d_softmax_offset, TOL(TOL_DOFFSET)});
+    }
+
+    oracle_result_free(&r);
+    fattn_engine_free(e);
+    tcase_teardown(&buf);
+    fattn_test_mark(c->id);
+}
+END_TEST
+
+/* The table itself: ids unique and well formed, and every feature present
+ * in float16 and in bfloat16. */
+START_TEST(test_table)
+{
+    ck_assert_int_ge(tcase_count, 48);
+    for (int i = 0; i < tcase_count; i++) {
+        const tcase *c = &tcase_table[i];
+        ck_assert_ptr_eq(tcase_find(c->id), c);
+        ck_assert(strncmp(c->id, c->training ? "bwd." : "fwd.", 4) == 0);
+        int64_t work = (int64_t)c->b * c->h * c->sq * c->skv * (c->d > c->dv ? c->d : c->dv);
+        ck_assert_msg(work <= 200000, "%s: %lld > 2e5", c->id, (long long)work);
+        if (!c->training)
+            ck_assert(c->dropout == 0.0f);
+    }
+    ck_assert_ptr_null(tcase_find("no.such.case"));
+    /* Every layout but the paged ones, in both 16-bit dtypes. */
+    for (int l = 0; l < FATTN_LAYOUT_COUNT; l++) {
+        if (fattn_layout_is_paged((fattn_qkv_layout)l))
+            continue;
+        int f16 = 0, bf16 = 0;
+        for (int i = 0; i < tcase_count; i++) {
+            if ((int)tcase_table[i].layout != l)
+                continue;
+            f16 += tcase_table[i].dtype == FATTN_DTYPE_FLOAT16;
+            bf16 += tcase_table[i].dtype == FATTN_DTYPE_BFLOAT16;
+        }
+        ck_assert_msg(f16 > 0 && bf16 > 0, "layout %s missing",
+                      fattn_layout_name((fattn_qkv_layout)l));
+    }
+    for (int m = 0; m <= FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT; m++) {
+        int f16 = 0, bf16 = 0;
+        for (int i = 0; i < tcase_count; i++) {
+            if ((int)tcase_table[i].mask != m)
+                continue;
+            f16 += tcase_table[i].dtype == FATTN_DTYPE_FLOAT16;
+            bf16 += tcase_table[i].dtype == FATTN_DTYPE_BFLOAT16;
+        }
+        ck_assert_msg(f16 > 0 && bf16 > 0, "mask %d missing", m);
+    }
+}
+END_TEST
+
+static void list_ids(void)
+{
+    for (int i = 0; i < tcase_count; i++)
+        printf("%s\n", tcase_table[i].id);
+}
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("cpu_engine");
+    TCase *tc = tcase_create("vs_oracle");
+    tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
+    tcase_add_test(tc, test_table);
+    tcase_add_loop_test(tc, test_case, 0, tcase_count);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+FATTN_TEST_MAIN(make_suite, list_ids)
