@@ -1,0 +1,162 @@
+/* fattn/legacy.h — the legacy front end: TE's FusedAttnFunc before the
+ * refactor, kept in its old shape on purpose.
+ *
+ * fattn_legacy_forward takes TE's 36 forward inputs positionally, in TE's
+ * order (transformer_engine/pytorch/attention/dot_product_attention/
+ * backends.py:1376-1414 at TE d0067d0), sets the 33 loose ctx attributes of
+ * backends.py:1635-1726, saves the flat list
+ *   [q_fp8, k_fp8, v_fp8, out_fp8, q, k, v, out,
+ *    cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded,
+ *    aux pack...]
+ * with the aux pack as TE's variable-length list [Stats, rng_state, (Bias),
+ * (SoftmaxOffset)] (Max stripped into max_logit), and fattn_legacy_backward
+ * returns 36 grads, all empty except 9 dq, 10 dk, 11 dv, 12 d_bias and
+ * 29 d_softmax_offset.
+ *
+ * Encodings of TE's Python values:
+ *   a tensor None          NULL or the empty slot (fattn_tensor_empty())
+ *   attn_scale None        FATTN_LEGACY_SCALE_NONE (NaN): (float)(1/sqrt(d_qk))
+ *   bottom_right_diagonal  -1 None (fused_attn_fwd's default: true iff the
+ *                          mask is *_bottom_right), 0 False, 1 True
+ *   rng_gen                a generator; required (fattn has no process-wide
+ *                          default generator: one per case run)
+ *   fp8_meta, quantizers   opaque pointers, carried as data
+ *
+ * Memory: every tensor the front end allocates (O, max_logit, Stats, Max,
+ * rng_state, dQ/dK/dV storage, dBias, dSoftmaxOffset) is owned by the ctx
+ * and freed by fattn_legacy_ctx_free; the views handed back stay valid until
+ * then, or until the next forward (all buffers) or backward (the grads) on
+ * the same ctx replaces them. Allocated outputs are filled with ctx->poison (if non-zero) before
+ * the engine runs, then zero-filled exactly where TE's pybind layer does
+ * (THD O; THD dQ / dK,dV; dBias for a THD layout).
+ */
+#ifndef FATTN_LEGACY_H
+#define FATTN_LEGACY_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/engine.h"
+#include "fattn/rng.h"
+#include "fattn/status.h"
+#include "fattn/te.h"
+#include "fattn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FATTN_LEGACY_SCALE_NONE ((float)NAN)
+#define FATTN_LEGACY_NGRADS 36
+/* Positions of the non-empty grads (0-based over the 36 inputs). */
+#define FATTN_LEGACY_GRAD_DQ 9
+#define FATTN_LEGACY_GRAD_DK 10
+#define FATTN_LEGACY_GRAD_DV 11
+#define FATTN_LEGACY_GRAD_DBIAS 12
+#define FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET 29
+
+/* The saved list: 12 fixed entries then the aux pack (2..4 entries). */
+#define FATTN_LEGACY_SAVED_MAX 16
+#define FATTN_LEGACY_SAVED_AUX 12
+
+typedef struct fattn_legacy_ctx {
+    /* ---- not TE: where to run and how to poison ------------------------ */
+    fattn_engine *engine; /* borrowed */
+    uint64_t poison;      /* 0 = none */
+    bool has_forward;     /* forward ran and saved */
+
+    /* ---- TE's 33 ctx attributes (backends.py:1635-1726) ---------------- */
+    const void *fp8_recipe;          /* never read by backward */
+    bool fp8;                        /* is_bwd_fp8 */
+    fattn_dtype nominal_dtype;
+    bool is_input_fp8;
+    bool is_output_fp8;              /* never read by backward */
+    bool bf16_backward;
+    /* tensor_objects: the saved list */
+    fattn_tensor tensor_objects[FATTN_LEGACY_SAVED_MAX];
+    int n_saved;
+    const void *fp8_meta;            /* never read by backward */
+    int64_t layer_number;
+    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+        *dP_quantizer, *S_quantizer;
+    const char *qkv_type;            /* NULL for the f16 path */
+    int64_t max_seqlen_q, max_seqlen_kv;
+    float attn_scale;
+    float dropout_p;
+    bool fast_zero_fill;
+    fattn_qkv_layout qkv_layout;
+    fattn_qkv_format o_format;
+    fattn_qkv_format qkv_scale_inv_format; /* NOT_SET on the f16 path */
+    fattn_qkv_layout dqkv_layout;
+    fattn_bias_type attn_bias_type;
+    fattn_mask_type attn_mask_type;
+    fattn_softmax_type softmax_type;
+    int64_t window_size[2];
+    bool bottom_right_diagonal;
+    fattn_te_backend fused_attention_backend;
+    bool use_FAv2_bwd;
+    bool deterministic;
+
+    /* ---- buffers owned by the ctx --------------------------------------- */
+    fattn_tensor own_out, own_max_logit, own_stats, own_max, own_rng_state;
+    fattn_tensor own_grad_storage[3], own_d_bias, own_d_softmax_offset;
+} fattn_legacy_ctx;
+
+/* A zeroed ctx that will run on `engine` (borrowed). */
+fattn_status fattn_legacy_ctx_init(fattn_legacy_ctx **out, fattn_engine *engine);
+void fattn_legacy_ctx_free(fattn_legacy_ctx *ctx);
+
+/* FusedAttnFunc.forward. `out` gets O (Q's format, V's head dim, Q's dtype);
+ * `max_logit` (may be NULL) gets the [h] max logit in O's dtype when
+ * return_max_logit, else the empty slot. Calling it again on the same ctx
+ * replaces the previous forward. */
+fattn_status fattn_legacy_forward(
+    fattn_legacy_ctx *ctx,
+    bool is_training,
+    int64_t max_seqlen_q,
+    int64_t max_seqlen_kv,
+    const fattn_tensor *cu_seqlens_q,
+    const fattn_tensor *cu_seqlens_kv,
+    const fattn_tensor *cu_seqlens_q_padded,
+    const fattn_tensor *cu_seqlens_kv_padded,
+    const fattn_tensor *page_table_k,
+    const fattn_tensor *page_table_v,
+    const fattn_tensor *q,
+    const fattn_tensor *k,
+    const fattn_tensor *v,
+    const fattn_tensor *attn_bias,
+    float attn_scale,
+    float dropout_p,
+    bool fast_zero_fill,
+    fattn_qkv_layout qkv_layout,
+    fattn_bias_type attn_bias_type,
+    fattn_mask_type attn_mask_type,
+    fattn_softmax_type softmax_type,
+    const int64_t window_size[2],
+    int bottom_right_diagonal,
+    fattn_rng_gen *rng_gen,
+    fattn_te_backend fused_attention_backend,
+    bool use_FAv2_bwd,
+    bool fp8,
+    const void *fp8_meta,
+    const void *quantizers,
+    bool deterministic,
+    const fattn_tensor *softmax_offset,
+    bool fp8_output,
+    bool bf16_backward,
+    int64_t layer_number,
+    bool return_max_logit,
+    const fattn_tensor *packed_qkv,
+    const fattn_tensor *packed_kv,
+    fattn_tensor *out,
+    fattn_tensor *max_logit);
+
+/* FusedAttnFunc.backward: fills grads[0..35]. */
+fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                   fattn_tensor grads[FATTN_LEGACY_NGRADS]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_LEGACY_H */

@@ -1,0 +1,310 @@
+/* fattn/split.h — the split front end: TE's FusedAttnFunc after the refactor
+ * (TE PR #3480): args structs, forward_impl / setup_ctx / backward_impl,
+ * fixed aux slots, saved-tensor dedup, 5 grads + 1 empty.
+ *
+ * Flow (what fattn_split_func_forward / _backward do):
+ *   fattn_split_forward_impl(args, q, k, v, attn_bias, softmax_offset, &res)
+ *       -> res.out, res.max_logit, res.to_save (fixed slots), res.ctx_attrs
+ *   fattn_split_setup_ctx(&bwd, args, &res.out, &res.ctx_attrs, &res.to_save)
+ *       -> bwd args filled, deduplicated slots put back
+ *   bwd.d_out = dO; fattn_split_backward_impl(&bwd, &grads)
+ *
+ * Fixed aux slots: softmax_stats, rng_state, aux_bias, aux_softmax_offset.
+ * The engine's variable-length list exists only at the engine boundary
+ * (list -> slots right after the forward, slots -> list right before the
+ * backward).
+ *
+ * Dedup (the identity rule): a to-save slot holding a tensor identical to
+ * q, k, v, attn_bias, softmax_offset or out — fattn_tensor_same: same data
+ * pointer, dtype, shape and strides, the C analogue of Python's `is` — is
+ * left empty by forward_impl and its source named in ctx_attrs.saved_from;
+ * setup_ctx puts the source back. The aux_bias / aux_softmax_offset entries
+ * *are* the inputs (TE's pack aliases them), so they dedup to attn_bias /
+ * softmax_offset. On FP8 paths an empty f16 slot still means "not needed":
+ * only real identity matches are replaced.
+ *
+ * Unset encodings (a required field left unset fails with
+ * FATTN_E_MISSING_FIELD naming it): enums -1 (layouts NOT_SET, TE backend
+ * NO_BACKEND), max_seqlen 0, window FATTN_SPLIT_WINDOW_UNSET, is_training -1,
+ * pointers NULL. Optional fields have TE's defaults (see fattn_fwd_args).
+ *
+ * Memory: a fattn_split_fwd_result owns what forward_impl allocated (O,
+ * max_logit, Stats, Max, rng_state) until fattn_split_fwd_result_free; a
+ * fattn_split_grads owns the gradient buffers until fattn_split_grads_free.
+ * Args structs never own tensors.
+ */
+#ifndef FATTN_SPLIT_H
+#define FATTN_SPLIT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/engine.h"
+#include "fattn/rng.h"
+#include "fattn/status.h"
+#include "fattn/te.h"
+#include "fattn/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FATTN_SPLIT_WINDOW_UNSET INT64_MIN
+#define FATTN_SPLIT_SCALE_NONE ((float)NAN)
+
+/* Which FP8 saved-tensor variant a forward uses (TE derives it from
+ * qkv_type, NVTE_FP8_DPA_BWD and NVTE_DPA_FP8CS_O_in_F16; reference §1.2 step 7). */
+typedef enum fattn_split_save_variant {
+    FATTN_SPLIT_SAVE_F16 = 0,       /* fp8 = (None)x4,         f16 = (q, k, v, out) */
+    FATTN_SPLIT_SAVE_FP8_O_F16 = 1, /* fp8 = (q8, k8, v8, None), f16 = (None, None, None, out_f16) */
+    FATTN_SPLIT_SAVE_FP8_O_FP8 = 2, /* fp8 = (q8, k8, v8, out8), f16 = (None)x4 */
+    FATTN_SPLIT_SAVE_FP8_BWD_F16 = 3 /* fp8 = (None)x4,        f16 = (q, k, v, out_f16) */
+} fattn_split_save_variant;
+
+/* Every non-differentiable forward input, grouped. */
+typedef struct fattn_fwd_args {
+    /* -- differentiable inputs: read by setup_ctx to put deduplicated slots
+     *    back; forward_impl takes them as parameters instead -- */
+    fattn_tensor q, k, v, attn_bias, softmax_offset;
+    fattn_tensor packed_qkv, packed_kv;   /* FP8 combine_and_quantize only; empty */
+
+    /* -- sequences -- */
+    int64_t max_seqlen_q, max_seqlen_kv;  /* REQUIRED (0 = unset) */
+    fattn_tensor cu_seqlens_q, cu_seqlens_kv;               /* empty = None */
+    fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* empty = None */
+    fattn_tensor page_table_k, page_table_v;                /* empty = None */
+
+    /* -- attention configuration -- */
+    int is_training;                      /* REQUIRED: 0/1 (-1 unset) */
+    fattn_qkv_layout qkv_layout;          /* REQUIRED (NOT_SET) */
+    fattn_bias_type attn_bias_type;       /* REQUIRED (-1) */
+    fattn_mask_type attn_mask_type;       /* REQUIRED (-1) */
+    fattn_softmax_type softmax_type;      /* REQUIRED (-1) */
+    int64_t window_size[2];               /* REQUIRED (FATTN_SPLIT_WINDOW_UNSET) */
+    int bottom_right_diagonal;            /* -1 None (default: mask is *_bottom_right), 0, 1 */
+    float attn_scale;                     /* NaN None (default (float)(1/sqrt(d_qk))) */
+    float dropout_p;                      /* default 0 */
+    bool fast_zero_fill;                  /* default true */
+
+    /* -- backend and numerics -- */
+    fattn_te_backend fused_attention_backend; /* REQUIRED (NO_BACKEND = unset) */
+    bool use_FAv2_bwd;                    /* default false */
+    bool deterministic;                   /* default false */
+    bool return_max_logit;                /* default false */
+    fattn_rng_gen *rng_gen;               /* REQUIRED: the case run's generator */
+
+    /* -- FP8 -- */
+    bool fp8;                             /* default false */
+    bool fp8_output;                      /* default false */
+    bool bf16_backward;                   /* default false */
+    const void *fp8_meta;                 /* opaque, default NULL */
+    const void *quantizers;               /* opaque, default NULL */
+    fattn_split_save_variant fp8_save;    /* default FATTN_SPLIT_SAVE_F16 */
+
+    /* -- misc -- */
+    int64_t layer_number;                 /* default 1 */
+
+    /* -- fattn runtime (not TE) -- */
+    fattn_engine *engine;                 /* REQUIRED, borrowed */
+    uint64_t poison;                      /* fill for allocated outputs, 0 = none */
+} fattn_fwd_args;
+
+/* What backward reads: the aux slots, the saved tensors, the configuration
+ * (TE's ctx attributes minus fp8_recipe, fp8_meta, is_output_fp8) and d_out. */
+typedef struct fattn_bwd_args {
+    /* -- aux slots -- */
+    fattn_tensor softmax_stats, rng_state, aux_bias, aux_softmax_offset;
+    /* -- saved tensors -- */
+    fattn_tensor q_fp8, k_fp8, v_fp8, out_fp8;
+    fattn_tensor q, k, v, out;
+    fattn_tensor cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded;
+    /* -- the incoming gradient -- */
+    fattn_tensor d_out;                   /* REQUIRED */
+
+    /* -- precision / FP8 -- */
+    bool fp8;                             /* is_bwd_fp8 */
+    fattn_dtype nominal_dtype;            /* REQUIRED (INVALID) */
+    bool is_input_fp8;
+    bool bf16_backward;
+    int64_t layer_number;
+    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+        *dP_quantizer, *S_quantizer;
+    const char *qkv_type;                 /* NULL on the f16 path */
+
+    /* -- attention configuration -- */
+    int64_t max_seqlen_q, max_seqlen_kv;  /* REQUIRED (0) */
+    float attn_scale;                     /* REQUIRED (NaN): resolved by forward */
+    float dropout_p;
+    bool fast_zero_fill;
+    fattn_qkv_layout qkv_layout;          /* REQUIRED (NOT_SET) */
+    fattn_qkv_format o_format;            /* REQUIRED (NOT_SET) */
+    fattn_qkv_format qkv_scale_inv_format; /* NOT_SET on the f16 path */
+    fattn_qkv_layout dqkv_layout;         /* REQUIRED (NOT_SET) */
+    fattn_bias_type attn_bias_type;       /* REQUIRED (-1) */
+    fattn_mask_type attn_mask_type;       /* REQUIRED (-1) */
+    fattn_softmax_type softmax_type;      /* REQUIRED (-1) */
+    int64_t window_size[2];               /* REQUIRED (FATTN_SPLIT_WINDOW_UNSET) */
+    int bottom_right_diagonal;            /* REQUIRED (-1): resolved by forward */
+    fattn_te_backend fused_attention_backend; /* REQUIRED (NO_BACKEND) */
+    bool use_FAv2_bwd;
+    bool deterministic;
+
+    /* -- fattn runtime (not TE) -- */
+    fattn_engine *engine;                 /* REQUIRED, borrowed */
+    uint64_t poison;
+} fattn_bwd_args;
+
+void fattn_fwd_args_init(fattn_fwd_args *a);
+void fattn_bwd_args_init(fattn_bwd_args *a);
+
+/* The fixed to-save slots, in TE's save order. */
+typedef enum fattn_split_slot {
+    FATTN_SPLIT_SLOT_Q_FP8 = 0,
+    FATTN_SPLIT_SLOT_K_FP8,
+    FATTN_SPLIT_SLOT_V_FP8,
+    FATTN_SPLIT_SLOT_OUT_FP8,
+    FATTN_SPLIT_SLOT_Q,
+    FATTN_SPLIT_SLOT_K,
+    FATTN_SPLIT_SLOT_V,
+    FATTN_SPLIT_SLOT_OUT,
+    FATTN_SPLIT_SLOT_CU_SEQLENS_Q,
+    FATTN_SPLIT_SLOT_CU_SEQLENS_KV,
+    FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED,
+    FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED,
+    FATTN_SPLIT_SLOT_SOFTMAX_STATS,
+    FATTN_SPLIT_SLOT_RNG_STATE,
+    FATTN_SPLIT_SLOT_AUX_BIAS,
+    FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET,
+    FATTN_SPLIT_NSLOTS
+} fattn_split_slot;
+
+/* Sources a slot can be deduplicated to. */
+typedef enum fattn_split_source {
+    FATTN_SPLIT_SRC_NONE = 0,
+    FATTN_SPLIT_SRC_Q,
+    FATTN_SPLIT_SRC_K,
+    FATTN_SPLIT_SRC_V,
+    FATTN_SPLIT_SRC_ATTN_BIAS,
+    FATTN_SPLIT_SRC_SOFTMAX_OFFSET,
+    FATTN_SPLIT_SRC_OUT
+} fattn_split_source;
+
+/* "q_fp8", ..., "aux_softmax_offset"; NULL outside the enum. */
+const char *fattn_split_slot_name(fattn_split_slot s);
+/* "q", "k", "v", "attn_bias", "softmax_offset", "out"; NULL for NONE. */
+const char *fattn_split_source_name(fattn_split_source s);
+
+typedef struct fattn_split_to_save {
+    fattn_tensor t[FATTN_SPLIT_NSLOTS];
+} fattn_split_to_save;
+
+/* What forward hands setup_ctx besides the tensors. */
+typedef struct fattn_split_ctx_attrs {
+    fattn_split_source saved_from[FATTN_SPLIT_NSLOTS];
+    bool fp8;                      /* is_bwd_fp8 */
+    fattn_dtype nominal_dtype;
+    bool is_input_fp8;
+    const char *qkv_type;
+    fattn_qkv_layout qkv_layout;   /* as backward must read it */
+    fattn_qkv_layout dqkv_layout;  /* the original layout */
+    fattn_qkv_format o_format;
+    fattn_qkv_format qkv_scale_inv_format;
+    float attn_scale;              /* resolved */
+    bool bottom_right_diagonal;    /* resolved */
+    fattn_te_backend fused_attention_backend;
+    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+        *dP_quantizer, *S_quantizer;
+} fattn_split_ctx_attrs;
+
+typedef struct fattn_split_fwd_result {
+    fattn_tensor out;              /* O */
+    fattn_tensor max_logit;        /* [h] in O's dtype, or empty */
+    fattn_split_to_save to_save;
+    fattn_split_ctx_attrs ctx_attrs;
+    /* owned */
+    fattn_tensor own_out, own_max_logit, own_stats, own_max, own_rng_state;
+} fattn_split_fwd_result;
+
+typedef struct fattn_split_grads {
+    fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
+    /* owned */
+    fattn_tensor own_storage[3], own_d_bias, own_d_softmax_offset;
+} fattn_split_grads;
+
+void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
+void fattn_split_grads_free(fattn_split_grads *g);
+
+/* Fill the 16 slots for a save variant: fp8[4] = (q8, k8, v8, out8),
+ * f16[4] = (q, k, v, out), cu[4], aux[4] = (stats, rng_state, bias, offset);
+ * entries the variant does not save become empty. */
+fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
+                                      const fattn_tensor fp8[4], const fattn_tensor f16[4],
+                                      const fattn_tensor cu[4], const fattn_tensor aux[4],
+                                      fattn_split_to_save *to_save);
+
+/* The dedup step of forward_impl: every non-empty slot identical
+ * (fattn_tensor_same) to one of the six sources (checked in the order q, k,
+ * v, attn_bias, softmax_offset, out; empty sources skipped) is emptied and
+ * its source recorded; other entries of saved_from become NONE. */
+void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
+                       const fattn_tensor *k, const fattn_tensor *v,
+                       const fattn_tensor *attn_bias, const fattn_tensor *softmax_offset,
+                       const fattn_tensor *out,
+                       fattn_split_source saved_from[FATTN_SPLIT_NSLOTS]);
+
+/* _fused_attn_forward_impl. */
+fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
+                                      const fattn_tensor *k, const fattn_tensor *v,
+                                      const fattn_tensor *attn_bias,
+                                      const fattn_tensor *softmax_offset,
+                                      fattn_split_fwd_result *res);
+
+/* _fused_attn_setup_ctx: fill `bwd` (initialised here) from the forward. */
+fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
+                                   const fattn_tensor *out,
+                                   const fattn_split_ctx_attrs *ctx_attrs,
+                                   const fattn_split_to_save *to_save);
+
+/* _fused_attn_backward_impl: allocates and fills `grads`. */
+fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *grads);
+
+/* The layout backward reloads tensors in when TE's legacy CPU offload
+ * (NVTE_CPU_OFFLOAD_V1) moved an interleaved layer: each packed group is
+ * rewritten to separate tensors (backends.py:1689-1703), e.g. sb3hd ->
+ * sbhd_sbhd_sbhd, bshd_bs2hd -> bshd_bshd_bshd; other layouts unchanged.
+ * With offloaded = false the layout is returned as is. */
+fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded);
+
+/* ---- the thin autograd wrapper -------------------------------------- */
+
+typedef struct fattn_split_func_ctx {
+    bool has_forward;
+    fattn_bwd_args bwd;
+    fattn_split_fwd_result fwd;
+    fattn_split_grads grads;
+} fattn_split_func_ctx;
+
+fattn_status fattn_split_func_ctx_init(fattn_split_func_ctx **out);
+void fattn_split_func_ctx_free(fattn_split_func_ctx *ctx);
+
+/* FusedAttnFunc.forward(ctx, q, k, v, attn_bias, softmax_offset, args):
+ * returns O (and max_logit when args->return_max_logit; may be NULL). The
+ * ctx keeps what backward needs; views stay valid until the ctx is freed or
+ * runs again. */
+fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_tensor *q,
+                                      const fattn_tensor *k, const fattn_tensor *v,
+                                      const fattn_tensor *attn_bias,
+                                      const fattn_tensor *softmax_offset,
+                                      const fattn_fwd_args *args, fattn_tensor *out,
+                                      fattn_tensor *max_logit);
+
+/* FusedAttnFunc.backward: grads6 = (dq, dk, dv, d_bias, d_softmax_offset,
+ * empty for args). */
+fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
+                                       fattn_tensor grads6[6]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_SPLIT_H */
