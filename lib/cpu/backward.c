@@ -22,7 +22,7 @@
 #include "cpu/fmath.h"
 
 #define BWD_ROWS 64
-#define BWD_KEYS 64
+#define BWD_KEYS 128
 
 typedef struct bwd_job {
     const cpu_geom *g;
@@ -34,53 +34,62 @@ typedef struct bwd_job {
     uint32_t thr;
 } bwd_job;
 
-/* For row (bi, n, i) with keys [lo, hi): P (undropped) into p, dS (rounded
- * to io) into ds, Pd (dropped, rounded to io) into pd (may be NULL), T into
- * t (may be NULL). qrow and dorow hold the row's Q and dO. */
-static void bwd_row(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n,
-                    int64_t i, int64_t lo, int64_t hi, int64_t lk, float *pd, float *t)
+/* For nr (<= CPU_ROWS) rows, positions i[r] of (bi, n) with kept keys
+ * [lo[r], hi[r]) (non-empty) and finite Stats, whose Q and dO rows are in
+ * scr->qrow / scr->dorow (row r at r * ldc): P (undropped) into scr->p, dS
+ * (rounded to io) into scr->ds, Pd (dropped, rounded to io) into scr->pd if
+ * want_pd, T into scr->t if want_t (row r at r * ldk). */
+static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n, int nr,
+                     const int64_t *i, const int64_t *lo, const int64_t *hi, bool want_pd,
+                     bool want_t)
 {
     const cpu_geom *g = job->g;
-    float *s = scr->s, *p = scr->p, *dp = scr->dp, *ds = scr->ds;
+    int64_t ldk = scr->ldk, ldc = scr->ldc;
     const float *st = job->stats.data;
-    float stat = st[cpu_stats_offset(g, &job->stats, bi, n, i)];
-    float dsum = job->dsum[(bi * g->h + n) * g->sq + i];
-
-    cpu_logits_row(g, bi, n, i, scr->qrow, scr->kt, lk, lo, hi, s);
-    for (int64_t j = lo; j < hi; j++)
-        p[j] = fattn_cpu_expf(s[j] - stat);
-    for (int64_t j = lo; j < hi; j++)
-        dp[j] = 0.0f;
-    for (int64_t c = 0; c < g->dv; c++) {
-        float oc = scr->dorow[c];
-        const float *vc = scr->vt + c * lk;
-        for (int64_t j = lo; j < hi; j++)
-            dp[j] = dp[j] + oc * vc[j];
+    cpu_logits_rows(g, scr, bi, n, nr, i, scr->qrow, ldc, lo, hi, scr->s, ldk);
+    int64_t ul = lo[0], uh = hi[0];
+    for (int r = 1; r < nr; r++) {
+        ul = lo[r] < ul ? lo[r] : ul;
+        uh = hi[r] > uh ? hi[r] : uh;
     }
-    if (g->dropout > 0.0f) {
-        cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
-        for (int64_t j = lo; j < hi; j++) {
-            bool keep = scr->rnd[j - lo] >= job->thr;
-            if (pd)
-                pd[j] = keep ? p[j] * job->keep_scale : 0.0f;
-            dp[j] = keep ? dp[j] * job->keep_scale : 0.0f;
+    /* dP = dO . V^T, head dim ascending from 0.0f */
+    cpu_dot_rows(nr, scr->dorow, ldc, g->dv, scr->vt, ldk, ul, uh, scr->dp, ldk);
+    for (int r = 0; r < nr; r++) {
+        float *s = scr->s + r * ldk, *p = scr->p + r * ldk, *dp = scr->dp + r * ldk;
+        float *ds = scr->ds + r * ldk, *pd = want_pd ? scr->pd + r * ldk : NULL;
+        float *t = want_t ? scr->t + r * ldk : NULL;
+        int64_t l = lo[r], h = hi[r];
+        float stat = st[cpu_stats_offset(g, &job->stats, bi, n, i[r])];
+        float dsum = job->dsum[(bi * g->h + n) * g->sq + i[r]];
+        for (int64_t j = l; j < h; j++)
+            p[j] = fattn_cpu_expf(s[j] - stat);
+        if (g->dropout > 0.0f) {
+            cpu_dropout_words(g, bi, n, i[r], l, h, scr->rnd);
+            const uint32_t *rnd = scr->rnd;
+            for (int64_t j = l; j < h; j++) {
+                bool keep = rnd[j - l] >= job->thr;
+                if (pd)
+                    pd[j] = keep ? p[j] * job->keep_scale : 0.0f;
+                dp[j] = keep ? dp[j] * job->keep_scale : 0.0f;
+            }
+        } else if (pd) {
+            for (int64_t j = l; j < h; j++)
+                pd[j] = p[j];
         }
-    } else if (pd) {
-        for (int64_t j = lo; j < hi; j++)
-            pd[j] = p[j];
-    }
-    for (int64_t j = lo; j < hi; j++) {
-        float tj = p[j] * (dp[j] - dsum);
-        if (t)
-            t[j] = tj;
-        ds[j] = tj * g->scale;
-    }
-    if (g->io != FATTN_DTYPE_FLOAT32) {
-        for (int64_t j = lo; j < hi; j++)
-            ds[j] = fattn_round_f32(g->io, ds[j]);
+        float scale = g->scale;
+        if (t) {
+            for (int64_t j = l; j < h; j++) {
+                float tj = p[j] * (dp[j] - dsum);
+                t[j] = tj;
+                ds[j] = tj * scale;
+            }
+        } else {
+            for (int64_t j = l; j < h; j++)
+                ds[j] = (p[j] * (dp[j] - dsum)) * scale;
+        }
+        cpu_round_io(g->io, ds + l, h - l);
         if (pd)
-            for (int64_t j = lo; j < hi; j++)
-                pd[j] = fattn_round_f32(g->io, pd[j]);
+            cpu_round_io(g->io, pd + l, h - l);
     }
 }
 
@@ -92,37 +101,61 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
     int64_t blk = item % job->row_blocks;
     int64_t n = (item / job->row_blocks) % g->h;
     int64_t bi = item / job->row_blocks / g->h;
-    int64_t lq = g->len_q[bi], lk = g->len_kv[bi];
+    int64_t lq = g->len_q[bi];
     int64_t i0 = blk * BWD_ROWS, i1 = i0 + BWD_ROWS < lq ? i0 + BWD_ROWS : lq;
     if (i0 >= i1)
         return FATTN_OK;
-    int64_t gk = n / g->group, d = g->d, dv = g->dv;
-    cpu_load_kv(g, bi, gk, lk, scr->kt, scr->kr, NULL, scr->vt);
-    float *acc = scr->acc;
-    for (int64_t i = i0; i < i1; i++) {
-        cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, scr->dorow);
-        cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, dv, scr->orow);
-        float dsum = 0.0f;
-        for (int64_t c = 0; c < dv; c++)
-            dsum = dsum + scr->dorow[c] * scr->orow[c];
-        job->dsum[(bi * g->h + n) * g->sq + i] = dsum;
-
-        int64_t lo, hi;
-        cpu_key_range(g, bi, i, &lo, &hi);
-        for (int64_t c = 0; c < d; c++)
-            acc[c] = 0.0f;
-        float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
-        if (lo < hi && stat != -INFINITY) {
-            cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow);
-            bwd_row(job, scr, bi, n, i, lo, hi, lk, NULL, NULL);
-            for (int64_t j = lo; j < hi; j++) {
-                float dsj = scr->ds[j];
-                const float *kj = scr->kr + j * d;
-                for (int64_t c = 0; c < d; c++)
-                    acc[c] = acc[c] + dsj * kj[c];
+    int64_t gk = n / g->group, d = g->d, dv = g->dv, ldc = scr->ldc, ldk = scr->ldk;
+    int64_t ncd = (d + 7) / 8 * 8;
+    cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_KR | CPU_VT);
+    float *acc = scr->acc; /* [CPU_ROWS][ldc] dQ rows */
+    const float *stp = job->stats.data;
+    for (int64_t ib = i0; ib < i1; ib += CPU_ROWS) {
+        int nb = (int)(i1 - ib < CPU_ROWS ? i1 - ib : CPU_ROWS);
+        int64_t alo[CPU_ROWS], ahi[CPU_ROWS], aidx[CPU_ROWS];
+        int na = 0, slot[CPU_ROWS];
+        for (int r = 0; r < nb; r++) {
+            int64_t i = ib + r;
+            float *dorow = scr->dorow + na * ldc, *orow = scr->orow;
+            cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
+            cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, dv, orow);
+            float dsum = 0.0f;
+            for (int64_t c = 0; c < dv; c++)
+                dsum = dsum + dorow[c] * orow[c];
+            job->dsum[(bi * g->h + n) * g->sq + i] = dsum;
+            int64_t lo, hi;
+            cpu_key_range(g, bi, i, &lo, &hi);
+            float stat = stp[cpu_stats_offset(g, &job->stats, bi, n, i)];
+            slot[r] = -1;
+            if (lo < hi && stat != -INFINITY) {
+                for (int64_t c = dv; c < ldc; c++)
+                    dorow[c] = 0.0f;
+                cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow + na * ldc);
+                slot[r] = na;
+                alo[na] = lo;
+                ahi[na] = hi;
+                aidx[na] = i;
+                na++;
             }
         }
-        cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, i, n, d, acc);
+        for (int64_t e = 0; e < CPU_ROWS * ldc; e++)
+            acc[e] = 0.0f;
+        if (na > 0) {
+            bwd_rows(job, scr, bi, n, na, aidx, alo, ahi, false, false);
+            cpu_axpy_rows(na, scr->ds, ldk, alo, ahi, scr->kr, ldc, ncd, acc, ldc);
+        }
+        for (int r = 0; r < nb; r++) {
+            /* rows without a kept key (or with Stats -inf) get dQ = 0 */
+            if (slot[r] < 0) {
+                float *zr = scr->orow;
+                for (int64_t c = 0; c < d; c++)
+                    zr[c] = 0.0f;
+                cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d, zr);
+            } else {
+                cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d,
+                              acc + slot[r] * ldc);
+            }
+        }
     }
     return FATTN_OK;
 }
@@ -139,56 +172,75 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
     int64_t j0 = blk * BWD_KEYS, j1 = j0 + BWD_KEYS < lk ? j0 + BWD_KEYS : lk;
     if (j0 >= j1)
         return FATTN_OK;
-    int64_t d = g->d, dv = g->dv, nk = j1 - j0;
-    cpu_load_kv(g, bi, gk, lk, scr->kt, NULL, NULL, scr->vt);
-    /* acc: per-head dK [nk][d] and dV [nk][dv]; acc2/acc3: group sums. */
-    float *hdk = scr->acc, *hdv = scr->acc + nk * d;
+    int64_t d = g->d, dv = g->dv, nk = j1 - j0, ldc = scr->ldc, ldk = scr->ldk;
+    int64_t ncd = (d + 7) / 8 * 8, ncv = (dv + 7) / 8 * 8;
+    cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_VT);
+    /* acc: per-head dK [nk][ldc] and dV [nk][ldc]; acc2/acc3: group sums. */
+    float *hdk = scr->acc, *hdv = scr->acc + nk * ldc;
     float *gdk = scr->acc2, *gdv = scr->acc3;
     bool grouped = g->group > 1;
     if (grouped) {
-        memset(gdk, 0, (size_t)(nk * d) * sizeof(float));
-        memset(gdv, 0, (size_t)(nk * dv) * sizeof(float));
+        memset(gdk, 0, (size_t)(nk * ldc) * sizeof(float));
+        memset(gdv, 0, (size_t)(nk * ldc) * sizeof(float));
     }
-    float *pd = scr->pd;
+    const float *stp = job->stats.data;
     for (int64_t hn = 0; hn < g->group; hn++) {
         int64_t n = gk * g->group + hn;
-        memset(hdk, 0, (size_t)(nk * d) * sizeof(float));
-        memset(hdv, 0, (size_t)(nk * dv) * sizeof(float));
-        for (int64_t i = 0; i < lq; i++) {
-            int64_t lo, hi;
-            cpu_key_range(g, bi, i, &lo, &hi);
-            if (lo < j0)
-                lo = j0;
-            if (hi > j1)
-                hi = j1;
-            if (lo >= hi)
-                continue;
-            float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
-            if (stat == -INFINITY)
-                continue;
-            cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow);
-            cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, scr->dorow);
-            bwd_row(job, scr, bi, n, i, lo, hi, lk, pd, NULL);
-            for (int64_t j = lo; j < hi; j++) {
-                float pj = pd[j], dsj = scr->ds[j];
-                float *dvj = hdv + (j - j0) * dv, *dkj = hdk + (j - j0) * d;
-                for (int64_t c = 0; c < dv; c++)
-                    dvj[c] = dvj[c] + pj * scr->dorow[c];
-                for (int64_t c = 0; c < d; c++)
-                    dkj[c] = dkj[c] + dsj * scr->qrow[c];
+        memset(hdk, 0, (size_t)(nk * ldc) * sizeof(float));
+        memset(hdv, 0, (size_t)(nk * ldc) * sizeof(float));
+        int64_t alo[CPU_ROWS], ahi[CPU_ROWS], aidx[CPU_ROWS];
+        int na = 0;
+        for (int64_t i = 0; i < lq || na > 0; i++) {
+            if (i < lq) {
+                int64_t lo, hi;
+                cpu_key_range(g, bi, i, &lo, &hi);
+                if (lo < j0)
+                    lo = j0;
+                if (hi > j1)
+                    hi = j1;
+                if (lo >= hi)
+                    continue;
+                float stat = stp[cpu_stats_offset(g, &job->stats, bi, n, i)];
+                if (stat == -INFINITY)
+                    continue;
+                float *qrow = scr->qrow + na * ldc, *dorow = scr->dorow + na * ldc;
+                cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, qrow);
+                cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
+                for (int64_t c = d; c < ldc; c++)
+                    qrow[c] = 0.0f;
+                for (int64_t c = dv; c < ldc; c++)
+                    dorow[c] = 0.0f;
+                alo[na] = lo;
+                ahi[na] = hi;
+                aidx[na] = i;
+                na++;
+                if (na < CPU_ROWS && i + 1 < lq)
+                    continue;
             }
+            /* rows ascending: dV += Pd^T dO, dK += dS^T Q */
+            bwd_rows(job, scr, bi, n, na, aidx, alo, ahi, true, false);
+            cpu_rank_rows(na, scr->pd, ldk, alo, ahi, scr->dorow, ldc, ncv, j0, j1, hdv, ldc);
+            cpu_rank_rows(na, scr->ds, ldk, alo, ahi, scr->qrow, ldc, ncd, j0, j1, hdk, ldc);
+            na = 0;
+            if (i >= lq)
+                break;
         }
         if (grouped) {
-            for (int64_t e = 0; e < nk * d; e++)
-                gdk[e] = gdk[e] + fattn_round_f32(g->io, hdk[e]);
-            for (int64_t e = 0; e < nk * dv; e++)
-                gdv[e] = gdv[e] + fattn_round_f32(g->io, hdv[e]);
+            for (int64_t j = 0; j < nk; j++) {
+                float *a = gdk + j * ldc, *hrow = hdk + j * ldc;
+                for (int64_t c = 0; c < d; c++)
+                    a[c] = a[c] + fattn_round_f32(g->io, hrow[c]);
+                a = gdv + j * ldc;
+                hrow = hdv + j * ldc;
+                for (int64_t c = 0; c < dv; c++)
+                    a[c] = a[c] + fattn_round_f32(g->io, hrow[c]);
+            }
         }
     }
     const float *rdk = grouped ? gdk : hdk, *rdv = grouped ? gdv : hdv;
     for (int64_t j = j0; j < j1; j++) {
-        cpu_store_row(&job->dk, g->kv_fmt, g->off_kv, bi, j, gk, d, rdk + (j - j0) * d);
-        cpu_store_row(&job->dv, g->kv_fmt, g->off_kv, bi, j, gk, dv, rdv + (j - j0) * dv);
+        cpu_store_row(&job->dk, g->kv_fmt, g->off_kv, bi, j, gk, d, rdk + (j - j0) * ldc);
+        cpu_store_row(&job->dv, g->kv_fmt, g->off_kv, bi, j, gk, dv, rdv + (j - j0) * ldc);
     }
     return FATTN_OK;
 }
@@ -207,13 +259,12 @@ static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
     int64_t r0 = blk * BWD_ROWS, r1 = r0 + BWD_ROWS < bs_n ? r0 + BWD_ROWS : bs_n;
     float *acc = scr->acc; /* [r1 - r0][skv] */
     memset(acc, 0, (size_t)((r1 - r0) * skv) * sizeof(float));
-    float *t = scr->acc2;
     int64_t b_lo = bb_n == 1 ? 0 : bb, b_hi = bb_n == 1 ? g->b : bb + 1;
     int64_t n_lo = bh_n == 1 ? 0 : bh, n_hi = bh_n == 1 ? g->h : bh + 1;
     for (int64_t bi = b_lo; bi < b_hi; bi++) {
-        int64_t lq = g->len_q[bi], lk = g->len_kv[bi];
+        int64_t lq = g->len_q[bi];
         for (int64_t n = n_lo; n < n_hi; n++) {
-            cpu_load_kv(g, bi, n / g->group, lk, scr->kt, NULL, NULL, scr->vt);
+            cpu_load_kv(g, scr, bi, n / g->group, CPU_KT | CPU_VT);
             for (int64_t r = r0; r < r1; r++) {
                 int64_t i_lo = bs_n == 1 ? 0 : r, i_hi = bs_n == 1 ? lq : (r + 1 < lq ? r + 1 : lq);
                 float *arow = acc + (r - r0) * skv;
@@ -225,7 +276,8 @@ static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
                         continue;
                     cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
                     cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, scr->dorow);
-                    bwd_row(job, scr, bi, n, i, lo, hi, lk, NULL, t);
+                    bwd_rows(job, scr, bi, n, 1, &i, &lo, &hi, false, true);
+                    const float *t = scr->t;
                     for (int64_t j = lo; j < hi; j++)
                         arow[j] = arow[j] + t[j];
                 }

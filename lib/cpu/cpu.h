@@ -81,32 +81,38 @@ void cpu_stats_shape(const cpu_geom *g, int *ndim, int64_t shape[4]);
 
 /* ---- one row of logits ------------------------------------------------ */
 
-/* Scratch of one worker, sized for the largest (batch, head). */
+/* Scratch of one worker, sized for the largest (batch, head).
+ * K^T and V^T have leading dimension ldk = skv + 8 (zero padding past the
+ * loaded keys, so 8-key kernels may read a few keys beyond a range); row
+ * buffers (K rows, V rows, Q/dO/O rows, accumulators) have leading dimension
+ * ldc = max(d, dv) rounded up to 8 (zero padding past the head dim). */
+#define CPU_ROWS 4
 typedef struct cpu_scratch {
-    float *kt;     /* [d][len]  K^T of one (batch, kv head) */
-    float *kr;     /* [len][d]  K rows */
-    float *vr;     /* [len][dv] V rows */
-    float *vt;     /* [dv][len] V^T */
-    float *s;      /* [skv] logits of one row */
-    float *p;      /* [skv] probabilities */
-    float *dp;     /* [skv] */
-    float *ds;     /* [skv] */
-    float *pd;     /* [skv] */
-    float *qrow;   /* [max(d, dv)] */
-    float *dorow;  /* [max(d, dv)] */
-    float *orow;   /* [max(d, dv)] */
-    float *acc;    /* [skv * (2 max(d, dv) + 64)] accumulators */
-    float *acc2, *acc3; /* [skv * max(d, dv)] */
+    int64_t ldk, ldc;
+    float *kt;     /* [d][ldk]  K^T of one (batch, kv head) */
+    float *kr;     /* [skv][ldc] K rows */
+    float *vr;     /* [skv][ldc] V rows */
+    float *vt;     /* [dv][ldk] V^T */
+    int64_t kv_bi, kv_gk; /* which (batch, kv head) is loaded (-1: none) */
+    unsigned kv_have;     /* CPU_KT | CPU_KR | CPU_VR | CPU_VT loaded */
+    float *s, *p, *dp, *ds, *pd, *t; /* [CPU_ROWS][ldk] per-row key vectors */
+    float *qrow;   /* [CPU_ROWS][ldc] */
+    float *dorow;  /* [CPU_ROWS][ldc] */
+    float *orow;   /* [CPU_ROWS][ldc] */
+    float *acc;    /* [skv * (2 ldc + 64)] accumulators */
+    float *acc2, *acc3; /* [skv * ldc] */
     uint32_t *rnd; /* [skv + 4] dropout words */
 } cpu_scratch;
+
+enum { CPU_KT = 1u, CPU_KR = 2u, CPU_VR = 4u, CPU_VT = 8u };
 
 fattn_status cpu_scratch_init(cpu_scratch *s, const cpu_geom *g);
 void cpu_scratch_free(cpu_scratch *s);
 
-/* Load keys [0, len) of (bi, kv head gk) as float32 into whichever of
- * K^T, K rows, V rows, V^T is non-NULL (leading dimension len). */
-void cpu_load_kv(const cpu_geom *g, int64_t bi, int64_t gk, int64_t len,
-                 float *kt, float *kr, float *vr, float *vt);
+/* Make keys [0, len_kv[bi]) of (bi, kv head gk) available as float32 in the
+ * buffers named by `want` (CPU_* bits), reusing what the scratch already
+ * holds for the same (bi, gk). */
+void cpu_load_kv(const cpu_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, unsigned want);
 
 /* One row (bi, pos, head n) of a tensor, widened to / rounded from float. */
 void cpu_load_row(const fattn_tensor *t, fattn_qkv_format fmt,
@@ -116,11 +122,35 @@ void cpu_store_row(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off,
                    int64_t bi, int64_t pos, int64_t n, int64_t width,
                    const float *in);
 
-/* Logits s[j] for j in [lo, hi) of query row qrow (float32, d) against kt:
- * dot product (head-dim ascending), times scale, plus bias and ALiBi. */
-void cpu_logits_row(const cpu_geom *g, int64_t bi, int64_t n, int64_t i,
-                    const float *qrow, const float *kt, int64_t ldk,
-                    int64_t lo, int64_t hi, float *s);
+/* Round n floats to io in place (no-op for float32 io). */
+void cpu_round_io(fattn_dtype io, float *x, int64_t n);
+
+/* Raw dot products of up to CPU_ROWS rows against the columns of bt:
+ * out[r*ldo + j] = sum_c a[r*lda + c] * bt[c*ldb + j] (c = 0..kd-1 ascending,
+ * from 0.0f) for j in [j0, j1) (and possibly up to 7 more, j1 + 7 < ldb and
+ * < ldo). Rows r >= nr are not written. */
+void cpu_dot_rows(int nr, const float *a, int64_t lda, int64_t kd, const float *bt,
+                  int64_t ldb, int64_t j0, int64_t j1, float *out, int64_t ldo);
+
+/* acc[r*lda + c] += sum_j w[r*ldw + j] * m[j*ldm + c] for j ascending in
+ * [lo[r], hi[r]), c in [0, nc) (nc a multiple of 8), rows r < nr. */
+void cpu_axpy_rows(int nr, const float *w, int64_t ldw, const int64_t *lo,
+                   const int64_t *hi, const float *m, int64_t ldm, int64_t nc,
+                   float *acc, int64_t lda);
+
+/* acc[(j - j0)*lda + c] += sum over rows r ascending with lo[r] <= j < hi[r]
+ * of w[r*ldw + j] * x[r*ldx + c], for j in [j0, j1), c in [0, nc) (nc a
+ * multiple of 8). */
+void cpu_rank_rows(int nr, const float *w, int64_t ldw, const int64_t *lo, const int64_t *hi,
+                   const float *x, int64_t ldx, int64_t nc, int64_t j0, int64_t j1,
+                   float *acc, int64_t lda);
+
+/* Logits s[r*lds + j] of the query rows qrow[r*ldq..] (r < nr, positions
+ * i[r]) for j in [lo[r], hi[r]): dot product (head-dim ascending), times
+ * scale, plus bias and ALiBi. Entries outside a row's range are garbage. */
+void cpu_logits_rows(const cpu_geom *g, const cpu_scratch *scr, int64_t bi, int64_t n,
+                     int nr, const int64_t *i, const float *qrow, int64_t ldq,
+                     const int64_t *lo, const int64_t *hi, float *s, int64_t lds);
 
 /* Philox keep words for row (bi, n, i), keys [lo, hi) into rnd[0..hi-lo). */
 void cpu_dropout_words(const cpu_geom *g, int64_t bi, int64_t n, int64_t i,

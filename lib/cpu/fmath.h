@@ -68,12 +68,68 @@ static inline float fattn_cpu_expf(float xf)
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    int64_t k = (int64_t)kd;
-    double two_k = fattn_cpu_f64_from_bits((uint64_t)(k + 1023) << 52);
+    /* 2^k from the bits of kd + shifter (= 1.5*2^52 + k exactly, so its low
+     * bits hold k and ((bits + 1023) << 52) is the biased exponent k + 1023;
+     * the shifter's own bits vanish in the shift). Same value as building it
+     * from (int64_t)kd, but without a double -> int64 conversion, which SSE2
+     * cannot vectorise. */
+    uint64_t kbits = fattn_cpu_f64_bits(kd + shifter);
+    double two_k = fattn_cpu_f64_from_bits((kbits + 1023) << 52);
     float res = (float)(p * two_k);
     return is_nan ? xf : res;
 }
 
 float fattn_cpu_logf(float x);
+
+static inline uint32_t fattn_cpu_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float fattn_cpu_f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Branch-free (vectorisable) equivalents of fattn_round_f32 for bfloat16 and
+ * float16 and of the float16 -> float32 widening; bit for bit the same as
+ * lib/core/dtype.c for every input (checked over all 2^32 / 2^16 patterns). */
+static inline float fattn_cpu_round_bf16(float f)
+{
+    uint32_t u = fattn_cpu_f32_bits(f);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    uint32_t rn = (u & 0xffff0000u) | 0x00400000u;
+    return fattn_cpu_f32_from_bits((u & 0x7fffffffu) > 0x7f800000u ? rn : r);
+}
+
+static inline float fattn_cpu_round_f16(float f)
+{
+    uint32_t u = fattn_cpu_f32_bits(f);
+    uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
+    /* normal float16 range: round the mantissa to 10 bits, ties to even */
+    uint32_t rnorm = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+    rnorm = rnorm >= 0x47800000u ? 0x7f800000u : rnorm;
+    /* subnormal range: multiples of 2^-24, the ulp of floats in [0.5, 1) */
+    float af = fattn_cpu_f32_from_bits(a);
+    uint32_t rsub = fattn_cpu_f32_bits((af + 0.5f) - 0.5f);
+    uint32_t r = a < 0x38800000u ? rsub : rnorm;
+    uint32_t rn = (u & 0xffffe000u) | 0x00400000u;
+    return fattn_cpu_f32_from_bits(a > 0x7f800000u ? rn : (sign | r));
+}
+
+static inline float fattn_cpu_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t rnorm = ((e + 112u) << 23) | (m << 13);
+    uint32_t rinf = 0x7f800000u | (m << 13);
+    uint32_t rsub = fattn_cpu_f32_bits((float)(int32_t)m * 0x1p-24f);
+    uint32_t r = e == 0x1fu ? rinf : (e == 0 ? rsub : rnorm);
+    return fattn_cpu_f32_from_bits(sign | r);
+}
 
 #endif /* FATTN_CPU_FMATH_H */

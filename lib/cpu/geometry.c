@@ -383,24 +383,30 @@ fattn_status cpu_scratch_init(cpu_scratch *s, const cpu_geom *g)
     memset(s, 0, sizeof *s);
     size_t skv = (size_t)g->skv, d = (size_t)g->d, dv = (size_t)g->dv;
     size_t dm = d > dv ? d : dv;
-    s->kt = malloc(d * skv * sizeof(float));
-    s->kr = malloc(d * skv * sizeof(float));
-    s->vr = malloc(dv * skv * sizeof(float));
-    s->vt = malloc(dv * skv * sizeof(float));
-    s->s = malloc(skv * sizeof(float));
-    s->p = malloc(skv * sizeof(float));
-    s->dp = malloc(skv * sizeof(float));
-    s->ds = malloc(skv * sizeof(float));
-    s->pd = malloc(skv * sizeof(float));
-    s->qrow = malloc(dm * sizeof(float));
-    s->dorow = malloc(dm * sizeof(float));
-    s->orow = malloc(dm * sizeof(float));
-    s->acc = malloc(skv * (2 * dm + 64) * sizeof(float));
-    s->acc2 = malloc(skv * dm * sizeof(float));
-    s->acc3 = malloc(skv * dm * sizeof(float));
-    s->rnd = malloc((skv + 4) * sizeof(uint32_t));
+    size_t ldk = skv + 8, ldc = (dm + 7) / 8 * 8;
+    s->ldk = (int64_t)ldk;
+    s->ldc = (int64_t)ldc;
+    s->kv_bi = s->kv_gk = -1;
+    s->kt = calloc(d * ldk, sizeof(float));
+    s->kr = calloc(skv * ldc, sizeof(float));
+    s->vr = calloc(skv * ldc, sizeof(float));
+    s->vt = calloc(dv * ldk, sizeof(float));
+    s->s = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->p = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->dp = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->ds = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->pd = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->t = calloc(CPU_ROWS * ldk, sizeof(float));
+    s->qrow = calloc(CPU_ROWS * ldc, sizeof(float));
+    s->dorow = calloc(CPU_ROWS * ldc, sizeof(float));
+    s->orow = calloc(CPU_ROWS * ldc, sizeof(float));
+    s->acc = calloc(skv * (2 * ldc + 64) + CPU_ROWS * ldc, sizeof(float));
+    s->acc2 = calloc(skv * ldc, sizeof(float));
+    s->acc3 = calloc(skv * ldc, sizeof(float));
+    s->rnd = calloc(skv + 4, sizeof(uint32_t));
     if (!s->kt || !s->kr || !s->vr || !s->vt || !s->s || !s->p || !s->dp || !s->ds || !s->pd ||
-        !s->qrow || !s->dorow || !s->orow || !s->acc || !s->acc2 || !s->acc3 || !s->rnd) {
+        !s->t || !s->qrow || !s->dorow || !s->orow || !s->acc || !s->acc2 || !s->acc3 ||
+        !s->rnd) {
         cpu_scratch_free(s);
         return fattn_error(FATTN_E_NOMEM, "CPU engine: cannot allocate worker scratch");
     }
@@ -410,35 +416,84 @@ fattn_status cpu_scratch_init(cpu_scratch *s, const cpu_geom *g)
 void cpu_scratch_free(cpu_scratch *s)
 {
     free(s->kt); free(s->kr); free(s->vr); free(s->vt);
-    free(s->s); free(s->p); free(s->dp); free(s->ds); free(s->pd);
+    free(s->s); free(s->p); free(s->dp); free(s->ds); free(s->pd); free(s->t);
     free(s->qrow); free(s->dorow); free(s->orow);
     free(s->acc); free(s->acc2); free(s->acc3); free(s->rnd);
     memset(s, 0, sizeof *s);
 }
 
-void cpu_load_kv(const cpu_geom *g, int64_t bi, int64_t gk, int64_t len, float *kt,
-                 float *kr, float *vr, float *vt)
+/* Widen `width` elements at element offset o (stride sd) of an io buffer. */
+static void load_strided(const void *data, fattn_dtype t, int64_t o, int64_t sd,
+                         int64_t width, float *out)
 {
-    int64_t d = g->d, dv = g->dv;
+    if (t == FATTN_DTYPE_BFLOAT16) {
+        const uint16_t *p = (const uint16_t *)data + o;
+        for (int64_t c = 0; c < width; c++)
+            out[c] = fattn_cpu_f32_from_bits((uint32_t)p[c * sd] << 16);
+    } else if (t == FATTN_DTYPE_FLOAT16) {
+        const uint16_t *p = (const uint16_t *)data + o;
+        for (int64_t c = 0; c < width; c++)
+            out[c] = fattn_cpu_f16_to_f32(p[c * sd]);
+    } else if (t == FATTN_DTYPE_FLOAT32) {
+        const float *p = (const float *)data + o;
+        for (int64_t c = 0; c < width; c++)
+            out[c] = p[c * sd];
+    } else {
+        for (int64_t c = 0; c < width; c++)
+            out[c] = fattn_load_f32(data, t, o + c * sd);
+    }
+}
+
+void cpu_load_kv(const cpu_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, unsigned want)
+{
+    if (scr->kv_bi != bi || scr->kv_gk != gk) {
+        scr->kv_have = 0;
+        scr->kv_bi = bi;
+        scr->kv_gk = gk;
+    }
+    want &= ~scr->kv_have;
+    if (!want)
+        return;
+    int64_t d = g->d, dv = g->dv, len = g->len_kv[bi], ldk = scr->ldk, ldc = scr->ldc;
     int64_t ksd = g->k.strides[g->k.ndim - 1], vsd = g->v.strides[g->v.ndim - 1];
-    for (int64_t j = 0; j < len; j++) {
-        int64_t ko = cpu_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, j, gk);
-        for (int64_t c = 0; c < d; c++) {
-            float x = fattn_load_f32(g->k.data, g->io, ko + c * ksd);
-            if (kt)
-                kt[c * len + j] = x;
-            if (kr)
-                kr[j * d + c] = x;
+    if (want & (CPU_KT | CPU_KR)) {
+        for (int64_t j = 0; j < len; j++) {
+            int64_t ko = cpu_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, j, gk);
+            float *row = scr->kr + j * ldc;
+            load_strided(g->k.data, g->io, ko, ksd, d, row);
+            for (int64_t c = d; c < ldc; c++)
+                row[c] = 0.0f;
         }
-        if (vr || vt) {
-            int64_t vo = cpu_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, j, gk);
-            for (int64_t c = 0; c < dv; c++) {
-                float x = fattn_load_f32(g->v.data, g->io, vo + c * vsd);
-                if (vr)
-                    vr[j * dv + c] = x;
-                if (vt)
-                    vt[c * len + j] = x;
+        scr->kv_have |= CPU_KR;
+        if (want & CPU_KT) {
+            for (int64_t c = 0; c < d; c++) {
+                float *col = scr->kt + c * ldk;
+                for (int64_t j = 0; j < len; j++)
+                    col[j] = scr->kr[j * ldc + c];
+                for (int64_t j = len; j < len + 8; j++)
+                    col[j] = 0.0f;
             }
+            scr->kv_have |= CPU_KT;
+        }
+    }
+    if (want & (CPU_VR | CPU_VT)) {
+        for (int64_t j = 0; j < len; j++) {
+            int64_t vo = cpu_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, j, gk);
+            float *row = scr->vr + j * ldc;
+            load_strided(g->v.data, g->io, vo, vsd, dv, row);
+            for (int64_t c = dv; c < ldc; c++)
+                row[c] = 0.0f;
+        }
+        scr->kv_have |= CPU_VR;
+        if (want & CPU_VT) {
+            for (int64_t c = 0; c < dv; c++) {
+                float *col = scr->vt + c * ldk;
+                for (int64_t j = 0; j < len; j++)
+                    col[j] = scr->vr[j * ldc + c];
+                for (int64_t j = len; j < len + 8; j++)
+                    col[j] = 0.0f;
+            }
+            scr->kv_have |= CPU_VT;
         }
     }
 }
@@ -448,8 +503,7 @@ void cpu_load_row(const fattn_tensor *t, fattn_qkv_format fmt, const int32_t *of
 {
     int64_t o = cpu_row_offset(t, fmt, off, bi, pos, n);
     int64_t sd = t->strides[t->ndim - 1];
-    for (int64_t c = 0; c < width; c++)
-        out[c] = fattn_load_f32(t->data, t->dtype, o + c * sd);
+    load_strided(t->data, t->dtype, o, sd, width, out);
 }
 
 void cpu_store_row(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off, int64_t bi,
@@ -461,36 +515,253 @@ void cpu_store_row(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off, in
         fattn_store_f32(t->data, t->dtype, o + c * sd, in[c]);
 }
 
-void cpu_logits_row(const cpu_geom *g, int64_t bi, int64_t n, int64_t i,
-                    const float *qrow, const float *kt, int64_t ldk, int64_t lo,
-                    int64_t hi, float *s)
+void cpu_round_io(fattn_dtype io, float *x, int64_t n)
 {
-    int64_t d = g->d;
-    for (int64_t j = lo; j < hi; j++)
-        s[j] = 0.0f;
-    /* Head-dim ascending for every element; the j loop vectorises without
-     * reassociating anything. */
-    for (int64_t c = 0; c < d; c++) {
-        float qc = qrow[c];
-        const float *kc = kt + c * ldk;
-        for (int64_t j = lo; j < hi; j++)
-            s[j] = s[j] + qc * kc[j];
+    if (io == FATTN_DTYPE_BFLOAT16) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = fattn_cpu_round_bf16(x[j]);
+    } else if (io == FATTN_DTYPE_FLOAT16) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = fattn_cpu_round_f16(x[j]);
+    } else if (io != FATTN_DTYPE_FLOAT32) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = fattn_round_f32(io, x[j]);
     }
+}
+
+/* ---- register-blocked kernels ------------------------------------------ *
+ * Vectors of 4 floats (GCC/Clang vector extension, SSE2 on x86-64): every
+ * lane is one independent output, and every lane operation is the same
+ * IEEE single-precision mul or add the scalar code would do, in the same
+ * order per output. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f v4_ld(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v4_st(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+static inline v4f v4_set1(float x)
+{
+    v4f v = {x, x, x, x};
+    return v;
+}
+
+void cpu_dot_rows(int nr, const float *a, int64_t lda, int64_t kd, const float *bt,
+                  int64_t ldb, int64_t j0, int64_t j1, float *out, int64_t ldo)
+{
+    if (nr == 4) {
+        const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+        for (int64_t j = j0; j < j1; j += 8) {
+            v4f s00 = v4_set1(0.0f), s01 = s00, s10 = s00, s11 = s00;
+            v4f s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+            const float *b = bt + j;
+            for (int64_t c = 0; c < kd; c++, b += ldb) {
+                v4f k0 = v4_ld(b), k1 = v4_ld(b + 4);
+                v4f q0 = v4_set1(a0[c]), q1 = v4_set1(a1[c]);
+                v4f q2 = v4_set1(a2[c]), q3 = v4_set1(a3[c]);
+                s00 = s00 + q0 * k0; s01 = s01 + q0 * k1;
+                s10 = s10 + q1 * k0; s11 = s11 + q1 * k1;
+                s20 = s20 + q2 * k0; s21 = s21 + q2 * k1;
+                s30 = s30 + q3 * k0; s31 = s31 + q3 * k1;
+            }
+            v4_st(out + j, s00); v4_st(out + j + 4, s01);
+            v4_st(out + ldo + j, s10); v4_st(out + ldo + j + 4, s11);
+            v4_st(out + 2 * ldo + j, s20); v4_st(out + 2 * ldo + j + 4, s21);
+            v4_st(out + 3 * ldo + j, s30); v4_st(out + 3 * ldo + j + 4, s31);
+        }
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        const float *ar = a + r * lda;
+        float *o = out + r * ldo;
+        int64_t j = j0;
+        for (; j + 32 <= j1; j += 32) {
+            v4f s0 = v4_set1(0.0f), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0,
+                s7 = s0;
+            const float *b = bt + j;
+            for (int64_t c = 0; c < kd; c++, b += ldb) {
+                v4f q = v4_set1(ar[c]);
+                s0 = s0 + q * v4_ld(b); s1 = s1 + q * v4_ld(b + 4);
+                s2 = s2 + q * v4_ld(b + 8); s3 = s3 + q * v4_ld(b + 12);
+                s4 = s4 + q * v4_ld(b + 16); s5 = s5 + q * v4_ld(b + 20);
+                s6 = s6 + q * v4_ld(b + 24); s7 = s7 + q * v4_ld(b + 28);
+            }
+            v4_st(o + j, s0); v4_st(o + j + 4, s1); v4_st(o + j + 8, s2);
+            v4_st(o + j + 12, s3); v4_st(o + j + 16, s4); v4_st(o + j + 20, s5);
+            v4_st(o + j + 24, s6); v4_st(o + j + 28, s7);
+        }
+        for (; j < j1; j += 8) {
+            v4f s0 = v4_set1(0.0f), s1 = s0;
+            const float *b = bt + j;
+            for (int64_t c = 0; c < kd; c++, b += ldb) {
+                v4f q = v4_set1(ar[c]);
+                s0 = s0 + q * v4_ld(b);
+                s1 = s1 + q * v4_ld(b + 4);
+            }
+            v4_st(o + j, s0);
+            v4_st(o + j + 4, s1);
+        }
+    }
+}
+
+/* One row: acc[c] += sum_{j in [j0, j1)} w[j] * m[j*ldm + c]. */
+static void axpy_row(const float *w, int64_t j0, int64_t j1, const float *m, int64_t ldm,
+                     int64_t nc, float *acc)
+{
+    int64_t c = 0;
+    for (; c + 32 <= nc; c += 32) {
+        v4f a0 = v4_ld(acc + c), a1 = v4_ld(acc + c + 4), a2 = v4_ld(acc + c + 8),
+            a3 = v4_ld(acc + c + 12), a4 = v4_ld(acc + c + 16), a5 = v4_ld(acc + c + 20),
+            a6 = v4_ld(acc + c + 24), a7 = v4_ld(acc + c + 28);
+        for (int64_t j = j0; j < j1; j++) {
+            const float *mj = m + j * ldm + c;
+            v4f x = v4_set1(w[j]);
+            a0 = a0 + x * v4_ld(mj); a1 = a1 + x * v4_ld(mj + 4);
+            a2 = a2 + x * v4_ld(mj + 8); a3 = a3 + x * v4_ld(mj + 12);
+            a4 = a4 + x * v4_ld(mj + 16); a5 = a5 + x * v4_ld(mj + 20);
+            a6 = a6 + x * v4_ld(mj + 24); a7 = a7 + x * v4_ld(mj + 28);
+        }
+        v4_st(acc + c, a0); v4_st(acc + c + 4, a1); v4_st(acc + c + 8, a2);
+        v4_st(acc + c + 12, a3); v4_st(acc + c + 16, a4); v4_st(acc + c + 20, a5);
+        v4_st(acc + c + 24, a6); v4_st(acc + c + 28, a7);
+    }
+    for (; c < nc; c += 8) {
+        v4f a0 = v4_ld(acc + c), a1 = v4_ld(acc + c + 4);
+        for (int64_t j = j0; j < j1; j++) {
+            const float *mj = m + j * ldm + c;
+            v4f x = v4_set1(w[j]);
+            a0 = a0 + x * v4_ld(mj);
+            a1 = a1 + x * v4_ld(mj + 4);
+        }
+        v4_st(acc + c, a0);
+        v4_st(acc + c + 4, a1);
+    }
+}
+
+void cpu_axpy_rows(int nr, const float *w, int64_t ldw, const int64_t *lo,
+                   const int64_t *hi, const float *m, int64_t ldm, int64_t nc,
+                   float *acc, int64_t lda)
+{
+    int64_t cl = 0, ch = -1;
+    if (nr == 4) {
+        cl = lo[0];
+        ch = hi[0];
+        for (int r = 1; r < 4; r++) {
+            cl = lo[r] > cl ? lo[r] : cl;
+            ch = hi[r] < ch ? hi[r] : ch;
+        }
+    }
+    if (cl >= ch) { /* no common keys: one row at a time */
+        for (int r = 0; r < nr; r++)
+            axpy_row(w + r * ldw, lo[r], hi[r], m, ldm, nc, acc + r * lda);
+        return;
+    }
+    /* Per row, keys ascending: [lo, cl) alone, [cl, ch) four rows at once,
+     * [ch, hi) alone. */
+    for (int r = 0; r < 4; r++)
+        axpy_row(w + r * ldw, lo[r], cl, m, ldm, nc, acc + r * lda);
+    const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
+    for (int64_t c = 0; c < nc; c += 8) {
+        float *c0 = acc + c, *c1 = acc + lda + c, *c2 = acc + 2 * lda + c,
+              *c3 = acc + 3 * lda + c;
+        v4f a00 = v4_ld(c0), a01 = v4_ld(c0 + 4), a10 = v4_ld(c1), a11 = v4_ld(c1 + 4);
+        v4f a20 = v4_ld(c2), a21 = v4_ld(c2 + 4), a30 = v4_ld(c3), a31 = v4_ld(c3 + 4);
+        for (int64_t j = cl; j < ch; j++) {
+            const float *mj = m + j * ldm + c;
+            v4f m0 = v4_ld(mj), m1 = v4_ld(mj + 4);
+            v4f x0 = v4_set1(w0[j]), x1 = v4_set1(w1[j]);
+            v4f x2 = v4_set1(w2[j]), x3 = v4_set1(w3[j]);
+            a00 = a00 + x0 * m0; a01 = a01 + x0 * m1;
+            a10 = a10 + x1 * m0; a11 = a11 + x1 * m1;
+            a20 = a20 + x2 * m0; a21 = a21 + x2 * m1;
+            a30 = a30 + x3 * m0; a31 = a31 + x3 * m1;
+        }
+        v4_st(c0, a00); v4_st(c0 + 4, a01); v4_st(c1, a10); v4_st(c1 + 4, a11);
+        v4_st(c2, a20); v4_st(c2 + 4, a21); v4_st(c3, a30); v4_st(c3 + 4, a31);
+    }
+    for (int r = 0; r < 4; r++)
+        axpy_row(w + r * ldw, ch, hi[r], m, ldm, nc, acc + r * lda);
+}
+
+void cpu_rank_rows(int nr, const float *w, int64_t ldw, const int64_t *lo, const int64_t *hi,
+                   const float *x, int64_t ldx, int64_t nc, int64_t j0, int64_t j1,
+                   float *acc, int64_t lda)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        float *aj = acc + (j - j0) * lda;
+        int act[CPU_ROWS], na = 0;
+        for (int r = 0; r < nr; r++)
+            if (lo[r] <= j && j < hi[r])
+                act[na++] = r;
+        if (na == 0)
+            continue;
+        int64_t c = 0;
+        for (; c + 16 <= nc; c += 16) {
+            v4f a0 = v4_ld(aj + c), a1 = v4_ld(aj + c + 4), a2 = v4_ld(aj + c + 8),
+                a3 = v4_ld(aj + c + 12);
+            for (int k = 0; k < na; k++) {
+                int r = act[k];
+                const float *xr = x + r * ldx + c;
+                v4f wv = v4_set1(w[r * ldw + j]);
+                a0 = a0 + wv * v4_ld(xr); a1 = a1 + wv * v4_ld(xr + 4);
+                a2 = a2 + wv * v4_ld(xr + 8); a3 = a3 + wv * v4_ld(xr + 12);
+            }
+            v4_st(aj + c, a0); v4_st(aj + c + 4, a1);
+            v4_st(aj + c + 8, a2); v4_st(aj + c + 12, a3);
+        }
+        for (; c < nc; c += 8) {
+            v4f a0 = v4_ld(aj + c), a1 = v4_ld(aj + c + 4);
+            for (int k = 0; k < na; k++) {
+                int r = act[k];
+                const float *xr = x + r * ldx + c;
+                v4f wv = v4_set1(w[r * ldw + j]);
+                a0 = a0 + wv * v4_ld(xr);
+                a1 = a1 + wv * v4_ld(xr + 4);
+            }
+            v4_st(aj + c, a0);
+            v4_st(aj + c + 4, a1);
+        }
+    }
+}
+
+void cpu_logits_rows(const cpu_geom *g, const cpu_scratch *scr, int64_t bi, int64_t n,
+                     int nr, const int64_t *i, const float *qrow, int64_t ldq,
+                     const int64_t *lo, const int64_t *hi, float *s, int64_t lds)
+{
+    int64_t ul = lo[0], uh = hi[0];
+    for (int r = 1; r < nr; r++) {
+        ul = lo[r] < ul ? lo[r] : ul;
+        uh = hi[r] > uh ? hi[r] : uh;
+    }
+    /* Head-dim ascending for every element, from 0.0f. */
+    cpu_dot_rows(nr, qrow, ldq, g->d, scr->kt, scr->ldk, ul, uh, s, lds);
     float scale = g->scale;
-    for (int64_t j = lo; j < hi; j++)
-        s[j] = s[j] * scale;
-    if (!fattn_tensor_is_empty(&g->bias)) {
-        const fattn_tensor *bt = &g->bias;
-        int64_t base = (bt->shape[0] == 1 ? 0 : bi) * bt->strides[0] +
-                       (bt->shape[1] == 1 ? 0 : n) * bt->strides[1] +
-                       (bt->shape[2] == 1 ? 0 : i) * bt->strides[2];
-        for (int64_t j = lo; j < hi; j++)
-            s[j] = s[j] + fattn_load_f32(bt->data, bt->dtype, base + j * bt->strides[3]);
-    }
-    if (g->alibi) {
-        float slope = g->alibi_slopes[n];
-        for (int64_t j = lo; j < hi; j++)
-            s[j] = s[j] + (float)(j - i) * slope;
+    for (int r = 0; r < nr; r++) {
+        float *sr = s + r * lds;
+        int64_t l = lo[r], h = hi[r];
+        for (int64_t j = l; j < h; j++)
+            sr[j] = sr[j] * scale;
+        if (!fattn_tensor_is_empty(&g->bias)) {
+            const fattn_tensor *bt = &g->bias;
+            int64_t base = (bt->shape[0] == 1 ? 0 : bi) * bt->strides[0] +
+                           (bt->shape[1] == 1 ? 0 : n) * bt->strides[1] +
+                           (bt->shape[2] == 1 ? 0 : i[r]) * bt->strides[2];
+            for (int64_t j = l; j < h; j++)
+                sr[j] = sr[j] + fattn_load_f32(bt->data, bt->dtype, base + j * bt->strides[3]);
+        }
+        if (g->alibi) {
+            float slope = g->alibi_slopes[n];
+            for (int64_t j = l; j < h; j++)
+                sr[j] = sr[j] + (float)(j - i[r]) * slope;
+        }
     }
 }
 
