@@ -1,0 +1,63 @@
+/* Shared pieces of the fattn command-line tool. */
+#ifndef FATTN_HARNESS_CLI_H
+#define FATTN_HARNESS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/engine.h"
+
+#include "h5io.h"
+#include "spec.h"
+
+/* Exit codes (the contract): 0 identical / valid / passed, 1 a difference
+ * or failed verification, 2 usage error, invalid file or errored case. */
+enum { FATTN_EXIT_OK = 0, FATTN_EXIT_DIFF = 1, FATTN_EXIT_ERROR = 2 };
+
+/* A tiny option scanner: `--name value` and `--name=value`. */
+typedef struct cli_args {
+    int argc;
+    char **argv;
+    int i;
+    const char *cmd;
+} cli_args;
+
+/* If argv[i] is `name` (a flag with a value), store the value and advance.
+ * Returns 1 when matched, 0 when not, -1 when the value is missing. */
+int cli_opt(cli_args *a, const char *name, const char **value);
+/* A boolean flag. */
+bool cli_flag(cli_args *a, const char *name);
+
+/* Print "fattn CMD: message" to stderr and return FATTN_EXIT_ERROR. */
+int cli_fail(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The matrix: --cases FILE or the compiled-in default, filtered by a glob
+ * and restricted to shard I/N (1-based; case k of the full matrix belongs
+ * to shard k % N + 1). */
+typedef struct cli_matrix {
+    fattn_spec_list all;
+    const fattn_spec **sel;
+    size_t n_sel;
+} cli_matrix;
+
+int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
+                    const char *shard, cli_matrix *m);
+void cli_matrix_free(cli_matrix *m);
+
+/* The engine for --backend auto|cpu|cudnn; *backend_name gets the engine's
+ * name. Exit code on failure. */
+int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
+                    const char **backend_name);
+
+/* Command entry points. */
+int fattn_cmd_cases(int argc, char **argv);
+int fattn_cmd_run(int argc, char **argv);
+int fattn_cmd_replay(int argc, char **argv);
+int fattn_cmd_inspect(int argc, char **argv);
+int fattn_cmd_merge(int argc, char **argv);
+
+#endif /* FATTN_HARNESS_CLI_H */

@@ -1,0 +1,182 @@
+/* fattn inspect and fattn merge. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "runfile.h"
+
+static const char inspect_help[] =
+    "usage: fattn inspect FILE.h5\n"
+    "\n"
+    "Print the file's tree (groups, datasets with dtype, shape and digest, attributes),\n"
+    "then validate it fully: schema, digests, every case's spec, input shapes against the\n"
+    "spec, cu_seqlens monotone and in bounds, save_ctx attributes in range.\n"
+    "Exit 0 if valid, 2 at the first violation (named on stderr).\n";
+
+static void print_attr(const fattn_h5_attr *a, int depth)
+{
+    printf("%*s@%s = ", depth * 2, "", a->name);
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING: printf("\"%s\"\n", a->s); break;
+    case FATTN_H5_ATTR_INT64: printf("%lld\n", (long long)a->i64[0]); break;
+    case FATTN_H5_ATTR_FLOAT32: printf("%.9g (float32)\n", (double)a->f32); break;
+    case FATTN_H5_ATTR_UINT8: printf("%u (uint8)\n", a->u8); break;
+    case FATTN_H5_ATTR_INT64_PAIR:
+        printf("[%lld, %lld]\n", (long long)a->i64[0], (long long)a->i64[1]);
+        break;
+    }
+}
+
+static void print_tree(const fattn_h5_node *n, int depth)
+{
+    if (n->is_dataset) {
+        printf("%*s%s  %s [", depth * 2, "", n->name, fattn_dtype_name(n->dtype));
+        for (int i = 0; i < n->ndim; i++)
+            printf("%s%lld", i ? "," : "", (long long)n->shape[i]);
+        printf("]  %s\n", n->digest);
+    } else {
+        printf("%*s%s/\n", depth * 2, "", depth == 0 ? "" : n->name);
+    }
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        if (n->is_dataset && (!strcmp(n->attrs[i].name, "dtype") ||
+                              !strcmp(n->attrs[i].name, "digest")))
+            continue;
+        print_attr(&n->attrs[i], depth + 1);
+    }
+    for (size_t i = 0; i < n->n_children; i++)
+        print_tree(n->children[i], depth + 1);
+}
+
+int fattn_cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(inspect_help, stdout);
+            return FATTN_EXIT_OK;
+        }
+        if (argv[i][0] == '-' || path)
+            return cli_fail("inspect", "unexpected argument '%s' (see fattn inspect --help)",
+                            argv[i]);
+        path = argv[i];
+    }
+    if (!path)
+        return cli_fail("inspect", "FILE.h5 is required");
+    /* Read leniently first so a corrupt dataset is still shown in the tree,
+     * then validate strictly. */
+    fattn_h5_node *root = NULL;
+    fattn_h5_read_opts lenient = {.allow_corrupt = true};
+    if (fattn_h5_read_file(path, &lenient, &root) != FATTN_OK)
+        return cli_fail("inspect", "%s", fattn_last_error());
+    print_tree(root, 0);
+    fflush(stdout);
+    fattn_h5_node_free(root);
+    if (fattn_runfile_load(path, &root) != FATTN_OK)
+        return cli_fail("inspect", "%s", fattn_last_error());
+    fattn_h5_node_free(root);
+    fprintf(stderr, "fattn inspect: %s: valid\n", path);
+    return FATTN_EXIT_OK;
+}
+
+static const char merge_help[] =
+    "usage: fattn merge -o OUT.h5 IN.h5...\n"
+    "\n"
+    "Join run files of disjoint shards of one matrix (fattn run --shard I/N) into one run\n"
+    "file, bitwise equal under `fattn diff` to an unsharded run. Every input must carry the\n"
+    "same provenance apart from created_utc and no case may appear twice. OUT.h5 is\n"
+    "replaced atomically; exit 2 on any conflict (nothing written).\n";
+
+/* Root attributes that must agree between shards (all but created_utc). */
+static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
+{
+    if (a->kind != b->kind)
+        return 0;
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING: return !strcmp(a->s, b->s);
+    case FATTN_H5_ATTR_FLOAT32: return a->f32 == b->f32;
+    case FATTN_H5_ATTR_UINT8: return a->u8 == b->u8;
+    default: return a->i64[0] == b->i64[0] && a->i64[1] == b->i64[1];
+    }
+}
+
+int fattn_cmd_merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    const char **ins = calloc((size_t)argc, sizeof *ins);
+    int n_in = 0;
+    cli_args a = {argc, argv, 1, "merge"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(merge_help, stdout);
+            free(ins);
+            return FATTN_EXIT_OK;
+        } else if ((r = cli_opt(&a, "-o", &out))) {
+            if (r < 0) {
+                free(ins);
+                return cli_fail("merge", "-o needs a value");
+            }
+        } else if (argv[a.i][0] == '-') {
+            free(ins);
+            return cli_fail("merge", "unknown argument '%s' (see fattn merge --help)", argv[a.i]);
+        } else {
+            ins[n_in++] = argv[a.i];
+        }
+    }
+    if (!out || n_in == 0) {
+        free(ins);
+        return cli_fail("merge", "-o OUT.h5 and at least one IN.h5 are required");
+    }
+    int rc = FATTN_EXIT_OK;
+    fattn_h5_node *merged = NULL, *mcases = NULL;
+    for (int f = 0; f < n_in && rc == FATTN_EXIT_OK; f++) {
+        fattn_h5_node *src = NULL;
+        if (fattn_runfile_load(ins[f], &src) != FATTN_OK) {
+            rc = cli_fail("merge", "%s", fattn_last_error());
+            break;
+        }
+        if (fattn_h5_node_find(src, "audit") || fattn_h5_node_attr(src, "replayed_from")) {
+            rc = cli_fail("merge", "%s: audit results and replays are not merged", ins[f]);
+            fattn_h5_node_free(src);
+            break;
+        }
+        if (!merged) {
+            merged = src;
+            mcases = fattn_h5_node_find(merged, "cases");
+            continue;
+        }
+        for (size_t i = 0; i < src->n_attrs && rc == FATTN_EXIT_OK; i++) {
+            const fattn_h5_attr *x = &src->attrs[i];
+            if (!strcmp(x->name, "created_utc"))
+                continue;
+            const fattn_h5_attr *y = fattn_h5_node_attr(merged, x->name);
+            if (!y || !same_attr(x, y))
+                rc = cli_fail("merge", "%s: root attribute '%s' differs from %s: not shards of "
+                              "one run", ins[f], x->name, ins[0]);
+        }
+        if (rc == FATTN_EXIT_OK && src->n_attrs != merged->n_attrs)
+            rc = cli_fail("merge", "%s: root attributes differ from %s", ins[f], ins[0]);
+        fattn_h5_node *scases = fattn_h5_node_find(src, "cases");
+        while (rc == FATTN_EXIT_OK && scases->n_children > 0) {
+            /* move each case over; a duplicate id is a conflict */
+            fattn_h5_node *c = scases->children[scases->n_children - 1];
+            if (fattn_h5_node_find(mcases, c->name)) {
+                rc = cli_fail("merge", "%s: case %s is also in an earlier input", ins[f],
+                              c->name);
+                break;
+            }
+            scases->n_children--;
+            if (fattn_h5_node_adopt(mcases, c) != FATTN_OK) {
+                fattn_h5_node_free(c);
+                rc = cli_fail("merge", "%s", fattn_last_error());
+            }
+        }
+        fattn_h5_node_free(src);
+    }
+    if (rc == FATTN_EXIT_OK && fattn_h5_write_file(out, merged, NULL, NULL) != FATTN_OK)
+        rc = cli_fail("merge", "%s: %s", out, fattn_last_error());
+    fattn_h5_node_free(merged);
+    free(ins);
+    return rc;
+}

@@ -1,0 +1,315 @@
+/* fattn run and fattn replay. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "runfile.h"
+#include "runner.h"
+
+static const char run_help[] =
+    "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
+    "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
+    "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
+    "                 -o RUN.h5\n"
+    "\n"
+    "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
+    "front end (default split) and write every tensor and attribute of every state to\n"
+    "RUN.h5 (replaced atomically). Cases the engine cannot run are recorded as skipped\n"
+    "with the reason. --shard I/N (1-based) runs every N-th case of the full matrix\n"
+    "starting at the I-th; `fattn merge` joins the shards. --max-memory refuses, before\n"
+    "allocating, a case whose estimated peak is larger (default: half the RAM).\n"
+    "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
+    "(then RUN.h5 is not written).\n";
+
+/* A generous estimate of one case's peak bytes: every tensor of every
+ * state, held by the front end and by the recorded tree, plus the engine's
+ * per-thread scratch. */
+static double case_peak_bytes(const fattn_spec *s)
+{
+    double io = (double)fattn_dtype_size(s->dtype);
+    double b = (double)s->b, sq = (double)s->sq, skv = (double)s->skv;
+    double h = (double)s->h, hg = (double)s->hg, d = (double)s->d_qk, dv = (double)s->d_v;
+    double q = b * sq * h * d * io, k = b * skv * hg * d * io, v = b * skv * hg * dv * io;
+    double o = b * sq * h * dv * io, stats = b * h * sq * 4.0;
+    double bias = s->bias == FATTN_BIAS_POST_SCALE_BIAS ? b * h * sq * skv * io : 0.0;
+    double all = 2.0 * (q + k + v) + 2.0 * o + 2.0 * stats + 2.0 * bias;
+    double scratch = 8.0 * skv * (2.0 * (d + dv) + 64.0) * 4.0 * 4.0;
+    return 3.0 * all + scratch + b * h * sq * 4.0;
+}
+
+static double default_max_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 4.0 * (1 << 30);
+    return 0.5 * (double)pages * (double)page;
+}
+
+/* One state's datasets (recursively, "_impl" excluded), compared with the
+ * same datasets of a repeat: /audit/<id>/<state>/<tensor> gets
+ * `identical` (all repeats so far bitwise equal) and `repeats`. Nested
+ * names are joined with '.' ("aux.softmax_stats"). */
+static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *g,
+                               const fattn_h5_node *g2, const char *prefix, int repeats)
+{
+    fattn_status st;
+    for (size_t i = 0; i < g->n_children; i++) {
+        const fattn_h5_node *t = g->children[i];
+        if (!strcmp(t->name, "_impl"))
+            continue;
+        const fattn_h5_node *t2 = g2 ? fattn_h5_node_find(g2, t->name) : NULL;
+        char name[256];
+        snprintf(name, sizeof name, "%s%s", prefix, t->name);
+        if (!t->is_dataset) {
+            char sub[300];
+            snprintf(sub, sizeof sub, "%s.", name);
+            if ((st = audit_walk(state_audit, t, t2, sub, repeats)))
+                return st;
+            continue;
+        }
+        fattn_h5_node *an;
+        if ((st = fattn_h5_node_group(state_audit, name, &an)))
+            return st;
+        const fattn_h5_attr *prev = fattn_h5_node_attr(an, "identical");
+        bool same = (!prev || prev->u8) && t2 && t2->is_dataset && t2->nbytes == t->nbytes &&
+                    memcmp(t2->data, t->data, t->nbytes) == 0;
+        if ((st = fattn_h5_node_set_uint8(an, "identical", same)) ||
+            (st = fattn_h5_node_set_int64(an, "repeats", repeats)))
+            return st;
+    }
+    return FATTN_OK;
+}
+
+/* --repeat: compare one more run of a case with the first. */
+static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *first,
+                                 const fattn_h5_node *again, int repeats)
+{
+    static const char *const states[] = {"forward", "save_ctx", "backward"};
+    fattn_h5_node *case_audit;
+    fattn_status st = fattn_h5_node_group(audit, first->name, &case_audit);
+    for (int i = 0; i < 3 && st == FATTN_OK; i++) {
+        const fattn_h5_node *g = fattn_h5_node_find(first, states[i]);
+        if (!g)
+            continue;
+        fattn_h5_node *sa;
+        if ((st = fattn_h5_node_group(case_audit, states[i], &sa)) == FATTN_OK)
+            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), "", repeats);
+    }
+    return st;
+}
+
+int fattn_cmd_run(int argc, char **argv)
+{
+    const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
+    const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
+    const char *out = NULL;
+    bool check_writes = false;
+    cli_args a = {argc, argv, 1, "run"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(run_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--check-writes")) {
+            check_writes = true;
+        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
+                   (r = cli_opt(&a, "--impl", &impl_s)) || (r = cli_opt(&a, "--backend", &backend)) ||
+                   (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
+                   (r = cli_opt(&a, "--repeat", &repeat_s)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out))) {
+            if (r < 0)
+                return cli_fail("run", "%s needs a value", argv[a.i]);
+        } else {
+            return cli_fail("run", "unknown argument '%s' (see fattn run --help)", argv[a.i]);
+        }
+    }
+    if (!out)
+        return cli_fail("run", "-o RUN.h5 is required");
+    if (check_writes)
+        return cli_fail("run", "--check-writes is not implemented in this version");
+    fattn_impl impl;
+    fattn_state until;
+    if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
+        return cli_fail("run", "--impl: %s", fattn_last_error());
+    if (fattn_state_parse(until_s, &until) != FATTN_OK || until < FATTN_STATE_FORWARD)
+        return cli_fail("run", "--until '%s': expected forward, save_ctx or backward", until_s);
+    long repeat = 1;
+    if (repeat_s) {
+        char *end;
+        repeat = strtol(repeat_s, &end, 10);
+        if (*end || repeat < 1 || repeat > 1000)
+            return cli_fail("run", "--repeat '%s': expected 1..1000", repeat_s);
+    }
+    double max_mem = default_max_memory();
+    if (maxmem_s) {
+        char *end;
+        max_mem = strtod(maxmem_s, &end);
+        if (*end || !(max_mem > 0))
+            return cli_fail("run", "--max-memory '%s': expected a positive byte count",
+                            maxmem_s);
+    }
+
+    cli_matrix m;
+    if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    for (size_t i = 0; i < m.n_sel; i++) {
+        double need = case_peak_bytes(m.sel[i]);
+        if (need > max_mem) {
+            int rc = cli_fail("run", "case %s: estimated peak %.0f bytes exceeds --max-memory "
+                              "%.0f", m.sel[i]->id, need, max_mem);
+            cli_matrix_free(&m);
+            return rc;
+        }
+    }
+    fattn_engine *engine = NULL;
+    const char *backend_name = NULL;
+    if (cli_engine_open("run", backend, &engine, &backend_name) != FATTN_EXIT_OK) {
+        cli_matrix_free(&m);
+        return FATTN_EXIT_ERROR;
+    }
+    fattn_run_opts opts = {.impl = impl, .engine = engine, .until = until,
+                           .poison = FATTN_POISON_PATTERN};
+    fattn_h5_node *root = NULL, *cases_g = NULL, *audit = NULL;
+    int rc = FATTN_EXIT_OK;
+    fattn_status st = fattn_h5_node_new_group("", &root);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_group(root, "cases", &cases_g);
+    if (st == FATTN_OK && repeat > 1)
+        st = fattn_h5_node_group(root, "audit", &audit);
+    if (st == FATTN_OK)
+        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
+    if (st != FATTN_OK)
+        rc = cli_fail("run", "%s", fattn_last_error());
+    bool tty = isatty(STDERR_FILENO);
+    for (size_t i = 0; i < m.n_sel && rc == FATTN_EXIT_OK; i++) {
+        if (tty)
+            fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m.n_sel, m.sel[i]->id);
+        fattn_h5_node *node = NULL;
+        st = fattn_run_case(m.sel[i], &opts, &node);
+        if (st != FATTN_OK) {
+            rc = cli_fail("run", "%s", fattn_last_error());
+            break;
+        }
+        for (long r = 1; r < repeat && st == FATTN_OK; r++) {
+            fattn_h5_node *again = NULL;
+            st = fattn_run_case(m.sel[i], &opts, &again);
+            if (st == FATTN_OK)
+                st = audit_repeat(audit, node, again, (int)repeat);
+            fattn_h5_node_free(again);
+        }
+        if (st == FATTN_OK)
+            st = fattn_h5_node_adopt(cases_g, node);
+        else
+            fattn_h5_node_free(node);
+        if (st != FATTN_OK)
+            rc = cli_fail("run", "%s", fattn_last_error());
+    }
+    if (tty)
+        fprintf(stderr, "\r%-72s\r", "");
+    if (rc == FATTN_EXIT_OK && (st = fattn_h5_write_file(out, root, NULL, NULL)) != FATTN_OK)
+        rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+    fattn_h5_node_free(root);
+    fattn_engine_free(engine);
+    cli_matrix_free(&m);
+    return rc;
+}
+
+/* ---- replay ---------------------------------------------------------------- */
+
+static const char replay_help[] =
+    "usage: fattn replay RUN.h5 --from save_ctx|forward --impl legacy|split\n"
+    "                    [--backend auto|cpu|cudnn] -o OUT.h5\n"
+    "\n"
+    "Resume every case of RUN.h5 from a stored state with the chosen front end.\n"
+    "--from save_ctx loads the recorded backward-read set into that front end's backward\n"
+    "(legacy: its ctx; split: its bwd args) and runs backward. --from forward (split only)\n"
+    "loads inputs and forward outputs and runs setup_ctx and backward. OUT.h5 is a complete\n"
+    "run file: states up to the boundary copied bit for bit, later ones recomputed; its\n"
+    "root gains impl_forward, impl_backward and replayed_from.\n";
+
+int fattn_cmd_replay(int argc, char **argv)
+{
+    const char *in = NULL, *from_s = NULL, *impl_s = NULL, *backend = "auto", *out = NULL;
+    cli_args a = {argc, argv, 1, "replay"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(replay_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if ((r = cli_opt(&a, "--from", &from_s)) || (r = cli_opt(&a, "--impl", &impl_s)) ||
+                   (r = cli_opt(&a, "--backend", &backend)) || (r = cli_opt(&a, "-o", &out))) {
+            if (r < 0)
+                return cli_fail("replay", "%s needs a value", argv[a.i]);
+        } else if (argv[a.i][0] == '-' || in) {
+            return cli_fail("replay", "unexpected argument '%s' (see fattn replay --help)",
+                            argv[a.i]);
+        } else {
+            in = argv[a.i];
+        }
+    }
+    if (!in || !from_s || !impl_s || !out)
+        return cli_fail("replay", "RUN.h5, --from, --impl and -o are required");
+    fattn_impl impl;
+    fattn_state from;
+    if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
+        return cli_fail("replay", "--impl: %s", fattn_last_error());
+    if (fattn_state_parse(from_s, &from) != FATTN_OK ||
+        (from != FATTN_STATE_SAVE_CTX && from != FATTN_STATE_FORWARD))
+        return cli_fail("replay", "--from '%s': expected save_ctx or forward", from_s);
+    if (from == FATTN_STATE_FORWARD && impl != FATTN_IMPL_SPLIT)
+        return cli_fail("replay", "--from forward exists only for --impl split (legacy's "
+                        "forward and save_ctx are one call)");
+    fattn_h5_node *src = NULL;
+    if (fattn_runfile_load(in, &src) != FATTN_OK)
+        return cli_fail("replay", "%s", fattn_last_error());
+    fattn_engine *engine = NULL;
+    const char *backend_name = NULL;
+    if (cli_engine_open("replay", backend, &engine, &backend_name) != FATTN_EXIT_OK) {
+        fattn_h5_node_free(src);
+        return FATTN_EXIT_ERROR;
+    }
+    fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
+                           .poison = FATTN_POISON_PATTERN};
+    fattn_h5_node *root = NULL, *cases_g = NULL;
+    int rc = FATTN_EXIT_OK;
+    fattn_status st = fattn_h5_node_new_group("", &root);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_group(root, "cases", &cases_g);
+    const fattn_h5_attr *src_impl = fattn_h5_node_attr(src, "impl");
+    const char *impl_fwd = src_impl && src_impl->kind == FATTN_H5_ATTR_STRING ? src_impl->s : "?";
+    /* the source's provenance, then what the replay changes */
+    for (size_t i = 0; st == FATTN_OK && i < src->n_attrs; i++)
+        if (src->attrs[i].kind == FATTN_H5_ATTR_STRING)
+            st = fattn_h5_node_set_string(root, src->attrs[i].name, src->attrs[i].s);
+        else if (src->attrs[i].kind == FATTN_H5_ATTR_INT64)
+            st = fattn_h5_node_set_int64(root, src->attrs[i].name, src->attrs[i].i64[0]);
+        else if (src->attrs[i].kind == FATTN_H5_ATTR_UINT8)
+            st = fattn_h5_node_set_uint8(root, src->attrs[i].name, src->attrs[i].u8);
+    if (st == FATTN_OK)
+        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "impl_forward", impl_fwd);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "impl_backward", fattn_impl_name(impl));
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "replayed_from", fattn_state_name(from));
+    if (st != FATTN_OK)
+        rc = cli_fail("replay", "%s", fattn_last_error());
+    const fattn_h5_node *cases = fattn_h5_node_find(src, "cases");
+    for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
+        fattn_h5_node *node = NULL;
+        st = fattn_replay_case(cases->children[i], from, &opts, &node);
+        if (st == FATTN_OK)
+            st = fattn_h5_node_adopt(cases_g, node);
+        if (st != FATTN_OK)
+            rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
+    }
+    if (rc == FATTN_EXIT_OK && (st = fattn_h5_write_file(out, root, NULL, NULL)) != FATTN_OK)
+        rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+    fattn_h5_node_free(root);
+    fattn_h5_node_free(src);
+    fattn_engine_free(engine);
+    return rc;
+}

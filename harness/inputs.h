@@ -1,0 +1,47 @@
+/* Case inputs: every tensor a case feeds the front ends, made from its spec.
+ *
+ * Values come from Philox under the spec's `seed`, one stream per tensor
+ * (docs/numerics.md "Random numbers"), element e of a tensor being element e
+ * of its logical shape in C order:
+ *   q (stream 1) 0.5 u, k (2) 0.5 u, v (3) u, attn_bias (4) u,
+ *   softmax_offset (5) u for learnable and zeros for off-by-one (TE passes a
+ *   zeros buffer), d_out (6) 0.1 u, with u = fattn_philox_to_sym_unit.
+ * Sequence lengths: the spec's lists, else drawn per batch from streams 7
+ * (q) and 8 (kv) as 1 + word % max; without a padding mask every length is
+ * the maximum. pad_between_seqs puts 0..3 gap tokens (streams 9, 10) after
+ * each THD sequence. Packed layouts (3hd, h3d, 2hd, h2d) are views into one
+ * buffer, as TE's callers hand them over.
+ *
+ * The spec's window and bottom_right_diagonal are resolved here as
+ * DotProductAttention does before calling FusedAttnFunc: the window through
+ * TE's check_set_window_size, the diagonal forced False for causal and
+ * padding_causal, True for *_bottom_right masks and True when unset.
+ */
+#ifndef FATTN_HARNESS_INPUTS_H
+#define FATTN_HARNESS_INPUTS_H
+
+#include "fattn/tensor.h"
+
+#include "spec.h"
+
+typedef struct fattn_case_inputs {
+    fattn_tensor storage[3];   /* owned; q/k/v are views into these */
+    fattn_tensor q, k, v;
+    fattn_tensor attn_bias, softmax_offset;              /* empty when absent */
+    fattn_tensor cu_seqlens_q, cu_seqlens_kv;            /* always */
+    fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* padding masks */
+    fattn_tensor d_out;        /* training only */
+    int64_t window[2];         /* normalised */
+    bool bottom_right_diagonal;
+    int64_t t_q, t_kv;         /* THD token counts (0 otherwise) */
+} fattn_case_inputs;
+
+/* Build every input of `s`. On failure nothing is left allocated. */
+fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in);
+void fattn_inputs_free(fattn_case_inputs *in);
+
+/* Shape of a tensor in one of the plain formats; returns the rank. */
+int fattn_inputs_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t,
+                              int64_t heads, int64_t dim, int64_t shape[4]);
+
+#endif /* FATTN_HARNESS_INPUTS_H */

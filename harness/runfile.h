@@ -1,0 +1,30 @@
+/* Run files as a whole: provenance, full validation, reading and writing.
+ *
+ * Schema fattn-run/1 (docs/run-files.md). A run file's tree is
+ *   /            schema + provenance attributes
+ *   /cases/<id>  one group per case (runner.h)
+ *   /audit/...   --repeat / --check-writes results
+ */
+#ifndef FATTN_HARNESS_RUNFILE_H
+#define FATTN_HARNESS_RUNFILE_H
+
+#include "h5io.h"
+#include "runner.h"
+
+#define FATTN_RUN_SCHEMA "fattn-run/1"
+
+/* Root attributes every run file carries, for the engine that made it. */
+fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
+                                          const char *backend);
+
+/* Read a run file (strict: corrupt datasets are an error) and validate it
+ * fully: schema, every case's spec, input shapes against the spec,
+ * cu_seqlens monotone and in bounds, save_ctx attributes in range. The
+ * first violation is FATTN_E_INVALID_FILE with a message naming the file,
+ * case and object. */
+fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root);
+
+/* Validate an already-read tree (as fattn_runfile_load does). */
+fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root);
+
+#endif /* FATTN_HARNESS_RUNFILE_H */

@@ -1,0 +1,82 @@
+/* The harness state machine: one case, one front end, state by state.
+ *
+ *   BEGIN -> INPUTS -> FORWARD -> SAVE_CTX -> BACKWARD
+ *
+ * Each state is produced by one transition and recorded by its observer
+ * into the case's node tree (/cases/<id>/<state>/...), exactly as the
+ * run-file schema lays it out (docs/run-files.md):
+ *   inputs/    q k v attn_bias softmax_offset cu_seqlens_* d_out
+ *   forward/   out max_logit aux/{softmax_stats,rng_state,aux_bias,aux_softmax_offset}
+ *              _impl/ (split: to-save slots as the forward returned them,
+ *              saved_from.<slot> attributes)
+ *   save_ctx/  every saved tensor by role; attributes = the backward-read set;
+ *              _impl/ (legacy: is_output_fp8)
+ *   backward/  dq dk dv d_bias d_softmax_offset
+ * Both front ends produce the same tree; only _impl differs.
+ *
+ * Resuming: a case can also enter SAVE_CTX (or FORWARD, split only) from a
+ * stored tree — replay — and continue to BACKWARD.
+ */
+#ifndef FATTN_HARNESS_RUNNER_H
+#define FATTN_HARNESS_RUNNER_H
+
+#include "fattn/engine.h"
+
+#include "h5io.h"
+#include "spec.h"
+
+typedef enum fattn_impl {
+    FATTN_IMPL_LEGACY = 0,
+    FATTN_IMPL_SPLIT = 1
+} fattn_impl;
+
+typedef enum fattn_state {
+    FATTN_STATE_BEGIN = 0,
+    FATTN_STATE_INPUTS,
+    FATTN_STATE_FORWARD,
+    FATTN_STATE_SAVE_CTX,
+    FATTN_STATE_BACKWARD,
+    FATTN_STATE_COUNT
+} fattn_state;
+
+const char *fattn_impl_name(fattn_impl i);
+fattn_status fattn_impl_parse(const char *s, fattn_impl *out);
+/* "begin", "inputs", "forward", "save_ctx", "backward". */
+const char *fattn_state_name(fattn_state s);
+fattn_status fattn_state_parse(const char *s, fattn_state *out);
+
+/* The transition table: FATTN_OK if a case in `from` may step to `to`,
+ * else FATTN_E_STATE with a message naming both states. */
+fattn_status fattn_state_check(fattn_state from, fattn_state to);
+
+/* Pattern every output buffer is filled with before each call: all bytes
+ * 0xFF (a NaN in every float format; recorded in the run file). */
+#define FATTN_POISON_PATTERN 0xFFFFFFFFFFFFFFFFULL
+
+typedef struct fattn_run_opts {
+    fattn_impl impl;
+    fattn_engine *engine;   /* borrowed */
+    fattn_state until;      /* last state to produce */
+    uint64_t poison;
+} fattn_run_opts;
+
+/* Run one case from BEGIN to opts->until and return its group node (named
+ * by the case id). A case the engine cannot run is returned as a group with
+ * only `spec` and `skipped` (the reason) and FATTN_OK. Invalid cases (TE
+ * refuses them) and failures return the status. */
+fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
+                            fattn_h5_node **out);
+
+/* Replay: take a recorded case group (with at least `from` recorded),
+ * copy every state up to `from` and recompute later ones with opts->impl.
+ * from = SAVE_CTX: load the backward-read set into the impl's backward.
+ * from = FORWARD: split only — setup_ctx and backward from the recorded
+ * inputs and forward outputs. */
+fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
+                               const fattn_run_opts *opts, fattn_h5_node **out);
+
+
+/* Validate a recorded save_ctx group's attributes (types and ranges). */
+fattn_status fattn_save_ctx_validate(const fattn_h5_node *save_ctx);
+
+#endif /* FATTN_HARNESS_RUNNER_H */

@@ -1,0 +1,1068 @@
+/* Case specs: JSON parsing with named errors, the canonical writer and
+ * Python-repr float formatting. See spec.h for the keys and defaults. */
+#include "spec.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Generated at build time from golden/default_cases.json (tools/embed.py). */
+extern const char fattn_default_cases_json[];
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const char *const bias_shape_names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
+#define N_BIAS_SHAPES (sizeof bias_shape_names / sizeof bias_shape_names[0])
+
+const char *fattn_bias_shape_name(fattn_bias_shape s)
+{
+    if ((unsigned)s >= N_BIAS_SHAPES)
+        return NULL;
+    return bias_shape_names[s];
+}
+
+fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out)
+{
+    for (size_t i = 0; s && i < N_BIAS_SHAPES; i++) {
+        if (strcmp(s, bias_shape_names[i]) == 0) {
+            *out = (fattn_bias_shape)i;
+            return FATTN_OK;
+        }
+    }
+    return fattn_error(FATTN_E_PARSE,
+                       "unknown bias_shape \"%s\" (valid: 1hss, b1ss, bhss, 11ss, 111s)",
+                       s ? s : "(null)");
+}
+
+/* The spec's dtypes: the three io types of the F16 path. */
+static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
+{
+    static const fattn_dtype allowed[] = {FATTN_DTYPE_FLOAT16, FATTN_DTYPE_BFLOAT16,
+                                          FATTN_DTYPE_FLOAT32};
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) {
+        if (strcmp(s, fattn_dtype_name(allowed[i])) == 0) {
+            *out = allowed[i];
+            return FATTN_OK;
+        }
+    }
+    return fattn_error(FATTN_E_PARSE,
+                       "unknown dtype \"%s\" (valid: float16, bfloat16, float32)", s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Init, free, copy, equal                                                  */
+/* ------------------------------------------------------------------------ */
+
+void fattn_spec_init(fattn_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->dtype = FATTN_DTYPE_BFLOAT16;
+    s->layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
+    s->mask = FATTN_MASK_NO_MASK;
+    s->bias = FATTN_BIAS_NO_BIAS;
+    s->bias_shape = FATTN_BIAS_SHAPE_1HSS;
+    s->softmax = FATTN_SOFTMAX_VANILLA;
+    s->window_set = false;
+    s->bottom_right_diagonal = FATTN_TRISTATE_NULL;
+    s->dropout_p = 0.0;
+    s->is_training = true;
+    s->deterministic = true;
+    s->return_max_logit = false;
+    s->fast_zero_fill = true;
+    s->attn_scale_set = false;
+    s->pad_between_seqs = false;
+    s->seqlens_q = NULL;
+    s->seqlens_kv = NULL;
+    s->seed = 1;
+    s->rng_seed = 1234;
+    s->rng_offset = 0;
+}
+
+void fattn_spec_free(fattn_spec *s)
+{
+    if (!s)
+        return;
+    free(s->seqlens_q);
+    free(s->seqlens_kv);
+    fattn_spec_init(s);
+}
+
+static int64_t *dup_list(const int64_t *src, int64_t n)
+{
+    if (!src)
+        return NULL;
+    int64_t *p = malloc((size_t)n * sizeof *p);
+    if (p)
+        memcpy(p, src, (size_t)n * sizeof *p);
+    return p;
+}
+
+fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src)
+{
+    *dst = *src;
+    dst->seqlens_q = dup_list(src->seqlens_q, src->b);
+    dst->seqlens_kv = dup_list(src->seqlens_kv, src->b);
+    if ((src->seqlens_q && !dst->seqlens_q) || (src->seqlens_kv && !dst->seqlens_kv)) {
+        free(dst->seqlens_q);
+        free(dst->seqlens_kv);
+        dst->seqlens_q = dst->seqlens_kv = NULL;
+        return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory copying seqlens", src->id);
+    }
+    return FATTN_OK;
+}
+
+static bool same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
+{
+    if (!a || !b)
+        return a == b;
+    return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
+{
+    if (strcmp(a->id, b->id) != 0)
+        return false;
+    if (a->b != b->b || a->h != b->h || a->hg != b->hg || a->sq != b->sq || a->skv != b->skv ||
+        a->d_qk != b->d_qk || a->d_v != b->d_v)
+        return false;
+    if (a->dtype != b->dtype || a->layout != b->layout || a->mask != b->mask ||
+        a->bias != b->bias || a->bias_shape != b->bias_shape || a->softmax != b->softmax)
+        return false;
+    if (a->window_set != b->window_set ||
+        (a->window_set && (a->window[0] != b->window[0] || a->window[1] != b->window[1])))
+        return false;
+    if (a->bottom_right_diagonal != b->bottom_right_diagonal)
+        return false;
+    if (!same_double(a->dropout_p, b->dropout_p))
+        return false;
+    if (a->is_training != b->is_training || a->deterministic != b->deterministic ||
+        a->return_max_logit != b->return_max_logit || a->fast_zero_fill != b->fast_zero_fill ||
+        a->pad_between_seqs != b->pad_between_seqs)
+        return false;
+    if (a->attn_scale_set != b->attn_scale_set ||
+        (a->attn_scale_set && !same_double(a->attn_scale, b->attn_scale)))
+        return false;
+    if (!same_list(a->seqlens_q, b->seqlens_q, a->b) ||
+        !same_list(a->seqlens_kv, b->seqlens_kv, a->b))
+        return false;
+    return a->seed == b->seed && a->rng_seed == b->rng_seed && a->rng_offset == b->rng_offset;
+}
+
+void fattn_spec_list_free(fattn_spec_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        fattn_spec_free(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->count = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parsing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Every key, sorted as the canonical form writes them. */
+static const char *const spec_keys[] = {
+    "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "d_qk", "d_v",
+    "deterministic", "dropout_p", "dtype", "fast_zero_fill", "h", "hg", "id",
+    "is_training", "layout", "mask", "pad_between_seqs", "return_max_logit", "rng_offset",
+    "rng_seed", "seed", "seqlens_kv", "seqlens_q", "skv", "softmax", "sq", "window",
+};
+#define N_SPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
+
+typedef struct parse_ctx {
+    const char *source;
+    size_t index;   /* 1-based position in the array; 0 for a lone object */
+    const char *id; /* "" until known */
+} parse_ctx;
+
+static fattn_status case_error(const parse_ctx *c, fattn_status st, const char *key,
+                               const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static fattn_status case_error(const parse_ctx *c, fattn_status st, const char *key,
+                               const char *fmt, ...)
+{
+    char detail[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    char where[FATTN_SPEC_ID_MAX + 64];
+    if (c->id && c->id[0])
+        snprintf(where, sizeof where, "case '%s'", c->id);
+    else
+        snprintf(where, sizeof where, "case");
+    char pos[32] = "";
+    if (c->index)
+        snprintf(pos, sizeof pos, " (#%zu)", c->index);
+    if (key)
+        return fattn_error(st, "%s: %s%s: key '%s': %s", c->source, where, pos, key, detail);
+    return fattn_error(st, "%s: %s%s: %s", c->source, where, pos, detail);
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    }
+    return "an unknown value";
+}
+
+static fattn_status get_int(const parse_ctx *c, const json_t *obj, const char *key,
+                            bool *present, int64_t lo, int64_t hi, int64_t *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *present = v != NULL;
+    if (!v)
+        return FATTN_OK;
+    if (!json_is_integer(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected an integer, got %s",
+                          json_type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return case_error(c, FATTN_E_INVALID_ARG, key,
+                          "%" JSON_INTEGER_FORMAT " out of range [%" PRId64 ", %" PRId64 "]", x,
+                          lo, hi);
+    *out = (int64_t)x;
+    return FATTN_OK;
+}
+
+static fattn_status get_bool(const parse_ctx *c, const json_t *obj, const char *key, bool *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return FATTN_OK;
+    if (!json_is_boolean(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected true or false, got %s",
+                          json_type_name(v));
+    *out = json_is_true(v);
+    return FATTN_OK;
+}
+
+/* A number (integer or real) as a double; *present false for a missing key
+ * or (when nullable) null. */
+static fattn_status get_number(const parse_ctx *c, const json_t *obj, const char *key,
+                               bool nullable, bool *present, double *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *present = false;
+    if (!v || (nullable && json_is_null(v)))
+        return FATTN_OK;
+    if (!json_is_number(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected %sa number, got %s",
+                          nullable ? "null or " : "", json_type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x))
+        return case_error(c, FATTN_E_INVALID_ARG, key, "not a finite number");
+    *present = true;
+    *out = x;
+    return FATTN_OK;
+}
+
+/* A string key whose value a name parser maps to an enum. */
+typedef fattn_status (*name_parser)(const char *s, void *out);
+
+static fattn_status get_name(const parse_ctx *c, const json_t *obj, const char *key,
+                             name_parser parse, void *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return FATTN_OK;
+    if (!json_is_string(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected a string, got %s",
+                          json_type_name(v));
+    fattn_status st = parse(json_string_value(v), out);
+    if (st != FATTN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", fattn_last_error());
+        return case_error(c, FATTN_E_PARSE, key, "%s", why);
+    }
+    return FATTN_OK;
+}
+
+/* Adapters from the typed parsers to name_parser. */
+static fattn_status parse_dtype_v(const char *s, void *o) { return spec_dtype_parse(s, o); }
+static fattn_status parse_layout_v(const char *s, void *o) { return fattn_layout_parse(s, o); }
+static fattn_status parse_mask_v(const char *s, void *o) { return fattn_mask_type_parse(s, o); }
+static fattn_status parse_bias_v(const char *s, void *o) { return fattn_bias_type_parse(s, o); }
+static fattn_status parse_bshape_v(const char *s, void *o) { return fattn_bias_shape_parse(s, o); }
+static fattn_status parse_softmax_v(const char *s, void *o)
+{
+    return fattn_softmax_type_parse(s, o);
+}
+
+static bool id_char_ok(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
+}
+
+static fattn_status parse_id(parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    const json_t *v = json_object_get(obj, "id");
+    if (!v)
+        return case_error(c, FATTN_E_PARSE, "id", "missing (required)");
+    if (!json_is_string(v))
+        return case_error(c, FATTN_E_PARSE, "id", "expected a string, got %s",
+                          json_type_name(v));
+    const char *id = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (n == 0)
+        return case_error(c, FATTN_E_PARSE, "id", "empty");
+    if (n > FATTN_SPEC_ID_MAX)
+        return case_error(c, FATTN_E_PARSE, "id", "longer than %d characters",
+                          FATTN_SPEC_ID_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (!id_char_ok(id[i]))
+            return case_error(c, FATTN_E_PARSE, "id",
+                              "character %zu (byte 0x%02x) is not one of [A-Za-z0-9._-]", i,
+                              (unsigned)(unsigned char)id[i]);
+    }
+    if (strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+        return case_error(c, FATTN_E_PARSE, "id", "\"%s\" cannot name a group", id);
+    memcpy(s->id, id, n + 1);
+    c->id = s->id;
+    return FATTN_OK;
+}
+
+static fattn_status parse_window(const parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    const json_t *v = json_object_get(obj, "window");
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_array(v) || json_array_size(v) != 2)
+        return case_error(c, FATTN_E_PARSE, "window",
+                          "expected null or [left, right], got %s%s", json_type_name(v),
+                          json_is_array(v) ? " of the wrong length" : "");
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (!json_is_integer(e))
+            return case_error(c, FATTN_E_PARSE, "window", "element %zu: expected an integer, got %s",
+                              i, json_type_name(e));
+        json_int_t x = json_integer_value(e);
+        if (x < INT32_MIN || x > INT32_MAX)
+            return case_error(c, FATTN_E_INVALID_ARG, "window",
+                              "element %zu: %" JSON_INTEGER_FORMAT " does not fit in int32", i, x);
+        s->window[i] = (int64_t)x;
+    }
+    s->window_set = true;
+    return FATTN_OK;
+}
+
+static fattn_status parse_tristate(const parse_ctx *c, const json_t *obj, const char *key,
+                                   fattn_tristate *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_boolean(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected null, true or false, got %s",
+                          json_type_name(v));
+    *out = json_is_true(v) ? FATTN_TRISTATE_TRUE : FATTN_TRISTATE_FALSE;
+    return FATTN_OK;
+}
+
+static fattn_status parse_seqlens(const parse_ctx *c, const json_t *obj, const char *key,
+                                  int64_t b, int64_t max, int64_t **out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_array(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected null or a list of integers, got %s",
+                          json_type_name(v));
+    if ((int64_t)json_array_size(v) != b)
+        return case_error(c, FATTN_E_INVALID_ARG, key,
+                          "has %zu entries, expected b = %" PRId64, json_array_size(v), b);
+    int64_t *list = malloc((size_t)b * sizeof *list);
+    if (!list)
+        return case_error(c, FATTN_E_NOMEM, key, "out of memory");
+    for (int64_t i = 0; i < b; i++) {
+        const json_t *e = json_array_get(v, (size_t)i);
+        if (!json_is_integer(e)) {
+            free(list);
+            return case_error(c, FATTN_E_PARSE, key, "element %" PRId64 ": expected an integer, got %s",
+                              i, json_type_name(e));
+        }
+        json_int_t x = json_integer_value(e);
+        if (x < 0 || x > max) {
+            free(list);
+            return case_error(c, FATTN_E_INVALID_ARG, key,
+                              "element %" PRId64 ": %" JSON_INTEGER_FORMAT
+                              " out of range [0, %" PRId64 "]",
+                              i, x, max);
+        }
+        list[i] = (int64_t)x;
+    }
+    *out = list;
+    return FATTN_OK;
+}
+
+/* a*b*c*d <= limit, without overflow. All factors >= 1. */
+static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t f[4] = {a, b, c, d};
+    int64_t p = 1;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] > limit / p)
+            return false;
+        p *= f[i];
+    }
+    return true;
+}
+
+static fattn_status check_sizes(const parse_ctx *c, const fattn_spec *s)
+{
+    const int64_t limit = INT64_MAX / 8;
+    struct {
+        const char *what;
+        int64_t x[4];
+    } t[] = {
+        {"q (b*h*sq*d_qk)", {s->b, s->h, s->sq, s->d_qk}},
+        {"k (b*hg*skv*d_qk)", {s->b, s->hg, s->skv, s->d_qk}},
+        {"v (b*hg*skv*d_v)", {s->b, s->hg, s->skv, s->d_v}},
+        {"out (b*h*sq*d_v)", {s->b, s->h, s->sq, s->d_v}},
+        {"scores (b*h*sq*skv)", {s->b, s->h, s->sq, s->skv}},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (!product_fits(limit, t[i].x[0], t[i].x[1], t[i].x[2], t[i].x[3]))
+            return case_error(c, FATTN_E_OVERFLOW, NULL,
+                              "the size of %s overflows int64 bytes", t[i].what);
+    }
+    return FATTN_OK;
+}
+
+#define TRY(expr)                                                              \
+    do {                                                                       \
+        fattn_status try_st_ = (expr);                                         \
+        if (try_st_ != FATTN_OK)                                               \
+            return try_st_;                                                    \
+    } while (0)
+
+static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    if (!json_is_object(obj))
+        return case_error(c, FATTN_E_PARSE, NULL, "expected an object, got %s",
+                          json_type_name(obj));
+    TRY(parse_id(c, obj, s));
+
+    /* Unknown keys. */
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        bool known = false;
+        for (size_t i = 0; i < N_SPEC_KEYS && !known; i++)
+            known = strcmp(key, spec_keys[i]) == 0;
+        if (!known)
+            return case_error(c, FATTN_E_PARSE, key, "unknown key");
+    }
+
+    /* Sizes. */
+    bool present;
+    static const char *const required[] = {"b", "h", "sq", "d_qk"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        if (!json_object_get(obj, required[i]))
+            return case_error(c, FATTN_E_PARSE, required[i], "missing (required)");
+    }
+    TRY(get_int(c, obj, "b", &present, 1, FATTN_SPEC_MAX_B, &s->b));
+    TRY(get_int(c, obj, "h", &present, 1, FATTN_SPEC_MAX_H, &s->h));
+    TRY(get_int(c, obj, "sq", &present, 1, FATTN_SPEC_MAX_S, &s->sq));
+    TRY(get_int(c, obj, "d_qk", &present, 1, FATTN_SPEC_MAX_D, &s->d_qk));
+    s->hg = s->h;
+    TRY(get_int(c, obj, "hg", &present, 1, FATTN_SPEC_MAX_H, &s->hg));
+    if (s->hg > s->h || s->h % s->hg != 0)
+        return case_error(c, FATTN_E_INVALID_ARG, "hg",
+                          "%" PRId64 " does not divide h = %" PRId64, s->hg, s->h);
+    s->skv = s->sq;
+    TRY(get_int(c, obj, "skv", &present, 1, FATTN_SPEC_MAX_S, &s->skv));
+    s->d_v = s->d_qk;
+    TRY(get_int(c, obj, "d_v", &present, 1, FATTN_SPEC_MAX_D, &s->d_v));
+    TRY(check_sizes(c, s));
+
+    /* Names. */
+    TRY(get_name(c, obj, "dtype", parse_dtype_v, &s->dtype));
+    TRY(get_name(c, obj, "layout", parse_layout_v, &s->layout));
+    TRY(get_name(c, obj, "mask", parse_mask_v, &s->mask));
+    TRY(get_name(c, obj, "bias", parse_bias_v, &s->bias));
+    TRY(get_name(c, obj, "bias_shape", parse_bshape_v, &s->bias_shape));
+    TRY(get_name(c, obj, "softmax", parse_softmax_v, &s->softmax));
+
+    TRY(parse_window(c, obj, s));
+    TRY(parse_tristate(c, obj, "bottom_right_diagonal", &s->bottom_right_diagonal));
+
+    double p = 0.0;
+    TRY(get_number(c, obj, "dropout_p", false, &present, &p));
+    if (present) {
+        if (!(p >= 0.0 && p < 1.0))
+            return case_error(c, FATTN_E_INVALID_ARG, "dropout_p", "%g is not in [0, 1)", p);
+        s->dropout_p = p;
+    }
+    double scale = 0.0;
+    TRY(get_number(c, obj, "attn_scale", true, &present, &scale));
+    if (present) {
+        if (fabs(scale) > 3.4028234663852886e38)
+            return case_error(c, FATTN_E_INVALID_ARG, "attn_scale",
+                              "%g does not fit in float32", scale);
+        s->attn_scale_set = true;
+        s->attn_scale = scale;
+    }
+
+    TRY(get_bool(c, obj, "is_training", &s->is_training));
+    TRY(get_bool(c, obj, "deterministic", &s->deterministic));
+    TRY(get_bool(c, obj, "return_max_logit", &s->return_max_logit));
+    TRY(get_bool(c, obj, "fast_zero_fill", &s->fast_zero_fill));
+    TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
+
+    TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));
+    TRY(parse_seqlens(c, obj, "seqlens_kv", s->b, s->skv, &s->seqlens_kv));
+
+    TRY(get_int(c, obj, "seed", &present, 0, INT64_MAX, &s->seed));
+    TRY(get_int(c, obj, "rng_seed", &present, 0, INT64_MAX, &s->rng_seed));
+    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX, &s->rng_offset));
+    return FATTN_OK;
+}
+
+static fattn_status parse_case(parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    fattn_spec_init(s);
+    fattn_status st = parse_case_fields(c, obj, s);
+    if (st != FATTN_OK)
+        fattn_spec_free(s);
+    return st;
+}
+
+static fattn_status load_json(const char *text, size_t len, const char *source, json_t **out)
+{
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return fattn_error(FATTN_E_PARSE, "%s: line %d column %d: %s", source, err.line,
+                           err.column, err.text);
+    *out = root;
+    return FATTN_OK;
+}
+
+static int cmp_spec_ptr_id(const void *a, const void *b)
+{
+    const fattn_spec *x = *(const fattn_spec *const *)a;
+    const fattn_spec *y = *(const fattn_spec *const *)b;
+    return strcmp(x->id, y->id);
+}
+
+static fattn_status check_unique_ids(const char *source, const fattn_spec_list *l)
+{
+    if (l->count < 2)
+        return FATTN_OK;
+    const fattn_spec **sorted = malloc(l->count * sizeof *sorted);
+    if (!sorted)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory checking ids", source);
+    for (size_t i = 0; i < l->count; i++)
+        sorted[i] = &l->items[i];
+    qsort(sorted, l->count, sizeof *sorted, cmp_spec_ptr_id);
+    fattn_status st = FATTN_OK;
+    for (size_t i = 1; i < l->count; i++) {
+        if (strcmp(sorted[i - 1]->id, sorted[i]->id) == 0) {
+            /* Name both positions, first occurrence first. */
+            size_t a = (size_t)(sorted[i - 1] - l->items) + 1;
+            size_t b = (size_t)(sorted[i] - l->items) + 1;
+            if (a > b) {
+                size_t t = a;
+                a = b;
+                b = t;
+            }
+            st = fattn_error(FATTN_E_PARSE, "%s: case '%s' (#%zu): key 'id': duplicate of case #%zu",
+                             source, sorted[i]->id, b, a);
+            break;
+        }
+    }
+    free(sorted);
+    return st;
+}
+
+fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *source,
+                                   fattn_spec_list *out)
+{
+    out->items = NULL;
+    out->count = 0;
+    if (!source)
+        source = "<spec>";
+    json_t *root = NULL;
+    TRY(load_json(text, len, source, &root));
+    fattn_status st = FATTN_OK;
+    if (!json_is_array(root)) {
+        st = fattn_error(FATTN_E_PARSE, "%s: expected a JSON array of case objects, got %s",
+                         source, json_type_name(root));
+        goto done;
+    }
+    size_t n = json_array_size(root);
+    if (n > 0) {
+        out->items = calloc(n, sizeof *out->items);
+        if (!out->items) {
+            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory for %zu cases", source, n);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        parse_ctx c = {source, i + 1, ""};
+        st = parse_case(&c, json_array_get(root, i), &out->items[i]);
+        if (st != FATTN_OK)
+            goto done;
+        out->count = i + 1;
+    }
+    st = check_unique_ids(source, out);
+done:
+    json_decref(root);
+    if (st != FATTN_OK)
+        fattn_spec_list_free(out);
+    return st;
+}
+
+fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *source,
+                                  fattn_spec *out)
+{
+    fattn_spec_init(out);
+    if (!source)
+        source = "<spec>";
+    json_t *root = NULL;
+    TRY(load_json(text, len, source, &root));
+    parse_ctx c = {source, 0, ""};
+    fattn_status st = parse_case(&c, root, out);
+    json_decref(root);
+    return st;
+}
+
+fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
+{
+    out->items = NULL;
+    out->count = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    fattn_status st = FATTN_OK;
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
+                st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
+                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
+                goto done;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
+    }
+    if (st == FATTN_OK)
+        st = fattn_spec_parse_json(buf, len, path, out);
+done:
+    free(buf);
+    fclose(f);
+    return st;
+}
+
+const char *fattn_spec_default_json(void) { return fattn_default_cases_json; }
+
+fattn_status fattn_spec_load_default(fattn_spec_list *out)
+{
+    return fattn_spec_parse_json(fattn_default_cases_json, strlen(fattn_default_cases_json),
+                                 "<default matrix>", out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Python-repr floats                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Decimal digits of a p-digit mantissa: value = m * 10^(e - p + 1). */
+static bool reads_back(uint64_t m, int p, int e, double v)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%" PRIu64 "e%d", m, e - p + 1);
+    double r = strtod(s, NULL);
+    return memcmp(&r, &v, sizeof r) == 0;
+}
+
+static uint64_t pow10_u64(int p)
+{
+    uint64_t r = 1;
+    while (p-- > 0)
+        r *= 10;
+    return r;
+}
+
+fattn_status fattn_spec_format_double(double v, char *buf, size_t n)
+{
+    if (!isfinite(v))
+        return fattn_error(FATTN_E_INVALID_ARG, "cannot format a non-finite number as JSON");
+    bool neg = signbit(v);
+    double a = fabs(v);
+    char digits[24];
+    int e = 0;
+    if (a == 0.0) {
+        strcpy(digits, "0");
+    } else {
+        /* Shortest p whose correctly rounded p-digit decimal reads back; at
+         * that p also accept a neighbour in the last digit (the interval of
+         * doubles rounding to `a` is asymmetric at powers of two), as the
+         * shortest-digits algorithm of Python's repr does. */
+        uint64_t best = 0;
+        int bp = 0;
+        for (int p = 1; p <= 17 && !bp; p++) {
+            char s[40];
+            snprintf(s, sizeof s, "%.*e", p - 1, a);
+            /* s = "d.ddde[+-]xx" */
+            uint64_t m = 0;
+            const char *q = s;
+            for (; *q && *q != 'e'; q++) {
+                if (*q >= '0' && *q <= '9')
+                    m = m * 10 + (uint64_t)(*q - '0');
+            }
+            int pe = atoi(q + 1);
+            if (reads_back(m, p, pe, a)) {
+                best = m;
+                bp = p;
+                e = pe;
+                break;
+            }
+            /* Neighbours in the last digit that keep p digits. Both cannot
+             * read back when m does not (m lies between them). */
+            uint64_t lo = pow10_u64(p - 1), hi = pow10_u64(p);
+            const uint64_t cand[2] = {m + 1, m - 1};
+            for (int k = 0; k < 2 && !bp; k++) {
+                if (cand[k] >= lo && cand[k] < hi && reads_back(cand[k], p, pe, a)) {
+                    best = cand[k];
+                    bp = p;
+                    e = pe;
+                }
+            }
+        }
+        if (!bp)
+            return fattn_error(FATTN_E_INTERNAL, "no round-trip form for %a", v);
+        snprintf(digits, sizeof digits, "%" PRIu64, best);
+        /* Strip trailing zeros (a neighbour may end in 0). */
+        size_t dl = strlen(digits);
+        while (dl > 1 && digits[dl - 1] == '0')
+            digits[--dl] = '\0';
+    }
+    size_t nd = strlen(digits);
+    char out[64];
+    size_t o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (a != 0.0 && (e < -4 || e >= 16)) {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            memcpy(out + o, digits + 1, nd - 1);
+            o += nd - 1;
+        }
+        o += (size_t)snprintf(out + o, sizeof out - o, "e%c%02d", e < 0 ? '-' : '+',
+                              e < 0 ? -e : e);
+    } else if (e < 0) {
+        /* 0.000ddd */
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -e - 1; i++)
+            out[o++] = '0';
+        memcpy(out + o, digits, nd);
+        o += nd;
+    } else {
+        /* Integer part: digits[0..e], padded with zeros. */
+        for (int i = 0; i <= e; i++)
+            out[o++] = (size_t)i < nd ? digits[i] : '0';
+        out[o++] = '.';
+        if ((size_t)e + 1 < nd) {
+            memcpy(out + o, digits + e + 1, nd - (size_t)e - 1);
+            o += nd - (size_t)e - 1;
+        } else {
+            out[o++] = '0';
+        }
+    }
+    out[o] = '\0';
+    if (o + 1 > n)
+        return fattn_error(FATTN_E_OVERFLOW, "buffer of %zu bytes too small for a number", n);
+    memcpy(buf, out, o + 1);
+    return FATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Canonical form                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_fmt(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void sb_fmt(sbuf *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+/* A JSON string; non-ASCII and control bytes escaped as \u00XX. */
+static void sb_json_str(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
+        if (*q == '"' || *q == '\\') {
+            char e[2] = {'\\', (char)*q};
+            sb_put(b, e, 2);
+        } else if (*q < 0x20 || *q >= 0x7f) {
+            sb_fmt(b, "\\u%04x", (unsigned)*q);
+        } else {
+            sb_put(b, (const char *)q, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_key(sbuf *b, const char *k, bool *first)
+{
+    if (!*first)
+        sb_put(b, ",", 1);
+    *first = false;
+    sb_json_str(b, k);
+    sb_put(b, ":", 1);
+}
+
+static void sb_list(sbuf *b, const int64_t *l, int64_t n)
+{
+    if (!l) {
+        sb_str(b, "null");
+        return;
+    }
+    sb_put(b, "[", 1);
+    for (int64_t i = 0; i < n; i++)
+        sb_fmt(b, i ? ",%" PRId64 : "%" PRId64, l[i]);
+    sb_put(b, "]", 1);
+}
+
+static const char *tf(bool v) { return v ? "true" : "false"; }
+
+fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
+{
+    *out = NULL;
+    const char *dtype = fattn_dtype_name(s->dtype);
+    const char *layout = fattn_layout_name(s->layout);
+    const char *mask = fattn_mask_type_name(s->mask);
+    const char *bias = fattn_bias_type_name(s->bias);
+    const char *bshape = fattn_bias_shape_name(s->bias_shape);
+    const char *softmax = fattn_softmax_type_name(s->softmax);
+    if (!dtype || !layout || !mask || !bias || !bshape || !softmax)
+        return fattn_error(FATTN_E_INVALID_ARG, "spec '%s': an enum field is out of range", s->id);
+    char dropout[32], scale[32];
+    TRY(fattn_spec_format_double(s->dropout_p, dropout, sizeof dropout));
+    if (s->attn_scale_set)
+        TRY(fattn_spec_format_double(s->attn_scale, scale, sizeof scale));
+    else
+        strcpy(scale, "null");
+
+    sbuf b = {0};
+    bool first = true;
+    sb_put(&b, "{", 1);
+    /* Keys in sorted order (spec_keys; tests check the order). */
+    sb_key(&b, "attn_scale", &first);
+    sb_str(&b, scale);
+    sb_key(&b, "b", &first);
+    sb_fmt(&b, "%" PRId64, s->b);
+    sb_key(&b, "bias", &first);
+    sb_json_str(&b, bias);
+    sb_key(&b, "bias_shape", &first);
+    sb_json_str(&b, bshape);
+    sb_key(&b, "bottom_right_diagonal", &first);
+    sb_str(&b, s->bottom_right_diagonal == FATTN_TRISTATE_NULL
+                   ? "null"
+                   : tf(s->bottom_right_diagonal == FATTN_TRISTATE_TRUE));
+    sb_key(&b, "d_qk", &first);
+    sb_fmt(&b, "%" PRId64, s->d_qk);
+    sb_key(&b, "d_v", &first);
+    sb_fmt(&b, "%" PRId64, s->d_v);
+    sb_key(&b, "deterministic", &first);
+    sb_str(&b, tf(s->deterministic));
+    sb_key(&b, "dropout_p", &first);
+    sb_str(&b, dropout);
+    sb_key(&b, "dtype", &first);
+    sb_json_str(&b, dtype);
+    sb_key(&b, "fast_zero_fill", &first);
+    sb_str(&b, tf(s->fast_zero_fill));
+    sb_key(&b, "h", &first);
+    sb_fmt(&b, "%" PRId64, s->h);
+    sb_key(&b, "hg", &first);
+    sb_fmt(&b, "%" PRId64, s->hg);
+    sb_key(&b, "id", &first);
+    sb_json_str(&b, s->id);
+    sb_key(&b, "is_training", &first);
+    sb_str(&b, tf(s->is_training));
+    sb_key(&b, "layout", &first);
+    sb_json_str(&b, layout);
+    sb_key(&b, "mask", &first);
+    sb_json_str(&b, mask);
+    sb_key(&b, "pad_between_seqs", &first);
+    sb_str(&b, tf(s->pad_between_seqs));
+    sb_key(&b, "return_max_logit", &first);
+    sb_str(&b, tf(s->return_max_logit));
+    sb_key(&b, "rng_offset", &first);
+    sb_fmt(&b, "%" PRId64, s->rng_offset);
+    sb_key(&b, "rng_seed", &first);
+    sb_fmt(&b, "%" PRId64, s->rng_seed);
+    sb_key(&b, "seed", &first);
+    sb_fmt(&b, "%" PRId64, s->seed);
+    sb_key(&b, "seqlens_kv", &first);
+    sb_list(&b, s->seqlens_kv, s->b);
+    sb_key(&b, "seqlens_q", &first);
+    sb_list(&b, s->seqlens_q, s->b);
+    sb_key(&b, "skv", &first);
+    sb_fmt(&b, "%" PRId64, s->skv);
+    sb_key(&b, "softmax", &first);
+    sb_json_str(&b, softmax);
+    sb_key(&b, "sq", &first);
+    sb_fmt(&b, "%" PRId64, s->sq);
+    sb_key(&b, "window", &first);
+    if (s->window_set)
+        sb_fmt(&b, "[%" PRId64 ",%" PRId64 "]", s->window[0], s->window[1]);
+    else
+        sb_str(&b, "null");
+    sb_put(&b, "}", 1);
+    if (b.oom) {
+        free(b.p);
+        return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory writing canonical form", s->id);
+    }
+    *out = b.p;
+    return FATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Summary and globs                                                        */
+/* ------------------------------------------------------------------------ */
+
+fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
+{
+    if (n == 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_spec_summary: empty buffer");
+    sbuf b = {0};
+    sb_fmt(&b, "%s %s b=%" PRId64 " h=%" PRId64, fattn_dtype_name(s->dtype),
+           fattn_layout_name(s->layout), s->b, s->h);
+    if (s->hg != s->h)
+        sb_fmt(&b, " hg=%" PRId64, s->hg);
+    sb_fmt(&b, " sq=%" PRId64 " skv=%" PRId64 " d=%" PRId64, s->sq, s->skv, s->d_qk);
+    if (s->d_v != s->d_qk)
+        sb_fmt(&b, " d_v=%" PRId64, s->d_v);
+    sb_fmt(&b, " mask=%s", fattn_mask_type_name(s->mask));
+    if (s->window_set)
+        sb_fmt(&b, " window=[%" PRId64 ",%" PRId64 "]", s->window[0], s->window[1]);
+    if (s->bottom_right_diagonal != FATTN_TRISTATE_NULL)
+        sb_fmt(&b, " bottom_right=%s", tf(s->bottom_right_diagonal == FATTN_TRISTATE_TRUE));
+    if (s->bias == FATTN_BIAS_POST_SCALE_BIAS)
+        sb_fmt(&b, " bias=post_scale_bias/%s", fattn_bias_shape_name(s->bias_shape));
+    else if (s->bias != FATTN_BIAS_NO_BIAS)
+        sb_fmt(&b, " bias=%s", fattn_bias_type_name(s->bias));
+    if (s->softmax != FATTN_SOFTMAX_VANILLA)
+        sb_fmt(&b, " softmax=%s", fattn_softmax_type_name(s->softmax));
+    if (s->dropout_p != 0.0) {
+        char p[32];
+        if (fattn_spec_format_double(s->dropout_p, p, sizeof p) == FATTN_OK)
+            sb_fmt(&b, " dropout=%s", p);
+    }
+    if (s->attn_scale_set) {
+        char p[32];
+        if (fattn_spec_format_double(s->attn_scale, p, sizeof p) == FATTN_OK)
+            sb_fmt(&b, " scale=%s", p);
+    }
+    if (s->pad_between_seqs)
+        sb_str(&b, " pad_between_seqs");
+    if (s->seqlens_q || s->seqlens_kv)
+        sb_str(&b, " seqlens=explicit");
+    if (s->return_max_logit)
+        sb_str(&b, " max_logit");
+    if (!s->deterministic)
+        sb_str(&b, " nondeterministic");
+    if (!s->fast_zero_fill)
+        sb_str(&b, " no_fast_zero_fill");
+    sb_str(&b, s->is_training ? " train" : " inference");
+    if (b.oom) {
+        free(b.p);
+        return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory", s->id);
+    }
+    snprintf(buf, n, "%s", b.p);
+    free(b.p);
+    return FATTN_OK;
+}
+
+bool fattn_spec_matches_glob(const char *id, const char *glob)
+{
+    return fnmatch(glob, id, 0) == 0;
+}
