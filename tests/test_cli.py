@@ -1,0 +1,372 @@
+#!/usr/bin/python3
+"""End-to-end tests of the fattn CLI (cases, run, replay, inspect, merge).
+
+usage: test_cli.py FATTN_EXE        (prints TAP)
+
+Run files are read back with h5py; two files are "equal" when every group,
+dataset (dtype, shape, bytes) and attribute outside `_impl` groups matches
+and only the provenance root attributes differ. Needs h5py and numpy
+(Debian python3-h5py); without them the test skips, except under CI=true.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    if os.environ.get("CI") == "true":
+        print("1..1\nnot ok 1 - h5py/numpy missing under CI: %s" % e)
+        sys.exit(1)
+    print("1..0 # SKIP h5py/numpy not installed: %s" % e)
+    sys.exit(0)
+
+FATTN = sys.argv[1]
+TMP = tempfile.mkdtemp(prefix="fattn-cli-")
+RESULTS = []
+
+
+def run(*args, env=None, check=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e)
+    if check is not None and p.returncode != check:
+        raise AssertionError("fattn %s: exit %d, want %d\n%s" % (" ".join(args), p.returncode,
+                                                                 check, p.stderr))
+    return p
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def tree(fname, skip_root_attrs=True):
+    """Everything counted: {path: repr} outside _impl, root attrs excluded."""
+    out = {}
+    with h5py.File(fname, "r") as f:
+        def visit(name, obj):
+            if "_impl" in name.split("/"):
+                return
+            attrs = sorted((k, repr(v)) for k, v in obj.attrs.items())
+            if isinstance(obj, h5py.Dataset):
+                out[name] = repr((obj.dtype.str, obj.shape, obj[()].tobytes(), attrs))
+            else:
+                out[name] = repr(attrs)
+        f.visititems(visit)
+        if not skip_root_attrs:
+            out["/"] = repr(sorted((k, repr(v)) for k, v in f.attrs.items()))
+    return out
+
+
+def assert_same(a, b):
+    ta, tb = tree(a), tree(b)
+    missing = sorted(set(ta) ^ set(tb))
+    assert not missing, "objects in one file only: %s" % missing[:5]
+    bad = [k for k in ta if ta[k] != tb[k]]
+    assert not bad, "differing objects: %s" % bad[:5]
+    return len(ta)
+
+
+def case(name):
+    def deco(fn):
+        RESULTS.append((name, fn))
+        return fn
+    return deco
+
+
+@case("cases lists the default matrix, id TAB summary")
+def _():
+    p = run("cases", check=0)
+    lines = p.stdout.splitlines()
+    assert len(lines) >= 40, len(lines)
+    ids = [l.split("\t")[0] for l in lines]
+    assert len(set(ids)) == len(ids)
+    assert all("\t" in l for l in lines)
+    assert p.stderr == ""
+
+
+@case("every command has --help")
+def _():
+    for cmd in ("cases", "run", "replay", "inspect", "merge"):
+        p = run(cmd, "--help", check=0)
+        assert "usage: fattn " + cmd in p.stdout, cmd
+
+
+@case("legacy and split give identical trees over the default matrix")
+def _():
+    run("run", "--impl", "legacy", "-o", path("legacy.h5"), check=0)
+    run("run", "--impl", "split", "-o", path("split.h5"), check=0)
+    n = assert_same(path("legacy.h5"), path("split.h5"))
+    assert n > 500, n
+    with h5py.File(path("split.h5"), "r") as f:
+        assert f.attrs["schema"] == "fattn-run/1"
+        assert f.attrs["impl"] == "split"
+        c = f["cases"]
+        assert len(c) >= 40
+        # inference cases have no backward group, training ones do
+        kinds = {("backward" in c[k]) for k in c if "skipped" not in c[k].attrs}
+        assert kinds == {True, False}, kinds
+
+
+@case("cross-wired replays from an --until save_ctx file equal straight runs")
+def _():
+    run("run", "--impl", "legacy", "--until", "save_ctx", "-o", path("u_legacy.h5"), check=0)
+    run("run", "--impl", "split", "--until", "save_ctx", "-o", path("u_split.h5"), check=0)
+    with h5py.File(path("u_legacy.h5"), "r") as f:
+        assert not any("backward" in f["cases"][k] for k in f["cases"])
+    run("replay", path("u_legacy.h5"), "--from", "save_ctx", "--impl", "split",
+        "-o", path("x_ls.h5"), check=0)
+    run("replay", path("u_split.h5"), "--from", "save_ctx", "--impl", "legacy",
+        "-o", path("x_sl.h5"), check=0)
+    run("replay", path("u_split.h5"), "--from", "forward", "--impl", "split",
+        "-o", path("x_ss.h5"), check=0)
+    for x in ("x_ls.h5", "x_sl.h5", "x_ss.h5"):
+        assert_same(path("legacy.h5"), path(x))
+    with h5py.File(path("x_ls.h5"), "r") as f:
+        assert f.attrs["impl_forward"] == "legacy"
+        assert f.attrs["impl_backward"] == "split"
+        assert f.attrs["replayed_from"] == "save_ctx"
+
+
+@case("replay --from forward with legacy is a usage error")
+def _():
+    p = run("replay", path("u_legacy.h5"), "--from", "forward", "--impl", "legacy",
+            "-o", path("nope.h5"), check=2)
+    assert "split" in p.stderr
+    assert not os.path.exists(path("nope.h5"))
+
+
+@case("two runs with SOURCE_DATE_EPOCH are byte-identical, whatever the output path")
+def _():
+    env = {"SOURCE_DATE_EPOCH": "1700000000"}
+    run("run", "-o", path("rep1.h5"), env=env, check=0)
+    time.sleep(1.1)
+    os.makedirs(path("sub"), exist_ok=True)
+    run("run", "-o", path("sub/rep2.h5"), env=env, check=0)
+    with open(path("rep1.h5"), "rb") as a, open(path("sub/rep2.h5"), "rb") as b:
+        assert a.read() == b.read(), "files differ"
+
+
+@case("whole, filtered and sharded runs give identical case groups; merge joins shards")
+def _():
+    for i in (1, 2, 3):
+        run("run", "--shard", "%d/3" % i, "-o", path("shard%d.h5" % i), check=0)
+    run("merge", "-o", path("merged.h5"), path("shard3.h5"), path("shard1.h5"),
+        path("shard2.h5"), check=0)
+    assert_same(path("split.h5"), path("merged.h5"))
+    run("run", "--filter", "*causal*", "-o", path("filtered.h5"), check=0)
+    whole = tree(path("split.h5"))
+    filt = tree(path("filtered.h5"))
+    assert filt and all(whole.get(k) == v for k, v in filt.items())
+    # reversed-order matrix file: same case groups (RNG is per case run)
+    with h5py.File(path("split.h5"), "r") as f:
+        specs = [f["cases"][k].attrs["spec"] for k in f["cases"]]
+    with open(path("reversed.json"), "w") as out:
+        out.write("[" + ",".join(reversed(specs)) + "]")
+    run("run", "--cases", path("reversed.json"), "-o", path("reversed.h5"), check=0)
+    assert_same(path("split.h5"), path("reversed.h5"))
+
+
+@case("merge refuses overlapping shards (exit 2, nothing written)")
+def _():
+    p = run("merge", "-o", path("dup.h5"), path("shard1.h5"), path("shard1.h5"), check=2)
+    assert "case" in p.stderr
+    assert not os.path.exists(path("dup.h5"))
+
+
+@case("h5py reads our values: float16 as float16, bfloat16 as uint16 + dtype attribute")
+def _():
+    with h5py.File(path("split.h5"), "r") as f:
+        seen = set()
+        for k in f["cases"]:
+            g = f["cases"][k]
+            if "forward" not in g:
+                continue
+            out = g["forward/out"]
+            dt = out.attrs["dtype"]
+            seen.add(dt)
+            if dt == "float16":
+                assert out.dtype == np.float16
+            elif dt == "bfloat16":
+                assert out.dtype == np.uint16
+            assert out.attrs["digest"].startswith("xxh3-128:")
+            assert len(out.attrs["digest"]) == len("xxh3-128:") + 32
+        assert {"float16", "bfloat16"} <= seen, seen
+
+
+def bf16(a):
+    return (a.astype(np.uint32) << 16).view(np.float32)
+
+
+@case("recorded O equals softmax(QK^T s)V recomputed in numpy from the recorded inputs")
+def _():
+    checked = 0
+    with h5py.File(path("split.h5"), "r") as f:
+        for k in f["cases"]:
+            g = f["cases"][k]
+            spec = g.attrs["spec"]
+            if ('"layout":"bshd_bshd_bshd"' not in spec or '"mask":"no_mask"' not in spec
+                    or '"bias":"no_bias"' not in spec or '"softmax":"vanilla"' not in spec
+                    or '"dropout_p":0.0' not in spec or "forward" not in g):
+                continue
+            def load(d):
+                x = d[()]
+                return bf16(x).astype(np.float64) if d.attrs["dtype"] == "bfloat16" \
+                    else x.astype(np.float64)
+            q, kk, v = (load(g["inputs/" + n]) for n in ("q", "k", "v"))
+            out = load(g["forward/out"])
+            b, s, h, d = q.shape
+            hg = kk.shape[2]
+            import json
+            js = json.loads(spec)
+            scale = js["attn_scale"] if js["attn_scale"] is not None else \
+                float(np.float32(1.0 / np.sqrt(d)))
+            kr = np.repeat(kk, h // hg, axis=2)
+            vr = np.repeat(v, h // hg, axis=2)
+            sc = np.einsum("bihd,bjhd->bhij", q, kr) * scale
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            ref = np.einsum("bhij,bjhd->bihd", p, vr)
+            tol = 2e-2 if g["forward/out"].attrs["dtype"] == "bfloat16" else 2e-3
+            assert np.abs(out - ref).max() <= tol * max(1.0, np.abs(ref).max()), k
+            checked += 1
+    assert checked >= 1, "no plain bshd case in the matrix"
+
+
+@case("inspect: a valid file exits 0 and prints the tree")
+def _():
+    p = run("inspect", path("split.h5"), check=0)
+    assert "cases/" in p.stdout and "xxh3-128:" in p.stdout
+
+
+def corrupt_copy(name, mutate):
+    dst = path(name)
+    with open(path("split.h5"), "rb") as f:
+        data = bytearray(f.read())
+    with open(dst, "wb") as f:
+        f.write(mutate(data))
+    return dst
+
+
+@case("inspect: truncated, empty and non-HDF5 files exit 2 naming the file")
+def _():
+    for name, mut in (("trunc.h5", lambda d: d[: len(d) // 2]),
+                      ("empty.h5", lambda d: b""),
+                      ("text.h5", lambda d: b"not an hdf5 file\n" * 10)):
+        f = corrupt_copy(name, mut)
+        p = run("inspect", f, check=2)
+        assert name in p.stderr, p.stderr
+
+
+def edited_copy(name, edit):
+    import shutil
+    dst = path(name)
+    shutil.copy(path("split.h5"), dst)
+    with h5py.File(dst, "r+") as f:
+        edit(f)
+    return dst
+
+
+@case("inspect: wrong schema, a dtype attribute disagreeing with storage, a bad digest, "
+      "a shape the spec cannot make, non-monotone cu_seqlens -> exit 2")
+def _():
+    def first_training_case(f):
+        for k in f["cases"]:
+            if "backward" in f["cases"][k]:
+                return f["cases"][k]
+    def thd_case(f):
+        for k in f["cases"]:
+            if "cu_seqlens_q_padded" in f["cases"][k]["inputs"] and \
+                    '"layout":"thd' in f["cases"][k].attrs["spec"]:
+                return f["cases"][k]
+    edits = {
+        "schema.h5": lambda f: f.attrs.modify("schema", "fattn-run/2"),
+        "dtype.h5": lambda f: first_training_case(f)["forward/out"].attrs.modify(
+            "dtype", "float32"),
+        "digest.h5": lambda f: first_training_case(f)["forward/out"].attrs.modify(
+            "digest", "xxh3-128:" + "0" * 32),
+        "shape.h5": lambda f: (f.move(first_training_case(f).name + "/inputs/q",
+                                      first_training_case(f).name + "/inputs/q_old"),
+                               first_training_case(f).create_dataset(
+                                   "inputs/q", data=np.zeros((1, 2, 3), np.float16))),
+        "cuseq.h5": lambda f: thd_case(f)["inputs/cu_seqlens_q"].__setitem__(
+            1, 10**6),
+    }
+    for name, edit in edits.items():
+        f = edited_copy(name, edit)
+        p = run("inspect", f, check=2)
+        assert name in p.stderr, (name, p.stderr)
+
+
+@case("run: bad specs exit 2 naming file, case and key; nothing written")
+def _():
+    bad = {
+        "unknown_key.json": '[{"id":"x","b":1,"h":1,"sq":4,"d_qk":8,"bogus":1}]',
+        "dup.json": '[{"id":"x","b":1,"h":1,"sq":4,"d_qk":8},{"id":"x","b":1,"h":1,"sq":4,"d_qk":8}]',
+        "type.json": '[{"id":"x","b":"one","h":1,"sq":4,"d_qk":8}]',
+        "te_invalid.json": '[{"id":"x","b":1,"h":1,"sq":4,"d_qk":8,"bias":"pre_scale_bias"}]',
+    }
+    for name, text in bad.items():
+        with open(path(name), "w") as f:
+            f.write(text)
+        p = run("run", "--cases", path(name), "-o", path("bad.h5"), check=2)
+        assert "x" in p.stderr, p.stderr
+        assert not os.path.exists(path("bad.h5"))
+
+
+@case("run: a case the engine cannot run is recorded as skipped with its reason")
+def _():
+    with open(path("paged.json"), "w") as f:
+        f.write('[{"id":"paged","b":1,"h":1,"sq":4,"d_qk":8,'
+                '"layout":"paged_kv_bshd_bshd_bshd","mask":"padding"}]')
+    run("run", "--cases", path("paged.json"), "-o", path("paged.h5"), check=0)
+    with h5py.File(path("paged.h5"), "r") as f:
+        g = f["cases/paged"]
+        assert "skipped" in g.attrs and len(g.attrs["skipped"]) > 10
+        assert len(g) == 0
+
+
+@case("run: --max-memory refuses a case before allocating (exit 2)")
+def _():
+    p = run("run", "--max-memory", "1000", "-o", path("mem.h5"), check=2)
+    assert "max-memory" in p.stderr
+    assert not os.path.exists(path("mem.h5"))
+
+
+@case("run --repeat 2 records per-tensor repeat identity under /audit")
+def _():
+    run("run", "--filter", "*causal*", "--repeat", "2", "-o", path("audit.h5"), check=0)
+    with h5py.File(path("audit.h5"), "r") as f:
+        a = f["audit"]
+        n = 0
+        def visit(name, obj):
+            nonlocal n
+            if "identical" in obj.attrs:
+                assert obj.attrs["identical"] == 1, name
+                assert obj.attrs["repeats"] == 2
+                n += 1
+        a.visititems(visit)
+        assert n > 10, n
+
+
+def main():
+    print("1..%d" % len(RESULTS))
+    failed = 0
+    for i, (name, fn) in enumerate(RESULTS, 1):
+        try:
+            fn()
+            print("ok %d - %s" % (i, name))
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in str(e).splitlines() or [repr(e)]:
+                print("# " + line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
