@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "runfile.h"
 #include "runner.h"
+#include "test_variants.h"
 
 static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
@@ -18,8 +19,11 @@ static const char run_help[] =
     "front end (default split) and write every tensor and attribute of every state to\n"
     "RUN.h5 (replaced atomically). Cases the engine cannot run are recorded as skipped\n"
     "with the reason. --shard I/N (1-based) runs every N-th case of the full matrix\n"
-    "starting at the I-th; `fattn merge` joins the shards. --max-memory refuses, before\n"
-    "allocating, a case whose estimated peak is larger (default: half the RAM).\n"
+    "starting at the I-th; `fattn merge` joins the shards. --repeat N runs each case N\n"
+    "times and records under /audit/<id>/<state>/<tensor> whether all repeats were bitwise\n"
+    "identical; --check-writes runs each case again with a second poison pattern and\n"
+    "records the elements no call wrote (count and logical indices). --max-memory refuses,\n"
+    "before allocating, a case whose estimated peak is larger (default: half the RAM).\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 
@@ -82,6 +86,89 @@ static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *
     return FATTN_OK;
 }
 
+/* Second poison for --check-writes: an element equal to the first poison
+ * in the first run and to this one in the second was written by no call. */
+#define FATTN_POISON_PATTERN_B 0xA5A5A5A5A5A5A5A5ULL
+
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return false;
+    return true;
+}
+
+/* --check-writes for one output dataset: /audit/<id>/<state>/<tensor> gets
+ * `unwritten` (count) and `unwritten_index` int64 [n, ndim] (the first
+ * 4096 logical indices). */
+static fattn_status audit_writes_tensor(fattn_h5_node *state_audit, const char *name,
+                                        const fattn_h5_node *a, const fattn_h5_node *b)
+{
+    if (!a || !b || !a->is_dataset || !b->is_dataset || a->nbytes != b->nbytes)
+        return FATTN_OK;
+    size_t esz = fattn_dtype_size(a->dtype);
+    size_t n = esz ? a->nbytes / esz : 0, count = 0, cap = 4096;
+    int64_t *idx = malloc(cap * (size_t)(a->ndim ? a->ndim : 1) * sizeof(int64_t));
+    if (!idx)
+        return fattn_error(FATTN_E_NOMEM, "--check-writes: index buffer");
+    const unsigned char *pa = a->data, *pb = b->data;
+    for (size_t e = 0; e < n; e++) {
+        if (!all_bytes(pa + e * esz, esz, 0xFF) || !all_bytes(pb + e * esz, esz, 0xA5))
+            continue;
+        if (count < cap) {
+            size_t rem = e;
+            for (int d = a->ndim - 1; d >= 0; d--) {
+                idx[count * (size_t)a->ndim + (size_t)d] = (int64_t)(rem % (size_t)a->shape[d]);
+                rem /= (size_t)a->shape[d];
+            }
+        }
+        count++;
+    }
+    fattn_h5_node *an;
+    fattn_status st = fattn_h5_node_group(state_audit, name, &an);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_int64(an, "unwritten", (int64_t)count);
+    if (st == FATTN_OK && count) {
+        int64_t shape[2] = {(int64_t)(count < cap ? count : cap), a->ndim};
+        st = fattn_h5_node_add_bytes(an, "unwritten_index", FATTN_DTYPE_INT64, 2, shape, idx,
+                                     (size_t)(shape[0] * shape[1]) * sizeof(int64_t), NULL);
+    }
+    free(idx);
+    return st;
+}
+
+/* --check-writes: compare the outputs of a run poisoned with 0xFF bytes and
+ * one poisoned with 0xA5 bytes. */
+static fattn_status audit_writes(fattn_h5_node *audit, const fattn_h5_node *first,
+                                 const fattn_h5_node *second)
+{
+    static const struct { const char *state, *path, *name; } outs[] = {
+        {"forward", "out", "out"},
+        {"forward", "max_logit", "max_logit"},
+        {"forward", "aux/softmax_stats", "aux.softmax_stats"},
+        {"backward", "dq", "dq"},
+        {"backward", "dk", "dk"},
+        {"backward", "dv", "dv"},
+        {"backward", "d_bias", "d_bias"},
+        {"backward", "d_softmax_offset", "d_softmax_offset"},
+    };
+    fattn_h5_node *case_audit;
+    fattn_status st = fattn_h5_node_group(audit, first->name, &case_audit);
+    for (size_t i = 0; st == FATTN_OK && i < sizeof outs / sizeof outs[0]; i++) {
+        const fattn_h5_node *ga = fattn_h5_node_find(first, outs[i].state);
+        const fattn_h5_node *gb = fattn_h5_node_find(second, outs[i].state);
+        if (!ga || !gb)
+            continue;
+        const fattn_h5_node *a = fattn_h5_node_find(ga, outs[i].path);
+        if (!a)
+            continue;
+        fattn_h5_node *sa;
+        if ((st = fattn_h5_node_group(case_audit, outs[i].state, &sa)) == FATTN_OK)
+            st = audit_writes_tensor(sa, outs[i].name, a, fattn_h5_node_find(gb, outs[i].path));
+    }
+    return st;
+}
+
 /* --repeat: compare one more run of a case with the first. */
 static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *first,
                                  const fattn_h5_node *again, int repeats)
@@ -127,8 +214,6 @@ int fattn_cmd_run(int argc, char **argv)
     }
     if (!out)
         return cli_fail("run", "-o RUN.h5 is required");
-    if (check_writes)
-        return cli_fail("run", "--check-writes is not implemented in this version");
     fattn_impl impl;
     fattn_state until;
     if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
@@ -176,8 +261,19 @@ int fattn_cmd_run(int argc, char **argv)
     fattn_status st = fattn_h5_node_new_group("", &root);
     if (st == FATTN_OK)
         st = fattn_h5_node_group(root, "cases", &cases_g);
-    if (st == FATTN_OK && repeat > 1)
+    if (st == FATTN_OK && (repeat > 1 || check_writes))
         st = fattn_h5_node_group(root, "audit", &audit);
+    const char *variant = getenv("FATTN_TEST_ENGINE_VARIANT");
+    if (st == FATTN_OK && variant && *variant) {
+        fattn_engine *wrapped = NULL;
+        st = fattn_test_variant_wrap(engine, variant, &wrapped);
+        if (st == FATTN_OK) {
+            engine = wrapped;
+            opts.engine = engine;
+            fprintf(stderr, "fattn run: TEST-ONLY engine variant %s is active\n", variant);
+            st = fattn_h5_node_set_string(root, "prov_test_variant", variant);
+        }
+    }
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
     if (st != FATTN_OK)
@@ -198,6 +294,15 @@ int fattn_cmd_run(int argc, char **argv)
             if (st == FATTN_OK)
                 st = audit_repeat(audit, node, again, (int)repeat);
             fattn_h5_node_free(again);
+        }
+        if (st == FATTN_OK && check_writes) {
+            fattn_run_opts opts_b = opts;
+            opts_b.poison = FATTN_POISON_PATTERN_B;
+            fattn_h5_node *second = NULL;
+            st = fattn_run_case(m.sel[i], &opts_b, &second);
+            if (st == FATTN_OK)
+                st = audit_writes(audit, node, second);
+            fattn_h5_node_free(second);
         }
         if (st == FATTN_OK)
             st = fattn_h5_node_adopt(cases_g, node);

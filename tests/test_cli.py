@@ -353,6 +353,54 @@ def _():
         assert n > 10, n
 
 
+def audit_of(fname):
+    """{case/state/tensor: attrs (+ 'index': list of logical indices)}."""
+    out = {}
+    with h5py.File(fname, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Group) and ("unwritten" in obj.attrs or
+                                                 "identical" in obj.attrs):
+                d = {k: int(v) for k, v in obj.attrs.items()}
+                if "unwritten_index" in obj:
+                    d["index"] = [tuple(int(x) for x in r) for r in obj["unwritten_index"][()]]
+                out[name] = d
+        f["audit"].visititems(visit)
+    return out
+
+
+@case("--check-writes: a full-length case has every output element written")
+def _():
+    run("run", "--filter", "layout.bshd_bshd_bshd.*", "--check-writes", "-o",
+        path("cw.h5"), check=0)
+    a = audit_of(path("cw.h5"))
+    assert a, "no audit records"
+    assert all(v["unwritten"] == 0 for v in a.values()), \
+        [k for k, v in a.items() if v["unwritten"]]
+
+
+@case("test variant unwritten_dq: --check-writes reports dq's element [0,0,0,1], nothing else")
+def _():
+    run("run", "--filter", "layout.bshd_bshd_bshd.*", "--check-writes", "-o",
+        path("cw_bad.h5"), env={"FATTN_TEST_ENGINE_VARIANT": "unwritten_dq"}, check=0)
+    a = audit_of(path("cw_bad.h5"))
+    bad = {k: v for k, v in a.items() if v["unwritten"]}
+    assert bad and all(k.endswith("/backward/dq") for k in bad), bad
+    for v in bad.values():
+        assert v["unwritten"] == 1 and v["index"] == [(0, 0, 0, 1)], v
+    with h5py.File(path("cw_bad.h5"), "r") as f:
+        assert f.attrs["prov_test_variant"] == "unwritten_dq"
+
+
+@case("test variant flaky_dk: --repeat 3 reports only dk as not repeatable")
+def _():
+    run("run", "--filter", "layout.bshd_bshd_bshd.*", "--repeat", "3", "-o",
+        path("flaky.h5"), env={"FATTN_TEST_ENGINE_VARIANT": "flaky_dk"}, check=0)
+    a = audit_of(path("flaky.h5"))
+    bad = sorted(k for k, v in a.items() if v.get("identical") == 0)
+    assert bad and all(k.endswith("/backward/dk") for k in bad), bad
+    assert any(v.get("identical") == 1 for v in a.values())
+
+
 def main():
     print("1..%d" % len(RESULTS))
     failed = 0
