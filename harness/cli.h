@@ -59,5 +59,7 @@ int fattn_cmd_run(int argc, char **argv);
 int fattn_cmd_replay(int argc, char **argv);
 int fattn_cmd_inspect(int argc, char **argv);
 int fattn_cmd_merge(int argc, char **argv);
+int fattn_cmd_verify(int argc, char **argv);
+int fattn_cmd_golden(int argc, char **argv);
 
 #endif /* FATTN_HARNESS_CLI_H */

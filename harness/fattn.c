@@ -152,7 +152,9 @@ static const char main_help[] =
     "  replay   resume every case of a run file from a stored state with another front end\n"
     "  inspect  print a run file's tree, then validate it fully\n"
     "  merge    join run files of disjoint shards of one matrix\n"
-    "  diff, verify, golden   (not in this version yet)\n"
+    "  diff     (not in this version yet)\n"
+    "  verify   the main job: legacy vs split, replays, repeats and goldens -> one verdict\n"
+    "  golden   regenerate this platform's goldens\n"
     "\n"
     "exit codes: 0 identical/valid/passed, 1 a difference, 2 usage error, invalid file or\n"
     "an errored case.\n"
@@ -175,11 +177,12 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
         {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
+        {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name))
             return cmds[i].fn(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "diff") || !strcmp(argv[1], "verify") || !strcmp(argv[1], "golden"))
+    if (!strcmp(argv[1], "diff"))
         return cli_fail(argv[1], "not implemented in this version of fattn");
     return cli_fail(argv[1], "unknown command (see fattn --help)");
 }

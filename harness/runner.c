@@ -349,6 +349,12 @@ static fattn_status record_forward(case_run *r, const fattn_tensor *out,
     for (int i = 0; i < 4; i++)
         if ((st = put_tensor(a, roles[12 + i], &aux[i])))
             return st;
+    /* TE's forward draws its rng_state from the global generator and
+     * advances it: the generator after the forward is an effect of the
+     * forward that a later call would see, so it is recorded too. */
+    if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->gen.seed)) ||
+        (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->gen.offset)))
+        return st;
     *group = g;
     return FATTN_OK;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "cases.h"
-#include "digest.h"
+#include "outputs_digest.h"
 
 int main(int argc, char **argv)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cases.h"
-#include "digest.h"
+#include "outputs_digest.h"
 #include "fattn_test.h"
 
 static const int thread_counts[] = {2, 3, 5};

@@ -23,6 +23,20 @@
 /* Names, init                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* Self-test mutants (meson -Dself_test_mutants=true): named plumbing bugs
+ * compiled into the split path, inert unless FATTN_MUTANT names one. They
+ * exist to prove that `fattn verify` catches each kind of bug; see
+ * docs/verify.md. A default build has none of them. */
+#ifdef FATTN_SELF_TEST_MUTANTS
+static bool sp_mutant(const char *name)
+{
+    const char *m = getenv("FATTN_MUTANT");
+    return m && strcmp(m, name) == 0;
+}
+#else
+#define sp_mutant(name) false
+#endif
+
 static const char *const slot_names[FATTN_SPLIT_NSLOTS] = {
     "q_fp8",         "k_fp8",        "v_fp8",
     "out_fp8",       "q",            "k",
@@ -488,6 +502,8 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     float scale = args->attn_scale;
     if (isnan(scale))
         scale = (float)(1.0 / sqrt((double)d_qk));
+    if (sp_mutant("scale_sqrtf") && isnan(args->attn_scale))
+        scale = 1.0f / sqrtf((float)d_qk);
     bool brd;
     if (args->bottom_right_diagonal == -1)
         brd = fattn_bottom_right_default_fwd(args->attn_mask_type);
@@ -503,7 +519,8 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     int64_t *rs = res->own_rng_state.data;
     rs[0] = (int64_t)args->rng_gen->seed;
     rs[1] = (int64_t)args->rng_gen->offset;
-    args->rng_gen->offset = args->rng_gen->offset + FATTN_RNG_F16_INCREMENT;
+    if (!sp_mutant("rng_no_advance"))
+        args->rng_gen->offset = args->rng_gen->offset + FATTN_RNG_F16_INCREMENT;
 
     /* O (attention.cpp:173-176: zeroed for a THD O). */
     int64_t oshape[FATTN_MAX_DIMS];
@@ -614,6 +631,15 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
         goto fail;
     fattn_split_dedup(&res->to_save, q, k, v, attn_bias, softmax_offset, &res->own_out,
                       res->ctx_attrs.saved_from);
+    if (sp_mutant("aux_swap")) {
+        fattn_split_source *sf = res->ctx_attrs.saved_from;
+        fattn_tensor tb = res->to_save.t[FATTN_SPLIT_SLOT_AUX_BIAS];
+        fattn_split_source sb = sf[FATTN_SPLIT_SLOT_AUX_BIAS];
+        res->to_save.t[FATTN_SPLIT_SLOT_AUX_BIAS] = res->to_save.t[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
+        sf[FATTN_SPLIT_SLOT_AUX_BIAS] = sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
+        res->to_save.t[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = tb;
+        sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = sb;
+    }
 
     /* ctx attributes (backends.py:1635-1726 without the three dropped). */
     fattn_split_ctx_attrs *ca = &res->ctx_attrs;
@@ -672,6 +698,8 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
         }
         if (ca->saved_from[i] == FATTN_SPLIT_SRC_NONE)
             continue;
+        if (sp_mutant("no_restore") && i == FATTN_SPLIT_SLOT_Q)
+            continue;
         if (sp_none(src))
             return fattn_error(FATTN_E_MISSING_FIELD,
                                "split setup_ctx: slot %s was saved from %s, which is empty",
@@ -694,6 +722,10 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
     bwd->rng_state = slot[FATTN_SPLIT_SLOT_RNG_STATE];
     bwd->aux_bias = slot[FATTN_SPLIT_SLOT_AUX_BIAS];
     bwd->aux_softmax_offset = slot[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
+    if (sp_mutant("aux_swap")) { /* the swap undone, so only forward's record shows it */
+        bwd->aux_bias = slot[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
+        bwd->aux_softmax_offset = slot[FATTN_SPLIT_SLOT_AUX_BIAS];
+    }
 
     /* Configuration: what forward decided, then the args. */
     bwd->fp8 = ca->fp8;
@@ -722,6 +754,8 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
     bwd->softmax_type = fwd->softmax_type;
     bwd->window_size[0] = fwd->window_size[0];
     bwd->window_size[1] = fwd->window_size[1];
+    if (sp_mutant("window_unnormalised") && fattn_mask_has_causal(fwd->attn_mask_type))
+        bwd->window_size[1] = -1; /* causal's (left, 0) taken back to (left, -1) */
     bwd->bottom_right_diagonal = ca->bottom_right_diagonal ? 1 : 0;
     bwd->fused_attention_backend = ca->fused_attention_backend;
     bwd->use_FAv2_bwd = fwd->use_FAv2_bwd;
@@ -892,6 +926,11 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     st = fattn_engine_bwd(bwd->engine, &p);
     if (st != FATTN_OK)
         goto fail;
+    if (sp_mutant("dbias_slot")) {
+        fattn_tensor t = g->d_bias;
+        g->d_bias = g->d_softmax_offset;
+        g->d_softmax_offset = t;
+    }
     return FATTN_OK;
 
 fail:

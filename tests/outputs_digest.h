@@ -1,8 +1,8 @@
 /* FNV-1a over every byte of a case's outputs (whole buffers, poison
  * included): equal digests mean equal output bits, for the bit-identity
  * tests. Not a file digest (run files use XXH3-128). */
-#ifndef FATTN_TEST_DIGEST_H
-#define FATTN_TEST_DIGEST_H
+#ifndef FATTN_TEST_OUTPUTS_DIGEST_H
+#define FATTN_TEST_OUTPUTS_DIGEST_H
 
 #include <stdint.h>
 

@@ -1,0 +1,37 @@
+/* Bitwise comparison of recorded case trees (the checks of `fattn verify`).
+ *
+ * Two case groups are equal when every group, dataset and attribute outside
+ * `_impl` groups is present on both sides with the same dtype, shape and
+ * bytes (datasets) or the same value (attributes; `digest` is derived and
+ * never compared as an attribute). A golden may keep a tensor as digest
+ * only: no dataset, an attribute `digest:<name>` on its state group, which
+ * is compared with the other side's digest of that dataset.
+ */
+#ifndef FATTN_HARNESS_COMPARE_H
+#define FATTN_HARNESS_COMPARE_H
+
+#include <stddef.h>
+
+#include "h5io.h"
+
+#define FATTN_COMPARE_MAX_REPORTED 8
+
+typedef struct fattn_compare_result {
+    size_t tensors;     /* datasets (and digest-only tensors) compared */
+    size_t differences; /* objects that differ, are missing or are extra */
+    /* the first differing paths (relative to the case group) with why */
+    char paths[FATTN_COMPARE_MAX_REPORTED][192];
+    char why[FATTN_COMPARE_MAX_REPORTED][160];
+} fattn_compare_result;
+
+/* Compare case groups `a` and `b`, only the state groups named in `states`
+ * (NULL-terminated; NULL = every child). Results accumulate into *r. */
+void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
+                         const char *const *states, fattn_compare_result *r);
+
+/* Turn a case group into its golden form: inputs and save_ctx datasets
+ * become `digest:<name>` attributes on their groups (nested names joined
+ * with '/'), forward and backward stay in full. */
+fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out);
+
+#endif /* FATTN_HARNESS_COMPARE_H */
