@@ -152,7 +152,7 @@ static const char main_help[] =
     "  replay   resume every case of a run file from a stored state with another front end\n"
     "  inspect  print a run file's tree, then validate it fully\n"
     "  merge    join run files of disjoint shards of one matrix\n"
-    "  diff     (not in this version yet)\n"
+    "  diff     compare two run files: provenance, structure, bits, ULP or tolerance\n"
     "  verify   the main job: legacy vs split, replays, repeats and goldens -> one verdict\n"
     "  golden   regenerate this platform's goldens\n"
     "\n"
@@ -177,12 +177,10 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
         {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
-        {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
+        {"diff", fattn_cmd_diff}, {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name))
             return cmds[i].fn(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "diff"))
-        return cli_fail(argv[1], "not implemented in this version of fattn");
     return cli_fail(argv[1], "unknown command (see fattn --help)");
 }

@@ -1315,6 +1315,7 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
 typedef struct read_ctx {
     fattn_h5_reader *r;
     bool allow_corrupt;
+    bool metadata_only;
     haddr_t *seen;  /* addresses of groups visited */
     size_t n_seen, cap_seen;
 } read_ctx;
@@ -1502,6 +1503,8 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
                          (uint64_t)stored, n->nbytes);
         goto done;
     }
+    if (c->metadata_only)
+        goto done; /* no data, no digest: n->digest stays "" */
     if (n->nbytes) {
         if (!(n->data = malloc(n->nbytes))) {
             st = fattn_error(FATTN_E_NOMEM, "%s: %s: out of memory (%zu bytes)", file, path,
@@ -1643,11 +1646,152 @@ fattn_status fattn_h5_reader_read(fattn_h5_reader *r, const char *path,
         return h5_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
     const char *slash = strrchr(path, '/');
     const char *name = strcmp(path, "/") == 0 ? "" : slash + 1;
-    read_ctx c = {r, opts ? opts->allow_corrupt : false, NULL, 0, 0};
+    read_ctx c = {r, opts ? opts->allow_corrupt : false, opts ? opts->metadata_only : false,
+                  NULL, 0, 0};
     st = read_object(&c, o, name, path, 0, out);
     free(c.seen);
     H5Oclose(o);
     return st;
+}
+
+/* ---- streaming one dataset ---------------------------------------------- */
+
+struct fattn_h5_dstream {
+    hid_t dset, ftype, fspace;
+    int rank;
+    hsize_t dims[FATTN_MAX_DIMS];
+    hsize_t inner[FATTN_MAX_DIMS]; /* elements per step of dim k */
+    uint64_t numel, pos;           /* elements */
+    size_t esize;
+    char *path;
+    const char *file;
+};
+
+void fattn_h5_dstream_close(fattn_h5_dstream *s)
+{
+    if (!s)
+        return;
+    close_id(s->fspace);
+    close_id(s->ftype);
+    close_id(s->dset);
+    free(s->path);
+    free(s);
+}
+
+fattn_status fattn_h5_dstream_open(fattn_h5_reader *r, const char *path,
+                                   const fattn_h5_node *meta, fattn_h5_dstream **out)
+{
+    *out = NULL;
+    fattn_status st = h5_enter(NULL);
+    if (st != FATTN_OK)
+        return st;
+    if (!meta->is_dataset)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: %s: not a dataset", r->path, path);
+    fattn_h5_dstream *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = dup_str(path))) {
+        free(s);
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", r->path);
+    }
+    s->dset = s->ftype = s->fspace = H5I_INVALID_HID;
+    s->file = r->path;
+    hid_t want = H5I_INVALID_HID;
+    s->dset = H5Dopen2(r->file, path, H5P_DEFAULT);
+    if (s->dset < 0) {
+        st = h5_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
+        goto fail;
+    }
+    s->ftype = H5Dget_type(s->dset);
+    s->fspace = H5Dget_space(s->dset);
+    want = (hid_t)fattn_h5_file_type(meta->dtype);
+    if (s->ftype < 0 || s->fspace < 0 || want < 0) {
+        st = h5_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", r->path, path);
+        goto fail;
+    }
+    /* The file may not change between the metadata pass and this one. */
+    s->rank = H5Sget_simple_extent_ndims(s->fspace);
+    if (H5Tequal(s->ftype, want) <= 0 || s->rank != meta->ndim ||
+        (s->rank > 0 && H5Sget_simple_extent_dims(s->fspace, s->dims, NULL) < 0)) {
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dataset changed while reading", r->path,
+                         path);
+        goto fail;
+    }
+    s->numel = 1;
+    for (int i = 0; i < s->rank; i++) {
+        if ((int64_t)s->dims[i] != meta->shape[i]) {
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dataset changed while reading",
+                             r->path, path);
+            goto fail;
+        }
+        s->numel *= s->dims[i]; /* no overflow: the metadata pass checked the byte size */
+    }
+    for (int k = s->rank - 1; k >= 0; k--)
+        s->inner[k] = k == s->rank - 1 ? 1 : s->inner[k + 1] * s->dims[k + 1];
+    s->esize = fattn_dtype_size(meta->dtype);
+    close_id(want);
+    *out = s;
+    return FATTN_OK;
+fail:
+    close_id(want);
+    fattn_h5_dstream_close(s);
+    return st;
+}
+
+fattn_status fattn_h5_dstream_read(fattn_h5_dstream *s, void *buf, size_t cap, size_t *got)
+{
+    *got = 0;
+    if (s->pos >= s->numel)
+        return FATTN_OK;
+    fattn_status st = h5_enter(NULL);
+    if (st != FATTN_OK)
+        return st;
+    uint64_t cap_el = cap / s->esize;
+    if (cap_el == 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: %s: buffer smaller than one element",
+                           s->file, s->path);
+    if (s->rank == 0) {
+        if (H5Dread(s->dset, s->ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+            return h5_fail(FATTN_E_INVALID_FILE, "%s: %s: read", s->file, s->path);
+        s->pos = 1;
+        *got = s->esize;
+        return FATTN_OK;
+    }
+    /* The next C-order range as one hyperslab: the outermost dimension k
+     * at which the position is aligned (all later indices 0) and one step
+     * of k fits the buffer; take as many steps of k as fit. */
+    hsize_t idx[FATTN_MAX_DIMS] = {0}, start[FATTN_MAX_DIMS], count[FATTN_MAX_DIMS];
+    uint64_t rem = s->pos;
+    for (int i = 0; i < s->rank; i++) {
+        idx[i] = rem / s->inner[i];
+        rem %= s->inner[i];
+    }
+    int k = 0;
+    for (; k < s->rank - 1; k++) {
+        bool aligned = true;
+        for (int j = k + 1; j < s->rank; j++)
+            aligned = aligned && idx[j] == 0;
+        if (aligned && s->inner[k] <= cap_el)
+            break;
+    }
+    uint64_t steps = cap_el / s->inner[k];
+    if (steps > s->dims[k] - idx[k])
+        steps = s->dims[k] - idx[k];
+    for (int i = 0; i < s->rank; i++) {
+        start[i] = i <= k ? idx[i] : 0;
+        count[i] = i < k ? 1 : i == k ? steps : s->dims[i];
+    }
+    hsize_t n = steps * s->inner[k];
+    hid_t ms = H5Screate_simple(1, &n, NULL);
+    if (ms < 0 || H5Sselect_hyperslab(s->fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dread(s->dset, s->ftype, ms, s->fspace, H5P_DEFAULT, buf) < 0) {
+        st = h5_fail(FATTN_E_INVALID_FILE, "%s: %s: read elements %" PRIu64 "..%" PRIu64,
+                     s->file, s->path, s->pos, s->pos + (uint64_t)n);
+        close_id(ms);
+        return st;
+    }
+    close_id(ms);
+    s->pos += n;
+    *got = (size_t)n * s->esize;
+    return FATTN_OK;
 }
 
 fattn_status fattn_h5_read_file(const char *path, const fattn_h5_read_opts *opts,

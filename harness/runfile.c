@@ -8,6 +8,7 @@
 #include "fattn_git_rev.h"
 
 #include "inputs.h"
+#include "isolate.h"
 #include "runfile.h"
 
 fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
@@ -212,11 +213,29 @@ fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root)
     return FATTN_OK;
 }
 
+/* The whole load, as the isolated child runs it. */
+static fattn_status load_and_drop(const char *path, void *ctx)
+{
+    (void)ctx;
+    fattn_h5_node *r = NULL;
+    fattn_status st = fattn_h5_read_file(path, NULL, &r);
+    if (st == FATTN_OK)
+        st = fattn_runfile_validate(path, r);
+    fattn_h5_node_free(r);
+    return st;
+}
+
 fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
 {
     *root = NULL;
+    /* An untrusted file is first read in a forked, resource-limited child,
+     * so a crash inside libhdf5 becomes an error instead of ours. */
+    fattn_status st = fattn_isolate_run(path, load_and_drop, NULL, 0, 300);
+    if (st != FATTN_OK)
+        return st == FATTN_E_NOMEM ? st : fattn_error(FATTN_E_INVALID_FILE, "%s",
+                                                      fattn_last_error());
     fattn_h5_node *r = NULL;
-    fattn_status st = fattn_h5_read_file(path, NULL, &r);
+    st = fattn_h5_read_file(path, NULL, &r);
     if (st != FATTN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", fattn_last_error());

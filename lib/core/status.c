@@ -1,6 +1,7 @@
 /* Status codes and the per-thread last-error message. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fattn/status.h"
 
@@ -63,9 +64,13 @@ void fattn_clear_error(void) { last_error[0] = '\0'; }
 
 fattn_status fattn_error(fattn_status s, const char *fmt, ...)
 {
+    /* Format into a scratch buffer first: callers may pass the previous
+     * message itself (fattn_last_error()) as an argument. */
+    char buf[FATTN_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
     return s;
 }
