@@ -45,6 +45,7 @@ typedef struct case_check {
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
     bool golden_missing;
+    bool same_engine_only;         /* dropout, against another engine's goldens */
 } case_check;
 
 static void check_note(case_check *c, const char *check, const fattn_compare_result *r)
@@ -143,7 +144,11 @@ static void check_case(case_check *c, fattn_engine *e)
     fattn_h5_node_free(again);
 }
 
-static void check_golden(case_check *c, const fattn_h5_node *goldens)
+/* Against the goldens: bitwise on an exact platform-key match, else (tol
+ * non-NULL) against CPU goldens within the tolerance profile. Dropout bits
+ * are the engine's own, so dropout cases compare within one engine only. */
+static void check_golden(case_check *c, const fattn_h5_node *goldens,
+                         const fattn_tol_profile *tol)
 {
     if (!c->legacy || c->skipped || c->error[0])
         return;
@@ -154,8 +159,38 @@ static void check_golden(case_check *c, const fattn_h5_node *goldens)
         return;
     }
     fattn_compare_result r = {0};
-    fattn_compare_cases(c->legacy, g, NULL, &r);
-    check_note(c, "golden", &r);
+    if (!tol) {
+        fattn_compare_cases(c->legacy, g, NULL, &r);
+    } else if (c->spec->dropout_p > 0.0 && c->spec->is_training) {
+        c->same_engine_only = true;
+        return;
+    } else {
+        fattn_compare_cases_tol(c->legacy, g, tol, &r);
+    }
+    check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+}
+
+/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
+ * cross-platform comparison; 0 if none. */
+static int newest_cpu_goldens(const char *dir, char *path, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int best = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int v;
+        char tail[8];
+        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
+            v > best)
+            best = v;
+    }
+    closedir(d);
+    if (best < 0)
+        return 0;
+    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
+    return 1;
 }
 
 static void states_str(const fattn_h5_node *n, char *buf)
@@ -225,14 +260,28 @@ int fattn_cmd_verify(int argc, char **argv)
     snprintf(gpath, sizeof gpath, "%s/%s.h5", fix_dir, key);
     fattn_h5_node *goldens = NULL;
     const char *golden_note = "none for this platform";
-    if (stat(gpath, &sb) == 0) {
+    fattn_tol_profile profile, *tol = NULL;
+    char note_buf[4300];
+    bool exact = stat(gpath, &sb) == 0;
+    if (!exact && newest_cpu_goldens(fix_dir, gpath, sizeof gpath)) {
+        fattn_tol_profile_builtin(&profile);
+        tol = &profile;
+        snprintf(note_buf, sizeof note_buf,
+                 "within tolerance (%s) on defined regions, because there are no goldens for "
+                 "platform key %s", profile.version, key);
+        golden_note = note_buf;
+    }
+    if (exact || tol) {
         if (fattn_runfile_load(gpath, &goldens) != FATTN_OK) {
             int rc = cli_fail("verify", "%s", fattn_last_error());
+            if (tol)
+                fattn_tol_profile_free(tol);
             fattn_engine_free(e);
             cli_matrix_free(&m);
             return rc;
         }
-        golden_note = "bitwise (exact platform key match)";
+        if (exact)
+            golden_note = "bitwise (exact platform key match)";
     }
     printf("fattn verify: engine %s, platform key %s, goldens %s: %s\n", backend_name, key,
            gpath, golden_note);
@@ -247,7 +296,7 @@ int fattn_cmd_verify(int argc, char **argv)
         case_check *c = &checks[i];
         c->spec = m.sel[i];
         check_case(c, e);
-        check_golden(c, goldens);
+        check_golden(c, goldens, tol);
         char states[8], result[600];
         states_str(c->split ? c->split : c->legacy, states);
         if (c->skipped) {
@@ -264,7 +313,10 @@ int fattn_cmd_verify(int argc, char **argv)
             n_err++;
             snprintf(result, sizeof result, "ERROR: %s", c->error);
         } else {
-            snprintf(result, sizeof result, "ok%s", c->golden_missing ? " (no golden)" : "");
+            snprintf(result, sizeof result, "ok%s",
+                     c->golden_missing     ? " (no golden)"
+                     : c->same_engine_only ? " (dropout: same-engine only)"
+                                           : "");
         }
         n_nogold += c->golden_missing;
         n_tensors += c->tensors;
@@ -321,6 +373,8 @@ int fattn_cmd_verify(int argc, char **argv)
     }
     free(checks);
     fattn_h5_node_free(goldens);
+    if (tol)
+        fattn_tol_profile_free(tol);
     fattn_engine_free(e);
     cli_matrix_free(&m);
     return rc;

@@ -34,4 +34,16 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
  * with '/'), forward and backward stay in full. */
 fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out);
 
+
+#include "diff.h"
+
+/* Cross-platform comparison against CPU goldens: inputs bitwise (through
+ * their digests); save_ctx attributes equal and its input-derived tensors
+ * bitwise; forward and backward float datasets within the tolerance profile
+ * (|a - g| <= atol + rtol |g|, the golden g the reference, NaN/inf classes
+ * equal) on the CPU engine's defined region — elements the golden still
+ * holds as all-0xFF poison bytes are undefined and skipped; integers exact. */
+void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
+                             const fattn_tol_profile *profile, fattn_compare_result *r);
+
 #endif /* FATTN_HARNESS_COMPARE_H */

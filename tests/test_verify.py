@@ -118,6 +118,37 @@ def _():
     assert "golden: backward/dq" in p.stdout, p.stdout[-1500:]
 
 
+@test("no goldens for this platform key: CPU goldens within tolerance, saying so")
+def _():
+    d = os.path.join(TMP, "other-key")
+    os.makedirs(d)
+    shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-math-0.h5"))
+    p = fattn("verify", "--fixtures", d)
+    assert p.returncode == 0, p.stdout[-1500:]
+    assert "within tolerance" in p.stdout and "no goldens for platform key" in p.stdout
+    assert "dropout: same-engine only" in p.stdout
+    # a value moved by far more than the tolerance is caught and named
+    path = os.path.join(d, "cpu-math-0.h5")
+    with h5py.File(path, "r+") as f:
+        cid, ds = first_backward_tensor(f)
+        out = f["cases"][cid]["forward/out"]
+        data = out[()]
+        if out.attrs["dtype"] == "bfloat16":
+            v = ((data.astype(np.uint32) << 16).view(np.float32)).copy()
+            v.reshape(-1)[0] = v.reshape(-1)[0] * 1.5 + 0.25
+            data = (v.view(np.uint32) >> 16).astype(np.uint16)
+        else:
+            data = data.copy()
+            data.reshape(-1)[0] = data.reshape(-1)[0] * 1.5 + 0.25
+        out[...] = data
+        digest = subprocess.run([XXH128], input=data.tobytes(), capture_output=True,
+                                check=True).stdout.decode().strip()
+        out.attrs.modify("digest", digest)
+    p = fattn("verify", "--fixtures", d, "--filter", cid)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
+    assert "golden (tolerance): forward/out" in p.stdout, p.stdout[-1500:]
+
+
 @test("a missing fixtures directory exits 2")
 def _():
     p = fattn("verify", "--fixtures", os.path.join(TMP, "nowhere"))
