@@ -10,6 +10,7 @@
 #include "fattn_config.h"
 
 #include "cli.h"
+#include "fattn/cudnn.h"
 
 int cli_opt(cli_args *a, const char *name, const char **value)
 {
@@ -89,18 +90,24 @@ void cli_matrix_free(cli_matrix *m)
 int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
                     const char **backend_name)
 {
-    if (!backend || !strcmp(backend, "auto") || !strcmp(backend, "cpu")) {
-        /* auto: the cuDNN engine is not part of this version, so the CPU */
-        if (fattn_engine_init_cpu(e, NULL) != FATTN_OK)
-            return cli_fail(cmd, "%s", fattn_last_error());
-        *backend_name = "cpu";
+    bool want_auto = !backend || !strcmp(backend, "auto");
+    if (!want_auto && strcmp(backend, "cpu") && strcmp(backend, "cudnn"))
+        return cli_fail(cmd, "--backend '%s': expected auto, cpu or cudnn", backend);
+    /* auto: the cuDNN engine when a usable GPU is present, else the CPU */
+    if (!want_auto && !strcmp(backend, "cudnn")) {
+        if (fattn_engine_init_cudnn(e, NULL) != FATTN_OK)
+            return cli_fail(cmd, "--backend cudnn: %s", fattn_last_error());
+        *backend_name = "cudnn";
         return FATTN_EXIT_OK;
     }
-    if (!strcmp(backend, "cudnn"))
-        return cli_fail(cmd, "--backend cudnn: this build of fattn has no cuDNN engine "
-                        "(FATTN_HAVE_CUDNN=%d; the engine is not implemented yet)",
-                        FATTN_HAVE_CUDNN);
-    return cli_fail(cmd, "--backend '%s': expected auto, cpu or cudnn", backend);
+    if (want_auto && fattn_cudnn_available() && fattn_engine_init_cudnn(e, NULL) == FATTN_OK) {
+        *backend_name = "cudnn";
+        return FATTN_EXIT_OK;
+    }
+    if (fattn_engine_init_cpu(e, NULL) != FATTN_OK)
+        return cli_fail(cmd, "%s", fattn_last_error());
+    *backend_name = "cpu";
+    return FATTN_EXIT_OK;
 }
 
 /* ---- cases ----------------------------------------------------------------- */

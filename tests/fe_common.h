@@ -222,6 +222,10 @@ static inline fe_spec fe_spec_for_rule(const char *id)
     } else if (!strcmp(id, "max_logit_cudnn")) {
         s.return_max_logit = true;
         s.cudnn = true;
+    } else if (!strcmp(id, "float32_cudnn")) {
+        s.dtype = FATTN_DTYPE_FLOAT32;
+        s.bias_dtype = FATTN_DTYPE_FLOAT32;
+        s.cudnn = true;
     } else if (!strcmp(id, "paged_cpu")) {
         s.layout = FATTN_LAYOUT_PAGED_KV_BSHD_BSHD_BSHD;
         s.mask = FATTN_MASK_PADDING;

@@ -35,7 +35,8 @@ static const rule_row rule_rows[] = {
     {"bias_sink_quirk", FATTN_E_UNSAFE_TE_QUIRK, true, true},
     {"fp8_execution", FATTN_E_UNSUPPORTED, true, true},
     {"max_logit_cudnn", FATTN_E_UNSUPPORTED, false, true},
-    {"paged_cpu", FATTN_E_UNSUPPORTED, true, false},
+    {"paged_cpu", FATTN_E_UNSUPPORTED, true, true},
+    {"float32_cudnn", FATTN_E_UNSUPPORTED, false, true},
 };
 
 START_TEST(rule_refuses)

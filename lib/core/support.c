@@ -147,6 +147,10 @@ static bool r_max_logit_cudnn(const fattn_support_query *q)
     return q->return_max_logit;
 }
 
+static bool r_float32_cudnn(const fattn_support_query *q)
+{
+    return q->q_dtype == FATTN_DTYPE_FLOAT32;
+}
 static bool r_paged(const fattn_support_query *q)
 {
     return fattn_layout_is_paged(q->layout);
@@ -214,8 +218,12 @@ static const fattn_support_rule rules[] = {
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
      F_CPP, 479, FATTN_SUPPORT_ENGINE_CUDNN},
     {"paged_cpu", r_paged, FATTN_E_UNSUPPORTED,
-     "paged KV layouts are not implemented by the CPU engine",
-     F_CPP, 387, FATTN_SUPPORT_ENGINE_CPU},
+     "paged KV layouts are not implemented by fattn's engines (CPU; cuDNN part 1)",
+     F_CPP, 387, FATTN_SUPPORT_ENGINE_ALL},
+    {"float32_cudnn", r_float32_cudnn, FATTN_E_UNSUPPORTED,
+     "cuDNN's fused attention takes float16/bfloat16 io only (TE's F16 arbitrary-seqlen "
+     "backend is selected only for those dtypes); float32 runs on the CPU engine",
+     F_CPP, 296, FATTN_SUPPORT_ENGINE_CUDNN},
 };
 
 void fattn_support_query_init(fattn_support_query *q)

@@ -1,0 +1,96 @@
+/* Internals of the cuDNN engine (not installed): the lazily loaded cuDNN and
+ * CUDA runtime entry points, and plans lowered from a cg_graph.
+ *
+ * libfattn has no link-time dependency on libcudnn or libcudart: both are
+ * dlopen'ed on first use (cudnn_api_load), so a CUDA-enabled build still runs
+ * the CPU engine on a machine without them. The cuDNN and CUDA headers are
+ * used for types and enum values only.
+ */
+#ifndef FATTN_CUDNN_INTERNAL_H
+#define FATTN_CUDNN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+
+#include "cudnn/graph.h"
+#include "fattn/status.h"
+
+typedef struct cudnn_api {
+    bool cudnn_loaded, cudart_loaded;
+    char cudnn_path[512];
+    char load_error[512];
+    /* cuDNN */
+    size_t (*GetVersion)(void);
+    const char *(*GetErrorString)(cudnnStatus_t);
+    void (*GetLastErrorString)(char *, size_t);
+    cudnnStatus_t (*Create)(cudnnHandle_t *);
+    cudnnStatus_t (*Destroy)(cudnnHandle_t);
+    cudnnStatus_t (*SetStream)(cudnnHandle_t, cudaStream_t);
+    cudnnStatus_t (*BackendCreateDescriptor)(cudnnBackendDescriptorType_t,
+                                             cudnnBackendDescriptor_t *);
+    cudnnStatus_t (*BackendDestroyDescriptor)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*BackendFinalize)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*BackendSetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
+                                         cudnnBackendAttributeType_t, int64_t, const void *);
+    cudnnStatus_t (*BackendGetAttribute)(cudnnBackendDescriptor_t const,
+                                         cudnnBackendAttributeName_t,
+                                         cudnnBackendAttributeType_t, int64_t, int64_t *,
+                                         void *);
+    cudnnStatus_t (*BackendExecute)(cudnnHandle_t, cudnnBackendDescriptor_t,
+                                    cudnnBackendDescriptor_t);
+    /* CUDA runtime */
+    cudaError_t (*cudaGetDeviceCount)(int *);
+    cudaError_t (*cudaSetDevice)(int);
+    cudaError_t (*cudaDeviceGetAttribute)(int *, enum cudaDeviceAttr, int);
+    cudaError_t (*cudaGetDeviceProperties)(void *, int);
+    cudaError_t (*cudaRuntimeGetVersion)(int *);
+    cudaError_t (*cudaDriverGetVersion)(int *);
+    cudaError_t (*cudaMalloc)(void **, size_t);
+    cudaError_t (*cudaFree)(void *);
+    cudaError_t (*cudaMemcpy)(void *, const void *, size_t, enum cudaMemcpyKind);
+    cudaError_t (*cudaMemset)(void *, int, size_t);
+    cudaError_t (*cudaDeviceSynchronize)(void);
+    const char *(*cudaGetErrorString)(cudaError_t);
+} cudnn_api;
+
+/* Load libcudnn (and, if want_cudart, libcudart) once per process; the
+ * result is cached. Search order for cuDNN: $FATTN_CUDNN_LIB, the build's
+ * -Dcudnn_dir, then the loader's path ("libcudnn.so.9"). Returns NULL with
+ * fattn_error set (FATTN_E_UNSUPPORTED) when a library is missing. */
+const cudnn_api *cudnn_api_load(bool want_cudart);
+
+/* "<status name>: <cudnnGetLastErrorString>" for messages. */
+fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what);
+
+/* A lowered graph: every backend descriptor it created stays alive until
+ * cudnn_plan_free. Without a handle (no GPU) lowering stops after the
+ * operation graph finalizes (plan == NULL). */
+typedef struct cudnn_plan {
+    const cudnn_api *api;
+    cudnnBackendDescriptor_t *descs; /* all descriptors, destroyed in reverse */
+    int ndescs, cap;
+    cudnnBackendDescriptor_t tensors[CG_MAX_TENSORS];
+    cudnnBackendDescriptor_t op_graph;
+    cudnnBackendDescriptor_t plan;    /* NULL when not built */
+    int64_t workspace;
+    int configs;                      /* heuristics results */
+    char tag[96];                     /* "eng2_k24=7" */
+    double build_seconds;
+} cudnn_plan;
+
+/* Lower g to descriptors; with a handle also run heuristics mode A and keep
+ * the first config whose plan finalizes. */
+fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+                              cudnn_plan **out);
+void cudnn_plan_free(cudnn_plan *p);
+
+/* Execute: ptrs[i] is the device (or, by-value, host) pointer of tensor i of
+ * g for every non-virtual tensor. */
+fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
+                                void *const *ptrs, void *workspace);
+
+#endif /* FATTN_CUDNN_INTERNAL_H */

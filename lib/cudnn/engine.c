@@ -1,0 +1,533 @@
+/* The cuDNN engine: forward through a cached cuDNN plan, host tensors copied
+ * to and from the device (fattn/cudnn.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "cudnn/cudnn_internal.h"
+#include "fattn/cudnn.h"
+
+typedef struct plan_entry {
+    char *key;
+    cudnn_plan *plan;
+    struct plan_entry *next;
+} plan_entry;
+
+typedef struct cudnn_engine {
+    fattn_engine base;
+    const cudnn_api *api;
+    cudnnHandle_t handle;
+    int device;
+    plan_entry *plans;
+    int nplans;
+    void *ws;
+    size_t ws_size;
+    char last_tag[96];
+    char last_route[16];
+} cudnn_engine;
+
+/* ---- device memory --------------------------------------------------------- */
+
+#define MAX_ALLOCS 24
+
+typedef struct dev_arena {
+    const cudnn_api *api;
+    void *p[MAX_ALLOCS];
+    int n;
+} dev_arena;
+
+static fattn_status cuda_fail(const cudnn_api *api, cudaError_t e, const char *what)
+{
+    return fattn_error(FATTN_E_CUDA, "CUDA: %s failed: %s", what, api->cudaGetErrorString(e));
+}
+
+static fattn_status dev_alloc(dev_arena *a, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (a->n == MAX_ALLOCS)
+        return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: too many device buffers");
+    cudaError_t e = a->api->cudaMalloc(out, bytes ? bytes : 16);
+    if (e != cudaSuccess)
+        return cuda_fail(a->api, e, "cudaMalloc");
+    a->p[a->n++] = *out;
+    return FATTN_OK;
+}
+
+static fattn_status dev_upload(dev_arena *a, const void *host, size_t bytes, void **out)
+{
+    fattn_status st = dev_alloc(a, bytes, out);
+    if (st != FATTN_OK)
+        return st;
+    cudaError_t e = a->api->cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? FATTN_OK : cuda_fail(a->api, e, "cudaMemcpy H2D");
+}
+
+static void dev_free_all(dev_arena *a)
+{
+    for (int i = a->n - 1; i >= 0; i--)
+        a->api->cudaFree(a->p[i]);
+    a->n = 0;
+}
+
+static size_t view_bytes(const fattn_tensor *t)
+{
+    int64_t e = 1;
+    for (int i = 0; i < t->ndim; i++)
+        e += (t->shape[i] - 1) * t->strides[i];
+    return (size_t)e * fattn_dtype_size(t->dtype);
+}
+
+/* ---- plans ---------------------------------------------------------------- */
+
+static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
+{
+    char *key = cg_dump(g, false);
+    if (!key)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph dump");
+    for (plan_entry *pe = e->plans; pe; pe = pe->next)
+        if (!strcmp(pe->key, key)) {
+            free(key);
+            *out = pe->plan;
+            return FATTN_OK;
+        }
+    cudnn_plan *p = NULL;
+    fattn_status st = cudnn_plan_build(e->api, e->handle, g, &p);
+    if (st != FATTN_OK) {
+        free(key);
+        return st;
+    }
+    plan_entry *pe = malloc(sizeof *pe);
+    if (!pe) {
+        free(key);
+        cudnn_plan_free(p);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
+    }
+    pe->key = key;
+    pe->plan = p;
+    pe->next = e->plans;
+    e->plans = pe;
+    e->nplans++;
+    *out = p;
+    return FATTN_OK;
+}
+
+/* ---- forward --------------------------------------------------------------- */
+
+static bool shape_is(const fattn_tensor *t, int ndim, const int64_t *shape)
+{
+    if (t->ndim != ndim)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return false;
+    return true;
+}
+
+/* Read int32 entry i of a 1-D tensor. */
+static int64_t cu_at(const fattn_tensor *t, int64_t i)
+{
+    return ((const int32_t *)t->data)[i * t->strides[0]];
+}
+
+/* Ragged element offsets [b+1] of a THD tensor: token offset * token stride. */
+static void ragged_offsets(const fattn_tensor *cu, const fattn_tensor *cu_pad, int64_t b,
+                           int64_t mult, cg_dtype dt, void *out)
+{
+    const fattn_tensor *src = fattn_tensor_is_empty(cu_pad) ? cu : cu_pad;
+    for (int64_t i = 0; i <= b; i++) {
+        int64_t v = cu_at(src, i) * mult;
+        if (dt == CG_I64)
+            ((int64_t *)out)[i] = v;
+        else
+            ((int32_t *)out)[i] = (int32_t)v;
+    }
+}
+
+typedef struct fwd_run {
+    cudnn_engine *e;
+    const fattn_fwd_params *p;
+    cpu_geom *geom;
+    fattn_tensor stats;
+    cg_graph *g;
+    cg_fwd_desc d;
+} fwd_run;
+
+static fattn_status run_forward(fwd_run *r, dev_arena *a)
+{
+    const fattn_fwd_params *p = r->p;
+    const cpu_geom *geom = r->geom;
+    const cg_graph *g = r->g;
+    const cudnn_api *api = r->e->api;
+    cudnn_plan *plan = NULL;
+    fattn_status st = get_plan(r->e, g, &plan);
+    if (st != FATTN_OK)
+        return st;
+    snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+
+    int64_t b = geom->b, h = geom->h;
+    void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *stats = NULL, *bias = NULL;
+    void *sink = NULL, *alibi = NULL, *seq_q = NULL, *seq_kv = NULL, *rng = NULL;
+    void *rag[5] = {NULL, NULL, NULL, NULL, NULL};
+    size_t o_bytes = view_bytes(&p->o);
+    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    if ((st = dev_upload(a, p->q.data, view_bytes(&p->q), &q)) ||
+        (st = dev_upload(a, p->k.data, view_bytes(&p->k), &k)) ||
+        (st = dev_upload(a, p->v.data, view_bytes(&p->v), &v)) ||
+        (st = dev_alloc(a, o_bytes, &o)) ||
+        (st = dev_alloc(a, (size_t)stats_n * sizeof(float), &stats)))
+        return st;
+    if (r->d.bias && (st = dev_upload(a, p->bias.data, view_bytes(&p->bias), &bias)))
+        return st;
+    if (r->d.sink && (st = dev_upload(a, geom->sink, (size_t)h * sizeof(float), &sink)))
+        return st;
+    if (r->d.alibi && (st = dev_upload(a, geom->alibi_slopes, (size_t)h * sizeof(float), &alibi)))
+        return st;
+    if (r->d.padding &&
+        ((st = dev_upload(a, geom->len_q, (size_t)b * sizeof(int32_t), &seq_q)) ||
+         (st = dev_upload(a, geom->len_kv, (size_t)b * sizeof(int32_t), &seq_kv))))
+        return st;
+    if (r->d.dropout > 0.0f) {
+        int64_t rs[2] = {((const int64_t *)p->rng_state.data)[0],
+                         ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]]};
+        if ((st = dev_upload(a, rs, sizeof rs, &rng)))
+            return st;
+    }
+    if (r->d.ragged_q || r->d.ragged_kv) {
+        size_t esz = r->d.ragged_dtype == CG_I64 ? 8 : 4;
+        void *host = malloc((size_t)(b + 1) * 8);
+        if (!host)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
+        struct {
+            bool on;
+            const fattn_tensor *cu, *pad;
+            int64_t mult;
+        } rs[5] = {
+            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, p->q.strides[0]},
+            {r->d.ragged_kv, &p->cu_seqlens_kv, &p->cu_seqlens_kv_padded, p->k.strides[0]},
+            {r->d.ragged_kv, &p->cu_seqlens_kv, &p->cu_seqlens_kv_padded, p->v.strides[0]},
+            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, p->o.strides[0]},
+            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, h},
+        };
+        for (int i = 0; i < 5 && st == FATTN_OK; i++) {
+            if (!rs[i].on)
+                continue;
+            ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, r->d.ragged_dtype, host);
+            st = dev_upload(a, host, (size_t)(b + 1) * esz, &rag[i]);
+        }
+        free(host);
+        if (st != FATTN_OK)
+            return st;
+    }
+
+    /* bind every non-virtual tensor */
+    void *ptrs[CG_MAX_TENSORS];
+    for (int i = 0; i < g->nt; i++) {
+        const cg_tensor *t = &g->t[i];
+        ptrs[i] = NULL;
+        if (t->is_virtual)
+            continue;
+        if (t->by_value) {
+            ptrs[i] = (void *)&t->value;
+            continue;
+        }
+        switch (t->role) {
+        case CG_ROLE_Q: ptrs[i] = q; break;
+        case CG_ROLE_K: ptrs[i] = k; break;
+        case CG_ROLE_V: ptrs[i] = v; break;
+        case CG_ROLE_O: ptrs[i] = o; break;
+        case CG_ROLE_STATS: ptrs[i] = stats; break;
+        case CG_ROLE_BIAS: ptrs[i] = bias; break;
+        case CG_ROLE_SINK: ptrs[i] = sink; break;
+        case CG_ROLE_ALIBI: ptrs[i] = alibi; break;
+        case CG_ROLE_SEQ_Q: ptrs[i] = seq_q; break;
+        case CG_ROLE_SEQ_KV: ptrs[i] = seq_kv; break;
+        case CG_ROLE_RAG_Q: ptrs[i] = rag[0]; break;
+        case CG_ROLE_RAG_K: ptrs[i] = rag[1]; break;
+        case CG_ROLE_RAG_V: ptrs[i] = rag[2]; break;
+        case CG_ROLE_RAG_O: ptrs[i] = rag[3]; break;
+        case CG_ROLE_RAG_STATS: ptrs[i] = rag[4]; break;
+        case CG_ROLE_SEED: ptrs[i] = rng; break;
+        case CG_ROLE_OFFSET: ptrs[i] = rng ? (char *)rng + 8 : NULL; break;
+        default: break;
+        }
+    }
+    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
+    if (ws > r->e->ws_size) {
+        if (r->e->ws)
+            api->cudaFree(r->e->ws);
+        r->e->ws = NULL;
+        r->e->ws_size = 0;
+        cudaError_t ce = api->cudaMalloc(&r->e->ws, ws);
+        if (ce != cudaSuccess)
+            return cuda_fail(api, ce, "cudaMalloc workspace");
+        r->e->ws_size = ws;
+    }
+    if ((st = cudnn_plan_execute(plan, r->e->handle, g, ptrs, r->e->ws)))
+        return st;
+    cudaError_t ce = api->cudaDeviceSynchronize();
+    if (ce != cudaSuccess)
+        return cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
+
+    /* copy back the defined regions only */
+    char *ho = malloc(o_bytes);
+    float *hs = malloc((size_t)stats_n * sizeof(float));
+    if (!ho || !hs) {
+        free(ho);
+        free(hs);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+    }
+    ce = api->cudaMemcpy(ho, o, o_bytes, cudaMemcpyDeviceToHost);
+    if (ce == cudaSuccess)
+        ce = api->cudaMemcpy(hs, stats, (size_t)stats_n * sizeof(float), cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess) {
+        free(ho);
+        free(hs);
+        return cuda_fail(api, ce, "cudaMemcpy D2H");
+    }
+    size_t esz = fattn_dtype_size(p->o.dtype);
+    size_t row = (size_t)geom->dv * esz;
+    float *sdst = r->stats.data;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < geom->len_q[bi]; i++)
+            for (int64_t n = 0; n < h; n++) {
+                int64_t off = cpu_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
+                memcpy((char *)p->o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
+                int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
+                                             : (bi * h + n) * geom->sq + i;
+                sdst[cpu_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
+            }
+    free(ho);
+    free(hs);
+    return FATTN_OK;
+}
+
+static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p)
+{
+    cudnn_engine *e = (cudnn_engine *)base;
+    if (!p->aux)
+        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
+    fwd_run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.p = p;
+    fattn_status st = cg_fwd_desc_from_params(p, &r.d);
+    if (st != FATTN_OK)
+        return st;
+    /* The CPU engine's validation: shapes, lengths, offsets, bias, sink. */
+    bool apply_dropout = p->is_training && p->dropout > 0.0f;
+    cpu_geom_args a = {
+        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .bias = &p->bias, .softmax_offset = &p->softmax_offset,
+        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
+        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .rng_state = &p->rng_state,
+        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
+        .attn_scale = p->attn_scale, .dropout = p->dropout,
+        .apply_dropout = apply_dropout,
+        .layout = p->qkv_layout, .o_format = p->o_format,
+        .bias_type = p->bias_type, .mask_type = p->mask_type,
+        .softmax_type = p->softmax_type,
+        .win_left = p->window_size_left, .win_right = p->window_size_right,
+        .bottom_right = p->bottom_right_diagonal,
+        .who = "cuDNN forward",
+    };
+    cpu_geom geom;
+    if ((st = cpu_geom_init(&geom, &a)) != FATTN_OK)
+        return st;
+    r.geom = &geom;
+
+    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
+    int sndim;
+    int64_t sshape[4];
+    cpu_stats_shape(&geom, &sndim, sshape);
+    fattn_aux_pack *aux = p->aux;
+    if (aux->n == 0) {
+        int k = 0;
+        aux->t[k++] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
+        int64_t two = 2;
+        aux->t[k++] = fattn_tensor_view(NULL, FATTN_DTYPE_INT64, 1, &two);
+        if (has_bias) {
+            aux->t[k] = p->bias;
+            aux->t[k++].data = NULL;
+        }
+        if (has_sink) {
+            aux->t[k] = p->softmax_offset;
+            aux->t[k++].data = NULL;
+        }
+        aux->n = k;
+        cpu_geom_free(&geom);
+        return FATTN_OK;
+    }
+    if (aux->n != want) {
+        cpu_geom_free(&geom);
+        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
+                           aux->n, want);
+    }
+    r.stats = aux->t[0];
+    if (fattn_tensor_is_empty(&r.stats) || r.stats.dtype != FATTN_DTYPE_FLOAT32 ||
+        !shape_is(&r.stats, sndim, sshape)) {
+        cpu_geom_free(&geom);
+        return fattn_error(FATTN_E_SHAPE, "forward: aux Stats must be a float32 tensor of the "
+                           "shape the first call reported");
+    }
+    int k = 1;
+    aux->t[k++] = p->rng_state;
+    if (has_bias)
+        aux->t[k++] = p->bias;
+    if (has_sink)
+        aux->t[k++] = p->softmax_offset;
+
+    r.g = malloc(sizeof *r.g);
+    if (!r.g) {
+        cpu_geom_free(&geom);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
+    }
+    st = cg_build_fwd(r.g, &r.d);
+    if (st == FATTN_OK) {
+        snprintf(e->last_route, sizeof e->last_route, "%s",
+                 r.g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+        dev_arena arena = {.api = e->api, .n = 0};
+        st = run_forward(&r, &arena);
+        dev_free_all(&arena);
+    }
+    free(r.g);
+    cpu_geom_free(&geom);
+    return st;
+}
+
+static fattn_status cudnn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
+{
+    (void)e;
+    (void)p;
+    return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: not implemented yet");
+}
+
+static void cudnn_engine_free(fattn_engine *base)
+{
+    cudnn_engine *e = (cudnn_engine *)base;
+    while (e->plans) {
+        plan_entry *n = e->plans->next;
+        cudnn_plan_free(e->plans->plan);
+        free(e->plans->key);
+        free(e->plans);
+        e->plans = n;
+    }
+    if (e->ws)
+        e->api->cudaFree(e->ws);
+    if (e->handle)
+        e->api->Destroy(e->handle);
+    free(e);
+}
+
+static const fattn_engine_ops cudnn_ops = {
+    .name = "cudnn",
+    .fwd = cudnn_engine_fwd,
+    .bwd = cudnn_engine_bwd,
+    .free = cudnn_engine_free,
+};
+
+/* ---- public --------------------------------------------------------------- */
+
+bool fattn_cudnn_library_loadable(void)
+{
+    return cudnn_api_load(false) != NULL;
+}
+
+bool fattn_cudnn_available(void)
+{
+    const cudnn_api *api = cudnn_api_load(true);
+    if (!api)
+        return false;
+    int n = 0;
+    cudaError_t ce = api->cudaGetDeviceCount(&n);
+    if (ce != cudaSuccess || n <= 0) {
+        fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: no CUDA device (%s)",
+                    ce != cudaSuccess ? api->cudaGetErrorString(ce) : "count 0");
+        return false;
+    }
+    return true;
+}
+
+fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cudnn_header_version = CUDNN_VERSION;
+    if (!fattn_cudnn_available())
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
+    const cudnn_api *api = cudnn_api_load(true);
+    out->cudnn_version = (int64_t)api->GetVersion();
+    snprintf(out->cudnn_library, sizeof out->cudnn_library, "%s", api->cudnn_path);
+    api->cudaRuntimeGetVersion(&out->cuda_runtime_version);
+    api->cudaDriverGetVersion(&out->cuda_driver_version);
+    api->cudaDeviceGetAttribute(&out->sm_count, cudaDevAttrMultiProcessorCount, device);
+    api->cudaDeviceGetAttribute(&out->cc_major, cudaDevAttrComputeCapabilityMajor, device);
+    api->cudaDeviceGetAttribute(&out->cc_minor, cudaDevAttrComputeCapabilityMinor, device);
+    /* The device name is the first field of cudaDeviceProp; the buffer is
+     * larger than any version's struct. */
+    size_t cap = sizeof(struct cudaDeviceProp) + 8192;
+    char *props = calloc(1, cap);
+    if (props) {
+        if (api->cudaGetDeviceProperties(props, device) == cudaSuccess)
+            snprintf(out->device_name, sizeof out->device_name, "%.255s", props);
+        free(props);
+    }
+    return FATTN_OK;
+}
+
+fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt)
+{
+    if (!out)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_init_cudnn: out is NULL");
+    *out = NULL;
+    if (!fattn_cudnn_available())
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
+    const cudnn_api *api = cudnn_api_load(true);
+    int device = opt ? opt->device : 0;
+    cudaError_t ce = api->cudaSetDevice(device);
+    if (ce != cudaSuccess)
+        return cuda_fail(api, ce, "cudaSetDevice");
+    if (api->GetVersion() < 90000)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: cuDNN %zu is older than 9.0",
+                           api->GetVersion());
+    cudnn_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: cannot allocate");
+    cudnnStatus_t s = api->Create(&e->handle);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        free(e);
+        return cudnn_fail(api, s, "cudnnCreate");
+    }
+    e->base.ops = &cudnn_ops;
+    e->base.impl = e;
+    e->api = api;
+    e->device = device;
+    *out = &e->base;
+    return FATTN_OK;
+}
+
+static const cudnn_engine *as_cudnn(const fattn_engine *e)
+{
+    return e && e->ops == &cudnn_ops ? (const cudnn_engine *)e : NULL;
+}
+
+const char *fattn_cudnn_last_tag(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c ? c->last_tag : "";
+}
+
+const char *fattn_cudnn_last_route(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c ? c->last_route : "";
+}
+
+int fattn_cudnn_plan_count(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c ? c->nplans : 0;
+}

@@ -1,0 +1,207 @@
+/* lib/cudnn/graph.h — the cuDNN engine's internal graph description.
+ *
+ * A cg_graph is a plain-C picture of the operation graph the engine hands to
+ * cuDNN's backend API: tensors (uid, dtype, dims, strides, virtual, by-value,
+ * ragged offset) and operations in emission order with their attributes. It
+ * is built from fattn_fwd_params without any CUDA (graph.c), dumped as text
+ * for tests and as the plan-cache key, and lowered to backend descriptors in
+ * one pass (lower.c). The forward is built as cudnn-frontend 1.18 lowers
+ * CompositeSDPANode (and its score modifiers and softmax node) for the
+ * options TransformerEngine sets, or as the single native SDPA_FWD op where
+ * PyTorch 2.11 uses it (docs/cudnn-engine.md).
+ *
+ * All tensors are 4-D. User tensors have fixed uids (PyTorch's numbering:
+ * Q0 K1 V2 O3 Bias4 Scale5 Seed6 Offset7 Stats8, SeqQ13 SeqKV14, and the
+ * fattn additions below); internal tensors get uids from 100 up in creation
+ * order.
+ */
+#ifndef FATTN_CUDNN_GRAPH_H
+#define FATTN_CUDNN_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/engine.h"
+
+typedef enum cg_dtype {
+    CG_F32 = 0,
+    CG_F16,
+    CG_BF16,
+    CG_I32,
+    CG_I64,
+    CG_BOOL
+} cg_dtype;
+
+/* What a non-virtual, non-by-value tensor is bound to at execution. */
+typedef enum cg_role {
+    CG_ROLE_NONE = 0, /* virtual or by-value */
+    CG_ROLE_Q,
+    CG_ROLE_K,
+    CG_ROLE_V,
+    CG_ROLE_O,
+    CG_ROLE_STATS,
+    CG_ROLE_BIAS,
+    CG_ROLE_SINK,
+    CG_ROLE_ALIBI,
+    CG_ROLE_SEQ_Q,
+    CG_ROLE_SEQ_KV,
+    CG_ROLE_RAG_Q,
+    CG_ROLE_RAG_K,
+    CG_ROLE_RAG_V,
+    CG_ROLE_RAG_O,
+    CG_ROLE_RAG_STATS,
+    CG_ROLE_SEED,
+    CG_ROLE_OFFSET,
+    CG_ROLE_COUNT
+} cg_role;
+
+/* Fixed uids of user tensors. */
+enum {
+    CG_UID_Q = 0,
+    CG_UID_K = 1,
+    CG_UID_V = 2,
+    CG_UID_O = 3,
+    CG_UID_BIAS = 4,
+    CG_UID_SCALE = 5,
+    CG_UID_SEED = 6,
+    CG_UID_OFFSET = 7,
+    CG_UID_STATS = 8,
+    CG_UID_SEQ_Q = 13,
+    CG_UID_SEQ_KV = 14,
+    CG_UID_ALIBI = 15,
+    CG_UID_SINK = 16,
+    CG_UID_RAG_Q = 20,
+    CG_UID_RAG_K = 21,
+    CG_UID_RAG_V = 22,
+    CG_UID_RAG_O = 23,
+    CG_UID_RAG_STATS = 24,
+    CG_UID_FIRST_INTERNAL = 100
+};
+
+typedef struct cg_tensor {
+    int64_t uid;
+    char name[40];
+    cg_dtype dtype;
+    int64_t dims[4], strides[4];
+    bool is_virtual, by_value;
+    int ragged;        /* index of its ragged-offset tensor, or -1 */
+    cg_role role;
+    union {
+        float f;
+        int32_t i;
+    } value;           /* by-value tensors only */
+} cg_tensor;
+
+typedef enum cg_op_kind {
+    CG_OP_MATMUL = 0,
+    CG_OP_POINTWISE,
+    CG_OP_REDUCTION,
+    CG_OP_RNG,
+    CG_OP_SDPA_FWD
+} cg_op_kind;
+
+typedef enum cg_pw_mode {
+    CG_PW_ADD = 0,
+    CG_PW_SUB,
+    CG_PW_MUL,
+    CG_PW_DIV,
+    CG_PW_MAX,
+    CG_PW_EXP,
+    CG_PW_LOG,
+    CG_PW_IDENTITY,
+    CG_PW_CMP_GE,
+    CG_PW_CMP_GT,
+    CG_PW_CMP_LT,
+    CG_PW_LOGICAL_AND,
+    CG_PW_BINARY_SELECT,
+    CG_PW_GEN_INDEX
+} cg_pw_mode;
+
+typedef enum cg_red_mode { CG_RED_MAX = 0, CG_RED_ADD } cg_red_mode;
+
+/* SDPA_FWD operand slots. */
+enum { CG_SDPA_Q = 0, CG_SDPA_K, CG_SDPA_V, CG_SDPA_O, CG_SDPA_STATS, CG_SDPA_SCALE, CG_SDPA_N };
+
+typedef struct cg_op {
+    cg_op_kind kind;
+    char name[40];
+    int mode;          /* cg_pw_mode or cg_red_mode */
+    cg_dtype math;     /* pointwise math precision / matmul, reduction compute type */
+    int64_t axis;      /* GEN_INDEX axis, else -1 */
+    /* tensor indices (-1 unused): pointwise x, b, t; matmul a, b; reduction x;
+     * rng seed, offset */
+    int in[3];
+    int out;
+    int m_override, n_override, k_override; /* matmul, -1 unused */
+    double bernoulli_p;                     /* rng: keep probability */
+    int sdpa[CG_SDPA_N];                    /* SDPA_FWD operands, -1 unused */
+} cg_op;
+
+#define CG_MAX_TENSORS 128
+#define CG_MAX_OPS 96
+
+typedef enum cg_route { CG_ROUTE_COMPOSITE = 0, CG_ROUTE_NATIVE } cg_route;
+
+typedef struct cg_graph {
+    cg_route route;
+    int nt, nops;
+    int64_t next_uid;
+    cg_tensor t[CG_MAX_TENSORS];
+    cg_op ops[CG_MAX_OPS];
+} cg_graph;
+
+/* A forward case, resolved from fattn_fwd_params into what the graph needs
+ * (cuDNN's [b, h, s, d] order for every tensor). */
+typedef struct cg_fwd_desc {
+    cg_dtype io;
+    int64_t b, hq, hk, hv, sq, skv, d, dv;
+    int64_t q_dims[4], q_strides[4];
+    int64_t k_dims[4], k_strides[4];
+    int64_t v_dims[4], v_strides[4];
+    int64_t o_dims[4], o_strides[4];
+    bool ragged_q, ragged_kv;   /* THD Q (and O, Stats) / THD K, V */
+    cg_dtype ragged_dtype;      /* INT32, or INT64 when offsets may not fit */
+    bool padding;               /* padding mask with per-batch lengths */
+    bool bias;
+    int64_t bias_dims[4], bias_strides[4];
+    bool alibi;
+    bool sink;                  /* off-by-one or learnable softmax */
+    float dropout;              /* applied probability (0: none) */
+    bool stats_output;          /* Stats non-virtual (TE: always) */
+    bool has_left, has_right;   /* diagonal band bounds */
+    int64_t left_bound, right_bound; /* cuDNN's: left = TE left + 1 */
+    bool bottom_right;          /* diagonal alignment after TE's rewrite */
+    float attn_scale;
+    bool allow_native;          /* use SDPA_FWD where PyTorch 2.11 would */
+} cg_fwd_desc;
+
+/* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
+ * data is read). FATTN_E_UNSUPPORTED for what the cuDNN engine does not do
+ * (float32 io, FP8, paged KV, return_max_logit on cuDNN 9.19). */
+fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
+
+/* Whether PyTorch 2.11 (frontend 1.18, cuDNN >= 9.13.1) would use the native
+ * SDPA_FWD op: no mask of any kind, no bias or ALiBi, no dropout, no sink,
+ * dense layouts. */
+bool cg_fwd_is_native(const cg_fwd_desc *d);
+
+/* Build the forward graph. */
+fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
+
+/* Text dump: one line per tensor ("T ..."), then one per op ("OP ...").
+ * with_values adds by-value scalars' values; the plan-cache key is the dump
+ * without them (values are read at execution). Returns a malloc'd string
+ * (NULL on allocation failure). */
+char *cg_dump(const cg_graph *g, bool with_values);
+
+/* Names, for dumps and messages. */
+const char *cg_dtype_name(cg_dtype t);
+const char *cg_pw_mode_name(cg_pw_mode m);
+const char *cg_red_mode_name(cg_red_mode m);
+const char *cg_op_kind_name(cg_op_kind k);
+const char *cg_role_name(cg_role r);
+
+/* Index of the tensor with uid `uid`, or -1. */
+int cg_find_uid(const cg_graph *g, int64_t uid);
+
+#endif /* FATTN_CUDNN_GRAPH_H */

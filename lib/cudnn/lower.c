@@ -1,0 +1,565 @@
+/* Lowering a cg_graph to cuDNN backend descriptors, planning, executing;
+ * and the lazy loading of libcudnn / libcudart (cudnn_internal.h). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fattn_config.h"
+#include "cudnn/cudnn_internal.h"
+
+/* ---- loading -------------------------------------------------------------- */
+
+static cudnn_api g_api;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_rt_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_rt_tried;
+
+/* dlsym into a function pointer without a pedantic object/function cast. */
+#define LOAD(lib, field, sym, ok)                                              \
+    do {                                                                       \
+        void *f_ = dlsym(lib, sym);                                            \
+        if (!f_)                                                               \
+            ok = false;                                                        \
+        else                                                                   \
+            memcpy(&g_api.field, &f_, sizeof f_);                              \
+    } while (0)
+
+static void load_cudnn(void)
+{
+    const char *cands[4];
+    int n = 0;
+    const char *env = getenv("FATTN_CUDNN_LIB");
+    if (env && *env)
+        cands[n++] = env;
+#ifdef FATTN_CUDNN_LIBDIR
+    cands[n++] = FATTN_CUDNN_LIBDIR "/libcudnn.so.9";
+#endif
+    cands[n++] = "libcudnn.so.9";
+    cands[n++] = "libcudnn.so";
+    void *lib = NULL;
+    for (int i = 0; i < n && !lib; i++) {
+        lib = dlopen(cands[i], RTLD_NOW | RTLD_GLOBAL);
+        if (lib)
+            snprintf(g_api.cudnn_path, sizeof g_api.cudnn_path, "%s", cands[i]);
+    }
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(g_api.load_error, sizeof g_api.load_error, "cannot load libcudnn.so.9: %s",
+                 e ? e : "not found");
+        return;
+    }
+    bool ok = true;
+    LOAD(lib, GetVersion, "cudnnGetVersion", ok);
+    LOAD(lib, GetErrorString, "cudnnGetErrorString", ok);
+    LOAD(lib, GetLastErrorString, "cudnnGetLastErrorString", ok);
+    LOAD(lib, Create, "cudnnCreate", ok);
+    LOAD(lib, Destroy, "cudnnDestroy", ok);
+    LOAD(lib, SetStream, "cudnnSetStream", ok);
+    LOAD(lib, BackendCreateDescriptor, "cudnnBackendCreateDescriptor", ok);
+    LOAD(lib, BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor", ok);
+    LOAD(lib, BackendFinalize, "cudnnBackendFinalize", ok);
+    LOAD(lib, BackendSetAttribute, "cudnnBackendSetAttribute", ok);
+    LOAD(lib, BackendGetAttribute, "cudnnBackendGetAttribute", ok);
+    LOAD(lib, BackendExecute, "cudnnBackendExecute", ok);
+    if (!ok) {
+        snprintf(g_api.load_error, sizeof g_api.load_error,
+                 "%.400s lacks a backend-API symbol (not cuDNN 9?)", g_api.cudnn_path);
+        return;
+    }
+    g_api.cudnn_loaded = true;
+}
+
+static void load_cudart(void)
+{
+    const char *cands[] = {getenv("FATTN_CUDART_LIB"), "libcudart.so", "libcudart.so.13",
+                           "libcudart.so.12"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !lib; i++)
+        if (cands[i] && *cands[i])
+            lib = dlopen(cands[i], RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+        snprintf(g_api.load_error, sizeof g_api.load_error, "cannot load libcudart");
+        return;
+    }
+    bool ok = true;
+    LOAD(lib, cudaGetDeviceCount, "cudaGetDeviceCount", ok);
+    LOAD(lib, cudaSetDevice, "cudaSetDevice", ok);
+    LOAD(lib, cudaDeviceGetAttribute, "cudaDeviceGetAttribute", ok);
+    LOAD(lib, cudaRuntimeGetVersion, "cudaRuntimeGetVersion", ok);
+    LOAD(lib, cudaDriverGetVersion, "cudaDriverGetVersion", ok);
+    LOAD(lib, cudaMalloc, "cudaMalloc", ok);
+    LOAD(lib, cudaFree, "cudaFree", ok);
+    LOAD(lib, cudaMemcpy, "cudaMemcpy", ok);
+    LOAD(lib, cudaMemset, "cudaMemset", ok);
+    LOAD(lib, cudaDeviceSynchronize, "cudaDeviceSynchronize", ok);
+    LOAD(lib, cudaGetErrorString, "cudaGetErrorString", ok);
+    bool props_ok = true;
+    LOAD(lib, cudaGetDeviceProperties, "cudaGetDeviceProperties_v2", props_ok);
+    if (!props_ok) {
+        props_ok = true;
+        LOAD(lib, cudaGetDeviceProperties, "cudaGetDeviceProperties", props_ok);
+    }
+    if (!ok || !props_ok) {
+        snprintf(g_api.load_error, sizeof g_api.load_error, "libcudart lacks a symbol");
+        return;
+    }
+    g_api.cudart_loaded = true;
+}
+
+const cudnn_api *cudnn_api_load(bool want_cudart)
+{
+    pthread_once(&g_once, load_cudnn);
+    if (!g_api.cudnn_loaded) {
+        fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: %s", g_api.load_error);
+        return NULL;
+    }
+    if (want_cudart) {
+        pthread_mutex_lock(&g_rt_lock);
+        if (!g_rt_tried) {
+            g_rt_tried = true;
+            load_cudart();
+        }
+        pthread_mutex_unlock(&g_rt_lock);
+        if (!g_api.cudart_loaded) {
+            fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: %s", g_api.load_error);
+            return NULL;
+        }
+    }
+    return &g_api;
+}
+
+fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what)
+{
+    char last[1024] = "";
+    if (api->GetLastErrorString)
+        api->GetLastErrorString(last, sizeof last);
+    return fattn_error(FATTN_E_CUDNN, "cuDNN: %s failed: %s%s%s", what,
+                       api->GetErrorString ? api->GetErrorString(s) : "?", *last ? ": " : "",
+                       last);
+}
+
+/* ---- lowering --------------------------------------------------------------- */
+
+static cudnnDataType_t dt_of(cg_dtype t)
+{
+    switch (t) {
+    case CG_F16: return CUDNN_DATA_HALF;
+    case CG_BF16: return CUDNN_DATA_BFLOAT16;
+    case CG_I32: return CUDNN_DATA_INT32;
+    case CG_I64: return CUDNN_DATA_INT64;
+    case CG_BOOL: return CUDNN_DATA_BOOLEAN;
+    default: return CUDNN_DATA_FLOAT;
+    }
+}
+
+static cudnnPointwiseMode_t pw_of(cg_pw_mode m)
+{
+    switch (m) {
+    case CG_PW_ADD: return CUDNN_POINTWISE_ADD;
+    case CG_PW_SUB: return CUDNN_POINTWISE_SUB;
+    case CG_PW_MUL: return CUDNN_POINTWISE_MUL;
+    case CG_PW_DIV: return CUDNN_POINTWISE_DIV;
+    case CG_PW_MAX: return CUDNN_POINTWISE_MAX;
+    case CG_PW_EXP: return CUDNN_POINTWISE_EXP;
+    case CG_PW_LOG: return CUDNN_POINTWISE_LOG;
+    case CG_PW_IDENTITY: return CUDNN_POINTWISE_IDENTITY;
+    case CG_PW_CMP_GE: return CUDNN_POINTWISE_CMP_GE;
+    case CG_PW_CMP_GT: return CUDNN_POINTWISE_CMP_GT;
+    case CG_PW_CMP_LT: return CUDNN_POINTWISE_CMP_LT;
+    case CG_PW_LOGICAL_AND: return CUDNN_POINTWISE_LOGICAL_AND;
+    case CG_PW_BINARY_SELECT: return CUDNN_POINTWISE_BINARY_SELECT;
+    default: return CUDNN_POINTWISE_GEN_INDEX;
+    }
+}
+
+typedef struct lowering {
+    const cudnn_api *api;
+    cudnn_plan *p;
+    fattn_status st;
+    const char *what;
+} lowering;
+
+static cudnnBackendDescriptor_t mk(lowering *L, cudnnBackendDescriptorType_t type)
+{
+    if (L->st != FATTN_OK)
+        return NULL;
+    cudnn_plan *p = L->p;
+    if (p->ndescs == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        void *n = realloc(p->descs, (size_t)cap * sizeof *p->descs);
+        if (!n) {
+            L->st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: descriptor table");
+            return NULL;
+        }
+        p->descs = n;
+        p->cap = cap;
+    }
+    cudnnBackendDescriptor_t d = NULL;
+    cudnnStatus_t s = L->api->BackendCreateDescriptor(type, &d);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        L->st = cudnn_fail(L->api, s, "cudnnBackendCreateDescriptor");
+        return NULL;
+    }
+    p->descs[p->ndescs++] = d;
+    return d;
+}
+
+static void set(lowering *L, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                cudnnBackendAttributeType_t type, int64_t n, const void *v)
+{
+    if (L->st != FATTN_OK)
+        return;
+    cudnnStatus_t s = L->api->BackendSetAttribute(d, name, type, n, v);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "SetAttribute %d (%s)", (int)name, L->what);
+        L->st = cudnn_fail(L->api, s, what);
+    }
+}
+
+static void fin(lowering *L, cudnnBackendDescriptor_t d)
+{
+    if (L->st != FATTN_OK)
+        return;
+    cudnnStatus_t s = L->api->BackendFinalize(d);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "Finalize (%s)", L->what);
+        L->st = cudnn_fail(L->api, s, what);
+    }
+}
+
+static void set_desc(lowering *L, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                     cudnnBackendDescriptor_t v)
+{
+    set(L, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
+}
+
+static void lower_tensor(lowering *L, const cg_graph *g, int i)
+{
+    const cg_tensor *t = &g->t[i];
+    L->what = t->name;
+    cudnnBackendDescriptor_t d = mk(L, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    cudnnDataType_t dt = dt_of(t->dtype);
+    int64_t align = 16;
+    bool virt = t->is_virtual, byval = t->by_value;
+    set(L, d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+    set(L, d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t->dims);
+    set(L, d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t->strides);
+    set(L, d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t->uid);
+    set(L, d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    set(L, d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+    set(L, d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval);
+    if (t->ragged >= 0)
+        set_desc(L, d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, L->p->tensors[t->ragged]);
+    fin(L, d);
+    L->p->tensors[i] = d;
+}
+
+static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const cg_op *o)
+{
+    cudnnBackendDescriptor_t *T = L->p->tensors;
+    L->what = o->name;
+    cudnnBackendDescriptor_t op = NULL;
+    cudnnDataType_t math = dt_of(o->math);
+    switch (o->kind) {
+    case CG_OP_POINTWISE: {
+        cudnnBackendDescriptor_t pwd = mk(L, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+        cudnnPointwiseMode_t mode = pw_of((cg_pw_mode)o->mode);
+        set(L, pwd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+        set(L, pwd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+        if (o->axis >= 0)
+            set(L, pwd, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &o->axis);
+        fin(L, pwd);
+        op = mk(L, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pwd);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, T[o->in[0]]);
+        if (o->in[1] >= 0)
+            set_desc(L, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, T[o->in[1]]);
+        if (o->in[2] >= 0)
+            set_desc(L, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, T[o->in[2]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, T[o->out]);
+        break;
+    }
+    case CG_OP_REDUCTION: {
+        cudnnBackendDescriptor_t rd = mk(L, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+        cudnnReduceTensorOp_t rop =
+            o->mode == CG_RED_MAX ? CUDNN_REDUCE_TENSOR_MAX : CUDNN_REDUCE_TENSOR_ADD;
+        bool det = false;
+        set(L, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &rop);
+        set(L, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math);
+        set(L, rd, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det);
+        fin(L, rd);
+        op = mk(L, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, T[o->in[0]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, T[o->out]);
+        break;
+    }
+    case CG_OP_MATMUL: {
+        cudnnBackendDescriptor_t md = mk(L, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+        set(L, md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math);
+        fin(L, md);
+        op = mk(L, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, T[o->in[0]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, T[o->in[1]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, T[o->out]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, md);
+        if (o->m_override >= 0)
+            set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, T[o->m_override]);
+        if (o->n_override >= 0)
+            set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, T[o->n_override]);
+        if (o->k_override >= 0)
+            set_desc(L, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, T[o->k_override]);
+        break;
+    }
+    case CG_OP_RNG: {
+        cudnnBackendDescriptor_t rd = mk(L, CUDNN_BACKEND_RNG_DESCRIPTOR);
+        cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+        set(L, rd, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist);
+        set(L, rd, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1,
+            &o->bernoulli_p);
+        fin(L, rd);
+        op = mk(L, CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_YDESC, T[o->out]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_DESC, rd);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_SEED, T[o->in[0]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, T[o->in[1]]);
+        break;
+    }
+    case CG_OP_SDPA_FWD: {
+        static const cudnnBackendAttributeName_t names[CG_SDPA_N] = {
+            CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
+            CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC,
+            CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC};
+        op = mk(L, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+        for (int i = 0; i < CG_SDPA_N; i++)
+            if (o->sdpa[i] >= 0)
+                set_desc(L, op, names[i], T[o->sdpa[i]]);
+        break;
+    }
+    }
+    fin(L, op);
+    (void)g;
+    return op;
+}
+
+/* "eng<id>_k<type>=<value>..." of a finalized engine config. */
+static void engine_tag(lowering *L, cudnnBackendDescriptor_t cfg, char *tag, size_t cap)
+{
+    const cudnn_api *api = L->api;
+    cudnnBackendDescriptor_t eng = NULL;
+    int64_t n = 0, id = -1;
+    snprintf(tag, cap, "eng?");
+    if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
+        CUDNN_STATUS_SUCCESS)
+        return;
+    if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
+        api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                 &id) == CUDNN_STATUS_SUCCESS)
+        snprintf(tag, cap, "eng%lld", (long long)id);
+    api->BackendDestroyDescriptor(eng);
+    cudnnBackendDescriptor_t knobs[CUDNN_KNOB_TYPE_COUNTS];
+    int made = 0;
+    for (; made < CUDNN_KNOB_TYPE_COUNTS; made++)
+        if (api->BackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[made]) !=
+            CUDNN_STATUS_SUCCESS)
+            break;
+    int64_t nk = 0;
+    if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, made, &nk, knobs) ==
+        CUDNN_STATUS_SUCCESS) {
+        for (int64_t i = 0; i < nk && i < made; i++) {
+            cudnnBackendKnobType_t type;
+            int64_t value = 0, c = 0;
+            if (api->BackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                         CUDNN_TYPE_KNOB_TYPE, 1, &c, &type) !=
+                    CUDNN_STATUS_SUCCESS ||
+                api->BackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                         CUDNN_TYPE_INT64, 1, &c, &value) != CUDNN_STATUS_SUCCESS)
+                continue;
+            size_t len = strlen(tag);
+            snprintf(tag + len, cap - len, "_k%d=%lld", (int)type, (long long)value);
+        }
+    }
+    for (int i = 0; i < made; i++)
+        api->BackendDestroyDescriptor(knobs[i]);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+                              cudnn_plan **out)
+{
+    *out = NULL;
+    cudnn_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
+    p->api = api;
+    double t0 = now_s();
+    lowering L = {api, p, FATTN_OK, ""};
+    for (int i = 0; i < g->nt && L.st == FATTN_OK; i++)
+        lower_tensor(&L, g, i);
+    cudnnBackendDescriptor_t ops[CG_MAX_OPS];
+    for (int i = 0; i < g->nops && L.st == FATTN_OK; i++)
+        ops[i] = lower_op(&L, g, &g->ops[i]);
+    L.what = "operation graph";
+    cudnnBackendDescriptor_t og = mk(&L, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    set(&L, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, ops);
+    if (handle) /* required in practice for heuristics (prototype findings) */
+        set(&L, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    fin(&L, og);
+    p->op_graph = og;
+    if (L.st != FATTN_OK || !handle) {
+        if (L.st != FATTN_OK) {
+            cudnn_plan_free(p);
+            return L.st;
+        }
+        *out = p;
+        return FATTN_OK;
+    }
+
+    L.what = "heuristics";
+    cudnnBackendDescriptor_t heur = mk(&L, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    set_desc(&L, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og);
+    set(&L, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    fin(&L, heur);
+    int64_t count = 0;
+    if (L.st == FATTN_OK) {
+        cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
+        if (s != CUDNN_STATUS_SUCCESS)
+            L.st = cudnn_fail(api, s, "heuristics result count");
+    }
+    p->configs = (int)count;
+    if (L.st == FATTN_OK && count <= 0) {
+        char last[2048] = "";
+        api->GetLastErrorString(last, sizeof last);
+        L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: heuristics found no engine "
+                           "for this graph%s%s", *last ? ": " : "", last);
+    }
+    if (L.st == FATTN_OK) {
+        cudnnBackendDescriptor_t *cfgs = calloc((size_t)count, sizeof *cfgs);
+        if (!cfgs)
+            L.st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: configs");
+        for (int64_t i = 0; i < count && L.st == FATTN_OK; i++)
+            cfgs[i] = mk(&L, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        int64_t got = 0;
+        if (L.st == FATTN_OK) {
+            cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                                       &got, cfgs);
+            if (s != CUDNN_STATUS_SUCCESS)
+                L.st = cudnn_fail(api, s, "heuristics results");
+        }
+        char last[2048] = "";
+        for (int64_t i = 0; i < got && L.st == FATTN_OK && !p->plan; i++) {
+            cudnnBackendDescriptor_t plan = NULL;
+            if (api->BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+                CUDNN_STATUS_SUCCESS)
+                continue;
+            cudnnStatus_t s = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = api->BackendFinalize(plan);
+            if (s != CUDNN_STATUS_SUCCESS) {
+                api->GetLastErrorString(last, sizeof last);
+                api->BackendDestroyDescriptor(plan);
+                continue;
+            }
+            /* keep it (destroyed with the others) */
+            if (p->ndescs == p->cap) {
+                void *n = realloc(p->descs, (size_t)(p->cap + 1) * sizeof *p->descs);
+                if (!n) {
+                    api->BackendDestroyDescriptor(plan);
+                    L.st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: descriptor table");
+                    break;
+                }
+                p->descs = n;
+                p->cap++;
+            }
+            p->descs[p->ndescs++] = plan;
+            p->plan = plan;
+            engine_tag(&L, cfgs[i], p->tag, sizeof p->tag);
+            int64_t ws = 0, c = 0;
+            s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &c, &ws);
+            if (s != CUDNN_STATUS_SUCCESS)
+                L.st = cudnn_fail(api, s, "plan workspace size");
+            p->workspace = ws;
+        }
+        free(cfgs);
+        if (L.st == FATTN_OK && !p->plan)
+            L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: none of %lld engine configs "
+                               "finalized a plan: %s", (long long)got, last);
+    }
+    if (L.st != FATTN_OK) {
+        cudnn_plan_free(p);
+        return L.st;
+    }
+    p->build_seconds = now_s() - t0;
+    *out = p;
+    return FATTN_OK;
+}
+
+void cudnn_plan_free(cudnn_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = p->ndescs - 1; i >= 0; i--)
+        p->api->BackendDestroyDescriptor(p->descs[i]);
+    free(p->descs);
+    free(p);
+}
+
+fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
+                                void *const *ptrs, void *workspace)
+{
+    const cudnn_api *api = p->api;
+    int64_t uids[CG_MAX_TENSORS];
+    void *data[CG_MAX_TENSORS];
+    int n = 0;
+    for (int i = 0; i < g->nt; i++) {
+        if (g->t[i].is_virtual)
+            continue;
+        if (!ptrs[i])
+            return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: tensor %s (uid %lld) unbound",
+                               g->t[i].name, (long long)g->t[i].uid);
+        uids[n] = g->t[i].uid;
+        data[n] = ptrs[i];
+        n++;
+    }
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t s = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return cudnn_fail(api, s, "variant pack");
+    s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, n, data);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                     &workspace);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendFinalize(vp);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fattn_status st = cudnn_fail(api, s, "variant pack");
+        api->BackendDestroyDescriptor(vp);
+        return st;
+    }
+    s = api->BackendExecute(handle, p->plan, vp);
+    api->BackendDestroyDescriptor(vp);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return cudnn_fail(api, s, "cudnnBackendExecute");
+    return FATTN_OK;
+}

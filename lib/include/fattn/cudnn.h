@@ -1,0 +1,67 @@
+/* fattn/cudnn.h — the cuDNN engine.
+ *
+ * fattn_engine_init_cudnn returns an engine implementing the engine API
+ * (fattn/engine.h) on an NVIDIA GPU through cuDNN's backend graph API: the
+ * forward builds the composite graph cudnn-frontend 1.18 builds for
+ * TransformerEngine's options (or the native SDPA_FWD op where PyTorch 2.11
+ * uses it), caches one execution plan per graph, and runs it. Tensors are
+ * host tensors: the engine copies inputs to the device, runs, and copies
+ * back only the defined regions of the outputs (engine.h). Backward is not
+ * implemented yet (FATTN_E_UNSUPPORTED).
+ *
+ * libcudnn.so.9 and libcudart are loaded lazily (dlopen) on first use: a
+ * build with the engine runs the CPU engine on machines without them. In a
+ * build without cuDNN headers (FATTN_HAVE_CUDNN 0) every function here
+ * exists and reports FATTN_E_UNSUPPORTED. An engine is not thread-safe:
+ * use one per thread. See docs/cudnn-engine.md.
+ */
+#ifndef FATTN_CUDNN_H
+#define FATTN_CUDNN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fattn_cudnn_options {
+    int device; /* CUDA device ordinal */
+} fattn_cudnn_options;
+
+/* Provenance of the device and libraries. */
+typedef struct fattn_cudnn_info {
+    char device_name[256];
+    int sm_count;
+    int cc_major, cc_minor;
+    int64_t cudnn_version;        /* cudnnGetVersion(), e.g. 91900 */
+    int64_t cudnn_header_version; /* CUDNN_VERSION the engine was built with */
+    int cuda_runtime_version;     /* cudaRuntimeGetVersion */
+    int cuda_driver_version;      /* cudaDriverGetVersion */
+    char cudnn_library[512];      /* what dlopen loaded */
+} fattn_cudnn_info;
+
+/* True when cuDNN and the CUDA runtime load and a CUDA device is present;
+ * otherwise false with fattn_last_error() saying why. */
+bool fattn_cudnn_available(void);
+
+/* Whether libcudnn can be loaded (no GPU needed). */
+bool fattn_cudnn_library_loadable(void);
+
+fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out);
+
+fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt);
+
+/* The engine tag ("eng2_k24=7") of the plan the last forward ran, "" if none;
+ * plans cached and the route ("composite" / "native") of the last forward.
+ * For provenance; e must be a cuDNN engine. */
+const char *fattn_cudnn_last_tag(const fattn_engine *e);
+const char *fattn_cudnn_last_route(const fattn_engine *e);
+int fattn_cudnn_plan_count(const fattn_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_CUDNN_H */

@@ -1,0 +1,409 @@
+/* Suite "cudnn-construct": the cuDNN engine's graph description, built
+ * without a GPU, inspected op by op against the frontend-1.18 lowering
+ * (reference/cudnn-sdpa-backend.md §4.2-4.3, docs/cudnn-engine.md); and,
+ * when libcudnn.so.9 can be dlopen'ed, lowered to backend descriptors that
+ * finalize up to the operation graph (no handle, no heuristics).
+ *
+ * The lowering tests are registered only when the library loads; with
+ * FATTN_REQUIRE_CUDNN=1 a missing library is a failure instead.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "cudnn/graph.h"
+#include "fattn/cudnn.h"
+#include "fattn_config.h"
+#include "fattn_test.h"
+#if FATTN_HAVE_CUDNN
+#include "cudnn/cudnn_internal.h"
+#endif
+
+/* Build the description of one matrix case (host buffers, no GPU). */
+static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
+                             void (*tweak)(fattn_fwd_params *))
+{
+    tcase_buffers buf;
+    ck_assert_int_eq(tcase_setup(c, &buf), FATTN_OK);
+    fattn_fwd_params p = tcase_fwd_params(c, &buf);
+    if (tweak)
+        tweak(&p);
+    fattn_status st = cg_fwd_desc_from_params(&p, d);
+    if (st == FATTN_OK)
+        st = cg_build_fwd(g, d);
+    tcase_teardown(&buf);
+    return st;
+}
+
+/* Op names in order, space separated. */
+static void signature(const cg_graph *g, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (int i = 0; i < g->nops; i++) {
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%s%s", i ? " " : "", g->ops[i].name);
+    }
+}
+
+static const cg_op *find_op(const cg_graph *g, const char *name, int nth)
+{
+    for (int i = 0; i < g->nops; i++)
+        if (!strcmp(g->ops[i].name, name) && nth-- == 0)
+            return &g->ops[i];
+    return NULL;
+}
+
+static const cg_tensor *by_uid(const cg_graph *g, int64_t uid)
+{
+    int i = cg_find_uid(g, uid);
+    return i >= 0 ? &g->t[i] : NULL;
+}
+
+/* Structural invariants every graph must satisfy. */
+static void check_invariants(const char *id, const cg_graph *g, const cg_fwd_desc *d)
+{
+    for (int i = 0; i < g->nt; i++) {
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(g->t[i].uid != g->t[j].uid, "%s: uid %lld twice", id,
+                          (long long)g->t[i].uid);
+        const cg_tensor *t = &g->t[i];
+        if (!t->is_virtual && !t->by_value)
+            ck_assert_msg(t->role != CG_ROLE_NONE, "%s: %s unbound", id, t->name);
+        if (t->by_value)
+            ck_assert(!t->is_virtual);
+        ck_assert_msg(t->ragged < i, "%s: ragged offset of %s created after it", id, t->name);
+    }
+    /* every op reads tensors produced earlier or non-virtual */
+    bool produced[CG_MAX_TENSORS] = {false};
+    for (int i = 0; i < g->nops; i++) {
+        const cg_op *o = &g->ops[i];
+        for (int k = 0; k < 3; k++) {
+            int x = o->in[k];
+            if (x >= 0)
+                ck_assert_msg(!g->t[x].is_virtual || produced[x], "%s: op %s reads %s early", id,
+                              o->name, g->t[x].name);
+        }
+        if (o->out >= 0) {
+            ck_assert_msg(!produced[o->out], "%s: %s written twice", id, g->t[o->out].name);
+            produced[o->out] = true;
+        }
+    }
+    const cg_tensor *q = by_uid(g, CG_UID_Q), *o = by_uid(g, CG_UID_O), *st = by_uid(g, CG_UID_STATS);
+    ck_assert(q && o && st && by_uid(g, CG_UID_K) && by_uid(g, CG_UID_V) && by_uid(g, CG_UID_SCALE));
+    ck_assert(!st->is_virtual); /* TE always produces Stats */
+    ck_assert(st->dtype == CG_F32);
+    ck_assert(by_uid(g, CG_UID_SCALE)->by_value);
+    ck_assert(fabsf(by_uid(g, CG_UID_SCALE)->value.f - d->attn_scale) == 0.0f);
+    if (g->route == CG_ROUTE_NATIVE) {
+        ck_assert_int_eq(g->nops, 1);
+        ck_assert_int_eq(g->ops[0].kind, CG_OP_SDPA_FWD);
+    } else {
+        ck_assert_str_eq(g->ops[0].name, "bmm1");
+        ck_assert_str_eq(g->ops[g->nops - 1].name, "bmm2");
+        ck_assert_int_eq(g->ops[g->nops - 1].out, cg_find_uid(g, CG_UID_O));
+        /* P, the second matmul's A, is io-typed */
+        ck_assert(g->t[g->ops[g->nops - 1].in[0]].dtype == d->io);
+    }
+    char *dump = cg_dump(g, true);
+    ck_assert_ptr_nonnull(dump);
+    ck_assert_ptr_nonnull(strstr(dump, "name=Q"));
+    free(dump);
+}
+
+/* Every case of the CPU matrix: described, or refused as unsupported with a
+ * reason (float32 io, return_max_logit). */
+START_TEST(matrix_describes)
+{
+    const tcase *c = &tcase_table[_i];
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    fattn_status st = describe(c, &d, g, NULL);
+    if (c->dtype == FATTN_DTYPE_FLOAT32 || c->return_max_logit) {
+        ck_assert_msg(st == FATTN_E_UNSUPPORTED, "%s: %s", c->id, fattn_status_name(st));
+    } else {
+        ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+        check_invariants(c->id, g, &d);
+    }
+    free(g);
+    char id[128];
+    snprintf(id, sizeof id, "cudnn.construct.%s", c->id);
+    fattn_test_mark(id);
+}
+END_TEST
+
+#define SOFTMAX " Max sub_M exp_sub_M sum log add div"
+#define CAUSAL_TL " gen_row_index gen_col_index row_greater_than_col binary_select"
+#define PADDING                                                                \
+    " gen_row_idx_padding gen_col_idx_padding lt_row_sq_padding lt_col_skv_padding" \
+    " and_row_col_padding select_padding"
+
+static void to_bottom_right(fattn_fwd_params *p)
+{
+    p->mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT;
+    p->bottom_right_diagonal = true;
+}
+
+typedef struct seq_row {
+    const char *case_id;
+    void (*tweak)(fattn_fwd_params *);
+    const char *route;
+    const char *ops;
+} seq_row;
+
+static const seq_row seq_rows[] = {
+    {"bwd.causal.bf16", NULL, "composite", "bmm1 attn_scale" CAUSAL_TL SOFTMAX " bmm2"},
+    /* sq == skv: TE rewrites bottom-right to top-left */
+    {"bwd.causal.bf16", to_bottom_right, "composite", "bmm1 attn_scale" CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.causal_bottom_right.f16", NULL, "composite",
+     "bmm1 attn_scale gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" SOFTMAX " bmm2"},
+    {"bwd.padding.f16", NULL, "composite", "bmm1 attn_scale" PADDING SOFTMAX " bmm2"},
+    {"bwd.padding_causal.f16", NULL, "composite",
+     "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.padding_causal_bottom_right.f16", NULL, "composite",
+     "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
+     "row_idx_add_skv_sub_sq row_greater_than_col binary_select" SOFTMAX " bmm2"},
+    {"bwd.layout.thd_thd_thd.bf16", NULL, "composite", "bmm1 attn_scale" PADDING SOFTMAX " bmm2"},
+    {"bwd.swa.top_left.f16", NULL, "composite",
+     "bmm1 attn_scale gen_row_index gen_col_index row_idx_add_right_bound row_greater_than_col "
+     "binary_select gen_row_index gen_col_index col+window col+ws>row binary_select" SOFTMAX
+     " bmm2"},
+    {"bwd.swa.bottom_right.f16", NULL, "composite",
+     "bmm1 attn_scale gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_idx_add_right_bound row_greater_than_col binary_select gen_row_index gen_col_index "
+     "col+window-skv+sq col+window-skv+sq>row binary_select" SOFTMAX " bmm2"},
+    {"bwd.swa.thd.padding_causal_bottom_right.f16", NULL, "composite",
+     "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
+     "row_idx_add_skv_sub_sq row_greater_than_col binary_select gen_row_index gen_col_index "
+     "col+window col+window-skv col+window-skv+sq col+window-skv+sq>row binary_select" SOFTMAX
+     " bmm2"},
+    {"bwd.bias.1hss.f16", NULL, "composite", "bmm1 attn_scale bias_add" SOFTMAX " bmm2"},
+    {"bwd.alibi.causal.f16", NULL, "composite",
+     "bmm1 attn_scale gen_row_idx_alibi gen_col_idx_alibi sub_col_row_alibi mul_slope_alibi "
+     "add_alibi" CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.dropout.p01.f16", NULL, "composite",
+     "bmm1 attn_scale" SOFTMAX " rng dropout_mask_mul dropout_scale bmm2"},
+    {"bwd.softmax.off_by_one.f16", NULL, "composite",
+     "bmm1 attn_scale Max max_sink sub_M exp_sub_M sub_sink exp_sink sum add_sink log add div "
+     "bmm2"},
+    {"bwd.dqk24_dv40.f16", NULL, "composite", "bmm1 attn_scale" CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.gqa8.bf16", NULL, "native", "sdpa_fwd"},
+    {"fwd.nomask.f16", NULL, "native", "sdpa_fwd"},
+    {"fwd.thd.padding_causal.bf16", NULL, "composite",
+     "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+};
+
+START_TEST(op_sequence)
+{
+    const seq_row *r = &seq_rows[_i];
+    const tcase *c = tcase_find(r->case_id);
+    ck_assert_msg(c != NULL, "no case %s", r->case_id);
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    ck_assert_msg(describe(c, &d, g, r->tweak) == FATTN_OK, "%s", fattn_last_error());
+    char sig[2048];
+    signature(g, sig, sizeof sig);
+    ck_assert_str_eq(g->route == CG_ROUTE_NATIVE ? "native" : "composite", r->route);
+    ck_assert_msg(!strcmp(sig, r->ops), "%s:\n got  %s\n want %s", r->case_id, sig, r->ops);
+    check_invariants(r->case_id, g, &d);
+    free(g);
+}
+END_TEST
+
+/* Attribute details of individual options. */
+START_TEST(details)
+{
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+
+    /* causal, bshd: Q [b,h,s,d] with bshd strides; K transposed; scale 1/sqrt(d) */
+    ck_assert_int_eq(describe(tcase_find("bwd.causal.bf16"), &d, g, NULL), FATTN_OK);
+    const cg_tensor *q = by_uid(g, CG_UID_Q), *k = by_uid(g, CG_UID_K);
+    ck_assert(q->dtype == CG_BF16);
+    ck_assert_int_eq(q->dims[0], 2); ck_assert_int_eq(q->dims[1], 2);
+    ck_assert_int_eq(q->dims[2], 32); ck_assert_int_eq(q->dims[3], 16);
+    ck_assert_int_eq(q->strides[2], 2 * 16); ck_assert_int_eq(q->strides[1], 16);
+    ck_assert_int_eq(k->dims[2], 16); ck_assert_int_eq(k->dims[3], 32); /* KT */
+    ck_assert_int_eq(k->strides[2], 1); ck_assert_int_eq(k->strides[3], 32);
+    const cg_op *sel = find_op(g, "binary_select", 0);
+    ck_assert(sel && sel->in[2] >= 0 && isinf(g->t[sel->in[1]].value.f) &&
+              g->t[sel->in[1]].value.f < 0);
+    const cg_op *gi = find_op(g, "gen_row_index", 0);
+    ck_assert(gi->axis == 2 && g->t[gi->out].dtype == CG_I32);
+    ck_assert(find_op(g, "row_greater_than_col", 0)->math == CG_BOOL);
+    const cg_op *mx = find_op(g, "Max", 0);
+    ck_assert(mx->kind == CG_OP_REDUCTION && mx->mode == CG_RED_MAX);
+    ck_assert_int_eq(g->t[mx->out].dims[3], 1);
+    ck_assert(g->t[find_op(g, "div", 0)->out].dtype == CG_BF16);
+    ck_assert(by_uid(g, CG_UID_STATS)->strides[2] == 1);
+
+    /* bottom-right fixed lengths: INT32 scalars skv, sq */
+    ck_assert_int_eq(describe(tcase_find("bwd.causal_bottom_right.f16"), &d, g, NULL), FATTN_OK);
+    const cg_op *add = find_op(g, "row_idx_add_skv", 0);
+    ck_assert(g->t[add->in[1]].by_value && g->t[add->in[1]].dtype == CG_I32 &&
+              g->t[add->in[1]].value.i == 40);
+    ck_assert_int_eq(g->t[find_op(g, "row_idx_add_skv_sub_sq", 0)->in[1]].value.i, 16);
+
+    /* padding: INT32 [b,1,1,1] lengths, GEMM overrides on both matmuls */
+    ck_assert_int_eq(describe(tcase_find("bwd.padding.f16"), &d, g, NULL), FATTN_OK);
+    const cg_op *b1 = find_op(g, "bmm1", 0), *b2 = find_op(g, "bmm2", 0);
+    ck_assert_int_eq(g->t[b1->m_override].uid, CG_UID_SEQ_Q);
+    ck_assert_int_eq(g->t[b1->n_override].uid, CG_UID_SEQ_KV);
+    ck_assert_int_eq(g->t[b2->m_override].uid, CG_UID_SEQ_Q);
+    ck_assert_int_eq(g->t[b2->k_override].uid, CG_UID_SEQ_KV);
+    ck_assert(b1->k_override < 0 && b2->n_override < 0);
+    ck_assert(by_uid(g, CG_UID_SEQ_Q)->dtype == CG_I32 && by_uid(g, CG_UID_SEQ_Q)->dims[0] == 3);
+
+    /* THD: ragged offsets on Q, K, V, O, Stats; ragged stats strides */
+    ck_assert_int_eq(describe(tcase_find("bwd.layout.thd_thd_thd.bf16"), &d, g, NULL), FATTN_OK);
+    int64_t rag[][2] = {{CG_UID_Q, CG_UID_RAG_Q}, {CG_UID_K, CG_UID_RAG_K},
+                        {CG_UID_V, CG_UID_RAG_V}, {CG_UID_O, CG_UID_RAG_O},
+                        {CG_UID_STATS, CG_UID_RAG_STATS}};
+    for (int i = 0; i < 5; i++) {
+        const cg_tensor *t = by_uid(g, rag[i][0]);
+        ck_assert(t->ragged >= 0 && g->t[t->ragged].uid == rag[i][1]);
+        ck_assert_int_eq(g->t[t->ragged].dims[0], 4); /* b + 1 */
+    }
+    const cg_tensor *st = by_uid(g, CG_UID_STATS);
+    ck_assert_int_eq(st->strides[1], 1); ck_assert_int_eq(st->strides[2], 2);
+    ck_assert_int_eq(by_uid(g, CG_UID_Q)->dims[2], 24); /* max_seqlen_q */
+
+    /* windows: TE's left + 1 as cuDNN's left bound */
+    ck_assert_int_eq(describe(tcase_find("bwd.swa.top_left.f16"), &d, g, NULL), FATTN_OK);
+    ck_assert(d.has_left && d.left_bound == 4 && d.has_right && d.right_bound == 2);
+    const cg_op *w = find_op(g, "col+window", 0);
+    ck_assert(w->axis == 3 && g->t[w->in[1]].value.f == 4.0f);
+    ck_assert_int_eq(g->t[find_op(g, "row_idx_add_right_bound", 0)->in[1]].value.i, 2);
+    ck_assert_int_eq(describe(tcase_find("bwd.swa.bottom_right.f16"), &d, g, NULL), FATTN_OK);
+    ck_assert(g->t[find_op(g, "col+window-skv+sq", 0)->in[1]].value.f == (float)(4 - 40 + 24));
+
+    /* bias dims/strides pass through; dropout RNG and scale */
+    ck_assert_int_eq(describe(tcase_find("bwd.bias.1hss.f16"), &d, g, NULL), FATTN_OK);
+    const cg_tensor *bias = by_uid(g, CG_UID_BIAS);
+    ck_assert(bias && bias->dims[0] == 1 && bias->dims[1] == 2 && bias->dims[2] == 24 &&
+              bias->dims[3] == 40 && bias->dtype == CG_F16);
+    ck_assert_int_eq(describe(tcase_find("bwd.dropout.p01.f16"), &d, g, NULL), FATTN_OK);
+    const cg_op *rng = find_op(g, "rng", 0);
+    ck_assert(rng->kind == CG_OP_RNG && rng->bernoulli_p == 1.0 - (double)0.1f);
+    ck_assert(g->t[rng->in[0]].uid == CG_UID_SEED && g->t[rng->in[0]].dtype == CG_I64);
+    ck_assert(g->t[rng->in[1]].uid == CG_UID_OFFSET);
+    ck_assert(g->t[find_op(g, "div", 0)->out].dtype == CG_F32);
+    const cg_op *ds = find_op(g, "dropout_scale", 0);
+    ck_assert(g->t[ds->out].dtype == CG_F16 && g->t[ds->in[1]].value.f == 1.0f / (1.0f - 0.1f));
+
+    /* sink: FLOAT [1,h,1,1] */
+    ck_assert_int_eq(describe(tcase_find("bwd.softmax.learnable.f16"), &d, g, NULL), FATTN_OK);
+    const cg_tensor *sink = by_uid(g, CG_UID_SINK);
+    ck_assert(sink && sink->dims[1] == 4 && sink->dtype == CG_F32 && sink->role == CG_ROLE_SINK);
+
+    /* GQA through the native op: K untransposed with hk heads */
+    ck_assert_int_eq(describe(tcase_find("bwd.gqa8.bf16"), &d, g, NULL), FATTN_OK);
+    ck_assert_int_eq(by_uid(g, CG_UID_K)->dims[1], 2);
+    ck_assert_int_eq(by_uid(g, CG_UID_K)->dims[3], 16);
+    ck_assert_int_eq(by_uid(g, CG_UID_Q)->dims[1], 16);
+
+    /* inference without Stats (the frontend's virtual-Stats work-around):
+     * LOG/ADD stay, Stats becomes virtual */
+    ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
+    d.stats_output = false;
+    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+    ck_assert(find_op(g, "log", 0) && find_op(g, "add", 0));
+    ck_assert(g->t[find_op(g, "add", 0)->out].is_virtual);
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_STATS), -1);
+
+    /* dumps: the cache key ignores by-value values, the full dump does not */
+    ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
+    char *k1 = cg_dump(g, false), *v1 = cg_dump(g, true);
+    d.attn_scale = 0.5f;
+    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+    char *k2 = cg_dump(g, false), *v2 = cg_dump(g, true);
+    ck_assert_str_eq(k1, k2);
+    ck_assert_str_ne(v1, v2);
+    free(k1), free(k2), free(v1), free(v2);
+    free(g);
+}
+END_TEST
+
+/* Unsupported and invalid parameters. */
+START_TEST(refusals)
+{
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    ck_assert_int_eq(describe(tcase_find("bwd.nomask.f32"), &d, g, NULL), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "float32"));
+    ck_assert_int_eq(describe(tcase_find("bwd.max_logit.f16"), &d, g, NULL), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "9.21"));
+    free(g);
+}
+END_TEST
+
+#if FATTN_HAVE_CUDNN
+/* Lowering to backend descriptors without a GPU: every tensor and op
+ * descriptor and the operation graph finalize. */
+START_TEST(lowering_finalizes)
+{
+    const tcase *c = &tcase_table[_i];
+    if (c->dtype == FATTN_DTYPE_FLOAT32 || c->return_max_logit)
+        return;
+    const cudnn_api *api = cudnn_api_load(false);
+    ck_assert_msg(api != NULL, "%s", fattn_last_error());
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
+    cudnn_plan *p = NULL;
+    fattn_status st = cudnn_plan_build(api, NULL, g, &p);
+    ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(p->op_graph);
+    ck_assert_ptr_null(p->plan);
+    cudnn_plan_free(p);
+    free(g);
+    char id[128];
+    snprintf(id, sizeof id, "cudnn.lower.%s", c->id);
+    fattn_test_mark(id);
+}
+END_TEST
+#endif
+
+START_TEST(cudnn_required_but_missing)
+{
+    ck_abort_msg("FATTN_REQUIRE_CUDNN=1 but libcudnn.so.9 cannot be loaded: %s",
+                 fattn_last_error());
+}
+END_TEST
+
+static void list_ids(void)
+{
+    for (int i = 0; i < tcase_count; i++)
+        printf("cudnn.construct.%s\n", tcase_table[i].id);
+}
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("cudnn-construct");
+    TCase *tc = tcase_create("construct");
+    tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);
+    tcase_add_loop_test(tc, matrix_describes, 0, tcase_count);
+    tcase_add_loop_test(tc, op_sequence, 0, (int)(sizeof seq_rows / sizeof seq_rows[0]));
+    tcase_add_test(tc, details);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+
+    TCase *tl = tcase_create("lowering");
+    tcase_set_timeout(tl, FATTN_TEST_TIMEOUT_SHORT);
+    const char *req = getenv("FATTN_REQUIRE_CUDNN");
+    bool required = req && !strcmp(req, "1");
+    if (fattn_cudnn_library_loadable()) {
+#if FATTN_HAVE_CUDNN
+        tcase_add_loop_test(tl, lowering_finalizes, 0, tcase_count);
+#endif
+        suite_add_tcase(s, tl);
+    } else if (required) {
+        tcase_add_test(tl, cudnn_required_but_missing);
+        suite_add_tcase(s, tl);
+    }
+    return s;
+}
+
+FATTN_TEST_MAIN(make_suite, list_ids)
