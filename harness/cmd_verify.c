@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn_config.h"
 
@@ -30,10 +31,23 @@
  * goldens is only meaningful on an exact match. */
 static void platform_key(const char *backend, char *buf, size_t n)
 {
-    if (!strcmp(backend, "cpu"))
+    fattn_cudnn_info info;
+    if (!strcmp(backend, "cpu")) {
         snprintf(buf, n, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
-    else
+    } else if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
+        /* GPU model, compute capability, SM count, cuDNN runtime version */
+        char name[64];
+        size_t k = 0;
+        for (const char *p = info.device_name; *p && k + 1 < sizeof name; p++)
+            name[k++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a')
+                        : ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) ? *p
+                                                                                : '-';
+        name[k] = '\0';
+        snprintf(buf, n, "cudnn-%s-sm%d%d-%dsm-cudnn%lld", name, info.cc_major, info.cc_minor,
+                 info.sm_count, (long long)info.cudnn_version);
+    } else {
         snprintf(buf, n, "%s-unknown", backend);
+    }
 }
 
 typedef struct case_check {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn_config.h"
 #include "fattn_git_rev.h"
@@ -19,6 +20,17 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
     if (st != FATTN_OK)
         return st;
     bool cpu = strcmp(backend, "cpu") == 0;
+    /* The GPU, its SM count and the library versions decide whether bitwise
+     * equality with another file can be expected (docs/run-files.md). */
+    fattn_cudnn_info info;
+    memset(&info, 0, sizeof info);
+    char sm[32] = "n/a", cuda[32] = "n/a", cudnn[32] = "n/a", cudnn_h[32] = "n/a";
+    if (!cpu && fattn_cudnn_get_info(0, &info) == FATTN_OK) {
+        snprintf(sm, sizeof sm, "sm_%d%d", info.cc_major, info.cc_minor);
+        snprintf(cuda, sizeof cuda, "%d", info.cuda_runtime_version);
+        snprintf(cudnn, sizeof cudnn, "%lld", (long long)info.cudnn_version);
+        snprintf(cudnn_h, sizeof cudnn_h, "%lld", (long long)info.cudnn_header_version);
+    }
 #define PUT(call)                                                                          \
     if ((st = (call)) != FATTN_OK)                                                         \
         return st;
@@ -27,12 +39,14 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
     PUT(fattn_h5_node_set_string(root, "backend", backend));
     PUT(fattn_h5_node_set_string(root, "fattn_version", FATTN_VERSION));
     PUT(fattn_h5_node_set_string(root, "git_rev", FATTN_GIT_REV));
-    PUT(fattn_h5_node_set_string(root, "device", cpu ? "cpu" : "unknown"));
-    PUT(fattn_h5_node_set_string(root, "sm", cpu ? "n/a" : "unknown"));
-    PUT(fattn_h5_node_set_int64(root, "sm_count", 0));
-    PUT(fattn_h5_node_set_string(root, "cuda_version", "n/a"));
-    PUT(fattn_h5_node_set_string(root, "cudnn_version", "n/a"));
-    PUT(fattn_h5_node_set_string(root, "cudnn_header_version", "n/a"));
+    PUT(fattn_h5_node_set_string(root, "device", cpu ? "cpu"
+                                                 : info.device_name[0] ? info.device_name
+                                                                       : "unknown"));
+    PUT(fattn_h5_node_set_string(root, "sm", sm));
+    PUT(fattn_h5_node_set_int64(root, "sm_count", info.sm_count));
+    PUT(fattn_h5_node_set_string(root, "cuda_version", cuda));
+    PUT(fattn_h5_node_set_string(root, "cudnn_version", cudnn));
+    PUT(fattn_h5_node_set_string(root, "cudnn_header_version", cudnn_h));
     PUT(fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 0));
     PUT(fattn_h5_node_set_int64(root, "cpu_math_version", FATTN_CPU_MATH_VERSION));
     PUT(fattn_h5_node_set_string(root, "poison", "0xff bytes"));

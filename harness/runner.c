@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fattn/cudnn.h"
 #include "fattn/legacy.h"
 #include "fattn/split.h"
 
@@ -354,6 +355,11 @@ static fattn_status record_forward(case_run *r, const fattn_tensor *out,
      * forward that a later call would see, so it is recorded too. */
     if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->gen.seed)) ||
         (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->gen.offset)))
+        return st;
+    /* which cuDNN engine config ran: provenance, never counted by diff */
+    if (!strcmp(fattn_engine_name(r->opts->engine), "cudnn") &&
+        (st = fattn_h5_node_set_string(g, "prov_engine_tag",
+                                       fattn_cudnn_last_tag(r->opts->engine))))
         return st;
     *group = g;
     return FATTN_OK;
