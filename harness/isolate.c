@@ -51,6 +51,11 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
 #else
         (void)as_bytes;
 #endif
+        /* A crash must end the child by its signal, which the parent
+         * reports, whatever handlers (a sanitizer's) the process installed. */
+        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+            signal(crash_signals[i], SIG_DFL);
         fattn_status st = fn(path, ctx);
         const char *msg = fattn_last_error();
         ssize_t unused = write(pipefd[1], msg, strlen(msg));
