@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "isolate.h"
 #include "runfile.h"
 
 static const char inspect_help[] =
@@ -48,6 +49,16 @@ static void print_tree(const fattn_h5_node *n, int depth)
         print_tree(n->children[i], depth + 1);
 }
 
+static fattn_status read_lenient(const char *path, void *ctx)
+{
+    (void)ctx;
+    fattn_h5_node *root = NULL;
+    fattn_h5_read_opts lenient = {.allow_corrupt = true};
+    fattn_status st = fattn_h5_read_file(path, &lenient, &root);
+    fattn_h5_node_free(root);
+    return st;
+}
+
 int fattn_cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
@@ -67,6 +78,10 @@ int fattn_cmd_inspect(int argc, char **argv)
      * then validate strictly. */
     fattn_h5_node *root = NULL;
     fattn_h5_read_opts lenient = {.allow_corrupt = true};
+    /* The same lenient read in a forked child first (isolate.h), so a crash
+     * inside libhdf5 on a malformed file is exit 2, not fattn's death. */
+    if (fattn_isolate_run(path, read_lenient, NULL, 0, 300) != FATTN_OK)
+        return cli_fail("inspect", "%s", fattn_last_error());
     if (fattn_h5_read_file(path, &lenient, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     print_tree(root, 0);

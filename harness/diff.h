@@ -1,4 +1,4 @@
-/* harness/diff.h — `fattn diff`: compare two run files (DESIGN §4, §5;
+/* harness/diff.h — `fattn diff`: compare two run files (docs/run-files.md;
  * docs/diff.md).
  *
  * Order of work: both files are walked without data (h5io's metadata-only

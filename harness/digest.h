@@ -2,7 +2,7 @@
  *
  * A digest is "xxh3-128:" followed by the 32 lowercase hex digits of the
  * canonical (big-endian) form of XXH3-128 (seed 0) over the bytes, as
- * xxhsum -H2 prints it (DESIGN §5). FATTN_DIGEST_LEN includes the NUL.
+ * xxhsum -H2 prints it (docs/run-files.md). FATTN_DIGEST_LEN includes the NUL.
  */
 #ifndef FATTN_HARNESS_DIGEST_H
 #define FATTN_HARNESS_DIGEST_H

@@ -30,6 +30,15 @@ static hid_t shared_fapl = H5I_INVALID_HID;
 
 static void make_fapl(void)
 {
+    /* No H5_term_library at exit (it must be said before the library's
+     * first call, hence here, and h5_enter calls this first). A file whose
+     * close failed part way (a full disk: EFBIG/ENOSPC while flushing)
+     * stays in HDF5's ID table half torn down, and 1.10.8's termination
+     * then dereferences NULL closing it again (H5F__close_cb): fattn
+     * reported the failure cleanly and then died of SIGSEGV in exit().
+     * Every file fattn opens is closed explicitly, so nothing is lost;
+     * tests/test_reliability.py "disk full" is the regression test. */
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t p = H5Pcreate(H5P_FILE_ACCESS);
     if (p < 0)
@@ -46,8 +55,8 @@ static void make_fapl(void)
 /* Every entry point: quiet this thread's error stack, get the shared fapl. */
 static fattn_status h5_enter(hid_t *fapl)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     pthread_once(&fapl_once, make_fapl);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (shared_fapl < 0)
         return fattn_error(FATTN_E_INTERNAL, "HDF5: cannot create the file access property list");
     if (fapl)
@@ -131,6 +140,8 @@ static hid_t half_type(void)
 
 int64_t fattn_h5_file_type(fattn_dtype dtype)
 {
+    if (h5_enter(NULL) != FATTN_OK)
+        return H5I_INVALID_HID;
     switch (dtype) {
     case FATTN_DTYPE_FLOAT32: return H5Tcopy(H5T_IEEE_F32LE);
     case FATTN_DTYPE_FLOAT16: return half_type();

@@ -6,7 +6,7 @@
  * sorted by name, then its children sorted by name (strcmp, i.e. byte
  * order). Reading gives the same tree back, validated.
  *
- * Writing (DESIGN §5, byte-reproducible):
+ * Writing (docs/run-files.md, byte-reproducible):
  *  - timestamps off on the file-creation (root group), every group-creation
  *    and every dataset-creation property list; libver bounds V18..V110;
  *    contiguous datasets, no filters; the memory type equals the file type,
@@ -27,7 +27,7 @@
  *    time) and refuses a child that does not sort after the previous child
  *    of the same group (FATTN_E_STATE), so callers cannot break the order.
  *
- * Reading validates as far as safe reading needs (DESIGN §4 "diff"): only
+ * Reading validates as far as safe reading needs (what diff needs, docs/diff.md): only
  * hard links; groups and datasets only; depth <= FATTN_H5_MAX_DEPTH; every
  * dataset has a known `dtype` consistent with its storage type, a simple
  * dataspace of rank <= 5, a byte size computable without overflow and

@@ -190,6 +190,17 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
                          fattn_last_error());
         goto done;
     }
+    /* a state, and forward/aux, must be a group */
+    static const char *const groups[] = {"inputs", "forward", "save_ctx", "backward",
+                                         "forward/aux"};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        const fattn_h5_node *n = fattn_h5_node_find(c, groups[i]);
+        if (n && n->is_dataset) {
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s is a dataset where a group "
+                             "belongs", path, c->name, groups[i]);
+            goto done;
+        }
+    }
     /* states form a prefix of inputs -> forward -> save_ctx -> backward */
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     bool gap = false;

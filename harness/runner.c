@@ -201,10 +201,18 @@ static fattn_status ctx_record_read(const fattn_h5_node *n, ctx_record *r)
 #undef I64
 #undef F32
 #undef ENUM
-    if (r->max_seqlen_q <= 0 || r->max_seqlen_kv <= 0 || r->window_size[0] < -1 ||
-        r->window_size[1] < -1 || !(r->dropout_p >= 0.0f && r->dropout_p < 1.0f) ||
-        !isfinite(r->attn_scale))
-        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute values out of range");
+    if (r->max_seqlen_q <= 0 || r->max_seqlen_kv <= 0)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: max_seqlen_q/max_seqlen_kv "
+                           "(%lld, %lld) out of range (must be positive)", (long long)r->max_seqlen_q,
+                           (long long)r->max_seqlen_kv);
+    if (r->window_size[0] < -1 || r->window_size[1] < -1)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: window_size (%lld, %lld) out of range (below -1)",
+                           (long long)r->window_size[0], (long long)r->window_size[1]);
+    if (!(r->dropout_p >= 0.0f && r->dropout_p < 1.0f))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: dropout_p %g out of range [0, 1)",
+                           (double)r->dropout_p);
+    if (!isfinite(r->attn_scale))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attn_scale out of range (not finite)");
     return FATTN_OK;
 }
 
@@ -661,7 +669,7 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     r.spec = spec;
     r.opts = opts;
     r.state = FATTN_STATE_BEGIN;
-    /* A fresh generator per case run (DESIGN: nothing carries over). */
+    /* A fresh generator per case run (nothing carries over between case runs). */
     r.gen.seed = (uint64_t)spec->rng_seed;
     r.gen.offset = (uint64_t)spec->rng_offset;
     fattn_status st = case_node_new(spec, &r.node);

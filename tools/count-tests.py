@@ -66,7 +66,7 @@ def main():
     for p in paths:
         for i, v in enumerate(count(p)):
             tot[i] += v
-    if label:  # the job's line, as DESIGN's CI contract spells it
+    if label:  # the job's line, exactly as CI reads it
         print(f"{label}: {tot[0]} passed, {tot[1]} failed")
     else:
         print(f"{tot[0]} passed, {tot[1]} failed, {tot[2]} skipped")
