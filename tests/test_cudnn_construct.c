@@ -338,6 +338,307 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* ---- backward ------------------------------------------------------------ */
+
+/* Build the backward description of one training case: the aux pack is made
+ * of views with the forward's shapes (no forward runs, no data is read). */
+static fattn_status describe_bwd(const tcase *c, cg_bwd_desc *d, cg_graph *g,
+                                 void (*tweak)(fattn_bwd_params *))
+{
+    tcase_buffers buf;
+    ck_assert_int_eq(tcase_setup(c, &buf), FATTN_OK);
+    fattn_aux_pack aux;
+    memset(&aux, 0, sizeof aux);
+    int64_t sshape[3] = {2, 2, 1};
+    aux.t[aux.n++] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, 3, sshape);
+    aux.t[aux.n++] = buf.rng_state;
+    if (c->bias == FATTN_BIAS_POST_SCALE_BIAS)
+        aux.t[aux.n++] = buf.bias;
+    if (c->softmax != FATTN_SOFTMAX_VANILLA)
+        aux.t[aux.n++] = buf.softmax_offset;
+    fattn_bwd_params p = tcase_bwd_params(c, &buf);
+    p.aux = &aux;
+    if (tweak)
+        tweak(&p);
+    fattn_status st = cg_bwd_desc_from_params(&p, d);
+    if (st == FATTN_OK)
+        st = cg_build_bwd(g, d);
+    tcase_teardown(&buf);
+    return st;
+}
+
+static void check_bwd_invariants(const char *id, const cg_graph *g, const cg_bwd_desc *d)
+{
+    for (int i = 0; i < g->nt; i++) {
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(g->t[i].uid != g->t[j].uid, "%s: uid %lld twice", id,
+                          (long long)g->t[i].uid);
+        const cg_tensor *t = &g->t[i];
+        if (!t->is_virtual && !t->by_value)
+            ck_assert_msg(t->role != CG_ROLE_NONE, "%s: %s unbound", id, t->name);
+        ck_assert_msg(t->ragged < i, "%s: ragged offset of %s created after it", id, t->name);
+    }
+    bool produced[CG_MAX_TENSORS] = {false};
+    for (int i = 0; i < g->nops; i++) {
+        const cg_op *o = &g->ops[i];
+        for (int k = 0; k < 3; k++) {
+            int x = o->in[k];
+            if (x >= 0)
+                ck_assert_msg(!g->t[x].is_virtual || produced[x], "%s: op %s reads %s early", id,
+                              o->name, g->t[x].name);
+        }
+        if (o->out >= 0) {
+            ck_assert_msg(!produced[o->out], "%s: %s written twice", id, g->t[o->out].name);
+            produced[o->out] = true;
+        }
+    }
+    /* every output written exactly once; inputs never written */
+    int64_t outs[] = {CG_UID_DQ, CG_UID_DK, CG_UID_DV, CG_UID_DSUM};
+    for (int i = 0; i < 4; i++) {
+        int t = cg_find_uid(g, outs[i]);
+        ck_assert_msg(t >= 0 && produced[t], "%s: uid %lld not produced", id, (long long)outs[i]);
+    }
+    int64_t ins[] = {CG_UID_Q, CG_UID_K, CG_UID_V, CG_UID_O, CG_UID_DO, CG_UID_STATS};
+    for (int i = 0; i < 6; i++) {
+        int t = cg_find_uid(g, ins[i]);
+        ck_assert_msg(t >= 0 && !produced[t], "%s: input uid %lld", id, (long long)ins[i]);
+    }
+    bool direct = d->deterministic || d->dbias;
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0, !direct);
+    ck_assert_int_eq(cg_bwd_dq_accum_bytes(d) > 0, !direct);
+    if (d->f.ragged_q) /* the frontend's max_total_seq_len_q: TH1 */
+        ck_assert_int_eq(cg_bwd_dsum_bytes(d), d->max_total_q * d->f.hq * 4);
+    else
+        ck_assert_int_eq(cg_bwd_dsum_bytes(d), d->f.b * d->f.hq * d->f.sq * 4);
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_DBIAS) >= 0, d->dbias);
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_DSINK) >= 0, d->dsink);
+    ck_assert_str_eq(g->ops[0].name, d->f.dropout > 0.0f ? "rng" : "mul_dO_O");
+    ck_assert_str_eq(g->ops[g->nops - 1].name, direct ? "matmul_dS_K" : "identity_dQ");
+    /* the matmuls' A operands of dV and dK are io-typed transposes */
+    const cg_op *pv = find_op(g, "matmul_pT_dO", 0), *dsq = find_op(g, "matmul_dST_Q", 0);
+    ck_assert(pv && dsq);
+    ck_assert(g->t[pv->in[0]].dtype == d->f.io && g->t[dsq->in[0]].dtype == d->f.io);
+    ck_assert_int_eq(g->t[pv->in[0]].strides[2], 1);
+    ck_assert_int_eq(find_op(g, "red_dV_head", 0) != NULL, d->f.hq != d->f.hv);
+    ck_assert_int_eq(find_op(g, "red_dK_head", 0) != NULL, d->f.hq != d->f.hk);
+    char *dump = cg_dump(g, true);
+    ck_assert_ptr_nonnull(dump);
+    ck_assert_ptr_nonnull(strstr(dump, "name=dQ"));
+    free(dump);
+}
+
+START_TEST(bwd_matrix_describes)
+{
+    const tcase *c = &tcase_table[_i];
+    if (!c->training)
+        return;
+    cg_bwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    fattn_status st = describe_bwd(c, &d, g, NULL);
+    /* return_max_logit is the forward's business (Max never reaches the
+     * backward) */
+    if (c->dtype == FATTN_DTYPE_FLOAT32) {
+        ck_assert_msg(st == FATTN_E_UNSUPPORTED, "%s: %s", c->id, fattn_status_name(st));
+    } else {
+        ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+        check_bwd_invariants(c->id, g, &d);
+    }
+    free(g);
+    char id[128];
+    snprintf(id, sizeof id, "cudnn.construct.bwd.%s", c->id);
+    fattn_test_mark(id);
+}
+END_TEST
+
+static void nondet(fattn_bwd_params *p)
+{
+    p->deterministic = false;
+}
+
+static void no_dbias(fattn_bwd_params *p)
+{
+    p->d_bias = fattn_tensor_empty();
+    p->deterministic = false;
+}
+
+#define BWD_HEAD "mul_dO_O reduce_dO_o scale_dropout_inv matmul_Q_KT mul_s_attn_scale"
+#define BWD_DV " exp_s reshape_p matmul_pT_dO"
+#define BWD_DS " matmul_dO_VT sub_dP_softmax_sum mul_dP_exp_s"
+#define BWD_TAIL " mul_dS_attn_scale reshape_dS matmul_dST_Q reshape_k matmul_dS_K"
+#define BWD_PLAIN BWD_HEAD " sub_s_m" BWD_DV BWD_DS BWD_TAIL
+/* reference/cudnn-sdpa-backend.md §4.4, B1-B18 */
+#define B1_B18 BWD_PLAIN " identity_dQ"
+
+typedef struct bwd_seq_row {
+    const char *case_id;
+    void (*tweak)(fattn_bwd_params *);
+    const char *ops;
+} bwd_seq_row;
+
+static const bwd_seq_row bwd_seq_rows[] = {
+    /* B1-B18, PyTorch's graph */
+    {"bwd.nomask.f16", nondet, B1_B18},
+    /* deterministic: B17 writes dQ, no B18 */
+    {"bwd.nomask.f16", NULL, BWD_PLAIN},
+    {"bwd.causal.bf16", nondet,
+     BWD_HEAD " sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL " identity_dQ"},
+    {"bwd.padding.f16", NULL, BWD_HEAD PADDING " sub_s_m" BWD_DV BWD_DS BWD_TAIL},
+    {"bwd.causal_bottom_right.f16", NULL,
+     BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" BWD_DV BWD_DS BWD_TAIL},
+    {"bwd.swa.top_left.f16", NULL,
+     BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_right_bound "
+     "row_greater_than_col binary_select gen_row_index gen_col_index col+window col+ws>row "
+     "binary_select" BWD_DV BWD_DS BWD_TAIL},
+    {"bwd.gqa8.bf16", nondet,
+     BWD_HEAD " sub_s_m" BWD_DV " red_dV_head" BWD_DS
+     " mul_dS_attn_scale reshape_dS matmul_dST_Q red_dK_head reshape_k matmul_dS_K identity_dQ"},
+    /* dBias: REDUCTION ADD of t3 (forces the direct-dQ graph) */
+    {"bwd.bias.1hss.f16", NULL,
+     BWD_HEAD " bias_add sub_s_m" BWD_DV BWD_DS " red_dP_dBias" BWD_TAIL},
+    {"bwd.bias.1hss.f16", no_dbias,
+     BWD_HEAD " bias_add sub_s_m" BWD_DV BWD_DS BWD_TAIL " identity_dQ"},
+    {"bwd.alibi.causal.f16", NULL,
+     BWD_HEAD " gen_row_idx_alibi gen_col_idx_alibi sub_col_row_alibi mul_slope_alibi "
+     "add_alibi sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL},
+    /* dropout: the forward's mask regenerated first */
+    {"bwd.dropout.p01.f16", NULL,
+     "rng " BWD_HEAD " sub_s_m exp_s mul_p_dropout_mask mul_p_dropout_scale reshape_p "
+     "matmul_pT_dO matmul_dO_VT dP_dropout_mask sub_dP_softmax_sum mul_dP_exp_s "
+     "mul_dS_dropout_scale" BWD_TAIL},
+    /* sink: dSink = reduce(exp(sink - Stats) * rowsum(dO*O)) */
+    {"bwd.softmax.off_by_one.f16", NULL,
+     "mul_dO_O reduce_dO_o sub_sink exp_sink mul_exp_sink_last_output reduce_per_token_grad "
+     "scale_dropout_inv matmul_Q_KT mul_s_attn_scale sub_s_m" BWD_DV BWD_DS BWD_TAIL},
+    /* THD with GQA (h 2, hg 1) */
+    {"bwd.layout.thd_thd_thd.bf16", NULL,
+     BWD_HEAD PADDING " sub_s_m" BWD_DV " red_dV_head" BWD_DS
+     " mul_dS_attn_scale reshape_dS matmul_dST_Q red_dK_head reshape_k matmul_dS_K"},
+};
+
+START_TEST(bwd_op_sequence)
+{
+    const bwd_seq_row *r = &bwd_seq_rows[_i];
+    const tcase *c = tcase_find(r->case_id);
+    ck_assert_msg(c != NULL, "no case %s", r->case_id);
+    cg_bwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    ck_assert_msg(describe_bwd(c, &d, g, r->tweak) == FATTN_OK, "%s", fattn_last_error());
+    char sig[4096];
+    signature(g, sig, sizeof sig);
+    ck_assert_msg(!strcmp(sig, r->ops), "%s:\n got  %s\n want %s", r->case_id, sig, r->ops);
+    check_bwd_invariants(r->case_id, g, &d);
+    free(g);
+}
+END_TEST
+
+/* Dims, strides, dtypes and UIDs of the backward (reference §4.4). */
+START_TEST(bwd_details)
+{
+    cg_bwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+
+    /* nomask sbhd b2 h2 sq24 skv40 d16, accumulator graph */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.nomask.f16"), &d, g, nondet), FATTN_OK);
+    const cg_op *b1 = find_op(g, "mul_dO_O", 0);
+    const cg_tensor *t0 = &g->t[b1->out];
+    ck_assert(t0->dtype == CG_F32 && t0->is_virtual);
+    ck_assert_int_eq(t0->strides[0], 2 * 24 * 16); ck_assert_int_eq(t0->strides[1], 24 * 16);
+    ck_assert_int_eq(t0->strides[2], 2 * 16); /* the frontend's hard-coded strides */
+    const cg_tensor *dsum = by_uid(g, CG_UID_DSUM);
+    ck_assert(dsum && !dsum->is_virtual && dsum->dtype == CG_F32 && dsum->role == CG_ROLE_DSUM);
+    ck_assert_int_eq(dsum->dims[2], 24); ck_assert_int_eq(dsum->dims[3], 1);
+    ck_assert_int_eq(dsum->strides[1], 24); ck_assert_int_eq(dsum->strides[2], 1);
+    const cg_op *b3 = find_op(g, "scale_dropout_inv", 0);
+    ck_assert(g->t[b3->in[1]].by_value && g->t[b3->in[1]].value.f == 1.0f);
+    const cg_tensor *acc = by_uid(g, CG_UID_DQ_ACCUM);
+    ck_assert(acc && acc->dtype == CG_F32 && !acc->is_virtual);
+    ck_assert_int_eq(acc->strides[0], 2 * 24 * 16); ck_assert_int_eq(acc->strides[2], 16);
+    ck_assert_int_eq(cg_bwd_dq_accum_bytes(&d), 2 * 2 * 24 * 16 * 4);
+    const cg_tensor *vt = by_uid(g, CG_UID_V);
+    ck_assert_int_eq(vt->dims[2], 16); ck_assert_int_eq(vt->dims[3], 40); /* VT */
+    const cg_tensor *pT = &g->t[find_op(g, "reshape_p", 0)->out];
+    ck_assert(pT->dtype == CG_F16 && pT->dims[2] == 40 && pT->dims[3] == 24);
+    ck_assert_int_eq(pT->strides[2], 1); ck_assert_int_eq(pT->strides[3], 40);
+    const cg_tensor *kv = &g->t[find_op(g, "reshape_k", 0)->out];
+    ck_assert(kv->dtype == CG_F32 && kv->dims[2] == 40 && kv->dims[3] == 16);
+    const cg_op *b17 = find_op(g, "matmul_dS_K", 0);
+    ck_assert(g->t[b17->in[0]].dtype == CG_F32 && b17->out == cg_find_uid(g, CG_UID_DQ_ACCUM));
+    ck_assert(find_op(g, "identity_dQ", 0)->out == cg_find_uid(g, CG_UID_DQ));
+    ck_assert(find_op(g, "sub_s_m", 0)->in[1] == cg_find_uid(g, CG_UID_STATS));
+
+    /* padding: the five matmuls' overrides */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.padding.f16"), &d, g, NULL), FATTN_OK);
+    int sq_i = cg_find_uid(g, CG_UID_SEQ_Q), skv_i = cg_find_uid(g, CG_UID_SEQ_KV);
+    const cg_op *m;
+    m = find_op(g, "matmul_Q_KT", 0);
+    ck_assert(m->m_override == sq_i && m->n_override == skv_i && m->k_override < 0);
+    m = find_op(g, "matmul_pT_dO", 0);
+    ck_assert(m->m_override == skv_i && m->k_override == sq_i && m->n_override < 0);
+    m = find_op(g, "matmul_dO_VT", 0);
+    ck_assert(m->m_override == sq_i && m->n_override == skv_i);
+    m = find_op(g, "matmul_dST_Q", 0);
+    ck_assert(m->m_override == skv_i && m->k_override == sq_i);
+    m = find_op(g, "matmul_dS_K", 0);
+    ck_assert(m->m_override == sq_i && m->k_override == skv_i);
+
+    /* GQA: io full-head [b,hq,skv,d] then ADD reductions into hk heads */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.gqa8.bf16"), &d, g, nondet), FATTN_OK);
+    const cg_op *rk = find_op(g, "red_dK_head", 0);
+    ck_assert(rk->kind == CG_OP_REDUCTION && rk->mode == CG_RED_ADD);
+    ck_assert(g->t[rk->in[0]].dtype == CG_BF16 && g->t[rk->in[0]].dims[1] == 16);
+    ck_assert(rk->out == cg_find_uid(g, CG_UID_DK) && by_uid(g, CG_UID_DK)->dims[1] == 2);
+
+    /* dBias: reduction into the bias' shape and dtype */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.bias.1hss.f16"), &d, g, nondet), FATTN_OK);
+    ck_assert(d.dbias);
+    const cg_op *rb = find_op(g, "red_dP_dBias", 0);
+    const cg_tensor *db = by_uid(g, CG_UID_DBIAS);
+    ck_assert(rb && rb->out == cg_find_uid(g, CG_UID_DBIAS) && db->dtype == CG_F16);
+    ck_assert(db->dims[0] == 1 && db->dims[1] == 2 && db->dims[2] == 24 && db->dims[3] == 40);
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM), -1); /* forced direct dQ */
+
+    /* dropout: keep probability, 1/(1-p) and (1-p) scalars, seed/offset */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.dropout.p01.f16"), &d, g, NULL), FATTN_OK);
+    const cg_op *rng = find_op(g, "rng", 0);
+    ck_assert(rng->bernoulli_p == 1.0 - (double)0.1f && g->t[rng->in[0]].uid == CG_UID_SEED);
+    ck_assert(g->t[find_op(g, "scale_dropout_inv", 0)->in[1]].value.f == 1.0f - 0.1f);
+    ck_assert(g->t[find_op(g, "mul_p_dropout_scale", 0)->in[1]].value.f == 1.0f / (1.0f - 0.1f));
+
+    /* sink: dSink [1,h,1,1] FLOAT */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.softmax.learnable.f16"), &d, g, NULL),
+                     FATTN_OK);
+    const cg_tensor *dsink = by_uid(g, CG_UID_DSINK);
+    ck_assert(dsink && dsink->dtype == CG_F32 && dsink->dims[1] == 4 && dsink->dims[2] == 1);
+    ck_assert(find_op(g, "reduce_per_token_grad", 0)->out == cg_find_uid(g, CG_UID_DSINK));
+
+    /* THD: ragged offsets on every token tensor incl. dO, dQ, dK, dV */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.layout.thd_thd_thd.bf16"), &d, g, NULL),
+                     FATTN_OK);
+    int64_t rag[][2] = {{CG_UID_Q, CG_UID_RAG_Q},   {CG_UID_K, CG_UID_RAG_K},
+                        {CG_UID_V, CG_UID_RAG_V},   {CG_UID_O, CG_UID_RAG_O},
+                        {CG_UID_DO, CG_UID_RAG_DO}, {CG_UID_STATS, CG_UID_RAG_STATS},
+                        {CG_UID_DQ, CG_UID_RAG_DQ}, {CG_UID_DK, CG_UID_RAG_DK},
+                        {CG_UID_DV, CG_UID_RAG_DV}};
+    for (int i = 0; i < 9; i++) {
+        const cg_tensor *t = by_uid(g, rag[i][0]);
+        ck_assert(t->ragged >= 0 && g->t[t->ragged].uid == rag[i][1]);
+    }
+    /* ragged Dsum with Stats' strides and offsets (max_total_seq_len_q) */
+    const cg_tensor *rsum = by_uid(g, CG_UID_DSUM);
+    ck_assert(rsum->ragged >= 0 && g->t[rsum->ragged].uid == CG_UID_RAG_STATS);
+    ck_assert_int_eq(rsum->strides[2], 2); ck_assert_int_eq(rsum->strides[1], 1);
+    ck_assert(d.max_total_q > 0 && d.max_total_q <= 24 * 3); /* THD Q tokens */
+    ck_assert_int_eq(describe_bwd(tcase_find("bwd.layout.thd_thd_thd.bf16"), &d, g, nondet),
+                     FATTN_OK);
+    const cg_tensor *racc = by_uid(g, CG_UID_DQ_ACCUM);
+    ck_assert(racc->ragged >= 0 && g->t[racc->ragged].uid == CG_UID_RAG_DQ);
+    ck_assert_int_eq(racc->strides[2], by_uid(g, CG_UID_DQ)->strides[2]);
+    ck_assert_int_eq(cg_bwd_dq_accum_bytes(&d), d.max_total_q * racc->strides[2] * 4);
+    free(g);
+}
+END_TEST
+
 #if FATTN_HAVE_CUDNN
 /* Lowering to backend descriptors without a GPU: every tensor and op
  * descriptor and the operation graph finalize. */
@@ -366,6 +667,34 @@ START_TEST(lowering_finalizes)
 END_TEST
 #endif
 
+#if FATTN_HAVE_CUDNN
+/* The backward graphs, both dQ variants, finalize up to the operation graph. */
+START_TEST(bwd_lowering_finalizes)
+{
+    const tcase *c = &tcase_table[_i];
+    if (!c->training || c->dtype == FATTN_DTYPE_FLOAT32)
+        return;
+    const cudnn_api *api = cudnn_api_load(false);
+    ck_assert_msg(api != NULL, "%s", fattn_last_error());
+    cg_bwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    for (int det = 0; det < 2; det++) {
+        ck_assert_int_eq(describe_bwd(c, &d, g, det ? NULL : nondet), FATTN_OK);
+        cudnn_plan *p = NULL;
+        fattn_status st = cudnn_plan_build(api, NULL, g, &p);
+        ck_assert_msg(st == FATTN_OK, "%s (%s): %s", c->id, det ? "deterministic" : "accum",
+                      fattn_last_error());
+        ck_assert_ptr_nonnull(p->op_graph);
+        cudnn_plan_free(p);
+    }
+    free(g);
+    char id[128];
+    snprintf(id, sizeof id, "cudnn.lower.bwd.%s", c->id);
+    fattn_test_mark(id);
+}
+END_TEST
+#endif
+
 START_TEST(cudnn_required_but_missing)
 {
     ck_abort_msg("FATTN_REQUIRE_CUDNN=1 but libcudnn.so.9 cannot be loaded: %s",
@@ -377,6 +706,9 @@ static void list_ids(void)
 {
     for (int i = 0; i < tcase_count; i++)
         printf("cudnn.construct.%s\n", tcase_table[i].id);
+    for (int i = 0; i < tcase_count; i++)
+        if (tcase_table[i].training)
+            printf("cudnn.construct.bwd.%s\n", tcase_table[i].id);
 }
 
 static Suite *make_suite(void)
@@ -388,6 +720,10 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, op_sequence, 0, (int)(sizeof seq_rows / sizeof seq_rows[0]));
     tcase_add_test(tc, details);
     tcase_add_test(tc, refusals);
+    tcase_add_loop_test(tc, bwd_matrix_describes, 0, tcase_count);
+    tcase_add_loop_test(tc, bwd_op_sequence, 0,
+                        (int)(sizeof bwd_seq_rows / sizeof bwd_seq_rows[0]));
+    tcase_add_test(tc, bwd_details);
     suite_add_tcase(s, tc);
 
     /* The lowering TCase exists only when it gets tests: an unused TCase is
@@ -403,6 +739,7 @@ static Suite *make_suite(void)
     if (loadable) {
 #if FATTN_HAVE_CUDNN
         tcase_add_loop_test(tl, lowering_finalizes, 0, tcase_count);
+        tcase_add_loop_test(tl, bwd_lowering_finalizes, 0, tcase_count);
 #endif
         suite_add_tcase(s, tl);
     } else if (required) {

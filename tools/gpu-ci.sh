@@ -1,11 +1,13 @@
 #!/bin/sh
-# tools/gpu-ci.sh — what a GPU CI runner calls (DESIGN.md §7).
+# tools/gpu-ci.sh — what a GPU CI runner calls (docs/cudnn-engine.md).
 #
 # Builds fattn with the cuDNN engine against the cuDNN PyTorch uses (or
 # $CUDNN_DIR), runs the GPU test suites (cudnn-construct with
 # FATTN_REQUIRE_CUDNN=1, cudnn-gpu), and writes docs/gpu-runs/<date>.json:
 # device, SM count, cuDNN runtime version, per-case pass/fail/skip with the
-# engine tag of each plan. With $OUT set (the device run tool), the JSON and
+# engine tag of each plan, the backward determinism measurement
+# (test_cudnn_gpu --determinism) and the CLI (fattn run / replay / verify
+# --backend cudnn), each stage under a time limit. With $OUT set (the device run tool), the JSON and
 # all logs go under $OUT instead, to be copied into docs/gpu-runs/.
 #
 # Dependencies: if .deps/ holds Debian packages (tools/fetch-gpu-deps.sh), they
@@ -47,7 +49,9 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" >"$LOGS/setup.log" 2>&1 ||
         { tail -40 "$LOGS/setup.log"; exit 2; }
 fi
-meson compile -C "$BUILD" >"$LOGS/compile.log" 2>&1 || { tail -60 "$LOGS/compile.log"; exit 2; }
+# Only what the GPU stages run (other suites' targets are not needed here).
+meson compile -C "$BUILD" tests/test_cudnn_construct tests/test_cudnn_gpu harness/fattn \
+    >"$LOGS/compile.log" 2>&1 || { tail -60 "$LOGS/compile.log"; exit 2; }
 grep -i "warning" "$LOGS/compile.log" || true
 
 RES=$LOGS/results.jsonl
@@ -55,18 +59,51 @@ INFO=$LOGS/info.json
 rm -f "$RES" "$INFO"
 rc=0
 FATTN_GPU_RESULTS=$RES FATTN_GPU_INFO=$INFO FATTN_REQUIRE_CUDNN=1 \
-    meson test -C "$BUILD" --suite cudnn-construct --suite cudnn-gpu --print-errorlogs \
+    timeout "${GPU_CI_TEST_TIMEOUT:-330}" meson test -C "$BUILD" --no-rebuild \
+    --suite cudnn-construct --suite cudnn-gpu --print-errorlogs --timeout-multiplier 2 \
     >"$LOGS/test-gpu.log" 2>&1 || rc=$?
 tail -15 "$LOGS/test-gpu.log"
 cp "$BUILD/meson-logs/testlog.txt" "$LOGS/testlog-gpu.txt" 2>/dev/null || true
-# The CLI end to end on the cuDNN engine (forward states; logged, not fatal).
-if "$BUILD/harness/fattn" run --backend cudnn --until forward -o "$LOGS/run-cudnn-forward.h5" \
-        >"$LOGS/cli-run.log" 2>&1; then
-    echo "gpu-ci: fattn run --backend cudnn --until forward: ok"
-else
-    echo "gpu-ci: fattn run --backend cudnn --until forward: exit $? (see cli-run.log)"
+echo "gpu-ci: tests done at $(( $(date +%s) - T0 )) s"
+# stage NAME LOG CMD...: run CMD with its output in LOG; report, never abort.
+stage() {
+    name=$1 log=$2
+    shift 2
+    if "$@" >"$log" 2>&1; then
+        echo "gpu-ci: $name: exit 0 at $(( $(date +%s) - T0 )) s"
+    else
+        echo "gpu-ci: $name: exit $? at $(( $(date +%s) - T0 )) s (see $(basename "$log"))"
+    fi
+}
+# Backward determinism per feature row at b4 h16 s2048 d128 bf16 (docs/determinism.md).
+DET=$LOGS/determinism.jsonl
+rm -f "$DET"
+if [ "${GPU_CI_DETERMINISM:-1}" = 1 ]; then
+    stage determinism "$LOGS/determinism.log" timeout "${GPU_CI_DET_TIMEOUT:-150}" \
+        "$BUILD/tests/test_cudnn_gpu" --determinism "$DET" "${GPU_CI_DET_REPEATS:-5}"
+    cat "$LOGS/determinism.log"
 fi
-tail -5 "$LOGS/cli-run.log"
+# The CLI end to end on the cuDNN engine: run (forward and backward), replay,
+# verify (against this platform's CPU goldens within tolerance); logged, not fatal.
+if [ "${GPU_CI_CLI:-1}" = 1 ]; then
+    F=$BUILD/harness/fattn
+    stage "fattn run --backend cudnn" "$LOGS/cli-run.log" \
+        timeout "${GPU_CI_CLI_TIMEOUT:-150}" "$F" run --backend cudnn -o "$LOGS/run.h5"
+    tail -5 "$LOGS/cli-run.log"
+    if [ -f "$LOGS/run.h5" ]; then
+        stage "fattn replay --backend cudnn" "$LOGS/cli-replay.log" \
+            timeout 100 "$F" replay "$LOGS/run.h5" --from save_ctx --impl legacy \
+            --backend cudnn -o "$LOGS/replay.h5"
+        tail -5 "$LOGS/cli-replay.log"
+        rm -f "$LOGS/replay.h5"
+        # run.h5 can be large: keep it only when small
+        if [ "$(stat -c %s "$LOGS/run.h5")" -gt 60000000 ]; then rm -f "$LOGS/run.h5"; fi
+    fi
+    stage "fattn verify --backend cudnn" "$LOGS/cli-verify.log" \
+        timeout "${GPU_CI_VERIFY_TIMEOUT:-150}" "$F" verify --backend cudnn \
+        --json "$LOGS/verify.json"
+    tail -8 "$LOGS/cli-verify.log"
+fi
 if [ "${GPU_CI_FULL:-0}" = 1 ]; then
     meson test -C "$BUILD" >"$LOGS/test-full.log" 2>&1 || echo "gpu-ci: full suite failed (see test-full.log)"
     tail -12 "$LOGS/test-full.log"
@@ -74,9 +111,11 @@ fi
 
 DATE=$(date -u +%Y-%m-%d)
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-python3 - "$RES" "$INFO" "$DEST/$DATE.json" "$REV" "$(( $(date +%s) - T0 ))" "$rc" <<'PY'
+OUTJSON=$DEST/$DATE.json
+[ -n "${GPU_CI_SUFFIX:-}" ] && OUTJSON=$DEST/$DATE-$GPU_CI_SUFFIX.json
+python3 - "$RES" "$INFO" "$OUTJSON" "$REV" "$(( $(date +%s) - T0 ))" "$rc" "$DET" <<'PY'
 import json, sys
-res, info, out, rev, secs, rc = sys.argv[1:7]
+res, info, out, rev, secs, rc, det = sys.argv[1:8]
 cases = []
 try:
     with open(res) as f:
@@ -89,14 +128,29 @@ try:
 except FileNotFoundError:
     dev = {}
 summary = {k: sum(1 for c in cases if c["status"] == k) for k in ("pass", "fail", "skip")}
+determinism = []
+try:
+    with open(det) as f:
+        determinism = [json.loads(l) for l in f if l.strip()]
+except FileNotFoundError:
+    pass
+fwd = [c for c in cases if not c["id"].endswith(".backward")]
+bwd = [c for c in cases if c["id"].endswith(".backward")]
+summary_fwd = {k: sum(1 for c in fwd if c["status"] == k) for k in ("pass", "fail", "skip")}
+summary_bwd = {k: sum(1 for c in bwd if c["status"] == k) for k in ("pass", "fail", "skip")}
 doc = {"schema": "fattn-gpu-run/1", "git_rev": rev, "suites": ["cudnn-construct", "cudnn-gpu"],
        "meson_test_exit": int(rc), "seconds": int(secs), **dev, "summary": summary,
        "engines": sorted({c["engine"] for c in cases if c.get("engine") and c["status"] != "skip"}),
-       "cases": cases}
+       "summary_forward": summary_fwd, "summary_backward": summary_bwd,
+       "determinism": determinism, "cases": cases}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1, sort_keys=True)
     f.write("\n")
-print("gpu-ci:", out, summary)
+print("gpu-ci:", out, summary, "forward", summary_fwd, "backward", summary_bwd)
 PY
+# The device run tool brings back only a few files: pack the logs into one.
+if [ -n "${OUT:-}" ]; then
+    tar czf "$OUT/gpu-ci-logs.tar.gz" --exclude='*.h5' -C "$DEST" gpu-ci-logs && rm -rf "$LOGS"
+fi
 echo "gpu-ci: done in $(( $(date +%s) - T0 )) s, meson test exit $rc"
 exit $rc

@@ -25,11 +25,14 @@ typedef struct cudnn_engine {
     size_t ws_size;
     char last_tag[96];
     char last_route[16];
+    int64_t last_workspace; /* bytes of the last backward: engine + Dsum + dQ_accum */
 } cudnn_engine;
+
+#define FATTN_CUDNN_MAX_HEADS 4096
 
 /* ---- device memory --------------------------------------------------------- */
 
-#define MAX_ALLOCS 24
+#define MAX_ALLOCS 40
 
 typedef struct dev_arena {
     const cudnn_api *api;
@@ -399,11 +402,323 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
     return st;
 }
 
-static fattn_status cudnn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
+/* ---- backward -------------------------------------------------------------- */
+
+typedef struct bwd_run {
+    cudnn_engine *e;
+    const fattn_bwd_params *p;
+    cpu_geom *geom;
+    fattn_tensor stats;
+    cg_graph *g;
+    cg_bwd_desc d;
+} bwd_run;
+
+/* Device copy of a host tensor's view; NULL-safe for empty tensors. */
+static fattn_status upload_view(dev_arena *a, const fattn_tensor *t, void **out)
 {
-    (void)e;
-    (void)p;
-    return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: not implemented yet");
+    return dev_upload(a, t->data, view_bytes(t), out);
+}
+
+/* Copy rows [0, len) of every head of a gradient back (defined regions). */
+static void copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
+                      const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
+                      int64_t width)
+{
+    size_t esz = fattn_dtype_size(dst->dtype);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < len[bi]; i++)
+            for (int64_t n = 0; n < heads; n++) {
+                int64_t o = cpu_row_offset(dst, fmt, off, bi, i, n);
+                memcpy((char *)dst->data + (size_t)o * esz, dev_copy + (size_t)o * esz,
+                       (size_t)width * esz);
+            }
+}
+
+static fattn_status download(const cudnn_api *api, void *host, const void *dev, size_t bytes)
+{
+    cudaError_t ce = api->cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+    return ce == cudaSuccess ? FATTN_OK : cuda_fail(api, ce, "cudaMemcpy D2H");
+}
+
+static fattn_status run_backward(bwd_run *r, dev_arena *a)
+{
+    const fattn_bwd_params *p = r->p;
+    const cpu_geom *geom = r->geom;
+    const cg_graph *g = r->g;
+    const cg_fwd_desc *fd = &r->d.f;
+    const cudnn_api *api = r->e->api;
+    cudnn_plan *plan = NULL;
+    fattn_status st = get_plan(r->e, g, &plan);
+    if (st != FATTN_OK)
+        return st;
+    snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+
+    int64_t b = geom->b, h = geom->h;
+    void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dO = NULL, *stats = NULL, *bias = NULL;
+    void *sink = NULL, *alibi = NULL, *seq_q = NULL, *seq_kv = NULL, *rng = NULL;
+    void *dq = NULL, *dk = NULL, *dv = NULL, *dbias = NULL, *dsink = NULL, *dsum = NULL;
+    void *dq_acc = NULL;
+    void *rag[9] = {NULL};
+    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    if ((st = upload_view(a, &p->q, &q)) || (st = upload_view(a, &p->k, &k)) ||
+        (st = upload_view(a, &p->v, &v)) || (st = upload_view(a, &p->o, &o)) ||
+        (st = upload_view(a, &p->d_o, &dO)) ||
+        (st = dev_alloc(a, view_bytes(&p->dq), &dq)) ||
+        (st = dev_alloc(a, view_bytes(&p->dk), &dk)) ||
+        (st = dev_alloc(a, view_bytes(&p->dv), &dv)) ||
+        (st = dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &dsum)))
+        return st;
+    if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
+        (st = dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &dq_acc)))
+        return st;
+    /* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
+     * rows zero (the kernels do not read them). */
+    {
+        float *hs = calloc((size_t)stats_n, sizeof(float));
+        if (!hs)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Stats staging");
+        const float *src = r->stats.data;
+        for (int64_t bi = 0; bi < b; bi++)
+            for (int64_t i = 0; i < geom->len_q[bi]; i++)
+                for (int64_t n = 0; n < h; n++) {
+                    int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
+                                                 : (bi * h + n) * geom->sq + i;
+                    hs[si] = src[cpu_stats_offset(geom, &r->stats, bi, n, i)];
+                }
+        st = dev_upload(a, hs, (size_t)stats_n * sizeof(float), &stats);
+        free(hs);
+        if (st != FATTN_OK)
+            return st;
+    }
+    if (fd->bias && (st = upload_view(a, &geom->bias, &bias)))
+        return st;
+    if (r->d.dbias && (st = dev_alloc(a, view_bytes(&p->d_bias), &dbias)))
+        return st;
+    if (fd->sink && ((st = dev_upload(a, geom->sink, (size_t)h * sizeof(float), &sink)) ||
+                     (st = dev_alloc(a, (size_t)h * sizeof(float), &dsink))))
+        return st;
+    if (fd->alibi && (st = dev_upload(a, geom->alibi_slopes, (size_t)h * sizeof(float), &alibi)))
+        return st;
+    if (fd->padding &&
+        ((st = dev_upload(a, geom->len_q, (size_t)b * sizeof(int32_t), &seq_q)) ||
+         (st = dev_upload(a, geom->len_kv, (size_t)b * sizeof(int32_t), &seq_kv))))
+        return st;
+    if (fd->dropout > 0.0f) {
+        int64_t rs[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
+        if ((st = dev_upload(a, rs, sizeof rs, &rng)))
+            return st;
+    }
+    if (fd->ragged_q || fd->ragged_kv) {
+        size_t esz = fd->ragged_dtype == CG_I64 ? 8 : 4;
+        void *host = malloc((size_t)(b + 1) * 8);
+        if (!host)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
+        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        struct {
+            bool on;
+            const fattn_tensor *cu, *pad;
+            int64_t mult;
+        } rs[9] = {
+            {fd->ragged_q, cq, cqp, p->q.strides[0]},   {fd->ragged_kv, ck, ckp, p->k.strides[0]},
+            {fd->ragged_kv, ck, ckp, p->v.strides[0]},  {fd->ragged_q, cq, cqp, p->o.strides[0]},
+            {fd->ragged_q, cq, cqp, h},                 {fd->ragged_q, cq, cqp, p->d_o.strides[0]},
+            {fd->ragged_q, cq, cqp, p->dq.strides[0]},  {fd->ragged_kv, ck, ckp, p->dk.strides[0]},
+            {fd->ragged_kv, ck, ckp, p->dv.strides[0]},
+        };
+        for (int i = 0; i < 9 && st == FATTN_OK; i++) {
+            if (!rs[i].on)
+                continue;
+            ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, fd->ragged_dtype, host);
+            st = dev_upload(a, host, (size_t)(b + 1) * esz, &rag[i]);
+        }
+        free(host);
+        if (st != FATTN_OK)
+            return st;
+    }
+
+    void *ptrs[CG_MAX_TENSORS];
+    for (int i = 0; i < g->nt; i++) {
+        const cg_tensor *t = &g->t[i];
+        ptrs[i] = NULL;
+        if (t->is_virtual)
+            continue;
+        if (t->by_value) {
+            ptrs[i] = (void *)&t->value;
+            continue;
+        }
+        switch (t->role) {
+        case CG_ROLE_Q: ptrs[i] = q; break;
+        case CG_ROLE_K: ptrs[i] = k; break;
+        case CG_ROLE_V: ptrs[i] = v; break;
+        case CG_ROLE_O: ptrs[i] = o; break;
+        case CG_ROLE_DO: ptrs[i] = dO; break;
+        case CG_ROLE_STATS: ptrs[i] = stats; break;
+        case CG_ROLE_BIAS: ptrs[i] = bias; break;
+        case CG_ROLE_SINK: ptrs[i] = sink; break;
+        case CG_ROLE_ALIBI: ptrs[i] = alibi; break;
+        case CG_ROLE_SEQ_Q: ptrs[i] = seq_q; break;
+        case CG_ROLE_SEQ_KV: ptrs[i] = seq_kv; break;
+        case CG_ROLE_SEED: ptrs[i] = rng; break;
+        case CG_ROLE_OFFSET: ptrs[i] = rng ? (char *)rng + 8 : NULL; break;
+        case CG_ROLE_DQ: ptrs[i] = dq; break;
+        case CG_ROLE_DK: ptrs[i] = dk; break;
+        case CG_ROLE_DV: ptrs[i] = dv; break;
+        case CG_ROLE_DBIAS: ptrs[i] = dbias; break;
+        case CG_ROLE_DSINK: ptrs[i] = dsink; break;
+        case CG_ROLE_DSUM: ptrs[i] = dsum; break;
+        case CG_ROLE_DQ_ACCUM: ptrs[i] = dq_acc; break;
+        case CG_ROLE_RAG_Q: ptrs[i] = rag[0]; break;
+        case CG_ROLE_RAG_K: ptrs[i] = rag[1]; break;
+        case CG_ROLE_RAG_V: ptrs[i] = rag[2]; break;
+        case CG_ROLE_RAG_O: ptrs[i] = rag[3]; break;
+        case CG_ROLE_RAG_STATS: ptrs[i] = rag[4]; break;
+        case CG_ROLE_RAG_DO: ptrs[i] = rag[5]; break;
+        case CG_ROLE_RAG_DQ: ptrs[i] = rag[6]; break;
+        case CG_ROLE_RAG_DK: ptrs[i] = rag[7]; break;
+        case CG_ROLE_RAG_DV: ptrs[i] = rag[8]; break;
+        default: break;
+        }
+    }
+    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
+    if (ws > r->e->ws_size) {
+        if (r->e->ws)
+            api->cudaFree(r->e->ws);
+        r->e->ws = NULL;
+        r->e->ws_size = 0;
+        cudaError_t ce = api->cudaMalloc(&r->e->ws, ws);
+        if (ce != cudaSuccess)
+            return cuda_fail(api, ce, "cudaMalloc workspace");
+        r->e->ws_size = ws;
+    }
+    r->e->last_workspace = (int64_t)ws + cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
+    if ((st = cudnn_plan_execute(plan, r->e->handle, g, ptrs, r->e->ws)))
+        return st;
+    cudaError_t ce = api->cudaDeviceSynchronize();
+    if (ce != cudaSuccess)
+        return cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
+
+    /* copy back the defined regions only */
+    fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
+                             (fattn_tensor *)&p->dv};
+    void *devs[3] = {dq, dk, dv};
+    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
+        size_t bytes = view_bytes(outs[t]);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = download(api, hbuf, devs[t], bytes);
+        if (st == FATTN_OK) {
+            if (t == 0)
+                copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h, geom->d);
+            else
+                copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b, geom->hg,
+                          t == 1 ? geom->d : geom->dv);
+        }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && r->d.dbias) {
+        const fattn_tensor *db = &p->d_bias;
+        size_t bytes = view_bytes(db), esz = fattn_dtype_size(db->dtype);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = download(api, hbuf, dbias, bytes);
+        if (st == FATTN_OK)
+            for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
+                for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
+                    for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
+                        int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
+                                      i2 * db->strides[2];
+                        memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
+                               (size_t)db->shape[3] * esz);
+                    }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
+        float hsink[FATTN_CUDNN_MAX_HEADS];
+        const fattn_tensor *dso = &p->d_softmax_offset;
+        if (h > FATTN_CUDNN_MAX_HEADS)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
+                               FATTN_CUDNN_MAX_HEADS);
+        st = download(api, hsink, dsink, (size_t)h * sizeof(float));
+        if (st == FATTN_OK)
+            for (int64_t n = 0; n < h; n++)
+                ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
+    }
+    return st;
+}
+
+static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p)
+{
+    cudnn_engine *e = (cudnn_engine *)base;
+    bwd_run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.p = p;
+    fattn_status st = cg_bwd_desc_from_params(p, &r.d);
+    if (st != FATTN_OK)
+        return st;
+    /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
+     * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
+     * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather
+     * than return it. */
+    if (r.d.dsink && r.d.f.ragged_q && e->api->GetVersion() <= 91900)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dSoftmaxOffset with a THD "
+                           "(ragged) Q is wrong on cuDNN <= 9.19 (measured); not supported");
+    const fattn_aux_pack *aux = p->aux;
+    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    int k = 2;
+    fattn_tensor bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
+    fattn_tensor offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
+    cpu_geom_args a = {
+        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .bias = &bias, .softmax_offset = &offset,
+        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
+        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .rng_state = &aux->t[1],
+        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
+        .attn_scale = p->attn_scale, .dropout = p->dropout,
+        .apply_dropout = p->dropout > 0.0f,
+        .layout = p->qkv_layout, .o_format = p->o_format,
+        .bias_type = p->bias_type, .mask_type = p->mask_type,
+        .softmax_type = p->softmax_type,
+        .win_left = p->window_size_left, .win_right = p->window_size_right,
+        .bottom_right = p->bottom_right_diagonal,
+        .who = "cuDNN backward",
+    };
+    cpu_geom geom;
+    if ((st = cpu_geom_init(&geom, &a)) != FATTN_OK)
+        return st;
+    r.geom = &geom;
+    int sndim;
+    int64_t sshape[4];
+    cpu_stats_shape(&geom, &sndim, sshape);
+    r.stats = aux->t[0];
+    if (fattn_tensor_is_empty(&r.stats) || r.stats.dtype != FATTN_DTYPE_FLOAT32 ||
+        !shape_is(&r.stats, sndim, sshape)) {
+        cpu_geom_free(&geom);
+        return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
+                           "forward's shape");
+    }
+    r.g = malloc(sizeof *r.g);
+    if (!r.g) {
+        cpu_geom_free(&geom);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
+    }
+    st = cg_build_bwd(r.g, &r.d);
+    if (st == FATTN_OK) {
+        snprintf(e->last_route, sizeof e->last_route, "%s",
+                 r.d.deterministic || r.d.dbias ? "bwd-direct-dq" : "bwd-dq-accum");
+        dev_arena arena = {.api = e->api, .n = 0};
+        st = run_backward(&r, &arena);
+        dev_free_all(&arena);
+    }
+    free(r.g);
+    cpu_geom_free(&geom);
+    return st;
 }
 
 static void cudnn_engine_free(fattn_engine *base)
@@ -530,4 +845,10 @@ int fattn_cudnn_plan_count(const fattn_engine *e)
 {
     const cudnn_engine *c = as_cudnn(e);
     return c ? c->nplans : 0;
+}
+
+int64_t fattn_cudnn_last_workspace(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c ? c->last_workspace : 0;
 }

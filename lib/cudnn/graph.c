@@ -35,7 +35,8 @@ const char *cg_red_mode_name(cg_red_mode m)
 
 const char *cg_op_kind_name(cg_op_kind k)
 {
-    static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD"};
+    static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
+                                    "RESHAPE"};
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -43,7 +44,9 @@ const char *cg_role_name(cg_role r)
 {
     static const char *const n[] = {"-",     "q",     "k",      "v",       "o",     "stats",
                                     "bias",  "sink",  "alibi",  "seq_q",   "seq_kv", "rag_q",
-                                    "rag_k", "rag_v", "rag_o",  "rag_stats", "seed", "offset"};
+                                    "rag_k", "rag_v", "rag_o",  "rag_stats", "seed", "offset",
+                                    "do",    "dq",    "dk",     "dv",      "dbias", "dsink",
+                                    "dsum",  "dq_accum", "rag_do", "rag_dq", "rag_dk", "rag_dv"};
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 
@@ -408,6 +411,94 @@ static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
     return bd->st;
 }
 
+/* Bias, ALiBi and padding modifiers on the scaled scores s (the frontend's
+ * order; forward and backward alike). */
+static int score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+{
+    const int64_t hq = d->hq;
+    if (d->bias) {
+        int bias = add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
+                              CG_ROLE_BIAS, CG_UID_BIAS);
+        s = pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
+    }
+    if (d->alibi) {
+        int row = pw(bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = pw(bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int sub = pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
+        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
+        int slopes = add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
+                                CG_UID_ALIBI);
+        int m = pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
+        s = pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
+    }
+    if (d->padding) {
+        int row = pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int rm = pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1, CG_BOOL);
+        int cm = pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
+                    CG_BOOL);
+        int both = pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
+                      CG_BOOL);
+        int ninf = scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
+        s = pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
+    }
+    return s;
+}
+
+/* The diagonal band (causal / sliding window) on s: the forward applies it
+ * to the modified scores, the backward after subtracting Stats. */
+static int band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+{
+    const int64_t sq = d->sq, skv = d->skv;
+    if (d->has_left || d->has_right) {
+        int ret = s;
+        if (d->has_right) {
+            int row = pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
+            int col = pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
+            if (d->bottom_right) {
+                int a = seq_kv >= 0 ? seq_kv : scalar_i(bd, "s_kv", (int32_t)skv);
+                row = pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
+                int c = seq_q >= 0 ? seq_q : scalar_i(bd, "s_q", (int32_t)sq);
+                row = pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1, CG_I32);
+            }
+            if (d->right_bound != 0) {
+                int r = scalar_i(bd, "right_bound", (int32_t)d->right_bound);
+                row = pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
+                         CG_I32);
+            }
+            int mask = pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
+                          CG_BOOL);
+            int ninf = scalar_f(bd, "neg_inf_right", -INFINITY, -1);
+            ret = pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask, CG_F32);
+        }
+        if (d->has_left) {
+            bool int_path = d->bottom_right && (seq_q >= 0 || seq_kv >= 0);
+            cg_dtype idx = int_path ? CG_I32 : CG_F32;
+            int row = pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
+            int col = pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
+            if (!d->bottom_right) {
+                int w = scalar_f(bd, "window", (float)d->left_bound, -1);
+                col = pw(bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+            } else if (!int_path) {
+                int w = scalar_f(bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
+                col = pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+            } else {
+                int w = scalar_i(bd, "window", (int32_t)d->left_bound);
+                col = pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
+                col = pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
+                col = pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1, CG_I32);
+            }
+            int cmp = pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
+                         CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
+            int ninf = scalar_f(bd, "neg_inf_left", -INFINITY, -1);
+            ret = pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
+                     CG_F32);
+        }
+        s = ret;
+    }
+    return s;
+}
+
 fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
 {
     memset(g, 0, sizeof *g);
@@ -467,78 +558,8 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     s = pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
 
     /* score modifiers: bias, ALiBi, padding, diagonal band */
-    if (d->bias) {
-        int bias = add_tensor(&bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
-                              CG_ROLE_BIAS, CG_UID_BIAS);
-        s = pw(&bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
-    }
-    if (d->alibi) {
-        int row = pw(&bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = pw(&bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int sub = pw(&bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
-        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int slopes = add_tensor(&bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
-                                CG_UID_ALIBI);
-        int m = pw(&bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
-        s = pw(&bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
-    }
-    if (d->padding) {
-        int row = pw(&bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = pw(&bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int rm = pw(&bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1, CG_BOOL);
-        int cm = pw(&bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
-                    CG_BOOL);
-        int both = pw(&bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
-                      CG_BOOL);
-        int ninf = scalar_f(&bd, "neg_inf_padding", -INFINITY, -1);
-        s = pw(&bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
-    }
-    if (d->has_left || d->has_right) {
-        int ret = s;
-        if (d->has_right) {
-            int row = pw(&bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
-            int col = pw(&bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
-            if (d->bottom_right) {
-                int a = seq_kv >= 0 ? seq_kv : scalar_i(&bd, "s_kv", (int32_t)skv);
-                row = pw(&bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
-                int c = seq_q >= 0 ? seq_q : scalar_i(&bd, "s_q", (int32_t)sq);
-                row = pw(&bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1, CG_I32);
-            }
-            if (d->right_bound != 0) {
-                int r = scalar_i(&bd, "right_bound", (int32_t)d->right_bound);
-                row = pw(&bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
-                         CG_I32);
-            }
-            int mask = pw(&bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
-                          CG_BOOL);
-            int ninf = scalar_f(&bd, "neg_inf_right", -INFINITY, -1);
-            ret = pw(&bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask, CG_F32);
-        }
-        if (d->has_left) {
-            bool int_path = d->bottom_right && (seq_q >= 0 || seq_kv >= 0);
-            cg_dtype idx = int_path ? CG_I32 : CG_F32;
-            int row = pw(&bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
-            int col = pw(&bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
-            if (!d->bottom_right) {
-                int w = scalar_f(&bd, "window", (float)d->left_bound, -1);
-                col = pw(&bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
-            } else if (!int_path) {
-                int w = scalar_f(&bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
-                col = pw(&bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
-            } else {
-                int w = scalar_i(&bd, "window", (int32_t)d->left_bound);
-                col = pw(&bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
-                col = pw(&bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
-                col = pw(&bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1, CG_I32);
-            }
-            int cmp = pw(&bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
-                         CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
-            int ninf = scalar_f(&bd, "neg_inf_left", -INFINITY, -1);
-            ret = pw(&bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
-                     CG_F32);
-        }
-        s = ret;
-    }
+    s = score_modifiers(&bd, d, s, seq_q, seq_kv);
+    s = band_mask(&bd, d, s, seq_q, seq_kv);
 
     /* softmax (F3-F9), with the sink variant */
     int sink = -1, m;
@@ -617,6 +638,343 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     return bd.st;
 }
 
+/* ---- backward ------------------------------------------------------------ */
+
+fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    const fattn_aux_pack *aux = p->aux;
+    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
+    if (!aux || aux->n != want)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN backward: aux pack has %d entries, "
+                           "expected %d", aux ? aux->n : 0, want);
+    /* The forward's description from the same options. */
+    fattn_fwd_params fp;
+    memset(&fp, 0, sizeof fp);
+    fp.q = p->q;
+    fp.k = p->k;
+    fp.v = p->v;
+    fp.o = p->o;
+    int k = 2;
+    fp.bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
+    fp.softmax_offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
+    fp.cu_seqlens_q = p->cu_seqlens_q;
+    fp.cu_seqlens_kv = p->cu_seqlens_kv;
+    fp.cu_seqlens_q_padded = p->cu_seqlens_q_padded;
+    fp.cu_seqlens_kv_padded = p->cu_seqlens_kv_padded;
+    fp.rng_state = aux->t[1];
+    fp.max_seqlen_q = p->max_seqlen_q;
+    fp.max_seqlen_kv = p->max_seqlen_kv;
+    fp.is_training = true;
+    fp.attn_scale = p->attn_scale;
+    fp.dropout = p->dropout;
+    fp.qkv_layout = p->qkv_layout;
+    fp.o_format = p->o_format;
+    fp.bias_type = p->bias_type;
+    fp.mask_type = p->mask_type;
+    fp.softmax_type = p->softmax_type;
+    fp.window_size_left = p->window_size_left;
+    fp.window_size_right = p->window_size_right;
+    fp.bottom_right_diagonal = p->bottom_right_diagonal;
+    fattn_status st = cg_fwd_desc_from_params(&fp, &d->f);
+    if (st != FATTN_OK)
+        return st;
+    d->f.allow_native = false; /* the backward is always composite */
+    if (p->dqkv_layout < 0 || p->dqkv_layout >= FATTN_LAYOUT_NOT_SET ||
+        fattn_layout_is_paged(p->dqkv_layout))
+        return fattn_error(FATTN_E_LAYOUT, "cuDNN backward: dQKV layout not set or paged");
+    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
+    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
+    fattn_qkv_format dqf = fattn_layout_q_format(p->dqkv_layout);
+    fattn_qkv_format dkf = fattn_layout_kv_format(p->dqkv_layout);
+    if (dqf != qf || dkf != kf || p->do_format != p->o_format)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
+                           "the QKV / O formats");
+    const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
+    for (int i = 0; i < 4; i++)
+        if (grads[i]->dtype != p->q.dtype)
+            return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
+                               "dtype");
+    const cg_fwd_desc *f = &d->f;
+    if ((st = to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) ||
+        (st = to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) ||
+        (st = to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) ||
+        (st = to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)))
+        return st;
+    for (int i = 0; i < 4; i++)
+        if (d->do_dims[i] != f->o_dims[i] || d->dq_dims[i] != f->q_dims[i] ||
+            d->dk_dims[i] != f->k_dims[i] || d->dv_dims[i] != f->v_dims[i])
+            return fattn_error(FATTN_E_SHAPE, "cuDNN backward: gradient shapes differ from "
+                               "their inputs'");
+    if (f->bias && !fattn_tensor_is_empty(&p->d_bias)) {
+        const fattn_tensor *db = &p->d_bias;
+        if (db->ndim != 4 || db->dtype != p->q.dtype)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN backward: dBias must be 4-D of Q's dtype");
+        for (int i = 0; i < 4; i++) {
+            if (db->shape[i] != f->bias_dims[i])
+                return fattn_error(FATTN_E_SHAPE, "cuDNN backward: dBias shape differs from "
+                                   "Bias");
+            d->dbias_dims[i] = db->shape[i];
+            d->dbias_strides[i] = db->strides[i];
+        }
+        if (d->dbias_strides[3] != 1)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dBias needs a unit last "
+                               "stride");
+        d->dbias = true;
+    }
+    d->dsink = f->sink; /* TE always asks for dSoftmaxOffset with a sink */
+    d->max_total_q = f->ragged_q ? p->q.shape[0] : 0;
+    d->deterministic = p->deterministic;
+    return FATTN_OK;
+}
+
+int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d)
+{
+    if (d->max_total_q > 0) /* TH1, Stats' token stride hq */
+        return d->max_total_q * d->f.hq * (int64_t)sizeof(float);
+    return d->f.b * d->f.hq * d->f.sq * (int64_t)sizeof(float);
+}
+
+/* The frontend forces the direct-dQ ("dP workspace") graph for dBias too. */
+static bool bwd_direct_dq(const cg_bwd_desc *d)
+{
+    return d->deterministic || d->dbias;
+}
+
+int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
+{
+    if (bwd_direct_dq(d))
+        return 0;
+    if (d->max_total_q > 0) /* dQ's strides: tokens times dQ's token stride */
+        return d->max_total_q * d->dq_strides[2] * (int64_t)sizeof(float);
+    return d->f.b * d->f.hq * d->f.sq * d->f.d * (int64_t)sizeof(float);
+}
+
+/* A matmul with optional overrides; out is given. */
+static void matmul_into(builder *bd, const char *name, int a, int b, int out, int m_ov, int n_ov,
+                        int k_ov)
+{
+    cg_op *mm = add_op(bd, CG_OP_MATMUL, name);
+    if (!mm)
+        return;
+    mm->in[0] = a, mm->in[1] = b, mm->out = out;
+    mm->m_override = m_ov;
+    mm->n_override = n_ov;
+    mm->k_override = k_ov;
+}
+
+static void reshape_into(builder *bd, const char *name, int x, int out)
+{
+    cg_op *o = add_op(bd, CG_OP_RESHAPE, name);
+    if (!o)
+        return;
+    o->in[0] = x;
+    o->out = out;
+}
+
+fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
+{
+    memset(g, 0, sizeof *g);
+    g->next_uid = CG_UID_FIRST_INTERNAL;
+    g->route = CG_ROUTE_COMPOSITE;
+    builder bd = {g, FATTN_OK};
+    const cg_fwd_desc *d = &bdsc->f;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv, dqk = d->d, dv = d->dv;
+    const int64_t s4[4] = {b, hq, sq, skv};
+    const int64_t r4[4] = {b, hq, sq, 1};
+    const int64_t r4s[4] = {hq * sq, sq, 1, 1};
+    const int64_t st_s4t[4] = {hq * sq * skv, sq * skv, 1, skv};
+
+    /* ragged offsets first */
+    int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1, rdo = -1, rdq = -1, rdk = -1, rdv = -1;
+    if (d->ragged_q) {
+        rq = ragged_tensor(&bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
+        ro = ragged_tensor(&bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
+        rs = ragged_tensor(&bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+                           CG_UID_RAG_STATS);
+        rdo = ragged_tensor(&bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
+                            CG_UID_RAG_DO);
+        rdq = ragged_tensor(&bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
+                            CG_UID_RAG_DQ);
+    }
+    if (d->ragged_kv) {
+        rk = ragged_tensor(&bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
+        rv = ragged_tensor(&bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
+        rdk = ragged_tensor(&bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
+                            CG_UID_RAG_DK);
+        rdv = ragged_tensor(&bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
+                            CG_UID_RAG_DV);
+    }
+    /* inputs: Q, KT, VT, O, dO, Stats */
+    int q = add_tensor(&bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
+    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
+    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
+    int k = add_tensor(&bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
+    int64_t vt_dims[4] = {d->v_dims[0], d->v_dims[1], d->v_dims[3], d->v_dims[2]};
+    int64_t vt_strides[4] = {d->v_strides[0], d->v_strides[1], d->v_strides[3], d->v_strides[2]};
+    int v = add_tensor(&bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
+    int o = add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
+    int dO = add_tensor(&bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
+                        CG_ROLE_DO, CG_UID_DO);
+    int64_t st4[4];
+    if (d->ragged_q) {
+        st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
+    } else {
+        contiguous(r4, st4);
+    }
+    int stats = add_tensor(&bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+                           CG_UID_STATS);
+    int dq = add_tensor(&bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
+                        CG_ROLE_DQ, CG_UID_DQ);
+    int dk = add_tensor(&bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
+                        CG_ROLE_DK, CG_UID_DK);
+    int dvt = add_tensor(&bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
+                         CG_ROLE_DV, CG_UID_DV);
+    if (bd.st != FATTN_OK)
+        return bd.st;
+    g->t[q].ragged = rq;
+    g->t[k].ragged = rk;
+    g->t[v].ragged = rv;
+    g->t[o].ragged = ro;
+    g->t[dO].ragged = rdo;
+    g->t[stats].ragged = rs;
+    g->t[dq].ragged = rdq;
+    g->t[dk].ragged = rdk;
+    g->t[dvt].ragged = rdv;
+
+    int seq_q = -1, seq_kv = -1;
+    if (d->padding) {
+        int64_t bd4[4] = {b, 1, 1, 1};
+        seq_q = add_tensor(&bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+                           CG_UID_SEQ_Q);
+        seq_kv = add_tensor(&bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+                            CG_UID_SEQ_KV);
+    }
+    int scale = scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    bool dropout = d->dropout > 0.0f;
+    int drop_scale = -1, drop_scale_inv = -1, one = -1;
+    if (dropout) {
+        drop_scale = scalar_f(&bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        drop_scale_inv = scalar_f(&bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
+    } else {
+        one = scalar_f(&bd, "one", 1.0f, -1);
+    }
+
+    /* RNG: the forward's mask, regenerated from the saved rng_state */
+    int mask = -1;
+    if (dropout) {
+        int seed = add_tensor(&bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
+                              CG_UID_SEED);
+        int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
+                             CG_UID_OFFSET);
+        mask = virt(&bd, "rng", CG_F32, s4);
+        cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
+        if (r) {
+            r->in[0] = seed, r->in[1] = off, r->out = mask;
+            r->bernoulli_p = 1.0 - (double)d->dropout;
+        }
+    }
+
+    /* B1-B3: Dsum = rowsum(dO * O) * (1 - p) */
+    int64_t t0_dims[4] = {b, hq, sq, dv}, t0_str[4] = {hq * sq * dv, sq * dv, hq * dv, 1};
+    int t0 = add_tensor(&bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
+    pw_into(&bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
+    int t1 = add_tensor(&bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
+    red_into(&bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
+    if (bdsc->dsink) {
+        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
+        int sink = add_tensor(&bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+                              CG_UID_SINK);
+        int dsink = add_tensor(&bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
+                               CG_UID_DSINK);
+        int ss_ = pw(&bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
+        int es = pw(&bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
+        int pt = pw(&bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
+        red_into(&bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
+    }
+    int dsum = add_tensor(&bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? st4 : r4s,
+                          false, false, CG_ROLE_DSUM, CG_UID_DSUM);
+    if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
+        g->t[dsum].ragged = rs;
+    pw_into(&bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1, dropout ? drop_scale_inv : one,
+            -1, dsum);
+
+    /* B4-B7: P recomputed */
+    int s = virt(&bd, "matmul_Q_KT", CG_F32, s4);
+    matmul_into(&bd, "matmul_Q_KT", q, k, s, seq_q, seq_kv, -1);
+    s = pw(&bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+    s = score_modifiers(&bd, d, s, seq_q, seq_kv);
+    s = pw(&bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
+    s = band_mask(&bd, d, s, seq_q, seq_kv);
+    int p_ = pw(&bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
+    int pd = p_;
+    if (dropout) {
+        pd = pw(&bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
+        pd = pw(&bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
+    }
+    /* B8-B9: dV */
+    int64_t pt_dims[4] = {b, hq, skv, sq};
+    int pT = add_tensor(&bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
+    reshape_into(&bd, "reshape_p", pd, pT);
+    if (hq == d->hv) {
+        matmul_into(&bd, "matmul_pT_dO", pT, dO, dvt, seq_kv, -1, seq_q);
+    } else {
+        int64_t fh[4] = {b, hq, skv, dv};
+        int full = virt(&bd, "matmul_pT_dO", d->io, fh);
+        matmul_into(&bd, "matmul_pT_dO", pT, dO, full, seq_kv, -1, seq_q);
+        red_into(&bd, "red_dV_head", CG_RED_ADD, full, dvt);
+    }
+    /* B10-B13: dS */
+    int dp = virt(&bd, "matmul_dO_VT", CG_F32, s4);
+    matmul_into(&bd, "matmul_dO_VT", dO, v, dp, seq_q, seq_kv, -1);
+    if (dropout)
+        dp = pw(&bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
+    int t2 = pw(&bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
+    int t3 = pw(&bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
+    if (dropout)
+        t3 = pw(&bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
+    if (bdsc->dbias) {
+        int db = add_tensor(&bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
+                            false, CG_ROLE_DBIAS, CG_UID_DBIAS);
+        red_into(&bd, "red_dP_dBias", CG_RED_ADD, t3, db);
+    }
+    int ds = pw(&bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
+    /* B14-B15: dK */
+    int dsT = add_tensor(&bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
+                         -1);
+    reshape_into(&bd, "reshape_dS", ds, dsT);
+    if (hq == d->hk) {
+        matmul_into(&bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
+    } else {
+        int64_t fh[4] = {b, hq, skv, dqk};
+        int full = virt(&bd, "matmul_dST_Q", d->io, fh);
+        matmul_into(&bd, "matmul_dST_Q", dsT, q, full, seq_kv, -1, seq_q);
+        red_into(&bd, "red_dK_head", CG_RED_ADD, full, dk);
+    }
+    /* B16-B18: dQ */
+    int kv = add_tensor(&bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
+                        CG_ROLE_NONE, -1);
+    if (bd.st == FATTN_OK)
+        g->t[kv].ragged = rk;
+    reshape_into(&bd, "reshape_k", k, kv);
+    if (!bwd_direct_dq(bdsc)) {
+        int64_t qa[4] = {b, hq, sq, dqk};
+        int acc = add_tensor(&bd, "dQ_accum", CG_F32, qa,
+                             bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
+                             CG_ROLE_DQ_ACCUM, CG_UID_DQ_ACCUM);
+        if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
+            g->t[acc].ragged = rdq;
+        matmul_into(&bd, "matmul_dS_K", ds, kv, acc, seq_q, -1, seq_kv);
+        pw_into(&bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
+    } else {
+        matmul_into(&bd, "matmul_dS_K", ds, kv, dq, seq_q, -1, seq_kv);
+    }
+    return bd.st;
+}
+
 /* ---- dump ----------------------------------------------------------------- */
 
 static long long uid_of(const cg_graph *g, int i)
@@ -674,6 +1032,9 @@ char *cg_dump(const cg_graph *g, bool with_values)
         case CG_OP_RNG:
             fprintf(f, " dist=BERNOULLI p=%.17g seed=%lld offset=%lld y=%lld", o->bernoulli_p,
                     uid_of(g, o->in[0]), uid_of(g, o->in[1]), uid_of(g, o->out));
+            break;
+        case CG_OP_RESHAPE:
+            fprintf(f, " x=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->out));
             break;
         case CG_OP_SDPA_FWD:
             fprintf(f, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld",

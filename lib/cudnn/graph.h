@@ -8,7 +8,8 @@
  * one pass (lower.c). The forward is built as cudnn-frontend 1.18 lowers
  * CompositeSDPANode (and its score modifiers and softmax node) for the
  * options TransformerEngine sets, or as the single native SDPA_FWD op where
- * PyTorch 2.11 uses it (docs/cudnn-engine.md).
+ * PyTorch 2.11 uses it; the backward as CompositeSDPABackwardNode lowers it,
+ * in both dQ variants (docs/cudnn-engine.md, docs/determinism.md).
  *
  * All tensors are 4-D. User tensors have fixed uids (PyTorch's numbering:
  * Q0 K1 V2 O3 Bias4 Scale5 Seed6 Offset7 Stats8, SeqQ13 SeqKV14, and the
@@ -52,6 +53,19 @@ typedef enum cg_role {
     CG_ROLE_RAG_STATS,
     CG_ROLE_SEED,
     CG_ROLE_OFFSET,
+    /* backward */
+    CG_ROLE_DO,
+    CG_ROLE_DQ,
+    CG_ROLE_DK,
+    CG_ROLE_DV,
+    CG_ROLE_DBIAS,
+    CG_ROLE_DSINK,
+    CG_ROLE_DSUM,     /* caller-side Dsum buffer, b*hq*sq floats */
+    CG_ROLE_DQ_ACCUM, /* caller-side dQ accumulator, b*hq*sq*d floats */
+    CG_ROLE_RAG_DO,
+    CG_ROLE_RAG_DQ,
+    CG_ROLE_RAG_DK,
+    CG_ROLE_RAG_DV,
     CG_ROLE_COUNT
 } cg_role;
 
@@ -75,6 +89,19 @@ enum {
     CG_UID_RAG_V = 22,
     CG_UID_RAG_O = 23,
     CG_UID_RAG_STATS = 24,
+    /* backward (PyTorch's dO 9, dQ 10, dK 11, dV 12; the rest fattn's) */
+    CG_UID_DO = 9,
+    CG_UID_DQ = 10,
+    CG_UID_DK = 11,
+    CG_UID_DV = 12,
+    CG_UID_DBIAS = 17,
+    CG_UID_DSINK = 18,
+    CG_UID_DSUM = 19,
+    CG_UID_DQ_ACCUM = 25,
+    CG_UID_RAG_DO = 26,
+    CG_UID_RAG_DQ = 27,
+    CG_UID_RAG_DK = 28,
+    CG_UID_RAG_DV = 29,
     CG_UID_FIRST_INTERNAL = 100
 };
 
@@ -97,7 +124,8 @@ typedef enum cg_op_kind {
     CG_OP_POINTWISE,
     CG_OP_REDUCTION,
     CG_OP_RNG,
-    CG_OP_SDPA_FWD
+    CG_OP_SDPA_FWD,
+    CG_OP_RESHAPE
 } cg_op_kind;
 
 typedef enum cg_pw_mode {
@@ -129,7 +157,7 @@ typedef struct cg_op {
     cg_dtype math;     /* pointwise math precision / matmul, reduction compute type */
     int64_t axis;      /* GEN_INDEX axis, else -1 */
     /* tensor indices (-1 unused): pointwise x, b, t; matmul a, b; reduction x;
-     * rng seed, offset */
+     * rng seed, offset; reshape x */
     int in[3];
     int out;
     int m_override, n_override, k_override; /* matmul, -1 unused */
@@ -137,8 +165,8 @@ typedef struct cg_op {
     int sdpa[CG_SDPA_N];                    /* SDPA_FWD operands, -1 unused */
 } cg_op;
 
-#define CG_MAX_TENSORS 128
-#define CG_MAX_OPS 96
+#define CG_MAX_TENSORS 160
+#define CG_MAX_OPS 128
 
 typedef enum cg_route { CG_ROUTE_COMPOSITE = 0, CG_ROUTE_NATIVE } cg_route;
 
@@ -174,6 +202,39 @@ typedef struct cg_fwd_desc {
     float attn_scale;
     bool allow_native;          /* use SDPA_FWD where PyTorch 2.11 would */
 } cg_fwd_desc;
+
+/* A backward case: the forward's description (masks, bias, sink, dropout,
+ * window, ragged) plus the gradient tensors and the backward's options. */
+typedef struct cg_bwd_desc {
+    cg_fwd_desc f;                      /* o_dims/o_strides: O */
+    int64_t do_dims[4], do_strides[4];
+    int64_t dq_dims[4], dq_strides[4];
+    int64_t dk_dims[4], dk_strides[4];
+    int64_t dv_dims[4], dv_strides[4];
+    bool dbias;                         /* dBias output (REDUCTION ADD of t3) */
+    int64_t dbias_dims[4], dbias_strides[4];
+    bool dsink;                         /* dSoftmaxOffset output */
+    bool deterministic;                 /* direct dQ (set_deterministic_algorithm) */
+    /* THD Q: the frontend's max_total_seq_len_q path — Dsum and dQ_accum are ragged
+     * (Stats' and dQ's strides and offsets), sized by total tokens. */
+    int64_t max_total_q;                /* tokens of the THD Q buffer, else 0 */
+} cg_bwd_desc;
+
+/* Resolve the backward parameters (shapes, strides, dtypes, enums only).
+ * The aux pack supplies Bias and SoftmaxOffset shapes. */
+fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d);
+
+/* Build the composite backward graph (cudnn-frontend 1.18
+ * CompositeSDPABackwardNode): the Dsum chain, the score recomputation with
+ * every forward option, dV, dK (GQA: full-head + REDUCTION ADD), dQ through
+ * the FLOAT accumulator + IDENTITY (default) or directly (deterministic),
+ * dBias and dSink reductions. */
+fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
+
+/* Bytes of the caller-side buffers the backward graph binds (Dsum, and
+ * dQ_accum unless deterministic). */
+int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d);
+int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
 /* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
  * data is read). FATTN_E_UNSUPPORTED for what the cuDNN engine does not do

@@ -330,6 +330,11 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
         set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, T[o->in[1]]);
         break;
     }
+    case CG_OP_RESHAPE:
+        op = mk(L, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, T[o->in[0]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, T[o->out]);
+        break;
     case CG_OP_SDPA_FWD: {
         static const cudnnBackendAttributeName_t names[CG_SDPA_N] = {
             CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,

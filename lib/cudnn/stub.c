@@ -54,3 +54,9 @@ int fattn_cudnn_plan_count(const fattn_engine *e)
     (void)e;
     return 0;
 }
+
+int64_t fattn_cudnn_last_workspace(const fattn_engine *e)
+{
+    (void)e;
+    return 0;
+}

@@ -6,8 +6,12 @@
  * TransformerEngine's options (or the native SDPA_FWD op where PyTorch 2.11
  * uses it), caches one execution plan per graph, and runs it. Tensors are
  * host tensors: the engine copies inputs to the device, runs, and copies
- * back only the defined regions of the outputs (engine.h). Backward is not
- * implemented yet (FATTN_E_UNSUPPORTED).
+ * back only the defined regions of the outputs (engine.h). The backward
+ * builds the composite backward graph (frontend 1.18
+ * CompositeSDPABackwardNode): by default PyTorch's graph with the FLOAT dQ
+ * accumulator (fast; dQ is not bitwise repeatable at large sizes), with
+ * fattn_bwd_params.deterministic the direct-dQ graph
+ * (set_deterministic_algorithm). docs/determinism.md has the measurements.
  *
  * libcudnn.so.9 and libcudart are loaded lazily (dlopen) on first use: a
  * build with the engine runs the CPU engine on machines without them. In a
@@ -54,12 +58,18 @@ fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out);
 
 fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt);
 
-/* The engine tag ("eng2_k24=7") of the plan the last forward ran, "" if none;
- * plans cached and the route ("composite" / "native") of the last forward.
+/* The engine tag ("eng2_k24=7") of the plan the last forward or backward
+ * ran, "" if none; plans cached and the route of the last call ("composite" /
+ * "native" forward, "bwd-dq-accum" / "bwd-direct-dq" backward).
  * For provenance; e must be a cuDNN engine. */
 const char *fattn_cudnn_last_tag(const fattn_engine *e);
 const char *fattn_cudnn_last_route(const fattn_engine *e);
 int fattn_cudnn_plan_count(const fattn_engine *e);
+
+/* Device bytes the last backward used besides its inputs and outputs: the
+ * plan's workspace plus the caller-side Dsum (b*hq*sq*4) and, without
+ * `deterministic`, dQ_accum (b*hq*sq*d*4) buffers. 0 before a backward. */
+int64_t fattn_cudnn_last_workspace(const fattn_engine *e);
 
 #ifdef __cplusplus
 }
