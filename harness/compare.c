@@ -42,7 +42,7 @@ static void compare_attrs(const fattn_h5_node *a, const fattn_h5_node *b, const 
         const fattn_h5_node *x = sides[s], *y = sides[1 - s];
         for (size_t i = 0; i < x->n_attrs; i++) {
             const fattn_h5_attr *xa = &x->attrs[i];
-            if (is_digest_attr(xa->name) ||
+            if (is_digest_attr(xa->name) || !strncmp(xa->name, "prov_", 5) ||
                 (x->is_dataset && (!strcmp(xa->name, "digest") || !strcmp(xa->name, "dtype"))))
                 continue;
             const fattn_h5_attr *ya = fattn_h5_node_attr(y, xa->name);
@@ -83,6 +83,30 @@ static void compare_datasets(const fattn_h5_node *x, const fattn_h5_node *y, con
         shape = x->shape[i] == y->shape[i];
     if (!shape) {
         note(r, path, "shape differs");
+        return;
+    }
+    bool noisy = false;
+    for (const char *const *q = r->noisy; q && *q; q++)
+        noisy = noisy || !strcmp(*q, path);
+    if (noisy && fattn_dtype_is_float(x->dtype) && x->nbytes == y->nbytes &&
+        memcmp(x->data, y->data, x->nbytes) != 0) {
+        /* non-deterministic by construction: within the noise bound */
+        size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0, out = 0;
+        for (size_t e = 0; e < n; e++) {
+            double a = fattn_load_f32(x->data, x->dtype, (int64_t)e);
+            double b = fattn_load_f32(y->data, y->dtype, (int64_t)e);
+            if (!(fabs(a - b) <= r->noisy_atol + r->noisy_rtol * fabs(b)))
+                out++;
+        }
+        if (out) {
+            char why[160];
+            snprintf(why, sizeof why, "%zu of %zu elements outside the noise bound (rtol %g "
+                     "atol %g)", out, n, r->noisy_rtol, r->noisy_atol);
+            note(r, path, why);
+        } else {
+            r->noisy_within++;
+        }
+        compare_attrs(x, y, path, r);
         return;
     }
     if (x->nbytes != y->nbytes || memcmp(x->data, y->data, x->nbytes) != 0) {
@@ -319,7 +343,8 @@ static int value_class(float v) { return isnan(v) ? 2 : isinf(v) ? 1 : 0; }
 
 /* One float dataset `x` (run) against `g` (golden). */
 static void tol_dataset(const fattn_h5_node *x, const fattn_h5_node *g, const char *path,
-                        const fattn_tol_profile *profile, fattn_compare_result *r)
+                        const fattn_tol_profile *profile, fattn_dtype io_dtype,
+                        fattn_compare_result *r)
 {
     r->tensors++;
     bool shape = x->dtype == g->dtype && x->ndim == g->ndim && x->nbytes == g->nbytes;
@@ -337,6 +362,10 @@ static void tol_dataset(const fattn_h5_node *x, const fattn_h5_node *g, const ch
         return;
     }
     fattn_tol t = fattn_tol_profile_lookup(profile, path, x->dtype);
+    if (!strcmp(path, "backward/d_softmax_offset") && io_dtype != FATTN_DTYPE_INVALID)
+        /* float32, but summed from io-precision products: the io dtype's
+         * tolerance is the meaningful one */
+        t = fattn_tol_profile_lookup(profile, path, io_dtype);
     size_t bad = 0, worst_i = 0;
     double worst = 0.0;
     for (size_t e = 0; e < n; e++) {
@@ -365,7 +394,8 @@ static void tol_dataset(const fattn_h5_node *x, const fattn_h5_node *g, const ch
 }
 
 static void tol_group(const fattn_h5_node *x, const fattn_h5_node *g, const char *path,
-                      const fattn_tol_profile *profile, fattn_compare_result *r)
+                      const fattn_tol_profile *profile, fattn_dtype io_dtype,
+                      fattn_compare_result *r)
 {
     for (size_t i = 0; i < g->n_children; i++) {
         const fattn_h5_node *gc = g->children[i];
@@ -379,9 +409,9 @@ static void tol_group(const fattn_h5_node *x, const fattn_h5_node *g, const char
         else if (gc->is_dataset != xc->is_dataset)
             note(r, p, "dataset on one side, group on the other");
         else if (gc->is_dataset)
-            tol_dataset(xc, gc, p, profile, r);
+            tol_dataset(xc, gc, p, profile, io_dtype, r);
         else
-            tol_group(xc, gc, p, profile, r);
+            tol_group(xc, gc, p, profile, io_dtype, r);
     }
     for (size_t i = 0; i < x->n_children; i++)
         if (strcmp(x->children[i]->name, "_impl") && !fattn_h5_node_find(g, x->children[i]->name)) {
@@ -431,6 +461,7 @@ void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *gold
             continue;
         }
         compare_attrs(x, g, outs[i], r);
-        tol_group(x, g, outs[i], profile, r);
+        const fattn_h5_node *o = fattn_h5_node_find(golden, "forward/out");
+        tol_group(x, g, outs[i], profile, o ? o->dtype : FATTN_DTYPE_INVALID, r);
     }
 }

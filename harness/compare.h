@@ -19,10 +19,19 @@
 typedef struct fattn_compare_result {
     size_t tensors;     /* datasets (and digest-only tensors) compared */
     size_t differences; /* objects that differ, are missing or are extra */
+    /* Input: datasets (paths relative to the case group, e.g.
+     * "backward/d_softmax_offset") that are non-deterministic by construction
+     * on the engine (docs/determinism.md): compared within `noisy_tol`
+     * instead of bitwise. NULL-terminated; NULL = none. */
+    const char *const *noisy;
+    double noisy_rtol, noisy_atol;
+    size_t noisy_within; /* noisy datasets that differed within the bound */
     /* the first differing paths (relative to the case group) with why */
     char paths[FATTN_COMPARE_MAX_REPORTED][192];
     char why[FATTN_COMPARE_MAX_REPORTED][160];
 } fattn_compare_result;
+
+/* Attributes named prov_* are provenance and never compared. */
 
 /* Compare case groups `a` and `b`, only the state groups named in `states`
  * (NULL-terminated; NULL = every child). Results accumulate into *r. */

@@ -149,6 +149,19 @@ def _():
     assert "golden (tolerance): forward/out" in p.stdout, p.stdout[-1500:]
 
 
+@test("prov_* attributes (engine tags) are provenance: a golden carrying one still passes")
+def _():
+    d = os.path.join(TMP, "prov")
+    shutil.copytree(FIXTURES, d)
+    with h5py.File(os.path.join(d, "cpu-math-1.h5"), "r+") as f:
+        for cid in f["cases"]:
+            g = f["cases"][cid]
+            if "forward" in g:
+                g["forward"].attrs["prov_engine_tag"] = "eng2_k24=7"
+    p = fattn("verify", "--fixtures", d)
+    assert p.returncode == 0, p.stdout[-1500:]
+
+
 @test("a missing fixtures directory exits 2")
 def _():
     p = fattn("verify", "--fixtures", os.path.join(TMP, "nowhere"))
