@@ -385,13 +385,8 @@ int fattn_cmd_replay(int argc, char **argv)
     const fattn_h5_attr *src_impl = fattn_h5_node_attr(src, "impl");
     const char *impl_fwd = src_impl && src_impl->kind == FATTN_H5_ATTR_STRING ? src_impl->s : "?";
     /* the source's provenance, then what the replay changes */
-    for (size_t i = 0; st == FATTN_OK && i < src->n_attrs; i++)
-        if (src->attrs[i].kind == FATTN_H5_ATTR_STRING)
-            st = fattn_h5_node_set_string(root, src->attrs[i].name, src->attrs[i].s);
-        else if (src->attrs[i].kind == FATTN_H5_ATTR_INT64)
-            st = fattn_h5_node_set_int64(root, src->attrs[i].name, src->attrs[i].i64[0]);
-        else if (src->attrs[i].kind == FATTN_H5_ATTR_UINT8)
-            st = fattn_h5_node_set_uint8(root, src->attrs[i].name, src->attrs[i].u8);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_copy_attrs(src, root);
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
     if (st == FATTN_OK)

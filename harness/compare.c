@@ -241,47 +241,6 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
 
 /* ---- golden form ----------------------------------------------------------- */
 
-static fattn_status copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst)
-{
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
-        const fattn_h5_attr *a = &src->attrs[i];
-        if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
-            continue;
-        switch (a->kind) {
-        case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
-        case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
-        case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
-        case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
-        case FATTN_H5_ATTR_INT64_PAIR:
-            st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
-            break;
-        }
-    }
-    return st;
-}
-
-/* Deep copy of `src` under `dst_parent`, `_impl` dropped. */
-static fattn_status deep_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent)
-{
-    if (!strcmp(src->name, "_impl"))
-        return FATTN_OK;
-    fattn_status st;
-    if (src->is_dataset) {
-        fattn_h5_node *d;
-        st = fattn_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
-                                     src->data, src->nbytes, &d);
-        return st == FATTN_OK ? copy_attrs(src, d) : st;
-    }
-    fattn_h5_node *g;
-    if ((st = fattn_h5_node_group(dst_parent, src->name, &g)) || (st = copy_attrs(src, g)))
-        return st;
-    for (size_t i = 0; i < src->n_children; i++)
-        if ((st = deep_copy(src->children[i], g)))
-            return st;
-    return FATTN_OK;
-}
-
 /* Every dataset below `src` (path `rel` from the state group) as a
  * `digest:<rel><name>` attribute on `state`. */
 static fattn_status digest_attrs(const fattn_h5_node *src, fattn_h5_node *state,
@@ -309,16 +268,16 @@ fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_n
     fattn_h5_node *g = NULL;
     fattn_status st = fattn_h5_node_new_group(run_case->name, &g);
     if (st == FATTN_OK)
-        st = copy_attrs(run_case, g);
+        st = fattn_h5_node_copy_attrs(run_case, g);
     for (size_t i = 0; st == FATTN_OK && i < run_case->n_children; i++) {
         const fattn_h5_node *state = run_case->children[i];
         if (!strcmp(state->name, "inputs") || !strcmp(state->name, "save_ctx")) {
             fattn_h5_node *gs;
             if ((st = fattn_h5_node_group(g, state->name, &gs)) == FATTN_OK &&
-                (st = copy_attrs(state, gs)) == FATTN_OK)
+                (st = fattn_h5_node_copy_attrs(state, gs)) == FATTN_OK)
                 st = digest_attrs(state, gs, "");
         } else {
-            st = deep_copy(state, g);
+            st = fattn_h5_node_copy(state, g, "_impl");
         }
     }
     if (st != FATTN_OK) {

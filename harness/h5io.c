@@ -324,6 +324,48 @@ fattn_status fattn_h5_node_adopt(fattn_h5_node *parent, fattn_h5_node *child)
     return insert_child(parent, child);
 }
 
+fattn_status fattn_h5_node_copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst)
+{
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
+        const fattn_h5_attr *a = &src->attrs[i];
+        if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
+            continue;
+        switch (a->kind) {
+        case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
+        case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
+        case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
+        case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
+        case FATTN_H5_ATTR_INT64_PAIR:
+            st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
+            break;
+        }
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent,
+                                const char *skip)
+{
+    fattn_status st;
+    fattn_h5_node *d;
+    if (src->is_dataset) {
+        st = fattn_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
+                                     src->data, src->nbytes, &d);
+        return st == FATTN_OK ? fattn_h5_node_copy_attrs(src, d) : st;
+    }
+    if ((st = fattn_h5_node_group(dst_parent, src->name, &d)) ||
+        (st = fattn_h5_node_copy_attrs(src, d)))
+        return st;
+    for (size_t i = 0; i < src->n_children; i++) {
+        if (skip && !strcmp(src->children[i]->name, skip))
+            continue;
+        if ((st = fattn_h5_node_copy(src->children[i], d, skip)))
+            return st;
+    }
+    return FATTN_OK;
+}
+
 fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_h5_node **out)
 {
     *out = NULL;

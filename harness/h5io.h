@@ -121,6 +121,13 @@ fattn_status fattn_h5_node_add_bytes(fattn_h5_node *parent, const char *name,
                                      const void *data, size_t nbytes, fattn_h5_node **out);
 /* Move an existing node (and ownership) under parent. */
 fattn_status fattn_h5_node_adopt(fattn_h5_node *parent, fattn_h5_node *child);
+/* Copy every attribute of src onto dst (a dataset's `dtype` and `digest`
+ * are derived and not copied). */
+fattn_status fattn_h5_node_copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst);
+/* Deep-copy src (dataset or group, with attributes) under dst_parent,
+ * leaving out every child named `skip` (NULL: none). */
+fattn_status fattn_h5_node_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent,
+                                const char *skip);
 
 /* Set (add or replace) an attribute. `dtype` and `digest` are reserved on
  * datasets (FATTN_E_INVALID_ARG). Strings must be valid UTF-8 without NULs. */

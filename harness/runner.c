@@ -695,46 +695,6 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
 
 /* ---- replay ---------------------------------------------------------------- */
 
-/* Deep-copy a recorded state group into the new case node. */
-static fattn_status copy_group(const fattn_h5_node *src, fattn_h5_node *dst_parent);
-
-static fattn_status copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst)
-{
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
-        const fattn_h5_attr *a = &src->attrs[i];
-        if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
-            continue;
-        switch (a->kind) {
-        case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
-        case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
-        case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
-        case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
-        case FATTN_H5_ATTR_INT64_PAIR:
-            st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
-            break;
-        }
-    }
-    return st;
-}
-
-static fattn_status copy_group(const fattn_h5_node *src, fattn_h5_node *dst_parent)
-{
-    fattn_status st;
-    fattn_h5_node *d;
-    if (src->is_dataset) {
-        st = fattn_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
-                                     src->data, src->nbytes, &d);
-        return st == FATTN_OK ? copy_attrs(src, d) : st;
-    }
-    if ((st = fattn_h5_node_group(dst_parent, src->name, &d)) || (st = copy_attrs(src, d)))
-        return st;
-    for (size_t i = 0; i < src->n_children; i++)
-        if ((st = copy_group(src->children[i], d)))
-            return st;
-    return FATTN_OK;
-}
-
 static fattn_tensor node_tensor_at(const fattn_h5_node *g, const char *name)
 {
     const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;
@@ -928,7 +888,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
         /* a skipped case stays skipped, copied as recorded */
         st = case_node_new(&spec, &r.node);
         if (st == FATTN_OK)
-            st = copy_attrs(recorded, r.node);
+            st = fattn_h5_node_copy_attrs(recorded, r.node);
         if (st == FATTN_OK) {
             *out = r.node;
             r.node = NULL;
@@ -962,7 +922,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
                              "case %s: cannot resume from state %s: the file lacks state %s",
                              spec.id, fattn_state_name(from), groups[i]);
         else
-            st = copy_group(g, r.node);
+            st = fattn_h5_node_copy(g, r.node, NULL);
     }
     r.state = from;
     const fattn_h5_node *sc = fattn_h5_node_find(recorded, "save_ctx");
