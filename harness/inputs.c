@@ -20,75 +20,6 @@ enum {
     STREAM_GAP_KV = 10,
 };
 
-int fattn_inputs_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t,
-                              int64_t heads, int64_t dim, int64_t shape[4])
-{
-    switch (f) {
-    case FATTN_FORMAT_SBHD:
-        shape[0] = s; shape[1] = b; shape[2] = heads; shape[3] = dim;
-        return 4;
-    case FATTN_FORMAT_BHSD:
-        shape[0] = b; shape[1] = heads; shape[2] = s; shape[3] = dim;
-        return 4;
-    case FATTN_FORMAT_THD:
-        shape[0] = t; shape[1] = heads; shape[2] = dim;
-        return 3;
-    default:
-        shape[0] = b; shape[1] = s; shape[2] = heads; shape[3] = dim;
-        return 4;
-    }
-}
-
-/* One buffer holding `npack` tensors of `shape`, interleaved by a pack dim
- * inserted at `at`; views[m] is the m-th. npack 1: a plain tensor. */
-static fattn_status alloc_packed(fattn_tensor *storage, fattn_dtype dt, int ndim,
-                                 const int64_t *shape, int npack, int at, fattn_tensor *views)
-{
-    if (npack == 1) {
-        fattn_status st = fattn_tensor_alloc(storage, dt, ndim, shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
-    }
-    int64_t sshape[FATTN_MAX_DIMS];
-    for (int a = 0, s = 0; a < ndim + 1; a++)
-        sshape[a] = a == at ? npack : shape[s++];
-    fattn_status st = fattn_tensor_alloc(storage, dt, ndim + 1, sshape);
-    if (st != FATTN_OK)
-        return st;
-    size_t esz = fattn_dtype_size(dt);
-    for (int m = 0; m < npack; m++) {
-        fattn_tensor v = fattn_tensor_empty();
-        v.dtype = dt;
-        v.ndim = ndim;
-        for (int a = 0, s = 0; a < ndim + 1; a++) {
-            if (a == at)
-                continue;
-            v.shape[s] = storage->shape[a];
-            v.strides[s] = storage->strides[a];
-            s++;
-        }
-        v.data = (char *)storage->data + (size_t)m * (size_t)storage->strides[at] * esz;
-        views[m] = v;
-    }
-    return FATTN_OK;
-}
-
-static void fill_stream(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale)
-{
-    int64_t n = fattn_tensor_numel(t);
-    int64_t idx[FATTN_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        float u = fattn_philox_to_sym_unit(fattn_philox_u32(seed, stream, (uint64_t)e));
-        fattn_store_f32(t->data, t->dtype, fattn_tensor_offset(t, idx), scale * u);
-        for (int a = t->ndim - 1; a >= 0; a--) {
-            if (++idx[a] < t->shape[a])
-                break;
-            idx[a] = 0;
-        }
-    }
-}
-
 static fattn_status alloc_i32(fattn_tensor *t, int64_t n, const int64_t *vals)
 {
     fattn_status st = fattn_tensor_alloc(t, FATTN_DTYPE_INT32, 1, &n);
@@ -111,13 +42,13 @@ static fattn_status alloc_qkv(const fattn_spec *s, fattn_case_inputs *in)
     fattn_qkv_format kvf = fattn_layout_kv_format(s->layout);
     fattn_qkv_layout_group g = fattn_layout_group(s->layout);
     int64_t qs[4], ks[4], vs[4];
-    int qn = fattn_inputs_format_shape(qf, s->b, s->sq, in->t_q, s->h, s->d_qk, qs);
-    int kn = fattn_inputs_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_qk, ks);
-    fattn_inputs_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_v, vs);
+    int qn = fattn_format_shape(qf, s->b, s->sq, in->t_q, s->h, s->d_qk, qs);
+    int kn = fattn_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_qk, ks);
+    fattn_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_v, vs);
     fattn_tensor views[3];
     fattn_status st;
     if (g == FATTN_LAYOUT_GROUP_3HD || g == FATTN_LAYOUT_GROUP_H3D) {
-        st = alloc_packed(&in->storage[0], s->dtype, qn, qs, 3,
+        st = fattn_tensor_alloc_packed(&in->storage[0], s->dtype, qn, qs, 3,
                           g == FATTN_LAYOUT_GROUP_3HD ? qn - 2 : qn - 1, views);
         if (st == FATTN_OK) {
             in->q = views[0];
@@ -126,12 +57,12 @@ static fattn_status alloc_qkv(const fattn_spec *s, fattn_case_inputs *in)
         }
         return st;
     }
-    st = alloc_packed(&in->storage[0], s->dtype, qn, qs, 1, 0, views);
+    st = fattn_tensor_alloc_packed(&in->storage[0], s->dtype, qn, qs, 1, 0, views);
     if (st != FATTN_OK)
         return st;
     in->q = views[0];
     if (g == FATTN_LAYOUT_GROUP_HD_2HD || g == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = alloc_packed(&in->storage[1], s->dtype, kn, ks, 2,
+        st = fattn_tensor_alloc_packed(&in->storage[1], s->dtype, kn, ks, 2,
                           g == FATTN_LAYOUT_GROUP_HD_2HD ? kn - 2 : kn - 1, views);
         if (st == FATTN_OK) {
             in->k = views[0];
@@ -139,11 +70,11 @@ static fattn_status alloc_qkv(const fattn_spec *s, fattn_case_inputs *in)
         }
         return st;
     }
-    st = alloc_packed(&in->storage[1], s->dtype, kn, ks, 1, 0, views);
+    st = fattn_tensor_alloc_packed(&in->storage[1], s->dtype, kn, ks, 1, 0, views);
     if (st != FATTN_OK)
         return st;
     in->k = views[0];
-    st = alloc_packed(&in->storage[2], s->dtype, kn, vs, 1, 0, views);
+    st = fattn_tensor_alloc_packed(&in->storage[2], s->dtype, kn, vs, 1, 0, views);
     if (st == FATTN_OK)
         in->v = views[0];
     return st;
@@ -254,9 +185,9 @@ fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in)
 
     if ((st = alloc_qkv(s, in)) != FATTN_OK)
         goto done;
-    fill_stream(&in->q, seed, STREAM_Q, 0.5f);
-    fill_stream(&in->k, seed, STREAM_K, 0.5f);
-    fill_stream(&in->v, seed, STREAM_V, 1.0f);
+    fattn_philox_fill_tensor(&in->q, seed, STREAM_Q, 0.5f);
+    fattn_philox_fill_tensor(&in->k, seed, STREAM_K, 0.5f);
+    fattn_philox_fill_tensor(&in->v, seed, STREAM_V, 1.0f);
 
     if (s->bias == FATTN_BIAS_POST_SCALE_BIAS || s->bias == FATTN_BIAS_PRE_SCALE_BIAS) {
         const char *shape = fattn_bias_shape_name(s->bias_shape);
@@ -264,23 +195,23 @@ fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in)
                          shape[2] == 's' ? s->sq : 1, s->skv};
         if ((st = fattn_tensor_alloc(&in->attn_bias, s->dtype, 4, bs)))
             goto done;
-        fill_stream(&in->attn_bias, seed, STREAM_BIAS, 1.0f);
+        fattn_philox_fill_tensor(&in->attn_bias, seed, STREAM_BIAS, 1.0f);
     }
     if (s->softmax != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, s->h, 1, 1};
         if ((st = fattn_tensor_alloc(&in->softmax_offset, FATTN_DTYPE_FLOAT32, 4, os)))
             goto done;
         if (s->softmax == FATTN_SOFTMAX_LEARNABLE)
-            fill_stream(&in->softmax_offset, seed, STREAM_OFFSET, 1.0f);
+            fattn_philox_fill_tensor(&in->softmax_offset, seed, STREAM_OFFSET, 1.0f);
         else
             memset(in->softmax_offset.data, 0, sizeof(float) * (size_t)s->h);
     }
     if (s->is_training) {
         int64_t os[4];
-        int on = fattn_inputs_format_shape(qf, b, s->sq, in->t_q, s->h, s->d_v, os);
+        int on = fattn_format_shape(qf, b, s->sq, in->t_q, s->h, s->d_v, os);
         if ((st = fattn_tensor_alloc(&in->d_out, s->dtype, on, os)))
             goto done;
-        fill_stream(&in->d_out, seed, STREAM_DO, 0.1f);
+        fattn_philox_fill_tensor(&in->d_out, seed, STREAM_DO, 0.1f);
     }
     st = FATTN_OK;
 done:

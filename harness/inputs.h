@@ -40,8 +40,4 @@ typedef struct fattn_case_inputs {
 fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in);
 void fattn_inputs_free(fattn_case_inputs *in);
 
-/* Shape of a tensor in one of the plain formats; returns the rank. */
-int fattn_inputs_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t,
-                              int64_t heads, int64_t dim, int64_t shape[4]);
-
 #endif /* FATTN_HARNESS_INPUTS_H */

@@ -277,85 +277,6 @@ const tcase *tcase_find(const char *id)
 
 #define POISON UINT64_MAX /* 0xFF bytes */
 
-/* Logical shape of a tensor of format f: sbhd [s,b,H,D], bshd [b,s,H,D],
- * bhsd [b,H,s,D], thd [t,H,D]. Returns ndim. */
-static int format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t,
-                        int64_t heads, int64_t dim, int64_t shape[4])
-{
-    switch (f) {
-    case FATTN_FORMAT_SBHD:
-        shape[0] = s, shape[1] = b, shape[2] = heads, shape[3] = dim;
-        return 4;
-    case FATTN_FORMAT_BHSD:
-        shape[0] = b, shape[1] = heads, shape[2] = s, shape[3] = dim;
-        return 4;
-    case FATTN_FORMAT_THD:
-        shape[0] = t, shape[1] = heads, shape[2] = dim;
-        return 3;
-    default:
-        shape[0] = b, shape[1] = s, shape[2] = heads, shape[3] = dim;
-        return 4;
-    }
-}
-
-/* Allocate one buffer holding `npack` tensors of logical shape `shape`
- * (ndim dims) interleaved by a pack dim inserted at position `at`
- * (ndim-2: "3hd"/"2hd", before the heads; ndim-1: "h3d"/"h2d", between heads
- * and head dim), and make views[m] the m-th tensor. npack = 1 is a plain
- * contiguous tensor. */
-static fattn_status alloc_packed(fattn_tensor *storage, fattn_dtype dt, int ndim,
-                                 const int64_t *shape, int npack, int at,
-                                 fattn_tensor *views)
-{
-    if (npack == 1) {
-        fattn_status st = fattn_tensor_alloc(storage, dt, ndim, shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
-    }
-    int64_t sshape[FATTN_MAX_DIMS];
-    for (int a = 0, s = 0; a < ndim + 1; a++)
-        sshape[a] = a == at ? npack : shape[s++];
-    fattn_status st = fattn_tensor_alloc(storage, dt, ndim + 1, sshape);
-    if (st != FATTN_OK)
-        return st;
-    size_t esz = fattn_dtype_size(dt);
-    for (int m = 0; m < npack; m++) {
-        fattn_tensor v = *storage;
-        v.ndim = ndim;
-        for (int a = 0, s = 0; a < ndim + 1; a++) {
-            if (a == at)
-                continue;
-            v.shape[s] = storage->shape[a];
-            v.strides[s] = storage->strides[a];
-            s++;
-        }
-        for (int a = ndim; a < FATTN_MAX_DIMS; a++)
-            v.shape[a] = 0, v.strides[a] = 0;
-        v.data = (char *)storage->data + (size_t)m * (size_t)storage->strides[at] * esz;
-        views[m] = v;
-    }
-    return FATTN_OK;
-}
-
-/* Fill a float view from Philox stream `stream` of the case seed: element e
- * (C order of the logical shape) = scale * sym_unit(word e), rounded to the
- * view's dtype. */
-static void fill_stream(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale)
-{
-    int64_t n = fattn_tensor_numel(t);
-    int64_t idx[FATTN_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        float u = fattn_philox_to_sym_unit(fattn_philox_u32(seed, stream, (uint64_t)e));
-        fattn_store_f32(t->data, t->dtype, fattn_tensor_offset(t, idx), scale * u);
-        for (int a = t->ndim - 1; a >= 0; a--) {
-            if (++idx[a] < t->shape[a])
-                break;
-            idx[a] = 0;
-        }
-    }
-}
-
 static fattn_status alloc_i32(fattn_tensor *t, int n, const int *vals)
 {
     int64_t shape[1] = {n};
@@ -377,15 +298,15 @@ static fattn_status alloc_qkv(const tcase *c, const tcase_buffers *buf,
     fattn_qkv_format kvf = fattn_layout_kv_format(c->layout);
     fattn_qkv_layout_group g = fattn_layout_group(c->layout);
     int64_t qs[4], ks[4], vs[4];
-    int qn = format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->d, qs);
-    int kn = format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->d, ks);
-    format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->dv, vs);
+    int qn = fattn_format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->d, qs);
+    int kn = fattn_format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->d, ks);
+    fattn_format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->dv, vs);
     fattn_tensor views[3];
     fattn_status st;
     switch (g) {
     case FATTN_LAYOUT_GROUP_3HD:
     case FATTN_LAYOUT_GROUP_H3D:
-        st = alloc_packed(&storage[0], c->dtype, qn, qs, 3,
+        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 3,
                           g == FATTN_LAYOUT_GROUP_3HD ? qn - 2 : qn - 1, views);
         if (st != FATTN_OK)
             return st;
@@ -393,25 +314,25 @@ static fattn_status alloc_qkv(const tcase *c, const tcase_buffers *buf,
         return FATTN_OK;
     case FATTN_LAYOUT_GROUP_HD_2HD:
     case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
+        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
         if (st != FATTN_OK)
             return st;
         *q = views[0];
-        st = alloc_packed(&storage[1], c->dtype, kn, ks, 2,
+        st = fattn_tensor_alloc_packed(&storage[1], c->dtype, kn, ks, 2,
                           g == FATTN_LAYOUT_GROUP_HD_2HD ? kn - 2 : kn - 1, views);
         if (st != FATTN_OK)
             return st;
         *k = views[0], *v = views[1];
         return FATTN_OK;
     default:
-        st = alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
+        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
         if (st == FATTN_OK) {
             *q = views[0];
-            st = alloc_packed(&storage[1], c->dtype, kn, ks, 1, 0, views);
+            st = fattn_tensor_alloc_packed(&storage[1], c->dtype, kn, ks, 1, 0, views);
         }
         if (st == FATTN_OK) {
             *k = views[0];
-            st = alloc_packed(&storage[2], c->dtype, kn, vs, 1, 0, views);
+            st = fattn_tensor_alloc_packed(&storage[2], c->dtype, kn, vs, 1, 0, views);
         }
         if (st == FATTN_OK)
             *v = views[0];
@@ -528,16 +449,16 @@ fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
     st = alloc_qkv(c, buf, buf->qkv_storage, &buf->q, &buf->k, &buf->v);
     if (st != FATTN_OK)
         goto fail;
-    fill_stream(&buf->q, c->seed, STREAM_Q, 0.5f);
-    fill_stream(&buf->k, c->seed, STREAM_K, 0.5f);
-    fill_stream(&buf->v, c->seed, STREAM_V, 1.0f);
+    fattn_philox_fill_tensor(&buf->q, c->seed, STREAM_Q, 0.5f);
+    fattn_philox_fill_tensor(&buf->k, c->seed, STREAM_K, 0.5f);
+    fattn_philox_fill_tensor(&buf->v, c->seed, STREAM_V, 1.0f);
 
     if (c->bias == FATTN_BIAS_POST_SCALE_BIAS) {
         int64_t bs[4] = {c->bias_b, c->bias_h, c->bias_sq, c->skv};
         st = fattn_tensor_alloc(&buf->bias, c->dtype, 4, bs);
         if (st != FATTN_OK)
             goto fail;
-        fill_stream(&buf->bias, c->seed, STREAM_BIAS, 1.0f);
+        fattn_philox_fill_tensor(&buf->bias, c->seed, STREAM_BIAS, 1.0f);
         if (c->training) {
             st = fattn_tensor_alloc(&buf->d_bias, c->dtype, 4, bs);
             if (st != FATTN_OK)
@@ -550,7 +471,7 @@ fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
         if (st != FATTN_OK)
             goto fail;
         if (c->softmax == FATTN_SOFTMAX_LEARNABLE)
-            fill_stream(&buf->softmax_offset, c->seed, STREAM_OFFSET, 1.0f);
+            fattn_philox_fill_tensor(&buf->softmax_offset, c->seed, STREAM_OFFSET, 1.0f);
         else /* TE passes zeros for off-by-one */
             memset(buf->softmax_offset.data, 0, sizeof(float) * (size_t)c->h);
         if (c->training) {
@@ -570,7 +491,7 @@ fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
 
     /* O (q's format, head dim dv); dO and dQ/dK/dV for training. */
     int64_t os[4];
-    int on = format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->dv, os);
+    int on = fattn_format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->dv, os);
     st = fattn_tensor_alloc(&buf->o, c->dtype, on, os);
     if (st != FATTN_OK)
         goto fail;
@@ -578,7 +499,7 @@ fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
         st = fattn_tensor_alloc(&buf->d_o, c->dtype, on, os);
         if (st != FATTN_OK)
             goto fail;
-        fill_stream(&buf->d_o, c->seed, STREAM_DO, 0.1f);
+        fattn_philox_fill_tensor(&buf->d_o, c->seed, STREAM_DO, 0.1f);
         fattn_tensor dst[3] = {fattn_tensor_empty(), fattn_tensor_empty(),
                                fattn_tensor_empty()};
         st = alloc_qkv(c, buf, dst, &buf->dq, &buf->dk, &buf->dv);

@@ -67,3 +67,18 @@ uint32_t fattn_dropout_threshold(float p)
         return UINT32_MAX;
     return (uint32_t)d;
 }
+
+void fattn_philox_fill_tensor(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale)
+{
+    int64_t n = fattn_tensor_numel(t);
+    int64_t idx[FATTN_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        float u = fattn_philox_to_sym_unit(fattn_philox_u32(seed, stream, (uint64_t)e));
+        fattn_store_f32(t->data, t->dtype, fattn_tensor_offset(t, idx), scale * u);
+        for (int a = t->ndim - 1; a >= 0; a--) {
+            if (++idx[a] < t->shape[a])
+                break;
+            idx[a] = 0;
+        }
+    }
+}

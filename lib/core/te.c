@@ -466,3 +466,22 @@ bool fattn_bottom_right_default_fwd(fattn_mask_type mask)
 {
     return fattn_mask_is_bottom_right(mask);
 }
+
+int fattn_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t, int64_t heads,
+                       int64_t dim, int64_t shape[4])
+{
+    switch (f) {
+    case FATTN_FORMAT_SBHD:
+        shape[0] = s; shape[1] = b; shape[2] = heads; shape[3] = dim;
+        return 4;
+    case FATTN_FORMAT_BHSD:
+        shape[0] = b; shape[1] = heads; shape[2] = s; shape[3] = dim;
+        return 4;
+    case FATTN_FORMAT_THD:
+        shape[0] = t; shape[1] = heads; shape[2] = dim;
+        return 3;
+    default:
+        shape[0] = b; shape[1] = s; shape[2] = heads; shape[3] = dim;
+        return 4;
+    }
+}

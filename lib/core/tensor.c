@@ -88,6 +88,42 @@ fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
     return FATTN_OK;
 }
 
+fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype, int ndim,
+                                       const int64_t *shape, int npack, int at,
+                                       fattn_tensor *views)
+{
+    if (npack == 1) {
+        fattn_status st = fattn_tensor_alloc(storage, dtype, ndim, shape);
+        if (st == FATTN_OK)
+            views[0] = *storage;
+        return st;
+    }
+    if (ndim < 1 || ndim + 1 > FATTN_MAX_DIMS || at < 0 || at > ndim || npack < 1)
+        return fattn_error(FATTN_E_SHAPE, "packed tensor: rank %d, pack dim %d", ndim, at);
+    int64_t sshape[FATTN_MAX_DIMS];
+    for (int a = 0, s = 0; a < ndim + 1; a++)
+        sshape[a] = a == at ? npack : shape[s++];
+    fattn_status st = fattn_tensor_alloc(storage, dtype, ndim + 1, sshape);
+    if (st != FATTN_OK)
+        return st;
+    size_t esz = fattn_dtype_size(dtype);
+    for (int m = 0; m < npack; m++) {
+        fattn_tensor v = fattn_tensor_empty();
+        v.dtype = dtype;
+        v.ndim = ndim;
+        for (int a = 0, s = 0; a < ndim + 1; a++) {
+            if (a == at)
+                continue;
+            v.shape[s] = storage->shape[a];
+            v.strides[s] = storage->strides[a];
+            s++;
+        }
+        v.data = (char *)storage->data + (size_t)m * (size_t)storage->strides[at] * esz;
+        views[m] = v;
+    }
+    return FATTN_OK;
+}
+
 void fattn_tensor_free(fattn_tensor *t)
 {
     if (!t)

@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "fattn/tensor.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +41,11 @@ void fattn_philox_fill_u32(uint64_t seed, uint64_t stream, uint64_t first,
  * the float nearest to int32(word) * 2^-31: exact only for |int32| < 2^24,
  * and the words 0x7fffffc0 .. 0x7fffffff give exactly 1.0f. */
 float fattn_philox_to_sym_unit(uint32_t word);
+
+/* Fill a float view (any strides) with scale * fattn_philox_to_sym_unit of
+ * stream `stream` under `seed`: element e of the logical shape in C order
+ * takes word e, rounded to the view's dtype. */
+void fattn_philox_fill_tensor(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale);
 
 /* Dropout keep decision for probability p of dropping: keep iff
  * word >= fattn_dropout_threshold(p), threshold = round(p * 2^32) clamped

@@ -130,6 +130,12 @@ fattn_qkv_format fattn_layout_q_format(fattn_qkv_layout l);
 fattn_qkv_format fattn_layout_kv_format(fattn_qkv_layout l);
 bool fattn_layout_is_paged(fattn_qkv_layout l);
 
+/* The logical shape of a tensor in a plain format (sbhd [s,b,h,d], bshd
+ * [b,s,h,d], bhsd [b,h,s,d], thd [t,h,d]); returns the rank (4, or 3 for
+ * thd, which uses t instead of b and s). */
+int fattn_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t, int64_t heads,
+                       int64_t dim, int64_t shape[4]);
+
 /* Mask predicates. */
 bool fattn_mask_has_padding(fattn_mask_type m);
 bool fattn_mask_has_causal(fattn_mask_type m);

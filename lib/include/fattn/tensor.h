@@ -53,6 +53,15 @@ fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
                                 const int64_t *shape);
 void fattn_tensor_free(fattn_tensor *t);
 
+/* One contiguous buffer holding `npack` tensors of logical shape `shape`
+ * (ndim dims), interleaved by a pack dim of size npack inserted at dim `at`
+ * ("3hd"/"2hd" packing: at = ndim - 2; "h3d"/"h2d": at = ndim - 1), as
+ * packed QKV layouts lay them out; views[m] is the m-th tensor. *storage
+ * owns the memory (fattn_tensor_free it). npack = 1: a plain tensor. */
+fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype, int ndim,
+                                       const int64_t *shape, int npack, int at,
+                                       fattn_tensor *views);
+
 /* Product of the dims (1 for ndim 0 non-empty; 0 for the empty slot). */
 int64_t fattn_tensor_numel(const fattn_tensor *t);
 /* Element offset of a multi-index (no bounds check). */
