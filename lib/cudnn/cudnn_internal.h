@@ -55,6 +55,11 @@ typedef struct cudnn_api {
     cudaError_t (*cudaMemset)(void *, int, size_t);
     cudaError_t (*cudaDeviceSynchronize)(void);
     const char *(*cudaGetErrorString)(cudaError_t);
+    cudaError_t (*cudaEventCreate)(cudaEvent_t *);
+    cudaError_t (*cudaEventDestroy)(cudaEvent_t);
+    cudaError_t (*cudaEventRecord)(cudaEvent_t, cudaStream_t);
+    cudaError_t (*cudaEventSynchronize)(cudaEvent_t);
+    cudaError_t (*cudaEventElapsedTime)(float *, cudaEvent_t, cudaEvent_t);
 } cudnn_api;
 
 /* Load libcudnn (and, if want_cudart, libcudart) once per process; the

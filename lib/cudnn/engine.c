@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/cpu.h"
 #include "cudnn/cudnn_internal.h"
@@ -26,7 +27,20 @@ typedef struct cudnn_engine {
     char last_tag[96];
     char last_route[16];
     int64_t last_workspace; /* bytes of the last backward: engine + Dsum + dQ_accum */
+    bool force_det;         /* every backward deterministic (fattn_cudnn_options) */
+    float *mask_dst;        /* capture_dropout_mask: host destination, or NULL */
+    int64_t mask_cap;       /* its capacity in floats */
+    int time_iters;         /* set_timing */
+    double call_t0;         /* when the current forward/backward call began */
+    fattn_cudnn_timing timing;
 } cudnn_engine;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #define FATTN_CUDNN_MAX_HEADS 4096
 
@@ -92,8 +106,11 @@ static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **ou
         if (!strcmp(pe->key, key)) {
             free(key);
             *out = pe->plan;
+            e->timing.plan_cache_hit = true;
+            e->timing.plan_build_s = 0.0;
             return FATTN_OK;
         }
+    e->timing.plan_cache_hit = false;
     cudnn_plan *p = NULL;
     fattn_status st = cudnn_plan_build(e->api, e->handle, g, &p);
     if (st != FATTN_OK) {
@@ -106,6 +123,7 @@ static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **ou
         cudnn_plan_free(p);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
     }
+    e->timing.plan_build_s = p->build_seconds;
     pe->key = key;
     pe->plan = p;
     pe->next = e->plans;
@@ -113,6 +131,87 @@ static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **ou
     e->nplans++;
     *out = p;
     return FATTN_OK;
+}
+
+/* ---- executing ------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Timed re-executions for set_timing: the same plan and buffers, each
+ * between two events on the handle's (default) stream. */
+static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
+                              void *const *ptrs)
+{
+    const cudnn_api *api = e->api;
+    int n = e->time_iters;
+    double *ms = malloc((size_t)n * sizeof *ms);
+    if (!ms)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: timing");
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    cudaError_t ce = api->cudaEventCreate(&ev0);
+    if (ce == cudaSuccess)
+        ce = api->cudaEventCreate(&ev1);
+    fattn_status st = ce == cudaSuccess ? FATTN_OK : cuda_fail(api, ce, "cudaEventCreate");
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        float t = 0.0f;
+        if ((ce = api->cudaEventRecord(ev0, NULL)) != cudaSuccess) {
+            st = cuda_fail(api, ce, "cudaEventRecord");
+            break;
+        }
+        if ((st = cudnn_plan_execute(plan, e->handle, g, ptrs, e->ws)) != FATTN_OK)
+            break;
+        if ((ce = api->cudaEventRecord(ev1, NULL)) != cudaSuccess ||
+            (ce = api->cudaEventSynchronize(ev1)) != cudaSuccess ||
+            (ce = api->cudaEventElapsedTime(&t, ev0, ev1)) != cudaSuccess) {
+            st = cuda_fail(api, ce, "timing events");
+            break;
+        }
+        ms[i] = t;
+    }
+    if (st == FATTN_OK) {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        e->timing.iters = n;
+        e->timing.gpu_ms_min = ms[0];
+        e->timing.gpu_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    }
+    if (ev0)
+        api->cudaEventDestroy(ev0);
+    if (ev1)
+        api->cudaEventDestroy(ev1);
+    free(ms);
+    return st;
+}
+
+/* Grow the shared workspace, execute, wait; then the timed repeats.
+ * host_pre is the host time the call spent before its first copy. */
+static fattn_status execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
+                                 void *const *ptrs, double host_pre)
+{
+    const cudnn_api *api = e->api;
+    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
+    if (ws > e->ws_size) {
+        if (e->ws)
+            api->cudaFree(e->ws);
+        e->ws = NULL;
+        e->ws_size = 0;
+        cudaError_t ce = api->cudaMalloc(&e->ws, ws);
+        if (ce != cudaSuccess)
+            return cuda_fail(api, ce, "cudaMalloc workspace");
+        e->ws_size = ws;
+    }
+    double t0 = now_s();
+    fattn_status st = cudnn_plan_execute(plan, e->handle, g, ptrs, e->ws);
+    e->timing.host_us = 1e6 * (host_pre + (now_s() - t0));
+    if (st != FATTN_OK)
+        return st;
+    cudaError_t ce = api->cudaDeviceSynchronize();
+    if (ce != cudaSuccess)
+        return cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
+    return e->time_iters > 0 ? time_plan(e, plan, g, ptrs) : FATTN_OK;
 }
 
 /* ---- forward --------------------------------------------------------------- */
@@ -167,8 +266,17 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     if (st != FATTN_OK)
         return st;
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+    double host_pre = now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
     int64_t b = geom->b, h = geom->h;
+    void *mask = NULL;
+    int64_t mask_n = r->d.rng_dump ? b * h * geom->sq * geom->skv : 0;
+    if (mask_n > r->e->mask_cap)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: the dropout mask needs %lld floats, "
+                           "the capture buffer holds %lld", (long long)mask_n,
+                           (long long)r->e->mask_cap);
+    if (mask_n && (st = dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
+        return st;
     void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *stats = NULL, *bias = NULL;
     void *sink = NULL, *alibi = NULL, *seq_q = NULL, *seq_kv = NULL, *rng = NULL;
     void *rag[5] = {NULL, NULL, NULL, NULL, NULL};
@@ -252,25 +360,19 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         case CG_ROLE_RAG_STATS: ptrs[i] = rag[4]; break;
         case CG_ROLE_SEED: ptrs[i] = rng; break;
         case CG_ROLE_OFFSET: ptrs[i] = rng ? (char *)rng + 8 : NULL; break;
+        case CG_ROLE_RNG_DUMP: ptrs[i] = mask; break;
         default: break;
         }
     }
-    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
-    if (ws > r->e->ws_size) {
-        if (r->e->ws)
-            api->cudaFree(r->e->ws);
-        r->e->ws = NULL;
-        r->e->ws_size = 0;
-        cudaError_t ce = api->cudaMalloc(&r->e->ws, ws);
-        if (ce != cudaSuccess)
-            return cuda_fail(api, ce, "cudaMalloc workspace");
-        r->e->ws_size = ws;
-    }
-    if ((st = cudnn_plan_execute(plan, r->e->handle, g, ptrs, r->e->ws)))
+    if ((st = execute_plan(r->e, plan, g, ptrs, host_pre)))
         return st;
-    cudaError_t ce = api->cudaDeviceSynchronize();
-    if (ce != cudaSuccess)
-        return cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
+    cudaError_t ce;
+    if (mask) {
+        ce = api->cudaMemcpy(r->e->mask_dst, mask, (size_t)mask_n * sizeof(float),
+                             cudaMemcpyDeviceToHost);
+        if (ce != cudaSuccess)
+            return cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
+    }
 
     /* copy back the defined regions only */
     char *ho = malloc(o_bytes);
@@ -308,6 +410,7 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
 static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p)
 {
     cudnn_engine *e = (cudnn_engine *)base;
+    e->call_t0 = now_s();
     if (!p->aux)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
     fwd_run r;
@@ -317,6 +420,7 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
     fattn_status st = cg_fwd_desc_from_params(p, &r.d);
     if (st != FATTN_OK)
         return st;
+    r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
     /* The CPU engine's validation: shapes, lengths, offsets, bias, sink. */
     bool apply_dropout = p->is_training && p->dropout > 0.0f;
     cpu_geom_args a = {
@@ -394,6 +498,7 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
         snprintf(e->last_route, sizeof e->last_route, "%s",
                  r.g->route == CG_ROUTE_NATIVE ? "native" : "composite");
         dev_arena arena = {.api = e->api, .n = 0};
+        memset(&e->timing, 0, sizeof e->timing);
         st = run_forward(&r, &arena);
         dev_free_all(&arena);
     }
@@ -452,6 +557,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     if (st != FATTN_OK)
         return st;
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+    double host_pre = now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
     int64_t b = geom->b, h = geom->h;
     void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dO = NULL, *stats = NULL, *bias = NULL;
@@ -580,23 +686,10 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
         default: break;
         }
     }
-    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
-    if (ws > r->e->ws_size) {
-        if (r->e->ws)
-            api->cudaFree(r->e->ws);
-        r->e->ws = NULL;
-        r->e->ws_size = 0;
-        cudaError_t ce = api->cudaMalloc(&r->e->ws, ws);
-        if (ce != cudaSuccess)
-            return cuda_fail(api, ce, "cudaMalloc workspace");
-        r->e->ws_size = ws;
-    }
-    r->e->last_workspace = (int64_t)ws + cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
-    if ((st = cudnn_plan_execute(plan, r->e->handle, g, ptrs, r->e->ws)))
+    r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
+                           cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
+    if ((st = execute_plan(r->e, plan, g, ptrs, host_pre)))
         return st;
-    cudaError_t ce = api->cudaDeviceSynchronize();
-    if (ce != cudaSuccess)
-        return cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
 
     /* copy back the defined regions only */
     fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
@@ -652,6 +745,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
 static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p)
 {
     cudnn_engine *e = (cudnn_engine *)base;
+    e->call_t0 = now_s();
     bwd_run r;
     memset(&r, 0, sizeof r);
     r.e = e;
@@ -659,6 +753,8 @@ static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params 
     fattn_status st = cg_bwd_desc_from_params(p, &r.d);
     if (st != FATTN_OK)
         return st;
+    if (e->force_det)
+        r.d.deterministic = true;
     /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
      * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
      * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather
@@ -713,6 +809,7 @@ static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params 
         snprintf(e->last_route, sizeof e->last_route, "%s",
                  r.d.deterministic || r.d.dbias ? "bwd-direct-dq" : "bwd-dq-accum");
         dev_arena arena = {.api = e->api, .n = 0};
+        memset(&e->timing, 0, sizeof e->timing);
         st = run_backward(&r, &arena);
         dev_free_all(&arena);
     }
@@ -820,6 +917,7 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     e->base.impl = e;
     e->api = api;
     e->device = device;
+    e->force_det = opt && opt->force_deterministic_bwd;
     *out = &e->base;
     return FATTN_OK;
 }
@@ -851,4 +949,40 @@ int64_t fattn_cudnn_last_workspace(const fattn_engine *e)
 {
     const cudnn_engine *c = as_cudnn(e);
     return c ? c->last_workspace : 0;
+}
+
+bool fattn_cudnn_forces_deterministic(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c && c->force_det;
+}
+
+fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count)
+{
+    cudnn_engine *c = (cudnn_engine *)as_cudnn(e);
+    if (!c)
+        return fattn_error(FATTN_E_INVALID_ARG, "capture_dropout_mask: not a cuDNN engine");
+    if (mask && count <= 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "capture_dropout_mask: count %lld",
+                           (long long)count);
+    c->mask_dst = mask;
+    c->mask_cap = mask ? count : 0;
+    return FATTN_OK;
+}
+
+fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters)
+{
+    cudnn_engine *c = (cudnn_engine *)as_cudnn(e);
+    if (!c)
+        return fattn_error(FATTN_E_INVALID_ARG, "set_timing: not a cuDNN engine");
+    if (iters < 0 || iters > 100000)
+        return fattn_error(FATTN_E_INVALID_ARG, "set_timing: %d iterations", iters);
+    c->time_iters = iters;
+    return FATTN_OK;
+}
+
+void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    *out = c ? c->timing : (fattn_cudnn_timing){0};
 }

@@ -46,7 +46,8 @@ const char *cg_role_name(cg_role r)
                                     "bias",  "sink",  "alibi",  "seq_q",   "seq_kv", "rag_q",
                                     "rag_k", "rag_v", "rag_o",  "rag_stats", "seed", "offset",
                                     "do",    "dq",    "dk",     "dv",      "dbias", "dsink",
-                                    "dsum",  "dq_accum", "rag_do", "rag_dq", "rag_dk", "rag_dv"};
+                                    "dsum",  "dq_accum", "rag_do", "rag_dq", "rag_dk", "rag_dv",
+                                    "rng_dump"};
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 
@@ -613,7 +614,15 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
                               CG_UID_SEED);
         int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
-        int mask = virt(&bd, "rng", CG_F32, s4);
+        int mask;
+        if (d->rng_dump) { /* the keep-mask written out, for the oracle */
+            int64_t ms[4];
+            contiguous(s4, ms);
+            mask = add_tensor(&bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
+                              CG_UID_RNG_DUMP);
+        } else {
+            mask = virt(&bd, "rng", CG_F32, s4);
+        }
         cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
         if (r) {
             r->in[0] = seed, r->in[1] = off, r->out = mask;

@@ -66,6 +66,7 @@ typedef enum cg_role {
     CG_ROLE_RAG_DQ,
     CG_ROLE_RAG_DK,
     CG_ROLE_RAG_DV,
+    CG_ROLE_RNG_DUMP, /* test variant: the dropout keep-mask, [b,hq,sq,skv] float */
     CG_ROLE_COUNT
 } cg_role;
 
@@ -102,6 +103,7 @@ enum {
     CG_UID_RAG_DQ = 27,
     CG_UID_RAG_DK = 28,
     CG_UID_RAG_DV = 29,
+    CG_UID_RNG_DUMP = 30,
     CG_UID_FIRST_INTERNAL = 100
 };
 
@@ -201,6 +203,7 @@ typedef struct cg_fwd_desc {
     bool bottom_right;          /* diagonal alignment after TE's rewrite */
     float attn_scale;
     bool allow_native;          /* use SDPA_FWD where PyTorch 2.11 would */
+    bool rng_dump;              /* test variant: the RNG output is a real tensor */
 } cg_fwd_desc;
 
 /* A backward case: the forward's description (masks, bias, sink, dropout,

@@ -96,6 +96,11 @@ static void load_cudart(void)
     LOAD(lib, cudaMemset, "cudaMemset", ok);
     LOAD(lib, cudaDeviceSynchronize, "cudaDeviceSynchronize", ok);
     LOAD(lib, cudaGetErrorString, "cudaGetErrorString", ok);
+    LOAD(lib, cudaEventCreate, "cudaEventCreate", ok);
+    LOAD(lib, cudaEventDestroy, "cudaEventDestroy", ok);
+    LOAD(lib, cudaEventRecord, "cudaEventRecord", ok);
+    LOAD(lib, cudaEventSynchronize, "cudaEventSynchronize", ok);
+    LOAD(lib, cudaEventElapsedTime, "cudaEventElapsedTime", ok);
     bool props_ok = true;
     LOAD(lib, cudaGetDeviceProperties, "cudaGetDeviceProperties_v2", props_ok);
     if (!props_ok) {

@@ -60,3 +60,31 @@ int64_t fattn_cudnn_last_workspace(const fattn_engine *e)
     (void)e;
     return 0;
 }
+
+bool fattn_cudnn_forces_deterministic(const fattn_engine *e)
+{
+    (void)e;
+    return false;
+}
+
+fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count)
+{
+    (void)e;
+    (void)mask;
+    (void)count;
+    return no_cudnn();
+}
+
+fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters)
+{
+    (void)e;
+    (void)iters;
+    return no_cudnn();
+}
+
+void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
+{
+    (void)e;
+    if (out)
+        *out = (fattn_cudnn_timing){0};
+}

@@ -33,6 +33,11 @@ extern "C" {
 
 typedef struct fattn_cudnn_options {
     int device; /* CUDA device ordinal */
+    /* Run every backward as the deterministic (direct-dQ) graph, whatever
+     * fattn_bwd_params.deterministic says: what `fattn verify` and `fattn
+     * golden` use on cuDNN, so that a rerun can be compared bitwise
+     * (docs/determinism.md). */
+    bool force_deterministic_bwd;
 } fattn_cudnn_options;
 
 /* Provenance of the device and libraries. */
@@ -70,6 +75,41 @@ int fattn_cudnn_plan_count(const fattn_engine *e);
  * plan's workspace plus the caller-side Dsum (b*hq*sq*4) and, without
  * `deterministic`, dQ_accum (b*hq*sq*d*4) buffers. 0 before a backward. */
 int64_t fattn_cudnn_last_workspace(const fattn_engine *e);
+
+/* Whether e forces the deterministic backward (fattn_cudnn_options). */
+bool fattn_cudnn_forces_deterministic(const fattn_engine *e);
+
+/* Test hook: the dropout keep-mask. With mask non-NULL, every later forward
+ * with dropout runs a variant of its graph whose RNG output is a real
+ * tensor instead of a virtual one, and copies it to mask: float32, C order
+ * [b, hq, sq, skv] (sq, skv the max lengths), 1 where the logit is kept and
+ * 0 where dropped, every element (also outside the sequences). count is the
+ * capacity in floats; a forward whose mask does not fit fails with
+ * FATTN_E_SHAPE. O and Stats are those of the production graph with the same
+ * rng_state: only the mask's destination differs. NULL turns it off. For
+ * the float64 oracle's dropout cases (tests/test_cudnn_gpu.c). */
+fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count);
+
+/* Benchmark timing. With iters > 0 every later forward and backward, after
+ * its own execution, executes its plan iters more times on the same device
+ * buffers, each between two CUDA events on the engine's stream; the outputs
+ * are those of the first execution. 0 turns it off. */
+fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters);
+
+typedef struct fattn_cudnn_timing {
+    int iters;              /* timed executions (0: timing was off) */
+    double gpu_ms_median;   /* plan execution, CUDA events */
+    double gpu_ms_min;
+    /* Host time of the call outside the copies and the GPU work: graph
+     * description, plan-cache lookup (or build), variant pack, launch.
+     * With a plan-cache hit this is the per-call host overhead. */
+    double host_us;
+    double plan_build_s;    /* 0 when the plan came from the cache */
+    bool plan_cache_hit;
+} fattn_cudnn_timing;
+
+/* Timing of the last forward or backward. */
+void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out);
 
 #ifdef __cplusplus
 }
