@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fattn/cudnn.h"
 #include "runfile.h"
 #include "runner.h"
 #include "test_variants.h"
@@ -51,12 +52,33 @@ static double default_max_memory(void)
     return 0.5 * (double)pages * (double)page;
 }
 
+static size_t elem_size(const fattn_h5_node *a)
+{
+    size_t esz = fattn_dtype_size(a->dtype);
+    return esz ? esz : 1;
+}
+
+/* Elements of two equal-sized datasets whose bytes differ. */
+static int64_t differing_elements(const fattn_h5_node *a, const fattn_h5_node *b)
+{
+    size_t esz = elem_size(a);
+    const unsigned char *pa = a->data, *pb = b->data;
+    int64_t n = 0;
+    for (size_t off = 0; off + esz <= a->nbytes; off += esz)
+        n += memcmp(pa + off, pb + off, esz) != 0;
+    return n;
+}
+
 /* One state's datasets (recursively, "_impl" excluded), compared with the
  * same datasets of a repeat: /audit/<id>/<state>/<tensor> gets
- * `identical` (all repeats so far bitwise equal) and `repeats`. Nested
- * names are joined with '.' ("aux.softmax_stats"). */
+ * `identical` (all repeats so far bitwise equal), `repeats` and
+ * `max_differing` (the most elements any repeat changed). Nested names are
+ * joined with '.' ("aux.softmax_stats"). A tensor that differs is also
+ * reported on stderr, since non-determinism is what --repeat looks for;
+ * `where` is "<case>/<state>". */
 static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *g,
-                               const fattn_h5_node *g2, const char *prefix, int repeats)
+                               const fattn_h5_node *g2, const char *prefix, int repeats,
+                               const char *where)
 {
     fattn_status st;
     for (size_t i = 0; i < g->n_children; i++) {
@@ -69,7 +91,7 @@ static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *
         if (!t->is_dataset) {
             char sub[300];
             snprintf(sub, sizeof sub, "%s.", name);
-            if ((st = audit_walk(state_audit, t, t2, sub, repeats)))
+            if ((st = audit_walk(state_audit, t, t2, sub, repeats, where)))
                 return st;
             continue;
         }
@@ -77,10 +99,21 @@ static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *
         if ((st = fattn_h5_node_group(state_audit, name, &an)))
             return st;
         const fattn_h5_attr *prev = fattn_h5_node_attr(an, "identical");
-        bool same = (!prev || prev->u8) && t2 && t2->is_dataset && t2->nbytes == t->nbytes &&
-                    memcmp(t2->data, t->data, t->nbytes) == 0;
+        const fattn_h5_attr *prev_n = fattn_h5_node_attr(an, "max_differing");
+        bool comparable = t2 && t2->is_dataset && t2->nbytes == t->nbytes;
+        int64_t diff = comparable ? differing_elements(t, t2) : -1;
+        int64_t worst = prev_n ? prev_n->i64[0] : 0;
+        if (diff < 0 || diff > worst)
+            worst = diff < 0 ? (int64_t)(t->nbytes / elem_size(t)) : diff;
+        bool same = (!prev || prev->u8) && diff == 0;
+        if (diff != 0)
+            fprintf(stderr, "fattn run: --repeat: %s/%s is not bitwise repeatable (%s%lld of "
+                    "%lld elements differ)\n", where, name, diff < 0 ? "shape changed; " : "",
+                    (long long)(diff < 0 ? worst : diff),
+                    (long long)(t->nbytes / elem_size(t)));
         if ((st = fattn_h5_node_set_uint8(an, "identical", same)) ||
-            (st = fattn_h5_node_set_int64(an, "repeats", repeats)))
+            (st = fattn_h5_node_set_int64(an, "repeats", repeats)) ||
+            (st = fattn_h5_node_set_int64(an, "max_differing", worst)))
             return st;
     }
     return FATTN_OK;
@@ -181,8 +214,10 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
         if (!g)
             continue;
         fattn_h5_node *sa;
+        char where[300];
+        snprintf(where, sizeof where, "%s/%s", first->name, states[i]);
         if ((st = fattn_h5_node_group(case_audit, states[i], &sa)) == FATTN_OK)
-            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), "", repeats);
+            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), "", repeats, where);
     }
     return st;
 }
@@ -254,6 +289,8 @@ int fattn_cmd_run(int argc, char **argv)
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
+    if (!strcmp(backend_name, "cudnn")) /* each case's own `deterministic` */
+        fattn_cudnn_set_force_deterministic(engine, false);
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = until,
                            .poison = FATTN_POISON_PATTERN};
     fattn_h5_node *root = NULL, *cases_g = NULL, *audit = NULL;
@@ -375,6 +412,8 @@ int fattn_cmd_replay(int argc, char **argv)
         fattn_h5_node_free(src);
         return FATTN_EXIT_ERROR;
     }
+    if (!strcmp(backend_name, "cudnn")) /* each case's own `deterministic` */
+        fattn_cudnn_set_force_deterministic(engine, false);
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
                            .poison = FATTN_POISON_PATTERN};
     fattn_h5_node *root = NULL, *cases_g = NULL;

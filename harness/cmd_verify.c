@@ -292,6 +292,11 @@ int fattn_cmd_verify(int argc, char **argv)
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
+    /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
+     * accumulator dQ does not (docs/determinism.md), so every case runs the
+     * deterministic graph here, whatever its `deterministic` key says. */
+    bool forced = !strcmp(backend_name, "cudnn") &&
+                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
     char key[128], gpath[4096];
     platform_key(backend_name, key, sizeof key);
     snprintf(gpath, sizeof gpath, "%s/%s.h5", fix_dir, key);
@@ -320,7 +325,8 @@ int fattn_cmd_verify(int argc, char **argv)
         if (exact)
             golden_note = "bitwise (exact platform key match)";
     }
-    printf("fattn verify: engine %s, platform key %s, goldens %s: %s\n", backend_name, key,
+    printf("fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", backend_name,
+           forced ? " (deterministic backward forced)" : "", key,
            gpath, golden_note);
     printf("%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
 
@@ -401,6 +407,8 @@ int fattn_cmd_verify(int argc, char **argv)
                                  (json_int_t)n_err, "without_golden", (json_int_t)n_nogold,
                                  "verdict", neutral ? "behavior-neutral" : "not behavior-neutral",
                                  "exit", rc);
+        if (root)
+            json_object_set_new(root, "forced_deterministic_bwd", json_boolean(forced));
         if (!root || json_dump_file(root, json, JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
             rc = cli_fail("verify", "%s: cannot write the JSON report", json);
         json_decref(root);
@@ -486,6 +494,9 @@ int fattn_cmd_golden(int argc, char **argv)
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
+    /* as verify runs them, so that verify can compare bitwise */
+    bool forced = !strcmp(backend_name, "cudnn") &&
+                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
     char key[128], path[4096];
     platform_key(backend_name, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
@@ -496,6 +507,8 @@ int fattn_cmd_golden(int argc, char **argv)
         st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, "legacy", backend_name);
+    if (st == FATTN_OK && forced)
+        st = fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "platform_key", key);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("golden", "%s", fattn_last_error());

@@ -294,6 +294,8 @@ static bool keep_of(const geom *g, int bi, int n, int i, int j)
     const tcase *c = g->c;
     uint64_t e = (((uint64_t)bi * (uint64_t)c->h + (uint64_t)n) * (uint64_t)c->sq +
                   (uint64_t)i) * (uint64_t)c->skv + (uint64_t)j;
+    if (g->in && g->in->keep)
+        return g->in->keep[e] != 0.0f;
     return fattn_philox_u32(g->rng_seed, g->rng_offset, e) >= g->threshold;
 }
 

@@ -39,6 +39,11 @@ typedef struct oracle_inputs {
     const double *bias;
     const double *softmax_offset;
     const double *d_o;
+    /* The dropout keep decisions to use instead of fattn's Philox mapping:
+     * [b, h, sq, skv] in C order, nonzero = kept (an engine with its own
+     * dropout bits, e.g. cuDNN's mask captured by
+     * fattn_cudnn_capture_dropout_mask). NULL: the CPU mapping. */
+    const float *keep;
 } oracle_inputs;
 
 /* The oracle's outputs; each array is NULL until computed, or when the case

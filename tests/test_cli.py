@@ -393,12 +393,19 @@ def _():
 
 @case("test variant flaky_dk: --repeat 3 reports only dk as not repeatable")
 def _():
-    run("run", "--filter", "layout.bshd_bshd_bshd.*", "--repeat", "3", "-o",
-        path("flaky.h5"), env={"FATTN_TEST_ENGINE_VARIANT": "flaky_dk"}, check=0)
+    p = run("run", "--filter", "layout.bshd_bshd_bshd.*", "--repeat", "3", "-o",
+            path("flaky.h5"), env={"FATTN_TEST_ENGINE_VARIANT": "flaky_dk"}, check=0)
     a = audit_of(path("flaky.h5"))
     bad = sorted(k for k, v in a.items() if v.get("identical") == 0)
     assert bad and all(k.endswith("/backward/dk") for k in bad), bad
     assert any(v.get("identical") == 1 for v in a.values())
+    # the variant changes one element of dK on every other call
+    assert all(a[k]["max_differing"] == 1 for k in bad), [a[k] for k in bad]
+    assert all(v["max_differing"] == 0 for k, v in a.items() if v.get("identical") == 1)
+    for k in bad:
+        case = k.split("/")[0]
+        assert ("--repeat: %s/backward/dk is not bitwise repeatable (1 of " % case) in p.stderr, \
+            p.stderr
 
 
 def main():

@@ -7,7 +7,7 @@
  *   - the aux pack the engine built (entries, shapes, aliasing of the inputs);
  *   - every output on its defined region (engine.h) against the oracle with
  *     |engine - oracle| <= atol + rtol * |oracle|, tolerances from the one
- *     table below; defined values finite except Stats/Max of rows with no
+ *     table (oracle_check.c); defined values finite except Stats/Max of rows with no
  *     kept key, which must be exactly the oracle's -inf;
  *   - outside the defined regions, the 0xFF poison untouched (padded rows of
  *     bshd/sbhd, THD gap tokens, trailing THD tokens);
@@ -29,76 +29,7 @@
 #include "fattn/te.h"
 #include "fattn_test.h"
 #include "oracle.h"
-
-/* ------------------------------------------------------------------------ */
-/* Tolerances: the one place they are defined                               */
-/* ------------------------------------------------------------------------ */
-
-/* Rule: |engine - oracle| <= atol + rtol * |oracle|, per dtype and output.
- *
- * Why these numbers. The engine computes in float32 and rounds to the io
- * dtype at cuDNN's rounding points (numerics.md): P before P.V, Pd and dS
- * before their products, each io output once. Let u be the unit roundoff:
- * 2^-11 (float16), 2^-8 (bfloat16), 2^-24 (float32).
- *  - rtol is about 4u for the io outputs (float16 2e-3, bfloat16 1.6e-2,
- *    TE's own cross-backend tolerances are 1e-3 / 1.5e-2): the final
- *    rounding alone costs u.
- *  - atol covers the rounded intermediates: a rounded P or dS is a relative
- *    error u on every *term* of a sum of mixed signs, so the error scales
- *    with the sum of |terms| of that output, not with |result|. That scale
- *    differs per output (inputs: q, k ~ 0.5 U(-1,1), v ~ U(-1,1),
- *    dO ~ 0.1 U(-1,1); |O| <= ~2 with dropout, |dV| <= ~0.5, |dBias|,
- *    |dQ|, |dK| <= ~0.08), hence one atol per output kind.
- *  - Stats, Max and dSoftmaxOffset are float32 whatever the io dtype: their
- *    logits come from the exact io inputs, and (oracle backward given the
- *    engine's O and Stats) dSoftmaxOffset sees no io rounding at all.
- * Each atol is about 4x the largest error measured over the whole table
- * (FATTN_TEST_REPORT=1) after the rtol share; worst measured |error| and
- * the worst fraction of the allowance used (engine at FATTN_CPU_MATH_VERSION 1):
- *              O        dQ,dK    dV       dBias    dOffset  Stats/Max
- *   float16    5.1e-4   1.5e-5   1.4e-4   2.6e-5   2.0e-8   6.2e-7
- *              (0.25)   (0.29)   (0.40)   (0.20)   (0.04)   (0.14)
- *   bfloat16   6.2e-3   1.1e-4   1.0e-3   1.9e-4   3.0e-8   6.9e-7
- *              (0.30)   (0.38)   (0.28)   (0.18)   (0.03)   (0.13)
- *   float32    1.1e-7   6.4e-9   4.6e-8   5.1e-9   4.6e-8   3.8e-7
- *              (0.27)   (0.22)   (0.38)   (0.22)   (0.03)   (0.13)
- * The engine is bit-reproducible across machines, so these measurements do
- * not drift; a change of FATTN_CPU_MATH_VERSION is the time to re-measure. */
-typedef enum tol_kind {
-    TOL_O,       /* O */
-    TOL_DQK,     /* dQ, dK */
-    TOL_DV,      /* dV */
-    TOL_DBIAS,   /* dBias */
-    TOL_DOFFSET, /* dSoftmaxOffset (float32) */
-    TOL_STATS,   /* Stats, Max (float32) */
-    TOL_KINDS
-} tol_kind;
-
-typedef struct tolerance {
-    fattn_dtype dtype;
-    struct {
-        double atol, rtol;
-    } k[TOL_KINDS]; /* indexed by tol_kind */
-} tolerance;
-
-static const tolerance tolerances[] = {
-    /*                       O                dQ, dK            dV */
-    /*                       dBias            dSoftmaxOffset    Stats, Max */
-    {FATTN_DTYPE_FLOAT16,  {{1e-3, 2e-3},     {2e-5, 2e-3},     {1e-4, 2e-3},
-                            {1e-5, 2e-3},     {1e-7, 1e-5},     {1e-7, 1e-6}}},
-    {FATTN_DTYPE_BFLOAT16, {{6e-3, 1.6e-2},   {1.5e-4, 1.6e-2}, {1e-3, 1.6e-2},
-                            {1e-4, 1.6e-2},   {1e-7, 1e-5},     {1e-7, 1e-6}}},
-    {FATTN_DTYPE_FLOAT32,  {{1.5e-7, 1e-6},   {1.5e-8, 1e-6},   {5e-8, 1e-6},
-                            {1.5e-8, 1e-6},   {1e-7, 1e-5},     {1e-7, 1e-6}}},
-};
-
-static const tolerance *tolerance_for(fattn_dtype t)
-{
-    for (size_t i = 0; i < sizeof tolerances / sizeof tolerances[0]; i++)
-        if (tolerances[i].dtype == t)
-            return &tolerances[i];
-    return NULL;
-}
+#include "oracle_check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Comparing one output                                                     */
@@ -110,78 +41,18 @@ static bool report_on(void)
     return r && *r && strcmp(r, "0") != 0;
 }
 
-typedef struct check_out {
-    const char *name;
-    oracle_output which;
-    const fattn_tensor *t;    /* the engine's output view */
-    const double *ref;        /* oracle, C order of t's logical shape */
-    double atol, rtol;
-} check_out;
-
-static bool all_poison(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != 0xFF)
-            return false;
-    return true;
-}
-
-/* Walk every element of the view; fail at the first violation with the
- * case, tensor, index and values. */
+/* Check one output: poison, finiteness and infinities always fatal;
+ * tolerance misses fatal unless measuring. */
 static void check_output(const tcase *c, const tcase_buffers *buf, const check_out *k)
 {
-    const fattn_tensor *t = k->t;
-    ck_assert_msg(!fattn_tensor_is_empty(t), "%s: %s missing", c->id, k->name);
-    size_t esz = fattn_dtype_size(t->dtype);
-    int64_t n = fattn_tensor_numel(t);
-    int64_t idx[FATTN_MAX_DIMS] = {0};
-    double worst_abs = 0.0, worst_frac = 0.0, worst_need = 0.0, max_ref = 0.0;
-    int64_t defined = 0;
-    for (int64_t e = 0; e < n; e++) {
-        const char *p = (const char *)t->data + (size_t)fattn_tensor_offset(t, idx) * esz;
-        if (!oracle_defined(c, buf, k->which, idx)) {
-            ck_assert_msg(all_poison(p, esz),
-                          "%s: %s[%lld] (C order) is outside the defined region but "
-                          "was written (%g)",
-                          c->id, k->name, (long long)e,
-                          (double)fattn_load_f32(p, t->dtype, 0));
-        } else {
-            defined++;
-            double a = (double)fattn_load_f32(p, t->dtype, 0);
-            double r = k->ref[e];
-            if (isinf(r)) { /* Stats / Max of an empty row */
-                ck_assert_msg(a == r, "%s: %s[%lld]: engine %.9g, oracle %g", c->id,
-                              k->name, (long long)e, a, r);
-            } else {
-                ck_assert_msg(isfinite(a), "%s: %s[%lld] is not finite (%g), oracle %.9g",
-                              c->id, k->name, (long long)e, a, r);
-                double err = fabs(a - r), allow = k->atol + k->rtol * fabs(r);
-                if (err > worst_abs)
-                    worst_abs = err;
-                if (err / allow > worst_frac)
-                    worst_frac = err / allow;
-                if (err - k->rtol * fabs(r) > worst_need)
-                    worst_need = err - k->rtol * fabs(r);
-                if (fabs(r) > max_ref)
-                    max_ref = fabs(r);
-                ck_assert_msg(err <= allow || report_on(),
-                              "%s: %s[%lld] (C order): engine %.9g, oracle %.9g, "
-                              "|diff| %.3g > %.3g",
-                              c->id, k->name, (long long)e, a, r, err, allow);
-            }
-        }
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < t->shape[d])
-                break;
-            idx[d] = 0;
-        }
-    }
-    ck_assert_msg(defined > 0, "%s: %s has no defined element", c->id, k->name);
+    check_report r;
+    oracle_check_output(c, buf, k, &r);
+    ck_assert_msg(r.fatal == 0, "%s", r.first_fatal);
+    ck_assert_msg(r.out_of_tol == 0 || report_on(), "%s", r.first_tol);
     if (report_on())
         fprintf(stderr, "REPORT %s %s %s abs %.3e frac %.3f need_atol %.3e max_ref %.3e\n",
-                c->id, fattn_dtype_name(c->dtype), k->name, worst_abs, worst_frac,
-                worst_need, max_ref);
+                c->id, fattn_dtype_name(c->dtype), k->name, r.worst_abs, r.worst_frac,
+                r.worst_need, r.max_ref);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -291,6 +291,24 @@ START_TEST(details)
     ck_assert(g->t[find_op(g, "div", 0)->out].dtype == CG_F32);
     const cg_op *ds = find_op(g, "dropout_scale", 0);
     ck_assert(g->t[ds->out].dtype == CG_F16 && g->t[ds->in[1]].value.f == 1.0f / (1.0f - 0.1f));
+    ck_assert(g->t[rng->out].is_virtual);
+    ck_assert_int_eq(cg_find_uid(g, CG_UID_RNG_DUMP), -1);
+    /* the test variant writes the keep-mask: same ops, the RNG output a
+     * real FLOAT [b,h,sq,skv] tensor in C order; a different cache key */
+    char *k_prod = cg_dump(g, false);
+    d.rng_dump = true;
+    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+    rng = find_op(g, "rng", 0);
+    const cg_tensor *mt = &g->t[rng->out];
+    ck_assert(!mt->is_virtual && mt->uid == CG_UID_RNG_DUMP && mt->role == CG_ROLE_RNG_DUMP &&
+              mt->dtype == CG_F32);
+    ck_assert(mt->dims[0] == d.b && mt->dims[1] == d.hq && mt->dims[2] == d.sq &&
+              mt->dims[3] == d.skv);
+    ck_assert(mt->strides[3] == 1 && mt->strides[2] == d.skv &&
+              mt->strides[1] == d.sq * d.skv && mt->strides[0] == d.hq * d.sq * d.skv);
+    char *k_dump = cg_dump(g, false);
+    ck_assert_str_ne(k_prod, k_dump);
+    free(k_prod), free(k_dump);
 
     /* sink: FLOAT [1,h,1,1] */
     ck_assert_int_eq(describe(tcase_find("bwd.softmax.learnable.f16"), &d, g, NULL), FATTN_OK);
@@ -659,6 +677,14 @@ START_TEST(lowering_finalizes)
     ck_assert_ptr_nonnull(p->op_graph);
     ck_assert_ptr_null(p->plan);
     cudnn_plan_free(p);
+    if (d.dropout > 0.0f) { /* the keep-mask variant finalizes too */
+        d.rng_dump = true;
+        ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+        p = NULL;
+        st = cudnn_plan_build(api, NULL, g, &p);
+        ck_assert_msg(st == FATTN_OK, "%s (keep-mask variant): %s", c->id, fattn_last_error());
+        cudnn_plan_free(p);
+    }
     free(g);
     char id[128];
     snprintf(id, sizeof id, "cudnn.lower.%s", c->id);

@@ -546,6 +546,53 @@ START_TEST(test_dropout_mask)
 }
 END_TEST
 
+/* A given keep-mask replaces the Philox mapping: the CPU mapping's own
+ * decisions handed in give the same bits; one decision flipped changes
+ * exactly that row's O. */
+START_TEST(test_keep_mask_input)
+{
+    tcase c = {.id = "keep", .b = 2, .h = 2, .hg = 2, .sq = 8, .skv = 8, .d = 4,
+               .dv = 4, F32(BSHD_BSHD_BSHD), NO_MASK, .dropout = 0.25f, .seed = 11};
+    fixture f;
+    fixture_init(&f, &c);
+    int64_t n = (int64_t)c.b * c.h * c.sq * c.skv;
+    float *keep = malloc((size_t)n * sizeof *keep);
+    ck_assert_ptr_nonnull(keep);
+    for (int bi = 0; bi < c.b; bi++)
+        for (int h = 0; h < c.h; h++)
+            for (int i = 0; i < c.sq; i++)
+                for (int j = 0; j < c.skv; j++)
+                    keep[((bi * c.h + h) * c.sq + i) * c.skv + j] =
+                        oracle_keep(&c, &f.buf, bi, h, i, j) ? 1.0f : 0.0f;
+    oracle_result a = {0}, b = {0};
+    oracle_inputs in = {.keep = keep};
+    ck_assert_int_eq(oracle_forward(&c, &f.buf, NULL, &a), FATTN_OK);
+    ck_assert_int_eq(oracle_forward(&c, &f.buf, &in, &b), FATTN_OK);
+    ck_assert(memcmp(a.o, b.o, (size_t)a.n_o * sizeof(double)) == 0);
+    ck_assert_int_eq(oracle_backward(&c, &f.buf, NULL, false, &a), FATTN_OK);
+    ck_assert_int_eq(oracle_backward(&c, &f.buf, &in, false, &b), FATTN_OK);
+    ck_assert(memcmp(a.dq, b.dq, (size_t)a.n_dq * sizeof(double)) == 0);
+    ck_assert(memcmp(a.dv, b.dv, (size_t)a.n_dv * sizeof(double)) == 0);
+    /* flip (b1, h0, i3, j5): O changes in row (1, 3, 0) only (bshd) */
+    keep[((1 * c.h + 0) * c.sq + 3) * c.skv + 5] =
+        keep[((1 * c.h + 0) * c.sq + 3) * c.skv + 5] != 0.0f ? 0.0f : 1.0f;
+    oracle_result_free(&b);
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(oracle_forward(&c, &f.buf, &in, &b), FATTN_OK);
+    for (int bi = 0; bi < c.b; bi++)
+        for (int i = 0; i < c.sq; i++)
+            for (int h = 0; h < c.h; h++) {
+                int64_t off = ((int64_t)(bi * c.sq + i) * c.h + h) * c.dv;
+                bool same = memcmp(a.o + off, b.o + off, (size_t)c.dv * sizeof(double)) == 0;
+                ck_assert_msg(same == !(bi == 1 && i == 3 && h == 0), "b%d i%d h%d", bi, i, h);
+            }
+    oracle_result_free(&a);
+    oracle_result_free(&b);
+    free(keep);
+    fixture_free(&f);
+}
+END_TEST
+
 /* Defined regions: padded rows of bshd and THD gap tokens are undefined, and
  * the oracle leaves them 0. */
 START_TEST(test_defined_regions)
@@ -601,6 +648,7 @@ static Suite *make_suite(void)
     tcase_add_test(id, test_alibi_slopes);
     tcase_add_test(id, test_band);
     tcase_add_test(id, test_dropout_mask);
+    tcase_add_test(id, test_keep_mask_input);
     tcase_add_test(id, test_defined_regions);
     suite_add_tcase(s, id);
     return s;

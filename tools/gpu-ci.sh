@@ -104,6 +104,45 @@ if [ "${GPU_CI_CLI:-1}" = 1 ]; then
         --json "$LOGS/verify.json"
     tail -8 "$LOGS/cli-verify.log"
 fi
+# --repeat at the size where the accumulator dQ shows its atomics: the
+# accumulator case must be reported as not repeatable, the deterministic one
+# not (docs/determinism.md).
+if [ "${GPU_CI_REPEAT:-1}" = 1 ]; then
+    stage "fattn run --repeat 3 (accumulator vs deterministic, b4 h16 s2048)" \
+        "$LOGS/cli-repeat.log" timeout 200 "$BUILD/harness/fattn" run --backend cudnn \
+        --cases tools/gpu-cases/repeat.json --repeat 3 -o "${TMPDIR:-/tmp}/fattn-repeat.h5"
+    cat "$LOGS/cli-repeat.log"
+    rm -f "${TMPDIR:-/tmp}/fattn-repeat.h5"
+fi
+# Goldens for this platform (deterministic backward forced), then a verify
+# that must match them bitwise; the file lands in $DEST/goldens/ to be
+# committed to fixtures/.
+if [ "${GPU_CI_GOLDEN:-0}" = 1 ]; then
+    F=$BUILD/harness/fattn
+    rm -rf "$DEST/goldens"
+    stage "fattn golden --backend cudnn" "$LOGS/golden.log" timeout 200 "$F" golden \
+        --backend cudnn -o "$DEST/goldens"
+    tail -3 "$LOGS/golden.log"
+    cp fixtures/cpu-math-*.h5 "$DEST/goldens/" 2>/dev/null || true
+    stage "fattn verify --backend cudnn (new goldens)" "$LOGS/verify-new-goldens.log" \
+        timeout 200 "$F" verify --backend cudnn --fixtures "$DEST/goldens" \
+        --json "$LOGS/verify-new-goldens.json"
+    tail -4 "$LOGS/verify-new-goldens.log"
+    rm -f "$DEST"/goldens/cpu-math-*.h5
+fi
+# compute-sanitizer memcheck and racecheck over one case per forward and
+# backward feature row (docs/cudnn-engine.md, "GPU memory checks").
+if [ "${GPU_CI_SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+    SAN_CASES=${GPU_CI_SAN_CASES:-bwd.nomask.bf16,bwd.layout.sb3hd.f16,bwd.layout.thd_thd_thd.bf16,bwd.causal.bf16,bwd.causal_bottom_right.f16,bwd.padding_causal.bf16,bwd.swa.causal.bf16,bwd.bias.1hss.bf16,bwd.alibi.causal.f16,bwd.dropout.p01.bf16,bwd.softmax.off_by_one.f16,bwd.softmax.learnable.bf16,bwd.gqa8.bf16,bwd.mqa.f16,bwd.dqk24_dv40.bf16,fwd.nomask.f16}
+    for tool in ${GPU_CI_SAN_TOOLS:-memcheck racecheck}; do
+        stage "compute-sanitizer $tool" "$LOGS/sanitizer-$tool.log" \
+            env FATTN_GPU_CASES="$SAN_CASES" CK_EXCLUDE_CASE=large \
+            timeout "${GPU_CI_SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+            "$BUILD/tests/test_cudnn_gpu"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks|passed|failed|Bail" \
+            "$LOGS/sanitizer-$tool.log" | tail -4
+    done
+fi
 if [ "${GPU_CI_FULL:-0}" = 1 ]; then
     meson test -C "$BUILD" >"$LOGS/test-full.log" 2>&1 || echo "gpu-ci: full suite failed (see test-full.log)"
     tail -12 "$LOGS/test-full.log"

@@ -957,6 +957,15 @@ bool fattn_cudnn_forces_deterministic(const fattn_engine *e)
     return c && c->force_det;
 }
 
+fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on)
+{
+    cudnn_engine *c = (cudnn_engine *)as_cudnn(e);
+    if (!c)
+        return fattn_error(FATTN_E_INVALID_ARG, "set_force_deterministic: not a cuDNN engine");
+    c->force_det = on;
+    return FATTN_OK;
+}
+
 fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count)
 {
     cudnn_engine *c = (cudnn_engine *)as_cudnn(e);

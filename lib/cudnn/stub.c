@@ -67,6 +67,13 @@ bool fattn_cudnn_forces_deterministic(const fattn_engine *e)
     return false;
 }
 
+fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on)
+{
+    (void)e;
+    (void)on;
+    return no_cudnn();
+}
+
 fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count)
 {
     (void)e;

@@ -76,8 +76,10 @@ int fattn_cudnn_plan_count(const fattn_engine *e);
  * `deterministic`, dQ_accum (b*hq*sq*d*4) buffers. 0 before a backward. */
 int64_t fattn_cudnn_last_workspace(const fattn_engine *e);
 
-/* Whether e forces the deterministic backward (fattn_cudnn_options). */
+/* Whether e forces the deterministic backward (fattn_cudnn_options), and
+ * changing it on an open engine (its plan cache is kept). */
 bool fattn_cudnn_forces_deterministic(const fattn_engine *e);
+fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on);
 
 /* Test hook: the dropout keep-mask. With mask non-NULL, every later forward
  * with dropout runs a variant of its graph whose RNG output is a real
