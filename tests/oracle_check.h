@@ -33,8 +33,10 @@ typedef struct tolerance {
     } k[TOL_KINDS]; /* indexed by tol_kind */
 } tolerance;
 
-/* The tolerances of io dtype t; NULL for a dtype without any. */
+/* The tolerances of io dtype t for the CPU engine, and for the cuDNN engine
+ * (float16 and bfloat16 only); NULL for a dtype without any. */
 const tolerance *tolerance_for(fattn_dtype t);
+const tolerance *tolerance_for_cudnn(fattn_dtype t);
 
 /* One output to check. */
 typedef struct check_out {
