@@ -246,6 +246,77 @@ static void ragged_offsets(const fattn_tensor *cu, const fattn_tensor *cu_pad, i
     }
 }
 
+/* Device pointer of every role a graph can bind (cg_role): one table for the
+ * forward and the backward. */
+typedef struct dev_bindings {
+    void *p[CG_ROLE_COUNT];
+} dev_bindings;
+
+/* ptrs[i] for every tensor i of g: NULL for virtual ones, the host value of
+ * by-value scalars, else the device pointer of its role. */
+static void bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
+{
+    for (int i = 0; i < g->nt; i++) {
+        const cg_tensor *t = &g->t[i];
+        if (t->is_virtual)
+            ptrs[i] = NULL;
+        else if (t->by_value)
+            ptrs[i] = (void *)&t->value;
+        else
+            ptrs[i] = d->p[t->role];
+    }
+}
+
+/* One ragged-offset array: role, whether the graph has it, the cu_seqlens
+ * (and padded) tensors it comes from, and the element stride of a token. */
+typedef struct ragged_src {
+    cg_role role;
+    bool on;
+    const fattn_tensor *cu, *pad;
+    int64_t mult;
+} ragged_src;
+
+/* Upload the [b+1] element offsets of every ragged tensor into its role. */
+static fattn_status upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
+                                  cg_dtype dt, dev_bindings *d)
+{
+    size_t esz = dt == CG_I64 ? 8 : 4;
+    void *host = malloc((size_t)(b + 1) * 8);
+    if (!host)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
+    fattn_status st = FATTN_OK;
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        if (!rs[i].on)
+            continue;
+        ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, dt, host);
+        st = dev_upload(a, host, (size_t)(b + 1) * esz, &d->p[rs[i].role]);
+    }
+    free(host);
+    return st;
+}
+
+/* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
+ * per-batch lengths, dropout seed and offset. */
+static fattn_status upload_common(dev_arena *a, const cg_fwd_desc *fd, const cpu_geom *geom,
+                                  const int64_t rng[2], dev_bindings *d)
+{
+    fattn_status st = FATTN_OK;
+    size_t hbytes = (size_t)geom->h * sizeof(float), bbytes = (size_t)geom->b * sizeof(int32_t);
+    if (fd->sink && (st = dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])))
+        return st;
+    if (fd->alibi && (st = dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])))
+        return st;
+    if (fd->padding && ((st = dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
+                        (st = dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
+        return st;
+    if (fd->dropout > 0.0f) {
+        if ((st = dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))
+            return st;
+        d->p[CG_ROLE_OFFSET] = (char *)d->p[CG_ROLE_SEED] + sizeof(int64_t);
+    }
+    return FATTN_OK;
+}
+
 typedef struct fwd_run {
     cudnn_engine *e;
     const fattn_fwd_params *p;
@@ -277,93 +348,41 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
                            (long long)r->e->mask_cap);
     if (mask_n && (st = dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
         return st;
-    void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *stats = NULL, *bias = NULL;
-    void *sink = NULL, *alibi = NULL, *seq_q = NULL, *seq_kv = NULL, *rng = NULL;
-    void *rag[5] = {NULL, NULL, NULL, NULL, NULL};
+    dev_bindings d = {{NULL}};
+    d.p[CG_ROLE_RNG_DUMP] = mask;
     size_t o_bytes = view_bytes(&p->o);
     int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
-    if ((st = dev_upload(a, p->q.data, view_bytes(&p->q), &q)) ||
-        (st = dev_upload(a, p->k.data, view_bytes(&p->k), &k)) ||
-        (st = dev_upload(a, p->v.data, view_bytes(&p->v), &v)) ||
-        (st = dev_alloc(a, o_bytes, &o)) ||
-        (st = dev_alloc(a, (size_t)stats_n * sizeof(float), &stats)))
+    if ((st = dev_upload(a, p->q.data, view_bytes(&p->q), &d.p[CG_ROLE_Q])) ||
+        (st = dev_upload(a, p->k.data, view_bytes(&p->k), &d.p[CG_ROLE_K])) ||
+        (st = dev_upload(a, p->v.data, view_bytes(&p->v), &d.p[CG_ROLE_V])) ||
+        (st = dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
+        (st = dev_alloc(a, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS])))
         return st;
-    if (r->d.bias && (st = dev_upload(a, p->bias.data, view_bytes(&p->bias), &bias)))
+    if (r->d.bias && (st = dev_upload(a, p->bias.data, view_bytes(&p->bias), &d.p[CG_ROLE_BIAS])))
         return st;
-    if (r->d.sink && (st = dev_upload(a, geom->sink, (size_t)h * sizeof(float), &sink)))
-        return st;
-    if (r->d.alibi && (st = dev_upload(a, geom->alibi_slopes, (size_t)h * sizeof(float), &alibi)))
-        return st;
-    if (r->d.padding &&
-        ((st = dev_upload(a, geom->len_q, (size_t)b * sizeof(int32_t), &seq_q)) ||
-         (st = dev_upload(a, geom->len_kv, (size_t)b * sizeof(int32_t), &seq_kv))))
-        return st;
+    int64_t rng[2] = {0, 0};
     if (r->d.dropout > 0.0f) {
-        int64_t rs[2] = {((const int64_t *)p->rng_state.data)[0],
-                         ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]]};
-        if ((st = dev_upload(a, rs, sizeof rs, &rng)))
-            return st;
+        rng[0] = ((const int64_t *)p->rng_state.data)[0];
+        rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
     }
+    if ((st = upload_common(a, &r->d, geom, rng, &d)))
+        return st;
     if (r->d.ragged_q || r->d.ragged_kv) {
-        size_t esz = r->d.ragged_dtype == CG_I64 ? 8 : 4;
-        void *host = malloc((size_t)(b + 1) * 8);
-        if (!host)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
-        struct {
-            bool on;
-            const fattn_tensor *cu, *pad;
-            int64_t mult;
-        } rs[5] = {
-            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, p->q.strides[0]},
-            {r->d.ragged_kv, &p->cu_seqlens_kv, &p->cu_seqlens_kv_padded, p->k.strides[0]},
-            {r->d.ragged_kv, &p->cu_seqlens_kv, &p->cu_seqlens_kv_padded, p->v.strides[0]},
-            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, p->o.strides[0]},
-            {r->d.ragged_q, &p->cu_seqlens_q, &p->cu_seqlens_q_padded, h},
+        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        bool rq = r->d.ragged_q, rkv = r->d.ragged_kv;
+        const ragged_src rs[] = {
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
         };
-        for (int i = 0; i < 5 && st == FATTN_OK; i++) {
-            if (!rs[i].on)
-                continue;
-            ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, r->d.ragged_dtype, host);
-            st = dev_upload(a, host, (size_t)(b + 1) * esz, &rag[i]);
-        }
-        free(host);
-        if (st != FATTN_OK)
+        if ((st = upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype, &d)))
             return st;
     }
-
-    /* bind every non-virtual tensor */
     void *ptrs[CG_MAX_TENSORS];
-    for (int i = 0; i < g->nt; i++) {
-        const cg_tensor *t = &g->t[i];
-        ptrs[i] = NULL;
-        if (t->is_virtual)
-            continue;
-        if (t->by_value) {
-            ptrs[i] = (void *)&t->value;
-            continue;
-        }
-        switch (t->role) {
-        case CG_ROLE_Q: ptrs[i] = q; break;
-        case CG_ROLE_K: ptrs[i] = k; break;
-        case CG_ROLE_V: ptrs[i] = v; break;
-        case CG_ROLE_O: ptrs[i] = o; break;
-        case CG_ROLE_STATS: ptrs[i] = stats; break;
-        case CG_ROLE_BIAS: ptrs[i] = bias; break;
-        case CG_ROLE_SINK: ptrs[i] = sink; break;
-        case CG_ROLE_ALIBI: ptrs[i] = alibi; break;
-        case CG_ROLE_SEQ_Q: ptrs[i] = seq_q; break;
-        case CG_ROLE_SEQ_KV: ptrs[i] = seq_kv; break;
-        case CG_ROLE_RAG_Q: ptrs[i] = rag[0]; break;
-        case CG_ROLE_RAG_K: ptrs[i] = rag[1]; break;
-        case CG_ROLE_RAG_V: ptrs[i] = rag[2]; break;
-        case CG_ROLE_RAG_O: ptrs[i] = rag[3]; break;
-        case CG_ROLE_RAG_STATS: ptrs[i] = rag[4]; break;
-        case CG_ROLE_SEED: ptrs[i] = rng; break;
-        case CG_ROLE_OFFSET: ptrs[i] = rng ? (char *)rng + 8 : NULL; break;
-        case CG_ROLE_RNG_DUMP: ptrs[i] = mask; break;
-        default: break;
-        }
-    }
+    bind_tensors(g, &d, ptrs);
     if ((st = execute_plan(r->e, plan, g, ptrs, host_pre)))
         return st;
     cudaError_t ce;
@@ -382,9 +401,10 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         free(hs);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
     }
-    ce = api->cudaMemcpy(ho, o, o_bytes, cudaMemcpyDeviceToHost);
+    ce = api->cudaMemcpy(ho, d.p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
     if (ce == cudaSuccess)
-        ce = api->cudaMemcpy(hs, stats, (size_t)stats_n * sizeof(float), cudaMemcpyDeviceToHost);
+        ce = api->cudaMemcpy(hs, d.p[CG_ROLE_STATS], (size_t)stats_n * sizeof(float),
+                             cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess) {
         free(ho);
         free(hs);
@@ -560,22 +580,20 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     double host_pre = now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
     int64_t b = geom->b, h = geom->h;
-    void *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dO = NULL, *stats = NULL, *bias = NULL;
-    void *sink = NULL, *alibi = NULL, *seq_q = NULL, *seq_kv = NULL, *rng = NULL;
-    void *dq = NULL, *dk = NULL, *dv = NULL, *dbias = NULL, *dsink = NULL, *dsum = NULL;
-    void *dq_acc = NULL;
-    void *rag[9] = {NULL};
+    dev_bindings d = {{NULL}};
     int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
-    if ((st = upload_view(a, &p->q, &q)) || (st = upload_view(a, &p->k, &k)) ||
-        (st = upload_view(a, &p->v, &v)) || (st = upload_view(a, &p->o, &o)) ||
-        (st = upload_view(a, &p->d_o, &dO)) ||
-        (st = dev_alloc(a, view_bytes(&p->dq), &dq)) ||
-        (st = dev_alloc(a, view_bytes(&p->dk), &dk)) ||
-        (st = dev_alloc(a, view_bytes(&p->dv), &dv)) ||
-        (st = dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &dsum)))
+    if ((st = upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
+        (st = upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
+        (st = upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
+        (st = upload_view(a, &p->o, &d.p[CG_ROLE_O])) ||
+        (st = upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
+        (st = dev_alloc(a, view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
+        (st = dev_alloc(a, view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
+        (st = dev_alloc(a, view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
+        (st = dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
         return st;
     if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
-        (st = dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &dq_acc)))
+        (st = dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
         return st;
     /* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
      * rows zero (the kernels do not read them). */
@@ -591,101 +609,40 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
                                                  : (bi * h + n) * geom->sq + i;
                     hs[si] = src[cpu_stats_offset(geom, &r->stats, bi, n, i)];
                 }
-        st = dev_upload(a, hs, (size_t)stats_n * sizeof(float), &stats);
+        st = dev_upload(a, hs, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS]);
         free(hs);
         if (st != FATTN_OK)
             return st;
     }
-    if (fd->bias && (st = upload_view(a, &geom->bias, &bias)))
+    if (fd->bias && (st = upload_view(a, &geom->bias, &d.p[CG_ROLE_BIAS])))
         return st;
-    if (r->d.dbias && (st = dev_alloc(a, view_bytes(&p->d_bias), &dbias)))
+    if (r->d.dbias && (st = dev_alloc(a, view_bytes(&p->d_bias), &d.p[CG_ROLE_DBIAS])))
         return st;
-    if (fd->sink && ((st = dev_upload(a, geom->sink, (size_t)h * sizeof(float), &sink)) ||
-                     (st = dev_alloc(a, (size_t)h * sizeof(float), &dsink))))
+    if (fd->sink && (st = dev_alloc(a, (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
         return st;
-    if (fd->alibi && (st = dev_upload(a, geom->alibi_slopes, (size_t)h * sizeof(float), &alibi)))
+    int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
+    if ((st = upload_common(a, fd, geom, rng, &d)))
         return st;
-    if (fd->padding &&
-        ((st = dev_upload(a, geom->len_q, (size_t)b * sizeof(int32_t), &seq_q)) ||
-         (st = dev_upload(a, geom->len_kv, (size_t)b * sizeof(int32_t), &seq_kv))))
-        return st;
-    if (fd->dropout > 0.0f) {
-        int64_t rs[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
-        if ((st = dev_upload(a, rs, sizeof rs, &rng)))
-            return st;
-    }
     if (fd->ragged_q || fd->ragged_kv) {
-        size_t esz = fd->ragged_dtype == CG_I64 ? 8 : 4;
-        void *host = malloc((size_t)(b + 1) * 8);
-        if (!host)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
         const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
         const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
-        struct {
-            bool on;
-            const fattn_tensor *cu, *pad;
-            int64_t mult;
-        } rs[9] = {
-            {fd->ragged_q, cq, cqp, p->q.strides[0]},   {fd->ragged_kv, ck, ckp, p->k.strides[0]},
-            {fd->ragged_kv, ck, ckp, p->v.strides[0]},  {fd->ragged_q, cq, cqp, p->o.strides[0]},
-            {fd->ragged_q, cq, cqp, h},                 {fd->ragged_q, cq, cqp, p->d_o.strides[0]},
-            {fd->ragged_q, cq, cqp, p->dq.strides[0]},  {fd->ragged_kv, ck, ckp, p->dk.strides[0]},
-            {fd->ragged_kv, ck, ckp, p->dv.strides[0]},
+        bool rq = fd->ragged_q, rkv = fd->ragged_kv;
+        const ragged_src rs[] = {
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
+            {CG_ROLE_RAG_DO, rq, cq, cqp, p->d_o.strides[0]},
+            {CG_ROLE_RAG_DQ, rq, cq, cqp, p->dq.strides[0]},
+            {CG_ROLE_RAG_DK, rkv, ck, ckp, p->dk.strides[0]},
+            {CG_ROLE_RAG_DV, rkv, ck, ckp, p->dv.strides[0]},
         };
-        for (int i = 0; i < 9 && st == FATTN_OK; i++) {
-            if (!rs[i].on)
-                continue;
-            ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, fd->ragged_dtype, host);
-            st = dev_upload(a, host, (size_t)(b + 1) * esz, &rag[i]);
-        }
-        free(host);
-        if (st != FATTN_OK)
+        if ((st = upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype, &d)))
             return st;
     }
-
     void *ptrs[CG_MAX_TENSORS];
-    for (int i = 0; i < g->nt; i++) {
-        const cg_tensor *t = &g->t[i];
-        ptrs[i] = NULL;
-        if (t->is_virtual)
-            continue;
-        if (t->by_value) {
-            ptrs[i] = (void *)&t->value;
-            continue;
-        }
-        switch (t->role) {
-        case CG_ROLE_Q: ptrs[i] = q; break;
-        case CG_ROLE_K: ptrs[i] = k; break;
-        case CG_ROLE_V: ptrs[i] = v; break;
-        case CG_ROLE_O: ptrs[i] = o; break;
-        case CG_ROLE_DO: ptrs[i] = dO; break;
-        case CG_ROLE_STATS: ptrs[i] = stats; break;
-        case CG_ROLE_BIAS: ptrs[i] = bias; break;
-        case CG_ROLE_SINK: ptrs[i] = sink; break;
-        case CG_ROLE_ALIBI: ptrs[i] = alibi; break;
-        case CG_ROLE_SEQ_Q: ptrs[i] = seq_q; break;
-        case CG_ROLE_SEQ_KV: ptrs[i] = seq_kv; break;
-        case CG_ROLE_SEED: ptrs[i] = rng; break;
-        case CG_ROLE_OFFSET: ptrs[i] = rng ? (char *)rng + 8 : NULL; break;
-        case CG_ROLE_DQ: ptrs[i] = dq; break;
-        case CG_ROLE_DK: ptrs[i] = dk; break;
-        case CG_ROLE_DV: ptrs[i] = dv; break;
-        case CG_ROLE_DBIAS: ptrs[i] = dbias; break;
-        case CG_ROLE_DSINK: ptrs[i] = dsink; break;
-        case CG_ROLE_DSUM: ptrs[i] = dsum; break;
-        case CG_ROLE_DQ_ACCUM: ptrs[i] = dq_acc; break;
-        case CG_ROLE_RAG_Q: ptrs[i] = rag[0]; break;
-        case CG_ROLE_RAG_K: ptrs[i] = rag[1]; break;
-        case CG_ROLE_RAG_V: ptrs[i] = rag[2]; break;
-        case CG_ROLE_RAG_O: ptrs[i] = rag[3]; break;
-        case CG_ROLE_RAG_STATS: ptrs[i] = rag[4]; break;
-        case CG_ROLE_RAG_DO: ptrs[i] = rag[5]; break;
-        case CG_ROLE_RAG_DQ: ptrs[i] = rag[6]; break;
-        case CG_ROLE_RAG_DK: ptrs[i] = rag[7]; break;
-        case CG_ROLE_RAG_DV: ptrs[i] = rag[8]; break;
-        default: break;
-        }
-    }
+    bind_tensors(g, &d, ptrs);
     r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
                            cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
     if ((st = execute_plan(r->e, plan, g, ptrs, host_pre)))
@@ -694,7 +651,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     /* copy back the defined regions only */
     fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
                              (fattn_tensor *)&p->dv};
-    void *devs[3] = {dq, dk, dv};
+    void *devs[3] = {d.p[CG_ROLE_DQ], d.p[CG_ROLE_DK], d.p[CG_ROLE_DV]};
     for (int t = 0; t < 3 && st == FATTN_OK; t++) {
         size_t bytes = view_bytes(outs[t]);
         char *hbuf = malloc(bytes);
@@ -716,7 +673,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
         char *hbuf = malloc(bytes);
         if (!hbuf)
             return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = download(api, hbuf, dbias, bytes);
+        st = download(api, hbuf, d.p[CG_ROLE_DBIAS], bytes);
         if (st == FATTN_OK)
             for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
                 for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
@@ -734,7 +691,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
         if (h > FATTN_CUDNN_MAX_HEADS)
             return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
                                FATTN_CUDNN_MAX_HEADS);
-        st = download(api, hsink, dsink, (size_t)h * sizeof(float));
+        st = download(api, hsink, d.p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
         if (st == FATTN_OK)
             for (int64_t n = 0; n < h; n++)
                 ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
