@@ -149,7 +149,8 @@ if [ "${GPU_CI_FULL:-0}" = 1 ]; then
 fi
 
 DATE=$(date -u +%Y-%m-%d)
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# GPU_CI_REV: the revision, where the tree was copied without its history
+REV=${GPU_CI_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 OUTJSON=$DEST/$DATE.json
 [ -n "${GPU_CI_SUFFIX:-}" ] && OUTJSON=$DEST/$DATE-$GPU_CI_SUFFIX.json
 python3 - "$RES" "$INFO" "$OUTJSON" "$REV" "$(( $(date +%s) - T0 ))" "$rc" "$DET" <<'PY'
@@ -187,6 +188,11 @@ with open(out, "w") as f:
     f.write("\n")
 print("gpu-ci:", out, summary, "forward", summary_fwd, "backward", summary_bwd)
 PY
+# The record's page (docs/gpu-runs/<name>.md) and the index beside it; under
+# $OUT the record is rendered once it is copied into docs/gpu-runs/.
+if [ -z "${OUT:-}" ]; then
+    python3 tools/render-gpu-runs.py "$DEST" || echo "gpu-ci: rendering $DEST failed"
+fi
 # The device run tool brings back only a few files: pack the logs into one.
 if [ -n "${OUT:-}" ]; then
     tar czf "$OUT/gpu-ci-logs.tar.gz" --exclude='*.h5' -C "$DEST" gpu-ci-logs && rm -rf "$LOGS"
