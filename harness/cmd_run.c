@@ -353,7 +353,7 @@ int fattn_cmd_run(int argc, char **argv)
     if (rc == FATTN_EXIT_OK && (st = fattn_h5_write_file(out, root, NULL, NULL)) != FATTN_OK)
         rc = cli_fail("run", "%s: %s", out, fattn_last_error());
     fattn_h5_node_free(root);
-    fattn_engine_free(engine);
+    cli_engine_close(engine);
     cli_matrix_free(&m);
     return rc;
 }
@@ -449,6 +449,6 @@ int fattn_cmd_replay(int argc, char **argv)
         rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
     fattn_h5_node_free(root);
     fattn_h5_node_free(src);
-    fattn_engine_free(engine);
+    cli_engine_close(engine);
     return rc;
 }

@@ -318,7 +318,7 @@ int fattn_cmd_verify(int argc, char **argv)
             int rc = cli_fail("verify", "%s", fattn_last_error());
             if (tol)
                 fattn_tol_profile_free(tol);
-            fattn_engine_free(e);
+            cli_engine_close(e);
             cli_matrix_free(&m);
             return rc;
         }
@@ -423,7 +423,7 @@ int fattn_cmd_verify(int argc, char **argv)
     fattn_h5_node_free(goldens);
     if (tol)
         fattn_tol_profile_free(tol);
-    fattn_engine_free(e);
+    cli_engine_close(e);
     cli_matrix_free(&m);
     return rc;
 }
@@ -580,7 +580,7 @@ int fattn_cmd_golden(int argc, char **argv)
                    key);
     }
     fattn_h5_node_free(root);
-    fattn_engine_free(e);
+    cli_engine_close(e);
     cli_matrix_free(&m);
     return rc;
 }

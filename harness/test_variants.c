@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "test_variants.h"
 
 typedef struct variant_engine {
@@ -60,7 +61,7 @@ static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
 static void variant_free(fattn_engine *e)
 {
     variant_engine *v = (variant_engine *)e;
-    fattn_engine_free(v->inner);
+    cli_engine_close(v->inner); /* the inner engine may be the process-wide one */
     free(v);
 }
 

@@ -4,7 +4,8 @@
 
 #include "fattn/engine.h"
 
-/* Wrap `inner` (ownership passes to the variant) in the named variant. */
+/* Wrap `inner` (from cli_engine_open; the variant gives it back with
+ * cli_engine_close when it is freed) in the named variant. */
 fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
                                      fattn_engine **out);
 
