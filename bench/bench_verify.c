@@ -1,0 +1,155 @@
+/* `fattn verify` cold and warm in one process.
+ *
+ * Runs the verify command twice with the same arguments in this process and
+ * prints one JSON line with both wall times. The first run is cold: the
+ * process-wide cuDNN engine (harness/cli.c) builds every plan the matrix
+ * needs. The second is warm: every plan comes from that engine's cache, so
+ * the difference is what plan building costs. On the CPU engine both runs
+ * do the same work (it has no plan cache) and the two times only show the
+ * noise. Goal: warm < 60 s on the GPU (docs/bench.md).
+ *
+ * Usage: bench_verify [--log FILE] [VERIFY OPTIONS...]
+ *   VERIFY OPTIONS are passed to both runs as `fattn verify` takes them
+ *   (e.g. --backend cudnn, --filter GLOB). --log FILE sends both runs'
+ *   stdout (their tables and verdicts) to FILE, leaving only the JSON line
+ *   on stdout; without it the tables come first and the JSON line last.
+ *
+ * JSON: bench "verify", args (the verify arguments), cold_s, warm_s,
+ * cold_exit, warm_exit (verify's exit codes), plans_after_cold,
+ * plans_after_warm (plans in the process-wide cuDNN engine; equal when the
+ * warm run built none), goal_warm_s.
+ *
+ * Exit: 0 both runs finished with the same exit code (0 or 1: a verdict of
+ * "not behaviour-neutral" is a result here, not a failure); 1 the two exit
+ * codes differ; 2 a usage error here or in verify, or a run that errored
+ * (both runs are made either way).
+ */
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define GOAL_WARM_S 60.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* With path: stdout (the descriptor, so that everything verify prints goes
+ * there) to the end of path, the old one kept in *saved. Without: stdout
+ * back to *saved. */
+static int redirect_stdout(const char *path, int *saved)
+{
+    fflush(stdout);
+    if (path) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0666);
+        if (fd < 0) {
+            perror(path);
+            return -1;
+        }
+        *saved = dup(STDOUT_FILENO);
+        if (*saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
+            perror("bench_verify: dup2");
+            close(fd);
+            return -1;
+        }
+        close(fd);
+    } else if (*saved >= 0) {
+        dup2(*saved, STDOUT_FILENO);
+        close(*saved);
+        *saved = -1;
+    }
+    return 0;
+}
+
+/* One verify run: its exit code, *secs its wall time. */
+static int timed_verify(int argc, char **argv, const char *log, double *secs)
+{
+    int saved = -1;
+    if (log && redirect_stdout(log, &saved) != 0)
+        return FATTN_EXIT_ERROR;
+    double t0 = now_s();
+    int rc = fattn_cmd_verify(argc, argv);
+    *secs = now_s() - t0;
+    if (saved >= 0)
+        redirect_stdout(NULL, &saved);
+    return rc;
+}
+
+static const char usage[] =
+    "usage: bench_verify [--log FILE] [VERIFY OPTIONS...]\n"
+    "\n"
+    "Run `fattn verify VERIFY OPTIONS` twice in this process (cold, then warm with the\n"
+    "cuDNN plan cache of the first run) and print both wall times as one JSON line.\n"
+    "--log FILE: both runs' output to FILE instead of stdout. Exit 0 both runs gave the\n"
+    "same exit code (0 or 1), 1 they differ, 2 a usage error or an errored run.\n";
+
+int main(int argc, char **argv)
+{
+    const char *log = NULL;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    /* verify's argv: "verify" and every argument but --log, the same array
+     * for both runs */
+    char **vargv = calloc((size_t)argc + 1, sizeof *vargv);
+    json_t *jargs = json_array();
+    if (!vargv || !jargs) {
+        fputs("bench_verify: out of memory\n", stderr);
+        return FATTN_EXIT_ERROR;
+    }
+    int vargc = 0;
+    vargv[vargc++] = "verify";
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--log=", 6)) {
+            log = argv[i] + 6;
+        } else if (!strcmp(argv[i], "--log")) {
+            if (i + 1 >= argc) {
+                fputs(usage, stderr);
+                return FATTN_EXIT_ERROR;
+            }
+            log = argv[++i];
+        } else {
+            vargv[vargc++] = argv[i];
+            json_array_append_new(jargs, json_string(argv[i]));
+        }
+    }
+    if (log) {
+        FILE *f = fopen(log, "w"); /* one log per bench run: start it empty */
+        if (!f) {
+            perror(log);
+            return FATTN_EXIT_ERROR;
+        }
+        fclose(f);
+    }
+
+    double cold_s = 0.0, warm_s = 0.0;
+    int cold_rc = timed_verify(vargc, vargv, log, &cold_s);
+    int plans_cold = cli_engine_cached_plans();
+    /* the warm run even after an exit 2: an errored case is still a run */
+    int warm_rc = timed_verify(vargc, vargv, log, &warm_s);
+    int plans_warm = cli_engine_cached_plans();
+    cli_engines_shutdown();
+
+    char *args = json_dumps(jargs, JSON_COMPACT);
+    printf("{\"bench\":\"verify\",\"args\":%s,\"cold_s\":%.3f,\"warm_s\":%.3f,"
+           "\"cold_exit\":%d,\"warm_exit\":%d,\"plans_after_cold\":%d,"
+           "\"plans_after_warm\":%d,\"goal_warm_s\":%.0f}\n",
+           args ? args : "[]", cold_s, warm_s, cold_rc, warm_rc, plans_cold, plans_warm,
+           GOAL_WARM_S);
+    free(args);
+    json_decref(jargs);
+    free(vargv);
+    if (cold_rc == FATTN_EXIT_ERROR || warm_rc == FATTN_EXIT_ERROR)
+        return FATTN_EXIT_ERROR;
+    return cold_rc == warm_rc ? 0 : 1;
+}
