@@ -10,9 +10,7 @@
 # --backend cudnn), each stage under a time limit. With $OUT set (the device run tool), the JSON and
 # all logs go under $OUT instead, to be copied into docs/gpu-runs/.
 #
-# Dependencies: if .deps/ holds Debian packages (tools/fetch-gpu-deps.sh), they
-# are unpacked into a temporary prefix; else, as root with apt-get,
-# tools/install-deps.sh installs them. GPU_CI_FULL=1 also runs the whole
+# Dependencies and cuDNN: tools/gpu-env.sh. GPU_CI_FULL=1 also runs the whole
 # suite (its result is logged, not fatal).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,25 +20,7 @@ LOGS=$DEST/gpu-ci-logs
 mkdir -p "$LOGS"
 T0=$(date +%s)
 
-if ls .deps/*.deb >/dev/null 2>&1; then
-    P=$(mktemp -d)
-    for f in .deps/*.deb; do dpkg -x "$f" "$P"; done
-    for pc in "$P"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        sed -i "s#^prefix=.*#prefix=$P/usr#" "$pc"
-    done
-    export PKG_CONFIG_PATH="$P/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export C_INCLUDE_PATH="$P/usr/include${C_INCLUDE_PATH:+:$C_INCLUDE_PATH}" # as -isystem
-    export LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
-    export LD_LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    tools/install-deps.sh
-fi
-
-CUDNN=${CUDNN_DIR:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)}
-if [ -z "$CUDNN" ] || [ ! -d "$CUDNN/include" ]; then
-    CUDNN=/usr/local/cuda
-fi
-export LD_LIBRARY_PATH="$CUDNN/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. tools/gpu-env.sh
 echo "gpu-ci: cuDNN from $CUDNN" | tee "$LOGS/env.txt"
 nvidia-smi >>"$LOGS/env.txt" 2>&1 || true
 
