@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Join bench_cudnn, torch_sdpa_bench and bench_verify output into one report.
+
+    bench_report.py --fattn F.jsonl [F2.jsonl ...] --torch T.jsonl [T2.jsonl ...]
+                    [--verify V.json] [--git-rev REV] [--date YYYY-MM-DD]
+                    --json OUT.json --md OUT.md
+
+Each --fattn / --torch file is one pass of that benchmark (JSON lines);
+several passes of a side are pooled. Per shape and mask, for each side and
+kind (forward, backward): the time is the median of every round's median
+over all passes, and the noise band is the smallest and largest round
+median. The ratio fattn/PyTorch is of throughput (PyTorch's time over
+fattn's); its band pairs the bands' ends (worst: PyTorch's fastest round
+over fattn's slowest; best: the other way round). "ratio >= 1 within
+noise" holds when the band's upper end reaches 1.
+
+Only standard-library Python: it runs wherever the benchmarks ran.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+
+def read_jsonl(paths):
+    rows = []
+    for p in paths or []:
+        with open(p) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a benchmark cut off mid-line by its timeout
+                    print(f"bench_report: {p}: skipping a line that is not JSON: {line[:80]}",
+                          file=sys.stderr)
+    return rows
+
+
+def split(rows):
+    """info (first), skipped reasons, measured rows by (shape, causal), errors."""
+    info, skipped, errors = None, [], []
+    by_case = {}
+    for r in rows:
+        if "info" in r:
+            info = info or r["info"]
+        elif "skipped" in r:
+            skipped.append(r["skipped"])
+        elif "error" in r:
+            errors.append(f'{r.get("shape")} causal={r.get("causal")}: {r["error"]}')
+        elif "shape" in r:
+            by_case.setdefault((r["shape"], bool(r["causal"])), []).append(r)
+    return info, skipped, by_case, errors
+
+
+def pooled(passes, kind):
+    """Median of all round medians of `kind` over the passes, and the band."""
+    rounds = [x for p in passes for x in p.get(f"{kind}_ms_rounds", [])]
+    if not rounds:
+        return None
+    return {"ms": statistics.median(rounds), "lo": min(rounds), "hi": max(rounds),
+            "min_single": min(p[f"{kind}_ms_min"] for p in passes), "rounds": len(rounds)}
+
+
+def tflops(gflop, ms):
+    return gflop / ms if ms else 0.0  # GFLOP / ms = TFLOP/s
+
+
+def ratio(f, t):
+    """Throughput ratio fattn/PyTorch and its band, from pooled times."""
+    if not f or not t:
+        return None
+    return {"ratio": t["ms"] / f["ms"], "lo": t["lo"] / f["hi"], "hi": t["hi"] / f["lo"]}
+
+
+def verdict(r):
+    if not r:
+        return "n/a"
+    if r["lo"] >= 1.0:
+        return ">= 1"
+    if r["hi"] >= 1.0:
+        return ">= 1 within noise"
+    return "< 1"
+
+
+def build(args):
+    f_info, f_skip, f_cases, f_err = split(read_jsonl(args.fattn))
+    t_info, t_skip, t_cases, t_err = split(read_jsonl(args.torch))
+    verify = None
+    if args.verify:
+        v = read_jsonl([args.verify])
+        verify = v[-1] if v else None
+    rows = []
+    keys = list(f_cases) + [k for k in t_cases if k not in f_cases]  # the benches' order
+    for key in keys:
+        fp, tp = f_cases.get(key, []), t_cases.get(key, [])
+        any_row = (fp or tp)[0]
+        gflop = any_row["fwd_gflop"]
+        row = {"shape": key[0], "causal": key[1], "fwd_gflop": gflop,
+               "bwd_gflop": 2.5 * gflop, "fattn_passes": len(fp), "torch_passes": len(tp)}
+        for kind, g in (("fwd", gflop), ("bwd", 2.5 * gflop), ("bwd_det", 2.5 * gflop)):
+            f = pooled(fp, kind)
+            t = pooled(tp, kind) if kind != "bwd_det" else None
+            row[f"fattn_{kind}"] = f and {**f, "tflops": tflops(g, f["ms"])}
+            if kind != "bwd_det":
+                row[f"torch_{kind}"] = t and {**t, "tflops": tflops(g, t["ms"])}
+                row[f"{kind}_ratio"] = ratio(f, t)
+                row[f"{kind}_verdict"] = verdict(row[f"{kind}_ratio"])
+        if row["fattn_fwd"] and row["fattn_bwd"] and row["fattn_bwd_det"]:
+            row["det_cost"] = row["fattn_bwd_det"]["ms"] / row["fattn_bwd"]["ms"]
+        if fp:
+            row["host_us"] = statistics.median(p["host_us"] for p in fp)
+            row["bwd_host_us"] = statistics.median(p["bwd_host_us"] for p in fp)
+            # each pass is a fresh process, so each first call is cold: all
+            # kept, the table shows the first pass's
+            row["plan_build_s"] = [p["plan_build_s"] for p in fp]
+            row["bwd_plan_build_s"] = [p["bwd_plan_build_s"] for p in fp]
+            row["bwd_det_plan_build_s"] = [p["bwd_det_plan_build_s"] for p in fp]
+            row["engine_tags"] = {k: fp[0][k] for k in ("engine_tag", "route", "bwd_engine_tag",
+                                                         "bwd_det_engine_tag")}
+        if tp:
+            row["torch_first_fwd_s"] = [p["first_fwd_s"] for p in tp]
+            row["torch_first_bwd_s"] = [p["first_bwd_s"] for p in tp]
+        rows.append(row)
+    return {
+        "schema": "fattn-bench/1", "date": args.date, "git_rev": args.git_rev,
+        "fattn_info": f_info, "torch_info": t_info,
+        "skipped": {"fattn": f_skip, "torch": t_skip},
+        "errors": {"fattn": f_err, "torch": t_err},
+        "flops": "forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward",
+        "rows": rows, "verify": verify,
+    }
+
+
+def fmt(x, spec=".0f"):
+    return "–" if x is None else format(x, spec)
+
+
+def markdown(rep):
+    fi, ti = rep["fattn_info"] or {}, rep["torch_info"] or {}
+    out = [f"# fattn cuDNN engine vs PyTorch SDPA (cuDNN) — {rep['date']}", ""]
+    out.append(f"- device: {fi.get('device') or ti.get('device') or 'n/a'}, "
+               f"{fi.get('sm_count') or ti.get('sm_count') or '?'} SMs, "
+               f"sm_{(fi.get('cc') or ti.get('cc') or '?').replace('.', '')}")
+    out.append(f"- cuDNN: fattn loads {fi.get('cudnn_version', 'n/a')} "
+               f"(headers {fi.get('cudnn_header_version', 'n/a')}); PyTorch "
+               f"{ti.get('torch_version', 'n/a')} uses {ti.get('cudnn_version', 'n/a')}")
+    out.append(f"- git revision: {rep['git_rev']}")
+    out.append(f"- FLOPs: {rep['flops']}; TFLOP/s from the median of all round medians; "
+               f"bands are the fastest and slowest round")
+    out.append(f"- settings: fattn {fi.get('iters', '?')} executions x {fi.get('rounds', '?')} "
+               f"rounds, PyTorch {ti.get('iters', '?')} calls x {ti.get('rounds', '?')} rounds "
+               f"(+{ti.get('warmup', '?')} warm-up)")
+    for side in ("fattn", "torch"):
+        for s in rep["skipped"][side]:
+            out.append(f"- {side}: skipped: {s}")
+        for e in rep["errors"][side]:
+            out.append(f"- {side}: ERROR {e}")
+    out += ["", "| shape | causal | fwd TFLOP/s fattn | fwd PyTorch | fwd ratio (band) | "
+            "bwd TFLOP/s fattn | bwd PyTorch | bwd ratio (band) | det. bwd cost | "
+            "host µs fwd / bwd (cache hit) | cold plan build s fwd / bwd / det | "
+            "PyTorch first call s fwd / bwd |",
+            "|---|---|--:|--:|---|--:|--:|---|--:|--:|---|---|"]
+
+    def tf(row, key):
+        v = row.get(key)
+        return fmt(v and v["tflops"])
+
+    def rt(row, kind):
+        r = row.get(f"{kind}_ratio")
+        if not r:
+            return "–"
+        return f"{r['ratio']:.3f} ({r['lo']:.3f}–{r['hi']:.3f}) {row[f'{kind}_verdict']}"
+
+    for r in rep["rows"]:
+        builds = ("–" if "plan_build_s" not in r else
+                  f"{r['plan_build_s'][0]:.2f} / {r['bwd_plan_build_s'][0]:.2f} / "
+                  f"{r['bwd_det_plan_build_s'][0]:.2f}")
+        first = ("–" if "torch_first_fwd_s" not in r else
+                 f"{r['torch_first_fwd_s'][0]:.2f} / {r['torch_first_bwd_s'][0]:.2f}")
+        host = ("–" if "host_us" not in r else f"{r['host_us']:.1f} / {r['bwd_host_us']:.1f}")
+        out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | {tf(r, 'fattn_fwd')} | "
+                   f"{tf(r, 'torch_fwd')} | {rt(r, 'fwd')} | {tf(r, 'fattn_bwd')} | "
+                   f"{tf(r, 'torch_bwd')} | {rt(r, 'bwd')} | "
+                   f"{fmt(r.get('det_cost'), '.2f')}x | {host} | {builds} | {first} |")
+    tags = sorted({(r["engine_tags"]["engine_tag"], r["engine_tags"]["route"],
+                    r["engine_tags"]["bwd_engine_tag"], r["engine_tags"]["bwd_det_engine_tag"])
+                   for r in rep["rows"] if "engine_tags" in r})
+    if tags:
+        out += ["", "fattn engine configs (forward [route] / backward / deterministic backward): " +
+                "; ".join(f"{a} [{b}] / {c} / {d}" for a, b, c, d in tags)]
+    v = rep.get("verify")
+    if v:
+        cmd = f"`fattn verify {' '.join(v.get('args', []))}`"
+        goal = v.get("goal_warm_s", 60)
+        errored = 2 in (v["cold_exit"], v["warm_exit"])
+        goal_verdict = "n/a" if errored else "met" if v["warm_s"] < goal else "NOT met"
+        out += ["", f"{cmd} in one process: cold (first invocation) {v['cold_s']:.1f} s, "
+                f"warm (second, same process) {v['warm_s']:.1f} s — goal warm < {goal} s: "
+                f"{goal_verdict}; exit codes "
+                f"{v['cold_exit']} / {v['warm_exit']}; cuDNN plans cached after cold / "
+                f"warm: {v['plans_after_cold']} / {v['plans_after_warm']}."]
+        if errored:
+            out.append("A verify run exited 2 (usage error or an errored case): its time is "
+                       "not that of a full run (bench-logs/verify.err, verify.log).")
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--fattn", nargs="+", required=True, help="bench_cudnn JSON lines, per pass")
+    p.add_argument("--torch", nargs="+", required=True, help="torch_sdpa_bench JSON lines, per pass")
+    p.add_argument("--verify", help="bench_verify's JSON line")
+    p.add_argument("--git-rev", default="unknown")
+    p.add_argument("--date", default="unknown")
+    p.add_argument("--json", required=True, help="write the joined report here")
+    p.add_argument("--md", required=True, help="write the markdown table here")
+    args = p.parse_args(argv)
+    rep = build(args)
+    with open(args.json, "w") as f:
+        json.dump(rep, f, indent=1, sort_keys=True)
+        f.write("\n")
+    md = markdown(rep)
+    with open(args.md, "w") as f:
+        f.write(md)
+    sys.stdout.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
