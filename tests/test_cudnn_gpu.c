@@ -659,6 +659,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tb, gpu_backward, 0, tcase_count);
     suite_add_tcase(s, tb);
     TCase *tl = tcase_create("large");
+    tcase_set_tags(tl, "large"); /* sanitizer runs leave it out: CK_EXCLUDE_TAGS=large */
     tcase_set_timeout(tl, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_test(tl, gpu_deterministic_large);
     suite_add_tcase(s, tl);

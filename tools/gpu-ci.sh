@@ -116,7 +116,7 @@ if [ "${GPU_CI_SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2
     SAN_CASES=${GPU_CI_SAN_CASES:-bwd.nomask.bf16,bwd.layout.sb3hd.f16,bwd.layout.thd_thd_thd.bf16,bwd.causal.bf16,bwd.causal_bottom_right.f16,bwd.padding_causal.bf16,bwd.swa.causal.bf16,bwd.bias.1hss.bf16,bwd.alibi.causal.f16,bwd.dropout.p01.bf16,bwd.softmax.off_by_one.f16,bwd.softmax.learnable.bf16,bwd.gqa8.bf16,bwd.mqa.f16,bwd.dqk24_dv40.bf16,fwd.nomask.f16}
     for tool in ${GPU_CI_SAN_TOOLS:-memcheck racecheck}; do
         stage "compute-sanitizer $tool" "$LOGS/sanitizer-$tool.log" \
-            env FATTN_GPU_CASES="$SAN_CASES" \
+            env FATTN_GPU_CASES="$SAN_CASES" CK_EXCLUDE_TAGS=large \
             timeout "${GPU_CI_SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
             "$BUILD/tests/test_cudnn_gpu"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks|passed|failed|Bail" \
