@@ -39,6 +39,7 @@ os.makedirs(NOTORCH)
 with open(os.path.join(NOTORCH, "torch.py"), "w") as f:
     f.write("raise ImportError('torch must not be imported here')\n")
 sys.path.insert(0, TOOLS)
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 import torch_reference as tr  # noqa: E402
 
 RESULTS = []

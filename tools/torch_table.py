@@ -20,6 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # leave no __pycache__ beside the tools
 import torch_reference as tr  # noqa: E402  (same directory)
 
 TENSORS = (("O", "forward/out"), ("Stats", "forward/aux/softmax_stats"),
