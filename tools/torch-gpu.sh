@@ -4,7 +4,7 @@
 #
 # Needs fattn built with the cuDNN engine at $BUILD_DIR (default build-gpu,
 # as tools/gpu-ci.sh builds it) and a python3 ($PYTHON) with torch, numpy and
-# h5py. Writes under $OUT (the device run tool) or docs/gpu-runs/torch-<date>/:
+# h5py (or their wheels in .deps/wheels). Writes under $OUT (the device run tool) or docs/gpu-runs/torch-<date>/:
 #   torch_cases.json, cases-report.json  the expressible subset (--make-cases)
 #   run.h5          fattn run --backend cudnn of it, --repeat 3 (its /audit)
 #   torch.h5, torch-report.json          PyTorch's recomputation
@@ -35,6 +35,13 @@ if ls .deps/*.deb >/dev/null 2>&1; then
     P=$(mktemp -d)
     for f in .deps/*.deb; do dpkg -x "$f" "$P"; done
     export LD_LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# A python without h5py (or numpy) takes them from wheels fetched beforehand
+# into .deps/wheels (docs/torch.md), installed into a temporary directory.
+if ! "$PY" -c 'import h5py, numpy' 2>/dev/null && ls .deps/wheels/*.whl >/dev/null 2>&1; then
+    W=$(mktemp -d)
+    "$PY" -m pip install -q --no-index --no-deps --target "$W" .deps/wheels/*.whl
+    export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if [ ! -x "$F" ]; then
     echo "torch-gpu: $F not found: build fattn with the cuDNN engine first (tools/gpu-ci.sh)" >&2
