@@ -235,6 +235,7 @@ def _():
            "not a regular file")
     expect(tool("--make-cases", SPEC, "-o", TMP), 2, "not a regular file")
     expect(tool("-o", out), 2, "RUN.h5 is required")
+    expect(tool("--make-cases", SPEC, "-o", SPEC), 2, "would replace its input")
     assert not os.path.exists(out)
 
 

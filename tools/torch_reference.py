@@ -1195,6 +1195,9 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if not args.make_cases and not args.run:
         p.error("RUN.h5 is required (or --make-cases)")
+    if args.run and os.path.exists(args.output) and \
+            os.path.realpath(args.output) == os.path.realpath(args.run):
+        p.error("-o %s would replace its input" % args.output)
     return args
 
 
