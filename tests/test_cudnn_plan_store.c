@@ -25,7 +25,7 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static const ps_env base_env = {91900, "NVIDIA H200", 132, 9, 0};
+static const ps_env base_env = {91900, 1, "NVIDIA H200", 132, 9, 0};
 static const char *const base_graph = "route composite\nT uid=0 name=Q dtype=bf16\nOP 0 MATMUL\n";
 
 /* A fresh directory under $TMPDIR (or /tmp); removed by rm_tree. */
@@ -137,6 +137,7 @@ typedef struct key_row {
 
 static void k_none(ps_env *e, const char **g) { (void)e; (void)g; }
 static void k_cudnn(ps_env *e, const char **g) { (void)g; e->cudnn_version = 91901; }
+static void k_lowering(ps_env *e, const char **g) { (void)g; e->lowering_revision = 2; }
 static void k_name(ps_env *e, const char **g) { (void)g; strcpy(e->device_name, "NVIDIA H100 80GB HBM3"); }
 static void k_sms(ps_env *e, const char **g) { (void)g; e->sm_count = 114; }
 static void k_major(ps_env *e, const char **g) { (void)g; e->cc_major = 10; }
@@ -150,6 +151,7 @@ static void k_graph(ps_env *e, const char **g)
 static const key_row key_rows[] = {
     {"cudnn.plan_store.key.same_inputs", k_none, true},
     {"cudnn.plan_store.key.cudnn_version", k_cudnn, false},
+    {"cudnn.plan_store.key.lowering_revision", k_lowering, false},
     {"cudnn.plan_store.key.device_name", k_name, false},
     {"cudnn.plan_store.key.sm_count", k_sms, false},
     {"cudnn.plan_store.key.cc_major", k_major, false},
@@ -189,7 +191,8 @@ END_TEST
 START_TEST(key_text_layout)
 {
     char *k = ps_key_text(&base_env, base_graph);
-    const char *head = "fattn-cudnn-plan/1\ncudnn=91900\ndevice=NVIDIA H200 sm_count=132 cc=9.0\n";
+    const char *head =
+        "fattn-cudnn-plan/1\ncudnn=91900 lowering=1\ndevice=NVIDIA H200 sm_count=132 cc=9.0\n";
     ck_assert_uint_eq(PS_FORMAT_VERSION, 1);
     ck_assert_int_eq(strncmp(k, head, strlen(head)), 0);
     ck_assert_str_eq(k + strlen(head), base_graph);
@@ -198,8 +201,8 @@ START_TEST(key_text_layout)
     ps_env env = base_env;
     strcpy(env.device_name, "evil\ncudnn=1\r");
     k = ps_key_text(&env, "G");
-    ck_assert_str_eq(k, "fattn-cudnn-plan/1\ncudnn=91900\ndevice=evil?cudnn=1? sm_count=132 "
-                        "cc=9.0\nG");
+    ck_assert_str_eq(k, "fattn-cudnn-plan/1\ncudnn=91900 lowering=1\ndevice=evil?cudnn=1? "
+                        "sm_count=132 cc=9.0\nG");
     free(k);
     fattn_test_mark("cudnn.plan_store.key.layout");
 }

@@ -71,6 +71,13 @@ const cudnn_api *cudnn_api_load(bool want_cudart);
 /* "<status name>: <cudnnGetLastErrorString>" for messages. */
 fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what);
 
+/* Revision of the lowering (lower.c): bump it whenever the descriptors
+ * built for a given cg_dump change (an attribute set or dropped, an
+ * alignment, a flag) without the dump changing. It is part of the plan
+ * store's key (plan_store.h), so plans stored by an older lowering are not
+ * restored. */
+#define CUDNN_LOWERING_REVISION 1
+
 /* A lowered graph: every backend descriptor it created stays alive until
  * cudnn_plan_free. Without a handle (no GPU) lowering stops after the
  * operation graph finalizes (plan == NULL). */

@@ -987,6 +987,7 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
             return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan store directory");
         }
         e->store_env.cudnn_version = info.cudnn_version;
+        e->store_env.lowering_revision = CUDNN_LOWERING_REVISION;
         snprintf(e->store_env.device_name, sizeof e->store_env.device_name, "%s",
                  info.device_name);
         e->store_env.sm_count = info.sm_count;

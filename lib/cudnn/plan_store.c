@@ -67,16 +67,18 @@ char *ps_key_text(const ps_env *env, const char *graph_key)
         name[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
     }
     name[n] = 0;
-    const char *fmt = "fattn-cudnn-plan/%u\ncudnn=%lld\ndevice=%s sm_count=%d cc=%d.%d\n%s";
-    int len = snprintf(NULL, 0, fmt, PS_FORMAT_VERSION, (long long)env->cudnn_version, name,
-                       env->sm_count, env->cc_major, env->cc_minor, graph_key);
+    const char *fmt =
+        "fattn-cudnn-plan/%u\ncudnn=%lld lowering=%d\ndevice=%s sm_count=%d cc=%d.%d\n%s";
+    int len = snprintf(NULL, 0, fmt, PS_FORMAT_VERSION, (long long)env->cudnn_version,
+                       env->lowering_revision, name, env->sm_count, env->cc_major, env->cc_minor,
+                       graph_key);
     if (len < 0)
         return NULL;
     char *out = malloc((size_t)len + 1);
     if (!out)
         return NULL;
-    snprintf(out, (size_t)len + 1, fmt, PS_FORMAT_VERSION, (long long)env->cudnn_version, name,
-             env->sm_count, env->cc_major, env->cc_minor, graph_key);
+    snprintf(out, (size_t)len + 1, fmt, PS_FORMAT_VERSION, (long long)env->cudnn_version,
+             env->lowering_revision, name, env->sm_count, env->cc_major, env->cc_minor, graph_key);
     return out;
 }
 

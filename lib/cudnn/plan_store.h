@@ -17,9 +17,13 @@
  * that built it, on the same kind of device. The key text is
  *
  *     fattn-cudnn-plan/<PS_FORMAT_VERSION>
- *     cudnn=<cudnnGetVersion()>
+ *     cudnn=<cudnnGetVersion()> lowering=<CUDNN_LOWERING_REVISION>
  *     device=<name> sm_count=<n> cc=<major>.<minor>
  *     <cg_dump(g, false): the in-memory plan-cache key>
+ *
+ * The lowering revision stands for what the dump does not show: how
+ * lower.c turns a dump into descriptors (alignment, flags it sets). A plan
+ * stored by a build that lowered differently must not be restored.
  *
  * The file name is the 64-bit FNV-1a hash of that text in hex plus ".plan";
  * the file holds the whole text, and a file whose text differs from the
@@ -67,6 +71,7 @@
  * used: the cuDNN that built it and the kind of device it was built for. */
 typedef struct ps_env {
     int64_t cudnn_version; /* cudnnGetVersion() */
+    int lowering_revision; /* CUDNN_LOWERING_REVISION of the engine */
     char device_name[256];
     int sm_count;
     int cc_major, cc_minor;
