@@ -71,6 +71,13 @@ const cudnn_api *cudnn_api_load(bool want_cudart);
 /* "<status name>: <cudnnGetLastErrorString>" for messages. */
 fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what);
 
+/* Revision of the lowering (lower.c): bump it whenever the descriptors
+ * built for a given cg_dump change (an attribute set or dropped, an
+ * alignment, a flag) without the dump changing. It is part of the plan
+ * store's key (plan_store.h), so plans stored by an older lowering are not
+ * restored. */
+#define CUDNN_LOWERING_REVISION 1
+
 /* A lowered graph: every backend descriptor it created stays alive until
  * cudnn_plan_free. Without a handle (no GPU) lowering stops after the
  * operation graph finalizes (plan == NULL). */
@@ -84,7 +91,12 @@ typedef struct cudnn_plan {
     int64_t workspace;
     int configs;                      /* heuristics results */
     char tag[96];                     /* "eng2_k24=7" */
-    double build_seconds;
+    double build_seconds;             /* build, or restore from the plan store */
+    /* The engine carries CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION: its kernels
+     * are compiled when the plan finalizes, and only such plans can be
+     * serialized (cudnn_plan_serialize). */
+    bool runtime_compiled;
+    bool from_store;                  /* restored by cudnn_plan_deserialize */
 } cudnn_plan;
 
 /* Lower g to descriptors; with a handle also run heuristics mode A and keep
@@ -92,6 +104,27 @@ typedef struct cudnn_plan {
 fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
                               cudnn_plan **out);
 void cudnn_plan_free(cudnn_plan *p);
+
+/* The serialized form of a built plan: the bytes cuDNN returns for
+ * CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION (CUDNN_TYPE_CHAR; count
+ * query first), as given, in a malloc'd buffer. cuDNN serializes plans of
+ * runtime-compiled engines only, so a plan without that behaviour note is
+ * refused here without asking (FATTN_E_UNSUPPORTED), as is one cuDNN
+ * refuses (FATTN_E_UNSUPPORTED with cuDNN's reason). A plan restored from
+ * the store is not serialized again (FATTN_E_INVALID_ARG). */
+fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len);
+
+/* Restore a plan from cudnn_plan_serialize's bytes: a new execution-plan
+ * descriptor with the bytes (JSON_REPRESENTATION) and the handle
+ * (EXECUTION_PLAN_HANDLE: cuDNN compiles nothing, but needs the device),
+ * finalized; no operation graph and no engine config are needed. The tag,
+ * the behaviour note and the workspace are read back from the restored
+ * plan, so the caller can compare them with what it expects. The plan has
+ * no tensor or operation-graph descriptors (op_graph NULL); it executes
+ * with the variant pack of the graph it was built for. FATTN_E_CUDNN when
+ * cuDNN refuses the bytes (other version, other device, damaged). */
+fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
+                                    const void *blob, size_t len, cudnn_plan **out);
 
 /* Execute: ptrs[i] is the device (or, by-value, host) pointer of tensor i of
  * g for every non-virtual tensor. */

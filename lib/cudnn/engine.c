@@ -7,6 +7,7 @@
 
 #include "cpu/cpu.h"
 #include "cudnn/cudnn_internal.h"
+#include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
 
 typedef struct plan_entry {
@@ -33,6 +34,12 @@ typedef struct cudnn_engine {
     int time_iters;         /* set_timing */
     double call_t0;         /* when the current forward/backward call began */
     fattn_cudnn_timing timing;
+    /* Plan store (plan_store.h): directory (NULL: none), what keys its files
+     * besides the graph, counters; where the last plan came from. */
+    char *store_dir;
+    ps_env store_env;
+    fattn_cudnn_plan_store_stats pstats;
+    const char *last_plan_source;
 } cudnn_engine;
 
 static double now_s(void)
@@ -97,6 +104,74 @@ static size_t view_bytes(const fattn_tensor *t)
 
 /* ---- plans ---------------------------------------------------------------- */
 
+/* Record why the store was not used (the reason is in fattn_last_error)
+ * and count it (counter may be NULL); the caller goes on without it. */
+static void store_note(cudnn_engine *e, int64_t *counter)
+{
+    if (counter)
+        (*counter)++;
+    snprintf(e->pstats.last_note, sizeof e->pstats.last_note, "%s", fattn_last_error());
+}
+
+/* The plan stored under key_text, restored, or NULL (no file, or a file
+ * that is refused: counted and noted). A restored plan must report the
+ * engine tag and workspace the file recorded at store time; otherwise it is
+ * dropped, so the store can only ever save a build, never change a plan. */
+static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
+{
+    ps_loaded l;
+    if (ps_lookup(e->store_dir, key_text, &l) != FATTN_OK) {
+        store_note(e, &e->pstats.rejected);
+        return NULL;
+    }
+    if (!l.found) {
+        e->pstats.missing++;
+        return NULL;
+    }
+    cudnn_plan *p = NULL;
+    fattn_status st = cudnn_plan_deserialize(e->api, e->handle, l.rec.blob, l.rec.blob_len, &p);
+    if (st == FATTN_OK && (strlen(p->tag) != l.rec.tag_len ||
+                           memcmp(p->tag, l.rec.tag, l.rec.tag_len) != 0 ||
+                           p->workspace != l.rec.workspace)) {
+        fattn_error(FATTN_E_INVALID_FILE,
+                    "plan store: restored plan is %s with %lld workspace bytes, the file "
+                    "recorded %.*s with %lld",
+                    p->tag, (long long)p->workspace, (int)l.rec.tag_len, l.rec.tag,
+                    (long long)l.rec.workspace);
+        cudnn_plan_free(p);
+        p = NULL;
+        st = FATTN_E_INVALID_FILE;
+    }
+    ps_loaded_free(&l);
+    if (st != FATTN_OK) {
+        store_note(e, &e->pstats.rejected);
+        return NULL;
+    }
+    e->pstats.loaded++;
+    return p;
+}
+
+/* Write a freshly built plan to the store when cuDNN can serialize it. A
+ * failure costs only a rebuild in the next process: counted and noted. */
+static void store_save(cudnn_engine *e, const char *key_text, const cudnn_plan *p)
+{
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    if (cudnn_plan_serialize(p, &blob, &len) != FATTN_OK) {
+        store_note(e, &e->pstats.unserializable);
+        return;
+    }
+    ps_record r = {p->tag, strlen(p->tag), key_text, strlen(key_text), p->workspace, blob, len};
+    if (ps_store(e->store_dir, &r) != FATTN_OK)
+        store_note(e, &e->pstats.write_failed);
+    else
+        e->pstats.stored++;
+    free(blob);
+}
+
+/* The plan for g: this engine's cache, else the plan store (when enabled),
+ * else a build (then written to the store). Errors only when no plan can be
+ * had at all; the store's own failures fall back to a build. */
 static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
 {
     char *key = cg_dump(g, false);
@@ -107,16 +182,35 @@ static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **ou
             free(key);
             *out = pe->plan;
             e->timing.plan_cache_hit = true;
+            e->timing.plan_from_store = false;
             e->timing.plan_build_s = 0.0;
+            e->last_plan_source = "memory";
             return FATTN_OK;
         }
     e->timing.plan_cache_hit = false;
     cudnn_plan *p = NULL;
-    fattn_status st = cudnn_plan_build(e->api, e->handle, g, &p);
-    if (st != FATTN_OK) {
-        free(key);
-        return st;
+    char *key_text = NULL;
+    if (e->store_dir) {
+        key_text = ps_key_text(&e->store_env, key);
+        if (!key_text) {
+            fattn_error(FATTN_E_NOMEM, "plan store: no memory for the key; built instead");
+            store_note(e, NULL);
+        } else {
+            p = store_load(e, key_text);
+        }
     }
+    if (!p) {
+        fattn_status st = cudnn_plan_build(e->api, e->handle, g, &p);
+        if (st != FATTN_OK) {
+            free(key);
+            free(key_text);
+            return st;
+        }
+        e->pstats.built++;
+        if (key_text)
+            store_save(e, key_text, p);
+    }
+    free(key_text);
     plan_entry *pe = malloc(sizeof *pe);
     if (!pe) {
         free(key);
@@ -124,6 +218,8 @@ static fattn_status get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **ou
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
     }
     e->timing.plan_build_s = p->build_seconds;
+    e->timing.plan_from_store = p->from_store;
+    e->last_plan_source = p->from_store ? "store" : "built";
     pe->key = key;
     pe->plan = p;
     pe->next = e->plans;
@@ -789,6 +885,7 @@ static void cudnn_engine_free(fattn_engine *base)
         e->api->cudaFree(e->ws);
     if (e->handle)
         e->api->Destroy(e->handle);
+    free(e->store_dir);
     free(e);
 }
 
@@ -875,6 +972,29 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     e->api = api;
     e->device = device;
     e->force_det = opt && opt->force_deterministic_bwd;
+    e->last_plan_source = "";
+    /* The plan store is an optimisation: a store that cannot be set up is
+     * noted in the stats and the engine works without it. */
+    const char *dir = ps_resolve_dir(opt ? opt->plan_dir : NULL, getenv("FATTN_CUDNN_PLAN_DIR"));
+    fattn_cudnn_info info;
+    if (dir && fattn_cudnn_get_info(device, &info) != FATTN_OK) {
+        snprintf(e->pstats.last_note, sizeof e->pstats.last_note,
+                 "plan store off: device properties unavailable: %s", fattn_last_error());
+    } else if (dir) {
+        e->store_dir = strdup(dir);
+        if (!e->store_dir) {
+            cudnn_engine_free(&e->base);
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan store directory");
+        }
+        e->store_env.cudnn_version = info.cudnn_version;
+        e->store_env.lowering_revision = CUDNN_LOWERING_REVISION;
+        snprintf(e->store_env.device_name, sizeof e->store_env.device_name, "%s",
+                 info.device_name);
+        e->store_env.sm_count = info.sm_count;
+        e->store_env.cc_major = info.cc_major;
+        e->store_env.cc_minor = info.cc_minor;
+        e->pstats.store_enabled = true;
+    }
     *out = &e->base;
     return FATTN_OK;
 }
@@ -951,4 +1071,26 @@ void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
 {
     const cudnn_engine *c = as_cudnn(e);
     *out = c ? c->timing : (fattn_cudnn_timing){0};
+}
+
+fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    if (!c || !out)
+        return fattn_error(FATTN_E_INVALID_ARG, "plan_stats: %s",
+                           !out ? "out is NULL" : "not a cuDNN engine");
+    *out = c->pstats;
+    return FATTN_OK;
+}
+
+const char *fattn_cudnn_plan_store_dir(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c && c->store_dir ? c->store_dir : "";
+}
+
+const char *fattn_cudnn_last_plan_source(const fattn_engine *e)
+{
+    const cudnn_engine *c = as_cudnn(e);
+    return c ? c->last_plan_source : "";
 }

@@ -400,6 +400,30 @@ static void engine_tag(lowering *L, cudnnBackendDescriptor_t cfg, char *tag, siz
         api->BackendDestroyDescriptor(knobs[i]);
 }
 
+/* Whether the engine of a finalized config carries behaviour note `note`.
+ * False when cuDNN cannot say (the store then treats the plan as not
+ * serializable, which only costs a rebuild in the next process). */
+static bool cfg_has_behavior(const cudnn_api *api, cudnnBackendDescriptor_t cfg,
+                             cudnnBackendBehaviorNote_t note)
+{
+    cudnnBackendDescriptor_t eng = NULL;
+    if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
+        CUDNN_STATUS_SUCCESS)
+        return false;
+    bool has = false;
+    int64_t n = 0;
+    cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
+        api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
+                                 notes) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+            has = has || notes[i] == note;
+    api->BackendDestroyDescriptor(eng);
+    return has;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -501,6 +525,8 @@ fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const 
             p->descs[p->ndescs++] = plan;
             p->plan = plan;
             engine_tag(&L, cfgs[i], p->tag, sizeof p->tag);
+            p->runtime_compiled =
+                cfg_has_behavior(api, cfgs[i], CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
             int64_t ws = 0, c = 0;
             s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                          CUDNN_TYPE_INT64, 1, &c, &ws);
@@ -530,6 +556,109 @@ void cudnn_plan_free(cudnn_plan *p)
         p->api->BackendDestroyDescriptor(p->descs[i]);
     free(p->descs);
     free(p);
+}
+
+/* ---- serialized plans (the plan store) --------------------------------------- */
+
+fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (!p->plan || p->from_store)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: serialize: %s",
+                           p->from_store ? "plan came from the store" : "no plan was built");
+    /* cuDNN documents serialization for runtime-compiled engines only
+     * (cudnn-frontend: "Serialization is only supported on Runtime compiled
+     * engines"); others have precompiled kernels and build fast anyway. */
+    if (!p->runtime_compiled)
+        return fattn_error(FATTN_E_UNSUPPORTED,
+                           "cuDNN engine: %s is not a runtime-compiled engine; cuDNN serializes "
+                           "only those",
+                           p->tag);
+    const cudnn_api *api = p->api;
+    int64_t n = 0;
+    cudnnStatus_t s = api->BackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                               CUDNN_TYPE_CHAR, 0, &n, NULL);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        cudnn_fail(api, s, "serialize plan (size)");
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
+    }
+    if (n <= 0)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: %s serialized to %lld bytes",
+                           p->tag, (long long)n);
+    unsigned char *buf = malloc((size_t)n);
+    if (!buf)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: %lld bytes of serialized plan",
+                           (long long)n);
+    int64_t got = 0;
+    s = api->BackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                 CUDNN_TYPE_CHAR, n, &got, buf);
+    if (s != CUDNN_STATUS_SUCCESS || got <= 0 || got > n) {
+        free(buf);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            cudnn_fail(api, s, "serialize plan");
+            return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
+        }
+        return fattn_error(FATTN_E_UNSUPPORTED,
+                           "cuDNN engine: serialized plan of %lld bytes after announcing %lld",
+                           (long long)got, (long long)n);
+    }
+    *out = buf;
+    *len = (size_t)got;
+    return FATTN_OK;
+}
+
+fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
+                                    const void *blob, size_t len, cudnn_plan **out)
+{
+    *out = NULL;
+    if (!handle || !blob || len == 0 || len > (size_t)INT64_MAX)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: deserialize: %s",
+                           !handle ? "no handle" : "no bytes");
+    cudnn_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
+    p->api = api;
+    double t0 = now_s();
+    lowering L = {api, p, FATTN_OK, "plan from the store"};
+    cudnnBackendDescriptor_t plan = mk(&L, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    set(&L, plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)len,
+        blob);
+    /* Deprecated in 9.x headers but what cuDNN reads when restoring a plan
+     * (cudnn-frontend's loadFromJson sets exactly these two); the
+     * alternative, EXECUTION_PLAN_DEVICEPROP, is for deviceless builds. */
+    set(&L, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    fin(&L, plan);
+    /* Read back what was restored: the caller compares tag and workspace
+     * with the file's, so a plan of another engine is never used. */
+    cudnnBackendDescriptor_t cfg = mk(&L, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    if (L.st == FATTN_OK) {
+        int64_t n = 0;
+        cudnnStatus_t s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg);
+        if (s != CUDNN_STATUS_SUCCESS)
+            L.st = cudnn_fail(api, s, "restored plan's engine config");
+    }
+    if (L.st == FATTN_OK) {
+        engine_tag(&L, cfg, p->tag, sizeof p->tag);
+        p->runtime_compiled = cfg_has_behavior(api, cfg, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+        int64_t ws = 0, c = 0;
+        cudnnStatus_t s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                   CUDNN_TYPE_INT64, 1, &c, &ws);
+        if (s != CUDNN_STATUS_SUCCESS)
+            L.st = cudnn_fail(api, s, "restored plan's workspace size");
+        p->workspace = ws;
+    }
+    if (L.st != FATTN_OK) {
+        cudnn_plan_free(p);
+        return L.st;
+    }
+    p->plan = plan;
+    p->configs = 1;
+    p->from_store = true;
+    p->build_seconds = now_s() - t0;
+    *out = p;
+    return FATTN_OK;
 }
 
 fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,

@@ -95,3 +95,23 @@ void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
     if (out)
         *out = (fattn_cudnn_timing){0};
 }
+
+fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out)
+{
+    (void)e;
+    if (out)
+        *out = (fattn_cudnn_plan_store_stats){0};
+    return no_cudnn();
+}
+
+const char *fattn_cudnn_plan_store_dir(const fattn_engine *e)
+{
+    (void)e;
+    return "";
+}
+
+const char *fattn_cudnn_last_plan_source(const fattn_engine *e)
+{
+    (void)e;
+    return "";
+}

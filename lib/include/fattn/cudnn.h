@@ -38,6 +38,13 @@ typedef struct fattn_cudnn_options {
      * golden` use on cuDNN, so that a rerun can be compared bitwise
      * (docs/determinism.md). */
     bool force_deterministic_bwd;
+    /* Directory of the on-disk plan store (docs/cudnn-engine.md, "Plan
+     * store"): compiled plans of runtime-compiled cuDNN engines are written
+     * there and restored by later engines and processes instead of being
+     * compiled again. NULL: $FATTN_CUDNN_PLAN_DIR decides (unset or empty:
+     * no store); "": no store, whatever the environment says. Created (mode
+     * 0700) when missing. The engine keeps its own copy of the string. */
+    const char *plan_dir;
 } fattn_cudnn_options;
 
 /* Provenance of the device and libraries. */
@@ -106,12 +113,44 @@ typedef struct fattn_cudnn_timing {
      * description, plan-cache lookup (or build), variant pack, launch.
      * With a plan-cache hit this is the per-call host overhead. */
     double host_us;
-    double plan_build_s;    /* 0 when the plan came from the cache */
+    double plan_build_s;    /* 0 when the plan came from the cache; the
+                               restore time when it came from the store */
     bool plan_cache_hit;
+    bool plan_from_store;   /* restored from the plan store (not built) */
 } fattn_cudnn_timing;
 
 /* Timing of the last forward or backward. */
 void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out);
+
+/* Where the plans of e came from (docs/cudnn-engine.md, "Plan store").
+ * Counters are per engine, since fattn_engine_init_cudnn. */
+typedef struct fattn_cudnn_plan_store_stats {
+    bool store_enabled;     /* a plan store directory is in use */
+    int64_t built;          /* plans built: heuristics + finalize (compiles) */
+    int64_t loaded;         /* plans restored from the store instead */
+    int64_t stored;         /* built plans written to the store */
+    int64_t unserializable; /* built plans cuDNN cannot serialize (not written:
+                               not runtime compiled, or cuDNN refused) */
+    int64_t missing;        /* store lookups that found no file */
+    int64_t rejected;       /* store files not used: unreadable, damaged, another
+                               format, key or platform, or refused by cuDNN; the
+                               plan was built instead and the file rewritten */
+    int64_t write_failed;   /* plans that could not be written to the store */
+    char last_note[512];    /* reason of the last rejection, unserializable
+                               plan or failed write; "" if none */
+} fattn_cudnn_plan_store_stats;
+
+/* The plan-store counters of e. FATTN_E_INVALID_ARG if e is not a cuDNN
+ * engine or out is NULL. */
+fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out);
+
+/* The plan store directory e uses, "" when it has none. */
+const char *fattn_cudnn_plan_store_dir(const fattn_engine *e);
+
+/* Where the plan of the last forward or backward came from: "memory" (this
+ * engine's cache), "store" (restored from the plan store), "built"; "" before
+ * the first call. For provenance. */
+const char *fattn_cudnn_last_plan_source(const fattn_engine *e);
 
 #ifdef __cplusplus
 }
