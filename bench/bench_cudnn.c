@@ -284,25 +284,32 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     return FATTN_OK;
 }
 
-/* Host cost of n cache-hit calls of kind k: *median_us, *min_us, *hits. */
+/* Host cost of n cache-hit calls of kind k: *median_us, *min_us, *hits, and
+ * the medians of its parts (fattn's own, the execution call). */
 static fattn_status host_cost(bench_case *c, fattn_engine *e, call_kind k, int n,
-                              double *median_us, double *min_us, int *hits)
+                              double *median_us, double *min_us, int *hits,
+                              double *fattn_us, double *exec_us)
 {
-    double *us = malloc((size_t)n * sizeof *us);
+    double *us = malloc(3 * (size_t)n * sizeof *us);
     if (!us)
         return fattn_error(FATTN_E_NOMEM, "host cost samples");
+    double *fu = us + n, *xu = us + 2 * n;
     fattn_status st = fattn_cudnn_set_timing(e, 0);
     *hits = 0;
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         fattn_cudnn_timing t;
         if ((st = call(c, e, k, &t)) == FATTN_OK) {
             us[i] = t.host_us;
+            fu[i] = t.host_fattn_us;
+            xu[i] = t.host_execute_us;
             *hits += t.plan_cache_hit;
         }
     }
     if (st == FATTN_OK) {
         *median_us = median(us, n);
         *min_us = us[0];
+        *fattn_us = median(fu, n);
+        *exec_us = median(xu, n);
     }
     free(us);
     return st;
@@ -348,6 +355,7 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, const settings 
     timed tm[3];
     memset(tm, 0, sizeof tm);
     double host_fwd = 0, host_fwd_min = 0, host_bwd = 0, host_bwd_min = 0;
+    double host_fwd_fattn = 0, host_fwd_exec = 0, host_bwd_fattn = 0, host_bwd_exec = 0;
     int hits_fwd = 0, hits_bwd = 0;
     double t0 = now_s();
     const char *stage = "setup";
@@ -358,11 +366,13 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, const settings 
     }
     if (st == FATTN_OK) {
         stage = "host cost (forward)";
-        st = host_cost(c, e, CALL_FWD, cfg->host_calls, &host_fwd, &host_fwd_min, &hits_fwd);
+        st = host_cost(c, e, CALL_FWD, cfg->host_calls, &host_fwd, &host_fwd_min, &hits_fwd,
+                       &host_fwd_fattn, &host_fwd_exec);
     }
     if (st == FATTN_OK) {
         stage = "host cost (backward)";
-        st = host_cost(c, e, CALL_BWD, cfg->host_calls, &host_bwd, &host_bwd_min, &hits_bwd);
+        st = host_cost(c, e, CALL_BWD, cfg->host_calls, &host_bwd, &host_bwd_min, &hits_bwd,
+                       &host_bwd_fattn, &host_bwd_exec);
     }
     /* rounds interleave the three kinds, so that a drift of the clocks
      * touches them alike */
@@ -400,6 +410,9 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, const settings 
     printf("\"host_us\":%.2f,\"host_us_min\":%.2f,\"bwd_host_us\":%.2f,\"bwd_host_us_min\":%.2f,"
            "\"host_calls\":%d,\"host_cache_hits\":%d,\"bwd_host_cache_hits\":%d,",
            host_fwd, host_fwd_min, host_bwd, host_bwd_min, cfg->host_calls, hits_fwd, hits_bwd);
+    printf("\"host_fattn_us\":%.2f,\"host_execute_us\":%.2f,\"bwd_host_fattn_us\":%.2f,"
+           "\"bwd_host_execute_us\":%.2f,", host_fwd_fattn, host_fwd_exec, host_bwd_fattn,
+           host_bwd_exec);
     printf("\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"bwd_det_plan_build_s\":%.3f,",
            tm[0].build_s, tm[1].build_s, tm[2].build_s);
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","

@@ -91,7 +91,7 @@ def build(args):
     verify = None
     if args.verify:
         v = read_jsonl([args.verify])
-        verify = v[-1] if v else None
+        verify = v if v else None
     rows = []
     keys = list(f_cases) + [k for k in t_cases if k not in f_cases]  # the benches' order
     for key in keys:
@@ -113,6 +113,10 @@ def build(args):
         if fp:
             row["host_us"] = statistics.median(p["host_us"] for p in fp)
             row["bwd_host_us"] = statistics.median(p["bwd_host_us"] for p in fp)
+            for k in ("host_fattn_us", "host_execute_us", "bwd_host_fattn_us",
+                      "bwd_host_execute_us"):
+                if all(k in p for p in fp):
+                    row[k] = statistics.median(p[k] for p in fp)
             # each pass is a fresh process, so each first call is cold: all
             # kept, the table shows the first pass's
             row["plan_build_s"] = [p["plan_build_s"] for p in fp]
@@ -181,6 +185,9 @@ def markdown(rep):
         first = ("–" if "torch_first_fwd_s" not in r else
                  f"{r['torch_first_fwd_s'][0]:.2f} / {r['torch_first_bwd_s'][0]:.2f}")
         host = ("–" if "host_us" not in r else f"{r['host_us']:.1f} / {r['bwd_host_us']:.1f}")
+        if "host_fattn_us" in r and "bwd_host_fattn_us" in r:
+            host += (f" (fattn {r['host_fattn_us']:.1f} + execute {r['host_execute_us']:.1f} / "
+                     f"{r['bwd_host_fattn_us']:.1f} + {r['bwd_host_execute_us']:.1f})")
         out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | {tf(r, 'fattn_fwd')} | "
                    f"{tf(r, 'torch_fwd')} | {rt(r, 'fwd')} | {tf(r, 'fattn_bwd')} | "
                    f"{tf(r, 'torch_bwd')} | {rt(r, 'bwd')} | "
@@ -191,13 +198,16 @@ def markdown(rep):
     if tags:
         out += ["", "fattn engine configs (forward [route] / backward / deterministic backward): " +
                 "; ".join(f"{a} [{b}] / {c} / {d}" for a, b, c, d in tags)]
-    v = rep.get("verify")
-    if v:
+    for v in rep.get("verify") or []:
         cmd = f"`fattn verify {' '.join(v.get('args', []))}`"
+        store = v.get("plan_store")
+        where = (f" with the plan store {'(empty at start)' if v.get('store_loaded', 0) == 0 else '(populated)'}"
+                 f": {v.get('store_built', 0)} plans built, {v.get('store_loaded', 0)} loaded, "
+                 f"{v.get('store_stored', 0)} stored" if store else " without a plan store")
         goal = v.get("goal_warm_s", 60)
         errored = 2 in (v["cold_exit"], v["warm_exit"])
         goal_verdict = "n/a" if errored else "met" if v["warm_s"] < goal else "NOT met"
-        out += ["", f"{cmd} in one process: cold (first invocation) {v['cold_s']:.1f} s, "
+        out += ["", f"{cmd} in one process{where}: cold (first invocation) {v['cold_s']:.1f} s, "
                 f"warm (second, same process) {v['warm_s']:.1f} s — goal warm < {goal} s: "
                 f"{goal_verdict}; exit codes "
                 f"{v['cold_exit']} / {v['warm_exit']}; cuDNN plans cached after cold / "

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fattn/cudnn.h"
 
 #define GOAL_WARM_S 60.0
 
@@ -138,14 +139,29 @@ int main(int argc, char **argv)
     /* the warm run even after an exit 2: an errored case is still a run */
     int warm_rc = timed_verify(vargc, vargv, log, &warm_s);
     int plans_warm = cli_engine_cached_plans();
-    cli_engines_shutdown();
+    /* where the plans came from: built, or restored from the plan store */
+    fattn_cudnn_plan_store_stats ps;
+    memset(&ps, 0, sizeof ps);
+    const fattn_engine *shared = cli_engine_shared();
+    const char *store = shared ? fattn_cudnn_plan_store_dir(shared) : "";
+    if (shared)
+        fattn_cudnn_plan_stats(shared, &ps);
+    json_t *jstore = json_string(store ? store : "");
+    char *store_s = json_dumps(jstore, JSON_ENCODE_ANY);
+    json_decref(jstore);
 
     char *args = json_dumps(jargs, JSON_COMPACT);
     printf("{\"bench\":\"verify\",\"args\":%s,\"cold_s\":%.3f,\"warm_s\":%.3f,"
            "\"cold_exit\":%d,\"warm_exit\":%d,\"plans_after_cold\":%d,"
-           "\"plans_after_warm\":%d,\"goal_warm_s\":%.0f}\n",
+           "\"plans_after_warm\":%d,\"goal_warm_s\":%.0f,\"plan_store\":%s,"
+           "\"store_built\":%lld,\"store_loaded\":%lld,\"store_stored\":%lld,"
+           "\"store_unserializable\":%lld,\"store_rejected\":%lld}\n",
            args ? args : "[]", cold_s, warm_s, cold_rc, warm_rc, plans_cold, plans_warm,
-           GOAL_WARM_S);
+           GOAL_WARM_S, store_s && *store ? store_s : "null", (long long)ps.built,
+           (long long)ps.loaded, (long long)ps.stored, (long long)ps.unserializable,
+           (long long)ps.rejected);
+    free(store_s);
+    cli_engines_shutdown();
     free(args);
     json_decref(jargs);
     free(vargv);

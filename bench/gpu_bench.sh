@@ -18,7 +18,7 @@
 #
 # Knobs: BENCH_PASSES (1), BENCH_ITERS (20 timed executions per round),
 # BENCH_ROUNDS (3), BENCH_HOST_CALLS (20), BENCH_ONLY (shape glob),
-# BENCH_VERIFY (1), BENCH_REV (the git revision to record), PYTHON (python3,
+# BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_REV (the git revision to record), PYTHON (python3,
 # the one with torch), BUILD_DIR.
 # Dependencies and cuDNN: tools/gpu-env.sh (as tools/gpu-ci.sh).
 set -eu
@@ -54,6 +54,7 @@ if [ -n "${BENCH_ONLY:-}" ]; then
 fi
 FATTN_FILES= TORCH_FILES=
 p=1
+[ "${BENCH_SHAPES:-1}" = 1 ] || p=$((PASSES + 1))
 while [ "$p" -le "$PASSES" ]; do
     # shellcheck disable=SC2086  # ONLY_* are two words or none
     timeout "${BENCH_FATTN_TIMEOUT:-240}" "$BUILD/bench/bench_cudnn" --iters "$ITERS" \
@@ -71,21 +72,34 @@ while [ "$p" -le "$PASSES" ]; do
     p=$((p + 1))
 done
 
+# verify cold and warm, twice: with an empty plan store (the cold run builds
+# every plan and stores it), then in a new process with that store populated
+# (the cold run restores them): the cold start with and without the store.
 VERIFY_ARG=
 if [ "${BENCH_VERIFY:-1}" = 1 ]; then
-    timeout "${BENCH_VERIFY_TIMEOUT:-300}" "$BUILD/bench/bench_verify" --backend cudnn \
-        --log "$LOGS/verify.log" >"$LOGS/verify.json" 2>"$LOGS/verify.err" ||
-        say "bench_verify: exit $? (see verify.err, verify.log)"
-    say "bench_verify done: $(cat "$LOGS/verify.json" 2>/dev/null)"
+    STORE=$(mktemp -d)
+    : >"$LOGS/verify.json"
+    for pass in empty populated; do
+        FATTN_CUDNN_PLAN_DIR=$STORE/plans timeout "${BENCH_VERIFY_TIMEOUT:-300}" \
+            "$BUILD/bench/bench_verify" --backend cudnn --log "$LOGS/verify-$pass.log" \
+            >>"$LOGS/verify.json" 2>"$LOGS/verify-$pass.err" ||
+            say "bench_verify ($pass store): exit $? (see verify-$pass.err, verify-$pass.log)"
+        say "bench_verify ($pass store) done: $(tail -1 "$LOGS/verify.json" 2>/dev/null)"
+    done
+    du -sh "$STORE/plans" >"$LOGS/plan-store-size.txt" 2>&1 || true
+    ls "$STORE/plans" | wc -l >>"$LOGS/plan-store-size.txt" 2>&1 || true
+    rm -rf "$STORE"
     [ -s "$LOGS/verify.json" ] && VERIFY_ARG="--verify $LOGS/verify.json"
 fi
 
 DATE=$(date -u +%Y-%m-%d)
 # BENCH_REV: the revision, where the tree was copied without its history
 REV=${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-# shellcheck disable=SC2086  # the file lists are words
-python3 bench/bench_report.py --fattn $FATTN_FILES --torch $TORCH_FILES $VERIFY_ARG \
-    --git-rev "$REV" --date "$DATE" --json "$DEST/bench-$DATE.json" --md "$DEST/bench-$DATE.md"
+if [ -n "$FATTN_FILES" ]; then
+    # shellcheck disable=SC2086  # the file lists are words
+    python3 bench/bench_report.py --fattn $FATTN_FILES --torch $TORCH_FILES $VERIFY_ARG \
+        --git-rev "$REV" --date "$DATE" --json "$DEST/bench-$DATE.json" --md "$DEST/bench-$DATE.md"
+fi
 if [ -n "${OUT:-}" ]; then
     tar czf "$OUT/bench-logs.tar.gz" -C "$DEST" bench-logs && rm -rf "$LOGS"
 fi

@@ -148,6 +148,11 @@ int cli_engine_cached_plans(void)
     return shared_cudnn ? fattn_cudnn_plan_count(shared_cudnn) : 0;
 }
 
+const fattn_engine *cli_engine_shared(void)
+{
+    return shared_cudnn;
+}
+
 void cli_engines_shutdown(void)
 {
     fattn_engine_free(shared_cudnn);

@@ -62,6 +62,8 @@ int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
 void cli_engine_close(fattn_engine *e);
 /* Plans held by the process-wide cuDNN engine (0 without one). */
 int cli_engine_cached_plans(void);
+/* The process's shared cuDNN engine, NULL before the first cuDNN command. */
+const fattn_engine *cli_engine_shared(void);
 /* Free the process-wide engine. Whoever calls commands calls this once,
  * after the last (main, bench/bench_verify.c); not from atexit, because
  * the forked children of isolate.h must not touch the GPU. */

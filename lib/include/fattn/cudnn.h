@@ -101,8 +101,11 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
 
 /* Benchmark timing. With iters > 0 every later forward and backward, after
  * its own execution, executes its plan iters more times on the same device
- * buffers, each between two CUDA events on the engine's stream; the outputs
- * are those of the first execution. 0 turns it off. */
+ * buffers, queued back to back with a CUDA event between consecutive
+ * executions on the engine's stream (so the host's launch cost overlaps the
+ * previous execution, as in a training loop); each execution's time is the
+ * interval between its two events. The outputs are those of the first
+ * execution. 0 turns it off. */
 fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters);
 
 typedef struct fattn_cudnn_timing {
@@ -113,6 +116,11 @@ typedef struct fattn_cudnn_timing {
      * description, plan-cache lookup (or build), variant pack, launch.
      * With a plan-cache hit this is the per-call host overhead. */
     double host_us;
+    /* Its two parts: fattn's (validation, graph description, cache key and
+     * lookup) and the execution call (variant pack and
+     * cudnnBackendExecute, which launches the kernels). */
+    double host_fattn_us;
+    double host_execute_us;
     double plan_build_s;    /* 0 when the plan came from the cache; the
                                restore time when it came from the store */
     bool plan_cache_hit;
