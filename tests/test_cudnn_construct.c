@@ -721,6 +721,30 @@ START_TEST(bwd_lowering_finalizes)
 END_TEST
 #endif
 
+#if FATTN_HAVE_CUDNN
+/* Engine tags compared by the plan store: knobs at -1 dropped, nothing else. */
+static const struct {
+    const char *tag, *canonical;
+} tag_rows[] = {
+    {"eng6_k24=26", "eng6_k24=26"},
+    {"eng6_k14=-1_k24=26", "eng6_k24=26"},
+    {"eng6_k24=26_k14=-1", "eng6_k24=26"},
+    {"eng2_k14=-1_k15=-1", "eng2"},
+    {"eng2_k14=-10_k24=7", "eng2_k14=-10_k24=7"},
+    {"eng2_k14=-1x", "eng2_k14=-1x"},
+    {"eng9", "eng9"},
+    {"", ""},
+};
+
+START_TEST(tag_canonical)
+{
+    char out[96];
+    cudnn_tag_canonical(tag_rows[_i].tag, strlen(tag_rows[_i].tag), out, sizeof out);
+    ck_assert_str_eq(out, tag_rows[_i].canonical);
+}
+END_TEST
+#endif
+
 START_TEST(cudnn_required_but_missing)
 {
     ck_abort_msg("FATTN_REQUIRE_CUDNN=1 but libcudnn.so.9 cannot be loaded: %s",
@@ -766,6 +790,8 @@ static Suite *make_suite(void)
 #if FATTN_HAVE_CUDNN
         tcase_add_loop_test(tl, lowering_finalizes, 0, tcase_count);
         tcase_add_loop_test(tl, bwd_lowering_finalizes, 0, tcase_count);
+        tcase_add_loop_test(tl, tag_canonical, 0,
+                            (int)(sizeof tag_rows / sizeof tag_rows[0]));
 #endif
         suite_add_tcase(s, tl);
     } else if (required) {

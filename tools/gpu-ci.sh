@@ -117,7 +117,8 @@ if [ "${GPU_CI_SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2
     for tool in ${GPU_CI_SAN_TOOLS:-memcheck racecheck}; do
         stage "compute-sanitizer $tool" "$LOGS/sanitizer-$tool.log" \
             env FATTN_GPU_CASES="$SAN_CASES" CK_EXCLUDE_TAGS=large \
-            timeout "${GPU_CI_SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+            timeout "${GPU_CI_SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+            --print-limit "${GPU_CI_SAN_PRINT_LIMIT:-20}" \
             "$BUILD/tests/test_cudnn_gpu"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks|passed|failed|Bail" \
             "$LOGS/sanitizer-$tool.log" | tail -4

@@ -131,4 +131,10 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
 fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
                                 void *const *ptrs, void *workspace);
 
+/* An engine tag ("eng6_k14=-1_k24=26", len bytes) without its knobs whose
+ * value is -1, into out (cap bytes, NUL-terminated, truncated to fit): how
+ * the plan store compares the tag of a restored plan with the one recorded
+ * when it was built. */
+void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap);
+
 #endif /* FATTN_CUDNN_INTERNAL_H */

@@ -113,6 +113,36 @@ static void store_note(cudnn_engine *e, int64_t *counter)
     snprintf(e->pstats.last_note, sizeof e->pstats.last_note, "%s", fattn_last_error());
 }
 
+/* A restored plan lists knob choices its config holds at -1 (measured on
+ * the H200 with cuDNN 9.19: "eng6_k14=-1_k24=26" for a plan built as
+ * "eng6_k24=26"); tags are compared without them (cudnn_internal.h). */
+void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < cap;) {
+        if (tag[i] == '_' && i + 1 < len && tag[i + 1] == 'k') {
+            size_t j = i + 2;
+            while (j < len && tag[j] >= '0' && tag[j] <= '9')
+                j++;
+            if (j > i + 2 && len - j >= 3 && tag[j] == '=' && tag[j + 1] == '-' &&
+                tag[j + 2] == '1' && (j + 3 == len || tag[j + 3] == '_')) {
+                i = j + 3;
+                continue;
+            }
+        }
+        out[o++] = tag[i++];
+    }
+    out[o] = 0;
+}
+
+static bool tags_match(const char *a, size_t alen, const char *b, size_t blen)
+{
+    char ca[160], cb[160];
+    cudnn_tag_canonical(a, alen, ca, sizeof ca);
+    cudnn_tag_canonical(b, blen, cb, sizeof cb);
+    return strcmp(ca, cb) == 0;
+}
+
 /* The plan stored under key_text, restored, or NULL (no file, or a file
  * that is refused: counted and noted). A restored plan must report the
  * engine tag and workspace the file recorded at store time; otherwise it is
@@ -130,8 +160,7 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
     }
     cudnn_plan *p = NULL;
     fattn_status st = cudnn_plan_deserialize(e->api, e->handle, l.rec.blob, l.rec.blob_len, &p);
-    if (st == FATTN_OK && (strlen(p->tag) != l.rec.tag_len ||
-                           memcmp(p->tag, l.rec.tag, l.rec.tag_len) != 0 ||
+    if (st == FATTN_OK && (!tags_match(p->tag, strlen(p->tag), l.rec.tag, l.rec.tag_len) ||
                            p->workspace != l.rec.workspace)) {
         fattn_error(FATTN_E_INVALID_FILE,
                     "plan store: restored plan is %s with %lld workspace bytes, the file "
@@ -142,6 +171,9 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
         p = NULL;
         st = FATTN_E_INVALID_FILE;
     }
+    /* provenance names the plan as it was built */
+    if (st == FATTN_OK && l.rec.tag_len < sizeof p->tag)
+        snprintf(p->tag, sizeof p->tag, "%.*s", (int)l.rec.tag_len, l.rec.tag);
     ps_loaded_free(&l);
     if (st != FATTN_OK) {
         store_note(e, &e->pstats.rejected);
