@@ -30,7 +30,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
         { tail -40 "$LOGS/setup.log"; exit 2; }
 fi
 # Only what the GPU stages run (other suites' targets are not needed here).
-meson compile -C "$BUILD" tests/test_cudnn_construct tests/test_cudnn_gpu harness/fattn \
+meson compile -C "$BUILD" tests/test_cudnn_construct tests/test_cudnn_gpu tests/test_cudnn_plan_store \
+    tests/test_cudnn_plan_store_gpu harness/fattn \
     >"$LOGS/compile.log" 2>&1 || { tail -60 "$LOGS/compile.log"; exit 2; }
 grep -i "warning" "$LOGS/compile.log" || true
 
