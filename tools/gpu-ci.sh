@@ -11,7 +11,11 @@
 # all logs go under $OUT instead, to be copied into docs/gpu-runs/.
 #
 # Dependencies and cuDNN: tools/gpu-env.sh. GPU_CI_FULL=1 also runs the whole
-# suite (its result is logged, not fatal).
+# suite (its result is logged, not fatal). Stages besides the suites, each
+# logged and never fatal: GPU_CI_DETERMINISM (1), GPU_CI_CLI (1),
+# GPU_CI_REPEAT (1), GPU_CI_GOLDEN (0), GPU_CI_SANITIZER (1; GPU_CI_SAN_TOOLS
+# "memcheck racecheck"), GPU_CI_TORCH (0: tools/torch-gpu.sh, docs/torch.md),
+# GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -124,6 +128,18 @@ if [ "${GPU_CI_SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks|passed|failed|Bail" \
             "$LOGS/sanitizer-$tool.log" | tail -4
     done
+fi
+# Bit for bit against PyTorch's own cuDNN SDPA (docs/torch.md) and the
+# speed table against it (docs/bench.md): their own scripts, under $DEST.
+if [ "${GPU_CI_TORCH:-0}" = 1 ]; then
+    stage "tools/torch-gpu.sh" "$LOGS/torch-gpu.log" timeout 300 \
+        env OUT= BUILD_DIR="$BUILD" sh tools/torch-gpu.sh
+    tail -12 "$LOGS/torch-gpu.log"
+fi
+if [ "${GPU_CI_BENCH:-0}" = 1 ]; then
+    stage "bench/gpu_bench.sh" "$LOGS/bench.log" timeout 540 \
+        env BUILD_DIR="$BUILD" BENCH_REV="${GPU_CI_REV:-}" sh bench/gpu_bench.sh
+    tail -16 "$LOGS/bench.log"
 fi
 if [ "${GPU_CI_FULL:-0}" = 1 ]; then
     meson test -C "$BUILD" >"$LOGS/test-full.log" 2>&1 || echo "gpu-ci: full suite failed (see test-full.log)"
