@@ -201,9 +201,10 @@ def markdown(rep):
     for v in rep.get("verify") or []:
         cmd = f"`fattn verify {' '.join(v.get('args', []))}`"
         store = v.get("plan_store")
-        where = (f" with the plan store {'(empty at start)' if v.get('store_loaded', 0) == 0 else '(populated)'}"
-                 f": {v.get('store_built', 0)} plans built, {v.get('store_loaded', 0)} loaded, "
-                 f"{v.get('store_stored', 0)} stored" if store else " without a plan store")
+        where = (f" with a plan store: {v.get('store_built', 0)} plans built, "
+                 f"{v.get('store_loaded', 0)} restored, {v.get('store_rejected', 0)} stored "
+                 f"files refused, {v.get('store_stored', 0)} written" if store
+                 else " without a plan store")
         goal = v.get("goal_warm_s", 60)
         errored = 2 in (v["cold_exit"], v["warm_exit"])
         goal_verdict = "n/a" if errored else "met" if v["warm_s"] < goal else "NOT met"

@@ -11,7 +11,7 @@
 #      process (BENCH_VERIFY=0 skips it)
 # and joins them (bench/bench_report.py) into bench-<date>.json and a
 # markdown table bench-<date>.md in docs/bench-runs/ (apart from gpu-ci.sh's
-# records in docs/gpu-runs/), or in $OUT when set (the device run tool),
+# records in docs/gpu-runs/), or in $OUT when set (a GPU job's output folder),
 # where the logs are packed into bench-logs.tar.gz.
 # The table is also printed. Ratios are against PyTorch in the same run;
 # nothing here asserts a time.
@@ -48,6 +48,8 @@ meson compile -C "$BUILD" bench/bench_cudnn bench/bench_verify >"$LOGS/compile.l
     { tail -60 "$LOGS/compile.log"; exit 2; }
 say "built"
 
+# BENCH_ONLY is a glob for the programs, not for the shell
+set -f
 ONLY_C= ONLY_T=
 if [ -n "${BENCH_ONLY:-}" ]; then
     ONLY_C="--only $BENCH_ONLY" ONLY_T="--only $BENCH_ONLY"
@@ -56,8 +58,9 @@ FATTN_FILES= TORCH_FILES=
 p=1
 [ "${BENCH_SHAPES:-1}" = 1 ] || p=$((PASSES + 1))
 while [ "$p" -le "$PASSES" ]; do
+    # cold plan builds are builds: no plan store here
     # shellcheck disable=SC2086  # ONLY_* are two words or none
-    timeout "${BENCH_FATTN_TIMEOUT:-240}" "$BUILD/bench/bench_cudnn" --iters "$ITERS" \
+    env -u FATTN_CUDNN_PLAN_DIR timeout "${BENCH_FATTN_TIMEOUT:-240}" "$BUILD/bench/bench_cudnn" --iters "$ITERS" \
         --rounds "$ROUNDS" --host-calls "$HOST_CALLS" $ONLY_C \
         >"$LOGS/fattn-$p.jsonl" 2>"$LOGS/fattn-$p.err" ||
         say "bench_cudnn pass $p: exit $? (see fattn-$p.err)"

@@ -22,9 +22,11 @@ static const char run_help[] =
     "with the reason. --shard I/N (1-based) runs every N-th case of the full matrix\n"
     "starting at the I-th; `fattn merge` joins the shards. --repeat N runs each case N\n"
     "times and records under /audit/<id>/<state>/<tensor> whether all repeats were bitwise\n"
-    "identical; --check-writes runs each case again with a second poison pattern and\n"
-    "records the elements no call wrote (count and logical indices). --max-memory refuses,\n"
-    "before allocating, a case whose estimated peak is larger (default: half the RAM).\n"
+    "identical and the most elements a repeat changed (max_differing); each tensor that\n"
+    "moved is also named on stderr (exit stays 0). --check-writes runs each case again\n"
+    "with a second poison pattern and records the elements no call wrote (count and\n"
+    "logical indices). --max-memory refuses, before allocating, a case whose estimated\n"
+    "peak is larger (default: half the RAM).\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 

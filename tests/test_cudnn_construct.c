@@ -774,6 +774,9 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, bwd_op_sequence, 0,
                         (int)(sizeof bwd_seq_rows / sizeof bwd_seq_rows[0]));
     tcase_add_test(tc, bwd_details);
+#if FATTN_HAVE_CUDNN
+    tcase_add_loop_test(tc, tag_canonical, 0, (int)(sizeof tag_rows / sizeof tag_rows[0]));
+#endif
     suite_add_tcase(s, tc);
 
     /* The lowering TCase exists only when it gets tests: an unused TCase is
@@ -790,8 +793,6 @@ static Suite *make_suite(void)
 #if FATTN_HAVE_CUDNN
         tcase_add_loop_test(tl, lowering_finalizes, 0, tcase_count);
         tcase_add_loop_test(tl, bwd_lowering_finalizes, 0, tcase_count);
-        tcase_add_loop_test(tl, tag_canonical, 0,
-                            (int)(sizeof tag_rows / sizeof tag_rows[0]));
 #endif
         suite_add_tcase(s, tl);
     } else if (required) {

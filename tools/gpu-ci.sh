@@ -7,7 +7,7 @@
 # device, SM count, cuDNN runtime version, per-case pass/fail/skip with the
 # engine tag of each plan, the backward determinism measurement
 # (test_cudnn_gpu --determinism) and the CLI (fattn run / replay / verify
-# --backend cudnn), each stage under a time limit. With $OUT set (the device run tool), the JSON and
+# --backend cudnn), each stage under a time limit. With $OUT set (a GPU job's output folder), the JSON and
 # all logs go under $OUT instead, to be copied into docs/gpu-runs/.
 #
 # Dependencies and cuDNN: tools/gpu-env.sh. GPU_CI_FULL=1 also runs the whole
@@ -130,10 +130,12 @@ if [ "${GPU_CI_SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2
     done
 fi
 # Bit for bit against PyTorch's own cuDNN SDPA (docs/torch.md) and the
-# speed table against it (docs/bench.md): their own scripts, under $DEST.
+# speed table against it (docs/bench.md): their own scripts; the PyTorch
+# comparison's files go with the logs (gpu-ci-logs/torch-<date>/), the
+# benchmark's where bench/gpu_bench.sh puts them ($OUT or docs/bench-runs/).
 if [ "${GPU_CI_TORCH:-0}" = 1 ]; then
     stage "tools/torch-gpu.sh" "$LOGS/torch-gpu.log" timeout 300 \
-        env OUT= BUILD_DIR="$BUILD" sh tools/torch-gpu.sh
+        env OUT="$LOGS/torch-$(date -u +%Y-%m-%d)" BUILD_DIR="$BUILD" sh tools/torch-gpu.sh
     tail -12 "$LOGS/torch-gpu.log"
 fi
 if [ "${GPU_CI_BENCH:-0}" = 1 ]; then
@@ -191,7 +193,7 @@ PY
 if [ -z "${OUT:-}" ]; then
     python3 tools/render-gpu-runs.py "$DEST" || echo "gpu-ci: rendering $DEST failed"
 fi
-# The device run tool brings back only a few files: pack the logs into one.
+# A GPU job's output folder may take only a few files: pack the logs into one.
 if [ -n "${OUT:-}" ]; then
     tar czf "$OUT/gpu-ci-logs.tar.gz" --exclude='*.h5' -C "$DEST" gpu-ci-logs && rm -rf "$LOGS"
 fi

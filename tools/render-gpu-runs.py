@@ -5,7 +5,7 @@ tools/gpu-ci.sh writes docs/gpu-runs/<date>[-suffix].json (schema fattn-gpu-run/
 device, SM count, cuDNN versions, a summary, one record per case and direction,
 optionally the determinism measurement). This script turns each into
 <same name>.md beside it and writes docs/gpu-runs/README.md, an index of all
-runs, newest first. The pages are generated: edit this script, not them.
+runs in reverse order of their names. The pages are generated: edit this script, not them.
 
     tools/render-gpu-runs.py [DIR]          write the pages (DIR: docs/gpu-runs)
     tools/render-gpu-runs.py --check [DIR]  exit 1 if a page is missing or stale

@@ -4,7 +4,7 @@
 #
 # Needs fattn built with the cuDNN engine at $BUILD_DIR (default build-gpu,
 # as tools/gpu-ci.sh builds it) and a python3 ($PYTHON) with torch, numpy and
-# h5py (or their wheels in .deps/wheels). Writes under $OUT (the device run tool) or docs/gpu-runs/torch-<date>/:
+# h5py (or their wheels in .deps/wheels). Writes under $OUT (a GPU job's output folder) or docs/gpu-runs/torch-<date>/:
 #   torch_cases.json, cases-report.json  the expressible subset (--make-cases)
 #   run.h5          fattn run --backend cudnn of it, --repeat 3 (its /audit)
 #   torch.h5, torch-report.json          PyTorch's recomputation

@@ -1112,7 +1112,8 @@ fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters)
 void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
 {
     const cudnn_engine *c = as_cudnn(e);
-    *out = c ? c->timing : (fattn_cudnn_timing){0};
+    if (out)
+        *out = c ? c->timing : (fattn_cudnn_timing){0};
 }
 
 fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out)

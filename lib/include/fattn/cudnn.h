@@ -104,8 +104,9 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
  * buffers, queued back to back with a CUDA event between consecutive
  * executions on the engine's stream (so the host's launch cost overlaps the
  * previous execution, as in a training loop); each execution's time is the
- * interval between its two events. The outputs are those of the first
- * execution. 0 turns it off. */
+ * interval between its two events. The outputs are those of the last
+ * execution: the same bits as the first's wherever the graph is
+ * deterministic (not the accumulator backward's dQ). 0 turns it off. */
 fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters);
 
 typedef struct fattn_cudnn_timing {
