@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
 
 try:
     import h5py
@@ -26,7 +28,7 @@ except ImportError as e:  # pragma: no cover
 
 FATTN = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="fattn-cli-")
-RESULTS = []
+RESULTS = tap.Tests()
 
 
 def run(*args, env=None, check=None):
@@ -71,11 +73,7 @@ def assert_same(a, b):
     return len(ta)
 
 
-def case(name):
-    def deco(fn):
-        RESULTS.append((name, fn))
-        return fn
-    return deco
+case = RESULTS.case
 
 
 @case("cases lists the default matrix, id TAB summary")
@@ -409,18 +407,7 @@ def _():
 
 
 def main():
-    print("1..%d" % len(RESULTS))
-    failed = 0
-    for i, (name, fn) in enumerate(RESULTS, 1):
-        try:
-            fn()
-            print("ok %d - %s" % (i, name))
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in str(e).splitlines() or [repr(e)]:
-                print("# " + line)
-    return 1 if failed else 0
+    return 1 if tap.run(RESULTS) else 0
 
 
 if __name__ == "__main__":

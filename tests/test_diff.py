@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
 
 try:
     import h5py
@@ -27,7 +29,7 @@ except ImportError as e:  # pragma: no cover
 
 FATTN, XXH, PROFILE = sys.argv[1], sys.argv[2], sys.argv[3]
 TMP = tempfile.mkdtemp(prefix="fattn-diff-")
-RESULTS = []
+RESULTS = tap.Tests()
 FILTER = "mask.causal*"
 
 
@@ -75,11 +77,7 @@ def first_case(f):
 OUT = None  # the path of forward/out of the first training case
 
 
-def case(name):
-    def deco(fn):
-        RESULTS.append((name, fn))
-        return fn
-    return deco
+case = RESULTS.case
 
 
 def setup():
@@ -363,17 +361,7 @@ def main():
     except Exception as e:  # noqa: BLE001
         print("1..1\nnot ok 1 - setup\n# %s" % str(e).replace("\n", "\n# "))
         return 1
-    print("1..%d" % len(RESULTS))
-    failed = 0
-    for i, (name, fn) in enumerate(RESULTS, 1):
-        try:
-            fn()
-            print("ok %d - %s" % (i, name))
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in str(e).splitlines() or [repr(e)]:
-                print("# " + line)
+    failed = tap.run(RESULTS)
     if not failed:
         shutil.rmtree(TMP, ignore_errors=True)
     return 1 if failed else 0

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
 
 try:
     import h5py
@@ -47,7 +49,7 @@ except ImportError as e:  # pragma: no cover
 FATTN, XXH, BAD_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
 SANITIZED = sys.argv[4] == "1"
 TMP = tempfile.mkdtemp(prefix="fattn-rel-")
-RESULTS = []
+RESULTS = tap.Tests()
 AS_LIMIT = 2 << 30
 
 # Two small training cases: a padded batch layout (float32) and THD with
@@ -93,11 +95,7 @@ def path(*names):
     return os.path.join(TMP, *names)
 
 
-def case(name):
-    def deco(fn):
-        RESULTS.append((name, fn))
-        return fn
-    return deco
+case = RESULTS.case
 
 
 def digest(arr):
@@ -639,21 +637,8 @@ def _():
 
 def main():
     setup()
-    print("1..%d" % len(RESULTS))
-    sys.stdout.flush()
-    failed = 0
-    for i, (name, fn) in enumerate(RESULTS, 1):
-        todo = next((t for k, t in TODO.items() if " %s:" % k in name), None)
-        try:
-            fn()
-            print("ok %d - %s%s" % (i, name, " # TODO " + todo if todo else ""))
-        except Exception as e:  # noqa: BLE001
-            if not todo:
-                failed += 1
-            print("not ok %d - %s%s" % (i, name, " # TODO " + todo if todo else ""))
-            for line in str(e).splitlines() or [repr(e)]:
-                print("# " + line)
-        sys.stdout.flush()
+    failed = tap.run(RESULTS, todo=lambda name: next(
+        (t for k, t in TODO.items() if " %s:" % k in name), None))
     if not failed:
         shutil.rmtree(TMP, ignore_errors=True)
     return 1 if failed else 0

@@ -40,9 +40,10 @@ with open(os.path.join(NOTORCH, "torch.py"), "w") as f:
     f.write("raise ImportError('torch must not be imported here')\n")
 sys.path.insert(0, TOOLS)
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
 import torch_reference as tr  # noqa: E402
 
-RESULTS = []
+RESULTS = tap.Tests()
 ENV = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
 
 # The default matrix's expressible subset (docs/torch.md), and cases it leaves out.
@@ -99,11 +100,7 @@ def expect(p, rc, *words):
         assert w in out, "%r not in output:\n%s" % (w, out[-3000:])
 
 
-def case(name):
-    def deco(fn):
-        RESULTS.append((name, fn))
-        return fn
-    return deco
+case = RESULTS.case
 
 
 def made_cases():
@@ -353,20 +350,7 @@ def _():
 
 
 def main():
-    print("1..%d" % len(RESULTS))
-    failed = 0
-    for i, (name, fn) in enumerate(RESULTS, 1):
-        try:
-            r = fn()
-            if isinstance(r, str) and r.startswith("SKIP"):
-                print("ok %d - %s # %s" % (i, name, r))
-            else:
-                print("ok %d - %s" % (i, name))
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in str(e).splitlines() or [repr(e)]:
-                print("# " + line)
+    failed = tap.run(RESULTS)
     shutil.rmtree(TMP, ignore_errors=True)
     return 1 if failed else 0
 

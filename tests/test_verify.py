@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
 
 try:
     import h5py
@@ -29,7 +31,7 @@ except ImportError as e:  # pragma: no cover
 
 FATTN, XXH128, FIXTURES, MUTANTS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 TMP = tempfile.mkdtemp(prefix="fattn-verify-")
-TESTS = []
+TESTS = tap.Tests()
 
 # mutant -> a path fragment verify must name
 MUTANT_TARGETS = {
@@ -42,11 +44,7 @@ MUTANT_TARGETS = {
 }
 
 
-def test(name):
-    def deco(fn):
-        TESTS.append((name, fn))
-        return fn
-    return deco
+test = TESTS.case
 
 
 def fattn(*args, env=None):
@@ -183,17 +181,7 @@ if MUTANTS:
 
 
 def main():
-    print("1..%d" % len(TESTS))
-    failed = 0
-    for i, (name, fn) in enumerate(TESTS, 1):
-        try:
-            fn()
-            print("ok %d - %s" % (i, name))
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in str(e).splitlines() or [repr(e)]:
-                print("# " + line)
+    failed = tap.run(TESTS)
     shutil.rmtree(TMP, ignore_errors=True)
     return 1 if failed else 0
 
