@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "fattn/cudnn.h"
 #include "runfile.h"
 #include "runner.h"
 #include "test_variants.h"
@@ -291,8 +290,6 @@ int fattn_cmd_run(int argc, char **argv)
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
-    if (!strcmp(backend_name, "cudnn")) /* each case's own `deterministic` */
-        fattn_cudnn_set_force_deterministic(engine, false);
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = until,
                            .poison = FATTN_POISON_PATTERN};
     fattn_h5_node *root = NULL, *cases_g = NULL, *audit = NULL;
@@ -414,8 +411,6 @@ int fattn_cmd_replay(int argc, char **argv)
         fattn_h5_node_free(src);
         return FATTN_EXIT_ERROR;
     }
-    if (!strcmp(backend_name, "cudnn")) /* each case's own `deterministic` */
-        fattn_cudnn_set_force_deterministic(engine, false);
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
                            .poison = FATTN_POISON_PATTERN};
     fattn_h5_node *root = NULL, *cases_g = NULL;
