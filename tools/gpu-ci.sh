@@ -30,7 +30,7 @@ nvidia-smi >>"$LOGS/env.txt" 2>&1 || true
 
 BUILD=${BUILD_DIR:-build-gpu}
 if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" >"$LOGS/setup.log" 2>&1 ||
+    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" -Dtesting=true >"$LOGS/setup.log" 2>&1 ||
         { tail -40 "$LOGS/setup.log"; exit 2; }
 fi
 # Only what the GPU stages run (other suites' targets are not needed here).
