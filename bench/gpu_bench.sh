@@ -20,7 +20,7 @@
 # BENCH_ROUNDS (3), BENCH_HOST_CALLS (20), BENCH_ONLY (shape glob),
 # BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_REV (the git revision to record), PYTHON (python3,
 # the one with torch), BUILD_DIR.
-# Dependencies and cuDNN: tools/gpu-env.sh (as tools/gpu-ci.sh).
+# Dependencies and cuDNN: tools/gpu/gpu-env.sh (as tools/gpu/gpu-ci.sh).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -35,7 +35,7 @@ HOST_CALLS=${BENCH_HOST_CALLS:-20}
 PY=${PYTHON:-python3}
 say() { echo "gpu-bench: $* (at $(( $(date +%s) - T0 )) s)"; }
 
-. tools/gpu-env.sh
+. tools/gpu/gpu-env.sh
 say "cuDNN from $CUDNN"
 nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1 || true
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Generated at build time from golden/default_cases.json (tools/embed.py). */
+/* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
 
 /* ------------------------------------------------------------------------ */

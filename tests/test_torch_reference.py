@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of tools/torch_reference.py and tools/torch_table.py (docs/torch.md).
+"""Tests of tools/torch/torch_reference.py and tools/torch/torch_table.py (docs/torch.md).
 
 usage: test_torch_reference.py TOOLS_DIR FATTN_EXE XXH128_EXE SPEC_JSON   (prints TAP)
 

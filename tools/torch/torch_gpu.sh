@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/torch-gpu.sh — fattn's cuDNN engine against PyTorch's own cuDNN SDPA,
+# tools/torch/torch_gpu.sh — fattn's cuDNN engine against PyTorch's own cuDNN SDPA,
 # on a GPU machine (docs/torch.md, "Results on the H200").
 #
 # Needs fattn built with the cuDNN engine at $BUILD_DIR (default build-gpu,
@@ -10,19 +10,19 @@
 #   torch.h5, torch-report.json          PyTorch's recomputation
 #   torch2.h5       a second PyTorch run, for PyTorch's own repeatability
 #   diff-bitwise.*, diff-tol.*, diff-torch-repeat.txt, audit.txt, inspect.txt
-#   torch-table.md  the table for docs/torch.md (tools/torch_table.py)
+#   torch-table.md  the table for docs/torch.md (tools/torch/torch_table.py)
 #   env.txt         versions; stages.txt: each stage's exit status
 # Each stage runs under a time limit; a failing stage is logged, the rest run.
 # TORCH_GPU_FE_LOG=1 also logs cudnn-frontend's graphs and engine choices of
 # the PyTorch stage to fe.log (CUDNN_FRONTEND_LOG_INFO). Without a GPU, for
 # trying the script: FATTN_BACKEND=cpu TORCH_ARGS="--device cpu --sdpa-backend math".
 set -eu
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD_DIR:-build-gpu}
 PY=${PYTHON:-python3}
 F=$BUILD/harness/fattn
-T=tools/torch_reference.py
+T=tools/torch/torch_reference.py
 BACKEND=${FATTN_BACKEND:-cudnn}
 TORCH_ARGS=${TORCH_ARGS:-}
 DEST=${OUT:-$ROOT/docs/gpu-runs/torch-$(date -u +%Y-%m-%d)}
@@ -30,7 +30,7 @@ mkdir -p "$DEST"
 T0=$(date +%s)
 
 # fattn links libjansson and libxxhash; on the GPU machine they come from
-# .deps (tools/fetch-gpu-deps.sh), unpacked as tools/gpu-ci.sh does.
+# .deps (tools/gpu/fetch-gpu-deps.sh), unpacked as tools/gpu-ci.sh does.
 if ls .deps/*.deb >/dev/null 2>&1; then
     P=$(mktemp -d)
     for f in .deps/*.deb; do dpkg -x "$f" "$P"; done
@@ -113,6 +113,6 @@ for b in bad:
     print("  /audit/" + b)
 ' "$DEST/run.h5"
 stage torch_table "$DEST/torch_table.log" 60 \
-    "$PY" tools/torch_table.py "$DEST/diff-bitwise.json" --report "$DEST/torch-report.json" \
+    "$PY" tools/torch/torch_table.py "$DEST/diff-bitwise.json" --report "$DEST/torch-report.json" \
     -o "$DEST/torch-table.md"
 echo "torch-gpu: done in $(( $(date +%s) - T0 )) s, results in $DEST"

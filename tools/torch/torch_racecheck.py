@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's own cuDNN SDPA, forward and backward, for compute-sanitizer.
 
-    compute-sanitizer --tool racecheck --print-limit 100000 python3 tools/torch_racecheck.py
+    compute-sanitizer --tool racecheck --print-limit 100000 python3 tools/torch/torch_racecheck.py
 
 Runs F.scaled_dot_product_attention with the cuDNN backend forced on small bf16
 tensors, non-causal and causal, so a sanitizer report on fattn's cuDNN engine can

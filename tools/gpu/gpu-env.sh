@@ -1,7 +1,7 @@
-# tools/gpu-env.sh — the GPU machine's build environment, sourced (not run)
-# from the repository root by tools/gpu-ci.sh and bench/gpu_bench.sh.
+# tools/gpu/gpu-env.sh — the GPU machine's build environment, sourced (not
+# run) from the repository root by tools/gpu/gpu-ci.sh and bench/gpu_bench.sh.
 #
-# Dependencies: if .deps/ holds Debian packages (tools/fetch-gpu-deps.sh), they
+# Dependencies: if .deps/ holds Debian packages (tools/gpu/fetch-gpu-deps.sh), they
 # are unpacked into a temporary prefix and the compiler, pkg-config and loader
 # paths point there; else, as root with apt-get, tools/install-deps.sh installs
 # them. Then CUDNN is the cuDNN root to build against: $CUDNN_DIR, else the

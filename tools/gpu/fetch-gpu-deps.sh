@@ -1,10 +1,10 @@
 #!/bin/sh
-# tools/fetch-gpu-deps.sh — download (not install) the Debian packages the
+# tools/gpu/fetch-gpu-deps.sh — download (not install) the Debian packages the
 # GPU machine lacks into .deps/ (ignored by git), so that tools/gpu-ci.sh can
 # unpack them there without network (docs/cudnn-engine.md, "GPU runs").
 # Debian 12's packages work on the GPU machine's Ubuntu 24.04.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PKGS="check libsubunit-dev libsubunit0 librandom123-dev libjansson-dev libjansson4
 libxxhash-dev libxxhash0"
 mkdir -p .deps

@@ -43,7 +43,8 @@ import tempfile
 SCHEMA = "fattn-run/1"
 DIGEST_PREFIX = "xxh3-128:"
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SPEC = os.path.join(os.path.dirname(HERE), "golden", "default_cases.json")
+DEFAULT_SPEC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "golden",
+                            "default_cases.json")
 
 
 class InputError(Exception):

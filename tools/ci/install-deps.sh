@@ -1,0 +1,35 @@
+#!/bin/sh
+# Install every build, test and GPU-script dependency of fattn from Debian.
+# Idempotent: packages already present are left alone and apt is not touched.
+# Runs as root (CI, containers) or through sudo when available.
+set -eu
+
+PKGS="build-essential pkg-config meson ninja-build
+libhdf5-dev hdf5-tools check libsubunit-dev
+librandom123-dev libjansson-dev libxxhash-dev
+python3 python3-h5py python3-numpy"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps: all dependencies present"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "install-deps: need root to install:$missing" >&2; exit 1
+    fi
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

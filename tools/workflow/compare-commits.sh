@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# compare-commits.sh REV_A REV_B [--cases FILE] [--backend cpu|cudnn|auto] [--keep DIR]
+#
+# Is the change from REV_A to REV_B behaviour-neutral? Builds both revisions
+# in temporary git worktrees (optimised, no tests), runs the same matrix with
+# each — both front ends — and compares the run files with `fattn diff`
+# (from REV_B's build, or REV_A's if REV_B has none). The matrix is REV_A's
+# golden/default_cases.json unless --cases names a file. Prints one verdict
+# line; exit 0 identical, 1 different, 2 a build or usage failure.
+set -euo pipefail
+
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+
+[ $# -ge 2 ] || { usage >&2; exit 2; }
+case "$1" in -h|--help) usage; exit 0 ;; esac
+rev_a=$1 rev_b=$2
+shift 2
+cases="" backend="cpu" keep=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cases) cases=$(realpath "$2"); shift 2 ;;
+        --backend) backend=$2; shift 2 ;;
+        --keep) keep=$2; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "compare-commits: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+
+top=$(git rev-parse --show-toplevel)
+sha_a=$(git -C "$top" rev-parse --verify "$rev_a^{commit}") || { echo "compare-commits: no revision $rev_a" >&2; exit 2; }
+sha_b=$(git -C "$top" rev-parse --verify "$rev_b^{commit}") || { echo "compare-commits: no revision $rev_b" >&2; exit 2; }
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+cleanup() {
+    for side in a b; do
+        [ -d "$work/$side" ] && git -C "$top" worktree remove --force "$work/$side" >/dev/null 2>&1 || true
+    done
+    [ -n "$keep" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+build() { # side sha
+    local side=$1 sha=$2
+    git -C "$top" worktree add --detach "$work/$side" "$sha" >/dev/null 2>&1 ||
+        { echo "compare-commits: cannot check out $sha" >&2; exit 2; }
+    if ! { meson setup "$work/$side/build" "$work/$side" -Dtests=disabled -Dcuda=auto &&
+           meson compile -C "$work/$side/build"; } >"$work/build-$side.log" 2>&1; then
+        tail -20 "$work/build-$side.log" >&2
+        echo "compare-commits: building $sha failed (log: $work/build-$side.log)" >&2
+        exit 2
+    fi
+}
+
+echo "compare-commits: building $rev_a ($sha_a) and $rev_b ($sha_b) in $work"
+build a "$sha_a"
+build b "$sha_b"
+[ -n "$cases" ] || cases="$work/a/golden/default_cases.json"
+
+status=0
+for impl in legacy split; do
+    for side in a b; do
+        if ! "$work/$side/build/harness/fattn" run --cases "$cases" --impl "$impl" \
+                --backend "$backend" -o "$work/$side-$impl.h5" 2>"$work/run-$side-$impl.log"; then
+            cat "$work/run-$side-$impl.log" >&2
+            echo "compare-commits: fattn run ($side, $impl) failed" >&2
+            exit 2
+        fi
+    done
+done
+
+differ=""
+for side in b a; do
+    if "$work/$side/build/harness/fattn" diff --help >/dev/null 2>&1; then
+        differ="$work/$side/build/harness/fattn"
+        break
+    fi
+done
+[ -n "$differ" ] || { echo "compare-commits: neither revision has fattn diff" >&2; exit 2; }
+
+for impl in legacy split; do
+    set +e
+    "$differ" diff "$work/a-$impl.h5" "$work/b-$impl.h5" >"$work/diff-$impl.txt" 2>&1
+    rc=$?
+    set -e
+    case $rc in
+        0) echo "compare-commits: $impl: identical" ;;
+        1) echo "compare-commits: $impl: DIFFERENT"; sed -n '1,40p' "$work/diff-$impl.txt"; status=1 ;;
+        *) cat "$work/diff-$impl.txt" >&2; echo "compare-commits: diff failed" >&2; exit 2 ;;
+    esac
+done
+n=$(grep -c '"id"' "$cases" || true)
+if [ $status -eq 0 ]; then
+    echo "compare-commits: $rev_a -> $rev_b: behavior-neutral ($n cases, both front ends, backend $backend)"
+else
+    echo "compare-commits: $rev_a -> $rev_b: NOT behavior-neutral (see above)"
+fi
+exit $status
