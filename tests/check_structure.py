@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""Enforce the architecture's limits on lib/ and harness/ (docs/architecture.md).
+
+usage: check_structure.py [--self-test-only] ROOT   (prints TAP)
+       check_structure.py --list ROOT               (violations only, one a line)
+
+Rules, each violation reported as `file:line: rule: detail`:
+
+  file-length         no file in lib/ or harness/ over MAX_FILE_LINES lines
+  function-length     no C function over MAX_FUNCTION_LINES lines, counted from
+                      the line of its opening brace to the line of its closing
+                      brace, both included. The code base puts both braces of
+                      a function definition alone at column 0 (or writes the
+                      whole function on one line); a function that does
+                      neither is reported too, so that the style the count
+                      relies on holds.
+  engine-name         no engine name ("cpu", "cudnn") compared as a string
+                      (str[n][case]cmp with such a literal) outside
+                      REGISTRY_FILE: engines are objects, and the registry is
+                      the one place that maps names to them
+  getenv              no getenv in lib/split/ or lib/legacy/: the front ends
+                      are the code under review and take everything as
+                      arguments
+  cudnn-includes-cpu  nothing under lib/cudnn/ includes a header from lib/cpu/
+  print               the printf family, puts, fputs and perror only in
+                      harness/cmd_*.c and harness/fattn.c: libraries return
+                      errors as values and never print
+
+First the checker checks itself on a table of synthetic files (SELF_TESTS),
+each written to a temporary directory: every rule must catch what it is meant
+to catch and pass what it is meant to pass. Then one TAP test per rule over
+the tree at ROOT. The violations the tree is known to have are listed once, in
+KNOWN_VIOLATIONS: a rule whose violations are all known is reported as
+`not ok ... # TODO` with every violation printed, so it shows without failing;
+a violation not in the list fails. An entry that no longer matches anything is
+printed so that it can be deleted; when the list is empty every rule is
+enforced.
+"""
+import os
+import re
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
+
+# ---- the limits and the one place each is allowed to be broken -------------
+
+MAX_FILE_LINES = 900
+MAX_FUNCTION_LINES = 120
+# The engine registry: the only file that may compare an engine name.
+REGISTRY_FILE = "lib/core/registry.c"
+ENGINE_NAMES = ("cpu", "cudnn")
+SCANNED_DIRS = ("lib", "harness")
+NO_GETENV_DIRS = ("lib/split", "lib/legacy")
+PRINT_ALLOWED = re.compile(r"^harness/(cmd_[^/]*\.c|fattn\.c)$")
+PRINT_FUNCTIONS = ("printf", "fprintf", "vprintf", "vfprintf", "puts", "fputs", "perror")
+C_SUFFIXES = (".c", ".h")
+
+# Violations of today's tree, being fixed; delete entries as they go. An entry
+# is (rule, file) or, for function-length and cudnn-includes-cpu, (rule, file,
+# function or included path), so that a new violation in a known file fails.
+KNOWN_VIOLATIONS = [
+    ("file-length", "harness/diff.c"),
+    ("file-length", "harness/h5io.c"),
+    ("file-length", "harness/runner.c"),
+    ("file-length", "harness/spec.c"),
+    ("file-length", "lib/cudnn/engine.c"),
+    ("file-length", "lib/cudnn/graph.c"),
+    ("file-length", "lib/split/split.c"),
+    ("function-length", "harness/cmd_run.c", "fattn_cmd_run"),
+    ("function-length", "harness/cmd_verify.c", "fattn_cmd_golden"),
+    ("function-length", "harness/cmd_verify.c", "fattn_cmd_verify"),
+    ("function-length", "harness/diff.c", "fattn_diff_files"),
+    ("function-length", "harness/diff.c", "write_json"),
+    ("function-length", "lib/cpu/geometry.c", "geom_check"),
+    ("function-length", "lib/cudnn/engine.c", "run_backward"),
+    ("function-length", "lib/cudnn/graph.c", "cg_build_bwd"),
+    ("function-length", "lib/cudnn/graph.c", "cg_build_fwd"),
+    ("function-length", "lib/cudnn/graph.c", "cg_fwd_desc_from_params"),
+    ("function-length", "lib/legacy/legacy.c", "fattn_legacy_backward"),
+    ("function-length", "lib/legacy/legacy.c", "fattn_legacy_forward"),
+    ("function-length", "lib/split/split.c", "fattn_split_backward_impl"),
+    ("function-length", "lib/split/split.c", "fattn_split_forward_impl"),
+    ("engine-name", "harness/cli.c"),
+    ("engine-name", "harness/cmd_verify.c"),
+    ("engine-name", "harness/runfile.c"),
+    ("engine-name", "harness/runner.c"),
+    ("engine-name", "lib/core/support.c"),
+    ("engine-name", "lib/legacy/legacy.c"),
+    ("engine-name", "lib/split/split.c"),
+    ("getenv", "lib/split/split.c"),
+    ("cudnn-includes-cpu", "lib/cudnn/engine.c", "cpu/cpu.h"),
+    ("print", "harness/cli.c"),
+    ("print", "harness/diff.c"),
+    ("print", "lib/cudnn/graph.c"),
+]
+
+RULES = ("file-length", "function-length", "engine-name", "getenv", "cudnn-includes-cpu",
+         "print")
+
+
+class Violation:
+    def __init__(self, rule, path, line, detail, name=None):
+        self.rule, self.path, self.line, self.detail, self.name = rule, path, line, detail, name
+
+    def key(self):
+        """The KNOWN_VIOLATIONS entry that covers this violation."""
+        if self.name is not None:
+            return (self.rule, self.path, self.name)
+        return (self.rule, self.path)
+
+    def __str__(self):
+        return "%s:%d: %s: %s" % (self.path, self.line, self.rule, self.detail)
+
+
+# ---- reading C: comments, literals and preprocessor lines blanked -----------
+
+def strip_comments(src):
+    """src with every comment replaced by spaces (newlines kept, so line
+    numbers hold); string and character literals are left as they are."""
+    out = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == "/" and src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", src[i:j]))
+            i = j
+        elif c == "/" and src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif c in "\"'":
+            j = literal_end(src, i)
+            out.append(src[i:j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def literal_end(src, i):
+    """Index just past the string or character literal that starts at src[i]."""
+    quote, j, n = src[i], i + 1, len(src)
+    while j < n and src[j] != quote and src[j] != "\n":
+        j += 2 if src[j] == "\\" else 1
+    return min(j + 1, n)
+
+
+def blank_literals(code):
+    """code (comments already stripped) with the inside of every string and
+    character literal replaced by spaces, so that no brace, parenthesis or
+    name inside one is seen."""
+    out = []
+    i, n = 0, len(code)
+    while i < n:
+        if code[i] in "\"'":
+            j = literal_end(code, i)
+            out.append(code[i] + " " * max(j - i - 2, 0) + (code[j - 1] if j - i >= 2 else ""))
+            i = j
+        else:
+            out.append(code[i])
+            i += 1
+    return "".join(out)
+
+
+def blank_preprocessor(code):
+    """code with every preprocessor line (and its continuations) blanked."""
+    lines = code.split("\n")
+    cont = False
+    for k, line in enumerate(lines):
+        if cont or line.lstrip().startswith("#"):
+            cont = line.endswith("\\")
+            lines[k] = " " * len(line)
+    return "\n".join(lines)
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+# ---- the rules ----------------------------------------------------------------
+
+def check_file_length(rel, src):
+    n = len(src.splitlines())
+    if n > MAX_FILE_LINES:
+        return [Violation("file-length", rel, n, "%d lines (limit %d)" % (n, MAX_FILE_LINES))]
+    return []
+
+
+def functions(code):
+    """(name, open line, close line, braces at column 0) of every function
+    definition in code (comments, literals and preprocessor lines blanked).
+    A top-level brace opens a function when the text since the previous
+    top-level `;` or `}` ends in `)` and holds no `=` (an initializer)."""
+    found = []
+    lines = code.split("\n")
+    depth, head_start, start, extern_c = 0, 0, None, 0
+    for pos, c in enumerate(code):
+        if c == "{":
+            if depth == 0 and start is None:
+                head = code[head_start:pos]
+                if re.fullmatch(r'\s*extern\s*"\s*"\s*', head):
+                    extern_c += 1  # extern "C" { ... }: its contents are top level
+                    head_start = pos + 1
+                    continue
+                if head.rstrip().endswith(")") and "=" not in head:
+                    start = (pos, head)
+            depth += 1
+        elif c == "}":
+            if depth == 0 and extern_c:
+                extern_c -= 1
+                head_start = pos + 1
+                continue
+            depth -= 1
+            if depth == 0:
+                if start is not None:
+                    open_pos, head = start
+                    m = re.search(r"(\w+)\s*\(", head)
+                    lo, hi = line_of(code, open_pos), line_of(code, pos)
+                    col0 = lines[lo - 1].strip() == "{" and lines[lo - 1].startswith("{") and \
+                        lines[hi - 1].startswith("}")
+                    found.append((m.group(1) if m else "?", lo, hi, col0))
+                    start = None
+                head_start = pos + 1
+        elif c == ";" and depth == 0:
+            head_start = pos + 1
+    return found
+
+
+def check_function_length(rel, code):
+    out = []
+    for name, lo, hi, col0 in functions(code):
+        n = hi - lo + 1
+        if not col0 and hi > lo:
+            out.append(Violation("function-length", rel, lo,
+                                 "%s: braces not alone at column 0" % name,
+                                 name))
+        elif n > MAX_FUNCTION_LINES:
+            out.append(Violation("function-length", rel, lo, "%s: %d lines (limit %d)" % (
+                name, n, MAX_FUNCTION_LINES), name))
+    return out
+
+
+def call_args(code, open_paren):
+    """The text between the parenthesis at code[open_paren] and its match;
+    code has comments stripped and literals intact."""
+    depth, i, n = 0, open_paren, len(code)
+    while i < n:
+        c = code[i]
+        if c in "\"'":
+            i = literal_end(code, i)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return code[open_paren + 1:i]
+        i += 1
+    return code[open_paren + 1:]
+
+
+def check_engine_name(rel, code, blanked):
+    if rel == REGISTRY_FILE:
+        return []
+    out = []
+    for m in re.finditer(r"\b(str(?:n)?(?:case)?cmp)\s*\(", blanked):
+        args = call_args(code, m.end() - 1)
+        for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', args):
+            if lit in ENGINE_NAMES:
+                out.append(Violation("engine-name", rel, line_of(code, m.start()),
+                                     '%s with "%s" outside %s' % (m.group(1), lit, REGISTRY_FILE)))
+    return out
+
+
+def check_getenv(rel, blanked):
+    if not any(rel.startswith(d + "/") for d in NO_GETENV_DIRS):
+        return []
+    return [Violation("getenv", rel, line_of(blanked, m.start()),
+                      "%s in a front end" % m.group(1))
+            for m in re.finditer(r"\b((?:secure_)?getenv)\s*\(", blanked)]
+
+
+def check_cudnn_includes_cpu(rel, code):
+    if not rel.startswith("lib/cudnn/"):
+        return []
+    out = []
+    here = os.path.dirname(rel)
+    for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', code, re.M):
+        inc = m.group(1)
+        # the include path holds the file's own directory and lib/ (lib/meson.build)
+        seen_as = [os.path.normpath(os.path.join(d, inc)) for d in (here, "lib")]
+        if any(p.startswith("lib/cpu/") for p in seen_as):
+            out.append(Violation("cudnn-includes-cpu", rel, line_of(code, m.start()),
+                                 "includes %s from lib/cpu/" % inc, inc))
+    return out
+
+
+def check_print(rel, blanked):
+    if PRINT_ALLOWED.match(rel):
+        return []
+    pat = r"\b(%s)\s*\(" % "|".join(PRINT_FUNCTIONS)
+    return [Violation("print", rel, line_of(blanked, m.start()),
+                      "%s outside harness/cmd_*.c and harness/fattn.c" % m.group(1))
+            for m in re.finditer(pat, blanked)]
+
+
+def check_source(rel, src):
+    """Every violation in one file; rel is its path from the root, with /."""
+    out = check_file_length(rel, src)
+    if not rel.endswith(C_SUFFIXES):
+        return out
+    code = strip_comments(src)
+    blanked = blank_literals(code)
+    out += check_function_length(rel, blank_preprocessor(blanked))
+    out += check_engine_name(rel, code, blanked)
+    out += check_getenv(rel, blanked)
+    out += check_cudnn_includes_cpu(rel, code)
+    out += check_print(rel, blanked)
+    return out
+
+
+def check_tree(root):
+    out = []
+    for top in SCANNED_DIRS:
+        for d, dirs, files in os.walk(os.path.join(root, top)):
+            dirs.sort()
+            for f in sorted(files):
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    out += check_source(rel, fh.read())
+    return out
+
+
+def classify(violations, known):
+    """rule -> (unknown violations, known violations, stale entries)."""
+    known = set(known)
+    used = set()
+    res = {r: ([], [], []) for r in RULES}
+    for v in violations:
+        if v.key() in known:
+            res[v.rule][1].append(v)
+            used.add(v.key())
+        else:
+            res[v.rule][0].append(v)
+    for k in sorted(known - used):
+        res[k[0]][2].append(k)
+    return res
+
+
+# ---- the checker's own table ---------------------------------------------------
+
+def fn(name, body_lines, sig="static int %s(void)"):
+    """A function whose braces are alone at column 0 and that spans
+    body_lines + 2 lines, braces included."""
+    return (sig % name) + "\n{\n" + "    x++;\n" * body_lines + "}\n"
+
+
+LONG_FILE = "int x;\n" * MAX_FILE_LINES
+
+# (name, path, content, rule, number of violations of that rule expected)
+SELF_TESTS = [
+    ("a file of exactly the limit passes", "lib/core/a.c", LONG_FILE, "file-length", 0),
+    ("a file one line over is caught", "harness/a.c", LONG_FILE + "int y;\n", "file-length", 1),
+    ("a long file outside lib/ and harness/ is not scanned", "tests/a.c", LONG_FILE * 2,
+     "file-length", 0),
+    ("a function of exactly the limit passes", "lib/cpu/f.c",
+     "int x;\n" + fn("f", MAX_FUNCTION_LINES - 2), "function-length", 0),
+    ("a function one line over is caught", "lib/cpu/f.c",
+     "int x;\n" + fn("f", MAX_FUNCTION_LINES - 1), "function-length", 1),
+    ("a long function with a multi-line signature is caught", "harness/f.c",
+     fn("g", MAX_FUNCTION_LINES, "static int %s(int a,\n             int b)"), "function-length", 1),
+    ("braces in comments, literals and macros do not count", "harness/f.c",
+     "/* }\n{ */\nstatic const char *s = \"}\";\n#define OPEN {\n" + fn("h", 10).replace(
+         "    x++;\n", "    x = '}'; /* { */ s = \"{\\\"\";\n", 1) + fn("i", MAX_FUNCTION_LINES - 2),
+     "function-length", 0),
+    ("an initializer on its own lines is not a function", "lib/core/t.c",
+     "static const int t[] =\n{\n" + "    1,\n" * (MAX_FUNCTION_LINES + 5) + "};\n",
+     "function-length", 0),
+    ("functions inside extern \"C\" are counted", "lib/include/fattn/h.h",
+     'extern "C" {\n' + fn("k", MAX_FUNCTION_LINES) + "}\n", "function-length", 1),
+    ("a function with its brace on the signature line is caught", "lib/core/k.c",
+     "int kr(void) {\n    return 0;\n}\n", "function-length", 1),
+    ("a function on one line passes", "lib/core/k.c",
+     "int one(void) { return 0; }\nint two(void) { return 1; }\n", "function-length", 0),
+    ('strcmp with "cudnn" is caught', "lib/split/s.c",
+     'int f(const char *n)\n{\n    return strcmp(n, "cudnn") == 0;\n}\n', "engine-name", 1),
+    ('strncmp with "cpu" first and a nested call, over two lines, is caught', "harness/r.c",
+     'int f(void)\n{\n    return !strncmp("cpu",\n                 name(g(1)), 3);\n}\n',
+     "engine-name", 1),
+    ("an engine name in a comment, an unrelated strcmp or a plain string passes",
+     "lib/legacy/l.c",
+     '/* strcmp(x, "cudnn") */\nconst char *e = "cudnn";\n'
+     'int f(const char *n)\n{\n    return strcmp(n, "cudnnx") + strcmp(n, "gpu");\n}\n',
+     "engine-name", 0),
+    ("the registry may compare engine names", REGISTRY_FILE,
+     'int f(const char *n)\n{\n    return strcmp(n, "cpu");\n}\n', "engine-name", 0),
+    ("getenv in lib/legacy/ is caught", "lib/legacy/g.c",
+     'int f(void)\n{\n    return getenv("X") != 0;\n}\n', "getenv", 1),
+    ("secure_getenv in lib/split/ is caught", "lib/split/g.c",
+     'int f(void)\n{\n    return secure_getenv("X") != 0;\n}\n', "getenv", 1),
+    ("getenv outside the front ends passes", "lib/core/g.c",
+     'int f(void)\n{\n    return getenv("X") != 0;\n}\n', "getenv", 0),
+    ("getenv in a front end's comment or string passes", "lib/split/g.c",
+     '/* getenv("X") */\nconst char *s = "getenv(";\n', "getenv", 0),
+    ("lib/cudnn/ including lib/cpu/ headers is caught, three ways", "lib/cudnn/e.c",
+     '#include "cpu/cpu.h"\n#include "../cpu/fmath.h"\n# include <cpu/x.h>\n',
+     "cudnn-includes-cpu", 3),
+    ("lib/cudnn/ including core, its own and public headers passes", "lib/cudnn/e.c",
+     '#include "core/tensor.h"\n#include "graph.h"\n#include "fattn/cpu.h"\n'
+     '/* #include "cpu/cpu.h" */\n', "cudnn-includes-cpu", 0),
+    ("lib/cpu/ including its own headers passes", "lib/cpu/e.c",
+     '#include "cpu/cpu.h"\n', "cudnn-includes-cpu", 0),
+    ("printf, fprintf, vfprintf, puts, fputs and perror in a library are caught",
+     "lib/core/p.c",
+     'void f(void)\n{\n    printf("a");\n    fprintf(stderr, "b");\n    vfprintf(stderr, f, ap);\n'
+     '    puts("c");\n    fputs("d", stderr);\n    perror("e");\n}\n', "print", 6),
+    ("printing in harness/ outside cmd_*.c and fattn.c is caught", "harness/diff.c",
+     'void f(void)\n{\n    fprintf(stderr, "x");\n}\n', "print", 1),
+    ("harness/cmd_*.c may print", "harness/cmd_x.c",
+     'void f(void)\n{\n    printf("x");\n}\n', "print", 0),
+    ("fattn.c may print", "harness/fattn.c", 'void f(void)\n{\n    puts("x");\n}\n', "print", 0),
+    ("formatting into a buffer is not printing", "lib/core/s.c",
+     'void f(char *b)\n{\n    snprintf(b, 4, "x"); /* printf("x") */\n    vsnprintf(b, 4, "%s", ap);\n'
+     '    const char *s = "puts(";\n}\n', "print", 0),
+]
+
+
+def self_test(name, rel, content, rule, want):
+    def run():
+        with tempfile.TemporaryDirectory(prefix="fattn-structure-") as root:
+            path = os.path.join(root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(content)
+            got = [v for v in check_tree(root) if v.rule == rule]
+        if len(got) != want:
+            raise AssertionError("%s: expected %d %s violation(s), got %d:\n%s" % (
+                rel, want, rule, len(got), "\n".join(map(str, got)) or "(none)"))
+    return ("self-test %s: %s" % (rule, name), run)
+
+
+def classify_self_test():
+    """The allowlist: known violations are TODO, unknown ones fail, entries
+    that match nothing are stale."""
+    vs = [Violation("print", "lib/a.c", 3, "x"), Violation("print", "lib/b.c", 4, "y"),
+          Violation("function-length", "lib/a.c", 9, "f: 200 lines", "f")]
+    res = classify(vs, [("print", "lib/a.c"), ("function-length", "lib/a.c", "g"),
+                        ("getenv", "lib/split/s.c")])
+    unknown, known, stale = res["print"]
+    assert [str(v) for v in unknown] == ["lib/b.c:4: print: y"], unknown
+    assert [str(v) for v in known] == ["lib/a.c:3: print: x"], known
+    assert [v.path for v in res["function-length"][0]] == ["lib/a.c"], \
+        "a new long function in a known file must fail"
+    assert res["function-length"][2] == [("function-length", "lib/a.c", "g")]
+    assert res["getenv"] == ([], [], [("getenv", "lib/split/s.c")])
+
+
+# ---- TAP ---------------------------------------------------------------------
+
+def tree_tests(root):
+    res = classify(check_tree(root), KNOWN_VIOLATIONS)
+    tests, todo = tap.Tests(), {}
+    for rule in RULES:
+        unknown, known, stale = res[rule]
+        name = "tree %s" % rule
+        if known and not unknown:
+            todo[name] = "%d known violation(s), KNOWN_VIOLATIONS in tests/check_structure.py" % \
+                len(known)
+
+        def run(unknown=unknown, known=known, stale=stale):
+            for k in stale:
+                print("# no longer found, delete from KNOWN_VIOLATIONS: %r" % (k,))
+            if unknown or known:
+                raise AssertionError("\n".join(
+                    [str(v) for v in unknown] + ["%s (known)" % v for v in known]))
+        tests.case(name)(run)
+    return tests, todo
+
+
+def main(argv):
+    args = argv[1:]
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    mode = args.pop(0) if args and args[0] in ("--list", "--self-test-only") else None
+    if len(args) != 1:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    root = args[0]
+    if mode == "--list":
+        res = classify(check_tree(root), KNOWN_VIOLATIONS)
+        for rule in RULES:
+            for v in res[rule][0]:
+                print(v)
+            for v in res[rule][1]:
+                print("%s (known)" % v)
+        return 1 if any(res[r][0] for r in RULES) else 0
+    tests = tap.Tests()
+    for row in SELF_TESTS:
+        tests.append(self_test(*row))
+    tests.case("self-test allowlist: known violations are TODO, new ones fail")(classify_self_test)
+    todo = {}
+    if mode != "--self-test-only":
+        more, todo = tree_tests(root)
+        tests += more
+    return 1 if tap.run(tests, todo=todo.get) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
