@@ -220,11 +220,12 @@ def functions(code):
             if depth == 0:
                 if start is not None:
                     open_pos, head = start
-                    m = re.search(r"(\w+)\s*\(", head)
+                    names = [n for n in re.findall(r"(\w+)\s*\(", head)
+                             if n not in ("__attribute__", "__declspec", "alignas")]
                     lo, hi = line_of(code, open_pos), line_of(code, pos)
                     col0 = lines[lo - 1].strip() == "{" and lines[lo - 1].startswith("{") and \
                         lines[hi - 1].startswith("}")
-                    found.append((m.group(1) if m else "?", lo, hi, col0))
+                    found.append((names[0] if names else "?", lo, hi, col0))
                     start = None
                 head_start = pos + 1
         elif c == ";" and depth == 0:
@@ -364,7 +365,8 @@ def fn(name, body_lines, sig="static int %s(void)"):
 
 LONG_FILE = "int x;\n" * MAX_FILE_LINES
 
-# (name, path, content, rule, number of violations of that rule expected)
+# (name, path, content, rule, number of violations of that rule expected[,
+#  the start every such violation's detail must have])
 SELF_TESTS = [
     ("a file of exactly the limit passes", "lib/core/a.c", LONG_FILE, "file-length", 0),
     ("a file one line over is caught", "harness/a.c", LONG_FILE + "int y;\n", "file-length", 1),
@@ -376,6 +378,9 @@ SELF_TESTS = [
      "int x;\n" + fn("f", MAX_FUNCTION_LINES - 1), "function-length", 1),
     ("a long function with a multi-line signature is caught", "harness/f.c",
      fn("g", MAX_FUNCTION_LINES, "static int %s(int a,\n             int b)"), "function-length", 1),
+    ("a long function is named past its attributes", "harness/f.c",
+     fn("named", MAX_FUNCTION_LINES, "__attribute__((cold)) static int %s(void)"),
+     "function-length", 1, "named: "),
     ("braces in comments, literals and macros do not count", "harness/f.c",
      "/* }\n{ */\nstatic const char *s = \"}\";\n#define OPEN {\n" + fn("h", 10).replace(
          "    x++;\n", "    x = '}'; /* { */ s = \"{\\\"\";\n", 1) + fn("i", MAX_FUNCTION_LINES - 2),
@@ -432,7 +437,7 @@ SELF_TESTS = [
 ]
 
 
-def self_test(name, rel, content, rule, want):
+def self_test(name, rel, content, rule, want, detail=None):
     def run():
         with tempfile.TemporaryDirectory(prefix="fattn-structure-") as root:
             path = os.path.join(root, rel)
@@ -440,9 +445,10 @@ def self_test(name, rel, content, rule, want):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(content)
             got = [v for v in check_tree(root) if v.rule == rule]
-        if len(got) != want:
-            raise AssertionError("%s: expected %d %s violation(s), got %d:\n%s" % (
-                rel, want, rule, len(got), "\n".join(map(str, got)) or "(none)"))
+        if len(got) != want or (detail and not all(v.detail.startswith(detail) for v in got)):
+            raise AssertionError("%s: expected %d %s violation(s)%s, got %d:\n%s" % (
+                rel, want, rule, " starting '%s'" % detail if detail else "", len(got),
+                "\n".join(map(str, got)) or "(none)"))
     return ("self-test %s: %s" % (rule, name), run)
 
 
