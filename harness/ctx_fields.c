@@ -2,6 +2,7 @@
  * FATTN_CTX_FIELDS (ctx_fields.h). */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "ctx_fields.h"
 
@@ -139,11 +140,13 @@ static fattn_status parsed(const char *name, fattn_status st)
 static fattn_status check_ranges(const fattn_ctx_record *r)
 {
     if (r->max_seqlen_q <= 0 || r->max_seqlen_kv <= 0)
-        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: max_seqlen_q/max_seqlen_kv "
-                           "(%lld, %lld) out of range (must be positive)", (long long)r->max_seqlen_q,
-                           (long long)r->max_seqlen_kv);
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: max_seqlen_q/max_seqlen_kv (%lld, %lld) out of range "
+                           "(must be positive)",
+                           (long long)r->max_seqlen_q, (long long)r->max_seqlen_kv);
     if (r->window_size[0] < -1 || r->window_size[1] < -1)
-        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: window_size (%lld, %lld) out of range (below -1)",
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: window_size (%lld, %lld) out of range (below -1)",
                            (long long)r->window_size[0], (long long)r->window_size[1]);
     if (!(r->dropout_p >= 0.0f && r->dropout_p < 1.0f))
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: dropout_p %g out of range [0, 1)",

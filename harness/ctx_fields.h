@@ -45,7 +45,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "fattn/te.h"
 #include "fattn/tensor.h"

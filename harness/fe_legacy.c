@@ -139,8 +139,10 @@ static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
     for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
         c->tensor_objects[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
     fattn_tensor aux[FATTN_SAVED_NAUX];
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
-        aux[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i)));
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
+        fattn_saved_slot slot = (fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i);
+        aux[i] = fattn_fe_node_tensor(sc, fattn_saved_name(slot));
+    }
     c->n_saved = FATTN_SAVED_AUX_FIRST +
                  fattn_saved_aux_to_list(aux, c->tensor_objects + FATTN_SAVED_AUX_FIRST);
     c->has_forward = true;

@@ -10,7 +10,8 @@
 
 #include "fe.h"
 
-_Static_assert((int)FATTN_SPLIT_NSLOTS == (int)FATTN_SAVED_COUNT, "split's slots are the table's rows");
+_Static_assert((int)FATTN_SPLIT_NSLOTS == (int)FATTN_SAVED_COUNT,
+               "split's slots are the table's rows");
 _Static_assert((int)FATTN_SPLIT_SLOT_SOFTMAX_STATS == (int)FATTN_SAVED_AUX_FIRST,
                "split's aux slots are the table's aux rows");
 
