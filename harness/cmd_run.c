@@ -399,9 +399,8 @@ int fattn_cmd_replay(int argc, char **argv)
     if (fattn_state_parse(from_s, &from) != FATTN_OK ||
         (from != FATTN_STATE_SAVE_CTX && from != FATTN_STATE_FORWARD))
         return cli_fail("replay", "--from '%s': expected save_ctx or forward", from_s);
-    if (from == FATTN_STATE_FORWARD && impl != FATTN_IMPL_SPLIT)
-        return cli_fail("replay", "--from forward exists only for --impl split (legacy's "
-                        "forward and save_ctx are one call)");
+    if (fattn_impl_resume_check(impl, from) != FATTN_OK)
+        return cli_fail("replay", "%s", fattn_last_error());
     fattn_h5_node *src = NULL;
     if (fattn_runfile_load(in, &src) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());

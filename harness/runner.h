@@ -2,20 +2,23 @@
  *
  *   BEGIN -> INPUTS -> FORWARD -> SAVE_CTX -> BACKWARD
  *
- * Each state is produced by one transition and recorded by its observer
+ * Each state is produced by one transition — INPUTS by the harness, the
+ * others by the front end's adapter (fe.h) — and recorded by its observer
  * into the case's node tree (/cases/<id>/<state>/...), exactly as the
  * run-file schema lays it out (docs/run-files.md):
  *   inputs/    q k v attn_bias softmax_offset cu_seqlens_* d_out
- *   forward/   out max_logit aux/{softmax_stats,rng_state,aux_bias,aux_softmax_offset}
+ *   forward/   out max_logit aux/<aux slots> (saved_slots.h)
  *              _impl/ (split: to-save slots as the forward returned them,
  *              saved_from.<slot> attributes)
- *   save_ctx/  every saved tensor by role; attributes = the backward-read set;
- *              _impl/ (legacy: is_output_fp8)
+ *   save_ctx/  every saved tensor by role (saved_slots.h); attributes = the
+ *              backward-read set (ctx_fields.h); _impl/ (legacy: is_output_fp8)
  *   backward/  dq dk dv d_bias d_softmax_offset
- * Both front ends produce the same tree; only _impl differs.
+ * Every front end produces the same tree; only _impl (the adapter's
+ * record_private) differs. The state machine names no front end.
  *
- * Resuming: a case can also enter SAVE_CTX (or FORWARD, split only) from a
- * stored tree — replay — and continue to BACKWARD.
+ * Resuming: a case can also enter SAVE_CTX (or FORWARD, for a front end
+ * whose adapter loads a forward: split) from a stored tree — replay — and
+ * continue to BACKWARD.
  */
 #ifndef FATTN_HARNESS_RUNNER_H
 #define FATTN_HARNESS_RUNNER_H
@@ -25,9 +28,18 @@
 #include "h5io.h"
 #include "spec.h"
 
+/* The front ends: X(ENUM_SUFFIX, name). Each row has an adapter
+ * fattn_fe_<name> (fe.h, harness/fe_<name>.c); the runner reaches a front
+ * end only through it. */
+#define FATTN_IMPLS(X)                                                                         \
+    X(LEGACY, legacy)                                                                          \
+    X(SPLIT, split)
+
 typedef enum fattn_impl {
-    FATTN_IMPL_LEGACY = 0,
-    FATTN_IMPL_SPLIT = 1
+#define FATTN_IMPL_ENUM_(suffix, name) FATTN_IMPL_##suffix,
+    FATTN_IMPLS(FATTN_IMPL_ENUM_)
+#undef FATTN_IMPL_ENUM_
+    FATTN_IMPL_COUNT
 } fattn_impl;
 
 typedef enum fattn_state {
@@ -44,6 +56,12 @@ fattn_status fattn_impl_parse(const char *s, fattn_impl *out);
 /* "begin", "inputs", "forward", "save_ctx", "backward". */
 const char *fattn_state_name(fattn_state s);
 fattn_status fattn_state_parse(const char *s, fattn_state *out);
+
+/* FATTN_OK if `impl` can resume a recorded case at `from` (replay): at
+ * SAVE_CTX or FORWARD when its adapter loads that state (fe.h; --from
+ * forward exists only for split). Else FATTN_E_INVALID_ARG with a message
+ * naming the front ends that can. */
+fattn_status fattn_impl_resume_check(fattn_impl impl, fattn_state from);
 
 /* The transition table: FATTN_OK if a case in `from` may step to `to`,
  * else FATTN_E_STATE with a message naming both states. */

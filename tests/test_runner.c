@@ -1,8 +1,15 @@
-/* The harness state machine: the transition table, exhaustively. */
+/* The harness state machine: the transition table, exhaustively; the
+ * tables of ctx fields and saved slots; the front-end registry. */
+#include <math.h>
 #include <string.h>
 
+#include "fattn/split.h"
+
+#include "ctx_fields.h"
 #include "fattn_test.h"
+#include "fe.h"
 #include "runner.h"
+#include "saved_slots.h"
 
 /* The one legal successor of each state (-1: none). */
 static const int successor[FATTN_STATE_COUNT] = {
@@ -55,6 +62,267 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* ---- the backward-read set ------------------------------------------------ */
+
+#define AK_BOOL FATTN_H5_ATTR_UINT8
+#define AK_INT64 FATTN_H5_ATTR_INT64
+#define AK_FLOAT32 FATTN_H5_ATTR_FLOAT32
+#define AK_PAIR FATTN_H5_ATTR_INT64_PAIR
+#define AK_ENUM FATTN_H5_ATTR_STRING
+#define AK_STRING FATTN_H5_ATTR_STRING
+#define AK_OPAQUE (-1) /* not recorded */
+#define REQUIRED_REQ true
+#define REQUIRED_OPT false
+
+typedef struct ctx_row {
+    const char *name;
+    int attr_kind;
+    bool required;
+} ctx_row;
+
+static const ctx_row ctx_rows[] = {
+#define ROW(name, ctype, kind, codec, presence, role) {#name, (int)AK_##kind, REQUIRED_##presence},
+    FATTN_CTX_FIELDS(ROW)
+#undef ROW
+};
+
+/* A valid record with every field away from its zero value. */
+static fattn_ctx_record ctx_sample(bool with_optional)
+{
+    fattn_ctx_record r;
+    memset(&r, 0, sizeof r);
+    r.fp8 = false;
+    r.nominal_dtype = FATTN_DTYPE_BFLOAT16;
+    r.is_input_fp8 = true;
+    r.bf16_backward = true;
+    r.layer_number = 3;
+    r.qkv_type = with_optional ? "float8_e4m3fn" : NULL;
+    r.max_seqlen_q = 128;
+    r.max_seqlen_kv = 96;
+    r.attn_scale = 0.125f;
+    r.dropout_p = 0.25f;
+    r.fast_zero_fill = true;
+    r.qkv_layout = FATTN_LAYOUT_SBHD_SB2HD;
+    r.o_format = FATTN_FORMAT_BSHD;
+    r.qkv_scale_inv_format = with_optional ? FATTN_FORMAT_THD : FATTN_FORMAT_NOT_SET;
+    r.dqkv_layout = FATTN_LAYOUT_SBH3D;
+    r.attn_bias_type = FATTN_BIAS_POST_SCALE_BIAS;
+    r.attn_mask_type = FATTN_MASK_PADDING_CAUSAL;
+    r.softmax_type = FATTN_SOFTMAX_LEARNABLE;
+    r.window_size[0] = 7;
+    r.window_size[1] = -1;
+    r.bottom_right_diagonal = true;
+    r.fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
+    r.use_FAv2_bwd = true;
+    r.deterministic = true;
+    return r;
+}
+
+static fattn_h5_node *ctx_node(const fattn_ctx_record *r)
+{
+    fattn_h5_node *n = NULL;
+    ck_assert_int_eq(fattn_h5_node_new_group("save_ctx", &n), FATTN_OK);
+    ck_assert_int_eq(fattn_ctx_record_write(r, n), FATTN_OK);
+    return n;
+}
+
+#define SAME_BOOL(a, b) ((a) == (b))
+#define SAME_INT64(a, b) ((a) == (b))
+#define SAME_FLOAT32(a, b) ((a) == (b))
+#define SAME_ENUM(a, b) ((a) == (b))
+#define SAME_OPAQUE(a, b) ((a) == (b))
+#define SAME_PAIR(a, b) ((a)[0] == (b)[0] && (a)[1] == (b)[1])
+#define SAME_STRING(a, b) ((a) == (b) || ((a) && (b) && !strcmp((a), (b))))
+
+static void ctx_check_same(const fattn_ctx_record *a, const fattn_ctx_record *b)
+{
+#define CHECK_ROW(name, ctype, kind, codec, presence, role)                                   \
+    ck_assert_msg(SAME_##kind(a->name, b->name), "field %s differs after a round trip", #name);
+    FATTN_CTX_FIELDS(CHECK_ROW)
+#undef CHECK_ROW
+}
+
+START_TEST(test_ctx_roundtrip)
+{
+    for (int opt = 0; opt < 2; opt++) {
+        fattn_ctx_record r = ctx_sample(opt), back;
+        fattn_h5_node *n = ctx_node(&r);
+        size_t want = 0;
+        for (int i = 0; i < FATTN_CTX_NFIELDS; i++)
+            want += ctx_rows[i].attr_kind != AK_OPAQUE && (ctx_rows[i].required || opt);
+        ck_assert_uint_eq(n->n_attrs, want);
+        ck_assert_int_eq(fattn_ctx_record_read(n, &back), FATTN_OK);
+        ck_assert_int_eq(fattn_save_ctx_validate(n), FATTN_OK);
+        ctx_check_same(&r, &back);
+        fattn_h5_node_free(n);
+    }
+}
+END_TEST
+
+static void copy_attr(fattn_h5_node *dst, const fattn_h5_attr *a)
+{
+    fattn_status st = FATTN_E_INTERNAL;
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
+    case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
+    case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
+    case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
+    case FATTN_H5_ATTR_INT64_PAIR: st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64); break;
+    }
+    ck_assert_int_eq(st, FATTN_OK);
+}
+
+/* Row _i left out: invalid, naming it, exactly when the row is required. */
+START_TEST(test_ctx_missing)
+{
+    const ctx_row *row = &ctx_rows[_i];
+    fattn_ctx_record r = ctx_sample(true);
+    fattn_h5_node *full = ctx_node(&r), *n = NULL;
+    ck_assert_int_eq(fattn_h5_node_new_group("save_ctx", &n), FATTN_OK);
+    for (size_t k = 0; k < full->n_attrs; k++)
+        if (strcmp(full->attrs[k].name, row->name))
+            copy_attr(n, &full->attrs[k]);
+    fattn_clear_error();
+    fattn_status st = fattn_save_ctx_validate(n);
+    if (row->required && row->attr_kind != AK_OPAQUE) {
+        ck_assert_int_eq(st, FATTN_E_INVALID_FILE);
+        ck_assert_msg(strstr(fattn_last_error(), row->name), "'%s' does not name %s",
+                      fattn_last_error(), row->name);
+    } else {
+        ck_assert_int_eq(st, FATTN_OK);
+    }
+    fattn_h5_node_free(full);
+    fattn_h5_node_free(n);
+}
+END_TEST
+
+/* Row _i recorded with the wrong HDF5 type: invalid, naming it (an
+ * unrecorded row's name is just another attribute). */
+START_TEST(test_ctx_wrong_type)
+{
+    const ctx_row *row = &ctx_rows[_i];
+    fattn_ctx_record r = ctx_sample(true);
+    fattn_h5_node *n = ctx_node(&r);
+    if (row->attr_kind == FATTN_H5_ATTR_STRING)
+        ck_assert_int_eq(fattn_h5_node_set_int64(n, row->name, 7), FATTN_OK);
+    else
+        ck_assert_int_eq(fattn_h5_node_set_string(n, row->name, "x"), FATTN_OK);
+    fattn_clear_error();
+    fattn_status st = fattn_save_ctx_validate(n);
+    if (row->attr_kind == AK_OPAQUE) {
+        ck_assert_int_eq(st, FATTN_OK);
+    } else {
+        ck_assert_int_eq(st, FATTN_E_INVALID_FILE);
+        ck_assert_msg(strstr(fattn_last_error(), row->name), "'%s' does not name %s",
+                      fattn_last_error(), row->name);
+    }
+    fattn_h5_node_free(n);
+}
+END_TEST
+
+/* Values of the right type that backward cannot take. */
+START_TEST(test_ctx_values)
+{
+    fattn_ctx_record good = ctx_sample(false);
+    fattn_ctx_record bad[6];
+    for (int i = 0; i < 6; i++)
+        bad[i] = good;
+    bad[0].max_seqlen_q = 0;
+    bad[1].max_seqlen_kv = -4;
+    bad[2].window_size[0] = -2;
+    bad[3].dropout_p = 1.0f;
+    bad[4].attn_scale = INFINITY;
+    bad[5].dropout_p = NAN;
+    for (int i = 0; i < 6; i++) {
+        fattn_h5_node *n = ctx_node(&bad[i]);
+        ck_assert_int_eq(fattn_save_ctx_validate(n), FATTN_E_INVALID_FILE);
+        ck_assert_ptr_nonnull(strstr(fattn_last_error(), "out of range"));
+        fattn_h5_node_free(n);
+    }
+    fattn_h5_node *n = ctx_node(&good);
+    ck_assert_int_eq(fattn_h5_node_set_uint8(n, "deterministic", 2), FATTN_OK);
+    ck_assert_int_eq(fattn_save_ctx_validate(n), FATTN_E_INVALID_FILE);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "not a boolean"));
+    ck_assert_int_eq(fattn_h5_node_set_uint8(n, "deterministic", 1), FATTN_OK);
+    ck_assert_int_eq(fattn_h5_node_set_string(n, "qkv_layout", "sbhd_sbhd_sbhdx"), FATTN_OK);
+    ck_assert_int_eq(fattn_save_ctx_validate(n), FATTN_E_INVALID_FILE);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "qkv_layout"));
+    ck_assert_int_eq(fattn_h5_node_set_string(n, "qkv_layout", "sbhd_sbhd_sbhd"), FATTN_OK);
+    ck_assert_int_eq(fattn_h5_node_set_string(n, "qkv_scale_inv_format", "nope"), FATTN_OK);
+    ck_assert_int_eq(fattn_save_ctx_validate(n), FATTN_E_INVALID_FILE);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "qkv_scale_inv_format"));
+    fattn_h5_node_free(n);
+}
+END_TEST
+
+/* ---- the saved slots ------------------------------------------------------ */
+
+START_TEST(test_saved_slots)
+{
+    ck_assert_int_eq(FATTN_SAVED_COUNT, FATTN_SPLIT_NSLOTS);
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        ck_assert_str_eq(fattn_saved_name((fattn_saved_slot)i),
+                         fattn_split_slot_name((fattn_split_slot)i));
+    ck_assert_int_eq(FATTN_SAVED_AUX_FIRST, FATTN_SPLIT_SLOT_SOFTMAX_STATS);
+    static const fattn_bias_type biases[] = {FATTN_BIAS_NO_BIAS, FATTN_BIAS_PRE_SCALE_BIAS,
+                                             FATTN_BIAS_POST_SCALE_BIAS, FATTN_BIAS_ALIBI};
+    static const fattn_softmax_type softmaxes[] = {
+        FATTN_SOFTMAX_VANILLA, FATTN_SOFTMAX_OFF_BY_ONE, FATTN_SOFTMAX_LEARNABLE};
+    static char bytes[FATTN_SAVED_NAUX];
+    for (int b = 0; b < 4; b++)
+        for (int s = 0; s < 3; s++) {
+            bool has_bias = b == 1 || b == 2, has_offset = s != 0;
+            int index[FATTN_SAVED_NAUX];
+            int n = fattn_saved_aux_layout(biases[b], softmaxes[s], index);
+            /* TE's pack: Stats, rng_state, then Bias, then SoftmaxOffset */
+            ck_assert_int_eq(n, 2 + has_bias + has_offset);
+            ck_assert_int_eq(index[0], 0);
+            ck_assert_int_eq(index[1], 1);
+            ck_assert_int_eq(index[2], has_bias ? 2 : -1);
+            ck_assert_int_eq(index[3], has_offset ? 2 + has_bias : -1);
+            fattn_tensor list[FATTN_SAVED_NAUX], slots[FATTN_SAVED_NAUX], back[FATTN_SAVED_NAUX];
+            for (int k = 0; k < n; k++) {
+                int64_t shape[1] = {1};
+                list[k] = fattn_tensor_view(&bytes[k], FATTN_DTYPE_UINT8, 1, shape);
+            }
+            ck_assert_int_eq(fattn_saved_aux_from_list(list, n, biases[b], softmaxes[s], slots),
+                             FATTN_OK);
+            ck_assert_int_eq(fattn_saved_aux_to_list(slots, back), n);
+            for (int k = 0; k < n; k++)
+                ck_assert_ptr_eq(back[k].data, list[k].data);
+            ck_assert_int_eq(fattn_saved_aux_from_list(list, n - 1, biases[b], softmaxes[s], slots),
+                             FATTN_E_INTERNAL);
+        }
+}
+END_TEST
+
+/* ---- the front ends ------------------------------------------------------- */
+
+START_TEST(test_impls)
+{
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const fattn_fe_ops *ops = fattn_fe_get((fattn_impl)i);
+        ck_assert_ptr_nonnull(ops);
+        ck_assert(ops->init != NULL);
+        ck_assert(ops->free != NULL);
+        ck_assert(ops->forward != NULL);
+        ck_assert(ops->save_ctx != NULL);
+        ck_assert(ops->backward != NULL);
+        fattn_impl back;
+        ck_assert_int_eq(fattn_impl_parse(ops->name, &back), FATTN_OK);
+        ck_assert_int_eq(back, i);
+        ck_assert_int_eq(fattn_impl_resume_check((fattn_impl)i, FATTN_STATE_SAVE_CTX), FATTN_OK);
+        ck_assert_int_eq(fattn_impl_resume_check((fattn_impl)i, FATTN_STATE_BACKWARD),
+                         FATTN_E_INVALID_ARG);
+    }
+    ck_assert_ptr_null(fattn_fe_get(FATTN_IMPL_COUNT));
+    ck_assert_int_eq(fattn_impl_resume_check(FATTN_IMPL_SPLIT, FATTN_STATE_FORWARD), FATTN_OK);
+    ck_assert_int_eq(fattn_impl_resume_check(FATTN_IMPL_LEGACY, FATTN_STATE_FORWARD),
+                     FATTN_E_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "split"));
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int f = 0; f < FATTN_STATE_COUNT; f++)
@@ -71,6 +339,15 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, test_transition, 0, FATTN_STATE_COUNT * FATTN_STATE_COUNT);
     tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
+    TCase *tt = tcase_create("tables");
+    tcase_set_timeout(tt, FATTN_TEST_TIMEOUT_SHORT);
+    tcase_add_test(tt, test_ctx_roundtrip);
+    tcase_add_loop_test(tt, test_ctx_missing, 0, FATTN_CTX_NFIELDS);
+    tcase_add_loop_test(tt, test_ctx_wrong_type, 0, FATTN_CTX_NFIELDS);
+    tcase_add_test(tt, test_ctx_values);
+    tcase_add_test(tt, test_saved_slots);
+    tcase_add_test(tt, test_impls);
+    suite_add_tcase(s, tt);
     return s;
 }
 

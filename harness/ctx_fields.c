@@ -1,0 +1,172 @@
+/* The backward-read set's writer and validating reader, generated from
+ * FATTN_CTX_FIELDS (ctx_fields.h). */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "ctx_fields.h"
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* PRESENT_<presence>(v, codec): whether a value is recorded. */
+#define PRESENT_REQ(v, codec) true
+#define PRESENT_OPT(v, codec) ((v) != FATTN_CTX_NONE_##codec)
+
+/* W_<kind>(node, key, value, codec, presence) -> fattn_status */
+#define W_BOOL(n, key, v, codec, pres) fattn_h5_node_set_uint8(n, key, (v) ? 1 : 0)
+#define W_INT64(n, key, v, codec, pres) fattn_h5_node_set_int64(n, key, v)
+#define W_FLOAT32(n, key, v, codec, pres) fattn_h5_node_set_float32(n, key, v)
+#define W_PAIR(n, key, v, codec, pres) fattn_h5_node_set_int64_pair(n, key, v)
+#define W_ENUM(n, key, v, codec, pres)                                                         \
+    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, fattn_##codec##_name(v))     \
+                              : FATTN_OK)
+#define W_STRING(n, key, v, codec, pres)                                                       \
+    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, v) : FATTN_OK)
+#define W_OPAQUE(n, key, v, codec, pres) ((void)(v), FATTN_OK)
+
+fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
+{
+    assert(r && n && !n->is_dataset);
+    fattn_status st;
+#define WRITE_ROW(name, ctype, kind, codec, presence, role)                                   \
+    if ((st = W_##kind(n, #name, r->name, codec, presence)) != FATTN_OK)                      \
+        return st;
+    FATTN_CTX_FIELDS(WRITE_ROW)
+#undef WRITE_ROW
+    return FATTN_OK;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+/* The attribute `name` of `n` if it has the type `kind`. A missing one is
+ * *out = NULL and FATTN_OK when optional, else invalid. */
+static fattn_status attr_get(const fattn_h5_node *n, const char *name, fattn_h5_attr_kind kind,
+                             bool optional, const fattn_h5_attr **out)
+{
+    const fattn_h5_attr *a = fattn_h5_node_attr(n, name);
+    *out = a;
+    if (!a)
+        return optional ? FATTN_OK
+                        : fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s' is missing",
+                                      name);
+    if (a->kind != kind)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s' has the wrong type",
+                           name);
+    return FATTN_OK;
+}
+
+static fattn_status read_bool(const fattn_h5_node *n, const char *name, bool *v)
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_UINT8, false, &a);
+    if (st != FATTN_OK)
+        return st;
+    if (a->u8 > 1)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: '%s' is %u, not a boolean", name,
+                           a->u8);
+    *v = a->u8 != 0;
+    return FATTN_OK;
+}
+
+static fattn_status read_int64(const fattn_h5_node *n, const char *name, int64_t *v)
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_INT64, false, &a);
+    if (st == FATTN_OK)
+        *v = a->i64[0];
+    return st;
+}
+
+static fattn_status read_float32(const fattn_h5_node *n, const char *name, float *v)
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_FLOAT32, false, &a);
+    if (st == FATTN_OK)
+        *v = a->f32;
+    return st;
+}
+
+static fattn_status read_pair(const fattn_h5_node *n, const char *name, int64_t v[2])
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_INT64_PAIR, false, &a);
+    if (st == FATTN_OK) {
+        v[0] = a->i64[0];
+        v[1] = a->i64[1];
+    }
+    return st;
+}
+
+/* A string attribute; *s = NULL when an optional one is absent. */
+static fattn_status read_string(const fattn_h5_node *n, const char *name, bool optional,
+                                const char **s)
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_STRING, optional, &a);
+    *s = (st == FATTN_OK && a) ? a->s : NULL;
+    return st;
+}
+
+/* A parse failure as an invalid file naming the attribute. */
+static fattn_status parsed(const char *name, fattn_status st)
+{
+    if (st == FATTN_OK)
+        return FATTN_OK;
+    return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': %s", name,
+                       fattn_last_error());
+}
+
+#define OPTIONAL_REQ false
+#define OPTIONAL_OPT true
+
+/* R_<kind>(node, key, lvalue, codec, presence) -> fattn_status; uses the
+ * reader's locals `st` and `s`. */
+#define R_BOOL(n, key, v, codec, pres) read_bool(n, key, &(v))
+#define R_INT64(n, key, v, codec, pres) read_int64(n, key, &(v))
+#define R_FLOAT32(n, key, v, codec, pres) read_float32(n, key, &(v))
+#define R_PAIR(n, key, v, codec, pres) read_pair(n, key, v)
+#define R_ENUM(n, key, v, codec, pres) R_ENUM_##pres(n, key, v, codec)
+#define R_ENUM_REQ(n, key, v, codec)                                                           \
+    ((st = read_string(n, key, false, &s)) ? st : parsed(key, fattn_##codec##_parse(s, &(v))))
+#define R_ENUM_OPT(n, key, v, codec)                                                           \
+    ((st = read_string(n, key, true, &s))                                                      \
+         ? st                                                                                  \
+         : (s ? parsed(key, fattn_##codec##_parse(s, &(v))) : ((v) = FATTN_CTX_NONE_##codec,  \
+                                                               FATTN_OK)))
+#define R_STRING(n, key, v, codec, pres) read_string(n, key, OPTIONAL_##pres, &(v))
+#define R_OPAQUE(n, key, v, codec, pres) ((v) = NULL, FATTN_OK)
+
+/* The rules beyond each attribute's type. */
+static fattn_status check_ranges(const fattn_ctx_record *r)
+{
+    if (r->max_seqlen_q <= 0 || r->max_seqlen_kv <= 0)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: max_seqlen_q/max_seqlen_kv (%lld, %lld) out of range "
+                           "(must be positive)",
+                           (long long)r->max_seqlen_q, (long long)r->max_seqlen_kv);
+    if (r->window_size[0] < -1 || r->window_size[1] < -1)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: window_size (%lld, %lld) out of range (below -1)",
+                           (long long)r->window_size[0], (long long)r->window_size[1]);
+    if (!(r->dropout_p >= 0.0f && r->dropout_p < 1.0f))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: dropout_p %g out of range [0, 1)",
+                           (double)r->dropout_p);
+    if (!isfinite(r->attn_scale))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attn_scale out of range (not finite)");
+    return FATTN_OK;
+}
+
+fattn_status fattn_ctx_record_read(const fattn_h5_node *n, fattn_ctx_record *r)
+{
+    assert(n && r);
+    memset(r, 0, sizeof *r);
+    fattn_status st = FATTN_OK;
+    const char *s = NULL;
+#define READ_ROW(name, ctype, kind, codec, presence, role)                                    \
+    if ((st = R_##kind(n, #name, r->name, codec, presence)) != FATTN_OK)                      \
+        return st;
+    FATTN_CTX_FIELDS(READ_ROW)
+#undef READ_ROW
+    (void)s;
+    return check_ranges(r);
+}

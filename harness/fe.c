@@ -1,0 +1,97 @@
+/* The front-end registry (FATTN_IMPLS) and what the adapters share. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "fe.h"
+
+#define FE_DECLARE(suffix, name) extern const fattn_fe_ops fattn_fe_##name;
+FATTN_IMPLS(FE_DECLARE)
+#undef FE_DECLARE
+
+static const fattn_fe_ops *const adapters[FATTN_IMPL_COUNT] = {
+#define FE_ROW(suffix, name) [FATTN_IMPL_##suffix] = &fattn_fe_##name,
+    FATTN_IMPLS(FE_ROW)
+#undef FE_ROW
+};
+
+const fattn_fe_ops *fattn_fe_get(fattn_impl impl)
+{
+    if ((int)impl < 0 || impl >= FATTN_IMPL_COUNT)
+        return NULL;
+    assert(adapters[impl] && adapters[impl]->name);
+    return adapters[impl];
+}
+
+const char *fattn_impl_name(fattn_impl i)
+{
+    const fattn_fe_ops *ops = fattn_fe_get(i);
+    return ops ? ops->name : "?";
+}
+
+fattn_status fattn_impl_parse(const char *s, fattn_impl *out)
+{
+    char known[256] = "";
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const char *name = fattn_fe_get((fattn_impl)i)->name;
+        if (strcmp(s, name) == 0) {
+            *out = (fattn_impl)i;
+            return FATTN_OK;
+        }
+        if (i > 0)
+            strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, name, sizeof known - strlen(known) - 1);
+    }
+    return fattn_error(FATTN_E_PARSE, "unknown implementation '%s' (%s)", s, known);
+}
+
+static bool can_resume(const fattn_fe_ops *ops, fattn_state from)
+{
+    if (from == FATTN_STATE_SAVE_CTX)
+        return ops->load_save_ctx != NULL;
+    if (from == FATTN_STATE_FORWARD)
+        return ops->load_forward != NULL;
+    return false;
+}
+
+fattn_status fattn_impl_resume_check(fattn_impl impl, fattn_state from)
+{
+    const fattn_fe_ops *ops = fattn_fe_get(impl);
+    if (ops && can_resume(ops, from))
+        return FATTN_OK;
+    char able[256] = "";
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const fattn_fe_ops *o = fattn_fe_get((fattn_impl)i);
+        if (!can_resume(o, from))
+            continue;
+        if (able[0])
+            strncat(able, ", ", sizeof able - strlen(able) - 1);
+        strncat(able, o->name, sizeof able - strlen(able) - 1);
+    }
+    return fattn_error(FATTN_E_INVALID_ARG,
+                       "replay --from %s is not possible with --impl %s (it exists for: %s)",
+                       fattn_state_name(from), fattn_impl_name(impl), able[0] ? able : "none");
+}
+
+fattn_tensor fattn_fe_node_tensor(const fattn_h5_node *g, const char *name)
+{
+    const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;
+    return (n && n->is_dataset) ? fattn_h5_node_tensor(n) : fattn_tensor_empty();
+}
+
+fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn_tensor *t)
+{
+    if (!t || fattn_tensor_is_empty(t))
+        return FATTN_OK; /* an empty slot: its absence is data */
+    return fattn_h5_node_add_tensor(g, name, t, NULL);
+}
+
+float fattn_fe_attn_scale(const fattn_spec *s)
+{
+    return s->attn_scale_set ? (float)s->attn_scale : NAN; /* NaN: TE's None */
+}
+
+float fattn_fe_dropout(const fattn_spec *s)
+{
+    return s->is_training ? (float)s->dropout_p : 0.0f;
+}

@@ -1,0 +1,102 @@
+/* Front ends behind one adapter, so that the state machine (runner.c)
+ * knows none of them by name.
+ *
+ * An adapter turns its front end's own calls and structs into what the
+ * runner records: the forward's outputs and aux slots, the saved tensors by
+ * role and the backward-read set (fattn_ctx_record), the five grads. It
+ * keeps its front end's state between the calls of one case run and owns
+ * what it allocates until `free`.
+ *
+ * A case run calls, in order,
+ *   run:    init, forward, [record_private FORWARD], save_ctx,
+ *           [record_private SAVE_CTX], backward (training only), free
+ *   replay: init, load_save_ctx | load_forward then save_ctx (and its
+ *           record_private), backward, free
+ * stopping at the first error or at --until. `free` is called whenever
+ * `init` succeeded.
+ *
+ * To add a front end: write its adapter (fe_<name>.c defining
+ * fattn_fe_<name>) and add its row to FATTN_IMPLS (runner.h).
+ */
+#ifndef FATTN_HARNESS_FE_H
+#define FATTN_HARNESS_FE_H
+
+#include "fattn/engine.h"
+#include "fattn/rng.h"
+
+#include "ctx_fields.h"
+#include "h5io.h"
+#include "inputs.h"
+#include "runner.h"
+#include "saved_slots.h"
+#include "spec.h"
+
+/* What the runner hands a front end for one case run; it outlives the
+ * adapter. `in` holds the case's inputs: made from the spec (run) or views
+ * into the recorded inputs/ (replay; there `window` and
+ * `bottom_right_diagonal` are not set). */
+typedef struct fattn_fe_env {
+    const fattn_spec *spec;
+    const fattn_case_inputs *in;
+    fattn_rng_gen *gen;     /* the case run's generator */
+    fattn_engine *engine;   /* borrowed */
+    uint64_t poison;        /* fill of outputs before each call (0 = none) */
+} fattn_fe_env;
+
+/* FORWARD as recorded in forward/: views owned by the adapter. */
+typedef struct fattn_fe_forward {
+    fattn_tensor out, max_logit;                /* empty max_logit: not returned */
+    fattn_tensor aux[FATTN_SAVED_NAUX];         /* the aux slots; empty = absent */
+} fattn_fe_forward;
+
+/* SAVE_CTX as recorded in save_ctx/: the saved tensors by role (empty =
+ * None) and the backward-read set. Views and strings owned by the adapter. */
+typedef struct fattn_fe_saved {
+    fattn_tensor t[FATTN_SAVED_COUNT];
+    fattn_ctx_record rec;
+} fattn_fe_saved;
+
+/* BACKWARD as recorded in backward/. */
+typedef struct fattn_fe_grads {
+    fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
+} fattn_fe_grads;
+
+typedef struct fattn_fe_ops {
+    const char *name; /* the --impl value and the run file's impl */
+    /* Start a case run: *fe gets the adapter's state. */
+    fattn_status (*init)(void **fe, const fattn_fe_env *env);
+    void (*free)(void *fe);
+    fattn_status (*forward)(void *fe, fattn_fe_forward *out);
+    fattn_status (*save_ctx)(void *fe, fattn_fe_saved *out);
+    fattn_status (*backward)(void *fe, const fattn_tensor *d_out, fattn_fe_grads *out);
+    /* Add implementation-private objects (an _impl group) to the state's
+     * group after the runner recorded the public ones. NULL: none. */
+    fattn_status (*record_private)(void *fe, fattn_state state, fattn_h5_node *group);
+    /* Resume at SAVE_CTX: take the recorded save_ctx group (its datasets)
+     * and its validated backward-read set into the front end's backward. */
+    fattn_status (*load_save_ctx)(void *fe, const fattn_h5_node *save_ctx,
+                                  const fattn_ctx_record *rec);
+    /* Resume at FORWARD from the recorded case group (inputs/, forward/,
+     * save_ctx/): rebuild what forward hands the next state. NULL: the
+     * front end cannot resume there (legacy: forward and save_ctx are one
+     * call). */
+    fattn_status (*load_forward)(void *fe, const fattn_h5_node *recorded);
+} fattn_fe_ops;
+
+/* The adapter of a front end; NULL outside the enum. */
+const fattn_fe_ops *fattn_fe_get(fattn_impl impl);
+
+/* A dataset of group `g` as a view, or the empty slot when absent. */
+fattn_tensor fattn_fe_node_tensor(const fattn_h5_node *g, const char *name);
+
+/* Record tensor `t` as dataset `name` of `g`; an empty slot (TE's None) is
+ * recorded by its absence. */
+fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn_tensor *t);
+
+/* The case's attn_scale as TE's callers pass it: the spec's value, or NaN
+ * (None: the front end resolves the default). */
+float fattn_fe_attn_scale(const fattn_spec *s);
+/* The case's dropout as FusedAttention passes it: 0 when not training. */
+float fattn_fe_dropout(const fattn_spec *s);
+
+#endif /* FATTN_HARNESS_FE_H */

@@ -1,0 +1,162 @@
+/* The legacy front end behind the adapter (fe.h): FusedAttnFunc before the
+ * refactor, one ctx with loose fields and the saved list
+ * [12 fixed entries, aux pack as TE's list]. */
+#include <assert.h>
+#include <stdlib.h>
+
+#include "fattn/legacy.h"
+
+#include "fe.h"
+
+_Static_assert(FATTN_LEGACY_SAVED_AUX == FATTN_SAVED_AUX_FIRST,
+               "legacy's fixed saved entries are the table's FIXED rows");
+_Static_assert(FATTN_LEGACY_SAVED_MAX == FATTN_SAVED_COUNT,
+               "legacy's saved list holds at most every slot");
+
+typedef struct fe_legacy {
+    const fattn_fe_env *env;
+    fattn_legacy_ctx *ctx;
+    fattn_tensor out, max_logit;
+    fattn_tensor grads[FATTN_LEGACY_NGRADS];
+} fe_legacy;
+
+static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
+{
+    fe_legacy *s = calloc(1, sizeof *s);
+    if (!s)
+        return fattn_error(FATTN_E_NOMEM, "cannot allocate the legacy front end's state");
+    s->env = env;
+    fattn_status st = fattn_legacy_ctx_init(&s->ctx, env->engine);
+    if (st != FATTN_OK) {
+        free(s);
+        return st;
+    }
+    s->ctx->poison = env->poison;
+    *fe = s;
+    return FATTN_OK;
+}
+
+static void legacy_free(void *fe)
+{
+    fe_legacy *s = fe;
+    if (!s)
+        return;
+    fattn_legacy_ctx_free(s->ctx);
+    free(s);
+}
+
+/* The ctx's aux pack (the saved list after the fixed entries) as slots. */
+static fattn_status legacy_aux(const fattn_legacy_ctx *c, fattn_tensor aux[FATTN_SAVED_NAUX])
+{
+    assert(c->n_saved >= FATTN_LEGACY_SAVED_AUX && c->n_saved <= FATTN_LEGACY_SAVED_MAX);
+    return fattn_saved_aux_from_list(c->tensor_objects + FATTN_LEGACY_SAVED_AUX,
+                                     c->n_saved - FATTN_LEGACY_SAVED_AUX, c->attn_bias_type,
+                                     c->softmax_type, aux);
+}
+
+/* FusedAttnFunc.forward with its 36 positional inputs. */
+static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
+{
+    fe_legacy *s = fe;
+    const fattn_spec *sp = s->env->spec;
+    const fattn_case_inputs *in = s->env->in;
+    fattn_tensor none = fattn_tensor_empty();
+    fattn_status st = fattn_legacy_forward(
+        s->ctx, sp->is_training, sp->sq, sp->skv, &in->cu_seqlens_q, &in->cu_seqlens_kv,
+        &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &none, &none, &in->q, &in->k,
+        &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
+        sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
+        in->bottom_right_diagonal ? 1 : 0, s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
+        false, false, NULL, NULL, sp->deterministic, &in->softmax_offset, false, false, 1,
+        sp->return_max_logit, &none, &none, &s->out, &s->max_logit);
+    if (st != FATTN_OK)
+        return st;
+    res->out = s->out;
+    res->max_logit = s->max_logit;
+    return legacy_aux(s->ctx, res->aux);
+}
+
+static void record_from_ctx(fattn_ctx_record *dst, const fattn_legacy_ctx *src)
+{
+    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+}
+
+static void ctx_from_record(fattn_legacy_ctx *dst, const fattn_ctx_record *src)
+{
+    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+}
+
+/* SAVE_CTX: the ctx its forward filled. */
+static fattn_status legacy_save_ctx(void *fe, fattn_fe_saved *res)
+{
+    fe_legacy *s = fe;
+    const fattn_legacy_ctx *c = s->ctx;
+    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
+        res->t[i] = c->tensor_objects[i];
+    fattn_status st = legacy_aux(c, res->t + FATTN_SAVED_AUX_FIRST);
+    if (st == FATTN_OK)
+        record_from_ctx(&res->rec, c);
+    return st;
+}
+
+static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+{
+    fe_legacy *s = fe;
+    if (state != FATTN_STATE_SAVE_CTX)
+        return FATTN_OK;
+    fattn_h5_node *impl;
+    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
+    if (st != FATTN_OK)
+        return st;
+    /* set by forward, never read by backward (fp8_recipe and fp8_meta are
+     * None on every path fattn runs, hence absent) */
+    return fattn_h5_node_set_uint8(impl, "is_output_fp8", s->ctx->is_output_fp8);
+}
+
+static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
+{
+    fe_legacy *s = fe;
+    fattn_status st = fattn_legacy_backward(s->ctx, d_out, s->grads);
+    if (st != FATTN_OK)
+        return st;
+    const fattn_tensor *g = s->grads;
+    res->dq = g[FATTN_LEGACY_GRAD_DQ];
+    res->dk = g[FATTN_LEGACY_GRAD_DK];
+    res->dv = g[FATTN_LEGACY_GRAD_DV];
+    res->d_bias = g[FATTN_LEGACY_GRAD_DBIAS];
+    res->d_softmax_offset = g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET];
+    return FATTN_OK;
+}
+
+/* The recorded save_ctx into the ctx: the fields, the fixed entries, then
+ * the aux slots the file holds as TE's list. */
+static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
+                                         const fattn_ctx_record *rec)
+{
+    fe_legacy *s = fe;
+    fattn_legacy_ctx *c = s->ctx;
+    ctx_from_record(c, rec);
+    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
+        c->tensor_objects[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
+    fattn_tensor aux[FATTN_SAVED_NAUX];
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
+        fattn_saved_slot slot = (fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i);
+        aux[i] = fattn_fe_node_tensor(sc, fattn_saved_name(slot));
+    }
+    c->n_saved = FATTN_SAVED_AUX_FIRST +
+                 fattn_saved_aux_to_list(aux, c->tensor_objects + FATTN_SAVED_AUX_FIRST);
+    c->has_forward = true;
+    return FATTN_OK;
+}
+
+const fattn_fe_ops fattn_fe_legacy = {
+    .name = "legacy",
+    .init = legacy_init,
+    .free = legacy_free,
+    .forward = legacy_forward,
+    .save_ctx = legacy_save_ctx,
+    .backward = legacy_backward,
+    .record_private = legacy_record_private,
+    .load_save_ctx = legacy_load_save_ctx,
+    .load_forward = NULL, /* forward and save_ctx are one call */
+};

@@ -1,0 +1,311 @@
+/* The split front end behind the adapter (fe.h): FusedAttnFunc after the
+ * refactor — forward_impl, setup_ctx, backward_impl over args structs and
+ * fixed slots. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fattn/split.h"
+
+#include "fe.h"
+
+_Static_assert((int)FATTN_SPLIT_NSLOTS == (int)FATTN_SAVED_COUNT,
+               "split's slots are the table's rows");
+_Static_assert((int)FATTN_SPLIT_SLOT_SOFTMAX_STATS == (int)FATTN_SAVED_AUX_FIRST,
+               "split's aux slots are the table's aux rows");
+
+typedef struct fe_split {
+    const fattn_fe_env *env;
+    fattn_case_inputs in; /* views: the env's, or the recorded inputs (load_forward) */
+    fattn_fwd_args fargs;
+    fattn_split_fwd_result fres;
+    bool have_fres;
+    fattn_bwd_args bargs;
+    fattn_split_grads grads;
+    bool have_grads;
+} fe_split;
+
+static fattn_status split_init(void **fe, const fattn_fe_env *env)
+{
+#ifndef NDEBUG
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        assert(!strcmp(fattn_split_slot_name((fattn_split_slot)i),
+                       fattn_saved_name((fattn_saved_slot)i)));
+#endif
+    fe_split *s = calloc(1, sizeof *s);
+    if (!s)
+        return fattn_error(FATTN_E_NOMEM, "cannot allocate the split front end's state");
+    s->env = env;
+    s->in = *env->in;
+    *fe = s;
+    return FATTN_OK;
+}
+
+static void split_free(void *fe)
+{
+    fe_split *s = fe;
+    if (!s)
+        return;
+    if (s->have_fres)
+        fattn_split_fwd_result_free(&s->fres);
+    if (s->have_grads)
+        fattn_split_grads_free(&s->grads);
+    free(s);
+}
+
+static void fwd_args_from_case(fe_split *s)
+{
+    const fattn_spec *sp = s->env->spec;
+    const fattn_case_inputs *in = &s->in;
+    fattn_fwd_args *a = &s->fargs;
+    fattn_fwd_args_init(a);
+    a->q = in->q;
+    a->k = in->k;
+    a->v = in->v;
+    a->attn_bias = in->attn_bias;
+    a->softmax_offset = in->softmax_offset;
+    a->max_seqlen_q = sp->sq;
+    a->max_seqlen_kv = sp->skv;
+    a->cu_seqlens_q = in->cu_seqlens_q;
+    a->cu_seqlens_kv = in->cu_seqlens_kv;
+    a->cu_seqlens_q_padded = in->cu_seqlens_q_padded;
+    a->cu_seqlens_kv_padded = in->cu_seqlens_kv_padded;
+    a->is_training = sp->is_training ? 1 : 0;
+    a->qkv_layout = sp->layout;
+    a->attn_bias_type = sp->bias;
+    a->attn_mask_type = sp->mask;
+    a->softmax_type = sp->softmax;
+    a->window_size[0] = in->window[0];
+    a->window_size[1] = in->window[1];
+    a->bottom_right_diagonal = in->bottom_right_diagonal ? 1 : 0;
+    a->attn_scale = fattn_fe_attn_scale(sp);
+    a->dropout_p = fattn_fe_dropout(sp);
+    a->fast_zero_fill = sp->fast_zero_fill;
+    a->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
+    a->deterministic = sp->deterministic;
+    a->return_max_logit = sp->return_max_logit;
+    a->rng_gen = s->env->gen;
+    a->layer_number = 1;
+    a->engine = s->env->engine;
+    a->poison = s->env->poison;
+}
+
+/* A slot's tensor, or its dedup source when forward left it empty. */
+static fattn_tensor resolved_slot(const fe_split *s, int slot)
+{
+    const fattn_split_fwd_result *f = &s->fres;
+    if (!fattn_tensor_is_empty(&f->to_save.t[slot]))
+        return f->to_save.t[slot];
+    switch (f->ctx_attrs.saved_from[slot]) {
+    case FATTN_SPLIT_SRC_Q: return s->in.q;
+    case FATTN_SPLIT_SRC_K: return s->in.k;
+    case FATTN_SPLIT_SRC_V: return s->in.v;
+    case FATTN_SPLIT_SRC_ATTN_BIAS: return s->in.attn_bias;
+    case FATTN_SPLIT_SRC_SOFTMAX_OFFSET: return s->in.softmax_offset;
+    case FATTN_SPLIT_SRC_OUT: return f->out;
+    default: return fattn_tensor_empty();
+    }
+}
+
+/* _fused_attn_forward_impl. */
+static fattn_status split_forward(void *fe, fattn_fe_forward *res)
+{
+    fe_split *s = fe;
+    fwd_args_from_case(s);
+    fattn_status st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
+                                               &s->in.attn_bias, &s->in.softmax_offset,
+                                               &s->fres);
+    if (st != FATTN_OK)
+        return st;
+    s->have_fres = true;
+    res->out = s->fres.out;
+    res->max_logit = s->fres.max_logit;
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+        res->aux[i] = resolved_slot(s, FATTN_SAVED_AUX_FIRST + i);
+    return FATTN_OK;
+}
+
+/* forward/_impl: the to-save slots as forward_impl handed them back and
+ * where each deduplicated one comes from. */
+static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+{
+    fe_split *s = fe;
+    if (state != FATTN_STATE_FORWARD)
+        return FATTN_OK;
+    fattn_h5_node *impl;
+    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
+    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
+        const char *role = fattn_saved_name((fattn_saved_slot)i);
+        if ((st = fattn_fe_put_tensor(impl, role, &s->fres.to_save.t[i])) != FATTN_OK)
+            break;
+        fattn_split_source src = s->fres.ctx_attrs.saved_from[i];
+        if (src != FATTN_SPLIT_SRC_NONE) {
+            char name[64];
+            snprintf(name, sizeof name, "saved_from.%s", role);
+            st = fattn_h5_node_set_string(impl, name, fattn_split_source_name(src));
+        }
+    }
+    return st;
+}
+
+/* The bwd args' saved tensors, by slot (members named as the table). */
+static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
+{
+    int i = 0;
+#define SLOT_ROW(role, pack) slot[i++] = &b->role;
+    FATTN_SAVED_SLOTS(SLOT_ROW)
+#undef SLOT_ROW
+    assert(i == FATTN_SAVED_COUNT);
+}
+
+static void record_from_bwd(fattn_ctx_record *dst, const fattn_bwd_args *src)
+{
+    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+}
+
+static void bwd_from_record(fattn_bwd_args *dst, const fattn_ctx_record *src)
+{
+    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+}
+
+/* _fused_attn_setup_ctx. */
+static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
+{
+    fe_split *s = fe;
+    fattn_status st = fattn_split_setup_ctx(&s->bargs, &s->fargs, &s->fres.out,
+                                            &s->fres.ctx_attrs, &s->fres.to_save);
+    if (st != FATTN_OK)
+        return st;
+    fattn_tensor *slot[FATTN_SAVED_COUNT];
+    bwd_slots(&s->bargs, slot);
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        res->t[i] = *slot[i];
+    record_from_bwd(&res->rec, &s->bargs);
+    return FATTN_OK;
+}
+
+/* _fused_attn_backward_impl. */
+static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
+{
+    fe_split *s = fe;
+    s->bargs.d_out = *d_out;
+    fattn_status st = fattn_split_backward_impl(&s->bargs, &s->grads);
+    if (st != FATTN_OK)
+        return st;
+    s->have_grads = true;
+    const fattn_split_grads *g = &s->grads;
+    res->dq = g->dq;
+    res->dk = g->dk;
+    res->dv = g->dv;
+    res->d_bias = g->d_bias;
+    res->d_softmax_offset = g->d_softmax_offset;
+    return FATTN_OK;
+}
+
+/* The recorded save_ctx into the bwd args. */
+static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
+                                        const fattn_ctx_record *rec)
+{
+    fe_split *s = fe;
+    fattn_bwd_args *b = &s->bargs;
+    fattn_bwd_args_init(b);
+    fattn_tensor *slot[FATTN_SAVED_COUNT];
+    bwd_slots(b, slot);
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        *slot[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
+    bwd_from_record(b, rec);
+    b->engine = s->env->engine;
+    b->poison = s->env->poison;
+    return FATTN_OK;
+}
+
+/* forward/_impl's saved_from.<role> for slot i into ctx_attrs. */
+static fattn_status load_saved_from(const fattn_h5_node *impl, int i,
+                                    fattn_split_ctx_attrs *ca)
+{
+    char name[64];
+    snprintf(name, sizeof name, "saved_from.%s", fattn_saved_name((fattn_saved_slot)i));
+    const fattn_h5_attr *a = fattn_h5_node_attr(impl, name);
+    ca->saved_from[i] = FATTN_SPLIT_SRC_NONE;
+    if (!a)
+        return FATTN_OK;
+    for (int src = FATTN_SPLIT_SRC_Q; src <= FATTN_SPLIT_SRC_OUT; src++)
+        if (a->kind == FATTN_H5_ATTR_STRING &&
+            !strcmp(a->s, fattn_split_source_name((fattn_split_source)src))) {
+            ca->saved_from[i] = (fattn_split_source)src;
+            return FATTN_OK;
+        }
+    return fattn_error(FATTN_E_INVALID_FILE, "forward/_impl: %s is not a source", name);
+}
+
+static void attrs_from_record(fattn_split_ctx_attrs *dst, const fattn_ctx_record *src)
+{
+    FATTN_CTX_FIELDS(FATTN_CTX_COPY_DERIVED)
+}
+
+/* The case's window and diagonal as the forward saw them (the recorded
+ * inputs lack them): resolved from the spec as inputs.c resolves them. */
+static fattn_status resolve_window(fe_split *s)
+{
+    const fattn_spec *sp = s->env->spec;
+    fattn_status st = fattn_window_normalize(sp->mask, sp->window_set, sp->window, s->in.window,
+                                             NULL);
+    if (st != FATTN_OK)
+        return st;
+    fattn_case_inputs tmp;
+    if ((st = fattn_inputs_make(sp, &tmp)) != FATTN_OK)
+        return st;
+    s->in.bottom_right_diagonal = tmp.bottom_right_diagonal;
+    fattn_inputs_free(&tmp);
+    return FATTN_OK;
+}
+
+/* Split's forward result rebuilt from the recorded inputs and forward (the
+ * `--from forward` boundary): the to-save slots as the forward handed them
+ * back (forward/_impl), their saved_from names, and the ctx attributes
+ * forward_impl derives (the f16 path's, as recorded in save_ctx). */
+static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
+{
+    fe_split *s = fe;
+    const fattn_h5_node *in = fattn_h5_node_find(recorded, "inputs");
+    const fattn_h5_node *fw = fattn_h5_node_find(recorded, "forward");
+    const fattn_h5_node *impl = fw ? fattn_h5_node_find(fw, "_impl") : NULL;
+    if (!in || !fw || !impl)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "--from forward needs inputs/, forward/ and forward/_impl/ "
+                           "(a run of the split front end)");
+    fattn_status st = resolve_window(s);
+    if (st != FATTN_OK)
+        return st;
+    fwd_args_from_case(s);
+    fattn_split_fwd_result *f = &s->fres;
+    memset(f, 0, sizeof *f);
+    f->out = fattn_fe_node_tensor(fw, "out");
+    f->max_logit = fattn_fe_node_tensor(fw, "max_logit");
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
+        f->to_save.t[i] = fattn_fe_node_tensor(impl, fattn_saved_name((fattn_saved_slot)i));
+        if ((st = load_saved_from(impl, i, &f->ctx_attrs)) != FATTN_OK)
+            return st;
+    }
+    const fattn_h5_node *sc = fattn_h5_node_find(recorded, "save_ctx");
+    fattn_ctx_record rec;
+    if (!sc)
+        return fattn_error(FATTN_E_INVALID_FILE, "--from forward: save_ctx/ missing");
+    if ((st = fattn_ctx_record_read(sc, &rec)) != FATTN_OK)
+        return st;
+    attrs_from_record(&f->ctx_attrs, &rec);
+    return FATTN_OK;
+}
+
+const fattn_fe_ops fattn_fe_split = {
+    .name = "split",
+    .init = split_init,
+    .free = split_free,
+    .forward = split_forward,
+    .save_ctx = split_save_ctx,
+    .backward = split_backward,
+    .record_private = split_record_private,
+    .load_save_ctx = split_load_save_ctx,
+    .load_forward = split_load_forward,
+};
