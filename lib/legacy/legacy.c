@@ -6,6 +6,10 @@
  * (lib/split/) implements the same rules separately; code that looks alike
  * is marked "independent witness" and must not be unified.
  *
+ * fattn_legacy_forward and fattn_legacy_backward read as the blocks of the
+ * monolith FusedAttnFunc.forward / .backward, one static step each, named
+ * lg_forward_<block> / lg_backward_<block> (docs/frontends.md traces them).
+ *
  * TE lines cited as file:line are at TE commit d0067d0:
  *   backends.py    transformer_engine/pytorch/attention/dot_product_attention/backends.py
  *   fused_attn.py  transformer_engine/pytorch/cpp_extensions/fused_attn.py
