@@ -83,8 +83,8 @@ START_TEST(case_row)
     ck_assert_uint_eq(sp_gen.offset, 48);
 
     /* Bitwise: legacy vs split. */
-    const fattn_tensor *l_stats = &lctx->tensor_objects[FATTN_LEGACY_SAVED_AUX];
-    const fattn_tensor *l_rng = &lctx->tensor_objects[FATTN_LEGACY_SAVED_AUX + 1];
+    const fattn_tensor *l_stats = &lctx->tensor_objects[FATTN_LEGACY_SAVED_STATS];
+    const fattn_tensor *l_rng = &lctx->tensor_objects[FATTN_LEGACY_SAVED_RNG_STATE];
     ck_assert_msg(fe_same_bits(&l_out, &s_out), "%s: out differs", c->id);
     ck_assert_msg(fe_same_bits(&l_ml, &s_ml), "%s: max_logit differs", c->id);
     ck_assert_msg(fe_same_bits(l_stats, &sctx->bwd.softmax_stats), "%s: stats differ", c->id);

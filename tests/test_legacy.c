@@ -37,7 +37,7 @@ START_TEST(rng_sequence)
     for (int i = 0; i < 4; i++) {
         fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
         ck_assert_int_eq(fe_legacy_case(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
-        const int64_t *rs = ctx->tensor_objects[FATTN_LEGACY_SAVED_AUX + 1].data;
+        const int64_t *rs = ctx->tensor_objects[FATTN_LEGACY_SAVED_RNG_STATE].data;
         ck_assert_int_eq(rs[0], 1000);
         ck_assert_int_eq(rs[1], 64 + 16 * i);
         ck_assert_uint_eq(gen.offset, (uint64_t)(64 + 16 * (i + 1)));

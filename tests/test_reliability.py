@@ -2,7 +2,7 @@
 """Reliability of the fattn CLI against bad input and faults
 (docs/reliability.md).
 
-usage: test_reliability.py FATTN_EXE XXH128_EXE BAD_DIR SANITIZED   (prints TAP)
+usage: test_reliability.py FATTN_EXE XXH128_EXE BAD_DIR SANITIZED TESTING   (prints TAP)
 
  - malformed run files, made from a valid one with h5py (or raw bytes), and
    the committed files of BAD_DIR (tests/data/bad): each must give exit 2
@@ -14,7 +14,8 @@ usage: test_reliability.py FATTN_EXE XXH128_EXE BAD_DIR SANITIZED   (prints TAP)
    golden -o and verify;
  - faults: RLIMIT_FSIZE while writing (a full disk), SIGKILL mid-write, and
    every allocation of fattn_tensor_alloc failing in turn
-   (FATTN_TEST_FAIL_ALLOC=N, lib/core/tensor.c).
+   (FATTN_TEST_FAIL_ALLOC=N, fattn/testing.h; only in a -Dtesting build,
+   TESTING=1: without the hook those cases report a skip and the reason).
 
 Every fattn command runs with RLIMIT_AS at 2 GiB (not under the sanitizers,
 whose shadow memory needs the whole address space: SANITIZED=1), so a file
@@ -48,6 +49,8 @@ except ImportError as e:  # pragma: no cover
 
 FATTN, XXH, BAD_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
 SANITIZED = sys.argv[4] == "1"
+TESTING = sys.argv[5] == "1"
+NO_HOOK = "SKIP built without -Dtesting: no allocation fault hook (fattn/testing.h)"
 TMP = tempfile.mkdtemp(prefix="fattn-rel-")
 RESULTS = tap.Tests()
 AS_LIMIT = 2 << 30
@@ -620,6 +623,8 @@ def alloc_fault_sweep(args, what, d, expect_case=True):
 @case("every fattn_tensor_alloc of run failing in turn: exit 2, named case and cause, "
       "nothing written")
 def _():
+    if not TESTING:
+        return NO_HOOK
     d = path("nomem-run")
     os.mkdir(d)
     n = alloc_fault_sweep(["run", "--backend", "cpu", "--cases", SPEC], "run", d)
@@ -628,6 +633,8 @@ def _():
 
 @case("every fattn_tensor_alloc of replay failing in turn: exit 2, nothing written")
 def _():
+    if not TESTING:
+        return NO_HOOK
     d = path("nomem-replay")
     os.mkdir(d)
     n = alloc_fault_sweep(["replay", GOOD, "--from", "save_ctx", "--impl", "split",

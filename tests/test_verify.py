@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """fattn verify and fattn golden, end to end, with their sensitivity proven.
 
-usage: test_verify.py FATTN_EXE XXH128_EXE FIXTURES_DIR MUTANTS(0|1)   (prints TAP)
+usage: test_verify.py FATTN_EXE XXH128_EXE FIXTURES_DIR MUTANTS(0|1) [MUTANT_EXE...]
+       (prints TAP)
 
 - verify passes against the committed fixtures (the README's main job);
 - golden refuses a non-empty directory without --force, writes with it;
@@ -9,7 +10,9 @@ usage: test_verify.py FATTN_EXE XXH128_EXE FIXTURES_DIR MUTANTS(0|1)   (prints T
   file is valid) makes verify exit 1 naming that tensor; a missing fixtures
   directory exits 2;
 - with MUTANTS=1 (a -Dself_test_mutants=true build) every named plumbing
-  mutant makes verify exit 1 naming the tensor that should differ.
+  mutant makes verify exit 1 naming the tensor that should differ: each
+  mutant is tests/mutants/NAME.patch applied to lib/split/split.c and built
+  into its own executable fattn-mutant-NAME, one of the MUTANT_EXEs.
 """
 import os
 import shutil
@@ -30,6 +33,7 @@ except ImportError as e:  # pragma: no cover
     sys.exit(0)
 
 FATTN, XXH128, FIXTURES, MUTANTS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+MUTANT_EXES = {os.path.basename(p): p for p in sys.argv[5:]}
 TMP = tempfile.mkdtemp(prefix="fattn-verify-")
 TESTS = tap.Tests()
 
@@ -47,12 +51,11 @@ MUTANT_TARGETS = {
 test = TESTS.case
 
 
-def fattn(*args, env=None):
+def fattn(*args, env=None, exe=None):
     e = dict(os.environ)
-    e.pop("FATTN_MUTANT", None)
     if env:
         e.update(env)
-    return subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e)
+    return subprocess.run([exe or FATTN] + list(args), capture_output=True, text=True, env=e)
 
 
 @test("verify passes against the committed fixtures, bitwise on this platform")
@@ -169,7 +172,9 @@ def _():
 def make_mutant_test(mutant, target):
     @test("mutant %s is caught: exit 1 naming %s" % (mutant, target))
     def _():
-        p = fattn("verify", "--fixtures", FIXTURES, env={"FATTN_MUTANT": mutant})
+        exe = MUTANT_EXES.get("fattn-mutant-" + mutant)
+        assert exe, "no fattn-mutant-%s among %s" % (mutant, sorted(MUTANT_EXES))
+        p = fattn("verify", "--fixtures", FIXTURES, exe=exe)
         assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
         assert target in p.stdout, p.stdout[-2500:]
         assert "behavior-neutral: NO" in p.stdout

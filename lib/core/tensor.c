@@ -1,9 +1,12 @@
 /* Strided tensor views. */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fattn/tensor.h"
+#include "fattn_config.h"
+#if FATTN_TESTING
+#include "fattn/testing.h"
+#endif
 
 fattn_tensor fattn_tensor_empty(void)
 {
@@ -28,29 +31,6 @@ fattn_tensor fattn_tensor_view(void *data, fattn_dtype dtype, int ndim,
         stride *= shape[i];
     }
     return t;
-}
-
-/* Test-only allocation fault: with FATTN_TEST_FAIL_ALLOC=N in the
- * environment (N >= 1, read on the first call), the Nth call of
- * fattn_tensor_alloc in this process fails with FATTN_E_NOMEM as if the
- * allocator had returned NULL; every other call is unaffected. Counted
- * atomically over all threads. Unset, empty or malformed: no fault. */
-static atomic_llong alloc_fail_at = -1; /* -1: environment not read yet */
-static atomic_llong alloc_calls = 0;
-
-static bool alloc_fault_now(void)
-{
-    long long at = atomic_load(&alloc_fail_at);
-    if (at == -1) {
-        const char *e = getenv("FATTN_TEST_FAIL_ALLOC");
-        char *end = NULL;
-        long long v = e && *e >= '0' && *e <= '9' ? strtoll(e, &end, 10) : 0;
-        at = (end && *end == '\0' && v >= 1) ? v : 0;
-        atomic_store(&alloc_fail_at, at);
-    }
-    if (at == 0)
-        return false;
-    return atomic_fetch_add(&alloc_calls, 1) + 1 == at;
 }
 
 fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
@@ -78,9 +58,12 @@ fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0)
         rounded = 64;
-    if (alloc_fault_now())
+#if FATTN_TESTING
+    /* fattn/testing.h: an injected failure, exactly where malloc's would be. */
+    if (fattn_testing_alloc_fault())
         return fattn_error(FATTN_E_NOMEM, "cannot allocate %zu bytes "
-                           "(injected by FATTN_TEST_FAIL_ALLOC)", bytes);
+                           "(injected by " FATTN_TESTING_FAIL_ALLOC_ENV ")", bytes);
+#endif
     void *p = aligned_alloc(64, rounded);
     if (!p)
         return fattn_error(FATTN_E_NOMEM, "cannot allocate %zu bytes", bytes);

@@ -6,11 +6,16 @@
  * (lib/split/) implements the same rules separately; code that looks alike
  * is marked "independent witness" and must not be unified.
  *
+ * fattn_legacy_forward and fattn_legacy_backward read as the blocks of the
+ * monolith FusedAttnFunc.forward / .backward, one static step each, named
+ * lg_forward_<block> / lg_backward_<block> (docs/frontends.md traces them).
+ *
  * TE lines cited as file:line are at TE commit d0067d0:
  *   backends.py    transformer_engine/pytorch/attention/dot_product_attention/backends.py
  *   fused_attn.py  transformer_engine/pytorch/cpp_extensions/fused_attn.py
  *   attention.cpp  transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +218,264 @@ void fattn_legacy_ctx_free(fattn_legacy_ctx *ctx)
 /* forward                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Positions in the engine's aux list that forward allocates: Stats first,
+ * then Max when return_max_logit (fused_attn.py:402-441). */
+enum lg_pack { LG_PACK_STATS = 0, LG_PACK_MAX = 1 };
+
+/* FusedAttnFunc.forward's arguments and the locals its blocks share. The
+ * tensors are borrowed (q, k, v required; the rest NULL or empty for None);
+ * every tensor the blocks allocate is owned by ctx. */
+typedef struct lg_forward_locals {
+    fattn_legacy_ctx *ctx;
+    bool is_training, return_max_logit;
+    int64_t max_seqlen_q, max_seqlen_kv;
+    const fattn_tensor *cu_seqlens_q, *cu_seqlens_kv;
+    const fattn_tensor *cu_seqlens_q_padded, *cu_seqlens_kv_padded;
+    const fattn_tensor *page_table_k, *page_table_v;
+    const fattn_tensor *q, *k, *v, *attn_bias, *softmax_offset;
+    float attn_scale, dropout_p;
+    fattn_qkv_layout qkv_layout;
+    fattn_bias_type attn_bias_type;
+    fattn_mask_type attn_mask_type;
+    fattn_softmax_type softmax_type;
+    const int64_t *window_size;  /* [2] */
+    int bottom_right_diagonal;
+    fattn_rng_gen *rng_gen;
+    fattn_te_backend fused_attention_backend;
+    bool fast_zero_fill, use_FAv2_bwd, deterministic;
+    bool fp8, fp8_output, bf16_backward;
+    const void *fp8_meta;
+    int64_t layer_number;
+    /* -- locals -- */
+    fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
+    fattn_support_query sq;      /* the geometry too: h, d_qk, d_v */
+    float scale;                 /* attn_scale resolved */
+    bool brd;                    /* bottom_right_diagonal resolved */
+    fattn_aux_pack aux;          /* the engine's list, [Stats, (Max), rng_state, ...] */
+} lg_forward_locals;
+
+/* The arguments TE would fail on before any kernel runs. */
+static fattn_status lg_forward_check_args(const lg_forward_locals *f)
+{
+    if (lg_none(f->q) || lg_none(f->k) || lg_none(f->v))
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: q, k and v are required");
+    if (!f->window_size)
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: window_size is required");
+    if (!f->rng_gen)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "legacy forward: rng_gen is None; fattn has no process-wide "
+                           "default generator, pass one per case run");
+    if (f->bottom_right_diagonal < -1 || f->bottom_right_diagonal > 1)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "legacy forward: bottom_right_diagonal %d (use -1, 0 or 1)",
+                           f->bottom_right_diagonal);
+    return FATTN_OK;
+}
+
+/* The support table first (its own witness of TE's validity), then
+ * fused_attn.py:346-354: a backend other than the f16 one raises. */
+static fattn_status lg_forward_support(lg_forward_locals *f)
+{
+    f->qf = fattn_layout_q_format(f->qkv_layout);
+    f->kvf = fattn_layout_kv_format(f->qkv_layout);
+    if (f->qf == FATTN_FORMAT_NOT_SET || f->kvf == FATTN_FORMAT_NOT_SET)
+        return fattn_error(FATTN_E_LAYOUT, "legacy forward: qkv_layout %d is not a layout",
+                           (int)f->qkv_layout);
+    fattn_support_query *sq = &f->sq;
+    fattn_support_query_init(sq);
+    sq->q_dtype = f->q->dtype;
+    sq->kv_dtype = f->k->dtype;
+    sq->has_bias_tensor = !lg_none(f->attn_bias);
+    sq->bias_dtype = sq->has_bias_tensor ? f->attn_bias->dtype : FATTN_DTYPE_INVALID;
+    sq->layout = f->qkv_layout;
+    sq->bias_type = f->attn_bias_type;
+    sq->mask_type = f->attn_mask_type;
+    sq->softmax_type = f->softmax_type;
+    sq->dropout = f->dropout_p;
+    sq->h = f->q->shape[lg_heads_dim(f->qf)];
+    sq->hg = f->k->shape[lg_heads_dim(f->kvf)];
+    sq->sq = f->max_seqlen_q;
+    sq->skv = f->max_seqlen_kv;
+    sq->d_qk = f->q->shape[f->q->ndim - 1];
+    sq->d_v = f->v->shape[f->v->ndim - 1];
+    sq->window_left = f->window_size[0];
+    sq->window_right = f->window_size[1];
+    sq->is_training = f->is_training;
+    sq->return_max_logit = f->return_max_logit;
+    sq->fp8 = f->fp8;
+    fattn_status st = fattn_support_check(sq, lg_support_engine(f->ctx->engine), NULL);
+    if (st != FATTN_OK)
+        return st;
+    if (f->fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
+        return fattn_error(FATTN_E_INVALID_CASE,
+                           "legacy forward: fused_attention_backend %s cannot run the f16 "
+                           "path (TE transformer_engine/pytorch/cpp_extensions/fused_attn.py:348)",
+                           fattn_te_backend_name(f->fused_attention_backend)
+                               ? fattn_te_backend_name(f->fused_attention_backend)
+                               : "?");
+    return FATTN_OK;
+}
+
+/* independent witness: mirrors lib/split/split.c sp_forward_impl_rng_state,
+ * do not unify. attention.cpp:231-236: rng_state = (seed, offset), then the
+ * generator advances by 16 (philox_cuda_state(16), a multiple of 4). */
+static fattn_status lg_forward_rng_state(lg_forward_locals *f)
+{
+    fattn_legacy_ctx *ctx = f->ctx;
+    int64_t two = 2;
+    fattn_status st = fattn_tensor_alloc(&ctx->own_rng_state, FATTN_DTYPE_INT64, 1, &two);
+    if (st != FATTN_OK)
+        return st;
+    ((int64_t *)ctx->own_rng_state.data)[0] = (int64_t)f->rng_gen->seed;
+    ((int64_t *)ctx->own_rng_state.data)[1] = (int64_t)f->rng_gen->offset;
+    f->rng_gen->offset += FATTN_RNG_F16_INCREMENT;
+    return FATTN_OK;
+}
+
+/* O: Q's shape with V's head dim, zeroed for THD (attention.cpp:173-176). */
+static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
+{
+    const fattn_tensor *q = f->q;
+    int64_t oshape[FATTN_MAX_DIMS];
+    for (int i = 0; i < q->ndim; i++)
+        oshape[i] = q->shape[i];
+    oshape[q->ndim - 1] = f->sq.d_v;
+    fattn_status st = lg_alloc_out(f->ctx, &f->ctx->own_out, q->dtype, q->ndim, oshape);
+    if (st != FATTN_OK)
+        return st;
+    if (f->qf == FATTN_FORMAT_THD)
+        fattn_tensor_fill_bits(&f->ctx->own_out, 0);
+    return FATTN_OK;
+}
+
+/* fused_attn_fwd's arguments, the f16 branch of forward. */
+static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->q = *f->q;
+    p->k = *f->k;
+    p->v = *f->v;
+    p->bias = lg_opt(f->attn_bias);
+    p->softmax_offset = lg_opt(f->softmax_offset);
+    p->o = f->ctx->own_out;
+    p->aux = &f->aux;
+    p->cu_seqlens_q = lg_opt(f->cu_seqlens_q);
+    p->cu_seqlens_kv = lg_opt(f->cu_seqlens_kv);
+    p->cu_seqlens_q_padded = lg_opt(f->cu_seqlens_q_padded);
+    p->cu_seqlens_kv_padded = lg_opt(f->cu_seqlens_kv_padded);
+    p->page_table_k = lg_opt(f->page_table_k);
+    p->page_table_v = lg_opt(f->page_table_v);
+    p->rng_state = f->ctx->own_rng_state;
+    p->max_seqlen_q = f->max_seqlen_q;
+    p->max_seqlen_kv = f->max_seqlen_kv;
+    p->is_training = f->is_training;
+    p->return_max_logit = f->return_max_logit;
+    p->cuda_graph = false;
+    p->attn_scale = f->scale;
+    p->dropout = f->dropout_p;
+    p->qkv_layout = f->qkv_layout;
+    p->o_format = f->qf;
+    p->bias_type = f->attn_bias_type;
+    p->mask_type = f->attn_mask_type;
+    p->softmax_type = f->softmax_type;
+    p->window_size_left = f->window_size[0];
+    p->window_size_right = f->window_size[1];
+    p->bottom_right_diagonal = f->brd;
+}
+
+/* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch.
+ * Two-call protocol: sizes, allocate Stats (and Max), execute. */
+static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
+{
+    fattn_legacy_ctx *ctx = f->ctx;
+    fattn_aux_pack *aux = &f->aux;
+    memset(aux, 0, sizeof *aux);
+    fattn_fwd_params p;
+    lg_forward_params(f, &p);
+    fattn_status st = fattn_engine_fwd(ctx->engine, &p);
+    if (st != FATTN_OK)
+        return st;
+    if (aux->n < 2 || aux->n > FATTN_AUX_MAX)
+        return fattn_error(FATTN_E_INTERNAL, "legacy forward: engine sized %d aux entries",
+                           aux->n);
+    fattn_tensor *stats = &aux->t[LG_PACK_STATS];
+    st = lg_alloc_out(ctx, &ctx->own_stats, stats->dtype, stats->ndim, stats->shape);
+    if (st != FATTN_OK)
+        return st;
+    *stats = ctx->own_stats;
+    if (f->return_max_logit) {
+        fattn_tensor *max = &aux->t[LG_PACK_MAX];
+        st = lg_alloc_out(ctx, &ctx->own_max, max->dtype, max->ndim, max->shape);
+        if (st != FATTN_OK)
+            return st;
+        *max = ctx->own_max;
+    }
+    return fattn_engine_fwd(ctx->engine, &p);
+}
+
+/* ctx.save_for_backward (backends.py:1655-1665), f16 path: the fp8 tensors
+ * None, then q, k, v, out, the cu_seqlens and the aux list, from which
+ * fused_attn.py:402-441 took Max out (it became max_logit). */
+static void lg_forward_save_for_backward(lg_forward_locals *f)
+{
+    fattn_legacy_ctx *ctx = f->ctx;
+    fattn_tensor *s = ctx->tensor_objects;
+    for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
+        s[i] = fattn_tensor_empty();
+    s[FATTN_LEGACY_SAVED_Q] = *f->q;
+    s[FATTN_LEGACY_SAVED_K] = *f->k;
+    s[FATTN_LEGACY_SAVED_V] = *f->v;
+    s[FATTN_LEGACY_SAVED_OUT] = ctx->own_out;
+    s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q] = lg_opt(f->cu_seqlens_q);
+    s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV] = lg_opt(f->cu_seqlens_kv);
+    s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q_PADDED] = lg_opt(f->cu_seqlens_q_padded);
+    s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED] = lg_opt(f->cu_seqlens_kv_padded);
+    int n = FATTN_LEGACY_SAVED_AUX;
+    for (int i = 0; i < f->aux.n; i++) {
+        if (f->return_max_logit && i == LG_PACK_MAX)
+            continue;
+        s[n++] = f->aux.t[i];
+    }
+    assert(n <= FATTN_LEGACY_SAVED_MAX);
+    ctx->n_saved = n;
+}
+
+/* backends.py:1635-1726: the 33 attributes (f16 path), tensor_objects
+ * aside (lg_forward_save_for_backward). */
+static void lg_forward_ctx_attrs(lg_forward_locals *f)
+{
+    fattn_legacy_ctx *ctx = f->ctx;
+    ctx->fp8_recipe = NULL;
+    ctx->fp8 = false; /* is_bwd_fp8 = fp8 and NVTE_FP8_DPA_BWD; fp8 refused above */
+    ctx->nominal_dtype = f->q->dtype;
+    ctx->is_input_fp8 = false;
+    ctx->is_output_fp8 = f->fp8_output;
+    ctx->bf16_backward = f->bf16_backward;
+    ctx->fp8_meta = f->fp8_meta;
+    ctx->layer_number = f->layer_number;
+    ctx->QKV_quantizer = ctx->O_quantizer = ctx->dQKV_quantizer = ctx->dO_quantizer =
+        ctx->dP_quantizer = ctx->S_quantizer = NULL;
+    ctx->qkv_type = NULL;
+    ctx->max_seqlen_q = f->max_seqlen_q;
+    ctx->max_seqlen_kv = f->max_seqlen_kv;
+    ctx->attn_scale = f->scale;
+    ctx->dropout_p = f->dropout_p;
+    ctx->fast_zero_fill = f->fast_zero_fill;
+    ctx->qkv_layout = f->qkv_layout;
+    ctx->o_format = f->qf;
+    ctx->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
+    ctx->dqkv_layout = f->qkv_layout; /* original_qkv_layout */
+    ctx->attn_bias_type = f->attn_bias_type;
+    ctx->attn_mask_type = f->attn_mask_type;
+    ctx->softmax_type = f->softmax_type;
+    ctx->window_size[0] = f->window_size[0];
+    ctx->window_size[1] = f->window_size[1];
+    ctx->bottom_right_diagonal = f->brd;
+    ctx->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
+    ctx->use_FAv2_bwd = f->use_FAv2_bwd;
+    ctx->deterministic = f->deterministic;
+}
+
 fattn_status fattn_legacy_forward(
     fattn_legacy_ctx *ctx, bool is_training, int64_t max_seqlen_q, int64_t max_seqlen_kv,
     const fattn_tensor *cu_seqlens_q, const fattn_tensor *cu_seqlens_kv,
@@ -238,58 +501,26 @@ fattn_status fattn_legacy_forward(
         *max_logit = fattn_tensor_empty();
     if (!ctx || !out)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_legacy_forward: NULL ctx or out");
-    if (lg_none(q) || lg_none(k) || lg_none(v))
-        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: q, k and v are required");
-    if (!window_size)
-        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: window_size is required");
-    if (!rng_gen)
-        return fattn_error(FATTN_E_INVALID_ARG,
-                           "legacy forward: rng_gen is None; fattn has no process-wide "
-                           "default generator, pass one per case run");
-    if (bottom_right_diagonal < -1 || bottom_right_diagonal > 1)
-        return fattn_error(FATTN_E_INVALID_ARG,
-                           "legacy forward: bottom_right_diagonal %d (use -1, 0 or 1)",
-                           bottom_right_diagonal);
-
-    /* The support table first (its own witness of TE's validity). */
-    fattn_qkv_format qf = fattn_layout_q_format(qkv_layout);
-    fattn_qkv_format kvf = fattn_layout_kv_format(qkv_layout);
-    if (qf == FATTN_FORMAT_NOT_SET || kvf == FATTN_FORMAT_NOT_SET)
-        return fattn_error(FATTN_E_LAYOUT, "legacy forward: qkv_layout %d is not a layout",
-                           (int)qkv_layout);
-    fattn_support_query sq;
-    fattn_support_query_init(&sq);
-    sq.q_dtype = q->dtype;
-    sq.kv_dtype = k->dtype;
-    sq.has_bias_tensor = !lg_none(attn_bias);
-    sq.bias_dtype = sq.has_bias_tensor ? attn_bias->dtype : FATTN_DTYPE_INVALID;
-    sq.layout = qkv_layout;
-    sq.bias_type = attn_bias_type;
-    sq.mask_type = attn_mask_type;
-    sq.softmax_type = softmax_type;
-    sq.dropout = dropout_p;
-    sq.h = q->shape[lg_heads_dim(qf)];
-    sq.hg = k->shape[lg_heads_dim(kvf)];
-    sq.sq = max_seqlen_q;
-    sq.skv = max_seqlen_kv;
-    sq.d_qk = q->shape[q->ndim - 1];
-    sq.d_v = v->shape[v->ndim - 1];
-    sq.window_left = window_size[0];
-    sq.window_right = window_size[1];
-    sq.is_training = is_training;
-    sq.return_max_logit = return_max_logit;
-    sq.fp8 = fp8;
-    fattn_status st = fattn_support_check(&sq, lg_support_engine(ctx->engine), NULL);
+    lg_forward_locals f = {
+        .ctx = ctx, .is_training = is_training, .return_max_logit = return_max_logit,
+        .max_seqlen_q = max_seqlen_q, .max_seqlen_kv = max_seqlen_kv,
+        .cu_seqlens_q = cu_seqlens_q, .cu_seqlens_kv = cu_seqlens_kv,
+        .cu_seqlens_q_padded = cu_seqlens_q_padded, .cu_seqlens_kv_padded = cu_seqlens_kv_padded,
+        .page_table_k = page_table_k, .page_table_v = page_table_v,
+        .q = q, .k = k, .v = v, .attn_bias = attn_bias, .softmax_offset = softmax_offset,
+        .attn_scale = attn_scale, .dropout_p = dropout_p, .qkv_layout = qkv_layout,
+        .attn_bias_type = attn_bias_type, .attn_mask_type = attn_mask_type,
+        .softmax_type = softmax_type, .window_size = window_size,
+        .bottom_right_diagonal = bottom_right_diagonal, .rng_gen = rng_gen,
+        .fused_attention_backend = fused_attention_backend, .fast_zero_fill = fast_zero_fill,
+        .use_FAv2_bwd = use_FAv2_bwd, .deterministic = deterministic, .fp8 = fp8,
+        .fp8_output = fp8_output, .bf16_backward = bf16_backward, .fp8_meta = fp8_meta,
+        .layer_number = layer_number};
+    fattn_status st = lg_forward_check_args(&f);
+    if (st == FATTN_OK)
+        st = lg_forward_support(&f);
     if (st != FATTN_OK)
         return st;
-    /* fused_attn.py:346-354: No_Backend raises. */
-    if (fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
-        return fattn_error(FATTN_E_INVALID_CASE,
-                           "legacy forward: fused_attention_backend %s cannot run the f16 "
-                           "path (TE transformer_engine/pytorch/cpp_extensions/fused_attn.py:348)",
-                           fattn_te_backend_name(fused_attention_backend)
-                               ? fattn_te_backend_name(fused_attention_backend)
-                               : "?");
 
     /* A new forward replaces the previous one. */
     lg_free_forward_buffers(ctx);
@@ -298,150 +529,23 @@ fattn_status fattn_legacy_forward(
     ctx->n_saved = 0;
 
     /* fused_attn.py:325-333: the defaults of None. */
-    float scale = isnan(attn_scale) ? (float)(1.0 / sqrt((double)sq.d_qk)) : attn_scale;
-    bool brd = bottom_right_diagonal < 0 ? fattn_bottom_right_default_fwd(attn_mask_type)
-                                         : bottom_right_diagonal != 0;
+    f.scale = isnan(attn_scale) ? (float)(1.0 / sqrt((double)f.sq.d_qk)) : attn_scale;
+    f.brd = bottom_right_diagonal < 0 ? fattn_bottom_right_default_fwd(attn_mask_type)
+                                      : bottom_right_diagonal != 0;
 
-    /* independent witness: mirrors lib/split/split.c sp_draw_rng_state, do not
-     * unify. attention.cpp:231-236: rng_state = (seed, offset), then the
-     * generator advances by 16 (philox_cuda_state(16), a multiple of 4). */
-    int64_t two = 2;
-    st = fattn_tensor_alloc(&ctx->own_rng_state, FATTN_DTYPE_INT64, 1, &two);
-    if (st != FATTN_OK)
-        return st;
-    ((int64_t *)ctx->own_rng_state.data)[0] = (int64_t)rng_gen->seed;
-    ((int64_t *)ctx->own_rng_state.data)[1] = (int64_t)rng_gen->offset;
-    rng_gen->offset += FATTN_RNG_F16_INCREMENT;
-
-    /* O: Q's shape with V's head dim, zeroed for THD (attention.cpp:173-176). */
-    int64_t oshape[FATTN_MAX_DIMS];
-    for (int i = 0; i < q->ndim; i++)
-        oshape[i] = q->shape[i];
-    oshape[q->ndim - 1] = sq.d_v;
-    st = lg_alloc_out(ctx, &ctx->own_out, q->dtype, q->ndim, oshape);
-    if (st != FATTN_OK)
-        goto fail;
-    if (qf == FATTN_FORMAT_THD)
-        fattn_tensor_fill_bits(&ctx->own_out, 0);
-
-    fattn_aux_pack aux;
-    memset(&aux, 0, sizeof aux);
-    fattn_fwd_params p;
-    memset(&p, 0, sizeof p);
-    p.q = *q;
-    p.k = *k;
-    p.v = *v;
-    p.bias = lg_opt(attn_bias);
-    p.softmax_offset = lg_opt(softmax_offset);
-    p.o = ctx->own_out;
-    p.aux = &aux;
-    p.cu_seqlens_q = lg_opt(cu_seqlens_q);
-    p.cu_seqlens_kv = lg_opt(cu_seqlens_kv);
-    p.cu_seqlens_q_padded = lg_opt(cu_seqlens_q_padded);
-    p.cu_seqlens_kv_padded = lg_opt(cu_seqlens_kv_padded);
-    p.page_table_k = lg_opt(page_table_k);
-    p.page_table_v = lg_opt(page_table_v);
-    p.rng_state = ctx->own_rng_state;
-    p.max_seqlen_q = max_seqlen_q;
-    p.max_seqlen_kv = max_seqlen_kv;
-    p.is_training = is_training;
-    p.return_max_logit = return_max_logit;
-    p.cuda_graph = false;
-    p.attn_scale = scale;
-    p.dropout = dropout_p;
-    p.qkv_layout = qkv_layout;
-    p.o_format = qf;
-    p.bias_type = attn_bias_type;
-    p.mask_type = attn_mask_type;
-    p.softmax_type = softmax_type;
-    p.window_size_left = window_size[0];
-    p.window_size_right = window_size[1];
-    p.bottom_right_diagonal = brd;
-
-    /* Two-call protocol: sizes, allocate Stats (and Max), execute. */
-    st = fattn_engine_fwd(ctx->engine, &p);
-    if (st != FATTN_OK)
-        goto fail;
-    if (aux.n < 2 || aux.n > FATTN_AUX_MAX) {
-        st = fattn_error(FATTN_E_INTERNAL, "legacy forward: engine sized %d aux entries", aux.n);
-        goto fail;
-    }
-    st = lg_alloc_out(ctx, &ctx->own_stats, aux.t[0].dtype, aux.t[0].ndim, aux.t[0].shape);
-    if (st != FATTN_OK)
-        goto fail;
-    aux.t[0] = ctx->own_stats;
-    if (return_max_logit) {
-        st = lg_alloc_out(ctx, &ctx->own_max, aux.t[1].dtype, aux.t[1].ndim, aux.t[1].shape);
-        if (st != FATTN_OK)
-            goto fail;
-        aux.t[1] = ctx->own_max;
-    }
-    st = fattn_engine_fwd(ctx->engine, &p);
-    if (st != FATTN_OK)
-        goto fail;
-
-    /* fused_attn.py:402-441: Max leaves the list and becomes max_logit. */
-    fattn_tensor list[FATTN_AUX_MAX];
-    int nlist = 0;
-    for (int i = 0; i < aux.n; i++) {
-        if (return_max_logit && i == 1)
-            continue;
-        list[nlist++] = aux.t[i];
-    }
-    if (return_max_logit) {
+    st = lg_forward_rng_state(&f);
+    if (st == FATTN_OK)
+        st = lg_forward_alloc_out(&f);
+    if (st == FATTN_OK)
+        st = lg_forward_fused_attn_fwd(&f);
+    if (st == FATTN_OK && return_max_logit)
         st = lg_max_logit(&ctx->own_max, cu_seqlens_q, cu_seqlens_q_padded,
-                          fattn_mask_has_padding(attn_mask_type), sq.h, q->dtype,
+                          fattn_mask_has_padding(attn_mask_type), f.sq.h, q->dtype,
                           &ctx->own_max_logit);
-        if (st != FATTN_OK)
-            goto fail;
-    }
-
-    /* backends.py:1655-1665: the saved list, f16 path (fp8 tensors None). */
-    fattn_tensor *s = ctx->tensor_objects;
-    for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
-        s[i] = fattn_tensor_empty();
-    s[4] = *q;
-    s[5] = *k;
-    s[6] = *v;
-    s[7] = ctx->own_out;
-    s[8] = lg_opt(cu_seqlens_q);
-    s[9] = lg_opt(cu_seqlens_kv);
-    s[10] = lg_opt(cu_seqlens_q_padded);
-    s[11] = lg_opt(cu_seqlens_kv_padded);
-    for (int i = 0; i < nlist; i++)
-        s[FATTN_LEGACY_SAVED_AUX + i] = list[i];
-    ctx->n_saved = FATTN_LEGACY_SAVED_AUX + nlist;
-
-    /* backends.py:1635-1726: the 33 attributes (f16 path). */
-    ctx->fp8_recipe = NULL;
-    ctx->fp8 = false; /* is_bwd_fp8 = fp8 and NVTE_FP8_DPA_BWD; fp8 refused above */
-    ctx->nominal_dtype = q->dtype;
-    ctx->is_input_fp8 = false;
-    ctx->is_output_fp8 = fp8_output;
-    ctx->bf16_backward = bf16_backward;
-    ctx->fp8_meta = fp8_meta;
-    ctx->layer_number = layer_number;
-    ctx->QKV_quantizer = ctx->O_quantizer = ctx->dQKV_quantizer = ctx->dO_quantizer =
-        ctx->dP_quantizer = ctx->S_quantizer = NULL;
-    ctx->qkv_type = NULL;
-    ctx->max_seqlen_q = max_seqlen_q;
-    ctx->max_seqlen_kv = max_seqlen_kv;
-    ctx->attn_scale = scale;
-    ctx->dropout_p = dropout_p;
-    ctx->fast_zero_fill = fast_zero_fill;
-    ctx->qkv_layout = qkv_layout;
-    ctx->o_format = qf;
-    ctx->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
-    ctx->dqkv_layout = qkv_layout; /* original_qkv_layout */
-    ctx->attn_bias_type = attn_bias_type;
-    ctx->attn_mask_type = attn_mask_type;
-    ctx->softmax_type = softmax_type;
-    ctx->window_size[0] = window_size[0];
-    ctx->window_size[1] = window_size[1];
-    ctx->bottom_right_diagonal = brd;
-    ctx->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
-    ctx->use_FAv2_bwd = use_FAv2_bwd;
-    ctx->deterministic = deterministic;
+    if (st != FATTN_OK)
+        goto fail;
+    lg_forward_save_for_backward(&f);
+    lg_forward_ctx_attrs(&f);
     ctx->has_forward = true;
 
     *out = ctx->own_out;
@@ -457,6 +561,145 @@ fail:
 /* ------------------------------------------------------------------------ */
 /* backward                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* attention.cpp:398-452: dQ/dK/dV as views into one buffer per group of the
+ * dqkv layout, then attention.cpp:492-498: THD grads are zero-filled (f16
+ * path). q and k give the shapes (k for a packed K/V). */
+static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_tensor *q,
+                                           const fattn_tensor *k, const fattn_tensor *v,
+                                           fattn_tensor *dq, fattn_tensor *dk, fattn_tensor *dv)
+{
+    fattn_tensor views[3];
+    fattn_dtype dt = ctx->nominal_dtype;
+    fattn_status st = FATTN_OK;
+    switch (fattn_layout_group(ctx->dqkv_layout)) {
+    case FATTN_LAYOUT_GROUP_3HD:
+    case FATTN_LAYOUT_GROUP_H3D:
+        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 3,
+                             fattn_layout_group(ctx->dqkv_layout) == FATTN_LAYOUT_GROUP_3HD
+                                 ? q->ndim - 2
+                                 : q->ndim - 1,
+                             views);
+        if (st == FATTN_OK)
+            *dq = views[0], *dk = views[1], *dv = views[2];
+        break;
+    case FATTN_LAYOUT_GROUP_HD_2HD:
+    case FATTN_LAYOUT_GROUP_HD_H2D:
+        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        if (st == FATTN_OK) {
+            *dq = views[0];
+            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
+                                 fattn_layout_group(ctx->dqkv_layout) ==
+                                         FATTN_LAYOUT_GROUP_HD_2HD
+                                     ? k->ndim - 2
+                                     : k->ndim - 1,
+                                 views);
+        }
+        if (st == FATTN_OK)
+            *dk = views[0], *dv = views[1];
+        break;
+    case FATTN_LAYOUT_GROUP_HD_HD_HD:
+    case FATTN_LAYOUT_GROUP_SD_SD_SD:
+        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        if (st == FATTN_OK) {
+            *dq = views[0];
+            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
+        }
+        if (st == FATTN_OK) {
+            *dk = views[0];
+            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
+        }
+        if (st == FATTN_OK)
+            *dv = views[0];
+        break;
+    default:
+        st = fattn_error(FATTN_E_LAYOUT, "legacy backward: dqkv_layout %s not supported",
+                         fattn_layout_name(ctx->dqkv_layout) ? fattn_layout_name(ctx->dqkv_layout)
+                                                             : "?");
+    }
+    if (st != FATTN_OK)
+        return st;
+    if (fattn_layout_q_format(ctx->dqkv_layout) == FATTN_FORMAT_THD)
+        fattn_tensor_fill_bits(dq, 0);
+    if (fattn_layout_kv_format(ctx->dqkv_layout) == FATTN_FORMAT_THD) {
+        fattn_tensor_fill_bits(dk, 0);
+        fattn_tensor_fill_bits(dv, 0);
+    }
+    return FATTN_OK;
+}
+
+/* attention.cpp:543-559: dBias shaped like the LAST aux entry, zeroed for a
+ * THD layout. The support table refuses bias + sink (the last entry would
+ * be the offset), so here the last entry is the bias. attention.cpp:561-568:
+ * dSoftmaxOffset float32 [1,h,1,1]. Either stays empty when not needed. */
+static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_aux_pack *aux,
+                                            const fattn_tensor *q, fattn_tensor *dbias,
+                                            fattn_tensor *doff)
+{
+    fattn_dtype dt = ctx->nominal_dtype;
+    if (ctx->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+        ctx->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
+        const fattn_tensor *last = &aux->t[aux->n - 1];
+        fattn_status st = lg_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
+        if (st != FATTN_OK)
+            return st;
+        if (fattn_layout_format(ctx->qkv_layout) == FATTN_FORMAT_THD)
+            fattn_tensor_fill_bits(&ctx->own_d_bias, 0);
+        *dbias = ctx->own_d_bias;
+    }
+    if (ctx->softmax_type != FATTN_SOFTMAX_VANILLA) {
+        int64_t os[4] = {1, q->shape[lg_heads_dim(fattn_layout_q_format(ctx->qkv_layout))], 1, 1};
+        fattn_status st = lg_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4,
+                                       os);
+        if (st != FATTN_OK)
+            return st;
+        *doff = ctx->own_d_softmax_offset;
+    }
+    return FATTN_OK;
+}
+
+/* backends.py:1943-1977: the f16 fused_attn_bwd call; g[] holds dq, dk,
+ * dv, dbias, doff as FATTN_LEGACY_GRAD_* index them. */
+static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                               const fattn_aux_pack *aux,
+                                               const fattn_tensor g[FATTN_LEGACY_NGRADS])
+{
+    const fattn_tensor *s = ctx->tensor_objects;
+    fattn_bwd_params p;
+    memset(&p, 0, sizeof p);
+    p.q = s[FATTN_LEGACY_SAVED_Q];
+    p.k = s[FATTN_LEGACY_SAVED_K];
+    p.v = s[FATTN_LEGACY_SAVED_V];
+    p.o = s[FATTN_LEGACY_SAVED_OUT];
+    p.d_o = *d_out;
+    p.aux = aux;
+    p.dq = g[FATTN_LEGACY_GRAD_DQ];
+    p.dk = g[FATTN_LEGACY_GRAD_DK];
+    p.dv = g[FATTN_LEGACY_GRAD_DV];
+    p.d_bias = g[FATTN_LEGACY_GRAD_DBIAS];
+    p.d_softmax_offset = g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET];
+    p.cu_seqlens_q = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q];
+    p.cu_seqlens_kv = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV];
+    p.cu_seqlens_q_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q_PADDED];
+    p.cu_seqlens_kv_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED];
+    p.max_seqlen_q = ctx->max_seqlen_q;
+    p.max_seqlen_kv = ctx->max_seqlen_kv;
+    p.attn_scale = ctx->attn_scale;
+    p.dropout = ctx->dropout_p;
+    p.qkv_layout = ctx->qkv_layout;
+    p.o_format = ctx->o_format;
+    p.do_format = ctx->o_format; /* do_format = ctx.o_format */
+    p.dqkv_layout = ctx->dqkv_layout;
+    p.bias_type = ctx->attn_bias_type;
+    p.mask_type = ctx->attn_mask_type;
+    p.softmax_type = ctx->softmax_type;
+    p.window_size_left = ctx->window_size[0];
+    p.window_size_right = ctx->window_size[1];
+    p.bottom_right_diagonal = ctx->bottom_right_diagonal;
+    p.deterministic = ctx->deterministic;
+    p.cuda_graph = false;
+    return fattn_engine_bwd(ctx->engine, &p);
+}
 
 fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                    fattn_tensor grads[FATTN_LEGACY_NGRADS])
@@ -479,7 +722,6 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
 
     /* backends.py:1754-1768: unpack the saved list in its order. */
     const fattn_tensor *s = ctx->tensor_objects;
-    fattn_tensor q = s[4], k = s[5], v = s[6], o = s[7];
     fattn_aux_pack aux;
     memset(&aux, 0, sizeof aux);
     aux.n = ctx->n_saved - FATTN_LEGACY_SAVED_AUX;
@@ -489,137 +731,26 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         aux.t[i] = s[FATTN_LEGACY_SAVED_AUX + i];
 
     lg_free_backward_buffers(ctx);
-    fattn_qkv_format dqf = fattn_layout_q_format(ctx->dqkv_layout);
-    fattn_qkv_format dkvf = fattn_layout_kv_format(ctx->dqkv_layout);
-
-    /* attention.cpp:398-452: dQ/dK/dV as views into one buffer per group. */
-    fattn_tensor dq = fattn_tensor_empty(), dk = fattn_tensor_empty(),
-                 dv = fattn_tensor_empty(), views[3];
-    fattn_dtype dt = ctx->nominal_dtype;
-    fattn_status st = FATTN_OK;
-    switch (fattn_layout_group(ctx->dqkv_layout)) {
-    case FATTN_LAYOUT_GROUP_3HD:
-    case FATTN_LAYOUT_GROUP_H3D:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, &q, 3,
-                             fattn_layout_group(ctx->dqkv_layout) == FATTN_LAYOUT_GROUP_3HD
-                                 ? q.ndim - 2
-                                 : q.ndim - 1,
-                             views);
-        if (st == FATTN_OK)
-            dq = views[0], dk = views[1], dv = views[2];
-        break;
-    case FATTN_LAYOUT_GROUP_HD_2HD:
-    case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, &q, 1, 0, views);
-        if (st == FATTN_OK) {
-            dq = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, &k, 2,
-                                 fattn_layout_group(ctx->dqkv_layout) ==
-                                         FATTN_LAYOUT_GROUP_HD_2HD
-                                     ? k.ndim - 2
-                                     : k.ndim - 1,
-                                 views);
-        }
-        if (st == FATTN_OK)
-            dk = views[0], dv = views[1];
-        break;
-    case FATTN_LAYOUT_GROUP_HD_HD_HD:
-    case FATTN_LAYOUT_GROUP_SD_SD_SD:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, &q, 1, 0, views);
-        if (st == FATTN_OK) {
-            dq = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, &k, 1, 0, views);
-        }
-        if (st == FATTN_OK) {
-            dk = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, &v, 1, 0, views);
-        }
-        if (st == FATTN_OK)
-            dv = views[0];
-        break;
-    default:
-        st = fattn_error(FATTN_E_LAYOUT, "legacy backward: dqkv_layout %s not supported",
-                         fattn_layout_name(ctx->dqkv_layout) ? fattn_layout_name(ctx->dqkv_layout)
-                                                             : "?");
-    }
-    if (st != FATTN_OK)
-        goto fail;
-    /* attention.cpp:492-498: THD grads are zero-filled (f16 path). */
-    if (dqf == FATTN_FORMAT_THD)
-        fattn_tensor_fill_bits(&dq, 0);
-    if (dkvf == FATTN_FORMAT_THD) {
-        fattn_tensor_fill_bits(&dk, 0);
-        fattn_tensor_fill_bits(&dv, 0);
-    }
-
-    /* attention.cpp:543-559: dBias shaped like the LAST aux entry, zeroed
-     * for a THD layout. The support table refuses bias + sink (the last
-     * entry would be the offset), so here the last entry is the bias. */
-    fattn_tensor dbias = fattn_tensor_empty();
-    if (ctx->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-        ctx->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
-        const fattn_tensor *last = &aux.t[aux.n - 1];
-        st = lg_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
-        if (st != FATTN_OK)
-            goto fail;
-        if (fattn_layout_format(ctx->qkv_layout) == FATTN_FORMAT_THD)
-            fattn_tensor_fill_bits(&ctx->own_d_bias, 0);
-        dbias = ctx->own_d_bias;
-    }
-    /* attention.cpp:561-568: dSoftmaxOffset float32 [1,h,1,1]. */
-    fattn_tensor doff = fattn_tensor_empty();
-    if (ctx->softmax_type != FATTN_SOFTMAX_VANILLA) {
-        int64_t os[4] = {1, q.shape[lg_heads_dim(fattn_layout_q_format(ctx->qkv_layout))], 1, 1};
-        st = lg_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
-        if (st != FATTN_OK)
-            goto fail;
-        doff = ctx->own_d_softmax_offset;
-    }
-
-    /* backends.py:1943-1977: the f16 fused_attn_bwd call. */
-    fattn_bwd_params p;
-    memset(&p, 0, sizeof p);
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
-    p.d_o = *d_out;
-    p.aux = &aux;
-    p.dq = dq;
-    p.dk = dk;
-    p.dv = dv;
-    p.d_bias = dbias;
-    p.d_softmax_offset = doff;
-    p.cu_seqlens_q = s[8];
-    p.cu_seqlens_kv = s[9];
-    p.cu_seqlens_q_padded = s[10];
-    p.cu_seqlens_kv_padded = s[11];
-    p.max_seqlen_q = ctx->max_seqlen_q;
-    p.max_seqlen_kv = ctx->max_seqlen_kv;
-    p.attn_scale = ctx->attn_scale;
-    p.dropout = ctx->dropout_p;
-    p.qkv_layout = ctx->qkv_layout;
-    p.o_format = ctx->o_format;
-    p.do_format = ctx->o_format; /* do_format = ctx.o_format */
-    p.dqkv_layout = ctx->dqkv_layout;
-    p.bias_type = ctx->attn_bias_type;
-    p.mask_type = ctx->attn_mask_type;
-    p.softmax_type = ctx->softmax_type;
-    p.window_size_left = ctx->window_size[0];
-    p.window_size_right = ctx->window_size[1];
-    p.bottom_right_diagonal = ctx->bottom_right_diagonal;
-    p.deterministic = ctx->deterministic;
-    p.cuda_graph = false;
-    st = fattn_engine_bwd(ctx->engine, &p);
+    /* The grads of the 36-tuple, built in place (backends.py:1979-2022). */
+    fattn_tensor g[FATTN_LEGACY_NGRADS];
+    for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
+        g[i] = fattn_tensor_empty();
+    fattn_status st = lg_backward_alloc_dqkv(ctx, &s[FATTN_LEGACY_SAVED_Q],
+                                             &s[FATTN_LEGACY_SAVED_K], &s[FATTN_LEGACY_SAVED_V],
+                                             &g[FATTN_LEGACY_GRAD_DQ], &g[FATTN_LEGACY_GRAD_DK],
+                                             &g[FATTN_LEGACY_GRAD_DV]);
+    if (st == FATTN_OK)
+        st = lg_backward_alloc_dbias(ctx, &aux, &s[FATTN_LEGACY_SAVED_Q],
+                                     &g[FATTN_LEGACY_GRAD_DBIAS],
+                                     &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
+    if (st == FATTN_OK)
+        st = lg_backward_fused_attn_bwd(ctx, d_out, &aux, g);
     if (st != FATTN_OK)
         goto fail;
 
     /* backends.py:1979-1984 and 1985-2022: the 36-tuple. */
-    grads[FATTN_LEGACY_GRAD_DQ] = dq;
-    grads[FATTN_LEGACY_GRAD_DK] = dk;
-    grads[FATTN_LEGACY_GRAD_DV] = dv;
-    grads[FATTN_LEGACY_GRAD_DBIAS] = dbias;
-    grads[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET] = doff;
+    for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
+        grads[i] = g[i];
     return FATTN_OK;
 
 fail:

@@ -6,11 +6,19 @@
  * (lib/legacy/) implements the same rules separately; code that looks alike
  * is marked "independent witness" and must not be unified.
  *
+ * This file is the code under review, step by step as TE's helpers:
+ * _fused_attn_forward_impl, _fused_attn_setup_ctx and
+ * _fused_attn_backward_impl, each a short sequence of static steps named
+ * sp_<helper>_<block> after the block of the helper it models; args.c holds
+ * the data they share (names, args structs, slots, dedup). The self-test
+ * mutants of `fattn verify` are patches to this file (tests/mutants/).
+ *
  * TE lines cited as file:line are at TE commit d0067d0:
  *   backends.py    transformer_engine/pytorch/attention/dot_product_attention/backends.py
  *   fused_attn.py  transformer_engine/pytorch/cpp_extensions/fused_attn.py
  *   attention.cpp  transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,102 +26,15 @@
 #include "fattn/dtype.h"
 #include "fattn/split.h"
 #include "fattn/support.h"
-
-/* ------------------------------------------------------------------------ */
-/* Names, init                                                              */
-/* ------------------------------------------------------------------------ */
-
-/* Self-test mutants (meson -Dself_test_mutants=true): named plumbing bugs
- * compiled into the split path, inert unless FATTN_MUTANT names one. They
- * exist to prove that `fattn verify` catches each kind of bug; see
- * docs/verify.md. A default build has none of them. */
-#ifdef FATTN_SELF_TEST_MUTANTS
-static bool sp_mutant(const char *name)
-{
-    const char *m = getenv("FATTN_MUTANT");
-    return m && strcmp(m, name) == 0;
-}
-#else
-#define sp_mutant(name) false
-#endif
-
-static const char *const slot_names[FATTN_SPLIT_NSLOTS] = {
-    "q_fp8",         "k_fp8",        "v_fp8",
-    "out_fp8",       "q",            "k",
-    "v",             "out",          "cu_seqlens_q",
-    "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded",
-    "softmax_stats", "rng_state",    "aux_bias",
-    "aux_softmax_offset"};
-
-const char *fattn_split_slot_name(fattn_split_slot s)
-{
-    return ((int)s >= 0 && s < FATTN_SPLIT_NSLOTS) ? slot_names[s] : NULL;
-}
-
-const char *fattn_split_source_name(fattn_split_source s)
-{
-    switch (s) {
-    case FATTN_SPLIT_SRC_Q: return "q";
-    case FATTN_SPLIT_SRC_K: return "k";
-    case FATTN_SPLIT_SRC_V: return "v";
-    case FATTN_SPLIT_SRC_ATTN_BIAS: return "attn_bias";
-    case FATTN_SPLIT_SRC_SOFTMAX_OFFSET: return "softmax_offset";
-    case FATTN_SPLIT_SRC_OUT: return "out";
-    default: return NULL;
-    }
-}
-
-void fattn_fwd_args_init(fattn_fwd_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->q = a->k = a->v = a->attn_bias = a->softmax_offset = fattn_tensor_empty();
-    a->packed_qkv = a->packed_kv = fattn_tensor_empty();
-    a->cu_seqlens_q = a->cu_seqlens_kv = fattn_tensor_empty();
-    a->cu_seqlens_q_padded = a->cu_seqlens_kv_padded = fattn_tensor_empty();
-    a->page_table_k = a->page_table_v = fattn_tensor_empty();
-    a->max_seqlen_q = a->max_seqlen_kv = 0;
-    a->is_training = -1;
-    a->qkv_layout = FATTN_LAYOUT_NOT_SET;
-    a->attn_bias_type = (fattn_bias_type)-1;
-    a->attn_mask_type = (fattn_mask_type)-1;
-    a->softmax_type = (fattn_softmax_type)-1;
-    a->window_size[0] = a->window_size[1] = FATTN_SPLIT_WINDOW_UNSET;
-    a->bottom_right_diagonal = -1;
-    a->attn_scale = FATTN_SPLIT_SCALE_NONE;
-    a->dropout_p = 0.0f;
-    a->fast_zero_fill = true;
-    a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
-    a->fp8_save = FATTN_SPLIT_SAVE_F16;
-    a->layer_number = 1;
-}
-
-void fattn_bwd_args_init(fattn_bwd_args *a)
-{
-    memset(a, 0, sizeof *a);
-    fattn_tensor *ts[] = {&a->softmax_stats, &a->rng_state, &a->aux_bias,
-                          &a->aux_softmax_offset, &a->q_fp8, &a->k_fp8, &a->v_fp8,
-                          &a->out_fp8, &a->q, &a->k, &a->v, &a->out, &a->cu_seqlens_q,
-                          &a->cu_seqlens_kv, &a->cu_seqlens_q_padded,
-                          &a->cu_seqlens_kv_padded, &a->d_out};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        *ts[i] = fattn_tensor_empty();
-    a->nominal_dtype = FATTN_DTYPE_INVALID;
-    a->layer_number = 1;
-    a->attn_scale = FATTN_SPLIT_SCALE_NONE;
-    a->fast_zero_fill = true;
-    a->qkv_layout = a->dqkv_layout = FATTN_LAYOUT_NOT_SET;
-    a->o_format = a->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
-    a->attn_bias_type = (fattn_bias_type)-1;
-    a->attn_mask_type = (fattn_mask_type)-1;
-    a->softmax_type = (fattn_softmax_type)-1;
-    a->window_size[0] = a->window_size[1] = FATTN_SPLIT_WINDOW_UNSET;
-    a->bottom_right_diagonal = -1;
-    a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
-}
+#include "internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers (independent witnesses of lib/legacy/legacy.c)                   */
 /* ------------------------------------------------------------------------ */
+
+/* Positions in the engine's aux list that forward allocates: Stats first,
+ * then Max when return_max_logit (fused_attn.py:402-441). */
+enum sp_pack { SP_PACK_STATS = 0, SP_PACK_MAX = 1 };
 
 static bool sp_none(const fattn_tensor *t)
 {
@@ -260,189 +181,251 @@ static fattn_status sp_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
 }
 
 /* ------------------------------------------------------------------------ */
-/* Slots and dedup                                                          */
-/* ------------------------------------------------------------------------ */
-
-fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
-                                      const fattn_tensor fp8[4], const fattn_tensor f16[4],
-                                      const fattn_tensor cu[4], const fattn_tensor aux[4],
-                                      fattn_split_to_save *ts)
-{
-    if (!fp8 || !f16 || !cu || !aux || !ts)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_fill_to_save: NULL argument");
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        ts->t[i] = fattn_tensor_empty();
-    /* backends.py (FP8 branch) and reference §1.2 step 7. */
-    switch (variant) {
-    case FATTN_SPLIT_SAVE_F16:
-    case FATTN_SPLIT_SAVE_FP8_BWD_F16:
-        for (int i = 0; i < 4; i++)
-            ts->t[FATTN_SPLIT_SLOT_Q + i] = f16[i];
-        break;
-    case FATTN_SPLIT_SAVE_FP8_O_F16:
-        for (int i = 0; i < 3; i++)
-            ts->t[FATTN_SPLIT_SLOT_Q_FP8 + i] = fp8[i];
-        ts->t[FATTN_SPLIT_SLOT_OUT] = f16[3];
-        break;
-    case FATTN_SPLIT_SAVE_FP8_O_FP8:
-        for (int i = 0; i < 4; i++)
-            ts->t[FATTN_SPLIT_SLOT_Q_FP8 + i] = fp8[i];
-        break;
-    default:
-        return fattn_error(FATTN_E_INVALID_ARG, "split: unknown save variant %d", (int)variant);
-    }
-    for (int i = 0; i < 4; i++) {
-        ts->t[FATTN_SPLIT_SLOT_CU_SEQLENS_Q + i] = cu[i];
-        ts->t[FATTN_SPLIT_SLOT_SOFTMAX_STATS + i] = aux[i];
-    }
-    return FATTN_OK;
-}
-
-void fattn_split_dedup(fattn_split_to_save *ts, const fattn_tensor *q, const fattn_tensor *k,
-                       const fattn_tensor *v, const fattn_tensor *attn_bias,
-                       const fattn_tensor *softmax_offset, const fattn_tensor *out,
-                       fattn_split_source saved_from[FATTN_SPLIT_NSLOTS])
-{
-    const fattn_tensor *src[6] = {q, k, v, attn_bias, softmax_offset, out};
-    const fattn_split_source names[6] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
-                                         FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_ATTN_BIAS,
-                                         FATTN_SPLIT_SRC_SOFTMAX_OFFSET, FATTN_SPLIT_SRC_OUT};
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
-        saved_from[i] = FATTN_SPLIT_SRC_NONE;
-        if (fattn_tensor_is_empty(&ts->t[i]))
-            continue; /* an empty slot means "not needed", never a source */
-        for (int j = 0; j < 6; j++) {
-            if (sp_none(src[j]) || !fattn_tensor_same(&ts->t[i], src[j]))
-                continue;
-            saved_from[i] = names[j];
-            ts->t[i] = fattn_tensor_empty();
-            break;
-        }
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Required fields                                                          */
-/* ------------------------------------------------------------------------ */
-
-#define MISSING(s, name) fattn_error(FATTN_E_MISSING_FIELD, "%s.%s is unset", s, name)
-
-static fattn_status sp_check_fwd_args(const fattn_fwd_args *a)
-{
-    const char *s = "fattn_fwd_args";
-    if (!a->engine)
-        return MISSING(s, "engine");
-    if (a->max_seqlen_q <= 0)
-        return MISSING(s, "max_seqlen_q");
-    if (a->max_seqlen_kv <= 0)
-        return MISSING(s, "max_seqlen_kv");
-    if (a->is_training != 0 && a->is_training != 1)
-        return MISSING(s, "is_training");
-    if (a->qkv_layout == FATTN_LAYOUT_NOT_SET || (int)a->qkv_layout < 0 ||
-        (int)a->qkv_layout > FATTN_LAYOUT_NOT_SET)
-        return MISSING(s, "qkv_layout");
-    if ((int)a->attn_bias_type < 0)
-        return MISSING(s, "attn_bias_type");
-    if ((int)a->attn_mask_type < 0)
-        return MISSING(s, "attn_mask_type");
-    if ((int)a->softmax_type < 0)
-        return MISSING(s, "softmax_type");
-    if (a->window_size[0] == FATTN_SPLIT_WINDOW_UNSET ||
-        a->window_size[1] == FATTN_SPLIT_WINDOW_UNSET)
-        return MISSING(s, "window_size");
-    if (a->fused_attention_backend == FATTN_TE_BACKEND_NO_BACKEND)
-        return MISSING(s, "fused_attention_backend");
-    if (!a->rng_gen)
-        return MISSING(s, "rng_gen");
-    if (a->bottom_right_diagonal < -1 || a->bottom_right_diagonal > 1)
-        return fattn_error(FATTN_E_INVALID_ARG,
-                           "fattn_fwd_args.bottom_right_diagonal %d (use -1, 0 or 1)",
-                           a->bottom_right_diagonal);
-    return FATTN_OK;
-}
-
-static fattn_status sp_check_bwd_args(const fattn_bwd_args *a)
-{
-    const char *s = "fattn_bwd_args";
-    if (!a->engine)
-        return MISSING(s, "engine");
-    if (fattn_tensor_is_empty(&a->d_out))
-        return MISSING(s, "d_out");
-    if (a->nominal_dtype == FATTN_DTYPE_INVALID)
-        return MISSING(s, "nominal_dtype");
-    if (a->max_seqlen_q <= 0)
-        return MISSING(s, "max_seqlen_q");
-    if (a->max_seqlen_kv <= 0)
-        return MISSING(s, "max_seqlen_kv");
-    if (isnan(a->attn_scale))
-        return MISSING(s, "attn_scale");
-    if (a->qkv_layout == FATTN_LAYOUT_NOT_SET)
-        return MISSING(s, "qkv_layout");
-    if (a->o_format == FATTN_FORMAT_NOT_SET)
-        return MISSING(s, "o_format");
-    if (a->dqkv_layout == FATTN_LAYOUT_NOT_SET)
-        return MISSING(s, "dqkv_layout");
-    if ((int)a->attn_bias_type < 0)
-        return MISSING(s, "attn_bias_type");
-    if ((int)a->attn_mask_type < 0)
-        return MISSING(s, "attn_mask_type");
-    if ((int)a->softmax_type < 0)
-        return MISSING(s, "softmax_type");
-    if (a->window_size[0] == FATTN_SPLIT_WINDOW_UNSET ||
-        a->window_size[1] == FATTN_SPLIT_WINDOW_UNSET)
-        return MISSING(s, "window_size");
-    if (a->bottom_right_diagonal != 0 && a->bottom_right_diagonal != 1)
-        return MISSING(s, "bottom_right_diagonal");
-    if (a->fused_attention_backend == FATTN_TE_BACKEND_NO_BACKEND)
-        return MISSING(s, "fused_attention_backend");
-    if (fattn_tensor_is_empty(&a->softmax_stats))
-        return MISSING(s, "softmax_stats");
-    if (fattn_tensor_is_empty(&a->rng_state))
-        return MISSING(s, "rng_state");
-    bool tensor_bias = a->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                       a->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    if (tensor_bias && fattn_tensor_is_empty(&a->aux_bias))
-        return MISSING(s, "aux_bias");
-    if (a->softmax_type != FATTN_SOFTMAX_VANILLA && fattn_tensor_is_empty(&a->aux_softmax_offset))
-        return MISSING(s, "aux_softmax_offset");
-    if (!a->fp8) {
-        if (fattn_tensor_is_empty(&a->q))
-            return MISSING(s, "q");
-        if (fattn_tensor_is_empty(&a->k))
-            return MISSING(s, "k");
-        if (fattn_tensor_is_empty(&a->v))
-            return MISSING(s, "v");
-        if (fattn_tensor_is_empty(&a->out))
-            return MISSING(s, "out");
-    }
-    return FATTN_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* forward_impl                                                             */
 /* ------------------------------------------------------------------------ */
 
-void fattn_split_fwd_result_free(fattn_split_fwd_result *r)
+/* The locals of _fused_attn_forward_impl that its steps share. The inputs
+ * are borrowed (q, k, v required; attn_bias, softmax_offset may be NULL or
+ * empty); res owns every tensor the steps allocate. */
+typedef struct sp_forward_frame {
+    const fattn_fwd_args *args;
+    const fattn_tensor *q, *k, *v, *attn_bias, *softmax_offset;
+    fattn_split_fwd_result *res;
+    fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
+    int64_t h, d_qk, d_v;        /* heads of Q, head dims of Q/K and V */
+    float scale;                 /* attn_scale resolved */
+    bool brd;                    /* bottom_right_diagonal resolved */
+    fattn_aux_pack pack;         /* the engine's list, [Stats, (Max), rng_state, ...] */
+    fattn_tensor aux[SP_AUX_N];  /* the list as fixed slots, Max left out */
+} sp_forward_frame;
+
+/* _fused_attn_forward_impl, first: the support table (checked here
+ * independently of legacy), then the fused-attention backend the f16 path
+ * needs. */
+static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
 {
-    if (!r)
-        return;
-    fattn_tensor_free(&r->own_out);
-    fattn_tensor_free(&r->own_max_logit);
-    fattn_tensor_free(&r->own_stats);
-    fattn_tensor_free(&r->own_max);
-    fattn_tensor_free(&r->own_rng_state);
-    memset(r, 0, sizeof *r);
+    const fattn_fwd_args *args = f->args;
+    fattn_support_query query;
+    fattn_support_query_init(&query);
+    query.q_dtype = f->q->dtype;
+    query.kv_dtype = f->k->dtype;
+    query.has_bias_tensor = !sp_none(f->attn_bias);
+    query.bias_dtype = query.has_bias_tensor ? f->attn_bias->dtype : FATTN_DTYPE_INVALID;
+    query.layout = args->qkv_layout;
+    query.bias_type = args->attn_bias_type;
+    query.mask_type = args->attn_mask_type;
+    query.softmax_type = args->softmax_type;
+    query.dropout = args->dropout_p;
+    query.h = f->h;
+    query.hg = f->k->shape[sp_heads_dim(f->kvf)];
+    query.sq = args->max_seqlen_q;
+    query.skv = args->max_seqlen_kv;
+    query.d_qk = f->d_qk;
+    query.d_v = f->d_v;
+    query.window_left = args->window_size[0];
+    query.window_right = args->window_size[1];
+    query.is_training = args->is_training == 1;
+    query.return_max_logit = args->return_max_logit;
+    query.fp8 = args->fp8;
+    fattn_status st = fattn_support_check(&query, sp_support_engine(args->engine), NULL);
+    if (st != FATTN_OK)
+        return st;
+    if (args->fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
+        return fattn_error(FATTN_E_INVALID_CASE,
+                           "split forward: fused_attention_backend %d cannot run the f16 path "
+                           "(TE transformer_engine/pytorch/cpp_extensions/fused_attn.py:348)",
+                           (int)args->fused_attention_backend);
+    return FATTN_OK;
 }
 
-void fattn_split_grads_free(fattn_split_grads *g)
+/* fused_attn.py:325-333: attn_scale and bottom_right_diagonal of None. */
+static void sp_forward_impl_defaults(sp_forward_frame *f)
 {
-    if (!g)
-        return;
-    for (int i = 0; i < 3; i++)
-        fattn_tensor_free(&g->own_storage[i]);
-    fattn_tensor_free(&g->own_d_bias);
-    fattn_tensor_free(&g->own_d_softmax_offset);
-    memset(g, 0, sizeof *g);
+    const fattn_fwd_args *args = f->args;
+    f->scale = args->attn_scale;
+    if (isnan(f->scale))
+        f->scale = (float)(1.0 / sqrt((double)f->d_qk));
+    if (args->bottom_right_diagonal == -1)
+        f->brd = fattn_bottom_right_default_fwd(args->attn_mask_type);
+    else
+        f->brd = args->bottom_right_diagonal == 1;
+}
+
+/* independent witness: mirrors lib/legacy/legacy.c (rng_state draw), do
+ * not unify. attention.cpp:231-236: (seed, offset), then offset += 16. */
+static fattn_status sp_forward_impl_rng_state(sp_forward_frame *f)
+{
+    fattn_split_fwd_result *res = f->res;
+    int64_t two = 2;
+    fattn_status st = fattn_tensor_alloc(&res->own_rng_state, FATTN_DTYPE_INT64, 1, &two);
+    if (st != FATTN_OK)
+        return st;
+    int64_t *rs = res->own_rng_state.data;
+    rs[0] = (int64_t)f->args->rng_gen->seed;
+    rs[1] = (int64_t)f->args->rng_gen->offset;
+    f->args->rng_gen->offset = f->args->rng_gen->offset + FATTN_RNG_F16_INCREMENT;
+    return FATTN_OK;
+}
+
+/* O: Q's shape with V's head dim (attention.cpp:173-176: zeroed for a THD O). */
+static fattn_status sp_forward_impl_alloc_out(sp_forward_frame *f)
+{
+    const fattn_tensor *q = f->q;
+    int64_t oshape[FATTN_MAX_DIMS];
+    memcpy(oshape, q->shape, sizeof oshape);
+    oshape[q->ndim - 1] = f->d_v;
+    fattn_status st = sp_alloc_out(f->args->poison, &f->res->own_out, q->dtype, q->ndim, oshape);
+    if (st != FATTN_OK)
+        return st;
+    if (f->qf == FATTN_FORMAT_THD)
+        fattn_tensor_fill_bits(&f->res->own_out, 0);
+    return FATTN_OK;
+}
+
+/* fused_attn_fwd's arguments, the f16 path. */
+static void sp_forward_impl_params(sp_forward_frame *f, fattn_fwd_params *p)
+{
+    const fattn_fwd_args *args = f->args;
+    memset(p, 0, sizeof *p);
+    p->q = *f->q;
+    p->k = *f->k;
+    p->v = *f->v;
+    p->bias = sp_opt(f->attn_bias);
+    p->softmax_offset = sp_opt(f->softmax_offset);
+    p->o = f->res->own_out;
+    p->aux = &f->pack;
+    p->cu_seqlens_q = args->cu_seqlens_q;
+    p->cu_seqlens_kv = args->cu_seqlens_kv;
+    p->cu_seqlens_q_padded = args->cu_seqlens_q_padded;
+    p->cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
+    p->page_table_k = args->page_table_k;
+    p->page_table_v = args->page_table_v;
+    p->rng_state = f->res->own_rng_state;
+    p->max_seqlen_q = args->max_seqlen_q;
+    p->max_seqlen_kv = args->max_seqlen_kv;
+    p->is_training = args->is_training == 1;
+    p->return_max_logit = args->return_max_logit;
+    p->cuda_graph = false;
+    p->attn_scale = f->scale;
+    p->dropout = args->dropout_p;
+    p->qkv_layout = args->qkv_layout;
+    p->o_format = f->qf;
+    p->bias_type = args->attn_bias_type;
+    p->mask_type = args->attn_mask_type;
+    p->softmax_type = args->softmax_type;
+    p->window_size_left = args->window_size[0];
+    p->window_size_right = args->window_size[1];
+    p->bottom_right_diagonal = f->brd;
+}
+
+/* The engine's list -> fixed slots, right after the engine call: Max
+ * becomes max_logit and is never saved. */
+static void sp_forward_impl_list_to_slots(sp_forward_frame *f)
+{
+    const fattn_fwd_args *args = f->args;
+    for (int i = 0; i < SP_AUX_N; i++)
+        f->aux[i] = fattn_tensor_empty();
+    int at = 0;
+    f->aux[SP_AUX_STATS] = f->pack.t[at++];
+    if (args->return_max_logit)
+        at++;
+    f->aux[SP_AUX_RNG_STATE] = f->pack.t[at++];
+    if (args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+        args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
+        f->aux[SP_AUX_BIAS] = f->pack.t[at++];
+    if (args->softmax_type != FATTN_SOFTMAX_VANILLA)
+        f->aux[SP_AUX_SOFTMAX_OFFSET] = f->pack.t[at++];
+    assert(at == f->pack.n);
+}
+
+/* fused_attn_fwd at the engine boundary, two-call protocol: the first call
+ * sizes the list, forward allocates Stats (and Max), the second executes. */
+static fattn_status sp_forward_impl_fused_attn_fwd(sp_forward_frame *f)
+{
+    const fattn_fwd_args *args = f->args;
+    fattn_split_fwd_result *res = f->res;
+    memset(&f->pack, 0, sizeof f->pack);
+    fattn_fwd_params p;
+    sp_forward_impl_params(f, &p);
+    fattn_status st = fattn_engine_fwd(args->engine, &p);
+    if (st != FATTN_OK)
+        return st;
+    int want = 2 + (args->return_max_logit ? 1 : 0) +
+               ((args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                 args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
+                    ? 1
+                    : 0) +
+               (args->softmax_type != FATTN_SOFTMAX_VANILLA ? 1 : 0);
+    if (f->pack.n != want)
+        return fattn_error(FATTN_E_INTERNAL, "split forward: engine sized %d aux entries, want %d",
+                           f->pack.n, want);
+    fattn_tensor *stats = &f->pack.t[SP_PACK_STATS];
+    st = sp_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
+    if (st != FATTN_OK)
+        return st;
+    *stats = res->own_stats;
+    if (args->return_max_logit) {
+        fattn_tensor *max = &f->pack.t[SP_PACK_MAX];
+        st = sp_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
+        if (st != FATTN_OK)
+            return st;
+        *max = res->own_max;
+    }
+    st = fattn_engine_fwd(args->engine, &p);
+    if (st != FATTN_OK)
+        return st;
+    sp_forward_impl_list_to_slots(f);
+    return FATTN_OK;
+}
+
+/* fused_attn.py:402-441: max_logit from Max, when asked for. */
+static fattn_status sp_forward_impl_max_logit(sp_forward_frame *f)
+{
+    const fattn_fwd_args *args = f->args;
+    if (!args->return_max_logit)
+        return FATTN_OK;
+    return sp_max_logit(&f->res->own_max, &args->cu_seqlens_q, &args->cu_seqlens_q_padded,
+                        fattn_mask_has_padding(args->attn_mask_type), f->h, f->q->dtype,
+                        &f->res->own_max_logit);
+}
+
+/* tensors_to_save (f16 path) and saved_from: the slots filled, then the
+ * ones identical to an input or O emptied and their source named. */
+static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
+{
+    const fattn_fwd_args *args = f->args;
+    fattn_split_fwd_result *res = f->res;
+    fattn_tensor none4[SP_QKVO_N] = {fattn_tensor_empty(), fattn_tensor_empty(),
+                                     fattn_tensor_empty(), fattn_tensor_empty()};
+    fattn_tensor f16[SP_QKVO_N] = {*f->q, *f->k, *f->v, res->own_out};
+    fattn_tensor cu[SP_CU_N] = {args->cu_seqlens_q, args->cu_seqlens_kv,
+                                args->cu_seqlens_q_padded, args->cu_seqlens_kv_padded};
+    fattn_status st = fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16, cu, f->aux,
+                                               &res->to_save);
+    if (st != FATTN_OK)
+        return st;
+    fattn_split_dedup(&res->to_save, f->q, f->k, f->v, f->attn_bias, f->softmax_offset,
+                      &res->own_out, res->ctx_attrs.saved_from);
+    return FATTN_OK;
+}
+
+/* ctx_attrs (backends.py:1635-1726 without the three dropped), f16 path. */
+static void sp_forward_impl_ctx_attrs(sp_forward_frame *f)
+{
+    fattn_split_ctx_attrs *ca = &f->res->ctx_attrs;
+    ca->fp8 = false;
+    ca->nominal_dtype = f->q->dtype;
+    ca->is_input_fp8 = false;
+    ca->qkv_type = NULL;
+    ca->qkv_layout = f->args->qkv_layout;
+    ca->dqkv_layout = f->args->qkv_layout;
+    ca->o_format = f->qf;
+    ca->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
+    ca->attn_scale = f->scale;
+    ca->bottom_right_diagonal = f->brd;
+    ca->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
+    ca->QKV_quantizer = ca->O_quantizer = ca->dQKV_quantizer = ca->dO_quantizer =
+        ca->dP_quantizer = ca->S_quantizer = NULL;
 }
 
 fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
@@ -454,208 +437,39 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (!args || !res)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_forward_impl: NULL args or res");
     memset(res, 0, sizeof *res);
-    fattn_status st = sp_check_fwd_args(args);
+    fattn_status st = fattn_split_check_fwd_args(args);
     if (st != FATTN_OK)
         return st;
     if (sp_none(q) || sp_none(k) || sp_none(v))
         return fattn_error(FATTN_E_INVALID_ARG, "split forward: q, k and v are required");
 
-    fattn_qkv_format qf = fattn_layout_q_format(args->qkv_layout);
-    fattn_qkv_format kvf = fattn_layout_kv_format(args->qkv_layout);
-    int64_t h = q->shape[sp_heads_dim(qf)];
-    int64_t d_qk = q->shape[q->ndim - 1];
-    int64_t d_v = v->shape[v->ndim - 1];
+    sp_forward_frame f;
+    memset(&f, 0, sizeof f);
+    f.args = args;
+    f.q = q, f.k = k, f.v = v, f.attn_bias = attn_bias, f.softmax_offset = softmax_offset;
+    f.res = res;
+    f.qf = fattn_layout_q_format(args->qkv_layout);
+    f.kvf = fattn_layout_kv_format(args->qkv_layout);
+    f.h = q->shape[sp_heads_dim(f.qf)];
+    f.d_qk = q->shape[q->ndim - 1];
+    f.d_v = v->shape[v->ndim - 1];
 
-    /* The support table first (checked here independently of legacy). */
-    fattn_support_query query;
-    fattn_support_query_init(&query);
-    query.q_dtype = q->dtype;
-    query.kv_dtype = k->dtype;
-    query.has_bias_tensor = !sp_none(attn_bias);
-    query.bias_dtype = query.has_bias_tensor ? attn_bias->dtype : FATTN_DTYPE_INVALID;
-    query.layout = args->qkv_layout;
-    query.bias_type = args->attn_bias_type;
-    query.mask_type = args->attn_mask_type;
-    query.softmax_type = args->softmax_type;
-    query.dropout = args->dropout_p;
-    query.h = h;
-    query.hg = k->shape[sp_heads_dim(kvf)];
-    query.sq = args->max_seqlen_q;
-    query.skv = args->max_seqlen_kv;
-    query.d_qk = d_qk;
-    query.d_v = d_v;
-    query.window_left = args->window_size[0];
-    query.window_right = args->window_size[1];
-    query.is_training = args->is_training == 1;
-    query.return_max_logit = args->return_max_logit;
-    query.fp8 = args->fp8;
-    st = fattn_support_check(&query, sp_support_engine(args->engine), NULL);
+    st = sp_forward_impl_support(&f);
     if (st != FATTN_OK)
         return st;
-    if (args->fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
-        return fattn_error(FATTN_E_INVALID_CASE,
-                           "split forward: fused_attention_backend %d cannot run the f16 path "
-                           "(TE transformer_engine/pytorch/cpp_extensions/fused_attn.py:348)",
-                           (int)args->fused_attention_backend);
-
-    /* fused_attn.py:325-333. */
-    float scale = args->attn_scale;
-    if (isnan(scale))
-        scale = (float)(1.0 / sqrt((double)d_qk));
-    if (sp_mutant("scale_sqrtf") && isnan(args->attn_scale))
-        scale = 1.0f / sqrtf((float)d_qk);
-    bool brd;
-    if (args->bottom_right_diagonal == -1)
-        brd = fattn_bottom_right_default_fwd(args->attn_mask_type);
-    else
-        brd = args->bottom_right_diagonal == 1;
-
-    /* independent witness: mirrors lib/legacy/legacy.c (rng_state draw), do
-     * not unify. attention.cpp:231-236: (seed, offset), then offset += 16. */
-    int64_t two = 2;
-    st = fattn_tensor_alloc(&res->own_rng_state, FATTN_DTYPE_INT64, 1, &two);
-    if (st != FATTN_OK)
-        return st;
-    int64_t *rs = res->own_rng_state.data;
-    rs[0] = (int64_t)args->rng_gen->seed;
-    rs[1] = (int64_t)args->rng_gen->offset;
-    if (!sp_mutant("rng_no_advance"))
-        args->rng_gen->offset = args->rng_gen->offset + FATTN_RNG_F16_INCREMENT;
-
-    /* O (attention.cpp:173-176: zeroed for a THD O). */
-    int64_t oshape[FATTN_MAX_DIMS];
-    memcpy(oshape, q->shape, sizeof oshape);
-    oshape[q->ndim - 1] = d_v;
-    st = sp_alloc_out(args->poison, &res->own_out, q->dtype, q->ndim, oshape);
+    sp_forward_impl_defaults(&f);
+    st = sp_forward_impl_rng_state(&f);
+    if (st == FATTN_OK)
+        st = sp_forward_impl_alloc_out(&f);
+    if (st == FATTN_OK)
+        st = sp_forward_impl_fused_attn_fwd(&f);
+    if (st == FATTN_OK)
+        st = sp_forward_impl_max_logit(&f);
+    if (st == FATTN_OK)
+        st = sp_forward_impl_tensors_to_save(&f);
     if (st != FATTN_OK)
         goto fail;
-    if (qf == FATTN_FORMAT_THD)
-        fattn_tensor_fill_bits(&res->own_out, 0);
-
-    fattn_aux_pack pack;
-    memset(&pack, 0, sizeof pack);
-    fattn_fwd_params p;
-    memset(&p, 0, sizeof p);
-    p.q = *q;
-    p.k = *k;
-    p.v = *v;
-    p.bias = sp_opt(attn_bias);
-    p.softmax_offset = sp_opt(softmax_offset);
-    p.o = res->own_out;
-    p.aux = &pack;
-    p.cu_seqlens_q = args->cu_seqlens_q;
-    p.cu_seqlens_kv = args->cu_seqlens_kv;
-    p.cu_seqlens_q_padded = args->cu_seqlens_q_padded;
-    p.cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
-    p.page_table_k = args->page_table_k;
-    p.page_table_v = args->page_table_v;
-    p.rng_state = res->own_rng_state;
-    p.max_seqlen_q = args->max_seqlen_q;
-    p.max_seqlen_kv = args->max_seqlen_kv;
-    p.is_training = args->is_training == 1;
-    p.return_max_logit = args->return_max_logit;
-    p.cuda_graph = false;
-    p.attn_scale = scale;
-    p.dropout = args->dropout_p;
-    p.qkv_layout = args->qkv_layout;
-    p.o_format = qf;
-    p.bias_type = args->attn_bias_type;
-    p.mask_type = args->attn_mask_type;
-    p.softmax_type = args->softmax_type;
-    p.window_size_left = args->window_size[0];
-    p.window_size_right = args->window_size[1];
-    p.bottom_right_diagonal = brd;
-
-    /* Engine boundary, two-call protocol. */
-    st = fattn_engine_fwd(args->engine, &p);
-    if (st != FATTN_OK)
-        goto fail;
-    int want = 2 + (args->return_max_logit ? 1 : 0) +
-               ((args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                 args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
-                    ? 1
-                    : 0) +
-               (args->softmax_type != FATTN_SOFTMAX_VANILLA ? 1 : 0);
-    if (pack.n != want) {
-        st = fattn_error(FATTN_E_INTERNAL, "split forward: engine sized %d aux entries, want %d",
-                         pack.n, want);
-        goto fail;
-    }
-    st = sp_alloc_out(args->poison, &res->own_stats, pack.t[0].dtype, pack.t[0].ndim,
-                      pack.t[0].shape);
-    if (st != FATTN_OK)
-        goto fail;
-    pack.t[0] = res->own_stats;
-    if (args->return_max_logit) {
-        st = sp_alloc_out(args->poison, &res->own_max, pack.t[1].dtype, pack.t[1].ndim,
-                          pack.t[1].shape);
-        if (st != FATTN_OK)
-            goto fail;
-        pack.t[1] = res->own_max;
-    }
-    st = fattn_engine_fwd(args->engine, &p);
-    if (st != FATTN_OK)
-        goto fail;
-
-    /* List -> fixed slots, right after the engine call. */
-    fattn_tensor aux_slots[4] = {fattn_tensor_empty(), fattn_tensor_empty(),
-                                 fattn_tensor_empty(), fattn_tensor_empty()};
-    int at = 0;
-    aux_slots[0] = pack.t[at++];
-    if (args->return_max_logit)
-        at++; /* Max: becomes max_logit, never saved */
-    aux_slots[1] = pack.t[at++];
-    if (args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-        args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
-        aux_slots[2] = pack.t[at++];
-    if (args->softmax_type != FATTN_SOFTMAX_VANILLA)
-        aux_slots[3] = pack.t[at++];
-
-    if (args->return_max_logit) {
-        st = sp_max_logit(&res->own_max, &args->cu_seqlens_q, &args->cu_seqlens_q_padded,
-                          fattn_mask_has_padding(args->attn_mask_type), h, q->dtype,
-                          &res->own_max_logit);
-        if (st != FATTN_OK)
-            goto fail;
-    }
-
-    /* To-save tuple (f16 path) and dedup. */
-    fattn_tensor none4[4] = {fattn_tensor_empty(), fattn_tensor_empty(), fattn_tensor_empty(),
-                             fattn_tensor_empty()};
-    fattn_tensor f16[4] = {*q, *k, *v, res->own_out};
-    fattn_tensor cu[4] = {args->cu_seqlens_q, args->cu_seqlens_kv, args->cu_seqlens_q_padded,
-                          args->cu_seqlens_kv_padded};
-    st = fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16, cu, aux_slots,
-                                  &res->to_save);
-    if (st != FATTN_OK)
-        goto fail;
-    fattn_split_dedup(&res->to_save, q, k, v, attn_bias, softmax_offset, &res->own_out,
-                      res->ctx_attrs.saved_from);
-    if (sp_mutant("aux_swap")) {
-        fattn_split_source *sf = res->ctx_attrs.saved_from;
-        fattn_tensor tb = res->to_save.t[FATTN_SPLIT_SLOT_AUX_BIAS];
-        fattn_split_source sb = sf[FATTN_SPLIT_SLOT_AUX_BIAS];
-        res->to_save.t[FATTN_SPLIT_SLOT_AUX_BIAS] = res->to_save.t[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
-        sf[FATTN_SPLIT_SLOT_AUX_BIAS] = sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
-        res->to_save.t[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = tb;
-        sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = sb;
-    }
-
-    /* ctx attributes (backends.py:1635-1726 without the three dropped). */
-    fattn_split_ctx_attrs *ca = &res->ctx_attrs;
-    ca->fp8 = false;
-    ca->nominal_dtype = q->dtype;
-    ca->is_input_fp8 = false;
-    ca->qkv_type = NULL;
-    ca->qkv_layout = args->qkv_layout;
-    ca->dqkv_layout = args->qkv_layout;
-    ca->o_format = qf;
-    ca->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
-    ca->attn_scale = scale;
-    ca->bottom_right_diagonal = brd;
-    ca->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
-    ca->QKV_quantizer = ca->O_quantizer = ca->dQKV_quantizer = ca->dO_quantizer =
-        ca->dP_quantizer = ca->S_quantizer = NULL;
+    sp_forward_impl_ctx_attrs(&f);
 
     res->out = res->own_out;
     res->max_logit = args->return_max_logit ? res->own_max_logit : fattn_tensor_empty();
@@ -670,17 +484,13 @@ fail:
 /* setup_ctx                                                                */
 /* ------------------------------------------------------------------------ */
 
-fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
-                                   const fattn_tensor *out,
-                                   const fattn_split_ctx_attrs *ca,
-                                   const fattn_split_to_save *to_save)
+/* _fused_attn_setup_ctx's `sources`: each deduplicated slot gets its source
+ * back (the args' inputs, or O); slot[] ends as the full 16 slots. */
+static fattn_status sp_setup_ctx_restore(const fattn_fwd_args *fwd, const fattn_tensor *out,
+                                         const fattn_split_ctx_attrs *ca,
+                                         const fattn_split_to_save *to_save,
+                                         fattn_tensor slot[FATTN_SPLIT_NSLOTS])
 {
-    if (!bwd || !fwd || !ca || !to_save)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_setup_ctx: NULL argument");
-    fattn_bwd_args_init(bwd);
-
-    /* Put deduplicated tensors back. */
-    fattn_tensor slot[FATTN_SPLIT_NSLOTS];
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
         slot[i] = to_save->t[i];
         const fattn_tensor *src = NULL;
@@ -694,40 +504,25 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
         case FATTN_SPLIT_SRC_OUT: src = out; break;
         default:
             return fattn_error(FATTN_E_INVALID_ARG, "split setup_ctx: slot %s has source %d",
-                               slot_names[i], (int)ca->saved_from[i]);
+                               fattn_split_slot_name((fattn_split_slot)i), (int)ca->saved_from[i]);
         }
         if (ca->saved_from[i] == FATTN_SPLIT_SRC_NONE)
-            continue;
-        if (sp_mutant("no_restore") && i == FATTN_SPLIT_SLOT_Q)
             continue;
         if (sp_none(src))
             return fattn_error(FATTN_E_MISSING_FIELD,
                                "split setup_ctx: slot %s was saved from %s, which is empty",
-                               slot_names[i], fattn_split_source_name(ca->saved_from[i]));
+                               fattn_split_slot_name((fattn_split_slot)i),
+                               fattn_split_source_name(ca->saved_from[i]));
         slot[i] = *src;
     }
-    bwd->q_fp8 = slot[FATTN_SPLIT_SLOT_Q_FP8];
-    bwd->k_fp8 = slot[FATTN_SPLIT_SLOT_K_FP8];
-    bwd->v_fp8 = slot[FATTN_SPLIT_SLOT_V_FP8];
-    bwd->out_fp8 = slot[FATTN_SPLIT_SLOT_OUT_FP8];
-    bwd->q = slot[FATTN_SPLIT_SLOT_Q];
-    bwd->k = slot[FATTN_SPLIT_SLOT_K];
-    bwd->v = slot[FATTN_SPLIT_SLOT_V];
-    bwd->out = slot[FATTN_SPLIT_SLOT_OUT];
-    bwd->cu_seqlens_q = slot[FATTN_SPLIT_SLOT_CU_SEQLENS_Q];
-    bwd->cu_seqlens_kv = slot[FATTN_SPLIT_SLOT_CU_SEQLENS_KV];
-    bwd->cu_seqlens_q_padded = slot[FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED];
-    bwd->cu_seqlens_kv_padded = slot[FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED];
-    bwd->softmax_stats = slot[FATTN_SPLIT_SLOT_SOFTMAX_STATS];
-    bwd->rng_state = slot[FATTN_SPLIT_SLOT_RNG_STATE];
-    bwd->aux_bias = slot[FATTN_SPLIT_SLOT_AUX_BIAS];
-    bwd->aux_softmax_offset = slot[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
-    if (sp_mutant("aux_swap")) { /* the swap undone, so only forward's record shows it */
-        bwd->aux_bias = slot[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET];
-        bwd->aux_softmax_offset = slot[FATTN_SPLIT_SLOT_AUX_BIAS];
-    }
+    return FATTN_OK;
+}
 
-    /* Configuration: what forward decided, then the args. */
+/* _fused_attn_setup_ctx's configuration: what forward decided (ctx_attrs),
+ * then the args. */
+static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
+                                const fattn_split_ctx_attrs *ca)
+{
     bwd->fp8 = ca->fp8;
     bwd->nominal_dtype = ca->nominal_dtype;
     bwd->is_input_fp8 = ca->is_input_fp8;
@@ -754,14 +549,30 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
     bwd->softmax_type = fwd->softmax_type;
     bwd->window_size[0] = fwd->window_size[0];
     bwd->window_size[1] = fwd->window_size[1];
-    if (sp_mutant("window_unnormalised") && fattn_mask_has_causal(fwd->attn_mask_type))
-        bwd->window_size[1] = -1; /* causal's (left, 0) taken back to (left, -1) */
     bwd->bottom_right_diagonal = ca->bottom_right_diagonal ? 1 : 0;
     bwd->fused_attention_backend = ca->fused_attention_backend;
     bwd->use_FAv2_bwd = fwd->use_FAv2_bwd;
     bwd->deterministic = fwd->deterministic;
     bwd->engine = fwd->engine;
     bwd->poison = fwd->poison;
+}
+
+fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
+                                   const fattn_tensor *out,
+                                   const fattn_split_ctx_attrs *ca,
+                                   const fattn_split_to_save *to_save)
+{
+    if (!bwd || !fwd || !ca || !to_save)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_setup_ctx: NULL argument");
+    fattn_bwd_args_init(bwd);
+    fattn_tensor slot[FATTN_SPLIT_NSLOTS];
+    fattn_status st = sp_setup_ctx_restore(fwd, out, ca, to_save, slot);
+    if (st != FATTN_OK)
+        return st;
+    /* The saved tensors, each into its field (FATTN_SPLIT_SLOTS). */
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        *fattn_split_bwd_slot(bwd, (fattn_split_slot)i) = slot[i];
+    sp_setup_ctx_config(bwd, fwd, ca);
     return FATTN_OK;
 }
 
@@ -769,53 +580,15 @@ fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fw
 /* backward_impl                                                            */
 /* ------------------------------------------------------------------------ */
 
-fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded)
+/* attention.cpp:398-452: dQ, dK, dV packed per the dqkv_layout group
+ * (views into g's storage), then attention.cpp:492-498: THD grads
+ * zero-filled. */
+static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn_split_grads *g)
 {
-    if (!offloaded)
-        return layout;
-    switch (layout) {
-    case FATTN_LAYOUT_SB3HD:
-    case FATTN_LAYOUT_SBH3D:
-    case FATTN_LAYOUT_SBHD_SB2HD:
-    case FATTN_LAYOUT_SBHD_SBH2D:
-        return FATTN_LAYOUT_SBHD_SBHD_SBHD;
-    case FATTN_LAYOUT_BS3HD:
-    case FATTN_LAYOUT_BSH3D:
-    case FATTN_LAYOUT_BSHD_BS2HD:
-    case FATTN_LAYOUT_BSHD_BSH2D:
-        return FATTN_LAYOUT_BSHD_BSHD_BSHD;
-    case FATTN_LAYOUT_T3HD:
-    case FATTN_LAYOUT_TH3D:
-    case FATTN_LAYOUT_THD_T2HD:
-    case FATTN_LAYOUT_THD_TH2D:
-        return FATTN_LAYOUT_THD_THD_THD;
-    default:
-        return layout;
-    }
-}
-
-fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *g)
-{
-    if (!bwd || !g)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_backward_impl: NULL argument");
-    memset(g, 0, sizeof *g);
-    fattn_status st = sp_check_bwd_args(bwd);
-    if (st != FATTN_OK)
-        return st;
-    if (bwd->use_FAv2_bwd)
-        return fattn_error(FATTN_E_UNSUPPORTED,
-                           "split backward: use_FAv2_bwd (flash-attn v2 backward, "
-                           "backends.py:1775) is not available in fattn");
-    if (bwd->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED,
-                           "split backward: FP8 execution is not implemented");
-
     fattn_dtype dt = bwd->nominal_dtype;
     fattn_qkv_layout_group grp = fattn_layout_group(bwd->dqkv_layout);
     fattn_tensor views[3];
-    g->dq = g->dk = g->dv = g->d_bias = g->d_softmax_offset = fattn_tensor_empty();
-
-    /* attention.cpp:398-452: dQKV packed per the dqkv_layout group. */
+    fattn_status st = FATTN_OK;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D) {
         int at = grp == FATTN_LAYOUT_GROUP_3HD ? bwd->q.ndim - 2 : bwd->q.ndim - 1;
         st = sp_alloc_packed(bwd->poison, &g->own_storage[0], dt, &bwd->q, 3, at, views);
@@ -848,35 +621,45 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
                          (int)bwd->dqkv_layout);
     }
     if (st != FATTN_OK)
-        goto fail;
-    /* attention.cpp:492-498: THD grads zero-filled. */
+        return st;
     if (fattn_layout_q_format(bwd->dqkv_layout) == FATTN_FORMAT_THD)
         fattn_tensor_fill_bits(&g->dq, 0);
     if (fattn_layout_kv_format(bwd->dqkv_layout) == FATTN_FORMAT_THD) {
         fattn_tensor_fill_bits(&g->dk, 0);
         fattn_tensor_fill_bits(&g->dv, 0);
     }
+    return FATTN_OK;
+}
 
-    /* Slots -> list, right before the engine call. */
-    fattn_aux_pack pack;
-    memset(&pack, 0, sizeof pack);
-    pack.t[pack.n++] = bwd->softmax_stats;
-    pack.t[pack.n++] = bwd->rng_state;
-    bool tensor_bias = bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                       bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    if (tensor_bias)
-        pack.t[pack.n++] = bwd->aux_bias;
+/* aux_ctx_tensors: the fixed slots -> the engine's list, right before the
+ * engine call: [Stats, rng_state, (Bias), (SoftmaxOffset)]. */
+static void sp_backward_impl_aux_ctx_tensors(const fattn_bwd_args *bwd, fattn_aux_pack *pack)
+{
+    memset(pack, 0, sizeof *pack);
+    pack->t[pack->n++] = bwd->softmax_stats;
+    pack->t[pack->n++] = bwd->rng_state;
+    if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+        bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
+        pack->t[pack->n++] = bwd->aux_bias;
     if (bwd->softmax_type != FATTN_SOFTMAX_VANILLA)
-        pack.t[pack.n++] = bwd->aux_softmax_offset;
+        pack->t[pack->n++] = bwd->aux_softmax_offset;
+    assert(pack->n <= FATTN_AUX_MAX);
+}
 
-    /* attention.cpp:543-559: dBias shaped like the last pack entry (the
-     * support table refused bias + sink, so that entry is the bias),
-     * zero-filled for a THD layout. */
-    if (tensor_bias) {
-        const fattn_tensor *last = &pack.t[pack.n - 1];
-        st = sp_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
+/* attention.cpp:543-559: dBias shaped like the last pack entry (the support
+ * table refused bias + sink, so that entry is the bias), zero-filled for a
+ * THD layout; attention.cpp:561-568: dSoftmaxOffset float32 [1, h, 1, 1]. */
+static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
+                                                 const fattn_aux_pack *pack,
+                                                 fattn_split_grads *g)
+{
+    fattn_dtype dt = bwd->nominal_dtype;
+    if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+        bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
+        const fattn_tensor *last = &pack->t[pack->n - 1];
+        fattn_status st = sp_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
         if (st != FATTN_OK)
-            goto fail;
+            return st;
         if (fattn_layout_format(bwd->qkv_layout) == FATTN_FORMAT_THD)
             fattn_tensor_fill_bits(&g->own_d_bias, 0);
         g->d_bias = g->own_d_bias;
@@ -884,12 +667,20 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     if (bwd->softmax_type != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, bwd->q.shape[sp_heads_dim(fattn_layout_q_format(bwd->qkv_layout))],
                          1, 1};
-        st = sp_alloc_out(bwd->poison, &g->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
+        fattn_status st = sp_alloc_out(bwd->poison, &g->own_d_softmax_offset,
+                                       FATTN_DTYPE_FLOAT32, 4, os);
         if (st != FATTN_OK)
-            goto fail;
+            return st;
         g->d_softmax_offset = g->own_d_softmax_offset;
     }
+    return FATTN_OK;
+}
 
+/* fused_attn_bwd, the f16 path: the engine writes g's buffers. */
+static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
+                                                    const fattn_aux_pack *pack,
+                                                    fattn_split_grads *g)
+{
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);
     p.q = bwd->q;
@@ -897,7 +688,7 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     p.v = bwd->v;
     p.o = bwd->out;
     p.d_o = bwd->d_out;
-    p.aux = &pack;
+    p.aux = pack;
     p.dq = g->dq;
     p.dk = g->dk;
     p.dv = g->dv;
@@ -923,14 +714,36 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     p.bottom_right_diagonal = bwd->bottom_right_diagonal == 1;
     p.deterministic = bwd->deterministic;
     p.cuda_graph = false;
-    st = fattn_engine_bwd(bwd->engine, &p);
+    return fattn_engine_bwd(bwd->engine, &p);
+}
+
+fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *g)
+{
+    if (!bwd || !g)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_backward_impl: NULL argument");
+    memset(g, 0, sizeof *g);
+    fattn_status st = fattn_split_check_bwd_args(bwd);
+    if (st != FATTN_OK)
+        return st;
+    if (bwd->use_FAv2_bwd)
+        return fattn_error(FATTN_E_UNSUPPORTED,
+                           "split backward: use_FAv2_bwd (flash-attn v2 backward, "
+                           "backends.py:1775) is not available in fattn");
+    if (bwd->fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED,
+                           "split backward: FP8 execution is not implemented");
+
+    g->dq = g->dk = g->dv = g->d_bias = g->d_softmax_offset = fattn_tensor_empty();
+    fattn_aux_pack pack;
+    st = sp_backward_impl_alloc_dqkv(bwd, g);
     if (st != FATTN_OK)
         goto fail;
-    if (sp_mutant("dbias_slot")) {
-        fattn_tensor t = g->d_bias;
-        g->d_bias = g->d_softmax_offset;
-        g->d_softmax_offset = t;
-    }
+    sp_backward_impl_aux_ctx_tensors(bwd, &pack);
+    st = sp_backward_impl_alloc_dbias(bwd, &pack, g);
+    if (st == FATTN_OK)
+        st = sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
+    if (st != FATTN_OK)
+        goto fail;
     return FATTN_OK;
 
 fail:

@@ -56,9 +56,30 @@ extern "C" {
 #define FATTN_LEGACY_GRAD_DBIAS 12
 #define FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET 29
 
-/* The saved list: 12 fixed entries then the aux pack (2..4 entries). */
+/* The saved list (ctx.save_for_backward, backends.py:1655-1665): 12 fixed
+ * entries, then TE's aux pack as a list (2..4 entries) from
+ * FATTN_LEGACY_SAVED_AUX on: [Stats, rng_state, (Bias), (SoftmaxOffset)].
+ * This enum is the legacy front end's own; lib/split keeps its slots
+ * separately (FATTN_SPLIT_SLOTS). */
+typedef enum fattn_legacy_saved {
+    FATTN_LEGACY_SAVED_Q_FP8 = 0,
+    FATTN_LEGACY_SAVED_K_FP8,
+    FATTN_LEGACY_SAVED_V_FP8,
+    FATTN_LEGACY_SAVED_OUT_FP8,
+    FATTN_LEGACY_SAVED_Q,
+    FATTN_LEGACY_SAVED_K,
+    FATTN_LEGACY_SAVED_V,
+    FATTN_LEGACY_SAVED_OUT,
+    FATTN_LEGACY_SAVED_CU_SEQLENS_Q,
+    FATTN_LEGACY_SAVED_CU_SEQLENS_KV,
+    FATTN_LEGACY_SAVED_CU_SEQLENS_Q_PADDED,
+    FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED,
+    FATTN_LEGACY_SAVED_AUX,                          /* 12: the aux list starts here */
+    FATTN_LEGACY_SAVED_STATS = FATTN_LEGACY_SAVED_AUX, /* always first in it */
+    FATTN_LEGACY_SAVED_RNG_STATE                     /* always second */
+} fattn_legacy_saved;
+/* The longest saved list: 12 fixed entries and an aux list of 4. */
 #define FATTN_LEGACY_SAVED_MAX 16
-#define FATTN_LEGACY_SAVED_AUX 12
 
 typedef struct fattn_legacy_ctx {
     /* ---- not TE: where to run and how to poison ------------------------ */

@@ -158,24 +158,33 @@ typedef struct fattn_bwd_args {
 void fattn_fwd_args_init(fattn_fwd_args *a);
 void fattn_bwd_args_init(fattn_bwd_args *a);
 
-/* The fixed to-save slots, in TE's save order. */
+/* The 16 fixed to-save slots, in TE's save order (backends.py
+ * tensors_to_save): X(SUFFIX, name) per slot, where name is the slot's name
+ * (fattn_split_slot_name) and the fattn_bwd_args field setup_ctx puts it
+ * in. The slot's enum constant is FATTN_SPLIT_SLOT_<SUFFIX>. This table is
+ * the split front end's own; lib/legacy keeps its saved list separately. */
+#define FATTN_SPLIT_SLOTS(X)                                                  \
+    X(Q_FP8, q_fp8)                                                           \
+    X(K_FP8, k_fp8)                                                           \
+    X(V_FP8, v_fp8)                                                           \
+    X(OUT_FP8, out_fp8)                                                       \
+    X(Q, q)                                                                   \
+    X(K, k)                                                                   \
+    X(V, v)                                                                   \
+    X(OUT, out)                                                               \
+    X(CU_SEQLENS_Q, cu_seqlens_q)                                             \
+    X(CU_SEQLENS_KV, cu_seqlens_kv)                                           \
+    X(CU_SEQLENS_Q_PADDED, cu_seqlens_q_padded)                               \
+    X(CU_SEQLENS_KV_PADDED, cu_seqlens_kv_padded)                             \
+    X(SOFTMAX_STATS, softmax_stats)                                           \
+    X(RNG_STATE, rng_state)                                                   \
+    X(AUX_BIAS, aux_bias)                                                     \
+    X(AUX_SOFTMAX_OFFSET, aux_softmax_offset)
+
 typedef enum fattn_split_slot {
-    FATTN_SPLIT_SLOT_Q_FP8 = 0,
-    FATTN_SPLIT_SLOT_K_FP8,
-    FATTN_SPLIT_SLOT_V_FP8,
-    FATTN_SPLIT_SLOT_OUT_FP8,
-    FATTN_SPLIT_SLOT_Q,
-    FATTN_SPLIT_SLOT_K,
-    FATTN_SPLIT_SLOT_V,
-    FATTN_SPLIT_SLOT_OUT,
-    FATTN_SPLIT_SLOT_CU_SEQLENS_Q,
-    FATTN_SPLIT_SLOT_CU_SEQLENS_KV,
-    FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED,
-    FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED,
-    FATTN_SPLIT_SLOT_SOFTMAX_STATS,
-    FATTN_SPLIT_SLOT_RNG_STATE,
-    FATTN_SPLIT_SLOT_AUX_BIAS,
-    FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET,
+#define FATTN_SPLIT_SLOT_ENUM_(suffix, name) FATTN_SPLIT_SLOT_##suffix,
+    FATTN_SPLIT_SLOTS(FATTN_SPLIT_SLOT_ENUM_)
+#undef FATTN_SPLIT_SLOT_ENUM_
     FATTN_SPLIT_NSLOTS
 } fattn_split_slot;
 

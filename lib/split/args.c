@@ -1,0 +1,331 @@
+/* The split front end's data (fattn/split.h): slot and source names, the
+ * args structs' initial values and required fields, the to-save slots and
+ * their dedup, the owners' free functions, the offload reload layout.
+ * TE's three helpers themselves are in split.c.
+ *
+ * TE lines cited as file:line are at TE commit d0067d0 (see split.c).
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fattn/split.h"
+#include "internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* Names, init                                                              */
+/* ------------------------------------------------------------------------ */
+
+static const char *const slot_names[FATTN_SPLIT_NSLOTS] = {
+#define SP_SLOT_NAME(suffix, name) [FATTN_SPLIT_SLOT_##suffix] = #name,
+    FATTN_SPLIT_SLOTS(SP_SLOT_NAME)
+#undef SP_SLOT_NAME
+};
+
+fattn_tensor *fattn_split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s)
+{
+    switch (s) {
+#define SP_SLOT_FIELD(suffix, name)                                                            \
+    case FATTN_SPLIT_SLOT_##suffix:                                                            \
+        return &a->name;
+        FATTN_SPLIT_SLOTS(SP_SLOT_FIELD)
+#undef SP_SLOT_FIELD
+    default:
+        assert(!"not a split slot");
+        return NULL;
+    }
+}
+
+/* The slot each member of fattn_split_fill_to_save's groups lands in. */
+static const fattn_split_slot fp8_slots[SP_QKVO_N] = {
+    FATTN_SPLIT_SLOT_Q_FP8, FATTN_SPLIT_SLOT_K_FP8, FATTN_SPLIT_SLOT_V_FP8,
+    FATTN_SPLIT_SLOT_OUT_FP8};
+static const fattn_split_slot f16_slots[SP_QKVO_N] = {
+    FATTN_SPLIT_SLOT_Q, FATTN_SPLIT_SLOT_K, FATTN_SPLIT_SLOT_V, FATTN_SPLIT_SLOT_OUT};
+static const fattn_split_slot cu_slots[SP_CU_N] = {
+    FATTN_SPLIT_SLOT_CU_SEQLENS_Q, FATTN_SPLIT_SLOT_CU_SEQLENS_KV,
+    FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED, FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED};
+static const fattn_split_slot aux_slots[SP_AUX_N] = {
+    FATTN_SPLIT_SLOT_SOFTMAX_STATS, FATTN_SPLIT_SLOT_RNG_STATE, FATTN_SPLIT_SLOT_AUX_BIAS,
+    FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET};
+
+const char *fattn_split_slot_name(fattn_split_slot s)
+{
+    return ((int)s >= 0 && s < FATTN_SPLIT_NSLOTS) ? slot_names[s] : NULL;
+}
+
+const char *fattn_split_source_name(fattn_split_source s)
+{
+    switch (s) {
+    case FATTN_SPLIT_SRC_Q: return "q";
+    case FATTN_SPLIT_SRC_K: return "k";
+    case FATTN_SPLIT_SRC_V: return "v";
+    case FATTN_SPLIT_SRC_ATTN_BIAS: return "attn_bias";
+    case FATTN_SPLIT_SRC_SOFTMAX_OFFSET: return "softmax_offset";
+    case FATTN_SPLIT_SRC_OUT: return "out";
+    default: return NULL;
+    }
+}
+
+void fattn_fwd_args_init(fattn_fwd_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->q = a->k = a->v = a->attn_bias = a->softmax_offset = fattn_tensor_empty();
+    a->packed_qkv = a->packed_kv = fattn_tensor_empty();
+    a->cu_seqlens_q = a->cu_seqlens_kv = fattn_tensor_empty();
+    a->cu_seqlens_q_padded = a->cu_seqlens_kv_padded = fattn_tensor_empty();
+    a->page_table_k = a->page_table_v = fattn_tensor_empty();
+    a->max_seqlen_q = a->max_seqlen_kv = 0;
+    a->is_training = -1;
+    a->qkv_layout = FATTN_LAYOUT_NOT_SET;
+    a->attn_bias_type = (fattn_bias_type)-1;
+    a->attn_mask_type = (fattn_mask_type)-1;
+    a->softmax_type = (fattn_softmax_type)-1;
+    a->window_size[0] = a->window_size[1] = FATTN_SPLIT_WINDOW_UNSET;
+    a->bottom_right_diagonal = -1;
+    a->attn_scale = FATTN_SPLIT_SCALE_NONE;
+    a->dropout_p = 0.0f;
+    a->fast_zero_fill = true;
+    a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
+    a->fp8_save = FATTN_SPLIT_SAVE_F16;
+    a->layer_number = 1;
+}
+
+void fattn_bwd_args_init(fattn_bwd_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        *fattn_split_bwd_slot(a, (fattn_split_slot)i) = fattn_tensor_empty();
+    a->d_out = fattn_tensor_empty();
+    a->nominal_dtype = FATTN_DTYPE_INVALID;
+    a->layer_number = 1;
+    a->attn_scale = FATTN_SPLIT_SCALE_NONE;
+    a->fast_zero_fill = true;
+    a->qkv_layout = a->dqkv_layout = FATTN_LAYOUT_NOT_SET;
+    a->o_format = a->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
+    a->attn_bias_type = (fattn_bias_type)-1;
+    a->attn_mask_type = (fattn_mask_type)-1;
+    a->softmax_type = (fattn_softmax_type)-1;
+    a->window_size[0] = a->window_size[1] = FATTN_SPLIT_WINDOW_UNSET;
+    a->bottom_right_diagonal = -1;
+    a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
+}
+
+/* independent witness: mirrors lib/legacy/legacy.c lg_none, do not unify. */
+static bool sp_none(const fattn_tensor *t)
+{
+    return !t || fattn_tensor_is_empty(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Slots and dedup                                                          */
+/* ------------------------------------------------------------------------ */
+
+fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
+                                      const fattn_tensor fp8[4], const fattn_tensor f16[4],
+                                      const fattn_tensor cu[4], const fattn_tensor aux[4],
+                                      fattn_split_to_save *ts)
+{
+    if (!fp8 || !f16 || !cu || !aux || !ts)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_fill_to_save: NULL argument");
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        ts->t[i] = fattn_tensor_empty();
+    /* backends.py (FP8 branch) and reference §1.2 step 7. */
+    switch (variant) {
+    case FATTN_SPLIT_SAVE_F16:
+    case FATTN_SPLIT_SAVE_FP8_BWD_F16:
+        for (int i = 0; i < SP_QKVO_N; i++)
+            ts->t[f16_slots[i]] = f16[i];
+        break;
+    case FATTN_SPLIT_SAVE_FP8_O_F16:
+        for (int i = 0; i < SP_QKVO_N; i++)
+            if (i != SP_QKVO_OUT)
+                ts->t[fp8_slots[i]] = fp8[i];
+        ts->t[f16_slots[SP_QKVO_OUT]] = f16[SP_QKVO_OUT];
+        break;
+    case FATTN_SPLIT_SAVE_FP8_O_FP8:
+        for (int i = 0; i < SP_QKVO_N; i++)
+            ts->t[fp8_slots[i]] = fp8[i];
+        break;
+    default:
+        return fattn_error(FATTN_E_INVALID_ARG, "split: unknown save variant %d", (int)variant);
+    }
+    for (int i = 0; i < SP_CU_N; i++)
+        ts->t[cu_slots[i]] = cu[i];
+    for (int i = 0; i < SP_AUX_N; i++)
+        ts->t[aux_slots[i]] = aux[i];
+    return FATTN_OK;
+}
+
+void fattn_split_dedup(fattn_split_to_save *ts, const fattn_tensor *q, const fattn_tensor *k,
+                       const fattn_tensor *v, const fattn_tensor *attn_bias,
+                       const fattn_tensor *softmax_offset, const fattn_tensor *out,
+                       fattn_split_source saved_from[FATTN_SPLIT_NSLOTS])
+{
+    const fattn_tensor *src[6] = {q, k, v, attn_bias, softmax_offset, out};
+    const fattn_split_source names[6] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
+                                         FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_ATTN_BIAS,
+                                         FATTN_SPLIT_SRC_SOFTMAX_OFFSET, FATTN_SPLIT_SRC_OUT};
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
+        saved_from[i] = FATTN_SPLIT_SRC_NONE;
+        if (fattn_tensor_is_empty(&ts->t[i]))
+            continue; /* an empty slot means "not needed", never a source */
+        for (int j = 0; j < 6; j++) {
+            if (sp_none(src[j]) || !fattn_tensor_same(&ts->t[i], src[j]))
+                continue;
+            saved_from[i] = names[j];
+            ts->t[i] = fattn_tensor_empty();
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Required fields                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define MISSING(s, name) fattn_error(FATTN_E_MISSING_FIELD, "%s.%s is unset", s, name)
+
+fattn_status fattn_split_check_fwd_args(const fattn_fwd_args *a)
+{
+    const char *s = "fattn_fwd_args";
+    if (!a->engine)
+        return MISSING(s, "engine");
+    if (a->max_seqlen_q <= 0)
+        return MISSING(s, "max_seqlen_q");
+    if (a->max_seqlen_kv <= 0)
+        return MISSING(s, "max_seqlen_kv");
+    if (a->is_training != 0 && a->is_training != 1)
+        return MISSING(s, "is_training");
+    if (a->qkv_layout == FATTN_LAYOUT_NOT_SET || (int)a->qkv_layout < 0 ||
+        (int)a->qkv_layout > FATTN_LAYOUT_NOT_SET)
+        return MISSING(s, "qkv_layout");
+    if ((int)a->attn_bias_type < 0)
+        return MISSING(s, "attn_bias_type");
+    if ((int)a->attn_mask_type < 0)
+        return MISSING(s, "attn_mask_type");
+    if ((int)a->softmax_type < 0)
+        return MISSING(s, "softmax_type");
+    if (a->window_size[0] == FATTN_SPLIT_WINDOW_UNSET ||
+        a->window_size[1] == FATTN_SPLIT_WINDOW_UNSET)
+        return MISSING(s, "window_size");
+    if (a->fused_attention_backend == FATTN_TE_BACKEND_NO_BACKEND)
+        return MISSING(s, "fused_attention_backend");
+    if (!a->rng_gen)
+        return MISSING(s, "rng_gen");
+    if (a->bottom_right_diagonal < -1 || a->bottom_right_diagonal > 1)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "fattn_fwd_args.bottom_right_diagonal %d (use -1, 0 or 1)",
+                           a->bottom_right_diagonal);
+    return FATTN_OK;
+}
+
+fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
+{
+    const char *s = "fattn_bwd_args";
+    if (!a->engine)
+        return MISSING(s, "engine");
+    if (fattn_tensor_is_empty(&a->d_out))
+        return MISSING(s, "d_out");
+    if (a->nominal_dtype == FATTN_DTYPE_INVALID)
+        return MISSING(s, "nominal_dtype");
+    if (a->max_seqlen_q <= 0)
+        return MISSING(s, "max_seqlen_q");
+    if (a->max_seqlen_kv <= 0)
+        return MISSING(s, "max_seqlen_kv");
+    if (isnan(a->attn_scale))
+        return MISSING(s, "attn_scale");
+    if (a->qkv_layout == FATTN_LAYOUT_NOT_SET)
+        return MISSING(s, "qkv_layout");
+    if (a->o_format == FATTN_FORMAT_NOT_SET)
+        return MISSING(s, "o_format");
+    if (a->dqkv_layout == FATTN_LAYOUT_NOT_SET)
+        return MISSING(s, "dqkv_layout");
+    if ((int)a->attn_bias_type < 0)
+        return MISSING(s, "attn_bias_type");
+    if ((int)a->attn_mask_type < 0)
+        return MISSING(s, "attn_mask_type");
+    if ((int)a->softmax_type < 0)
+        return MISSING(s, "softmax_type");
+    if (a->window_size[0] == FATTN_SPLIT_WINDOW_UNSET ||
+        a->window_size[1] == FATTN_SPLIT_WINDOW_UNSET)
+        return MISSING(s, "window_size");
+    if (a->bottom_right_diagonal != 0 && a->bottom_right_diagonal != 1)
+        return MISSING(s, "bottom_right_diagonal");
+    if (a->fused_attention_backend == FATTN_TE_BACKEND_NO_BACKEND)
+        return MISSING(s, "fused_attention_backend");
+    if (fattn_tensor_is_empty(&a->softmax_stats))
+        return MISSING(s, "softmax_stats");
+    if (fattn_tensor_is_empty(&a->rng_state))
+        return MISSING(s, "rng_state");
+    bool tensor_bias = a->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                       a->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    if (tensor_bias && fattn_tensor_is_empty(&a->aux_bias))
+        return MISSING(s, "aux_bias");
+    if (a->softmax_type != FATTN_SOFTMAX_VANILLA && fattn_tensor_is_empty(&a->aux_softmax_offset))
+        return MISSING(s, "aux_softmax_offset");
+    if (!a->fp8) {
+        if (fattn_tensor_is_empty(&a->q))
+            return MISSING(s, "q");
+        if (fattn_tensor_is_empty(&a->k))
+            return MISSING(s, "k");
+        if (fattn_tensor_is_empty(&a->v))
+            return MISSING(s, "v");
+        if (fattn_tensor_is_empty(&a->out))
+            return MISSING(s, "out");
+    }
+    return FATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Owners and layouts                                                       */
+/* ------------------------------------------------------------------------ */
+
+void fattn_split_fwd_result_free(fattn_split_fwd_result *r)
+{
+    if (!r)
+        return;
+    fattn_tensor_free(&r->own_out);
+    fattn_tensor_free(&r->own_max_logit);
+    fattn_tensor_free(&r->own_stats);
+    fattn_tensor_free(&r->own_max);
+    fattn_tensor_free(&r->own_rng_state);
+    memset(r, 0, sizeof *r);
+}
+
+void fattn_split_grads_free(fattn_split_grads *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < 3; i++)
+        fattn_tensor_free(&g->own_storage[i]);
+    fattn_tensor_free(&g->own_d_bias);
+    fattn_tensor_free(&g->own_d_softmax_offset);
+    memset(g, 0, sizeof *g);
+}
+
+fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded)
+{
+    if (!offloaded)
+        return layout;
+    switch (layout) {
+    case FATTN_LAYOUT_SB3HD:
+    case FATTN_LAYOUT_SBH3D:
+    case FATTN_LAYOUT_SBHD_SB2HD:
+    case FATTN_LAYOUT_SBHD_SBH2D:
+        return FATTN_LAYOUT_SBHD_SBHD_SBHD;
+    case FATTN_LAYOUT_BS3HD:
+    case FATTN_LAYOUT_BSH3D:
+    case FATTN_LAYOUT_BSHD_BS2HD:
+    case FATTN_LAYOUT_BSHD_BSH2D:
+        return FATTN_LAYOUT_BSHD_BSHD_BSHD;
+    case FATTN_LAYOUT_T3HD:
+    case FATTN_LAYOUT_TH3D:
+    case FATTN_LAYOUT_THD_T2HD:
+    case FATTN_LAYOUT_THD_TH2D:
+        return FATTN_LAYOUT_THD_THD_THD;
+    default:
+        return layout;
+    }
+}
