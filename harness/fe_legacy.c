@@ -8,7 +8,7 @@
 
 #include "fe.h"
 
-_Static_assert(FATTN_LEGACY_SAVED_AUX == FATTN_SAVED_AUX_FIRST,
+_Static_assert((int)FATTN_LEGACY_SAVED_AUX == (int)FATTN_SAVED_AUX_FIRST,
                "legacy's fixed saved entries are the table's FIXED rows");
 _Static_assert(FATTN_LEGACY_SAVED_MAX == FATTN_SAVED_COUNT,
                "legacy's saved list holds at most every slot");
