@@ -252,18 +252,18 @@ static json_t *case_json(const fattn_spec *s)
     return o;
 }
 
-fattn_status fattn_case_list_json(const fattn_spec *specs, size_t n, char **out)
+fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)
 {
     *out = NULL;
     json_t *a = json_array();
     if (!a)
         return fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
     for (size_t i = 0; i < n; i++) {
-        json_t *o = case_json(&specs[i]);
+        json_t *o = case_json(specs[i]);
         if (!o || json_array_append_new(a, o) != 0) {
             json_decref(a);
             return fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory",
-                               specs[i].id);
+                               specs[i]->id);
         }
     }
     /* One case per line: an array a person can read and a tool can parse. */
@@ -273,7 +273,7 @@ fattn_status fattn_case_list_json(const fattn_spec *specs, size_t n, char **out)
     for (size_t i = 0; st == FATTN_OK && i < n; i++) {
         lines[i] = json_dumps(json_array_get(a, i), JSON_COMPACT | JSON_ENSURE_ASCII);
         if (!lines[i])
-            st = fattn_error(FATTN_E_NOMEM, "resolved cases: case %s", specs[i].id);
+            st = fattn_error(FATTN_E_NOMEM, "resolved cases: case %s", specs[i]->id);
         else
             len += strlen(lines[i]) + 2;
     }

@@ -89,9 +89,9 @@ fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out);
 /* Free the sequence tables; *c becomes empty (NULL is fine). */
 void fattn_case_free(fattn_case *c);
 
-/* The resolved model of every case of `specs` as one JSON array (the
+/* The resolved model of the cases specs[0..n) as one JSON array (the
  * format docs/cases.md describes), malloc'd and NUL-terminated. */
-fattn_status fattn_case_list_json(const fattn_spec *specs, size_t n, char **out);
+fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,78 @@
-/* fattn inspect and fattn merge. */
+/* fattn cases, fattn inspect and fattn merge: the commands about a matrix
+ * or a file as a whole. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "case.h"
 #include "cli.h"
 #include "isolate.h"
 #include "runfile.h"
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static const char cases_help[] =
+    "usage: fattn cases [--cases FILE] [--filter GLOB] [--resolved --json]\n"
+    "\n"
+    "Print one line per case of the matrix: its id, a tab, a summary.\n"
+    "Without --cases, the default matrix compiled in from golden/default_cases.json.\n"
+    "--resolved --json prints instead one JSON array: for each selected case its\n"
+    "canonical spec and every value fattn derives from it (window, diagonal, scale,\n"
+    "sequence tables, tensor shapes; docs/cases.md).\n";
+
+/* Prints the selected cases of `m`, as lines or as the resolved model. */
+static int print_cases(const cli_matrix *m, bool resolved)
+{
+    if (!resolved) {
+        for (size_t i = 0; i < m->n_sel; i++) {
+            char summary[512];
+            fattn_spec_summary(m->sel[i], summary, sizeof summary);
+            printf("%s\t%s\n", m->sel[i]->id, summary);
+        }
+        return FATTN_EXIT_OK;
+    }
+    char *json = NULL;
+    fattn_status st = fattn_case_list_json(m->sel, m->n_sel, &json);
+    if (st != FATTN_OK)
+        return cli_fail("cases", "%s", fattn_last_error());
+    printf("%s\n", json);
+    free(json);
+    return FATTN_EXIT_OK;
+}
+
+int fattn_cmd_cases(int argc, char **argv)
+{
+    const char *cases = NULL, *filter = NULL;
+    bool resolved = false, json = false;
+    cli_args a = {argc, argv, 1, "cases"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(cases_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--resolved")) {
+            resolved = true;
+        } else if (cli_flag(&a, "--json")) {
+            json = true;
+        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter))) {
+            if (r < 0)
+                return cli_fail("cases", "%s needs a value", argv[a.i]);
+        } else {
+            return cli_fail("cases", "unknown argument '%s' (see fattn cases --help)", argv[a.i]);
+        }
+    }
+    if (resolved != json)
+        return cli_fail("cases", "--resolved and --json go together (the resolved model is "
+                                 "printed only as JSON)");
+    cli_matrix m;
+    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    int rc = print_cases(&m, resolved);
+    cli_matrix_free(&m);
+    return rc;
+}
+
+/* ---- inspect ----------------------------------------------------------------- */
 
 static const char inspect_help[] =
     "usage: fattn inspect FILE.h5\n"

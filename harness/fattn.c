@@ -9,42 +9,6 @@
 
 #include "cli.h"
 
-/* ---- cases ----------------------------------------------------------------- */
-
-static const char cases_help[] =
-    "usage: fattn cases [--cases FILE] [--filter GLOB]\n"
-    "\n"
-    "Print one line per case of the matrix: its id, a tab, a summary.\n"
-    "Without --cases, the default matrix compiled in from golden/default_cases.json.\n";
-
-int fattn_cmd_cases(int argc, char **argv)
-{
-    const char *cases = NULL, *filter = NULL;
-    cli_args a = {argc, argv, 1, "cases"};
-    for (; a.i < argc; a.i++) {
-        int r;
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(cases_help, stdout);
-            return FATTN_EXIT_OK;
-        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter))) {
-            if (r < 0)
-                return cli_fail("cases", "%s needs a value", argv[a.i]);
-        } else {
-            return cli_fail("cases", "unknown argument '%s' (see fattn cases --help)", argv[a.i]);
-        }
-    }
-    cli_matrix m;
-    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
-    for (size_t i = 0; i < m.n_sel; i++) {
-        char summary[512];
-        fattn_spec_summary(m.sel[i], summary, sizeof summary);
-        printf("%s\t%s\n", m.sel[i]->id, summary);
-    }
-    cli_matrix_free(&m);
-    return FATTN_EXIT_OK;
-}
-
 /* ---- main ------------------------------------------------------------------ */
 
 static const char main_help[] =
