@@ -27,47 +27,53 @@ static fattn_status alloc_i32(fattn_tensor *t, int64_t n, const int64_t *vals)
     return FATTN_OK;
 }
 
-static fattn_status alloc_qkv(const fattn_spec *s, fattn_case_inputs *in)
+fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3], fattn_tensor *q,
+                                    fattn_tensor *k, fattn_tensor *v)
 {
-    fattn_qkv_format qf = fattn_layout_q_format(s->layout);
-    fattn_qkv_format kvf = fattn_layout_kv_format(s->layout);
-    fattn_qkv_layout_group g = fattn_layout_group(s->layout);
-    int64_t qs[4], ks[4], vs[4];
-    int qn = fattn_format_shape(qf, s->b, s->sq, in->t_q, s->h, s->d_qk, qs);
-    int kn = fattn_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_qk, ks);
-    fattn_format_shape(kvf, s->b, s->skv, in->t_kv, s->hg, s->d_v, vs);
+    const fattn_case_shape *qs = &c->t.q, *ks = &c->t.k, *vs = &c->t.v;
+    fattn_dtype dt = c->spec->dtype;
+    fattn_qkv_layout_group g = c->layout_group;
+    assert(qs->present && ks->present && vs->present);
+    for (int i = 0; i < 3; i++)
+        storage[i] = fattn_tensor_empty();
     fattn_tensor views[3];
     fattn_status st;
     if (g == FATTN_LAYOUT_GROUP_3HD || g == FATTN_LAYOUT_GROUP_H3D) {
-        st = fattn_tensor_alloc_packed(&in->storage[0], s->dtype, qn, qs, 3,
-                          g == FATTN_LAYOUT_GROUP_3HD ? qn - 2 : qn - 1, views);
-        if (st == FATTN_OK) {
-            in->q = views[0];
-            in->k = views[1];
-            in->v = views[2];
-        }
-        return st;
+        /* One buffer of q's shape three times (the spec has sq == skv,
+         * h == hg, d_qk == d_v for these layouts). */
+        st = fattn_tensor_alloc_packed(&storage[0], dt, qs->ndim, qs->shape, 3,
+                          g == FATTN_LAYOUT_GROUP_3HD ? qs->ndim - 2 : qs->ndim - 1, views);
+        if (st != FATTN_OK)
+            return st;
+        *q = views[0];
+        *k = views[1];
+        *v = views[2];
+        return FATTN_OK;
     }
-    st = fattn_tensor_alloc_packed(&in->storage[0], s->dtype, qn, qs, 1, 0, views);
+    st = fattn_tensor_alloc_packed(&storage[0], dt, qs->ndim, qs->shape, 1, 0, views);
     if (st != FATTN_OK)
         return st;
-    in->q = views[0];
+    *q = views[0];
     if (g == FATTN_LAYOUT_GROUP_HD_2HD || g == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_tensor_alloc_packed(&in->storage[1], s->dtype, kn, ks, 2,
-                          g == FATTN_LAYOUT_GROUP_HD_2HD ? kn - 2 : kn - 1, views);
+        st = fattn_tensor_alloc_packed(&storage[1], dt, ks->ndim, ks->shape, 2,
+                          g == FATTN_LAYOUT_GROUP_HD_2HD ? ks->ndim - 2 : ks->ndim - 1, views);
         if (st == FATTN_OK) {
-            in->k = views[0];
-            in->v = views[1];
+            *k = views[0];
+            *v = views[1];
         }
-        return st;
+    } else {
+        st = fattn_tensor_alloc_packed(&storage[1], dt, ks->ndim, ks->shape, 1, 0, views);
+        if (st == FATTN_OK) {
+            *k = views[0];
+            st = fattn_tensor_alloc_packed(&storage[2], dt, vs->ndim, vs->shape, 1, 0, views);
+        }
+        if (st == FATTN_OK)
+            *v = views[0];
     }
-    st = fattn_tensor_alloc_packed(&in->storage[1], s->dtype, kn, ks, 1, 0, views);
-    if (st != FATTN_OK)
-        return st;
-    in->k = views[0];
-    st = fattn_tensor_alloc_packed(&in->storage[2], s->dtype, kn, vs, 1, 0, views);
-    if (st == FATTN_OK)
-        in->v = views[0];
+    if (st != FATTN_OK) {
+        for (int i = 0; i < 3; i++)
+            fattn_tensor_free(&storage[i]);
+    }
     return st;
 }
 
@@ -119,7 +125,7 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
     in->t_kv = c->t_kv;
     fattn_status st = alloc_seqlens(c, in);
     if (st == FATTN_OK)
-        st = alloc_qkv(s, in);
+        st = fattn_inputs_alloc_qkv(c, in->storage, &in->q, &in->k, &in->v);
     if (st != FATTN_OK)
         goto fail;
     assert(in->q.ndim == c->t.q.ndim && in->v.ndim == c->t.v.ndim);

@@ -45,4 +45,12 @@ fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in);
 fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in);
 void fattn_inputs_free(fattn_case_inputs *in);
 
+/* q, k and v of case `c` (or dq, dk, dv: same shapes) in its layout's
+ * packing, as TE's callers build both the inputs and dQKV: one buffer for
+ * 3hd/h3d, q plus one kv buffer for 2hd/h2d, else three. storage[0..2] own
+ * the buffers (those not needed are the empty slot); *q, *k, *v are views;
+ * contents uninitialised. On failure nothing is left allocated. */
+fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3], fattn_tensor *q,
+                                    fattn_tensor *k, fattn_tensor *v);
+
 #endif /* FATTN_HARNESS_INPUTS_H */
