@@ -109,6 +109,24 @@ const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name
 fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n);
 
 
+/* ---- a tree from another language ----------------------------------------- */
+
+#define FATTN_RUNTREE_MANIFEST_SCHEMA "fattn-tree/1"
+
+/* The tree a JSON manifest describes, its tensors' bytes taken from `blob`
+ * (docs/run-files.md "Writing from Python"):
+ *   {"schema": "fattn-tree/1", "root": GROUP}
+ *   GROUP   = {"attrs": [ATTR...], "children": {"name": GROUP | DATASET, ...}}
+ *   DATASET = {"attrs": [ATTR...], "dtype": "bfloat16", "shape": [...],
+ *              "offset": BYTES, "nbytes": BYTES}    (C-order bytes in blob)
+ *   ATTR    = {"name", "kind": "string"|"int64"|"uint8"|"int64_pair", "value"}
+ *           | {"name", "kind": "float32", "bits": UINT32}
+ * Datasets get their dtype and digest attributes from the tree as always.
+ * FATTN_E_PARSE naming the node for a malformed manifest; the tree API's
+ * errors otherwise. */
+fattn_status fattn_runtree_from_manifest(const char *json, size_t len, const void *blob,
+                                         size_t blob_len, fattn_h5_node **out);
+
 /* ---- shared with h5write.c and h5read.c ----------------------------------- */
 
 /* A malloc'd copy of s, NULL when out of memory. */
