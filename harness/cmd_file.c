@@ -1,11 +1,78 @@
-/* fattn inspect and fattn merge. */
+/* fattn cases, fattn inspect and fattn merge: the commands about a matrix
+ * or a file as a whole. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "case.h"
 #include "cli.h"
 #include "isolate.h"
 #include "runfile.h"
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static const char cases_help[] =
+    "usage: fattn cases [--cases FILE] [--filter GLOB] [--resolved --json]\n"
+    "\n"
+    "Print one line per case of the matrix: its id, a tab, a summary.\n"
+    "Without --cases, the default matrix compiled in from golden/default_cases.json.\n"
+    "--resolved --json prints instead one JSON array: for each selected case its\n"
+    "canonical spec and every value fattn derives from it (window, diagonal, scale,\n"
+    "sequence tables, tensor shapes; docs/cases.md).\n";
+
+/* Prints the selected cases of `m`, as lines or as the resolved model. */
+static int print_cases(const cli_matrix *m, bool resolved)
+{
+    if (!resolved) {
+        for (size_t i = 0; i < m->n_sel; i++) {
+            char summary[512];
+            fattn_spec_summary(m->sel[i], summary, sizeof summary);
+            printf("%s\t%s\n", m->sel[i]->id, summary);
+        }
+        return FATTN_EXIT_OK;
+    }
+    char *json = NULL;
+    fattn_status st = fattn_case_list_json(m->sel, m->n_sel, &json);
+    if (st != FATTN_OK)
+        return cli_fail("cases", "%s", fattn_last_error());
+    printf("%s\n", json);
+    free(json);
+    return FATTN_EXIT_OK;
+}
+
+int fattn_cmd_cases(int argc, char **argv)
+{
+    const char *cases = NULL, *filter = NULL;
+    bool resolved = false, json = false;
+    cli_args a = {argc, argv, 1, "cases"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(cases_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--resolved")) {
+            resolved = true;
+        } else if (cli_flag(&a, "--json")) {
+            json = true;
+        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter))) {
+            if (r < 0)
+                return cli_fail("cases", "%s needs a value", argv[a.i]);
+        } else {
+            return cli_fail("cases", "unknown argument '%s' (see fattn cases --help)", argv[a.i]);
+        }
+    }
+    if (resolved != json)
+        return cli_fail("cases", "--resolved and --json go together (the resolved model is "
+                                 "printed only as JSON)");
+    cli_matrix m;
+    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    int rc = print_cases(&m, resolved);
+    cli_matrix_free(&m);
+    return rc;
+}
+
+/* ---- inspect ----------------------------------------------------------------- */
 
 static const char inspect_help[] =
     "usage: fattn inspect FILE.h5\n"
@@ -194,4 +261,97 @@ int fattn_cmd_merge(int argc, char **argv)
     fattn_h5_node_free(merged);
     free(ins);
     return rc;
+}
+
+/* ---- write-tree ----------------------------------------------------------- */
+
+static const char write_tree_help[] =
+    "usage: fattn write-tree MANIFEST.json DATA.bin -o OUT.h5\n"
+    "\n"
+    "Write the tree MANIFEST.json describes, its tensors' bytes taken from DATA.bin, as a\n"
+    "file of fattn's run-file format: sorted order, timestamps off, libver bounds\n"
+    "V18..V110, dtype and digest attributes on every dataset, OUT.h5 replaced atomically.\n"
+    "For tools in other languages (tools/python/fattn_runfile.py); the manifest format is\n"
+    "in docs/run-files.md. Exit 0 written, 2 usage error or a bad manifest (nothing\n"
+    "written).\n";
+
+/* The whole of a file, malloc'd (NUL-terminated for the JSON). */
+static fattn_status read_all(const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fattn_error(FATTN_E_IO, "%s: cannot open", path);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    fattn_status st = buf ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    while (st == FATTN_OK) {
+        if (n == cap) {
+            char *p = cap < ((size_t)1 << 40) ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!p) {
+                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = fattn_error(FATTN_E_IO, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (st != FATTN_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return FATTN_OK;
+}
+
+int fattn_cmd_write_tree(int argc, char **argv)
+{
+    const char *out = NULL, *paths[2] = {NULL, NULL};
+    int n_paths = 0;
+    cli_args a = {argc, argv, 1, "write-tree"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(write_tree_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if ((r = cli_opt(&a, "-o", &out))) {
+            if (r < 0)
+                return cli_fail("write-tree", "-o needs a value");
+        } else if (argv[a.i][0] == '-' || n_paths == 2) {
+            return cli_fail("write-tree", "unexpected argument '%s' (see fattn write-tree --help)",
+                            argv[a.i]);
+        } else {
+            paths[n_paths++] = argv[a.i];
+        }
+    }
+    if (!out || n_paths != 2)
+        return cli_fail("write-tree", "MANIFEST.json, DATA.bin and -o OUT.h5 are required");
+    char *json = NULL, *blob = NULL;
+    size_t json_len = 0, blob_len = 0;
+    fattn_h5_node *tree = NULL;
+    fattn_status st = read_all(paths[0], &json, &json_len);
+    if (st == FATTN_OK)
+        st = read_all(paths[1], &blob, &blob_len);
+    if (st == FATTN_OK && (st = fattn_runtree_from_manifest(json, json_len, blob, blob_len,
+                                                            &tree)) != FATTN_OK)
+        st = fattn_error(st, "%s: %s", paths[0], fattn_last_error());
+    if (st == FATTN_OK)
+        st = fattn_h5_write_file(out, tree, NULL, NULL);
+    fattn_h5_node_free(tree);
+    free(json);
+    free(blob);
+    if (st != FATTN_OK)
+        return cli_fail("write-tree", "%s", fattn_last_error());
+    return FATTN_EXIT_OK;
 }

@@ -9,42 +9,6 @@
 
 #include "cli.h"
 
-/* ---- cases ----------------------------------------------------------------- */
-
-static const char cases_help[] =
-    "usage: fattn cases [--cases FILE] [--filter GLOB]\n"
-    "\n"
-    "Print one line per case of the matrix: its id, a tab, a summary.\n"
-    "Without --cases, the default matrix compiled in from golden/default_cases.json.\n";
-
-int fattn_cmd_cases(int argc, char **argv)
-{
-    const char *cases = NULL, *filter = NULL;
-    cli_args a = {argc, argv, 1, "cases"};
-    for (; a.i < argc; a.i++) {
-        int r;
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(cases_help, stdout);
-            return FATTN_EXIT_OK;
-        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter))) {
-            if (r < 0)
-                return cli_fail("cases", "%s needs a value", argv[a.i]);
-        } else {
-            return cli_fail("cases", "unknown argument '%s' (see fattn cases --help)", argv[a.i]);
-        }
-    }
-    cli_matrix m;
-    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
-    for (size_t i = 0; i < m.n_sel; i++) {
-        char summary[512];
-        fattn_spec_summary(m.sel[i], summary, sizeof summary);
-        printf("%s\t%s\n", m.sel[i]->id, summary);
-    }
-    cli_matrix_free(&m);
-    return FATTN_EXIT_OK;
-}
-
 /* ---- main ------------------------------------------------------------------ */
 
 static const char main_help[] =
@@ -61,6 +25,7 @@ static const char main_help[] =
     "  diff     compare two run files: provenance, structure, bits, ULP or tolerance\n"
     "  verify   the main job: legacy vs split, replays, repeats and goldens -> one verdict\n"
     "  golden   regenerate this platform's goldens\n"
+    "  write-tree  write a tree from a JSON manifest as a run-file-format file (for tools)\n"
     "\n"
     "exit codes: 0 identical/valid/passed, 1 a difference, 2 usage error, invalid file or\n"
     "an errored case.\n"
@@ -84,6 +49,7 @@ int main(int argc, char **argv)
         {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
         {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
         {"diff", fattn_cmd_diff}, {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
+        {"write-tree", fattn_cmd_write_tree},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {

@@ -12,7 +12,7 @@
  * each THD sequence. Packed layouts (3hd, h3d, 2hd, h2d) are views into one
  * buffer, as TE's callers hand them over.
  *
- * The spec's window and bottom_right_diagonal are resolved here as
+ * The spec's window and bottom_right_diagonal are resolved (case.h) as
  * DotProductAttention does before calling FusedAttnFunc: the window through
  * TE's check_set_window_size, the diagonal forced False for causal and
  * padding_causal, True for *_bottom_right masks and True when unset.
@@ -22,6 +22,7 @@
 
 #include "fattn/tensor.h"
 
+#include "case.h"
 #include "spec.h"
 
 typedef struct fattn_case_inputs {
@@ -36,8 +37,20 @@ typedef struct fattn_case_inputs {
     int64_t t_q, t_kv;         /* THD token counts (0 otherwise) */
 } fattn_case_inputs;
 
-/* Build every input of `s`. On failure nothing is left allocated. */
+/* Build every input of `s` (fattn_case_resolve, then
+ * fattn_inputs_make_from_case). On failure nothing is left allocated. */
 fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in);
+/* Build every input of the resolved case `c` (its spec gives the seed and
+ * dtype). On failure nothing is left allocated. */
+fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in);
 void fattn_inputs_free(fattn_case_inputs *in);
+
+/* q, k and v of case `c` (or dq, dk, dv: same shapes) in its layout's
+ * packing, as TE's callers build both the inputs and dQKV: one buffer for
+ * 3hd/h3d, q plus one kv buffer for 2hd/h2d, else three. storage[0..2] own
+ * the buffers (those not needed are the empty slot); *q, *k, *v are views;
+ * contents uninitialised. On failure nothing is left allocated. */
+fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3], fattn_tensor *q,
+                                    fattn_tensor *k, fattn_tensor *v);
 
 #endif /* FATTN_HARNESS_INPUTS_H */

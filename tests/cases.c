@@ -1,267 +1,379 @@
-/* The CPU engine's test matrix (cases.h) and the code that turns a case into
- * buffers and engine parameters.
+/* The CPU engine's test matrix (cases.h): spec rows, parsed by the harness's
+ * spec parser and resolved by fattn_case_resolve, and the code that turns a
+ * case into buffers and engine parameters.
  *
  * Every case is small (b*h*sq*skv*max(d,dv) <= ~2e5) so that the float64
  * oracle and an -O0 sanitizer build run it in well under a second. Ids are
  * stable: "<fwd|bwd>.<feature>[.<detail>].<f16|bf16|f32>", "bwd" meaning the
  * case trains (forward + backward), "fwd" inference only. Every feature is in
- * the table in float16 and in bfloat16 (the PAIR macro), a few in float32 io.
+ * the table in float16 and in bfloat16, a few in float32 io.
  *
- * Only configurations TE accepts are listed: post_scale_bias never with a
- * padding mask (so never THD), alibi only with causal / causal_bottom_right,
- * THD always with a padding mask, bottom-right masks with sq <= skv unless
- * the mask pads, windows already normalised by check_set_window_size
- * (causal masks have right = 0), and bottom_right_diagonal resolved as DPA
- * does (false for causal / padding_causal, true otherwise).
+ * A row is the keys of a case spec (docs/cases.md) in JSON, less `id` and
+ * `dtype`: the row gives the id's stem and the dtypes it is listed in. Keys
+ * left out take the spec defaults, so inference rows say
+ * "is_training": false. Only configurations TE accepts are listed:
+ * post_scale_bias never with a padding mask (so never THD), alibi only with
+ * causal / causal_bottom_right, THD always with a padding mask, bottom-right
+ * masks with sq <= skv unless the mask pads.
+ *
+ * Inputs come from harness/inputs.c (fattn_inputs_make_from_case) over the
+ * resolved case, so the tests see exactly the bits `fattn run` records for
+ * the same spec; only the output buffers, the rng_state and the engine's
+ * parameter blocks are made here.
  */
-#include <math.h>
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "case.h"
 #include "cases.h"
 #include "fattn/dtype.h"
-#include "fattn/philox.h"
 #include "fattn/te.h"
+#include "inputs.h"
+#include "spec.h"
 
 /* ------------------------------------------------------------------------ */
 /* The table                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Philox stream ids of the inputs (numerics.md "Random numbers"). */
-enum {
-    STREAM_Q = 1,
-    STREAM_K = 2,
-    STREAM_V = 3,
-    STREAM_BIAS = 4,
-    STREAM_OFFSET = 5,
-    STREAM_DO = 6,
-    STREAM_SEQLEN_Q = 7,
-    STREAM_SEQLEN_KV = 8,
-    STREAM_GAP_Q = 9,
-    STREAM_GAP_KV = 10
-};
+typedef struct spec_row {
+    const char *stem;   /* the id without its dtype suffix */
+    const char *dtypes; /* "f16 bf16 f32": the variants listed */
+    const char *keys;   /* JSON members of the spec, less id and dtype */
+} spec_row;
 
-#define SHAPE(B, H, HG, SQ, SKV, D, DV)                                        \
-    .b = B, .h = H, .hg = HG, .sq = SQ, .skv = SKV, .d = D, .dv = DV
-#define LAYOUT(L) .layout = FATTN_LAYOUT_##L
+/* The keys are written as JSON in the source; # makes them a string. */
+#define ROW(STEM, DTYPES, ...) {STEM, DTYPES, #__VA_ARGS__}
 
-/* Masks with their TE-normalised default window and DPA's diagonal. */
-#define NO_MASK .mask = FATTN_MASK_NO_MASK, .window = {-1, -1}, .bottom_right = true
-#define PADDING .mask = FATTN_MASK_PADDING, .window = {-1, -1}, .bottom_right = true
-#define CAUSAL .mask = FATTN_MASK_CAUSAL, .window = {-1, 0}, .bottom_right = false
-#define PADDING_CAUSAL                                                         \
-    .mask = FATTN_MASK_PADDING_CAUSAL, .window = {-1, 0}, .bottom_right = false
-#define CAUSAL_BR                                                              \
-    .mask = FATTN_MASK_CAUSAL_BOTTOM_RIGHT, .window = {-1, 0}, .bottom_right = true
-#define PADDING_CAUSAL_BR                                                      \
-    .mask = FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT, .window = {-1, 0},           \
-    .bottom_right = true
-/* A mask with an explicit (normalised) window and alignment. */
-#define WINDOW(M, L, R, BR)                                                    \
-    .mask = FATTN_MASK_##M, .window = {L, R}, .bottom_right = BR
-
-#define BIAS(BB, BH, BSQ)                                                      \
-    .bias = FATTN_BIAS_POST_SCALE_BIAS, .bias_b = BB, .bias_h = BH, .bias_sq = BSQ
-#define ALIBI .bias = FATTN_BIAS_ALIBI
-#define OFF_BY_ONE .softmax = FATTN_SOFTMAX_OFF_BY_ONE
-#define LEARNABLE .softmax = FATTN_SOFTMAX_LEARNABLE
-#define TRAIN .training = true
-#define SEQ(Q, KV) .seqlens_q = Q, .seqlens_kv = KV
-
-/* One case in float16 and bfloat16 (and optionally float32 io). */
-#define PAIR(ID, ...)                                                          \
-    {.id = ID ".f16", .dtype = FATTN_DTYPE_FLOAT16, __VA_ARGS__},              \
-    {.id = ID ".bf16", .dtype = FATTN_DTYPE_BFLOAT16, __VA_ARGS__}
-#define TRIPLE(ID, ...)                                                        \
-    PAIR(ID, __VA_ARGS__),                                                     \
-    {.id = ID ".f32", .dtype = FATTN_DTYPE_FLOAT32, __VA_ARGS__}
-
-/* Explicit sequence lengths. */
-static const int sl_pc_q[] = {24, 9}, sl_pc_kv[] = {11, 30};
-static const int sl_pcbr_q[] = {24, 12}, sl_pcbr_kv[] = {32, 20};
-/* sq_b > skv_b under a bottom-right diagonal: rows i < sq_b - skv_b of batch
- * 0 keep no key at all. */
-static const int sl_full_q[] = {20, 5}, sl_full_kv[] = {6, 30};
-static const int sl_one_q[] = {1, 7, 1}, sl_one_kv[] = {1, 1, 9};
-static const int sl_thd1_q[] = {1, 9, 1}, sl_thd1_kv[] = {1, 12, 5};
-
-const tcase tcase_table[] = {
+static const spec_row spec_rows[] = {
     /* ---- every QKV layout -------------------------------------------- */
-    TRIPLE("bwd.nomask", SHAPE(2, 2, 2, 24, 40, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-           NO_MASK, TRAIN, .seed = 101),
-    PAIR("bwd.layout.bshd_bshd_bshd", SHAPE(2, 4, 2, 32, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), CAUSAL, TRAIN, .seed = 102),
-    PAIR("bwd.layout.bhsd_bhsd_bhsd", SHAPE(2, 2, 1, 20, 36, 16, 8),
-         LAYOUT(BHSD_BHSD_BHSD), NO_MASK, TRAIN, .seed = 103),
-    TRIPLE("bwd.layout.sb3hd", SHAPE(2, 2, 2, 24, 24, 16, 16), LAYOUT(SB3HD),
-           CAUSAL, TRAIN, .seed = 104),
-    PAIR("bwd.layout.sbh3d", SHAPE(2, 2, 2, 24, 24, 16, 16), LAYOUT(SBH3D),
-         NO_MASK, TRAIN, .seed = 105),
-    PAIR("bwd.layout.bs3hd", SHAPE(3, 2, 2, 24, 24, 16, 16), LAYOUT(BS3HD),
-         PADDING, TRAIN, .seed = 106),
-    PAIR("bwd.layout.bsh3d", SHAPE(2, 2, 2, 24, 24, 16, 16), LAYOUT(BSH3D),
-         PADDING_CAUSAL, TRAIN, .seed = 107),
-    PAIR("bwd.layout.sbhd_sb2hd", SHAPE(2, 4, 2, 16, 40, 16, 16),
-         LAYOUT(SBHD_SB2HD), NO_MASK, TRAIN, .seed = 108),
-    PAIR("bwd.layout.sbhd_sbh2d", SHAPE(2, 4, 2, 16, 40, 16, 16),
-         LAYOUT(SBHD_SBH2D), CAUSAL_BR, TRAIN, .seed = 109),
-    PAIR("bwd.layout.bshd_bs2hd", SHAPE(2, 2, 1, 20, 30, 16, 16),
-         LAYOUT(BSHD_BS2HD), PADDING, TRAIN, .seed = 110),
-    PAIR("bwd.layout.bshd_bsh2d", SHAPE(2, 2, 2, 20, 30, 16, 16),
-         LAYOUT(BSHD_BSH2D), PADDING_CAUSAL_BR, TRAIN, .seed = 111),
-    PAIR("bwd.layout.sbhd_bshd_bshd", SHAPE(2, 2, 2, 16, 24, 16, 8),
-         LAYOUT(SBHD_BSHD_BSHD), CAUSAL, TRAIN, .seed = 112),
-    PAIR("bwd.layout.bshd_sbhd_sbhd", SHAPE(2, 2, 2, 24, 16, 8, 16),
-         LAYOUT(BSHD_SBHD_SBHD), PADDING, TRAIN, .seed = 113),
-    TRIPLE("bwd.layout.thd_thd_thd", SHAPE(3, 2, 1, 24, 32, 16, 16),
-           LAYOUT(THD_THD_THD), PADDING, TRAIN, .pad_between_seqs = true,
-           .seed = 114),
-    PAIR("bwd.layout.t3hd", SHAPE(3, 2, 2, 24, 24, 16, 16), LAYOUT(T3HD),
-         PADDING_CAUSAL, TRAIN, .pad_between_seqs = true, .seed = 115),
-    PAIR("bwd.layout.th3d", SHAPE(3, 2, 2, 24, 24, 16, 16), LAYOUT(TH3D),
-         PADDING, TRAIN, .seed = 116),
-    PAIR("bwd.layout.thd_t2hd", SHAPE(3, 4, 2, 16, 32, 16, 16),
-         LAYOUT(THD_T2HD), PADDING_CAUSAL_BR, TRAIN, .pad_between_seqs = true,
-         .seed = 117),
-    PAIR("bwd.layout.thd_th2d", SHAPE(2, 2, 1, 20, 28, 16, 16),
-         LAYOUT(THD_TH2D), PADDING, TRAIN, .pad_between_seqs = true,
-         .seed = 118),
-    PAIR("bwd.layout.thd_bshd_bshd", SHAPE(2, 2, 2, 16, 24, 16, 16),
-         LAYOUT(THD_BSHD_BSHD), PADDING, TRAIN, .pad_between_seqs = true,
-         .seed = 119),
-    PAIR("bwd.layout.thd_sbhd_sbhd", SHAPE(2, 2, 2, 16, 24, 16, 16),
-         LAYOUT(THD_SBHD_SBHD), PADDING_CAUSAL, TRAIN, .seed = 120),
+    ROW("bwd.nomask", "f16 bf16 f32", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "seed": 101),
+    ROW("bwd.layout.bshd_bshd_bshd", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "seed": 102),
+    ROW("bwd.layout.bhsd_bhsd_bhsd", "f16 bf16", "b": 2, "h": 2, "hg": 1, "sq": 20, "skv": 36,
+        "d_qk": 16, "d_v": 8, "layout": "bhsd_bhsd_bhsd", "seed": 103),
+    ROW("bwd.layout.sb3hd", "f16 bf16 f32", "b": 2, "h": 2, "sq": 24, "d_qk": 16,
+        "layout": "sb3hd", "mask": "causal", "seed": 104),
+    ROW("bwd.layout.sbh3d", "f16 bf16", "b": 2, "h": 2, "sq": 24, "d_qk": 16, "layout": "sbh3d",
+        "seed": 105),
+    ROW("bwd.layout.bs3hd", "f16 bf16", "b": 3, "h": 2, "sq": 24, "d_qk": 16, "layout": "bs3hd",
+        "mask": "padding", "seed": 106),
+    ROW("bwd.layout.bsh3d", "f16 bf16", "b": 2, "h": 2, "sq": 24, "d_qk": 16, "layout": "bsh3d",
+        "mask": "padding_causal", "seed": 107),
+    ROW("bwd.layout.sbhd_sb2hd", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 16, "skv": 40,
+        "d_qk": 16, "layout": "sbhd_sb2hd", "seed": 108),
+    ROW("bwd.layout.sbhd_sbh2d", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 16, "skv": 40,
+        "d_qk": 16, "layout": "sbhd_sbh2d", "mask": "causal_bottom_right", "seed": 109),
+    ROW("bwd.layout.bshd_bs2hd", "f16 bf16", "b": 2, "h": 2, "hg": 1, "sq": 20, "skv": 30,
+        "d_qk": 16, "layout": "bshd_bs2hd", "mask": "padding", "seed": 110),
+    ROW("bwd.layout.bshd_bsh2d", "f16 bf16", "b": 2, "h": 2, "sq": 20, "skv": 30, "d_qk": 16,
+        "layout": "bshd_bsh2d", "mask": "padding_causal_bottom_right", "seed": 111),
+    ROW("bwd.layout.sbhd_bshd_bshd", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 24, "d_qk": 16,
+        "d_v": 8, "layout": "sbhd_bshd_bshd", "mask": "causal", "seed": 112),
+    ROW("bwd.layout.bshd_sbhd_sbhd", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 16, "d_qk": 8,
+        "d_v": 16, "layout": "bshd_sbhd_sbhd", "mask": "padding", "seed": 113),
+    ROW("bwd.layout.thd_thd_thd", "f16 bf16 f32", "b": 3, "h": 2, "hg": 1, "sq": 24, "skv": 32,
+        "d_qk": 16, "layout": "thd_thd_thd", "mask": "padding", "pad_between_seqs": true,
+        "seed": 114),
+    ROW("bwd.layout.t3hd", "f16 bf16", "b": 3, "h": 2, "sq": 24, "d_qk": 16, "layout": "t3hd",
+        "mask": "padding_causal", "pad_between_seqs": true, "seed": 115),
+    ROW("bwd.layout.th3d", "f16 bf16", "b": 3, "h": 2, "sq": 24, "d_qk": 16, "layout": "th3d",
+        "mask": "padding", "seed": 116),
+    ROW("bwd.layout.thd_t2hd", "f16 bf16", "b": 3, "h": 4, "hg": 2, "sq": 16, "skv": 32,
+        "d_qk": 16, "layout": "thd_t2hd", "mask": "padding_causal_bottom_right",
+        "pad_between_seqs": true, "seed": 117),
+    ROW("bwd.layout.thd_th2d", "f16 bf16", "b": 2, "h": 2, "hg": 1, "sq": 20, "skv": 28,
+        "d_qk": 16, "layout": "thd_th2d", "mask": "padding", "pad_between_seqs": true,
+        "seed": 118),
+    ROW("bwd.layout.thd_bshd_bshd", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 24, "d_qk": 16,
+        "layout": "thd_bshd_bshd", "mask": "padding", "pad_between_seqs": true, "seed": 119),
+    ROW("bwd.layout.thd_sbhd_sbhd", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 24, "d_qk": 16,
+        "layout": "thd_sbhd_sbhd", "mask": "padding_causal", "seed": 120),
 
     /* ---- the six masks ------------------------------------------------ */
-    PAIR("bwd.causal", SHAPE(2, 2, 2, 32, 32, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         CAUSAL, TRAIN, .seed = 201),
-    PAIR("bwd.causal.sq_gt_skv", SHAPE(2, 2, 2, 40, 16, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), CAUSAL, TRAIN, .seed = 202),
-    PAIR("bwd.padding", SHAPE(3, 2, 2, 24, 40, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         PADDING, TRAIN, .seed = 203),
-    PAIR("bwd.padding_causal", SHAPE(2, 2, 2, 24, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), PADDING_CAUSAL, TRAIN, SEQ(sl_pc_q, sl_pc_kv),
-         .seed = 204),
-    PAIR("bwd.causal_bottom_right", SHAPE(2, 2, 2, 16, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), CAUSAL_BR, TRAIN, .seed = 205),
-    PAIR("bwd.padding_causal_bottom_right", SHAPE(2, 2, 2, 24, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), PADDING_CAUSAL_BR, TRAIN,
-         SEQ(sl_pcbr_q, sl_pcbr_kv), .seed = 206),
-    PAIR("bwd.fully_masked_rows", SHAPE(2, 2, 2, 20, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), PADDING_CAUSAL_BR, TRAIN,
-         SEQ(sl_full_q, sl_full_kv), .seed = 207),
+    ROW("bwd.causal", "f16 bf16", "b": 2, "h": 2, "sq": 32, "d_qk": 16, "layout": "bshd_bshd_bshd",
+        "mask": "causal", "seed": 201),
+    ROW("bwd.causal.sq_gt_skv", "f16 bf16", "b": 2, "h": 2, "sq": 40, "skv": 16, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal", "seed": 202),
+    ROW("bwd.padding", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "padding", "seed": 203),
+    ROW("bwd.padding_causal", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "padding_causal", "seqlens_q": [24, 9],
+        "seqlens_kv": [11, 30], "seed": 204),
+    ROW("bwd.causal_bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "seed": 205),
+    ROW("bwd.padding_causal_bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 32,
+        "d_qk": 16, "layout": "bshd_bshd_bshd", "mask": "padding_causal_bottom_right",
+        "seqlens_q": [24, 12], "seqlens_kv": [32, 20], "seed": 206),
+    /* seqlens_q > seqlens_kv under a bottom-right diagonal: rows
+     * i < sq_b - skv_b of batch 0 keep no key at all. */
+    ROW("bwd.fully_masked_rows", "f16 bf16", "b": 2, "h": 2, "sq": 20, "skv": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "padding_causal_bottom_right", "seqlens_q": [20, 5],
+        "seqlens_kv": [6, 30], "seed": 207),
 
     /* ---- sliding windows, both alignments ----------------------------- */
-    PAIR("bwd.swa.bottom_right", SHAPE(2, 2, 2, 24, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), WINDOW(NO_MASK, 3, 2, true), TRAIN, .seed = 301),
-    PAIR("bwd.swa.top_left", SHAPE(2, 2, 2, 24, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), WINDOW(NO_MASK, 3, 2, false), TRAIN, .seed = 302),
-    PAIR("bwd.swa.causal", SHAPE(2, 2, 2, 32, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), WINDOW(CAUSAL, 2, 0, false), TRAIN, .seed = 303),
-    PAIR("bwd.swa.causal_bottom_right", SHAPE(2, 2, 2, 16, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), WINDOW(CAUSAL_BOTTOM_RIGHT, 2, 0, true), TRAIN,
-         .seed = 304),
-    PAIR("bwd.swa.diagonal", SHAPE(2, 2, 2, 16, 24, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), WINDOW(NO_MASK, 0, 0, true), TRAIN, .seed = 305),
-    PAIR("bwd.swa.padding.top_left", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), WINDOW(PADDING, 3, 2, false), TRAIN, .seed = 306),
-    PAIR("bwd.swa.left_ge_skv", SHAPE(2, 2, 2, 24, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), WINDOW(NO_MASK, 50, 1, false), TRAIN, .seed = 307),
-    PAIR("bwd.swa.padding_causal.left_ge_skv", SHAPE(2, 2, 2, 24, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), WINDOW(PADDING_CAUSAL, 64, 0, false), TRAIN,
-         SEQ(sl_pc_q, sl_pc_kv), .seed = 308),
+    ROW("bwd.swa.bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "window": [3, 2], "seed": 301),
+    ROW("bwd.swa.top_left", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "window": [3, 2], "bottom_right_diagonal": false, "seed": 302),
+    ROW("bwd.swa.causal", "f16 bf16", "b": 2, "h": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "window": [2, 0], "seed": 303),
+    ROW("bwd.swa.causal_bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "window": [2, 0], "seed": 304),
+    ROW("bwd.swa.diagonal", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 24, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "window": [0, 0], "seed": 305),
+    ROW("bwd.swa.padding.top_left", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "padding", "window": [3, 2],
+        "bottom_right_diagonal": false, "seed": 306),
+    ROW("bwd.swa.left_ge_skv", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "window": [50, 1], "bottom_right_diagonal": false,
+        "seed": 307),
+    ROW("bwd.swa.padding_causal.left_ge_skv", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 32,
+        "d_qk": 16, "layout": "bshd_bshd_bshd", "mask": "padding_causal", "window": [64, 0],
+        "seqlens_q": [24, 9], "seqlens_kv": [11, 30], "seed": 308),
     /* Top-left (3,1) with sq > skv: rows i >= skv + 3 keep no key. */
-    PAIR("bwd.swa.empty_rows", SHAPE(2, 2, 2, 24, 16, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), WINDOW(NO_MASK, 3, 1, false), TRAIN, .seed = 309),
-    PAIR("bwd.swa.thd.padding_causal_bottom_right", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(THD_THD_THD), WINDOW(PADDING_CAUSAL_BOTTOM_RIGHT, 4, 0, true),
-         TRAIN, .pad_between_seqs = true, .seed = 310),
-    PAIR("bwd.swa.thd.padding", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(THD_THD_THD), WINDOW(PADDING, 4, 4, true), TRAIN, .seed = 311),
+    ROW("bwd.swa.empty_rows", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 16, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "window": [3, 1], "bottom_right_diagonal": false, "seed": 309),
+    ROW("bwd.swa.thd.padding_causal_bottom_right", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32,
+        "d_qk": 16, "layout": "thd_thd_thd", "mask": "padding_causal_bottom_right",
+        "window": [4, 0], "pad_between_seqs": true, "seed": 310),
+    ROW("bwd.swa.thd.padding", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding", "window": [4, 4], "seed": 311),
 
     /* ---- post_scale_bias shapes and alibi ----------------------------- */
-    TRIPLE("bwd.bias.1hss", SHAPE(2, 2, 2, 24, 40, 16, 16),
-           LAYOUT(SBHD_SBHD_SBHD), NO_MASK, BIAS(1, 2, 24), TRAIN, .seed = 401),
-    PAIR("bwd.bias.b1ss", SHAPE(2, 2, 2, 32, 32, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         CAUSAL, BIAS(2, 1, 32), TRAIN, .seed = 402),
-    PAIR("bwd.bias.bhss", SHAPE(2, 2, 1, 20, 36, 16, 16), LAYOUT(BHSD_BHSD_BHSD),
-         NO_MASK, BIAS(2, 2, 20), TRAIN, .seed = 403),
-    PAIR("bwd.bias.11ss", SHAPE(2, 2, 2, 16, 40, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-         CAUSAL_BR, BIAS(1, 1, 16), TRAIN, .seed = 404),
+    ROW("bwd.bias.1hss", "f16 bf16 f32", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "bias": "post_scale_bias", "seed": 401),
+    ROW("bwd.bias.b1ss", "f16 bf16", "b": 2, "h": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "bias": "post_scale_bias",
+        "bias_shape": "b1ss", "seed": 402),
+    ROW("bwd.bias.bhss", "f16 bf16", "b": 2, "h": 2, "hg": 1, "sq": 20, "skv": 36, "d_qk": 16,
+        "layout": "bhsd_bhsd_bhsd", "bias": "post_scale_bias", "bias_shape": "bhss", "seed": 403),
+    ROW("bwd.bias.11ss", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "bias": "post_scale_bias",
+        "bias_shape": "11ss", "seed": 404),
     /* 111s: cuDNN computes no dBias for it, so TE runs it forward only. */
-    PAIR("fwd.bias.111s", SHAPE(2, 2, 2, 24, 40, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         NO_MASK, BIAS(1, 1, 1), .seed = 405),
-    PAIR("bwd.alibi.causal", SHAPE(2, 4, 4, 32, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), CAUSAL, ALIBI, TRAIN, .seed = 406),
+    ROW("fwd.bias.111s", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "bias": "post_scale_bias", "bias_shape": "111s",
+        "is_training": false, "seed": 405),
+    ROW("bwd.alibi.causal", "f16 bf16", "b": 2, "h": 4, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "bias": "alibi", "seed": 406),
     /* h = 6: two heads take the odd-k slopes of a non-power-of-two count. */
-    PAIR("bwd.alibi.causal_bottom_right", SHAPE(1, 6, 3, 16, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), CAUSAL_BR, ALIBI, TRAIN, .seed = 407),
+    ROW("bwd.alibi.causal_bottom_right", "f16 bf16", "b": 1, "h": 6, "hg": 3, "sq": 16, "skv": 40,
+        "d_qk": 16, "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "bias": "alibi",
+        "seed": 407),
 
     /* ---- dropout ------------------------------------------------------ */
-    TRIPLE("bwd.dropout.p01", SHAPE(2, 2, 2, 24, 40, 16, 16),
-           LAYOUT(SBHD_SBHD_SBHD), NO_MASK, .dropout = 0.1f, TRAIN, .seed = 501),
-    PAIR("bwd.dropout.p05", SHAPE(2, 2, 2, 32, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), CAUSAL, .dropout = 0.5f, TRAIN, .seed = 502),
-    PAIR("bwd.dropout.thd", SHAPE(3, 2, 2, 24, 32, 16, 16), LAYOUT(THD_THD_THD),
-         PADDING, .dropout = 0.1f, TRAIN, .pad_between_seqs = true, .seed = 503),
+    ROW("bwd.dropout.p01", "f16 bf16 f32", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "dropout_p": 0.1, "seed": 501),
+    ROW("bwd.dropout.p05", "f16 bf16", "b": 2, "h": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "dropout_p": 0.5, "seed": 502),
+    ROW("bwd.dropout.thd", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding", "dropout_p": 0.1, "pad_between_seqs": true,
+        "seed": 503),
 
     /* ---- sink softmax ------------------------------------------------- */
-    PAIR("bwd.softmax.off_by_one", SHAPE(2, 2, 2, 24, 40, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), NO_MASK, OFF_BY_ONE, TRAIN, .seed = 601),
-    TRIPLE("bwd.softmax.learnable", SHAPE(2, 4, 2, 32, 32, 16, 16),
-           LAYOUT(BSHD_BSHD_BSHD), CAUSAL, LEARNABLE, TRAIN, .seed = 602),
-    PAIR("bwd.softmax.learnable.thd", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(THD_THD_THD), PADDING_CAUSAL, LEARNABLE, TRAIN,
-         .pad_between_seqs = true, .seed = 603),
-    PAIR("bwd.softmax.off_by_one.swa", SHAPE(2, 2, 2, 32, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), WINDOW(CAUSAL, 3, 0, false), OFF_BY_ONE, TRAIN,
-         .seed = 604),
-    PAIR("bwd.softmax.learnable.fully_masked_rows", SHAPE(2, 2, 2, 20, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), PADDING_CAUSAL_BR, LEARNABLE, TRAIN,
-         SEQ(sl_full_q, sl_full_kv), .seed = 605),
+    ROW("bwd.softmax.off_by_one", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "softmax": "off-by-one", "seed": 601),
+    ROW("bwd.softmax.learnable", "f16 bf16 f32", "b": 2, "h": 4, "hg": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "softmax": "learnable", "seed": 602),
+    ROW("bwd.softmax.learnable.thd", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding_causal", "softmax": "learnable",
+        "pad_between_seqs": true, "seed": 603),
+    ROW("bwd.softmax.off_by_one.swa", "f16 bf16", "b": 2, "h": 2, "sq": 32, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "window": [3, 0], "softmax": "off-by-one",
+        "seed": 604),
+    ROW("bwd.softmax.learnable.fully_masked_rows", "f16 bf16", "b": 2, "h": 2, "sq": 20, "skv": 32,
+        "d_qk": 16, "layout": "bshd_bshd_bshd", "mask": "padding_causal_bottom_right",
+        "softmax": "learnable", "seqlens_q": [20, 5], "seqlens_kv": [6, 30], "seed": 605),
 
     /* ---- GQA / MQA, d != dv --------------------------------------------- */
-    PAIR("bwd.gqa8", SHAPE(1, 16, 2, 16, 24, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         NO_MASK, TRAIN, .seed = 701),
-    PAIR("bwd.mqa", SHAPE(2, 4, 1, 16, 32, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-         CAUSAL_BR, TRAIN, .seed = 702),
-    PAIR("bwd.dqk32_dv16", SHAPE(1, 2, 2, 16, 24, 32, 16),
-         LAYOUT(BSHD_BSHD_BSHD), NO_MASK, TRAIN, .seed = 703),
-    PAIR("bwd.dqk24_dv40", SHAPE(1, 2, 2, 16, 24, 24, 40),
-         LAYOUT(SBHD_SBHD_SBHD), CAUSAL, TRAIN, .seed = 704),
+    ROW("bwd.gqa8", "f16 bf16", "b": 1, "h": 16, "hg": 2, "sq": 16, "skv": 24, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "seed": 701),
+    ROW("bwd.mqa", "f16 bf16", "b": 2, "h": 4, "hg": 1, "sq": 16, "skv": 32, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "seed": 702),
+    ROW("bwd.dqk32_dv16", "f16 bf16", "b": 1, "h": 2, "sq": 16, "skv": 24, "d_qk": 32, "d_v": 16,
+        "layout": "bshd_bshd_bshd", "seed": 703),
+    ROW("bwd.dqk24_dv40", "f16 bf16", "b": 1, "h": 2, "sq": 16, "skv": 24, "d_qk": 24, "d_v": 40,
+        "layout": "sbhd_sbhd_sbhd", "mask": "causal", "seed": 704),
 
     /* ---- return_max_logit, inference ----------------------------------- */
-    PAIR("bwd.max_logit", SHAPE(2, 2, 2, 24, 40, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-         NO_MASK, .return_max_logit = true, TRAIN, .seed = 801),
-    PAIR("bwd.max_logit.thd", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(THD_THD_THD), PADDING, .return_max_logit = true, TRAIN,
-         .pad_between_seqs = true, .seed = 802),
-    PAIR("fwd.max_logit.fully_masked_rows", SHAPE(2, 2, 2, 20, 32, 16, 16),
-         LAYOUT(BSHD_BSHD_BSHD), PADDING_CAUSAL_BR, .return_max_logit = true,
-         SEQ(sl_full_q, sl_full_kv), .seed = 803),
-    PAIR("fwd.nomask", SHAPE(2, 2, 2, 24, 40, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-         NO_MASK, .seed = 804),
-    PAIR("fwd.thd.padding_causal", SHAPE(3, 2, 2, 24, 32, 16, 16),
-         LAYOUT(THD_THD_THD), PADDING_CAUSAL, .pad_between_seqs = true,
-         .seed = 805),
+    ROW("bwd.max_logit", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "return_max_logit": true, "seed": 801),
+    ROW("bwd.max_logit.thd", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding", "return_max_logit": true,
+        "pad_between_seqs": true, "seed": 802),
+    ROW("fwd.max_logit.fully_masked_rows", "f16 bf16", "b": 2, "h": 2, "sq": 20, "skv": 32,
+        "d_qk": 16, "layout": "bshd_bshd_bshd", "mask": "padding_causal_bottom_right",
+        "is_training": false, "return_max_logit": true, "seqlens_q": [20, 5],
+        "seqlens_kv": [6, 30], "seed": 803),
+    ROW("fwd.nomask", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "is_training": false, "seed": 804),
+    ROW("fwd.thd.padding_causal", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding_causal", "is_training": false,
+        "pad_between_seqs": true, "seed": 805),
 
     /* ---- edges: sq = 1, odd skv, length-1 sequences ------------------ */
-    PAIR("bwd.sq1", SHAPE(2, 4, 2, 1, 67, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         NO_MASK, TRAIN, .seed = 901),
-    PAIR("bwd.sq1.causal_bottom_right", SHAPE(2, 4, 2, 1, 67, 16, 16),
-         LAYOUT(SBHD_SBHD_SBHD), CAUSAL_BR, TRAIN, .seed = 902),
-    PAIR("bwd.skv67", SHAPE(1, 2, 2, 20, 67, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         CAUSAL, TRAIN, .seed = 903),
-    PAIR("bwd.skv130", SHAPE(1, 2, 2, 8, 130, 16, 16), LAYOUT(SBHD_SBHD_SBHD),
-         NO_MASK, TRAIN, .seed = 904),
-    PAIR("bwd.seqlen1", SHAPE(3, 2, 2, 8, 12, 16, 16), LAYOUT(BSHD_BSHD_BSHD),
-         PADDING, TRAIN, SEQ(sl_one_q, sl_one_kv), .seed = 905),
-    PAIR("bwd.thd.seqlen1", SHAPE(3, 2, 2, 12, 16, 16, 16), LAYOUT(THD_THD_THD),
-         PADDING_CAUSAL, TRAIN, .pad_between_seqs = true,
-         SEQ(sl_thd1_q, sl_thd1_kv), .seed = 906),
+    ROW("bwd.sq1", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 1, "skv": 67, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "seed": 901),
+    ROW("bwd.sq1.causal_bottom_right", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 1, "skv": 67,
+        "d_qk": 16, "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right", "seed": 902),
+    ROW("bwd.skv67", "f16 bf16", "b": 1, "h": 2, "sq": 20, "skv": 67, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "seed": 903),
+    ROW("bwd.skv130", "f16 bf16", "b": 1, "h": 2, "sq": 8, "skv": 130, "d_qk": 16,
+        "layout": "sbhd_sbhd_sbhd", "seed": 904),
+    ROW("bwd.seqlen1", "f16 bf16", "b": 3, "h": 2, "sq": 8, "skv": 12, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "padding", "seqlens_q": [1, 7, 1],
+        "seqlens_kv": [1, 1, 9], "seed": 905),
+    ROW("bwd.thd.seqlen1", "f16 bf16", "b": 3, "h": 2, "sq": 12, "skv": 16, "d_qk": 16,
+        "layout": "thd_thd_thd", "mask": "padding_causal", "pad_between_seqs": true,
+        "seqlens_q": [1, 9, 1], "seqlens_kv": [1, 12, 5], "seed": 906),
 };
 
-const int tcase_count = (int)(sizeof tcase_table / sizeof tcase_table[0]);
+static const struct {
+    const char *suffix;
+    const char *dtype;
+} row_dtypes[] = {{"f16", "float16"}, {"bf16", "bfloat16"}, {"f32", "float32"}};
+
+static struct {
+    pthread_once_t once;
+    fattn_spec_list specs; /* the parsed rows, one per case */
+    tcase *cases;
+    int n;
+} table = {.once = PTHREAD_ONCE_INIT};
+
+/* Append to a growing string; false when out of memory. */
+static bool cat(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap * 2 : 16384;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p)
+            return false;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+    return true;
+}
+
+/* The rows as one spec file: a JSON array of case objects. */
+static char *rows_json(void)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    bool ok = cat(&buf, &len, &cap, "[");
+    bool first = true;
+    for (size_t r = 0; ok && r < sizeof spec_rows / sizeof spec_rows[0]; r++) {
+        for (size_t d = 0; ok && d < sizeof row_dtypes / sizeof row_dtypes[0]; d++) {
+            const char *list = spec_rows[r].dtypes, *sfx = row_dtypes[d].suffix;
+            size_t n = strlen(sfx);
+            bool listed = false;
+            for (const char *p = list; (p = strstr(p, sfx)) != NULL; p += n)
+                listed |= (p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0');
+            if (!listed)
+                continue;
+            char head[256];
+            snprintf(head, sizeof head, "%s{\"id\":\"%s.%s\",\"dtype\":\"%s\",", first ? "" : ",",
+                     spec_rows[r].stem, sfx, row_dtypes[d].dtype);
+            ok = cat(&buf, &len, &cap, head) && cat(&buf, &len, &cap, spec_rows[r].keys) &&
+                 cat(&buf, &len, &cap, "}");
+            first = false;
+        }
+    }
+    ok = ok && cat(&buf, &len, &cap, "]");
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A table row as the tests see it: the spec's values, with the window and
+ * diagonal as the harness resolves them and the bias dims spelled out. */
+static fattn_status row_case(const fattn_spec *s, tcase *c)
+{
+    fattn_case rc;
+    fattn_status st = fattn_case_resolve(s, &rc);
+    if (st != FATTN_OK)
+        return st;
+    memset(c, 0, sizeof *c);
+    c->id = s->id;
+    c->b = (int)s->b, c->h = (int)s->h, c->hg = (int)s->hg;
+    c->sq = (int)s->sq, c->skv = (int)s->skv, c->d = (int)s->d_qk, c->dv = (int)s->d_v;
+    c->dtype = s->dtype;
+    c->layout = s->layout;
+    c->mask = s->mask;
+    c->bias = s->bias;
+    if (rc.t.attn_bias.present) {
+        c->bias_b = (int)rc.t.attn_bias.shape[0];
+        c->bias_h = (int)rc.t.attn_bias.shape[1];
+        c->bias_sq = (int)rc.t.attn_bias.shape[2];
+    }
+    c->softmax = s->softmax;
+    c->window[0] = rc.window[0];
+    c->window[1] = rc.window[1];
+    c->bottom_right = rc.bottom_right_diagonal;
+    c->dropout = rc.dropout_p;
+    c->training = s->is_training;
+    c->return_max_logit = s->return_max_logit;
+    c->pad_between_seqs = s->pad_between_seqs;
+    c->seed = (uint64_t)s->seed;
+    fattn_case_free(&rc);
+    int *lists[2] = {NULL, NULL};
+    const int64_t *given[2] = {s->seqlens_q, s->seqlens_kv};
+    for (int i = 0; i < 2; i++) {
+        if (!given[i])
+            continue;
+        if (!(lists[i] = calloc((size_t)s->b, sizeof(int)))) {
+            free(lists[0]);
+            return fattn_error(FATTN_E_NOMEM, "case %s: seqlens", s->id);
+        }
+        for (int64_t j = 0; j < s->b; j++)
+            lists[i][j] = (int)given[i][j];
+    }
+    c->seqlens_q = lists[0];
+    c->seqlens_kv = lists[1];
+    return FATTN_OK;
+}
+
+/* Built once; a row that does not parse or resolve is a broken test
+ * binary, so it is reported and the process stops. The table lives as
+ * long as the process. */
+static void table_build(void)
+{
+    char *json = rows_json();
+    fattn_status st = json ? fattn_spec_parse_json(json, strlen(json), "tests/cases.c", &table.specs)
+                           : fattn_error(FATTN_E_NOMEM, "tests/cases.c: the rows");
+    free(json);
+    if (st == FATTN_OK && !(table.cases = calloc(table.specs.count, sizeof *table.cases)))
+        st = fattn_error(FATTN_E_NOMEM, "tests/cases.c: the table");
+    for (size_t i = 0; st == FATTN_OK && i < table.specs.count; i++)
+        st = row_case(&table.specs.items[i], &table.cases[i]);
+    if (st != FATTN_OK) {
+        fprintf(stderr, "tests/cases.c: the case table does not build: %s\n", fattn_last_error());
+        abort();
+    }
+    table.n = (int)table.specs.count;
+}
+
+const tcase *tcase_table_get(void)
+{
+    pthread_once(&table.once, table_build);
+    return table.cases;
+}
+
+int tcase_count_get(void)
+{
+    pthread_once(&table.once, table_build);
+    return table.n;
+}
 
 const tcase *tcase_find(const char *id)
 {
@@ -276,75 +388,6 @@ const tcase *tcase_find(const char *id)
 /* ------------------------------------------------------------------------ */
 
 #define POISON UINT64_MAX /* 0xFF bytes */
-
-static fattn_status alloc_i32(fattn_tensor *t, int n, const int *vals)
-{
-    int64_t shape[1] = {n};
-    fattn_status st = fattn_tensor_alloc(t, FATTN_DTYPE_INT32, 1, shape);
-    if (st != FATTN_OK)
-        return st;
-    for (int i = 0; i < n; i++)
-        ((int32_t *)t->data)[i] = vals[i];
-    return FATTN_OK;
-}
-
-/* The three (or two, or one) storages of a q/k/v set in the layout group's
- * packing, as TE builds both the inputs and dQKV. */
-static fattn_status alloc_qkv(const tcase *c, const tcase_buffers *buf,
-                              fattn_tensor storage[3], fattn_tensor *q,
-                              fattn_tensor *k, fattn_tensor *v)
-{
-    fattn_qkv_format qf = fattn_layout_q_format(c->layout);
-    fattn_qkv_format kvf = fattn_layout_kv_format(c->layout);
-    fattn_qkv_layout_group g = fattn_layout_group(c->layout);
-    int64_t qs[4], ks[4], vs[4];
-    int qn = fattn_format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->d, qs);
-    int kn = fattn_format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->d, ks);
-    fattn_format_shape(kvf, c->b, c->skv, buf->t_kv, c->hg, c->dv, vs);
-    fattn_tensor views[3];
-    fattn_status st;
-    switch (g) {
-    case FATTN_LAYOUT_GROUP_3HD:
-    case FATTN_LAYOUT_GROUP_H3D:
-        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 3,
-                          g == FATTN_LAYOUT_GROUP_3HD ? qn - 2 : qn - 1, views);
-        if (st != FATTN_OK)
-            return st;
-        *q = views[0], *k = views[1], *v = views[2];
-        return FATTN_OK;
-    case FATTN_LAYOUT_GROUP_HD_2HD:
-    case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
-        if (st != FATTN_OK)
-            return st;
-        *q = views[0];
-        st = fattn_tensor_alloc_packed(&storage[1], c->dtype, kn, ks, 2,
-                          g == FATTN_LAYOUT_GROUP_HD_2HD ? kn - 2 : kn - 1, views);
-        if (st != FATTN_OK)
-            return st;
-        *k = views[0], *v = views[1];
-        return FATTN_OK;
-    default:
-        st = fattn_tensor_alloc_packed(&storage[0], c->dtype, qn, qs, 1, 0, views);
-        if (st == FATTN_OK) {
-            *q = views[0];
-            st = fattn_tensor_alloc_packed(&storage[1], c->dtype, kn, ks, 1, 0, views);
-        }
-        if (st == FATTN_OK) {
-            *k = views[0];
-            st = fattn_tensor_alloc_packed(&storage[2], c->dtype, kn, vs, 1, 0, views);
-        }
-        if (st == FATTN_OK)
-            *v = views[0];
-        return st;
-    }
-}
-
-static bool is_self_packed(const tcase *c)
-{
-    fattn_qkv_layout_group g = fattn_layout_group(c->layout);
-    return g == FATTN_LAYOUT_GROUP_3HD || g == FATTN_LAYOUT_GROUP_H3D;
-}
 
 static fattn_status check_case(const tcase *c)
 {
@@ -364,6 +407,66 @@ static fattn_status check_case(const tcase *c)
     return FATTN_OK;
 }
 
+/* The bias_shape whose dims are (bias_b, bias_h, bias_sq, skv); where two
+ * name the same dims (b, h or sq of 1) either gives the same tensor. */
+static fattn_status bias_shape_of(const tcase *c, fattn_bias_shape *out)
+{
+    static const fattn_bias_shape all[] = {FATTN_BIAS_SHAPE_1HSS, FATTN_BIAS_SHAPE_B1SS,
+                                           FATTN_BIAS_SHAPE_BHSS, FATTN_BIAS_SHAPE_11SS,
+                                           FATTN_BIAS_SHAPE_111S};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *n = fattn_bias_shape_name(all[i]);
+        if ((n[0] == 'b' ? c->b : 1) == c->bias_b && (n[1] == 'h' ? c->h : 1) == c->bias_h &&
+            (n[2] == 's' ? c->sq : 1) == c->bias_sq) {
+            *out = all[i];
+            return FATTN_OK;
+        }
+    }
+    return fattn_error(FATTN_E_INVALID_ARG, "case %s: bias [%d,%d,%d,skv] has no bias_shape",
+                       c->id, c->bias_b, c->bias_h, c->bias_sq);
+}
+
+/* The spec of a case (a table row's, or a suite's own tcase): what the
+ * harness needs to resolve and draw its inputs. The window and diagonal
+ * are passed as given (the table's are already resolved, a fixed point). */
+static fattn_status tcase_spec(const tcase *c, fattn_spec *s)
+{
+    fattn_spec_init(s);
+    snprintf(s->id, sizeof s->id, "%s", c->id);
+    s->b = c->b, s->h = c->h, s->hg = c->hg, s->sq = c->sq, s->skv = c->skv;
+    s->d_qk = c->d, s->d_v = c->dv;
+    s->dtype = c->dtype;
+    s->layout = c->layout;
+    s->mask = c->mask;
+    s->bias = c->bias;
+    s->softmax = c->softmax;
+    s->window_set = true;
+    s->window[0] = c->window[0];
+    s->window[1] = c->window[1];
+    s->bottom_right_diagonal = c->bottom_right ? FATTN_TRISTATE_TRUE : FATTN_TRISTATE_FALSE;
+    s->dropout_p = c->dropout;
+    s->is_training = c->training;
+    s->return_max_logit = c->return_max_logit;
+    s->pad_between_seqs = c->pad_between_seqs;
+    s->seed = (int64_t)c->seed;
+    fattn_status st = FATTN_OK;
+    if (c->bias == FATTN_BIAS_POST_SCALE_BIAS || c->bias == FATTN_BIAS_PRE_SCALE_BIAS)
+        st = bias_shape_of(c, &s->bias_shape);
+    const int *given[2] = {c->seqlens_q, c->seqlens_kv};
+    int64_t **lists[2] = {&s->seqlens_q, &s->seqlens_kv};
+    for (int i = 0; st == FATTN_OK && i < 2; i++) {
+        if (!given[i])
+            continue;
+        if (!(*lists[i] = calloc((size_t)c->b, sizeof(int64_t))))
+            st = fattn_error(FATTN_E_NOMEM, "case %s: seqlens", c->id);
+        for (int j = 0; *lists[i] && j < c->b; j++)
+            (*lists[i])[j] = given[i][j];
+    }
+    if (st != FATTN_OK)
+        fattn_spec_free(s);
+    return st;
+}
+
 /* Fill outputs with the poison (0xFF bytes), every element of every view
  * and storage. */
 static void poison_outputs(tcase_buffers *buf)
@@ -376,145 +479,92 @@ static void poison_outputs(tcase_buffers *buf)
             fattn_tensor_fill_bits(outs[i], POISON);
 }
 
+/* The inputs (harness/inputs.c) moved into buf, with the per-sequence
+ * tables as ints. Every length is >= 1 in this matrix. */
+static fattn_status take_inputs(const tcase *c, const fattn_case *rc, tcase_buffers *buf)
+{
+    for (int bi = 0; bi < c->b; bi++) {
+        if (rc->seqlens_q[bi] < 1 || rc->seqlens_kv[bi] < 1)
+            return fattn_error(FATTN_E_INVALID_ARG, "case %s: seqlen out of range", c->id);
+        buf->seqlens_q[bi] = (int)rc->seqlens_q[bi];
+        buf->seqlens_kv[bi] = (int)rc->seqlens_kv[bi];
+    }
+    for (int bi = 0; bi <= c->b; bi++) {
+        buf->offs_q[bi] = (int)rc->cu_seqlens_q_padded[bi];
+        buf->offs_kv[bi] = (int)rc->cu_seqlens_kv_padded[bi];
+    }
+    fattn_case_inputs in;
+    fattn_status st = fattn_inputs_make_from_case(rc, &in);
+    if (st != FATTN_OK)
+        return st;
+    for (int i = 0; i < 3; i++)
+        buf->qkv_storage[i] = in.storage[i];
+    buf->q = in.q, buf->k = in.k, buf->v = in.v;
+    buf->bias = in.attn_bias;
+    buf->softmax_offset = in.softmax_offset;
+    buf->cu_q = in.cu_seqlens_q, buf->cu_kv = in.cu_seqlens_kv;
+    buf->cu_q_pad = in.cu_seqlens_q_padded, buf->cu_kv_pad = in.cu_seqlens_kv_padded;
+    buf->d_o = in.d_out;
+    buf->t_q = in.t_q, buf->t_kv = in.t_kv;
+    buf->attn_scale = rc->attn_scale;
+    return FATTN_OK;
+}
+
+/* O, the gradients and the rng_state, shaped as the resolved case says. */
+static fattn_status alloc_outputs(const tcase *c, const fattn_case *rc, tcase_buffers *buf)
+{
+    const fattn_case_tensors *t = &rc->t;
+    fattn_status st = fattn_tensor_alloc(&buf->o, t->out.dtype, t->out.ndim, t->out.shape);
+    if (st == FATTN_OK && t->d_bias.present)
+        st = fattn_tensor_alloc(&buf->d_bias, t->d_bias.dtype, t->d_bias.ndim, t->d_bias.shape);
+    if (st == FATTN_OK && t->d_softmax_offset.present)
+        st = fattn_tensor_alloc(&buf->d_softmax_offset, t->d_softmax_offset.dtype,
+                                t->d_softmax_offset.ndim, t->d_softmax_offset.shape);
+    if (st == FATTN_OK && c->training) {
+        fattn_tensor dst[3];
+        st = fattn_inputs_alloc_qkv(rc, dst, &buf->dq, &buf->dk, &buf->dv);
+        if (st == FATTN_OK) {
+            buf->dq_storage = dst[0];
+            buf->dk_storage = dst[1];
+            buf->dv_storage = dst[2];
+        }
+    }
+    int64_t rs[1] = {2};
+    if (st == FATTN_OK)
+        st = fattn_tensor_alloc(&buf->rng_state, FATTN_DTYPE_INT64, 1, rs);
+    if (st == FATTN_OK) {
+        ((int64_t *)buf->rng_state.data)[0] = (int64_t)(c->seed + 7);
+        ((int64_t *)buf->rng_state.data)[1] = 32;
+    }
+    return st;
+}
+
 fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
 {
     memset(buf, 0, sizeof *buf); /* every tensor the empty slot */
     fattn_status st = check_case(c);
     if (st != FATTN_OK)
         return st;
-    fattn_qkv_format qf = fattn_layout_q_format(c->layout);
-    fattn_qkv_format kvf = fattn_layout_kv_format(c->layout);
-    bool thd = qf == FATTN_FORMAT_THD || kvf == FATTN_FORMAT_THD;
-    bool padding = fattn_mask_has_padding(c->mask) || thd;
-
-    /* Sequence lengths: explicit, or drawn from the seed in [1, max]. */
-    for (int bi = 0; bi < c->b; bi++) {
-        int lq = c->sq, lkv = c->skv;
-        if (padding) {
-            lq = c->seqlens_q ? c->seqlens_q[bi]
-                              : 1 + (int)(fattn_philox_u32(c->seed, STREAM_SEQLEN_Q,
-                                                           (uint64_t)bi) %
-                                          (uint32_t)c->sq);
-            lkv = c->seqlens_kv ? c->seqlens_kv[bi]
-                                : 1 + (int)(fattn_philox_u32(c->seed, STREAM_SEQLEN_KV,
-                                                             (uint64_t)bi) %
-                                            (uint32_t)c->skv);
-        }
-        if (is_self_packed(c))
-            lkv = lq; /* one token dim for q, k and v: self-attention */
-        if (lq < 1 || lq > c->sq || lkv < 1 || lkv > c->skv)
-            return fattn_error(FATTN_E_INVALID_ARG, "case %s: seqlen out of range",
-                               c->id);
-        buf->seqlens_q[bi] = lq;
-        buf->seqlens_kv[bi] = lkv;
+    fattn_spec spec;
+    if ((st = tcase_spec(c, &spec)) != FATTN_OK)
+        return st;
+    fattn_case rc;
+    if ((st = fattn_case_resolve(&spec, &rc)) != FATTN_OK) {
+        fattn_spec_free(&spec);
+        return st;
     }
-
-    /* cu_seqlens and THD offsets (0..3 gap tokens after each sequence when
-     * pad_between_seqs). */
-    int cu_q[65], cu_kv[65], off_q[65], off_kv[65];
-    cu_q[0] = cu_kv[0] = off_q[0] = off_kv[0] = 0;
-    for (int bi = 0; bi < c->b; bi++) {
-        int gq = 0, gkv = 0;
-        if (c->pad_between_seqs) {
-            gq = (int)(fattn_philox_u32(c->seed, STREAM_GAP_Q, (uint64_t)bi) % 4u);
-            gkv = (int)(fattn_philox_u32(c->seed, STREAM_GAP_KV, (uint64_t)bi) % 4u);
-        }
-        if (is_self_packed(c))
-            gkv = gq;
-        cu_q[bi + 1] = cu_q[bi] + buf->seqlens_q[bi];
-        cu_kv[bi + 1] = cu_kv[bi] + buf->seqlens_kv[bi];
-        off_q[bi + 1] = off_q[bi] + buf->seqlens_q[bi] + gq;
-        off_kv[bi + 1] = off_kv[bi] + buf->seqlens_kv[bi] + gkv;
-    }
-    for (int bi = 0; bi <= c->b; bi++) {
-        buf->offs_q[bi] = qf == FATTN_FORMAT_THD ? off_q[bi] : cu_q[bi];
-        buf->offs_kv[bi] = kvf == FATTN_FORMAT_THD ? off_kv[bi] : cu_kv[bi];
-    }
-    buf->t_q = qf == FATTN_FORMAT_THD ? off_q[c->b] : 0;
-    buf->t_kv = kvf == FATTN_FORMAT_THD ? off_kv[c->b] : 0;
-
-    st = alloc_i32(&buf->cu_q, c->b + 1, cu_q);
+    assert(rc.t.d_out.present == c->training);
+    st = take_inputs(c, &rc, buf);
     if (st == FATTN_OK)
-        st = alloc_i32(&buf->cu_kv, c->b + 1, cu_kv);
-    /* As FusedAttention: padded offsets go with a padding mask (always for
-     * THD); they equal cu_seqlens for a bshd/sbhd tensor. */
-    if (st == FATTN_OK && padding)
-        st = alloc_i32(&buf->cu_q_pad, c->b + 1, buf->offs_q);
-    if (st == FATTN_OK && padding)
-        st = alloc_i32(&buf->cu_kv_pad, c->b + 1, buf->offs_kv);
-    if (st != FATTN_OK)
-        goto fail;
-
-    /* q, k, v in the layout's packing, then the other inputs. */
-    st = alloc_qkv(c, buf, buf->qkv_storage, &buf->q, &buf->k, &buf->v);
-    if (st != FATTN_OK)
-        goto fail;
-    fattn_philox_fill_tensor(&buf->q, c->seed, STREAM_Q, 0.5f);
-    fattn_philox_fill_tensor(&buf->k, c->seed, STREAM_K, 0.5f);
-    fattn_philox_fill_tensor(&buf->v, c->seed, STREAM_V, 1.0f);
-
-    if (c->bias == FATTN_BIAS_POST_SCALE_BIAS) {
-        int64_t bs[4] = {c->bias_b, c->bias_h, c->bias_sq, c->skv};
-        st = fattn_tensor_alloc(&buf->bias, c->dtype, 4, bs);
-        if (st != FATTN_OK)
-            goto fail;
-        fattn_philox_fill_tensor(&buf->bias, c->seed, STREAM_BIAS, 1.0f);
-        if (c->training) {
-            st = fattn_tensor_alloc(&buf->d_bias, c->dtype, 4, bs);
-            if (st != FATTN_OK)
-                goto fail;
-        }
-    }
-    if (c->softmax != FATTN_SOFTMAX_VANILLA) {
-        int64_t os[4] = {1, c->h, 1, 1};
-        st = fattn_tensor_alloc(&buf->softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
-        if (st != FATTN_OK)
-            goto fail;
-        if (c->softmax == FATTN_SOFTMAX_LEARNABLE)
-            fattn_philox_fill_tensor(&buf->softmax_offset, c->seed, STREAM_OFFSET, 1.0f);
-        else /* TE passes zeros for off-by-one */
-            memset(buf->softmax_offset.data, 0, sizeof(float) * (size_t)c->h);
-        if (c->training) {
-            st = fattn_tensor_alloc(&buf->d_softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
-            if (st != FATTN_OK)
-                goto fail;
-        }
-    }
-    {
-        int64_t rs[1] = {2};
-        st = fattn_tensor_alloc(&buf->rng_state, FATTN_DTYPE_INT64, 1, rs);
-        if (st != FATTN_OK)
-            goto fail;
-        ((int64_t *)buf->rng_state.data)[0] = (int64_t)(c->seed + 7);
-        ((int64_t *)buf->rng_state.data)[1] = 32;
-    }
-
-    /* O (q's format, head dim dv); dO and dQ/dK/dV for training. */
-    int64_t os[4];
-    int on = fattn_format_shape(qf, c->b, c->sq, buf->t_q, c->h, c->dv, os);
-    st = fattn_tensor_alloc(&buf->o, c->dtype, on, os);
-    if (st != FATTN_OK)
-        goto fail;
-    if (c->training) {
-        st = fattn_tensor_alloc(&buf->d_o, c->dtype, on, os);
-        if (st != FATTN_OK)
-            goto fail;
-        fattn_philox_fill_tensor(&buf->d_o, c->seed, STREAM_DO, 0.1f);
-        fattn_tensor dst[3] = {fattn_tensor_empty(), fattn_tensor_empty(),
-                               fattn_tensor_empty()};
-        st = alloc_qkv(c, buf, dst, &buf->dq, &buf->dk, &buf->dv);
-        buf->dq_storage = dst[0];
-        buf->dk_storage = dst[1];
-        buf->dv_storage = dst[2];
-        if (st != FATTN_OK)
-            goto fail;
+        st = alloc_outputs(c, &rc, buf);
+    fattn_case_free(&rc);
+    fattn_spec_free(&spec);
+    if (st != FATTN_OK) {
+        tcase_teardown(buf);
+        return st;
     }
     poison_outputs(buf);
     return FATTN_OK;
-
-fail:
-    tcase_teardown(buf);
-    return st;
 }
 
 void tcase_teardown(tcase_buffers *buf)
@@ -535,11 +585,6 @@ void tcase_teardown(tcase_buffers *buf)
 /* ------------------------------------------------------------------------ */
 /* Parameters and the run                                                   */
 /* ------------------------------------------------------------------------ */
-
-static float case_scale(const tcase *c)
-{
-    return (float)(1.0 / sqrt((double)c->d));
-}
 
 fattn_fwd_params tcase_fwd_params(const tcase *c, tcase_buffers *buf)
 {
@@ -565,7 +610,7 @@ fattn_fwd_params tcase_fwd_params(const tcase *c, tcase_buffers *buf)
     p.is_training = c->training;
     p.return_max_logit = c->return_max_logit;
     p.cuda_graph = false;
-    p.attn_scale = case_scale(c);
+    p.attn_scale = buf->attn_scale;
     p.dropout = c->dropout;
     p.qkv_layout = c->layout;
     p.o_format = fattn_layout_q_format(c->layout);
@@ -599,7 +644,7 @@ fattn_bwd_params tcase_bwd_params(const tcase *c, tcase_buffers *buf)
     p.cu_seqlens_kv_padded = buf->cu_kv_pad;
     p.max_seqlen_q = c->sq;
     p.max_seqlen_kv = c->skv;
-    p.attn_scale = case_scale(c);
+    p.attn_scale = buf->attn_scale;
     p.dropout = c->dropout;
     p.qkv_layout = c->layout;
     p.o_format = fattn_layout_q_format(c->layout);

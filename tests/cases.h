@@ -1,5 +1,6 @@
-/* The CPU engine's test matrix: small cases covering every feature, and the
- * code that turns one into engine parameters with Philox inputs.
+/* The CPU engine's test matrix: small cases covering every feature, written
+ * as case-spec rows, and the code that turns one into engine parameters with
+ * the harness's inputs.
  *
  * Shared by test_cpu_engine.c (engine vs float64 oracle) and test_cpu_bits.c
  * (bit identity across thread counts and optimisation levels).
@@ -32,8 +33,13 @@ typedef struct tcase {
     uint64_t seed;
 } tcase;
 
-extern const tcase tcase_table[];
-extern const int tcase_count;
+/* The matrix, built on first use from the spec rows in cases.c (parsed by
+ * harness/spec.c and resolved by fattn_case_resolve); it lives as long as
+ * the process. The suites index it as tcase_table[i], i < tcase_count. */
+const tcase *tcase_table_get(void);
+int tcase_count_get(void);
+#define tcase_table (tcase_table_get())
+#define tcase_count (tcase_count_get())
 
 /* Every buffer of one case, allocated and filled from the case seed. */
 typedef struct tcase_buffers {
@@ -50,9 +56,12 @@ typedef struct tcase_buffers {
     int seqlens_q[64], seqlens_kv[64];
     int offs_q[64], offs_kv[64];   /* token offsets of each sequence (THD) */
     int64_t t_q, t_kv;             /* THD token counts */
+    float attn_scale;              /* TE's default for the case (fattn_case_resolve) */
 } tcase_buffers;
 
-/* Allocate and fill inputs; outputs poisoned with 0xFF bytes. */
+/* Allocate and fill inputs (harness/inputs.c over the case's spec, resolved
+ * by fattn_case_resolve); outputs poisoned with 0xFF bytes. Works for any
+ * tcase, not only the table's. */
 fattn_status tcase_setup(const tcase *c, tcase_buffers *buf);
 void tcase_teardown(tcase_buffers *buf);
 

@@ -1,6 +1,7 @@
 /* Suite "h5io": digests, and the run-file layer over HDF5 1.10.8 — bit-exact
  * round trips of every dtype, attributes, sorted writing, atomic replace,
- * byte-reproducible files, validation of hostile files, error messages. */
+ * byte-reproducible files, validation of hostile files, error messages, and
+ * trees from JSON manifests (fattn write-tree). */
 #include <dirent.h>
 #include <hdf5.h>
 #include <math.h>
@@ -723,6 +724,85 @@ START_TEST(test_reader)
 }
 END_TEST
 
+/* ---- trees from manifests (runtree.h) ---------------------------------- */
+
+/* A manifest gives the same tree, hence the same file bytes, as the API. */
+START_TEST(test_manifest)
+{
+    make_tmpdir();
+    static const int32_t vals[3] = {7, -1, 1 << 30};
+    static const char man[] =
+        "{\"schema\":\"fattn-tree/1\",\"root\":{"
+        "\"attrs\":[{\"name\":\"schema\",\"kind\":\"string\",\"value\":\"fattn-run/1\"}],"
+        "\"children\":{\"z\":{\"children\":{}},\"g\":{\"attrs\":["
+        "{\"name\":\"i\",\"kind\":\"int64\",\"value\":-9223372036854775808},"
+        "{\"name\":\"nan\",\"kind\":\"float32\",\"bits\":2143289635},"
+        "{\"name\":\"u\",\"kind\":\"uint8\",\"value\":255},"
+        "{\"name\":\"w\",\"kind\":\"int64_pair\",\"value\":[-1,0]}],"
+        "\"children\":{\"d\":{\"dtype\":\"int32\",\"shape\":[3],\"offset\":4,\"nbytes\":12,"
+        "\"attrs\":[{\"name\":\"s\",\"kind\":\"string\",\"value\":\"x\"}]}}}}}}";
+    unsigned char blob[16] = {0xee, 0xee, 0xee, 0xee};
+    memcpy(blob + 4, vals, sizeof vals);
+    fattn_h5_node *m;
+    OK(fattn_runtree_from_manifest(man, strlen(man), blob, sizeof blob, &m));
+
+    fattn_h5_node *root, *g, *z, *d;
+    OK(fattn_h5_node_new_group("", &root));
+    OK(fattn_h5_node_set_string(root, "schema", "fattn-run/1"));
+    OK(fattn_h5_node_group(root, "z", &z));
+    OK(fattn_h5_node_group(root, "g", &g));
+    OK(fattn_h5_node_set_int64(g, "i", INT64_MIN));
+    OK(fattn_h5_node_set_float32(g, "nan", fattn_f32_from_bits(0x7fc00123u)));
+    OK(fattn_h5_node_set_uint8(g, "u", 255));
+    OK(fattn_h5_node_set_int64_pair(g, "w", (int64_t[]){-1, 0}));
+    OK(fattn_h5_node_add_bytes(g, "d", FATTN_DTYPE_INT32, 1, (int64_t[]){3}, vals, 12, &d));
+    OK(fattn_h5_node_set_string(d, "s", "x"));
+    OK(fattn_h5_write_file(tpath("m.h5"), m, NULL, NULL));
+    OK(fattn_h5_write_file(tpath("api.h5"), root, NULL, NULL));
+    size_t na, nb;
+    char *a = read_all(tpath("m.h5"), &na), *b = read_all(tpath("api.h5"), &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert(memcmp(a, b, na) == 0);
+    free(a);
+    free(b);
+    fattn_h5_node_free(m);
+    fattn_h5_node_free(root);
+
+    /* Malformed manifests: named, nothing built. */
+    static const char *bad[][2] = {
+        {"{\"schema\":\"x\",\"root\":{}}", "schema"},
+        {"{\"schema\":\"fattn-tree/1\"}", "root"},
+        {"{\"schema\":\"fattn-tree/1\",\"root\":{\"children\":{\"d\":{\"dtype\":\"int32\","
+         "\"shape\":[3],\"offset\":8,\"nbytes\":12}}}}", "/d: \"offset\""},
+        {"{\"schema\":\"fattn-tree/1\",\"root\":{\"children\":{\"d\":{\"dtype\":\"int9\","
+         "\"shape\":[1],\"offset\":0,\"nbytes\":1}}}}", "/d: a dataset needs a known"},
+        {"{\"schema\":\"fattn-tree/1\",\"root\":{\"attrs\":[{\"name\":\"f\",\"kind\":"
+         "\"float32\",\"value\":1.5}]}}", "bits"},
+        {"{\"schema\":\"fattn-tree/1\",\"root\":{\"attrs\":[{\"name\":\"u\",\"kind\":"
+         "\"uint8\",\"value\":256}]}}", "do not fit"},
+        {"{\"schema\":\"fattn-tree/1\",\"root\":{\"children\":{\"a\":{},\"a\":{}}}}", "line"},
+        {"[", "line"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        m = (fattn_h5_node *)1;
+        ck_assert_int_eq(fattn_runtree_from_manifest(bad[i][0], strlen(bad[i][0]), blob,
+                                                     sizeof blob, &m), FATTN_E_PARSE);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(fattn_last_error(), bad[i][1]) != NULL, "#%zu: %s", i,
+                      fattn_last_error());
+    }
+    /* The tree API's own rules still hold (reserved dataset attributes). */
+    static const char reserved[] =
+        "{\"schema\":\"fattn-tree/1\",\"root\":{\"children\":{\"d\":{\"dtype\":\"uint8\","
+        "\"shape\":[1],\"offset\":0,\"nbytes\":1,\"attrs\":[{\"name\":\"digest\","
+        "\"kind\":\"string\",\"value\":\"x\"}]}}}}";
+    ck_assert_int_eq(fattn_runtree_from_manifest(reserved, strlen(reserved), blob, sizeof blob,
+                                                 &m), FATTN_E_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    remove_tmpdir();
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("h5io");
@@ -746,6 +826,7 @@ static Suite *make_suite(void)
     tcase_add_test(tw, test_atomic_failure);
     tcase_add_test(tw, test_reproducible);
     tcase_add_test(tw, test_created_utc_errors);
+    tcase_add_test(tw, test_manifest);
     suite_add_tcase(s, tw);
 
     TCase *tv = tcase_create("read");

@@ -1,5 +1,6 @@
 /* Suite "spec": case-spec parsing, defaults, canonical form, Python-repr
- * floats, named errors, and the compiled-in default matrix. */
+ * floats, named errors, the compiled-in default matrix, and the resolved
+ * model of a case (case.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "fattn_test.h"
+#include "case.h"
 #include "spec.h"
 
 /* Canonical forms computed once with CPython 3.11:
@@ -559,6 +561,134 @@ START_TEST(test_bias_shape_names)
 }
 END_TEST
 
+/* ---- the resolved model (case.h) ------------------------------------------ */
+
+static void shape_is(const fattn_case_shape *t, fattn_dtype dt, int ndim, const int64_t *want)
+{
+    ck_assert(t->present);
+    ck_assert_int_eq(t->dtype, dt);
+    ck_assert_int_eq(t->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        ck_assert_int_eq(t->shape[i], want[i]);
+}
+
+/* full_json: THD q and kv (t2hd packing), padding mask with explicit
+ * lengths and gaps, b1ss bias, an off-by-one sink, inference, attn_scale 0.1. */
+START_TEST(test_resolve_full)
+{
+    fattn_spec s;
+    parse_one_ok(full_json, &s);
+    fattn_case c;
+    ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+    ck_assert_ptr_eq(c.spec, &s);
+    ck_assert_int_eq(c.layout_group, FATTN_LAYOUT_GROUP_HD_2HD);
+    ck_assert_int_eq(c.q_format, FATTN_FORMAT_THD);
+    ck_assert_int_eq(c.kv_format, FATTN_FORMAT_THD);
+    ck_assert(c.thd && c.padding && !c.self_packed);
+    /* causal window (-1, 0) stays; bottom-right masks force the diagonal */
+    ck_assert_int_eq(c.window[0], -1);
+    ck_assert_int_eq(c.window[1], 0);
+    ck_assert(c.bottom_right_diagonal);
+    ck_assert(c.attn_scale == 0.1f);
+    ck_assert(c.dropout_p == 0.0f); /* not training: FusedAttention passes 0 */
+    int64_t want_q[2] = {5, 0}, want_kv[2] = {7, 3};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(c.seqlens_q[i], want_q[i]);
+        ck_assert_int_eq(c.seqlens_kv[i], want_kv[i]);
+    }
+    ck_assert_int_eq(c.cu_seqlens_q[2], 5);
+    ck_assert_int_eq(c.cu_seqlens_kv[2], 10);
+    /* gaps of 0..3 tokens after each sequence make the padded offsets larger */
+    ck_assert_int_ge(c.cu_seqlens_q_padded[2], 5);
+    ck_assert_int_le(c.cu_seqlens_q_padded[2], 5 + 6);
+    ck_assert_int_eq(c.t_q, c.cu_seqlens_q_padded[2]);
+    ck_assert_int_eq(c.t_kv, c.cu_seqlens_kv_padded[2]);
+    shape_is(&c.t.q, FATTN_DTYPE_FLOAT16, 3, (int64_t[]){c.t_q, 4, 16});
+    shape_is(&c.t.k, FATTN_DTYPE_FLOAT16, 3, (int64_t[]){c.t_kv, 2, 16});
+    shape_is(&c.t.v, FATTN_DTYPE_FLOAT16, 3, (int64_t[]){c.t_kv, 2, 8});
+    shape_is(&c.t.out, FATTN_DTYPE_FLOAT16, 3, (int64_t[]){c.t_q, 4, 8});
+    shape_is(&c.t.attn_bias, FATTN_DTYPE_FLOAT16, 4, (int64_t[]){2, 1, 5, 7});
+    shape_is(&c.t.softmax_offset, FATTN_DTYPE_FLOAT32, 4, (int64_t[]){1, 4, 1, 1});
+    ck_assert(!c.t.d_out.present && !c.t.dq.present && !c.t.d_bias.present);
+    fattn_case_free(&c);
+    ck_assert_ptr_null(c.seqlens_q);
+    fattn_case_free(&c); /* twice is fine */
+    fattn_spec_free(&s);
+}
+END_TEST
+
+/* min_json: every default; a dense case has no padded offsets, every
+ * length is the maximum, the scale is TE's default. */
+START_TEST(test_resolve_defaults)
+{
+    fattn_spec s;
+    parse_one_ok(min_json, &s);
+    fattn_case c;
+    ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+    ck_assert(!c.thd && !c.padding);
+    ck_assert_int_eq(c.window[0], -1);
+    ck_assert_int_eq(c.window[1], -1);
+    ck_assert(c.bottom_right_diagonal);
+    ck_assert(c.attn_scale == (float)(1.0 / sqrt(8.0)));
+    ck_assert_int_eq(c.seqlens_q[0], 3);
+    ck_assert_int_eq(c.cu_seqlens_kv[1], 3);
+    ck_assert_int_eq(c.t_q, 0);
+    shape_is(&c.t.q, FATTN_DTYPE_BFLOAT16, 4, (int64_t[]){1, 3, 2, 8});
+    shape_is(&c.t.dq, FATTN_DTYPE_BFLOAT16, 4, (int64_t[]){1, 3, 2, 8});
+    shape_is(&c.t.d_out, FATTN_DTYPE_BFLOAT16, 4, (int64_t[]){1, 3, 2, 8});
+    ck_assert(!c.t.attn_bias.present && !c.t.softmax_offset.present);
+    fattn_case_free(&c);
+    fattn_spec_free(&s);
+}
+END_TEST
+
+/* What TE refuses is an error naming the case; nothing is left to free. */
+START_TEST(test_resolve_errors)
+{
+    static const char *bad[] = {
+        "{\"id\":\"w\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"window\":[-2,3]}",
+        "{\"id\":\"t\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"layout\":\"thd_thd_thd\","
+        "\"mask\":\"padding\",\"seqlens_q\":[0],\"seqlens_kv\":[0]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fattn_spec s;
+        parse_one_ok(bad[i], &s);
+        fattn_case c;
+        ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_E_INVALID_CASE);
+        ck_assert_msg(strstr(fattn_last_error(), s.id) != NULL, "%s", fattn_last_error());
+        ck_assert_ptr_null(c.seqlens_q);
+        fattn_spec_free(&s);
+    }
+}
+END_TEST
+
+/* The JSON of `fattn cases --resolved --json`: one array, a case per line,
+ * the canonical spec inside, an error entry for a case TE refuses. */
+START_TEST(test_resolve_json)
+{
+    static const char text[] =
+        "[{\"id\":\"a\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"mask\":\"causal\"},"
+        "{\"id\":\"w\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"window\":[-2,3]}]";
+    fattn_spec_list l;
+    ck_assert_int_eq(fattn_spec_parse_json(text, strlen(text), "t", &l), FATTN_OK);
+    const fattn_spec *sel[2] = {&l.items[0], &l.items[1]};
+    char *json = NULL;
+    ck_assert_int_eq(fattn_case_list_json(sel, 2, &json), FATTN_OK);
+    ck_assert_msg(json[0] == '[' && json[strlen(json) - 1] == ']', "%s", json);
+    ck_assert_ptr_nonnull(strstr(json, "{\"id\":\"a\",\"spec\":{\"attn_scale\":null,\"b\":2,"));
+    ck_assert_ptr_nonnull(strstr(json, "\"window\":[-1,0],\"bottom_right_diagonal\":false,"));
+    ck_assert_ptr_nonnull(strstr(json, "\"cu_seqlens_q\":[0,4,8],"));
+    ck_assert_ptr_nonnull(strstr(json, "\"q\":{\"dtype\":\"bfloat16\",\"shape\":[2,4,2,8]}"));
+    ck_assert_ptr_nonnull(strstr(json, "},\n{\"id\":\"w\",\"spec\":"));
+    ck_assert_ptr_nonnull(strstr(json, "\"error\":\"case w: window:"));
+    free(json);
+    ck_assert_int_eq(fattn_case_list_json(sel, 0, &json), FATTN_OK);
+    ck_assert_str_eq(json, "[\n]");
+    free(json);
+    fattn_spec_list_free(&l);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -592,6 +722,14 @@ static Suite *make_suite(void)
     tcase_set_timeout(td, FATTN_TEST_TIMEOUT_SHORT);
     tcase_add_test(td, test_default_matrix);
     suite_add_tcase(s, td);
+
+    TCase *tr = tcase_create("resolve");
+    tcase_set_timeout(tr, FATTN_TEST_TIMEOUT_SHORT);
+    tcase_add_test(tr, test_resolve_full);
+    tcase_add_test(tr, test_resolve_defaults);
+    tcase_add_test(tr, test_resolve_errors);
+    tcase_add_test(tr, test_resolve_json);
+    suite_add_tcase(s, tr);
     return s;
 }
 

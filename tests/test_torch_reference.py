@@ -4,8 +4,9 @@
 usage: test_torch_reference.py TOOLS_DIR FATTN_EXE XXH128_EXE SPEC_JSON   (prints TAP)
 
 Everything here runs without torch and without a GPU: --help, --make-cases
-and its classification, bad input, the digest implementation and the run-file
-writer. The tool is run with a `torch` module on its path that refuses to be
+and its classification (over `fattn cases --resolved --json`), bad input, the
+digest implementation the reader falls back to and the run-file writer
+(tools/python/fattn_runfile.py, through `fattn write-tree`). The tool is run with a `torch` module on its path that refuses to be
 imported, so nothing that must work without torch can import it by accident.
 Where the interpreter has torch, one more test runs the CPU development path
 end to end; otherwise it is reported as skipped. Needs h5py and numpy
@@ -40,8 +41,10 @@ with open(os.path.join(NOTORCH, "torch.py"), "w") as f:
     f.write("raise ImportError('torch must not be imported here')\n")
 sys.path.insert(0, TOOLS)
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+os.environ["FATTN"] = FATTN  # the fattn the tools resolve specs and write files with
 import tap  # noqa: E402  (tests/tap.py, beside this script)
 import torch_reference as tr  # noqa: E402
+import fattn_runfile as fr  # noqa: E402  (tools/python/, put on the path by torch_reference)
 
 RESULTS = tap.Tests()
 ENV = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
@@ -199,26 +202,29 @@ def _():
     assert got["bias_train"]["backward"] is False
     assert got["bias_train"]["changed"] == {"deterministic": False, "is_training": False}
     assert got["gqa_dv"]["backward"] is True
-    # the verdicts tr.classify gives directly, defaults filled as the spec's canonical form
-    assert tr.classify(tr.fill_defaults(dict(base, id="x"))).backward_reason.startswith(
-        "deterministic backward")
-    v = tr.classify(tr.fill_defaults(dict(base, id="x", mask="causal_bottom_right")))
+    # the verdicts tr.classify gives directly, on fattn's resolved model of a spec
+    r = fr.resolve_specs([dict(base, id="x"), dict(base, id="y", mask="causal_bottom_right")])
+    assert r[0]["spec"]["deterministic"] is True and r[0]["spec"]["hg"] == 2
+    assert tr.classify(r[0]).backward_reason.startswith("deterministic backward")
+    v = tr.classify(r[1])
     assert v.forward and v.is_causal and not v.gqa
 
 
 @case("bad spec input: exit 2 naming the file and cause, nothing written")
 def _():
     out = path("never.json")
+    # fattn's spec parser decides (fattn cases --resolved): its messages name the cause
     bad = {
-        "notjson.json": ("[{", "not JSON"),
-        "object.json": ('{"id": "x"}', "not a JSON array"),
+        "notjson.json": ("[{", "string or '}' expected"),
+        "object.json": ('{"id": "x"}', "expected a JSON array"),
         "unknown.json": ('[{"id": "x", "b": 1, "h": 1, "sq": 1, "d_qk": 8, "bogus": 1}]',
                          "key 'bogus': unknown key"),
         "dup.json": ('[{"id": "x", "b": 1, "h": 1, "sq": 1, "d_qk": 8},'
-                     ' {"id": "x", "b": 1, "h": 1, "sq": 1, "d_qk": 8}]', "duplicate id"),
+                     ' {"id": "x", "b": 1, "h": 1, "sq": 1, "d_qk": 8}]',
+                     "key 'id': duplicate of case #1"),
         "type.json": ('[{"id": "x", "b": "1", "h": 1, "sq": 1, "d_qk": 8}]', "key 'b'"),
         "layout.json": ('[{"id": "x", "b": 1, "h": 1, "sq": 1, "d_qk": 8, "layout": "x"}]',
-                        "unknown layout"),
+                        "unknown qkv_layout"),
     }
     for name, (text, why) in bad.items():
         with open(path(name), "w") as f:
@@ -226,7 +232,9 @@ def _():
         expect(tool("--make-cases", path(name), "-o", out), 2, path(name), why)
         assert not os.path.exists(out), name
     expect(tool("--make-cases", path("missing.json"), "-o", out), 2, path("missing.json"),
-           "cannot read")
+           "cannot open")
+    expect(tool("--make-cases", SPEC, "-o", out, "--fattn", path("nofattn")), 2,
+           path("nofattn"), "not an executable fattn")
     expect(tool("--make-cases", SPEC, "-o", path("nodir/out.json")), 2, "nodir")
     expect(tool("--make-cases", SPEC, "-o", "/dev/null"), 2, "/dev/null",
            "not a regular file")
@@ -275,7 +283,7 @@ def _():
     assert not os.path.exists(out)
 
 
-@case("digests: the plain XXH3-128 equals libxxhash's (tests/xxh128) at every length class")
+@case("digests: the reader's plain XXH3-128 equals libxxhash's (tests/xxh128) at every length")
 def _():
     rng = np.random.default_rng(7)
     for n in (0, 1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 96, 97, 127, 128, 129,
@@ -283,7 +291,7 @@ def _():
               65536 + 13):
         data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
         want = subprocess.run([XXH], input=data, capture_output=True, check=True)
-        low, high = tr.xxh3_128_plain(data)
+        low, high = fr.xxh3_128_plain(data)
         got = "xxh3-128:%016x%016x" % (high, low)
         assert got == want.stdout.decode().strip(), (n, got, want.stdout)
 
@@ -291,21 +299,23 @@ def _():
 @case("the writer: a run file read and written back is valid, equal, byte-reproducible")
 def _():
     run = subset_run()
-    saved = tr._HASHER
-    tr._HASHER = (tr.xxh3_128_plain, "plain")  # the fallback writes the digests here
+    saved = fr._HASHER
+    fr._HASHER = (fr.xxh3_128_plain, "plain")  # the fallback checks the digests read here
     try:
-        tree = tr.load_tree(run)
-        tr.write_tree(path("copy1.h5"), tree)
+        tree = fr.load_tree(run)
+        fr.write_tree(path("copy1.h5"), tree)  # through fattn write-tree
         time.sleep(1.1)  # a timestamp anywhere in the file would now differ
         os.makedirs(path("sub"), exist_ok=True)
-        tr.write_tree(path("sub/copy2.h5"), tr.load_tree(run))
+        fr.write_tree(path("sub/copy2.h5"), fr.load_tree(run))
     finally:
-        tr._HASHER = saved
+        fr._HASHER = saved
     fattn("inspect", path("copy1.h5"), check=0)
     p = fattn("diff", run, path("copy1.h5"), "--json", path("copy.json"), check=0)
     assert "same platform" in p.stdout, p.stdout[:2000]
     with open(path("copy1.h5"), "rb") as a, open(path("sub/copy2.h5"), "rb") as b:
         assert a.read() == b.read(), "two writes differ"
+    with open(run, "rb") as a, open(path("copy1.h5"), "rb") as b:
+        assert a.read() == b.read(), "fattn's writer wrote the same tree differently"
     with h5py.File(path("copy1.h5"), "r") as f:
         ds = f["cases/layout.bshd_bshd_bshd.causal.bf16/forward/out"]
         assert ds.dtype == np.uint16 and ds.attrs["dtype"] == "bfloat16"

@@ -70,8 +70,8 @@ def render(matrix, diffs, report):
     run = {e["id"]: e for e in (report or {}).get("cases", [])}
     lines = ["| case | O | Stats | dQ | dK | dV | note |", "|---|---|---|---|---|---|---|"]
     n_expr = n_bitwise_cases = n_compared = 0
-    for c in matrix:
-        entry, made = tr.make_case(c)
+    for c, resolved in matrix:
+        entry, made = tr.make_case(c, resolved)
         cid = c["id"]
         if made is None:
             lines.append("| `%s` | — | — | — | — | — | not expressible: %s |"
@@ -126,9 +126,12 @@ def main(argv=None):
     p.add_argument("--cases", default=tr.DEFAULT_SPEC, metavar="SPEC.json",
                    help="the case matrix (default golden/default_cases.json)")
     p.add_argument("-o", "--output", metavar="OUT.md", help="write here instead of stdout")
+    p.add_argument("--fattn", metavar="PATH",
+                   help="the fattn executable that resolves the matrix (default: $FATTN, else "
+                        "build*/harness/fattn of this source tree, else fattn on PATH)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        matrix = tr.read_spec_file(args.cases)
+        matrix = tr.read_cases(args.cases, args.fattn)
         diffs = [load_json(d, "fattn diff --json") for d in args.diff]
         for path, d in zip(args.diff, diffs):
             if not isinstance(d, dict) or d.get("schema") != "fattn-diff/1":

@@ -1,0 +1,306 @@
+/* The resolved model of a case (case.h): everything the harness derives
+ * from a spec before any tensor exists. The rules are inputs.h's. */
+#include "case.h"
+
+#include <assert.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fattn/philox.h"
+
+/* Philox streams of the sequence tables (docs/numerics.md "Random
+ * numbers"); inputs.c holds the tensors' streams 1..6. */
+enum {
+    STREAM_SEQLEN_Q = 7,
+    STREAM_SEQLEN_KV = 8,
+    STREAM_GAP_Q = 9,
+    STREAM_GAP_KV = 10,
+};
+
+void fattn_case_free(fattn_case *c)
+{
+    if (!c)
+        return;
+    free(c->seqlens_q);
+    free(c->seqlens_kv);
+    free(c->cu_seqlens_q);
+    free(c->cu_seqlens_kv);
+    free(c->cu_seqlens_q_padded);
+    free(c->cu_seqlens_kv_padded);
+    memset(c, 0, sizeof *c);
+}
+
+static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
+{
+    int64_t w[2] = {s->window[0], s->window[1]};
+    bool warned = false;
+    fattn_status st = fattn_window_normalize(s->mask, s->window_set, w, c->window, &warned);
+    if (st != FATTN_OK)
+        return fattn_error(st, "case %s: window: %s", s->id, fattn_last_error());
+    /* dot_product_attention.py:1746-1754 */
+    if (s->mask == FATTN_MASK_CAUSAL || s->mask == FATTN_MASK_PADDING_CAUSAL)
+        c->bottom_right_diagonal = false;
+    else if (fattn_mask_is_bottom_right(s->mask) || s->bottom_right_diagonal == FATTN_TRISTATE_NULL)
+        c->bottom_right_diagonal = true;
+    else
+        c->bottom_right_diagonal = s->bottom_right_diagonal == FATTN_TRISTATE_TRUE;
+    c->layout_group = fattn_layout_group(s->layout);
+    c->q_format = fattn_layout_q_format(s->layout);
+    c->kv_format = fattn_layout_kv_format(s->layout);
+    c->thd = c->q_format == FATTN_FORMAT_THD || c->kv_format == FATTN_FORMAT_THD;
+    c->padding = fattn_mask_has_padding(s->mask) || c->thd;
+    c->self_packed = c->layout_group == FATTN_LAYOUT_GROUP_3HD ||
+                     c->layout_group == FATTN_LAYOUT_GROUP_H3D;
+    c->attn_scale = s->attn_scale_set ? (float)s->attn_scale
+                                      : (float)(1.0 / sqrt((double)s->d_qk));
+    /* FusedAttention passes 0.0 when not training. */
+    c->dropout_p = s->is_training ? (float)s->dropout_p : 0.0f;
+    return FATTN_OK;
+}
+
+/* Lengths, prefix sums and gapped offsets of every sequence. Without a
+ * padding mask every length is the maximum; self-packed layouts give kv
+ * the q side's lengths and gaps (one token dimension). */
+static fattn_status resolve_seqlens(const fattn_spec *s, fattn_case *c)
+{
+    uint64_t seed = (uint64_t)s->seed;
+    int64_t b = s->b;
+    assert(b >= 1 && s->sq >= 1 && s->skv >= 1);
+    c->seqlens_q = calloc((size_t)b, sizeof(int64_t));
+    c->seqlens_kv = calloc((size_t)b, sizeof(int64_t));
+    c->cu_seqlens_q = calloc((size_t)b + 1, sizeof(int64_t));
+    c->cu_seqlens_kv = calloc((size_t)b + 1, sizeof(int64_t));
+    c->cu_seqlens_q_padded = calloc((size_t)b + 1, sizeof(int64_t));
+    c->cu_seqlens_kv_padded = calloc((size_t)b + 1, sizeof(int64_t));
+    if (!c->seqlens_q || !c->seqlens_kv || !c->cu_seqlens_q || !c->cu_seqlens_kv ||
+        !c->cu_seqlens_q_padded || !c->cu_seqlens_kv_padded)
+        return fattn_error(FATTN_E_NOMEM, "case %s: sequence tables", s->id);
+    int64_t *off_q = c->cu_seqlens_q_padded, *off_kv = c->cu_seqlens_kv_padded;
+    for (int64_t bi = 0; bi < b; bi++) {
+        int64_t lq = s->sq, lkv = s->skv;
+        if (c->padding) {
+            lq = s->seqlens_q ? s->seqlens_q[bi]
+                              : 1 + (int64_t)(fattn_philox_u32(seed, STREAM_SEQLEN_Q, (uint64_t)bi) %
+                                              (uint64_t)s->sq);
+            lkv = s->seqlens_kv ? s->seqlens_kv[bi]
+                                : 1 + (int64_t)(fattn_philox_u32(seed, STREAM_SEQLEN_KV,
+                                                                 (uint64_t)bi) % (uint64_t)s->skv);
+        }
+        if (c->self_packed)
+            lkv = lq;
+        if (lq < 0 || lq > s->sq || lkv < 0 || lkv > s->skv)
+            return fattn_error(FATTN_E_INVALID_CASE,
+                               "case %s: sequence %lld has lengths (%lld, %lld) outside "
+                               "[0, sq=%lld] x [0, skv=%lld]", s->id, (long long)bi,
+                               (long long)lq, (long long)lkv, (long long)s->sq,
+                               (long long)s->skv);
+        int64_t gq = 0, gkv = 0;
+        if (s->pad_between_seqs) {
+            gq = (int64_t)(fattn_philox_u32(seed, STREAM_GAP_Q, (uint64_t)bi) % 4u);
+            gkv = (int64_t)(fattn_philox_u32(seed, STREAM_GAP_KV, (uint64_t)bi) % 4u);
+        }
+        if (c->self_packed)
+            gkv = gq;
+        c->seqlens_q[bi] = lq;
+        c->seqlens_kv[bi] = lkv;
+        c->cu_seqlens_q[bi + 1] = c->cu_seqlens_q[bi] + lq;
+        c->cu_seqlens_kv[bi + 1] = c->cu_seqlens_kv[bi] + lkv;
+        off_q[bi + 1] = off_q[bi] + lq + gq;
+        off_kv[bi + 1] = off_kv[bi] + lkv + gkv;
+    }
+    c->t_q = c->q_format == FATTN_FORMAT_THD ? off_q[b] : 0;
+    c->t_kv = c->kv_format == FATTN_FORMAT_THD ? off_kv[b] : 0;
+    if ((c->q_format == FATTN_FORMAT_THD && c->t_q == 0) ||
+        (c->kv_format == FATTN_FORMAT_THD && c->t_kv == 0))
+        return fattn_error(FATTN_E_INVALID_CASE, "case %s: THD tensor with no tokens", s->id);
+    /* A non-THD side's padded offsets are its plain ones (FusedAttention
+     * sets them so when the caller gives none). */
+    if (c->q_format != FATTN_FORMAT_THD)
+        memcpy(off_q, c->cu_seqlens_q, ((size_t)b + 1) * sizeof(int64_t));
+    if (c->kv_format != FATTN_FORMAT_THD)
+        memcpy(off_kv, c->cu_seqlens_kv, ((size_t)b + 1) * sizeof(int64_t));
+    return FATTN_OK;
+}
+
+static void set_shape(fattn_case_shape *t, fattn_dtype dtype, int ndim, const int64_t *shape)
+{
+    assert(ndim >= 1 && ndim <= FATTN_MAX_DIMS);
+    t->present = true;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->shape[i] = shape[i];
+}
+
+/* Logical shapes: q [.., h, d_qk], k [.., hg, d_qk], v [.., hg, d_v] in
+ * their formats; out and d_out as q with d_v; the bias [b|1, h|1, sq|1,
+ * skv] by bias_shape; softmax_offset [1, h, 1, 1] float32; gradients as
+ * what they differentiate, for training cases. */
+static void resolve_tensors(const fattn_spec *s, fattn_case *c)
+{
+    fattn_case_tensors *t = &c->t;
+    int64_t sh[4];
+    int n;
+    n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_qk, sh);
+    set_shape(&t->q, s->dtype, n, sh);
+    n = fattn_format_shape(c->kv_format, s->b, s->skv, c->t_kv, s->hg, s->d_qk, sh);
+    set_shape(&t->k, s->dtype, n, sh);
+    n = fattn_format_shape(c->kv_format, s->b, s->skv, c->t_kv, s->hg, s->d_v, sh);
+    set_shape(&t->v, s->dtype, n, sh);
+    n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_v, sh);
+    set_shape(&t->out, s->dtype, n, sh);
+    if (s->is_training)
+        set_shape(&t->d_out, s->dtype, n, sh);
+    if (s->bias == FATTN_BIAS_POST_SCALE_BIAS || s->bias == FATTN_BIAS_PRE_SCALE_BIAS) {
+        const char *name = fattn_bias_shape_name(s->bias_shape);
+        int64_t bs[4] = {name[0] == 'b' ? s->b : 1, name[1] == 'h' ? s->h : 1,
+                         name[2] == 's' ? s->sq : 1, s->skv};
+        set_shape(&t->attn_bias, s->dtype, 4, bs);
+    }
+    if (s->softmax != FATTN_SOFTMAX_VANILLA) {
+        int64_t os[4] = {1, s->h, 1, 1};
+        set_shape(&t->softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
+    }
+    if (s->is_training) {
+        t->dq = t->q;
+        t->dk = t->k;
+        t->dv = t->v;
+        t->d_bias = t->attn_bias;
+        t->d_softmax_offset = t->softmax_offset;
+    }
+}
+
+fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out)
+{
+    memset(out, 0, sizeof *out);
+    out->spec = spec;
+    fattn_status st = resolve_config(spec, out);
+    if (st == FATTN_OK)
+        st = resolve_seqlens(spec, out);
+    if (st != FATTN_OK) {
+        fattn_case_free(out);
+        return st;
+    }
+    resolve_tensors(spec, out);
+    return FATTN_OK;
+}
+
+/* ---- the model as JSON (docs/cases.md) ----------------------------------- */
+
+static json_t *int_array(const int64_t *v, int64_t n)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; a && i < n; i++) {
+        if (json_array_append_new(a, json_integer((json_int_t)v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *tensors_json(const fattn_case_tensors *t)
+{
+    json_t *o = json_object();
+    bool ok = o != NULL;
+#define FATTN_CASE_PUT(name)                                                    \
+    if (ok && t->name.present) {                                                \
+        json_t *e = json_pack("{s:s,s:o*}", "dtype", fattn_dtype_name(t->name.dtype), \
+                              "shape", int_array(t->name.shape, t->name.ndim)); \
+        ok = e && json_object_set_new(o, #name, e) == 0;                        \
+    }
+    FATTN_CASE_TENSORS(FATTN_CASE_PUT)
+#undef FATTN_CASE_PUT
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* {"id", "spec", then the resolved values} or, for a spec that does not
+ * resolve, {"id", "spec", "error"}. */
+static json_t *case_json(const fattn_spec *s)
+{
+    char *canon = NULL;
+    if (fattn_spec_canonical(s, &canon) != FATTN_OK)
+        return NULL;
+    json_t *spec = json_loads(canon, 0, NULL);
+    free(canon);
+    fattn_case c;
+    if (fattn_case_resolve(s, &c) != FATTN_OK)
+        return json_pack("{s:s,s:o*,s:s}", "id", s->id, "spec", spec, "error", fattn_last_error());
+    int64_t b = s->b;
+    json_t *o = json_pack(
+        "{s:s,s:o*,s:s,s:s,s:s,s:b,s:b,s:b,s:[I,I],s:b,s:f,s:b,s:f,s:I,s:I,"
+        "s:o*,s:o*,s:o*,s:o*,s:o*,s:o*,s:o*}",
+        "id", s->id, "spec", spec, "layout_group", fattn_layout_group_name(c.layout_group),
+        "q_format", fattn_format_name(c.q_format), "kv_format", fattn_format_name(c.kv_format),
+        "thd", c.thd, "padding", c.padding, "self_packed", c.self_packed, "window",
+        (json_int_t)c.window[0], (json_int_t)c.window[1], "bottom_right_diagonal",
+        c.bottom_right_diagonal, "attn_scale", (double)c.attn_scale, "attn_scale_default",
+        !s->attn_scale_set, "dropout_p", (double)c.dropout_p, "t_q", (json_int_t)c.t_q, "t_kv",
+        (json_int_t)c.t_kv, "seqlens_q", int_array(c.seqlens_q, b), "seqlens_kv",
+        int_array(c.seqlens_kv, b), "cu_seqlens_q", int_array(c.cu_seqlens_q, b + 1),
+        "cu_seqlens_kv", int_array(c.cu_seqlens_kv, b + 1), "cu_seqlens_q_padded",
+        c.padding ? int_array(c.cu_seqlens_q_padded, b + 1) : json_null(), "cu_seqlens_kv_padded",
+        c.padding ? int_array(c.cu_seqlens_kv_padded, b + 1) : json_null(), "tensors",
+        tensors_json(&c.t));
+    fattn_case_free(&c);
+    return o;
+}
+
+fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)
+{
+    *out = NULL;
+    json_t *a = json_array();
+    if (!a)
+        return fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = case_json(specs[i]);
+        if (!o || json_array_append_new(a, o) != 0) {
+            json_decref(a);
+            return fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory",
+                               specs[i]->id);
+        }
+    }
+    /* One case per line: an array a person can read and a tool can parse. */
+    size_t len = 2;
+    char **lines = calloc(n ? n : 1, sizeof *lines);
+    fattn_status st = lines ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases");
+    for (size_t i = 0; st == FATTN_OK && i < n; i++) {
+        lines[i] = json_dumps(json_array_get(a, i), JSON_COMPACT | JSON_ENSURE_ASCII);
+        if (!lines[i])
+            st = fattn_error(FATTN_E_NOMEM, "resolved cases: case %s", specs[i]->id);
+        else
+            len += strlen(lines[i]) + 2;
+    }
+    char *buf = st == FATTN_OK ? malloc(len + 2) : NULL;
+    if (st == FATTN_OK && !buf)
+        st = fattn_error(FATTN_E_NOMEM, "resolved cases");
+    if (st == FATTN_OK) {
+        char *p = buf;
+        *p++ = '[';
+        for (size_t i = 0; i < n; i++) {
+            size_t k = strlen(lines[i]);
+            memcpy(p, lines[i], k);
+            p += k;
+            if (i + 1 < n)
+                *p++ = ',';
+            *p++ = '\n';
+        }
+        if (n == 0)
+            *p++ = '\n';
+        *p++ = ']';
+        *p = '\0';
+        assert((size_t)(p - buf) <= len + 1);
+        *out = buf;
+    }
+    for (size_t i = 0; lines && i < n; i++)
+        free(lines[i]);
+    free(lines);
+    json_decref(a);
+    return st;
+}

@@ -1,0 +1,99 @@
+/* harness/case.h — the resolved model of one case: every value the harness
+ * derives from a spec, in one struct (docs/cases.md "The resolved model").
+ *
+ * fattn_case_resolve is pure: no I/O, no random tensors, nothing but the
+ * struct and its four sequence tables (b and b + 1 entries, which is why it
+ * allocates: b goes up to FATTN_SPEC_MAX_B). inputs.c builds the case's
+ * tensors from it, the tests build their cases from it, and
+ * `fattn cases --resolved --json` prints it for Python tools.
+ *
+ * What it resolves (the rules are those of inputs.h):
+ *  - the layout's group and the q and kv formats; whether q and k/v share
+ *    one token dimension (3hd, h3d);
+ *  - the window through TE's check_set_window_size and
+ *    bottom_right_diagonal as DotProductAttention does;
+ *  - TE's default attn_scale (float)(1.0/sqrt((double)d_qk)) when the spec
+ *    leaves it null, and dropout_p as the float32 the front ends get;
+ *  - sequence lengths (the spec's lists, else drawn from the seed; the
+ *    maximum without a padding mask), cu_seqlens, the padded offsets with
+ *    THD gaps, and the THD token counts;
+ *  - the logical shape of every tensor the case has: q k v attn_bias
+ *    softmax_offset d_out (inputs), out (forward), dq dk dv d_bias
+ *    d_softmax_offset (backward); a tensor the case does not have has
+ *    present false.
+ */
+#ifndef FATTN_HARNESS_CASE_H
+#define FATTN_HARNESS_CASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fattn/dtype.h"
+#include "fattn/status.h"
+#include "fattn/te.h"
+#include "fattn/tensor.h"
+
+#include "spec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One tensor's logical shape and dtype, or present false. */
+typedef struct fattn_case_shape {
+    bool present;
+    fattn_dtype dtype;
+    int ndim;
+    int64_t shape[FATTN_MAX_DIMS];
+} fattn_case_shape;
+
+/* The tensors of a case, in the order `fattn cases --resolved` lists them. */
+#define FATTN_CASE_TENSORS(X)                                                  \
+    X(q) X(k) X(v) X(attn_bias) X(softmax_offset) X(d_out) X(out) X(dq) X(dk) \
+    X(dv) X(d_bias) X(d_softmax_offset)
+
+typedef struct fattn_case_tensors {
+#define FATTN_CASE_FIELD(name) fattn_case_shape name;
+    FATTN_CASE_TENSORS(FATTN_CASE_FIELD)
+#undef FATTN_CASE_FIELD
+} fattn_case_tensors;
+
+typedef struct fattn_case {
+    const fattn_spec *spec;        /* borrowed: the spec it was resolved from */
+    fattn_qkv_layout_group layout_group;
+    fattn_qkv_format q_format, kv_format;
+    bool thd;                      /* q or kv in THD */
+    bool padding;                  /* a padding mask or THD: padded cu_seqlens exist */
+    bool self_packed;              /* 3hd/h3d: q, k, v share one token dimension */
+    int64_t window[2];             /* normalised as TE's check_set_window_size */
+    bool bottom_right_diagonal;    /* as DotProductAttention resolves it */
+    float attn_scale;              /* the spec's, else TE's default */
+    float dropout_p;               /* as the float32 the front ends get */
+    int64_t t_q, t_kv;             /* THD token counts (0 for a non-THD side) */
+    /* Owned, b entries: the length of each sequence. */
+    int64_t *seqlens_q, *seqlens_kv;
+    /* Owned, b + 1 entries: prefix sums of the lengths (cu_seqlens), and
+     * the token offsets with THD gaps (cu_seqlens_*_padded; equal to the
+     * prefix sums for a non-THD side; recorded only when padding). */
+    int64_t *cu_seqlens_q, *cu_seqlens_kv;
+    int64_t *cu_seqlens_q_padded, *cu_seqlens_kv_padded;
+    fattn_case_tensors t;
+} fattn_case;
+
+/* Resolve `spec` (parsed, so defaults are filled) into *out. The spec must
+ * outlive *out. Errors: a window TE refuses (fattn_window_normalize's
+ * status, the message naming the case); FATTN_E_INVALID_CASE for lengths outside
+ * [0, sq] x [0, skv] or a THD tensor without tokens; FATTN_E_NOMEM. On
+ * failure *out holds nothing to free (fattn_case_free is still safe). */
+fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out);
+/* Free the sequence tables; *c becomes empty (NULL is fine). */
+void fattn_case_free(fattn_case *c);
+
+/* The resolved model of the cases specs[0..n) as one JSON array (the
+ * format docs/cases.md describes), malloc'd and NUL-terminated. */
+fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_HARNESS_CASE_H */

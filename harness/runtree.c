@@ -1,0 +1,496 @@
+/* The in-memory tree of a run file: building, copying, lookups. See
+ * runtree.h. Nothing here touches HDF5. */
+#include "runtree.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *fattn_runtree_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+/* Link and attribute names: printable ASCII without '/', not "." or "..". */
+fattn_status fattn_runtree_check_name(const char *what, const char *name, bool allow_empty)
+{
+    size_t n = strlen(name);
+    if (n == 0 && allow_empty)
+        return FATTN_OK;
+    if (n == 0 || n > FATTN_H5_NAME_MAX)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s name \"%s\": length must be 1..%d", what,
+                           name, FATTN_H5_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch < 0x20 || ch > 0x7e || ch == '/')
+            return fattn_error(FATTN_E_INVALID_ARG,
+                               "%s name \"%s\": byte 0x%02x not allowed", what, name, ch);
+    }
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s name \"%s\" not allowed", what, name);
+    return FATTN_OK;
+}
+
+bool fattn_runtree_utf8_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int extra;
+        uint32_t cp;
+        if ((*p & 0xe0) == 0xc0) {
+            extra = 1;
+            cp = *p & 0x1f;
+        } else if ((*p & 0xf0) == 0xe0) {
+            extra = 2;
+            cp = *p & 0x0f;
+        } else if ((*p & 0xf8) == 0xf0) {
+            extra = 3;
+            cp = *p & 0x07;
+        } else {
+            return false;
+        }
+        p++;
+        for (int i = 0; i < extra; i++, p++) {
+            if ((*p & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (*p & 0x3f);
+        }
+        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+    }
+    return true;
+}
+
+fattn_status fattn_h5_node_new_group(const char *name, fattn_h5_node **out)
+{
+    *out = NULL;
+    fattn_status st = fattn_runtree_check_name("group", name, true);
+    if (st != FATTN_OK)
+        return st;
+    fattn_h5_node *n = calloc(1, sizeof *n);
+    if (!n || !(n->name = fattn_runtree_strdup(name))) {
+        free(n);
+        return fattn_error(FATTN_E_NOMEM, "out of memory for group \"%s\"", name);
+    }
+    *out = n;
+    return FATTN_OK;
+}
+
+static void attr_clear(fattn_h5_attr *a)
+{
+    free(a->name);
+    free(a->s);
+    memset(a, 0, sizeof *a);
+}
+
+void fattn_h5_node_free(fattn_h5_node *n)
+{
+    if (!n)
+        return;
+    for (size_t i = 0; i < n->n_attrs; i++)
+        attr_clear(&n->attrs[i]);
+    free(n->attrs);
+    for (size_t i = 0; i < n->n_children; i++)
+        fattn_h5_node_free(n->children[i]);
+    free(n->children);
+    free(n->data);
+    free(n->name);
+    free(n);
+}
+
+/* Index of `name` among children, or the insertion point with *found false. */
+static size_t child_index(const fattn_h5_node *p, const char *name, bool *found)
+{
+    size_t lo = 0, hi = p->n_children;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(p->children[mid]->name, name);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    assert(lo == p->n_children || strcmp(p->children[lo]->name, name) > 0);
+    return lo;
+}
+
+fattn_status fattn_runtree_insert_child(fattn_h5_node *p, fattn_h5_node *c)
+{
+    assert(p && c && c->name);
+    assert(p->n_children <= p->cap_children);
+    if (p->is_dataset)
+        return fattn_error(FATTN_E_STATE, "\"%s\" is a dataset and cannot hold \"%s\"", p->name,
+                           c->name);
+    bool found;
+    size_t at = child_index(p, c->name, &found);
+    if (found)
+        return fattn_error(FATTN_E_STATE, "group \"%s\" already has a child \"%s\"", p->name,
+                           c->name);
+    if (p->n_children == p->cap_children) {
+        size_t cap = p->cap_children ? 2 * p->cap_children : 8;
+        fattn_h5_node **nc = realloc(p->children, cap * sizeof *nc);
+        if (!nc)
+            return fattn_error(FATTN_E_NOMEM, "out of memory adding \"%s\"", c->name);
+        p->children = nc;
+        p->cap_children = cap;
+    }
+    memmove(p->children + at + 1, p->children + at, (p->n_children - at) * sizeof *p->children);
+    p->children[at] = c;
+    p->n_children++;
+    return FATTN_OK;
+}
+
+fattn_status fattn_h5_node_adopt(fattn_h5_node *parent, fattn_h5_node *child)
+{
+    fattn_status st = fattn_runtree_check_name("link", child->name, false);
+    if (st != FATTN_OK)
+        return st;
+    return fattn_runtree_insert_child(parent, child);
+}
+
+fattn_status fattn_h5_node_copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst)
+{
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
+        const fattn_h5_attr *a = &src->attrs[i];
+        if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
+            continue;
+        switch (a->kind) {
+        case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
+        case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
+        case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
+        case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
+        case FATTN_H5_ATTR_INT64_PAIR:
+            st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
+            break;
+        }
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent,
+                                const char *skip)
+{
+    fattn_status st;
+    fattn_h5_node *d;
+    if (src->is_dataset) {
+        st = fattn_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
+                                     src->data, src->nbytes, &d);
+        return st == FATTN_OK ? fattn_h5_node_copy_attrs(src, d) : st;
+    }
+    if ((st = fattn_h5_node_group(dst_parent, src->name, &d)) ||
+        (st = fattn_h5_node_copy_attrs(src, d)))
+        return st;
+    for (size_t i = 0; i < src->n_children; i++) {
+        if (skip && !strcmp(src->children[i]->name, skip))
+            continue;
+        if ((st = fattn_h5_node_copy(src->children[i], d, skip)))
+            return st;
+    }
+    return FATTN_OK;
+}
+
+fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_h5_node **out)
+{
+    *out = NULL;
+    bool found;
+    size_t at = child_index(parent, name, &found);
+    if (found) {
+        if (parent->children[at]->is_dataset)
+            return fattn_error(FATTN_E_STATE, "\"%s\" in \"%s\" is a dataset, not a group", name,
+                               parent->name);
+        *out = parent->children[at];
+        return FATTN_OK;
+    }
+    fattn_h5_node *g;
+    fattn_status st = fattn_runtree_check_name("group", name, false);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_new_group(name, &g);
+    if (st != FATTN_OK)
+        return st;
+    st = fattn_runtree_insert_child(parent, g);
+    if (st != FATTN_OK) {
+        fattn_h5_node_free(g);
+        return st;
+    }
+    *out = g;
+    return FATTN_OK;
+}
+
+/* numel * size without overflow; false if it does not fit. */
+bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes)
+{
+    uint64_t n = fattn_dtype_size(dtype);
+    if (n == 0 || ndim < 0 || ndim > FATTN_MAX_DIMS)
+        return false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return false;
+        uint64_t d = (uint64_t)shape[i];
+        if (d != 0 && n > (uint64_t)INT64_MAX / d)
+            return false;
+        n *= d;
+    }
+    if (n > SIZE_MAX)
+        return false;
+    *bytes = (size_t)n;
+    return true;
+}
+
+static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_dtype dtype,
+                                int ndim, const int64_t *shape, size_t nbytes,
+                                fattn_h5_node **out)
+{
+    fattn_status st = fattn_runtree_check_name("dataset", name, false);
+    if (st != FATTN_OK)
+        return st;
+    bool found;
+    child_index(parent, name, &found);
+    if (found)
+        return fattn_error(FATTN_E_STATE, "group \"%s\" already has a child \"%s\"",
+                           parent->name, name);
+    fattn_h5_node *n = calloc(1, sizeof *n);
+    if (!n || !(n->name = fattn_runtree_strdup(name)) || (nbytes && !(n->data = malloc(nbytes)))) {
+        fattn_h5_node_free(n);
+        return fattn_error(FATTN_E_NOMEM, "out of memory for dataset \"%s\" (%zu bytes)", name,
+                           nbytes);
+    }
+    n->is_dataset = true;
+    n->dtype = dtype;
+    n->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        n->shape[i] = shape[i];
+    n->nbytes = nbytes;
+    *out = n;
+    return FATTN_OK;
+}
+
+static fattn_status finish_dataset(fattn_h5_node *parent, fattn_h5_node *n, fattn_h5_node **out)
+{
+    fattn_digest_bytes(n->data, n->nbytes, n->digest);
+    memcpy(n->stored_digest, n->digest, sizeof n->digest);
+    fattn_status st = fattn_runtree_insert_child(parent, n);
+    if (st != FATTN_OK) {
+        fattn_h5_node_free(n);
+        return st;
+    }
+    if (out)
+        *out = n;
+    return FATTN_OK;
+}
+
+fattn_status fattn_h5_node_add_tensor(fattn_h5_node *parent, const char *name,
+                                      const fattn_tensor *t, fattn_h5_node **out)
+{
+    if (fattn_tensor_is_empty(t))
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "dataset \"%s\": the empty slot has no dataset (its absence is data)",
+                           name);
+    if (t->device != FATTN_DEVICE_HOST)
+        return fattn_error(FATTN_E_INVALID_ARG, "dataset \"%s\": tensor is not on the host", name);
+    size_t nbytes;
+    if (!fattn_runtree_shape_bytes(t->dtype, t->ndim, t->shape, &nbytes))
+        return fattn_error(FATTN_E_OVERFLOW, "dataset \"%s\": size does not fit", name);
+    fattn_h5_node *n;
+    fattn_status st = new_dataset(parent, name, t->dtype, t->ndim, t->shape, nbytes, &n);
+    if (st != FATTN_OK)
+        return st;
+    if (nbytes)
+        fattn_tensor_gather(t, n->data);
+    return finish_dataset(parent, n, out);
+}
+
+fattn_status fattn_h5_node_add_bytes(fattn_h5_node *parent, const char *name, fattn_dtype dtype,
+                                     int ndim, const int64_t *shape, const void *data,
+                                     size_t nbytes, fattn_h5_node **out)
+{
+    size_t want;
+    if (!fattn_runtree_shape_bytes(dtype, ndim, shape, &want))
+        return fattn_error(FATTN_E_INVALID_ARG, "dataset \"%s\": bad dtype, rank or shape", name);
+    if (want != nbytes)
+        return fattn_error(FATTN_E_SHAPE, "dataset \"%s\": %zu bytes given, shape needs %zu", name,
+                           nbytes, want);
+    fattn_h5_node *n;
+    fattn_status st = new_dataset(parent, name, dtype, ndim, shape, nbytes, &n);
+    if (st != FATTN_OK)
+        return st;
+    if (nbytes)
+        memcpy(n->data, data, nbytes);
+    return finish_dataset(parent, n, out);
+}
+
+/* The slot for attribute `name` (created, sorted), cleared. */
+static fattn_status attr_slot(fattn_h5_node *n, const char *name, fattn_h5_attr **out)
+{
+    fattn_status st = fattn_runtree_check_name("attribute", name, false);
+    if (st != FATTN_OK)
+        return st;
+    if (n->is_dataset && (strcmp(name, "dtype") == 0 || strcmp(name, "digest") == 0))
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "dataset \"%s\": attribute \"%s\" is written by the run-file layer",
+                           n->name, name);
+    size_t lo = 0, hi = n->n_attrs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(n->attrs[mid].name, name);
+        if (c == 0) {
+            free(n->attrs[mid].s);
+            n->attrs[mid].s = NULL;
+            *out = &n->attrs[mid];
+            return FATTN_OK;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (n->n_attrs == n->cap_attrs) {
+        size_t cap = n->cap_attrs ? 2 * n->cap_attrs : 8;
+        fattn_h5_attr *na = realloc(n->attrs, cap * sizeof *na);
+        if (!na)
+            return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
+        n->attrs = na;
+        n->cap_attrs = cap;
+    }
+    char *nm = fattn_runtree_strdup(name);
+    if (!nm)
+        return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
+    memmove(n->attrs + lo + 1, n->attrs + lo, (n->n_attrs - lo) * sizeof *n->attrs);
+    memset(&n->attrs[lo], 0, sizeof n->attrs[lo]);
+    n->attrs[lo].name = nm;
+    n->n_attrs++;
+    *out = &n->attrs[lo];
+    return FATTN_OK;
+}
+
+fattn_status fattn_h5_node_set_string(fattn_h5_node *n, const char *name, const char *v)
+{
+    if (!fattn_runtree_utf8_ok(v))
+        return fattn_error(FATTN_E_INVALID_ARG, "attribute \"%s\": value is not UTF-8", name);
+    char *copy = fattn_runtree_strdup(v);
+    if (!copy)
+        return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
+    fattn_h5_attr *a;
+    fattn_status st = attr_slot(n, name, &a);
+    if (st != FATTN_OK) {
+        free(copy);
+        return st;
+    }
+    a->kind = FATTN_H5_ATTR_STRING;
+    a->s = copy;
+    return FATTN_OK;
+}
+
+fattn_status fattn_h5_node_set_int64(fattn_h5_node *n, const char *name, int64_t v)
+{
+    fattn_h5_attr *a;
+    fattn_status st = attr_slot(n, name, &a);
+    if (st == FATTN_OK) {
+        a->kind = FATTN_H5_ATTR_INT64;
+        a->i64[0] = v;
+        a->i64[1] = 0;
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_set_float32(fattn_h5_node *n, const char *name, float v)
+{
+    fattn_h5_attr *a;
+    fattn_status st = attr_slot(n, name, &a);
+    if (st == FATTN_OK) {
+        a->kind = FATTN_H5_ATTR_FLOAT32;
+        a->f32 = v;
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_set_uint8(fattn_h5_node *n, const char *name, uint8_t v)
+{
+    fattn_h5_attr *a;
+    fattn_status st = attr_slot(n, name, &a);
+    if (st == FATTN_OK) {
+        a->kind = FATTN_H5_ATTR_UINT8;
+        a->u8 = v;
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_set_int64_pair(fattn_h5_node *n, const char *name, const int64_t v[2])
+{
+    fattn_h5_attr *a;
+    fattn_status st = attr_slot(n, name, &a);
+    if (st == FATTN_OK) {
+        a->kind = FATTN_H5_ATTR_INT64_PAIR;
+        a->i64[0] = v[0];
+        a->i64[1] = v[1];
+    }
+    return st;
+}
+
+fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path)
+{
+    const fattn_h5_node *cur = n;
+    while (cur && *path) {
+        while (*path == '/')
+            path++;
+        if (!*path)
+            break;
+        const char *end = strchr(path, '/');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        char part[FATTN_H5_NAME_MAX + 1];
+        if (len > FATTN_H5_NAME_MAX)
+            return NULL;
+        memcpy(part, path, len);
+        part[len] = '\0';
+        bool found;
+        size_t at = child_index(cur, part, &found);
+        cur = found ? cur->children[at] : NULL;
+        path += len;
+    }
+    return (fattn_h5_node *)cur;
+}
+
+const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    }
+    return NULL;
+}
+
+fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n)
+{
+    if (!n || !n->is_dataset)
+        return fattn_tensor_empty();
+    static char zero_size_anchor;
+    return fattn_tensor_view(n->data ? n->data : &zero_size_anchor, n->dtype, n->ndim, n->shape);
+}
+
+char *fattn_runtree_path_join(const char *parent, const char *name)
+{
+    size_t a = strlen(parent), b = strlen(name);
+    bool slash = !(a > 0 && parent[a - 1] == '/');
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, parent, a);
+    if (slash)
+        p[a++] = '/';
+    memcpy(p + a, name, b + 1);
+    return p;
+}
