@@ -267,6 +267,42 @@ static bool dir_is_empty(const char *path, bool *exists)
     return empty;
 }
 
+/* What changed in the goldens at `path` (if any) against the new cases. */
+static void print_golden_changes(const char *path, const fattn_h5_node *cases_g)
+{
+    struct stat sb;
+    fattn_h5_node *old = NULL;
+    if (stat(path, &sb) != 0 || fattn_runfile_load(path, &old) != FATTN_OK) {
+        printf("golden: no previous goldens at %s\n", path);
+        return;
+    }
+    const fattn_h5_node *oc = fattn_h5_node_find(old, "cases");
+    size_t changed = 0, added = 0, removed = 0;
+    for (size_t i = 0; i < cases_g->n_children; i++) {
+        const fattn_h5_node *nc = cases_g->children[i];
+        const fattn_h5_node *o = fattn_h5_node_find(oc, nc->name);
+        if (!o) {
+            printf("golden: new case %s\n", nc->name);
+            added++;
+            continue;
+        }
+        fattn_compare_result r = {0};
+        fattn_compare_cases(o, nc, NULL, &r);
+        if (r.differences) {
+            printf("golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
+            changed++;
+        }
+    }
+    for (size_t i = 0; i < oc->n_children; i++)
+        if (!fattn_h5_node_find(cases_g, oc->children[i]->name)) {
+            printf("golden: case %s removed\n", oc->children[i]->name);
+            removed++;
+        }
+    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, changed,
+           added, removed);
+    fattn_h5_node_free(old);
+}
+
 int fattn_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL;
@@ -352,37 +388,7 @@ int fattn_cmd_golden(int argc, char **argv)
     }
     /* what changed against the goldens being replaced */
     if (rc == FATTN_EXIT_OK) {
-        struct stat sb;
-        fattn_h5_node *old = NULL;
-        if (stat(path, &sb) == 0 && fattn_runfile_load(path, &old) == FATTN_OK) {
-            const fattn_h5_node *oc = fattn_h5_node_find(old, "cases");
-            size_t changed = 0, added = 0, removed = 0;
-            for (size_t i = 0; i < cases_g->n_children; i++) {
-                const fattn_h5_node *nc = cases_g->children[i];
-                const fattn_h5_node *o = fattn_h5_node_find(oc, nc->name);
-                if (!o) {
-                    printf("golden: new case %s\n", nc->name);
-                    added++;
-                    continue;
-                }
-                fattn_compare_result r = {0};
-                fattn_compare_cases(o, nc, NULL, &r);
-                if (r.differences) {
-                    printf("golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
-                    changed++;
-                }
-            }
-            for (size_t i = 0; i < oc->n_children; i++)
-                if (!fattn_h5_node_find(cases_g, oc->children[i]->name)) {
-                    printf("golden: case %s removed\n", oc->children[i]->name);
-                    removed++;
-                }
-            printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path,
-                   changed, added, removed);
-            fattn_h5_node_free(old);
-        } else {
-            printf("golden: no previous goldens at %s\n", path);
-        }
+        print_golden_changes(path, cases_g);
         if (fattn_h5_write_file(path, root, NULL, NULL) != FATTN_OK)
             rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
         else
