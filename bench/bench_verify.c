@@ -1,12 +1,13 @@
 /* `fattn verify` cold and warm in one process.
  *
  * Runs verify's checks (harness/verify.h) twice with the same arguments in
- * this process, each run as `fattn verify` makes it and prints one JSON line with both wall times. The first
- * run is cold: the process-wide cuDNN engine (harness/cli.c) builds every
- * plan the matrix needs. The second is warm: every plan comes from that
- * engine's cache, so the difference is what plan building costs. On the CPU
- * engine both runs do the same work (it has no plan cache) and the two
- * times only show the noise. Goal: warm < 60 s on the GPU (docs/bench.md).
+ * this process, each run as `fattn verify` makes it, and prints one JSON
+ * line with both wall times. The first run is cold: the process-wide cuDNN
+ * engine (harness/cli.c) builds every plan the matrix needs. The second is
+ * warm: every plan comes from that engine's cache, so the difference is what
+ * plan building costs. On the CPU engine both runs do the same work (it has
+ * no plan cache) and the two times only show the noise. Goal: warm < 60 s on
+ * the GPU (docs/bench.md).
  *
  * Usage: bench_verify [--log FILE] [VERIFY OPTIONS...]
  *   VERIFY OPTIONS are passed to both runs as `fattn verify` takes them
