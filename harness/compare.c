@@ -168,12 +168,15 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
     assert(x->nbytes == y->nbytes);
     size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0;
     bool noisy = is_noisy(r, at->path) && fattn_dtype_is_float(x->dtype);
-    if (memcmp(x->data, y->data, x->nbytes) != 0) {
-        fattn_elem_cmp rule = {noisy ? FATTN_ELEM_NOISY : FATTN_ELEM_BITWISE, 0,
-                               {r->noisy_rtol, r->noisy_atol}, false, NULL};
-        fattn_elem_stats s = {0};
-        bool want_signal = false;
-        fattn_elem_compare_chunk(&rule, x->dtype, x->data, y->data, n, 0, &want_signal, &s);
+    fattn_elem_cmp rule = {noisy ? FATTN_ELEM_NOISY : FATTN_ELEM_BITWISE, 0,
+                           {r->noisy_rtol, r->noisy_atol}, false, NULL};
+    fattn_elem_stats s = {0};
+    fattn_walk_memory_state m;
+    fattn_walk_source src = fattn_walk_memory(&m);
+    fattn_status st = fattn_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL);
+    assert(st == FATTN_OK); /* the in-memory source cannot fail */
+    (void)st;
+    if (s.bit_count) {
         char why[160];
         if (!noisy)
             snprintf(why, sizeof why, "%zu of %zu elements differ", (size_t)s.bit_count, n);
@@ -430,9 +433,11 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
      * engine's defined region */
     fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, t, true, NULL};
     fattn_elem_stats s = {0};
-    bool want_signal = false;
-    if (n)
-        fattn_elem_compare_chunk(&rule, x->dtype, x->data, g->data, n, 0, &want_signal, &s);
+    fattn_walk_memory_state m;
+    fattn_walk_source src = fattn_walk_memory(&m);
+    fattn_status st = fattn_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL);
+    assert(st == FATTN_OK); /* the in-memory source cannot fail */
+    (void)st;
     if (s.fail_count) {
         char why[160];
         snprintf(why, sizeof why, "%zu of %zu elements outside rtol %g atol %g (worst at flat "

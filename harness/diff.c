@@ -465,23 +465,69 @@ static const fattn_walk_visitor diff_visitor = {
 /* Data: the streaming source                                               */
 /* ------------------------------------------------------------------------ */
 
-static fattn_status stream_digest(diff_ctx *c, fattn_h5_reader *r, const char *path,
-                                  const fattn_h5_node *n, unsigned char *buf,
-                                  char out[FATTN_DIGEST_LEN])
+/* The streaming source: each side's dataset read from its file in bounded
+ * hyperslabs into that side's chunk buffer (memory type = file type). */
+typedef struct file_stream {
+    fattn_h5_dstream *ds;
+    unsigned char *buf;
+    size_t cap;
+} file_stream;
+
+static fattn_status file_open(void *ctx, int side, const char *path, const fattn_h5_node *n,
+                              void **stream)
 {
-    fattn_h5_dstream *s;
-    fattn_status st = fattn_h5_dstream_open(r, path, n, &s);
+    diff_ctx *c = ctx;
+    file_stream *f = malloc(sizeof *f);
+    if (!f)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    *f = (file_stream){NULL, side ? c->buf_b : c->buf_a, c->chunk};
+    fattn_status st = fattn_h5_dstream_open(side ? c->rb : c->ra, path, n, &f->ds);
+    if (st != FATTN_OK) {
+        free(f);
+        return st;
+    }
+    *stream = f;
+    return FATTN_OK;
+}
+
+static fattn_status file_next(void *stream, const unsigned char **chunk, size_t *nbytes)
+{
+    file_stream *f = stream;
+    *chunk = f->buf;
+    return fattn_h5_dstream_read(f->ds, f->buf, f->cap, nbytes);
+}
+
+static void file_close(void *stream)
+{
+    file_stream *f = stream;
+    fattn_h5_dstream_close(f->ds);
+    free(f);
+}
+
+static fattn_walk_source file_source(diff_ctx *c)
+{
+    return (fattn_walk_source){c, file_open, file_next, file_close};
+}
+
+/* The digest of one side's dataset, streamed. */
+static fattn_status stream_digest(diff_ctx *c, int side, const char *path,
+                                  const fattn_h5_node *n, char out[FATTN_DIGEST_LEN])
+{
+    fattn_walk_source src = file_source(c);
+    void *s;
+    fattn_status st = src.open(src.ctx, side, path, n, &s);
     if (st != FATTN_OK)
         return st;
     fattn_digest_state ds;
     if ((st = fattn_digest_init(&ds)) != FATTN_OK) {
-        fattn_h5_dstream_close(s);
+        src.close(s);
         return st;
     }
+    const unsigned char *chunk;
     size_t got;
-    while ((st = fattn_h5_dstream_read(s, buf, c->chunk, &got)) == FATTN_OK && got)
-        fattn_digest_update(&ds, buf, got);
-    fattn_h5_dstream_close(s);
+    while ((st = src.next(s, &chunk, &got)) == FATTN_OK && got)
+        fattn_digest_update(&ds, chunk, got);
+    src.close(s);
     if (st != FATTN_OK) {
         fattn_digest_free(&ds);
         return st;
@@ -511,41 +557,9 @@ static fattn_status compare_pair(diff_ctx *c, fattn_diff_entry *e, const fattn_h
      * corruption, and its NMSE is then marked partial). */
     bool want_signal = fattn_dtype_is_float(e->dtype) &&
                        strcmp(na->stored_digest, nb->stored_digest) != 0;
-    fattn_h5_dstream *sa = NULL, *sb = NULL;
-    fattn_digest_state da = {0}, db = {0};
-    fattn_status st;
-    if ((st = fattn_h5_dstream_open(c->ra, e->path, na, &sa)) != FATTN_OK ||
-        (st = fattn_h5_dstream_open(c->rb, e->path, nb, &sb)) != FATTN_OK ||
-        (st = fattn_digest_init(&da)) != FATTN_OK || (st = fattn_digest_init(&db)) != FATTN_OK)
-        goto out;
-    size_t es = fattn_dtype_size(e->dtype);
-    uint64_t base = 0;
-    for (;;) {
-        size_t ga, gb;
-        if ((st = fattn_h5_dstream_read(sa, c->buf_a, c->chunk, &ga)) != FATTN_OK ||
-            (st = fattn_h5_dstream_read(sb, c->buf_b, c->chunk, &gb)) != FATTN_OK)
-            goto out;
-        if (ga != gb) { /* same shape and dtype: cannot happen */
-            st = fattn_error(FATTN_E_INTERNAL, "%s: chunk sizes differ", e->path);
-            goto out;
-        }
-        if (!ga)
-            break;
-        fattn_digest_update(&da, c->buf_a, ga);
-        fattn_digest_update(&db, c->buf_b, gb);
-        size_t n = ga / es;
-        fattn_elem_compare_chunk(&rule, e->dtype, c->buf_a, c->buf_b, n, base, &want_signal,
-                                 &e->st);
-        base += n;
-    }
-    fattn_digest_final(&da, e->digest_a);
-    fattn_digest_final(&db, e->digest_b);
-out:
-    fattn_digest_free(&da);
-    fattn_digest_free(&db);
-    fattn_h5_dstream_close(sa);
-    fattn_h5_dstream_close(sb);
-    return st;
+    fattn_walk_source src = file_source(c);
+    return fattn_walk_compare_data(&src, e->path, na, nb, &rule, want_signal, &e->st,
+                                   e->digest_a, e->digest_b);
 }
 
 /* A dataset pair: the data, then whether either side is corrupt. */
@@ -571,18 +585,17 @@ static fattn_status run_pair_job(diff_ctx *c, fattn_diff_entry *e, const job *jb
 
 /* One side's dataset facing a digest-only tensor: its digest, recomputed
  * unless trusted; *corrupt when the data do not match the stored one. */
-static fattn_status side_digest(diff_ctx *c, fattn_diff_entry *e, fattn_h5_reader *r,
-                                const fattn_h5_node *n, unsigned char *buf, char *out,
-                                char side, bool *corrupt)
+static fattn_status side_digest(diff_ctx *c, fattn_diff_entry *e, int side,
+                                const fattn_h5_node *n, char *out, bool *corrupt)
 {
     if (c->o->trust_digests)
         return FATTN_OK;
-    fattn_status st = stream_digest(c, r, e->path, n, buf, out);
+    fattn_status st = stream_digest(c, side, e->path, n, out);
     if (st != FATTN_OK)
         return st;
     if (strcmp(out, n->stored_digest)) {
         e->status = FATTN_DIFF_CORRUPT;
-        e->msg = xprintf(c, "%c: stored %s, data %s", side, n->stored_digest, out);
+        e->msg = xprintf(c, "%c: stored %s, data %s", side ? 'B' : 'A', n->stored_digest, out);
         *corrupt = true;
     }
     return FATTN_OK;
@@ -599,13 +612,13 @@ static fattn_status run_job(diff_ctx *c, const job *jb)
     bool corrupt = false;
     if (jb->na) {
         da = jb->na->stored_digest;
-        st = side_digest(c, e, c->ra, jb->na, c->buf_a, e->digest_a, 'A', &corrupt);
+        st = side_digest(c, e, 0, jb->na, e->digest_a, &corrupt);
         if (st != FATTN_OK || corrupt)
             return st;
     }
     if (jb->nb) {
         db = jb->nb->stored_digest;
-        st = side_digest(c, e, c->rb, jb->nb, c->buf_b, e->digest_b, 'B', &corrupt);
+        st = side_digest(c, e, 1, jb->nb, e->digest_b, &corrupt);
         if (st != FATTN_OK || corrupt)
             return st;
     }

@@ -261,7 +261,10 @@ static void differing_pair(const fattn_elem_cmp *c, fattn_dtype t, uint64_t ua, 
 static void noisy_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsigned char *pa,
                         const unsigned char *pb, size_t n, fattn_elem_stats *s)
 {
+    size_t es = fattn_dtype_size(t);
     for (size_t e = 0; e < n; e++) {
+        if (memcmp(pa + e * es, pb + e * es, es) != 0)
+            s->bit_count++;
         double a = fattn_load_f32(pa, t, (int64_t)e);
         double b = fattn_load_f32(pb, t, (int64_t)e);
         if (!(fabs(a - b) <= c->tol.atol + c->tol.rtol * fabs(b)))

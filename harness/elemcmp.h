@@ -13,7 +13,8 @@
  *  - NOISY:   for tensors that are non-deterministic by construction: every
  *             element (equal bits included) must satisfy
  *             |a-b| <= atol + rtol*|b| as float values; NaN or inf anywhere
- *             fails (the comparison is false for them).
+ *             fails (the comparison is false for them). Only bit_count and
+ *             fail_count are kept.
  */
 #ifndef FATTN_HARNESS_ELEMCMP_H
 #define FATTN_HARNESS_ELEMCMP_H

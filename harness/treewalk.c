@@ -3,7 +3,10 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "digest.h"
 
 fattn_walk_at fattn_walk_root(const char *path, const fattn_h5_node *a, const fattn_h5_node *b)
 {
@@ -86,4 +89,86 @@ void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at)
     }
     if (w->v->group_done)
         w->v->group_done(w->ctx, at);
+}
+
+/* ---- the data of a dataset pair ------------------------------------------------- */
+
+static fattn_status memory_open(void *ctx, int side, const char *path, const fattn_h5_node *n,
+                                void **stream)
+{
+    (void)path;
+    fattn_walk_memory_state *m = ctx;
+    assert((side == 0 || side == 1) && n->is_dataset && (n->data || !n->nbytes));
+    m->side[side] = (fattn_walk_memory_stream){n, false};
+    *stream = &m->side[side];
+    return FATTN_OK;
+}
+
+static fattn_status memory_next(void *stream, const unsigned char **chunk, size_t *nbytes)
+{
+    fattn_walk_memory_stream *m = stream;
+    *chunk = m->n->data;
+    *nbytes = m->taken ? 0 : m->n->nbytes;
+    m->taken = true;
+    return FATTN_OK;
+}
+
+static void memory_close(void *stream) { (void)stream; }
+
+fattn_walk_source fattn_walk_memory(fattn_walk_memory_state *m)
+{
+    return (fattn_walk_source){m, memory_open, memory_next, memory_close};
+}
+
+fattn_status fattn_walk_compare_data(const fattn_walk_source *src, const char *path,
+                                     const fattn_h5_node *a, const fattn_h5_node *b,
+                                     const fattn_elem_cmp *rule, bool want_signal,
+                                     fattn_elem_stats *s, char *digest_a, char *digest_b)
+{
+    assert(a->dtype == b->dtype && a->ndim == b->ndim);
+    size_t es = fattn_dtype_size(a->dtype);
+    assert(es > 0);
+    void *sa = NULL, *sb = NULL;
+    fattn_digest_state da = {0}, db = {0};
+    fattn_status st;
+    if ((st = src->open(src->ctx, 0, path, a, &sa)) != FATTN_OK ||
+        (st = src->open(src->ctx, 1, path, b, &sb)) != FATTN_OK ||
+        (digest_a && (st = fattn_digest_init(&da)) != FATTN_OK) ||
+        (digest_b && (st = fattn_digest_init(&db)) != FATTN_OK))
+        goto out;
+    uint64_t base = 0;
+    for (;;) {
+        const unsigned char *ca, *cb;
+        size_t ga, gb;
+        if ((st = src->next(sa, &ca, &ga)) != FATTN_OK ||
+            (st = src->next(sb, &cb, &gb)) != FATTN_OK)
+            goto out;
+        if (ga != gb) { /* same shape and dtype: cannot happen */
+            st = fattn_error(FATTN_E_INTERNAL, "%s: chunk sizes differ", path);
+            goto out;
+        }
+        if (!ga)
+            break;
+        if (digest_a)
+            fattn_digest_update(&da, ca, ga);
+        if (digest_b)
+            fattn_digest_update(&db, cb, gb);
+        size_t n = ga / es;
+        fattn_elem_compare_chunk(rule, a->dtype, ca, cb, n, base, &want_signal, s);
+        base += n;
+    }
+    if (digest_a)
+        fattn_digest_final(&da, digest_a);
+    if (digest_b)
+        fattn_digest_final(&db, digest_b);
+out:
+    if (digest_a)
+        fattn_digest_free(&da);
+    if (digest_b)
+        fattn_digest_free(&db);
+    if (sa)
+        src->close(sa);
+    if (sb)
+        src->close(sb);
+    return st;
 }

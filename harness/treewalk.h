@@ -6,9 +6,10 @@
  * merged by name (both are kept sorted, h5io.h), each name met once with
  * the object on side A, side B or both. What a pair means is the
  * visitor's: which names it skips, what it records, whether it descends.
- * The data of a dataset pair come from the nodes (in-memory trees) or are
- * streamed by the visitor from the files (diff.h); the element rules are
- * elemcmp.h's.
+ * The data of a dataset pair come from a source: the nodes themselves
+ * (fattn_walk_memory: in-memory trees, for verify and the audit) or a stream from
+ * each file in bounded chunks (diff.c); fattn_walk_compare_data runs them
+ * through one of elemcmp.h's rules.
  *
  * Paths: the walk starts at a root path and joins each child's name with
  * the walk's separator ('/' for run-file paths, '.' for the audit's tensor
@@ -18,7 +19,9 @@
 #define FATTN_HARNESS_TREEWALK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
+#include "elemcmp.h"
 #include "h5io.h"
 
 /* Longest path a walk builds: FATTN_H5_MAX_DEPTH names of at most
@@ -73,5 +76,42 @@ void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at);
 
 /* Only the attribute pass of the pair at `at` (e.g. a dataset pair's). */
 void fattn_walk_attrs(const fattn_walk *w, const fattn_walk_at *at);
+
+/* ---- the data of a dataset pair ----------------------------------------------- */
+
+/* Where the bytes of a dataset come from. */
+typedef struct fattn_walk_source {
+    void *ctx;
+    /* start reading dataset `n` at `path` on side 0 (A) or 1 (B) */
+    fattn_status (*open)(void *ctx, int side, const char *path, const fattn_h5_node *n,
+                         void **stream);
+    /* the next chunk of whole elements (*nbytes, 0 at the end), valid until
+     * the next call; two streams of one dtype and shape give chunks of
+     * equal sizes */
+    fattn_status (*next)(void *stream, const unsigned char **chunk, size_t *nbytes);
+    void (*close)(void *stream);
+} fattn_walk_source;
+
+/* The in-memory source: a node's own data, as one chunk; its streams live
+ * in *m (no allocation), one per side. */
+typedef struct fattn_walk_memory_stream {
+    const fattn_h5_node *n;
+    bool taken;
+} fattn_walk_memory_stream;
+
+typedef struct fattn_walk_memory_state {
+    fattn_walk_memory_stream side[2];
+} fattn_walk_memory_state;
+
+fattn_walk_source fattn_walk_memory(fattn_walk_memory_state *m);
+
+/* Compare the data of a dataset pair of one dtype and shape, chunk by
+ * chunk, by `rule` into *s (see fattn_elem_compare_chunk for want_signal).
+ * digest_a / digest_b (NULL: not wanted) get each side's digest of the
+ * bytes read. */
+fattn_status fattn_walk_compare_data(const fattn_walk_source *src, const char *path,
+                                     const fattn_h5_node *a, const fattn_h5_node *b,
+                                     const fattn_elem_cmp *rule, bool want_signal,
+                                     fattn_elem_stats *s, char *digest_a, char *digest_b);
 
 #endif /* FATTN_HARNESS_TREEWALK_H */
