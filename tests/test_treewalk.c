@@ -248,6 +248,72 @@ START_TEST(test_energy_cache)
 }
 END_TEST
 
+/* A source that hands out a node's data two elements at a time, as the
+ * streaming source of diff hands out bounded chunks. */
+typedef struct pair_stream {
+    const fattn_h5_node *n;
+    size_t at;
+} pair_stream;
+
+static pair_stream pair_streams[2];
+
+static fattn_status pairs_open(void *ctx, int side, const char *path, const fattn_h5_node *n,
+                               void **stream)
+{
+    (void)ctx;
+    (void)path;
+    pair_streams[side] = (pair_stream){n, 0};
+    *stream = &pair_streams[side];
+    return FATTN_OK;
+}
+
+static fattn_status pairs_next(void *stream, const unsigned char **chunk, size_t *nbytes)
+{
+    pair_stream *p = stream;
+    size_t left = p->n->nbytes - p->at, two = 2 * fattn_dtype_size(p->n->dtype);
+    *chunk = (const unsigned char *)p->n->data + p->at;
+    *nbytes = left < two ? left : two;
+    p->at += *nbytes;
+    return FATTN_OK;
+}
+
+static void pairs_close(void *stream) { (void)stream; }
+
+START_TEST(test_sources)
+{
+    /* the same pair through the memory source (one chunk) and through
+     * chunks of two elements: the same counts, the same flat indices */
+    float va[5] = {1, 2, 3, 4, 5}, vb[5] = {1, 2.5f, 3, 4, -5};
+    fattn_h5_node *g;
+    ck_assert_int_eq(fattn_h5_node_new_group("", &g), FATTN_OK);
+    add_f32(g, "a", va, 5);
+    add_f32(g, "b", vb, 5);
+    const fattn_h5_node *a = fattn_h5_node_find(g, "a"), *b = fattn_h5_node_find(g, "b");
+    fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, {0.1, 0}, false, NULL};
+    fattn_walk_memory_state m;
+    fattn_walk_source mem = fattn_walk_memory(&m);
+    fattn_walk_source two = {NULL, pairs_open, pairs_next, pairs_close};
+    fattn_elem_stats s1 = {0}, s2 = {0};
+    char da[FATTN_DIGEST_LEN], db[FATTN_DIGEST_LEN], da2[FATTN_DIGEST_LEN];
+    ck_assert_int_eq(fattn_walk_compare_data(&mem, "x", a, b, &rule, false, &s1, da, db),
+                     FATTN_OK);
+    ck_assert_int_eq(fattn_walk_compare_data(&two, "x", a, b, &rule, false, &s2, da2, NULL),
+                     FATTN_OK);
+    ck_assert_uint_eq(s1.bit_count, 2);
+    ck_assert_uint_eq(s1.fail_count, 2);
+    ck_assert_uint_eq(s2.bit_count, 2);
+    ck_assert_uint_eq(s2.fail_count, 2);
+    ck_assert_uint_eq(s1.excess_index, 4);
+    ck_assert_uint_eq(s2.excess_index, 4);
+    ck_assert_uint_eq(s1.worst[0].index, s2.worst[0].index);
+    /* the digests are those of the bytes read, whatever the chunking */
+    ck_assert_str_eq(da, a->digest);
+    ck_assert_str_eq(db, b->digest);
+    ck_assert_str_eq(da2, a->digest);
+    fattn_h5_node_free(g);
+}
+END_TEST
+
 static void list_ids(void) {}
 
 static Suite *make_suite(void)
@@ -263,6 +329,7 @@ static Suite *make_suite(void)
     tcase_add_test(te, test_rules);
     tcase_add_test(te, test_poison_and_ulp);
     tcase_add_test(te, test_energy_cache);
+    tcase_add_test(te, test_sources);
     suite_add_tcase(s, te);
     return s;
 }
