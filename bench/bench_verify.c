@@ -1,18 +1,19 @@
 /* `fattn verify` cold and warm in one process.
  *
- * Runs the verify command twice with the same arguments in this process and
- * prints one JSON line with both wall times. The first run is cold: the
- * process-wide cuDNN engine (harness/cli.c) builds every plan the matrix
- * needs. The second is warm: every plan comes from that engine's cache, so
- * the difference is what plan building costs. On the CPU engine both runs
- * do the same work (it has no plan cache) and the two times only show the
- * noise. Goal: warm < 60 s on the GPU (docs/bench.md).
+ * Runs verify's checks (harness/verify.h) twice with the same arguments in
+ * this process, each run as `fattn verify` makes it, and prints one JSON
+ * line with both wall times. The first run is cold: the process-wide cuDNN
+ * engine (harness/cli.c) builds every plan the matrix needs. The second is
+ * warm: every plan comes from that engine's cache, so the difference is what
+ * plan building costs. On the CPU engine both runs do the same work (it has
+ * no plan cache) and the two times only show the noise. Goal: warm < 60 s on
+ * the GPU (docs/bench.md).
  *
  * Usage: bench_verify [--log FILE] [VERIFY OPTIONS...]
  *   VERIFY OPTIONS are passed to both runs as `fattn verify` takes them
- *   (e.g. --backend cudnn, --filter GLOB). --log FILE sends both runs'
- *   stdout (their tables and verdicts) to FILE, leaving only the JSON line
- *   on stdout; without it the tables come first and the JSON line last.
+ *   (e.g. --backend cudnn, --filter GLOB). --log FILE writes both runs'
+ *   tables and verdicts to FILE, leaving only the JSON line on stdout;
+ *   without it the tables come first and the JSON line last.
  *
  * JSON: bench "verify", args (the verify arguments), cold_s, warm_s,
  * cold_exit, warm_exit (verify's exit codes), plans_after_cold,
@@ -24,15 +25,14 @@
  * codes differ; 2 a usage error here or in verify, or a run that errored
  * (both runs are made either way).
  */
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "cmd_verify.h"
 #include "fattn/cudnn.h"
 
 #define GOAL_WARM_S 60.0
@@ -44,44 +44,25 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* With path: stdout (the descriptor, so that everything verify prints goes
- * there) to the end of path, the old one kept in *saved. Without: stdout
- * back to *saved. */
-static int redirect_stdout(const char *path, int *saved)
+/* One verify run as `fattn verify` makes it (engine, matrix and goldens
+ * opened and given back; the shared cuDNN engine keeps its plans), its
+ * table and verdict to f: verify's exit code, *secs its wall time. */
+static int timed_verify(fattn_cmd_verify_env *v, FILE *f, double *secs)
 {
-    fflush(stdout);
-    if (path) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0666);
-        if (fd < 0) {
-            perror(path);
-            return -1;
-        }
-        *saved = dup(STDOUT_FILENO);
-        if (*saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
-            perror("bench_verify: dup2");
-            close(fd);
-            return -1;
-        }
-        close(fd);
-    } else if (*saved >= 0) {
-        dup2(*saved, STDOUT_FILENO);
-        close(*saved);
-        *saved = -1;
-    }
-    return 0;
-}
-
-/* One verify run: its exit code, *secs its wall time. */
-static int timed_verify(int argc, char **argv, const char *log, double *secs)
-{
-    int saved = -1;
-    if (log && redirect_stdout(log, &saved) != 0)
-        return FATTN_EXIT_ERROR;
     double t0 = now_s();
-    int rc = fattn_cmd_verify(argc, argv);
+    int rc = fattn_cmd_verify_open(v);
+    if (rc == FATTN_EXIT_OK) {
+        fattn_cmd_verify_print_header(f, v);
+        fattn_verify_result r;
+        fattn_status st = fattn_verify_run(v->m.sel, v->m.n_sel, v->e, &v->goldens,
+                                           fattn_cmd_verify_print_case, f, &r);
+        rc = st == FATTN_OK ? fattn_cmd_verify_finish(f, v, &r)
+                            : cli_fail("verify", "%s", fattn_last_error());
+        fattn_verify_result_free(&r);
+        fattn_cmd_verify_close(v);
+    }
+    fflush(f);
     *secs = now_s() - t0;
-    if (saved >= 0)
-        redirect_stdout(NULL, &saved);
     return rc;
 }
 
@@ -124,21 +105,24 @@ int main(int argc, char **argv)
             json_array_append_new(jargs, json_string(argv[i]));
         }
     }
-    if (log) {
-        FILE *f = fopen(log, "w"); /* one log per bench run: start it empty */
-        if (!f) {
-            perror(log);
-            return FATTN_EXIT_ERROR;
-        }
-        fclose(f);
+    fattn_cmd_verify_env v;
+    bool done;
+    int rc = fattn_cmd_verify_parse(vargc, vargv, &v, &done);
+    if (rc != FATTN_EXIT_OK || done)
+        return rc;
+    FILE *f = stdout;
+    if (log && !(f = fopen(log, "w"))) { /* one log per bench run */
+        perror(log);
+        return FATTN_EXIT_ERROR;
     }
-
     double cold_s = 0.0, warm_s = 0.0;
-    int cold_rc = timed_verify(vargc, vargv, log, &cold_s);
+    int cold_rc = timed_verify(&v, f, &cold_s);
     int plans_cold = cli_engine_cached_plans();
     /* the warm run even after an exit 2: an errored case is still a run */
-    int warm_rc = timed_verify(vargc, vargv, log, &warm_s);
+    int warm_rc = timed_verify(&v, f, &warm_s);
     int plans_warm = cli_engine_cached_plans();
+    if (f != stdout)
+        fclose(f);
     /* where the plans came from: built, or restored from the plan store */
     fattn_cudnn_plan_store_stats ps;
     memset(&ps, 0, sizeof ps);

@@ -1,13 +1,16 @@
 /* fattn run and fattn replay. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "elemcmp.h"
 #include "runfile.h"
 #include "runner.h"
 #include "test_variants.h"
+#include "treewalk.h"
 
 static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
@@ -59,16 +62,70 @@ static size_t elem_size(const fattn_h5_node *a)
     return esz ? esz : 1;
 }
 
-/* Elements of two equal-sized datasets whose bytes differ. */
+/* Elements of two equal-sized datasets whose bits differ. */
 static int64_t differing_elements(const fattn_h5_node *a, const fattn_h5_node *b)
 {
-    size_t esz = elem_size(a);
-    const unsigned char *pa = a->data, *pb = b->data;
-    int64_t n = 0;
-    for (size_t off = 0; off + esz <= a->nbytes; off += esz)
-        n += memcmp(pa + off, pb + off, esz) != 0;
-    return n;
+    assert(a->nbytes == b->nbytes && fattn_dtype_size(a->dtype) > 0);
+    fattn_elem_cmp rule = {.mode = FATTN_ELEM_BITWISE};
+    fattn_elem_stats s = {0};
+    fattn_walk_memory_state m;
+    fattn_walk_source src = fattn_walk_memory(&m);
+    fattn_status st = fattn_walk_compare_data(&src, a->name, a, b, &rule, false, &s, NULL, NULL);
+    assert(st == FATTN_OK); /* the in-memory source cannot fail */
+    (void)st;
+    return (int64_t)s.bit_count;
 }
+
+/* The walk of one state of the first run against a repeat. */
+typedef struct audit_ctx {
+    fattn_h5_node *state_audit;
+    int repeats;
+    const char *where; /* "<case>/<state>" */
+    fattn_status st;
+} audit_ctx;
+
+/* One tensor of the first run (`at->a`) against the repeat's (`at->b`,
+ * NULL if the repeat lacks it). */
+static fattn_status audit_tensor(audit_ctx *c, const fattn_walk_at *at)
+{
+    const fattn_h5_node *t = at->a, *t2 = at->b;
+    fattn_h5_node *an;
+    fattn_status st;
+    if ((st = fattn_h5_node_group(c->state_audit, at->path, &an)))
+        return st;
+    const fattn_h5_attr *prev = fattn_h5_node_attr(an, "identical");
+    const fattn_h5_attr *prev_n = fattn_h5_node_attr(an, "max_differing");
+    bool comparable = t2 && t2->is_dataset && t2->nbytes == t->nbytes;
+    int64_t diff = comparable ? differing_elements(t, t2) : -1;
+    int64_t worst = prev_n ? prev_n->i64[0] : 0;
+    if (diff < 0 || diff > worst)
+        worst = diff < 0 ? (int64_t)(t->nbytes / elem_size(t)) : diff;
+    bool same = (!prev || prev->u8) && diff == 0;
+    if (diff != 0)
+        fprintf(stderr, "fattn run: --repeat: %s/%s is not bitwise repeatable (%s%lld of "
+                "%lld elements differ)\n", c->where, at->path, diff < 0 ? "shape changed; " : "",
+                (long long)(diff < 0 ? worst : diff), (long long)(t->nbytes / elem_size(t)));
+    if ((st = fattn_h5_node_set_uint8(an, "identical", same)) ||
+        (st = fattn_h5_node_set_int64(an, "repeats", c->repeats)) ||
+        (st = fattn_h5_node_set_int64(an, "max_differing", worst)))
+        return st;
+    return FATTN_OK;
+}
+
+static fattn_walk_next audit_child(void *ctx, const fattn_walk_at *at)
+{
+    audit_ctx *c = ctx;
+    if (!at->a || !strcmp(at->name, "_impl"))
+        return FATTN_WALK_SKIP; /* the first run's tensors are the audited ones */
+    if (!at->a->is_dataset)
+        return FATTN_WALK_DESCEND;
+    c->st = audit_tensor(c, at);
+    return FATTN_WALK_SKIP;
+}
+
+static bool audit_stop(void *ctx) { return ((audit_ctx *)ctx)->st != FATTN_OK; }
+
+static const fattn_walk_visitor audit_visitor = {.child = audit_child, .stop = audit_stop};
 
 /* One state's datasets (recursively, "_impl" excluded), compared with the
  * same datasets of a repeat: /audit/<id>/<state>/<tensor> gets
@@ -78,46 +135,13 @@ static int64_t differing_elements(const fattn_h5_node *a, const fattn_h5_node *b
  * reported on stderr, since non-determinism is what --repeat looks for;
  * `where` is "<case>/<state>". */
 static fattn_status audit_walk(fattn_h5_node *state_audit, const fattn_h5_node *g,
-                               const fattn_h5_node *g2, const char *prefix, int repeats,
-                               const char *where)
+                               const fattn_h5_node *g2, int repeats, const char *where)
 {
-    fattn_status st;
-    for (size_t i = 0; i < g->n_children; i++) {
-        const fattn_h5_node *t = g->children[i];
-        if (!strcmp(t->name, "_impl"))
-            continue;
-        const fattn_h5_node *t2 = g2 ? fattn_h5_node_find(g2, t->name) : NULL;
-        char name[256];
-        snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        if (!t->is_dataset) {
-            char sub[300];
-            snprintf(sub, sizeof sub, "%s.", name);
-            if ((st = audit_walk(state_audit, t, t2, sub, repeats, where)))
-                return st;
-            continue;
-        }
-        fattn_h5_node *an;
-        if ((st = fattn_h5_node_group(state_audit, name, &an)))
-            return st;
-        const fattn_h5_attr *prev = fattn_h5_node_attr(an, "identical");
-        const fattn_h5_attr *prev_n = fattn_h5_node_attr(an, "max_differing");
-        bool comparable = t2 && t2->is_dataset && t2->nbytes == t->nbytes;
-        int64_t diff = comparable ? differing_elements(t, t2) : -1;
-        int64_t worst = prev_n ? prev_n->i64[0] : 0;
-        if (diff < 0 || diff > worst)
-            worst = diff < 0 ? (int64_t)(t->nbytes / elem_size(t)) : diff;
-        bool same = (!prev || prev->u8) && diff == 0;
-        if (diff != 0)
-            fprintf(stderr, "fattn run: --repeat: %s/%s is not bitwise repeatable (%s%lld of "
-                    "%lld elements differ)\n", where, name, diff < 0 ? "shape changed; " : "",
-                    (long long)(diff < 0 ? worst : diff),
-                    (long long)(t->nbytes / elem_size(t)));
-        if ((st = fattn_h5_node_set_uint8(an, "identical", same)) ||
-            (st = fattn_h5_node_set_int64(an, "repeats", repeats)) ||
-            (st = fattn_h5_node_set_int64(an, "max_differing", worst)))
-            return st;
-    }
-    return FATTN_OK;
+    audit_ctx c = {state_audit, repeats, where, FATTN_OK};
+    fattn_walk w = {&audit_visitor, &c, '.'};
+    fattn_walk_at root = fattn_walk_root("", g, g2);
+    fattn_walk_group(&w, &root);
+    return c.st;
 }
 
 /* Second poison for --check-writes: an element equal to the first poison
@@ -218,7 +242,7 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
         char where[300];
         snprintf(where, sizeof where, "%s/%s", first->name, states[i]);
         if ((st = fattn_h5_node_group(case_audit, states[i], &sa)) == FATTN_OK)
-            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), "", repeats, where);
+            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), repeats, where);
     }
     return st;
 }

@@ -1,15 +1,5 @@
-/* fattn verify and fattn golden: the main job and its fixtures.
- *
- * verify, per case of the matrix, on one engine:
- *   1. legacy vs split, bitwise, every state;
- *   2. cross-wired replays: legacy's save_ctx into split's backward, split's
- *      into legacy's, split's forward into split's setup_ctx + backward —
- *      each bitwise equal to the straight run;
- *   3. determinism: the split run repeated, bitwise equal;
- *   4. the goldens of this platform (fixtures/<platform key>.h5), bitwise,
- *      inputs and save_ctx through their digests.
- * golden writes those fixtures, and refuses unless 1 and 3 hold.
- */
+/* fattn verify and fattn golden: the command lines over verify.h, and
+ * verify's table, verdict and JSON report (docs/verify.md). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -23,221 +13,10 @@
 #include "fattn_config.h"
 
 #include "cli.h"
+#include "cmd_verify.h"
 #include "compare.h"
 #include "runfile.h"
-#include "runner.h"
-
-/* The platform key goldens are filed under: bitwise comparison against
- * goldens is only meaningful on an exact match. */
-static void platform_key(const char *backend, char *buf, size_t n)
-{
-    fattn_cudnn_info info;
-    if (!strcmp(backend, "cpu")) {
-        snprintf(buf, n, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
-    } else if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
-        /* GPU model, compute capability, SM count, cuDNN runtime version */
-        char name[64];
-        size_t k = 0;
-        for (const char *p = info.device_name; *p && k + 1 < sizeof name; p++)
-            name[k++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a')
-                        : ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) ? *p
-                                                                                : '-';
-        name[k] = '\0';
-        snprintf(buf, n, "cudnn-%s-sm%d%d-%dsm-cudnn%lld", name, info.cc_major, info.cc_minor,
-                 info.sm_count, (long long)info.cudnn_version);
-    } else {
-        snprintf(buf, n, "%s-unknown", backend);
-    }
-}
-
-typedef struct case_check {
-    const fattn_spec *spec;
-    fattn_h5_node *legacy, *split; /* owned */
-    const char *skipped;           /* reason, or NULL */
-    char error[512];               /* non-empty: the case errored */
-    fattn_compare_result cmp;      /* every check's differences together */
-    char first_check[64];          /* which check found the first difference */
-    size_t tensors;
-    bool golden_missing;
-    bool same_engine_only;         /* dropout, against another engine's goldens */
-    size_t noisy_within;           /* non-deterministic tensors within their bound */
-} case_check;
-
-/* Tensors that are non-deterministic by construction on an engine even with
- * the deterministic backward (measured on the H200, docs/determinism.md):
- * compared within the io dtype's tolerance instead of bitwise. */
-static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
-
-/* A comparison result set up for this case's engine. */
-static fattn_compare_result cmp_init(const case_check *c, fattn_engine *e)
-{
-    fattn_compare_result r = {0};
-    if (!strcmp(fattn_engine_name(e), "cudnn")) {
-        fattn_tol_profile p;
-        fattn_tol_profile_builtin(&p);
-        fattn_tol t = fattn_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
-        fattn_tol_profile_free(&p);
-        r.noisy = cudnn_noisy;
-        r.noisy_rtol = t.rtol;
-        r.noisy_atol = t.atol;
-    }
-    return r;
-}
-
-static void check_note(case_check *c, const char *check, const fattn_compare_result *r)
-{
-    c->tensors += r->tensors;
-    c->noisy_within += r->noisy_within;
-    for (size_t i = 0; i < r->differences; i++) {
-        if (c->cmp.differences < FATTN_COMPARE_MAX_REPORTED && i < FATTN_COMPARE_MAX_REPORTED) {
-            snprintf(c->cmp.paths[c->cmp.differences], sizeof c->cmp.paths[0], "%s: %s", check,
-                     r->paths[i]);
-            snprintf(c->cmp.why[c->cmp.differences], sizeof c->cmp.why[0], "%s", r->why[i]);
-        }
-        if (c->cmp.differences == 0)
-            snprintf(c->first_check, sizeof c->first_check, "%s", check);
-        c->cmp.differences++;
-    }
-}
-
-/* Run a case; on failure retry with earlier --until so a difference in an
- * earlier state can still be found. *err gets the first failure. */
-static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
-                                  char *err, size_t errn)
-{
-    static const fattn_state untils[] = {FATTN_STATE_BACKWARD, FATTN_STATE_SAVE_CTX,
-                                         FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
-    for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
-        fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
-                            .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *n = NULL;
-        if (fattn_run_case(s, &o, &n) == FATTN_OK)
-            return n;
-        if (i == 0)
-            snprintf(err, errn, "%s", fattn_last_error());
-    }
-    return NULL;
-}
-
-static const char *skipped_reason(const fattn_h5_node *n)
-{
-    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, "skipped") : NULL;
-    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
-}
-
-/* Checks 1-3 for one case. */
-static void check_case(case_check *c, fattn_engine *e)
-{
-    char err_l[512] = "", err_s[512] = "";
-    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, sizeof err_l);
-    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, sizeof err_s);
-    if (c->legacy && c->split) {
-        const char *sl = skipped_reason(c->legacy), *ss = skipped_reason(c->split);
-        if (sl && ss) {
-            c->skipped = sl;
-            return;
-        }
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->legacy, c->split, NULL, &r);
-        check_note(c, "legacy vs split", &r);
-    }
-    if (err_l[0] || err_s[0] || !c->legacy || !c->split) {
-        if (c->cmp.differences == 0)
-            snprintf(c->error, sizeof c->error, "%s", err_l[0] ? err_l : err_s);
-        return;
-    }
-    if (c->spec->is_training) {
-        fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        struct { const char *name; const fattn_h5_node *src; fattn_state from; fattn_impl impl; }
-        replays[] = {
-            {"replay legacy save_ctx -> split", c->legacy, FATTN_STATE_SAVE_CTX, FATTN_IMPL_SPLIT},
-            {"replay split save_ctx -> legacy", c->split, FATTN_STATE_SAVE_CTX, FATTN_IMPL_LEGACY},
-            {"replay split forward -> split", c->split, FATTN_STATE_FORWARD, FATTN_IMPL_SPLIT},
-        };
-        for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++) {
-            o.impl = replays[i].impl;
-            fattn_h5_node *x = NULL;
-            if (fattn_replay_case(replays[i].src, replays[i].from, &o, &x) != FATTN_OK) {
-                snprintf(c->error, sizeof c->error, "%s: %s", replays[i].name,
-                         fattn_last_error());
-                return;
-            }
-            fattn_compare_result r = cmp_init(c, e);
-            fattn_compare_cases(replays[i].src, x, NULL, &r);
-            check_note(c, replays[i].name, &r);
-            fattn_h5_node_free(x);
-        }
-    }
-    char err[512] = "";
-    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err, sizeof err);
-    if (!again || err[0]) {
-        snprintf(c->error, sizeof c->error, "repeat: %s", err);
-    } else {
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->split, again, NULL, &r);
-        check_note(c, "repeat", &r);
-    }
-    fattn_h5_node_free(again);
-}
-
-/* Against the goldens: bitwise on an exact platform-key match, else (tol
- * non-NULL) against CPU goldens within the tolerance profile. Dropout bits
- * are the engine's own, so dropout cases compare within one engine only. */
-static void check_golden(case_check *c, const fattn_h5_node *goldens,
-                         const fattn_tol_profile *tol, fattn_engine *e)
-{
-    if (!c->legacy || c->skipped || c->error[0])
-        return;
-    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
-    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
-    if (!g) {
-        c->golden_missing = true;
-        return;
-    }
-    fattn_compare_result r = cmp_init(c, e);
-    if (!tol) {
-        fattn_compare_cases(c->legacy, g, NULL, &r);
-    } else if (c->spec->dropout_p > 0.0 && c->spec->is_training) {
-        c->same_engine_only = true;
-        return;
-    } else {
-        fattn_compare_cases_tol(c->legacy, g, tol, &r);
-    }
-    check_note(c, tol ? "golden (tolerance)" : "golden", &r);
-}
-
-/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
- * cross-platform comparison; 0 if none. */
-static int newest_cpu_goldens(const char *dir, char *path, size_t n)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int best = -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int v;
-        char tail[8];
-        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
-            v > best)
-            best = v;
-    }
-    closedir(d);
-    if (best < 0)
-        return 0;
-    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
-    return 1;
-}
-
-static void states_str(const fattn_h5_node *n, char *buf)
-{
-    static const char *const st[] = {"inputs", "forward", "save_ctx", "backward"};
-    static const char letters[] = "ifsb";
-    for (int i = 0; i < 4; i++)
-        buf[i] = n && fattn_h5_node_find(n, st[i]) ? letters[i] : '-';
-    buf[4] = '\0';
-}
+#include "verify.h"
 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
@@ -256,21 +35,25 @@ static const char verify_help[] =
 
 int fattn_cmd_golden(int argc, char **argv);
 
-int fattn_cmd_verify(int argc, char **argv)
+int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool *done)
 {
-    const char *cases = NULL, *filter = NULL, *backend = "auto", *fixtures = NULL, *json = NULL;
-    bool strict = false;
+    memset(v, 0, sizeof *v);
+    v->backend = "auto";
+    *done = false;
     cli_args a = {argc, argv, 1, "verify"};
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(verify_help, stdout);
+            *done = true;
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--strict")) {
-            strict = true;
-        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
-                   (r = cli_opt(&a, "--backend", &backend)) ||
-                   (r = cli_opt(&a, "--fixtures", &fixtures)) || (r = cli_opt(&a, "--json", &json))) {
+            v->strict = true;
+        } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
+                   (r = cli_opt(&a, "--filter", &v->filter)) ||
+                   (r = cli_opt(&a, "--backend", &v->backend)) ||
+                   (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
+                   (r = cli_opt(&a, "--json", &v->json))) {
             if (r < 0)
                 return cli_fail("verify", "%s needs a value", argv[a.i]);
         } else {
@@ -278,18 +61,22 @@ int fattn_cmd_verify(int argc, char **argv)
                             argv[a.i]);
         }
     }
-    const char *fix_dir = fixtures ? fixtures : FATTN_SOURCE_ROOT "/fixtures";
+    return FATTN_EXIT_OK;
+}
+
+int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
+{
+    const char *fix_dir = v->fixtures ? v->fixtures : FATTN_SOURCE_ROOT "/fixtures";
     struct stat sb;
     if (stat(fix_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return cli_fail("verify", "fixtures directory %s: %s", fix_dir,
                         errno ? strerror(errno) : "not a directory");
-    cli_matrix m;
-    if (cli_matrix_load("verify", cases, filter, NULL, &m) != FATTN_EXIT_OK)
+    if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
-    if (cli_engine_open("verify", backend, &e, &backend_name) != FATTN_EXIT_OK) {
-        cli_matrix_free(&m);
+    if (cli_engine_open("verify", v->backend, &e, &backend_name) != FATTN_EXIT_OK) {
+        cli_matrix_free(&v->m);
         return FATTN_EXIT_ERROR;
     }
     /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
@@ -297,134 +84,158 @@ int fattn_cmd_verify(int argc, char **argv)
      * deterministic graph here, whatever its `deterministic` key says. */
     bool forced = !strcmp(backend_name, "cudnn") &&
                   fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
-    char key[128], gpath[4096];
-    platform_key(backend_name, key, sizeof key);
-    snprintf(gpath, sizeof gpath, "%s/%s.h5", fix_dir, key);
-    fattn_h5_node *goldens = NULL;
-    const char *golden_note = "none for this platform";
-    fattn_tol_profile profile, *tol = NULL;
-    char note_buf[4300];
-    bool exact = stat(gpath, &sb) == 0;
-    if (!exact && newest_cpu_goldens(fix_dir, gpath, sizeof gpath)) {
-        fattn_tol_profile_builtin(&profile);
-        tol = &profile;
-        snprintf(note_buf, sizeof note_buf,
-                 "within tolerance (%s) on defined regions, because there are no goldens for "
-                 "platform key %s", profile.version, key);
-        golden_note = note_buf;
+    if (fattn_verify_goldens_open(fix_dir, backend_name, &v->goldens) != FATTN_OK) {
+        int rc = cli_fail("verify", "%s", fattn_last_error());
+        cli_engine_close(e);
+        cli_matrix_free(&v->m);
+        return rc;
     }
-    if (exact || tol) {
-        if (fattn_runfile_load(gpath, &goldens) != FATTN_OK) {
-            int rc = cli_fail("verify", "%s", fattn_last_error());
-            if (tol)
-                fattn_tol_profile_free(tol);
-            cli_engine_close(e);
-            cli_matrix_free(&m);
-            return rc;
-        }
-        if (exact)
-            golden_note = "bitwise (exact platform key match)";
-    }
-    printf("fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", backend_name,
-           forced ? " (deterministic backward forced)" : "", key,
-           gpath, golden_note);
-    printf("%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
+    v->e = e;
+    v->backend_name = backend_name;
+    v->forced = forced;
+    v->opened = true;
+    return FATTN_EXIT_OK;
+}
 
-    size_t n_cases = m.n_sel, n_skip = 0, n_err = 0, n_diff = 0, n_nogold = 0, n_tensors = 0;
-    size_t n_diff_objects = 0;
+void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
+{
+    if (!v->opened)
+        return;
+    fattn_verify_goldens_free(&v->goldens);
+    cli_engine_close(v->e);
+    cli_matrix_free(&v->m);
+    v->opened = false;
+}
+
+void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
+{
+    const fattn_verify_goldens *g = &v->goldens;
+    fprintf(f, "fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", v->backend_name,
+            v->forced ? " (deterministic backward forced)" : "", g->key, g->path, g->note);
+    fprintf(f, "%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
+}
+
+void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
+{
+    FILE *f = ctx;
+    char result[600];
+    if (c->skipped) {
+        snprintf(result, sizeof result, "skipped: %s", c->skipped);
+    } else if (c->cmp.differences) {
+        snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s", c->cmp.differences,
+                 c->cmp.paths[0], c->cmp.why[0]);
+    } else if (c->error[0]) {
+        snprintf(result, sizeof result, "ERROR: %s", c->error);
+    } else {
+        snprintf(result, sizeof result, "ok%s%s",
+                 c->golden_missing     ? " (no golden)"
+                 : c->same_engine_only ? " (dropout: same-engine only)"
+                                       : "",
+                 c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
+                                   "within its bound)"
+                                 : "");
+    }
+    fprintf(f, "%-48s %-6s %7zu  %s\n", c->spec->id, c->states, c->tensors, result);
+}
+
+int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
+{
+    return r->n_err ? FATTN_EXIT_ERROR
+                    : (r->n_diff || (strict && (r->n_skip || r->n_nogold))) ? FATTN_EXIT_DIFF
+                                                                              : FATTN_EXIT_OK;
+}
+
+static void print_summary(FILE *f, const fattn_verify_result *r)
+{
+    fprintf(f, "behavior-neutral: %s (%zu cases, %zu tensors, %zu skipped, %zu differences%s%s)\n",
+            r->neutral ? "yes" : "NO", r->n_cases, r->n_tensors, r->n_skip, r->n_diff_objects,
+            r->n_err ? ", errors: " : "", r->n_err ? "yes" : "");
+    if (r->n_err)
+        fprintf(f, "errored cases: %zu\n", r->n_err);
+    if (r->n_nogold)
+        fprintf(f, "cases without golden on this platform: %zu\n", r->n_nogold);
+    fprintf(f, "FP8: not exercised\n");
+    const fattn_verify_case *b = r->first_bad;
+    if (b) {
+        fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
+        for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
+            fprintf(f, "  %s: %s\n", b->cmp.paths[k], b->cmp.why[k]);
+    }
+}
+
+static json_t *json_cases(const fattn_verify_result *r)
+{
     json_t *jcases = json_array();
-    case_check *first_bad = NULL;
-    case_check *checks = calloc(m.n_sel ? m.n_sel : 1, sizeof *checks);
-    for (size_t i = 0; i < m.n_sel; i++) {
-        case_check *c = &checks[i];
-        c->spec = m.sel[i];
-        check_case(c, e);
-        check_golden(c, goldens, tol, e);
-        char states[8], result[600];
-        states_str(c->split ? c->split : c->legacy, states);
-        if (c->skipped) {
-            n_skip++;
-            snprintf(result, sizeof result, "skipped: %s", c->skipped);
-        } else if (c->cmp.differences) {
-            n_diff++;
-            n_diff_objects += c->cmp.differences;
-            snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s", c->cmp.differences,
-                     c->cmp.paths[0], c->cmp.why[0]);
-            if (!first_bad)
-                first_bad = c;
-        } else if (c->error[0]) {
-            n_err++;
-            snprintf(result, sizeof result, "ERROR: %s", c->error);
-        } else {
-            snprintf(result, sizeof result, "ok%s%s",
-                     c->golden_missing     ? " (no golden)"
-                     : c->same_engine_only ? " (dropout: same-engine only)"
-                                           : "",
-                     c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
-                                       "within its bound)"
-                                     : "");
-        }
-        n_nogold += c->golden_missing;
-        n_tensors += c->tensors;
-        printf("%-48s %-6s %7zu  %s\n", c->spec->id, states, c->tensors, result);
+    for (size_t i = 0; i < r->n_cases; i++) {
+        const fattn_verify_case *c = &r->cases[i];
         json_t *jd = json_array();
         for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
             json_array_append_new(jd, json_pack("{s:s,s:s}", "path", c->cmp.paths[k], "why",
                                                 c->cmp.why[k]));
         json_array_append_new(
-            jcases, json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states", states,
-                              "tensors", (json_int_t)c->tensors, "result",
+            jcases, json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
+                              c->states, "tensors", (json_int_t)c->tensors, "result",
                               c->skipped ? "skipped" : c->cmp.differences ? "different"
                                                        : c->error[0]    ? "error"
                                                                         : "ok",
                               "differences", (json_int_t)c->cmp.differences, "first", jd,
                               "golden", !c->golden_missing));
     }
-    bool neutral = n_diff == 0 && n_err == 0;
-    printf("behavior-neutral: %s (%zu cases, %zu tensors, %zu skipped, %zu differences%s%s)\n",
-           neutral ? "yes" : "NO", n_cases, n_tensors, n_skip, n_diff_objects,
-           n_err ? ", errors: " : "", n_err ? "yes" : "");
-    if (n_err)
-        printf("errored cases: %zu\n", n_err);
-    if (n_nogold)
-        printf("cases without golden on this platform: %zu\n", n_nogold);
-    printf("FP8: not exercised\n");
-    if (first_bad) {
-        printf("first differences (%s, case %s):\n", first_bad->first_check, first_bad->spec->id);
-        for (size_t k = 0; k < first_bad->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
-            printf("  %s: %s\n", first_bad->cmp.paths[k], first_bad->cmp.why[k]);
+    return jcases;
+}
+
+/* The JSON report (schema fattn-verify/1); 0, or -1 after a message. */
+static int write_json(const char *path, const fattn_cmd_verify_env *v,
+                      const fattn_verify_result *r, int rc)
+{
+    json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
+                             "schema", "fattn-verify/1", "engine", v->backend_name,
+                             "platform_key", v->goldens.key, "goldens", v->goldens.path,
+                             "cases", json_cases(r), "summary", "cases",
+                             (json_int_t)r->n_cases, "tensors", (json_int_t)r->n_tensors,
+                             "skipped", (json_int_t)r->n_skip, "different_cases",
+                             (json_int_t)r->n_diff, "errors", (json_int_t)r->n_err,
+                             "without_golden", (json_int_t)r->n_nogold, "verdict",
+                             r->neutral ? "behavior-neutral" : "not behavior-neutral", "exit",
+                             rc);
+    if (root)
+        json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
+    int ok = root && json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) == 0;
+    json_decref(root);
+    if (!ok) {
+        cli_fail("verify", "%s: cannot write the JSON report", path);
+        return -1;
     }
-    int rc = n_err ? FATTN_EXIT_ERROR
-                   : (n_diff || (strict && (n_skip || n_nogold))) ? FATTN_EXIT_DIFF
-                                                                  : FATTN_EXIT_OK;
-    if (json) {
-        json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
-                                 "schema", "fattn-verify/1", "engine", backend_name,
-                                 "platform_key", key, "goldens", gpath, "cases", jcases,
-                                 "summary", "cases", (json_int_t)n_cases, "tensors",
-                                 (json_int_t)n_tensors, "skipped", (json_int_t)n_skip,
-                                 "different_cases", (json_int_t)n_diff, "errors",
-                                 (json_int_t)n_err, "without_golden", (json_int_t)n_nogold,
-                                 "verdict", neutral ? "behavior-neutral" : "not behavior-neutral",
-                                 "exit", rc);
-        if (root)
-            json_object_set_new(root, "forced_deterministic_bwd", json_boolean(forced));
-        if (!root || json_dump_file(root, json, JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
-            rc = cli_fail("verify", "%s: cannot write the JSON report", json);
-        json_decref(root);
-    } else {
-        json_decref(jcases);
-    }
-    for (size_t i = 0; i < m.n_sel; i++) {
-        fattn_h5_node_free(checks[i].legacy);
-        fattn_h5_node_free(checks[i].split);
-    }
-    free(checks);
-    fattn_h5_node_free(goldens);
-    if (tol)
-        fattn_tol_profile_free(tol);
-    cli_engine_close(e);
-    cli_matrix_free(&m);
+    return 0;
+}
+
+int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
+{
+    print_summary(f, r);
+    int rc = fattn_cmd_verify_exit(r, v->strict);
+    if (v->json && write_json(v->json, v, r, rc) != 0)
+        rc = FATTN_EXIT_ERROR;
+    return rc;
+}
+
+int fattn_cmd_verify(int argc, char **argv)
+{
+    fattn_cmd_verify_env v;
+    bool done;
+    int rc = fattn_cmd_verify_parse(argc, argv, &v, &done);
+    if (rc != FATTN_EXIT_OK || done)
+        return rc;
+    if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
+        return rc;
+    fattn_cmd_verify_print_header(stdout, &v);
+    fattn_verify_result r;
+    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, fattn_cmd_verify_print_case,
+                         stdout, &r) != FATTN_OK)
+        rc = cli_fail("verify", "%s", fattn_last_error());
+    else
+        rc = fattn_cmd_verify_finish(stdout, &v, &r);
+    fattn_verify_result_free(&r);
+    fattn_cmd_verify_close(&v);
     return rc;
 }
 
@@ -454,6 +265,42 @@ static bool dir_is_empty(const char *path, bool *exists)
         }
     closedir(d);
     return empty;
+}
+
+/* What changed in the goldens at `path` (if any) against the new cases. */
+static void print_golden_changes(const char *path, const fattn_h5_node *cases_g)
+{
+    struct stat sb;
+    fattn_h5_node *old = NULL;
+    if (stat(path, &sb) != 0 || fattn_runfile_load(path, &old) != FATTN_OK) {
+        printf("golden: no previous goldens at %s\n", path);
+        return;
+    }
+    const fattn_h5_node *oc = fattn_h5_node_find(old, "cases");
+    size_t changed = 0, added = 0, removed = 0;
+    for (size_t i = 0; i < cases_g->n_children; i++) {
+        const fattn_h5_node *nc = cases_g->children[i];
+        const fattn_h5_node *o = fattn_h5_node_find(oc, nc->name);
+        if (!o) {
+            printf("golden: new case %s\n", nc->name);
+            added++;
+            continue;
+        }
+        fattn_compare_result r = {0};
+        fattn_compare_cases(o, nc, NULL, &r);
+        if (r.differences) {
+            printf("golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
+            changed++;
+        }
+    }
+    for (size_t i = 0; i < oc->n_children; i++)
+        if (!fattn_h5_node_find(cases_g, oc->children[i]->name)) {
+            printf("golden: case %s removed\n", oc->children[i]->name);
+            removed++;
+        }
+    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, changed,
+           added, removed);
+    fattn_h5_node_free(old);
 }
 
 int fattn_cmd_golden(int argc, char **argv)
@@ -498,7 +345,7 @@ int fattn_cmd_golden(int argc, char **argv)
     bool forced = !strcmp(backend_name, "cudnn") &&
                   fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
     char key[128], path[4096];
-    platform_key(backend_name, key, sizeof key);
+    fattn_verify_platform_key(backend_name, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
 
     fattn_h5_node *root = NULL, *cases_g = NULL;
@@ -514,10 +361,10 @@ int fattn_cmd_golden(int argc, char **argv)
     int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     for (size_t i = 0; rc == FATTN_EXIT_OK && i < m.n_sel; i++) {
-        case_check c;
+        fattn_verify_case c;
         memset(&c, 0, sizeof c);
         c.spec = m.sel[i];
-        check_case(&c, e);
+        fattn_verify_check_case(&c, e);
         if (c.error[0]) {
             rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
         } else if (c.cmp.differences) {
@@ -532,8 +379,7 @@ int fattn_cmd_golden(int argc, char **argv)
             if (st != FATTN_OK)
                 rc = cli_fail("golden", "%s", fattn_last_error());
         }
-        fattn_h5_node_free(c.legacy);
-        fattn_h5_node_free(c.split);
+        fattn_verify_case_free(&c);
     }
     if (rc == FATTN_EXIT_OK && bad) {
         fprintf(stderr, "fattn golden: %zu case(s) differ between legacy and split or between "
@@ -542,37 +388,7 @@ int fattn_cmd_golden(int argc, char **argv)
     }
     /* what changed against the goldens being replaced */
     if (rc == FATTN_EXIT_OK) {
-        struct stat sb;
-        fattn_h5_node *old = NULL;
-        if (stat(path, &sb) == 0 && fattn_runfile_load(path, &old) == FATTN_OK) {
-            const fattn_h5_node *oc = fattn_h5_node_find(old, "cases");
-            size_t changed = 0, added = 0, removed = 0;
-            for (size_t i = 0; i < cases_g->n_children; i++) {
-                const fattn_h5_node *nc = cases_g->children[i];
-                const fattn_h5_node *o = fattn_h5_node_find(oc, nc->name);
-                if (!o) {
-                    printf("golden: new case %s\n", nc->name);
-                    added++;
-                    continue;
-                }
-                fattn_compare_result r = {0};
-                fattn_compare_cases(o, nc, NULL, &r);
-                if (r.differences) {
-                    printf("golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
-                    changed++;
-                }
-            }
-            for (size_t i = 0; i < oc->n_children; i++)
-                if (!fattn_h5_node_find(cases_g, oc->children[i]->name)) {
-                    printf("golden: case %s removed\n", oc->children[i]->name);
-                    removed++;
-                }
-            printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path,
-                   changed, added, removed);
-            fattn_h5_node_free(old);
-        } else {
-            printf("golden: no previous goldens at %s\n", path);
-        }
+        print_golden_changes(path, cases_g);
         if (fattn_h5_write_file(path, root, NULL, NULL) != FATTN_OK)
             rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
         else

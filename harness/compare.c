@@ -1,9 +1,14 @@
-/* Bitwise comparison of recorded case trees (see compare.h). */
+/* Comparison of recorded case trees (see compare.h): visitors of the
+ * two-tree walk (treewalk.h) with the element rules of elemcmp.h. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compare.h"
+#include "elemcmp.h"
+#include "treewalk.h"
 
 #define DIGEST_PREFIX "digest:"
 
@@ -14,6 +19,58 @@ static void note(fattn_compare_result *r, const char *path, const char *why)
         snprintf(r->why[r->differences], sizeof r->why[0], "%s", why);
     }
     r->differences++;
+}
+
+/* A note that is reported after the others of its object (attributes
+ * missing in A come after those of A) or of its group (tensors missing in
+ * the golden come after the golden's own): the order of the first
+ * differences the report shows. */
+typedef struct later_note {
+    int level; /* 2*depth: after the group's children; 2*depth+1: after its attributes */
+    char path[192];
+    char why[160];
+} later_note;
+
+typedef struct cmp_ctx {
+    fattn_compare_result *r;
+    const fattn_walk *w;
+    /* the state groups being walked: digest-only tensors live on them */
+    const fattn_h5_node *ra, *rb;
+    size_t state_len; /* the path below the state group starts here */
+    /* the tolerance walk */
+    const fattn_tol_profile *profile;
+    fattn_dtype io_dtype;
+    later_note *later;
+    size_t n_later, cap_later;
+} cmp_ctx;
+
+static void note_later(cmp_ctx *c, int level, const char *path, const char *why)
+{
+    if (c->n_later == c->cap_later) {
+        size_t cap = c->cap_later ? 2 * c->cap_later : 16;
+        later_note *nl = realloc(c->later, cap * sizeof *nl);
+        if (!nl) { /* out of memory: reported now rather than lost */
+            note(c->r, path, why);
+            return;
+        }
+        c->later = nl;
+        c->cap_later = cap;
+    }
+    later_note *n = &c->later[c->n_later++];
+    n->level = level;
+    snprintf(n->path, sizeof n->path, "%s", path);
+    snprintf(n->why, sizeof n->why, "%s", why);
+}
+
+/* Report the deferred notes of `level` (the innermost open ones). */
+static void flush_later(cmp_ctx *c, int level)
+{
+    size_t k = c->n_later;
+    while (k > 0 && c->later[k - 1].level == level)
+        k--;
+    for (size_t i = k; i < c->n_later; i++)
+        note(c->r, c->later[i].path, c->later[i].why);
+    c->n_later = k;
 }
 
 static bool attr_equal(const fattn_h5_attr *a, const fattn_h5_attr *b)
@@ -34,209 +91,270 @@ static bool is_digest_attr(const char *name)
     return strncmp(name, DIGEST_PREFIX, strlen(DIGEST_PREFIX)) == 0;
 }
 
-static void compare_attrs(const fattn_h5_node *a, const fattn_h5_node *b, const char *path,
-                          fattn_compare_result *r)
+/* One attribute name: digest-only tensors, provenance (prov_*) and a
+ * dataset's derived dtype and digest are not compared. */
+static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
+                       const fattn_h5_attr *b)
 {
-    const fattn_h5_node *sides[2] = {a, b};
-    for (int s = 0; s < 2; s++) {
-        const fattn_h5_node *x = sides[s], *y = sides[1 - s];
-        for (size_t i = 0; i < x->n_attrs; i++) {
-            const fattn_h5_attr *xa = &x->attrs[i];
-            if (is_digest_attr(xa->name) || !strncmp(xa->name, "prov_", 5) ||
-                (x->is_dataset && (!strcmp(xa->name, "digest") || !strcmp(xa->name, "dtype"))))
-                continue;
-            const fattn_h5_attr *ya = fattn_h5_node_attr(y, xa->name);
-            char p[192];
-            snprintf(p, sizeof p, "%s@%s", path, xa->name);
-            if (!ya)
-                note(r, p, s == 0 ? "attribute missing in B" : "attribute missing in A");
-            else if (s == 0 && !attr_equal(xa, ya))
-                note(r, p, "attribute values differ");
-        }
-    }
+    cmp_ctx *c = ctx;
+    const fattn_h5_attr *x = a ? a : b;
+    const fattn_h5_node *owner = a ? at->a : at->b;
+    if (is_digest_attr(x->name) || !strncmp(x->name, "prov_", 5) ||
+        (owner->is_dataset && (!strcmp(x->name, "digest") || !strcmp(x->name, "dtype"))))
+        return;
+    char p[192];
+    snprintf(p, sizeof p, "%s@%s", at->path, x->name);
+    if (!a)
+        note_later(c, 2 * at->depth + 1, p, "attribute missing in A");
+    else if (!b)
+        note(c->r, p, "attribute missing in B");
+    else if (!attr_equal(a, b))
+        note(c->r, p, "attribute values differ");
 }
 
-/* The digest of tensor `name` under group g: its dataset's, or the
- * digest-only attribute's; NULL if neither. */
-static const char *digest_of(const fattn_h5_node *g, const char *prefix, const char *name)
+static void visit_attrs_done(void *ctx, const fattn_walk_at *at)
+{
+    flush_later(ctx, 2 * at->depth + 1);
+}
+
+static void visit_group_done(void *ctx, const fattn_walk_at *at)
+{
+    flush_later(ctx, 2 * at->depth);
+}
+
+/* The digest of tensor `rel` (its path below the state group g) held as a
+ * digest-only attribute; NULL if none. */
+static const char *digest_of(const fattn_h5_node *g, const char *rel)
 {
     char attr[256];
-    snprintf(attr, sizeof attr, DIGEST_PREFIX "%s%s", prefix, name);
+    snprintf(attr, sizeof attr, DIGEST_PREFIX "%s", rel);
     const fattn_h5_attr *a = fattn_h5_node_attr(g, attr);
     return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
 }
 
-static void compare_groups(const fattn_h5_node *a, const fattn_h5_node *b, const char *path,
-                           const fattn_h5_node *ra, const fattn_h5_node *rb, const char *rel,
-                           fattn_compare_result *r);
+/* ---- bitwise ------------------------------------------------------------------ */
 
-static void compare_datasets(const fattn_h5_node *x, const fattn_h5_node *y, const char *path,
-                             fattn_compare_result *r)
+static bool same_shape(const fattn_h5_node *x, const fattn_h5_node *y)
 {
-    r->tensors++;
-    if (x->dtype != y->dtype) {
-        note(r, path, "dtype differs");
-        return;
-    }
     bool shape = x->ndim == y->ndim;
     for (int i = 0; shape && i < x->ndim; i++)
         shape = x->shape[i] == y->shape[i];
-    if (!shape) {
-        note(r, path, "shape differs");
-        return;
-    }
+    return shape;
+}
+
+static bool is_noisy(const fattn_compare_result *r, const char *path)
+{
     bool noisy = false;
     for (const char *const *q = r->noisy; q && *q; q++)
         noisy = noisy || !strcmp(*q, path);
-    if (noisy && fattn_dtype_is_float(x->dtype) && x->nbytes == y->nbytes &&
-        memcmp(x->data, y->data, x->nbytes) != 0) {
-        /* non-deterministic by construction: within the noise bound */
-        size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0, out = 0;
-        for (size_t e = 0; e < n; e++) {
-            double a = fattn_load_f32(x->data, x->dtype, (int64_t)e);
-            double b = fattn_load_f32(y->data, y->dtype, (int64_t)e);
-            if (!(fabs(a - b) <= r->noisy_atol + r->noisy_rtol * fabs(b)))
-                out++;
-        }
-        if (out) {
-            char why[160];
-            snprintf(why, sizeof why, "%zu of %zu elements outside the noise bound (rtol %g "
-                     "atol %g)", out, n, r->noisy_rtol, r->noisy_atol);
-            note(r, path, why);
-        } else {
-            r->noisy_within++;
-        }
-        compare_attrs(x, y, path, r);
-        return;
-    }
-    if (x->nbytes != y->nbytes || memcmp(x->data, y->data, x->nbytes) != 0) {
-        size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0, count = 0;
-        const unsigned char *px = x->data, *py = y->data;
-        for (size_t e = 0; e < n; e++)
-            count += memcmp(px + e * esz, py + e * esz, esz) != 0;
-        char why[160];
-        snprintf(why, sizeof why, "%zu of %zu elements differ", count, n);
-        note(r, path, why);
-    }
-    compare_attrs(x, y, path, r);
+    return noisy;
 }
 
-/* Children of a and b by name (both sorted), `ra`/`rb` the state groups
- * that may hold digest-only attributes for tensors below them, `rel` the
- * path below that state group. */
-static void compare_groups(const fattn_h5_node *a, const fattn_h5_node *b, const char *path,
-                           const fattn_h5_node *ra, const fattn_h5_node *rb, const char *rel,
-                           fattn_compare_result *r)
+/* A dataset pair's data: bitwise, or within the noise bound for a
+ * non-deterministic tensor; then its attributes. */
+static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
 {
-    compare_attrs(a, b, path, r);
-    size_t i = 0, j = 0;
-    while (i < a->n_children || j < b->n_children) {
-        const fattn_h5_node *x = i < a->n_children ? a->children[i] : NULL;
-        const fattn_h5_node *y = j < b->n_children ? b->children[j] : NULL;
-        int c = !x ? 1 : !y ? -1 : strcmp(x->name, y->name);
-        const fattn_h5_node *one = c <= 0 ? x : y;
-        if (c < 0)
-            i++;
-        else if (c > 0)
-            j++;
-        else {
-            i++;
-            j++;
-        }
-        if (!strcmp(one->name, "_impl"))
+    const fattn_h5_node *x = at->a, *y = at->b;
+    fattn_compare_result *r = c->r;
+    r->tensors++;
+    if (x->dtype != y->dtype) {
+        note(r, at->path, "dtype differs");
+        return;
+    }
+    if (!same_shape(x, y)) {
+        note(r, at->path, "shape differs");
+        return;
+    }
+    assert(x->nbytes == y->nbytes);
+    size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0;
+    bool noisy = is_noisy(r, at->path) && fattn_dtype_is_float(x->dtype);
+    fattn_elem_cmp rule = {noisy ? FATTN_ELEM_NOISY : FATTN_ELEM_BITWISE, 0,
+                           {r->noisy_rtol, r->noisy_atol}, false, NULL};
+    fattn_elem_stats s = {0};
+    fattn_walk_memory_state m;
+    fattn_walk_source src = fattn_walk_memory(&m);
+    fattn_status st = fattn_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL);
+    assert(st == FATTN_OK); /* the in-memory source cannot fail */
+    (void)st;
+    if (s.bit_count) {
+        char why[160];
+        if (!noisy)
+            snprintf(why, sizeof why, "%zu of %zu elements differ", (size_t)s.bit_count, n);
+        else if (s.fail_count)
+            snprintf(why, sizeof why, "%zu of %zu elements outside the noise bound (rtol %g "
+                     "atol %g)", (size_t)s.fail_count, n, r->noisy_rtol, r->noisy_atol);
+        if (!noisy || s.fail_count)
+            note(r, at->path, why);
+        else
+            r->noisy_within++;
+    }
+    fattn_walk_attrs(c->w, at);
+}
+
+/* A tensor on one side only: a digest-only tensor on the other? */
+static void compare_one_sided(cmp_ctx *c, const fattn_walk_at *at)
+{
+    const fattn_h5_node *one = at->a ? at->a : at->b;
+    const fattn_h5_node *other_state = at->a ? c->rb : c->ra;
+    assert(strlen(at->path) >= c->state_len);
+    const char *d = other_state ? digest_of(other_state, at->path + c->state_len) : NULL;
+    if (one->is_dataset && d) {
+        c->r->tensors++;
+        if (strcmp(d, one->digest) != 0)
+            note(c->r, at->path, "digest differs from the digest-only golden");
+    } else {
+        note(c->r, at->path, at->a ? "missing in B" : "missing in A");
+    }
+}
+
+static fattn_walk_next state_child(void *ctx, const fattn_walk_at *at)
+{
+    cmp_ctx *c = ctx;
+    if (!strcmp(at->name, "_impl"))
+        return FATTN_WALK_SKIP;
+    if (!at->a || !at->b) {
+        compare_one_sided(c, at);
+        return FATTN_WALK_SKIP;
+    }
+    if (at->a->is_dataset != at->b->is_dataset) {
+        note(c->r, at->path, "dataset on one side, group on the other");
+        return FATTN_WALK_SKIP;
+    }
+    if (!at->a->is_dataset)
+        return FATTN_WALK_DESCEND;
+    compare_datasets(c, at);
+    return FATTN_WALK_SKIP;
+}
+
+/* Digest-only tensors of the state group pair at `at`. */
+static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
+{
+    const fattn_h5_node *a = at->a, *b = at->b;
+    fattn_compare_result *r = c->r;
+    for (size_t k = 0; k < a->n_attrs; k++) {
+        const fattn_h5_attr *da = &a->attrs[k];
+        if (!is_digest_attr(da->name))
             continue;
-        char p[192], sub[192];
-        snprintf(p, sizeof p, "%s%s%s", path, *path ? "/" : "", one->name);
-        snprintf(sub, sizeof sub, "%s%s", rel, one->name);
-        if (c == 0) {
-            if (x->is_dataset != y->is_dataset)
-                note(r, p, "dataset on one side, group on the other");
-            else if (x->is_dataset)
-                compare_datasets(x, y, p, r);
-            else {
-                char nrel[200];
-                snprintf(nrel, sizeof nrel, "%s/", sub);
-                compare_groups(x, y, p, ra, rb, nrel, r);
-            }
+        const char *tname = da->name + strlen(DIGEST_PREFIX);
+        if (fattn_h5_node_find(b, tname))
+            continue; /* compared against the dataset */
+        const fattn_h5_attr *db = fattn_h5_node_attr(b, da->name);
+        char p[192];
+        snprintf(p, sizeof p, "%s/%s", at->path, tname);
+        r->tensors++;
+        if (!db)
+            note(r, p, "missing in B");
+        else if (!attr_equal(da, db))
+            note(r, p, "digests differ");
+    }
+    for (size_t k = 0; k < b->n_attrs; k++) {
+        const fattn_h5_attr *db = &b->attrs[k];
+        if (!is_digest_attr(db->name))
             continue;
-        }
-        /* present on one side only: a digest-only tensor on the other? */
-        const fattn_h5_node *other_state = c < 0 ? rb : ra;
-        const char *d = other_state ? digest_of(other_state, rel, one->name) : NULL;
-        if (one->is_dataset && d) {
+        const char *tname = db->name + strlen(DIGEST_PREFIX);
+        if (!fattn_h5_node_find(a, tname) && !fattn_h5_node_attr(a, db->name)) {
+            char p[192];
+            snprintf(p, sizeof p, "%s/%s", at->path, tname);
             r->tensors++;
-            if (strcmp(d, one->digest) != 0)
-                note(r, p, "digest differs from the digest-only golden");
-        } else {
-            note(r, p, c < 0 ? "missing in B" : "missing in A");
+            note(r, p, "missing in A");
         }
     }
-    /* digest-only on both sides */
-    if (ra == a && rb == b) {
-        for (size_t k = 0; k < a->n_attrs; k++) {
-            const fattn_h5_attr *da = &a->attrs[k];
-            if (!is_digest_attr(da->name))
-                continue;
-            const char *tname = da->name + strlen(DIGEST_PREFIX);
-            if (fattn_h5_node_find(b, tname))
-                continue; /* compared above against the dataset */
-            const fattn_h5_attr *db = fattn_h5_node_attr(b, da->name);
-            char p[192];
-            snprintf(p, sizeof p, "%s/%s", path, tname);
-            r->tensors++;
-            if (!db)
-                note(r, p, "missing in B");
-            else if (!attr_equal(da, db))
-                note(r, p, "digests differ");
+}
+
+static void state_group_done(void *ctx, const fattn_walk_at *at)
+{
+    cmp_ctx *c = ctx;
+    visit_group_done(ctx, at);
+    if (at->a == c->ra && at->b == c->rb)
+        digest_only_pairs(c, at);
+}
+
+static const fattn_walk_visitor state_visitor = {
+    .attr = visit_attr,
+    .attrs_done = visit_attrs_done,
+    .child = state_child,
+    .group_done = state_group_done,
+};
+
+/* Walk a state group pair (or another group directly under the case). */
+static void walk_state(cmp_ctx *c, const fattn_walk_at *at)
+{
+    fattn_walk w = {&state_visitor, c, '/'};
+    const fattn_walk *outer = c->w;
+    c->w = &w;
+    c->ra = at->a;
+    c->rb = at->b;
+    c->state_len = strlen(at->path) + 1;
+    fattn_walk_group(&w, at);
+    c->w = outer;
+}
+
+static const char *const all_states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
+
+static bool is_state(const char *name)
+{
+    for (int k = 0; all_states[k]; k++)
+        if (!strcmp(name, all_states[k]))
+            return true;
+    return false;
+}
+
+/* A child of the case groups other than a state: compared as a whole. */
+static fattn_walk_next case_child(void *ctx, const fattn_walk_at *at)
+{
+    cmp_ctx *c = ctx;
+    if (is_state(at->name))
+        return FATTN_WALK_SKIP;
+    if (!at->b)
+        note(c->r, at->path, "missing in B");
+    else if (!at->a)
+        note_later(c, 2 * (at->depth - 1), at->path, "missing in A");
+    else if (!at->a->is_dataset)
+        walk_state(c, at);
+    return FATTN_WALK_SKIP;
+}
+
+static const fattn_walk_visitor case_visitor = {
+    .attr = visit_attr,
+    .attrs_done = visit_attrs_done,
+    .child = case_child,
+    .group_done = visit_group_done,
+};
+
+/* The named states of two case groups, each walked as a state. */
+static void walk_states(cmp_ctx *c, const fattn_walk_at *root, const char *const *states)
+{
+    for (const char *const *s = states; *s; s++) {
+        const fattn_h5_node *x = fattn_h5_node_find(root->a, *s);
+        const fattn_h5_node *y = fattn_h5_node_find(root->b, *s);
+        if (!x && !y)
+            continue;
+        if (!x || !y) {
+            note(c->r, *s, !x ? "state missing in A" : "state missing in B");
+            continue;
         }
-        for (size_t k = 0; k < b->n_attrs; k++) {
-            const fattn_h5_attr *db = &b->attrs[k];
-            if (!is_digest_attr(db->name))
-                continue;
-            const char *tname = db->name + strlen(DIGEST_PREFIX);
-            if (!fattn_h5_node_find(a, tname) && !fattn_h5_node_attr(a, db->name)) {
-                char p[192];
-                snprintf(p, sizeof p, "%s/%s", path, tname);
-                r->tensors++;
-                note(r, p, "missing in A");
-            }
-        }
+        fattn_walk_at at = {*s, *s, x, y, 1, false, root};
+        walk_state(c, &at);
     }
 }
 
 void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
                          const char *const *states, fattn_compare_result *r)
 {
-    compare_attrs(a, b, "", r);
-    static const char *const all_states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
-    if (!states) {
+    cmp_ctx c = {.r = r};
+    fattn_walk w = {&case_visitor, &c, '/'};
+    c.w = &w;
+    fattn_walk_at root = fattn_walk_root("", a, b);
+    if (states) {
+        fattn_walk_attrs(&w, &root);
+    } else {
+        /* attributes, then anything else under the case group as a whole */
+        fattn_walk_group(&w, &root);
         states = all_states;
-        /* anything else under the case group is compared as a whole */
-        for (int side = 0; side < 2; side++) {
-            const fattn_h5_node *x = side ? b : a, *y = side ? a : b;
-            for (size_t i = 0; i < x->n_children; i++) {
-                const char *nm = x->children[i]->name;
-                bool known = false;
-                for (int k = 0; all_states[k]; k++)
-                    known = known || !strcmp(nm, all_states[k]);
-                if (!known && !fattn_h5_node_find(y, nm))
-                    note(r, nm, side ? "missing in A" : "missing in B");
-                else if (!known && side == 0 && !x->children[i]->is_dataset)
-                    compare_groups(x->children[i], fattn_h5_node_find(y, nm), nm,
-                                   x->children[i], fattn_h5_node_find(y, nm), "", r);
-            }
-        }
     }
-    for (const char *const *s = states; *s; s++) {
-        const fattn_h5_node *x = fattn_h5_node_find(a, *s), *y = fattn_h5_node_find(b, *s);
-        if (!x && !y)
-            continue;
-        if (!x || !y) {
-            note(r, *s, !x ? "state missing in A" : "state missing in B");
-            continue;
-        }
-        compare_groups(x, y, *s, x, y, "", r);
-    }
+    walk_states(&c, &root, states);
+    assert(c.n_later == 0);
+    free(c.later);
 }
 
 /* ---- golden form ----------------------------------------------------------- */
@@ -290,94 +408,107 @@ fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_n
 
 /* ---- cross-platform, within tolerance ------------------------------------ */
 
-static bool all_ff(const unsigned char *p, size_t n)
+/* One dataset pair: `at->a` the run, `at->b` the golden. */
+static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != 0xFF)
-            return false;
-    return true;
-}
-
-static int value_class(float v) { return isnan(v) ? 2 : isinf(v) ? 1 : 0; }
-
-/* One float dataset `x` (run) against `g` (golden). */
-static void tol_dataset(const fattn_h5_node *x, const fattn_h5_node *g, const char *path,
-                        const fattn_tol_profile *profile, fattn_dtype io_dtype,
-                        fattn_compare_result *r)
-{
+    const fattn_h5_node *x = at->a, *g = at->b;
+    fattn_compare_result *r = c->r;
     r->tensors++;
-    bool shape = x->dtype == g->dtype && x->ndim == g->ndim && x->nbytes == g->nbytes;
-    for (int i = 0; shape && i < x->ndim; i++)
-        shape = x->shape[i] == g->shape[i];
-    if (!shape) {
-        note(r, path, "dtype or shape differs from the CPU golden");
+    if (!(x->dtype == g->dtype && x->nbytes == g->nbytes && same_shape(x, g))) {
+        note(r, at->path, "dtype or shape differs from the CPU golden");
         return;
     }
     size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0;
-    const unsigned char *px = x->data, *pg = g->data;
     if (!fattn_dtype_is_float(x->dtype)) {
-        if (memcmp(px, pg, x->nbytes) != 0)
-            note(r, path, "integer data differ from the CPU golden");
+        if (memcmp(x->data, g->data, x->nbytes) != 0)
+            note(r, at->path, "integer data differ from the CPU golden");
         return;
     }
-    fattn_tol t = fattn_tol_profile_lookup(profile, path, x->dtype);
-    if (!strcmp(path, "backward/d_softmax_offset") && io_dtype != FATTN_DTYPE_INVALID)
+    fattn_tol t = fattn_tol_profile_lookup(c->profile, at->path, x->dtype);
+    if (!strcmp(at->path, "backward/d_softmax_offset") && c->io_dtype != FATTN_DTYPE_INVALID)
         /* float32, but summed from io-precision products: the io dtype's
          * tolerance is the meaningful one */
-        t = fattn_tol_profile_lookup(profile, path, io_dtype);
-    size_t bad = 0, worst_i = 0;
-    double worst = 0.0;
-    for (size_t e = 0; e < n; e++) {
-        if (all_ff(pg + e * esz, esz))
-            continue; /* undefined region of the CPU engine */
-        float a = fattn_load_f32(px, x->dtype, (int64_t)e);
-        float b = fattn_load_f32(pg, g->dtype, (int64_t)e);
-        int ca = value_class(a), cb = value_class(b);
-        double err = ca || cb ? (ca == cb && (ca == 2 || a == b) ? 0.0 : INFINITY)
-                              : fabs((double)a - (double)b);
-        double allowed = ca || cb ? 0.0 : t.atol + t.rtol * fabs((double)b);
-        if (err > allowed) {
-            bad++;
-            if (err - allowed > worst) {
-                worst = err - allowed;
-                worst_i = e;
-            }
-        }
-    }
-    if (bad) {
+        t = fattn_tol_profile_lookup(c->profile, at->path, c->io_dtype);
+    /* elements the golden holds as all-0xFF poison are outside the CPU
+     * engine's defined region */
+    fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, t, true, NULL};
+    fattn_elem_stats s = {0};
+    fattn_walk_memory_state m;
+    fattn_walk_source src = fattn_walk_memory(&m);
+    fattn_status st = fattn_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL);
+    assert(st == FATTN_OK); /* the in-memory source cannot fail */
+    (void)st;
+    if (s.fail_count) {
         char why[160];
         snprintf(why, sizeof why, "%zu of %zu elements outside rtol %g atol %g (worst at flat "
-                 "index %zu)", bad, n, t.rtol, t.atol, worst_i);
-        note(r, path, why);
+                 "index %zu)", (size_t)s.fail_count, n, t.rtol, t.atol, (size_t)s.excess_index);
+        note(r, at->path, why);
     }
 }
 
-static void tol_group(const fattn_h5_node *x, const fattn_h5_node *g, const char *path,
-                      const fattn_tol_profile *profile, fattn_dtype io_dtype,
-                      fattn_compare_result *r)
+/* Only a state group's own attributes are compared here. */
+static void tol_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
+                     const fattn_h5_attr *b)
 {
-    for (size_t i = 0; i < g->n_children; i++) {
-        const fattn_h5_node *gc = g->children[i];
-        if (!strcmp(gc->name, "_impl"))
-            continue;
-        const fattn_h5_node *xc = fattn_h5_node_find(x, gc->name);
-        char p[192];
-        snprintf(p, sizeof p, "%s/%s", path, gc->name);
-        if (!xc)
-            note(r, p, "missing in the run");
-        else if (gc->is_dataset != xc->is_dataset)
-            note(r, p, "dataset on one side, group on the other");
-        else if (gc->is_dataset)
-            tol_dataset(xc, gc, p, profile, io_dtype, r);
-        else
-            tol_group(xc, gc, p, profile, io_dtype, r);
+    if (at->depth == 1)
+        visit_attr(ctx, at, a, b);
+}
+
+static fattn_walk_next tol_child(void *ctx, const fattn_walk_at *at)
+{
+    cmp_ctx *c = ctx;
+    if (!strcmp(at->name, "_impl"))
+        return FATTN_WALK_SKIP;
+    if (!at->b) {
+        note_later(c, 2 * (at->depth - 1), at->path, "missing in the golden");
+        return FATTN_WALK_SKIP;
     }
-    for (size_t i = 0; i < x->n_children; i++)
-        if (strcmp(x->children[i]->name, "_impl") && !fattn_h5_node_find(g, x->children[i]->name)) {
-            char p[192];
-            snprintf(p, sizeof p, "%s/%s", path, x->children[i]->name);
+    if (!at->a)
+        note(c->r, at->path, "missing in the run");
+    else if (at->b->is_dataset != at->a->is_dataset)
+        note(c->r, at->path, "dataset on one side, group on the other");
+    else if (at->b->is_dataset)
+        tol_dataset(c, at);
+    else
+        return FATTN_WALK_DESCEND;
+    return FATTN_WALK_SKIP;
+}
+
+static const fattn_walk_visitor tol_visitor = {
+    .attr = tol_attr,
+    .attrs_done = visit_attrs_done,
+    .child = tol_child,
+    .group_done = visit_group_done,
+};
+
+/* save_ctx against the golden: attributes equal; tensors that come from
+ * the inputs bitwise through the golden's digests (out and softmax_stats
+ * are engine outputs, compared in forward/). */
+static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
+{
+    fattn_compare_result *r = c->r;
+    const fattn_h5_node *xs = fattn_h5_node_find(root->a, "save_ctx");
+    const fattn_h5_node *gs = fattn_h5_node_find(root->b, "save_ctx");
+    if (!xs || !gs) {
+        if (xs || gs)
+            note(r, "save_ctx", xs ? "state missing in the golden" : "state missing in the run");
+        return;
+    }
+    fattn_walk_at at = {"save_ctx", "save_ctx", xs, gs, 1, false, root};
+    fattn_walk_attrs(c->w, &at);
+    for (size_t i = 0; i < xs->n_children; i++) {
+        const fattn_h5_node *t = xs->children[i];
+        if (!t->is_dataset || !strcmp(t->name, "out") || !strcmp(t->name, "softmax_stats"))
+            continue;
+        const char *d = digest_of(gs, t->name);
+        char p[192];
+        snprintf(p, sizeof p, "save_ctx/%s", t->name);
+        r->tensors++;
+        if (!d)
             note(r, p, "missing in the golden");
-        }
+        else if (strcmp(d, t->digest) != 0)
+            note(r, p, "digest differs from the golden");
+    }
 }
 
 void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
@@ -386,29 +517,12 @@ void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *gold
     /* inputs: engine-independent, bitwise through the digests */
     static const char *const inputs_only[] = {"inputs", NULL};
     fattn_compare_cases(run, golden, inputs_only, r);
-    /* save_ctx: attributes equal; tensors that come from the inputs bitwise,
-     * out and softmax_stats are engine outputs compared in forward/ */
-    const fattn_h5_node *xs = fattn_h5_node_find(run, "save_ctx");
-    const fattn_h5_node *gs = fattn_h5_node_find(golden, "save_ctx");
-    if (!xs || !gs) {
-        if (xs || gs)
-            note(r, "save_ctx", xs ? "state missing in the golden" : "state missing in the run");
-    } else {
-        compare_attrs(xs, gs, "save_ctx", r);
-        for (size_t i = 0; i < xs->n_children; i++) {
-            const fattn_h5_node *c = xs->children[i];
-            if (!c->is_dataset || !strcmp(c->name, "out") || !strcmp(c->name, "softmax_stats"))
-                continue;
-            const char *d = digest_of(gs, "", c->name);
-            char p[192];
-            snprintf(p, sizeof p, "save_ctx/%s", c->name);
-            r->tensors++;
-            if (!d)
-                note(r, p, "missing in the golden");
-            else if (strcmp(d, c->digest) != 0)
-                note(r, p, "digest differs from the golden");
-        }
-    }
+    const fattn_h5_node *o = fattn_h5_node_find(golden, "forward/out");
+    cmp_ctx c = {.r = r, .profile = profile, .io_dtype = o ? o->dtype : FATTN_DTYPE_INVALID};
+    fattn_walk w = {&tol_visitor, &c, '/'};
+    c.w = &w;
+    fattn_walk_at root = fattn_walk_root("", run, golden);
+    tol_save_ctx(&c, &root);
     static const char *const outs[] = {"forward", "backward"};
     for (int i = 0; i < 2; i++) {
         const fattn_h5_node *x = fattn_h5_node_find(run, outs[i]);
@@ -419,8 +533,9 @@ void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *gold
             note(r, outs[i], x ? "state missing in the golden" : "state missing in the run");
             continue;
         }
-        compare_attrs(x, g, outs[i], r);
-        const fattn_h5_node *o = fattn_h5_node_find(golden, "forward/out");
-        tol_group(x, g, outs[i], profile, o ? o->dtype : FATTN_DTYPE_INVALID, r);
+        fattn_walk_at at = {outs[i], outs[i], x, g, 1, false, &root};
+        fattn_walk_group(&w, &at);
     }
+    assert(c.n_later == 0);
+    free(c.later);
 }

@@ -1,4 +1,5 @@
-/* Bitwise comparison of recorded case trees (the checks of `fattn verify`).
+/* Bitwise comparison of recorded case trees (the checks of `fattn verify`),
+ * as visitors of the two-tree walk (treewalk.h) over in-memory trees.
  *
  * Two case groups are equal when every group, dataset and attribute outside
  * `_impl` groups is present on both sides with the same dtype, shape and
@@ -13,6 +14,7 @@
 #include <stddef.h>
 
 #include "h5io.h"
+#include "tolerance.h"
 
 #define FATTN_COMPARE_MAX_REPORTED 8
 
@@ -43,8 +45,6 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
  * with '/'), forward and backward stay in full. */
 fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out);
 
-
-#include "diff.h"
 
 /* Cross-platform comparison against CPU goldens: inputs bitwise (through
  * their digests); save_ctx attributes equal and its input-derived tensors

@@ -1,0 +1,44 @@
+/* harness/cmd_verify.h — the pieces of `fattn verify` a program other than
+ * `fattn` reuses (bench/bench_verify.c runs the checks twice in one
+ * process): its arguments, the engine, matrix and goldens they name, and
+ * its rendering. The checks themselves are verify.h's. */
+#ifndef FATTN_HARNESS_CMD_VERIFY_H
+#define FATTN_HARNESS_CMD_VERIFY_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "verify.h"
+
+typedef struct fattn_cmd_verify_env {
+    /* arguments (pointers into argv) */
+    const char *cases, *filter, *backend, *fixtures, *json;
+    bool strict;
+    /* opened by fattn_cmd_verify_open */
+    cli_matrix m;
+    fattn_engine *e;
+    const char *backend_name;
+    bool forced;                /* deterministic backward forced (cuDNN) */
+    fattn_verify_goldens goldens;
+    bool opened;
+} fattn_cmd_verify_env;
+
+/* Parse verify's arguments (argv[0] is "verify"). *done: --help was
+ * printed. Returns an exit code (2 after a message on stderr). */
+int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool *done);
+/* The fixtures directory, the matrix, the engine and the goldens; an exit
+ * code (2 after a message). Close with fattn_cmd_verify_close. */
+int fattn_cmd_verify_open(fattn_cmd_verify_env *v);
+void fattn_cmd_verify_close(fattn_cmd_verify_env *v);
+
+/* The table's header; one row (a fattn_verify_case_fn, ctx the FILE *). */
+void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v);
+void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c);
+/* The verdict lines to f and the JSON report if asked; verify's exit code. */
+int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
+                            const fattn_verify_result *r);
+/* Verify's exit code for a result (docs/verify.md). */
+int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
+
+#endif /* FATTN_HARNESS_CMD_VERIFY_H */

@@ -1,0 +1,306 @@
+/* The checks of `fattn verify` (see verify.h). */
+#include "verify.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fattn/cudnn.h"
+#include "fattn/engine.h"
+#include "runfile.h"
+#include "runner.h"
+
+/* The platform key goldens are filed under: bitwise comparison against
+ * goldens is only meaningful on an exact match. */
+void fattn_verify_platform_key(const char *backend, char *buf, size_t n)
+{
+    fattn_cudnn_info info;
+    if (!strcmp(backend, "cpu")) {
+        snprintf(buf, n, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
+    } else if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
+        /* GPU model, compute capability, SM count, cuDNN runtime version */
+        char name[64];
+        size_t k = 0;
+        for (const char *p = info.device_name; *p && k + 1 < sizeof name; p++)
+            name[k++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a')
+                        : ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) ? *p
+                                                                                : '-';
+        name[k] = '\0';
+        snprintf(buf, n, "cudnn-%s-sm%d%d-%dsm-cudnn%lld", name, info.cc_major, info.cc_minor,
+                 info.sm_count, (long long)info.cudnn_version);
+    } else {
+        snprintf(buf, n, "%s-unknown", backend);
+    }
+}
+
+/* Tensors that are non-deterministic by construction on an engine even with
+ * the deterministic backward (measured on the H200, docs/determinism.md):
+ * compared within the io dtype's tolerance instead of bitwise. */
+static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
+
+/* A comparison result set up for this case's engine. */
+static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e)
+{
+    fattn_compare_result r = {0};
+    if (!strcmp(fattn_engine_name(e), "cudnn")) {
+        fattn_tol_profile p;
+        fattn_tol_profile_builtin(&p);
+        fattn_tol t = fattn_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
+        fattn_tol_profile_free(&p);
+        r.noisy = cudnn_noisy;
+        r.noisy_rtol = t.rtol;
+        r.noisy_atol = t.atol;
+    }
+    return r;
+}
+
+static void check_note(fattn_verify_case *c, const char *check, const fattn_compare_result *r)
+{
+    c->tensors += r->tensors;
+    c->noisy_within += r->noisy_within;
+    for (size_t i = 0; i < r->differences; i++) {
+        if (c->cmp.differences < FATTN_COMPARE_MAX_REPORTED && i < FATTN_COMPARE_MAX_REPORTED) {
+            snprintf(c->cmp.paths[c->cmp.differences], sizeof c->cmp.paths[0], "%s: %s", check,
+                     r->paths[i]);
+            snprintf(c->cmp.why[c->cmp.differences], sizeof c->cmp.why[0], "%s", r->why[i]);
+        }
+        if (c->cmp.differences == 0)
+            snprintf(c->first_check, sizeof c->first_check, "%s", check);
+        c->cmp.differences++;
+    }
+}
+
+/* Run a case; on failure retry with earlier --until so a difference in an
+ * earlier state can still be found. *err gets the first failure. */
+static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
+                                  char *err, size_t errn)
+{
+    static const fattn_state untils[] = {FATTN_STATE_BACKWARD, FATTN_STATE_SAVE_CTX,
+                                         FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
+    for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
+        fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
+                            .poison = FATTN_POISON_PATTERN};
+        fattn_h5_node *n = NULL;
+        if (fattn_run_case(s, &o, &n) == FATTN_OK)
+            return n;
+        if (i == 0)
+            snprintf(err, errn, "%s", fattn_last_error());
+    }
+    return NULL;
+}
+
+static const char *skipped_reason(const fattn_h5_node *n)
+{
+    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, "skipped") : NULL;
+    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
+}
+
+/* Checks 1-3 for one case. */
+void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
+{
+    char err_l[512] = "", err_s[512] = "";
+    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, sizeof err_l);
+    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, sizeof err_s);
+    if (c->legacy && c->split) {
+        const char *sl = skipped_reason(c->legacy), *ss = skipped_reason(c->split);
+        if (sl && ss) {
+            c->skipped = sl;
+            return;
+        }
+        fattn_compare_result r = cmp_init(c, e);
+        fattn_compare_cases(c->legacy, c->split, NULL, &r);
+        check_note(c, "legacy vs split", &r);
+    }
+    if (err_l[0] || err_s[0] || !c->legacy || !c->split) {
+        if (c->cmp.differences == 0)
+            snprintf(c->error, sizeof c->error, "%s", err_l[0] ? err_l : err_s);
+        return;
+    }
+    if (c->spec->is_training) {
+        fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
+                            .poison = FATTN_POISON_PATTERN};
+        struct { const char *name; const fattn_h5_node *src; fattn_state from; fattn_impl impl; }
+        replays[] = {
+            {"replay legacy save_ctx -> split", c->legacy, FATTN_STATE_SAVE_CTX, FATTN_IMPL_SPLIT},
+            {"replay split save_ctx -> legacy", c->split, FATTN_STATE_SAVE_CTX, FATTN_IMPL_LEGACY},
+            {"replay split forward -> split", c->split, FATTN_STATE_FORWARD, FATTN_IMPL_SPLIT},
+        };
+        for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++) {
+            o.impl = replays[i].impl;
+            fattn_h5_node *x = NULL;
+            if (fattn_replay_case(replays[i].src, replays[i].from, &o, &x) != FATTN_OK) {
+                snprintf(c->error, sizeof c->error, "%s: %s", replays[i].name,
+                         fattn_last_error());
+                return;
+            }
+            fattn_compare_result r = cmp_init(c, e);
+            fattn_compare_cases(replays[i].src, x, NULL, &r);
+            check_note(c, replays[i].name, &r);
+            fattn_h5_node_free(x);
+        }
+    }
+    char err[512] = "";
+    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err, sizeof err);
+    if (!again || err[0]) {
+        snprintf(c->error, sizeof c->error, "repeat: %s", err);
+    } else {
+        fattn_compare_result r = cmp_init(c, e);
+        fattn_compare_cases(c->split, again, NULL, &r);
+        check_note(c, "repeat", &r);
+    }
+    fattn_h5_node_free(again);
+}
+
+/* Against the goldens: bitwise on an exact platform-key match, else (tol
+ * non-NULL) against CPU goldens within the tolerance profile. Dropout bits
+ * are the engine's own, so dropout cases compare within one engine only. */
+void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
+                               const fattn_tol_profile *tol, fattn_engine *e)
+{
+    if (!c->legacy || c->skipped || c->error[0])
+        return;
+    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
+    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
+    if (!g) {
+        c->golden_missing = true;
+        return;
+    }
+    fattn_compare_result r = cmp_init(c, e);
+    if (!tol) {
+        fattn_compare_cases(c->legacy, g, NULL, &r);
+    } else if (c->spec->dropout_p > 0.0 && c->spec->is_training) {
+        c->same_engine_only = true;
+        return;
+    } else {
+        fattn_compare_cases_tol(c->legacy, g, tol, &r);
+    }
+    check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+}
+
+/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
+ * cross-platform comparison; 0 if none. */
+static int newest_cpu_goldens(const char *dir, char *path, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int best = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int v;
+        char tail[8];
+        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
+            v > best)
+            best = v;
+    }
+    closedir(d);
+    if (best < 0)
+        return 0;
+    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
+    return 1;
+}
+
+static void states_str(const fattn_h5_node *n, char *buf)
+{
+    static const char *const st[] = {"inputs", "forward", "save_ctx", "backward"};
+    static const char letters[] = "ifsb";
+    for (int i = 0; i < 4; i++)
+        buf[i] = n && fattn_h5_node_find(n, st[i]) ? letters[i] : '-';
+    buf[4] = '\0';
+}
+
+
+void fattn_verify_case_free(fattn_verify_case *c)
+{
+    fattn_h5_node_free(c->legacy);
+    fattn_h5_node_free(c->split);
+    c->legacy = c->split = NULL;
+    c->skipped = NULL; /* pointed into legacy's tree */
+}
+
+fattn_status fattn_verify_goldens_open(const char *dir, const char *backend,
+                                       fattn_verify_goldens *g)
+{
+    memset(g, 0, sizeof *g);
+    fattn_verify_platform_key(backend, g->key, sizeof g->key);
+    snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
+    snprintf(g->note, sizeof g->note, "none for this platform");
+    struct stat sb;
+    g->exact = stat(g->path, &sb) == 0;
+    if (!g->exact && newest_cpu_goldens(dir, g->path, sizeof g->path)) {
+        fattn_tol_profile_builtin(&g->profile);
+        g->tolerance = true;
+        snprintf(g->note, sizeof g->note,
+                 "within tolerance (%s) on defined regions, because there are no goldens for "
+                 "platform key %s", g->profile.version, g->key);
+    }
+    if (g->exact || g->tolerance) {
+        fattn_status st = fattn_runfile_load(g->path, &g->tree);
+        if (st != FATTN_OK) {
+            fattn_verify_goldens_free(g);
+            return st;
+        }
+        if (g->exact)
+            snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
+    }
+    return FATTN_OK;
+}
+
+void fattn_verify_goldens_free(fattn_verify_goldens *g)
+{
+    fattn_h5_node_free(g->tree);
+    g->tree = NULL;
+    if (g->tolerance)
+        fattn_tol_profile_free(&g->profile);
+    g->tolerance = false;
+}
+
+/* A case's outcome into the run's counts. */
+static void tally_case(fattn_verify_result *r, const fattn_verify_case *c)
+{
+    if (c->skipped) {
+        r->n_skip++;
+    } else if (c->cmp.differences) {
+        r->n_diff++;
+        r->n_diff_objects += c->cmp.differences;
+        if (!r->first_bad)
+            r->first_bad = c;
+    } else if (c->error[0]) {
+        r->n_err++;
+    }
+    r->n_nogold += c->golden_missing;
+    r->n_tensors += c->tensors;
+}
+
+fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_engine *e,
+                              const fattn_verify_goldens *g, fattn_verify_case_fn on_case,
+                              void *ctx, fattn_verify_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->cases = calloc(n ? n : 1, sizeof *r->cases);
+    if (!r->cases)
+        return fattn_error(FATTN_E_NOMEM, "verify: out of memory");
+    r->n_cases = n;
+    for (size_t i = 0; i < n; i++) {
+        fattn_verify_case *c = &r->cases[i];
+        c->spec = specs[i];
+        fattn_verify_check_case(c, e);
+        fattn_verify_check_golden(c, g->tree, g->tolerance ? &g->profile : NULL, e);
+        states_str(c->split ? c->split : c->legacy, c->states);
+        tally_case(r, c);
+        if (on_case)
+            on_case(ctx, c);
+    }
+    r->neutral = r->n_diff == 0 && r->n_err == 0;
+    return FATTN_OK;
+}
+
+void fattn_verify_result_free(fattn_verify_result *r)
+{
+    for (size_t i = 0; i < r->n_cases; i++)
+        fattn_verify_case_free(&r->cases[i]);
+    free(r->cases);
+    memset(r, 0, sizeof *r);
+}
