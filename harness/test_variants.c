@@ -20,9 +20,13 @@ typedef struct variant_engine {
     unsigned calls;
 } variant_engine;
 
-static fattn_status variant_fwd(fattn_engine *e, const fattn_fwd_params *p)
+/* The dispatch has resolved the call already: hand it to the inner engine's
+ * operation as it is. */
+static fattn_status variant_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                const fattn_fwd_call *c)
 {
-    return fattn_engine_fwd(((variant_engine *)e)->inner, p);
+    fattn_engine *in = ((variant_engine *)e)->inner;
+    return in->ops->fwd(in, p, c);
 }
 
 /* Element offset (in elements) of logical index [0, .., 0, last]. */
@@ -31,7 +35,8 @@ static int64_t first_offset(const fattn_tensor *t, int64_t last)
     return t->ndim > 0 ? last * t->strides[t->ndim - 1] : 0;
 }
 
-static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                const fattn_bwd_call *c)
 {
     variant_engine *v = (variant_engine *)e;
     size_t esz = fattn_dtype_size(p->dq.dtype);
@@ -41,7 +46,7 @@ static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
     char *dq_elem = can_keep ? (char *)p->dq.data + (size_t)first_offset(&p->dq, 1) * esz : NULL;
     if (dq_elem)
         memcpy(saved, dq_elem, esz);
-    fattn_status st = fattn_engine_bwd(v->inner, p);
+    fattn_status st = v->inner->ops->bwd(v->inner, p, c);
     if (st != FATTN_OK)
         return st;
     if (dq_elem)

@@ -49,17 +49,21 @@ static inline bool fe_same_bits(const fattn_tensor *a, const fattn_tensor *b)
 
 /* ---- a fake engine that reports itself as cudnn ------------------------- */
 
-static inline fattn_status fe_fake_fwd(fattn_engine *e, const fattn_fwd_params *p)
+static inline fattn_status fe_fake_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                       const fattn_fwd_call *c)
 {
     (void)e;
     (void)p;
+    (void)c;
     return fattn_error(FATTN_E_INTERNAL, "fake cudnn engine: must not run");
 }
 
-static inline fattn_status fe_fake_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static inline fattn_status fe_fake_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                       const fattn_bwd_call *c)
 {
     (void)e;
     (void)p;
+    (void)c;
     return fattn_error(FATTN_E_INTERNAL, "fake cudnn engine: must not run");
 }
 

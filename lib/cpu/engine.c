@@ -8,14 +8,16 @@ typedef struct cpu_engine {
     int threads;
 } cpu_engine;
 
-static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
+static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                   const fattn_fwd_call *c)
 {
-    return cpu_forward(((cpu_engine *)e)->threads, p);
+    return cpu_forward(((cpu_engine *)e)->threads, p, c);
 }
 
-static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                   const fattn_bwd_call *c)
 {
-    return cpu_backward(((cpu_engine *)e)->threads, p);
+    return cpu_backward(((cpu_engine *)e)->threads, p, c);
 }
 
 static void cpu_engine_free(fattn_engine *e) { free(e); }

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/cpu.h"
+#include "core/geom.h"
 #include "cudnn/cudnn_internal.h"
 #include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
@@ -354,16 +354,6 @@ static fattn_status execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_gra
 
 /* ---- forward --------------------------------------------------------------- */
 
-static bool shape_is(const fattn_tensor *t, int ndim, const int64_t *shape)
-{
-    if (t->ndim != ndim)
-        return false;
-    for (int i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return false;
-    return true;
-}
-
 /* Read int32 entry i of a 1-D tensor. */
 static int64_t cu_at(const fattn_tensor *t, int64_t i)
 {
@@ -435,7 +425,7 @@ static fattn_status upload_ragged(dev_arena *a, const ragged_src *rs, int n, int
 
 /* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
  * per-batch lengths, dropout seed and offset. */
-static fattn_status upload_common(dev_arena *a, const cg_fwd_desc *fd, const cpu_geom *geom,
+static fattn_status upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
                                   const int64_t rng[2], dev_bindings *d)
 {
     fattn_status st = FATTN_OK;
@@ -458,7 +448,7 @@ static fattn_status upload_common(dev_arena *a, const cg_fwd_desc *fd, const cpu
 typedef struct fwd_run {
     cudnn_engine *e;
     const fattn_fwd_params *p;
-    cpu_geom *geom;
+    const fattn_geom *geom;
     fattn_tensor stats;
     cg_graph *g;
     cg_fwd_desc d;
@@ -467,7 +457,7 @@ typedef struct fwd_run {
 static fattn_status run_forward(fwd_run *r, dev_arena *a)
 {
     const fattn_fwd_params *p = r->p;
-    const cpu_geom *geom = r->geom;
+    const fattn_geom *geom = r->geom;
     const cg_graph *g = r->g;
     const cudnn_api *api = r->e->api;
     cudnn_plan *plan = NULL;
@@ -554,23 +544,22 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < geom->len_q[bi]; i++)
             for (int64_t n = 0; n < h; n++) {
-                int64_t off = cpu_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
+                int64_t off = fattn_geom_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
                 memcpy((char *)p->o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
                 int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                              : (bi * h + n) * geom->sq + i;
-                sdst[cpu_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
+                sdst[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
             }
     free(ho);
     free(hs);
     return FATTN_OK;
 }
 
-static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p)
+static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
+                                     const fattn_fwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = now_s();
-    if (!p->aux)
-        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
     fwd_run r;
     memset(&r, 0, sizeof r);
     r.e = e;
@@ -579,78 +568,11 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
     if (st != FATTN_OK)
         return st;
     r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
-    /* The CPU engine's validation: shapes, lengths, offsets, bias, sink. */
-    bool apply_dropout = p->is_training && p->dropout > 0.0f;
-    cpu_geom_args a = {
-        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
-        .bias = &p->bias, .softmax_offset = &p->softmax_offset,
-        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
-        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
-        .rng_state = &p->rng_state,
-        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
-        .attn_scale = p->attn_scale, .dropout = p->dropout,
-        .apply_dropout = apply_dropout,
-        .layout = p->qkv_layout, .o_format = p->o_format,
-        .bias_type = p->bias_type, .mask_type = p->mask_type,
-        .softmax_type = p->softmax_type,
-        .win_left = p->window_size_left, .win_right = p->window_size_right,
-        .bottom_right = p->bottom_right_diagonal,
-        .who = "cuDNN forward",
-    };
-    cpu_geom geom;
-    if ((st = cpu_geom_init(&geom, &a)) != FATTN_OK)
-        return st;
-    r.geom = &geom;
-
-    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
-    int sndim;
-    int64_t sshape[4];
-    cpu_stats_shape(&geom, &sndim, sshape);
-    fattn_aux_pack *aux = p->aux;
-    if (aux->n == 0) {
-        int k = 0;
-        aux->t[k++] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
-        int64_t two = 2;
-        aux->t[k++] = fattn_tensor_view(NULL, FATTN_DTYPE_INT64, 1, &two);
-        if (has_bias) {
-            aux->t[k] = p->bias;
-            aux->t[k++].data = NULL;
-        }
-        if (has_sink) {
-            aux->t[k] = p->softmax_offset;
-            aux->t[k++].data = NULL;
-        }
-        aux->n = k;
-        cpu_geom_free(&geom);
-        return FATTN_OK;
-    }
-    if (aux->n != want) {
-        cpu_geom_free(&geom);
-        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
-                           aux->n, want);
-    }
-    r.stats = aux->t[0];
-    if (fattn_tensor_is_empty(&r.stats) || r.stats.dtype != FATTN_DTYPE_FLOAT32 ||
-        !shape_is(&r.stats, sndim, sshape)) {
-        cpu_geom_free(&geom);
-        return fattn_error(FATTN_E_SHAPE, "forward: aux Stats must be a float32 tensor of the "
-                           "shape the first call reported");
-    }
-    int k = 1;
-    aux->t[k++] = p->rng_state;
-    if (has_bias)
-        aux->t[k++] = p->bias;
-    if (has_sink)
-        aux->t[k++] = p->softmax_offset;
-
+    r.geom = c->geom;
+    r.stats = c->stats;
     r.g = malloc(sizeof *r.g);
-    if (!r.g) {
-        cpu_geom_free(&geom);
+    if (!r.g)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
-    }
     st = cg_build_fwd(r.g, &r.d);
     if (st == FATTN_OK) {
         snprintf(e->last_route, sizeof e->last_route, "%s",
@@ -661,7 +583,6 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
         dev_free_all(&arena);
     }
     free(r.g);
-    cpu_geom_free(&geom);
     return st;
 }
 
@@ -670,7 +591,7 @@ static fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
 typedef struct bwd_run {
     cudnn_engine *e;
     const fattn_bwd_params *p;
-    cpu_geom *geom;
+    const fattn_geom *geom;
     fattn_tensor stats;
     cg_graph *g;
     cg_bwd_desc d;
@@ -691,7 +612,7 @@ static void copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format 
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < len[bi]; i++)
             for (int64_t n = 0; n < heads; n++) {
-                int64_t o = cpu_row_offset(dst, fmt, off, bi, i, n);
+                int64_t o = fattn_geom_row_offset(dst, fmt, off, bi, i, n);
                 memcpy((char *)dst->data + (size_t)o * esz, dev_copy + (size_t)o * esz,
                        (size_t)width * esz);
             }
@@ -706,7 +627,7 @@ static fattn_status download(const cudnn_api *api, void *host, const void *dev, 
 static fattn_status run_backward(bwd_run *r, dev_arena *a)
 {
     const fattn_bwd_params *p = r->p;
-    const cpu_geom *geom = r->geom;
+    const fattn_geom *geom = r->geom;
     const cg_graph *g = r->g;
     const cg_fwd_desc *fd = &r->d.f;
     const cudnn_api *api = r->e->api;
@@ -745,7 +666,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
                 for (int64_t n = 0; n < h; n++) {
                     int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                                  : (bi * h + n) * geom->sq + i;
-                    hs[si] = src[cpu_stats_offset(geom, &r->stats, bi, n, i)];
+                    hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
                 }
         st = dev_upload(a, hs, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS]);
         free(hs);
@@ -837,7 +758,8 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     return st;
 }
 
-static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p)
+static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
+                                     const fattn_bwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = now_s();
@@ -857,48 +779,11 @@ static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params 
     if (r.d.dsink && r.d.f.ragged_q && e->api->GetVersion() <= 91900)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dSoftmaxOffset with a THD "
                            "(ragged) Q is wrong on cuDNN <= 9.19 (measured); not supported");
-    const fattn_aux_pack *aux = p->aux;
-    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    int k = 2;
-    fattn_tensor bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
-    fattn_tensor offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
-    cpu_geom_args a = {
-        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
-        .bias = &bias, .softmax_offset = &offset,
-        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
-        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
-        .rng_state = &aux->t[1],
-        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
-        .attn_scale = p->attn_scale, .dropout = p->dropout,
-        .apply_dropout = p->dropout > 0.0f,
-        .layout = p->qkv_layout, .o_format = p->o_format,
-        .bias_type = p->bias_type, .mask_type = p->mask_type,
-        .softmax_type = p->softmax_type,
-        .win_left = p->window_size_left, .win_right = p->window_size_right,
-        .bottom_right = p->bottom_right_diagonal,
-        .who = "cuDNN backward",
-    };
-    cpu_geom geom;
-    if ((st = cpu_geom_init(&geom, &a)) != FATTN_OK)
-        return st;
-    r.geom = &geom;
-    int sndim;
-    int64_t sshape[4];
-    cpu_stats_shape(&geom, &sndim, sshape);
-    r.stats = aux->t[0];
-    if (fattn_tensor_is_empty(&r.stats) || r.stats.dtype != FATTN_DTYPE_FLOAT32 ||
-        !shape_is(&r.stats, sndim, sshape)) {
-        cpu_geom_free(&geom);
-        return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
-                           "forward's shape");
-    }
+    r.geom = c->geom;
+    r.stats = c->stats;
     r.g = malloc(sizeof *r.g);
-    if (!r.g) {
-        cpu_geom_free(&geom);
+    if (!r.g)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
-    }
     st = cg_build_bwd(r.g, &r.d);
     if (st == FATTN_OK) {
         snprintf(e->last_route, sizeof e->last_route, "%s",
@@ -909,7 +794,6 @@ static fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params 
         dev_free_all(&arena);
     }
     free(r.g);
-    cpu_geom_free(&geom);
     return st;
 }
 
@@ -933,6 +817,8 @@ static void cudnn_engine_free(fattn_engine *base)
 
 static const fattn_engine_ops cudnn_ops = {
     .name = "cudnn",
+    .who_fwd = "cuDNN forward",
+    .who_bwd = "cuDNN backward",
     .fwd = cudnn_engine_fwd,
     .bwd = cudnn_engine_bwd,
     .free = cudnn_engine_free,

@@ -653,13 +653,10 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
 {
     memset(d, 0, sizeof *d);
     const fattn_aux_pack *aux = p->aux;
-    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
-    if (!aux || aux->n != want)
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    if (!aux || aux->n != l.n)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN backward: aux pack has %d entries, "
-                           "expected %d", aux ? aux->n : 0, want);
+                           "expected %d", aux ? aux->n : 0, l.n);
     /* The forward's description from the same options. */
     fattn_fwd_params fp;
     memset(&fp, 0, sizeof fp);
@@ -667,14 +664,13 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
     fp.k = p->k;
     fp.v = p->v;
     fp.o = p->o;
-    int k = 2;
-    fp.bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
-    fp.softmax_offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
+    fp.bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty();
+    fp.softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset] : fattn_tensor_empty();
     fp.cu_seqlens_q = p->cu_seqlens_q;
     fp.cu_seqlens_kv = p->cu_seqlens_kv;
     fp.cu_seqlens_q_padded = p->cu_seqlens_q_padded;
     fp.cu_seqlens_kv_padded = p->cu_seqlens_kv_padded;
-    fp.rng_state = aux->t[1];
+    fp.rng_state = aux->t[l.rng_state];
     fp.max_seqlen_q = p->max_seqlen_q;
     fp.max_seqlen_kv = p->max_seqlen_kv;
     fp.is_training = true;

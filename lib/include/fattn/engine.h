@@ -27,10 +27,11 @@
  *    (Bias if bias_type is pre/post_scale_bias),
  *    (SoftmaxOffset if softmax_type is not vanilla)]
  * Forward follows TE's two-call protocol: called with aux->n == 0 it only
- * fills the pack's shapes and dtypes (data NULL) and returns; the caller
- * allocates Stats (and Max) and calls again. On the executing call the engine
- * points the rng_state, Bias and SoftmaxOffset entries at the inputs, as TE
- * does (the pack entry *is* the input). Backward reads
+ * validates, fills the pack's shapes and dtypes (data NULL) and returns; the
+ * caller allocates Stats (and Max) and calls again. On the executing call
+ * the dispatch points the rng_state, Bias and SoftmaxOffset entries at the
+ * inputs, as TE does (the pack entry *is* the input). fattn_aux_layout_fwd
+ * and _bwd give the slots. Backward reads
  *   [Stats, rng_state, (Bias), (SoftmaxOffset)]   (Max already stripped).
  *
  * Defined regions (an engine writes nothing outside them; callers poison
@@ -118,14 +119,59 @@ typedef struct fattn_bwd_params {
     bool cuda_graph;
 } fattn_bwd_params;
 
+/* ---- TE's aux pack --------------------------------------------------- */
+
+/* Where each entry sits in the aux pack, -1 when absent; n entries in all.
+ * The one statement of TE's slot order in the library (the front ends keep
+ * their own copies as independent witnesses). */
+typedef struct fattn_aux_layout {
+    int n;
+    int stats, max, rng_state, bias, softmax_offset;
+} fattn_aux_layout;
+
+/* Forward pack: [Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]. Bias is
+ * present for pre_scale_bias and post_scale_bias, SoftmaxOffset for every
+ * softmax type but vanilla, Max with return_max_logit. */
+fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
+                                      bool return_max_logit);
+/* Backward pack: the forward's without Max. */
+fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax);
+
+/* ---- engines ---------------------------------------------------------- */
+
 /* An engine is an object with two operations. Test-only variants and the
- * cuDNN engine implement the same table. */
+ * cuDNN engine implement the same table. The dispatch (fattn_engine_fwd,
+ * fattn_engine_bwd) runs TE's two-call protocol and validates the geometry
+ * once; an engine's operations see only executing calls, with the pack's
+ * entries resolved. */
 typedef struct fattn_engine fattn_engine;
+
+/* The validated geometry of a call (lib/core/geom.h, internal to lib/). */
+typedef struct fattn_geom fattn_geom;
+
+/* An executing forward call: Stats (and Max) are the caller's float32
+ * tensors of the shape the describing call reported; the pack's rng_state,
+ * Bias and SoftmaxOffset entries already point at the inputs. */
+typedef struct fattn_fwd_call {
+    const fattn_geom *geom;
+    fattn_tensor stats;
+    fattn_tensor max;     /* empty unless return_max_logit */
+} fattn_fwd_call;
+
+/* A backward call: the pack's entries, Stats' shape checked. bias and
+ * softmax_offset are empty where the layout has none. */
+typedef struct fattn_bwd_call {
+    const fattn_geom *geom;
+    fattn_tensor stats, rng_state, bias, softmax_offset;
+} fattn_bwd_call;
 
 typedef struct fattn_engine_ops {
     const char *name; /* "cpu", "cudnn", or a test variant's name */
-    fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p);
-    fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p);
+    /* Prefixes of the dispatch's validation messages ("forward" and
+     * "backward" when NULL). */
+    const char *who_fwd, *who_bwd;
+    fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
+    fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
     void (*free)(fattn_engine *e);
 } fattn_engine_ops;
 
