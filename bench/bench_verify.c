@@ -142,10 +142,10 @@ int main(int argc, char **argv)
     /* where the plans came from: built, or restored from the plan store */
     fattn_cudnn_plan_store_stats ps;
     memset(&ps, 0, sizeof ps);
-    const fattn_engine *shared = cli_engine_shared();
-    const char *store = shared ? fattn_cudnn_plan_store_dir(shared) : "";
+    const fattn_cudnn_plan_cache *shared = cli_plan_cache();
+    const char *store = fattn_cudnn_plan_cache_store_dir(shared);
     if (shared)
-        fattn_cudnn_plan_stats(shared, &ps);
+        fattn_cudnn_plan_cache_stats(shared, &ps);
     json_t *jstore = json_string(store ? store : "");
     char *store_s = json_dumps(jstore, JSON_ENCODE_ANY);
     json_decref(jstore);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "runfile.h"
 #include "runner.h"
+#include "fattn_config.h"
 #include "test_variants.h"
 
 static const char run_help[] =
@@ -299,6 +300,9 @@ int fattn_cmd_run(int argc, char **argv)
         st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK && (repeat > 1 || check_writes))
         st = fattn_h5_node_group(root, "audit", &audit);
+#if FATTN_TESTING
+    /* Test-only engine variants (test_variants.h): only in a build with
+     * -Dtesting=true; in any other the variable means nothing. */
     const char *variant = getenv("FATTN_TEST_ENGINE_VARIANT");
     if (st == FATTN_OK && variant && *variant) {
         fattn_engine *wrapped = NULL;
@@ -310,6 +314,7 @@ int fattn_cmd_run(int argc, char **argv)
             st = fattn_h5_node_set_string(root, "prov_test_variant", variant);
         }
     }
+#endif
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
     if (st != FATTN_OK)

@@ -28,27 +28,15 @@
 #include "runner.h"
 
 /* The platform key goldens are filed under: bitwise comparison against
- * goldens is only meaningful on an exact match. */
-static void platform_key(const char *backend, char *buf, size_t n)
+ * goldens is only meaningful on an exact match. The engine knows it. */
+static void platform_key(const fattn_engine *e, char *buf, size_t n)
 {
-    fattn_cudnn_info info;
-    if (!strcmp(backend, "cpu")) {
-        snprintf(buf, n, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
-    } else if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
-        /* GPU model, compute capability, SM count, cuDNN runtime version */
-        char name[64];
-        size_t k = 0;
-        for (const char *p = info.device_name; *p && k + 1 < sizeof name; p++)
-            name[k++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a')
-                        : ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) ? *p
-                                                                                : '-';
-        name[k] = '\0';
-        snprintf(buf, n, "cudnn-%s-sm%d%d-%dsm-cudnn%lld", name, info.cc_major, info.cc_minor,
-                 info.sm_count, (long long)info.cudnn_version);
-    } else {
-        snprintf(buf, n, "%s-unknown", backend);
-    }
+    snprintf(buf, n, "%s", fattn_engine_last_report(e).platform);
 }
+
+/* Bitwise checks need a backward that repeats bitwise: engines that can
+ * force the deterministic backward do so for verify and golden. */
+static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd = true};
 
 typedef struct case_check {
     const fattn_spec *spec;
@@ -72,7 +60,7 @@ static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
 static fattn_compare_result cmp_init(const case_check *c, fattn_engine *e)
 {
     fattn_compare_result r = {0};
-    if (!strcmp(fattn_engine_name(e), "cudnn")) {
+    if (fattn_engine_supports(e, FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET)) {
         fattn_tol_profile p;
         fattn_tol_profile_builtin(&p);
         fattn_tol t = fattn_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
@@ -288,17 +276,17 @@ int fattn_cmd_verify(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
-    if (cli_engine_open("verify", backend, &e, &backend_name) != FATTN_EXIT_OK) {
+    if (cli_engine_open_opts("verify", backend, &deterministic_bwd, &e, &backend_name) !=
+        FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
     /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
      * accumulator dQ does not (docs/determinism.md), so every case runs the
      * deterministic graph here, whatever its `deterministic` key says. */
-    bool forced = !strcmp(backend_name, "cudnn") &&
-                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
+    bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
     char key[128], gpath[4096];
-    platform_key(backend_name, key, sizeof key);
+    platform_key(e, key, sizeof key);
     snprintf(gpath, sizeof gpath, "%s/%s.h5", fix_dir, key);
     fattn_h5_node *goldens = NULL;
     const char *golden_note = "none for this platform";
@@ -490,15 +478,15 @@ int fattn_cmd_golden(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
-    if (cli_engine_open("golden", backend, &e, &backend_name) != FATTN_EXIT_OK) {
+    if (cli_engine_open_opts("golden", backend, &deterministic_bwd, &e, &backend_name) !=
+        FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
     /* as verify runs them, so that verify can compare bitwise */
-    bool forced = !strcmp(backend_name, "cudnn") &&
-                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
+    bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
     char key[128], path[4096];
-    platform_key(backend_name, key, sizeof key);
+    platform_key(e, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
 
     fattn_h5_node *root = NULL, *cases_g = NULL;

@@ -6,7 +6,12 @@
  *   unwritten_dq  backward leaves dQ's element at logical index [0,..,0,1]
  *                 as it found it (so the poison survives there)
  *   flaky_dk      every second backward adds one ulp to dK's first element
+ * Compiled only in a build with -Dtesting=true (FATTN_TESTING): a shipping
+ * CLI has no variant to select.
  */
+#include "fattn_config.h"
+
+#if FATTN_TESTING
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,16 +71,24 @@ static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p,
 static void variant_free(fattn_engine *e)
 {
     variant_engine *v = (variant_engine *)e;
-    cli_engine_close(v->inner); /* the inner engine may be the process-wide one */
+    cli_engine_close(v->inner);
     free(v);
+}
+
+/* The inner engine's report; no query holds (the support table checks a
+ * variant with the CPU rules, and no provenance tag is recorded for it). */
+static void variant_report(const fattn_engine *e, fattn_engine_report *out)
+{
+    *out = fattn_engine_last_report(((const variant_engine *)e)->inner);
+    out->engine = e->ops->name;
 }
 
 static const fattn_engine_ops unwritten_ops = {
     .name = "test-variant:unwritten_dq", .fwd = variant_fwd, .bwd = variant_bwd,
-    .free = variant_free};
+    .supports = NULL, .report = variant_report, .free = variant_free};
 static const fattn_engine_ops flaky_ops = {
     .name = "test-variant:flaky_dk", .fwd = variant_fwd, .bwd = variant_bwd,
-    .free = variant_free};
+    .supports = NULL, .report = variant_report, .free = variant_free};
 
 fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
                                      fattn_engine **out)
@@ -95,3 +108,5 @@ fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
     *out = &v->base;
     return FATTN_OK;
 }
+
+#endif /* FATTN_TESTING */

@@ -67,8 +67,15 @@ static inline fattn_status fe_fake_bwd(fattn_engine *e, const fattn_bwd_params *
     return fattn_error(FATTN_E_INTERNAL, "fake cudnn engine: must not run");
 }
 
+static inline bool fe_fake_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    (void)e;
+    return q == FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN;
+}
+
 static const fattn_engine_ops fe_fake_cudnn_ops = {
-    .name = "cudnn", .fwd = fe_fake_fwd, .bwd = fe_fake_bwd, .free = NULL};
+    .name = "cudnn", .fwd = fe_fake_fwd, .bwd = fe_fake_bwd, .supports = fe_fake_supports,
+    .free = NULL};
 
 /* ---- running a matrix case through a front end -------------------------- */
 

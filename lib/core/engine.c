@@ -8,6 +8,7 @@
  */
 #include <assert.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "core/geom.h"
 #include "fattn/engine.h"
@@ -197,6 +198,22 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
 const char *fattn_engine_name(const fattn_engine *e)
 {
     return (e && e->ops) ? e->ops->name : "none";
+}
+
+bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    return e && e->ops && e->ops->supports && e->ops->supports(e, q);
+}
+
+fattn_engine_report fattn_engine_last_report(const fattn_engine *e)
+{
+    fattn_engine_report r;
+    memset(&r, 0, sizeof r);
+    r.engine = fattn_engine_name(e);
+    r.platform = r.tag = r.route = r.plan_source = "";
+    if (e && e->ops && e->ops->report)
+        e->ops->report(e, &r);
+    return r;
 }
 
 void fattn_engine_free(fattn_engine *e)

@@ -165,6 +165,59 @@ typedef struct fattn_bwd_call {
     fattn_tensor stats, rng_state, bias, softmax_offset;
 } fattn_bwd_call;
 
+/* Questions an engine answers, so that callers ask instead of naming it. */
+typedef enum fattn_engine_query {
+    /* The support table's cuDNN rules apply to it (lib/core/support.c);
+     * otherwise its CPU rules. */
+    FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN = 1,
+    /* The report's tag names the compiled kernel configuration that ran:
+     * provenance worth recording (prov_engine_tag). */
+    FATTN_ENGINE_Q_PLAN_TAG,
+    /* dSoftmaxOffset is not bitwise repeatable even with the deterministic
+     * backward (measured, docs/determinism.md): compare it within tolerance. */
+    FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET,
+    /* Every backward runs the deterministic algorithm, whatever
+     * fattn_bwd_params.deterministic says (fattn_engine_options). */
+    FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD,
+} fattn_engine_query;
+
+/* Benchmark timing of the last call (fattn_engine_options.timing_iters). */
+typedef struct fattn_engine_timing {
+    int iters;              /* timed executions (0: timing was off) */
+    double gpu_ms_median;   /* plan execution, CUDA events */
+    double gpu_ms_min;
+    /* Host time of the call outside the copies and the GPU work: graph
+     * description, plan-cache lookup (or build), variant pack, launch.
+     * With a plan-cache hit this is the per-call host overhead. */
+    double host_us;
+    /* Its two parts: fattn's (validation, graph description, cache key and
+     * lookup) and the execution call (variant pack and
+     * cudnnBackendExecute, which launches the kernels). */
+    double host_fattn_us;
+    double host_execute_us;
+    double plan_build_s;    /* 0 when the plan came from the cache; the
+                               restore time when it came from the store */
+    bool plan_cache_hit;
+    bool plan_from_store;   /* restored from the plan store (not built) */
+} fattn_engine_timing;
+
+/* What an engine says about itself and its last forward or backward, for
+ * provenance and benchmarks. Strings are the engine's, valid until its next
+ * call or its free; never NULL ("" when there is nothing to say). */
+typedef struct fattn_engine_report {
+    const char *engine;      /* its name */
+    const char *platform;    /* the key goldens are filed under, e.g.
+                                "cpu-math-1", "cudnn-nvidia-h200-sm90-132sm-cudnn91900" */
+    const char *tag;         /* engine config of the last plan ("eng2_k24=7") */
+    const char *route;       /* "composite" / "native" forward, "bwd-dq-accum" /
+                                "bwd-direct-dq" backward */
+    const char *plan_source; /* "memory", "store" or "built" */
+    int plans;               /* plans in the engine's plan cache */
+    int64_t workspace;       /* device bytes the last backward used besides its
+                                inputs and outputs (docs/cudnn-engine.md) */
+    fattn_engine_timing timing;
+} fattn_engine_report;
+
 typedef struct fattn_engine_ops {
     const char *name; /* "cpu", "cudnn", or a test variant's name */
     /* Prefixes of the dispatch's validation messages ("forward" and
@@ -172,6 +225,11 @@ typedef struct fattn_engine_ops {
     const char *who_fwd, *who_bwd;
     fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
     fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
+    /* NULL: no query holds. */
+    bool (*supports)(const fattn_engine *e, fattn_engine_query q);
+    /* Fill what the engine knows; the dispatch has set every field to its
+     * empty value and `engine` to the name. NULL: nothing more. */
+    void (*report)(const fattn_engine *e, fattn_engine_report *out);
     void (*free)(fattn_engine *e);
 } fattn_engine_ops;
 
@@ -191,7 +249,42 @@ fattn_status fattn_engine_init_cpu(fattn_engine **out,
 fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
 fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
 const char *fattn_engine_name(const fattn_engine *e);
+bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q);
+fattn_engine_report fattn_engine_last_report(const fattn_engine *e);
 void fattn_engine_free(fattn_engine *e);
+
+/* ---- the engine registry (lib/core/registry.c) ------------------------ */
+
+/* A cuDNN plan cache (fattn/cudnn.h), owned by whoever made it. */
+typedef struct fattn_cudnn_plan_cache fattn_cudnn_plan_cache;
+
+/* Options of fattn_engine_open: each engine takes what concerns it. */
+typedef struct fattn_engine_options {
+    int threads;                  /* CPU: 0 = one per online CPU */
+    int device;                   /* cuDNN: CUDA ordinal (ignored with a plan cache) */
+    bool force_deterministic_bwd; /* cuDNN: every backward deterministic */
+    int timing_iters;             /* cuDNN: benchmark timing, 0 off */
+    /* cuDNN: where the caller keeps a plan cache shared by its engines.
+     * NULL: the engine has its own. Else the cache in *plan_cache is used;
+     * when it is NULL the engine makes one and leaves it there: the caller
+     * owns it and frees it (fattn_cudnn_plan_cache_free) after its last
+     * engine. A CPU engine never touches it. */
+    fattn_cudnn_plan_cache **plan_cache;
+} fattn_engine_options;
+
+/* The registry is the one place engine names are compared. Kinds, in the
+ * order --backend auto prefers them: "cudnn", "cpu". */
+bool fattn_engine_kind_known(const char *name);
+/* Open the named kind; opt may be NULL (defaults). */
+fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
+                               fattn_engine **out);
+/* Open the first kind that is available and opens, in preference order;
+ * *name gets its registry name. */
+fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
+                                    const char **name);
+/* The support table's engine column for e ("cpu" or "cudnn"), the name
+ * fattn_support_check takes. */
+const char *fattn_engine_support_column(const fattn_engine *e);
 
 /* Version of the CPU engine's math: bumped whenever any CPU result bit can
  * change (part of the CPU platform key of goldens). */
