@@ -15,13 +15,96 @@ typedef struct bwd_run {
     cg_bwd_desc d;
 } bwd_run;
 
+/* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
+ * rows zero (the kernels do not read them). */
+static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
+{
+    const fattn_geom *geom = r->geom;
+    int64_t b = geom->b, h = geom->h;
+    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    float *hs = calloc((size_t)stats_n, sizeof(float));
+    if (!hs)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Stats staging");
+    const float *src = r->stats.data;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < geom->len_q[bi]; i++)
+            for (int64_t n = 0; n < h; n++) {
+                int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
+                                             : (bi * h + n) * geom->sq + i;
+                hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
+            }
+    fattn_status st = cudnn_dev_upload(a, hs, (size_t)stats_n * sizeof(float),
+                                       &d->p[CG_ROLE_STATS]);
+    free(hs);
+    return st;
+}
+
+/* Copy back the defined regions of dQ, dK, dV, dBias, dSoftmaxOffset only. */
+static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
+{
+    const fattn_bwd_params *p = r->p;
+    const fattn_geom *geom = r->geom;
+    const cg_fwd_desc *fd = &r->d.f;
+    const cudnn_api *api = r->e->api;
+    int64_t b = geom->b, h = geom->h;
+    fattn_status st = FATTN_OK;
+    fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
+                             (fattn_tensor *)&p->dv};
+    void *devs[3] = {d->p[CG_ROLE_DQ], d->p[CG_ROLE_DK], d->p[CG_ROLE_DV]};
+    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
+        size_t bytes = cudnn_view_bytes(outs[t]);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = cudnn_download(api, hbuf, devs[t], bytes);
+        if (st == FATTN_OK) {
+            if (t == 0)
+                cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
+                                geom->d);
+            else
+                cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
+                                geom->hg, t == 1 ? geom->d : geom->dv);
+        }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && r->d.dbias) {
+        const fattn_tensor *db = &p->d_bias;
+        size_t bytes = cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = cudnn_download(api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
+        if (st == FATTN_OK)
+            for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
+                for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
+                    for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
+                        int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
+                                      i2 * db->strides[2];
+                        memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
+                               (size_t)db->shape[3] * esz);
+                    }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
+        float hsink[FATTN_CUDNN_MAX_HEADS];
+        const fattn_tensor *dso = &p->d_softmax_offset;
+        if (h > FATTN_CUDNN_MAX_HEADS)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
+                               FATTN_CUDNN_MAX_HEADS);
+        st = cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
+        if (st == FATTN_OK)
+            for (int64_t n = 0; n < h; n++)
+                ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
+    }
+    return st;
+}
+
 static fattn_status run_backward(bwd_run *r, dev_arena *a)
 {
     const fattn_bwd_params *p = r->p;
     const fattn_geom *geom = r->geom;
     const cg_graph *g = r->g;
     const cg_fwd_desc *fd = &r->d.f;
-    const cudnn_api *api = r->e->api;
     cudnn_plan *plan = NULL;
     fattn_status st = cudnn_get_plan(r->e, g, &plan);
     if (st != FATTN_OK)
@@ -31,7 +114,6 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
 
     int64_t b = geom->b, h = geom->h;
     dev_bindings d = {{NULL}};
-    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
     if ((st = cudnn_upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
         (st = cudnn_upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
         (st = cudnn_upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
@@ -45,25 +127,8 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
         (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
         return st;
-    /* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
-     * rows zero (the kernels do not read them). */
-    {
-        float *hs = calloc((size_t)stats_n, sizeof(float));
-        if (!hs)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Stats staging");
-        const float *src = r->stats.data;
-        for (int64_t bi = 0; bi < b; bi++)
-            for (int64_t i = 0; i < geom->len_q[bi]; i++)
-                for (int64_t n = 0; n < h; n++) {
-                    int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
-                                                 : (bi * h + n) * geom->sq + i;
-                    hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
-                }
-        st = cudnn_dev_upload(a, hs, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS]);
-        free(hs);
-        if (st != FATTN_OK)
-            return st;
-    }
+    if ((st = upload_stats(r, a, &d)))
+        return st;
     if (fd->bias && (st = cudnn_upload_view(a, &geom->bias, &d.p[CG_ROLE_BIAS])))
         return st;
     if (r->d.dbias && (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->d_bias), &d.p[CG_ROLE_DBIAS])))
@@ -98,59 +163,11 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     if ((st = cudnn_execute_plan(r->e, plan, g, ptrs, host_pre)))
         return st;
 
-    /* copy back the defined regions only */
-    fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
-                             (fattn_tensor *)&p->dv};
-    void *devs[3] = {d.p[CG_ROLE_DQ], d.p[CG_ROLE_DK], d.p[CG_ROLE_DV]};
-    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
-        size_t bytes = cudnn_view_bytes(outs[t]);
-        char *hbuf = malloc(bytes);
-        if (!hbuf)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = cudnn_download(api, hbuf, devs[t], bytes);
-        if (st == FATTN_OK) {
-            if (t == 0)
-                cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h, geom->d);
-            else
-                cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b, geom->hg,
-                          t == 1 ? geom->d : geom->dv);
-        }
-        free(hbuf);
-    }
-    if (st == FATTN_OK && r->d.dbias) {
-        const fattn_tensor *db = &p->d_bias;
-        size_t bytes = cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
-        char *hbuf = malloc(bytes);
-        if (!hbuf)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = cudnn_download(api, hbuf, d.p[CG_ROLE_DBIAS], bytes);
-        if (st == FATTN_OK)
-            for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
-                for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
-                    for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
-                        int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
-                                      i2 * db->strides[2];
-                        memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
-                               (size_t)db->shape[3] * esz);
-                    }
-        free(hbuf);
-    }
-    if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
-        float hsink[FATTN_CUDNN_MAX_HEADS];
-        const fattn_tensor *dso = &p->d_softmax_offset;
-        if (h > FATTN_CUDNN_MAX_HEADS)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
-                               FATTN_CUDNN_MAX_HEADS);
-        st = cudnn_download(api, hsink, d.p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
-        if (st == FATTN_OK)
-            for (int64_t n = 0; n < h; n++)
-                ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
-    }
-    return st;
+    return download_grads(r, &d);
 }
 
 fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
-                                     const fattn_bwd_call *c)
+                              const fattn_bwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = cudnn_now_s();

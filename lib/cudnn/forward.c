@@ -117,7 +117,7 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
 }
 
 fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
-                                     const fattn_fwd_call *c)
+                              const fattn_fwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = cudnn_now_s();
