@@ -114,6 +114,60 @@ static int64_t view_extent(const fattn_tensor *t)
     return e;
 }
 
+/* The description's options past the shapes: ragged offset dtype, bias,
+ * ALiBi, sink, dropout, the diagonal band, the scale. */
+static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
+{
+    /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
+    int64_t span = 0;
+    const fattn_tensor *all[] = {&p->q, &p->k, &p->v, &p->o};
+    for (int i = 0; i < 4; i++) {
+        int64_t e = view_extent(all[i]);
+        span = e > span ? e : span;
+    }
+    d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
+
+    if (p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
+    d->bias = p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    if (d->bias) {
+        const fattn_tensor *bt = &p->bias;
+        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->q.dtype)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
+                               "dtype");
+        for (int i = 0; i < 4; i++) {
+            d->bias_dims[i] = bt->shape[i];
+            /* size-1 dims broadcast: their stride does not matter to the
+             * data, give them the packed value */
+            d->bias_strides[i] = bt->strides[i];
+        }
+        if (d->bias_strides[3] != 1)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
+    }
+    d->alibi = p->bias_type == FATTN_BIAS_ALIBI;
+    d->sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    d->dropout = p->is_training && p->dropout > 0.0f ? p->dropout : 0.0f;
+    d->stats_output = true; /* TE always generates stats */
+
+    /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
+     * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
+     * padding is plain top-left; left bound = left + 1, right bound = right. */
+    d->bottom_right = p->bottom_right_diagonal;
+    if (d->bottom_right && d->sq == d->skv && !d->padding)
+        d->bottom_right = false;
+    if (p->window_size_left < -1 || p->window_size_right < -1)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
+    d->has_left = p->window_size_left != -1;
+    d->left_bound = d->has_left ? p->window_size_left + 1 : 0;
+    d->has_right = p->window_size_right != -1;
+    d->right_bound = d->has_right ? p->window_size_right : 0;
+    if (!isfinite(p->attn_scale))
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
+    d->attn_scale = p->attn_scale;
+    d->allow_native = true;
+    return FATTN_OK;
+}
+
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
 {
     memset(d, 0, sizeof *d);
@@ -189,55 +243,8 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
         d->hk != d->hv || d->hq % d->hk != 0)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
 
-    /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
-    int64_t span = 0;
-    const fattn_tensor *all[] = {&p->q, &p->k, &p->v, &p->o};
-    for (int i = 0; i < 4; i++) {
-        int64_t e = view_extent(all[i]);
-        span = e > span ? e : span;
-    }
-    d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
     d->padding = padding;
-
-    if (p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
-    d->bias = p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    if (d->bias) {
-        const fattn_tensor *bt = &p->bias;
-        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->q.dtype)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
-                               "dtype");
-        for (int i = 0; i < 4; i++) {
-            d->bias_dims[i] = bt->shape[i];
-            /* size-1 dims broadcast: their stride does not matter to the
-             * data, give them the packed value */
-            d->bias_strides[i] = bt->strides[i];
-        }
-        if (d->bias_strides[3] != 1)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
-    }
-    d->alibi = p->bias_type == FATTN_BIAS_ALIBI;
-    d->sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    d->dropout = p->is_training && p->dropout > 0.0f ? p->dropout : 0.0f;
-    d->stats_output = true; /* TE always generates stats */
-
-    /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
-     * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
-     * padding is plain top-left; left bound = left + 1, right bound = right. */
-    d->bottom_right = p->bottom_right_diagonal;
-    if (d->bottom_right && sq == skv && !padding)
-        d->bottom_right = false;
-    if (p->window_size_left < -1 || p->window_size_right < -1)
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
-    d->has_left = p->window_size_left != -1;
-    d->left_bound = d->has_left ? p->window_size_left + 1 : 0;
-    d->has_right = p->window_size_right != -1;
-    d->right_bound = d->has_right ? p->window_size_right : 0;
-    if (!isfinite(p->attn_scale))
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
-    d->attn_scale = p->attn_scale;
-    d->allow_native = true;
-    return FATTN_OK;
+    return fwd_desc_options(p, d);
 }
 
 bool cg_fwd_is_native(const cg_fwd_desc *d)
@@ -500,6 +507,141 @@ static int band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int se
     return s;
 }
 
+/* The forward's inputs, in the order their descriptors must exist: ragged
+ * offsets, Q, K (transposed), V, the per-batch lengths. */
+typedef struct fwd_inputs {
+    int q, k, v, seq_q, seq_kv;
+    int ro, rs; /* ragged offsets of O and Stats, -1 without */
+} fwd_inputs;
+
+static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs *x)
+{
+    cg_graph *g = bd->g;
+    const int64_t b = d->b;
+    /* Ragged offsets first: a tensor's RAGGED_OFFSET_DESC must exist before it. */
+    int rq = -1, rk = -1, rv = -1;
+    x->ro = -1, x->rs = -1;
+    if (d->ragged_q) {
+        rq = ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
+        x->ro = ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
+        x->rs = ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+                           CG_UID_RAG_STATS);
+    }
+    if (d->ragged_kv) {
+        rk = ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
+        rv = ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
+    }
+
+    int q = x->q = add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
+    /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
+    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
+    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
+    int k = x->k = add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
+    int v = x->v = add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
+    if (bd->st != FATTN_OK)
+        return bd->st;
+    g->t[q].ragged = rq;
+    g->t[k].ragged = rk;
+    g->t[v].ragged = rv;
+
+    x->seq_q = -1, x->seq_kv = -1;
+    if (d->padding) {
+        int64_t bd4[4] = {b, 1, 1, 1};
+        x->seq_q = add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+                           CG_UID_SEQ_Q);
+        x->seq_kv = add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+                            CG_UID_SEQ_KV);
+    }
+
+    return bd->st;
+}
+
+/* Softmax (F3-F9), with the sink variant: Stats = M + log(sum exp(s - M))
+ * written out when the description asks, P = exp(s - M) / sum. Returns P. */
+static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
+{
+    cg_graph *g = bd->g;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq;
+    const int64_t r4[4] = {b, hq, sq, 1};
+    /* softmax (F3-F9), with the sink variant */
+    int sink = -1, m;
+    if (d->sink) {
+        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
+        sink = add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+                          CG_UID_SINK);
+        int smax = virt(bd, "s_max", CG_F32, r4);
+        red_into(bd, "Max", CG_RED_MAX, s, smax);
+        m = virt(bd, "Max", CG_F32, r4);
+        pw_into(bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
+    } else {
+        m = virt(bd, "Max", CG_F32, r4);
+        red_into(bd, "Max", CG_RED_MAX, s, m);
+    }
+    int z = pw(bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
+    int e = pw(bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
+    int l;
+    if (d->sink) {
+        int subs = pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
+        int es = pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
+        int tsum = virt(bd, "SumExp_elements", CG_F32, r4);
+        red_into(bd, "sum", CG_RED_ADD, e, tsum);
+        l = virt(bd, "SumExp", CG_F32, r4);
+        pw_into(bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
+    } else {
+        l = virt(bd, "SumExp", CG_F32, r4);
+        red_into(bd, "sum", CG_RED_ADD, e, l);
+    }
+    int lnl = pw(bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
+    int stats;
+    if (d->stats_output) {
+        int64_t st4[4];
+        if (d->ragged_q) { /* TE's ragged stats: [t, h] token-major */
+            st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
+        } else {
+            contiguous(r4, st4);
+        }
+        stats = add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+                           CG_UID_STATS);
+        if (bd->st == FATTN_OK)
+            g->t[stats].ragged = rs;
+    } else {
+        stats = virt(bd, "Stats", CG_F32, r4);
+    }
+    pw_into(bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
+    return pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1, d->dropout > 0.0f ? CG_F32 : d->io);
+}
+
+/* Dropout on P: the Philox keep-mask (written out for the oracle with
+ * rng_dump) and the 1/(1-p) scale. Returns the dropped P. */
+static int fwd_dropout(builder *bd, const cg_fwd_desc *d, int p)
+{
+    const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
+    if (d->dropout > 0.0f) {
+        int seed = add_tensor(bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
+                              CG_UID_SEED);
+        int off = add_tensor(bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
+                             CG_UID_OFFSET);
+        int mask;
+        if (d->rng_dump) { /* the keep-mask written out, for the oracle */
+            int64_t ms[4];
+            contiguous(s4, ms);
+            mask = add_tensor(bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
+                              CG_UID_RNG_DUMP);
+        } else {
+            mask = virt(bd, "rng", CG_F32, s4);
+        }
+        cg_op *r = add_op(bd, CG_OP_RNG, "rng");
+        if (r) {
+            r->in[0] = seed, r->in[1] = off, r->out = mask;
+            r->bernoulli_p = 1.0 - (double)d->dropout;
+        }
+        p = pw(bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
+        int sc = scalar_f(bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        p = pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1, d->io);
+    }
+    return p;
+}
+
 fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
 {
     memset(g, 0, sizeof *g);
@@ -508,43 +650,13 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     if (cg_fwd_is_native(d))
         return build_native(&bd, d);
     g->route = CG_ROUTE_COMPOSITE;
-    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv;
-    const int64_t s4[4] = {b, hq, sq, skv};
-    const int64_t r4[4] = {b, hq, sq, 1};
+    const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
 
-    /* Ragged offsets first: a tensor's RAGGED_OFFSET_DESC must exist before it. */
-    int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1;
-    if (d->ragged_q) {
-        rq = ragged_tensor(&bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        ro = ragged_tensor(&bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
-        rs = ragged_tensor(&bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
-                           CG_UID_RAG_STATS);
-    }
-    if (d->ragged_kv) {
-        rk = ragged_tensor(&bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = ragged_tensor(&bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
-    }
-
-    int q = add_tensor(&bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
-    /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
-    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
-    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = add_tensor(&bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int v = add_tensor(&bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
-    if (bd.st != FATTN_OK)
-        return bd.st;
-    g->t[q].ragged = rq;
-    g->t[k].ragged = rk;
-    g->t[v].ragged = rv;
-
-    int seq_q = -1, seq_kv = -1;
-    if (d->padding) {
-        int64_t bd4[4] = {b, 1, 1, 1};
-        seq_q = add_tensor(&bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
-                           CG_UID_SEQ_Q);
-        seq_kv = add_tensor(&bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
-                            CG_UID_SEQ_KV);
-    }
+    fwd_inputs x;
+    fattn_status st = fwd_add_inputs(&bd, d, &x);
+    if (st != FATTN_OK)
+        return st;
+    int q = x.q, k = x.k, v = x.v, seq_q = x.seq_q, seq_kv = x.seq_kv;
 
     /* F1 bmm1 */
     int s = virt(&bd, "bmm1", CG_F32, s4);
@@ -562,82 +674,14 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     s = score_modifiers(&bd, d, s, seq_q, seq_kv);
     s = band_mask(&bd, d, s, seq_q, seq_kv);
 
-    /* softmax (F3-F9), with the sink variant */
-    int sink = -1, m;
-    if (d->sink) {
-        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        sink = add_tensor(&bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
-                          CG_UID_SINK);
-        int smax = virt(&bd, "s_max", CG_F32, r4);
-        red_into(&bd, "Max", CG_RED_MAX, s, smax);
-        m = virt(&bd, "Max", CG_F32, r4);
-        pw_into(&bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
-    } else {
-        m = virt(&bd, "Max", CG_F32, r4);
-        red_into(&bd, "Max", CG_RED_MAX, s, m);
-    }
-    int z = pw(&bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
-    int e = pw(&bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
-    int l;
-    if (d->sink) {
-        int subs = pw(&bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
-        int es = pw(&bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
-        int tsum = virt(&bd, "SumExp_elements", CG_F32, r4);
-        red_into(&bd, "sum", CG_RED_ADD, e, tsum);
-        l = virt(&bd, "SumExp", CG_F32, r4);
-        pw_into(&bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
-    } else {
-        l = virt(&bd, "SumExp", CG_F32, r4);
-        red_into(&bd, "sum", CG_RED_ADD, e, l);
-    }
-    int lnl = pw(&bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
-    int stats;
-    if (d->stats_output) {
-        int64_t st4[4];
-        if (d->ragged_q) { /* TE's ragged stats: [t, h] token-major */
-            st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
-        } else {
-            contiguous(r4, st4);
-        }
-        stats = add_tensor(&bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
-        if (bd.st == FATTN_OK)
-            g->t[stats].ragged = rs;
-    } else {
-        stats = virt(&bd, "Stats", CG_F32, r4);
-    }
-    pw_into(&bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
-    int p = pw(&bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1, d->dropout > 0.0f ? CG_F32 : d->io);
-
-    if (d->dropout > 0.0f) {
-        int seed = add_tensor(&bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
-                              CG_UID_SEED);
-        int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
-                             CG_UID_OFFSET);
-        int mask;
-        if (d->rng_dump) { /* the keep-mask written out, for the oracle */
-            int64_t ms[4];
-            contiguous(s4, ms);
-            mask = add_tensor(&bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
-                              CG_UID_RNG_DUMP);
-        } else {
-            mask = virt(&bd, "rng", CG_F32, s4);
-        }
-        cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
-        if (r) {
-            r->in[0] = seed, r->in[1] = off, r->out = mask;
-            r->bernoulli_p = 1.0 - (double)d->dropout;
-        }
-        p = pw(&bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
-        int sc = scalar_f(&bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        p = pw(&bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1, d->io);
-    }
+    int p = fwd_softmax(&bd, d, s, x.rs);
+    p = fwd_dropout(&bd, d, p);
 
     /* F10 bmm2 */
     int o = add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
                        CG_UID_O);
     if (bd.st == FATTN_OK)
-        g->t[o].ragged = ro;
+        g->t[o].ragged = x.ro;
     cg_op *mm2 = add_op(&bd, CG_OP_MATMUL, "bmm2");
     if (mm2) {
         mm2->in[0] = p, mm2->in[1] = v, mm2->out = o;
@@ -780,49 +824,55 @@ static void reshape_into(builder *bd, const char *name, int x, int out)
     o->out = out;
 }
 
-fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
+/* The backward's inputs and outputs, in the order their descriptors must
+ * exist (ragged offsets first), the per-batch lengths, the scalars and the
+ * regenerated dropout mask. */
+typedef struct bwd_inputs {
+    int q, k, v, o, dO, stats, dq, dk, dvt;
+    int seq_q, seq_kv, scale;
+    int drop_scale, drop_scale_inv, one; /* -1 where unused */
+    int mask;                            /* -1 without dropout */
+    int rs, rk, rdq;                     /* ragged offsets, -1 without */
+    int64_t st4[4];                      /* Stats' strides */
+} bwd_inputs;
+
+static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inputs *x)
 {
-    memset(g, 0, sizeof *g);
-    g->next_uid = CG_UID_FIRST_INTERNAL;
-    g->route = CG_ROUTE_COMPOSITE;
-    builder bd = {g, FATTN_OK};
+    cg_graph *g = bd->g;
     const cg_fwd_desc *d = &bdsc->f;
-    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv, dqk = d->d, dv = d->dv;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv;
     const int64_t s4[4] = {b, hq, sq, skv};
     const int64_t r4[4] = {b, hq, sq, 1};
-    const int64_t r4s[4] = {hq * sq, sq, 1, 1};
-    const int64_t st_s4t[4] = {hq * sq * skv, sq * skv, 1, skv};
-
     /* ragged offsets first */
     int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1, rdo = -1, rdq = -1, rdk = -1, rdv = -1;
     if (d->ragged_q) {
-        rq = ragged_tensor(&bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        ro = ragged_tensor(&bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
-        rs = ragged_tensor(&bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+        rq = ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
+        ro = ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
+        rs = ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
                            CG_UID_RAG_STATS);
-        rdo = ragged_tensor(&bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
+        rdo = ragged_tensor(bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
                             CG_UID_RAG_DO);
-        rdq = ragged_tensor(&bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
+        rdq = ragged_tensor(bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
                             CG_UID_RAG_DQ);
     }
     if (d->ragged_kv) {
-        rk = ragged_tensor(&bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = ragged_tensor(&bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
-        rdk = ragged_tensor(&bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
+        rk = ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
+        rv = ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
+        rdk = ragged_tensor(bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
                             CG_UID_RAG_DK);
-        rdv = ragged_tensor(&bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
+        rdv = ragged_tensor(bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
                             CG_UID_RAG_DV);
     }
     /* inputs: Q, KT, VT, O, dO, Stats */
-    int q = add_tensor(&bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
+    int q = add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = add_tensor(&bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
+    int k = add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
     int64_t vt_dims[4] = {d->v_dims[0], d->v_dims[1], d->v_dims[3], d->v_dims[2]};
     int64_t vt_strides[4] = {d->v_strides[0], d->v_strides[1], d->v_strides[3], d->v_strides[2]};
-    int v = add_tensor(&bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
-    int o = add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
-    int dO = add_tensor(&bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
+    int v = add_tensor(bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
+    int o = add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
+    int dO = add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
                         CG_ROLE_DO, CG_UID_DO);
     int64_t st4[4];
     if (d->ragged_q) {
@@ -830,16 +880,16 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
     } else {
         contiguous(r4, st4);
     }
-    int stats = add_tensor(&bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+    int stats = add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
                            CG_UID_STATS);
-    int dq = add_tensor(&bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
+    int dq = add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
                         CG_ROLE_DQ, CG_UID_DQ);
-    int dk = add_tensor(&bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
+    int dk = add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
                         CG_ROLE_DK, CG_UID_DK);
-    int dvt = add_tensor(&bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
+    int dvt = add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
                          CG_ROLE_DV, CG_UID_DV);
-    if (bd.st != FATTN_OK)
-        return bd.st;
+    if (bd->st != FATTN_OK)
+        return bd->st;
     g->t[q].ragged = rq;
     g->t[k].ragged = rk;
     g->t[v].ragged = rv;
@@ -853,131 +903,182 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
     int seq_q = -1, seq_kv = -1;
     if (d->padding) {
         int64_t bd4[4] = {b, 1, 1, 1};
-        seq_q = add_tensor(&bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+        seq_q = add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
                            CG_UID_SEQ_Q);
-        seq_kv = add_tensor(&bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+        seq_kv = add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
                             CG_UID_SEQ_KV);
     }
-    int scale = scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    int scale = scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
     bool dropout = d->dropout > 0.0f;
     int drop_scale = -1, drop_scale_inv = -1, one = -1;
     if (dropout) {
-        drop_scale = scalar_f(&bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        drop_scale_inv = scalar_f(&bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
+        drop_scale = scalar_f(bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        drop_scale_inv = scalar_f(bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
     } else {
-        one = scalar_f(&bd, "one", 1.0f, -1);
+        one = scalar_f(bd, "one", 1.0f, -1);
     }
 
     /* RNG: the forward's mask, regenerated from the saved rng_state */
     int mask = -1;
     if (dropout) {
-        int seed = add_tensor(&bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
+        int seed = add_tensor(bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
                               CG_UID_SEED);
-        int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
+        int off = add_tensor(bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
-        mask = virt(&bd, "rng", CG_F32, s4);
-        cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
+        mask = virt(bd, "rng", CG_F32, s4);
+        cg_op *r = add_op(bd, CG_OP_RNG, "rng");
         if (r) {
             r->in[0] = seed, r->in[1] = off, r->out = mask;
             r->bernoulli_p = 1.0 - (double)d->dropout;
         }
     }
 
+    *x = (bwd_inputs){.q = q, .k = k, .v = v, .o = o, .dO = dO, .stats = stats, .dq = dq,
+                      .dk = dk, .dvt = dvt, .seq_q = seq_q, .seq_kv = seq_kv, .scale = scale,
+                      .drop_scale = drop_scale, .drop_scale_inv = drop_scale_inv, .one = one,
+                      .mask = mask, .rs = rs, .rk = rk, .rdq = rdq};
+    memcpy(x->st4, st4, sizeof st4);
+    return bd->st;
+}
+
+/* B1-B3: Dsum = rowsum(dO * O) * (1 - p), and dSoftmaxOffset from it.
+ * Returns the Dsum tensor. */
+static int bwd_dsum(builder *bd, const cg_bwd_desc *bdsc, const bwd_inputs *x)
+{
+    cg_graph *g = bd->g;
+    const cg_fwd_desc *d = &bdsc->f;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq, dv = d->dv;
+    const int64_t r4[4] = {b, hq, sq, 1};
+    const int64_t r4s[4] = {hq * sq, sq, 1, 1};
+    const int dO = x->dO, o = x->o, stats = x->stats;
+    const bool dropout = d->dropout > 0.0f;
     /* B1-B3: Dsum = rowsum(dO * O) * (1 - p) */
     int64_t t0_dims[4] = {b, hq, sq, dv}, t0_str[4] = {hq * sq * dv, sq * dv, hq * dv, 1};
-    int t0 = add_tensor(&bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
-    pw_into(&bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
-    int t1 = add_tensor(&bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
-    red_into(&bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
+    int t0 = add_tensor(bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
+    pw_into(bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
+    int t1 = add_tensor(bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
+    red_into(bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
     if (bdsc->dsink) {
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int sink = add_tensor(&bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+        int sink = add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
                               CG_UID_SINK);
-        int dsink = add_tensor(&bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
+        int dsink = add_tensor(bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
                                CG_UID_DSINK);
-        int ss_ = pw(&bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
-        int es = pw(&bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
-        int pt = pw(&bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
-        red_into(&bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
+        int ss_ = pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
+        int es = pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
+        int pt = pw(bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
+        red_into(bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
     }
-    int dsum = add_tensor(&bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? st4 : r4s,
+    int dsum = add_tensor(bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? x->st4 : r4s,
                           false, false, CG_ROLE_DSUM, CG_UID_DSUM);
-    if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
-        g->t[dsum].ragged = rs;
-    pw_into(&bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1, dropout ? drop_scale_inv : one,
+    if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
+        g->t[dsum].ragged = x->rs;
+    pw_into(bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1, dropout ? x->drop_scale_inv : x->one,
             -1, dsum);
 
+
+    return dsum;
+}
+
+/* B4-B18: P recomputed, then dV, dS (and dBias), dK, dQ. */
+static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_inputs *x,
+                              int dsum)
+{
+    cg_graph *g = bd->g;
+    const cg_fwd_desc *d = &bdsc->f;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv, dqk = d->d, dv = d->dv;
+    const int64_t s4[4] = {b, hq, sq, skv};
+    const int64_t st_s4t[4] = {hq * sq * skv, sq * skv, 1, skv};
+    const int q = x->q, k = x->k, v = x->v, dO = x->dO, stats = x->stats;
+    const int dq = x->dq, dk = x->dk, dvt = x->dvt, seq_q = x->seq_q, seq_kv = x->seq_kv;
+    const int scale = x->scale, drop_scale = x->drop_scale, mask = x->mask;
+    const bool dropout = d->dropout > 0.0f;
     /* B4-B7: P recomputed */
-    int s = virt(&bd, "matmul_Q_KT", CG_F32, s4);
-    matmul_into(&bd, "matmul_Q_KT", q, k, s, seq_q, seq_kv, -1);
-    s = pw(&bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
-    s = score_modifiers(&bd, d, s, seq_q, seq_kv);
-    s = pw(&bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
-    s = band_mask(&bd, d, s, seq_q, seq_kv);
-    int p_ = pw(&bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
+    int s = virt(bd, "matmul_Q_KT", CG_F32, s4);
+    matmul_into(bd, "matmul_Q_KT", q, k, s, seq_q, seq_kv, -1);
+    s = pw(bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+    s = score_modifiers(bd, d, s, seq_q, seq_kv);
+    s = pw(bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
+    s = band_mask(bd, d, s, seq_q, seq_kv);
+    int p_ = pw(bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
     int pd = p_;
     if (dropout) {
-        pd = pw(&bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
-        pd = pw(&bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
+        pd = pw(bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
+        pd = pw(bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
     }
     /* B8-B9: dV */
     int64_t pt_dims[4] = {b, hq, skv, sq};
-    int pT = add_tensor(&bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
-    reshape_into(&bd, "reshape_p", pd, pT);
+    int pT = add_tensor(bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
+    reshape_into(bd, "reshape_p", pd, pT);
     if (hq == d->hv) {
-        matmul_into(&bd, "matmul_pT_dO", pT, dO, dvt, seq_kv, -1, seq_q);
+        matmul_into(bd, "matmul_pT_dO", pT, dO, dvt, seq_kv, -1, seq_q);
     } else {
         int64_t fh[4] = {b, hq, skv, dv};
-        int full = virt(&bd, "matmul_pT_dO", d->io, fh);
-        matmul_into(&bd, "matmul_pT_dO", pT, dO, full, seq_kv, -1, seq_q);
-        red_into(&bd, "red_dV_head", CG_RED_ADD, full, dvt);
+        int full = virt(bd, "matmul_pT_dO", d->io, fh);
+        matmul_into(bd, "matmul_pT_dO", pT, dO, full, seq_kv, -1, seq_q);
+        red_into(bd, "red_dV_head", CG_RED_ADD, full, dvt);
     }
     /* B10-B13: dS */
-    int dp = virt(&bd, "matmul_dO_VT", CG_F32, s4);
-    matmul_into(&bd, "matmul_dO_VT", dO, v, dp, seq_q, seq_kv, -1);
+    int dp = virt(bd, "matmul_dO_VT", CG_F32, s4);
+    matmul_into(bd, "matmul_dO_VT", dO, v, dp, seq_q, seq_kv, -1);
     if (dropout)
-        dp = pw(&bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
-    int t2 = pw(&bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
-    int t3 = pw(&bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
+        dp = pw(bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
+    int t2 = pw(bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
+    int t3 = pw(bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
     if (dropout)
-        t3 = pw(&bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
+        t3 = pw(bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
     if (bdsc->dbias) {
-        int db = add_tensor(&bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
+        int db = add_tensor(bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
                             false, CG_ROLE_DBIAS, CG_UID_DBIAS);
-        red_into(&bd, "red_dP_dBias", CG_RED_ADD, t3, db);
+        red_into(bd, "red_dP_dBias", CG_RED_ADD, t3, db);
     }
-    int ds = pw(&bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
+    int ds = pw(bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
     /* B14-B15: dK */
-    int dsT = add_tensor(&bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
+    int dsT = add_tensor(bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
                          -1);
-    reshape_into(&bd, "reshape_dS", ds, dsT);
+    reshape_into(bd, "reshape_dS", ds, dsT);
     if (hq == d->hk) {
-        matmul_into(&bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
+        matmul_into(bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
     } else {
         int64_t fh[4] = {b, hq, skv, dqk};
-        int full = virt(&bd, "matmul_dST_Q", d->io, fh);
-        matmul_into(&bd, "matmul_dST_Q", dsT, q, full, seq_kv, -1, seq_q);
-        red_into(&bd, "red_dK_head", CG_RED_ADD, full, dk);
+        int full = virt(bd, "matmul_dST_Q", d->io, fh);
+        matmul_into(bd, "matmul_dST_Q", dsT, q, full, seq_kv, -1, seq_q);
+        red_into(bd, "red_dK_head", CG_RED_ADD, full, dk);
     }
     /* B16-B18: dQ */
-    int kv = add_tensor(&bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
+    int kv = add_tensor(bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
                         CG_ROLE_NONE, -1);
-    if (bd.st == FATTN_OK)
-        g->t[kv].ragged = rk;
-    reshape_into(&bd, "reshape_k", k, kv);
+    if (bd->st == FATTN_OK)
+        g->t[kv].ragged = x->rk;
+    reshape_into(bd, "reshape_k", k, kv);
     if (!bwd_direct_dq(bdsc)) {
         int64_t qa[4] = {b, hq, sq, dqk};
-        int acc = add_tensor(&bd, "dQ_accum", CG_F32, qa,
+        int acc = add_tensor(bd, "dQ_accum", CG_F32, qa,
                              bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
                              CG_ROLE_DQ_ACCUM, CG_UID_DQ_ACCUM);
-        if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
-            g->t[acc].ragged = rdq;
-        matmul_into(&bd, "matmul_dS_K", ds, kv, acc, seq_q, -1, seq_kv);
-        pw_into(&bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
+        if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
+            g->t[acc].ragged = x->rdq;
+        matmul_into(bd, "matmul_dS_K", ds, kv, acc, seq_q, -1, seq_kv);
+        pw_into(bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
     } else {
-        matmul_into(&bd, "matmul_dS_K", ds, kv, dq, seq_q, -1, seq_kv);
+        matmul_into(bd, "matmul_dS_K", ds, kv, dq, seq_q, -1, seq_kv);
     }
-    return bd.st;
+    return bd->st;
+}
+
+
+fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
+{
+    memset(g, 0, sizeof *g);
+    g->next_uid = CG_UID_FIRST_INTERNAL;
+    g->route = CG_ROUTE_COMPOSITE;
+    builder bd = {g, FATTN_OK};
+    bwd_inputs x;
+    fattn_status st = bwd_add_inputs(&bd, bdsc, &x);
+    if (st != FATTN_OK)
+        return st;
+    int dsum = bwd_dsum(&bd, bdsc, &x);
+    return bwd_grads(&bd, bdsc, &x, dsum);
 }
 
 /* ---- dump ----------------------------------------------------------------- */
