@@ -68,7 +68,7 @@ int cg_find_uid(const cg_graph *g, int64_t uid)
 
 /* A 4-D (or THD 3-D) view in cuDNN's [b, h, s, d] order. */
 fattn_status cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
-                                int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4])
+                         int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4])
 {
     if (fattn_tensor_is_empty(t))
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: %s is missing", name);
@@ -121,8 +121,8 @@ void cgb_contiguous(const int64_t dims[4], int64_t strides[4])
 }
 
 int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
-                          const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
-                          int64_t uid)
+                   const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
+                   int64_t uid)
 {
     cg_graph *g = bd->g;
     if (bd->st != FATTN_OK)
@@ -199,7 +199,7 @@ cg_op *cgb_add_op(builder *bd, cg_op_kind kind, const char *name)
 
 /* Pointwise op into a given output. */
 void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
-                        int x, int b, int t, int out)
+                 int x, int b, int t, int out)
 {
     cg_op *o = cgb_add_op(bd, CG_OP_POINTWISE, name);
     if (!o)
@@ -213,7 +213,7 @@ void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, 
 
 /* Pointwise op with a new virtual output: dims broadcast over x and b. */
 int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
-                  int x, int b, int t, cg_dtype out_dt)
+           int x, int b, int t, cg_dtype out_dt)
 {
     if (bd->st != FATTN_OK)
         return 0;
@@ -239,7 +239,7 @@ void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int ou
 }
 
 int cgb_ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
-                             int64_t uid)
+                      int64_t uid)
 {
     int64_t dims[4] = {b + 1, 1, 1, 1};
     return cgb_add_tensor(bd, name, dt, dims, cgb_one4, false, false, role, uid);

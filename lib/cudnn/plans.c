@@ -230,7 +230,7 @@ static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph 
 /* Grow the shared workspace, execute, wait; then the timed repeats.
  * host_pre is the host time the call spent before its first copy. */
 fattn_status cudnn_execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
-                                 void *const *ptrs, double host_pre)
+                                void *const *ptrs, double host_pre)
 {
     const cudnn_api *api = e->api;
     size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);

@@ -85,7 +85,7 @@ void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
 
 /* Upload the [b+1] element offsets of every ragged tensor into its role. */
 fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
-                                  cg_dtype dt, dev_bindings *d)
+                                 cg_dtype dt, dev_bindings *d)
 {
     size_t esz = dt == CG_I64 ? 8 : 4;
     void *host = malloc((size_t)(b + 1) * 8);
@@ -105,7 +105,7 @@ fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int6
 /* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
  * per-batch lengths, dropout seed and offset. */
 fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
-                                  const int64_t rng[2], dev_bindings *d)
+                                 const int64_t rng[2], dev_bindings *d)
 {
     fattn_status st = FATTN_OK;
     size_t hbytes = (size_t)geom->h * sizeof(float), bbytes = (size_t)geom->b * sizeof(int32_t);
@@ -132,8 +132,8 @@ fattn_status cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out)
 
 /* Copy rows [0, len) of every head of a gradient back (defined regions). */
 void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
-                      const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
-                      int64_t width)
+                     const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
+                     int64_t width)
 {
     size_t esz = fattn_dtype_size(dst->dtype);
     for (int64_t bi = 0; bi < b; bi++)
