@@ -1,5 +1,6 @@
 /* The cuDNN engine's backward: graph, plan, upload, execute, copy back the
  * defined regions of dQ, dK, dV, dBias and dSoftmaxOffset. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,7 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     if (r.d.dsink && r.d.f.ragged_q && e->api->GetVersion() <= 91900)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dSoftmaxOffset with a THD "
                            "(ragged) Q is wrong on cuDNN <= 9.19 (measured); not supported");
+    assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
     r.g = malloc(sizeof *r.g);

@@ -1,6 +1,7 @@
 /* The cuDNN engine object (fattn/cudnn.h): its operation table, what it
  * answers and reports, init and free. Calls are in forward.c and
  * backward.c, plans in plans.c (engine_internal.h has the map). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ static bool cudnn_engine_supports(const fattn_engine *base, fattn_engine_query q
 static void cudnn_engine_report(const fattn_engine *base, fattn_engine_report *out)
 {
     const cudnn_engine *e = (const cudnn_engine *)base;
+    assert(e->pc && e->last_plan_source);
     out->platform = e->platform;
     out->tag = e->last_tag;
     out->route = e->last_route;

@@ -1,5 +1,6 @@
 /* The cuDNN engine's forward: graph, plan, upload, execute, copy back the
  * defined regions of O and Stats. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,7 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     if (st != FATTN_OK)
         return st;
     r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
+    assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
     r.g = malloc(sizeof *r.g);

@@ -1,6 +1,7 @@
 /* The cuDNN plan cache (fattn/cudnn.h): plans by graph key, the plan store
  * behind it, and executing a plan with the shared workspace and the
  * benchmark repeats. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,7 @@ static void store_save(cudnn_engine *e, const char *key_text, const cudnn_plan *
  * had at all; the store's own failures fall back to a build. */
 fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
 {
+    assert(e->pc && e->pc->handle);
     char *key = cg_dump(g, false);
     if (!key)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph dump");
