@@ -176,7 +176,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Timed re-executions for set_timing: the same plan and buffers, queued
+/* Timed re-executions (timing_iters): the same plan and buffers, queued
  * back to back on the handle's (default) stream with an event between
  * consecutive executions, one wait at the end. */
 static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
