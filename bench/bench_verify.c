@@ -1,9 +1,10 @@
 /* `fattn verify` cold and warm in one process.
  *
  * Runs the verify command twice with the same arguments in this process and
- * prints one JSON line with both wall times. The first run is cold: the
- * process-wide cuDNN engine (harness/cli.c) builds every plan the matrix
- * needs. The second is warm: every plan comes from that engine's cache, so
+ * prints one JSON line with both wall times. The first run is cold: its
+ * cuDNN engine builds every plan the matrix needs into the process's plan
+ * cache (harness/cli.c). The second is warm: its new engine takes every plan
+ * from that cache, so
  * the difference is what plan building costs. On the CPU engine both runs
  * do the same work (it has no plan cache) and the two times only show the
  * noise. Goal: warm < 60 s on the GPU (docs/bench.md).
@@ -16,7 +17,7 @@
  *
  * JSON: bench "verify", args (the verify arguments), cold_s, warm_s,
  * cold_exit, warm_exit (verify's exit codes), plans_after_cold,
- * plans_after_warm (plans in the process-wide cuDNN engine; equal when the
+ * plans_after_warm (plans in the process's plan cache; equal when the
  * warm run built none), goal_warm_s.
  *
  * Exit: 0 both runs finished with the same exit code (0 or 1: a verdict of
