@@ -139,11 +139,13 @@ fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type s
 
 /* ---- engines ---------------------------------------------------------- */
 
-/* An engine is an object with two operations. Test-only variants and the
- * cuDNN engine implement the same table. The dispatch (fattn_engine_fwd,
- * fattn_engine_bwd) runs TE's two-call protocol and validates the geometry
- * once; an engine's operations see only executing calls, with the pack's
- * entries resolved. */
+/* An engine is an object: forward and backward, the questions it answers
+ * (supports) and what it says about its last call (report). The CPU and
+ * cuDNN engines and the test-only variants implement the same table; callers
+ * never compare engine names (only the registry below does). The dispatch
+ * (fattn_engine_fwd, fattn_engine_bwd) runs TE's two-call protocol and
+ * validates the geometry once; an engine's operations see only executing
+ * calls, with the pack's entries resolved. */
 typedef struct fattn_engine fattn_engine;
 
 /* The validated geometry of a call (lib/core/geom.h, internal to lib/). */
