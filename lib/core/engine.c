@@ -9,9 +9,17 @@
 #include <assert.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/geom.h"
 #include "fattn/engine.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static bool aux_has_bias(fattn_bias_type bias)
 {
@@ -94,6 +102,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_fwd: NULL engine or params");
+    double t0 = now_s();
     if (!p->aux)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
     fattn_geom_args a;
@@ -118,7 +127,8 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
                            aux->n, l.n);
     }
-    fattn_fwd_call c = {.geom = &g, .stats = aux->t[l.stats], .max = fattn_tensor_empty()};
+    fattn_fwd_call c = {.geom = &g, .stats = aux->t[l.stats], .max = fattn_tensor_empty(),
+                        .t0 = t0};
     if (l.max >= 0)
         c.max = aux->t[l.max];
     const fattn_tensor *outs[2] = {&c.stats, &c.max};
@@ -146,6 +156,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_bwd: NULL engine or params");
+    double t0 = now_s();
     const fattn_aux_pack *aux = p->aux;
     if (!aux || aux->n < 2)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
@@ -159,7 +170,8 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     fattn_bwd_call c = {.stats = aux->t[l.stats], .rng_state = aux->t[l.rng_state],
                         .bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty(),
                         .softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset]
-                                                                : fattn_tensor_empty()};
+                                                                : fattn_tensor_empty(),
+                        .t0 = t0};
     fattn_geom_args a = {
         .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
         .bias = &c.bias, .softmax_offset = &c.softmax_offset,

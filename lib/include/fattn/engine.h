@@ -158,6 +158,8 @@ typedef struct fattn_fwd_call {
     const fattn_geom *geom;
     fattn_tensor stats;
     fattn_tensor max;     /* empty unless return_max_logit */
+    double t0;            /* when the dispatch took the call (CLOCK_MONOTONIC, s):
+                             host time an engine reports counts from here */
 } fattn_fwd_call;
 
 /* A backward call: the pack's entries, Stats' shape checked. bias and
@@ -165,6 +167,7 @@ typedef struct fattn_fwd_call {
 typedef struct fattn_bwd_call {
     const fattn_geom *geom;
     fattn_tensor stats, rng_state, bias, softmax_offset;
+    double t0;            /* as fattn_fwd_call's */
 } fattn_bwd_call;
 
 /* Questions an engine answers, so that callers ask instead of naming it. */
