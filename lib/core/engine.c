@@ -165,7 +165,8 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     if (aux->n != l.n)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
                            "%d ([Stats, rng_state%s%s])", aux->n, l.n,
-                           l.bias >= 0 ? ", Bias" : "", l.softmax_offset >= 0 ? ", SoftmaxOffset" : "");
+                           l.bias >= 0 ? ", Bias" : "",
+                           l.softmax_offset >= 0 ? ", SoftmaxOffset" : "");
     /* nvte_fused_attn_bwd reads Bias and SoftmaxOffset from the pack. */
     fattn_bwd_call c = {.stats = aux->t[l.stats], .rng_state = aux->t[l.rng_state],
                         .bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty(),

@@ -154,7 +154,8 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_DK, rkv, ck, ckp, p->dk.strides[0]},
             {CG_ROLE_RAG_DV, rkv, ck, ckp, p->dv.strides[0]},
         };
-        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype, &d)))
+        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype,
+                                      &d)))
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];

@@ -48,7 +48,8 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
         (st = cudnn_dev_alloc(a, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS])))
         return st;
-    if (r->d.bias && (st = cudnn_dev_upload(a, p->bias.data, cudnn_view_bytes(&p->bias), &d.p[CG_ROLE_BIAS])))
+    if (r->d.bias && (st = cudnn_dev_upload(a, p->bias.data, cudnn_view_bytes(&p->bias),
+                                            &d.p[CG_ROLE_BIAS])))
         return st;
     int64_t rng[2] = {0, 0};
     if (r->d.dropout > 0.0f) {
@@ -68,7 +69,8 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
             {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
         };
-        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype, &d)))
+        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
+                                      &d)))
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];

@@ -250,7 +250,7 @@ int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int
     const int64_t hq = d->hq;
     if (d->bias) {
         int bias = cgb_add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
-                              CG_ROLE_BIAS, CG_UID_BIAS);
+                                  CG_ROLE_BIAS, CG_UID_BIAS);
         s = cgb_pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
     }
     if (d->alibi) {
@@ -259,18 +259,19 @@ int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int
         int sub = cgb_pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
         int slopes = cgb_add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
-                                CG_UID_ALIBI);
+                                    CG_UID_ALIBI);
         int m = cgb_pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
         s = cgb_pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
     }
     if (d->padding) {
         int row = cgb_pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
         int col = cgb_pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int rm = cgb_pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1, CG_BOOL);
+        int rm = cgb_pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1,
+                        CG_BOOL);
         int cm = cgb_pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
-                    CG_BOOL);
+                        CG_BOOL);
         int both = cgb_pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
-                      CG_BOOL);
+                          CG_BOOL);
         int ninf = cgb_scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
         s = cgb_pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
     }
@@ -291,17 +292,19 @@ int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_k
                 int a = seq_kv >= 0 ? seq_kv : cgb_scalar_i(bd, "s_kv", (int32_t)skv);
                 row = cgb_pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
                 int c = seq_q >= 0 ? seq_q : cgb_scalar_i(bd, "s_q", (int32_t)sq);
-                row = cgb_pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1, CG_I32);
+                row = cgb_pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1,
+                             CG_I32);
             }
             if (d->right_bound != 0) {
                 int r = cgb_scalar_i(bd, "right_bound", (int32_t)d->right_bound);
                 row = cgb_pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
-                         CG_I32);
+                             CG_I32);
             }
             int mask = cgb_pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
-                          CG_BOOL);
+                              CG_BOOL);
             int ninf = cgb_scalar_f(bd, "neg_inf_right", -INFINITY, -1);
-            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask, CG_F32);
+            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask,
+                         CG_F32);
         }
         if (d->has_left) {
             bool int_path = d->bottom_right && (seq_q >= 0 || seq_kv >= 0);
@@ -318,13 +321,14 @@ int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_k
                 int w = cgb_scalar_i(bd, "window", (int32_t)d->left_bound);
                 col = cgb_pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
                 col = cgb_pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
-                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1, CG_I32);
+                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1,
+                             CG_I32);
             }
             int cmp = cgb_pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
-                         CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
+                             CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
             int ninf = cgb_scalar_f(bd, "neg_inf_left", -INFINITY, -1);
             ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
-                     CG_F32);
+                         CG_F32);
         }
         s = ret;
     }

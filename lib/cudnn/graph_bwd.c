@@ -163,34 +163,40 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
     /* ragged offsets first */
     int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1, rdo = -1, rdq = -1, rdk = -1, rdv = -1;
     if (d->ragged_q) {
-        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
+        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
+                               CG_UID_RAG_Q);
+        ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
+                               CG_UID_RAG_O);
         rs = cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
-                           CG_UID_RAG_STATS);
+                               CG_UID_RAG_STATS);
         rdo = cgb_ragged_tensor(bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
-                            CG_UID_RAG_DO);
+                                CG_UID_RAG_DO);
         rdq = cgb_ragged_tensor(bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
-                            CG_UID_RAG_DQ);
+                                CG_UID_RAG_DQ);
     }
     if (d->ragged_kv) {
-        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
+        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
+                               CG_UID_RAG_K);
+        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
+                               CG_UID_RAG_V);
         rdk = cgb_ragged_tensor(bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
-                            CG_UID_RAG_DK);
+                                CG_UID_RAG_DK);
         rdv = cgb_ragged_tensor(bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
-                            CG_UID_RAG_DV);
+                                CG_UID_RAG_DV);
     }
     /* inputs: Q, KT, VT, O, dO, Stats */
-    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
+    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+                           CG_UID_Q);
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
     int k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
     int64_t vt_dims[4] = {d->v_dims[0], d->v_dims[1], d->v_dims[3], d->v_dims[2]};
     int64_t vt_strides[4] = {d->v_strides[0], d->v_strides[1], d->v_strides[3], d->v_strides[2]};
     int v = cgb_add_tensor(bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
-    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
+    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+                           CG_UID_O);
     int dO = cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
-                        CG_ROLE_DO, CG_UID_DO);
+                            CG_ROLE_DO, CG_UID_DO);
     int64_t st4[4];
     if (d->ragged_q) {
         st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
@@ -198,13 +204,13 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
         cgb_contiguous(r4, st4);
     }
     int stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
+                               CG_UID_STATS);
     int dq = cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
-                        CG_ROLE_DQ, CG_UID_DQ);
+                            CG_ROLE_DQ, CG_UID_DQ);
     int dk = cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
-                        CG_ROLE_DK, CG_UID_DK);
+                            CG_ROLE_DK, CG_UID_DK);
     int dvt = cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
-                         CG_ROLE_DV, CG_UID_DV);
+                             CG_ROLE_DV, CG_UID_DV);
     if (bd->st != FATTN_OK)
         return bd->st;
     g->t[q].ragged = rq;
@@ -221,9 +227,9 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
     if (d->padding) {
         int64_t bd4[4] = {b, 1, 1, 1};
         seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
-                           CG_UID_SEQ_Q);
+                               CG_UID_SEQ_Q);
         seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
-                            CG_UID_SEQ_KV);
+                                CG_UID_SEQ_KV);
     }
     int scale = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
     bool dropout = d->dropout > 0.0f;
@@ -238,9 +244,11 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
     /* RNG: the forward's mask, regenerated from the saved rng_state */
     int mask = -1;
     if (dropout) {
-        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false, CG_ROLE_SEED,
+        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false,
+                                  CG_ROLE_SEED,
                               CG_UID_SEED);
-        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false, CG_ROLE_OFFSET,
+        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false,
+                                 CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
         mask = cgb_virt(bd, "rng", CG_F32, s4);
         cg_op *r = cgb_add_op(bd, CG_OP_RNG, "rng");
@@ -278,19 +286,20 @@ static int bwd_dsum(builder *bd, const cg_bwd_desc *bdsc, const bwd_inputs *x)
     if (bdsc->dsink) {
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
         int sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
-                              CG_UID_SINK);
+                                  CG_UID_SINK);
         int dsink = cgb_add_tensor(bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
-                               CG_UID_DSINK);
+                                   CG_UID_DSINK);
         int ss_ = cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
         int es = cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
         int pt = cgb_pw(bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
         cgb_red_into(bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
     }
     int dsum = cgb_add_tensor(bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? x->st4 : r4s,
-                          false, false, CG_ROLE_DSUM, CG_UID_DSUM);
+                              false, false, CG_ROLE_DSUM, CG_UID_DSUM);
     if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
         g->t[dsum].ragged = x->rs;
-    cgb_pw_into(bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1, dropout ? x->drop_scale_inv : x->one,
+    cgb_pw_into(bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1,
+                dropout ? x->drop_scale_inv : x->one,
             -1, dsum);
 
 
@@ -346,13 +355,13 @@ static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_in
         t3 = cgb_pw(bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
     if (bdsc->dbias) {
         int db = cgb_add_tensor(bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
-                            false, CG_ROLE_DBIAS, CG_UID_DBIAS);
+                                false, CG_ROLE_DBIAS, CG_UID_DBIAS);
         cgb_red_into(bd, "red_dP_dBias", CG_RED_ADD, t3, db);
     }
     int ds = cgb_pw(bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
     /* B14-B15: dK */
     int dsT = cgb_add_tensor(bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
-                         -1);
+                             -1);
     reshape_into(bd, "reshape_dS", ds, dsT);
     if (hq == d->hk) {
         matmul_into(bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
@@ -364,14 +373,14 @@ static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_in
     }
     /* B16-B18: dQ */
     int kv = cgb_add_tensor(bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
-                        CG_ROLE_NONE, -1);
+                            CG_ROLE_NONE, -1);
     if (bd->st == FATTN_OK)
         g->t[kv].ragged = x->rk;
     reshape_into(bd, "reshape_k", k, kv);
     if (!bwd_direct_dq(bdsc)) {
         int64_t qa[4] = {b, hq, sq, dqk};
         int acc = cgb_add_tensor(bd, "dQ_accum", CG_F32, qa,
-                             bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
+                                 bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
                              CG_ROLE_DQ_ACCUM, CG_UID_DQ_ACCUM);
         if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
             g->t[acc].ragged = x->rdq;

@@ -165,16 +165,20 @@ static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
 {
     cg_graph *g = bd->g;
     g->route = CG_ROUTE_NATIVE;
-    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
-    int k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
+    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+                           CG_UID_Q);
+    int k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K,
+                           CG_UID_K);
+    int v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+                           CG_UID_V);
     int scale = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
+    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+                           CG_UID_O);
     int stats = -1;
     if (d->stats_output) {
         int64_t r4[4] = {d->b, d->hq, d->sq, 1};
         stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
+                               CG_UID_STATS);
     }
     cg_op *op = cgb_add_op(bd, CG_OP_SDPA_FWD, "sdpa_fwd");
     if (op) {
@@ -205,22 +209,29 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     int rq = -1, rk = -1, rv = -1;
     x->ro = -1, x->rs = -1;
     if (d->ragged_q) {
-        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        x->ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
+        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
+                               CG_UID_RAG_Q);
+        x->ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
+                                  CG_UID_RAG_O);
         x->rs = cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
-                           CG_UID_RAG_STATS);
+                                  CG_UID_RAG_STATS);
     }
     if (d->ragged_kv) {
-        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
+        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
+                               CG_UID_RAG_K);
+        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
+                               CG_UID_RAG_V);
     }
 
-    int q = x->q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
+    int q = x->q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+                                  CG_UID_Q);
     /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = x->k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int v = x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
+    int k = x->k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K,
+                                  CG_UID_K);
+    int v = x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+                                  CG_UID_V);
     if (bd->st != FATTN_OK)
         return bd->st;
     g->t[q].ragged = rq;
@@ -231,9 +242,9 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     if (d->padding) {
         int64_t bd4[4] = {b, 1, 1, 1};
         x->seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
-                           CG_UID_SEQ_Q);
+                                  CG_UID_SEQ_Q);
         x->seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
-                            CG_UID_SEQ_KV);
+                                   CG_UID_SEQ_KV);
     }
 
     return bd->st;
@@ -251,7 +262,7 @@ static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
     if (d->sink) {
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
         sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
-                          CG_UID_SINK);
+                              CG_UID_SINK);
         int smax = cgb_virt(bd, "s_max", CG_F32, r4);
         cgb_red_into(bd, "Max", CG_RED_MAX, s, smax);
         m = cgb_virt(bd, "Max", CG_F32, r4);
@@ -284,7 +295,7 @@ static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
             cgb_contiguous(r4, st4);
         }
         stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
+                               CG_UID_STATS);
         if (bd->st == FATTN_OK)
             g->t[stats].ragged = rs;
     } else {
@@ -300,16 +311,18 @@ static int fwd_dropout(builder *bd, const cg_fwd_desc *d, int p)
 {
     const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
     if (d->dropout > 0.0f) {
-        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false, CG_ROLE_SEED,
+        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false,
+                                  CG_ROLE_SEED,
                               CG_UID_SEED);
-        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false, CG_ROLE_OFFSET,
+        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false,
+                                 CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
         int mask;
         if (d->rng_dump) { /* the keep-mask written out, for the oracle */
             int64_t ms[4];
             cgb_contiguous(s4, ms);
             mask = cgb_add_tensor(bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
-                              CG_UID_RNG_DUMP);
+                                  CG_UID_RNG_DUMP);
         } else {
             mask = cgb_virt(bd, "rng", CG_F32, s4);
         }
@@ -362,7 +375,7 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
 
     /* F10 bmm2 */
     int o = cgb_add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
-                       CG_UID_O);
+                           CG_UID_O);
     if (bd.st == FATTN_OK)
         g->t[o].ragged = x.ro;
     cg_op *mm2 = cgb_add_op(&bd, CG_OP_MATMUL, "bmm2");
