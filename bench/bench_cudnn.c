@@ -8,12 +8,13 @@
  *     reports them, for the forward, the default backward and the
  *     deterministic backward;
  *   - the host cost of a plan-cache hit: median host_us of --host-calls
- *     forward (and backward) calls (fattn_cudnn_last_timing: everything the
+ *     forward (and backward) calls (fattn_engine_last_report: everything the
  *     call does on the host besides copies and GPU work);
  *   - GPU time: --rounds rounds, each one forward, one default backward
  *     (deterministic=false: PyTorch's graph with the FLOAT dQ accumulator)
  *     and one deterministic backward (direct dQ), each re-executing its plan
- *     --iters times between CUDA events (fattn_cudnn_set_timing). A round
+ *     --iters times between CUDA events (a second engine on the same plan
+ *     cache, made with fattn_cudnn_options.timing_iters). A round
  *     gives a median per pass; the figure is the median of the rounds'
  *     medians, with their spread and the smallest single execution.
  * The executions are queued back to back with an event between each two
@@ -255,7 +256,7 @@ typedef enum { CALL_FWD, CALL_BWD, CALL_BWD_DET } call_kind;
 static const char *const call_names[] = {"forward", "backward", "deterministic backward"};
 
 /* One executing call of the given kind; *t its timing. */
-static fattn_status call(bench_case *c, fattn_engine *e, call_kind k, fattn_cudnn_timing *t)
+static fattn_status call(bench_case *c, fattn_engine *e, call_kind k, fattn_engine_timing *t)
 {
     fattn_status st;
     if (k == CALL_FWD) {
@@ -265,22 +266,21 @@ static fattn_status call(bench_case *c, fattn_engine *e, call_kind k, fattn_cudn
         st = fattn_engine_bwd(e, &c->bp);
     }
     if (st == FATTN_OK)
-        fattn_cudnn_last_timing(e, t);
+        *t = fattn_engine_last_report(e).timing;
     return st;
 }
 
 /* The cold call of kind k: plan build seconds, engine tag and route. */
 static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out)
 {
-    fattn_cudnn_timing t;
-    fattn_status st = fattn_cudnn_set_timing(e, 0);
-    if (st == FATTN_OK)
-        st = call(c, e, k, &t);
+    fattn_engine_timing t;
+    fattn_status st = call(c, e, k, &t);
     if (st != FATTN_OK)
         return st;
+    fattn_engine_report rep = fattn_engine_last_report(e);
     out->build_s = t.plan_cache_hit ? 0.0 : t.plan_build_s;
-    snprintf(out->tag, sizeof out->tag, "%s", fattn_cudnn_last_tag(e));
-    snprintf(out->route, sizeof out->route, "%s", fattn_cudnn_last_route(e));
+    snprintf(out->tag, sizeof out->tag, "%s", rep.tag);
+    snprintf(out->route, sizeof out->route, "%s", rep.route);
     return FATTN_OK;
 }
 
@@ -294,10 +294,10 @@ static fattn_status host_cost(bench_case *c, fattn_engine *e, call_kind k, int n
     if (!us)
         return fattn_error(FATTN_E_NOMEM, "host cost samples");
     double *fu = us + n, *xu = us + 2 * n;
-    fattn_status st = fattn_cudnn_set_timing(e, 0);
+    fattn_status st = FATTN_OK;
     *hits = 0;
     for (int i = 0; i < n && st == FATTN_OK; i++) {
-        fattn_cudnn_timing t;
+        fattn_engine_timing t;
         if ((st = call(c, e, k, &t)) == FATTN_OK) {
             us[i] = t.host_us;
             fu[i] = t.host_fattn_us;
@@ -315,14 +315,13 @@ static fattn_status host_cost(bench_case *c, fattn_engine *e, call_kind k, int n
     return st;
 }
 
-/* Round r of kind k: iters timed executions of the cached plan. */
+/* Round r of kind k: iters timed executions of the cached plan, on the
+ * engine made with timing_iters = iters. */
 static fattn_status timed_round(bench_case *c, fattn_engine *e, call_kind k, int iters, int r,
                                 timed *out)
 {
-    fattn_cudnn_timing t;
-    fattn_status st = fattn_cudnn_set_timing(e, iters);
-    if (st == FATTN_OK)
-        st = call(c, e, k, &t);
+    fattn_engine_timing t;
+    fattn_status st = call(c, e, k, &t);
     if (st != FATTN_OK)
         return st;
     if (t.iters != iters)
@@ -349,8 +348,10 @@ static void print_rounds(const timed *t, int rounds)
     putchar(']');
 }
 
-/* Measure one shape and mask and print its JSON line. 0 or -1. */
-static int run_case(bench_case *c, buffers *bf, fattn_engine *e, const settings *cfg)
+/* Measure one shape and mask and print its JSON line. 0 or -1. e runs
+ * untimed, et (same plan cache) with timing_iters = cfg->iters. */
+static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *et,
+                    const settings *cfg)
 {
     timed tm[3];
     memset(tm, 0, sizeof tm);
@@ -379,9 +380,8 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, const settings 
     for (int r = 0; r < cfg->rounds && st == FATTN_OK; r++)
         for (int k = 0; k < 3 && st == FATTN_OK; k++) {
             stage = call_names[k];
-            st = timed_round(c, e, (call_kind)k, cfg->iters, r, &tm[k]);
+            st = timed_round(c, et, (call_kind)k, cfg->iters, r, &tm[k]);
         }
-    fattn_cudnn_set_timing(e, 0);
     fattn_tensor_free(&c->stats);
     if (st != FATTN_OK) {
         fprintf(stderr, "bench_cudnn: %s %s: %s: %s\n", c->name, c->causal ? "causal" : "non-causal",
@@ -490,10 +490,17 @@ int main(int argc, char **argv)
         return 0;
     }
     fattn_cudnn_info info;
-    fattn_engine *e = NULL;
+    fattn_cudnn_plan_cache *pc = NULL;
+    fattn_engine *e = NULL, *et = NULL;
     if (fattn_cudnn_get_info(0, &info) != FATTN_OK ||
-        fattn_engine_init_cudnn(&e, &(fattn_cudnn_options){.device = 0}) != FATTN_OK) {
+        fattn_cudnn_plan_cache_init(&pc, 0, NULL) != FATTN_OK ||
+        fattn_engine_init_cudnn(&e, &(fattn_cudnn_options){.plan_cache = pc}) != FATTN_OK ||
+        fattn_engine_init_cudnn(&et, &(fattn_cudnn_options){.plan_cache = pc,
+                                                             .timing_iters = cfg.iters}) !=
+            FATTN_OK) {
         fprintf(stderr, "bench_cudnn: %s\n", fattn_last_error());
+        fattn_engine_free(e);
+        fattn_cudnn_plan_cache_free(pc);
         return 1;
     }
     for (char *p = info.device_name; *p; p++) /* it goes into a JSON string */
@@ -520,6 +527,8 @@ int main(int argc, char **argv)
     if (buffers_alloc(&bf, numel) != 0) {
         buffers_free(&bf);
         fattn_engine_free(e);
+        fattn_engine_free(et);
+        fattn_cudnn_plan_cache_free(pc);
         return 1;
     }
     double tf = now_s();
@@ -537,9 +546,11 @@ int main(int argc, char **argv)
                      (long long)c.sh.h, (long long)c.sh.s, (long long)c.sh.d);
             if (cfg.only && fnmatch(cfg.only, c.name, 0) != 0)
                 continue;
-            failed |= run_case(&c, &bf, e, &cfg) != 0;
+            failed |= run_case(&c, &bf, e, et, &cfg) != 0;
         }
     buffers_free(&bf);
     fattn_engine_free(e);
+    fattn_engine_free(et);
+    fattn_cudnn_plan_cache_free(pc);
     return failed ? 1 : 0;
 }

@@ -2,12 +2,12 @@
  *
  * Runs verify's checks (harness/verify.h) twice with the same arguments in
  * this process, each run as `fattn verify` makes it, and prints one JSON
- * line with both wall times. The first run is cold: the process-wide cuDNN
- * engine (harness/cli.c) builds every plan the matrix needs. The second is
- * warm: every plan comes from that engine's cache, so the difference is what
- * plan building costs. On the CPU engine both runs do the same work (it has
- * no plan cache) and the two times only show the noise. Goal: warm < 60 s on
- * the GPU (docs/bench.md).
+ * line with both wall times. The first run is cold: its cuDNN engine builds
+ * every plan the matrix needs into the process's plan cache (harness/cli.c).
+ * The second is warm: its new engine takes every plan from that cache, so the
+ * difference is what plan building costs. On the CPU engine both runs do the
+ * same work (it has no plan cache) and the two times only show the noise.
+ * Goal: warm < 60 s on the GPU (docs/bench.md).
  *
  * Usage: bench_verify [--log FILE] [VERIFY OPTIONS...]
  *   VERIFY OPTIONS are passed to both runs as `fattn verify` takes them
@@ -17,7 +17,7 @@
  *
  * JSON: bench "verify", args (the verify arguments), cold_s, warm_s,
  * cold_exit, warm_exit (verify's exit codes), plans_after_cold,
- * plans_after_warm (plans in the process-wide cuDNN engine; equal when the
+ * plans_after_warm (plans in the process's plan cache; equal when the
  * warm run built none), goal_warm_s.
  *
  * Exit: 0 both runs finished with the same exit code (0 or 1: a verdict of
@@ -126,10 +126,10 @@ int main(int argc, char **argv)
     /* where the plans came from: built, or restored from the plan store */
     fattn_cudnn_plan_store_stats ps;
     memset(&ps, 0, sizeof ps);
-    const fattn_engine *shared = cli_engine_shared();
-    const char *store = shared ? fattn_cudnn_plan_store_dir(shared) : "";
+    const fattn_cudnn_plan_cache *shared = cli_plan_cache();
+    const char *store = fattn_cudnn_plan_cache_store_dir(shared);
     if (shared)
-        fattn_cudnn_plan_stats(shared, &ps);
+        fattn_cudnn_plan_cache_stats(shared, &ps);
     json_t *jstore = json_string(store ? store : "");
     char *store_s = json_dumps(jstore, JSON_ENCODE_ANY);
     json_decref(jstore);

@@ -87,74 +87,57 @@ void cli_matrix_free(cli_matrix *m)
 
 /* ---- engines --------------------------------------------------------------- */
 
-/* The process-wide cuDNN engine. Its plan cache is what makes a second
- * command cheap (building a plan takes up to seconds, executing one
- * milliseconds), so the engine outlives the command: a second `verify` in
- * the same process finds every plan built. The CPU engine has no such state
- * and stays per command. */
-static fattn_engine *shared_cudnn;
+/* The plan cache of the cuDNN engines this process's commands open.
+ * Building a plan takes up to seconds, executing one milliseconds, so a
+ * second `verify` in the same process finds every plan built. It holds
+ * plans only: every command's engine is new, with that command's options.
+ * The engine registry makes it on the first cuDNN engine; whoever calls
+ * commands frees it with cli_engines_shutdown. */
+static fattn_cudnn_plan_cache *plan_cache;
 
-/* The shared cuDNN engine, created on first use, handed out with a fresh
- * engine's settings (each command sets what it needs): only the plan cache
- * carries over from an earlier command. */
-static fattn_status open_shared_cudnn(fattn_engine **out)
+int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
+                         fattn_engine **e, const char **backend_name)
 {
-    if (!shared_cudnn) {
-        fattn_status st = fattn_engine_init_cudnn(&shared_cudnn, NULL);
-        if (st != FATTN_OK)
-            return st;
+    fattn_engine_options o = opt ? *opt : (fattn_engine_options){0};
+    o.plan_cache = &plan_cache;
+    bool want_auto = !backend || !strcmp(backend, "auto");
+    if (!want_auto && !fattn_engine_kind_known(backend))
+        return cli_fail(cmd, "--backend '%s': expected auto, cpu or cudnn", backend);
+    if (!want_auto) {
+        if (fattn_engine_open(backend, &o, e) != FATTN_OK)
+            return cli_fail(cmd, "--backend %s: %s", backend, fattn_last_error());
+        *backend_name = fattn_engine_name(*e);
+        return FATTN_EXIT_OK;
     }
-    fattn_status st = fattn_cudnn_set_force_deterministic(shared_cudnn, false);
-    if (st == FATTN_OK)
-        st = fattn_cudnn_set_timing(shared_cudnn, 0);
-    if (st == FATTN_OK)
-        st = fattn_cudnn_capture_dropout_mask(shared_cudnn, NULL, 0);
-    if (st == FATTN_OK)
-        *out = shared_cudnn;
-    return st;
+    /* auto: the cuDNN engine when a usable GPU is present, else the CPU */
+    if (fattn_engine_open_auto(&o, e, backend_name) != FATTN_OK)
+        return cli_fail(cmd, "%s", fattn_last_error());
+    return FATTN_EXIT_OK;
 }
 
 int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
                     const char **backend_name)
 {
-    bool want_auto = !backend || !strcmp(backend, "auto");
-    if (!want_auto && strcmp(backend, "cpu") && strcmp(backend, "cudnn"))
-        return cli_fail(cmd, "--backend '%s': expected auto, cpu or cudnn", backend);
-    /* auto: the cuDNN engine when a usable GPU is present, else the CPU */
-    if (!want_auto && !strcmp(backend, "cudnn")) {
-        if (open_shared_cudnn(e) != FATTN_OK)
-            return cli_fail(cmd, "--backend cudnn: %s", fattn_last_error());
-        *backend_name = "cudnn";
-        return FATTN_EXIT_OK;
-    }
-    if (want_auto && fattn_cudnn_available() && open_shared_cudnn(e) == FATTN_OK) {
-        *backend_name = "cudnn";
-        return FATTN_EXIT_OK;
-    }
-    if (fattn_engine_init_cpu(e, NULL) != FATTN_OK)
-        return cli_fail(cmd, "%s", fattn_last_error());
-    *backend_name = "cpu";
-    return FATTN_EXIT_OK;
+    return cli_engine_open_opts(cmd, backend, NULL, e, backend_name);
 }
 
 void cli_engine_close(fattn_engine *e)
 {
-    if (e != shared_cudnn)
-        fattn_engine_free(e);
+    fattn_engine_free(e);
 }
 
 int cli_engine_cached_plans(void)
 {
-    return shared_cudnn ? fattn_cudnn_plan_count(shared_cudnn) : 0;
+    return fattn_cudnn_plan_cache_count(plan_cache);
 }
 
-const fattn_engine *cli_engine_shared(void)
+const fattn_cudnn_plan_cache *cli_plan_cache(void)
 {
-    return shared_cudnn;
+    return plan_cache;
 }
 
 void cli_engines_shutdown(void)
 {
-    fattn_engine_free(shared_cudnn);
-    shared_cudnn = NULL;
+    fattn_cudnn_plan_cache_free(plan_cache);
+    plan_cache = NULL;
 }

@@ -48,23 +48,24 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m);
 void cli_matrix_free(cli_matrix *m);
 
-/* The engine for --backend auto|cpu|cudnn; *backend_name gets the engine's
- * name. Exit code on failure. A cuDNN engine is the process-wide one: its
- * plan cache serves every later command of the process, its settings are a
- * fresh engine's (deterministic backward not forced, timing and mask
- * capture off) each time it is handed out. A CPU engine is new. Either way
- * the command gives it back with cli_engine_close. Not thread-safe:
- * commands run one at a time. */
+/* The engine for --backend auto|cpu|cudnn (names resolved by the engine
+ * registry); *backend_name gets the engine's registry name. Exit code on
+ * failure. Every engine is new and has the options given (NULL: defaults);
+ * cuDNN engines share the process's plan cache, so plans built by one
+ * command serve every later one. The command gives the engine back with
+ * cli_engine_close. Not thread-safe: commands run one at a time. */
+int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
+                         fattn_engine **e, const char **backend_name);
+/* cli_engine_open_opts with the default options. */
 int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
                     const char **backend_name);
-/* Give back an engine from cli_engine_open: frees a per-command engine,
- * keeps a process-wide one. NULL is fine. */
+/* Free an engine from cli_engine_open. NULL is fine. */
 void cli_engine_close(fattn_engine *e);
-/* Plans held by the process-wide cuDNN engine (0 without one). */
+/* Plans held by the process's plan cache (0 without one). */
 int cli_engine_cached_plans(void);
-/* The process's shared cuDNN engine, NULL before the first cuDNN command. */
-const fattn_engine *cli_engine_shared(void);
-/* Free the process-wide engine. Whoever calls commands calls this once,
+/* The process's plan cache, NULL before the first cuDNN engine. */
+const fattn_cudnn_plan_cache *cli_plan_cache(void);
+/* Free the process's plan cache. Whoever calls commands calls this once,
  * after the last (main, bench/bench_verify.c); not from atexit, because
  * the forked children of isolate.h must not touch the GPU. */
 void cli_engines_shutdown(void);

@@ -9,6 +9,7 @@
 #include "elemcmp.h"
 #include "runfile.h"
 #include "runner.h"
+#include "fattn_config.h"
 #include "test_variants.h"
 #include "treewalk.h"
 
@@ -247,6 +248,42 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
     return st;
 }
 
+/* Refuse the run before allocating when a case's estimated peak exceeds
+ * --max-memory. */
+static int check_max_memory(const cli_matrix *m, double max_mem)
+{
+    for (size_t i = 0; i < m->n_sel; i++) {
+        double need = case_peak_bytes(m->sel[i]);
+        if (need > max_mem)
+            return cli_fail("run", "case %s: estimated peak %.0f bytes exceeds --max-memory "
+                            "%.0f", m->sel[i]->id, need, max_mem);
+    }
+    return FATTN_EXIT_OK;
+}
+
+/* Test-only engine variants (test_variants.h): only in a build with
+ * -Dtesting=true; in any other FATTN_TEST_ENGINE_VARIANT means nothing. On
+ * success *engine may be the variant wrapping the engine it was. */
+static fattn_status run_test_variant(fattn_engine **engine, fattn_h5_node *root)
+{
+#if FATTN_TESTING
+    const char *variant = getenv("FATTN_TEST_ENGINE_VARIANT");
+    if (!variant || !*variant)
+        return FATTN_OK;
+    fattn_engine *wrapped = NULL;
+    fattn_status st = fattn_test_variant_wrap(*engine, variant, &wrapped);
+    if (st != FATTN_OK)
+        return st;
+    *engine = wrapped;
+    fprintf(stderr, "fattn run: TEST-ONLY engine variant %s is active\n", variant);
+    return fattn_h5_node_set_string(root, "prov_test_variant", variant);
+#else
+    (void)engine;
+    (void)root;
+    return FATTN_OK;
+#endif
+}
+
 int fattn_cmd_run(int argc, char **argv)
 {
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
@@ -299,14 +336,9 @@ int fattn_cmd_run(int argc, char **argv)
     cli_matrix m;
     if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    for (size_t i = 0; i < m.n_sel; i++) {
-        double need = case_peak_bytes(m.sel[i]);
-        if (need > max_mem) {
-            int rc = cli_fail("run", "case %s: estimated peak %.0f bytes exceeds --max-memory "
-                              "%.0f", m.sel[i]->id, need, max_mem);
-            cli_matrix_free(&m);
-            return rc;
-        }
+    if (check_max_memory(&m, max_mem) != FATTN_EXIT_OK) {
+        cli_matrix_free(&m);
+        return FATTN_EXIT_ERROR;
     }
     fattn_engine *engine = NULL;
     const char *backend_name = NULL;
@@ -323,17 +355,9 @@ int fattn_cmd_run(int argc, char **argv)
         st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK && (repeat > 1 || check_writes))
         st = fattn_h5_node_group(root, "audit", &audit);
-    const char *variant = getenv("FATTN_TEST_ENGINE_VARIANT");
-    if (st == FATTN_OK && variant && *variant) {
-        fattn_engine *wrapped = NULL;
-        st = fattn_test_variant_wrap(engine, variant, &wrapped);
-        if (st == FATTN_OK) {
-            engine = wrapped;
-            opts.engine = engine;
-            fprintf(stderr, "fattn run: TEST-ONLY engine variant %s is active\n", variant);
-            st = fattn_h5_node_set_string(root, "prov_test_variant", variant);
-        }
-    }
+    if (st == FATTN_OK)
+        st = run_test_variant(&engine, root);
+    opts.engine = engine;
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
     if (st != FATTN_OK)

@@ -18,6 +18,10 @@
 #include "runfile.h"
 #include "verify.h"
 
+/* Bitwise checks need a backward that repeats bitwise: engines that can
+ * force the deterministic backward do so for verify and golden. */
+static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd = true};
+
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [--fixtures DIR] [--json FILE] [--strict]\n"
@@ -75,16 +79,16 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
-    if (cli_engine_open("verify", v->backend, &e, &backend_name) != FATTN_EXIT_OK) {
+    if (cli_engine_open_opts("verify", v->backend, &deterministic_bwd, &e, &backend_name) !=
+        FATTN_EXIT_OK) {
         cli_matrix_free(&v->m);
         return FATTN_EXIT_ERROR;
     }
     /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
      * accumulator dQ does not (docs/determinism.md), so every case runs the
      * deterministic graph here, whatever its `deterministic` key says. */
-    bool forced = !strcmp(backend_name, "cudnn") &&
-                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
-    if (fattn_verify_goldens_open(fix_dir, backend_name, &v->goldens) != FATTN_OK) {
+    bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
+    if (fattn_verify_goldens_open(fix_dir, e, &v->goldens) != FATTN_OK) {
         int rc = cli_fail("verify", "%s", fattn_last_error());
         cli_engine_close(e);
         cli_matrix_free(&v->m);
@@ -337,15 +341,15 @@ int fattn_cmd_golden(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
-    if (cli_engine_open("golden", backend, &e, &backend_name) != FATTN_EXIT_OK) {
+    if (cli_engine_open_opts("golden", backend, &deterministic_bwd, &e, &backend_name) !=
+        FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
     /* as verify runs them, so that verify can compare bitwise */
-    bool forced = !strcmp(backend_name, "cudnn") &&
-                  fattn_cudnn_set_force_deterministic(e, true) == FATTN_OK;
+    bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
     char key[128], path[4096];
-    fattn_verify_platform_key(backend_name, key, sizeof key);
+    fattn_verify_platform_key(e, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
 
     fattn_h5_node *root = NULL, *cases_g = NULL;

@@ -175,9 +175,9 @@ static fattn_status record_forward(case_run *r, const fattn_fe_forward *res,
         (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->gen.offset)))
         return st;
     /* which cuDNN engine config ran: provenance, never counted by diff */
-    if (!strcmp(fattn_engine_name(r->opts->engine), "cudnn") &&
+    if (fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG) &&
         (st = fattn_h5_node_set_string(g, "prov_engine_tag",
-                                       fattn_cudnn_last_tag(r->opts->engine))))
+                                       fattn_engine_last_report(r->opts->engine).tag)))
         return st;
     *group = g;
     return FATTN_OK;

@@ -6,7 +6,12 @@
  *   unwritten_dq  backward leaves dQ's element at logical index [0,..,0,1]
  *                 as it found it (so the poison survives there)
  *   flaky_dk      every second backward adds one ulp to dK's first element
+ * Compiled only in a build with -Dtesting=true (FATTN_TESTING): a shipping
+ * CLI has no variant to select.
  */
+#include "fattn_config.h"
+
+#if FATTN_TESTING
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +25,13 @@ typedef struct variant_engine {
     unsigned calls;
 } variant_engine;
 
-static fattn_status variant_fwd(fattn_engine *e, const fattn_fwd_params *p)
+/* The dispatch has resolved the call already: hand it to the inner engine's
+ * operation as it is. */
+static fattn_status variant_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                const fattn_fwd_call *c)
 {
-    return fattn_engine_fwd(((variant_engine *)e)->inner, p);
+    fattn_engine *in = ((variant_engine *)e)->inner;
+    return in->ops->fwd(in, p, c);
 }
 
 /* Element offset (in elements) of logical index [0, .., 0, last]. */
@@ -31,7 +40,8 @@ static int64_t first_offset(const fattn_tensor *t, int64_t last)
     return t->ndim > 0 ? last * t->strides[t->ndim - 1] : 0;
 }
 
-static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                const fattn_bwd_call *c)
 {
     variant_engine *v = (variant_engine *)e;
     size_t esz = fattn_dtype_size(p->dq.dtype);
@@ -41,7 +51,7 @@ static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
     char *dq_elem = can_keep ? (char *)p->dq.data + (size_t)first_offset(&p->dq, 1) * esz : NULL;
     if (dq_elem)
         memcpy(saved, dq_elem, esz);
-    fattn_status st = fattn_engine_bwd(v->inner, p);
+    fattn_status st = v->inner->ops->bwd(v->inner, p, c);
     if (st != FATTN_OK)
         return st;
     if (dq_elem)
@@ -61,16 +71,24 @@ static fattn_status variant_bwd(fattn_engine *e, const fattn_bwd_params *p)
 static void variant_free(fattn_engine *e)
 {
     variant_engine *v = (variant_engine *)e;
-    cli_engine_close(v->inner); /* the inner engine may be the process-wide one */
+    cli_engine_close(v->inner);
     free(v);
+}
+
+/* The inner engine's report; no query holds (the support table checks a
+ * variant with the CPU rules, and no provenance tag is recorded for it). */
+static void variant_report(const fattn_engine *e, fattn_engine_report *out)
+{
+    *out = fattn_engine_last_report(((const variant_engine *)e)->inner);
+    out->engine = e->ops->name;
 }
 
 static const fattn_engine_ops unwritten_ops = {
     .name = "test-variant:unwritten_dq", .fwd = variant_fwd, .bwd = variant_bwd,
-    .free = variant_free};
+    .supports = NULL, .report = variant_report, .free = variant_free};
 static const fattn_engine_ops flaky_ops = {
     .name = "test-variant:flaky_dk", .fwd = variant_fwd, .bwd = variant_bwd,
-    .free = variant_free};
+    .supports = NULL, .report = variant_report, .free = variant_free};
 
 fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
                                      fattn_engine **out)
@@ -90,3 +108,5 @@ fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
     *out = &v->base;
     return FATTN_OK;
 }
+
+#endif /* FATTN_TESTING */

@@ -7,32 +7,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "runfile.h"
 #include "runner.h"
 
 /* The platform key goldens are filed under: bitwise comparison against
- * goldens is only meaningful on an exact match. */
-void fattn_verify_platform_key(const char *backend, char *buf, size_t n)
+ * goldens is only meaningful on an exact match. The engine knows it. */
+void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n)
 {
-    fattn_cudnn_info info;
-    if (!strcmp(backend, "cpu")) {
-        snprintf(buf, n, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
-    } else if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
-        /* GPU model, compute capability, SM count, cuDNN runtime version */
-        char name[64];
-        size_t k = 0;
-        for (const char *p = info.device_name; *p && k + 1 < sizeof name; p++)
-            name[k++] = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a')
-                        : ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) ? *p
-                                                                                : '-';
-        name[k] = '\0';
-        snprintf(buf, n, "cudnn-%s-sm%d%d-%dsm-cudnn%lld", name, info.cc_major, info.cc_minor,
-                 info.sm_count, (long long)info.cudnn_version);
-    } else {
-        snprintf(buf, n, "%s-unknown", backend);
-    }
+    snprintf(buf, n, "%s", fattn_engine_last_report(e).platform);
 }
 
 /* Tensors that are non-deterministic by construction on an engine even with
@@ -44,7 +27,7 @@ static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
 static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e)
 {
     fattn_compare_result r = {0};
-    if (!strcmp(fattn_engine_name(e), "cudnn")) {
+    if (fattn_engine_supports(e, FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET)) {
         fattn_tol_profile p;
         fattn_tol_profile_builtin(&p);
         fattn_tol t = fattn_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
@@ -220,11 +203,11 @@ void fattn_verify_case_free(fattn_verify_case *c)
     c->skipped = NULL; /* pointed into legacy's tree */
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const char *backend,
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
                                        fattn_verify_goldens *g)
 {
     memset(g, 0, sizeof *g);
-    fattn_verify_platform_key(backend, g->key, sizeof g->key);
+    fattn_verify_platform_key(e, g->key, sizeof g->key);
     snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
     snprintf(g->note, sizeof g->note, "none for this platform");
     struct stat sb;

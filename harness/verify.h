@@ -40,9 +40,9 @@ typedef struct fattn_verify_case {
     char states[8];                /* "ifsb": the states recorded ('-' absent) */
 } fattn_verify_case;
 
-/* The key goldens are filed under for `backend` (an engine name): bitwise
- * comparison against goldens is only meaningful on an exact match. */
-void fattn_verify_platform_key(const char *backend, char *buf, size_t n);
+/* The key goldens are filed under for engine e (its report's platform):
+ * bitwise comparison against goldens is only meaningful on an exact match. */
+void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n);
 
 /* Checks 1-3 for c->spec (c zeroed but for spec). */
 void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e);
@@ -64,10 +64,10 @@ typedef struct fattn_verify_goldens {
     char note[4300];        /* how they are compared, for the report */
 } fattn_verify_goldens;
 
-/* Find and load the goldens for engine `backend` in directory `dir`
+/* Find and load the goldens for engine e in directory `dir`
  * (see the file comment, check 4). An error: a goldens file that cannot
  * be loaded. */
-fattn_status fattn_verify_goldens_open(const char *dir, const char *backend,
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
                                        fattn_verify_goldens *g);
 void fattn_verify_goldens_free(fattn_verify_goldens *g);
 

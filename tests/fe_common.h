@@ -49,22 +49,33 @@ static inline bool fe_same_bits(const fattn_tensor *a, const fattn_tensor *b)
 
 /* ---- a fake engine that reports itself as cudnn ------------------------- */
 
-static inline fattn_status fe_fake_fwd(fattn_engine *e, const fattn_fwd_params *p)
+static inline fattn_status fe_fake_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                       const fattn_fwd_call *c)
 {
     (void)e;
     (void)p;
+    (void)c;
     return fattn_error(FATTN_E_INTERNAL, "fake cudnn engine: must not run");
 }
 
-static inline fattn_status fe_fake_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static inline fattn_status fe_fake_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                       const fattn_bwd_call *c)
 {
     (void)e;
     (void)p;
+    (void)c;
     return fattn_error(FATTN_E_INTERNAL, "fake cudnn engine: must not run");
+}
+
+static inline bool fe_fake_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    (void)e;
+    return q == FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN;
 }
 
 static const fattn_engine_ops fe_fake_cudnn_ops = {
-    .name = "cudnn", .fwd = fe_fake_fwd, .bwd = fe_fake_bwd, .free = NULL};
+    .name = "cudnn", .fwd = fe_fake_fwd, .bwd = fe_fake_bwd, .supports = fe_fake_supports,
+    .free = NULL};
 
 /* ---- running a matrix case through a front end -------------------------- */
 

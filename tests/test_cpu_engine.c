@@ -235,6 +235,73 @@ START_TEST(test_table)
 }
 END_TEST
 
+/* TE's slot order for every (bias, softmax, max_logit): [Stats, (Max),
+ * rng_state, (Bias), (SoftmaxOffset)], Max absent from the backward's. */
+START_TEST(test_aux_layout)
+{
+    const fattn_bias_type biases[] = {FATTN_BIAS_NO_BIAS, FATTN_BIAS_PRE_SCALE_BIAS,
+                                      FATTN_BIAS_POST_SCALE_BIAS, FATTN_BIAS_ALIBI};
+    const fattn_softmax_type softmaxes[] = {FATTN_SOFTMAX_VANILLA, FATTN_SOFTMAX_OFF_BY_ONE,
+                                            FATTN_SOFTMAX_LEARNABLE};
+    for (int bi = 0; bi < 4; bi++)
+        for (int si = 0; si < 3; si++)
+            for (int ml = 0; ml < 2; ml++) {
+                bool bias = biases[bi] == FATTN_BIAS_PRE_SCALE_BIAS ||
+                            biases[bi] == FATTN_BIAS_POST_SCALE_BIAS;
+                bool sink = softmaxes[si] != FATTN_SOFTMAX_VANILLA;
+                fattn_aux_layout f = fattn_aux_layout_fwd(biases[bi], softmaxes[si], ml);
+                int k = 0;
+                ck_assert_int_eq(f.stats, k++);
+                ck_assert_int_eq(f.max, ml ? k++ : -1);
+                ck_assert_int_eq(f.rng_state, k++);
+                ck_assert_int_eq(f.bias, bias ? k++ : -1);
+                ck_assert_int_eq(f.softmax_offset, sink ? k++ : -1);
+                ck_assert_int_eq(f.n, k);
+                ck_assert_int_le(f.n, FATTN_AUX_MAX);
+                fattn_aux_layout b = fattn_aux_layout_bwd(biases[bi], softmaxes[si]);
+                ck_assert_int_eq(b.n, f.n - (ml ? 1 : 0));
+                ck_assert_int_eq(b.max, -1);
+                ck_assert_int_eq(b.stats, 0);
+                ck_assert_int_eq(b.rng_state, 1);
+                ck_assert_int_eq(b.bias, bias ? 2 : -1);
+                ck_assert_int_eq(b.softmax_offset, sink ? 2 + bias : -1);
+            }
+}
+END_TEST
+
+/* The registry opens engines by name; the CPU engine answers no query and
+ * reports its platform key. */
+START_TEST(test_registry)
+{
+    ck_assert(fattn_engine_kind_known("cpu"));
+    ck_assert(fattn_engine_kind_known("cudnn"));
+    ck_assert(!fattn_engine_kind_known("tpu"));
+    ck_assert(!fattn_engine_kind_known(NULL));
+    fattn_engine *e = NULL;
+    ck_assert_int_eq(fattn_engine_open("tpu", NULL, &e), FATTN_E_INVALID_ARG);
+    ck_assert_ptr_null(e);
+    ck_assert_int_eq(fattn_engine_open("cpu", &(fattn_engine_options){.threads = 1}, &e),
+                     FATTN_OK);
+    ck_assert_str_eq(fattn_engine_name(e), "cpu");
+    ck_assert_str_eq(fattn_engine_support_column(e), "cpu");
+    for (int q = FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN; q <= FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD;
+         q++)
+        ck_assert(!fattn_engine_supports(e, (fattn_engine_query)q));
+    fattn_engine_report r = fattn_engine_last_report(e);
+    ck_assert_str_eq(r.engine, "cpu");
+    char key[32];
+    snprintf(key, sizeof key, "cpu-math-%d", FATTN_CPU_MATH_VERSION);
+    ck_assert_str_eq(r.platform, key);
+    ck_assert_str_eq(r.tag, "");
+    ck_assert_str_eq(r.route, "");
+    ck_assert_str_eq(r.plan_source, "");
+    ck_assert_int_eq(r.plans, 0);
+    fattn_engine_free(e);
+    ck_assert(!fattn_engine_supports(NULL, FATTN_ENGINE_Q_PLAN_TAG));
+    ck_assert_str_eq(fattn_engine_last_report(NULL).engine, "none");
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < tcase_count; i++)
@@ -249,6 +316,10 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_table);
     tcase_add_loop_test(tc, test_case, 0, tcase_count);
     suite_add_tcase(s, tc);
+    TCase *api = tcase_create("engine_api");
+    tcase_add_test(api, test_aux_layout);
+    tcase_add_test(api, test_registry);
+    suite_add_tcase(s, api);
     return s;
 }
 

@@ -238,8 +238,8 @@ START_TEST(gpu_forward)
         return;
     }
     char route[16], engine[96], extra[256] = "";
-    snprintf(route, sizeof route, "%s", fattn_cudnn_last_route(g_gpu));
-    snprintf(engine, sizeof engine, "%s", fattn_cudnn_last_tag(g_gpu));
+    snprintf(route, sizeof route, "%s", fattn_engine_last_report(g_gpu).route);
+    snprintf(engine, sizeof engine, "%s", fattn_engine_last_report(g_gpu).tag);
     case_log l = {.n = 0};
     /* repeat: bitwise */
     ck_assert_int_eq(forward(c, &gb2, g_gpu), FATTN_OK);
@@ -252,7 +252,7 @@ START_TEST(gpu_forward)
         double kept = mask_done(c, keep);
         ck_assert_msg(st == FATTN_OK, "%s: keep-mask variant: %s", c->id, fattn_last_error());
         snprintf(extra, sizeof extra, "\"keep_fraction\":%.4f,\"mask_variant_engine\":\"%s\","
-                 "\"mask_variant_same_bits\":%s", kept, fattn_cudnn_last_tag(g_gpu),
+                 "\"mask_variant_same_bits\":%s", kept, fattn_engine_last_report(g_gpu).tag,
                  same_bits(&gb.o, &gv.o) && same_bits(&gb.stats, &gv.stats) ? "true" : "false");
     }
     oracle_inputs in = {.keep = keep};
@@ -368,7 +368,7 @@ START_TEST(gpu_backward)
     if (keep)
         mask_done(c, keep);
     char tag_det[96], tag_acc[96] = "", extra[512];
-    snprintf(tag_det, sizeof tag_det, "%s", fattn_cudnn_last_tag(g_gpu));
+    snprintf(tag_det, sizeof tag_det, "%s", fattn_engine_last_report(g_gpu).tag);
     case_log l = {.n = 0};
     check_grads(&l, c, &gb, keep, true);
     /* repeat, deterministic: bitwise, except dSoftmaxOffset on cuDNN 9.19
@@ -386,7 +386,7 @@ START_TEST(gpu_backward)
     }
     /* the accumulator variant (PyTorch's graph) on gb2's forward state */
     st = rerun_bwd(c, &gb2, g_gpu, false);
-    snprintf(tag_acc, sizeof tag_acc, "%s", fattn_cudnn_last_tag(g_gpu));
+    snprintf(tag_acc, sizeof tag_acc, "%s", fattn_engine_last_report(g_gpu).tag);
     if (st != FATTN_OK)
         note(&l, "accumulator variant: %s; ", fattn_last_error());
     else
@@ -513,8 +513,8 @@ static void measure(const tcase *c, bool det, int repeats, det_result *out)
             if (out->st != FATTN_OK)
                 break;
             if (r == 0) {
-                snprintf(out->tag, sizeof out->tag, "%s", fattn_cudnn_last_tag(g_gpu));
-                out->workspace = fattn_cudnn_last_workspace(g_gpu);
+                snprintf(out->tag, sizeof out->tag, "%s", fattn_engine_last_report(g_gpu).tag);
+                out->workspace = fattn_engine_last_report(g_gpu).workspace;
                 out->st = copy_grads(&buf, &first);
                 continue;
             }
@@ -668,7 +668,7 @@ int main(int argc, char **argv)
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    printf("# plans cached: %d\n", fattn_cudnn_plan_count(g_gpu));
+    printf("# plans cached: %d\n", fattn_engine_last_report(g_gpu).plans);
     fattn_engine_free(g_gpu);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

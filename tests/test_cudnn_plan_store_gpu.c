@@ -97,20 +97,20 @@ static int run_phase(const char *store, const char *out)
             break;
         }
         fattn_cudnn_plan_store_stats s0, s1;
-        fattn_cudnn_plan_stats(e, &s0);
+        fattn_cudnn_plan_cache_stats(fattn_cudnn_engine_plan_cache(e), &s0);
         double t0 = now_s();
         fattn_status st = tcase_run(c, &buf, e);
         double wall = now_s() - t0;
         total += wall;
-        fattn_cudnn_plan_stats(e, &s1);
+        fattn_cudnn_plan_cache_stats(fattn_cudnn_engine_plan_cache(e), &s1);
         if (st != FATTN_OK) {
             fprintf(stderr, "phase: case %s: %s\n", c->id, fattn_last_error());
             rc = 2;
         } else {
-            fattn_cudnn_timing tm;
-            fattn_cudnn_last_timing(e, &tm);
+            fattn_engine_report rep = fattn_engine_last_report(e);
+            fattn_engine_timing tm = rep.timing;
             fprintf(txt, "call %s %s %s %.6f %lld %lld %.6f\n", c->id,
-                    fattn_cudnn_last_plan_source(e), fattn_cudnn_last_tag(e), tm.plan_build_s,
+                    rep.plan_source, rep.tag, tm.plan_build_s,
                     (long long)(s1.built - s0.built), (long long)(s1.loaded - s0.loaded), wall);
             if (write_tensor(bin, &buf.o) || write_tensor(bin, &buf.stats) ||
                 write_tensor(bin, &buf.dq_storage) || write_tensor(bin, &buf.dk_storage) ||
@@ -124,13 +124,13 @@ static int run_phase(const char *store, const char *out)
     }
     fprintf(txt, "total %.6f\n", total);
     fattn_cudnn_plan_store_stats s;
-    fattn_cudnn_plan_stats(e, &s);
+    fattn_cudnn_plan_cache_stats(fattn_cudnn_engine_plan_cache(e), &s);
     fprintf(txt,
             "stats enabled=%d built=%lld loaded=%lld stored=%lld unserializable=%lld "
             "missing=%lld rejected=%lld write_failed=%lld plans=%d\n",
             (int)s.store_enabled, (long long)s.built, (long long)s.loaded, (long long)s.stored,
             (long long)s.unserializable, (long long)s.missing, (long long)s.rejected,
-            (long long)s.write_failed, fattn_cudnn_plan_count(e));
+            (long long)s.write_failed, fattn_engine_last_report(e).plans);
     fprintf(txt, "note %s\n", s.last_note);
     fattn_engine_free(e);
     if (fclose(txt) != 0 || fclose(bin) != 0)

@@ -1,25 +1,232 @@
-/* Engine dispatch: the one place front ends call into an engine. */
+/* Engine dispatch: the one place front ends call into an engine.
+ *
+ * TE's aux-pack protocol lives here once: the describing first forward call
+ * (aux->n == 0), the entry count and Stats/Max shape checks of the executing
+ * call, and the slot arithmetic. The geometry is validated here too
+ * (core/geom.h), before any engine runs, so every engine starts from the
+ * same checked parameters.
+ */
+#include <assert.h>
 #include <stddef.h>
+#include <string.h>
+#include <time.h>
 
+#include "core/geom.h"
 #include "fattn/engine.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool aux_has_bias(fattn_bias_type bias)
+{
+    return bias == FATTN_BIAS_PRE_SCALE_BIAS || bias == FATTN_BIAS_POST_SCALE_BIAS;
+}
+
+fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
+                                      bool return_max_logit)
+{
+    fattn_aux_layout l = {.n = 0, .stats = -1, .max = -1, .rng_state = -1, .bias = -1,
+                          .softmax_offset = -1};
+    l.stats = l.n++;
+    if (return_max_logit)
+        l.max = l.n++;
+    l.rng_state = l.n++;
+    if (aux_has_bias(bias))
+        l.bias = l.n++;
+    if (softmax != FATTN_SOFTMAX_VANILLA)
+        l.softmax_offset = l.n++;
+    assert(l.n <= FATTN_AUX_MAX);
+    return l;
+}
+
+fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax)
+{
+    return fattn_aux_layout_fwd(bias, softmax, false);
+}
+
+static bool shape_is(const fattn_tensor *t, int ndim, const int64_t *shape)
+{
+    if (t->ndim != ndim)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return false;
+    return true;
+}
+
+static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom_args *a)
+{
+    *a = (fattn_geom_args){
+        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .bias = &p->bias, .softmax_offset = &p->softmax_offset,
+        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
+        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .rng_state = &p->rng_state,
+        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
+        .attn_scale = p->attn_scale, .dropout = p->dropout,
+        .apply_dropout = p->is_training && p->dropout > 0.0f,
+        .layout = p->qkv_layout, .o_format = p->o_format,
+        .bias_type = p->bias_type, .mask_type = p->mask_type,
+        .softmax_type = p->softmax_type,
+        .win_left = p->window_size_left, .win_right = p->window_size_right,
+        .bottom_right = p->bottom_right_diagonal,
+        .who = who,
+    };
+}
+
+/* The first call of TE's protocol: the pack's shapes and dtypes, no data. */
+static void aux_describe(fattn_aux_pack *aux, const fattn_fwd_params *p, fattn_aux_layout l,
+                         int sndim, const int64_t *sshape)
+{
+    aux->t[l.stats] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
+    if (l.max >= 0)
+        aux->t[l.max] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
+    int64_t two = 2;
+    aux->t[l.rng_state] = fattn_tensor_view(NULL, FATTN_DTYPE_INT64, 1, &two);
+    if (l.bias >= 0) {
+        aux->t[l.bias] = p->bias;
+        aux->t[l.bias].data = NULL;
+    }
+    if (l.softmax_offset >= 0) {
+        aux->t[l.softmax_offset] = p->softmax_offset;
+        aux->t[l.softmax_offset].data = NULL;
+    }
+    aux->n = l.n;
+}
 
 fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_fwd: NULL engine or params");
-    return e->ops->fwd(e, p);
+    double t0 = now_s();
+    if (!p->aux)
+        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
+    fattn_geom_args a;
+    geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
+    fattn_geom g;
+    fattn_status st = fattn_geom_init(&g, &a);
+    if (st != FATTN_OK)
+        return st;
+    fattn_aux_layout l = fattn_aux_layout_fwd(p->bias_type, p->softmax_type,
+                                              p->return_max_logit);
+    int sndim;
+    int64_t sshape[4];
+    fattn_geom_stats_shape(&g, &sndim, sshape);
+    fattn_aux_pack *aux = p->aux;
+    if (aux->n == 0) {
+        aux_describe(aux, p, l, sndim, sshape);
+        fattn_geom_free(&g);
+        return FATTN_OK;
+    }
+    if (aux->n != l.n) {
+        fattn_geom_free(&g);
+        return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
+                           aux->n, l.n);
+    }
+    fattn_fwd_call c = {.geom = &g, .stats = aux->t[l.stats], .max = fattn_tensor_empty(),
+                        .t0 = t0};
+    if (l.max >= 0)
+        c.max = aux->t[l.max];
+    const fattn_tensor *outs[2] = {&c.stats, &c.max};
+    for (int i = 0; i < (l.max >= 0 ? 2 : 1); i++) {
+        if (fattn_tensor_is_empty(outs[i]) || outs[i]->dtype != FATTN_DTYPE_FLOAT32 ||
+            !shape_is(outs[i], sndim, sshape)) {
+            fattn_geom_free(&g);
+            return fattn_error(FATTN_E_SHAPE, "forward: aux %s must be a float32 tensor of "
+                               "the shape the first call reported", i ? "Max" : "Stats");
+        }
+    }
+    /* As TE does on the executing call, the pack's rng_state, Bias and
+     * SoftmaxOffset entries become the inputs themselves. */
+    aux->t[l.rng_state] = p->rng_state;
+    if (l.bias >= 0)
+        aux->t[l.bias] = p->bias;
+    if (l.softmax_offset >= 0)
+        aux->t[l.softmax_offset] = p->softmax_offset;
+    st = e->ops->fwd(e, p, &c);
+    fattn_geom_free(&g);
+    return st;
 }
 
 fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_bwd: NULL engine or params");
-    return e->ops->bwd(e, p);
+    double t0 = now_s();
+    const fattn_aux_pack *aux = p->aux;
+    if (!aux || aux->n < 2)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
+                           "[Stats, rng_state]");
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    if (aux->n != l.n)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
+                           "%d ([Stats, rng_state%s%s])", aux->n, l.n,
+                           l.bias >= 0 ? ", Bias" : "",
+                           l.softmax_offset >= 0 ? ", SoftmaxOffset" : "");
+    /* nvte_fused_attn_bwd reads Bias and SoftmaxOffset from the pack. */
+    fattn_bwd_call c = {.stats = aux->t[l.stats], .rng_state = aux->t[l.rng_state],
+                        .bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty(),
+                        .softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset]
+                                                                : fattn_tensor_empty(),
+                        .t0 = t0};
+    fattn_geom_args a = {
+        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .bias = &c.bias, .softmax_offset = &c.softmax_offset,
+        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
+        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .rng_state = &c.rng_state,
+        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
+        .attn_scale = p->attn_scale, .dropout = p->dropout,
+        .apply_dropout = p->dropout > 0.0f,
+        .layout = p->qkv_layout, .o_format = p->o_format,
+        .bias_type = p->bias_type, .mask_type = p->mask_type,
+        .softmax_type = p->softmax_type,
+        .win_left = p->window_size_left, .win_right = p->window_size_right,
+        .bottom_right = p->bottom_right_diagonal,
+        .who = e->ops->who_bwd ? e->ops->who_bwd : "backward",
+    };
+    fattn_geom g;
+    fattn_status st = fattn_geom_init(&g, &a);
+    if (st != FATTN_OK)
+        return st;
+    c.geom = &g;
+    int sndim;
+    int64_t sshape[4];
+    fattn_geom_stats_shape(&g, &sndim, sshape);
+    if (fattn_tensor_is_empty(&c.stats) || c.stats.dtype != FATTN_DTYPE_FLOAT32 ||
+        !shape_is(&c.stats, sndim, sshape)) {
+        fattn_geom_free(&g);
+        return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
+                           "forward's shape");
+    }
+    st = e->ops->bwd(e, p, &c);
+    fattn_geom_free(&g);
+    return st;
 }
 
 const char *fattn_engine_name(const fattn_engine *e)
 {
     return (e && e->ops) ? e->ops->name : "none";
+}
+
+bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    return e && e->ops && e->ops->supports && e->ops->supports(e, q);
+}
+
+fattn_engine_report fattn_engine_last_report(const fattn_engine *e)
+{
+    fattn_engine_report r;
+    memset(&r, 0, sizeof r);
+    r.engine = fattn_engine_name(e);
+    r.platform = r.tag = r.route = r.plan_source = "";
+    if (e && e->ops && e->ops->report)
+        e->ops->report(e, &r);
+    return r;
 }
 
 void fattn_engine_free(fattn_engine *e)

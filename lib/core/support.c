@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/registry.h"
 #include "fattn/support.h"
 
 #define F_CPP "transformer_engine/common/fused_attn/fused_attn.cpp"
@@ -265,12 +266,8 @@ fattn_status fattn_support_check(const fattn_support_query *q, const char *engin
         *failed = NULL;
     if (!q || !engine)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: NULL argument");
-    unsigned bit;
-    if (strcmp(engine, "cpu") == 0)
-        bit = FATTN_SUPPORT_ENGINE_CPU;
-    else if (strcmp(engine, "cudnn") == 0)
-        bit = FATTN_SUPPORT_ENGINE_CUDNN;
-    else
+    unsigned bit = fattn_engine_kind_support_bit(engine);
+    if (!bit)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: unknown engine '%s'",
                            engine);
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {

@@ -12,6 +12,7 @@
  * Every recomputation of a row goes through the same code as the forward,
  * so the logits are bitwise the ones the forward used.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 #define BWD_KEYS 128
 
 typedef struct bwd_job {
-    const cpu_geom *g;
+    const fattn_geom *g;
     const fattn_bwd_params *p;
     fattn_tensor stats, d_o, dq, dk, dv, d_bias;
     float *dsum;          /* [b][h][sq] */
@@ -43,7 +44,7 @@ static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n
                      const int64_t *i, const int64_t *lo, const int64_t *hi, bool want_pd,
                      bool want_t)
 {
-    const cpu_geom *g = job->g;
+    const fattn_geom *g = job->g;
     int64_t ldk = scr->ldk, ldc = scr->ldc;
     const float *st = job->stats.data;
     cpu_logits_rows(g, scr, bi, n, nr, i, scr->qrow, ldc, lo, hi, scr->s, ldk);
@@ -59,7 +60,7 @@ static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n
         float *ds = scr->ds + r * ldk, *pd = want_pd ? scr->pd + r * ldk : NULL;
         float *t = want_t ? scr->t + r * ldk : NULL;
         int64_t l = lo[r], h = hi[r];
-        float stat = st[cpu_stats_offset(g, &job->stats, bi, n, i[r])];
+        float stat = st[fattn_geom_stats_offset(g, &job->stats, bi, n, i[r])];
         float dsum = job->dsum[(bi * g->h + n) * g->sq + i[r]];
         for (int64_t j = l; j < h; j++)
             p[j] = fattn_cpu_expf(s[j] - stat);
@@ -97,7 +98,7 @@ static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n
 static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
 {
     bwd_job *job = ctx;
-    const cpu_geom *g = job->g;
+    const fattn_geom *g = job->g;
     int64_t blk = item % job->row_blocks;
     int64_t n = (item / job->row_blocks) % g->h;
     int64_t bi = item / job->row_blocks / g->h;
@@ -125,7 +126,7 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
             job->dsum[(bi * g->h + n) * g->sq + i] = dsum;
             int64_t lo, hi;
             cpu_key_range(g, bi, i, &lo, &hi);
-            float stat = stp[cpu_stats_offset(g, &job->stats, bi, n, i)];
+            float stat = stp[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
             slot[r] = -1;
             if (lo < hi && stat != -INFINITY) {
                 for (int64_t c = dv; c < ldc; c++)
@@ -164,7 +165,7 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
 static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
 {
     bwd_job *job = ctx;
-    const cpu_geom *g = job->g;
+    const fattn_geom *g = job->g;
     int64_t blk = item % job->key_blocks;
     int64_t gk = (item / job->key_blocks) % g->hg;
     int64_t bi = item / job->key_blocks / g->hg;
@@ -200,7 +201,7 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
                     hi = j1;
                 if (lo >= hi)
                     continue;
-                float stat = stp[cpu_stats_offset(g, &job->stats, bi, n, i)];
+                float stat = stp[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
                 if (stat == -INFINITY)
                     continue;
                 float *qrow = scr->qrow + na * ldc, *dorow = scr->dorow + na * ldc;
@@ -249,7 +250,7 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
 static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
 {
     bwd_job *job = ctx;
-    const cpu_geom *g = job->g;
+    const fattn_geom *g = job->g;
     const fattn_tensor *db = &job->d_bias;
     int64_t bb_n = db->shape[0], bh_n = db->shape[1], bs_n = db->shape[2];
     int64_t skv = db->shape[3];
@@ -271,7 +272,7 @@ static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
                 for (int64_t i = i_lo; i < i_hi; i++) {
                     int64_t lo, hi;
                     cpu_key_range(g, bi, i, &lo, &hi);
-                    float stat = ((const float *)job->stats.data)[cpu_stats_offset(g, &job->stats, bi, n, i)];
+                    float stat = ((const float *)job->stats.data)[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
                     if (lo >= hi || stat == -INFINITY)
                         continue;
                     cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
@@ -308,104 +309,56 @@ static fattn_status check_grad(const fattn_tensor *grad, const fattn_tensor *lik
     return FATTN_OK;
 }
 
-fattn_status cpu_backward(int threads, const fattn_bwd_params *p)
+fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
-    const fattn_aux_pack *aux = p->aux;
-    if (!aux || aux->n < 2)
-        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
-                           "[Stats, rng_state]");
+    const fattn_geom *g = c->geom;
+    assert(g);
     bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
                     p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
     bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
-    if (aux->n != want)
-        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
-                           "%d ([Stats, rng_state%s%s])", aux->n, want,
-                           has_bias ? ", Bias" : "", has_sink ? ", SoftmaxOffset" : "");
-    /* nvte_fused_attn_bwd reads Bias and SoftmaxOffset from the pack. */
-    int k = 2;
-    fattn_tensor bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
-    fattn_tensor offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
-    cpu_geom_args a = {
-        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
-        .bias = &bias, .softmax_offset = &offset,
-        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
-        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
-        .rng_state = &aux->t[1],
-        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
-        .attn_scale = p->attn_scale, .dropout = p->dropout,
-        .apply_dropout = p->dropout > 0.0f,
-        .layout = p->qkv_layout, .o_format = p->o_format,
-        .bias_type = p->bias_type, .mask_type = p->mask_type,
-        .softmax_type = p->softmax_type,
-        .win_left = p->window_size_left, .win_right = p->window_size_right,
-        .bottom_right = p->bottom_right_diagonal,
-        .who = "backward",
-    };
-    cpu_geom g;
-    fattn_status st = cpu_geom_init(&g, &a);
-    if (st != FATTN_OK)
-        return st;
-
-    bwd_job job = {.g = &g, .p = p, .stats = aux->t[0], .d_o = p->d_o, .dq = p->dq,
+    const fattn_tensor bias = c->bias, offset = c->softmax_offset;
+    fattn_status st;
+    bwd_job job = {.g = g, .p = p, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                    .dk = p->dk, .dv = p->dv, .d_bias = p->d_bias};
-    int sndim;
-    int64_t sshape[4];
-    cpu_stats_shape(&g, &sndim, sshape);
-    bool ok = job.stats.dtype == FATTN_DTYPE_FLOAT32 && job.stats.ndim == sndim &&
-              !fattn_tensor_is_empty(&job.stats);
-    for (int i = 0; ok && i < sndim; i++)
-        ok = job.stats.shape[i] == sshape[i];
-    if (!ok) {
-        cpu_geom_free(&g);
-        return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
-                           "forward's shape");
-    }
     if ((st = check_grad(&p->d_o, &p->o, "dO")) || (st = check_grad(&p->dq, &p->q, "dQ")) ||
         (st = check_grad(&p->dk, &p->k, "dK")) || (st = check_grad(&p->dv, &p->v, "dV")) ||
         (has_bias && !fattn_tensor_is_empty(&p->d_bias) &&
-         (st = check_grad(&p->d_bias, &bias, "dBias")))) {
-        cpu_geom_free(&g);
+         (st = check_grad(&p->d_bias, &bias, "dBias"))))
         return st;
-    }
     if (has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset) &&
-        (st = check_grad(&p->d_softmax_offset, &offset, "dSoftmaxOffset"))) {
-        cpu_geom_free(&g);
+        (st = check_grad(&p->d_softmax_offset, &offset, "dSoftmaxOffset")))
         return st;
-    }
-    job.keep_scale = g.dropout > 0.0f ? 1.0f / (1.0f - g.dropout) : 1.0f;
-    job.thr = fattn_dropout_threshold(g.dropout);
-    job.dsum = calloc((size_t)(g.b * g.h * g.sq), sizeof(float));
-    if (!job.dsum) {
-        cpu_geom_free(&g);
+    job.keep_scale = g->dropout > 0.0f ? 1.0f / (1.0f - g->dropout) : 1.0f;
+    job.thr = fattn_dropout_threshold(g->dropout);
+    job.dsum = calloc((size_t)(g->b * g->h * g->sq), sizeof(float));
+    if (!job.dsum)
         return fattn_error(FATTN_E_NOMEM, "backward: cannot allocate Dsum");
-    }
-    job.row_blocks = (g.sq + BWD_ROWS - 1) / BWD_ROWS;
-    job.key_blocks = (g.skv + BWD_KEYS - 1) / BWD_KEYS;
-    st = cpu_parallel_for(threads, &g, g.b * g.h * job.row_blocks, bwd_dq_item, &job);
+    job.row_blocks = (g->sq + BWD_ROWS - 1) / BWD_ROWS;
+    job.key_blocks = (g->skv + BWD_KEYS - 1) / BWD_KEYS;
+    st = cpu_parallel_for(threads, g, g->b * g->h * job.row_blocks, bwd_dq_item, &job);
     if (st == FATTN_OK)
-        st = cpu_parallel_for(threads, &g, g.b * g.hg * job.key_blocks, bwd_dkv_item, &job);
+        st = cpu_parallel_for(threads, g, g->b * g->hg * job.key_blocks, bwd_dkv_item, &job);
     if (st == FATTN_OK && has_bias && !fattn_tensor_is_empty(&p->d_bias)) {
         job.bias_blocks = (p->d_bias.shape[2] + BWD_ROWS - 1) / BWD_ROWS;
-        st = cpu_parallel_for(threads, &g,
+        st = cpu_parallel_for(threads, g,
                               p->d_bias.shape[0] * p->d_bias.shape[1] * job.bias_blocks,
                               bwd_dbias_item, &job);
     }
     if (st == FATTN_OK && has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
         /* dz_n = -sum_{bi, i} exp(z_n - Stats_i) * Dsum_i, bi then i ascending. */
         const fattn_tensor *dso = &p->d_softmax_offset;
-        for (int64_t n = 0; n < g.h; n++) {
+        for (int64_t n = 0; n < g->h; n++) {
             float acc = 0.0f;
-            for (int64_t bi = 0; bi < g.b; bi++)
-                for (int64_t i = 0; i < g.len_q[bi]; i++) {
-                    float stat = ((const float *)job.stats.data)[cpu_stats_offset(&g, &job.stats, bi, n, i)];
-                    float ps = fattn_cpu_expf(g.sink[n] - stat);
-                    acc = acc + ps * job.dsum[(bi * g.h + n) * g.sq + i];
+            for (int64_t bi = 0; bi < g->b; bi++)
+                for (int64_t i = 0; i < g->len_q[bi]; i++) {
+                    const float *stp = job.stats.data;
+                    float stat = stp[fattn_geom_stats_offset(g, &job.stats, bi, n, i)];
+                    float ps = fattn_cpu_expf(g->sink[n] - stat);
+                    acc = acc + ps * job.dsum[(bi * g->h + n) * g->sq + i];
                 }
             ((float *)dso->data)[n * dso->strides[1]] = -acc;
         }
     }
     free(job.dsum);
-    cpu_geom_free(&g);
     return st;
 }

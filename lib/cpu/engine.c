@@ -3,27 +3,42 @@
 
 #include "cpu/cpu.h"
 
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define FATTN_CPU_PLATFORM_KEY "cpu-math-" STR(FATTN_CPU_MATH_VERSION)
+
 typedef struct cpu_engine {
     fattn_engine base;
     int threads;
 } cpu_engine;
 
-static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
+static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
+                                   const fattn_fwd_call *c)
 {
-    return cpu_forward(((cpu_engine *)e)->threads, p);
+    return cpu_forward(((cpu_engine *)e)->threads, p, c);
 }
 
-static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
+static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
+                                   const fattn_bwd_call *c)
 {
-    return cpu_backward(((cpu_engine *)e)->threads, p);
+    return cpu_backward(((cpu_engine *)e)->threads, p, c);
 }
 
 static void cpu_engine_free(fattn_engine *e) { free(e); }
+
+/* Its results depend on nothing but the math version: one platform. */
+static void cpu_engine_report(const fattn_engine *e, fattn_engine_report *out)
+{
+    (void)e;
+    out->platform = FATTN_CPU_PLATFORM_KEY;
+}
 
 static const fattn_engine_ops cpu_ops = {
     .name = "cpu",
     .fwd = cpu_engine_fwd,
     .bwd = cpu_engine_bwd,
+    .supports = NULL, /* none of the queries holds for the CPU engine */
+    .report = cpu_engine_report,
     .free = cpu_engine_free,
 };
 

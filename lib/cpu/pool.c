@@ -15,7 +15,7 @@
 #include "cpu/cpu.h"
 
 typedef struct pool_job {
-    const cpu_geom *g;
+    const fattn_geom *g;
     cpu_item_fn fn;
     void *ctx;
     int64_t n;
@@ -69,7 +69,7 @@ int cpu_default_threads(void)
     return (int)n;
 }
 
-fattn_status cpu_parallel_for(int threads, const cpu_geom *g, int64_t n,
+fattn_status cpu_parallel_for(int threads, const fattn_geom *g, int64_t n,
                               cpu_item_fn fn, void *ctx)
 {
     if (n <= 0)

@@ -3,13 +3,18 @@
  * CompositeSDPANode::expand_node, its score modifiers
  * (utils/attn_score_modifiers.h) and its Softmax node, for the options
  * TransformerEngine's F16 arbitrary-seqlen forward sets. Facts only; no
- * code was copied (docs/cudnn-engine.md lists what is mirrored). */
+ * code was copied (docs/cudnn-engine.md lists what is mirrored).
+ *
+ * graph.c      names, the builder's primitives, the score modifiers both
+ *              directions share, the text dump
+ * graph_fwd.c  the forward description and graph
+ * graph_bwd.c  the backward description and graph */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cudnn/graph.h"
+#include "cudnn/graph_build.h"
 #include "fattn/te.h"
 
 /* ---- names ---------------------------------------------------------------- */
@@ -62,8 +67,8 @@ int cg_find_uid(const cg_graph *g, int64_t uid)
 /* ---- parameters -> description -------------------------------------------- */
 
 /* A 4-D (or THD 3-D) view in cuDNN's [b, h, s, d] order. */
-static fattn_status to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
-                            int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4])
+fattn_status cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
+                         int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4])
 {
     if (fattn_tensor_is_empty(t))
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: %s is missing", name);
@@ -105,164 +110,19 @@ static fattn_status to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const cha
     return FATTN_OK;
 }
 
-/* Elements spanned by a view (1 + sum (n-1)*stride). */
-static int64_t view_extent(const fattn_tensor *t)
-{
-    int64_t e = 1;
-    for (int i = 0; i < t->ndim; i++)
-        e += (t->shape[i] - 1) * t->strides[i];
-    return e;
-}
-
-fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
-{
-    memset(d, 0, sizeof *d);
-    if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
-        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
-    if (fattn_layout_is_paged(p->qkv_layout))
-        return fattn_error(FATTN_E_UNSUPPORTED,
-                           "cuDNN engine: paged KV layouts are not implemented");
-    switch (p->q.dtype) {
-    case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
-    case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
-    case FATTN_DTYPE_FLOAT32:
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: float32 io is not supported "
-                           "by cuDNN's fused attention (float16/bfloat16 only)");
-    case FATTN_DTYPE_FLOAT8_E4M3FN:
-    case FATTN_DTYPE_FLOAT8_E5M2:
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 is not implemented");
-    default:
-        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
-                           fattn_dtype_name(p->q.dtype));
-    }
-    if (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype || p->o.dtype != p->q.dtype)
-        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
-    if (p->return_max_logit)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
-                           ">= 9.21 (this engine targets 9.19)");
-    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
-    if (p->o_format != qf)
-        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: o_format differs from Q's format");
-    bool padding = fattn_mask_has_padding(p->mask_type);
-    d->ragged_q = qf == FATTN_FORMAT_THD;
-    d->ragged_kv = kf == FATTN_FORMAT_THD;
-    if ((d->ragged_q || d->ragged_kv) && !padding)
-        return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: THD needs a padding mask");
-    int64_t b;
-    if (d->ragged_q) {
-        if (p->cu_seqlens_q.ndim != 1 || p->cu_seqlens_q.shape[0] < 2)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: THD Q needs cu_seqlens_q [b+1]");
-        b = p->cu_seqlens_q.shape[0] - 1;
-    } else {
-        if (p->q.ndim != 4)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q must have 4 dims");
-        b = qf == FATTN_FORMAT_SBHD ? p->q.shape[1] : p->q.shape[0];
-    }
-    int64_t sq = d->ragged_q ? p->max_seqlen_q : 0, skv = d->ragged_kv ? p->max_seqlen_kv : 0;
-    if (!d->ragged_q)
-        sq = qf == FATTN_FORMAT_SBHD ? p->q.shape[0] : p->q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
-    if (!d->ragged_kv) {
-        if (p->k.ndim != 4)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: K must have 4 dims");
-        skv = kf == FATTN_FORMAT_SBHD ? p->k.shape[0] : p->k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
-    }
-    if (sq <= 0 || skv <= 0)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: sequence lengths must be positive");
-    fattn_status st;
-    if ((st = to_bhsd(&p->q, qf, "Q", b, sq, d->q_dims, d->q_strides)) ||
-        (st = to_bhsd(&p->k, kf, "K", b, skv, d->k_dims, d->k_strides)) ||
-        (st = to_bhsd(&p->v, kf, "V", b, skv, d->v_dims, d->v_strides)) ||
-        (st = to_bhsd(&p->o, qf, "O", b, sq, d->o_dims, d->o_strides)))
-        return st;
-    d->b = b;
-    d->sq = sq;
-    d->skv = skv;
-    d->hq = d->q_dims[1];
-    d->hk = d->k_dims[1];
-    d->hv = d->v_dims[1];
-    d->d = d->q_dims[3];
-    d->dv = d->v_dims[3];
-    if (d->k_dims[0] != b || d->v_dims[0] != b || d->q_dims[0] != b || d->o_dims[0] != b ||
-        d->k_dims[3] != d->d || d->v_dims[2] != skv || d->k_dims[2] != skv ||
-        d->o_dims[1] != d->hq || d->o_dims[2] != sq || d->o_dims[3] != d->dv ||
-        d->hk != d->hv || d->hq % d->hk != 0)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
-
-    /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
-    int64_t span = 0;
-    const fattn_tensor *all[] = {&p->q, &p->k, &p->v, &p->o};
-    for (int i = 0; i < 4; i++) {
-        int64_t e = view_extent(all[i]);
-        span = e > span ? e : span;
-    }
-    d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
-    d->padding = padding;
-
-    if (p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
-    d->bias = p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    if (d->bias) {
-        const fattn_tensor *bt = &p->bias;
-        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->q.dtype)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
-                               "dtype");
-        for (int i = 0; i < 4; i++) {
-            d->bias_dims[i] = bt->shape[i];
-            /* size-1 dims broadcast: their stride does not matter to the
-             * data, give them the packed value */
-            d->bias_strides[i] = bt->strides[i];
-        }
-        if (d->bias_strides[3] != 1)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
-    }
-    d->alibi = p->bias_type == FATTN_BIAS_ALIBI;
-    d->sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    d->dropout = p->is_training && p->dropout > 0.0f ? p->dropout : 0.0f;
-    d->stats_output = true; /* TE always generates stats */
-
-    /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
-     * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
-     * padding is plain top-left; left bound = left + 1, right bound = right. */
-    d->bottom_right = p->bottom_right_diagonal;
-    if (d->bottom_right && sq == skv && !padding)
-        d->bottom_right = false;
-    if (p->window_size_left < -1 || p->window_size_right < -1)
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
-    d->has_left = p->window_size_left != -1;
-    d->left_bound = d->has_left ? p->window_size_left + 1 : 0;
-    d->has_right = p->window_size_right != -1;
-    d->right_bound = d->has_right ? p->window_size_right : 0;
-    if (!isfinite(p->attn_scale))
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
-    d->attn_scale = p->attn_scale;
-    d->allow_native = true;
-    return FATTN_OK;
-}
-
-bool cg_fwd_is_native(const cg_fwd_desc *d)
-{
-    return d->allow_native && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias &&
-           !d->alibi && !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
-}
-
 /* ---- building ------------------------------------------------------------- */
 
-typedef struct builder {
-    cg_graph *g;
-    fattn_status st;
-} builder;
 
-static void contiguous(const int64_t dims[4], int64_t strides[4])
+void cgb_contiguous(const int64_t dims[4], int64_t strides[4])
 {
     strides[3] = 1;
     for (int i = 2; i >= 0; i--)
         strides[i] = strides[i + 1] * dims[i + 1];
 }
 
-static int add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
-                      const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
-                      int64_t uid)
+int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
+                   const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
+                   int64_t uid)
 {
     cg_graph *g = bd->g;
     if (bd->st != FATTN_OK)
@@ -279,7 +139,7 @@ static int add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t 
     t->dtype = dt;
     int64_t cs[4];
     if (!strides) {
-        contiguous(dims, cs);
+        cgb_contiguous(dims, cs);
         strides = cs;
     }
     for (int i = 0; i < 4; i++)
@@ -291,30 +151,30 @@ static int add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t 
     return g->nt++;
 }
 
-static int virt(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4])
+int cgb_virt(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4])
 {
-    return add_tensor(bd, name, dt, dims, NULL, true, false, CG_ROLE_NONE, -1);
+    return cgb_add_tensor(bd, name, dt, dims, NULL, true, false, CG_ROLE_NONE, -1);
 }
 
-static const int64_t one4[4] = {1, 1, 1, 1};
+const int64_t cgb_one4[4] = {1, 1, 1, 1};
 
-static int scalar_f(builder *bd, const char *name, float v, int64_t uid)
+int cgb_scalar_f(builder *bd, const char *name, float v, int64_t uid)
 {
-    int i = add_tensor(bd, name, CG_F32, one4, one4, false, true, CG_ROLE_NONE, uid);
+    int i = cgb_add_tensor(bd, name, CG_F32, cgb_one4, cgb_one4, false, true, CG_ROLE_NONE, uid);
     if (bd->st == FATTN_OK)
         bd->g->t[i].value.f = v;
     return i;
 }
 
-static int scalar_i(builder *bd, const char *name, int32_t v)
+int cgb_scalar_i(builder *bd, const char *name, int32_t v)
 {
-    int i = add_tensor(bd, name, CG_I32, one4, one4, false, true, CG_ROLE_NONE, -1);
+    int i = cgb_add_tensor(bd, name, CG_I32, cgb_one4, cgb_one4, false, true, CG_ROLE_NONE, -1);
     if (bd->st == FATTN_OK)
         bd->g->t[i].value.i = v;
     return i;
 }
 
-static cg_op *add_op(builder *bd, cg_op_kind kind, const char *name)
+cg_op *cgb_add_op(builder *bd, cg_op_kind kind, const char *name)
 {
     cg_graph *g = bd->g;
     if (bd->st != FATTN_OK)
@@ -338,10 +198,10 @@ static cg_op *add_op(builder *bd, cg_op_kind kind, const char *name)
 }
 
 /* Pointwise op into a given output. */
-static void pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
-                    int x, int b, int t, int out)
+void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+                 int x, int b, int t, int out)
 {
-    cg_op *o = add_op(bd, CG_OP_POINTWISE, name);
+    cg_op *o = cgb_add_op(bd, CG_OP_POINTWISE, name);
     if (!o)
         return;
     o->mode = mode;
@@ -352,8 +212,8 @@ static void pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype mat
 }
 
 /* Pointwise op with a new virtual output: dims broadcast over x and b. */
-static int pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
-              int x, int b, int t, cg_dtype out_dt)
+int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+           int x, int b, int t, cg_dtype out_dt)
 {
     if (bd->st != FATTN_OK)
         return 0;
@@ -363,14 +223,14 @@ static int pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int
         if (b >= 0 && bd->g->t[b].dims[i] > dims[i])
             dims[i] = bd->g->t[b].dims[i];
     }
-    int out = virt(bd, name, out_dt, dims);
-    pw_into(bd, name, mode, math, axis, x, b, t, out);
+    int out = cgb_virt(bd, name, out_dt, dims);
+    cgb_pw_into(bd, name, mode, math, axis, x, b, t, out);
     return out;
 }
 
-static void red_into(builder *bd, const char *name, cg_red_mode mode, int x, int out)
+void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int out)
 {
-    cg_op *o = add_op(bd, CG_OP_REDUCTION, name);
+    cg_op *o = cgb_add_op(bd, CG_OP_REDUCTION, name);
     if (!o)
         return;
     o->mode = mode;
@@ -378,610 +238,101 @@ static void red_into(builder *bd, const char *name, cg_red_mode mode, int x, int
     o->out = out;
 }
 
-static int ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
-                         int64_t uid)
+int cgb_ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
+                      int64_t uid)
 {
     int64_t dims[4] = {b + 1, 1, 1, 1};
-    return add_tensor(bd, name, dt, dims, one4, false, false, role, uid);
+    return cgb_add_tensor(bd, name, dt, dims, cgb_one4, false, false, role, uid);
 }
 
-static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
-{
-    cg_graph *g = bd->g;
-    g->route = CG_ROUTE_NATIVE;
-    int q = add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
-    int k = add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int v = add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
-    int scale = scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    int o = add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
-    int stats = -1;
-    if (d->stats_output) {
-        int64_t r4[4] = {d->b, d->hq, d->sq, 1};
-        stats = add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
-    }
-    cg_op *op = add_op(bd, CG_OP_SDPA_FWD, "sdpa_fwd");
-    if (op) {
-        op->sdpa[CG_SDPA_Q] = q;
-        op->sdpa[CG_SDPA_K] = k;
-        op->sdpa[CG_SDPA_V] = v;
-        op->sdpa[CG_SDPA_O] = o;
-        op->sdpa[CG_SDPA_STATS] = stats;
-        op->sdpa[CG_SDPA_SCALE] = scale;
-    }
-    return bd->st;
-}
-
-/* Bias, ALiBi and padding modifiers on the scaled scores s (the frontend's
- * order; forward and backward alike). */
-static int score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
 {
     const int64_t hq = d->hq;
     if (d->bias) {
-        int bias = add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
-                              CG_ROLE_BIAS, CG_UID_BIAS);
-        s = pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
+        int bias = cgb_add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
+                                  CG_ROLE_BIAS, CG_UID_BIAS);
+        s = cgb_pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
     }
     if (d->alibi) {
-        int row = pw(bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = pw(bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int sub = pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
+        int row = cgb_pw(bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = cgb_pw(bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int sub = cgb_pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int slopes = add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
-                                CG_UID_ALIBI);
-        int m = pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
-        s = pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
+        int slopes = cgb_add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
+                                    CG_UID_ALIBI);
+        int m = cgb_pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
+        s = cgb_pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
     }
     if (d->padding) {
-        int row = pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int rm = pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1, CG_BOOL);
-        int cm = pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
-                    CG_BOOL);
-        int both = pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
-                      CG_BOOL);
-        int ninf = scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
-        s = pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
+        int row = cgb_pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = cgb_pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int rm = cgb_pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1,
+                        CG_BOOL);
+        int cm = cgb_pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
+                        CG_BOOL);
+        int both = cgb_pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
+                          CG_BOOL);
+        int ninf = cgb_scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
+        s = cgb_pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
     }
     return s;
 }
 
 /* The diagonal band (causal / sliding window) on s: the forward applies it
  * to the modified scores, the backward after subtracting Stats. */
-static int band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
 {
     const int64_t sq = d->sq, skv = d->skv;
     if (d->has_left || d->has_right) {
         int ret = s;
         if (d->has_right) {
-            int row = pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
-            int col = pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
+            int row = cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
+            int col = cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
             if (d->bottom_right) {
-                int a = seq_kv >= 0 ? seq_kv : scalar_i(bd, "s_kv", (int32_t)skv);
-                row = pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
-                int c = seq_q >= 0 ? seq_q : scalar_i(bd, "s_q", (int32_t)sq);
-                row = pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1, CG_I32);
+                int a = seq_kv >= 0 ? seq_kv : cgb_scalar_i(bd, "s_kv", (int32_t)skv);
+                row = cgb_pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
+                int c = seq_q >= 0 ? seq_q : cgb_scalar_i(bd, "s_q", (int32_t)sq);
+                row = cgb_pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1,
+                             CG_I32);
             }
             if (d->right_bound != 0) {
-                int r = scalar_i(bd, "right_bound", (int32_t)d->right_bound);
-                row = pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
-                         CG_I32);
+                int r = cgb_scalar_i(bd, "right_bound", (int32_t)d->right_bound);
+                row = cgb_pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
+                             CG_I32);
             }
-            int mask = pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
-                          CG_BOOL);
-            int ninf = scalar_f(bd, "neg_inf_right", -INFINITY, -1);
-            ret = pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask, CG_F32);
+            int mask = cgb_pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
+                              CG_BOOL);
+            int ninf = cgb_scalar_f(bd, "neg_inf_right", -INFINITY, -1);
+            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask,
+                         CG_F32);
         }
         if (d->has_left) {
             bool int_path = d->bottom_right && (seq_q >= 0 || seq_kv >= 0);
             cg_dtype idx = int_path ? CG_I32 : CG_F32;
-            int row = pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
-            int col = pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
+            int row = cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
+            int col = cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
             if (!d->bottom_right) {
-                int w = scalar_f(bd, "window", (float)d->left_bound, -1);
-                col = pw(bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+                int w = cgb_scalar_f(bd, "window", (float)d->left_bound, -1);
+                col = cgb_pw(bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
             } else if (!int_path) {
-                int w = scalar_f(bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
-                col = pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+                int w = cgb_scalar_f(bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
+                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
             } else {
-                int w = scalar_i(bd, "window", (int32_t)d->left_bound);
-                col = pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
-                col = pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
-                col = pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1, CG_I32);
+                int w = cgb_scalar_i(bd, "window", (int32_t)d->left_bound);
+                col = cgb_pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
+                col = cgb_pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
+                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1,
+                             CG_I32);
             }
-            int cmp = pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
-                         CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
-            int ninf = scalar_f(bd, "neg_inf_left", -INFINITY, -1);
-            ret = pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
-                     CG_F32);
+            int cmp = cgb_pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
+                             CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
+            int ninf = cgb_scalar_f(bd, "neg_inf_left", -INFINITY, -1);
+            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
+                         CG_F32);
         }
         s = ret;
     }
     return s;
-}
-
-fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
-{
-    memset(g, 0, sizeof *g);
-    g->next_uid = CG_UID_FIRST_INTERNAL;
-    builder bd = {g, FATTN_OK};
-    if (cg_fwd_is_native(d))
-        return build_native(&bd, d);
-    g->route = CG_ROUTE_COMPOSITE;
-    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv;
-    const int64_t s4[4] = {b, hq, sq, skv};
-    const int64_t r4[4] = {b, hq, sq, 1};
-
-    /* Ragged offsets first: a tensor's RAGGED_OFFSET_DESC must exist before it. */
-    int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1;
-    if (d->ragged_q) {
-        rq = ragged_tensor(&bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        ro = ragged_tensor(&bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
-        rs = ragged_tensor(&bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
-                           CG_UID_RAG_STATS);
-    }
-    if (d->ragged_kv) {
-        rk = ragged_tensor(&bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = ragged_tensor(&bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
-    }
-
-    int q = add_tensor(&bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
-    /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
-    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
-    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = add_tensor(&bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int v = add_tensor(&bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V, CG_UID_V);
-    if (bd.st != FATTN_OK)
-        return bd.st;
-    g->t[q].ragged = rq;
-    g->t[k].ragged = rk;
-    g->t[v].ragged = rv;
-
-    int seq_q = -1, seq_kv = -1;
-    if (d->padding) {
-        int64_t bd4[4] = {b, 1, 1, 1};
-        seq_q = add_tensor(&bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
-                           CG_UID_SEQ_Q);
-        seq_kv = add_tensor(&bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
-                            CG_UID_SEQ_KV);
-    }
-
-    /* F1 bmm1 */
-    int s = virt(&bd, "bmm1", CG_F32, s4);
-    cg_op *mm = add_op(&bd, CG_OP_MATMUL, "bmm1");
-    if (mm) {
-        mm->in[0] = q, mm->in[1] = k, mm->out = s;
-        mm->m_override = seq_q;
-        mm->n_override = seq_kv;
-    }
-    /* F2 scale */
-    int scale = scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    s = pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
-
-    /* score modifiers: bias, ALiBi, padding, diagonal band */
-    s = score_modifiers(&bd, d, s, seq_q, seq_kv);
-    s = band_mask(&bd, d, s, seq_q, seq_kv);
-
-    /* softmax (F3-F9), with the sink variant */
-    int sink = -1, m;
-    if (d->sink) {
-        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        sink = add_tensor(&bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
-                          CG_UID_SINK);
-        int smax = virt(&bd, "s_max", CG_F32, r4);
-        red_into(&bd, "Max", CG_RED_MAX, s, smax);
-        m = virt(&bd, "Max", CG_F32, r4);
-        pw_into(&bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
-    } else {
-        m = virt(&bd, "Max", CG_F32, r4);
-        red_into(&bd, "Max", CG_RED_MAX, s, m);
-    }
-    int z = pw(&bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
-    int e = pw(&bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
-    int l;
-    if (d->sink) {
-        int subs = pw(&bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
-        int es = pw(&bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
-        int tsum = virt(&bd, "SumExp_elements", CG_F32, r4);
-        red_into(&bd, "sum", CG_RED_ADD, e, tsum);
-        l = virt(&bd, "SumExp", CG_F32, r4);
-        pw_into(&bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
-    } else {
-        l = virt(&bd, "SumExp", CG_F32, r4);
-        red_into(&bd, "sum", CG_RED_ADD, e, l);
-    }
-    int lnl = pw(&bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
-    int stats;
-    if (d->stats_output) {
-        int64_t st4[4];
-        if (d->ragged_q) { /* TE's ragged stats: [t, h] token-major */
-            st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
-        } else {
-            contiguous(r4, st4);
-        }
-        stats = add_tensor(&bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
-        if (bd.st == FATTN_OK)
-            g->t[stats].ragged = rs;
-    } else {
-        stats = virt(&bd, "Stats", CG_F32, r4);
-    }
-    pw_into(&bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
-    int p = pw(&bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1, d->dropout > 0.0f ? CG_F32 : d->io);
-
-    if (d->dropout > 0.0f) {
-        int seed = add_tensor(&bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
-                              CG_UID_SEED);
-        int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
-                             CG_UID_OFFSET);
-        int mask;
-        if (d->rng_dump) { /* the keep-mask written out, for the oracle */
-            int64_t ms[4];
-            contiguous(s4, ms);
-            mask = add_tensor(&bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
-                              CG_UID_RNG_DUMP);
-        } else {
-            mask = virt(&bd, "rng", CG_F32, s4);
-        }
-        cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
-        if (r) {
-            r->in[0] = seed, r->in[1] = off, r->out = mask;
-            r->bernoulli_p = 1.0 - (double)d->dropout;
-        }
-        p = pw(&bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
-        int sc = scalar_f(&bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        p = pw(&bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1, d->io);
-    }
-
-    /* F10 bmm2 */
-    int o = add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
-                       CG_UID_O);
-    if (bd.st == FATTN_OK)
-        g->t[o].ragged = ro;
-    cg_op *mm2 = add_op(&bd, CG_OP_MATMUL, "bmm2");
-    if (mm2) {
-        mm2->in[0] = p, mm2->in[1] = v, mm2->out = o;
-        mm2->m_override = seq_q;
-        mm2->k_override = seq_kv;
-    }
-    return bd.st;
-}
-
-/* ---- backward ------------------------------------------------------------ */
-
-fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
-{
-    memset(d, 0, sizeof *d);
-    const fattn_aux_pack *aux = p->aux;
-    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    int want = 2 + (has_bias ? 1 : 0) + (has_sink ? 1 : 0);
-    if (!aux || aux->n != want)
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN backward: aux pack has %d entries, "
-                           "expected %d", aux ? aux->n : 0, want);
-    /* The forward's description from the same options. */
-    fattn_fwd_params fp;
-    memset(&fp, 0, sizeof fp);
-    fp.q = p->q;
-    fp.k = p->k;
-    fp.v = p->v;
-    fp.o = p->o;
-    int k = 2;
-    fp.bias = has_bias ? aux->t[k++] : fattn_tensor_empty();
-    fp.softmax_offset = has_sink ? aux->t[k++] : fattn_tensor_empty();
-    fp.cu_seqlens_q = p->cu_seqlens_q;
-    fp.cu_seqlens_kv = p->cu_seqlens_kv;
-    fp.cu_seqlens_q_padded = p->cu_seqlens_q_padded;
-    fp.cu_seqlens_kv_padded = p->cu_seqlens_kv_padded;
-    fp.rng_state = aux->t[1];
-    fp.max_seqlen_q = p->max_seqlen_q;
-    fp.max_seqlen_kv = p->max_seqlen_kv;
-    fp.is_training = true;
-    fp.attn_scale = p->attn_scale;
-    fp.dropout = p->dropout;
-    fp.qkv_layout = p->qkv_layout;
-    fp.o_format = p->o_format;
-    fp.bias_type = p->bias_type;
-    fp.mask_type = p->mask_type;
-    fp.softmax_type = p->softmax_type;
-    fp.window_size_left = p->window_size_left;
-    fp.window_size_right = p->window_size_right;
-    fp.bottom_right_diagonal = p->bottom_right_diagonal;
-    fattn_status st = cg_fwd_desc_from_params(&fp, &d->f);
-    if (st != FATTN_OK)
-        return st;
-    d->f.allow_native = false; /* the backward is always composite */
-    if (p->dqkv_layout < 0 || p->dqkv_layout >= FATTN_LAYOUT_NOT_SET ||
-        fattn_layout_is_paged(p->dqkv_layout))
-        return fattn_error(FATTN_E_LAYOUT, "cuDNN backward: dQKV layout not set or paged");
-    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
-    fattn_qkv_format dqf = fattn_layout_q_format(p->dqkv_layout);
-    fattn_qkv_format dkf = fattn_layout_kv_format(p->dqkv_layout);
-    if (dqf != qf || dkf != kf || p->do_format != p->o_format)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
-                           "the QKV / O formats");
-    const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
-    for (int i = 0; i < 4; i++)
-        if (grads[i]->dtype != p->q.dtype)
-            return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
-                               "dtype");
-    const cg_fwd_desc *f = &d->f;
-    if ((st = to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) ||
-        (st = to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) ||
-        (st = to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) ||
-        (st = to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)))
-        return st;
-    for (int i = 0; i < 4; i++)
-        if (d->do_dims[i] != f->o_dims[i] || d->dq_dims[i] != f->q_dims[i] ||
-            d->dk_dims[i] != f->k_dims[i] || d->dv_dims[i] != f->v_dims[i])
-            return fattn_error(FATTN_E_SHAPE, "cuDNN backward: gradient shapes differ from "
-                               "their inputs'");
-    if (f->bias && !fattn_tensor_is_empty(&p->d_bias)) {
-        const fattn_tensor *db = &p->d_bias;
-        if (db->ndim != 4 || db->dtype != p->q.dtype)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN backward: dBias must be 4-D of Q's dtype");
-        for (int i = 0; i < 4; i++) {
-            if (db->shape[i] != f->bias_dims[i])
-                return fattn_error(FATTN_E_SHAPE, "cuDNN backward: dBias shape differs from "
-                                   "Bias");
-            d->dbias_dims[i] = db->shape[i];
-            d->dbias_strides[i] = db->strides[i];
-        }
-        if (d->dbias_strides[3] != 1)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dBias needs a unit last "
-                               "stride");
-        d->dbias = true;
-    }
-    d->dsink = f->sink; /* TE always asks for dSoftmaxOffset with a sink */
-    d->max_total_q = f->ragged_q ? p->q.shape[0] : 0;
-    d->deterministic = p->deterministic;
-    return FATTN_OK;
-}
-
-int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d)
-{
-    if (d->max_total_q > 0) /* TH1, Stats' token stride hq */
-        return d->max_total_q * d->f.hq * (int64_t)sizeof(float);
-    return d->f.b * d->f.hq * d->f.sq * (int64_t)sizeof(float);
-}
-
-/* The frontend forces the direct-dQ ("dP workspace") graph for dBias too. */
-static bool bwd_direct_dq(const cg_bwd_desc *d)
-{
-    return d->deterministic || d->dbias;
-}
-
-int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
-{
-    if (bwd_direct_dq(d))
-        return 0;
-    if (d->max_total_q > 0) /* dQ's strides: tokens times dQ's token stride */
-        return d->max_total_q * d->dq_strides[2] * (int64_t)sizeof(float);
-    return d->f.b * d->f.hq * d->f.sq * d->f.d * (int64_t)sizeof(float);
-}
-
-/* A matmul with optional overrides; out is given. */
-static void matmul_into(builder *bd, const char *name, int a, int b, int out, int m_ov, int n_ov,
-                        int k_ov)
-{
-    cg_op *mm = add_op(bd, CG_OP_MATMUL, name);
-    if (!mm)
-        return;
-    mm->in[0] = a, mm->in[1] = b, mm->out = out;
-    mm->m_override = m_ov;
-    mm->n_override = n_ov;
-    mm->k_override = k_ov;
-}
-
-static void reshape_into(builder *bd, const char *name, int x, int out)
-{
-    cg_op *o = add_op(bd, CG_OP_RESHAPE, name);
-    if (!o)
-        return;
-    o->in[0] = x;
-    o->out = out;
-}
-
-fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
-{
-    memset(g, 0, sizeof *g);
-    g->next_uid = CG_UID_FIRST_INTERNAL;
-    g->route = CG_ROUTE_COMPOSITE;
-    builder bd = {g, FATTN_OK};
-    const cg_fwd_desc *d = &bdsc->f;
-    const int64_t b = d->b, hq = d->hq, sq = d->sq, skv = d->skv, dqk = d->d, dv = d->dv;
-    const int64_t s4[4] = {b, hq, sq, skv};
-    const int64_t r4[4] = {b, hq, sq, 1};
-    const int64_t r4s[4] = {hq * sq, sq, 1, 1};
-    const int64_t st_s4t[4] = {hq * sq * skv, sq * skv, 1, skv};
-
-    /* ragged offsets first */
-    int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1, rdo = -1, rdq = -1, rdk = -1, rdv = -1;
-    if (d->ragged_q) {
-        rq = ragged_tensor(&bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q, CG_UID_RAG_Q);
-        ro = ragged_tensor(&bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O, CG_UID_RAG_O);
-        rs = ragged_tensor(&bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
-                           CG_UID_RAG_STATS);
-        rdo = ragged_tensor(&bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
-                            CG_UID_RAG_DO);
-        rdq = ragged_tensor(&bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
-                            CG_UID_RAG_DQ);
-    }
-    if (d->ragged_kv) {
-        rk = ragged_tensor(&bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K, CG_UID_RAG_K);
-        rv = ragged_tensor(&bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V, CG_UID_RAG_V);
-        rdk = ragged_tensor(&bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
-                            CG_UID_RAG_DK);
-        rdv = ragged_tensor(&bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
-                            CG_UID_RAG_DV);
-    }
-    /* inputs: Q, KT, VT, O, dO, Stats */
-    int q = add_tensor(&bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q, CG_UID_Q);
-    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
-    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = add_tensor(&bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
-    int64_t vt_dims[4] = {d->v_dims[0], d->v_dims[1], d->v_dims[3], d->v_dims[2]};
-    int64_t vt_strides[4] = {d->v_strides[0], d->v_strides[1], d->v_strides[3], d->v_strides[2]};
-    int v = add_tensor(&bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
-    int o = add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O, CG_UID_O);
-    int dO = add_tensor(&bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
-                        CG_ROLE_DO, CG_UID_DO);
-    int64_t st4[4];
-    if (d->ragged_q) {
-        st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
-    } else {
-        contiguous(r4, st4);
-    }
-    int stats = add_tensor(&bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
-                           CG_UID_STATS);
-    int dq = add_tensor(&bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
-                        CG_ROLE_DQ, CG_UID_DQ);
-    int dk = add_tensor(&bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
-                        CG_ROLE_DK, CG_UID_DK);
-    int dvt = add_tensor(&bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
-                         CG_ROLE_DV, CG_UID_DV);
-    if (bd.st != FATTN_OK)
-        return bd.st;
-    g->t[q].ragged = rq;
-    g->t[k].ragged = rk;
-    g->t[v].ragged = rv;
-    g->t[o].ragged = ro;
-    g->t[dO].ragged = rdo;
-    g->t[stats].ragged = rs;
-    g->t[dq].ragged = rdq;
-    g->t[dk].ragged = rdk;
-    g->t[dvt].ragged = rdv;
-
-    int seq_q = -1, seq_kv = -1;
-    if (d->padding) {
-        int64_t bd4[4] = {b, 1, 1, 1};
-        seq_q = add_tensor(&bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
-                           CG_UID_SEQ_Q);
-        seq_kv = add_tensor(&bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
-                            CG_UID_SEQ_KV);
-    }
-    int scale = scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    bool dropout = d->dropout > 0.0f;
-    int drop_scale = -1, drop_scale_inv = -1, one = -1;
-    if (dropout) {
-        drop_scale = scalar_f(&bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        drop_scale_inv = scalar_f(&bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
-    } else {
-        one = scalar_f(&bd, "one", 1.0f, -1);
-    }
-
-    /* RNG: the forward's mask, regenerated from the saved rng_state */
-    int mask = -1;
-    if (dropout) {
-        int seed = add_tensor(&bd, "Seed", CG_I64, one4, one4, false, false, CG_ROLE_SEED,
-                              CG_UID_SEED);
-        int off = add_tensor(&bd, "Offset", CG_I64, one4, one4, false, false, CG_ROLE_OFFSET,
-                             CG_UID_OFFSET);
-        mask = virt(&bd, "rng", CG_F32, s4);
-        cg_op *r = add_op(&bd, CG_OP_RNG, "rng");
-        if (r) {
-            r->in[0] = seed, r->in[1] = off, r->out = mask;
-            r->bernoulli_p = 1.0 - (double)d->dropout;
-        }
-    }
-
-    /* B1-B3: Dsum = rowsum(dO * O) * (1 - p) */
-    int64_t t0_dims[4] = {b, hq, sq, dv}, t0_str[4] = {hq * sq * dv, sq * dv, hq * dv, 1};
-    int t0 = add_tensor(&bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
-    pw_into(&bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
-    int t1 = add_tensor(&bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
-    red_into(&bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
-    if (bdsc->dsink) {
-        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int sink = add_tensor(&bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
-                              CG_UID_SINK);
-        int dsink = add_tensor(&bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
-                               CG_UID_DSINK);
-        int ss_ = pw(&bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
-        int es = pw(&bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
-        int pt = pw(&bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
-        red_into(&bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
-    }
-    int dsum = add_tensor(&bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? st4 : r4s,
-                          false, false, CG_ROLE_DSUM, CG_UID_DSUM);
-    if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
-        g->t[dsum].ragged = rs;
-    pw_into(&bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1, dropout ? drop_scale_inv : one,
-            -1, dsum);
-
-    /* B4-B7: P recomputed */
-    int s = virt(&bd, "matmul_Q_KT", CG_F32, s4);
-    matmul_into(&bd, "matmul_Q_KT", q, k, s, seq_q, seq_kv, -1);
-    s = pw(&bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
-    s = score_modifiers(&bd, d, s, seq_q, seq_kv);
-    s = pw(&bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
-    s = band_mask(&bd, d, s, seq_q, seq_kv);
-    int p_ = pw(&bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
-    int pd = p_;
-    if (dropout) {
-        pd = pw(&bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
-        pd = pw(&bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
-    }
-    /* B8-B9: dV */
-    int64_t pt_dims[4] = {b, hq, skv, sq};
-    int pT = add_tensor(&bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
-    reshape_into(&bd, "reshape_p", pd, pT);
-    if (hq == d->hv) {
-        matmul_into(&bd, "matmul_pT_dO", pT, dO, dvt, seq_kv, -1, seq_q);
-    } else {
-        int64_t fh[4] = {b, hq, skv, dv};
-        int full = virt(&bd, "matmul_pT_dO", d->io, fh);
-        matmul_into(&bd, "matmul_pT_dO", pT, dO, full, seq_kv, -1, seq_q);
-        red_into(&bd, "red_dV_head", CG_RED_ADD, full, dvt);
-    }
-    /* B10-B13: dS */
-    int dp = virt(&bd, "matmul_dO_VT", CG_F32, s4);
-    matmul_into(&bd, "matmul_dO_VT", dO, v, dp, seq_q, seq_kv, -1);
-    if (dropout)
-        dp = pw(&bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
-    int t2 = pw(&bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
-    int t3 = pw(&bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
-    if (dropout)
-        t3 = pw(&bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
-    if (bdsc->dbias) {
-        int db = add_tensor(&bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
-                            false, CG_ROLE_DBIAS, CG_UID_DBIAS);
-        red_into(&bd, "red_dP_dBias", CG_RED_ADD, t3, db);
-    }
-    int ds = pw(&bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
-    /* B14-B15: dK */
-    int dsT = add_tensor(&bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
-                         -1);
-    reshape_into(&bd, "reshape_dS", ds, dsT);
-    if (hq == d->hk) {
-        matmul_into(&bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
-    } else {
-        int64_t fh[4] = {b, hq, skv, dqk};
-        int full = virt(&bd, "matmul_dST_Q", d->io, fh);
-        matmul_into(&bd, "matmul_dST_Q", dsT, q, full, seq_kv, -1, seq_q);
-        red_into(&bd, "red_dK_head", CG_RED_ADD, full, dk);
-    }
-    /* B16-B18: dQ */
-    int kv = add_tensor(&bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
-                        CG_ROLE_NONE, -1);
-    if (bd.st == FATTN_OK)
-        g->t[kv].ragged = rk;
-    reshape_into(&bd, "reshape_k", k, kv);
-    if (!bwd_direct_dq(bdsc)) {
-        int64_t qa[4] = {b, hq, sq, dqk};
-        int acc = add_tensor(&bd, "dQ_accum", CG_F32, qa,
-                             bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
-                             CG_ROLE_DQ_ACCUM, CG_UID_DQ_ACCUM);
-        if (bd.st == FATTN_OK && bdsc->max_total_q > 0)
-            g->t[acc].ragged = rdq;
-        matmul_into(&bd, "matmul_dS_K", ds, kv, acc, seq_q, -1, seq_kv);
-        pw_into(&bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
-    } else {
-        matmul_into(&bd, "matmul_dS_K", ds, kv, dq, seq_q, -1, seq_kv);
-    }
-    return bd.st;
 }
 
 /* ---- dump ----------------------------------------------------------------- */

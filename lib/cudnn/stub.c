@@ -37,43 +37,6 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     return no_cudnn();
 }
 
-const char *fattn_cudnn_last_tag(const fattn_engine *e)
-{
-    (void)e;
-    return "";
-}
-
-const char *fattn_cudnn_last_route(const fattn_engine *e)
-{
-    (void)e;
-    return "";
-}
-
-int fattn_cudnn_plan_count(const fattn_engine *e)
-{
-    (void)e;
-    return 0;
-}
-
-int64_t fattn_cudnn_last_workspace(const fattn_engine *e)
-{
-    (void)e;
-    return 0;
-}
-
-bool fattn_cudnn_forces_deterministic(const fattn_engine *e)
-{
-    (void)e;
-    return false;
-}
-
-fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on)
-{
-    (void)e;
-    (void)on;
-    return no_cudnn();
-}
-
 fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count)
 {
     (void)e;
@@ -82,36 +45,43 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
     return no_cudnn();
 }
 
-fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters)
+fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
+                                         const char *plan_dir)
 {
-    (void)e;
-    (void)iters;
+    (void)device;
+    (void)plan_dir;
+    if (out)
+        *out = NULL;
     return no_cudnn();
 }
 
-void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out)
+void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c)
 {
-    (void)e;
-    if (out)
-        *out = (fattn_cudnn_timing){0};
+    (void)c;
 }
 
-fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out)
+int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c)
 {
-    (void)e;
-    if (out)
-        *out = (fattn_cudnn_plan_store_stats){0};
+    (void)c;
+    return 0;
+}
+
+fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
+                                          fattn_cudnn_plan_store_stats *out)
+{
+    (void)c;
+    (void)out;
     return no_cudnn();
 }
 
-const char *fattn_cudnn_plan_store_dir(const fattn_engine *e)
+const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c)
 {
-    (void)e;
+    (void)c;
     return "";
 }
 
-const char *fattn_cudnn_last_plan_source(const fattn_engine *e)
+fattn_cudnn_plan_cache *fattn_cudnn_engine_plan_cache(const fattn_engine *e)
 {
     (void)e;
-    return "";
+    return NULL;
 }

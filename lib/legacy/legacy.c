@@ -174,7 +174,7 @@ static fattn_status lg_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
  * CPU engine check as "cpu". */
 static const char *lg_support_engine(const fattn_engine *e)
 {
-    return strcmp(fattn_engine_name(e), "cudnn") == 0 ? "cudnn" : "cpu";
+    return fattn_engine_support_column(e);
 }
 
 /* ------------------------------------------------------------------------ */

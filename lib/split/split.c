@@ -59,10 +59,7 @@ static int sp_heads_dim(fattn_qkv_format f)
 /* independent witness: mirrors lib/legacy/legacy.c lg_support_engine, do not unify. */
 static const char *sp_support_engine(const fattn_engine *e)
 {
-    const char *name = fattn_engine_name(e);
-    if (strcmp(name, "cudnn") == 0)
-        return "cudnn";
-    return "cpu";
+    return fattn_engine_support_column(e);
 }
 
 static fattn_status sp_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,

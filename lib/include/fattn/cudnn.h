@@ -32,19 +32,31 @@ extern "C" {
 #endif
 
 typedef struct fattn_cudnn_options {
-    int device; /* CUDA device ordinal */
+    int device; /* CUDA device ordinal (a given plan_cache's device instead) */
     /* Run every backward as the deterministic (direct-dQ) graph, whatever
      * fattn_bwd_params.deterministic says: what `fattn verify` and `fattn
      * golden` use on cuDNN, so that a rerun can be compared bitwise
      * (docs/determinism.md). */
     bool force_deterministic_bwd;
-    /* Directory of the on-disk plan store (docs/cudnn-engine.md, "Plan
-     * store"): compiled plans of runtime-compiled cuDNN engines are written
-     * there and restored by later engines and processes instead of being
-     * compiled again. NULL: $FATTN_CUDNN_PLAN_DIR decides (unset or empty:
-     * no store); "": no store, whatever the environment says. Created (mode
-     * 0700) when missing. The engine keeps its own copy of the string. */
+    /* Benchmark timing. With timing_iters > 0 every forward and backward,
+     * after its own execution, executes its plan timing_iters more times on
+     * the same device buffers, queued back to back with a CUDA event between
+     * consecutive executions on the engine's stream (so the host's launch
+     * cost overlaps the previous execution, as in a training loop); each
+     * execution's time is the interval between its two events
+     * (fattn_engine_last_report's timing). The outputs are those of the last
+     * execution: the same bits as the first's wherever the graph is
+     * deterministic (not the accumulator backward's dQ). 0: off. */
+    int timing_iters;
+    /* Directory of the on-disk plan store of the engine's own plan cache
+     * (docs/cudnn-engine.md, "Plan store"); ignored with a plan_cache. NULL:
+     * $FATTN_CUDNN_PLAN_DIR decides (unset or empty: no store); "": no store,
+     * whatever the environment says. */
     const char *plan_dir;
+    /* Plans to use and add to, owned by the caller and outliving the engine,
+     * shared by the engines it is given to (one at a time). NULL: the engine
+     * makes its own, freed with it. */
+    fattn_cudnn_plan_cache *plan_cache;
 } fattn_cudnn_options;
 
 /* Provenance of the device and libraries. */
@@ -70,23 +82,15 @@ fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out);
 
 fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt);
 
-/* The engine tag ("eng2_k24=7") of the plan the last forward or backward
- * ran, "" if none; plans cached and the route of the last call ("composite" /
- * "native" forward, "bwd-dq-accum" / "bwd-direct-dq" backward).
- * For provenance; e must be a cuDNN engine. */
-const char *fattn_cudnn_last_tag(const fattn_engine *e);
-const char *fattn_cudnn_last_route(const fattn_engine *e);
-int fattn_cudnn_plan_count(const fattn_engine *e);
-
-/* Device bytes the last backward used besides its inputs and outputs: the
- * plan's workspace plus the caller-side Dsum (b*hq*sq*4) and, without
- * `deterministic`, dQ_accum (b*hq*sq*d*4) buffers. 0 before a backward. */
-int64_t fattn_cudnn_last_workspace(const fattn_engine *e);
-
-/* Whether e forces the deterministic backward (fattn_cudnn_options), and
- * changing it on an open engine (its plan cache is kept). */
-bool fattn_cudnn_forces_deterministic(const fattn_engine *e);
-fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on);
+/* The engine's last call, the plans it holds, its platform key: the
+ * engine-neutral fattn_engine_last_report (fattn/engine.h); what it answers:
+ * fattn_engine_supports. The report's workspace is the device bytes the last
+ * backward used besides its inputs and outputs: the plan's workspace plus
+ * the caller-side Dsum (b*hq*sq*4) and, without `deterministic`, dQ_accum
+ * (b*hq*sq*d*4) buffers; 0 before a backward. Its route is "composite" /
+ * "native" for a forward, "bwd-dq-accum" / "bwd-direct-dq" for a backward;
+ * its plan_source "memory" (the plan cache), "store" (restored from the plan
+ * store) or "built". */
 
 /* Test hook: the dropout keep-mask. With mask non-NULL, every later forward
  * with dropout runs a variant of its graph whose RNG output is a real
@@ -99,40 +103,8 @@ fattn_status fattn_cudnn_set_force_deterministic(fattn_engine *e, bool on);
  * the float64 oracle's dropout cases (tests/test_cudnn_gpu.c). */
 fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count);
 
-/* Benchmark timing. With iters > 0 every later forward and backward, after
- * its own execution, executes its plan iters more times on the same device
- * buffers, queued back to back with a CUDA event between consecutive
- * executions on the engine's stream (so the host's launch cost overlaps the
- * previous execution, as in a training loop); each execution's time is the
- * interval between its two events. The outputs are those of the last
- * execution: the same bits as the first's wherever the graph is
- * deterministic (not the accumulator backward's dQ). 0 turns it off. */
-fattn_status fattn_cudnn_set_timing(fattn_engine *e, int iters);
-
-typedef struct fattn_cudnn_timing {
-    int iters;              /* timed executions (0: timing was off) */
-    double gpu_ms_median;   /* plan execution, CUDA events */
-    double gpu_ms_min;
-    /* Host time of the call outside the copies and the GPU work: graph
-     * description, plan-cache lookup (or build), variant pack, launch.
-     * With a plan-cache hit this is the per-call host overhead. */
-    double host_us;
-    /* Its two parts: fattn's (validation, graph description, cache key and
-     * lookup) and the execution call (variant pack and
-     * cudnnBackendExecute, which launches the kernels). */
-    double host_fattn_us;
-    double host_execute_us;
-    double plan_build_s;    /* 0 when the plan came from the cache; the
-                               restore time when it came from the store */
-    bool plan_cache_hit;
-    bool plan_from_store;   /* restored from the plan store (not built) */
-} fattn_cudnn_timing;
-
-/* Timing of the last forward or backward. */
-void fattn_cudnn_last_timing(const fattn_engine *e, fattn_cudnn_timing *out);
-
-/* Where the plans of e came from (docs/cudnn-engine.md, "Plan store").
- * Counters are per engine, since fattn_engine_init_cudnn. */
+/* Where the plans of a cache came from (docs/cudnn-engine.md, "Plan
+ * store"). Counters are per plan cache, since it was made. */
 typedef struct fattn_cudnn_plan_store_stats {
     bool store_enabled;     /* a plan store directory is in use */
     int64_t built;          /* plans built: heuristics + finalize (compiles) */
@@ -149,17 +121,27 @@ typedef struct fattn_cudnn_plan_store_stats {
                                plan or failed write; "" if none */
 } fattn_cudnn_plan_store_stats;
 
-/* The plan-store counters of e. FATTN_E_INVALID_ARG if e is not a cuDNN
- * engine or out is NULL. */
-fattn_status fattn_cudnn_plan_stats(const fattn_engine *e, fattn_cudnn_plan_store_stats *out);
+/* ---- plan caches ------------------------------------------------------- */
 
-/* The plan store directory e uses, "" when it has none. */
-const char *fattn_cudnn_plan_store_dir(const fattn_engine *e);
-
-/* Where the plan of the last forward or backward came from: "memory" (this
- * engine's cache), "store" (restored from the plan store), "built"; "" before
- * the first call. For provenance. */
-const char *fattn_cudnn_last_plan_source(const fattn_engine *e);
+/* A plan cache: the cuDNN handle, the plans by graph, the workspace and the
+ * plan store (plan_dir as in fattn_cudnn_options). Building a plan takes up
+ * to seconds, executing one milliseconds: whoever runs several engines one
+ * after another (commands of one process) makes one cache and gives it to
+ * each (fattn_cudnn_options.plan_cache), so later engines find the plans
+ * built. Not thread-safe; free after the last engine using it. */
+fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
+                                         const char *plan_dir);
+void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c);
+/* Plans held (0 for NULL). */
+int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c);
+/* Its plan-store counters; FATTN_E_INVALID_ARG for NULL arguments. */
+fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
+                                          fattn_cudnn_plan_store_stats *out);
+/* Its plan store directory, "" when it has none. */
+const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c);
+/* The cache a cuDNN engine uses (its own or the one it was given); NULL if
+ * e is not a cuDNN engine. */
+fattn_cudnn_plan_cache *fattn_cudnn_engine_plan_cache(const fattn_engine *e);
 
 #ifdef __cplusplus
 }

@@ -27,10 +27,11 @@
  *    (Bias if bias_type is pre/post_scale_bias),
  *    (SoftmaxOffset if softmax_type is not vanilla)]
  * Forward follows TE's two-call protocol: called with aux->n == 0 it only
- * fills the pack's shapes and dtypes (data NULL) and returns; the caller
- * allocates Stats (and Max) and calls again. On the executing call the engine
- * points the rng_state, Bias and SoftmaxOffset entries at the inputs, as TE
- * does (the pack entry *is* the input). Backward reads
+ * validates, fills the pack's shapes and dtypes (data NULL) and returns; the
+ * caller allocates Stats (and Max) and calls again. On the executing call
+ * the dispatch points the rng_state, Bias and SoftmaxOffset entries at the
+ * inputs, as TE does (the pack entry *is* the input). fattn_aux_layout_fwd
+ * and _bwd give the slots. Backward reads
  *   [Stats, rng_state, (Bias), (SoftmaxOffset)]   (Max already stripped).
  *
  * Defined regions (an engine writes nothing outside them; callers poison
@@ -118,14 +119,122 @@ typedef struct fattn_bwd_params {
     bool cuda_graph;
 } fattn_bwd_params;
 
-/* An engine is an object with two operations. Test-only variants and the
- * cuDNN engine implement the same table. */
+/* ---- TE's aux pack --------------------------------------------------- */
+
+/* Where each entry sits in the aux pack, -1 when absent; n entries in all.
+ * The one statement of TE's slot order in the library (the front ends keep
+ * their own copies as independent witnesses). */
+typedef struct fattn_aux_layout {
+    int n;
+    int stats, max, rng_state, bias, softmax_offset;
+} fattn_aux_layout;
+
+/* Forward pack: [Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]. Bias is
+ * present for pre_scale_bias and post_scale_bias, SoftmaxOffset for every
+ * softmax type but vanilla, Max with return_max_logit. */
+fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
+                                      bool return_max_logit);
+/* Backward pack: the forward's without Max. */
+fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax);
+
+/* ---- engines ---------------------------------------------------------- */
+
+/* An engine is an object: forward and backward, the questions it answers
+ * (supports) and what it says about its last call (report). The CPU and
+ * cuDNN engines and the test-only variants implement the same table; callers
+ * never compare engine names (only the registry below does). The dispatch
+ * (fattn_engine_fwd, fattn_engine_bwd) runs TE's two-call protocol and
+ * validates the geometry once; an engine's operations see only executing
+ * calls, with the pack's entries resolved. */
 typedef struct fattn_engine fattn_engine;
+
+/* The validated geometry of a call (lib/core/geom.h, internal to lib/). */
+typedef struct fattn_geom fattn_geom;
+
+/* An executing forward call: Stats (and Max) are the caller's float32
+ * tensors of the shape the describing call reported; the pack's rng_state,
+ * Bias and SoftmaxOffset entries already point at the inputs. */
+typedef struct fattn_fwd_call {
+    const fattn_geom *geom;
+    fattn_tensor stats;
+    fattn_tensor max;     /* empty unless return_max_logit */
+    double t0;            /* when the dispatch took the call (CLOCK_MONOTONIC, s):
+                             host time an engine reports counts from here */
+} fattn_fwd_call;
+
+/* A backward call: the pack's entries, Stats' shape checked. bias and
+ * softmax_offset are empty where the layout has none. */
+typedef struct fattn_bwd_call {
+    const fattn_geom *geom;
+    fattn_tensor stats, rng_state, bias, softmax_offset;
+    double t0;            /* as fattn_fwd_call's */
+} fattn_bwd_call;
+
+/* Questions an engine answers, so that callers ask instead of naming it. */
+typedef enum fattn_engine_query {
+    /* The support table's cuDNN rules apply to it (lib/core/support.c);
+     * otherwise its CPU rules. */
+    FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN = 1,
+    /* The report's tag names the compiled kernel configuration that ran:
+     * provenance worth recording (prov_engine_tag). */
+    FATTN_ENGINE_Q_PLAN_TAG,
+    /* dSoftmaxOffset is not bitwise repeatable even with the deterministic
+     * backward (measured, docs/determinism.md): compare it within tolerance. */
+    FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET,
+    /* Every backward runs the deterministic algorithm, whatever
+     * fattn_bwd_params.deterministic says (fattn_engine_options). */
+    FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD,
+} fattn_engine_query;
+
+/* Benchmark timing of the last call (fattn_engine_options.timing_iters). */
+typedef struct fattn_engine_timing {
+    int iters;              /* timed executions (0: timing was off) */
+    double gpu_ms_median;   /* plan execution, CUDA events */
+    double gpu_ms_min;
+    /* Host time of the call outside the copies and the GPU work: graph
+     * description, plan-cache lookup (or build), variant pack, launch.
+     * With a plan-cache hit this is the per-call host overhead. */
+    double host_us;
+    /* Its two parts: fattn's (validation, graph description, cache key and
+     * lookup) and the execution call (variant pack and
+     * cudnnBackendExecute, which launches the kernels). */
+    double host_fattn_us;
+    double host_execute_us;
+    double plan_build_s;    /* 0 when the plan came from the cache; the
+                               restore time when it came from the store */
+    bool plan_cache_hit;
+    bool plan_from_store;   /* restored from the plan store (not built) */
+} fattn_engine_timing;
+
+/* What an engine says about itself and its last forward or backward, for
+ * provenance and benchmarks. Strings are the engine's, valid until its next
+ * call or its free; never NULL ("" when there is nothing to say). */
+typedef struct fattn_engine_report {
+    const char *engine;      /* its name */
+    const char *platform;    /* the key goldens are filed under, e.g.
+                                "cpu-math-1", "cudnn-nvidia-h200-sm90-132sm-cudnn91900" */
+    const char *tag;         /* engine config of the last plan ("eng2_k24=7") */
+    const char *route;       /* "composite" / "native" forward, "bwd-dq-accum" /
+                                "bwd-direct-dq" backward */
+    const char *plan_source; /* "memory", "store" or "built" */
+    int plans;               /* plans in the engine's plan cache */
+    int64_t workspace;       /* device bytes the last backward used besides its
+                                inputs and outputs (docs/cudnn-engine.md) */
+    fattn_engine_timing timing;
+} fattn_engine_report;
 
 typedef struct fattn_engine_ops {
     const char *name; /* "cpu", "cudnn", or a test variant's name */
-    fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p);
-    fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p);
+    /* Prefixes of the dispatch's validation messages ("forward" and
+     * "backward" when NULL). */
+    const char *who_fwd, *who_bwd;
+    fattn_status (*fwd)(fattn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
+    fattn_status (*bwd)(fattn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
+    /* NULL: no query holds. */
+    bool (*supports)(const fattn_engine *e, fattn_engine_query q);
+    /* Fill what the engine knows; the dispatch has set every field to its
+     * empty value and `engine` to the name. NULL: nothing more. */
+    void (*report)(const fattn_engine *e, fattn_engine_report *out);
     void (*free)(fattn_engine *e);
 } fattn_engine_ops;
 
@@ -145,7 +254,42 @@ fattn_status fattn_engine_init_cpu(fattn_engine **out,
 fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
 fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
 const char *fattn_engine_name(const fattn_engine *e);
+bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q);
+fattn_engine_report fattn_engine_last_report(const fattn_engine *e);
 void fattn_engine_free(fattn_engine *e);
+
+/* ---- the engine registry (lib/core/registry.c) ------------------------ */
+
+/* A cuDNN plan cache (fattn/cudnn.h), owned by whoever made it. */
+typedef struct fattn_cudnn_plan_cache fattn_cudnn_plan_cache;
+
+/* Options of fattn_engine_open: each engine takes what concerns it. */
+typedef struct fattn_engine_options {
+    int threads;                  /* CPU: 0 = one per online CPU */
+    int device;                   /* cuDNN: CUDA ordinal (ignored with a plan cache) */
+    bool force_deterministic_bwd; /* cuDNN: every backward deterministic */
+    int timing_iters;             /* cuDNN: benchmark timing, 0 off */
+    /* cuDNN: where the caller keeps a plan cache shared by its engines.
+     * NULL: the engine has its own. Else the cache in *plan_cache is used;
+     * when it is NULL the engine makes one and leaves it there: the caller
+     * owns it and frees it (fattn_cudnn_plan_cache_free) after its last
+     * engine. A CPU engine never touches it. */
+    fattn_cudnn_plan_cache **plan_cache;
+} fattn_engine_options;
+
+/* The registry is the one place engine names are compared. Kinds, in the
+ * order --backend auto prefers them: "cudnn", "cpu". */
+bool fattn_engine_kind_known(const char *name);
+/* Open the named kind; opt may be NULL (defaults). */
+fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
+                               fattn_engine **out);
+/* Open the first kind that is available and opens, in preference order;
+ * *name gets its registry name. */
+fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
+                                    const char **name);
+/* The support table's engine column for e ("cpu" or "cudnn"), the name
+ * fattn_support_check takes. */
+const char *fattn_engine_support_column(const fattn_engine *e);
 
 /* Version of the CPU engine's math: bumped whenever any CPU result bit can
  * change (part of the CPU platform key of goldens). */

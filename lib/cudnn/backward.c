@@ -1,0 +1,209 @@
+/* The cuDNN engine's backward: graph, plan, upload, execute, copy back the
+ * defined regions of dQ, dK, dV, dBias and dSoftmaxOffset. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn/engine_internal.h"
+
+typedef struct bwd_run {
+    cudnn_engine *e;
+    const fattn_bwd_params *p;
+    const fattn_geom *geom;
+    fattn_tensor stats;
+    cg_graph *g;
+    cg_bwd_desc d;
+} bwd_run;
+
+/* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
+ * rows zero (the kernels do not read them). */
+static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
+{
+    const fattn_geom *geom = r->geom;
+    int64_t b = geom->b, h = geom->h;
+    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    float *hs = calloc((size_t)stats_n, sizeof(float));
+    if (!hs)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Stats staging");
+    const float *src = r->stats.data;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < geom->len_q[bi]; i++)
+            for (int64_t n = 0; n < h; n++) {
+                int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
+                                             : (bi * h + n) * geom->sq + i;
+                hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
+            }
+    fattn_status st = cudnn_dev_upload(a, hs, (size_t)stats_n * sizeof(float),
+                                       &d->p[CG_ROLE_STATS]);
+    free(hs);
+    return st;
+}
+
+/* Copy back the defined regions of dQ, dK, dV, dBias, dSoftmaxOffset only. */
+static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
+{
+    const fattn_bwd_params *p = r->p;
+    const fattn_geom *geom = r->geom;
+    const cg_fwd_desc *fd = &r->d.f;
+    const cudnn_api *api = r->e->api;
+    int64_t b = geom->b, h = geom->h;
+    fattn_status st = FATTN_OK;
+    fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
+                             (fattn_tensor *)&p->dv};
+    void *devs[3] = {d->p[CG_ROLE_DQ], d->p[CG_ROLE_DK], d->p[CG_ROLE_DV]};
+    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
+        size_t bytes = cudnn_view_bytes(outs[t]);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = cudnn_download(api, hbuf, devs[t], bytes);
+        if (st == FATTN_OK) {
+            if (t == 0)
+                cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
+                                geom->d);
+            else
+                cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
+                                geom->hg, t == 1 ? geom->d : geom->dv);
+        }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && r->d.dbias) {
+        const fattn_tensor *db = &p->d_bias;
+        size_t bytes = cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
+        char *hbuf = malloc(bytes);
+        if (!hbuf)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = cudnn_download(api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
+        if (st == FATTN_OK)
+            for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
+                for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
+                    for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
+                        int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
+                                      i2 * db->strides[2];
+                        memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
+                               (size_t)db->shape[3] * esz);
+                    }
+        free(hbuf);
+    }
+    if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
+        float hsink[FATTN_CUDNN_MAX_HEADS];
+        const fattn_tensor *dso = &p->d_softmax_offset;
+        if (h > FATTN_CUDNN_MAX_HEADS)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
+                               FATTN_CUDNN_MAX_HEADS);
+        st = cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
+        if (st == FATTN_OK)
+            for (int64_t n = 0; n < h; n++)
+                ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
+    }
+    return st;
+}
+
+static fattn_status run_backward(bwd_run *r, dev_arena *a)
+{
+    const fattn_bwd_params *p = r->p;
+    const fattn_geom *geom = r->geom;
+    const cg_graph *g = r->g;
+    const cg_fwd_desc *fd = &r->d.f;
+    cudnn_plan *plan = NULL;
+    fattn_status st = cudnn_get_plan(r->e, g, &plan);
+    if (st != FATTN_OK)
+        return st;
+    snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+    double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
+
+    int64_t b = geom->b, h = geom->h;
+    dev_bindings d = {{NULL}};
+    if ((st = cudnn_upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_upload_view(a, &p->o, &d.p[CG_ROLE_O])) ||
+        (st = cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
+        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
+        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
+        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
+        (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
+        return st;
+    if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
+        (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
+        return st;
+    if ((st = upload_stats(r, a, &d)))
+        return st;
+    if (fd->bias && (st = cudnn_upload_view(a, &geom->bias, &d.p[CG_ROLE_BIAS])))
+        return st;
+    if (r->d.dbias && (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->d_bias), &d.p[CG_ROLE_DBIAS])))
+        return st;
+    if (fd->sink && (st = cudnn_dev_alloc(a, (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
+        return st;
+    int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
+    if ((st = cudnn_upload_common(a, fd, geom, rng, &d)))
+        return st;
+    if (fd->ragged_q || fd->ragged_kv) {
+        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        bool rq = fd->ragged_q, rkv = fd->ragged_kv;
+        const ragged_src rs[] = {
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
+            {CG_ROLE_RAG_DO, rq, cq, cqp, p->d_o.strides[0]},
+            {CG_ROLE_RAG_DQ, rq, cq, cqp, p->dq.strides[0]},
+            {CG_ROLE_RAG_DK, rkv, ck, ckp, p->dk.strides[0]},
+            {CG_ROLE_RAG_DV, rkv, ck, ckp, p->dv.strides[0]},
+        };
+        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype,
+                                      &d)))
+            return st;
+    }
+    void *ptrs[CG_MAX_TENSORS];
+    cudnn_bind_tensors(g, &d, ptrs);
+    r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
+                           cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
+    if ((st = cudnn_execute_plan(r->e, plan, g, ptrs, host_pre)))
+        return st;
+
+    return download_grads(r, &d);
+}
+
+fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
+                              const fattn_bwd_call *c)
+{
+    cudnn_engine *e = (cudnn_engine *)base;
+    e->call_t0 = c->t0; /* validation in the dispatch counts as fattn's host time */
+    bwd_run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.p = p;
+    fattn_status st = cg_bwd_desc_from_params(p, &r.d);
+    if (st != FATTN_OK)
+        return st;
+    if (e->force_det)
+        r.d.deterministic = true;
+    /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
+     * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
+     * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather
+     * than return it. */
+    if (r.d.dsink && r.d.f.ragged_q && e->api->GetVersion() <= 91900)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dSoftmaxOffset with a THD "
+                           "(ragged) Q is wrong on cuDNN <= 9.19 (measured); not supported");
+    assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
+    r.geom = c->geom;
+    r.stats = c->stats;
+    r.g = malloc(sizeof *r.g);
+    if (!r.g)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
+    st = cg_build_bwd(r.g, &r.d);
+    if (st == FATTN_OK) {
+        snprintf(e->last_route, sizeof e->last_route, "%s",
+                 r.d.deterministic || r.d.dbias ? "bwd-direct-dq" : "bwd-dq-accum");
+        dev_arena arena = {.api = e->api, .n = 0};
+        memset(&e->timing, 0, sizeof e->timing);
+        st = run_backward(&r, &arena);
+        cudnn_dev_free_all(&arena);
+    }
+    free(r.g);
+    return st;
+}

@@ -1,0 +1,128 @@
+/* Internals shared by the cuDNN engine's files (not installed).
+ *
+ * engine.c    the operation table, init/free, report, public getters
+ * plans.c     the plan cache (fattn_cudnn_plan_cache) and plan store glue,
+ *             executing a plan (workspace, benchmark repeats)
+ * transfer.c  the device arena, uploads and the copies back
+ * forward.c   one forward call; backward.c one backward call
+ */
+#ifndef FATTN_CUDNN_ENGINE_INTERNAL_H
+#define FATTN_CUDNN_ENGINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/geom.h"
+#include "cudnn/cudnn_internal.h"
+#include "cudnn/plan_store.h"
+#include "fattn/cudnn.h"
+
+#define FATTN_CUDNN_MAX_HEADS 4096
+
+typedef struct plan_entry {
+    char *key;
+    cudnn_plan *plan;
+    struct plan_entry *next;
+} plan_entry;
+
+/* What outlives an engine when its owner shares it: the handle plans were
+ * built with, the plans by graph key, the workspace, the plan store. One
+ * engine at a time uses it (an engine is not thread-safe, nor is this). */
+struct fattn_cudnn_plan_cache {
+    const cudnn_api *api;
+    cudnnHandle_t handle;
+    int device;
+    plan_entry *plans;
+    int nplans;
+    void *ws;
+    size_t ws_size;
+    /* Plan store (plan_store.h): directory (NULL: none), what keys its files
+     * besides the graph, counters since the cache was made. */
+    char *store_dir;
+    ps_env store_env;
+    fattn_cudnn_plan_store_stats pstats;
+};
+
+typedef struct cudnn_engine {
+    fattn_engine base;
+    const cudnn_api *api;
+    fattn_cudnn_plan_cache *pc;
+    bool own_pc;            /* pc was made for this engine: freed with it */
+    char last_tag[96];
+    char last_route[16];
+    int64_t last_workspace; /* bytes of the last backward: engine + Dsum + dQ_accum */
+    bool force_det;         /* every backward deterministic (fattn_cudnn_options) */
+    float *mask_dst;        /* capture_dropout_mask: host destination, or NULL */
+    int64_t mask_cap;       /* its capacity in floats */
+    int time_iters;         /* fattn_cudnn_options.timing_iters */
+    double call_t0;         /* when the current forward/backward call began */
+    fattn_engine_timing timing;
+    const char *last_plan_source; /* where the last plan came from */
+    char platform[160];     /* the golden platform key (report) */
+} cudnn_engine;
+
+double cudnn_now_s(void);
+
+/* ---- transfer.c ---------------------------------------------------------- */
+
+#define MAX_ALLOCS 40
+
+/* Device buffers of one call, freed together. */
+typedef struct dev_arena {
+    const cudnn_api *api;
+    void *p[MAX_ALLOCS];
+    int n;
+} dev_arena;
+
+/* Device pointer of every role a graph can bind (cg_role): one table for the
+ * forward and the backward. */
+typedef struct dev_bindings {
+    void *p[CG_ROLE_COUNT];
+} dev_bindings;
+
+/* One ragged-offset array: role, whether the graph has it, the cu_seqlens
+ * (and padded) tensors it comes from, and the element stride of a token. */
+typedef struct ragged_src {
+    cg_role role;
+    bool on;
+    const fattn_tensor *cu, *pad;
+    int64_t mult;
+} ragged_src;
+
+fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what);
+fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out);
+fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out);
+void cudnn_dev_free_all(dev_arena *a);
+/* Bytes spanned by a view (its last element's offset + 1, times the size). */
+size_t cudnn_view_bytes(const fattn_tensor *t);
+int64_t cudnn_cu_at(const fattn_tensor *t, int64_t i);
+void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs);
+fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
+                                 cg_dtype dt, dev_bindings *d);
+fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
+                                 const int64_t rng[2], dev_bindings *d);
+fattn_status cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out);
+void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
+                     const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
+                     int64_t width);
+fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes);
+
+/* ---- plans.c ------------------------------------------------------------- */
+
+/* The plan for g from e's plan cache, the plan store, or a build; notes
+ * where it came from in e's timing and last_plan_source. */
+fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out);
+/* Grow the cache's workspace, execute, wait; then e's timed repeats.
+ * host_pre is the host time the call spent before its first copy. */
+fattn_status cudnn_execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
+                                void *const *ptrs, double host_pre);
+
+/* ---- forward.c, backward.c ----------------------------------------------- */
+
+fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
+                              const fattn_fwd_call *c);
+fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
+                              const fattn_bwd_call *c);
+
+#endif /* FATTN_CUDNN_ENGINE_INTERNAL_H */

@@ -1,0 +1,152 @@
+/* The cuDNN engine's forward: graph, plan, upload, execute, copy back the
+ * defined regions of O and Stats. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn/engine_internal.h"
+
+typedef struct fwd_run {
+    cudnn_engine *e;
+    const fattn_fwd_params *p;
+    const fattn_geom *geom;
+    fattn_tensor stats;
+    cg_graph *g;
+    cg_fwd_desc d;
+} fwd_run;
+
+static fattn_status run_forward(fwd_run *r, dev_arena *a)
+{
+    const fattn_fwd_params *p = r->p;
+    const fattn_geom *geom = r->geom;
+    const cg_graph *g = r->g;
+    const cudnn_api *api = r->e->api;
+    cudnn_plan *plan = NULL;
+    fattn_status st = cudnn_get_plan(r->e, g, &plan);
+    if (st != FATTN_OK)
+        return st;
+    snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
+    double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
+
+    int64_t b = geom->b, h = geom->h;
+    void *mask = NULL;
+    int64_t mask_n = r->d.rng_dump ? b * h * geom->sq * geom->skv : 0;
+    if (mask_n > r->e->mask_cap)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: the dropout mask needs %lld floats, "
+                           "the capture buffer holds %lld", (long long)mask_n,
+                           (long long)r->e->mask_cap);
+    if (mask_n && (st = cudnn_dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
+        return st;
+    dev_bindings d = {{NULL}};
+    d.p[CG_ROLE_RNG_DUMP] = mask;
+    size_t o_bytes = cudnn_view_bytes(&p->o);
+    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    if ((st = cudnn_dev_upload(a, p->q.data, cudnn_view_bytes(&p->q), &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_dev_upload(a, p->k.data, cudnn_view_bytes(&p->k), &d.p[CG_ROLE_K])) ||
+        (st = cudnn_dev_upload(a, p->v.data, cudnn_view_bytes(&p->v), &d.p[CG_ROLE_V])) ||
+        (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
+        (st = cudnn_dev_alloc(a, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS])))
+        return st;
+    if (r->d.bias && (st = cudnn_dev_upload(a, p->bias.data, cudnn_view_bytes(&p->bias),
+                                            &d.p[CG_ROLE_BIAS])))
+        return st;
+    int64_t rng[2] = {0, 0};
+    if (r->d.dropout > 0.0f) {
+        rng[0] = ((const int64_t *)p->rng_state.data)[0];
+        rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
+    }
+    if ((st = cudnn_upload_common(a, &r->d, geom, rng, &d)))
+        return st;
+    if (r->d.ragged_q || r->d.ragged_kv) {
+        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        bool rq = r->d.ragged_q, rkv = r->d.ragged_kv;
+        const ragged_src rs[] = {
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
+        };
+        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
+                                      &d)))
+            return st;
+    }
+    void *ptrs[CG_MAX_TENSORS];
+    cudnn_bind_tensors(g, &d, ptrs);
+    if ((st = cudnn_execute_plan(r->e, plan, g, ptrs, host_pre)))
+        return st;
+    cudaError_t ce;
+    if (mask) {
+        ce = api->cudaMemcpy(r->e->mask_dst, mask, (size_t)mask_n * sizeof(float),
+                             cudaMemcpyDeviceToHost);
+        if (ce != cudaSuccess)
+            return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
+    }
+
+    /* copy back the defined regions only */
+    char *ho = malloc(o_bytes);
+    float *hs = malloc((size_t)stats_n * sizeof(float));
+    if (!ho || !hs) {
+        free(ho);
+        free(hs);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+    }
+    ce = api->cudaMemcpy(ho, d.p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
+    if (ce == cudaSuccess)
+        ce = api->cudaMemcpy(hs, d.p[CG_ROLE_STATS], (size_t)stats_n * sizeof(float),
+                             cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess) {
+        free(ho);
+        free(hs);
+        return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+    }
+    size_t esz = fattn_dtype_size(p->o.dtype);
+    size_t row = (size_t)geom->dv * esz;
+    float *sdst = r->stats.data;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < geom->len_q[bi]; i++)
+            for (int64_t n = 0; n < h; n++) {
+                int64_t off = fattn_geom_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
+                memcpy((char *)p->o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
+                int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
+                                             : (bi * h + n) * geom->sq + i;
+                sdst[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
+            }
+    free(ho);
+    free(hs);
+    return FATTN_OK;
+}
+
+fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
+                              const fattn_fwd_call *c)
+{
+    cudnn_engine *e = (cudnn_engine *)base;
+    e->call_t0 = c->t0; /* validation in the dispatch counts as fattn's host time */
+    fwd_run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.p = p;
+    fattn_status st = cg_fwd_desc_from_params(p, &r.d);
+    if (st != FATTN_OK)
+        return st;
+    r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
+    assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
+    r.geom = c->geom;
+    r.stats = c->stats;
+    r.g = malloc(sizeof *r.g);
+    if (!r.g)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
+    st = cg_build_fwd(r.g, &r.d);
+    if (st == FATTN_OK) {
+        snprintf(e->last_route, sizeof e->last_route, "%s",
+                 r.g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+        dev_arena arena = {.api = e->api, .n = 0};
+        memset(&e->timing, 0, sizeof e->timing);
+        st = run_forward(&r, &arena);
+        cudnn_dev_free_all(&arena);
+    }
+    free(r.g);
+    return st;
+}

@@ -1,0 +1,43 @@
+/* The graph builder's primitives, shared by graph.c, graph_fwd.c and
+ * graph_bwd.c (not installed). Each adds to bd->g in call order (the order
+ * is part of the graph: uids and the text dump follow it); after the first
+ * failure they do nothing and bd->st keeps the error. */
+#ifndef FATTN_CUDNN_GRAPH_BUILD_H
+#define FATTN_CUDNN_GRAPH_BUILD_H
+
+#include "cudnn/graph.h"
+
+typedef struct builder {
+    cg_graph *g;
+    fattn_status st;
+} builder;
+
+/* [1,1,1,1]: dims and strides of scalars and per-call constants. */
+extern const int64_t cgb_one4[4];
+
+/* A 4-D (or THD 3-D) view in cuDNN's [b, h, s, d] order. */
+fattn_status cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
+                         int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4]);
+void cgb_contiguous(const int64_t dims[4], int64_t strides[4]);
+int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
+                   const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
+                   int64_t uid);
+int cgb_virt(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4]);
+int cgb_scalar_f(builder *bd, const char *name, float v, int64_t uid);
+int cgb_scalar_i(builder *bd, const char *name, int32_t v);
+cg_op *cgb_add_op(builder *bd, cg_op_kind kind, const char *name);
+/* Pointwise op into a given output. */
+void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+                 int x, int b, int t, int out);
+/* Pointwise op with a new virtual output: dims broadcast over x and b. */
+int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+           int x, int b, int t, cg_dtype out_dt);
+void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int out);
+int cgb_ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
+                      int64_t uid);
+int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv);
+/* The diagonal band (causal / sliding window) on s: the forward applies it
+ * to the modified scores, the backward after subtracting Stats. */
+int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv);
+
+#endif /* FATTN_CUDNN_GRAPH_BUILD_H */

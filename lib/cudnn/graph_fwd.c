@@ -1,0 +1,388 @@
+/* The cuDNN engine's forward graph (graph.h): the description from
+ * fattn_fwd_params, then the native SDPA_FWD op or the composite graph of
+ * cudnn-frontend 1.18's CompositeSDPANode (graph.c has the sources). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn/graph_build.h"
+#include "fattn/te.h"
+
+/* ---- parameters -> description ----------------------------------------- */
+
+/* Elements spanned by a view (1 + sum (n-1)*stride). */
+static int64_t view_extent(const fattn_tensor *t)
+{
+    int64_t e = 1;
+    for (int i = 0; i < t->ndim; i++)
+        e += (t->shape[i] - 1) * t->strides[i];
+    return e;
+}
+
+/* The description's options past the shapes: ragged offset dtype, bias,
+ * ALiBi, sink, dropout, the diagonal band, the scale. */
+static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
+{
+    /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
+    int64_t span = 0;
+    const fattn_tensor *all[] = {&p->q, &p->k, &p->v, &p->o};
+    for (int i = 0; i < 4; i++) {
+        int64_t e = view_extent(all[i]);
+        span = e > span ? e : span;
+    }
+    d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
+
+    if (p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
+    d->bias = p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    if (d->bias) {
+        const fattn_tensor *bt = &p->bias;
+        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->q.dtype)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
+                               "dtype");
+        for (int i = 0; i < 4; i++) {
+            d->bias_dims[i] = bt->shape[i];
+            /* size-1 dims broadcast: their stride does not matter to the
+             * data, give them the packed value */
+            d->bias_strides[i] = bt->strides[i];
+        }
+        if (d->bias_strides[3] != 1)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
+    }
+    d->alibi = p->bias_type == FATTN_BIAS_ALIBI;
+    d->sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    d->dropout = p->is_training && p->dropout > 0.0f ? p->dropout : 0.0f;
+    d->stats_output = true; /* TE always generates stats */
+
+    /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
+     * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
+     * padding is plain top-left; left bound = left + 1, right bound = right. */
+    d->bottom_right = p->bottom_right_diagonal;
+    if (d->bottom_right && d->sq == d->skv && !d->padding)
+        d->bottom_right = false;
+    if (p->window_size_left < -1 || p->window_size_right < -1)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
+    d->has_left = p->window_size_left != -1;
+    d->left_bound = d->has_left ? p->window_size_left + 1 : 0;
+    d->has_right = p->window_size_right != -1;
+    d->right_bound = d->has_right ? p->window_size_right : 0;
+    if (!isfinite(p->attn_scale))
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
+    d->attn_scale = p->attn_scale;
+    d->allow_native = true;
+    return FATTN_OK;
+}
+
+fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
+        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
+    if (fattn_layout_is_paged(p->qkv_layout))
+        return fattn_error(FATTN_E_UNSUPPORTED,
+                           "cuDNN engine: paged KV layouts are not implemented");
+    switch (p->q.dtype) {
+    case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
+    case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
+    case FATTN_DTYPE_FLOAT32:
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: float32 io is not supported "
+                           "by cuDNN's fused attention (float16/bfloat16 only)");
+    case FATTN_DTYPE_FLOAT8_E4M3FN:
+    case FATTN_DTYPE_FLOAT8_E5M2:
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 is not implemented");
+    default:
+        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
+                           fattn_dtype_name(p->q.dtype));
+    }
+    if (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype || p->o.dtype != p->q.dtype)
+        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
+    if (p->return_max_logit)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
+                           ">= 9.21 (this engine targets 9.19)");
+    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
+    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
+    if (p->o_format != qf)
+        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: o_format differs from Q's format");
+    bool padding = fattn_mask_has_padding(p->mask_type);
+    d->ragged_q = qf == FATTN_FORMAT_THD;
+    d->ragged_kv = kf == FATTN_FORMAT_THD;
+    if ((d->ragged_q || d->ragged_kv) && !padding)
+        return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: THD needs a padding mask");
+    int64_t b;
+    if (d->ragged_q) {
+        if (p->cu_seqlens_q.ndim != 1 || p->cu_seqlens_q.shape[0] < 2)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: THD Q needs cu_seqlens_q [b+1]");
+        b = p->cu_seqlens_q.shape[0] - 1;
+    } else {
+        if (p->q.ndim != 4)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q must have 4 dims");
+        b = qf == FATTN_FORMAT_SBHD ? p->q.shape[1] : p->q.shape[0];
+    }
+    int64_t sq = d->ragged_q ? p->max_seqlen_q : 0, skv = d->ragged_kv ? p->max_seqlen_kv : 0;
+    if (!d->ragged_q)
+        sq = qf == FATTN_FORMAT_SBHD ? p->q.shape[0] : p->q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
+    if (!d->ragged_kv) {
+        if (p->k.ndim != 4)
+            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: K must have 4 dims");
+        skv = kf == FATTN_FORMAT_SBHD ? p->k.shape[0] : p->k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
+    }
+    if (sq <= 0 || skv <= 0)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: sequence lengths must be positive");
+    fattn_status st;
+    if ((st = cgb_to_bhsd(&p->q, qf, "Q", b, sq, d->q_dims, d->q_strides)) ||
+        (st = cgb_to_bhsd(&p->k, kf, "K", b, skv, d->k_dims, d->k_strides)) ||
+        (st = cgb_to_bhsd(&p->v, kf, "V", b, skv, d->v_dims, d->v_strides)) ||
+        (st = cgb_to_bhsd(&p->o, qf, "O", b, sq, d->o_dims, d->o_strides)))
+        return st;
+    d->b = b;
+    d->sq = sq;
+    d->skv = skv;
+    d->hq = d->q_dims[1];
+    d->hk = d->k_dims[1];
+    d->hv = d->v_dims[1];
+    d->d = d->q_dims[3];
+    d->dv = d->v_dims[3];
+    if (d->k_dims[0] != b || d->v_dims[0] != b || d->q_dims[0] != b || d->o_dims[0] != b ||
+        d->k_dims[3] != d->d || d->v_dims[2] != skv || d->k_dims[2] != skv ||
+        d->o_dims[1] != d->hq || d->o_dims[2] != sq || d->o_dims[3] != d->dv ||
+        d->hk != d->hv || d->hq % d->hk != 0)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
+
+    d->padding = padding;
+    return fwd_desc_options(p, d);
+}
+
+bool cg_fwd_is_native(const cg_fwd_desc *d)
+{
+    return d->allow_native && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias &&
+           !d->alibi && !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
+{
+    cg_graph *g = bd->g;
+    g->route = CG_ROUTE_NATIVE;
+    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+                           CG_UID_Q);
+    int k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K,
+                           CG_UID_K);
+    int v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+                           CG_UID_V);
+    int scale = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+                           CG_UID_O);
+    int stats = -1;
+    if (d->stats_output) {
+        int64_t r4[4] = {d->b, d->hq, d->sq, 1};
+        stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false, CG_ROLE_STATS,
+                               CG_UID_STATS);
+    }
+    cg_op *op = cgb_add_op(bd, CG_OP_SDPA_FWD, "sdpa_fwd");
+    if (op) {
+        op->sdpa[CG_SDPA_Q] = q;
+        op->sdpa[CG_SDPA_K] = k;
+        op->sdpa[CG_SDPA_V] = v;
+        op->sdpa[CG_SDPA_O] = o;
+        op->sdpa[CG_SDPA_STATS] = stats;
+        op->sdpa[CG_SDPA_SCALE] = scale;
+    }
+    return bd->st;
+}
+
+/* Bias, ALiBi and padding modifiers on the scaled scores s (the frontend's
+ * order; forward and backward alike). */
+/* The forward's inputs, in the order their descriptors must exist: ragged
+ * offsets, Q, K (transposed), V, the per-batch lengths. */
+typedef struct fwd_inputs {
+    int q, k, v, seq_q, seq_kv;
+    int ro, rs; /* ragged offsets of O and Stats, -1 without */
+} fwd_inputs;
+
+static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs *x)
+{
+    cg_graph *g = bd->g;
+    const int64_t b = d->b;
+    /* Ragged offsets first: a tensor's RAGGED_OFFSET_DESC must exist before it. */
+    int rq = -1, rk = -1, rv = -1;
+    x->ro = -1, x->rs = -1;
+    if (d->ragged_q) {
+        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
+                               CG_UID_RAG_Q);
+        x->ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
+                                  CG_UID_RAG_O);
+        x->rs = cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+                                  CG_UID_RAG_STATS);
+    }
+    if (d->ragged_kv) {
+        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
+                               CG_UID_RAG_K);
+        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
+                               CG_UID_RAG_V);
+    }
+
+    int q = x->q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+                                  CG_UID_Q);
+    /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
+    int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
+    int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
+    int k = x->k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K,
+                                  CG_UID_K);
+    int v = x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+                                  CG_UID_V);
+    if (bd->st != FATTN_OK)
+        return bd->st;
+    g->t[q].ragged = rq;
+    g->t[k].ragged = rk;
+    g->t[v].ragged = rv;
+
+    x->seq_q = -1, x->seq_kv = -1;
+    if (d->padding) {
+        int64_t bd4[4] = {b, 1, 1, 1};
+        x->seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+                                  CG_UID_SEQ_Q);
+        x->seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+                                   CG_UID_SEQ_KV);
+    }
+
+    return bd->st;
+}
+
+/* Softmax (F3-F9), with the sink variant: Stats = M + log(sum exp(s - M))
+ * written out when the description asks, P = exp(s - M) / sum. Returns P. */
+static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
+{
+    cg_graph *g = bd->g;
+    const int64_t b = d->b, hq = d->hq, sq = d->sq;
+    const int64_t r4[4] = {b, hq, sq, 1};
+    /* softmax (F3-F9), with the sink variant */
+    int sink = -1, m;
+    if (d->sink) {
+        int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
+        sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+                              CG_UID_SINK);
+        int smax = cgb_virt(bd, "s_max", CG_F32, r4);
+        cgb_red_into(bd, "Max", CG_RED_MAX, s, smax);
+        m = cgb_virt(bd, "Max", CG_F32, r4);
+        cgb_pw_into(bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
+    } else {
+        m = cgb_virt(bd, "Max", CG_F32, r4);
+        cgb_red_into(bd, "Max", CG_RED_MAX, s, m);
+    }
+    int z = cgb_pw(bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
+    int e = cgb_pw(bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
+    int l;
+    if (d->sink) {
+        int subs = cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
+        int es = cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
+        int tsum = cgb_virt(bd, "SumExp_elements", CG_F32, r4);
+        cgb_red_into(bd, "sum", CG_RED_ADD, e, tsum);
+        l = cgb_virt(bd, "SumExp", CG_F32, r4);
+        cgb_pw_into(bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
+    } else {
+        l = cgb_virt(bd, "SumExp", CG_F32, r4);
+        cgb_red_into(bd, "sum", CG_RED_ADD, e, l);
+    }
+    int lnl = cgb_pw(bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
+    int stats;
+    if (d->stats_output) {
+        int64_t st4[4];
+        if (d->ragged_q) { /* TE's ragged stats: [t, h] token-major */
+            st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
+        } else {
+            cgb_contiguous(r4, st4);
+        }
+        stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+                               CG_UID_STATS);
+        if (bd->st == FATTN_OK)
+            g->t[stats].ragged = rs;
+    } else {
+        stats = cgb_virt(bd, "Stats", CG_F32, r4);
+    }
+    cgb_pw_into(bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
+    return cgb_pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1, d->dropout > 0.0f ? CG_F32 : d->io);
+}
+
+/* Dropout on P: the Philox keep-mask (written out for the oracle with
+ * rng_dump) and the 1/(1-p) scale. Returns the dropped P. */
+static int fwd_dropout(builder *bd, const cg_fwd_desc *d, int p)
+{
+    const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
+    if (d->dropout > 0.0f) {
+        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false,
+                                  CG_ROLE_SEED,
+                              CG_UID_SEED);
+        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false,
+                                 CG_ROLE_OFFSET,
+                             CG_UID_OFFSET);
+        int mask;
+        if (d->rng_dump) { /* the keep-mask written out, for the oracle */
+            int64_t ms[4];
+            cgb_contiguous(s4, ms);
+            mask = cgb_add_tensor(bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
+                                  CG_UID_RNG_DUMP);
+        } else {
+            mask = cgb_virt(bd, "rng", CG_F32, s4);
+        }
+        cg_op *r = cgb_add_op(bd, CG_OP_RNG, "rng");
+        if (r) {
+            r->in[0] = seed, r->in[1] = off, r->out = mask;
+            r->bernoulli_p = 1.0 - (double)d->dropout;
+        }
+        p = cgb_pw(bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
+        int sc = cgb_scalar_f(bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        p = cgb_pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1, d->io);
+    }
+    return p;
+}
+
+fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
+{
+    memset(g, 0, sizeof *g);
+    g->next_uid = CG_UID_FIRST_INTERNAL;
+    builder bd = {g, FATTN_OK};
+    if (cg_fwd_is_native(d))
+        return build_native(&bd, d);
+    g->route = CG_ROUTE_COMPOSITE;
+    const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
+
+    fwd_inputs x;
+    fattn_status st = fwd_add_inputs(&bd, d, &x);
+    if (st != FATTN_OK)
+        return st;
+    int q = x.q, k = x.k, v = x.v, seq_q = x.seq_q, seq_kv = x.seq_kv;
+
+    /* F1 bmm1 */
+    int s = cgb_virt(&bd, "bmm1", CG_F32, s4);
+    cg_op *mm = cgb_add_op(&bd, CG_OP_MATMUL, "bmm1");
+    if (mm) {
+        mm->in[0] = q, mm->in[1] = k, mm->out = s;
+        mm->m_override = seq_q;
+        mm->n_override = seq_kv;
+    }
+    /* F2 scale */
+    int scale = cgb_scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    s = cgb_pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+
+    /* score modifiers: bias, ALiBi, padding, diagonal band */
+    s = cgb_score_modifiers(&bd, d, s, seq_q, seq_kv);
+    s = cgb_band_mask(&bd, d, s, seq_q, seq_kv);
+
+    int p = fwd_softmax(&bd, d, s, x.rs);
+    p = fwd_dropout(&bd, d, p);
+
+    /* F10 bmm2 */
+    int o = cgb_add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+                           CG_UID_O);
+    if (bd.st == FATTN_OK)
+        g->t[o].ragged = x.ro;
+    cg_op *mm2 = cgb_add_op(&bd, CG_OP_MATMUL, "bmm2");
+    if (mm2) {
+        mm2->in[0] = p, mm2->in[1] = v, mm2->out = o;
+        mm2->m_override = seq_q;
+        mm2->k_override = seq_kv;
+    }
+    return bd.st;
+}

@@ -1,0 +1,352 @@
+/* The cuDNN plan cache (fattn/cudnn.h): plans by graph key, the plan store
+ * behind it, and executing a plan with the shared workspace and the
+ * benchmark repeats. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn/engine_internal.h"
+
+/* ---- plans ---------------------------------------------------------------- */
+
+/* Record why the store was not used (the reason is in fattn_last_error)
+ * and count it (counter may be NULL); the caller goes on without it. */
+static void store_note(cudnn_engine *e, int64_t *counter)
+{
+    if (counter)
+        (*counter)++;
+    snprintf(e->pc->pstats.last_note, sizeof e->pc->pstats.last_note, "%s", fattn_last_error());
+}
+
+/* A restored plan lists knob choices its config holds at -1 (measured on
+ * the H200 with cuDNN 9.19: "eng6_k14=-1_k24=26" for a plan built as
+ * "eng6_k24=26"); tags are compared without them (cudnn_internal.h). */
+void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < cap;) {
+        if (tag[i] == '_' && i + 1 < len && tag[i + 1] == 'k') {
+            size_t j = i + 2;
+            while (j < len && tag[j] >= '0' && tag[j] <= '9')
+                j++;
+            if (j > i + 2 && len - j >= 3 && tag[j] == '=' && tag[j + 1] == '-' &&
+                tag[j + 2] == '1' && (j + 3 == len || tag[j + 3] == '_')) {
+                i = j + 3;
+                continue;
+            }
+        }
+        out[o++] = tag[i++];
+    }
+    out[o] = 0;
+}
+
+static bool tags_match(const char *a, size_t alen, const char *b, size_t blen)
+{
+    char ca[160], cb[160];
+    cudnn_tag_canonical(a, alen, ca, sizeof ca);
+    cudnn_tag_canonical(b, blen, cb, sizeof cb);
+    return strcmp(ca, cb) == 0;
+}
+
+/* The plan stored under key_text, restored, or NULL (no file, or a file
+ * that is refused: counted and noted). A restored plan must report the
+ * engine tag and workspace the file recorded at store time; otherwise it is
+ * dropped, so the store can only ever save a build, never change a plan. */
+static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
+{
+    ps_loaded l;
+    if (ps_lookup(e->pc->store_dir, key_text, &l) != FATTN_OK) {
+        store_note(e, &e->pc->pstats.rejected);
+        return NULL;
+    }
+    if (!l.found) {
+        e->pc->pstats.missing++;
+        return NULL;
+    }
+    cudnn_plan *p = NULL;
+    fattn_status st = cudnn_plan_deserialize(e->api, e->pc->handle, l.rec.blob, l.rec.blob_len, &p);
+    if (st == FATTN_OK && (!tags_match(p->tag, strlen(p->tag), l.rec.tag, l.rec.tag_len) ||
+                           p->workspace != l.rec.workspace)) {
+        fattn_error(FATTN_E_INVALID_FILE,
+                    "plan store: restored plan is %s with %lld workspace bytes, the file "
+                    "recorded %.*s with %lld",
+                    p->tag, (long long)p->workspace, (int)l.rec.tag_len, l.rec.tag,
+                    (long long)l.rec.workspace);
+        cudnn_plan_free(p);
+        p = NULL;
+        st = FATTN_E_INVALID_FILE;
+    }
+    /* provenance names the plan as it was built */
+    if (st == FATTN_OK && l.rec.tag_len < sizeof p->tag)
+        snprintf(p->tag, sizeof p->tag, "%.*s", (int)l.rec.tag_len, l.rec.tag);
+    ps_loaded_free(&l);
+    if (st != FATTN_OK) {
+        store_note(e, &e->pc->pstats.rejected);
+        return NULL;
+    }
+    e->pc->pstats.loaded++;
+    return p;
+}
+
+/* Write a freshly built plan to the store when cuDNN can serialize it. A
+ * failure costs only a rebuild in the next process: counted and noted. */
+static void store_save(cudnn_engine *e, const char *key_text, const cudnn_plan *p)
+{
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    if (cudnn_plan_serialize(p, &blob, &len) != FATTN_OK) {
+        store_note(e, &e->pc->pstats.unserializable);
+        return;
+    }
+    ps_record r = {p->tag, strlen(p->tag), key_text, strlen(key_text), p->workspace, blob, len};
+    if (ps_store(e->pc->store_dir, &r) != FATTN_OK)
+        store_note(e, &e->pc->pstats.write_failed);
+    else
+        e->pc->pstats.stored++;
+    free(blob);
+}
+
+/* The plan for g: this engine's cache, else the plan store (when enabled),
+ * else a build (then written to the store). Errors only when no plan can be
+ * had at all; the store's own failures fall back to a build. */
+fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
+{
+    assert(e->pc && e->pc->handle);
+    char *key = cg_dump(g, false);
+    if (!key)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph dump");
+    for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
+        if (!strcmp(pe->key, key)) {
+            free(key);
+            *out = pe->plan;
+            e->timing.plan_cache_hit = true;
+            e->timing.plan_from_store = false;
+            e->timing.plan_build_s = 0.0;
+            e->last_plan_source = "memory";
+            return FATTN_OK;
+        }
+    e->timing.plan_cache_hit = false;
+    cudnn_plan *p = NULL;
+    char *key_text = NULL;
+    if (e->pc->store_dir) {
+        key_text = ps_key_text(&e->pc->store_env, key);
+        if (!key_text) {
+            fattn_error(FATTN_E_NOMEM, "plan store: no memory for the key; built instead");
+            store_note(e, NULL);
+        } else {
+            p = store_load(e, key_text);
+        }
+    }
+    if (!p) {
+        fattn_status st = cudnn_plan_build(e->api, e->pc->handle, g, &p);
+        if (st != FATTN_OK) {
+            free(key);
+            free(key_text);
+            return st;
+        }
+        e->pc->pstats.built++;
+        if (key_text)
+            store_save(e, key_text, p);
+    }
+    free(key_text);
+    plan_entry *pe = malloc(sizeof *pe);
+    if (!pe) {
+        free(key);
+        cudnn_plan_free(p);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
+    }
+    e->timing.plan_build_s = p->build_seconds;
+    e->timing.plan_from_store = p->from_store;
+    e->last_plan_source = p->from_store ? "store" : "built";
+    pe->key = key;
+    pe->plan = p;
+    pe->next = e->pc->plans;
+    e->pc->plans = pe;
+    e->pc->nplans++;
+    *out = p;
+    return FATTN_OK;
+}
+
+/* ---- executing ------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Timed re-executions (timing_iters): the same plan and buffers, queued
+ * back to back on the handle's (default) stream with an event between
+ * consecutive executions, one wait at the end. */
+static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
+                              void *const *ptrs)
+{
+    const cudnn_api *api = e->api;
+    int n = e->time_iters;
+    double *ms = malloc((size_t)n * sizeof *ms);
+    cudaEvent_t *ev = calloc((size_t)n + 1, sizeof *ev);
+    if (!ms || !ev) {
+        free(ms);
+        free(ev);
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: timing");
+    }
+    fattn_status st = FATTN_OK;
+    cudaError_t ce = cudaSuccess;
+    int made = 0;
+    for (; made <= n && ce == cudaSuccess; made++)
+        ce = api->cudaEventCreate(&ev[made]);
+    if (ce != cudaSuccess) {
+        made--;
+        st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+    }
+    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        if ((st = cudnn_plan_execute(plan, e->pc->handle, g, ptrs, e->pc->ws)) != FATTN_OK)
+            break;
+        if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    }
+    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        float t = 0.0f;
+        if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+        ms[i] = t;
+    }
+    if (st == FATTN_OK) {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        e->timing.iters = n;
+        e->timing.gpu_ms_min = ms[0];
+        e->timing.gpu_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    }
+    for (int i = 0; i < made; i++)
+        api->cudaEventDestroy(ev[i]);
+    free(ev);
+    free(ms);
+    return st;
+}
+
+/* Grow the shared workspace, execute, wait; then the timed repeats.
+ * host_pre is the host time the call spent before its first copy. */
+fattn_status cudnn_execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
+                                void *const *ptrs, double host_pre)
+{
+    const cudnn_api *api = e->api;
+    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
+    if (ws > e->pc->ws_size) {
+        if (e->pc->ws)
+            api->cudaFree(e->pc->ws);
+        e->pc->ws = NULL;
+        e->pc->ws_size = 0;
+        cudaError_t ce = api->cudaMalloc(&e->pc->ws, ws);
+        if (ce != cudaSuccess)
+            return cudnn_cuda_fail(api, ce, "cudaMalloc workspace");
+        e->pc->ws_size = ws;
+    }
+    double t0 = cudnn_now_s();
+    fattn_status st = cudnn_plan_execute(plan, e->pc->handle, g, ptrs, e->pc->ws);
+    e->timing.host_fattn_us = 1e6 * host_pre;
+    e->timing.host_execute_us = 1e6 * (cudnn_now_s() - t0);
+    e->timing.host_us = e->timing.host_fattn_us + e->timing.host_execute_us;
+    if (st != FATTN_OK)
+        return st;
+    cudaError_t ce = api->cudaDeviceSynchronize();
+    if (ce != cudaSuccess)
+        return cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
+    return e->time_iters > 0 ? time_plan(e, plan, g, ptrs) : FATTN_OK;
+}
+
+/* ---- the cache object ------------------------------------------------------ */
+
+fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
+                                         const char *plan_dir)
+{
+    if (!out)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_cudnn_plan_cache_init: out is NULL");
+    *out = NULL;
+    if (!fattn_cudnn_available())
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
+    const cudnn_api *api = cudnn_api_load(true);
+    cudaError_t ce = api->cudaSetDevice(device);
+    if (ce != cudaSuccess)
+        return cudnn_cuda_fail(api, ce, "cudaSetDevice");
+    if (api->GetVersion() < 90000)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: cuDNN %zu is older than 9.0",
+                           api->GetVersion());
+    fattn_cudnn_plan_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: cannot allocate");
+    cudnnStatus_t s = api->Create(&c->handle);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        free(c);
+        return cudnn_fail(api, s, "cudnnCreate");
+    }
+    c->api = api;
+    c->device = device;
+    /* The plan store is an optimisation: a store that cannot be set up is
+     * noted in the stats and the cache works without it. */
+    const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
+    fattn_cudnn_info info;
+    if (dir && fattn_cudnn_get_info(device, &info) != FATTN_OK) {
+        snprintf(c->pstats.last_note, sizeof c->pstats.last_note,
+                 "plan store off: device properties unavailable: %s", fattn_last_error());
+    } else if (dir) {
+        c->store_dir = strdup(dir);
+        if (!c->store_dir) {
+            fattn_cudnn_plan_cache_free(c);
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan store directory");
+        }
+        c->store_env.cudnn_version = info.cudnn_version;
+        c->store_env.lowering_revision = CUDNN_LOWERING_REVISION;
+        snprintf(c->store_env.device_name, sizeof c->store_env.device_name, "%s",
+                 info.device_name);
+        c->store_env.sm_count = info.sm_count;
+        c->store_env.cc_major = info.cc_major;
+        c->store_env.cc_minor = info.cc_minor;
+        c->pstats.store_enabled = true;
+    }
+    *out = c;
+    return FATTN_OK;
+}
+
+void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c)
+{
+    if (!c)
+        return;
+    while (c->plans) {
+        plan_entry *n = c->plans->next;
+        cudnn_plan_free(c->plans->plan);
+        free(c->plans->key);
+        free(c->plans);
+        c->plans = n;
+    }
+    if (c->ws)
+        c->api->cudaFree(c->ws);
+    if (c->handle)
+        c->api->Destroy(c->handle);
+    free(c->store_dir);
+    free(c);
+}
+
+int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c)
+{
+    return c ? c->nplans : 0;
+}
+
+fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
+                                          fattn_cudnn_plan_store_stats *out)
+{
+    if (!c || !out)
+        return fattn_error(FATTN_E_INVALID_ARG, "plan_cache_stats: %s",
+                           !out ? "out is NULL" : "no plan cache");
+    *out = c->pstats;
+    return FATTN_OK;
+}
+
+const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c)
+{
+    return c && c->store_dir ? c->store_dir : "";
+}

@@ -1,0 +1,152 @@
+/* The cuDNN engine's host <-> device traffic: the per-call arena of device
+ * buffers, uploads of views, ragged offsets and the shared inputs, and the
+ * copies of the defined regions back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn/engine_internal.h"
+
+fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what)
+{
+    return fattn_error(FATTN_E_CUDA, "CUDA: %s failed: %s", what, api->cudaGetErrorString(e));
+}
+
+fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (a->n == MAX_ALLOCS)
+        return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: too many device buffers");
+    cudaError_t e = a->api->cudaMalloc(out, bytes ? bytes : 16);
+    if (e != cudaSuccess)
+        return cudnn_cuda_fail(a->api, e, "cudaMalloc");
+    a->p[a->n++] = *out;
+    return FATTN_OK;
+}
+
+fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out)
+{
+    fattn_status st = cudnn_dev_alloc(a, bytes, out);
+    if (st != FATTN_OK)
+        return st;
+    cudaError_t e = a->api->cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(a->api, e, "cudaMemcpy H2D");
+}
+
+void cudnn_dev_free_all(dev_arena *a)
+{
+    for (int i = a->n - 1; i >= 0; i--)
+        a->api->cudaFree(a->p[i]);
+    a->n = 0;
+}
+
+size_t cudnn_view_bytes(const fattn_tensor *t)
+{
+    int64_t e = 1;
+    for (int i = 0; i < t->ndim; i++)
+        e += (t->shape[i] - 1) * t->strides[i];
+    return (size_t)e * fattn_dtype_size(t->dtype);
+}
+
+/* Read int32 entry i of a 1-D tensor. */
+int64_t cudnn_cu_at(const fattn_tensor *t, int64_t i)
+{
+    return ((const int32_t *)t->data)[i * t->strides[0]];
+}
+
+/* Ragged element offsets [b+1] of a THD tensor: token offset * token stride. */
+static void ragged_offsets(const fattn_tensor *cu, const fattn_tensor *cu_pad, int64_t b,
+                           int64_t mult, cg_dtype dt, void *out)
+{
+    const fattn_tensor *src = fattn_tensor_is_empty(cu_pad) ? cu : cu_pad;
+    for (int64_t i = 0; i <= b; i++) {
+        int64_t v = cudnn_cu_at(src, i) * mult;
+        if (dt == CG_I64)
+            ((int64_t *)out)[i] = v;
+        else
+            ((int32_t *)out)[i] = (int32_t)v;
+    }
+}
+
+/* ptrs[i] for every tensor i of g: NULL for virtual ones, the host value of
+ * by-value scalars, else the device pointer of its role. */
+void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
+{
+    for (int i = 0; i < g->nt; i++) {
+        const cg_tensor *t = &g->t[i];
+        if (t->is_virtual)
+            ptrs[i] = NULL;
+        else if (t->by_value)
+            ptrs[i] = (void *)&t->value;
+        else
+            ptrs[i] = d->p[t->role];
+    }
+}
+
+/* Upload the [b+1] element offsets of every ragged tensor into its role. */
+fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
+                                 cg_dtype dt, dev_bindings *d)
+{
+    size_t esz = dt == CG_I64 ? 8 : 4;
+    void *host = malloc((size_t)(b + 1) * 8);
+    if (!host)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
+    fattn_status st = FATTN_OK;
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        if (!rs[i].on)
+            continue;
+        ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, dt, host);
+        st = cudnn_dev_upload(a, host, (size_t)(b + 1) * esz, &d->p[rs[i].role]);
+    }
+    free(host);
+    return st;
+}
+
+/* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
+ * per-batch lengths, dropout seed and offset. */
+fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
+                                 const int64_t rng[2], dev_bindings *d)
+{
+    fattn_status st = FATTN_OK;
+    size_t hbytes = (size_t)geom->h * sizeof(float), bbytes = (size_t)geom->b * sizeof(int32_t);
+    if (fd->sink && (st = cudnn_dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])))
+        return st;
+    if (fd->alibi && (st = cudnn_dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])))
+        return st;
+    if (fd->padding && ((st = cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
+                        (st = cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
+        return st;
+    if (fd->dropout > 0.0f) {
+        if ((st = cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))
+            return st;
+        d->p[CG_ROLE_OFFSET] = (char *)d->p[CG_ROLE_SEED] + sizeof(int64_t);
+    }
+    return FATTN_OK;
+}
+
+/* Device copy of a host tensor's view; NULL-safe for empty tensors. */
+fattn_status cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out)
+{
+    return cudnn_dev_upload(a, t->data, cudnn_view_bytes(t), out);
+}
+
+/* Copy rows [0, len) of every head of a gradient back (defined regions). */
+void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
+                     const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
+                     int64_t width)
+{
+    size_t esz = fattn_dtype_size(dst->dtype);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < len[bi]; i++)
+            for (int64_t n = 0; n < heads; n++) {
+                int64_t o = fattn_geom_row_offset(dst, fmt, off, bi, i, n);
+                memcpy((char *)dst->data + (size_t)o * esz, dev_copy + (size_t)o * esz,
+                       (size_t)width * esz);
+            }
+}
+
+fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes)
+{
+    cudaError_t ce = api->cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+    return ce == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+}
