@@ -2,6 +2,10 @@
  * (saved_slots.h). */
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "fattn/engine.h"
 
 #include "saved_slots.h"
 
@@ -12,46 +16,36 @@ static const char *const names[] = {
 };
 _Static_assert(sizeof names / sizeof names[0] == FATTN_SAVED_COUNT, "one name per slot");
 
-typedef enum pack_rule { FIXED, AUX_ALWAYS, AUX_IF_BIAS, AUX_IF_SOFTMAX } pack_rule;
-
-static const pack_rule rules[] = {
-#define RULE_ROW(role, pack) pack,
-    FATTN_SAVED_SLOTS(RULE_ROW)
-#undef RULE_ROW
-};
-
 const char *fattn_saved_name(fattn_saved_slot s)
 {
     assert((int)s >= 0 && s < FATTN_SAVED_COUNT);
     return names[s];
 }
 
-/* Whether TE's pack holds a slot under `rule` (TE's fused_attn_fwd: Stats
- * and rng_state always; Bias for pre/post_scale_bias; SoftmaxOffset when
- * softmax is not vanilla). */
-static bool in_pack(pack_rule rule, fattn_bias_type bias, fattn_softmax_type softmax)
-{
-    switch (rule) {
-    case AUX_ALWAYS: return true;
-    case AUX_IF_BIAS:
-        return bias == FATTN_BIAS_PRE_SCALE_BIAS || bias == FATTN_BIAS_POST_SCALE_BIAS;
-    case AUX_IF_SOFTMAX: return softmax != FATTN_SOFTMAX_VANILLA;
-    case FIXED: break;
-    }
-    assert(!"a fixed slot is not in the aux pack");
-    return false;
-}
+/* Each row's place in fattn_aux_layout, or -1 for a FIXED row. */
+#define LAYOUT_OFF_FIXED (-1)
+#define LAYOUT_OFF_stats ((int)offsetof(fattn_aux_layout, stats))
+#define LAYOUT_OFF_rng_state ((int)offsetof(fattn_aux_layout, rng_state))
+#define LAYOUT_OFF_bias ((int)offsetof(fattn_aux_layout, bias))
+#define LAYOUT_OFF_softmax_offset ((int)offsetof(fattn_aux_layout, softmax_offset))
+static const int layout_off[] = {
+#define OFF_ROW(role, pack) LAYOUT_OFF_##pack,
+    FATTN_SAVED_SLOTS(OFF_ROW)
+#undef OFF_ROW
+};
+_Static_assert(sizeof layout_off / sizeof layout_off[0] == FATTN_SAVED_COUNT, "one place per slot");
 
 int fattn_saved_aux_layout(fattn_bias_type bias, fattn_softmax_type softmax,
                            int index[FATTN_SAVED_NAUX])
 {
-    int n = 0;
+    fattn_aux_layout l = fattn_aux_layout_bwd(bias, softmax);
     for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
-        assert(rules[FATTN_SAVED_AUX_FIRST + i] != FIXED);
-        index[i] = in_pack(rules[FATTN_SAVED_AUX_FIRST + i], bias, softmax) ? n++ : -1;
+        int off = layout_off[FATTN_SAVED_AUX_FIRST + i];
+        assert(off >= 0);
+        memcpy(&index[i], (const char *)&l + off, sizeof index[i]);
     }
-    assert(n >= 2 && n <= FATTN_SAVED_NAUX);
-    return n;
+    assert(l.n >= 2 && l.n <= FATTN_SAVED_NAUX);
+    return l.n;
 }
 
 fattn_status fattn_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bias_type bias,

@@ -13,14 +13,15 @@
  *   role  the dataset name = the fattn_bwd_args member = the split slot's
  *         name (fattn_split_slot_name)
  *   pack  FIXED: one of the entries before the aux pack; otherwise an aux
- *         slot and when TE's pack holds it: AUX_ALWAYS, AUX_IF_BIAS (the
- *         bias type puts a bias in the pack), AUX_IF_SOFTMAX (softmax is not
- *         vanilla). Aux rows come last, in the pack's order.
+ *         slot, named by its member of fattn_aux_layout (fattn/engine.h):
+ *         where and whether TE's pack holds it comes from
+ *         fattn_aux_layout_bwd(), the library's one copy of that rule.
+ *         Aux rows come last, in the pack's order.
  *
  * To add a slot: add its row here in TE's save order (FIXED rows before
  * the aux rows), the member of the same name to fattn_bwd_args, and the
  * slot to fattn_split_slot; the recording, loading and the legacy list
- * positions follow. A new pack condition needs its case in saved_slots.c.
+ * positions follow. A new aux slot needs its member in fattn_aux_layout.
  */
 #ifndef FATTN_HARNESS_SAVED_SLOTS_H
 #define FATTN_HARNESS_SAVED_SLOTS_H
@@ -41,10 +42,10 @@
     X(cu_seqlens_kv, FIXED)                                                                    \
     X(cu_seqlens_q_padded, FIXED)                                                              \
     X(cu_seqlens_kv_padded, FIXED)                                                             \
-    X(softmax_stats, AUX_ALWAYS)                                                               \
-    X(rng_state, AUX_ALWAYS)                                                                   \
-    X(aux_bias, AUX_IF_BIAS)                                                                   \
-    X(aux_softmax_offset, AUX_IF_SOFTMAX)
+    X(softmax_stats, stats)                                                                    \
+    X(rng_state, rng_state)                                                                    \
+    X(aux_bias, bias)                                                                          \
+    X(aux_softmax_offset, softmax_offset)
 
 /* FATTN_SAVED_<role>: a slot's index in the save order. */
 typedef enum fattn_saved_slot {

@@ -675,22 +675,21 @@ fattn_status tcase_run(const tcase *c, tcase_buffers *buf, fattn_engine *e)
     fattn_status st = fattn_engine_fwd(e, &fp);
     if (st != FATTN_OK)
         return st;
-    int want = 2 + (c->return_max_logit ? 1 : 0) +
-               (c->bias == FATTN_BIAS_POST_SCALE_BIAS ? 1 : 0) +
-               (c->softmax != FATTN_SOFTMAX_VANILLA ? 1 : 0);
+    fattn_aux_layout lay = fattn_aux_layout_fwd(c->bias, c->softmax, c->return_max_logit);
+    int want = lay.n;
     if (buf->aux_fwd.n != want)
         return fattn_error(FATTN_E_INTERNAL, "case %s: aux pack has %d entries, want %d",
                            c->id, buf->aux_fwd.n, want);
 
     /* Allocate Stats (and Max) as the engine asked, poisoned. */
-    fattn_tensor *t0 = &buf->aux_fwd.t[0];
+    fattn_tensor *t0 = &buf->aux_fwd.t[lay.stats];
     st = fattn_tensor_alloc(&buf->stats, t0->dtype, t0->ndim, t0->shape);
     if (st != FATTN_OK)
         return st;
     fattn_tensor_fill_bits(&buf->stats, POISON);
     *t0 = buf->stats;
     if (c->return_max_logit) {
-        fattn_tensor *t1 = &buf->aux_fwd.t[1];
+        fattn_tensor *t1 = &buf->aux_fwd.t[lay.max];
         st = fattn_tensor_alloc(&buf->max, t1->dtype, t1->ndim, t1->shape);
         if (st != FATTN_OK)
             return st;
@@ -706,7 +705,7 @@ fattn_status tcase_run(const tcase *c, tcase_buffers *buf, fattn_engine *e)
     /* The backward's pack: Max stripped, as TE's Python wrapper does. */
     buf->aux_bwd.n = 0;
     for (int i = 0; i < buf->aux_fwd.n; i++) {
-        if (c->return_max_logit && i == 1)
+        if (i == lay.max)
             continue;
         buf->aux_bwd.t[buf->aux_bwd.n++] = buf->aux_fwd.t[i];
     }
