@@ -359,7 +359,7 @@ int fattn_cmd_run(int argc, char **argv)
         st = run_test_variant(&engine, root);
     opts.engine = engine;
     if (st == FATTN_OK)
-        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
+        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
     if (st != FATTN_OK)
         rc = cli_fail("run", "%s", fattn_last_error());
     bool tty = isatty(STDERR_FILENO);
@@ -471,7 +471,7 @@ int fattn_cmd_replay(int argc, char **argv)
     if (st == FATTN_OK)
         st = fattn_h5_node_copy_attrs(src, root);
     if (st == FATTN_OK)
-        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name);
+        st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "impl_forward", impl_fwd);
     if (st == FATTN_OK)

@@ -357,7 +357,7 @@ int fattn_cmd_golden(int argc, char **argv)
     if (st == FATTN_OK)
         st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK)
-        st = fattn_runfile_set_provenance(root, "legacy", backend_name);
+        st = fattn_runfile_set_provenance(root, "legacy", backend_name, e);
     if (st == FATTN_OK && forced)
         st = fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
     if (st == FATTN_OK)

@@ -13,13 +13,13 @@
 #include "runfile.h"
 
 fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
-                                          const char *backend)
+                                          const char *backend, const fattn_engine *e)
 {
     char created[32];
     fattn_status st = fattn_h5_created_utc(created);
     if (st != FATTN_OK)
         return st;
-    bool cpu = strcmp(backend, "cpu") == 0;
+    bool cpu = !fattn_engine_supports(e, FATTN_ENGINE_Q_CUDA_DEVICE);
     /* The GPU, its SM count and the library versions decide whether bitwise
      * equality with another file can be expected (docs/run-files.md). */
     fattn_cudnn_info info;

@@ -13,9 +13,10 @@
 
 #define FATTN_RUN_SCHEMA "fattn-run/1"
 
-/* Root attributes every run file carries, for the engine that made it. */
+/* Root attributes every run file carries, for engine e (opened as
+ * `backend`, the --backend name) that made it. */
 fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
-                                          const char *backend);
+                                          const char *backend, const fattn_engine *e);
 
 /* Read a run file (strict: corrupt datasets are an error) and validate it
  * fully: schema, every case's spec, input shapes against the spec,

@@ -184,6 +184,9 @@ typedef enum fattn_engine_query {
     /* Every backward runs the deterministic algorithm, whatever
      * fattn_bwd_params.deterministic says (fattn_engine_options). */
     FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD,
+    /* It runs on a CUDA device: provenance records the device and the CUDA
+     * and cuDNN versions (harness/runfile.c). */
+    FATTN_ENGINE_Q_CUDA_DEVICE,
 } fattn_engine_query;
 
 /* Benchmark timing of the last call (fattn_engine_options.timing_iters). */
