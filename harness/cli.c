@@ -30,17 +30,6 @@ int cli_opt(cli_args *a, const char *name, const char **value)
 
 bool cli_flag(cli_args *a, const char *name) { return strcmp(a->argv[a->i], name) == 0; }
 
-int cli_fail(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fattn %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return FATTN_EXIT_ERROR;
-}
-
 static int parse_shard(const char *cmd, const char *s, long *idx, long *count)
 {
     char *end;

@@ -10,6 +10,7 @@
  * graph_fwd.c  the forward description and graph
  * graph_bwd.c  the backward description and graph */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,17 +343,52 @@ static long long uid_of(const cg_graph *g, int i)
     return i >= 0 ? (long long)g->t[i].uid : -1LL;
 }
 
+/* The dump is text built in memory: the plan cache's key and the tests'
+ * view of a graph, never printed by the library. */
+typedef struct dump_buf {
+    char *s;
+    size_t len, cap;
+    bool failed; /* out of memory: the dump is dropped */
+} dump_buf;
+
+static void dump_add(dump_buf *d, const char *fmt, ...)
+{
+    if (d->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = d->cap - d->len;
+        int n = vsnprintf(d->s ? d->s + d->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            d->failed = true;
+            return;
+        }
+        if ((size_t)n < room) {
+            d->len += (size_t)n;
+            return;
+        }
+        size_t cap = d->cap ? d->cap * 2 : 4096;
+        while (cap - d->len <= (size_t)n)
+            cap *= 2;
+        char *s = realloc(d->s, cap);
+        if (!s) {
+            d->failed = true;
+            return;
+        }
+        d->s = s;
+        d->cap = cap;
+    }
+}
+
 char *cg_dump(const cg_graph *g, bool with_values)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    fprintf(f, "route %s\n", g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+    dump_buf d = {0};
+    dump_add(&d, "route %s\n", g->route == CG_ROUTE_NATIVE ? "native" : "composite");
     for (int i = 0; i < g->nt; i++) {
         const cg_tensor *t = &g->t[i];
-        fprintf(f, "T uid=%lld name=%s dtype=%s dims=[%lld,%lld,%lld,%lld] "
+        dump_add(&d, "T uid=%lld name=%s dtype=%s dims=[%lld,%lld,%lld,%lld] "
                    "strides=[%lld,%lld,%lld,%lld] virtual=%d by_value=%d ragged=%lld role=%s",
                 (long long)t->uid, t->name, cg_dtype_name(t->dtype), (long long)t->dims[0],
                 (long long)t->dims[1], (long long)t->dims[2], (long long)t->dims[3],
@@ -361,53 +397,53 @@ char *cg_dump(const cg_graph *g, bool with_values)
                 cg_role_name(t->role));
         if (with_values && t->by_value) {
             if (t->dtype == CG_F32)
-                fprintf(f, " value=%a", (double)t->value.f);
+                dump_add(&d, " value=%a", (double)t->value.f);
             else
-                fprintf(f, " value=%d", (int)t->value.i);
+                dump_add(&d, " value=%d", (int)t->value.i);
         }
-        fputc('\n', f);
+        dump_add(&d, "\n");
     }
     for (int i = 0; i < g->nops; i++) {
         const cg_op *o = &g->ops[i];
-        fprintf(f, "OP %d %s name=%s", i, cg_op_kind_name(o->kind), o->name);
+        dump_add(&d, "OP %d %s name=%s", i, cg_op_kind_name(o->kind), o->name);
         switch (o->kind) {
         case CG_OP_POINTWISE:
-            fprintf(f, " mode=%s math=%s", cg_pw_mode_name((cg_pw_mode)o->mode),
+            dump_add(&d, " mode=%s math=%s", cg_pw_mode_name((cg_pw_mode)o->mode),
                     cg_dtype_name(o->math));
             if (o->axis >= 0)
-                fprintf(f, " axis=%lld", (long long)o->axis);
-            fprintf(f, " x=%lld b=%lld t=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->in[1]),
+                dump_add(&d, " axis=%lld", (long long)o->axis);
+            dump_add(&d, " x=%lld b=%lld t=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->in[1]),
                     uid_of(g, o->in[2]), uid_of(g, o->out));
             break;
         case CG_OP_REDUCTION:
-            fprintf(f, " mode=%s comp=%s x=%lld y=%lld", cg_red_mode_name((cg_red_mode)o->mode),
+            dump_add(&d, " mode=%s comp=%s x=%lld y=%lld", cg_red_mode_name((cg_red_mode)o->mode),
                     cg_dtype_name(o->math), uid_of(g, o->in[0]), uid_of(g, o->out));
             break;
         case CG_OP_MATMUL:
-            fprintf(f, " comp=%s a=%lld b=%lld c=%lld m_override=%lld n_override=%lld "
+            dump_add(&d, " comp=%s a=%lld b=%lld c=%lld m_override=%lld n_override=%lld "
                        "k_override=%lld", cg_dtype_name(o->math), uid_of(g, o->in[0]),
                     uid_of(g, o->in[1]), uid_of(g, o->out), uid_of(g, o->m_override),
                     uid_of(g, o->n_override), uid_of(g, o->k_override));
             break;
         case CG_OP_RNG:
-            fprintf(f, " dist=BERNOULLI p=%.17g seed=%lld offset=%lld y=%lld", o->bernoulli_p,
+            dump_add(&d, " dist=BERNOULLI p=%.17g seed=%lld offset=%lld y=%lld", o->bernoulli_p,
                     uid_of(g, o->in[0]), uid_of(g, o->in[1]), uid_of(g, o->out));
             break;
         case CG_OP_RESHAPE:
-            fprintf(f, " x=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->out));
+            dump_add(&d, " x=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->out));
             break;
         case CG_OP_SDPA_FWD:
-            fprintf(f, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld",
+            dump_add(&d, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld",
                     uid_of(g, o->sdpa[CG_SDPA_Q]), uid_of(g, o->sdpa[CG_SDPA_K]),
                     uid_of(g, o->sdpa[CG_SDPA_V]), uid_of(g, o->sdpa[CG_SDPA_O]),
                     uid_of(g, o->sdpa[CG_SDPA_STATS]), uid_of(g, o->sdpa[CG_SDPA_SCALE]));
             break;
         }
-        fputc('\n', f);
+        dump_add(&d, "\n");
     }
-    if (fclose(f) != 0) {
-        free(buf);
+    if (d.failed) {
+        free(d.s);
         return NULL;
     }
-    return buf;
+    return d.s;
 }
