@@ -375,6 +375,17 @@ int tcase_count_get(void)
     return table.n;
 }
 
+const fattn_spec *tcase_spec_of(const tcase *c)
+{
+    /* by identity: a suite's own tcase (not a table row) has no spec */
+    for (int i = 0; i < tcase_count; i++)
+        if (&tcase_table[i] == c) {
+            assert((size_t)i < table.specs.count);
+            return &table.specs.items[i];
+        }
+    return NULL;
+}
+
 const tcase *tcase_find(const char *id)
 {
     for (int i = 0; i < tcase_count; i++)

@@ -13,6 +13,8 @@
 
 #include "fattn/engine.h"
 
+#include "spec.h"
+
 typedef struct tcase {
     const char *id;            /* stable, e.g. "fwd.causal.bf16" */
     int b, h, hg, sq, skv, d, dv;
@@ -75,5 +77,10 @@ fattn_status tcase_run(const tcase *c, tcase_buffers *buf, fattn_engine *e);
 
 /* Find a case by id; NULL if none. */
 const tcase *tcase_find(const char *id);
+
+/* The parsed spec a table row was made from (what `fattn run` would take
+ * for the same case, defaults filled); NULL for a tcase not in the table.
+ * It lives as long as the table. */
+const fattn_spec *tcase_spec_of(const tcase *c);
 
 #endif /* FATTN_TEST_CASES_H */

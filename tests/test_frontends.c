@@ -1,22 +1,40 @@
-/* Suite "frontends": legacy and split side by side.
+/* Suite "frontends": legacy and split side by side, through the harness.
  *
  * For every case of the CPU matrix (cases.h), on the CPU engine with 2
- * threads: both front ends give bitwise identical out, max_logit, Stats,
- * rng_state, dq, dk, dv, d_bias and d_softmax_offset (whole buffers, both
- * poisoned with the same pattern); both agree with a direct engine run of
- * the case (outside THD's zero-filled regions); legacy returns 36 grads and
- * split 6, only the documented ones non-empty; the split's forward_impl
- * returns nothing that aliases an input and records its dedup sources.
- * Cases TE refuses on the reference platform (fe_te_invalid_cases) must be
- * refused by both front ends with the support table's status instead.
+ * threads, the runner (fattn_run_case) records the case from BEGIN to
+ * BACKWARD through each front end's adapter, outputs poisoned with
+ * FATTN_POISON_PATTERN and the generator starting at (seed + 7, 32), as
+ * `fattn run` would record the table row's spec. Then:
+ *  - the two case trees are equal bit for bit outside `_impl`, by verify's
+ *    comparison (fattn_compare_cases: the tree walk with the in-memory
+ *    source and the bitwise element rule): inputs; forward out, max_logit,
+ *    aux slots and the generator after it; save_ctx's saved tensors and
+ *    the backward-read set; backward's grads;
+ *  - the recorded values are the case's: rng_state (seed + 7, 32), the
+ *    generator advanced by 16, max_logit [h] in the io dtype or absent,
+ *    exactly the grads the case has (no backward group for inference);
+ *  - both trees hold what a direct engine run of the case (tcase_run)
+ *    computes, outside THD's zero-filled regions: out, Stats (forward/aux
+ *    and save_ctx), dq, dk, dv, d_bias, d_softmax_offset, compared the
+ *    same way.
+ * Cases TE refuses on the reference platform (fe_case_te_invalid) must be
+ * refused by both runs with the support table's status.
+ *
+ * What only one front end's API shows (legacy's 36 grads, split's 6 and its
+ * dedup records, no returned tensor aliasing an input, the refusal before
+ * the rng draw) is tested in test_legacy.c and test_split.c, per case too.
  * Also: the two front-end libraries do not reference each other's symbols.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cases.h"
+#include "compare.h"
 #include "fattn_test.h"
-#include "fe_common.h"
+#include "fe_unit.h"
+#include "runner.h"
+#include "runtree.h"
+#include "saved_slots.h"
 
 static fattn_engine *engine2(void)
 {
@@ -26,165 +44,189 @@ static fattn_engine *engine2(void)
     return e;
 }
 
-/* Does t's data pointer lie inside storage s? */
-static bool inside(const fattn_tensor *t, const fattn_tensor *s)
+/* The table row's spec with the generator starting where the direct engine
+ * run's rng_state is (cases.c: (seed + 7, 32)). A shallow copy: it shares
+ * the row's seqlens lists and is never freed. */
+static fattn_spec run_spec(const tcase *c)
 {
-    if (fattn_tensor_is_empty(t) || fattn_tensor_is_empty(s))
-        return false;
-    const char *p = t->data, *b = s->data;
-    size_t bytes = (size_t)fattn_tensor_numel(s) * fattn_dtype_size(s->dtype);
-    return p >= b && p < b + bytes;
+    const fattn_spec *s = tcase_spec_of(c);
+    ck_assert_msg(s != NULL, "%s: no spec", c->id);
+    fattn_spec r = *s;
+    r.rng_seed = (int64_t)(c->seed + 7);
+    r.rng_offset = 32;
+    return r;
+}
+
+static fattn_status run_through(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
+                                fattn_h5_node **out)
+{
+    fattn_run_opts o = {.impl = impl, .engine = e, .until = FATTN_STATE_BACKWARD,
+                        .poison = FATTN_POISON_PATTERN};
+    return fattn_run_case(s, &o, out);
+}
+
+/* a and b compare equal (fattn_compare_cases, every state) over at least
+ * `min_tensors` tensors. */
+static void expect_same_trees(const char *id, const char *what, const fattn_h5_node *a,
+                              const fattn_h5_node *b, size_t min_tensors)
+{
+    fattn_compare_result r;
+    memset(&r, 0, sizeof r);
+    fattn_compare_cases(a, b, NULL, &r);
+    ck_assert_msg(r.differences == 0, "%s: %s: %zu differences, first %s: %s", id, what,
+                  r.differences, r.paths[0], r.why[0]);
+    ck_assert_msg(r.tensors >= min_tensors, "%s: %s: %zu tensors compared, want %zu", id, what,
+                  r.tensors, min_tensors);
+}
+
+static int64_t int_attr(const fattn_h5_node *n, const char *name)
+{
+    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, name) : NULL;
+    ck_assert_msg(a && a->kind == FATTN_H5_ATTR_INT64, "no int64 attribute %s", name);
+    return a->i64[0];
+}
+
+/* What the recorded tree of a case must hold whichever front end ran it. */
+static void check_recorded(const tcase *c, const fattn_spec *s, const fattn_h5_node *t)
+{
+    ck_assert_msg(fattn_h5_node_attr(t, "skipped") == NULL, "%s: skipped", c->id);
+    const fattn_h5_node *fwd = fattn_h5_node_find(t, "forward");
+    ck_assert_int_eq(int_attr(fwd, "rng_gen_seed"), s->rng_seed);
+    ck_assert_int_eq(int_attr(fwd, "rng_gen_offset"), s->rng_offset + 16);
+    const fattn_h5_node *rs = fattn_h5_node_find(t, "save_ctx/rng_state");
+    ck_assert_msg(rs && rs->is_dataset && rs->dtype == FATTN_DTYPE_INT64 && rs->ndim == 1 &&
+                      rs->shape[0] == 2,
+                  "%s: save_ctx/rng_state", c->id);
+    ck_assert_int_eq(((const int64_t *)rs->data)[0], s->rng_seed);
+    ck_assert_int_eq(((const int64_t *)rs->data)[1], s->rng_offset);
+    const fattn_h5_node *ml = fattn_h5_node_find(t, "forward/max_logit");
+    if (c->return_max_logit) {
+        ck_assert_msg(ml && ml->is_dataset, "%s: no max_logit", c->id);
+        ck_assert_int_eq(ml->ndim, 1);
+        ck_assert_int_eq(ml->shape[0], c->h);
+        ck_assert_int_eq(ml->dtype, c->dtype);
+    } else {
+        ck_assert_msg(ml == NULL, "%s: max_logit recorded", c->id);
+    }
+    const fattn_h5_node *bwd = fattn_h5_node_find(t, "backward");
+    ck_assert_msg((bwd != NULL) == c->training, "%s: backward group", c->id);
+    if (!c->training)
+        return;
+    bool want[5] = {true, true, true, c->bias == FATTN_BIAS_POST_SCALE_BIAS,
+                    c->softmax != FATTN_SOFTMAX_VANILLA};
+    static const char *const grads[5] = {"dq", "dk", "dv", "d_bias", "d_softmax_offset"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg((fattn_h5_node_find(bwd, grads[i]) != NULL) == want[i], "%s: backward/%s",
+                      c->id, grads[i]);
+    ck_assert_int_eq((int)bwd->n_children, want[3] + want[4] + 3);
+}
+
+/* The group `dir` ('/'-separated, e.g. "forward/aux") of a tree made here,
+ * created as needed. */
+static fattn_h5_node *group_at(fattn_h5_node *root, const char *dir)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", dir);
+    fattn_h5_node *g = root;
+    for (char *part = strtok(buf, "/"); part; part = strtok(NULL, "/"))
+        ck_assert_int_eq(fattn_h5_node_group(g, part, &g), FATTN_OK);
+    return g;
+}
+
+/* A recorded tensor and where the direct engine run left the same one. */
+typedef struct probe {
+    const char *dir, *name;
+    const fattn_tensor *engine;
+    bool on; /* defined for this case (not THD's zero-filled layout) */
+} probe;
+
+/* Both trees against the direct engine run: the probed datasets of each
+ * tree, copied into a tree of their own, compare equal to the engine's
+ * tensors at the same paths. */
+static void check_against_engine(const tcase *c, tcase_buffers *b, fattn_h5_node *const runs[2])
+{
+    bool q_thd = fattn_layout_q_format(c->layout) == FATTN_FORMAT_THD;
+    bool kv_thd = fattn_layout_kv_format(c->layout) == FATTN_FORMAT_THD;
+    const char *stats = fattn_saved_name(FATTN_SAVED_softmax_stats);
+    const probe probes[] = {
+        {"forward", "out", &b->o, !q_thd},
+        {"forward/aux", stats, &b->stats, true},
+        {"save_ctx", stats, &b->stats, true},
+        {"backward", "dq", &b->dq, c->training && !q_thd},
+        {"backward", "dk", &b->dk, c->training && !kv_thd},
+        {"backward", "dv", &b->dv, c->training && !kv_thd},
+        {"backward", "d_bias", &b->d_bias, c->training},
+        {"backward", "d_softmax_offset", &b->d_softmax_offset, c->training},
+    };
+    fattn_h5_node *engine = NULL;
+    ck_assert_int_eq(fattn_h5_node_new_group(c->id, &engine), FATTN_OK);
+    size_t n_engine = 0;
+    for (int i = 0; i < FE_NROWS(probes); i++) {
+        const probe *p = &probes[i];
+        if (!p->on || fattn_tensor_is_empty(p->engine))
+            continue;
+        ck_assert_int_eq(
+            fattn_h5_node_add_tensor(group_at(engine, p->dir), p->name, p->engine, NULL),
+            FATTN_OK);
+        n_engine++;
+    }
+    for (int k = 0; k < 2; k++) {
+        fattn_h5_node *probed = NULL;
+        ck_assert_int_eq(fattn_h5_node_new_group(c->id, &probed), FATTN_OK);
+        for (int i = 0; i < FE_NROWS(probes); i++) {
+            const probe *p = &probes[i];
+            char path[96];
+            snprintf(path, sizeof path, "%s/%s", p->dir, p->name);
+            const fattn_h5_node *n = fattn_h5_node_find(runs[k], path);
+            if (p->on && n)
+                ck_assert_int_eq(fattn_h5_node_add_bytes(group_at(probed, p->dir), p->name,
+                                                         n->dtype, n->ndim, n->shape, n->data,
+                                                         n->nbytes, NULL),
+                                 FATTN_OK);
+        }
+        expect_same_trees(c->id, k ? "split vs engine" : "legacy vs engine", probed, engine,
+                          n_engine);
+        fattn_h5_node_free(probed);
+    }
+    fattn_h5_node_free(engine);
 }
 
 START_TEST(case_row)
 {
     const tcase *c = &tcase_table[_i];
     fattn_engine *e = engine2();
-    tcase_buffers b;
-    ck_assert_msg(tcase_setup(c, &b) == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+    fattn_spec s = run_spec(c);
+    fattn_h5_node *runs[2] = {NULL, NULL};
+    fattn_status lst = run_through(&s, FATTN_IMPL_LEGACY, e, &runs[0]);
+    fattn_status sst = run_through(&s, FATTN_IMPL_SPLIT, e, &runs[1]);
 
-    /* Reference: the case run directly on the engine (rng_state (seed+7, 32)). */
-    ck_assert_msg(tcase_run(c, &b, e) == FATTN_OK, "%s direct: %s", c->id, fattn_last_error());
-
-    fattn_rng_gen lg_gen = {c->seed + 7, 32}, sp_gen = {c->seed + 7, 32};
-    fattn_legacy_ctx *lctx = NULL;
-    ck_assert_int_eq(fattn_legacy_ctx_init(&lctx, e), FATTN_OK);
-    fattn_tensor l_out, l_ml, l_grads[FATTN_LEGACY_NGRADS];
-    fattn_status lst = fe_legacy_case(c, &b, lctx, &lg_gen, &l_out, &l_ml, l_grads);
-    fattn_split_func_ctx *sctx = NULL;
-    ck_assert_int_eq(fattn_split_func_ctx_init(&sctx), FATTN_OK);
-    fattn_tensor s_out, s_ml, s_grads[6];
-    fattn_status sst = fe_split_case(c, &b, e, sctx, &sp_gen, &s_out, &s_ml, s_grads);
-
-    /* A case TE refuses: both refuse it alike, before drawing rng_state. */
+    /* A case TE refuses: both runs refuse it alike. */
     fattn_support_query q = fe_case_query(c);
     fattn_status expect = fattn_support_check(&q, "cpu", NULL);
     ck_assert_msg(expect == (fe_case_te_invalid(c) ? FATTN_E_INVALID_CASE : FATTN_OK),
                   "%s: support says %s", c->id, fattn_status_name(expect));
-    if (expect != FATTN_OK) {
-        ck_assert_int_eq(lst, expect);
-        ck_assert_int_eq(sst, expect);
-        ck_assert_uint_eq(lg_gen.offset, 32);
-        ck_assert_uint_eq(sp_gen.offset, 32);
-        fattn_split_func_ctx_free(sctx);
-        fattn_legacy_ctx_free(lctx);
+    ck_assert_msg(lst == expect, "%s legacy: %s (%s)", c->id, fattn_status_name(lst),
+                  fattn_last_error());
+    ck_assert_msg(sst == expect, "%s split: %s (%s)", c->id, fattn_status_name(sst),
+                  fattn_last_error());
+    if (expect == FATTN_OK) {
+        ck_assert(runs[0] && runs[1]);
+        expect_same_trees(c->id, "legacy vs split", runs[0], runs[1], 1);
+        check_recorded(c, &s, runs[0]);
+        check_recorded(c, &s, runs[1]);
+
+        /* The direct engine run, with the rng_state the front ends drew. */
+        tcase_buffers b;
+        ck_assert_msg(tcase_setup(c, &b) == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+        ck_assert_msg(tcase_run(c, &b, e) == FATTN_OK, "%s direct: %s", c->id,
+                      fattn_last_error());
+        check_against_engine(c, &b, runs);
         tcase_teardown(&b);
-        fattn_engine_free(e);
-        char rid[160];
-        snprintf(rid, sizeof rid, "frontends.%s", c->id);
-        fattn_test_mark(rid);
-        return;
-    }
-    ck_assert_msg(lst == FATTN_OK, "%s legacy: %s", c->id, fattn_status_name(lst));
-    ck_assert_msg(sst == FATTN_OK, "%s split: %s", c->id, fattn_status_name(sst));
-
-    /* Both generators advanced once. */
-    ck_assert_uint_eq(lg_gen.offset, 48);
-    ck_assert_uint_eq(sp_gen.offset, 48);
-
-    /* Bitwise: legacy vs split. */
-    const fattn_tensor *l_stats = &lctx->tensor_objects[FATTN_LEGACY_SAVED_STATS];
-    const fattn_tensor *l_rng = &lctx->tensor_objects[FATTN_LEGACY_SAVED_RNG_STATE];
-    ck_assert_msg(fe_same_bits(&l_out, &s_out), "%s: out differs", c->id);
-    ck_assert_msg(fe_same_bits(&l_ml, &s_ml), "%s: max_logit differs", c->id);
-    ck_assert_msg(fe_same_bits(l_stats, &sctx->bwd.softmax_stats), "%s: stats differ", c->id);
-    ck_assert_msg(fe_same_bits(l_rng, &sctx->bwd.rng_state), "%s: rng_state differs", c->id);
-    ck_assert_msg(fe_same_bits(&l_grads[FATTN_LEGACY_GRAD_DQ], &s_grads[0]), "%s: dq", c->id);
-    ck_assert_msg(fe_same_bits(&l_grads[FATTN_LEGACY_GRAD_DK], &s_grads[1]), "%s: dk", c->id);
-    ck_assert_msg(fe_same_bits(&l_grads[FATTN_LEGACY_GRAD_DV], &s_grads[2]), "%s: dv", c->id);
-    ck_assert_msg(fe_same_bits(&l_grads[FATTN_LEGACY_GRAD_DBIAS], &s_grads[3]), "%s: d_bias",
-                  c->id);
-    ck_assert_msg(fe_same_bits(&l_grads[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET], &s_grads[4]),
-                  "%s: d_softmax_offset", c->id);
-    ck_assert_int_eq(((int64_t *)l_rng->data)[0], (int64_t)(c->seed + 7));
-    ck_assert_int_eq(((int64_t *)l_rng->data)[1], 32);
-
-    /* Against the direct engine run. */
-    bool q_thd = fattn_layout_q_format(c->layout) == FATTN_FORMAT_THD;
-    bool kv_thd = fattn_layout_kv_format(c->layout) == FATTN_FORMAT_THD;
-    ck_assert_msg(fe_same_bits(l_stats, &b.stats), "%s: stats vs engine", c->id);
-    if (!q_thd)
-        ck_assert_msg(fe_same_bits(&l_out, &b.o), "%s: out vs engine", c->id);
-    if (c->training) {
-        if (!q_thd)
-            ck_assert_msg(fe_same_bits(&s_grads[0], &b.dq), "%s: dq vs engine", c->id);
-        if (!kv_thd) {
-            ck_assert_msg(fe_same_bits(&s_grads[1], &b.dk), "%s: dk vs engine", c->id);
-            ck_assert_msg(fe_same_bits(&s_grads[2], &b.dv), "%s: dv vs engine", c->id);
-        }
-        ck_assert_msg(fe_same_bits(&s_grads[3], &b.d_bias), "%s: d_bias vs engine", c->id);
-        ck_assert_msg(fe_same_bits(&s_grads[4], &b.d_softmax_offset),
-                      "%s: d_softmax_offset vs engine", c->id);
-    }
-    if (c->return_max_logit) {
-        ck_assert_int_eq(l_ml.ndim, 1);
-        ck_assert_int_eq(l_ml.shape[0], c->h);
-        ck_assert_int_eq(l_ml.dtype, c->dtype);
     } else {
-        ck_assert(fattn_tensor_is_empty(&l_ml) && fattn_tensor_is_empty(&s_ml));
+        ck_assert(!runs[0] && !runs[1]);
     }
-
-    /* Grad counts: 36 with 9-12 and 29 only; 6 with the last empty. */
-    bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = c->softmax != FATTN_SOFTMAX_VANILLA;
-    for (int i = 0; i < FATTN_LEGACY_NGRADS; i++) {
-        bool want = c->training &&
-                    (i == FATTN_LEGACY_GRAD_DQ || i == FATTN_LEGACY_GRAD_DK ||
-                     i == FATTN_LEGACY_GRAD_DV ||
-                     (i == FATTN_LEGACY_GRAD_DBIAS && has_bias) ||
-                     (i == FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET && has_sink));
-        ck_assert_msg(fattn_tensor_is_empty(&l_grads[i]) == !want, "%s: legacy grad %d", c->id,
-                      i);
-    }
-    for (int i = 0; i < 6; i++) {
-        bool want = c->training && (i < 3 || (i == 3 && has_bias) || (i == 4 && has_sink));
-        ck_assert_msg(fattn_tensor_is_empty(&s_grads[i]) == !want, "%s: split grad %d", c->id,
-                      i);
-    }
-
-    /* Dedup records and no aliasing of inputs. */
-    const fattn_split_fwd_result *r = &sctx->fwd;
-    const fattn_split_source *sf = r->ctx_attrs.saved_from;
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_Q], FATTN_SPLIT_SRC_Q);
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_K], FATTN_SPLIT_SRC_K);
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_V], FATTN_SPLIT_SRC_V);
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_OUT], FATTN_SPLIT_SRC_OUT);
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_AUX_BIAS],
-                     has_bias ? FATTN_SPLIT_SRC_ATTN_BIAS : FATTN_SPLIT_SRC_NONE);
-    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET],
-                     has_sink ? FATTN_SPLIT_SRC_SOFTMAX_OFFSET : FATTN_SPLIT_SRC_NONE);
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
-        if (i == FATTN_SPLIT_SLOT_Q || i == FATTN_SPLIT_SLOT_K || i == FATTN_SPLIT_SLOT_V ||
-            i == FATTN_SPLIT_SLOT_OUT || i == FATTN_SPLIT_SLOT_AUX_BIAS ||
-            i == FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET)
-            continue;
-        ck_assert_int_eq(sf[i], FATTN_SPLIT_SRC_NONE);
-    }
-    const fattn_tensor *inputs[] = {&b.qkv_storage[0], &b.qkv_storage[1], &b.qkv_storage[2],
-                                    &b.bias, &b.softmax_offset};
-    const fattn_tensor *returned[FATTN_SPLIT_NSLOTS + 2];
-    int nret = 0;
-    returned[nret++] = &r->out;
-    returned[nret++] = &r->max_logit;
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        returned[nret++] = &r->to_save.t[i];
-    for (int i = 0; i < nret; i++)
-        for (int j = 0; j < FE_NROWS(inputs); j++)
-            ck_assert_msg(!inside(returned[i], inputs[j]), "%s: returned tensor %d aliases "
-                          "input %d", c->id, i, j);
-    /* setup_ctx put them back. */
-    ck_assert(fattn_tensor_same(&sctx->bwd.q, &b.q));
-    ck_assert(fattn_tensor_same(&sctx->bwd.k, &b.k));
-    ck_assert(fattn_tensor_same(&sctx->bwd.v, &b.v));
-    ck_assert(fattn_tensor_same(&sctx->bwd.out, &r->out));
-    if (has_bias)
-        ck_assert(fattn_tensor_same(&sctx->bwd.aux_bias, &b.bias));
-    if (has_sink)
-        ck_assert(fattn_tensor_same(&sctx->bwd.aux_softmax_offset, &b.softmax_offset));
-
-    fattn_split_func_ctx_free(sctx);
-    fattn_legacy_ctx_free(lctx);
-    tcase_teardown(&b);
+    fattn_h5_node_free(runs[0]);
+    fattn_h5_node_free(runs[1]);
     fattn_engine_free(e);
     char id[160];
     snprintf(id, sizeof id, "frontends.%s", c->id);

@@ -7,7 +7,7 @@
 
 #include "cases.h"
 #include "fattn_test.h"
-#include "fe_common.h"
+#include "fe_unit.h"
 
 static fattn_engine *engine2(void)
 {
@@ -36,7 +36,7 @@ START_TEST(rng_sequence)
     fattn_rng_gen gen = {1000, 64};
     for (int i = 0; i < 4; i++) {
         fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
-        ck_assert_int_eq(fe_legacy_case(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+        ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
         const int64_t *rs = ctx->tensor_objects[FATTN_LEGACY_SAVED_RNG_STATE].data;
         ck_assert_int_eq(rs[0], 1000);
         ck_assert_int_eq(rs[1], 64 + 16 * i);
@@ -64,10 +64,10 @@ START_TEST(rng_backward_saved)
     fattn_tensor out, ml, ga[FATTN_LEGACY_NGRADS], gx[FATTN_LEGACY_NGRADS],
         gr[FATTN_LEGACY_NGRADS];
     /* forward a (offset 0), forward x (offset 16), then backward a */
-    ck_assert_int_eq(fe_legacy_fwd(c, &b, a, &gen, &out, &ml), FATTN_OK);
-    ck_assert_int_eq(fe_legacy_case(c, &b, x, &gen, &out, &ml, gx), FATTN_OK);
+    ck_assert_int_eq(fe_legacy_call_fwd(c, &b, a, &gen, &out, &ml), FATTN_OK);
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, x, &gen, &out, &ml, gx), FATTN_OK);
     ck_assert_int_eq(fattn_legacy_backward(a, &b.d_o, ga), FATTN_OK);
-    ck_assert_int_eq(fe_legacy_case(c, &b, ref, &gen_ref, &out, &ml, gr), FATTN_OK);
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ref, &gen_ref, &out, &ml, gr), FATTN_OK);
     for (int i = FATTN_LEGACY_GRAD_DQ; i <= FATTN_LEGACY_GRAD_DV; i++) {
         ck_assert_msg(fe_same_bits(&ga[i], &gr[i]), "grad %d differs from the reference", i);
         ck_assert_msg(!fe_same_bits(&ga[i], &gx[i]), "grad %d ignores the rng_state", i);
@@ -96,7 +96,7 @@ START_TEST(saved_list)
     ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
     fattn_rng_gen gen = {5, 0};
     fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
-    ck_assert_int_eq(fe_legacy_case(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
     bool bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
     bool sink = c->softmax != FATTN_SOFTMAX_VANILLA;
     const fattn_tensor *s = ctx->tensor_objects;
@@ -187,7 +187,7 @@ START_TEST(thd_zero_fill)
     ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
     fattn_rng_gen gen = {5, 0};
     fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
-    ck_assert_int_eq(fe_legacy_case(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
     int gaps = 0;
     for (int64_t t = 0; t < b.t_q; t++) {
         bool valid = false;
@@ -292,6 +292,53 @@ START_TEST(misuse)
 }
 END_TEST
 
+/* Every matrix case through legacy's own calls (test_frontends.c compares
+ * the recorded runs): a case TE refuses is refused with the support table's
+ * status before the rng_state is drawn; any other draws once, saves it, and
+ * returns 36 grads of which only dq, dk, dv and the case's d_bias and
+ * d_softmax_offset are filled (none for inference). */
+START_TEST(case_calls)
+{
+    const tcase *c = &tcase_table[_i];
+    fattn_engine *e = engine2();
+    tcase_buffers b;
+    ck_assert_msg(tcase_setup(c, &b) == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+    fattn_legacy_ctx *ctx = NULL;
+    ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
+    fattn_rng_gen gen = {c->seed + 7, 32};
+    fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
+    fattn_status st = fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g);
+    fattn_support_query q = fe_case_query(c);
+    fattn_status expect = fattn_support_check(&q, "cpu", NULL);
+    ck_assert_msg(st == expect, "%s: %s, want %s (%s)", c->id, fattn_status_name(st),
+                  fattn_status_name(expect), fattn_last_error());
+    if (expect != FATTN_OK) {
+        ck_assert_uint_eq(gen.offset, 32);
+    } else {
+        ck_assert_uint_eq(gen.offset, 48);
+        const fattn_tensor *rs = &ctx->tensor_objects[FATTN_LEGACY_SAVED_RNG_STATE];
+        ck_assert_int_eq(((const int64_t *)rs->data)[0], (int64_t)(c->seed + 7));
+        ck_assert_int_eq(((const int64_t *)rs->data)[1], 32);
+        bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
+        bool has_sink = c->softmax != FATTN_SOFTMAX_VANILLA;
+        for (int i = 0; i < FATTN_LEGACY_NGRADS; i++) {
+            bool want = c->training &&
+                        (i == FATTN_LEGACY_GRAD_DQ || i == FATTN_LEGACY_GRAD_DK ||
+                         i == FATTN_LEGACY_GRAD_DV ||
+                         (i == FATTN_LEGACY_GRAD_DBIAS && has_bias) ||
+                         (i == FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET && has_sink));
+            ck_assert_msg(fattn_tensor_is_empty(&g[i]) == !want, "%s: grad %d", c->id, i);
+        }
+    }
+    fattn_legacy_ctx_free(ctx);
+    tcase_teardown(&b);
+    fattn_engine_free(e);
+    char id[160];
+    snprintf(id, sizeof id, "legacy.case.%s", c->id);
+    fattn_test_mark(id);
+}
+END_TEST
+
 static void list_ids(void)
 {
     printf("legacy.rng.sequence\nlegacy.rng.backward_saved\nlegacy.thd_zero_fill\n");
@@ -301,6 +348,8 @@ static void list_ids(void)
     const fattn_support_rule *rules = fattn_support_rules(&n);
     for (int i = 0; i < n; i++)
         printf("legacy.refuses.%s\n", rules[i].id);
+    for (int i = 0; i < tcase_count; i++)
+        printf("legacy.case.%s\n", tcase_table[i].id);
 }
 
 static Suite *make_suite(void)
@@ -318,6 +367,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, rule_refusal, 0, n);
     tcase_add_test(tc, default_spec_runs);
     tcase_add_test(tc, misuse);
+    tcase_add_loop_test(tc, case_calls, 0, tcase_count);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,7 +9,7 @@
 
 #include "cases.h"
 #include "fattn_test.h"
-#include "fe_common.h"
+#include "fe_unit.h"
 
 static fattn_engine *engine2(void)
 {
@@ -60,7 +60,7 @@ START_TEST(missing_fwd_field)
     ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
     fattn_rng_gen gen = {1, 0};
     fattn_fwd_args a;
-    fe_split_args(c, &b, e, &gen, &a);
+    fe_split_fwd_args_of(c, &b, e, &gen, &a);
     fattn_split_fwd_result res;
     ck_assert_int_eq(fattn_split_forward_impl(&a, &b.q, &b.k, &b.v, NULL, NULL, &res), FATTN_OK);
     fattn_split_fwd_result_free(&res);
@@ -127,7 +127,7 @@ START_TEST(missing_bwd_field)
     ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
     fattn_rng_gen gen = {1, 0};
     fattn_fwd_args a;
-    fe_split_args(c, &b, e, &gen, &a);
+    fe_split_fwd_args_of(c, &b, e, &gen, &a);
     a.q = b.q, a.k = b.k, a.v = b.v, a.attn_bias = b.bias;
     fattn_split_fwd_result res;
     ck_assert_int_eq(fattn_split_forward_impl(&a, &b.q, &b.k, &b.v, &b.bias, NULL, &res),
@@ -329,7 +329,7 @@ START_TEST(fp8_unsupported)
     ck_assert_int_eq(fattn_split_func_ctx_init(&ctx), FATTN_OK);
     fattn_rng_gen gen = {1, 0};
     fattn_tensor out, ml, g6[6];
-    ck_assert_int_eq(fe_split_case(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
     ctx->bwd.fp8 = true;
     ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_UNSUPPORTED);
     fattn_split_func_ctx_free(ctx);
@@ -349,7 +349,7 @@ START_TEST(rng_sequence)
     ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
     fattn_rng_gen gen = {1000, 64};
     fattn_fwd_args a;
-    fe_split_args(c, &b, e, &gen, &a);
+    fe_split_fwd_args_of(c, &b, e, &gen, &a);
     for (int i = 0; i < 4; i++) {
         fattn_split_fwd_result res;
         ck_assert_int_eq(fattn_split_forward_impl(&a, &b.q, &b.k, &b.v, NULL, NULL, &res),
@@ -378,13 +378,13 @@ START_TEST(rng_backward_saved)
     ck_assert_int_eq(fattn_split_func_ctx_init(&ref), FATTN_OK);
     fattn_rng_gen gen = {77, 0}, gen_ref = {77, 0};
     fattn_fwd_args args;
-    fe_split_args(c, &b, e, &gen, &args);
+    fe_split_fwd_args_of(c, &b, e, &gen, &args);
     fattn_tensor out, ml, ga[6], gx[6], gr[6];
     ck_assert_int_eq(fattn_split_func_forward(a, &b.q, &b.k, &b.v, NULL, NULL, &args, &out, &ml),
                      FATTN_OK);
-    ck_assert_int_eq(fe_split_case(c, &b, e, x, &gen, &out, &ml, gx), FATTN_OK);
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, x, &gen, &out, &ml, gx), FATTN_OK);
     ck_assert_int_eq(fattn_split_func_backward(a, &b.d_o, ga), FATTN_OK);
-    ck_assert_int_eq(fe_split_case(c, &b, e, ref, &gen_ref, &out, &ml, gr), FATTN_OK);
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ref, &gen_ref, &out, &ml, gr), FATTN_OK);
     for (int i = 0; i < 3; i++) {
         ck_assert_msg(fe_same_bits(&ga[i], &gr[i]), "grad %d differs from the reference", i);
         ck_assert_msg(!fe_same_bits(&ga[i], &gx[i]), "grad %d ignores the rng_state", i);
@@ -471,7 +471,7 @@ START_TEST(wrapper)
     fattn_tensor g6[6], out, ml;
     ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_STATE);
     fattn_rng_gen gen = {1, 0};
-    ck_assert_int_eq(fe_split_case(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
     for (int i = 0; i < 5; i++)
         ck_assert_msg(!fattn_tensor_is_empty(&g6[i]) == (i != 3), "grad %d", i);
     ck_assert(fattn_tensor_is_empty(&g6[5]));
@@ -481,6 +481,107 @@ START_TEST(wrapper)
     tcase_teardown(&b);
     fattn_engine_free(e);
     fattn_test_mark("split.wrapper");
+}
+END_TEST
+
+/* ---- every matrix case through split's own calls ------------------------ */
+
+/* Does t's data pointer lie inside storage s? */
+static bool inside(const fattn_tensor *t, const fattn_tensor *s)
+{
+    if (fattn_tensor_is_empty(t) || fattn_tensor_is_empty(s))
+        return false;
+    const char *p = t->data, *b = s->data;
+    size_t bytes = (size_t)fattn_tensor_numel(s) * fattn_dtype_size(s->dtype);
+    return p >= b && p < b + bytes;
+}
+
+/* forward_impl's dedup records name exactly the inputs and out; nothing it
+ * returns aliases an input; setup_ctx put the deduplicated ones back. */
+static void check_dedup(const tcase *c, const tcase_buffers *b, const fattn_split_func_ctx *sctx)
+{
+    bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = c->softmax != FATTN_SOFTMAX_VANILLA;
+    const fattn_split_fwd_result *r = &sctx->fwd;
+    const fattn_split_source *sf = r->ctx_attrs.saved_from;
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_Q], FATTN_SPLIT_SRC_Q);
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_K], FATTN_SPLIT_SRC_K);
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_V], FATTN_SPLIT_SRC_V);
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_OUT], FATTN_SPLIT_SRC_OUT);
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_AUX_BIAS],
+                     has_bias ? FATTN_SPLIT_SRC_ATTN_BIAS : FATTN_SPLIT_SRC_NONE);
+    ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET],
+                     has_sink ? FATTN_SPLIT_SRC_SOFTMAX_OFFSET : FATTN_SPLIT_SRC_NONE);
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
+        if (i == FATTN_SPLIT_SLOT_Q || i == FATTN_SPLIT_SLOT_K || i == FATTN_SPLIT_SLOT_V ||
+            i == FATTN_SPLIT_SLOT_OUT || i == FATTN_SPLIT_SLOT_AUX_BIAS ||
+            i == FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET)
+            continue;
+        ck_assert_int_eq(sf[i], FATTN_SPLIT_SRC_NONE);
+    }
+    const fattn_tensor *inputs[] = {&b->qkv_storage[0], &b->qkv_storage[1], &b->qkv_storage[2],
+                                    &b->bias, &b->softmax_offset};
+    const fattn_tensor *returned[FATTN_SPLIT_NSLOTS + 2];
+    int nret = 0;
+    returned[nret++] = &r->out;
+    returned[nret++] = &r->max_logit;
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        returned[nret++] = &r->to_save.t[i];
+    for (int i = 0; i < nret; i++)
+        for (int j = 0; j < FE_NROWS(inputs); j++)
+            ck_assert_msg(!inside(returned[i], inputs[j]),
+                          "%s: returned tensor %d aliases input %d", c->id, i, j);
+    ck_assert(fattn_tensor_same(&sctx->bwd.q, &b->q));
+    ck_assert(fattn_tensor_same(&sctx->bwd.k, &b->k));
+    ck_assert(fattn_tensor_same(&sctx->bwd.v, &b->v));
+    ck_assert(fattn_tensor_same(&sctx->bwd.out, &r->out));
+    if (has_bias)
+        ck_assert(fattn_tensor_same(&sctx->bwd.aux_bias, &b->bias));
+    if (has_sink)
+        ck_assert(fattn_tensor_same(&sctx->bwd.aux_softmax_offset, &b->softmax_offset));
+}
+
+/* Every matrix case through the split's wrapper (test_frontends.c compares
+ * the recorded runs): a case TE refuses is refused with the support table's
+ * status before the rng_state is drawn; any other draws once, saves it,
+ * returns 6 grads of which only dq, dk, dv and the case's d_bias and
+ * d_softmax_offset are filled (none for inference), and dedups as above. */
+START_TEST(case_calls)
+{
+    const tcase *c = &tcase_table[_i];
+    fattn_engine *e = engine2();
+    tcase_buffers b;
+    ck_assert_msg(tcase_setup(c, &b) == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+    fattn_split_func_ctx *ctx = NULL;
+    ck_assert_int_eq(fattn_split_func_ctx_init(&ctx), FATTN_OK);
+    fattn_rng_gen gen = {c->seed + 7, 32};
+    fattn_tensor out, ml, g6[6];
+    fattn_status st = fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6);
+    fattn_support_query q = fe_case_query(c);
+    fattn_status expect = fattn_support_check(&q, "cpu", NULL);
+    ck_assert_msg(st == expect, "%s: %s, want %s (%s)", c->id, fattn_status_name(st),
+                  fattn_status_name(expect), fattn_last_error());
+    if (expect != FATTN_OK) {
+        ck_assert_uint_eq(gen.offset, 32);
+    } else {
+        ck_assert_uint_eq(gen.offset, 48);
+        const fattn_tensor *rs = &ctx->bwd.rng_state;
+        ck_assert_int_eq(((const int64_t *)rs->data)[0], (int64_t)(c->seed + 7));
+        ck_assert_int_eq(((const int64_t *)rs->data)[1], 32);
+        bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
+        bool has_sink = c->softmax != FATTN_SOFTMAX_VANILLA;
+        for (int i = 0; i < 6; i++) {
+            bool want = c->training && (i < 3 || (i == 3 && has_bias) || (i == 4 && has_sink));
+            ck_assert_msg(fattn_tensor_is_empty(&g6[i]) == !want, "%s: grad %d", c->id, i);
+        }
+        check_dedup(c, &b, ctx);
+    }
+    fattn_split_func_ctx_free(ctx);
+    tcase_teardown(&b);
+    fattn_engine_free(e);
+    char id[160];
+    snprintf(id, sizeof id, "split.case.%s", c->id);
+    fattn_test_mark(id);
 }
 END_TEST
 
@@ -504,6 +605,8 @@ static void list_ids(void)
     const fattn_support_rule *rules = fattn_support_rules(&n);
     for (int i = 0; i < n; i++)
         printf("split.refuses.%s\n", rules[i].id);
+    for (int i = 0; i < tcase_count; i++)
+        printf("split.case.%s\n", tcase_table[i].id);
 }
 
 static Suite *make_suite(void)
@@ -524,6 +627,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, reload_layout);
     tcase_add_test(tc, names);
     tcase_add_test(tc, wrapper);
+    tcase_add_loop_test(tc, case_calls, 0, tcase_count);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,7 +10,7 @@
 #include "cases.h"
 #include "fattn/support.h"
 #include "fattn_test.h"
-#include "fe_common.h"
+#include "fe_unit.h"
 
 typedef struct rule_row {
     const char *id;
