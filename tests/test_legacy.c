@@ -8,6 +8,8 @@
 #include "cases.h"
 #include "fattn_test.h"
 #include "fe_unit.h"
+#include "runner.h"
+#include "runtree.h"
 
 static fattn_engine *engine2(void)
 {
@@ -175,40 +177,52 @@ START_TEST(attrs_carried)
 }
 END_TEST
 
-/* TE's zero-fills: THD O and THD dQ/dK/dV outside the valid tokens are 0,
- * not the poison. */
+/* TE's zero-fills, as the runner records a legacy run of the table row:
+ * THD O and THD dQ outside the valid tokens are 0, not the poison. */
+static const int32_t *int32_data(const fattn_h5_node *n)
+{
+    ck_assert_msg(n && n->is_dataset && n->dtype == FATTN_DTYPE_INT32 && n->ndim == 1,
+                  "not an int32 vector");
+    return n->data;
+}
+
 START_TEST(thd_zero_fill)
 {
     const tcase *c = find("bwd.layout.thd_thd_thd.f16");
     fattn_engine *e = engine2();
-    tcase_buffers b;
-    ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
-    fattn_legacy_ctx *ctx = NULL;
-    ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
-    fattn_rng_gen gen = {5, 0};
-    fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
-    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+    fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e, .until = FATTN_STATE_BACKWARD,
+                        .poison = FATTN_POISON_PATTERN};
+    fattn_h5_node *run = NULL;
+    ck_assert_msg(fattn_run_case(tcase_spec_of(c), &o, &run) == FATTN_OK, "%s",
+                  fattn_last_error());
+    const fattn_h5_node *cu = fattn_h5_node_find(run, "inputs/cu_seqlens_q");
+    const int32_t *seq = int32_data(cu);
+    const int32_t *off = int32_data(fattn_h5_node_find(run, "inputs/cu_seqlens_q_padded"));
+    int64_t nb = cu->shape[0] - 1;
+    ck_assert_int_eq(nb, c->b);
+    const fattn_h5_node *ts[2] = {fattn_h5_node_find(run, "forward/out"),
+                                  fattn_h5_node_find(run, "backward/dq")};
     int gaps = 0;
-    for (int64_t t = 0; t < b.t_q; t++) {
-        bool valid = false;
-        for (int bi = 0; bi < c->b; bi++)
-            if (t >= b.offs_q[bi] && t < b.offs_q[bi] + b.seqlens_q[bi])
-                valid = true;
-        if (valid)
-            continue;
-        gaps++;
-        const fattn_tensor *ts[2] = {&out, &g[FATTN_LEGACY_GRAD_DQ]};
-        for (int k = 0; k < 2; k++)
-            for (int64_t hh = 0; hh < ts[k]->shape[1]; hh++)
-                for (int64_t d = 0; d < ts[k]->shape[2]; d++) {
-                    int64_t ix[3] = {t, hh, d};
-                    const uint16_t *p = ts[k]->data;
-                    ck_assert_uint_eq(p[fattn_tensor_offset(ts[k], ix)], 0);
-                }
+    for (int k = 0; k < 2; k++) {
+        const fattn_h5_node *n = ts[k];
+        ck_assert_msg(n && n->is_dataset && n->ndim == 3 && n->dtype == FATTN_DTYPE_FLOAT16,
+                      "tensor %d: not a THD float16 dataset", k);
+        int64_t row = n->shape[1] * n->shape[2];
+        const uint16_t *p = n->data;
+        for (int64_t t = 0; t < n->shape[0]; t++) {
+            bool valid = false;
+            for (int64_t bi = 0; bi < nb; bi++)
+                if (t >= off[bi] && t < off[bi] + (seq[bi + 1] - seq[bi]))
+                    valid = true;
+            if (valid)
+                continue;
+            gaps++;
+            for (int64_t x = 0; x < row; x++)
+                ck_assert_uint_eq(p[t * row + x], 0);
+        }
     }
     ck_assert_int_gt(gaps, 0);
-    fattn_legacy_ctx_free(ctx);
-    tcase_teardown(&b);
+    fattn_h5_node_free(run);
     fattn_engine_free(e);
     fattn_test_mark("legacy.thd_zero_fill");
 }
