@@ -1,6 +1,9 @@
 /* Suite "legacy": the legacy front end (lib/legacy) on its own: the RNG
  * advance and the saved rng_state, the saved list and the 33 attributes,
- * TE's zero-fills, the refusals of every support rule, and misuse.
+ * TE's zero-fills (in the runner's record of a legacy run), the refusals of
+ * every support rule, misuse, and every matrix case through its calls (the
+ * 36 grads; TE's refusals before the rng draw). The comparison with the
+ * split is test_frontends.c's.
  */
 #include <stdio.h>
 #include <string.h>

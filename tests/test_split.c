@@ -2,7 +2,9 @@
  * fields, the fixed slots and dedup for every saved-tensor variant (FP8
  * ones with FP8-typed tensors), FP8 execution refused, the RNG advance and
  * the saved rng_state, the refusals of every support rule, the layout
- * reload helper, the 6 grads of the wrapper.
+ * reload helper, the 6 grads of the wrapper, and every matrix case through
+ * the wrapper (grads, dedup records, no aliasing; TE's refusals before the
+ * rng draw). The comparison with legacy is test_frontends.c's.
  */
 #include <stdio.h>
 #include <string.h>
