@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "case.h"
 #include "cli.h"
@@ -287,9 +288,16 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* Regular files only: a FIFO would block, a device never end. */
+    int fd;
+    fattn_status ost = fattn_fileguard_open_input(path, &fd);
+    if (ost != FATTN_OK)
+        return ost;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return fattn_error(FATTN_E_IO, "%s: cannot open", path);
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     fattn_status st = buf ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);

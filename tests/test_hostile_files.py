@@ -191,7 +191,7 @@ def _():
 
 # ---- inputs that are not regular files -----------------------------------------
 
-@case("a FIFO as input is refused at once: inspect, diff, replay, merge, verify's golden")
+@case("a FIFO as input is refused at once: inspect, diff, replay, merge, write-tree, verify's golden")
 def _():
     d = fresh_dir("fifo-in")
     fifo = os.path.join(d, "in.h5")
@@ -203,6 +203,7 @@ def _():
     refused(["diff", GOOD, fifo], words)
     refused(["replay", fifo, "--from", "save_ctx", "--impl", "split", "-o", out], words)
     refused(["merge", "-o", out, GOOD, fifo], words)
+    refused(["write-tree", fifo, GOOD, "-o", out], words)
     fx = fresh_dir("fifo-fx")
     golden = os.path.join(fx, "cpu-math-1.h5")
     os.mkfifo(golden)
