@@ -1,4 +1,5 @@
 /* Reading untrusted files in a forked child (see isolate.h). */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -126,6 +127,7 @@ static double wall_limit_s(unsigned cpu_seconds)
 fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
                                uint64_t as_bytes, unsigned cpu_seconds)
 {
+    assert(path && fn);
     /* Open the file once, here: refused unless regular (a FIFO would
      * block), and pinned, so that the child checks and the parent then
      * reads this one file even if another is renamed over the path. */
