@@ -330,6 +330,11 @@ def _():
 
 # ---- signals during a write ---------------------------------------------------------
 
+def default_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @case("SIGINT, SIGTERM, SIGHUP during a write remove the temporary file, target intact")
 def _():
     if not TESTING:
@@ -340,9 +345,11 @@ def _():
         shutil.copy(GOOD, target)
         before = read_bytes(target)
         env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="20")
+        # The signals at their defaults, whatever this test inherited
+        # (under nohup SIGHUP is ignored, and fattn keeps it ignored).
         p = subprocess.Popen([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "-o", target],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=default_signals)
         deadline = time.time() + 60
         while not glob.glob(os.path.join(d, ".out.h5.tmp-*")):
             if time.time() > deadline or p.poll() is not None:
