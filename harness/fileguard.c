@@ -85,7 +85,7 @@ fattn_status fattn_fileguard_pin(const char *path)
     if (p) {
         close(p->fd);
         p->fd = fd;
-    } else if (n_pins == cap_pins && !(cap_pins < 4096)) {
+    } else if (n_pins == cap_pins && cap_pins >= 4096) {
         st = fattn_error(FATTN_E_IO, "%s: too many input files open", path);
     } else {
         if (n_pins == cap_pins) {

@@ -43,7 +43,9 @@ static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t
                       unsigned cpu_seconds, int wfd, pid_t parent)
 {
     /* Die with the parent: a child left reading a hostile file would spin
-     * on for its whole CPU limit. The parent may have gone before this. */
+     * on for its whole CPU limit. The parent may have gone before this.
+     * (The signal follows the forking thread; the commands fork from their
+     * main thread, which lives as long as the process.) */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127);
@@ -54,7 +56,9 @@ static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t
 #ifndef FATTN_UNDER_ASAN
     if (as_bytes == 0) {
         struct stat sb;
-        uint64_t size = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        char fdpath[64];
+        const char *p = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+        uint64_t size = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         as_bytes = (UINT64_C(4) << 30) + 8 * size;
     }
     struct rlimit as = {(rlim_t)as_bytes, (rlim_t)as_bytes};
