@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "diff.h"
+#include "fileguard.h"
 
 static const char diff_help[] =
     "usage: fattn diff A.h5 B.h5 [--mode bitwise|ulp|tol] [--max-ulp N] [--tol-profile F]\n"
@@ -423,11 +424,18 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
     json_object_set_new(root, "paths", paths);
     json_object_set_new(root, "summary", summ);
     json_object_set_new(root, "exit", json_integer(exit_code));
-    int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS);
+    /* One atomic replace (fileguard.h): a full disk leaves the old report. */
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(root);
-    if (rc != 0) {
+    if (!text) {
+        fprintf(stderr, "fattn diff: %s: cannot write the JSON report: out of memory\n", path);
+        return -1;
+    }
+    fattn_status st = fattn_fileguard_write_text(path, text, strlen(text));
+    free(text);
+    if (st != FATTN_OK) {
         fprintf(stderr, "fattn diff: %s: cannot write the JSON report: %s\n", path,
-                strerror(errno));
+                fattn_last_error());
         return -1;
     }
     return 0;
@@ -477,6 +485,11 @@ int fattn_cmd_diff(int argc, char **argv)
     }
     if (!files[1])
         return cli_fail("diff", "A.h5 and B.h5 are required (see fattn diff --help)");
+    /* The report must not replace what it reports on. */
+    const char *inputs[3] = {files[0], files[1], profile};
+    if (json && (fattn_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
+                 fattn_fileguard_check_target(json) != FATTN_OK))
+        return cli_fail("diff", "--json %s", fattn_last_error());
     fattn_diff_opts o;
     memset(&o, 0, sizeof o);
     o.only = only;

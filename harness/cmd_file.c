@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "case.h"
 #include "cli.h"
+#include "fileguard.h"
 #include "isolate.h"
 #include "runfile.h"
 
@@ -210,6 +212,12 @@ int fattn_cmd_merge(int argc, char **argv)
         free(ins);
         return cli_fail("merge", "-o OUT.h5 and at least one IN.h5 are required");
     }
+    /* The output must be none of the inputs, refused before reading any. */
+    if (fattn_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
+        fattn_fileguard_check_target(out) != FATTN_OK) {
+        free(ins);
+        return cli_fail("merge", "-o %s", fattn_last_error());
+    }
     int rc = FATTN_EXIT_OK;
     fattn_h5_node *merged = NULL, *mcases = NULL;
     for (int f = 0; f < n_in && rc == FATTN_EXIT_OK; f++) {
@@ -280,9 +288,16 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* Regular files only: a FIFO would block, a device never end. */
+    int fd;
+    fattn_status ost = fattn_fileguard_open_input(path, &fd);
+    if (ost != FATTN_OK)
+        return ost;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return fattn_error(FATTN_E_IO, "%s: cannot open", path);
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     fattn_status st = buf ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
@@ -337,6 +352,9 @@ int fattn_cmd_write_tree(int argc, char **argv)
     }
     if (!out || n_paths != 2)
         return cli_fail("write-tree", "MANIFEST.json, DATA.bin and -o OUT.h5 are required");
+    if (fattn_fileguard_check_distinct(out, paths, 2) != FATTN_OK ||
+        fattn_fileguard_check_target(out) != FATTN_OK)
+        return cli_fail("write-tree", "-o %s", fattn_last_error());
     char *json = NULL, *blob = NULL;
     size_t json_len = 0, blob_len = 0;
     fattn_h5_node *tree = NULL;

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include "cli.h"
 #include "cmd_verify.h"
 #include "compare.h"
+#include "fileguard.h"
 #include "runfile.h"
 #include "verify.h"
 
@@ -204,10 +206,14 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
                              rc);
     if (root)
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
-    int ok = root && json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) == 0;
+    /* One atomic replace (fileguard.h): a full disk leaves the old report. */
+    char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
-    if (!ok) {
-        cli_fail("verify", "%s: cannot write the JSON report", path);
+    fattn_status st = text ? fattn_fileguard_write_text(path, text, strlen(text))
+                           : fattn_error(FATTN_E_NOMEM, "out of memory");
+    free(text);
+    if (st != FATTN_OK) {
+        cli_fail("verify", "%s: cannot write the JSON report: %s", path, fattn_last_error());
         return -1;
     }
     return 0;
@@ -231,6 +237,16 @@ int fattn_cmd_verify(int argc, char **argv)
         return rc;
     if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
         return rc;
+    /* The report must not replace the goldens or the matrix it is about:
+     * checked before any case runs. */
+    const char *inputs[2] = {v.goldens.exact || v.goldens.tolerance ? v.goldens.path : NULL,
+                             v.cases};
+    if (v.json && (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
+                   fattn_fileguard_check_target(v.json) != FATTN_OK)) {
+        rc = cli_fail("verify", "--json %s", fattn_last_error());
+        fattn_cmd_verify_close(&v);
+        return rc;
+    }
     fattn_cmd_verify_print_header(stdout, &v);
     fattn_verify_result r;
     if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, fattn_cmd_verify_print_case,
@@ -307,35 +323,9 @@ static void print_golden_changes(const char *path, const fattn_h5_node *cases_g)
     fattn_h5_node_free(old);
 }
 
-int fattn_cmd_golden(int argc, char **argv)
+/* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
+static int golden_write(const char *cases, const char *backend, const char *out)
 {
-    const char *cases = NULL, *backend = "auto", *out = NULL;
-    bool force = false;
-    cli_args a = {argc, argv, 1, "golden"};
-    for (; a.i < argc; a.i++) {
-        int r;
-        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
-            fputs(golden_help, stdout);
-            return FATTN_EXIT_OK;
-        } else if (cli_flag(&a, "--force")) {
-            force = true;
-        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
-                   (r = cli_opt(&a, "-o", &out))) {
-            if (r < 0)
-                return cli_fail("golden", "%s needs a value", argv[a.i]);
-        } else {
-            return cli_fail("golden", "unknown argument '%s' (see fattn golden --help)",
-                            argv[a.i]);
-        }
-    }
-    if (!out)
-        return cli_fail("golden", "-o DIR is required");
-    bool exists;
-    if (!dir_is_empty(out, &exists) && !force)
-        return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
-    if (!exists && mkdir(out, 0777) != 0)
-        return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
-
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
@@ -393,6 +383,9 @@ int fattn_cmd_golden(int argc, char **argv)
     /* what changed against the goldens being replaced */
     if (rc == FATTN_EXIT_OK) {
         print_golden_changes(path, cases_g);
+        /* The old goldens were read only to report the changes: they are
+         * what this write replaces, not an input of it. */
+        fattn_fileguard_unpin(path);
         if (fattn_h5_write_file(path, root, NULL, NULL) != FATTN_OK)
             rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
         else
@@ -402,5 +395,41 @@ int fattn_cmd_golden(int argc, char **argv)
     fattn_h5_node_free(root);
     cli_engine_close(e);
     cli_matrix_free(&m);
+    return rc;
+}
+
+int fattn_cmd_golden(int argc, char **argv)
+{
+    const char *cases = NULL, *backend = "auto", *out = NULL;
+    bool force = false;
+    cli_args a = {argc, argv, 1, "golden"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(golden_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--force")) {
+            force = true;
+        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
+                   (r = cli_opt(&a, "-o", &out))) {
+            if (r < 0)
+                return cli_fail("golden", "%s needs a value", argv[a.i]);
+        } else {
+            return cli_fail("golden", "unknown argument '%s' (see fattn golden --help)",
+                            argv[a.i]);
+        }
+    }
+    if (!out)
+        return cli_fail("golden", "-o DIR is required");
+    bool exists;
+    if (!dir_is_empty(out, &exists) && !force)
+        return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
+    if (!exists && mkdir(out, 0777) != 0)
+        return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
+    int rc = golden_write(cases, backend, out);
+    /* A failed golden leaves no trace: the directory it made goes too
+     * (empty, since nothing was written into it). */
+    if (rc != FATTN_EXIT_OK && !exists)
+        rmdir(out);
     return rc;
 }

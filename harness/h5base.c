@@ -70,7 +70,7 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *ctx)
 
 fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
 {
-    char ctx[512];
+    char ctx[8192]; /* two long paths and what was being done */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ctx, sizeof ctx, fmt, ap);

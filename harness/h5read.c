@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileguard.h"
 #include "h5base.h"
 #include "h5write.h"
 
@@ -24,14 +25,30 @@ fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
     fattn_status st = fattn_h5base_enter(&fapl);
     if (st != FATTN_OK)
         return st;
-    if (access(path, R_OK) != 0)
-        return fattn_error(FATTN_E_IO, "%s: cannot read: %s", path, strerror(errno));
+    /* The file is opened by its pin where it has one (the very file the
+     * isolated child checked, fileguard.h), else through a descriptor of
+     * our own: either way its type is checked without blocking on it, and
+     * HDF5 opens exactly that file. */
+    int own_fd = -1;
+    char fdpath[64];
+    const char *open_path = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+    if (open_path == path) {
+        if ((st = fattn_fileguard_open_input(path, &own_fd)) != FATTN_OK)
+            return st;
+        int n = snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", own_fd);
+        if (n > 0 && (size_t)n < sizeof fdpath && access(fdpath, F_OK) == 0)
+            open_path = fdpath;
+    }
     fattn_h5_reader *r = calloc(1, sizeof *r);
     if (!r || !(r->path = fattn_runtree_strdup(path))) {
         free(r);
+        if (own_fd >= 0)
+            close(own_fd);
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
     }
-    r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    r->file = H5Fopen(open_path, H5F_ACC_RDONLY, fapl);
+    if (own_fd >= 0)
+        close(own_fd); /* HDF5 holds its own descriptor of the file */
     if (r->file < 0) {
         st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: open", path);
         free(r->path);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileguard.h"
 #include "h5base.h"
 
 typedef struct tracked_group {
@@ -23,8 +24,7 @@ typedef struct tracked_group {
 
 struct fattn_h5_writer {
     char *target;
-    char *tmp;
-    int tmp_fd;
+    fattn_fileguard_tmp tmp; /* the temporary file beside the target */
     hid_t file;
     bool failed;
     fattn_h5_write_hook hook;
@@ -32,9 +32,6 @@ struct fattn_h5_writer {
     tracked_group *groups;
     size_t n_groups, cap_groups;
 };
-
-static atomic_uint tmp_counter;
-
 
 static tracked_group *find_group(fattn_h5_writer *w, const char *path)
 {
@@ -295,7 +292,6 @@ static void writer_free(fattn_h5_writer *w)
     }
     free(w->groups);
     free(w->target);
-    free(w->tmp);
     free(w);
 }
 
@@ -309,47 +305,26 @@ fattn_status fattn_h5_writer_open(const char *target, fattn_h5_writer **out)
     fattn_h5_writer *w = calloc(1, sizeof *w);
     if (!w)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    w->tmp_fd = -1;
     w->file = H5I_INVALID_HID;
+    w->tmp.fd = -1;
+    w->tmp.slot = -1;
     if (!(w->target = fattn_runtree_strdup(target))) {
         writer_free(w);
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
     }
-    /* ".<base>.tmp-<pid>-<n>" beside the target. */
-    const char *slash = strrchr(target, '/');
-    size_t dirlen = slash ? (size_t)(slash - target) + 1 : 0;
-    const char *base = target + dirlen;
-    if (!*base) {
+    /* ".<base>.tmp-<pid>-<n>" beside the target, which must be a regular
+     * file or absent and no input of this process (fileguard.h). */
+    if ((st = fattn_fileguard_tmp_open(target, &w->tmp)) != FATTN_OK) {
         writer_free(w);
-        return fattn_error(FATTN_E_INVALID_ARG, "%s: not a file name", target);
-    }
-    size_t cap = strlen(target) + 64;
-    if (!(w->tmp = malloc(cap))) {
-        writer_free(w);
-        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    }
-    for (int attempt = 0; attempt < 100 && w->tmp_fd < 0; attempt++) {
-        unsigned k = atomic_fetch_add(&tmp_counter, 1u);
-        snprintf(w->tmp, cap, "%.*s.%s.tmp-%ld-%u", (int)dirlen, target, base, (long)getpid(), k);
-        w->tmp_fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (w->tmp_fd < 0 && errno != EEXIST) {
-            st = fattn_error(FATTN_E_IO, "%s: cannot create temporary file %s: %s", target, w->tmp,
-                             strerror(errno));
-            writer_free(w);
-            return st;
-        }
-    }
-    if (w->tmp_fd < 0) {
-        writer_free(w);
-        return fattn_error(FATTN_E_IO, "%s: no free temporary name", target);
+        return st;
     }
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     if (fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
         st = fattn_h5base_fail(FATTN_E_IO, "%s: file creation properties", target);
     } else {
-        w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+        w->file = H5Fcreate(w->tmp.path, H5F_ACC_TRUNC, fcpl, fapl);
         if (w->file < 0)
-            st = fattn_h5base_fail(FATTN_E_IO, "%s: create %s", target, w->tmp);
+            st = fattn_h5base_fail(FATTN_E_IO, "%s: create %s", target, w->tmp.path);
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);
@@ -493,33 +468,6 @@ fattn_status fattn_h5_writer_put(fattn_h5_writer *w, const char *parent_path,
     return st;
 }
 
-static fattn_status fsync_dir_of(const char *target)
-{
-    const char *slash = strrchr(target, '/');
-    char *dir;
-    if (!slash)
-        dir = fattn_runtree_strdup(".");
-    else if (slash == target)
-        dir = fattn_runtree_strdup("/");
-    else {
-        dir = malloc((size_t)(slash - target) + 1);
-        if (dir) {
-            memcpy(dir, target, (size_t)(slash - target));
-            dir[slash - target] = '\0';
-        }
-    }
-    if (!dir)
-        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    fattn_status st = FATTN_OK;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0)
-        st = fattn_error(FATTN_E_IO, "%s: fsync of directory %s: %s", target, dir, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    free(dir);
-    return st;
-}
-
 fattn_status fattn_h5_writer_commit(fattn_h5_writer *w)
 {
     fattn_status st = FATTN_OK;
@@ -533,23 +481,15 @@ fattn_status fattn_h5_writer_commit(fattn_h5_writer *w)
         herr_t rc = H5Fclose(w->file);
         w->file = H5I_INVALID_HID;
         if (rc < 0)
-            st = fattn_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp);
+            st = fattn_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp.path);
     }
-    if (st == FATTN_OK && fsync(w->tmp_fd) != 0)
-        st = fattn_error(FATTN_E_IO, "%s: fsync %s: %s", w->target, w->tmp, strerror(errno));
-    if (st == FATTN_OK) {
-        int rc = close(w->tmp_fd);
-        w->tmp_fd = -1;
-        if (rc != 0)
-            st = fattn_error(FATTN_E_IO, "%s: close %s: %s", w->target, w->tmp, strerror(errno));
-    }
-    if (st == FATTN_OK && rename(w->tmp, w->target) != 0)
-        st = fattn_error(FATTN_E_IO, "%s: rename from %s: %s", w->target, w->tmp, strerror(errno));
     if (st != FATTN_OK) {
         fattn_h5_writer_abort(w);
         return st;
     }
-    st = fsync_dir_of(w->target);
+    /* fsync, close, rename over the target, fsync the directory; the
+     * temporary file is gone on failure. */
+    st = fattn_fileguard_tmp_commit(&w->tmp);
     writer_free(w);
     return st;
 }
@@ -562,10 +502,7 @@ void fattn_h5_writer_abort(fattn_h5_writer *w)
         H5E_BEGIN_TRY { H5Fclose(w->file); }
         H5E_END_TRY;
     }
-    if (w->tmp_fd >= 0)
-        close(w->tmp_fd);
-    if (w->tmp)
-        unlink(w->tmp);
+    fattn_fileguard_tmp_discard(&w->tmp);
     writer_free(w);
 }
 

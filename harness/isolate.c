@@ -1,13 +1,21 @@
 /* Reading untrusted files in a forked child (see isolate.h). */
+#include <assert.h>
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "fattn_config.h"
+#include "fileguard.h"
 #include "isolate.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -20,14 +28,123 @@
 
 /* Statuses travel as one byte of exit code: 0 ok, 10 + (-status). */
 enum { EXIT_BASE = 10 };
+/* The child's message: as long as fattn_error keeps. */
+enum { MSG_MAX = 16384 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The child's side: limits, then fn; never returns. */
+static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t as_bytes,
+                      unsigned cpu_seconds, int wfd, pid_t parent)
+{
+    /* Die with the parent: a child left reading a hostile file would spin
+     * on for its whole CPU limit. The parent may have gone before this.
+     * (The signal follows the forking thread; the commands fork from their
+     * main thread, which lives as long as the process.) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
+    struct rlimit cpu = {cpu_seconds, cpu_seconds + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+#ifndef FATTN_UNDER_ASAN
+    if (as_bytes == 0) {
+        struct stat sb;
+        char fdpath[64];
+        const char *p = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+        uint64_t size = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        as_bytes = (UINT64_C(4) << 30) + 8 * size;
+    }
+    struct rlimit as = {(rlim_t)as_bytes, (rlim_t)as_bytes};
+    setrlimit(RLIMIT_AS, &as);
+#else
+    (void)as_bytes;
+#endif
+    /* A crash must end the child by its signal, which the parent
+     * reports, whatever handlers (a sanitizer's) the process installed. */
+    static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+        signal(crash_signals[i], SIG_DFL);
+#if FATTN_TESTING
+    /* FATTN_TEST_ISOLATE_HANG=1: a child that never finishes, for the
+     * tests of the wall-clock limit and of the parent's death. */
+    const char *hang = getenv("FATTN_TEST_ISOLATE_HANG");
+    if (hang && strcmp(hang, "1") == 0)
+        for (;;)
+            pause();
+#endif
+    fattn_status st = fn(path, ctx);
+    const char *msg = fattn_last_error();
+    ssize_t unused = write(wfd, msg, strlen(msg));
+    (void)unused;
+    close(wfd);
+    _exit(st == FATTN_OK ? 0 : EXIT_BASE + (-(int)st));
+}
+
+/* Read the child's message until EOF or the deadline; false on timeout. */
+static bool read_message(int rfd, char *msg, size_t cap, size_t *len, double deadline)
+{
+    *len = 0;
+    for (;;) {
+        double left = deadline - now_s();
+        if (left <= 0)
+            return false;
+        struct pollfd pfd = {rfd, POLLIN, 0};
+        int pr = poll(&pfd, 1, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue; /* timeout: the deadline check above decides */
+        char scratch[512];
+        char *dst = *len < cap - 1 ? msg + *len : scratch;
+        size_t room = *len < cap - 1 ? cap - 1 - *len : sizeof scratch;
+        ssize_t n = read(rfd, dst, room);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (dst != scratch)
+            *len += (size_t)n;
+    }
+    msg[*len] = '\0';
+    return true;
+}
+
+/* The wall-clock limit: the CPU limit and a minute (a child blocked
+ * spends no CPU); FATTN_TEST_ISOLATE_WALL_S=S overrides it in tests. */
+static double wall_limit_s(unsigned cpu_seconds)
+{
+#if FATTN_TESTING
+    const char *e = getenv("FATTN_TEST_ISOLATE_WALL_S");
+    if (e && atoi(e) > 0)
+        return atoi(e);
+#endif
+    return (double)cpu_seconds + 60.0;
+}
 
 fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
                                uint64_t as_bytes, unsigned cpu_seconds)
 {
+    assert(path && fn);
+    /* Open the file once, here: refused unless regular (a FIFO would
+     * block), and pinned, so that the child checks and the parent then
+     * reads this one file even if another is renamed over the path. */
+    fattn_status pst = fattn_fileguard_pin(path);
+    if (pst == FATTN_E_INVALID_FILE)
+        return pst;
+    /* A path that cannot be opened at all is left to fn, whose reading
+     * reports it in its own words. */
     int pipefd[2];
     if (pipe(pipefd) != 0)
         return fattn_error(FATTN_E_IO, "%s: pipe: %s", path, strerror(errno));
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(pipefd[0]);
@@ -36,54 +153,41 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     }
     if (pid == 0) {
         close(pipefd[0]);
-        struct rlimit core = {0, 0};
-        setrlimit(RLIMIT_CORE, &core);
-        struct rlimit cpu = {cpu_seconds, cpu_seconds + 1};
-        setrlimit(RLIMIT_CPU, &cpu);
-#ifndef FATTN_UNDER_ASAN
-        if (as_bytes == 0) {
-            struct stat sb;
-            uint64_t size = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-            as_bytes = (UINT64_C(4) << 30) + 8 * size;
-        }
-        struct rlimit as = {(rlim_t)as_bytes, (rlim_t)as_bytes};
-        setrlimit(RLIMIT_AS, &as);
-#else
-        (void)as_bytes;
-#endif
-        /* A crash must end the child by its signal, which the parent
-         * reports, whatever handlers (a sanitizer's) the process installed. */
-        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
-            signal(crash_signals[i], SIG_DFL);
-        fattn_status st = fn(path, ctx);
-        const char *msg = fattn_last_error();
-        ssize_t unused = write(pipefd[1], msg, strlen(msg));
-        (void)unused;
-        close(pipefd[1]);
-        _exit(st == FATTN_OK ? 0 : EXIT_BASE + (-(int)st));
+        child_run(path, fn, ctx, as_bytes, cpu_seconds, pipefd[1], parent);
     }
     close(pipefd[1]);
-    char msg[1024];
+    char *msg = malloc(MSG_MAX);
+    char small[1];
     size_t len = 0;
-    ssize_t n;
-    while ((n = read(pipefd[0], msg + len, sizeof msg - 1 - len)) > 0)
-        len += (size_t)n;
-    msg[len] = '\0';
+    double wall = wall_limit_s(cpu_seconds);
+    bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len,
+                                now_s() + wall);
     close(pipefd[0]);
+    if (!in_time)
+        kill(pid, SIGKILL);
     int wstatus;
+    fattn_status st = FATTN_OK;
     while (waitpid(pid, &wstatus, 0) < 0)
-        if (errno != EINTR)
-            return fattn_error(FATTN_E_IO, "%s: waitpid: %s", path, strerror(errno));
-    if (WIFSIGNALED(wstatus))
-        return fattn_error(FATTN_E_INVALID_FILE, "HDF5 library failed reading %s (signal %d%s)",
-                           path, WTERMSIG(wstatus),
-                           WTERMSIG(wstatus) == SIGXCPU ? ", CPU time limit" : "");
+        if (errno != EINTR) {
+            st = fattn_error(FATTN_E_IO, "%s: waitpid: %s", path, strerror(errno));
+            goto done;
+        }
+    const char *m = msg ? msg : "";
     int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 255;
-    if (code == 0)
-        return FATTN_OK;
-    if (code >= EXIT_BASE && code < EXIT_BASE + 64)
-        return fattn_error((fattn_status)(-(code - EXIT_BASE)), "%s", msg);
-    return fattn_error(FATTN_E_INVALID_FILE, "reading %s failed in the child (exit %d)%s%s",
-                       path, code, len ? ": " : "", msg);
+    if (!in_time)
+        st = fattn_error(FATTN_E_INVALID_FILE,
+                         "reading %s took longer than %.0f s (wall-clock limit): stopped", path,
+                         wall);
+    else if (WIFSIGNALED(wstatus))
+        st = fattn_error(FATTN_E_INVALID_FILE, "HDF5 library failed reading %s (signal %d%s)",
+                         path, WTERMSIG(wstatus),
+                         WTERMSIG(wstatus) == SIGXCPU ? ", CPU time limit" : "");
+    else if (code >= EXIT_BASE && code < EXIT_BASE + 64)
+        st = fattn_error((fattn_status)(-(code - EXIT_BASE)), "%s", m);
+    else if (code != 0)
+        st = fattn_error(FATTN_E_INVALID_FILE, "reading %s failed in the child (exit %d)%s%s",
+                         path, code, len ? ": " : "", m);
+done:
+    free(msg);
+    return st;
 }

@@ -507,6 +507,31 @@ START_TEST(lookup_collision)
 }
 END_TEST
 
+START_TEST(lookup_fifo)
+{
+    /* A FIFO under the plan's name (nobody writing to it) is refused at
+     * once: the open must not block waiting for a writer before the file's
+     * type is checked. The suite's timeout fails a hang. */
+    char *dir = temp_dir();
+    char *key = ps_key_text(&base_env, base_graph);
+    char name[PS_NAME_LEN];
+    ps_file_name(key, name);
+    char *path = path_in(dir, name);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ps_loaded l;
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert(!l.found);
+    ck_assert_ptr_null(l.buf);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "not a regular file"));
+    unlink(path);
+    free(path);
+    free(key);
+    rm_tree(dir);
+    free(dir);
+    fattn_test_mark("cudnn.plan_store.lookup.fifo");
+}
+END_TEST
+
 START_TEST(lookup_damaged)
 {
     char *dir = temp_dir();
@@ -782,6 +807,7 @@ static Suite *make_suite(void)
     tcase_add_test(tl, lookup_hit);
     tcase_add_test(tl, lookup_collision);
     tcase_add_test(tl, lookup_damaged);
+    tcase_add_test(tl, lookup_fifo);
     tcase_add_test(tl, lookup_unreadable);
     suite_add_tcase(s, tl);
     TCase *tw = tcase_create("write");

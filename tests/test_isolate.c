@@ -1,9 +1,14 @@
 /* Untrusted files are read in a forked child: a crash there is an error. */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fattn_test.h"
+#include "fileguard.h"
 #include "isolate.h"
 
 static fattn_status fn_ok(const char *path, void *ctx)
@@ -65,6 +70,79 @@ START_TEST(test_cpu_limit)
 }
 END_TEST
 
+/* The first bytes of the file `path` names now for fattn's readers. */
+static void read_head(const char *path, char *out, size_t cap)
+{
+    char buf[64];
+    const char *p = fattn_fileguard_read_path(path, buf, sizeof buf);
+    int fd = open(p, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : -1;
+    out[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* In the child: rename another file over the path, then read "the path". */
+static fattn_status fn_swap_then_read(const char *path, void *ctx)
+{
+    const char *other = ctx;
+    if (rename(other, path) != 0)
+        return fattn_error(FATTN_E_IO, "rename failed");
+    char head[16];
+    read_head(path, head, sizeof head);
+    return strcmp(head, "checked") == 0 ? FATTN_OK
+                                        : fattn_error(FATTN_E_INVALID_FILE, "read \"%s\"", head);
+}
+
+START_TEST(test_child_and_parent_read_the_pinned_file)
+{
+    char dir[] = "/tmp/fattn-isolate-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], other[256];
+    snprintf(path, sizeof path, "%s/in.h5", dir);
+    snprintf(other, sizeof other, "%s/other.h5", dir);
+    write_text(path, "checked");
+    write_text(other, "swapped");
+    /* the swap happens after the check began: child and parent still read
+     * the file that was opened */
+    ck_assert_int_eq(fattn_isolate_run(path, fn_swap_then_read, other, 0, 10), FATTN_OK);
+    char head[16];
+    read_head(path, head, sizeof head);
+    ck_assert_str_eq(head, "checked");
+    /* a new check pins what the path names now */
+    ck_assert_int_eq(fattn_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_OK);
+    read_head(path, head, sizeof head);
+    ck_assert_str_eq(head, "swapped");
+    fattn_fileguard_unpin(path);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_fifo_is_refused_without_blocking)
+{
+    char dir[] = "/tmp/fattn-isolate-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/in.h5", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    /* no writer: an open for reading would block; the timeout fails a hang */
+    ck_assert_int_eq(fattn_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_E_INVALID_FILE);
+    ck_assert_msg(strstr(fattn_last_error(), "not a regular file (a FIFO)"), "%s",
+                  fattn_last_error());
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("isolate");
@@ -74,6 +152,8 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_status_and_message_cross_the_fork);
     tcase_add_test(tc, test_crash_is_an_error);
     tcase_add_test(tc, test_cpu_limit);
+    tcase_add_test(tc, test_child_and_parent_read_the_pinned_file);
+    tcase_add_test(tc, test_fifo_is_refused_without_blocking);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,11 +1,14 @@
 /* Status codes and the per-thread last-error message. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fattn/status.h"
 
-#define FATTN_ERRMSG_MAX 1024
+/* Room for a message naming long paths and its cause; a longer one keeps
+ * its head and its tail, where the cause is (fattn_error). */
+#define FATTN_ERRMSG_MAX 3072
 
 static _Thread_local char last_error[FATTN_ERRMSG_MAX];
 
@@ -69,8 +72,25 @@ fattn_status fattn_error(fattn_status s, const char *fmt, ...)
     char buf[FATTN_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof buf) {
+        /* Too long: "<head> ... <tail>", so that the cause at the end of a
+         * message (after its paths) survives. */
+        char *all = malloc((size_t)n + 1);
+        if (all) {
+            va_start(ap, fmt);
+            vsnprintf(all, (size_t)n + 1, fmt, ap);
+            va_end(ap);
+            static const char gap[] = " ... ";
+            size_t keep = (sizeof buf - sizeof gap) / 2;
+            memcpy(buf, all, keep);
+            memcpy(buf + keep, gap, sizeof gap - 1);
+            size_t tail = sizeof buf - 1 - keep - (sizeof gap - 1);
+            memcpy(buf + keep + sizeof gap - 1, all + n - tail, tail + 1);
+            free(all);
+        }
+    }
     memcpy(last_error, buf, sizeof buf);
     return s;
 }

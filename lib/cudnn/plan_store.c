@@ -205,7 +205,9 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
     *out = NULL;
     *out_len = 0;
     *missing = false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named like a plan must not block the open before
+     * fstat refuses it (on a regular file it changes nothing). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ENOENT) {
             *missing = true;

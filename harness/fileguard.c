@@ -1,0 +1,455 @@
+/* Guarded inputs and atomic outputs (see fileguard.h). */
+#include "fileguard.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fattn_config.h"
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+fattn_status fattn_fileguard_open_input(const char *path, int *fd)
+{
+    *fd = -1;
+    /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes. */
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (f < 0)
+        return fattn_error(FATTN_E_IO, "%s: cannot read: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(f, &sb) != 0) {
+        int e = errno;
+        close(f);
+        return fattn_error(FATTN_E_IO, "%s: fstat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(f);
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "%s: not a regular file (%s): refused as input", path,
+                           S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                           : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISCHR(sb.st_mode) ? "a character device"
+                           : S_ISBLK(sb.st_mode) ? "a block device"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                  : "not a file");
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(f);
+        return fattn_error(FATTN_E_IO, "%s: fcntl: %s", path, strerror(e));
+    }
+    *fd = f;
+    return FATTN_OK;
+}
+
+typedef struct pin {
+    char *path;
+    int fd;
+} pin;
+
+/* The pins of this process; the lock guards the table, not the files. */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static pin *pins;
+static size_t n_pins, cap_pins;
+
+static pin *pin_find(const char *path)
+{
+    for (size_t i = 0; i < n_pins; i++)
+        if (strcmp(pins[i].path, path) == 0)
+            return &pins[i];
+    return NULL;
+}
+
+fattn_status fattn_fileguard_pin(const char *path)
+{
+    int fd;
+    fattn_status st = fattn_fileguard_open_input(path, &fd);
+    if (st != FATTN_OK) {
+        /* An older pin of the path no longer names what the path is. */
+        fattn_fileguard_unpin(path);
+        return st;
+    }
+    pthread_mutex_lock(&pin_lock);
+    pin *p = pin_find(path);
+    if (p) {
+        close(p->fd);
+        p->fd = fd;
+    } else if (n_pins == cap_pins && cap_pins >= 4096) {
+        st = fattn_error(FATTN_E_IO, "%s: too many input files open", path);
+    } else {
+        if (n_pins == cap_pins) {
+            size_t cap = cap_pins ? 2 * cap_pins : 8;
+            pin *np = realloc(pins, cap * sizeof *np);
+            if (np) {
+                pins = np;
+                cap_pins = cap;
+            }
+        }
+        char *copy = strdup(path);
+        if (n_pins == cap_pins || !copy) {
+            free(copy);
+            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+        } else {
+            pins[n_pins].path = copy;
+            pins[n_pins].fd = fd;
+            n_pins++;
+        }
+    }
+    pthread_mutex_unlock(&pin_lock);
+    if (st != FATTN_OK)
+        close(fd);
+    return st;
+}
+
+void fattn_fileguard_unpin(const char *path)
+{
+    pthread_mutex_lock(&pin_lock);
+    pin *p = pin_find(path);
+    if (p) {
+        close(p->fd);
+        free(p->path);
+        *p = pins[--n_pins];
+    }
+    pthread_mutex_unlock(&pin_lock);
+}
+
+static bool proc_fd_usable(void)
+{
+    static atomic_int usable = -1;
+    int u = atomic_load(&usable);
+    if (u < 0) {
+        u = access("/proc/self/fd", X_OK) == 0;
+        atomic_store(&usable, u);
+    }
+    return u == 1;
+}
+
+const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap)
+{
+    if (!proc_fd_usable())
+        return path;
+    pthread_mutex_lock(&pin_lock);
+    const pin *p = pin_find(path);
+    int fd = p ? p->fd : -1;
+    pthread_mutex_unlock(&pin_lock);
+    if (fd < 0)
+        return path;
+    int n = snprintf(buf, cap, "/proc/self/fd/%d", fd);
+    return n > 0 && (size_t)n < cap ? buf : path;
+}
+
+/* ---- outputs: checks ------------------------------------------------------- */
+
+/* Is a pinned input the file `sb` describes, or pinned under `target`? */
+static const char *pinned_as(const char *target, const struct stat *sb)
+{
+    const char *hit = NULL;
+    pthread_mutex_lock(&pin_lock);
+    for (size_t i = 0; i < n_pins && !hit; i++) {
+        struct stat ps;
+        if (strcmp(pins[i].path, target) == 0)
+            hit = pins[i].path;
+        else if (sb && fstat(pins[i].fd, &ps) == 0 && ps.st_dev == sb->st_dev &&
+                 ps.st_ino == sb->st_ino)
+            hit = pins[i].path;
+    }
+    pthread_mutex_unlock(&pin_lock);
+    return hit;
+}
+
+fattn_status fattn_fileguard_check_target(const char *target)
+{
+    struct stat sb;
+    bool exists = lstat(target, &sb) == 0;
+    if (!exists && errno != ENOENT)
+        return fattn_error(FATTN_E_IO, "%s: cannot check the output: %s", target,
+                           strerror(errno));
+    if (exists && S_ISLNK(sb.st_mode))
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "%s: the output is a symbolic link: refused (name the file itself)",
+                           target);
+    if (exists && !S_ISREG(sb.st_mode))
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "%s: the output exists and is not a regular file (%s): refused",
+                           target,
+                           S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                           : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISCHR(sb.st_mode) ? "a character device"
+                           : S_ISBLK(sb.st_mode) ? "a block device"
+                                                 : "a socket");
+    const char *in = pinned_as(target, exists ? &sb : NULL);
+    if (in)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "%s: the output is an input of this command (%s): refused", target,
+                           in);
+    return FATTN_OK;
+}
+
+fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *inputs,
+                                            size_t n)
+{
+    struct stat so;
+    bool out_exists = stat(out, &so) == 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!inputs[i])
+            continue;
+        struct stat si;
+        bool same = strcmp(out, inputs[i]) == 0 ||
+                    (out_exists && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
+                     si.st_ino == so.st_ino);
+        if (same)
+            return fattn_error(FATTN_E_INVALID_ARG,
+                               "%s: the output is an input of this command (%s): refused", out,
+                               inputs[i]);
+    }
+    return FATTN_OK;
+}
+
+/* ---- outputs: temporary files and signals ---------------------------------- */
+
+/* Registered temporary names, for the signal handler: a slot is written
+ * while the signals are blocked and then published by `used`. */
+enum { TMP_SLOTS = 16, TMP_PATH_MAX = 4352 };
+static char tmp_paths[TMP_SLOTS][TMP_PATH_MAX];
+static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
+static struct sigaction old_actions[N_CLEANUP_SIGNALS];
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+static atomic_uint tmp_counter;
+
+/* Async-signal-safe: unlink, sigaction and raise only. */
+static void on_signal(int sig)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i])
+            unlink(tmp_paths[i]);
+    for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
+        if (cleanup_signals[k] == sig)
+            sigaction(sig, &old_actions[k], NULL);
+    raise(sig);
+}
+
+static void install_handlers(void)
+{
+    for (int k = 0; k < N_CLEANUP_SIGNALS; k++) {
+        struct sigaction old;
+        if (sigaction(cleanup_signals[k], NULL, &old) != 0)
+            continue;
+        old_actions[k] = old;
+        /* An ignored signal stays ignored (nohup), a handler of the
+         * program's own stays its own. */
+        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigfillset(&sa.sa_mask);
+        sigaction(cleanup_signals[k], &sa, NULL);
+    }
+}
+
+static void block_signals(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
+        sigaddset(&set, cleanup_signals[k]);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static int tmp_register(const char *path)
+{
+    if (strlen(path) >= TMP_PATH_MAX)
+        return -1;
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (!tmp_used[i]) {
+            memcpy(tmp_paths[i], path, strlen(path) + 1);
+            tmp_used[i] = 1;
+            return i;
+        }
+    return -1;
+}
+
+static void tmp_unregister(fattn_fileguard_tmp *t)
+{
+    if (t->slot < 0)
+        return;
+    assert(t->slot < TMP_SLOTS);
+    sigset_t old;
+    block_signals(&old);
+    tmp_used[t->slot] = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    t->slot = -1;
+}
+
+static void tmp_free(fattn_fileguard_tmp *t)
+{
+    free(t->target);
+    free(t->path);
+    t->target = t->path = NULL;
+}
+
+/* Create ".<base>.tmp-<pid>-<n>" beside t->target, open and registered. */
+static fattn_status tmp_create(fattn_fileguard_tmp *t)
+{
+    const char *target = t->target;
+    const char *slash = strrchr(target, '/');
+    size_t dirlen = slash ? (size_t)(slash - target) + 1 : 0;
+    const char *base = target + dirlen;
+    if (!*base)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: not a file name", target);
+    size_t cap = strlen(target) + 64;
+    if (!(t->path = malloc(cap)))
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+    pthread_once(&handlers_once, install_handlers);
+    fattn_status st = FATTN_OK;
+    for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
+        unsigned k = atomic_fetch_add(&tmp_counter, 1u);
+        snprintf(t->path, cap, "%.*s.%s.tmp-%ld-%u", (int)dirlen, target, base, (long)getpid(),
+                 k);
+        /* No moment between the file's creation and its registration. */
+        sigset_t old;
+        block_signals(&old);
+        t->fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int e = errno;
+        if (t->fd >= 0)
+            t->slot = tmp_register(t->path);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (t->fd < 0 && e != EEXIST)
+            st = fattn_error(FATTN_E_IO, "%s: cannot create temporary file %s: %s", target,
+                             t->path, strerror(e));
+    }
+    if (st == FATTN_OK && t->fd < 0)
+        st = fattn_error(FATTN_E_IO, "%s: no free temporary name", target);
+    return st;
+}
+
+fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t)
+{
+    memset(t, 0, sizeof *t);
+    t->fd = -1;
+    t->slot = -1;
+    fattn_status st = fattn_fileguard_check_target(target);
+    if (st != FATTN_OK)
+        return st;
+    if (!(t->target = strdup(target)))
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+    st = tmp_create(t);
+    if (st != FATTN_OK)
+        fattn_fileguard_tmp_discard(t);
+    return st;
+}
+
+void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    t->fd = -1;
+    if (t->path)
+        unlink(t->path);
+    tmp_unregister(t);
+    tmp_free(t);
+}
+
+static fattn_status fsync_dir_of(const char *target)
+{
+    const char *slash = strrchr(target, '/');
+    char *dir;
+    if (!slash)
+        dir = strdup(".");
+    else if (slash == target)
+        dir = strdup("/");
+    else
+        dir = strndup(target, (size_t)(slash - target));
+    if (!dir)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+    fattn_status st = FATTN_OK;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+        st = fattn_error(FATTN_E_IO, "%s: fsync of directory %s: %s", target, dir, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(dir);
+    return st;
+}
+
+#if FATTN_TESTING
+/* FATTN_TEST_WRITE_PAUSE=S: wait S seconds before the rename, so that a
+ * test can signal a process whose temporary file exists. */
+static void test_pause(void)
+{
+    const char *e = getenv("FATTN_TEST_WRITE_PAUSE");
+    int s = e ? atoi(e) : 0;
+    for (int i = 0; i < 10 * s && i < 600; i++) {
+        struct timespec ts = {0, 100000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+#endif
+
+fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t)
+{
+    assert(t->target && t->path);
+    fattn_status st = FATTN_OK;
+    if (t->fd >= 0) {
+        if (fsync(t->fd) != 0)
+            st = fattn_error(FATTN_E_IO, "%s: fsync %s: %s", t->target, t->path, strerror(errno));
+        int rc = close(t->fd);
+        t->fd = -1;
+        if (st == FATTN_OK && rc != 0)
+            st = fattn_error(FATTN_E_IO, "%s: close %s: %s", t->target, t->path, strerror(errno));
+    }
+#if FATTN_TESTING
+    test_pause();
+#endif
+    /* The target again: it may have become something else meanwhile. */
+    if (st == FATTN_OK)
+        st = fattn_fileguard_check_target(t->target);
+    if (st == FATTN_OK && rename(t->path, t->target) != 0)
+        st = fattn_error(FATTN_E_IO, "%s: rename from %s: %s", t->target, t->path,
+                         strerror(errno));
+    if (st != FATTN_OK) {
+        fattn_fileguard_tmp_discard(t);
+        return st;
+    }
+    tmp_unregister(t);
+    st = fsync_dir_of(t->target);
+    tmp_free(t);
+    return st;
+}
+
+fattn_status fattn_fileguard_write_text(const char *target, const char *data, size_t len)
+{
+    fattn_fileguard_tmp t;
+    fattn_status st = fattn_fileguard_tmp_open(target, &t);
+    if (st != FATTN_OK)
+        return st;
+    size_t done = 0;
+    while (st == FATTN_OK && done < len) {
+        ssize_t n = write(t.fd, data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            st = fattn_error(FATTN_E_IO, "%s: write %s: %s", target, t.path,
+                             n < 0 ? strerror(errno) : "no progress");
+        else
+            done += (size_t)n;
+    }
+    if (st != FATTN_OK) {
+        fattn_fileguard_tmp_discard(&t);
+        return st;
+    }
+    return fattn_fileguard_tmp_commit(&t);
+}

@@ -1,0 +1,88 @@
+/* harness/fileguard.h — the files fattn reads and writes, guarded against
+ * what a hostile path can be (docs/reliability.md "Files").
+ *
+ * Inputs: a file fattn reads is opened once, without blocking, and refused
+ * unless it is a regular file (a FIFO would hang the reader, a device would
+ * be read forever). fattn_fileguard_pin keeps that descriptor for the rest
+ * of the process under the path it was opened by; every later read of the
+ * same path (the isolated child's and the parent's, harness/isolate.h) goes
+ * through /proc/self/fd/N, so that they all read the one file that was
+ * checked, whatever is renamed over the path meanwhile.
+ *
+ * Outputs: every output is written under a temporary name beside the target
+ * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
+ * a regular file: a symbolic link, device node, FIFO or directory is refused
+ * (a link is never written through nor replaced); it must not be an input
+ * pinned in this process (same path or same inode). While a temporary file
+ * exists, SIGINT, SIGTERM and SIGHUP remove it before the process dies of
+ * the signal (an async-signal-safe handler, installed on the first write,
+ * not where the signal was ignored).
+ *
+ * This module never prints; messages name the file and the cause.
+ */
+#ifndef FATTN_HARNESS_FILEGUARD_H
+#define FATTN_HARNESS_FILEGUARD_H
+
+#include <stddef.h>
+
+#include "fattn/status.h"
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+/* Open `path` for reading: O_NONBLOCK for the open itself (a FIFO without a
+ * writer must not block it), fstat, refused (FATTN_E_INVALID_FILE) unless a
+ * regular file; *fd is blocking again, close-on-exec, the caller's. */
+fattn_status fattn_fileguard_open_input(const char *path, int *fd);
+
+/* Open `path` as fattn_fileguard_open_input does and keep the descriptor as
+ * the pin of `path` (replacing an earlier pin of the same path string, whose
+ * descriptor is closed): from now on fattn_fileguard_read_path(path) names
+ * this very file. */
+fattn_status fattn_fileguard_pin(const char *path);
+
+/* Forget the pin of `path` (if any) and close its descriptor: for a command
+ * that read a file and now means to replace it. */
+void fattn_fileguard_unpin(const char *path);
+
+/* The name to open `path` by: "/proc/self/fd/N" (written to buf, cap bytes)
+ * when `path` is pinned and /proc is there, else `path` itself. */
+const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap);
+
+/* ---- outputs --------------------------------------------------------------- */
+
+/* FATTN_E_INVALID_ARG with a message if `target` exists and is not a
+ * regular file (or is a symbolic link), or is a pinned input; FATTN_OK if
+ * it may be replaced. */
+fattn_status fattn_fileguard_check_target(const char *target);
+
+/* FATTN_E_INVALID_ARG if `out` names one of the n files `inputs` (the same
+ * path, or the same inode where both exist; NULL entries are skipped):
+ * for commands to call before any work. */
+fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *inputs,
+                                            size_t n);
+
+/* A temporary file beside its target, registered for removal on signals. */
+typedef struct fattn_fileguard_tmp {
+    char *target;
+    char *path; /* the temporary name */
+    int fd;     /* open for writing, -1 once closed */
+    int slot;   /* the signal handler's registration, -1 if none */
+} fattn_fileguard_tmp;
+
+/* fattn_fileguard_check_target, then create the temporary file (O_EXCL,
+ * mode 0666 less the umask) and register it, with those signals blocked in
+ * between so that no moment leaves it unregistered. */
+fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t);
+/* fsync and close the descriptor (if still open), rename over the target,
+ * fsync the directory, unregister; on failure the temporary file is removed
+ * and the target untouched. Frees t's strings either way. */
+fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t);
+/* Close, remove the temporary file, unregister, free (a zeroed or already
+ * finished t is fine). */
+void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
+
+/* Replace `target` with the len bytes at data atomically (tmp_open, write,
+ * tmp_commit). */
+fattn_status fattn_fileguard_write_text(const char *target, const char *data, size_t len);
+
+#endif /* FATTN_HARNESS_FILEGUARD_H */

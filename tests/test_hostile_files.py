@@ -1,0 +1,483 @@
+#!/usr/bin/python3
+"""What a hostile path can be, against the fattn CLI (docs/reliability.md,
+"Files"): outputs that are not regular files, inputs that are not regular
+files, files swapped while fattn reads them, outputs that are inputs, JSON
+reports on a full disk, signals during a write, the reader child outliving
+its parent or hanging, long paths, and golden's directory after a failure.
+
+usage: test_hostile_files.py FATTN_EXE BAD_DIR SANITIZED TESTING   (prints TAP)
+
+The attacks are file types and timing, so the hostile files are made here
+at run time (FIFOs, symbolic links, a private device node, files renamed in
+a loop) from a real `fattn run` output; the one committed file used is
+BAD_DIR/hdf5-upstream-global-heap-segv.h5, a file that crashes libhdf5.
+Tests that need a test-control hook (FATTN_TEST_ISOLATE_HANG,
+FATTN_TEST_ISOLATE_WALL_S, FATTN_TEST_WRITE_PAUSE) report a skip unless
+fattn was built with -Dtesting=true (TESTING=1). Needs h5py only to check
+that a file is still a valid HDF5 file; without it the test skips, except
+under CI=true.
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
+import tap  # noqa: E402  (tests/tap.py, beside this script)
+
+try:
+    import h5py
+except ImportError as e:  # pragma: no cover
+    if os.environ.get("CI") == "true":
+        print("1..1\nnot ok 1 - h5py missing under CI: %s" % e)
+        sys.exit(1)
+    print("1..0 # SKIP h5py not installed: %s" % e)
+    sys.exit(0)
+
+FATTN, BAD_DIR = sys.argv[1], sys.argv[2]
+SANITIZED = sys.argv[3] == "1"
+TESTING = sys.argv[4] == "1"
+NO_HOOK = "SKIP built without -Dtesting: no test-control hook"
+TMP = tempfile.mkdtemp(prefix="fattn-hostile-files-")
+RESULTS = tap.Tests()
+case = RESULTS.case
+CRASHER = os.path.join(BAD_DIR, "hdf5-upstream-global-heap-segv.h5")
+
+TINY = [
+    {"id": "hf.thd.padding.bf16", "b": 2, "h": 1, "sq": 3, "skv": 3, "d_qk": 8,
+     "layout": "thd_thd_thd", "mask": "padding", "pad_between_seqs": True,
+     "seqlens_q": [2, 1], "seqlens_kv": [3, 1]},
+]
+
+
+def path(*names):
+    return os.path.join(TMP, *names)
+
+
+SPEC = path("tiny.json")
+GOOD = path("good.h5")
+
+
+def run(*args, env=None, check=None, timeout=60):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e,
+                       timeout=timeout)
+    if p.returncode < 0 or p.returncode >= 128:
+        raise AssertionError("fattn %s died (exit %d)\n%s"
+                             % (" ".join(args), p.returncode, p.stderr))
+    if check is not None and p.returncode != check:
+        raise AssertionError("fattn %s: exit %d, want %d\n%s" % (" ".join(args), p.returncode,
+                                                                 check, p.stderr))
+    return p
+
+
+def refused(args, words, timeout=20):
+    """fattn ARGS must exit 2 within `timeout` s with all of `words` in its
+    message."""
+    try:
+        p = run(*args, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("fattn %s hung (over %d s)" % (" ".join(args), timeout))
+    if p.returncode != 2:
+        raise AssertionError("fattn %s: exit %d, want 2\n%s"
+                             % (" ".join(args), p.returncode, p.stderr))
+    for w in words:
+        if w not in p.stderr:
+            raise AssertionError("fattn %s: %r not in the message: %s"
+                                 % (" ".join(args), w, p.stderr))
+    return p
+
+
+def read_bytes(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def no_temporaries(d):
+    left = [n for n in os.listdir(d) if ".tmp-" in n]
+    if left:
+        raise AssertionError("temporary files left in %s: %s" % (d, left))
+
+
+def fresh_dir(name):
+    d = path(name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.mkdir(d)
+    return d
+
+
+def setup():
+    with open(SPEC, "w") as f:
+        json.dump(TINY, f)
+    run("run", "--backend", "cpu", "--cases", SPEC, "-o", GOOD, check=0)
+
+
+# ---- outputs that are not regular files ----------------------------------------
+
+def output_commands(target):
+    """Every command that writes a file, aimed at target."""
+    return [
+        ("run", ["run", "--backend", "cpu", "--cases", SPEC, "-o", target]),
+        ("replay", ["replay", GOOD, "--from", "save_ctx", "--impl", "split", "-o", target]),
+        ("merge", ["merge", "-o", target, GOOD]),
+        ("diff --json", ["diff", GOOD, GOOD, "--json", target]),
+        ("verify --json", ["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures",
+                           fixtures_with_golden(), "--json", target]),
+    ]
+
+
+def fixtures_with_golden():
+    d = path("fx")
+    if not os.path.isdir(d):
+        os.mkdir(d)
+        run("golden", "--backend", "cpu", "--cases", SPEC, "--force", "-o", d, check=0)
+    return d
+
+
+@case("an output that is a FIFO, a directory or a device node is refused, left as it was")
+def _():
+    d = fresh_dir("nonregular")
+    fifo = os.path.join(d, "out.fifo")
+    os.mkfifo(fifo)
+    sub = os.path.join(d, "out.dir")
+    os.mkdir(sub)
+    targets = [(fifo, stat.S_ISFIFO, "a FIFO"), (sub, stat.S_ISDIR, "a directory")]
+    skipped = ""
+    if os.geteuid() == 0:
+        # A private copy of /dev/null's node: replacing it harms nothing.
+        dev = os.path.join(d, "null")
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets.append((dev, stat.S_ISCHR, "a character device"))
+    else:
+        skipped = "SKIP (device node part only) not root: cannot make a device node"
+    for target, is_kind, words in targets:
+        for name, args in output_commands(target):
+            refused(args, ["not a regular file", words, target])
+            if not is_kind(os.lstat(target).st_mode):
+                raise AssertionError("%s replaced %s" % (name, target))
+        no_temporaries(d)
+    return skipped or None
+
+
+@case("an output that is a symbolic link is refused: neither the link nor its target changes")
+def _():
+    d = fresh_dir("symlink")
+    victim = os.path.join(d, "victim.h5")
+    shutil.copy(GOOD, victim)
+    before = read_bytes(victim)
+    link = os.path.join(d, "link.h5")
+    os.symlink(victim, link)
+    dangling = os.path.join(d, "dangling.h5")
+    os.symlink(os.path.join(d, "nowhere.h5"), dangling)
+    for target in (link, dangling):
+        for name, args in output_commands(target):
+            refused(args, ["symbolic link", target])
+            if not os.path.islink(target):
+                raise AssertionError("%s replaced the link %s" % (name, target))
+    if read_bytes(victim) != before:
+        raise AssertionError("the link's target changed")
+    if os.path.exists(os.path.join(d, "nowhere.h5")):
+        raise AssertionError("a file was created through the dangling link")
+    no_temporaries(d)
+
+
+# ---- inputs that are not regular files -----------------------------------------
+
+@case("a FIFO as input is refused at once: inspect, diff, replay, merge, write-tree, verify's golden")
+def _():
+    d = fresh_dir("fifo-in")
+    fifo = os.path.join(d, "in.h5")
+    os.mkfifo(fifo)
+    out = os.path.join(d, "out.h5")
+    words = ["not a regular file", "a FIFO", fifo]
+    refused(["inspect", fifo], words)
+    refused(["diff", fifo, GOOD], words)
+    refused(["diff", GOOD, fifo], words)
+    refused(["replay", fifo, "--from", "save_ctx", "--impl", "split", "-o", out], words)
+    refused(["merge", "-o", out, GOOD, fifo], words)
+    refused(["write-tree", fifo, GOOD, "-o", out], words)
+    fx = fresh_dir("fifo-fx")
+    golden = os.path.join(fx, "cpu-math-1.h5")
+    os.mkfifo(golden)
+    refused(["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures", fx],
+            ["not a regular file", golden])
+    if os.path.exists(out):
+        raise AssertionError("an output was written")
+    no_temporaries(d)
+
+
+@case("a directory or a device as input is refused")
+def _():
+    d = fresh_dir("dir-in")
+    refused(["inspect", d], ["not a regular file", "a directory"])
+    refused(["inspect", "/dev/zero"], ["not a regular file", "a character device"])
+
+
+# ---- a file swapped between the isolated check and the read ---------------------
+
+@case("files renamed over the input in a loop never crash fattn (inspect, diff, replay)")
+def _():
+    d = fresh_dir("swap")
+    target = os.path.join(d, "in.h5")
+    good = os.path.join(d, "good.h5")
+    bad = os.path.join(d, "bad.h5")
+    shutil.copy(GOOD, good)
+    shutil.copy(CRASHER, bad)
+    shutil.copy(GOOD, target)
+    stop = threading.Event()
+
+    def swapper():
+        i = 0
+        while not stop.is_set():
+            tmp = os.path.join(d, "swap-%d" % i)
+            os.link(good if i % 2 else bad, tmp)
+            os.replace(tmp, target)
+            i += 1
+
+    t = threading.Thread(target=swapper)
+    t.start()
+    deaths = []
+    runs = 0
+    out = os.path.join(d, "out.h5")
+    commands = [["inspect", target], ["diff", target, GOOD],
+                ["replay", target, "--from", "save_ctx", "--impl", "split", "-o", out]]
+    try:
+        deadline = time.time() + (8 if SANITIZED else 4)
+        while time.time() < deadline or runs < 3 * len(commands):
+            for args in commands:
+                p = subprocess.run([FATTN] + args, capture_output=True, text=True, timeout=60)
+                runs += 1
+                if p.returncode < 0 or p.returncode >= 128:
+                    deaths.append("%s: exit %d" % (args[0], p.returncode))
+            if runs >= 600:
+                break
+    finally:
+        stop.set()
+        t.join()
+    if deaths:
+        raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
+
+
+# ---- outputs that are inputs ------------------------------------------------------
+
+@case("an output that is one of the command's inputs is refused before any work, input intact")
+def _():
+    d = fresh_dir("out-is-in")
+    a = os.path.join(d, "a.h5")
+    shutil.copy(GOOD, a)
+    hard = os.path.join(d, "hard.h5")
+    os.link(a, hard)
+    fx = fresh_dir("out-is-in-fx")
+    shutil.copy(os.path.join(fixtures_with_golden(), "cpu-math-1.h5"), fx)
+    golden = os.path.join(fx, "cpu-math-1.h5")
+    keep = {p: read_bytes(p) for p in (a, golden, SPEC)}
+    for out in (a, hard):
+        refused(["diff", a, GOOD, "--json", out], ["is an input"])
+        refused(["merge", "-o", out, a], ["is an input"])
+        refused(["replay", a, "--from", "save_ctx", "--impl", "split", "-o", out],
+                ["is an input"])
+    refused(["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures", fx, "--json", golden],
+            ["is an input", golden])
+    refused(["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures", fx, "--json", SPEC],
+            ["is an input"])
+    for p, b in keep.items():
+        if read_bytes(p) != b:
+            raise AssertionError("%s was changed" % p)
+    no_temporaries(d)
+    no_temporaries(fx)
+
+
+@case("JSON reports on a full disk: the old report stays whole, no temporary left")
+def _():
+    d = fresh_dir("json-full")
+    old = '{"old": "report"}'
+    import resource
+
+    def full_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    reports = [("diff", ["diff", GOOD, GOOD, "--json"]),
+               ("verify", ["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures",
+                           fixtures_with_golden(), "--json"])]
+    for name, args in reports:
+        rep = os.path.join(d, name + ".json")
+        with open(rep, "w") as f:
+            f.write(old)
+        p = subprocess.run([FATTN] + args + [rep], capture_output=True, text=True,
+                           preexec_fn=full_disk, timeout=120)
+        if p.returncode != 2:
+            raise AssertionError("%s: exit %d, want 2\n%s" % (name, p.returncode, p.stderr))
+        if "cannot write the JSON report" not in p.stderr:
+            raise AssertionError("%s: message: %s" % (name, p.stderr))
+        with open(rep) as f:
+            if f.read() != old:
+                raise AssertionError("%s destroyed the old report" % name)
+        # and without the limit the report is complete, valid JSON
+        run(*(args + [rep]))
+        with open(rep) as f:
+            json.load(f)
+    no_temporaries(d)
+
+
+# ---- signals during a write ---------------------------------------------------------
+
+def default_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+@case("SIGINT, SIGTERM, SIGHUP during a write remove the temporary file, target intact")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("signals")
+    target = os.path.join(d, "out.h5")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        shutil.copy(GOOD, target)
+        before = read_bytes(target)
+        env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="20")
+        # The signals at their defaults, whatever this test inherited
+        # (under nohup SIGHUP is ignored, and fattn keeps it ignored).
+        p = subprocess.Popen([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "-o", target],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True, preexec_fn=default_signals)
+        deadline = time.time() + 60
+        while not glob.glob(os.path.join(d, ".out.h5.tmp-*")):
+            if time.time() > deadline or p.poll() is not None:
+                p.kill()
+                raise AssertionError("no temporary file appeared (exit %s)" % p.poll())
+            time.sleep(0.02)
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise AssertionError("signal %d did not end fattn" % sig)
+        if p.returncode != -sig:
+            raise AssertionError("signal %d: exit %d" % (sig, p.returncode))
+        no_temporaries(d)
+        if read_bytes(target) != before:
+            raise AssertionError("signal %d: the target changed" % sig)
+    with h5py.File(target, "r") as f:
+        f["cases"]
+
+
+# ---- the reader child -----------------------------------------------------------------
+
+def children_of(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@case("the reader child dies with its parent")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    env = dict(os.environ, FATTN_TEST_ISOLATE_HANG="1")
+    p = subprocess.Popen([FATTN, "inspect", GOOD], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        kids = []
+        while not kids:
+            kids = children_of(p.pid)
+            if time.time() > deadline or p.poll() is not None:
+                raise AssertionError("no reader child seen (exit %s)" % p.poll())
+            time.sleep(0.02)
+        time.sleep(0.2)  # past the child's set-up
+        p.kill()
+        p.wait()
+        deadline = time.time() + 10
+        while any(alive(k) for k in kids):
+            if time.time() > deadline:
+                for k in kids:
+                    try:
+                        os.kill(k, signal.SIGKILL)
+                    except OSError:
+                        pass
+                raise AssertionError("the reader child outlived its parent")
+            time.sleep(0.05)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@case("a reader child that never finishes is stopped by the wall-clock limit")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    t0 = time.time()
+    p = run("inspect", GOOD, env={"FATTN_TEST_ISOLATE_HANG": "1",
+                                  "FATTN_TEST_ISOLATE_WALL_S": "1"}, timeout=60)
+    if p.returncode != 2 or "wall-clock limit" not in p.stderr or GOOD not in p.stderr:
+        raise AssertionError("exit %d: %s" % (p.returncode, p.stderr))
+    if time.time() - t0 > 30:
+        raise AssertionError("took %.1f s" % (time.time() - t0))
+
+
+# ---- long paths, golden's directory ---------------------------------------------------
+
+@case("a long path keeps the cause at the end of the message")
+def _():
+    d = TMP
+    while len(d) < 3300:
+        d = os.path.join(d, "d" * 200)
+    os.makedirs(d)
+    bad = os.path.join(d, "not-hdf5.h5")
+    with open(bad, "w") as f:
+        f.write("this is not an HDF5 file\n")
+    missing = os.path.join(d, "missing.h5")
+    for target, cause in ((bad, "signature"), (missing, "No such file or directory")):
+        p = refused(["inspect", target], [])
+        last = p.stderr.strip().splitlines()[-1]
+        if cause not in last[-200:]:
+            raise AssertionError("the cause %r is not at the end: ...%s" % (cause, last[-300:]))
+        if os.path.basename(target) not in last:
+            raise AssertionError("the file's name is lost: ...%s" % last[-300:])
+
+
+@case("a failed golden removes the directory it created")
+def _():
+    out = path("golden-new")
+    bad_spec = os.path.join(BAD_DIR, "spec-bad-id.json")
+    refused(["golden", "--backend", "cpu", "--cases", bad_spec, "-o", out], [])
+    if os.path.exists(out):
+        raise AssertionError("%s was left behind" % out)
+    # a directory that existed before stays
+    os.mkdir(out)
+    refused(["golden", "--backend", "cpu", "--cases", bad_spec, "-o", out], [])
+    if not os.path.isdir(out):
+        raise AssertionError("%s, which existed before, was removed" % out)
+
+
+def main():
+    try:
+        setup()
+        failed = tap.run(RESULTS)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(1 if failed else 0)
+
+
+main()
