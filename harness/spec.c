@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fattn/rng.h"
+
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
 
@@ -542,7 +544,10 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
 
     TRY(get_int(c, obj, "seed", &present, 0, INT64_MAX, &s->seed));
     TRY(get_int(c, obj, "rng_seed", &present, 0, INT64_MAX, &s->rng_seed));
-    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX, &s->rng_offset));
+    /* The generator's offset after the forward (rng_offset + 16) is
+     * recorded as int64 (forward's rng_gen_offset): it must not wrap. */
+    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX - FATTN_RNG_F16_INCREMENT,
+                &s->rng_offset));
     return FATTN_OK;
 }
 
