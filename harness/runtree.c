@@ -2,6 +2,8 @@
  * runtree.h. Nothing here touches HDF5. */
 #include "runtree.h"
 
+#include "core/checked.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,21 +236,13 @@ fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_
 /* numel * size without overflow; false if it does not fit. */
 bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes)
 {
-    uint64_t n = fattn_dtype_size(dtype);
+    int64_t n = (int64_t)fattn_dtype_size(dtype);
     if (n == 0 || ndim < 0 || ndim > FATTN_MAX_DIMS)
         return false;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
+    for (int i = 0; i < ndim; i++)
+        if (!fattn_mul_i64(n, shape[i], &n)) /* also refuses a negative extent */
             return false;
-        uint64_t d = (uint64_t)shape[i];
-        if (d != 0 && n > (uint64_t)INT64_MAX / d)
-            return false;
-        n *= d;
-    }
-    if (n > SIZE_MAX)
-        return false;
-    *bytes = (size_t)n;
-    return true;
+    return fattn_bytes_of(n, 1, bytes);
 }
 
 static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_dtype dtype,

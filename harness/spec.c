@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "fattn/rng.h"
 
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
@@ -429,11 +430,9 @@ static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t
 {
     int64_t f[4] = {a, b, c, d};
     int64_t p = 1;
-    for (int i = 0; i < 4; i++) {
-        if (f[i] > limit / p)
+    for (int i = 0; i < 4; i++)
+        if (!fattn_mul_i64(p, f[i], &p) || p > limit)
             return false;
-        p *= f[i];
-    }
     return true;
 }
 
