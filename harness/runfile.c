@@ -380,7 +380,13 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
     if (st != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
     const fattn_h5_attr *skipped = fattn_h5_node_attr(c, "skipped");
-    if (strcmp(spec.id, c->name) != 0) {
+    bool intact = true;
+    if ((st = fattn_h5_node_attrs_intact(c, &intact)) != FATTN_OK) {
+        /* out of memory: st as it is */
+    } else if (!intact) {
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attributes corrupt: they do not "
+                         "match the case's %s", path, c->name, FATTN_H5_ATTRS_DIGEST);
+    } else if (strcmp(spec.id, c->name) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: spec id is '%s'", path, c->name,
                          spec.id);
     } else if (skipped) {

@@ -12,6 +12,9 @@ usage: test_hostile_validate.py FATTN_EXE XXH128_EXE VALIDATE_DIR SANITIZED   (p
  - a file whose spec asks for GBs of inputs is refused without building
    them (peak RSS and CPU time bounded);
  - the valid file they were made from still inspects and replays;
+ - each case's attribute digest (attrs_digest): attribute text changed under
+   it is corruption (diff exit 1, the others 2), a file without it is read
+   as before, diff never counts it, and runs stay byte-reproducible;
  - --shard and --max-memory values that used to switch a check off, and an
    rng_offset that would record a negative generator offset, are refused.
 
@@ -155,6 +158,53 @@ def _():
         out = os.path.join(d, "out-%s-%s.h5" % (frm, impl))
         run("replay", GOOD, "--from", frm, "--impl", impl, "-o", out, check=0)
         run("diff", GOOD, out, check=0)
+
+
+@case("attrs_digest: on every case; spec text changed under it is corrupt for diff (exit 1)")
+def _():
+    d = os.path.join(TMP, "ad")
+    os.mkdir(d)
+    with h5py.File(GOOD, "r") as f:
+        for c in f["cases"].values():
+            assert re.fullmatch(r"xxh3-128:[0-9a-f]{32}", c.attrs["attrs_digest"]), dict(c.attrs)
+    bad = os.path.join(d, "flip.h5")
+    shutil.copy(GOOD, bad)
+    with h5py.File(bad, "r+") as f:
+        c = f[make_validate.F32]
+        c.attrs["spec"] = c.attrs["spec"].replace('"dropout_p":0.0', '"dropout_p":0.1')
+    p = run("diff", GOOD, bad, check=1)
+    assert re.search(r"corrupt: /cases/v\.bshd\.causal\.f32@attrs_digest", p.stdout), p.stdout
+    p = run("inspect", bad, check=2)
+    assert bad in p.stderr and "attributes corrupt" in p.stderr, p.stderr
+
+
+@case("attrs_digest absent (a file from before it): not checked, and diff never counts it")
+def _():
+    d = os.path.join(TMP, "ad0")
+    os.mkdir(d)
+    old = os.path.join(d, "old.h5")
+    shutil.copy(GOOD, old)
+    with h5py.File(old, "r+") as f:
+        for c in f["cases"].values():
+            del c.attrs["attrs_digest"]
+    run("inspect", old, check=0)
+    p = run("diff", old, GOOD, check=0)
+    assert "attrs_digest" not in p.stdout, p.stdout
+    out = os.path.join(d, "out.h5")
+    run("replay", old, "--from", "save_ctx", "--impl", "legacy", "-o", out, check=0)
+    with h5py.File(out, "r") as f:
+        assert all("attrs_digest" in c.attrs for c in f["cases"].values())
+
+
+@case("two runs with SOURCE_DATE_EPOCH, different output paths: byte-identical")
+def _():
+    outs = [os.path.join(TMP, "sde%d" % i, "run.h5") for i in range(2)]
+    for o in outs:
+        os.mkdir(os.path.dirname(o))
+        subprocess.run([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "-o", o], check=True,
+                       capture_output=True, env=dict(os.environ, SOURCE_DATE_EPOCH="7"))
+    a, b = (open(o, "rb").read() for o in outs)
+    assert a == b, "the two runs differ in bytes"
 
 
 @case("--shard with a count past the limit, blanks or signs: exit 2")

@@ -7,7 +7,10 @@ Each file is a real `fattn run` of the two tiny cases below (split front end,
 CPU engine, SOURCE_DATE_EPOCH=0), then one edit with h5py: every dataset it
 touches gets its `dtype` and a recomputed `digest`, so the only thing wrong
 with a file is what its name says, and only the full validation (inspect,
-replay, merge, verify's golden) can catch it. Reading for diff stays safe:
+replay, merge, verify's golden) can catch it. The case attribute digest
+(`attrs_digest`, docs/run-files.md) is removed from every file but the one
+that tests it, as a file from before it existed: absent, it is not checked,
+so it cannot be what refuses the others. Reading for diff stays safe:
 these files are well-formed HDF5 with digests that match, which is why they
 live in their own directory (tests/data/bad/*.h5 must also fail diff's
 read). tests/test_hostile_validate.py reads them; each entry of FILES is
@@ -106,8 +109,22 @@ def skipped_not_string(f):
     f[F32].attrs.create("skipped", 1, dtype=np.int64)
 
 
+def spec_flip(p, key, value):
+    """The spec text changed under a case's attrs_digest (kept as it was)."""
+    def fn(f):
+        s = json.loads(f[p].attrs["spec"])
+        s[key] = value
+        f[p].attrs["spec"] = json.dumps(s, sort_keys=True, separators=(",", ":"))
+    fn.keeps_attrs_digest = True
+    return fn
+
+
 # (file name, edit, the words the refusal names besides the file)
 FILES = [
+    # attribute text under the case's attribute digest (item 11): the input
+    # seed is cross-checked with nothing else
+    ("validate-spec-seed-under-attrs-digest.h5", spec_flip(F32, "seed", 2),
+     r"attributes corrupt"),
     # save_ctx values replay would compute with (items 1, 6, 7)
     ("validate-thd-max-seqlen-2p62.h5",
      set_attr(THD + "/save_ctx", "max_seqlen_q", np.int64(1 << 62)), r"max_seqlen_q"),
@@ -164,6 +181,10 @@ def main():
             with open(base, "rb") as src, open(dst, "wb") as d:
                 d.write(src.read())
             with h5py.File(dst, "r+") as f:
+                if not getattr(fn, "keeps_attrs_digest", False):
+                    for c in f["cases"].values():
+                        if "attrs_digest" in c.attrs:
+                            del c.attrs["attrs_digest"]
                 fn(f)
             print(dst)
 
