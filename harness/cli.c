@@ -1,5 +1,7 @@
 /* The CLI's shared pieces: option scanning, failure messages, the case
  * matrix and the engines commands run on (cli.h). */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,15 +32,46 @@ int cli_opt(cli_args *a, const char *name, const char **value)
 
 bool cli_flag(cli_args *a, const char *name) { return strcmp(a->argv[a->i], name) == 0; }
 
+/* A decimal count of 1..CLI_SHARD_MAX digits only (no sign, no blanks,
+ * no wrap: strtol saturates silently on overflow). *end is the first
+ * character after the digits; false when there are none or too many. */
+static bool parse_count(const char *s, const char **end, long *out)
+{
+    long v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (CLI_SHARD_MAX - (*p - '0')) / 10)
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    *end = p;
+    *out = v;
+    return p != s;
+}
+
 static int parse_shard(const char *cmd, const char *s, long *idx, long *count)
 {
-    char *end;
-    *idx = strtol(s, &end, 10);
-    if (*end != '/')
-        return cli_fail(cmd, "--shard '%s': expected I/N", s);
-    *count = strtol(end + 1, &end, 10);
-    if (*end != '\0' || *count < 1 || *idx < 1 || *idx > *count)
+    const char *end;
+    if (!parse_count(s, &end, idx) || *end != '/' || !parse_count(end + 1, &end, count) ||
+        *end != '\0')
+        return cli_fail(cmd, "--shard '%s': expected I/N, integers 1..%ld", s,
+                        (long)CLI_SHARD_MAX);
+    if (*count < 1 || *idx < 1 || *idx > *count)
         return cli_fail(cmd, "--shard '%s': need 1 <= I <= N", s);
+    return FATTN_EXIT_OK;
+}
+
+int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    /* inf, nan, 1e400 (ERANGE) and anything past 2^63 would switch the
+     * guard off instead of setting it. */
+    if (end == s || *end || errno == ERANGE || !isfinite(v) || !(v > 0) || v > 0x1p63)
+        return cli_fail(cmd, "--max-memory '%s': expected a positive, finite byte count "
+                        "(at most 2^63)", s);
+    *bytes = v;
     return FATTN_EXIT_OK;
 }
 

@@ -35,6 +35,14 @@ int cli_fail(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* --max-memory BYTES: a positive finite number of bytes, at most 2^63 (so
+ * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
+ * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
+int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
+
+/* --shard I/N takes plain decimal integers up to this. */
+#define CLI_SHARD_MAX 1000000000L
+
 /* The matrix: --cases FILE or the compiled-in default, filtered by a glob
  * and restricted to shard I/N (1-based; case k of the full matrix belongs
  * to shard k % N + 1). */

@@ -325,13 +325,8 @@ int fattn_cmd_run(int argc, char **argv)
             return cli_fail("run", "--repeat '%s': expected 1..1000", repeat_s);
     }
     double max_mem = default_max_memory();
-    if (maxmem_s) {
-        char *end;
-        max_mem = strtod(maxmem_s, &end);
-        if (*end || !(max_mem > 0))
-            return cli_fail("run", "--max-memory '%s': expected a positive byte count",
-                            maxmem_s);
-    }
+    if (maxmem_s && cli_parse_max_memory("run", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
 
     cli_matrix m;
     if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)

@@ -144,9 +144,16 @@ static fattn_status check_ranges(const fattn_ctx_record *r)
                            "save_ctx: max_seqlen_q/max_seqlen_kv (%lld, %lld) out of range "
                            "(must be positive)",
                            (long long)r->max_seqlen_q, (long long)r->max_seqlen_kv);
-    if (r->window_size[0] < -1 || r->window_size[1] < -1)
+    /* Lengths are int32 in cu_seqlens and in every engine's tables. */
+    if (r->max_seqlen_q > INT32_MAX || r->max_seqlen_kv > INT32_MAX)
         return fattn_error(FATTN_E_INVALID_FILE,
-                           "save_ctx: window_size (%lld, %lld) out of range (below -1)",
+                           "save_ctx: max_seqlen_q/max_seqlen_kv (%lld, %lld) out of range "
+                           "(past int32)",
+                           (long long)r->max_seqlen_q, (long long)r->max_seqlen_kv);
+    if (r->window_size[0] < -1 || r->window_size[1] < -1 || r->window_size[0] > INT32_MAX ||
+        r->window_size[1] > INT32_MAX)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: window_size (%lld, %lld) out of range [-1, int32]",
                            (long long)r->window_size[0], (long long)r->window_size[1]);
     if (!(r->dropout_p >= 0.0f && r->dropout_p < 1.0f))
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: dropout_p %g out of range [0, 1)",

@@ -132,7 +132,9 @@ fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
  * every REQ attribute present, every present attribute of its row's type,
  * booleans 0 or 1, enum names known, then the ranges (max_seqlen_* > 0,
  * window_size >= -1, dropout_p in [0, 1), attn_scale finite). The first
- * violation is FATTN_E_INVALID_FILE naming the attribute. OPT rows absent
+ * violation is FATTN_E_INVALID_FILE naming the attribute (max_seqlen_* and
+ * window_size also at most INT32_MAX: lengths are int32 everywhere). The
+ * cross-check with the case's spec is runfile.c's. OPT rows absent
  * read as TE's None; OPAQUE rows read as NULL. */
 fattn_status fattn_ctx_record_read(const fattn_h5_node *n, fattn_ctx_record *r);
 

@@ -252,6 +252,29 @@ static bool digest_only_attr(diff_ctx *c, const fattn_walk_at *at, const fattn_h
     return true;
 }
 
+/* The attribute digest (runtree.h) is derived data, never an attribute:
+ * each side that has one must match its own attributes, else that side's
+ * attributes are corrupt. */
+static void attrs_digest_check(diff_ctx *c, const fattn_walk_at *at, const fattn_h5_attr *a,
+                               const fattn_h5_attr *b)
+{
+    const fattn_h5_node *side[2] = {a ? at->a : NULL, b ? at->b : NULL};
+    for (int i = 0; i < 2; i++) {
+        bool intact = true;
+        if (!side[i])
+            continue;
+        if (fattn_h5_node_attrs_intact(side[i], &intact) != FATTN_OK) {
+            c->oom = true;
+            return;
+        }
+        if (!intact)
+            add_entry(c, xprintf(c, "%s@%s", at->path, FATTN_H5_ATTRS_DIGEST), "attribute",
+                      FATTN_DIFF_CORRUPT, at->priv,
+                      xprintf(c, "the attributes of %s in %s do not match their digest",
+                              at->path, i ? "B" : "A"));
+    }
+}
+
 /* One attribute name of two objects present on both sides: provenance at
  * the root and prov_*, digest-only tensors, else compared. */
 static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
@@ -265,6 +288,10 @@ static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *
         return;
     if (is_root || !strncmp(name, "prov_", 5)) {
         add_prov(c, at->path, a, b);
+        return;
+    }
+    if (!strcmp(name, FATTN_H5_ATTRS_DIGEST)) {
+        attrs_digest_check(c, at, a, b);
         return;
     }
     if (!at->a->is_dataset && (digest_attr(a) || digest_attr(b)) &&

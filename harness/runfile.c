@@ -1,4 +1,5 @@
 /* Run files: provenance, loading and full validation (see runfile.h). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,11 @@
 #include "fattn_config.h"
 #include "fattn_git_rev.h"
 
-#include "inputs.h"
+#include "case.h"
+#include "ctx_fields.h"
 #include "isolate.h"
 #include "runfile.h"
+#include "saved_slots.h"
 
 fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
                                           const char *backend, const fattn_engine *e)
@@ -55,16 +58,6 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
     return FATTN_OK;
 }
 
-static bool same_shape(const fattn_h5_node *n, const fattn_tensor *t)
-{
-    if (n->dtype != t->dtype || n->ndim != t->ndim)
-        return false;
-    for (int i = 0; i < t->ndim; i++)
-        if (n->shape[i] != t->shape[i])
-            return false;
-    return true;
-}
-
 static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
@@ -74,8 +67,8 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
-/* A recorded cu_seqlens array: int32 [b+1], starting at 0, non-decreasing,
- * last entry at most `limit`. */
+/* A recorded cu_seqlens array: int32 [b+1] (the caller checked the shape),
+ * starting at 0, non-decreasing, last entry at most `limit`. */
 static fattn_status check_cu(const char *path, const char *id, const fattn_h5_node *g,
                              const char *name, int64_t b, int64_t limit)
 {
@@ -99,6 +92,279 @@ static fattn_status check_cu(const char *path, const char *id, const fattn_h5_no
     return FATTN_OK;
 }
 
+/* ---- the objects a case may hold ----------------------------------------- */
+
+/* One dataset a state group may hold, with the dtype and shape the case
+ * implies (present false: the case has no such tensor). */
+typedef struct want_ds {
+    const char *name;
+    fattn_case_shape shape;
+} want_ds;
+
+static fattn_case_shape mk_shape(fattn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                                 int64_t d3)
+{
+    fattn_case_shape s = {.present = true, .dtype = dt, .ndim = ndim,
+                          .shape = {d0, d1, d2, d3}};
+    assert(ndim >= 1 && ndim <= 4);
+    return s;
+}
+
+/* The shape of saved role `slot` (save_ctx/<role>, forward/_impl/<role>).
+ * The fp8 roles never exist: a spec's dtype is float16, bfloat16 or
+ * float32. cu_seqlens are int32 [b+1]; Stats float32 [b,h,sq,1] or, for a
+ * THD q, [t_q,h,1]; rng_state int64 [2]. */
+static fattn_case_shape role_shape(const fattn_case *c, int slot)
+{
+    const fattn_spec *s = c->spec;
+    fattn_case_shape none = {.present = false};
+    switch ((fattn_saved_slot)slot) {
+    case FATTN_SAVED_q: return c->t.q;
+    case FATTN_SAVED_k: return c->t.k;
+    case FATTN_SAVED_v: return c->t.v;
+    case FATTN_SAVED_out: return c->t.out;
+    case FATTN_SAVED_cu_seqlens_q:
+    case FATTN_SAVED_cu_seqlens_kv:
+    case FATTN_SAVED_cu_seqlens_q_padded:
+    case FATTN_SAVED_cu_seqlens_kv_padded:
+        return mk_shape(FATTN_DTYPE_INT32, 1, s->b + 1, 0, 0, 0);
+    case FATTN_SAVED_softmax_stats:
+        return c->q_format == FATTN_FORMAT_THD
+                   ? mk_shape(FATTN_DTYPE_FLOAT32, 3, c->t_q, s->h, 1, 0)
+                   : mk_shape(FATTN_DTYPE_FLOAT32, 4, s->b, s->h, s->sq, 1);
+    case FATTN_SAVED_rng_state: return mk_shape(FATTN_DTYPE_INT64, 1, 2, 0, 0, 0);
+    case FATTN_SAVED_aux_bias: return c->t.attn_bias;
+    case FATTN_SAVED_aux_softmax_offset: return c->t.softmax_offset;
+    default: return none;
+    }
+}
+
+/* Every child of state group `g` (its path below the case: `where`) must
+ * be one of want[0..n) as a dataset of the case's dtype and shape, or one
+ * of the group names in subgroups (NULL-terminated) as a group; anything
+ * else is an unknown object. A dataset named in want whose shape is not
+ * present is one the case cannot have. */
+static fattn_status check_children(const char *path, const char *id, const fattn_h5_node *g,
+                                   const char *where, const want_ds *want, size_t n,
+                                   const char *const *subgroups)
+{
+    for (size_t i = 0; i < g->n_children; i++) {
+        const fattn_h5_node *ch = g->children[i];
+        bool is_sub = false;
+        for (size_t k = 0; subgroups && subgroups[k]; k++)
+            is_sub = is_sub || strcmp(subgroups[k], ch->name) == 0;
+        if (is_sub) {
+            if (ch->is_dataset)
+                return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is a dataset "
+                                   "where a group belongs", path, id, where, ch->name);
+            continue;
+        }
+        const want_ds *w = NULL;
+        for (size_t k = 0; k < n && !w; k++)
+            if (strcmp(want[k].name, ch->name) == 0)
+                w = &want[k];
+        if (!w)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s: unknown object (the "
+                               "schema has no %s there)", path, id, where, ch->name,
+                               ch->is_dataset ? "such dataset" : "such group");
+        if (!ch->is_dataset)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is a group where a "
+                               "dataset belongs", path, id, where, ch->name);
+        const fattn_case_shape *e = &w->shape;
+        if (!e->present)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s should not exist (the "
+                               "spec makes no such tensor)", path, id, where, ch->name);
+        bool same = ch->dtype == e->dtype && ch->ndim == e->ndim;
+        for (int d = 0; same && d < e->ndim; d++)
+            same = ch->shape[d] == e->shape[d];
+        if (!same) {
+            char a[96], b[96];
+            shape_str(e->ndim, e->shape, a, sizeof a);
+            shape_str(ch->ndim, ch->shape, b, sizeof b);
+            return fattn_error(FATTN_E_INVALID_FILE,
+                               "%s: case %s: %s/%s is %s %s, the spec makes %s %s", path, id,
+                               where, ch->name, fattn_dtype_name(ch->dtype), b,
+                               fattn_dtype_name(e->dtype), a);
+        }
+    }
+    return FATTN_OK;
+}
+
+/* inputs/: every tensor the case has is there (or kept as its digest
+ * only, in a golden), nothing else is. */
+static fattn_status check_inputs(const char *path, const fattn_case *c, const fattn_h5_node *g)
+{
+    const char *id = c->spec->id;
+    fattn_case_shape cu = role_shape(c, FATTN_SAVED_cu_seqlens_q), none = {.present = false};
+    want_ds want[] = {
+        {"q", c->t.q}, {"k", c->t.k}, {"v", c->t.v}, {"attn_bias", c->t.attn_bias},
+        {"softmax_offset", c->t.softmax_offset}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu},
+        {"cu_seqlens_q_padded", c->padding ? cu : none},
+        {"cu_seqlens_kv_padded", c->padding ? cu : none}, {"d_out", c->t.d_out},
+    };
+    size_t n = sizeof want / sizeof want[0];
+    fattn_status st = check_children(path, id, g, "inputs", want, n, NULL);
+    for (size_t i = 0; i < n && st == FATTN_OK; i++) {
+        char dname[96];
+        snprintf(dname, sizeof dname, "digest:%s", want[i].name);
+        bool stored = fattn_h5_node_find(g, want[i].name) || fattn_h5_node_attr(g, dname);
+        if (!want[i].shape.present && stored)
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s should not exist",
+                             path, id, want[i].name);
+        else if (want[i].shape.present && !stored)
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s is missing", path,
+                             id, want[i].name);
+    }
+    return st;
+}
+
+/* forward/, forward/aux/, forward/_impl/, save_ctx/ (its _impl/ holds
+ * attributes only) and backward/: each dataset of the case's dtype and
+ * shape, no unknown object. */
+static fattn_status check_outputs(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+{
+    const fattn_spec *s = c->spec;
+    const char *id = s->id;
+    want_ds roles[FATTN_SAVED_COUNT];
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
+        roles[i].name = fattn_saved_name((fattn_saved_slot)i);
+        roles[i].shape = role_shape(c, i);
+    }
+    const want_ds *aux = roles + FATTN_SAVED_AUX_FIRST;
+    want_ds fw[] = {{"out", c->t.out},
+                    {"max_logit", mk_shape(s->dtype, 1, s->h, 0, 0, 0)}};
+    want_ds bw[] = {{"dq", c->t.dq}, {"dk", c->t.dk}, {"dv", c->t.dv}, {"d_bias", c->t.d_bias},
+                    {"d_softmax_offset", c->t.d_softmax_offset}};
+    static const char *const fw_groups[] = {"aux", "_impl", NULL};
+    static const char *const sc_groups[] = {"_impl", NULL};
+    const fattn_h5_node *g;
+    fattn_status st = FATTN_OK;
+    if ((g = fattn_h5_node_find(cg, "forward")) &&
+        (st = check_children(path, id, g, "forward", fw, 2, fw_groups)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "forward/aux")) &&
+        (st = check_children(path, id, g, "forward/aux", aux, FATTN_SAVED_NAUX, NULL)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "forward/_impl")) &&
+        (st = check_children(path, id, g, "forward/_impl", roles, FATTN_SAVED_COUNT, NULL)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "save_ctx")) &&
+        (st = check_children(path, id, g, "save_ctx", roles, FATTN_SAVED_COUNT, sc_groups)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "save_ctx/_impl")) &&
+        (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "backward")) && !s->is_training)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for an "
+                           "inference case", path, id);
+    if (g && (st = check_children(path, id, g, "backward", bw, 5, NULL)))
+        return st;
+    return FATTN_OK;
+}
+
+/* The save_ctx attributes against the case: where the spec fixes a
+ * field's value (the lengths, the window and scalars as the front ends
+ * resolve them, the enums), the recorded one must be that value. This
+ * bounds what replay --from save_ctx may compute by the case's own
+ * tensors: max_seqlen is the spec's sq/skv, which the stored shapes match. */
+static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn_h5_node *sc)
+{
+    const fattn_spec *s = c->spec;
+    fattn_ctx_record r;
+    fattn_status st = fattn_ctx_record_read(sc, &r);
+    if (st != FATTN_OK)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id,
+                           fattn_last_error());
+    const char *bad = NULL;
+    if (r.max_seqlen_q != s->sq)
+        bad = "max_seqlen_q (the spec's sq)";
+    else if (r.max_seqlen_kv != s->skv)
+        bad = "max_seqlen_kv (the spec's skv)";
+    else if (r.window_size[0] != c->window[0] || r.window_size[1] != c->window[1])
+        bad = "window_size (the spec's window as TE normalises it)";
+    else if (memcmp(&r.attn_scale, &c->attn_scale, sizeof(float)) != 0)
+        bad = "attn_scale (the spec's, else TE's default)";
+    else if (memcmp(&r.dropout_p, &c->dropout_p, sizeof(float)) != 0)
+        bad = "dropout_p (the spec's dropout_p when training, else 0)";
+    else if (r.qkv_layout != s->layout || r.dqkv_layout != s->layout)
+        bad = "qkv_layout/dqkv_layout (the spec's layout)";
+    else if (r.o_format != c->q_format)
+        bad = "o_format (the format of q)";
+    else if (r.nominal_dtype != s->dtype || r.fp8 || r.is_input_fp8)
+        bad = "nominal_dtype/fp8/is_input_fp8 (the spec's dtype)";
+    else if (r.attn_bias_type != s->bias || r.attn_mask_type != s->mask ||
+             r.softmax_type != s->softmax)
+        bad = "attn_bias_type/attn_mask_type/softmax_type (the spec's bias, mask, softmax)";
+    else if (r.bottom_right_diagonal != c->bottom_right_diagonal)
+        bad = "bottom_right_diagonal (as the spec's mask resolves it)";
+    else if (r.deterministic != s->deterministic || r.fast_zero_fill != s->fast_zero_fill)
+        bad = "deterministic/fast_zero_fill (the spec's)";
+    if (bad)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: save_ctx: attribute %s differs "
+                           "from what the spec makes", path, s->id, bad);
+    return FATTN_OK;
+}
+
+/* The structure of a case that is not skipped: its states form a prefix
+ * of inputs -> forward -> save_ctx -> backward, each a group. */
+static fattn_status check_states(const char *path, const fattn_h5_node *c)
+{
+    static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
+    for (size_t i = 0; i < c->n_children; i++) {
+        const fattn_h5_node *ch = c->children[i];
+        bool known = false;
+        for (int k = 0; k < 4; k++)
+            known = known || strcmp(ch->name, order[k]) == 0;
+        if (!known)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s: unknown object (not a "
+                               "state)", path, c->name, ch->name);
+        if (ch->is_dataset)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s is a dataset where a group "
+                               "belongs", path, c->name, ch->name);
+    }
+    bool gap = false;
+    for (int i = 0; i < 4; i++) {
+        bool has = fattn_h5_node_find(c, order[i]) != NULL;
+        if (has && gap)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: state %s recorded without the "
+                               "state before it", path, c->name, order[i]);
+        gap = gap || !has;
+    }
+    return FATTN_OK;
+}
+
+/* Everything of a resolved case: states, shapes, cu_seqlens, save_ctx.
+ * Nothing here allocates more than the case model's sequence tables: the
+ * spec's shapes are compared before anything is built from them. */
+static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+{
+    const fattn_spec *s = c->spec;
+    fattn_status st;
+    if ((st = check_states(path, cg)) != FATTN_OK)
+        return st;
+    const fattn_h5_node *g = fattn_h5_node_find(cg, "inputs");
+    if (!g)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no inputs group", path, s->id);
+    if ((st = check_inputs(path, c, g)) || (st = check_outputs(path, c, cg)))
+        return st;
+    int64_t tq = c->t_q ? c->t_q : s->b * s->sq, tkv = c->t_kv ? c->t_kv : s->b * s->skv;
+    const char *cu_groups[] = {"inputs", "save_ctx"};
+    for (int gi = 0; gi < 2; gi++) {
+        const fattn_h5_node *cgi = fattn_h5_node_find(cg, cu_groups[gi]);
+        if (!cgi)
+            continue;
+        if ((st = check_cu(path, s->id, cgi, "cu_seqlens_q", s->b, s->b * s->sq)) ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv", s->b, s->b * s->skv)) ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_q_padded", s->b, tq)) ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv_padded", s->b, tkv)))
+            return st;
+    }
+    const fattn_h5_node *sc = fattn_h5_node_find(cg, "save_ctx");
+    if (sc && (st = check_ctx(path, c, sc)) != FATTN_OK)
+        return st;
+    return FATTN_OK;
+}
+
 static fattn_status validate_case(const char *path, const fattn_h5_node *c)
 {
     if (c->is_dataset)
@@ -113,107 +379,32 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
     fattn_status st = fattn_spec_parse_one(sa->s, strlen(sa->s), source, &spec);
     if (st != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
-    if (strcmp(spec.id, c->name) != 0) {
+    const fattn_h5_attr *skipped = fattn_h5_node_attr(c, "skipped");
+    bool intact = true;
+    if ((st = fattn_h5_node_attrs_intact(c, &intact)) != FATTN_OK) {
+        /* out of memory: st as it is */
+    } else if (!intact) {
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attributes corrupt: they do not "
+                         "match the case's %s", path, c->name, FATTN_H5_ATTRS_DIGEST);
+    } else if (strcmp(spec.id, c->name) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: spec id is '%s'", path, c->name,
                          spec.id);
-        goto done;
-    }
-    if (fattn_h5_node_attr(c, "skipped")) {
-        if (c->n_children)
+    } else if (skipped) {
+        if (skipped->kind != FATTN_H5_ATTR_STRING)
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attribute skipped is not a "
+                             "string (the reason)", path, c->name);
+        else if (c->n_children)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: skipped but has state groups",
                              path, c->name);
-        goto done;
+    } else {
+        fattn_case rc;
+        if ((st = fattn_case_resolve(&spec, &rc)) != FATTN_OK)
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, c->name,
+                             fattn_last_error());
+        else
+            st = check_resolved(path, &rc, c);
+        fattn_case_free(&rc);
     }
-    /* the inputs the spec makes: dtypes and shapes must match */
-    fattn_case_inputs in;
-    if ((st = fattn_inputs_make(&spec, &in)) != FATTN_OK) {
-        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, c->name,
-                         fattn_last_error());
-        goto done;
-    }
-    const fattn_h5_node *g = fattn_h5_node_find(c, "inputs");
-    if (!g) {
-        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no inputs group", path, c->name);
-        fattn_inputs_free(&in);
-        goto done;
-    }
-    struct { const char *name; const fattn_tensor *t; } want[] = {
-        {"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"attn_bias", &in.attn_bias},
-        {"softmax_offset", &in.softmax_offset}, {"cu_seqlens_q", &in.cu_seqlens_q},
-        {"cu_seqlens_kv", &in.cu_seqlens_kv}, {"cu_seqlens_q_padded", &in.cu_seqlens_q_padded},
-        {"cu_seqlens_kv_padded", &in.cu_seqlens_kv_padded}, {"d_out", &in.d_out},
-    };
-    for (size_t i = 0; i < sizeof want / sizeof want[0] && st == FATTN_OK; i++) {
-        const fattn_h5_node *n = fattn_h5_node_find(g, want[i].name);
-        bool expect = !fattn_tensor_is_empty(want[i].t);
-        char dname[96];
-        snprintf(dname, sizeof dname, "digest:%s", want[i].name);
-        const fattn_h5_attr *digest_only = fattn_h5_node_attr(g, dname);
-        if (expect && !n && digest_only) /* a golden keeps it as its digest */
-            continue;
-        if (!expect && (n || digest_only))
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s should not exist",
-                             path, c->name, want[i].name);
-        else if (expect && !n)
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s is missing", path,
-                             c->name, want[i].name);
-        else if (expect && (!n->is_dataset || !same_shape(n, want[i].t))) {
-            char a[96], b[96];
-            shape_str(want[i].t->ndim, want[i].t->shape, a, sizeof a);
-            shape_str(n->ndim, n->shape, b, sizeof b);
-            st = fattn_error(FATTN_E_INVALID_FILE,
-                             "%s: case %s: inputs/%s is %s %s, the spec makes %s %s", path,
-                             c->name, want[i].name, fattn_dtype_name(n->dtype), b,
-                             fattn_dtype_name(want[i].t->dtype), a);
-        }
-    }
-    int64_t tq = in.t_q ? in.t_q : spec.b * spec.sq, tkv = in.t_kv ? in.t_kv : spec.b * spec.skv;
-    fattn_inputs_free(&in);
-    if (st != FATTN_OK)
-        goto done;
-    const char *cu_groups[] = {"inputs", "save_ctx"};
-    for (int gi = 0; gi < 2 && st == FATTN_OK; gi++) {
-        const fattn_h5_node *cg = fattn_h5_node_find(c, cu_groups[gi]);
-        if (!cg)
-            continue;
-        if ((st = check_cu(path, c->name, cg, "cu_seqlens_q", spec.b, spec.b * spec.sq)) ||
-            (st = check_cu(path, c->name, cg, "cu_seqlens_kv", spec.b, spec.b * spec.skv)) ||
-            (st = check_cu(path, c->name, cg, "cu_seqlens_q_padded", spec.b, tq)) ||
-            (st = check_cu(path, c->name, cg, "cu_seqlens_kv_padded", spec.b, tkv)))
-            break;
-    }
-    if (st != FATTN_OK)
-        goto done;
-    const fattn_h5_node *sc = fattn_h5_node_find(c, "save_ctx");
-    if (sc && (st = fattn_save_ctx_validate(sc)) != FATTN_OK) {
-        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, c->name,
-                         fattn_last_error());
-        goto done;
-    }
-    /* a state, and forward/aux, must be a group */
-    static const char *const groups[] = {"inputs", "forward", "save_ctx", "backward",
-                                         "forward/aux"};
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
-        const fattn_h5_node *n = fattn_h5_node_find(c, groups[i]);
-        if (n && n->is_dataset) {
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s is a dataset where a group "
-                             "belongs", path, c->name, groups[i]);
-            goto done;
-        }
-    }
-    /* states form a prefix of inputs -> forward -> save_ctx -> backward */
-    static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
-    bool gap = false;
-    for (int i = 0; i < 4; i++) {
-        bool has = fattn_h5_node_find(c, order[i]) != NULL;
-        if (has && gap) {
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: state %s recorded without the "
-                             "state before it", path, c->name, order[i]);
-            break;
-        }
-        gap = gap || !has;
-    }
-done:
     fattn_spec_free(&spec);
     return st;
 }
@@ -230,6 +421,15 @@ fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root)
     const fattn_h5_node *cases = fattn_h5_node_find(root, "cases");
     if (!cases || cases->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: no /cases group", path);
+    for (size_t i = 0; i < root->n_children; i++) {
+        const fattn_h5_node *ch = root->children[i];
+        if (strcmp(ch->name, "cases") != 0 && strcmp(ch->name, "audit") != 0)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: /%s: unknown object (a run file "
+                               "holds /cases and /audit only)", path, ch->name);
+        if (ch->is_dataset)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: /%s is a dataset where a group "
+                               "belongs", path, ch->name);
+    }
     for (size_t i = 0; i < cases->n_children; i++) {
         fattn_status st = validate_case(path, cases->children[i]);
         if (st != FATTN_OK)

@@ -280,6 +280,9 @@ static fattn_status finish(case_run *r, fattn_status st, fattn_h5_node **out)
         st = fattn_error(st, "case %s (%s, state %s): %s", r->spec->id, r->ops->name,
                          fattn_state_name(r->state), msg);
     }
+    /* the attribute digest, the last change to the case before it is written */
+    if (st == FATTN_OK)
+        st = fattn_h5_node_seal_attrs(r->node);
     if (st == FATTN_OK) {
         *out = r->node;
         r->node = NULL;
@@ -323,6 +326,8 @@ static fattn_status replay_skipped(const fattn_h5_node *recorded, const fattn_sp
     fattn_status st = case_node_new(spec, &node);
     if (st == FATTN_OK)
         st = fattn_h5_node_copy_attrs(recorded, node);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_seal_attrs(node);
     if (st == FATTN_OK) {
         *out = node;
         node = NULL;

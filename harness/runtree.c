@@ -2,6 +2,8 @@
  * runtree.h. Nothing here touches HDF5. */
 #include "runtree.h"
 
+#include "core/checked.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,21 +236,13 @@ fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_
 /* numel * size without overflow; false if it does not fit. */
 bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes)
 {
-    uint64_t n = fattn_dtype_size(dtype);
+    int64_t n = (int64_t)fattn_dtype_size(dtype);
     if (n == 0 || ndim < 0 || ndim > FATTN_MAX_DIMS)
         return false;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
+    for (int i = 0; i < ndim; i++)
+        if (!fattn_mul_i64(n, shape[i], &n)) /* also refuses a negative extent */
             return false;
-        uint64_t d = (uint64_t)shape[i];
-        if (d != 0 && n > (uint64_t)INT64_MAX / d)
-            return false;
-        n *= d;
-    }
-    if (n > SIZE_MAX)
-        return false;
-    *bytes = (size_t)n;
-    return true;
+    return fattn_bytes_of(n, 1, bytes);
 }
 
 static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_dtype dtype,
@@ -493,4 +487,96 @@ char *fattn_runtree_path_join(const char *parent, const char *name)
         p[a++] = '/';
     memcpy(p + a, name, b + 1);
     return p;
+}
+
+/* ---- the attribute digest of a case (runtree.h) ---------------------------- */
+
+static fattn_status put_le(fattn_digest_state *d, uint64_t v, int nbytes)
+{
+    unsigned char b[8];
+    assert(nbytes >= 1 && nbytes <= 8);
+    for (int i = 0; i < nbytes; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    return fattn_digest_update(d, b, (size_t)nbytes);
+}
+
+static fattn_status digest_attr(fattn_digest_state *d, const fattn_h5_attr *a)
+{
+    fattn_status st;
+    uint32_t bits;
+    if ((st = fattn_digest_update(d, a->name, strlen(a->name) + 1)) ||
+        (st = put_le(d, (uint64_t)a->kind, 1)))
+        return st;
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING:
+        if ((st = put_le(d, (uint64_t)strlen(a->s), 8)))
+            return st;
+        return fattn_digest_update(d, a->s, strlen(a->s));
+    case FATTN_H5_ATTR_INT64: return put_le(d, (uint64_t)a->i64[0], 8);
+    case FATTN_H5_ATTR_FLOAT32:
+        memcpy(&bits, &a->f32, sizeof bits);
+        return put_le(d, bits, 4);
+    case FATTN_H5_ATTR_UINT8: return put_le(d, a->u8, 1);
+    case FATTN_H5_ATTR_INT64_PAIR:
+        if ((st = put_le(d, (uint64_t)a->i64[0], 8)))
+            return st;
+        return put_le(d, (uint64_t)a->i64[1], 8);
+    }
+    return fattn_error(FATTN_E_INTERNAL, "attribute %s: unknown kind %d", a->name, (int)a->kind);
+}
+
+/* n at `path` below the sealed group (top: whether n is that group). */
+static fattn_status digest_subtree(fattn_digest_state *d, const fattn_h5_node *n,
+                                   const char *path, bool top, int depth)
+{
+    assert(depth <= FATTN_H5_MAX_DEPTH + 1);
+    fattn_status st = fattn_digest_update(d, path, strlen(path) + 1);
+    for (size_t i = 0; st == FATTN_OK && i < n->n_attrs; i++)
+        if (!(top && strcmp(n->attrs[i].name, FATTN_H5_ATTRS_DIGEST) == 0))
+            st = digest_attr(d, &n->attrs[i]);
+    for (size_t i = 0; st == FATTN_OK && i < n->n_children; i++) {
+        char *p = fattn_runtree_path_join(path, n->children[i]->name);
+        if (!p)
+            return fattn_error(FATTN_E_NOMEM, "attribute digest: out of memory");
+        st = digest_subtree(d, n->children[i], p, false, depth + 1);
+        free(p);
+    }
+    return st;
+}
+
+fattn_status fattn_h5_node_attrs_digest(const fattn_h5_node *n, char out[FATTN_DIGEST_LEN])
+{
+    fattn_digest_state d;
+    fattn_status st = fattn_digest_init(&d);
+    if (st != FATTN_OK)
+        return st;
+    if ((st = digest_subtree(&d, n, "", true, 0)) != FATTN_OK) {
+        fattn_digest_free(&d);
+        return st;
+    }
+    return fattn_digest_final(&d, out);
+}
+
+fattn_status fattn_h5_node_seal_attrs(fattn_h5_node *n)
+{
+    char dg[FATTN_DIGEST_LEN];
+    fattn_status st = fattn_h5_node_attrs_digest(n, dg);
+    return st == FATTN_OK ? fattn_h5_node_set_string(n, FATTN_H5_ATTRS_DIGEST, dg) : st;
+}
+
+fattn_status fattn_h5_node_attrs_intact(const fattn_h5_node *n, bool *intact)
+{
+    const fattn_h5_attr *a = fattn_h5_node_attr(n, FATTN_H5_ATTRS_DIGEST);
+    *intact = true;
+    if (!a)
+        return FATTN_OK;
+    if (a->kind != FATTN_H5_ATTR_STRING || !fattn_digest_is_valid(a->s)) {
+        *intact = false;
+        return FATTN_OK;
+    }
+    char dg[FATTN_DIGEST_LEN];
+    fattn_status st = fattn_h5_node_attrs_digest(n, dg);
+    if (st == FATTN_OK)
+        *intact = strcmp(dg, a->s) == 0;
+    return st;
 }

@@ -108,6 +108,32 @@ const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name
 /* A view of a dataset node's bytes as a contiguous host tensor. */
 fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n);
 
+/* ---- the attribute digest of a case ----------------------------------------
+ * Attribute text lives in HDF5's global heap, which has no checksum; the
+ * attribute FATTN_H5_ATTRS_DIGEST on a case group (/cases/<id>) is the
+ * digest of every attribute in its subtree, as `digest` is of a dataset's
+ * bytes: derived data, never compared as an attribute, and a value that
+ * does not match the attributes is corruption. What it covers, in the
+ * tree's sorted order, for the group and then each object below it
+ * depth-first: the object's path below the group and NUL; then per
+ * attribute (but the group's own FATTN_H5_ATTRS_DIGEST) its name and NUL,
+ * its kind as one byte, and its value: a string as its 8-byte little-endian
+ * length and bytes, int64 as 8 bytes little-endian, float32 as its 4 bytes
+ * of bits, uint8 as 1 byte, int64[2] as 16 bytes. A dataset's `dtype` and
+ * `digest` are not in a tree's attribute lists (the writer adds them and
+ * its data digest covers the bytes), so they are not covered. */
+#define FATTN_H5_ATTRS_DIGEST "attrs_digest"
+
+/* The attribute digest of n's subtree into out. FATTN_E_NOMEM. */
+fattn_status fattn_h5_node_attrs_digest(const fattn_h5_node *n, char out[FATTN_DIGEST_LEN]);
+/* Set (or replace) n's FATTN_H5_ATTRS_DIGEST from its subtree: the last
+ * change to a case node before it is written. */
+fattn_status fattn_h5_node_seal_attrs(fattn_h5_node *n);
+/* *intact: n has no FATTN_H5_ATTRS_DIGEST (a file from before it: not
+ * checked), or one equal to its subtree's digest. A present one that is
+ * not a well-formed digest string is not intact. */
+fattn_status fattn_h5_node_attrs_intact(const fattn_h5_node *n, bool *intact);
+
 
 /* ---- a tree from another language ----------------------------------------- */
 

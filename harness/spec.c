@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
+#include "fattn/rng.h"
+
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
 
@@ -427,11 +430,9 @@ static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t
 {
     int64_t f[4] = {a, b, c, d};
     int64_t p = 1;
-    for (int i = 0; i < 4; i++) {
-        if (f[i] > limit / p)
+    for (int i = 0; i < 4; i++)
+        if (!fattn_mul_i64(p, f[i], &p) || p > limit)
             return false;
-        p *= f[i];
-    }
     return true;
 }
 
@@ -542,7 +543,10 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
 
     TRY(get_int(c, obj, "seed", &present, 0, INT64_MAX, &s->seed));
     TRY(get_int(c, obj, "rng_seed", &present, 0, INT64_MAX, &s->rng_seed));
-    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX, &s->rng_offset));
+    /* The generator's offset after the forward (rng_offset + 16) is
+     * recorded as int64 (forward's rng_gen_offset): it must not wrap. */
+    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX - FATTN_RNG_F16_INCREMENT,
+                &s->rng_offset));
     return FATTN_OK;
 }
 

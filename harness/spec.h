@@ -39,7 +39,9 @@
  *                          drawn from the seed at run time).
  *   seed                   integer >= 0 (the inputs' Philox seed); default 1.
  *   rng_seed               integer >= 0 (dropout); default 1234.
- *   rng_offset             integer >= 0 (dropout); default 0.
+ *   rng_offset             integer in [0, INT64_MAX - 16] (dropout; the
+ *                          generator after the forward, 16 on, is
+ *                          recorded as int64); default 0.
  *
  * Bounds: b <= FATTN_SPEC_MAX_B, h <= FATTN_SPEC_MAX_H, sq and skv <=
  * FATTN_SPEC_MAX_S, d_qk and d_v <= FATTN_SPEC_MAX_D, all >= 1; every

@@ -151,6 +151,12 @@ def edit(fn):
         shutil.copy(GOOD, dst)
         with h5py.File(dst, "r+") as f:
             fn(f)
+            # as a file from before attrs_digest (not checked), so only the
+            # targeted check can fire
+            if "cases" in f and isinstance(f["cases"], h5py.Group):
+                for c in f["cases"].values():
+                    if isinstance(c, h5py.Group) and "attrs_digest" in c.attrs:
+                        del c.attrs["attrs_digest"]
     return make
 
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/geom.h"
 
 /* Dims of a Q/K/V/O tensor in one of the plain formats. For THD, *b is -1
@@ -243,6 +244,15 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
                            (long long)a->max_seqlen_kv, (long long)skv);
     if (msq <= 0 || mskv <= 0)
         return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen must be positive", who);
+    /* Lengths are int32 (cu_seqlens, the length tables below), and the
+     * per-row tables [b, h, max_seqlen] (Stats, Dsum) must be countable. */
+    int64_t rows;
+    if (msq > INT32_MAX || mskv > INT32_MAX)
+        return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen (%lld, %lld) exceeds int32", who,
+                           (long long)msq, (long long)mskv);
+    if (!fattn_mul_i64(b, h, &rows) || !fattn_mul_i64(rows, msq > mskv ? msq : mskv, &rows))
+        return fattn_error(FATTN_E_OVERFLOW, "%s: [b=%lld, h=%lld, max_seqlen=%lld] overflows",
+                           who, (long long)b, (long long)h, (long long)(msq > mskv ? msq : mskv));
 
     g->b = b; g->h = h; g->hg = hg; g->group = h / hg;
     g->sq = msq; g->skv = mskv; g->d = d; g->dv = dv;

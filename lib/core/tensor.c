@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "fattn/tensor.h"
 #include "fattn_config.h"
 #if FATTN_TESTING
@@ -42,18 +43,18 @@ fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
     size_t esz = fattn_dtype_size(dtype);
     if (esz == 0)
         return fattn_error(FATTN_E_DTYPE, "cannot allocate dtype %d", (int)dtype);
-    uint64_t n = 1;
+    int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return fattn_error(FATTN_E_SHAPE, "negative dim %d: %lld", i,
                                (long long)shape[i]);
-        if (shape[i] != 0 && n > (UINT64_MAX / 2) / (uint64_t)shape[i])
+        if (!fattn_mul_i64(n, shape[i], &n))
             return fattn_error(FATTN_E_OVERFLOW, "tensor element count overflows");
-        n *= (uint64_t)shape[i];
     }
-    if (n > (SIZE_MAX / 2) / esz)
+    size_t bytes;
+    /* 63 spare: the rounding up below must not wrap either. */
+    if (!fattn_bytes_of(n, esz, &bytes) || bytes > SIZE_MAX / 2 - 63)
         return fattn_error(FATTN_E_OVERFLOW, "tensor byte size overflows");
-    size_t bytes = (size_t)n * esz;
     /* aligned_alloc wants a multiple of the alignment; round up, never 0. */
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0)

@@ -19,6 +19,7 @@
 
 #include "fattn/philox.h"
 
+#include "core/checked.h"
 #include "cpu/cpu.h"
 #include "cpu/fmath.h"
 
@@ -330,7 +331,11 @@ fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bw
         return st;
     job.keep_scale = g->dropout > 0.0f ? 1.0f / (1.0f - g->dropout) : 1.0f;
     job.thr = fattn_dropout_threshold(g->dropout);
-    job.dsum = calloc((size_t)(g->b * g->h * g->sq), sizeof(float));
+    int64_t nsum;
+    if (!fattn_mul_i64(g->b, g->h, &nsum) || !fattn_mul_i64(nsum, g->sq, &nsum))
+        return fattn_error(FATTN_E_OVERFLOW, "backward: Dsum [b=%lld, h=%lld, max_seqlen_q=%lld] "
+                           "overflows", (long long)g->b, (long long)g->h, (long long)g->sq);
+    job.dsum = calloc((size_t)nsum, sizeof(float));
     if (!job.dsum)
         return fattn_error(FATTN_E_NOMEM, "backward: cannot allocate Dsum");
     job.row_blocks = (g->sq + BWD_ROWS - 1) / BWD_ROWS;

@@ -12,9 +12,12 @@ void cpu_key_range(const fattn_geom *g, int64_t bi, int64_t i, int64_t *lo,
     int64_t lk = g->len_kv[bi], lq = g->len_q[bi];
     int64_t diag = i + (g->bottom_right ? lk - lq : 0);
     int64_t l = 0, r = lk;
-    if (g->win_right >= 0 && diag + g->win_right + 1 < r)
+    /* Compared as win < bound - diag so that a window near INT64_MAX cannot
+     * overflow: the same test as diag + win + 1 < r (and diag - win > l)
+     * for every value where those do not overflow. |diag| <= lq + lk. */
+    if (g->win_right >= 0 && g->win_right < r - diag - 1)
         r = diag + g->win_right + 1;
-    if (g->win_left >= 0 && diag - g->win_left > l)
+    if (g->win_left >= 0 && g->win_left < diag - l)
         l = diag - g->win_left;
     *lo = l;
     *hi = r;

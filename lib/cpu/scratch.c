@@ -2,38 +2,66 @@
  * element an item reads is widened to float32 here, and every element it
  * writes is rounded to the io dtype here, through the shared geometry's
  * offsets (core/geom.h). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "cpu/cpu.h"
 #include "cpu/fmath.h"
+
+/* Element counts of the scratch buffers for geometry g (ldk = skv + 8 key
+ * columns, ldc = the larger head dim rounded up to 8), every product
+ * checked: false when one overflows. */
+typedef struct scratch_sizes {
+    size_t ldk, ldc;
+    size_t kt, kr, vt, rows_k, rows_c, acc, acc2, rnd;
+} scratch_sizes;
+
+static bool scratch_sizes_of(const fattn_geom *g, scratch_sizes *z)
+{
+    assert(g->skv > 0 && g->d > 0 && g->dv > 0);
+    size_t skv = (size_t)g->skv, d = (size_t)g->d, dv = (size_t)g->dv;
+    size_t dm = d > dv ? d : dv, acc_k, acc_r;
+    if (!fattn_add_size(skv, 8, &z->ldk) || !fattn_add_size(dm, 7, &z->ldc))
+        return false;
+    z->ldc = z->ldc / 8 * 8;
+    return fattn_mul_size(d, z->ldk, &z->kt) && fattn_mul_size(skv, z->ldc, &z->kr) &&
+           fattn_mul_size(dv, z->ldk, &z->vt) && fattn_mul_size(CPU_ROWS, z->ldk, &z->rows_k) &&
+           fattn_mul_size(CPU_ROWS, z->ldc, &z->rows_c) &&
+           fattn_mul_size(2, z->ldc, &acc_k) && fattn_add_size(acc_k, 64, &acc_k) &&
+           fattn_mul_size(skv, acc_k, &acc_r) && fattn_add_size(acc_r, z->rows_c, &z->acc) &&
+           fattn_mul_size(skv, z->ldc, &z->acc2) && fattn_add_size(skv, 4, &z->rnd);
+}
 
 fattn_status cpu_scratch_init(cpu_scratch *s, const fattn_geom *g)
 {
     memset(s, 0, sizeof *s);
-    size_t skv = (size_t)g->skv, d = (size_t)g->d, dv = (size_t)g->dv;
-    size_t dm = d > dv ? d : dv;
-    size_t ldk = skv + 8, ldc = (dm + 7) / 8 * 8;
-    s->ldk = (int64_t)ldk;
-    s->ldc = (int64_t)ldc;
+    scratch_sizes z;
+    if (!scratch_sizes_of(g, &z))
+        return fattn_error(FATTN_E_OVERFLOW, "CPU engine: worker scratch for max_seqlen_kv "
+                           "%lld and head dims %lld, %lld overflows", (long long)g->skv,
+                           (long long)g->d, (long long)g->dv);
+    s->ldk = (int64_t)z.ldk;
+    s->ldc = (int64_t)z.ldc;
     s->kv_bi = s->kv_gk = -1;
-    s->kt = calloc(d * ldk, sizeof(float));
-    s->kr = calloc(skv * ldc, sizeof(float));
-    s->vr = calloc(skv * ldc, sizeof(float));
-    s->vt = calloc(dv * ldk, sizeof(float));
-    s->s = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->p = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->dp = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->ds = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->pd = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->t = calloc(CPU_ROWS * ldk, sizeof(float));
-    s->qrow = calloc(CPU_ROWS * ldc, sizeof(float));
-    s->dorow = calloc(CPU_ROWS * ldc, sizeof(float));
-    s->orow = calloc(CPU_ROWS * ldc, sizeof(float));
-    s->acc = calloc(skv * (2 * ldc + 64) + CPU_ROWS * ldc, sizeof(float));
-    s->acc2 = calloc(skv * ldc, sizeof(float));
-    s->acc3 = calloc(skv * ldc, sizeof(float));
-    s->rnd = calloc(skv + 4, sizeof(uint32_t));
+    s->kt = calloc(z.kt, sizeof(float));
+    s->kr = calloc(z.kr, sizeof(float));
+    s->vr = calloc(z.kr, sizeof(float));
+    s->vt = calloc(z.vt, sizeof(float));
+    s->s = calloc(z.rows_k, sizeof(float));
+    s->p = calloc(z.rows_k, sizeof(float));
+    s->dp = calloc(z.rows_k, sizeof(float));
+    s->ds = calloc(z.rows_k, sizeof(float));
+    s->pd = calloc(z.rows_k, sizeof(float));
+    s->t = calloc(z.rows_k, sizeof(float));
+    s->qrow = calloc(z.rows_c, sizeof(float));
+    s->dorow = calloc(z.rows_c, sizeof(float));
+    s->orow = calloc(z.rows_c, sizeof(float));
+    s->acc = calloc(z.acc, sizeof(float));
+    s->acc2 = calloc(z.acc2, sizeof(float));
+    s->acc3 = calloc(z.acc2, sizeof(float));
+    s->rnd = calloc(z.rnd, sizeof(uint32_t));
     if (!s->kt || !s->kr || !s->vr || !s->vt || !s->s || !s->p || !s->dp || !s->ds || !s->pd ||
         !s->t || !s->qrow || !s->dorow || !s->orow || !s->acc || !s->acc2 || !s->acc3 ||
         !s->rnd) {
