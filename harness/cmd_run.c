@@ -552,6 +552,7 @@ int fattn_cmd_run(int argc, char **argv)
     /* the order the run file lists them in, so each can be written when done */
     if (m.n_sel > 1)
         qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_id);
+    fattn_run_memory_policy();
     fattn_engine *engine = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open("run", backend, &engine, &backend_name) != FATTN_EXIT_OK) {
@@ -711,6 +712,7 @@ int fattn_cmd_replay(int argc, char **argv)
         fattn_h5_node_free(src);
         return FATTN_EXIT_ERROR;
     }
+    fattn_run_memory_policy();
     fattn_engine *engine = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open("replay", backend, &engine, &backend_name) != FATTN_EXIT_OK) {

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "fattn/cudnn.h"
 
@@ -48,6 +51,16 @@ fattn_status fattn_state_check(fattn_state from, fattn_state to)
         return fattn_error(FATTN_E_STATE, "invalid step from state %s to state %s",
                            fattn_state_name(from), fattn_state_name(to));
     return FATTN_OK;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+void fattn_run_memory_policy(void)
+{
+#if defined(__GLIBC__)
+    /* a fixed threshold also turns off glibc's raising of it */
+    (void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
 }
 
 /* ---- the backward-read set ------------------------------------------------ */
