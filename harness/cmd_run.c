@@ -8,8 +8,6 @@
 #include "cli.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
-#include "h5read.h"
-#include "h5write.h"
 #include "runfile.h"
 #include "runner.h"
 #include "fattn_config.h"
@@ -252,7 +250,8 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
 }
 
 /* Refuse, before allocating, a case whose estimated peak exceeds
- * --max-memory. Cases are streamed to the file one at a time (case_sink),
+ * --max-memory. Cases are streamed to the file one at a time (runner.h,
+ * fattn_case_sink),
  * so the largest case, not their sum, bounds what a run holds. */
 static int check_max_memory(const char *cmd, const fattn_spec *s, double need, double max_mem)
 {
@@ -275,130 +274,6 @@ static int parse_max_memory(const char *cmd, const char *s, double *out)
         return cli_fail(cmd, "--max-memory '%s': expected a positive byte count", s);
     *out = v;
     return FATTN_EXIT_OK;
-}
-
-/* ---- streaming the cases to the run file ------------------------------------ */
-
-/* Where finished cases go. Each case's tree is written to the file as soon
- * as it is complete and freed, so a command holds one case at a time
- * however many it runs; the writer needs them in sorted order (cases run
- * sorted by id). /audit sorts before /cases but is complete only after the
- * last case: with an audit the cases go first to a scratch run file beside
- * the output and are copied after /audit, again one at a time. The output
- * appears (renamed) only on sink_commit; any failure removes everything. */
-typedef struct case_sink {
-    const char *out;
-    fattn_h5_writer *w;      /* the output, or the scratch file (audit) */
-    char *scratch;           /* the scratch file's path; NULL without audit */
-    bool scratch_done;       /* scratch committed: it exists under its name */
-    size_t n_put;
-} case_sink;
-
-/* Open the sink for run file `out`; `root` holds the root attributes only
- * (no children: they follow). */
-static fattn_status sink_open(case_sink *k, const char *out, const fattn_h5_node *root,
-                              bool audit)
-{
-    memset(k, 0, sizeof *k);
-    k->out = out;
-    assert(root->n_children == 0);
-    if (!audit) {
-        fattn_status st = fattn_h5_writer_open(out, &k->w);
-        if (st == FATTN_OK && (st = fattn_h5_writer_put(k->w, "/", root)) != FATTN_OK) {
-            fattn_h5_writer_abort(k->w);
-            k->w = NULL;
-        }
-        return st;
-    }
-    /* ".<base>.cases-<pid>" beside the output */
-    const char *slash = strrchr(out, '/');
-    int dirlen = slash ? (int)(slash - out) + 1 : 0;
-    size_t cap = strlen(out) + 48;
-    if (!(k->scratch = malloc(cap)))
-        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", out);
-    snprintf(k->scratch, cap, "%.*s.%s.cases-%ld", dirlen, out, out + dirlen, (long)getpid());
-    return fattn_h5_writer_open(k->scratch, &k->w);
-}
-
-static fattn_status sink_put(case_sink *k, const fattn_h5_node *case_node)
-{
-    fattn_status st = fattn_h5_writer_put(k->w, "/cases", case_node);
-    if (st == FATTN_OK)
-        k->n_put++;
-    return st;
-}
-
-/* An empty /cases for a run of no case (the schema has the group always). */
-static fattn_status put_empty_cases(fattn_h5_writer *w)
-{
-    fattn_h5_node *cases = NULL;
-    fattn_status st = fattn_h5_node_new_group("cases", &cases);
-    if (st == FATTN_OK)
-        st = fattn_h5_writer_put(w, "/", cases);
-    fattn_h5_node_free(cases);
-    return st;
-}
-
-/* Audit runs: the output is root attributes, /audit, then each case of the
- * scratch file (ids[0..n), sorted), read back and written one at a time. */
-static fattn_status sink_copy_scratch(case_sink *k, const fattn_h5_node *root,
-                                      const fattn_h5_node *audit, const fattn_spec *const *ids,
-                                      size_t n)
-{
-    fattn_status st = fattn_h5_writer_commit(k->w);
-    k->w = NULL;
-    if (st != FATTN_OK)
-        return st;
-    k->scratch_done = true;
-    fattn_h5_reader *r = NULL;
-    if ((st = fattn_h5_writer_open(k->out, &k->w)) == FATTN_OK &&
-        (st = fattn_h5_writer_put(k->w, "/", root)) == FATTN_OK)
-        st = fattn_h5_writer_put(k->w, "/", audit);
-    if (st == FATTN_OK && n)
-        st = fattn_h5_reader_open(k->scratch, &r);
-    for (size_t i = 0; st == FATTN_OK && i < n; i++) {
-        char path[FATTN_SPEC_ID_MAX + 16];
-        snprintf(path, sizeof path, "/cases/%s", ids[i]->id);
-        fattn_h5_node *c = NULL;
-        if ((st = fattn_h5_reader_read(r, path, NULL, &c)) == FATTN_OK)
-            st = fattn_h5_writer_put(k->w, "/cases", c);
-        fattn_h5_node_free(c);
-    }
-    if (st == FATTN_OK && !n)
-        st = put_empty_cases(k->w);
-    fattn_h5_reader_close(r);
-    return st;
-}
-
-/* Finish the file: every case put, `root` (attributes only) and `audit`
- * (NULL without one) as in sink_open. ids are the cases put, in order. */
-static fattn_status sink_commit(case_sink *k, const fattn_h5_node *root,
-                                const fattn_h5_node *audit, const fattn_spec *const *ids,
-                                size_t n)
-{
-    assert((audit != NULL) == (k->scratch != NULL) && n == k->n_put);
-    fattn_status st = FATTN_OK;
-    if (audit)
-        st = sink_copy_scratch(k, root, audit, ids, n);
-    else if (!k->n_put)
-        st = put_empty_cases(k->w);
-    if (st == FATTN_OK) {
-        st = fattn_h5_writer_commit(k->w);
-        k->w = NULL;
-    }
-    return st;
-}
-
-/* Remove whatever the sink left (the writer's temporary file, the scratch
- * file); after a commit only the scratch file. */
-static void sink_free(case_sink *k)
-{
-    fattn_h5_writer_abort(k->w);
-    k->w = NULL;
-    if (k->scratch_done)
-        unlink(k->scratch);
-    free(k->scratch);
-    k->scratch = NULL;
 }
 
 /* Test-only engine variants (test_variants.h): only in a build with
@@ -470,8 +345,8 @@ static fattn_status run_one(const run_plan *p, const fattn_spec *s, fattn_h5_nod
  * provenance attributes. */
 static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, const char *out)
 {
-    case_sink k;
-    fattn_status st = sink_open(&k, out, root, p->audit != NULL);
+    fattn_case_sink *k = NULL;
+    fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("run", "%s: %s", out, fattn_last_error());
     bool tty = isatty(STDERR_FILENO);
     for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
@@ -482,17 +357,16 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
             rc = cli_fail("run", "%s", fattn_last_error());
             break;
         }
-        st = sink_put(&k, node);
+        st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
             rc = cli_fail("run", "%s: %s", out, fattn_last_error());
     }
     if (tty)
         fprintf(stderr, "\r%-72s\r", "");
-    if (rc == FATTN_EXIT_OK &&
-        (st = sink_commit(&k, root, p->audit, m->sel, m->n_sel)) != FATTN_OK)
+    if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
         rc = cli_fail("run", "%s: %s", out, fattn_last_error());
-    sink_free(&k);
+    fattn_case_sink_free(k);
     return rc;
 }
 
@@ -646,8 +520,8 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
 static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state from,
                       const fattn_run_opts *opts, const fattn_h5_node *root, const char *out)
 {
-    case_sink k;
-    fattn_status st = sink_open(&k, out, root, false);
+    fattn_case_sink *k = NULL;
+    fattn_status st = fattn_case_sink_open(out, root, false, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK
                             : cli_fail("replay", "%s: %s", out, fattn_last_error());
     for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
@@ -656,14 +530,14 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
             rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
             break;
         }
-        st = sink_put(&k, node);
+        st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
             rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
     }
-    if (rc == FATTN_EXIT_OK && (st = sink_commit(&k, root, NULL, NULL, k.n_put)) != FATTN_OK)
+    if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, NULL)) != FATTN_OK)
         rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
-    sink_free(&k);
+    fattn_case_sink_free(k);
     return rc;
 }
 
