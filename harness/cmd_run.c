@@ -249,15 +249,18 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
     return st;
 }
 
-/* Refuse, before allocating, a case whose estimated peak exceeds
- * --max-memory. Cases are streamed to the file one at a time (runner.h,
- * fattn_case_sink),
- * so the largest case, not their sum, bounds what a run holds. */
-static int check_max_memory(const char *cmd, const fattn_spec *s, double need, double max_mem)
+/* Refuse the run before allocating when a case's estimated peak exceeds
+ * --max-memory. Cases are written to the file one at a time (runner.h,
+ * fattn_case_sink), so the largest case, not their sum, bounds what a run
+ * holds. */
+static int check_max_memory(const cli_matrix *m, double max_mem)
 {
-    if (need > max_mem)
-        return cli_fail(cmd, "case %s: estimated peak %.0f bytes exceeds --max-memory %.0f",
-                        s->id, need, max_mem);
+    for (size_t i = 0; i < m->n_sel; i++) {
+        double need = case_peak_bytes(m->sel[i]);
+        if (need > max_mem)
+            return cli_fail("run", "case %s: estimated peak %.0f bytes exceeds --max-memory "
+                            "%.0f", m->sel[i]->id, need, max_mem);
+    }
     return FATTN_EXIT_OK;
 }
 
@@ -417,12 +420,10 @@ int fattn_cmd_run(int argc, char **argv)
     cli_matrix m;
     if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    for (size_t i = 0; i < m.n_sel; i++)
-        if (check_max_memory("run", m.sel[i], case_peak_bytes(m.sel[i]), max_mem) !=
-            FATTN_EXIT_OK) {
-            cli_matrix_free(&m);
-            return FATTN_EXIT_ERROR;
-        }
+    if (check_max_memory(&m, max_mem) != FATTN_EXIT_OK) {
+        cli_matrix_free(&m);
+        return FATTN_EXIT_ERROR;
+    }
     /* the order the run file lists them in, so each can be written when done */
     if (m.n_sel > 1)
         qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_id);

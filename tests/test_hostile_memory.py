@@ -13,7 +13,8 @@ usage: test_hostile_memory.py FATTN_EXE BAD_DIR SANITIZED   (prints TAP)
  - replay takes --max-memory like run (same parsing, same message) and
    refuses, before allocating, a case whose estimated peak is larger,
    naming it: also one whose recorded save_ctx max_seqlen is far beyond its
-   tensors (BAD_DIR/memory-*.h5, made by BAD_DIR/make_memory.py);
+   tensors (BAD_DIR/memory/memory-*.h5, made by BAD_DIR/make_memory.py; valid
+   for inspect, hence not among the BAD_DIR/*.h5 every command refuses);
  - golden writes each golden as it is made (peak RSS of four cases within
    a fixed allowance of one's; the same bytes in any listing order); merge
    still holds every case (docs/reliability.md, Memory), and merges shards
@@ -277,7 +278,7 @@ def _():
 @case("replay memory-thd-max-seqlen.h5 (save_ctx max_seqlen 2^26 over lengths of 3): refused "
       "naming the case before allocating, exit 2, nothing written")
 def _():
-    bad = os.path.join(BAD_DIR, "memory-thd-max-seqlen.h5")
+    bad = os.path.join(BAD_DIR, "memory", "memory-thd-max-seqlen.h5")
     d = fresh_dir("replay-seqlen")
     out = os.path.join(d, "out.h5")
     for impl in ("split", "legacy"):

@@ -1,7 +1,14 @@
 #!/usr/bin/python3
-"""Make the memory-*.h5 files of tests/data/bad (docs/reliability.md, Memory).
+"""Make the memory-*.h5 files of tests/data/bad/memory (docs/reliability.md,
+Memory).
 
-usage: make_memory.py FATTN_EXE [OUT_DIR]   (OUT_DIR: this file's directory)
+usage: make_memory.py FATTN_EXE [OUT_DIR]   (OUT_DIR: memory/ beside this file)
+
+They live in a directory of their own, outside the tests/data/bad/*.h5 that
+tests/test_reliability.py requires inspect, diff, replay, merge and verify
+all to refuse: these files are valid run files (inspect accepts them, their
+tensors and digests are sound) that ask a replay for more memory than it
+may take, and only replay must refuse them.
 
 Each file starts as a real `fattn run` of one small case (fixed
 SOURCE_DATE_EPOCH) and has exactly one thing changed with h5py, so that only
@@ -45,7 +52,8 @@ def fattn_run(fattn, case, dst):
 
 def main():
     fattn = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "memory")
     dst = os.path.join(out, "memory-thd-max-seqlen.h5")
     fattn_run(fattn, CASE, dst)
     with h5py.File(dst, "r+") as f:
