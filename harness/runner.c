@@ -448,14 +448,15 @@ fattn_status fattn_case_sink_open(const char *out, const fattn_h5_node *root, bo
         if ((st = fattn_h5_writer_open(out, &k->w)) == FATTN_OK)
             st = fattn_h5_writer_put(k->w, "/", root);
     } else {
+        /* a short name of its own, so that an output name near NAME_MAX
+         * still leaves room for the writer's temporary name of it */
         const char *slash = strrchr(out, '/');
         int dirlen = slash ? (int)(slash - out) + 1 : 0;
-        size_t cap = strlen(out) + 48;
+        size_t cap = (size_t)dirlen + 48;
         if (!(k->scratch = malloc(cap)))
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", out);
         else {
-            snprintf(k->scratch, cap, "%.*s.%s.cases-%ld", dirlen, out, out + dirlen,
-                     (long)getpid());
+            snprintf(k->scratch, cap, "%.*s.fattn-cases-%ld", dirlen, out, (long)getpid());
             st = fattn_h5_writer_open(k->scratch, &k->w);
         }
     }

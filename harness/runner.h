@@ -110,7 +110,7 @@ void fattn_run_memory_policy(void);
  * the objects in sorted order: cases must be put in increasing id order.
  * /audit sorts before /cases but is complete only after the last case: a
  * sink opened with `audit` puts the cases into a scratch run file beside the
- * output (".<base>.cases-<pid>") and, on commit, writes the root attributes,
+ * output (".fattn-cases-<pid>") and, on commit, writes the root attributes,
  * /audit, then each case read back from the scratch file, again one at a
  * time. The bytes are those of the whole tree written at once. The output
  * appears (renamed over `out`) only on a successful commit; any failure and
