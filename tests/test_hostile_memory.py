@@ -17,8 +17,9 @@ usage: test_hostile_memory.py FATTN_EXE BAD_DIR SANITIZED   (prints TAP)
    for inspect, hence not among the BAD_DIR/*.h5 every command refuses);
  - golden writes each golden as it is made (peak RSS of four cases within
    a fixed allowance of one's; the same bytes in any listing order); merge
-   still holds every case (docs/reliability.md, Memory), and merges shards
-   to the unsharded run's bytes.
+   holds one input and one case (peak RSS of six shards within the same
+   allowance of one's), merges shards to the unsharded run's bytes and
+   leaves nothing on a full disk.
 
 Peak RSS is the fattn process's own (os.wait4 in a small spawning interpreter). Under the sanitizers (SANITIZED=1)
 RSS measures ASan's quarantine and shadow memory rather than what fattn
@@ -322,6 +323,29 @@ def _():
     run("golden", "--backend", "cpu", "--cases", rev, "-o", b, check=0)
     (fa,), (fb,) = listing(a), listing(b)
     assert fa == fb and read(os.path.join(a, fa)) == read(os.path.join(b, fb)), (fa, fb)
+
+
+@case("merge: peak RSS of 6 one-case shards within a fixed allowance of merging one")
+def _():
+    if SANITIZED:
+        return ASAN_SKIP
+    spec = write_cases("merge-mid.json", MID)
+    d = fresh_dir("merge-mid")
+    shards = []
+    for i in range(1, len(MID) + 1):
+        s = os.path.join(d, "s%d.h5" % i)
+        run("run", "--backend", "cpu", "--cases", spec, "--shard", "%d/%d" % (i, len(MID)),
+            "-o", s, check=0)
+        shards.append(s)
+    out = os.path.join(d, "merged.h5")
+    _, _, one = run("merge", "-o", out, shards[0], check=0)
+    _, _, six = run("merge", "-o", out, *shards, check=0)
+    with h5py.File(out, "r") as f:
+        assert sorted(f["cases"]) == [c["id"] for c in MID], list(f["cases"])
+    assert sorted(os.listdir(d)) == sorted(["merged.h5"] + [os.path.basename(x) for x in shards])
+    assert six - one <= GOLDEN_GROWTH, (
+        "peak RSS %d bytes merging 6 shards, %d merging 1: merge holds more than one input"
+        % (six, one))
 
 
 @case("merge: shards merge to the unsharded file's case groups; a full disk leaves nothing")
