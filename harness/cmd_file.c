@@ -8,8 +8,11 @@
 #include "case.h"
 #include "cli.h"
 #include "fileguard.h"
+#include "h5read.h"
+#include "h5write.h"
 #include "isolate.h"
 #include "runfile.h"
+#include "runner.h"
 
 /* ---- cases ----------------------------------------------------------------- */
 
@@ -184,6 +187,175 @@ static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
     }
 }
 
+/* Merging case by case. Each input is read and validated whole by the
+ * isolated reader, one input at a time, and its cases are written to a
+ * scratch run file of its own beside the output (".fattn-merge-<pid>-<i>",
+ * fattn's own file, so reading it back needs no second validation). The
+ * output is then written in id order from the scratch files, one case at a
+ * time: merge holds the largest input plus one case, not the merged file.
+ * The bytes are those of the merged tree written at once. */
+typedef struct merge_case {
+    char *id;
+    int file; /* index of the input (and its scratch file) */
+} merge_case;
+
+typedef struct merge_state {
+    const char *out;
+    const char **ins;
+    int n_in;
+    fattn_h5_node *root; /* the first input's root attributes */
+    char **scratch;      /* per input; committed ones exist on disk */
+    int n_scratch;
+    merge_case *cases;
+    size_t n_cases, cap_cases;
+} merge_state;
+
+static int cmp_merge_case(const void *x, const void *y)
+{
+    return strcmp(((const merge_case *)x)->id, ((const merge_case *)y)->id);
+}
+
+/* Input f's root attributes against the first input's (all but created_utc). */
+static int merge_check_root(merge_state *s, int f, const fattn_h5_node *src)
+{
+    if (f == 0) {
+        fattn_status st = fattn_h5_node_new_group("", &s->root);
+        if (st == FATTN_OK)
+            st = fattn_h5_node_copy_attrs(src, s->root);
+        return st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("merge", "%s", fattn_last_error());
+    }
+    for (size_t i = 0; i < src->n_attrs; i++) {
+        const fattn_h5_attr *x = &src->attrs[i];
+        if (!strcmp(x->name, "created_utc"))
+            continue;
+        const fattn_h5_attr *y = fattn_h5_node_attr(s->root, x->name);
+        if (!y || !same_attr(x, y))
+            return cli_fail("merge", "%s: root attribute '%s' differs from %s: not shards of "
+                            "one run", s->ins[f], x->name, s->ins[0]);
+    }
+    if (src->n_attrs != s->root->n_attrs)
+        return cli_fail("merge", "%s: root attributes differ from %s", s->ins[f], s->ins[0]);
+    return FATTN_EXIT_OK;
+}
+
+/* Input f's cases: names recorded (a duplicate id is a conflict) and the
+ * trees written to its scratch file. */
+static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
+{
+    for (size_t i = 0; i < scases->n_children; i++) {
+        const char *id = scases->children[i]->name;
+        for (size_t j = 0; j < s->n_cases; j++)
+            if (!strcmp(s->cases[j].id, id))
+                return cli_fail("merge", "%s: case %s is also in an earlier input", s->ins[f],
+                                id);
+        if (s->n_cases == s->cap_cases) {
+            size_t cap = s->cap_cases ? 2 * s->cap_cases : 64;
+            merge_case *c = realloc(s->cases, cap * sizeof *c);
+            if (!c)
+                return cli_fail("merge", "out of memory");
+            s->cases = c;
+            s->cap_cases = cap;
+        }
+        if (!(s->cases[s->n_cases].id = fattn_runtree_strdup(id)))
+            return cli_fail("merge", "out of memory");
+        s->cases[s->n_cases++].file = f;
+    }
+    const char *slash = strrchr(s->out, '/');
+    int dirlen = slash ? (int)(slash - s->out) + 1 : 0;
+    size_t cap = (size_t)dirlen + 64;
+    if (!(s->scratch[f] = malloc(cap)))
+        return cli_fail("merge", "out of memory");
+    snprintf(s->scratch[f], cap, "%.*s.fattn-merge-%ld-%d", dirlen, s->out, (long)getpid(), f);
+    fattn_h5_writer *w = NULL;
+    fattn_status st = fattn_h5_writer_open(s->scratch[f], &w);
+    for (size_t i = 0; st == FATTN_OK && i < scases->n_children; i++)
+        st = fattn_h5_writer_put(w, "/cases", scases->children[i]);
+    if (st == FATTN_OK) {
+        st = fattn_h5_writer_commit(w);
+        w = NULL;
+    }
+    fattn_h5_writer_abort(w);
+    if (st != FATTN_OK)
+        return cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+    s->n_scratch = f + 1;
+    return FATTN_EXIT_OK;
+}
+
+/* The output: root attributes, then every case in id order, each read back
+ * from its input's scratch file and written. */
+static int merge_write(merge_state *s)
+{
+    qsort(s->cases, s->n_cases, sizeof *s->cases, cmp_merge_case);
+    fattn_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
+    fattn_h5_writer *w = NULL;
+    fattn_status st = r ? fattn_h5_writer_open(s->out, &w)
+                        : fattn_error(FATTN_E_NOMEM, "out of memory");
+    if (st == FATTN_OK)
+        st = fattn_h5_writer_put(w, "/", s->root);
+    for (size_t i = 0; st == FATTN_OK && i < s->n_cases; i++) {
+        int f = s->cases[i].file;
+        char path[FATTN_SPEC_ID_MAX + 16];
+        snprintf(path, sizeof path, "/cases/%s", s->cases[i].id);
+        fattn_h5_node *c = NULL;
+        if (!r[f])
+            st = fattn_h5_reader_open(s->scratch[f], &r[f]);
+        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK)
+            st = fattn_h5_writer_put(w, "/cases", c);
+        fattn_h5_node_free(c);
+    }
+    if (st == FATTN_OK && !s->n_cases) {
+        fattn_h5_node *empty = NULL;
+        if ((st = fattn_h5_node_new_group("cases", &empty)) == FATTN_OK)
+            st = fattn_h5_writer_put(w, "/", empty);
+        fattn_h5_node_free(empty);
+    }
+    for (int f = 0; r && f < s->n_in; f++)
+        fattn_h5_reader_close(r[f]);
+    free(r);
+    if (st == FATTN_OK) {
+        st = fattn_h5_writer_commit(w);
+        w = NULL;
+    }
+    fattn_h5_writer_abort(w);
+    return st == FATTN_OK ? FATTN_EXIT_OK
+                          : cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+}
+
+/* Every input in turn: validated, checked against the first, spilled. */
+static int merge_inputs(merge_state *s)
+{
+    for (int f = 0; f < s->n_in; f++) {
+        fattn_h5_node *src = NULL;
+        if (fattn_runfile_load(s->ins[f], &src) != FATTN_OK)
+            return cli_fail("merge", "%s", fattn_last_error());
+        int rc = FATTN_EXIT_OK;
+        if (fattn_h5_node_find(src, "audit") || fattn_h5_node_attr(src, "replayed_from"))
+            rc = cli_fail("merge", "%s: audit results and replays are not merged", s->ins[f]);
+        if (rc == FATTN_EXIT_OK)
+            rc = merge_check_root(s, f, src);
+        if (rc == FATTN_EXIT_OK)
+            rc = merge_spill(s, f, fattn_h5_node_find(src, "cases"));
+        fattn_h5_node_free(src);
+        if (rc != FATTN_EXIT_OK)
+            return rc;
+    }
+    return FATTN_EXIT_OK;
+}
+
+static void merge_state_free(merge_state *s)
+{
+    for (int f = 0; s->scratch && f < s->n_in; f++) {
+        if (f < s->n_scratch)
+            unlink(s->scratch[f]);
+        free(s->scratch[f]);
+    }
+    free(s->scratch);
+    for (size_t i = 0; i < s->n_cases; i++)
+        free(s->cases[i].id);
+    free(s->cases);
+    fattn_h5_node_free(s->root);
+}
+
 int fattn_cmd_merge(int argc, char **argv)
 {
     const char *out = NULL;
@@ -218,55 +390,16 @@ int fattn_cmd_merge(int argc, char **argv)
         free(ins);
         return cli_fail("merge", "-o %s", fattn_last_error());
     }
-    int rc = FATTN_EXIT_OK;
-    fattn_h5_node *merged = NULL, *mcases = NULL;
-    for (int f = 0; f < n_in && rc == FATTN_EXIT_OK; f++) {
-        fattn_h5_node *src = NULL;
-        if (fattn_runfile_load(ins[f], &src) != FATTN_OK) {
-            rc = cli_fail("merge", "%s", fattn_last_error());
-            break;
-        }
-        if (fattn_h5_node_find(src, "audit") || fattn_h5_node_attr(src, "replayed_from")) {
-            rc = cli_fail("merge", "%s: audit results and replays are not merged", ins[f]);
-            fattn_h5_node_free(src);
-            break;
-        }
-        if (!merged) {
-            merged = src;
-            mcases = fattn_h5_node_find(merged, "cases");
-            continue;
-        }
-        for (size_t i = 0; i < src->n_attrs && rc == FATTN_EXIT_OK; i++) {
-            const fattn_h5_attr *x = &src->attrs[i];
-            if (!strcmp(x->name, "created_utc"))
-                continue;
-            const fattn_h5_attr *y = fattn_h5_node_attr(merged, x->name);
-            if (!y || !same_attr(x, y))
-                rc = cli_fail("merge", "%s: root attribute '%s' differs from %s: not shards of "
-                              "one run", ins[f], x->name, ins[0]);
-        }
-        if (rc == FATTN_EXIT_OK && src->n_attrs != merged->n_attrs)
-            rc = cli_fail("merge", "%s: root attributes differ from %s", ins[f], ins[0]);
-        fattn_h5_node *scases = fattn_h5_node_find(src, "cases");
-        while (rc == FATTN_EXIT_OK && scases->n_children > 0) {
-            /* move each case over; a duplicate id is a conflict */
-            fattn_h5_node *c = scases->children[scases->n_children - 1];
-            if (fattn_h5_node_find(mcases, c->name)) {
-                rc = cli_fail("merge", "%s: case %s is also in an earlier input", ins[f],
-                              c->name);
-                break;
-            }
-            scases->n_children--;
-            if (fattn_h5_node_adopt(mcases, c) != FATTN_OK) {
-                fattn_h5_node_free(c);
-                rc = cli_fail("merge", "%s", fattn_last_error());
-            }
-        }
-        fattn_h5_node_free(src);
-    }
-    if (rc == FATTN_EXIT_OK && fattn_h5_write_file(out, merged, NULL, NULL) != FATTN_OK)
-        rc = cli_fail("merge", "%s: %s", out, fattn_last_error());
-    fattn_h5_node_free(merged);
+    fattn_run_memory_policy();
+    merge_state s = {.out = out, .ins = ins, .n_in = n_in};
+    int rc = (s.scratch = calloc((size_t)n_in, sizeof *s.scratch)) ? FATTN_EXIT_OK
+                                                                    : cli_fail("merge",
+                                                                               "out of memory");
+    if (rc == FATTN_EXIT_OK)
+        rc = merge_inputs(&s);
+    if (rc == FATTN_EXIT_OK)
+        rc = merge_write(&s);
+    merge_state_free(&s);
     free(ins);
     return rc;
 }

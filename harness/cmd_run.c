@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ctx_fields.h"
 #include "elemcmp.h"
 #include "runfile.h"
 #include "runner.h"
@@ -249,7 +250,9 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
 }
 
 /* Refuse the run before allocating when a case's estimated peak exceeds
- * --max-memory. */
+ * --max-memory. Cases are written to the file one at a time (runner.h,
+ * fattn_case_sink), so the largest case, not their sum, bounds what a run
+ * holds. */
 static int check_max_memory(const cli_matrix *m, double max_mem)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
@@ -259,6 +262,16 @@ static int check_max_memory(const cli_matrix *m, double max_mem)
                             "%.0f", m->sel[i]->id, need, max_mem);
     }
     return FATTN_EXIT_OK;
+}
+
+/* --max-memory BYTES for run and replay: a positive byte count, default
+ * half the RAM. */
+static int parse_max_memory(const char *cmd, const char *s, double *out)
+{
+    *out = default_max_memory();
+    if (!s)
+        return FATTN_EXIT_OK;
+    return cli_parse_max_memory(cmd, s, out);
 }
 
 /* Test-only engine variants (test_variants.h): only in a build with
@@ -282,6 +295,77 @@ static fattn_status run_test_variant(fattn_engine **engine, fattn_h5_node *root)
     (void)root;
     return FATTN_OK;
 #endif
+}
+
+static int cmp_spec_id(const void *x, const void *y)
+{
+    return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
+}
+
+/* What fattn run does with each case. */
+typedef struct run_plan {
+    fattn_run_opts opts;
+    long repeat;
+    bool check_writes;
+    fattn_h5_node *audit; /* /audit, NULL without --repeat and --check-writes */
+} run_plan;
+
+/* One case: its run, then the repeats and the second-poison run it is
+ * audited against (each freed as soon as compared). *node is the case's
+ * tree, to be streamed out. */
+static fattn_status run_one(const run_plan *p, const fattn_spec *s, fattn_h5_node **node)
+{
+    fattn_status st = fattn_run_case(s, &p->opts, node);
+    for (long r = 1; r < p->repeat && st == FATTN_OK; r++) {
+        fattn_h5_node *again = NULL;
+        st = fattn_run_case(s, &p->opts, &again);
+        if (st == FATTN_OK)
+            st = audit_repeat(p->audit, *node, again, (int)p->repeat);
+        fattn_h5_node_free(again);
+    }
+    if (st == FATTN_OK && p->check_writes) {
+        fattn_run_opts opts_b = p->opts;
+        opts_b.poison = FATTN_POISON_PATTERN_B;
+        fattn_h5_node *second = NULL;
+        st = fattn_run_case(s, &opts_b, &second);
+        if (st == FATTN_OK)
+            st = audit_writes(p->audit, *node, second);
+        fattn_h5_node_free(second);
+    }
+    if (st != FATTN_OK) {
+        fattn_h5_node_free(*node);
+        *node = NULL;
+    }
+    return st;
+}
+
+/* Every selected case, in id order, streamed to `out`; root holds the
+ * provenance attributes. */
+static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, const char *out)
+{
+    fattn_case_sink *k = NULL;
+    fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
+    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("run", "%s: %s", out, fattn_last_error());
+    bool tty = isatty(STDERR_FILENO);
+    for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
+        if (tty)
+            fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m->n_sel, m->sel[i]->id);
+        fattn_h5_node *node = NULL;
+        if ((st = run_one(p, m->sel[i], &node)) != FATTN_OK) {
+            rc = cli_fail("run", "%s", fattn_last_error());
+            break;
+        }
+        st = fattn_case_sink_put(k, node);
+        fattn_h5_node_free(node);
+        if (st != FATTN_OK)
+            rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+    }
+    if (tty)
+        fprintf(stderr, "\r%-72s\r", "");
+    if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
+        rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+    fattn_case_sink_free(k);
+    return rc;
 }
 
 int fattn_cmd_run(int argc, char **argv)
@@ -324,8 +408,8 @@ int fattn_cmd_run(int argc, char **argv)
         if (*end || repeat < 1 || repeat > 1000)
             return cli_fail("run", "--repeat '%s': expected 1..1000", repeat_s);
     }
-    double max_mem = default_max_memory();
-    if (maxmem_s && cli_parse_max_memory("run", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+    double max_mem;
+    if (parse_max_memory("run", maxmem_s, &max_mem) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
 
     cli_matrix m;
@@ -335,65 +419,31 @@ int fattn_cmd_run(int argc, char **argv)
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
+    /* the order the run file lists them in, so each can be written when done */
+    if (m.n_sel > 1)
+        qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_id);
+    fattn_run_memory_policy();
     fattn_engine *engine = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open("run", backend, &engine, &backend_name) != FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
-    fattn_run_opts opts = {.impl = impl, .engine = engine, .until = until,
-                           .poison = FATTN_POISON_PATTERN};
-    fattn_h5_node *root = NULL, *cases_g = NULL, *audit = NULL;
-    int rc = FATTN_EXIT_OK;
+    run_plan p = {.opts = {.impl = impl, .engine = engine, .until = until,
+                           .poison = FATTN_POISON_PATTERN},
+                  .repeat = repeat, .check_writes = check_writes};
+    fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
-    if (st == FATTN_OK)
-        st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK && (repeat > 1 || check_writes))
-        st = fattn_h5_node_group(root, "audit", &audit);
+        st = fattn_h5_node_new_group("audit", &p.audit);
     if (st == FATTN_OK)
         st = run_test_variant(&engine, root);
-    opts.engine = engine;
+    p.opts.engine = engine;
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
-    if (st != FATTN_OK)
-        rc = cli_fail("run", "%s", fattn_last_error());
-    bool tty = isatty(STDERR_FILENO);
-    for (size_t i = 0; i < m.n_sel && rc == FATTN_EXIT_OK; i++) {
-        if (tty)
-            fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m.n_sel, m.sel[i]->id);
-        fattn_h5_node *node = NULL;
-        st = fattn_run_case(m.sel[i], &opts, &node);
-        if (st != FATTN_OK) {
-            rc = cli_fail("run", "%s", fattn_last_error());
-            break;
-        }
-        for (long r = 1; r < repeat && st == FATTN_OK; r++) {
-            fattn_h5_node *again = NULL;
-            st = fattn_run_case(m.sel[i], &opts, &again);
-            if (st == FATTN_OK)
-                st = audit_repeat(audit, node, again, (int)repeat);
-            fattn_h5_node_free(again);
-        }
-        if (st == FATTN_OK && check_writes) {
-            fattn_run_opts opts_b = opts;
-            opts_b.poison = FATTN_POISON_PATTERN_B;
-            fattn_h5_node *second = NULL;
-            st = fattn_run_case(m.sel[i], &opts_b, &second);
-            if (st == FATTN_OK)
-                st = audit_writes(audit, node, second);
-            fattn_h5_node_free(second);
-        }
-        if (st == FATTN_OK)
-            st = fattn_h5_node_adopt(cases_g, node);
-        else
-            fattn_h5_node_free(node);
-        if (st != FATTN_OK)
-            rc = cli_fail("run", "%s", fattn_last_error());
-    }
-    if (tty)
-        fprintf(stderr, "\r%-72s\r", "");
-    if (rc == FATTN_EXIT_OK && (st = fattn_h5_write_file(out, root, NULL, NULL)) != FATTN_OK)
-        rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+    int rc = st == FATTN_OK ? run_all(&p, &m, root, out)
+                            : cli_fail("run", "%s", fattn_last_error());
+    fattn_h5_node_free(p.audit);
     fattn_h5_node_free(root);
     cli_engine_close(engine);
     cli_matrix_free(&m);
@@ -404,18 +454,93 @@ int fattn_cmd_run(int argc, char **argv)
 
 static const char replay_help[] =
     "usage: fattn replay RUN.h5 --from save_ctx|forward --impl legacy|split\n"
-    "                    [--backend auto|cpu|cudnn] -o OUT.h5\n"
+    "                    [--backend auto|cpu|cudnn] [--max-memory BYTES] -o OUT.h5\n"
     "\n"
     "Resume every case of RUN.h5 from a stored state with the chosen front end.\n"
     "--from save_ctx loads the recorded backward-read set into that front end's backward\n"
     "(legacy: its ctx; split: its bwd args) and runs backward. --from forward (split only)\n"
     "loads inputs and forward outputs and runs setup_ctx and backward. OUT.h5 is a complete\n"
     "run file: states up to the boundary copied bit for bit, later ones recomputed; its\n"
-    "root gains impl_forward, impl_backward and replayed_from.\n";
+    "root gains impl_forward, impl_backward and replayed_from. --max-memory refuses, before\n"
+    "allocating, a case whose estimated peak is larger (as fattn run estimates it, with the\n"
+    "recorded save_ctx max_seqlen_q/kv where they exceed the spec's; default: half the RAM).\n"
+    "Exit 0 when every case replayed; 2 on a usage error, an invalid file or an errored case\n"
+    "(then OUT.h5 is not written).\n";
+
+/* The estimated peak of replaying recorded case `c` from `from`: run's
+ * estimate for its spec, with sq and skv raised to the recorded save_ctx's
+ * max_seqlen_q/kv (what the engine sizes backward by when resuming there).
+ * 0 for a skipped case, which allocates nothing. */
+static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, double *need)
+{
+    *need = 0;
+    if (fattn_h5_node_attr(c, "skipped"))
+        return FATTN_OK;
+    const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
+    if (!sa || sa->kind != FATTN_H5_ATTR_STRING)
+        return fattn_error(FATTN_E_INVALID_FILE, "case %s: no spec attribute", c->name);
+    fattn_spec spec;
+    fattn_status st = fattn_spec_parse_one(sa->s, strlen(sa->s), c->name, &spec);
+    if (st != FATTN_OK)
+        return st;
+    const fattn_h5_node *sc = fattn_h5_node_find(c, "save_ctx");
+    fattn_ctx_record rec;
+    if (from == FATTN_STATE_SAVE_CTX && sc && fattn_ctx_record_read(sc, &rec) == FATTN_OK) {
+        if (rec.max_seqlen_q > spec.sq)
+            spec.sq = rec.max_seqlen_q;
+        if (rec.max_seqlen_kv > spec.skv)
+            spec.skv = rec.max_seqlen_kv;
+    }
+    *need = case_peak_bytes(&spec);
+    fattn_spec_free(&spec);
+    return FATTN_OK;
+}
+
+/* Every case of the loaded run file within --max-memory, before any runs. */
+static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn_state from,
+                               double max_mem)
+{
+    for (size_t i = 0; i < cases->n_children; i++) {
+        const fattn_h5_node *c = cases->children[i];
+        double need;
+        if (replay_peak_bytes(c, from, &need) != FATTN_OK)
+            return cli_fail("replay", "%s: %s", in, fattn_last_error());
+        if (need > max_mem)
+            return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes exceeds "
+                            "--max-memory %.0f", in, c->name, need, max_mem);
+    }
+    return FATTN_EXIT_OK;
+}
+
+/* Every case of `src` replayed and streamed to `out`, one at a time. */
+static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state from,
+                      const fattn_run_opts *opts, const fattn_h5_node *root, const char *out)
+{
+    fattn_case_sink *k = NULL;
+    fattn_status st = fattn_case_sink_open(out, root, false, &k);
+    int rc = st == FATTN_OK ? FATTN_EXIT_OK
+                            : cli_fail("replay", "%s: %s", out, fattn_last_error());
+    for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
+        fattn_h5_node *node = NULL;
+        if ((st = fattn_replay_case(cases->children[i], from, opts, &node)) != FATTN_OK) {
+            rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
+            break;
+        }
+        st = fattn_case_sink_put(k, node);
+        fattn_h5_node_free(node);
+        if (st != FATTN_OK)
+            rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+    }
+    if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, NULL)) != FATTN_OK)
+        rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+    fattn_case_sink_free(k);
+    return rc;
+}
 
 int fattn_cmd_replay(int argc, char **argv)
 {
     const char *in = NULL, *from_s = NULL, *impl_s = NULL, *backend = "auto", *out = NULL;
+    const char *maxmem_s = NULL;
     cli_args a = {argc, argv, 1, "replay"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -423,7 +548,8 @@ int fattn_cmd_replay(int argc, char **argv)
             fputs(replay_help, stdout);
             return FATTN_EXIT_OK;
         } else if ((r = cli_opt(&a, "--from", &from_s)) || (r = cli_opt(&a, "--impl", &impl_s)) ||
-                   (r = cli_opt(&a, "--backend", &backend)) || (r = cli_opt(&a, "-o", &out))) {
+                   (r = cli_opt(&a, "--backend", &backend)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out))) {
             if (r < 0)
                 return cli_fail("replay", "%s needs a value", argv[a.i]);
         } else if (argv[a.i][0] == '-' || in) {
@@ -437,6 +563,7 @@ int fattn_cmd_replay(int argc, char **argv)
         return cli_fail("replay", "RUN.h5, --from, --impl and -o are required");
     fattn_impl impl;
     fattn_state from;
+    double max_mem;
     if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
         return cli_fail("replay", "--impl: %s", fattn_last_error());
     if (fattn_state_parse(from_s, &from) != FATTN_OK ||
@@ -444,9 +571,18 @@ int fattn_cmd_replay(int argc, char **argv)
         return cli_fail("replay", "--from '%s': expected save_ctx or forward", from_s);
     if (fattn_impl_resume_check(impl, from) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());
+    if (parse_max_memory("replay", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     fattn_h5_node *src = NULL;
     if (fattn_runfile_load(in, &src) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());
+    const fattn_h5_node *cases = fattn_h5_node_find(src, "cases");
+    assert(cases); /* a validated run file has /cases */
+    if (replay_check_memory(in, cases, from, max_mem) != FATTN_EXIT_OK) {
+        fattn_h5_node_free(src);
+        return FATTN_EXIT_ERROR;
+    }
+    fattn_run_memory_policy();
     fattn_engine *engine = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open("replay", backend, &engine, &backend_name) != FATTN_EXIT_OK) {
@@ -455,11 +591,8 @@ int fattn_cmd_replay(int argc, char **argv)
     }
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
                            .poison = FATTN_POISON_PATTERN};
-    fattn_h5_node *root = NULL, *cases_g = NULL;
-    int rc = FATTN_EXIT_OK;
+    fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
-    if (st == FATTN_OK)
-        st = fattn_h5_node_group(root, "cases", &cases_g);
     const fattn_h5_attr *src_impl = fattn_h5_node_attr(src, "impl");
     const char *impl_fwd = src_impl && src_impl->kind == FATTN_H5_ATTR_STRING ? src_impl->s : "?";
     /* the source's provenance, then what the replay changes */
@@ -473,19 +606,8 @@ int fattn_cmd_replay(int argc, char **argv)
         st = fattn_h5_node_set_string(root, "impl_backward", fattn_impl_name(impl));
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "replayed_from", fattn_state_name(from));
-    if (st != FATTN_OK)
-        rc = cli_fail("replay", "%s", fattn_last_error());
-    const fattn_h5_node *cases = fattn_h5_node_find(src, "cases");
-    for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
-        fattn_h5_node *node = NULL;
-        st = fattn_replay_case(cases->children[i], from, &opts, &node);
-        if (st == FATTN_OK)
-            st = fattn_h5_node_adopt(cases_g, node);
-        if (st != FATTN_OK)
-            rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
-    }
-    if (rc == FATTN_EXIT_OK && (st = fattn_h5_write_file(out, root, NULL, NULL)) != FATTN_OK)
-        rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out)
+                            : cli_fail("replay", "%s", fattn_last_error());
     fattn_h5_node_free(root);
     fattn_h5_node_free(src);
     cli_engine_close(engine);

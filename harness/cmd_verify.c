@@ -18,6 +18,7 @@
 #include "compare.h"
 #include "fileguard.h"
 #include "runfile.h"
+#include "runner.h"
 #include "verify.h"
 
 /* Bitwise checks need a backward that repeats bitwise: engines that can
@@ -287,40 +288,124 @@ static bool dir_is_empty(const char *path, bool *exists)
     return empty;
 }
 
-/* What changed in the goldens at `path` (if any) against the new cases. */
-static void print_golden_changes(const char *path, const fattn_h5_node *cases_g)
+/* What the new goldens change against the ones they replace, told case by
+ * case as each is made and printed only once all are (nothing is printed
+ * for goldens that are not written). */
+typedef struct golden_changes {
+    fattn_h5_node *old;      /* the old goldens, NULL if none could be read */
+    const fattn_h5_node *oc; /* its /cases */
+    FILE *log;               /* the lines so far (memory stream) */
+    char *text;
+    size_t len, changed, added;
+} golden_changes;
+
+static int golden_changes_init(golden_changes *g, const char *path)
 {
     struct stat sb;
-    fattn_h5_node *old = NULL;
-    if (stat(path, &sb) != 0 || fattn_runfile_load(path, &old) != FATTN_OK) {
+    memset(g, 0, sizeof *g);
+    if (stat(path, &sb) == 0 && fattn_runfile_load(path, &g->old) == FATTN_OK)
+        g->oc = fattn_h5_node_find(g->old, "cases");
+    /* The old goldens are read only to report the changes: they are what
+     * this write replaces, not an input of it (fileguard.h). */
+    fattn_fileguard_unpin(path);
+    if (!(g->log = open_memstream(&g->text, &g->len)))
+        return cli_fail("golden", "out of memory");
+    return FATTN_EXIT_OK;
+}
+
+/* One new golden case against the old goldens. */
+static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
+{
+    if (!g->oc)
+        return;
+    const fattn_h5_node *o = fattn_h5_node_find(g->oc, nc->name);
+    if (!o) {
+        fprintf(g->log, "golden: new case %s\n", nc->name);
+        g->added++;
+        return;
+    }
+    fattn_compare_result r = {0};
+    fattn_compare_cases(o, nc, NULL, &r);
+    if (r.differences) {
+        fprintf(g->log, "golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
+        g->changed++;
+    }
+}
+
+static int cmp_spec_ptr_id(const void *x, const void *y)
+{
+    return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
+}
+
+/* Print what changed: the lines told, then the old cases that `sel` (the
+ * new cases, sorted by id) lacks, then the counts. */
+static void golden_changes_print(golden_changes *g, const char *path, const fattn_spec **sel,
+                                 size_t n)
+{
+    if (!g->oc) {
         printf("golden: no previous goldens at %s\n", path);
         return;
     }
-    const fattn_h5_node *oc = fattn_h5_node_find(old, "cases");
-    size_t changed = 0, added = 0, removed = 0;
-    for (size_t i = 0; i < cases_g->n_children; i++) {
-        const fattn_h5_node *nc = cases_g->children[i];
-        const fattn_h5_node *o = fattn_h5_node_find(oc, nc->name);
-        if (!o) {
-            printf("golden: new case %s\n", nc->name);
-            added++;
-            continue;
-        }
-        fattn_compare_result r = {0};
-        fattn_compare_cases(o, nc, NULL, &r);
-        if (r.differences) {
-            printf("golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
-            changed++;
-        }
-    }
-    for (size_t i = 0; i < oc->n_children; i++)
-        if (!fattn_h5_node_find(cases_g, oc->children[i]->name)) {
-            printf("golden: case %s removed\n", oc->children[i]->name);
+    fflush(g->log);
+    fwrite(g->text, 1, g->len, stdout);
+    size_t removed = 0;
+    for (size_t i = 0; i < g->oc->n_children; i++) {
+        const char *name = g->oc->children[i]->name;
+        bool found = false;
+        for (size_t j = 0; j < n && !found; j++)
+            found = strcmp(sel[j]->id, name) == 0;
+        if (!found) {
+            printf("golden: case %s removed\n", name);
             removed++;
         }
-    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, changed,
-           added, removed);
-    fattn_h5_node_free(old);
+    }
+    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, g->changed,
+           g->added, removed);
+}
+
+static void golden_changes_free(golden_changes *g)
+{
+    if (g->log)
+        fclose(g->log);
+    free(g->text);
+    fattn_h5_node_free(g->old);
+}
+
+/* Check every case and write each golden as soon as it is made (in id
+ * order, through the case sink: one case held at a time). *bad counts the
+ * cases whose checks differ; after the first nothing more is written, as
+ * the sink will not be committed. */
+static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc,
+                        fattn_case_sink *k, size_t *bad)
+{
+    for (size_t i = 0; i < m->n_sel; i++) {
+        fattn_verify_case c;
+        memset(&c, 0, sizeof c);
+        c.spec = m->sel[i];
+        fattn_verify_check_case(&c, e);
+        int rc = FATTN_EXIT_OK;
+        if (c.error[0]) {
+            rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
+        } else if (c.cmp.differences) {
+            fprintf(stderr, "fattn golden: case %s: %s %s (%s)\n", c.spec->id, c.cmp.paths[0],
+                    c.cmp.why[0], c.first_check);
+            (*bad)++;
+        } else if (!*bad) {
+            fattn_h5_node *g = NULL;
+            fattn_status st = fattn_compare_make_golden(c.legacy, &g);
+            if (st == FATTN_OK) {
+                golden_changes_case(gc, g);
+                st = fattn_case_sink_put(k, g);
+            }
+            fattn_h5_node_free(g);
+            if (st != FATTN_OK)
+                rc = cli_fail("golden", "%s", fattn_last_error());
+        }
+        fattn_verify_case_free(&c);
+        if (rc != FATTN_EXIT_OK)
+            return rc;
+    }
+    return FATTN_EXIT_OK;
 }
 
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
@@ -342,39 +427,28 @@ static int golden_write(const char *cases, const char *backend, const char *out)
     fattn_verify_platform_key(e, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
 
-    fattn_h5_node *root = NULL, *cases_g = NULL;
+    /* in the order the file lists them, so that each is written when made */
+    if (m.n_sel > 1)
+        qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_ptr_id);
+    fattn_run_memory_policy();
+    fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
-    if (st == FATTN_OK)
-        st = fattn_h5_node_group(root, "cases", &cases_g);
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, "legacy", backend_name, e);
     if (st == FATTN_OK && forced)
         st = fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "platform_key", key);
-    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("golden", "%s", fattn_last_error());
+    golden_changes gc;
+    fattn_case_sink *k = NULL;
+    int rc = golden_changes_init(&gc, path);
+    if (rc == FATTN_EXIT_OK && st == FATTN_OK)
+        st = fattn_case_sink_open(path, root, false, &k);
+    if (rc == FATTN_EXIT_OK && st != FATTN_OK)
+        rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
-    for (size_t i = 0; rc == FATTN_EXIT_OK && i < m.n_sel; i++) {
-        fattn_verify_case c;
-        memset(&c, 0, sizeof c);
-        c.spec = m.sel[i];
-        fattn_verify_check_case(&c, e);
-        if (c.error[0]) {
-            rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
-        } else if (c.cmp.differences) {
-            fprintf(stderr, "fattn golden: case %s: %s %s (%s)\n", c.spec->id, c.cmp.paths[0],
-                    c.cmp.why[0], c.first_check);
-            bad++;
-        } else {
-            fattn_h5_node *g = NULL;
-            st = fattn_compare_make_golden(c.legacy, &g);
-            if (st == FATTN_OK)
-                st = fattn_h5_node_adopt(cases_g, g);
-            if (st != FATTN_OK)
-                rc = cli_fail("golden", "%s", fattn_last_error());
-        }
-        fattn_verify_case_free(&c);
-    }
+    if (rc == FATTN_EXIT_OK)
+        rc = golden_cases(&m, e, &gc, k, &bad);
     if (rc == FATTN_EXIT_OK && bad) {
         fprintf(stderr, "fattn golden: %zu case(s) differ between legacy and split or between "
                 "repeats: nothing written\n", bad);
@@ -382,16 +456,14 @@ static int golden_write(const char *cases, const char *backend, const char *out)
     }
     /* what changed against the goldens being replaced */
     if (rc == FATTN_EXIT_OK) {
-        print_golden_changes(path, cases_g);
-        /* The old goldens were read only to report the changes: they are
-         * what this write replaces, not an input of it. */
-        fattn_fileguard_unpin(path);
-        if (fattn_h5_write_file(path, root, NULL, NULL) != FATTN_OK)
+        golden_changes_print(&gc, path, m.sel, m.n_sel);
+        if (fattn_case_sink_commit(k, NULL) != FATTN_OK)
             rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
         else
-            printf("golden: wrote %zu cases to %s (platform key %s)\n", cases_g->n_children, path,
-                   key);
+            printf("golden: wrote %zu cases to %s (platform key %s)\n", m.n_sel, path, key);
     }
+    fattn_case_sink_free(k);
+    golden_changes_free(&gc);
     fattn_h5_node_free(root);
     cli_engine_close(e);
     cli_matrix_free(&m);

@@ -5,10 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "fattn/cudnn.h"
 
 #include "fe.h"
+#include "h5read.h"
+#include "h5write.h"
 #include "inputs.h"
 #include "runner.h"
 
@@ -48,6 +54,16 @@ fattn_status fattn_state_check(fattn_state from, fattn_state to)
         return fattn_error(FATTN_E_STATE, "invalid step from state %s to state %s",
                            fattn_state_name(from), fattn_state_name(to));
     return FATTN_OK;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+void fattn_run_memory_policy(void)
+{
+#if defined(__GLIBC__)
+    /* a fixed threshold also turns off glibc's raising of it */
+    (void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
 }
 
 /* ---- the backward-read set ------------------------------------------------ */
@@ -406,4 +422,142 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
 done:
     fattn_spec_free(&spec);
     return st;
+}
+
+/* ---- writing case by case ----------------------------------------------------- */
+
+struct fattn_case_sink {
+    char *out;
+    const fattn_h5_node *root; /* root attributes, borrowed */
+    fattn_h5_writer *w;        /* the output, or the scratch file (audit) */
+    char *scratch;             /* the scratch file's path; NULL without audit */
+    bool scratch_done;         /* committed: it exists under its own name */
+    char **ids;                /* audit: the cases put, in order, to read back */
+    size_t cap_ids;
+    size_t n_put;
+};
+
+fattn_status fattn_case_sink_open(const char *out, const fattn_h5_node *root, bool audit,
+                                  fattn_case_sink **sink)
+{
+    assert(root && !root->is_dataset && root->n_children == 0);
+    *sink = NULL;
+    fattn_case_sink *k = calloc(1, sizeof *k);
+    if (!k || !(k->out = fattn_runtree_strdup(out))) {
+        free(k);
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", out);
+    }
+    k->root = root;
+    fattn_status st = FATTN_OK;
+    if (!audit) {
+        if ((st = fattn_h5_writer_open(out, &k->w)) == FATTN_OK)
+            st = fattn_h5_writer_put(k->w, "/", root);
+    } else {
+        /* a short name of its own, so that an output name near NAME_MAX
+         * still leaves room for the writer's temporary name of it */
+        const char *slash = strrchr(out, '/');
+        int dirlen = slash ? (int)(slash - out) + 1 : 0;
+        size_t cap = (size_t)dirlen + 48;
+        if (!(k->scratch = malloc(cap)))
+            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", out);
+        else {
+            snprintf(k->scratch, cap, "%.*s.fattn-cases-%ld", dirlen, out, (long)getpid());
+            st = fattn_h5_writer_open(k->scratch, &k->w);
+        }
+    }
+    if (st != FATTN_OK) {
+        fattn_case_sink_free(k);
+        return st;
+    }
+    *sink = k;
+    return FATTN_OK;
+}
+
+fattn_status fattn_case_sink_put(fattn_case_sink *k, const fattn_h5_node *case_node)
+{
+    assert(k->w && !case_node->is_dataset);
+    if (k->scratch && k->n_put == k->cap_ids) {
+        size_t cap = k->cap_ids ? 2 * k->cap_ids : 64;
+        char **ids = realloc(k->ids, cap * sizeof *ids);
+        if (!ids)
+            return fattn_error(FATTN_E_NOMEM, "%s: out of memory", k->out);
+        k->ids = ids;
+        k->cap_ids = cap;
+    }
+    fattn_status st = fattn_h5_writer_put(k->w, "/cases", case_node);
+    if (st == FATTN_OK && k->scratch &&
+        !(k->ids[k->n_put] = fattn_runtree_strdup(case_node->name)))
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", k->out);
+    if (st == FATTN_OK)
+        k->n_put++;
+    return st;
+}
+
+/* An empty /cases for a file of no case (the schema has the group always). */
+static fattn_status put_empty_cases(fattn_h5_writer *w)
+{
+    fattn_h5_node *cases = NULL;
+    fattn_status st = fattn_h5_node_new_group("cases", &cases);
+    if (st == FATTN_OK)
+        st = fattn_h5_writer_put(w, "/", cases);
+    fattn_h5_node_free(cases);
+    return st;
+}
+
+/* Audit: the scratch file committed, then the output: root attributes,
+ * /audit, each case read back from the scratch file and written. */
+static fattn_status copy_scratch(fattn_case_sink *k, const fattn_h5_node *audit)
+{
+    fattn_status st = fattn_h5_writer_commit(k->w);
+    k->w = NULL;
+    if (st != FATTN_OK)
+        return st;
+    k->scratch_done = true;
+    fattn_h5_reader *r = NULL;
+    if ((st = fattn_h5_writer_open(k->out, &k->w)) == FATTN_OK &&
+        (st = fattn_h5_writer_put(k->w, "/", k->root)) == FATTN_OK)
+        st = fattn_h5_writer_put(k->w, "/", audit);
+    if (st == FATTN_OK && k->n_put)
+        st = fattn_h5_reader_open(k->scratch, &r);
+    for (size_t i = 0; st == FATTN_OK && i < k->n_put; i++) {
+        char *p = fattn_runtree_path_join("/cases", k->ids[i]);
+        fattn_h5_node *c = NULL;
+        if (!p)
+            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", k->out);
+        else if ((st = fattn_h5_reader_read(r, p, NULL, &c)) == FATTN_OK)
+            st = fattn_h5_writer_put(k->w, "/cases", c);
+        fattn_h5_node_free(c);
+        free(p);
+    }
+    fattn_h5_reader_close(r);
+    return st;
+}
+
+fattn_status fattn_case_sink_commit(fattn_case_sink *k, const fattn_h5_node *audit)
+{
+    assert((audit != NULL) == (k->scratch != NULL) && k->w);
+    assert(!audit || !strcmp(audit->name, "audit"));
+    fattn_status st = audit ? copy_scratch(k, audit) : FATTN_OK;
+    if (st == FATTN_OK && !k->n_put)
+        st = put_empty_cases(k->w);
+    if (st == FATTN_OK) {
+        st = fattn_h5_writer_commit(k->w);
+        k->w = NULL;
+    }
+    return st;
+}
+
+void fattn_case_sink_free(fattn_case_sink *k)
+{
+    if (!k)
+        return;
+    fattn_h5_writer_abort(k->w);
+    if (k->scratch_done)
+        unlink(k->scratch);
+    for (size_t i = 0; k->ids && i < k->n_put; i++)
+        free(k->ids[i]);
+    free(k->ids);
+    free(k->scratch);
+    free(k->out);
+    free(k);
 }

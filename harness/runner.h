@@ -94,6 +94,44 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
                                const fattn_run_opts *opts, fattn_h5_node **out);
 
 
+/* Process-wide allocator policy for commands that run cases one after
+ * another and free each case's tree before the next (run, replay, golden):
+ * buffers of 1 MiB and more are mapped and unmapped one by one, so that
+ * what a finished case freed goes back to the system. glibc's default
+ * threshold rises with every large free, after which the next cases'
+ * tensors come from the heap and its fragments stay resident: 16 cases of
+ * 12 MB each held 120 MB of RSS instead of 37. No effect elsewhere (other C
+ * libraries, the sanitizers' allocators). Call before the first case. */
+void fattn_run_memory_policy(void);
+
+/* Writing a run file one case at a time. Each finished case's tree is put
+ * into the file as soon as it is complete, and the caller frees it, so a
+ * command holds one case however many it runs. The writer (h5write.h) takes
+ * the objects in sorted order: cases must be put in increasing id order.
+ * /audit sorts before /cases but is complete only after the last case: a
+ * sink opened with `audit` puts the cases into a scratch run file beside the
+ * output (".fattn-cases-<pid>") and, on commit, writes the root attributes,
+ * /audit, then each case read back from the scratch file, again one at a
+ * time. The bytes are those of the whole tree written at once. The output
+ * appears (renamed over `out`) only on a successful commit; any failure and
+ * fattn_case_sink_free leave neither it, its temporary file nor the
+ * scratch file. */
+typedef struct fattn_case_sink fattn_case_sink;
+
+/* Open a sink for run file `out`. `root` (borrowed until commit) holds the
+ * root attributes and no children. */
+fattn_status fattn_case_sink_open(const char *out, const fattn_h5_node *root, bool audit,
+                                  fattn_case_sink **sink);
+/* Write one case group (named by its id, sorting after the previous one);
+ * the caller keeps and frees it. */
+fattn_status fattn_case_sink_put(fattn_case_sink *k, const fattn_h5_node *case_node);
+/* Finish and rename the file. `audit` is the /audit group (named "audit")
+ * for a sink opened with audit, else NULL. An empty /cases if none was put.
+ * The sink still needs fattn_case_sink_free. */
+fattn_status fattn_case_sink_commit(fattn_case_sink *k, const fattn_h5_node *audit);
+/* Discard whatever is not committed and free the sink (NULL is fine). */
+void fattn_case_sink_free(fattn_case_sink *k);
+
 /* Validate a recorded save_ctx group's attributes (types and ranges). */
 fattn_status fattn_save_ctx_validate(const fattn_h5_node *save_ctx);
 
