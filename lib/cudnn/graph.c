@@ -134,6 +134,7 @@ int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dim
                              CG_MAX_TENSORS);
         return 0;
     }
+    assert(g->nt >= 0 && g->nt < CG_MAX_TENSORS);
     cg_tensor *t = &g->t[g->nt];
     memset(t, 0, sizeof *t);
     t->uid = uid >= 0 ? uid : g->next_uid++;
@@ -346,6 +347,7 @@ int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_k
 
 static long long uid_of(const cg_graph *g, int i)
 {
+    assert(i < g->nt); /* an index of this graph's tensors, or -1 for none */
     return i >= 0 ? (long long)g->t[i].uid : -1LL;
 }
 
