@@ -46,6 +46,7 @@ typedef struct cmp_ctx {
 
 static void note_later(cmp_ctx *c, int level, const char *path, const char *why)
 {
+    assert(level >= 0 && c->n_later <= c->cap_later);
     if (c->n_later == c->cap_later) {
         size_t cap = c->cap_later ? 2 * c->cap_later : 16;
         later_note *nl = realloc(c->later, cap * sizeof *nl);
@@ -65,6 +66,7 @@ static void note_later(cmp_ctx *c, int level, const char *path, const char *why)
 /* Report the deferred notes of `level` (the innermost open ones). */
 static void flush_later(cmp_ctx *c, int level)
 {
+    assert(c->n_later <= c->cap_later);
     size_t k = c->n_later;
     while (k > 0 && c->later[k - 1].level == level)
         k--;

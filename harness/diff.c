@@ -122,6 +122,7 @@ static fattn_diff_entry *add_entry(diff_ctx *c, char *path, const char *kind,
         r->e = ne;
         r->cap_e = cap;
     }
+    assert(r->n_e < r->cap_e && kind);
     fattn_diff_entry *e = &r->e[r->n_e++];
     memset(e, 0, sizeof *e);
     e->path = path;
@@ -753,6 +754,7 @@ static void tally(fattn_diff_report *r)
 {
     for (size_t i = 0; i < r->n_e; i++) {
         const fattn_diff_entry *e = &r->e[i];
+        assert((int)e->status >= 0 && e->status < FATTN_DIFF_PRIVATE);
         if (e->has_data || !strcmp(e->kind, "digest"))
             r->n_data++;
         r->tally[e->is_private && e->status != FATTN_DIFF_EQUAL ? FATTN_DIFF_PRIVATE

@@ -90,7 +90,7 @@ void fattn_elem_sq_cache_free(fattn_elem_sq_cache *c)
  * cache (64 Ki doubles at most); NULL without a cache or memory. */
 static const double *sq_table(fattn_elem_sq_cache *c, fattn_dtype t)
 {
-    assert(fattn_dtype_size(t) <= 2);
+    assert(fattn_dtype_size(t) <= 2 && (int)t >= 0 && t < FATTN_DTYPE_COUNT);
     if (!c)
         return NULL;
     if (c->tab[t])
@@ -157,6 +157,7 @@ static double energy(fattn_elem_sq_cache *c, fattn_dtype t, const unsigned char 
 static void note_worst(fattn_elem_stats *s, fattn_elem_worst w)
 {
     int n = s->n_worst;
+    assert(n >= 0 && n <= FATTN_ELEM_WORST);
     if (n == FATTN_ELEM_WORST && w.score <= s->worst[n - 1].score)
         return;
     int pos = n < FATTN_ELEM_WORST ? n : n - 1;

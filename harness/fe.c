@@ -83,6 +83,7 @@ fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn
 {
     if (!t || fattn_tensor_is_empty(t))
         return FATTN_OK; /* an empty slot: its absence is data */
+    assert(g && name);
     return fattn_h5_node_add_tensor(g, name, t, NULL);
 }
 

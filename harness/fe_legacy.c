@@ -22,6 +22,7 @@ typedef struct fe_legacy {
 
 static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
 {
+    assert(fe && env && env->spec && env->in && env->gen);
     fe_legacy *s = calloc(1, sizeof *s);
     if (!s)
         return fattn_error(FATTN_E_NOMEM, "cannot allocate the legacy front end's state");
@@ -58,6 +59,7 @@ static fattn_status legacy_aux(const fattn_legacy_ctx *c, fattn_tensor aux[FATTN
 static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
 {
     fe_legacy *s = fe;
+    assert(s && s->ctx);
     const fattn_spec *sp = s->env->spec;
     const fattn_case_inputs *in = s->env->in;
     fattn_tensor none = fattn_tensor_empty();
@@ -91,6 +93,8 @@ static fattn_status legacy_save_ctx(void *fe, fattn_fe_saved *res)
 {
     fe_legacy *s = fe;
     const fattn_legacy_ctx *c = s->ctx;
+    /* legacy cannot resume at FORWARD: SAVE_CTX follows its own forward */
+    assert(c && c->has_forward);
     for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
         res->t[i] = c->tensor_objects[i];
     fattn_status st = legacy_aux(c, res->t + FATTN_SAVED_AUX_FIRST);
@@ -116,6 +120,7 @@ static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_
 static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
 {
     fe_legacy *s = fe;
+    assert(s && s->ctx && d_out);
     fattn_status st = fattn_legacy_backward(s->ctx, d_out, s->grads);
     if (st != FATTN_OK)
         return st;
@@ -145,6 +150,7 @@ static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
     }
     c->n_saved = FATTN_SAVED_AUX_FIRST +
                  fattn_saved_aux_to_list(aux, c->tensor_objects + FATTN_SAVED_AUX_FIRST);
+    assert(c->n_saved <= FATTN_LEGACY_SAVED_MAX);
     c->has_forward = true;
     return FATTN_OK;
 }

@@ -33,6 +33,7 @@ static fattn_status split_init(void **fe, const fattn_fe_env *env)
         assert(!strcmp(fattn_split_slot_name((fattn_split_slot)i),
                        fattn_saved_name((fattn_saved_slot)i)));
 #endif
+    assert(fe && env && env->spec && env->in && env->gen);
     fe_split *s = calloc(1, sizeof *s);
     if (!s)
         return fattn_error(FATTN_E_NOMEM, "cannot allocate the split front end's state");
@@ -95,6 +96,7 @@ static void fwd_args_from_case(fe_split *s)
 static fattn_tensor resolved_slot(const fe_split *s, int slot)
 {
     const fattn_split_fwd_result *f = &s->fres;
+    assert(slot >= 0 && slot < FATTN_SAVED_COUNT);
     if (!fattn_tensor_is_empty(&f->to_save.t[slot]))
         return f->to_save.t[slot];
     switch (f->ctx_attrs.saved_from[slot]) {
@@ -133,6 +135,7 @@ static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_n
     fe_split *s = fe;
     if (state != FATTN_STATE_FORWARD)
         return FATTN_OK;
+    assert(s->have_fres); /* recorded only after its forward succeeded */
     fattn_h5_node *impl;
     fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
     for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
@@ -189,6 +192,7 @@ static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
 static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
 {
     fe_split *s = fe;
+    assert(s && d_out);
     s->bargs.d_out = *d_out;
     fattn_status st = fattn_split_backward_impl(&s->bargs, &s->grads);
     if (st != FATTN_OK)
@@ -224,6 +228,7 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
 static fattn_status load_saved_from(const fattn_h5_node *impl, int i,
                                     fattn_split_ctx_attrs *ca)
 {
+    assert(i >= 0 && i < FATTN_SAVED_COUNT && impl);
     char name[64];
     snprintf(name, sizeof name, "saved_from.%s", fattn_saved_name((fattn_saved_slot)i));
     const fattn_h5_attr *a = fattn_h5_node_attr(impl, name);

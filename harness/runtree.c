@@ -363,6 +363,7 @@ static fattn_status attr_slot(fattn_h5_node *n, const char *name, fattn_h5_attr 
     char *nm = fattn_runtree_strdup(name);
     if (!nm)
         return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
+    assert(lo <= n->n_attrs && n->n_attrs < n->cap_attrs);
     memmove(n->attrs + lo + 1, n->attrs + lo, (n->n_attrs - lo) * sizeof *n->attrs);
     memset(&n->attrs[lo], 0, sizeof n->attrs[lo]);
     n->attrs[lo].name = nm;
@@ -460,6 +461,7 @@ fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path)
 
 const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name)
 {
+    assert(n && name);
     for (size_t i = 0; i < n->n_attrs; i++) {
         if (strcmp(n->attrs[i].name, name) == 0)
             return &n->attrs[i];

@@ -58,9 +58,11 @@ fattn_status fattn_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bi
         slots[i] = fattn_tensor_empty();
     if (n != want)
         return fattn_error(FATTN_E_INTERNAL, "aux list has %d entries, expected %d", n, want);
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
+        assert(index[i] < n);
         if (index[i] >= 0)
             slots[i] = list[index[i]];
+    }
     return FATTN_OK;
 }
 
@@ -71,5 +73,6 @@ int fattn_saved_aux_to_list(const fattn_tensor slots[FATTN_SAVED_NAUX],
     for (int i = 0; i < FATTN_SAVED_NAUX; i++)
         if (!fattn_tensor_is_empty(&slots[i]))
             list[n++] = slots[i];
+    assert(n <= FATTN_SAVED_NAUX);
     return n;
 }

@@ -3,6 +3,7 @@
  * keys and defaults. */
 #include "spec.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -430,9 +431,11 @@ static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t
 {
     int64_t f[4] = {a, b, c, d};
     int64_t p = 1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        assert(f[i] >= 1); /* every size was parsed with a minimum of 1 */
         if (!fattn_mul_i64(p, f[i], &p) || p > limit)
             return false;
+    }
     return true;
 }
 
@@ -593,6 +596,7 @@ static fattn_status check_unique_ids(const char *source, const fattn_spec_list *
             /* Name both positions, first occurrence first. */
             size_t a = (size_t)(sorted[i - 1] - l->items) + 1;
             size_t b = (size_t)(sorted[i] - l->items) + 1;
+            assert(a != b && a <= l->count && b <= l->count);
             if (a > b) {
                 size_t t = a;
                 a = b;
@@ -632,6 +636,7 @@ fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *sou
     }
     for (size_t i = 0; i < n; i++) {
         parse_ctx c = {source, i + 1, ""};
+        assert(out->items);
         st = parse_case(&c, json_array_get(root, i), &out->items[i]);
         if (st != FATTN_OK)
             goto done;

@@ -23,6 +23,7 @@ static size_t n_children(const fattn_h5_node *n)
 
 void fattn_walk_attrs(const fattn_walk *w, const fattn_walk_at *at)
 {
+    assert(w && w->v && at);
     if (!w->v->attr)
         return;
     const fattn_h5_node *na = at->a, *nb = at->b;
@@ -62,6 +63,7 @@ static void join(char *buf, size_t cap, const char *parent, char sep, const char
 void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at)
 {
     assert(at->depth <= FATTN_H5_MAX_DEPTH + 1);
+    assert(w->sep == '/' || w->sep == '.');
     fattn_walk_attrs(w, at);
     if (w->v->child) {
         const fattn_h5_node *na = at->a, *nb = at->b;
@@ -107,6 +109,7 @@ static fattn_status memory_open(void *ctx, int side, const char *path, const fat
 static fattn_status memory_next(void *stream, const unsigned char **chunk, size_t *nbytes)
 {
     fattn_walk_memory_stream *m = stream;
+    assert(m && m->n);
     *chunk = m->n->data;
     *nbytes = m->taken ? 0 : m->n->nbytes;
     m->taken = true;
@@ -149,6 +152,7 @@ fattn_status fattn_walk_compare_data(const fattn_walk_source *src, const char *p
         }
         if (!ga)
             break;
+        assert(ga % es == 0); /* a source hands out whole elements */
         if (digest_a)
             fattn_digest_update(&da, ca, ga);
         if (digest_b)

@@ -1,6 +1,7 @@
 /* The checks of `fattn verify` (see verify.h). */
 #include "verify.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,8 @@ static const char *skipped_reason(const fattn_h5_node *n)
 /* Checks 1-3 for one case. */
 void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
 {
+    /* c zeroed but for spec (verify.h) */
+    assert(c && c->spec && !c->legacy && !c->split && c->cmp.differences == 0);
     char err_l[512] = "", err_s[512] = "";
     c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, sizeof err_l);
     c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, sizeof err_s);
@@ -142,6 +145,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
 void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
                                const fattn_tol_profile *tol, fattn_engine *e)
 {
+    assert(c && c->spec);
     if (!c->legacy || c->skipped || c->error[0])
         return;
     const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
@@ -261,6 +265,7 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
                               const fattn_verify_goldens *g, fattn_verify_case_fn on_case,
                               void *ctx, fattn_verify_result *r)
 {
+    assert(r && g && (specs || n == 0));
     memset(r, 0, sizeof *r);
     r->cases = calloc(n ? n : 1, sizeof *r->cases);
     if (!r->cases)

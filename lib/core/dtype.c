@@ -21,6 +21,7 @@
  * Widening copies the payload bits unchanged (a signalling float16 NaN
  * becomes a signalling float32 NaN pattern).
  */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -214,6 +215,7 @@ static uint32_t f32_bits_to_narrow(const narrow_fmt *f, uint32_t bits)
     const int32_t emin = 1 - f->bias;
     const int32_t eres = exp > emin ? exp : emin;
     const int32_t shift = (23 - mb) + (eres - exp); /* >= 23 - mb >= 13 */
+    assert(shift >= 13);
     if (shift > 25) /* below half the smallest subnormal (sig < 2^24) */
         return sign;
 

@@ -82,6 +82,8 @@ static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom
 static void aux_describe(fattn_aux_pack *aux, const fattn_fwd_params *p, fattn_aux_layout l,
                          int sndim, const int64_t *sshape)
 {
+    assert(l.stats == 0 && l.rng_state > l.stats && l.n <= FATTN_AUX_MAX);
+    assert(sndim >= 1 && sndim <= 4);
     aux->t[l.stats] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
     if (l.max >= 0)
         aux->t[l.max] = fattn_tensor_view(NULL, FATTN_DTYPE_FLOAT32, sndim, sshape);
@@ -127,6 +129,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
                            aux->n, l.n);
     }
+    assert(l.n >= 2 && l.n <= FATTN_AUX_MAX);
     fattn_fwd_call c = {.geom = &g, .stats = aux->t[l.stats], .max = fattn_tensor_empty(),
                         .t0 = t0};
     if (l.max >= 0)
@@ -147,6 +150,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         aux->t[l.bias] = p->bias;
     if (l.softmax_offset >= 0)
         aux->t[l.softmax_offset] = p->softmax_offset;
+    assert(e->ops->fwd);
     st = e->ops->fwd(e, p, &c);
     fattn_geom_free(&g);
     return st;
@@ -203,6 +207,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
                            "forward's shape");
     }
+    assert(e->ops->bwd);
     st = e->ops->bwd(e, p, &c);
     fattn_geom_free(&g);
     return st;

@@ -10,6 +10,7 @@
  *   dot_product_attention.py, backends.py  same directory as utils.py
  *   attention.cpp   transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
+#include <assert.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -272,6 +273,9 @@ fattn_status fattn_support_check(const fattn_support_query *q, const char *engin
                            engine);
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         const fattn_support_rule *r = &rules[i];
+        /* a row is a whole rule: what it refuses, with which status, citing TE */
+        assert(r->id && r->refuses && r->message && r->te_file && r->te_line > 0);
+        assert(r->status != FATTN_OK);
         if (!(r->engines & bit) || !r->refuses(q))
             continue;
         if (failed)

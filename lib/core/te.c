@@ -13,6 +13,7 @@
  *                 nvte_get_q_format, nvte_get_kv_format)
  * Every enum is one table below; the functions only search tables.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,6 +119,8 @@ static const layout_row *layout_find(fattn_qkv_layout l)
 {
     if ((int)l < 0 || (int)l >= FATTN_LAYOUT_COUNT)
         return NULL;
+    /* the table is indexed by the enum value: each row at its own place */
+    assert(layout_table[(int)l].layout == l);
     return &layout_table[(int)l];
 }
 

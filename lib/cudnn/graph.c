@@ -9,6 +9,7 @@
  *              directions share, the text dump
  * graph_fwd.c  the forward description and graph
  * graph_bwd.c  the backward description and graph */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,6 +134,7 @@ int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dim
                              CG_MAX_TENSORS);
         return 0;
     }
+    assert(g->nt >= 0 && g->nt < CG_MAX_TENSORS);
     cg_tensor *t = &g->t[g->nt];
     memset(t, 0, sizeof *t);
     t->uid = uid >= 0 ? uid : g->next_uid++;
@@ -205,6 +207,9 @@ void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, 
     cg_op *o = cgb_add_op(bd, CG_OP_POINTWISE, name);
     if (!o)
         return;
+    /* every index names a tensor already added (-1: no such input) */
+    assert(x >= 0 && x < bd->g->nt && b < bd->g->nt && t < bd->g->nt);
+    assert(out >= 0 && out < bd->g->nt);
     o->mode = mode;
     o->math = math;
     o->axis = axis;
@@ -218,6 +223,7 @@ int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_
 {
     if (bd->st != FATTN_OK)
         return 0;
+    assert(x >= 0 && x < bd->g->nt && b < bd->g->nt);
     int64_t dims[4];
     for (int i = 0; i < 4; i++) {
         dims[i] = bd->g->t[x].dims[i];
@@ -234,6 +240,7 @@ void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int ou
     cg_op *o = cgb_add_op(bd, CG_OP_REDUCTION, name);
     if (!o)
         return;
+    assert(x >= 0 && x < bd->g->nt && out >= 0 && out < bd->g->nt);
     o->mode = mode;
     o->in[0] = x;
     o->out = out;
@@ -340,6 +347,7 @@ int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_k
 
 static long long uid_of(const cg_graph *g, int i)
 {
+    assert(i < g->nt); /* an index of this graph's tensors, or -1 for none */
     return i >= 0 ? (long long)g->t[i].uid : -1LL;
 }
 

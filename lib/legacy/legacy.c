@@ -82,6 +82,8 @@ static fattn_status lg_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage
                                     int at, fattn_tensor *views)
 {
     int nd = like->ndim;
+    /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
+    assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
         fattn_status st = lg_alloc_out(ctx, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
@@ -126,6 +128,8 @@ static fattn_status lg_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
                                  const fattn_tensor *cu_q_pad, bool padding, int64_t h,
                                  fattn_dtype odt, fattn_tensor *res)
 {
+    /* Max as the engine dispatch checked it: float32 [t_q,h,1] or [b,h,sq,1] */
+    assert(maxt->dtype == FATTN_DTYPE_FLOAT32 && (maxt->ndim == 3 || maxt->ndim == 4));
     int64_t shape[1] = {h};
     fattn_status st = fattn_tensor_alloc(res, odt, 1, shape);
     if (st != FATTN_OK)
@@ -388,6 +392,7 @@ static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
+    assert(ctx->engine); /* fattn_legacy_ctx_init refuses a NULL engine */
     fattn_aux_pack *aux = &f->aux;
     memset(aux, 0, sizeof *aux);
     fattn_fwd_params p;
@@ -419,6 +424,8 @@ static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
 static void lg_forward_save_for_backward(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
+    /* lg_forward_fused_attn_fwd checked the engine's list */
+    assert(f->aux.n >= 2 && f->aux.n <= FATTN_AUX_MAX);
     fattn_tensor *s = ctx->tensor_objects;
     for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
         s[i] = fattn_tensor_empty();
@@ -637,6 +644,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
                                             fattn_tensor *doff)
 {
     fattn_dtype dt = ctx->nominal_dtype;
+    assert(aux->n >= 2 && aux->n <= FATTN_AUX_MAX); /* checked by fattn_legacy_backward */
     if (ctx->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         ctx->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &aux->t[aux->n - 1];
@@ -664,6 +672,7 @@ static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fatt
                                                const fattn_aux_pack *aux,
                                                const fattn_tensor g[FATTN_LEGACY_NGRADS])
 {
+    assert(ctx->engine && ctx->has_forward);
     const fattn_tensor *s = ctx->tensor_objects;
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);

@@ -163,6 +163,7 @@ void fattn_split_dedup(fattn_split_to_save *ts, const fattn_tensor *q, const fat
                        const fattn_tensor *softmax_offset, const fattn_tensor *out,
                        fattn_split_source saved_from[FATTN_SPLIT_NSLOTS])
 {
+    assert(ts && saved_from);
     const fattn_tensor *src[6] = {q, k, v, attn_bias, softmax_offset, out};
     const fattn_split_source names[6] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
                                          FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_ATTN_BIAS,

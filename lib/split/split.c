@@ -79,6 +79,8 @@ static fattn_status sp_alloc_packed(uint64_t poison, fattn_tensor *storage, fatt
                                     fattn_tensor *views)
 {
     int nd = like->ndim;
+    /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
+    assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
         fattn_status st = sp_alloc_out(poison, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
@@ -132,6 +134,8 @@ static fattn_status sp_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
                                  const fattn_tensor *cu_q_pad, bool padding, int64_t h,
                                  fattn_dtype odt, fattn_tensor *res)
 {
+    /* Max as the engine dispatch checked it: float32 [t_q,h,1] or [b,h,sq,1] */
+    assert(maxt->dtype == FATTN_DTYPE_FLOAT32 && (maxt->ndim == 3 || maxt->ndim == 4));
     fattn_status st = fattn_tensor_alloc(res, odt, 1, &h);
     if (st != FATTN_OK)
         return st;
@@ -341,6 +345,7 @@ static fattn_status sp_forward_impl_fused_attn_fwd(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     fattn_split_fwd_result *res = f->res;
+    assert(args->engine); /* a required field, checked by forward_impl */
     memset(&f->pack, 0, sizeof f->pack);
     fattn_fwd_params p;
     sp_forward_impl_params(f, &p);
@@ -651,6 +656,7 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
                                                  fattn_split_grads *g)
 {
     fattn_dtype dt = bwd->nominal_dtype;
+    assert(pack->n >= 2 && pack->n <= FATTN_AUX_MAX); /* [Stats, rng_state, ...] */
     if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &pack->t[pack->n - 1];
@@ -678,6 +684,7 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
                                                     const fattn_aux_pack *pack,
                                                     fattn_split_grads *g)
 {
+    assert(bwd->engine); /* a required field, checked by backward_impl */
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);
     p.q = bwd->q;
