@@ -16,15 +16,15 @@ static const fattn_status all_status[] = {
     FATTN_E_SHAPE,     FATTN_E_DTYPE,        FATTN_E_LAYOUT,          FATTN_E_PARSE,
     FATTN_E_STATE,     FATTN_E_IO,           FATTN_E_INVALID_FILE,    FATTN_E_UNSAFE_TE_QUIRK,
     FATTN_E_INVALID_CASE, FATTN_E_CUDA,      FATTN_E_CUDNN,           FATTN_E_OVERFLOW,
-    FATTN_E_INTERNAL,  FATTN_E_MISSING_FIELD,
+    FATTN_E_INTERNAL,  FATTN_E_MISSING_FIELD, FATTN_E_NOT_MODELLED,
 };
 
 START_TEST(status_names_distinct)
 {
-    ck_assert_int_eq(NROWS(all_status), 18);
+    ck_assert_int_eq(NROWS(all_status), 19);
     for (int i = 0; i < NROWS(all_status); i++) {
         fattn_status a = all_status[i];
-        ck_assert_int_eq((int)a, -i); /* 0, -1, ..., -17 */
+        ck_assert_int_eq((int)a, -i); /* 0, -1, ..., -18 */
         const char *name = fattn_status_name(a);
         const char *text = fattn_status_str(a);
         ck_assert_ptr_nonnull(name);
@@ -44,7 +44,7 @@ END_TEST
 
 START_TEST(status_unknown)
 {
-    const int bad[] = {1, -18, -1000, 42};
+    const int bad[] = {1, -19, -1000, 42};
     for (int i = 0; i < NROWS(bad); i++) {
         ck_assert_ptr_nonnull(fattn_status_name((fattn_status)bad[i]));
         ck_assert_ptr_nonnull(fattn_status_str((fattn_status)bad[i]));

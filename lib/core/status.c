@@ -39,6 +39,7 @@ static const status_row status_table[] = {
     {FATTN_E_OVERFLOW, "FATTN_E_OVERFLOW", "size overflow"},
     {FATTN_E_INTERNAL, "FATTN_E_INTERNAL", "internal error"},
     {FATTN_E_MISSING_FIELD, "FATTN_E_MISSING_FIELD", "required field not set"},
+    {FATTN_E_NOT_MODELLED, "FATTN_E_NOT_MODELLED", "accepted by TE, not modelled by fattn"},
 };
 
 static const status_row *status_find(fattn_status s)

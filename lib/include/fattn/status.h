@@ -30,7 +30,8 @@ typedef enum fattn_status {
     FATTN_E_CUDNN = -14,           /* cuDNN failed */
     FATTN_E_OVERFLOW = -15,        /* a size computation overflowed */
     FATTN_E_INTERNAL = -16,        /* an invariant of libfattn itself broke */
-    FATTN_E_MISSING_FIELD = -17    /* a required argument field was left unset */
+    FATTN_E_MISSING_FIELD = -17,   /* a required argument field was left unset */
+    FATTN_E_NOT_MODELLED = -18     /* TE accepts this, fattn does not model it */
 } fattn_status;
 
 /* Short fixed description of a status ("invalid argument"). Never NULL. */
