@@ -22,7 +22,11 @@ static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
 {
     const fattn_geom *geom = r->geom;
     int64_t b = geom->b, h = geom->h;
-    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    int64_t stats_n;
+    size_t stats_bytes;
+    fattn_status st0 = cudnn_stats_count(geom, &stats_n, &stats_bytes);
+    if (st0 != FATTN_OK)
+        return st0;
     float *hs = calloc((size_t)stats_n, sizeof(float));
     if (!hs)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Stats staging");
@@ -34,7 +38,7 @@ static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
                                              : (bi * h + n) * geom->sq + i;
                 hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
             }
-    fattn_status st = cudnn_dev_upload(a, hs, (size_t)stats_n * sizeof(float),
+    fattn_status st = cudnn_dev_upload(a, hs, stats_bytes,
                                        &d->p[CG_ROLE_STATS]);
     free(hs);
     return st;

@@ -94,6 +94,9 @@ fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *wh
 fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out);
 fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out);
 void cudnn_dev_free_all(dev_arena *a);
+/* Stats' element count in the graph's layout ([b,h,sq] or ragged [t_q,h])
+ * and its float32 bytes, checked: the geometry bounds b*h*sq, not the bytes. */
+fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes);
 /* Bytes spanned by a view (its last element's offset + 1, times the size). */
 size_t cudnn_view_bytes(const fattn_tensor *t);
 int64_t cudnn_cu_at(const fattn_tensor *t, int64_t i);

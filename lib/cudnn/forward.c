@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cudnn/engine_internal.h"
+#include "core/checked.h"
 
 typedef struct fwd_run {
     cudnn_engine *e;
@@ -31,7 +32,10 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
 
     int64_t b = geom->b, h = geom->h;
     void *mask = NULL;
-    int64_t mask_n = r->d.rng_dump ? b * h * geom->sq * geom->skv : 0;
+    int64_t mask_n = 0;
+    /* b*h*sq fits (the geometry checks it); times skv may not. */
+    if (r->d.rng_dump && !fattn_mul_i64(b * h * geom->sq, geom->skv, &mask_n))
+        return fattn_error(FATTN_E_OVERFLOW, "cuDNN engine: the dropout mask's size overflows");
     if (mask_n > r->e->mask_cap)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: the dropout mask needs %lld floats, "
                            "the capture buffer holds %lld", (long long)mask_n,
@@ -41,12 +45,15 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     dev_bindings d = {{NULL}};
     d.p[CG_ROLE_RNG_DUMP] = mask;
     size_t o_bytes = cudnn_view_bytes(&p->o);
-    int64_t stats_n = (geom->thd_stats ? geom->t_q : b * geom->sq) * h;
+    int64_t stats_n;
+    size_t stats_bytes;
+    if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)))
+        return st;
     if ((st = cudnn_dev_upload(a, p->q.data, cudnn_view_bytes(&p->q), &d.p[CG_ROLE_Q])) ||
         (st = cudnn_dev_upload(a, p->k.data, cudnn_view_bytes(&p->k), &d.p[CG_ROLE_K])) ||
         (st = cudnn_dev_upload(a, p->v.data, cudnn_view_bytes(&p->v), &d.p[CG_ROLE_V])) ||
         (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_dev_alloc(a, (size_t)stats_n * sizeof(float), &d.p[CG_ROLE_STATS])))
+        (st = cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])))
         return st;
     if (r->d.bias && (st = cudnn_dev_upload(a, p->bias.data, cudnn_view_bytes(&p->bias),
                                             &d.p[CG_ROLE_BIAS])))
@@ -87,7 +94,7 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
 
     /* copy back the defined regions only */
     char *ho = malloc(o_bytes);
-    float *hs = malloc((size_t)stats_n * sizeof(float));
+    float *hs = malloc(stats_bytes);
     if (!ho || !hs) {
         free(ho);
         free(hs);
@@ -95,7 +102,7 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     }
     ce = api->cudaMemcpy(ho, d.p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
     if (ce == cudaSuccess)
-        ce = api->cudaMemcpy(hs, d.p[CG_ROLE_STATS], (size_t)stats_n * sizeof(float),
+        ce = api->cudaMemcpy(hs, d.p[CG_ROLE_STATS], stats_bytes,
                              cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess) {
         free(ho);

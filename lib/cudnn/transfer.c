@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cudnn/engine_internal.h"
+#include "core/checked.h"
 
 fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what)
 {
@@ -38,6 +39,17 @@ void cudnn_dev_free_all(dev_arena *a)
     for (int i = a->n - 1; i >= 0; i--)
         a->api->cudaFree(a->p[i]);
     a->n = 0;
+}
+
+fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes)
+{
+    int64_t rows = g->thd_stats ? g->t_q : 0;
+    if ((!g->thd_stats && !fattn_mul_i64(g->b, g->sq, &rows)) || !fattn_mul_i64(rows, g->h, n) ||
+        !fattn_bytes_of(*n, sizeof(float), bytes))
+        return fattn_error(FATTN_E_OVERFLOW, "cuDNN engine: Stats of [%lld, %lld, %lld] overflows",
+                           (long long)(g->thd_stats ? g->t_q : g->b), (long long)g->h,
+                           (long long)(g->thd_stats ? 1 : g->sq));
+    return FATTN_OK;
 }
 
 size_t cudnn_view_bytes(const fattn_tensor *t)
