@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fileguard.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
 #include "runfile.h"
@@ -395,6 +396,10 @@ int fattn_cmd_run(int argc, char **argv)
     }
     if (!out)
         return cli_fail("run", "-o RUN.h5 is required");
+    /* before any work: -o onto the case file would replace the matrix */
+    const char *const run_inputs[] = {cases};
+    if (fattn_fileguard_check_distinct(out, run_inputs, 1) != FATTN_OK)
+        return cli_fail("run", "%s", fattn_last_error());
     fattn_impl impl;
     fattn_state until;
     if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)

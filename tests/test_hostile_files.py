@@ -288,6 +288,10 @@ def _():
             ["is an input", golden])
     refused(["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures", fx, "--json", SPEC],
             ["is an input"])
+    spec = os.path.join(d, "spec.json")
+    shutil.copy(SPEC, spec)
+    keep[spec] = read_bytes(spec)
+    refused(["run", "--backend", "cpu", "--cases", spec, "-o", spec], ["is an input"])
     for p, b in keep.items():
         if read_bytes(p) != b:
             raise AssertionError("%s was changed" % p)
