@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fattn/cudnn.h"
 
 #include "cli.h"
+#include "fileguard.h"
 
 int cli_opt(cli_args *a, const char *name, const char **value)
 {
@@ -75,6 +77,48 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
     return FATTN_EXIT_OK;
 }
 
+/* The case file through fileguard's open (a FIFO or a device as --cases is
+ * refused instead of blocking or reading forever), at most
+ * FATTN_SPEC_MAX_FILE_BYTES, parsed as fattn_spec_load_file would. */
+static fattn_status cases_file_load(const char *path, fattn_spec_list *out)
+{
+    int fd;
+    fattn_status st = fattn_fileguard_open_input(path, &fd);
+    if (st != FATTN_OK)
+        return st;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (len == cap) {
+            char *nb = cap >= FATTN_SPEC_MAX_FILE_BYTES ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                st = cap >= FATTN_SPEC_MAX_FILE_BYTES
+                         ? fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
+                                       (unsigned)FATTN_SPEC_MAX_FILE_BYTES)
+                         : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
+        else if (got == 0)
+            st = fattn_spec_parse_json(buf, len, path, out);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    if (!buf)
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    free(buf);
+    close(fd);
+    return st;
+}
+
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m)
 {
@@ -82,7 +126,7 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
     long si = 1, sn = 1;
     if (shard && parse_shard(cmd, shard, &si, &sn) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    fattn_status st = cases_path ? fattn_spec_load_file(cases_path, &m->all)
+    fattn_status st = cases_path ? cases_file_load(cases_path, &m->all)
                                  : fattn_spec_load_default(&m->all);
     if (st != FATTN_OK)
         return cli_fail(cmd, "%s", fattn_last_error());

@@ -1,6 +1,7 @@
 /* Tolerance profiles: per-dtype (rtol, atol) plus per-path rules. See
  * tolerance.h and docs/diff.md. */
 #include "tolerance.h"
+#include "fileguard.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void fattn_tol_profile_builtin(fattn_tol_profile *p)
 {
@@ -101,7 +103,12 @@ static fattn_status json_tol(const char *path, const char *what, json_t *o, fatt
 fattn_status fattn_tol_profile_load(const char *path, fattn_tol_profile *p)
 {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    int fd;
+    /* fileguard's open: a FIFO or a device as the profile is refused, not waited on */
+    if (fattn_fileguard_open_input(path, &fd) != FATTN_OK)
+        return fattn_error(FATTN_E_IO, "%s", fattn_last_error());
+    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &err);
+    close(fd);
     if (!root)
         return fattn_error(FATTN_E_PARSE, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     fattn_tol_profile np;

@@ -191,7 +191,7 @@ def _():
 
 # ---- inputs that are not regular files -----------------------------------------
 
-@case("a FIFO as input is refused at once: inspect, diff, replay, merge, write-tree, verify's golden")
+@case("a FIFO as input is refused at once: inspect, diff, replay, merge, write-tree, a case file, a tolerance profile, verify's golden")
 def _():
     d = fresh_dir("fifo-in")
     fifo = os.path.join(d, "in.h5")
@@ -204,6 +204,9 @@ def _():
     refused(["replay", fifo, "--from", "save_ctx", "--impl", "split", "-o", out], words)
     refused(["merge", "-o", out, GOOD, fifo], words)
     refused(["write-tree", fifo, GOOD, "-o", out], words)
+    refused(["run", "--backend", "cpu", "--cases", fifo, "-o", out], words)
+    refused(["cases", "--cases", fifo], words)
+    refused(["diff", GOOD, GOOD, "--mode", "tol", "--tol-profile", fifo], words)
     fx = fresh_dir("fifo-fx")
     golden = os.path.join(fx, "cpu-math-1.h5")
     os.mkfifo(golden)
