@@ -461,11 +461,9 @@ fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
                                                       fattn_last_error());
     fattn_h5_node *r = NULL;
     st = fattn_h5_read_file(path, NULL, &r);
-    if (st != FATTN_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", fattn_last_error());
-        return fattn_error(st == FATTN_E_NOMEM ? st : FATTN_E_INVALID_FILE, "%s", msg);
-    }
+    if (st != FATTN_OK) /* fattn_error copes with its own message as the argument */
+        return fattn_error(st == FATTN_E_NOMEM ? st : FATTN_E_INVALID_FILE, "%s",
+                           fattn_last_error());
     st = fattn_runfile_validate(path, r);
     if (st != FATTN_OK) {
         fattn_h5_node_free(r);
