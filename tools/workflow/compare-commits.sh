@@ -11,8 +11,8 @@ set -euo pipefail
 
 usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
 
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 [ $# -ge 2 ] || { usage >&2; exit 2; }
-case "$1" in -h|--help) usage; exit 0 ;; esac
 rev_a=$1 rev_b=$2
 shift 2
 cases="" backend="cpu" keep=""
