@@ -25,7 +25,7 @@ fattn_status fattn_fileguard_open_input(const char *path, int *fd)
     /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes. */
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (f < 0)
-        return fattn_error(FATTN_E_IO, "%s: cannot read: %s", path, strerror(errno));
+        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(f, &sb) != 0) {
         int e = errno;
