@@ -119,6 +119,25 @@ static fattn_status cases_file_load(const char *path, fattn_spec_list *out)
     return st;
 }
 
+/* A gate must never pass on nothing: a selection of zero cases is a usage
+ * error, named by what emptied it. Frees what cli_matrix_load loaded. */
+static int matrix_empty(const char *cmd, const char *cases_path, const char *filter,
+                        const char *shard, cli_matrix *m)
+{
+    const char *src = cases_path ? cases_path : "the default matrix";
+    size_t all = m->all.count;
+    cli_matrix_free(m);
+    memset(m, 0, sizeof *m);
+    if (all == 0)
+        return cli_fail(cmd, "%s holds no cases", src);
+    if (filter)
+        return cli_fail(cmd, "no case matches --filter '%s'%s%s (%zu cases in %s; a filter is a "
+                        "glob over whole case ids, e.g. '*thd*')", filter,
+                        shard ? " in --shard " : "", shard ? shard : "", all, src);
+    return cli_fail(cmd, "--shard %s selects no case (%zu cases in %s)", shard ? shard : "?",
+                    all, src);
+}
+
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m)
 {
@@ -141,6 +160,8 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
             continue;
         m->sel[m->n_sel++] = s;
     }
+    if (m->n_sel == 0)
+        return matrix_empty(cmd, cases_path, filter, shard, m);
     return FATTN_EXIT_OK;
 }
 

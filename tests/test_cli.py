@@ -95,6 +95,30 @@ def _():
     assert p.stderr == ""
 
 
+@case("zero cases selected is exit 2 naming the filter or file, for verify, run, golden, cases")
+def _():
+    empty = os.path.join(TMP, "empty-cases.json")
+    with open(empty, "w") as f:
+        f.write("[]")
+    out = os.path.join(TMP, "none.h5")
+    gdir = os.path.join(TMP, "none-goldens")
+    for argv, words in [
+            (["verify", "--backend", "cpu", "--filter", "thd"], ["--filter 'thd'", "whole case ids"]),
+            (["verify", "--backend", "cpu", "--strict", "--filter", "thd"], ["--filter 'thd'"]),
+            (["verify", "--backend", "cpu", "--cases", empty], [empty, "holds no cases"]),
+            (["run", "--backend", "cpu", "--filter", "thd", "-o", out], ["--filter 'thd'"]),
+            (["run", "--backend", "cpu", "--cases", empty, "-o", out], [empty, "holds no cases"]),
+            (["golden", "--backend", "cpu", "--cases", empty, "-o", gdir], [empty, "holds no cases"]),
+            (["cases", "--filter", "thd"], ["--filter 'thd'"]),
+            (["cases", "--cases", empty], [empty, "holds no cases"])]:
+        p = run(*argv)
+        assert p.returncode == 2, (argv, p.returncode, p.stdout, p.stderr)
+        for w in words:
+            assert w in p.stderr, (argv, w, p.stderr)
+        assert "behavior-neutral: yes" not in p.stdout, (argv, p.stdout)
+    assert not os.path.exists(out) and not os.path.exists(gdir)
+
+
 @case("every command has --help")
 def _():
     for cmd in ("cases", "run", "replay", "inspect", "merge"):
