@@ -55,8 +55,9 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
                      c->layout_group == FATTN_LAYOUT_GROUP_H3D;
     c->attn_scale = s->attn_scale_set ? (float)s->attn_scale
                                       : (float)(1.0 / sqrt((double)s->d_qk));
-    /* FusedAttention passes 0.0 when not training. */
-    c->dropout_p = s->is_training ? (float)s->dropout_p : 0.0f;
+    /* FusedAttention passes 0.0 when not training (2.20.2 backends.py:2603);
+     * raw_func_args: a direct FusedAttnFunc caller's value as given. */
+    c->dropout_p = (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
     return FATTN_OK;
 }
 

@@ -94,5 +94,7 @@ float fattn_fe_attn_scale(const fattn_spec *s)
 
 float fattn_fe_dropout(const fattn_spec *s)
 {
-    return s->is_training ? (float)s->dropout_p : 0.0f;
+    /* FusedAttention zeroes it for inference (2.20.2 backends.py:2603); a direct
+     * FusedAttnFunc caller (raw_func_args) passes whatever it likes. */
+    return (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
 }

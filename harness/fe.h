@@ -96,7 +96,8 @@ fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn
 /* The case's attn_scale as TE's callers pass it: the spec's value, or NaN
  * (None: the front end resolves the default). */
 float fattn_fe_attn_scale(const fattn_spec *s);
-/* The case's dropout as FusedAttention passes it: 0 when not training. */
+/* The case's dropout as FusedAttention passes it: 0 when not training,
+ * unless the spec asks for the raw FusedAttnFunc value (raw_func_args). */
 float fattn_fe_dropout(const fattn_spec *s);
 
 #endif /* FATTN_HARNESS_FE_H */

@@ -285,7 +285,7 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
     else if (memcmp(&r.attn_scale, &c->attn_scale, sizeof(float)) != 0)
         bad = "attn_scale (the spec's, else TE's default)";
     else if (memcmp(&r.dropout_p, &c->dropout_p, sizeof(float)) != 0)
-        bad = "dropout_p (the spec's dropout_p when training, else 0)";
+        bad = "dropout_p (the spec's dropout_p when training or raw_func_args, else 0)";
     else if (r.qkv_layout != s->layout || r.dqkv_layout != s->layout)
         bad = "qkv_layout/dqkv_layout (the spec's layout)";
     else if (r.o_format != c->q_format)

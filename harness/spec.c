@@ -152,7 +152,7 @@ bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
         return false;
     if (a->is_training != b->is_training || a->deterministic != b->deterministic ||
         a->return_max_logit != b->return_max_logit || a->fast_zero_fill != b->fast_zero_fill ||
-        a->pad_between_seqs != b->pad_between_seqs)
+        a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args)
         return false;
     if (a->attn_scale_set != b->attn_scale_set ||
         (a->attn_scale_set && !same_double(a->attn_scale, b->attn_scale)))
@@ -182,7 +182,8 @@ void fattn_spec_list_free(fattn_spec_list *l)
 static const char *const spec_keys[] = {
     "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "d_qk", "d_v",
     "deterministic", "dropout_p", "dtype", "fast_zero_fill", "h", "hg", "id",
-    "is_training", "layout", "mask", "pad_between_seqs", "return_max_logit", "rng_offset",
+    "is_training", "layout", "mask", "pad_between_seqs", "raw_func_args", "return_max_logit",
+    "rng_offset",
     "rng_seed", "seed", "seqlens_kv", "seqlens_q", "skv", "softmax", "sq", "window",
 };
 #define N_SPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
@@ -540,6 +541,12 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
     TRY(get_bool(c, obj, "return_max_logit", &s->return_max_logit));
     TRY(get_bool(c, obj, "fast_zero_fill", &s->fast_zero_fill));
     TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
+    TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
+    /* While training DotProductAttention hands FusedAttnFunc its values
+     * unchanged: the key would claim a path the case does not take. */
+    if (s->raw_func_args && s->is_training)
+        return case_error(c, FATTN_E_INVALID_ARG, "raw_func_args",
+                          "true needs is_training false (training passes the raw values anyway)");
 
     TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));
     TRY(parse_seqlens(c, obj, "seqlens_kv", s->b, s->skv, &s->seqlens_kv));

@@ -34,6 +34,12 @@
  *   attn_scale             null | finite number; default null (TE's default
  *                          (float)(1.0/sqrt((double)d_qk)) at run time).
  *   pad_between_seqs       boolean; default false.
+ *   raw_func_args          boolean; default false. true: the front ends get
+ *                          the values a direct FusedAttnFunc caller passes
+ *                          (dropout_p as given, though not training)
+ *                          instead of DotProductAttention's (0 when not
+ *                          training); only with is_training false. The
+ *                          canonical form writes it only when true.
  *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
  *                          [0, sq] (resp. [0, skv]); default null (lengths
  *                          drawn from the seed at run time).
@@ -120,6 +126,7 @@ typedef struct fattn_spec {
     bool attn_scale_set;         /* false: null */
     double attn_scale;
     bool pad_between_seqs;
+    bool raw_func_args;          /* inference dropout passed as given */
     int64_t *seqlens_q;          /* NULL (null) or b entries, owned */
     int64_t *seqlens_kv;
     int64_t seed, rng_seed, rng_offset;

@@ -282,6 +282,12 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
     sb_json_str(&b, mask);
     sb_key(&b, "pad_between_seqs", &first);
     sb_str(&b, tf(s->pad_between_seqs));
+    /* Written only when set, so that run files of the cases without it
+     * keep their bytes. */
+    if (s->raw_func_args) {
+        sb_key(&b, "raw_func_args", &first);
+        sb_str(&b, "true");
+    }
     sb_key(&b, "return_max_logit", &first);
     sb_str(&b, tf(s->return_max_logit));
     sb_key(&b, "rng_offset", &first);
@@ -362,6 +368,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (!s->fast_zero_fill)
         sb_str(&b, " no_fast_zero_fill");
     sb_str(&b, s->is_training ? " train" : " inference");
+    if (s->raw_func_args)
+        sb_str(&b, " raw_func_args");
     if (b.oom) {
         free(b.p);
         return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory", s->id);

@@ -384,6 +384,8 @@ static const struct {
     {"[" CASE_HEAD ",\"dropout_p\":-0.1}]", FATTN_E_INVALID_ARG, {"key 'dropout_p'", NULL, NULL}},
     {"[" CASE_HEAD ",\"dropout_p\":\"0.1\"}]", FATTN_E_PARSE, {"key 'dropout_p'", "a number", NULL}},
     {"[" CASE_HEAD ",\"dropout_p\":null}]", FATTN_E_PARSE, {"key 'dropout_p'", NULL, NULL}},
+    {"[" CASE_HEAD ",\"raw_func_args\":1}]", FATTN_E_PARSE, {"key 'raw_func_args'", "true or false", NULL}},
+    {"[" CASE_HEAD ",\"raw_func_args\":true}]", FATTN_E_INVALID_ARG, {"key 'raw_func_args'", "is_training false", NULL}},
     {"[" CASE_HEAD ",\"is_training\":1}]", FATTN_E_PARSE, {"key 'is_training'", "true or false", NULL}},
     {"[" CASE_HEAD ",\"deterministic\":null}]", FATTN_E_PARSE, {"key 'deterministic'", NULL, NULL}},
     {"[" CASE_HEAD ",\"return_max_logit\":\"yes\"}]", FATTN_E_PARSE, {"key 'return_max_logit'", NULL, NULL}},
@@ -642,6 +644,47 @@ START_TEST(test_resolve_defaults)
 }
 END_TEST
 
+/* raw_func_args: the front ends get inference's dropout as given, the
+ * canonical form carries the key only when set (and round-trips it). */
+START_TEST(test_raw_func_args)
+{
+    static const struct {
+        const char *json;
+        float dropout;
+        bool in_canonical;
+    } rows[] = {
+        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
+         "\"is_training\":false,\"raw_func_args\":true}", 0.25f, true},
+        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
+         "\"is_training\":false,\"raw_func_args\":false}", 0.0f, false},
+        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
+         "\"is_training\":false}", 0.0f, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        fattn_spec s;
+        parse_one_ok(rows[i].json, &s);
+        fattn_case c;
+        ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+        ck_assert_msg(c.dropout_p == rows[i].dropout, "row %zu: dropout %g", i,
+                      (double)c.dropout_p);
+        char *canon = NULL;
+        ck_assert_int_eq(fattn_spec_canonical(&s, &canon), FATTN_OK);
+        ck_assert_msg((strstr(canon, "\"raw_func_args\":true,\"return_max_logit\"") != NULL) ==
+                          rows[i].in_canonical, "row %zu: %s", i, canon);
+        ck_assert(strstr(canon, "raw_func_args\":false") == NULL);
+        fattn_spec t;
+        parse_one_ok(canon, &t);
+        ck_assert(fattn_spec_equal(&s, &t));
+        t.raw_func_args = !t.raw_func_args;
+        ck_assert(!fattn_spec_equal(&s, &t));
+        fattn_spec_free(&t);
+        free(canon);
+        fattn_case_free(&c);
+        fattn_spec_free(&s);
+    }
+}
+END_TEST
+
 /* What TE refuses is an error naming the case; nothing is left to free. */
 START_TEST(test_resolve_errors)
 {
@@ -727,6 +770,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(tr, FATTN_TEST_TIMEOUT_SHORT);
     tcase_add_test(tr, test_resolve_full);
     tcase_add_test(tr, test_resolve_defaults);
+    tcase_add_test(tr, test_raw_func_args);
     tcase_add_test(tr, test_resolve_errors);
     tcase_add_test(tr, test_resolve_json);
     suite_add_tcase(s, tr);
