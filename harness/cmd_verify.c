@@ -122,15 +122,36 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
     fprintf(f, "%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
 }
 
+/* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
+static void sides_text(const fattn_verify_case *c, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < FATTN_IMPL_COUNT && used < n; i++) {
+        const char *msg = c->side_error[i];
+        int w = c->side_status[i] == FATTN_OK
+                    ? snprintf(buf + used, n - used, "%s%s: ok (every state)", i ? "; " : "",
+                               fattn_impl_name((fattn_impl)i))
+                    : snprintf(buf + used, n - used, "%s%s: %s: %s", i ? "; " : "",
+                               fattn_impl_name((fattn_impl)i),
+                               fattn_status_name(c->side_status[i]), msg);
+        used = w < 0 ? n : used + (size_t)w;
+    }
+}
+
 void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
 {
     FILE *f = ctx;
-    char result[600];
+    char result[1800];
     if (c->skipped) {
         snprintf(result, sizeof result, "skipped: %s", c->skipped);
     } else if (c->cmp.differences) {
-        snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s", c->cmp.differences,
-                 c->cmp.paths[0], c->cmp.why[0]);
+        char sides[1100] = "";
+        if (fattn_verify_side_failed(c))
+            sides_text(c, sides, sizeof sides);
+        snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s%s%s%s", c->cmp.differences,
+                 c->cmp.paths[0], c->cmp.why[0], sides[0] ? " (" : "", sides,
+                 sides[0] ? ")" : "");
     } else if (c->error[0]) {
         snprintf(result, sizeof result, "ERROR: %s", c->error);
     } else {
@@ -167,6 +188,14 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
         fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
         for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
             fprintf(f, "  %s: %s\n", b->cmp.paths[k], b->cmp.why[k]);
+        /* a state missing on one side: why it is missing */
+        for (int i = 0; fattn_verify_side_failed(b) && i < FATTN_IMPL_COUNT; i++) {
+            if (b->side_status[i] == FATTN_OK)
+                fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
+            else
+                fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
+                        fattn_status_name(b->side_status[i]), b->side_error[i]);
+        }
     }
 }
 
@@ -179,14 +208,20 @@ static json_t *json_cases(const fattn_verify_result *r)
         for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
             json_array_append_new(jd, json_pack("{s:s,s:s}", "path", c->cmp.paths[k], "why",
                                                 c->cmp.why[k]));
-        json_array_append_new(
-            jcases, json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
+        json_t *jc = json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
                               c->states, "tensors", (json_int_t)c->tensors, "result",
                               c->skipped ? "skipped" : c->cmp.differences ? "different"
                                                        : c->error[0]    ? "error"
                                                                         : "ok",
                               "differences", (json_int_t)c->cmp.differences, "first", jd,
-                              "golden", !c->golden_missing));
+                              "golden", !c->golden_missing);
+        /* each front end's status and message, when one of them failed */
+        for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
+            json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
+                                json_pack("{s:s,s:s}", "status",
+                                          fattn_status_name(c->side_status[k]), "message",
+                                          c->side_error[k]));
+        json_array_append_new(jcases, jc);
     }
     return jcases;
 }

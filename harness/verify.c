@@ -57,9 +57,10 @@ static void check_note(fattn_verify_case *c, const char *check, const fattn_comp
 }
 
 /* Run a case; on failure retry with earlier --until so a difference in an
- * earlier state can still be found. *err gets the first failure. */
+ * earlier state can still be found. *err and *status get the first
+ * failure (status NULL: not wanted). */
 static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
-                                  char *err, size_t errn)
+                                  char *err, size_t errn, fattn_status *status)
 {
     static const fattn_state untils[] = {FATTN_STATE_BACKWARD, FATTN_STATE_SAVE_CTX,
                                          FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
@@ -67,10 +68,14 @@ static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, fattn_en
         fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
                             .poison = FATTN_POISON_PATTERN};
         fattn_h5_node *n = NULL;
-        if (fattn_run_case(s, &o, &n) == FATTN_OK)
+        fattn_status st = fattn_run_case(s, &o, &n);
+        if (st == FATTN_OK)
             return n;
-        if (i == 0)
+        if (i == 0) {
             snprintf(err, errn, "%s", fattn_last_error());
+            if (status)
+                *status = st;
+        }
     }
     return NULL;
 }
@@ -81,14 +86,40 @@ static const char *skipped_reason(const fattn_h5_node *n)
     return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
 }
 
+bool fattn_verify_side_failed(const fattn_verify_case *c)
+{
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
+        if (c->side_status[i] != FATTN_OK)
+            return true;
+    return false;
+}
+
+/* The case's error when a side failed without an earlier difference: the
+ * one message when both failed alike, else both sides' status and message. */
+static void side_error_note(fattn_verify_case *c)
+{
+    const fattn_status *st = c->side_status;
+    const char *el = c->side_error[FATTN_IMPL_LEGACY], *es = c->side_error[FATTN_IMPL_SPLIT];
+    if (st[FATTN_IMPL_LEGACY] == st[FATTN_IMPL_SPLIT] && strcmp(el, es) == 0) {
+        snprintf(c->error, sizeof c->error, "%s", el);
+        return;
+    }
+    snprintf(c->error, sizeof c->error, "legacy: %s%s%.200s; split: %s%s%.200s",
+             fattn_status_name(st[FATTN_IMPL_LEGACY]), el[0] ? ": " : "", el,
+             fattn_status_name(st[FATTN_IMPL_SPLIT]), es[0] ? ": " : "", es);
+}
+
 /* Checks 1-3 for one case. */
 void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
 {
     /* c zeroed but for spec (verify.h) */
     assert(c && c->spec && !c->legacy && !c->split && c->cmp.differences == 0);
-    char err_l[512] = "", err_s[512] = "";
-    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, sizeof err_l);
-    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, sizeof err_s);
+    char *err_l = c->side_error[FATTN_IMPL_LEGACY], *err_s = c->side_error[FATTN_IMPL_SPLIT];
+    size_t errn = sizeof c->side_error[0];
+    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, errn,
+                            &c->side_status[FATTN_IMPL_LEGACY]);
+    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, errn,
+                           &c->side_status[FATTN_IMPL_SPLIT]);
     if (c->legacy && c->split) {
         const char *sl = skipped_reason(c->legacy), *ss = skipped_reason(c->split);
         if (sl && ss) {
@@ -99,9 +130,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         fattn_compare_cases(c->legacy, c->split, NULL, &r);
         check_note(c, "legacy vs split", &r);
     }
-    if (err_l[0] || err_s[0] || !c->legacy || !c->split) {
+    if (fattn_verify_side_failed(c) || !c->legacy || !c->split) {
         if (c->cmp.differences == 0)
-            snprintf(c->error, sizeof c->error, "%s", err_l[0] ? err_l : err_s);
+            side_error_note(c);
         return;
     }
     if (c->spec->is_training) {
@@ -128,7 +159,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         }
     }
     char err[512] = "";
-    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err, sizeof err);
+    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err, sizeof err, NULL);
     if (!again || err[0]) {
         snprintf(c->error, sizeof c->error, "repeat: %s", err);
     } else {

@@ -22,6 +22,7 @@
 
 #include "compare.h"
 #include "fattn/engine.h"
+#include "runner.h"
 #include "spec.h"
 #include "tolerance.h"
 
@@ -38,7 +39,15 @@ typedef struct fattn_verify_case {
     bool same_engine_only;         /* dropout, against another engine's goldens */
     size_t noisy_within;           /* non-deterministic tensors within their bound */
     char states[8];                /* "ifsb": the states recorded ('-' absent) */
+    /* Each front end's straight run (by fattn_impl): its status and, when
+     * it failed, its message, so that a report names both sides' errors
+     * and not only the state one side is missing. */
+    fattn_status side_status[FATTN_IMPL_COUNT];
+    char side_error[FATTN_IMPL_COUNT][512];
 } fattn_verify_case;
+
+/* Whether a front end's straight run failed (in any state). */
+bool fattn_verify_side_failed(const fattn_verify_case *c);
 
 /* The key goldens are filed under for engine e (its report's platform):
  * bitwise comparison against goldens is only meaningful on an exact match. */

@@ -46,6 +46,7 @@ MUTANT_TARGETS = {
     "dbias_slot": "backward/d_bias",
     "window_unnormalised": "save_ctx@window_size",
     "inference_dropout": "legacy vs split: forward/out",
+    "bwd_dropout_bound": "legacy vs split: backward: state missing in B",
 }
 
 
@@ -186,6 +187,29 @@ def make_mutant_test(mutant, target):
 if MUTANTS:
     for m, t in MUTANT_TARGETS.items():
         make_mutant_test(m, t)
+
+
+@test("a side that errors in a later state: both sides' status and message, table and JSON")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    import json
+    exe = MUTANT_EXES["fattn-mutant-bwd_dropout_bound"]
+    jpath = os.path.join(TMP, "sides.json")
+    p = fattn("verify", "--filter", "dropout.p0.1.f16", "--json", jpath, exe=exe)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
+    why = "split: FATTN_E_INVALID_ARG: case dropout.p0.1.f16 (split, state backward): " \
+          "split backward: dropout_p 0.1 out of range"
+    row = [l for l in p.stdout.splitlines() if l.startswith("dropout.p0.1.f16 ")]
+    assert row and "legacy: ok (every state); " + why in row[0], p.stdout
+    assert "\n  legacy: ok (every state)\n  " + why + "\n" in p.stdout, p.stdout
+    c = json.load(open(jpath))["cases"][0]
+    assert c["legacy"] == {"status": "FATTN_OK", "message": ""}, c
+    assert c["split"]["status"] == "FATTN_E_INVALID_ARG", c
+    assert "dropout_p 0.1 out of range" in c["split"]["message"], c
+    # an unchanged build names no sides
+    p = fattn("verify", "--filter", "dropout.p0.1.f16", "--json", jpath)
+    assert p.returncode == 0 and "legacy" not in json.load(open(jpath))["cases"][0]
 
 
 @test("only raw_func_args reaches the inference_dropout mutant: the same cases without it pass")
