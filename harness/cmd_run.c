@@ -475,11 +475,11 @@ static const char replay_help[] =
 /* The estimated peak of replaying recorded case `c` from `from`: run's
  * estimate for its spec, with sq and skv raised to the recorded save_ctx's
  * max_seqlen_q/kv (what the engine sizes backward by when resuming there).
- * 0 for a skipped case, which allocates nothing. */
+ * 0 for a skipped or refused case, which allocates nothing. */
 static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, double *need)
 {
     *need = 0;
-    if (fattn_h5_node_attr(c, "skipped"))
+    if (fattn_h5_node_attr(c, "skipped") || fattn_h5_node_attr(c, "refused_status"))
         return FATTN_OK;
     const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
     if (!sa || sa->kind != FATTN_H5_ATTR_STRING)

@@ -154,6 +154,10 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                  sides[0] ? ")" : "");
     } else if (c->error[0]) {
         snprintf(result, sizeof result, "ERROR: %s", c->error);
+    } else if (c->refused) {
+        snprintf(result, sizeof result, "ok (refused as expected: %s, rule %s)%s",
+                 fattn_status_name(c->spec->refusal_status), c->spec->refusal_rule,
+                 c->golden_missing ? " (no golden)" : "");
     } else {
         snprintf(result, sizeof result, "ok%s%s",
                  c->golden_missing     ? " (no golden)"
@@ -180,6 +184,9 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
             r->n_err ? ", errors: " : "", r->n_err ? "yes" : "");
     if (r->n_err)
         fprintf(f, "errored cases: %zu\n", r->n_err);
+    if (r->n_refused)
+        fprintf(f, "refusals checked: %zu (both front ends refused with the expected status "
+                "and rule)\n", r->n_refused);
     if (r->n_nogold)
         fprintf(f, "cases without golden on this platform: %zu\n", r->n_nogold);
     fprintf(f, "FP8: not exercised\n");
@@ -215,6 +222,8 @@ static json_t *json_cases(const fattn_verify_result *r)
                                                                         : "ok",
                               "differences", (json_int_t)c->cmp.differences, "first", jd,
                               "golden", !c->golden_missing);
+        if (jc && c->spec->expect_refusal)
+            json_object_set_new(jc, "refused", json_boolean(c->refused));
         /* each front end's status and message, when one of them failed */
         for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
             json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
@@ -242,6 +251,9 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
                              rc);
     if (root)
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
+    json_t *summ = root ? json_object_get(root, "summary") : NULL;
+    if (summ)
+        json_object_set_new(summ, "refusals", json_integer((json_int_t)r->n_refused));
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);

@@ -365,6 +365,27 @@ static fattn_status check_resolved(const char *path, const fattn_case *c, const 
     return FATTN_OK;
 }
 
+/* A recorded refusal (docs/run-files.md): only a case that expects one,
+ * its four string attributes, no states. */
+static fattn_status check_refused(const char *path, const fattn_spec *s, const fattn_h5_node *c)
+{
+    static const char *const attrs[] = {"refused_status", "refused_rule", "refused_state",
+                                        "refused_message"};
+    if (!s->expect_refusal)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a refusal recorded for a spec "
+                           "without expect_refusal", path, c->name);
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        const fattn_h5_attr *a = fattn_h5_node_attr(c, attrs[i]);
+        if (!a || a->kind != FATTN_H5_ATTR_STRING)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attribute %s missing or not "
+                               "a string", path, c->name, attrs[i]);
+    }
+    if (c->n_children || fattn_h5_node_attr(c, "skipped"))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: refused but has state groups or "
+                           "a skip", path, c->name);
+    return FATTN_OK;
+}
+
 static fattn_status validate_case(const char *path, const fattn_h5_node *c)
 {
     if (c->is_dataset)
@@ -389,6 +410,8 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
     } else if (strcmp(spec.id, c->name) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: spec id is '%s'", path, c->name,
                          spec.id);
+    } else if (fattn_h5_node_attr(c, "refused_status")) {
+        st = check_refused(path, &spec, c);
     } else if (skipped) {
         if (skipped->kind != FATTN_H5_ATTR_STRING)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attribute skipped is not a "

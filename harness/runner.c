@@ -2,6 +2,7 @@
  * is produced by a front end's adapter (fe.h) and recorded here, the same
  * way for every front end. */
 #include <assert.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,11 +279,51 @@ static fattn_status case_node_new(const fattn_spec *s, fattn_h5_node **out)
     return st;
 }
 
-/* Turn an engine refusal into the recorded skip; anything else stays an
+/* The support-table rule a refusal names ("rule <id>: ..."), or "". */
+static void refusal_rule(const char *msg, char *buf, size_t n)
+{
+    const char *p = strstr(msg, "rule ");
+    size_t k = 0;
+    if (p)
+        for (p += 5; k + 1 < n && (isalnum((unsigned char)p[k]) || p[k] == '_'); k++)
+            buf[k] = p[k];
+    buf[k] = '\0';
+    if (!p || p[k] != ':')
+        buf[0] = '\0';
+}
+
+/* An expect_refusal case the front end refused: recorded, as a skip is,
+ * by its spec and attributes only (docs/run-files.md), so that verify and
+ * diff compare the refusals: status name, rule id, the state it happened
+ * in and the front end's own message (without the runner's prefix, which
+ * names the front end). */
+static fattn_status record_refusal(case_run *r, fattn_status refused)
+{
+    char msg[1024], rule[64];
+    snprintf(msg, sizeof msg, "%s", fattn_last_error());
+    refusal_rule(msg, rule, sizeof rule);
+    fattn_h5_node_free(r->node);
+    r->node = NULL;
+    fattn_status st = case_node_new(r->spec, &r->node);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(r->node, "refused_status", fattn_status_name(refused));
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(r->node, "refused_rule", rule);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(r->node, "refused_state", fattn_state_name(r->state));
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(r->node, "refused_message", msg);
+    return st;
+}
+
+/* Turn an engine refusal into the recorded skip, a front end's refusal of
+ * an expect_refusal case into the recorded refusal; anything else stays an
  * error. */
 static fattn_status finish(case_run *r, fattn_status st, fattn_h5_node **out)
 {
-    if (st == FATTN_E_UNSUPPORTED) {
+    if (r->spec->expect_refusal && fattn_spec_refusal_status(st)) {
+        st = record_refusal(r, st);
+    } else if (st == FATTN_E_UNSUPPORTED) {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", fattn_last_error());
         fattn_h5_node_free(r->node);
@@ -334,7 +375,7 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
 
 /* ---- replay ---------------------------------------------------------------- */
 
-/* A skipped case stays skipped, copied as recorded. */
+/* A skipped case stays skipped, a refused one refused, copied as recorded. */
 static fattn_status replay_skipped(const fattn_h5_node *recorded, const fattn_spec *spec,
                                    fattn_h5_node **out)
 {
@@ -399,7 +440,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
     case_run r;
     if ((st = case_run_init(&r, &spec, opts)) != FATTN_OK)
         goto done;
-    if (fattn_h5_node_attr(recorded, "skipped")) {
+    if (fattn_h5_node_attr(recorded, "skipped") || fattn_h5_node_attr(recorded, "refused_status")) {
         st = replay_skipped(recorded, &spec, out);
         goto done;
     }

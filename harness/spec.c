@@ -16,6 +16,7 @@
 
 #include "core/checked.h"
 #include "fattn/rng.h"
+#include "fattn/support.h"
 
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
@@ -154,6 +155,10 @@ bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
         a->return_max_logit != b->return_max_logit || a->fast_zero_fill != b->fast_zero_fill ||
         a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args)
         return false;
+    if (a->expect_refusal != b->expect_refusal ||
+        (a->expect_refusal && (a->refusal_status != b->refusal_status ||
+                               strcmp(a->refusal_rule, b->refusal_rule) != 0)))
+        return false;
     if (a->attn_scale_set != b->attn_scale_set ||
         (a->attn_scale_set && !same_double(a->attn_scale, b->attn_scale)))
         return false;
@@ -181,7 +186,7 @@ void fattn_spec_list_free(fattn_spec_list *l)
 /* Every key, sorted as the canonical form writes them. */
 static const char *const spec_keys[] = {
     "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "d_qk", "d_v",
-    "deterministic", "dropout_p", "dtype", "fast_zero_fill", "h", "hg", "id",
+    "deterministic", "dropout_p", "dtype", "expect_refusal", "fast_zero_fill", "h", "hg", "id",
     "is_training", "layout", "mask", "pad_between_seqs", "raw_func_args", "return_max_logit",
     "rng_offset",
     "rng_seed", "seed", "seqlens_kv", "seqlens_q", "skv", "softmax", "sq", "window",
@@ -378,6 +383,66 @@ static fattn_status parse_window(const parse_ctx *c, const json_t *obj, fattn_sp
     return FATTN_OK;
 }
 
+bool fattn_spec_refusal_status(fattn_status st)
+{
+    switch (st) {
+    case FATTN_OK:
+    case FATTN_E_UNSUPPORTED:
+    case FATTN_E_NOMEM:
+    case FATTN_E_IO:
+    case FATTN_E_CUDA:
+    case FATTN_E_CUDNN:
+    case FATTN_E_INTERNAL:
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* expect_refusal: null, or {"status": <name>, "rule": <rule id>}. */
+static fattn_status parse_expect_refusal(const parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    static const char key[] = "expect_refusal";
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected null or an object, got %s",
+                          json_type_name(v));
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        if (strcmp(k, "status") != 0 && strcmp(k, "rule") != 0)
+            return case_error(c, FATTN_E_PARSE, key, "unknown member '%s' (status, rule)", k);
+    }
+    const json_t *jst = json_object_get(v, "status"), *jr = json_object_get(v, "rule");
+    if (!jst || !json_is_string(jst) || !jr || !json_is_string(jr))
+        return case_error(c, FATTN_E_PARSE, key, "status and rule are required strings");
+    const char *name = json_string_value(jst), *rule = json_string_value(jr);
+    bool found = false;
+    /* the enum is dense from FATTN_OK down (fattn/status.h) */
+    for (int i = 0; i >= -64 && !found; i--) {
+        if (strcmp(fattn_status_name((fattn_status)i), name) == 0) {
+            s->refusal_status = (fattn_status)i;
+            found = true;
+        }
+    }
+    if (!found)
+        return case_error(c, FATTN_E_PARSE, key, "status '%s' is not a fattn status name", name);
+    if (!fattn_spec_refusal_status(s->refusal_status))
+        return case_error(c, FATTN_E_INVALID_ARG, key,
+                          "status %s is not a refusal (an engine's FATTN_E_UNSUPPORTED is a "
+                          "skip; FATTN_OK, memory, I/O, CUDA and internal failures are not "
+                          "refusals)", name);
+    if (!fattn_support_rule_find(rule))
+        return case_error(c, FATTN_E_INVALID_ARG, key, "rule '%s' is not in the support table",
+                          rule);
+    assert(strlen(rule) < sizeof s->refusal_rule); /* a table id */
+    snprintf(s->refusal_rule, sizeof s->refusal_rule, "%s", rule);
+    s->expect_refusal = true;
+    return FATTN_OK;
+}
+
 static fattn_status parse_tristate(const parse_ctx *c, const json_t *obj, const char *key,
                                    fattn_tristate *out)
 {
@@ -542,6 +607,7 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
     TRY(get_bool(c, obj, "fast_zero_fill", &s->fast_zero_fill));
     TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
     TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
+    TRY(parse_expect_refusal(c, obj, s));
     /* While training DotProductAttention hands FusedAttnFunc its values
      * unchanged: the key would claim a path the case does not take. */
     if (s->raw_func_args && s->is_training)

@@ -40,6 +40,15 @@
  *                          instead of DotProductAttention's (0 when not
  *                          training); only with is_training false. The
  *                          canonical form writes it only when true.
+ *   expect_refusal         null | {"status": "<FATTN_E_... name>", "rule":
+ *                          "<support-table rule id>"}; default null. Both
+ *                          front ends must refuse the case with that status
+ *                          and that rule (fattn_support_check's message
+ *                          "rule <id>: ..."). The status is any of
+ *                          fattn_spec_refusal_status (not FATTN_E_UNSUPPORTED:
+ *                          an engine's refusal is a skip); the rule a row of
+ *                          fattn_support_rules. Canonical form: written only
+ *                          when set, as {"rule":...,"status":...}.
  *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
  *                          [0, sq] (resp. [0, skv]); default null (lengths
  *                          drawn from the seed at run time).
@@ -127,6 +136,9 @@ typedef struct fattn_spec {
     double attn_scale;
     bool pad_between_seqs;
     bool raw_func_args;          /* inference dropout passed as given */
+    bool expect_refusal;         /* the front ends must refuse the case */
+    fattn_status refusal_status; /* ... with this status */
+    char refusal_rule[64];       /* ... and this support-table rule id */
     int64_t *seqlens_q;          /* NULL (null) or b entries, owned */
     int64_t *seqlens_kv;
     int64_t seed, rng_seed, rng_offset;
@@ -136,6 +148,12 @@ typedef struct fattn_spec_list {
     fattn_spec *items;
     size_t count;
 } fattn_spec_list;
+
+/* Whether `st` is a status a front end refuses a case's arguments with (a
+ * refusal, recorded for an expect_refusal case): not FATTN_OK, not an
+ * engine's skip (FATTN_E_UNSUPPORTED), not a failure of the machine (out of
+ * memory, I/O, CUDA, cuDNN, an internal invariant). */
+bool fattn_spec_refusal_status(fattn_status st);
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);

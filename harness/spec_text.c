@@ -266,6 +266,15 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
     sb_str(&b, dropout);
     sb_key(&b, "dtype", &first);
     sb_json_str(&b, dtype);
+    /* Written only when set, as raw_func_args. */
+    if (s->expect_refusal) {
+        sb_key(&b, "expect_refusal", &first);
+        sb_str(&b, "{\"rule\":");
+        sb_json_str(&b, s->refusal_rule);
+        sb_str(&b, ",\"status\":");
+        sb_json_str(&b, fattn_status_name(s->refusal_status));
+        sb_str(&b, "}");
+    }
     sb_key(&b, "fast_zero_fill", &first);
     sb_str(&b, tf(s->fast_zero_fill));
     sb_key(&b, "h", &first);
@@ -370,6 +379,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     sb_str(&b, s->is_training ? " train" : " inference");
     if (s->raw_func_args)
         sb_str(&b, " raw_func_args");
+    if (s->expect_refusal)
+        sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (b.oom) {
         free(b.p);
         return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory", s->id);

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,69 @@ static void side_error_note(fattn_verify_case *c)
              fattn_status_name(st[FATTN_IMPL_SPLIT]), es[0] ? ": " : "", es);
 }
 
+static const char *string_attr(const fattn_h5_node *n, const char *name)
+{
+    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, name) : NULL;
+    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
+}
+
+static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
+{
+    if (r->differences < FATTN_COMPARE_MAX_REPORTED) {
+        snprintf(r->paths[r->differences], sizeof r->paths[0], "%s", path);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->why[r->differences], sizeof r->why[0], fmt, ap);
+        va_end(ap);
+    }
+    r->differences++;
+}
+
+/* What a refusal is compared by: its status, rule and state. The message
+ * is the support table's text (its TE citations move with TE versions) and
+ * is compared only between the two front ends of one run. */
+static const char *const refusal_keys[] = {"refused_status", "refused_rule", "refused_state"};
+
+/* An expect_refusal case: each front end must have refused with the
+ * spec's status and rule. A side that ran through, or refused otherwise,
+ * is a named difference. */
+static void check_refusal(fattn_verify_case *c)
+{
+    const fattn_spec *s = c->spec;
+    const fattn_h5_node *side[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
+                                                   [FATTN_IMPL_SPLIT] = c->split};
+    fattn_compare_result r = {0};
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const char *name = fattn_impl_name((fattn_impl)i);
+        const char *st = string_attr(side[i], "refused_status");
+        const char *rule = string_attr(side[i], "refused_rule");
+        const char *state = string_attr(side[i], "refused_state");
+        char path[64];
+        snprintf(path, sizeof path, "%s@refused_status", name);
+        if (!st) {
+            note_difference(&r, path, "did not refuse (expected %s, rule %s)",
+                            fattn_status_name(s->refusal_status), s->refusal_rule);
+            continue;
+        }
+        if (strcmp(st, fattn_status_name(s->refusal_status)) != 0)
+            note_difference(&r, path, "refused with %s, expected %s (rule %s, state %s)", st,
+                            fattn_status_name(s->refusal_status), rule ? rule : "?",
+                            state ? state : "?");
+        snprintf(path, sizeof path, "%s@refused_rule", name);
+        if (!rule || strcmp(rule, s->refusal_rule) != 0)
+            note_difference(&r, path, "refused by rule '%s', expected rule %s (state %s)",
+                            rule ? rule : "?", s->refusal_rule, state ? state : "?");
+    }
+    check_note(c, "expect_refusal", &r);
+    c->refused = r.differences == 0;
+}
+
 /* Checks 1-3 for one case. */
 void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
 {
@@ -134,6 +198,10 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         if (c->cmp.differences == 0)
             side_error_note(c);
         return;
+    }
+    if (c->spec->expect_refusal) {
+        check_refusal(c);
+        return; /* nothing to replay or repeat past a refusal */
     }
     if (c->spec->is_training) {
         fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
@@ -186,7 +254,19 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
         return;
     }
     fattn_compare_result r = cmp_init(c, e);
-    if (!tol) {
+    if (c->spec->expect_refusal && string_attr(c->legacy, "refused_status")) {
+        /* a refusal: the same on every engine */
+        for (size_t i = 0; i < sizeof refusal_keys / sizeof refusal_keys[0]; i++) {
+            const char *a = string_attr(c->legacy, refusal_keys[i]);
+            const char *b = string_attr(g, refusal_keys[i]);
+            char path[64];
+            snprintf(path, sizeof path, "@%s", refusal_keys[i]);
+            if (!b)
+                note_difference(&r, path, "missing in the golden (it ran there)");
+            else if (strcmp(a ? a : "", b) != 0)
+                note_difference(&r, path, "'%s', golden '%s'", a ? a : "", b);
+        }
+    } else if (!tol) {
         fattn_compare_cases(c->legacy, g, NULL, &r);
     } else if (c->spec->dropout_p > 0.0 && c->spec->is_training) {
         c->same_engine_only = true;
@@ -278,6 +358,7 @@ void fattn_verify_goldens_free(fattn_verify_goldens *g)
 /* A case's outcome into the run's counts. */
 static void tally_case(fattn_verify_result *r, const fattn_verify_case *c)
 {
+    r->n_refused += c->refused;
     if (c->skipped) {
         r->n_skip++;
     } else if (c->cmp.differences) {

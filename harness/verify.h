@@ -11,6 +11,10 @@
  *   4. the goldens of this platform (fixtures/<platform key>.h5), bitwise,
  *      inputs and save_ctx through their digests; without them, the newest
  *      CPU goldens within the tolerance profile (compare.h).
+ * An expect_refusal case (docs/cases.md) instead: both front ends refused
+ * with the spec's status and rule (1, the refusals compared as recorded,
+ * message included), and the refusal's status, rule and state equal the
+ * golden's (4).
  * Tensors that are non-deterministic by construction on an engine
  * (docs/determinism.md) are compared within their noise bound.
  */
@@ -37,6 +41,7 @@ typedef struct fattn_verify_case {
     size_t tensors;
     bool golden_missing;
     bool same_engine_only;         /* dropout, against another engine's goldens */
+    bool refused;                  /* expect_refusal: both refused as expected */
     size_t noisy_within;           /* non-deterministic tensors within their bound */
     char states[8];                /* "ifsb": the states recorded ('-' absent) */
     /* Each front end's straight run (by fattn_impl): its status and, when
@@ -85,6 +90,7 @@ typedef struct fattn_verify_result {
     fattn_verify_case *cases;      /* n_cases */
     size_t n_cases;
     size_t n_skip, n_err, n_diff, n_nogold, n_tensors, n_diff_objects;
+    size_t n_refused;              /* expect_refusal cases refused as expected */
     const fattn_verify_case *first_bad; /* the first case with a difference */
     bool neutral;                  /* no difference and no error */
 } fattn_verify_result;

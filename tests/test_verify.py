@@ -47,6 +47,7 @@ MUTANT_TARGETS = {
     "window_unnormalised": "save_ctx@window_size",
     "inference_dropout": "legacy vs split: forward/out",
     "bwd_dropout_bound": "legacy vs split: backward: state missing in B",
+    "support_no_dropout": "refuse.swa_dropout.f16 ",
 }
 
 
@@ -210,6 +211,21 @@ def _():
     # an unchanged build names no sides
     p = fattn("verify", "--filter", "dropout.p0.1.f16", "--json", jpath)
     assert p.returncode == 0 and "legacy" not in json.load(open(jpath))["cases"][0]
+
+
+@test("expect_refusal: the default matrix's refusals are checked cases; a split that stops refusing is named")
+def _():
+    p = fattn("verify", "--filter", "refuse.*")
+    assert p.returncode == 0, p.stdout[-1500:]
+    assert "refusals checked: 8 (" in p.stdout, p.stdout
+    assert "ok (refused as expected: FATTN_E_INVALID_CASE, rule swa_restrictions)" in p.stdout
+    if not MUTANTS:
+        return "SKIP the mutant half needs a -Dself_test_mutants=true build"
+    p = fattn("verify", "--filter", "refuse.*", exe=MUTANT_EXES["fattn-mutant-support_no_dropout"])
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
+    row = [l for l in p.stdout.splitlines() if l.startswith("refuse.swa_dropout.f16 ")]
+    assert row and "DIFFERENT" in row[0] and "@refused_" in row[0], p.stdout
+    assert "refusals checked: 7 (" in p.stdout, p.stdout
 
 
 @test("only raw_func_args reaches the inference_dropout mutant: the same cases without it pass")
