@@ -66,7 +66,7 @@ EXPRESSIBLE = [
     "inference.raw_dropout.p0.2.f16",
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
-    "flags.nondeterministic.bf16",
+    "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
 ]
 LEFT_OUT = {
     "layout.thd_thd_thd.padding.bf16": "THD layout",
