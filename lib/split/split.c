@@ -633,17 +633,18 @@ static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn
     return FATTN_OK;
 }
 
-/* aux_ctx_tensors: the fixed slots -> the engine's list, right before the
- * engine call: [Stats, rng_state, (Bias), (SoftmaxOffset)]. */
+/* FusedAttnBwdArgs.aux_ctx_tensors (TE 2.20.2 backends.py:1568-1575): the
+ * fixed slots -> the engine's list, right before the engine call:
+ * [Stats, rng_state] and then whichever of Bias, SoftmaxOffset is not None
+ * (what the slots hold decides, not the bias or softmax type). */
 static void sp_backward_impl_aux_ctx_tensors(const fattn_bwd_args *bwd, fattn_aux_pack *pack)
 {
     memset(pack, 0, sizeof *pack);
     pack->t[pack->n++] = bwd->softmax_stats;
     pack->t[pack->n++] = bwd->rng_state;
-    if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-        bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
+    if (!sp_none(&bwd->aux_bias))
         pack->t[pack->n++] = bwd->aux_bias;
-    if (bwd->softmax_type != FATTN_SOFTMAX_VANILLA)
+    if (!sp_none(&bwd->aux_softmax_offset))
         pack->t[pack->n++] = bwd->aux_softmax_offset;
     assert(pack->n <= FATTN_AUX_MAX);
 }
@@ -795,6 +796,7 @@ fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_ten
     fattn_split_fwd_result_free(&ctx->fwd);
     fattn_split_grads_free(&ctx->grads);
     ctx->has_forward = false;
+    ctx->backward_objects_cleared = false;
     fattn_status st = fattn_split_forward_impl(args, q, k, v, attn_bias, softmax_offset,
                                                &ctx->fwd);
     if (st != FATTN_OK)
@@ -828,6 +830,14 @@ fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_te
         grads6[i] = fattn_tensor_empty();
     if (!ctx->has_forward)
         return fattn_error(FATTN_E_STATE, "split backward: no forward in this ctx");
+    /* TE 2.20.2 backends.py:2282-2283: bwd_args = ctx.backward_objects is None after a
+     * first backward, and `bwd_args.grad_output = d_out` raises. */
+    if (ctx->backward_objects_cleared)
+        return fattn_error(FATTN_E_STATE,
+                           "split backward: 'NoneType' object has no attribute 'grad_output' "
+                           "(ctx.backward_objects is None: a second backward on one ctx; TE "
+                           "2.20.2 backends.py:2283 raises AttributeError)");
+    ctx->backward_objects_cleared = true; /* backends.py:2285, even if backward fails */
     fattn_split_grads_free(&ctx->grads);
     ctx->bwd.d_out = sp_opt(d_out);
     fattn_status st = fattn_split_backward_impl(&ctx->bwd, &ctx->grads);
