@@ -262,6 +262,33 @@ START_TEST(default_spec_runs)
 }
 END_TEST
 
+/* A second backward on one ctx raises in TE 2.19.0 (restore_from_func_ctx,
+ * quantized_tensor.py:344-350); a new forward saves again. */
+START_TEST(second_backward)
+{
+    fattn_engine *e = engine2();
+    const tcase *c = find("bwd.nomask.f16");
+    tcase_buffers b;
+    ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
+    fattn_legacy_ctx *ctx = NULL;
+    ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
+    fattn_rng_gen gen = {5, 0};
+    fattn_tensor out, ml, g[FATTN_LEGACY_NGRADS];
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+    ck_assert_int_eq(fattn_legacy_backward(ctx, &b.d_o, g), FATTN_E_STATE);
+    ck_assert_msg(strstr(fattn_last_error(), "ctx must have .tensor_objects"), "%s",
+                  fattn_last_error());
+    for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
+        ck_assert(fattn_tensor_is_empty(&g[i]));
+    ck_assert_int_eq(fe_legacy_call_fwd_bwd(c, &b, ctx, &gen, &out, &ml, g), FATTN_OK);
+    ck_assert(!fattn_tensor_is_empty(&g[FATTN_LEGACY_GRAD_DQ]));
+    fattn_legacy_ctx_free(ctx);
+    tcase_teardown(&b);
+    fattn_engine_free(e);
+    fattn_test_mark("legacy.second_backward");
+}
+END_TEST
+
 START_TEST(misuse)
 {
     fattn_engine *e = engine2();
@@ -358,7 +385,8 @@ END_TEST
 
 static void list_ids(void)
 {
-    printf("legacy.rng.sequence\nlegacy.rng.backward_saved\nlegacy.thd_zero_fill\n");
+    printf("legacy.rng.sequence\nlegacy.rng.backward_saved\nlegacy.thd_zero_fill\n"
+           "legacy.second_backward\n");
     for (int i = 0; i < FE_NROWS(saved_cases); i++)
         printf("legacy.saved.%s\n", saved_cases[i]);
     int n = 0;
@@ -384,6 +412,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, rule_refusal, 0, n);
     tcase_add_test(tc, default_spec_runs);
     tcase_add_test(tc, misuse);
+    tcase_add_test(tc, second_backward);
     tcase_add_loop_test(tc, case_calls, 0, tcase_count);
     suite_add_tcase(s, tc);
     return s;

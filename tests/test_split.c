@@ -331,7 +331,11 @@ START_TEST(fp8_unsupported)
     ck_assert_int_eq(fattn_split_func_ctx_init(&ctx), FATTN_OK);
     fattn_rng_gen gen = {1, 0};
     fattn_tensor out, ml, g6[6];
-    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
+    fattn_fwd_args args;
+    fe_split_fwd_args_of(c, &b, e, &gen, &args);
+    ck_assert_int_eq(fattn_split_func_forward(ctx, &b.q, &b.k, &b.v, NULL, NULL, &args, &out,
+                                              &ml),
+                     FATTN_OK);
     ctx->bwd.fp8 = true;
     ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_UNSUPPORTED);
     fattn_split_func_ctx_free(ctx);
@@ -458,6 +462,33 @@ START_TEST(names)
     ck_assert_str_eq(fattn_split_source_name(FATTN_SPLIT_SRC_ATTN_BIAS), "attn_bias");
     ck_assert_str_eq(fattn_split_source_name(FATTN_SPLIT_SRC_OUT), "out");
     ck_assert_ptr_null(fattn_split_source_name(FATTN_SPLIT_SRC_NONE));
+}
+END_TEST
+
+/* A second backward on one ctx raises in TE 2.20.2 (ctx.backward_objects is
+ * None, backends.py:2283-2285); a new forward re-arms the ctx. */
+START_TEST(second_backward)
+{
+    const tcase *c = find("bwd.nomask.f16");
+    fattn_engine *e = engine2();
+    tcase_buffers b;
+    ck_assert_int_eq(tcase_setup(c, &b), FATTN_OK);
+    fattn_split_func_ctx *ctx = NULL;
+    ck_assert_int_eq(fattn_split_func_ctx_init(&ctx), FATTN_OK);
+    fattn_rng_gen gen = {5, 0};
+    fattn_tensor g6[6], out, ml;
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
+    ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_STATE);
+    ck_assert_msg(strstr(fattn_last_error(), "backward_objects is None"), "%s",
+                  fattn_last_error());
+    for (int i = 0; i < 6; i++)
+        ck_assert(fattn_tensor_is_empty(&g6[i]));
+    ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
+    ck_assert(!fattn_tensor_is_empty(&g6[0]));
+    fattn_split_func_ctx_free(ctx);
+    tcase_teardown(&b);
+    fattn_engine_free(e);
+    fattn_test_mark("split.second_backward");
 }
 END_TEST
 
@@ -602,7 +633,7 @@ static void list_ids(void)
                sink ? "sink" : "vanilla", in_fp8 ? "in_fp8" : "in_f16");
     }
     printf("split.fp8_unsupported\nsplit.rng.sequence\nsplit.rng.backward_saved\n"
-           "split.wrapper\n");
+           "split.wrapper\nsplit.second_backward\n");
     int n = 0;
     const fattn_support_rule *rules = fattn_support_rules(&n);
     for (int i = 0; i < n; i++)
@@ -629,6 +660,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, reload_layout);
     tcase_add_test(tc, names);
     tcase_add_test(tc, wrapper);
+    tcase_add_test(tc, second_backward);
     tcase_add_loop_test(tc, case_calls, 0, tcase_count);
     suite_add_tcase(s, tc);
     return s;

@@ -533,6 +533,7 @@ fattn_status fattn_legacy_forward(
     lg_free_forward_buffers(ctx);
     lg_free_backward_buffers(ctx);
     ctx->has_forward = false;
+    ctx->tensor_objects_consumed = false;
     ctx->n_saved = 0;
 
     /* fused_attn.py:325-333: the defaults of None. */
@@ -719,6 +720,13 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         grads[i] = fattn_tensor_empty();
     if (!ctx->has_forward)
         return fattn_error(FATTN_E_STATE, "legacy backward: no forward saved in this ctx");
+    /* TE 2.19.0 backends.py:1790 restore_from_func_ctx, quantized_tensor.py:344-345: the
+     * saved tensors can be restored once; autograd's retain_graph lets a caller try twice. */
+    if (ctx->tensor_objects_consumed)
+        return fattn_error(FATTN_E_STATE,
+                           "legacy backward: ctx must have .tensor_objects to restore saved "
+                           "tensors (a second backward on one ctx; TE 2.19.0 "
+                           "quantized_tensor.py:345 raises AttributeError)");
     if (lg_none(d_out))
         return fattn_error(FATTN_E_INVALID_ARG, "legacy backward: d_out is required");
     if (ctx->use_FAv2_bwd)
@@ -738,6 +746,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         return fattn_error(FATTN_E_STATE, "legacy backward: aux list has %d entries", aux.n);
     for (int i = 0; i < aux.n; i++)
         aux.t[i] = s[FATTN_LEGACY_SAVED_AUX + i];
+    ctx->tensor_objects_consumed = true; /* quantized_tensor.py:350, even if backward fails */
 
     lg_free_backward_buffers(ctx);
     /* The grads of the 36-tuple, built in place (backends.py:1979-2022). */

@@ -86,6 +86,9 @@ typedef struct fattn_legacy_ctx {
     fattn_engine *engine; /* borrowed */
     uint64_t poison;      /* 0 = none */
     bool has_forward;     /* forward ran and saved */
+    /* backward restored tensor_objects: TE sets ctx.tensor_objects = None
+     * (2.19.0 quantized_tensor.py:350), so a second backward raises. */
+    bool tensor_objects_consumed;
 
     /* ---- TE's 33 ctx attributes (backends.py:1635-1726) ---------------- */
     const void *fp8_recipe;          /* never read by backward */

@@ -289,6 +289,9 @@ fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offload
 
 typedef struct fattn_split_func_ctx {
     bool has_forward;
+    /* backward ran: TE sets ctx.backward_objects = None (2.20.2
+     * backends.py:2285), so a second backward on this ctx raises. */
+    bool backward_objects_cleared;
     fattn_bwd_args bwd;
     fattn_split_fwd_result fwd;
     fattn_split_grads grads;
@@ -309,7 +312,8 @@ fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_ten
                                       fattn_tensor *max_logit);
 
 /* FusedAttnFunc.backward: grads6 = (dq, dk, dv, d_bias, d_softmax_offset,
- * empty for args). */
+ * empty for args). Once per forward: a second call is FATTN_E_STATE, as
+ * TE 2.20.2 raises AttributeError on ctx.backward_objects = None. */
 fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
                                        fattn_tensor grads6[6]);
 
