@@ -131,7 +131,7 @@ fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_fill_to_save: NULL argument");
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
         ts->t[i] = fattn_tensor_empty();
-    /* backends.py (FP8 branch) and reference §1.2 step 7. */
+    /* TE 2.20.2 backends.py:1758-1771, the FP8 branch's fp8_tensors / f16_tensors. */
     switch (variant) {
     case FATTN_SPLIT_SAVE_F16:
     case FATTN_SPLIT_SAVE_FP8_BWD_F16:

@@ -54,7 +54,7 @@ extern "C" {
 #define FATTN_SPLIT_SCALE_NONE ((float)NAN)
 
 /* Which FP8 saved-tensor variant a forward uses (TE derives it from
- * qkv_type, NVTE_FP8_DPA_BWD and NVTE_DPA_FP8CS_O_in_F16; reference §1.2 step 7). */
+ * qkv_type, NVTE_FP8_DPA_BWD and NVTE_DPA_FP8CS_O_in_F16: TE 2.20.2 backends.py:1758-1771). */
 typedef enum fattn_split_save_variant {
     FATTN_SPLIT_SAVE_F16 = 0,       /* fp8 = (None)x4,         f16 = (q, k, v, out) */
     FATTN_SPLIT_SAVE_FP8_O_F16 = 1, /* fp8 = (q8, k8, v8, None), f16 = (None, None, None, out_f16) */
