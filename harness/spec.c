@@ -419,15 +419,7 @@ static fattn_status parse_expect_refusal(const parse_ctx *c, const json_t *obj, 
     if (!jst || !json_is_string(jst) || !jr || !json_is_string(jr))
         return case_error(c, FATTN_E_PARSE, key, "status and rule are required strings");
     const char *name = json_string_value(jst), *rule = json_string_value(jr);
-    bool found = false;
-    /* the enum is dense from FATTN_OK down (fattn/status.h) */
-    for (int i = 0; i >= -64 && !found; i--) {
-        if (strcmp(fattn_status_name((fattn_status)i), name) == 0) {
-            s->refusal_status = (fattn_status)i;
-            found = true;
-        }
-    }
-    if (!found)
+    if (!fattn_status_from_name(name, &s->refusal_status))
         return case_error(c, FATTN_E_PARSE, key, "status '%s' is not a fattn status name", name);
     if (!fattn_spec_refusal_status(s->refusal_status))
         return case_error(c, FATTN_E_INVALID_ARG, key,

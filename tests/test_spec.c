@@ -390,6 +390,7 @@ static const struct {
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "required", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"alibi_mask\",\"x\":1}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "unknown member 'x'", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"E_BAD\",\"rule\":\"alibi_mask\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "E_BAD", NULL}},
+    {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_UNKNOWN\",\"rule\":\"alibi_mask\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "FATTN_E_UNKNOWN", "not a fattn status name"}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_UNSUPPORTED\",\"rule\":\"paged_cpu\"}}]", FATTN_E_INVALID_ARG, {"key 'expect_refusal'", "skip", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"no_such_rule\"}}]", FATTN_E_INVALID_ARG, {"key 'expect_refusal'", "no_such_rule", "support table"}},
     {"[" CASE_HEAD ",\"is_training\":1}]", FATTN_E_PARSE, {"key 'is_training'", "true or false", NULL}},

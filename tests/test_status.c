@@ -42,6 +42,25 @@ START_TEST(status_names_distinct)
 }
 END_TEST
 
+/* fattn_status_from_name inverts fattn_status_name on every code and on
+ * nothing else, not even the name an unknown code prints as. */
+START_TEST(status_from_name)
+{
+    for (int i = 0; i < NROWS(all_status); i++) {
+        fattn_status got = FATTN_E_INTERNAL == all_status[i] ? FATTN_OK : FATTN_E_INTERNAL;
+        ck_assert(fattn_status_from_name(fattn_status_name(all_status[i]), &got));
+        ck_assert_int_eq(got, all_status[i]);
+    }
+    const char *bad[] = {"FATTN_E_UNKNOWN", "fattn_ok", "FATTN_E_", "", "FATTN_OK "};
+    for (int i = 0; i < NROWS(bad); i++) {
+        fattn_status got = FATTN_E_IO;
+        ck_assert_msg(!fattn_status_from_name(bad[i], &got), "'%s' parsed", bad[i]);
+        ck_assert_int_eq(got, FATTN_E_IO);
+    }
+    ck_assert(!fattn_status_from_name(NULL, NULL));
+}
+END_TEST
+
 START_TEST(status_unknown)
 {
     const int bad[] = {1, -19, -1000, 42};
@@ -355,6 +374,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);
     tcase_add_test(tc, status_names_distinct);
     tcase_add_test(tc, status_unknown);
+    tcase_add_test(tc, status_from_name);
     tcase_add_test(tc, error_sets_message);
     tcase_add_test(tc, error_per_thread);
     suite_add_tcase(s, tc);

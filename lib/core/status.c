@@ -62,6 +62,17 @@ const char *fattn_status_name(fattn_status s)
     return r ? r->name : "FATTN_E_UNKNOWN";
 }
 
+bool fattn_status_from_name(const char *name, fattn_status *out)
+{
+    for (size_t i = 0; name && i < sizeof status_table / sizeof status_table[0]; i++)
+        if (strcmp(status_table[i].name, name) == 0) {
+            if (out)
+                *out = status_table[i].code;
+            return true;
+        }
+    return false;
+}
+
 const char *fattn_last_error(void) { return last_error; }
 
 void fattn_clear_error(void) { last_error[0] = '\0'; }

@@ -8,6 +8,8 @@
 #ifndef FATTN_STATUS_H
 #define FATTN_STATUS_H
 
+#include <stdbool.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +41,11 @@ const char *fattn_status_str(fattn_status s);
 
 /* The enumerator's name ("FATTN_E_INVALID_ARG"). Never NULL. */
 const char *fattn_status_name(fattn_status s);
+
+/* The status whose enumerator's name is `name` (fattn_status_name's
+ * inverse): true and *out set, or false for any other string, including
+ * the "FATTN_E_UNKNOWN" that fattn_status_name gives an unknown code. */
+bool fattn_status_from_name(const char *name, fattn_status *out);
 
 /* The detail message of the last failure recorded on this thread, or "" if
  * none. The pointer stays valid until the next libfattn call on this thread. */
