@@ -22,6 +22,7 @@ typedef struct fe_split {
     fattn_split_fwd_result fres;
     bool have_fres;
     fattn_bwd_args bargs;
+    fattn_split_saved saved; /* setup_ctx's 16, as save_for_backward keeps them */
     fattn_split_grads grads;
     bool have_grads;
 } fe_split;
@@ -92,14 +93,14 @@ static void fwd_args_from_case(fe_split *s)
     a->poison = s->env->poison;
 }
 
-/* A slot's tensor, or its dedup source when forward left it empty. */
-static fattn_tensor resolved_slot(const fe_split *s, int slot)
+/* to_save entry i, or its dedup source when forward left it empty. */
+static fattn_tensor resolved_entry(const fe_split *s, int i)
 {
     const fattn_split_fwd_result *f = &s->fres;
-    assert(slot >= 0 && slot < FATTN_SAVED_COUNT);
-    if (!fattn_tensor_is_empty(&f->to_save.t[slot]))
-        return f->to_save.t[slot];
-    switch (f->ctx_attrs.saved_from[slot]) {
+    assert(i >= 0 && i < FATTN_SPLIT_NTO_SAVE);
+    if (!fattn_tensor_is_empty(&f->to_save.t[i]))
+        return f->to_save.t[i];
+    switch (f->ctx_attrs.saved_from[i]) {
     case FATTN_SPLIT_SRC_Q: return s->in.q;
     case FATTN_SPLIT_SRC_K: return s->in.k;
     case FATTN_SPLIT_SRC_V: return s->in.v;
@@ -108,6 +109,12 @@ static fattn_tensor resolved_slot(const fe_split *s, int slot)
     case FATTN_SPLIT_SRC_OUT: return f->out;
     default: return fattn_tensor_empty();
     }
+}
+
+/* The record name of to_save entry i: its slot's. */
+static const char *entry_role(int i)
+{
+    return fattn_saved_name((fattn_saved_slot)fattn_split_to_save_slot(i));
 }
 
 /* _fused_attn_forward_impl. */
@@ -124,22 +131,22 @@ static fattn_status split_forward(void *fe, fattn_fe_forward *res)
     res->out = s->fres.out;
     res->max_logit = s->fres.max_logit;
     for (int i = 0; i < FATTN_SAVED_NAUX; i++)
-        res->aux[i] = resolved_slot(s, FATTN_SAVED_AUX_FIRST + i);
+        res->aux[i] = fattn_tensor_empty();
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
+        int slot = (int)fattn_split_to_save_slot(i);
+        if (slot >= FATTN_SAVED_AUX_FIRST)
+            res->aux[slot - FATTN_SAVED_AUX_FIRST] = resolved_entry(s, i);
+    }
     return FATTN_OK;
 }
 
-/* forward/_impl: the to-save slots as forward_impl handed them back and
- * where each deduplicated one comes from. */
-static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+/* forward/_impl: the 12 to-save entries as forward_impl handed them back
+ * and where each deduplicated one comes from. */
+static fattn_status record_forward_impl(const fe_split *s, fattn_h5_node *impl)
 {
-    fe_split *s = fe;
-    if (state != FATTN_STATE_FORWARD)
-        return FATTN_OK;
-    assert(s->have_fres); /* recorded only after its forward succeeded */
-    fattn_h5_node *impl;
-    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
-    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
-        const char *role = fattn_saved_name((fattn_saved_slot)i);
+    fattn_status st = FATTN_OK;
+    for (int i = 0; st == FATTN_OK && i < FATTN_SPLIT_NTO_SAVE; i++) {
+        const char *role = entry_role(i);
         if ((st = fattn_fe_put_tensor(impl, role, &s->fres.to_save.t[i])) != FATTN_OK)
             break;
         fattn_split_source src = s->fres.ctx_attrs.saved_from[i];
@@ -162,6 +169,36 @@ static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
     assert(i == FATTN_SAVED_COUNT);
 }
 
+/* backward/_impl: the 16 saved tensors as setup_saved_tensors unpacked
+ * them into the bwd args, the far side of the save/restore seam (verify
+ * holds them against save_ctx, the near side). */
+static fattn_status record_backward_impl(fe_split *s, fattn_h5_node *impl)
+{
+    fattn_tensor *slot[FATTN_SAVED_COUNT];
+    bwd_slots(&s->bargs, slot);
+    fattn_status st = FATTN_OK;
+    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
+        st = fattn_fe_put_tensor(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);
+    return st;
+}
+
+static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+{
+    fe_split *s = fe;
+    if (state != FATTN_STATE_FORWARD && state != FATTN_STATE_BACKWARD)
+        return FATTN_OK;
+    fattn_h5_node *impl;
+    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
+    if (st != FATTN_OK)
+        return st;
+    if (state == FATTN_STATE_FORWARD) {
+        assert(s->have_fres); /* recorded only after its forward succeeded */
+        return record_forward_impl(s, impl);
+    }
+    assert(s->have_grads);
+    return record_backward_impl(s, impl);
+}
+
 static void record_from_bwd(fattn_ctx_record *dst, const fattn_bwd_args *src)
 {
     FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
@@ -177,13 +214,11 @@ static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
 {
     fe_split *s = fe;
     fattn_status st = fattn_split_setup_ctx(&s->bargs, &s->fargs, &s->fres.out,
-                                            &s->fres.ctx_attrs, &s->fres.to_save);
+                                            &s->fres.ctx_attrs, &s->fres.to_save, &s->saved);
     if (st != FATTN_OK)
         return st;
-    fattn_tensor *slot[FATTN_SAVED_COUNT];
-    bwd_slots(&s->bargs, slot);
     for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        res->t[i] = *slot[i];
+        res->t[i] = s->saved.t[i];
     record_from_bwd(&res->rec, &s->bargs);
     return FATTN_OK;
 }
@@ -194,6 +229,7 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
     fe_split *s = fe;
     assert(s && d_out);
     s->bargs.d_out = *d_out;
+    fattn_split_setup_saved_tensors(&s->bargs, &s->saved); /* backends.py:2284 */
     fattn_status st = fattn_split_backward_impl(&s->bargs, &s->grads);
     if (st != FATTN_OK)
         return st;
@@ -214,23 +250,21 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
     fe_split *s = fe;
     fattn_bwd_args *b = &s->bargs;
     fattn_bwd_args_init(b);
-    fattn_tensor *slot[FATTN_SAVED_COUNT];
-    bwd_slots(b, slot);
     for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        *slot[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
+        s->saved.t[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
     bwd_from_record(b, rec);
     b->engine = s->env->engine;
     b->poison = s->env->poison;
     return FATTN_OK;
 }
 
-/* forward/_impl's saved_from.<role> for slot i into ctx_attrs. */
+/* forward/_impl's saved_from.<role> for to_save entry i into ctx_attrs. */
 static fattn_status load_saved_from(const fattn_h5_node *impl, int i,
                                     fattn_split_ctx_attrs *ca)
 {
-    assert(i >= 0 && i < FATTN_SAVED_COUNT && impl);
+    assert(i >= 0 && i < FATTN_SPLIT_NTO_SAVE && impl);
     char name[64];
-    snprintf(name, sizeof name, "saved_from.%s", fattn_saved_name((fattn_saved_slot)i));
+    snprintf(name, sizeof name, "saved_from.%s", entry_role(i));
     const fattn_h5_attr *a = fattn_h5_node_attr(impl, name);
     ca->saved_from[i] = FATTN_SPLIT_SRC_NONE;
     if (!a)
@@ -288,8 +322,8 @@ static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
     memset(f, 0, sizeof *f);
     f->out = fattn_fe_node_tensor(fw, "out");
     f->max_logit = fattn_fe_node_tensor(fw, "max_logit");
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
-        f->to_save.t[i] = fattn_fe_node_tensor(impl, fattn_saved_name((fattn_saved_slot)i));
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
+        f->to_save.t[i] = fattn_fe_node_tensor(impl, entry_role(i));
         if ((st = load_saved_from(impl, i, &f->ctx_attrs)) != FATTN_OK)
             return st;
     }

@@ -135,8 +135,11 @@ START_TEST(missing_bwd_field)
     ck_assert_int_eq(fattn_split_forward_impl(&a, &b.q, &b.k, &b.v, &b.bias, NULL, &res),
                      FATTN_OK);
     fattn_bwd_args bwd;
-    ck_assert_int_eq(fattn_split_setup_ctx(&bwd, &a, &res.out, &res.ctx_attrs, &res.to_save),
-                     FATTN_OK);
+    fattn_split_saved saved;
+    ck_assert_int_eq(
+        fattn_split_setup_ctx(&bwd, &a, &res.out, &res.ctx_attrs, &res.to_save, &saved),
+        FATTN_OK);
+    fattn_split_setup_saved_tensors(&bwd, &saved);
     bwd.d_out = b.d_o;
     fattn_split_grads g;
     ck_assert_int_eq(fattn_split_backward_impl(&bwd, &g), FATTN_OK);
@@ -208,17 +211,14 @@ START_TEST(dedup_variant)
     alloc4(&deq_v, FATTN_DTYPE_BFLOAT16, 2, 8, 2, 16);
     fattn_tensor fp8s[4] = {q8, k8, v8, o8};
     fattn_tensor f16s[4] = {in_fp8 ? deq_q : qf, in_fp8 ? deq_k : kf, in_fp8 ? deq_v : vf, of};
-    fattn_tensor aux[4] = {st, rng, bt, off};
     fattn_split_to_save ts, before;
-    ck_assert_int_eq(fattn_split_fill_to_save(variant, fp8s, f16s, cu, aux, &ts), FATTN_OK);
+    ck_assert_int_eq(fattn_split_fill_to_save(variant, fp8s, f16s, &st, &rng, &ts), FATTN_OK);
     before = ts;
 
-    /* Which slots the variant fills. */
+    /* Which slots the variant fills (TE 2.20.2 backends.py:1842-1849): the
+     * entries stand for slots, the aux bias and offset entries are None. */
     bool has[FATTN_SPLIT_NSLOTS] = {false};
-    for (int i = FATTN_SPLIT_SLOT_CU_SEQLENS_Q; i <= FATTN_SPLIT_SLOT_RNG_STATE; i++)
-        has[i] = true;
-    has[FATTN_SPLIT_SLOT_AUX_BIAS] = bias;
-    has[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = sink;
+    has[FATTN_SPLIT_SLOT_SOFTMAX_STATS] = has[FATTN_SPLIT_SLOT_RNG_STATE] = true;
     switch (variant) {
     case FATTN_SPLIT_SAVE_F16:
     case FATTN_SPLIT_SAVE_FP8_BWD_F16:
@@ -234,14 +234,16 @@ START_TEST(dedup_variant)
             has[FATTN_SPLIT_SLOT_V_FP8] = has[FATTN_SPLIT_SLOT_OUT_FP8] = true;
         break;
     }
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        ck_assert_msg(fattn_tensor_is_empty(&ts.t[i]) == !has[i], "slot %s",
-                      fattn_split_slot_name((fattn_split_slot)i));
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
+        fattn_split_slot slot = fattn_split_to_save_slot(i);
+        ck_assert_msg(fattn_tensor_is_empty(&ts.t[i]) == !has[slot], "slot %s",
+                      fattn_split_slot_name(slot));
+    }
 
-    fattn_split_source sf[FATTN_SPLIT_NSLOTS];
-    fattn_split_dedup(&ts, &in_q, &in_k, &in_v, &bt, &off, &out, sf);
+    fattn_split_source sf[FATTN_SPLIT_NTO_SAVE];
+    fattn_split_dedup(&ts, &in_q, &in_k, &in_v, &out, bias, sink, sf);
 
-    /* Expected sources: only real identity matches. */
+    /* Expected sources: only real identity matches, the aux two by name. */
     fattn_split_source want[FATTN_SPLIT_NSLOTS] = {FATTN_SPLIT_SRC_NONE};
     if (has[FATTN_SPLIT_SLOT_Q_FP8] && in_fp8) {
         want[FATTN_SPLIT_SLOT_Q_FP8] = FATTN_SPLIT_SRC_Q;
@@ -255,17 +257,18 @@ START_TEST(dedup_variant)
         want[FATTN_SPLIT_SLOT_K] = FATTN_SPLIT_SRC_K;
         want[FATTN_SPLIT_SLOT_V] = FATTN_SPLIT_SRC_V;
     }
-    if (has[FATTN_SPLIT_SLOT_OUT])
+    if (has[FATTN_SPLIT_SLOT_OUT] && variant != FATTN_SPLIT_SAVE_FP8_O_FP8)
         want[FATTN_SPLIT_SLOT_OUT] = FATTN_SPLIT_SRC_OUT;
     if (bias)
         want[FATTN_SPLIT_SLOT_AUX_BIAS] = FATTN_SPLIT_SRC_ATTN_BIAS;
     if (sink)
         want[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = FATTN_SPLIT_SRC_SOFTMAX_OFFSET;
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
-        ck_assert_msg(sf[i] == want[i], "slot %s: source %d, want %d",
-                      fattn_split_slot_name((fattn_split_slot)i), (int)sf[i], (int)want[i]);
-        /* A recorded slot is emptied; any other keeps what it had. */
-        if (want[i] != FATTN_SPLIT_SRC_NONE)
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
+        fattn_split_slot slot = fattn_split_to_save_slot(i);
+        ck_assert_msg(sf[i] == want[slot], "slot %s: source %d, want %d",
+                      fattn_split_slot_name(slot), (int)sf[i], (int)want[slot]);
+        /* A recorded entry is emptied; any other keeps what it had. */
+        if (want[slot] != FATTN_SPLIT_SRC_NONE)
             ck_assert(fattn_tensor_is_empty(&ts.t[i]));
         else
             ck_assert(fe_same_bits(&ts.t[i], &before.t[i]) &&
@@ -273,15 +276,31 @@ START_TEST(dedup_variant)
                        fattn_tensor_same(&ts.t[i], &before.t[i])));
     }
 
-    /* setup_ctx puts every deduplicated tensor back. */
+    /* setup_ctx returns the 16: every deduplicated tensor back, the
+     * cu_seqlens from the args, the aux two from the inputs; the unpack
+     * puts each into its field. */
     fattn_fwd_args fa;
     fattn_fwd_args_init(&fa);
     fa.q = in_q, fa.k = in_k, fa.v = in_v, fa.attn_bias = bt, fa.softmax_offset = off;
+    fa.cu_seqlens_q = cu[0], fa.cu_seqlens_kv = cu[1];
+    fa.cu_seqlens_q_padded = cu[2], fa.cu_seqlens_kv_padded = cu[3];
     fattn_split_ctx_attrs ca;
     memset(&ca, 0, sizeof ca);
     memcpy(ca.saved_from, sf, sizeof sf);
     fattn_bwd_args bwd;
-    ck_assert_int_eq(fattn_split_setup_ctx(&bwd, &fa, &out, &ca, &ts), FATTN_OK);
+    fattn_split_saved saved;
+    ck_assert_int_eq(fattn_split_setup_ctx(&bwd, &fa, &out, &ca, &ts, &saved), FATTN_OK);
+    ck_assert(fattn_tensor_is_empty(&bwd.q) && fattn_tensor_is_empty(&bwd.softmax_stats));
+    fattn_split_setup_saved_tensors(&bwd, &saved);
+    fattn_tensor wantt[FATTN_SPLIT_NSLOTS];
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        wantt[i] = fattn_tensor_empty();
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
+        wantt[fattn_split_to_save_slot(i)] = before.t[i];
+    for (int i = 0; i < 4; i++)
+        wantt[FATTN_SPLIT_SLOT_CU_SEQLENS_Q + i] = cu[i];
+    wantt[FATTN_SPLIT_SLOT_AUX_BIAS] = bt;
+    wantt[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET] = off;
     const fattn_tensor *got[FATTN_SPLIT_NSLOTS] = {
         &bwd.q_fp8,         &bwd.k_fp8,         &bwd.v_fp8,
         &bwd.out_fp8,       &bwd.q,             &bwd.k,
@@ -290,16 +309,17 @@ START_TEST(dedup_variant)
         &bwd.softmax_stats, &bwd.rng_state,     &bwd.aux_bias,
         &bwd.aux_softmax_offset};
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
-        if (fattn_tensor_is_empty(&before.t[i]))
-            ck_assert(fattn_tensor_is_empty(got[i]));
+        if (fattn_tensor_is_empty(&wantt[i]))
+            ck_assert(fattn_tensor_is_empty(got[i]) && fattn_tensor_is_empty(&saved.t[i]));
         else
-            ck_assert_msg(fattn_tensor_same(got[i], &before.t[i]), "slot %s not restored",
-                          fattn_split_slot_name((fattn_split_slot)i));
+            ck_assert_msg(fattn_tensor_same(got[i], &wantt[i]) &&
+                              fattn_tensor_same(&saved.t[i], &wantt[i]),
+                          "slot %s not restored", fattn_split_slot_name((fattn_split_slot)i));
     }
     if (has[FATTN_SPLIT_SLOT_Q_FP8]) /* FP8-typed slots really are FP8 */
-        ck_assert_int_eq(before.t[FATTN_SPLIT_SLOT_Q_FP8].dtype, FATTN_DTYPE_FLOAT8_E4M3FN);
+        ck_assert_int_eq(wantt[FATTN_SPLIT_SLOT_Q_FP8].dtype, FATTN_DTYPE_FLOAT8_E4M3FN);
     if (has[FATTN_SPLIT_SLOT_OUT_FP8])
-        ck_assert_int_eq(before.t[FATTN_SPLIT_SLOT_OUT_FP8].dtype, FATTN_DTYPE_FLOAT8_E4M3FN);
+        ck_assert_int_eq(wantt[FATTN_SPLIT_SLOT_OUT_FP8].dtype, FATTN_DTYPE_FLOAT8_E4M3FN);
 
     fattn_tensor *own[] = {&q8, &k8, &v8, &o8, &qf, &kf, &vf, &of, &cu[0], &cu[1], &cu[2],
                            &cu[3], &st, &rng, &bt, &off, &deq_q, &deq_k, &deq_v};
@@ -308,6 +328,50 @@ START_TEST(dedup_variant)
     char id[128];
     snprintf(id, sizeof id, "split.dedup.%s.%s.%s.%s", variant_names[variant],
              bias ? "bias" : "no_bias", sink ? "sink" : "vanilla", in_fp8 ? "in_fp8" : "in_f16");
+    fattn_test_mark(id);
+}
+END_TEST
+
+/* TE 2.20.2 backends.py:1830-1843: each entry is checked against its own
+ * source only. Row = entry member (q, k, v, out) x source member: the
+ * entry holds that source's tensor, and is deduplicated only on the
+ * diagonal (an earlier rule matched every entry against every source). */
+START_TEST(dedup_own_source_only)
+{
+    int member = _i / 4, holds = _i % 4;
+    static const fattn_split_source names[4] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
+                                                FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_OUT};
+    static const char *const mn[4] = {"q", "k", "v", "out"};
+    fattn_tensor src[4], st, rng;
+    for (int i = 0; i < 4; i++)
+        alloc4(&src[i], FATTN_DTYPE_BFLOAT16, 2, 8, 2, 16);
+    alloc4(&st, FATTN_DTYPE_FLOAT32, 2, 2, 8, 1);
+    int64_t two = 2;
+    ck_assert_int_eq(fattn_tensor_alloc(&rng, FATTN_DTYPE_INT64, 1, &two), FATTN_OK);
+    fattn_tensor none4[4] = {fattn_tensor_empty(), fattn_tensor_empty(), fattn_tensor_empty(),
+                             fattn_tensor_empty()};
+    fattn_tensor f16[4];
+    for (int i = 0; i < 4; i++)
+        f16[i] = none4[i];
+    f16[member] = src[holds];
+    fattn_split_to_save ts;
+    ck_assert_int_eq(fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16, &st, &rng, &ts),
+                     FATTN_OK);
+    fattn_split_source sf[FATTN_SPLIT_NTO_SAVE];
+    fattn_split_dedup(&ts, &src[0], &src[1], &src[2], &src[3], false, false, sf);
+    fattn_split_source want = member == holds ? names[member] : FATTN_SPLIT_SRC_NONE;
+    ck_assert_msg(sf[4 + member] == want, "entry %s holding %s: source %d, want %d", mn[member],
+                  mn[holds], (int)sf[4 + member], (int)want);
+    ck_assert(fattn_tensor_is_empty(&ts.t[4 + member]) == (member == holds));
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
+        if (i != 4 + member)
+            ck_assert_int_eq(sf[i], FATTN_SPLIT_SRC_NONE);
+    for (int i = 0; i < 4; i++)
+        fattn_tensor_free(&src[i]);
+    fattn_tensor_free(&st);
+    fattn_tensor_free(&rng);
+    char id[96];
+    snprintf(id, sizeof id, "split.dedup_own_source.%s_holds_%s", mn[member], mn[holds]);
     fattn_test_mark(id);
 }
 END_TEST
@@ -360,7 +424,7 @@ START_TEST(rng_sequence)
         fattn_split_fwd_result res;
         ck_assert_int_eq(fattn_split_forward_impl(&a, &b.q, &b.k, &b.v, NULL, NULL, &res),
                          FATTN_OK);
-        const int64_t *rs = res.to_save.t[FATTN_SPLIT_SLOT_RNG_STATE].data;
+        const int64_t *rs = res.to_save.t[9].data; /* backends.py:1847, rng_state */
         ck_assert_int_eq(rs[0], 1000);
         ck_assert_int_eq(rs[1], 64 + 16 * i);
         ck_assert_uint_eq(gen.offset, (uint64_t)(64 + 16 * (i + 1)));
@@ -536,7 +600,10 @@ static void check_dedup(const tcase *c, const tcase_buffers *b, const fattn_spli
     bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
     bool has_sink = c->softmax != FATTN_SOFTMAX_VANILLA;
     const fattn_split_fwd_result *r = &sctx->fwd;
-    const fattn_split_source *sf = r->ctx_attrs.saved_from;
+    /* by slot: the f16 four are entries 4-7, the aux two entries 10 and 11 */
+    fattn_split_source sf[FATTN_SPLIT_NSLOTS] = {FATTN_SPLIT_SRC_NONE};
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
+        sf[fattn_split_to_save_slot(i)] = r->ctx_attrs.saved_from[i];
     ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_Q], FATTN_SPLIT_SRC_Q);
     ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_K], FATTN_SPLIT_SRC_K);
     ck_assert_int_eq(sf[FATTN_SPLIT_SLOT_V], FATTN_SPLIT_SRC_V);
@@ -554,24 +621,26 @@ static void check_dedup(const tcase *c, const tcase_buffers *b, const fattn_spli
     }
     const fattn_tensor *inputs[] = {&b->qkv_storage[0], &b->qkv_storage[1], &b->qkv_storage[2],
                                     &b->bias, &b->softmax_offset};
-    const fattn_tensor *returned[FATTN_SPLIT_NSLOTS + 2];
+    const fattn_tensor *returned[FATTN_SPLIT_NTO_SAVE + 2];
     int nret = 0;
     returned[nret++] = &r->out;
     returned[nret++] = &r->max_logit;
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
         returned[nret++] = &r->to_save.t[i];
     for (int i = 0; i < nret; i++)
         for (int j = 0; j < FE_NROWS(inputs); j++)
             ck_assert_msg(!inside(returned[i], inputs[j]),
                           "%s: returned tensor %d aliases input %d", c->id, i, j);
-    ck_assert(fattn_tensor_same(&sctx->bwd.q, &b->q));
-    ck_assert(fattn_tensor_same(&sctx->bwd.k, &b->k));
-    ck_assert(fattn_tensor_same(&sctx->bwd.v, &b->v));
-    ck_assert(fattn_tensor_same(&sctx->bwd.out, &r->out));
+    const fattn_tensor *saved = sctx->saved.t;
+    ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_Q], &b->q));
+    ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_K], &b->k));
+    ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_V], &b->v));
+    ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_OUT], &r->out));
     if (has_bias)
-        ck_assert(fattn_tensor_same(&sctx->bwd.aux_bias, &b->bias));
+        ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_AUX_BIAS], &b->bias));
     if (has_sink)
-        ck_assert(fattn_tensor_same(&sctx->bwd.aux_softmax_offset, &b->softmax_offset));
+        ck_assert(fattn_tensor_same(&saved[FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET],
+                                    &b->softmax_offset));
 }
 
 /* Every matrix case through the split's wrapper (test_frontends.c compares
@@ -598,7 +667,7 @@ START_TEST(case_calls)
         ck_assert_uint_eq(gen.offset, 32);
     } else {
         ck_assert_uint_eq(gen.offset, 48);
-        const fattn_tensor *rs = &ctx->bwd.rng_state;
+        const fattn_tensor *rs = &ctx->saved.t[FATTN_SPLIT_SLOT_RNG_STATE];
         ck_assert_int_eq(((const int64_t *)rs->data)[0], (int64_t)(c->seed + 7));
         ck_assert_int_eq(((const int64_t *)rs->data)[1], 32);
         bool has_bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS;
@@ -632,6 +701,9 @@ static void list_ids(void)
         printf("split.dedup.%s.%s.%s.%s\n", variant_names[v], bias ? "bias" : "no_bias",
                sink ? "sink" : "vanilla", in_fp8 ? "in_fp8" : "in_f16");
     }
+    static const char *const mn[4] = {"q", "k", "v", "out"};
+    for (int i = 0; i < 16; i++)
+        printf("split.dedup_own_source.%s_holds_%s\n", mn[i / 4], mn[i % 4]);
     printf("split.fp8_unsupported\nsplit.rng.sequence\nsplit.rng.backward_saved\n"
            "split.wrapper\nsplit.second_backward\n");
     int n = 0;
@@ -652,6 +724,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, missing_fwd_field, 0, FE_NROWS(fwd_fields));
     tcase_add_loop_test(tc, missing_bwd_field, 0, FE_NROWS(bwd_fields));
     tcase_add_loop_test(tc, dedup_variant, 0, DEDUP_ROWS);
+    tcase_add_loop_test(tc, dedup_own_source_only, 0, 16);
     tcase_add_test(tc, fp8_unsupported);
     tcase_add_test(tc, rng_sequence);
     tcase_add_test(tc, rng_backward_saved);

@@ -48,6 +48,8 @@ MUTANT_TARGETS = {
     "inference_dropout": "legacy vs split: forward/out",
     "bwd_dropout_bound": "legacy vs split: backward: state missing in B",
     "support_no_dropout": "refuse.swa_dropout.f16 ",
+    "dedup_k_as_v": "legacy vs split: save_ctx/k",
+    "seam_swap_cu": "split save/restore seam: backward/_impl/cu_seqlens_q",
 }
 
 

@@ -3,7 +3,8 @@
  * their dedup, the owners' free functions, the offload reload layout.
  * TE's three helpers themselves are in split.c.
  *
- * TE lines cited as file:line are at TE commit d0067d0 (see split.c).
+ * TE lines cited as backends.py:N are TE 2.20.2's
+ * transformer_engine/pytorch/attention/dot_product_attention/backends.py.
  */
 #include <assert.h>
 #include <math.h>
@@ -37,18 +38,23 @@ fattn_tensor *fattn_split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s)
     }
 }
 
-/* The slot each member of fattn_split_fill_to_save's groups lands in. */
-static const fattn_split_slot fp8_slots[SP_QKVO_N] = {
-    FATTN_SPLIT_SLOT_Q_FP8, FATTN_SPLIT_SLOT_K_FP8, FATTN_SPLIT_SLOT_V_FP8,
-    FATTN_SPLIT_SLOT_OUT_FP8};
-static const fattn_split_slot f16_slots[SP_QKVO_N] = {
-    FATTN_SPLIT_SLOT_Q, FATTN_SPLIT_SLOT_K, FATTN_SPLIT_SLOT_V, FATTN_SPLIT_SLOT_OUT};
-static const fattn_split_slot cu_slots[SP_CU_N] = {
-    FATTN_SPLIT_SLOT_CU_SEQLENS_Q, FATTN_SPLIT_SLOT_CU_SEQLENS_KV,
-    FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED, FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED};
-static const fattn_split_slot aux_slots[SP_AUX_N] = {
-    FATTN_SPLIT_SLOT_SOFTMAX_STATS, FATTN_SPLIT_SLOT_RNG_STATE, FATTN_SPLIT_SLOT_AUX_BIAS,
-    FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET};
+/* The slot each to_save entry stands for (TE 2.20.2 backends.py:1842-1849
+ * against the 16 of 1987-2004). */
+static const fattn_split_slot to_save_slots[FATTN_SPLIT_NTO_SAVE] = {
+    FATTN_SPLIT_SLOT_Q_FP8,         FATTN_SPLIT_SLOT_K_FP8,    FATTN_SPLIT_SLOT_V_FP8,
+    FATTN_SPLIT_SLOT_OUT_FP8,       FATTN_SPLIT_SLOT_Q,        FATTN_SPLIT_SLOT_K,
+    FATTN_SPLIT_SLOT_V,             FATTN_SPLIT_SLOT_OUT,      FATTN_SPLIT_SLOT_SOFTMAX_STATS,
+    FATTN_SPLIT_SLOT_RNG_STATE,     FATTN_SPLIT_SLOT_AUX_BIAS, FATTN_SPLIT_SLOT_AUX_SOFTMAX_OFFSET};
+
+/* Entries of to_save: the fp8 and f16 groups of four, then the two aux. */
+enum { SP_TS_FP8 = 0, SP_TS_F16 = 4, SP_TS_STATS = 8, SP_TS_RNG_STATE = 9,
+       SP_TS_AUX_BIAS = 10, SP_TS_AUX_SOFTMAX_OFFSET = 11 };
+
+fattn_split_slot fattn_split_to_save_slot(int i)
+{
+    assert(i >= 0 && i < FATTN_SPLIT_NTO_SAVE);
+    return to_save_slots[i];
+}
 
 const char *fattn_split_slot_name(fattn_split_slot s)
 {
@@ -124,62 +130,74 @@ static bool sp_none(const fattn_tensor *t)
 
 fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
                                       const fattn_tensor fp8[4], const fattn_tensor f16[4],
-                                      const fattn_tensor cu[4], const fattn_tensor aux[4],
-                                      fattn_split_to_save *ts)
+                                      const fattn_tensor *softmax_stats,
+                                      const fattn_tensor *rng_state, fattn_split_to_save *ts)
 {
-    if (!fp8 || !f16 || !cu || !aux || !ts)
+    if (!fp8 || !f16 || !softmax_stats || !rng_state || !ts)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_fill_to_save: NULL argument");
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
         ts->t[i] = fattn_tensor_empty();
     /* TE 2.20.2 backends.py:1758-1771, the FP8 branch's fp8_tensors / f16_tensors. */
     switch (variant) {
     case FATTN_SPLIT_SAVE_F16:
     case FATTN_SPLIT_SAVE_FP8_BWD_F16:
         for (int i = 0; i < SP_QKVO_N; i++)
-            ts->t[f16_slots[i]] = f16[i];
+            ts->t[SP_TS_F16 + i] = f16[i];
         break;
     case FATTN_SPLIT_SAVE_FP8_O_F16:
         for (int i = 0; i < SP_QKVO_N; i++)
             if (i != SP_QKVO_OUT)
-                ts->t[fp8_slots[i]] = fp8[i];
-        ts->t[f16_slots[SP_QKVO_OUT]] = f16[SP_QKVO_OUT];
+                ts->t[SP_TS_FP8 + i] = fp8[i];
+        ts->t[SP_TS_F16 + SP_QKVO_OUT] = f16[SP_QKVO_OUT];
         break;
     case FATTN_SPLIT_SAVE_FP8_O_FP8:
         for (int i = 0; i < SP_QKVO_N; i++)
-            ts->t[fp8_slots[i]] = fp8[i];
+            ts->t[SP_TS_FP8 + i] = fp8[i];
         break;
     default:
         return fattn_error(FATTN_E_INVALID_ARG, "split: unknown save variant %d", (int)variant);
     }
-    for (int i = 0; i < SP_CU_N; i++)
-        ts->t[cu_slots[i]] = cu[i];
-    for (int i = 0; i < SP_AUX_N; i++)
-        ts->t[aux_slots[i]] = aux[i];
+    /* backends.py:1842-1849: the aux bias and offset entries are None */
+    ts->t[SP_TS_STATS] = *softmax_stats;
+    ts->t[SP_TS_RNG_STATE] = *rng_state;
     return FATTN_OK;
 }
 
+/* backends.py:1830-1843: entry i of a group of four is checked against its
+ * own source only. */
+static fattn_split_source sp_dedup_qkvo(const fattn_tensor *entry, int member,
+                                        const fattn_tensor *const src[SP_QKVO_N])
+{
+    static const fattn_split_source names[SP_QKVO_N] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
+                                                        FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_OUT};
+    if (fattn_tensor_is_empty(entry) || sp_none(src[member]) ||
+        !fattn_tensor_same(entry, src[member]))
+        return FATTN_SPLIT_SRC_NONE;
+    return names[member];
+}
+
 void fattn_split_dedup(fattn_split_to_save *ts, const fattn_tensor *q, const fattn_tensor *k,
-                       const fattn_tensor *v, const fattn_tensor *attn_bias,
-                       const fattn_tensor *softmax_offset, const fattn_tensor *out,
-                       fattn_split_source saved_from[FATTN_SPLIT_NSLOTS])
+                       const fattn_tensor *v, const fattn_tensor *out, bool has_bias,
+                       bool has_softmax_offset,
+                       fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE])
 {
     assert(ts && saved_from);
-    const fattn_tensor *src[6] = {q, k, v, attn_bias, softmax_offset, out};
-    const fattn_split_source names[6] = {FATTN_SPLIT_SRC_Q, FATTN_SPLIT_SRC_K,
-                                         FATTN_SPLIT_SRC_V, FATTN_SPLIT_SRC_ATTN_BIAS,
-                                         FATTN_SPLIT_SRC_SOFTMAX_OFFSET, FATTN_SPLIT_SRC_OUT};
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
+    const fattn_tensor *const src[SP_QKVO_N] = {q, k, v, out};
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
         saved_from[i] = FATTN_SPLIT_SRC_NONE;
-        if (fattn_tensor_is_empty(&ts->t[i]))
-            continue; /* an empty slot means "not needed", never a source */
-        for (int j = 0; j < 6; j++) {
-            if (sp_none(src[j]) || !fattn_tensor_same(&ts->t[i], src[j]))
-                continue;
-            saved_from[i] = names[j];
-            ts->t[i] = fattn_tensor_empty();
-            break;
-        }
+    for (int i = 0; i < SP_QKVO_N; i++) {
+        saved_from[SP_TS_FP8 + i] = sp_dedup_qkvo(&ts->t[SP_TS_FP8 + i], i, src);
+        saved_from[SP_TS_F16 + i] = sp_dedup_qkvo(&ts->t[SP_TS_F16 + i], i, src);
     }
+    /* backends.py:1841-1842: named from the forward's inputs, whatever the entry holds */
+    if (has_bias)
+        saved_from[SP_TS_AUX_BIAS] = FATTN_SPLIT_SRC_ATTN_BIAS;
+    if (has_softmax_offset)
+        saved_from[SP_TS_AUX_SOFTMAX_OFFSET] = FATTN_SPLIT_SRC_SOFTMAX_OFFSET;
+    /* backends.py:1851-1853: None where a source is named */
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
+        if (saved_from[i] != FATTN_SPLIT_SRC_NONE)
+            ts->t[i] = fattn_tensor_empty();
 }
 
 /* ------------------------------------------------------------------------ */

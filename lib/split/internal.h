@@ -6,9 +6,9 @@
 
 #include "fattn/split.h"
 
-/* Members of the four groups of four that fattn_split_fill_to_save takes,
- * in order: fp8[] and f16[] are (q, k, v, out), cu[] the four cu_seqlens,
- * aux[] the fixed aux slots. */
+/* Members of the groups of four: fp8[] and f16[] of
+ * fattn_split_fill_to_save are (q, k, v, out), cu[] the four cu_seqlens,
+ * aux[] the fixed aux slots as forward_impl reads the engine's list. */
 enum sp_qkvo { SP_QKVO_Q, SP_QKVO_K, SP_QKVO_V, SP_QKVO_OUT, SP_QKVO_N };
 enum sp_cu { SP_CU_Q, SP_CU_KV, SP_CU_Q_PADDED, SP_CU_KV_PADDED, SP_CU_N };
 enum sp_aux { SP_AUX_STATS, SP_AUX_RNG_STATE, SP_AUX_BIAS, SP_AUX_SOFTMAX_OFFSET, SP_AUX_N };

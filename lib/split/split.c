@@ -391,23 +391,33 @@ static fattn_status sp_forward_impl_max_logit(sp_forward_frame *f)
                         &f->res->own_max_logit);
 }
 
-/* tensors_to_save (f16 path) and saved_from: the slots filled, then the
- * ones identical to an input or O emptied and their source named. */
+/* backends.py:1825-1854 (f16 path): the aux pack's extra entries checked
+ * against the inputs, then tensors_to_save and saved_from. */
 static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     fattn_split_fwd_result *res = f->res;
+    bool has_bias = args->attn_bias_type != FATTN_BIAS_NO_BIAS &&
+                    args->attn_bias_type != FATTN_BIAS_ALIBI && !sp_none(f->attn_bias);
+    bool has_softmax_offset =
+        args->softmax_type != FATTN_SOFTMAX_VANILLA && !sp_none(f->softmax_offset);
+    int n_extra = !fattn_tensor_is_empty(&f->aux[SP_AUX_BIAS]) +
+                  !fattn_tensor_is_empty(&f->aux[SP_AUX_SOFTMAX_OFFSET]);
+    if (n_extra != (int)has_bias + (int)has_softmax_offset)
+        return fattn_error(FATTN_E_INTERNAL,
+                           "split forward: unexpected fused attention aux tensors (%d beyond "
+                           "stats and rng_state, %d expected; TE 2.20.2 backends.py:1828 asserts)",
+                           n_extra, (int)has_bias + (int)has_softmax_offset);
     fattn_tensor none4[SP_QKVO_N] = {fattn_tensor_empty(), fattn_tensor_empty(),
                                      fattn_tensor_empty(), fattn_tensor_empty()};
     fattn_tensor f16[SP_QKVO_N] = {*f->q, *f->k, *f->v, res->own_out};
-    fattn_tensor cu[SP_CU_N] = {args->cu_seqlens_q, args->cu_seqlens_kv,
-                                args->cu_seqlens_q_padded, args->cu_seqlens_kv_padded};
-    fattn_status st = fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16, cu, f->aux,
+    fattn_status st = fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16,
+                                               &f->aux[SP_AUX_STATS], &f->aux[SP_AUX_RNG_STATE],
                                                &res->to_save);
     if (st != FATTN_OK)
         return st;
-    fattn_split_dedup(&res->to_save, f->q, f->k, f->v, f->attn_bias, f->softmax_offset,
-                      &res->own_out, res->ctx_attrs.saved_from);
+    fattn_split_dedup(&res->to_save, f->q, f->k, f->v, &res->own_out, has_bias,
+                      has_softmax_offset, res->ctx_attrs.saved_from);
     return FATTN_OK;
 }
 
@@ -486,18 +496,19 @@ fail:
 /* setup_ctx                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* _fused_attn_setup_ctx's `sources`: each deduplicated slot gets its source
- * back (the args' inputs, or O); slot[] ends as the full 16 slots. */
-static fattn_status sp_setup_ctx_restore(const fattn_fwd_args *fwd, const fattn_tensor *out,
-                                         const fattn_split_ctx_attrs *ca,
-                                         const fattn_split_to_save *to_save,
-                                         fattn_tensor slot[FATTN_SPLIT_NSLOTS])
+/* backends.py:1974-2004: the 12 entries with each deduplicated one taken
+ * from `sources` (the args' inputs, or O), the cu_seqlens from the args,
+ * as the 16 to save. */
+static fattn_status sp_setup_ctx_saved(const fattn_fwd_args *fwd, const fattn_tensor *out,
+                                       const fattn_split_ctx_attrs *ca,
+                                       const fattn_split_to_save *to_save,
+                                       fattn_split_saved *saved)
 {
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++) {
-        slot[i] = to_save->t[i];
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
+        fattn_split_slot slot = fattn_split_to_save_slot(i);
         const fattn_tensor *src = NULL;
         switch (ca->saved_from[i]) {
-        case FATTN_SPLIT_SRC_NONE: break;
+        case FATTN_SPLIT_SRC_NONE: src = &to_save->t[i]; break;
         case FATTN_SPLIT_SRC_Q: src = &fwd->q; break;
         case FATTN_SPLIT_SRC_K: src = &fwd->k; break;
         case FATTN_SPLIT_SRC_V: src = &fwd->v; break;
@@ -506,17 +517,19 @@ static fattn_status sp_setup_ctx_restore(const fattn_fwd_args *fwd, const fattn_
         case FATTN_SPLIT_SRC_OUT: src = out; break;
         default:
             return fattn_error(FATTN_E_INVALID_ARG, "split setup_ctx: slot %s has source %d",
-                               fattn_split_slot_name((fattn_split_slot)i), (int)ca->saved_from[i]);
+                               fattn_split_slot_name(slot), (int)ca->saved_from[i]);
         }
-        if (ca->saved_from[i] == FATTN_SPLIT_SRC_NONE)
-            continue;
-        if (sp_none(src))
+        if (ca->saved_from[i] != FATTN_SPLIT_SRC_NONE && sp_none(src))
             return fattn_error(FATTN_E_MISSING_FIELD,
                                "split setup_ctx: slot %s was saved from %s, which is empty",
-                               fattn_split_slot_name((fattn_split_slot)i),
+                               fattn_split_slot_name(slot),
                                fattn_split_source_name(ca->saved_from[i]));
-        slot[i] = *src;
+        saved->t[slot] = *src;
     }
+    saved->t[FATTN_SPLIT_SLOT_CU_SEQLENS_Q] = fwd->cu_seqlens_q;
+    saved->t[FATTN_SPLIT_SLOT_CU_SEQLENS_KV] = fwd->cu_seqlens_kv;
+    saved->t[FATTN_SPLIT_SLOT_CU_SEQLENS_Q_PADDED] = fwd->cu_seqlens_q_padded;
+    saved->t[FATTN_SPLIT_SLOT_CU_SEQLENS_KV_PADDED] = fwd->cu_seqlens_kv_padded;
     return FATTN_OK;
 }
 
@@ -562,20 +575,27 @@ static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
 fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
                                    const fattn_tensor *out,
                                    const fattn_split_ctx_attrs *ca,
-                                   const fattn_split_to_save *to_save)
+                                   const fattn_split_to_save *to_save, fattn_split_saved *saved)
 {
-    if (!bwd || !fwd || !ca || !to_save)
+    if (!bwd || !fwd || !ca || !to_save || !saved)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_setup_ctx: NULL argument");
     fattn_bwd_args_init(bwd);
-    fattn_tensor slot[FATTN_SPLIT_NSLOTS];
-    fattn_status st = sp_setup_ctx_restore(fwd, out, ca, to_save, slot);
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        saved->t[i] = fattn_tensor_empty();
+    fattn_status st = sp_setup_ctx_saved(fwd, out, ca, to_save, saved);
     if (st != FATTN_OK)
         return st;
-    /* The saved tensors, each into its field (FATTN_SPLIT_SLOTS). */
-    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        *fattn_split_bwd_slot(bwd, (fattn_split_slot)i) = slot[i];
     sp_setup_ctx_config(bwd, fwd, ca);
     return FATTN_OK;
+}
+
+/* FusedAttnBwdArgs.setup_saved_tensors (backends.py:1545-1566), run at
+ * backward's entry: the 16 in FATTN_SPLIT_SLOTS order, each into its field. */
+void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_saved *saved)
+{
+    assert(bwd && saved);
+    for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
+        *fattn_split_bwd_slot(bwd, (fattn_split_slot)i) = saved->t[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -809,7 +829,7 @@ fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_ten
     a.attn_bias = sp_opt(attn_bias);
     a.softmax_offset = sp_opt(softmax_offset);
     st = fattn_split_setup_ctx(&ctx->bwd, &a, &ctx->fwd.out, &ctx->fwd.ctx_attrs,
-                               &ctx->fwd.to_save);
+                               &ctx->fwd.to_save, &ctx->saved);
     if (st != FATTN_OK) {
         fattn_split_fwd_result_free(&ctx->fwd);
         return st;
@@ -840,6 +860,7 @@ fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_te
     ctx->backward_objects_cleared = true; /* backends.py:2285, even if backward fails */
     fattn_split_grads_free(&ctx->grads);
     ctx->bwd.d_out = sp_opt(d_out);
+    fattn_split_setup_saved_tensors(&ctx->bwd, &ctx->saved); /* backends.py:2284 */
     fattn_status st = fattn_split_backward_impl(&ctx->bwd, &ctx->grads);
     ctx->bwd.d_out = fattn_tensor_empty();
     if (st != FATTN_OK)

@@ -1,27 +1,33 @@
 /* fattn/split.h — the split front end: TE's FusedAttnFunc after the refactor
- * (TE PR #3480): args structs, forward_impl / setup_ctx / backward_impl,
+ * (TE PR #3480, as merged in TE 2.20.2): args structs, forward_impl / setup_ctx / backward_impl,
  * fixed aux slots, saved-tensor dedup, 5 grads + 1 empty.
  *
- * Flow (what fattn_split_func_forward / _backward do):
+ * Flow (what fattn_split_func_forward / _backward do; TE 2.20.2
+ * backends.py:2249-2286):
  *   fattn_split_forward_impl(args, q, k, v, attn_bias, softmax_offset, &res)
- *       -> res.out, res.max_logit, res.to_save (fixed slots), res.ctx_attrs
- *   fattn_split_setup_ctx(&bwd, args, &res.out, &res.ctx_attrs, &res.to_save)
- *       -> bwd args filled, deduplicated slots put back
+ *       -> res.out, res.max_logit, res.to_save (TE's 12 entries),
+ *          res.ctx_attrs (saved_from per entry)
+ *   fattn_split_setup_ctx(&bwd, args, &res.out, &res.ctx_attrs, &res.to_save,
+ *                         &saved)
+ *       -> bwd's configuration; saved = the 16 tensors TE hands
+ *          save_for_backward, deduplicated entries put back
+ *   (FusedAttnFunc.backward) fattn_split_setup_saved_tensors(&bwd, &saved)
+ *       -> the 16 back into bwd's tensor fields, TE's unpacking order
  *   bwd.d_out = dO; fattn_split_backward_impl(&bwd, &grads)
  *
  * Fixed aux slots: softmax_stats, rng_state, aux_bias, aux_softmax_offset.
  * The engine's variable-length list exists only at the engine boundary
- * (list -> slots right after the forward, slots -> list right before the
- * backward).
+ * (list -> slots right after the forward; backward's list is built from
+ * the slots that are not None, backends.py:1568-1575).
  *
- * Dedup (the identity rule): a to-save slot holding a tensor identical to
- * q, k, v, attn_bias, softmax_offset or out — fattn_tensor_same: same data
- * pointer, dtype, shape and strides, the C analogue of Python's `is` — is
- * left empty by forward_impl and its source named in ctx_attrs.saved_from;
- * setup_ctx puts the source back. The aux_bias / aux_softmax_offset entries
- * *are* the inputs (TE's pack aliases them), so they dedup to attn_bias /
- * softmax_offset. On FP8 paths an empty f16 slot still means "not needed":
- * only real identity matches are replaced.
+ * Dedup (backends.py:1825-1854, the merged rule): each of the 12 entries
+ * is checked with `is` — fattn_tensor_same: same data pointer, dtype,
+ * shape and strides — against one fixed source only: the fp8 and f16 q
+ * entries against q, k against k, v against v, out against the returned
+ * O. A match is emptied and its source named in ctx_attrs.saved_from;
+ * setup_ctx puts the source back. Entries 10 and 11 are always None and
+ * named attn_bias / softmax_offset when the forward has that tensor, so the
+ * backward's aux bias and offset are the forward's inputs.
  *
  * Unset encodings (a required field left unset fails with
  * FATTN_E_MISSING_FIELD naming it): enums -1 (layouts NOT_SET, TE backend
@@ -158,11 +164,12 @@ typedef struct fattn_bwd_args {
 void fattn_fwd_args_init(fattn_fwd_args *a);
 void fattn_bwd_args_init(fattn_bwd_args *a);
 
-/* The 16 fixed to-save slots, in TE's save order (backends.py
- * tensors_to_save): X(SUFFIX, name) per slot, where name is the slot's name
- * (fattn_split_slot_name) and the fattn_bwd_args field setup_ctx puts it
- * in. The slot's enum constant is FATTN_SPLIT_SLOT_<SUFFIX>. This table is
- * the split front end's own; lib/legacy keeps its saved list separately. */
+/* The 16 fixed slots, in the order of setup_ctx's returned tuple
+ * (backends.py:1987-2004) and of setup_saved_tensors' unpacking
+ * (1545-1566): X(SUFFIX, name) per slot, where name is the slot's name
+ * (fattn_split_slot_name) and the fattn_bwd_args field it is unpacked
+ * into. The slot's enum constant is FATTN_SPLIT_SLOT_<SUFFIX>. This table
+ * is the split front end's own; lib/legacy keeps its saved list separately. */
 #define FATTN_SPLIT_SLOTS(X)                                                  \
     X(Q_FP8, q_fp8)                                                           \
     X(K_FP8, k_fp8)                                                           \
@@ -204,13 +211,30 @@ const char *fattn_split_slot_name(fattn_split_slot s);
 /* "q", "k", "v", "attn_bias", "softmax_offset", "out"; NULL for NONE. */
 const char *fattn_split_source_name(fattn_split_source s);
 
+/* forward_impl's tensors_to_save (TE 2.20.2 backends.py:1842-1849): 12
+ * entries, fp8 (q, k, v, out), f16 (q, k, v, out), softmax_stats,
+ * rng_state, then two always None (the aux bias and softmax offset come
+ * back from the inputs through saved_from). Entry i is the slot
+ * fattn_split_to_save_slot(i) of the 16. No cu_seqlens: setup_ctx takes
+ * them from the forward's args. */
+#define FATTN_SPLIT_NTO_SAVE 12
 typedef struct fattn_split_to_save {
-    fattn_tensor t[FATTN_SPLIT_NSLOTS];
+    fattn_tensor t[FATTN_SPLIT_NTO_SAVE];
 } fattn_split_to_save;
+
+/* The slot (of the 16) that to_save entry i stands for; i in [0, 12). */
+fattn_split_slot fattn_split_to_save_slot(int i);
+
+/* What setup_ctx returns and FusedAttnFunc.forward hands save_for_backward
+ * (backends.py:1987-2004): the 16 slots in FATTN_SPLIT_SLOTS order, which
+ * is the order setup_saved_tensors unpacks them in (1545-1566). */
+typedef struct fattn_split_saved {
+    fattn_tensor t[FATTN_SPLIT_NSLOTS];
+} fattn_split_saved;
 
 /* What forward hands setup_ctx besides the tensors. */
 typedef struct fattn_split_ctx_attrs {
-    fattn_split_source saved_from[FATTN_SPLIT_NSLOTS];
+    fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]; /* per to_save entry */
     bool fp8;                      /* is_bwd_fp8 */
     fattn_dtype nominal_dtype;
     bool is_input_fp8;
@@ -244,23 +268,27 @@ typedef struct fattn_split_grads {
 void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
 void fattn_split_grads_free(fattn_split_grads *g);
 
-/* Fill the 16 slots for a save variant: fp8[4] = (q8, k8, v8, out8),
- * f16[4] = (q, k, v, out), cu[4], aux[4] = (stats, rng_state, bias, offset);
- * entries the variant does not save become empty. */
+/* The 12 entries for a save variant (backends.py:1758-1771, 1842-1849):
+ * fp8[4] = (q8, k8, v8, out8), f16[4] = (q, k, v, out), then stats and
+ * rng_state; entries the variant does not save and the last two are
+ * empty. */
 fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
                                       const fattn_tensor fp8[4], const fattn_tensor f16[4],
-                                      const fattn_tensor cu[4], const fattn_tensor aux[4],
+                                      const fattn_tensor *softmax_stats,
+                                      const fattn_tensor *rng_state,
                                       fattn_split_to_save *to_save);
 
-/* The dedup step of forward_impl: every non-empty slot identical
- * (fattn_tensor_same) to one of the six sources (checked in the order q, k,
- * v, attn_bias, softmax_offset, out; empty sources skipped) is emptied and
- * its source recorded; other entries of saved_from become NONE. */
+/* The dedup step of forward_impl (backends.py:1830-1854): saved_from[i]
+ * per entry — q (entries 0, 4) when the entry is q (fattn_tensor_same), k
+ * (1, 5) when it is k, v (2, 6) when it is v, out (3, 7) when it is out;
+ * never for stats and rng_state (8, 9); attn_bias for entry 10 when
+ * has_bias, softmax_offset for 11 when has_softmax_offset. Entries with a
+ * source are emptied (10 and 11 are empty anyway). Empty sources never
+ * match. */
 void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
-                       const fattn_tensor *k, const fattn_tensor *v,
-                       const fattn_tensor *attn_bias, const fattn_tensor *softmax_offset,
-                       const fattn_tensor *out,
-                       fattn_split_source saved_from[FATTN_SPLIT_NSLOTS]);
+                       const fattn_tensor *k, const fattn_tensor *v, const fattn_tensor *out,
+                       bool has_bias, bool has_softmax_offset,
+                       fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]);
 
 /* _fused_attn_forward_impl. */
 fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
@@ -269,11 +297,18 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
                                       const fattn_tensor *softmax_offset,
                                       fattn_split_fwd_result *res);
 
-/* _fused_attn_setup_ctx: fill `bwd` (initialised here) from the forward. */
+/* _fused_attn_setup_ctx (backends.py:1897-2004): `bwd` (initialised here)
+ * gets the backward's configuration, its tensor fields stay empty; `saved`
+ * gets the 16 tensors to save: to_save's entries with each deduplicated
+ * one taken back from its source, the cu_seqlens from `fwd`. */
 fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
                                    const fattn_tensor *out,
                                    const fattn_split_ctx_attrs *ctx_attrs,
-                                   const fattn_split_to_save *to_save);
+                                   const fattn_split_to_save *to_save, fattn_split_saved *saved);
+
+/* FusedAttnBwdArgs.setup_saved_tensors (backends.py:1545-1566): the saved
+ * 16 into bwd's tensor fields, in FATTN_SPLIT_SLOTS order. */
+void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_saved *saved);
 
 /* _fused_attn_backward_impl: allocates and fills `grads`. */
 fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *grads);
@@ -293,6 +328,7 @@ typedef struct fattn_split_func_ctx {
      * backends.py:2285), so a second backward on this ctx raises. */
     bool backward_objects_cleared;
     fattn_bwd_args bwd;
+    fattn_split_saved saved; /* ctx.save_for_backward's tensors */
     fattn_split_fwd_result fwd;
     fattn_split_grads grads;
 } fattn_split_func_ctx;
