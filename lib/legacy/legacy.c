@@ -10,10 +10,16 @@
  * monolith FusedAttnFunc.forward / .backward, one static step each, named
  * lg_forward_<block> / lg_backward_<block> (docs/frontends.md traces them).
  *
- * TE lines cited as file:line are at TE commit d0067d0:
+ * TE lines cited as file:line are TE 2.19.0's (the PyPI wheel
+ * transformer-engine==2.19.0), whose FusedAttnFunc is the monolith this
+ * front end models:
  *   backends.py    transformer_engine/pytorch/attention/dot_product_attention/backends.py
  *   fused_attn.py  transformer_engine/pytorch/cpp_extensions/fused_attn.py
+ * except the C++ pybind layer, which the wheel does not ship; it is cited at
+ * TE commit d0067d0 (the snapshot fattn was first written against):
  *   attention.cpp  transformer_engine/pytorch/csrc/extensions/attention.cpp
+ * 2.19.0's FusedAttnFunc is d0067d0's line for line, 22 lines further down
+ * the file; fused_attn.py is the same file in both (docs/frontends.md).
  */
 #include <assert.h>
 #include <math.h>
@@ -352,7 +358,7 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
     return FATTN_OK;
 }
 
-/* fused_attn_fwd's arguments, the f16 branch of forward. */
+/* fused_attn_fwd's arguments, the f16 branch of forward (backends.py:1616-1649). */
 static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -387,7 +393,8 @@ static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
     p->bottom_right_diagonal = f->brd;
 }
 
-/* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch.
+/* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch
+ * (backends.py:1614-1653).
  * Two-call protocol: sizes, allocate Stats (and Max), execute. */
 static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
 {
@@ -418,7 +425,7 @@ static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
     return fattn_engine_fwd(ctx->engine, &p);
 }
 
-/* ctx.save_for_backward (backends.py:1655-1665), f16 path: the fp8 tensors
+/* ctx.save_for_backward (backends.py:1677-1687), f16 path: the fp8 tensors
  * None, then q, k, v, out, the cu_seqlens and the aux list, from which
  * fused_attn.py:402-441 took Max out (it became max_logit). */
 static void lg_forward_save_for_backward(lg_forward_locals *f)
@@ -447,7 +454,7 @@ static void lg_forward_save_for_backward(lg_forward_locals *f)
     ctx->n_saved = n;
 }
 
-/* backends.py:1635-1726: the 33 attributes (f16 path), tensor_objects
+/* backends.py:1657-1748: the 33 attributes (f16 path), tensor_objects
  * aside (lg_forward_save_for_backward). */
 static void lg_forward_ctx_attrs(lg_forward_locals *f)
 {
@@ -667,7 +674,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     return FATTN_OK;
 }
 
-/* backends.py:1943-1977: the f16 fused_attn_bwd call; g[] holds dq, dk,
+/* backends.py:1965-1999: the f16 fused_attn_bwd call; g[] holds dq, dk,
  * dv, dbias, doff as FATTN_LEGACY_GRAD_* index them. */
 static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                                const fattn_aux_pack *aux,
@@ -737,7 +744,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         return fattn_error(FATTN_E_UNSUPPORTED, "legacy backward: FP8 execution is not "
                                                 "implemented");
 
-    /* backends.py:1754-1768: unpack the saved list in its order. */
+    /* backends.py:1776-1792: unpack the saved list in its order. */
     const fattn_tensor *s = ctx->tensor_objects;
     fattn_aux_pack aux;
     memset(&aux, 0, sizeof aux);
@@ -749,7 +756,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     ctx->tensor_objects_consumed = true; /* quantized_tensor.py:350, even if backward fails */
 
     lg_free_backward_buffers(ctx);
-    /* The grads of the 36-tuple, built in place (backends.py:1979-2022). */
+    /* The grads of the 36-tuple, built in place (backends.py:2001-2044). */
     fattn_tensor g[FATTN_LEGACY_NGRADS];
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         g[i] = fattn_tensor_empty();
@@ -766,7 +773,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     if (st != FATTN_OK)
         goto fail;
 
-    /* backends.py:1979-1984 and 1985-2022: the 36-tuple. */
+    /* backends.py:2001-2006 and 2007-2044: the 36-tuple. */
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         grads[i] = g[i];
     return FATTN_OK;
