@@ -32,6 +32,27 @@ void fattn_case_free(fattn_case *c)
     memset(c, 0, sizeof *c);
 }
 
+float fattn_case_attn_scale_arg(const fattn_spec *s)
+{
+    if (s->attn_scale_set)
+        return (float)s->attn_scale;
+    return s->raw_func_args ? (float)NAN : (float)(1.0 / sqrt((double)s->d_qk));
+}
+
+int fattn_case_bottom_right_diagonal_arg(const fattn_spec *s)
+{
+    if (s->raw_func_args) /* a direct caller: as given */
+        return s->bottom_right_diagonal == FATTN_TRISTATE_NULL   ? -1
+               : s->bottom_right_diagonal == FATTN_TRISTATE_TRUE ? 1
+                                                                   : 0;
+    /* dot_product_attention.py:2398-2406 (2.20.2; 2.19.0 alike) */
+    if (s->mask == FATTN_MASK_CAUSAL || s->mask == FATTN_MASK_PADDING_CAUSAL)
+        return 0;
+    if (fattn_mask_is_bottom_right(s->mask) || s->bottom_right_diagonal == FATTN_TRISTATE_NULL)
+        return 1;
+    return s->bottom_right_diagonal == FATTN_TRISTATE_TRUE;
+}
+
 static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
 {
     int64_t w[2] = {s->window[0], s->window[1]};
@@ -39,13 +60,10 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
     fattn_status st = fattn_window_normalize(s->mask, s->window_set, w, c->window, &warned);
     if (st != FATTN_OK)
         return fattn_error(st, "case %s: window: %s", s->id, fattn_last_error());
-    /* dot_product_attention.py:1746-1754 */
-    if (s->mask == FATTN_MASK_CAUSAL || s->mask == FATTN_MASK_PADDING_CAUSAL)
-        c->bottom_right_diagonal = false;
-    else if (fattn_mask_is_bottom_right(s->mask) || s->bottom_right_diagonal == FATTN_TRISTATE_NULL)
-        c->bottom_right_diagonal = true;
-    else
-        c->bottom_right_diagonal = s->bottom_right_diagonal == FATTN_TRISTATE_TRUE;
+    c->bottom_right_diagonal_arg = fattn_case_bottom_right_diagonal_arg(s);
+    c->bottom_right_diagonal = c->bottom_right_diagonal_arg < 0
+                                   ? fattn_bottom_right_default_fwd(s->mask) /* fused_attn.py:325 */
+                                   : c->bottom_right_diagonal_arg == 1;
     c->layout_group = fattn_layout_group(s->layout);
     c->q_format = fattn_layout_q_format(s->layout);
     c->kv_format = fattn_layout_kv_format(s->layout);
@@ -55,6 +73,7 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
                      c->layout_group == FATTN_LAYOUT_GROUP_H3D;
     c->attn_scale = s->attn_scale_set ? (float)s->attn_scale
                                       : (float)(1.0 / sqrt((double)s->d_qk));
+    c->attn_scale_arg = fattn_case_attn_scale_arg(s);
     /* FusedAttention passes 0.0 when not training (2.20.2 backends.py:2603);
      * raw_func_args: a direct FusedAttnFunc caller's value as given. */
     c->dropout_p = (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
@@ -235,13 +254,17 @@ static json_t *case_json(const fattn_spec *s)
         return json_pack("{s:s,s:o*,s:s}", "id", s->id, "spec", spec, "error", fattn_last_error());
     int64_t b = s->b;
     json_t *o = json_pack(
-        "{s:s,s:o*,s:s,s:s,s:s,s:b,s:b,s:b,s:[I,I],s:b,s:f,s:b,s:f,s:I,s:I,"
+        "{s:s,s:o*,s:s,s:s,s:s,s:b,s:b,s:b,s:[I,I],s:b,s:o*,s:f,s:o*,s:b,s:f,s:I,s:I,"
         "s:o*,s:o*,s:o*,s:o*,s:o*,s:o*,s:o*}",
         "id", s->id, "spec", spec, "layout_group", fattn_layout_group_name(c.layout_group),
         "q_format", fattn_format_name(c.q_format), "kv_format", fattn_format_name(c.kv_format),
         "thd", c.thd, "padding", c.padding, "self_packed", c.self_packed, "window",
         (json_int_t)c.window[0], (json_int_t)c.window[1], "bottom_right_diagonal",
-        c.bottom_right_diagonal, "attn_scale", (double)c.attn_scale, "attn_scale_default",
+        c.bottom_right_diagonal, "bottom_right_diagonal_arg",
+        c.bottom_right_diagonal_arg < 0 ? json_null() : json_boolean(c.bottom_right_diagonal_arg),
+        "attn_scale", (double)c.attn_scale, "attn_scale_arg",
+        isnan(c.attn_scale_arg) ? json_null() : json_real((double)c.attn_scale_arg),
+        "attn_scale_default",
         !s->attn_scale_set, "dropout_p", (double)c.dropout_p, "t_q", (json_int_t)c.t_q, "t_kv",
         (json_int_t)c.t_kv, "seqlens_q", int_array(c.seqlens_q, b), "seqlens_kv",
         int_array(c.seqlens_kv, b), "cu_seqlens_q", int_array(c.cu_seqlens_q, b + 1),

@@ -10,10 +10,14 @@
  * What it resolves (the rules are those of inputs.h):
  *  - the layout's group and the q and kv formats; whether q and k/v share
  *    one token dimension (3hd, h3d);
- *  - the window through TE's check_set_window_size and
- *    bottom_right_diagonal as DotProductAttention does;
- *  - TE's default attn_scale (float)(1.0/sqrt((double)d_qk)) when the spec
- *    leaves it null, and dropout_p as the float32 the front ends get;
+ *  - the window through TE's check_set_window_size;
+ *  - what FusedAttnFunc receives for attn_scale and bottom_right_diagonal
+ *    (fattn_case_attn_scale_arg / _bottom_right_diagonal_arg) and what the
+ *    forward runs with: DotProductAttention resolves both (the default),
+ *    a direct caller (raw_func_args) passes the spec's values, None for
+ *    null, and fused_attn_fwd resolves None;
+ *  - TE's default attn_scale (float)(1.0/sqrt((double)d_qk)), and
+ *    dropout_p as the float32 the front ends get;
  *  - sequence lengths (the spec's lists, else drawn from the seed; the
  *    maximum without a padding mask), cu_seqlens, the padded offsets with
  *    THD gaps, and the THD token counts;
@@ -66,8 +70,10 @@ typedef struct fattn_case {
     bool padding;                  /* a padding mask or THD: padded cu_seqlens exist */
     bool self_packed;              /* 3hd/h3d: q, k, v share one token dimension */
     int64_t window[2];             /* normalised as TE's check_set_window_size */
-    bool bottom_right_diagonal;    /* as DotProductAttention resolves it */
+    bool bottom_right_diagonal;    /* what the forward runs with */
+    int bottom_right_diagonal_arg; /* what FusedAttnFunc gets: -1 None, 0, 1 */
     float attn_scale;              /* the spec's, else TE's default */
+    float attn_scale_arg;          /* what FusedAttnFunc gets: NaN None */
     float dropout_p;               /* as the float32 the front ends get */
     int64_t t_q, t_kv;             /* THD token counts (0 for a non-THD side) */
     /* Owned, b entries: the length of each sequence. */
@@ -86,6 +92,14 @@ typedef struct fattn_case {
  * [0, sq] x [0, skv] or a THD tensor without tokens; FATTN_E_NOMEM. On
  * failure *out holds nothing to free (fattn_case_free is still safe). */
 fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out);
+/* What FusedAttnFunc receives from the harness for `spec`: the spec's
+ * attn_scale, else TE's default (DotProductAttention's softmax_scale), or
+ * NaN (None) under raw_func_args; bottom_right_diagonal as
+ * DotProductAttention resolves it (dot_product_attention.py:2398-2406),
+ * or under raw_func_args the spec's value, -1 (None) for null. */
+float fattn_case_attn_scale_arg(const fattn_spec *spec);
+int fattn_case_bottom_right_diagonal_arg(const fattn_spec *spec);
+
 /* Free the sequence tables; *c becomes empty (NULL is fine). */
 void fattn_case_free(fattn_case *c);
 

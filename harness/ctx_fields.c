@@ -10,12 +10,15 @@
 
 /* PRESENT_<presence>(v, codec): whether a value is recorded. */
 #define PRESENT_REQ(v, codec) true
-#define PRESENT_OPT(v, codec) ((v) != FATTN_CTX_NONE_##codec)
+#define PRESENT_OPT(v, codec) (!FATTN_CTX_IS_NONE_##codec(v))
 
 /* W_<kind>(node, key, value, codec, presence) -> fattn_status */
 #define W_BOOL(n, key, v, codec, pres) fattn_h5_node_set_uint8(n, key, (v) ? 1 : 0)
 #define W_INT64(n, key, v, codec, pres) fattn_h5_node_set_int64(n, key, v)
-#define W_FLOAT32(n, key, v, codec, pres) fattn_h5_node_set_float32(n, key, v)
+#define W_FLOAT32(n, key, v, codec, pres)                                                      \
+    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_float32(n, key, v) : FATTN_OK)
+#define W_TRIBOOL(n, key, v, codec, pres)                                                      \
+    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_uint8(n, key, (v) ? 1 : 0) : FATTN_OK)
 #define W_PAIR(n, key, v, codec, pres) fattn_h5_node_set_int64_pair(n, key, v)
 #define W_ENUM(n, key, v, codec, pres)                                                         \
     (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, fattn_##codec##_name(v))     \
@@ -77,13 +80,34 @@ static fattn_status read_int64(const fattn_h5_node *n, const char *name, int64_t
     return st;
 }
 
-static fattn_status read_float32(const fattn_h5_node *n, const char *name, float *v)
+/* An optional float32 reads as NaN (None) when absent; a recorded NaN is
+ * invalid, since None is recorded by absence. */
+static fattn_status read_float32(const fattn_h5_node *n, const char *name, bool optional,
+                                 float *v)
 {
     const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_FLOAT32, false, &a);
-    if (st == FATTN_OK)
-        *v = a->f32;
-    return st;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_FLOAT32, optional, &a);
+    if (st != FATTN_OK)
+        return st;
+    *v = a ? a->f32 : (float)NAN;
+    if (a && optional && isnan(a->f32))
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "save_ctx: '%s' is NaN (TE's None is recorded by absence)", name);
+    return FATTN_OK;
+}
+
+/* -1 (None) when absent, else a boolean 0 or 1. */
+static fattn_status read_tribool(const fattn_h5_node *n, const char *name, int *v)
+{
+    const fattn_h5_attr *a;
+    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_UINT8, true, &a);
+    if (st != FATTN_OK)
+        return st;
+    if (a && a->u8 > 1)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: '%s' is %u, not a boolean", name,
+                           a->u8);
+    *v = a ? (int)a->u8 : -1;
+    return FATTN_OK;
 }
 
 static fattn_status read_pair(const fattn_h5_node *n, const char *name, int64_t v[2])
@@ -123,7 +147,8 @@ static fattn_status parsed(const char *name, fattn_status st)
  * reader's locals `st` and `s`. */
 #define R_BOOL(n, key, v, codec, pres) read_bool(n, key, &(v))
 #define R_INT64(n, key, v, codec, pres) read_int64(n, key, &(v))
-#define R_FLOAT32(n, key, v, codec, pres) read_float32(n, key, &(v))
+#define R_FLOAT32(n, key, v, codec, pres) read_float32(n, key, OPTIONAL_##pres, &(v))
+#define R_TRIBOOL(n, key, v, codec, pres) read_tribool(n, key, &(v))
 #define R_PAIR(n, key, v, codec, pres) read_pair(n, key, v)
 #define R_ENUM(n, key, v, codec, pres) R_ENUM_##pres(n, key, v, codec)
 #define R_ENUM_REQ(n, key, v, codec)                                                           \
@@ -158,7 +183,7 @@ static fattn_status check_ranges(const fattn_ctx_record *r)
     if (!(r->dropout_p >= 0.0f && r->dropout_p < 1.0f))
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: dropout_p %g out of range [0, 1)",
                            (double)r->dropout_p);
-    if (!isfinite(r->attn_scale))
+    if (!isnan(r->attn_scale) && !isfinite(r->attn_scale)) /* NaN: None */
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attn_scale out of range (not finite)");
     return FATTN_OK;
 }

@@ -18,6 +18,7 @@
  *               BOOL     uint8, 0 or 1
  *               INT64    int64
  *               FLOAT32  float32
+ *               TRIBOOL  uint8, 0 or 1; the C value is -1 (None), 0 or 1
  *               PAIR     int64[2] (fattn_ctx_pair)
  *               ENUM     UTF-8 string, TE's name; codec names the enum's
  *                        fattn_<codec>_name / fattn_<codec>_parse pair
@@ -43,6 +44,7 @@
 #ifndef FATTN_HARNESS_CTX_FIELDS_H
 #define FATTN_HARNESS_CTX_FIELDS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,7 +70,7 @@ typedef int64_t fattn_ctx_pair[2];
     X(qkv_type, const char *, STRING, str, OPT, DERIVED)                                       \
     X(max_seqlen_q, int64_t, INT64, _, REQ, ARG)                                               \
     X(max_seqlen_kv, int64_t, INT64, _, REQ, ARG)                                              \
-    X(attn_scale, float, FLOAT32, _, REQ, DERIVED)                                             \
+    X(attn_scale, float, FLOAT32, scale, OPT, ARG)                                             \
     X(dropout_p, float, FLOAT32, _, REQ, ARG)                                                  \
     X(fast_zero_fill, bool, BOOL, _, REQ, ARG)                                                 \
     X(qkv_layout, fattn_qkv_layout, ENUM, layout, REQ, DERIVED)                                \
@@ -79,14 +81,23 @@ typedef int64_t fattn_ctx_pair[2];
     X(attn_mask_type, fattn_mask_type, ENUM, mask_type, REQ, ARG)                              \
     X(softmax_type, fattn_softmax_type, ENUM, softmax_type, REQ, ARG)                          \
     X(window_size, fattn_ctx_pair, PAIR, _, REQ, ARG)                                          \
-    X(bottom_right_diagonal, bool, BOOL, _, REQ, DERIVED)                                      \
+    X(bottom_right_diagonal, int, TRIBOOL, tribool, OPT, ARG)                                      \
     X(fused_attention_backend, fattn_te_backend, ENUM, te_backend, REQ, DERIVED)               \
     X(use_FAv2_bwd, bool, BOOL, _, REQ, ARG)                                                   \
     X(deterministic, bool, BOOL, _, REQ, ARG)
 
-/* TE's None for the OPT rows, by codec. */
+/* TE's None for the OPT rows, by codec: the C value, and the test for it
+ * (NaN is never equal to itself). attn_scale and bottom_right_diagonal are
+ * None when a direct FusedAttnFunc caller passes None: both TE versions
+ * keep it in the ctx and fused_attn_bwd resolves it (fused_attn.py:591-599). */
 #define FATTN_CTX_NONE_format FATTN_FORMAT_NOT_SET
 #define FATTN_CTX_NONE_str NULL
+#define FATTN_CTX_NONE_scale ((float)NAN)
+#define FATTN_CTX_NONE_tribool (-1)
+#define FATTN_CTX_IS_NONE_format(v) ((v) == FATTN_FORMAT_NOT_SET)
+#define FATTN_CTX_IS_NONE_str(v) ((v) == NULL)
+#define FATTN_CTX_IS_NONE_scale(v) isnan(v)
+#define FATTN_CTX_IS_NONE_tribool(v) ((v) < 0)
 
 /* The backward-read set as values. Strings (qkv_type) are borrowed: from
  * the front end that filled the record, or from the node it was read from. */
@@ -107,6 +118,7 @@ enum { FATTN_CTX_NFIELDS = 0 FATTN_CTX_FIELDS(FATTN_CTX_COUNT_) };
 #define FATTN_CTX_COPY_BOOL(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_INT64(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_FLOAT32(d, s) ((d) = (s))
+#define FATTN_CTX_COPY_TRIBOOL(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_ENUM(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_STRING(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_OPAQUE(d, s) ((d) = (s))
@@ -131,7 +143,7 @@ fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
 /* Read and validate the backward-read set from the save_ctx group `n`:
  * every REQ attribute present, every present attribute of its row's type,
  * booleans 0 or 1, enum names known, then the ranges (max_seqlen_* > 0,
- * window_size >= -1, dropout_p in [0, 1), attn_scale finite). The first
+ * window_size >= -1, dropout_p in [0, 1), attn_scale finite when present). The first
  * violation is FATTN_E_INVALID_FILE naming the attribute (max_seqlen_* and
  * window_size also at most INT32_MAX: lengths are int32 everywhere). The
  * cross-check with the case's spec is runfile.c's. OPT rows absent

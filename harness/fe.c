@@ -1,6 +1,7 @@
 /* The front-end registry (FATTN_IMPLS) and what the adapters share. */
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fe.h"
@@ -87,9 +88,42 @@ fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn
     return fattn_h5_node_add_tensor(g, name, t, NULL);
 }
 
+void fattn_fe_fingerprint(const fattn_h5_node *ds, char out[FATTN_FE_FINGERPRINT_LEN])
+{
+    assert(ds && ds->is_dataset);
+    size_t n = FATTN_FE_FINGERPRINT_LEN;
+    int at = snprintf(out, n, "%s [", fattn_dtype_name(ds->dtype));
+    for (int i = 0; i < ds->ndim && at > 0 && (size_t)at < n; i++)
+        at += snprintf(out + at, n - (size_t)at, "%s%lld", i ? "," : "", (long long)ds->shape[i]);
+    if (at > 0 && (size_t)at < n)
+        snprintf(out + at, n - (size_t)at, "] %s", ds->digest);
+}
+
+fattn_status fattn_fe_put_fingerprint(fattn_h5_node *g, const char *name, const fattn_tensor *t)
+{
+    if (!t || fattn_tensor_is_empty(t))
+        return FATTN_OK;
+    fattn_h5_node *tmp = NULL; /* the tensor gathered once, then dropped */
+    fattn_status st = fattn_h5_node_new_group("", &tmp);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_add_tensor(tmp, name, t, NULL);
+    if (st == FATTN_OK) {
+        char fp[FATTN_FE_FINGERPRINT_LEN];
+        fattn_fe_fingerprint(fattn_h5_node_find(tmp, name), fp);
+        st = fattn_h5_node_set_string(g, name, fp);
+    }
+    fattn_h5_node_free(tmp);
+    return st;
+}
+
 float fattn_fe_attn_scale(const fattn_spec *s)
 {
-    return s->attn_scale_set ? (float)s->attn_scale : NAN; /* NaN: TE's None */
+    return fattn_case_attn_scale_arg(s);
+}
+
+int fattn_fe_bottom_right_diagonal(const fattn_spec *s)
+{
+    return fattn_case_bottom_right_diagonal_arg(s);
 }
 
 float fattn_fe_dropout(const fattn_spec *s)

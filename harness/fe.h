@@ -93,9 +93,23 @@ fattn_tensor fattn_fe_node_tensor(const fattn_h5_node *g, const char *name);
  * recorded by its absence. */
 fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn_tensor *t);
 
-/* The case's attn_scale as TE's callers pass it: the spec's value, or NaN
- * (None: the front end resolves the default). */
+/* A recorded dataset's fingerprint, "<dtype> [<shape>] <digest>": what a
+ * front end records instead of a second copy of a tensor it only needs to
+ * show is unchanged (split's backward/_impl). FATTN_FE_FINGERPRINT_LEN
+ * holds any. */
+#define FATTN_FE_FINGERPRINT_LEN 256
+void fattn_fe_fingerprint(const fattn_h5_node *ds, char out[FATTN_FE_FINGERPRINT_LEN]);
+/* Record t's fingerprint as the string attribute `name` of g; an empty
+ * slot (TE's None) is recorded by its absence. */
+fattn_status fattn_fe_put_fingerprint(fattn_h5_node *g, const char *name,
+                                      const fattn_tensor *t);
+
+/* The case's attn_scale and bottom_right_diagonal as FusedAttnFunc gets
+ * them (fattn_case_attn_scale_arg / _bottom_right_diagonal_arg): resolved
+ * as DotProductAttention does, or under raw_func_args None (NaN, -1) for a
+ * null in the spec, which each front end resolves itself. */
 float fattn_fe_attn_scale(const fattn_spec *s);
+int fattn_fe_bottom_right_diagonal(const fattn_spec *s);
 /* The case's dropout as FusedAttention passes it: 0 when not training,
  * unless the spec asks for the raw FusedAttnFunc value (raw_func_args). */
 float fattn_fe_dropout(const fattn_spec *s);

@@ -68,7 +68,7 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
         &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &none, &none, &in->q, &in->k,
         &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
-        in->bottom_right_diagonal ? 1 : 0, s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
+        fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
         false, false, NULL, NULL, sp->deterministic, &in->softmax_offset, false, false, 1,
         sp->return_max_logit, &none, &none, &s->out, &s->max_logit);
     if (st != FATTN_OK)

@@ -80,7 +80,7 @@ static void fwd_args_from_case(fe_split *s)
     a->softmax_type = sp->softmax;
     a->window_size[0] = in->window[0];
     a->window_size[1] = in->window[1];
-    a->bottom_right_diagonal = in->bottom_right_diagonal ? 1 : 0;
+    a->bottom_right_diagonal = fattn_fe_bottom_right_diagonal(sp);
     a->attn_scale = fattn_fe_attn_scale(sp);
     a->dropout_p = fattn_fe_dropout(sp);
     a->fast_zero_fill = sp->fast_zero_fill;
@@ -169,16 +169,16 @@ static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
     assert(i == FATTN_SAVED_COUNT);
 }
 
-/* backward/_impl: the 16 saved tensors as setup_saved_tensors unpacked
- * them into the bwd args, the far side of the save/restore seam (verify
- * holds them against save_ctx, the near side). */
+/* backward/_impl: the fingerprints of the 16 saved tensors as
+ * setup_saved_tensors unpacked them into the bwd args, the far side of the
+ * save/restore seam (verify holds them against save_ctx, the near side). */
 static fattn_status record_backward_impl(fe_split *s, fattn_h5_node *impl)
 {
     fattn_tensor *slot[FATTN_SAVED_COUNT];
     bwd_slots(&s->bargs, slot);
     fattn_status st = FATTN_OK;
     for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
-        st = fattn_fe_put_tensor(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);
+        st = fattn_fe_put_fingerprint(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);
     return st;
 }
 

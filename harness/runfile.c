@@ -1,5 +1,6 @@
 /* Run files: provenance, loading and full validation (see runfile.h). */
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +220,7 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
 }
 
 /* forward/, forward/aux/, forward/_impl/, save_ctx/ (its _impl/ holds
- * attributes only) and backward/: each dataset of the case's dtype and
+ * attributes only), backward/ and backward/_impl/ (attributes only): each dataset of the case's dtype and
  * shape, no unknown object. */
 static fattn_status check_outputs(const char *path, const fattn_case *c, const fattn_h5_node *cg)
 {
@@ -237,6 +238,7 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
                     {"d_softmax_offset", c->t.d_softmax_offset}};
     static const char *const fw_groups[] = {"aux", "_impl", NULL};
     static const char *const sc_groups[] = {"_impl", NULL};
+    static const char *const bw_groups[] = {"_impl", NULL};
     const fattn_h5_node *g;
     fattn_status st = FATTN_OK;
     if ((g = fattn_h5_node_find(cg, "forward")) &&
@@ -257,7 +259,10 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if ((g = fattn_h5_node_find(cg, "backward")) && !s->is_training)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for an "
                            "inference case", path, id);
-    if (g && (st = check_children(path, id, g, "backward", bw, 5, NULL)))
+    if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
+        return st;
+    if ((g = fattn_h5_node_find(cg, "backward/_impl")) &&
+        (st = check_children(path, id, g, "backward/_impl", NULL, 0, NULL)))
         return st;
     return FATTN_OK;
 }
@@ -282,8 +287,10 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
         bad = "max_seqlen_kv (the spec's skv)";
     else if (r.window_size[0] != c->window[0] || r.window_size[1] != c->window[1])
         bad = "window_size (the spec's window as TE normalises it)";
-    else if (memcmp(&r.attn_scale, &c->attn_scale, sizeof(float)) != 0)
-        bad = "attn_scale (the spec's, else TE's default)";
+    else if (isnan(c->attn_scale_arg) ? !isnan(r.attn_scale)
+                                      : memcmp(&r.attn_scale, &c->attn_scale_arg, sizeof(float)))
+        bad = "attn_scale (the spec's, else TE's default; absent (None) when null under "
+              "raw_func_args)";
     else if (memcmp(&r.dropout_p, &c->dropout_p, sizeof(float)) != 0)
         bad = "dropout_p (the spec's dropout_p when training or raw_func_args, else 0)";
     else if (r.qkv_layout != s->layout || r.dqkv_layout != s->layout)
@@ -295,8 +302,9 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
     else if (r.attn_bias_type != s->bias || r.attn_mask_type != s->mask ||
              r.softmax_type != s->softmax)
         bad = "attn_bias_type/attn_mask_type/softmax_type (the spec's bias, mask, softmax)";
-    else if (r.bottom_right_diagonal != c->bottom_right_diagonal)
-        bad = "bottom_right_diagonal (as the spec's mask resolves it)";
+    else if (r.bottom_right_diagonal != c->bottom_right_diagonal_arg)
+        bad = "bottom_right_diagonal (as DotProductAttention resolves the spec's, or under "
+              "raw_func_args the spec's, absent (None) when null)";
     else if (r.deterministic != s->deterministic || r.fast_zero_fill != s->fast_zero_fill)
         bad = "deterministic/fast_zero_fill (the spec's)";
     if (bad)

@@ -600,11 +600,6 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
     TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
     TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
     TRY(parse_expect_refusal(c, obj, s));
-    /* While training DotProductAttention hands FusedAttnFunc its values
-     * unchanged: the key would claim a path the case does not take. */
-    if (s->raw_func_args && s->is_training)
-        return case_error(c, FATTN_E_INVALID_ARG, "raw_func_args",
-                          "true needs is_training false (training passes the raw values anyway)");
 
     TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));
     TRY(parse_seqlens(c, obj, "seqlens_kv", s->b, s->skv, &s->seqlens_kv));

@@ -67,6 +67,7 @@ END_TEST
 #define AK_BOOL FATTN_H5_ATTR_UINT8
 #define AK_INT64 FATTN_H5_ATTR_INT64
 #define AK_FLOAT32 FATTN_H5_ATTR_FLOAT32
+#define AK_TRIBOOL FATTN_H5_ATTR_UINT8
 #define AK_PAIR FATTN_H5_ATTR_INT64_PAIR
 #define AK_ENUM FATTN_H5_ATTR_STRING
 #define AK_STRING FATTN_H5_ATTR_STRING
@@ -99,7 +100,7 @@ static fattn_ctx_record ctx_sample(bool with_optional)
     r.qkv_type = with_optional ? "float8_e4m3fn" : NULL;
     r.max_seqlen_q = 128;
     r.max_seqlen_kv = 96;
-    r.attn_scale = 0.125f;
+    r.attn_scale = with_optional ? 0.125f : NAN; /* NaN: None */
     r.dropout_p = 0.25f;
     r.fast_zero_fill = true;
     r.qkv_layout = FATTN_LAYOUT_SBHD_SB2HD;
@@ -111,7 +112,7 @@ static fattn_ctx_record ctx_sample(bool with_optional)
     r.softmax_type = FATTN_SOFTMAX_LEARNABLE;
     r.window_size[0] = 7;
     r.window_size[1] = -1;
-    r.bottom_right_diagonal = true;
+    r.bottom_right_diagonal = with_optional ? 1 : -1;
     r.fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     r.use_FAv2_bwd = true;
     r.deterministic = true;
@@ -128,7 +129,8 @@ static fattn_h5_node *ctx_node(const fattn_ctx_record *r)
 
 #define SAME_BOOL(a, b) ((a) == (b))
 #define SAME_INT64(a, b) ((a) == (b))
-#define SAME_FLOAT32(a, b) ((a) == (b))
+#define SAME_FLOAT32(a, b) ((a) == (b) || (isnan(a) && isnan(b)))
+#define SAME_TRIBOOL(a, b) ((a) == (b))
 #define SAME_ENUM(a, b) ((a) == (b))
 #define SAME_OPAQUE(a, b) ((a) == (b))
 #define SAME_PAIR(a, b) ((a)[0] == (b)[0] && (a)[1] == (b)[1])

@@ -385,7 +385,6 @@ static const struct {
     {"[" CASE_HEAD ",\"dropout_p\":\"0.1\"}]", FATTN_E_PARSE, {"key 'dropout_p'", "a number", NULL}},
     {"[" CASE_HEAD ",\"dropout_p\":null}]", FATTN_E_PARSE, {"key 'dropout_p'", NULL, NULL}},
     {"[" CASE_HEAD ",\"raw_func_args\":1}]", FATTN_E_PARSE, {"key 'raw_func_args'", "true or false", NULL}},
-    {"[" CASE_HEAD ",\"raw_func_args\":true}]", FATTN_E_INVALID_ARG, {"key 'raw_func_args'", "is_training false", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":1}]", FATTN_E_PARSE, {"key 'expect_refusal'", "null or an object", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "required", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"alibi_mask\",\"x\":1}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "unknown member 'x'", NULL}},
@@ -651,22 +650,34 @@ START_TEST(test_resolve_defaults)
 }
 END_TEST
 
-/* raw_func_args: the front ends get inference's dropout as given, the
- * canonical form carries the key only when set (and round-trips it). */
+/* raw_func_args: the front ends get inference's dropout as given and
+ * TE's None for a null attn_scale / bottom_right_diagonal (the values
+ * DotProductAttention would resolve), the forward then running with
+ * fused_attn_fwd's defaults; the canonical form carries the key only when
+ * set (and round-trips it). */
 START_TEST(test_raw_func_args)
 {
+#define R_HEAD "{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":16,\"dropout_p\":0.25,"
     static const struct {
         const char *json;
         float dropout;
         bool in_canonical;
+        bool scale_none; /* attn_scale_arg NaN, else 0.25 (1/sqrt(16)) or the spec's */
+        int brd_arg;     /* bottom_right_diagonal_arg */
+        bool brd;        /* what the forward runs with */
     } rows[] = {
-        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
-         "\"is_training\":false,\"raw_func_args\":true}", 0.25f, true},
-        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
-         "\"is_training\":false,\"raw_func_args\":false}", 0.0f, false},
-        {"{\"id\":\"r\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"dropout_p\":0.25,"
-         "\"is_training\":false}", 0.0f, false},
+        {R_HEAD "\"is_training\":false,\"raw_func_args\":true}", 0.25f, true, true, -1, false},
+        {R_HEAD "\"is_training\":false,\"raw_func_args\":false}", 0.0f, false, false, 1, true},
+        {R_HEAD "\"is_training\":false}", 0.0f, false, false, 1, true},
+        {R_HEAD "\"raw_func_args\":true}", 0.25f, true, true, -1, false},
+        {R_HEAD "\"raw_func_args\":true,\"mask\":\"causal_bottom_right\"}", 0.25f, true, true,
+         -1, true},
+        {R_HEAD "\"raw_func_args\":true,\"mask\":\"causal\",\"bottom_right_diagonal\":true,"
+         "\"attn_scale\":0.5}", 0.25f, true, false, 1, true},
+        {R_HEAD "\"mask\":\"causal\",\"bottom_right_diagonal\":true}", 0.25f, false, false, 0,
+         false},
     };
+#undef R_HEAD
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         fattn_spec s;
         parse_one_ok(rows[i].json, &s);
@@ -674,6 +685,13 @@ START_TEST(test_raw_func_args)
         ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
         ck_assert_msg(c.dropout_p == rows[i].dropout, "row %zu: dropout %g", i,
                       (double)c.dropout_p);
+        ck_assert_msg(isnan(c.attn_scale_arg) == rows[i].scale_none, "row %zu: scale arg %g", i,
+                      (double)c.attn_scale_arg);
+        if (!rows[i].scale_none)
+            ck_assert(c.attn_scale_arg == c.attn_scale);
+        ck_assert_msg(c.bottom_right_diagonal_arg == rows[i].brd_arg, "row %zu: brd arg %d", i,
+                      c.bottom_right_diagonal_arg);
+        ck_assert_msg(c.bottom_right_diagonal == rows[i].brd, "row %zu: brd", i);
         char *canon = NULL;
         ck_assert_int_eq(fattn_spec_canonical(&s, &canon), FATTN_OK);
         ck_assert_msg((strstr(canon, "\"raw_func_args\":true,\"return_max_logit\"") != NULL) ==

@@ -83,8 +83,8 @@ END_TEST
 
 static const char *const bwd_fields[] = {
     "engine",      "d_out",      "nominal_dtype",  "max_seqlen_q",   "max_seqlen_kv",
-    "attn_scale",  "qkv_layout", "o_format",       "dqkv_layout",    "attn_bias_type",
-    "attn_mask_type", "softmax_type", "window_size", "bottom_right_diagonal",
+    "qkv_layout", "o_format",       "dqkv_layout",    "attn_bias_type",
+    "attn_mask_type", "softmax_type", "window_size",
     "fused_attention_backend", "softmax_stats", "rng_state", "aux_bias", "q", "k", "v", "out"};
 
 static void unset_bwd(fattn_bwd_args *a, const char *f)
@@ -99,14 +99,12 @@ static void unset_bwd(fattn_bwd_args *a, const char *f)
     UNSET(nominal_dtype)
     UNSET(max_seqlen_q)
     UNSET(max_seqlen_kv)
-    UNSET(attn_scale)
     UNSET(qkv_layout)
     UNSET(o_format)
     UNSET(dqkv_layout)
     UNSET(attn_bias_type)
     UNSET(attn_mask_type)
     UNSET(softmax_type)
-    UNSET(bottom_right_diagonal)
     UNSET(fused_attention_backend)
     UNSET(softmax_stats)
     UNSET(rng_state)

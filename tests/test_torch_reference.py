@@ -64,6 +64,8 @@ EXPRESSIBLE = [
     # inference: the engines drop only while training (lib/core/engine.c,
     # apply_dropout), so SDPA without dropout matches however large p is
     "inference.raw_dropout.p0.2.f16",
+    # raw_func_args: None scale resolved by the front ends to TE's default
+    "raw.none.scale.dqk24_dv40.causal.f16",
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",

@@ -42,14 +42,16 @@ MUTANT_TARGETS = {
     "aux_swap": "forward/aux/aux_bias",
     "no_restore": "save_ctx/q",
     "rng_no_advance": "forward@rng_gen_offset",
-    "scale_sqrtf": "save_ctx@attn_scale",
+    "scale_sqrtf": "raw.none.scale.dqk24_dv40.causal.f16 ",
     "dbias_slot": "backward/d_bias",
     "window_unnormalised": "save_ctx@window_size",
     "inference_dropout": "legacy vs split: forward/out",
     "bwd_dropout_bound": "legacy vs split: backward: state missing in B",
     "support_no_dropout": "refuse.swa_dropout.f16 ",
     "dedup_k_as_v": "legacy vs split: save_ctx/k",
-    "seam_swap_cu": "split save/restore seam: backward/_impl/cu_seqlens_q",
+    "seam_swap_cu": "split save/restore seam: backward/_impl@cu_seqlens_q",
+    "bwd_scale_none": "raw.none.scale.dqk24_dv40.padding.bf16 ",
+    "bwd_brd_none": "raw.none.brd.window.no_mask.f16 ",
 }
 
 

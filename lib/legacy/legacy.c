@@ -472,7 +472,7 @@ static void lg_forward_ctx_attrs(lg_forward_locals *f)
     ctx->qkv_type = NULL;
     ctx->max_seqlen_q = f->max_seqlen_q;
     ctx->max_seqlen_kv = f->max_seqlen_kv;
-    ctx->attn_scale = f->scale;
+    ctx->attn_scale = f->attn_scale; /* as given, None too: backward resolves it */
     ctx->dropout_p = f->dropout_p;
     ctx->fast_zero_fill = f->fast_zero_fill;
     ctx->qkv_layout = f->qkv_layout;
@@ -484,7 +484,7 @@ static void lg_forward_ctx_attrs(lg_forward_locals *f)
     ctx->softmax_type = f->softmax_type;
     ctx->window_size[0] = f->window_size[0];
     ctx->window_size[1] = f->window_size[1];
-    ctx->bottom_right_diagonal = f->brd;
+    ctx->bottom_right_diagonal = f->bottom_right_diagonal; /* likewise */
     ctx->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     ctx->use_FAv2_bwd = f->use_FAv2_bwd;
     ctx->deterministic = f->deterministic;
@@ -701,7 +701,9 @@ static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fatt
     p.cu_seqlens_kv_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED];
     p.max_seqlen_q = ctx->max_seqlen_q;
     p.max_seqlen_kv = ctx->max_seqlen_kv;
-    p.attn_scale = ctx->attn_scale;
+    /* fused_attn.py:591-599: the ctx's None resolved here, d from the q passed */
+    p.attn_scale = isnan(ctx->attn_scale) ? (float)(1.0 / sqrt((double)p.q.shape[p.q.ndim - 1]))
+                                          : ctx->attn_scale;
     p.dropout = ctx->dropout_p;
     p.qkv_layout = ctx->qkv_layout;
     p.o_format = ctx->o_format;
@@ -712,7 +714,9 @@ static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fatt
     p.softmax_type = ctx->softmax_type;
     p.window_size_left = ctx->window_size[0];
     p.window_size_right = ctx->window_size[1];
-    p.bottom_right_diagonal = ctx->bottom_right_diagonal;
+    p.bottom_right_diagonal = ctx->bottom_right_diagonal < 0
+                                  ? fattn_bottom_right_default_fwd(ctx->attn_mask_type)
+                                  : ctx->bottom_right_diagonal != 0;
     p.deterministic = ctx->deterministic;
     p.cuda_graph = false;
     return fattn_engine_bwd(ctx->engine, &p);

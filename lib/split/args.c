@@ -253,8 +253,6 @@ fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
         return MISSING(s, "max_seqlen_q");
     if (a->max_seqlen_kv <= 0)
         return MISSING(s, "max_seqlen_kv");
-    if (isnan(a->attn_scale))
-        return MISSING(s, "attn_scale");
     if (a->qkv_layout == FATTN_LAYOUT_NOT_SET)
         return MISSING(s, "qkv_layout");
     if (a->o_format == FATTN_FORMAT_NOT_SET)
@@ -270,8 +268,10 @@ fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
     if (a->window_size[0] == FATTN_SPLIT_WINDOW_UNSET ||
         a->window_size[1] == FATTN_SPLIT_WINDOW_UNSET)
         return MISSING(s, "window_size");
-    if (a->bottom_right_diagonal != 0 && a->bottom_right_diagonal != 1)
-        return MISSING(s, "bottom_right_diagonal");
+    if (a->bottom_right_diagonal < -1 || a->bottom_right_diagonal > 1)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "fattn_bwd_args.bottom_right_diagonal %d (use -1, 0 or 1)",
+                           a->bottom_right_diagonal);
     if (a->fused_attention_backend == FATTN_TE_BACKEND_NO_BACKEND)
         return MISSING(s, "fused_attention_backend");
     if (fattn_tensor_is_empty(&a->softmax_stats))

@@ -433,8 +433,6 @@ static void sp_forward_impl_ctx_attrs(sp_forward_frame *f)
     ca->dqkv_layout = f->args->qkv_layout;
     ca->o_format = f->qf;
     ca->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
-    ca->attn_scale = f->scale;
-    ca->bottom_right_diagonal = f->brd;
     ca->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     ca->QKV_quantizer = ca->O_quantizer = ca->dQKV_quantizer = ca->dO_quantizer =
         ca->dP_quantizer = ca->S_quantizer = NULL;
@@ -552,7 +550,7 @@ static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
     bwd->qkv_type = ca->qkv_type;
     bwd->max_seqlen_q = fwd->max_seqlen_q;
     bwd->max_seqlen_kv = fwd->max_seqlen_kv;
-    bwd->attn_scale = ca->attn_scale;
+    bwd->attn_scale = fwd->attn_scale; /* backends.py:1934: as given, None too */
     bwd->dropout_p = fwd->dropout_p;
     bwd->fast_zero_fill = fwd->fast_zero_fill;
     bwd->qkv_layout = ca->qkv_layout;
@@ -564,7 +562,7 @@ static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
     bwd->softmax_type = fwd->softmax_type;
     bwd->window_size[0] = fwd->window_size[0];
     bwd->window_size[1] = fwd->window_size[1];
-    bwd->bottom_right_diagonal = ca->bottom_right_diagonal ? 1 : 0;
+    bwd->bottom_right_diagonal = fwd->bottom_right_diagonal; /* backends.py:1955 */
     bwd->fused_attention_backend = ca->fused_attention_backend;
     bwd->use_FAv2_bwd = fwd->use_FAv2_bwd;
     bwd->deterministic = fwd->deterministic;
@@ -725,7 +723,10 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
     p.cu_seqlens_kv_padded = bwd->cu_seqlens_kv_padded;
     p.max_seqlen_q = bwd->max_seqlen_q;
     p.max_seqlen_kv = bwd->max_seqlen_kv;
-    p.attn_scale = bwd->attn_scale;
+    /* fused_attn.py:591-599: None resolved, d from the q passed */
+    p.attn_scale = isnan(bwd->attn_scale)
+                       ? (float)(1.0 / sqrt((double)bwd->q.shape[bwd->q.ndim - 1]))
+                       : bwd->attn_scale;
     p.dropout = bwd->dropout_p;
     p.qkv_layout = bwd->qkv_layout;
     p.o_format = bwd->o_format;
@@ -736,7 +737,9 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
     p.softmax_type = bwd->softmax_type;
     p.window_size_left = bwd->window_size[0];
     p.window_size_right = bwd->window_size[1];
-    p.bottom_right_diagonal = bwd->bottom_right_diagonal == 1;
+    p.bottom_right_diagonal = bwd->bottom_right_diagonal < 0
+                                  ? fattn_bottom_right_default_fwd(bwd->attn_mask_type)
+                                  : bwd->bottom_right_diagonal == 1;
     p.deterministic = bwd->deterministic;
     p.cuda_graph = false;
     return fattn_engine_bwd(bwd->engine, &p);

@@ -106,7 +106,7 @@ typedef struct fattn_legacy_ctx {
         *dP_quantizer, *S_quantizer;
     const char *qkv_type;            /* NULL for the f16 path */
     int64_t max_seqlen_q, max_seqlen_kv;
-    float attn_scale;
+    float attn_scale;                /* as forward got it: NaN None */
     float dropout_p;
     bool fast_zero_fill;
     fattn_qkv_layout qkv_layout;
@@ -117,7 +117,7 @@ typedef struct fattn_legacy_ctx {
     fattn_mask_type attn_mask_type;
     fattn_softmax_type softmax_type;
     int64_t window_size[2];
-    bool bottom_right_diagonal;
+    int bottom_right_diagonal;       /* as forward got it: -1 None, 0, 1 */
     fattn_te_backend fused_attention_backend;
     bool use_FAv2_bwd;
     bool deterministic;

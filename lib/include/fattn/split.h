@@ -140,7 +140,8 @@ typedef struct fattn_bwd_args {
 
     /* -- attention configuration -- */
     int64_t max_seqlen_q, max_seqlen_kv;  /* REQUIRED (0) */
-    float attn_scale;                     /* REQUIRED (NaN): resolved by forward */
+    float attn_scale;                     /* NaN None: backward resolves it
+                                           * (fused_attn.py:596-598) */
     float dropout_p;
     bool fast_zero_fill;
     fattn_qkv_layout qkv_layout;          /* REQUIRED (NOT_SET) */
@@ -151,7 +152,8 @@ typedef struct fattn_bwd_args {
     fattn_mask_type attn_mask_type;       /* REQUIRED (-1) */
     fattn_softmax_type softmax_type;      /* REQUIRED (-1) */
     int64_t window_size[2];               /* REQUIRED (FATTN_SPLIT_WINDOW_UNSET) */
-    int bottom_right_diagonal;            /* REQUIRED (-1): resolved by forward */
+    int bottom_right_diagonal;            /* -1 None (backward resolves it,
+                                           * fused_attn.py:591-595), 0, 1 */
     fattn_te_backend fused_attention_backend; /* REQUIRED (NO_BACKEND) */
     bool use_FAv2_bwd;
     bool deterministic;
@@ -243,8 +245,6 @@ typedef struct fattn_split_ctx_attrs {
     fattn_qkv_layout dqkv_layout;  /* the original layout */
     fattn_qkv_format o_format;
     fattn_qkv_format qkv_scale_inv_format;
-    float attn_scale;              /* resolved */
-    bool bottom_right_diagonal;    /* resolved */
     fattn_te_backend fused_attention_backend;
     const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
         *dP_quantizer, *S_quantizer;
