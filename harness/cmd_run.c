@@ -607,6 +607,10 @@ int fattn_cmd_replay(int argc, char **argv)
     }
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
                            .poison = FATTN_POISON_PATTERN};
+    /* recomputed cases name the routing rules of the release the source recorded */
+    const fattn_h5_attr *src_rules = fattn_h5_node_attr(src, "te_rules");
+    if (src_rules && src_rules->kind == FATTN_H5_ATTR_STRING)
+        (void)fattn_te_rules_parse(src_rules->s, &opts.te_rules);
     fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
     const fattn_h5_attr *src_impl = fattn_h5_node_attr(src, "impl");

@@ -127,6 +127,16 @@ def _():
             assert note == "DPA %s would not route here: rule det_sink, utils.py:%d" % (
                 rules or "2.20", line), note
     run("inspect", out, check=0)
+    # a replay keeps the release its source recorded, for the cases it recomputes
+    run("run", "--backend", "cpu", "--filter", "softmax.off_by_one.f16", "--te-rules", "2.19",
+        "-o", out, check=0)
+    rep = path("te_rules_replay.h5")
+    run("replay", out, "--from", "save_ctx", "--impl", "legacy", "--backend", "cpu", "-o", rep,
+        check=0)
+    with h5py.File(rep, "r") as f:
+        assert f.attrs["te_rules"] == "2.19", dict(f.attrs)
+        note = f["cases/softmax.off_by_one.f16"].attrs["prov_te_route"]
+        assert note.startswith("DPA 2.19 would not route here: rule det_sink"), note
     p = run("verify", "--backend", "cpu", "--filter", "softmax.*", "--te-rules", "2.19",
             check=0)
     assert "TE 2.19 rules: DotProductAttention would route 4 of 4 cases elsewhere" in p.stdout, \

@@ -603,7 +603,9 @@ void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
         at.te_rules = one;
         for (size_t j = 0; j < nr; j++) {
             const fattn_support_rule *r = &refusals[j];
-            if ((r->versions & q->te_rules) || !(r->versions & one) || !r->refuses(&at))
+            /* TE's own refusals only: what an engine lacks is no release's rule */
+            if (r->status == FATTN_E_UNSUPPORTED || (r->versions & q->te_rules) ||
+                !(r->versions & one) || !r->refuses(&at))
                 continue;
             const fattn_support_cite *c = fattn_support_rule_cite(r, one);
             note_add(&b, "%sTE %s rules only: refused by rule %s, %s:%d", b.len ? "; " : "",
