@@ -416,8 +416,7 @@ static void trip_det_thd_bhss(fattn_support_query *q)
 static void untrip_det_thd_bhss(fattn_support_query *q) { q->skv = 16383; }
 
 static void trip_bias_111s_grad(fattn_support_query *q) { bias_grad(q, 1, 1, 1); }
-/* TE calls [1,1,1,skv] "11ss" when max_seqlen_q is 1 */
-static void untrip_bias_111s_grad(fattn_support_query *q) { q->sq = 1; }
+static void untrip_bias_111s_grad(fattn_support_query *q) { q->bias_shape[2] = q->sq; }
 
 static void trip_float32(fattn_support_query *q) { q->q_dtype = q->kv_dtype = FATTN_DTYPE_FLOAT32; }
 static void untrip_float32(fattn_support_query *q)
@@ -483,6 +482,25 @@ START_TEST(route_trips)
     char id[96];
     snprintf(id, sizeof id, "support.route.%s", w->id);
     fattn_test_mark(id);
+}
+END_TEST
+
+/* bias_111s_grad where the releases differ: with max_seqlen_q 1, 2.19.0
+ * still calls a [1,1,1,skv] bias "111s", 2.20.2 calls it "11ss". */
+START_TEST(route_111s_sq1)
+{
+    fattn_support_query q;
+    fattn_support_query_init(&q);
+    trip_bias_111s_grad(&q);
+    q.sq = 1;
+    q.te_rules = FATTN_TE_RULES_2_19;
+    ck_assert(routed_by(&q, "bias_111s_grad"));
+    q.te_rules = FATTN_TE_RULES_2_20;
+    ck_assert(!routed_by(&q, "bias_111s_grad"));
+    q.bias_requires_grad = false; /* forward only: neither release minds */
+    q.te_rules = FATTN_TE_RULES_2_19;
+    ck_assert(!routed_by(&q, "bias_111s_grad"));
+    fattn_test_mark("support.route.bias_111s_grad.sq1");
 }
 END_TEST
 
@@ -570,7 +588,7 @@ static void list_ids(void)
         printf("support.cite.%s\n", cite_rows[i].id);
     for (int i = 0; i < FE_NROWS(route_rows); i++)
         printf("support.route.%s\n", route_rows[i].id);
-    printf("support.newer_rules_only\n");
+    printf("support.newer_rules_only\nsupport.route.bias_111s_grad.sq1\n");
 }
 
 static Suite *make_suite(void)
@@ -585,6 +603,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, te_rules_names);
     tcase_add_test(tc, mla_boundaries);
     tcase_add_loop_test(tc, route_trips, 0, FE_NROWS(route_rows));
+    tcase_add_test(tc, route_111s_sq1);
     tcase_add_test(tc, route_note_plain);
     tcase_add_test(tc, newer_rules_only);
     tcase_add_test(tc, default_passes);

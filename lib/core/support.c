@@ -213,11 +213,13 @@ static bool t_det_thd_bhss(const fattn_support_query *q)
     return q->deterministic && q->is_training && is_f16_path(q) && thd && bhss >= 0x1p30;
 }
 
-/* TE names a [1,1,1,skv] bias "111s" only when max_seqlen_q is not 1. */
+/* Which [1,1,1,skv] bias is "111s" moved: 2.19.0 names every one so
+ * (dot_product_attention.py:2012-2014), 2.20.2 only when max_seqlen_q is not
+ * 1, calling the rest "11ss" (utils.py:1562). */
 static bool t_bias_111s_grad(const fattn_support_query *q)
 {
     bool s111 = q->bias_shape[0] == 1 && q->bias_shape[1] == 1 && q->bias_shape[2] == 1 &&
-                q->sq != 1;
+                (q->te_rules == FATTN_TE_RULES_2_19 || q->sq != 1);
     return q->bias_type == FATTN_BIAS_POST_SCALE_BIAS && q->has_bias_tensor && s111 &&
            q->bias_requires_grad;
 }
