@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fattn/cudnn.h"
+#include "fattn/support.h"
 
 #include "cli.h"
 #include "fileguard.h"
@@ -74,6 +75,14 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
         return cli_fail(cmd, "--max-memory '%s': expected a positive, finite byte count "
                         "(at most 2^63)", s);
     *bytes = v;
+    return FATTN_EXIT_OK;
+}
+
+int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules)
+{
+    *rules = FATTN_TE_RULES_NEWEST;
+    if (s && fattn_te_rules_parse(s, rules) != FATTN_OK)
+        return cli_fail(cmd, "--te-rules '%s': expected one of " FATTN_TE_RULES_KNOWN, s);
     return FATTN_EXIT_OK;
 }
 

@@ -40,6 +40,10 @@ int cli_fail(const char *cmd, const char *fmt, ...)
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
 
+/* --te-rules 2.19|2.20: the release bit (fattn/support.h) in *rules and
+ * FATTN_EXIT_OK, else the failure printed (listing the known names). */
+int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules);
+
 /* --shard I/N takes plain decimal integers up to this. */
 #define CLI_SHARD_MAX 1000000000L
 

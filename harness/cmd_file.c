@@ -13,26 +13,33 @@
 #include "isolate.h"
 #include "runfile.h"
 #include "runner.h"
+#include "te_rules.h"
 
 /* ---- cases ----------------------------------------------------------------- */
 
 static const char cases_help[] =
-    "usage: fattn cases [--cases FILE] [--filter GLOB] [--resolved --json]\n"
+    "usage: fattn cases [--cases FILE] [--filter GLOB] [--te-rules 2.19|2.20]\n"
+    "                   [--resolved --json]\n"
     "\n"
-    "Print one line per case of the matrix: its id, a tab, a summary.\n"
+    "Print one line per case of the matrix: its id, a tab, a summary. The summary ends\n"
+    "with \"[DPA 2.20 would not route here: rule <id>, <file>:<line>]\" for a case that\n"
+    "TE's DotProductAttention would not send to FusedAttention under the --te-rules\n"
+    "release's rules (default 2.20; FusedAttnFunc, what fattn verifies, still runs it).\n"
     "Without --cases, the default matrix compiled in from golden/default_cases.json.\n"
     "--resolved --json prints instead one JSON array: for each selected case its\n"
     "canonical spec and every value fattn derives from it (window, diagonal, scale,\n"
     "sequence tables, tensor shapes; docs/cases.md).\n";
 
 /* Prints the selected cases of `m`, as lines or as the resolved model. */
-static int print_cases(const cli_matrix *m, bool resolved)
+static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
 {
     if (!resolved) {
         for (size_t i = 0; i < m->n_sel; i++) {
-            char summary[512];
+            char summary[512], note[FATTN_TE_NOTE_MAX];
             fattn_spec_summary(m->sel[i], summary, sizeof summary);
-            printf("%s\t%s\n", m->sel[i]->id, summary);
+            fattn_case_te_note(m->sel[i], te_rules, note, sizeof note);
+            printf("%s\t%s%s%s%s\n", m->sel[i]->id, summary, note[0] ? " [" : "", note,
+                   note[0] ? "]" : "");
         }
         return FATTN_EXIT_OK;
     }
@@ -47,7 +54,7 @@ static int print_cases(const cli_matrix *m, bool resolved)
 
 int fattn_cmd_cases(int argc, char **argv)
 {
-    const char *cases = NULL, *filter = NULL;
+    const char *cases = NULL, *filter = NULL, *te_rules_s = NULL;
     bool resolved = false, json = false;
     cli_args a = {argc, argv, 1, "cases"};
     for (; a.i < argc; a.i++) {
@@ -59,7 +66,8 @@ int fattn_cmd_cases(int argc, char **argv)
             resolved = true;
         } else if (cli_flag(&a, "--json")) {
             json = true;
-        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter))) {
+        } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
+                   (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
                 return cli_fail("cases", "%s needs a value", argv[a.i]);
         } else {
@@ -69,10 +77,13 @@ int fattn_cmd_cases(int argc, char **argv)
     if (resolved != json)
         return cli_fail("cases", "--resolved and --json go together (the resolved model is "
                                  "printed only as JSON)");
+    unsigned te_rules;
+    if (cli_parse_te_rules("cases", te_rules_s, &te_rules) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     cli_matrix m;
     if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    int rc = print_cases(&m, resolved);
+    int rc = print_cases(&m, resolved, te_rules);
     cli_matrix_free(&m);
     return rc;
 }

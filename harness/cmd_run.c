@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fattn/support.h"
+
 #include "cli.h"
 #include "fileguard.h"
 #include "ctx_fields.h"
@@ -19,7 +21,7 @@ static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
     "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
     "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
-    "                 -o RUN.h5\n"
+    "                 [--te-rules 2.19|2.20] -o RUN.h5\n"
     "\n"
     "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
     "front end (default split) and write every tensor and attribute of every state to\n"
@@ -31,7 +33,10 @@ static const char run_help[] =
     "moved is also named on stderr (exit stays 0). --check-writes runs each case again\n"
     "with a second poison pattern and records the elements no call wrote (count and\n"
     "logical indices). --max-memory refuses, before allocating, a case whose estimated\n"
-    "peak is larger (default: half the RAM).\n"
+    "peak is larger (default: half the RAM). --te-rules (default 2.20) names the TE release\n"
+    "whose rules the root attribute te_rules records and each case's prov_te_route\n"
+    "applies: the rules by which DotProductAttention would not route the case to\n"
+    "FusedAttention (the front ends still run it, as FusedAttnFunc does).\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 
@@ -373,7 +378,7 @@ int fattn_cmd_run(int argc, char **argv)
 {
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
     const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
-    const char *out = NULL;
+    const char *out = NULL, *te_rules_s = NULL;
     bool check_writes = false;
     cli_args a = {argc, argv, 1, "run"};
     for (; a.i < argc; a.i++) {
@@ -387,7 +392,8 @@ int fattn_cmd_run(int argc, char **argv)
                    (r = cli_opt(&a, "--impl", &impl_s)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
                    (r = cli_opt(&a, "--repeat", &repeat_s)) ||
-                   (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out))) {
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out)) ||
+                   (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
                 return cli_fail("run", "%s needs a value", argv[a.i]);
         } else {
@@ -416,6 +422,9 @@ int fattn_cmd_run(int argc, char **argv)
     double max_mem;
     if (parse_max_memory("run", maxmem_s, &max_mem) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
+    unsigned te_rules;
+    if (cli_parse_te_rules("run", te_rules_s, &te_rules) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
 
     cli_matrix m;
     if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)
@@ -435,7 +444,7 @@ int fattn_cmd_run(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     }
     run_plan p = {.opts = {.impl = impl, .engine = engine, .until = until,
-                           .poison = FATTN_POISON_PATTERN},
+                           .poison = FATTN_POISON_PATTERN, .te_rules = te_rules},
                   .repeat = repeat, .check_writes = check_writes};
     fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
@@ -446,6 +455,8 @@ int fattn_cmd_run(int argc, char **argv)
     p.opts.engine = engine;
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
     int rc = st == FATTN_OK ? run_all(&p, &m, root, out)
                             : cli_fail("run", "%s", fattn_last_error());
     fattn_h5_node_free(p.audit);
@@ -596,6 +607,10 @@ int fattn_cmd_replay(int argc, char **argv)
     }
     fattn_run_opts opts = {.impl = impl, .engine = engine, .until = FATTN_STATE_BACKWARD,
                            .poison = FATTN_POISON_PATTERN};
+    /* recomputed cases name the routing rules of the release the source recorded */
+    const fattn_h5_attr *src_rules = fattn_h5_node_attr(src, "te_rules");
+    if (src_rules && src_rules->kind == FATTN_H5_ATTR_STRING)
+        (void)fattn_te_rules_parse(src_rules->s, &opts.te_rules);
     fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
     const fattn_h5_attr *src_impl = fattn_h5_node_attr(src, "impl");

@@ -19,6 +19,7 @@
 #include "fileguard.h"
 #include "runfile.h"
 #include "runner.h"
+#include "te_rules.h"
 #include "verify.h"
 
 /* Bitwise checks need a backward that repeats bitwise: engines that can
@@ -27,7 +28,7 @@ static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd 
 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
-    "                    [--fixtures DIR] [--json FILE] [--strict]\n"
+    "                    [--fixtures DIR] [--json FILE] [--strict] [--te-rules 2.19|2.20]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -38,7 +39,10 @@ static const char verify_help[] =
     "--fixtures defaults to the fixtures/ of the source tree fattn was built from:\n"
     "  " FATTN_SOURCE_ROOT "/fixtures\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
-    "without golden), 2 usage error, missing fixtures directory, or an errored case.\n";
+    "without golden), 2 usage error, missing fixtures directory, or an errored case.\n"
+    "--te-rules (default 2.20): the TE release whose rules count the cases TE's\n"
+    "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
+    "`fattn cases` names the rules per case). The verdict does not depend on it.\n";
 
 int fattn_cmd_golden(int argc, char **argv);
 
@@ -46,7 +50,9 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
 {
     memset(v, 0, sizeof *v);
     v->backend = "auto";
+    v->te_rules = FATTN_TE_RULES_NEWEST;
     *done = false;
+    const char *te_rules_s = NULL;
     cli_args a = {argc, argv, 1, "verify"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -60,7 +66,8 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
-                   (r = cli_opt(&a, "--json", &v->json))) {
+                   (r = cli_opt(&a, "--json", &v->json)) ||
+                   (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
                 return cli_fail("verify", "%s needs a value", argv[a.i]);
         } else {
@@ -68,7 +75,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                             argv[a.i]);
         }
     }
-    return FATTN_EXIT_OK;
+    return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
 }
 
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
@@ -237,7 +244,7 @@ static json_t *json_cases(const fattn_verify_result *r)
 
 /* The JSON report (schema fattn-verify/1); 0, or -1 after a message. */
 static int write_json(const char *path, const fattn_cmd_verify_env *v,
-                      const fattn_verify_result *r, int rc)
+                      const fattn_verify_result *r, int rc, size_t routed)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
                              "schema", "fattn-verify/1", "engine", v->backend_name,
@@ -254,6 +261,10 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     json_t *summ = root ? json_object_get(root, "summary") : NULL;
     if (summ)
         json_object_set_new(summ, "refusals", json_integer((json_int_t)r->n_refused));
+    if (summ)
+        json_object_set_new(summ, "dpa_routes_elsewhere", json_integer((json_int_t)routed));
+    if (root)
+        json_object_set_new(root, "te_rules", json_string(fattn_te_rules_name(v->te_rules)));
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
@@ -267,11 +278,29 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     return 0;
 }
 
+/* The selected cases DotProductAttention would not route to FusedAttention
+ * under v->te_rules (te_rules.h). */
+static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->m.n_sel; i++) {
+        char note[FATTN_TE_NOTE_MAX];
+        fattn_case_te_note(v->m.sel[i], v->te_rules, note, sizeof note);
+        n += note[0] != '\0';
+    }
+    return n;
+}
+
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
+    size_t routed = dpa_routed_count(v);
+    fprintf(f, "TE %s rules: DotProductAttention would route %zu of %zu cases elsewhere "
+            "(FusedAttnFunc runs them; fattn cases --te-rules %s names the rules)\n",
+            fattn_te_rules_name(v->te_rules), routed, v->m.n_sel,
+            fattn_te_rules_name(v->te_rules));
     int rc = fattn_cmd_verify_exit(r, v->strict);
-    if (v->json && write_json(v->json, v, r, rc) != 0)
+    if (v->json && write_json(v->json, v, r, rc, routed) != 0)
         rc = FATTN_EXIT_ERROR;
     return rc;
 }
@@ -310,13 +339,16 @@ int fattn_cmd_verify(int argc, char **argv)
 /* ---- golden ---------------------------------------------------------------- */
 
 static const char golden_help[] =
-    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] -o DIR\n"
+    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force]\n"
+    "                    [--te-rules 2.19|2.20] -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
     "outputs in full, inputs and save_ctx as digests only, with provenance (version, git\n"
     "revision, platform key, SOURCE_DATE_EPOCH date). Refuses a non-empty DIR without\n"
     "--force, and refuses to write anything unless legacy == split and every case repeats\n"
-    "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n";
+    "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n"
+    "--te-rules (default 2.20): the release the root attribute te_rules and each case's\n"
+    "prov_te_route name (as fattn run records them).\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -418,12 +450,26 @@ static void golden_changes_free(golden_changes *g)
     fattn_h5_node_free(g->old);
 }
 
+/* The golden's prov_te_route under the --te-rules release: the run it is
+ * made from named the newest's. Every release has the same routing rows, so
+ * a note is there under one release exactly when under the other; resealed,
+ * as the attribute digest covers it. */
+static fattn_status golden_te_note(fattn_h5_node *g, const fattn_spec *s, unsigned te_rules)
+{
+    char note[FATTN_TE_NOTE_MAX];
+    fattn_status st = fattn_case_te_note(s, te_rules, note, sizeof note);
+    if (st != FATTN_OK || !note[0])
+        return st;
+    st = fattn_h5_node_set_string(g, "prov_te_route", note);
+    return st == FATTN_OK ? fattn_h5_node_seal_attrs(g) : st;
+}
+
 /* Check every case and write each golden as soon as it is made (in id
  * order, through the case sink: one case held at a time). *bad counts the
  * cases whose checks differ; after the first nothing more is written, as
  * the sink will not be committed. */
-static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc,
-                        fattn_case_sink *k, size_t *bad)
+static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
+                        golden_changes *gc, fattn_case_sink *k, size_t *bad)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
         fattn_verify_case c;
@@ -440,6 +486,8 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc
         } else if (!*bad) {
             fattn_h5_node *g = NULL;
             fattn_status st = fattn_compare_make_golden(c.legacy, &g);
+            if (st == FATTN_OK)
+                st = golden_te_note(g, c.spec, te_rules);
             if (st == FATTN_OK) {
                 golden_changes_case(gc, g);
                 st = fattn_case_sink_put(k, g);
@@ -456,7 +504,8 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc
 }
 
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
-static int golden_write(const char *cases, const char *backend, const char *out)
+static int golden_write(const char *cases, const char *backend, unsigned te_rules,
+                        const char *out)
 {
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
@@ -486,6 +535,8 @@ static int golden_write(const char *cases, const char *backend, const char *out)
         st = fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "platform_key", key);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
     golden_changes gc;
     fattn_case_sink *k = NULL;
     int rc = golden_changes_init(&gc, path);
@@ -495,7 +546,7 @@ static int golden_write(const char *cases, const char *backend, const char *out)
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FATTN_EXIT_OK)
-        rc = golden_cases(&m, e, &gc, k, &bad);
+        rc = golden_cases(&m, e, te_rules, &gc, k, &bad);
     if (rc == FATTN_EXIT_OK && bad) {
         fprintf(stderr, "fattn golden: %zu case(s) differ between legacy and split or between "
                 "repeats: nothing written\n", bad);
@@ -519,7 +570,7 @@ static int golden_write(const char *cases, const char *backend, const char *out)
 
 int fattn_cmd_golden(int argc, char **argv)
 {
-    const char *cases = NULL, *backend = "auto", *out = NULL;
+    const char *cases = NULL, *backend = "auto", *out = NULL, *te_rules_s = NULL;
     bool force = false;
     cli_args a = {argc, argv, 1, "golden"};
     for (; a.i < argc; a.i++) {
@@ -530,7 +581,7 @@ int fattn_cmd_golden(int argc, char **argv)
         } else if (cli_flag(&a, "--force")) {
             force = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
-                   (r = cli_opt(&a, "-o", &out))) {
+                   (r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
                 return cli_fail("golden", "%s needs a value", argv[a.i]);
         } else {
@@ -540,12 +591,15 @@ int fattn_cmd_golden(int argc, char **argv)
     }
     if (!out)
         return cli_fail("golden", "-o DIR is required");
+    unsigned te_rules;
+    if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     bool exists;
     if (!dir_is_empty(out, &exists) && !force)
         return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
     if (!exists && mkdir(out, 0777) != 0)
         return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
-    int rc = golden_write(cases, backend, out);
+    int rc = golden_write(cases, backend, te_rules, out);
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
     if (rc != FATTN_EXIT_OK && !exists)

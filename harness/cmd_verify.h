@@ -15,6 +15,7 @@ typedef struct fattn_cmd_verify_env {
     /* arguments (pointers into argv) */
     const char *cases, *filter, *backend, *fixtures, *json;
     bool strict;
+    unsigned te_rules;          /* --te-rules: FATTN_TE_RULES_* bit */
     /* opened by fattn_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;

@@ -18,6 +18,7 @@
 #include "h5write.h"
 #include "inputs.h"
 #include "runner.h"
+#include "te_rules.h"
 
 /* ---- names and the transition table ------------------------------------ */
 
@@ -337,6 +338,11 @@ static fattn_status finish(case_run *r, fattn_status st, fattn_h5_node **out)
         st = fattn_error(st, "case %s (%s, state %s): %s", r->spec->id, r->ops->name,
                          fattn_state_name(r->state), msg);
     }
+    char note[FATTN_TE_NOTE_MAX];
+    if (st == FATTN_OK)
+        st = fattn_case_te_note(r->spec, r->opts->te_rules, note, sizeof note);
+    if (st == FATTN_OK && note[0])
+        st = fattn_h5_node_set_string(r->node, "prov_te_route", note);
     /* the attribute digest, the last change to the case before it is written */
     if (st == FATTN_OK)
         st = fattn_h5_node_seal_attrs(r->node);

@@ -76,11 +76,16 @@ typedef struct fattn_run_opts {
     fattn_engine *engine;   /* borrowed */
     fattn_state until;      /* last state to produce */
     uint64_t poison;
+    unsigned te_rules;      /* release whose routing rules prov_te_route names
+                             * (FATTN_TE_RULES_*; 0: the newest) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named
  * by the case id). A case the engine cannot run is returned as a group with
- * only `spec` and `skipped` (the reason) and FATTN_OK. Invalid cases (TE
+ * only `spec` and `skipped` (the reason) and FATTN_OK. Every case node
+ * gets `prov_te_route` when DotProductAttention would not route the case to
+ * FusedAttention under opts->te_rules (te_rules.h; provenance, never
+ * compared). Invalid cases (TE
  * refuses them) and failures return the status. */
 fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out);

@@ -131,6 +131,8 @@ fe_spec fe_spec_for_rule(const char *id)
         s.layout = FATTN_LAYOUT_THD_THD_THD;
     } else if (!strcmp(id, "head_dim")) {
         s.d = s.dv = 12;
+    } else if (!strcmp(id, "mla_hopper_training")) {
+        s.d = 256, s.dv = 128; /* training, as every fe_spec */
     } else if (!strcmp(id, "bottom_right_sq_gt_skv")) {
         s.mask = FATTN_MASK_CAUSAL_BOTTOM_RIGHT;
         s.window[0] = -1, s.window[1] = 0;

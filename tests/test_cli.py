@@ -95,6 +95,63 @@ def _():
     assert p.stderr == ""
 
 
+@case("--te-rules: cases notes what DotProductAttention would route elsewhere, run records "
+      "the selection, golden and verify take it, an unknown release is exit 2")
+def _():
+    p = run("cases", check=0)
+    notes = dict(l.split("\t", 1) for l in p.stdout.splitlines())
+    sink, bias = notes["softmax.off_by_one.f16"], notes["bias.post_scale_bias.1hss.f16"]
+    assert sink.endswith(" [DPA 2.20 would not route here: rule det_sink, utils.py:1761]"), sink
+    assert bias.endswith("[DPA 2.20 would not route here: rule det_bias_grad, "
+                         "utils.py:1781]"), bias
+    # a plain case and a case FusedAttnFunc refuses get no note
+    assert "DPA" not in notes["layout.sbhd_sbhd_sbhd.no_mask.f16"]
+    assert "DPA" not in notes["refuse.bias_sink_quirk.bf16"]
+    p = run("cases", "--te-rules", "2.19", "--filter", "softmax.off_by_one.f16", check=0)
+    assert p.stdout.rstrip().endswith("[DPA 2.19 would not route here: rule det_sink, "
+                                      "utils.py:1534]"), p.stdout
+    # the same spec, not deterministic: DotProductAttention would choose FusedAttention
+    nd = os.path.join(TMP, "nondet.json")
+    with open(nd, "w") as f:
+        f.write('[{"id": "s", "b": 1, "h": 2, "sq": 16, "d_qk": 16, "softmax": "off-by-one", '
+                '"deterministic": false}]')
+    p = run("cases", "--cases", nd, check=0)
+    assert "DPA" not in p.stdout, p.stdout
+    out = path("te_rules.h5")
+    for rules, line in (("2.19", 1534), (None, 1761)):
+        argv = ["run", "--backend", "cpu", "--filter", "softmax.off_by_one.f16", "-o", out]
+        run(*(argv + (["--te-rules", rules] if rules else [])), check=0)
+        with h5py.File(out, "r") as f:
+            assert f.attrs["te_rules"] == (rules or "2.20"), dict(f.attrs)
+            note = f["cases/softmax.off_by_one.f16"].attrs["prov_te_route"]
+            assert note == "DPA %s would not route here: rule det_sink, utils.py:%d" % (
+                rules or "2.20", line), note
+    run("inspect", out, check=0)
+    # a replay keeps the release its source recorded, for the cases it recomputes
+    run("run", "--backend", "cpu", "--filter", "softmax.off_by_one.f16", "--te-rules", "2.19",
+        "-o", out, check=0)
+    rep = path("te_rules_replay.h5")
+    run("replay", out, "--from", "save_ctx", "--impl", "legacy", "--backend", "cpu", "-o", rep,
+        check=0)
+    with h5py.File(rep, "r") as f:
+        assert f.attrs["te_rules"] == "2.19", dict(f.attrs)
+        note = f["cases/softmax.off_by_one.f16"].attrs["prov_te_route"]
+        assert note.startswith("DPA 2.19 would not route here: rule det_sink"), note
+    p = run("verify", "--backend", "cpu", "--filter", "softmax.*", "--te-rules", "2.19",
+            check=0)
+    assert "TE 2.19 rules: DotProductAttention would route 4 of 4 cases elsewhere" in p.stdout, \
+        p.stdout
+    bad_out, gdir = path("te_rules_bad.h5"), os.path.join(TMP, "te-rules-goldens")
+    for argv in (["cases"], ["run", "--backend", "cpu", "-o", bad_out],
+                 ["verify", "--backend", "cpu"], ["golden", "--backend", "cpu", "-o", gdir]):
+        for bad in ("2.18", "2.20.2", ""):
+            p = run(*(argv + ["--te-rules", bad]))
+            assert p.returncode == 2, (argv, bad, p.returncode, p.stderr)
+            assert "--te-rules '%s': expected one of 2.19, 2.20" % bad in p.stderr, p.stderr
+            assert p.stdout == "", (argv, p.stdout)
+    assert not os.path.exists(bad_out) and not os.path.exists(gdir)
+
+
 @case("zero cases selected is exit 2 naming the filter or file, for verify, run, golden, cases")
 def _():
     empty = os.path.join(TMP, "empty-cases.json")

@@ -1,13 +1,18 @@
 /* Suite "support": the support table (lib/core/support.c).
  *
- * Every rule has a row here with a query that trips it (fe_spec_for_rule):
- * the check must fail with that rule, its status and a message naming the
- * rule and its TE line, for the engines the rule applies to, and pass for
- * the others. The default query and every case of the CPU matrix pass.
+ * Every refusal rule has a row here with a query that trips it
+ * (fe_spec_for_rule): the check must fail with that rule, its status and a
+ * message naming the rule and its TE line, for the engines the rule applies
+ * to, and pass for the others. Every rule, refusal or routing, has its
+ * releases and each release's citation written down here; every routing
+ * rule a query that trips it and one that does not. The default query and
+ * every case of the CPU matrix pass.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cases.h"
+#include "core/support_rows.h"
 #include "fattn/support.h"
 #include "fattn_test.h"
 #include "fe_unit.h"
@@ -29,6 +34,7 @@ static const rule_row rule_rows[] = {
     {"heads_divisible", FATTN_E_INVALID_CASE, true, true},
     {"thd_padding", FATTN_E_INVALID_CASE, true, true},
     {"head_dim", FATTN_E_INVALID_CASE, true, true},
+    {"mla_hopper_training", FATTN_E_INVALID_CASE, true, true},
     {"bottom_right_sq_gt_skv", FATTN_E_INVALID_CASE, true, true},
     {"swa_restrictions", FATTN_E_INVALID_CASE, true, true},
     {"dropout_range", FATTN_E_INVALID_CASE, true, true},
@@ -58,7 +64,10 @@ START_TEST(rule_refuses)
             snprintf(want, sizeof want, "rule %s: ", r->id);
             ck_assert_msg(strncmp(fattn_last_error(), want, strlen(want)) == 0, "message '%s'",
                           fattn_last_error());
-            ck_assert_ptr_nonnull(strstr(fattn_last_error(), "(TE transformer_engine/"));
+            /* the newest release's citation: a wheel's Python, or C++ read at d0067d0 */
+            ck_assert_msg(strstr(fattn_last_error(), "(TE 2.20.2 transformer_engine/") ||
+                              strstr(fattn_last_error(), "(TE d0067d0 transformer_engine/"),
+                          "message '%s'", fattn_last_error());
         } else {
             ck_assert_msg(st == FATTN_OK, "%s must not apply to %s (%s)", r->id, engines[e],
                           fattn_last_error());
@@ -87,9 +96,7 @@ START_TEST(table_matches)
         ck_assert_int_eq(rules[i].status, r->status);
         ck_assert(((rules[i].engines & FATTN_SUPPORT_ENGINE_CPU) != 0) == r->cpu);
         ck_assert(((rules[i].engines & FATTN_SUPPORT_ENGINE_CUDNN) != 0) == r->cudnn);
-        ck_assert_msg(strncmp(rules[i].te_file, "transformer_engine/", 19) == 0, "%s",
-                      rules[i].te_file);
-        ck_assert_int_gt(rules[i].te_line, 0);
+        ck_assert_int_eq(rules[i].cls, FATTN_SUPPORT_REFUSAL);
         ck_assert(rules[i].refuses != NULL);
         ck_assert_ptr_eq(fattn_support_rule_find(rules[i].id), &rules[i]);
     }
@@ -176,10 +183,412 @@ START_TEST(matrix_passes)
 }
 END_TEST
 
+/* ---- releases and citations ---------------------------------------------- */
+
+/* Where each rule is in each release (0: the rule does not apply there).
+ * Read off the wheels' Python and TE's C++ (docs/frontends.md); a moved or
+ * mistyped line fails here. */
+typedef struct cite_row {
+    const char *id;
+    fattn_support_class cls;
+    const char *file; /* the last path component */
+    const char *rev219;
+    int line219;
+    const char *rev220;
+    int line220;
+} cite_row;
+
+#define C_REF FATTN_SUPPORT_REFUSAL
+#define C_ROUTE FATTN_SUPPORT_ROUTING
+static const cite_row cite_rows[] = {
+    {"pre_scale_bias", C_REF, "fused_attn.cpp", "2.19.0", 354, "d0067d0", 354},
+    {"bias_missing", C_REF, "fused_attn.py", "2.19.0", 335, "2.20.2", 335},
+    {"bias_dtype", C_REF, "fused_attn.py", "2.19.0", 340, "2.20.2", 340},
+    {"bias_padding", C_REF, "fused_attn.cpp", "2.19.0", 412, "d0067d0", 412},
+    {"alibi_mask", C_REF, "fused_attn.cpp", "2.19.0", 358, "d0067d0", 358},
+    {"window_mask", C_REF, "utils.py", "2.19.0", 2697, "2.20.2", 3016},
+    {"window_not_normalised", C_REF, "utils.py", "2.19.0", 2690, "2.20.2", 3009},
+    {"heads_divisible", C_REF, "dot_product_attention.py", "2.19.0", 748, "2.20.2", 928},
+    {"thd_padding", C_REF, "dot_product_attention.py", "2.19.0", 1800, "2.20.2", 2450},
+    {"head_dim", C_REF, "fused_attn.cpp", "2.19.0", 310, "d0067d0", 310},
+    {"mla_hopper_training", C_REF, "fused_attn.cpp", "2.19.0", 349, "d0067d0", 349},
+    {"bottom_right_sq_gt_skv", C_REF, "fused_attn.cpp", "2.19.0", 400, "d0067d0", 400},
+    {"swa_restrictions", C_REF, "fused_attn.cpp", "2.19.0", 430, "d0067d0", 430},
+    {"dropout_range", C_REF, "backends.py", "2.19.0", 397, "2.20.2", 412},
+    {"bias_sink_quirk", C_REF, "attention.cpp", "2.19.0", 548, "d0067d0", 548},
+    {"fp8_execution", C_REF, "fused_attn.cpp", "2.19.0", 257, "d0067d0", 257},
+    {"max_logit_cudnn", C_REF, "fused_attn.cpp", "2.19.0", 479, "d0067d0", 479},
+    {"paged_cpu", C_REF, "fused_attn.cpp", "2.19.0", 387, "d0067d0", 387},
+    {"float32_cudnn", C_REF, "fused_attn.cpp", "2.19.0", 296, "d0067d0", 296},
+    {"det_sink", C_ROUTE, "utils.py", "2.19.0", 1534, "2.20.2", 1761},
+    {"det_bias_grad", C_ROUTE, "utils.py", "2.19.0", 1554, "2.20.2", 1781},
+    {"det_thd_bhss", C_ROUTE, "utils.py", "2.19.0", 1578, "2.20.2", 1801},
+    {"bias_111s_grad", C_ROUTE, "utils.py", "2.19.0", 1449, "2.20.2", 1575},
+    {"float32_module", C_ROUTE, "backends.py", "2.19.0", 2147, "2.20.2", 2406},
+    {"mla_layout", C_ROUTE, "utils.py", "2.19.0", 906, "2.20.2", 1007},
+};
+
+static const char *last_part(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void check_cite(const fattn_support_rule *r, unsigned one, const char *file,
+                       const char *rev, int line)
+{
+    const fattn_support_cite *c = fattn_support_rule_cite(r, one);
+    if (line == 0) {
+        ck_assert_msg(c == NULL && !(r->versions & one), "%s must not apply to TE %s", r->id,
+                      fattn_te_rules_name(one));
+        return;
+    }
+    ck_assert_msg(c != NULL && (r->versions & one), "%s applies to TE %s", r->id,
+                  fattn_te_rules_name(one));
+    ck_assert_msg(!strncmp(c->file, "transformer_engine/", 19), "%s: %s", r->id, c->file);
+    ck_assert_str_eq(last_part(c->file), file);
+    ck_assert_str_eq(c->rev, rev);
+    ck_assert_msg(c->line == line, "%s in TE %s: line %d, want %d", r->id,
+                  fattn_te_rules_name(one), c->line, line);
+}
+
+/* Each rule: its class, releases and citation in each; and a refusal's
+ * message under each release's rules cites that release. */
+START_TEST(rule_cites)
+{
+    const cite_row *w = &cite_rows[_i];
+    const fattn_support_rule *r = w->cls == C_REF ? fattn_support_rule_find(w->id)
+                                                  : fattn_support_route_find(w->id);
+    ck_assert_msg(r != NULL, "no %s rule %s", w->cls == C_REF ? "refusal" : "routing", w->id);
+    ck_assert_int_eq(r->cls, w->cls);
+    check_cite(r, FATTN_TE_RULES_2_19, w->file, w->rev219, w->line219);
+    check_cite(r, FATTN_TE_RULES_2_20, w->file, w->rev220, w->line220);
+    if (w->cls == C_REF) {
+        const unsigned rel[2] = {FATTN_TE_RULES_2_19, FATTN_TE_RULES_2_20};
+        const char *revs[2] = {w->rev219, w->rev220};
+        const int lines[2] = {w->line219, w->line220};
+        fe_spec s = fe_spec_for_rule(w->id);
+        for (int v = 0; v < 2; v++) {
+            fattn_support_query q = fe_query(&s);
+            q.te_rules = rel[v];
+            const fattn_support_rule *failed = NULL;
+            fattn_status st = fattn_support_check(&q, "cudnn", &failed);
+            ck_assert_msg(lines[v] ? failed == r : st == FATTN_OK, "%s under TE %s: %s", w->id,
+                          fattn_te_rules_name(rel[v]), fattn_last_error());
+            char want[160];
+            snprintf(want, sizeof want, "(TE %s transformer_engine/", revs[v]);
+            ck_assert_msg(!lines[v] || strstr(fattn_last_error(), want), "'%s' lacks '%s'",
+                          fattn_last_error(), want);
+            snprintf(want, sizeof want, "%s:%d)", w->file, lines[v]);
+            ck_assert_msg(!lines[v] || strstr(fattn_last_error(), want), "'%s' lacks '%s'",
+                          fattn_last_error(), want);
+        }
+    }
+    char id[96];
+    snprintf(id, sizeof id, "support.cite.%s", w->id);
+    fattn_test_mark(id);
+}
+END_TEST
+
+/* Every row of both tables has a citation row here. */
+START_TEST(cites_complete)
+{
+    int nr = 0, nt = 0;
+    const fattn_support_rule *rules = fattn_support_rules(&nr);
+    const fattn_support_rule *routes = fattn_support_routes(&nt);
+    ck_assert_int_eq(nr + nt, FE_NROWS(cite_rows));
+    for (int i = 0; i < nr + nt; i++) {
+        const fattn_support_rule *r = i < nr ? &rules[i] : &routes[i - nr];
+        bool found = false;
+        for (int j = 0; j < FE_NROWS(cite_rows); j++)
+            found = found || (!strcmp(cite_rows[j].id, r->id) && cite_rows[j].cls == r->cls);
+        ck_assert_msg(found, "rule %s has no citation row", r->id);
+    }
+    for (int i = 0; i < nt; i++) {
+        ck_assert_int_eq(routes[i].status, FATTN_OK);
+        ck_assert_ptr_eq(fattn_support_route_find(routes[i].id), &routes[i]);
+        ck_assert_ptr_null(fattn_support_rule_find(routes[i].id)); /* never a refusal */
+    }
+    ck_assert_ptr_null(fattn_support_route_find("pre_scale_bias"));
+}
+END_TEST
+
+START_TEST(te_rules_names)
+{
+    unsigned v = 0;
+    ck_assert_int_eq(fattn_te_rules_parse("2.19", &v), FATTN_OK);
+    ck_assert_uint_eq(v, FATTN_TE_RULES_2_19);
+    ck_assert_int_eq(fattn_te_rules_parse("2.20", &v), FATTN_OK);
+    ck_assert_uint_eq(v, FATTN_TE_RULES_2_20);
+    const char *bad[] = {"2.21", "2.20.2", "", "2.2", NULL};
+    for (int i = 0; i < FE_NROWS(bad); i++) {
+        ck_assert_int_eq(fattn_te_rules_parse(bad[i], &v), FATTN_E_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(fattn_last_error(), "known: 2.19, 2.20"));
+    }
+    ck_assert_str_eq(fattn_te_rules_name(FATTN_TE_RULES_2_19), "2.19");
+    ck_assert_str_eq(fattn_te_rules_release(FATTN_TE_RULES_2_20), "2.20.2");
+    ck_assert_ptr_null(fattn_te_rules_name(FATTN_TE_RULES_ALL));
+    ck_assert_ptr_null(fattn_te_rules_release(0));
+    /* the default is the newest; a query naming no single release is refused */
+    fattn_support_query q;
+    fattn_support_query_init(&q);
+    ck_assert_uint_eq(q.te_rules, FATTN_TE_RULES_2_20);
+    ck_assert(!q.deterministic && !q.bias_requires_grad && q.b == 1);
+    q.te_rules = FATTN_TE_RULES_ALL;
+    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_ARG);
+    q.te_rules = 0;
+    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_ARG);
+}
+END_TEST
+
+/* mla_hopper_training: fused_attn.cpp:351-353's bounds. */
+START_TEST(mla_boundaries)
+{
+    static const struct {
+        int64_t d_qk, d_v;
+        bool training, refused;
+    } rows[] = {
+        {256, 128, true, true},   {128, 256, true, true},  {136, 128, true, true},
+        {192, 128, true, false},  {128, 128, true, false}, {256, 256, true, false},
+        {128, 120, true, false},  {120, 256, true, false}, {256, 128, false, false},
+    };
+    for (int i = 0; i < FE_NROWS(rows); i++) {
+        fattn_support_query q;
+        fattn_support_query_init(&q);
+        q.d_qk = rows[i].d_qk, q.d_v = rows[i].d_v, q.is_training = rows[i].training;
+        for (unsigned v = FATTN_TE_RULES_2_19; v <= FATTN_TE_RULES_2_20; v <<= 1) {
+            q.te_rules = v;
+            const fattn_support_rule *failed = NULL;
+            fattn_status st = fattn_support_check(&q, "cpu", &failed);
+            ck_assert_msg(rows[i].refused ? st == FATTN_E_INVALID_CASE && failed &&
+                                                !strcmp(failed->id, "mla_hopper_training")
+                                          : st == FATTN_OK,
+                          "d_qk %lld d_v %lld training %d: %s", (long long)rows[i].d_qk,
+                          (long long)rows[i].d_v, rows[i].training, fattn_last_error());
+        }
+    }
+}
+END_TEST
+
+/* ---- routing rules --------------------------------------------------------- */
+
+/* A query that trips a routing rule, and the same query with one condition
+ * of it undone. */
+typedef struct route_row {
+    const char *id;
+    void (*trip)(fattn_support_query *q);
+    void (*untrip)(fattn_support_query *q);
+} route_row;
+
+static void bias_grad(fattn_support_query *q, int64_t b, int64_t h, int64_t sq)
+{
+    q->is_training = true;
+    q->bias_type = FATTN_BIAS_POST_SCALE_BIAS;
+    q->has_bias_tensor = true;
+    q->bias_dtype = q->q_dtype;
+    q->bias_requires_grad = true;
+    q->bias_shape[0] = b, q->bias_shape[1] = h, q->bias_shape[2] = sq;
+}
+
+static void trip_det_sink(fattn_support_query *q)
+{
+    q->deterministic = true;
+    q->softmax_type = FATTN_SOFTMAX_LEARNABLE;
+}
+static void untrip_det_sink(fattn_support_query *q) { q->softmax_type = FATTN_SOFTMAX_VANILLA; }
+
+static void trip_det_bias_grad(fattn_support_query *q)
+{
+    q->deterministic = true;
+    bias_grad(q, 1, q->h, q->sq);
+}
+static void untrip_det_bias_grad(fattn_support_query *q) { q->bias_requires_grad = false; }
+
+/* b*h*sq*skv = 2 * 2 * 16384 * 16384 = 2^30, the cap itself */
+static void trip_det_thd_bhss(fattn_support_query *q)
+{
+    q->deterministic = true;
+    q->is_training = true;
+    q->layout = FATTN_LAYOUT_THD_THD_THD;
+    q->mask_type = FATTN_MASK_PADDING;
+    q->b = 2, q->h = q->hg = 2, q->sq = q->skv = 16384;
+}
+static void untrip_det_thd_bhss(fattn_support_query *q) { q->skv = 16383; }
+
+static void trip_bias_111s_grad(fattn_support_query *q) { bias_grad(q, 1, 1, 1); }
+static void untrip_bias_111s_grad(fattn_support_query *q) { q->bias_shape[2] = q->sq; }
+
+static void trip_float32(fattn_support_query *q) { q->q_dtype = q->kv_dtype = FATTN_DTYPE_FLOAT32; }
+static void untrip_float32(fattn_support_query *q)
+{
+    q->q_dtype = q->kv_dtype = FATTN_DTYPE_BFLOAT16;
+}
+
+static void trip_mla_layout(fattn_support_query *q)
+{
+    q->layout = FATTN_LAYOUT_BSHD_BS2HD;
+    q->d_v = 32;
+}
+static void untrip_mla_layout(fattn_support_query *q) { q->layout = FATTN_LAYOUT_BHSD_BHSD_BHSD; }
+
+static const route_row route_rows[] = {
+    {"det_sink", trip_det_sink, untrip_det_sink},
+    {"det_bias_grad", trip_det_bias_grad, untrip_det_bias_grad},
+    {"det_thd_bhss", trip_det_thd_bhss, untrip_det_thd_bhss},
+    {"bias_111s_grad", trip_bias_111s_grad, untrip_bias_111s_grad},
+    {"float32_module", trip_float32, untrip_float32},
+    {"mla_layout", trip_mla_layout, untrip_mla_layout},
+};
+
+static bool routed_by(const fattn_support_query *q, const char *id)
+{
+    const fattn_support_rule *got[16];
+    int n = fattn_support_routed(q, got, 16);
+    ck_assert_int_le(n, 16);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(got[i]->id, id))
+            return true;
+    return false;
+}
+
+/* Each routing rule: tripped under both releases' rules, named with the
+ * release's line in the note, never a refusal; undone, gone. */
+START_TEST(route_trips)
+{
+    const route_row *w = &route_rows[_i];
+    const fattn_support_rule *r = fattn_support_route_find(w->id);
+    ck_assert_ptr_nonnull(r);
+    for (unsigned v = FATTN_TE_RULES_2_19; v <= FATTN_TE_RULES_2_20; v <<= 1) {
+        fattn_support_query q;
+        fattn_support_query_init(&q);
+        w->trip(&q);
+        q.te_rules = v;
+        ck_assert_msg(routed_by(&q, w->id), "%s not tripped under TE %s", w->id,
+                      fattn_te_rules_name(v));
+        /* FusedAttnFunc still runs it: the refusal rows accept it on the CPU */
+        ck_assert_msg(fattn_support_check(&q, "cpu", NULL) == FATTN_OK, "%s: %s", w->id,
+                      fattn_last_error());
+        const fattn_support_cite *c = fattn_support_rule_cite(r, v);
+        char note[512], want[160];
+        fattn_support_route_note(&q, note, sizeof note);
+        snprintf(want, sizeof want, "rule %s, %s:%d", w->id, last_part(c->file), c->line);
+        ck_assert_msg(strstr(note, want) != NULL, "note '%s' lacks '%s'", note, want);
+        snprintf(want, sizeof want, "DPA %s would not route here: ", fattn_te_rules_name(v));
+        ck_assert_msg(!strncmp(note, want, strlen(want)), "note '%s'", note);
+        ck_assert_ptr_null(strstr(note, "rules only"));
+        w->untrip(&q);
+        ck_assert_msg(!routed_by(&q, w->id), "%s still tripped", w->id);
+    }
+    char id[96];
+    snprintf(id, sizeof id, "support.route.%s", w->id);
+    fattn_test_mark(id);
+}
+END_TEST
+
+/* bias_111s_grad where the releases differ: with max_seqlen_q 1, 2.19.0
+ * still calls a [1,1,1,skv] bias "111s", 2.20.2 calls it "11ss". */
+START_TEST(route_111s_sq1)
+{
+    fattn_support_query q;
+    fattn_support_query_init(&q);
+    trip_bias_111s_grad(&q);
+    q.sq = 1;
+    q.te_rules = FATTN_TE_RULES_2_19;
+    ck_assert(routed_by(&q, "bias_111s_grad"));
+    q.te_rules = FATTN_TE_RULES_2_20;
+    ck_assert(!routed_by(&q, "bias_111s_grad"));
+    q.bias_requires_grad = false; /* forward only: neither release minds */
+    q.te_rules = FATTN_TE_RULES_2_19;
+    ck_assert(!routed_by(&q, "bias_111s_grad"));
+    fattn_test_mark("support.route.bias_111s_grad.sq1");
+}
+END_TEST
+
+/* A plain query trips no routing rule and gets an empty note; the note is
+ * cut, never overrun, in a small buffer. */
+START_TEST(route_note_plain)
+{
+    fattn_support_query q;
+    fattn_support_query_init(&q);
+    char note[256];
+    ck_assert_int_eq(fattn_support_routed(&q, NULL, 0), 0);
+    fattn_support_route_note(&q, note, sizeof note);
+    ck_assert_str_eq(note, "");
+    trip_det_sink(&q);
+    trip_float32(&q);
+    ck_assert_int_eq(fattn_support_routed(&q, NULL, 0), 2);
+    char tiny[12];
+    fattn_support_route_note(&q, tiny, sizeof tiny);
+    ck_assert_uint_eq(strlen(tiny), sizeof tiny - 1);
+    fattn_support_route_note(&q, note, sizeof note);
+    ck_assert_str_eq(note, "DPA 2.20 would not route here: rule det_sink, utils.py:1761; "
+                           "rule float32_module, backends.py:2406");
+}
+END_TEST
+
+/* ---- a rule only the newer release has ------------------------------------ */
+
+static bool any_sink(const fattn_support_query *q)
+{
+    return q->softmax_type != FATTN_SOFTMAX_VANILLA;
+}
+
+#define NEW_ONLY FATTN_TE_RULES_2_20, { {NULL, NULL, 0}, {"2.20.2", "transformer_engine/x.py", 7} }
+/* an engine's gap first: no release's refusal, never "TE 2.20 rules only" */
+static const fattn_support_rule new_refusal[] = {
+    {"new_engine_gap", any_sink, FATTN_E_UNSUPPORTED, "made up", FATTN_SUPPORT_ENGINE_CUDNN,
+     FATTN_SUPPORT_REFUSAL, NEW_ONLY},
+    {"new_refusal", any_sink, FATTN_E_INVALID_CASE, "made up", FATTN_SUPPORT_ENGINE_ALL,
+     FATTN_SUPPORT_REFUSAL, NEW_ONLY},
+};
+static const fattn_support_rule new_route[] = {
+    {"new_route", any_sink, FATTN_OK, "made up", FATTN_SUPPORT_ENGINE_ALL,
+     FATTN_SUPPORT_ROUTING, NEW_ONLY},
+};
+
+/* Selected 2.19: the 2.20-only rows neither refuse nor route, and the note
+ * says what 2.20's rules alone would do. Selected 2.20: they apply, and the
+ * refusal says it is 2.20's only. */
+START_TEST(newer_rules_only)
+{
+    fattn_support_query q;
+    fattn_support_query_init(&q);
+    q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
+    q.te_rules = FATTN_TE_RULES_2_19;
+    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_routed_rows(new_route, 1, &q, NULL, 0), 0);
+    char note[256];
+    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    ck_assert_str_eq(note, "TE 2.20 rules only: DPA 2.20 would not route here: rule new_route, "
+                           "x.py:7; TE 2.20 rules only: refused by rule new_refusal, x.py:7");
+    q.te_rules = FATTN_TE_RULES_2_20;
+    const fattn_support_rule *failed = NULL;
+    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, "cpu", &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_ptr_eq(failed, &new_refusal[1]);
+    ck_assert_str_eq(fattn_last_error(), "rule new_refusal: made up (TE 2.20.2 "
+                                         "transformer_engine/x.py:7; TE 2.20 rules only)");
+    ck_assert_int_eq(fattn_support_routed_rows(new_route, 1, &q, NULL, 0), 1);
+    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    ck_assert_str_eq(note, "DPA 2.20 would not route here: rule new_route, x.py:7");
+    /* a vanilla query: nothing from either release */
+    q.softmax_type = FATTN_SOFTMAX_VANILLA;
+    q.te_rules = FATTN_TE_RULES_2_19;
+    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    ck_assert_str_eq(note, "");
+    fattn_test_mark("support.newer_rules_only");
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < FE_NROWS(rule_rows); i++)
         printf("support.%s\n", rule_rows[i].id);
+    for (int i = 0; i < FE_NROWS(cite_rows); i++)
+        printf("support.cite.%s\n", cite_rows[i].id);
+    for (int i = 0; i < FE_NROWS(route_rows); i++)
+        printf("support.route.%s\n", route_rows[i].id);
+    printf("support.newer_rules_only\nsupport.route.bias_111s_grad.sq1\n");
 }
 
 static Suite *make_suite(void)
@@ -189,6 +598,14 @@ static Suite *make_suite(void)
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);
     tcase_add_loop_test(tc, rule_refuses, 0, FE_NROWS(rule_rows));
     tcase_add_test(tc, table_matches);
+    tcase_add_loop_test(tc, rule_cites, 0, FE_NROWS(cite_rows));
+    tcase_add_test(tc, cites_complete);
+    tcase_add_test(tc, te_rules_names);
+    tcase_add_test(tc, mla_boundaries);
+    tcase_add_loop_test(tc, route_trips, 0, FE_NROWS(route_rows));
+    tcase_add_test(tc, route_111s_sq1);
+    tcase_add_test(tc, route_note_plain);
+    tcase_add_test(tc, newer_rules_only);
     tcase_add_test(tc, default_passes);
     tcase_add_test(tc, bad_engine);
     tcase_add_test(tc, boundaries);

@@ -1,5 +1,13 @@
 /* The support table (fattn/support.h): one row per rule, each citing the TE
- * line it mirrors at TE commit d0067d0, for sm_90 + cuDNN 9.19.
+ * line it mirrors in every release it applies to, for sm_90 + cuDNN 9.19.
+ *
+ * Where the lines were read: the Python files in the wheels
+ * transformer-engine 2.19.0 and 2.20.2 (pure Python); the C++ files
+ * (fused_attn.cpp, attention.cpp), which those wheels do not hold, in the
+ * TE repository: for 2.19.0 at the commit that set VERSION 2.19.0
+ * (55b2cba79), whose two files are byte-identical to main at d0067d0
+ * (2.20.0.dev0); the 2.20.2 C++ source was not available, so its rows cite
+ * d0067d0, the newest C++ read, and say so (rev "d0067d0").
  *
  * Abbreviations of the cited files:
  *   fused_attn.cpp  transformer_engine/common/fused_attn/fused_attn.cpp
@@ -11,10 +19,13 @@
  *   attention.cpp   transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
 #include <assert.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/registry.h"
+#include "core/support_rows.h"
 #include "fattn/support.h"
 
 #define F_CPP "transformer_engine/common/fused_attn/fused_attn.cpp"
@@ -163,70 +174,220 @@ static bool r_bias_sink(const fattn_support_query *q)
     return has_tensor_bias(q) && q->softmax_type != FATTN_SOFTMAX_VANILLA;
 }
 
-/* ---- the table -------------------------------------------------------- */
+/* fused_attn.cpp:349-353: the "9.11+ bug" exclusion inside the head-dim
+ * clause — training on sm_90 with cuDNN >= 9.11 refuses both head dims
+ * >= 128 and unequal, except d_qk 192 / d_v 128. */
+static bool r_mla_hopper_training(const fattn_support_query *q)
+{
+    return q->is_training && q->d_qk >= 128 && q->d_v >= 128 && q->d_qk != q->d_v &&
+           !(q->d_qk == 192 && q->d_v == 128);
+}
+
+/* ---- routing predicates: true means DPA would not choose FusedAttention -- */
+
+static bool is_f16_path(const fattn_support_query *q)
+{
+    return !r_fp8(q) && (q->q_dtype == FATTN_DTYPE_FLOAT16 || q->q_dtype == FATTN_DTYPE_BFLOAT16);
+}
+
+static bool t_det_sink(const fattn_support_query *q)
+{
+    return q->deterministic && q->softmax_type != FATTN_SOFTMAX_VANILLA;
+}
+
+/* The clause also holds for sm < 9.0 (and, in 2.19.0, cuDNN < 8.9.5):
+ * neither is true of sm_90 + cuDNN 9.19, so only the bias half is left. */
+static bool t_det_bias_grad(const fattn_support_query *q)
+{
+    return q->deterministic && q->is_training && is_f16_path(q) && has_tensor_bias(q) &&
+           q->bias_requires_grad;
+}
+
+/* TE's qkv_format "thd": both sides THD. The product is taken in double
+ * (exact up to 2^53), so huge geometries cannot wrap past the cap. */
+static bool t_det_thd_bhss(const fattn_support_query *q)
+{
+    bool thd = fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD &&
+               fattn_layout_kv_format(q->layout) == FATTN_FORMAT_THD;
+    double bhss = (double)q->b * (double)q->h * (double)q->sq * (double)q->skv;
+    return q->deterministic && q->is_training && is_f16_path(q) && thd && bhss >= 0x1p30;
+}
+
+/* Which [1,1,1,skv] bias is "111s" moved: 2.19.0 names every one so
+ * (dot_product_attention.py:2012-2014), 2.20.2 only when max_seqlen_q is not
+ * 1, calling the rest "11ss" (utils.py:1562). */
+static bool t_bias_111s_grad(const fattn_support_query *q)
+{
+    bool s111 = q->bias_shape[0] == 1 && q->bias_shape[1] == 1 && q->bias_shape[2] == 1 &&
+                (q->te_rules == FATTN_TE_RULES_2_19 || q->sq != 1);
+    return q->bias_type == FATTN_BIAS_POST_SCALE_BIAS && q->has_bias_tensor && s111 &&
+           q->bias_requires_grad;
+}
+
+static bool t_float32(const fattn_support_query *q)
+{
+    return !r_fp8(q) && !is_f16_path(q);
+}
+
+/* TE strips b, s and t from the layout name and wants "hd_hd_hd" left:
+ * the groups hd_hd_hd and sd_sd_sd (bhsd) pass, packed and paged do not. */
+static bool t_mla_layout(const fattn_support_query *q)
+{
+    fattn_qkv_layout_group g = fattn_layout_group(q->layout);
+    return q->d_qk != q->d_v && g != FATTN_LAYOUT_GROUP_HD_HD_HD &&
+           g != FATTN_LAYOUT_GROUP_SD_SD_SD;
+}
+
+/* ---- the tables -------------------------------------------------------- */
+
+/* Both releases, the same line of a C++ file (2.20.2 read at d0067d0). */
+#define CPP_BOTH(file, line)                                                                   \
+    FATTN_TE_RULES_ALL, { {"2.19.0", file, line}, {"d0067d0", file, line} }
+/* Both releases, a Python file of each wheel. */
+#define PY_BOTH(file, l219, l220)                                                              \
+    FATTN_TE_RULES_ALL, { {"2.19.0", file, l219}, {"2.20.2", file, l220} }
+
+#define REFUSAL(engines) engines, FATTN_SUPPORT_REFUSAL
+#define ROUTING FATTN_SUPPORT_ENGINE_ALL, FATTN_SUPPORT_ROUTING
 
 static const fattn_support_rule rules[] = {
     {"pre_scale_bias", r_pre_scale_bias, FATTN_E_INVALID_CASE,
      "pre_scale_bias is never selected on the F16 arbitrary-seqlen path "
      "(only no_bias, alibi and post_scale_bias are wired)",
-     F_CPP, 354, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 354)},
     {"bias_missing", r_bias_missing, FATTN_E_INVALID_CASE,
      "attn_bias cannot be None when attn_bias_type is pre/post_scale_bias",
-     F_PY, 335, FATTN_SUPPORT_ENGINE_ALL},
-    {"bias_dtype", r_bias_dtype, FATTN_E_INVALID_CASE,
-     "attn_bias must have the same dtype as q", F_PY, 340, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 335, 335)},
+    {"bias_dtype", r_bias_dtype, FATTN_E_INVALID_CASE, "attn_bias must have the same dtype as q",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 340, 340)},
     {"bias_padding", r_bias_padding, FATTN_E_INVALID_CASE,
      "post_scale_bias is refused with padding and padding_causal masks",
-     F_CPP, 412, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 412)},
     {"alibi_mask", r_alibi_mask, FATTN_E_INVALID_CASE,
      "alibi needs a causal or causal_bottom_right mask (not no_mask or a padding mask)",
-     F_CPP, 358, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 358)},
     {"window_mask", r_window_mask, FATTN_E_INVALID_CASE,
      "window_size is inconsistent with the mask: check_set_window_size asserts",
-     F_UTILS, 2666, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2697, 3016)},
     {"window_not_normalised", r_window_not_normalised, FATTN_E_INVALID_CASE,
      "window_size is not in check_set_window_size's normal form for the mask "
      "(DotProductAttention rewrites it, with a warning, before FusedAttnFunc runs)",
-     F_UTILS, 2659, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2690, 3009)},
     {"heads_divisible", r_heads_divisible, FATTN_E_INVALID_CASE,
      "the number of attention heads must be divisible by the number of GQA groups",
-     F_DPA, 741, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 748, 928)},
     {"thd_padding", r_thd_padding, FATTN_E_INVALID_CASE,
      "qkv_format thd needs a padding, padding_causal or padding_causal_bottom_right mask",
-     F_DPA, 1785, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 1800, 2450)},
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
      "head dims d_qk and d_v must be multiples of 8 and at most 256 on sm_90",
-     F_CPP, 310, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 310)},
+    {"mla_hopper_training", r_mla_hopper_training, FATTN_E_INVALID_CASE,
+     "training with unequal head dims d_qk, d_v both >= 128 (other than 192/128) is "
+     "excluded on sm_90 with cuDNN >= 9.11 (a cuDNN backward bug)",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 349)},
     {"bottom_right_sq_gt_skv", r_bottom_right_sq_gt_skv, FATTN_E_INVALID_CASE,
      "a bottom-right causal mask with max_seqlen_q > max_seqlen_kv needs a padding "
      "mask, no bias and no dropout",
-     F_CPP, 400, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 400)},
     {"swa_restrictions", r_swa, FATTN_E_INVALID_CASE,
      "a sliding window other than (-1,-1)/(-1,0) needs max_seqlen_q <= max_seqlen_kv, "
      "no bias, no dropout and a mask cuDNN's SWA supports for the format",
-     F_CPP, 430, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 430)},
     {"dropout_range", r_dropout_range, FATTN_E_INVALID_CASE,
      "dropout_p must lie in [0, 1) (torch.nn.Dropout's range; p = 1 makes the "
      "1/(1-p) rescale infinite)",
-     F_BACKENDS, 388, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 397, 412)},
     {"bias_sink_quirk", r_bias_sink, FATTN_E_UNSAFE_TE_QUIRK,
      "a bias together with a non-vanilla softmax: TE shapes dBias like the last aux "
      "entry (the [1,h,1,1] softmax offset), so writing dBias would go out of bounds",
-     F_PYBIND, 548, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_PYBIND, 548)},
     {"fp8_execution", r_fp8, FATTN_E_UNSUPPORTED,
      "FP8 execution is not implemented by fattn's engines (args, slots and dedup exist)",
-     F_CPP, 257, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 257)},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
-     F_CPP, 479, FATTN_SUPPORT_ENGINE_CUDNN},
+     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 479)},
     {"paged_cpu", r_paged, FATTN_E_UNSUPPORTED,
      "paged KV layouts are not implemented by fattn's engines (CPU; cuDNN part 1)",
-     F_CPP, 387, FATTN_SUPPORT_ENGINE_ALL},
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 387)},
     {"float32_cudnn", r_float32_cudnn, FATTN_E_UNSUPPORTED,
      "cuDNN's fused attention takes float16/bfloat16 io only (TE's F16 arbitrary-seqlen "
      "backend is selected only for those dtypes); float32 runs on the CPU engine",
-     F_CPP, 296, FATTN_SUPPORT_ENGINE_CUDNN},
+     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 296)},
 };
+
+/* DotProductAttention's filters that matter on sm_90 + cuDNN 9.19. The
+ * matrix default deterministic: true trips det_sink and det_bias_grad for
+ * every sink case and every training case with a bias. */
+static const fattn_support_rule routes[] = {
+    {"det_sink", t_det_sink, FATTN_OK,
+     "deterministic execution disables FusedAttention for an off-by-one or learnable softmax",
+     ROUTING, PY_BOTH(F_UTILS, 1534, 1761)},
+    {"det_bias_grad", t_det_bias_grad, FATTN_OK,
+     "deterministic F16/BF16 training disables FusedAttention for a bias that needs dBias",
+     ROUTING, PY_BOTH(F_UTILS, 1554, 1781)},
+    {"det_thd_bhss", t_det_thd_bhss, FATTN_OK,
+     "deterministic F16/BF16 THD training on sm_90 disables FusedAttention when "
+     "b*h*max_seqlen_q*max_seqlen_kv >= 2^30 (cuDNN's backward workspace)",
+     ROUTING, PY_BOTH(F_UTILS, 1578, 1801)},
+    {"bias_111s_grad", t_bias_111s_grad, FATTN_OK,
+     "a 111s post_scale_bias that needs dBias disables FusedAttention (cuDNN computes no "
+     "dBias for it)",
+     ROUTING, PY_BOTH(F_UTILS, 1449, 1575)},
+    {"float32_module", t_float32, FATTN_OK,
+     "FusedAttention.forward asserts float16/bfloat16 (or quantized) q, k and v",
+     ROUTING, PY_BOTH(F_BACKENDS, 2147, 2406)},
+    {"mla_layout", t_mla_layout, FATTN_OK,
+     "d_qk != d_v disables FusedAttention for a packed or paged qkv_layout",
+     ROUTING, PY_BOTH(F_UTILS, 906, 1007)},
+};
+
+#define NRULES (sizeof rules / sizeof rules[0])
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+/* ---- releases ------------------------------------------------------------- */
+
+static const struct {
+    unsigned bit;
+    const char *name, *release;
+} releases[FATTN_TE_RULES_COUNT] = {
+    {FATTN_TE_RULES_2_19, "2.19", "2.19.0"},
+    {FATTN_TE_RULES_2_20, "2.20", "2.20.2"},
+};
+
+static int release_index(unsigned one)
+{
+    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
+        if (releases[i].bit == one)
+            return i;
+    return -1;
+}
+
+fattn_status fattn_te_rules_parse(const char *s, unsigned *out)
+{
+    for (int i = 0; s && i < FATTN_TE_RULES_COUNT; i++)
+        if (strcmp(s, releases[i].name) == 0) {
+            *out = releases[i].bit;
+            return FATTN_OK;
+        }
+    return fattn_error(FATTN_E_INVALID_ARG, "unknown TE rules '%s' (known: " FATTN_TE_RULES_KNOWN
+                       ")", s ? s : "(null)");
+}
+
+const char *fattn_te_rules_name(unsigned one)
+{
+    int i = release_index(one);
+    return i < 0 ? NULL : releases[i].name;
+}
+
+const char *fattn_te_rules_release(unsigned one)
+{
+    int i = release_index(one);
+    return i < 0 ? NULL : releases[i].release;
+}
+
+/* ---- queries -------------------------------------------------------------- */
 
 void fattn_support_query_init(fattn_support_query *q)
 {
@@ -241,27 +402,82 @@ void fattn_support_query_init(fattn_support_query *q)
     q->sq = q->skv = 16;
     q->d_qk = q->d_v = 64;
     q->window_left = q->window_right = -1;
+    q->b = 1;
+    q->te_rules = FATTN_TE_RULES_NEWEST;
 }
 
 const fattn_support_rule *fattn_support_rules(int *count)
 {
     if (count)
-        *count = (int)(sizeof rules / sizeof rules[0]);
+        *count = (int)NRULES;
     return rules;
+}
+
+const fattn_support_rule *fattn_support_routes(int *count)
+{
+    if (count)
+        *count = (int)NROUTES;
+    return routes;
+}
+
+static const fattn_support_rule *find_row(const fattn_support_rule *rows, size_t n,
+                                          const char *id)
+{
+    if (!id)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].id, id) == 0)
+            return &rows[i];
+    return NULL;
 }
 
 const fattn_support_rule *fattn_support_rule_find(const char *id)
 {
-    if (!id)
-        return NULL;
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        if (strcmp(rules[i].id, id) == 0)
-            return &rules[i];
-    return NULL;
+    return find_row(rules, NRULES, id);
 }
 
-fattn_status fattn_support_check(const fattn_support_query *q, const char *engine,
-                                 const fattn_support_rule **failed)
+const fattn_support_rule *fattn_support_route_find(const char *id)
+{
+    return find_row(routes, NROUTES, id);
+}
+
+const fattn_support_cite *fattn_support_rule_cite(const fattn_support_rule *r, unsigned one)
+{
+    int i = release_index(one);
+    if (!r || i < 0 || !(r->versions & one) || !r->cite[i].file)
+        return NULL;
+    return &r->cite[i];
+}
+
+/* "TE 2.20 rules only" for a row some releases lack; "" for one all have. */
+static void only_text(const fattn_support_rule *r, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if ((r->versions & FATTN_TE_RULES_ALL) == FATTN_TE_RULES_ALL)
+        return;
+    size_t k = (size_t)snprintf(buf, n, "TE");
+    for (int i = 0; i < FATTN_TE_RULES_COUNT && k < n; i++)
+        if (r->versions & releases[i].bit)
+            k += (size_t)snprintf(buf + k, n - k, " %s", releases[i].name);
+    if (k < n)
+        snprintf(buf + k, n - k, " rules only");
+}
+
+/* A row is a whole rule: what it tests, which releases, where in each. */
+static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
+{
+    assert(r->id && r->refuses && r->message && r->cls == cls);
+    assert(r->versions != 0 && (r->versions & ~FATTN_TE_RULES_ALL) == 0);
+    assert(cls == FATTN_SUPPORT_ROUTING ? r->status == FATTN_OK : r->status != FATTN_OK);
+    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
+        assert(!(r->versions & releases[i].bit) || (r->cite[i].file && r->cite[i].line > 0));
+    (void)r;
+    (void)cls;
+}
+
+fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
+                                      const fattn_support_query *q, const char *engine,
+                                      const fattn_support_rule **failed)
 {
     if (failed)
         *failed = NULL;
@@ -271,17 +487,137 @@ fattn_status fattn_support_check(const fattn_support_query *q, const char *engin
     if (!bit)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: unknown engine '%s'",
                            engine);
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-        const fattn_support_rule *r = &rules[i];
-        /* a row is a whole rule: what it refuses, with which status, citing TE */
-        assert(r->id && r->refuses && r->message && r->te_file && r->te_line > 0);
-        assert(r->status != FATTN_OK);
-        if (!(r->engines & bit) || !r->refuses(q))
+    if (release_index(q->te_rules) < 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: te_rules %u is not one "
+                           "release (known: " FATTN_TE_RULES_KNOWN ")", q->te_rules);
+    for (size_t i = 0; i < n; i++) {
+        const fattn_support_rule *r = &rows[i];
+        assert_row(r, FATTN_SUPPORT_REFUSAL);
+        if (!(r->versions & q->te_rules) || !(r->engines & bit) || !r->refuses(q))
             continue;
         if (failed)
             *failed = r;
-        return fattn_error(r->status, "rule %s: %s (TE %s:%d)", r->id, r->message,
-                           r->te_file, r->te_line);
+        const fattn_support_cite *c = fattn_support_rule_cite(r, q->te_rules);
+        char only[64];
+        only_text(r, only, sizeof only);
+        return fattn_error(r->status, "rule %s: %s (TE %s %s:%d%s%s)", r->id, r->message, c->rev,
+                           c->file, c->line, only[0] ? "; " : "", only);
     }
     return FATTN_OK;
+}
+
+fattn_status fattn_support_check(const fattn_support_query *q, const char *engine,
+                                 const fattn_support_rule **failed)
+{
+    return fattn_support_check_rows(rules, NRULES, q, engine, failed);
+}
+
+int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
+                              const fattn_support_query *q, const fattn_support_rule **out,
+                              int max)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fattn_support_rule *r = &rows[i];
+        assert_row(r, FATTN_SUPPORT_ROUTING);
+        if (!(r->versions & q->te_rules) || !r->refuses(q))
+            continue;
+        if (k < max && out)
+            out[k] = r;
+        k++;
+    }
+    return k;
+}
+
+int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max)
+{
+    return fattn_support_routed_rows(routes, NROUTES, q, out, max);
+}
+
+/* Appending to a fixed buffer; a note that does not fit is cut. */
+typedef struct note_buf {
+    char *p;
+    size_t n, len;
+} note_buf;
+
+static void note_add(note_buf *b, const char *fmt, ...)
+{
+    if (b->len + 1 >= b->n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p + b->len, b->n - b->len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        b->len = b->len + (size_t)w < b->n ? b->len + (size_t)w : b->n - 1;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* "rule <id>, <file>:<line>" for each routing row q trips under `one`,
+ * those `skip` trips as well left out. */
+static int note_routes(note_buf *b, const fattn_support_rule *rows, size_t n,
+                       const fattn_support_query *q, unsigned one, const fattn_support_query *skip,
+                       const char *lead)
+{
+    fattn_support_query at = *q;
+    at.te_rules = one;
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fattn_support_rule *r = &rows[i];
+        assert_row(r, FATTN_SUPPORT_ROUTING);
+        if (!(r->versions & one) || !r->refuses(&at))
+            continue;
+        if (skip && (r->versions & skip->te_rules))
+            continue; /* the selected release has it too: already said */
+        const fattn_support_cite *c = fattn_support_rule_cite(r, one);
+        note_add(b, "%s%s%srule %s, %s:%d", b->len ? "; " : "", k ? "" : lead, k ? "" : " ",
+                 r->id, base_name(c->file), c->line);
+        k++;
+    }
+    return k;
+}
+
+void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
+                             const fattn_support_rule *routing, size_t nt,
+                             const fattn_support_query *q, char *buf, size_t n)
+{
+    assert(buf && n > 0);
+    buf[0] = '\0';
+    int sel = release_index(q->te_rules);
+    if (sel < 0)
+        return;
+    note_buf b = {buf, n, 0};
+    char lead[96];
+    snprintf(lead, sizeof lead, "DPA %s would not route here:", releases[sel].name);
+    note_routes(&b, routing, nt, q, q->te_rules, NULL, lead);
+    /* What only newer releases add: routing rows, then the first refusal. */
+    for (int i = sel + 1; i < FATTN_TE_RULES_COUNT; i++) {
+        unsigned one = releases[i].bit;
+        snprintf(lead, sizeof lead, "TE %s rules only: DPA %s would not route here:",
+                 releases[i].name, releases[i].name);
+        note_routes(&b, routing, nt, q, one, q, lead);
+        fattn_support_query at = *q;
+        at.te_rules = one;
+        for (size_t j = 0; j < nr; j++) {
+            const fattn_support_rule *r = &refusals[j];
+            /* TE's own refusals only: what an engine lacks is no release's rule */
+            if (r->status == FATTN_E_UNSUPPORTED || (r->versions & q->te_rules) ||
+                !(r->versions & one) || !r->refuses(&at))
+                continue;
+            const fattn_support_cite *c = fattn_support_rule_cite(r, one);
+            note_add(&b, "%sTE %s rules only: refused by rule %s, %s:%d", b.len ? "; " : "",
+                     releases[i].name, r->id, base_name(c->file), c->line);
+            break;
+        }
+    }
+}
+
+void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n)
+{
+    fattn_support_note_rows(rules, NRULES, routes, NROUTES, q, buf, n);
 }
