@@ -41,6 +41,9 @@ typedef struct fattn_fe_env {
     fattn_rng_gen *gen;     /* the case run's generator */
     fattn_engine *engine;   /* borrowed */
     uint64_t poison;        /* fill of outputs before each call (0 = none) */
+    bool via_wrapper;       /* split: through fattn_split_func_forward /
+                             * _backward (FusedAttnFunc.forward/backward)
+                             * instead of the three helpers; no replays */
 } fattn_fe_env;
 
 /* FORWARD as recorded in forward/: views owned by the adapter. */

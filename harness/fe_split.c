@@ -25,6 +25,13 @@ typedef struct fe_split {
     fattn_split_saved saved; /* setup_ctx's 16, as save_for_backward keeps them */
     fattn_split_grads grads;
     bool have_grads;
+    /* env->via_wrapper: FusedAttnFunc's ctx, which owns the forward's
+     * result, the saved 16 and the bwd args instead of the fields above;
+     * f, b and sv point at whichever set the run uses. */
+    fattn_split_func_ctx *func;
+    const fattn_split_fwd_result *f;
+    const fattn_bwd_args *b;
+    const fattn_split_saved *sv;
 } fe_split;
 
 static fattn_status split_init(void **fe, const fattn_fe_env *env)
@@ -40,6 +47,15 @@ static fattn_status split_init(void **fe, const fattn_fe_env *env)
         return fattn_error(FATTN_E_NOMEM, "cannot allocate the split front end's state");
     s->env = env;
     s->in = *env->in;
+    s->f = &s->fres, s->b = &s->bargs, s->sv = &s->saved;
+    if (env->via_wrapper) {
+        fattn_status st = fattn_split_func_ctx_init(&s->func);
+        if (st != FATTN_OK) {
+            free(s);
+            return st;
+        }
+        s->f = &s->func->fwd, s->b = &s->func->bwd, s->sv = &s->func->saved;
+    }
     *fe = s;
     return FATTN_OK;
 }
@@ -53,6 +69,7 @@ static void split_free(void *fe)
         fattn_split_fwd_result_free(&s->fres);
     if (s->have_grads)
         fattn_split_grads_free(&s->grads);
+    fattn_split_func_ctx_free(s->func);
     free(s);
 }
 
@@ -96,7 +113,7 @@ static void fwd_args_from_case(fe_split *s)
 /* to_save entry i, or its dedup source when forward left it empty. */
 static fattn_tensor resolved_entry(const fe_split *s, int i)
 {
-    const fattn_split_fwd_result *f = &s->fres;
+    const fattn_split_fwd_result *f = s->f;
     assert(i >= 0 && i < FATTN_SPLIT_NTO_SAVE);
     if (!fattn_tensor_is_empty(&f->to_save.t[i]))
         return f->to_save.t[i];
@@ -117,19 +134,26 @@ static const char *entry_role(int i)
     return fattn_saved_name((fattn_saved_slot)fattn_split_to_save_slot(i));
 }
 
-/* _fused_attn_forward_impl. */
+/* _fused_attn_forward_impl, or FusedAttnFunc.forward (which runs setup_ctx
+ * as well) through the wrapper. */
 static fattn_status split_forward(void *fe, fattn_fe_forward *res)
 {
     fe_split *s = fe;
     fwd_args_from_case(s);
-    fattn_status st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
-                                               &s->in.attn_bias, &s->in.softmax_offset,
-                                               &s->fres);
+    fattn_status st;
+    if (s->func) {
+        fattn_tensor out, ml;
+        st = fattn_split_func_forward(s->func, &s->in.q, &s->in.k, &s->in.v, &s->in.attn_bias,
+                                      &s->in.softmax_offset, &s->fargs, &out, &ml);
+    } else {
+        st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
+                                      &s->in.attn_bias, &s->in.softmax_offset, &s->fres);
+        s->have_fres = st == FATTN_OK;
+    }
     if (st != FATTN_OK)
         return st;
-    s->have_fres = true;
-    res->out = s->fres.out;
-    res->max_logit = s->fres.max_logit;
+    res->out = s->f->out;
+    res->max_logit = s->f->max_logit;
     for (int i = 0; i < FATTN_SAVED_NAUX; i++)
         res->aux[i] = fattn_tensor_empty();
     for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
@@ -147,9 +171,9 @@ static fattn_status record_forward_impl(const fe_split *s, fattn_h5_node *impl)
     fattn_status st = FATTN_OK;
     for (int i = 0; st == FATTN_OK && i < FATTN_SPLIT_NTO_SAVE; i++) {
         const char *role = entry_role(i);
-        if ((st = fattn_fe_put_tensor(impl, role, &s->fres.to_save.t[i])) != FATTN_OK)
+        if ((st = fattn_fe_put_tensor(impl, role, &s->f->to_save.t[i])) != FATTN_OK)
             break;
-        fattn_split_source src = s->fres.ctx_attrs.saved_from[i];
+        fattn_split_source src = s->f->ctx_attrs.saved_from[i];
         if (src != FATTN_SPLIT_SRC_NONE) {
             char name[64];
             snprintf(name, sizeof name, "saved_from.%s", role);
@@ -175,7 +199,7 @@ static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
 static fattn_status record_backward_impl(fe_split *s, fattn_h5_node *impl)
 {
     fattn_tensor *slot[FATTN_SAVED_COUNT];
-    bwd_slots(&s->bargs, slot);
+    bwd_slots((fattn_bwd_args *)s->b, slot);
     fattn_status st = FATTN_OK;
     for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
         st = fattn_fe_put_fingerprint(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);
@@ -192,10 +216,10 @@ static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_n
     if (st != FATTN_OK)
         return st;
     if (state == FATTN_STATE_FORWARD) {
-        assert(s->have_fres); /* recorded only after its forward succeeded */
+        assert(s->have_fres || s->func); /* recorded only after its forward succeeded */
         return record_forward_impl(s, impl);
     }
-    assert(s->have_grads);
+    assert(s->have_grads || s->func);
     return record_backward_impl(s, impl);
 }
 
@@ -213,13 +237,37 @@ static void bwd_from_record(fattn_bwd_args *dst, const fattn_ctx_record *src)
 static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
 {
     fe_split *s = fe;
-    fattn_status st = fattn_split_setup_ctx(&s->bargs, &s->fargs, &s->fres.out,
-                                            &s->fres.ctx_attrs, &s->fres.to_save, &s->saved);
+    if (!s->func) { /* the wrapper's forward ran setup_ctx already */
+        fattn_status st = fattn_split_setup_ctx(&s->bargs, &s->fargs, &s->fres.out,
+                                                &s->fres.ctx_attrs, &s->fres.to_save, &s->saved);
+        if (st != FATTN_OK)
+            return st;
+    }
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        res->t[i] = s->sv->t[i];
+    record_from_bwd(&res->rec, s->b);
+    return FATTN_OK;
+}
+
+/* FusedAttnFunc.backward: its six outputs are the grads of (q, k, v,
+ * attn_bias, softmax_offset, fwd_args) (TE 2.20.2 backends.py:2286); the
+ * last, for the args, must be None. */
+static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_out,
+                                           fattn_fe_grads *res)
+{
+    fattn_tensor g6[6];
+    fattn_status st = fattn_split_func_backward(s->func, d_out, g6);
     if (st != FATTN_OK)
         return st;
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        res->t[i] = s->saved.t[i];
-    record_from_bwd(&res->rec, &s->bargs);
+    if (!fattn_tensor_is_empty(&g6[5]))
+        return fattn_error(FATTN_E_INTERNAL,
+                           "split wrapper: FusedAttnFunc.backward returned a gradient for "
+                           "fwd_args (output 6 of 6), which must be None");
+    res->dq = g6[0];
+    res->dk = g6[1];
+    res->dv = g6[2];
+    res->d_bias = g6[3];
+    res->d_softmax_offset = g6[4];
     return FATTN_OK;
 }
 
@@ -228,6 +276,8 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
 {
     fe_split *s = fe;
     assert(s && d_out);
+    if (s->func)
+        return split_wrapper_backward(s, d_out, res);
     s->bargs.d_out = *d_out;
     fattn_split_setup_saved_tensors(&s->bargs, &s->saved); /* backends.py:2284 */
     fattn_status st = fattn_split_backward_impl(&s->bargs, &s->grads);
@@ -248,6 +298,9 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
                                         const fattn_ctx_record *rec)
 {
     fe_split *s = fe;
+    if (s->func)
+        return fattn_error(FATTN_E_STATE, "split wrapper: FusedAttnFunc has no replay boundary "
+                           "(forward and setup_ctx are one call)");
     fattn_bwd_args *b = &s->bargs;
     fattn_bwd_args_init(b);
     for (int i = 0; i < FATTN_SAVED_COUNT; i++)
@@ -307,6 +360,9 @@ static fattn_status resolve_window(fe_split *s)
 static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
 {
     fe_split *s = fe;
+    if (s->func)
+        return fattn_error(FATTN_E_STATE, "split wrapper: FusedAttnFunc has no replay boundary "
+                           "(forward and setup_ctx are one call)");
     const fattn_h5_node *in = fattn_h5_node_find(recorded, "inputs");
     const fattn_h5_node *fw = fattn_h5_node_find(recorded, "forward");
     const fattn_h5_node *impl = fw ? fattn_h5_node_find(fw, "_impl") : NULL;

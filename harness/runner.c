@@ -106,7 +106,8 @@ static fattn_status case_run_init(case_run *r, const fattn_spec *spec, const fat
     if (!r->ops)
         return fattn_error(FATTN_E_INVALID_ARG, "no front end %d", (int)opts->impl);
     r->env = (fattn_fe_env){.spec = spec, .in = &r->in, .gen = &r->gen,
-                            .engine = opts->engine, .poison = opts->poison};
+                            .engine = opts->engine, .poison = opts->poison,
+                            .via_wrapper = opts->via_wrapper};
     return FATTN_OK;
 }
 

@@ -78,6 +78,8 @@ typedef struct fattn_run_opts {
     uint64_t poison;
     unsigned te_rules;      /* release whose routing rules prov_te_route names
                              * (FATTN_TE_RULES_*; 0: the newest) */
+    bool via_wrapper;       /* split only: run FusedAttnFunc's forward and
+                             * backward wrappers, not the helpers (fe.h) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named

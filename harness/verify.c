@@ -62,14 +62,14 @@ static void check_note(fattn_verify_case *c, const char *check, const fattn_comp
 /* Run a case; on failure retry with earlier --until so a difference in an
  * earlier state can still be found. *err and *status get the first
  * failure (status NULL: not wanted). */
-static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
-                                  char *err, size_t errn, fattn_status *status)
+static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via_wrapper,
+                                  fattn_engine *e, char *err, size_t errn, fattn_status *status)
 {
     static const fattn_state untils[] = {FATTN_STATE_BACKWARD, FATTN_STATE_SAVE_CTX,
                                          FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
     for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
         fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
-                            .poison = FATTN_POISON_PATTERN};
+                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper};
         fattn_h5_node *n = NULL;
         fattn_status st = fattn_run_case(s, &o, &n);
         if (st == FATTN_OK)
@@ -179,10 +179,10 @@ static void check_refusal(fattn_verify_case *c)
  * 1545-1566 unpacked): what setup_ctx handed save_for_backward (save_ctx)
  * must be what backward unpacked into its args (backward/_impl), slot for
  * slot. */
-static void check_seam(fattn_verify_case *c)
+static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const char *check)
 {
-    const fattn_h5_node *sc = fattn_h5_node_find(c->split, "save_ctx");
-    const fattn_h5_node *bw = fattn_h5_node_find(c->split, "backward");
+    const fattn_h5_node *sc = fattn_h5_node_find(run, "save_ctx");
+    const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
     const fattn_h5_node *impl = bw ? fattn_h5_node_find(bw, "_impl") : NULL;
     if (!sc || !impl)
         return; /* no backward, or a front end without the seam */
@@ -205,7 +205,28 @@ static void check_seam(fattn_verify_case *c)
                         : !packed ? "None when saved, but set in the backward's args"
                                   : "unpacked into the backward's args unlike it was saved");
     }
-    check_note(c, "split save/restore seam", &r);
+    check_note(c, check, &r);
+}
+
+/* The split through FusedAttnFunc's own forward and backward
+ * (fattn_split_func_*: the wrapper wires the helpers together and maps
+ * the grads to its six outputs), held against the legacy monolith's run:
+ * the same recorded tree, so its five grads are the legacy's 36 outputs'
+ * non-None five (the monolith's other 31 are None, fattn_legacy_backward). */
+static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
+{
+    char err[512] = "";
+    fattn_status st = FATTN_OK;
+    fattn_h5_node *w = run_partial(c->spec, FATTN_IMPL_SPLIT, true, e, err, sizeof err, &st);
+    if (w && !err[0]) {
+        check_seam(c, w, "split wrapper save/restore seam");
+        fattn_compare_result r = cmp_init(c, e);
+        fattn_compare_cases(c->legacy, w, NULL, &r);
+        check_note(c, "legacy vs split wrapper", &r);
+    } else if (c->cmp.differences == 0) {
+        snprintf(c->error, sizeof c->error, "split wrapper: %s: %s", fattn_status_name(st), err);
+    }
+    fattn_h5_node_free(w);
 }
 
 /* Checks 1-3 for one case. */
@@ -215,9 +236,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     assert(c && c->spec && !c->legacy && !c->split && c->cmp.differences == 0);
     char *err_l = c->side_error[FATTN_IMPL_LEGACY], *err_s = c->side_error[FATTN_IMPL_SPLIT];
     size_t errn = sizeof c->side_error[0];
-    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, e, err_l, errn,
+    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, false, e, err_l, errn,
                             &c->side_status[FATTN_IMPL_LEGACY]);
-    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err_s, errn,
+    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, false, e, err_s, errn,
                            &c->side_status[FATTN_IMPL_SPLIT]);
     if (c->legacy && c->split) {
         const char *sl = skipped_reason(c->legacy), *ss = skipped_reason(c->split);
@@ -225,7 +246,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
             c->skipped = sl;
             return;
         }
-        check_seam(c); /* first: a seam bug shows downstream as well */
+        check_seam(c, c->split, "split save/restore seam"); /* first: it shows downstream too */
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, c->split, NULL, &r);
         check_note(c, "legacy vs split", &r);
@@ -239,6 +260,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_refusal(c);
         return; /* nothing to replay or repeat past a refusal */
     }
+    check_wrapper(c, e);
+    if (c->error[0])
+        return;
     if (c->spec->is_training) {
         fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
                             .poison = FATTN_POISON_PATTERN};
@@ -263,7 +287,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         }
     }
     char err[512] = "";
-    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, e, err, sizeof err, NULL);
+    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, false, e, err, sizeof err, NULL);
     if (!again || err[0]) {
         snprintf(c->error, sizeof c->error, "repeat: %s", err);
     } else {

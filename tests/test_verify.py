@@ -52,6 +52,7 @@ MUTANT_TARGETS = {
     "seam_swap_cu": "split save/restore seam: backward/_impl@cu_seqlens_q",
     "bwd_scale_none": "raw.none.scale.dqk24_dv40.padding.bf16 ",
     "bwd_brd_none": "raw.none.brd.window.no_mask.f16 ",
+    "wrapper_grad_swap": "legacy vs split wrapper: backward/dk",
 }
 
 
