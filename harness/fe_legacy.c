@@ -33,6 +33,7 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
         return st;
     }
     s->ctx->poison = env->poison;
+    s->ctx->cpu_offload = env->spec->cpu_offload;
     *fe = s;
     return FATTN_OK;
 }

@@ -108,6 +108,7 @@ static void fwd_args_from_case(fe_split *s)
     a->layer_number = 1;
     a->engine = s->env->engine;
     a->poison = s->env->poison;
+    a->cpu_offload = sp->cpu_offload;
 }
 
 /* to_save entry i, or its dedup source when forward left it empty. */

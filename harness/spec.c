@@ -153,7 +153,8 @@ bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
         return false;
     if (a->is_training != b->is_training || a->deterministic != b->deterministic ||
         a->return_max_logit != b->return_max_logit || a->fast_zero_fill != b->fast_zero_fill ||
-        a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args)
+        a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args ||
+        a->cpu_offload != b->cpu_offload)
         return false;
     if (a->expect_refusal != b->expect_refusal ||
         (a->expect_refusal && (a->refusal_status != b->refusal_status ||
@@ -185,7 +186,7 @@ void fattn_spec_list_free(fattn_spec_list *l)
 
 /* Every key, sorted as the canonical form writes them. */
 static const char *const spec_keys[] = {
-    "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "d_qk", "d_v",
+    "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "cpu_offload", "d_qk", "d_v",
     "deterministic", "dropout_p", "dtype", "expect_refusal", "fast_zero_fill", "h", "hg", "id",
     "is_training", "layout", "mask", "pad_between_seqs", "raw_func_args", "return_max_logit",
     "rng_offset",
@@ -599,6 +600,7 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
     TRY(get_bool(c, obj, "fast_zero_fill", &s->fast_zero_fill));
     TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
     TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
+    TRY(get_bool(c, obj, "cpu_offload", &s->cpu_offload));
     TRY(parse_expect_refusal(c, obj, s));
 
     TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));

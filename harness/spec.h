@@ -34,6 +34,8 @@
  *   attn_scale             null | finite number; default null (TE's default
  *                          (float)(1.0/sqrt((double)d_qk)) at run time).
  *   pad_between_seqs       boolean; default false.
+ *   cpu_offload            boolean; default false. TE's CPU offload v1
+ *                          state, which both front ends refuse.
  *   raw_func_args          boolean; default false. true: the front ends get
  *                          the values a direct FusedAttnFunc caller passes
  *                          (dropout_p as given, though not training)
@@ -136,6 +138,7 @@ typedef struct fattn_spec {
     double attn_scale;
     bool pad_between_seqs;
     bool raw_func_args;          /* inference dropout passed as given */
+    bool cpu_offload;            /* TE's CPU offload v1 on (both refuse it) */
     bool expect_refusal;         /* the front ends must refuse the case */
     fattn_status refusal_status; /* ... with this status */
     char refusal_rule[64];       /* ... and this support-table rule id */

@@ -262,6 +262,11 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
     sb_fmt(&b, "%" PRId64, s->d_v);
     sb_key(&b, "deterministic", &first);
     sb_str(&b, tf(s->deterministic));
+    /* Written only when set, as raw_func_args. */
+    if (s->cpu_offload) {
+        sb_key(&b, "cpu_offload", &first);
+        sb_str(&b, "true");
+    }
     sb_key(&b, "dropout_p", &first);
     sb_str(&b, dropout);
     sb_key(&b, "dtype", &first);
@@ -379,6 +384,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     sb_str(&b, s->is_training ? " train" : " inference");
     if (s->raw_func_args)
         sb_str(&b, " raw_func_args");
+    if (s->cpu_offload)
+        sb_str(&b, " cpu_offload");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (b.oom) {

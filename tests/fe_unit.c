@@ -148,6 +148,8 @@ fe_spec fe_spec_for_rule(const char *id)
         s.softmax = FATTN_SOFTMAX_LEARNABLE;
     } else if (!strcmp(id, "fp8_execution")) {
         s.fp8 = true;
+    } else if (!strcmp(id, "cpu_offload_v1")) {
+        s.cpu_offload = true;
     } else if (!strcmp(id, "max_logit_cudnn")) {
         s.return_max_logit = true;
         s.cudnn = true;
@@ -185,6 +187,7 @@ fattn_support_query fe_query(const fe_spec *s)
     q.is_training = true;
     q.return_max_logit = s->return_max_logit;
     q.fp8 = s->fp8;
+    q.cpu_offload = s->cpu_offload;
     return q;
 }
 
@@ -253,6 +256,8 @@ fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
     fattn_rng_gen gen = {1, 0};
     fattn_tensor out, ml;
     if (st == FATTN_OK)
+        ctx->cpu_offload = s->cpu_offload;
+    if (st == FATTN_OK)
         st = fattn_legacy_forward(ctx, true, s->sq, s->skv, &in.cu_q, &in.cu_kv, NULL, NULL,
                                   NULL, NULL, &in.q, &in.k, &in.v, &in.bias,
                                   FATTN_LEGACY_SCALE_NONE, s->dropout, true, s->layout,
@@ -290,6 +295,7 @@ fattn_status fe_split_spec(const fe_spec *s, fattn_engine *cpu)
     a.fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     a.return_max_logit = s->return_max_logit;
     a.fp8 = s->fp8;
+    a.cpu_offload = s->cpu_offload;
     a.rng_gen = &gen;
     fattn_split_fwd_result res;
     fattn_status st =

@@ -57,6 +57,7 @@ typedef struct fe_spec {
     int64_t window[2];
     float dropout;
     bool fp8;
+    bool cpu_offload; /* TE's CPU offload v1 state */
     bool return_max_logit;
     bool cudnn; /* run on the fake "cudnn" engine */
 } fe_spec;

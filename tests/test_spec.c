@@ -385,6 +385,7 @@ static const struct {
     {"[" CASE_HEAD ",\"dropout_p\":\"0.1\"}]", FATTN_E_PARSE, {"key 'dropout_p'", "a number", NULL}},
     {"[" CASE_HEAD ",\"dropout_p\":null}]", FATTN_E_PARSE, {"key 'dropout_p'", NULL, NULL}},
     {"[" CASE_HEAD ",\"raw_func_args\":1}]", FATTN_E_PARSE, {"key 'raw_func_args'", "true or false", NULL}},
+    {"[" CASE_HEAD ",\"cpu_offload\":\"yes\"}]", FATTN_E_PARSE, {"key 'cpu_offload'", "true or false", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":1}]", FATTN_E_PARSE, {"key 'expect_refusal'", "null or an object", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "required", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"alibi_mask\",\"x\":1}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "unknown member 'x'", NULL}},

@@ -53,6 +53,7 @@ MUTANT_TARGETS = {
     "bwd_scale_none": "raw.none.scale.dqk24_dv40.padding.bf16 ",
     "bwd_brd_none": "raw.none.brd.window.no_mask.f16 ",
     "wrapper_grad_swap": "legacy vs split wrapper: backward/dk",
+    "offload_ignored": "refuse.cpu_offload_v1.sb3hd.f16 ",
 }
 
 

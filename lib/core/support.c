@@ -183,6 +183,16 @@ static bool r_mla_hopper_training(const fattn_support_query *q)
            !(q->d_qk == 192 && q->d_v == 128);
 }
 
+/* CPU offload v1 (is_cpu_offload_enabled() with NVTE_CPU_OFFLOAD_V1, this
+ * layer offloaded): forward marks q, k, v, out and the aux pack for
+ * offload and backward reads them back de-interleaved under another
+ * layout (2.19.0 backends.py:1663, 1708-1716; 2.20.2 1816-1823,
+ * 1938-1945). fattn has no host round trip to model it with. */
+static bool r_cpu_offload(const fattn_support_query *q)
+{
+    return q->cpu_offload;
+}
+
 /* ---- routing predicates: true means DPA would not choose FusedAttention -- */
 
 static bool is_f16_path(const fattn_support_query *q)
@@ -302,6 +312,10 @@ static const fattn_support_rule rules[] = {
      "a bias together with a non-vanilla softmax: TE shapes dBias like the last aux "
      "entry (the [1,h,1,1] softmax offset), so writing dBias would go out of bounds",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_PYBIND, 548)},
+    {"cpu_offload_v1", r_cpu_offload, FATTN_E_NOT_MODELLED,
+     "CPU offload v1 (backward reloads q, k, v de-interleaved, in another layout) is not "
+     "modelled by fattn",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 1708, 1939)},
     {"fp8_execution", r_fp8, FATTN_E_UNSUPPORTED,
      "FP8 execution is not implemented by fattn's engines (args, slots and dedup exist)",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 257)},

@@ -313,6 +313,7 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
     sq->is_training = f->is_training;
     sq->return_max_logit = f->return_max_logit;
     sq->fp8 = f->fp8;
+    sq->cpu_offload = f->ctx->cpu_offload;
     fattn_status st = fattn_support_check(sq, lg_support_engine(f->ctx->engine), NULL);
     if (st != FATTN_OK)
         return st;

@@ -228,6 +228,7 @@ static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
     query.is_training = args->is_training == 1;
     query.return_max_logit = args->return_max_logit;
     query.fp8 = args->fp8;
+    query.cpu_offload = args->cpu_offload;
     fattn_status st = fattn_support_check(&query, sp_support_engine(args->engine), NULL);
     if (st != FATTN_OK)
         return st;

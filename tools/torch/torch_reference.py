@@ -148,6 +148,8 @@ def classify(resolved):
                              "cuDNN backward has no dBias output")
     if spec["softmax"] != "vanilla":
         r.append("%s softmax (sink): not in PyTorch's SDPA" % spec["softmax"])
+    if spec.get("cpu_offload"):
+        r.append("CPU offload v1: both front ends refuse it (not modelled)")
     if spec["is_training"] and spec["dropout_p"] > 0:
         r.append("dropout %r: PyTorch draws its own Philox mask and offsets"
                  % spec["dropout_p"])

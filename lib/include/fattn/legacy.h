@@ -85,6 +85,10 @@ typedef struct fattn_legacy_ctx {
     /* ---- not TE: where to run and how to poison ------------------------ */
     fattn_engine *engine; /* borrowed */
     uint64_t poison;      /* 0 = none */
+    /* TE's module state: is_cpu_offload_enabled() with NVTE_CPU_OFFLOAD_V1
+     * and this layer offloaded. Not modelled: forward refuses it
+     * (FATTN_E_NOT_MODELLED, support rule cpu_offload_v1). */
+    bool cpu_offload;
     bool has_forward;     /* forward ran and saved */
     /* backward restored tensor_objects: TE sets ctx.tensor_objects = None
      * (2.19.0 quantized_tensor.py:350), so a second backward raises. */

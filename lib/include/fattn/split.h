@@ -114,6 +114,9 @@ typedef struct fattn_fwd_args {
     /* -- fattn runtime (not TE) -- */
     fattn_engine *engine;                 /* REQUIRED, borrowed */
     uint64_t poison;                      /* fill for allocated outputs, 0 = none */
+    /* TE's module state: CPU offload v1 on for this layer. Not modelled:
+     * forward_impl refuses it (FATTN_E_NOT_MODELLED, rule cpu_offload_v1). */
+    bool cpu_offload;
 } fattn_fwd_args;
 
 /* What backward reads: the aux slots, the saved tensors, the configuration

@@ -72,6 +72,7 @@ typedef struct fattn_support_query {
     bool is_training;
     bool return_max_logit;
     bool fp8;                    /* FP8 execution requested */
+    bool cpu_offload;            /* TE's CPU offload v1 is on for this layer */
     /* Read by routing rules only (the front ends leave them at their
      * defaults): */
     int64_t b;                   /* batch size */
