@@ -34,6 +34,18 @@ int cli_opt(cli_args *a, const char *name, const char **value)
 
 bool cli_flag(cli_args *a, const char *name) { return strcmp(a->argv[a->i], name) == 0; }
 
+const char *cli_s(size_t n) { return n == 1 ? "" : "s"; }
+
+size_t cli_count_datasets(const fattn_h5_node *n)
+{
+    if (n->is_dataset)
+        return 1;
+    size_t k = 0;
+    for (size_t i = 0; i < n->n_children; i++)
+        k += cli_count_datasets(n->children[i]);
+    return k;
+}
+
 /* A decimal count of 1..CLI_SHARD_MAX digits only (no sign, no blanks,
  * no wrap: strtol saturates silently on overflow). *end is the first
  * character after the digits; false when there are none or too many. */
@@ -131,11 +143,11 @@ static int matrix_empty(const char *cmd, const char *cases_path, const char *fil
     if (all == 0)
         return cli_fail(cmd, "%s holds no cases", src);
     if (filter)
-        return cli_fail(cmd, "no case matches --filter '%s'%s%s (%zu cases in %s; a filter is a "
-                        "glob over whole case ids, e.g. '*thd*')", filter,
-                        shard ? " in --shard " : "", shard ? shard : "", all, src);
-    return cli_fail(cmd, "--shard %s selects no case (%zu cases in %s)", shard ? shard : "?",
-                    all, src);
+        return cli_fail(cmd, "no case matches --filter '%s'%s%s (%zu case%s in %s; a filter is "
+                        "a glob over whole case ids, e.g. '*thd*')", filter,
+                        shard ? " in --shard " : "", shard ? shard : "", all, cli_s(all), src);
+    return cli_fail(cmd, "--shard %s selects no case (%zu case%s in %s)", shard ? shard : "?",
+                    all, cli_s(all), src);
 }
 
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,

@@ -35,6 +35,12 @@ int cli_fail(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* "s" unless n is 1, for counts in messages: "1 case", "2 cases". */
+const char *cli_s(size_t n);
+
+/* The datasets (tensors) in the tree under n, n itself included. */
+size_t cli_count_datasets(const fattn_h5_node *n);
+
 /* --max-memory BYTES: a positive finite number of bytes, at most 2^63 (so
  * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */

@@ -272,9 +272,10 @@ static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_rep
         fprintf(f, "/audit: not compared (use --audit)\n");
     const size_t *t = r->tally;
     fprintf(f,
-            "summary: %zu datasets compared, %zu counted differences (%zu different, %zu corrupt, "
-            "%zu structure, %zu missing in A, %zu missing in B), %zu private; exit %d\n",
-            r->n_data, r->counted, t[FATTN_DIFF_DIFFERENT], t[FATTN_DIFF_CORRUPT],
+            "summary: %zu dataset%s compared, %zu counted difference%s (%zu different, "
+            "%zu corrupt, %zu structure, %zu missing in A, %zu missing in B), %zu private; "
+            "exit %d\n",
+            r->n_data, cli_s(r->n_data), r->counted, cli_s(r->counted), t[FATTN_DIFF_DIFFERENT], t[FATTN_DIFF_CORRUPT],
             t[FATTN_DIFF_STRUCTURE], t[FATTN_DIFF_MISSING_IN_A], t[FATTN_DIFF_MISSING_IN_B],
             t[FATTN_DIFF_PRIVATE], rc);
     fflush(f);

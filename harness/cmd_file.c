@@ -288,6 +288,7 @@ static int merge_write(merge_state *s)
     qsort(s->cases, s->n_cases, sizeof *s->cases, cmp_merge_case);
     fattn_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
     fattn_h5_writer *w = NULL;
+    size_t tensors = 0;
     fattn_status st = r ? fattn_h5_writer_open(s->out, &w)
                         : fattn_error(FATTN_E_NOMEM, "out of memory");
     if (st == FATTN_OK)
@@ -299,8 +300,10 @@ static int merge_write(merge_state *s)
         fattn_h5_node *c = NULL;
         if (!r[f])
             st = fattn_h5_reader_open(s->scratch[f], &r[f]);
-        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK)
+        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
+            tensors += cli_count_datasets(c);
             st = fattn_h5_writer_put(w, "/cases", c);
+        }
         fattn_h5_node_free(c);
     }
     if (st == FATTN_OK && !s->n_cases) {
@@ -317,8 +320,11 @@ static int merge_write(merge_state *s)
         w = NULL;
     }
     fattn_h5_writer_abort(w);
-    return st == FATTN_OK ? FATTN_EXIT_OK
-                          : cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+    if (st != FATTN_OK)
+        return cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+    printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
+           tensors, cli_s(tensors), s->out);
+    return FATTN_EXIT_OK;
 }
 
 /* Every input in turn: validated, checked against the first, spilled. */

@@ -348,6 +348,7 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
     fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("run", "%s: %s", out, fattn_last_error());
     bool tty = isatty(STDERR_FILENO);
+    size_t tensors = 0;
     for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
         if (tty)
             fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m->n_sel, m->sel[i]->id);
@@ -356,6 +357,7 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
             rc = cli_fail("run", "%s", fattn_last_error());
             break;
         }
+        tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
@@ -365,6 +367,9 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
         fprintf(stderr, "\r%-72s\r", "");
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
         rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+    if (rc == FATTN_EXIT_OK)
+        printf("run: wrote %zu case%s (%zu tensor%s) to %s\n", m->n_sel, cli_s(m->n_sel),
+               tensors, cli_s(tensors), out);
     fattn_case_sink_free(k);
     return rc;
 }
@@ -525,12 +530,14 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
     fattn_status st = fattn_case_sink_open(out, root, false, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK
                             : cli_fail("replay", "%s: %s", out, fattn_last_error());
+    size_t tensors = 0;
     for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
         fattn_h5_node *node = NULL;
         if ((st = fattn_replay_case(cases->children[i], from, opts, &node)) != FATTN_OK) {
             rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
             break;
         }
+        tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
@@ -538,6 +545,9 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
     }
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, NULL)) != FATTN_OK)
         rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+    if (rc == FATTN_EXIT_OK)
+        printf("replay: wrote %zu case%s (%zu tensor%s) to %s\n", cases->n_children,
+               cli_s(cases->n_children), tensors, cli_s(tensors), out);
     fattn_case_sink_free(k);
     return rc;
 }

@@ -179,8 +179,10 @@ int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
 
 static void print_summary(FILE *f, const fattn_verify_result *r)
 {
-    fprintf(f, "behavior-neutral: %s (%zu cases, %zu tensors, %zu skipped, %zu differences%s%s)\n",
-            r->neutral ? "yes" : "NO", r->n_cases, r->n_tensors, r->n_skip, r->n_diff_objects,
+    fprintf(f, "behavior-neutral: %s (%zu case%s, %zu tensor%s, %zu skipped, %zu difference%s"
+               "%s%s)\n",
+            r->neutral ? "yes" : "NO", r->n_cases, cli_s(r->n_cases), r->n_tensors,
+            cli_s(r->n_tensors), r->n_skip, r->n_diff_objects, cli_s(r->n_diff_objects),
             r->n_err ? ", errors: " : "", r->n_err ? "yes" : "");
     if (r->n_err)
         fprintf(f, "errored cases: %zu\n", r->n_err);
@@ -497,8 +499,8 @@ static int golden_write(const char *cases, const char *backend, const char *out)
     if (rc == FATTN_EXIT_OK)
         rc = golden_cases(&m, e, &gc, k, &bad);
     if (rc == FATTN_EXIT_OK && bad) {
-        fprintf(stderr, "fattn golden: %zu case(s) differ between legacy and split or between "
-                "repeats: nothing written\n", bad);
+        fprintf(stderr, "fattn golden: %zu case%s differ%s between legacy and split or between "
+                "repeats: nothing written\n", bad, cli_s(bad), bad == 1 ? "s" : "");
         rc = FATTN_EXIT_DIFF;
     }
     /* what changed against the goldens being replaced */
@@ -507,7 +509,8 @@ static int golden_write(const char *cases, const char *backend, const char *out)
         if (fattn_case_sink_commit(k, NULL) != FATTN_OK)
             rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
         else
-            printf("golden: wrote %zu cases to %s (platform key %s)\n", m.n_sel, path, key);
+            printf("golden: wrote %zu case%s to %s (platform key %s)\n", m.n_sel,
+                   cli_s(m.n_sel), path, key);
     }
     fattn_case_sink_free(k);
     golden_changes_free(&gc);

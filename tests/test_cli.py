@@ -449,6 +449,67 @@ def _():
             p.stderr
 
 
+def count_datasets(fname):
+    n = 0
+    with h5py.File(fname, "r") as f:
+        def visit(name, obj):
+            nonlocal n
+            if isinstance(obj, h5py.Dataset) and not name.startswith("audit/"):
+                n += 1
+        f.visititems(visit)
+    return n
+
+
+@case("run, replay and merge end with 'wrote N cases (M tensors) to X', plurals right")
+def _():
+    one, many = path("wrote1.h5"), path("wroteN.h5")
+    p = run("run", "--filter", "layout.bshd_bshd_bshd.*", "-o", one, check=0)
+    assert p.stdout == "run: wrote 1 case (%d tensors) to %s\n" % (count_datasets(one), one), \
+        p.stdout
+    p = run("run", "--filter", "layout.*", "-o", many, check=0)
+    n = len(h5py.File(many, "r")["cases"])
+    assert n > 1
+    assert p.stdout == "run: wrote %d cases (%d tensors) to %s\n" % (n, count_datasets(many),
+                                                                      many), p.stdout
+    p = run("replay", one, "--from", "save_ctx", "--impl", "legacy", "-o", path("wrote_r.h5"),
+            check=0)
+    assert p.stdout == "replay: wrote 1 case (%d tensors) to %s\n" % (
+        count_datasets(path("wrote_r.h5")), path("wrote_r.h5")), p.stdout
+    p = run("merge", "-o", path("wrote_m.h5"), many, check=0)
+    assert p.stdout == "merge: wrote %d cases (%d tensors) to %s\n" % (
+        n, count_datasets(many), path("wrote_m.h5")), p.stdout
+    p = run("diff", one, one, check=0)
+    assert "summary: %d datasets compared, 0 counted differences" % count_datasets(one) \
+        in p.stdout, p.stdout
+    with open(path("one-case.json"), "w") as f:
+        f.write('[{"id":"tiny","b":1,"h":1,"sq":4,"d_qk":8}]')
+    os.makedirs(path("nofix"), exist_ok=True)
+    p = run("verify", "--backend", "cpu", "--cases", path("one-case.json"), "--fixtures",
+            path("nofix"), check=0)
+    assert "behavior-neutral: yes (1 case, " in p.stdout, p.stdout
+
+
+@case("stdout is line-buffered: verify's first row reaches a pipe while later cases run")
+def _():
+    with open(path("slow.json"), "w") as f:
+        f.write('[{"id":"a.fast","b":1,"h":1,"sq":4,"d_qk":8},'
+                '{"id":"b.slow","b":2,"h":4,"sq":1024,"d_qk":64}]')
+    os.makedirs(path("nofix"), exist_ok=True)
+    p = subprocess.Popen([FATTN, "verify", "--backend", "cpu", "--cases", path("slow.json"),
+                          "--fixtures", path("nofix")], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = [p.stdout.readline() for _ in range(3)]
+        # fully buffered, the rows come with the exit: give that a moment
+        time.sleep(0.5)
+        running = p.poll() is None
+    finally:
+        rest = p.communicate()[0]
+    assert lines[2].startswith("a.fast"), lines
+    assert running, "the first row came only when verify exited: %r" % (lines + [rest])
+    assert p.returncode == 0, p.returncode
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
