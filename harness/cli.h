@@ -41,6 +41,14 @@ const char *cli_s(size_t n);
 /* The datasets (tensors) in the tree under n, n itself included. */
 size_t cli_count_datasets(const fattn_h5_node *n);
 
+/* Whether an output path is "-": the report goes to stdout. */
+bool cli_is_stdout(const char *path);
+
+/* A report (JSON, XML) to `path`, replaced atomically (fileguard.h), or
+ * to stdout for "-", with a newline added there. FATTN_EXIT_OK, else the
+ * failure printed as "fattn CMD: PATH: cannot write the WHAT: cause". */
+int cli_write_report(const char *cmd, const char *what, const char *path, const char *text);
+
 /* --max-memory BYTES: a positive finite number of bytes, at most 2^63 (so
  * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */

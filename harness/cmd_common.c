@@ -2,8 +2,10 @@
  * the commands (cmd_*.c), since only they print. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
+#include "fileguard.h"
 
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
@@ -14,4 +16,20 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return FATTN_EXIT_ERROR;
+}
+
+bool cli_is_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
+
+int cli_write_report(const char *cmd, const char *what, const char *path, const char *text)
+{
+    if (cli_is_stdout(path)) {
+        /* a closed or full stdout is an error too, not a silent loss */
+        if (fputs(text, stdout) < 0 || fputc('\n', stdout) < 0 || fflush(stdout) != 0 ||
+            ferror(stdout))
+            return cli_fail(cmd, "stdout: cannot write the %s", what);
+        return FATTN_EXIT_OK;
+    }
+    if (fattn_fileguard_write_text(path, text, strlen(text)) != FATTN_OK)
+        return cli_fail(cmd, "cannot write the %s: %s", what, fattn_last_error());
+    return FATTN_EXIT_OK;
 }

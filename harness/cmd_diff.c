@@ -37,7 +37,8 @@ static const char diff_help[] =
     "  integers always compare exactly\n"
     "  --only GLOB      restrict to paths matching GLOB ('*' crosses '/')\n"
     "  --trust-digests  datasets whose stored digests agree are not read\n"
-    "  --json F         write the whole report as JSON (schema fattn-diff/1, docs/diff.md)\n"
+    "  --json F         write the whole report as JSON (schema fattn-diff/1, docs/diff.md);\n"
+    "                   F = - writes it to stdout, and the text report to stderr\n"
     "\n"
     "Exit 0 identical in the mode, 1 any counted difference (a corrupt dataset included),\n"
     "2 usage error or a file that cannot be read safely.\n";
@@ -432,14 +433,9 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
         fprintf(stderr, "fattn diff: %s: cannot write the JSON report: out of memory\n", path);
         return -1;
     }
-    fattn_status st = fattn_fileguard_write_text(path, text, strlen(text));
+    int rc = cli_write_report("diff", "JSON report", path, text);
     free(text);
-    if (st != FATTN_OK) {
-        fprintf(stderr, "fattn diff: %s: cannot write the JSON report: %s\n", path,
-                fattn_last_error());
-        return -1;
-    }
-    return 0;
+    return rc == FATTN_EXIT_OK ? 0 : -1;
 }
 
 /* ---- the command --------------------------------------------------------------- */
@@ -488,8 +484,9 @@ int fattn_cmd_diff(int argc, char **argv)
         return cli_fail("diff", "A.h5 and B.h5 are required (see fattn diff --help)");
     /* The report must not replace what it reports on. */
     const char *inputs[3] = {files[0], files[1], profile};
-    if (json && (fattn_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
-                 fattn_fileguard_check_target(json) != FATTN_OK))
+    if (json && !cli_is_stdout(json) &&
+        (fattn_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
+         fattn_fileguard_check_target(json) != FATTN_OK))
         return cli_fail("diff", "--json %s", fattn_last_error());
     fattn_diff_opts o;
     memset(&o, 0, sizeof o);
@@ -535,7 +532,8 @@ int fattn_cmd_diff(int argc, char **argv)
         rc = cli_fail("diff", "%s", fattn_last_error());
     } else {
         rc = r.counted ? FATTN_EXIT_DIFF : FATTN_EXIT_OK;
-        print_report(stdout, &o, &r, rc);
+        /* with --json -, stdout is the JSON alone and the text goes to stderr */
+        print_report(cli_is_stdout(json) ? stderr : stdout, &o, &r, rc);
         if (json && write_json(json, &o, &r, rc) != 0)
             rc = FATTN_EXIT_ERROR;
     }

@@ -37,6 +37,8 @@ static const char verify_help[] =
     "their digests. Prints a table (case, states, tensors, result) and one verdict line.\n"
     "--fixtures defaults to the fixtures/ of the source tree fattn was built from:\n"
     "  " FATTN_SOURCE_ROOT "/fixtures\n"
+    "--json FILE writes the report as JSON (schema fattn-verify/1); FILE = - writes it to\n"
+    "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
     "without golden), 2 usage error, missing fixtures directory, or an errored case.\n";
 
@@ -259,14 +261,13 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
-    fattn_status st = text ? fattn_fileguard_write_text(path, text, strlen(text))
-                           : fattn_error(FATTN_E_NOMEM, "out of memory");
-    free(text);
-    if (st != FATTN_OK) {
-        cli_fail("verify", "%s: cannot write the JSON report: %s", path, fattn_last_error());
+    if (!text) {
+        cli_fail("verify", "%s: cannot write the JSON report: out of memory", path);
         return -1;
     }
-    return 0;
+    int wrc = cli_write_report("verify", "JSON report", path, text);
+    free(text);
+    return wrc == FATTN_EXIT_OK ? 0 : -1;
 }
 
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
@@ -291,19 +292,22 @@ int fattn_cmd_verify(int argc, char **argv)
      * checked before any case runs. */
     const char *inputs[2] = {v.goldens.exact || v.goldens.tolerance ? v.goldens.path : NULL,
                              v.cases};
-    if (v.json && (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
-                   fattn_fileguard_check_target(v.json) != FATTN_OK)) {
+    if (v.json && !cli_is_stdout(v.json) &&
+        (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
+         fattn_fileguard_check_target(v.json) != FATTN_OK)) {
         rc = cli_fail("verify", "--json %s", fattn_last_error());
         fattn_cmd_verify_close(&v);
         return rc;
     }
-    fattn_cmd_verify_print_header(stdout, &v);
+    /* with --json -, stdout is the JSON alone and the table goes to stderr */
+    FILE *table = cli_is_stdout(v.json) ? stderr : stdout;
+    fattn_cmd_verify_print_header(table, &v);
     fattn_verify_result r;
     if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, fattn_cmd_verify_print_case,
-                         stdout, &r) != FATTN_OK)
+                         table, &r) != FATTN_OK)
         rc = cli_fail("verify", "%s", fattn_last_error());
     else
-        rc = fattn_cmd_verify_finish(stdout, &v, &r);
+        rc = fattn_cmd_verify_finish(table, &v, &r);
     fattn_verify_result_free(&r);
     fattn_cmd_verify_close(&v);
     return rc;

@@ -26,16 +26,16 @@ except ImportError as e:  # pragma: no cover
     print("1..0 # SKIP h5py/numpy not installed: %s" % e)
     sys.exit(0)
 
-FATTN = sys.argv[1]
+FATTN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="fattn-cli-")
 RESULTS = tap.Tests()
 
 
-def run(*args, env=None, check=None):
+def run(*args, env=None, check=None, cwd=None):
     e = dict(os.environ)
     if env:
         e.update(env)
-    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e)
+    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e, cwd=cwd)
     if check is not None and p.returncode != check:
         raise AssertionError("fattn %s: exit %d, want %d\n%s" % (" ".join(args), p.returncode,
                                                                  check, p.stderr))
@@ -508,6 +508,24 @@ def _():
     assert lines[2].startswith("a.fast"), lines
     assert running, "the first row came only when verify exited: %r" % (lines + [rest])
     assert p.returncode == 0, p.returncode
+
+
+@case("--json - writes the JSON to stdout (diff, verify) and the text to stderr, no file '-'")
+def _():
+    import json
+    d = path("json-stdout")
+    os.makedirs(d, exist_ok=True)
+    one, many = path("wrote1.h5"), path("wroteN.h5")
+    p = run("diff", one, many, "--json", "-", cwd=d, check=1)
+    j = json.loads(p.stdout)
+    assert j["schema"] == "fattn-diff/1" and j["exit"] == 1, j.get("schema")
+    assert "summary:" in p.stderr and "exit 1" in p.stderr, p.stderr
+    p = run("verify", "--backend", "cpu", "--cases", path("one-case.json"), "--fixtures",
+            path("nofix"), "--json", "-", cwd=d, check=0)
+    j = json.loads(p.stdout)
+    assert j["schema"] == "fattn-verify/1" and [c["id"] for c in j["cases"]] == ["tiny"], j
+    assert "behavior-neutral: yes (1 case," in p.stderr, p.stderr
+    assert os.listdir(d) == [], os.listdir(d)
 
 
 def main():
