@@ -41,6 +41,10 @@ const char *cli_s(size_t n);
 /* The datasets (tensors) in the tree under n, n itself included. */
 size_t cli_count_datasets(const fattn_h5_node *n);
 
+/* cli_fail with fattn_last_error() about `path`: "fattn CMD: PATH: cause",
+ * the path named once whether or not the message starts with it. */
+int cli_fail_at(const char *cmd, const char *path);
+
 /* Whether an output path is "-": the report goes to stdout. */
 bool cli_is_stdout(const char *path);
 

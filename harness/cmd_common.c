@@ -33,3 +33,13 @@ int cli_write_report(const char *cmd, const char *what, const char *path, const 
         return cli_fail(cmd, "cannot write the %s: %s", what, fattn_last_error());
     return FATTN_EXIT_OK;
 }
+
+int cli_fail_at(const char *cmd, const char *path)
+{
+    const char *msg = fattn_last_error();
+    size_t n = strlen(path);
+    /* most messages start with the file already: name it once */
+    if (strncmp(msg, path, n) == 0 && msg[n] == ':')
+        return cli_fail(cmd, "%s", msg);
+    return cli_fail(cmd, "%s: %s", path, msg);
+}

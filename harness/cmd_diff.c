@@ -486,7 +486,7 @@ int fattn_cmd_diff(int argc, char **argv)
     const char *inputs[3] = {files[0], files[1], profile};
     if (json && !cli_is_stdout(json) &&
         (fattn_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
-         fattn_fileguard_check_target(json) != FATTN_OK))
+         fattn_fileguard_check_output(json) != FATTN_OK))
         return cli_fail("diff", "--json %s", fattn_last_error());
     fattn_diff_opts o;
     memset(&o, 0, sizeof o);
@@ -532,10 +532,12 @@ int fattn_cmd_diff(int argc, char **argv)
         rc = cli_fail("diff", "%s", fattn_last_error());
     } else {
         rc = r.counted ? FATTN_EXIT_DIFF : FATTN_EXIT_OK;
-        /* with --json -, stdout is the JSON alone and the text goes to stderr */
-        print_report(cli_is_stdout(json) ? stderr : stdout, &o, &r, rc);
+        /* the report first: the exit the text prints must be the real one,
+         * and a report that cannot be written makes it 2 */
         if (json && write_json(json, &o, &r, rc) != 0)
             rc = FATTN_EXIT_ERROR;
+        /* with --json -, stdout is the JSON alone and the text goes to stderr */
+        print_report(cli_is_stdout(json) ? stderr : stdout, &o, &r, rc);
     }
     fattn_diff_report_free(&r);
     fattn_tol_profile_free(&prof);

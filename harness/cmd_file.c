@@ -276,7 +276,7 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
     }
     fattn_h5_writer_abort(w);
     if (st != FATTN_OK)
-        return cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+        return cli_fail_at("merge", s->out);
     s->n_scratch = f + 1;
     return FATTN_EXIT_OK;
 }
@@ -321,7 +321,7 @@ static int merge_write(merge_state *s)
     }
     fattn_h5_writer_abort(w);
     if (st != FATTN_OK)
-        return cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+        return cli_fail_at("merge", s->out);
     printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
            tensors, cli_s(tensors), s->out);
     return FATTN_EXIT_OK;
@@ -392,7 +392,7 @@ int fattn_cmd_merge(int argc, char **argv)
     }
     /* The output must be none of the inputs, refused before reading any. */
     if (fattn_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
-        fattn_fileguard_check_target(out) != FATTN_OK) {
+        fattn_fileguard_check_output(out) != FATTN_OK) {
         free(ins);
         return cli_fail("merge", "-o %s", fattn_last_error());
     }
@@ -492,7 +492,7 @@ int fattn_cmd_write_tree(int argc, char **argv)
     if (!out || n_paths != 2)
         return cli_fail("write-tree", "MANIFEST.json, DATA.bin and -o OUT.h5 are required");
     if (fattn_fileguard_check_distinct(out, paths, 2) != FATTN_OK ||
-        fattn_fileguard_check_target(out) != FATTN_OK)
+        fattn_fileguard_check_output(out) != FATTN_OK)
         return cli_fail("write-tree", "-o %s", fattn_last_error());
     char *json = NULL, *blob = NULL;
     size_t json_len = 0, blob_len = 0;

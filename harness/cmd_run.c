@@ -346,7 +346,7 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
 {
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
-    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("run", "%s: %s", out, fattn_last_error());
+    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail_at("run", out);
     bool tty = isatty(STDERR_FILENO);
     size_t tensors = 0;
     for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
@@ -361,12 +361,12 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
-            rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+            rc = cli_fail_at("run", out);
     }
     if (tty)
         fprintf(stderr, "\r%-72s\r", "");
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
-        rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+        rc = cli_fail_at("run", out);
     if (rc == FATTN_EXIT_OK)
         printf("run: wrote %zu case%s (%zu tensor%s) to %s\n", m->n_sel, cli_s(m->n_sel),
                tensors, cli_s(tensors), out);
@@ -403,8 +403,9 @@ int fattn_cmd_run(int argc, char **argv)
         return cli_fail("run", "-o RUN.h5 is required");
     /* before any work: -o onto the case file would replace the matrix */
     const char *const run_inputs[] = {cases};
-    if (fattn_fileguard_check_distinct(out, run_inputs, 1) != FATTN_OK)
-        return cli_fail("run", "%s", fattn_last_error());
+    if (fattn_fileguard_check_distinct(out, run_inputs, 1) != FATTN_OK ||
+        fattn_fileguard_check_output(out) != FATTN_OK)
+        return cli_fail("run", "-o %s", fattn_last_error());
     fattn_impl impl;
     fattn_state until;
     if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
@@ -514,7 +515,7 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
         const fattn_h5_node *c = cases->children[i];
         double need;
         if (replay_peak_bytes(c, from, &need) != FATTN_OK)
-            return cli_fail("replay", "%s: %s", in, fattn_last_error());
+            return cli_fail_at("replay", in);
         if (need > max_mem)
             return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes exceeds "
                             "--max-memory %.0f", in, c->name, need, max_mem);
@@ -529,22 +530,22 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, false, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK
-                            : cli_fail("replay", "%s: %s", out, fattn_last_error());
+                            : cli_fail_at("replay", out);
     size_t tensors = 0;
     for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
         fattn_h5_node *node = NULL;
         if ((st = fattn_replay_case(cases->children[i], from, opts, &node)) != FATTN_OK) {
-            rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
+            rc = cli_fail_at("replay", in);
             break;
         }
         tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
-            rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+            rc = cli_fail_at("replay", out);
     }
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, NULL)) != FATTN_OK)
-        rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+        rc = cli_fail_at("replay", out);
     if (rc == FATTN_EXIT_OK)
         printf("replay: wrote %zu case%s (%zu tensor%s) to %s\n", cases->n_children,
                cli_s(cases->n_children), tensors, cli_s(tensors), out);
@@ -576,6 +577,10 @@ int fattn_cmd_replay(int argc, char **argv)
     }
     if (!in || !from_s || !impl_s || !out)
         return cli_fail("replay", "RUN.h5, --from, --impl and -o are required");
+    const char *const replay_inputs[] = {in};
+    if (fattn_fileguard_check_distinct(out, replay_inputs, 1) != FATTN_OK ||
+        fattn_fileguard_check_output(out) != FATTN_OK)
+        return cli_fail("replay", "-o %s", fattn_last_error());
     fattn_impl impl;
     fattn_state from;
     double max_mem;

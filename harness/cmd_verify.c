@@ -294,7 +294,7 @@ int fattn_cmd_verify(int argc, char **argv)
                              v.cases};
     if (v.json && !cli_is_stdout(v.json) &&
         (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
-         fattn_fileguard_check_target(v.json) != FATTN_OK)) {
+         fattn_fileguard_check_output(v.json) != FATTN_OK)) {
         rc = cli_fail("verify", "--json %s", fattn_last_error());
         fattn_cmd_verify_close(&v);
         return rc;
@@ -511,7 +511,7 @@ static int golden_write(const char *cases, const char *backend, const char *out)
     if (rc == FATTN_EXIT_OK) {
         golden_changes_print(&gc, path, m.sel, m.n_sel);
         if (fattn_case_sink_commit(k, NULL) != FATTN_OK)
-            rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
+            rc = cli_fail_at("golden", path);
         else
             printf("golden: wrote %zu case%s to %s (platform key %s)\n", m.n_sel,
                    cli_s(m.n_sel), path, key);

@@ -528,6 +528,50 @@ def _():
     assert os.listdir(d) == [], os.listdir(d)
 
 
+def unwritable_dir():
+    """A directory no file can be made in: mode 0555, or for root (whom modes do not stop)
+    /sys where the kernel refuses it; None if neither is to be had."""
+    if os.geteuid() != 0:
+        d = path("readonly")
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o555)
+        return d
+    try:
+        fd = os.open("/sys/fattn-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError:
+        return "/sys"
+    os.close(fd)
+    os.unlink("/sys/fattn-probe")
+    return None
+
+
+@case("outputs are checked before any work: missing directory, a directory, an unwritable "
+      "place -> exit 2, the path named once, nothing computed or left behind")
+def _():
+    one = path("wrote1.h5")
+    targets = [path("nodir/x.h5"), TMP, path("wrote1.h5/x.h5")]
+    ro = unwritable_dir()
+    if ro:
+        targets.append(os.path.join(ro, "x.h5"))
+    before = sorted(os.listdir(TMP))
+    for t in targets:
+        for argv in (["run", "--filter", "layout.*", "-o", t],
+                     ["run", "--filter", "layout.*", "--repeat", "2", "-o", t],
+                     ["replay", one, "--from", "save_ctx", "--impl", "legacy", "-o", t],
+                     ["merge", "-o", t, one],
+                     ["diff", one, path("wroteN.h5"), "--json", t],
+                     ["verify", "--backend", "cpu", "--cases", path("one-case.json"),
+                      "--fixtures", path("nofix"), "--json", t]):
+            t0 = time.time()
+            p = run(*argv)
+            assert p.returncode == 2, (argv, p.returncode, p.stderr)
+            assert p.stderr.count(t) == 1, (argv, p.stderr)
+            assert p.stderr.count("\n") == 1, (argv, p.stderr)
+            assert p.stdout == "", (argv, p.stdout)  # no table, no report, no "exit 1"
+            assert time.time() - t0 < 5, (argv, "work was done first")
+    assert sorted(os.listdir(TMP)) == before, sorted(set(os.listdir(TMP)) ^ set(before))
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
