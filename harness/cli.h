@@ -68,10 +68,22 @@ typedef struct cli_matrix {
     fattn_spec_list all;
     const fattn_spec **sel;
     size_t n_sel;
+    long shard_i, shard_n; /* 1/1 without --shard */
 } cli_matrix;
 
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m);
+
+/* The digest of the matrix that --shard divides: the canonical spec of
+ * every case --filter keeps (all without one), in id order, each followed
+ * by '\n', as a digest string (digest.h); *count gets how many cases that
+ * is. Shards of one run share both; run files record them as
+ * `matrix_digest` and `matrix_cases`, so that merge can tell a complete set
+ * of shards of one matrix from an incomplete or a mixed one. In id order, so
+ * that a run's bytes do not depend on the order the matrix lists its cases
+ * in; shards of two listings are told apart by their case count. */
+fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *out,
+                               size_t *count);
 void cli_matrix_free(cli_matrix *m);
 
 /* The engine for --backend auto|cpu|cudnn (names resolved by the engine

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "digest.h"
 #include "fileguard.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
@@ -374,6 +375,25 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
     return rc;
 }
 
+/* What merge needs to tell a complete set of shards of one matrix from an
+ * incomplete or a mixed one (docs/run-files.md): `matrix_digest` and
+ * `matrix_cases` always, `shard` ("I/N") for a --shard run. */
+static fattn_status set_shard_attrs(fattn_h5_node *root, const cli_matrix *m,
+                                    const char *filter, bool sharded)
+{
+    char digest[FATTN_DIGEST_LEN], shard[48];
+    size_t count = 0;
+    fattn_status st = cli_matrix_digest(m, filter, digest, &count);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "matrix_digest", digest);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_int64(root, "matrix_cases", (int64_t)count);
+    snprintf(shard, sizeof shard, "%ld/%ld", m->shard_i, m->shard_n);
+    if (st == FATTN_OK && sharded)
+        st = fattn_h5_node_set_string(root, "shard", shard);
+    return st;
+}
+
 int fattn_cmd_run(int argc, char **argv)
 {
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
@@ -452,6 +472,8 @@ int fattn_cmd_run(int argc, char **argv)
     p.opts.engine = engine;
     if (st == FATTN_OK)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
+    if (st == FATTN_OK)
+        st = set_shard_attrs(root, &m, filter, shard != NULL);
     int rc = st == FATTN_OK ? run_all(&p, &m, root, out)
                             : cli_fail("run", "%s", fattn_last_error());
     fattn_h5_node_free(p.audit);

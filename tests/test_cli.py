@@ -204,7 +204,7 @@ def _():
 @case("merge refuses overlapping shards (exit 2, nothing written)")
 def _():
     p = run("merge", "-o", path("dup.h5"), path("shard1.h5"), path("shard1.h5"), check=2)
-    assert "case" in p.stderr
+    assert "both shard 1/3" in p.stderr, p.stderr
     assert not os.path.exists(path("dup.h5"))
 
 
@@ -570,6 +570,56 @@ def _():
             assert p.stdout == "", (argv, p.stdout)  # no table, no report, no "exit 1"
             assert time.time() - t0 < 5, (argv, "work was done first")
     assert sorted(os.listdir(TMP)) == before, sorted(set(os.listdir(TMP)) ^ set(before))
+
+
+@case("shard files record shard I/N and matrix_digest; merge refuses incomplete and mixed "
+      "sets (exit 2, nothing written) unless --partial")
+def _():
+    with h5py.File(path("shard2.h5"), "r") as f:
+        assert f.attrs["shard"] == "2/3", dict(f.attrs)
+        digest = f.attrs["matrix_digest"]
+        assert digest.startswith("xxh3-128:") and len(digest) == 9 + 32, digest
+    with h5py.File(path("split.h5"), "r") as f:
+        assert "shard" not in f.attrs and f.attrs["matrix_digest"] == digest
+    with h5py.File(path("merged.h5"), "r") as f:
+        assert "shard" not in f.attrs and f.attrs["matrix_digest"] == digest
+    run("run", "--shard", "1/2", "-o", path("half1.h5"), check=0)
+    run("run", "--filter", "layout.*", "--shard", "3/3", "-o", path("fshard3.h5"), check=0)
+    # the same matrix listed in reverse deals other cases to shard 2/3
+    run("run", "--cases", path("reversed.json"), "--shard", "2/3", "-o", path("rshard2.h5"),
+        check=0)
+    with h5py.File(path("rshard2.h5"), "r") as f:
+        assert f.attrs["matrix_digest"] == digest  # the digest is of the cases, not the order
+    out = path("refused.h5")
+    for ins, words in [
+            (["shard1.h5", "shard3.h5"], ["incomplete set", "missing: 2/3", "--partial"]),
+            (["shard2.h5"], ["missing: 1/3, 3/3"]),
+            (["shard1.h5", "half1.h5"], ["mixed set", "shard 1/2", "shard 1/3"]),
+            (["shard1.h5", "shard2.h5", "fshard3.h5"], ["mixed set", "different matrices"]),
+            (["split.h5", "shard1.h5"], ["mixed set", "not a shard"]),
+            (["shard1.h5", "rshard2.h5", "shard3.h5"], [])]:
+        p = run("merge", "-o", out, *[path(i) for i in ins])
+        assert p.returncode == 2, (ins, p.returncode, p.stderr)
+        for w in words:
+            assert w in p.stderr, (ins, w, p.stderr)
+        assert not os.path.exists(out), ins
+    # --partial merges the shards given, and says which are missing
+    p = run("merge", "--partial", "-o", out, path("shard1.h5"), path("shard3.h5"), check=0)
+    assert "missing: 2/3" in p.stderr, p.stderr
+    with h5py.File(out, "r") as f, h5py.File(path("split.h5"), "r") as w:
+        assert 0 < len(f["cases"]) < len(w["cases"])
+    # a mixed set stays refused with --partial: its shards do not divide one matrix
+    p = run("merge", "--partial", "-o", path("refused2.h5"), path("shard1.h5"),
+            path("half1.h5"), check=2)
+    assert "mixed set" in p.stderr
+    # unsharded run files of disjoint cases merge as before
+    run("run", "--filter", "layout.*", "-o", path("u1.h5"), check=0)
+    run("run", "--filter", "mask.*", "-o", path("u2.h5"), check=0)
+    run("merge", "-o", path("u12.h5"), path("u1.h5"), path("u2.h5"), check=0)
+    with h5py.File(path("u12.h5"), "r") as f:
+        # the union of two filters is no one matrix: no digest claims it is
+        assert "matrix_digest" not in f.attrs and "shard" not in f.attrs
+        assert len(f["cases"]) == 27, len(f["cases"])
 
 
 def main():
