@@ -45,6 +45,12 @@ size_t cli_count_datasets(const fattn_h5_node *n);
  * the path named once whether or not the message starts with it. */
 int cli_fail_at(const char *cmd, const char *path);
 
+/* Progress on stderr for the long commands: when it is a terminal or
+ * --progress was given (never otherwise: tests and scripts compare
+ * stderr). One line per case, `[17/63] layout.thd... ok`. */
+bool cli_progress_wanted(bool flag);
+void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *result);
+
 /* Whether an output path is "-": the report goes to stdout. */
 bool cli_is_stdout(const char *path);
 

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "fileguard.h"
@@ -42,4 +43,12 @@ int cli_fail_at(const char *cmd, const char *path)
     if (strncmp(msg, path, n) == 0 && msg[n] == ':')
         return cli_fail(cmd, "%s", msg);
     return cli_fail(cmd, "%s: %s", path, msg);
+}
+
+bool cli_progress_wanted(bool flag) { return flag || isatty(STDERR_FILENO); }
+
+void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *result)
+{
+    if (on)
+        fprintf(stderr, "[%zu/%zu] %s... %s\n", i + 1, n, id, result);
 }

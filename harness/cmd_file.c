@@ -167,7 +167,7 @@ int fattn_cmd_inspect(int argc, char **argv)
 }
 
 static const char merge_help[] =
-    "usage: fattn merge [--partial] -o OUT.h5 IN.h5...\n"
+    "usage: fattn merge [--partial] [--progress] -o OUT.h5 IN.h5...\n"
     "\n"
     "Join run files of disjoint shards of one matrix (fattn run --shard I/N) into one run\n"
     "file, bitwise equal under `fattn diff` to an unsharded run. Every input must carry the\n"
@@ -176,7 +176,8 @@ static const char merge_help[] =
     "matrix or another N, sharded and unsharded files, a shard twice) is refused, and so\n"
     "is an incomplete set (the missing shards are named) unless --partial. Unsharded run\n"
     "files of disjoint cases merge as before. OUT.h5 is replaced atomically; exit 2 on any\n"
-    "conflict (nothing written).\n";
+    "conflict (nothing written). --progress (the default when stderr is a terminal) prints\n"
+    "`[3/63] CASE... ok` on stderr as each case is written.\n";
 
 /* Root attributes that must agree between shards (all but created_utc). */
 static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
@@ -214,6 +215,7 @@ typedef struct merge_state {
     size_t n_cases, cap_cases;
     long *shard_i, *shard_n; /* per input, from its `shard` root attribute; 0: none */
     bool partial;            /* --partial: an incomplete set of shards is merged */
+    bool progress;           /* a progress line per case written */
     bool mixed_matrices;     /* unsharded inputs of different matrix_digest */
 } merge_state;
 
@@ -444,6 +446,8 @@ static int merge_write(merge_state *s)
             tensors += cli_count_datasets(c);
             st = fattn_h5_writer_put(w, "/cases", c);
         }
+        if (st == FATTN_OK)
+            cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
         fattn_h5_node_free(c);
     }
     if (st == FATTN_OK && !s->n_cases) {
@@ -509,7 +513,7 @@ int fattn_cmd_merge(int argc, char **argv)
     const char *out = NULL;
     const char **ins = calloc((size_t)argc, sizeof *ins);
     int n_in = 0;
-    bool partial = false;
+    bool partial = false, progress = false;
     cli_args a = {argc, argv, 1, "merge"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -519,6 +523,8 @@ int fattn_cmd_merge(int argc, char **argv)
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--partial")) {
             partial = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "-o", &out))) {
             if (r < 0) {
                 free(ins);
@@ -542,7 +548,8 @@ int fattn_cmd_merge(int argc, char **argv)
         return cli_fail("merge", "-o %s", fattn_last_error());
     }
     fattn_run_memory_policy();
-    merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial};
+    merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
+                     .progress = cli_progress_wanted(progress)};
     s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
     s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);
     s.shard_n = calloc((size_t)n_in, sizeof *s.shard_n);

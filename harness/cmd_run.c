@@ -20,7 +20,7 @@ static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
     "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
     "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
-    "                 -o RUN.h5\n"
+    "                 [--progress] -o RUN.h5\n"
     "\n"
     "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
     "front end (default split) and write every tensor and attribute of every state to\n"
@@ -32,7 +32,9 @@ static const char run_help[] =
     "moved is also named on stderr (exit stays 0). --check-writes runs each case again\n"
     "with a second poison pattern and records the elements no call wrote (count and\n"
     "logical indices). --max-memory refuses, before allocating, a case whose estimated\n"
-    "peak is larger (default: half the RAM).\n"
+    "peak is larger (default: half the RAM). --progress (the default when stderr is a\n"
+    "terminal) prints `[17/63] CASE... ok` on stderr as each case is done.\n"
+    "Prints `run: wrote N cases (M tensors) to RUN.h5` when done.\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 
@@ -304,11 +306,19 @@ static int cmp_spec_id(const void *x, const void *y)
     return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
 }
 
+/* A recorded case as its progress line says it. */
+static const char *case_result(const fattn_h5_node *c)
+{
+    return fattn_h5_node_attr(c, "skipped")          ? "skipped"
+           : fattn_h5_node_attr(c, "refused_status") ? "refused"
+                                                      : "ok";
+}
+
 /* What fattn run does with each case. */
 typedef struct run_plan {
     fattn_run_opts opts;
     long repeat;
-    bool check_writes;
+    bool check_writes, progress;
     fattn_h5_node *audit; /* /audit, NULL without --repeat and --check-writes */
 } run_plan;
 
@@ -348,24 +358,20 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail_at("run", out);
-    bool tty = isatty(STDERR_FILENO);
     size_t tensors = 0;
     for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
-        if (tty)
-            fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m->n_sel, m->sel[i]->id);
         fattn_h5_node *node = NULL;
         if ((st = run_one(p, m->sel[i], &node)) != FATTN_OK) {
             rc = cli_fail("run", "%s", fattn_last_error());
             break;
         }
+        cli_progress_line(p->progress, i, m->n_sel, m->sel[i]->id, case_result(node));
         tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
             rc = cli_fail_at("run", out);
     }
-    if (tty)
-        fprintf(stderr, "\r%-72s\r", "");
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
         rc = cli_fail_at("run", out);
     if (rc == FATTN_EXIT_OK)
@@ -399,7 +405,7 @@ int fattn_cmd_run(int argc, char **argv)
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
     const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
     const char *out = NULL;
-    bool check_writes = false;
+    bool check_writes = false, progress = false;
     cli_args a = {argc, argv, 1, "run"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -408,6 +414,8 @@ int fattn_cmd_run(int argc, char **argv)
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--check-writes")) {
             check_writes = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
                    (r = cli_opt(&a, "--impl", &impl_s)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
@@ -462,7 +470,8 @@ int fattn_cmd_run(int argc, char **argv)
     }
     run_plan p = {.opts = {.impl = impl, .engine = engine, .until = until,
                            .poison = FATTN_POISON_PATTERN},
-                  .repeat = repeat, .check_writes = check_writes};
+                  .repeat = repeat, .check_writes = check_writes,
+                  .progress = cli_progress_wanted(progress)};
     fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
     if (st == FATTN_OK && (repeat > 1 || check_writes))
@@ -487,7 +496,8 @@ int fattn_cmd_run(int argc, char **argv)
 
 static const char replay_help[] =
     "usage: fattn replay RUN.h5 --from save_ctx|forward --impl legacy|split\n"
-    "                    [--backend auto|cpu|cudnn] [--max-memory BYTES] -o OUT.h5\n"
+    "                    [--backend auto|cpu|cudnn] [--max-memory BYTES] [--progress]\n"
+    "                    -o OUT.h5\n"
     "\n"
     "Resume every case of RUN.h5 from a stored state with the chosen front end.\n"
     "--from save_ctx loads the recorded backward-read set into that front end's backward\n"
@@ -497,6 +507,8 @@ static const char replay_help[] =
     "root gains impl_forward, impl_backward and replayed_from. --max-memory refuses, before\n"
     "allocating, a case whose estimated peak is larger (as fattn run estimates it, with the\n"
     "recorded save_ctx max_seqlen_q/kv where they exceed the spec's; default: half the RAM).\n"
+    "--progress (the default when stderr is a terminal) prints `[3/63] CASE... ok` on\n"
+    "stderr as each case is done.\n"
     "Exit 0 when every case replayed; 2 on a usage error, an invalid file or an errored case\n"
     "(then OUT.h5 is not written).\n";
 
@@ -547,7 +559,8 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
 
 /* Every case of `src` replayed and streamed to `out`, one at a time. */
 static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state from,
-                      const fattn_run_opts *opts, const fattn_h5_node *root, const char *out)
+                      const fattn_run_opts *opts, const fattn_h5_node *root, const char *out,
+                      bool progress)
 {
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, false, &k);
@@ -560,6 +573,8 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
             rc = cli_fail_at("replay", in);
             break;
         }
+        cli_progress_line(progress, i, cases->n_children, cases->children[i]->name,
+                          case_result(node));
         tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
@@ -579,12 +594,15 @@ int fattn_cmd_replay(int argc, char **argv)
 {
     const char *in = NULL, *from_s = NULL, *impl_s = NULL, *backend = "auto", *out = NULL;
     const char *maxmem_s = NULL;
+    bool progress = false;
     cli_args a = {argc, argv, 1, "replay"};
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(replay_help, stdout);
             return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--from", &from_s)) || (r = cli_opt(&a, "--impl", &impl_s)) ||
                    (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out))) {
@@ -648,7 +666,8 @@ int fattn_cmd_replay(int argc, char **argv)
         st = fattn_h5_node_set_string(root, "impl_backward", fattn_impl_name(impl));
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "replayed_from", fattn_state_name(from));
-    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out)
+    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out,
+                                         cli_progress_wanted(progress))
                             : cli_fail("replay", "%s", fattn_last_error());
     fattn_h5_node_free(root);
     fattn_h5_node_free(src);

@@ -27,7 +27,7 @@ static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd 
 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
-    "                    [--fixtures DIR] [--json FILE] [--strict]\n"
+    "                    [--fixtures DIR] [--json FILE] [--strict] [--progress]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -37,6 +37,8 @@ static const char verify_help[] =
     "their digests. Prints a table (case, states, tensors, result) and one verdict line.\n"
     "--fixtures defaults to the fixtures/ of the source tree fattn was built from:\n"
     "  " FATTN_SOURCE_ROOT "/fixtures\n"
+    "--progress (the default when stderr is a terminal) prints `[17/63] CASE... ok` on\n"
+    "stderr as each case is done.\n"
     "--json FILE writes the report as JSON (schema fattn-verify/1); FILE = - writes it to\n"
     "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
@@ -58,6 +60,8 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--strict")) {
             v->strict = true;
+        } else if (cli_flag(&a, "--progress")) {
+            v->progress = true;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
@@ -70,6 +74,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                             argv[a.i]);
         }
     }
+    v->progress = cli_progress_wanted(v->progress);
     return FATTN_EXIT_OK;
 }
 
@@ -170,6 +175,27 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                                  : "");
     }
     fprintf(f, "%-48s %-6s %7zu  %s\n", c->spec->id, c->states, c->tensors, result);
+}
+
+/* A case's result in one word, for progress lines. */
+static const char *case_word(const fattn_verify_case *c)
+{
+    return c->skipped ? "skipped" : c->cmp.differences ? "DIFFERENT" : c->error[0] ? "ERROR"
+                                                                                  : "ok";
+}
+
+/* What verify does after each case: its table row, its progress line. */
+typedef struct verify_out {
+    FILE *table;
+    bool progress;
+    size_t done, n;
+} verify_out;
+
+static void verify_on_case(void *ctx, const fattn_verify_case *c)
+{
+    verify_out *o = ctx;
+    fattn_cmd_verify_print_case(o->table, c);
+    cli_progress_line(o->progress, o->done++, o->n, c->spec->id, case_word(c));
 }
 
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
@@ -303,8 +329,9 @@ int fattn_cmd_verify(int argc, char **argv)
     FILE *table = cli_is_stdout(v.json) ? stderr : stdout;
     fattn_cmd_verify_print_header(table, &v);
     fattn_verify_result r;
-    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, fattn_cmd_verify_print_case,
-                         table, &r) != FATTN_OK)
+    verify_out out = {table, v.progress, 0, v.m.n_sel};
+    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, verify_on_case, &out, &r) !=
+        FATTN_OK)
         rc = cli_fail("verify", "%s", fattn_last_error());
     else
         rc = fattn_cmd_verify_finish(table, &v, &r);
@@ -316,13 +343,16 @@ int fattn_cmd_verify(int argc, char **argv)
 /* ---- golden ---------------------------------------------------------------- */
 
 static const char golden_help[] =
-    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] -o DIR\n"
+    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] [--progress]\n"
+    "                    -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
     "outputs in full, inputs and save_ctx as digests only, with provenance (version, git\n"
     "revision, platform key, SOURCE_DATE_EPOCH date). Refuses a non-empty DIR without\n"
     "--force, and refuses to write anything unless legacy == split and every case repeats\n"
-    "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n";
+    "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n"
+    "--progress (the default when stderr is a terminal) prints `[17/63] CASE... ok` on\n"
+    "stderr as each case is checked.\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -429,13 +459,14 @@ static void golden_changes_free(golden_changes *g)
  * cases whose checks differ; after the first nothing more is written, as
  * the sink will not be committed. */
 static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc,
-                        fattn_case_sink *k, size_t *bad)
+                        fattn_case_sink *k, size_t *bad, bool progress)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
         fattn_verify_case c;
         memset(&c, 0, sizeof c);
         c.spec = m->sel[i];
         fattn_verify_check_case(&c, e);
+        cli_progress_line(progress, i, m->n_sel, c.spec->id, case_word(&c));
         int rc = FATTN_EXIT_OK;
         if (c.error[0]) {
             rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
@@ -462,7 +493,8 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, golden_changes *gc
 }
 
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
-static int golden_write(const char *cases, const char *backend, const char *out)
+static int golden_write(const char *cases, const char *backend, const char *out,
+                        bool progress)
 {
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
@@ -501,7 +533,7 @@ static int golden_write(const char *cases, const char *backend, const char *out)
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FATTN_EXIT_OK)
-        rc = golden_cases(&m, e, &gc, k, &bad);
+        rc = golden_cases(&m, e, &gc, k, &bad, progress);
     if (rc == FATTN_EXIT_OK && bad) {
         fprintf(stderr, "fattn golden: %zu case%s differ%s between legacy and split or between "
                 "repeats: nothing written\n", bad, cli_s(bad), bad == 1 ? "s" : "");
@@ -527,7 +559,7 @@ static int golden_write(const char *cases, const char *backend, const char *out)
 int fattn_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL;
-    bool force = false;
+    bool force = false, progress = false;
     cli_args a = {argc, argv, 1, "golden"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -536,6 +568,8 @@ int fattn_cmd_golden(int argc, char **argv)
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--force")) {
             force = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "-o", &out))) {
             if (r < 0)
@@ -552,7 +586,7 @@ int fattn_cmd_golden(int argc, char **argv)
         return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
     if (!exists && mkdir(out, 0777) != 0)
         return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
-    int rc = golden_write(cases, backend, out);
+    int rc = golden_write(cases, backend, out, cli_progress_wanted(progress));
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
     if (rc != FATTN_EXIT_OK && !exists)

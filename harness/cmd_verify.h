@@ -15,6 +15,7 @@ typedef struct fattn_cmd_verify_env {
     /* arguments (pointers into argv) */
     const char *cases, *filter, *backend, *fixtures, *json;
     bool strict;
+    bool progress; /* --progress, or stderr a terminal */
     /* opened by fattn_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;

@@ -622,6 +622,77 @@ def _():
         assert len(f["cases"]) == 27, len(f["cases"])
 
 
+PROGRESS_RE = r"\[(\d+)/(\d+)\] (\S+)\.\.\. (ok|skipped|refused|DIFFERENT|ERROR)$"
+
+
+def progress_lines(text, n):
+    import re
+    lines = [l for l in text.splitlines() if re.match(r"\[\d+/\d+\] ", l)]
+    got = [re.match(PROGRESS_RE, l) for l in lines]
+    assert all(got) and len(got) == n, lines
+    assert [int(g.group(1)) for g in got] == list(range(1, n + 1)), lines
+    assert all(int(g.group(2)) == n for g in got), lines
+    return [(g.group(3), g.group(4)) for g in got]
+
+
+@case("--progress: run, verify, golden, replay and merge print [i/N] CASE... ok per case on "
+      "stderr; nothing without it when stderr is not a terminal; a terminal gets it unasked")
+def _():
+    flt = "layout.bshd*"
+    ids = sorted(l.split("\t")[0] for l in run("cases", "--filter", flt, check=0).stdout
+                 .splitlines())
+    n = len(ids)
+    out = path("prog.h5")
+    for argv in (["run", "--filter", flt, "-o", out],
+                 ["verify", "--backend", "cpu", "--filter", flt, "--fixtures", path("nofix")],
+                 ["replay", out, "--from", "save_ctx", "--impl", "legacy", "-o",
+                  path("prog-r.h5")],
+                 ["merge", "-o", path("prog-m.h5"), out],
+                 ["golden", "--backend", "cpu", "--cases", path("slow.json"), "--force",
+                  "-o", path("prog-golden")]):
+        quiet = run(*argv, check=0)
+        assert quiet.stderr == "", (argv, quiet.stderr)
+        p = run(*(argv + ["--progress"]), check=0)
+        if argv[0] == "golden":
+            assert progress_lines(p.stderr, 2) == [("a.fast", "ok"), ("b.slow", "ok")]
+            continue
+        got = progress_lines(p.stderr, n)
+        assert sorted(i for i, _ in got) == ids and {r for _, r in got} == {"ok"}, got
+        assert p.stdout == quiet.stdout or argv[0] == "verify", (p.stdout, quiet.stdout)
+    # stderr a terminal: progress without the flag
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([FATTN, "run", "--filter", flt, "-o", path("prog-tty.h5")],
+                         stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    p.wait()
+    text = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        text += chunk
+    os.close(master)
+    assert p.returncode == 0
+    progress_lines(text.decode().replace("\r", ""), n)
+
+
+@case("verify --progress with stdout and stderr in one pipe: each row, then its progress line")
+def _():
+    p = subprocess.run([FATTN, "verify", "--backend", "cpu", "--filter", "layout.bshd*",
+                        "--fixtures", path("nofix"), "--progress"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    lines = p.stdout.splitlines()
+    prog = [i for i, l in enumerate(lines) if l.startswith("[")]
+    assert prog, lines
+    for i in prog:
+        case_id = lines[i].split()[1][:-3]
+        assert lines[i - 1].startswith(case_id + " "), (lines[i - 1], lines[i])
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
