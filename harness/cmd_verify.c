@@ -27,7 +27,8 @@ static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd 
 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
-    "                    [--fixtures DIR] [--json FILE] [--strict] [--progress]\n"
+    "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
+    "                    [--strict] [-x|--exitfirst] [--progress]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -37,8 +38,13 @@ static const char verify_help[] =
     "their digests. Prints a table (case, states, tensors, result) and one verdict line.\n"
     "--fixtures defaults to the fixtures/ of the source tree fattn was built from:\n"
     "  " FATTN_SOURCE_ROOT "/fixtures\n"
+    "-k SUBSTRING selects the cases whose id contains SUBSTRING (with --filter, both\n"
+    "must hold; none selected is exit 2). -x/--exitfirst stops after the first case that\n"
+    "differs or errors, and prints the report of the cases run so far.\n"
     "--progress (the default when stderr is a terminal) prints `[17/63] CASE... ok` on\n"
     "stderr as each case is done.\n"
+    "--junit FILE writes JUnit XML (one testcase per case; a failure element with the first\n"
+    "difference, error and skipped elements) for CI dashboards; FILE = - writes it to stdout.\n"
     "--json FILE writes the report as JSON (schema fattn-verify/1); FILE = - writes it to\n"
     "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
@@ -62,7 +68,11 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             v->strict = true;
         } else if (cli_flag(&a, "--progress")) {
             v->progress = true;
+        } else if (cli_flag(&a, "-x") || cli_flag(&a, "--exitfirst")) {
+            v->exitfirst = true;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
+                   (r = cli_opt(&a, "-k", &v->keyword)) ||
+                   (r = cli_opt(&a, "--junit", &v->junit)) ||
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
@@ -74,8 +84,26 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                             argv[a.i]);
         }
     }
+    if (cli_is_stdout(v->json) && cli_is_stdout(v->junit))
+        return cli_fail("verify", "--json - and --junit -: only one report can go to stdout");
     v->progress = cli_progress_wanted(v->progress);
     return FATTN_EXIT_OK;
+}
+
+/* -k SUBSTRING: keep the selected cases whose id contains it. */
+static int keep_keyword(cli_matrix *m, const char *keyword, const char *filter)
+{
+    size_t kept = 0, before = m->n_sel;
+    for (size_t i = 0; i < m->n_sel; i++)
+        if (strstr(m->sel[i]->id, keyword))
+            m->sel[kept++] = m->sel[i];
+    m->n_sel = kept;
+    if (kept)
+        return FATTN_EXIT_OK;
+    cli_matrix_free(m);
+    return cli_fail("verify", "no case id contains -k '%s' (%zu case%s selected%s; -k is a "
+                    "plain substring of the id)", keyword, before, cli_s(before),
+                    filter ? " by --filter" : "");
 }
 
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
@@ -86,6 +114,8 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
         return cli_fail("verify", "fixtures directory %s: %s", fix_dir,
                         errno ? strerror(errno) : "not a directory");
     if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    if (v->keyword && keep_keyword(&v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
@@ -187,8 +217,9 @@ static const char *case_word(const fattn_verify_case *c)
 /* What verify does after each case: its table row, its progress line. */
 typedef struct verify_out {
     FILE *table;
-    bool progress;
+    bool progress, exitfirst;
     size_t done, n;
+    fattn_verify_result *r; /* the run's, to stop it (-x) */
 } verify_out;
 
 static void verify_on_case(void *ctx, const fattn_verify_case *c)
@@ -196,6 +227,8 @@ static void verify_on_case(void *ctx, const fattn_verify_case *c)
     verify_out *o = ctx;
     fattn_cmd_verify_print_case(o->table, c);
     cli_progress_line(o->progress, o->done++, o->n, c->spec->id, case_word(c));
+    if (o->exitfirst && (c->cmp.differences || c->error[0]))
+        o->r->stop = true;
 }
 
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
@@ -296,11 +329,110 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     return wrc == FATTN_EXIT_OK ? 0 : -1;
 }
 
+/* Text as XML character data or an attribute value: the five specials as
+ * entities, and bytes XML 1.0 cannot hold (control characters; anything
+ * outside ASCII, which fattn's messages do not promise to be UTF-8) as '?'. */
+static void xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        switch (ch) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default:
+            fputc((ch < 0x20 && ch != '\t' && ch != '\n') || ch >= 0x7f ? '?' : ch, f);
+        }
+    }
+}
+
+/* One case as a JUnit testcase: classname fattn.verify.<id's first part>. */
+static void junit_case(FILE *f, const fattn_verify_case *c)
+{
+    const char *id = c->spec->id, *dot = strchr(id, '.');
+    fputs("    <testcase classname=\"fattn.verify.", f);
+    fprintf(f, "%.*s\" name=\"", dot ? (int)(dot - id) : (int)strlen(id), id);
+    xml_text(f, id);
+    fputs("\">\n", f);
+    if (c->skipped) {
+        fputs("      <skipped message=\"", f);
+        xml_text(f, c->skipped);
+        fputs("\"/>\n", f);
+    } else if (c->cmp.differences) {
+        fprintf(f, "      <failure type=\"different\" message=\"");
+        xml_text(f, c->cmp.paths[0]); /* "check: path" */
+        fputs(" ", f);
+        xml_text(f, c->cmp.why[0]);
+        fprintf(f, "\">%zu difference%s", c->cmp.differences, cli_s(c->cmp.differences));
+        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++) {
+            fputs("\n", f);
+            xml_text(f, c->cmp.paths[k]);
+            fputs(": ", f);
+            xml_text(f, c->cmp.why[k]);
+        }
+        fputs("</failure>\n", f);
+    } else if (c->error[0]) {
+        fputs("      <error type=\"error\" message=\"", f);
+        xml_text(f, c->error);
+        fputs("\"/>\n", f);
+    }
+    fputs("    </testcase>\n", f);
+}
+
+/* The JUnit XML report of the cases run; 0, or -1 after a message. */
+static int write_junit(const char *path, const fattn_cmd_verify_env *v,
+                       const fattn_verify_result *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
+        return -1;
+    }
+    char counts[160];
+    snprintf(counts, sizeof counts, "tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
+             "skipped=\"%zu\"", r->n_cases, r->n_diff, r->n_err, r->n_skip);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuites name=\"fattn verify\" %s>\n"
+               "  <testsuite name=\"fattn verify\" %s>\n    <properties>\n", counts, counts);
+    const char *props[][2] = {{"engine", v->backend_name},
+                              {"platform_key", v->goldens.key},
+                              {"goldens", v->goldens.path},
+                              {"verdict", r->neutral ? "behavior-neutral"
+                                                     : "not behavior-neutral"}};
+    for (size_t k = 0; k < sizeof props / sizeof props[0]; k++) {
+        fprintf(f, "      <property name=\"%s\" value=\"", props[k][0]);
+        xml_text(f, props[k][1] ? props[k][1] : "");
+        fputs("\"/>\n", f);
+    }
+    fputs("    </properties>\n", f);
+    for (size_t i = 0; i < r->n_cases; i++)
+        junit_case(f, &r->cases[i]);
+    fputs("  </testsuite>\n</testsuites>", f);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || !text) {
+        free(text);
+        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
+        return -1;
+    }
+    int rc = cli_write_report("verify", "JUnit report", path, text);
+    free(text);
+    return rc == FATTN_EXIT_OK ? 0 : -1;
+}
+
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
+    if (r->stop)
+        fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
+                r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
     int rc = fattn_cmd_verify_exit(r, v->strict);
     if (v->json && write_json(v->json, v, r, rc) != 0)
+        rc = FATTN_EXIT_ERROR;
+    if (v->junit && write_junit(v->junit, v, r) != 0)
         rc = FATTN_EXIT_ERROR;
     return rc;
 }
@@ -318,18 +450,27 @@ int fattn_cmd_verify(int argc, char **argv)
      * checked before any case runs. */
     const char *inputs[2] = {v.goldens.exact || v.goldens.tolerance ? v.goldens.path : NULL,
                              v.cases};
-    if (v.json && !cli_is_stdout(v.json) &&
-        (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
-         fattn_fileguard_check_output(v.json) != FATTN_OK)) {
-        rc = cli_fail("verify", "--json %s", fattn_last_error());
-        fattn_cmd_verify_close(&v);
-        return rc;
+    const char *outs[2][2] = {{"--json", v.json}, {"--junit", v.junit}};
+    for (int k = 0; k < 2; k++) {
+        const char *o = outs[k][1];
+        if (o && !cli_is_stdout(o) &&
+            (fattn_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
+             fattn_fileguard_check_output(o) != FATTN_OK)) {
+            rc = cli_fail("verify", "%s %s", outs[k][0], fattn_last_error());
+            fattn_cmd_verify_close(&v);
+            return rc;
+        }
     }
-    /* with --json -, stdout is the JSON alone and the table goes to stderr */
-    FILE *table = cli_is_stdout(v.json) ? stderr : stdout;
+    if (v.json && v.junit && !cli_is_stdout(v.json) && !strcmp(v.json, v.junit)) {
+        fattn_cmd_verify_close(&v);
+        return cli_fail("verify", "--json and --junit name the same file %s", v.json);
+    }
+    /* with --json - or --junit -, stdout is the report alone and the table
+     * goes to stderr */
+    FILE *table = cli_is_stdout(v.json) || cli_is_stdout(v.junit) ? stderr : stdout;
     fattn_cmd_verify_print_header(table, &v);
     fattn_verify_result r;
-    verify_out out = {table, v.progress, 0, v.m.n_sel};
+    verify_out out = {table, v.progress, v.exitfirst, 0, v.m.n_sel, &r};
     if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, verify_on_case, &out, &r) !=
         FATTN_OK)
         rc = cli_fail("verify", "%s", fattn_last_error());

@@ -561,7 +561,9 @@ def _():
                      ["merge", "-o", t, one],
                      ["diff", one, path("wroteN.h5"), "--json", t],
                      ["verify", "--backend", "cpu", "--cases", path("one-case.json"),
-                      "--fixtures", path("nofix"), "--json", t]):
+                      "--fixtures", path("nofix"), "--json", t],
+                     ["verify", "--backend", "cpu", "--cases", path("one-case.json"),
+                      "--fixtures", path("nofix"), "--junit", t]):
             t0 = time.time()
             p = run(*argv)
             assert p.returncode == 2, (argv, p.returncode, p.stderr)
@@ -691,6 +693,105 @@ def _():
     for i in prog:
         case_id = lines[i].split()[1][:-3]
         assert lines[i - 1].startswith(case_id + " "), (lines[i - 1], lines[i])
+
+
+def verify_fixture():
+    """Goldens of three tiny cases, in a directory whose name XML must escape, and a matrix
+    whose middle case no longer matches its golden (another input seed)."""
+    import json
+    cases = [{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8},
+             {"id": "b.two", "b": 1, "h": 1, "sq": 4, "d_qk": 8, "seed": 7},
+             {"id": "c.three", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]
+    gold = path("vx-gold.json")
+    with open(gold, "w") as f:
+        json.dump(cases, f)
+    fix = path("fix&<\"'>")
+    if not os.path.isdir(fix):
+        run("golden", "--backend", "cpu", "--cases", gold, "-o", fix, check=0)
+    cases[1]["seed"] = 8
+    changed = path("vx-changed.json")
+    with open(changed, "w") as f:
+        json.dump(cases, f)
+    return fix, changed
+
+
+def table_ids(stdout):
+    return [l.split()[0] for l in stdout.splitlines()[2:] if l and l.split()[0] in
+            ("a.one", "b.two", "c.three")]
+
+
+@case("verify -x/--exitfirst stops after the first differing case, prints the report so far, "
+      "exit 1")
+def _():
+    fix, changed = verify_fixture()
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two", "c.three"], p.stdout
+    for flag in ("-x", "--exitfirst"):
+        p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, flag,
+                check=1)
+        assert table_ids(p.stdout) == ["a.one", "b.two"], p.stdout
+        assert "behavior-neutral: NO (2 cases," in p.stdout, p.stdout
+        assert "first differences (golden, case b.two)" in p.stdout, p.stdout
+        assert "stopped after the first failing case (-x): 2 of 3 cases run" in p.stdout
+    # nothing fails: -x changes nothing
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-x", "-k",
+            "e", check=0)
+    assert table_ids(p.stdout) == ["a.one", "c.three"] and "stopped" not in p.stdout, p.stdout
+
+
+@case("verify -k SUBSTRING selects cases whose id contains it, beside --filter; none is exit 2")
+def _():
+    fix, changed = verify_fixture()
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-k", "thr",
+            check=0)
+    assert table_ids(p.stdout) == ["c.three"], p.stdout
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-k", "o",
+            "--filter", "[ab].*", check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two"], p.stdout
+    for extra in (["-k", "zzz"], ["-k", "thr", "--filter", "a.*"]):
+        p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, *extra,
+                check=2)
+        assert "-k '%s'" % extra[1] in p.stderr and "behavior-neutral" not in p.stdout, p.stderr
+
+
+@case("verify --junit FILE / -: JUnit XML that xml.etree parses, one testcase per case, a "
+      "failure with the first difference, escaped text")
+def _():
+    import xml.etree.ElementTree as ET
+    fix, changed = verify_fixture()
+    out = path("junit.xml")
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "--junit",
+            out, check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two", "c.three"], p.stdout
+    root = ET.parse(out).getroot()
+    suite = root.find("testsuite")
+    assert root.tag == "testsuites" and suite.get("tests") == "3", ET.tostring(root)
+    assert suite.get("failures") == "1" and suite.get("errors") == "0", suite.attrib
+    tcs = suite.findall("testcase")
+    assert [t.get("name") for t in tcs] == ["a.one", "b.two", "c.three"]
+    assert [t.get("classname") for t in tcs] == ["fattn.verify.a", "fattn.verify.b",
+                                                 "fattn.verify.c"]
+    fails = {t.get("name"): t.find("failure") for t in tcs}
+    assert fails["a.one"] is None and fails["c.three"] is None
+    f = fails["b.two"]
+    assert f is not None and f.get("message").startswith("golden: @spec"), f.attrib
+    assert "forward/out" in f.text, f.text
+    props = {e.get("name"): e.get("value") for e in suite.find("properties")}
+    assert props["goldens"] == os.path.join(fix, "cpu-math-1.h5"), props  # & < " ' > escaped
+    assert props["verdict"] == "not behavior-neutral", props
+    # -x: the testcases of the cases run
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-x",
+            "--junit", "-", check=1)
+    root = ET.fromstring(p.stdout)
+    assert [t.get("name") for t in root.iter("testcase")] == ["a.one", "b.two"], p.stdout
+    assert "stopped after the first failing case" in p.stderr, p.stderr
+    # a skipped case is a skipped element
+    p = run("verify", "--backend", "cpu", "--cases", path("paged.json"), "--fixtures",
+            path("nofix"), "--junit", "-", check=0)
+    (t,) = ET.fromstring(p.stdout).iter("testcase")
+    assert t.find("skipped") is not None and "paged" in t.find("skipped").get("message")
+    p = run("verify", "--json", "-", "--junit", "-", check=2)
+    assert "only one report" in p.stderr, p.stderr
 
 
 def main():
