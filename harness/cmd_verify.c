@@ -723,10 +723,13 @@ int fattn_cmd_golden(int argc, char **argv)
     if (!out)
         return cli_fail("golden", "-o DIR is required");
     bool exists;
+    struct stat sb;
+    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return cli_fail("golden", "-o %s: exists and is not a directory", out);
     if (!dir_is_empty(out, &exists) && !force)
         return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
     if (!exists && mkdir(out, 0777) != 0)
-        return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
+        return cli_fail("golden", "-o %s: cannot create the directory: %s", out, strerror(errno));
     int rc = golden_write(cases, backend, out, cli_progress_wanted(progress));
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */

@@ -571,6 +571,15 @@ def _():
             assert p.stderr.count("\n") == 1, (argv, p.stderr)
             assert p.stdout == "", (argv, p.stdout)  # no table, no report, no "exit 1"
             assert time.time() - t0 < 5, (argv, "work was done first")
+    # golden -o DIR: a directory it cannot make, or a file where the directory belongs
+    with open(path("gold-file"), "w") as f:
+        f.write("x")
+    before = sorted(os.listdir(TMP))
+    for t in [path("nodir/g")] + ([os.path.join(ro, "g")] if ro else []) + [path("gold-file")]:
+        p = run("golden", "--backend", "cpu", "--cases", path("one-case.json"), "-o", t)
+        assert p.returncode == 2 and p.stderr.count(t) == 1, (t, p.returncode, p.stderr)
+        assert p.stdout == "", p.stdout
+    assert "not a directory" in p.stderr, p.stderr
     assert sorted(os.listdir(TMP)) == before, sorted(set(os.listdir(TMP)) ^ set(before))
 
 
