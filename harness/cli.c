@@ -13,6 +13,7 @@
 #include "fattn/support.h"
 
 #include "cli.h"
+#include "digest.h"
 #include "fileguard.h"
 
 int cli_opt(cli_args *a, const char *name, const char **value)
@@ -34,6 +35,18 @@ int cli_opt(cli_args *a, const char *name, const char **value)
 }
 
 bool cli_flag(cli_args *a, const char *name) { return strcmp(a->argv[a->i], name) == 0; }
+
+const char *cli_s(size_t n) { return n == 1 ? "" : "s"; }
+
+size_t cli_count_datasets(const fattn_h5_node *n)
+{
+    if (n->is_dataset)
+        return 1;
+    size_t k = 0;
+    for (size_t i = 0; i < n->n_children; i++)
+        k += cli_count_datasets(n->children[i]);
+    return k;
+}
 
 /* A decimal count of 1..CLI_SHARD_MAX digits only (no sign, no blanks,
  * no wrap: strtol saturates silently on overflow). *end is the first
@@ -140,11 +153,11 @@ static int matrix_empty(const char *cmd, const char *cases_path, const char *fil
     if (all == 0)
         return cli_fail(cmd, "%s holds no cases", src);
     if (filter)
-        return cli_fail(cmd, "no case matches --filter '%s'%s%s (%zu cases in %s; a filter is a "
-                        "glob over whole case ids, e.g. '*thd*')", filter,
-                        shard ? " in --shard " : "", shard ? shard : "", all, src);
-    return cli_fail(cmd, "--shard %s selects no case (%zu cases in %s)", shard ? shard : "?",
-                    all, src);
+        return cli_fail(cmd, "no case matches --filter '%s'%s%s (%zu case%s in %s; a filter is "
+                        "a glob over whole case ids, e.g. '*thd*')", filter,
+                        shard ? " in --shard " : "", shard ? shard : "", all, cli_s(all), src);
+    return cli_fail(cmd, "--shard %s selects no case (%zu case%s in %s)", shard ? shard : "?",
+                    all, cli_s(all), src);
 }
 
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
@@ -154,6 +167,8 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
     long si = 1, sn = 1;
     if (shard && parse_shard(cmd, shard, &si, &sn) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
+    m->shard_i = si;
+    m->shard_n = sn;
     fattn_status st = cases_path ? cases_file_load(cases_path, &m->all)
                                  : fattn_spec_load_default(&m->all);
     if (st != FATTN_OK)
@@ -172,6 +187,41 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
     if (m->n_sel == 0)
         return matrix_empty(cmd, cases_path, filter, shard, m);
     return FATTN_EXIT_OK;
+}
+
+static int cmp_spec_ptr(const void *x, const void *y)
+{
+    return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
+}
+
+fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *out,
+                               size_t *count)
+{
+    const fattn_spec **kept = calloc(m->all.count ? m->all.count : 1, sizeof *kept);
+    if (!kept)
+        return fattn_error(FATTN_E_NOMEM, "matrix digest: out of memory");
+    size_t n = 0;
+    for (size_t k = 0; k < m->all.count; k++)
+        if (!filter || fattn_spec_matches_glob(m->all.items[k].id, filter))
+            kept[n++] = &m->all.items[k];
+    /* by id (ids are unique): a run's bytes do not depend on the listing order */
+    qsort((void *)kept, n, sizeof *kept, cmp_spec_ptr);
+    fattn_digest_state d;
+    fattn_status st = fattn_digest_init(&d);
+    for (size_t k = 0; st == FATTN_OK && k < n; k++) {
+        char *json = NULL;
+        if ((st = fattn_spec_canonical(kept[k], &json)) == FATTN_OK &&
+            (st = fattn_digest_update(&d, json, strlen(json))) == FATTN_OK)
+            st = fattn_digest_update(&d, "\n", 1);
+        free(json);
+    }
+    free(kept);
+    *count = n;
+    if (st != FATTN_OK) {
+        fattn_digest_free(&d);
+        return st;
+    }
+    return fattn_digest_final(&d, out);
 }
 
 void cli_matrix_free(cli_matrix *m)

@@ -35,6 +35,30 @@ int cli_fail(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* "s" unless n is 1, for counts in messages: "1 case", "2 cases". */
+const char *cli_s(size_t n);
+
+/* The datasets (tensors) in the tree under n, n itself included. */
+size_t cli_count_datasets(const fattn_h5_node *n);
+
+/* cli_fail with fattn_last_error() about `path`: "fattn CMD: PATH: cause",
+ * the path named once whether or not the message starts with it. */
+int cli_fail_at(const char *cmd, const char *path);
+
+/* Progress on stderr for the long commands: when it is a terminal or
+ * --progress was given (never otherwise: tests and scripts compare
+ * stderr). One line per case, `[17/63] layout.thd... ok`. */
+bool cli_progress_wanted(bool flag);
+void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *result);
+
+/* Whether an output path is "-": the report goes to stdout. */
+bool cli_is_stdout(const char *path);
+
+/* A report (JSON, XML) to `path`, replaced atomically (fileguard.h), or
+ * to stdout for "-", with a newline added there. FATTN_EXIT_OK, else the
+ * failure printed as "fattn CMD: PATH: cannot write the WHAT: cause". */
+int cli_write_report(const char *cmd, const char *what, const char *path, const char *text);
+
 /* --max-memory BYTES: a positive finite number of bytes, at most 2^63 (so
  * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
@@ -54,10 +78,22 @@ typedef struct cli_matrix {
     fattn_spec_list all;
     const fattn_spec **sel;
     size_t n_sel;
+    long shard_i, shard_n; /* 1/1 without --shard */
 } cli_matrix;
 
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m);
+
+/* The digest of the matrix that --shard divides: the canonical spec of
+ * every case --filter keeps (all without one), in id order, each followed
+ * by '\n', as a digest string (digest.h); *count gets how many cases that
+ * is. Shards of one run share both; run files record them as
+ * `matrix_digest` and `matrix_cases`, so that merge can tell a complete set
+ * of shards of one matrix from an incomplete or a mixed one. In id order, so
+ * that a run's bytes do not depend on the order the matrix lists its cases
+ * in; shards of two listings are told apart by their case count. */
+fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *out,
+                               size_t *count);
 void cli_matrix_free(cli_matrix *m);
 
 /* The engine for --backend auto|cpu|cudnn (names resolved by the engine

@@ -178,12 +178,17 @@ int fattn_cmd_inspect(int argc, char **argv)
 }
 
 static const char merge_help[] =
-    "usage: fattn merge -o OUT.h5 IN.h5...\n"
+    "usage: fattn merge [--partial] [--progress] -o OUT.h5 IN.h5...\n"
     "\n"
     "Join run files of disjoint shards of one matrix (fattn run --shard I/N) into one run\n"
     "file, bitwise equal under `fattn diff` to an unsharded run. Every input must carry the\n"
-    "same provenance apart from created_utc and no case may appear twice. OUT.h5 is\n"
-    "replaced atomically; exit 2 on any conflict (nothing written).\n";
+    "same provenance apart from created_utc and shard, and no case may appear twice.\n"
+    "Shard files record `shard` (I/N) and `matrix_digest`: a mixed set (shards of another\n"
+    "matrix or another N, sharded and unsharded files, a shard twice) is refused, and so\n"
+    "is an incomplete set (the missing shards are named) unless --partial. Unsharded run\n"
+    "files of disjoint cases merge as before. OUT.h5 is replaced atomically; exit 2 on any\n"
+    "conflict (nothing written). --progress (the default when stderr is a terminal) prints\n"
+    "`[3/63] CASE... ok` on stderr as each case is written.\n";
 
 /* Root attributes that must agree between shards (all but created_utc). */
 static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
@@ -219,6 +224,10 @@ typedef struct merge_state {
     int n_scratch;
     merge_case *cases;
     size_t n_cases, cap_cases;
+    long *shard_i, *shard_n; /* per input, from its `shard` root attribute; 0: none */
+    bool partial;            /* --partial: an incomplete set of shards is merged */
+    bool progress;           /* a progress line per case written */
+    bool mixed_matrices;     /* unsharded inputs of different matrix_digest */
 } merge_state;
 
 static int cmp_merge_case(const void *x, const void *y)
@@ -226,27 +235,150 @@ static int cmp_merge_case(const void *x, const void *y)
     return strcmp(((const merge_case *)x)->id, ((const merge_case *)y)->id);
 }
 
-/* Input f's root attributes against the first input's (all but created_utc). */
+/* Root attributes each shard of one run has its own value of. */
+static bool per_shard_attr(const char *name)
+{
+    return !strcmp(name, "created_utc") || !strcmp(name, "shard");
+}
+
+/* One root attribute onto dst, as it is. */
+static fattn_status put_attr(fattn_h5_node *dst, const fattn_h5_attr *a)
+{
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING: return fattn_h5_node_set_string(dst, a->name, a->s);
+    case FATTN_H5_ATTR_INT64: return fattn_h5_node_set_int64(dst, a->name, a->i64[0]);
+    case FATTN_H5_ATTR_FLOAT32: return fattn_h5_node_set_float32(dst, a->name, a->f32);
+    case FATTN_H5_ATTR_UINT8: return fattn_h5_node_set_uint8(dst, a->name, a->u8);
+    default: return fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
+    }
+}
+
+/* "I/N" with 1 <= I <= N, plain decimal digits. */
+static bool parse_shard_attr(const char *v, long *i, long *n)
+{
+    char *end;
+    if (*v < '0' || *v > '9')
+        return false;
+    *i = strtol(v, &end, 10);
+    if (*end != '/' || end[1] < '0' || end[1] > '9')
+        return false;
+    *n = strtol(end + 1, &end, 10);
+    return !*end && *i >= 1 && *i <= *n && *n <= CLI_SHARD_MAX;
+}
+
+/* Input f's `shard` against the inputs before it: all shards or none, of
+ * one N, no shard twice. */
+static int merge_check_shard(merge_state *s, int f, const fattn_h5_node *src)
+{
+    const fattn_h5_attr *a = fattn_h5_node_attr(src, "shard");
+    if (a && (a->kind != FATTN_H5_ATTR_STRING ||
+              !parse_shard_attr(a->s, &s->shard_i[f], &s->shard_n[f])))
+        return cli_fail("merge", "%s: root attribute 'shard' is not I/N", s->ins[f]);
+    if (f == 0)
+        return FATTN_EXIT_OK;
+    int sh = s->shard_n[f] ? f : 0, un = s->shard_n[f] ? 0 : f;
+    if (!s->shard_n[f] != !s->shard_n[0])
+        return cli_fail("merge", "mixed set: %s is shard %ld/%ld, %s is not a shard",
+                        s->ins[sh], s->shard_i[sh], s->shard_n[sh], s->ins[un]);
+    if (s->shard_n[f] != s->shard_n[0])
+        return cli_fail("merge", "mixed set: %s is shard %ld/%ld, %s is shard %ld/%ld: not "
+                        "shards of one run", s->ins[f], s->shard_i[f], s->shard_n[f],
+                        s->ins[0], s->shard_i[0], s->shard_n[0]);
+    for (int g = 0; s->shard_n[f] && g < f; g++)
+        if (s->shard_i[g] == s->shard_i[f])
+            return cli_fail("merge", "%s and %s are both shard %ld/%ld", s->ins[g], s->ins[f],
+                            s->shard_i[f], s->shard_n[f]);
+    return FATTN_EXIT_OK;
+}
+
+/* Input f's root attributes against the first input's (all but those of
+ * each shard); the first input's become the output's. */
 static int merge_check_root(merge_state *s, int f, const fattn_h5_node *src)
 {
+    int rc = merge_check_shard(s, f, src);
+    if (rc != FATTN_EXIT_OK)
+        return rc;
     if (f == 0) {
         fattn_status st = fattn_h5_node_new_group("", &s->root);
-        if (st == FATTN_OK)
-            st = fattn_h5_node_copy_attrs(src, s->root);
+        for (size_t i = 0; st == FATTN_OK && i < src->n_attrs; i++)
+            if (strcmp(src->attrs[i].name, "shard") != 0)
+                st = put_attr(s->root, &src->attrs[i]);
         return st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("merge", "%s", fattn_last_error());
     }
+    size_t n = 0;
     for (size_t i = 0; i < src->n_attrs; i++) {
         const fattn_h5_attr *x = &src->attrs[i];
-        if (!strcmp(x->name, "created_utc"))
+        if (per_shard_attr(x->name))
             continue;
+        n++;
         const fattn_h5_attr *y = fattn_h5_node_attr(s->root, x->name);
+        bool digest = !strcmp(x->name, "matrix_digest") || !strcmp(x->name, "matrix_cases");
+        /* unsharded runs of disjoint cases (two filters) merge as they
+         * always did: their union is no one matrix, so it gets no digest */
+        if (y && digest && !s->shard_n[0]) {
+            s->mixed_matrices |= !same_attr(x, y);
+            continue;
+        }
+        if (y && !same_attr(x, y) && digest)
+            return cli_fail("merge", "mixed set: %s and %s are shards of different matrices "
+                            "(%s differs)", s->ins[f], s->ins[0], x->name);
         if (!y || !same_attr(x, y))
             return cli_fail("merge", "%s: root attribute '%s' differs from %s: not shards of "
                             "one run", s->ins[f], x->name, s->ins[0]);
     }
-    if (src->n_attrs != s->root->n_attrs)
+    if (n + (fattn_h5_node_attr(s->root, "created_utc") != NULL) != s->root->n_attrs)
         return cli_fail("merge", "%s: root attributes differ from %s", s->ins[f], s->ins[0]);
     return FATTN_EXIT_OK;
+}
+
+static int cmp_long(const void *x, const void *y)
+{
+    long a = *(const long *)x, b = *(const long *)y;
+    return (a > b) - (a < b);
+}
+
+/* A set of shards must be all of them, unless --partial: the missing ones
+ * are named (the first 10 and how many more). */
+static int merge_check_complete(merge_state *s)
+{
+    long n = s->shard_n[0];
+    const fattn_h5_attr *mc = s->root ? fattn_h5_node_attr(s->root, "matrix_cases") : NULL;
+    /* all N shards of one digest, yet cases missing: shards of two listings
+     * of one matrix, dealt differently */
+    if (n && (long)s->n_in == n && mc && mc->kind == FATTN_H5_ATTR_INT64 &&
+        mc->i64[0] != (int64_t)s->n_cases)
+        return cli_fail("merge", "mixed set: the %ld shards hold %zu of the matrix's %lld cases "
+                        "(shards of the matrix listed in different orders?)", n, s->n_cases,
+                        (long long)mc->i64[0]);
+    if (!n || (long)s->n_in == n)
+        return FATTN_EXIT_OK;
+    long *have = malloc((size_t)s->n_in * sizeof *have);
+    if (!have)
+        return cli_fail("merge", "out of memory");
+    memcpy(have, s->shard_i, (size_t)s->n_in * sizeof *have);
+    qsort(have, (size_t)s->n_in, sizeof *have, cmp_long);
+    char list[512] = "";
+    size_t used = 0;
+    long shown = 0, next = 1;
+    for (int k = 0; k <= s->n_in; k++) {
+        long upto = k < s->n_in ? have[k] : n + 1;
+        for (; next < upto && shown < 10; next++, shown++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%ld/%ld",
+                                     shown ? ", " : "", next, n);
+        next = upto + 1;
+    }
+    free(have);
+    long missing = n - (long)s->n_in;
+    char more[64] = "";
+    if (missing > shown)
+        snprintf(more, sizeof more, " and %ld more", missing - shown);
+    if (s->partial) {
+        fprintf(stderr, "fattn merge: --partial: %ld of %ld shards given; missing: %s%s\n",
+                (long)s->n_in, n, list, more);
+        return FATTN_EXIT_OK;
+    }
+    return cli_fail("merge", "incomplete set: %ld of %ld shards given; missing: %s%s (--partial "
+                    "merges them anyway)", (long)s->n_in, n, list, more);
 }
 
 /* Input f's cases: names recorded (a duplicate id is a conflict) and the
@@ -287,7 +419,7 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
     }
     fattn_h5_writer_abort(w);
     if (st != FATTN_OK)
-        return cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+        return cli_fail_at("merge", s->out);
     s->n_scratch = f + 1;
     return FATTN_EXIT_OK;
 }
@@ -299,10 +431,21 @@ static int merge_write(merge_state *s)
     qsort(s->cases, s->n_cases, sizeof *s->cases, cmp_merge_case);
     fattn_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
     fattn_h5_writer *w = NULL;
+    size_t tensors = 0;
     fattn_status st = r ? fattn_h5_writer_open(s->out, &w)
                         : fattn_error(FATTN_E_NOMEM, "out of memory");
+    fattn_h5_node *root = s->root, *filtered = NULL;
+    if (st == FATTN_OK && s->mixed_matrices) {
+        st = fattn_h5_node_new_group("", &filtered);
+        for (size_t i = 0; st == FATTN_OK && i < s->root->n_attrs; i++)
+            if (strcmp(s->root->attrs[i].name, "matrix_digest") != 0 &&
+                strcmp(s->root->attrs[i].name, "matrix_cases") != 0)
+                st = put_attr(filtered, &s->root->attrs[i]);
+        root = filtered;
+    }
     if (st == FATTN_OK)
-        st = fattn_h5_writer_put(w, "/", s->root);
+        st = fattn_h5_writer_put(w, "/", root);
+    fattn_h5_node_free(filtered);
     for (size_t i = 0; st == FATTN_OK && i < s->n_cases; i++) {
         int f = s->cases[i].file;
         char path[FATTN_SPEC_ID_MAX + 16];
@@ -310,8 +453,12 @@ static int merge_write(merge_state *s)
         fattn_h5_node *c = NULL;
         if (!r[f])
             st = fattn_h5_reader_open(s->scratch[f], &r[f]);
-        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK)
+        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
+            tensors += cli_count_datasets(c);
             st = fattn_h5_writer_put(w, "/cases", c);
+        }
+        if (st == FATTN_OK)
+            cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
         fattn_h5_node_free(c);
     }
     if (st == FATTN_OK && !s->n_cases) {
@@ -328,8 +475,11 @@ static int merge_write(merge_state *s)
         w = NULL;
     }
     fattn_h5_writer_abort(w);
-    return st == FATTN_OK ? FATTN_EXIT_OK
-                          : cli_fail("merge", "%s: %s", s->out, fattn_last_error());
+    if (st != FATTN_OK)
+        return cli_fail_at("merge", s->out);
+    printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
+           tensors, cli_s(tensors), s->out);
+    return FATTN_EXIT_OK;
 }
 
 /* Every input in turn: validated, checked against the first, spilled. */
@@ -350,7 +500,7 @@ static int merge_inputs(merge_state *s)
         if (rc != FATTN_EXIT_OK)
             return rc;
     }
-    return FATTN_EXIT_OK;
+    return merge_check_complete(s);
 }
 
 static void merge_state_free(merge_state *s)
@@ -364,6 +514,8 @@ static void merge_state_free(merge_state *s)
     for (size_t i = 0; i < s->n_cases; i++)
         free(s->cases[i].id);
     free(s->cases);
+    free(s->shard_i);
+    free(s->shard_n);
     fattn_h5_node_free(s->root);
 }
 
@@ -372,6 +524,7 @@ int fattn_cmd_merge(int argc, char **argv)
     const char *out = NULL;
     const char **ins = calloc((size_t)argc, sizeof *ins);
     int n_in = 0;
+    bool partial = false, progress = false;
     cli_args a = {argc, argv, 1, "merge"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -379,6 +532,10 @@ int fattn_cmd_merge(int argc, char **argv)
             fputs(merge_help, stdout);
             free(ins);
             return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--partial")) {
+            partial = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "-o", &out))) {
             if (r < 0) {
                 free(ins);
@@ -397,15 +554,18 @@ int fattn_cmd_merge(int argc, char **argv)
     }
     /* The output must be none of the inputs, refused before reading any. */
     if (fattn_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
-        fattn_fileguard_check_target(out) != FATTN_OK) {
+        fattn_fileguard_check_output(out) != FATTN_OK) {
         free(ins);
         return cli_fail("merge", "-o %s", fattn_last_error());
     }
     fattn_run_memory_policy();
-    merge_state s = {.out = out, .ins = ins, .n_in = n_in};
-    int rc = (s.scratch = calloc((size_t)n_in, sizeof *s.scratch)) ? FATTN_EXIT_OK
-                                                                    : cli_fail("merge",
-                                                                               "out of memory");
+    merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
+                     .progress = cli_progress_wanted(progress)};
+    s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
+    s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);
+    s.shard_n = calloc((size_t)n_in, sizeof *s.shard_n);
+    int rc = s.scratch && s.shard_i && s.shard_n ? FATTN_EXIT_OK
+                                                 : cli_fail("merge", "out of memory");
     if (rc == FATTN_EXIT_OK)
         rc = merge_inputs(&s);
     if (rc == FATTN_EXIT_OK)
@@ -497,7 +657,7 @@ int fattn_cmd_write_tree(int argc, char **argv)
     if (!out || n_paths != 2)
         return cli_fail("write-tree", "MANIFEST.json, DATA.bin and -o OUT.h5 are required");
     if (fattn_fileguard_check_distinct(out, paths, 2) != FATTN_OK ||
-        fattn_fileguard_check_target(out) != FATTN_OK)
+        fattn_fileguard_check_output(out) != FATTN_OK)
         return cli_fail("write-tree", "-o %s", fattn_last_error());
     char *json = NULL, *blob = NULL;
     size_t json_len = 0, blob_len = 0;

@@ -8,6 +8,7 @@
 #include "fattn/support.h"
 
 #include "cli.h"
+#include "digest.h"
 #include "fileguard.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
@@ -21,7 +22,7 @@ static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
     "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
     "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
-    "                 [--te-rules 2.19|2.20] -o RUN.h5\n"
+    "                 [--te-rules 2.19|2.20] [--progress] -o RUN.h5\n"
     "\n"
     "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
     "front end (default split) and write every tensor and attribute of every state to\n"
@@ -36,7 +37,9 @@ static const char run_help[] =
     "peak is larger (default: half the RAM). --te-rules (default 2.20) names the TE release\n"
     "whose rules the root attribute te_rules records and each case's prov_te_route\n"
     "applies: the rules by which DotProductAttention would not route the case to\n"
-    "FusedAttention (the front ends still run it, as FusedAttnFunc does).\n"
+    "FusedAttention (the front ends still run it, as FusedAttnFunc does). --progress (the\n"
+    "default when stderr is a terminal) prints `[17/63] CASE... ok` on stderr as each case\n"
+    "is done. Prints `run: wrote N cases (M tensors) to RUN.h5` when done.\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 
@@ -308,11 +311,19 @@ static int cmp_spec_id(const void *x, const void *y)
     return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
 }
 
+/* A recorded case as its progress line says it. */
+static const char *case_result(const fattn_h5_node *c)
+{
+    return fattn_h5_node_attr(c, "skipped")          ? "skipped"
+           : fattn_h5_node_attr(c, "refused_status") ? "refused"
+                                                      : "ok";
+}
+
 /* What fattn run does with each case. */
 typedef struct run_plan {
     fattn_run_opts opts;
     long repeat;
-    bool check_writes;
+    bool check_writes, progress;
     fattn_h5_node *audit; /* /audit, NULL without --repeat and --check-writes */
 } run_plan;
 
@@ -351,27 +362,47 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
 {
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, p->audit != NULL, &k);
-    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("run", "%s: %s", out, fattn_last_error());
-    bool tty = isatty(STDERR_FILENO);
+    int rc = st == FATTN_OK ? FATTN_EXIT_OK : cli_fail_at("run", out);
+    size_t tensors = 0;
     for (size_t i = 0; i < m->n_sel && rc == FATTN_EXIT_OK; i++) {
-        if (tty)
-            fprintf(stderr, "\r[%zu/%zu] %-60s", i + 1, m->n_sel, m->sel[i]->id);
         fattn_h5_node *node = NULL;
         if ((st = run_one(p, m->sel[i], &node)) != FATTN_OK) {
             rc = cli_fail("run", "%s", fattn_last_error());
             break;
         }
+        cli_progress_line(p->progress, i, m->n_sel, m->sel[i]->id, case_result(node));
+        tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
-            rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+            rc = cli_fail_at("run", out);
     }
-    if (tty)
-        fprintf(stderr, "\r%-72s\r", "");
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, p->audit)) != FATTN_OK)
-        rc = cli_fail("run", "%s: %s", out, fattn_last_error());
+        rc = cli_fail_at("run", out);
+    if (rc == FATTN_EXIT_OK)
+        printf("run: wrote %zu case%s (%zu tensor%s) to %s\n", m->n_sel, cli_s(m->n_sel),
+               tensors, cli_s(tensors), out);
     fattn_case_sink_free(k);
     return rc;
+}
+
+/* What merge needs to tell a complete set of shards of one matrix from an
+ * incomplete or a mixed one (docs/run-files.md): `matrix_digest` and
+ * `matrix_cases` always, `shard` ("I/N") for a --shard run. */
+static fattn_status set_shard_attrs(fattn_h5_node *root, const cli_matrix *m,
+                                    const char *filter, bool sharded)
+{
+    char digest[FATTN_DIGEST_LEN], shard[48];
+    size_t count = 0;
+    fattn_status st = cli_matrix_digest(m, filter, digest, &count);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(root, "matrix_digest", digest);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_int64(root, "matrix_cases", (int64_t)count);
+    snprintf(shard, sizeof shard, "%ld/%ld", m->shard_i, m->shard_n);
+    if (st == FATTN_OK && sharded)
+        st = fattn_h5_node_set_string(root, "shard", shard);
+    return st;
 }
 
 int fattn_cmd_run(int argc, char **argv)
@@ -379,7 +410,7 @@ int fattn_cmd_run(int argc, char **argv)
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
     const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
     const char *out = NULL, *te_rules_s = NULL;
-    bool check_writes = false;
+    bool check_writes = false, progress = false;
     cli_args a = {argc, argv, 1, "run"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -388,6 +419,8 @@ int fattn_cmd_run(int argc, char **argv)
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--check-writes")) {
             check_writes = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
                    (r = cli_opt(&a, "--impl", &impl_s)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
@@ -404,8 +437,9 @@ int fattn_cmd_run(int argc, char **argv)
         return cli_fail("run", "-o RUN.h5 is required");
     /* before any work: -o onto the case file would replace the matrix */
     const char *const run_inputs[] = {cases};
-    if (fattn_fileguard_check_distinct(out, run_inputs, 1) != FATTN_OK)
-        return cli_fail("run", "%s", fattn_last_error());
+    if (fattn_fileguard_check_distinct(out, run_inputs, 1) != FATTN_OK ||
+        fattn_fileguard_check_output(out) != FATTN_OK)
+        return cli_fail("run", "-o %s", fattn_last_error());
     fattn_impl impl;
     fattn_state until;
     if (fattn_impl_parse(impl_s, &impl) != FATTN_OK)
@@ -445,7 +479,8 @@ int fattn_cmd_run(int argc, char **argv)
     }
     run_plan p = {.opts = {.impl = impl, .engine = engine, .until = until,
                            .poison = FATTN_POISON_PATTERN, .te_rules = te_rules},
-                  .repeat = repeat, .check_writes = check_writes};
+                  .repeat = repeat, .check_writes = check_writes,
+                  .progress = cli_progress_wanted(progress)};
     fattn_h5_node *root = NULL;
     fattn_status st = fattn_h5_node_new_group("", &root);
     if (st == FATTN_OK && (repeat > 1 || check_writes))
@@ -457,6 +492,8 @@ int fattn_cmd_run(int argc, char **argv)
         st = fattn_runfile_set_provenance(root, fattn_impl_name(impl), backend_name, engine);
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
+    if (st == FATTN_OK)
+        st = set_shard_attrs(root, &m, filter, shard != NULL);
     int rc = st == FATTN_OK ? run_all(&p, &m, root, out)
                             : cli_fail("run", "%s", fattn_last_error());
     fattn_h5_node_free(p.audit);
@@ -470,7 +507,8 @@ int fattn_cmd_run(int argc, char **argv)
 
 static const char replay_help[] =
     "usage: fattn replay RUN.h5 --from save_ctx|forward --impl legacy|split\n"
-    "                    [--backend auto|cpu|cudnn] [--max-memory BYTES] -o OUT.h5\n"
+    "                    [--backend auto|cpu|cudnn] [--max-memory BYTES] [--progress]\n"
+    "                    -o OUT.h5\n"
     "\n"
     "Resume every case of RUN.h5 from a stored state with the chosen front end.\n"
     "--from save_ctx loads the recorded backward-read set into that front end's backward\n"
@@ -480,6 +518,8 @@ static const char replay_help[] =
     "root gains impl_forward, impl_backward and replayed_from. --max-memory refuses, before\n"
     "allocating, a case whose estimated peak is larger (as fattn run estimates it, with the\n"
     "recorded save_ctx max_seqlen_q/kv where they exceed the spec's; default: half the RAM).\n"
+    "--progress (the default when stderr is a terminal) prints `[3/63] CASE... ok` on\n"
+    "stderr as each case is done.\n"
     "Exit 0 when every case replayed; 2 on a usage error, an invalid file or an errored case\n"
     "(then OUT.h5 is not written).\n";
 
@@ -520,7 +560,7 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
         const fattn_h5_node *c = cases->children[i];
         double need;
         if (replay_peak_bytes(c, from, &need) != FATTN_OK)
-            return cli_fail("replay", "%s: %s", in, fattn_last_error());
+            return cli_fail_at("replay", in);
         if (need > max_mem)
             return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes exceeds "
                             "--max-memory %.0f", in, c->name, need, max_mem);
@@ -530,25 +570,33 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
 
 /* Every case of `src` replayed and streamed to `out`, one at a time. */
 static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state from,
-                      const fattn_run_opts *opts, const fattn_h5_node *root, const char *out)
+                      const fattn_run_opts *opts, const fattn_h5_node *root, const char *out,
+                      bool progress)
 {
     fattn_case_sink *k = NULL;
     fattn_status st = fattn_case_sink_open(out, root, false, &k);
     int rc = st == FATTN_OK ? FATTN_EXIT_OK
-                            : cli_fail("replay", "%s: %s", out, fattn_last_error());
+                            : cli_fail_at("replay", out);
+    size_t tensors = 0;
     for (size_t i = 0; rc == FATTN_EXIT_OK && i < cases->n_children; i++) {
         fattn_h5_node *node = NULL;
         if ((st = fattn_replay_case(cases->children[i], from, opts, &node)) != FATTN_OK) {
-            rc = cli_fail("replay", "%s: %s", in, fattn_last_error());
+            rc = cli_fail_at("replay", in);
             break;
         }
+        cli_progress_line(progress, i, cases->n_children, cases->children[i]->name,
+                          case_result(node));
+        tensors += cli_count_datasets(node);
         st = fattn_case_sink_put(k, node);
         fattn_h5_node_free(node);
         if (st != FATTN_OK)
-            rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+            rc = cli_fail_at("replay", out);
     }
     if (rc == FATTN_EXIT_OK && (st = fattn_case_sink_commit(k, NULL)) != FATTN_OK)
-        rc = cli_fail("replay", "%s: %s", out, fattn_last_error());
+        rc = cli_fail_at("replay", out);
+    if (rc == FATTN_EXIT_OK)
+        printf("replay: wrote %zu case%s (%zu tensor%s) to %s\n", cases->n_children,
+               cli_s(cases->n_children), tensors, cli_s(tensors), out);
     fattn_case_sink_free(k);
     return rc;
 }
@@ -557,12 +605,15 @@ int fattn_cmd_replay(int argc, char **argv)
 {
     const char *in = NULL, *from_s = NULL, *impl_s = NULL, *backend = "auto", *out = NULL;
     const char *maxmem_s = NULL;
+    bool progress = false;
     cli_args a = {argc, argv, 1, "replay"};
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(replay_help, stdout);
             return FATTN_EXIT_OK;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--from", &from_s)) || (r = cli_opt(&a, "--impl", &impl_s)) ||
                    (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out))) {
@@ -577,6 +628,10 @@ int fattn_cmd_replay(int argc, char **argv)
     }
     if (!in || !from_s || !impl_s || !out)
         return cli_fail("replay", "RUN.h5, --from, --impl and -o are required");
+    const char *const replay_inputs[] = {in};
+    if (fattn_fileguard_check_distinct(out, replay_inputs, 1) != FATTN_OK ||
+        fattn_fileguard_check_output(out) != FATTN_OK)
+        return cli_fail("replay", "-o %s", fattn_last_error());
     fattn_impl impl;
     fattn_state from;
     double max_mem;
@@ -626,7 +681,8 @@ int fattn_cmd_replay(int argc, char **argv)
         st = fattn_h5_node_set_string(root, "impl_backward", fattn_impl_name(impl));
     if (st == FATTN_OK)
         st = fattn_h5_node_set_string(root, "replayed_from", fattn_state_name(from));
-    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out)
+    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out,
+                                         cli_progress_wanted(progress))
                             : cli_fail("replay", "%s", fattn_last_error());
     fattn_h5_node_free(root);
     fattn_h5_node_free(src);

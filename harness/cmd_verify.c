@@ -28,7 +28,8 @@ static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd 
 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
-    "                    [--fixtures DIR] [--json FILE] [--strict] [--te-rules 2.19|2.20]\n"
+    "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
+    "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules 2.19|2.20]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -38,6 +39,15 @@ static const char verify_help[] =
     "their digests. Prints a table (case, states, tensors, result) and one verdict line.\n"
     "--fixtures defaults to the fixtures/ of the source tree fattn was built from:\n"
     "  " FATTN_SOURCE_ROOT "/fixtures\n"
+    "-k SUBSTRING selects the cases whose id contains SUBSTRING (with --filter, both\n"
+    "must hold; none selected is exit 2). -x/--exitfirst stops after the first case that\n"
+    "differs or errors, and prints the report of the cases run so far.\n"
+    "--progress (the default when stderr is a terminal) prints `[17/63] CASE... ok` on\n"
+    "stderr as each case is done.\n"
+    "--junit FILE writes JUnit XML (one testcase per case; a failure element with the first\n"
+    "difference, error and skipped elements) for CI dashboards; FILE = - writes it to stdout.\n"
+    "--json FILE writes the report as JSON (schema fattn-verify/1); FILE = - writes it to\n"
+    "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
     "without golden), 2 usage error, missing fixtures directory, or an errored case.\n"
     "--te-rules (default 2.20): the TE release whose rules count the cases TE's\n"
@@ -62,7 +72,13 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--strict")) {
             v->strict = true;
+        } else if (cli_flag(&a, "--progress")) {
+            v->progress = true;
+        } else if (cli_flag(&a, "-x") || cli_flag(&a, "--exitfirst")) {
+            v->exitfirst = true;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
+                   (r = cli_opt(&a, "-k", &v->keyword)) ||
+                   (r = cli_opt(&a, "--junit", &v->junit)) ||
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
@@ -75,7 +91,26 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                             argv[a.i]);
         }
     }
+    if (cli_is_stdout(v->json) && cli_is_stdout(v->junit))
+        return cli_fail("verify", "--json - and --junit -: only one report can go to stdout");
+    v->progress = cli_progress_wanted(v->progress);
     return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
+}
+
+/* -k SUBSTRING: keep the selected cases whose id contains it. */
+static int keep_keyword(cli_matrix *m, const char *keyword, const char *filter)
+{
+    size_t kept = 0, before = m->n_sel;
+    for (size_t i = 0; i < m->n_sel; i++)
+        if (strstr(m->sel[i]->id, keyword))
+            m->sel[kept++] = m->sel[i];
+    m->n_sel = kept;
+    if (kept)
+        return FATTN_EXIT_OK;
+    cli_matrix_free(m);
+    return cli_fail("verify", "no case id contains -k '%s' (%zu case%s selected%s; -k is a "
+                    "plain substring of the id)", keyword, before, cli_s(before),
+                    filter ? " by --filter" : "");
 }
 
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
@@ -86,6 +121,8 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
         return cli_fail("verify", "fixtures directory %s: %s", fix_dir,
                         errno ? strerror(errno) : "not a directory");
     if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    if (v->keyword && keep_keyword(&v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
@@ -177,6 +214,30 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
     fprintf(f, "%-48s %-6s %7zu  %s\n", c->spec->id, c->states, c->tensors, result);
 }
 
+/* A case's result in one word, for progress lines. */
+static const char *case_word(const fattn_verify_case *c)
+{
+    return c->skipped ? "skipped" : c->cmp.differences ? "DIFFERENT" : c->error[0] ? "ERROR"
+                                                                                  : "ok";
+}
+
+/* What verify does after each case: its table row, its progress line. */
+typedef struct verify_out {
+    FILE *table;
+    bool progress, exitfirst;
+    size_t done, n;
+    fattn_verify_result *r; /* the run's, to stop it (-x) */
+} verify_out;
+
+static void verify_on_case(void *ctx, const fattn_verify_case *c)
+{
+    verify_out *o = ctx;
+    fattn_cmd_verify_print_case(o->table, c);
+    cli_progress_line(o->progress, o->done++, o->n, c->spec->id, case_word(c));
+    if (o->exitfirst && (c->cmp.differences || c->error[0]))
+        o->r->stop = true;
+}
+
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
 {
     return r->n_err ? FATTN_EXIT_ERROR
@@ -186,8 +247,10 @@ int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
 
 static void print_summary(FILE *f, const fattn_verify_result *r)
 {
-    fprintf(f, "behavior-neutral: %s (%zu cases, %zu tensors, %zu skipped, %zu differences%s%s)\n",
-            r->neutral ? "yes" : "NO", r->n_cases, r->n_tensors, r->n_skip, r->n_diff_objects,
+    fprintf(f, "behavior-neutral: %s (%zu case%s, %zu tensor%s, %zu skipped, %zu difference%s"
+               "%s%s)\n",
+            r->neutral ? "yes" : "NO", r->n_cases, cli_s(r->n_cases), r->n_tensors,
+            cli_s(r->n_tensors), r->n_skip, r->n_diff_objects, cli_s(r->n_diff_objects),
             r->n_err ? ", errors: " : "", r->n_err ? "yes" : "");
     if (r->n_err)
         fprintf(f, "errored cases: %zu\n", r->n_err);
@@ -268,14 +331,107 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
-    fattn_status st = text ? fattn_fileguard_write_text(path, text, strlen(text))
-                           : fattn_error(FATTN_E_NOMEM, "out of memory");
-    free(text);
-    if (st != FATTN_OK) {
-        cli_fail("verify", "%s: cannot write the JSON report: %s", path, fattn_last_error());
+    if (!text) {
+        cli_fail("verify", "%s: cannot write the JSON report: out of memory", path);
         return -1;
     }
-    return 0;
+    int wrc = cli_write_report("verify", "JSON report", path, text);
+    free(text);
+    return wrc == FATTN_EXIT_OK ? 0 : -1;
+}
+
+/* Text as XML character data or an attribute value: the five specials as
+ * entities, and bytes XML 1.0 cannot hold (control characters; anything
+ * outside ASCII, which fattn's messages do not promise to be UTF-8) as '?'. */
+static void xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        switch (ch) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default:
+            fputc((ch < 0x20 && ch != '\t' && ch != '\n') || ch >= 0x7f ? '?' : ch, f);
+        }
+    }
+}
+
+/* One case as a JUnit testcase: classname fattn.verify.<id's first part>. */
+static void junit_case(FILE *f, const fattn_verify_case *c)
+{
+    const char *id = c->spec->id, *dot = strchr(id, '.');
+    fputs("    <testcase classname=\"fattn.verify.", f);
+    fprintf(f, "%.*s\" name=\"", dot ? (int)(dot - id) : (int)strlen(id), id);
+    xml_text(f, id);
+    fputs("\">\n", f);
+    if (c->skipped) {
+        fputs("      <skipped message=\"", f);
+        xml_text(f, c->skipped);
+        fputs("\"/>\n", f);
+    } else if (c->cmp.differences) {
+        fprintf(f, "      <failure type=\"different\" message=\"");
+        xml_text(f, c->cmp.paths[0]); /* "check: path" */
+        fputs(" ", f);
+        xml_text(f, c->cmp.why[0]);
+        fprintf(f, "\">%zu difference%s", c->cmp.differences, cli_s(c->cmp.differences));
+        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++) {
+            fputs("\n", f);
+            xml_text(f, c->cmp.paths[k]);
+            fputs(": ", f);
+            xml_text(f, c->cmp.why[k]);
+        }
+        fputs("</failure>\n", f);
+    } else if (c->error[0]) {
+        fputs("      <error type=\"error\" message=\"", f);
+        xml_text(f, c->error);
+        fputs("\"/>\n", f);
+    }
+    fputs("    </testcase>\n", f);
+}
+
+/* The JUnit XML report of the cases run; 0, or -1 after a message. */
+static int write_junit(const char *path, const fattn_cmd_verify_env *v,
+                       const fattn_verify_result *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
+        return -1;
+    }
+    char counts[160];
+    snprintf(counts, sizeof counts, "tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
+             "skipped=\"%zu\"", r->n_cases, r->n_diff, r->n_err, r->n_skip);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuites name=\"fattn verify\" %s>\n"
+               "  <testsuite name=\"fattn verify\" %s>\n    <properties>\n", counts, counts);
+    const char *props[][2] = {{"engine", v->backend_name},
+                              {"platform_key", v->goldens.key},
+                              {"goldens", v->goldens.path},
+                              {"verdict", r->neutral ? "behavior-neutral"
+                                                     : "not behavior-neutral"}};
+    for (size_t k = 0; k < sizeof props / sizeof props[0]; k++) {
+        fprintf(f, "      <property name=\"%s\" value=\"", props[k][0]);
+        xml_text(f, props[k][1] ? props[k][1] : "");
+        fputs("\"/>\n", f);
+    }
+    fputs("    </properties>\n", f);
+    for (size_t i = 0; i < r->n_cases; i++)
+        junit_case(f, &r->cases[i]);
+    fputs("  </testsuite>\n</testsuites>", f);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || !text) {
+        free(text);
+        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
+        return -1;
+    }
+    int rc = cli_write_report("verify", "JUnit report", path, text);
+    free(text);
+    return rc == FATTN_EXIT_OK ? 0 : -1;
 }
 
 /* The selected cases DotProductAttention would not route to FusedAttention
@@ -299,8 +455,13 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
             "(FusedAttnFunc runs them; fattn cases --te-rules %s names the rules)\n",
             fattn_te_rules_name(v->te_rules), routed, v->m.n_sel,
             fattn_te_rules_name(v->te_rules));
+    if (r->stop)
+        fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
+                r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
     int rc = fattn_cmd_verify_exit(r, v->strict);
     if (v->json && write_json(v->json, v, r, rc, routed) != 0)
+        rc = FATTN_EXIT_ERROR;
+    if (v->junit && write_junit(v->junit, v, r) != 0)
         rc = FATTN_EXIT_ERROR;
     return rc;
 }
@@ -318,19 +479,32 @@ int fattn_cmd_verify(int argc, char **argv)
      * checked before any case runs. */
     const char *inputs[2] = {v.goldens.exact || v.goldens.tolerance ? v.goldens.path : NULL,
                              v.cases};
-    if (v.json && (fattn_fileguard_check_distinct(v.json, inputs, 2) != FATTN_OK ||
-                   fattn_fileguard_check_target(v.json) != FATTN_OK)) {
-        rc = cli_fail("verify", "--json %s", fattn_last_error());
-        fattn_cmd_verify_close(&v);
-        return rc;
+    const char *outs[2][2] = {{"--json", v.json}, {"--junit", v.junit}};
+    for (int k = 0; k < 2; k++) {
+        const char *o = outs[k][1];
+        if (o && !cli_is_stdout(o) &&
+            (fattn_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
+             fattn_fileguard_check_output(o) != FATTN_OK)) {
+            rc = cli_fail("verify", "%s %s", outs[k][0], fattn_last_error());
+            fattn_cmd_verify_close(&v);
+            return rc;
+        }
     }
-    fattn_cmd_verify_print_header(stdout, &v);
+    if (v.json && v.junit && !cli_is_stdout(v.json) && !strcmp(v.json, v.junit)) {
+        fattn_cmd_verify_close(&v);
+        return cli_fail("verify", "--json and --junit name the same file %s", v.json);
+    }
+    /* with --json - or --junit -, stdout is the report alone and the table
+     * goes to stderr */
+    FILE *table = cli_is_stdout(v.json) || cli_is_stdout(v.junit) ? stderr : stdout;
+    fattn_cmd_verify_print_header(table, &v);
     fattn_verify_result r;
-    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, fattn_cmd_verify_print_case,
-                         stdout, &r) != FATTN_OK)
+    verify_out out = {table, v.progress, v.exitfirst, 0, v.m.n_sel, &r};
+    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, verify_on_case, &out, &r) !=
+        FATTN_OK)
         rc = cli_fail("verify", "%s", fattn_last_error());
     else
-        rc = fattn_cmd_verify_finish(stdout, &v, &r);
+        rc = fattn_cmd_verify_finish(table, &v, &r);
     fattn_verify_result_free(&r);
     fattn_cmd_verify_close(&v);
     return rc;
@@ -339,7 +513,7 @@ int fattn_cmd_verify(int argc, char **argv)
 /* ---- golden ---------------------------------------------------------------- */
 
 static const char golden_help[] =
-    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force]\n"
+    "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] [--progress]\n"
     "                    [--te-rules 2.19|2.20] -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
@@ -348,7 +522,8 @@ static const char golden_help[] =
     "--force, and refuses to write anything unless legacy == split and every case repeats\n"
     "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n"
     "--te-rules (default 2.20): the release the root attribute te_rules and each case's\n"
-    "prov_te_route name (as fattn run records them).\n";
+    "prov_te_route name (as fattn run records them). --progress (the default when stderr\n"
+    "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -469,13 +644,14 @@ static fattn_status golden_te_note(fattn_h5_node *g, const fattn_spec *s, unsign
  * cases whose checks differ; after the first nothing more is written, as
  * the sink will not be committed. */
 static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
-                        golden_changes *gc, fattn_case_sink *k, size_t *bad)
+                        golden_changes *gc, fattn_case_sink *k, size_t *bad, bool progress)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
         fattn_verify_case c;
         memset(&c, 0, sizeof c);
         c.spec = m->sel[i];
         fattn_verify_check_case(&c, e);
+        cli_progress_line(progress, i, m->n_sel, c.spec->id, case_word(&c));
         int rc = FATTN_EXIT_OK;
         if (c.error[0]) {
             rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
@@ -505,7 +681,7 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
 
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
 static int golden_write(const char *cases, const char *backend, unsigned te_rules,
-                        const char *out)
+                        const char *out, bool progress)
 {
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
@@ -546,19 +722,20 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FATTN_EXIT_OK)
-        rc = golden_cases(&m, e, te_rules, &gc, k, &bad);
+        rc = golden_cases(&m, e, te_rules, &gc, k, &bad, progress);
     if (rc == FATTN_EXIT_OK && bad) {
-        fprintf(stderr, "fattn golden: %zu case(s) differ between legacy and split or between "
-                "repeats: nothing written\n", bad);
+        fprintf(stderr, "fattn golden: %zu case%s differ%s between legacy and split or between "
+                "repeats: nothing written\n", bad, cli_s(bad), bad == 1 ? "s" : "");
         rc = FATTN_EXIT_DIFF;
     }
     /* what changed against the goldens being replaced */
     if (rc == FATTN_EXIT_OK) {
         golden_changes_print(&gc, path, m.sel, m.n_sel);
         if (fattn_case_sink_commit(k, NULL) != FATTN_OK)
-            rc = cli_fail("golden", "%s: %s", path, fattn_last_error());
+            rc = cli_fail_at("golden", path);
         else
-            printf("golden: wrote %zu cases to %s (platform key %s)\n", m.n_sel, path, key);
+            printf("golden: wrote %zu case%s to %s (platform key %s)\n", m.n_sel,
+                   cli_s(m.n_sel), path, key);
     }
     fattn_case_sink_free(k);
     golden_changes_free(&gc);
@@ -571,7 +748,7 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
 int fattn_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL, *te_rules_s = NULL;
-    bool force = false;
+    bool force = false, progress = false;
     cli_args a = {argc, argv, 1, "golden"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -580,6 +757,8 @@ int fattn_cmd_golden(int argc, char **argv)
             return FATTN_EXIT_OK;
         } else if (cli_flag(&a, "--force")) {
             force = true;
+        } else if (cli_flag(&a, "--progress")) {
+            progress = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
@@ -595,11 +774,14 @@ int fattn_cmd_golden(int argc, char **argv)
     if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     bool exists;
+    struct stat sb;
+    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return cli_fail("golden", "-o %s: exists and is not a directory", out);
     if (!dir_is_empty(out, &exists) && !force)
         return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
     if (!exists && mkdir(out, 0777) != 0)
-        return cli_fail("golden", "cannot create %s: %s", out, strerror(errno));
-    int rc = golden_write(cases, backend, te_rules, out);
+        return cli_fail("golden", "-o %s: cannot create the directory: %s", out, strerror(errno));
+    int rc = golden_write(cases, backend, te_rules, out, cli_progress_wanted(progress));
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
     if (rc != FATTN_EXIT_OK && !exists)

@@ -14,8 +14,12 @@
 typedef struct fattn_cmd_verify_env {
     /* arguments (pointers into argv) */
     const char *cases, *filter, *backend, *fixtures, *json;
+    const char *keyword; /* -k SUBSTRING */
+    const char *junit;   /* --junit FILE */
     bool strict;
     unsigned te_rules;          /* --te-rules: FATTN_TE_RULES_* bit */
+    bool progress;  /* --progress, or stderr a terminal */
+    bool exitfirst; /* -x: stop after the first differing or errored case */
     /* opened by fattn_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;

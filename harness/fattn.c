@@ -34,6 +34,10 @@ static const char main_help[] =
 
 int main(int argc, char **argv)
 {
+    /* Line-buffered even into a pipe: a CI log or `| tee` shows each table
+     * row as it is made, in order with the messages on stderr, instead of
+     * 4 KiB at a time at the end. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(main_help, argc < 2 ? stderr : stdout);
         return argc < 2 ? FATTN_EXIT_ERROR : FATTN_EXIT_OK;

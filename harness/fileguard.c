@@ -151,6 +151,8 @@ const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap)
 
 /* ---- outputs: checks ------------------------------------------------------- */
 
+static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err);
+
 /* Is a pinned input the file `sb` describes, or pinned under `target`? */
 static const char *pinned_as(const char *target, const struct stat *sb)
 {
@@ -194,6 +196,46 @@ fattn_status fattn_fileguard_check_target(const char *target)
                            "%s: the output is an input of this command (%s): refused", target,
                            in);
     return FATTN_OK;
+}
+
+fattn_status fattn_fileguard_check_output(const char *target)
+{
+    fattn_status st = fattn_fileguard_check_target(target);
+    if (st != FATTN_OK)
+        return st;
+    const char *slash = strrchr(target, '/');
+    if (slash && !slash[1])
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: names a directory, not a file", target);
+    char *dir = !slash ? strdup(".") : slash == target ? strdup("/")
+                                                       : strndup(target, (size_t)(slash - target));
+    if (!dir)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        st = fattn_error(errno == ENOENT ? FATTN_E_INVALID_ARG : FATTN_E_IO,
+                         "%s: cannot write there: directory %s: %s", target, dir,
+                         strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: %s is not a directory",
+                         target, dir);
+    if (st == FATTN_OK) {
+        /* A real file made and removed: permissions, a read-only file system,
+         * ACLs and root's privileges all answer as the write itself will. */
+        fattn_fileguard_tmp t;
+        memset(&t, 0, sizeof t);
+        t.fd = -1;
+        t.slot = -1;
+        int err = 0;
+        if (!(t.target = strdup(target)))
+            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+        else if (tmp_create(&t, &err) != FATTN_OK)
+            st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: cannot create a file "
+                             "in directory %s: %s", target, dir, err ? strerror(err)
+                                                                     : fattn_last_error());
+        fattn_fileguard_tmp_discard(&t);
+    }
+    free(dir);
+    return st;
 }
 
 fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *inputs,
@@ -301,8 +343,9 @@ static void tmp_free(fattn_fileguard_tmp *t)
     t->target = t->path = NULL;
 }
 
-/* Create ".<base>.tmp-<pid>-<n>" beside t->target, open and registered. */
-static fattn_status tmp_create(fattn_fileguard_tmp *t)
+/* Create ".<base>.tmp-<pid>-<n>" beside t->target, open and registered;
+ * *err gets open's errno on failure. */
+static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
 {
     const char *target = t->target;
     const char *slash = strrchr(target, '/');
@@ -327,9 +370,11 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t)
         if (t->fd >= 0)
             t->slot = tmp_register(t->path);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (t->fd < 0 && e != EEXIST)
+        if (t->fd < 0 && e != EEXIST) {
+            *err = e;
             st = fattn_error(FATTN_E_IO, "%s: cannot create temporary file %s: %s", target,
                              t->path, strerror(e));
+        }
     }
     if (st == FATTN_OK && t->fd < 0)
         st = fattn_error(FATTN_E_IO, "%s: no free temporary name", target);
@@ -346,7 +391,8 @@ fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t
         return st;
     if (!(t->target = strdup(target)))
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    st = tmp_create(t);
+    int err = 0;
+    st = tmp_create(t, &err);
     if (st != FATTN_OK)
         fattn_fileguard_tmp_discard(t);
     return st;

@@ -55,6 +55,13 @@ const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap);
  * it may be replaced. */
 fattn_status fattn_fileguard_check_target(const char *target);
 
+/* fattn_fileguard_check_target, then whether a file can be made beside
+ * `target`: its directory exists, is a directory, and a temporary file can
+ * be created there (made and removed again). For commands to call before
+ * any work, so that a run is not computed for a write that cannot happen.
+ * Messages name `target` once, then the cause. */
+fattn_status fattn_fileguard_check_output(const char *target);
+
 /* FATTN_E_INVALID_ARG if `out` names one of the n files `inputs` (the same
  * path, or the same inode where both exist; NULL entries are skipped):
  * for commands to call before any work. */

@@ -452,6 +452,10 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
         tally_case(r, c);
         if (on_case)
             on_case(ctx, c);
+        if (r->stop) {
+            r->n_cases = i + 1;
+            break;
+        }
     }
     r->neutral = r->n_diff == 0 && r->n_err == 0;
     return FATTN_OK;

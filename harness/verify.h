@@ -93,6 +93,7 @@ typedef struct fattn_verify_result {
     size_t n_refused;              /* expect_refusal cases refused as expected */
     const fattn_verify_case *first_bad; /* the first case with a difference */
     bool neutral;                  /* no difference and no error */
+    bool stop;                     /* set by on_case: run no more cases (n_cases: those run) */
 } fattn_verify_result;
 
 /* Called after each case's checks (e.g. to print its row). */

@@ -26,16 +26,16 @@ except ImportError as e:  # pragma: no cover
     print("1..0 # SKIP h5py/numpy not installed: %s" % e)
     sys.exit(0)
 
-FATTN = sys.argv[1]
+FATTN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="fattn-cli-")
 RESULTS = tap.Tests()
 
 
-def run(*args, env=None, check=None):
+def run(*args, env=None, check=None, cwd=None):
     e = dict(os.environ)
     if env:
         e.update(env)
-    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e)
+    p = subprocess.run([FATTN] + list(args), capture_output=True, text=True, env=e, cwd=cwd)
     if check is not None and p.returncode != check:
         raise AssertionError("fattn %s: exit %d, want %d\n%s" % (" ".join(args), p.returncode,
                                                                  check, p.stderr))
@@ -261,7 +261,7 @@ def _():
 @case("merge refuses overlapping shards (exit 2, nothing written)")
 def _():
     p = run("merge", "-o", path("dup.h5"), path("shard1.h5"), path("shard1.h5"), check=2)
-    assert "case" in p.stderr
+    assert "both shard 1/3" in p.stderr, p.stderr
     assert not os.path.exists(path("dup.h5"))
 
 
@@ -504,6 +504,360 @@ def _():
         case = k.split("/")[0]
         assert ("--repeat: %s/backward/dk is not bitwise repeatable (1 of " % case) in p.stderr, \
             p.stderr
+
+
+def count_datasets(fname):
+    n = 0
+    with h5py.File(fname, "r") as f:
+        def visit(name, obj):
+            nonlocal n
+            if isinstance(obj, h5py.Dataset) and not name.startswith("audit/"):
+                n += 1
+        f.visititems(visit)
+    return n
+
+
+@case("run, replay and merge end with 'wrote N cases (M tensors) to X', plurals right")
+def _():
+    one, many = path("wrote1.h5"), path("wroteN.h5")
+    p = run("run", "--filter", "layout.bshd_bshd_bshd.*", "-o", one, check=0)
+    assert p.stdout == "run: wrote 1 case (%d tensors) to %s\n" % (count_datasets(one), one), \
+        p.stdout
+    p = run("run", "--filter", "layout.*", "-o", many, check=0)
+    n = len(h5py.File(many, "r")["cases"])
+    assert n > 1
+    assert p.stdout == "run: wrote %d cases (%d tensors) to %s\n" % (n, count_datasets(many),
+                                                                      many), p.stdout
+    p = run("replay", one, "--from", "save_ctx", "--impl", "legacy", "-o", path("wrote_r.h5"),
+            check=0)
+    assert p.stdout == "replay: wrote 1 case (%d tensors) to %s\n" % (
+        count_datasets(path("wrote_r.h5")), path("wrote_r.h5")), p.stdout
+    p = run("merge", "-o", path("wrote_m.h5"), many, check=0)
+    assert p.stdout == "merge: wrote %d cases (%d tensors) to %s\n" % (
+        n, count_datasets(many), path("wrote_m.h5")), p.stdout
+    p = run("diff", one, one, check=0)
+    assert "summary: %d datasets compared, 0 counted differences" % count_datasets(one) \
+        in p.stdout, p.stdout
+    with open(path("one-case.json"), "w") as f:
+        f.write('[{"id":"tiny","b":1,"h":1,"sq":4,"d_qk":8}]')
+    os.makedirs(path("nofix"), exist_ok=True)
+    p = run("verify", "--backend", "cpu", "--cases", path("one-case.json"), "--fixtures",
+            path("nofix"), check=0)
+    assert "behavior-neutral: yes (1 case, " in p.stdout, p.stdout
+
+
+@case("stdout is line-buffered: verify's first row reaches a pipe while later cases run")
+def _():
+    with open(path("slow.json"), "w") as f:
+        f.write('[{"id":"a.fast","b":1,"h":1,"sq":4,"d_qk":8},'
+                '{"id":"b.slow","b":2,"h":4,"sq":1024,"d_qk":64}]')
+    os.makedirs(path("nofix"), exist_ok=True)
+    p = subprocess.Popen([FATTN, "verify", "--backend", "cpu", "--cases", path("slow.json"),
+                          "--fixtures", path("nofix")], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = [p.stdout.readline() for _ in range(3)]
+        # fully buffered, the rows come with the exit: give that a moment
+        time.sleep(0.5)
+        running = p.poll() is None
+    finally:
+        rest = p.communicate()[0]
+    assert lines[2].startswith("a.fast"), lines
+    assert running, "the first row came only when verify exited: %r" % (lines + [rest])
+    assert p.returncode == 0, p.returncode
+
+
+@case("--json - writes the JSON to stdout (diff, verify) and the text to stderr, no file '-'")
+def _():
+    import json
+    d = path("json-stdout")
+    os.makedirs(d, exist_ok=True)
+    one, many = path("wrote1.h5"), path("wroteN.h5")
+    p = run("diff", one, many, "--json", "-", cwd=d, check=1)
+    j = json.loads(p.stdout)
+    assert j["schema"] == "fattn-diff/1" and j["exit"] == 1, j.get("schema")
+    assert "summary:" in p.stderr and "exit 1" in p.stderr, p.stderr
+    p = run("verify", "--backend", "cpu", "--cases", path("one-case.json"), "--fixtures",
+            path("nofix"), "--json", "-", cwd=d, check=0)
+    j = json.loads(p.stdout)
+    assert j["schema"] == "fattn-verify/1" and [c["id"] for c in j["cases"]] == ["tiny"], j
+    assert "behavior-neutral: yes (1 case," in p.stderr, p.stderr
+    assert os.listdir(d) == [], os.listdir(d)
+
+
+def unwritable_dir():
+    """A directory no file can be made in: mode 0555, or for root (whom modes do not stop)
+    /sys where the kernel refuses it; None if neither is to be had."""
+    if os.geteuid() != 0:
+        d = path("readonly")
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o555)
+        return d
+    try:
+        fd = os.open("/sys/fattn-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError:
+        return "/sys"
+    os.close(fd)
+    os.unlink("/sys/fattn-probe")
+    return None
+
+
+@case("outputs are checked before any work: missing directory, a directory, an unwritable "
+      "place -> exit 2, the path named once, nothing computed or left behind")
+def _():
+    one = path("wrote1.h5")
+    targets = [path("nodir/x.h5"), TMP, path("wrote1.h5/x.h5")]
+    ro = unwritable_dir()
+    if ro:
+        targets.append(os.path.join(ro, "x.h5"))
+    before = sorted(os.listdir(TMP))
+    for t in targets:
+        for argv in (["run", "--filter", "layout.*", "-o", t],
+                     ["run", "--filter", "layout.*", "--repeat", "2", "-o", t],
+                     ["replay", one, "--from", "save_ctx", "--impl", "legacy", "-o", t],
+                     ["merge", "-o", t, one],
+                     ["diff", one, path("wroteN.h5"), "--json", t],
+                     ["verify", "--backend", "cpu", "--cases", path("one-case.json"),
+                      "--fixtures", path("nofix"), "--json", t],
+                     ["verify", "--backend", "cpu", "--cases", path("one-case.json"),
+                      "--fixtures", path("nofix"), "--junit", t]):
+            t0 = time.time()
+            p = run(*argv)
+            assert p.returncode == 2, (argv, p.returncode, p.stderr)
+            assert p.stderr.count(t) == 1, (argv, p.stderr)
+            assert p.stderr.count("\n") == 1, (argv, p.stderr)
+            assert p.stdout == "", (argv, p.stdout)  # no table, no report, no "exit 1"
+            assert time.time() - t0 < 5, (argv, "work was done first")
+    # golden -o DIR: a directory it cannot make, or a file where the directory belongs
+    with open(path("gold-file"), "w") as f:
+        f.write("x")
+    before = sorted(os.listdir(TMP))
+    for t in [path("nodir/g")] + ([os.path.join(ro, "g")] if ro else []) + [path("gold-file")]:
+        p = run("golden", "--backend", "cpu", "--cases", path("one-case.json"), "-o", t)
+        assert p.returncode == 2 and p.stderr.count(t) == 1, (t, p.returncode, p.stderr)
+        assert p.stdout == "", p.stdout
+    assert "not a directory" in p.stderr, p.stderr
+    assert sorted(os.listdir(TMP)) == before, sorted(set(os.listdir(TMP)) ^ set(before))
+
+
+@case("shard files record shard I/N and matrix_digest; merge refuses incomplete and mixed "
+      "sets (exit 2, nothing written) unless --partial")
+def _():
+    with h5py.File(path("shard2.h5"), "r") as f:
+        assert f.attrs["shard"] == "2/3", dict(f.attrs)
+        digest = f.attrs["matrix_digest"]
+        assert digest.startswith("xxh3-128:") and len(digest) == 9 + 32, digest
+    with h5py.File(path("split.h5"), "r") as f:
+        assert "shard" not in f.attrs and f.attrs["matrix_digest"] == digest
+    with h5py.File(path("merged.h5"), "r") as f:
+        assert "shard" not in f.attrs and f.attrs["matrix_digest"] == digest
+    run("run", "--shard", "1/2", "-o", path("half1.h5"), check=0)
+    run("run", "--filter", "layout.*", "--shard", "3/3", "-o", path("fshard3.h5"), check=0)
+    # the same matrix listed in reverse deals other cases to shard 2/3
+    run("run", "--cases", path("reversed.json"), "--shard", "2/3", "-o", path("rshard2.h5"),
+        check=0)
+    with h5py.File(path("rshard2.h5"), "r") as f:
+        assert f.attrs["matrix_digest"] == digest  # the digest is of the cases, not the order
+    out = path("refused.h5")
+    for ins, words in [
+            (["shard1.h5", "shard3.h5"], ["incomplete set", "missing: 2/3", "--partial"]),
+            (["shard2.h5"], ["missing: 1/3, 3/3"]),
+            (["shard1.h5", "half1.h5"], ["mixed set", "shard 1/2", "shard 1/3"]),
+            (["shard1.h5", "shard2.h5", "fshard3.h5"], ["mixed set", "different matrices"]),
+            (["split.h5", "shard1.h5"], ["mixed set", "not a shard"]),
+            (["shard1.h5", "rshard2.h5", "shard3.h5"], [])]:
+        p = run("merge", "-o", out, *[path(i) for i in ins])
+        assert p.returncode == 2, (ins, p.returncode, p.stderr)
+        for w in words:
+            assert w in p.stderr, (ins, w, p.stderr)
+        assert not os.path.exists(out), ins
+    # --partial merges the shards given, and says which are missing
+    p = run("merge", "--partial", "-o", out, path("shard1.h5"), path("shard3.h5"), check=0)
+    assert "missing: 2/3" in p.stderr, p.stderr
+    with h5py.File(out, "r") as f, h5py.File(path("split.h5"), "r") as w:
+        assert 0 < len(f["cases"]) < len(w["cases"])
+    # a mixed set stays refused with --partial: its shards do not divide one matrix
+    p = run("merge", "--partial", "-o", path("refused2.h5"), path("shard1.h5"),
+            path("half1.h5"), check=2)
+    assert "mixed set" in p.stderr
+    # unsharded run files of disjoint cases merge as before
+    run("run", "--filter", "layout.*", "-o", path("u1.h5"), check=0)
+    run("run", "--filter", "mask.*", "-o", path("u2.h5"), check=0)
+    run("merge", "-o", path("u12.h5"), path("u1.h5"), path("u2.h5"), check=0)
+    with h5py.File(path("u12.h5"), "r") as f:
+        # the union of two filters is no one matrix: no digest claims it is
+        assert "matrix_digest" not in f.attrs and "shard" not in f.attrs
+        assert len(f["cases"]) == 27, len(f["cases"])
+
+
+PROGRESS_RE = r"\[(\d+)/(\d+)\] (\S+)\.\.\. (ok|skipped|refused|DIFFERENT|ERROR)$"
+
+
+def progress_lines(text, n):
+    import re
+    lines = [l for l in text.splitlines() if re.match(r"\[\d+/\d+\] ", l)]
+    got = [re.match(PROGRESS_RE, l) for l in lines]
+    assert all(got) and len(got) == n, lines
+    assert [int(g.group(1)) for g in got] == list(range(1, n + 1)), lines
+    assert all(int(g.group(2)) == n for g in got), lines
+    return [(g.group(3), g.group(4)) for g in got]
+
+
+@case("--progress: run, verify, golden, replay and merge print [i/N] CASE... ok per case on "
+      "stderr; nothing without it when stderr is not a terminal; a terminal gets it unasked")
+def _():
+    flt = "layout.bshd*"
+    ids = sorted(l.split("\t")[0] for l in run("cases", "--filter", flt, check=0).stdout
+                 .splitlines())
+    n = len(ids)
+    out = path("prog.h5")
+    for argv in (["run", "--filter", flt, "-o", out],
+                 ["verify", "--backend", "cpu", "--filter", flt, "--fixtures", path("nofix")],
+                 ["replay", out, "--from", "save_ctx", "--impl", "legacy", "-o",
+                  path("prog-r.h5")],
+                 ["merge", "-o", path("prog-m.h5"), out],
+                 ["golden", "--backend", "cpu", "--cases", path("slow.json"), "--force",
+                  "-o", path("prog-golden")]):
+        quiet = run(*argv, check=0)
+        assert quiet.stderr == "", (argv, quiet.stderr)
+        p = run(*(argv + ["--progress"]), check=0)
+        if argv[0] == "golden":
+            assert progress_lines(p.stderr, 2) == [("a.fast", "ok"), ("b.slow", "ok")]
+            continue
+        got = progress_lines(p.stderr, n)
+        assert sorted(i for i, _ in got) == ids and {r for _, r in got} == {"ok"}, got
+        assert p.stdout == quiet.stdout or argv[0] == "verify", (p.stdout, quiet.stdout)
+    # stderr a terminal: progress without the flag
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([FATTN, "run", "--filter", flt, "-o", path("prog-tty.h5")],
+                         stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    p.wait()
+    text = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        text += chunk
+    os.close(master)
+    assert p.returncode == 0
+    progress_lines(text.decode().replace("\r", ""), n)
+
+
+@case("verify --progress with stdout and stderr in one pipe: each row, then its progress line")
+def _():
+    p = subprocess.run([FATTN, "verify", "--backend", "cpu", "--filter", "layout.bshd*",
+                        "--fixtures", path("nofix"), "--progress"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    lines = p.stdout.splitlines()
+    prog = [i for i, l in enumerate(lines) if l.startswith("[")]
+    assert prog, lines
+    for i in prog:
+        case_id = lines[i].split()[1][:-3]
+        assert lines[i - 1].startswith(case_id + " "), (lines[i - 1], lines[i])
+
+
+def verify_fixture():
+    """Goldens of three tiny cases, in a directory whose name XML must escape, and a matrix
+    whose middle case no longer matches its golden (another input seed)."""
+    import json
+    cases = [{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8},
+             {"id": "b.two", "b": 1, "h": 1, "sq": 4, "d_qk": 8, "seed": 7},
+             {"id": "c.three", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]
+    gold = path("vx-gold.json")
+    with open(gold, "w") as f:
+        json.dump(cases, f)
+    fix = path("fix&<\"'>")
+    if not os.path.isdir(fix):
+        run("golden", "--backend", "cpu", "--cases", gold, "-o", fix, check=0)
+    cases[1]["seed"] = 8
+    changed = path("vx-changed.json")
+    with open(changed, "w") as f:
+        json.dump(cases, f)
+    return fix, changed
+
+
+def table_ids(stdout):
+    return [l.split()[0] for l in stdout.splitlines()[2:] if l and l.split()[0] in
+            ("a.one", "b.two", "c.three")]
+
+
+@case("verify -x/--exitfirst stops after the first differing case, prints the report so far, "
+      "exit 1")
+def _():
+    fix, changed = verify_fixture()
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two", "c.three"], p.stdout
+    for flag in ("-x", "--exitfirst"):
+        p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, flag,
+                check=1)
+        assert table_ids(p.stdout) == ["a.one", "b.two"], p.stdout
+        assert "behavior-neutral: NO (2 cases," in p.stdout, p.stdout
+        assert "first differences (golden, case b.two)" in p.stdout, p.stdout
+        assert "stopped after the first failing case (-x): 2 of 3 cases run" in p.stdout
+    # nothing fails: -x changes nothing
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-x", "-k",
+            "e", check=0)
+    assert table_ids(p.stdout) == ["a.one", "c.three"] and "stopped" not in p.stdout, p.stdout
+
+
+@case("verify -k SUBSTRING selects cases whose id contains it, beside --filter; none is exit 2")
+def _():
+    fix, changed = verify_fixture()
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-k", "thr",
+            check=0)
+    assert table_ids(p.stdout) == ["c.three"], p.stdout
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-k", "o",
+            "--filter", "[ab].*", check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two"], p.stdout
+    for extra in (["-k", "zzz"], ["-k", "thr", "--filter", "a.*"]):
+        p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, *extra,
+                check=2)
+        assert "-k '%s'" % extra[1] in p.stderr and "behavior-neutral" not in p.stdout, p.stderr
+
+
+@case("verify --junit FILE / -: JUnit XML that xml.etree parses, one testcase per case, a "
+      "failure with the first difference, escaped text")
+def _():
+    import xml.etree.ElementTree as ET
+    fix, changed = verify_fixture()
+    out = path("junit.xml")
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "--junit",
+            out, check=1)
+    assert table_ids(p.stdout) == ["a.one", "b.two", "c.three"], p.stdout
+    root = ET.parse(out).getroot()
+    suite = root.find("testsuite")
+    assert root.tag == "testsuites" and suite.get("tests") == "3", ET.tostring(root)
+    assert suite.get("failures") == "1" and suite.get("errors") == "0", suite.attrib
+    tcs = suite.findall("testcase")
+    assert [t.get("name") for t in tcs] == ["a.one", "b.two", "c.three"]
+    assert [t.get("classname") for t in tcs] == ["fattn.verify.a", "fattn.verify.b",
+                                                 "fattn.verify.c"]
+    fails = {t.get("name"): t.find("failure") for t in tcs}
+    assert fails["a.one"] is None and fails["c.three"] is None
+    f = fails["b.two"]
+    assert f is not None and f.get("message").startswith("golden: @spec"), f.attrib
+    assert "forward/out" in f.text, f.text
+    props = {e.get("name"): e.get("value") for e in suite.find("properties")}
+    assert props["goldens"] == os.path.join(fix, "cpu-math-1.h5"), props  # & < " ' > escaped
+    assert props["verdict"] == "not behavior-neutral", props
+    # -x: the testcases of the cases run
+    p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-x",
+            "--junit", "-", check=1)
+    root = ET.fromstring(p.stdout)
+    assert [t.get("name") for t in root.iter("testcase")] == ["a.one", "b.two"], p.stdout
+    assert "stopped after the first failing case" in p.stderr, p.stderr
+    # a skipped case is a skipped element
+    p = run("verify", "--backend", "cpu", "--cases", path("paged.json"), "--fixtures",
+            path("nofix"), "--junit", "-", check=0)
+    (t,) = ET.fromstring(p.stdout).iter("testcase")
+    assert t.find("skipped") is not None and "paged" in t.find("skipped").get("message")
+    p = run("verify", "--json", "-", "--junit", "-", check=2)
+    assert "only one report" in p.stderr, p.stderr
 
 
 def main():

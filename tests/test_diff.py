@@ -122,8 +122,26 @@ def _():
 
 @case("legacy vs split run files of the matrix exit 0; impl in the delta, _impl listed")
 def _():
-    p = run("diff", path("L.h5"), path("S.h5"), check=0)
+    p = run("diff", path("L.h5"), path("S.h5"), "--show-private", check=0)
     assert "/@impl" in p.stdout and "private (_impl, not counted)" in p.stdout, p.stdout
+
+
+@case("_impl groups are quiet by default: no line each, the summary counts them; "
+      "--show-private lists them; verify's verdict on the same pair is unchanged")
+def _():
+    import re
+    quiet = run("diff", path("L.h5"), path("S.h5"), check=0)
+    shown = run("diff", path("L.h5"), path("S.h5"), "--show-private", check=0)
+    assert "private (_impl" not in quiet.stdout, quiet.stdout
+    listed = [l for l in shown.stdout.splitlines() if l.startswith("private (_impl")]
+    assert listed, shown.stdout
+    n = int(re.search(r"(\d+) private", quiet.stdout.splitlines()[-1]).group(1))
+    assert n > 0 and "--show-private" in quiet.stdout.splitlines()[-1], quiet.stdout
+    assert re.search(r"%d private; exit 0$" % n, shown.stdout.splitlines()[-1]), shown.stdout
+    # the report shrinks by exactly the private lines, nothing else changes
+    assert len(shown.stdout.splitlines()) == len(quiet.stdout.splitlines()) + len(listed)
+    p = run("verify", "--backend", "cpu", "--filter", "layout.bshd*", check=0)
+    assert "behavior-neutral: yes" in p.stdout, p.stdout
 
 
 @case("a flipped bit with a stale digest is 'corrupt: PATH' (exit 1)")
@@ -277,8 +295,10 @@ def _():
         k = [k for k in g if isinstance(g[k], h5py.Dataset)][0]
         flip_bits(f, g.name + "/" + k, 0, 1, True)
     b = edited("S.h5", "impl.h5", e)
-    p = run("diff", path("S.h5"), b, check=0)
+    p = run("diff", path("S.h5"), b, "--show-private", check=0)
     assert "private (_impl, not counted)" in p.stdout and "1 different" in p.stdout, p.stdout
+    p = run("diff", path("S.h5"), b, check=0)
+    assert "private (_impl" not in p.stdout and "1 private (not counted" in p.stdout, p.stdout
 
 
 @case("/audit is compared only with --audit")
