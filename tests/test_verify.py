@@ -67,6 +67,21 @@ def fattn(*args, env=None, exe=None):
     return subprocess.run([exe or FATTN] + list(args), capture_output=True, text=True, env=e)
 
 
+@test("no false alarms: 20 runs of verify on one build give the same verdict and report bytes")
+def _():
+    first = None
+    for i in range(20):
+        j = os.path.join(TMP, "repeat-%d.json" % i)
+        p = fattn("verify", "--fixtures", FIXTURES, "--json", j)
+        assert p.returncode == 0, (i, p.stdout[-1500:], p.stderr[-500:])
+        with open(j, "rb") as f:
+            got = (p.stdout, p.stderr, f.read())
+        if first is None:
+            first = got
+            assert "behavior-neutral: yes" in p.stdout
+        assert got == first, "run %d's report differs from run 0's" % i
+
+
 @test("verify passes against the committed fixtures, bitwise on this platform")
 def _():
     p = fattn("verify", "--fixtures", FIXTURES, "--json", os.path.join(TMP, "v.json"))
