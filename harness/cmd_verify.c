@@ -245,6 +245,35 @@ int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
                                                                               : FATTN_EXIT_OK;
 }
 
+/* The commands that show case b's first difference outside verify. */
+static void print_repro(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_case *b)
+{
+    char cases[600] = "", backend[64] = "";
+    if (v->cases)
+        snprintf(cases, sizeof cases, " --cases %s", v->cases);
+    if (v->backend_name)
+        snprintf(backend, sizeof backend, " --backend %s", v->backend_name);
+    const char *id = b->spec->id, *chk = b->first_check;
+    fprintf(f, "reproduce:\n");
+    if (!strncmp(chk, "golden", 6)) {
+        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn diff "
+                "legacy.h5 %s\n", id, cases, backend, v->goldens.path);
+    } else if (!strncmp(chk, "replay ", 7)) {
+        const char *src = strstr(chk, "replay legacy") ? "legacy" : "split";
+        const char *from = strstr(chk, "forward ->") ? "forward" : "save_ctx";
+        const char *to = strstr(chk, "-> legacy") ? "legacy" : "split";
+        fprintf(f, "  fattn run --filter '%s'%s%s --impl %s -o a.h5 && fattn replay a.h5 --from "
+                "%s --impl %s%s -o b.h5 && fattn diff a.h5 b.h5\n", id, cases, backend, src,
+                from, to, backend);
+    } else {
+        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn run "
+                "--filter '%s'%s%s --impl split -o split.h5 && fattn diff legacy.h5 split.h5\n",
+                id, cases, backend, id, cases, backend);
+    }
+    fprintf(f, "  fattn verify -k '%s'%s%s  (every check of the case; the split wrapper and "
+            "seam checks run only here)\n", id, cases, backend);
+}
+
 static void print_summary(FILE *f, const fattn_verify_result *r)
 {
     fprintf(f, "behavior-neutral: %s (%zu case%s, %zu tensor%s, %zu skipped, %zu difference%s"
@@ -265,6 +294,8 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
         fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
         for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
             fprintf(f, "  %s: %s\n", b->cmp.paths[k], b->cmp.why[k]);
+        if (b->cmp.detail[0])
+            fprintf(f, "  %s: %s\n", b->cmp.detail_path, b->cmp.detail);
         /* a state missing on one side: why it is missing */
         for (int i = 0; fattn_verify_side_failed(b) && i < FATTN_IMPL_COUNT; i++) {
             if (b->side_status[i] == FATTN_OK)
@@ -450,6 +481,8 @@ static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
+    if (r->first_bad)
+        print_repro(f, v, r->first_bad);
     size_t routed = dpa_routed_count(v);
     fprintf(f, "TE %s rules: DotProductAttention would route %zu of %zu cases elsewhere "
             "(FusedAttnFunc runs them; fattn cases --te-rules %s names the rules)\n",

@@ -153,6 +153,56 @@ static bool is_noisy(const fattn_compare_result *r, const char *path)
     return noisy;
 }
 
+/* The first differing element of equal-shaped x and y (flat index, or
+ * numel when none) and its index in the shape, as "[i,j,...]". */
+static uint64_t first_differing(const fattn_h5_node *x, const fattn_h5_node *y, char *idx,
+                                size_t n)
+{
+    size_t esz = fattn_dtype_size(x->dtype), numel = esz ? x->nbytes / esz : 0;
+    const unsigned char *a = x->data, *b = y->data;
+    uint64_t i = 0;
+    while (i < numel && memcmp(a + i * esz, b + i * esz, esz) == 0)
+        i++;
+    uint64_t rest = i;
+    int64_t coord[FATTN_MAX_DIMS] = {0};
+    for (int d = x->ndim - 1; d >= 0 && x->shape[d] > 0; d--) {
+        coord[d] = (int64_t)(rest % (uint64_t)x->shape[d]);
+        rest /= (uint64_t)x->shape[d];
+    }
+    int at = snprintf(idx, n, "[");
+    for (int d = 0; d < x->ndim && at > 0 && (size_t)at < n; d++)
+        at += snprintf(idx + at, n - (size_t)at, "%s%lld", d ? "," : "", (long long)coord[d]);
+    if (at > 0 && (size_t)at < n)
+        snprintf(idx + at, n - (size_t)at, "]");
+    return i;
+}
+
+/* r's detail for the first dataset whose elements differ. */
+static void note_detail(fattn_compare_result *r, const char *path, const fattn_h5_node *x,
+                        const fattn_h5_node *y, const fattn_elem_stats *s)
+{
+    if (r->detail[0])
+        return;
+    char idx[160];
+    uint64_t i = first_differing(x, y, idx, sizeof idx);
+    size_t esz = fattn_dtype_size(x->dtype);
+    if (!esz || i * esz >= x->nbytes)
+        return;
+    uint64_t ab = fattn_elem_bits((const unsigned char *)x->data + i * esz, esz);
+    uint64_t bb = fattn_elem_bits((const unsigned char *)y->data + i * esz, esz);
+    int w = (int)(2 * esz);
+    int at = snprintf(r->detail, sizeof r->detail,
+                      "first at %s (flat %llu): A %.9g (0x%0*llx), B %.9g (0x%0*llx)", idx,
+                      (unsigned long long)i, fattn_elem_decode(x->dtype, ab), w,
+                      (unsigned long long)ab, fattn_elem_decode(x->dtype, bb), w,
+                      (unsigned long long)bb);
+    if (fattn_dtype_is_float(x->dtype) && at > 0 && (size_t)at < sizeof r->detail)
+        snprintf(r->detail + at, sizeof r->detail - (size_t)at,
+                 "; max abs %.3g, max rel %.3g, max ULP %llu", s->max_abs, s->max_rel,
+                 (unsigned long long)s->max_ulp);
+    snprintf(r->detail_path, sizeof r->detail_path, "%s", path);
+}
+
 /* A dataset pair's data: bitwise, or within the noise bound for a
  * non-deterministic tensor; then its attributes. */
 static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
@@ -186,9 +236,10 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
         else if (s.fail_count)
             snprintf(why, sizeof why, "%zu of %zu elements outside the noise bound (rtol %g "
                      "atol %g)", (size_t)s.fail_count, n, r->noisy_rtol, r->noisy_atol);
-        if (!noisy || s.fail_count)
+        if (!noisy || s.fail_count) {
             note(r, at->path, why);
-        else
+            note_detail(r, at->path, x, y, &s);
+        } else
             r->noisy_within++;
     }
     fattn_walk_attrs(c->w, at);

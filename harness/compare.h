@@ -17,6 +17,7 @@
 #include "tolerance.h"
 
 #define FATTN_COMPARE_MAX_REPORTED 8
+#define FATTN_COMPARE_DETAIL_LEN 512
 
 typedef struct fattn_compare_result {
     size_t tensors;     /* datasets (and digest-only tensors) compared */
@@ -31,6 +32,12 @@ typedef struct fattn_compare_result {
     /* the first differing paths (relative to the case group) with why */
     char paths[FATTN_COMPARE_MAX_REPORTED][192];
     char why[FATTN_COMPARE_MAX_REPORTED][160];
+    /* For the first dataset whose elements differ (detail_path): where and
+     * by how much, as a person acts on it — the first differing element's
+     * index and both values (decimal and hex bits), then max abs and rel
+     * error and max ULP over the tensor (floats). Empty until one differs. */
+    char detail_path[256];
+    char detail[FATTN_COMPARE_DETAIL_LEN];
 } fattn_compare_result;
 
 /* Attributes named prov_* are provenance and never compared. */

@@ -46,6 +46,11 @@ static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e
 static void check_note(fattn_verify_case *c, const char *check, const fattn_compare_result *r)
 {
     c->tensors += r->tensors;
+    if (!c->cmp.detail[0] && r->detail[0]) {
+        snprintf(c->cmp.detail_path, sizeof c->cmp.detail_path, "%.60s: %.190s", check,
+                 r->detail_path);
+        snprintf(c->cmp.detail, sizeof c->cmp.detail, "%s", r->detail);
+    }
     c->noisy_within += r->noisy_within;
     for (size_t i = 0; i < r->differences; i++) {
         if (c->cmp.differences < FATTN_COMPARE_MAX_REPORTED && i < FATTN_COMPARE_MAX_REPORTED) {

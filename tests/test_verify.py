@@ -206,6 +206,28 @@ def make_mutant_test(mutant, target):
         assert "behavior-neutral: NO" in p.stdout
 
 
+@test("a difference is reported as a person acts on it: first index, both values, max abs/rel/ULP, and commands that reproduce it")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    exe = MUTANT_EXES["fattn-mutant-dedup_k_as_v"]
+    p = fattn("verify", "--fixtures", FIXTURES, exe=exe)
+    assert p.returncode == 1, p.stdout[-1500:]
+    out = p.stdout
+    assert "legacy vs split: save_ctx/k: first at [0,0,0,0] (flat 0): A " in out, out[-2500:]
+    assert "(0x" in out and "max abs" in out and "max rel" in out and "max ULP" in out
+    lines = out.splitlines()
+    i = lines.index("reproduce:")
+    cmd = lines[i + 1].strip()
+    assert cmd.startswith("fattn run --filter '") and "fattn diff legacy.h5 split.h5" in cmd
+    d = os.path.join(TMP, "repro")
+    os.makedirs(d)
+    r = subprocess.run(cmd.replace("fattn ", exe + " "), shell=True, cwd=d,
+                       capture_output=True, text=True)
+    assert r.returncode == 1, (r.returncode, r.stdout[-1500:], r.stderr[-500:])
+    assert "save_ctx/k" in r.stdout, r.stdout[-1500:]
+
+
 if MUTANTS:
     for m, t in MUTANT_TARGETS.items():
         make_mutant_test(m, t)
