@@ -1,6 +1,6 @@
 /* The backward-read set: the ctx fields TE's backward reads, as one table.
  *
- * TE's FusedAttnFunc.forward sets 33 ctx attributes (backends.py:1635-1726).
+ * TE's FusedAttnFunc.forward sets 33 ctx attributes (TE 2.19.0 backends.py:1657-1748).
  * Backward reads 29 of them; the other four are fp8_recipe, fp8_meta and
  * is_output_fp8 (set, never read) and tensor_objects (the saved tensors,
  * saved_slots.h). The 29 are FATTN_CTX_FIELDS below, in TE's order. From

@@ -744,7 +744,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     if (ctx->use_FAv2_bwd)
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "legacy backward: use_FAv2_bwd (flash-attn v2 backward, "
-                           "backends.py:1775) is not available in fattn");
+                           "TE 2.19.0 backends.py:1797) is not available in fattn");
     if (ctx->fp8)
         return fattn_error(FATTN_E_UNSUPPORTED, "legacy backward: FP8 execution is not "
                                                 "implemented");

@@ -74,6 +74,8 @@ const char *fattn_split_source_name(fattn_split_source s)
     }
 }
 
+/* FusedAttnFwdArgs's defaults, backends.py:1440-1486 (fattn's unset encodings for the
+ * required fields, fattn/split.h). */
 void fattn_fwd_args_init(fattn_fwd_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -98,6 +100,7 @@ void fattn_fwd_args_init(fattn_fwd_args *a)
     a->layer_number = 1;
 }
 
+/* FusedAttnBwdArgs: every field None, backends.py:1489-1543 (unset encodings). */
 void fattn_bwd_args_init(fattn_bwd_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -137,7 +140,7 @@ fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_fill_to_save: NULL argument");
     for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++)
         ts->t[i] = fattn_tensor_empty();
-    /* TE 2.20.2 backends.py:1758-1771, the FP8 branch's fp8_tensors / f16_tensors. */
+    /* TE 2.20.2 backends.py:1760-1771, the FP8 branch's fp8_tensors / f16_tensors. */
     switch (variant) {
     case FATTN_SPLIT_SAVE_F16:
     case FATTN_SPLIT_SAVE_FP8_BWD_F16:
@@ -324,6 +327,7 @@ void fattn_split_grads_free(fattn_split_grads *g)
     memset(g, 0, sizeof *g);
 }
 
+/* _reload_qkv_layout, backends.py:1881-1894. */
 fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded)
 {
     if (!offloaded)

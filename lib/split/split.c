@@ -13,9 +13,11 @@
  * the data they share (names, args structs, slots, dedup). The self-test
  * mutants of `fattn verify` are patches to this file (tests/mutants/).
  *
- * TE lines cited as file:line are at TE commit d0067d0:
+ * TE lines cited as file:line are TE 2.20.2's (the release that holds the
+ * merged refactor; docs/frontends.md maps every function here to them):
  *   backends.py    transformer_engine/pytorch/attention/dot_product_attention/backends.py
  *   fused_attn.py  transformer_engine/pytorch/cpp_extensions/fused_attn.py
+ * and, as the pure-Python wheel holds no C++, at TE commit d0067d0:
  *   attention.cpp  transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
 #include <assert.h>
@@ -422,7 +424,7 @@ static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
     return FATTN_OK;
 }
 
-/* ctx_attrs (backends.py:1635-1726 without the three dropped), f16 path. */
+/* ctx_attrs (backends.py:1860-1877), f16 path. */
 static void sp_forward_impl_ctx_attrs(sp_forward_frame *f)
 {
     fattn_split_ctx_attrs *ca = &f->res->ctx_attrs;
@@ -439,6 +441,7 @@ static void sp_forward_impl_ctx_attrs(sp_forward_frame *f)
         ca->dP_quantizer = ca->S_quantizer = NULL;
 }
 
+/* _fused_attn_forward_impl, backends.py:1578-1878. */
 fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
                                       const fattn_tensor *k, const fattn_tensor *v,
                                       const fattn_tensor *attn_bias,
@@ -571,6 +574,7 @@ static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
     bwd->poison = fwd->poison;
 }
 
+/* _fused_attn_setup_ctx, backends.py:1897-2004. */
 fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
                                    const fattn_tensor *out,
                                    const fattn_split_ctx_attrs *ca,
@@ -746,6 +750,7 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
     return fattn_engine_bwd(bwd->engine, &p);
 }
 
+/* _fused_attn_backward_impl, backends.py:2007-2242. */
 fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *g)
 {
     if (!bwd || !g)
@@ -757,7 +762,7 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     if (bwd->use_FAv2_bwd)
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "split backward: use_FAv2_bwd (flash-attn v2 backward, "
-                           "backends.py:1775) is not available in fattn");
+                           "backends.py:2039) is not available in fattn");
     if (bwd->fp8)
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "split backward: FP8 execution is not implemented");
@@ -804,6 +809,7 @@ void fattn_split_func_ctx_free(fattn_split_func_ctx *ctx)
     free(ctx);
 }
 
+/* FusedAttnFunc.forward, backends.py:2248-2277. */
 fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_tensor *q,
                                       const fattn_tensor *k, const fattn_tensor *v,
                                       const fattn_tensor *attn_bias,
@@ -845,6 +851,7 @@ fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_ten
     return FATTN_OK;
 }
 
+/* FusedAttnFunc.backward, backends.py:2279-2286. */
 fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
                                        fattn_tensor grads6[6])
 {

@@ -3,8 +3,8 @@
  *
  * fattn_legacy_forward takes TE's 36 forward inputs positionally, in TE's
  * order (transformer_engine/pytorch/attention/dot_product_attention/
- * backends.py:1376-1414 at TE d0067d0), sets the 33 loose ctx attributes of
- * backends.py:1635-1726, saves the flat list
+ * TE 2.19.0 backends.py:1398-1436), sets the 33 loose ctx attributes of
+ * backends.py:1657-1748, saves the flat list
  *   [q_fp8, k_fp8, v_fp8, out_fp8, q, k, v, out,
  *    cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded,
  *    aux pack...]
@@ -56,7 +56,7 @@ extern "C" {
 #define FATTN_LEGACY_GRAD_DBIAS 12
 #define FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET 29
 
-/* The saved list (ctx.save_for_backward, backends.py:1655-1665): 12 fixed
+/* The saved list (ctx.save_for_backward, TE 2.19.0 backends.py:1677-1687): 12 fixed
  * entries, then TE's aux pack as a list (2..4 entries) from
  * FATTN_LEGACY_SAVED_AUX on: [Stats, rng_state, (Bias), (SoftmaxOffset)].
  * This enum is the legacy front end's own; lib/split keeps its slots
@@ -94,7 +94,7 @@ typedef struct fattn_legacy_ctx {
      * (2.19.0 quantized_tensor.py:350), so a second backward raises. */
     bool tensor_objects_consumed;
 
-    /* ---- TE's 33 ctx attributes (backends.py:1635-1726) ---------------- */
+    /* ---- TE's 33 ctx attributes (2.19.0 backends.py:1657-1748) ---------------- */
     const void *fp8_recipe;          /* never read by backward */
     bool fp8;                        /* is_bwd_fp8 */
     fattn_dtype nominal_dtype;

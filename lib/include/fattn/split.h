@@ -60,7 +60,7 @@ extern "C" {
 #define FATTN_SPLIT_SCALE_NONE ((float)NAN)
 
 /* Which FP8 saved-tensor variant a forward uses (TE derives it from
- * qkv_type, NVTE_FP8_DPA_BWD and NVTE_DPA_FP8CS_O_in_F16: TE 2.20.2 backends.py:1758-1771). */
+ * qkv_type, NVTE_FP8_DPA_BWD and NVTE_DPA_FP8CS_O_in_F16: TE 2.20.2 backends.py:1760-1771). */
 typedef enum fattn_split_save_variant {
     FATTN_SPLIT_SAVE_F16 = 0,       /* fp8 = (None)x4,         f16 = (q, k, v, out) */
     FATTN_SPLIT_SAVE_FP8_O_F16 = 1, /* fp8 = (q8, k8, v8, None), f16 = (None, None, None, out_f16) */
@@ -271,7 +271,7 @@ typedef struct fattn_split_grads {
 void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
 void fattn_split_grads_free(fattn_split_grads *g);
 
-/* The 12 entries for a save variant (backends.py:1758-1771, 1842-1849):
+/* The 12 entries for a save variant (backends.py:1760-1771, 1842-1849):
  * fp8[4] = (q8, k8, v8, out8), f16[4] = (q, k, v, out), then stats and
  * rng_state; entries the variant does not save and the last two are
  * empty. */
@@ -318,7 +318,8 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
 
 /* The layout backward reloads tensors in when TE's legacy CPU offload
  * (NVTE_CPU_OFFLOAD_V1) moved an interleaved layer: each packed group is
- * rewritten to separate tensors (backends.py:1689-1703), e.g. sb3hd ->
+ * rewritten to separate tensors (_reload_qkv_layout, TE 2.20.2
+ * backends.py:1881-1894, used at 1938-1945), e.g. sb3hd ->
  * sbhd_sbhd_sbhd, bshd_bs2hd -> bshd_bshd_bshd; other layouts unchanged.
  * With offloaded = false the layout is returned as is. */
 fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded);
