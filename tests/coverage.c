@@ -1,0 +1,414 @@
+/* fattn-coverage: which cases of the default matrix see each row of the
+ * backward's inputs and of the outputs (docs/coverage.md).
+ *
+ * usage: fattn-coverage [--check] DOC.md
+ *   writes the table to DOC.md, or with --check compares it with DOC.md
+ *   byte for byte; exit 1 on a difference or on a hole (a row no case sees
+ *   that is not listed below as unreachable), 2 on an error.
+ *
+ * Measured by mutation, on the CPU engine: each training case runs through
+ * the legacy front end; then for every row of the backward-read set
+ * (FATTN_CTX_FIELDS) and every saved slot (FATTN_SAVED_SLOTS) the recorded
+ * save_ctx is changed in that one row and replayed through the split's
+ * backward. The case sees the row when a backward bit changes or the
+ * backward refuses the changed context (verify reports both). The aux
+ * slots and gradient positions are outputs recorded bitwise: a case sees
+ * one when its run records it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fattn/dtype.h"
+#include "fattn/engine.h"
+#include "fattn/te.h"
+
+#include "compare.h"
+#include "ctx_fields.h"
+#include "h5io.h"
+#include "runner.h"
+#include "saved_slots.h"
+#include "spec.h"
+
+/* Rows no case of the matrix can show, with why: the FP8 branches read
+ * them, or fattn's engines do not take them. */
+static const struct {
+    const char *row, *why;
+} unreachable[] = {
+    {"ctx@QKV_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@O_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@dQKV_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@dO_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@dP_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@S_quantizer", "a quantizer object; None on the f16 path (FP8 model)"},
+    {"ctx@qkv_type", "read only on FP8 paths"},
+    {"ctx@qkv_scale_inv_format", "read only on FP8 paths"},
+    {"ctx@is_input_fp8", "read only on FP8 paths"},
+    {"ctx@bf16_backward", "read only on FP8 paths"},
+    {"ctx@layer_number", "read only by FP8 debug printing (print_quantizers)"},
+    {"ctx@fast_zero_fill", "handed to TE's C++ extension (fused_attn.py:623), which fattn's "
+                           "engines do not model: a gap of the model, not of the matrix"},
+    {"ctx@deterministic", "selects cuDNN's backward algorithm; the CPU engine, where this is "
+                          "measured, is deterministic by construction (docs/determinism.md)"},
+    {"saved/q_fp8", "saved only on FP8 paths"},
+    {"saved/k_fp8", "saved only on FP8 paths"},
+    {"saved/v_fp8", "saved only on FP8 paths"},
+    {"saved/out_fp8", "saved only on FP8 paths"},
+};
+
+#define MAX_ROWS 64
+#define MAX_CASES 256
+
+typedef struct row {
+    char name[64];
+    int n;                 /* cases that see it */
+    int n_refused;         /* of those, by refusing the changed context */
+    const char *first[3];  /* the first case ids */
+} row;
+
+static row rows[MAX_ROWS];
+static int n_rows;
+
+static row *row_get(const char *name)
+{
+    for (int i = 0; i < n_rows; i++)
+        if (!strcmp(rows[i].name, name))
+            return &rows[i];
+    if (n_rows == MAX_ROWS)
+        abort(); /* the tables have fewer rows */
+    snprintf(rows[n_rows].name, sizeof rows[0].name, "%s", name);
+    return &rows[n_rows++];
+}
+
+static void row_see(const char *name, const char *id, bool refused)
+{
+    row *r = row_get(name);
+    if (r->n < 3)
+        r->first[r->n] = id;
+    r->n++;
+    r->n_refused += refused;
+}
+
+/* The next valid value of an enum after v (names are the test). */
+#define ENUM_NEXT(codec, type, v)                                                             \
+    do {                                                                                       \
+        for (int k_ = 1; k_ <= 64; k_++) {                                                     \
+            int c_ = ((int)(v) + k_) % 64;                                                     \
+            const char *n_ = fattn_##codec##_name((type)c_);                                   \
+            if (n_ && strcmp(n_, "invalid")) {                                                 \
+                (v) = (type)c_;                                                                \
+                break;                                                                         \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* Change one row of a record: false when the row holds nothing to change. */
+static bool mutate_row(fattn_ctx_record *r, const char *name)
+{
+#define M_BOOL(f) r->f = !r->f
+#define M_INT64(f) r->f += 1
+#define M_FLOAT32(f) r->f = isnan(r->f) ? 0.2f : r->f == 0.0f ? 0.1f : r->f * 0.75f
+#define M_TRIBOOL(f) r->f = r->f < 0 ? 1 : !r->f
+#define M_PAIR(f) r->f[0] = r->f[0] < 0 ? 2 : r->f[0] + 1
+#define M_STRING(f) r->f = r->f ? NULL : "delayed"
+#define M_OPAQUE(f) return false
+#define M_ENUM_dtype(f) ENUM_NEXT(dtype, fattn_dtype, r->f)
+#define M_ENUM_layout(f) ENUM_NEXT(layout, fattn_qkv_layout, r->f)
+#define M_ENUM_format(f) ENUM_NEXT(format, fattn_qkv_format, r->f)
+#define M_ENUM_bias_type(f) ENUM_NEXT(bias_type, fattn_bias_type, r->f)
+#define M_ENUM_mask_type(f) ENUM_NEXT(mask_type, fattn_mask_type, r->f)
+#define M_ENUM_softmax_type(f) ENUM_NEXT(softmax_type, fattn_softmax_type, r->f)
+/* fused_attn_bwd reads the backend only to raise on No_Backend (TE 2.20.2
+ * fused_attn.py:603); the C++ side derives its own. */
+#define M_ENUM_te_backend(f) r->f = FATTN_TE_BACKEND_NO_BACKEND
+#define M_ENUM(f, codec) M_ENUM_##codec(f)
+#define M_KIND_BOOL(f, c) M_BOOL(f)
+#define M_KIND_INT64(f, c) M_INT64(f)
+#define M_KIND_FLOAT32(f, c) M_FLOAT32(f)
+#define M_KIND_TRIBOOL(f, c) M_TRIBOOL(f)
+#define M_KIND_PAIR(f, c) M_PAIR(f)
+#define M_KIND_STRING(f, c) M_STRING(f)
+#define M_KIND_OPAQUE(f, c) M_OPAQUE(f)
+#define M_KIND_ENUM(f, c) M_ENUM(f, c)
+#define ROW(fname, ctype, kind, codec, presence, role)                                         \
+    if (!strcmp(name, #fname)) {                                                               \
+        M_KIND_##kind(fname, codec);                                                           \
+        return true;                                                                           \
+    }
+    FATTN_CTX_FIELDS(ROW)
+#undef ROW
+    return false;
+}
+
+/* Change every element of a recorded tensor: floats by a quarter of their
+ * size and an offset, integers by one. */
+static void mutate_dataset(fattn_h5_node *d)
+{
+    size_t esz = fattn_dtype_size(d->dtype), n = esz ? d->nbytes / esz : 0;
+    unsigned char *p = d->data;
+    for (size_t i = 0; i < n; i++, p += esz) {
+        if (d->dtype == FATTN_DTYPE_FLOAT32) {
+            float x;
+            memcpy(&x, p, 4);
+            x = x + 0.25f * fabsf(x) + 0.125f;
+            memcpy(p, &x, 4);
+        } else if (d->dtype == FATTN_DTYPE_INT32) {
+            int32_t x;
+            memcpy(&x, p, 4);
+            x += (i == 0) ? 0 : 1; /* keep cu_seqlens[0] at 0 */
+            memcpy(p, &x, 4);
+        } else if (d->dtype == FATTN_DTYPE_INT64) {
+            int64_t x;
+            memcpy(&x, p, 8);
+            x += 1;
+            memcpy(p, &x, 8);
+        } else { /* 16-bit floats: move the bit pattern, not the sign */
+            uint16_t x;
+            memcpy(&x, p, 2);
+            x = (uint16_t)((x & 0x8000u) | (((x & 0x7fffu) + 0x0100u) & 0x7fffu));
+            memcpy(p, &x, 2);
+        }
+    }
+}
+
+/* Replay `c` from its save_ctx through the split's backward after `change`
+ * (which edits the copy's save_ctx): whether the backward differs from
+ * c's or refuses. -1 when the change does not apply. */
+typedef bool (*change_fn)(fattn_h5_node *sc, const char *what);
+
+static bool change_attr(fattn_h5_node *sc, const char *what)
+{
+    fattn_ctx_record r;
+    if (fattn_ctx_record_read(sc, &r) != FATTN_OK || !mutate_row(&r, what))
+        return false;
+    return fattn_ctx_record_write(&r, sc) == FATTN_OK;
+}
+
+static bool change_slot(fattn_h5_node *sc, const char *what)
+{
+    fattn_h5_node *d = fattn_h5_node_find(sc, what);
+    if (!d || !d->is_dataset)
+        return false;
+    mutate_dataset(d);
+    return true;
+}
+
+static int replay_differs(const fattn_h5_node *c, fattn_engine *e, change_fn change,
+                          const char *what, bool *refused)
+{
+    fattn_h5_node *holder = NULL, *x = NULL;
+    int res = -1;
+    if (fattn_h5_node_new_group("", &holder) != FATTN_OK ||
+        fattn_h5_node_copy(c, holder, NULL) != FATTN_OK)
+        goto done;
+    fattn_h5_node *copy = fattn_h5_node_find(holder, c->name);
+    fattn_h5_node *sc = copy ? fattn_h5_node_find(copy, "save_ctx") : NULL;
+    if (!sc || !change(sc, what))
+        goto done;
+    fattn_run_opts o = {.impl = FATTN_IMPL_SPLIT, .engine = e, .until = FATTN_STATE_BACKWARD,
+                        .poison = FATTN_POISON_PATTERN};
+    *refused = fattn_replay_case(copy, FATTN_STATE_SAVE_CTX, &o, &x) != FATTN_OK;
+    if (*refused) {
+        res = 1;
+        goto done;
+    }
+    static const char *const bw[] = {"backward", NULL};
+    fattn_compare_result r = {0};
+    fattn_compare_cases(c, x, bw, &r);
+    res = r.differences > 0;
+done:
+    fattn_h5_node_free(x);
+    fattn_h5_node_free(holder);
+    return res;
+}
+
+static void measure_case(const fattn_h5_node *c, const char *id, fattn_engine *e)
+{
+    bool refused = false;
+#define CTX_ROW(fname, ctype, kind, codec, presence, role)                                     \
+    if (replay_differs(c, e, change_attr, #fname, &refused) == 1)                              \
+        row_see("ctx@" #fname, id, refused);
+    FATTN_CTX_FIELDS(CTX_ROW)
+#undef CTX_ROW
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
+        const char *slot = fattn_saved_name((fattn_saved_slot)i);
+        char name[64];
+        snprintf(name, sizeof name, "saved/%s", slot);
+        if (replay_differs(c, e, change_slot, slot, &refused) == 1)
+            row_see(name, id, refused);
+    }
+    static const char *const outs[] = {"forward/out", "forward/max_logit",
+                                       "forward/aux/softmax_stats", "forward/aux/rng_state",
+                                       "forward/aux/aux_bias", "forward/aux/aux_softmax_offset",
+                                       "backward/dq", "backward/dk", "backward/dv",
+                                       "backward/d_bias", "backward/d_softmax_offset"};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (fattn_h5_node_find(c, outs[i]))
+            row_see(outs[i], id, false);
+}
+
+static const char *unreachable_why(const char *name)
+{
+    for (size_t i = 0; i < sizeof unreachable / sizeof unreachable[0]; i++)
+        if (!strcmp(unreachable[i].row, name))
+            return unreachable[i].why;
+    return NULL;
+}
+
+/* Every row of the tables, in order, seen or not. */
+static void rows_declare(void)
+{
+#define CTX_NAME(fname, ctype, kind, codec, presence, role) row_get("ctx@" #fname);
+    FATTN_CTX_FIELDS(CTX_NAME)
+#undef CTX_NAME
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "saved/%s", fattn_saved_name((fattn_saved_slot)i));
+        row_get(name);
+    }
+    static const char *const outs[] = {"forward/out", "forward/max_logit",
+                                       "forward/aux/softmax_stats", "forward/aux/rng_state",
+                                       "forward/aux/aux_bias", "forward/aux/aux_softmax_offset",
+                                       "backward/dq", "backward/dk", "backward/dv",
+                                       "backward/d_bias", "backward/d_softmax_offset"};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        row_get(outs[i]);
+}
+
+static char *render(int n_cases, int *holes)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap);
+    if (!b)
+        return NULL;
+#define OUT(...) len += (size_t)snprintf(b + len, len < cap ? cap - len : 0, __VA_ARGS__)
+    OUT("<!-- generated by fattn-coverage (tests/coverage.c); `meson test coverage` checks "
+        "it -->\n# Coverage of the default matrix\n\n"
+        "For every row of what the backward reads (the backward-read set `ctx@`, the saved "
+        "tensors `saved/`) and of what is recorded (the forward's outputs and aux slots, the "
+        "gradient positions), the cases of the default matrix in which a change to that row "
+        "changes a recorded bit. Measured by mutation on the CPU engine over the %d training "
+        "cases: the row is changed in the recorded save_ctx and the case is replayed through "
+        "the split's backward; it counts when a backward bit changes or the backward refuses "
+        "the changed context (both are differences verify reports; `refused` counts those). "
+        "Outputs count in every case that records them. A row no case sees is a hole and "
+        "fails `meson test coverage`, unless no case can show it (last column: why).\n\n"
+        "| row | cases | refused | e.g. | why no case sees it |\n|---|--:|--:|---|---|\n",
+        n_cases);
+    *holes = 0;
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i];
+        const char *why = unreachable_why(r->name);
+        if (!r->n && !why)
+            (*holes)++;
+        OUT("| `%s` | %d | %d | ", r->name, r->n, r->n_refused);
+        for (int k = 0; k < r->n && k < 3; k++)
+            OUT("%s`%s`", k ? ", " : "", r->first[k]);
+        OUT(" | %s |\n", why ? why : (r->n ? "" : "**hole**"));
+    }
+#undef OUT
+    if (len >= cap) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b)
+        b[len] = '\0';
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    bool check = argc == 3 && !strcmp(argv[1], "--check");
+    if (argc != 2 && !check) {
+        fprintf(stderr, "usage: fattn-coverage [--check] DOC.md\n");
+        return 2;
+    }
+    const char *doc = argv[argc - 1];
+    fattn_spec_list l = {0};
+    fattn_engine *e = NULL;
+    fattn_cpu_options co = {.threads = 1};
+    if (fattn_spec_load_default(&l) != FATTN_OK || fattn_engine_init_cpu(&e, &co) != FATTN_OK) {
+        fprintf(stderr, "fattn-coverage: %s\n", fattn_last_error());
+        return 2;
+    }
+    rows_declare();
+    int n_cases = 0;
+    for (size_t i = 0; i < l.count; i++) {
+        const fattn_spec *s = &l.items[i];
+        if (!s->is_training || s->expect_refusal)
+            continue;
+        fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e,
+                            .until = FATTN_STATE_BACKWARD, .poison = FATTN_POISON_PATTERN};
+        fattn_h5_node *c = NULL;
+        if (fattn_run_case(s, &o, &c) != FATTN_OK) {
+            fprintf(stderr, "fattn-coverage: case %s: %s\n", s->id, fattn_last_error());
+            return 2;
+        }
+        if (!fattn_h5_node_attr(c, "skipped")) {
+            n_cases++;
+            measure_case(c, s->id, e);
+        }
+        fattn_h5_node_free(c);
+    }
+    int holes = 0;
+    char *text = render(n_cases, &holes);
+    if (!text) {
+        fprintf(stderr, "fattn-coverage: out of memory\n");
+        return 2;
+    }
+    int rc = 0;
+    if (check) {
+        char *old = slurp(doc);
+        if (!old || strcmp(old, text)) {
+            fprintf(stderr, "fattn-coverage: %s is not what the matrix gives today; regenerate "
+                    "it with fattn-coverage %s\n", doc, doc);
+            rc = 1;
+        }
+        free(old);
+    } else {
+        FILE *f = fopen(doc, "wb");
+        if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "fattn-coverage: cannot write %s\n", doc);
+            rc = 2;
+        }
+    }
+    if (holes) {
+        fprintf(stderr, "fattn-coverage: %d hole%s (rows no case sees):\n", holes,
+                holes == 1 ? "" : "s");
+        for (int i = 0; i < n_rows; i++)
+            if (!rows[i].n && !unreachable_why(rows[i].name))
+                fprintf(stderr, "  %s\n", rows[i].name);
+        rc = rc ? rc : 1;
+    }
+    printf("fattn-coverage: %d cases, %d rows, %d hole%s\n", n_cases, n_rows, holes,
+           holes == 1 ? "" : "s");
+    free(text);
+    fattn_spec_list_free(&l);
+    fattn_engine_free(e);
+    return rc;
+}
