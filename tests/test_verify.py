@@ -54,6 +54,16 @@ MUTANT_TARGETS = {
     "bwd_brd_none": "raw.none.brd.window.no_mask.f16 ",
     "wrapper_grad_swap": "legacy vs split wrapper: backward/dk",
     "offload_ignored": "refuse.cpu_offload_v1.sb3hd.f16 ",
+    "ctx_max_seqlen_kv": "save_ctx@max_seqlen_kv",
+    "ctx_mask_type": "save_ctx@attn_mask_type",
+    "ctx_softmax_type": "save_ctx@softmax_type",
+    "ctx_bias_type": "save_ctx@attn_bias_type",
+    "ctx_o_format": "save_ctx@o_format",
+    "ctx_nominal_dtype": "save_ctx@nominal_dtype",
+    "ctx_use_fav2": "legacy vs split: @skipped attribute missing in A",
+    "saved_kv_unpadded": "save_ctx/cu_seqlens_kv_padded",
+    "dedup_out_as_v": "save_ctx/out",
+    "stats_from_max": "forward/aux/softmax_stats",
 }
 
 
