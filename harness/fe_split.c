@@ -30,7 +30,7 @@ typedef struct fe_split {
      * f, b and sv point at whichever set the run uses. */
     fattn_split_func_ctx *func;
     const fattn_split_fwd_result *f;
-    const fattn_bwd_args *b;
+    fattn_bwd_args *b;
     const fattn_split_saved *sv;
 } fe_split;
 
@@ -200,7 +200,7 @@ static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
 static fattn_status record_backward_impl(fe_split *s, fattn_h5_node *impl)
 {
     fattn_tensor *slot[FATTN_SAVED_COUNT];
-    bwd_slots((fattn_bwd_args *)s->b, slot);
+    bwd_slots(s->b, slot);
     fattn_status st = FATTN_OK;
     for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
         st = fattn_fe_put_fingerprint(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);

@@ -57,6 +57,13 @@ static const struct {
     {"saved/out_fp8", "saved only on FP8 paths"},
 };
 
+/* The outputs a run records bitwise: seen by every case that records one. */
+static const char *const outs[] = {"forward/out", "forward/max_logit",
+                                   "forward/aux/softmax_stats", "forward/aux/rng_state",
+                                   "forward/aux/aux_bias", "forward/aux/aux_softmax_offset",
+                                   "backward/dq", "backward/dk", "backward/dv",
+                                   "backward/d_bias", "backward/d_softmax_offset"};
+
 #define MAX_ROWS 64
 #define MAX_CASES 256
 
@@ -238,11 +245,6 @@ static void measure_case(const fattn_h5_node *c, const char *id, fattn_engine *e
         if (replay_differs(c, e, change_slot, slot, &refused) == 1)
             row_see(name, id, refused);
     }
-    static const char *const outs[] = {"forward/out", "forward/max_logit",
-                                       "forward/aux/softmax_stats", "forward/aux/rng_state",
-                                       "forward/aux/aux_bias", "forward/aux/aux_softmax_offset",
-                                       "backward/dq", "backward/dk", "backward/dv",
-                                       "backward/d_bias", "backward/d_softmax_offset"};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
         if (fattn_h5_node_find(c, outs[i]))
             row_see(outs[i], id, false);
@@ -267,11 +269,6 @@ static void rows_declare(void)
         snprintf(name, sizeof name, "saved/%s", fattn_saved_name((fattn_saved_slot)i));
         row_get(name);
     }
-    static const char *const outs[] = {"forward/out", "forward/max_logit",
-                                       "forward/aux/softmax_stats", "forward/aux/rng_state",
-                                       "forward/aux/aux_bias", "forward/aux/aux_softmax_offset",
-                                       "backward/dq", "backward/dk", "backward/dv",
-                                       "backward/d_bias", "backward/d_softmax_offset"};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
         row_get(outs[i]);
 }
