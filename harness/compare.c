@@ -196,10 +196,20 @@ static void note_detail(fattn_compare_result *r, const char *path, const fattn_h
                       (unsigned long long)i, fattn_elem_decode(x->dtype, ab), w,
                       (unsigned long long)ab, fattn_elem_decode(x->dtype, bb), w,
                       (unsigned long long)bb);
-    if (fattn_dtype_is_float(x->dtype) && at > 0 && (size_t)at < sizeof r->detail)
-        snprintf(r->detail + at, sizeof r->detail - (size_t)at,
-                 "; max abs %.3g, max rel %.3g, max ULP %llu", s->max_abs, s->max_rel,
-                 (unsigned long long)s->max_ulp);
+    /* max abs/rel/ULP are over the finite pairs only: a NaN or Inf on one
+     * side is counted apart, so that "max abs 0" never hides it */
+    if (fattn_dtype_is_float(x->dtype) && at > 0 && (size_t)at < sizeof r->detail) {
+        char fin[96] = "";
+        if (s->n_finite)
+            snprintf(fin, sizeof fin, "; max abs %.3g, max rel %.3g, max ULP %llu", s->max_abs,
+                     s->max_rel, (unsigned long long)s->max_ulp);
+        int more = snprintf(r->detail + at, sizeof r->detail - (size_t)at, "%s", fin);
+        at = more < 0 ? at : at + more;
+        if (s->class_changes && (size_t)at < sizeof r->detail)
+            snprintf(r->detail + at, sizeof r->detail - (size_t)at,
+                     "; %llu element%s finite on one side, NaN or Inf on the other",
+                     (unsigned long long)s->class_changes, s->class_changes == 1 ? "" : "s");
+    }
     snprintf(r->detail_path, sizeof r->detail_path, "%s", path);
 }
 

@@ -234,6 +234,20 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
     fattn_h5_node_free(w);
 }
 
+/* One side skipped (its engine or front end said unsupported), the other
+ * ran: the skip is that side's outcome, so the report says why beside the
+ * states it is missing. */
+static void note_one_sided_skip(fattn_verify_case *c, const char *sl, const char *ss)
+{
+    const char *why[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = sl, [FATTN_IMPL_SPLIT] = ss};
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        if (!why[i] || c->side_status[i] != FATTN_OK)
+            continue;
+        c->side_status[i] = FATTN_E_UNSUPPORTED;
+        snprintf(c->side_error[i], sizeof c->side_error[i], "skipped: %s", why[i]);
+    }
+}
+
 /* Checks 1-3 for one case. */
 void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
 {
@@ -251,6 +265,8 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
             c->skipped = sl;
             return;
         }
+        if (sl || ss)
+            note_one_sided_skip(c, sl, ss);
         check_seam(c, c->split, "split save/restore seam"); /* first: it shows downstream too */
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, c->split, NULL, &r);
