@@ -64,6 +64,23 @@ MUTANT_TARGETS = {
     "saved_kv_unpadded": "save_ctx/cu_seqlens_kv_padded",
     "dedup_out_as_v": "save_ctx/out",
     "stats_from_max": "forward/aux/softmax_stats",
+    "ctx_max_seqlen_q": "save_ctx@max_seqlen_q",
+    "ctx_dropout_dropped": "save_ctx@dropout_p",
+    "ctx_scale_dropped": "save_ctx@attn_scale",
+    "ctx_bhsd_as_bshd": "save_ctx@qkv_layout",
+    "ctx_dqkv_unpacked": "save_ctx@dqkv_layout",
+    "ctx_backend_fp8": "save_ctx@fused_attention_backend",
+    "ctx_fp8_inverted": "split: FATTN_E_UNSUPPORTED: skipped: split backward: FP8 execution",
+    "saved_cu_q_padded": "save_ctx/cu_seqlens_q",
+    "saved_cu_kv_as_q": "save_ctx/cu_seqlens_kv",
+    "saved_q_unpadded": "save_ctx/cu_seqlens_q_padded",
+    "saved_v_from_k": "save_ctx/v",
+    "saved_offset_from_bias": "split setup_ctx: slot aux_softmax_offset",
+    "max_logit_all_rows": "forward/max_logit: first at [0] (flat 0): A 0.196289062 (0x3e49), B -nan (0xffff); 2 elements finite on one side, NaN or Inf on the other",
+    "rng_state_after_advance": "forward/aux/rng_state",
+    "thd_out_not_zeroed": "forward/out",
+    "thd_dq_not_zeroed": "backward/dq",
+    "doffset_learnable_only": "backward/d_softmax_offset",
 }
 
 
