@@ -540,8 +540,17 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
         bool known = false;
         for (size_t i = 0; i < N_SPEC_KEYS && !known; i++)
             known = strcmp(key, spec_keys[i]) == 0;
-        if (!known)
-            return case_error(c, FATTN_E_PARSE, key, "unknown key");
+        if (!known) {
+            /* the valid keys, so that a typo is fixed without the docs */
+            char list[400];
+            size_t used = 0;
+            for (size_t i = 0; i < N_SPEC_KEYS && used < sizeof list; i++) {
+                int w = snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
+                                 spec_keys[i]);
+                used = w < 0 ? sizeof list : used + (size_t)w;
+            }
+            return case_error(c, FATTN_E_PARSE, key, "unknown key (keys: %s)", list);
+        }
     }
 
     /* Sizes. */
