@@ -58,6 +58,11 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
     int64_t w[2] = {s->window[0], s->window[1]};
     bool warned = false;
     fattn_status st = fattn_window_normalize(s->mask, s->window_set, w, c->window, &warned);
+    /* the support table's window_mask row (docs/features.md) names this
+     * refusal: DotProductAttention's check_set_window_size asserts before
+     * FusedAttnFunc runs (TE 2.20.2 utils.py:3016, 2.19.0 utils.py:2697) */
+    if (st == FATTN_E_INVALID_CASE)
+        return fattn_error(st, "case %s: window: rule window_mask: %s", s->id, fattn_last_error());
     if (st != FATTN_OK)
         return fattn_error(st, "case %s: window: %s", s->id, fattn_last_error());
     c->bottom_right_diagonal_arg = fattn_case_bottom_right_diagonal_arg(s);
