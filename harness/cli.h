@@ -127,6 +127,7 @@ int fattn_cmd_merge(int argc, char **argv);
 int fattn_cmd_verify(int argc, char **argv);
 int fattn_cmd_golden(int argc, char **argv);
 int fattn_cmd_diff(int argc, char **argv);
+int fattn_cmd_report(int argc, char **argv);
 int fattn_cmd_write_tree(int argc, char **argv);
 
 #endif /* FATTN_HARNESS_CLI_H */

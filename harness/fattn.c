@@ -25,6 +25,7 @@ static const char main_help[] =
     "  diff     compare two run files: provenance, structure, bits, ULP or tolerance\n"
     "  verify   the main job: legacy vs split, replays, repeats and goldens -> one verdict\n"
     "  golden   regenerate this platform's goldens\n"
+    "  report   an HTML page of a verify JSON report or of two run files' differences\n"
     "  write-tree  write a tree from a JSON manifest as a run-file-format file (for tools)\n"
     "\n"
     "exit codes: 0 identical/valid/passed, 1 a difference, 2 usage error, invalid file or\n"
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
         {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
         {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
         {"diff", fattn_cmd_diff}, {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
+        {"report", fattn_cmd_report},
         {"write-tree", fattn_cmd_write_tree},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
