@@ -158,12 +158,23 @@ void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
     v->opened = false;
 }
 
+/* The case column's width: the longest selected id, at least 48, set with
+ * the header so that every row lines up under it whatever the ids
+ * (print_case keeps the callback signature bench/bench_verify.c uses). */
+static int table_id_width = 48;
+
 void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
 {
     const fattn_verify_goldens *g = &v->goldens;
+    table_id_width = 48;
+    for (size_t i = 0; i < v->m.n_sel; i++) {
+        size_t n = strlen(v->m.sel[i]->id);
+        if (n > (size_t)table_id_width && n < 4096)
+            table_id_width = (int)n;
+    }
     fprintf(f, "fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", v->backend_name,
             v->forced ? " (deterministic backward forced)" : "", g->key, g->path, g->note);
-    fprintf(f, "%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
+    fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
 /* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
@@ -211,7 +222,8 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                                    "within its bound)"
                                  : "");
     }
-    fprintf(f, "%-48s %-6s %7zu  %s\n", c->spec->id, c->states, c->tensors, result);
+    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, c->spec->id, c->states, c->tensors,
+            result);
 }
 
 /* A case's result in one word, for progress lines. */

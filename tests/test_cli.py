@@ -860,6 +860,28 @@ def _():
     assert "only one report" in p.stderr, p.stderr
 
 
+@case("verify's table keeps its columns aligned for a case id longer than the case column")
+def _():
+    import json
+    long_id = "layout.bshd_bshd_bshd." + "a_very_long_descriptive_case_name_" * 2 + "bf16"
+    cases = path("long-id.json")
+    with open(cases, "w") as f:
+        json.dump([{"id": "s.short", "b": 1, "h": 1, "sq": 4, "d_qk": 8},
+                   {"id": long_id, "b": 1, "h": 1, "sq": 4, "d_qk": 8}], f)
+    os.makedirs(path("nofix-long"), exist_ok=True)
+    p = run("verify", "--backend", "cpu", "--cases", cases, "--fixtures", path("nofix-long"),
+            check=0)
+    lines = p.stdout.splitlines()
+    header = lines[1]
+    rows = [l for l in lines[2:4]]
+    assert header.startswith("case ") and [r.split()[0] for r in rows] == ["s.short", long_id]
+    col = header.index("states")
+    for r in rows:
+        # every row's states and tensors start under the header's
+        assert r[col - 1] == " " and r[col:col + 4] == "ifsb", (header, r)
+        assert r.index(" ok") > col and r[header.index("result"):].startswith("ok"), (header, r)
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
