@@ -8,6 +8,7 @@
 #include "fattn_config.h"
 
 #include "cli.h"
+#include "isolate.h"
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
      * row as it is made, in order with the messages on stderr, instead of
      * 4 KiB at a time at the end. */
     setvbuf(stdout, NULL, _IOLBF, 0);
+    fattn_isolate_set_notice(cli_isolate_notice);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(main_help, argc < 2 ? stderr : stdout);
         return argc < 2 ? FATTN_EXIT_ERROR : FATTN_EXIT_OK;

@@ -882,6 +882,50 @@ def _():
         assert r.index(" ok") > col and r[header.index("result"):].startswith("ok"), (header, r)
 
 
+@case("inspect on a non-HDF5 file says 'not an HDF5 file'; a user block before the signature "
+      "is still HDF5")
+def _():
+    for name, data in (("text.h5", b"just some text\n"), ("empty.h5", b""),
+                       ("zeros.h5", bytes(4096))):
+        with open(path(name), "wb") as f:
+            f.write(data)
+        p = run("inspect", path(name), check=2)
+        assert "%s: not an HDF5 file" % path(name) in p.stderr, p.stderr
+        assert "H5Fopen" not in p.stderr, p.stderr
+    # h5py writes a file with a 512-byte user block: found, and read by HDF5
+    with h5py.File(path("ub.h5"), "w", userblock_size=512) as f:
+        f.attrs["x"] = 1
+    p = run("inspect", path("ub.h5"))
+    assert "not an HDF5 file" not in p.stderr and p.returncode == 2, p.stderr
+
+
+@case("a reader child that takes long is explained while fattn waits; its CPU limit grows with "
+      "the file's size (60 s + 1 s per 16 MiB)")
+def _():
+    if VARIANTS_SKIP:
+        return "SKIP FATTN_TEST_ISOLATE_* need a build with -Dtesting=true"
+    small = path("hang-small.h5")
+    run("run", "--filter", "layout.bshd_bshd_bshd.*", "-o", small, check=0)
+    big = path("hang-big.h5")  # sparse: 1 GiB of apparent size, an HDF5 signature first
+    with open(big, "wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+        f.truncate(1 << 30)
+    env = {"FATTN_TEST_ISOLATE_HANG": "1", "FATTN_TEST_ISOLATE_WALL_S": "3",
+           "FATTN_TEST_ISOLATE_NOTICE_S": "1"}
+    for f, limit in ((small, 60), (big, 60 + 64)):
+        t0 = time.time()
+        p = run("inspect", f, env=env, check=2)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 2 and lines[0].startswith("fattn: still reading %s after 1 s" % f), \
+            p.stderr
+        assert "stopped after %d s of CPU time" % limit in lines[0], (limit, lines[0])
+        assert "took longer than 3 s (wall-clock limit)" in lines[1], lines[1]
+        assert time.time() - t0 < 30
+    # a read that finishes in time says nothing of the sort
+    p = run("inspect", small, env={"FATTN_TEST_ISOLATE_NOTICE_S": "1"}, check=0)
+    assert "still reading" not in p.stderr, p.stderr
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
