@@ -717,7 +717,7 @@ def _():
                   path("prog-r.h5")],
                  ["merge", "-o", path("prog-m.h5"), out],
                  ["golden", "--backend", "cpu", "--cases", path("slow.json"), "--force",
-                  "-o", path("prog-golden")]):
+                  "--allow-dirty", "-o", path("prog-golden")]):
         quiet = run(*argv, check=0)
         assert quiet.stderr == "", (argv, quiet.stderr)
         p = run(*(argv + ["--progress"]), check=0)
@@ -773,7 +773,7 @@ def verify_fixture():
         json.dump(cases, f)
     fix = path("fix&<\"'>")
     if not os.path.isdir(fix):
-        run("golden", "--backend", "cpu", "--cases", gold, "-o", fix, check=0)
+        run("golden", "--backend", "cpu", "--cases", gold, "--allow-dirty", "-o", fix, check=0)
     cases[1]["seed"] = 8
     changed = path("vx-changed.json")
     with open(changed, "w") as f:
@@ -924,6 +924,35 @@ def _():
     # a read that finishes in time says nothing of the sort
     p = run("inspect", small, env={"FATTN_TEST_ISOLATE_NOTICE_S": "1"}, check=0)
     assert "still reading" not in p.stderr, p.stderr
+
+
+@case("golden refuses (exit 2) a build of a tree with uncommitted changes unless --allow-dirty;"
+      " the committed fixtures record a clean git_rev")
+def _():
+    one = path("dirty-one.json")
+    with open(one, "w") as f:
+        f.write('[{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]')
+    d = path("dirty-goldens")
+    if VARIANTS_SKIP:
+        return "SKIP FATTN_TEST_GIT_REV needs a build with -Dtesting=true"
+    dirty = {"FATTN_TEST_GIT_REV": "0123abc-dirty"}
+    p = run("golden", "--backend", "cpu", "--cases", one, "-o", d, env=dirty, check=2)
+    assert "uncommitted changes (git_rev 0123abc-dirty)" in p.stderr and "--allow-dirty" in \
+        p.stderr, p.stderr
+    assert not os.path.exists(d) and p.stdout == "", (os.listdir(TMP), p.stdout)
+    p = run("golden", "--backend", "cpu", "--cases", one, "--allow-dirty", "-o", d, env=dirty,
+            check=0)
+    assert os.listdir(d) == ["cpu-math-1.h5"], os.listdir(d)
+    p = run("golden", "--backend", "cpu", "--cases", one, "--force", "-o", d,
+            env={"FATTN_TEST_GIT_REV": "0123abc"}, check=0)
+    assert "golden: wrote 1 case to" in p.stdout, p.stdout
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        if name.endswith(".h5"):
+            with h5py.File(os.path.join(fixtures, name), "r") as f:
+                rev = f.attrs["git_rev"]
+                rev = rev.decode() if isinstance(rev, bytes) else rev
+            assert len(rev) == 40 and "dirty" not in rev, (name, rev)
 
 
 def main():
