@@ -127,6 +127,11 @@ int fattn_cmd_merge(int argc, char **argv);
 int fattn_cmd_verify(int argc, char **argv);
 int fattn_cmd_golden(int argc, char **argv);
 int fattn_cmd_diff(int argc, char **argv);
+int fattn_cmd_report(int argc, char **argv);
+
+/* The isolated reader's notice (isolate.h) as a line on stderr: main
+ * installs it, so that a wait on a file libhdf5 spins on is explained. */
+void cli_isolate_notice(const char *path, double waited_s, unsigned cpu_limit_s);
 int fattn_cmd_write_tree(int argc, char **argv);
 
 #endif /* FATTN_HARNESS_CLI_H */

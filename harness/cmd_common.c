@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "fileguard.h"
+#include "isolate.h"
 
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
@@ -51,4 +52,11 @@ void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *
 {
     if (on)
         fprintf(stderr, "[%zu/%zu] %s... %s\n", i + 1, n, id, result);
+}
+
+void cli_isolate_notice(const char *path, double waited_s, unsigned cpu_limit_s)
+{
+    fprintf(stderr, "fattn: still reading %s after %.0f s: libhdf5 may be stuck on a malformed "
+            "file; its reader is stopped after %u s of CPU time (%s), or interrupt now\n",
+            path, waited_s, cpu_limit_s, "the limit grows with the file's size");
 }

@@ -12,6 +12,7 @@
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn_config.h"
+#include "fattn_git_rev.h"
 
 #include "cli.h"
 #include "cmd_verify.h"
@@ -158,12 +159,23 @@ void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
     v->opened = false;
 }
 
+/* The case column's width: the longest selected id, at least 48, set with
+ * the header so that every row lines up under it whatever the ids
+ * (print_case keeps the callback signature bench/bench_verify.c uses). */
+static int table_id_width = 48;
+
 void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
 {
     const fattn_verify_goldens *g = &v->goldens;
+    table_id_width = 48;
+    for (size_t i = 0; i < v->m.n_sel; i++) {
+        size_t n = strlen(v->m.sel[i]->id);
+        if (n > (size_t)table_id_width && n < 4096)
+            table_id_width = (int)n;
+    }
     fprintf(f, "fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", v->backend_name,
             v->forced ? " (deterministic backward forced)" : "", g->key, g->path, g->note);
-    fprintf(f, "%-48s %-6s %7s  %s\n", "case", "states", "tensors", "result");
+    fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
 /* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
@@ -211,7 +223,8 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                                    "within its bound)"
                                  : "");
     }
-    fprintf(f, "%-48s %-6s %7zu  %s\n", c->spec->id, c->states, c->tensors, result);
+    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, c->spec->id, c->states, c->tensors,
+            result);
 }
 
 /* A case's result in one word, for progress lines. */
@@ -547,7 +560,7 @@ int fattn_cmd_verify(int argc, char **argv)
 
 static const char golden_help[] =
     "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] [--progress]\n"
-    "                    [--te-rules 2.19|2.20] -o DIR\n"
+    "                    [--te-rules 2.19|2.20] [--allow-dirty] -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
     "outputs in full, inputs and save_ctx as digests only, with provenance (version, git\n"
@@ -556,7 +569,10 @@ static const char golden_help[] =
     "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n"
     "--te-rules (default 2.20): the release the root attribute te_rules and each case's\n"
     "prov_te_route name (as fattn run records them). --progress (the default when stderr\n"
-    "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n";
+    "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n"
+    "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty)\n"
+    "refuses (exit 2), as the goldens would name a revision that does not hold the code\n"
+    "that made them; --allow-dirty writes them anyway (scratch goldens, not for committing).\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -712,13 +728,43 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
     return FATTN_EXIT_OK;
 }
 
+/* The revision the goldens will record (git_rev); FATTN_TEST_GIT_REV
+ * stands in for it in tests, as a test build cannot be made dirty. */
+static const char *golden_git_rev(void)
+{
+#if FATTN_TESTING
+    const char *e = getenv("FATTN_TEST_GIT_REV");
+    if (e && *e)
+        return e;
+#endif
+    return FATTN_GIT_REV;
+}
+
+/* Goldens are committed and name the revision that made them: from a
+ * build of a tree with uncommitted changes (git describe --dirty) that
+ * revision does not hold the code that made them. */
+static int golden_check_clean(bool allow_dirty)
+{
+    const char *rev = golden_git_rev();
+    size_t n = strlen(rev);
+    if (allow_dirty || n < 6 || strcmp(rev + n - 6, "-dirty") != 0)
+        return FATTN_EXIT_OK;
+    return cli_fail("golden", "fattn was built from a tree with uncommitted changes (git_rev %s):"
+                    " goldens would not name the code that made them; commit, rebuild and "
+                    "rerun, or pass --allow-dirty for goldens not to be committed", rev);
+}
+
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
 static int golden_write(const char *cases, const char *backend, unsigned te_rules,
-                        const char *out, bool progress)
+                        const char *out, bool progress, bool allow_dirty)
 {
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
+    if (golden_check_clean(allow_dirty) != FATTN_EXIT_OK) {
+        cli_matrix_free(&m);
+        return FATTN_EXIT_ERROR;
+    }
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open_opts("golden", backend, &deterministic_bwd, &e, &backend_name) !=
@@ -781,7 +827,7 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
 int fattn_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL, *te_rules_s = NULL;
-    bool force = false, progress = false;
+    bool force = false, progress = false, allow_dirty = false;
     cli_args a = {argc, argv, 1, "golden"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -792,6 +838,8 @@ int fattn_cmd_golden(int argc, char **argv)
             force = true;
         } else if (cli_flag(&a, "--progress")) {
             progress = true;
+        } else if (cli_flag(&a, "--allow-dirty")) {
+            allow_dirty = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
@@ -814,7 +862,8 @@ int fattn_cmd_golden(int argc, char **argv)
         return cli_fail("golden", "%s is not empty: pass --force to replace its goldens", out);
     if (!exists && mkdir(out, 0777) != 0)
         return cli_fail("golden", "-o %s: cannot create the directory: %s", out, strerror(errno));
-    int rc = golden_write(cases, backend, te_rules, out, cli_progress_wanted(progress));
+    int rc = golden_write(cases, backend, te_rules, out, cli_progress_wanted(progress),
+                          allow_dirty);
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
     if (rc != FATTN_EXIT_OK && !exists)

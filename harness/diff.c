@@ -728,7 +728,7 @@ static fattn_status probe_side(const char *path, void *ctx)
 static fattn_status open_side(const char *path, fattn_h5_reader **r, fattn_h5_node **root)
 {
     fattn_status st;
-    if ((st = fattn_isolate_run(path, probe_side, NULL, 0, 300)) != FATTN_OK)
+    if ((st = fattn_isolate_run(path, probe_side, NULL, 0, 0)) != FATTN_OK)
         return st; /* the child's message, passed on by isolate */
     if ((st = fattn_h5_reader_open(path, r)) != FATTN_OK)
         return st;

@@ -8,6 +8,7 @@
 #include "fattn_config.h"
 
 #include "cli.h"
+#include "isolate.h"
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -25,6 +26,7 @@ static const char main_help[] =
     "  diff     compare two run files: provenance, structure, bits, ULP or tolerance\n"
     "  verify   the main job: legacy vs split, replays, repeats and goldens -> one verdict\n"
     "  golden   regenerate this platform's goldens\n"
+    "  report   an HTML page of a verify JSON report or of two run files' differences\n"
     "  write-tree  write a tree from a JSON manifest as a run-file-format file (for tools)\n"
     "\n"
     "exit codes: 0 identical/valid/passed, 1 a difference, 2 usage error, invalid file or\n"
@@ -38,6 +40,7 @@ int main(int argc, char **argv)
      * row as it is made, in order with the messages on stderr, instead of
      * 4 KiB at a time at the end. */
     setvbuf(stdout, NULL, _IOLBF, 0);
+    fattn_isolate_set_notice(cli_isolate_notice);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(main_help, argc < 2 ? stderr : stdout);
         return argc < 2 ? FATTN_EXIT_ERROR : FATTN_EXIT_OK;
@@ -53,6 +56,7 @@ int main(int argc, char **argv)
         {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
         {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
         {"diff", fattn_cmd_diff}, {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
+        {"report", fattn_cmd_report},
         {"write-tree", fattn_cmd_write_tree},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

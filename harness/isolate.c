@@ -87,14 +87,51 @@ static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t
     _exit(st == FATTN_OK ? 0 : EXIT_BASE + (-(int)st));
 }
 
+static fattn_isolate_notice_fn notice_fn;
+
+void fattn_isolate_set_notice(fattn_isolate_notice_fn fn) { notice_fn = fn; }
+
+unsigned fattn_isolate_cpu_limit(uint64_t size)
+{
+    uint64_t s = 60 + size / (UINT64_C(16) << 20);
+    return s > 86400 ? 86400 : (unsigned)s;
+}
+
+/* When the notice is due: 5 s into the read (FATTN_TEST_ISOLATE_NOTICE_S=S
+ * in tests). */
+static double notice_after_s(void)
+{
+#if FATTN_TESTING
+    const char *e = getenv("FATTN_TEST_ISOLATE_NOTICE_S");
+    if (e && atoi(e) > 0)
+        return atoi(e);
+#endif
+    return 5.0;
+}
+
+/* What the parent waits for: the child's message until EOF or the
+ * deadline, and the notice it tells once the child is slow. */
+typedef struct wait_state {
+    const char *path;
+    double start, deadline, notice_at;
+    unsigned cpu_seconds;
+    bool told;
+} wait_state;
+
 /* Read the child's message until EOF or the deadline; false on timeout. */
-static bool read_message(int rfd, char *msg, size_t cap, size_t *len, double deadline)
+static bool read_message(int rfd, char *msg, size_t cap, size_t *len, wait_state *w)
 {
     *len = 0;
     for (;;) {
-        double left = deadline - now_s();
+        double t = now_s(), left = w->deadline - t;
         if (left <= 0)
             return false;
+        if (!w->told && notice_fn && t >= w->notice_at) {
+            w->told = true;
+            notice_fn(w->path, t - w->start, w->cpu_seconds);
+        }
+        if (!w->told && notice_fn && w->notice_at - t < left)
+            left = w->notice_at - t;
         struct pollfd pfd = {rfd, POLLIN, 0};
         int pr = poll(&pfd, 1, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
         if (pr < 0 && errno == EINTR)
@@ -138,6 +175,12 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     fattn_status pst = fattn_fileguard_pin(path);
     if (pst == FATTN_E_INVALID_FILE)
         return pst;
+    if (cpu_seconds == 0) {
+        struct stat sb;
+        char fdpath[64];
+        const char *p = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+        cpu_seconds = fattn_isolate_cpu_limit(stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+    }
     /* A path that cannot be opened at all is left to fn, whose reading
      * reports it in its own words. */
     int pipefd[2];
@@ -159,9 +202,9 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     char *msg = malloc(MSG_MAX);
     char small[1];
     size_t len = 0;
-    double wall = wall_limit_s(cpu_seconds);
-    bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len,
-                                now_s() + wall);
+    double wall = wall_limit_s(cpu_seconds), t0 = now_s();
+    wait_state w = {path, t0, t0 + wall, t0 + notice_after_s(), cpu_seconds, false};
+    bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len, &w);
     close(pipefd[0]);
     if (!in_time)
         kill(pid, SIGKILL);

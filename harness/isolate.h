@@ -23,9 +23,23 @@ typedef fattn_status (*fattn_isolate_fn)(const char *path, void *ctx);
 
 /* Run fn(path, ctx) in a child limited to `as_bytes` of address space (0:
  * a default scaled to the file size; ignored under AddressSanitizer, whose
- * shadow memory needs the whole space), `cpu_seconds` of CPU time and
- * cpu_seconds + 60 s of wall-clock time. */
+ * shadow memory needs the whole space), `cpu_seconds` of CPU time (0: the
+ * file size's, fattn_isolate_cpu_limit) and cpu_seconds + 60 s of
+ * wall-clock time. */
 fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
                                uint64_t as_bytes, unsigned cpu_seconds);
+
+/* The CPU time a child gets to read a file of `size` bytes: 60 s and one
+ * more per 16 MiB (reading and digesting runs at hundreds of MiB/s, so a
+ * sound file never comes near it, while a small hostile one that makes
+ * libhdf5 spin is stopped in a minute, not five). */
+unsigned fattn_isolate_cpu_limit(uint64_t size);
+
+/* Told once when a child has read for a while (5 s) without finishing, so
+ * that a command can say why it waits; waited_s so far, cpu_limit_s the
+ * limit that will stop it. NULL (the default): nothing is told. The
+ * library itself never prints. */
+typedef void (*fattn_isolate_notice_fn)(const char *path, double waited_s, unsigned cpu_limit_s);
+void fattn_isolate_set_notice(fattn_isolate_notice_fn fn);
 
 #endif /* FATTN_HARNESS_ISOLATE_H */

@@ -486,7 +486,7 @@ fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
     *root = NULL;
     /* An untrusted file is first read in a forked, resource-limited child,
      * so a crash inside libhdf5 becomes an error instead of ours. */
-    fattn_status st = fattn_isolate_run(path, load_and_drop, NULL, 0, 300);
+    fattn_status st = fattn_isolate_run(path, load_and_drop, NULL, 0, 0);
     if (st != FATTN_OK)
         return st == FATTN_E_NOMEM ? st : fattn_error(FATTN_E_INVALID_FILE, "%s",
                                                       fattn_last_error());

@@ -717,7 +717,7 @@ def _():
                   path("prog-r.h5")],
                  ["merge", "-o", path("prog-m.h5"), out],
                  ["golden", "--backend", "cpu", "--cases", path("slow.json"), "--force",
-                  "-o", path("prog-golden")]):
+                  "--allow-dirty", "-o", path("prog-golden")]):
         quiet = run(*argv, check=0)
         assert quiet.stderr == "", (argv, quiet.stderr)
         p = run(*(argv + ["--progress"]), check=0)
@@ -773,7 +773,7 @@ def verify_fixture():
         json.dump(cases, f)
     fix = path("fix&<\"'>")
     if not os.path.isdir(fix):
-        run("golden", "--backend", "cpu", "--cases", gold, "-o", fix, check=0)
+        run("golden", "--backend", "cpu", "--cases", gold, "--allow-dirty", "-o", fix, check=0)
     cases[1]["seed"] = 8
     changed = path("vx-changed.json")
     with open(changed, "w") as f:
@@ -858,6 +858,101 @@ def _():
     assert t.find("skipped") is not None and "paged" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
+
+
+@case("verify's table keeps its columns aligned for a case id longer than the case column")
+def _():
+    import json
+    long_id = "layout.bshd_bshd_bshd." + "a_very_long_descriptive_case_name_" * 2 + "bf16"
+    cases = path("long-id.json")
+    with open(cases, "w") as f:
+        json.dump([{"id": "s.short", "b": 1, "h": 1, "sq": 4, "d_qk": 8},
+                   {"id": long_id, "b": 1, "h": 1, "sq": 4, "d_qk": 8}], f)
+    os.makedirs(path("nofix-long"), exist_ok=True)
+    p = run("verify", "--backend", "cpu", "--cases", cases, "--fixtures", path("nofix-long"),
+            check=0)
+    lines = p.stdout.splitlines()
+    header = lines[1]
+    rows = [l for l in lines[2:4]]
+    assert header.startswith("case ") and [r.split()[0] for r in rows] == ["s.short", long_id]
+    col = header.index("states")
+    for r in rows:
+        # every row's states and tensors start under the header's
+        assert r[col - 1] == " " and r[col:col + 4] == "ifsb", (header, r)
+        assert r.index(" ok") > col and r[header.index("result"):].startswith("ok"), (header, r)
+
+
+@case("inspect on a non-HDF5 file says 'not an HDF5 file'; a user block before the signature "
+      "is still HDF5")
+def _():
+    for name, data in (("text.h5", b"just some text\n"), ("empty.h5", b""),
+                       ("zeros.h5", bytes(4096))):
+        with open(path(name), "wb") as f:
+            f.write(data)
+        p = run("inspect", path(name), check=2)
+        assert "%s: not an HDF5 file" % path(name) in p.stderr, p.stderr
+        assert "H5Fopen" not in p.stderr, p.stderr
+    # h5py writes a file with a 512-byte user block: found, and read by HDF5
+    with h5py.File(path("ub.h5"), "w", userblock_size=512) as f:
+        f.attrs["x"] = 1
+    p = run("inspect", path("ub.h5"))
+    assert "not an HDF5 file" not in p.stderr and p.returncode == 2, p.stderr
+
+
+@case("a reader child that takes long is explained while fattn waits; its CPU limit grows with "
+      "the file's size (60 s + 1 s per 16 MiB)")
+def _():
+    if VARIANTS_SKIP:
+        return "SKIP FATTN_TEST_ISOLATE_* need a build with -Dtesting=true"
+    small = path("hang-small.h5")
+    run("run", "--filter", "layout.bshd_bshd_bshd.*", "-o", small, check=0)
+    big = path("hang-big.h5")  # sparse: 1 GiB of apparent size, an HDF5 signature first
+    with open(big, "wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+        f.truncate(1 << 30)
+    env = {"FATTN_TEST_ISOLATE_HANG": "1", "FATTN_TEST_ISOLATE_WALL_S": "3",
+           "FATTN_TEST_ISOLATE_NOTICE_S": "1"}
+    for f, limit in ((small, 60), (big, 60 + 64)):
+        t0 = time.time()
+        p = run("inspect", f, env=env, check=2)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 2 and lines[0].startswith("fattn: still reading %s after 1 s" % f), \
+            p.stderr
+        assert "stopped after %d s of CPU time" % limit in lines[0], (limit, lines[0])
+        assert "took longer than 3 s (wall-clock limit)" in lines[1], lines[1]
+        assert time.time() - t0 < 30
+    # a read that finishes in time says nothing of the sort
+    p = run("inspect", small, env={"FATTN_TEST_ISOLATE_NOTICE_S": "1"}, check=0)
+    assert "still reading" not in p.stderr, p.stderr
+
+
+@case("golden refuses (exit 2) a build of a tree with uncommitted changes unless --allow-dirty;"
+      " the committed fixtures record a clean git_rev")
+def _():
+    one = path("dirty-one.json")
+    with open(one, "w") as f:
+        f.write('[{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]')
+    d = path("dirty-goldens")
+    if VARIANTS_SKIP:
+        return "SKIP FATTN_TEST_GIT_REV needs a build with -Dtesting=true"
+    dirty = {"FATTN_TEST_GIT_REV": "0123abc-dirty"}
+    p = run("golden", "--backend", "cpu", "--cases", one, "-o", d, env=dirty, check=2)
+    assert "uncommitted changes (git_rev 0123abc-dirty)" in p.stderr and "--allow-dirty" in \
+        p.stderr, p.stderr
+    assert not os.path.exists(d) and p.stdout == "", (os.listdir(TMP), p.stdout)
+    p = run("golden", "--backend", "cpu", "--cases", one, "--allow-dirty", "-o", d, env=dirty,
+            check=0)
+    assert os.listdir(d) == ["cpu-math-1.h5"], os.listdir(d)
+    p = run("golden", "--backend", "cpu", "--cases", one, "--force", "-o", d,
+            env={"FATTN_TEST_GIT_REV": "0123abc"}, check=0)
+    assert "golden: wrote 1 case to" in p.stdout, p.stdout
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        if name.endswith(".h5"):
+            with h5py.File(os.path.join(fixtures, name), "r") as f:
+                rev = f.attrs["git_rev"]
+                rev = rev.decode() if isinstance(rev, bytes) else rev
+            assert len(rev) == 40 and "dirty" not in rev, (name, rev)
 
 
 def main():

@@ -138,7 +138,8 @@ def fixtures_with_golden():
     d = path("fx")
     if not os.path.isdir(d):
         os.mkdir(d)
-        run("golden", "--backend", "cpu", "--cases", SPEC, "--force", "-o", d, check=0)
+        run("golden", "--backend", "cpu", "--cases", SPEC, "--force", "--allow-dirty", "-o", d,
+            check=0)
     return d
 
 

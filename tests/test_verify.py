@@ -129,7 +129,7 @@ def _():
     open(os.path.join(d, "keep.txt"), "w").write("x")
     p = fattn("golden", "-o", d)
     assert p.returncode == 2 and "not empty" in p.stderr, p.stderr
-    p = fattn("golden", "-o", d, "--force", env={"SOURCE_DATE_EPOCH": "1700000000"})
+    p = fattn("golden", "-o", d, "--force", "--allow-dirty", env={"SOURCE_DATE_EPOCH": "1700000000"})
     assert p.returncode == 0, p.stderr
     files = [f for f in os.listdir(d) if f.endswith(".h5")]
     assert files == ["cpu-math-1.h5"], files

@@ -7,7 +7,8 @@ set -eu
 PKGS="build-essential pkg-config meson ninja-build
 libhdf5-dev hdf5-tools check libsubunit-dev
 librandom123-dev libjansson-dev libxxhash-dev
-python3 python3-h5py python3-numpy"
+python3 python3-h5py python3-numpy
+chromium"
 
 missing=""
 for p in $PKGS; do

@@ -5,11 +5,15 @@
 # in temporary git worktrees (optimised, no tests), runs the same matrix with
 # each — both front ends — and compares the run files with `fattn diff`
 # (from REV_B's build, or REV_A's if REV_B has none). The matrix is REV_A's
-# golden/default_cases.json unless --cases names a file. Prints one verdict
-# line; exit 0 identical, 1 different, 2 a build or usage failure.
+# golden/default_cases.json unless --cases names a file. A difference shows
+# the diff's first 40 lines, how many were cut, and its summary line.
+# --keep DIR works in DIR and keeps what is made there (run files, build,
+# run and full diff logs; the worktrees are removed) instead of a
+# temporary directory. Prints one verdict line; exit 0 identical,
+# 1 different, 2 a build or usage failure (or no git repository).
 set -euo pipefail
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 [ $# -ge 2 ] || { usage >&2; exit 2; }
@@ -26,7 +30,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-top=$(git rev-parse --show-toplevel)
+top=$(git rev-parse --show-toplevel 2>/dev/null) ||
+    { echo "compare-commits: $(pwd) is not inside a git repository: run it from a clone" >&2; exit 2; }
 sha_a=$(git -C "$top" rev-parse --verify "$rev_a^{commit}") || { echo "compare-commits: no revision $rev_a" >&2; exit 2; }
 sha_b=$(git -C "$top" rev-parse --verify "$rev_b^{commit}") || { echo "compare-commits: no revision $rev_b" >&2; exit 2; }
 work=${keep:-$(mktemp -d)}
@@ -77,6 +82,17 @@ for side in b a; do
 done
 [ -n "$differ" ] || { echo "compare-commits: neither revision has fattn diff" >&2; exit 2; }
 
+# The first 40 lines of a diff report, how many lines are cut, and its last
+# line (the summary), so that a long list still ends with the counts.
+show_diff() {
+    local total
+    total=$(wc -l <"$1")
+    if [ "$total" -le 41 ]; then cat "$1"; return; fi
+    sed -n '1,40p' "$1"
+    echo "... $((total - 41)) more lines cut$([ -n "$keep" ] && echo " (all in $1)" || echo "; --keep DIR keeps the full report")"
+    tail -n 1 "$1"
+}
+
 for impl in legacy split; do
     set +e
     "$differ" diff "$work/a-$impl.h5" "$work/b-$impl.h5" >"$work/diff-$impl.txt" 2>&1
@@ -84,7 +100,7 @@ for impl in legacy split; do
     set -e
     case $rc in
         0) echo "compare-commits: $impl: identical" ;;
-        1) echo "compare-commits: $impl: DIFFERENT"; sed -n '1,40p' "$work/diff-$impl.txt"; status=1 ;;
+        1) echo "compare-commits: $impl: DIFFERENT"; show_diff "$work/diff-$impl.txt"; status=1 ;;
         *) cat "$work/diff-$impl.txt" >&2; echo "compare-commits: diff failed" >&2; exit 2 ;;
     esac
 done

@@ -1,0 +1,417 @@
+/* fattn report: one self-contained HTML page of a verify JSON report or of
+ * the difference between two run files (docs/report.md). The results are
+ * verify's and diff's own (the JSON report; fattn_diff_files): this command
+ * only lays them out and, for run files, draws where the bits differ. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "diff.h"
+#include "fileguard.h"
+#include "h5io.h"
+#include "report.h"
+
+static const char report_help[] =
+    "usage: fattn report VERIFY.json [--cases FILE] -o REPORT.html\n"
+    "       fattn report RUN_A.h5 RUN_B.h5 -o REPORT.html\n"
+    "\n"
+    "Write one self-contained HTML page (inline SVG, no script, nothing loaded from the\n"
+    "network) for people to look at:\n"
+    "- of a `fattn verify --json` report: the verdict, a grid of the cases along their\n"
+    "  features (rows layout and mask, columns dtype with an FP8 column, each case a square\n"
+    "  coloured by its result and labelled with its bias and softmax) linking to each case's\n"
+    "  details (its first differences, the front ends' errors), and the provenance of the\n"
+    "  run and of the goldens file it was checked against. The features come from the\n"
+    "  matrix (--cases FILE, default the compiled-in matrix); cases it lacks are '?'.\n"
+    "- of two run files (B the reference, compared bitwise as `fattn diff` does): the same\n"
+    "  grid from the cases' recorded specs, both files' provenance, and for each differing\n"
+    "  tensor a map of where it differs (per panel of batch and head: its sequence axis x\n"
+    "  its last axis), the histogram of the ULP distances of its differing elements, and\n"
+    "  its first differing elements with both values in decimal and hex.\n"
+    "-o - writes the page to stdout. Exit 0 the page is written (whatever it shows), 2 a\n"
+    "usage error or an input that cannot be read.\n";
+
+/* The page so far, in memory: written in one atomic replace at the end. */
+typedef struct page {
+    FILE *f;
+    char *text;
+    size_t len;
+} page;
+
+/* A string member of a JSON object, NULL when absent or not a string. */
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* The features of case `id` from the matrix (NULL fields when unknown). */
+static void cell_from_spec(fattn_report_cell *c, const fattn_spec *s)
+{
+    if (!s)
+        return;
+    c->layout = fattn_layout_name(s->layout);
+    c->mask = fattn_mask_type_name(s->mask);
+    c->bias = fattn_bias_type_name(s->bias);
+    c->softmax = fattn_softmax_type_name(s->softmax);
+    c->dtype = fattn_dtype_name(s->dtype);
+}
+
+static const fattn_spec *matrix_find(const cli_matrix *m, const char *id)
+{
+    for (size_t i = 0; id && i < m->n_sel; i++)
+        if (!strcmp(m->sel[i]->id, id))
+            return m->sel[i];
+    return NULL;
+}
+
+static void section_start(FILE *f, const char *id, const char *result)
+{
+    fputs("<div class=\"case\" id=\"", f);
+    fattn_report_anchor(f, id);
+    fputs("\"><h3><span class=\"badge r-", f);
+    fattn_report_text(f, result);
+    fputs("\">", f);
+    fattn_report_text(f, result);
+    fputs("</span> <code>", f);
+    fattn_report_text(f, id);
+    fputs("</code></h3>\n", f);
+}
+
+static void features_line(FILE *f, const fattn_report_cell *c)
+{
+    fprintf(f, "<p class=\"mono\">layout %s, mask %s, bias %s, softmax %s, dtype %s</p>\n",
+            c->layout ? c->layout : "?", c->mask ? c->mask : "?", c->bias ? c->bias : "?",
+            c->softmax ? c->softmax : "?", c->dtype ? c->dtype : "?");
+}
+
+/* One verify case's details: its first differences and front-end errors. */
+static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_cell *c)
+{
+    section_start(f, c->id, c->result);
+    features_line(f, c);
+    json_int_t nd = json_integer_value(json_object_get(jc, "differences"));
+    const json_t *first = json_object_get(jc, "first");
+    if (nd) {
+        fprintf(f, "<p>%lld difference%s; the first:</p>\n<ul>\n", (long long)nd,
+                nd == 1 ? "" : "s");
+        size_t k;
+        const json_t *d;
+        json_array_foreach(first, k, d) {
+            fputs("<li><code>", f);
+            fattn_report_text(f, jstr(d, "path"));
+            fputs("</code>: ", f);
+            fattn_report_text(f, jstr(d, "why"));
+            fputs("</li>\n", f);
+        }
+        fputs("</ul>\n", f);
+    }
+    for (int k = 0; k < 2; k++) {
+        const json_t *side = json_object_get(jc, k ? "split" : "legacy");
+        if (!side)
+            continue;
+        fprintf(f, "<p>%s: <code>", k ? "split" : "legacy");
+        fattn_report_text(f, jstr(side, "status"));
+        fputs("</code> ", f);
+        fattn_report_text(f, jstr(side, "message"));
+        fputs("</p>\n", f);
+    }
+    if (!json_is_true(json_object_get(jc, "golden")))
+        fputs("<p>no golden on this platform</p>\n", f);
+    fputs("</div>\n", f);
+}
+
+static void verdict_box(FILE *f, bool good, const char *text)
+{
+    fprintf(f, "<p><span class=\"verdict %s\" id=\"verdict\">", good ? "v-ok" : "v-bad");
+    fattn_report_text(f, text);
+    fputs("</span></p>\n", f);
+}
+
+/* The file at path as a tree (metadata only: no data), read as diff reads
+ * it: safe to read, not necessarily a valid run (the run a report is about
+ * may break the contract). NULL with a message when it cannot be read. */
+static fattn_h5_node *read_tree(const char *path, bool metadata_only)
+{
+    fattn_h5_reader *r = NULL;
+    fattn_h5_node *n = NULL;
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = metadata_only};
+    if (path && fattn_h5_reader_open(path, &r) == FATTN_OK)
+        if (fattn_h5_reader_read(r, "/", &o, &n) != FATTN_OK)
+            n = NULL;
+    fattn_h5_reader_close(r);
+    return n;
+}
+
+/* The verify page; an exit code. */
+static int verify_page(FILE *f, const char *path, const json_t *root, const cli_matrix *m)
+{
+    const json_t *cases = json_object_get(root, "cases"), *sum = json_object_get(root, "summary");
+    size_t n = json_array_size(cases);
+    fattn_report_cell *cells = calloc(n ? n : 1, sizeof *cells);
+    if (!cells)
+        return cli_fail("report", "out of memory");
+    fattn_report_begin(f, "fattn verify report");
+    fputs("<h1>fattn verify: ", f);
+    fattn_report_text(f, path);
+    fputs("</h1>\n", f);
+    const char *verdict = jstr(root, "verdict");
+    verdict_box(f, verdict && !strcmp(verdict, "behavior-neutral"), verdict ? verdict : "?");
+    fprintf(f, "<p>%lld cases, %lld tensors, %lld different, %lld errors, %lld skipped, "
+            "%lld without golden; exit %lld</p>\n",
+            (long long)json_integer_value(json_object_get(sum, "cases")),
+            (long long)json_integer_value(json_object_get(sum, "tensors")),
+            (long long)json_integer_value(json_object_get(sum, "different_cases")),
+            (long long)json_integer_value(json_object_get(sum, "errors")),
+            (long long)json_integer_value(json_object_get(sum, "skipped")),
+            (long long)json_integer_value(json_object_get(sum, "without_golden")),
+            (long long)json_integer_value(json_object_get(root, "exit")));
+    size_t i;
+    const json_t *jc;
+    json_array_foreach(cases, i, jc) {
+        cells[i].id = jstr(jc, "id");
+        cells[i].result = jstr(jc, "result") ? jstr(jc, "result") : "error";
+        cell_from_spec(&cells[i], matrix_find(m, cells[i].id));
+    }
+    fputs("<h2>Cases</h2>\n", f);
+    fattn_report_grid(f, cells, n);
+    fputs("<h2>Provenance</h2>\n<table><tr><th>run</th><td class=\"mono\">engine ", f);
+    fattn_report_text(f, jstr(root, "engine"));
+    fputs(", platform key ", f);
+    fattn_report_text(f, jstr(root, "platform_key"));
+    fprintf(f, ", TE rules %s, deterministic backward forced: %s</td></tr>\n",
+            jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
+            json_is_true(json_object_get(root, "forced_deterministic_bwd")) ? "yes" : "no");
+    fputs("<tr><th>goldens</th><td class=\"mono\">", f);
+    fattn_report_text(f, jstr(root, "goldens"));
+    fputs("</td></tr></table>\n", f);
+    fattn_h5_node *g = read_tree(jstr(root, "goldens"), true);
+    if (g)
+        fattn_report_provenance(f, "goldens file", g, "(this run: see above)", NULL);
+    else
+        fputs("<p class=\"empty\">the goldens file cannot be read here: its provenance is not "
+              "shown</p>\n", f);
+    fattn_h5_node_free(g);
+    fputs("<h2>Details</h2>\n", f);
+    json_array_foreach(cases, i, jc) verify_case_details(f, jc, &cells[i]);
+    fattn_report_end(f);
+    free(cells);
+    return FATTN_EXIT_OK;
+}
+
+/* ---- two run files ---------------------------------------------------------- */
+
+/* Does diff entry path p belong to case `id` ("/cases/<id>", then '/' or
+ * '@' or the end)? */
+static bool path_in_case(const char *p, const char *id)
+{
+    size_t n = strlen(id);
+    return !strncmp(p, "/cases/", 7) && !strncmp(p + 7, id, n) &&
+           (p[7 + n] == '\0' || p[7 + n] == '/' || p[7 + n] == '@');
+}
+
+/* The cases of either file, with their features from the recorded spec. */
+typedef struct run_cases {
+    fattn_report_cell *cells;
+    json_t **specs; /* owned, parsed `spec` attributes */
+    size_t n;
+} run_cases;
+
+static void add_cases(run_cases *rc, const fattn_h5_node *root, const fattn_diff_report *r)
+{
+    const fattn_h5_node *cs = fattn_h5_node_find(root, "cases");
+    for (size_t i = 0; cs && i < cs->n_children; i++) {
+        const fattn_h5_node *c = cs->children[i];
+        bool seen = false;
+        for (size_t k = 0; k < rc->n && !seen; k++)
+            seen = !strcmp(rc->cells[k].id, c->name);
+        if (seen)
+            continue;
+        fattn_report_cell *cell = &rc->cells[rc->n];
+        const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
+        json_t *js = sa && sa->kind == FATTN_H5_ATTR_STRING ? json_loads(sa->s, 0, NULL) : NULL;
+        rc->specs[rc->n++] = js;
+        cell->id = c->name;
+        cell->layout = jstr(js, "layout");
+        cell->mask = jstr(js, "mask");
+        cell->bias = jstr(js, "bias");
+        cell->softmax = jstr(js, "softmax");
+        cell->dtype = jstr(js, "dtype");
+        cell->result = "ok";
+        for (size_t k = 0; k < r->n_e; k++)
+            if (fattn_diff_entry_counted(&r->e[k]) && path_in_case(r->e[k].path, c->name))
+                cell->result = "different";
+    }
+}
+
+static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_diff_report *r,
+                             const fattn_h5_node *ta, const fattn_h5_node *tb)
+{
+    section_start(f, c->id, c->result);
+    features_line(f, c);
+    if (!strcmp(c->result, "ok")) {
+        fputs("<p>bitwise identical</p></div>\n", f);
+        return;
+    }
+    fputs("<ul>\n", f);
+    for (size_t k = 0; k < r->n_e; k++) {
+        const fattn_diff_entry *e = &r->e[k];
+        if (!fattn_diff_entry_counted(e) || !path_in_case(e->path, c->id))
+            continue;
+        fputs("<li><code>", f);
+        fattn_report_text(f, e->path);
+        fprintf(f, "</code> (%s): %s", e->kind, fattn_diff_status_name(e->status));
+        if (e->msg) {
+            fputs(": ", f);
+            fattn_report_text(f, e->msg);
+        }
+        fputs("</li>\n", f);
+    }
+    fputs("</ul>\n", f);
+    for (size_t k = 0; k < r->n_e; k++) {
+        const fattn_diff_entry *e = &r->e[k];
+        if (fattn_diff_entry_counted(e) && e->status == FATTN_DIFF_DIFFERENT && e->has_data &&
+            path_in_case(e->path, c->id))
+            fattn_report_tensor(f, e, fattn_h5_node_find(ta, e->path + 1),
+                                fattn_h5_node_find(tb, e->path + 1));
+    }
+    fputs("</div>\n", f);
+}
+
+static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
+                     const fattn_h5_node *ta, const fattn_h5_node *tb)
+{
+    const fattn_h5_node *ca = fattn_h5_node_find(ta, "cases"),
+                        *cb = fattn_h5_node_find(tb, "cases");
+    size_t cap = (ca ? ca->n_children : 0) + (cb ? cb->n_children : 0) + 1;
+    run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0};
+    if (!rc.cells || !rc.specs) {
+        free(rc.cells);
+        free(rc.specs);
+        return cli_fail("report", "out of memory");
+    }
+    add_cases(&rc, ta, r);
+    add_cases(&rc, tb, r);
+    fattn_report_begin(f, "fattn report: run files");
+    fputs("<h1>fattn diff: <code>", f);
+    fattn_report_text(f, a);
+    fputs("</code> against <code>", f);
+    fattn_report_text(f, b);
+    fputs("</code></h1>\n", f);
+    char verdict[96];
+    snprintf(verdict, sizeof verdict, r->counted ? "DIFFERENT: %zu difference%s" : "identical",
+             r->counted, cli_s(r->counted));
+    verdict_box(f, r->counted == 0, verdict);
+    fprintf(f, "<p>%zu tensor%s compared bitwise, B the reference (as <code>fattn diff</code>"
+            ")</p>\n<h2>Cases</h2>\n", r->n_data, cli_s(r->n_data));
+    fattn_report_grid(f, rc.cells, rc.n);
+    fputs("<h2>Provenance</h2>\n", f);
+    fattn_report_provenance(f, "A", ta, "B", tb);
+    fputs("<h2>Details</h2>\n", f);
+    for (size_t i = 0; i < rc.n; i++)
+        run_case_details(f, &rc.cells[i], r, ta, tb);
+    fattn_report_end(f);
+    for (size_t i = 0; i < rc.n; i++)
+        json_decref(rc.specs[i]);
+    free(rc.cells);
+    free(rc.specs);
+    return FATTN_EXIT_OK;
+}
+
+/* Both run files compared and read whole, then the page; an exit code. */
+static int runs_report(FILE *f, const char *a, const char *b)
+{
+    fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE};
+    fattn_diff_report r;
+    if (fattn_diff_files(a, b, &o, &r) != FATTN_OK) {
+        int rc = cli_fail("report", "%s", fattn_last_error());
+        fattn_diff_report_free(&r);
+        return rc;
+    }
+    fattn_h5_node *ta = NULL, *tb = NULL;
+    int rc = FATTN_EXIT_OK;
+    if (!(ta = read_tree(a, false)))
+        rc = cli_fail_at("report", a);
+    else if (!(tb = read_tree(b, false)))
+        rc = cli_fail_at("report", b);
+    else
+        rc = runs_page(f, a, b, &r, ta, tb);
+    fattn_h5_node_free(ta);
+    fattn_h5_node_free(tb);
+    fattn_diff_report_free(&r);
+    return rc;
+}
+
+static int verify_report(FILE *f, const char *path, const char *cases)
+{
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (!root)
+        return cli_fail("report", "%s: not a JSON file: line %d: %s", path, err.line, err.text);
+    const char *schema = jstr(root, "schema");
+    if (!schema || strcmp(schema, "fattn-verify/1") || !json_is_array(json_object_get(root, "cases"))) {
+        json_decref(root);
+        return cli_fail("report", "%s: not a fattn verify JSON report (schema fattn-verify/1); "
+                        "two run files make a diff report", path);
+    }
+    cli_matrix m;
+    if (cli_matrix_load("report", cases, NULL, NULL, &m) != FATTN_EXIT_OK) {
+        json_decref(root);
+        return FATTN_EXIT_ERROR;
+    }
+    int rc = verify_page(f, path, root, &m);
+    cli_matrix_free(&m);
+    json_decref(root);
+    return rc;
+}
+
+int fattn_cmd_report(int argc, char **argv)
+{
+    const char *in[2] = {NULL, NULL}, *out = NULL, *cases = NULL;
+    size_t n_in = 0;
+    cli_args a = {argc, argv, 1, "report"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
+            fputs(report_help, stdout);
+            return FATTN_EXIT_OK;
+        } else if ((r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--cases", &cases))) {
+            if (r < 0)
+                return cli_fail("report", "%s needs a value", argv[a.i]);
+        } else if (argv[a.i][0] == '-' && argv[a.i][1]) {
+            return cli_fail("report", "unknown argument '%s' (see fattn report --help)",
+                            argv[a.i]);
+        } else if (n_in < 2) {
+            in[n_in++] = argv[a.i];
+        } else {
+            return cli_fail("report", "too many inputs: one verify JSON report or two run files");
+        }
+    }
+    if (!n_in)
+        return cli_fail("report", "no input: VERIFY.json, or RUN_A.h5 RUN_B.h5 (see fattn "
+                        "report --help)");
+    if (!out)
+        return cli_fail("report", "-o REPORT.html is required");
+    if (n_in == 2 && cases)
+        return cli_fail("report", "--cases is for a verify report: run files record their specs");
+    if (!cli_is_stdout(out) && (fattn_fileguard_check_distinct(out, in, n_in) != FATTN_OK ||
+                                fattn_fileguard_check_output(out) != FATTN_OK))
+        return cli_fail("report", "-o %s", fattn_last_error());
+    page p = {0};
+    if (!(p.f = open_memstream(&p.text, &p.len)))
+        return cli_fail("report", "out of memory");
+    int rc = n_in == 1 ? verify_report(p.f, in[0], cases) : runs_report(p.f, in[0], in[1]);
+    bool bad = ferror(p.f) != 0;
+    if (fclose(p.f) != 0 || bad || !p.text) {
+        free(p.text);
+        return cli_fail("report", "%s: cannot build the page: out of memory", out);
+    }
+    if (rc == FATTN_EXIT_OK)
+        rc = cli_write_report("report", "HTML report", out, p.text);
+    if (rc == FATTN_EXIT_OK && !cli_is_stdout(out))
+        printf("report: wrote %s\n", out);
+    free(p.text);
+    return rc;
+}

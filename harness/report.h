@@ -1,0 +1,53 @@
+/* harness/report.h — the pieces of `fattn report`'s HTML page (docs/report.md):
+ * escaping, the case grid, a differing tensor's difference map, ULP
+ * histogram and first differing elements, provenance tables. Everything is
+ * written into one FILE as static HTML with inline SVG: the page loads
+ * nothing and runs no script, so it can be mailed, archived as a CI
+ * artefact or opened offline. The command (cmd_report.c) decides what goes
+ * on the page; this module never reads files and never prints elsewhere. */
+#ifndef FATTN_HARNESS_REPORT_H
+#define FATTN_HARNESS_REPORT_H
+
+#include <stdio.h>
+
+#include "diff.h"
+#include "h5io.h"
+
+/* s as HTML text or attribute value (the five specials as entities, control
+ * bytes as '?'). NULL writes nothing. */
+void fattn_report_text(FILE *f, const char *s);
+
+/* The page's head (title, inline style) and its end. */
+void fattn_report_begin(FILE *f, const char *title);
+void fattn_report_end(FILE *f);
+
+/* One case of the grid: its feature values (NULL: unknown) and its result,
+ * one of "ok", "different", "error", "skipped". */
+typedef struct fattn_report_cell {
+    const char *id;
+    const char *layout, *mask, *bias, *softmax, *dtype;
+    const char *result;
+} fattn_report_cell;
+
+/* The id of case `id`'s details section ("case-" and the id with every byte
+ * outside [A-Za-z0-9_.-] as '_'), for links. */
+void fattn_report_anchor(FILE *f, const char *id);
+
+/* The grid: one row per layout and mask, one column per dtype (FP8 always,
+ * empty while the matrix has no FP8 case); each case a coloured square
+ * (its result) labelled with its bias and softmax, linking to its details. */
+void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n);
+
+/* A differing dataset: the difference map over its two most telling axes
+ * (see cmd_report_page.c, map_axes), the histogram of ULP distances of its
+ * differing elements (the diff's statistics, e->st), and its first
+ * differing elements with both values. a and b hold the data. */
+void fattn_report_tensor(FILE *f, const fattn_diff_entry *e, const fattn_h5_node *a,
+                         const fattn_h5_node *b);
+
+/* A provenance table of the root attributes of both sides (either may be
+ * NULL), the rows whose values differ marked. */
+void fattn_report_provenance(FILE *f, const char *label_a, const fattn_h5_node *a,
+                             const char *label_b, const fattn_h5_node *b);
+
+#endif /* FATTN_HARNESS_REPORT_H */

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""End-to-end test of `fattn report` in a real browser (docs/report.md).
+
+usage: test_report.py FATTN_EXE XXH128_EXE SHOT_DIR [MUTANT_EXE...]
+
+A run file of `fattn run` and a copy with one tensor changed in a known
+block (h5py, the digest made to match with XXH128_EXE, so that diff sees a
+different tensor, not a corrupt one) make a failing diff; its report is
+rendered by headless Chromium (Debian's `chromium`): the test reads the DOM
+Chromium built (--dump-dom) for the verdict, the case grid and the
+difference map over the changed block, and saves a screenshot as
+SHOT_DIR/report-diff.png. A verify JSON report (a self-test mutant's, when
+one is given, so that a case differs) is rendered the same way. Exit 0
+passed, 1 failed, 77 skipped (no chromium, no h5py), saying why.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FATTN, XXH, SHOT_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
+MUTANTS = sys.argv[4:]
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print("SKIP: h5py/numpy not installed (Debian python3-h5py): %s" % e)
+    sys.exit(77)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if not CHROMIUM:
+    print("SKIP: no chromium on PATH (Debian package chromium; tools/install-deps.sh "
+          "installs it): the report is not rendered")
+    sys.exit(77)
+
+TMP = tempfile.mkdtemp(prefix="fattn-report-")
+ENV = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+failures = []
+
+
+def check(ok, what):
+    print(("ok - " if ok else "FAIL - ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True, env=ENV, cwd=TMP)
+
+
+def browser(page, *extra):
+    """Chromium's DOM of page (file), after layout."""
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--user-data-dir=" + os.path.join(TMP, "chromium-profile"), *extra,
+            "file://" + os.path.abspath(page)]
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def dom_of(page):
+    p = browser(page, "--dump-dom")
+    check(p.returncode == 0 and "<html" in p.stdout,
+          "chromium renders %s (rc %d%s)" % (os.path.basename(page), p.returncode,
+                                            "" if p.returncode == 0 else ": " + p.stderr[-300:]))
+    return p.stdout
+
+
+def screenshot(page, out):
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    if os.path.exists(out):
+        os.remove(out)
+    p = browser(page, "--screenshot=" + out, "--window-size=1100,1500",
+                "--hide-scrollbars")
+    ok = p.returncode == 0 and os.path.exists(out) and os.path.getsize(out) > 10000
+    with open(out, "rb") if os.path.exists(out) else open(os.devnull, "rb") as f:
+        ok = ok and f.read(8) == b"\x89PNG\r\n\x1a\n"
+    check(ok, "chromium saves a screenshot %s" % out)
+
+
+def redigest(ds):
+    data = np.ascontiguousarray(ds[()]).tobytes()
+    d = subprocess.run([XXH], input=data, capture_output=True, check=True).stdout
+    ds.attrs.modify("digest", d.decode().strip())
+
+
+CASE = "mask.causal.sq_gt_skv.f16"
+TENSOR = "cases/%s/forward/out" % CASE
+# the changed block: sequence positions 8..13 of batch 1, head 0, every d
+ROWS, BATCH, HEAD = range(8, 14), 1, 0
+
+
+def make_runs():
+    p = run(FATTN, "run", "--filter", "mask.causal*", "-o", "a.h5")
+    check(p.returncode == 0, "fattn run writes a.h5 (%s)" % p.stderr.strip())
+    a, b = os.path.join(TMP, "a.h5"), os.path.join(TMP, "b.h5")
+    shutil.copy(a, b)
+    with h5py.File(b, "r+") as f:
+        ds = f[TENSOR]
+        raw = ds[()].view(np.uint16).copy()  # sbhd: [s, b, h, d]
+        for s in ROWS:
+            raw[s, BATCH, HEAD, :] ^= 0x0001  # one ULP away, sign kept
+        ds[...] = raw.view(ds.dtype)
+        redigest(ds)
+        shape = raw.shape
+    return a, b, shape
+
+
+def test_diff_report():
+    a, b, shape = make_runs()
+    p = run(FATTN, "diff", a, b)
+    check(p.returncode == 1 and "out" in p.stdout, "fattn diff sees the changed tensor")
+    page = os.path.join(TMP, "diff.html")
+    p = run(FATTN, "report", a, b, "-o", page)
+    check(p.returncode == 0 and "report: wrote" in p.stdout,
+          "fattn report A B writes the page (%s)" % p.stderr.strip())
+    html = open(page).read()
+    check("http://" not in html.replace("http://www.w3.org/2000/svg", "") and
+          "https://" not in html and "<script" not in html and "<link" not in html,
+          "the page loads nothing and runs no script")
+    dom = dom_of(page)
+    check(re.search(r'id="verdict"[^>]*>DIFFERENT: 1 difference<', dom) is not None,
+          "the verdict says one difference")
+    check('id="grid"' in dom and '<th>FP8</th>' in dom, "the DOM has the case grid, FP8 column")
+    chips = re.findall(r'<a class="chip r-(\w+)" href="#([^"]+)"', dom)
+    n = len(run(FATTN, "cases", "--filter", "mask.causal*").stdout.splitlines())
+    check(n >= 2 and len(chips) == n and sum(r == "different" for r, _ in chips) == 1,
+          "the grid has the %d cases, one different (%s)" % (n, chips))
+    check(all(('id="%s"' % h) in dom for _, h in chips), "every square links to its details")
+    block = len(ROWS) * shape[3]
+    m = re.search(r'<h3 class="mono">/%s</h3>(.*?)</div>\s*</div>' % re.escape(TENSOR), dom,
+                  re.S)
+    check(m is not None, "the changed tensor has its section")
+    sec = m.group(1) if m else ""
+    maps = re.findall(r'<div class="mono">([^<]*)</div>\s*<svg class="diffmap"(.*?)</svg>', sec,
+                      re.S)
+    check(len(maps) == 1 and ("axis 1 = %d, axis 2 = %d (%d differing)" % (BATCH, HEAD, block))
+          == maps[0][0].strip() if maps else False,
+          "one difference map, the changed batch and head, %d elements (%s)"
+          % (block, [x[0] for x in maps]))
+    rects = re.findall(r'<rect x="(\d+)" y="(\d+)" width="(\d+)"', maps[0][1]) if maps else []
+    cells = rects  # the background rect has no x
+    px = int(cells[0][2]) if cells else 1
+    rows = sorted({int(y) // px for _, y, _ in cells})
+    check(rows == list(ROWS) and len(cells) == block,
+          "the map marks exactly the changed rows %s (got %s)" % (list(ROWS), rows))
+    check('class="histogram"' in sec and ">%d</text>" % block in sec,
+          "the ULP histogram counts %d elements at 1 ULP" % block)
+    first = re.findall(r"<tr><td class=\"mono\">\[([\d,]+)\]</td>", sec)
+    check(first[:1] == ["8,1,0,0"], "the first differing element is [8,1,0,0] (%s)" % first[:2])
+    check('class="provenance"' in dom, "provenance of both sides")
+    screenshot(page, os.path.join(SHOT_DIR, "report-diff.png"))
+
+
+def test_verify_report():
+    exe = next((m for m in MUTANTS if m.endswith("window_unnormalised")), FATTN)
+    js = os.path.join(TMP, "verify.json")
+    p = run(exe, "verify", "--filter", "mask.causal*", "--json", js)
+    check(p.returncode in (0, 1) and os.path.exists(js), "verify writes its JSON (%s)"
+          % p.stderr.strip()[-200:])
+    page = os.path.join(TMP, "verify.html")
+    p = run(FATTN, "report", js, "-o", page)
+    check(p.returncode == 0, "fattn report VERIFY.json writes the page (%s)" % p.stderr.strip())
+    dom = dom_of(page)
+    rep = json.load(open(js))
+    chips = re.findall(r'<a class="chip r-(\w+)" href="#([^"]+)"', dom)
+    want = sorted(c["result"] for c in rep["cases"])
+    check(sorted(r for r, _ in chips) == want, "the grid colours each case by its result %s"
+          % want)
+    check(all(('id="%s"' % h) in dom for _, h in chips), "every square links to its details")
+    check(rep["verdict"] in dom, "the verdict is shown")
+    if exe != FATTN:
+        check("different" in want, "the mutant's report has a different case")
+
+
+def test_errors():
+    bad = os.path.join(TMP, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"schema": "other"}')
+    for args, what in [((bad, "-o", "x.html"), "not a fattn verify JSON report"),
+                       ((bad,), "-o REPORT.html is required"),
+                       ((bad, "-o", bad), "bad.json"),
+                       (("a.h5", "a.h5", "a.h5", "-o", "x.html"), "too many inputs")]:
+        p = run(FATTN, "report", *args)
+        check(p.returncode == 2 and what in p.stderr and not os.path.exists(
+            os.path.join(TMP, "x.html")), "report %s: exit 2, %r (%s)" % (args, what,
+                                                                       p.stderr.strip()))
+
+
+try:
+    test_diff_report()
+    test_verify_report()
+    test_errors()
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
+print("%d failed" % len(failures))
+sys.exit(1 if failures else 0)
