@@ -286,13 +286,28 @@ static void fp8_teardown(fp8_state *s)
     tcase_teardown(&s->buf);
 }
 
-/* Forward twice (learning amax_o), then the oracle's O, Stats and maxima. */
-static void check_forward(const fp8_case *fc, fp8_state *s, fattn_engine *e)
+/* Forward and backward twice each: the first runs learn the amaxes that
+ * the second runs' output scales come from. */
+static void scaled_runs(const fp8_case *fc, fp8_state *s, fattn_engine *e)
 {
     run_fwd(s, e);
     s->ff.scale_o = scale_for(fc->o, s->amax_o);
     s->descale_o = fattn_dtype_is_fp8(fc->o) ? 1.0f / s->ff.scale_o : 1.0f;
     run_fwd(s, e);
+    s->fb.descale_o = s->descale_o;
+    run_bwd(s, e);
+    fattn_fp8_bwd *g = &s->fb;
+    g->scale_dp = fattn_fp8_max(fc->dp) / s->amax_dp;
+    g->descale_dp = 1.0f / g->scale_dp;
+    g->scale_dq = scale_for(fc->grad, s->amax_dq);
+    g->scale_dk = scale_for(fc->grad, s->amax_dk);
+    g->scale_dv = scale_for(fc->grad, s->amax_dv);
+    run_bwd(s, e);
+}
+
+/* The oracle's O, Stats and maxima against the scaled forward's. */
+static void check_forward(const fp8_case *fc, fp8_state *s)
+{
     oracle_inputs in = {.q = s->qd, .k = s->kd, .v = s->vd};
     oracle_result r = {0};
     ck_assert_int_eq(oracle_forward(&s->c, &s->buf, &in, &r), FATTN_OK);
@@ -329,8 +344,8 @@ static void check_forward(const fp8_case *fc, fp8_state *s, fattn_engine *e)
 }
 
 /* The engine's O (dequantised) and Stats become what the oracle's backward
- * reads; backward twice (learning the amaxes); dQ, dK, dV against it. */
-static void check_backward(const fp8_case *fc, fp8_state *s, fattn_engine *e)
+ * reads; the scaled backward's dQ, dK, dV against it. */
+static void check_backward(const fp8_case *fc, fp8_state *s)
 {
     int64_t n = fattn_tensor_numel(&s->buf.o), idx[FATTN_MAX_DIMS];
     for (int64_t i = 0; i < n; i++) {
@@ -339,15 +354,7 @@ static void check_backward(const fp8_case *fc, fp8_state *s, fattn_engine *e)
         fattn_store_f32(s->buf.o.data, FATTN_DTYPE_FLOAT32, fattn_tensor_offset(&s->buf.o, idx),
                         v);
     }
-    s->fb.descale_o = s->descale_o;
-    run_bwd(s, e);
-    fattn_fp8_bwd *g = &s->fb;
-    g->scale_dp = fattn_fp8_max(fc->dp) / s->amax_dp;
-    g->descale_dp = 1.0f / g->scale_dp;
-    g->scale_dq = scale_for(fc->grad, s->amax_dq);
-    g->scale_dk = scale_for(fc->grad, s->amax_dk);
-    g->scale_dv = scale_for(fc->grad, s->amax_dv);
-    run_bwd(s, e);
+    const fattn_fp8_bwd *g = &s->fb;
     oracle_inputs in = {.q = s->qd, .k = s->kd, .v = s->vd, .d_o = s->dod};
     oracle_result r = {0};
     ck_assert_int_eq(oracle_backward(&s->c, &s->buf, &in, true, &r), FATTN_OK);
@@ -427,9 +434,10 @@ START_TEST(fp8_vs_oracle)
     fp8_setup(fc, s);
     fattn_engine *e = NULL;
     ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){1}), FATTN_OK);
-    check_forward(fc, s, e);
-    check_backward(fc, s, e);
+    scaled_runs(fc, s, e);
     fattn_engine_free(e);
+    check_forward(fc, s);
+    check_backward(fc, s);
     check_threads(s);
     fp8_teardown(s);
     free(s);
@@ -626,6 +634,67 @@ START_TEST(fp8_engine_without_fp8)
 }
 END_TEST
 
+/* ---- optimisation levels ------------------------------------------------- */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* One line per case: its id and a hash of every output byte and amax of
+ * its scaled runs. */
+static void write_digests(FILE *out)
+{
+    for (int i = 0; i < N_CASES; i++) {
+        fp8_state *s = calloc(1, sizeof *s);
+        fp8_setup(&fp8_cases[i], s);
+        fattn_engine *e = NULL;
+        ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){3}), FATTN_OK);
+        scaled_runs(&fp8_cases[i], s, e);
+        fattn_engine_free(e);
+        const fattn_tensor *ts[] = {&s->o8, &s->buf.stats, &s->buf.max, &s->dq, &s->dk, &s->dv};
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (int k = 0; k < 6; k++)
+            h = fnv1a(h, ts[k]->data,
+                      (size_t)fattn_tensor_numel(ts[k]) * fattn_dtype_size(ts[k]->dtype));
+        float am[6] = {s->amax_s, s->amax_o, s->amax_dp, s->amax_dq, s->amax_dk, s->amax_dv};
+        h = fnv1a(h, am, sizeof am);
+        fprintf(out, "%s %016llx\n", s->c.id, (unsigned long long)h);
+        fp8_teardown(s);
+        free(s);
+    }
+}
+
+#ifdef FATTN_CPU_FP8_O0
+/* The same cases through the engine compiled at -O0 (this file built
+ * against libfattn_o0, run with --digest) give the same bytes. */
+START_TEST(fp8_opt_levels)
+{
+    char *mine = NULL, *theirs = NULL;
+    size_t n_mine = 0, n_theirs = 0;
+    FILE *m = open_memstream(&mine, &n_mine);
+    write_digests(m);
+    fclose(m);
+    FILE *p = popen("'" FATTN_CPU_FP8_O0 "' --digest", "r");
+    ck_assert_ptr_nonnull(p);
+    FILE *t = open_memstream(&theirs, &n_theirs);
+    char line[512];
+    while (fgets(line, sizeof line, p))
+        fputs(line, t);
+    fclose(t);
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_msg(n_mine > 0 && strcmp(mine, theirs) == 0, "-O0 digests differ:\n%s\nvs\n%s",
+                  theirs, mine);
+    free(mine);
+    free(theirs);
+    fattn_test_mark("fp8.bits.opt_levels");
+}
+END_TEST
+#endif
+
 #define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *make_suite(void)
@@ -640,6 +709,12 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tr, fp8_refusals, 0, NROWS(refuse_rows));
     tcase_add_test(tr, fp8_engine_without_fp8);
     suite_add_tcase(s, tr);
+#ifdef FATTN_CPU_FP8_O0
+    TCase *tb = tcase_create("bits");
+    tcase_set_timeout(tb, FATTN_TEST_TIMEOUT_LONG);
+    tcase_add_test(tb, fp8_opt_levels);
+    suite_add_tcase(s, tb);
+#endif
     return s;
 }
 
@@ -650,6 +725,40 @@ static void list_ids(void)
     for (int i = 0; i < NROWS(refuse_rows); i++)
         printf("%s\n", refuse_rows[i].id);
     printf("fp8.refuse.engine_without_fp8\n");
+#ifdef FATTN_CPU_FP8_O0
+    printf("fp8.bits.opt_levels\n");
+#endif
 }
 
+/* FATTN_TEST_MAIN's main, renamed, so that --digest can come first. */
+int fp8_check_main(int argc, char **argv);
+#define main fp8_check_main
 FATTN_TEST_MAIN(make_suite, list_ids)
+#undef main
+
+/* Check's asserts report to a running test even when they hold, so the
+ * digests are written from inside one, unforked, with Check silent. */
+START_TEST(digest_to_stdout)
+{
+    write_digests(stdout);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--digest") == 0) {
+        unsetenv("CK_TAP_LOG_FILE_NAME");
+        Suite *su = suite_create("digest");
+        TCase *tc = tcase_create("digest");
+        tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
+        tcase_add_test(tc, digest_to_stdout);
+        suite_add_tcase(su, tc);
+        SRunner *sr = srunner_create(su);
+        srunner_set_fork_status(sr, CK_NOFORK);
+        srunner_run_all(sr, CK_SILENT);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 2 : 0;
+    }
+    return fp8_check_main(argc, argv);
+}
