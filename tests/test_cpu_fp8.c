@@ -23,6 +23,8 @@
 #include "fattn_test.h"
 #include "oracle.h"
 
+#include "cpu/fmath.h"
+
 typedef struct fp8_case {
     tcase c;
     fattn_dtype qkv, o, d_o, dp, grad;
@@ -445,6 +447,149 @@ START_TEST(fp8_vs_oracle)
 }
 END_TEST
 
+/* ---- the documented quantisation points, bit for bit ---------------------- */
+
+/* A small case small enough to write docs/numerics.md's "FP8 attention"
+ * steps out as plain float32 loops over the codes: the engine must give
+ * exactly these codes, Stats and amaxes. One (batch, head), no mask, so
+ * every loop below is the formula as the doc writes it. */
+static const fp8_case model_case = {
+    {.id = "fp8.model.bshd", .b = 1, .h = 1, .hg = 1, .sq = 5, .skv = 7, .d = 8, .dv = 8,
+     .layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .mask = FATTN_MASK_NO_MASK, .window = FULL,
+     .training = true, .return_max_logit = true, .seed = 21},
+    E4, E4, E5, E5, E5, 0.125, 0.25};
+
+#define MQ 5
+#define MK 7
+#define MD 8
+
+static float code_at(const fattn_tensor *t, int pos, int c)
+{
+    /* bshd [1, s, 1, d], contiguous */
+    return fattn_fp8_decode(t->dtype, ((const unsigned char *)t->data)[pos * MD + c]);
+}
+
+typedef struct model_out {
+    uint8_t o[MQ][MD], dq[MQ][MD], dk[MK][MD], dv[MK][MD];
+    float stats[MQ], amax_s, amax_o, amax_dp, amax_dq, amax_dk, amax_dv;
+} model_out;
+
+static float amax1(float m, float x)
+{
+    return fabsf(x) > m ? fabsf(x) : m;
+}
+
+static void model_forward(const fp8_state *s, float scale, model_out *m, float p8[MQ][MK])
+{
+    const fattn_fp8_fwd *f = &s->ff;
+    for (int i = 0; i < MQ; i++) {
+        float sc[MK], p[MK], mx = -INFINITY, l = 0.0f, o[MD] = {0};
+        for (int j = 0; j < MK; j++) {
+            float acc = 0.0f;
+            for (int c = 0; c < MD; c++)
+                acc = acc + code_at(&s->q8, i, c) * code_at(&s->k8, j, c);
+            sc[j] = ((acc * scale) * f->descale_q) * f->descale_k;
+            mx = sc[j] > mx ? sc[j] : mx;
+        }
+        for (int j = 0; j < MK; j++)
+            p[j] = fattn_cpu_expf(sc[j] - mx);
+        for (int j = 0; j < MK; j++)
+            l = l + p[j];
+        m->stats[i] = mx + fattn_cpu_logf(l);
+        for (int j = 0; j < MK; j++) {
+            p[j] = p[j] / l;
+            m->amax_s = amax1(m->amax_s, p[j]);
+            p8[i][j] = fattn_fp8_decode(f->s_dtype, fattn_fp8_quantize(f->s_dtype, p[j],
+                                                                       f->scale_s));
+            for (int c = 0; c < MD; c++)
+                o[c] = o[c] + p8[i][j] * code_at(&s->v8, j, c);
+        }
+        for (int c = 0; c < MD; c++) {
+            float v = (o[c] * f->descale_s) * f->descale_v;
+            m->amax_o = amax1(m->amax_o, v);
+            m->o[i][c] = fattn_fp8_quantize(s->o8.dtype, v, f->scale_o);
+        }
+    }
+}
+
+static void model_backward(const fp8_state *s, float scale, model_out *m, float p8[MQ][MK])
+{
+    const fattn_fp8_bwd *g = &s->fb;
+    float ds8[MQ][MK], hk[MK][MD] = {{0}}, hv[MK][MD] = {{0}};
+    for (int i = 0; i < MQ; i++) {
+        float dsum = 0.0f, dq[MD] = {0};
+        for (int c = 0; c < MD; c++)
+            dsum = dsum + code_at(&s->do8, i, c) * code_at(&s->o8, i, c);
+        dsum = (dsum * g->descale_do) * g->descale_o;
+        for (int j = 0; j < MK; j++) {
+            float acc = 0.0f, dp = 0.0f;
+            for (int c = 0; c < MD; c++)
+                acc = acc + code_at(&s->q8, i, c) * code_at(&s->k8, j, c);
+            float sc = ((acc * scale) * g->descale_q) * g->descale_k;
+            float p = fattn_cpu_expf(sc - m->stats[i]);
+            for (int c = 0; c < MD; c++)
+                dp = dp + code_at(&s->do8, i, c) * code_at(&s->v8, j, c);
+            dp = (dp * g->descale_do) * g->descale_v;
+            float ds = p * (dp - dsum);
+            m->amax_dp = amax1(m->amax_dp, ds);
+            ds8[i][j] = fattn_fp8_decode(g->dp_dtype, fattn_fp8_quantize(g->dp_dtype, ds,
+                                                                         g->scale_dp));
+            for (int c = 0; c < MD; c++)
+                dq[c] = dq[c] + ds8[i][j] * code_at(&s->k8, j, c);
+        }
+        for (int c = 0; c < MD; c++) {
+            float v = ((dq[c] * g->descale_dp) * g->descale_k) * scale;
+            m->amax_dq = amax1(m->amax_dq, v);
+            m->dq[i][c] = fattn_fp8_quantize(s->dq.dtype, v, g->scale_dq);
+        }
+    }
+    for (int j = 0; j < MK; j++)
+        for (int i = 0; i < MQ; i++)
+            for (int c = 0; c < MD; c++) {
+                hk[j][c] = hk[j][c] + ds8[i][j] * code_at(&s->q8, i, c);
+                hv[j][c] = hv[j][c] + p8[i][j] * code_at(&s->do8, i, c);
+            }
+    for (int j = 0; j < MK; j++)
+        for (int c = 0; c < MD; c++) {
+            /* the group sum starts from 0.0f (one head here) */
+            float k = (((0.0f + hk[j][c]) * g->descale_dp) * g->descale_q) * scale;
+            float v = ((0.0f + hv[j][c]) * g->descale_s) * g->descale_do;
+            m->amax_dk = amax1(m->amax_dk, k);
+            m->amax_dv = amax1(m->amax_dv, v);
+            m->dk[j][c] = fattn_fp8_quantize(s->dk.dtype, k, g->scale_dk);
+            m->dv[j][c] = fattn_fp8_quantize(s->dv.dtype, v, g->scale_dv);
+        }
+}
+
+START_TEST(fp8_model_bits)
+{
+    fp8_state *s = calloc(1, sizeof *s);
+    fp8_setup(&model_case, s);
+    fattn_engine *e = NULL;
+    ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){2}), FATTN_OK);
+    scaled_runs(&model_case, s, e);
+    fattn_engine_free(e);
+    model_out *m = calloc(1, sizeof *m);
+    float p8[MQ][MK];
+    model_forward(s, s->buf.attn_scale, m, p8);
+    model_backward(s, s->buf.attn_scale, m, p8);
+    ck_assert_mem_eq(m->o, s->o8.data, sizeof m->o);
+    ck_assert_mem_eq(m->stats, s->buf.stats.data, sizeof m->stats);
+    ck_assert_mem_eq(m->dq, s->dq.data, sizeof m->dq);
+    ck_assert_mem_eq(m->dk, s->dk.data, sizeof m->dk);
+    ck_assert_mem_eq(m->dv, s->dv.data, sizeof m->dv);
+    float want[6] = {m->amax_s, m->amax_o, m->amax_dp, m->amax_dq, m->amax_dk, m->amax_dv};
+    float got[6] = {s->amax_s, s->amax_o, s->amax_dp, s->amax_dq, s->amax_dk, s->amax_dv};
+    for (int k = 0; k < 6; k++)
+        ck_assert_msg(memcmp(&want[k], &got[k], sizeof(float)) == 0, "amax %d: %a, model %a",
+                      k, got[k], want[k]);
+    free(m);
+    fp8_teardown(s);
+    free(s);
+    fattn_test_mark("fp8.model.bits");
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------ */
 
 typedef struct refuse_row {
@@ -703,6 +848,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("oracle");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_loop_test(tc, fp8_vs_oracle, 0, N_CASES);
+    tcase_add_test(tc, fp8_model_bits);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("refuse");
     tcase_set_timeout(tr, FATTN_TEST_TIMEOUT_LONG);
@@ -724,7 +870,7 @@ static void list_ids(void)
         printf("%s\n", fp8_cases[i].c.id);
     for (int i = 0; i < NROWS(refuse_rows); i++)
         printf("%s\n", refuse_rows[i].id);
-    printf("fp8.refuse.engine_without_fp8\n");
+    printf("fp8.refuse.engine_without_fp8\nfp8.model.bits\n");
 #ifdef FATTN_CPU_FP8_O0
     printf("fp8.bits.opt_levels\n");
 #endif
