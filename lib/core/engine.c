@@ -74,6 +74,7 @@ static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom
         .softmax_type = p->softmax_type,
         .win_left = p->window_size_left, .win_right = p->window_size_right,
         .bottom_right = p->bottom_right_diagonal,
+        .fp8 = p->fp8 != NULL,
         .who = who,
     };
 }
@@ -107,6 +108,9 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
     double t0 = now_s();
     if (!p->aux)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
+    if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
+        return fattn_error(FATTN_E_UNSUPPORTED, "forward: the %s engine has no FP8 attention",
+                           fattn_engine_name(e));
     fattn_geom_args a;
     geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
     fattn_geom g;
@@ -161,6 +165,9 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_bwd: NULL engine or params");
     double t0 = now_s();
+    if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
+        return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
+                           fattn_engine_name(e));
     const fattn_aux_pack *aux = p->aux;
     if (!aux || aux->n < 2)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
@@ -191,6 +198,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         .softmax_type = p->softmax_type,
         .win_left = p->window_size_left, .win_right = p->window_size_right,
         .bottom_right = p->bottom_right_diagonal,
+        .fp8 = p->fp8 != NULL,
         .who = e->ops->who_bwd ? e->ops->who_bwd : "backward",
     };
     fattn_geom g;

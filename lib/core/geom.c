@@ -160,6 +160,30 @@ static bool io_dtype_ok(fattn_dtype t)
            t == FATTN_DTYPE_FLOAT32;
 }
 
+/* An FP8 call: Q, K and V codes of one FP8 dtype (their descales come with
+ * the call), O FP8 or float16/bfloat16 (TE's fp8_output on or off). */
+static fattn_status geom_dtypes_fp8(fattn_geom *g, const fattn_geom_args *a)
+{
+    const char *who = a->who;
+    fattn_dtype io = a->q->dtype;
+    if (io != FATTN_DTYPE_FLOAT8_E4M3FN && io != FATTN_DTYPE_FLOAT8_E5M2)
+        return fattn_error(FATTN_E_DTYPE, "%s: an FP8 call needs FP8 Q, got %s", who,
+                           fattn_dtype_name(io));
+    const fattn_tensor *same[] = {a->k, a->v};
+    const char *names[] = {"K", "V"};
+    for (int i = 0; i < 2; i++)
+        if (!fattn_tensor_is_empty(same[i]) && same[i]->dtype != io)
+            return fattn_error(FATTN_E_DTYPE, "%s: FP8 %s is %s but Q is %s", who, names[i],
+                               fattn_dtype_name(same[i]->dtype), fattn_dtype_name(io));
+    fattn_dtype od = a->o->dtype;
+    if (!fattn_tensor_is_empty(a->o) && od != FATTN_DTYPE_FLOAT8_E4M3FN &&
+        od != FATTN_DTYPE_FLOAT8_E5M2 && od != FATTN_DTYPE_FLOAT16 && od != FATTN_DTYPE_BFLOAT16)
+        return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's O must be FP8, float16 or "
+                           "bfloat16, got %s", who, fattn_dtype_name(od));
+    g->io = io;
+    return FATTN_OK;
+}
+
 /* Layout, formats and the io dtype. */
 static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
 {
@@ -177,7 +201,10 @@ static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
                            who, fattn_format_name(a->o_format), fattn_format_name(g->q_fmt));
 
     fattn_dtype io = a->q->dtype;
-    if (io == FATTN_DTYPE_FLOAT8_E4M3FN || io == FATTN_DTYPE_FLOAT8_E5M2)
+    bool io_fp8 = io == FATTN_DTYPE_FLOAT8_E4M3FN || io == FATTN_DTYPE_FLOAT8_E5M2;
+    if (a->fp8)
+        return geom_dtypes_fp8(g, a);
+    if (io_fp8) /* FP8 codes without their descales */
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 inputs are not implemented by "
                            "the CPU engine", who);
     if (!io_dtype_ok(io))

@@ -57,6 +57,7 @@ typedef struct fattn_geom_args {
     fattn_softmax_type softmax_type;
     int64_t win_left, win_right;
     bool bottom_right;
+    bool fp8;        /* an FP8 call: Q/K/V FP8, O FP8 or float16/bfloat16 */
     const char *who; /* "forward" / "backward", for messages */
 } fattn_geom_args;
 

@@ -114,5 +114,9 @@ int cpu_default_threads(void);
 /* An executing call, resolved and validated by the dispatch (core/engine.c). */
 fattn_status cpu_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c);
 fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c);
+/* The same calls with FP8 scaling (p->fp8 set; cpu/fp8.c). */
+fattn_status cpu_fp8_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c);
+fattn_status cpu_fp8_backward(int threads, const fattn_bwd_params *p,
+                              const fattn_bwd_call *c);
 
 #endif /* FATTN_CPU_H */

@@ -15,16 +15,26 @@ typedef struct cpu_engine {
 static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
                                    const fattn_fwd_call *c)
 {
+    if (p->fp8)
+        return cpu_fp8_forward(((cpu_engine *)e)->threads, p, c);
     return cpu_forward(((cpu_engine *)e)->threads, p, c);
 }
 
 static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
                                    const fattn_bwd_call *c)
 {
+    if (p->fp8)
+        return cpu_fp8_backward(((cpu_engine *)e)->threads, p, c);
     return cpu_backward(((cpu_engine *)e)->threads, p, c);
 }
 
 static void cpu_engine_free(fattn_engine *e) { free(e); }
+
+static bool cpu_engine_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    (void)e;
+    return q == FATTN_ENGINE_Q_FP8;
+}
 
 /* Its results depend on nothing but the math version: one platform. */
 static void cpu_engine_report(const fattn_engine *e, fattn_engine_report *out)
@@ -37,7 +47,7 @@ static const fattn_engine_ops cpu_ops = {
     .name = "cpu",
     .fwd = cpu_engine_fwd,
     .bwd = cpu_engine_bwd,
-    .supports = NULL, /* none of the queries holds for the CPU engine */
+    .supports = cpu_engine_supports, /* FP8 only */
     .report = cpu_engine_report,
     .free = cpu_engine_free,
 };

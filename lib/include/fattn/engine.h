@@ -68,8 +68,39 @@ typedef struct fattn_aux_pack {
     fattn_tensor t[FATTN_AUX_MAX];
 } fattn_aux_pack;
 
-/* nvte_fused_attn_fwd's arguments (S and the FP8 scale-inverse format are
- * FP8-only and absent here; workspace and stream are the engine's business). */
+/* The FP8 path of nvte_fused_attn_fwd (fused_attn.h): the scaling factors
+ * TE carries on its NVTETensors, as values. descale_X is tensor X's
+ * scale_inv; S is the softmax output P (TE's input_output_S: its scale,
+ * scale_inv and amax); O's quantizer gives scale_o and receives amax_o.
+ * Q, K and V are FP8 codes of one dtype (E4M3 in TE's recipes); P is
+ * quantised to s_dtype; O is FP8 (scaled by scale_o) or float16/bfloat16
+ * (unscaled: TE's O_in_F16 / fp8_output off). amax_s and amax_o point at
+ * one float each, written by the call: max |x| before the scale is applied
+ * (docs/numerics.md, "FP8 attention"). */
+typedef struct fattn_fp8_fwd {
+    float descale_q, descale_k, descale_v;
+    float descale_s, scale_s;
+    float scale_o;
+    float *amax_s, *amax_o;
+    fattn_dtype s_dtype;
+} fattn_fp8_fwd;
+
+/* The FP8 path of nvte_fused_attn_bwd: Q, K, V, O as the forward had them,
+ * dO in FP8 (E5M2 in TE's HYBRID format), dP (TE's input_output_dP, the
+ * softmax gradient dS) quantised to dp_dtype with scale_dp, and dQ, dK, dV
+ * FP8 (scaled by their scale_dX) or float16/bfloat16 (unscaled). amax_dp,
+ * amax_dq, amax_dk, amax_dv are written as in the forward. */
+typedef struct fattn_fp8_bwd {
+    float descale_q, descale_k, descale_v, descale_o, descale_do;
+    float descale_s, scale_s;
+    float descale_dp, scale_dp;
+    float scale_dq, scale_dk, scale_dv;
+    float *amax_dp, *amax_dq, *amax_dk, *amax_dv;
+    fattn_dtype s_dtype, dp_dtype;
+} fattn_fp8_bwd;
+
+/* nvte_fused_attn_fwd's arguments (S and the FP8 scaling are in `fp8`;
+ * workspace and stream are the engine's business). */
 typedef struct fattn_fwd_params {
     fattn_tensor q, k, v;
     fattn_tensor bias;           /* empty unless pre/post_scale_bias */
@@ -93,9 +124,10 @@ typedef struct fattn_fwd_params {
     fattn_softmax_type softmax_type;
     int64_t window_size_left, window_size_right;
     bool bottom_right_diagonal;
+    const fattn_fp8_fwd *fp8;    /* NULL: not an FP8 call */
 } fattn_fwd_params;
 
-/* nvte_fused_attn_bwd's arguments (S, dP and the FP8 formats omitted). */
+/* nvte_fused_attn_bwd's arguments (S, dP and the FP8 scaling are in `fp8`). */
 typedef struct fattn_bwd_params {
     fattn_tensor q, k, v, o, d_o;
     const fattn_aux_pack *aux;   /* [Stats, rng_state, (Bias), (Offset)] */
@@ -117,6 +149,7 @@ typedef struct fattn_bwd_params {
     bool bottom_right_diagonal;
     bool deterministic;
     bool cuda_graph;
+    const fattn_fp8_bwd *fp8;    /* NULL: not an FP8 call */
 } fattn_bwd_params;
 
 /* ---- TE's aux pack --------------------------------------------------- */
@@ -187,6 +220,9 @@ typedef enum fattn_engine_query {
     /* It runs on a CUDA device: provenance records the device and the CUDA
      * and cuDNN versions (harness/runfile.c). */
     FATTN_ENGINE_Q_CUDA_DEVICE,
+    /* It runs FP8 calls (fattn_fwd_params.fp8 / fattn_bwd_params.fp8); the
+     * dispatch refuses them for an engine that does not. */
+    FATTN_ENGINE_Q_FP8,
 } fattn_engine_query;
 
 /* Benchmark timing of the last call (fattn_engine_options.timing_iters). */
