@@ -18,7 +18,7 @@ python=${FATTN_TE_PYTHON:-python3}
 [ $# -gt 0 ] || set -- 2.19.0 2.20.2
 
 # Bumped when the package list changes, so that an older venv is completed.
-pkgs="torch numpy h5py pydantic packaging einops"
+pkgs="torch numpy h5py pydantic packaging einops onnxscript"
 stamp="$env_dir/venv/.fattn-te-packages"
 
 mkdir -p "$env_dir"
