@@ -32,7 +32,7 @@ def import_backends(te_root, module=None):
         if have != root:
             raise TEImportError(f"TE from {have} is already imported; one TE per process")
         return sys.modules[BACKENDS]
-    from . import shim, patches
+    from . import shim
     if module is None:
         module = shim.make_module()
     sys.modules["transformer_engine_torch"] = module
@@ -45,8 +45,6 @@ def import_backends(te_root, module=None):
     # pytorch/__init__.py:13,18 (2.19.0) looks for the compiled extension's
     # file; the shim is already in sys.modules.
     te_common.load_framework_extension = lambda framework: None
-    patches.apply_before_import()
     import importlib
     backends = importlib.import_module(BACKENDS)
-    patches.apply_after_import(backends)
     return backends
