@@ -220,9 +220,13 @@ def run_case(backends, res, ref_case):
     fwd_pack = bridge.last_forward
     node = {"inputs": group([], {n: dataset(x) for n, x in t.items()})}
     aux = {}
-    # the aux pack as tex.fused_attn_fwd returned it, Max aside
-    pack = fwd_pack[2 if max_logit is not None else 1:] if fwd_pack else []
-    stats, rng_state, rest = pack[0], pack[1], list(pack[2:])
+    # the aux pack as tex.fused_attn_fwd returned it: [O, Stats, (Max),
+    # rng_state, (Bias), (SoftmaxOffset)]; Max became max_logit
+    if not fwd_pack:
+        raise CaseError("FusedAttnFunc.forward did not call fused_attn_fwd")
+    stats = fwd_pack[1]
+    after = 3 if max_logit is not None else 2
+    rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
     put(aux, "softmax_stats", stats)
     put(aux, "rng_state", rng_state)
     if spec["bias"] in ("pre_scale_bias", "post_scale_bias"):
