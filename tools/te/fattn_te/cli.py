@@ -60,6 +60,12 @@ def run_fattn(fattn, argv):
     return p.returncode, p.stdout, p.stderr
 
 
+def _count_datasets(node):
+    if "children" not in node:
+        return 1
+    return sum(_count_datasets(c) for c in node["children"].values())
+
+
 def cmd_run_one(te, backend, cases, filt, out, fattn):
     """One TE run in this process; returns (cases, tensors)."""
     root = te_root(te)
@@ -102,7 +108,7 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
         except Exception as e:  # TE's own refusals are data; anything else is an error
             raise RuntimeError(f"case {cid}: TE raised {type(e).__name__}: {e}") from e
         out_cases[cid] = {"attrs": attrs, "children": children}
-        ntensors += sum(len(g["children"]) for g in children.values())
+        ntensors += _count_datasets({"children": children})
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
            "children": {"cases": {"attrs": [], "children": out_cases}}}
     rf.write_tree(out, new, fattn=fattn)
