@@ -57,4 +57,23 @@ check "--te PATH equals fattn split on layout.sb3hd" 0 $?
 "$here/fattn-te" run --te /nonexistent -o "$work/bad.h5" 2>"$work/err"
 check "--te on a missing directory exits 2" 2 $?
 check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
+
+# 4. setup.sh over a complete environment downloads and installs nothing
+"$here/setup.sh" >"$work/setup" 2>&1
+check "setup.sh is idempotent (exit)" 0 $?
+check "setup.sh is idempotent (nothing fetched)" 0 "$(grep -c 'installing\|fetching\|creating' "$work/setup")"
+
+# 5. the shim: TE's enum values, and a name outside its table is refused by name
+got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
+from fattn_te import shim
+m = shim.make_module()
+vals = (int(m.NVTE_QKV_Layout.NVTE_BHSD_BHSD_BHSD), int(m.NVTE_Fused_Attn_Backend.NVTE_FP8),
+        int(m.DType.kBFloat16), int(m.NVTE_QKV_Format.NVTE_QKV_Format_NOT_SET))
+try:
+    m.no_such_entry_point
+    print(vals, "accepted")
+except AttributeError:
+    print(vals, "refused")
+' 2>&1)
+check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
 exit $fail

@@ -17,7 +17,7 @@ def _rebind(name, orig, repl):
 
 
 def apply_cpu():
-    """TE 2.19.0 backends.py:1448 (2.20.2: _fused_attn_forward_impl) asks
+    """TE 2.19.0 backends.py:1448 (2.20.2 backends.py:1606, _fused_attn_forward_impl) asks
     FP8GlobalStateManager.get_fp8_recipe() even on the f16 path; its default
     recipe probes the device (quantization.py:164, utils.py:89
     torch.cuda.current_device()). On the CPU the device is fattn's reference
