@@ -76,4 +76,28 @@ except AttributeError:
     print(vals, "refused")
 ' 2>&1)
 check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
+
+# 6. the bridge refuses a libfattn whose struct layout is not its mirror
+got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
+from fattn_te import bridge
+bridge.Engine("cpu")
+bridge._ABI[0] += 8
+try:
+    bridge.Engine("cpu")
+    print("accepted")
+except bridge.BridgeError as e:
+    print("refused" if "struct layout" in str(e) else e)
+' 2>&1)
+check "bridge checks libfattn's struct layout" refused "$got"
+
+# 7. a source tree: impl is te-<git describe>
+mkdir -p "$work/src"
+cp -R "$env_dir/te/2.20.2/transformer_engine" "$work/src/"
+(cd "$work/src" && git init -q && git add -A && git -c user.name=t -c user.email=t@t \
+    commit -qm tree && git tag v2.20.2-local) >/dev/null 2>&1
+"$here/fattn-te" run --te "$work/src" --filter 'layout.sb3hd*' -o "$work/s.h5" >/dev/null 2>&1
+check "--te on a git tree runs" 0 $?
+check "impl te-<git describe>" te-v2.20.2-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
+"$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
+check "the git tree's states equal the wheel's" 0 $?
 exit $fail

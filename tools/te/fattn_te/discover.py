@@ -1,6 +1,7 @@
 """Discovery mode: import TE with a permissive shim that logs each name the
 import chain asks transformer_engine_torch for, and where (file:line)."""
-import enum, inspect, os, sys, types
+import inspect
+import sys
 
 log = []
 
@@ -29,7 +30,6 @@ def _caller():
 def main(te_root):
     from fattn_te import shim
     mod = shim.make_module()
-    strict_getattr = getattr(mod, "__getattr__", None)
     def ga(name):
         if name.startswith("__"):
             raise AttributeError(name)
