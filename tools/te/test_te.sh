@@ -56,6 +56,9 @@ check "--te PATH equals fattn split on layout.sb3hd" 0 $?
 # 3. bad input: exit 2, nothing written
 "$here/fattn-te" run --te /nonexistent -o "$work/bad.h5" 2>"$work/err"
 check "--te on a missing directory exits 2" 2 $?
+"$here/fattn-te" run --te 2.19.0 -o "$work/no/such/dir/x.h5" 2>"$work/err"
+check "-o in a missing directory exits 2 at once" 2 $?
+check "the message names the directory" 1 "$(grep -c "$work/no/such/dir" "$work/err")"
 check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
 
 # 4. setup.sh over a complete environment downloads and installs nothing
@@ -100,4 +103,12 @@ check "--te on a git tree runs" 0 $?
 check "impl te-<git describe>" te-v2.20.2-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
 "$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
 check "the git tree's states equal the wheel's" 0 $?
+
+# 8. byte-reproducible with SOURCE_DATE_EPOCH, whatever the output path
+mkdir -p "$work/r"
+for o in "$work/r1.h5" "$work/r/r2.h5"; do
+    SOURCE_DATE_EPOCH=1700000000 "$here/fattn-te" run --te 2.19.0 --filter 'dropout.*' -o "$o" >/dev/null 2>&1
+done
+cmp -s "$work/r1.h5" "$work/r/r2.h5"
+check "two runs with SOURCE_DATE_EPOCH are byte-identical" 0 $?
 exit $fail

@@ -115,7 +115,16 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
     return len(out_cases), ntensors
 
 
+def check_output(path):
+    """-o is checked before any work (as fattn's commands do): its directory
+    must exist and the target must be absent or a regular file."""
+    d = rf.target_dir(path)
+    if not os.path.isdir(d):
+        raise rf.InputError(f"{path}: directory {d} does not exist")
+
+
 def cmd_run(args):
+    check_output(args.o)
     fattn = rf.find_fattn()
     n, m = cmd_run_one(args.te, args.backend, args.cases, args.filter, args.o, fattn)
     print(f"fattn-te run: wrote {n} cases ({m} tensors) of {te_impl(te_root(args.te))} "
