@@ -184,17 +184,15 @@ _TORCH = {v: k for k, v in _DTYPES.items()}
 
 
 def poisoned(shape, dtype, device):
+    """An output as fattn's front ends allocate it: every byte the poison."""
     t = torch.empty(tuple(shape), dtype=dtype, device=device)
-    t.view(torch.uint8).fill_(POISON_BYTE) if t.numel() else None
+    if t.numel():
+        t.view(torch.uint8).fill_(POISON_BYTE)
     return t
 
 
 def _fmt_has_thd(fmt):
     return int(fmt) == 2  # NVTE_THD
-
-
-def _q_format(layout_name):
-    return layout_name.replace("paged_kv_", "").split("_")[0].replace("3", "").replace("2", "")
 
 
 def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout,
@@ -295,11 +293,12 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
         dk, dv = _alloc_packed(k, 2, k.dim() - 2 if "2hd" in lay else k.dim() - 1, dtype)
     else:
         (dq,), (dk,), (dv,) = (_alloc_packed(t, 1, 0, dtype) for t in (q, k, v))
-    # attention.cpp:492-498: THD grads zero-filled.
+    # attention.cpp:492-498: THD grads zero-filled (q's format is the
+    # layout's first part, k/v's its last: "t3hd", "thd_t2hd", "thd_bshd_bshd").
     parts = lay.split("_")
     if parts[0].startswith("t"):
         dq.zero_()
-    if parts[-1].startswith("t") or (len(parts) == 1 and parts[0].startswith("t")):
+    if parts[-1].startswith("t"):
         dk.zero_()
         dv.zero_()
     d_bias = d_off = None
@@ -308,8 +307,7 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
         last = aux_ctx_tensors[-1]
         d_bias = poisoned(last.shape, dtype, q.device)
         qkv_name = shim.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
-        if qkv_name.replace("3", "").replace("2", "").split("_")[0].startswith("t") and all(
-                s.startswith("t") for s in qkv_name.split("_")):
+        if all(part.startswith("t") for part in qkv_name.split("_")):  # the layout's format is THD
             d_bias.zero_()
     # attention.cpp:561-568: dSoftmaxOffset float32 [1, h, 1, 1].
     if int(softmax_type) != 0:
