@@ -6,6 +6,8 @@ import sys
 import tempfile
 import warnings
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(SRC, "tools", "python"))
@@ -73,7 +75,10 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
         warnings.simplefilter("ignore")
         from fattn_te import loader, bridge, record
         backends = loader.import_backends(root)
-    bridge.set_engine(bridge.Engine(backend))
+    # Bitwise checks need a backward that repeats bitwise: on cuDNN the
+    # deterministic algorithm is forced, as `fattn verify` forces it.
+    forced = backend == "cudnn"
+    bridge.set_engine(bridge.Engine(backend, deterministic_bwd=forced))
     if backend == "cpu":
         from fattn_te import patches
         patches.apply_cpu()
@@ -91,7 +96,9 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
         raise rf.InputError(f"fattn {' '.join(argv)}: exit {rc}")
     tree = rf.load_tree(ref)
     resolved = {r["id"]: r for r in rf.resolved_cases(cases, fattn=fattn)}
-    root_attrs = [a for a in tree["attrs"] if a[0] not in ("impl", "git_rev")]
+    root_attrs = [a for a in tree["attrs"]
+                  if a[0] not in ("impl", "git_rev", "forced_deterministic_bwd")]
+    root_attrs.append(("forced_deterministic_bwd", np.uint8(forced), np.dtype("uint8")))
     root_attrs.append(("impl", te_impl(root), None))
     root_attrs.append(("git_rev", rf.attr_value(tree, "git_rev"), None))
     out_cases = {}
