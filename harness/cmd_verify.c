@@ -374,6 +374,11 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
         json_object_set_new(summ, "dpa_routes_elsewhere", json_integer((json_int_t)routed));
     if (root)
         json_object_set_new(root, "te_rules", json_string(fattn_te_rules_name(v->te_rules)));
+    /* the run's side of the provenance (the goldens file holds the other) */
+    if (root)
+        json_object_set_new(root, "git_rev", json_string(FATTN_GIT_REV));
+    if (root)
+        json_object_set_new(root, "fattn_version", json_string(FATTN_VERSION));
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
