@@ -181,15 +181,19 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
     fattn_report_text(f, jstr(root, "engine"));
     fputs(", platform key ", f);
     fattn_report_text(f, jstr(root, "platform_key"));
-    fprintf(f, ", TE rules %s, deterministic backward forced: %s</td></tr>\n",
+    fprintf(f, ", TE rules %s, deterministic backward forced: %s, fattn ",
             jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
             json_is_true(json_object_get(root, "forced_deterministic_bwd")) ? "yes" : "no");
+    fattn_report_text(f, jstr(root, "fattn_version") ? jstr(root, "fattn_version") : "?");
+    fputs(" at git_rev ", f);
+    fattn_report_text(f, jstr(root, "git_rev") ? jstr(root, "git_rev") : "? (not recorded)");
+    fputs("</td></tr>\n", f);
     fputs("<tr><th>goldens</th><td class=\"mono\">", f);
     fattn_report_text(f, jstr(root, "goldens"));
     fputs("</td></tr></table>\n", f);
     fattn_h5_node *g = read_tree(jstr(root, "goldens"), true);
     if (g)
-        fattn_report_provenance(f, "goldens file", g, "(this run: see above)", NULL);
+        fattn_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
     else
         fputs("<p class=\"empty\">the goldens file cannot be read here: its provenance is not "
               "shown</p>\n", f);

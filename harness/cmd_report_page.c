@@ -529,8 +529,10 @@ static void prov_row(FILE *f, const char *name, const fattn_h5_node *a, const fa
     fattn_report_text(f, name);
     fputs("</td><td class=\"mono\">", f);
     attr_value(f, x);
-    fputs("</td><td class=\"mono\">", f);
-    attr_value(f, y);
+    if (b) {
+        fputs("</td><td class=\"mono\">", f);
+        attr_value(f, y);
+    }
     fputs("</td></tr>\n", f);
 }
 
@@ -539,8 +541,10 @@ void fattn_report_provenance(FILE *f, const char *label_a, const fattn_h5_node *
 {
     fputs("<table class=\"provenance\"><tr><th>attribute</th><th>", f);
     fattn_report_text(f, label_a);
-    fputs("</th><th>", f);
-    fattn_report_text(f, label_b);
+    if (b) {
+        fputs("</th><th>", f);
+        fattn_report_text(f, label_b);
+    }
     fputs("</th></tr>\n", f);
     for (size_t i = 0; a && i < a->n_attrs; i++)
         prov_row(f, a->attrs[i].name, a, b);

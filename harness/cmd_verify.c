@@ -45,8 +45,10 @@ static const char verify_help[] =
     "differs or errors, and prints the report of the cases run so far.\n"
     "--progress (the default when stderr is a terminal) prints `[17/63] CASE... ok` on\n"
     "stderr as each case is done.\n"
-    "--junit FILE writes JUnit XML (one testcase per case; a failure element with the first\n"
-    "difference, error and skipped elements) for CI dashboards; FILE = - writes it to stdout.\n"
+    "--junit FILE writes JUnit XML for CI dashboards: one testcase per check of each case\n"
+    "(classname fattn.verify.CASE, name the check; a failure element with its first\n"
+    "differences), and one named `case` for a skipped or errored case; FILE = - writes it\n"
+    "to stdout.\n"
     "--json FILE writes the report as JSON (schema fattn-verify/1); FILE = - writes it to\n"
     "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
@@ -372,6 +374,11 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
         json_object_set_new(summ, "dpa_routes_elsewhere", json_integer((json_int_t)routed));
     if (root)
         json_object_set_new(root, "te_rules", json_string(fattn_te_rules_name(v->te_rules)));
+    /* the run's side of the provenance (the goldens file holds the other) */
+    if (root)
+        json_object_set_new(root, "git_rev", json_string(FATTN_GIT_REV));
+    if (root)
+        json_object_set_new(root, "fattn_version", json_string(FATTN_VERSION));
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
     char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
@@ -382,100 +389,6 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     int wrc = cli_write_report("verify", "JSON report", path, text);
     free(text);
     return wrc == FATTN_EXIT_OK ? 0 : -1;
-}
-
-/* Text as XML character data or an attribute value: the five specials as
- * entities, and bytes XML 1.0 cannot hold (control characters; anything
- * outside ASCII, which fattn's messages do not promise to be UTF-8) as '?'. */
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            fputc((ch < 0x20 && ch != '\t' && ch != '\n') || ch >= 0x7f ? '?' : ch, f);
-        }
-    }
-}
-
-/* One case as a JUnit testcase: classname fattn.verify.<id's first part>. */
-static void junit_case(FILE *f, const fattn_verify_case *c)
-{
-    const char *id = c->spec->id, *dot = strchr(id, '.');
-    fputs("    <testcase classname=\"fattn.verify.", f);
-    fprintf(f, "%.*s\" name=\"", dot ? (int)(dot - id) : (int)strlen(id), id);
-    xml_text(f, id);
-    fputs("\">\n", f);
-    if (c->skipped) {
-        fputs("      <skipped message=\"", f);
-        xml_text(f, c->skipped);
-        fputs("\"/>\n", f);
-    } else if (c->cmp.differences) {
-        fprintf(f, "      <failure type=\"different\" message=\"");
-        xml_text(f, c->cmp.paths[0]); /* "check: path" */
-        fputs(" ", f);
-        xml_text(f, c->cmp.why[0]);
-        fprintf(f, "\">%zu difference%s", c->cmp.differences, cli_s(c->cmp.differences));
-        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++) {
-            fputs("\n", f);
-            xml_text(f, c->cmp.paths[k]);
-            fputs(": ", f);
-            xml_text(f, c->cmp.why[k]);
-        }
-        fputs("</failure>\n", f);
-    } else if (c->error[0]) {
-        fputs("      <error type=\"error\" message=\"", f);
-        xml_text(f, c->error);
-        fputs("\"/>\n", f);
-    }
-    fputs("    </testcase>\n", f);
-}
-
-/* The JUnit XML report of the cases run; 0, or -1 after a message. */
-static int write_junit(const char *path, const fattn_cmd_verify_env *v,
-                       const fattn_verify_result *r)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
-        return -1;
-    }
-    char counts[160];
-    snprintf(counts, sizeof counts, "tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
-             "skipped=\"%zu\"", r->n_cases, r->n_diff, r->n_err, r->n_skip);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<testsuites name=\"fattn verify\" %s>\n"
-               "  <testsuite name=\"fattn verify\" %s>\n    <properties>\n", counts, counts);
-    const char *props[][2] = {{"engine", v->backend_name},
-                              {"platform_key", v->goldens.key},
-                              {"goldens", v->goldens.path},
-                              {"verdict", r->neutral ? "behavior-neutral"
-                                                     : "not behavior-neutral"}};
-    for (size_t k = 0; k < sizeof props / sizeof props[0]; k++) {
-        fprintf(f, "      <property name=\"%s\" value=\"", props[k][0]);
-        xml_text(f, props[k][1] ? props[k][1] : "");
-        fputs("\"/>\n", f);
-    }
-    fputs("    </properties>\n", f);
-    for (size_t i = 0; i < r->n_cases; i++)
-        junit_case(f, &r->cases[i]);
-    fputs("  </testsuite>\n</testsuites>", f);
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad || !text) {
-        free(text);
-        cli_fail("verify", "%s: cannot write the JUnit report: out of memory", path);
-        return -1;
-    }
-    int rc = cli_write_report("verify", "JUnit report", path, text);
-    free(text);
-    return rc == FATTN_EXIT_OK ? 0 : -1;
 }
 
 /* The selected cases DotProductAttention would not route to FusedAttention
@@ -507,7 +420,7 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
     int rc = fattn_cmd_verify_exit(r, v->strict);
     if (v->json && write_json(v->json, v, r, rc, routed) != 0)
         rc = FATTN_EXIT_ERROR;
-    if (v->junit && write_junit(v->junit, v, r) != 0)
+    if (v->junit && fattn_cmd_verify_write_junit(v->junit, v, r) != 0)
         rc = FATTN_EXIT_ERROR;
     return rc;
 }

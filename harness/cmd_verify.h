@@ -43,6 +43,10 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c);
 /* The verdict lines to f and the JSON report if asked; verify's exit code. */
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
                             const fattn_verify_result *r);
+/* The JUnit XML report of r to path (- for stdout); 0, or -1 after a
+ * message (cmd_verify_junit.c). */
+int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
+                                 const fattn_verify_result *r);
 /* Verify's exit code for a result (docs/verify.md). */
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
 

@@ -45,8 +45,8 @@ void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n);
 void fattn_report_tensor(FILE *f, const fattn_diff_entry *e, const fattn_h5_node *a,
                          const fattn_h5_node *b);
 
-/* A provenance table of the root attributes of both sides (either may be
- * NULL), the rows whose values differ marked. */
+/* A provenance table of the root attributes of both sides, the rows whose
+ * values differ marked; b NULL: a's alone. */
 void fattn_report_provenance(FILE *f, const char *label_a, const fattn_h5_node *a,
                              const char *label_b, const fattn_h5_node *b);
 

@@ -46,6 +46,14 @@ static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e
 static void check_note(fattn_verify_case *c, const char *check, const fattn_compare_result *r)
 {
     c->tensors += r->tensors;
+    size_t k = 0;
+    while (k < c->n_checks && strcmp(c->checks[k].name, check) != 0)
+        k++;
+    assert(k < FATTN_VERIFY_MAX_CHECKS);
+    if (k == c->n_checks && k < FATTN_VERIFY_MAX_CHECKS)
+        snprintf(c->checks[c->n_checks++].name, sizeof c->checks[0].name, "%s", check);
+    if (k < c->n_checks)
+        c->checks[k].differences += r->differences;
     if (!c->cmp.detail[0] && r->detail[0]) {
         snprintf(c->cmp.detail_path, sizeof c->cmp.detail_path, "%.60s: %.190s", check,
                  r->detail_path);

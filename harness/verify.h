@@ -30,6 +30,10 @@
 #include "spec.h"
 #include "tolerance.h"
 
+/* The most checks one case runs (seams, legacy vs split and its wrapper,
+ * the refusal, three replays, repeat, golden), with room to spare. */
+#define FATTN_VERIFY_MAX_CHECKS 16
+
 /* One case's checks. */
 typedef struct fattn_verify_case {
     const fattn_spec *spec;
@@ -47,6 +51,13 @@ typedef struct fattn_verify_case {
     /* Each front end's straight run (by fattn_impl): its status and, when
      * it failed, its message, so that a report names both sides' errors
      * and not only the state one side is missing. */
+    /* every check run on the case, in the order run, with its count of
+     * differences (for reports of one entry per check: JUnit) */
+    struct {
+        char name[64];
+        size_t differences;
+    } checks[FATTN_VERIFY_MAX_CHECKS];
+    size_t n_checks;
     fattn_status side_status[FATTN_IMPL_COUNT];
     char side_error[FATTN_IMPL_COUNT][512];
 } fattn_verify_case;

@@ -820,8 +820,8 @@ def _():
         assert "-k '%s'" % extra[1] in p.stderr and "behavior-neutral" not in p.stdout, p.stderr
 
 
-@case("verify --junit FILE / -: JUnit XML that xml.etree parses, one testcase per case, a "
-      "failure with the first difference, escaped text")
+@case("verify --junit FILE / -: JUnit XML that xml.etree parses, one testcase per case and "
+      "check, a failure with the check's first difference, escaped text")
 def _():
     import xml.etree.ElementTree as ET
     fix, changed = verify_fixture()
@@ -831,17 +831,23 @@ def _():
     assert table_ids(p.stdout) == ["a.one", "b.two", "c.three"], p.stdout
     root = ET.parse(out).getroot()
     suite = root.find("testsuite")
-    assert root.tag == "testsuites" and suite.get("tests") == "3", ET.tostring(root)
-    assert suite.get("failures") == "1" and suite.get("errors") == "0", suite.attrib
     tcs = suite.findall("testcase")
-    assert [t.get("name") for t in tcs] == ["a.one", "b.two", "c.three"]
-    assert [t.get("classname") for t in tcs] == ["fattn.verify.a", "fattn.verify.b",
-                                                 "fattn.verify.c"]
-    fails = {t.get("name"): t.find("failure") for t in tcs}
-    assert fails["a.one"] is None and fails["c.three"] is None
-    f = fails["b.two"]
-    assert f is not None and f.get("message").startswith("golden: @spec"), f.attrib
-    assert "forward/out" in f.text, f.text
+    checks = ["split save/restore seam", "legacy vs split", "split wrapper save/restore seam",
+              "legacy vs split wrapper", "replay legacy save_ctx -> split",
+              "replay split save_ctx -> legacy", "replay split forward -> split", "repeat",
+              "golden"]
+    want = [("fattn.verify." + c, k) for c in ("a.one", "b.two", "c.three") for k in checks]
+    assert [(t.get("classname"), t.get("name")) for t in tcs] == want, \
+        [(t.get("classname"), t.get("name")) for t in tcs]
+    assert root.tag == "testsuites" and suite.get("tests") == str(len(want)), suite.attrib
+    assert suite.get("failures") == "1" and suite.get("errors") == "0", suite.attrib
+    fails = [(t.get("classname"), t.get("name"), t.find("failure")) for t in tcs
+             if t.find("failure") is not None]
+    assert [x[:2] for x in fails] == [("fattn.verify.b.two", "golden")], fails
+    f = fails[0][2]
+    assert f.get("message").startswith("golden: @spec"), f.attrib
+    assert "forward/out" in f.text and f.text.startswith("%s difference" % f.text.split()[0]), \
+        f.text
     props = {e.get("name"): e.get("value") for e in suite.find("properties")}
     assert props["goldens"] == os.path.join(fix, "cpu-math-1.h5"), props  # & < " ' > escaped
     assert props["verdict"] == "not behavior-neutral", props
@@ -849,13 +855,15 @@ def _():
     p = run("verify", "--backend", "cpu", "--cases", changed, "--fixtures", fix, "-x",
             "--junit", "-", check=1)
     root = ET.fromstring(p.stdout)
-    assert [t.get("name") for t in root.iter("testcase")] == ["a.one", "b.two"], p.stdout
+    assert sorted({t.get("classname") for t in root.iter("testcase")}) == \
+        ["fattn.verify.a.one", "fattn.verify.b.two"], p.stdout
     assert "stopped after the first failing case" in p.stderr, p.stderr
     # a skipped case is a skipped element
     p = run("verify", "--backend", "cpu", "--cases", path("paged.json"), "--fixtures",
             path("nofix"), "--junit", "-", check=0)
     (t,) = ET.fromstring(p.stdout).iter("testcase")
-    assert t.find("skipped") is not None and "paged" in t.find("skipped").get("message")
+    assert t.get("name") == "case" and t.find("skipped") is not None and \
+        "paged" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 

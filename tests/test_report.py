@@ -170,6 +170,8 @@ def test_verify_report():
           % want)
     check(all(('id="%s"' % h) in dom for _, h in chips), "every square links to its details")
     check(rep["verdict"] in dom, "the verdict is shown")
+    check("at git_rev %s" % rep["git_rev"] in dom and 'class="provenance"' in dom,
+          "provenance of both sides: the run's revision and the goldens file's attributes")
     if exe != FATTN:
         check("different" in want, "the mutant's report has a different case")
 
