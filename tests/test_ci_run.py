@@ -39,6 +39,7 @@ def put(rel, text, mode=0o755):
 try:
     put(".ci/run", open(CI_RUN).read())
     put("tools/install-deps.sh", "echo 'install-deps: all dependencies present'\n")
+    put("tools/te/setup.sh", "echo 'te: environment present'\n")
     put("tools/ci/count-tests.py", "print('0 passed, 0 failed, 0 skipped')\n")
     put("bin/meson", """#!/bin/sh
 case "$1" in
@@ -54,15 +55,15 @@ esac
     out = p.stdout
     heads = re.findall(r"^=== stage (\d+): (.*) ===$", out, re.M)
     check([h[1].split(" (")[0].split(":")[0] for h in heads] ==
-          ["dependencies", "optimised build", "optimised build", "sanitizer build, ASan + UBSan",
+          ["dependencies", "TE's Python environment", "optimised build", "optimised build", "sanitizer build, ASan + UBSan",
            "sanitizer build", "summary"], "a heading per stage, in order (%s)" % heads)
     check([int(h[0]) for h in heads] == list(range(1, len(heads) + 1)), "stages numbered")
     for b in ("build-ci", "build-san"):
         ticks = re.findall(r"^  building %s \((\d+) s\): \[(\d)/4\] Compiling C object" % b,
                            out, re.M)
         check(len(ticks) >= 1, "while %s builds, its latest step is shown (%s)" % (b, ticks))
-    check(out.index("=== stage 2") < out.index("building build-ci") <
-          out.index("=== stage 3"), "the build's progress comes under its heading")
+    check(out.index("=== stage 3") < out.index("building build-ci") <
+          out.index("=== stage 4"), "the build's progress comes under its heading")
     check("meson test ran in build-ci" in out and "meson test ran in build-san" in out,
           "both suites still run")
 finally:
