@@ -45,7 +45,8 @@ class FwdParams(ctypes.Structure):
         ("attn_scale", ctypes.c_float), ("dropout", ctypes.c_float),
         ("qkv_layout", _E), ("o_format", _E), ("bias_type", _E), ("mask_type", _E),
         ("softmax_type", _E), ("window_size_left", ctypes.c_int64),
-        ("window_size_right", ctypes.c_int64), ("bottom_right_diagonal", _B)]
+        ("window_size_right", ctypes.c_int64), ("bottom_right_diagonal", _B),
+        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_fwd *: NULL, TE's f16 path
 
 
 class BwdParams(ctypes.Structure):
@@ -58,7 +59,8 @@ class BwdParams(ctypes.Structure):
         ("qkv_layout", _E), ("o_format", _E), ("do_format", _E), ("dqkv_layout", _E),
         ("bias_type", _E), ("mask_type", _E), ("softmax_type", _E),
         ("window_size_left", ctypes.c_int64), ("window_size_right", ctypes.c_int64),
-        ("bottom_right_diagonal", _B), ("deterministic", _B), ("cuda_graph", _B)]
+        ("bottom_right_diagonal", _B), ("deterministic", _B), ("cuda_graph", _B),
+        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_bwd *: NULL, TE's f16 path
 
 
 class EngineOptions(ctypes.Structure):
