@@ -50,6 +50,8 @@
 #include "fattn/philox.h"
 #include "fattn/te.h"
 
+#include "bench_steps.h"
+
 #define MAX_ROUNDS 16
 
 typedef struct shape {
@@ -65,6 +67,7 @@ static const shape shapes[] = {
 
 typedef struct settings {
     int iters, rounds, host_calls;
+    int steps; /* --steps: repetitions of the instrumented mode, 0 off */
     const char *only;
 } settings;
 
@@ -375,6 +378,13 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
         st = host_cost(c, e, CALL_BWD, cfg->host_calls, &host_bwd, &host_bwd_min, &hits_bwd,
                        &host_bwd_fattn, &host_bwd_exec);
     }
+    if (st == FATTN_OK && cfg->steps > 0) {
+        stage = "steps";
+        c->bp.deterministic = false;
+        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, cfg->steps) != 0 ||
+            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, cfg->steps) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "instrumented steps failed (above)");
+    }
     /* rounds interleave the three kinds, so that a drift of the clocks
      * touches them alike */
     for (int r = 0; r < cfg->rounds && st == FATTN_OK; r++)
@@ -427,7 +437,7 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
 /* ---- main ------------------------------------------------------------------ */
 
 static const char usage[] =
-    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB]\n"
+    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--only GLOB]\n"
     "\n"
     "The cuDNN engine's forward, backward and deterministic-backward speed (TFLOP/s),\n"
     "host cost of a plan-cache hit and cold plan build, per shape (bf16, bshd, causal\n"
@@ -435,6 +445,9 @@ static const char usage[] =
     "  --iters N       timed executions per round (default 20)\n"
     "  --rounds R      rounds, interleaving forward and both backwards (default 3, <= 16)\n"
     "  --host-calls H  cache-hit calls whose host cost is measured (default 20)\n"
+    "  --steps N       also N cache-hit calls per kind with a clock around each host\n"
+    "                  step (graph, key, lookup, variant pack, execute...): JSON lines\n"
+    "                  \"bench\":\"cudnn_steps\" (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "FLOPs: forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward.\n"
     "Without a usable GPU: one JSON line saying so, exit 0.\n";
@@ -451,7 +464,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .only = NULL};
+    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .steps = 0, .only = NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -464,6 +477,8 @@ int main(int argc, char **argv)
             bad = parse_int(val, 1, MAX_ROUNDS, &cfg.rounds);
         } else if (!strcmp(a, "--host-calls") && val) {
             bad = parse_int(val, 1, 100000, &cfg.host_calls);
+        } else if (!strcmp(a, "--steps") && val) {
+            bad = parse_int(val, 0, 100000, &cfg.steps);
         } else if (!strcmp(a, "--only") && val) {
             cfg.only = val;
         } else {

@@ -1,0 +1,16 @@
+/* bench_cudnn's instrumented mode (bench_steps.c). */
+#ifndef FATTN_BENCH_STEPS_H
+#define FATTN_BENCH_STEPS_H
+
+#include <stdbool.h>
+
+#include "fattn/engine.h"
+
+/* n cache-hit calls of one kind on eng (a forward when bp is NULL), each
+ * followed by the engine's host steps one by one with a clock around each;
+ * prints one JSON line of step medians ("bench":"cudnn_steps"). The plans
+ * must be in eng's cache already. 0, or -1 with the reason on stderr. */
+int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *kind,
+                const fattn_fwd_params *fp, const fattn_bwd_params *bp, int n);
+
+#endif
