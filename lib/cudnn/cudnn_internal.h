@@ -126,10 +126,8 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
 fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
                                     const void *blob, size_t len, cudnn_plan **out);
 
-/* Execute: ptrs[i] is the device (or, by-value, host) pointer of tensor i of
- * g for every non-virtual tensor. */
-fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
-                                void *const *ptrs, void *workspace);
+/* Plans execute through plans.c (cudnn_execute_plan), which keeps each
+ * plan's variant pack. */
 
 /* An engine tag ("eng6_k14=-1_k24=26", len bytes) without its knobs whose
  * value is -1, into out (cap bytes, NUL-terminated, truncated to fit): how

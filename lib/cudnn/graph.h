@@ -4,7 +4,8 @@
  * cuDNN's backend API: tensors (uid, dtype, dims, strides, virtual, by-value,
  * ragged offset) and operations in emission order with their attributes. It
  * is built from fattn_fwd_params without any CUDA (graph.c), dumped as text
- * for tests and as the plan-cache key, and lowered to backend descriptors in
+ * for tests and as the plan store's key, keyed in binary for the in-memory
+ * plan cache (cg_key), and lowered to backend descriptors in
  * one pass (lower.c). The forward is built as cudnn-frontend 1.18 lowers
  * CompositeSDPANode (and its score modifiers and softmax node) for the
  * options TransformerEngine sets, or as the single native SDPA_FWD op where
