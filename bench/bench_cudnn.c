@@ -68,6 +68,7 @@ static const shape shapes[] = {
 typedef struct settings {
     int iters, rounds, host_calls;
     int steps; /* --steps: repetitions of the instrumented mode, 0 off */
+    int public_calls; /* --public: public calls timed by CUDA events, 0 off */
     const char *only;
 } settings;
 
@@ -378,6 +379,14 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
         st = host_cost(c, e, CALL_BWD, cfg->host_calls, &host_bwd, &host_bwd_min, &hits_bwd,
                        &host_bwd_fattn, &host_bwd_exec);
     }
+    double pub_ms[3] = {0, 0, 0}, pub_wall[3] = {0, 0, 0};
+    for (int k = 0; k < 3 && st == FATTN_OK && cfg->public_calls > 0; k++) {
+        stage = "public calls";
+        c->bp.deterministic = k == CALL_BWD_DET;
+        if (bench_public(e, &c->fp, k ? &c->bp : NULL, cfg->public_calls, &pub_ms[k],
+                         &pub_wall[k]) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "public calls failed (above)");
+    }
     if (st == FATTN_OK && cfg->steps > 0) {
         stage = "steps";
         c->bp.deterministic = false;
@@ -423,6 +432,11 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
     printf("\"host_fattn_us\":%.2f,\"host_execute_us\":%.2f,\"bwd_host_fattn_us\":%.2f,"
            "\"bwd_host_execute_us\":%.2f,", host_fwd_fattn, host_fwd_exec, host_bwd_fattn,
            host_bwd_exec);
+    if (cfg->public_calls > 0)
+        printf("\"fwd_public_ms\":%.4f,\"bwd_public_ms\":%.4f,\"bwd_det_public_ms\":%.4f,"
+               "\"fwd_public_wall_us\":%.1f,\"bwd_public_wall_us\":%.1f,"
+               "\"bwd_det_public_wall_us\":%.1f,\"public_calls\":%d,", pub_ms[0], pub_ms[1],
+               pub_ms[2], pub_wall[0], pub_wall[1], pub_wall[2], cfg->public_calls);
     printf("\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"bwd_det_plan_build_s\":%.3f,",
            tm[0].build_s, tm[1].build_s, tm[2].build_s);
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","
@@ -437,7 +451,8 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
 /* ---- main ------------------------------------------------------------------ */
 
 static const char usage[] =
-    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--only GLOB]\n"
+    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--public N]\n"
+    "                   [--only GLOB]\n"
     "\n"
     "The cuDNN engine's forward, backward and deterministic-backward speed (TFLOP/s),\n"
     "host cost of a plan-cache hit and cold plan build, per shape (bf16, bshd, causal\n"
@@ -448,6 +463,9 @@ static const char usage[] =
     "  --steps N       also N cache-hit calls per kind with a clock around each host\n"
     "                  step (graph, key, lookup, variant pack, execute...): JSON lines\n"
     "                  \"bench\":\"cudnn_steps\" (default 0: off)\n"
+    "  --public N      also N public calls per kind (forward, both backwards), each\n"
+    "                  between CUDA events, queued back to back: *_public_ms (copies\n"
+    "                  included: the engine takes host tensors) (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "FLOPs: forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward.\n"
     "Without a usable GPU: one JSON line saying so, exit 0.\n";
@@ -464,7 +482,8 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .steps = 0, .only = NULL};
+    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .steps = 0, .public_calls = 0,
+                    .only = NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -477,6 +496,8 @@ int main(int argc, char **argv)
             bad = parse_int(val, 1, MAX_ROUNDS, &cfg.rounds);
         } else if (!strcmp(a, "--host-calls") && val) {
             bad = parse_int(val, 1, 100000, &cfg.host_calls);
+        } else if (!strcmp(a, "--public") && val) {
+            bad = parse_int(val, 0, 100000, &cfg.public_calls);
         } else if (!strcmp(a, "--steps") && val) {
             bad = parse_int(val, 0, 100000, &cfg.steps);
         } else if (!strcmp(a, "--only") && val) {

@@ -327,3 +327,50 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
     free(x.junk);
     return st == FATTN_OK ? 0 : -1;
 }
+
+int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
+                 int n, double *median_ms, double *wall_us)
+{
+    const cudnn_api *api = ((cudnn_engine *)eng->impl)->api;
+    cudaEvent_t *ev = calloc((size_t)n + 1, sizeof *ev);
+    double *ms = calloc((size_t)n, sizeof *ms), *wall = calloc((size_t)n, sizeof *wall);
+    fattn_status st = ev && ms && wall ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "public");
+    int made = 0;
+    cudaError_t ce = cudaSuccess;
+    for (; st == FATTN_OK && made <= n; made++)
+        if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
+            st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+            break;
+        }
+    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        double t = now_us();
+        st = bp ? fattn_engine_bwd(eng, bp) : fattn_engine_fwd(eng, fp);
+        wall[i] = now_us() - t;
+        if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    }
+    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        float t = 0.0f;
+        if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+        ms[i] = t;
+    }
+    if (st == FATTN_OK) {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        qsort(wall, (size_t)n, sizeof *wall, cmp_double);
+        *median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+        *wall_us = n % 2 ? wall[n / 2] : 0.5 * (wall[n / 2 - 1] + wall[n / 2]);
+    } else {
+        fprintf(stderr, "bench_cudnn: public calls: %s\n", fattn_last_error());
+    }
+    for (int i = 0; i < made && ev; i++)
+        api->cudaEventDestroy(ev[i]);
+    free(ev);
+    free(ms);
+    free(wall);
+    return st == FATTN_OK ? 0 : -1;
+}

@@ -13,4 +13,12 @@
 int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *kind,
                 const fattn_fwd_params *fp, const fattn_bwd_params *bp, int n);
 
+/* n public calls of one kind on eng (a forward when bp is NULL), each
+ * between two CUDA events on the default stream, queued back to back, the
+ * way torch_sdpa_bench.py times PyTorch's calls: the median interval
+ * (*median_ms; the engine's calls copy host tensors and so end synchronised)
+ * and the median host wall time of a call (*wall_us). 0, or -1 (stderr). */
+int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
+                 int n, double *median_ms, double *wall_us);
+
 #endif

@@ -18,7 +18,9 @@
 #
 # Knobs: BENCH_PASSES (1), BENCH_ITERS (20 timed executions per round),
 # BENCH_ROUNDS (3), BENCH_HOST_CALLS (20), BENCH_ONLY (shape glob),
-# BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_REV (the git revision to record), PYTHON (python3,
+# BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_PUBLIC (10: public
+# calls per kind timed the same way on both sides, 0 off), BENCH_STEPS (0: repetitions of
+# bench_cudnn's instrumented host steps), BENCH_REV (the git revision to record), PYTHON (python3,
 # the one with torch), BUILD_DIR.
 # Dependencies and cuDNN: tools/gpu/gpu-env.sh (as tools/gpu/gpu-ci.sh).
 set -eu
@@ -32,6 +34,8 @@ PASSES=${BENCH_PASSES:-1}
 ITERS=${BENCH_ITERS:-20}
 ROUNDS=${BENCH_ROUNDS:-3}
 HOST_CALLS=${BENCH_HOST_CALLS:-20}
+PUBLIC=${BENCH_PUBLIC:-10}
+STEPS=${BENCH_STEPS:-0}
 PY=${PYTHON:-python3}
 say() { echo "gpu-bench: $* (at $(( $(date +%s) - T0 )) s)"; }
 
@@ -61,13 +65,13 @@ while [ "$p" -le "$PASSES" ]; do
     # cold plan builds are builds: no plan store here
     # shellcheck disable=SC2086  # ONLY_* are two words or none
     env -u FATTN_CUDNN_PLAN_DIR timeout "${BENCH_FATTN_TIMEOUT:-240}" "$BUILD/bench/bench_cudnn" --iters "$ITERS" \
-        --rounds "$ROUNDS" --host-calls "$HOST_CALLS" $ONLY_C \
+        --rounds "$ROUNDS" --host-calls "$HOST_CALLS" --public "$PUBLIC" --steps "$STEPS" $ONLY_C \
         >"$LOGS/fattn-$p.jsonl" 2>"$LOGS/fattn-$p.err" ||
         say "bench_cudnn pass $p: exit $? (see fattn-$p.err)"
     say "bench_cudnn pass $p done"
     # shellcheck disable=SC2086
     timeout "${BENCH_TORCH_TIMEOUT:-240}" "$PY" bench/torch_sdpa_bench.py --iters "$ITERS" \
-        --rounds "$ROUNDS" $ONLY_T >"$LOGS/torch-$p.jsonl" 2>"$LOGS/torch-$p.err" ||
+        --rounds "$ROUNDS" --public "$PUBLIC" $ONLY_T >"$LOGS/torch-$p.jsonl" 2>"$LOGS/torch-$p.err" ||
         say "torch_sdpa_bench pass $p: exit $? (see torch-$p.err)"
     say "torch_sdpa_bench pass $p done"
     FATTN_FILES="$FATTN_FILES $LOGS/fattn-$p.jsonl"
