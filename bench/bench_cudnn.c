@@ -180,6 +180,10 @@ typedef struct timed {
     double spread;               /* (max - min of round_ms) / ms */
     double build_s;              /* plan build of the cold call */
     char tag[96], route[16];
+    /* autotune (FATTN_CUDNN_AUTOTUNE=1): the cold call's choice */
+    int tuned, candidates;
+    char first[96];
+    double first_ms, winner_ms;
 } timed;
 
 static double fwd_flops(const bench_case *c)
@@ -285,6 +289,9 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     out->build_s = t.plan_cache_hit ? 0.0 : t.plan_build_s;
     snprintf(out->tag, sizeof out->tag, "%s", rep.tag);
     snprintf(out->route, sizeof out->route, "%s", rep.route);
+    char winner[96];
+    out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
+                                 &out->first_ms, &out->winner_ms);
     return FATTN_OK;
 }
 
@@ -442,6 +449,11 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","
            "\"bwd_det_engine_tag\":\"%s\",\"bwd_det_route\":\"%s\",",
            tm[0].tag, tm[0].route, tm[1].tag, tm[1].route, tm[2].tag, tm[2].route);
+    for (int k = 0; k < 3; k++)
+        if (tm[k].tuned)
+            printf("\"%s_tune\":{\"candidates\":%d,\"mode_a_first\":\"%s\",\"winner\":\"%s\","
+                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f},", key[k], tm[k].candidates,
+                   tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
     printf("\"fwd_gflop\":%.3f,\"iters\":%d,\"rounds\":%d,\"wall_s\":%.2f}\n", ff * 1e-9,
            cfg->iters, cfg->rounds, now_s() - t0);
     fflush(stdout);

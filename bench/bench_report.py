@@ -130,6 +130,9 @@ def build(args):
             row["bwd_det_plan_build_s"] = [p["bwd_det_plan_build_s"] for p in fp]
             row["engine_tags"] = {k: fp[0][k] for k in ("engine_tag", "route", "bwd_engine_tag",
                                                          "bwd_det_engine_tag")}
+            for k in ("fwd_tune", "bwd_tune", "bwd_det_tune"):
+                if k in fp[0]:
+                    row[k] = fp[0][k]
         # the same method on both sides (--public): host cost medians, and
         # CUDA events around each public call queued back to back
         for side, passes, keys in (
@@ -207,6 +210,23 @@ def markdown(rep):
                    f"{tf(r, 'torch_fwd')} | {rt(r, 'fwd')} | {tf(r, 'fattn_bwd')} | "
                    f"{tf(r, 'torch_bwd')} | {rt(r, 'bwd')} | "
                    f"{fmt(r.get('det_cost'), '.2f')}x | {host} | {builds} | {first} |")
+    tuned = [r for r in rep["rows"] if any(k in r for k in ("fwd_tune", "bwd_tune", "bwd_det_tune"))]
+    if tuned:
+        out += ["", "Autotune (FATTN_CUDNN_AUTOTUNE=1): per kind, candidates timed, heuristics "
+                "mode A's first config and the winner, and mode A's first's time over the "
+                "winner's (5 executions each, median, on the first call's buffers).", "",
+                "| shape | causal | forward | backward | deterministic backward |",
+                "|---|---|---|---|---|"]
+
+        def tune(t):
+            if not t:
+                return "–"
+            return (f"{t['candidates']}: {t['mode_a_first']} → {t['winner']} "
+                    f"({t['mode_a_first_ms'] / t['winner_ms']:.3f}x)")
+        for r in tuned:
+            out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+                       f"{tune(r.get('fwd_tune'))} | {tune(r.get('bwd_tune'))} | "
+                       f"{tune(r.get('bwd_det_tune'))} |")
     same = [r for r in rep["rows"] if "fattn_fwd_public_ms" in r and "torch_fwd_host_us" in r]
     if same:
         out += ["", "Same method on both sides. Host µs: fattn's engine-reported host cost of a "

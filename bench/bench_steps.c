@@ -374,3 +374,17 @@ int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_
     free(wall);
     return st == FATTN_OK ? 0 : -1;
 }
+
+int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t cap,
+                    int *candidates, double *first_ms, double *winner_ms)
+{
+    const cudnn_engine *e = eng->impl;
+    if (!e->tune.tuned)
+        return 0;
+    snprintf(first, cap, "%s", e->tune.first);
+    snprintf(winner, cap, "%s", e->tune.winner);
+    *candidates = e->tune.candidates;
+    *first_ms = e->tune.first_ms;
+    *winner_ms = e->tune.winner_ms;
+    return 1;
+}

@@ -21,4 +21,10 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
 int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
                  int n, double *median_ms, double *wall_us);
 
+/* The autotune choice eng's last call made (FATTN_CUDNN_AUTOTUNE=1): 1 with
+ * mode A's first config and the winner (tags, cap bytes each), how many
+ * candidates were timed and the two medians; 0 when that call chose none. */
+int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t cap,
+                    int *candidates, double *first_ms, double *winner_ms);
+
 #endif

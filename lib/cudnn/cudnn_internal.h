@@ -103,6 +103,14 @@ typedef struct cudnn_plan {
  * the first config whose plan finalizes. */
 fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
                               cudnn_plan **out);
+/* The same with heuristics `mode` and, for index >= 0, exactly config
+ * `index` of its results (FATTN_E_UNSUPPORTED when there is none or it does
+ * not finalize; p->configs says how many the mode offers); det_only skips
+ * configs whose engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC. The
+ * autotune mode's candidates (plans.c). */
+fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
+                                     const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
+                                     bool det_only, cudnn_plan **out);
 void cudnn_plan_free(cudnn_plan *p);
 
 /* The serialized form of a built plan: the bytes cuDNN returns for

@@ -38,6 +38,7 @@ typedef struct dev_arena {
  * whose description matches byte for byte uses this graph and builds
  * none), and the variant pack of its last execution (reused while the
  * pointers are the same: cuDNN reads them at each execute). */
+#define CUDNN_AUTOTUNE_MAX 12
 typedef struct plan_entry {
     unsigned char *key;
     size_t key_len;
@@ -47,6 +48,12 @@ typedef struct plan_entry {
     uint64_t desc_hash;
     cg_graph *g;
     cudnn_plan *plan;
+    /* Autotune (FATTN_CUDNN_AUTOTUNE=1): the candidate plans not yet timed
+     * (cand[0] is plan; ncand 0 or 1 once chosen) and the plan store key
+     * the winner is written under once chosen (NULL: none). */
+    cudnn_plan *cand[CUDNN_AUTOTUNE_MAX];
+    int ncand;
+    char *tune_key_text;
     cudnnBackendDescriptor_t vp; /* NULL: none yet */
     int vp_n;
     void *vp_ws;
@@ -66,6 +73,10 @@ struct fattn_cudnn_plan_cache {
     void *ws;
     size_t ws_size;
     dev_arena arena[2]; /* forward, backward */
+    /* FATTN_CUDNN_AUTOTUNE=1 when the cache was made: a missed graph gets
+     * candidate plans from heuristics modes A, B and fallback, timed on its
+     * first execution, the fastest kept (docs/cudnn-engine.md). */
+    bool autotune;
     /* Plan store (plan_store.h): directory (NULL: none), what keys its files
      * besides the graph, counters since the cache was made. */
     char *store_dir;
@@ -89,6 +100,14 @@ typedef struct cudnn_engine {
     cg_graph *scratch;      /* where a call that misses the description memo
                                builds its graph */
     cg_key_buf *kb;         /* and keys it */
+    /* The last autotune choice this engine made (the call that timed the
+     * candidates; tuned false on other calls): for benchmarks. */
+    struct {
+        bool tuned;
+        int candidates;
+        char first[96], winner[96]; /* mode A's first config, the fastest */
+        double first_ms, winner_ms; /* their median execution times */
+    } tune;
     fattn_engine_timing timing;
     const char *last_plan_source; /* where the last plan came from */
     char platform[160];     /* the golden platform key (report) */

@@ -126,6 +126,9 @@ static void entry_drop_vpack(const cudnn_api *api, plan_entry *pe)
 static void entry_free(const cudnn_api *api, plan_entry *pe)
 {
     entry_drop_vpack(api, pe);
+    for (int i = 1; i < pe->ncand; i++)
+        cudnn_plan_free(pe->cand[i]);
+    free(pe->tune_key_text);
     cudnn_plan_free(pe->plan);
     free(pe->key);
     free(pe->desc);
@@ -154,15 +157,57 @@ static void note_hit(cudnn_engine *e)
     e->last_plan_source = "memory";
 }
 
+/* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
+ * fallback that finalize, one per engine tag (canonical), in that order, so
+ * cand[0] is the plan cudnn_plan_build would make; only deterministic ones
+ * for the deterministic backward. 0 candidates: FATTN_E_UNSUPPORTED. */
+static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool det_only,
+                                     cudnn_plan **cand, int *n)
+{
+    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
+                                                   CUDNN_HEUR_MODE_FALLBACK};
+    *n = 0;
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < 4 && *n < CUDNN_AUTOTUNE_MAX; i++) {
+            cudnn_plan *p = NULL;
+            if (cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) !=
+                FATTN_OK)
+                continue;
+            bool dup = false;
+            for (int k = 0; k < *n && !dup; k++)
+                dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
+            if (dup)
+                cudnn_plan_free(p);
+            else
+                cand[(*n)++] = p;
+        }
+    if (*n == 0)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN autotune: no candidate config of "
+                           "heuristics modes A, B or fallback finalized a plan");
+    e->pc->pstats.built += *n;
+    return FATTN_OK;
+}
+
 /* A plan for g that is in no entry: the plan store (when enabled), else a
  * build (then written to the store). The store is keyed on the text dump,
  * made here only, on a miss. */
-static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
+static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_only,
+                                  cudnn_plan **cand, int *ncand, char **tune_key)
 {
     cudnn_plan *p = NULL;
+    char *key_text = NULL;
+    *ncand = 0;
+    *tune_key = NULL;
     if (e->pc->store_dir) {
         char *dump = cg_dump(g, false);
-        char *key_text = dump ? ps_key_text(&e->pc->store_env, dump) : NULL;
+        /* a tuned plan is another choice than mode A's: its own key */
+        char *full = dump && e->pc->autotune ? malloc(strlen(dump) + 10) : NULL;
+        if (full)
+            snprintf(full, strlen(dump) + 10, "autotune\n%s", dump);
+        key_text = dump && (!e->pc->autotune || full)
+                       ? ps_key_text(&e->pc->store_env, full ? full : dump)
+                       : NULL;
+        free(full);
         free(dump);
         if (!key_text) {
             fattn_error(FATTN_E_NOMEM, "plan store: no memory for the key; built instead");
@@ -170,24 +215,28 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, cudnn_plan
         } else {
             p = store_load(e, key_text);
         }
-        if (!p) {
-            fattn_status st = cudnn_plan_build(e->api, e->pc->handle, g, &p);
-            if (st != FATTN_OK) {
-                free(key_text);
-                return st;
-            }
+    }
+    fattn_status st = FATTN_OK;
+    if (!p && e->pc->autotune) {
+        if ((st = build_candidates(e, g, det_only, cand, ncand)) == FATTN_OK) {
+            *tune_key = key_text; /* written once the winner is known */
+            key_text = NULL;
+            p = cand[0];
+        }
+    } else if (!p) {
+        if ((st = cudnn_plan_build(e->api, e->pc->handle, g, &p)) == FATTN_OK) {
             e->pc->pstats.built++;
             if (key_text)
                 store_save(e, key_text, p);
         }
-        free(key_text);
-    } else {
-        fattn_status st = cudnn_plan_build(e->api, e->pc->handle, g, &p);
-        if (st != FATTN_OK)
-            return st;
-        e->pc->pstats.built++;
     }
-    *out = p;
+    free(key_text);
+    if (st != FATTN_OK)
+        return st;
+    if (*ncand == 0) {
+        cand[0] = p;
+        *ncand = 1;
+    }
     return FATTN_OK;
 }
 
@@ -229,6 +278,7 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
                             cudnn_graph_builder build, plan_entry **out)
 {
     assert(e->pc && e->pc->handle && desc_len <= sizeof(cg_bwd_desc));
+    e->tune.tuned = false;
     uint64_t dh = fnv1a(desc, desc_len);
     for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
         if (pe->desc_hash == dh && pe->desc_len == desc_len && !memcmp(pe->desc, desc, desc_len)) {
@@ -249,13 +299,28 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
             return FATTN_OK;
         }
     e->timing.plan_cache_hit = false;
-    cudnn_plan *p = NULL;
-    if ((st = plan_for_miss(e, g, &p)) != FATTN_OK)
+    cudnn_plan *cand[CUDNN_AUTOTUNE_MAX];
+    int ncand = 0;
+    char *tune_key = NULL;
+    bool det_only = desc_len == sizeof(cg_bwd_desc) && ((const cg_bwd_desc *)desc)->deterministic;
+    if ((st = plan_for_miss(e, g, det_only, cand, &ncand, &tune_key)) != FATTN_OK)
         return st;
-    e->timing.plan_build_s = p->build_seconds;
+    cudnn_plan *p = cand[0];
+    e->timing.plan_build_s = 0.0;
+    for (int i = 0; i < ncand; i++)
+        e->timing.plan_build_s += cand[i]->build_seconds;
     e->timing.plan_from_store = p->from_store;
     e->last_plan_source = p->from_store ? "store" : "built";
-    return entry_add(e, p, e->kb, desc, desc_len, dh, g, out);
+    if ((st = entry_add(e, p, e->kb, desc, desc_len, dh, g, out)) != FATTN_OK) {
+        for (int i = 1; i < ncand; i++)
+            cudnn_plan_free(cand[i]);
+        free(tune_key);
+        return st;
+    }
+    memcpy((*out)->cand, cand, (size_t)ncand * sizeof cand[0]);
+    (*out)->ncand = ncand;
+    (*out)->tune_key_text = tune_key;
+    return FATTN_OK;
 }
 
 /* ---- executing ------------------------------------------------------------ */
@@ -372,13 +437,95 @@ static fattn_status time_plan(cudnn_engine *e, plan_entry *pe)
     return st;
 }
 
+/* Median of n executions of plan with pe's variant pack, queued back to
+ * back between events (after one untimed). */
+static fattn_status time_candidate(cudnn_engine *e, plan_entry *pe, cudnn_plan *plan, double *ms)
+{
+    enum { N = 5 };
+    const cudnn_api *api = e->api;
+    cudaEvent_t ev[N + 1];
+    int made = 0;
+    fattn_status st = FATTN_OK;
+    cudaError_t ce = cudaSuccess;
+    for (; made <= N; made++)
+        if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
+            st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+            break;
+        }
+    cudnn_plan *keep = pe->plan;
+    pe->plan = plan;
+    if (st == FATTN_OK)
+        st = entry_execute(e, pe);
+    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    for (int i = 0; i < N && st == FATTN_OK; i++)
+        if ((st = entry_execute(e, pe)) == FATTN_OK &&
+            (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    pe->plan = keep;
+    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[N])) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+    double t[N];
+    for (int i = 0; i < N && st == FATTN_OK; i++) {
+        float f = 0.0f;
+        if ((ce = api->cudaEventElapsedTime(&f, ev[i], ev[i + 1])) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+        t[i] = f;
+    }
+    if (st == FATTN_OK) {
+        qsort(t, N, sizeof t[0], cmp_double);
+        *ms = t[N / 2];
+    }
+    for (int i = 0; i < made; i++)
+        api->cudaEventDestroy(ev[i]);
+    return st;
+}
+
+/* Autotune: time every candidate on this call's buffers, keep the fastest
+ * (ties: the earlier, so mode A's first wins a tie), free the others, store
+ * the winner. The workspace is already grown for the largest. */
+static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
+{
+    int best = 0;
+    double ms[CUDNN_AUTOTUNE_MAX];
+    for (int i = 0; i < pe->ncand; i++) {
+        fattn_status st = time_candidate(e, pe, pe->cand[i], &ms[i]);
+        if (st != FATTN_OK)
+            return st;
+        if (ms[i] < ms[best])
+            best = i;
+    }
+    e->tune.tuned = true;
+    e->tune.candidates = pe->ncand;
+    snprintf(e->tune.first, sizeof e->tune.first, "%s", pe->cand[0]->tag);
+    snprintf(e->tune.winner, sizeof e->tune.winner, "%s", pe->cand[best]->tag);
+    e->tune.first_ms = ms[0];
+    e->tune.winner_ms = ms[best];
+    for (int i = 0; i < pe->ncand; i++)
+        if (i != best)
+            cudnn_plan_free(pe->cand[i]);
+    pe->plan = pe->cand[0] = pe->cand[best];
+    pe->ncand = 1;
+    snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
+    if (pe->tune_key_text) {
+        store_save(e, pe->tune_key_text, pe->plan);
+        free(pe->tune_key_text);
+        pe->tune_key_text = NULL;
+    }
+    return FATTN_OK;
+}
+
 /* Grow the shared workspace, execute; then the timed repeats. No wait:
  * the call's copies back wait for the execution (and report its errors). */
 fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
                                 double host_pre)
 {
     const cudnn_api *api = e->api;
-    size_t ws = (size_t)(pe->plan->workspace > 0 ? pe->plan->workspace : 0);
+    size_t ws = 0;
+    for (int i = 0; i < (pe->ncand > 1 ? pe->ncand : 1); i++) {
+        const cudnn_plan *c = pe->ncand > 1 ? pe->cand[i] : pe->plan;
+        ws = c->workspace > 0 && (size_t)c->workspace > ws ? (size_t)c->workspace : ws;
+    }
     if (ws > e->pc->ws_size) {
         /* the workspace moves: every stored variant pack names the old one,
          * and the executions queued with it must finish before it goes */
@@ -394,8 +541,12 @@ fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *pt
             return cudnn_cuda_fail(api, ce, "cudaMalloc workspace");
         e->pc->ws_size = ws;
     }
+    fattn_status st = FATTN_OK;
+    if (pe->ncand > 1 && ((st = entry_vpack(e, pe, ptrs)) != FATTN_OK ||
+                          (st = choose_candidate(e, pe)) != FATTN_OK))
+        return st;
     double t0 = cudnn_now_s();
-    fattn_status st = entry_vpack(e, pe, ptrs);
+    st = entry_vpack(e, pe, ptrs);
     if (st == FATTN_OK)
         st = entry_execute(e, pe);
     e->timing.host_fattn_us = 1e6 * host_pre;
@@ -434,6 +585,8 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     c->api = api;
     c->device = device;
     c->arena[0].api = c->arena[1].api = api;
+    const char *at = getenv("FATTN_CUDNN_AUTOTUNE");
+    c->autotune = at && !strcmp(at, "1");
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
     const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
