@@ -319,6 +319,12 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
     }
     memcpy((*out)->cand, cand, (size_t)ncand * sizeof cand[0]);
     (*out)->ncand = ncand;
+    if (tune_key && ncand == 1) {
+        /* one candidate: nothing to time, it is the winner */
+        store_save(e, tune_key, p);
+        free(tune_key);
+        tune_key = NULL;
+    }
     (*out)->tune_key_text = tune_key;
     return FATTN_OK;
 }
