@@ -50,6 +50,8 @@
 #include "fattn/philox.h"
 #include "fattn/te.h"
 
+#include "bench_steps.h"
+
 #define MAX_ROUNDS 16
 
 typedef struct shape {
@@ -65,6 +67,8 @@ static const shape shapes[] = {
 
 typedef struct settings {
     int iters, rounds, host_calls;
+    int steps; /* --steps: repetitions of the instrumented mode, 0 off */
+    int public_calls; /* --public: public calls timed by CUDA events, 0 off */
     const char *only;
 } settings;
 
@@ -176,6 +180,10 @@ typedef struct timed {
     double spread;               /* (max - min of round_ms) / ms */
     double build_s;              /* plan build of the cold call */
     char tag[96], route[16];
+    /* autotune (FATTN_CUDNN_AUTOTUNE=1): the cold call's choice */
+    int tuned, candidates;
+    char first[96];
+    double first_ms, winner_ms;
 } timed;
 
 static double fwd_flops(const bench_case *c)
@@ -281,6 +289,9 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     out->build_s = t.plan_cache_hit ? 0.0 : t.plan_build_s;
     snprintf(out->tag, sizeof out->tag, "%s", rep.tag);
     snprintf(out->route, sizeof out->route, "%s", rep.route);
+    char winner[96];
+    out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
+                                 &out->first_ms, &out->winner_ms);
     return FATTN_OK;
 }
 
@@ -375,6 +386,21 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
         st = host_cost(c, e, CALL_BWD, cfg->host_calls, &host_bwd, &host_bwd_min, &hits_bwd,
                        &host_bwd_fattn, &host_bwd_exec);
     }
+    double pub_ms[3] = {0, 0, 0}, pub_wall[3] = {0, 0, 0};
+    for (int k = 0; k < 3 && st == FATTN_OK && cfg->public_calls > 0; k++) {
+        stage = "public calls";
+        c->bp.deterministic = k == CALL_BWD_DET;
+        if (bench_public(e, &c->fp, k ? &c->bp : NULL, cfg->public_calls, &pub_ms[k],
+                         &pub_wall[k]) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "public calls failed (above)");
+    }
+    if (st == FATTN_OK && cfg->steps > 0) {
+        stage = "steps";
+        c->bp.deterministic = false;
+        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, cfg->steps) != 0 ||
+            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, cfg->steps) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "instrumented steps failed (above)");
+    }
     /* rounds interleave the three kinds, so that a drift of the clocks
      * touches them alike */
     for (int r = 0; r < cfg->rounds && st == FATTN_OK; r++)
@@ -413,11 +439,21 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
     printf("\"host_fattn_us\":%.2f,\"host_execute_us\":%.2f,\"bwd_host_fattn_us\":%.2f,"
            "\"bwd_host_execute_us\":%.2f,", host_fwd_fattn, host_fwd_exec, host_bwd_fattn,
            host_bwd_exec);
+    if (cfg->public_calls > 0)
+        printf("\"fwd_public_ms\":%.4f,\"bwd_public_ms\":%.4f,\"bwd_det_public_ms\":%.4f,"
+               "\"fwd_public_wall_us\":%.1f,\"bwd_public_wall_us\":%.1f,"
+               "\"bwd_det_public_wall_us\":%.1f,\"public_calls\":%d,", pub_ms[0], pub_ms[1],
+               pub_ms[2], pub_wall[0], pub_wall[1], pub_wall[2], cfg->public_calls);
     printf("\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"bwd_det_plan_build_s\":%.3f,",
            tm[0].build_s, tm[1].build_s, tm[2].build_s);
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","
            "\"bwd_det_engine_tag\":\"%s\",\"bwd_det_route\":\"%s\",",
            tm[0].tag, tm[0].route, tm[1].tag, tm[1].route, tm[2].tag, tm[2].route);
+    for (int k = 0; k < 3; k++)
+        if (tm[k].tuned)
+            printf("\"%s_tune\":{\"candidates\":%d,\"mode_a_first\":\"%s\",\"winner\":\"%s\","
+                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f},", key[k], tm[k].candidates,
+                   tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
     printf("\"fwd_gflop\":%.3f,\"iters\":%d,\"rounds\":%d,\"wall_s\":%.2f}\n", ff * 1e-9,
            cfg->iters, cfg->rounds, now_s() - t0);
     fflush(stdout);
@@ -427,7 +463,8 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
 /* ---- main ------------------------------------------------------------------ */
 
 static const char usage[] =
-    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB]\n"
+    "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--public N]\n"
+    "                   [--only GLOB]\n"
     "\n"
     "The cuDNN engine's forward, backward and deterministic-backward speed (TFLOP/s),\n"
     "host cost of a plan-cache hit and cold plan build, per shape (bf16, bshd, causal\n"
@@ -435,6 +472,12 @@ static const char usage[] =
     "  --iters N       timed executions per round (default 20)\n"
     "  --rounds R      rounds, interleaving forward and both backwards (default 3, <= 16)\n"
     "  --host-calls H  cache-hit calls whose host cost is measured (default 20)\n"
+    "  --steps N       also N cache-hit calls per kind with a clock around each host\n"
+    "                  step (graph, key, lookup, variant pack, execute...): JSON lines\n"
+    "                  \"bench\":\"cudnn_steps\" (default 0: off)\n"
+    "  --public N      also N public calls per kind (forward, both backwards), each\n"
+    "                  between CUDA events, queued back to back: *_public_ms (copies\n"
+    "                  included: the engine takes host tensors) (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "FLOPs: forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward.\n"
     "Without a usable GPU: one JSON line saying so, exit 0.\n";
@@ -451,7 +494,8 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 int main(int argc, char **argv)
 {
-    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .only = NULL};
+    settings cfg = {.iters = 20, .rounds = 3, .host_calls = 20, .steps = 0, .public_calls = 0,
+                    .only = NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -464,6 +508,10 @@ int main(int argc, char **argv)
             bad = parse_int(val, 1, MAX_ROUNDS, &cfg.rounds);
         } else if (!strcmp(a, "--host-calls") && val) {
             bad = parse_int(val, 1, 100000, &cfg.host_calls);
+        } else if (!strcmp(a, "--public") && val) {
+            bad = parse_int(val, 0, 100000, &cfg.public_calls);
+        } else if (!strcmp(a, "--steps") && val) {
+            bad = parse_int(val, 0, 100000, &cfg.steps);
         } else if (!strcmp(a, "--only") && val) {
             cfg.only = val;
         } else {

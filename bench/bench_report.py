@@ -39,10 +39,14 @@ def read_jsonl(paths):
     return rows
 
 
+STEPS = []  # bench_cudnn's instrumented rows, as read
+
+
 def split(rows):
     """info (first), skipped reasons, measured rows by (shape, causal), errors."""
     info, skipped, errors = None, [], []
     by_case = {}
+    steps = STEPS
     for r in rows:
         if "info" in r:
             info = info or r["info"]
@@ -50,6 +54,8 @@ def split(rows):
             skipped.append(r["skipped"])
         elif "error" in r:
             errors.append(f'{r.get("shape")} causal={r.get("causal")}: {r["error"]}')
+        elif r.get("bench") == "cudnn_steps":  # bench_cudnn --steps: kept as measured
+            steps.append(r)
         elif "shape" in r:
             by_case.setdefault((r["shape"], bool(r["causal"])), []).append(r)
     return info, skipped, by_case, errors
@@ -124,6 +130,18 @@ def build(args):
             row["bwd_det_plan_build_s"] = [p["bwd_det_plan_build_s"] for p in fp]
             row["engine_tags"] = {k: fp[0][k] for k in ("engine_tag", "route", "bwd_engine_tag",
                                                          "bwd_det_engine_tag")}
+            for k in ("fwd_tune", "bwd_tune", "bwd_det_tune"):
+                if k in fp[0]:
+                    row[k] = fp[0][k]
+        # the same method on both sides (--public): host cost medians, and
+        # CUDA events around each public call queued back to back
+        for side, passes, keys in (
+                ("fattn", fp, ("fwd_public_ms", "bwd_public_ms", "bwd_det_public_ms",
+                               "fwd_public_wall_us", "bwd_public_wall_us")),
+                ("torch", tp, ("fwd_host_us", "bwd_host_us", "fwd_h2h_ms", "bwd_h2h_ms"))):
+            for k in keys:
+                if passes and all(k in p for p in passes):
+                    row[f"{side}_{k}"] = statistics.median(p[k] for p in passes)
         if tp:
             row["torch_first_fwd_s"] = [p["first_fwd_s"] for p in tp]
             row["torch_first_bwd_s"] = [p["first_bwd_s"] for p in tp]
@@ -134,7 +152,7 @@ def build(args):
         "skipped": {"fattn": f_skip, "torch": t_skip},
         "errors": {"fattn": f_err, "torch": t_err},
         "flops": "forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward",
-        "rows": rows, "verify": verify,
+        "rows": rows, "verify": verify, "steps": STEPS,
     }
 
 
@@ -192,12 +210,68 @@ def markdown(rep):
                    f"{tf(r, 'torch_fwd')} | {rt(r, 'fwd')} | {tf(r, 'fattn_bwd')} | "
                    f"{tf(r, 'torch_bwd')} | {rt(r, 'bwd')} | "
                    f"{fmt(r.get('det_cost'), '.2f')}x | {host} | {builds} | {first} |")
+    tuned = [r for r in rep["rows"] if any(k in r for k in ("fwd_tune", "bwd_tune", "bwd_det_tune"))]
+    if tuned:
+        out += ["", "Autotune (FATTN_CUDNN_AUTOTUNE=1): per kind, candidates timed, heuristics "
+                "mode A's first config and the winner, and mode A's first's time over the "
+                "winner's (5 executions each, median, on the first call's buffers).", "",
+                "| shape | causal | forward | backward | deterministic backward |",
+                "|---|---|---|---|---|"]
+
+        def tune(t):
+            if not t:
+                return "–"
+            return (f"{t['candidates']}: {t['mode_a_first']} → {t['winner']} "
+                    f"({t['mode_a_first_ms'] / t['winner_ms']:.3f}x)")
+        for r in tuned:
+            out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+                       f"{tune(r.get('fwd_tune'))} | {tune(r.get('bwd_tune'))} | "
+                       f"{tune(r.get('bwd_det_tune'))} |")
+    same = [r for r in rep["rows"] if "fattn_fwd_public_ms" in r and "torch_fwd_host_us" in r]
+    if same:
+        out += ["", "Same method on both sides. Host µs: fattn's engine-reported host cost of a "
+                "plan-cache hit (copies excluded) and PyTorch's whole call timed by "
+                "`time.perf_counter` with the queue empty before it, median of each. Public "
+                "call ms: CUDA events around each call, queued back to back; fattn's calls take "
+                "host tensors, so they hold their copies in and out: beside them PyTorch's call "
+                "on device tensors, and PyTorch's call made on host tensors (the same uploads, "
+                "SDPA, the same downloads).", "",
+                "| shape | causal | host µs fwd fattn / PyTorch | host µs bwd fattn / PyTorch | "
+                "public fwd ms fattn / PyTorch (device) / PyTorch (host tensors) | "
+                "public bwd ms fattn / PyTorch (device) / PyTorch (host tensors) |",
+                "|---|---|--:|--:|--:|--:|"]
+        for r in same:
+            tf_, tb = r.get("torch_fwd") or {}, r.get("torch_bwd") or {}
+            out.append(
+                f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+                f"{r['host_us']:.1f} / {r['torch_fwd_host_us']:.1f} | "
+                f"{r['bwd_host_us']:.1f} / {r['torch_bwd_host_us']:.1f} | "
+                f"{r['fattn_fwd_public_ms']:.3f} / {fmt(tf_.get('ms'), '.3f')} / "
+                f"{fmt(r.get('torch_fwd_h2h_ms'), '.3f')} | "
+                f"{r['fattn_bwd_public_ms']:.3f} / {fmt(tb.get('ms'), '.3f')} / "
+                f"{fmt(r.get('torch_bwd_h2h_ms'), '.3f')} |")
     tags = sorted({(r["engine_tags"]["engine_tag"], r["engine_tags"]["route"],
                     r["engine_tags"]["bwd_engine_tag"], r["engine_tags"]["bwd_det_engine_tag"])
                    for r in rep["rows"] if "engine_tags" in r})
     if tags:
         out += ["", "fattn engine configs (forward [route] / backward / deterministic backward): " +
                 "; ".join(f"{a} [{b}] / {c} / {d}" for a, b, c, d in tags)]
+    if rep.get("steps"):
+        out += ["", "Host steps of a plan-cache hit (`bench_cudnn --steps`, µs, medians): "
+                "desc = resolving the parameters, get_plan = the lookup a hit makes now, "
+                "exec_call = the engine's variant pack (reused) + execute after a wait, "
+                "exec_cold = the same right after the host wrote 256 MiB; graph, dump, key, "
+                "vpack, execute = what a hit did before (graph build, text dump, binary key, "
+                "a fresh variant pack, the execute call after them).", "",
+                "| shape | causal | kind | desc | get_plan | exec_call | exec_cold | "
+                "exec_after_h2d | graph | dump | key | vpack | execute | reported host_us |",
+                "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        for r in rep["steps"]:
+            cells = " | ".join(f"{r.get(k, 0):.1f}" for k in (
+                "desc_us", "get_plan_us", "exec_call_us", "exec_cold_us", "exec_after_h2d_us",
+                "graph_us", "dump_us", "key_us", "vpack_us", "execute_us", "reported_host_us"))
+            out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['kind']} | "
+                       f"{cells} |")
     for v in rep.get("verify") or []:
         cmd = f"`fattn verify {' '.join(v.get('args', []))}`"
         store = v.get("plan_store")

@@ -18,7 +18,11 @@
 #
 # Knobs: BENCH_PASSES (1), BENCH_ITERS (20 timed executions per round),
 # BENCH_ROUNDS (3), BENCH_HOST_CALLS (20), BENCH_ONLY (shape glob),
-# BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_REV (the git revision to record), PYTHON (python3,
+# BENCH_VERIFY (1), BENCH_SHAPES (1: 0 skips steps 1 and 2), BENCH_PUBLIC (10: public
+# calls per kind timed the same way on both sides, 0 off), BENCH_AUTOTUNE (0; 1: a second
+# bench_cudnn pass with FATTN_CUDNN_AUTOTUNE=1, reported apart as bench-<date>-autotune.*),
+# BENCH_STEPS (0: repetitions of
+# bench_cudnn's instrumented host steps), BENCH_REV (the git revision to record), PYTHON (python3,
 # the one with torch), BUILD_DIR.
 # Dependencies and cuDNN: tools/gpu/gpu-env.sh (as tools/gpu/gpu-ci.sh).
 set -eu
@@ -32,6 +36,8 @@ PASSES=${BENCH_PASSES:-1}
 ITERS=${BENCH_ITERS:-20}
 ROUNDS=${BENCH_ROUNDS:-3}
 HOST_CALLS=${BENCH_HOST_CALLS:-20}
+PUBLIC=${BENCH_PUBLIC:-10}
+STEPS=${BENCH_STEPS:-0}
 PY=${PYTHON:-python3}
 say() { echo "gpu-bench: $* (at $(( $(date +%s) - T0 )) s)"; }
 
@@ -61,13 +67,23 @@ while [ "$p" -le "$PASSES" ]; do
     # cold plan builds are builds: no plan store here
     # shellcheck disable=SC2086  # ONLY_* are two words or none
     env -u FATTN_CUDNN_PLAN_DIR timeout "${BENCH_FATTN_TIMEOUT:-240}" "$BUILD/bench/bench_cudnn" --iters "$ITERS" \
-        --rounds "$ROUNDS" --host-calls "$HOST_CALLS" $ONLY_C \
+        --rounds "$ROUNDS" --host-calls "$HOST_CALLS" --public "$PUBLIC" --steps "$STEPS" $ONLY_C \
         >"$LOGS/fattn-$p.jsonl" 2>"$LOGS/fattn-$p.err" ||
         say "bench_cudnn pass $p: exit $? (see fattn-$p.err)"
     say "bench_cudnn pass $p done"
+    if [ "${BENCH_AUTOTUNE:-0}" = 1 ]; then
+        # shellcheck disable=SC2086
+        env -u FATTN_CUDNN_PLAN_DIR FATTN_CUDNN_AUTOTUNE=1 timeout "${BENCH_FATTN_TIMEOUT:-240}" \
+            "$BUILD/bench/bench_cudnn" --iters "$ITERS" --rounds "$ROUNDS" \
+            --host-calls "$HOST_CALLS" $ONLY_C >"$LOGS/fattn-autotune-$p.jsonl" \
+            2>"$LOGS/fattn-autotune-$p.err" ||
+            say "bench_cudnn (autotune) pass $p: exit $? (see fattn-autotune-$p.err)"
+        say "bench_cudnn (autotune) pass $p done"
+        AT_FILES="${AT_FILES:-} $LOGS/fattn-autotune-$p.jsonl"
+    fi
     # shellcheck disable=SC2086
     timeout "${BENCH_TORCH_TIMEOUT:-240}" "$PY" bench/torch_sdpa_bench.py --iters "$ITERS" \
-        --rounds "$ROUNDS" $ONLY_T >"$LOGS/torch-$p.jsonl" 2>"$LOGS/torch-$p.err" ||
+        --rounds "$ROUNDS" --public "$PUBLIC" $ONLY_T >"$LOGS/torch-$p.jsonl" 2>"$LOGS/torch-$p.err" ||
         say "torch_sdpa_bench pass $p: exit $? (see torch-$p.err)"
     say "torch_sdpa_bench pass $p done"
     FATTN_FILES="$FATTN_FILES $LOGS/fattn-$p.jsonl"
@@ -102,6 +118,12 @@ if [ -n "$FATTN_FILES" ]; then
     # shellcheck disable=SC2086  # the file lists are words
     python3 bench/bench_report.py --fattn $FATTN_FILES --torch $TORCH_FILES $VERIFY_ARG \
         --git-rev "$REV" --date "$DATE" --json "$DEST/bench-$DATE.json" --md "$DEST/bench-$DATE.md"
+fi
+if [ -n "${AT_FILES:-}" ]; then
+    # shellcheck disable=SC2086
+    python3 bench/bench_report.py --fattn $AT_FILES --torch $TORCH_FILES --git-rev "$REV" \
+        --date "$DATE (fattn with FATTN_CUDNN_AUTOTUNE=1)" --json "$DEST/bench-$DATE-autotune.json" \
+        --md "$DEST/bench-$DATE-autotune.md"
 fi
 if [ -n "${OUT:-}" ]; then
     tar czf "$OUT/bench-logs.tar.gz" -C "$DEST" bench-logs && rm -rf "$LOGS"

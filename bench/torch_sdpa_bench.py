@@ -60,10 +60,15 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     p.add_argument("--warmup", type=int, default=3,
                    help="untimed calls before timing, the first builds the graph (default 3)")
+    p.add_argument("--public", type=int, default=0, metavar="N",
+                   help="also N calls per pass for the host cost (perf_counter around "
+                   "each call, the queue empty before it: *_host_us) and N calls on host "
+                   "tensors (copies in, the call, copies out: *_h2h_ms, CUDA events), as "
+                   "fattn's public calls take them (default 0: off)")
     p.add_argument("--only", metavar="GLOB",
                    help="shapes whose name (b4_h16_s4096_d128 ...) matches")
     a = p.parse_args(argv)
-    if a.iters < 1 or a.rounds < 1 or a.warmup < 1:
+    if a.iters < 1 or a.rounds < 1 or a.warmup < 1 or a.public < 0:
         p.error("--iters, --rounds and --warmup must be >= 1")
     return a
 
@@ -142,6 +147,7 @@ class Bench:
     def measure(self, q, k, v, do, causal):
         """First-call wall times and per-round medians and minima of both passes."""
         torch, F, args = self.torch, self.F, self.args
+        self.causal = causal
         with self.kernel():
             def fwd():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -170,7 +176,44 @@ class Bench:
                     ms = self.timed_calls(fn, args.iters)
                     rounds[key].append(statistics.median(ms))
                     mins[key].append(min(ms))
+            if args.public:
+                first.update(self.public(q, k, v, out, do_o, fwd, bwd))
         return first, rounds, mins
+
+    def public(self, q, k, v, out, do_o, fwd, bwd):
+        """Host cost of a call (perf_counter, the queue empty before it) and the
+        host-tensor call fattn's engine makes (copies in, the call, copies
+        out), between CUDA events."""
+        torch, n = self.torch, self.args.public
+        res = {}
+        for key, fn in (("fwd", fwd), ("bwd", bwd)):
+            us = []
+            for _ in range(n):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                us.append(1e6 * (time.perf_counter() - t0))
+            res[f"{key}_host_us"] = round(statistics.median(us), 2)
+        torch.cuda.synchronize()
+        hq, hk, hv, ho, hdo = (t.detach().cpu() for t in (q, k, v, out, do_o))
+        dq, dk, dv, o2, do2 = (torch.empty_like(t) for t in (q, k, v, out, do_o))
+        causal = self.causal
+
+        def fwd_h2h():
+            o = self.F.scaled_dot_product_attention(hq.to(self.dev), hk.to(self.dev),
+                                                    hv.to(self.dev), is_causal=causal)
+            return o.cpu()
+
+        def bwd_h2h():
+            for dst, src in ((dq, hq), (dk, hk), (dv, hv), (o2, ho), (do2, hdo)):
+                dst.copy_(src)  # the five tensors fattn's backward uploads
+            g = torch.autograd.grad(out, (q, k, v), do2, retain_graph=True)
+            return [t.cpu() for t in g]
+
+        for key, fn in (("fwd", fwd_h2h), ("bwd", bwd_h2h)):
+            fn()
+            res[f"{key}_h2h_ms"] = round(statistics.median(self.timed_calls(fn, n)), 4)
+        return res
 
     def run_shape(self, b, h, s, d):
         """Both masks of one shape: JSON rows; False if either failed."""
@@ -197,6 +240,9 @@ class Bench:
                 for k2, val in sm.items():
                     row[f"{key}_{k2}"] = val
                 row[f"{key}_tflops"] = tflops(flops, sm["ms"])
+            for key in ("fwd_host_us", "bwd_host_us", "fwd_h2h_ms", "bwd_h2h_ms"):
+                if key in first:
+                    row[key] = first[key]
             row.update({"first_fwd_s": round(first["fwd"], 3),
                         "first_bwd_s": round(first["bwd"], 3),
                         "fwd_gflop": round(ff * 1e-9, 3), "iters": self.args.iters,

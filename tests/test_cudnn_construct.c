@@ -752,6 +752,189 @@ START_TEST(cudnn_required_but_missing)
 }
 END_TEST
 
+/* ---- the plan cache's binary key (cg_key) --------------------------------- */
+
+/* Each row changes one field of a graph, alone; the key must change. The
+ * tensor rows change tensor 1 (Q's neighbour, a user tensor), the op rows
+ * op 0: the key holds every field whatever the kind, so any op will do. */
+typedef enum {
+    KF_ROUTE, KF_NT, KF_NOPS,
+    KF_T_UID, KF_T_DTYPE, KF_T_DIM0, KF_T_DIM1, KF_T_DIM2, KF_T_DIM3, KF_T_STRIDE0,
+    KF_T_STRIDE1, KF_T_STRIDE2, KF_T_STRIDE3, KF_T_VIRTUAL, KF_T_BY_VALUE, KF_T_RAGGED,
+    KF_T_ROLE,
+    KF_O_KIND, KF_O_MODE, KF_O_MATH, KF_O_AXIS, KF_O_IN0, KF_O_IN1, KF_O_IN2, KF_O_OUT,
+    KF_O_M_OVERRIDE, KF_O_N_OVERRIDE, KF_O_K_OVERRIDE, KF_O_BERNOULLI_P, KF_O_SDPA0,
+    KF_O_SDPA1, KF_O_SDPA2, KF_O_SDPA3, KF_O_SDPA4, KF_O_SDPA5,
+    KF_COUNT
+} key_field;
+
+static const char *const key_field_names[KF_COUNT] = {
+    "route", "nt", "nops",
+    "t.uid", "t.dtype", "t.dims[0]", "t.dims[1]", "t.dims[2]", "t.dims[3]", "t.strides[0]",
+    "t.strides[1]", "t.strides[2]", "t.strides[3]", "t.is_virtual", "t.by_value", "t.ragged",
+    "t.role",
+    "op.kind", "op.mode", "op.math", "op.axis", "op.in[0]", "op.in[1]", "op.in[2]", "op.out",
+    "op.m_override", "op.n_override", "op.k_override", "op.bernoulli_p", "op.sdpa[0]",
+    "op.sdpa[1]", "op.sdpa[2]", "op.sdpa[3]", "op.sdpa[4]", "op.sdpa[5]",
+};
+
+static void key_mutate(cg_graph *g, key_field f)
+{
+    cg_tensor *t = &g->t[1];
+    cg_op *o = &g->ops[0];
+    switch (f) {
+    case KF_ROUTE: g->route = g->route == CG_ROUTE_NATIVE ? CG_ROUTE_COMPOSITE : CG_ROUTE_NATIVE; break;
+    case KF_NT: g->nt--; break;
+    case KF_NOPS: g->nops--; break;
+    case KF_T_UID: t->uid += 1000; break;
+    case KF_T_DTYPE: t->dtype = t->dtype == CG_F16 ? CG_BF16 : CG_F16; break;
+    case KF_T_DIM0: case KF_T_DIM1: case KF_T_DIM2: case KF_T_DIM3:
+        t->dims[f - KF_T_DIM0]++;
+        break;
+    case KF_T_STRIDE0: case KF_T_STRIDE1: case KF_T_STRIDE2: case KF_T_STRIDE3:
+        t->strides[f - KF_T_STRIDE0]++;
+        break;
+    case KF_T_VIRTUAL: t->is_virtual = !t->is_virtual; break;
+    case KF_T_BY_VALUE: t->by_value = !t->by_value; break;
+    case KF_T_RAGGED: t->ragged = t->ragged >= 0 ? -1 : 0; break;
+    case KF_T_ROLE: t->role = t->role == CG_ROLE_K ? CG_ROLE_V : CG_ROLE_K; break;
+    case KF_O_KIND: o->kind = o->kind == CG_OP_MATMUL ? CG_OP_POINTWISE : CG_OP_MATMUL; break;
+    case KF_O_MODE: o->mode++; break;
+    case KF_O_MATH: o->math = o->math == CG_F32 ? CG_BF16 : CG_F32; break;
+    case KF_O_AXIS: o->axis++; break;
+    case KF_O_IN0: case KF_O_IN1: case KF_O_IN2: o->in[f - KF_O_IN0]++; break;
+    case KF_O_OUT: o->out++; break;
+    case KF_O_M_OVERRIDE: o->m_override++; break;
+    case KF_O_N_OVERRIDE: o->n_override++; break;
+    case KF_O_K_OVERRIDE: o->k_override++; break;
+    case KF_O_BERNOULLI_P: o->bernoulli_p = o->bernoulli_p == 0.5 ? 0.25 : 0.5; break;
+    case KF_O_SDPA0: case KF_O_SDPA1: case KF_O_SDPA2: case KF_O_SDPA3: case KF_O_SDPA4:
+    case KF_O_SDPA5:
+        o->sdpa[f - KF_O_SDPA0]++;
+        break;
+    case KF_COUNT: break;
+    }
+}
+
+static const tcase *first_case(bool want_native)
+{
+    for (int i = 0; i < tcase_count; i++) {
+        const tcase *c = &tcase_table[i];
+        if (c->dtype == FATTN_DTYPE_FLOAT32 || c->return_max_logit)
+            continue;
+        cg_fwd_desc d;
+        cg_graph *g = malloc(sizeof *g);
+        bool ok = describe(c, &d, g, NULL) == FATTN_OK &&
+                  (g->route == CG_ROUTE_NATIVE) == want_native;
+        free(g);
+        if (ok)
+            return c;
+    }
+    return NULL;
+}
+
+/* Every field alone changes the key, on a composite and on a native graph. */
+START_TEST(key_each_field)
+{
+    for (int native = 0; native < 2; native++) {
+        const tcase *c = first_case(native);
+        ck_assert_msg(c, "no %s case in the matrix", native ? "native" : "composite");
+        cg_fwd_desc d;
+        cg_graph *g = malloc(sizeof *g), *m = malloc(sizeof *m);
+        cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
+        ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
+        cg_key(g, k0);
+        memcpy(m, g, sizeof *g);
+        key_mutate(m, (key_field)_i);
+        cg_key(m, k1);
+        ck_assert_msg(!cg_key_equal(k1, k0->b, k0->len, k0->hash), "%s (%s graph of %s): the "
+                      "key did not change", key_field_names[_i], native ? "native" : "composite",
+                      c->id);
+        /* and the same graph gives the same key */
+        cg_key(g, k1);
+        ck_assert(cg_key_equal(k1, k0->b, k0->len, k0->hash));
+        free(g);
+        free(m);
+        free(k0);
+        free(k1);
+    }
+}
+END_TEST
+
+/* What the key leaves out on purpose: names (no descriptor reads them) and
+ * by-value scalars' values (read at execution, as the dump without values
+ * leaves them out). */
+START_TEST(key_ignores_names_and_values)
+{
+    const tcase *c = first_case(false);
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
+    ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
+    cg_key(g, k0);
+    int s = cg_find_uid(g, CG_UID_SCALE);
+    ck_assert_int_ge(s, 0);
+    g->t[s].value.f *= 2.0f;
+    snprintf(g->t[0].name, sizeof g->t[0].name, "renamed");
+    snprintf(g->ops[0].name, sizeof g->ops[0].name, "renamed");
+    cg_key(g, k1);
+    ck_assert(cg_key_equal(k1, k0->b, k0->len, k0->hash));
+    free(g);
+    free(k0);
+    free(k1);
+}
+END_TEST
+
+/* Over the whole matrix, forward and backward graphs: two graphs have the
+ * same key exactly when they have the same text dump (the key the cache
+ * had before), so the binary key shares a plan neither more nor less. */
+START_TEST(key_matches_dump_over_matrix)
+{
+    int cap = 2 * tcase_count, n = 0;
+    char **dumps = calloc((size_t)cap, sizeof *dumps);
+    cg_key_buf **keys = calloc((size_t)cap, sizeof *keys);
+    cg_graph *g = malloc(sizeof *g);
+    for (int i = 0; i < tcase_count; i++)
+        for (int bwd = 0; bwd < 2; bwd++) {
+            const tcase *c = &tcase_table[i];
+            fattn_status st;
+            if (bwd) {
+                cg_bwd_desc d;
+                st = c->training ? describe_bwd(c, &d, g, NULL) : FATTN_E_UNSUPPORTED;
+            } else {
+                cg_fwd_desc d;
+                st = describe(c, &d, g, NULL);
+            }
+            if (st != FATTN_OK)
+                continue;
+            dumps[n] = cg_dump(g, false);
+            keys[n] = malloc(sizeof *keys[n]);
+            ck_assert(dumps[n] && keys[n]);
+            cg_key(g, keys[n]);
+            n++;
+        }
+    ck_assert_int_gt(n, 20);
+    int same = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            bool dump_eq = !strcmp(dumps[a], dumps[b]);
+            bool key_eq = cg_key_equal(keys[a], keys[b]->b, keys[b]->len, keys[b]->hash);
+            ck_assert_msg(dump_eq == key_eq, "graphs %d and %d: dumps %s, keys %s", a, b,
+                          dump_eq ? "equal" : "differ", key_eq ? "equal" : "differ");
+            same += dump_eq;
+        }
+    /* the matrix has graphs that share a plan: the equal side is exercised */
+    ck_assert_int_gt(same, 0);
+    for (int i = 0; i < n; i++) {
+        free(dumps[i]);
+        free(keys[i]);
+    }
+    free(dumps);
+    free(keys);
+    free(g);
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < tcase_count; i++)
@@ -774,6 +957,9 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, bwd_op_sequence, 0,
                         (int)(sizeof bwd_seq_rows / sizeof bwd_seq_rows[0]));
     tcase_add_test(tc, bwd_details);
+    tcase_add_loop_test(tc, key_each_field, 0, KF_COUNT);
+    tcase_add_test(tc, key_ignores_names_and_values);
+    tcase_add_test(tc, key_matches_dump_over_matrix);
 #if FATTN_HAVE_CUDNN
     tcase_add_loop_test(tc, tag_canonical, 0, (int)(sizeof tag_rows / sizeof tag_rows[0]));
 #endif

@@ -15,6 +15,9 @@
  *      cut plan resealed with a valid checksum (cuDNN itself must refuse
  *      it). Both plans are rebuilt, outputs still identical, files rewritten.
  *   4. healed: a further process restores every plan again.
+ *   5. autotune: two processes with FATTN_CUDNN_AUTOTUNE=1 on the same
+ *      store; the first writes its winners beside the untuned plans, the
+ *      second restores them with the same outputs.
  *
  * Each phase runs every call of `calls` once, then the first again (which
  * must come from the engine's memory cache), with the deterministic
@@ -400,12 +403,49 @@ START_TEST(gpu_plan_store_damaged)
 }
 END_TEST
 
+/* Autotune (FATTN_CUDNN_AUTOTUNE=1) over the same store: its winners are
+ * written under keys of their own (the untuned files there are neither
+ * restored nor replaced), and a new tuned process restores every written
+ * winner without timing again, with bitwise the same outputs. */
+START_TEST(gpu_plan_store_autotune)
+{
+    int files_before = count_plan_files();
+    phase_result a, w;
+    setenv("FATTN_CUDNN_AUTOTUNE", "1", 1);
+    phase("autotune", &a);
+    phase("autotune-warm", &w);
+    unsetenv("FATTN_CUDNN_AUTOTUNE");
+    ck_assert_int_eq(a.loaded, 0);
+    ck_assert_int_eq(a.rejected, 0);
+    ck_assert_int_eq(a.write_failed, 0);
+    ck_assert_int_ge(a.built, a.plans); /* candidates count as builds */
+    ck_assert_int_eq(a.stored + a.unserializable, a.plans);
+    ck_assert_msg(a.stored > 0, "no tuned plan could be serialized: %s", a.note);
+    ck_assert_int_eq(count_plan_files(), files_before + (int)a.stored);
+    ck_assert_int_eq(w.loaded, a.stored);
+    ck_assert_int_eq(w.stored, 0);
+    ck_assert_int_eq(w.rejected, 0);
+    ck_assert_int_eq(w.bin_len, a.bin_len);
+    ck_assert_msg(!memcmp(w.bin, a.bin, a.bin_len), "restored winners give other outputs");
+    call_info ca[N_CALLS + 1], cw[N_CALLS + 1];
+    ck_assert_int_eq(calls_of(&a, ca, N_CALLS + 1), N_CALLS + 1);
+    ck_assert_int_eq(calls_of(&w, cw, N_CALLS + 1), N_CALLS + 1);
+    for (int i = 0; i < N_CALLS; i++)
+        ck_assert_msg(!strcmp(ca[i].tag, cw[i].tag), "%s: tuned %s, restored %s", ca[i].id,
+                      ca[i].tag, cw[i].tag);
+    free(a.bin);
+    free(w.bin);
+    fattn_test_mark("cudnn.gpu.plan_store.autotune");
+}
+END_TEST
+
 static void list_ids(void)
 {
     puts("cudnn.gpu.plan_store.cold");
     puts("cudnn.gpu.plan_store.warm");
     puts("cudnn.gpu.plan_store.faster");
     puts("cudnn.gpu.plan_store.damaged");
+    puts("cudnn.gpu.plan_store.autotune");
 }
 
 int main(int argc, char **argv)
@@ -440,6 +480,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_plan_store_warm);
     tcase_add_test(tc, gpu_plan_store_faster);
     tcase_add_test(tc, gpu_plan_store_damaged);
+    tcase_add_test(tc, gpu_plan_store_autotune);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* the checks build on each other (one store, phase after phase) */

@@ -12,7 +12,6 @@ typedef struct bwd_run {
     const fattn_bwd_params *p;
     const fattn_geom *geom;
     fattn_tensor stats;
-    cg_graph *g;
     cg_bwd_desc d;
 } bwd_run;
 
@@ -104,16 +103,30 @@ static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
     return st;
 }
 
+static fattn_status build_graph(cg_graph *g, const void *desc)
+{
+    return cg_build_bwd(g, desc);
+}
+
+static void note_route(cudnn_engine *e, const cg_graph *g, const cg_bwd_desc *d)
+{
+    (void)g;
+    snprintf(e->last_route, sizeof e->last_route, "%s",
+             d->deterministic || d->dbias ? "bwd-direct-dq" : "bwd-dq-accum");
+}
+
 static fattn_status run_backward(bwd_run *r, dev_arena *a)
 {
     const fattn_bwd_params *p = r->p;
     const fattn_geom *geom = r->geom;
-    const cg_graph *g = r->g;
     const cg_fwd_desc *fd = &r->d.f;
-    cudnn_plan *plan = NULL;
-    fattn_status st = cudnn_get_plan(r->e, g, &plan);
+    plan_entry *pe = NULL;
+    fattn_status st = cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
     if (st != FATTN_OK)
         return st;
+    const cg_graph *g = pe->g;
+    const cudnn_plan *plan = pe->plan;
+    note_route(r->e, g, &r->d);
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
     double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
@@ -166,7 +179,7 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     cudnn_bind_tensors(g, &d, ptrs);
     r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
                            cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
-    if ((st = cudnn_execute_plan(r->e, plan, g, ptrs, host_pre)))
+    if ((st = cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
         return st;
 
     return download_grads(r, &d);
@@ -196,18 +209,8 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
-    r.g = malloc(sizeof *r.g);
-    if (!r.g)
-        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
-    st = cg_build_bwd(r.g, &r.d);
-    if (st == FATTN_OK) {
-        snprintf(e->last_route, sizeof e->last_route, "%s",
-                 r.d.deterministic || r.d.dbias ? "bwd-direct-dq" : "bwd-dq-accum");
-        dev_arena arena = {.api = e->api, .n = 0};
-        memset(&e->timing, 0, sizeof e->timing);
-        st = run_backward(&r, &arena);
-        cudnn_dev_free_all(&arena);
-    }
-    free(r.g);
-    return st;
+    dev_arena *arena = &e->pc->arena[1];
+    cudnn_dev_reset(arena);
+    memset(&e->timing, 0, sizeof e->timing);
+    return run_backward(&r, arena);
 }

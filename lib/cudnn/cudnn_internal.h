@@ -103,6 +103,14 @@ typedef struct cudnn_plan {
  * the first config whose plan finalizes. */
 fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
                               cudnn_plan **out);
+/* The same with heuristics `mode` and, for index >= 0, exactly config
+ * `index` of its results (FATTN_E_UNSUPPORTED when there is none or it does
+ * not finalize; p->configs says how many the mode offers); det_only skips
+ * configs whose engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC. The
+ * autotune mode's candidates (plans.c). */
+fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
+                                     const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
+                                     bool det_only, cudnn_plan **out);
 void cudnn_plan_free(cudnn_plan *p);
 
 /* The serialized form of a built plan: the bytes cuDNN returns for
@@ -126,10 +134,8 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
 fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
                                     const void *blob, size_t len, cudnn_plan **out);
 
-/* Execute: ptrs[i] is the device (or, by-value, host) pointer of tensor i of
- * g for every non-virtual tensor. */
-fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
-                                void *const *ptrs, void *workspace);
+/* Plans execute through plans.c (cudnn_execute_plan), which keeps each
+ * plan's variant pack. */
 
 /* An engine tag ("eng6_k14=-1_k24=26", len bytes) without its knobs whose
  * value is -1, into out (cap bytes, NUL-terminated, truncated to fit): how

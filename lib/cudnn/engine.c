@@ -23,6 +23,8 @@ static void cudnn_engine_free(fattn_engine *base)
     cudnn_engine *e = (cudnn_engine *)base;
     if (e->own_pc)
         fattn_cudnn_plan_cache_free(e->pc);
+    free(e->scratch);
+    free(e->kb);
     free(e);
 }
 
@@ -145,13 +147,25 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: %d timing iterations",
                            opt->timing_iters);
     cudnn_engine *e = calloc(1, sizeof *e);
-    if (!e)
+    if (e) {
+        e->scratch = malloc(sizeof *e->scratch);
+        e->kb = malloc(sizeof *e->kb);
+    }
+    if (!e || !e->scratch || !e->kb) {
+        if (e) {
+            free(e->scratch);
+            free(e->kb);
+        }
+        free(e);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: cannot allocate");
+    }
     e->pc = opt ? opt->plan_cache : NULL;
     if (!e->pc) {
         fattn_status st = fattn_cudnn_plan_cache_init(&e->pc, opt ? opt->device : 0,
                                                       opt ? opt->plan_dir : NULL);
         if (st != FATTN_OK) {
+            free(e->scratch);
+            free(e->kb);
             free(e);
             return st;
         }

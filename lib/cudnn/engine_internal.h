@@ -20,9 +20,44 @@
 
 #define FATTN_CUDNN_MAX_HEADS 4096
 
+/* Device buffers of calls, kept between them: slot i holds the i-th buffer
+ * a call asks for and is reused while it is large enough, so a cache hit
+ * allocates and frees nothing (cudaFree also synchronises the device). One
+ * arena for forwards, one for backwards; freed with the plan cache. */
+#define MAX_ALLOCS 40
+typedef struct dev_arena {
+    const cudnn_api *api;
+    void *p[MAX_ALLOCS];
+    size_t cap[MAX_ALLOCS];
+    int held; /* slots allocated */
+    int n;    /* slots given to the current call */
+} dev_arena;
+
+/* A cached plan: the binary key of its graph (cg_key), the resolved
+ * description that last produced that graph with the graph itself (a call
+ * whose description matches byte for byte uses this graph and builds
+ * none), and the variant pack of its last execution (reused while the
+ * pointers are the same: cuDNN reads them at each execute). */
+#define CUDNN_AUTOTUNE_MAX 12
 typedef struct plan_entry {
-    char *key;
+    unsigned char *key;
+    size_t key_len;
+    uint64_t key_hash;
+    unsigned char *desc;
+    size_t desc_len;
+    uint64_t desc_hash;
+    cg_graph *g;
     cudnn_plan *plan;
+    /* Autotune (FATTN_CUDNN_AUTOTUNE=1): the candidate plans not yet timed
+     * (cand[0] is plan; ncand 0 or 1 once chosen) and the plan store key
+     * the winner is written under once chosen (NULL: none). */
+    cudnn_plan *cand[CUDNN_AUTOTUNE_MAX];
+    int ncand;
+    char *tune_key_text;
+    cudnnBackendDescriptor_t vp; /* NULL: none yet */
+    int vp_n;
+    void *vp_ws;
+    void *vp_data[CG_MAX_TENSORS];
     struct plan_entry *next;
 } plan_entry;
 
@@ -37,6 +72,11 @@ struct fattn_cudnn_plan_cache {
     int nplans;
     void *ws;
     size_t ws_size;
+    dev_arena arena[2]; /* forward, backward */
+    /* FATTN_CUDNN_AUTOTUNE=1 when the cache was made: a missed graph gets
+     * candidate plans from heuristics modes A, B and fallback, timed on its
+     * first execution, the fastest kept (docs/cudnn-engine.md). */
+    bool autotune;
     /* Plan store (plan_store.h): directory (NULL: none), what keys its files
      * besides the graph, counters since the cache was made. */
     char *store_dir;
@@ -57,6 +97,17 @@ typedef struct cudnn_engine {
     int64_t mask_cap;       /* its capacity in floats */
     int time_iters;         /* fattn_cudnn_options.timing_iters */
     double call_t0;         /* when the current forward/backward call began */
+    cg_graph *scratch;      /* where a call that misses the description memo
+                               builds its graph */
+    cg_key_buf *kb;         /* and keys it */
+    /* The last autotune choice this engine made (the call that timed the
+     * candidates; tuned false on other calls): for benchmarks. */
+    struct {
+        bool tuned;
+        int candidates;
+        char first[96], winner[96]; /* mode A's first config, the fastest */
+        double first_ms, winner_ms; /* their median execution times */
+    } tune;
     fattn_engine_timing timing;
     const char *last_plan_source; /* where the last plan came from */
     char platform[160];     /* the golden platform key (report) */
@@ -66,14 +117,6 @@ double cudnn_now_s(void);
 
 /* ---- transfer.c ---------------------------------------------------------- */
 
-#define MAX_ALLOCS 40
-
-/* Device buffers of one call, freed together. */
-typedef struct dev_arena {
-    const cudnn_api *api;
-    void *p[MAX_ALLOCS];
-    int n;
-} dev_arena;
 
 /* Device pointer of every role a graph can bind (cg_role): one table for the
  * forward and the backward. */
@@ -93,6 +136,8 @@ typedef struct ragged_src {
 fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what);
 fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out);
 fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out);
+/* A call's start: every slot free for it again (nothing is freed). */
+void cudnn_dev_reset(dev_arena *a);
 void cudnn_dev_free_all(dev_arena *a);
 /* Stats' element count in the graph's layout ([b,h,sq] or ragged [t_q,h])
  * and its float32 bytes, checked: the geometry bounds b*h*sq, not the bytes. */
@@ -113,13 +158,20 @@ fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, s
 
 /* ---- plans.c ------------------------------------------------------------- */
 
-/* The plan for g from e's plan cache, the plan store, or a build; notes
- * where it came from in e's timing and last_plan_source. */
-fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out);
-/* Grow the cache's workspace, execute, wait; then e's timed repeats.
+/* The plan of the graph that desc (desc_len bytes, zero padding: the
+ * cg_*_desc_from_params output) describes, with that graph: the entry whose
+ * description is desc (no graph built), else build(scratch, desc) and the
+ * entry whose graph key it has (the entry then remembers desc and this
+ * graph), else the plan store or a build into a new entry. Notes where the
+ * plan came from in e's timing and last_plan_source. */
+typedef fattn_status (*cudnn_graph_builder)(cg_graph *g, const void *desc);
+fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
+                            cudnn_graph_builder build, plan_entry **out);
+/* Grow the cache's workspace, execute pe's plan (its variant pack reused
+ * when ptrs are those of the last execution); then e's timed repeats.
  * host_pre is the host time the call spent before its first copy. */
-fattn_status cudnn_execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
-                                void *const *ptrs, double host_pre);
+fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
+                                double host_pre);
 
 /* ---- forward.c, backward.c ----------------------------------------------- */
 

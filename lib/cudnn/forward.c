@@ -13,20 +13,33 @@ typedef struct fwd_run {
     const fattn_fwd_params *p;
     const fattn_geom *geom;
     fattn_tensor stats;
-    cg_graph *g;
     cg_fwd_desc d;
 } fwd_run;
+
+static fattn_status build_graph(cg_graph *g, const void *desc)
+{
+    return cg_build_fwd(g, desc);
+}
+
+static void note_route(cudnn_engine *e, const cg_graph *g, const cg_fwd_desc *d)
+{
+    (void)d;
+    snprintf(e->last_route, sizeof e->last_route, "%s",
+             g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+}
 
 static fattn_status run_forward(fwd_run *r, dev_arena *a)
 {
     const fattn_fwd_params *p = r->p;
     const fattn_geom *geom = r->geom;
-    const cg_graph *g = r->g;
     const cudnn_api *api = r->e->api;
-    cudnn_plan *plan = NULL;
-    fattn_status st = cudnn_get_plan(r->e, g, &plan);
+    plan_entry *pe = NULL;
+    fattn_status st = cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
     if (st != FATTN_OK)
         return st;
+    const cg_graph *g = pe->g;
+    const cudnn_plan *plan = pe->plan;
+    note_route(r->e, g, &r->d);
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
     double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
@@ -82,7 +95,7 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     }
     void *ptrs[CG_MAX_TENSORS];
     cudnn_bind_tensors(g, &d, ptrs);
-    if ((st = cudnn_execute_plan(r->e, plan, g, ptrs, host_pre)))
+    if ((st = cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
         return st;
     cudaError_t ce;
     if (mask) {
@@ -142,18 +155,8 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
-    r.g = malloc(sizeof *r.g);
-    if (!r.g)
-        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph");
-    st = cg_build_fwd(r.g, &r.d);
-    if (st == FATTN_OK) {
-        snprintf(e->last_route, sizeof e->last_route, "%s",
-                 r.g->route == CG_ROUTE_NATIVE ? "native" : "composite");
-        dev_arena arena = {.api = e->api, .n = 0};
-        memset(&e->timing, 0, sizeof e->timing);
-        st = run_forward(&r, &arena);
-        cudnn_dev_free_all(&arena);
-    }
-    free(r.g);
-    return st;
+    dev_arena *arena = &e->pc->arena[0];
+    cudnn_dev_reset(arena);
+    memset(&e->timing, 0, sizeof e->timing);
+    return run_forward(&r, arena);
 }

@@ -4,7 +4,8 @@
  * cuDNN's backend API: tensors (uid, dtype, dims, strides, virtual, by-value,
  * ragged offset) and operations in emission order with their attributes. It
  * is built from fattn_fwd_params without any CUDA (graph.c), dumped as text
- * for tests and as the plan-cache key, and lowered to backend descriptors in
+ * for tests and as the plan store's key, keyed in binary for the in-memory
+ * plan cache (cg_key), and lowered to backend descriptors in
  * one pass (lower.c). The forward is built as cudnn-frontend 1.18 lowers
  * CompositeSDPANode (and its score modifiers and softmax node) for the
  * options TransformerEngine sets, or as the single native SDPA_FWD op where
@@ -257,6 +258,22 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
  * without them (values are read at execution). Returns a malloc'd string
  * (NULL on allocation failure). */
 char *cg_dump(const cg_graph *g, bool with_values);
+
+/* The plan cache's key: the graph's tensors (uid, dtype, dims, strides,
+ * virtual, by-value, ragged offset, role) and operations (every attribute
+ * and operand) as bytes, with their hash; names and by-value scalars'
+ * values are not in it (names reach no descriptor, values are read at
+ * execution), exactly what the dump without values leaves out besides the
+ * names. No allocation: the caller's buffer holds the largest graph. */
+#define CG_KEY_MAX (40 * 1024)
+typedef struct cg_key_buf {
+    size_t len;
+    uint64_t hash;
+    unsigned char b[CG_KEY_MAX];
+} cg_key_buf;
+void cg_key(const cg_graph *g, cg_key_buf *out);
+/* Whether a's bytes are the len bytes at b whose hash is hash. */
+bool cg_key_equal(const cg_key_buf *a, const unsigned char *b, size_t len, uint64_t hash);
 
 /* Names, for dumps and messages. */
 const char *cg_dtype_name(cg_dtype t);

@@ -293,8 +293,136 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
-                              cudnn_plan **out)
+/* Whether the engine of a config carries numerical note `note` (false when
+ * cuDNN cannot say). */
+static bool cfg_has_numerical(const cudnn_api *api, cudnnBackendDescriptor_t cfg,
+                              cudnnBackendNumericalNote_t note)
+{
+    cudnnBackendDescriptor_t eng = NULL;
+    if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
+        CUDNN_STATUS_SUCCESS)
+        return false;
+    bool has = false;
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
+        api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                                 notes) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+            has = has || notes[i] == note;
+    api->BackendDestroyDescriptor(eng);
+    return has;
+}
+
+/* Finalize the execution plan of one config into p (plan, tag, behaviour,
+ * workspace); false when cuDNN refuses it (its reason in last). */
+static bool finalize_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t cfg, char *last,
+                            size_t cap)
+{
+    const cudnn_api *api = L->api;
+    cudnnBackendDescriptor_t plan = NULL;
+    if (api->BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+        CUDNN_STATUS_SUCCESS)
+        return false;
+    cudnnStatus_t s = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendFinalize(plan);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        api->GetLastErrorString(last, cap);
+        api->BackendDestroyDescriptor(plan);
+        return false;
+    }
+    /* keep it (destroyed with the others) */
+    if (p->ndescs == p->cap) {
+        void *n = realloc(p->descs, (size_t)(p->cap + 1) * sizeof *p->descs);
+        if (!n) {
+            api->BackendDestroyDescriptor(plan);
+            L->st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: descriptor table");
+            return false;
+        }
+        p->descs = n;
+        p->cap++;
+    }
+    p->descs[p->ndescs++] = plan;
+    p->plan = plan;
+    engine_tag(L, cfg, p->tag, sizeof p->tag);
+    p->runtime_compiled = cfg_has_behavior(api, cfg, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+    int64_t ws = 0, c = 0;
+    s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                 1, &c, &ws);
+    if (s != CUDNN_STATUS_SUCCESS)
+        L->st = cudnn_fail(api, s, "plan workspace size");
+    p->workspace = ws;
+    return true;
+}
+
+/* Heuristics `mode` on the finalized operation graph, then the plan of
+ * config `index` (-1: the first that finalizes); det_only skips configs
+ * whose engine is noted non-deterministic. */
+static void pick_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t og,
+                        cudnnBackendHeurMode_t mode, int index, bool det_only)
+{
+    const cudnn_api *api = L->api;
+    L->what = "heuristics";
+    cudnnBackendDescriptor_t heur = mk(L, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    set_desc(L, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og);
+    set(L, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    fin(L, heur);
+    int64_t count = 0;
+    if (L->st == FATTN_OK) {
+        cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
+        if (s != CUDNN_STATUS_SUCCESS)
+            L->st = cudnn_fail(api, s, "heuristics result count");
+    }
+    p->configs = (int)count;
+    char last[2048] = "";
+    if (L->st == FATTN_OK && count <= index) {
+        L->st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: heuristics mode %d has %lld "
+                            "configs, no config %d", (int)mode, (long long)count, index);
+        return;
+    }
+    if (L->st == FATTN_OK && count <= 0) {
+        api->GetLastErrorString(last, sizeof last);
+        L->st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: heuristics found no engine "
+                            "for this graph%s%s", *last ? ": " : "", last);
+        return;
+    }
+    cudnnBackendDescriptor_t *cfgs = L->st == FATTN_OK ? calloc((size_t)count, sizeof *cfgs) : NULL;
+    if (L->st == FATTN_OK && !cfgs)
+        L->st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: configs");
+    for (int64_t i = 0; i < count && L->st == FATTN_OK; i++)
+        cfgs[i] = mk(L, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    int64_t got = 0;
+    if (L->st == FATTN_OK) {
+        cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                                   cfgs);
+        if (s != CUDNN_STATUS_SUCCESS)
+            L->st = cudnn_fail(api, s, "heuristics results");
+    }
+    for (int64_t i = 0; i < got && L->st == FATTN_OK && !p->plan; i++) {
+        if (index >= 0 && i != index)
+            continue;
+        if (det_only && cfg_has_numerical(api, cfgs[i], CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) {
+            snprintf(last, sizeof last, "config %lld is non-deterministic", (long long)i);
+            continue;
+        }
+        finalize_config(L, p, cfgs[i], last, sizeof last);
+    }
+    free(cfgs);
+    if (L->st == FATTN_OK && !p->plan)
+        L->st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: %s of %lld engine configs "
+                            "finalized a plan: %s", index >= 0 ? "not the chosen one" : "none",
+                            (long long)got, last);
+}
+
+fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
+                                     const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
+                                     bool det_only, cudnn_plan **out)
 {
     *out = NULL;
     cudnn_plan *p = calloc(1, sizeof *p);
@@ -315,92 +443,8 @@ fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const 
         set(&L, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     fin(&L, og);
     p->op_graph = og;
-    if (L.st != FATTN_OK || !handle) {
-        if (L.st != FATTN_OK) {
-            cudnn_plan_free(p);
-            return L.st;
-        }
-        *out = p;
-        return FATTN_OK;
-    }
-
-    L.what = "heuristics";
-    cudnnBackendDescriptor_t heur = mk(&L, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    set_desc(&L, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og);
-    set(&L, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    fin(&L, heur);
-    int64_t count = 0;
-    if (L.st == FATTN_OK) {
-        cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
-        if (s != CUDNN_STATUS_SUCCESS)
-            L.st = cudnn_fail(api, s, "heuristics result count");
-    }
-    p->configs = (int)count;
-    if (L.st == FATTN_OK && count <= 0) {
-        char last[2048] = "";
-        api->GetLastErrorString(last, sizeof last);
-        L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: heuristics found no engine "
-                           "for this graph%s%s", *last ? ": " : "", last);
-    }
-    if (L.st == FATTN_OK) {
-        cudnnBackendDescriptor_t *cfgs = calloc((size_t)count, sizeof *cfgs);
-        if (!cfgs)
-            L.st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: configs");
-        for (int64_t i = 0; i < count && L.st == FATTN_OK; i++)
-            cfgs[i] = mk(&L, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-        int64_t got = 0;
-        if (L.st == FATTN_OK) {
-            cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                                       &got, cfgs);
-            if (s != CUDNN_STATUS_SUCCESS)
-                L.st = cudnn_fail(api, s, "heuristics results");
-        }
-        char last[2048] = "";
-        for (int64_t i = 0; i < got && L.st == FATTN_OK && !p->plan; i++) {
-            cudnnBackendDescriptor_t plan = NULL;
-            if (api->BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
-                CUDNN_STATUS_SUCCESS)
-                continue;
-            cudnnStatus_t s = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-            if (s == CUDNN_STATUS_SUCCESS)
-                s = api->BackendFinalize(plan);
-            if (s != CUDNN_STATUS_SUCCESS) {
-                api->GetLastErrorString(last, sizeof last);
-                api->BackendDestroyDescriptor(plan);
-                continue;
-            }
-            /* keep it (destroyed with the others) */
-            if (p->ndescs == p->cap) {
-                void *n = realloc(p->descs, (size_t)(p->cap + 1) * sizeof *p->descs);
-                if (!n) {
-                    api->BackendDestroyDescriptor(plan);
-                    L.st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: descriptor table");
-                    break;
-                }
-                p->descs = n;
-                p->cap++;
-            }
-            p->descs[p->ndescs++] = plan;
-            p->plan = plan;
-            engine_tag(&L, cfgs[i], p->tag, sizeof p->tag);
-            p->runtime_compiled =
-                cfg_has_behavior(api, cfgs[i], CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
-            int64_t ws = 0, c = 0;
-            s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &c, &ws);
-            if (s != CUDNN_STATUS_SUCCESS)
-                L.st = cudnn_fail(api, s, "plan workspace size");
-            p->workspace = ws;
-        }
-        free(cfgs);
-        if (L.st == FATTN_OK && !p->plan)
-            L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: none of %lld engine configs "
-                               "finalized a plan: %s", (long long)got, last);
-    }
+    if (L.st == FATTN_OK && handle)
+        pick_config(&L, p, og, mode, index, det_only);
     if (L.st != FATTN_OK) {
         cudnn_plan_free(p);
         return L.st;
@@ -408,6 +452,12 @@ fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const 
     p->build_seconds = now_s() - t0;
     *out = p;
     return FATTN_OK;
+}
+
+fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+                              cudnn_plan **out)
+{
+    return cudnn_plan_build_config(api, handle, g, CUDNN_HEUR_MODE_A, -1, false, out);
 }
 
 void cudnn_plan_free(cudnn_plan *p)
@@ -520,47 +570,5 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
     p->from_store = true;
     p->build_seconds = now_s() - t0;
     *out = p;
-    return FATTN_OK;
-}
-
-fattn_status cudnn_plan_execute(cudnn_plan *p, cudnnHandle_t handle, const cg_graph *g,
-                                void *const *ptrs, void *workspace)
-{
-    const cudnn_api *api = p->api;
-    int64_t uids[CG_MAX_TENSORS];
-    void *data[CG_MAX_TENSORS];
-    int n = 0;
-    for (int i = 0; i < g->nt; i++) {
-        if (g->t[i].is_virtual)
-            continue;
-        if (!ptrs[i])
-            return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: tensor %s (uid %lld) unbound",
-                               g->t[i].name, (long long)g->t[i].uid);
-        uids[n] = g->t[i].uid;
-        data[n] = ptrs[i];
-        n++;
-    }
-    cudnnBackendDescriptor_t vp = NULL;
-    cudnnStatus_t s = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
-    if (s != CUDNN_STATUS_SUCCESS)
-        return cudnn_fail(api, s, "variant pack");
-    s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                     CUDNN_TYPE_VOID_PTR, n, data);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-                                     &workspace);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = api->BackendFinalize(vp);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        fattn_status st = cudnn_fail(api, s, "variant pack");
-        api->BackendDestroyDescriptor(vp);
-        return st;
-    }
-    s = api->BackendExecute(handle, p->plan, vp);
-    api->BackendDestroyDescriptor(vp);
-    if (s != CUDNN_STATUS_SUCCESS)
-        return cudnn_fail(api, s, "cudnnBackendExecute");
     return FATTN_OK;
 }

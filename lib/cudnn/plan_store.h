@@ -19,7 +19,7 @@
  *     fattn-cudnn-plan/<PS_FORMAT_VERSION>
  *     cudnn=<cudnnGetVersion()> lowering=<CUDNN_LOWERING_REVISION>
  *     device=<name> sm_count=<n> cc=<major>.<minor>
- *     <cg_dump(g, false): the in-memory plan-cache key>
+ *     <cg_dump(g, false)>
  *
  * The lowering revision stands for what the dump does not show: how
  * lower.c turns a dump into descriptors (alignment, flags it sets). A plan

@@ -107,30 +107,108 @@ static void store_save(cudnn_engine *e, const char *key_text, const cudnn_plan *
     free(blob);
 }
 
-/* The plan for g: this engine's cache, else the plan store (when enabled),
- * else a build (then written to the store). Errors only when no plan can be
- * had at all; the store's own failures fall back to a build. */
-fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out)
+static uint64_t fnv1a(const unsigned char *b, size_t n)
 {
-    assert(e->pc && e->pc->handle);
-    char *key = cg_dump(g, false);
-    if (!key)
-        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: graph dump");
-    for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
-        if (!strcmp(pe->key, key)) {
-            free(key);
-            *out = pe->plan;
-            e->timing.plan_cache_hit = true;
-            e->timing.plan_from_store = false;
-            e->timing.plan_build_s = 0.0;
-            e->last_plan_source = "memory";
-            return FATTN_OK;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void entry_drop_vpack(const cudnn_api *api, plan_entry *pe)
+{
+    if (pe->vp)
+        api->BackendDestroyDescriptor(pe->vp);
+    pe->vp = NULL;
+    pe->vp_n = 0;
+}
+
+static void entry_free(const cudnn_api *api, plan_entry *pe)
+{
+    entry_drop_vpack(api, pe);
+    for (int i = 1; i < pe->ncand; i++)
+        cudnn_plan_free(pe->cand[i]);
+    free(pe->tune_key_text);
+    cudnn_plan_free(pe->plan);
+    free(pe->key);
+    free(pe->desc);
+    free(pe->g);
+    free(pe);
+}
+
+/* The entry now stands for desc and its graph g (bindings by-value
+ * scalars point into pe->g, so the old variant pack goes). */
+static void entry_remember(const cudnn_api *api, plan_entry *pe, const void *desc, size_t len,
+                           uint64_t hash, const cg_graph *g)
+{
+    assert(len <= sizeof(cg_bwd_desc));
+    memcpy(pe->desc, desc, len);
+    pe->desc_len = len;
+    pe->desc_hash = hash;
+    memcpy(pe->g, g, sizeof *g);
+    entry_drop_vpack(api, pe);
+}
+
+static void note_hit(cudnn_engine *e)
+{
+    e->timing.plan_cache_hit = true;
+    e->timing.plan_from_store = false;
+    e->timing.plan_build_s = 0.0;
+    e->last_plan_source = "memory";
+}
+
+/* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
+ * fallback that finalize, one per engine tag (canonical), in that order, so
+ * cand[0] is the plan cudnn_plan_build would make; only deterministic ones
+ * for the deterministic backward. 0 candidates: FATTN_E_UNSUPPORTED. */
+static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool det_only,
+                                     cudnn_plan **cand, int *n)
+{
+    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
+                                                   CUDNN_HEUR_MODE_FALLBACK};
+    *n = 0;
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < 4 && *n < CUDNN_AUTOTUNE_MAX; i++) {
+            cudnn_plan *p = NULL;
+            if (cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) !=
+                FATTN_OK)
+                continue;
+            bool dup = false;
+            for (int k = 0; k < *n && !dup; k++)
+                dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
+            if (dup)
+                cudnn_plan_free(p);
+            else
+                cand[(*n)++] = p;
         }
-    e->timing.plan_cache_hit = false;
+    if (*n == 0)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN autotune: no candidate config of "
+                           "heuristics modes A, B or fallback finalized a plan");
+    e->pc->pstats.built += *n;
+    return FATTN_OK;
+}
+
+/* A plan for g that is in no entry: the plan store (when enabled), else a
+ * build (then written to the store). The store is keyed on the text dump,
+ * made here only, on a miss. */
+static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_only,
+                                  cudnn_plan **cand, int *ncand, char **tune_key)
+{
     cudnn_plan *p = NULL;
     char *key_text = NULL;
+    *ncand = 0;
+    *tune_key = NULL;
     if (e->pc->store_dir) {
-        key_text = ps_key_text(&e->pc->store_env, key);
+        char *dump = cg_dump(g, false);
+        /* a tuned plan is another choice than mode A's: its own key */
+        char *full = dump && e->pc->autotune ? malloc(strlen(dump) + 10) : NULL;
+        if (full)
+            snprintf(full, strlen(dump) + 10, "autotune\n%s", dump);
+        key_text = dump && (!e->pc->autotune || full)
+                       ? ps_key_text(&e->pc->store_env, full ? full : dump)
+                       : NULL;
+        free(full);
+        free(dump);
         if (!key_text) {
             fattn_error(FATTN_E_NOMEM, "plan store: no memory for the key; built instead");
             store_note(e, NULL);
@@ -138,33 +216,116 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const cg_graph *g, cudnn_plan **out
             p = store_load(e, key_text);
         }
     }
-    if (!p) {
-        fattn_status st = cudnn_plan_build(e->api, e->pc->handle, g, &p);
-        if (st != FATTN_OK) {
-            free(key);
-            free(key_text);
-            return st;
+    fattn_status st = FATTN_OK;
+    if (!p && e->pc->autotune) {
+        if ((st = build_candidates(e, g, det_only, cand, ncand)) == FATTN_OK) {
+            *tune_key = key_text; /* written once the winner is known */
+            key_text = NULL;
+            p = cand[0];
         }
-        e->pc->pstats.built++;
-        if (key_text)
-            store_save(e, key_text, p);
+    } else if (!p) {
+        if ((st = cudnn_plan_build(e->api, e->pc->handle, g, &p)) == FATTN_OK) {
+            e->pc->pstats.built++;
+            if (key_text)
+                store_save(e, key_text, p);
+        }
     }
     free(key_text);
-    plan_entry *pe = malloc(sizeof *pe);
-    if (!pe) {
-        free(key);
+    if (st != FATTN_OK)
+        return st;
+    if (*ncand == 0) {
+        cand[0] = p;
+        *ncand = 1;
+    }
+    return FATTN_OK;
+}
+
+/* A new entry holding plan p, key kb, desc and graph g; p is freed on
+ * failure. */
+static fattn_status entry_add(cudnn_engine *e, cudnn_plan *p, const cg_key_buf *kb,
+                              const void *desc, size_t len, uint64_t hash, const cg_graph *g,
+                              plan_entry **out)
+{
+    plan_entry *pe = calloc(1, sizeof *pe);
+    if (pe) {
+        pe->key = malloc(kb->len);
+        pe->desc = malloc(sizeof(cg_bwd_desc) > len ? sizeof(cg_bwd_desc) : len);
+        pe->g = malloc(sizeof *pe->g);
+    }
+    if (!pe || !pe->key || !pe->desc || !pe->g) {
+        if (pe) {
+            free(pe->key);
+            free(pe->desc);
+            free(pe->g);
+            free(pe);
+        }
         cudnn_plan_free(p);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
     }
-    e->timing.plan_build_s = p->build_seconds;
-    e->timing.plan_from_store = p->from_store;
-    e->last_plan_source = p->from_store ? "store" : "built";
-    pe->key = key;
+    memcpy(pe->key, kb->b, kb->len);
+    pe->key_len = kb->len;
+    pe->key_hash = kb->hash;
     pe->plan = p;
+    entry_remember(e->api, pe, desc, len, hash, g);
     pe->next = e->pc->plans;
     e->pc->plans = pe;
     e->pc->nplans++;
-    *out = p;
+    *out = pe;
+    return FATTN_OK;
+}
+
+fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
+                            cudnn_graph_builder build, plan_entry **out)
+{
+    assert(e->pc && e->pc->handle && desc_len <= sizeof(cg_bwd_desc));
+    e->tune.tuned = false;
+    uint64_t dh = fnv1a(desc, desc_len);
+    for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
+        if (pe->desc_hash == dh && pe->desc_len == desc_len && !memcmp(pe->desc, desc, desc_len)) {
+            note_hit(e);
+            *out = pe;
+            return FATTN_OK;
+        }
+    cg_graph *g = e->scratch;
+    fattn_status st = build(g, desc);
+    if (st != FATTN_OK)
+        return st;
+    cg_key(g, e->kb);
+    for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
+        if (cg_key_equal(e->kb, pe->key, pe->key_len, pe->key_hash)) {
+            entry_remember(e->api, pe, desc, desc_len, dh, g);
+            note_hit(e);
+            *out = pe;
+            return FATTN_OK;
+        }
+    e->timing.plan_cache_hit = false;
+    cudnn_plan *cand[CUDNN_AUTOTUNE_MAX];
+    int ncand = 0;
+    char *tune_key = NULL;
+    bool det_only = desc_len == sizeof(cg_bwd_desc) && ((const cg_bwd_desc *)desc)->deterministic;
+    if ((st = plan_for_miss(e, g, det_only, cand, &ncand, &tune_key)) != FATTN_OK)
+        return st;
+    cudnn_plan *p = cand[0];
+    e->timing.plan_build_s = 0.0;
+    for (int i = 0; i < ncand; i++)
+        e->timing.plan_build_s += cand[i]->build_seconds;
+    e->timing.plan_from_store = p->from_store;
+    e->last_plan_source = p->from_store ? "store" : "built";
+    if ((st = entry_add(e, p, e->kb, desc, desc_len, dh, g, out)) != FATTN_OK) {
+        for (int i = 1; i < ncand; i++)
+            cudnn_plan_free(cand[i]);
+        free(tune_key);
+        return st;
+    }
+    memcpy((*out)->cand, cand, (size_t)ncand * sizeof cand[0]);
+    (*out)->ncand = ncand;
+    if (tune_key && ncand == 1) {
+        /* one candidate: nothing to time, it is the winner */
+        store_save(e, tune_key, p);
+        free(tune_key);
+        tune_key = NULL;
+    }
+    (*out)->tune_key_text = tune_key;
     return FATTN_OK;
 }
 
@@ -176,11 +337,64 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Timed re-executions (timing_iters): the same plan and buffers, queued
- * back to back on the handle's (default) stream with an event between
- * consecutive executions, one wait at the end. */
-static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
-                              void *const *ptrs)
+/* pe's variant pack for ptrs and the workspace: the last one when they
+ * are the pointers it was made with, else a new one (the old destroyed). */
+static fattn_status entry_vpack(cudnn_engine *e, plan_entry *pe, void *const *ptrs)
+{
+    const cudnn_api *api = e->api;
+    const cg_graph *g = pe->g;
+    int64_t uids[CG_MAX_TENSORS];
+    void *data[CG_MAX_TENSORS];
+    int n = 0;
+    for (int i = 0; i < g->nt; i++) {
+        if (g->t[i].is_virtual)
+            continue;
+        if (!ptrs[i])
+            return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: tensor %s (uid %lld) unbound",
+                               g->t[i].name, (long long)g->t[i].uid);
+        uids[n] = g->t[i].uid;
+        data[n++] = ptrs[i];
+    }
+    void *ws = e->pc->ws;
+    if (pe->vp && pe->vp_n == n && pe->vp_ws == ws &&
+        !memcmp(pe->vp_data, data, (size_t)n * sizeof data[0]))
+        return FATTN_OK;
+    entry_drop_vpack(api, pe);
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t s = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return cudnn_fail(api, s, "variant pack");
+    s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, n, data);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                     &ws);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = api->BackendFinalize(vp);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fattn_status st = cudnn_fail(api, s, "variant pack");
+        api->BackendDestroyDescriptor(vp);
+        return st;
+    }
+    pe->vp = vp;
+    pe->vp_n = n;
+    pe->vp_ws = ws;
+    memcpy(pe->vp_data, data, (size_t)n * sizeof data[0]);
+    return FATTN_OK;
+}
+
+static fattn_status entry_execute(cudnn_engine *e, plan_entry *pe)
+{
+    cudnnStatus_t s = e->api->BackendExecute(e->pc->handle, pe->plan->plan, pe->vp);
+    return s == CUDNN_STATUS_SUCCESS ? FATTN_OK : cudnn_fail(e->api, s, "cudnnBackendExecute");
+}
+
+/* Timed re-executions (timing_iters): the same plan, variant pack and
+ * buffers, queued back to back on the handle's (default) stream with an
+ * event between consecutive executions, one wait at the end. */
+static fattn_status time_plan(cudnn_engine *e, plan_entry *pe)
 {
     const cudnn_api *api = e->api;
     int n = e->time_iters;
@@ -203,7 +417,7 @@ static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph 
     if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
         st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
     for (int i = 0; i < n && st == FATTN_OK; i++) {
-        if ((st = cudnn_plan_execute(plan, e->pc->handle, g, ptrs, e->pc->ws)) != FATTN_OK)
+        if ((st = entry_execute(e, pe)) != FATTN_OK)
             break;
         if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
             st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
@@ -229,34 +443,124 @@ static fattn_status time_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph 
     return st;
 }
 
-/* Grow the shared workspace, execute, wait; then the timed repeats.
- * host_pre is the host time the call spent before its first copy. */
-fattn_status cudnn_execute_plan(cudnn_engine *e, cudnn_plan *plan, const cg_graph *g,
-                                void *const *ptrs, double host_pre)
+/* Median of n executions of plan with pe's variant pack, queued back to
+ * back between events (after one untimed). */
+static fattn_status time_candidate(cudnn_engine *e, plan_entry *pe, cudnn_plan *plan, double *ms)
+{
+    enum { N = 5 };
+    const cudnn_api *api = e->api;
+    cudaEvent_t ev[N + 1];
+    int made = 0;
+    fattn_status st = FATTN_OK;
+    cudaError_t ce = cudaSuccess;
+    for (; made <= N; made++)
+        if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
+            st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+            break;
+        }
+    cudnn_plan *keep = pe->plan;
+    pe->plan = plan;
+    if (st == FATTN_OK)
+        st = entry_execute(e, pe);
+    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    for (int i = 0; i < N && st == FATTN_OK; i++)
+        if ((st = entry_execute(e, pe)) == FATTN_OK &&
+            (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    pe->plan = keep;
+    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[N])) != cudaSuccess)
+        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+    double t[N];
+    for (int i = 0; i < N && st == FATTN_OK; i++) {
+        float f = 0.0f;
+        if ((ce = api->cudaEventElapsedTime(&f, ev[i], ev[i + 1])) != cudaSuccess)
+            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+        t[i] = f;
+    }
+    if (st == FATTN_OK) {
+        qsort(t, N, sizeof t[0], cmp_double);
+        *ms = t[N / 2];
+    }
+    for (int i = 0; i < made; i++)
+        api->cudaEventDestroy(ev[i]);
+    return st;
+}
+
+/* Autotune: time every candidate on this call's buffers, keep the fastest
+ * (ties: the earlier, so mode A's first wins a tie), free the others, store
+ * the winner. The workspace is already grown for the largest. */
+static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
+{
+    int best = 0;
+    double ms[CUDNN_AUTOTUNE_MAX];
+    for (int i = 0; i < pe->ncand; i++) {
+        fattn_status st = time_candidate(e, pe, pe->cand[i], &ms[i]);
+        if (st != FATTN_OK)
+            return st;
+        if (ms[i] < ms[best])
+            best = i;
+    }
+    e->tune.tuned = true;
+    e->tune.candidates = pe->ncand;
+    snprintf(e->tune.first, sizeof e->tune.first, "%s", pe->cand[0]->tag);
+    snprintf(e->tune.winner, sizeof e->tune.winner, "%s", pe->cand[best]->tag);
+    e->tune.first_ms = ms[0];
+    e->tune.winner_ms = ms[best];
+    for (int i = 0; i < pe->ncand; i++)
+        if (i != best)
+            cudnn_plan_free(pe->cand[i]);
+    pe->plan = pe->cand[0] = pe->cand[best];
+    pe->ncand = 1;
+    snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
+    if (pe->tune_key_text) {
+        store_save(e, pe->tune_key_text, pe->plan);
+        free(pe->tune_key_text);
+        pe->tune_key_text = NULL;
+    }
+    return FATTN_OK;
+}
+
+/* Grow the shared workspace, execute; then the timed repeats. No wait:
+ * the call's copies back wait for the execution (and report its errors). */
+fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
+                                double host_pre)
 {
     const cudnn_api *api = e->api;
-    size_t ws = (size_t)(plan->workspace > 0 ? plan->workspace : 0);
+    size_t ws = 0;
+    for (int i = 0; i < (pe->ncand > 1 ? pe->ncand : 1); i++) {
+        const cudnn_plan *c = pe->ncand > 1 ? pe->cand[i] : pe->plan;
+        ws = c->workspace > 0 && (size_t)c->workspace > ws ? (size_t)c->workspace : ws;
+    }
     if (ws > e->pc->ws_size) {
+        /* the workspace moves: every stored variant pack names the old one,
+         * and the executions queued with it must finish before it goes */
+        cudaError_t ce = api->cudaDeviceSynchronize();
+        if (ce != cudaSuccess)
+            return cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize before the workspace grows");
         if (e->pc->ws)
             api->cudaFree(e->pc->ws);
         e->pc->ws = NULL;
         e->pc->ws_size = 0;
-        cudaError_t ce = api->cudaMalloc(&e->pc->ws, ws);
+        ce = api->cudaMalloc(&e->pc->ws, ws);
         if (ce != cudaSuccess)
             return cudnn_cuda_fail(api, ce, "cudaMalloc workspace");
         e->pc->ws_size = ws;
     }
+    fattn_status st = FATTN_OK;
+    if (pe->ncand > 1 && ((st = entry_vpack(e, pe, ptrs)) != FATTN_OK ||
+                          (st = choose_candidate(e, pe)) != FATTN_OK))
+        return st;
     double t0 = cudnn_now_s();
-    fattn_status st = cudnn_plan_execute(plan, e->pc->handle, g, ptrs, e->pc->ws);
+    st = entry_vpack(e, pe, ptrs);
+    if (st == FATTN_OK)
+        st = entry_execute(e, pe);
     e->timing.host_fattn_us = 1e6 * host_pre;
     e->timing.host_execute_us = 1e6 * (cudnn_now_s() - t0);
     e->timing.host_us = e->timing.host_fattn_us + e->timing.host_execute_us;
     if (st != FATTN_OK)
         return st;
-    cudaError_t ce = api->cudaDeviceSynchronize();
-    if (ce != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize after execute");
-    return e->time_iters > 0 ? time_plan(e, plan, g, ptrs) : FATTN_OK;
+    return e->time_iters > 0 ? time_plan(e, pe) : FATTN_OK;
 }
 
 /* ---- the cache object ------------------------------------------------------ */
@@ -286,6 +590,9 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     }
     c->api = api;
     c->device = device;
+    c->arena[0].api = c->arena[1].api = api;
+    const char *at = getenv("FATTN_CUDNN_AUTOTUNE");
+    c->autotune = at && !strcmp(at, "1");
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
     const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
@@ -318,11 +625,11 @@ void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c)
         return;
     while (c->plans) {
         plan_entry *n = c->plans->next;
-        cudnn_plan_free(c->plans->plan);
-        free(c->plans->key);
-        free(c->plans);
+        entry_free(c->api, c->plans);
         c->plans = n;
     }
+    cudnn_dev_free_all(&c->arena[0]);
+    cudnn_dev_free_all(&c->arena[1]);
     if (c->ws)
         c->api->cudaFree(c->ws);
     if (c->handle)

@@ -1,5 +1,5 @@
-/* The cuDNN engine's host <-> device traffic: the per-call arena of device
- * buffers, uploads of views, ragged offsets and the shared inputs, and the
+/* The cuDNN engine's host <-> device traffic: the arena of device buffers
+ * kept between calls, uploads of views, ragged offsets and the shared inputs, and the
  * copies of the defined regions back. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +18,34 @@ fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
     *out = NULL;
     if (a->n == MAX_ALLOCS)
         return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: too many device buffers");
-    cudaError_t e = a->api->cudaMalloc(out, bytes ? bytes : 16);
-    if (e != cudaSuccess)
+    int i = a->n;
+    size_t want = bytes ? bytes : 16;
+    if (i < a->held && a->cap[i] >= want) {
+        *out = a->p[i];
+        a->n++;
+        return FATTN_OK;
+    }
+    if (i < a->held) {
+        a->api->cudaFree(a->p[i]);
+        a->p[i] = NULL;
+        a->cap[i] = 0;
+    }
+    cudaError_t e = a->api->cudaMalloc(out, want);
+    if (e != cudaSuccess) {
+        /* the slot stays empty, allocated again next time */
+        *out = NULL;
+        if (i >= a->held) {
+            a->p[i] = NULL;
+            a->cap[i] = 0;
+            a->held = i + 1;
+        }
         return cudnn_cuda_fail(a->api, e, "cudaMalloc");
-    a->p[a->n++] = *out;
+    }
+    a->p[i] = *out;
+    a->cap[i] = want;
+    if (i >= a->held)
+        a->held = i + 1;
+    a->n++;
     return FATTN_OK;
 }
 
@@ -34,11 +58,17 @@ fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void
     return e == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(a->api, e, "cudaMemcpy H2D");
 }
 
+void cudnn_dev_reset(dev_arena *a)
+{
+    a->n = 0;
+}
+
 void cudnn_dev_free_all(dev_arena *a)
 {
-    for (int i = a->n - 1; i >= 0; i--)
-        a->api->cudaFree(a->p[i]);
-    a->n = 0;
+    for (int i = a->held - 1; i >= 0; i--)
+        if (a->p[i])
+            a->api->cudaFree(a->p[i]);
+    a->held = a->n = 0;
 }
 
 fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes)
