@@ -148,6 +148,8 @@ def classify(resolved):
                              "cuDNN backward has no dBias output")
     if spec["softmax"] != "vanilla":
         r.append("%s softmax (sink): not in PyTorch's SDPA" % spec["softmax"])
+    if spec.get("expect_refusal") and "error" not in resolved:
+        r.append("an expected refusal: TE refuses it (rule %s)" % spec["expect_refusal"]["rule"])
     if spec.get("cpu_offload"):
         r.append("CPU offload v1: both front ends refuse it (not modelled)")
     if spec["is_training"] and spec["dropout_p"] > 0:
