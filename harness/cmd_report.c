@@ -352,6 +352,8 @@ static int verify_report(FILE *f, const char *path, const char *cases)
 {
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
+    if (!root && err.line < 1) /* jansson could not read it at all */
+        return cli_fail("report", "%s: %s", path, err.text);
     if (!root)
         return cli_fail("report", "%s: not a JSON file: line %d: %s", path, err.line, err.text);
     const char *schema = jstr(root, "schema");

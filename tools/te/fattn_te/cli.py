@@ -134,7 +134,8 @@ def cmd_run(args):
     check_output(args.o)
     fattn = rf.find_fattn()
     n, m = cmd_run_one(args.te, args.backend, args.cases, args.filter, args.o, fattn)
-    print(f"fattn-te run: wrote {n} cases ({m} tensors) of {te_impl(te_root(args.te))} "
+    print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
+          f"of {te_impl(te_root(args.te))} "
           f"to {args.o}")
     return 0
 
