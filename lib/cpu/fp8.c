@@ -142,15 +142,26 @@ static float fp8_fwd_row(const fp8_fwd_job *job, cpu_scratch *scr, int64_t bi, i
     return st;
 }
 
+/* A row pass's work item: block `item % blocks` of FP8_ROWS query rows of
+ * head n of batch bi (items ordered block, head, batch), as the rows
+ * [*i0, *i1) below the batch's query length (empty past it). */
+static void fp8_row_item(const fattn_geom *g, int64_t blocks, int64_t item, int64_t *bi,
+                         int64_t *n, int64_t *i0, int64_t *i1)
+{
+    int64_t blk = item % blocks;
+    *n = (item / blocks) % g->h;
+    *bi = item / blocks / g->h;
+    int64_t lq = g->len_q[*bi];
+    *i0 = blk * FP8_ROWS;
+    *i1 = *i0 + FP8_ROWS < lq ? *i0 + FP8_ROWS : lq;
+}
+
 static fattn_status fp8_fwd_item(void *ctx, cpu_scratch *scr, int64_t item)
 {
     fp8_fwd_job *job = ctx;
     const fattn_geom *g = job->g;
-    int64_t blk = item % job->blocks;
-    int64_t n = (item / job->blocks) % g->h;
-    int64_t bi = item / job->blocks / g->h;
-    int64_t lq = g->len_q[bi];
-    int64_t i0 = blk * FP8_ROWS, i1 = i0 + FP8_ROWS < lq ? i0 + FP8_ROWS : lq;
+    int64_t bi, n, i0, i1;
+    fp8_row_item(g, job->blocks, item, &bi, &n, &i0, &i1);
     float am_s = 0.0f, am_o = 0.0f;
     if (i0 < i1)
         cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
@@ -292,11 +303,8 @@ static fattn_status fp8_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
     fp8_bwd_job *job = ctx;
     const fattn_geom *g = job->g;
     const fattn_fp8_bwd *f = job->f;
-    int64_t blk = item % job->row_blocks;
-    int64_t n = (item / job->row_blocks) % g->h;
-    int64_t bi = item / job->row_blocks / g->h;
-    int64_t lq = g->len_q[bi];
-    int64_t i0 = blk * FP8_ROWS, i1 = i0 + FP8_ROWS < lq ? i0 + FP8_ROWS : lq;
+    int64_t bi, n, i0, i1;
+    fp8_row_item(g, job->row_blocks, item, &bi, &n, &i0, &i1);
     float am_dp = 0.0f, am_dq = 0.0f;
     if (i0 < i1)
         cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
