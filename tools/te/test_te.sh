@@ -42,6 +42,10 @@ for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
     check "$1 vs TE: only the padded max_logit finding" \
         "/cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
 done
+check "verify lists the two differing paths under each fattn pair" 4 \
+    "$(grep -c '^  /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite$' "$work/verdict")"
+"$env_dir/venv/bin/python" -W ignore "$here/check_verdict.py" "$fattn" "$work/v/te2.h5" \
+    softmax.off_by_one.f16 "$work" || fail=1
 "$fattn" inspect "$work/v/te1.h5" >/dev/null 2>&1
 check "TE 2.19.0's run file is a valid fattn-run/1 file" 0 $?
 check "impl te-2.19.0" 1 "$(/usr/bin/python3 -c "import h5py,sys; print(int(h5py.File(sys.argv[1])['/'].attrs['impl']=='te-2.19.0'))" "$work/v/te1.h5" 2>/dev/null)"

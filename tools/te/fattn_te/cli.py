@@ -1,9 +1,11 @@
 """fattn-te: TE's own FusedAttnFunc through fattn's harness (docs/te.md)."""
 import argparse
+import faulthandler
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 
 import numpy as np
@@ -12,6 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(SRC, "tools", "python"))
 import fattn_runfile as rf  # noqa: E402
+
+_T0 = time.monotonic()
 
 
 def env_dir():
@@ -68,9 +72,27 @@ def _count_datasets(node):
     return sum(_count_datasets(c) for c in node["children"].values())
 
 
+def _progress(msg):
+    """One line per stage on stderr when FATTN_TE_PROGRESS is set: a run
+    that is stopped from outside then says how far it got."""
+    if os.environ.get("FATTN_TE_PROGRESS"):
+        sys.stderr.write(f"fattn-te: {time.monotonic() - _T0:8.1f} s  {msg}\n")
+        sys.stderr.flush()
+
+
+def _trace_stalls():
+    """FATTN_TE_STALL_S=N: every N seconds, every thread's Python stack goes
+    to stderr, so a stall (a hung driver call, a lock) shows where it sits."""
+    n = os.environ.get("FATTN_TE_STALL_S")
+    if n:
+        faulthandler.dump_traceback_later(float(n), repeat=True, file=sys.stderr)
+
+
 def cmd_run_one(te, backend, cases, filt, out, fattn):
     """One TE run in this process; returns (cases, tensors)."""
+    _trace_stalls()
     root = te_root(te)
+    _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from fattn_te import loader, bridge, record
@@ -82,6 +104,7 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
     if backend == "cpu":
         from fattn_te import patches
         patches.apply_cpu()
+    _progress(f"TE imported; {backend} engine open")
     work = tempfile.mkdtemp(prefix="fattn-te-")
     ref = os.path.join(work, "ref.h5")
     argv = ["run", "--impl", "split" if record.is_refactored(backends) else "legacy",
@@ -90,10 +113,12 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
         argv += ["--cases", cases]
     if filt:
         argv += ["--filter", filt]
+    _progress("fattn run (inputs and refusals) started")
     rc, so, se = run_fattn(fattn, argv)
     if rc != 0:
         sys.stderr.write(se)
         raise rf.InputError(f"fattn {' '.join(argv)}: exit {rc}")
+    _progress("fattn run done")
     tree = rf.load_tree(ref)
     resolved = {r["id"]: r for r in rf.resolved_cases(cases, fattn=fattn)}
     root_attrs = [a for a in tree["attrs"]
@@ -110,6 +135,7 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
             # support table models: the case is recorded as fattn refused it.
             out_cases[cid] = {"attrs": attrs, "children": {}}
             continue
+        _progress(f"case {cid}")
         try:
             children = record.run_case(backends, resolved[cid], case)
         except Exception as e:  # TE's own refusals are data; anything else is an error
@@ -118,6 +144,7 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
         ntensors += _count_datasets({"children": children})
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
            "children": {"cases": {"attrs": [], "children": out_cases}}}
+    _progress(f"writing {out}")
     rf.write_tree(out, new, fattn=fattn)
     return len(out_cases), ntensors
 

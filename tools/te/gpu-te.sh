@@ -1,0 +1,86 @@
+#!/bin/sh
+# TE's own FusedAttnFunc on the cuDNN engine, on a GPU machine without
+# network (docs/te.md, "On a GPU runner"): builds fattn with cuDNN
+# (tools/gpu/gpu-env.sh finds the cuDNN PyTorch uses), makes fattn-te's
+# environment from the machine's own Python (its torch, numpy, h5py) plus
+# the wheels in $FATTN_TE_WHEELS (default .whl: TE's pure-Python wheels and
+# the few pure-Python packages TE's import chain needs, listed in
+# tools/te/setup.sh), then runs `fattn-te verify --backend cudnn` for TE
+# 2.19.0 and 2.20.2. Logs and run files go under $OUT (default
+# build-gpu-te/out). Each stage runs under its own time limit and writes
+# per-case progress (and, past GPU_TE_STALL_S seconds, Python stacks) to
+# its log, so that a stopped run still says where it was:
+#   probe   torch sees the GPU (60 s)
+#   one     fattn-te run on one case (GPU_TE_ONE_S, default 150 s)
+#   verify  fattn-te verify on GPU_TE_FILTER (default every case),
+#           GPU_TE_VERIFY_S (default 360 s)
+# Exit status: the first failing stage's (124 for a time limit), else
+# fattn-te verify's.
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/build-gpu-te/out}
+WHEELS=${FATTN_TE_WHEELS:-$ROOT/.whl}
+mkdir -p "$OUT"
+T0=$(date +%s)
+
+. tools/gpu/gpu-env.sh
+BUILD=${BUILD_DIR:-build-gpu}
+if [ ! -f "$BUILD/build.ninja" ]; then
+    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" >"$OUT/setup.log" 2>&1 ||
+        { tail -40 "$OUT/setup.log"; exit 2; }
+fi
+meson compile -C "$BUILD" harness/fattn lib/fattn:shared_library >"$OUT/compile.log" 2>&1 ||
+    { tail -60 "$OUT/compile.log"; exit 2; }
+
+# fattn-te's environment layout (tools/te/setup.sh): venv/bin/python and
+# te/<version>/ unpacked. venv/bin/python runs the machine's python3 itself
+# (a wrapper, not a venv: that python3 may be a venv already, whose packages
+# a second venv would not see).
+ENV_DIR=${FATTN_TE_ENV:-$ROOT/build-gpu-te/env}
+mkdir -p "$ENV_DIR/venv/bin"
+printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >"$ENV_DIR/venv/bin/python"
+chmod +x "$ENV_DIR/venv/bin/python"
+SITE=$ENV_DIR/site
+for w in "$WHEELS"/*.whl; do
+    case $(basename "$w") in
+    transformer_engine-*)
+        ver=$(basename "$w" | sed 's/^transformer_engine-\([0-9.]*\)-.*/\1/')
+        if [ ! -f "$ENV_DIR/te/$ver/.fattn-te-unpacked" ]; then
+            python3 -m zipfile -e "$w" "$ENV_DIR/te/$ver"
+            touch "$ENV_DIR/te/$ver/.fattn-te-unpacked"
+        fi ;;
+    *) python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+           --target "$SITE" "$w" >>"$OUT/pip.log" 2>&1 ;;
+    esac
+done
+echo "gpu-te: environment ready in $(( $(date +%s) - T0 )) s" | tee "$OUT/summary.txt"
+
+export FATTN_TE_ENV="$ENV_DIR" FATTN="$ROOT/$BUILD/harness/fattn"
+export FATTN_LIB="$ROOT/$BUILD/lib/libfattn.so"
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export FATTN_TE_PROGRESS=1 FATTN_TE_STALL_S=${GPU_TE_STALL_S:-60} PYTHONUNBUFFERED=1
+
+stage() { # name limit command...: runs it, logs to $OUT/<name>.log, keeps the log's tail
+    name=$1 limit=$2; shift 2
+    t=$(date +%s); src=0
+    timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1 || src=$?
+    echo "gpu-te: stage $name exit $src after $(( $(date +%s) - t )) s" | tee -a "$OUT/summary.txt"
+    tail -c 20000 "$OUT/$name.log" >"$OUT/$name.tail" && mv "$OUT/$name.tail" "$OUT/$name.log"
+    return $src
+}
+
+stage probe 60 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0))' ||
+    exit $?
+cat "$OUT/probe.log" >>"$OUT/summary.txt"
+stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
+    --filter "${GPU_TE_ONE:-layout.bshd_bshd_bshd.causal.bf16}" -o "$OUT/one.h5" || exit $?
+rc=0
+if [ -n "${GPU_TE_FILTER:-}" ]; then set -- --filter "$GPU_TE_FILTER"; else set --; fi
+stage verify "${GPU_TE_VERIFY_S:-360}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 \
+    --backend cudnn --keep "$OUT/runs" "$@" || rc=$?
+grep -- '->' "$OUT/verify.log" >>"$OUT/summary.txt" || true
+# run files are large; only the verdicts and logs come back unless asked
+[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT/one.h5"
+echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
+exit $rc
