@@ -27,9 +27,10 @@
 #define W_STRING(n, key, v, codec, pres)                                                       \
     (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, v) : FATTN_OK)
 #define W_OPAQUE(n, key, v, codec, pres) ((void)(v), FATTN_OK)
-#define W_QUANT(n, key, v, codec, pres) ((v) ? write_quant(n, key, v) : FATTN_OK)
+#define W_QUANT(n, key, v, codec, pres) ((v) ? fattn_ctx_quantizer_write(n, key, v) : FATTN_OK)
 
-static fattn_status write_quant(fattn_h5_node *n, const char *key, const fattn_fp8_quantizer *q)
+fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
+                                       const fattn_fp8_quantizer *q)
 {
     char buf[160];
     const char *recipe = fattn_fp8_recipe_name(q->kind);

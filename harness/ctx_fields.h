@@ -146,6 +146,9 @@ enum { FATTN_CTX_NFIELDS = 0 FATTN_CTX_FIELDS(FATTN_CTX_COUNT_) };
 /* Record the backward-read set as attributes of the save_ctx group `n`:
  * REQ rows always, OPT rows unless TE's None, OPAQUE rows never. */
 fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n);
+/* One quantizer as a QUANT row records it, as the string attribute `key`. */
+fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
+                                       const fattn_fp8_quantizer *q);
 
 /* Read and validate the backward-read set from the save_ctx group `n`:
  * every REQ attribute present, every present attribute of its row's type,

@@ -771,8 +771,8 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     fattn_tensor g[FATTN_LEGACY_NGRADS];
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         g[i] = fattn_tensor_empty();
-    fattn_status st = lg_backward_alloc_dqkv(ctx, &s[FATTN_LEGACY_SAVED_Q],
-                                             &s[FATTN_LEGACY_SAVED_K], &s[FATTN_LEGACY_SAVED_V],
+    int qkv = ctx->fp8 ? FATTN_LEGACY_SAVED_Q_FP8 : FATTN_LEGACY_SAVED_Q; /* shapes of q, k, v */
+    fattn_status st = lg_backward_alloc_dqkv(ctx, &s[qkv], &s[qkv + 1], &s[qkv + 2],
                                              &g[FATTN_LEGACY_GRAD_DQ], &g[FATTN_LEGACY_GRAD_DK],
                                              &g[FATTN_LEGACY_GRAD_DV]);
     if (st == FATTN_OK)

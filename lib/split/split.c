@@ -619,31 +619,29 @@ void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_save
  * zero-filled. */
 static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn_split_grads *g)
 {
-    fattn_dtype dt = bwd->nominal_dtype;
+    fattn_dtype dt = bwd->nominal_dtype; /* shapes from q, k, v: their fp8 on the FP8 path */
+    const fattn_tensor *q = bwd->fp8 ? &bwd->q_fp8 : &bwd->q, *k = bwd->fp8 ? &bwd->k_fp8 : &bwd->k;
     fattn_qkv_layout_group grp = fattn_layout_group(bwd->dqkv_layout);
     fattn_tensor views[3];
     fattn_status st = FATTN_OK;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D) {
-        int at = grp == FATTN_LAYOUT_GROUP_3HD ? bwd->q.ndim - 2 : bwd->q.ndim - 1;
-        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, &bwd->q, 3, at, views);
-        if (st == FATTN_OK) {
-            g->dq = views[0];
-            g->dk = views[1];
-            g->dv = views[2];
-        }
+        int at = grp == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1;
+        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 3, at, views);
+        if (st == FATTN_OK)
+            g->dq = views[0], g->dk = views[1], g->dv = views[2];
     } else if (grp == FATTN_LAYOUT_GROUP_HD_2HD || grp == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, &bwd->q, 1, 0, views);
+        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             g->dq = views[0];
-            int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? bwd->k.ndim - 2 : bwd->k.ndim - 1;
-            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[1], dt, &bwd->k, 2, at, views);
+            int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1;
+            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
         }
         if (st == FATTN_OK) {
             g->dk = views[0];
             g->dv = views[1];
         }
     } else if (grp == FATTN_LAYOUT_GROUP_HD_HD_HD || grp == FATTN_LAYOUT_GROUP_SD_SD_SD) {
-        const fattn_tensor *like[3] = {&bwd->q, &bwd->k, &bwd->v};
+        const fattn_tensor *like[3] = {q, k, bwd->fp8 ? &bwd->v_fp8 : &bwd->v};
         fattn_tensor *dst[3] = {&g->dq, &g->dk, &g->dv};
         for (int i = 0; i < 3 && st == FATTN_OK; i++) {
             st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
