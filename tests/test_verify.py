@@ -71,7 +71,7 @@ MUTANT_TARGETS = {
     "ctx_bhsd_as_bshd": "save_ctx@qkv_layout",
     "ctx_dqkv_unpacked": "save_ctx@dqkv_layout",
     "ctx_backend_fp8": "save_ctx@fused_attention_backend",
-    "ctx_fp8_inverted": "split backward: FP8 backward needs dO, dP, dQKV and S quantizers",
+    "ctx_fp8_inverted": "fattn_bwd_args.q_fp8/k_fp8/v_fp8 (fp8 is set: an FP8 backward) is unset",
     "saved_cu_q_padded": "save_ctx/cu_seqlens_q",
     "saved_cu_kv_as_q": "save_ctx/cu_seqlens_kv",
     "saved_q_unpadded": "save_ctx/cu_seqlens_q_padded",

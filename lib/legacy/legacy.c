@@ -772,6 +772,10 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         g[i] = fattn_tensor_empty();
     int qkv = ctx->fp8 ? FATTN_LEGACY_SAVED_Q_FP8 : FATTN_LEGACY_SAVED_Q; /* shapes of q, k, v */
+    if (lg_none(&s[qkv]) || lg_none(&s[qkv + 1]) || lg_none(&s[qkv + 2]))
+        return fattn_error(FATTN_E_STATE, "legacy backward: the saved %s are None (ctx.fp8 "
+                           "is %s)", ctx->fp8 ? "q_fp8, k_fp8, v_fp8" : "q, k, v",
+                           ctx->fp8 ? "True" : "False");
     fattn_status st = lg_backward_alloc_dqkv(ctx, &s[qkv], &s[qkv + 1], &s[qkv + 2],
                                              &g[FATTN_LEGACY_GRAD_DQ], &g[FATTN_LEGACY_GRAD_DK],
                                              &g[FATTN_LEGACY_GRAD_DV]);

@@ -256,6 +256,10 @@ fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
         return MISSING(s, "d_out");
     if (a->nominal_dtype == FATTN_DTYPE_INVALID)
         return MISSING(s, "nominal_dtype");
+    /* an FP8 backward reads the fp8 slots (S:2131-2165) */
+    if (a->fp8 && (fattn_tensor_is_empty(&a->q_fp8) || fattn_tensor_is_empty(&a->k_fp8) ||
+                   fattn_tensor_is_empty(&a->v_fp8)))
+        return MISSING(s, "q_fp8/k_fp8/v_fp8 (fp8 is set: an FP8 backward)");
     if (a->max_seqlen_q <= 0)
         return MISSING(s, "max_seqlen_q");
     if (a->max_seqlen_kv <= 0)
