@@ -543,7 +543,7 @@ START_TEST(second_backward)
     fattn_rng_gen gen = {5, 0};
     fattn_tensor g6[6], out, ml;
     ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
-    ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_MISSING_FIELD);
+    ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_STATE);
     ck_assert_msg(strstr(fattn_last_error(), "backward_objects is None"), "%s",
                   fattn_last_error());
     for (int i = 0; i < 6; i++)
@@ -567,7 +567,7 @@ START_TEST(wrapper)
     fattn_split_func_ctx *ctx = NULL;
     ck_assert_int_eq(fattn_split_func_ctx_init(&ctx), FATTN_OK);
     fattn_tensor g6[6], out, ml;
-    ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_MISSING_FIELD);
+    ck_assert_int_eq(fattn_split_func_backward(ctx, &b.d_o, g6), FATTN_E_STATE);
     fattn_rng_gen gen = {1, 0};
     ck_assert_int_eq(fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6), FATTN_OK);
     for (int i = 0; i < 5; i++)
