@@ -2,6 +2,7 @@
  * FATTN_CTX_FIELDS (ctx_fields.h). */
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ctx_fields.h"
@@ -26,6 +27,18 @@
 #define W_STRING(n, key, v, codec, pres)                                                       \
     (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, v) : FATTN_OK)
 #define W_OPAQUE(n, key, v, codec, pres) ((void)(v), FATTN_OK)
+#define W_QUANT(n, key, v, codec, pres) ((v) ? fattn_ctx_quantizer_write(n, key, v) : FATTN_OK)
+
+fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
+                                       const fattn_fp8_quantizer *q)
+{
+    char buf[160];
+    const char *recipe = fattn_fp8_recipe_name(q->kind);
+    snprintf(buf, sizeof buf, "%s %s scale=%a amax=%a pow2=%d eps=%a", recipe ? recipe : "none",
+             fattn_dtype_name(q->dtype), (double)q->scale, (double)q->amax,
+             q->force_pow_2_scales ? 1 : 0, (double)q->amax_epsilon);
+    return fattn_h5_node_set_string(n, key, buf);
+}
 
 fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
 {
@@ -160,6 +173,35 @@ static fattn_status parsed(const char *name, fattn_status st)
                                                                FATTN_OK)))
 #define R_STRING(n, key, v, codec, pres) read_string(n, key, OPTIONAL_##pres, &(v))
 #define R_OPAQUE(n, key, v, codec, pres) ((v) = NULL, FATTN_OK)
+#define R_QUANT(n, key, v, codec, pres) read_quant(n, key, &r->quant_store[qi++], &(v))
+
+/* A QUANT row: absent is None; else the string write_quant makes. */
+static fattn_status read_quant(const fattn_h5_node *n, const char *name, fattn_fp8_quantizer *store,
+                               fattn_fp8_quantizer **v)
+{
+    const char *s = NULL;
+    *v = NULL;
+    fattn_status st = read_string(n, name, true, &s);
+    if (st != FATTN_OK || !s)
+        return st;
+    char recipe[16], dtype[32];
+    float scale, amax, eps;
+    int pow2, used = 0;
+    memset(store, 0, sizeof *store);
+    if (sscanf(s, "%15s %31s scale=%a amax=%a pow2=%d eps=%a%n", recipe, dtype, &scale, &amax,
+               &pow2, &eps, &used) != 6 || s[used] != '\0' || (pow2 != 0 && pow2 != 1) ||
+        fattn_fp8_recipe_parse(recipe, &store->kind) != FATTN_OK ||
+        fattn_dtype_parse(dtype, &store->dtype) != FATTN_OK || !fattn_dtype_is_fp8(store->dtype))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\" is not a "
+                           "quantizer (\"<recipe> <fp8 dtype> scale=%%a amax=%%a pow2=0|1 "
+                           "eps=%%a\")", name, s);
+    store->scale = scale;
+    store->amax = amax;
+    store->force_pow_2_scales = pow2 == 1;
+    store->amax_epsilon = eps;
+    *v = store;
+    return FATTN_OK;
+}
 
 /* The rules beyond each attribute's type. */
 static fattn_status check_ranges(const fattn_ctx_record *r)
@@ -194,11 +236,13 @@ fattn_status fattn_ctx_record_read(const fattn_h5_node *n, fattn_ctx_record *r)
     memset(r, 0, sizeof *r);
     fattn_status st = FATTN_OK;
     const char *s = NULL;
+    int qi = 0;
 #define READ_ROW(name, ctype, kind, codec, presence, role)                                    \
     if ((st = R_##kind(n, #name, r->name, codec, presence)) != FATTN_OK)                      \
         return st;
     FATTN_CTX_FIELDS(READ_ROW)
 #undef READ_ROW
     (void)s;
+    assert(qi == 6);
     return check_ranges(r);
 }

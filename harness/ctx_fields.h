@@ -24,7 +24,10 @@
  *                        fattn_<codec>_name / fattn_<codec>_parse pair
  *               STRING   UTF-8 string (codec `str`)
  *               OPAQUE   an opaque pointer carried as data and not recorded
- *                        (the quantizers: None on every path fattn runs)
+ *               QUANT    a quantizer (fattn_fp8_quantizer *), recorded as the
+ *                        string "<recipe> <fp8 dtype> scale=<%a> amax=<%a>
+ *                        pow2=<0|1> eps=<%a>" (C99 hex floats: exact);
+ *                        absent is TE's None (the f16 path)
  *   codec     ENUM: the name/parse prefix; STRING: str; otherwise _
  *   presence  REQ: always recorded, missing is invalid; OPT: TE's None is
  *             recorded by absence (the None value is FATTN_CTX_NONE_<codec>)
@@ -37,7 +40,7 @@
  * fattn_split_ctx_attrs; the writer, reader and copies follow. A new kind of
  * value needs its W_/R_ macros in ctx_fields.c and its FATTN_CTX_COPY_ macro
  * below. Recording a quantizer (FP8) is a change of that row's kind from
- * OPAQUE to a kind that records it. Range rules beyond the type (positive
+ * OPAQUE to a kind that records it (QUANT). Range rules beyond the type (positive
  * lengths, dropout in [0, 1), ...) are in ctx_fields.c's range check.
  * Attribute order in a file does not follow the table: the writer sorts.
  */
@@ -48,6 +51,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fattn/fp8.h"
 #include "fattn/te.h"
 #include "fattn/tensor.h"
 
@@ -61,12 +65,12 @@ typedef int64_t fattn_ctx_pair[2];
     X(is_input_fp8, bool, BOOL, _, REQ, DERIVED)                                               \
     X(bf16_backward, bool, BOOL, _, REQ, ARG)                                                  \
     X(layer_number, int64_t, INT64, _, REQ, ARG)                                               \
-    X(QKV_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                    \
-    X(O_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                      \
-    X(dQKV_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                   \
-    X(dO_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                     \
-    X(dP_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                     \
-    X(S_quantizer, const void *, OPAQUE, _, OPT, DERIVED)                                      \
+    X(QKV_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                    \
+    X(O_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                      \
+    X(dQKV_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                   \
+    X(dO_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                     \
+    X(dP_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                     \
+    X(S_quantizer, fattn_fp8_quantizer *, QUANT, _, OPT, DERIVED)                                      \
     X(qkv_type, const char *, STRING, str, OPT, DERIVED)                                       \
     X(max_seqlen_q, int64_t, INT64, _, REQ, ARG)                                               \
     X(max_seqlen_kv, int64_t, INT64, _, REQ, ARG)                                              \
@@ -105,6 +109,8 @@ typedef struct fattn_ctx_record {
 #define FATTN_CTX_MEMBER_(name, ctype, kind, codec, presence, role) ctype name;
     FATTN_CTX_FIELDS(FATTN_CTX_MEMBER_)
 #undef FATTN_CTX_MEMBER_
+    /* what the QUANT rows point at after fattn_ctx_record_read */
+    fattn_fp8_quantizer quant_store[6];
 } fattn_ctx_record;
 
 /* Number of rows in the table. */
@@ -122,6 +128,7 @@ enum { FATTN_CTX_NFIELDS = 0 FATTN_CTX_FIELDS(FATTN_CTX_COUNT_) };
 #define FATTN_CTX_COPY_ENUM(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_STRING(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_OPAQUE(d, s) ((d) = (s))
+#define FATTN_CTX_COPY_QUANT(d, s) ((d) = (s))
 #define FATTN_CTX_COPY_PAIR(d, s) ((d)[0] = (s)[0], (d)[1] = (s)[1])
 
 /* X-macro bodies for a copy: inside a function whose parameters `dst` and
@@ -139,6 +146,9 @@ enum { FATTN_CTX_NFIELDS = 0 FATTN_CTX_FIELDS(FATTN_CTX_COUNT_) };
 /* Record the backward-read set as attributes of the save_ctx group `n`:
  * REQ rows always, OPT rows unless TE's None, OPAQUE rows never. */
 fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n);
+/* One quantizer as a QUANT row records it, as the string attribute `key`. */
+fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
+                                       const fattn_fp8_quantizer *q);
 
 /* Read and validate the backward-read set from the save_ctx group `n`:
  * every REQ attribute present, every present attribute of its row's type,

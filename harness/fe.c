@@ -132,3 +132,36 @@ float fattn_fe_dropout(const fattn_spec *s)
      * FusedAttnFunc caller (raw_func_args) passes whatever it likes. */
     return (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
 }
+
+void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs)
+{
+    memset(qs, 0, sizeof *qs);
+    /* QKV, O, S, dO, dP, dQKV: within range for the matrix's inputs (|x| of
+     * a few units, P <= 1, dS and the grads below 100) */
+    static const float scales[6] = {16.0f, 32.0f, 256.0f, 64.0f, 512.0f, 128.0f};
+    fattn_fp8_quantizer *all[6] = {&qs->QKV, &qs->O, &qs->S, &qs->dO, &qs->dP, &qs->dQKV};
+    for (int i = 0; i < 6; i++) {
+        bool ds_half = all[i] == &qs->S || all[i] == &qs->dP;
+        all[i]->kind = ds_half ? FATTN_FP8_RECIPE_DELAYED : s->fp8_recipe;
+        all[i]->dtype = i < 3 ? FATTN_DTYPE_FLOAT8_E4M3FN : FATTN_DTYPE_FLOAT8_E5M2;
+        all[i]->scale = scales[i];
+    }
+}
+
+float fattn_fe_node_scale_inv(const fattn_h5_node *g, const char *name)
+{
+    const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;
+    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, "scale_inv") : NULL;
+    return (a && a->kind == FATTN_H5_ATTR_FLOAT32) ? a->f32 : 0.0f;
+}
+
+void fattn_fe_own_quantizers(fattn_ctx_record *rec, fattn_fp8_quantizer store[6])
+{
+    fattn_fp8_quantizer **q[6] = {&rec->QKV_quantizer, &rec->O_quantizer, &rec->dQKV_quantizer,
+                                  &rec->dO_quantizer,  &rec->dP_quantizer, &rec->S_quantizer};
+    for (int i = 0; i < 6; i++)
+        if (*q[i]) {
+            store[i] = **q[i];
+            *q[i] = &store[i];
+        }
+}

@@ -49,6 +49,7 @@ typedef struct fattn_fe_env {
 /* FORWARD as recorded in forward/: views owned by the adapter. */
 typedef struct fattn_fe_forward {
     fattn_tensor out, max_logit;                /* empty max_logit: not returned */
+    float out_scale_inv;                        /* out as a Float8Tensor; 0: not FP8 */
     fattn_tensor aux[FATTN_SAVED_NAUX];         /* the aux slots; empty = absent */
 } fattn_fe_forward;
 
@@ -56,12 +57,15 @@ typedef struct fattn_fe_forward {
  * None) and the backward-read set. Views and strings owned by the adapter. */
 typedef struct fattn_fe_saved {
     fattn_tensor t[FATTN_SAVED_COUNT];
+    float scale_inv[FATTN_SAVED_COUNT];         /* a Float8Tensor's; 0: not FP8 */
     fattn_ctx_record rec;
 } fattn_fe_saved;
 
 /* BACKWARD as recorded in backward/. */
 typedef struct fattn_fe_grads {
     fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
+    /* FP8 backward: the quantizers its calls wrote amaxes into (NULL: none) */
+    const fattn_fp8_quantizer *dO_quantizer, *dP_quantizer, *dQKV_quantizer;
 } fattn_fe_grads;
 
 typedef struct fattn_fe_ops {
@@ -113,6 +117,18 @@ fattn_status fattn_fe_put_fingerprint(fattn_h5_node *g, const char *name,
  * null in the spec, which each front end resolves itself. */
 float fattn_fe_attn_scale(const fattn_spec *s);
 int fattn_fe_bottom_right_diagonal(const fattn_spec *s);
+/* The quantizers DotProductAttention hands FusedAttnFunc for an FP8 case
+ * (docs/cases.md, key fp8): the spec's recipe for QKV, O, dO, dQKV, delayed
+ * S and dP (DPA's [CS, DS] pair), E4M3 forward and E5M2 backward (HYBRID),
+ * delayed scales fixed powers of two, distinct per quantizer so that one
+ * handed to the wrong place shows, amaxes zero. */
+void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs);
+/* Repoint rec's quantizers (which point into a record read from a file)
+ * at copies in store[6] that the caller owns for the case run. */
+void fattn_fe_own_quantizers(fattn_ctx_record *rec, fattn_fp8_quantizer store[6]);
+/* The scale_inv attribute of dataset `name` of g (0: none). */
+float fattn_fe_node_scale_inv(const fattn_h5_node *g, const char *name);
+
 /* The case's dropout as FusedAttention passes it: 0 when not training,
  * unless the spec asks for the raw FusedAttnFunc value (raw_func_args). */
 float fattn_fe_dropout(const fattn_spec *s);

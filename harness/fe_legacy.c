@@ -2,6 +2,7 @@
  * refactor, one ctx with loose fields and the saved list
  * [12 fixed entries, aux pack as TE's list]. */
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "fattn/legacy.h"
@@ -18,6 +19,8 @@ typedef struct fe_legacy {
     fattn_legacy_ctx *ctx;
     fattn_tensor out, max_logit;
     fattn_tensor grads[FATTN_LEGACY_NGRADS];
+    fattn_fp8_quantizers qs; /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
 } fe_legacy;
 
 static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
@@ -34,6 +37,10 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
     }
     s->ctx->poison = env->poison;
     s->ctx->cpu_offload = env->spec->cpu_offload;
+    s->ctx->env_fp8_dpa_bwd = env->spec->fp8_dpa_bwd;
+    s->ctx->env_fp8cs_o_in_f16 = env->spec->fp8_o_in_f16;
+    if (env->spec->fp8)
+        fattn_fe_fp8_quantizers(env->spec, &s->qs);
     *fe = s;
     return FATTN_OK;
 }
@@ -70,11 +77,13 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
         &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
         fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
-        false, false, NULL, NULL, sp->deterministic, &in->softmax_offset, false, false, 1,
-        sp->return_max_logit, &none, &none, &s->out, &s->max_logit);
+        false, sp->fp8, NULL, sp->fp8 ? &s->qs : NULL, sp->deterministic, &in->softmax_offset,
+        sp->fp8_output, sp->bf16_backward, 1, sp->return_max_logit, &none, &none, &s->out,
+        &s->max_logit);
     if (st != FATTN_OK)
         return st;
     res->out = s->out;
+    res->out_scale_inv = isnan(s->ctx->out_scale_inv) ? 0.0f : s->ctx->out_scale_inv;
     res->max_logit = s->max_logit;
     return legacy_aux(s->ctx, res->aux);
 }
@@ -96,8 +105,10 @@ static fattn_status legacy_save_ctx(void *fe, fattn_fe_saved *res)
     const fattn_legacy_ctx *c = s->ctx;
     /* legacy cannot resume at FORWARD: SAVE_CTX follows its own forward */
     assert(c && c->has_forward);
-    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
+    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++) {
         res->t[i] = c->tensor_objects[i];
+        res->scale_inv[i] = isnan(c->tensor_scale_inv[i]) ? 0.0f : c->tensor_scale_inv[i];
+    }
     fattn_status st = legacy_aux(c, res->t + FATTN_SAVED_AUX_FIRST);
     if (st == FATTN_OK)
         record_from_ctx(&res->rec, c);
@@ -114,7 +125,7 @@ static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_
     if (st != FATTN_OK)
         return st;
     /* set by forward, never read by backward (fp8_recipe and fp8_meta are
-     * None on every path fattn runs, hence absent) */
+     * not modelled: opaque, hence absent) */
     return fattn_h5_node_set_uint8(impl, "is_output_fp8", s->ctx->is_output_fp8);
 }
 
@@ -131,6 +142,11 @@ static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_f
     res->dv = g[FATTN_LEGACY_GRAD_DV];
     res->d_bias = g[FATTN_LEGACY_GRAD_DBIAS];
     res->d_softmax_offset = g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET];
+    if (s->ctx->fp8) {
+        res->dO_quantizer = s->ctx->dO_quantizer;
+        res->dP_quantizer = s->ctx->dP_quantizer;
+        res->dQKV_quantizer = s->ctx->dQKV_quantizer;
+    }
     return FATTN_OK;
 }
 
@@ -141,9 +157,14 @@ static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
 {
     fe_legacy *s = fe;
     fattn_legacy_ctx *c = s->ctx;
-    ctx_from_record(c, rec);
-    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++)
+    fattn_ctx_record own = *rec;
+    fattn_fe_own_quantizers(&own, s->loaded);
+    ctx_from_record(c, &own);
+    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++) {
         c->tensor_objects[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
+        float si = fattn_fe_node_scale_inv(sc, fattn_saved_name((fattn_saved_slot)i));
+        c->tensor_scale_inv[i] = si != 0.0f ? si : NAN;
+    }
     fattn_tensor aux[FATTN_SAVED_NAUX];
     for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
         fattn_saved_slot slot = (fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i);

@@ -25,6 +25,8 @@ typedef struct fe_split {
     fattn_split_saved saved; /* setup_ctx's 16, as save_for_backward keeps them */
     fattn_split_grads grads;
     bool have_grads;
+    fattn_fp8_quantizers qs;       /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
     /* env->via_wrapper: FusedAttnFunc's ctx, which owns the forward's
      * result, the saved 16 and the bwd args instead of the fields above;
      * f, b and sv point at whichever set the run uses. */
@@ -109,6 +111,25 @@ static void fwd_args_from_case(fe_split *s)
     a->engine = s->env->engine;
     a->poison = s->env->poison;
     a->cpu_offload = sp->cpu_offload;
+    a->fp8 = sp->fp8;
+    a->fp8_output = sp->fp8_output;
+    a->bf16_backward = sp->bf16_backward;
+    a->nvte_fp8_dpa_bwd = sp->fp8_dpa_bwd;
+    a->nvte_dpa_fp8cs_o_in_f16 = sp->fp8_o_in_f16;
+    if (sp->fp8) {
+        fattn_fe_fp8_quantizers(sp, &s->qs);
+        a->quantizers = &s->qs;
+    }
+}
+
+/* The scale_inv of the saved fp8 tensors from their datasets in `sc`. */
+static void load_fp8_scale_inv(const fattn_h5_node *sc, float si[4])
+{
+    static const char *const roles[4] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8"};
+    for (int i = 0; i < 4; i++) {
+        float v = fattn_fe_node_scale_inv(sc, roles[i]);
+        si[i] = v != 0.0f ? v : NAN;
+    }
 }
 
 /* to_save entry i, or its dedup source when forward left it empty. */
@@ -154,6 +175,7 @@ static fattn_status split_forward(void *fe, fattn_fe_forward *res)
     if (st != FATTN_OK)
         return st;
     res->out = s->f->out;
+    res->out_scale_inv = isnan(s->f->out_scale_inv) ? 0.0f : s->f->out_scale_inv;
     res->max_logit = s->f->max_logit;
     for (int i = 0; i < FATTN_SAVED_NAUX; i++)
         res->aux[i] = fattn_tensor_empty();
@@ -246,6 +268,8 @@ static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
     }
     for (int i = 0; i < FATTN_SAVED_COUNT; i++)
         res->t[i] = s->sv->t[i];
+    for (int i = 0; i < 4; i++) /* q_fp8 k_fp8 v_fp8 out_fp8 lead the table */
+        res->scale_inv[i] = isnan(s->b->fp8_scale_inv[i]) ? 0.0f : s->b->fp8_scale_inv[i];
     record_from_bwd(&res->rec, s->b);
     return FATTN_OK;
 }
@@ -269,6 +293,11 @@ static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_ou
     res->dv = g6[2];
     res->d_bias = g6[3];
     res->d_softmax_offset = g6[4];
+    if (s->b->fp8) {
+        res->dO_quantizer = s->b->dO_quantizer;
+        res->dP_quantizer = s->b->dP_quantizer;
+        res->dQKV_quantizer = s->b->dQKV_quantizer;
+    }
     return FATTN_OK;
 }
 
@@ -291,6 +320,11 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
     res->dv = g->dv;
     res->d_bias = g->d_bias;
     res->d_softmax_offset = g->d_softmax_offset;
+    if (s->b->fp8) {
+        res->dO_quantizer = s->b->dO_quantizer;
+        res->dP_quantizer = s->b->dP_quantizer;
+        res->dQKV_quantizer = s->b->dQKV_quantizer;
+    }
     return FATTN_OK;
 }
 
@@ -306,7 +340,11 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
     fattn_bwd_args_init(b);
     for (int i = 0; i < FATTN_SAVED_COUNT; i++)
         s->saved.t[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
-    bwd_from_record(b, rec);
+    fattn_ctx_record own = *rec;
+    fattn_fe_own_quantizers(&own, s->loaded);
+    bwd_from_record(b, &own);
+    load_fp8_scale_inv(sc, b->fp8_scale_inv);
+    b->nvte_dpa_fp8cs_o_in_f16 = s->env->spec->fp8_o_in_f16;
     b->engine = s->env->engine;
     b->poison = s->env->poison;
     return FATTN_OK;
@@ -390,7 +428,9 @@ static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
         return fattn_error(FATTN_E_INVALID_FILE, "--from forward: save_ctx/ missing");
     if ((st = fattn_ctx_record_read(sc, &rec)) != FATTN_OK)
         return st;
+    fattn_fe_own_quantizers(&rec, s->loaded);
     attrs_from_record(&f->ctx_attrs, &rec);
+    load_fp8_scale_inv(sc, f->ctx_attrs.fp8_scale_inv);
     return FATTN_OK;
 }
 

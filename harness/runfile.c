@@ -111,15 +111,27 @@ static fattn_case_shape mk_shape(fattn_dtype dt, int ndim, int64_t d0, int64_t d
     return s;
 }
 
+/* A tensor of the case's shape `t` as FP8 E4M3 codes (TE's forward FP8
+ * dtype under HYBRID), present only on the FP8 path. */
+static fattn_case_shape fp8_of(const fattn_case *c, fattn_case_shape t)
+{
+    t.present = t.present && c->spec->fp8;
+    t.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
+    return t;
+}
+
 /* The shape of saved role `slot` (save_ctx/<role>, forward/_impl/<role>).
- * The fp8 roles never exist: a spec's dtype is float16, bfloat16 or
- * float32. cu_seqlens are int32 [b+1]; Stats float32 [b,h,sq,1] or, for a
+ * The fp8 roles exist only on the FP8 path (E4M3 codes). cu_seqlens are int32 [b+1]; Stats float32 [b,h,sq,1] or, for a
  * THD q, [t_q,h,1]; rng_state int64 [2]. */
 static fattn_case_shape role_shape(const fattn_case *c, int slot)
 {
     const fattn_spec *s = c->spec;
     fattn_case_shape none = {.present = false};
     switch ((fattn_saved_slot)slot) {
+    case FATTN_SAVED_q_fp8: return fp8_of(c, c->t.q);
+    case FATTN_SAVED_k_fp8: return fp8_of(c, c->t.k);
+    case FATTN_SAVED_v_fp8: return fp8_of(c, c->t.v);
+    case FATTN_SAVED_out_fp8: return fp8_of(c, c->t.out);
     case FATTN_SAVED_q: return c->t.q;
     case FATTN_SAVED_k: return c->t.k;
     case FATTN_SAVED_v: return c->t.v;
@@ -232,7 +244,7 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
         roles[i].shape = role_shape(c, i);
     }
     const want_ds *aux = roles + FATTN_SAVED_AUX_FIRST;
-    want_ds fw[] = {{"out", c->t.out},
+    want_ds fw[] = {{"out", (s->fp8 && s->fp8_output) ? fp8_of(c, c->t.out) : c->t.out},
                     {"max_logit", mk_shape(s->dtype, 1, s->h, 0, 0, 0)}};
     want_ds bw[] = {{"dq", c->t.dq}, {"dk", c->t.dk}, {"dv", c->t.dv}, {"d_bias", c->t.d_bias},
                     {"d_softmax_offset", c->t.d_softmax_offset}};
@@ -297,8 +309,10 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
         bad = "qkv_layout/dqkv_layout (the spec's layout)";
     else if (r.o_format != c->q_format)
         bad = "o_format (the format of q)";
-    else if (r.nominal_dtype != s->dtype || r.fp8 || r.is_input_fp8)
-        bad = "nominal_dtype/fp8/is_input_fp8 (the spec's dtype)";
+    else if (r.nominal_dtype != s->dtype || r.fp8 != (s->fp8 && s->fp8_dpa_bwd) ||
+             r.is_input_fp8)
+        bad = "nominal_dtype/fp8/is_input_fp8 (the spec's dtype; fp8 is the spec's fp8 with "
+              "dpa_bwd)";
     else if (r.attn_bias_type != s->bias || r.attn_mask_type != s->mask ||
              r.softmax_type != s->softmax)
         bad = "attn_bias_type/attn_mask_type/softmax_type (the spec's bias, mask, softmax)";

@@ -190,6 +190,10 @@ static fattn_status record_forward(case_run *r, const fattn_fe_forward *res,
     /* TE's forward draws its rng_state from the global generator and
      * advances it: the generator after the forward is an effect of the
      * forward that a later call would see, so it is recorded too. */
+    /* out as a Float8Tensor (fp8_output): its scale_inv travels with it */
+    if (res->out_scale_inv != 0.0f &&
+        (st = fattn_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)))
+        return st;
     if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->gen.seed)) ||
         (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->gen.offset)))
         return st;
@@ -234,8 +238,13 @@ static fattn_status do_save_ctx(case_run *r)
         st = r->ops->save_ctx(r->fe, &res);
     if (st == FATTN_OK)
         st = fattn_h5_node_group(r->node, "save_ctx", &g);
-    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
+    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
         st = fattn_fe_put_tensor(g, fattn_saved_name((fattn_saved_slot)i), &res.t[i]);
+        fattn_h5_node *ds = g ? fattn_h5_node_find(g, fattn_saved_name((fattn_saved_slot)i)) : NULL;
+        /* a saved Float8Tensor carries its scale_inv */
+        if (st == FATTN_OK && ds && res.scale_inv[i] != 0.0f)
+            st = fattn_h5_node_set_float32(ds, "scale_inv", res.scale_inv[i]);
+    }
     if (st == FATTN_OK)
         st = fattn_ctx_record_write(&res.rec, g);
     if (st == FATTN_OK)
@@ -260,6 +269,13 @@ static fattn_status do_backward(case_run *r, const fattn_tensor *d_out)
         !(st = fattn_fe_put_tensor(g, "dv", &res.dv)) &&
         !(st = fattn_fe_put_tensor(g, "d_bias", &res.d_bias)))
         st = fattn_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset);
+    /* the amaxes an FP8 backward wrote, in the quantizers it was handed */
+    if (st == FATTN_OK && res.dO_quantizer)
+        st = fattn_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer);
+    if (st == FATTN_OK && res.dP_quantizer)
+        st = fattn_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
+    if (st == FATTN_OK && res.dQKV_quantizer)
+        st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
     if (st == FATTN_OK)
         st = record_private(r, FATTN_STATE_BACKWARD, g);
     return st;

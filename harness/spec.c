@@ -90,6 +90,9 @@ void fattn_spec_init(fattn_spec *s)
     s->seed = 1;
     s->rng_seed = 1234;
     s->rng_offset = 0;
+    s->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;
+    s->fp8_dpa_bwd = true;
+    s->fp8_o_in_f16 = true;
 }
 
 void fattn_spec_free(fattn_spec *s)
@@ -156,6 +159,11 @@ bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
         a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args ||
         a->cpu_offload != b->cpu_offload)
         return false;
+    if (a->fp8 != b->fp8 ||
+        (a->fp8 && (a->fp8_recipe != b->fp8_recipe || a->fp8_input != b->fp8_input ||
+                    a->fp8_output != b->fp8_output || a->fp8_dpa_bwd != b->fp8_dpa_bwd ||
+                    a->fp8_o_in_f16 != b->fp8_o_in_f16 || a->bf16_backward != b->bf16_backward)))
+        return false;
     if (a->expect_refusal != b->expect_refusal ||
         (a->expect_refusal && (a->refusal_status != b->refusal_status ||
                                strcmp(a->refusal_rule, b->refusal_rule) != 0)))
@@ -187,7 +195,7 @@ void fattn_spec_list_free(fattn_spec_list *l)
 /* Every key, sorted as the canonical form writes them. */
 static const char *const spec_keys[] = {
     "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "cpu_offload", "d_qk", "d_v",
-    "deterministic", "dropout_p", "dtype", "expect_refusal", "fast_zero_fill", "h", "hg", "id",
+    "deterministic", "dropout_p", "dtype", "expect_refusal", "fast_zero_fill", "fp8", "h", "hg", "id",
     "is_training", "layout", "mask", "pad_between_seqs", "raw_func_args", "return_max_logit",
     "rng_offset",
     "rng_seed", "seed", "seqlens_kv", "seqlens_q", "skv", "softmax", "sq", "window",
@@ -384,6 +392,16 @@ static fattn_status parse_window(const parse_ctx *c, const json_t *obj, fattn_sp
     return FATTN_OK;
 }
 
+int64_t fattn_spec_rng_increment(const fattn_spec *s)
+{
+    if (!s->fp8)
+        return FATTN_RNG_F16_INCREMENT;
+    /* fused_attn.py:356-364: ceil(sq^2 / 128) per thread on the FP8
+     * backend, which philox_cuda_state rounds up to a multiple of 4. */
+    int64_t n = (s->sq * s->sq + 127) / 128;
+    return (n + 3) / 4 * 4;
+}
+
 bool fattn_spec_refusal_status(fattn_status st)
 {
     switch (st) {
@@ -398,6 +416,59 @@ bool fattn_spec_refusal_status(fattn_status st)
     default:
         return true;
     }
+}
+
+/* fp8: null, or an object of the members spec.h lists. */
+static fattn_status parse_fp8(const parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    static const char key[] = "fp8";
+    static const char *const members[] = {"bf16_backward", "dpa_bwd",    "input_fp8",
+                                          "o_in_f16",      "output_fp8", "recipe"};
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v))
+        return case_error(c, FATTN_E_PARSE, key, "expected null or an object, got %s",
+                          json_type_name(v));
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof members / sizeof members[0]; i++)
+            known = known || strcmp(k, members[i]) == 0;
+        if (!known)
+            return case_error(c, FATTN_E_PARSE, key,
+                              "unknown member '%s' (bf16_backward, dpa_bwd, input_fp8, "
+                              "o_in_f16, output_fp8, recipe)", k);
+        if (strcmp(k, "recipe") == 0) {
+            if (!json_is_string(x) ||
+                fattn_fp8_recipe_parse(json_string_value(x), &s->fp8_recipe) != FATTN_OK)
+                return case_error(c, FATTN_E_PARSE, key,
+                                  "recipe: expected \"delayed\", \"current\", \"mxfp8\" or "
+                                  "\"block\"");
+            continue;
+        }
+        if (!json_is_boolean(x))
+            return case_error(c, FATTN_E_PARSE, key, "%s: expected a boolean, got %s", k,
+                              json_type_name(x));
+        bool b = json_is_true(x);
+        switch (k[0]) {
+        case 'b': s->bf16_backward = b; break;
+        case 'd': s->fp8_dpa_bwd = b; break;
+        case 'i': s->fp8_input = b; break;
+        case 'o': *(k[1] == '_' ? &s->fp8_o_in_f16 : &s->fp8_output) = b; break;
+        default: assert(0);
+        }
+    }
+    if (s->fp8_input)
+        return case_error(c, FATTN_E_INVALID_ARG, key,
+                          "input_fp8: FP8 inputs (TE's is_input_fp8) are not modelled yet");
+    if (s->dtype != FATTN_DTYPE_FLOAT16 && s->dtype != FATTN_DTYPE_BFLOAT16)
+        return case_error(c, FATTN_E_INVALID_ARG, key,
+                          "the FP8 path needs dtype float16 or bfloat16 (q's nominal dtype), "
+                          "not %s", fattn_dtype_name(s->dtype));
+    s->fp8 = true;
+    return FATTN_OK;
 }
 
 /* expect_refusal: null, or {"status": <name>, "rule": <rule id>}. */
@@ -611,15 +682,17 @@ static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spe
     TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
     TRY(get_bool(c, obj, "cpu_offload", &s->cpu_offload));
     TRY(parse_expect_refusal(c, obj, s));
+    TRY(parse_fp8(c, obj, s));
 
     TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));
     TRY(parse_seqlens(c, obj, "seqlens_kv", s->b, s->skv, &s->seqlens_kv));
 
     TRY(get_int(c, obj, "seed", &present, 0, INT64_MAX, &s->seed));
     TRY(get_int(c, obj, "rng_seed", &present, 0, INT64_MAX, &s->rng_seed));
-    /* The generator's offset after the forward (rng_offset + 16) is
-     * recorded as int64 (forward's rng_gen_offset): it must not wrap. */
-    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX - FATTN_RNG_F16_INCREMENT,
+    /* The generator's offset after the forward (rng_offset + the forward's
+     * increment) is recorded as int64 (forward's rng_gen_offset): it must
+     * not wrap. */
+    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX - fattn_spec_rng_increment(s),
                 &s->rng_offset));
     return FATTN_OK;
 }

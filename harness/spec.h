@@ -42,6 +42,18 @@
  *                          instead of DotProductAttention's (0 when not
  *                          training); only with is_training false. The
  *                          canonical form writes it only when true.
+ *   fp8                    null | {"recipe": "delayed" | "current" | "mxfp8" |
+ *                          "block", "input_fp8": bool, "output_fp8": bool,
+ *                          "dpa_bwd": bool, "o_in_f16": bool,
+ *                          "bf16_backward": bool}; default null (the f16
+ *                          path). Every member optional: recipe "delayed",
+ *                          input_fp8 false (TE's is_input_fp8: q, k, v
+ *                          handed in as Float8Tensors), output_fp8 false
+ *                          (fp8_output), dpa_bwd true (NVTE_FP8_DPA_BWD),
+ *                          o_in_f16 true (NVTE_DPA_FP8CS_O_in_F16),
+ *                          bf16_backward false. Only with dtype float16 or
+ *                          bfloat16 (the nominal dtype). Canonical form:
+ *                          written only when set, every member filled in.
  *   expect_refusal         null | {"status": "<FATTN_E_... name>", "rule":
  *                          "<support-table rule id>"}; default null. Both
  *                          front ends must refuse the case with that status
@@ -56,7 +68,9 @@
  *                          drawn from the seed at run time).
  *   seed                   integer >= 0 (the inputs' Philox seed); default 1.
  *   rng_seed               integer >= 0 (dropout); default 1234.
- *   rng_offset             integer in [0, INT64_MAX - 16] (dropout; the
+ *   rng_offset             integer in [0, INT64_MAX - fattn_spec_rng_increment]
+ *                          (16, or on the FP8 path ceil(sq^2/128) to a
+ *                          multiple of 4) (dropout; the
  *                          generator after the forward, 16 on, is
  *                          recorded as int64); default 0.
  *
@@ -88,6 +102,7 @@
 #include <stdint.h>
 
 #include "fattn/dtype.h"
+#include "fattn/fp8.h"
 #include "fattn/status.h"
 #include "fattn/te.h"
 
@@ -139,6 +154,9 @@ typedef struct fattn_spec {
     bool pad_between_seqs;
     bool raw_func_args;          /* inference dropout passed as given */
     bool cpu_offload;            /* TE's CPU offload v1 on (both refuse it) */
+    bool fp8;                    /* the FP8 path: the key fp8 is an object */
+    fattn_fp8_recipe fp8_recipe; /* its members (defaults when fp8 is off) */
+    bool fp8_input, fp8_output, fp8_dpa_bwd, fp8_o_in_f16, bf16_backward;
     bool expect_refusal;         /* the front ends must refuse the case */
     fattn_status refusal_status; /* ... with this status */
     char refusal_rule[64];       /* ... and this support-table rule id */
@@ -157,6 +175,11 @@ typedef struct fattn_spec_list {
  * engine's skip (FATTN_E_UNSUPPORTED), not a failure of the machine (out of
  * memory, I/O, CUDA, cuDNN, an internal invariant). */
 bool fattn_spec_refusal_status(fattn_status st);
+
+/* How far a forward of the case advances the generator's offset: 16 on the
+ * f16 path, ceil(sq^2/128) rounded up to a multiple of 4 on the FP8 path
+ * (fused_attn.py:356-364, docs/fp8-branches.md F4). */
+int64_t fattn_spec_rng_increment(const fattn_spec *s);
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);

@@ -282,6 +282,16 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
     }
     sb_key(&b, "fast_zero_fill", &first);
     sb_str(&b, tf(s->fast_zero_fill));
+    /* Written only when set, every member filled in. */
+    if (s->fp8) {
+        sb_key(&b, "fp8", &first);
+        sb_fmt(&b, "{\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,\"o_in_f16\":%s,"
+                   "\"output_fp8\":%s,\"recipe\":",
+               tf(s->bf16_backward), tf(s->fp8_dpa_bwd), tf(s->fp8_input), tf(s->fp8_o_in_f16),
+               tf(s->fp8_output));
+        sb_json_str(&b, fattn_fp8_recipe_name(s->fp8_recipe));
+        sb_str(&b, "}");
+    }
     sb_key(&b, "h", &first);
     sb_fmt(&b, "%" PRId64, s->h);
     sb_key(&b, "hg", &first);
@@ -386,6 +396,10 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
         sb_str(&b, " raw_func_args");
     if (s->cpu_offload)
         sb_str(&b, " cpu_offload");
+    if (s->fp8)
+        sb_fmt(&b, " fp8:%s%s%s%s", fattn_fp8_recipe_name(s->fp8_recipe),
+               s->fp8_input ? "+in" : "", s->fp8_output ? "+out" : "",
+               s->fp8_dpa_bwd ? "" : "+bwd16");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (b.oom) {

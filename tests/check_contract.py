@@ -61,7 +61,7 @@ def sections(doc):
 
 
 def keys_of(message):
-    m = re.search(r"\(keys: ([a-z_ ]+)\)", message)
+    m = re.search(r"\(keys: ([a-z0-9_ ]+)\)", message)
     return m.group(1).split() if m else []
 
 

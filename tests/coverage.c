@@ -137,6 +137,7 @@ static bool mutate_row(fattn_ctx_record *r, const char *name)
 #define M_KIND_PAIR(f, c) M_PAIR(f)
 #define M_KIND_STRING(f, c) M_STRING(f)
 #define M_KIND_OPAQUE(f, c) M_OPAQUE(f)
+#define M_KIND_QUANT(f, c) M_OPAQUE(f)
 #define M_KIND_ENUM(f, c) M_ENUM(f, c)
 #define ROW(fname, ctype, kind, codec, presence, role)                                         \
     if (!strcmp(name, #fname)) {                                                               \

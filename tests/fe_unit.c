@@ -146,8 +146,30 @@ fe_spec fe_spec_for_rule(const char *id)
         s.bias_type = FATTN_BIAS_POST_SCALE_BIAS;
         s.bias_present = true;
         s.softmax = FATTN_SOFTMAX_LEARNABLE;
-    } else if (!strcmp(id, "fp8_execution")) {
+    } else if (!strncmp(id, "fp8_", 4)) {
+        /* FP8 rules: a valid FP8 training spec (d = 128) changed in one place */
         s.fp8 = true;
+        s.d = s.dv = 128;
+        if (!strcmp(id, "fp8_execution"))
+            s.cudnn = true;
+        else if (!strcmp(id, "fp8_mxfp8_blackwell"))
+            s.fp8_recipe = FATTN_FP8_RECIPE_MXFP8;
+        else if (!strcmp(id, "fp8_quantizer_type"))
+            s.fp8_recipe = FATTN_FP8_RECIPE_BLOCK;
+        else if (!strcmp(id, "fp8_qkv_format"))
+            s.layout = FATTN_LAYOUT_THD_THD_THD, s.mask = FATTN_MASK_PADDING;
+        else if (!strcmp(id, "fp8_bias"))
+            s.bias_type = FATTN_BIAS_POST_SCALE_BIAS, s.bias_present = true;
+        else if (!strcmp(id, "fp8_softmax"))
+            s.softmax = FATTN_SOFTMAX_OFF_BY_ONE;
+        else if (!strcmp(id, "fp8_bottom_right"))
+            s.mask = FATTN_MASK_CAUSAL_BOTTOM_RIGHT, s.window[0] = -1, s.window[1] = 0;
+        else if (!strcmp(id, "fp8_head_dim"))
+            s.d = s.dv = 64;
+        else if (!strcmp(id, "fp8_max_logit"))
+            s.return_max_logit = true;
+        else if (!strcmp(id, "fp8_window"))
+            s.mask = FATTN_MASK_CAUSAL, s.window[0] = 3, s.window[1] = 0;
     } else if (!strcmp(id, "cpu_offload_v1")) {
         s.cpu_offload = true;
     } else if (!strcmp(id, "max_logit_cudnn")) {
@@ -187,6 +209,8 @@ fattn_support_query fe_query(const fe_spec *s)
     q.is_training = true;
     q.return_max_logit = s->return_max_logit;
     q.fp8 = s->fp8;
+    q.fp8_recipe = s->fp8 ? (s->fp8_recipe ? s->fp8_recipe : FATTN_FP8_RECIPE_DELAYED)
+                          : FATTN_FP8_RECIPE_NONE;
     q.cpu_offload = s->cpu_offload;
     return q;
 }
@@ -244,8 +268,24 @@ static void inputs_free(spec_inputs *in)
         fattn_tensor_free(ts[i]);
 }
 
+/* DPA's quantizers for a spec: every one of the spec's recipe (delayed by
+ * default), E4M3 forward and E5M2 backward, unit scales. */
+static fattn_fp8_quantizers fe_quantizers(const fe_spec *s)
+{
+    fattn_fp8_quantizers qs;
+    memset(&qs, 0, sizeof qs);
+    fattn_fp8_quantizer *all[6] = {&qs.QKV, &qs.O, &qs.S, &qs.dO, &qs.dP, &qs.dQKV};
+    for (int i = 0; i < 6; i++) {
+        all[i]->kind = s->fp8_recipe ? s->fp8_recipe : FATTN_FP8_RECIPE_DELAYED;
+        all[i]->dtype = i < 3 ? FATTN_DTYPE_FLOAT8_E4M3FN : FATTN_DTYPE_FLOAT8_E5M2;
+        all[i]->scale = 1.0f;
+    }
+    return qs;
+}
+
 fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
 {
+    fattn_fp8_quantizers qs = fe_quantizers(s);
     fattn_engine fake;
     fe_fake_cudnn(&fake);
     fattn_engine *e = s->cudnn ? &fake : cpu;
@@ -263,7 +303,7 @@ fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
                                   FATTN_LEGACY_SCALE_NONE, s->dropout, true, s->layout,
                                   s->bias_type, s->mask, s->softmax, s->window, -1, &gen,
                                   FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN, false, s->fp8, NULL,
-                                  NULL, false, &in.offset, false, false, 1,
+                                  s->fp8 ? &qs : NULL, false, &in.offset, false, false, 1,
                                   s->return_max_logit, NULL, NULL, &out, &ml);
     fattn_legacy_ctx_free(ctx);
     inputs_free(&in);
@@ -272,6 +312,7 @@ fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
 
 fattn_status fe_split_spec(const fe_spec *s, fattn_engine *cpu)
 {
+    fattn_fp8_quantizers qs = fe_quantizers(s);
     fattn_engine fake;
     fe_fake_cudnn(&fake);
     spec_inputs in;
@@ -295,6 +336,7 @@ fattn_status fe_split_spec(const fe_spec *s, fattn_engine *cpu)
     a.fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     a.return_max_logit = s->return_max_logit;
     a.fp8 = s->fp8;
+    a.quantizers = s->fp8 ? &qs : NULL;
     a.cpu_offload = s->cpu_offload;
     a.rng_gen = &gen;
     fattn_split_fwd_result res;

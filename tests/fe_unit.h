@@ -57,6 +57,7 @@ typedef struct fe_spec {
     int64_t window[2];
     float dropout;
     bool fp8;
+    fattn_fp8_recipe fp8_recipe; /* with fp8: every quantizer's recipe (delayed default) */
     bool cpu_offload; /* TE's CPU offload v1 state */
     bool return_max_logit;
     bool cudnn; /* run on the fake "cudnn" engine */

@@ -298,7 +298,8 @@ def _():
             spec = g.attrs["spec"]
             if ('"layout":"bshd_bshd_bshd"' not in spec or '"mask":"no_mask"' not in spec
                     or '"bias":"no_bias"' not in spec or '"softmax":"vanilla"' not in spec
-                    or '"dropout_p":0.0' not in spec or "forward" not in g):
+                    or '"dropout_p":0.0' not in spec or "forward" not in g
+                    or '"fp8":' in spec):  # FP8: held to the oracle in test_cpu_fp8
                 continue
             def load(d):
                 x = d[()]

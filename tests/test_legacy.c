@@ -158,12 +158,12 @@ START_TEST(attrs_carried)
     fattn_legacy_ctx *ctx = NULL;
     ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
     fattn_rng_gen gen = {5, 0};
-    int meta = 1, quant = 2;
+    int meta = 1;
     fattn_tensor out, ml;
     fattn_status st = fattn_legacy_forward(
         ctx, true, c->sq, c->skv, &b.cu_q, &b.cu_kv, NULL, NULL, NULL, NULL, &b.q, &b.k, &b.v,
         NULL, 0.25f, 0.0f, false, c->layout, c->bias, c->mask, c->softmax, c->window, -1, &gen,
-        FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN, false, false, &meta, &quant, false, NULL, true,
+        FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN, false, false, &meta, NULL, false, NULL, true,
         true, 7, false, NULL, NULL, &out, &ml);
     ck_assert_msg(st == FATTN_OK, "%s", fattn_last_error());
     ck_assert_ptr_eq(ctx->fp8_meta, &meta);

@@ -72,6 +72,7 @@ END_TEST
 #define AK_ENUM FATTN_H5_ATTR_STRING
 #define AK_STRING FATTN_H5_ATTR_STRING
 #define AK_OPAQUE (-1) /* not recorded */
+#define AK_QUANT FATTN_H5_ATTR_STRING
 #define REQUIRED_REQ true
 #define REQUIRED_OPT false
 
@@ -88,10 +89,19 @@ static const ctx_row ctx_rows[] = {
 };
 
 /* A valid record with every field away from its zero value. */
+static fattn_fp8_quantizer sample_quant[2] = {
+    {FATTN_FP8_RECIPE_DELAYED, FATTN_DTYPE_FLOAT8_E4M3FN, 16.0f, 3.25f, false, 0.0f},
+    {FATTN_FP8_RECIPE_CURRENT, FATTN_DTYPE_FLOAT8_E5M2, 0x1.8p-3f, 1e-7f, true, 0x1p-20f},
+};
+
 static fattn_ctx_record ctx_sample(bool with_optional)
 {
     fattn_ctx_record r;
     memset(&r, 0, sizeof r);
+    if (with_optional) {
+        r.QKV_quantizer = r.O_quantizer = r.S_quantizer = &sample_quant[0];
+        r.dQKV_quantizer = r.dO_quantizer = r.dP_quantizer = &sample_quant[1];
+    }
     r.fp8 = false;
     r.nominal_dtype = FATTN_DTYPE_BFLOAT16;
     r.is_input_fp8 = true;
@@ -133,6 +143,11 @@ static fattn_h5_node *ctx_node(const fattn_ctx_record *r)
 #define SAME_TRIBOOL(a, b) ((a) == (b))
 #define SAME_ENUM(a, b) ((a) == (b))
 #define SAME_OPAQUE(a, b) ((a) == (b))
+#define SAME_QUANT(a, b)                                                                       \
+    ((a) == (b) || ((a) && (b) && (a)->kind == (b)->kind && (a)->dtype == (b)->dtype &&         \
+                    (a)->scale == (b)->scale && (a)->amax == (b)->amax &&                       \
+                    (a)->force_pow_2_scales == (b)->force_pow_2_scales &&                       \
+                    (a)->amax_epsilon == (b)->amax_epsilon))
 #define SAME_PAIR(a, b) ((a)[0] == (b)[0] && (a)[1] == (b)[1])
 #define SAME_STRING(a, b) ((a) == (b) || ((a) && (b) && !strcmp((a), (b))))
 

@@ -10,6 +10,7 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "fattn/fp8.h"
 
@@ -74,4 +75,22 @@ uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale)
 float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv)
 {
     return fattn_fp8_decode(t, fattn_fp8_quantize(t, v, scale)) * scale_inv;
+}
+
+static const char *const recipe_names[] = {NULL, "delayed", "current", "mxfp8", "block"};
+
+const char *fattn_fp8_recipe_name(fattn_fp8_recipe r)
+{
+    return (r > FATTN_FP8_RECIPE_NONE && r <= FATTN_FP8_RECIPE_BLOCK) ? recipe_names[r] : NULL;
+}
+
+fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out)
+{
+    for (int r = FATTN_FP8_RECIPE_DELAYED; s && r <= FATTN_FP8_RECIPE_BLOCK; r++)
+        if (strcmp(s, recipe_names[r]) == 0) {
+            *out = (fattn_fp8_recipe)r;
+            return FATTN_OK;
+        }
+    return fattn_error(FATTN_E_PARSE, "unknown fp8 recipe \"%s\" (valid: delayed, current, "
+                       "mxfp8, block)", s ? s : "(null)");
 }

@@ -193,6 +193,65 @@ static bool r_cpu_offload(const fattn_support_query *q)
     return q->cpu_offload;
 }
 
+/* FP8 on sm_90 + cuDNN 9.19 (docs/fp8-branches.md §10). Each is true only
+ * for an FP8 call. */
+static bool r_fp8_mxfp8(const fattn_support_query *q)
+{
+    return q->fp8 && q->fp8_recipe == FATTN_FP8_RECIPE_MXFP8;
+}
+
+static bool r_fp8_block(const fattn_support_query *q)
+{
+    return q->fp8 && q->fp8_recipe == FATTN_FP8_RECIPE_BLOCK;
+}
+
+/* fused_attn.cpp:286-291: bshd or sbhd, one format for q and kv (THD and
+ * the mixed formats fail it). */
+static bool r_fp8_format(const fattn_support_query *q)
+{
+    fattn_qkv_format qf = fattn_layout_q_format(q->layout);
+    return q->fp8 && (qf != fattn_layout_kv_format(q->layout) ||
+                      (qf != FATTN_FORMAT_BSHD && qf != FATTN_FORMAT_SBHD));
+}
+
+static bool r_fp8_bias(const fattn_support_query *q)
+{
+    return q->fp8 && q->bias_type != FATTN_BIAS_NO_BIAS;
+}
+
+static bool r_fp8_softmax(const fattn_support_query *q)
+{
+    return q->fp8 && q->softmax_type != FATTN_SOFTMAX_VANILLA;
+}
+
+static bool r_fp8_bottom_right(const fattn_support_query *q)
+{
+    return q->fp8 && (q->mask_type == FATTN_MASK_CAUSAL_BOTTOM_RIGHT ||
+                      q->mask_type == FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT);
+}
+
+/* fused_attn.cpp:266-273: training needs d_qk = d_v = 128; inference d <=
+ * 256 and a multiple of 16. */
+static bool r_fp8_head_dim(const fattn_support_query *q)
+{
+    if (!q->fp8)
+        return false;
+    if (q->is_training)
+        return q->d_qk != 128 || q->d_v != 128;
+    return q->d_qk > 256 || q->d_v > 256 || q->d_qk % 16 != 0 || q->d_v % 16 != 0;
+}
+
+static bool r_fp8_max_logit(const fattn_support_query *q)
+{
+    return q->fp8 && q->return_max_logit;
+}
+
+static bool r_fp8_window(const fattn_support_query *q)
+{
+    bool plain = q->window_left == -1 && (q->window_right == -1 || q->window_right == 0);
+    return q->fp8 && !plain;
+}
+
 /* ---- routing predicates: true means DPA would not choose FusedAttention -- */
 
 static bool is_f16_path(const fattn_support_query *q)
@@ -316,9 +375,41 @@ static const fattn_support_rule rules[] = {
      "CPU offload v1 (backward reloads q, k, v de-interleaved, in another layout) is not "
      "modelled by fattn",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 1708, 1939)},
+    {"fp8_mxfp8_blackwell", r_fp8_mxfp8, FATTN_E_INVALID_CASE,
+     "the MXFP8 recipe is Blackwell-only (sm >= 100): FusedAttention is off for it on "
+     "sm_90, and its per-block scales have no field in the engine API",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 703, 774)},
+    {"fp8_quantizer_type", r_fp8_block, FATTN_E_INVALID_CASE,
+     "a quantizer that is not Float8Quantizer, Float8CurrentScalingQuantizer or "
+     "MXFP8Quantizer (Float8BlockScaling, NVFP4): get_attention_quantizers raises TypeError",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2776, 3095)},
+    {"fp8_qkv_format", r_fp8_format, FATTN_E_INVALID_CASE,
+     "the FP8 backend needs q and kv in one format, bshd or sbhd, before cuDNN 9.21 (no "
+     "THD, no mixed formats)",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 286)},
+    {"fp8_bias", r_fp8_bias, FATTN_E_INVALID_CASE, "the FP8 backend takes no bias",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 258)},
+    {"fp8_softmax", r_fp8_softmax, FATTN_E_INVALID_CASE,
+     "the FP8 backend takes only the vanilla softmax before cuDNN 9.21",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 286)},
+    {"fp8_bottom_right", r_fp8_bottom_right, FATTN_E_INVALID_CASE,
+     "the FP8 backend takes a bottom-right causal mask only on sm >= 100",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 279)},
+    {"fp8_head_dim", r_fp8_head_dim, FATTN_E_INVALID_CASE,
+     "FP8 training needs d_qk = d_v = 128; FP8 inference head dims at most 256 and "
+     "multiples of 16",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 266)},
+    {"fp8_max_logit", r_fp8_max_logit, FATTN_E_INVALID_CASE,
+     "return_max_logit with fp8: the FP8 branch computes no max_logit (legacy then raises "
+     "TypeError unpacking None, split returns None; DotProductAttention routes it away)",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 1750, 2275)},
+    {"fp8_window", r_fp8_window, FATTN_E_NOT_MODELLED,
+     "a sliding window with fp8: DPA routes it away on sm_90 and the FP8 kernel's handling "
+     "of it was not read, so fattn does not model it",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 1342, 1443)},
     {"fp8_execution", r_fp8, FATTN_E_UNSUPPORTED,
-     "FP8 execution is not implemented by fattn's engines (args, slots and dedup exist)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 257)},
+     "FP8 execution is not built in the cuDNN engine yet (the CPU engine runs it)",
+     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 257)},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
      REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 479)},

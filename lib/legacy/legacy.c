@@ -30,6 +30,8 @@
 #include "fattn/legacy.h"
 #include "fattn/support.h"
 
+#include "internal.h"
+
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
 /* ------------------------------------------------------------------------ */
@@ -59,6 +61,7 @@ static void lg_free_forward_buffers(fattn_legacy_ctx *ctx)
     fattn_tensor_free(&ctx->own_stats);
     fattn_tensor_free(&ctx->own_max);
     fattn_tensor_free(&ctx->own_rng_state);
+    fattn_legacy_fp8_free(ctx);
 }
 
 static void lg_free_backward_buffers(fattn_legacy_ctx *ctx)
@@ -70,7 +73,7 @@ static void lg_free_backward_buffers(fattn_legacy_ctx *ctx)
 }
 
 /* Allocate a poisoned output (the harness's poison, 0 = leave as is). */
-static fattn_status lg_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
+fattn_status fattn_legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
                                  int ndim, const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
@@ -83,7 +86,7 @@ static fattn_status lg_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_d
  * unify. One buffer holding `npack` tensors shaped like `like`, interleaved
  * by a pack dim inserted at position `at` (ndim-2: "3hd"/"2hd"; ndim-1:
  * "h3d"/"h2d"); views[m] is member m. As attention.cpp:398-452 builds dQKV. */
-static fattn_status lg_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
+fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
                                     fattn_dtype dt, const fattn_tensor *like, int npack,
                                     int at, fattn_tensor *views)
 {
@@ -91,7 +94,7 @@ static fattn_status lg_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage
     /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
-        fattn_status st = lg_alloc_out(ctx, storage, dt, nd, like->shape);
+        fattn_status st = fattn_legacy_alloc_out(ctx, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
             views[0] = *storage;
         return st;
@@ -101,7 +104,7 @@ static fattn_status lg_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage
         return fattn_error(FATTN_E_SHAPE, "legacy: %d dims cannot be packed", nd);
     for (int a = 0, s = 0; a < nd + 1; a++)
         shape[a] = a == at ? npack : like->shape[s++];
-    fattn_status st = lg_alloc_out(ctx, storage, dt, nd + 1, shape);
+    fattn_status st = fattn_legacy_alloc_out(ctx, storage, dt, nd + 1, shape);
     if (st != FATTN_OK)
         return st;
     size_t esz = fattn_dtype_size(dt);
@@ -211,6 +214,13 @@ fattn_status fattn_legacy_ctx_init(fattn_legacy_ctx **out, fattn_engine *engine)
     ctx->own_d_bias = ctx->own_d_softmax_offset = fattn_tensor_empty();
     ctx->qkv_layout = ctx->dqkv_layout = FATTN_LAYOUT_NOT_SET;
     ctx->o_format = ctx->qkv_scale_inv_format = FATTN_FORMAT_NOT_SET;
+    for (int i = 0; i < 3; i++)
+        ctx->own_qkv_fp8[i] = ctx->own_grad_fp8[i] = fattn_tensor_empty();
+    ctx->own_out_fp8 = ctx->own_out_f16 = ctx->own_d_out_fp8 = fattn_tensor_empty();
+    ctx->env_fp8_dpa_bwd = ctx->env_fp8cs_o_in_f16 = true;
+    for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
+        ctx->tensor_scale_inv[i] = NAN;
+    ctx->out_scale_inv = NAN;
     *out = ctx;
     return FATTN_OK;
 }
@@ -232,37 +242,6 @@ void fattn_legacy_ctx_free(fattn_legacy_ctx *ctx)
  * then Max when return_max_logit (fused_attn.py:402-441). */
 enum lg_pack { LG_PACK_STATS = 0, LG_PACK_MAX = 1 };
 
-/* FusedAttnFunc.forward's arguments and the locals its blocks share. The
- * tensors are borrowed (q, k, v required; the rest NULL or empty for None);
- * every tensor the blocks allocate is owned by ctx. */
-typedef struct lg_forward_locals {
-    fattn_legacy_ctx *ctx;
-    bool is_training, return_max_logit;
-    int64_t max_seqlen_q, max_seqlen_kv;
-    const fattn_tensor *cu_seqlens_q, *cu_seqlens_kv;
-    const fattn_tensor *cu_seqlens_q_padded, *cu_seqlens_kv_padded;
-    const fattn_tensor *page_table_k, *page_table_v;
-    const fattn_tensor *q, *k, *v, *attn_bias, *softmax_offset;
-    float attn_scale, dropout_p;
-    fattn_qkv_layout qkv_layout;
-    fattn_bias_type attn_bias_type;
-    fattn_mask_type attn_mask_type;
-    fattn_softmax_type softmax_type;
-    const int64_t *window_size;  /* [2] */
-    int bottom_right_diagonal;
-    fattn_rng_gen *rng_gen;
-    fattn_te_backend fused_attention_backend;
-    bool fast_zero_fill, use_FAv2_bwd, deterministic;
-    bool fp8, fp8_output, bf16_backward;
-    const void *fp8_meta;
-    int64_t layer_number;
-    /* -- locals -- */
-    fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
-    fattn_support_query sq;      /* the geometry too: h, d_qk, d_v */
-    float scale;                 /* attn_scale resolved */
-    bool brd;                    /* bottom_right_diagonal resolved */
-    fattn_aux_pack aux;          /* the engine's list, [Stats, (Max), rng_state, ...] */
-} lg_forward_locals;
 
 /* The arguments TE would fail on before any kernel runs. */
 static fattn_status lg_forward_check_args(const lg_forward_locals *f)
@@ -271,6 +250,9 @@ static fattn_status lg_forward_check_args(const lg_forward_locals *f)
         return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: q, k and v are required");
     if (!f->window_size)
         return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: window_size is required");
+    if (f->fp8 && !f->quantizers)
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: fp8 needs the quantizers "
+                           "(get_attention_quantizers, backends.py:1470-1472)");
     if (!f->rng_gen)
         return fattn_error(FATTN_E_INVALID_ARG,
                            "legacy forward: rng_gen is None; fattn has no process-wide "
@@ -313,10 +295,13 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
     sq->is_training = f->is_training;
     sq->return_max_logit = f->return_max_logit;
     sq->fp8 = f->fp8;
+    sq->fp8_recipe = (f->fp8 && f->quantizers) ? f->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
     sq->cpu_offload = f->ctx->cpu_offload;
     fattn_status st = fattn_support_check(sq, lg_support_engine(f->ctx->engine), NULL);
     if (st != FATTN_OK)
         return st;
+    if (f->fp8)
+        return FATTN_OK; /* backends.py:1488: the FP8 branch sets the backend itself */
     if (f->fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
         return fattn_error(FATTN_E_INVALID_CASE,
                            "legacy forward: fused_attention_backend %s cannot run the f16 "
@@ -339,7 +324,14 @@ static fattn_status lg_forward_rng_state(lg_forward_locals *f)
         return st;
     ((int64_t *)ctx->own_rng_state.data)[0] = (int64_t)f->rng_gen->seed;
     ((int64_t *)ctx->own_rng_state.data)[1] = (int64_t)f->rng_gen->offset;
-    f->rng_gen->offset += FATTN_RNG_F16_INCREMENT;
+    uint64_t incr = FATTN_RNG_F16_INCREMENT;
+    if (f->fp8) {
+        /* fused_attn.py:356-364: ceil(sq^2/128) on the FP8 backend, rounded
+         * up to a multiple of 4 by philox_cuda_state (docs/fp8-branches.md F4) */
+        uint64_t n = ((uint64_t)f->max_seqlen_q * (uint64_t)f->max_seqlen_q + 127u) / 128u;
+        incr = (n + 3u) / 4u * 4u;
+    }
+    f->rng_gen->offset += incr;
     return FATTN_OK;
 }
 
@@ -351,7 +343,7 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
     for (int i = 0; i < q->ndim; i++)
         oshape[i] = q->shape[i];
     oshape[q->ndim - 1] = f->sq.d_v;
-    fattn_status st = lg_alloc_out(f->ctx, &f->ctx->own_out, q->dtype, q->ndim, oshape);
+    fattn_status st = fattn_legacy_alloc_out(f->ctx, &f->ctx->own_out, q->dtype, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -363,9 +355,10 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
 static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 {
     memset(p, 0, sizeof *p);
-    p->q = *f->q;
-    p->k = *f->k;
-    p->v = *f->v;
+    p->q = *f->eq;
+    p->k = *f->ek;
+    p->v = *f->ev;
+    p->fp8 = f->fp8p;
     p->bias = lg_opt(f->attn_bias);
     p->softmax_offset = lg_opt(f->softmax_offset);
     p->o = f->ctx->own_out;
@@ -397,7 +390,7 @@ static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 /* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch
  * (backends.py:1614-1653).
  * Two-call protocol: sizes, allocate Stats (and Max), execute. */
-static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
+fattn_status fattn_legacy_forward_fused_attn_fwd(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
     assert(ctx->engine); /* fattn_legacy_ctx_init refuses a NULL engine */
@@ -412,13 +405,13 @@ static fattn_status lg_forward_fused_attn_fwd(lg_forward_locals *f)
         return fattn_error(FATTN_E_INTERNAL, "legacy forward: engine sized %d aux entries",
                            aux->n);
     fattn_tensor *stats = &aux->t[LG_PACK_STATS];
-    st = lg_alloc_out(ctx, &ctx->own_stats, stats->dtype, stats->ndim, stats->shape);
+    st = fattn_legacy_alloc_out(ctx, &ctx->own_stats, stats->dtype, stats->ndim, stats->shape);
     if (st != FATTN_OK)
         return st;
     *stats = ctx->own_stats;
     if (f->return_max_logit) {
         fattn_tensor *max = &aux->t[LG_PACK_MAX];
-        st = lg_alloc_out(ctx, &ctx->own_max, max->dtype, max->ndim, max->shape);
+        st = fattn_legacy_alloc_out(ctx, &ctx->own_max, max->dtype, max->ndim, max->shape);
         if (st != FATTN_OK)
             return st;
         *max = ctx->own_max;
@@ -502,12 +495,11 @@ fattn_status fattn_legacy_forward(
     fattn_mask_type attn_mask_type, fattn_softmax_type softmax_type,
     const int64_t window_size[2], int bottom_right_diagonal, fattn_rng_gen *rng_gen,
     fattn_te_backend fused_attention_backend, bool use_FAv2_bwd, bool fp8,
-    const void *fp8_meta, const void *quantizers, bool deterministic,
+    const void *fp8_meta, fattn_fp8_quantizers *quantizers, bool deterministic,
     const fattn_tensor *softmax_offset, bool fp8_output, bool bf16_backward,
     int64_t layer_number, bool return_max_logit, const fattn_tensor *packed_qkv,
     const fattn_tensor *packed_kv, fattn_tensor *out, fattn_tensor *max_logit)
 {
-    (void)quantizers; /* f16 path: every quantizer is None */
     (void)packed_qkv; /* only FP8 combine_and_quantize reads them */
     (void)packed_kv;
     if (out)
@@ -530,7 +522,7 @@ fattn_status fattn_legacy_forward(
         .fused_attention_backend = fused_attention_backend, .fast_zero_fill = fast_zero_fill,
         .use_FAv2_bwd = use_FAv2_bwd, .deterministic = deterministic, .fp8 = fp8,
         .fp8_output = fp8_output, .bf16_backward = bf16_backward, .fp8_meta = fp8_meta,
-        .layer_number = layer_number};
+        .layer_number = layer_number, .quantizers = quantizers, .eq = q, .ek = k, .ev = v};
     fattn_status st = lg_forward_check_args(&f);
     if (st == FATTN_OK)
         st = lg_forward_support(&f);
@@ -553,7 +545,7 @@ fattn_status fattn_legacy_forward(
     if (st == FATTN_OK)
         st = lg_forward_alloc_out(&f);
     if (st == FATTN_OK)
-        st = lg_forward_fused_attn_fwd(&f);
+        st = fp8 ? fattn_legacy_fp8_forward(&f) : fattn_legacy_forward_fused_attn_fwd(&f);
     if (st == FATTN_OK && return_max_logit)
         st = lg_max_logit(&ctx->own_max, cu_seqlens_q, cu_seqlens_q_padded,
                           fattn_mask_has_padding(attn_mask_type), f.sq.h, q->dtype,
@@ -562,9 +554,15 @@ fattn_status fattn_legacy_forward(
         goto fail;
     lg_forward_save_for_backward(&f);
     lg_forward_ctx_attrs(&f);
+    ctx->out_scale_inv = NAN;
+    for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
+        ctx->tensor_scale_inv[i] = NAN;
+    f.out_ret = ctx->own_out;
+    if (fp8)
+        fattn_legacy_fp8_save_and_ctx(&f);
     ctx->has_forward = true;
 
-    *out = ctx->own_out;
+    *out = f.out_ret;
     if (max_logit)
         *max_logit = return_max_logit ? ctx->own_max_logit : fattn_tensor_empty();
     return FATTN_OK;
@@ -591,7 +589,7 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
     switch (fattn_layout_group(ctx->dqkv_layout)) {
     case FATTN_LAYOUT_GROUP_3HD:
     case FATTN_LAYOUT_GROUP_H3D:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 3,
+        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 3,
                              fattn_layout_group(ctx->dqkv_layout) == FATTN_LAYOUT_GROUP_3HD
                                  ? q->ndim - 2
                                  : q->ndim - 1,
@@ -601,10 +599,10 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
         break;
     case FATTN_LAYOUT_GROUP_HD_2HD:
     case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             *dq = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
+            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
                                  fattn_layout_group(ctx->dqkv_layout) ==
                                          FATTN_LAYOUT_GROUP_HD_2HD
                                      ? k->ndim - 2
@@ -616,14 +614,14 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
         break;
     case FATTN_LAYOUT_GROUP_HD_HD_HD:
     case FATTN_LAYOUT_GROUP_SD_SD_SD:
-        st = lg_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             *dq = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
+            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
         }
         if (st == FATTN_OK) {
             *dk = views[0];
-            st = lg_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
+            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
         }
         if (st == FATTN_OK)
             *dv = views[0];
@@ -657,7 +655,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     if (ctx->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         ctx->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &aux->t[aux->n - 1];
-        fattn_status st = lg_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
+        fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
         if (st != FATTN_OK)
             return st;
         if (fattn_layout_format(ctx->qkv_layout) == FATTN_FORMAT_THD)
@@ -666,7 +664,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     }
     if (ctx->softmax_type != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, q->shape[lg_heads_dim(fattn_layout_q_format(ctx->qkv_layout))], 1, 1};
-        fattn_status st = lg_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4,
+        fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4,
                                        os);
         if (st != FATTN_OK)
             return st;
@@ -675,11 +673,12 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     return FATTN_OK;
 }
 
-/* backends.py:1965-1999: the f16 fused_attn_bwd call; g[] holds dq, dk,
- * dv, dbias, doff as FATTN_LEGACY_GRAD_* index them. */
-static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
-                                               const fattn_aux_pack *aux,
-                                               const fattn_tensor g[FATTN_LEGACY_NGRADS])
+/* backends.py:1965-1999: the f16 fused_attn_bwd's arguments; g[] holds dq,
+ * dk, dv, dbias, doff as FATTN_LEGACY_GRAD_* index them. */
+void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                  const fattn_aux_pack *aux,
+                                  const fattn_tensor g[FATTN_LEGACY_NGRADS],
+                                  fattn_bwd_params *pp)
 {
     assert(ctx->engine && ctx->has_forward);
     const fattn_tensor *s = ctx->tensor_objects;
@@ -720,6 +719,16 @@ static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fatt
                                   : ctx->bottom_right_diagonal != 0;
     p.deterministic = ctx->deterministic;
     p.cuda_graph = false;
+    *pp = p;
+}
+
+/* The f16 fused_attn_bwd call. */
+static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                               const fattn_aux_pack *aux,
+                                               const fattn_tensor g[FATTN_LEGACY_NGRADS])
+{
+    fattn_bwd_params p;
+    fattn_legacy_backward_params(ctx, d_out, aux, g, &p);
     return fattn_engine_bwd(ctx->engine, &p);
 }
 
@@ -745,9 +754,6 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "legacy backward: use_FAv2_bwd (flash-attn v2 backward, "
                            "TE 2.19.0 backends.py:1797) is not available in fattn");
-    if (ctx->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "legacy backward: FP8 execution is not "
-                                                "implemented");
 
     /* backends.py:1776-1792: unpack the saved list in its order. */
     const fattn_tensor *s = ctx->tensor_objects;
@@ -765,8 +771,12 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     fattn_tensor g[FATTN_LEGACY_NGRADS];
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         g[i] = fattn_tensor_empty();
-    fattn_status st = lg_backward_alloc_dqkv(ctx, &s[FATTN_LEGACY_SAVED_Q],
-                                             &s[FATTN_LEGACY_SAVED_K], &s[FATTN_LEGACY_SAVED_V],
+    int qkv = ctx->fp8 ? FATTN_LEGACY_SAVED_Q_FP8 : FATTN_LEGACY_SAVED_Q; /* shapes of q, k, v */
+    if (lg_none(&s[qkv]) || lg_none(&s[qkv + 1]) || lg_none(&s[qkv + 2]))
+        return fattn_error(FATTN_E_STATE, "legacy backward: the saved %s are None (ctx.fp8 "
+                           "is %s)", ctx->fp8 ? "q_fp8, k_fp8, v_fp8" : "q, k, v",
+                           ctx->fp8 ? "True" : "False");
+    fattn_status st = lg_backward_alloc_dqkv(ctx, &s[qkv], &s[qkv + 1], &s[qkv + 2],
                                              &g[FATTN_LEGACY_GRAD_DQ], &g[FATTN_LEGACY_GRAD_DK],
                                              &g[FATTN_LEGACY_GRAD_DV]);
     if (st == FATTN_OK)
@@ -774,7 +784,8 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
                                      &g[FATTN_LEGACY_GRAD_DBIAS],
                                      &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
     if (st == FATTN_OK)
-        st = lg_backward_fused_attn_bwd(ctx, d_out, &aux, g);
+        st = ctx->fp8 ? fattn_legacy_fp8_backward(ctx, d_out, &aux, g)
+                      : lg_backward_fused_attn_bwd(ctx, d_out, &aux, g);
     if (st != FATTN_OK)
         goto fail;
 

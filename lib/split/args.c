@@ -96,7 +96,8 @@ void fattn_fwd_args_init(fattn_fwd_args *a)
     a->dropout_p = 0.0f;
     a->fast_zero_fill = true;
     a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
-    a->fp8_save = FATTN_SPLIT_SAVE_F16;
+    a->nvte_fp8_dpa_bwd = true;
+    a->nvte_dpa_fp8cs_o_in_f16 = true;
     a->layer_number = 1;
 }
 
@@ -119,6 +120,9 @@ void fattn_bwd_args_init(fattn_bwd_args *a)
     a->window_size[0] = a->window_size[1] = FATTN_SPLIT_WINDOW_UNSET;
     a->bottom_right_diagonal = -1;
     a->fused_attention_backend = FATTN_TE_BACKEND_NO_BACKEND;
+    for (int i = 0; i < 4; i++)
+        a->fp8_scale_inv[i] = NAN;
+    a->nvte_dpa_fp8cs_o_in_f16 = true;
 }
 
 /* independent witness: mirrors lib/legacy/legacy.c lg_none, do not unify. */
@@ -252,6 +256,10 @@ fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
         return MISSING(s, "d_out");
     if (a->nominal_dtype == FATTN_DTYPE_INVALID)
         return MISSING(s, "nominal_dtype");
+    /* an FP8 backward reads the fp8 slots (S:2131-2165) */
+    if (a->fp8 && (fattn_tensor_is_empty(&a->q_fp8) || fattn_tensor_is_empty(&a->k_fp8) ||
+                   fattn_tensor_is_empty(&a->v_fp8)))
+        return MISSING(s, "q_fp8/k_fp8/v_fp8 (fp8 is set: an FP8 backward)");
     if (a->max_seqlen_q <= 0)
         return MISSING(s, "max_seqlen_q");
     if (a->max_seqlen_kv <= 0)
@@ -313,6 +321,10 @@ void fattn_split_fwd_result_free(fattn_split_fwd_result *r)
     fattn_tensor_free(&r->own_stats);
     fattn_tensor_free(&r->own_max);
     fattn_tensor_free(&r->own_rng_state);
+    for (int i = 0; i < 3; i++)
+        fattn_tensor_free(&r->own_qkv_fp8[i]);
+    fattn_tensor_free(&r->own_out_fp8);
+    fattn_tensor_free(&r->own_out_f16);
     memset(r, 0, sizeof *r);
 }
 
@@ -324,6 +336,9 @@ void fattn_split_grads_free(fattn_split_grads *g)
         fattn_tensor_free(&g->own_storage[i]);
     fattn_tensor_free(&g->own_d_bias);
     fattn_tensor_free(&g->own_d_softmax_offset);
+    for (int i = 0; i < 3; i++)
+        fattn_tensor_free(&g->own_fp8[i]);
+    fattn_tensor_free(&g->own_d_out_fp8);
     memset(g, 0, sizeof *g);
 }
 

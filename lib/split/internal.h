@@ -4,6 +4,8 @@
 #ifndef FATTN_SPLIT_INTERNAL_H
 #define FATTN_SPLIT_INTERNAL_H
 
+#include "fattn/engine.h"
+#include "fattn/fp8.h"
 #include "fattn/split.h"
 
 /* Members of the groups of four: fp8[] and f16[] of
@@ -21,5 +23,55 @@ fattn_tensor *fattn_split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s);
  * the first one unset (fattn/split.h's unset encodings). */
 fattn_status fattn_split_check_fwd_args(const fattn_fwd_args *a);
 fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a);
+
+/* The locals of _fused_attn_forward_impl that its steps share. The inputs
+ * are borrowed (q, k, v required; attn_bias, softmax_offset may be NULL or
+ * empty); res owns every tensor the steps allocate. */
+typedef struct sp_forward_frame {
+    const fattn_fwd_args *args;
+    const fattn_tensor *q, *k, *v, *attn_bias, *softmax_offset;
+    fattn_split_fwd_result *res;
+    fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
+    int64_t h, d_qk, d_v;        /* heads of Q, head dims of Q/K and V */
+    float scale;                 /* attn_scale resolved */
+    bool brd;                    /* bottom_right_diagonal resolved */
+    fattn_aux_pack pack;         /* the engine's list, [Stats, (Max), rng_state, ...] */
+    fattn_tensor aux[SP_AUX_N];  /* the list as fixed slots, Max left out */
+    /* -- FP8 (fp8.c) -- */
+    bool is_bwd_fp8;             /* fp8 and NVTE_FP8_DPA_BWD (S:1625) */
+    const fattn_tensor *eq, *ek, *ev; /* what the engine gets */
+    const fattn_fp8_fwd *fp8p;   /* NULL on the f16 path */
+    fattn_tensor qkv_fp8[3], out_fp8, out_f16, out_ret;
+    float qkv_scale_inv, out_fp8_scale_inv;
+} sp_forward_frame;
+
+/* A poisoned output; one buffer of npack tensors shaped like `like`. */
+fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
+                                   const int64_t *shape);
+fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
+                                      const fattn_tensor *like, int npack, int at,
+                                      fattn_tensor *views);
+/* fused_attn_fwd with the frame's engine tensors (both protocol calls). */
+fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f);
+
+/* The FP8 branch of _fused_attn_forward_impl (fp8.c, S:1645-1771): sets
+ * out_ret; then the save variant and groups (S:1759-1771), the scale_inv
+ * of each entry left after dedup, and the FP8 ctx_attrs (S:1856-1877). */
+fattn_status fattn_split_fp8_forward(sp_forward_frame *f);
+fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f);
+void fattn_split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
+                             fattn_tensor f16[SP_QKVO_N]);
+void fattn_split_fp8_scale_invs(sp_forward_frame *f);
+void fattn_split_fp8_ctx_attrs(sp_forward_frame *f);
+
+/* How far an FP8 forward advances the generator's offset. */
+uint64_t fattn_split_fp8_rng_step(const fattn_fwd_args *args);
+/* fused_attn_bwd's f16 arguments from the args (S:2196-2234). */
+void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+                                 const fattn_split_grads *g, fattn_bwd_params *p);
+/* The FP8 branch of _fused_attn_backward_impl (S:2020-2029, 2125-2183),
+ * g's dq/dk/dv allocated in the nominal dtype. */
+fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+                                      fattn_split_grads *g);
 
 #endif /* FATTN_SPLIT_INTERNAL_H */

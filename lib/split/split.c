@@ -64,7 +64,7 @@ static const char *sp_support_engine(const fattn_engine *e)
     return fattn_engine_support_column(e);
 }
 
-static fattn_status sp_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
+fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
                                  const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
@@ -76,7 +76,7 @@ static fattn_status sp_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype d
 /* independent witness: mirrors lib/legacy/legacy.c lg_alloc_packed, do not
  * unify. attention.cpp:398-452: `npack` tensors shaped like `like` in one
  * buffer, the pack dim at `at` (ndim-2 for 3hd/2hd, ndim-1 for h3d/h2d). */
-static fattn_status sp_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
+fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
                                     const fattn_tensor *like, int npack, int at,
                                     fattn_tensor *views)
 {
@@ -84,7 +84,7 @@ static fattn_status sp_alloc_packed(uint64_t poison, fattn_tensor *storage, fatt
     /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
-        fattn_status st = sp_alloc_out(poison, storage, dt, nd, like->shape);
+        fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
             views[0] = *storage;
         return st;
@@ -95,7 +95,7 @@ static fattn_status sp_alloc_packed(uint64_t poison, fattn_tensor *storage, fatt
     int s = 0;
     for (int a = 0; a <= nd; a++)
         shape[a] = (a == at) ? npack : like->shape[s++];
-    fattn_status st = sp_alloc_out(poison, storage, dt, nd + 1, shape);
+    fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd + 1, shape);
     if (st != FATTN_OK)
         return st;
     size_t esz = fattn_dtype_size(dt);
@@ -187,20 +187,6 @@ static fattn_status sp_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
 /* forward_impl                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* The locals of _fused_attn_forward_impl that its steps share. The inputs
- * are borrowed (q, k, v required; attn_bias, softmax_offset may be NULL or
- * empty); res owns every tensor the steps allocate. */
-typedef struct sp_forward_frame {
-    const fattn_fwd_args *args;
-    const fattn_tensor *q, *k, *v, *attn_bias, *softmax_offset;
-    fattn_split_fwd_result *res;
-    fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
-    int64_t h, d_qk, d_v;        /* heads of Q, head dims of Q/K and V */
-    float scale;                 /* attn_scale resolved */
-    bool brd;                    /* bottom_right_diagonal resolved */
-    fattn_aux_pack pack;         /* the engine's list, [Stats, (Max), rng_state, ...] */
-    fattn_tensor aux[SP_AUX_N];  /* the list as fixed slots, Max left out */
-} sp_forward_frame;
 
 /* _fused_attn_forward_impl, first: the support table (checked here
  * independently of legacy), then the fused-attention backend the f16 path
@@ -230,9 +216,11 @@ static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
     query.is_training = args->is_training == 1;
     query.return_max_logit = args->return_max_logit;
     query.fp8 = args->fp8;
+    query.fp8_recipe =
+        (args->fp8 && args->quantizers) ? args->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
     query.cpu_offload = args->cpu_offload;
     fattn_status st = fattn_support_check(&query, sp_support_engine(args->engine), NULL);
-    if (st != FATTN_OK)
+    if (st != FATTN_OK || args->fp8) /* S:1646: the FP8 branch sets the backend */
         return st;
     if (args->fused_attention_backend != FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN)
         return fattn_error(FATTN_E_INVALID_CASE,
@@ -267,7 +255,8 @@ static fattn_status sp_forward_impl_rng_state(sp_forward_frame *f)
     int64_t *rs = res->own_rng_state.data;
     rs[0] = (int64_t)f->args->rng_gen->seed;
     rs[1] = (int64_t)f->args->rng_gen->offset;
-    f->args->rng_gen->offset = f->args->rng_gen->offset + FATTN_RNG_F16_INCREMENT;
+    uint64_t step = f->args->fp8 ? fattn_split_fp8_rng_step(f->args) : FATTN_RNG_F16_INCREMENT;
+    f->args->rng_gen->offset = f->args->rng_gen->offset + step;
     return FATTN_OK;
 }
 
@@ -278,7 +267,7 @@ static fattn_status sp_forward_impl_alloc_out(sp_forward_frame *f)
     int64_t oshape[FATTN_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[q->ndim - 1] = f->d_v;
-    fattn_status st = sp_alloc_out(f->args->poison, &f->res->own_out, q->dtype, q->ndim, oshape);
+    fattn_status st = fattn_split_alloc_out(f->args->poison, &f->res->own_out, q->dtype, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -291,9 +280,10 @@ static void sp_forward_impl_params(sp_forward_frame *f, fattn_fwd_params *p)
 {
     const fattn_fwd_args *args = f->args;
     memset(p, 0, sizeof *p);
-    p->q = *f->q;
-    p->k = *f->k;
-    p->v = *f->v;
+    p->q = *f->eq;
+    p->k = *f->ek;
+    p->v = *f->ev;
+    p->fp8 = f->fp8p;
     p->bias = sp_opt(f->attn_bias);
     p->softmax_offset = sp_opt(f->softmax_offset);
     p->o = f->res->own_out;
@@ -344,7 +334,7 @@ static void sp_forward_impl_list_to_slots(sp_forward_frame *f)
 
 /* fused_attn_fwd at the engine boundary, two-call protocol: the first call
  * sizes the list, forward allocates Stats (and Max), the second executes. */
-static fattn_status sp_forward_impl_fused_attn_fwd(sp_forward_frame *f)
+fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     fattn_split_fwd_result *res = f->res;
@@ -365,13 +355,13 @@ static fattn_status sp_forward_impl_fused_attn_fwd(sp_forward_frame *f)
         return fattn_error(FATTN_E_INTERNAL, "split forward: engine sized %d aux entries, want %d",
                            f->pack.n, want);
     fattn_tensor *stats = &f->pack.t[SP_PACK_STATS];
-    st = sp_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
+    st = fattn_split_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
     if (st != FATTN_OK)
         return st;
     *stats = res->own_stats;
     if (args->return_max_logit) {
         fattn_tensor *max = &f->pack.t[SP_PACK_MAX];
-        st = sp_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
+        st = fattn_split_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
         if (st != FATTN_OK)
             return st;
         *max = res->own_max;
@@ -411,16 +401,22 @@ static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
                            "split forward: unexpected fused attention aux tensors (%d beyond "
                            "stats and rng_state, %d expected; TE 2.20.2 backends.py:1828 asserts)",
                            n_extra, (int)has_bias + (int)has_softmax_offset);
-    fattn_tensor none4[SP_QKVO_N] = {fattn_tensor_empty(), fattn_tensor_empty(),
-                                     fattn_tensor_empty(), fattn_tensor_empty()};
+    fattn_tensor fp8[SP_QKVO_N] = {fattn_tensor_empty(), fattn_tensor_empty(),
+                                   fattn_tensor_empty(), fattn_tensor_empty()};
     fattn_tensor f16[SP_QKVO_N] = {*f->q, *f->k, *f->v, res->own_out};
-    fattn_status st = fattn_split_fill_to_save(FATTN_SPLIT_SAVE_F16, none4, f16,
-                                               &f->aux[SP_AUX_STATS], &f->aux[SP_AUX_RNG_STATE],
-                                               &res->to_save);
+    fattn_split_save_variant variant = FATTN_SPLIT_SAVE_F16;
+    if (args->fp8) {
+        variant = fattn_split_fp8_save_variant(f);
+        fattn_split_fp8_tensors(f, fp8, f16);
+    }
+    fattn_status st = fattn_split_fill_to_save(variant, fp8, f16, &f->aux[SP_AUX_STATS],
+                                               &f->aux[SP_AUX_RNG_STATE], &res->to_save);
     if (st != FATTN_OK)
         return st;
-    fattn_split_dedup(&res->to_save, f->q, f->k, f->v, &res->own_out, has_bias,
+    fattn_split_dedup(&res->to_save, f->q, f->k, f->v, &f->out_ret, has_bias,
                       has_softmax_offset, res->ctx_attrs.saved_from);
+    if (args->fp8)
+        fattn_split_fp8_scale_invs(f);
     return FATTN_OK;
 }
 
@@ -467,6 +463,13 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     f.h = q->shape[sp_heads_dim(f.qf)];
     f.d_qk = q->shape[q->ndim - 1];
     f.d_v = v->shape[v->ndim - 1];
+    f.eq = q, f.ek = k, f.ev = v;
+    for (int i = 0; i < 4; i++)
+        res->ctx_attrs.fp8_scale_inv[i] = NAN;
+    res->out_scale_inv = NAN;
+    if (args->fp8 && !args->quantizers)
+        return fattn_error(FATTN_E_INVALID_ARG, "split forward: fp8 needs the quantizers "
+                           "(get_attention_quantizers, S:1628-1630)");
 
     st = sp_forward_impl_support(&f);
     if (st != FATTN_OK)
@@ -476,7 +479,8 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (st == FATTN_OK)
         st = sp_forward_impl_alloc_out(&f);
     if (st == FATTN_OK)
-        st = sp_forward_impl_fused_attn_fwd(&f);
+        st = args->fp8 ? fattn_split_fp8_forward(&f) : fattn_split_forward_impl_fused_attn_fwd(&f);
+    f.out_ret = args->fp8 ? f.out_ret : res->own_out;
     if (st == FATTN_OK)
         st = sp_forward_impl_max_logit(&f);
     if (st == FATTN_OK)
@@ -484,8 +488,10 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (st != FATTN_OK)
         goto fail;
     sp_forward_impl_ctx_attrs(&f);
+    if (args->fp8)
+        fattn_split_fp8_ctx_attrs(&f);
 
-    res->out = res->own_out;
+    res->out = f.out_ret;
     res->max_logit = args->return_max_logit ? res->own_max_logit : fattn_tensor_empty();
     return FATTN_OK;
 
@@ -552,6 +558,9 @@ static void sp_setup_ctx_config(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
     bwd->dP_quantizer = ca->dP_quantizer;
     bwd->S_quantizer = ca->S_quantizer;
     bwd->qkv_type = ca->qkv_type;
+    for (int i = 0; i < 4; i++)
+        bwd->fp8_scale_inv[i] = ca->fp8_scale_inv[i];
+    bwd->nvte_dpa_fp8cs_o_in_f16 = fwd->nvte_dpa_fp8cs_o_in_f16;
     bwd->max_seqlen_q = fwd->max_seqlen_q;
     bwd->max_seqlen_kv = fwd->max_seqlen_kv;
     bwd->attn_scale = fwd->attn_scale; /* backends.py:1934: as given, None too */
@@ -610,34 +619,32 @@ void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_save
  * zero-filled. */
 static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn_split_grads *g)
 {
-    fattn_dtype dt = bwd->nominal_dtype;
+    fattn_dtype dt = bwd->nominal_dtype; /* shapes from q, k, v: their fp8 on the FP8 path */
+    const fattn_tensor *q = bwd->fp8 ? &bwd->q_fp8 : &bwd->q, *k = bwd->fp8 ? &bwd->k_fp8 : &bwd->k;
     fattn_qkv_layout_group grp = fattn_layout_group(bwd->dqkv_layout);
     fattn_tensor views[3];
     fattn_status st = FATTN_OK;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D) {
-        int at = grp == FATTN_LAYOUT_GROUP_3HD ? bwd->q.ndim - 2 : bwd->q.ndim - 1;
-        st = sp_alloc_packed(bwd->poison, &g->own_storage[0], dt, &bwd->q, 3, at, views);
-        if (st == FATTN_OK) {
-            g->dq = views[0];
-            g->dk = views[1];
-            g->dv = views[2];
-        }
+        int at = grp == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1;
+        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 3, at, views);
+        if (st == FATTN_OK)
+            g->dq = views[0], g->dk = views[1], g->dv = views[2];
     } else if (grp == FATTN_LAYOUT_GROUP_HD_2HD || grp == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = sp_alloc_packed(bwd->poison, &g->own_storage[0], dt, &bwd->q, 1, 0, views);
+        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             g->dq = views[0];
-            int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? bwd->k.ndim - 2 : bwd->k.ndim - 1;
-            st = sp_alloc_packed(bwd->poison, &g->own_storage[1], dt, &bwd->k, 2, at, views);
+            int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1;
+            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
         }
         if (st == FATTN_OK) {
             g->dk = views[0];
             g->dv = views[1];
         }
     } else if (grp == FATTN_LAYOUT_GROUP_HD_HD_HD || grp == FATTN_LAYOUT_GROUP_SD_SD_SD) {
-        const fattn_tensor *like[3] = {&bwd->q, &bwd->k, &bwd->v};
+        const fattn_tensor *like[3] = {q, k, bwd->fp8 ? &bwd->v_fp8 : &bwd->v};
         fattn_tensor *dst[3] = {&g->dq, &g->dk, &g->dv};
         for (int i = 0; i < 3 && st == FATTN_OK; i++) {
-            st = sp_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
+            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
             if (st == FATTN_OK)
                 *dst[i] = views[0];
         }
@@ -684,7 +691,7 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
     if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &pack->t[pack->n - 1];
-        fattn_status st = sp_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
+        fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
         if (st != FATTN_OK)
             return st;
         if (fattn_layout_format(bwd->qkv_layout) == FATTN_FORMAT_THD)
@@ -694,7 +701,7 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
     if (bwd->softmax_type != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, bwd->q.shape[sp_heads_dim(fattn_layout_q_format(bwd->qkv_layout))],
                          1, 1};
-        fattn_status st = sp_alloc_out(bwd->poison, &g->own_d_softmax_offset,
+        fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_softmax_offset,
                                        FATTN_DTYPE_FLOAT32, 4, os);
         if (st != FATTN_OK)
             return st;
@@ -707,6 +714,15 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
 static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
                                                     const fattn_aux_pack *pack,
                                                     fattn_split_grads *g)
+{
+    fattn_bwd_params p;
+    fattn_split_backward_params(bwd, pack, g, &p);
+    return fattn_engine_bwd(bwd->engine, &p);
+}
+
+/* fused_attn_bwd's arguments, the f16 branch (the FP8 one starts from them). */
+void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+                                 const fattn_split_grads *g, fattn_bwd_params *pp)
 {
     assert(bwd->engine); /* a required field, checked by backward_impl */
     fattn_bwd_params p;
@@ -747,7 +763,7 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
                                   : bwd->bottom_right_diagonal == 1;
     p.deterministic = bwd->deterministic;
     p.cuda_graph = false;
-    return fattn_engine_bwd(bwd->engine, &p);
+    *pp = p;
 }
 
 /* _fused_attn_backward_impl, backends.py:2007-2242. */
@@ -763,9 +779,6 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "split backward: use_FAv2_bwd (flash-attn v2 backward, "
                            "backends.py:2039) is not available in fattn");
-    if (bwd->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED,
-                           "split backward: FP8 execution is not implemented");
 
     g->dq = g->dk = g->dv = g->d_bias = g->d_softmax_offset = fattn_tensor_empty();
     fattn_aux_pack pack;
@@ -775,7 +788,8 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     sp_backward_impl_aux_ctx_tensors(bwd, &pack);
     st = sp_backward_impl_alloc_dbias(bwd, &pack, g);
     if (st == FATTN_OK)
-        st = sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
+        st = bwd->fp8 ? fattn_split_fp8_backward(bwd, &pack, g)
+                      : sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
     if (st != FATTN_OK)
         goto fail;
     return FATTN_OK;
@@ -785,9 +799,7 @@ fail:
     return st;
 }
 
-/* ------------------------------------------------------------------------ */
-/* The thin wrapper                                                         */
-/* ------------------------------------------------------------------------ */
+/* ---- The thin wrapper ------------------------------------------------------ */
 
 fattn_status fattn_split_func_ctx_init(fattn_split_func_ctx **out)
 {

@@ -25,8 +25,15 @@ check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
 
-# 1. the whole default matrix: TE vs TE, and each vs fattn's front end
-"$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
+# 1. the whole default matrix but its FP8 cases: TE vs TE, and each vs fattn's
+# front end. The FP8 cases (ids fp8.*, refuse.fp8.*) are left out by name: the
+# shim's fused_attn has no FP8 path yet (the GPU half of FP8).
+/usr/bin/python3 -c '
+import json, sys
+print(json.dumps([c for c in json.load(open(sys.argv[1])) if "fp8" not in c]))' \
+    "$here/../../golden/default_cases.json" >"$work/no_fp8.json"
+"$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --cases "$work/no_fp8.json" --keep "$work/v" \
+    >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
 check "verify exit (the max_logit finding makes it 1)" 1 "$rc"

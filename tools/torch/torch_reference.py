@@ -148,6 +148,8 @@ def classify(resolved):
                              "cuDNN backward has no dBias output")
     if spec["softmax"] != "vanilla":
         r.append("%s softmax (sink): not in PyTorch's SDPA" % spec["softmax"])
+    if spec.get("fp8"):
+        r.append("FP8 (quantised Q, K, V, P and O): not in PyTorch's SDPA")
     if spec.get("expect_refusal") and "error" not in resolved:
         r.append("an expected refusal: TE refuses it (rule %s)" % spec["expect_refusal"]["rule"])
     if spec.get("cpu_offload"):

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "fattn/dtype.h"
+#include "fattn/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,49 @@ uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale);
 /* The value a quantised v stands for: decode(encode(v * scale)) * scale_inv,
  * the two products rounded to float32 each. */
 float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv);
+
+/* ---- TE's FP8 recipes and quantizers as values (docs/fp8-branches.md §3) ---- */
+
+/* The recipe a quantizer belongs to. Hopper runs DELAYED (Float8Quantizer)
+ * and CURRENT (Float8CurrentScalingQuantizer); MXFP8 is Blackwell-only and
+ * BLOCK (Float8BlockScaling) is refused by TE's FusedAttnFunc itself; both
+ * are kinds so that a front end can be handed them and refuse them. */
+typedef enum fattn_fp8_recipe {
+    FATTN_FP8_RECIPE_NONE = 0,
+    FATTN_FP8_RECIPE_DELAYED = 1,
+    FATTN_FP8_RECIPE_CURRENT = 2,
+    FATTN_FP8_RECIPE_MXFP8 = 3,
+    FATTN_FP8_RECIPE_BLOCK = 4
+} fattn_fp8_recipe;
+
+/* "delayed", "current", "mxfp8", "block"; NULL for NONE or outside the enum. */
+const char *fattn_fp8_recipe_name(fattn_fp8_recipe r);
+fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out);
+
+/* One quantizer. A delayed one holds views of its recipe state: `scale`
+ * (scale[i], set at the autocast boundary, an input to FusedAttnFunc) and
+ * `amax` (amax_history[0][i], written by the calls that use it). A current
+ * one has no state: each call derives its scale from the amax it computes
+ * (FP8-max / amax, recipe_common.cuh:14-49), with `amax_epsilon` and
+ * `force_pow_2_scales` from the recipe; `amax` and `scale` then hold what
+ * its last call computed (TE keeps them on the tensor, not the quantizer,
+ * so they are recorded, never read back). */
+typedef struct fattn_fp8_quantizer {
+    fattn_fp8_recipe kind;
+    fattn_dtype dtype;           /* E4M3 or E5M2 */
+    float scale, amax;
+    bool force_pow_2_scales;
+    float amax_epsilon;
+} fattn_fp8_quantizer;
+
+/* The six quantizers get_attention_quantizers hands FusedAttnFunc
+ * (U19:2718-2786): QKV, O, S from scaling_fwd, dO, dP, dQKV from
+ * scaling_bwd. Under current scaling S and dP are delayed (DPA's [CS, DS]
+ * recipe pair). Mutable: the calls write the amaxes into them, as TE
+ * writes into its recipe state. */
+typedef struct fattn_fp8_quantizers {
+    fattn_fp8_quantizer QKV, O, S, dO, dP, dQKV;
+} fattn_fp8_quantizers;
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "fattn/engine.h"
+#include "fattn/fp8.h"
 #include "fattn/rng.h"
 #include "fattn/status.h"
 #include "fattn/te.h"
@@ -106,7 +107,9 @@ typedef struct fattn_legacy_ctx {
     int n_saved;
     const void *fp8_meta;            /* never read by backward */
     int64_t layer_number;
-    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+    /* the caller's quantizers (None on the f16 path); S_quantizer is the
+     * ctx's copy own_s_copy when backward runs in FP8 (backends.py:1696-1700) */
+    fattn_fp8_quantizer *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
         *dP_quantizer, *S_quantizer;
     const char *qkv_type;            /* NULL for the f16 path */
     int64_t max_seqlen_q, max_seqlen_kv;
@@ -129,6 +132,21 @@ typedef struct fattn_legacy_ctx {
     /* ---- buffers owned by the ctx --------------------------------------- */
     fattn_tensor own_out, own_max_logit, own_stats, own_max, own_rng_state;
     fattn_tensor own_grad_storage[3], own_d_bias, own_d_softmax_offset;
+    /* FP8: q/k/v quantised (up to three buffers), O quantised by a current
+     * scaling O_quantizer, O dequantised, dO quantised, the FP8 grads */
+    fattn_tensor own_qkv_fp8[3], own_out_fp8, own_out_f16, own_d_out_fp8;
+    fattn_tensor own_grad_fp8[3];
+    fattn_fp8_quantizer own_s_copy;
+
+    /* ---- FP8 state outside TE's ctx ------------------------------------- */
+    /* TE's environment, read by forward: NVTE_FP8_DPA_BWD (per call,
+     * backends.py:1467) and NVTE_DPA_FP8CS_O_in_F16 (at import,
+     * backends.py:219). Both default true. */
+    bool env_fp8_dpa_bwd, env_fp8cs_o_in_f16;
+    /* The scale_inv a Float8Tensor carries, per saved entry (NaN: not an
+     * FP8 tensor), and that of the tensor forward returned. */
+    float tensor_scale_inv[FATTN_LEGACY_SAVED_MAX];
+    float out_scale_inv;
 } fattn_legacy_ctx;
 
 /* A zeroed ctx that will run on `engine` (borrowed). */
@@ -168,7 +186,7 @@ fattn_status fattn_legacy_forward(
     bool use_FAv2_bwd,
     bool fp8,
     const void *fp8_meta,
-    const void *quantizers,
+    fattn_fp8_quantizers *quantizers,
     bool deterministic,
     const fattn_tensor *softmax_offset,
     bool fp8_output,

@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "fattn/engine.h"
+#include "fattn/fp8.h"
 #include "fattn/rng.h"
 #include "fattn/status.h"
 #include "fattn/te.h"
@@ -105,8 +106,7 @@ typedef struct fattn_fwd_args {
     bool fp8_output;                      /* default false */
     bool bf16_backward;                   /* default false */
     const void *fp8_meta;                 /* opaque, default NULL */
-    const void *quantizers;               /* opaque, default NULL */
-    fattn_split_save_variant fp8_save;    /* default FATTN_SPLIT_SAVE_F16 */
+    fattn_fp8_quantizers *quantizers;     /* default NULL (None: the f16 path) */
 
     /* -- misc -- */
     int64_t layer_number;                 /* default 1 */
@@ -117,6 +117,9 @@ typedef struct fattn_fwd_args {
     /* TE's module state: CPU offload v1 on for this layer. Not modelled:
      * forward_impl refuses it (FATTN_E_NOT_MODELLED, rule cpu_offload_v1). */
     bool cpu_offload;
+    /* TE's environment: NVTE_FP8_DPA_BWD (read per forward, S:1625) and
+     * NVTE_DPA_FP8CS_O_in_F16 (read at import, S:234); default true. */
+    bool nvte_fp8_dpa_bwd, nvte_dpa_fp8cs_o_in_f16;
 } fattn_fwd_args;
 
 /* What backward reads: the aux slots, the saved tensors, the configuration
@@ -137,9 +140,13 @@ typedef struct fattn_bwd_args {
     bool is_input_fp8;
     bool bf16_backward;
     int64_t layer_number;
-    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+    fattn_fp8_quantizer *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
         *dP_quantizer, *S_quantizer;
     const char *qkv_type;                 /* NULL on the f16 path */
+    /* the scale_inv of q_fp8, k_fp8, v_fp8, out_fp8 (Float8Tensor._scale_inv;
+     * NaN: None), and NVTE_DPA_FP8CS_O_in_F16 as the module read it */
+    float fp8_scale_inv[4];
+    bool nvte_dpa_fp8cs_o_in_f16;
 
     /* -- attention configuration -- */
     int64_t max_seqlen_q, max_seqlen_kv;  /* REQUIRED (0) */
@@ -249,8 +256,10 @@ typedef struct fattn_split_ctx_attrs {
     fattn_qkv_format o_format;
     fattn_qkv_format qkv_scale_inv_format;
     fattn_te_backend fused_attention_backend;
-    const void *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
+    fattn_fp8_quantizer *QKV_quantizer, *O_quantizer, *dQKV_quantizer, *dO_quantizer,
         *dP_quantizer, *S_quantizer;
+    /* the scale_inv that q_fp8, k_fp8, v_fp8, out_fp8 carry (NaN: None) */
+    float fp8_scale_inv[4];
 } fattn_split_ctx_attrs;
 
 typedef struct fattn_split_fwd_result {
@@ -258,14 +267,19 @@ typedef struct fattn_split_fwd_result {
     fattn_tensor max_logit;        /* [h] in O's dtype, or empty */
     fattn_split_to_save to_save;
     fattn_split_ctx_attrs ctx_attrs;
+    /* FP8: the scale_inv the returned Float8Tensor carries (NaN: F16 O) */
+    float out_scale_inv;
     /* owned */
     fattn_tensor own_out, own_max_logit, own_stats, own_max, own_rng_state;
+    fattn_tensor own_qkv_fp8[3], own_out_fp8, own_out_f16;
+    fattn_fp8_quantizer own_s_copy;  /* S_quantizer's copy (S:1856-1858) */
 } fattn_split_fwd_result;
 
 typedef struct fattn_split_grads {
     fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
     /* owned */
     fattn_tensor own_storage[3], own_d_bias, own_d_softmax_offset;
+    fattn_tensor own_fp8[3], own_d_out_fp8; /* FP8: dQ/dK/dV as cuDNN writes them, dO */
 } fattn_split_grads;
 
 void fattn_split_fwd_result_free(fattn_split_fwd_result *r);

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "fattn/dtype.h"
+#include "fattn/fp8.h"
 #include "fattn/status.h"
 #include "fattn/te.h"
 
@@ -72,6 +73,7 @@ typedef struct fattn_support_query {
     bool is_training;
     bool return_max_logit;
     bool fp8;                    /* FP8 execution requested */
+    fattn_fp8_recipe fp8_recipe; /* the QKV quantizer's recipe (fp8 only) */
     bool cpu_offload;            /* TE's CPU offload v1 is on for this layer */
     /* Read by routing rules only (the front ends leave them at their
      * defaults): */
