@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn/graph.h"
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
@@ -102,6 +103,27 @@ static void io_free(fp8_io *x)
         fattn_tensor_free(all[i]);
 }
 
+/* A failure other than a refusal: the graph the engine built, as text, so
+ * that the log says what cuDNN was given (the error already holds cuDNN's
+ * own message). */
+static void print_graph(const fattn_fwd_params *fp, const fattn_bwd_params *bp)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fattn_last_error());
+    cg_graph *g = malloc(sizeof *g);
+    cg_fwd_desc fd;
+    cg_bwd_desc bd;
+    fattn_status st = fp ? cg_fwd_desc_from_params(fp, &fd) : cg_bwd_desc_from_params(bp, &bd);
+    if (g && st == FATTN_OK)
+        st = fp ? cg_build_fwd(g, &fd) : cg_build_bwd(g, &bd);
+    char *dump = g && st == FATTN_OK ? cg_dump(g, true) : NULL;
+    printf("# %s graph of the failed call:\n%s\n", fp ? "forward" : "backward",
+           dump ? dump : "(not built)");
+    free(dump);
+    free(g);
+    fattn_error(FATTN_E_INTERNAL, "%s", msg); /* the call's message, not the dump's */
+}
+
 static fattn_status run_fwd(fattn_engine *e, const gcase *c, fp8_io *x)
 {
     fattn_fwd_params p;
@@ -126,7 +148,10 @@ static fattn_status run_fwd(fattn_engine *e, const gcase *c, fp8_io *x)
         ck_assert_int_eq(fattn_tensor_alloc(&x->stats, FATTN_DTYPE_FLOAT32, x->aux.t[0].ndim,
                                             x->aux.t[0].shape), FATTN_OK);
     x->aux.t[0] = x->stats;
-    return fattn_engine_fwd(e, &p);
+    st = fattn_engine_fwd(e, &p);
+    if (st != FATTN_OK && st != FATTN_E_UNSUPPORTED)
+        print_graph(&p, NULL);
+    return st;
 }
 
 static fattn_status run_bwd(fattn_engine *e, const gcase *c, fp8_io *x)
@@ -146,7 +171,10 @@ static fattn_status run_bwd(fattn_engine *e, const gcase *c, fp8_io *x)
     p.window_size_right = c->mask == FATTN_MASK_CAUSAL ? 0 : -1;
     p.deterministic = true;
     p.fp8 = &x->b8;
-    return fattn_engine_bwd(e, &p);
+    fattn_status st = fattn_engine_bwd(e, &p);
+    if (st != FATTN_OK && st != FATTN_E_UNSUPPORTED)
+        print_graph(NULL, &p);
+    return st;
 }
 
 /* ||a - b|| / ||b|| of two FP8 tensors' values (codes / scale). */
