@@ -151,7 +151,8 @@ fi
 # record (docs/bench.md, "FP8").
 if [ "${GPU_CI_FP8_BENCH:-0}" = 1 ]; then
     FP8J=$DEST/fp8-bench-$(date -u +%Y-%m-%d).jsonl
-    stage "compile bench_cudnn" "$LOGS/fp8-bench-compile.log" meson compile -C "$BUILD" bench/bench_cudnn
+    stage "compile bench_cudnn" "$LOGS/fp8-bench-compile.log" timeout 300 \
+        meson compile -C "$BUILD" bench/bench_cudnn
     stage "bench_cudnn --fp8" "$LOGS/fp8-bench-fattn.log" timeout 300 \
         sh -c "'$BUILD/bench/bench_cudnn' --fp8 > '$LOGS/fp8-fattn.jsonl'"
     CFE_SITE=$(mktemp -d)
