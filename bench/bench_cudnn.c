@@ -33,7 +33,11 @@
  * mask (keys in docs/bench.md). Without a usable GPU: one line
  * {"bench":"cudnn","skipped":"no CUDA device: ..."} and exit 0.
  *
- * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB]
+ * With --fp8 it measures the FP8 rows instead (bench_fp8.c: E4M3/E5M2 HYBRID,
+ * b4 h16 s4096 d128 and b2 h16 s8192 d128, causal and not, forward and
+ * backward), JSON lines {"bench":"cudnn_fp8",...}.
+ *
+ * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB] [--fp8]
  * Exit 0 on success (or no GPU), 1 if any measurement failed, 2 usage error.
  */
 #include <fnmatch.h>
@@ -50,6 +54,7 @@
 #include "fattn/philox.h"
 #include "fattn/te.h"
 
+#include "bench_fp8.h"
 #include "bench_steps.h"
 
 #define MAX_ROUNDS 16
@@ -70,6 +75,7 @@ typedef struct settings {
     int steps; /* --steps: repetitions of the instrumented mode, 0 off */
     int public_calls; /* --public: public calls timed by CUDA events, 0 off */
     const char *only;
+    bool fp8; /* --fp8: the FP8 rows (bench_fp8.c) instead of the bf16 ones */
 } settings;
 
 /* The host tensors of the largest shape, as flat buffers. */
@@ -464,7 +470,7 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
 
 static const char usage[] =
     "usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--public N]\n"
-    "                   [--only GLOB]\n"
+    "                   [--only GLOB] [--fp8]\n"
     "\n"
     "The cuDNN engine's forward, backward and deterministic-backward speed (TFLOP/s),\n"
     "host cost of a plan-cache hit and cold plan build, per shape (bf16, bshd, causal\n"
@@ -479,6 +485,8 @@ static const char usage[] =
     "                  between CUDA events, queued back to back: *_public_ms (copies\n"
     "                  included: the engine takes host tensors) (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
+    "  --fp8           the FP8 rows instead (fp8_b4_h16_s4096_d128, fp8_b2_h16_s8192_d128,\n"
+    "                  E4M3 Q/K/V/O, E5M2 dO/dQ/dK/dV): JSON lines \"bench\":\"cudnn_fp8\"\n"
     "FLOPs: forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward.\n"
     "Without a usable GPU: one JSON line saying so, exit 0.\n";
 
@@ -514,6 +522,9 @@ int main(int argc, char **argv)
             bad = parse_int(val, 0, 100000, &cfg.steps);
         } else if (!strcmp(a, "--only") && val) {
             cfg.only = val;
+        } else if (!strcmp(a, "--fp8")) {
+            cfg.fp8 = true;
+            i--; /* no value */
         } else {
             bad = 1;
             val = NULL;
@@ -565,6 +576,13 @@ int main(int argc, char **argv)
            info.cuda_runtime_version, info.cuda_driver_version, cfg.iters, cfg.rounds,
            cfg.host_calls);
     fflush(stdout);
+    if (cfg.fp8) {
+        int bad = bench_fp8_run(e, et, cfg.only, cfg.rounds);
+        fattn_engine_free(e);
+        fattn_engine_free(et);
+        fattn_cudnn_plan_cache_free(pc);
+        return bad ? 1 : 0;
+    }
 
     int64_t numel = 0;
     for (size_t i = 0; i < N_SHAPES; i++) {

@@ -180,4 +180,9 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
 fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
                               const fattn_bwd_call *c);
 
+/* ---- fp8_run.c: FP8 calls (the dispatch's FP8 branch) --------------------- */
+
+fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
+fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
+
 #endif /* FATTN_CUDNN_ENGINE_INTERNAL_H */

@@ -144,6 +144,8 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = c->t0; /* validation in the dispatch counts as fattn's host time */
+    if (p->fp8)
+        return cudnn_fp8_fwd(e, p, c);
     fwd_run r;
     memset(&r, 0, sizeof r);
     r.e = e;

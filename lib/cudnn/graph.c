@@ -23,7 +23,7 @@
 
 const char *cg_dtype_name(cg_dtype t)
 {
-    static const char *const n[] = {"f32", "f16", "bf16", "i32", "i64", "bool"};
+    static const char *const n[] = {"f32", "f16", "bf16", "i32", "i64", "bool", "e4m3", "e5m2"};
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
 }
 
@@ -37,7 +37,7 @@ const char *cg_pw_mode_name(cg_pw_mode m)
 
 const char *cg_red_mode_name(cg_red_mode m)
 {
-    return m == CG_RED_MAX ? "MAX" : m == CG_RED_ADD ? "ADD" : "?";
+    return m == CG_RED_MAX ? "MAX" : m == CG_RED_ADD ? "ADD" : m == CG_RED_AMAX ? "AMAX" : "?";
 }
 
 const char *cg_op_kind_name(cg_op_kind k)
@@ -54,7 +54,11 @@ const char *cg_role_name(cg_role r)
                                     "rag_k", "rag_v", "rag_o",  "rag_stats", "seed", "offset",
                                     "do",    "dq",    "dk",     "dv",      "dbias", "dsink",
                                     "dsum",  "dq_accum", "rag_do", "rag_dq", "rag_dk", "rag_dv",
-                                    "rng_dump"};
+                                    "rng_dump", "descale_q", "descale_k", "descale_v",
+                                    "descale_s", "descale_o", "descale_do", "descale_dp",
+                                    "scale_s", "scale_o", "scale_dp", "scale_dq", "scale_dk",
+                                    "scale_dv", "amax_s", "amax_o", "amax_dp", "amax_dq",
+                                    "amax_dk", "amax_dv"};
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 

@@ -31,7 +31,9 @@ typedef enum cg_dtype {
     CG_BF16,
     CG_I32,
     CG_I64,
-    CG_BOOL
+    CG_BOOL,
+    CG_FP8_E4M3,
+    CG_FP8_E5M2
 } cg_dtype;
 
 /* What a non-virtual, non-by-value tensor is bound to at execution. */
@@ -68,6 +70,26 @@ typedef enum cg_role {
     CG_ROLE_RAG_DK,
     CG_ROLE_RAG_DV,
     CG_ROLE_RNG_DUMP, /* test variant: the dropout keep-mask, [b,hq,sq,skv] float */
+    /* FP8 (graph_fp8.c): one float each, [1,1,1,1] on the device */
+    CG_ROLE_DESCALE_Q,
+    CG_ROLE_DESCALE_K,
+    CG_ROLE_DESCALE_V,
+    CG_ROLE_DESCALE_S,
+    CG_ROLE_DESCALE_O,
+    CG_ROLE_DESCALE_DO,
+    CG_ROLE_DESCALE_DP,
+    CG_ROLE_SCALE_S,
+    CG_ROLE_SCALE_O,
+    CG_ROLE_SCALE_DP,
+    CG_ROLE_SCALE_DQ,
+    CG_ROLE_SCALE_DK,
+    CG_ROLE_SCALE_DV,
+    CG_ROLE_AMAX_S,
+    CG_ROLE_AMAX_O,
+    CG_ROLE_AMAX_DP,
+    CG_ROLE_AMAX_DQ,
+    CG_ROLE_AMAX_DK,
+    CG_ROLE_AMAX_DV,
     CG_ROLE_COUNT
 } cg_role;
 
@@ -105,6 +127,8 @@ enum {
     CG_UID_RAG_DK = 28,
     CG_UID_RAG_DV = 29,
     CG_UID_RNG_DUMP = 30,
+    /* FP8 scalars: CG_UID_FP8_FIRST + (role - CG_ROLE_DESCALE_Q) */
+    CG_UID_FP8_FIRST = 40,
     CG_UID_FIRST_INTERNAL = 100
 };
 
@@ -148,7 +172,7 @@ typedef enum cg_pw_mode {
     CG_PW_GEN_INDEX
 } cg_pw_mode;
 
-typedef enum cg_red_mode { CG_RED_MAX = 0, CG_RED_ADD } cg_red_mode;
+typedef enum cg_red_mode { CG_RED_MAX = 0, CG_RED_ADD, CG_RED_AMAX } cg_red_mode;
 
 /* SDPA_FWD operand slots. */
 enum { CG_SDPA_Q = 0, CG_SDPA_K, CG_SDPA_V, CG_SDPA_O, CG_SDPA_STATS, CG_SDPA_SCALE, CG_SDPA_N };
@@ -205,6 +229,10 @@ typedef struct cg_fwd_desc {
     float attn_scale;
     bool allow_native;          /* use SDPA_FWD where PyTorch 2.11 would */
     bool rng_dump;              /* test variant: the RNG output is a real tensor */
+    /* FP8 (fattn_fwd_params.fp8 set): io is Q/K/V's FP8 dtype, o_dt O's
+     * (FP8, or float16/bfloat16 for TE's O_in_F16), s_dt the quantised P's. */
+    bool fp8;
+    cg_dtype o_dt, s_dt;
 } cg_fwd_desc;
 
 /* A backward case: the forward's description (masks, bias, sink, dropout,
@@ -222,6 +250,9 @@ typedef struct cg_bwd_desc {
     /* THD Q: the frontend's max_total_seq_len_q path — Dsum and dQ_accum are ragged
      * (Stats' and dQ's strides and offsets), sized by total tokens. */
     int64_t max_total_q;                /* tokens of the THD Q buffer, else 0 */
+    /* FP8 (fattn_bwd_params.fp8 set; f.fp8 too): dO's dtype (E5M2 in
+     * HYBRID), the quantised dP's, and each gradient's. */
+    cg_dtype do_dt, dp_dt, dq_dt, dk_dt, dv_dt;
 } cg_bwd_desc;
 
 /* Resolve the backward parameters (shapes, strides, dtypes, enums only).
@@ -252,6 +283,22 @@ bool cg_fwd_is_native(const cg_fwd_desc *d);
 
 /* Build the forward graph. */
 fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
+
+/* FP8 (graph_fp8.c). The forward description's FP8 part, called by
+ * cg_fwd_desc_from_params for an FP8 call once the shapes are resolved:
+ * dtypes, and the refusals of what cuDNN 9.19's FP8 SDPA does not build. */
+fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d);
+/* The backward's, after cg_bwd_desc_from_params resolved the shapes. */
+fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d);
+/* The FP8 backward graph (cudnn-frontend's SDPAFP8BackwardNode, per-tensor
+ * scaling); cg_build_bwd calls it when d->f.fp8. */
+fattn_status cg_build_bwd_fp8(cg_graph *g, const cg_bwd_desc *d);
+/* What cuDNN 9.19 builds on a device of compute capability cc_major, for an
+ * FP8 description (the graph finalizes anywhere; heuristics then find no
+ * engine): the named refusal, with cudnn-frontend's reason, else FATTN_OK. */
+fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward);
+/* Whether a graph is an FP8 one (an FP8 tensor in it). */
+bool cg_graph_is_fp8(const cg_graph *g);
 
 /* Text dump: one line per tensor ("T ..."), then one per op ("OP ...").
  * with_values adds by-value scalars' values; the plan-cache key is the dump

@@ -40,4 +40,19 @@ int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int
  * to the modified scores, the backward after subtracting Stats. */
 int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv);
 
+/* FP8 (graph_fp8.c). The [1,1,1,1] float32 device tensor of an FP8 role
+ * (CG_ROLE_DESCALE_Q ... CG_ROLE_AMAX_DV), added on first use. */
+int cgb_fp8_scalar(builder *bd, cg_role role);
+/* AMAX reduction of x into the role's scalar. */
+void cgb_fp8_amax(builder *bd, const char *name, int x, cg_role role);
+/* cudnn-frontend's matmul_fp8 into tensor c: matmul (a GQA head sum when a
+ * and b have more heads than c), descale_a, descale_b, scale_c, amax_c. */
+void cgb_fp8_matmul(builder *bd, const char *name, int a, int b, int c, cg_role descale_a,
+                    cg_role descale_b, cg_role scale_c, cg_role amax_c, int m_ov, int n_ov,
+                    int k_ov);
+/* The scores times descale_q and descale_k. */
+int cgb_fp8_descale_qk(builder *bd, int s);
+/* amax_s of P, then P * scale_s as the FP8 S dtype. */
+int cgb_fp8_quantize_p(builder *bd, const cg_fwd_desc *d, int p);
+
 #endif /* FATTN_CUDNN_GRAPH_BUILD_H */

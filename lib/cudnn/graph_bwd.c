@@ -45,6 +45,9 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
     fp.window_size_left = p->window_size_left;
     fp.window_size_right = p->window_size_right;
     fp.bottom_right_diagonal = p->bottom_right_diagonal;
+    /* an FP8 backward: the forward's FP8 checks see its S dtype */
+    fattn_fp8_fwd f8 = {.s_dtype = p->fp8 ? p->fp8->s_dtype : FATTN_DTYPE_FLOAT32};
+    fp.fp8 = p->fp8 ? &f8 : NULL;
     fattn_status st = cg_fwd_desc_from_params(&fp, &d->f);
     if (st != FATTN_OK)
         return st;
@@ -60,7 +63,9 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
                            "the QKV / O formats");
     const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
-    for (int i = 0; i < 4; i++)
+    if (d->f.fp8 && (st = cg_fp8_bwd_desc(p, d)))
+        return st;
+    for (int i = 0; i < 4 && !d->f.fp8; i++)
         if (grads[i]->dtype != p->q.dtype)
             return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
                                "dtype");
@@ -395,6 +400,8 @@ static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_in
 
 fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
 {
+    if (bdsc->f.fp8)
+        return cg_build_bwd_fp8(g, bdsc);
     memset(g, 0, sizeof *g);
     g->next_uid = CG_UID_FIRST_INTERNAL;
     g->route = CG_ROUTE_COMPOSITE;

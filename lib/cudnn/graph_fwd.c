@@ -90,12 +90,14 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
                            "by cuDNN's fused attention (float16/bfloat16 only)");
     case FATTN_DTYPE_FLOAT8_E4M3FN:
     case FATTN_DTYPE_FLOAT8_E5M2:
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 is not implemented");
+        d->fp8 = true; /* dtypes: cg_fp8_fwd_desc */
+        break;
     default:
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
                            fattn_dtype_name(p->q.dtype));
     }
-    if (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype || p->o.dtype != p->q.dtype)
+    if (!d->fp8 && (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype ||
+                    p->o.dtype != p->q.dtype))
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
     if (p->return_max_logit)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
@@ -150,12 +152,19 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
 
     d->padding = padding;
+    if (d->fp8 && (st = cg_fp8_fwd_desc(p, d)))
+        return st;
+    if (!d->fp8 && p->fp8)
+        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: an FP8 call needs FP8 Q, got %s",
+                           fattn_dtype_name(p->q.dtype));
+    if (!d->fp8)
+        d->o_dt = d->io;
     return fwd_desc_options(p, d);
 }
 
 bool cg_fwd_is_native(const cg_fwd_desc *d)
 {
-    return d->allow_native && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias &&
+    return d->allow_native && !d->fp8 && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias &&
            !d->alibi && !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
 }
 
@@ -302,7 +311,8 @@ static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
         stats = cgb_virt(bd, "Stats", CG_F32, r4);
     }
     cgb_pw_into(bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
-    return cgb_pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1, d->dropout > 0.0f ? CG_F32 : d->io);
+    return cgb_pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1,
+                  d->dropout > 0.0f || d->fp8 ? CG_F32 : d->io);
 }
 
 /* Dropout on P: the Philox keep-mask (written out for the oracle with
@@ -333,7 +343,8 @@ static int fwd_dropout(builder *bd, const cg_fwd_desc *d, int p)
         }
         p = cgb_pw(bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
         int sc = cgb_scalar_f(bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        p = cgb_pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1, d->io);
+        p = cgb_pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1,
+                   d->fp8 ? CG_F32 : d->io);
     }
     return p;
 }
@@ -365,6 +376,8 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     /* F2 scale */
     int scale = cgb_scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
     s = cgb_pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+    if (d->fp8)
+        s = cgb_fp8_descale_qk(&bd, s);
 
     /* score modifiers: bias, ALiBi, padding, diagonal band */
     s = cgb_score_modifiers(&bd, d, s, seq_q, seq_kv);
@@ -372,12 +385,19 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
 
     int p = fwd_softmax(&bd, d, s, x.rs);
     p = fwd_dropout(&bd, d, p);
+    if (d->fp8)
+        p = cgb_fp8_quantize_p(&bd, d, p);
 
     /* F10 bmm2 */
-    int o = cgb_add_tensor(&bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
-                           CG_UID_O);
+    int o = cgb_add_tensor(&bd, "O", d->fp8 ? d->o_dt : d->io, d->o_dims, d->o_strides, false,
+                           false, CG_ROLE_O, CG_UID_O);
     if (bd.st == FATTN_OK)
         g->t[o].ragged = x.ro;
+    if (d->fp8) {
+        cgb_fp8_matmul(&bd, "bmm2", p, v, o, CG_ROLE_DESCALE_S, CG_ROLE_DESCALE_V,
+                       CG_ROLE_SCALE_O, CG_ROLE_AMAX_O, seq_q, -1, seq_kv);
+        return bd.st;
+    }
     cg_op *mm2 = cgb_add_op(&bd, CG_OP_MATMUL, "bmm2");
     if (mm2) {
         mm2->in[0] = p, mm2->in[1] = v, mm2->out = o;

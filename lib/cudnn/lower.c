@@ -18,6 +18,8 @@ static cudnnDataType_t dt_of(cg_dtype t)
     case CG_I32: return CUDNN_DATA_INT32;
     case CG_I64: return CUDNN_DATA_INT64;
     case CG_BOOL: return CUDNN_DATA_BOOLEAN;
+    case CG_FP8_E4M3: return CUDNN_DATA_FP8_E4M3;
+    case CG_FP8_E5M2: return CUDNN_DATA_FP8_E5M2;
     default: return CUDNN_DATA_FLOAT;
     }
 }
@@ -153,8 +155,9 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
     }
     case CG_OP_REDUCTION: {
         cudnnBackendDescriptor_t rd = mk(L, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-        cudnnReduceTensorOp_t rop =
-            o->mode == CG_RED_MAX ? CUDNN_REDUCE_TENSOR_MAX : CUDNN_REDUCE_TENSOR_ADD;
+        cudnnReduceTensorOp_t rop = o->mode == CG_RED_MAX    ? CUDNN_REDUCE_TENSOR_MAX
+                                    : o->mode == CG_RED_AMAX ? CUDNN_REDUCE_TENSOR_AMAX
+                                                             : CUDNN_REDUCE_TENSOR_ADD;
         bool det = false;
         set(L, rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &rop);
         set(L, rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math);

@@ -16,7 +16,8 @@
 # logged and never fatal: GPU_CI_DETERMINISM (1), GPU_CI_CLI (1),
 # GPU_CI_REPEAT (1), GPU_CI_GOLDEN (0), GPU_CI_SANITIZER (1; GPU_CI_SAN_TOOLS
 # "memcheck racecheck"), GPU_CI_TORCH (0: tools/torch/torch_gpu.sh, docs/torch.md),
-# GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md).
+# GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md), GPU_CI_FP8_BENCH (0: FP8 rows
+# of bench_cudnn and cudnn-frontend's, in one run, to $DEST/fp8-bench-<date>.jsonl).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -36,7 +37,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 # Only what the GPU stages run (other suites' targets are not needed here).
 meson compile -C "$BUILD" tests/test_cudnn_construct tests/test_cudnn_gpu tests/test_cudnn_plan_store \
-    tests/test_cudnn_plan_store_gpu harness/fattn \
+    tests/test_cudnn_plan_store_gpu tests/test_cudnn_fp8 tests/test_cudnn_fp8_gpu harness/fattn \
     >"$LOGS/compile.log" 2>&1 || { tail -60 "$LOGS/compile.log"; exit 2; }
 grep -i "warning" "$LOGS/compile.log" || true
 
@@ -143,6 +144,26 @@ if [ "${GPU_CI_BENCH:-0}" = 1 ]; then
     stage "bench/gpu_bench.sh" "$LOGS/bench.log" timeout 540 \
         env BUILD_DIR="$BUILD" BENCH_REV="${GPU_CI_REV:-}" sh bench/gpu_bench.sh
     tail -16 "$LOGS/bench.log"
+fi
+# FP8: bench_cudnn's FP8 rows and cudnn-frontend's (bench/cfe_fp8_bench.py,
+# from the carried wheel .whl/nvidia_cudnn_frontend-1.32.0-*.whl), timed the
+# same way in the same run; both JSON line streams in one file beside the
+# record (docs/bench.md, "FP8").
+if [ "${GPU_CI_FP8_BENCH:-0}" = 1 ]; then
+    FP8J=$DEST/fp8-bench-$(date -u +%Y-%m-%d).jsonl
+    stage "compile bench_cudnn" "$LOGS/fp8-bench-compile.log" timeout 300 \
+        meson compile -C "$BUILD" bench/bench_cudnn
+    stage "bench_cudnn --fp8" "$LOGS/fp8-bench-fattn.log" timeout 300 \
+        sh -c "'$BUILD/bench/bench_cudnn' --fp8 > '$LOGS/fp8-fattn.jsonl'"
+    CFE_SITE=$(mktemp -d)
+    stage "install cudnn-frontend wheel" "$LOGS/fp8-bench-pip.log" \
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$CFE_SITE" \
+        .whl/nvidia_cudnn_frontend-1.32.0-*.whl
+    stage "bench/cfe_fp8_bench.py" "$LOGS/fp8-bench-cfe.log" timeout 300 \
+        env PYTHONPATH="$CFE_SITE" PYTHONUNBUFFERED=1 \
+        sh -c "python3 bench/cfe_fp8_bench.py > '$LOGS/fp8-cfe.jsonl'"
+    cat "$LOGS/fp8-fattn.jsonl" "$LOGS/fp8-cfe.jsonl" >"$FP8J" 2>/dev/null || true
+    cat "$FP8J"
 fi
 if [ "${GPU_CI_FULL:-0}" = 1 ]; then
     meson test -C "$BUILD" >"$LOGS/test-full.log" 2>&1 || echo "gpu-ci: full suite failed (see test-full.log)"

@@ -1,0 +1,230 @@
+/* The cuDNN engine's FP8 graphs (graph.h): per-tensor-scaled FP8 SDPA,
+ * forward and backward, as cudnn-frontend lowers sdpa_fp8 and
+ * sdpa_fp8_backward (include/cudnn_frontend/node/
+ * scaled_dot_product_flash_attention.h: CompositeSDPANode::expand_node with
+ * an FP8 mma_core_mode; node/matmul_fp8.h; node/sdpa_fp8_bwd.h:
+ * SDPAFP8BackwardNode::expand_node). Facts only, no code copied;
+ * docs/cudnn-engine.md, "FP8", writes the recipe down.
+ *
+ * The forward is the composite forward of graph_fwd.c with four additions
+ * (cgb_fp8_*): descale_q and descale_k after the attn_scale multiply, amax_s
+ * and the scale_s multiply (whose output is Q's FP8 type) after the softmax,
+ * and bmm2 as a matmul_fp8 (descale_s, descale_v, scale_o, amax_o). Every
+ * descale, scale and amax is a float32 [1,1,1,1] device tensor, as TE binds
+ * them (fused_attn_fp8.cu): values reach the plan at execution, so one plan
+ * serves every scaling. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cudnn/graph_build.h"
+#include "fattn/fp8.h"
+#include "fattn/te.h"
+
+bool cg_graph_is_fp8(const cg_graph *g)
+{
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].dtype == CG_FP8_E4M3 || g->t[i].dtype == CG_FP8_E5M2)
+            return true;
+    return false;
+}
+
+/* ---- the builder's FP8 primitives ---------------------------------------- */
+
+int cgb_fp8_scalar(builder *bd, cg_role role)
+{
+    if (bd->st != FATTN_OK)
+        return 0;
+    int64_t uid = CG_UID_FP8_FIRST + (role - CG_ROLE_DESCALE_Q);
+    int have = cg_find_uid(bd->g, uid);
+    if (have >= 0) /* one tensor per factor, however many ops read it */
+        return have;
+    return cgb_add_tensor(bd, cg_role_name(role), CG_F32, cgb_one4, cgb_one4, false, false, role,
+                          uid);
+}
+
+void cgb_fp8_amax(builder *bd, const char *name, int x, cg_role role)
+{
+    int out = cgb_fp8_scalar(bd, role);
+    cgb_red_into(bd, name, CG_RED_AMAX, x, out);
+}
+
+/* matmul_fp8.h: C = (A x B) [GQA head sum] * descale_a * descale_b, stored
+ * times scale_c; amax_c of the product before scale_c. */
+void cgb_fp8_matmul(builder *bd, const char *name, int a, int b, int c, cg_role descale_a,
+                    cg_role descale_b, cg_role scale_c, cg_role amax_c, int m_ov, int n_ov,
+                    int k_ov)
+{
+    if (bd->st != FATTN_OK)
+        return;
+    const cg_graph *g = bd->g;
+    int64_t dims[4];
+    for (int i = 0; i < 4; i++)
+        dims[i] = g->t[c].dims[i];
+    /* A and B with the same heads and C with a divisor of them: the
+     * frontend sums the group's heads with a reduction before the descales. */
+    int64_t ha = g->t[a].dims[1], hb = g->t[b].dims[1], hc = dims[1];
+    bool gqa = ha == hb && ha != hc && ha % hc == 0;
+    if (gqa)
+        dims[1] = ha;
+    char nm[40];
+    snprintf(nm, sizeof nm, "%s", name);
+    int acc = cgb_virt(bd, nm, CG_F32, dims);
+    cg_op *mm = cgb_add_op(bd, CG_OP_MATMUL, nm);
+    if (mm) {
+        mm->in[0] = a, mm->in[1] = b, mm->out = acc;
+        mm->m_override = m_ov, mm->n_override = n_ov, mm->k_override = k_ov;
+    }
+    if (gqa) {
+        int64_t cd[4] = {dims[0], hc, dims[2], dims[3]};
+        int red = cgb_virt(bd, "gqa_c", CG_F32, cd);
+        cgb_red_into(bd, "gqa_c", CG_RED_ADD, acc, red);
+        acc = red;
+    }
+    acc = cgb_pw(bd, "descale_a", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, descale_a), -1,
+                 CG_F32);
+    acc = cgb_pw(bd, "descale_b", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, descale_b), -1,
+                 CG_F32);
+    cgb_pw_into(bd, "scale_c", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, scale_c), -1, c);
+    cgb_fp8_amax(bd, "amax_c", acc, amax_c);
+}
+
+int cgb_fp8_descale_qk(builder *bd, int s)
+{
+    s = cgb_pw(bd, "descale_q", CG_PW_MUL, CG_F32, -1, s, cgb_fp8_scalar(bd, CG_ROLE_DESCALE_Q),
+               -1, CG_F32);
+    return cgb_pw(bd, "descale_k", CG_PW_MUL, CG_F32, -1, s,
+                  cgb_fp8_scalar(bd, CG_ROLE_DESCALE_K), -1, CG_F32);
+}
+
+int cgb_fp8_quantize_p(builder *bd, const cg_fwd_desc *d, int p)
+{
+    cgb_fp8_amax(bd, "amax_s", p, CG_ROLE_AMAX_S);
+    return cgb_pw(bd, "scale_s", CG_PW_MUL, CG_F32, -1, p, cgb_fp8_scalar(bd, CG_ROLE_SCALE_S),
+                  -1, d->s_dt);
+}
+
+/* ---- descriptions ------------------------------------------------------------ */
+
+/* An FP8 dtype, or with f16_ok float16/bfloat16 too, as a cg_dtype. */
+static bool fp8_dtype(fattn_dtype t, bool f16_ok, cg_dtype *out)
+{
+    switch (t) {
+    case FATTN_DTYPE_FLOAT8_E4M3FN: *out = CG_FP8_E4M3; return true;
+    case FATTN_DTYPE_FLOAT8_E5M2: *out = CG_FP8_E5M2; return true;
+    case FATTN_DTYPE_FLOAT16: *out = CG_F16; return f16_ok;
+    case FATTN_DTYPE_BFLOAT16: *out = CG_BF16; return f16_ok;
+    default: return false;
+    }
+}
+
+/* What both directions refuse (the backward's description goes through the
+ * forward's): the options cudnn-frontend's FP8 SDPA does not lower
+ * (sdpa_support_surface.h) or this engine does not implement for FP8.
+ * Statuses as the CPU engine's (lib/cpu/fp8.c, fp8_refuse). Called before
+ * the forward's options are resolved, so it reads bias and sink from p. */
+static fattn_status fp8_refuse_options(const char *who, const fattn_fwd_params *p,
+                                       const cg_fwd_desc *d)
+{
+    if (p->bias_type != FATTN_BIAS_NO_BIAS)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with bias type %s: cuDNN's "
+                           "FP8 SDPA has no bias (cudnn-frontend: \"SDPA FP8 does not support "
+                           "bias\")", who, fattn_bias_type_name(p->bias_type));
+    if (p->softmax_type != FATTN_SOFTMAX_VANILLA)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a softmax offset is "
+                           "not implemented (cuDNN's FP8 SDPA lowering has no sink)", who);
+    if (d->ragged_q || d->ragged_kv)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with THD is not "
+                           "implemented (cudnn-frontend: \"sdpa fp8 backward with THD is not "
+                           "supported on Hopper architecture\")", who);
+    if (d->d != d->dv)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with d_qk %lld != d_v %lld "
+                           "is not implemented", who, (long long)d->d, (long long)d->dv);
+    if (d->d % 16 != 0)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention needs a head dim that is a "
+                           "multiple of 16, got %lld (cudnn-frontend: \"hidden_dim should be "
+                           "multiple of 16\")", who, (long long)d->d);
+    return FATTN_OK;
+}
+
+fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
+{
+    const char *who = "cuDNN engine";
+    const fattn_fp8_fwd *f = p->fp8;
+    if (!f)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 Q without its scaling factors "
+                           "(fattn_fwd_params.fp8 is NULL)", who);
+    d->fp8 = true;
+    if (!fp8_dtype(p->q.dtype, false, &d->io))
+        return fattn_error(FATTN_E_DTYPE, "%s: an FP8 call needs FP8 Q, got %s", who,
+                           fattn_dtype_name(p->q.dtype));
+    if (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype)
+        return fattn_error(FATTN_E_DTYPE, "%s: FP8 Q, K and V must share a dtype", who);
+    if (!fp8_dtype(p->o.dtype, true, &d->o_dt))
+        return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's O must be FP8, float16 or "
+                           "bfloat16, got %s", who, fattn_dtype_name(p->o.dtype));
+    if (!fp8_dtype(f->s_dtype, false, &d->s_dt))
+        return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's S dtype must be FP8, got %s",
+                           who, fattn_dtype_name(f->s_dtype));
+    /* The frontend gives bmm2's A (the quantised P) Q's dtype. */
+    if (d->s_dt != d->io)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 S dtype %s differs from Q's %s: "
+                           "cuDNN's FP8 SDPA quantises P to Q's type", who,
+                           fattn_dtype_name(f->s_dtype), fattn_dtype_name(p->q.dtype));
+    return fp8_refuse_options(who, p, d);
+}
+
+fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
+{
+    const char *who = "cuDNN backward";
+    const fattn_fp8_bwd *f = p->fp8;
+    if (!f || !d->f.fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 Q without its scaling factors "
+                           "(fattn_bwd_params.fp8 is NULL)", who);
+    struct {
+        const fattn_tensor *t;
+        const char *name;
+        bool f16_ok;
+        cg_dtype *out;
+    } g[] = {{&p->d_o, "dO", false, &d->do_dt}, {&p->dq, "dQ", true, &d->dq_dt},
+             {&p->dk, "dK", true, &d->dk_dt}, {&p->dv, "dV", true, &d->dv_dt}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (!fp8_dtype(g[i].t->dtype, g[i].f16_ok, g[i].out))
+            return fattn_error(FATTN_E_DTYPE, "%s: FP8 %s is %s, must be FP8%s", who, g[i].name,
+                               fattn_dtype_name(g[i].t->dtype),
+                               g[i].f16_ok ? ", float16 or bfloat16" : "");
+    if (!fp8_dtype(f->dp_dtype, false, &d->dp_dt))
+        return fattn_error(FATTN_E_DTYPE, "%s: FP8 dP dtype must be FP8, got %s", who,
+                           fattn_dtype_name(f->dp_dtype));
+    /* The frontend gives the quantised dP dO's dtype. */
+    if (d->dp_dt != d->do_dt)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 dP dtype %s differs from dO's %s: "
+                           "cuDNN's FP8 SDPA backward quantises dP to dO's type", who,
+                           fattn_dtype_name(f->dp_dtype), fattn_dtype_name(p->d_o.dtype));
+    return FATTN_OK;
+}
+
+fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward)
+{
+    const char *who = backward ? "cuDNN backward" : "cuDNN engine";
+    if (cc_major < 9)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention on sm_%d (cudnn-frontend: "
+                           "\"sdpa fp8 forward operation is only supported on Hopper "
+                           "architecture and newer\")", who, cc_major * 10);
+    if (cc_major >= 10)
+        return FATTN_OK;
+    if (d->has_right && d->bottom_right)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a bottom-right "
+                           "diagonal on sm_90 (cudnn-frontend: bottom-right causal FP8 SDPA "
+                           "\"is only supported on Blackwell architecture and newer\")", who);
+    if (!backward && d->o_dt != CG_FP8_E4M3 && d->o_dt != CG_FP8_E5M2)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a %s O on sm_90 "
+                           "(cudnn-frontend: \"sdpa fp8 forward with HALF/BFLOAT16 output is "
+                           "only supported on Blackwell architecture with cuDNN version 9.13.0 "
+                           "and newer\")", who, cg_dtype_name(d->o_dt));
+    if (backward && (d->d != 128 || d->dv != 128))
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention backward with d_qk %lld, "
+                           "d_v %lld on sm_90 (cudnn-frontend: \"hidden_dim shoud be equal to "
+                           "128 and hidden_dim should be multiple of 16\")", who,
+                           (long long)d->d, (long long)d->dv);
+    return FATTN_OK;
+}
