@@ -156,6 +156,27 @@ void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format f
                      int64_t width);
 fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes);
 
+/* One tensor of a call, for cudnn_call_location: its name in messages and
+ * whether the graph needs it contiguous when it is bound as it is. */
+typedef struct cudnn_tensor_use {
+    const fattn_tensor *t;
+    const char *name;
+    bool contiguous;
+} cudnn_tensor_use;
+/* Whether the call's tensors are device tensors (*device; use[0], Q, decides):
+ * every non-empty one on the same side (FATTN_E_INVALID_ARG otherwise), and
+ * device ones 16-byte aligned and, where asked, contiguous (FATTN_E_LAYOUT). */
+fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
+                                 bool *device);
+/* FATTN_E_UNSUPPORTED for a device call whose outputs have undefined rows
+ * (padding mask, THD). */
+fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who);
+/* A device call binds the caller's pointer; a host call uploads the view
+ * (input) or takes an arena buffer of `bytes` (output). */
+fattn_status cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out);
+fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
+                               void **out);
+
 /* ---- plans.c ------------------------------------------------------------- */
 
 /* The plan of the graph that desc (desc_len bytes, zero padding: the
