@@ -9,7 +9,9 @@
  *     deterministic backward;
  *   - the host cost of a plan-cache hit: median host_us of --host-calls
  *     forward (and backward) calls (fattn_engine_last_report: everything the
- *     call does on the host besides copies and GPU work);
+ *     call does on the host besides copies and GPU work); with --public also
+ *     on device copies of the tensors (no copies at all), each call made with
+ *     the queue empty as torch_sdpa_bench.py --public times PyTorch's;
  *   - GPU time: --rounds rounds, each one forward, one default backward
  *     (deterministic=false: PyTorch's graph with the FLOAT dQ accumulator)
  *     and one deterministic backward (direct dQ), each re-executing its plan
@@ -33,7 +35,8 @@
  * mask (keys in docs/bench.md). Without a usable GPU: one line
  * {"bench":"cudnn","skipped":"no CUDA device: ..."} and exit 0.
  *
- * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB]
+ * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--public N]
+ *                    [--only GLOB]
  * Exit 0 on success (or no GPU), 1 if any measurement failed, 2 usage error.
  */
 #include <fnmatch.h>
@@ -359,6 +362,44 @@ static void print_rounds(const timed *t, int rounds)
     putchar(']');
 }
 
+/* The device-tensor mode's figures (--public): per kind, host cost with the
+ * queue empty (reported, wall) and the public calls timed as PyTorch's. */
+typedef struct dev_figures {
+    double host_us[3], host_wall_us[3], pub_ms[3], pub_wall_us[3];
+    int hits;
+} dev_figures;
+
+/* The three kinds on the device copies dv of a case's tensors. */
+static fattn_status device_mode(fattn_engine *e, const settings *cfg, bench_dev *dv,
+                                dev_figures *f)
+{
+    for (int k = 0; k < 3; k++) {
+        dv->bp.deterministic = k == CALL_BWD_DET;
+        const fattn_bwd_params *bp = k ? &dv->bp : NULL;
+        int hits = 0;
+        /* the first call on these pointers makes the variant pack: not a hit's cost */
+        if ((k ? fattn_engine_bwd(e, &dv->bp) : fattn_engine_fwd(e, &dv->fp)) != FATTN_OK)
+            return fattn_error(FATTN_E_INTERNAL, "device-tensor %s: %s", call_names[k],
+                               fattn_last_error());
+        if (bench_dev_host(e, &dv->fp, bp, cfg->host_calls, &f->host_us[k], &f->host_wall_us[k],
+                           &hits) != 0 ||
+            bench_public(e, &dv->fp, bp, cfg->public_calls, &f->pub_ms[k], &f->pub_wall_us[k]) != 0)
+            return fattn_error(FATTN_E_INTERNAL, "device-tensor calls failed (above)");
+        f->hits += hits;
+    }
+    return FATTN_OK;
+}
+
+static void print_device(const dev_figures *f, const settings *cfg)
+{
+    static const char *const key[] = {"fwd", "bwd", "bwd_det"};
+    for (int k = 0; k < 3; k++)
+        printf("\"dev_%s_host_us\":%.2f,\"dev_%s_host_wall_us\":%.2f,\"dev_%s_public_ms\":%.4f,"
+               "\"dev_%s_public_wall_us\":%.2f,", key[k], f->host_us[k], key[k],
+               f->host_wall_us[k], key[k], f->pub_ms[k], key[k], f->pub_wall_us[k]);
+    printf("\"dev_host_cache_hits\":%d,\"dev_host_calls\":%d,", f->hits, 3 * cfg->host_calls);
+}
+
 /* Measure one shape and mask and print its JSON line. 0 or -1. e runs
  * untimed, et (same plan cache) with timing_iters = cfg->iters. */
 static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *et,
@@ -394,13 +435,29 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
                          &pub_wall[k]) != 0)
             st = fattn_error(FATTN_E_INTERNAL, "public calls failed (above)");
     }
+    bench_dev dv;
+    bool have_dev = false;
+    dev_figures devf;
+    memset(&devf, 0, sizeof devf);
+    if (st == FATTN_OK && (cfg->public_calls > 0 || cfg->steps > 0)) {
+        stage = "device tensors";
+        if (bench_dev_init(e, &c->fp, &c->bp, &dv) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "device-tensor buffers failed (above)");
+        else
+            have_dev = true;
+    }
+    if (st == FATTN_OK && cfg->public_calls > 0)
+        st = device_mode(e, cfg, &dv, &devf);
     if (st == FATTN_OK && cfg->steps > 0) {
         stage = "steps";
         c->bp.deterministic = false;
-        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, cfg->steps) != 0 ||
-            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, cfg->steps) != 0)
+        dv.bp.deterministic = false;
+        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, &dv, cfg->steps) != 0 ||
+            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, &dv, cfg->steps) != 0)
             st = fattn_error(FATTN_E_INTERNAL, "instrumented steps failed (above)");
     }
+    if (have_dev)
+        bench_dev_free(e, &dv);
     /* rounds interleave the three kinds, so that a drift of the clocks
      * touches them alike */
     for (int r = 0; r < cfg->rounds && st == FATTN_OK; r++)
@@ -444,6 +501,8 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
                "\"fwd_public_wall_us\":%.1f,\"bwd_public_wall_us\":%.1f,"
                "\"bwd_det_public_wall_us\":%.1f,\"public_calls\":%d,", pub_ms[0], pub_ms[1],
                pub_ms[2], pub_wall[0], pub_wall[1], pub_wall[2], cfg->public_calls);
+    if (cfg->public_calls > 0)
+        print_device(&devf, cfg);
     printf("\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"bwd_det_plan_build_s\":%.3f,",
            tm[0].build_s, tm[1].build_s, tm[2].build_s);
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","
@@ -474,10 +533,13 @@ static const char usage[] =
     "  --host-calls H  cache-hit calls whose host cost is measured (default 20)\n"
     "  --steps N       also N cache-hit calls per kind with a clock around each host\n"
     "                  step (graph, key, lookup, variant pack, execute...): JSON lines\n"
-    "                  \"bench\":\"cudnn_steps\" (default 0: off)\n"
+    "                  \"bench\":\"cudnn_steps\", each with the same call on device\n"
+    "                  tensors (dev_public_us) (default 0: off)\n"
     "  --public N      also N public calls per kind (forward, both backwards), each\n"
-    "                  between CUDA events, queued back to back: *_public_ms (copies\n"
-    "                  included: the engine takes host tensors) (default 0: off)\n"
+    "                  between CUDA events, queued back to back: *_public_ms on host\n"
+    "                  tensors (copies included), dev_*_public_ms on device tensors;\n"
+    "                  and dev_*_host_us: the host cost of H device-tensor calls\n"
+    "                  made with the queue empty (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "FLOPs: forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward.\n"
     "Without a usable GPU: one JSON line saying so, exit 0.\n";
