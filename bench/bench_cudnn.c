@@ -187,6 +187,10 @@ typedef struct timed {
     int tuned, candidates;
     char first[96];
     double first_ms, winner_ms;
+    int nlisted;                 /* every timed candidate: tag and median */
+    char cand_tag[12][96];
+    double cand_ms[12];
+    int64_t workspace;           /* device bytes a backward used besides its tensors */
 } timed;
 
 static double fwd_flops(const bench_case *c)
@@ -295,6 +299,8 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     char winner[96];
     out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
                                  &out->first_ms, &out->winner_ms);
+    out->nlisted = bench_tune_list(e, out->cand_tag, out->cand_ms, 12);
+    out->workspace = k == CALL_FWD ? 0 : rep.workspace;
     return FATTN_OK;
 }
 
@@ -398,6 +404,31 @@ static void print_device(const dev_figures *f, const settings *cfg)
                "\"dev_%s_public_wall_us\":%.2f,", key[k], f->host_us[k], key[k],
                f->host_wall_us[k], key[k], f->pub_ms[k], key[k], f->pub_wall_us[k]);
     printf("\"dev_host_cache_hits\":%d,\"dev_host_calls\":%d,", f->hits, 3 * cfg->host_calls);
+}
+
+/* The goal: a deterministic backward at >= 0.85x the accumulator's
+ * throughput. Where it is missed, say on stderr what would decide whether
+ * another engine config could meet it: the configs cuDNN offers for the
+ * deterministic graph timed on this shape (FATTN_CUDNN_AUTOTUNE=1 times
+ * every one heuristics A, B and fallback give) and the workspaces. */
+static void det_cost_note(const bench_case *c, const timed *tm)
+{
+    double cost = tm[1].ms > 0.0 ? tm[2].ms / tm[1].ms : 0.0;
+    if (cost <= 1.0 / 0.85)
+        return;
+    fprintf(stderr, "bench_cudnn: %s %s: deterministic backward %.2fx the accumulator's "
+            "(goal <= %.2fx); workspace %lld vs %lld bytes; ", c->name,
+            c->causal ? "causal" : "non-causal", cost, 1.0 / 0.85,
+            (long long)tm[2].workspace, (long long)tm[1].workspace);
+    if (!tm[2].tuned) {
+        fprintf(stderr, "rerun with FATTN_CUDNN_AUTOTUNE=1 to time every deterministic "
+                "config cuDNN offers (bwd_det_tune.all_ms)\n");
+        return;
+    }
+    fprintf(stderr, "%d deterministic configs timed:", tm[2].nlisted);
+    for (int i = 0; i < tm[2].nlisted; i++)
+        fprintf(stderr, " %s %.4f ms", tm[2].cand_tag[i], tm[2].cand_ms[i]);
+    fprintf(stderr, "; the goal needs one at or below %.4f ms\n", tm[1].ms / 0.85);
 }
 
 /* Measure one shape and mask and print its JSON line. 0 or -1. e runs
@@ -509,10 +540,17 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
            "\"bwd_det_engine_tag\":\"%s\",\"bwd_det_route\":\"%s\",",
            tm[0].tag, tm[0].route, tm[1].tag, tm[1].route, tm[2].tag, tm[2].route);
     for (int k = 0; k < 3; k++)
-        if (tm[k].tuned)
+        if (tm[k].tuned) {
             printf("\"%s_tune\":{\"candidates\":%d,\"mode_a_first\":\"%s\",\"winner\":\"%s\","
-                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f},", key[k], tm[k].candidates,
-                   tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
+                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f,\"all_ms\":{", key[k],
+                   tm[k].candidates, tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
+            for (int i = 0; i < tm[k].nlisted; i++)
+                printf("%s\"%s\":%.4f", i ? "," : "", tm[k].cand_tag[i], tm[k].cand_ms[i]);
+            printf("}},");
+        }
+    printf("\"bwd_workspace\":%lld,\"bwd_det_workspace\":%lld,", (long long)tm[1].workspace,
+           (long long)tm[2].workspace);
+    det_cost_note(c, tm);
     printf("\"fwd_gflop\":%.3f,\"iters\":%d,\"rounds\":%d,\"wall_s\":%.2f}\n", ff * 1e-9,
            cfg->iters, cfg->rounds, now_s() - t0);
     fflush(stdout);

@@ -505,3 +505,16 @@ int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t c
     *winner_ms = e->tune.winner_ms;
     return 1;
 }
+
+int bench_tune_list(const fattn_engine *eng, char (*tags)[96], double *ms, int cap)
+{
+    const cudnn_engine *e = eng->impl;
+    if (!e->tune.tuned)
+        return 0;
+    int n = e->tune.candidates < cap ? e->tune.candidates : cap;
+    for (int i = 0; i < n; i++) {
+        snprintf(tags[i], 96, "%s", e->tune.tag[i]);
+        ms[i] = e->tune.ms[i];
+    }
+    return n;
+}

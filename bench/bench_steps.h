@@ -57,4 +57,8 @@ int bench_dev_host(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
 int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t cap,
                     int *candidates, double *first_ms, double *winner_ms);
 
+/* Every candidate eng's last call timed (its autotune choice): up to cap
+ * tags (96 bytes each) and median times; how many, 0 when it chose none. */
+int bench_tune_list(const fattn_engine *eng, char (*tags)[96], double *ms, int cap);
+
 #endif

@@ -107,6 +107,8 @@ typedef struct cudnn_engine {
         int candidates;
         char first[96], winner[96]; /* mode A's first config, the fastest */
         double first_ms, winner_ms; /* their median execution times */
+        char tag[CUDNN_AUTOTUNE_MAX][96]; /* every candidate, in timing order */
+        double ms[CUDNN_AUTOTUNE_MAX];
     } tune;
     fattn_engine_timing timing;
     const char *last_plan_source; /* where the last plan came from */
