@@ -300,7 +300,7 @@ START_TEST(device_refused)
         break;
     }
     case R_STATS_STRIDED:
-        aux.t[0].strides[0] *= 2;
+        aux.t[0].strides[2] = 2; /* every other row: sq > 1 in the case */
         break;
     }
     fattn_status st = fattn_engine_fwd(g_eng, &fp);
