@@ -9,7 +9,9 @@
  *     deterministic backward;
  *   - the host cost of a plan-cache hit: median host_us of --host-calls
  *     forward (and backward) calls (fattn_engine_last_report: everything the
- *     call does on the host besides copies and GPU work);
+ *     call does on the host besides copies and GPU work); with --public also
+ *     on device copies of the tensors (no copies at all), each call made with
+ *     the queue empty as torch_sdpa_bench.py --public times PyTorch's;
  *   - GPU time: --rounds rounds, each one forward, one default backward
  *     (deterministic=false: PyTorch's graph with the FLOAT dQ accumulator)
  *     and one deterministic backward (direct dQ), each re-executing its plan
@@ -37,7 +39,8 @@
  * b4 h16 s4096 d128 and b2 h16 s8192 d128, causal and not, forward and
  * backward), JSON lines {"bench":"cudnn_fp8",...}.
  *
- * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--only GLOB] [--fp8]
+ * Usage: bench_cudnn [--iters N] [--rounds R] [--host-calls H] [--steps N] [--public N]
+ *                    [--only GLOB] [--fp8]
  * Exit 0 on success (or no GPU), 1 if any measurement failed, 2 usage error.
  */
 #include <fnmatch.h>
@@ -190,6 +193,10 @@ typedef struct timed {
     int tuned, candidates;
     char first[96];
     double first_ms, winner_ms;
+    int nlisted;                 /* every timed candidate: tag and median */
+    char cand_tag[12][96];
+    double cand_ms[12];
+    int64_t workspace;           /* device bytes a backward used besides its tensors */
 } timed;
 
 static double fwd_flops(const bench_case *c)
@@ -298,6 +305,8 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     char winner[96];
     out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
                                  &out->first_ms, &out->winner_ms);
+    out->nlisted = bench_tune_list(e, out->cand_tag, out->cand_ms, 12);
+    out->workspace = k == CALL_FWD ? 0 : rep.workspace;
     return FATTN_OK;
 }
 
@@ -365,6 +374,69 @@ static void print_rounds(const timed *t, int rounds)
     putchar(']');
 }
 
+/* The device-tensor mode's figures (--public): per kind, host cost with the
+ * queue empty (reported, wall) and the public calls timed as PyTorch's. */
+typedef struct dev_figures {
+    double host_us[3], host_wall_us[3], pub_ms[3], pub_wall_us[3];
+    int hits;
+} dev_figures;
+
+/* The three kinds on the device copies dv of a case's tensors. */
+static fattn_status device_mode(fattn_engine *e, const settings *cfg, bench_dev *dv,
+                                dev_figures *f)
+{
+    for (int k = 0; k < 3; k++) {
+        dv->bp.deterministic = k == CALL_BWD_DET;
+        const fattn_bwd_params *bp = k ? &dv->bp : NULL;
+        int hits = 0;
+        /* the first call on these pointers makes the variant pack: not a hit's cost */
+        if ((k ? fattn_engine_bwd(e, &dv->bp) : fattn_engine_fwd(e, &dv->fp)) != FATTN_OK)
+            return fattn_error(FATTN_E_INTERNAL, "device-tensor %s: %s", call_names[k],
+                               fattn_last_error());
+        if (bench_dev_host(e, &dv->fp, bp, cfg->host_calls, &f->host_us[k], &f->host_wall_us[k],
+                           &hits) != 0 ||
+            bench_public(e, &dv->fp, bp, cfg->public_calls, &f->pub_ms[k], &f->pub_wall_us[k]) != 0)
+            return fattn_error(FATTN_E_INTERNAL, "device-tensor calls failed (above)");
+        f->hits += hits;
+    }
+    return FATTN_OK;
+}
+
+static void print_device(const dev_figures *f, const settings *cfg)
+{
+    static const char *const key[] = {"fwd", "bwd", "bwd_det"};
+    for (int k = 0; k < 3; k++)
+        printf("\"dev_%s_host_us\":%.2f,\"dev_%s_host_wall_us\":%.2f,\"dev_%s_public_ms\":%.4f,"
+               "\"dev_%s_public_wall_us\":%.2f,", key[k], f->host_us[k], key[k],
+               f->host_wall_us[k], key[k], f->pub_ms[k], key[k], f->pub_wall_us[k]);
+    printf("\"dev_host_cache_hits\":%d,\"dev_host_calls\":%d,", f->hits, 3 * cfg->host_calls);
+}
+
+/* The goal: a deterministic backward at >= 0.85x the accumulator's
+ * throughput. Where it is missed, say on stderr what would decide whether
+ * another engine config could meet it: the configs cuDNN offers for the
+ * deterministic graph timed on this shape (FATTN_CUDNN_AUTOTUNE=1 times
+ * every one heuristics A, B and fallback give) and the workspaces. */
+static void det_cost_note(const bench_case *c, const timed *tm)
+{
+    double cost = tm[1].ms > 0.0 ? tm[2].ms / tm[1].ms : 0.0;
+    if (cost <= 1.0 / 0.85)
+        return;
+    fprintf(stderr, "bench_cudnn: %s %s: deterministic backward %.2fx the accumulator's "
+            "(goal <= %.2fx); workspace %lld vs %lld bytes; ", c->name,
+            c->causal ? "causal" : "non-causal", cost, 1.0 / 0.85,
+            (long long)tm[2].workspace, (long long)tm[1].workspace);
+    if (!tm[2].tuned) {
+        fprintf(stderr, "rerun with FATTN_CUDNN_AUTOTUNE=1 to time every deterministic "
+                "config cuDNN offers (bwd_det_tune.all_ms)\n");
+        return;
+    }
+    fprintf(stderr, "%d deterministic configs timed:", tm[2].nlisted);
+    for (int i = 0; i < tm[2].nlisted; i++)
+        fprintf(stderr, " %s %.4f ms", tm[2].cand_tag[i], tm[2].cand_ms[i]);
+    fprintf(stderr, "; the goal needs one at or below %.4f ms\n", tm[1].ms / 0.85);
+}
+
 /* Measure one shape and mask and print its JSON line. 0 or -1. e runs
  * untimed, et (same plan cache) with timing_iters = cfg->iters. */
 static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *et,
@@ -400,13 +472,29 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
                          &pub_wall[k]) != 0)
             st = fattn_error(FATTN_E_INTERNAL, "public calls failed (above)");
     }
+    bench_dev dv;
+    bool have_dev = false;
+    dev_figures devf;
+    memset(&devf, 0, sizeof devf);
+    if (st == FATTN_OK && (cfg->public_calls > 0 || cfg->steps > 0)) {
+        stage = "device tensors";
+        if (bench_dev_init(e, &c->fp, &c->bp, &dv) != 0)
+            st = fattn_error(FATTN_E_INTERNAL, "device-tensor buffers failed (above)");
+        else
+            have_dev = true;
+    }
+    if (st == FATTN_OK && cfg->public_calls > 0)
+        st = device_mode(e, cfg, &dv, &devf);
     if (st == FATTN_OK && cfg->steps > 0) {
         stage = "steps";
         c->bp.deterministic = false;
-        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, cfg->steps) != 0 ||
-            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, cfg->steps) != 0)
+        dv.bp.deterministic = false;
+        if (bench_steps(e, c->name, c->causal, "fwd", &c->fp, NULL, &dv, cfg->steps) != 0 ||
+            bench_steps(e, c->name, c->causal, "bwd", &c->fp, &c->bp, &dv, cfg->steps) != 0)
             st = fattn_error(FATTN_E_INTERNAL, "instrumented steps failed (above)");
     }
+    if (have_dev)
+        bench_dev_free(e, &dv);
     /* rounds interleave the three kinds, so that a drift of the clocks
      * touches them alike */
     for (int r = 0; r < cfg->rounds && st == FATTN_OK; r++)
@@ -450,16 +538,25 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
                "\"fwd_public_wall_us\":%.1f,\"bwd_public_wall_us\":%.1f,"
                "\"bwd_det_public_wall_us\":%.1f,\"public_calls\":%d,", pub_ms[0], pub_ms[1],
                pub_ms[2], pub_wall[0], pub_wall[1], pub_wall[2], cfg->public_calls);
+    if (cfg->public_calls > 0)
+        print_device(&devf, cfg);
     printf("\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"bwd_det_plan_build_s\":%.3f,",
            tm[0].build_s, tm[1].build_s, tm[2].build_s);
     printf("\"engine_tag\":\"%s\",\"route\":\"%s\",\"bwd_engine_tag\":\"%s\",\"bwd_route\":\"%s\","
            "\"bwd_det_engine_tag\":\"%s\",\"bwd_det_route\":\"%s\",",
            tm[0].tag, tm[0].route, tm[1].tag, tm[1].route, tm[2].tag, tm[2].route);
     for (int k = 0; k < 3; k++)
-        if (tm[k].tuned)
+        if (tm[k].tuned) {
             printf("\"%s_tune\":{\"candidates\":%d,\"mode_a_first\":\"%s\",\"winner\":\"%s\","
-                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f},", key[k], tm[k].candidates,
-                   tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
+                   "\"mode_a_first_ms\":%.4f,\"winner_ms\":%.4f,\"all_ms\":{", key[k],
+                   tm[k].candidates, tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
+            for (int i = 0; i < tm[k].nlisted; i++)
+                printf("%s\"%s\":%.4f", i ? "," : "", tm[k].cand_tag[i], tm[k].cand_ms[i]);
+            printf("}},");
+        }
+    printf("\"bwd_workspace\":%lld,\"bwd_det_workspace\":%lld,", (long long)tm[1].workspace,
+           (long long)tm[2].workspace);
+    det_cost_note(c, tm);
     printf("\"fwd_gflop\":%.3f,\"iters\":%d,\"rounds\":%d,\"wall_s\":%.2f}\n", ff * 1e-9,
            cfg->iters, cfg->rounds, now_s() - t0);
     fflush(stdout);
@@ -480,10 +577,13 @@ static const char usage[] =
     "  --host-calls H  cache-hit calls whose host cost is measured (default 20)\n"
     "  --steps N       also N cache-hit calls per kind with a clock around each host\n"
     "                  step (graph, key, lookup, variant pack, execute...): JSON lines\n"
-    "                  \"bench\":\"cudnn_steps\" (default 0: off)\n"
+    "                  \"bench\":\"cudnn_steps\", each with the same call on device\n"
+    "                  tensors (dev_public_us) (default 0: off)\n"
     "  --public N      also N public calls per kind (forward, both backwards), each\n"
-    "                  between CUDA events, queued back to back: *_public_ms (copies\n"
-    "                  included: the engine takes host tensors) (default 0: off)\n"
+    "                  between CUDA events, queued back to back: *_public_ms on host\n"
+    "                  tensors (copies included), dev_*_public_ms on device tensors;\n"
+    "                  and dev_*_host_us: the host cost of H device-tensor calls\n"
+    "                  made with the queue empty (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "  --fp8           the FP8 rows instead (fp8_b4_h16_s4096_d128, fp8_b2_h16_s8192_d128,\n"
     "                  E4M3 Q/K/V/O, E5M2 dO/dQ/dK/dV): JSON lines \"bench\":\"cudnn_fp8\"\n"

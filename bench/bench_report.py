@@ -137,7 +137,7 @@ def build(args):
         # CUDA events around each public call queued back to back
         for side, passes, keys in (
                 ("fattn", fp, ("fwd_public_ms", "bwd_public_ms", "bwd_det_public_ms",
-                               "fwd_public_wall_us", "bwd_public_wall_us")),
+                               "fwd_public_wall_us", "bwd_public_wall_us") + DEV_KEYS),
                 ("torch", tp, ("fwd_host_us", "bwd_host_us", "fwd_h2h_ms", "bwd_h2h_ms"))):
             for k in keys:
                 if passes and all(k in p for p in passes):
@@ -154,6 +154,50 @@ def build(args):
         "flops": "forward 4*b*h*sq*skv*d, halved for causal; backward 2.5 x forward",
         "rows": rows, "verify": verify, "steps": STEPS,
     }
+
+
+# bench_cudnn --public on device tensors: host cost with the queue empty
+# (reported and wall) and the public calls timed by CUDA events.
+DEV_KEYS = tuple(f"dev_{k}_{m}" for k in ("fwd", "bwd", "bwd_det")
+                 for m in ("host_us", "host_wall_us", "public_ms", "public_wall_us"))
+GOAL_FWD_HOST_US = 20.0  # the forward host-cost goal of a cache hit
+
+
+def device_table(rows):
+    """Markdown lines: fattn on device tensors beside PyTorch, and the host-cost
+    verdicts (fattn's wall time of the call against PyTorch's, both with the
+    queue empty before the call)."""
+    dev = [r for r in rows if "fattn_dev_fwd_host_wall_us" in r]
+    if not dev:
+        return []
+    out = ["", "Device tensors (`bench_cudnn --public`): fattn's call on device tensors, no "
+           "copies. Host µs: the call's wall time with the queue empty before it (its "
+           "engine-reported host_us in brackets) against PyTorch's whole call timed the same "
+           f"way; forward goal < {GOAL_FWD_HOST_US:.0f} µs and < PyTorch, backward goal < "
+           "PyTorch. Public ms: CUDA events around each call, queued back to back, against "
+           "PyTorch's call on device tensors.", "",
+           "| shape | causal | host µs fwd: fattn [reported] / PyTorch | goal | "
+           "host µs bwd: fattn [reported] / PyTorch | goal | host µs det. bwd | "
+           "public fwd ms fattn / PyTorch | public bwd ms fattn / PyTorch | "
+           "public det. bwd ms |",
+           "|---|---|--:|---|--:|---|--:|--:|--:|--:|"]
+    for r in dev:
+        tf_, tb = r.get("torch_fwd") or {}, r.get("torch_bwd") or {}
+        th_f, th_b = r.get("torch_fwd_host_us"), r.get("torch_bwd_host_us")
+        fw, bw = r["fattn_dev_fwd_host_wall_us"], r["fattn_dev_bwd_host_wall_us"]
+        g_f = ("met" if fw < GOAL_FWD_HOST_US and th_f is not None and fw < th_f
+               else "not met" if th_f is not None else "–")
+        g_b = ("met" if th_b is not None and bw < th_b else "not met" if th_b is not None
+               else "–")
+        out.append(
+            f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+            f"{fw:.1f} [{r['fattn_dev_fwd_host_us']:.1f}] / {fmt(th_f, '.1f')} | {g_f} | "
+            f"{bw:.1f} [{r['fattn_dev_bwd_host_us']:.1f}] / {fmt(th_b, '.1f')} | {g_b} | "
+            f"{r['fattn_dev_bwd_det_host_wall_us']:.1f} | "
+            f"{r['fattn_dev_fwd_public_ms']:.3f} / {fmt(tf_.get('ms'), '.3f')} | "
+            f"{r['fattn_dev_bwd_public_ms']:.3f} / {fmt(tb.get('ms'), '.3f')} | "
+            f"{r['fattn_dev_bwd_det_public_ms']:.3f} |")
+    return out
 
 
 def fmt(x, spec=".0f"):
@@ -250,6 +294,7 @@ def markdown(rep):
                 f"{fmt(r.get('torch_fwd_h2h_ms'), '.3f')} | "
                 f"{r['fattn_bwd_public_ms']:.3f} / {fmt(tb.get('ms'), '.3f')} / "
                 f"{fmt(r.get('torch_bwd_h2h_ms'), '.3f')} |")
+    out += device_table(rep["rows"])
     tags = sorted({(r["engine_tags"]["engine_tag"], r["engine_tags"]["route"],
                     r["engine_tags"]["bwd_engine_tag"], r["engine_tags"]["bwd_det_engine_tag"])
                    for r in rep["rows"] if "engine_tags" in r})
@@ -264,12 +309,14 @@ def markdown(rep):
                 "vpack, execute = what a hit did before (graph build, text dump, binary key, "
                 "a fresh variant pack, the execute call after them).", "",
                 "| shape | causal | kind | desc | get_plan | exec_call | exec_cold | "
-                "exec_after_h2d | graph | dump | key | vpack | execute | reported host_us |",
-                "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                "exec_after_h2d | graph | dump | key | vpack | execute | reported host_us | "
+                "device-tensor call (wall) | its reported host_us |",
+                "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
         for r in rep["steps"]:
-            cells = " | ".join(f"{r.get(k, 0):.1f}" for k in (
+            cells = " | ".join(fmt(r.get(k), ".1f") for k in (
                 "desc_us", "get_plan_us", "exec_call_us", "exec_cold_us", "exec_after_h2d_us",
-                "graph_us", "dump_us", "key_us", "vpack_us", "execute_us", "reported_host_us"))
+                "graph_us", "dump_us", "key_us", "vpack_us", "execute_us", "reported_host_us",
+                "dev_public_us", "dev_reported_host_us"))
             out.append(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['kind']} | "
                        f"{cells} |")
     for v in rep.get("verify") or []:

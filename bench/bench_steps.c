@@ -56,6 +56,8 @@ enum {
     S_EXEC_FRESH, /* cudnn_execute_plan on those fresh buffers (new pack) */
     S_FREE,       /* cudaFree of them (implicitly synchronising) */
     S_SYNC,       /* cudaDeviceSynchronize after one execute (GPU time) */
+    S_DEV_PUBLIC, /* the same public call on device tensors, wall (queue empty) */
+    S_DEV_REPORTED, /* what that call reported as host_us */
     S_COUNT
 };
 
@@ -65,6 +67,7 @@ static const char *const step_names[S_COUNT] = {
     "public_us", "reported_host_us", "desc_us", "graph_us", "dump_us", "key_us",
     "get_plan_us", "vpack_us", "execute_us", "destroy_us", "exec_call_us", "exec_cold_us", "h2d_us",
     "exec_after_h2d_us", "malloc_us", "exec_fresh_us", "free_us", "sync_us",
+    "dev_public_us", "dev_reported_host_us",
 };
 
 /* Bytes a graph tensor spans. */
@@ -256,7 +259,8 @@ static fattn_status build_bwd(cg_graph *g, const void *d)
 }
 
 int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *kind,
-                const fattn_fwd_params *fp, const fattn_bwd_params *bp, int n)
+                const fattn_fwd_params *fp, const fattn_bwd_params *bp,
+                const bench_dev *dev, int n)
 {
     steps_ctx x;
     memset(&x, 0, sizeof x);
@@ -306,12 +310,28 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         x.v[S_GRAPH][i] = now_us() - t;
         if (st == FATTN_OK)
             st = one_rep(&x, i, q->data, qbytes);
+        if (st == FATTN_OK && dev) {
+            /* the steps above rebound the plan's variant pack: one untimed
+             * call makes the device pointers' pack again, as on a real hit */
+            st = bp ? fattn_engine_bwd(eng, &dev->bp) : fattn_engine_fwd(eng, &dev->fp);
+            if (st != FATTN_OK)
+                break;
+            cudaError_t ce = x.api->cudaDeviceSynchronize();
+            if (ce != cudaSuccess) {
+                st = cudnn_cuda_fail(x.api, ce, "steps: synchronize");
+                break;
+            }
+            t = now_us();
+            st = bp ? fattn_engine_bwd(eng, &dev->bp) : fattn_engine_fwd(eng, &dev->fp);
+            x.v[S_DEV_PUBLIC][i] = now_us() - t;
+            x.v[S_DEV_REPORTED][i] = fattn_engine_last_report(eng).timing.host_us;
+        }
     }
     free_all(x.api, owned, nowned);
     if (st == FATTN_OK) {
         printf("{\"bench\":\"cudnn_steps\",\"shape\":\"%s\",\"causal\":%s,\"kind\":\"%s\","
                "\"reps\":%d", shape, causal ? "true" : "false", kind, n);
-        for (int s = 0; s < S_COUNT; s++) {
+        for (int s = 0; s < (dev ? S_COUNT : S_DEV_PUBLIC); s++) {
             qsort(x.v[s], (size_t)n, sizeof(double), cmp_double);
             double med = n % 2 ? x.v[s][n / 2] : 0.5 * (x.v[s][n / 2 - 1] + x.v[s][n / 2]);
             printf(",\"%s\":%.2f", step_names[s], med);
@@ -375,6 +395,103 @@ int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_
     return st == FATTN_OK ? 0 : -1;
 }
 
+/* A device copy of host view t (its span, same strides) in d. */
+static fattn_status dev_mirror(const cudnn_api *api, bench_dev *d, const fattn_tensor *t,
+                               fattn_tensor *out)
+{
+    *out = *t;
+    if (fattn_tensor_is_empty(t))
+        return FATTN_OK;
+    if (d->n == (int)(sizeof d->p / sizeof d->p[0]))
+        return fattn_error(FATTN_E_INTERNAL, "device mode: too many buffers");
+    size_t bytes = cudnn_view_bytes(t);
+    void *p = NULL;
+    cudaError_t ce = api->cudaMalloc(&p, bytes);
+    if (ce != cudaSuccess)
+        return cudnn_cuda_fail(api, ce, "device mode: cudaMalloc");
+    d->p[d->n++] = p;
+    if ((ce = api->cudaMemcpy(p, t->data, bytes, cudaMemcpyHostToDevice)) != cudaSuccess)
+        return cudnn_cuda_fail(api, ce, "device mode: H2D");
+    out->data = p;
+    out->device = FATTN_DEVICE_CUDA;
+    return FATTN_OK;
+}
+
+int bench_dev_init(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
+                   bench_dev *d)
+{
+    const cudnn_api *api = ((cudnn_engine *)eng->impl)->api;
+    memset(d, 0, sizeof *d);
+    d->fp = *fp;
+    d->bp = *bp;
+    d->aux_fwd = *fp->aux;
+    d->aux_bwd = *bp->aux;
+    d->fp.aux = &d->aux_fwd;
+    d->bp.aux = &d->aux_bwd;
+    fattn_status st;
+    if ((st = dev_mirror(api, d, &fp->q, &d->fp.q)) || (st = dev_mirror(api, d, &fp->k, &d->fp.k)) ||
+        (st = dev_mirror(api, d, &fp->v, &d->fp.v)) || (st = dev_mirror(api, d, &fp->o, &d->fp.o)) ||
+        (st = dev_mirror(api, d, &fp->aux->t[0], &d->aux_fwd.t[0])) ||
+        (st = dev_mirror(api, d, &bp->d_o, &d->bp.d_o)) ||
+        (st = dev_mirror(api, d, &bp->dq, &d->bp.dq)) ||
+        (st = dev_mirror(api, d, &bp->dk, &d->bp.dk)) ||
+        (st = dev_mirror(api, d, &bp->dv, &d->bp.dv))) {
+        fprintf(stderr, "bench_cudnn: device mode: %s\n", fattn_last_error());
+        bench_dev_free(eng, d);
+        return -1;
+    }
+    d->bp.q = d->fp.q;
+    d->bp.k = d->fp.k;
+    d->bp.v = d->fp.v;
+    d->bp.o = d->fp.o;
+    d->aux_bwd.t[0] = d->aux_fwd.t[0];
+    return 0;
+}
+
+void bench_dev_free(fattn_engine *eng, bench_dev *d)
+{
+    const cudnn_api *api = ((cudnn_engine *)eng->impl)->api;
+    api->cudaDeviceSynchronize(); /* queued calls may still use the buffers */
+    for (int i = 0; i < d->n; i++)
+        api->cudaFree(d->p[i]);
+    d->n = 0;
+}
+
+int bench_dev_host(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
+                   int n, double *reported_us, double *wall_us, int *hits)
+{
+    const cudnn_api *api = ((cudnn_engine *)eng->impl)->api;
+    double *rep = calloc((size_t)n, sizeof *rep), *wall = calloc((size_t)n, sizeof *wall);
+    fattn_status st = rep && wall ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "device host cost");
+    *hits = 0;
+    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        cudaError_t ce = api->cudaDeviceSynchronize();
+        if (ce != cudaSuccess) {
+            st = cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize");
+            break;
+        }
+        double t = now_us();
+        st = bp ? fattn_engine_bwd(eng, bp) : fattn_engine_fwd(eng, fp);
+        wall[i] = now_us() - t;
+        fattn_engine_timing tm = fattn_engine_last_report(eng).timing;
+        rep[i] = tm.host_us;
+        *hits += tm.plan_cache_hit;
+    }
+    if (st == FATTN_OK && api->cudaDeviceSynchronize() != cudaSuccess)
+        st = fattn_error(FATTN_E_CUDA, "cudaDeviceSynchronize after the device calls");
+    if (st == FATTN_OK) {
+        qsort(rep, (size_t)n, sizeof *rep, cmp_double);
+        qsort(wall, (size_t)n, sizeof *wall, cmp_double);
+        *reported_us = n % 2 ? rep[n / 2] : 0.5 * (rep[n / 2 - 1] + rep[n / 2]);
+        *wall_us = n % 2 ? wall[n / 2] : 0.5 * (wall[n / 2 - 1] + wall[n / 2]);
+    } else {
+        fprintf(stderr, "bench_cudnn: device host cost: %s\n", fattn_last_error());
+    }
+    free(rep);
+    free(wall);
+    return st == FATTN_OK ? 0 : -1;
+}
+
 int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t cap,
                     int *candidates, double *first_ms, double *winner_ms)
 {
@@ -387,4 +504,17 @@ int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t c
     *first_ms = e->tune.first_ms;
     *winner_ms = e->tune.winner_ms;
     return 1;
+}
+
+int bench_tune_list(const fattn_engine *eng, char (*tags)[96], double *ms, int cap)
+{
+    const cudnn_engine *e = eng->impl;
+    if (!e->tune.tuned)
+        return 0;
+    int n = e->tune.candidates < cap ? e->tune.candidates : cap;
+    for (int i = 0; i < n; i++) {
+        snprintf(tags[i], 96, "%s", e->tune.tag[i]);
+        ms[i] = e->tune.ms[i];
+    }
+    return n;
 }

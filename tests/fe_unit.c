@@ -150,9 +150,7 @@ fe_spec fe_spec_for_rule(const char *id)
         /* FP8 rules: a valid FP8 training spec (d = 128) changed in one place */
         s.fp8 = true;
         s.d = s.dv = 128;
-        if (!strcmp(id, "fp8_execution"))
-            s.cudnn = true;
-        else if (!strcmp(id, "fp8_mxfp8_blackwell"))
+        if (!strcmp(id, "fp8_mxfp8_blackwell"))
             s.fp8_recipe = FATTN_FP8_RECIPE_MXFP8;
         else if (!strcmp(id, "fp8_quantizer_type"))
             s.fp8_recipe = FATTN_FP8_RECIPE_BLOCK;

@@ -23,6 +23,8 @@
  * checks stay fatal).
  */
 #include <math.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "cases.h"
 #include "fattn/dtype.h"
@@ -302,6 +304,147 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/* Device tensors (engine.h): the CPU engine refuses any with
+ * FATTN_E_UNSUPPORTED naming it, and the tensors the dispatch reads on the
+ * host are refused as device tensors for every engine with
+ * FATTN_E_INVALID_ARG; either way before a byte of O or dQ is written.
+ * The device tensor here is a host pointer marked FATTN_DEVICE_CUDA: it must
+ * never be touched. */
+typedef struct device_row {
+    const char *case_id;
+    bool bwd;
+    const char *tensor; /* the one marked as a device tensor */
+    fattn_status want;
+} device_row;
+
+static const device_row device_rows[] = {
+    {"fwd.nomask.f16", false, "Q", FATTN_E_UNSUPPORTED},
+    {"fwd.nomask.f16", false, "K", FATTN_E_UNSUPPORTED},
+    {"fwd.nomask.f16", false, "V", FATTN_E_UNSUPPORTED},
+    {"fwd.nomask.f16", false, "O", FATTN_E_UNSUPPORTED},
+    {"fwd.nomask.f16", false, "Stats", FATTN_E_UNSUPPORTED},
+    {"bwd.bias.1hss.f16", false, "Bias", FATTN_E_UNSUPPORTED},
+    {"bwd.max_logit.f16", false, "Max", FATTN_E_UNSUPPORTED},
+    {"bwd.dropout.p01.f16", false, "rng_state", FATTN_E_INVALID_ARG},
+    {"bwd.padding.f16", false, "cu_seqlens_q", FATTN_E_INVALID_ARG},
+    {"bwd.padding.f16", false, "cu_seqlens_kv", FATTN_E_INVALID_ARG},
+    {"bwd.layout.thd_thd_thd.f16", false, "cu_seqlens_q_padded", FATTN_E_INVALID_ARG},
+    {"bwd.softmax.off_by_one.f16", false, "softmax_offset", FATTN_E_INVALID_ARG},
+    {"bwd.nomask.f16", true, "Q", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "O", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "dO", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "Stats", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "dQ", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "dK", FATTN_E_UNSUPPORTED},
+    {"bwd.nomask.f16", true, "dV", FATTN_E_UNSUPPORTED},
+    {"bwd.bias.1hss.f16", true, "Bias", FATTN_E_UNSUPPORTED},
+    {"bwd.bias.1hss.f16", true, "dBias", FATTN_E_UNSUPPORTED},
+    {"bwd.softmax.off_by_one.f16", true, "dSoftmaxOffset", FATTN_E_UNSUPPORTED},
+    {"bwd.softmax.off_by_one.f16", true, "softmax_offset", FATTN_E_INVALID_ARG},
+    {"bwd.dropout.p01.f16", true, "rng_state", FATTN_E_INVALID_ARG},
+    {"bwd.padding.f16", true, "cu_seqlens_kv", FATTN_E_INVALID_ARG},
+};
+
+static fattn_tensor *fwd_slot(fattn_fwd_params *p, const char *name)
+{
+    fattn_aux_layout l = fattn_aux_layout_fwd(p->bias_type, p->softmax_type,
+                                              p->return_max_logit);
+    struct { const char *n; fattn_tensor *t; } m[] = {
+        {"Q", &p->q}, {"K", &p->k}, {"V", &p->v}, {"O", &p->o}, {"Bias", &p->bias},
+        {"Stats", &p->aux->t[l.stats]}, {"Max", l.max >= 0 ? &p->aux->t[l.max] : NULL},
+        {"rng_state", &p->rng_state}, {"cu_seqlens_q", &p->cu_seqlens_q},
+        {"cu_seqlens_kv", &p->cu_seqlens_kv}, {"cu_seqlens_q_padded", &p->cu_seqlens_q_padded},
+        {"softmax_offset", &p->softmax_offset},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (!strcmp(m[i].n, name))
+            return m[i].t;
+    return NULL;
+}
+
+static fattn_tensor *bwd_slot(fattn_bwd_params *p, fattn_aux_pack *aux, const char *name)
+{
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    struct { const char *n; fattn_tensor *t; } m[] = {
+        {"Q", &p->q}, {"O", &p->o}, {"dO", &p->d_o}, {"dQ", &p->dq}, {"dK", &p->dk},
+        {"dV", &p->dv}, {"dBias", &p->d_bias}, {"dSoftmaxOffset", &p->d_softmax_offset},
+        {"Stats", &aux->t[l.stats]}, {"rng_state", &aux->t[l.rng_state]},
+        {"Bias", l.bias >= 0 ? &aux->t[l.bias] : NULL},
+        {"softmax_offset", l.softmax_offset >= 0 ? &aux->t[l.softmax_offset] : NULL},
+        {"cu_seqlens_kv", &p->cu_seqlens_kv},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (!strcmp(m[i].n, name))
+            return m[i].t;
+    return NULL;
+}
+
+START_TEST(test_device_refused)
+{
+    const device_row *row = &device_rows[_i];
+    const tcase *c = tcase_find(row->case_id);
+    ck_assert_msg(c != NULL, "no case %s", row->case_id);
+    tcase_buffers buf;
+    ck_assert_int_eq(tcase_setup(c, &buf), FATTN_OK);
+    fattn_engine *e = NULL;
+    ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){.threads = 1}), FATTN_OK);
+    ck_assert(!fattn_engine_supports(e, FATTN_ENGINE_Q_DEVICE_TENSORS));
+    ck_assert_int_eq(tcase_run(c, &buf, e), FATTN_OK); /* the packs, as a caller has them */
+    fattn_tensor *out = row->bwd ? &buf.dq : &buf.o;
+    fattn_tensor_fill_bits(out, 0xFFFFFFFFu);
+    size_t bytes = storage_bytes(out);
+    unsigned char *before = malloc(bytes);
+    ck_assert_ptr_nonnull(before);
+    memcpy(before, out->data, bytes);
+    fattn_status st;
+    if (row->bwd) {
+        fattn_aux_pack aux = buf.aux_bwd;
+        fattn_bwd_params bp = tcase_bwd_params(c, &buf);
+        bp.aux = &aux;
+        fattn_tensor *t = bwd_slot(&bp, &aux, row->tensor);
+        ck_assert_msg(t && !fattn_tensor_is_empty(t), "%s: no %s", c->id, row->tensor);
+        t->device = FATTN_DEVICE_CUDA;
+        st = fattn_engine_bwd(e, &bp);
+    } else {
+        fattn_aux_pack aux = buf.aux_fwd;
+        fattn_fwd_params fp = tcase_fwd_params(c, &buf);
+        fp.aux = &aux;
+        fattn_tensor *t = fwd_slot(&fp, row->tensor);
+        ck_assert_msg(t && !fattn_tensor_is_empty(t), "%s: no %s", c->id, row->tensor);
+        t->device = FATTN_DEVICE_CUDA;
+        st = fattn_engine_fwd(e, &fp);
+    }
+    ck_assert_msg(st == row->want, "%s %s: %s, want %s (%s)", c->id, row->tensor,
+                  fattn_status_name(st), fattn_status_name(row->want), fattn_last_error());
+    ck_assert_msg(strstr(fattn_last_error(), row->tensor) != NULL, "%s: message '%s' names "
+                  "no %s", c->id, fattn_last_error(), row->tensor);
+    ck_assert_msg(memcmp(before, out->data, bytes) == 0, "%s %s: an output was written",
+                  c->id, row->tensor);
+    free(before);
+    fattn_engine_free(e);
+    tcase_teardown(&buf);
+}
+END_TEST
+
+/* The bridge's mirror of fattn_tensor (tools/te/fattn_te/bridge.py) checks
+ * these rows; the device field sits between dtype and ndim. */
+START_TEST(test_tensor_layout)
+{
+    int fattn_bridge_abi(int64_t *out, int n);
+    int64_t rows[64];
+    int n = fattn_bridge_abi(rows, 64);
+    ck_assert_int_ge(n, 4);
+    ck_assert_int_eq(rows[0], (int64_t)sizeof(fattn_tensor));
+    ck_assert_int_eq(rows[1], (int64_t)offsetof(fattn_tensor, dtype));
+    ck_assert_int_eq(rows[2], (int64_t)offsetof(fattn_tensor, device));
+    ck_assert_int_eq(rows[3], (int64_t)offsetof(fattn_tensor, shape));
+    ck_assert_int_eq(offsetof(fattn_tensor, device), offsetof(fattn_tensor, dtype) + sizeof(int));
+    ck_assert_int_eq(fattn_tensor_empty().device, FATTN_DEVICE_HOST);
+    ck_assert_int_eq(FATTN_DEVICE_HOST, 0);
+    ck_assert_int_eq(FATTN_DEVICE_CUDA, 1);
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < tcase_count; i++)
@@ -319,6 +462,9 @@ static Suite *make_suite(void)
     TCase *api = tcase_create("engine_api");
     tcase_add_test(api, test_aux_layout);
     tcase_add_test(api, test_registry);
+    tcase_add_loop_test(api, test_device_refused, 0,
+                        (int)(sizeof device_rows / sizeof device_rows[0]));
+    tcase_add_test(api, test_tensor_layout);
     suite_add_tcase(s, api);
     return s;
 }

@@ -18,6 +18,7 @@ int fattn_bridge_abi(int64_t *out, int n)
     const int64_t rows[] = {
         (int64_t)sizeof(fattn_tensor),
         FIELD(fattn_tensor, dtype),
+        FIELD(fattn_tensor, device),
         FIELD(fattn_tensor, shape),
         FIELD(fattn_tensor, strides),
         (int64_t)sizeof(fattn_aux_pack),

@@ -79,6 +79,24 @@ static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom
     };
 }
 
+/* The tensors the dispatch itself reads on the host (the geometry's
+ * lengths, offsets, sink and dropout seed) must be host tensors whatever
+ * engine runs: a device pointer there would be read as host memory. */
+static fattn_status metadata_on_host(const fattn_tensor *const *t, const char *const *names,
+                                     int n, const char *who)
+{
+    for (int i = 0; i < n; i++)
+        if (!fattn_tensor_is_empty(t[i]) && t[i]->device != FATTN_DEVICE_HOST)
+            return fattn_error(FATTN_E_INVALID_ARG, "%s: %s must be a host tensor (the "
+                               "dispatch reads it on the host), even with device tensors",
+                               who, names[i]);
+    return FATTN_OK;
+}
+
+static const char *const metadata_names[] = {"cu_seqlens_q", "cu_seqlens_kv",
+                                             "cu_seqlens_q_padded", "cu_seqlens_kv_padded",
+                                             "rng_state", "softmax_offset"};
+
 /* The first call of TE's protocol: the pack's shapes and dtypes, no data. */
 static void aux_describe(fattn_aux_pack *aux, const fattn_fwd_params *p, fattn_aux_layout l,
                          int sndim, const int64_t *sshape)
@@ -113,8 +131,13 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
                            fattn_engine_name(e));
     fattn_geom_args a;
     geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
+    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
+                                  a.softmax_offset};
+    fattn_status st = metadata_on_host(meta, metadata_names, 6, a.who);
+    if (st != FATTN_OK)
+        return st;
     fattn_geom g;
-    fattn_status st = fattn_geom_init(&g, &a);
+    st = fattn_geom_init(&g, &a);
     if (st != FATTN_OK)
         return st;
     fattn_aux_layout l = fattn_aux_layout_fwd(p->bias_type, p->softmax_type,
@@ -201,8 +224,13 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         .fp8 = p->fp8 != NULL,
         .who = e->ops->who_bwd ? e->ops->who_bwd : "backward",
     };
+    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
+                                  a.softmax_offset};
+    fattn_status st = metadata_on_host(meta, metadata_names, 6, a.who);
+    if (st != FATTN_OK)
+        return st;
     fattn_geom g;
-    fattn_status st = fattn_geom_init(&g, &a);
+    st = fattn_geom_init(&g, &a);
     if (st != FATTN_OK)
         return st;
     c.geom = &g;

@@ -407,9 +407,6 @@ static const fattn_support_rule rules[] = {
      "a sliding window with fp8: DPA routes it away on sm_90 and the FP8 kernel's handling "
      "of it was not read, so fattn does not model it",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 1342, 1443)},
-    {"fp8_execution", r_fp8, FATTN_E_UNSUPPORTED,
-     "FP8 execution is not built in the cuDNN engine yet (the CPU engine runs it)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 257)},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
      REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 479)},

@@ -12,9 +12,26 @@ typedef struct cpu_engine {
     int threads;
 } cpu_engine;
 
+/* The CPU engine reads and writes tensors through host pointers: a device
+ * tensor is refused before any is touched. */
+static fattn_status host_only(const fattn_tensor *const *t, const char *const *names, int n,
+                              const char *who)
+{
+    for (int i = 0; i < n; i++)
+        if (!fattn_tensor_is_empty(t[i]) && t[i]->device != FATTN_DEVICE_HOST)
+            return fattn_error(FATTN_E_UNSUPPORTED, "CPU %s: %s is a device tensor; the CPU "
+                               "engine takes host tensors only", who, names[i]);
+    return FATTN_OK;
+}
+
 static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
                                    const fattn_fwd_call *c)
 {
+    static const char *const names[] = {"Q", "K", "V", "O", "Bias", "Stats", "Max"};
+    const fattn_tensor *t[] = {&p->q, &p->k, &p->v, &p->o, &p->bias, &c->stats, &c->max};
+    fattn_status st = host_only(t, names, 7, "forward");
+    if (st != FATTN_OK)
+        return st;
     if (p->fp8)
         return cpu_fp8_forward(((cpu_engine *)e)->threads, p, c);
     return cpu_forward(((cpu_engine *)e)->threads, p, c);
@@ -23,6 +40,15 @@ static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
 static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
                                    const fattn_bwd_call *c)
 {
+    static const char *const names[] = {"Q",  "K",  "V",     "O",     "dO",             "Stats",
+                                        "dQ", "dK", "dV",    "Bias",  "dBias",
+                                        "dSoftmaxOffset"};
+    const fattn_tensor *t[] = {&p->q,  &p->k,  &p->v,   &p->o,      &p->d_o,
+                               &c->stats, &p->dq, &p->dk, &p->dv, &c->bias, &p->d_bias,
+                               &p->d_softmax_offset};
+    fattn_status st = host_only(t, names, 12, "backward");
+    if (st != FATTN_OK)
+        return st;
     if (p->fp8)
         return cpu_fp8_backward(((cpu_engine *)e)->threads, p, c);
     return cpu_backward(((cpu_engine *)e)->threads, p, c);

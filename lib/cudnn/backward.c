@@ -1,5 +1,6 @@
 /* The cuDNN engine's backward: graph, plan, upload, execute, copy back the
- * defined regions of dQ, dK, dV, dBias and dSoftmaxOffset. */
+ * defined regions of dQ, dK, dV, dBias and dSoftmaxOffset. With device
+ * tensors the graph binds the caller's buffers and nothing is copied. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ typedef struct bwd_run {
     const fattn_geom *geom;
     fattn_tensor stats;
     cg_bwd_desc d;
+    bool device; /* the call's tensors are device tensors */
 } bwd_run;
 
 /* Stats in the graph's layout: [b,h,sq] or ragged [t_q,h]; undefined
@@ -132,26 +134,32 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
 
     int64_t b = geom->b, h = geom->h;
     dev_bindings d = {{NULL}};
-    if ((st = cudnn_upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_upload_view(a, &p->o, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
+    bool dev = r->device;
+    if ((st = cudnn_bind_input(a, &p->q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_bind_input(a, &p->k, dev, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_bind_input(a, &p->v, dev, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_bind_input(a, &p->o, dev, &d.p[CG_ROLE_O])) ||
+        (st = cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
+        (st = cudnn_bind_output(a, &p->dq, dev, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
+        (st = cudnn_bind_output(a, &p->dk, dev, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
+        (st = cudnn_bind_output(a, &p->dv, dev, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
         (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
         return st;
     if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
         (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
         return st;
-    if ((st = upload_stats(r, a, &d)))
+    if (dev)
+        d.p[CG_ROLE_STATS] = r->stats.data; /* contiguous: the graph's layout */
+    else if ((st = upload_stats(r, a, &d)))
         return st;
-    if (fd->bias && (st = cudnn_upload_view(a, &geom->bias, &d.p[CG_ROLE_BIAS])))
+    if (fd->bias && (st = cudnn_bind_input(a, &geom->bias, dev, &d.p[CG_ROLE_BIAS])))
         return st;
-    if (r->d.dbias && (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->d_bias), &d.p[CG_ROLE_DBIAS])))
+    if (r->d.dbias && (st = cudnn_bind_output(a, &p->d_bias, dev, cudnn_view_bytes(&p->d_bias),
+                                              &d.p[CG_ROLE_DBIAS])))
         return st;
-    if (fd->sink && (st = cudnn_dev_alloc(a, (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
+    bool dsink_dev = dev && !fattn_tensor_is_empty(&p->d_softmax_offset);
+    if (fd->sink && (st = cudnn_bind_output(a, &p->d_softmax_offset, dsink_dev,
+                                            (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
         return st;
     int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
     if ((st = cudnn_upload_common(a, fd, geom, rng, &d)))
@@ -181,8 +189,29 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
                            cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
     if ((st = cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
         return st;
+    return dev ? FATTN_OK : download_grads(r, &d);
+}
 
-    return download_grads(r, &d);
+/* Host or device tensors (cudnn_call_location): the inputs, Stats, the
+ * gradients, and Bias, dBias, dSoftmaxOffset where the graph has them. */
+static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fattn_bwd_call *c)
+{
+    cudnn_tensor_use use[12] = {
+        {&p->q, "Q", false},          {&p->k, "K", false},   {&p->v, "V", false},
+        {&p->o, "O", false},          {&p->d_o, "dO", false}, {&c->stats, "Stats", true},
+        {&p->dq, "dQ", false},        {&p->dk, "dK", false}, {&p->dv, "dV", false},
+    };
+    int n = 9;
+    if (r->d.f.bias)
+        use[n++] = (cudnn_tensor_use){&c->bias, "Bias", false};
+    if (r->d.dbias)
+        use[n++] = (cudnn_tensor_use){&p->d_bias, "dBias", false};
+    if (r->d.f.sink)
+        use[n++] = (cudnn_tensor_use){&p->d_softmax_offset, "dSoftmaxOffset", true};
+    fattn_status st = cudnn_call_location(use, n, "cuDNN backward", &r->device);
+    if (st == FATTN_OK && r->device)
+        st = cudnn_device_call_supported(&r->d.f, "cuDNN backward");
+    return st;
 }
 
 fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
@@ -211,6 +240,8 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
+    if ((st = bwd_location(&r, p, c)))
+        return st;
     dev_arena *arena = &e->pc->arena[1];
     cudnn_dev_reset(arena);
     memset(&e->timing, 0, sizeof e->timing);

@@ -36,6 +36,7 @@ static bool cudnn_engine_supports(const fattn_engine *base, fattn_engine_query q
     case FATTN_ENGINE_Q_PLAN_TAG:
     case FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET:
     case FATTN_ENGINE_Q_CUDA_DEVICE:
+    case FATTN_ENGINE_Q_DEVICE_TENSORS:
         return true;
     case FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD:
         return e->force_det;

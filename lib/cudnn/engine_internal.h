@@ -107,6 +107,8 @@ typedef struct cudnn_engine {
         int candidates;
         char first[96], winner[96]; /* mode A's first config, the fastest */
         double first_ms, winner_ms; /* their median execution times */
+        char tag[CUDNN_AUTOTUNE_MAX][96]; /* every candidate, in timing order */
+        double ms[CUDNN_AUTOTUNE_MAX];
     } tune;
     fattn_engine_timing timing;
     const char *last_plan_source; /* where the last plan came from */
@@ -155,6 +157,27 @@ void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format f
                      const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
                      int64_t width);
 fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes);
+
+/* One tensor of a call, for cudnn_call_location: its name in messages and
+ * whether the graph needs it contiguous when it is bound as it is. */
+typedef struct cudnn_tensor_use {
+    const fattn_tensor *t;
+    const char *name;
+    bool contiguous;
+} cudnn_tensor_use;
+/* Whether the call's tensors are device tensors (*device; use[0], Q, decides):
+ * every non-empty one on the same side (FATTN_E_INVALID_ARG otherwise), and
+ * device ones 16-byte aligned and, where asked, contiguous (FATTN_E_LAYOUT). */
+fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
+                                 bool *device);
+/* FATTN_E_UNSUPPORTED for a device call whose outputs have undefined rows
+ * (padding mask, THD). */
+fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who);
+/* A device call binds the caller's pointer; a host call uploads the view
+ * (input) or takes an arena buffer of `bytes` (output). */
+fattn_status cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out);
+fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
+                               void **out);
 
 /* ---- plans.c ------------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /* The cuDNN engine's forward: graph, plan, upload, execute, copy back the
- * defined regions of O and Stats. */
+ * defined regions of O and Stats. With device tensors the graph binds the
+ * caller's buffers and nothing is copied. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@ typedef struct fwd_run {
     const fattn_geom *geom;
     fattn_tensor stats;
     cg_fwd_desc d;
+    bool device; /* the call's tensors are device tensors */
 } fwd_run;
 
 static fattn_status build_graph(cg_graph *g, const void *desc)
@@ -27,6 +29,9 @@ static void note_route(cudnn_engine *e, const cg_graph *g, const cg_fwd_desc *d)
     snprintf(e->last_route, sizeof e->last_route, "%s",
              g->route == CG_ROUTE_NATIVE ? "native" : "composite");
 }
+
+static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes,
+                              size_t stats_bytes);
 
 static fattn_status run_forward(fwd_run *r, dev_arena *a)
 {
@@ -62,14 +67,14 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     size_t stats_bytes;
     if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)))
         return st;
-    if ((st = cudnn_dev_upload(a, p->q.data, cudnn_view_bytes(&p->q), &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_dev_upload(a, p->k.data, cudnn_view_bytes(&p->k), &d.p[CG_ROLE_K])) ||
-        (st = cudnn_dev_upload(a, p->v.data, cudnn_view_bytes(&p->v), &d.p[CG_ROLE_V])) ||
-        (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])))
+    bool dev = r->device;
+    if ((st = cudnn_bind_input(a, &p->q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_bind_input(a, &p->k, dev, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_bind_input(a, &p->v, dev, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_bind_output(a, &p->o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
+        (st = cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
         return st;
-    if (r->d.bias && (st = cudnn_dev_upload(a, p->bias.data, cudnn_view_bytes(&p->bias),
-                                            &d.p[CG_ROLE_BIAS])))
+    if (r->d.bias && (st = cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])))
         return st;
     int64_t rng[2] = {0, 0};
     if (r->d.dropout > 0.0f) {
@@ -104,8 +109,19 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         if (ce != cudaSuccess)
             return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
     }
+    return dev ? FATTN_OK : copy_back(r, &d, o_bytes, stats_bytes);
+}
 
-    /* copy back the defined regions only */
+/* The defined regions of O and Stats, from the device buffers to the
+ * caller's host tensors. */
+static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes,
+                              size_t stats_bytes)
+{
+    const fattn_fwd_params *p = r->p;
+    const fattn_geom *geom = r->geom;
+    const cudnn_api *api = r->e->api;
+    int64_t b = geom->b, h = geom->h;
+    cudaError_t ce;
     char *ho = malloc(o_bytes);
     float *hs = malloc(stats_bytes);
     if (!ho || !hs) {
@@ -113,9 +129,9 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         free(hs);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
     }
-    ce = api->cudaMemcpy(ho, d.p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
+    ce = api->cudaMemcpy(ho, db->p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
     if (ce == cudaSuccess)
-        ce = api->cudaMemcpy(hs, d.p[CG_ROLE_STATS], stats_bytes,
+        ce = api->cudaMemcpy(hs, db->p[CG_ROLE_STATS], stats_bytes,
                              cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess) {
         free(ho);
@@ -157,6 +173,13 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
+    cudnn_tensor_use use[] = {{&p->q, "Q", false},      {&p->k, "K", false},
+                              {&p->v, "V", false},      {&p->o, "O", false},
+                              {&c->stats, "Stats", true}, {&p->bias, "Bias", false}};
+    int nuse = (int)(sizeof use / sizeof use[0]) - (r.d.bias ? 0 : 1);
+    if ((st = cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) ||
+        (r.device && (st = cudnn_device_call_supported(&r.d, "cuDNN forward"))))
+        return st;
     dev_arena *arena = &e->pc->arena[0];
     cudnn_dev_reset(arena);
     memset(&e->timing, 0, sizeof e->timing);

@@ -98,15 +98,28 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
     return st;
 }
 
+/* The FP8 path uploads its operands from host memory; device tensors are
+ * refused by name rather than read as host pointers. */
+static fattn_status refuse_device(const fattn_tensor *q, const char *who)
+{
+    if (q->device != FATTN_DEVICE_CUDA)
+        return FATTN_OK;
+    return fattn_error(FATTN_E_UNSUPPORTED, "%s: device tensors are not taken on the FP8 "
+                       "path (host tensors only)", who);
+}
+
 fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c)
 {
     const fattn_fp8_fwd *f = p->fp8;
     assert(f && c && c->geom);
+    fattn_status st = refuse_device(&p->q, "cuDNN FP8 forward");
+    if (st != FATTN_OK)
+        return st;
     if (!f->amax_s || !f->amax_o)
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 forward: amax_s and amax_o must point "
                            "at a float each");
     cg_fwd_desc desc;
-    fattn_status st = cg_fwd_desc_from_params(p, &desc);
+    st = cg_fwd_desc_from_params(p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc, false);
     if (st != FATTN_OK)
@@ -229,11 +242,14 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
 {
     const fattn_fp8_bwd *f = p->fp8;
     assert(f && c && c->geom);
+    fattn_status st = refuse_device(&p->q, "cuDNN FP8 backward");
+    if (st != FATTN_OK)
+        return st;
     if (!f->amax_dp || !f->amax_dq || !f->amax_dk || !f->amax_dv)
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 backward: amax_dp, amax_dq, amax_dk "
                            "and amax_dv must point at a float each");
     cg_bwd_desc desc;
-    fattn_status st = cg_bwd_desc_from_params(p, &desc);
+    st = cg_bwd_desc_from_params(p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc.f, true);
     if (st != FATTN_OK)

@@ -507,6 +507,10 @@ static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
     snprintf(e->tune.winner, sizeof e->tune.winner, "%s", pe->cand[best]->tag);
     e->tune.first_ms = ms[0];
     e->tune.winner_ms = ms[best];
+    for (int i = 0; i < pe->ncand; i++) {
+        snprintf(e->tune.tag[i], sizeof e->tune.tag[i], "%s", pe->cand[i]->tag);
+        e->tune.ms[i] = ms[i];
+    }
     for (int i = 0; i < pe->ncand; i++)
         if (i != best)
             cudnn_plan_free(pe->cand[i]);

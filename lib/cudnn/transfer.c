@@ -1,6 +1,9 @@
 /* The cuDNN engine's host <-> device traffic: the arena of device buffers
  * kept between calls, uploads of views, ragged offsets and the shared inputs, and the
- * copies of the defined regions back. */
+ * copies of the defined regions back; and where a call's tensors live (host or device
+ * tensors, fattn_tensor.device). */
+#include <assert.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,4 +194,65 @@ fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, s
 {
     cudaError_t ce = api->cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
     return ce == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+}
+
+fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
+                                 bool *device)
+{
+    assert(n > 0 && !fattn_tensor_is_empty(use[0].t));
+    *device = use[0].t->device == FATTN_DEVICE_CUDA;
+    for (int i = 0; i < n; i++) {
+        const fattn_tensor *t = use[i].t;
+        if (fattn_tensor_is_empty(t))
+            continue;
+        if (t->device != FATTN_DEVICE_HOST && t->device != FATTN_DEVICE_CUDA)
+            return fattn_error(FATTN_E_INVALID_ARG, "%s: %s has unknown device %d", who,
+                               use[i].name, (int)t->device);
+        if ((t->device == FATTN_DEVICE_CUDA) != *device)
+            return fattn_error(FATTN_E_INVALID_ARG, "%s: %s is a %s tensor but %s is a %s "
+                               "tensor: a call's tensors are all host or all device tensors "
+                               "(cu_seqlens, rng_state and softmax_offset always host)", who,
+                               use[i].name, *device ? "host" : "device", use[0].name,
+                               *device ? "device" : "host");
+        /* cuDNN is told every tensor is 16-byte aligned (lower.c); the host
+         * path's arena buffers are, a caller's device pointer must be. */
+        if (*device && (uintptr_t)t->data % 16 != 0)
+            return fattn_error(FATTN_E_LAYOUT, "%s: device tensor %s at %p is not 16-byte "
+                               "aligned", who, use[i].name, t->data);
+        if (*device && use[i].contiguous && !fattn_tensor_is_contiguous(t))
+            return fattn_error(FATTN_E_LAYOUT, "%s: device tensor %s must be contiguous (the "
+                               "graph binds it as it is)", who, use[i].name);
+    }
+    return FATTN_OK;
+}
+
+fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who)
+{
+    /* cuDNN's kernels may write rows past a sequence's length; the host
+     * path copies back the defined rows only (engine.h), a device call has
+     * no such step, so it runs only where every row is defined. */
+    if (fd->padding || fd->ragged_q || fd->ragged_kv)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: device tensors with a padding mask or a "
+                           "THD layout are not supported (the engine could not keep rows past "
+                           "a sequence's length untouched); pass host tensors", who);
+    return FATTN_OK;
+}
+
+fattn_status cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out)
+{
+    if (device) {
+        *out = t->data;
+        return FATTN_OK;
+    }
+    return cudnn_upload_view(a, t, out);
+}
+
+fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
+                               void **out)
+{
+    if (device) {
+        *out = t->data;
+        return FATTN_OK;
+    }
+    return cudnn_dev_alloc(a, bytes, out);
 }

@@ -5,8 +5,16 @@
  * forward builds the composite graph cudnn-frontend 1.18 builds for
  * TransformerEngine's options (or the native SDPA_FWD op where PyTorch 2.11
  * uses it), caches one execution plan per graph, and runs it. Tensors are
- * host tensors: the engine copies inputs to the device, runs, and copies
- * back only the defined regions of the outputs (engine.h). The backward
+ * host tensors (the engine copies inputs to the device, runs, and copies
+ * back only the defined regions of the outputs, engine.h) or device
+ * tensors (FATTN_ENGINE_Q_DEVICE_TENSORS): the plan then runs on the
+ * caller's buffers, with no copy, no device allocation on a plan-cache hit
+ * and no wait: the call returns once the work is queued on the default
+ * stream, so the caller synchronises (or orders its own work on that
+ * stream) before reading the outputs. Device calls take no padding mask and
+ * no THD layout (FATTN_E_UNSUPPORTED: the kernels may write rows past a
+ * sequence's length, which the host path never copies back); dropout,
+ * sink and ALiBi still upload their few host-side bytes per call. The backward
  * builds the composite backward graph (frontend 1.18
  * CompositeSDPABackwardNode): by default PyTorch's graph with the FLOAT dQ
  * accumulator (fast; dQ is not bitwise repeatable at large sizes), with

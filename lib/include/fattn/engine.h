@@ -45,6 +45,18 @@
  *   dBias           the whole bias tensor.
  *   dSoftmaxOffset  the whole [1,h,1,1] tensor.
  * Padded rows of bshd/sbhd and padding tokens of THD are left untouched.
+ *
+ * Host or device tensors (fattn_tensor.device): an engine that answers
+ * FATTN_ENGINE_Q_DEVICE_TENSORS also takes a call whose tensors live in CUDA
+ * device memory (FATTN_DEVICE_CUDA): Q decides, and every other tensor the
+ * engine reads or writes (K, V, O, Bias, Stats, Max, dO, dQ, dK, dV, dBias,
+ * dSoftmaxOffset) must then be a device tensor too, 16-byte aligned, Stats
+ * and dSoftmaxOffset contiguous. The tensors the dispatch reads on the host
+ * stay host tensors in every call: cu_seqlens_* (and padded), rng_state,
+ * softmax_offset (FATTN_E_INVALID_ARG otherwise, for every engine). A
+ * device call is queued on the engine's stream and returns without waiting;
+ * see fattn/cudnn.h. Other engines refuse a device tensor with
+ * FATTN_E_UNSUPPORTED before touching any tensor.
  */
 #ifndef FATTN_ENGINE_H
 #define FATTN_ENGINE_H
@@ -223,6 +235,9 @@ typedef enum fattn_engine_query {
     /* It runs FP8 calls (fattn_fwd_params.fp8 / fattn_bwd_params.fp8); the
      * dispatch refuses them for an engine that does not. */
     FATTN_ENGINE_Q_FP8,
+    /* It takes device tensors (fattn_tensor.device FATTN_DEVICE_CUDA; the
+     * rules above the aux pack's, at the top of this file). */
+    FATTN_ENGINE_Q_DEVICE_TENSORS,
 } fattn_engine_query;
 
 /* Benchmark timing of the last call (fattn_engine_options.timing_iters). */

@@ -74,8 +74,8 @@ def _off(st, f):
 
 
 # The rows of fattn_bridge_abi (lib/bridge/abi.c), in its order.
-_ABI = [ctypes.sizeof(Tensor), _off(Tensor, "dtype"), _off(Tensor, "shape"),
-        _off(Tensor, "strides"), ctypes.sizeof(AuxPack), ctypes.sizeof(FwdParams),
+_ABI = [ctypes.sizeof(Tensor), _off(Tensor, "dtype"), _off(Tensor, "device"),
+        _off(Tensor, "shape"), _off(Tensor, "strides"), ctypes.sizeof(AuxPack), ctypes.sizeof(FwdParams),
         _off(FwdParams, "aux"), _off(FwdParams, "rng_state"), _off(FwdParams, "max_seqlen_q"),
         _off(FwdParams, "attn_scale"), _off(FwdParams, "qkv_layout"),
         _off(FwdParams, "window_size_left"), _off(FwdParams, "bottom_right_diagonal"),

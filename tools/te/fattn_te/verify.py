@@ -121,6 +121,8 @@ def main(args):
     work = args.keep or tempfile.mkdtemp(prefix="fattn-te-verify-")
     os.makedirs(work, exist_ok=True)
     try:
+        # TE's runs and fattn's front-end runs over the same cases.
+        args.cases = cli.expressible_cases(args.cases, fattn, work)
         roots = [cli.te_root(t) for t in args.te]
         names = [cli.te_impl(r) for r in roots]
         if names[0] == names[1]:
