@@ -17,7 +17,8 @@
 # GPU_CI_REPEAT (1), GPU_CI_GOLDEN (0), GPU_CI_SANITIZER (1; GPU_CI_SAN_TOOLS
 # "memcheck racecheck"), GPU_CI_TORCH (0: tools/torch/torch_gpu.sh, docs/torch.md),
 # GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md), GPU_CI_FP8_BENCH (0: FP8 rows
-# of bench_cudnn and cudnn-frontend's, in one run, to $DEST/fp8-bench-<date>.jsonl).
+# of bench_cudnn and cudnn-frontend's, in one run, to $DEST/fp8-bench-<date>.jsonl),
+# GPU_CI_FP8 (0: FP8 through the CLI, fattn run --repeat 5 and memcheck).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -37,7 +38,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 # Only what the GPU stages run (other suites' targets are not needed here).
 meson compile -C "$BUILD" tests/test_cudnn_construct tests/test_cudnn_gpu tests/test_cudnn_plan_store \
-    tests/test_cudnn_plan_store_gpu tests/test_cudnn_fp8 tests/test_cudnn_fp8_gpu harness/fattn \
+    tests/test_cudnn_plan_store_gpu tests/test_cudnn_fp8 tests/test_cudnn_fp8_gpu tests/test_cudnn_device \
+    harness/fattn \
     >"$LOGS/compile.log" 2>&1 || { tail -60 "$LOGS/compile.log"; exit 2; }
 grep -i "warning" "$LOGS/compile.log" || true
 
@@ -116,6 +118,24 @@ if [ "${GPU_CI_GOLDEN:-0}" = 1 ]; then
         --json "$LOGS/verify-new-goldens.json"
     tail -4 "$LOGS/verify-new-goldens.log"
     rm -f "$DEST"/goldens/cpu-math-*.h5
+fi
+# FP8 on the cuDNN engine through the CLI: forward and backward repeated 5x
+# bitwise at b4 h16 s2048 d128 (tools/gpu/cases/fp8-repeat.json), and
+# compute-sanitizer memcheck over the matrix's FP8 cases (docs/cudnn-engine.md).
+if [ "${GPU_CI_FP8:-0}" = 1 ]; then
+    F=$BUILD/harness/fattn
+    stage "fattn run --repeat 5 (FP8, b4 h16 s2048)" "$LOGS/fp8-repeat.log" timeout 200 \
+        "$F" run --backend cudnn --cases tools/gpu/cases/fp8-repeat.json --repeat 5 \
+        -o "${TMPDIR:-/tmp}/fattn-fp8-repeat.h5"
+    cat "$LOGS/fp8-repeat.log"
+    rm -f "${TMPDIR:-/tmp}/fattn-fp8-repeat.h5"
+    if command -v compute-sanitizer >/dev/null 2>&1; then
+        stage "compute-sanitizer memcheck (FP8 cases)" "$LOGS/fp8-memcheck.log" timeout 200 \
+            compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+            "$F" run --backend cudnn --filter 'fp8.*' -o "${TMPDIR:-/tmp}/fattn-fp8-san.h5"
+        grep -E "ERROR SUMMARY|wrote|refused|skipped" "$LOGS/fp8-memcheck.log" | tail -4
+        rm -f "${TMPDIR:-/tmp}/fattn-fp8-san.h5"
+    fi
 fi
 # compute-sanitizer memcheck and racecheck over one case per forward and
 # backward feature row (docs/cudnn-engine.md, "GPU memory checks").
