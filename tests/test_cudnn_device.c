@@ -157,10 +157,15 @@ static fattn_status device_forward(const tcase *c, tcase_buffers *buf, dev_list 
     if (st != FATTN_OK)
         return st;
     fattn_tensor s = aux->t[0];
-    s.data = dev_alloc(l, (size_t)fattn_tensor_numel(&s) * sizeof(float));
+    size_t sbytes = (size_t)fattn_tensor_numel(&s) * sizeof(float);
+    cudaError_t pending = g_api->cudaDeviceSynchronize();
+    ck_assert_msg(pending == cudaSuccess, "%s: before Stats: %s", c->id,
+                  g_api->cudaGetErrorString(pending));
+    s.data = dev_alloc(l, sbytes);
     s.device = FATTN_DEVICE_CUDA;
-    ck_assert_int_eq(g_api->cudaMemset(s.data, 0xFF, (size_t)fattn_tensor_numel(&s) * 4),
-                     cudaSuccess);
+    cudaError_t ce = g_api->cudaMemset(s.data, 0xFF, sbytes);
+    ck_assert_msg(ce == cudaSuccess, "%s: cudaMemset(Stats %p, %zu bytes, ndim %d): %s", c->id,
+                  s.data, sbytes, s.ndim, g_api->cudaGetErrorString(ce));
     aux->t[0] = s;
     return fattn_engine_fwd(g_eng, fp);
 }

@@ -318,20 +318,23 @@ END_TEST
 static const struct {
     const char *id;
     int shape;        /* shape_rows index */
-    bool backward, bottom_right;
+    bool backward, bottom_right, padding;
     int cc;
     fattn_status want;
     const char *says;
 } arch_rows[] = {
-    {"fwd d128 sm90", 0, false, false, 9, FATTN_OK, NULL},
-    {"bwd d128 sm90", 1, true, false, 9, FATTN_OK, NULL},
-    {"bwd d64 sm90", 6, true, false, 9, FATTN_E_UNSUPPORTED, "equal to 128"},
-    {"bwd d64 sm100", 6, true, false, 10, FATTN_OK, NULL},
-    {"fwd d64 sm90", 6, false, false, 9, FATTN_OK, NULL},
-    {"fwd bf16 O sm90", 5, false, false, 9, FATTN_E_UNSUPPORTED, "HALF/BFLOAT16 output"},
-    {"fwd bf16 O sm100", 5, false, false, 10, FATTN_OK, NULL},
-    {"bottom-right sm90", 1, false, true, 9, FATTN_E_UNSUPPORTED, "Blackwell"},
-    {"sm80", 0, false, false, 8, FATTN_E_UNSUPPORTED, "Hopper"},
+    {"fwd d128 sm90", 0, false, false, false, 9, FATTN_OK, NULL},
+    {"bwd d128 sm90", 1, true, false, false, 9, FATTN_OK, NULL},
+    {"bwd d64 sm90", 6, true, false, false, 9, FATTN_E_UNSUPPORTED, "equal to 128"},
+    {"bwd d64 sm100", 6, true, false, false, 10, FATTN_OK, NULL},
+    {"fwd d64 sm90", 6, false, false, false, 9, FATTN_OK, NULL},
+    {"fwd bf16 O sm90", 5, false, false, false, 9, FATTN_E_UNSUPPORTED, "HALF/BFLOAT16 output"},
+    {"fwd bf16 O sm100", 5, false, false, false, 10, FATTN_OK, NULL},
+    {"bottom-right sm90", 1, false, true, false, 9, FATTN_E_UNSUPPORTED, "Blackwell"},
+    {"sm80", 0, false, false, false, 8, FATTN_E_UNSUPPORTED, "Hopper"},
+    {"padding sm90", 0, false, false, true, 9, FATTN_E_UNSUPPORTED, "padding mask"},
+    {"padding bwd sm90", 1, true, false, true, 9, FATTN_E_UNSUPPORTED, "padding mask"},
+    {"padding sm100", 0, false, false, true, 10, FATTN_OK, NULL},
 };
 
 START_TEST(arch)
@@ -341,6 +344,7 @@ START_TEST(arch)
     ck_assert_int_eq(build_fwd(&shape_rows[arch_rows[_i].shape], &d, g), FATTN_OK);
     free(g);
     d.bottom_right = arch_rows[_i].bottom_right;
+    d.padding = arch_rows[_i].padding;
     fattn_status st = cg_fp8_check_arch(&d, arch_rows[_i].cc, arch_rows[_i].backward);
     ck_assert_msg(st == arch_rows[_i].want, "%s: %d %s", arch_rows[_i].id, st,
                   st ? fattn_last_error() : "");
