@@ -128,6 +128,9 @@ if [ "${GPU_CI_FP8:-0}" = 1 ]; then
         "$F" run --backend cudnn --cases tools/gpu/cases/fp8-repeat.json --repeat 5 \
         -o "${TMPDIR:-/tmp}/fattn-fp8-repeat.h5"
     cat "$LOGS/fp8-repeat.log"
+    # the audit: every tensor of every state, identical over the 5 repeats or not
+    "$F" inspect "${TMPDIR:-/tmp}/fattn-fp8-repeat.h5" >"$LOGS/fp8-repeat-audit.txt" 2>&1 || true
+    echo "gpu-ci: FP8 repeat audit: $(grep -c '@identical = 1' "$LOGS/fp8-repeat-audit.txt") tensors identical, $(grep -c '@identical = 0' "$LOGS/fp8-repeat-audit.txt") not"
     rm -f "${TMPDIR:-/tmp}/fattn-fp8-repeat.h5"
     if command -v compute-sanitizer >/dev/null 2>&1; then
         stage "compute-sanitizer memcheck (FP8 cases)" "$LOGS/fp8-memcheck.log" timeout 200 \
