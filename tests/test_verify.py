@@ -11,8 +11,10 @@ usage: test_verify.py FATTN_EXE XXH128_EXE FIXTURES_DIR MUTANTS(0|1) [MUTANT_EXE
   directory exits 2;
 - with MUTANTS=1 (a -Dself_test_mutants=true build) every named plumbing
   mutant makes verify exit 1 naming the tensor that should differ: each
-  mutant is tests/mutants/NAME.patch applied to lib/split/split.c and built
-  into its own executable fattn-mutant-NAME, one of the MUTANT_EXEs.
+  mutant is tests/mutants/NAME.patch applied to its file of lib/split
+  (split.c, fp8.c or args.c) and built into its own executable
+  fattn-mutant-NAME, one of the MUTANT_EXEs; the FP8 mutants (fp8_*) touch
+  the FP8 cases only.
 """
 import re
 import os
@@ -82,6 +84,10 @@ MUTANT_TARGETS = {
     "thd_out_not_zeroed": "forward/out",
     "thd_dq_not_zeroed": "backward/dq",
     "doffset_learnable_only": "backward/d_softmax_offset",
+    "fp8_scale_inv_dropped": "legacy vs split: save_ctx/out_fp8@scale_inv: attribute missing in B",
+    "fp8_dedup_to_f16": "legacy vs split: save_ctx/q_fp8: dtype differs",
+    "fp8_is_output_fp8_read": "split: FATTN_E_INVALID_ARG: case fp8.cs.sbh3d.outfp8 (split, state backward): O is missing",
+    "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: attribute values differ",
 }
 
 
@@ -233,6 +239,10 @@ def make_mutant_test(mutant, target):
         assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
         assert target in p.stdout, p.stdout[-2500:]
         assert "behavior-neutral: NO" in p.stdout
+        if mutant.startswith("fp8_"):  # FP8 plumbing: no f16 case may see it
+            failed = [ln.split()[0] for ln in p.stdout.splitlines()
+                      if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
+            assert failed and all(c.startswith("fp8.") for c in failed), failed
 
 
 @test("a difference is reported as a person acts on it: first index, both values, max abs/rel/ULP, and commands that reproduce it")
