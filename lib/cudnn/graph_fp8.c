@@ -221,14 +221,14 @@ fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward
                            "(cudnn-frontend: \"sdpa fp8 forward with HALF/BFLOAT16 output is "
                            "only supported on Blackwell architecture with cuDNN version 9.13.0 "
                            "and newer\")", who, cg_dtype_name(d->o_dt));
-    /* Measured on the H200 (cuDNN 9.19, 2026-12-03, docs/cudnn-engine.md "FP8"): the
-     * forward kernel cuDNN picks for a padding mask writes past its shared memory
-     * under compute-sanitizer and fails with "unspecified launch failure". Refused
-     * until the cause is known, rather than run. */
-    if (d->padding)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a padding mask on "
-                           "sm_90 (cuDNN 9.19's FP8 forward kernel for it wrote out of bounds "
-                           "of shared memory under compute-sanitizer on the H200)", who);
+    /* Measured on the H200 (cuDNN 9.19, 2026-12-03, docs/cudnn-engine.md "FP8"): on
+     * the two FP8 cases with dropout the forward kernel cuDNN picks wrote past its
+     * shared memory under compute-sanitizer, and without it hit an illegal memory
+     * access. Refused until the cause is known, rather than run. */
+    if (d->dropout > 0.0f)
+        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with dropout on sm_90 "
+                           "(cuDNN 9.19's FP8 forward kernel for it wrote out of bounds of "
+                           "shared memory on the H200)", who);
     if (backward && (d->d != 128 || d->dv != 128))
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention backward with d_qk %lld, "
                            "d_v %lld on sm_90 (cudnn-frontend: \"hidden_dim shoud be equal to "
