@@ -171,6 +171,10 @@ static void mutate_dataset(fattn_h5_node *d)
             memcpy(&x, p, 8);
             x += 1;
             memcpy(p, &x, 8);
+        } else if (esz == 1) { /* FP8 codes: the low bit, never into a NaN code */
+            unsigned m = p[0] & 0x7fu;
+            m = m == 0x7eu ? 0x7du : (m ^ 0x01u);
+            p[0] = (unsigned char)((p[0] & 0x80u) | m);
         } else { /* 16-bit floats: move the bit pattern, not the sign */
             uint16_t x;
             memcpy(&x, p, 2);
