@@ -238,7 +238,7 @@ def make_mutant_test(mutant, target):
         p = fattn("verify", "--fixtures", FIXTURES, exe=exe)
         assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
         assert target in p.stdout, p.stdout[-2500:]
-        assert "behavior-neutral: NO" in p.stdout
+        assert "behavior-neutral: NO" in p.stdout, (p.stdout[-2500:], p.stderr[-1500:])
         if mutant.startswith("fp8_"):  # FP8 plumbing: no f16 case may see it
             failed = [ln.split()[0] for ln in p.stdout.splitlines()
                       if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
