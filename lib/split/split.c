@@ -745,9 +745,9 @@ void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack
     p.max_seqlen_q = bwd->max_seqlen_q;
     p.max_seqlen_kv = bwd->max_seqlen_kv;
     /* fused_attn.py:591-599: None resolved, d from the q passed */
-    p.attn_scale = isnan(bwd->attn_scale)
-                       ? (float)(1.0 / sqrt((double)bwd->q.shape[bwd->q.ndim - 1]))
-                       : bwd->attn_scale;
+    const fattn_tensor *qd = bwd->q.ndim ? &bwd->q : &bwd->q_fp8; /* FP8 branch: q_fp8 */
+    p.attn_scale = isnan(bwd->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
+                                          : bwd->attn_scale;
     p.dropout = bwd->dropout_p;
     p.qkv_layout = bwd->qkv_layout;
     p.o_format = bwd->o_format;
