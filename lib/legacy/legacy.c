@@ -702,7 +702,8 @@ void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tenso
     p.max_seqlen_q = ctx->max_seqlen_q;
     p.max_seqlen_kv = ctx->max_seqlen_kv;
     /* fused_attn.py:591-599: the ctx's None resolved here, d from the q passed */
-    p.attn_scale = isnan(ctx->attn_scale) ? (float)(1.0 / sqrt((double)p.q.shape[p.q.ndim - 1]))
+    const fattn_tensor *qd = p.q.ndim ? &p.q : &s[FATTN_LEGACY_SAVED_Q_FP8]; /* FP8: q_fp8 */
+    p.attn_scale = isnan(ctx->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
                                           : ctx->attn_scale;
     p.dropout = ctx->dropout_p;
     p.qkv_layout = ctx->qkv_layout;
