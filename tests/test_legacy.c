@@ -124,7 +124,8 @@ START_TEST(saved_list)
     if (sink)
         ck_assert(fattn_tensor_same(&s[ctx->n_saved - 1], &b.softmax_offset));
     /* attributes */
-    ck_assert_ptr_null(ctx->fp8_recipe);
+    /* fp8_meta None: get_fp8_recipe()'s default on Hopper (quantization.py:607-611) */
+    ck_assert_int_eq(ctx->fp8_recipe, FATTN_FP8_RECIPE_DELAYED);
     ck_assert(!ctx->fp8);
     ck_assert_int_eq(ctx->nominal_dtype, c->dtype);
     ck_assert_int_eq(ctx->max_seqlen_q, c->sq);
@@ -158,7 +159,10 @@ START_TEST(attrs_carried)
     fattn_legacy_ctx *ctx = NULL;
     ck_assert_int_eq(fattn_legacy_ctx_init(&ctx, e), FATTN_OK);
     fattn_rng_gen gen = {5, 0};
-    int meta = 1;
+    /* a current-scaling autocast that DPA's local_recipes override */
+    fattn_fp8_meta meta = {.autocast_recipe = FATTN_FP8_RECIPE_CURRENT,
+                           .n_local_recipes = 1,
+                           .local_recipes = {FATTN_FP8_RECIPE_MXFP8}};
     fattn_tensor out, ml;
     fattn_status st = fattn_legacy_forward(
         ctx, true, c->sq, c->skv, &b.cu_q, &b.cu_kv, NULL, NULL, NULL, NULL, &b.q, &b.k, &b.v,
@@ -167,6 +171,7 @@ START_TEST(attrs_carried)
         true, 7, false, NULL, NULL, &out, &ml);
     ck_assert_msg(st == FATTN_OK, "%s", fattn_last_error());
     ck_assert_ptr_eq(ctx->fp8_meta, &meta);
+    ck_assert_int_eq(ctx->fp8_recipe, FATTN_FP8_RECIPE_MXFP8); /* local_recipes[0] */
     ck_assert(ctx->is_output_fp8);
     ck_assert(ctx->bf16_backward);
     ck_assert(!ctx->fast_zero_fill);

@@ -31,12 +31,14 @@ typedef struct lg_forward_locals {
     fattn_te_backend fused_attention_backend;
     bool fast_zero_fill, use_FAv2_bwd, deterministic;
     bool fp8, fp8_output, bf16_backward;
-    const void *fp8_meta;
+    const fattn_fp8_meta *fp8_meta;
     int64_t layer_number;
     /* -- locals -- */
     fattn_qkv_format qf, kvf;    /* formats of Q and of K/V */
     fattn_support_query sq;      /* the geometry too: h, d_qk, d_v */
     float scale;                 /* attn_scale resolved */
+    fattn_dtype nominal;         /* q.dtype: q's, or its nominal one when q is FP8 */
+    bool is_input_fp8;           /* q is a Float8Tensor (backends.py:1462) */
     bool brd;                    /* bottom_right_diagonal resolved */
     fattn_aux_pack aux;          /* the engine's list, [Stats, (Max), rng_state, ...] */
     /* -- FP8 (legacy_fp8.c) -- */
@@ -46,7 +48,8 @@ typedef struct lg_forward_locals {
     fattn_tensor out_ret;        /* what forward returns */
     bool is_bwd_fp8;             /* fp8 and NVTE_FP8_DPA_BWD (backends.py:1467) */
     fattn_tensor qkv_fp8[3], out_fp8, out_f16;
-    float qkv_scale_inv, out_fp8_scale_inv;
+    fattn_tensor qkv_f16[3];     /* what an F16 backward gets: q, k, v, or FP8 ones dequantised */
+    float qkv_scale_inv[3], out_fp8_scale_inv;
 } lg_forward_locals;
 
 /* A poisoned output (the harness's poison, 0 = leave as is). */
@@ -70,6 +73,10 @@ void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tenso
  * call, O for the caller and for backward; then its saved list and ctx. */
 fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f);
 void fattn_legacy_fp8_save_and_ctx(lg_forward_locals *f);
+/* The f16 backward's dO when d_out is a Float8Tensor: dequantised to the
+ * nominal dtype (backends.py:1962-1963); *d_out otherwise. */
+fattn_status fattn_legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                        const fattn_tensor **use);
 /* The FP8 branch of backward (backends.py:1758-1960), ctx->fp8 set. */
 fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                        const fattn_aux_pack *aux,

@@ -217,6 +217,13 @@ fattn_status fattn_legacy_ctx_init(fattn_legacy_ctx **out, fattn_engine *engine)
     for (int i = 0; i < 3; i++)
         ctx->own_qkv_fp8[i] = ctx->own_grad_fp8[i] = fattn_tensor_empty();
     ctx->own_out_fp8 = ctx->own_out_f16 = ctx->own_d_out_fp8 = fattn_tensor_empty();
+    for (int i = 0; i < 3; i++) {
+        ctx->own_qkv_f16[i] = fattn_tensor_empty();
+        ctx->in_scale_inv[i] = NAN;
+    }
+    ctx->own_d_out_f16 = fattn_tensor_empty();
+    ctx->in_nominal_dtype = FATTN_DTYPE_INVALID;
+    ctx->d_out_scale_inv = ctx->grads_scale_inv = NAN;
     ctx->env_fp8_dpa_bwd = ctx->env_fp8cs_o_in_f16 = true;
     for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)
         ctx->tensor_scale_inv[i] = NAN;
@@ -253,6 +260,22 @@ static fattn_status lg_forward_check_args(const lg_forward_locals *f)
     if (f->fp8 && !f->quantizers)
         return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: fp8 needs the quantizers "
                            "(get_attention_quantizers, backends.py:1470-1472)");
+    bool q8 = fattn_dtype_is_fp8(f->q->dtype);
+    if (fattn_dtype_is_fp8(f->k->dtype) != q8 || fattn_dtype_is_fp8(f->v->dtype) != q8)
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: q, k, v must be of the same "
+                           "class, e.g. torch.Tensor or QuantizedTensorStorage "
+                           "(backends.py:1459-1461 asserts)");
+    if (q8 && !f->fp8)
+        return fattn_error(FATTN_E_NOT_MODELLED, "legacy forward: FP8 q, k, v with fp8 False "
+                           "(the f16 path handed Float8Tensors) is not modelled by fattn");
+    if (q8 && f->ctx->in_nominal_dtype != FATTN_DTYPE_FLOAT16 &&
+        f->ctx->in_nominal_dtype != FATTN_DTYPE_BFLOAT16)
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: FP8 q, k, v need their "
+                           "nominal dtype (ctx->in_nominal_dtype float16 or bfloat16)");
+    for (int i = 0; q8 && i < 3; i++)
+        if (!(f->ctx->in_scale_inv[i] > 0.0f) || isinf(f->ctx->in_scale_inv[i]))
+            return fattn_error(FATTN_E_INVALID_ARG, "legacy forward: FP8 %c needs its "
+                               "_scale_inv (ctx->in_scale_inv[%d], finite and > 0)", "qkv"[i], i);
     if (!f->rng_gen)
         return fattn_error(FATTN_E_INVALID_ARG,
                            "legacy forward: rng_gen is None; fattn has no process-wide "
@@ -343,7 +366,7 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
     for (int i = 0; i < q->ndim; i++)
         oshape[i] = q->shape[i];
     oshape[q->ndim - 1] = f->sq.d_v;
-    fattn_status st = fattn_legacy_alloc_out(f->ctx, &f->ctx->own_out, q->dtype, q->ndim, oshape);
+    fattn_status st = fattn_legacy_alloc_out(f->ctx, &f->ctx->own_out, f->nominal, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -453,9 +476,16 @@ static void lg_forward_save_for_backward(lg_forward_locals *f)
 static void lg_forward_ctx_attrs(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
-    ctx->fp8_recipe = NULL;
-    ctx->fp8 = false; /* is_bwd_fp8 = fp8 and NVTE_FP8_DPA_BWD; fp8 refused above */
-    ctx->nominal_dtype = f->q->dtype;
+    /* backends.py:1448-1450: the autocast recipe (DelayedScaling without
+     * one), or fp8_meta["local_recipes"][0] */
+    const fattn_fp8_meta *m = f->fp8_meta;
+    ctx->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;
+    if (m && m->autocast_recipe != FATTN_FP8_RECIPE_NONE)
+        ctx->fp8_recipe = m->autocast_recipe;
+    if (m && m->n_local_recipes > 0)
+        ctx->fp8_recipe = m->local_recipes[0];
+    ctx->fp8 = false; /* the FP8 branch sets is_bwd_fp8 after this */
+    ctx->nominal_dtype = f->nominal;
     ctx->is_input_fp8 = false;
     ctx->is_output_fp8 = f->fp8_output;
     ctx->bf16_backward = f->bf16_backward;
@@ -495,7 +525,7 @@ fattn_status fattn_legacy_forward(
     fattn_mask_type attn_mask_type, fattn_softmax_type softmax_type,
     const int64_t window_size[2], int bottom_right_diagonal, fattn_rng_gen *rng_gen,
     fattn_te_backend fused_attention_backend, bool use_FAv2_bwd, bool fp8,
-    const void *fp8_meta, fattn_fp8_quantizers *quantizers, bool deterministic,
+    const fattn_fp8_meta *fp8_meta, fattn_fp8_quantizers *quantizers, bool deterministic,
     const fattn_tensor *softmax_offset, bool fp8_output, bool bf16_backward,
     int64_t layer_number, bool return_max_logit, const fattn_tensor *packed_qkv,
     const fattn_tensor *packed_kv, fattn_tensor *out, fattn_tensor *max_logit)
@@ -538,6 +568,9 @@ fattn_status fattn_legacy_forward(
 
     /* fused_attn.py:325-333: the defaults of None. */
     f.scale = isnan(attn_scale) ? (float)(1.0 / sqrt((double)f.sq.d_qk)) : attn_scale;
+    /* backends.py:1462, 1483: a Float8Tensor q reports its nominal dtype */
+    f.is_input_fp8 = fattn_dtype_is_fp8(q->dtype);
+    f.nominal = f.is_input_fp8 ? ctx->in_nominal_dtype : q->dtype;
     f.brd = bottom_right_diagonal < 0 ? fattn_bottom_right_default_fwd(attn_mask_type)
                                       : bottom_right_diagonal != 0;
 
@@ -751,6 +784,10 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
                            "quantized_tensor.py:345 raises AttributeError)");
     if (lg_none(d_out))
         return fattn_error(FATTN_E_INVALID_ARG, "legacy backward: d_out is required");
+    if (fattn_dtype_is_fp8(d_out->dtype) &&
+        (!(ctx->d_out_scale_inv > 0.0f) || isinf(ctx->d_out_scale_inv)))
+        return fattn_error(FATTN_E_INVALID_ARG, "legacy backward: an FP8 d_out needs its "
+                           "_scale_inv (ctx->d_out_scale_inv, finite and > 0)");
     if (ctx->use_FAv2_bwd)
         return fattn_error(FATTN_E_UNSUPPORTED,
                            "legacy backward: use_FAv2_bwd (flash-attn v2 backward, "
@@ -758,6 +795,7 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
 
     /* backends.py:1776-1792: unpack the saved list in its order. */
     const fattn_tensor *s = ctx->tensor_objects;
+    ctx->grads_scale_inv = NAN;
     fattn_aux_pack aux;
     memset(&aux, 0, sizeof aux);
     aux.n = ctx->n_saved - FATTN_LEGACY_SAVED_AUX;
@@ -784,9 +822,12 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
         st = lg_backward_alloc_dbias(ctx, &aux, &s[FATTN_LEGACY_SAVED_Q],
                                      &g[FATTN_LEGACY_GRAD_DBIAS],
                                      &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
+    const fattn_tensor *d_o = d_out;
+    if (st == FATTN_OK && !ctx->fp8)
+        st = fattn_legacy_fp8_d_out_f16(ctx, d_out, &d_o);
     if (st == FATTN_OK)
         st = ctx->fp8 ? fattn_legacy_fp8_backward(ctx, d_out, &aux, g)
-                      : lg_backward_fused_attn_bwd(ctx, d_out, &aux, g);
+                      : lg_backward_fused_attn_bwd(ctx, d_o, &aux, g);
     if (st != FATTN_OK)
         goto fail;
 

@@ -9,8 +9,9 @@
  * split front end; code alike is intended, do not unify.
  *
  * fattn models the per-tensor recipes of Hopper (delayed and current
- * scaling) with f16 inputs: FP8 inputs (is_input_fp8) are refused by the
- * support table (rule fp8_input), MXFP8 and block scaling likewise.
+ * scaling), with f16 or FP8 inputs (is_input_fp8: q, k, v handed over as
+ * Float8Tensors, their _scale_inv in ctx->in_scale_inv); MXFP8 and block
+ * scaling are refused by the support table.
  */
 #include <assert.h>
 #include <float.h>
@@ -152,24 +153,64 @@ void fattn_legacy_fp8_free(fattn_legacy_ctx *ctx)
     fattn_tensor_free(&ctx->own_out_fp8);
     fattn_tensor_free(&ctx->own_out_f16);
     fattn_tensor_free(&ctx->own_d_out_fp8);
+    for (int i = 0; i < 3; i++)
+        fattn_tensor_free(&ctx->own_qkv_f16[i]);
+    fattn_tensor_free(&ctx->own_d_out_f16);
 }
 
-/* combine_and_quantize (backends.py:1499-1509): q, k, v quantised at once
- * by the QKV quantizer, one scale_inv shared by the three. */
-static fattn_status lg8_quantize_qkv(lg_forward_locals *f)
+/* combine_and_quantize (utils.py U19:3158-3215): three tensors laid out as
+ * `layout` packs them, quantised at once by qz into FP8 buffers in
+ * storage[3]; one scale for the three, amax over all of them. */
+static fattn_status lg8_combine_and_quantize(fattn_legacy_ctx *ctx, fattn_qkv_layout layout,
+                                             const fattn_tensor *const src[3],
+                                             fattn_fp8_quantizer *qz, fattn_tensor storage[3],
+                                             fattn_tensor out[3], float *scale_inv)
 {
-    fattn_legacy_ctx *ctx = f->ctx;
-    fattn_fp8_quantizer *qz = &f->quantizers->QKV;
-    fattn_status st = lg8_alloc_like(ctx, f->qkv_layout, f->q, f->k, f->v, qz->dtype,
-                                     ctx->own_qkv_fp8, f->qkv_fp8);
+    fattn_status st = lg8_alloc_like(ctx, layout, src[0], src[1], src[2], qz->dtype, storage,
+                                     out);
     if (st != FATTN_OK)
         return st;
-    const fattn_tensor *src[3] = {f->q, f->k, f->v};
     float scale = lg8_quantizer_scale(qz, lg8_amax(src, 3));
     for (int i = 0; i < 3; i++)
-        lg8_encode(src[i], &f->qkv_fp8[i], scale);
-    f->qkv_scale_inv = 1.0f / scale;
+        lg8_encode(src[i], &out[i], scale);
+    *scale_inv = 1.0f / scale;
     return FATTN_OK;
+}
+
+/* backends.py:1493-1509: FP8 inputs are used as given, each with its own
+ * _scale_inv; f16 ones are quantised at once by the QKV quantizer. */
+static fattn_status lg8_qkv_fp8(lg_forward_locals *f)
+{
+    fattn_legacy_ctx *ctx = f->ctx;
+    if (f->is_input_fp8) {
+        f->qkv_fp8[0] = *f->q, f->qkv_fp8[1] = *f->k, f->qkv_fp8[2] = *f->v;
+        for (int i = 0; i < 3; i++)
+            f->qkv_scale_inv[i] = ctx->in_scale_inv[i];
+        return FATTN_OK;
+    }
+    const fattn_tensor *src[3] = {f->q, f->k, f->v};
+    float si = 1.0f;
+    fattn_status st = lg8_combine_and_quantize(ctx, f->qkv_layout, src, &f->quantizers->QKV,
+                                               ctx->own_qkv_fp8, f->qkv_fp8, &si);
+    for (int i = 0; i < 3; i++)
+        f->qkv_scale_inv[i] = si;
+    return st;
+}
+
+/* combine_and_dequantize (utils.py U19:3218-3269): the three FP8 tensors
+ * put back together by layout and dequantised with q's _scale_inv, k's and
+ * v's own notwithstanding (TE's make_like(q_fp8, ...)), into `out` of the
+ * nominal dtype, laid out as `layout` packs them. */
+static fattn_status lg8_combine_and_dequantize(fattn_legacy_ctx *ctx, fattn_qkv_layout layout,
+                                               const fattn_tensor *const src[3],
+                                               float q_scale_inv, fattn_dtype nominal,
+                                               fattn_tensor storage[3], fattn_tensor out[3])
+{
+    fattn_status st = lg8_alloc_like(ctx, layout, src[0], src[1], src[2], nominal, storage,
+                                     out);
+    for (int i = 0; st == FATTN_OK && i < 3; i++)
+        lg8_decode(src[i], &out[i], q_scale_inv);
+    return st;
 }
 
 /* The FP8 fused_attn_fwd (backends.py:1528-1560): O is FP8 under delayed
@@ -181,15 +222,14 @@ static fattn_status lg8_fused_attn_fwd(lg_forward_locals *f, bool ds)
     fattn_fp8_quantizers *qs = f->quantizers;
     fattn_tensor shape_of = ctx->own_out;
     fattn_tensor_free(&ctx->own_out);
-    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_out,
-                                             ds ? qs->O.dtype : f->q->dtype, shape_of.ndim,
-                                             shape_of.shape);
+    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_out, ds ? qs->O.dtype : f->nominal,
+                                             shape_of.ndim, shape_of.shape);
     if (st != FATTN_OK)
         return st;
     float amax_o_discarded = 0.0f;
     fattn_fp8_fwd fp = {
-        .descale_q = f->qkv_scale_inv, .descale_k = f->qkv_scale_inv,
-        .descale_v = f->qkv_scale_inv,
+        .descale_q = f->qkv_scale_inv[0], .descale_k = f->qkv_scale_inv[1],
+        .descale_v = f->qkv_scale_inv[2],
         .descale_s = 1.0f / qs->S.scale, .scale_s = qs->S.scale,
         .scale_o = ds ? qs->O.scale : 1.0f,
         .amax_s = &qs->S.amax, .amax_o = ds ? &qs->O.amax : &amax_o_discarded,
@@ -213,7 +253,7 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
                            "FP8 quantizer (TE raises TypeError, backends.py:238)");
     bool ds = qs->QKV.kind == FATTN_FP8_RECIPE_DELAYED;
     f->is_bwd_fp8 = f->fp8 && ctx->env_fp8_dpa_bwd;
-    fattn_status st = lg8_quantize_qkv(f);
+    fattn_status st = lg8_qkv_fp8(f);
     if (st == FATTN_OK)
         st = lg8_fused_attn_fwd(f, ds);
     if (st != FATTN_OK)
@@ -225,7 +265,7 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
     f->out_fp8 = f->out_f16 = ctx->own_out;
     f->out_fp8_scale_inv = ds ? 1.0f / qs->O.scale : NAN;
     if (ds && (!f->fp8_output || bwd_o_f16)) {
-        st = fattn_legacy_alloc_out(ctx, &ctx->own_out_f16, f->q->dtype, ctx->own_out.ndim,
+        st = fattn_legacy_alloc_out(ctx, &ctx->own_out_f16, f->nominal, ctx->own_out.ndim,
                                     ctx->own_out.shape);
         if (st != FATTN_OK)
             return st;
@@ -241,7 +281,14 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
         f->out_fp8 = ctx->own_out_fp8;
         f->out_fp8_scale_inv = 1.0f / scale;
     }
-    return FATTN_OK;
+    /* backends.py:1610-1612: an F16 backward of FP8 inputs gets them
+     * dequantised */
+    f->qkv_f16[0] = *f->q, f->qkv_f16[1] = *f->k, f->qkv_f16[2] = *f->v;
+    if (f->is_bwd_fp8 || !f->is_input_fp8)
+        return FATTN_OK;
+    const fattn_tensor *q8[3] = {&f->qkv_fp8[0], &f->qkv_fp8[1], &f->qkv_fp8[2]};
+    return lg8_combine_and_dequantize(ctx, f->qkv_layout, q8, f->qkv_scale_inv[0], f->nominal,
+                                      ctx->own_qkv_f16, f->qkv_f16);
 }
 
 /* backends.py:1601-1613 (what is saved), 1657-1748 (the ctx attributes
@@ -257,7 +304,7 @@ void fattn_legacy_fp8_save_and_ctx(lg_forward_locals *f)
     if (f->is_bwd_fp8) {
         for (int i = 0; i < 3; i++) {
             s[FATTN_LEGACY_SAVED_Q_FP8 + i] = f->qkv_fp8[i];
-            ctx->tensor_scale_inv[FATTN_LEGACY_SAVED_Q_FP8 + i] = f->qkv_scale_inv;
+            ctx->tensor_scale_inv[FATTN_LEGACY_SAVED_Q_FP8 + i] = f->qkv_scale_inv[i];
         }
         if (!ds && ctx->env_fp8cs_o_in_f16) {
             s[FATTN_LEGACY_SAVED_OUT] = f->out_f16; /* FP8_O_F16 */
@@ -266,12 +313,13 @@ void fattn_legacy_fp8_save_and_ctx(lg_forward_locals *f)
             ctx->tensor_scale_inv[FATTN_LEGACY_SAVED_OUT_FP8] = f->out_fp8_scale_inv;
         }
     } else {
-        s[FATTN_LEGACY_SAVED_Q] = *f->q; /* FP8_BWD_F16 */
-        s[FATTN_LEGACY_SAVED_K] = *f->k;
-        s[FATTN_LEGACY_SAVED_V] = *f->v;
+        s[FATTN_LEGACY_SAVED_Q] = f->qkv_f16[0]; /* FP8_BWD_F16 */
+        s[FATTN_LEGACY_SAVED_K] = f->qkv_f16[1];
+        s[FATTN_LEGACY_SAVED_V] = f->qkv_f16[2];
         s[FATTN_LEGACY_SAVED_OUT] = f->out_f16;
     }
     ctx->fp8 = f->is_bwd_fp8;
+    ctx->is_input_fp8 = f->is_input_fp8;
     ctx->qkv_type = ds ? "delayed" : "current";
     ctx->QKV_quantizer = &qs->QKV;
     ctx->O_quantizer = &qs->O;
@@ -305,6 +353,52 @@ static fattn_status lg8_quantize_d_out(fattn_legacy_ctx *ctx, const fattn_tensor
     return FATTN_OK;
 }
 
+fattn_status fattn_legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                        const fattn_tensor **use)
+{
+    *use = d_out;
+    if (!fattn_dtype_is_fp8(d_out->dtype))
+        return FATTN_OK;
+    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_out_f16, ctx->nominal_dtype,
+                                             d_out->ndim, d_out->shape);
+    if (st != FATTN_OK)
+        return st;
+    lg8_decode(d_out, &ctx->own_d_out_f16, ctx->d_out_scale_inv);
+    *use = &ctx->own_d_out_f16;
+    return FATTN_OK;
+}
+
+/* backends.py:1932-1948: the engine's dq, dk, dv (p's) become the grads g.
+ * Quantized ones (delayed) are dequantised with their _scale_inv unless the
+ * inputs were FP8 and bf16_backward is off, when they are returned as they
+ * are; F16 ones (current) are quantised by the dQKV quantizer exactly then. */
+static fattn_status lg8_grads_out(fattn_legacy_ctx *ctx, bool quantized,
+                                  const fattn_bwd_params *p, fattn_tensor g[FATTN_LEGACY_NGRADS])
+{
+    fattn_tensor *gq = &g[FATTN_LEGACY_GRAD_DQ], *gk = &g[FATTN_LEGACY_GRAD_DK];
+    fattn_tensor *gv = &g[FATTN_LEGACY_GRAD_DV];
+    bool fp8_out = ctx->is_input_fp8 && !ctx->bf16_backward;
+    if (quantized && fp8_out) {
+        *gq = p->dq, *gk = p->dk, *gv = p->dv;
+        ctx->grads_scale_inv = 1.0f / ctx->dQKV_quantizer->scale;
+    } else if (quantized) {
+        float si = 1.0f / ctx->dQKV_quantizer->scale;
+        lg8_decode(&p->dq, gq, si);
+        lg8_decode(&p->dk, gk, si);
+        lg8_decode(&p->dv, gv, si);
+    } else if (fp8_out) {
+        const fattn_tensor *src[3] = {gq, gk, gv};
+        fattn_tensor out[3];
+        fattn_status st = lg8_combine_and_quantize(ctx, ctx->dqkv_layout, src,
+                                                   ctx->dQKV_quantizer, ctx->own_grad_fp8, out,
+                                                   &ctx->grads_scale_inv);
+        if (st != FATTN_OK)
+            return st;
+        *gq = out[0], *gk = out[1], *gv = out[2];
+    }
+    return FATTN_OK;
+}
+
 fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                        const fattn_aux_pack *aux,
                                        fattn_tensor g[FATTN_LEGACY_NGRADS])
@@ -316,8 +410,14 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
     fattn_fp8_quantizer *dp = ctx->dP_quantizer;
     bool ds = dqkv->kind == FATTN_FP8_RECIPE_DELAYED;
     const fattn_tensor *s = ctx->tensor_objects;
-    float do_si = 1.0f;
-    fattn_status st = lg8_quantize_d_out(ctx, d_out, &do_si);
+    /* backends.py:1766-1775: a quantized d_out is used as is */
+    float do_si = ctx->d_out_scale_inv;
+    const fattn_tensor *d_o = d_out;
+    fattn_status st = FATTN_OK;
+    if (!fattn_dtype_is_fp8(d_out->dtype)) {
+        st = lg8_quantize_d_out(ctx, d_out, &do_si);
+        d_o = &ctx->own_d_out_fp8;
+    }
     if (st != FATTN_OK)
         return st;
     fattn_bwd_params p;
@@ -325,14 +425,15 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
     p.q = s[FATTN_LEGACY_SAVED_Q_FP8];
     p.k = s[FATTN_LEGACY_SAVED_K_FP8];
     p.v = s[FATTN_LEGACY_SAVED_V_FP8];
-    p.d_o = ctx->own_d_out_fp8;
+    p.d_o = *d_o;
     /* backends.py:1890-1895: out_fp8, or the F16 out under current scaling
      * with O_in_F16 */
     bool o_fp8 = !(ctx->qkv_type && strcmp(ctx->qkv_type, "current") == 0 &&
                    ctx->env_fp8cs_o_in_f16);
     p.o = o_fp8 ? s[FATTN_LEGACY_SAVED_OUT_FP8] : s[FATTN_LEGACY_SAVED_OUT];
-    /* dQ, dK, dV: FP8 under delayed scaling (attention.cpp:381-383), then
-     * dequantised below (not is_input_fp8); F16 under current scaling */
+    /* dQ, dK, dV: FP8 under delayed scaling (attention.cpp:381-383), F16
+     * under current scaling; then returned in the dtype the table of
+     * backends.py:1932-1948 gives */
     if (ds) {
         fattn_tensor views[3];
         st = lg8_alloc_like(ctx, ctx->dqkv_layout, &g[FATTN_LEGACY_GRAD_DQ],
@@ -363,11 +464,6 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
         /* F5: dQ, dK and dV share one amax buffer; fattn keeps the largest */
         float m = amax3[0] > amax3[1] ? amax3[0] : amax3[1];
         dqkv->amax = m > amax3[2] ? m : amax3[2];
-        /* backends.py:1932-1943: combine_and_dequantize with the grads' scale_inv */
-        float si = 1.0f / dqkv->scale;
-        lg8_decode(&p.dq, &g[FATTN_LEGACY_GRAD_DQ], si);
-        lg8_decode(&p.dk, &g[FATTN_LEGACY_GRAD_DK], si);
-        lg8_decode(&p.dv, &g[FATTN_LEGACY_GRAD_DV], si);
     }
-    return FATTN_OK;
+    return lg8_grads_out(ctx, ds, &p, g);
 }

@@ -99,6 +99,8 @@ void fattn_fwd_args_init(fattn_fwd_args *a)
     a->nvte_fp8_dpa_bwd = true;
     a->nvte_dpa_fp8cs_o_in_f16 = true;
     a->layer_number = 1;
+    a->in_scale_inv[0] = a->in_scale_inv[1] = a->in_scale_inv[2] = NAN;
+    a->in_nominal_dtype = FATTN_DTYPE_INVALID;
 }
 
 /* FusedAttnBwdArgs: every field None, backends.py:1489-1543 (unset encodings). */
@@ -108,6 +110,7 @@ void fattn_bwd_args_init(fattn_bwd_args *a)
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
         *fattn_split_bwd_slot(a, (fattn_split_slot)i) = fattn_tensor_empty();
     a->d_out = fattn_tensor_empty();
+    a->d_out_scale_inv = NAN;
     a->nominal_dtype = FATTN_DTYPE_INVALID;
     a->layer_number = 1;
     a->attn_scale = FATTN_SPLIT_SCALE_NONE;
@@ -321,8 +324,10 @@ void fattn_split_fwd_result_free(fattn_split_fwd_result *r)
     fattn_tensor_free(&r->own_stats);
     fattn_tensor_free(&r->own_max);
     fattn_tensor_free(&r->own_rng_state);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         fattn_tensor_free(&r->own_qkv_fp8[i]);
+        fattn_tensor_free(&r->own_qkv_f16[i]);
+    }
     fattn_tensor_free(&r->own_out_fp8);
     fattn_tensor_free(&r->own_out_f16);
     memset(r, 0, sizeof *r);
@@ -339,6 +344,7 @@ void fattn_split_grads_free(fattn_split_grads *g)
     for (int i = 0; i < 3; i++)
         fattn_tensor_free(&g->own_fp8[i]);
     fattn_tensor_free(&g->own_d_out_fp8);
+    fattn_tensor_free(&g->own_d_out_f16);
     memset(g, 0, sizeof *g);
 }
 

@@ -8,8 +8,10 @@
  * independent witness: lib/legacy/legacy_fp8.c implements the same rules
  * for the legacy front end; code alike is intended, do not unify.
  *
- * Modelled: delayed and current scaling with f16 inputs. MXFP8 and block
- * scaling are refused by the support table before this branch.
+ * Modelled: delayed and current scaling, with f16 or FP8 inputs (q, k, v
+ * as Float8Tensors: is_input_fp8, their _scale_inv in args->in_scale_inv).
+ * MXFP8 and block scaling are refused by the support table before this
+ * branch.
  */
 #include <assert.h>
 #include <float.h>
@@ -86,42 +88,77 @@ static void sp8_dequantize_into(const fattn_tensor *codes, fattn_tensor *y, floa
     }
 }
 
-/* combine_and_quantize's buffers (U20:3477-3534), by the layout's group:
- * the packed 3 (group 1), q plus the packed 2 (group 2), or three. */
-static fattn_status sp8_qkv_buffers(sp_forward_frame *f, fattn_dtype dt)
+/* Buffers laid out as the layout packs q, k, v (combine_and_quantize's
+ * groups, U20:3477-3534): the packed 3 (group 1), q plus the packed 2
+ * (group 2), or three; storage[] owns them, views[] are q, k, v. */
+static fattn_status sp8_qkv_buffers(const sp_forward_frame *f, fattn_dtype dt,
+                                    fattn_tensor storage[3], fattn_tensor views[3])
 {
-    fattn_split_fwd_result *res = f->res;
     uint64_t poison = f->args->poison;
     fattn_qkv_layout_group g = fattn_layout_group(f->args->qkv_layout);
     const fattn_tensor *q = f->q, *k = f->k, *v = f->v;
     fattn_tensor kv[2];
     fattn_status st;
     if (g == FATTN_LAYOUT_GROUP_3HD || g == FATTN_LAYOUT_GROUP_H3D)
-        return fattn_split_alloc_packed(poison, &res->own_qkv_fp8[0], dt, q, 3,
+        return fattn_split_alloc_packed(poison, &storage[0], dt, q, 3,
                                         g == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1,
-                                        f->qkv_fp8);
-    st = fattn_split_alloc_packed(poison, &res->own_qkv_fp8[0], dt, q, 1, 0, &f->qkv_fp8[0]);
+                                        views);
+    st = fattn_split_alloc_packed(poison, &storage[0], dt, q, 1, 0, &views[0]);
     if (st != FATTN_OK)
         return st;
     if (g == FATTN_LAYOUT_GROUP_HD_2HD || g == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_split_alloc_packed(poison, &res->own_qkv_fp8[1], dt, k, 2,
+        st = fattn_split_alloc_packed(poison, &storage[1], dt, k, 2,
                                       g == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1,
                                       kv);
-        f->qkv_fp8[1] = kv[0];
-        f->qkv_fp8[2] = kv[1];
+        views[1] = kv[0];
+        views[2] = kv[1];
         return st;
     }
-    st = fattn_split_alloc_packed(poison, &res->own_qkv_fp8[1], dt, k, 1, 0, &f->qkv_fp8[1]);
+    st = fattn_split_alloc_packed(poison, &storage[1], dt, k, 1, 0, &views[1]);
     if (st == FATTN_OK)
-        st = fattn_split_alloc_packed(poison, &res->own_qkv_fp8[2], dt, v, 1, 0, &f->qkv_fp8[2]);
+        st = fattn_split_alloc_packed(poison, &storage[2], dt, v, 1, 0, &views[2]);
     return st;
 }
 
-/* S:1657-1667: f16 q, k, v quantised once by the QKV quantizer. */
-static fattn_status sp8_combine_and_quantize(sp_forward_frame *f)
+fattn_status fattn_split_fp8_inputs(sp_forward_frame *f)
 {
+    const fattn_fwd_args *args = f->args;
+    bool q8 = fattn_dtype_is_fp8(f->q->dtype);
+    f->is_input_fp8 = q8;
+    f->nominal = q8 ? args->in_nominal_dtype : f->q->dtype;
+    if (fattn_dtype_is_fp8(f->k->dtype) != q8 || fattn_dtype_is_fp8(f->v->dtype) != q8)
+        return fattn_error(FATTN_E_INVALID_ARG, "split forward: q, k, v must be of the same "
+                           "class, e.g. torch.Tensor or QuantizedTensorStorage (S:1617-1619 "
+                           "asserts)");
+    if (!q8)
+        return FATTN_OK;
+    if (!args->fp8)
+        return fattn_error(FATTN_E_NOT_MODELLED, "split forward: FP8 q, k, v with fp8 False "
+                           "(the f16 path handed Float8Tensors) is not modelled by fattn");
+    if (f->nominal != FATTN_DTYPE_FLOAT16 && f->nominal != FATTN_DTYPE_BFLOAT16)
+        return fattn_error(FATTN_E_INVALID_ARG, "split forward: FP8 q, k, v need their nominal "
+                           "dtype (args.in_nominal_dtype float16 or bfloat16)");
+    for (int i = 0; i < 3; i++)
+        if (!(args->in_scale_inv[i] > 0.0f) || isinf(args->in_scale_inv[i]))
+            return fattn_error(FATTN_E_INVALID_ARG, "split forward: FP8 %c needs its "
+                               "_scale_inv (args.in_scale_inv[%d], finite and > 0)", "qkv"[i], i);
+    return FATTN_OK;
+}
+
+/* S:1651-1667: FP8 inputs as given, each with its _scale_inv; f16 ones
+ * quantised once by the QKV quantizer, one scale for the three. */
+static fattn_status sp8_qkv_fp8(sp_forward_frame *f)
+{
+    if (f->is_input_fp8) {
+        f->qkv_fp8[0] = *f->q;
+        f->qkv_fp8[1] = *f->k;
+        f->qkv_fp8[2] = *f->v;
+        for (int i = 0; i < 3; i++)
+            f->qkv_scale_inv[i] = f->args->in_scale_inv[i];
+        return FATTN_OK;
+    }
     fattn_fp8_quantizer *qz = &f->args->quantizers->QKV;
-    fattn_status st = sp8_qkv_buffers(f, qz->dtype);
+    fattn_status st = sp8_qkv_buffers(f, qz->dtype, f->res->own_qkv_fp8, f->qkv_fp8);
     if (st != FATTN_OK)
         return st;
     float amax = sp8_amax_of(f->v, sp8_amax_of(f->k, sp8_amax_of(f->q, 0.0f)));
@@ -129,8 +166,21 @@ static fattn_status sp8_combine_and_quantize(sp_forward_frame *f)
     sp8_quantize_into(f->q, &f->qkv_fp8[0], scale);
     sp8_quantize_into(f->k, &f->qkv_fp8[1], scale);
     sp8_quantize_into(f->v, &f->qkv_fp8[2], scale);
-    f->qkv_scale_inv = 1.0f / scale;
+    for (int i = 0; i < 3; i++)
+        f->qkv_scale_inv[i] = 1.0f / scale;
     return FATTN_OK;
+}
+
+/* S:1769-1770, combine_and_dequantize (U20:3537-3588): FP8 inputs put back
+ * together by the layout's group and dequantised with q's _scale_inv (k's
+ * and v's own notwithstanding: make_like(q_fp8, ...)) into new buffers of
+ * the nominal dtype, for an F16 backward. */
+static fattn_status sp8_combine_and_dequantize(sp_forward_frame *f)
+{
+    fattn_status st = sp8_qkv_buffers(f, f->nominal, f->res->own_qkv_f16, f->qkv_f16);
+    for (int i = 0; st == FATTN_OK && i < 3; i++)
+        sp8_dequantize_into(&f->qkv_fp8[i], &f->qkv_f16[i], f->qkv_scale_inv[0]);
+    return st;
 }
 
 /* S:1686-1718, the FP8 call: O in FP8 with the O quantizer's scale
@@ -150,7 +200,9 @@ static fattn_status sp8_call(sp_forward_frame *f, bool delayed)
     float amax_thrown_away = 0.0f;
     fattn_fp8_fwd fp;
     memset(&fp, 0, sizeof fp);
-    fp.descale_q = fp.descale_k = fp.descale_v = f->qkv_scale_inv;
+    fp.descale_q = f->qkv_scale_inv[0];
+    fp.descale_k = f->qkv_scale_inv[1];
+    fp.descale_v = f->qkv_scale_inv[2];
     fp.scale_s = qs->S.scale;
     fp.descale_s = 1.0f / qs->S.scale;
     fp.amax_s = &qs->S.amax;
@@ -180,7 +232,7 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
         return fattn_error(FATTN_E_INVALID_CASE, "split forward: QKV_quantizer is no FP8 "
                            "quantizer (TE raises TypeError, S:253)");
     f->is_bwd_fp8 = args->fp8 && args->nvte_fp8_dpa_bwd;
-    fattn_status st = sp8_combine_and_quantize(f);
+    fattn_status st = sp8_qkv_fp8(f);
     if (st == FATTN_OK)
         st = sp8_call(f, delayed);
     if (st != FATTN_OK)
@@ -195,7 +247,7 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
     if (delayed) {
         f->out_fp8_scale_inv = 1.0f / qs->O.scale;
         if (!args->fp8_output || need_o_f16) {
-            st = fattn_split_alloc_out(args->poison, &res->own_out_f16, f->q->dtype,
+            st = fattn_split_alloc_out(args->poison, &res->own_out_f16, f->nominal,
                                        res->own_out.ndim, res->own_out.shape);
             if (st != FATTN_OK)
                 return st;
@@ -215,7 +267,10 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
     /* S:1757 */
     f->out_ret = args->fp8_output ? f->out_fp8 : f->out_f16;
     res->out_scale_inv = args->fp8_output ? f->out_fp8_scale_inv : NAN;
-    return FATTN_OK;
+    f->qkv_f16[0] = *f->q;
+    f->qkv_f16[1] = *f->k;
+    f->qkv_f16[2] = *f->v;
+    return (f->is_bwd_fp8 || !f->is_input_fp8) ? FATTN_OK : sp8_combine_and_dequantize(f);
 }
 
 fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f)
@@ -229,16 +284,16 @@ fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f)
 }
 
 /* The candidates fill_to_save picks from: q8 k8 v8 out8 and q k v out_f16
- * (the inputs are f16, so FP8_BWD_F16 saves them as given). */
+ * (f16 inputs as given, FP8 ones dequantised). */
 void fattn_split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
                              fattn_tensor f16[SP_QKVO_N])
 {
     for (int i = 0; i < 3; i++)
         fp8[i] = f->qkv_fp8[i];
     fp8[SP_QKVO_OUT] = f->out_fp8;
-    f16[SP_QKVO_Q] = *f->q;
-    f16[SP_QKVO_K] = *f->k;
-    f16[SP_QKVO_V] = *f->v;
+    f16[SP_QKVO_Q] = f->qkv_f16[0];
+    f16[SP_QKVO_K] = f->qkv_f16[1];
+    f16[SP_QKVO_V] = f->qkv_f16[2];
     f16[SP_QKVO_OUT] = f->out_f16;
 }
 
@@ -251,7 +306,7 @@ void fattn_split_fp8_scale_invs(sp_forward_frame *f)
     if (v == FATTN_SPLIT_SAVE_FP8_BWD_F16)
         return;
     for (int i = 0; i < 3; i++)
-        si[i] = f->qkv_scale_inv;
+        si[i] = f->qkv_scale_inv[i];
     if (v == FATTN_SPLIT_SAVE_FP8_O_FP8)
         si[SP_QKVO_OUT] = f->out_fp8_scale_inv;
 }
@@ -262,6 +317,7 @@ void fattn_split_fp8_ctx_attrs(sp_forward_frame *f)
     fattn_fp8_quantizers *qs = f->args->quantizers;
     fattn_split_ctx_attrs *ca = &f->res->ctx_attrs;
     ca->fp8 = f->is_bwd_fp8;
+    ca->is_input_fp8 = f->is_input_fp8;
     ca->qkv_type = qs->QKV.kind == FATTN_FP8_RECIPE_DELAYED ? "delayed" : "current";
     ca->fused_attention_backend =
         f->is_bwd_fp8 ? FATTN_TE_BACKEND_FP8 : FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
@@ -310,6 +366,71 @@ static fattn_status sp8_grad_buffers(const fattn_bwd_args *bwd, fattn_split_grad
     return st;
 }
 
+/* S:2167-2183: the grads returned. Quantized ones (fp8[], delayed) are
+ * dequantised into g with their _scale_inv unless the inputs were FP8 and
+ * bf16_backward is off, when they are returned as they are; F16 ones
+ * (current, fp8 NULL) are quantised by the dQKV quantizer exactly then,
+ * combined by the dqkv layout's group (combine_and_quantize). */
+static fattn_status sp8_grads_out(const fattn_bwd_args *bwd, fattn_split_grads *g,
+                                  const fattn_tensor *fp8)
+{
+    fattn_fp8_quantizer *qz = bwd->dQKV_quantizer;
+    bool fp8_out = bwd->is_input_fp8 && !bwd->bf16_backward;
+    if (fp8 && fp8_out) {
+        g->dq = fp8[0];
+        g->dk = fp8[1];
+        g->dv = fp8[2];
+        g->grads_scale_inv = 1.0f / qz->scale;
+    } else if (fp8) {
+        float si = 1.0f / qz->scale;
+        sp8_dequantize_into(&fp8[0], &g->dq, si);
+        sp8_dequantize_into(&fp8[1], &g->dk, si);
+        sp8_dequantize_into(&fp8[2], &g->dv, si);
+    } else if (fp8_out) {
+        fattn_tensor q8[3];
+        fattn_status st = sp8_grad_buffers(bwd, g, qz->dtype, q8);
+        if (st != FATTN_OK)
+            return st;
+        float amax = sp8_amax_of(&g->dv, sp8_amax_of(&g->dk, sp8_amax_of(&g->dq, 0.0f)));
+        float scale = sp8_scale(qz, amax);
+        sp8_quantize_into(&g->dq, &q8[0], scale);
+        sp8_quantize_into(&g->dk, &q8[1], scale);
+        sp8_quantize_into(&g->dv, &q8[2], scale);
+        g->dq = q8[0];
+        g->dk = q8[1];
+        g->dv = q8[2];
+        g->grads_scale_inv = 1.0f / scale;
+    }
+    return FATTN_OK;
+}
+
+/* A quantized d_out must come with its _scale_inv. */
+static fattn_status sp8_check_d_out(const fattn_bwd_args *bwd)
+{
+    float si = bwd->d_out_scale_inv;
+    if (fattn_dtype_is_fp8(bwd->d_out.dtype) && (!(si > 0.0f) || isinf(si)))
+        return fattn_error(FATTN_E_INVALID_ARG, "split backward: an FP8 d_out needs its "
+                           "_scale_inv (bwd.d_out_scale_inv, finite and > 0)");
+    return FATTN_OK;
+}
+
+fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
+                                       fattn_tensor *d_o)
+{
+    const fattn_tensor *d_out = &bwd->d_out;
+    if (!fattn_dtype_is_fp8(d_out->dtype))
+        return FATTN_OK;
+    if (sp8_check_d_out(bwd) != FATTN_OK)
+        return FATTN_E_INVALID_ARG;
+    fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
+                                            d_out->ndim, d_out->shape);
+    if (st != FATTN_OK)
+        return st;
+    sp8_dequantize_into(d_out, &g->own_d_out_f16, bwd->d_out_scale_inv);
+    *d_o = g->own_d_out_f16;
+    return FATTN_OK;
+}
+
 fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                       fattn_split_grads *g)
 {
@@ -319,20 +440,28 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
         return fattn_error(FATTN_E_STATE, "split backward: FP8 backward needs dO, dP, dQKV "
                            "and S quantizers (args has None)");
     bool delayed = dQKV_q->kind == FATTN_FP8_RECIPE_DELAYED;
-    /* S:2020-2029: d_out_fp8 = dO_quantizer(d_out) */
+    /* S:2020-2029: a quantized d_out as is, else d_out_fp8 = dO_quantizer(d_out) */
     const fattn_tensor *d_out = &bwd->d_out;
-    fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_fp8, dO_q->dtype,
-                                            d_out->ndim, d_out->shape);
+    float do_scale_inv = bwd->d_out_scale_inv;
+    fattn_status st = sp8_check_d_out(bwd);
     if (st != FATTN_OK)
         return st;
-    float do_scale = sp8_scale(dO_q, sp8_amax_of(d_out, 0.0f));
-    sp8_quantize_into(d_out, &g->own_d_out_fp8, do_scale);
+    if (!fattn_dtype_is_fp8(d_out->dtype)) {
+        st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_fp8, dO_q->dtype, d_out->ndim,
+                                   d_out->shape);
+        if (st != FATTN_OK)
+            return st;
+        float do_scale = sp8_scale(dO_q, sp8_amax_of(d_out, 0.0f));
+        sp8_quantize_into(d_out, &g->own_d_out_fp8, do_scale);
+        do_scale_inv = 1.0f / do_scale;
+        d_out = &g->own_d_out_fp8;
+    }
     fattn_bwd_params p;
     fattn_split_backward_params(bwd, pack, g, &p);
     p.q = bwd->q_fp8;
     p.k = bwd->k_fp8;
     p.v = bwd->v_fp8;
-    p.d_o = g->own_d_out_fp8;
+    p.d_o = *d_out;
     /* S:2125-2130: the F16 out under current scaling with O_in_F16 */
     bool o_is_fp8 = !(bwd->qkv_type && !strcmp(bwd->qkv_type, "current") &&
                       bwd->nvte_dpa_fp8cs_o_in_f16);
@@ -354,7 +483,7 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
     fb.descale_k = bwd->fp8_scale_inv[SP_QKVO_K];
     fb.descale_v = bwd->fp8_scale_inv[SP_QKVO_V];
     fb.descale_o = o_is_fp8 ? bwd->fp8_scale_inv[SP_QKVO_OUT] : 1.0f;
-    fb.descale_do = 1.0f / do_scale;
+    fb.descale_do = do_scale_inv;
     fb.scale_s = S_q->scale;
     fb.descale_s = 1.0f / S_q->scale;
     fb.scale_dp = dP_q->scale;
@@ -368,16 +497,11 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
     fb.dp_dtype = dP_q->dtype;
     p.fp8 = &fb;
     st = fattn_engine_bwd(bwd->engine, &p);
-    if (st != FATTN_OK || !delayed)
+    if (st != FATTN_OK)
         return st;
-    /* F5: one amax for the three; fattn keeps the largest */
-    dQKV_q->amax = fmaxf(fmaxf(a_dq, a_dk), a_dv);
-    /* S:2167-2178: dequantised (the inputs were not FP8) */
-    float si = 1.0f / dQKV_q->scale;
-    sp8_dequantize_into(&gq[0], &g->dq, si);
-    sp8_dequantize_into(&gq[1], &g->dk, si);
-    sp8_dequantize_into(&gq[2], &g->dv, si);
-    return FATTN_OK;
+    if (delayed) /* F5: one amax for the three; fattn keeps the largest */
+        dQKV_q->amax = fmaxf(fmaxf(a_dq, a_dk), a_dv);
+    return sp8_grads_out(bwd, g, delayed ? gq : NULL);
 }
 
 /* fused_attn.py:356-364 on the FP8 backend: ceil(sq*sq/128) per thread,

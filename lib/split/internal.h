@@ -35,6 +35,8 @@ typedef struct sp_forward_frame {
     int64_t h, d_qk, d_v;        /* heads of Q, head dims of Q/K and V */
     float scale;                 /* attn_scale resolved */
     bool brd;                    /* bottom_right_diagonal resolved */
+    fattn_dtype nominal;         /* q.dtype: q's, or its nominal one when q is FP8 */
+    bool is_input_fp8;           /* q is a Float8Tensor (S:1620) */
     fattn_aux_pack pack;         /* the engine's list, [Stats, (Max), rng_state, ...] */
     fattn_tensor aux[SP_AUX_N];  /* the list as fixed slots, Max left out */
     /* -- FP8 (fp8.c) -- */
@@ -42,7 +44,8 @@ typedef struct sp_forward_frame {
     const fattn_tensor *eq, *ek, *ev; /* what the engine gets */
     const fattn_fp8_fwd *fp8p;   /* NULL on the f16 path */
     fattn_tensor qkv_fp8[3], out_fp8, out_f16, out_ret;
-    float qkv_scale_inv, out_fp8_scale_inv;
+    fattn_tensor qkv_f16[3];     /* an F16 backward's q, k, v: FP8 ones dequantised */
+    float qkv_scale_inv[3], out_fp8_scale_inv;
 } sp_forward_frame;
 
 /* A poisoned output; one buffer of npack tensors shaped like `like`. */
@@ -54,6 +57,9 @@ fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fa
 /* fused_attn_fwd with the frame's engine tensors (both protocol calls). */
 fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f);
 
+/* S:1615-1621, 1641: q, k, v of one class; FP8 ones need fp8 and what a
+ * Float8Tensor carries. Sets f->is_input_fp8 and f->nominal. */
+fattn_status fattn_split_fp8_inputs(sp_forward_frame *f);
 /* The FP8 branch of _fused_attn_forward_impl (fp8.c, S:1645-1771): sets
  * out_ret; then the save variant and groups (S:1759-1771), the scale_inv
  * of each entry left after dedup, and the FP8 ctx_attrs (S:1856-1877). */
@@ -69,6 +75,9 @@ uint64_t fattn_split_fp8_rng_step(const fattn_fwd_args *args);
 /* fused_attn_bwd's f16 arguments from the args (S:2196-2234). */
 void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                  const fattn_split_grads *g, fattn_bwd_params *p);
+/* S:2196-2197: an F16 backward's dO, an FP8 d_out dequantised into g. */
+fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
+                                       fattn_tensor *d_o);
 /* The FP8 branch of _fused_attn_backward_impl (S:2020-2029, 2125-2183),
  * g's dq/dk/dv allocated in the nominal dtype. */
 fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,

@@ -51,11 +51,7 @@ static fattn_tensor sp_opt(const fattn_tensor *t)
 /* independent witness: mirrors lib/legacy/legacy.c lg_heads_dim, do not unify. */
 static int sp_heads_dim(fattn_qkv_format f)
 {
-    if (f == FATTN_FORMAT_THD)
-        return 1;
-    if (f == FATTN_FORMAT_BHSD)
-        return 1;
-    return 2;
+    return (f == FATTN_FORMAT_THD || f == FATTN_FORMAT_BHSD) ? 1 : 2;
 }
 
 /* independent witness: mirrors lib/legacy/legacy.c lg_support_engine, do not unify. */
@@ -187,7 +183,6 @@ static fattn_status sp_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
 /* forward_impl                                                             */
 /* ------------------------------------------------------------------------ */
 
-
 /* _fused_attn_forward_impl, first: the support table (checked here
  * independently of legacy), then the fused-attention backend the f16 path
  * needs. */
@@ -267,7 +262,7 @@ static fattn_status sp_forward_impl_alloc_out(sp_forward_frame *f)
     int64_t oshape[FATTN_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[q->ndim - 1] = f->d_v;
-    fattn_status st = fattn_split_alloc_out(f->args->poison, &f->res->own_out, q->dtype, q->ndim, oshape);
+    fattn_status st = fattn_split_alloc_out(f->args->poison, &f->res->own_out, f->nominal, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -425,7 +420,7 @@ static void sp_forward_impl_ctx_attrs(sp_forward_frame *f)
 {
     fattn_split_ctx_attrs *ca = &f->res->ctx_attrs;
     ca->fp8 = false;
-    ca->nominal_dtype = f->q->dtype;
+    ca->nominal_dtype = f->nominal;
     ca->is_input_fp8 = false;
     ca->qkv_type = NULL;
     ca->qkv_layout = f->args->qkv_layout;
@@ -470,6 +465,8 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (args->fp8 && !args->quantizers)
         return fattn_error(FATTN_E_INVALID_ARG, "split forward: fp8 needs the quantizers "
                            "(get_attention_quantizers, S:1628-1630)");
+    if ((st = fattn_split_fp8_inputs(&f)) != FATTN_OK)
+        return st;
 
     st = sp_forward_impl_support(&f);
     if (st != FATTN_OK)
@@ -717,7 +714,8 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
 {
     fattn_bwd_params p;
     fattn_split_backward_params(bwd, pack, g, &p);
-    return fattn_engine_bwd(bwd->engine, &p);
+    fattn_status st = fattn_split_fp8_d_out_f16(bwd, g, &p.d_o);
+    return st != FATTN_OK ? st : fattn_engine_bwd(bwd->engine, &p);
 }
 
 /* fused_attn_bwd's arguments, the f16 branch (the FP8 one starts from them). */
@@ -781,6 +779,7 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
                            "backends.py:2039) is not available in fattn");
 
     g->dq = g->dk = g->dv = g->d_bias = g->d_softmax_offset = fattn_tensor_empty();
+    g->grads_scale_inv = NAN;
     fattn_aux_pack pack;
     st = sp_backward_impl_alloc_dqkv(bwd, g);
     if (st != FATTN_OK)

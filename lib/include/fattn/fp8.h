@@ -87,6 +87,21 @@ typedef struct fattn_fp8_quantizers {
     fattn_fp8_quantizer QKV, O, S, dO, dP, dQKV;
 } fattn_fp8_quantizers;
 
+/* What FusedAttnFunc reads of the fp8_meta dict DotProductAttention hands
+ * it, with the recipe it starts from (L:1446-1450, S:1604-1608):
+ * fp8_recipe = FP8GlobalStateManager.get_fp8_recipe() (the autocast recipe;
+ * DelayedScaling on Hopper when there is none, quantization.py:607-611),
+ * replaced by fp8_meta["local_recipes"][0] when that key is set. DPA sets
+ * it whenever FP8 is on: [DS] under delayed scaling, [CS, DS] under current
+ * scaling (DPA20:1207-1223, 1290-1293), so [0] is the QKV quantizer's
+ * recipe. The autocast recipe is TE's global state, not part of the dict;
+ * it travels here because it is the other half of the same decision. */
+typedef struct fattn_fp8_meta {
+    fattn_fp8_recipe autocast_recipe; /* NONE: no autocast, the default (DELAYED) */
+    int n_local_recipes;              /* 0: the dict has no "local_recipes" */
+    fattn_fp8_recipe local_recipes[2];
+} fattn_fp8_meta;
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,7 +20,14 @@
  *                          mask is *_bottom_right), 0 False, 1 True
  *   rng_gen                a generator; required (fattn has no process-wide
  *                          default generator: one per case run)
- *   fp8_meta, quantizers   opaque pointers, carried as data
+ *   fp8_meta               NULL None; else what FusedAttnFunc reads of the
+ *                          dict (fattn/fp8.h fattn_fp8_meta)
+ *   quantizers             NULL None; else DPA's six, written into as TE
+ *                          writes its recipe state
+ *   a Float8Tensor         its codes as a fattn_tensor of an FP8 dtype; its
+ *                          _scale_inv and nominal dtype in the ctx fields
+ *                          in_scale_inv / in_nominal_dtype (q, k, v) and
+ *                          d_out_scale_inv, set by the caller before the call
  *
  * Memory: every tensor the front end allocates (O, max_logit, Stats, Max,
  * rng_state, dQ/dK/dV storage, dBias, dSoftmaxOffset) is owned by the ctx
@@ -96,7 +103,7 @@ typedef struct fattn_legacy_ctx {
     bool tensor_objects_consumed;
 
     /* ---- TE's 33 ctx attributes (2.19.0 backends.py:1657-1748) ---------------- */
-    const void *fp8_recipe;          /* never read by backward */
+    fattn_fp8_recipe fp8_recipe;     /* never read by backward */
     bool fp8;                        /* is_bwd_fp8 */
     fattn_dtype nominal_dtype;
     bool is_input_fp8;
@@ -105,7 +112,7 @@ typedef struct fattn_legacy_ctx {
     /* tensor_objects: the saved list */
     fattn_tensor tensor_objects[FATTN_LEGACY_SAVED_MAX];
     int n_saved;
-    const void *fp8_meta;            /* never read by backward */
+    const fattn_fp8_meta *fp8_meta;  /* never read by backward */
     int64_t layer_number;
     /* the caller's quantizers (None on the f16 path); S_quantizer is the
      * ctx's copy own_s_copy when backward runs in FP8 (backends.py:1696-1700) */
@@ -136,6 +143,8 @@ typedef struct fattn_legacy_ctx {
      * scaling O_quantizer, O dequantised, dO quantised, the FP8 grads */
     fattn_tensor own_qkv_fp8[3], own_out_fp8, own_out_f16, own_d_out_fp8;
     fattn_tensor own_grad_fp8[3];
+    /* FP8 inputs: q, k, v dequantised for an F16 backward; dO dequantised */
+    fattn_tensor own_qkv_f16[3], own_d_out_f16;
     fattn_fp8_quantizer own_s_copy;
 
     /* ---- FP8 state outside TE's ctx ------------------------------------- */
@@ -147,6 +156,17 @@ typedef struct fattn_legacy_ctx {
      * FP8 tensor), and that of the tensor forward returned. */
     float tensor_scale_inv[FATTN_LEGACY_SAVED_MAX];
     float out_scale_inv;
+    /* What a Float8Tensor argument carries and a fattn_tensor does not, set
+     * by the caller: when q, k, v are FP8 (is_input_fp8) each one's
+     * _scale_inv and their nominal dtype (q.dtype, float16 or bfloat16),
+     * read by forward; when d_out is FP8, its _scale_inv, read by backward.
+     * And what backward hands back with FP8 dq, dk, dv (is_input_fp8
+     * without bf16_backward): the _scale_inv the three carry; NaN when the
+     * grads are F16. */
+    float in_scale_inv[3];
+    fattn_dtype in_nominal_dtype;
+    float d_out_scale_inv;
+    float grads_scale_inv;
 } fattn_legacy_ctx;
 
 /* A zeroed ctx that will run on `engine` (borrowed). */
@@ -185,7 +205,7 @@ fattn_status fattn_legacy_forward(
     fattn_te_backend fused_attention_backend,
     bool use_FAv2_bwd,
     bool fp8,
-    const void *fp8_meta,
+    const fattn_fp8_meta *fp8_meta,
     fattn_fp8_quantizers *quantizers,
     bool deterministic,
     const fattn_tensor *softmax_offset,

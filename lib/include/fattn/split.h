@@ -105,8 +105,13 @@ typedef struct fattn_fwd_args {
     bool fp8;                             /* default false */
     bool fp8_output;                      /* default false */
     bool bf16_backward;                   /* default false */
-    const void *fp8_meta;                 /* opaque, default NULL */
+    const fattn_fp8_meta *fp8_meta;       /* default NULL (None) */
     fattn_fp8_quantizers *quantizers;     /* default NULL (None: the f16 path) */
+    /* q, k, v as Float8Tensors (an FP8 dtype: is_input_fp8): what they carry
+     * beside their codes, each one's _scale_inv and their nominal dtype
+     * (q.dtype, float16 or bfloat16); unread for f16 inputs */
+    float in_scale_inv[3];                /* default NaN (unset) */
+    fattn_dtype in_nominal_dtype;         /* default INVALID (unset) */
 
     /* -- misc -- */
     int64_t layer_number;                 /* default 1 */
@@ -133,6 +138,7 @@ typedef struct fattn_bwd_args {
     fattn_tensor cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded;
     /* -- the incoming gradient -- */
     fattn_tensor d_out;                   /* REQUIRED */
+    float d_out_scale_inv;                /* d_out a Float8Tensor: its _scale_inv (NaN unset) */
 
     /* -- precision / FP8 -- */
     bool fp8;                             /* is_bwd_fp8 */
@@ -272,14 +278,19 @@ typedef struct fattn_split_fwd_result {
     /* owned */
     fattn_tensor own_out, own_max_logit, own_stats, own_max, own_rng_state;
     fattn_tensor own_qkv_fp8[3], own_out_fp8, own_out_f16;
+    fattn_tensor own_qkv_f16[3];     /* FP8 inputs dequantised for an F16 backward */
     fattn_fp8_quantizer own_s_copy;  /* S_quantizer's copy (S:1856-1858) */
 } fattn_split_fwd_result;
 
 typedef struct fattn_split_grads {
     fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
+    /* FP8 dq, dk, dv (is_input_fp8 without bf16_backward): the _scale_inv
+     * the three carry; NaN when they are F16 */
+    float grads_scale_inv;
     /* owned */
     fattn_tensor own_storage[3], own_d_bias, own_d_softmax_offset;
     fattn_tensor own_fp8[3], own_d_out_fp8; /* FP8: dQ/dK/dV as cuDNN writes them, dO */
+    fattn_tensor own_d_out_f16;             /* an FP8 d_out dequantised for an F16 backward */
 } fattn_split_grads;
 
 void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
@@ -367,7 +378,9 @@ fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_ten
 
 /* FusedAttnFunc.backward: grads6 = (dq, dk, dv, d_bias, d_softmax_offset,
  * empty for args). Once per forward: a second call is FATTN_E_STATE, as
- * TE 2.20.2 raises AttributeError on ctx.backward_objects = None. */
+ * TE 2.20.2 raises AttributeError on ctx.backward_objects = None. An FP8
+ * d_out's _scale_inv goes into ctx->bwd.d_out_scale_inv before the call;
+ * FP8 grads' comes back in ctx->grads.grads_scale_inv. */
 fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
                                        fattn_tensor grads6[6]);
 
