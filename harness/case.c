@@ -195,6 +195,16 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
         t->d_bias = t->attn_bias;
         t->d_softmax_offset = t->softmax_offset;
     }
+    c->fp8_inputs = s->fp8 && s->fp8_input;
+    c->fp8_d_out = c->fp8_inputs && s->fp8_output && s->fp8_recipe == FATTN_FP8_RECIPE_DELAYED &&
+                   s->is_training;
+    c->fp8_grads = c->fp8_inputs && s->fp8_dpa_bwd && !s->bf16_backward && s->is_training;
+    if (c->fp8_inputs)
+        t->q.dtype = t->k.dtype = t->v.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
+    if (c->fp8_d_out)
+        t->d_out.dtype = FATTN_DTYPE_FLOAT8_E5M2;
+    if (c->fp8_grads)
+        t->dq.dtype = t->dk.dtype = t->dv.dtype = FATTN_DTYPE_FLOAT8_E5M2;
 }
 
 fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out)

@@ -76,6 +76,12 @@ typedef struct fattn_case {
     float attn_scale_arg;          /* what FusedAttnFunc gets: NaN None */
     float dropout_p;               /* as the float32 the front ends get */
     int64_t t_q, t_kv;             /* THD token counts (0 for a non-THD side) */
+    /* FP8 inputs (spec fp8.input_fp8): q, k, v are E4M3 Float8Tensors;
+     * d_out is an E5M2 one where MultiheadAttention hands one (fp8_output
+     * under delayed scaling, MHA19:937 = MHA20:967); dq, dk, dv come back
+     * E5M2 from an FP8 backward without bf16_backward (backends.py's table,
+     * docs/fp8-branches.md §8). */
+    bool fp8_inputs, fp8_d_out, fp8_grads;
     /* Owned, b entries: the length of each sequence. */
     int64_t *seqlens_q, *seqlens_kv;
     /* Owned, b + 1 entries: prefix sums of the lengths (cu_seqlens), and

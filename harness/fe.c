@@ -148,6 +148,18 @@ void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs)
     }
 }
 
+void fattn_fe_fp8_meta(const fattn_spec *s, fattn_fp8_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!s->fp8)
+        return;
+    /* DPA20:1207-1223, 1290-1293: [CS, DS helper] for current scaling */
+    m->autocast_recipe = s->fp8_recipe;
+    m->local_recipes[m->n_local_recipes++] = s->fp8_recipe;
+    if (s->fp8_recipe == FATTN_FP8_RECIPE_CURRENT)
+        m->local_recipes[m->n_local_recipes++] = FATTN_FP8_RECIPE_DELAYED;
+}
+
 float fattn_fe_node_scale_inv(const fattn_h5_node *g, const char *name)
 {
     const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;

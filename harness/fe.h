@@ -64,6 +64,7 @@ typedef struct fattn_fe_saved {
 /* BACKWARD as recorded in backward/. */
 typedef struct fattn_fe_grads {
     fattn_tensor dq, dk, dv, d_bias, d_softmax_offset;
+    float grads_scale_inv;                      /* FP8 dq, dk, dv: theirs; 0: F16 */
     /* FP8 backward: the quantizers its calls wrote amaxes into (NULL: none) */
     const fattn_fp8_quantizer *dO_quantizer, *dP_quantizer, *dQKV_quantizer;
 } fattn_fe_grads;
@@ -123,6 +124,11 @@ int fattn_fe_bottom_right_diagonal(const fattn_spec *s);
  * delayed scales fixed powers of two, distinct per quantizer so that one
  * handed to the wrong place shows, amaxes zero. */
 void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs);
+/* The fp8_meta DotProductAttention hands FusedAttnFunc for the case: on
+ * the FP8 path local_recipes [DS] (delayed) or [CS, DS] (current) and the
+ * spec's recipe as the autocast one; on the f16 path no local_recipes and
+ * no autocast (TE's default recipe). */
+void fattn_fe_fp8_meta(const fattn_spec *s, fattn_fp8_meta *m);
 /* Repoint rec's quantizers (which point into a record read from a file)
  * at copies in store[6] that the caller owns for the case run. */
 void fattn_fe_own_quantizers(fattn_ctx_record *rec, fattn_fp8_quantizer store[6]);

@@ -3,8 +3,10 @@
  * [12 fixed entries, aux pack as TE's list]. */
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "fattn/fp8.h"
 #include "fattn/legacy.h"
 
 #include "fe.h"
@@ -20,6 +22,7 @@ typedef struct fe_legacy {
     fattn_tensor out, max_logit;
     fattn_tensor grads[FATTN_LEGACY_NGRADS];
     fattn_fp8_quantizers qs; /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_meta meta;     /* DPA's fp8_meta */
     fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
 } fe_legacy;
 
@@ -41,6 +44,7 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
     s->ctx->env_fp8cs_o_in_f16 = env->spec->fp8_o_in_f16;
     if (env->spec->fp8)
         fattn_fe_fp8_quantizers(env->spec, &s->qs);
+    fattn_fe_fp8_meta(env->spec, &s->meta);
     *fe = s;
     return FATTN_OK;
 }
@@ -71,13 +75,19 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
     const fattn_spec *sp = s->env->spec;
     const fattn_case_inputs *in = s->env->in;
     fattn_tensor none = fattn_tensor_empty();
+    if (fattn_dtype_is_fp8(in->q.dtype)) { /* Float8Tensors: what they carry */
+        s->ctx->in_scale_inv[0] = in->q_scale_inv;
+        s->ctx->in_scale_inv[1] = in->k_scale_inv;
+        s->ctx->in_scale_inv[2] = in->v_scale_inv;
+        s->ctx->in_nominal_dtype = sp->dtype;
+    }
     fattn_status st = fattn_legacy_forward(
         s->ctx, sp->is_training, sp->sq, sp->skv, &in->cu_seqlens_q, &in->cu_seqlens_kv,
         &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &none, &none, &in->q, &in->k,
         &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
         fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
-        false, sp->fp8, NULL, sp->fp8 ? &s->qs : NULL, sp->deterministic, &in->softmax_offset,
+        false, sp->fp8, &s->meta, sp->fp8 ? &s->qs : NULL, sp->deterministic, &in->softmax_offset,
         sp->fp8_output, sp->bf16_backward, 1, sp->return_max_logit, &none, &none, &s->out,
         &s->max_logit);
     if (st != FATTN_OK)
@@ -124,18 +134,35 @@ static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_
     fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
     if (st != FATTN_OK)
         return st;
-    /* set by forward, never read by backward (fp8_recipe and fp8_meta are
-     * not modelled: opaque, hence absent) */
-    return fattn_h5_node_set_uint8(impl, "is_output_fp8", s->ctx->is_output_fp8);
+    /* set by forward, never read by backward */
+    const fattn_legacy_ctx *c = s->ctx;
+    st = fattn_h5_node_set_uint8(impl, "is_output_fp8", c->is_output_fp8);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(impl, "fp8_recipe", fattn_fp8_recipe_name(c->fp8_recipe));
+    if (st != FATTN_OK || !c->fp8_meta)
+        return st;
+    /* fp8_meta as FusedAttnFunc reads it: its local_recipes, or None */
+    char meta[64] = "local_recipes=None";
+    if (c->fp8_meta->n_local_recipes > 0)
+        snprintf(meta, sizeof meta, "local_recipes=[%s%s%s]",
+                 fattn_fp8_recipe_name(c->fp8_meta->local_recipes[0]),
+                 c->fp8_meta->n_local_recipes > 1 ? ", " : "",
+                 c->fp8_meta->n_local_recipes > 1
+                     ? fattn_fp8_recipe_name(c->fp8_meta->local_recipes[1])
+                     : "");
+    return fattn_h5_node_set_string(impl, "fp8_meta", meta);
 }
 
 static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
 {
     fe_legacy *s = fe;
     assert(s && s->ctx && d_out);
+    float dsi = s->env->in->d_out_scale_inv;
+    s->ctx->d_out_scale_inv = dsi != 0.0f ? dsi : NAN;
     fattn_status st = fattn_legacy_backward(s->ctx, d_out, s->grads);
     if (st != FATTN_OK)
         return st;
+    res->grads_scale_inv = isnan(s->ctx->grads_scale_inv) ? 0.0f : s->ctx->grads_scale_inv;
     const fattn_tensor *g = s->grads;
     res->dq = g[FATTN_LEGACY_GRAD_DQ];
     res->dk = g[FATTN_LEGACY_GRAD_DK];

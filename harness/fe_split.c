@@ -2,10 +2,12 @@
  * refactor — forward_impl, setup_ctx, backward_impl over args structs and
  * fixed slots. */
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fattn/fp8.h"
 #include "fattn/split.h"
 
 #include "fe.h"
@@ -26,6 +28,7 @@ typedef struct fe_split {
     fattn_split_grads grads;
     bool have_grads;
     fattn_fp8_quantizers qs;       /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_meta meta;           /* DPA's fp8_meta */
     fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
     /* env->via_wrapper: FusedAttnFunc's ctx, which owns the forward's
      * result, the saved 16 and the bwd args instead of the fields above;
@@ -120,6 +123,27 @@ static void fwd_args_from_case(fe_split *s)
         fattn_fe_fp8_quantizers(sp, &s->qs);
         a->quantizers = &s->qs;
     }
+    fattn_fe_fp8_meta(sp, &s->meta);
+    a->fp8_meta = &s->meta;
+    if (fattn_dtype_is_fp8(in->q.dtype)) { /* Float8Tensors: what they carry */
+        a->in_scale_inv[0] = in->q_scale_inv;
+        a->in_scale_inv[1] = in->k_scale_inv;
+        a->in_scale_inv[2] = in->v_scale_inv;
+        a->in_nominal_dtype = sp->dtype;
+    }
+}
+
+/* An FP8 d_out's _scale_inv (NaN: d_out is not FP8). */
+static float d_out_scale_inv(const fe_split *s)
+{
+    float si = s->env->in->d_out_scale_inv;
+    return si != 0.0f ? si : NAN;
+}
+
+/* The grads' _scale_inv as the runner records it (0: F16 grads). */
+static float grads_scale_inv(float si)
+{
+    return isnan(si) ? 0.0f : si;
 }
 
 /* The scale_inv of the saved fp8 tensors from their datasets in `sc`. */
@@ -281,6 +305,7 @@ static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_ou
                                            fattn_fe_grads *res)
 {
     fattn_tensor g6[6];
+    s->func->bwd.d_out_scale_inv = d_out_scale_inv(s);
     fattn_status st = fattn_split_func_backward(s->func, d_out, g6);
     if (st != FATTN_OK)
         return st;
@@ -293,6 +318,7 @@ static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_ou
     res->dv = g6[2];
     res->d_bias = g6[3];
     res->d_softmax_offset = g6[4];
+    res->grads_scale_inv = grads_scale_inv(s->func->grads.grads_scale_inv);
     if (s->b->fp8) {
         res->dO_quantizer = s->b->dO_quantizer;
         res->dP_quantizer = s->b->dP_quantizer;
@@ -309,6 +335,7 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
     if (s->func)
         return split_wrapper_backward(s, d_out, res);
     s->bargs.d_out = *d_out;
+    s->bargs.d_out_scale_inv = d_out_scale_inv(s);
     fattn_split_setup_saved_tensors(&s->bargs, &s->saved); /* backends.py:2284 */
     fattn_status st = fattn_split_backward_impl(&s->bargs, &s->grads);
     if (st != FATTN_OK)
@@ -320,6 +347,7 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
     res->dv = g->dv;
     res->d_bias = g->d_bias;
     res->d_softmax_offset = g->d_softmax_offset;
+    res->grads_scale_inv = grads_scale_inv(g->grads_scale_inv);
     if (s->b->fp8) {
         res->dO_quantizer = s->b->dO_quantizer;
         res->dP_quantizer = s->b->dP_quantizer;

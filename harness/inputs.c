@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fattn/fp8.h"
 #include "fattn/philox.h"
 #include "fattn/te.h"
 
@@ -27,11 +28,10 @@ static fattn_status alloc_i32(fattn_tensor *t, int64_t n, const int64_t *vals)
     return FATTN_OK;
 }
 
-fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3], fattn_tensor *q,
-                                    fattn_tensor *k, fattn_tensor *v)
+fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_dtype dt, fattn_tensor storage[3],
+                                    fattn_tensor *q, fattn_tensor *k, fattn_tensor *v)
 {
     const fattn_case_shape *qs = &c->t.q, *ks = &c->t.k, *vs = &c->t.v;
-    fattn_dtype dt = c->spec->dtype;
     fattn_qkv_layout_group g = c->layout_group;
     assert(qs->present && ks->present && vs->present);
     for (int i = 0; i < 3; i++)
@@ -79,8 +79,10 @@ fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3]
 
 void fattn_inputs_free(fattn_case_inputs *in)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         fattn_tensor_free(&in->storage[i]);
+        fattn_tensor_free(&in->storage_fp8[i]);
+    }
     fattn_tensor *own[] = {&in->attn_bias, &in->softmax_offset, &in->cu_seqlens_q,
                            &in->cu_seqlens_kv, &in->cu_seqlens_q_padded,
                            &in->cu_seqlens_kv_padded, &in->d_out};
@@ -112,6 +114,53 @@ static fattn_status alloc_shape(fattn_tensor *t, const fattn_case_shape *s)
     return fattn_tensor_alloc(t, s->dtype, s->ndim, s->shape);
 }
 
+/* dst = the saturating FP8 cast of src * scale (what TE's quantizers and
+ * cuDNN write), element for element in logical C order. */
+static void quantize_into(const fattn_tensor *src, fattn_tensor *dst, float scale)
+{
+    int64_t n = fattn_tensor_numel(src), idx[FATTN_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        float x = fattn_load_f32(src->data, src->dtype, fattn_tensor_offset(src, idx));
+        ((uint8_t *)dst->data)[fattn_tensor_offset(dst, idx)] =
+            fattn_fp8_quantize(dst->dtype, x, scale);
+        for (int d = src->ndim - 1; d >= 0 && ++idx[d] == src->shape[d]; d--)
+            idx[d] = 0;
+    }
+}
+
+/* The case's q, k, v (and d_out, where MHA hands an FP8 one) as the
+ * Float8Tensors inputs.h describes; the nominal ones are dropped. */
+static fattn_status inputs_to_fp8(const fattn_case *c, fattn_case_inputs *in)
+{
+    fattn_tensor q8, k8, v8;
+    fattn_status st = fattn_inputs_alloc_qkv(c, FATTN_DTYPE_FLOAT8_E4M3FN, in->storage_fp8, &q8,
+                                             &k8, &v8);
+    if (st != FATTN_OK)
+        return st;
+    float sq = 32.0f, sk = 64.0f, sv = 16.0f;
+    if (c->layout_group == FATTN_LAYOUT_GROUP_3HD || c->layout_group == FATTN_LAYOUT_GROUP_H3D)
+        sk = sv = sq;
+    else if (c->layout_group != FATTN_LAYOUT_GROUP_HD_HD_HD)
+        sv = sk;
+    quantize_into(&in->q, &q8, sq);
+    quantize_into(&in->k, &k8, sk);
+    quantize_into(&in->v, &v8, sv);
+    in->q = q8, in->k = k8, in->v = v8;
+    in->q_scale_inv = 1.0f / sq, in->k_scale_inv = 1.0f / sk, in->v_scale_inv = 1.0f / sv;
+    for (int i = 0; i < 3; i++)
+        fattn_tensor_free(&in->storage[i]);
+    if (!c->fp8_d_out)
+        return FATTN_OK;
+    fattn_tensor d8;
+    if ((st = fattn_tensor_alloc(&d8, FATTN_DTYPE_FLOAT8_E5M2, in->d_out.ndim, in->d_out.shape)))
+        return st;
+    quantize_into(&in->d_out, &d8, 32.0f);
+    fattn_tensor_free(&in->d_out);
+    in->d_out = d8;
+    in->d_out_scale_inv = 1.0f / 32.0f;
+    return FATTN_OK;
+}
+
 fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in)
 {
     memset(in, 0, sizeof *in);
@@ -125,7 +174,7 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
     in->t_kv = c->t_kv;
     fattn_status st = alloc_seqlens(c, in);
     if (st == FATTN_OK)
-        st = fattn_inputs_alloc_qkv(c, in->storage, &in->q, &in->k, &in->v);
+        st = fattn_inputs_alloc_qkv(c, s->dtype, in->storage, &in->q, &in->k, &in->v);
     if (st != FATTN_OK)
         goto fail;
     assert(in->q.ndim == c->t.q.ndim && in->v.ndim == c->t.v.ndim);
@@ -150,6 +199,8 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
             goto fail;
         fattn_philox_fill_tensor(&in->d_out, seed, STREAM_DO, 0.1f);
     }
+    if (c->fp8_inputs && (st = inputs_to_fp8(c, in)) != FATTN_OK)
+        goto fail;
     return FATTN_OK;
 fail:
     fattn_inputs_free(in);

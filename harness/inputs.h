@@ -12,6 +12,15 @@
  * each THD sequence. Packed layouts (3hd, h3d, 2hd, h2d) are views into one
  * buffer, as TE's callers hand them over.
  *
+ * FP8 inputs (case.h fp8_inputs): q, k, v are then those values quantised to
+ * E4M3 Float8Tensors (TE's saturating cast of x * scale), each with a scale
+ * of its own where the layout keeps it a tensor of its own: q 32, k 64,
+ * v 16; a packed kv shares k's, a packed qkv q's (one Float8Tensor split).
+ * The scales differ from the QKV quantizer's (16) and from each other so
+ * that a descale taken from the wrong tensor shows. An FP8 d_out (case.h
+ * fp8_d_out) is d_out quantised to E5M2 with scale 32 (the dO quantizer's
+ * is 64).
+ *
  * The spec's window and bottom_right_diagonal are resolved (case.h) as
  * DotProductAttention does before calling FusedAttnFunc: the window through
  * TE's check_set_window_size, the diagonal forced False for causal and
@@ -32,6 +41,9 @@ typedef struct fattn_case_inputs {
     fattn_tensor cu_seqlens_q, cu_seqlens_kv;            /* always */
     fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* padding masks */
     fattn_tensor d_out;        /* training only */
+    fattn_tensor storage_fp8[3];              /* owned: FP8 q, k, v */
+    /* a Float8Tensor input's _scale_inv (0: not FP8): q, k, v, d_out */
+    float q_scale_inv, k_scale_inv, v_scale_inv, d_out_scale_inv;
     int64_t window[2];         /* normalised */
     bool bottom_right_diagonal;
     int64_t t_q, t_kv;         /* THD token counts (0 otherwise) */
@@ -46,11 +58,12 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
 void fattn_inputs_free(fattn_case_inputs *in);
 
 /* q, k and v of case `c` (or dq, dk, dv: same shapes) in its layout's
- * packing, as TE's callers build both the inputs and dQKV: one buffer for
- * 3hd/h3d, q plus one kv buffer for 2hd/h2d, else three. storage[0..2] own
- * the buffers (those not needed are the empty slot); *q, *k, *v are views;
- * contents uninitialised. On failure nothing is left allocated. */
-fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_tensor storage[3], fattn_tensor *q,
-                                    fattn_tensor *k, fattn_tensor *v);
+ * packing and of dtype dt, as TE's callers build both the inputs and dQKV:
+ * one buffer for 3hd/h3d, q plus one kv buffer for 2hd/h2d, else three.
+ * storage[0..2] own the buffers (those not needed are the empty slot); *q,
+ * *k, *v are views; contents uninitialised. On failure nothing is left
+ * allocated. */
+fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_dtype dt, fattn_tensor storage[3],
+                                    fattn_tensor *q, fattn_tensor *k, fattn_tensor *v);
 
 #endif /* FATTN_HARNESS_INPUTS_H */

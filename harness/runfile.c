@@ -120,6 +120,13 @@ static fattn_case_shape fp8_of(const fattn_case *c, fattn_case_shape t)
     return t;
 }
 
+/* t in the case's nominal dtype: the f16 slots hold FP8 inputs dequantised. */
+static fattn_case_shape nominal_of(const fattn_case *c, fattn_case_shape t)
+{
+    t.dtype = c->spec->dtype;
+    return t;
+}
+
 /* The shape of saved role `slot` (save_ctx/<role>, forward/_impl/<role>).
  * The fp8 roles exist only on the FP8 path (E4M3 codes). cu_seqlens are int32 [b+1]; Stats float32 [b,h,sq,1] or, for a
  * THD q, [t_q,h,1]; rng_state int64 [2]. */
@@ -132,9 +139,9 @@ static fattn_case_shape role_shape(const fattn_case *c, int slot)
     case FATTN_SAVED_k_fp8: return fp8_of(c, c->t.k);
     case FATTN_SAVED_v_fp8: return fp8_of(c, c->t.v);
     case FATTN_SAVED_out_fp8: return fp8_of(c, c->t.out);
-    case FATTN_SAVED_q: return c->t.q;
-    case FATTN_SAVED_k: return c->t.k;
-    case FATTN_SAVED_v: return c->t.v;
+    case FATTN_SAVED_q: return nominal_of(c, c->t.q);
+    case FATTN_SAVED_k: return nominal_of(c, c->t.k);
+    case FATTN_SAVED_v: return nominal_of(c, c->t.v);
     case FATTN_SAVED_out: return c->t.out;
     case FATTN_SAVED_cu_seqlens_q:
     case FATTN_SAVED_cu_seqlens_kv:
@@ -310,9 +317,9 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
     else if (r.o_format != c->q_format)
         bad = "o_format (the format of q)";
     else if (r.nominal_dtype != s->dtype || r.fp8 != (s->fp8 && s->fp8_dpa_bwd) ||
-             r.is_input_fp8)
+             r.is_input_fp8 != c->fp8_inputs)
         bad = "nominal_dtype/fp8/is_input_fp8 (the spec's dtype; fp8 is the spec's fp8 with "
-              "dpa_bwd)";
+              "dpa_bwd; is_input_fp8 its fp8.input_fp8)";
     else if (r.attn_bias_type != s->bias || r.attn_mask_type != s->mask ||
              r.softmax_type != s->softmax)
         bad = "attn_bias_type/attn_mask_type/softmax_type (the spec's bias, mask, softmax)";

@@ -142,6 +142,14 @@ static fattn_status record_private(case_run *r, fattn_state state, fattn_h5_node
     return r->ops->record_private ? r->ops->record_private(r->fe, state, g) : FATTN_OK;
 }
 
+/* A Float8Tensor's scale_inv travels with it: the attribute scale_inv of
+ * its dataset in g (si 0: not FP8, nothing to record). */
+static fattn_status put_scale_inv(fattn_h5_node *g, const char *name, float si)
+{
+    fattn_h5_node *ds = (g && si != 0.0f) ? fattn_h5_node_find(g, name) : NULL;
+    return ds ? fattn_h5_node_set_float32(ds, "scale_inv", si) : FATTN_OK;
+}
+
 /* INPUTS: generate and record. */
 static fattn_status do_inputs(case_run *r)
 {
@@ -159,7 +167,11 @@ static fattn_status do_inputs(case_run *r)
         return st;
     CASE_INPUTS(PUT_INPUT)
 #undef PUT_INPUT
-    return FATTN_OK;
+    if ((st = put_scale_inv(g, "q", r->in.q_scale_inv)) ||
+        (st = put_scale_inv(g, "k", r->in.k_scale_inv)) ||
+        (st = put_scale_inv(g, "v", r->in.v_scale_inv)))
+        return st;
+    return put_scale_inv(g, "d_out", r->in.d_out_scale_inv);
 }
 
 /* Views of a recorded inputs/ group (the spec-resolved window and diagonal
@@ -170,6 +182,10 @@ static void load_inputs(case_run *r, const fattn_h5_node *in)
 #define LOAD_INPUT(name) r->in.name = fattn_fe_node_tensor(in, #name);
     CASE_INPUTS(LOAD_INPUT)
 #undef LOAD_INPUT
+    r->in.q_scale_inv = fattn_fe_node_scale_inv(in, "q");
+    r->in.k_scale_inv = fattn_fe_node_scale_inv(in, "k");
+    r->in.v_scale_inv = fattn_fe_node_scale_inv(in, "v");
+    r->in.d_out_scale_inv = fattn_fe_node_scale_inv(in, "d_out");
 }
 
 static fattn_status record_forward(case_run *r, const fattn_fe_forward *res,
@@ -239,11 +255,9 @@ static fattn_status do_save_ctx(case_run *r)
     if (st == FATTN_OK)
         st = fattn_h5_node_group(r->node, "save_ctx", &g);
     for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
-        st = fattn_fe_put_tensor(g, fattn_saved_name((fattn_saved_slot)i), &res.t[i]);
-        fattn_h5_node *ds = g ? fattn_h5_node_find(g, fattn_saved_name((fattn_saved_slot)i)) : NULL;
-        /* a saved Float8Tensor carries its scale_inv */
-        if (st == FATTN_OK && ds && res.scale_inv[i] != 0.0f)
-            st = fattn_h5_node_set_float32(ds, "scale_inv", res.scale_inv[i]);
+        const char *role = fattn_saved_name((fattn_saved_slot)i);
+        if ((st = fattn_fe_put_tensor(g, role, &res.t[i])) == FATTN_OK)
+            st = put_scale_inv(g, role, res.scale_inv[i]);
     }
     if (st == FATTN_OK)
         st = fattn_ctx_record_write(&res.rec, g);
@@ -269,6 +283,9 @@ static fattn_status do_backward(case_run *r, const fattn_tensor *d_out)
         !(st = fattn_fe_put_tensor(g, "dv", &res.dv)) &&
         !(st = fattn_fe_put_tensor(g, "d_bias", &res.d_bias)))
         st = fattn_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset);
+    /* FP8 grads (FP8 inputs, no bf16_backward): one scale_inv for the three */
+    for (int i = 0; st == FATTN_OK && i < 3; i++)
+        st = put_scale_inv(g, (const char *const[]){"dq", "dk", "dv"}[i], res.grads_scale_inv);
     /* the amaxes an FP8 backward wrote, in the quantizers it was handed */
     if (st == FATTN_OK && res.dO_quantizer)
         st = fattn_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer);

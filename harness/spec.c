@@ -460,9 +460,6 @@ static fattn_status parse_fp8(const parse_ctx *c, const json_t *obj, fattn_spec 
         default: assert(0);
         }
     }
-    if (s->fp8_input)
-        return case_error(c, FATTN_E_INVALID_ARG, key,
-                          "input_fp8: FP8 inputs (TE's is_input_fp8) are not modelled yet");
     if (s->dtype != FATTN_DTYPE_FLOAT16 && s->dtype != FATTN_DTYPE_BFLOAT16)
         return case_error(c, FATTN_E_INVALID_ARG, key,
                           "the FP8 path needs dtype float16 or bfloat16 (q's nominal dtype), "

@@ -52,8 +52,13 @@
  *                          (fp8_output), dpa_bwd true (NVTE_FP8_DPA_BWD),
  *                          o_in_f16 true (NVTE_DPA_FP8CS_O_in_F16),
  *                          bf16_backward false. Only with dtype float16 or
- *                          bfloat16 (the nominal dtype). Canonical form:
- *                          written only when set, every member filled in.
+ *                          bfloat16 (the nominal dtype). With input_fp8,
+ *                          q, k, v are the case's values quantised to E4M3
+ *                          by scales of their own, and d_out is an E5M2
+ *                          Float8Tensor exactly where MultiheadAttention
+ *                          hands one (output_fp8 under delayed scaling);
+ *                          docs/cases.md. Canonical form: written only
+ *                          when set, every member filled in.
  *   expect_refusal         null | {"status": "<FATTN_E_... name>", "rule":
  *                          "<support-table rule id>"}; default null. Both
  *                          front ends must refuse the case with that status

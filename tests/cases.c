@@ -533,7 +533,7 @@ static fattn_status alloc_outputs(const tcase *c, const fattn_case *rc, tcase_bu
                                 t->d_softmax_offset.ndim, t->d_softmax_offset.shape);
     if (st == FATTN_OK && c->training) {
         fattn_tensor dst[3];
-        st = fattn_inputs_alloc_qkv(rc, dst, &buf->dq, &buf->dk, &buf->dv);
+        st = fattn_inputs_alloc_qkv(rc, c->dtype, dst, &buf->dq, &buf->dk, &buf->dv);
         if (st == FATTN_OK) {
             buf->dq_storage = dst[0];
             buf->dk_storage = dst[1];
