@@ -88,6 +88,8 @@ MUTANT_TARGETS = {
     "fp8_dedup_to_f16": "legacy vs split: save_ctx/q_fp8: dtype differs",
     "fp8_is_output_fp8_read": "split: FATTN_E_INVALID_ARG: case fp8.cs.sbh3d.outfp8 (split, state backward): O is missing",
     "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: attribute values differ",
+    "fp8_input_descale_shared": "legacy vs split: save_ctx/k_fp8@scale_inv: attribute values differ",
+    "fp8_bf16_backward_inverted": "legacy vs split: backward/dq: dtype differs",
 }
 
 

@@ -75,7 +75,7 @@ uint64_t fattn_split_fp8_rng_step(const fattn_fwd_args *args);
 /* fused_attn_bwd's f16 arguments from the args (S:2196-2234). */
 void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                  const fattn_split_grads *g, fattn_bwd_params *p);
-/* S:2196-2197: an F16 backward's dO, an FP8 d_out dequantised into g. */
+/* S:2197-2198: an F16 backward's dO, an FP8 d_out dequantised into g. */
 fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
                                        fattn_tensor *d_o);
 /* The FP8 branch of _fused_attn_backward_impl (S:2020-2029, 2125-2183),
