@@ -378,6 +378,7 @@ static void print_rounds(const timed *t, int rounds)
  * queue empty (reported, wall) and the public calls timed as PyTorch's. */
 typedef struct dev_figures {
     double host_us[3], host_wall_us[3], pub_ms[3], pub_wall_us[3];
+    double busy_us[3], busy_wall_us[3]; /* the same calls with the GPU still busy */
     int hits;
 } dev_figures;
 
@@ -393,8 +394,11 @@ static fattn_status device_mode(fattn_engine *e, const settings *cfg, bench_dev 
         if ((k ? fattn_engine_bwd(e, &dv->bp) : fattn_engine_fwd(e, &dv->fp)) != FATTN_OK)
             return fattn_error(FATTN_E_INTERNAL, "device-tensor %s: %s", call_names[k],
                                fattn_last_error());
-        if (bench_dev_host(e, &dv->fp, bp, cfg->host_calls, &f->host_us[k], &f->host_wall_us[k],
-                           &hits) != 0 ||
+        int busy_hits = 0;
+        if (bench_dev_host(e, &dv->fp, bp, cfg->host_calls, false, &f->host_us[k],
+                           &f->host_wall_us[k], &hits) != 0 ||
+            bench_dev_host(e, &dv->fp, bp, cfg->host_calls, true, &f->busy_us[k],
+                           &f->busy_wall_us[k], &busy_hits) != 0 ||
             bench_public(e, &dv->fp, bp, cfg->public_calls, &f->pub_ms[k], &f->pub_wall_us[k]) != 0)
             return fattn_error(FATTN_E_INTERNAL, "device-tensor calls failed (above)");
         f->hits += hits;
@@ -407,8 +411,10 @@ static void print_device(const dev_figures *f, const settings *cfg)
     static const char *const key[] = {"fwd", "bwd", "bwd_det"};
     for (int k = 0; k < 3; k++)
         printf("\"dev_%s_host_us\":%.2f,\"dev_%s_host_wall_us\":%.2f,\"dev_%s_public_ms\":%.4f,"
-               "\"dev_%s_public_wall_us\":%.2f,", key[k], f->host_us[k], key[k],
-               f->host_wall_us[k], key[k], f->pub_ms[k], key[k], f->pub_wall_us[k]);
+               "\"dev_%s_public_wall_us\":%.2f,\"dev_%s_host_busy_us\":%.2f,"
+               "\"dev_%s_host_busy_wall_us\":%.2f,", key[k], f->host_us[k], key[k],
+               f->host_wall_us[k], key[k], f->pub_ms[k], key[k], f->pub_wall_us[k], key[k],
+               f->busy_us[k], key[k], f->busy_wall_us[k]);
     printf("\"dev_host_cache_hits\":%d,\"dev_host_calls\":%d,", f->hits, 3 * cfg->host_calls);
 }
 
@@ -583,7 +589,8 @@ static const char usage[] =
     "                  between CUDA events, queued back to back: *_public_ms on host\n"
     "                  tensors (copies included), dev_*_public_ms on device tensors;\n"
     "                  and dev_*_host_us: the host cost of H device-tensor calls\n"
-    "                  made with the queue empty (default 0: off)\n"
+    "                  made with the queue empty, dev_*_host_busy_us with the GPU\n"
+    "                  still running the calls before (default 0: off)\n"
     "  --only GLOB     shapes whose name (b4_h16_s4096_d128 ...) matches\n"
     "  --fp8           the FP8 rows instead (fp8_b4_h16_s4096_d128, fp8_b2_h16_s8192_d128,\n"
     "                  E4M3 Q/K/V/O, E5M2 dO/dQ/dK/dV): JSON lines \"bench\":\"cudnn_fp8\"\n"

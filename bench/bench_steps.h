@@ -45,11 +45,14 @@ int bench_dev_init(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
 void bench_dev_free(fattn_engine *eng, bench_dev *d);
 
 /* Host cost of n cache-hit calls on device tensors (a forward when bp is
- * NULL), each made with the queue empty (cudaDeviceSynchronize before it, as
- * torch_sdpa_bench.py --public times PyTorch's): medians of the reported
- * host_us and of the call's wall time; *hits the plan-cache hits. 0 or -1. */
+ * NULL): medians of the reported host_us and of the call's wall time; *hits
+ * the plan-cache hits. 0 or -1. Each call is made with the queue empty
+ * (cudaDeviceSynchronize before it, as torch_sdpa_bench.py --public times
+ * PyTorch's), or with `busy` while the GPU still runs the calls before it
+ * (one untimed call first, then the n back to back, no synchronisation
+ * between: a training loop's steady state; the queue stays far from full). */
 int bench_dev_host(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_params *bp,
-                   int n, double *reported_us, double *wall_us, int *hits);
+                   int n, bool busy, double *reported_us, double *wall_us, int *hits);
 
 /* The autotune choice eng's last call made (FATTN_CUDNN_AUTOTUNE=1): 1 with
  * mode A's first config and the winner (tags, cap bytes each), how many

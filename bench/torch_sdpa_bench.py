@@ -62,7 +62,8 @@ def parse_args(argv):
                    help="untimed calls before timing, the first builds the graph (default 3)")
     p.add_argument("--public", type=int, default=0, metavar="N",
                    help="also N calls per pass for the host cost (perf_counter around "
-                   "each call, the queue empty before it: *_host_us) and N calls on host "
+                   "each call, the queue empty before it: *_host_us; the GPU still "
+                   "running the calls before it: *_host_busy_us) and N calls on host "
                    "tensors (copies in, the call, copies out: *_h2h_ms, CUDA events), as "
                    "fattn's public calls take them (default 0: off)")
     p.add_argument("--only", metavar="GLOB",
@@ -187,13 +188,20 @@ class Bench:
         torch, n = self.torch, self.args.public
         res = {}
         for key, fn in (("fwd", fwd), ("bwd", bwd)):
-            us = []
-            for _ in range(n):
+            # the queue empty before each call, then (busy) the GPU still running
+            # the calls before it: one untimed call, then n back to back
+            for suffix, busy in (("", False), ("_busy", True)):
+                us = []
                 torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                us.append(1e6 * (time.perf_counter() - t0))
-            res[f"{key}_host_us"] = round(statistics.median(us), 2)
+                if busy:
+                    fn()
+                for _ in range(n):
+                    if not busy:
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    fn()
+                    us.append(1e6 * (time.perf_counter() - t0))
+                res[f"{key}_host{suffix}_us"] = round(statistics.median(us), 2)
         torch.cuda.synchronize()
         hq, hk, hv, ho, hdo = (t.detach().cpu() for t in (q, k, v, out, do_o))
         dq, dk, dv, o2, do2 = (torch.empty_like(t) for t in (q, k, v, out, do_o))
@@ -240,7 +248,8 @@ class Bench:
                 for k2, val in sm.items():
                     row[f"{key}_{k2}"] = val
                 row[f"{key}_tflops"] = tflops(flops, sm["ms"])
-            for key in ("fwd_host_us", "bwd_host_us", "fwd_h2h_ms", "bwd_h2h_ms"):
+            for key in ("fwd_host_us", "bwd_host_us", "fwd_host_busy_us", "bwd_host_busy_us",
+                        "fwd_h2h_ms", "bwd_h2h_ms"):
                 if key in first:
                     row[key] = first[key]
             row.update({"first_fwd_s": round(first["fwd"], 3),
