@@ -18,6 +18,7 @@
 #include "fattn/fp8.h"
 
 #include "bench_fp8.h"
+#include "bench_steps.h"
 
 #define E4 FATTN_DTYPE_FLOAT8_E4M3FN
 #define E5 FATTN_DTYPE_FLOAT8_E5M2
@@ -141,6 +142,25 @@ static void json_safe(char *s)
             *s = ' ';
 }
 
+/* With FATTN_CUDNN_AUTOTUNE=1, what the cold call's tuning chose, as JSON
+ * members (",\"<prefix>tune_first\":..."): heuristic mode A's first config,
+ * the winner, how many candidates were timed and both medians. "" when the
+ * plan was not tuned. */
+static void tune_json(const fattn_engine *e, const char *prefix, char *out, size_t cap)
+{
+    char first[96], winner[96];
+    int n = 0;
+    double first_ms = 0, winner_ms = 0;
+    out[0] = '\0';
+    if (!bench_tune_info(e, first, winner, sizeof first, &n, &first_ms, &winner_ms))
+        return;
+    json_safe(first);
+    json_safe(winner);
+    snprintf(out, cap, ",\"%stune_first\":\"%s\",\"%stune_winner\":\"%s\","
+             "\"%stune_candidates\":%d,\"%stune_first_ms\":%.4f,\"%stune_winner_ms\":%.4f",
+             prefix, first, prefix, winner, prefix, n, prefix, first_ms, prefix, winner_ms);
+}
+
 /* One row: a cold call of each direction (plan build), then rounds of one
  * timed forward and one timed backward. */
 static int run_row(fattn_engine *e, fattn_engine *et, const fp8_row *r, bool causal,
@@ -151,16 +171,18 @@ static int run_row(fattn_engine *e, fattn_engine *et, const fp8_row *r, bool cau
     double fms[FP8_MAX_ROUNDS], bms[FP8_MAX_ROUNDS];
     fattn_engine_report rep;
     double build_f = 0, build_b = 0;
-    char tag_f[96] = "", tag_b[96] = "";
+    char tag_f[96] = "", tag_b[96] = "", tune_f[400] = "", tune_b[400] = "";
     fattn_status st = bufs_init(&x, r) ? FATTN_E_NOMEM : FATTN_OK;
     if (st == FATTN_OK && (st = fwd(e, r, causal, &x)) == FATTN_OK) {
         rep = fattn_engine_last_report(e);
         build_f = rep.timing.plan_build_s;
         snprintf(tag_f, sizeof tag_f, "%s", rep.tag);
+        tune_json(e, "", tune_f, sizeof tune_f);
         if ((st = bwd(e, r, causal, &x)) == FATTN_OK) {
             rep = fattn_engine_last_report(e);
             build_b = rep.timing.plan_build_s;
             snprintf(tag_b, sizeof tag_b, "%s", rep.tag);
+            tune_json(e, "bwd_", tune_b, sizeof tune_b);
         }
     }
     for (int i = 0; i < rounds && st == FATTN_OK; i++) {
@@ -188,10 +210,10 @@ static int run_row(fattn_engine *e, fattn_engine *et, const fp8_row *r, bool cau
            "e5m2 do/dq/dk/dv\",\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.1f,"
            "\"bwd_tflops\":%.1f,\"fwd_ms_rounds_min\":%.4f,\"bwd_ms_rounds_min\":%.4f,"
            "\"plan_build_s\":%.3f,\"bwd_plan_build_s\":%.3f,\"engine_tag\":\"%s\","
-           "\"bwd_engine_tag\":\"%s\",\"amax_o\":%g,\"amax_dq\":%g,\"rounds\":%d}\n",
+           "\"bwd_engine_tag\":\"%s\",\"amax_o\":%g,\"amax_dq\":%g,\"rounds\":%d%s%s}\n",
            name, causal ? "true" : "false", fm, bm, ff / (fm * 1e-3) / 1e12,
            2.5 * ff / (bm * 1e-3) / 1e12, fms[0], bms[0], build_f, build_b, tag_f, tag_b,
-           x.amax[1], x.amax[3], rounds);
+           x.amax[1], x.amax[3], rounds, tune_f, tune_b);
     fflush(stdout);
     bufs_free(&x);
     return 0;

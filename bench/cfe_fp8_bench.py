@@ -115,6 +115,15 @@ def bwd_graph(cudnn, handle, x, causal, scale):
     return g
 
 
+def plan_name(g):
+    """The name of the plan cudnn-frontend built first (the one it executes
+    after build_plans' heuristics choice); "" if the binding cannot say."""
+    try:
+        return g.get_plan_name_at_index(0)
+    except Exception:  # noqa: BLE001 - a name is a nicety, never a failure
+        return ""
+
+
 def timed(torch, g, pack, handle, iters, rounds):
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
     g.execute(pack, ws, handle=handle)  # warm
@@ -178,7 +187,7 @@ def run_row(torch, cudnn, handle, row, causal, args):
           "build_and_time_s": round(time.time() - t0, 2),
           "cudnn_frontend": getattr(cudnn, "__version__", "?"),
           "cudnn_backend": cudnn.backend_version(), "rounds": args.rounds,
-          "iters": args.iters})
+          "iters": args.iters, "plan": plan_name(gf), "bwd_plan": plan_name(gb)})
 
 
 def main():

@@ -18,7 +18,8 @@
 # "memcheck racecheck"), GPU_CI_TORCH (0: tools/torch/torch_gpu.sh, docs/torch.md),
 # GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md), GPU_CI_FP8_BENCH (0: FP8 rows
 # of bench_cudnn and cudnn-frontend's, in one run, to $DEST/fp8-bench-<date>.jsonl),
-# GPU_CI_FP8 (0: FP8 through the CLI, fattn run --repeat 5 and memcheck).
+# GPU_CI_FP8 (0: FP8 through the CLI, fattn run --repeat 5 and memcheck; with the
+# carried cudnn-frontend wheel also bench/cfe_fp8_dropout.py under memcheck).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -139,6 +140,28 @@ if [ "${GPU_CI_FP8:-0}" = 1 ]; then
         grep -E "ERROR SUMMARY|wrote|refused|skipped" "$LOGS/fp8-memcheck.log" | tail -4
         rm -f "${TMPDIR:-/tmp}/fattn-fp8-san.h5"
     fi
+    # cudnn-frontend's own FP8 forward with dropout (whose fault is the
+    # refused FP8 dropout on sm_90?): each case plain, then under memcheck
+    if ls .whl/nvidia_cudnn_frontend-1.32.0-*.whl >/dev/null 2>&1; then
+        CFE_DO=$(mktemp -d)
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --target "$CFE_DO" .whl/nvidia_cudnn_frontend-1.32.0-*.whl >/dev/null 2>&1 || true
+        for c in bshd_s16_nodropout bshd_s16_dropout sbhd_s16_dropout bshd_b2_s16_dropout \
+            bshd_s128_dropout; do
+            PYTHONPATH="$CFE_DO" timeout 60 python3 tools/gpu/cfe_fp8_dropout.py --case "$c" \
+                >>"$LOGS/cfe-fp8-dropout.log" 2>&1 || echo "exit $? ($c)" >>"$LOGS/cfe-fp8-dropout.log"
+            if command -v compute-sanitizer >/dev/null 2>&1; then
+                PYTHONPATH="$CFE_DO" timeout 120 compute-sanitizer --tool memcheck \
+                    --error-exitcode 99 --print-limit 5 python3 tools/gpu/cfe_fp8_dropout.py \
+                    --case "$c" >>"$LOGS/cfe-fp8-dropout-memcheck.log" 2>&1 ||
+                    echo "exit $? ($c)" >>"$LOGS/cfe-fp8-dropout-memcheck.log"
+            fi
+        done
+        echo "gpu-ci: cudnn-frontend FP8 dropout, plain:"
+        grep -E '^\{|^exit' "$LOGS/cfe-fp8-dropout.log" || true
+        echo "gpu-ci: cudnn-frontend FP8 dropout, memcheck:"
+        grep -E '^\{|^exit|ERROR SUMMARY|Invalid|illegal' "$LOGS/cfe-fp8-dropout-memcheck.log" | head -40 || true
+    fi
 fi
 # compute-sanitizer memcheck and racecheck over one case per forward and
 # backward feature row (docs/cudnn-engine.md, "GPU memory checks").
@@ -172,20 +195,30 @@ fi
 # from the carried wheel .whl/nvidia_cudnn_frontend-1.32.0-*.whl), timed the
 # same way in the same run; both JSON line streams in one file beside the
 # record (docs/bench.md, "FP8").
+# GPU_CI_FP8_PASSES (1) alternates the two, each pass a fresh process of
+# each, every line tagged "pass":N; GPU_CI_FP8_AUTOTUNE=1 runs fattn's side
+# with FATTN_CUDNN_AUTOTUNE=1 (its rows then say what tuning chose).
 if [ "${GPU_CI_FP8_BENCH:-0}" = 1 ]; then
     FP8J=$DEST/fp8-bench-$(date -u +%Y-%m-%d).jsonl
+    : >"$FP8J"
     stage "compile bench_cudnn" "$LOGS/fp8-bench-compile.log" timeout 300 \
         meson compile -C "$BUILD" bench/bench_cudnn
-    stage "bench_cudnn --fp8" "$LOGS/fp8-bench-fattn.log" timeout 300 \
-        sh -c "'$BUILD/bench/bench_cudnn' --fp8 > '$LOGS/fp8-fattn.jsonl'"
     CFE_SITE=$(mktemp -d)
     stage "install cudnn-frontend wheel" "$LOGS/fp8-bench-pip.log" \
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$CFE_SITE" \
         .whl/nvidia_cudnn_frontend-1.32.0-*.whl
-    stage "bench/cfe_fp8_bench.py" "$LOGS/fp8-bench-cfe.log" timeout 300 \
-        env PYTHONPATH="$CFE_SITE" PYTHONUNBUFFERED=1 \
-        sh -c "python3 bench/cfe_fp8_bench.py > '$LOGS/fp8-cfe.jsonl'"
-    cat "$LOGS/fp8-fattn.jsonl" "$LOGS/fp8-cfe.jsonl" >"$FP8J" 2>/dev/null || true
+    p=1
+    while [ "$p" -le "${GPU_CI_FP8_PASSES:-1}" ]; do
+        stage "bench_cudnn --fp8 (pass $p)" "$LOGS/fp8-bench-fattn-$p.log" timeout 300 \
+            env FATTN_CUDNN_AUTOTUNE="${GPU_CI_FP8_AUTOTUNE:-0}" \
+            sh -c "'$BUILD/bench/bench_cudnn' --fp8 > '$LOGS/fp8-fattn-$p.jsonl'"
+        stage "bench/cfe_fp8_bench.py (pass $p)" "$LOGS/fp8-bench-cfe-$p.log" timeout 300 \
+            env PYTHONPATH="$CFE_SITE" PYTHONUNBUFFERED=1 \
+            sh -c "python3 bench/cfe_fp8_bench.py > '$LOGS/fp8-cfe-$p.jsonl'"
+        cat "$LOGS/fp8-fattn-$p.jsonl" "$LOGS/fp8-cfe-$p.jsonl" 2>/dev/null |
+            sed "s/^{/{\"pass\":$p,/" >>"$FP8J" || true
+        p=$((p + 1))
+    done
     cat "$FP8J"
 fi
 if [ "${GPU_CI_FULL:-0}" = 1 ]; then
