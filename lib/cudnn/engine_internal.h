@@ -38,7 +38,7 @@ typedef struct dev_arena {
  * whose description matches byte for byte uses this graph and builds
  * none), and the variant pack of its last execution (reused while the
  * pointers are the same: cuDNN reads them at each execute). */
-#define CUDNN_AUTOTUNE_MAX 12
+#define CUDNN_AUTOTUNE_MAX 24
 typedef struct plan_entry {
     unsigned char *key;
     size_t key_len;
@@ -77,6 +77,10 @@ struct fattn_cudnn_plan_cache {
      * candidate plans from heuristics modes A, B and fallback, timed on its
      * first execution, the fastest kept (docs/cudnn-engine.md). */
     bool autotune;
+    /* FATTN_CUDNN_AUTOTUNE=knobs: autotune, and besides the heuristics'
+     * configs the first one's engine with every other KERNEL_CFG value
+     * cuDNN declares for it (plans.c sweep_knobs). */
+    bool autotune_knobs;
     /* Plan store (plan_store.h): directory (NULL: none), what keys its files
      * besides the graph, counters since the cache was made. */
     char *store_dir;

@@ -423,6 +423,24 @@ static void pick_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t og,
                             (long long)got, last);
 }
 
+/* g's tensors and operations, and its finalized operation graph, into L's plan. */
+static cudnnBackendDescriptor_t lower_graph(lowering *L, const cg_graph *g, cudnnHandle_t handle)
+{
+    for (int i = 0; i < g->nt && L->st == FATTN_OK; i++)
+        lower_tensor(L, g, i);
+    cudnnBackendDescriptor_t ops[CG_MAX_OPS];
+    for (int i = 0; i < g->nops && L->st == FATTN_OK; i++)
+        ops[i] = lower_op(L, g, &g->ops[i]);
+    L->what = "operation graph";
+    cudnnBackendDescriptor_t og = mk(L, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    set(L, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, ops);
+    if (handle) /* required in practice for heuristics (prototype findings) */
+        set(L, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    fin(L, og);
+    L->p->op_graph = og;
+    return og;
+}
+
 fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out)
@@ -434,24 +452,108 @@ fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
     p->api = api;
     double t0 = now_s();
     lowering L = {api, p, FATTN_OK, ""};
-    for (int i = 0; i < g->nt && L.st == FATTN_OK; i++)
-        lower_tensor(&L, g, i);
-    cudnnBackendDescriptor_t ops[CG_MAX_OPS];
-    for (int i = 0; i < g->nops && L.st == FATTN_OK; i++)
-        ops[i] = lower_op(&L, g, &g->ops[i]);
-    L.what = "operation graph";
-    cudnnBackendDescriptor_t og = mk(&L, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    set(&L, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, ops);
-    if (handle) /* required in practice for heuristics (prototype findings) */
-        set(&L, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-    fin(&L, og);
-    p->op_graph = og;
+    cudnnBackendDescriptor_t og = lower_graph(&L, g, handle);
     if (L.st == FATTN_OK && handle)
         pick_config(&L, p, og, mode, index, det_only);
     if (L.st != FATTN_OK) {
         cudnn_plan_free(p);
         return L.st;
     }
+    p->build_seconds = now_s() - t0;
+    *out = p;
+    return FATTN_OK;
+}
+
+/* ---- engine configs made by hand (autotune's knob sweep) --------------------- */
+
+/* The range cuDNN declares for knob `type` of the finalized engine `eng`;
+ * false when it declares none. */
+static bool knob_range(const cudnn_api *api, cudnnBackendDescriptor_t eng,
+                       cudnnBackendKnobType_t type, int64_t range[3])
+{
+    cudnnBackendDescriptor_t info[CUDNN_KNOB_TYPE_COUNTS];
+    int made = 0;
+    for (; made < CUDNN_KNOB_TYPE_COUNTS; made++)
+        if (api->BackendCreateDescriptor(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[made]) !=
+            CUDNN_STATUS_SUCCESS)
+            break;
+    int64_t n = 0, c = 0;
+    bool found = false;
+    if (api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 made, &n, info) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n && i < made && !found; i++) {
+            cudnnBackendKnobType_t t;
+            found = api->BackendGetAttribute(info[i], CUDNN_ATTR_KNOB_INFO_TYPE,
+                                             CUDNN_TYPE_KNOB_TYPE, 1, &c, &t) ==
+                        CUDNN_STATUS_SUCCESS &&
+                    t == type &&
+                    api->BackendGetAttribute(info[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE,
+                                             CUDNN_TYPE_INT64, 1, &c, &range[0]) ==
+                        CUDNN_STATUS_SUCCESS &&
+                    api->BackendGetAttribute(info[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE,
+                                             CUDNN_TYPE_INT64, 1, &c, &range[1]) ==
+                        CUDNN_STATUS_SUCCESS &&
+                    api->BackendGetAttribute(info[i], CUDNN_ATTR_KNOB_INFO_STRIDE,
+                                             CUDNN_TYPE_INT64, 1, &c, &range[2]) ==
+                        CUDNN_STATUS_SUCCESS;
+        }
+    for (int i = 0; i < made; i++)
+        api->BackendDestroyDescriptor(info[i]);
+    return found && range[2] > 0 && range[1] >= range[0];
+}
+
+fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
+                                    const cg_graph *g, int64_t engine, int nknobs,
+                                    const cudnnBackendKnobType_t *types, const int64_t *values,
+                                    bool det_only, int64_t range_of, int64_t range[3],
+                                    cudnn_plan **out)
+{
+    *out = NULL;
+    if (!handle || nknobs < 0 || nknobs > CUDNN_KNOB_TYPE_COUNTS)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: knobs: %d knobs, handle %p",
+                           nknobs, (void *)handle);
+    cudnn_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
+    p->api = api;
+    double t0 = now_s();
+    lowering L = {api, p, FATTN_OK, ""};
+    cudnnBackendDescriptor_t og = lower_graph(&L, g, handle);
+    L.what = "engine";
+    cudnnBackendDescriptor_t eng = mk(&L, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    set_desc(&L, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, og);
+    set(&L, eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
+    fin(&L, eng);
+    if (L.st == FATTN_OK && range && !knob_range(api, eng, (cudnnBackendKnobType_t)range_of, range))
+        range[0] = range[1] = 0, range[2] = 0;
+    L.what = "knob choice";
+    cudnnBackendDescriptor_t choice[CUDNN_KNOB_TYPE_COUNTS];
+    for (int i = 0; i < nknobs; i++) {
+        choice[i] = mk(&L, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        set(&L, choice[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &types[i]);
+        set(&L, choice[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &values[i]);
+        fin(&L, choice[i]);
+    }
+    L.what = "engine config";
+    cudnnBackendDescriptor_t cfg = mk(&L, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    set_desc(&L, cfg, CUDNN_ATTR_ENGINECFG_ENGINE, eng);
+    if (nknobs > 0)
+        set(&L, cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nknobs,
+            choice);
+    fin(&L, cfg);
+    char last[2048] = "";
+    if (L.st == FATTN_OK && det_only &&
+        cfg_has_numerical(api, cfg, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
+        L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld is non-deterministic",
+                           (long long)engine);
+    if (L.st == FATTN_OK && !finalize_config(&L, p, cfg, last, sizeof last) && L.st == FATTN_OK)
+        L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld with these knobs does "
+                           "not finalize: %s", (long long)engine, last);
+    if (L.st != FATTN_OK) {
+        cudnn_plan_free(p);
+        return L.st;
+    }
+    p->configs = 1;
     p->build_seconds = now_s() - t0;
     *out = p;
     return FATTN_OK;

@@ -157,6 +157,69 @@ static void note_hit(cudnn_engine *e)
     e->last_plan_source = "memory";
 }
 
+/* CUDNN_KNOB_TYPE_KERNEL_CFG: the knob that picks the kernel variant. */
+#define SWEEP_KNOB 24
+
+/* Parse "eng<id>_k<type>=<value>..." (engine_tag's form): the engine and up
+ * to cap knobs; false for another form. */
+static bool parse_tag(const char *tag, int64_t *engine, cudnnBackendKnobType_t *types,
+                      int64_t *values, int cap, int *n)
+{
+    long long id, v;
+    int type, used = 0;
+    *n = 0;
+    if (sscanf(tag, "eng%lld%n", &id, &used) != 1)
+        return false;
+    *engine = id;
+    for (const char *p = tag + used; *p; p += used) {
+        if (*n == cap || sscanf(p, "_k%d=%lld%n", &type, &v, &used) != 2)
+            return false;
+        types[*n] = (cudnnBackendKnobType_t)type;
+        values[(*n)++] = v;
+    }
+    return true;
+}
+
+/* FATTN_CUDNN_AUTOTUNE=knobs: cand[0]'s engine with each other value of its
+ * KERNEL_CFG knob that cuDNN declares (the other knobs as cand[0] has them)
+ * and that finalizes, added while there is room; heuristics offer only a
+ * few of them (the deterministic backward at d = 64: two configs, one
+ * engine). Failures are skipped: a variant cuDNN refuses is no candidate. */
+static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn_plan **cand,
+                        int *n)
+{
+    int64_t engine, values[CUDNN_KNOB_TYPE_COUNTS], range[3] = {0, 0, 0};
+    cudnnBackendKnobType_t types[CUDNN_KNOB_TYPE_COUNTS];
+    int nk = 0, at = -1;
+    if (!parse_tag(cand[0]->tag, &engine, types, values, CUDNN_KNOB_TYPE_COUNTS, &nk))
+        return;
+    for (int i = 0; i < nk; i++)
+        at = (int)types[i] == SWEEP_KNOB ? i : at;
+    if (at < 0)
+        return;
+    cudnn_plan *p = NULL; /* cand[0] again, for the range cuDNN declares */
+    if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values, det_only,
+                               SWEEP_KNOB, range, &p) == FATTN_OK)
+        cudnn_plan_free(p);
+    int64_t base = values[at];
+    for (int64_t v = range[0]; range[2] > 0 && v <= range[1] && *n < CUDNN_AUTOTUNE_MAX;
+         v += range[2]) {
+        if (v == base)
+            continue;
+        values[at] = v;
+        if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
+                                   det_only, 0, NULL, &p) != FATTN_OK)
+            continue;
+        bool dup = false;
+        for (int k = 0; k < *n && !dup; k++)
+            dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
+        if (dup)
+            cudnn_plan_free(p);
+        else
+            cand[(*n)++] = p;
+    }
+}
+
 /* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
  * fallback that finalize, one per engine tag (canonical), in that order, so
  * cand[0] is the plan cudnn_plan_build would make; only deterministic ones
@@ -184,6 +247,8 @@ static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool de
     if (*n == 0)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN autotune: no candidate config of "
                            "heuristics modes A, B or fallback finalized a plan");
+    if (e->pc->autotune_knobs)
+        sweep_knobs(e, g, det_only, cand, n);
     e->pc->pstats.built += *n;
     return FATTN_OK;
 }
@@ -201,9 +266,10 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
     if (e->pc->store_dir) {
         char *dump = cg_dump(g, false);
         /* a tuned plan is another choice than mode A's: its own key */
-        char *full = dump && e->pc->autotune ? malloc(strlen(dump) + 10) : NULL;
-        if (full)
-            snprintf(full, strlen(dump) + 10, "autotune\n%s", dump);
+        char *full = dump && e->pc->autotune ? malloc(strlen(dump) + 16) : NULL;
+        if (full) /* each mode's choice under a key of its own */
+            snprintf(full, strlen(dump) + 16, "%s\n%s",
+                     e->pc->autotune_knobs ? "autotune-knobs" : "autotune", dump);
         key_text = dump && (!e->pc->autotune || full)
                        ? ps_key_text(&e->pc->store_env, full ? full : dump)
                        : NULL;
@@ -596,7 +662,8 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     c->device = device;
     c->arena[0].api = c->arena[1].api = api;
     const char *at = getenv("FATTN_CUDNN_AUTOTUNE");
-    c->autotune = at && !strcmp(at, "1");
+    c->autotune = at && (!strcmp(at, "1") || !strcmp(at, "knobs"));
+    c->autotune_knobs = at && !strcmp(at, "knobs");
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
     const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
