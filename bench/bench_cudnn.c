@@ -194,6 +194,7 @@ typedef struct timed {
     char first[96];
     double first_ms, winner_ms;
     int nlisted;                 /* every timed candidate: tag and median */
+    char sweep[320];             /* FATTN_CUDNN_AUTOTUNE=knobs: the knob sweep's note */
     char cand_tag[12][96];
     double cand_ms[12];
     int64_t workspace;           /* device bytes a backward used besides its tensors */
@@ -306,6 +307,7 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
                                  &out->first_ms, &out->winner_ms);
     out->nlisted = bench_tune_list(e, out->cand_tag, out->cand_ms, 12);
+    bench_tune_sweep(e, out->sweep, sizeof out->sweep);
     out->workspace = k == CALL_FWD ? 0 : rep.workspace;
     return FATTN_OK;
 }
@@ -558,7 +560,13 @@ static int run_case(bench_case *c, buffers *bf, fattn_engine *e, fattn_engine *e
                    tm[k].candidates, tm[k].first, tm[k].tag, tm[k].first_ms, tm[k].winner_ms);
             for (int i = 0; i < tm[k].nlisted; i++)
                 printf("%s\"%s\":%.4f", i ? "," : "", tm[k].cand_tag[i], tm[k].cand_ms[i]);
-            printf("}},");
+            printf("}");
+            if (tm[k].sweep[0]) {
+                for (char *q = tm[k].sweep; *q; q++)
+                    *q = (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) ? ' ' : *q;
+                printf(",\"sweep\":\"%s\"", tm[k].sweep);
+            }
+            printf("},");
         }
     printf("\"bwd_workspace\":%lld,\"bwd_det_workspace\":%lld,", (long long)tm[1].workspace,
            (long long)tm[2].workspace);

@@ -508,6 +508,12 @@ int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t c
     return 1;
 }
 
+void bench_tune_sweep(const fattn_engine *eng, char *out, size_t cap)
+{
+    const cudnn_engine *e = eng->impl;
+    snprintf(out, cap, "%s", e->tune.sweep);
+}
+
 int bench_tune_list(const fattn_engine *eng, char (*tags)[96], double *ms, int cap)
 {
     const cudnn_engine *e = eng->impl;

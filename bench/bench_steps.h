@@ -60,6 +60,10 @@ int bench_dev_host(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
 int bench_tune_info(const fattn_engine *eng, char *first, char *winner, size_t cap,
                     int *candidates, double *first_ms, double *winner_ms);
 
+/* What FATTN_CUDNN_AUTOTUNE=knobs's sweep found for eng's last plan built
+ * ("" when none ran), into out (cap bytes). */
+void bench_tune_sweep(const fattn_engine *eng, char *out, size_t cap);
+
 /* Every candidate eng's last call timed (its autotune choice): up to cap
  * tags (96 bytes each) and median times; how many, 0 when it chose none. */
 int bench_tune_list(const fattn_engine *eng, char (*tags)[96], double *ms, int cap);

@@ -113,6 +113,10 @@ typedef struct cudnn_engine {
         double first_ms, winner_ms; /* their median execution times */
         char tag[CUDNN_AUTOTUNE_MAX][96]; /* every candidate, in timing order */
         double ms[CUDNN_AUTOTUNE_MAX];
+        /* FATTN_CUDNN_AUTOTUNE=knobs: what the sweep of the KERNEL_CFG knob
+         * found for the last plan autotune built ("" when none ran; kept
+         * across cache hits) */
+        char sweep[320];
     } tune;
     fattn_engine_timing timing;
     const char *last_plan_source; /* where the last plan came from */

@@ -191,25 +191,38 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
     int64_t engine, values[CUDNN_KNOB_TYPE_COUNTS], range[3] = {0, 0, 0};
     cudnnBackendKnobType_t types[CUDNN_KNOB_TYPE_COUNTS];
     int nk = 0, at = -1;
-    if (!parse_tag(cand[0]->tag, &engine, types, values, CUDNN_KNOB_TYPE_COUNTS, &nk))
+    char *note = e->tune.sweep, last[160] = "";
+    size_t cap = sizeof e->tune.sweep;
+    if (!parse_tag(cand[0]->tag, &engine, types, values, CUDNN_KNOB_TYPE_COUNTS, &nk)) {
+        snprintf(note, cap, "%s: not an engine tag", cand[0]->tag);
         return;
+    }
     for (int i = 0; i < nk; i++)
         at = (int)types[i] == SWEEP_KNOB ? i : at;
-    if (at < 0)
+    if (at < 0) {
+        snprintf(note, cap, "%s: no k%d knob", cand[0]->tag, SWEEP_KNOB);
         return;
+    }
     cudnn_plan *p = NULL; /* cand[0] again, for the range cuDNN declares */
     if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values, det_only,
                                SWEEP_KNOB, range, &p) == FATTN_OK)
         cudnn_plan_free(p);
+    else
+        snprintf(last, sizeof last, "%s", fattn_last_error());
     int64_t base = values[at];
+    int tried = 0, built = 0, before = *n;
     for (int64_t v = range[0]; range[2] > 0 && v <= range[1] && *n < CUDNN_AUTOTUNE_MAX;
          v += range[2]) {
         if (v == base)
             continue;
         values[at] = v;
+        tried++;
         if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
-                                   det_only, 0, NULL, &p) != FATTN_OK)
+                                   det_only, 0, NULL, &p) != FATTN_OK) {
+            snprintf(last, sizeof last, "%s", fattn_last_error());
             continue;
+        }
+        built++;
         bool dup = false;
         for (int k = 0; k < *n && !dup; k++)
             dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
@@ -218,6 +231,10 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         else
             cand[(*n)++] = p;
     }
+    snprintf(note, cap, "%s: k%d declared %lld..%lld step %lld; %d tried, %d built, %d new%s%s",
+             cand[0]->tag, SWEEP_KNOB, (long long)range[0], (long long)range[1],
+             (long long)range[2], tried, built, *n - before, *last ? "; last refusal: " : "",
+             last);
 }
 
 /* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
@@ -230,6 +247,7 @@ static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool de
     static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
                                                    CUDNN_HEUR_MODE_FALLBACK};
     *n = 0;
+    e->tune.sweep[0] = '\0';
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < 4 && *n < CUDNN_AUTOTUNE_MAX; i++) {
             cudnn_plan *p = NULL;
