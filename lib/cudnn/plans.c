@@ -204,8 +204,9 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         return;
     }
     cudnn_plan *p = NULL; /* cand[0] again, for the range cuDNN declares */
-    if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values, det_only,
-                               SWEEP_KNOB, range, &p) == FATTN_OK)
+    bool base_ok = cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
+                                          det_only, SWEEP_KNOB, range, &p) == FATTN_OK;
+    if (base_ok)
         cudnn_plan_free(p);
     else
         snprintf(last, sizeof last, "%s", fattn_last_error());
@@ -231,10 +232,11 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         else
             cand[(*n)++] = p;
     }
-    snprintf(note, cap, "%s: k%d declared %lld..%lld step %lld; %d tried, %d built, %d new%s%s",
+    snprintf(note, cap, "%.40s: k%d declared %lld..%lld step %lld; itself by hand: %s; %d "
+             "tried, %d built, %d new%s%.100s",
              cand[0]->tag, SWEEP_KNOB, (long long)range[0], (long long)range[1],
-             (long long)range[2], tried, built, *n - before, *last ? "; last refusal: " : "",
-             last);
+             (long long)range[2], base_ok ? "built" : "refused", tried, built, *n - before,
+             *last ? "; last refusal: " : "", last);
 }
 
 /* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
