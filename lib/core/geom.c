@@ -7,6 +7,7 @@
  * recorded behaviour.
  */
 #include <assert.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,15 +144,31 @@ static fattn_status read_offsets(const fattn_tensor *cu, const fattn_tensor *cu_
     return FATTN_OK;
 }
 
+/* The header of g: everything but its inline tables. */
+#define GEOM_HEADER offsetof(fattn_geom, inline_seq)
+
 void fattn_geom_free(fattn_geom *g)
 {
-    free(g->len_q);
-    free(g->len_kv);
-    free(g->off_q);
-    free(g->off_kv);
-    free(g->sink);
-    free(g->alibi_slopes);
-    memset(g, 0, sizeof *g);
+    if (g->len_q != g->inline_seq) { /* the four were allocated together or not at all */
+        free(g->len_q);
+        free(g->len_kv);
+        free(g->off_q);
+        free(g->off_kv);
+    }
+    if (g->sink != g->inline_h)
+        free(g->sink);
+    if (g->alibi_slopes != g->inline_h + FATTN_GEOM_INLINE_H)
+        free(g->alibi_slopes);
+    memset(g, 0, GEOM_HEADER);
+}
+
+/* n floats of head table `slot` (0 sink, 1 ALiBi slopes): inline when they
+ * fit, else allocated; NULL when out of memory. */
+static float *geom_head_table(fattn_geom *g, int slot, int64_t n)
+{
+    if (n <= FATTN_GEOM_INLINE_H)
+        return g->inline_h + slot * FATTN_GEOM_INLINE_H;
+    return malloc((size_t)n * sizeof(float));
 }
 
 static bool io_dtype_ok(fattn_dtype t)
@@ -295,10 +312,16 @@ static fattn_status geom_seqlens(fattn_geom *g, const fattn_geom_args *a)
     const char *who = a->who;
     int64_t b = g->b, msq = g->sq, mskv = g->skv;
     fattn_status st;
-    g->len_q = calloc((size_t)b, sizeof(int32_t));
-    g->len_kv = calloc((size_t)b, sizeof(int32_t));
-    g->off_q = calloc((size_t)b, sizeof(int32_t));
-    g->off_kv = calloc((size_t)b, sizeof(int32_t));
+    if (b <= FATTN_GEOM_INLINE_B) {
+        int32_t *t = g->inline_seq;
+        memset(t, 0, 4 * (size_t)b * sizeof *t);
+        g->len_q = t, g->len_kv = t + b, g->off_q = t + 2 * b, g->off_kv = t + 3 * b;
+    } else {
+        g->len_q = calloc((size_t)b, sizeof(int32_t));
+        g->len_kv = calloc((size_t)b, sizeof(int32_t));
+        g->off_q = calloc((size_t)b, sizeof(int32_t));
+        g->off_kv = calloc((size_t)b, sizeof(int32_t));
+    }
     if (!g->len_q || !g->len_kv || !g->off_q || !g->off_kv)
         return fattn_error(FATTN_E_NOMEM, "%s: cannot allocate sequence tables", who);
 
@@ -360,7 +383,7 @@ static fattn_status geom_bias(fattn_geom *g, const fattn_geom_args *a)
     }
     g->alibi = a->bias_type == FATTN_BIAS_ALIBI;
     if (g->alibi) {
-        g->alibi_slopes = malloc((size_t)h * sizeof(float));
+        g->alibi_slopes = geom_head_table(g, 1, h);
         if (!g->alibi_slopes)
             return fattn_error(FATTN_E_NOMEM, "%s: alibi slopes", who);
         alibi_slopes(h, g->alibi_slopes);
@@ -385,7 +408,7 @@ static fattn_status geom_scalars(fattn_geom *g, const fattn_geom_args *a)
             return fattn_error(FATTN_E_SHAPE, "%s: %s softmax needs a float32 [1,%lld,1,1] "
                                "softmax_offset", who, fattn_softmax_type_name(a->softmax_type),
                                (long long)h);
-        g->sink = malloc((size_t)h * sizeof(float));
+        g->sink = geom_head_table(g, 0, h);
         if (!g->sink)
             return fattn_error(FATTN_E_NOMEM, "%s: sink", who);
         const float *z = so->data;
@@ -422,7 +445,7 @@ static fattn_status geom_scalars(fattn_geom *g, const fattn_geom_args *a)
 
 fattn_status fattn_geom_init(fattn_geom *g, const fattn_geom_args *a)
 {
-    memset(g, 0, sizeof *g);
+    memset(g, 0, GEOM_HEADER);
     assert(a && a->who);
     fattn_status st;
     if ((st = geom_dtypes(g, a)) || (st = geom_dims(g, a)) || (st = geom_seqlens(g, a)) ||

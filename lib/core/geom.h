@@ -15,6 +15,9 @@
 
 #include "fattn/engine.h"
 
+#define FATTN_GEOM_INLINE_B 64  /* batches whose length/offset tables need no allocation */
+#define FATTN_GEOM_INLINE_H 128 /* heads whose sink/ALiBi slopes need none */
+
 struct fattn_geom {
     int64_t b, h, hg, group;   /* group = h / hg */
     int64_t sq, skv;           /* padded (max) lengths */
@@ -36,6 +39,11 @@ struct fattn_geom {
     bool bottom_right;
     bool thd_stats;            /* Stats ragged [t_q,h,1] */
     int64_t t_q;               /* tokens of a THD Q */
+    /* Where the tables above live when b and h are small, so that a call
+     * allocates nothing on the hot path of a plan-cache hit; larger ones
+     * are allocated. Last, so that init and free need not clear them. */
+    int32_t inline_seq[4 * FATTN_GEOM_INLINE_B];
+    float inline_h[2 * FATTN_GEOM_INLINE_H];
 };
 
 /* What fattn_geom_init checks: the common part of forward and backward.
