@@ -441,18 +441,31 @@ static cudnnBackendDescriptor_t lower_graph(lowering *L, const cg_graph *g, cudn
     return og;
 }
 
+/* A new plan for api with g lowered into it (L's status says how that
+ * went); NULL when out of memory. */
+static cudnn_plan *plan_lowered(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+                                lowering *L, cudnnBackendDescriptor_t *og)
+{
+    cudnn_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->api = api;
+    *L = (lowering){api, p, FATTN_OK, ""};
+    *og = lower_graph(L, g, handle);
+    return p;
+}
+
 fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out)
 {
     *out = NULL;
-    cudnn_plan *p = calloc(1, sizeof *p);
+    double t0 = now_s();
+    lowering L;
+    cudnnBackendDescriptor_t og;
+    cudnn_plan *p = plan_lowered(api, handle, g, &L, &og);
     if (!p)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
-    p->api = api;
-    double t0 = now_s();
-    lowering L = {api, p, FATTN_OK, ""};
-    cudnnBackendDescriptor_t og = lower_graph(&L, g, handle);
     if (L.st == FATTN_OK && handle)
         pick_config(&L, p, og, mode, index, det_only);
     if (L.st != FATTN_OK) {
@@ -512,13 +525,12 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     if (!handle || nknobs < 0 || nknobs > CUDNN_KNOB_TYPE_COUNTS)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: knobs: %d knobs, handle %p",
                            nknobs, (void *)handle);
-    cudnn_plan *p = calloc(1, sizeof *p);
+    double t0 = now_s();
+    lowering L;
+    cudnnBackendDescriptor_t og;
+    cudnn_plan *p = plan_lowered(api, handle, g, &L, &og);
     if (!p)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
-    p->api = api;
-    double t0 = now_s();
-    lowering L = {api, p, FATTN_OK, ""};
-    cudnnBackendDescriptor_t og = lower_graph(&L, g, handle);
     L.what = "engine";
     cudnnBackendDescriptor_t eng = mk(&L, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     set_desc(&L, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, og);

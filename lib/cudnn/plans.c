@@ -157,6 +157,18 @@ static void note_hit(cudnn_engine *e)
     e->last_plan_source = "memory";
 }
 
+/* p as candidate n unless a candidate of its engine tag is there already
+ * (then p is freed): one per config. */
+static void cand_add(cudnn_plan **cand, int *n, cudnn_plan *p)
+{
+    for (int k = 0; k < *n; k++)
+        if (tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag))) {
+            cudnn_plan_free(p);
+            return;
+        }
+    cand[(*n)++] = p;
+}
+
 /* CUDNN_KNOB_TYPE_KERNEL_CFG: the knob that picks the kernel variant. */
 #define SWEEP_KNOB 24
 
@@ -224,13 +236,7 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
             continue;
         }
         built++;
-        bool dup = false;
-        for (int k = 0; k < *n && !dup; k++)
-            dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
-        if (dup)
-            cudnn_plan_free(p);
-        else
-            cand[(*n)++] = p;
+        cand_add(cand, n, p);
     }
     snprintf(note, cap, "%.40s: k%d declared %lld..%lld step %lld; itself by hand: %s; %d "
              "tried, %d built, %d new%s%.100s",
@@ -253,16 +259,9 @@ static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool de
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < 4 && *n < CUDNN_AUTOTUNE_MAX; i++) {
             cudnn_plan *p = NULL;
-            if (cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) !=
+            if (cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) ==
                 FATTN_OK)
-                continue;
-            bool dup = false;
-            for (int k = 0; k < *n && !dup; k++)
-                dup = tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag));
-            if (dup)
-                cudnn_plan_free(p);
-            else
-                cand[(*n)++] = p;
+                cand_add(cand, n, p);
         }
     if (*n == 0)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN autotune: no candidate config of "
