@@ -298,8 +298,8 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
                            (int)f->qkv_layout);
     fattn_support_query *sq = &f->sq;
     fattn_support_query_init(sq);
-    sq->q_dtype = f->q->dtype;
-    sq->kv_dtype = f->k->dtype;
+    sq->q_dtype = f->nominal; /* a Float8Tensor reports its nominal dtype (fused_attn.py:340) */
+    sq->kv_dtype = f->is_input_fp8 ? f->nominal : f->k->dtype;
     sq->has_bias_tensor = !lg_none(f->attn_bias);
     sq->bias_dtype = sq->has_bias_tensor ? f->attn_bias->dtype : FATTN_DTYPE_INVALID;
     sq->layout = f->qkv_layout;
@@ -554,8 +554,12 @@ fattn_status fattn_legacy_forward(
         .fp8_output = fp8_output, .bf16_backward = bf16_backward, .fp8_meta = fp8_meta,
         .layer_number = layer_number, .quantizers = quantizers, .eq = q, .ek = k, .ev = v};
     fattn_status st = lg_forward_check_args(&f);
-    if (st == FATTN_OK)
+    if (st == FATTN_OK) {
+        /* backends.py:1462, 1483: a Float8Tensor q reports its nominal dtype */
+        f.is_input_fp8 = fattn_dtype_is_fp8(q->dtype);
+        f.nominal = f.is_input_fp8 ? ctx->in_nominal_dtype : q->dtype;
         st = lg_forward_support(&f);
+    }
     if (st != FATTN_OK)
         return st;
 
@@ -568,9 +572,6 @@ fattn_status fattn_legacy_forward(
 
     /* fused_attn.py:325-333: the defaults of None. */
     f.scale = isnan(attn_scale) ? (float)(1.0 / sqrt((double)f.sq.d_qk)) : attn_scale;
-    /* backends.py:1462, 1483: a Float8Tensor q reports its nominal dtype */
-    f.is_input_fp8 = fattn_dtype_is_fp8(q->dtype);
-    f.nominal = f.is_input_fp8 ? ctx->in_nominal_dtype : q->dtype;
     f.brd = bottom_right_diagonal < 0 ? fattn_bottom_right_default_fwd(attn_mask_type)
                                       : bottom_right_diagonal != 0;
 

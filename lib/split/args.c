@@ -346,6 +346,7 @@ void fattn_split_grads_free(fattn_split_grads *g)
     fattn_tensor_free(&g->own_d_out_fp8);
     fattn_tensor_free(&g->own_d_out_f16);
     memset(g, 0, sizeof *g);
+    g->grads_scale_inv = NAN; /* no FP8 grads */
 }
 
 /* _reload_qkv_layout, backends.py:1881-1894. */

@@ -191,8 +191,8 @@ static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
     const fattn_fwd_args *args = f->args;
     fattn_support_query query;
     fattn_support_query_init(&query);
-    query.q_dtype = f->q->dtype;
-    query.kv_dtype = f->k->dtype;
+    query.q_dtype = f->nominal; /* a Float8Tensor reports its nominal dtype (fused_attn.py:340) */
+    query.kv_dtype = f->is_input_fp8 ? f->nominal : f->k->dtype;
     query.has_bias_tensor = !sp_none(f->attn_bias);
     query.bias_dtype = query.has_bias_tensor ? f->attn_bias->dtype : FATTN_DTYPE_INVALID;
     query.layout = args->qkv_layout;
@@ -769,7 +769,8 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
 {
     if (!bwd || !g)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_backward_impl: NULL argument");
-    memset(g, 0, sizeof *g);
+    memset(g, 0, sizeof *g); /* the caller's g may be uninitialised */
+    g->grads_scale_inv = NAN;
     fattn_status st = fattn_split_check_bwd_args(bwd);
     if (st != FATTN_OK)
         return st;
@@ -779,7 +780,6 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
                            "backends.py:2039) is not available in fattn");
 
     g->dq = g->dk = g->dv = g->d_bias = g->d_softmax_offset = fattn_tensor_empty();
-    g->grads_scale_inv = NAN;
     fattn_aux_pack pack;
     st = sp_backward_impl_alloc_dqkv(bwd, g);
     if (st != FATTN_OK)
