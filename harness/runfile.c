@@ -210,6 +210,24 @@ static fattn_status check_children(const char *path, const char *id, const fattn
     return FATTN_OK;
 }
 
+/* The datasets names[0..n) of g that exist (a golden may keep them as
+ * digests) are Float8Tensors: each carries a float32 scale_inv, finite and
+ * above 0, or the file cannot be replayed. */
+static fattn_status check_scale_invs(const char *path, const char *id, const fattn_h5_node *g,
+                                     const char *where, const char *const *names, int n)
+{
+    for (int i = 0; g && i < n; i++) {
+        const fattn_h5_node *ds = fattn_h5_node_find(g, names[i]);
+        const fattn_h5_attr *a = ds && ds->is_dataset ? fattn_h5_node_attr(ds, "scale_inv") : NULL;
+        if (ds && ds->is_dataset &&
+            (!a || a->kind != FATTN_H5_ATTR_FLOAT32 || !(a->f32 > 0.0f) || isinf(a->f32)))
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is FP8 but carries no "
+                               "float32 scale_inv, finite and > 0 (its Float8Tensor's)", path,
+                               id, where, names[i]);
+    }
+    return FATTN_OK;
+}
+
 /* inputs/: every tensor the case has is there (or kept as its digest
  * only, in a golden), nothing else is. */
 static fattn_status check_inputs(const char *path, const fattn_case *c, const fattn_h5_node *g)
@@ -235,6 +253,11 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s is missing", path,
                              id, want[i].name);
     }
+    static const char *const qkv[] = {"q", "k", "v"}, *const d_out[] = {"d_out"};
+    if (st == FATTN_OK && c->fp8_inputs)
+        st = check_scale_invs(path, id, g, "inputs", qkv, 3);
+    if (st == FATTN_OK && c->fp8_d_out)
+        st = check_scale_invs(path, id, g, "inputs", d_out, 1);
     return st;
 }
 
@@ -279,6 +302,13 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for an "
                            "inference case", path, id);
     if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
+        return st;
+    static const char *const grads[] = {"dq", "dk", "dv"};
+    if (g && c->fp8_grads && (st = check_scale_invs(path, id, g, "backward", grads, 3)))
+        return st;
+    static const char *const fp8_roles[] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8"};
+    if ((st = check_scale_invs(path, id, fattn_h5_node_find(cg, "save_ctx"), "save_ctx",
+                               fp8_roles, 4)))
         return st;
     if ((g = fattn_h5_node_find(cg, "backward/_impl")) &&
         (st = check_children(path, id, g, "backward/_impl", NULL, 0, NULL)))

@@ -24,6 +24,7 @@
 #include "compare.h"
 #include "fattn/fp8.h"
 #include "fattn_test.h"
+#include "runfile.h"
 #include "runner.h"
 #include "runtree.h"
 #include "spec.h"
@@ -308,11 +309,57 @@ START_TEST(fp8_input_bias_refused)
 }
 END_TEST
 
+/* A recorded Float8Tensor must carry its scale_inv: the full validation
+ * (inspect, replay, verify's goldens) refuses a run file whose FP8 input,
+ * d_out, grad or saved fp8 slot has none that a replay could use. */
+START_TEST(scale_inv_validated)
+{
+    static const char text[] =
+        "{\"id\": \"fp8row.fp8in.valid\", \"b\": 1, \"h\": 2, \"sq\": 16, \"d_qk\": 128, "
+        "\"fp8\": {\"recipe\": \"delayed\", \"input_fp8\": true, \"output_fp8\": true}}";
+    static const char *const bad[] = {"inputs/q", "inputs/d_out", "backward/dq",
+                                      "save_ctx/v_fp8"};
+    fattn_spec s;
+    fattn_spec_init(&s);
+    ck_assert_int_eq(fattn_spec_parse_one(text, strlen(text), "test", &s), FATTN_OK);
+    fattn_engine *e = engine2();
+    for (int i = -1; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e,
+                            .until = FATTN_STATE_BACKWARD, .poison = FATTN_POISON_PATTERN};
+        fattn_h5_node *root = NULL, *cases = NULL, *t = NULL;
+        ck_assert_int_eq(fattn_h5_node_new_group("", &root), FATTN_OK);
+        ck_assert_int_eq(fattn_h5_node_set_string(root, "schema", FATTN_RUN_SCHEMA), FATTN_OK);
+        ck_assert_int_eq(fattn_h5_node_group(root, "cases", &cases), FATTN_OK);
+        ck_assert_msg(fattn_run_case(&s, &o, &t) == FATTN_OK, "%s", fattn_last_error());
+        ck_assert_int_eq(fattn_h5_node_adopt(cases, t), FATTN_OK);
+        if (i >= 0) { /* one scale_inv made unusable, the case's attribute digest resealed */
+            fattn_h5_node *ds = fattn_h5_node_find(t, bad[i]);
+            ck_assert_msg(ds && fattn_h5_node_attr(ds, "scale_inv"), "%s: no scale_inv", bad[i]);
+            ck_assert_int_eq(fattn_h5_node_set_float32(ds, "scale_inv", i % 2 ? 0.0f : NAN),
+                             FATTN_OK);
+            ck_assert_int_eq(fattn_h5_node_seal_attrs(t), FATTN_OK);
+        }
+        fattn_status st = fattn_runfile_validate("mem.h5", root);
+        if (i < 0)
+            ck_assert_msg(st == FATTN_OK, "the run as recorded: %s", fattn_last_error());
+        else
+            ck_assert_msg(st == FATTN_E_INVALID_FILE && strstr(fattn_last_error(), bad[i]) &&
+                              strstr(fattn_last_error(), "scale_inv"),
+                          "%s: %s: %s", bad[i], fattn_status_name(st), fattn_last_error());
+        fattn_h5_node_free(root);
+    }
+    fattn_engine_free(e);
+    fattn_spec_free(&s);
+    fattn_test_mark("frontends_fp8.scale_inv_validated");
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < NROWS; i++)
         printf("frontends_fp8.%s\n", rows[i].id);
     printf("frontends_fp8.fp8in.bias_refused\n");
+    printf("frontends_fp8.scale_inv_validated\n");
 }
 
 static Suite *make_suite(void)
@@ -322,6 +369,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_loop_test(tc, fp8_row_test, 0, NROWS);
     tcase_add_test(tc, fp8_input_bias_refused);
+    tcase_add_test(tc, scale_inv_validated);
     suite_add_tcase(s, tc);
     return s;
 }
