@@ -195,8 +195,8 @@ typedef struct timed {
     double first_ms, winner_ms;
     int nlisted;                 /* every timed candidate: tag and median */
     char sweep[320];             /* FATTN_CUDNN_AUTOTUNE=knobs: the knob sweep's note */
-    char cand_tag[12][96];
-    double cand_ms[12];
+    char cand_tag[24][96];       /* up to CUDNN_AUTOTUNE_MAX */
+    double cand_ms[24];
     int64_t workspace;           /* device bytes a backward used besides its tensors */
 } timed;
 
@@ -306,7 +306,7 @@ static fattn_status cold(bench_case *c, fattn_engine *e, call_kind k, timed *out
     char winner[96];
     out->tuned = bench_tune_info(e, out->first, winner, sizeof winner, &out->candidates,
                                  &out->first_ms, &out->winner_ms);
-    out->nlisted = bench_tune_list(e, out->cand_tag, out->cand_ms, 12);
+    out->nlisted = bench_tune_list(e, out->cand_tag, out->cand_ms, 24);
     bench_tune_sweep(e, out->sweep, sizeof out->sweep);
     out->workspace = k == CALL_FWD ? 0 : rep.workspace;
     return FATTN_OK;

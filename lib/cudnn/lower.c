@@ -522,6 +522,8 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                                     cudnn_plan **out)
 {
     *out = NULL;
+    if (range)
+        range[0] = range[1] = range[2] = 0;
     if (!handle || nknobs < 0 || nknobs > CUDNN_KNOB_TYPE_COUNTS)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: knobs: %d knobs, handle %p",
                            nknobs, (void *)handle);
@@ -536,8 +538,8 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     set_desc(&L, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, og);
     set(&L, eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
     fin(&L, eng);
-    if (L.st == FATTN_OK && range && !knob_range(api, eng, (cudnnBackendKnobType_t)range_of, range))
-        range[0] = range[1] = 0, range[2] = 0;
+    if (L.st == FATTN_OK && range)
+        (void)knob_range(api, eng, (cudnnBackendKnobType_t)range_of, range);
     L.what = "knob choice";
     cudnnBackendDescriptor_t choice[CUDNN_KNOB_TYPE_COUNTS];
     for (int i = 0; i < nknobs; i++) {
@@ -552,8 +554,18 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     if (nknobs > 0)
         set(&L, cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nknobs,
             choice);
-    fin(&L, cfg);
     char last[2048] = "";
+    /* a knob value the engine does not take is refused here: unsupported,
+     * not a failure of cuDNN */
+    cudnnStatus_t s = L.st == FATTN_OK ? api->BackendFinalize(cfg) : CUDNN_STATUS_SUCCESS;
+    if (s == CUDNN_STATUS_NOT_SUPPORTED) {
+        api->GetLastErrorString(last, sizeof last);
+        L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld does not take these "
+                           "knob values (engine config: CUDNN_STATUS_NOT_SUPPORTED)%s%s",
+                           (long long)engine, *last ? ": " : "", last);
+    } else if (s != CUDNN_STATUS_SUCCESS) {
+        L.st = cudnn_fail(api, s, "Finalize (engine config)");
+    }
     if (L.st == FATTN_OK && det_only &&
         cfg_has_numerical(api, cfg, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
         L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld is non-deterministic",

@@ -171,6 +171,8 @@ static void cand_add(cudnn_plan **cand, int *n, cudnn_plan *p)
 
 /* CUDNN_KNOB_TYPE_KERNEL_CFG: the knob that picks the kernel variant. */
 #define SWEEP_KNOB 24
+/* At most this many values of it tried per graph. */
+#define SWEEP_TRIES 64
 
 /* Parse "eng<id>_k<type>=<value>..." (engine_tag's form): the engine and up
  * to cap knobs; false for another form. */
@@ -224,17 +226,24 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         snprintf(last, sizeof last, "%s", fattn_last_error());
     int64_t base = values[at];
     int tried = 0, built = 0, before = *n;
-    for (int64_t v = range[0]; range[2] > 0 && v <= range[1] && *n < CUDNN_AUTOTUNE_MAX;
-         v += range[2]) {
+    /* every value counts, refused or not: a wide declared range costs at
+     * most SWEEP_TRIES builds (and v never steps past the range) */
+    for (int64_t k = 0; range[2] > 0 && k <= (range[1] - range[0]) / range[2] &&
+                        tried < SWEEP_TRIES && *n < CUDNN_AUTOTUNE_MAX;
+         k++) {
+        int64_t v = range[0] + k * range[2];
         if (v == base)
             continue;
         values[at] = v;
         tried++;
-        if (cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
-                                   det_only, 0, NULL, &p) != FATTN_OK) {
+        fattn_status st = cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types,
+                                                 values, det_only, 0, NULL, &p);
+        if (st == FATTN_E_UNSUPPORTED) {
             snprintf(last, sizeof last, "%s", fattn_last_error());
             continue;
         }
+        if (st != FATTN_OK) /* not a refusal: stop sweeping, keep what there is */
+            break;
         built++;
         cand_add(cand, n, p);
     }

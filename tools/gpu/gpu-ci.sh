@@ -55,8 +55,8 @@ if [ "${GPU_CI_SUITES:-1}" = 1 ]; then
         --suite cudnn-construct --suite cudnn-gpu --print-errorlogs --timeout-multiplier 2 \
         >"$LOGS/test-gpu.log" 2>&1 || rc=$?
     tail -15 "$LOGS/test-gpu.log"
+    cp "$BUILD/meson-logs/testlog.txt" "$LOGS/testlog-gpu.txt" 2>/dev/null || true
 fi
-cp "$BUILD/meson-logs/testlog.txt" "$LOGS/testlog-gpu.txt" 2>/dev/null || true
 echo "gpu-ci: tests done at $(( $(date +%s) - T0 )) s"
 # stage NAME LOG CMD...: run CMD with its output in LOG; report, never abort.
 stage() {
