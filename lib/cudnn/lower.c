@@ -222,6 +222,18 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
     return op;
 }
 
+/* Up to one descriptor of `type` per knob type, to read a knob list into;
+ * how many were made (the caller destroys them). */
+static int make_descs(const cudnn_api *api, cudnnBackendDescriptorType_t type,
+                      cudnnBackendDescriptor_t out[CUDNN_KNOB_TYPE_COUNTS])
+{
+    int made = 0;
+    for (; made < CUDNN_KNOB_TYPE_COUNTS; made++)
+        if (api->BackendCreateDescriptor(type, &out[made]) != CUDNN_STATUS_SUCCESS)
+            break;
+    return made;
+}
+
 /* "eng<id>_k<type>=<value>..." of a finalized engine config. */
 static void engine_tag(lowering *L, cudnnBackendDescriptor_t cfg, char *tag, size_t cap)
 {
@@ -239,11 +251,7 @@ static void engine_tag(lowering *L, cudnnBackendDescriptor_t cfg, char *tag, siz
         snprintf(tag, cap, "eng%lld", (long long)id);
     api->BackendDestroyDescriptor(eng);
     cudnnBackendDescriptor_t knobs[CUDNN_KNOB_TYPE_COUNTS];
-    int made = 0;
-    for (; made < CUDNN_KNOB_TYPE_COUNTS; made++)
-        if (api->BackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[made]) !=
-            CUDNN_STATUS_SUCCESS)
-            break;
+    int made = make_descs(api, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, knobs);
     int64_t nk = 0;
     if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, made, &nk, knobs) ==
@@ -485,11 +493,7 @@ static bool knob_range(const cudnn_api *api, cudnnBackendDescriptor_t eng,
                        cudnnBackendKnobType_t type, int64_t range[3])
 {
     cudnnBackendDescriptor_t info[CUDNN_KNOB_TYPE_COUNTS];
-    int made = 0;
-    for (; made < CUDNN_KNOB_TYPE_COUNTS; made++)
-        if (api->BackendCreateDescriptor(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[made]) !=
-            CUDNN_STATUS_SUCCESS)
-            break;
+    int made = make_descs(api, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, info);
     int64_t n = 0, c = 0;
     bool found = false;
     if (api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
