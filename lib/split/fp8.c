@@ -420,10 +420,10 @@ fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_gr
     const fattn_tensor *d_out = &bwd->d_out;
     if (!fattn_dtype_is_fp8(d_out->dtype))
         return FATTN_OK;
-    if (sp8_check_d_out(bwd) != FATTN_OK)
-        return FATTN_E_INVALID_ARG;
-    fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
-                                            d_out->ndim, d_out->shape);
+    fattn_status st = sp8_check_d_out(bwd);
+    if (st == FATTN_OK)
+        st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
+                                   d_out->ndim, d_out->shape);
     if (st != FATTN_OK)
         return st;
     sp8_dequantize_into(d_out, &g->own_d_out_f16, bwd->d_out_scale_inv);
