@@ -114,7 +114,10 @@ static void note_route(cudnn_engine *e, const cg_graph *g, const cg_bwd_desc *d)
 {
     (void)g;
     snprintf(e->last_route, sizeof e->last_route, "%s",
-             d->deterministic || d->dbias ? "bwd-direct-dq" : "bwd-dq-accum");
+             d->native       ? (d->deterministic ? "bwd-native-det" : "bwd-native")
+             : d->ordered_dq ? "bwd-ordered-dq"
+             : d->deterministic || d->dbias ? "bwd-direct-dq"
+                                            : "bwd-dq-accum");
 }
 
 static fattn_status run_backward(bwd_run *r, dev_arena *a)
@@ -230,6 +233,15 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
         return st;
     if (e->force_det)
         r.d.deterministic = true;
+    r.d.native = e->pc->bwd_native && cg_bwd_is_native(&r.d);
+    if (r.d.deterministic && e->pc->det_ordered) {
+        const fattn_cudnn_plan_cache *pc = e->pc;
+        r.d.ordered_dq = cg_bwd_ordered_pin(&r.d, pc->cudnn_version, pc->cc_major, &r.d.pin);
+        if (pc->det_tag.on && !r.d.dbias && !r.d.native && !r.d.f.fp8) {
+            r.d.ordered_dq = true;
+            r.d.pin = pc->det_tag;
+        }
+    }
     /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
      * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
      * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather

@@ -81,6 +81,18 @@ struct fattn_cudnn_plan_cache {
      * configs the first one's engine with every other KERNEL_CFG value
      * cuDNN declares for it (plans.c sweep_knobs). */
     bool autotune_knobs;
+    /* FATTN_CUDNN_BWD=native: a backward the native SDPA_BWD op takes
+     * (cg_bwd_is_native) is built as that op instead of the composite graph. */
+    bool bwd_native;
+    /* FATTN_CUDNN_DET=ordered: the deterministic backward through cuDNN's
+     * ordered dQ accumulation where cuDNN has it (cg_bwd_ordered_pin), else
+     * the direct-dQ graph; FATTN_CUDNN_DET_TAG=<engine tag> pins that config
+     * instead (any cuDNN version: for probing). */
+    bool det_ordered;
+    cg_pin det_tag;
+    /* cudnnGetVersion() and the device's compute capability, read once */
+    int64_t cudnn_version;
+    int cc_major;
     /* Plan store (plan_store.h): directory (NULL: none), what keys its files
      * besides the graph, counters since the cache was made. */
     char *store_dir;

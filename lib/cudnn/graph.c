@@ -43,7 +43,7 @@ const char *cg_red_mode_name(cg_red_mode m)
 const char *cg_op_kind_name(cg_op_kind k)
 {
     static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
-                                    "RESHAPE"};
+                                    "RESHAPE",  "SDPA_BWD"};
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -398,6 +398,12 @@ char *cg_dump(const cg_graph *g, bool with_values)
 {
     dump_buf d = {0};
     dump_add(&d, "route %s\n", g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+    if (g->pin.on) {
+        dump_add(&d, "pin eng%lld", (long long)g->pin.engine);
+        for (int i = 0; i < g->pin.n; i++)
+            dump_add(&d, "_k%d=%lld", (int)g->pin.type[i], (long long)g->pin.value[i]);
+        dump_add(&d, "\n");
+    }
     for (int i = 0; i < g->nt; i++) {
         const cg_tensor *t = &g->t[i];
         dump_add(&d, "T uid=%lld name=%s dtype=%s dims=[%lld,%lld,%lld,%lld] "
@@ -449,6 +455,15 @@ char *cg_dump(const cg_graph *g, bool with_values)
                     uid_of(g, o->sdpa[CG_SDPA_Q]), uid_of(g, o->sdpa[CG_SDPA_K]),
                     uid_of(g, o->sdpa[CG_SDPA_V]), uid_of(g, o->sdpa[CG_SDPA_O]),
                     uid_of(g, o->sdpa[CG_SDPA_STATS]), uid_of(g, o->sdpa[CG_SDPA_SCALE]));
+            break;
+        case CG_OP_SDPA_BWD:
+            dump_add(&d, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld do=%lld dq=%lld "
+                    "dk=%lld dv=%lld", uid_of(g, o->sdpa[CG_SDPA_Q]),
+                    uid_of(g, o->sdpa[CG_SDPA_K]), uid_of(g, o->sdpa[CG_SDPA_V]),
+                    uid_of(g, o->sdpa[CG_SDPA_O]), uid_of(g, o->sdpa[CG_SDPA_STATS]),
+                    uid_of(g, o->sdpa[CG_SDPA_SCALE]), uid_of(g, o->sdpa[CG_SDPA_DO]),
+                    uid_of(g, o->sdpa[CG_SDPA_DQ]), uid_of(g, o->sdpa[CG_SDPA_DK]),
+                    uid_of(g, o->sdpa[CG_SDPA_DV]));
             break;
         }
         dump_add(&d, "\n");

@@ -152,7 +152,8 @@ typedef enum cg_op_kind {
     CG_OP_REDUCTION,
     CG_OP_RNG,
     CG_OP_SDPA_FWD,
-    CG_OP_RESHAPE
+    CG_OP_RESHAPE,
+    CG_OP_SDPA_BWD
 } cg_op_kind;
 
 typedef enum cg_pw_mode {
@@ -174,8 +175,20 @@ typedef enum cg_pw_mode {
 
 typedef enum cg_red_mode { CG_RED_MAX = 0, CG_RED_ADD, CG_RED_AMAX } cg_red_mode;
 
-/* SDPA_FWD operand slots. */
-enum { CG_SDPA_Q = 0, CG_SDPA_K, CG_SDPA_V, CG_SDPA_O, CG_SDPA_STATS, CG_SDPA_SCALE, CG_SDPA_N };
+/* SDPA_FWD / SDPA_BWD operand slots (the last four: the backward's only). */
+enum {
+    CG_SDPA_Q = 0,
+    CG_SDPA_K,
+    CG_SDPA_V,
+    CG_SDPA_O,
+    CG_SDPA_STATS,
+    CG_SDPA_SCALE,
+    CG_SDPA_DO,
+    CG_SDPA_DQ,
+    CG_SDPA_DK,
+    CG_SDPA_DV,
+    CG_SDPA_N
+};
 
 typedef struct cg_op {
     cg_op_kind kind;
@@ -189,7 +202,7 @@ typedef struct cg_op {
     int out;
     int m_override, n_override, k_override; /* matmul, -1 unused */
     double bernoulli_p;                     /* rng: keep probability */
-    int sdpa[CG_SDPA_N];                    /* SDPA_FWD operands, -1 unused */
+    int sdpa[CG_SDPA_N];                    /* SDPA_FWD / SDPA_BWD operands, -1 unused */
 } cg_op;
 
 #define CG_MAX_TENSORS 160
@@ -197,8 +210,22 @@ typedef struct cg_op {
 
 typedef enum cg_route { CG_ROUTE_COMPOSITE = 0, CG_ROUTE_NATIVE } cg_route;
 
+/* An engine config the graph is to run with instead of heuristics' choice
+ * (cuDNN's engine global index and knob choices, as an engine tag names
+ * them): for a behaviour heuristics do not pick, the ordered dQ of the
+ * deterministic backward. Part of the plan-cache key. */
+#define CG_PIN_MAX_KNOBS 8
+typedef struct cg_pin {
+    bool on;
+    int64_t engine;
+    int n;
+    int32_t type[CG_PIN_MAX_KNOBS];
+    int64_t value[CG_PIN_MAX_KNOBS];
+} cg_pin;
+
 typedef struct cg_graph {
     cg_route route;
+    cg_pin pin;
     int nt, nops;
     int64_t next_uid;
     cg_tensor t[CG_MAX_TENSORS];
@@ -247,6 +274,11 @@ typedef struct cg_bwd_desc {
     int64_t dbias_dims[4], dbias_strides[4];
     bool dsink;                         /* dSoftmaxOffset output */
     bool deterministic;                 /* direct dQ (set_deterministic_algorithm) */
+    bool native;                        /* the single SDPA_BWD op (cg_bwd_is_native) */
+    /* deterministic through the engine's ordered dQ accumulation: the
+     * accumulator graph, run with `pin` (cg_bwd_ordered_pin) */
+    bool ordered_dq;
+    cg_pin pin;
     /* THD Q: the frontend's max_total_seq_len_q path — Dsum and dQ_accum are ragged
      * (Stats' and dQ's strides and offsets), sized by total tokens. */
     int64_t max_total_q;                /* tokens of the THD Q buffer, else 0 */
@@ -266,8 +298,20 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d);
  * dBias and dSink reductions. */
 fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
 
+/* The engine config of cuDNN's ordered (bitwise repeatable) dQ accumulation
+ * on the accumulator graph for a cuDNN of version `cudnn_version` on a
+ * device of compute capability cc_major (cudnn-frontend's choice on Hopper
+ * from cuDNN 9.25: engine 6, 64x64 tiles, STAGES 4); false where there is
+ * none or the case has dBias (the direct-dQ graph) or is FP8. */
+bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
+
+/* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17):
+ * what the native forward takes (cg_fwd_is_native's conditions), no dBias,
+ * no dSoftmaxOffset, not FP8. The choice is the caller's (d->native). */
+bool cg_bwd_is_native(const cg_bwd_desc *d);
+
 /* Bytes of the caller-side buffers the backward graph binds (Dsum, and
- * dQ_accum unless deterministic). */
+ * dQ_accum unless deterministic; none for the native op). */
 int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d);
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 

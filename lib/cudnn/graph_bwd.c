@@ -1,5 +1,6 @@
 /* The cuDNN engine's backward graph (graph.h): the description from
  * fattn_bwd_params, then cudnn-frontend 1.18's CompositeSDPABackwardNode. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,20 +105,47 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
 
 int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d)
 {
+    if (d->native) /* the op keeps its own */
+        return 0;
     if (d->max_total_q > 0) /* TH1, Stats' token stride hq */
         return d->max_total_q * d->f.hq * (int64_t)sizeof(float);
     return d->f.b * d->f.hq * d->f.sq * (int64_t)sizeof(float);
 }
 
-/* The frontend forces the direct-dQ ("dP workspace") graph for dBias too. */
+/* The frontend forces the direct-dQ ("dP workspace") graph for dBias too;
+ * the ordered-dQ deterministic backward keeps the accumulator graph. */
 static bool bwd_direct_dq(const cg_bwd_desc *d)
 {
-    return d->deterministic || d->dbias;
+    return (d->deterministic && !d->ordered_dq) || d->dbias;
+}
+
+bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out)
+{
+    memset(out, 0, sizeof *out);
+    if (d->f.fp8 || d->dbias || d->native || cc_major != 9 || cudnn_version < 92500)
+        return false;
+    /* TILE_M 2, TILE_N 1, KERNEL_CFG 2, STREAM_K 0, TILE_CGA_M 0, STAGES 4 */
+    static const int32_t type[] = {40, 41, 24, 38, 27, 14};
+    static const int64_t value[] = {2, 1, 2, 0, 0, 4};
+    out->on = true;
+    out->engine = 6;
+    out->n = (int)(sizeof type / sizeof type[0]);
+    memcpy(out->type, type, sizeof type);
+    memcpy(out->value, value, sizeof value);
+    return true;
+}
+
+bool cg_bwd_is_native(const cg_bwd_desc *d)
+{
+    const cg_fwd_desc *f = &d->f;
+    return !f->fp8 && !f->padding && !f->ragged_q && !f->ragged_kv && !f->bias && !f->alibi &&
+           !f->sink && f->dropout == 0.0f && !f->has_left && !f->has_right && !d->dbias &&
+           !d->dsink;
 }
 
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
 {
-    if (bwd_direct_dq(d))
+    if (bwd_direct_dq(d) || d->native)
         return 0;
     if (d->max_total_q > 0) /* dQ's strides: tokens times dQ's token stride */
         return d->max_total_q * d->dq_strides[2] * (int64_t)sizeof(float);
@@ -398,6 +426,39 @@ static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_in
 }
 
 
+/* The single SDPA_BWD op: K and V untransposed, Stats [b,hq,sq,1], the
+ * scale by value; the engine keeps Dsum and any dQ accumulator itself. */
+static fattn_status build_native_bwd(builder *bd, const cg_bwd_desc *bdsc)
+{
+    const cg_fwd_desc *d = &bdsc->f;
+    bd->g->route = CG_ROUTE_NATIVE;
+    int64_t r4[4] = {d->b, d->hq, d->sq, 1};
+    int t[CG_SDPA_N];
+    t[CG_SDPA_Q] = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false,
+                                  CG_ROLE_Q, CG_UID_Q);
+    t[CG_SDPA_K] = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
+                                  CG_ROLE_K, CG_UID_K);
+    t[CG_SDPA_V] = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false,
+                                  CG_ROLE_V, CG_UID_V);
+    t[CG_SDPA_O] = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false,
+                                  CG_ROLE_O, CG_UID_O);
+    t[CG_SDPA_STATS] = cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false,
+                                      CG_ROLE_STATS, CG_UID_STATS);
+    t[CG_SDPA_SCALE] = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    t[CG_SDPA_DO] = cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false,
+                                   false, CG_ROLE_DO, CG_UID_DO);
+    t[CG_SDPA_DQ] = cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false,
+                                   false, CG_ROLE_DQ, CG_UID_DQ);
+    t[CG_SDPA_DK] = cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false,
+                                   false, CG_ROLE_DK, CG_UID_DK);
+    t[CG_SDPA_DV] = cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false,
+                                   false, CG_ROLE_DV, CG_UID_DV);
+    cg_op *op = cgb_add_op(bd, CG_OP_SDPA_BWD, "sdpa_bwd");
+    if (op)
+        memcpy(op->sdpa, t, sizeof t);
+    return bd->st;
+}
+
 fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
 {
     if (bdsc->f.fp8)
@@ -405,7 +466,13 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
     memset(g, 0, sizeof *g);
     g->next_uid = CG_UID_FIRST_INTERNAL;
     g->route = CG_ROUTE_COMPOSITE;
+    assert(!bdsc->ordered_dq || bdsc->pin.on);
+    g->pin = bdsc->pin;
     builder bd = {g, FATTN_OK};
+    if (bdsc->native) {
+        assert(cg_bwd_is_native(bdsc));
+        return build_native_bwd(&bd, bdsc);
+    }
     bwd_inputs x;
     fattn_status st = bwd_add_inputs(&bd, bdsc, &x);
     if (st != FATTN_OK)

@@ -64,6 +64,15 @@ void cg_key(const cg_graph *g, cg_key_buf *out)
     key_w w = {out};
     out->len = 0;
     put(&w, g->route);
+    put(&w, g->pin.on);
+    if (g->pin.on) {
+        put(&w, g->pin.engine);
+        put(&w, g->pin.n);
+        for (int i = 0; i < g->pin.n; i++) {
+            put(&w, g->pin.type[i]);
+            put(&w, g->pin.value[i]);
+        }
+    }
     put(&w, g->nt);
     put(&w, g->nops);
     for (int i = 0; i < g->nt; i++)

@@ -206,11 +206,24 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
         set_desc(L, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, T[o->out]);
         break;
     case CG_OP_SDPA_FWD: {
-        static const cudnnBackendAttributeName_t names[CG_SDPA_N] = {
+        static const cudnnBackendAttributeName_t names[CG_SDPA_DO] = {
             CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
             CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC,
             CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC};
         op = mk(L, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+        for (int i = 0; i < CG_SDPA_DO; i++)
+            if (o->sdpa[i] >= 0)
+                set_desc(L, op, names[i], T[o->sdpa[i]]);
+        break;
+    }
+    case CG_OP_SDPA_BWD: {
+        static const cudnnBackendAttributeName_t names[CG_SDPA_N] = {
+            CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC,     CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC,
+            CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC,     CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC,
+            CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC,
+            CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC,   CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC,
+            CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC,    CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC};
+        op = mk(L, CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR);
         for (int i = 0; i < CG_SDPA_N; i++)
             if (o->sdpa[i] >= 0)
                 set_desc(L, op, names[i], T[o->sdpa[i]]);

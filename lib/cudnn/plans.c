@@ -311,7 +311,17 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
         }
     }
     fattn_status st = FATTN_OK;
-    if (!p && e->pc->autotune) {
+    if (!p && g->pin.on) { /* the graph names its config: nothing to choose */
+        cudnnBackendKnobType_t types[CG_PIN_MAX_KNOBS];
+        for (int i = 0; i < g->pin.n; i++)
+            types[i] = (cudnnBackendKnobType_t)g->pin.type[i];
+        if ((st = cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n, types,
+                                         g->pin.value, false, 0, NULL, &p)) == FATTN_OK) {
+            e->pc->pstats.built++;
+            if (key_text)
+                store_save(e, key_text, p);
+        }
+    } else if (!p && e->pc->autotune) {
         if ((st = build_candidates(e, g, det_only, cand, ncand)) == FATTN_OK) {
             *tune_key = key_text; /* written once the winner is known */
             key_text = NULL;
@@ -692,6 +702,24 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     const char *at = getenv("FATTN_CUDNN_AUTOTUNE");
     c->autotune = at && (!strcmp(at, "1") || !strcmp(at, "knobs"));
     c->autotune_knobs = at && !strcmp(at, "knobs");
+    const char *bw = getenv("FATTN_CUDNN_BWD");
+    c->bwd_native = bw && !strcmp(bw, "native");
+    const char *det = getenv("FATTN_CUDNN_DET"), *det_tag = getenv("FATTN_CUDNN_DET_TAG");
+    c->det_ordered = (det && !strcmp(det, "ordered")) || det_tag;
+    if (det_tag) {
+        cudnnBackendKnobType_t types[CG_PIN_MAX_KNOBS];
+        if (!parse_tag(det_tag, &c->det_tag.engine, types, c->det_tag.value, CG_PIN_MAX_KNOBS,
+                       &c->det_tag.n)) {
+            fattn_cudnn_plan_cache_free(c);
+            return fattn_error(FATTN_E_INVALID_ARG, "FATTN_CUDNN_DET_TAG=%s: not an engine tag "
+                               "(eng<id>_k<type>=<value>...)", det_tag);
+        }
+        for (int i = 0; i < c->det_tag.n; i++)
+            c->det_tag.type[i] = (int32_t)types[i];
+        c->det_tag.on = true;
+    }
+    c->cudnn_version = (int64_t)api->GetVersion();
+    api->cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
     const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
