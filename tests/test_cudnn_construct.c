@@ -421,7 +421,7 @@ static void check_bwd_invariants(const char *id, const cg_graph *g, const cg_bwd
         int t = cg_find_uid(g, ins[i]);
         ck_assert_msg(t >= 0 && !produced[t], "%s: input uid %lld", id, (long long)ins[i]);
     }
-    bool direct = d->deterministic || d->dbias;
+    bool direct = (d->deterministic && !d->ordered_dq) || d->dbias;
     ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0, !direct);
     ck_assert_int_eq(cg_bwd_dq_accum_bytes(d) > 0, !direct);
     if (d->f.ragged_q) /* the frontend's max_total_seq_len_q: TH1 */
@@ -547,6 +547,64 @@ START_TEST(bwd_op_sequence)
     ck_assert_msg(!strcmp(sig, r->ops), "%s:\n got  %s\n want %s", r->case_id, sig, r->ops);
     check_bwd_invariants(r->case_id, g, &d);
     free(g);
+}
+END_TEST
+
+/* The ordered-dQ deterministic backward: where cuDNN has the config
+ * (9.25+, sm_90, no dBias) it is the accumulator graph with the config
+ * pinned, a graph of its own in the plan cache; the native op never serves
+ * a deterministic backward. */
+static const struct {
+    const char *case_id;
+    int64_t version;
+    int cc;
+    bool pinned;
+} ordered_rows[] = {
+    {"bwd.nomask.f16", 92500, 9, true},      {"bwd.nomask.f16", 91900, 9, false},
+    {"bwd.nomask.f16", 92801, 10, false},    {"bwd.bias.1hss.f16", 92801, 9, false},
+    {"bwd.causal.bf16", 92801, 9, true},     {"bwd.gqa8.bf16", 92801, 9, true},
+    {"bwd.layout.thd_thd_thd.bf16", 92801, 9, true},
+};
+
+START_TEST(bwd_ordered_dq)
+{
+    const char *id = ordered_rows[_i].case_id;
+    const tcase *c = tcase_find(id);
+    ck_assert_msg(c != NULL, "no case %s", id);
+    cg_bwd_desc d, acc;
+    cg_graph *g = malloc(sizeof *g), *ga = malloc(sizeof *ga);
+    ck_assert_int_eq(describe_bwd(c, &d, g, NULL), FATTN_OK);
+    ck_assert(d.deterministic && !cg_bwd_is_native(&d));
+    bool pinned = cg_bwd_ordered_pin(&d, ordered_rows[_i].version, ordered_rows[_i].cc, &d.pin);
+    ck_assert_int_eq(pinned, ordered_rows[_i].pinned);
+    ck_assert_int_eq(d.pin.on, pinned);
+    if (pinned) {
+        ck_assert_int_eq(d.pin.engine, 6);
+        bool stages4 = false;
+        for (int i = 0; i < d.pin.n; i++)
+            stages4 |= d.pin.type[i] == 14 && d.pin.value[i] == 4; /* STAGES */
+        ck_assert(stages4);
+        d.ordered_dq = true;
+        ck_assert_int_eq(cg_build_bwd(g, &d), FATTN_OK);
+        check_bwd_invariants(id, g, &d);
+        ck_assert(g->pin.on && cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0);
+        ck_assert_int_gt(cg_bwd_dq_accum_bytes(&d), 0);
+        /* the same graph as the accumulator backward's, but its own key */
+        ck_assert_int_eq(describe_bwd(c, &acc, ga, nondet), FATTN_OK);
+        ck_assert_int_eq(g->nt, ga->nt);
+        ck_assert_int_eq(g->nops, ga->nops);
+        cg_key_buf *k1 = malloc(sizeof *k1), *k2 = malloc(sizeof *k2);
+        cg_key(g, k1);
+        cg_key(ga, k2);
+        ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        free(k1);
+        free(k2);
+        char *dump = cg_dump(g, false);
+        ck_assert_ptr_nonnull(strstr(dump, "pin eng6_k40=2_k41=1_k24=2_k38=0_k27=0_k14=4\n"));
+        free(dump);
+    }
+    free(g);
+    free(ga);
 }
 END_TEST
 
@@ -969,6 +1027,8 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, bwd_op_sequence, 0,
                         (int)(sizeof bwd_seq_rows / sizeof bwd_seq_rows[0]));
     tcase_add_test(tc, bwd_details);
+    tcase_add_loop_test(tc, bwd_ordered_dq, 0,
+                        (int)(sizeof ordered_rows / sizeof ordered_rows[0]));
     tcase_add_loop_test(tc, key_each_field, 0, KF_COUNT);
     tcase_add_test(tc, key_ignores_names_and_values);
     tcase_add_test(tc, key_matches_dump_over_matrix);

@@ -233,7 +233,10 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
         return st;
     if (e->force_det)
         r.d.deterministic = true;
-    r.d.native = e->pc->bwd_native && cg_bwd_is_native(&r.d);
+    /* never for the deterministic backward: measured on the H200 with cuDNN
+     * 9.28, the native op's engine repeats dQ not bitwise although cuDNN
+     * notes it deterministic (docs/determinism.md) */
+    r.d.native = e->pc->bwd_native && !r.d.deterministic && cg_bwd_is_native(&r.d);
     if (r.d.deterministic && e->pc->det_ordered) {
         const fattn_cudnn_plan_cache *pc = e->pc;
         r.d.ordered_dq = cg_bwd_ordered_pin(&r.d, pc->cudnn_version, pc->cc_major, &r.d.pin);

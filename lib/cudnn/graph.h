@@ -305,9 +305,12 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
  * none or the case has dBias (the direct-dQ graph) or is FP8. */
 bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
 
-/* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17):
- * what the native forward takes (cg_fwd_is_native's conditions), no dBias,
- * no dSoftmaxOffset, not FP8. The choice is the caller's (d->native). */
+/* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17;
+ * 9.19's operation graph refuses it, 9.26 and 9.28 take it): what the
+ * native forward takes (cg_fwd_is_native's conditions), no dBias, no
+ * dSoftmaxOffset, not FP8, not deterministic (its engine on the H200 repeats
+ * dQ not bitwise, measured with cuDNN 9.28). The choice is the caller's
+ * (d->native). */
 bool cg_bwd_is_native(const cg_bwd_desc *d);
 
 /* Bytes of the caller-side buffers the backward graph binds (Dsum, and

@@ -140,7 +140,7 @@ bool cg_bwd_is_native(const cg_bwd_desc *d)
     const cg_fwd_desc *f = &d->f;
     return !f->fp8 && !f->padding && !f->ragged_q && !f->ragged_kv && !f->bias && !f->alibi &&
            !f->sink && f->dropout == 0.0f && !f->has_left && !f->has_right && !d->dbias &&
-           !d->dsink;
+           !d->dsink && !d->deterministic;
 }
 
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)

@@ -2,7 +2,8 @@
 # tools/gpu/det-probe.sh — the deterministic backward's algorithms on the GPU
 # machine (docs/bench.md, "The deterministic backward at d = 64"): bench_cudnn
 # under the cuDNN PyTorch uses and, where .cudnn-new/ holds a newer cuDNN
-# (a tar.zst of its lib/ and include/, split in parts named *.tzst.NN), under
+# (a tar.zst of its lib/ and include/, split in parts named *.tzst.NN;
+# DET_PROBE_PARTS names another folder, DET_PROBE_ZSTD the zstd to use), under
 # that one too, each with the direct-dQ graph (default) and with
 # FATTN_CUDNN_DET=ordered; then the ordered variant's bitwise repeatability
 # (test_cudnn_gpu --determinism). JSON lines and logs under $OUT.
@@ -17,20 +18,21 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 meson compile -C "$BUILD" bench/bench_cudnn tests/test_cudnn_gpu >"$DEST/compile.log" 2>&1 ||
     { tail -40 "$DEST/compile.log"; exit 2; }
-ONLY=${DET_PROBE_ONLY:-*}
-B="$BUILD/bench/bench_cudnn --host-calls 3 --only $ONLY"
+ONLY=${DET_PROBE_ONLY:-b*}
 J=$DEST/det-probe.jsonl
 : >"$J"
 run() { # label, then env assignments; the bench's lines tagged with the label
     label=$1; shift
     echo "== $label" >&2
-    env "$@" $B 2>>"$DEST/bench.log" | sed "s/^{/{\"probe\":\"$label\",/" >>"$J"
+    env "$@" "$BUILD/bench/bench_cudnn" --host-calls 3 --only "$ONLY" 2>>"$DEST/bench.log" | sed "s/^{/{\"probe\":\"$label\",/" >>"$J"
 }
 run cudnn-pytorch
 if [ -n "${DET_PROBE_TAG919:-}" ]; then run cudnn-pytorch-tag FATTN_CUDNN_DET_TAG="$DET_PROBE_TAG919"; fi
 NEW=/tmp/cudnn-new
-if ls .cudnn-new/*.tzst.* >/dev/null 2>&1; then
-    mkdir -p "$NEW" && cat .cudnn-new/*.tzst.* | zstd -dq | tar x -C "$NEW" || exit 2
+PARTS=${DET_PROBE_PARTS:-.cudnn-new}
+ZSTD=${DET_PROBE_ZSTD:-zstd}
+if ls "$PARTS"/*.tzst.* >/dev/null 2>&1; then
+    mkdir -p "$NEW" && cat "$PARTS"/*.tzst.* | $ZSTD -dq | tar x -C "$NEW" || exit 2
     L="FATTN_CUDNN_LIB=$NEW/lib/libcudnn.so.9 LD_LIBRARY_PATH=$NEW/lib:$LD_LIBRARY_PATH"
     run cudnn-new $L
     run cudnn-new-ordered $L FATTN_CUDNN_DET=ordered
