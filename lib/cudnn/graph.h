@@ -302,7 +302,8 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
  * on the accumulator graph for a cuDNN of version `cudnn_version` on a
  * device of compute capability cc_major (cudnn-frontend's choice on Hopper
  * from cuDNN 9.25: engine 6, 64x64 tiles, STAGES 4); false where there is
- * none or the case has dBias (the direct-dQ graph) or is FP8. */
+ * none, the case has dBias (the direct-dQ graph) or is FP8, or its ragged Q
+ * is packed with K and V (measured wrong there). */
 bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
 
 /* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17;

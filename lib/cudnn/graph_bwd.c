@@ -124,6 +124,11 @@ bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_majo
     memset(out, 0, sizeof *out);
     if (d->f.fp8 || d->dbias || d->native || cc_major != 9 || cudnn_version < 92500)
         return false;
+    /* Measured with cuDNN 9.28 on the H200: with a ragged Q packed with K and
+     * V (T3HD, TH3D: dQ's token stride 3·h·d) the ordered dQ is neither
+     * repeatable nor right; a THD Q of its own is fine. */
+    if (d->f.ragged_q && d->dq_strides[2] != d->f.hq * d->f.d)
+        return false;
     /* TILE_M 2, TILE_N 1, KERNEL_CFG 2, STREAM_K 0, TILE_CGA_M 0, STAGES 4 */
     static const int32_t type[] = {40, 41, 24, 38, 27, 14};
     static const int64_t value[] = {2, 1, 2, 0, 0, 4};
