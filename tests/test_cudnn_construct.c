@@ -421,6 +421,7 @@ static void check_bwd_invariants(const char *id, const cg_graph *g, const cg_bwd
         int t = cg_find_uid(g, ins[i]);
         ck_assert_msg(t >= 0 && !produced[t], "%s: input uid %lld", id, (long long)ins[i]);
     }
+    ck_assert_int_eq(g->deterministic, d->deterministic);
     bool direct = (d->deterministic && !d->ordered_dq) || d->dbias;
     ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0, !direct);
     ck_assert_int_eq(cg_bwd_dq_accum_bytes(d) > 0, !direct);
@@ -577,6 +578,17 @@ START_TEST(bwd_ordered_dq)
     cg_graph *g = malloc(sizeof *g), *ga = malloc(sizeof *ga);
     ck_assert_int_eq(describe_bwd(c, &d, g, NULL), FATTN_OK);
     ck_assert(d.deterministic && !cg_bwd_is_native(&d));
+    {
+        /* a deterministic backward never shares the non-deterministic one's
+         * plan, even where the graphs are alike (dBias: direct dQ on both) */
+        cg_key_buf *kd = malloc(sizeof *kd), *kn = malloc(sizeof *kn);
+        ck_assert_int_eq(describe_bwd(c, &acc, ga, nondet), FATTN_OK);
+        cg_key(g, kd);
+        cg_key(ga, kn);
+        ck_assert(!cg_key_equal(kd, kn->b, kn->len, kn->hash));
+        free(kd);
+        free(kn);
+    }
     bool pinned = cg_bwd_ordered_pin(&d, ordered_rows[_i].version, ordered_rows[_i].cc, &d.pin);
     ck_assert_int_eq(pinned, ordered_rows[_i].pinned);
     ck_assert_int_eq(d.pin.on, pinned);
@@ -591,14 +603,26 @@ START_TEST(bwd_ordered_dq)
         check_bwd_invariants(id, g, &d);
         ck_assert(g->pin.on && cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0);
         ck_assert_int_gt(cg_bwd_dq_accum_bytes(&d), 0);
-        /* the same graph as the accumulator backward's, but its own key */
+        /* the accumulator backward's graph with the pin (and the
+         * deterministic mark): its own key, the same one without them, and
+         * another pin another key */
         ck_assert_int_eq(describe_bwd(c, &acc, ga, nondet), FATTN_OK);
-        ck_assert_int_eq(g->nt, ga->nt);
-        ck_assert_int_eq(g->nops, ga->nops);
         cg_key_buf *k1 = malloc(sizeof *k1), *k2 = malloc(sizeof *k2);
         cg_key(g, k1);
         cg_key(ga, k2);
         ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        cg_graph *bare = malloc(sizeof *bare);
+        memcpy(bare, g, sizeof *g);
+        memset(&bare->pin, 0, sizeof bare->pin);
+        bare->deterministic = false;
+        cg_key(bare, k1);
+        ck_assert(cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        bare->pin = g->pin;
+        bare->pin.value[bare->pin.n - 1]++;
+        cg_key(bare, k2);
+        cg_key(g, k1);
+        ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        free(bare);
         free(k1);
         free(k2);
         char *dump = cg_dump(g, false);
@@ -772,15 +796,24 @@ START_TEST(bwd_lowering_finalizes)
                       fattn_last_error());
         ck_assert_ptr_nonnull(p->op_graph);
         cudnn_plan_free(p);
-        /* the native SDPA_BWD op where it takes the case; cuDNN 9.19's
-         * operation graph refuses the op (measured), 9.26's takes it */
-        if (!cg_bwd_is_native(&d) || api->GetVersion() < 92600)
+        /* the native SDPA_BWD op where it takes the case */
+        if (!cg_bwd_is_native(&d))
             continue;
+        ck_assert(!det);
         d.native = true;
         ck_assert_int_eq(cg_build_bwd(g, &d), FATTN_OK);
         ck_assert_int_eq(g->nops, 1);
         ck_assert_int_eq(g->ops[0].kind, CG_OP_SDPA_BWD);
+        ck_assert_int_eq(g->route, CG_ROUTE_NATIVE);
         ck_assert_int_eq(cg_bwd_dsum_bytes(&d) + cg_bwd_dq_accum_bytes(&d), 0);
+        for (int i = 0; i < CG_SDPA_N; i++) /* every operand, each a tensor of the graph */
+            ck_assert(g->ops[0].sdpa[i] >= 0 && g->ops[0].sdpa[i] < g->nt);
+        char *dump = cg_dump(g, false);
+        ck_assert_ptr_nonnull(strstr(dump, "SDPA_BWD"));
+        free(dump);
+        /* cuDNN 9.19's operation graph refuses the op (measured), 9.26's takes it */
+        if (api->GetVersion() < 92600)
+            continue;
         st = cudnn_plan_build(api, NULL, g, &p);
         ck_assert_msg(st == FATTN_OK, "%s (native): %s", c->id, fattn_last_error());
         cudnn_plan_free(p);
@@ -836,7 +869,9 @@ typedef enum {
     KF_T_ROLE,
     KF_O_KIND, KF_O_MODE, KF_O_MATH, KF_O_AXIS, KF_O_IN0, KF_O_IN1, KF_O_IN2, KF_O_OUT,
     KF_O_M_OVERRIDE, KF_O_N_OVERRIDE, KF_O_K_OVERRIDE, KF_O_BERNOULLI_P, KF_O_SDPA0,
-    KF_O_SDPA1, KF_O_SDPA2, KF_O_SDPA3, KF_O_SDPA4, KF_O_SDPA5,
+    KF_O_SDPA1, KF_O_SDPA2, KF_O_SDPA3, KF_O_SDPA4, KF_O_SDPA5, KF_O_SDPA6, KF_O_SDPA7,
+    KF_O_SDPA8, KF_O_SDPA9,
+    KF_DETERMINISTIC, KF_PIN_ON, KF_PIN_ENGINE, KF_PIN_N, KF_PIN_TYPE0, KF_PIN_VALUE0,
     KF_COUNT
 } key_field;
 
@@ -847,7 +882,9 @@ static const char *const key_field_names[KF_COUNT] = {
     "t.role",
     "op.kind", "op.mode", "op.math", "op.axis", "op.in[0]", "op.in[1]", "op.in[2]", "op.out",
     "op.m_override", "op.n_override", "op.k_override", "op.bernoulli_p", "op.sdpa[0]",
-    "op.sdpa[1]", "op.sdpa[2]", "op.sdpa[3]", "op.sdpa[4]", "op.sdpa[5]",
+    "op.sdpa[1]", "op.sdpa[2]", "op.sdpa[3]", "op.sdpa[4]", "op.sdpa[5]", "op.sdpa[6]",
+    "op.sdpa[7]", "op.sdpa[8]", "op.sdpa[9]",
+    "deterministic", "pin.on", "pin.engine", "pin.n", "pin.type[0]", "pin.value[0]",
 };
 
 static void key_mutate(cg_graph *g, key_field f)
@@ -881,9 +918,15 @@ static void key_mutate(cg_graph *g, key_field f)
     case KF_O_K_OVERRIDE: o->k_override++; break;
     case KF_O_BERNOULLI_P: o->bernoulli_p = o->bernoulli_p == 0.5 ? 0.25 : 0.5; break;
     case KF_O_SDPA0: case KF_O_SDPA1: case KF_O_SDPA2: case KF_O_SDPA3: case KF_O_SDPA4:
-    case KF_O_SDPA5:
+    case KF_O_SDPA5: case KF_O_SDPA6: case KF_O_SDPA7: case KF_O_SDPA8: case KF_O_SDPA9:
         o->sdpa[f - KF_O_SDPA0]++;
         break;
+    case KF_DETERMINISTIC: g->deterministic = !g->deterministic; break;
+    case KF_PIN_ON: g->pin.on = !g->pin.on; break;
+    case KF_PIN_ENGINE: g->pin.engine++; break;
+    case KF_PIN_N: g->pin.n--; break;
+    case KF_PIN_TYPE0: g->pin.type[0]++; break;
+    case KF_PIN_VALUE0: g->pin.value[0]++; break;
     case KF_COUNT: break;
     }
 }
@@ -915,6 +958,8 @@ START_TEST(key_each_field)
         cg_graph *g = malloc(sizeof *g), *m = malloc(sizeof *m);
         cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
         ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
+        /* a pinned config (any graph may carry one), so that its fields count */
+        g->pin = (cg_pin){.on = true, .engine = 6, .n = 2, .type = {24, 14}, .value = {2, 4}};
         cg_key(g, k0);
         memcpy(m, g, sizeof *g);
         key_mutate(m, (key_field)_i);

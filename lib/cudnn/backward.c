@@ -114,7 +114,7 @@ static void note_route(cudnn_engine *e, const cg_graph *g, const cg_bwd_desc *d)
 {
     (void)g;
     snprintf(e->last_route, sizeof e->last_route, "%s",
-             d->native       ? (d->deterministic ? "bwd-native-det" : "bwd-native")
+             d->native       ? "bwd-native"
              : d->ordered_dq ? "bwd-ordered-dq"
              : d->deterministic || d->dbias ? "bwd-direct-dq"
                                             : "bwd-dq-accum");
@@ -145,7 +145,9 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
         (st = cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
         (st = cudnn_bind_output(a, &p->dq, dev, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
         (st = cudnn_bind_output(a, &p->dk, dev, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = cudnn_bind_output(a, &p->dv, dev, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
+        (st = cudnn_bind_output(a, &p->dv, dev, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])))
+        return st;
+    if (cg_bwd_dsum_bytes(&r->d) > 0 &&
         (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
         return st;
     if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
@@ -217,6 +219,28 @@ static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fa
     return st;
 }
 
+/* The routes the plan cache's switches ask for (docs/cudnn-engine.md), where
+ * the case and cuDNN allow them; whether the graph then built may fall back to
+ * the usual one when cuDNN refuses it (not for FATTN_CUDNN_DET_TAG: a probe
+ * wants the refusal). */
+static bool choose_route(const fattn_cudnn_plan_cache *pc, cg_bwd_desc *d)
+{
+    /* Never for the deterministic backward (cg_bwd_is_native): measured on
+     * the H200 with cuDNN 9.28, the native op's engine repeats dQ not
+     * bitwise although cuDNN does not note it non-deterministic. cuDNN 9.19's
+     * operation graph refuses the op; 9.26 was the first seen to take it. */
+    d->native = pc->bwd_native && pc->cudnn_version >= 92600 && cg_bwd_is_native(d);
+    if (!d->deterministic || !pc->det_ordered)
+        return d->native;
+    if (pc->det_tag.on && !d->dbias && !d->f.fp8) {
+        d->ordered_dq = true;
+        d->pin = pc->det_tag;
+        return false;
+    }
+    d->ordered_dq = cg_bwd_ordered_pin(d, pc->cudnn_version, pc->cc_major, &d->pin);
+    return d->ordered_dq;
+}
+
 fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
                               const fattn_bwd_call *c)
 {
@@ -233,18 +257,7 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
         return st;
     if (e->force_det)
         r.d.deterministic = true;
-    /* never for the deterministic backward: measured on the H200 with cuDNN
-     * 9.28, the native op's engine repeats dQ not bitwise although cuDNN
-     * notes it deterministic (docs/determinism.md) */
-    r.d.native = e->pc->bwd_native && !r.d.deterministic && cg_bwd_is_native(&r.d);
-    if (r.d.deterministic && e->pc->det_ordered) {
-        const fattn_cudnn_plan_cache *pc = e->pc;
-        r.d.ordered_dq = cg_bwd_ordered_pin(&r.d, pc->cudnn_version, pc->cc_major, &r.d.pin);
-        if (pc->det_tag.on && !r.d.dbias && !r.d.native && !r.d.f.fp8) {
-            r.d.ordered_dq = true;
-            r.d.pin = pc->det_tag;
-        }
-    }
+    bool fallback = choose_route(e->pc, &r.d);
     /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
      * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
      * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather
@@ -260,5 +273,13 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     dev_arena *arena = &e->pc->arena[1];
     cudnn_dev_reset(arena);
     memset(&e->timing, 0, sizeof e->timing);
-    return run_backward(&r, arena);
+    st = run_backward(&r, arena);
+    if (st == FATTN_E_UNSUPPORTED && fallback) { /* the switch's route: cuDNN did not take it */
+        r.d.native = r.d.ordered_dq = false;
+        memset(&r.d.pin, 0, sizeof r.d.pin);
+        cudnn_dev_reset(arena);
+        memset(&e->timing, 0, sizeof e->timing);
+        st = run_backward(&r, arena);
+    }
+    return st;
 }

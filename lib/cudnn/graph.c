@@ -398,6 +398,8 @@ char *cg_dump(const cg_graph *g, bool with_values)
 {
     dump_buf d = {0};
     dump_add(&d, "route %s\n", g->route == CG_ROUTE_NATIVE ? "native" : "composite");
+    if (g->deterministic)
+        dump_add(&d, "deterministic\n");
     if (g->pin.on) {
         dump_add(&d, "pin eng%lld", (long long)g->pin.engine);
         for (int i = 0; i < g->pin.n; i++)

@@ -226,6 +226,11 @@ typedef struct cg_pin {
 typedef struct cg_graph {
     cg_route route;
     cg_pin pin;
+    /* A backward whose plan must be deterministic: part of the key, so that a
+     * plan chosen for a non-deterministic call (autotune's fastest, which may
+     * be noted non-deterministic) never serves a deterministic one where the
+     * two graphs are alike (dBias forces the direct-dQ graph on both). */
+    bool deterministic;
     int nt, nops;
     int64_t next_uid;
     cg_tensor t[CG_MAX_TENSORS];
@@ -273,7 +278,7 @@ typedef struct cg_bwd_desc {
     bool dbias;                         /* dBias output (REDUCTION ADD of t3) */
     int64_t dbias_dims[4], dbias_strides[4];
     bool dsink;                         /* dSoftmaxOffset output */
-    bool deterministic;                 /* direct dQ (set_deterministic_algorithm) */
+    bool deterministic;                 /* set_deterministic_algorithm: direct dQ, or ordered_dq */
     bool native;                        /* the single SDPA_BWD op (cg_bwd_is_native) */
     /* deterministic through the engine's ordered dQ accumulation: the
      * accumulator graph, run with `pin` (cg_bwd_ordered_pin) */
@@ -291,19 +296,21 @@ typedef struct cg_bwd_desc {
  * The aux pack supplies Bias and SoftmaxOffset shapes. */
 fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d);
 
-/* Build the composite backward graph (cudnn-frontend 1.18
- * CompositeSDPABackwardNode): the Dsum chain, the score recomputation with
- * every forward option, dV, dK (GQA: full-head + REDUCTION ADD), dQ through
- * the FLOAT accumulator + IDENTITY (default) or directly (deterministic),
- * dBias and dSink reductions. */
+/* Build the backward graph: the native SDPA_BWD op where d->native, else the
+ * composite graph (cudnn-frontend 1.18 CompositeSDPABackwardNode): the Dsum
+ * chain, the score recomputation with every forward option, dV, dK (GQA:
+ * full-head + REDUCTION ADD), dQ through the FLOAT accumulator + IDENTITY
+ * (default, and the ordered-dQ deterministic backward with its pinned
+ * config) or directly (deterministic, or with dBias), dBias and dSink
+ * reductions. */
 fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
 
 /* The engine config of cuDNN's ordered (bitwise repeatable) dQ accumulation
  * on the accumulator graph for a cuDNN of version `cudnn_version` on a
  * device of compute capability cc_major (cudnn-frontend's choice on Hopper
  * from cuDNN 9.25: engine 6, 64x64 tiles, STAGES 4); false where there is
- * none, the case has dBias (the direct-dQ graph) or is FP8, or its ragged Q
- * is packed with K and V (measured wrong there). */
+ * none, the case has dBias (the direct-dQ graph) or is FP8, or its ragged dQ
+ * is packed with dK and dV (measured wrong there). */
 bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
 
 /* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17;

@@ -52,7 +52,7 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
     fattn_status st = cg_fwd_desc_from_params(&fp, &d->f);
     if (st != FATTN_OK)
         return st;
-    d->f.allow_native = false; /* the backward is always composite */
+    d->f.allow_native = false; /* the forward's native op is not the backward's */
     if (p->dqkv_layout < 0 || p->dqkv_layout >= FATTN_LAYOUT_NOT_SET ||
         fattn_layout_is_paged(p->dqkv_layout))
         return fattn_error(FATTN_E_LAYOUT, "cuDNN backward: dQKV layout not set or paged");
@@ -124,9 +124,10 @@ bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_majo
     memset(out, 0, sizeof *out);
     if (d->f.fp8 || d->dbias || d->native || cc_major != 9 || cudnn_version < 92500)
         return false;
-    /* Measured with cuDNN 9.28 on the H200: with a ragged Q packed with K and
-     * V (T3HD, TH3D: dQ's token stride 3·h·d) the ordered dQ is neither
-     * repeatable nor right; a THD Q of its own is fine. */
+    /* Measured with cuDNN 9.28 on the H200: with a ragged dQ packed with dK
+     * and dV (T3HD, TH3D: its token stride 3·h·d; dQ_accum takes dQ's
+     * strides) the ordered dQ is neither repeatable nor right; a THD dQ of
+     * its own is fine. */
     if (d->f.ragged_q && d->dq_strides[2] != d->f.hq * d->f.d)
         return false;
     /* TILE_M 2, TILE_N 1, KERNEL_CFG 2, STREAM_K 0, TILE_CGA_M 0, STAGES 4 */
@@ -473,6 +474,7 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
     g->route = CG_ROUTE_COMPOSITE;
     assert(!bdsc->ordered_dq || bdsc->pin.on);
     g->pin = bdsc->pin;
+    g->deterministic = bdsc->deterministic;
     builder bd = {g, FATTN_OK};
     if (bdsc->native) {
         assert(cg_bwd_is_native(bdsc));

@@ -64,6 +64,7 @@ void cg_key(const cg_graph *g, cg_key_buf *out)
     key_w w = {out};
     out->len = 0;
     put(&w, g->route);
+    put(&w, g->deterministic);
     put(&w, g->pin.on);
     if (g->pin.on) {
         put(&w, g->pin.engine);

@@ -311,7 +311,11 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
         }
     }
     fattn_status st = FATTN_OK;
-    if (!p && g->pin.on) { /* the graph names its config: nothing to choose */
+    /* The graph names its config: nothing to choose, and no filter on cuDNN's
+     * non-determinism note either: the ordered dQ's engine is the
+     * accumulator's, whatever it is noted, and its order is what the pin
+     * buys (measured bitwise repeatable, docs/determinism.md). */
+    if (!p && g->pin.on) {
         cudnnBackendKnobType_t types[CG_PIN_MAX_KNOBS];
         for (int i = 0; i < g->pin.n; i++)
             types[i] = (cudnnBackendKnobType_t)g->pin.type[i];
@@ -712,7 +716,8 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
                        &c->det_tag.n)) {
             fattn_cudnn_plan_cache_free(c);
             return fattn_error(FATTN_E_INVALID_ARG, "FATTN_CUDNN_DET_TAG=%s: not an engine tag "
-                               "(eng<id>_k<type>=<value>...)", det_tag);
+                               "(eng<id>_k<type>=<value>..., at most %d knobs)", det_tag,
+                               CG_PIN_MAX_KNOBS);
         }
         for (int i = 0; i < c->det_tag.n; i++)
             c->det_tag.type[i] = (int32_t)types[i];

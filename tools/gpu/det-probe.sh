@@ -24,7 +24,9 @@ J=$DEST/det-probe.jsonl
 run() { # label, then env assignments; the bench's lines tagged with the label
     label=$1; shift
     echo "== $label" >&2
-    env "$@" "$BUILD/bench/bench_cudnn" --host-calls 3 --only "$ONLY" 2>>"$DEST/bench.log" | sed "s/^{/{\"probe\":\"$label\",/" >>"$J"
+    { env "$@" "$BUILD/bench/bench_cudnn" --host-calls 3 --only "$ONLY" 2>>"$DEST/bench.log"
+      echo "bench_cudnn ($label): exit $?" >>"$DEST/bench.log"; } |
+        sed "s/^{/{\"probe\":\"$label\",/" >>"$J"
 }
 run cudnn-pytorch
 if [ -n "${DET_PROBE_TAG919:-}" ]; then run cudnn-pytorch-tag FATTN_CUDNN_DET_TAG="$DET_PROBE_TAG919"; fi
