@@ -217,10 +217,11 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                  fattn_status_name(c->spec->refusal_status), c->spec->refusal_rule,
                  c->golden_missing ? " (no golden)" : "");
     } else {
+        char same[48] = "";
+        if (c->same_engine_only)
+            snprintf(same, sizeof same, " (%s: same-engine only)", c->same_engine_only);
         snprintf(result, sizeof result, "ok%s%s",
-                 c->golden_missing     ? " (no golden)"
-                 : c->same_engine_only ? " (dropout: same-engine only)"
-                                       : "",
+                 c->golden_missing ? " (no golden)" : same,
                  c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
                                    "within its bound)"
                                  : "");

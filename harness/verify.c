@@ -327,9 +327,18 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     fattn_h5_node_free(again);
 }
 
+const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engine *e)
+{
+    if (s->dropout_p > 0.0 && s->is_training)
+        return "dropout";
+    if (s->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_CPU_MATH))
+        return "FP8";
+    return NULL;
+}
+
 /* Against the goldens: bitwise on an exact platform-key match, else (tol
- * non-NULL) against CPU goldens within the tolerance profile. Dropout bits
- * are the engine's own, so dropout cases compare within one engine only. */
+ * non-NULL) against CPU goldens within the tolerance profile, except what
+ * compares within one engine only (fattn_verify_same_engine_only). */
 void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
                                const fattn_tol_profile *tol, fattn_engine *e)
 {
@@ -357,8 +366,7 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
         }
     } else if (!tol) {
         fattn_compare_cases(c->legacy, g, NULL, &r);
-    } else if (c->spec->dropout_p > 0.0 && c->spec->is_training) {
-        c->same_engine_only = true;
+    } else if ((c->same_engine_only = fattn_verify_same_engine_only(c->spec, e))) {
         return;
     } else {
         fattn_compare_cases_tol(c->legacy, g, tol, &r);

@@ -44,7 +44,9 @@ typedef struct fattn_verify_case {
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
     bool golden_missing;
-    bool same_engine_only;         /* dropout, against another engine's goldens */
+    /* Why the case is not compared with another engine's goldens ("dropout",
+     * "FP8"), NULL when it is (or the goldens are this platform's). */
+    const char *same_engine_only;
     bool refused;                  /* expect_refusal: both refused as expected */
     size_t noisy_within;           /* non-deterministic tensors within their bound */
     char states[8];                /* "ifsb": the states recorded ('-' absent) */
@@ -61,6 +63,14 @@ typedef struct fattn_verify_case {
     fattn_status side_status[FATTN_IMPL_COUNT];
     char side_error[FATTN_IMPL_COUNT][512];
 } fattn_verify_case;
+
+/* Why case s is compared within one engine only and not with another
+ * engine's goldens, or NULL: "dropout" (the random bits are each engine's
+ * own); "FP8" on an engine without the CPU math (its scales follow its own
+ * amax, its FP8 bytes its own rounding of P: cuDNN 9.28 on the H200 against
+ * the CPU goldens differed in the quantizer attributes and FP8 outputs of
+ * every FP8 case, docs/verify.md). */
+const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engine *e);
 
 /* Whether a front end's straight run failed (in any state). */
 bool fattn_verify_side_failed(const fattn_verify_case *c);

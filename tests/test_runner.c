@@ -10,6 +10,7 @@
 #include "fe.h"
 #include "runner.h"
 #include "saved_slots.h"
+#include "verify.h"
 
 /* The one legal successor of each state (-1: none). */
 static const int successor[FATTN_STATE_COUNT] = {
@@ -340,6 +341,47 @@ START_TEST(test_impls)
 }
 END_TEST
 
+/* An engine of another math than the CPU's that runs FP8 (as cuDNN does). */
+static bool other_math_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    (void)e;
+    return q == FATTN_ENGINE_Q_FP8;
+}
+
+/* Which cases verify compares with another engine's goldens (CPU goldens
+ * within tolerance) and which within one engine only. */
+static const struct {
+    double dropout_p;
+    bool is_training, fp8, cpu;
+    const char *why; /* NULL: compared */
+} same_engine_rows[] = {
+    {0.0, true, false, true, NULL},      {0.0, true, false, false, NULL},
+    {0.1, true, false, true, "dropout"}, {0.1, true, false, false, "dropout"},
+    {0.1, false, false, false, NULL},    /* inference: dropout does not apply */
+    {0.0, true, true, true, NULL},       /* FP8 on the CPU math: compared */
+    {0.0, true, true, false, "FP8"},     {0.0, false, true, false, "FP8"},
+    {0.1, true, true, false, "dropout"},
+};
+
+START_TEST(test_same_engine_only)
+{
+    static const fattn_engine_ops other_ops = {.name = "other-math",
+                                               .supports = other_math_supports};
+    fattn_engine other = {.ops = &other_ops}, *cpu = NULL;
+    ck_assert_int_eq(fattn_engine_open("cpu", NULL, &cpu), FATTN_OK);
+    fattn_spec s;
+    memset(&s, 0, sizeof s);
+    s.dropout_p = same_engine_rows[_i].dropout_p;
+    s.is_training = same_engine_rows[_i].is_training;
+    s.fp8 = same_engine_rows[_i].fp8;
+    const char *why = fattn_verify_same_engine_only(&s, same_engine_rows[_i].cpu ? cpu : &other);
+    const char *want = same_engine_rows[_i].why;
+    ck_assert_msg(want ? why && !strcmp(why, want) : !why, "row %d: '%s', want '%s'", _i,
+                  why ? why : "(compared)", want ? want : "(compared)");
+    fattn_engine_free(cpu);
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int f = 0; f < FATTN_STATE_COUNT; f++)
@@ -364,6 +406,8 @@ static Suite *make_suite(void)
     tcase_add_test(tt, test_ctx_values);
     tcase_add_test(tt, test_saved_slots);
     tcase_add_test(tt, test_impls);
+    tcase_add_loop_test(tt, test_same_engine_only, 0,
+                        (int)(sizeof same_engine_rows / sizeof same_engine_rows[0]));
     suite_add_tcase(s, tt);
     return s;
 }

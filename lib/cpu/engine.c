@@ -59,7 +59,7 @@ static void cpu_engine_free(fattn_engine *e) { free(e); }
 static bool cpu_engine_supports(const fattn_engine *e, fattn_engine_query q)
 {
     (void)e;
-    return q == FATTN_ENGINE_Q_FP8;
+    return q == FATTN_ENGINE_Q_FP8 || q == FATTN_ENGINE_Q_CPU_MATH;
 }
 
 /* Its results depend on nothing but the math version: one platform. */

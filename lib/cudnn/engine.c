@@ -42,6 +42,8 @@ static bool cudnn_engine_supports(const fattn_engine *base, fattn_engine_query q
         return e->force_det;
     case FATTN_ENGINE_Q_FP8: /* fp8_run.c; what sm_90 cannot build is refused there */
         return true;
+    case FATTN_ENGINE_Q_CPU_MATH:
+        return false;
     }
     return false;
 }

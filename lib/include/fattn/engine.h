@@ -238,6 +238,11 @@ typedef enum fattn_engine_query {
     /* It takes device tensors (fattn_tensor.device FATTN_DEVICE_CUDA; the
      * rules above the aux pack's, at the top of this file). */
     FATTN_ENGINE_Q_DEVICE_TENSORS,
+    /* Its results are the CPU engine's math (FATTN_CPU_MATH_VERSION), FP8
+     * scales and bytes included: verify compares its FP8 cases with CPU
+     * goldens within tolerance; another engine's FP8 scales follow its own
+     * amax and its bytes its own rounding. */
+    FATTN_ENGINE_Q_CPU_MATH,
 } fattn_engine_query;
 
 /* Benchmark timing of the last call (fattn_engine_options.timing_iters). */
