@@ -331,9 +331,11 @@ int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
  * (float32 io, FP8, paged KV, return_max_logit on cuDNN 9.19). */
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
 
+/* Whether the case is one the native SDPA ops take: no mask of any kind, no
+ * bias or ALiBi, no dropout, no sink, dense layouts, not FP8. */
+bool cg_fwd_native_shape(const cg_fwd_desc *d);
 /* Whether PyTorch 2.11 (frontend 1.18, cuDNN >= 9.13.1) would use the native
- * SDPA_FWD op: no mask of any kind, no bias or ALiBi, no dropout, no sink,
- * dense layouts. */
+ * SDPA_FWD op: d->allow_native and cg_fwd_native_shape. */
 bool cg_fwd_is_native(const cg_fwd_desc *d);
 
 /* Build the forward graph. */

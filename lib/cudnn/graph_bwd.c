@@ -143,10 +143,7 @@ bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_majo
 
 bool cg_bwd_is_native(const cg_bwd_desc *d)
 {
-    const cg_fwd_desc *f = &d->f;
-    return !f->fp8 && !f->padding && !f->ragged_q && !f->ragged_kv && !f->bias && !f->alibi &&
-           !f->sink && f->dropout == 0.0f && !f->has_left && !f->has_right && !d->dbias &&
-           !d->dsink && !d->deterministic;
+    return cg_fwd_native_shape(&d->f) && !d->dbias && !d->dsink && !d->deterministic;
 }
 
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)

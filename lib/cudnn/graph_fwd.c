@@ -162,10 +162,15 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     return fwd_desc_options(p, d);
 }
 
+bool cg_fwd_native_shape(const cg_fwd_desc *d)
+{
+    return !d->fp8 && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias && !d->alibi &&
+           !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
+}
+
 bool cg_fwd_is_native(const cg_fwd_desc *d)
 {
-    return d->allow_native && !d->fp8 && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias &&
-           !d->alibi && !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
+    return d->allow_native && cg_fwd_native_shape(d);
 }
 
 /* ---- building ------------------------------------------------------------ */
