@@ -476,6 +476,19 @@ static cudnn_plan *plan_lowered(const cudnn_api *api, cudnnHandle_t handle, cons
     return p;
 }
 
+/* The end of a plan build: p (configs chosen) returned in *out with its build
+ * time since t0, or freed when L failed. */
+static fattn_status plan_finish(const lowering *L, cudnn_plan *p, double t0, cudnn_plan **out)
+{
+    if (L->st != FATTN_OK) {
+        cudnn_plan_free(p);
+        return L->st;
+    }
+    p->build_seconds = now_s() - t0;
+    *out = p;
+    return FATTN_OK;
+}
+
 fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out)
@@ -489,13 +502,7 @@ fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
     if (L.st == FATTN_OK && handle)
         pick_config(&L, p, og, mode, index, det_only);
-    if (L.st != FATTN_OK) {
-        cudnn_plan_free(p);
-        return L.st;
-    }
-    p->build_seconds = now_s() - t0;
-    *out = p;
-    return FATTN_OK;
+    return plan_finish(&L, p, t0, out);
 }
 
 /* ---- engine configs made by hand (autotune's knob sweep) --------------------- */
@@ -590,14 +597,8 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     if (L.st == FATTN_OK && !finalize_config(&L, p, cfg, last, sizeof last) && L.st == FATTN_OK)
         L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld with these knobs does "
                            "not finalize: %s", (long long)engine, last);
-    if (L.st != FATTN_OK) {
-        cudnn_plan_free(p);
-        return L.st;
-    }
     p->configs = 1;
-    p->build_seconds = now_s() - t0;
-    *out = p;
-    return FATTN_OK;
+    return plan_finish(&L, p, t0, out);
 }
 
 fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
