@@ -111,16 +111,17 @@ fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const 
 fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out);
-/* The plan of engine `engine` (its global index) with knobs types[i] =
- * values[i], made by hand without heuristics: autotune's sweep of one knob
- * beside the heuristics' configs. FATTN_E_UNSUPPORTED when cuDNN does not
+/* The plan of engine `engine` (its global index) with knobs types[i] (a
+ * cudnnBackendKnobType_t's value) = values[i], made by hand without
+ * heuristics: autotune's sweep of one knob beside the heuristics' configs,
+ * and a graph's pinned config (cg_graph.pin). FATTN_E_UNSUPPORTED when cuDNN does not
  * finalize it (or, with det_only, the engine is noted non-deterministic).
  * With range non-NULL, also the range cuDNN declares for knob `range_of`
  * of that engine ({min, max, stride}; all 0 when it declares none), filled
  * even when the plan fails. */
 fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                                     const cg_graph *g, int64_t engine, int nknobs,
-                                    const cudnnBackendKnobType_t *types, const int64_t *values,
+                                    const int32_t *types, const int64_t *values,
                                     bool det_only, int64_t range_of, int64_t range[3],
                                     cudnn_plan **out);
 void cudnn_plan_free(cudnn_plan *p);

@@ -541,7 +541,7 @@ static bool knob_range(const cudnn_api *api, cudnnBackendDescriptor_t eng,
 
 fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                                     const cg_graph *g, int64_t engine, int nknobs,
-                                    const cudnnBackendKnobType_t *types, const int64_t *values,
+                                    const int32_t *types, const int64_t *values,
                                     bool det_only, int64_t range_of, int64_t range[3],
                                     cudnn_plan **out)
 {
@@ -567,8 +567,9 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     L.what = "knob choice";
     cudnnBackendDescriptor_t choice[CUDNN_KNOB_TYPE_COUNTS];
     for (int i = 0; i < nknobs; i++) {
+        cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
         choice[i] = mk(&L, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-        set(&L, choice[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &types[i]);
+        set(&L, choice[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type);
         set(&L, choice[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &values[i]);
         fin(&L, choice[i]);
     }

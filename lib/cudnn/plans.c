@@ -176,8 +176,8 @@ static void cand_add(cudnn_plan **cand, int *n, cudnn_plan *p)
 
 /* Parse "eng<id>_k<type>=<value>..." (engine_tag's form): the engine and up
  * to cap knobs; false for another form. */
-static bool parse_tag(const char *tag, int64_t *engine, cudnnBackendKnobType_t *types,
-                      int64_t *values, int cap, int *n)
+static bool parse_tag(const char *tag, int64_t *engine, int32_t *types, int64_t *values, int cap,
+                      int *n)
 {
     long long id, v;
     int type, used = 0;
@@ -188,7 +188,7 @@ static bool parse_tag(const char *tag, int64_t *engine, cudnnBackendKnobType_t *
     for (const char *p = tag + used; *p; p += used) {
         if (*n == cap || sscanf(p, "_k%d=%lld%n", &type, &v, &used) != 2)
             return false;
-        types[*n] = (cudnnBackendKnobType_t)type;
+        types[*n] = type;
         values[(*n)++] = v;
     }
     return true;
@@ -203,7 +203,7 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
                         int *n)
 {
     int64_t engine, values[CUDNN_KNOB_TYPE_COUNTS], range[3] = {0, 0, 0};
-    cudnnBackendKnobType_t types[CUDNN_KNOB_TYPE_COUNTS];
+    int32_t types[CUDNN_KNOB_TYPE_COUNTS];
     int nk = 0, at = -1;
     char *note = e->tune.sweep, last[160] = "";
     size_t cap = sizeof e->tune.sweep;
@@ -212,7 +212,7 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         return;
     }
     for (int i = 0; i < nk; i++)
-        at = (int)types[i] == SWEEP_KNOB ? i : at;
+        at = types[i] == SWEEP_KNOB ? i : at;
     if (at < 0) {
         snprintf(note, cap, "%s: no k%d knob", cand[0]->tag, SWEEP_KNOB);
         return;
@@ -311,28 +311,22 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
         }
     }
     fattn_status st = FATTN_OK;
-    /* The graph names its config: nothing to choose, and no filter on cuDNN's
-     * non-determinism note either: the ordered dQ's engine is the
-     * accumulator's, whatever it is noted, and its order is what the pin
-     * buys (measured bitwise repeatable, docs/determinism.md). */
-    if (!p && g->pin.on) {
-        cudnnBackendKnobType_t types[CG_PIN_MAX_KNOBS];
-        for (int i = 0; i < g->pin.n; i++)
-            types[i] = (cudnnBackendKnobType_t)g->pin.type[i];
-        if ((st = cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n, types,
-                                         g->pin.value, false, 0, NULL, &p)) == FATTN_OK) {
-            e->pc->pstats.built++;
-            if (key_text)
-                store_save(e, key_text, p);
-        }
-    } else if (!p && e->pc->autotune) {
+    if (!p && e->pc->autotune && !g->pin.on) {
         if ((st = build_candidates(e, g, det_only, cand, ncand)) == FATTN_OK) {
             *tune_key = key_text; /* written once the winner is known */
             key_text = NULL;
             p = cand[0];
         }
     } else if (!p) {
-        if ((st = cudnn_plan_build(e->api, e->pc->handle, g, &p)) == FATTN_OK) {
+        /* A graph that names its config gets it: nothing to choose, and no
+         * filter on cuDNN's non-determinism note either: the ordered dQ's
+         * engine is the accumulator's, whatever it is noted, and its order
+         * is what the pin buys (measured bitwise repeatable,
+         * docs/determinism.md). */
+        st = g->pin.on ? cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n,
+                                                g->pin.type, g->pin.value, false, 0, NULL, &p)
+                       : cudnn_plan_build(e->api, e->pc->handle, g, &p);
+        if (st == FATTN_OK) {
             e->pc->pstats.built++;
             if (key_text)
                 store_save(e, key_text, p);
@@ -711,16 +705,13 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     const char *det = getenv("FATTN_CUDNN_DET"), *det_tag = getenv("FATTN_CUDNN_DET_TAG");
     c->det_ordered = (det && !strcmp(det, "ordered")) || det_tag;
     if (det_tag) {
-        cudnnBackendKnobType_t types[CG_PIN_MAX_KNOBS];
-        if (!parse_tag(det_tag, &c->det_tag.engine, types, c->det_tag.value, CG_PIN_MAX_KNOBS,
-                       &c->det_tag.n)) {
+        if (!parse_tag(det_tag, &c->det_tag.engine, c->det_tag.type, c->det_tag.value,
+                       CG_PIN_MAX_KNOBS, &c->det_tag.n)) {
             fattn_cudnn_plan_cache_free(c);
             return fattn_error(FATTN_E_INVALID_ARG, "FATTN_CUDNN_DET_TAG=%s: not an engine tag "
                                "(eng<id>_k<type>=<value>..., at most %d knobs)", det_tag,
                                CG_PIN_MAX_KNOBS);
         }
-        for (int i = 0; i < c->det_tag.n; i++)
-            c->det_tag.type[i] = (int32_t)types[i];
         c->det_tag.on = true;
     }
     c->cudnn_version = (int64_t)api->GetVersion();
