@@ -219,6 +219,14 @@ static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fa
     return st;
 }
 
+/* run_backward on an emptied arena, with the timing of this call only. */
+static fattn_status run_fresh(bwd_run *r, dev_arena *a)
+{
+    cudnn_dev_reset(a);
+    memset(&r->e->timing, 0, sizeof r->e->timing);
+    return run_backward(r, a);
+}
+
 /* The routes the plan cache's switches ask for (docs/cudnn-engine.md), where
  * the case and cuDNN allow them; whether the graph then built may fall back to
  * the usual one when cuDNN refuses it (not for FATTN_CUDNN_DET_TAG: a probe
@@ -271,15 +279,11 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     if ((st = bwd_location(&r, p, c)))
         return st;
     dev_arena *arena = &e->pc->arena[1];
-    cudnn_dev_reset(arena);
-    memset(&e->timing, 0, sizeof e->timing);
-    st = run_backward(&r, arena);
+    st = run_fresh(&r, arena);
     if (st == FATTN_E_UNSUPPORTED && fallback) { /* the switch's route: cuDNN did not take it */
         r.d.native = r.d.ordered_dq = false;
         memset(&r.d.pin, 0, sizeof r.d.pin);
-        cudnn_dev_reset(arena);
-        memset(&e->timing, 0, sizeof e->timing);
-        st = run_backward(&r, arena);
+        st = run_fresh(&r, arena);
     }
     return st;
 }
