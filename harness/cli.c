@@ -1,5 +1,6 @@
 /* The CLI's shared pieces: option scanning, failure messages, the case
  * matrix and the engines commands run on (cli.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "fattn/cudnn.h"
@@ -88,6 +90,16 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
         return cli_fail(cmd, "--max-memory '%s': expected a positive, finite byte count "
                         "(at most 2^63)", s);
     *bytes = v;
+    return FATTN_EXIT_OK;
+}
+
+int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long lo, long hi,
+                        long *out)
+{
+    const char *end;
+    if (!parse_count(s, &end, out) || *end != '\0' || *out < lo || *out > hi)
+        return cli_fail(cmd, "%s '%s': expected a whole number from %ld to %ld", flag, s, lo,
+                        hi);
     return FATTN_EXIT_OK;
 }
 
@@ -282,8 +294,66 @@ const fattn_cudnn_plan_cache *cli_plan_cache(void)
     return plan_cache;
 }
 
+/* The temporary plan store cli_plan_store_prepare made, and the process
+ * that made it (a forked child inherits both and must leave the directory
+ * to its parent). */
+static char *temp_store;
+static pid_t temp_store_owner;
+
+int cli_plan_store_prepare(const char *cmd)
+{
+    const char *env = getenv("FATTN_CUDNN_PLAN_DIR");
+    if ((env && *env) || temp_store)
+        return FATTN_EXIT_OK;
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    size_t n = strlen(tmp) + sizeof "/fattn-plans-XXXXXX";
+    char *dir = malloc(n);
+    if (!dir)
+        return cli_fail(cmd, "plan store: out of memory");
+    snprintf(dir, n, "%s/fattn-plans-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        int rc = cli_fail(cmd, "plan store: cannot make a directory in %s: %s", tmp,
+                          strerror(errno));
+        free(dir);
+        return rc;
+    }
+    if (setenv("FATTN_CUDNN_PLAN_DIR", dir, 1) != 0) {
+        rmdir(dir);
+        free(dir);
+        return cli_fail(cmd, "plan store: setenv: %s", strerror(errno));
+    }
+    temp_store = dir;
+    temp_store_owner = getpid();
+    return FATTN_EXIT_OK;
+}
+
+/* Empties and removes the temporary store (its files are the store's own:
+ * plans and the store's temporary names, no subdirectories). */
+static void temp_store_remove(void)
+{
+    if (!temp_store)
+        return;
+    if (temp_store_owner == getpid()) {
+        DIR *d = opendir(temp_store);
+        if (d) {
+            int dfd = dirfd(d);
+            for (struct dirent *ent; (ent = readdir(d)) != NULL;)
+                if (strcmp(ent->d_name, ".") && strcmp(ent->d_name, ".."))
+                    unlinkat(dfd, ent->d_name, 0);
+            closedir(d);
+        }
+        rmdir(temp_store);
+        unsetenv("FATTN_CUDNN_PLAN_DIR");
+    }
+    free(temp_store);
+    temp_store = NULL;
+}
+
 void cli_engines_shutdown(void)
 {
     fattn_cudnn_plan_cache_free(plan_cache);
     plan_cache = NULL;
+    temp_store_remove();
 }

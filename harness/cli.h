@@ -67,6 +67,10 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
 /* --te-rules 2.19|2.20: the release bit (fattn/support.h) in *rules and
  * FATTN_EXIT_OK, else the failure printed (listing the known names). */
 int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules);
+/* A count option's value: decimal digits only (no sign, blank or prefix),
+ * lo <= value <= hi; else a message naming flag and an exit code 2. */
+int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long lo, long hi,
+                        long *out);
 
 /* --shard I/N takes plain decimal integers up to this. */
 #define CLI_SHARD_MAX 1000000000L
@@ -111,6 +115,12 @@ int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
 void cli_engine_close(fattn_engine *e);
 /* Plans held by the process's plan cache (0 without one). */
 int cli_engine_cached_plans(void);
+/* The plan store this process's cuDNN engines and its children use:
+ * $FATTN_CUDNN_PLAN_DIR when set and not empty, else a new private
+ * directory under $TMPDIR (or /tmp) put into the environment, which
+ * cli_engines_shutdown removes in this process (not in its children).
+ * An exit code (2 after a message). */
+int cli_plan_store_prepare(const char *cmd);
 /* The process's plan cache, NULL before the first cuDNN engine. */
 const fattn_cudnn_plan_cache *cli_plan_cache(void);
 /* Free the process's plan cache. Whoever calls commands calls this once,

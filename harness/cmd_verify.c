@@ -31,6 +31,7 @@ static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
     "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules 2.19|2.20]\n"
+    "                    [-j|--jobs N]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -55,7 +56,12 @@ static const char verify_help[] =
     "without golden), 2 usage error, missing fixtures directory, or an errored case.\n"
     "--te-rules (default 2.20): the TE release whose rules count the cases TE's\n"
     "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
-    "`fattn cases` names the rules per case). The verdict does not depend on it.\n";
+    "`fattn cases` names the rules per case). The verdict does not depend on it.\n"
+    "-j/--jobs N (default: the online CPUs, at most 16): on the cuDNN engine, before the\n"
+    "checks, N processes build the plans the matrix needs into the plan store\n"
+    "($FATTN_CUDNN_PLAN_DIR, else a temporary one removed at exit), which this process\n"
+    "then restores instead of compiling them one by one; the same plans, the same bits.\n"
+    "1 builds them here as the checks meet them. The CPU engine ignores it.\n";
 
 int fattn_cmd_golden(int argc, char **argv);
 
@@ -65,7 +71,8 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     v->backend = "auto";
     v->te_rules = FATTN_TE_RULES_NEWEST;
     *done = false;
-    const char *te_rules_s = NULL;
+    const char *te_rules_s = NULL, *jobs_s = NULL;
+    v->jobs = fattn_cmd_verify_default_jobs();
     cli_args a = {argc, argv, 1, "verify"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -79,6 +86,13 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             v->progress = true;
         } else if (cli_flag(&a, "-x") || cli_flag(&a, "--exitfirst")) {
             v->exitfirst = true;
+        } else if ((r = cli_opt(&a, "--jobs", &jobs_s)) || (r = cli_opt(&a, "-j", &jobs_s))) {
+            if (r < 0)
+                return cli_fail("verify", "%s needs a value", argv[a.i]);
+            long j = 0;
+            if (cli_parse_count_arg("verify", "--jobs", jobs_s, 1, 1024, &j) != FATTN_EXIT_OK)
+                return FATTN_EXIT_ERROR;
+            v->jobs = (int)j;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
                    (r = cli_opt(&a, "-k", &v->keyword)) ||
                    (r = cli_opt(&a, "--junit", &v->junit)) ||
@@ -127,6 +141,24 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
         return FATTN_EXIT_ERROR;
     if (v->keyword && keep_keyword(&v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
+    v->fix_dir = fix_dir;
+    if (fattn_cmd_verify_prebuild(v) != FATTN_EXIT_OK) {
+        cli_matrix_free(&v->m);
+        return FATTN_EXIT_ERROR;
+    }
+    return fattn_cmd_verify_open_engine(v);
+}
+
+int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
+{
+    const char *fix_dir = v->fix_dir;
+    if (v->shard_n > 0) {
+        size_t kept = 0;
+        for (size_t i = 0; i < v->m.n_sel; i++)
+            if (i % (size_t)v->shard_n == (size_t)v->shard_k)
+                v->m.sel[kept++] = v->m.sel[i];
+        v->m.n_sel = kept;
+    }
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open_opts("verify", v->backend, &deterministic_bwd, &e, &backend_name) !=

@@ -20,6 +20,14 @@ typedef struct fattn_cmd_verify_env {
     unsigned te_rules;          /* --te-rules: FATTN_TE_RULES_* bit */
     bool progress;  /* --progress, or stderr a terminal */
     bool exitfirst; /* -x: stop after the first differing or errored case */
+    int jobs;       /* -j/--jobs: plan-building processes on cuDNN (1: none) */
+    /* a plan-building child's share: every shard_n-th selected case from
+     * shard_k (shard_n 0: all of them) */
+    int shard_k, shard_n;
+    /* what the plan prebuild did: processes that ran, wall seconds */
+    int prebuild_jobs;
+    double prebuild_s;
+    const char *fix_dir;        /* the fixtures directory in use */
     /* opened by fattn_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;
@@ -36,6 +44,19 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
  * code (2 after a message). Close with fattn_cmd_verify_close. */
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v);
 void fattn_cmd_verify_close(fattn_cmd_verify_env *v);
+/* The second half of fattn_cmd_verify_open, for an env whose matrix is
+ * loaded: keeps only its shard's cases (shard_n > 0), then opens the engine
+ * and the goldens. */
+int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v);
+
+/* Cold start on cuDNN (cmd_verify_prebuild.c): unless this process has
+ * opened a cuDNN engine already, or the engine will not be cuDNN, or
+ * v->jobs is 1, v->jobs child processes run the checks on their shares of
+ * the selected cases into the plan store, so that the engine opened next
+ * restores the plans. Children that fail cost time only. An exit code. */
+int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v);
+/* --jobs's default: the online CPUs, at most 16. */
+int fattn_cmd_verify_default_jobs(void);
 
 /* The table's header; one row (a fattn_verify_case_fn, ctx the FILE *). */
 void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v);

@@ -964,6 +964,31 @@ def _():
             assert len(rev) == 40 and "dirty" not in rev, (name, rev)
 
 
+@case("verify --jobs: a whole number 1..1024 (else exit 2 naming it); on a machine where the "
+      "cuDNN engine cannot open, the plan-building processes change nothing of verify's "
+      "message or exit and leave no temporary plan store behind")
+def _():
+    for bad in ("0", " 2", "+2", "0x4", "1025", "2.0", ""):
+        p = run("verify", "--backend", "cpu", "--jobs", bad, check=2)
+        assert "--jobs '%s': expected a whole number from 1 to 1024" % bad in p.stderr, p.stderr
+        assert p.stdout == "", p.stdout
+    tmp = path("jobs-tmp")
+    os.mkdir(tmp)
+    one = path("jobs-one.json")
+    with open(one, "w") as f:
+        f.write('[{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]')
+    env = {"TMPDIR": tmp, "FATTN_CUDNN_PLAN_DIR": ""}
+    single = run("verify", "--backend", "cudnn", "--cases", one, "--jobs", "1", env=env)
+    many = run("verify", "--backend", "cudnn", "--cases", one, "--jobs", "3", env=env)
+    if single.returncode == 2:  # no usable GPU here: the same refusal either way
+        assert many.returncode == 2 and many.stderr == single.stderr, (many.stderr, single.stderr)
+    else:  # a GPU: the same verdict either way (no goldens for a.one: same exit)
+        assert many.returncode == single.returncode, (many.stdout, single.stdout)
+    assert os.listdir(tmp) == [], os.listdir(tmp)
+    p = run("verify", "--backend", "cpu", "--cases", one, "--jobs", "4", env=env)
+    assert p.returncode in (0, 1) and os.listdir(tmp) == [], (p.returncode, os.listdir(tmp))
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 
