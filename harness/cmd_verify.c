@@ -451,9 +451,29 @@ static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
     return n;
 }
 
+/* Which golden comparison the verdict rests on, under the verdict: a GPU
+ * runner with a cuDNN that has no goldens of its own is compared with the
+ * CPU goldens within tolerance, and its log must say so where the verdict
+ * is read (docs/verify.md, "Platform keys and goldens"). */
+static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v)
+{
+    const fattn_verify_goldens *g = &v->goldens;
+    const char *base = strrchr(g->path, '/');
+    base = base ? base + 1 : g->path;
+    if (g->exact)
+        fprintf(f, "goldens: bitwise against %s (this platform's key)\n", base);
+    else if (g->tolerance)
+        fprintf(f, "goldens: within tolerance against %s (no goldens for platform key %s; "
+                "fattn golden --backend %s makes them)\n", base, g->key, v->backend_name);
+    else
+        fprintf(f, "goldens: none (no goldens for platform key %s and no CPU goldens)\n",
+                g->key);
+}
+
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
+    print_goldens_line(f, v);
     if (r->first_bad)
         print_repro(f, v, r->first_bad);
     size_t routed = dpa_routed_count(v);
