@@ -172,12 +172,26 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
     for path, e, d in documented:
         print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
               f"Findings)")
-    for path, e in counted[:_SHOWN]:
-        print(f"  {path}  {_what(e)}")
-    if len(counted) > _SHOWN:
+    # an errored case's paths as one line, naming the run it errored in
+    errs = {"A": _errored(a), "B": _errored(b)}
+    shown, cases_shown = [], set()
+    for path, e in counted:
+        m = re.match(r"^/cases/([^/@]+)", path)
+        cid = m.group(1) if m else None
+        where = [k for k in ("A", "B") if cid in errs[k]]
+        if not where:
+            shown.append(f"  {path}  {_what(e)}")
+        elif cid not in cases_shown:
+            cases_shown.add(cid)
+            name = {"A": a_name, "B": b_name}
+            shown.append(f"  /cases/{cid}  errored in {' and '.join(name[k] for k in where)}: "
+                         f"{errs[where[-1]][cid]}")
+    for line in shown[:_SHOWN]:
+        print(line)
+    if len(shown) > _SHOWN:
         more = (f"fattn diff {a} {b}" if kept else
                 "run again with --keep DIR, then fattn diff on the two files it names")
-        print(f"  ... and {len(counted) - _SHOWN} more ({more})")
+        print(f"  ... and {len(shown) - _SHOWN} more ({more})")
     return 1 if counted else 0
 
 
