@@ -200,7 +200,11 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from fattn_te import loader, bridge, record
-        backends = loader.import_backends(root)
+        try:
+            backends = loader.import_backends(root)
+        except Exception as e:  # a TE that does not import is bad input, named
+            raise rf.InputError(f"--te {root}: importing TE failed: "
+                                f"{describe_error(e)[len(ERROR_PREFIX):]}") from e
     # Bitwise checks need a backward that repeats bitwise: on cuDNN the
     # deterministic algorithm is forced, as `fattn verify` forces it.
     forced = backend == "cudnn"

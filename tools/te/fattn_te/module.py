@@ -13,7 +13,9 @@ import torch
 
 def not_expressed(res):
     """Why FusedAttention cannot express the case (None when it can): then
-    the case goes through FusedAttnFunc.apply directly. raw_func_args
+    the case goes through FusedAttnFunc.apply directly. FP8 cases take the
+    direct path (the module would need DotProductAttention's fp8_meta and
+    quantizers, which fattn-te does not build). raw_func_args
     cases are a direct FusedAttnFunc caller's arguments (attn_scale /
     bottom_right_diagonal None, dropout in eval); FusedAttention takes the
     layouts of TE's QKVLayouts (constants.py:151, asserted at 2.20.2
@@ -22,6 +24,8 @@ def not_expressed(res):
     layouts)."""
     from transformer_engine.pytorch.constants import QKVLayouts
     spec = res["spec"]
+    if spec.get("fp8"):
+        return "FP8 (the module path runs f16/bf16 cases)"
     if spec.get("raw_func_args"):
         return "raw_func_args"
     if spec["layout"] not in QKVLayouts:
