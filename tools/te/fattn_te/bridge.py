@@ -141,7 +141,7 @@ _engine = None
 last_forward = None  # what the last fused_attn_fwd returned, for the forward record
 # The generator a forward given rng_gen=None takes, as TE's C++ then takes
 # PyTorch's default CUDA generator (attention.cpp:231-236): FusedAttention
-# passes None (2.19.0 backends.py:2350, 2.20.2 :2612); fattn-te seeds it per
+# passes None (2.19.0 backends.py:2350, 2.20.2 :2615); fattn-te seeds it per
 # case from the spec's rng_seed/rng_offset.
 default_gen = None
 

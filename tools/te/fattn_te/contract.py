@@ -4,6 +4,7 @@ given tensors TE saved in forward; a refactor that saves the wrong tensor
 or drops an aux entry shows here as the case's result, naming the object,
 what TE passed and what the contract expects, rather than as the engine's
 argument check (which speaks of fattn's own inputs)."""
+import torch
 
 
 class HandoffError(Exception):
@@ -28,7 +29,11 @@ def check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux):
     call = "fused_attn_bwd"
     want = list(q.shape[:-1]) + [v.shape[-1]]
     for name, t in (("O (the out saved in forward)", o), ("dO (the out's gradient)", d_o)):
-        if t is None or list(t.shape) != want or t.dtype != q.dtype:
+        # the dtype only between plain f16/bf16 tensors: an FP8 path hands
+        # quantized tensors whose dtype is their own
+        f16 = (torch.float16, torch.bfloat16)
+        if (t is None or list(t.shape) != want
+                or (t.dtype in f16 and q.dtype in f16 and t.dtype != q.dtype)):
             raise HandoffError(call, name, _shape(t),
                                f"{want} {str(q.dtype).replace('torch.', '')} "
                                f"(Q's shape with V's head dim)")
@@ -38,7 +43,6 @@ def check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux):
         raise HandoffError(call, "aux_ctx_tensors", f"{len(aux)} entries {got}",
                            f"{n}: Stats, rng_state" + (", Bias" if int(bias_type) in (1, 2) else "")
                            + (", SoftmaxOffset" if int(softmax_type) != 0 else ""))
-    import torch
     if aux[0] is None or aux[0].dtype != torch.float32:
         raise HandoffError(call, "aux_ctx_tensors[0] (Stats)", got[0], "a float32 tensor")
     if aux[1] is None or aux[1].dtype != torch.int64 or aux[1].numel() != 2:

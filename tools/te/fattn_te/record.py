@@ -209,13 +209,10 @@ def save_ctx_state(backends, ctx):
     return group(attrs, children)
 
 
-# How a case is called (docs/te.md, "How a case runs"): through TE's
-# FusedAttention module (the default), or FusedAttnFunc.apply directly.
-PATHS = ("module", "function")
-
-
 def case_path(res, path):
-    """The path a case takes: the module's unless FusedAttention cannot
+    """How a case is called (docs/te.md, "How a case runs"): "module"
+    (TE's FusedAttention, the default) or "function" (FusedAttnFunc.apply
+    directly); the module's unless FusedAttention cannot
     express the case (module.not_expressed says why)."""
     from . import module
     return "function" if path == "function" or module.not_expressed(res) else "module"
