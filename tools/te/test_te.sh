@@ -40,7 +40,7 @@ check "verify exits 0: neutral but for the documented deviations" 0 "$rc"
 check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (86 cases' "$work/verdict")"
 check "each fattn pair: neutral (2 documented deviations)" 2 "$(grep -c '^fattn-[a-z]* -> te-2.[0-9.]*: behavior-neutral: neutral (2 documented deviations) (86 cases' "$work/verdict")"
 check "the verdict names the left-out FP8 cases and why" 1 "$(grep -c '^left out (no FP8 path in fattn-te.s shim): fp8.ds.bshd .* refuse.fp8.head_dim$' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 63 cases through FusedAttention, 12 through FusedAttnFunc.apply, 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 63 cases through FusedAttention, 12 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, raw_func_args 6), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; every other counted object is
 # bitwise fattn's.

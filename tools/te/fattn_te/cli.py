@@ -191,8 +191,9 @@ def describe_error(e):
 
 
 def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None):
-    """One TE run in this process; returns (cases, tensors, errored), errored
-    a list of (case id, reason)."""
+    """One TE run in this process; returns (cases, tensors, errored, paths):
+    errored a list of (case id, reason); paths counts the cases by path, and
+    under "why" those through FusedAttnFunc.apply by reason."""
     _trace_stalls()
     cases = expressible_cases(cases, fattn, work)
     use_library_of(fattn)
@@ -250,7 +251,13 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
             errored.append((cid, reason))
             out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
             continue
-        paths[record.case_path(resolved[cid], call)] += 1
+        p = record.case_path(resolved[cid], call)
+        paths[p] += 1
+        if p == "function":
+            from fattn_te import module
+            why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
+            paths.setdefault("why", {}).setdefault(why, 0)
+            paths["why"][why] += 1
         out_cases[cid] = {"attrs": attrs, "children": children}
         ntensors += _count_datasets({"children": children})
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
@@ -284,6 +291,9 @@ def cmd_run(args):
            f"{paths['function']} through FusedAttnFunc.apply")
     print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
           f"of {impl} to {args.o} ({how}; {len(errored)} errored)")
+    if paths.get("why"):
+        print("  through FusedAttnFunc.apply: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(paths["why"].items())))
     for cid, reason in errored:
         print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
     return 1 if errored else 0

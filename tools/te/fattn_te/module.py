@@ -25,7 +25,7 @@ def not_expressed(res):
     from transformer_engine.pytorch.constants import QKVLayouts
     spec = res["spec"]
     if spec.get("fp8"):
-        return "FP8 (the module path runs f16/bf16 cases)"
+        return "FP8"
     if spec.get("raw_func_args"):
         return "raw_func_args"
     if spec["layout"] not in QKVLayouts:
@@ -38,7 +38,7 @@ def not_expressed(res):
 class HostTensor(torch.Tensor):
     """q, k and v as FusedAttention sees them: fattn's engines take host
     tensors (the cuDNN engine does its own transfers), while
-    FusedAttention.forward asserts CUDA tensors (2.19.0 backends.py:2169,
+    FusedAttention.forward asserts CUDA tensors (2.19.0 backends.py:2152,
     2.20.2 :2411). The alias reports is_cuda and is otherwise the tensor:
     same storage, same autograd graph, and every operation on it returns a
     plain tensor."""

@@ -23,7 +23,7 @@ _RUN_LINE = re.compile(r"\((?:(\d+) through FusedAttention, )?(\d+) through "
 def _te_run(root, args, out):
     """fattn-te run on one TE (a root te_root checked); exit 1 (cases that
     errored, recorded in the file) is a result. Returns (through the module,
-    through FusedAttnFunc.apply)."""
+    through FusedAttnFunc.apply, why those took it)."""
     argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", root,
             "--backend", args.backend, "--call", args.call, "-o", out] + cli.fattn_args(args)
     p = subprocess.run(argv, capture_output=True, text=True)
@@ -31,7 +31,8 @@ def _te_run(root, args, out):
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + p.stderr)
         raise RuntimeError(f"fattn-te run --te {root}: exit {p.returncode}")
-    return int(m.group(1) or 0), int(m.group(2))
+    why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
+    return int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else ""
 
 
 def _errored(path):
@@ -262,9 +263,9 @@ def main(args):
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
                                   resolved, True, kept, left_clause))
         errs = [_errored(f) for f in files]
-        for name, (mod, func), err in zip(names, through, errs):
+        for name, (mod, func, why), err in zip(names, through, errs):
             print(f"{name}: {mod} cases through FusedAttention, {func} through "
-                  f"FusedAttnFunc.apply, {len(err)} errored")
+                  f"FusedAttnFunc.apply{f' ({why})' if why else ''}, {len(err)} errored")
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"
                 print(f"  errored: {cid}{only}: {reason}")
