@@ -264,7 +264,7 @@ def main(args):
                                   resolved, True, kept, left_clause))
         errs = [_errored(f) for f in files]
         for name, (mod, func, why), err in zip(names, through, errs):
-            print(f"{name}: {mod} cases through FusedAttention, {func} through "
+            print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
                   f"FusedAttnFunc.apply{f' ({why})' if why else ''}, {len(err)} errored")
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"
