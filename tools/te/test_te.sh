@@ -25,14 +25,22 @@ check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
 
+# Every fattn-te run below makes its temporary folders here: none may be
+# left when it is done (counted at the end).
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"
+
 # 1. the whole default matrix TE can express: TE vs TE, and each vs fattn's
-# front end. fattn-te leaves the 20 FP8 cases out itself (the shim has no FP8
-# fused_attn path) and says so on stderr.
+# front end. fattn-te leaves the 28 FP8 cases out itself (the shim has no FP8
+# fused_attn path) and names them.
 "$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
-check "verify exit (the max_logit finding makes it 1)" 1 "$rc"
+check "verify exits 0: neutral but for the documented deviations" 0 "$rc"
 check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (86 cases' "$work/verdict")"
+check "each fattn pair: neutral (2 documented deviations)" 2 "$(grep -c '^fattn-[a-z]* -> te-2.[0-9.]*: behavior-neutral: neutral (2 documented deviations) (86 cases' "$work/verdict")"
+check "the verdict names the left-out FP8 cases and why" 1 "$(grep -c '^left out (no FP8 path in fattn-te.s shim): fp8.ds.bshd .* refuse.fp8.head_dim$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 63 cases through FusedAttention, 12 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, raw_func_args 6), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; every other counted object is
 # bitwise fattn's.
@@ -44,20 +52,24 @@ for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
     check "$1 vs TE: only the padded max_logit finding" \
         "/cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
 done
-check "verify lists the two differing paths under each fattn pair" 4 \
-    "$(grep -c '^  /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite$' "$work/verdict")"
+check "verify lists the two documented paths under each fattn pair" 4 \
+    "$(grep -c '^  documented: /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite: max_logit with a padding mask' "$work/verdict")"
+
 "$env_dir/venv/bin/python" -W ignore "$here/check_verdict.py" "$fattn" "$work/v/te2.h5" \
     softmax.off_by_one.f16 "$work" || fail=1
 "$fattn" inspect "$work/v/te1.h5" >/dev/null 2>&1
 check "TE 2.19.0's run file is a valid fattn-run/1 file" 0 $?
 check "impl te-2.19.0" 1 "$(/usr/bin/python3 -c "import h5py,sys; print(int(h5py.File(sys.argv[1])['/'].attrs['impl']=='te-2.19.0'))" "$work/v/te1.h5" 2>/dev/null)"
 
-# 2. --te PATH: the unpacked wheel as a source directory
-"$here/fattn-te" run --te "$env_dir/te/2.20.2" --filter 'layout.sb3hd*' -o "$work/p.h5" >/dev/null 2>"$work/err"
-check "--te PATH runs" 0 $?
+# 2. --te as a TE wheel file (the 2.20.2 wheel setup.sh downloaded), unpacked
+# into the run's temporary folder; the unpacked release directory is what
+# section 1 ran
+"$here/fattn-te" run --te "$env_dir/wheels/transformer_engine-2.20.2-py3-none-any.whl" \
+    --filter 'layout.sb3hd*' -o "$work/p.h5" >/dev/null 2>"$work/err"
+check "--te WHEEL runs" 0 $?
 "$fattn" run --impl split --filter 'layout.sb3hd*' -o "$work/ps.h5" >/dev/null 2>&1
 "$fattn" diff "$work/ps.h5" "$work/p.h5" >/dev/null 2>&1
-check "--te PATH equals fattn split on layout.sb3hd" 0 $?
+check "--te WHEEL equals fattn split on layout.sb3hd" 0 $?
 
 # 3. bad input: exit 2, nothing written
 "$here/fattn-te" run --te /nonexistent -o "$work/bad.h5" 2>"$work/err"
@@ -127,4 +139,81 @@ for o in "$work/r1.h5" "$work/r/r2.h5"; do
 done
 cmp -s "$work/r1.h5" "$work/r/r2.h5"
 check "two runs with SOURCE_DATE_EPOCH are byte-identical" 0 $?
+# 9. a TE developer's one-line bugs, in copies of the 2.20.2 wheel
+B=transformer_engine/pytorch/attention/dot_product_attention/backends.py
+mutant() { # name, file, python re.sub pattern, replacement: a copy of 2.20.2 with one line changed
+    mkdir -p "$work/$1"
+    cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$work/$1/"
+    "$env_dir/venv/bin/python" - "$work/$1/$2" "$3" "$4" <<'PY' || echo "not ok - mutant $1 not made"
+import re, sys
+path, pat, rep = sys.argv[1:4]
+src = open(path).read()
+new, n = re.subn(pat, rep, src, count=1, flags=re.M)
+assert n == 1, pat
+open(path, "w").write(new)
+PY
+}
+# 9a. FusedAttention.forward no longer zeroes dropout in eval: an inference
+# case with dropout set (not raw_func_args) catches it through the module
+# path only.
+mutant evaldrop "$B" 'dropout_p=self\.attention_dropout if self\.training else 0\.0,' 'dropout_p=self.attention_dropout,'
+cat >"$work/evaldrop.json" <<'JSON'
+[{"id": "inference.dropout_p0.2.f16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+  "dtype": "float16", "layout": "sbhd_sbhd_sbhd", "is_training": false, "dropout_p": 0.2,
+  "seed": 1070}]
+JSON
+"$here/fattn-te" verify --te 2.20.2 --te "$work/evaldrop" --cases "$work/evaldrop.json" >"$work/out" 2>&1
+check "eval-mode dropout bug: verify exits 1" 1 $?
+check "eval-mode dropout bug: save_ctx dropout_p named" 2 "$(grep -c '^  /cases/inference.dropout_p0.2.f16/save_ctx@dropout_p' "$work/out")"
+"$here/fattn-te" run --call function --te "$work/evaldrop" --cases "$work/evaldrop.json" -o "$work/ed.h5" >/dev/null 2>&1
+"$fattn" run --impl split --cases "$work/evaldrop.json" -o "$work/eds.h5" >/dev/null 2>&1
+"$fattn" diff "$work/eds.h5" "$work/ed.h5" >/dev/null 2>&1
+check "the same bug passes on --call function (it is FusedAttention's)" 0 $?
+# 9b. grads returned in the wrong order: autograd misplaces them where the
+# shapes agree and refuses them where they do not
+mutant order "$B" '^    return dq, dk, dv, d_bias, d_softmax_offset$' '    return dk, dq, dv, d_bias, d_softmax_offset'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/order" --filter 'layout.sb*' >"$work/out" 2>&1
+check "grads in the wrong order: verify exits 1" 1 $?
+check "misplaced dq named (TE vs TE, fattn-split vs TE)" 2 "$(grep -c '^  /cases/layout.sb3hd.causal.f16/backward/dq  different' "$work/out")"
+check "autograd's refusal recorded as the case's result" 1 "$(grep -c '^  errored: layout.sbhd_sbhd_sbhd.no_mask.f16 (errored in this TE only): TE raised RuntimeError: Function FusedAttnFuncBackward returned an invalid gradient at index 0' "$work/out")"
+# 9c. a missing aux entry: the inconsistent hand-off is the case's result
+mutant noaux "$B" '^        if self\.aux_bias is not None:$' '        if False:'
+"$here/fattn-te" run --te "$work/noaux" --filter 'bias.*' -o "$work/noaux.h5" >"$work/out" 2>&1
+check "missing aux entry: run exits 1 (cases errored)" 1 $?
+check "named as an inconsistent hand-off" 1 "$(grep -c '^  bias.post_scale_bias.1hss.f16: inconsistent hand-off: TE handed fused_attn_bwd an inconsistent aux_ctx_tensors: passed 2 entries .*; the contract expects 3: Stats, rng_state, Bias$' "$work/out")"
+check "the inference bias case (no backward) still ran" 1 "$(grep -c '4 errored' "$work/out")"
+# 9d. a bridge error in one kind of case: the others' verdicts stand, the
+# errored cases are counted
+mutant bridgeerr transformer_engine/pytorch/cpp_extensions/fused_attn.py \
+    '^    # execute kernel$' '    if attn_mask_type == "causal": rng_gen = "not a generator"'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/bridgeerr" --filter 'layout.sb*' --keep "$work/be" >"$work/out" 2>&1
+check "bridge error: verify exits 1" 1 $?
+ncausal=$(grep -c '^  errored: layout\.[^ ]*\.causal\.[a-z0-9]* (errored in this TE only): bridge: rng_gen must be' "$work/out")
+nerr=$(sed -n 's/^te-2.20.2 (.*bridgeerr): .*, \([0-9]*\) errored$/\1/p' "$work/out")
+check "bridge error: the causal layout cases errored, named" yes "$([ "$ncausal" -gt 0 ] && echo yes)"
+check "bridge error: the errored cases counted" "$ncausal" "$nerr"
+"$fattn" diff "$work/be/te1.h5" "$work/be/te2.h5" >"$work/diff" 2>&1
+check "bridge error: only the errored cases differ" 0 "$(grep '^different:\|^missing\|^structure' "$work/diff" | grep -vc '\.causal\.')"
+
+# 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
+# second --te is refused before any TE runs
+"$here/fattn-te" run --te "$env_dir/te/2.20.2/transformer_engine" --filter 'layout.sb3hd*' -o "$work/f.h5" >/dev/null 2>&1
+check "--te transformer_engine/ runs" 0 $?
+"$fattn" diff "$work/ps.h5" "$work/f.h5" >/dev/null 2>&1
+check "--te transformer_engine/ equals fattn split on layout.sb3hd" 0 $?
+start=$(date +%s)
+"$here/fattn-te" verify --te 2.19.0 --te "$work/nothing-here" --keep "$work/k" >/dev/null 2>"$work/err"
+check "a bad second --te: exit 2" 2 $?
+check "... before any TE ran" no "$( [ -e "$work/k/te1.h5" ] && echo yes || echo no)"
+check "... saying what --te takes" 1 "$(grep -c 'takes a TE release that tools/te/setup.sh unpacked .* a TE wheel file' "$work/err")"
+
+# 11. libfattn is the one built with $FATTN, not the newest build*/
+got=$(env -u FATTN_LIB PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
+import os, sys
+from fattn_te import cli
+cli.use_library_of(sys.argv[1]); print(os.environ["FATTN_LIB"])' "$fattn" 2>&1)
+check "libfattn from \$FATTN's build" "$(cd "$(dirname "$fattn")/.." && pwd -P)/lib/libfattn.so" "$got"
+
+# 12. no temporary folder outlived any run above
+check "no temporary folders left" "" "$(ls -A "$work/tmp" | tr '\n' ' ')"
 exit $fail

@@ -139,6 +139,11 @@ class Engine:
 
 _engine = None
 last_forward = None  # what the last fused_attn_fwd returned, for the forward record
+# The generator a forward given rng_gen=None takes, as TE's C++ then takes
+# PyTorch's default CUDA generator (attention.cpp:231-236): FusedAttention
+# passes None (2.19.0 backends.py:2350, 2.20.2 :2615); fattn-te seeds it per
+# case from the spec's rng_seed/rng_offset.
+default_gen = None
 
 
 def engine():
@@ -209,8 +214,10 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     e = engine()
     if s_quantizer is not None or o_quantizer is not None:
         raise BridgeError("fattn's shim runs the f16 path only (a quantizer was given)")
+    if rng_gen is None:
+        rng_gen = default_gen
     if not isinstance(rng_gen, PhiloxGen):
-        raise BridgeError("rng_gen must be fattn's PhiloxGen (fattn has no default generator)")
+        raise BridgeError("rng_gen must be fattn's PhiloxGen or None (the per-case default)")
     # attention.cpp:173-176: O is Q's shape with V's head dim; zeroed for THD.
     oshape = list(q.shape[:-1]) + [v.shape[-1]]
     out = poisoned(oshape, q.dtype, q.device)
@@ -284,7 +291,8 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     e = engine()
     if s_quantizer is not None or dp_quantizer is not None or dqkv_quantizer is not None:
         raise BridgeError("fattn's shim runs the f16 path only (a quantizer was given)")
-    from . import shim
+    from . import contract, shim
+    contract.check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux_ctx_tensors)
     lay = shim.NVTE_QKV_Layout(int(dqkv_layout)).name[len("NVTE_"):].lower()
     dtype = q.dtype
     # attention.cpp:398-452: dQ/dK/dV as views into one buffer per group.

@@ -2,6 +2,7 @@
 import argparse
 import faulthandler
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,15 +24,69 @@ def env_dir():
                                                        "fattn-te"))
 
 
-def te_root(arg):
-    """--te VERSION (a release setup.sh unpacked) or PATH (a wheel or source tree)."""
-    if os.path.isdir(arg):
-        return os.path.abspath(arg)
-    root = os.path.join(env_dir(), "te", arg)
-    if not os.path.isdir(root):
-        raise rf.InputError(f"--te {arg}: not a directory and not a release in {env_dir()}/te "
-                            f"(run tools/te/setup.sh {arg})")
-    return root
+def _releases():
+    d = os.path.join(env_dir(), "te")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def _unpack_wheel(path, work):
+    """A TE wheel file unpacked into the run's temporary folder (a wheel is
+    a zip archive; nothing of it is installed)."""
+    import zipfile
+    dest = os.path.join(work, "wheel-" + os.path.basename(path)[:-len(".whl")])
+    if not os.path.isdir(dest):
+        try:
+            with zipfile.ZipFile(path) as z:
+                z.extractall(dest)
+        except (OSError, zipfile.BadZipFile) as e:
+            raise rf.InputError(f"--te {path}: not a readable wheel ({e})")
+    return dest
+
+
+def te_root(arg, work=None):
+    """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
+    into `work`), a directory holding transformer_engine/ (an unpacked wheel,
+    a source checkout) or the transformer_engine/ directory itself: the
+    directory holding transformer_engine/, checked to hold TE's backends
+    module. InputError saying what --te takes otherwise."""
+    from fattn_te import loader
+    root = None
+    if os.path.isfile(arg) and arg.endswith(".whl"):
+        if work is None:
+            raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
+        root = _unpack_wheel(arg, work)
+    elif os.path.isdir(arg):
+        a = os.path.abspath(arg)
+        inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
+            os.path.join(a, "pytorch"))
+        root = os.path.dirname(a.rstrip("/")) if inner else a
+    elif os.path.isdir(os.path.join(env_dir(), "te", arg)):
+        root = os.path.join(env_dir(), "te", arg)
+    if root is not None:
+        try:
+            return loader.te_package_dir(root)
+        except loader.TEImportError:
+            pass
+    have = ", ".join(_releases()) or "none"
+    raise rf.InputError(
+        f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
+        f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
+        f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
+        f"transformer_engine/ (an unpacked wheel or a source checkout) or that "
+        f"transformer_engine/ directory; each needs "
+        f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
+
+
+def use_library_of(fattn):
+    """The libfattn.so the bridge loads is the one built with `fattn` (its
+    build's lib/), unless $FATTN_LIB names one: a second build*/ of the
+    tree must not mix its engine with another build's harness."""
+    if os.environ.get("FATTN_LIB"):
+        return
+    build = os.path.dirname(os.path.dirname(os.path.realpath(fattn)))
+    lib = os.path.join(build, "lib", "libfattn.so")
+    if os.path.isfile(lib):
+        os.environ["FATTN_LIB"] = lib
 
 
 def te_impl(root):
@@ -110,17 +165,47 @@ def expressible_cases(cases, fattn, work):
     return path
 
 
-def cmd_run_one(te, backend, cases, filt, out, fattn):
-    """One TE run in this process; returns (cases, tensors)."""
+# A case that raised is recorded as skipped with a reason that starts so
+# (docs/te.md, "Errors per case"); verify counts them by it.
+ERROR_PREFIX = "fattn-te: "
+
+
+def describe_error(e):
+    """A case's error as its recorded reason: who raised it (TE, with the TE
+    line it came from; TE's hand-off to the engine; fattn-te's bridge or
+    recorder), the type and the message."""
+    import traceback
+    from fattn_te import bridge, contract, record
+    if isinstance(e, contract.HandoffError):
+        return f"{ERROR_PREFIX}inconsistent hand-off: {e}"
+    if isinstance(e, record.CaseError):
+        return f"{ERROR_PREFIX}recorder: {e}"
+    where = ""
+    for fr in traceback.extract_tb(e.__traceback__):
+        i = fr.filename.rfind("transformer_engine" + os.sep)
+        if i >= 0:
+            where = f" ({fr.filename[i:]}:{fr.lineno})"
+    if isinstance(e, bridge.BridgeError):
+        return f"{ERROR_PREFIX}bridge: {e}{where}"
+    return f"{ERROR_PREFIX}TE raised {type(e).__name__}: {e}{where}"
+
+
+def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None):
+    """One TE run in this process; returns (cases, tensors, errored, paths):
+    errored a list of (case id, reason); paths counts the cases by path, and
+    under "why" those through FusedAttnFunc.apply by reason."""
     _trace_stalls()
-    work = tempfile.mkdtemp(prefix="fattn-te-")
     cases = expressible_cases(cases, fattn, work)
-    root = te_root(te)
+    use_library_of(fattn)
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from fattn_te import loader, bridge, record
-        backends = loader.import_backends(root)
+        try:
+            backends = loader.import_backends(root)
+        except Exception as e:  # a TE that does not import is bad input, named
+            raise rf.InputError(f"--te {root}: importing TE failed: "
+                                f"{describe_error(e)[len(ERROR_PREFIX):]}") from e
     # Bitwise checks need a backward that repeats bitwise: on cuDNN the
     # deterministic algorithm is forced, as `fattn verify` forces it.
     forced = backend == "cudnn"
@@ -149,7 +234,7 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
     root_attrs.append(("forced_deterministic_bwd", np.uint8(forced), np.dtype("uint8")))
     root_attrs.append(("impl", te_impl(root), None))
     root_attrs.append(("git_rev", rf.attr_value(tree, "git_rev"), None))
-    out_cases = {}
+    out_cases, errored, paths = {}, [], {"module": 0, "function": 0}
     ntensors = 0
     for cid, case in tree["children"]["cases"]["children"].items():
         attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
@@ -160,16 +245,26 @@ def cmd_run_one(te, backend, cases, filt, out, fattn):
             continue
         _progress(f"case {cid}")
         try:
-            children = record.run_case(backends, resolved[cid], case)
-        except Exception as e:  # TE's own refusals are data; anything else is an error
-            raise RuntimeError(f"case {cid}: TE raised {type(e).__name__}: {e}") from e
+            children = record.run_case(backends, resolved[cid], case, call)
+        except Exception as e:  # the case's result; the run goes on
+            reason = describe_error(e)
+            errored.append((cid, reason))
+            out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
+            continue
+        p = record.case_path(resolved[cid], call)
+        paths[p] += 1
+        if p == "function":
+            from fattn_te import module
+            why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
+            paths.setdefault("why", {}).setdefault(why, 0)
+            paths["why"][why] += 1
         out_cases[cid] = {"attrs": attrs, "children": children}
         ntensors += _count_datasets({"children": children})
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
            "children": {"cases": {"attrs": [], "children": out_cases}}}
     _progress(f"writing {out}")
     rf.write_tree(out, new, fattn=fattn)
-    return len(out_cases), ntensors
+    return len(out_cases), ntensors, errored, paths
 
 
 def check_output(path):
@@ -183,11 +278,31 @@ def check_output(path):
 def cmd_run(args):
     check_output(args.o)
     fattn = rf.find_fattn()
-    n, m = cmd_run_one(args.te, args.backend, args.cases, args.filter, args.o, fattn)
+    work = tempfile.mkdtemp(prefix="fattn-te-")
+    try:
+        root = te_root(args.te, work)
+        impl = te_impl(root)
+        n, m, errored, paths = cmd_run_one(root, args.backend, args.cases, args.filter, args.o,
+                                           fattn, args.call, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    how = (f"{paths['module']} through FusedAttention, {paths['function']} through "
+           f"FusedAttnFunc.apply" if args.call == "module" else
+           f"{paths['function']} through FusedAttnFunc.apply")
     print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
-          f"of {te_impl(te_root(args.te))} "
-          f"to {args.o}")
-    return 0
+          f"of {impl} to {args.o} ({how}; {len(errored)} errored)")
+    if paths.get("why"):
+        print("  through FusedAttnFunc.apply: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(paths["why"].items())))
+    for cid, reason in errored:
+        print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
+    return 1 if errored else 0
+
+
+def add_call(p):
+    p.add_argument("--call", default="module", choices=["module", "function"],
+                   help="module: TE's FusedAttention.forward builds FusedAttnFunc's arguments "
+                        "(default); function: fattn-te calls FusedAttnFunc.apply itself")
 
 
 def main(argv=None):
@@ -199,12 +314,14 @@ def main(argv=None):
     r.add_argument("--cases")
     r.add_argument("--filter")
     r.add_argument("-o", required=True)
+    add_call(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
     v.add_argument("--te", action="append", required=True)
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
     v.add_argument("--cases")
     v.add_argument("--filter")
     v.add_argument("--keep", help="keep the run files in this directory")
+    add_call(v)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":

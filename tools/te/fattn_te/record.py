@@ -209,14 +209,36 @@ def save_ctx_state(backends, ctx):
     return group(attrs, children)
 
 
-def run_case(backends, res, ref_case):
+def case_path(res, path):
+    """How a case is called (docs/te.md, "How a case runs"): "module"
+    (TE's FusedAttention, the default) or "function" (FusedAttnFunc.apply
+    directly); the module's unless FusedAttention cannot
+    express the case (module.not_expressed says why)."""
+    from . import module
+    return "function" if path == "function" or module.not_expressed(res) else "module"
+
+
+def run_case(backends, res, ref_case, path="module"):
     spec = res["spec"]
     inputs = ref_case["children"]["inputs"]
     t = build_inputs(res, inputs)
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
-    args = func_args(backends, res, t, gen)
     bridge.last_forward = None
-    out, max_logit, params = call_forward(backends, args)
+    if case_path(res, path) == "module":
+        from . import module
+        # FusedAttention passes rng_gen=None: the engine takes the default
+        # generator, seeded per case as fattn's front ends seed theirs.
+        bridge.default_gen = gen
+        try:
+            out, max_logit, ctx, grad_root = module.call_module(backends, res, t)
+        finally:
+            bridge.default_gen = None
+        if ctx is None:
+            raise CaseError("FusedAttention's output has no FusedAttnFunc node below it")
+    else:
+        args = func_args(backends, res, t, gen)
+        out, max_logit, _ = call_forward(backends, args)
+        ctx, grad_root = out.grad_fn, out
     fwd_pack = bridge.last_forward
     node = {"inputs": group([], {n: dataset(x) for n, x in t.items()})}
     aux = {}
@@ -239,17 +261,20 @@ def run_case(backends, res, ref_case):
     node["forward"] = group([("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
                              ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))],
                             fchildren)
-    ctx = out.grad_fn
     node["save_ctx"] = save_ctx_state(backends, ctx)
     if spec["is_training"]:
-        d_out = t["d_out"]
-        grads = ctx.apply(d_out) if max_logit is None else ctx.apply(d_out, None)
-        if not isinstance(grads, tuple):
-            grads = (grads,)
-        by_name = dict(zip(params, grads))
+        # PyTorch's autograd runs TE's backward as training does (its checks:
+        # the count of grads, None for a non-differentiable input, each
+        # grad's shape against its input); the grads are what it hands back
+        # for q, k, v, attn_bias and softmax_offset.
+        roles = [(n, r) for n, r in (("q", "dq"), ("k", "dk"), ("v", "dv"),
+                                     ("attn_bias", "d_bias"),
+                                     ("softmax_offset", "d_softmax_offset"))
+                 if t.get(n) is not None]
+        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles],
+                                    [t["d_out"].reshape(grad_root.shape)], allow_unused=True)
         bchildren = {}
-        for name, role in (("q", "dq"), ("k", "dk"), ("v", "dv"), ("attn_bias", "d_bias"),
-                           ("softmax_offset", "d_softmax_offset")):
-            put(bchildren, role, by_name.get(name))
+        for (_, role), g in zip(roles, grads):
+            put(bchildren, role, g)
         node["backward"] = group([], bchildren)
     return node

@@ -1,0 +1,107 @@
+"""The module path (docs/te.md, "How a case runs"): TE's FusedAttention,
+constructed as DotProductAttention constructs it (2.20.2
+dot_product_attention.py:989-997) and called as DotProductAttention calls it
+(:3021-3059) with the case's tensors, so that TE's own argument building
+(FusedAttnFwdArgs or the monolith's positional call, eval-mode dropout,
+cu_seqlens and their padded defaults, max_seqlen from the shapes) is what
+runs. fattn-te stands in for DotProductAttention only where it decides
+something before the call: the backend (F16_arbitrary_seqlen, forced) and
+the full cu_seqlens of an unpadded bshd/sbhd batch (:2657, :2674, TE's own
+get_full_cu_seqlens)."""
+import torch
+
+
+def not_expressed(res):
+    """Why FusedAttention cannot express the case (None when it can): then
+    the case goes through FusedAttnFunc.apply directly. FP8 cases take the
+    direct path (the module would need DotProductAttention's fp8_meta and
+    quantizers, which fattn-te does not build). raw_func_args
+    cases are a direct FusedAttnFunc caller's arguments (attn_scale /
+    bottom_right_diagonal None, dropout in eval); FusedAttention takes the
+    layouts of TE's QKVLayouts (constants.py:151, asserted at 2.20.2
+    backends.py:2414), and without inference_params one format for q and
+    k/v (utils.py get_qkv_format:2654-2657: mixed formats are KV-cache
+    layouts)."""
+    from transformer_engine.pytorch.constants import QKVLayouts
+    spec = res["spec"]
+    if spec.get("fp8"):
+        return "FP8"
+    if spec.get("raw_func_args"):
+        return "raw_func_args"
+    if spec["layout"] not in QKVLayouts:
+        return "layout outside QKVLayouts"
+    if res["q_format"] != res["kv_format"]:
+        return "mixed q/kv formats"
+    return None
+
+
+class HostTensor(torch.Tensor):
+    """q, k and v as FusedAttention sees them: fattn's engines take host
+    tensors (the cuDNN engine does its own transfers), while
+    FusedAttention.forward asserts CUDA tensors (2.19.0 backends.py:2152,
+    2.20.2 :2411). The alias reports is_cuda and is otherwise the tensor:
+    same storage, same autograd graph, and every operation on it returns a
+    plain tensor."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+def find_ctx(out, func):
+    """The autograd node of TE's FusedAttnFunc below the module's output
+    (the module reshapes the output to ...(hd), a view node on top)."""
+    seen, todo = set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if getattr(node, "_forward_cls", None) is func:
+            return node
+        todo.extend(n for n, _ in node.next_functions)
+    return None
+
+
+def call_module(backends, res, t):
+    """Runs FusedAttention.forward on the case; returns (out as [..., h,
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor)."""
+    from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
+    from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
+    spec = res["spec"]
+    mod = backends.FusedAttention(
+        res["attn_scale_arg"], attention_dropout=float(spec["dropout_p"]),
+        attention_type="self",
+        layer_number=1, deterministic=bool(spec["deterministic"]),
+        softmax_type=spec["softmax"], return_max_logit=bool(spec["return_max_logit"]))
+    mod.train(bool(spec["is_training"]))
+    q, k, v = (t[n].as_subclass(HostTensor) for n in ("q", "k", "v"))
+    cu_q, cu_kv = t.get("cu_seqlens_q"), t.get("cu_seqlens_kv")
+    if not res["thd"] and "padding" not in spec["mask"]:
+        b = spec["b"]
+        if cu_q is None and res["q_format"] in ("bshd", "sbhd"):
+            cu_q = dpa_utils.get_full_cu_seqlens(b, spec["sq"], q.device)
+        if cu_kv is None and res["kv_format"] in ("bshd", "sbhd"):
+            cu_kv = dpa_utils.get_full_cu_seqlens(b, spec["skv"], k.device)
+    grp = res["layout_group"]
+    packed_qkv = t["q"]._base if grp in ("3hd", "h3d") else None
+    packed_kv = t["k"]._base if grp in ("hd_2hd", "hd_h2d") else None
+    result = mod(
+        q, k, v, qkv_layout=spec["layout"], cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv,
+        cu_seqlens_q_padded=t.get("cu_seqlens_q_padded"),
+        cu_seqlens_kv_padded=t.get("cu_seqlens_kv_padded"),
+        max_seqlen_q=spec["sq"], max_seqlen_kv=spec["skv"], attn_mask_type=spec["mask"],
+        window_size=tuple(res["window"]), bottom_right_diagonal=res["bottom_right_diagonal_arg"],
+        fused_attention_backend=FusedAttnBackend["F16_arbitrary_seqlen"],
+        core_attention_bias_type=spec["bias"], core_attention_bias=t.get("attn_bias"),
+        fast_zero_fill=bool(spec["fast_zero_fill"]), softmax_offset=t.get("softmax_offset"),
+        fp8=False, packed_qkv=packed_qkv, packed_kv=packed_kv)
+    if spec["return_max_logit"]:
+        flat, max_logit = result
+    else:
+        flat, max_logit = result, None
+    ctx = find_ctx(flat, backends.FusedAttnFunc)
+    out = flat.view(*flat.shape[:-1], t["q"].shape[-2], t["v"].shape[-1])
+    return out, max_logit, ctx, flat
