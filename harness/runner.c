@@ -432,6 +432,23 @@ static fattn_status finish(case_run *r, fattn_status st, fattn_h5_node **out)
     return st;
 }
 
+/* inputs/_impl@<input>: each input's fingerprint as the front end left it
+ * after the run, beside the one recorded before (the caller's tensors:
+ * TE's front ends must not write into them). */
+static fattn_status record_inputs_after(case_run *r)
+{
+    fattn_h5_node *in = fattn_h5_node_find(r->node, "inputs"), *impl;
+    if (!in)
+        return FATTN_OK;
+    fattn_status st = fattn_h5_node_group(in, "_impl", &impl);
+#define PUT_AFTER(name)                                                                        \
+    if (st == FATTN_OK)                                                                        \
+        st = fattn_fe_put_fingerprint(impl, #name, &r->in.name);
+    CASE_INPUTS(PUT_AFTER)
+#undef PUT_AFTER
+    return st;
+}
+
 fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out)
 {
@@ -453,6 +470,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     /* Inference cases have no backward group (TE saves the ctx either way). */
     if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && spec->is_training)
         st = do_backward(&r, &r.in.d_out);
+    if (st == FATTN_OK && opts->inputs_after)
+        st = record_inputs_after(&r);
     return finish(&r, st, out);
 }
 

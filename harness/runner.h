@@ -7,6 +7,8 @@
  * into the case's node tree (/cases/<id>/<state>/...), exactly as the
  * run-file schema lays it out (docs/run-files.md):
  *   inputs/    q k v attn_bias softmax_offset cu_seqlens_* d_out
+ *              _impl@<input> (opts.inputs_after: its fingerprint after the
+ *              run, as the front end left the caller's tensor)
  *   forward/   out max_logit aux/<aux slots> (saved_slots.h)
  *              _impl/ (split: to-save slots as the forward returned them,
  *              saved_from.<slot> attributes)
@@ -89,6 +91,9 @@ typedef struct fattn_run_opts {
     bool backward_again;    /* after the backward, call it once more on the
                              * same context and record the outcome in
                              * backward/_impl (second_backward*) */
+    bool inputs_after;      /* after the last state, record the fingerprint of
+                             * each input as the front end left it in
+                             * inputs/_impl (an in-place write shows) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named

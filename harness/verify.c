@@ -83,7 +83,7 @@ static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via
     for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
         fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
                             .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper,
-                            .backward_again = true};
+                            .backward_again = true, .inputs_after = true};
         fattn_h5_node *n = NULL;
         fattn_status st = fattn_run_case(s, &o, &n);
         if (st == FATTN_OK)
@@ -262,6 +262,33 @@ static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_e
     fattn_h5_node_free(b);
 }
 
+/* The caller's tensors after a run (inputs/_impl@<input>, recorded by the
+ * runner) must be what was handed in: a front end that writes into an
+ * input after its last read of it changes no output of its own. */
+static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
+{
+    const fattn_h5_node *in = fattn_h5_node_find(run, "inputs");
+    const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
+    if (!in)
+        return;
+    fattn_compare_result r = {0};
+    for (size_t i = 0; i < in->n_children; i++) {
+        const fattn_h5_node *ds = in->children[i];
+        if (!ds->is_dataset)
+            continue;
+        char fp[FATTN_FE_FINGERPRINT_LEN], path[160];
+        fattn_fe_fingerprint(ds, fp);
+        const char *after = string_attr(impl, ds->name);
+        snprintf(path, sizeof path, "%s: inputs/_impl@%s", side, ds->name);
+        if (!after)
+            note_difference(&r, path, "not recorded after the run");
+        else if (strcmp(after, fp) != 0)
+            note_difference(&r, path, "the caller's tensor changed during the run (%.100s)",
+                            after);
+    }
+    check_note(c, "inputs unchanged", &r);
+}
+
 /* What each TE version raises on a second backward on one ctx (autograd's
  * retain_graph lets a caller try): 2.19.0 restore_from_func_ctx finds
  * ctx.tensor_objects gone (quantized_tensor.py:345), 2.20.2 finds
@@ -318,6 +345,7 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
         fattn_compare_cases(c->legacy, w, states, &r);
         check_note(c, "legacy vs split wrapper", &r);
         check_returned(c, w, e);
+        check_inputs_after(c, w, "split wrapper");
         check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
     } else if (c->cmp.differences == 0) {
         snprintf(c->error, sizeof c->error, "split wrapper: %s: %s", fattn_status_name(st), err);
@@ -372,6 +400,8 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_refusal(c);
         return; /* nothing to replay or repeat past a refusal */
     }
+    check_inputs_after(c, c->legacy, "legacy");
+    check_inputs_after(c, c->split, "split");
     check_second_backward(c, c->legacy, FATTN_IMPL_LEGACY, "legacy second backward");
     check_wrapper(c, e);
     if (c->error[0])

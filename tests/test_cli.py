@@ -833,7 +833,8 @@ def _():
     root = ET.parse(out).getroot()
     suite = root.find("testsuite")
     tcs = suite.findall("testcase")
-    checks = ["split save/restore seam", "legacy vs split", "legacy second backward",
+    checks = ["split save/restore seam", "legacy vs split", "inputs unchanged",
+              "legacy second backward",
               "split wrapper save/restore seam", "legacy vs split wrapper",
               "legacy vs split wrapper returned", "split wrapper second backward",
               "replay legacy save_ctx -> split",

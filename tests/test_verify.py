@@ -94,6 +94,7 @@ MUTANT_TARGETS = {
     "wrapper_max_logit_dropped": "legacy vs split wrapper returned: returned/max_logit: missing in B",
     "fp8_rng_step_sq_skv": "legacy vs split: forward@rng_gen_offset",
     "bwd_brd_none_padding": "raw.none.brd.padding_causal_bottom_right.bf16 ",
+    "doffset_into_offset": "inputs unchanged: split: inputs/_impl@softmax_offset: the caller's tensor changed",
     "second_backward_unguarded": "split wrapper second backward: backward/_impl@second_backward: FATTN_OK on a second backward on one ctx, where TE 2.20.2 raises",
 }
 
