@@ -9,7 +9,8 @@
  *
  * A case run calls, in order,
  *   run:    init, forward, [record_private FORWARD], save_ctx,
- *           [record_private SAVE_CTX], backward (training only), free
+ *           [record_private SAVE_CTX], backward (training only),
+ *           [record_private BACKWARD], [backward_again], free
  *   replay: init, load_save_ctx | load_forward then save_ctx (and its
  *           record_private), backward, free
  * stopping at the first error or at --until. `free` is called whenever
@@ -51,6 +52,12 @@ typedef struct fattn_fe_forward {
     fattn_tensor out, max_logit;                /* empty max_logit: not returned */
     float out_scale_inv;                        /* out as a Float8Tensor; 0: not FP8 */
     fattn_tensor aux[FATTN_SAVED_NAUX];         /* the aux slots; empty = absent */
+    /* What the forward call returned, where that call is not the one the
+     * fields above come from (the split wrapper: FusedAttnFunc.forward's
+     * return value, recorded as returned/). */
+    bool returned;
+    fattn_tensor ret_out, ret_max_logit;        /* empty max_logit: not returned */
+    float ret_out_scale_inv;                    /* ret_out a Float8Tensor's; 0: not FP8 */
 } fattn_fe_forward;
 
 /* SAVE_CTX as recorded in save_ctx/: the saved tensors by role (empty =
@@ -89,6 +96,12 @@ typedef struct fattn_fe_ops {
      * front end cannot resume there (legacy: forward and save_ctx are one
      * call). */
     fattn_status (*load_forward)(void *fe, const fattn_h5_node *recorded);
+    /* Backward once more on the context the run's backward used, as
+     * autograd does when a caller runs backward twice (retain_graph): both
+     * TE versions raise. Returns the call's status; *applies = false when
+     * the run has no such context (the split's helpers, which the harness
+     * wires itself). NULL: never applies. */
+    fattn_status (*backward_again)(void *fe, const fattn_tensor *d_out, bool *applies);
 } fattn_fe_ops;
 
 /* The adapter of a front end; NULL outside the enum. */

@@ -177,6 +177,17 @@ static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_f
     return FATTN_OK;
 }
 
+/* FusedAttnFunc.backward once more on the same ctx; grads of its own, so
+ * that the recorded first ones stay as they were. */
+static fattn_status legacy_backward_again(void *fe, const fattn_tensor *d_out, bool *applies)
+{
+    fe_legacy *s = fe;
+    assert(s && s->ctx && d_out);
+    *applies = true;
+    fattn_tensor again[FATTN_LEGACY_NGRADS];
+    return fattn_legacy_backward(s->ctx, d_out, again);
+}
+
 /* The recorded save_ctx into the ctx: the fields, the fixed entries, then
  * the aux slots the file holds as TE's list. */
 static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
@@ -214,4 +225,5 @@ const fattn_fe_ops fattn_fe_legacy = {
     .record_private = legacy_record_private,
     .load_save_ctx = legacy_load_save_ctx,
     .load_forward = NULL, /* forward and save_ctx are one call */
+    .backward_again = legacy_backward_again,
 };

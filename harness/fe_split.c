@@ -188,9 +188,15 @@ static fattn_status split_forward(void *fe, fattn_fe_forward *res)
     fwd_args_from_case(s);
     fattn_status st;
     if (s->func) {
-        fattn_tensor out, ml;
+        /* FusedAttnFunc.forward's return value, recorded apart (returned/):
+         * out_ret and max_logit, which the ctx's forward result need not be */
         st = fattn_split_func_forward(s->func, &s->in.q, &s->in.k, &s->in.v, &s->in.attn_bias,
-                                      &s->in.softmax_offset, &s->fargs, &out, &ml);
+                                      &s->in.softmax_offset, &s->fargs, &res->ret_out,
+                                      &res->ret_max_logit);
+        res->returned = true;
+        float si = s->func->fwd.out_scale_inv;
+        res->ret_out_scale_inv =
+            (fattn_dtype_is_fp8(res->ret_out.dtype) && !isnan(si)) ? si : 0.0f;
     } else {
         st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
                                       &s->in.attn_bias, &s->in.softmax_offset, &s->fres);
@@ -356,6 +362,18 @@ static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe
     return FATTN_OK;
 }
 
+/* FusedAttnFunc.backward once more on the wrapper's ctx; the helpers
+ * have no ctx of their own (the harness wires them), so nothing applies. */
+static fattn_status split_backward_again(void *fe, const fattn_tensor *d_out, bool *applies)
+{
+    fe_split *s = fe;
+    *applies = s->func != NULL;
+    if (!s->func)
+        return FATTN_OK;
+    fattn_tensor g6[6];
+    return fattn_split_func_backward(s->func, d_out, g6);
+}
+
 /* The recorded save_ctx into the bwd args. */
 static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
                                         const fattn_ctx_record *rec)
@@ -472,4 +490,5 @@ const fattn_fe_ops fattn_fe_split = {
     .record_private = split_record_private,
     .load_save_ctx = split_load_save_ctx,
     .load_forward = split_load_forward,
+    .backward_again = split_backward_again,
 };

@@ -222,6 +222,21 @@ static fattn_status record_forward(case_run *r, const fattn_fe_forward *res,
     return FATTN_OK;
 }
 
+/* returned/: what the forward call returned, where the adapter says it
+ * is another call's than the recorded forward's (the split wrapper's). */
+static fattn_status record_returned(case_run *r, const fattn_fe_forward *res)
+{
+    if (!res->returned)
+        return FATTN_OK;
+    fattn_h5_node *g;
+    fattn_status st;
+    if ((st = fattn_h5_node_group(r->node, "returned", &g)) ||
+        (st = fattn_fe_put_tensor(g, "out", &res->ret_out)) ||
+        (st = fattn_fe_put_tensor(g, "max_logit", &res->ret_max_logit)))
+        return st;
+    return put_scale_inv(g, "out", res->ret_out_scale_inv);
+}
+
 /* FORWARD: the front end's forward, recorded. */
 static fattn_status do_forward(case_run *r)
 {
@@ -235,6 +250,8 @@ static fattn_status do_forward(case_run *r)
         st = r->ops->forward(r->fe, &res);
     if (st == FATTN_OK)
         st = record_forward(r, &res, &g);
+    if (st == FATTN_OK)
+        st = record_returned(r, &res);
     if (st == FATTN_OK)
         st = record_private(r, FATTN_STATE_FORWARD, g);
     return st;
@@ -263,6 +280,30 @@ static fattn_status do_save_ctx(case_run *r)
         st = fattn_ctx_record_write(&res.rec, g);
     if (st == FATTN_OK)
         st = record_private(r, FATTN_STATE_SAVE_CTX, g);
+    return st;
+}
+
+/* A second backward on the context the first one used, after everything
+ * of the first is recorded (a front end without a guard overwrites its
+ * grads): backward/_impl@second_backward gets the call's status name and
+ * @second_backward_error its message. Both TE versions raise there, so
+ * that anything but a refusal is a front end handing out grads twice. */
+static fattn_status backward_again(case_run *r, const fattn_tensor *d_out, fattn_h5_node *g)
+{
+    bool applies = false;
+    fattn_status again = r->ops->backward_again ? r->ops->backward_again(r->fe, d_out, &applies)
+                                                : FATTN_OK;
+    if (!applies)
+        return FATTN_OK;
+    char msg[1024] = "";
+    if (again != FATTN_OK)
+        snprintf(msg, sizeof msg, "%s", fattn_last_error());
+    fattn_h5_node *impl;
+    fattn_status st = fattn_h5_node_group(g, "_impl", &impl);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_set_string(impl, "second_backward", fattn_status_name(again));
+    if (st == FATTN_OK && msg[0])
+        st = fattn_h5_node_set_string(impl, "second_backward_error", msg);
     return st;
 }
 
@@ -295,6 +336,8 @@ static fattn_status do_backward(case_run *r, const fattn_tensor *d_out)
         st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
     if (st == FATTN_OK)
         st = record_private(r, FATTN_STATE_BACKWARD, g);
+    if (st == FATTN_OK && r->opts->backward_again)
+        st = backward_again(r, d_out, g);
     return st;
 }
 
@@ -389,6 +432,23 @@ static fattn_status finish(case_run *r, fattn_status st, fattn_h5_node **out)
     return st;
 }
 
+/* inputs/_impl@<input>: each input's fingerprint as the front end left it
+ * after the run, beside the one recorded before (the caller's tensors:
+ * TE's front ends must not write into them). */
+static fattn_status record_inputs_after(case_run *r)
+{
+    fattn_h5_node *in = fattn_h5_node_find(r->node, "inputs"), *impl;
+    if (!in)
+        return FATTN_OK;
+    fattn_status st = fattn_h5_node_group(in, "_impl", &impl);
+#define PUT_AFTER(name)                                                                        \
+    if (st == FATTN_OK)                                                                        \
+        st = fattn_fe_put_fingerprint(impl, #name, &r->in.name);
+    CASE_INPUTS(PUT_AFTER)
+#undef PUT_AFTER
+    return st;
+}
+
 fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out)
 {
@@ -410,6 +470,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     /* Inference cases have no backward group (TE saves the ctx either way). */
     if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && spec->is_training)
         st = do_backward(&r, &r.in.d_out);
+    if (st == FATTN_OK && opts->inputs_after)
+        st = record_inputs_after(&r);
     return finish(&r, st, out);
 }
 

@@ -7,14 +7,22 @@
  * into the case's node tree (/cases/<id>/<state>/...), exactly as the
  * run-file schema lays it out (docs/run-files.md):
  *   inputs/    q k v attn_bias softmax_offset cu_seqlens_* d_out
+ *              _impl@<input> (opts.inputs_after: its fingerprint after the
+ *              run, as the front end left the caller's tensor)
  *   forward/   out max_logit aux/<aux slots> (saved_slots.h)
  *              _impl/ (split: to-save slots as the forward returned them,
  *              saved_from.<slot> attributes)
  *   save_ctx/  every saved tensor by role (saved_slots.h); attributes = the
  *              backward-read set (ctx_fields.h); _impl/ (legacy: is_output_fp8)
  *   backward/  dq dk dv d_bias d_softmax_offset
+ *              _impl@second_backward* (opts.backward_again: the outcome of
+ *              a second backward on the same context)
+ *   returned/  out max_logit: what the forward call returned, for a front
+ *              end whose recorded forward is not that call's (the split
+ *              wrapper); not a state
  * Every front end produces the same tree; only _impl (the adapter's
- * record_private) differs. The state machine names no front end.
+ * record_private) and returned/ differ. The state machine names no front
+ * end.
  *
  * Resuming: a case can also enter SAVE_CTX (or FORWARD, for a front end
  * whose adapter loads a forward: split) from a stored tree — replay — and
@@ -80,6 +88,12 @@ typedef struct fattn_run_opts {
                              * (FATTN_TE_RULES_*; 0: the newest) */
     bool via_wrapper;       /* split only: run FusedAttnFunc's forward and
                              * backward wrappers, not the helpers (fe.h) */
+    bool backward_again;    /* after the backward, call it once more on the
+                             * same context and record the outcome in
+                             * backward/_impl (second_backward*) */
+    bool inputs_after;      /* after the last state, record the fingerprint of
+                             * each input as the front end left it in
+                             * inputs/_impl (an in-place write shows) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named

@@ -82,7 +82,8 @@ static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via
                                          FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
     for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
         fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
-                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper};
+                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper,
+                            .backward_again = true, .inputs_after = true};
         fattn_h5_node *n = NULL;
         fattn_status st = fattn_run_case(s, &o, &n);
         if (st == FATTN_OK)
@@ -221,6 +222,111 @@ static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const cha
     check_note(c, check, &r);
 }
 
+/* What FusedAttnFunc.forward returns (out_ret, and max_logit when asked
+ * for): the wrapper run records it apart (returned/), the legacy
+ * monolith's forward/out and max_logit are its return value. Compared
+ * bitwise, out with the scale_inv it carries as a Float8Tensor. */
+static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_engine *e)
+{
+    const fattn_h5_node *lf = fattn_h5_node_find(c->legacy, "forward");
+    if (!lf)
+        return;
+    fattn_h5_node *a = NULL, *b = NULL, *ga = NULL;
+    fattn_status st = fattn_h5_node_new_group(c->spec->id, &a);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_new_group(c->spec->id, &b);
+    if (st == FATTN_OK)
+        st = fattn_h5_node_group(a, "returned", &ga);
+    const char *const names[] = {"out", "max_logit"};
+    for (int i = 0; st == FATTN_OK && i < 2; i++) {
+        const fattn_h5_node *ds = fattn_h5_node_find(lf, names[i]);
+        if (ds)
+            st = fattn_h5_node_copy(ds, ga, NULL);
+    }
+    const fattn_h5_attr *si = fattn_h5_node_attr(lf, "out_scale_inv");
+    fattn_h5_node *lo = ga ? fattn_h5_node_find(ga, "out") : NULL;
+    if (st == FATTN_OK && lo && si && si->kind == FATTN_H5_ATTR_FLOAT32)
+        st = fattn_h5_node_set_float32(lo, "scale_inv", si->f32);
+    const fattn_h5_node *wr = fattn_h5_node_find(w, "returned");
+    if (st == FATTN_OK && wr)
+        st = fattn_h5_node_copy(wr, b, NULL);
+    if (st != FATTN_OK) {
+        snprintf(c->error, sizeof c->error, "split wrapper returned: %s", fattn_last_error());
+    } else {
+        static const char *const only[] = {"returned", NULL};
+        fattn_compare_result r = cmp_init(c, e);
+        fattn_compare_cases(a, b, only, &r);
+        check_note(c, "legacy vs split wrapper returned", &r);
+    }
+    fattn_h5_node_free(a);
+    fattn_h5_node_free(b);
+}
+
+/* The caller's tensors after a run (inputs/_impl@<input>, recorded by the
+ * runner) must be what was handed in: a front end that writes into an
+ * input after its last read of it changes no output of its own. */
+static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
+{
+    const fattn_h5_node *in = fattn_h5_node_find(run, "inputs");
+    const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
+    if (!in)
+        return;
+    fattn_compare_result r = {0};
+    for (size_t i = 0; i < in->n_children; i++) {
+        const fattn_h5_node *ds = in->children[i];
+        if (!ds->is_dataset)
+            continue;
+        char fp[FATTN_FE_FINGERPRINT_LEN], path[160];
+        fattn_fe_fingerprint(ds, fp);
+        const char *after = string_attr(impl, ds->name);
+        snprintf(path, sizeof path, "%s: inputs/_impl@%s", side, ds->name);
+        if (!after)
+            note_difference(&r, path, "not recorded after the run");
+        else if (strcmp(after, fp) != 0)
+            note_difference(&r, path, "the caller's tensor changed during the run (%.100s)",
+                            after);
+    }
+    check_note(c, "inputs unchanged", &r);
+}
+
+/* What each TE version raises on a second backward on one ctx (autograd's
+ * retain_graph lets a caller try): 2.19.0 restore_from_func_ctx finds
+ * ctx.tensor_objects gone (quantized_tensor.py:345), 2.20.2 finds
+ * ctx.backward_objects None (backends.py:2283). */
+static const struct {
+    const char *te, *says;
+} second_backward_error[FATTN_IMPL_COUNT] = {
+    [FATTN_IMPL_LEGACY] = {"TE 2.19.0", "ctx must have .tensor_objects"},
+    [FATTN_IMPL_SPLIT] = {"TE 2.20.2", "'NoneType' object has no attribute 'grad_output'"},
+};
+
+/* A training run's second backward on its ctx (backward/_impl@
+ * second_backward, recorded by the runner) must have been refused with
+ * FATTN_E_STATE and the front end's TE version's error. */
+static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run, fattn_impl impl,
+                                  const char *check)
+{
+    const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
+    if (!c->spec->is_training || !bw)
+        return;
+    const fattn_h5_node *impl_g = fattn_h5_node_find(bw, "_impl");
+    const char *st = string_attr(impl_g, "second_backward");
+    const char *msg = string_attr(impl_g, "second_backward_error");
+    const char *want = second_backward_error[impl].says, *te = second_backward_error[impl].te;
+    fattn_compare_result r = {0};
+    if (!st)
+        note_difference(&r, "backward/_impl@second_backward", "not called (the run records no "
+                        "second backward)");
+    else if (strcmp(st, fattn_status_name(FATTN_E_STATE)) != 0)
+        note_difference(&r, "backward/_impl@second_backward",
+                        "%s on a second backward on one ctx, where %s raises (%s)", st, te, want);
+    else if (!msg || !strstr(msg, want))
+        note_difference(&r, "backward/_impl@second_backward_error",
+                        "refused, but not with %s's error (%s): %.80s", te, want,
+                        msg ? msg : "(none)");
+    check_note(c, check, &r);
+}
+
 /* The split through FusedAttnFunc's own forward and backward
  * (fattn_split_func_*: the wrapper wires the helpers together and maps
  * the grads to its six outputs), held against the legacy monolith's run:
@@ -233,9 +339,14 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
     fattn_h5_node *w = run_partial(c->spec, FATTN_IMPL_SPLIT, true, e, err, sizeof err, &st);
     if (w && !err[0]) {
         check_seam(c, w, "split wrapper save/restore seam");
+        /* the states: returned/ is the wrapper run's own, checked next */
+        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
         fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->legacy, w, NULL, &r);
+        fattn_compare_cases(c->legacy, w, states, &r);
         check_note(c, "legacy vs split wrapper", &r);
+        check_returned(c, w, e);
+        check_inputs_after(c, w, "split wrapper");
+        check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
     } else if (c->cmp.differences == 0) {
         snprintf(c->error, sizeof c->error, "split wrapper: %s: %s", fattn_status_name(st), err);
     }
@@ -289,6 +400,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_refusal(c);
         return; /* nothing to replay or repeat past a refusal */
     }
+    check_inputs_after(c, c->legacy, "legacy");
+    check_inputs_after(c, c->split, "split");
+    check_second_backward(c, c->legacy, FATTN_IMPL_LEGACY, "legacy second backward");
     check_wrapper(c, e);
     if (c->error[0])
         return;

@@ -57,6 +57,72 @@ static const struct {
     {"saved/out_fp8", "saved only on FP8 paths"},
 };
 
+/* For each row, what the split returns or hands on there beyond the row
+ * itself, and where verify records it (docs/verify.md): the answer to
+ * "what could differ that no recorded bit shows?". Matched by exact name,
+ * then by the longest prefix. */
+static const struct {
+    const char *row, *more;
+} handed_on[] = {
+    {"ctx@", "nothing more: save_ctx@ is copied from the bwd args the split's backward reads "
+             "(straight and wrapper runs), not from what setup_ctx was asked to write"},
+    {"ctx@layer_number", "nothing more (a debug label)"},
+    {"ctx@QKV_quantizer", "the object DotProductAttention owns: save_ctx@ holds its state "
+                          "after the forward (the amax the forward wrote included)"},
+    {"ctx@O_quantizer", "the object DotProductAttention owns: save_ctx@ holds its state "
+                        "after the forward (the amax the forward wrote included)"},
+    {"ctx@S_quantizer", "with an FP8 backward under delayed scaling, a copy (backends.py:"
+                        "1856-1858): save_ctx@ records the copy, DPA's live S quantizer is not "
+                        "recorded; the copy is taken after the forward wrote S's amax into the "
+                        "live one, so they agree unless one is taken for the other, and no "
+                        "recorded bit depends on which (docs/verify.md)"},
+    {"ctx@dO_quantizer", "the backward writes its amax: backward@dO_quantizer"},
+    {"ctx@dP_quantizer", "the backward writes its amax: backward@dP_quantizer"},
+    {"ctx@dQKV_quantizer", "the backward writes its amax: backward@dQKV_quantizer"},
+    {"saved/", "what backward unpacked: backward/_impl@<slot>, a fingerprint taken after the "
+               "backward, held against save_ctx by the seam check (an in-place write into a "
+               "saved tensor shows there too); a caller's tensor saved by reference: "
+               "inputs/_impl (the inputs check)"},
+    {"saved/q_fp8", "as saved/ above, and its Float8Tensor's scale_inv: save_ctx/q_fp8@scale_inv"},
+    {"saved/k_fp8", "as saved/ above, and its Float8Tensor's scale_inv: save_ctx/k_fp8@scale_inv"},
+    {"saved/v_fp8", "as saved/ above, and its Float8Tensor's scale_inv: save_ctx/v_fp8@scale_inv"},
+    {"saved/out_fp8", "as saved/ above, and its Float8Tensor's scale_inv: "
+                      "save_ctx/out_fp8@scale_inv"},
+    {"forward/out", "FusedAttnFunc.forward's return value, another tensor than the ctx's O "
+                    "when FP8 converts it: returned/out (@scale_inv) in the wrapper run; the "
+                    "to-save entries and their dedup sources as forward_impl hands them to "
+                    "setup_ctx: forward/_impl (private; seen through save_ctx and the replay "
+                    "from forward)"},
+    {"forward/max_logit", "the wrapper's second return value: returned/max_logit"},
+    {"forward/aux/", "the aux slots as forward_impl hands them to setup_ctx: forward/_impl "
+                     "(private; seen through save_ctx and the replay from forward)"},
+    {"forward/aux/rng_state", "the generator after the forward, which the next call draws "
+                              "from: forward@rng_gen_seed, @rng_gen_offset"},
+    {"backward/", "the wrapper's six outputs (the sixth, for the args, must be None: an "
+                  "error otherwise); FP8 grads' scale_inv: backward/<grad>@scale_inv; a "
+                  "second backward on the same ctx: backward/_impl@second_backward (must "
+                  "refuse); the caller's tensors afterwards: inputs/_impl"},
+    {"backward/d_bias", "the wrapper's fourth output (recorded from the wrapper in its run)"},
+    {"backward/d_softmax_offset", "the wrapper's fifth output (recorded from the wrapper in "
+                                  "its run); a buffer that is the caller's offset: "
+                                  "inputs/_impl (mutant doffset_into_offset)"},
+};
+
+static const char *handed_on_for(const char *name)
+{
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < sizeof handed_on / sizeof handed_on[0]; i++) {
+        size_t n = strlen(handed_on[i].row);
+        if (!strcmp(handed_on[i].row, name))
+            return handed_on[i].more;
+        if (handed_on[i].row[n - 1] == '/' || handed_on[i].row[n - 1] == '@')
+            if (!strncmp(handed_on[i].row, name, n) && n > best_len)
+                best = handed_on[i].more, best_len = n;
+    }
+    return best ? best : "";
+}
+
 /* The outputs a run records bitwise: seen by every case that records one. */
 static const char *const outs[] = {"forward/out", "forward/max_logit",
                                    "forward/aux/softmax_stats", "forward/aux/rng_state",
@@ -280,7 +346,7 @@ static void rows_declare(void)
 
 static char *render(int n_cases, int *holes)
 {
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 17, len = 0;
     char *b = malloc(cap);
     if (!b)
         return NULL;
@@ -295,8 +361,16 @@ static char *render(int n_cases, int *holes)
         "the split's backward; it counts when a backward bit changes or the backward refuses "
         "the changed context (both are differences verify reports; `refused` counts those). "
         "Outputs count in every case that records them. A row no case sees is a hole and "
-        "fails `meson test coverage`, unless no case can show it (last column: why).\n\n"
-        "| row | cases | refused | e.g. | why no case sees it |\n|---|--:|--:|---|---|\n",
+        "fails `meson test coverage`, unless no case can show it (column: why).\n\n"
+        "The last column answers, row by row, \"what does the split return or hand on "
+        "there that the row does not show, and where does verify record it?\" (the checks: "
+        "docs/verify.md). What it found is recorded since: FusedAttnFunc.forward's return "
+        "value (`returned/`), a second backward on one ctx (`backward/_impl@second_backward`) "
+        "and the caller's tensors after the run (`inputs/_impl`), each with a mutant that "
+        "only it catches or names. Still not recorded: DotProductAttention's live S "
+        "quantizer where the ctx holds its copy (row `ctx@S_quantizer`).\n\n"
+        "| row | cases | refused | e.g. | why no case sees it | what else the split hands on "
+        "there, and where verify records it |\n|---|--:|--:|---|---|---|\n",
         n_cases);
     *holes = 0;
     for (int i = 0; i < n_rows; i++) {
@@ -307,7 +381,7 @@ static char *render(int n_cases, int *holes)
         OUT("| `%s` | %d | %d | ", r->name, r->n, r->n_refused);
         for (int k = 0; k < r->n && k < 3; k++)
             OUT("%s`%s`", k ? ", " : "", r->first[k]);
-        OUT(" | %s |\n", why ? why : (r->n ? "" : "**hole**"));
+        OUT(" | %s | %s |\n", why ? why : (r->n ? "" : "**hole**"), handed_on_for(r->name));
     }
 #undef OUT
     if (len >= cap) {

@@ -833,8 +833,11 @@ def _():
     root = ET.parse(out).getroot()
     suite = root.find("testsuite")
     tcs = suite.findall("testcase")
-    checks = ["split save/restore seam", "legacy vs split", "split wrapper save/restore seam",
-              "legacy vs split wrapper", "replay legacy save_ctx -> split",
+    checks = ["split save/restore seam", "legacy vs split", "inputs unchanged",
+              "legacy second backward",
+              "split wrapper save/restore seam", "legacy vs split wrapper",
+              "legacy vs split wrapper returned", "split wrapper second backward",
+              "replay legacy save_ctx -> split",
               "replay split save_ctx -> legacy", "replay split forward -> split", "repeat",
               "golden"]
     want = [("fattn.verify." + c, k) for c in ("a.one", "b.two", "c.three") for k in checks]
