@@ -1,10 +1,9 @@
-/* Case specs: JSON parsing with named errors, defaults, equality. The
- * canonical writer and the summary are in spec_text.c. See spec.h for the
- * keys and defaults. */
+/* Case specs: JSON parsing with named errors, defaults, equality, from the
+ * rows of FATTN_SPEC_KEYS (spec_keys.h). The canonical writer, reading a spec
+ * file and the summary are in spec_text.c. See spec.h for the keys. */
 #include "spec.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -836,51 +835,6 @@ fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *sour
     parse_ctx c = {source, 0, ""};
     fattn_status st = parse_case(&c, root, out);
     json_decref(root);
-    return st;
-}
-
-fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
-{
-    out->items = NULL;
-    out->count = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    fattn_status st = FATTN_OK;
-    if (!buf) {
-        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
-                st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
-                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
-                goto done;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-                goto done;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
-            break;
-        }
-    }
-    if (st == FATTN_OK)
-        st = fattn_spec_parse_json(buf, len, path, out);
-done:
-    free(buf);
-    fclose(f);
     return st;
 }
 

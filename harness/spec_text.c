@@ -1,7 +1,8 @@
-/* Case specs as text: Python-repr floats, the canonical JSON writer and the
- * one-line summary of `fattn cases`. See spec.h. */
+/* Case specs as text: Python-repr floats, the canonical JSON writer, reading
+ * a spec file and the one-line summary of `fattn cases`. See spec.h. */
 #include "spec.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -339,6 +340,55 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
     }
     *out = b.p;
     return FATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spec files                                                               */
+/* ------------------------------------------------------------------------ */
+
+fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
+{
+    out->items = NULL;
+    out->count = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    fattn_status st = FATTN_OK;
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
+                st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
+                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
+                goto done;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
+    }
+    if (st == FATTN_OK)
+        st = fattn_spec_parse_json(buf, len, path, out);
+done:
+    free(buf);
+    fclose(f);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
