@@ -312,6 +312,13 @@ bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q)
     return e && e->ops && e->ops->supports && e->ops->supports(e, q);
 }
 
+unsigned fattn_engine_support_bit(const fattn_engine *e)
+{
+    return fattn_engine_supports(e, FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN)
+               ? FATTN_SUPPORT_ENGINE_CUDNN
+               : FATTN_SUPPORT_ENGINE_CPU;
+}
+
 fattn_engine_report fattn_engine_last_report(const fattn_engine *e)
 {
     fattn_engine_report r;

@@ -1,7 +1,6 @@
-/* The engine registry: name -> how to open it, and an engine -> the support
- * table's engine bit it answers to. The only place engine names are
- * compared: callers hold engine objects and ask them questions
- * (fattn_engine_supports). */
+/* The engine registry: name -> how to open it. The only place engine names
+ * are compared: callers hold engine objects and ask them questions
+ * (fattn_engine_supports, fattn_engine_support_bit). */
 #include <assert.h>
 #include <stddef.h>
 #include <string.h>
@@ -98,9 +97,3 @@ fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engin
     return st;
 }
 
-unsigned fattn_engine_support_bit(const fattn_engine *e)
-{
-    return fattn_engine_supports(e, FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN)
-               ? FATTN_SUPPORT_ENGINE_CUDNN
-               : FATTN_SUPPORT_ENGINE_CPU;
-}
