@@ -13,15 +13,9 @@
 
 #include "core/engine_gaps.h"
 #include "core/geom.h"
+#include "fattn/clock.h"
 #include "fattn/engine.h"
 #include "fattn/support.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* What an engine cannot run is refused by the support table's rows for the
  * engine (status FATTN_E_UNSUPPORTED) before it sees the call: the engine's
@@ -168,7 +162,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_fwd: NULL engine or params");
-    double t0 = now_s();
+    double t0 = fattn_now_s();
     if (!p->aux)
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack is NULL");
     if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
@@ -236,7 +230,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
 {
     if (!e || !e->ops || !p)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_engine_bwd: NULL engine or params");
-    double t0 = now_s();
+    double t0 = fattn_now_s();
     if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
         return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
