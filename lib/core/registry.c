@@ -30,9 +30,12 @@ static fattn_status open_cudnn(const fattn_engine_options *opt, fattn_engine **o
     fattn_cudnn_options o = {.device = opt->device,
                              .force_deterministic_bwd = opt->force_deterministic_bwd,
                              .timing_iters = opt->timing_iters};
+    if (opt->cudnn_settings)
+        o.settings = *opt->cudnn_settings;
     if (opt->plan_cache) {
         if (!*opt->plan_cache) {
-            fattn_status st = fattn_cudnn_plan_cache_init(opt->plan_cache, opt->device, NULL);
+            fattn_status st =
+                fattn_cudnn_plan_cache_init(opt->plan_cache, opt->device, opt->cudnn_settings);
             if (st != FATTN_OK)
                 return st;
         }

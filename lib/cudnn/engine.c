@@ -80,6 +80,11 @@ static const fattn_engine_ops cudnn_ops = {
 
 /* ---- public --------------------------------------------------------------- */
 
+const char *fattn_cudnn_engine_settings(const fattn_engine *e)
+{
+    return e && e->ops == &cudnn_ops ? ((const cudnn_engine *)e)->pc->settings_text : "";
+}
+
 bool fattn_cudnn_library_loadable(void)
 {
     return cudnn_api_load(false) != NULL;
@@ -171,7 +176,7 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     e->pc = opt ? opt->plan_cache : NULL;
     if (!e->pc) {
         fattn_status st = fattn_cudnn_plan_cache_init(&e->pc, opt ? opt->device : 0,
-                                                      opt ? opt->plan_dir : NULL);
+                                                      opt ? &opt->settings : NULL);
         if (st != FATTN_OK) {
             free(e->scratch);
             free(e->kb);

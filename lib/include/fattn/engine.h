@@ -338,6 +338,9 @@ typedef struct fattn_engine_options {
      * owns it and frees it (fattn_cudnn_plan_cache_free) after its last
      * engine. A CPU engine never touches it. */
     fattn_cudnn_plan_cache **plan_cache;
+    /* cuDNN: the settings of a plan cache it makes (fattn/cudnn.h); NULL:
+     * the defaults. */
+    const struct fattn_cudnn_settings *cudnn_settings;
 } fattn_engine_options;
 
 /* The registry is the one place engine names are compared. Kinds, in the
