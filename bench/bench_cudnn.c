@@ -666,8 +666,13 @@ int main(int argc, char **argv)
     fattn_cudnn_info info;
     fattn_cudnn_plan_cache *pc = NULL;
     fattn_engine *e = NULL, *et = NULL;
-    if (fattn_cudnn_get_info(0, &info) != FATTN_OK ||
-        fattn_cudnn_plan_cache_init(&pc, 0, NULL) != FATTN_OK ||
+    /* the library reads no environment: the variables as the CLI reads them */
+    fattn_cudnn_settings cudnn_settings;
+    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
+                                   getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
+                                   getenv("FATTN_CUDNN_PLAN_DIR"), &cudnn_settings) != FATTN_OK ||
+        fattn_cudnn_get_info(0, &info) != FATTN_OK ||
+        fattn_cudnn_plan_cache_init(&pc, 0, &cudnn_settings) != FATTN_OK ||
         fattn_engine_init_cudnn(&e, &(fattn_cudnn_options){.plan_cache = pc}) != FATTN_OK ||
         fattn_engine_init_cudnn(&et, &(fattn_cudnn_options){.plan_cache = pc,
                                                              .timing_iters = cfg.iters}) !=

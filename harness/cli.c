@@ -253,11 +253,21 @@ void cli_matrix_free(cli_matrix *m)
  * commands frees it with cli_engines_shutdown. */
 static fattn_cudnn_plan_cache *plan_cache;
 
+/* The cuDNN engine's settings: the FATTN_CUDNN_* variables, read here and
+ * nowhere in the library (docs/cudnn-engine.md). The strings stay the
+ * environment's. */
+static fattn_cudnn_settings cudnn_settings;
+
 int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
                          fattn_engine **e, const char **backend_name)
 {
     fattn_engine_options o = opt ? *opt : (fattn_engine_options){0};
     o.plan_cache = &plan_cache;
+    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
+                                   getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
+                                   getenv("FATTN_CUDNN_PLAN_DIR"), &cudnn_settings) != FATTN_OK)
+        return cli_fail(cmd, "%s", fattn_last_error());
+    o.cudnn_settings = &cudnn_settings;
     bool want_auto = !backend || !strcmp(backend, "auto");
     if (!want_auto && !fattn_engine_kind_known(backend))
         return cli_fail(cmd, "--backend '%s': expected auto, cpu or cudnn", backend);

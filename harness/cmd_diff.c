@@ -50,16 +50,6 @@ static const char *const mode_names[] = {"bitwise", "ulp", "tol"};
 
 /* ---- text ------------------------------------------------------------------ */
 
-static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
-{
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, n - o, "[");
-    for (int i = 0; i < ndim && o < n; i++)
-        o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? "," : "", (long long)shape[i]);
-    if (o < n)
-        snprintf(buf + o, n - o, "]");
-}
-
 /* A flat C-order index as the logical index of the entry's shape. */
 static void unflatten(const fattn_diff_entry *e, uint64_t idx, uint64_t m[FATTN_MAX_DIMS])
 {
@@ -126,7 +116,7 @@ static void print_dataset(FILE *f, const fattn_diff_opts *o, const fattn_diff_en
     const fattn_elem_stats *s = &e->st;
     bool is_float = fattn_dtype_is_float(e->dtype);
     char shape[160];
-    fmt_shape(shape, sizeof shape, e->ndim, e->shape);
+    fattn_diff_fmt_shape(shape, sizeof shape, e->ndim, e->shape);
     uint64_t shown = o->mode == FATTN_ELEM_BITWISE ? s->bit_count : s->fail_count;
     fprintf(f, "%s: %s  %s %s  %" PRIu64 " of %" PRIu64 " differ (%.3g%%)", label, e->path,
             fattn_dtype_name(e->dtype), shape, shown, s->numel,

@@ -391,7 +391,7 @@ static bool same_shape(const fattn_h5_node *a, const fattn_h5_node *b)
     return true;
 }
 
-static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
+void fattn_diff_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
 {
     size_t o = 0;
     o += (size_t)snprintf(buf + o, n - o, "[");
@@ -441,8 +441,8 @@ static void visit_datasets(diff_ctx *c, const fattn_walk_at *at)
     fattn_walk_attrs(c->walk, at);
     if (a->dtype != b->dtype || !same_shape(a, b)) {
         char sa[128], sb[128];
-        fmt_shape(sa, sizeof sa, a->ndim, a->shape);
-        fmt_shape(sb, sizeof sb, b->ndim, b->shape);
+        fattn_diff_fmt_shape(sa, sizeof sa, a->ndim, a->shape);
+        fattn_diff_fmt_shape(sb, sizeof sb, b->ndim, b->shape);
         add_entry(c, xstrdup(c, at->path), "dataset", FATTN_DIFF_STRUCTURE, at->priv,
                   xprintf(c, "%s %s in A, %s %s in B%s", fattn_dtype_name(a->dtype), sa,
                           fattn_dtype_name(b->dtype), sb,

@@ -102,4 +102,7 @@ fattn_status fattn_diff_files(const char *a, const char *b, const fattn_diff_opt
                               fattn_diff_report *r);
 void fattn_diff_report_free(fattn_diff_report *r);
 
+/* A shape as "[2,16,4,64]", truncated to fit n (n > 0). */
+void fattn_diff_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+
 #endif /* FATTN_HARNESS_DIFF_H */

@@ -17,7 +17,7 @@
  * `init` succeeded.
  *
  * To add a front end: write its adapter (fe_<name>.c defining
- * fattn_fe_<name>) and add its row to FATTN_IMPLS (runner.h).
+ * fattn_fe_<name>) and add its row to FATTN_IMPLS (impl.h).
  */
 #ifndef FATTN_HARNESS_FE_H
 #define FATTN_HARNESS_FE_H
@@ -27,8 +27,8 @@
 
 #include "ctx_fields.h"
 #include "h5io.h"
+#include "impl.h"
 #include "inputs.h"
-#include "runner.h"
 #include "saved_slots.h"
 #include "spec.h"
 

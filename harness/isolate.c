@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fattn/clock.h"
 #include "fattn_config.h"
 #include "fileguard.h"
 #include "isolate.h"
@@ -30,13 +31,6 @@
 enum { EXIT_BASE = 10 };
 /* The child's message: as long as fattn_error keeps. */
 enum { MSG_MAX = 16384 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The child's side: limits, then fn; never returns. */
 static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t as_bytes,
@@ -123,7 +117,7 @@ static bool read_message(int rfd, char *msg, size_t cap, size_t *len, wait_state
 {
     *len = 0;
     for (;;) {
-        double t = now_s(), left = w->deadline - t;
+        double t = fattn_now_s(), left = w->deadline - t;
         if (left <= 0)
             return false;
         if (!w->told && notice_fn && t >= w->notice_at) {
@@ -202,7 +196,7 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     char *msg = malloc(MSG_MAX);
     char small[1];
     size_t len = 0;
-    double wall = wall_limit_s(cpu_seconds), t0 = now_s();
+    double wall = wall_limit_s(cpu_seconds), t0 = fattn_now_s();
     wait_state w = {path, t0, t0 + wall, t0 + notice_after_s(), cpu_seconds, false};
     bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len, &w);
     close(pipefd[0]);

@@ -55,6 +55,10 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
     PUT(fattn_h5_node_set_int64(root, "cpu_math_version", FATTN_CPU_MATH_VERSION));
     PUT(fattn_h5_node_set_string(root, "poison", "0xff bytes"));
     PUT(fattn_h5_node_set_string(root, "created_utc", created));
+    /* How the cuDNN engine chose its plans and backward route (the CLI's
+     * FATTN_CUDNN_* variables): decides which kernels ran. */
+    if (!cpu)
+        PUT(fattn_h5_node_set_string(root, "prov_cudnn_settings", fattn_cudnn_engine_settings(e)));
 #undef PUT
     return FATTN_OK;
 }

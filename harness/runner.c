@@ -20,44 +20,6 @@
 #include "runner.h"
 #include "te_rules.h"
 
-/* ---- names and the transition table ------------------------------------ */
-
-static const char *const state_names[] = {"begin", "inputs", "forward", "save_ctx", "backward"};
-
-const char *fattn_state_name(fattn_state s)
-{
-    return (s >= FATTN_STATE_BEGIN && s < FATTN_STATE_COUNT) ? state_names[s] : "?";
-}
-
-fattn_status fattn_state_parse(const char *s, fattn_state *out)
-{
-    for (int i = 0; i < FATTN_STATE_COUNT; i++)
-        if (strcmp(s, state_names[i]) == 0) {
-            *out = (fattn_state)i;
-            return FATTN_OK;
-        }
-    return fattn_error(FATTN_E_PARSE, "unknown state '%s' (inputs, forward, save_ctx, backward)",
-                       s);
-}
-
-/* allowed[from][to]: each state has exactly one successor. */
-static const bool allowed[FATTN_STATE_COUNT][FATTN_STATE_COUNT] = {
-    [FATTN_STATE_BEGIN][FATTN_STATE_INPUTS] = true,
-    [FATTN_STATE_INPUTS][FATTN_STATE_FORWARD] = true,
-    [FATTN_STATE_FORWARD][FATTN_STATE_SAVE_CTX] = true,
-    [FATTN_STATE_SAVE_CTX][FATTN_STATE_BACKWARD] = true,
-};
-
-fattn_status fattn_state_check(fattn_state from, fattn_state to)
-{
-    if (from < 0 || from >= FATTN_STATE_COUNT || to < 0 || to >= FATTN_STATE_COUNT)
-        return fattn_error(FATTN_E_STATE, "invalid state value (%d -> %d)", (int)from, (int)to);
-    if (!allowed[from][to])
-        return fattn_error(FATTN_E_STATE, "invalid step from state %s to state %s",
-                           fattn_state_name(from), fattn_state_name(to));
-    return FATTN_OK;
-}
-
 /* ---- memory ------------------------------------------------------------------ */
 
 void fattn_run_memory_policy(void)
@@ -137,7 +99,7 @@ static fattn_status fe_start(case_run *r)
     return r->fe ? FATTN_OK : r->ops->init(&r->fe, &r->env);
 }
 
-static fattn_status record_private(case_run *r, fattn_state state, fattn_h5_node *g)
+static fattn_status observe_private(case_run *r, fattn_state state, fattn_h5_node *g)
 {
     return r->ops->record_private ? r->ops->record_private(r->fe, state, g) : FATTN_OK;
 }
@@ -253,7 +215,7 @@ static fattn_status do_forward(case_run *r)
     if (st == FATTN_OK)
         st = record_returned(r, &res);
     if (st == FATTN_OK)
-        st = record_private(r, FATTN_STATE_FORWARD, g);
+        st = observe_private(r, FATTN_STATE_FORWARD, g);
     return st;
 }
 
@@ -279,7 +241,7 @@ static fattn_status do_save_ctx(case_run *r)
     if (st == FATTN_OK)
         st = fattn_ctx_record_write(&res.rec, g);
     if (st == FATTN_OK)
-        st = record_private(r, FATTN_STATE_SAVE_CTX, g);
+        st = observe_private(r, FATTN_STATE_SAVE_CTX, g);
     return st;
 }
 
@@ -335,7 +297,7 @@ static fattn_status do_backward(case_run *r, const fattn_tensor *d_out)
     if (st == FATTN_OK && res.dQKV_quantizer)
         st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
     if (st == FATTN_OK)
-        st = record_private(r, FATTN_STATE_BACKWARD, g);
+        st = observe_private(r, FATTN_STATE_BACKWARD, g);
     if (st == FATTN_OK && r->opts->backward_again)
         st = backward_again(r, d_out, g);
     return st;

@@ -1,10 +1,9 @@
-/* Case specs: JSON parsing with named errors, defaults, equality. The
- * canonical writer and the summary are in spec_text.c. See spec.h for the
- * keys and defaults. */
+/* Case specs: JSON parsing with named errors, defaults, equality, from the
+ * rows of FATTN_SPEC_KEYS (spec_keys.h). The canonical writer, reading a spec
+ * file and the summary are in spec_text.c. See spec.h for the keys. */
 #include "spec.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -64,43 +63,65 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Init, free, copy, equal                                                  */
+/* Init, free, copy, equal: by kind, from FATTN_SPEC_KEYS                 */
 /* ------------------------------------------------------------------------ */
+
+/* Defaults. memset gives the rest: required integers 0, FLAG false, PAIR
+ * and NREAL unset (null), TRI FATTN_TRISTATE_NULL, REFUSE off, id "". INT
+ * rows whose default names another row (hg = h) get it again when parsed. */
+#define I_ID(k, d)
+#define I_REQ(k, d)
+#define I_INT(k, d) s->k = (d);
+#define I_NAME(k, d) s->k = (d);
+#define I_BOOL(k, d) s->k = (d);
+#define I_FLAG(k, d)
+#define I_PAIR(k, d)
+#define I_TRI(k, d)
+#define I_REAL(k, d) s->k = (d);
+#define I_NREAL(k, d)
+#define I_LIST(k, d) s->k = NULL;
+#define I_FP8(k, d)                                                                            \
+    s->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;                                                  \
+    s->fp8_dpa_bwd = true;                                                                     \
+    s->fp8_o_in_f16 = true;
+#define I_REFUSE(k, d)
+#define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
 void fattn_spec_init(fattn_spec *s)
 {
     memset(s, 0, sizeof *s);
-    s->dtype = FATTN_DTYPE_BFLOAT16;
-    s->layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
-    s->mask = FATTN_MASK_NO_MASK;
-    s->bias = FATTN_BIAS_NO_BIAS;
-    s->bias_shape = FATTN_BIAS_SHAPE_1HSS;
-    s->softmax = FATTN_SOFTMAX_VANILLA;
-    s->window_set = false;
-    s->bottom_right_diagonal = FATTN_TRISTATE_NULL;
-    s->dropout_p = 0.0;
-    s->is_training = true;
-    s->deterministic = true;
-    s->return_max_logit = false;
-    s->fast_zero_fill = true;
-    s->attn_scale_set = false;
-    s->pad_between_seqs = false;
-    s->seqlens_q = NULL;
-    s->seqlens_kv = NULL;
-    s->seed = 1;
-    s->rng_seed = 1234;
-    s->rng_offset = 0;
-    s->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;
-    s->fp8_dpa_bwd = true;
-    s->fp8_o_in_f16 = true;
+    _Static_assert(FATTN_TRISTATE_NULL == 0, "memset makes a null tristate");
+    FATTN_SPEC_KEYS(INIT_ROW)
+}
+
+/* The rows that own memory (LIST): free, and copy deeply. */
+#define OWNED_ROW(key, kind, ctype, a, b, dflt, post) OWNED_##kind(key)
+#define OWNED_LIST(k) OWNED(k)
+#define OWNED_ID(k)
+#define OWNED_REQ(k)
+#define OWNED_INT(k)
+#define OWNED_NAME(k)
+#define OWNED_BOOL(k)
+#define OWNED_FLAG(k)
+#define OWNED_PAIR(k)
+#define OWNED_TRI(k)
+#define OWNED_REAL(k)
+#define OWNED_NREAL(k)
+#define OWNED_FP8(k)
+#define OWNED_REFUSE(k)
+
+static void free_lists(fattn_spec *s)
+{
+#define OWNED(k) free(s->k);
+    FATTN_SPEC_KEYS(OWNED_ROW)
+#undef OWNED
 }
 
 void fattn_spec_free(fattn_spec *s)
 {
     if (!s)
         return;
-    free(s->seqlens_q);
-    free(s->seqlens_kv);
+    free_lists(s);
     fattn_spec_init(s);
 }
 
@@ -117,12 +138,15 @@ static int64_t *dup_list(const int64_t *src, int64_t n)
 fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src)
 {
     *dst = *src;
-    dst->seqlens_q = dup_list(src->seqlens_q, src->b);
-    dst->seqlens_kv = dup_list(src->seqlens_kv, src->b);
-    if ((src->seqlens_q && !dst->seqlens_q) || (src->seqlens_kv && !dst->seqlens_kv)) {
-        free(dst->seqlens_q);
-        free(dst->seqlens_kv);
-        dst->seqlens_q = dst->seqlens_kv = NULL;
+    bool oom = false;
+#define OWNED(k)                                                                               \
+    dst->k = dup_list(src->k, src->b);                                                         \
+    oom = oom || (src->k && !dst->k);
+    FATTN_SPEC_KEYS(OWNED_ROW)
+#undef OWNED
+    if (oom) {
+        free_lists(dst);
+        fattn_spec_init(dst);
         return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory copying seqlens", src->id);
     }
     return FATTN_OK;
@@ -137,44 +161,35 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
     return memcmp(a, b, (size_t)n * sizeof *a) == 0;
 }
 
-bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b)
+/* Equal by kind; floats by their bits, a null PAIR/NREAL ignores its value,
+ * fp8 and expect_refusal compare their members only when set. LIST rows
+ * come after b, so their length is equal when they are compared. */
+#define E_ID(k) (strcmp(x->k, y->k) == 0)
+#define E_REQ(k) (x->k == y->k)
+#define E_INT(k) (x->k == y->k)
+#define E_NAME(k) (x->k == y->k)
+#define E_BOOL(k) (x->k == y->k)
+#define E_FLAG(k) (x->k == y->k)
+#define E_PAIR(k)                                                                              \
+    (x->k##_set == y->k##_set && (!x->k##_set || (x->k[0] == y->k[0] && x->k[1] == y->k[1])))
+#define E_TRI(k) (x->k == y->k)
+#define E_REAL(k) same_double(x->k, y->k)
+#define E_NREAL(k) (x->k##_set == y->k##_set && (!x->k##_set || same_double(x->k, y->k)))
+#define E_LIST(k) same_list(x->k, y->k, x->b)
+#define E_FP8(k)                                                                               \
+    (x->fp8 == y->fp8 &&                                                                       \
+     (!x->fp8 || (x->fp8_recipe == y->fp8_recipe && x->fp8_input == y->fp8_input &&           \
+                  x->fp8_output == y->fp8_output && x->fp8_dpa_bwd == y->fp8_dpa_bwd &&       \
+                  x->fp8_o_in_f16 == y->fp8_o_in_f16 && x->bf16_backward == y->bf16_backward)))
+#define E_REFUSE(k)                                                                            \
+    (x->expect_refusal == y->expect_refusal &&                                                 \
+     (!x->expect_refusal || (x->refusal_status == y->refusal_status &&                         \
+                             strcmp(x->refusal_rule, y->refusal_rule) == 0)))
+#define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
+
+bool fattn_spec_equal(const fattn_spec *x, const fattn_spec *y)
 {
-    if (strcmp(a->id, b->id) != 0)
-        return false;
-    if (a->b != b->b || a->h != b->h || a->hg != b->hg || a->sq != b->sq || a->skv != b->skv ||
-        a->d_qk != b->d_qk || a->d_v != b->d_v)
-        return false;
-    if (a->dtype != b->dtype || a->layout != b->layout || a->mask != b->mask ||
-        a->bias != b->bias || a->bias_shape != b->bias_shape || a->softmax != b->softmax)
-        return false;
-    if (a->window_set != b->window_set ||
-        (a->window_set && (a->window[0] != b->window[0] || a->window[1] != b->window[1])))
-        return false;
-    if (a->bottom_right_diagonal != b->bottom_right_diagonal)
-        return false;
-    if (!same_double(a->dropout_p, b->dropout_p))
-        return false;
-    if (a->is_training != b->is_training || a->deterministic != b->deterministic ||
-        a->return_max_logit != b->return_max_logit || a->fast_zero_fill != b->fast_zero_fill ||
-        a->pad_between_seqs != b->pad_between_seqs || a->raw_func_args != b->raw_func_args ||
-        a->cpu_offload != b->cpu_offload)
-        return false;
-    if (a->fp8 != b->fp8 ||
-        (a->fp8 && (a->fp8_recipe != b->fp8_recipe || a->fp8_input != b->fp8_input ||
-                    a->fp8_output != b->fp8_output || a->fp8_dpa_bwd != b->fp8_dpa_bwd ||
-                    a->fp8_o_in_f16 != b->fp8_o_in_f16 || a->bf16_backward != b->bf16_backward)))
-        return false;
-    if (a->expect_refusal != b->expect_refusal ||
-        (a->expect_refusal && (a->refusal_status != b->refusal_status ||
-                               strcmp(a->refusal_rule, b->refusal_rule) != 0)))
-        return false;
-    if (a->attn_scale_set != b->attn_scale_set ||
-        (a->attn_scale_set && !same_double(a->attn_scale, b->attn_scale)))
-        return false;
-    if (!same_list(a->seqlens_q, b->seqlens_q, a->b) ||
-        !same_list(a->seqlens_kv, b->seqlens_kv, a->b))
-        return false;
-    return a->seed == b->seed && a->rng_seed == b->rng_seed && a->rng_offset == b->rng_offset;
+    return true FATTN_SPEC_KEYS(EQ_ROW);
 }
 
 void fattn_spec_list_free(fattn_spec_list *l)
@@ -192,15 +207,25 @@ void fattn_spec_list_free(fattn_spec_list *l)
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Every key, sorted as the canonical form writes them. */
-static const char *const spec_keys[] = {
-    "attn_scale", "b", "bias", "bias_shape", "bottom_right_diagonal", "cpu_offload", "d_qk", "d_v",
-    "deterministic", "dropout_p", "dtype", "expect_refusal", "fast_zero_fill", "fp8", "h", "hg", "id",
-    "is_training", "layout", "mask", "pad_between_seqs", "raw_func_args", "return_max_logit",
-    "rng_offset",
-    "rng_seed", "seed", "seqlens_kv", "seqlens_q", "skv", "softmax", "sq", "window",
-};
-#define N_SPEC_KEYS (sizeof spec_keys / sizeof spec_keys[0])
+/* The keys in the rows' order; fattn_spec_key_name gives them sorted. */
+#define KEY_NAME_ROW(key, kind, ctype, a, b, dflt, post) #key,
+static const char *const spec_rows[] = {FATTN_SPEC_KEYS(KEY_NAME_ROW)};
+#define N_SPEC_ROWS (sizeof spec_rows / sizeof spec_rows[0])
+
+size_t fattn_spec_key_count(void) { return N_SPEC_ROWS; }
+
+/* The i-th key in sorted order: the one that i keys sort before. */
+const char *fattn_spec_key_name(size_t i)
+{
+    for (size_t r = 0; r < N_SPEC_ROWS; r++) {
+        size_t before = 0;
+        for (size_t q = 0; q < N_SPEC_ROWS; q++)
+            before += strcmp(spec_rows[q], spec_rows[r]) < 0;
+        if (before == i)
+            return spec_rows[r];
+    }
+    return NULL;
+}
 
 typedef struct parse_ctx {
     const char *source;
@@ -252,10 +277,9 @@ static const char *json_type_name(const json_t *v)
 }
 
 static fattn_status get_int(const parse_ctx *c, const json_t *obj, const char *key,
-                            bool *present, int64_t lo, int64_t hi, int64_t *out)
+                            int64_t lo, int64_t hi, int64_t *out)
 {
     const json_t *v = json_object_get(obj, key);
-    *present = v != NULL;
     if (!v)
         return FATTN_OK;
     if (!json_is_integer(v))
@@ -302,36 +326,28 @@ static fattn_status get_number(const parse_ctx *c, const json_t *obj, const char
     return FATTN_OK;
 }
 
-/* A string key whose value a name parser maps to an enum. */
-typedef fattn_status (*name_parser)(const char *s, void *out);
-
-static fattn_status get_name(const parse_ctx *c, const json_t *obj, const char *key,
-                             name_parser parse, void *out)
+/* A string key; *out NULL when the key is missing. */
+static fattn_status get_string(const parse_ctx *c, const json_t *obj, const char *key,
+                               const char **out)
 {
     const json_t *v = json_object_get(obj, key);
+    *out = NULL;
     if (!v)
         return FATTN_OK;
     if (!json_is_string(v))
         return case_error(c, FATTN_E_PARSE, key, "expected a string, got %s",
                           json_type_name(v));
-    fattn_status st = parse(json_string_value(v), out);
-    if (st != FATTN_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", fattn_last_error());
-        return case_error(c, FATTN_E_PARSE, key, "%s", why);
-    }
+    *out = json_string_value(v);
     return FATTN_OK;
 }
 
-/* Adapters from the typed parsers to name_parser. */
-static fattn_status parse_dtype_v(const char *s, void *o) { return spec_dtype_parse(s, o); }
-static fattn_status parse_layout_v(const char *s, void *o) { return fattn_layout_parse(s, o); }
-static fattn_status parse_mask_v(const char *s, void *o) { return fattn_mask_type_parse(s, o); }
-static fattn_status parse_bias_v(const char *s, void *o) { return fattn_bias_type_parse(s, o); }
-static fattn_status parse_bshape_v(const char *s, void *o) { return fattn_bias_shape_parse(s, o); }
-static fattn_status parse_softmax_v(const char *s, void *o)
+/* A name its parser refused: the parser's message (which lists the valid
+ * names) under the case and key. */
+static fattn_status name_error(const parse_ctx *c, const char *key)
 {
-    return fattn_softmax_type_parse(s, o);
+    char why[512];
+    snprintf(why, sizeof why, "%s", fattn_last_error());
+    return case_error(c, FATTN_E_PARSE, key, "%s", why);
 }
 
 static bool id_char_ok(char ch)
@@ -368,27 +384,29 @@ static fattn_status parse_id(parse_ctx *c, const json_t *obj, fattn_spec *s)
     return FATTN_OK;
 }
 
-static fattn_status parse_window(const parse_ctx *c, const json_t *obj, fattn_spec *s)
+/* null or [left, right], each in [lo, hi]; *set false for null. */
+static fattn_status get_pair(const parse_ctx *c, const json_t *obj, const char *key,
+                             int64_t lo, int64_t hi, bool *set, int64_t out[2])
 {
-    const json_t *v = json_object_get(obj, "window");
+    const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return FATTN_OK;
     if (!json_is_array(v) || json_array_size(v) != 2)
-        return case_error(c, FATTN_E_PARSE, "window",
+        return case_error(c, FATTN_E_PARSE, key,
                           "expected null or [left, right], got %s%s", json_type_name(v),
                           json_is_array(v) ? " of the wrong length" : "");
     for (size_t i = 0; i < 2; i++) {
         const json_t *e = json_array_get(v, i);
         if (!json_is_integer(e))
-            return case_error(c, FATTN_E_PARSE, "window", "element %zu: expected an integer, got %s",
+            return case_error(c, FATTN_E_PARSE, key, "element %zu: expected an integer, got %s",
                               i, json_type_name(e));
         json_int_t x = json_integer_value(e);
-        if (x < INT32_MIN || x > INT32_MAX)
-            return case_error(c, FATTN_E_INVALID_ARG, "window",
+        if (x < lo || x > hi)
+            return case_error(c, FATTN_E_INVALID_ARG, key,
                               "element %zu: %" JSON_INTEGER_FORMAT " does not fit in int32", i, x);
-        s->window[i] = (int64_t)x;
+        out[i] = (int64_t)x;
     }
-    s->window_set = true;
+    *set = true;
     return FATTN_OK;
 }
 
@@ -517,8 +535,9 @@ static fattn_status parse_tristate(const parse_ctx *c, const json_t *obj, const 
     return FATTN_OK;
 }
 
-static fattn_status parse_seqlens(const parse_ctx *c, const json_t *obj, const char *key,
-                                  int64_t b, int64_t max, int64_t **out)
+/* null or a list of exactly b integers in [lo, hi] (malloc'd). */
+static fattn_status get_list(const parse_ctx *c, const json_t *obj, const char *key, int64_t b,
+                             int64_t lo, int64_t hi, int64_t **out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
@@ -540,12 +559,12 @@ static fattn_status parse_seqlens(const parse_ctx *c, const json_t *obj, const c
                               i, json_type_name(e));
         }
         json_int_t x = json_integer_value(e);
-        if (x < 0 || x > max) {
+        if (x < lo || x > hi) {
             free(list);
             return case_error(c, FATTN_E_INVALID_ARG, key,
                               "element %" PRId64 ": %" JSON_INTEGER_FORMAT
-                              " out of range [0, %" PRId64 "]",
-                              i, x, max);
+                              " out of range [%" PRId64 ", %" PRId64 "]",
+                              i, x, lo, hi);
         }
         list[i] = (int64_t)x;
     }
@@ -594,103 +613,117 @@ static fattn_status check_sizes(const parse_ctx *c, const fattn_spec *s)
             return try_st_;                                                    \
     } while (0)
 
+/* The CHECK rows' checks, run once the row is read. */
+static fattn_status spec_check_hg(const parse_ctx *c, const fattn_spec *s)
+{
+    if (s->hg > s->h || s->h % s->hg != 0)
+        return case_error(c, FATTN_E_INVALID_ARG, "hg",
+                          "%" PRId64 " does not divide h = %" PRId64, s->hg, s->h);
+    return FATTN_OK;
+}
+
+/* d_v is the last size: every tensor's byte count must fit. */
+static fattn_status spec_check_d_v(const parse_ctx *c, const fattn_spec *s)
+{
+    return check_sizes(c, s);
+}
+
+static fattn_status spec_check_dropout_p(const parse_ctx *c, const fattn_spec *s)
+{
+    if (!(s->dropout_p >= 0.0 && s->dropout_p < 1.0))
+        return case_error(c, FATTN_E_INVALID_ARG, "dropout_p", "%g is not in [0, 1)",
+                          s->dropout_p);
+    return FATTN_OK;
+}
+
+/* The front ends take the scale as float32. */
+static fattn_status spec_check_attn_scale(const parse_ctx *c, const fattn_spec *s)
+{
+    if (s->attn_scale_set && fabs(s->attn_scale) > 3.4028234663852886e38)
+        return case_error(c, FATTN_E_INVALID_ARG, "attn_scale", "%g does not fit in float32",
+                          s->attn_scale);
+    return FATTN_OK;
+}
+
+/* Reading a row, by kind (parameters named apart from the members: s->b). */
+#define P_ID(k, t, lo, hi, d)
+#define P_REQ(k, t, lo, hi, d) TRY(get_int(c, obj, #k, lo, hi, &s->k));
+#define P_INT(k, t, lo, hi, d)                                                                 \
+    s->k = (d);                                                                                \
+    TRY(get_int(c, obj, #k, lo, hi, &s->k));
+#define P_NAME(k, t, parse, name, d)                                                           \
+    {                                                                                          \
+        const char *str_;                                                                      \
+        TRY(get_string(c, obj, #k, &str_));                                                    \
+        if (str_ && parse(str_, &s->k) != FATTN_OK)                                            \
+            return name_error(c, #k);                                                          \
+    }
+#define P_BOOL(k, t, lo, hi, d) TRY(get_bool(c, obj, #k, &s->k));
+#define P_FLAG(k, t, lo, hi, d) TRY(get_bool(c, obj, #k, &s->k));
+#define P_PAIR(k, t, lo, hi, d) TRY(get_pair(c, obj, #k, lo, hi, &s->k##_set, s->k));
+#define P_TRI(k, t, lo, hi, d) TRY(parse_tristate(c, obj, #k, &s->k));
+#define P_REAL(k, t, lo, hi, d)                                                                \
+    {                                                                                          \
+        bool present_;                                                                         \
+        TRY(get_number(c, obj, #k, false, &present_, &s->k));                                  \
+    }
+#define P_NREAL(k, t, lo, hi, d) TRY(get_number(c, obj, #k, true, &s->k##_set, &s->k));
+#define P_LIST(k, t, lo, hi, d) TRY(get_list(c, obj, #k, s->b, lo, hi, &s->k));
+#define P_FP8(k, t, lo, hi, d) TRY(parse_fp8(c, obj, s));
+#define P_REFUSE(k, t, lo, hi, d) TRY(parse_expect_refusal(c, obj, s));
+#define POST_NONE(k)
+#define POST_CHECK(k) TRY(spec_check_##k(c, s));
+#define PARSE_ROW(key, kind, ctype, a, b, dflt, post) P_##kind(key, ctype, a, b, dflt) POST_##post(key)
+
+/* Required keys, checked all before any is read. */
+#define R_REQ(k)                                                                               \
+    if (!json_object_get(obj, #k))                                                             \
+        return case_error(c, FATTN_E_PARSE, #k, "missing (required)");
+#define R_ID(k)
+#define R_INT(k)
+#define R_NAME(k)
+#define R_BOOL(k)
+#define R_FLAG(k)
+#define R_PAIR(k)
+#define R_TRI(k)
+#define R_REAL(k)
+#define R_NREAL(k)
+#define R_LIST(k)
+#define R_FP8(k)
+#define R_REFUSE(k)
+#define REQUIRED_ROW(key, kind, ctype, a, b, dflt, post) R_##kind(key)
+
+static fattn_status unknown_key(const parse_ctx *c, const char *key)
+{
+    /* the valid keys, so that a typo is fixed without the docs */
+    char list[400];
+    size_t used = 0;
+    for (size_t i = 0; i < N_SPEC_ROWS && used < sizeof list; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
+                         fattn_spec_key_name(i));
+        used = w < 0 ? sizeof list : used + (size_t)w;
+    }
+    return case_error(c, FATTN_E_PARSE, key, "unknown key (keys: %s)", list);
+}
+
 static fattn_status parse_case_fields(parse_ctx *c, const json_t *obj, fattn_spec *s)
 {
     if (!json_is_object(obj))
         return case_error(c, FATTN_E_PARSE, NULL, "expected an object, got %s",
                           json_type_name(obj));
+    /* The id first, so that every later message names the case. */
     TRY(parse_id(c, obj, s));
-
-    /* Unknown keys. */
     const char *key;
     const json_t *val;
     json_object_foreach((json_t *)obj, key, val) {
         bool known = false;
-        for (size_t i = 0; i < N_SPEC_KEYS && !known; i++)
-            known = strcmp(key, spec_keys[i]) == 0;
-        if (!known) {
-            /* the valid keys, so that a typo is fixed without the docs */
-            char list[400];
-            size_t used = 0;
-            for (size_t i = 0; i < N_SPEC_KEYS && used < sizeof list; i++) {
-                int w = snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
-                                 spec_keys[i]);
-                used = w < 0 ? sizeof list : used + (size_t)w;
-            }
-            return case_error(c, FATTN_E_PARSE, key, "unknown key (keys: %s)", list);
-        }
+        for (size_t i = 0; i < N_SPEC_ROWS && !known; i++)
+            known = strcmp(key, spec_rows[i]) == 0;
+        if (!known)
+            return unknown_key(c, key);
     }
-
-    /* Sizes. */
-    bool present;
-    static const char *const required[] = {"b", "h", "sq", "d_qk"};
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
-        if (!json_object_get(obj, required[i]))
-            return case_error(c, FATTN_E_PARSE, required[i], "missing (required)");
-    }
-    TRY(get_int(c, obj, "b", &present, 1, FATTN_SPEC_MAX_B, &s->b));
-    TRY(get_int(c, obj, "h", &present, 1, FATTN_SPEC_MAX_H, &s->h));
-    TRY(get_int(c, obj, "sq", &present, 1, FATTN_SPEC_MAX_S, &s->sq));
-    TRY(get_int(c, obj, "d_qk", &present, 1, FATTN_SPEC_MAX_D, &s->d_qk));
-    s->hg = s->h;
-    TRY(get_int(c, obj, "hg", &present, 1, FATTN_SPEC_MAX_H, &s->hg));
-    if (s->hg > s->h || s->h % s->hg != 0)
-        return case_error(c, FATTN_E_INVALID_ARG, "hg",
-                          "%" PRId64 " does not divide h = %" PRId64, s->hg, s->h);
-    s->skv = s->sq;
-    TRY(get_int(c, obj, "skv", &present, 1, FATTN_SPEC_MAX_S, &s->skv));
-    s->d_v = s->d_qk;
-    TRY(get_int(c, obj, "d_v", &present, 1, FATTN_SPEC_MAX_D, &s->d_v));
-    TRY(check_sizes(c, s));
-
-    /* Names. */
-    TRY(get_name(c, obj, "dtype", parse_dtype_v, &s->dtype));
-    TRY(get_name(c, obj, "layout", parse_layout_v, &s->layout));
-    TRY(get_name(c, obj, "mask", parse_mask_v, &s->mask));
-    TRY(get_name(c, obj, "bias", parse_bias_v, &s->bias));
-    TRY(get_name(c, obj, "bias_shape", parse_bshape_v, &s->bias_shape));
-    TRY(get_name(c, obj, "softmax", parse_softmax_v, &s->softmax));
-
-    TRY(parse_window(c, obj, s));
-    TRY(parse_tristate(c, obj, "bottom_right_diagonal", &s->bottom_right_diagonal));
-
-    double p = 0.0;
-    TRY(get_number(c, obj, "dropout_p", false, &present, &p));
-    if (present) {
-        if (!(p >= 0.0 && p < 1.0))
-            return case_error(c, FATTN_E_INVALID_ARG, "dropout_p", "%g is not in [0, 1)", p);
-        s->dropout_p = p;
-    }
-    double scale = 0.0;
-    TRY(get_number(c, obj, "attn_scale", true, &present, &scale));
-    if (present) {
-        if (fabs(scale) > 3.4028234663852886e38)
-            return case_error(c, FATTN_E_INVALID_ARG, "attn_scale",
-                              "%g does not fit in float32", scale);
-        s->attn_scale_set = true;
-        s->attn_scale = scale;
-    }
-
-    TRY(get_bool(c, obj, "is_training", &s->is_training));
-    TRY(get_bool(c, obj, "deterministic", &s->deterministic));
-    TRY(get_bool(c, obj, "return_max_logit", &s->return_max_logit));
-    TRY(get_bool(c, obj, "fast_zero_fill", &s->fast_zero_fill));
-    TRY(get_bool(c, obj, "pad_between_seqs", &s->pad_between_seqs));
-    TRY(get_bool(c, obj, "raw_func_args", &s->raw_func_args));
-    TRY(get_bool(c, obj, "cpu_offload", &s->cpu_offload));
-    TRY(parse_expect_refusal(c, obj, s));
-    TRY(parse_fp8(c, obj, s));
-
-    TRY(parse_seqlens(c, obj, "seqlens_q", s->b, s->sq, &s->seqlens_q));
-    TRY(parse_seqlens(c, obj, "seqlens_kv", s->b, s->skv, &s->seqlens_kv));
-
-    TRY(get_int(c, obj, "seed", &present, 0, INT64_MAX, &s->seed));
-    TRY(get_int(c, obj, "rng_seed", &present, 0, INT64_MAX, &s->rng_seed));
-    /* The generator's offset after the forward (rng_offset + the forward's
-     * increment) is recorded as int64 (forward's rng_gen_offset): it must
-     * not wrap. */
-    TRY(get_int(c, obj, "rng_offset", &present, 0, INT64_MAX - fattn_spec_rng_increment(s),
-                &s->rng_offset));
+    FATTN_SPEC_KEYS(REQUIRED_ROW)
+    FATTN_SPEC_KEYS(PARSE_ROW)
     return FATTN_OK;
 }
 
@@ -802,51 +835,6 @@ fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *sour
     parse_ctx c = {source, 0, ""};
     fattn_status st = parse_case(&c, root, out);
     json_decref(root);
-    return st;
-}
-
-fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
-{
-    out->items = NULL;
-    out->count = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    fattn_status st = FATTN_OK;
-    if (!buf) {
-        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
-                st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
-                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
-                goto done;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-                goto done;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
-            break;
-        }
-    }
-    if (st == FATTN_OK)
-        st = fattn_spec_parse_json(buf, len, path, out);
-done:
-    free(buf);
-    fclose(f);
     return st;
 }
 

@@ -5,6 +5,8 @@
  * is an error whose message names the source, the case and the key:
  *   "cases.json: case 'fwd.x' (#3): key 'b': expected an integer, got string"
  *
+ * The keys are the rows of FATTN_SPEC_KEYS (spec_keys.h), from which the
+ * struct, defaults, equality, parser and canonical writer are made.
  * Keys, their types and defaults (R = required):
  *   id                     string, R. 1..FATTN_SPEC_ID_MAX chars of
  *                          [A-Za-z0-9._-], not "." or ".." (ids name HDF5
@@ -111,6 +113,8 @@
 #include "fattn/status.h"
 #include "fattn/te.h"
 
+#include "spec_keys.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -137,37 +141,9 @@ typedef enum fattn_tristate {
     FATTN_TRISTATE_TRUE = 2
 } fattn_tristate;
 
+/* One case: a member (or a few, spec_keys.h) per row of FATTN_SPEC_KEYS. */
 typedef struct fattn_spec {
-    char id[FATTN_SPEC_ID_MAX + 1];
-    int64_t b, h, hg, sq, skv, d_qk, d_v;
-    fattn_dtype dtype;
-    fattn_qkv_layout layout;
-    fattn_mask_type mask;
-    fattn_bias_type bias;
-    fattn_bias_shape bias_shape;
-    fattn_softmax_type softmax;
-    bool window_set;             /* false: null */
-    int64_t window[2];
-    fattn_tristate bottom_right_diagonal;
-    double dropout_p;
-    bool is_training;
-    bool deterministic;
-    bool return_max_logit;
-    bool fast_zero_fill;
-    bool attn_scale_set;         /* false: null */
-    double attn_scale;
-    bool pad_between_seqs;
-    bool raw_func_args;          /* inference dropout passed as given */
-    bool cpu_offload;            /* TE's CPU offload v1 on (both refuse it) */
-    bool fp8;                    /* the FP8 path: the key fp8 is an object */
-    fattn_fp8_recipe fp8_recipe; /* its members (defaults when fp8 is off) */
-    bool fp8_input, fp8_output, fp8_dpa_bwd, fp8_o_in_f16, bf16_backward;
-    bool expect_refusal;         /* the front ends must refuse the case */
-    fattn_status refusal_status; /* ... with this status */
-    char refusal_rule[64];       /* ... and this support-table rule id */
-    int64_t *seqlens_q;          /* NULL (null) or b entries, owned */
-    int64_t *seqlens_kv;
-    int64_t seed, rng_seed, rng_offset;
+    FATTN_SPEC_KEYS(FATTN_SPEC_MEMBER)
 } fattn_spec;
 
 typedef struct fattn_spec_list {
@@ -208,6 +184,11 @@ fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out);
 const char *fattn_spec_default_json(void);
 fattn_status fattn_spec_load_default(fattn_spec_list *out);
 void fattn_spec_list_free(fattn_spec_list *l);
+
+/* The known keys (the rows of FATTN_SPEC_KEYS), i < fattn_spec_key_count(),
+ * in sorted order (the canonical form's); NULL past the end. */
+size_t fattn_spec_key_count(void);
+const char *fattn_spec_key_name(size_t i);
 
 /* The canonical form, malloc'd, NUL-terminated (free with free()). */
 fattn_status fattn_spec_canonical(const fattn_spec *s, char **out);

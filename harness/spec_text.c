@@ -1,7 +1,8 @@
-/* Case specs as text: Python-repr floats, the canonical JSON writer and the
- * one-line summary of `fattn cases`. See spec.h. */
+/* Case specs as text: Python-repr floats, the canonical JSON writer, reading
+ * a spec file and the one-line summary of `fattn cases`. See spec.h. */
 #include "spec.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -222,126 +223,172 @@ static void sb_list(sbuf *b, const int64_t *l, int64_t n)
 
 static const char *tf(bool v) { return v ? "true" : "false"; }
 
+/* A name a row's namer gives, or an error for an enum out of range. */
+static fattn_status w_name(sbuf *b, const fattn_spec *s, const char *key, const char *name)
+{
+    if (!name)
+        return fattn_error(FATTN_E_INVALID_ARG, "spec '%s': key '%s' is out of range", s->id,
+                           key);
+    sb_json_str(b, name);
+    return FATTN_OK;
+}
+
+static fattn_status w_double(sbuf *b, double v)
+{
+    char num[32];
+    TRY(fattn_spec_format_double(v, num, sizeof num));
+    sb_str(b, num);
+    return FATTN_OK;
+}
+
+/* Writing a row's value, by kind; a kind whose key is written only when set
+ * returns before sb_key. Inside a writer: b (the buffer), s, first. */
+#define W_ID(k, t, lo, hi) sb_key(b, #k, first); sb_json_str(b, s->k);
+#define W_INT64(k) sb_key(b, #k, first); sb_fmt(b, "%" PRId64, s->k);
+#define W_REQ(k, t, lo, hi) W_INT64(k)
+#define W_INT(k, t, lo, hi) W_INT64(k)
+#define W_NAME(k, t, parse, namer) sb_key(b, #k, first); TRY(w_name(b, s, #k, namer(s->k)));
+#define W_BOOL(k, t, lo, hi) sb_key(b, #k, first); sb_str(b, tf(s->k));
+#define W_FLAG(k, t, lo, hi)                                                                   \
+    if (s->k) {                                                                                \
+        sb_key(b, #k, first);                                                                  \
+        sb_str(b, "true");                                                                     \
+    }
+#define W_PAIR(k, t, lo, hi)                                                                   \
+    sb_key(b, #k, first);                                                                      \
+    if (s->k##_set)                                                                            \
+        sb_fmt(b, "[%" PRId64 ",%" PRId64 "]", s->k[0], s->k[1]);                              \
+    else                                                                                       \
+        sb_str(b, "null");
+#define W_TRI(k, t, lo, hi)                                                                    \
+    sb_key(b, #k, first);                                                                      \
+    sb_str(b, s->k == FATTN_TRISTATE_NULL ? "null" : tf(s->k == FATTN_TRISTATE_TRUE));
+#define W_REAL(k, t, lo, hi) sb_key(b, #k, first); TRY(w_double(b, s->k));
+#define W_NREAL(k, t, lo, hi)                                                                  \
+    sb_key(b, #k, first);                                                                      \
+    if (s->k##_set)                                                                            \
+        TRY(w_double(b, s->k));                                                                \
+    else                                                                                       \
+        sb_str(b, "null");
+#define W_LIST(k, t, lo, hi) sb_key(b, #k, first); sb_list(b, s->k, s->b);
+/* Written only when set, every member filled in, members sorted. */
+#define W_FP8(k, t, lo, hi)                                                                    \
+    if (s->fp8) {                                                                              \
+        sb_key(b, #k, first);                                                                  \
+        sb_fmt(b,                                                                              \
+               "{\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,\"o_in_f16\":%s,"        \
+               "\"output_fp8\":%s,\"recipe\":",                                                \
+               tf(s->bf16_backward), tf(s->fp8_dpa_bwd), tf(s->fp8_input),                     \
+               tf(s->fp8_o_in_f16), tf(s->fp8_output));                                        \
+        TRY(w_name(b, s, "fp8.recipe", fattn_fp8_recipe_name(s->fp8_recipe)));                 \
+        sb_str(b, "}");                                                                        \
+    }
+/* Written only when set, members sorted. */
+#define W_REFUSE(k, t, lo, hi)                                                                 \
+    if (s->expect_refusal) {                                                                   \
+        sb_key(b, #k, first);                                                                  \
+        sb_str(b, "{\"rule\":");                                                               \
+        sb_json_str(b, s->refusal_rule);                                                       \
+        sb_str(b, ",\"status\":");                                                             \
+        TRY(w_name(b, s, "expect_refusal.status", fattn_status_name(s->refusal_status)));      \
+        sb_str(b, "}");                                                                        \
+    }
+
+/* One writer per row, and the rows as {key, writer}. */
+typedef fattn_status (*row_writer)(sbuf *b, const fattn_spec *s, bool *first);
+#define WRITER_FN(key, kind, ctype, a, b_, dflt, post)                                         \
+    static fattn_status w_row_##key(sbuf *b, const fattn_spec *s, bool *first)                 \
+    {                                                                                          \
+        W_##kind(key, ctype, a, b_)                                                            \
+        return FATTN_OK;                                                                       \
+    }
+FATTN_SPEC_KEYS(WRITER_FN)
+
+typedef struct writer_row {
+    const char *key;
+    row_writer write;
+} writer_row;
+#define WRITER_ROW(key, kind, ctype, a, b, dflt, post) {#key, w_row_##key},
+static const writer_row writer_rows[] = {FATTN_SPEC_KEYS(WRITER_ROW)};
+#define N_WRITER_ROWS (sizeof writer_rows / sizeof writer_rows[0])
+
+static int cmp_writer_row(const void *x, const void *y)
+{
+    return strcmp(((const writer_row *)x)->key, ((const writer_row *)y)->key);
+}
+
 fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
 {
     *out = NULL;
-    const char *dtype = fattn_dtype_name(s->dtype);
-    const char *layout = fattn_layout_name(s->layout);
-    const char *mask = fattn_mask_type_name(s->mask);
-    const char *bias = fattn_bias_type_name(s->bias);
-    const char *bshape = fattn_bias_shape_name(s->bias_shape);
-    const char *softmax = fattn_softmax_type_name(s->softmax);
-    if (!dtype || !layout || !mask || !bias || !bshape || !softmax)
-        return fattn_error(FATTN_E_INVALID_ARG, "spec '%s': an enum field is out of range", s->id);
-    char dropout[32], scale[32];
-    TRY(fattn_spec_format_double(s->dropout_p, dropout, sizeof dropout));
-    if (s->attn_scale_set)
-        TRY(fattn_spec_format_double(s->attn_scale, scale, sizeof scale));
-    else
-        strcpy(scale, "null");
-
+    /* Sorted here, not by the table's order: the canonical form's key order
+     * is Python's sort_keys whatever order the rows are in. */
+    writer_row rows[N_WRITER_ROWS];
+    memcpy(rows, writer_rows, sizeof rows);
+    qsort(rows, N_WRITER_ROWS, sizeof rows[0], cmp_writer_row);
     sbuf b = {0};
     bool first = true;
+    fattn_status st = FATTN_OK;
     sb_put(&b, "{", 1);
-    /* Keys in sorted order (spec_keys; tests check the order). */
-    sb_key(&b, "attn_scale", &first);
-    sb_str(&b, scale);
-    sb_key(&b, "b", &first);
-    sb_fmt(&b, "%" PRId64, s->b);
-    sb_key(&b, "bias", &first);
-    sb_json_str(&b, bias);
-    sb_key(&b, "bias_shape", &first);
-    sb_json_str(&b, bshape);
-    sb_key(&b, "bottom_right_diagonal", &first);
-    sb_str(&b, s->bottom_right_diagonal == FATTN_TRISTATE_NULL
-                   ? "null"
-                   : tf(s->bottom_right_diagonal == FATTN_TRISTATE_TRUE));
-    sb_key(&b, "d_qk", &first);
-    sb_fmt(&b, "%" PRId64, s->d_qk);
-    sb_key(&b, "d_v", &first);
-    sb_fmt(&b, "%" PRId64, s->d_v);
-    sb_key(&b, "deterministic", &first);
-    sb_str(&b, tf(s->deterministic));
-    /* Written only when set, as raw_func_args. */
-    if (s->cpu_offload) {
-        sb_key(&b, "cpu_offload", &first);
-        sb_str(&b, "true");
-    }
-    sb_key(&b, "dropout_p", &first);
-    sb_str(&b, dropout);
-    sb_key(&b, "dtype", &first);
-    sb_json_str(&b, dtype);
-    /* Written only when set, as raw_func_args. */
-    if (s->expect_refusal) {
-        sb_key(&b, "expect_refusal", &first);
-        sb_str(&b, "{\"rule\":");
-        sb_json_str(&b, s->refusal_rule);
-        sb_str(&b, ",\"status\":");
-        sb_json_str(&b, fattn_status_name(s->refusal_status));
-        sb_str(&b, "}");
-    }
-    sb_key(&b, "fast_zero_fill", &first);
-    sb_str(&b, tf(s->fast_zero_fill));
-    /* Written only when set, every member filled in. */
-    if (s->fp8) {
-        sb_key(&b, "fp8", &first);
-        sb_fmt(&b, "{\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,\"o_in_f16\":%s,"
-                   "\"output_fp8\":%s,\"recipe\":",
-               tf(s->bf16_backward), tf(s->fp8_dpa_bwd), tf(s->fp8_input), tf(s->fp8_o_in_f16),
-               tf(s->fp8_output));
-        sb_json_str(&b, fattn_fp8_recipe_name(s->fp8_recipe));
-        sb_str(&b, "}");
-    }
-    sb_key(&b, "h", &first);
-    sb_fmt(&b, "%" PRId64, s->h);
-    sb_key(&b, "hg", &first);
-    sb_fmt(&b, "%" PRId64, s->hg);
-    sb_key(&b, "id", &first);
-    sb_json_str(&b, s->id);
-    sb_key(&b, "is_training", &first);
-    sb_str(&b, tf(s->is_training));
-    sb_key(&b, "layout", &first);
-    sb_json_str(&b, layout);
-    sb_key(&b, "mask", &first);
-    sb_json_str(&b, mask);
-    sb_key(&b, "pad_between_seqs", &first);
-    sb_str(&b, tf(s->pad_between_seqs));
-    /* Written only when set, so that run files of the cases without it
-     * keep their bytes. */
-    if (s->raw_func_args) {
-        sb_key(&b, "raw_func_args", &first);
-        sb_str(&b, "true");
-    }
-    sb_key(&b, "return_max_logit", &first);
-    sb_str(&b, tf(s->return_max_logit));
-    sb_key(&b, "rng_offset", &first);
-    sb_fmt(&b, "%" PRId64, s->rng_offset);
-    sb_key(&b, "rng_seed", &first);
-    sb_fmt(&b, "%" PRId64, s->rng_seed);
-    sb_key(&b, "seed", &first);
-    sb_fmt(&b, "%" PRId64, s->seed);
-    sb_key(&b, "seqlens_kv", &first);
-    sb_list(&b, s->seqlens_kv, s->b);
-    sb_key(&b, "seqlens_q", &first);
-    sb_list(&b, s->seqlens_q, s->b);
-    sb_key(&b, "skv", &first);
-    sb_fmt(&b, "%" PRId64, s->skv);
-    sb_key(&b, "softmax", &first);
-    sb_json_str(&b, softmax);
-    sb_key(&b, "sq", &first);
-    sb_fmt(&b, "%" PRId64, s->sq);
-    sb_key(&b, "window", &first);
-    if (s->window_set)
-        sb_fmt(&b, "[%" PRId64 ",%" PRId64 "]", s->window[0], s->window[1]);
-    else
-        sb_str(&b, "null");
+    for (size_t i = 0; i < N_WRITER_ROWS && st == FATTN_OK; i++)
+        st = rows[i].write(&b, s, &first);
     sb_put(&b, "}", 1);
-    if (b.oom) {
+    if (st == FATTN_OK && b.oom)
+        st = fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory writing canonical form", s->id);
+    if (st != FATTN_OK) {
         free(b.p);
-        return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory writing canonical form", s->id);
+        return st;
     }
     *out = b.p;
     return FATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spec files                                                               */
+/* ------------------------------------------------------------------------ */
+
+fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
+{
+    out->items = NULL;
+    out->count = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fattn_error(FATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    fattn_status st = FATTN_OK;
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
+                st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
+                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
+                goto done;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
+    }
+    if (st == FATTN_OK)
+        st = fattn_spec_parse_json(buf, len, path, out);
+done:
+    free(buf);
+    fclose(f);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */

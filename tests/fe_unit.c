@@ -177,9 +177,15 @@ fe_spec fe_spec_for_rule(const char *id)
         s.dtype = FATTN_DTYPE_FLOAT32;
         s.bias_dtype = FATTN_DTYPE_FLOAT32;
         s.cudnn = true;
-    } else if (!strcmp(id, "paged_cpu")) {
+    } else if (!strcmp(id, "paged_cpu") || !strcmp(id, "paged_cudnn")) {
         s.layout = FATTN_LAYOUT_PAGED_KV_BSHD_BSHD_BSHD;
         s.mask = FATTN_MASK_PADDING;
+        s.cudnn = !strcmp(id, "paged_cudnn");
+    } else if (!strcmp(id, "dsink_thd_cudnn")) {
+        s.layout = FATTN_LAYOUT_THD_THD_THD;
+        s.mask = FATTN_MASK_PADDING;
+        s.softmax = FATTN_SOFTMAX_OFF_BY_ONE;
+        s.cudnn = true;
     }
     return s;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cudnn/plan_store.h"
+#include "fattn/cudnn.h"
 #include "fattn_test.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -772,6 +773,52 @@ static const char *const single_ids[] = {
     "cudnn.plan_store.write.concurrent",
 };
 
+/* The settings the CLI reads from FATTN_CUDNN_*: each value a variable
+ * takes, the line provenance records, and a value it does not take refused
+ * naming the variable. */
+START_TEST(settings_parse)
+{
+    static const struct {
+        const char *at, *bwd, *det, *tag, *dir;
+        const char *line; /* NULL: refused */
+        const char *var;  /* the variable a refusal names */
+    } rows[] = {
+        {NULL, NULL, NULL, NULL, NULL, "autotune=off bwd=switch det=direct plan_store=off", NULL},
+        {"", "", "", "", "", "autotune=off bwd=switch det=direct plan_store=off", NULL},
+        {"0", NULL, NULL, NULL, "/tmp/p", "autotune=off bwd=switch det=direct plan_store=on",
+         NULL},
+        {"1", "native", NULL, NULL, NULL, "autotune=on bwd=native det=direct plan_store=off",
+         NULL},
+        {"knobs", NULL, "ordered", NULL, NULL,
+         "autotune=knobs bwd=switch det=ordered plan_store=off", NULL},
+        {NULL, NULL, NULL, "eng8_k2=1", NULL,
+         "autotune=off bwd=switch det=tag:eng8_k2=1 plan_store=off", NULL},
+        {"yes", NULL, NULL, NULL, NULL, NULL, "FATTN_CUDNN_AUTOTUNE"},
+        {NULL, "fused", NULL, NULL, NULL, NULL, "FATTN_CUDNN_BWD"},
+        {NULL, NULL, "direct", NULL, NULL, NULL, "FATTN_CUDNN_DET"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        fattn_cudnn_settings s;
+        fattn_status st = fattn_cudnn_settings_parse(rows[i].at, rows[i].bwd, rows[i].det,
+                                                     rows[i].tag, rows[i].dir, &s);
+        if (!rows[i].line) {
+            ck_assert_int_eq(st, FATTN_E_INVALID_ARG);
+            ck_assert_msg(strstr(fattn_last_error(), rows[i].var), "row %zu: %s", i,
+                          fattn_last_error());
+            continue;
+        }
+        ck_assert_int_eq(st, FATTN_OK);
+        char line[256];
+        fattn_cudnn_settings_describe(&s, line, sizeof line);
+        ck_assert_str_eq(line, rows[i].line);
+    }
+    char line[256];
+    fattn_cudnn_settings_describe(NULL, line, sizeof line);
+    ck_assert_str_eq(line, rows[0].line);
+    fattn_test_mark("cudnn.settings.parse");
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < N(key_rows); i++)
@@ -784,6 +831,7 @@ static void list_ids(void)
         puts(corrupt_rows[i].id);
     for (int i = 0; i < N(single_ids); i++)
         puts(single_ids[i]);
+    puts("cudnn.settings.parse");
 }
 
 static Suite *make_suite(void)
@@ -794,6 +842,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tk, key_changes, 0, N(key_rows));
     tcase_add_test(tk, key_text_layout);
     tcase_add_loop_test(tk, dir_choice, 0, N(dir_rows));
+    tcase_add_test(tk, settings_parse);
     suite_add_tcase(s, tk);
     TCase *tf = tcase_create("format");
     tcase_set_timeout(tf, FATTN_TEST_TIMEOUT_SHORT);

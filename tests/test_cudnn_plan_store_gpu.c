@@ -83,9 +83,13 @@ static int run_phase(const char *store, const char *out)
         fprintf(stderr, "phase: cannot write %s: %s\n", out, strerror(errno));
         return 2;
     }
-    fattn_cudnn_options opt = {.device = 0, .force_deterministic_bwd = true, .plan_dir = store};
+    fattn_cudnn_options opt = {.device = 0, .force_deterministic_bwd = true};
     fattn_engine *e = NULL;
-    if (fattn_engine_init_cudnn(&e, &opt) != FATTN_OK) {
+    /* the parent sets FATTN_CUDNN_AUTOTUNE for a tuned phase; the library
+     * reads no environment, so the phase hands it over as the CLI does */
+    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), NULL, NULL, NULL, store,
+                                   &opt.settings) != FATTN_OK ||
+        fattn_engine_init_cudnn(&e, &opt) != FATTN_OK) {
         fprintf(stderr, "phase: %s\n", fattn_last_error());
         return 2;
     }

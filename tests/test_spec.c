@@ -134,6 +134,62 @@ START_TEST(test_canonical_python)
 }
 END_TEST
 
+/* A spec with every key that is written only when set: the canonical form
+ * has every key of the table, once each, sorted (Python's sort_keys), and
+ * fattn_spec_key_name lists the same keys in the same order. */
+static const char every_key_json[] =
+    "{\"id\":\"every\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"dtype\":\"float16\","
+    "\"is_training\":false,\"raw_func_args\":true,\"cpu_offload\":true,"
+    "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
+    "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
+    "\"expect_refusal\":{\"status\":\"FATTN_E_NOT_MODELLED\",\"rule\":\"cpu_offload_v1\"}}";
+
+/* The top-level keys of a JSON object without whitespace, in order. */
+static size_t top_keys(const char *j, char keys[][32], size_t max)
+{
+    size_t n = 0;
+    int depth = 0;
+    for (const char *p = j; *p; p++) {
+        if (*p == '"') {
+            const char *q = strchr(p + 1, '"'); /* no escapes in keys or values here */
+            ck_assert_ptr_nonnull(q);
+            if (depth == 1 && q[1] == ':' && n < max)
+                snprintf(keys[n++], sizeof keys[0], "%.*s", (int)(q - p - 1), p + 1);
+            p = q;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        }
+    }
+    return n;
+}
+
+START_TEST(test_canonical_every_key_sorted)
+{
+    fattn_spec s;
+    parse_one_ok(every_key_json, &s);
+    char *c = NULL;
+    ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+    char keys[64][32];
+    size_t n = top_keys(c, keys, 64);
+    ck_assert_uint_eq(n, fattn_spec_key_count());
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(i == 0 || strcmp(keys[i - 1], keys[i]) < 0, "%s before %s in %s",
+                      keys[i - 1], keys[i], c);
+        ck_assert_str_eq(keys[i], fattn_spec_key_name(i));
+    }
+    ck_assert_ptr_null(fattn_spec_key_name(n));
+    ck_assert_ptr_nonnull(strstr(c, "\"cpu_offload\":true,\"d_qk\":8,"));
+    fattn_spec t;
+    parse_one_ok(c, &t);
+    ck_assert(fattn_spec_equal(&s, &t));
+    free(c);
+    fattn_spec_free(&s);
+    fattn_spec_free(&t);
+}
+END_TEST
+
 START_TEST(test_integer_for_float_key)
 {
     /* "dropout_p": 0 and "attn_scale": 1 are numbers; canonical writes floats. */
@@ -766,6 +822,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_full);
     tcase_add_test(tc, test_canonical_python);
+    tcase_add_test(tc, test_canonical_every_key_sorted);
     tcase_add_test(tc, test_integer_for_float_key);
     tcase_add_test(tc, test_equal_and_copy);
     tcase_add_test(tc, test_id_length);

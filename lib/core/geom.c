@@ -207,10 +207,6 @@ static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
     const char *who = a->who;
     if (a->layout < 0 || a->layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "%s: QKV layout not set", who);
-    if (fattn_layout_is_paged(a->layout))
-        return fattn_error(FATTN_E_UNSUPPORTED,
-                           "%s: paged KV layout %s is not implemented by the CPU engine",
-                           who, fattn_layout_name(a->layout));
     g->q_fmt = fattn_layout_q_format(a->layout);
     g->kv_fmt = fattn_layout_kv_format(a->layout);
     if (a->o_format != g->q_fmt)

@@ -61,6 +61,11 @@ static void cudnn_engine_report(const fattn_engine *base, fattn_engine_report *o
     out->timing = e->timing;
 }
 
+static long cudnn_engine_version(const fattn_engine *base)
+{
+    return (long)((const cudnn_engine *)base)->api->GetVersion();
+}
+
 static const fattn_engine_ops cudnn_ops = {
     .name = "cudnn",
     .who_fwd = "cuDNN forward",
@@ -70,9 +75,15 @@ static const fattn_engine_ops cudnn_ops = {
     .supports = cudnn_engine_supports,
     .report = cudnn_engine_report,
     .free = cudnn_engine_free,
+    .cudnn_version = cudnn_engine_version,
 };
 
 /* ---- public --------------------------------------------------------------- */
+
+const char *fattn_cudnn_engine_settings(const fattn_engine *e)
+{
+    return e && e->ops == &cudnn_ops ? ((const cudnn_engine *)e)->pc->settings_text : "";
+}
 
 bool fattn_cudnn_library_loadable(void)
 {
@@ -165,7 +176,7 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     e->pc = opt ? opt->plan_cache : NULL;
     if (!e->pc) {
         fattn_status st = fattn_cudnn_plan_cache_init(&e->pc, opt ? opt->device : 0,
-                                                      opt ? opt->plan_dir : NULL);
+                                                      opt ? &opt->settings : NULL);
         if (st != FATTN_OK) {
             free(e->scratch);
             free(e->kb);

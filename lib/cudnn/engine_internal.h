@@ -97,6 +97,8 @@ struct fattn_cudnn_plan_cache {
      * besides the graph, counters since the cache was made. */
     char *store_dir;
     ps_env store_env;
+    /* the settings it was made with, described (provenance) */
+    char settings_text[224];
     fattn_cudnn_plan_store_stats pstats;
 };
 

@@ -7,6 +7,7 @@
 
 #include "fattn_config.h"
 #include "cudnn/cudnn_internal.h"
+#include "fattn/clock.h"
 
 /* ---- lowering --------------------------------------------------------------- */
 
@@ -286,58 +287,49 @@ static void engine_tag(lowering *L, cudnnBackendDescriptor_t cfg, char *tag, siz
         api->BackendDestroyDescriptor(knobs[i]);
 }
 
-/* Whether the engine of a finalized config carries behaviour note `note`.
- * False when cuDNN cannot say (the store then treats the plan as not
- * serializable, which only costs a rebuild in the next process). */
-static bool cfg_has_behavior(const cudnn_api *api, cudnnBackendDescriptor_t cfg,
-                             cudnnBackendBehaviorNote_t note)
+/* Whether the engine of a finalized config carries note `note` of kind
+ * `attr` (CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE or _NUMERICAL_NOTE, of type
+ * `type`; both note enums are int-sized). False when cuDNN cannot say: the
+ * store then treats the plan as not serializable (a rebuild in the next
+ * process), and a deterministic search as not nondeterministic. */
+static bool cfg_has_note(const cudnn_api *api, cudnnBackendDescriptor_t cfg,
+                         cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
+                         int note)
 {
+#define MAX_NOTES 64
+    _Static_assert((int)CUDNN_BEHAVIOR_NOTE_TYPE_COUNT <= MAX_NOTES &&
+                       (int)CUDNN_NUMERICAL_NOTE_TYPE_COUNT <= MAX_NOTES,
+                   "room for every note");
+    _Static_assert(sizeof(cudnnBackendBehaviorNote_t) == sizeof(int) &&
+                       sizeof(cudnnBackendNumericalNote_t) == sizeof(int),
+                   "notes read as ints");
     cudnnBackendDescriptor_t eng = NULL;
     if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
         CUDNN_STATUS_SUCCESS)
         return false;
     bool has = false;
     int64_t n = 0;
-    cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int notes[MAX_NOTES];
     if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                  1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
-        api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
-                                 notes) == CUDNN_STATUS_SUCCESS)
-        for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+        api->BackendGetAttribute(eng, attr, type, MAX_NOTES, &n, notes) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n && i < MAX_NOTES; i++)
             has = has || notes[i] == note;
     api->BackendDestroyDescriptor(eng);
     return has;
+#undef MAX_NOTES
 }
 
-static double now_s(void)
+static bool cfg_runtime_compiled(const cudnn_api *api, cudnnBackendDescriptor_t cfg)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cfg_has_note(api, cfg, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                        CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
 }
 
-/* Whether the engine of a config carries numerical note `note` (false when
- * cuDNN cannot say). */
-static bool cfg_has_numerical(const cudnn_api *api, cudnnBackendDescriptor_t cfg,
-                              cudnnBackendNumericalNote_t note)
+static bool cfg_nondeterministic(const cudnn_api *api, cudnnBackendDescriptor_t cfg)
 {
-    cudnnBackendDescriptor_t eng = NULL;
-    if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) !=
-        CUDNN_STATUS_SUCCESS)
-        return false;
-    bool has = false;
-    int64_t n = 0;
-    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 1, &n, &eng) == CUDNN_STATUS_SUCCESS &&
-        api->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
-                                 notes) == CUDNN_STATUS_SUCCESS)
-        for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-            has = has || notes[i] == note;
-    api->BackendDestroyDescriptor(eng);
-    return has;
+    return cfg_has_note(api, cfg, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                        CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
 }
 
 /* Finalize the execution plan of one config into p (plan, tag, behaviour,
@@ -373,7 +365,7 @@ static bool finalize_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t
     p->descs[p->ndescs++] = plan;
     p->plan = plan;
     engine_tag(L, cfg, p->tag, sizeof p->tag);
-    p->runtime_compiled = cfg_has_behavior(api, cfg, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+    p->runtime_compiled = cfg_runtime_compiled(api, cfg);
     int64_t ws = 0, c = 0;
     s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
                                  1, &c, &ws);
@@ -431,7 +423,7 @@ static void pick_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t og,
     for (int64_t i = 0; i < got && L->st == FATTN_OK && !p->plan; i++) {
         if (index >= 0 && i != index)
             continue;
-        if (det_only && cfg_has_numerical(api, cfgs[i], CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) {
+        if (det_only && cfg_nondeterministic(api, cfgs[i])) {
             snprintf(last, sizeof last, "config %lld is non-deterministic", (long long)i);
             continue;
         }
@@ -484,7 +476,7 @@ static fattn_status plan_finish(const lowering *L, cudnn_plan *p, double t0, cud
         cudnn_plan_free(p);
         return L->st;
     }
-    p->build_seconds = now_s() - t0;
+    p->build_seconds = fattn_now_s() - t0;
     *out = p;
     return FATTN_OK;
 }
@@ -494,7 +486,7 @@ fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      bool det_only, cudnn_plan **out)
 {
     *out = NULL;
-    double t0 = now_s();
+    double t0 = fattn_now_s();
     lowering L;
     cudnnBackendDescriptor_t og;
     cudnn_plan *p = plan_lowered(api, handle, g, &L, &og);
@@ -551,7 +543,7 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     if (!handle || nknobs < 0 || nknobs > CUDNN_KNOB_TYPE_COUNTS)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: knobs: %d knobs, handle %p",
                            nknobs, (void *)handle);
-    double t0 = now_s();
+    double t0 = fattn_now_s();
     lowering L;
     cudnnBackendDescriptor_t og;
     cudnn_plan *p = plan_lowered(api, handle, g, &L, &og);
@@ -592,7 +584,7 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
         L.st = cudnn_fail(api, s, "Finalize (engine config)");
     }
     if (L.st == FATTN_OK && det_only &&
-        cfg_has_numerical(api, cfg, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
+        cfg_nondeterministic(api, cfg))
         L.st = fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: eng%lld is non-deterministic",
                            (long long)engine);
     if (L.st == FATTN_OK && !finalize_config(&L, p, cfg, last, sizeof last) && L.st == FATTN_OK)
@@ -679,7 +671,7 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
     if (!p)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan");
     p->api = api;
-    double t0 = now_s();
+    double t0 = fattn_now_s();
     lowering L = {api, p, FATTN_OK, "plan from the store"};
     cudnnBackendDescriptor_t plan = mk(&L, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     set(&L, plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)len,
@@ -701,7 +693,7 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
     }
     if (L.st == FATTN_OK) {
         engine_tag(&L, cfg, p->tag, sizeof p->tag);
-        p->runtime_compiled = cfg_has_behavior(api, cfg, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
+        p->runtime_compiled = cfg_runtime_compiled(api, cfg);
         int64_t ws = 0, c = 0;
         cudnnStatus_t s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                    CUDNN_TYPE_INT64, 1, &c, &ws);
@@ -716,7 +708,7 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
     p->plan = plan;
     p->configs = 1;
     p->from_store = true;
-    p->build_seconds = now_s() - t0;
+    p->build_seconds = fattn_now_s() - t0;
     *out = p;
     return FATTN_OK;
 }

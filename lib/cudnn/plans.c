@@ -672,7 +672,7 @@ fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *pt
 /* ---- the cache object ------------------------------------------------------ */
 
 fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
-                                         const char *plan_dir)
+                                         const fattn_cudnn_settings *settings)
 {
     if (!out)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_cudnn_plan_cache_init: out is NULL");
@@ -697,18 +697,20 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     c->api = api;
     c->device = device;
     c->arena[0].api = c->arena[1].api = api;
-    const char *at = getenv("FATTN_CUDNN_AUTOTUNE");
-    c->autotune = at && (!strcmp(at, "1") || !strcmp(at, "knobs"));
-    c->autotune_knobs = at && !strcmp(at, "knobs");
-    const char *bw = getenv("FATTN_CUDNN_BWD");
-    c->bwd_native = bw && !strcmp(bw, "native");
-    const char *det = getenv("FATTN_CUDNN_DET"), *det_tag = getenv("FATTN_CUDNN_DET_TAG");
-    c->det_ordered = (det && !strcmp(det, "ordered")) || det_tag;
+    fattn_cudnn_settings none;
+    memset(&none, 0, sizeof none);
+    const fattn_cudnn_settings *set = settings ? settings : &none;
+    c->autotune = set->autotune != FATTN_CUDNN_AUTOTUNE_OFF;
+    c->autotune_knobs = set->autotune == FATTN_CUDNN_AUTOTUNE_KNOBS;
+    c->bwd_native = set->bwd_native;
+    const char *det_tag = set->det_tag && *set->det_tag ? set->det_tag : NULL;
+    c->det_ordered = set->det_ordered || det_tag;
+    fattn_cudnn_settings_describe(set, c->settings_text, sizeof c->settings_text);
     if (det_tag) {
         if (!parse_tag(det_tag, &c->det_tag.engine, c->det_tag.type, c->det_tag.value,
                        CG_PIN_MAX_KNOBS, &c->det_tag.n)) {
             fattn_cudnn_plan_cache_free(c);
-            return fattn_error(FATTN_E_INVALID_ARG, "FATTN_CUDNN_DET_TAG=%s: not an engine tag "
+            return fattn_error(FATTN_E_INVALID_ARG, "cuDNN det_tag %s: not an engine tag "
                                "(eng<id>_k<type>=<value>..., at most %d knobs)", det_tag,
                                CG_PIN_MAX_KNOBS);
         }
@@ -718,7 +720,7 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     api->cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
-    const char *dir = ps_resolve_dir(plan_dir, getenv("FATTN_CUDNN_PLAN_DIR"));
+    const char *dir = ps_resolve_dir(set->plan_dir ? set->plan_dir : "", NULL);
     fattn_cudnn_info info;
     if (dir && fattn_cudnn_get_info(device, &info) != FATTN_OK) {
         snprintf(c->pstats.last_note, sizeof c->pstats.last_note,

@@ -45,11 +45,17 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
     return no_cudnn();
 }
 
+const char *fattn_cudnn_engine_settings(const fattn_engine *e)
+{
+    (void)e;
+    return "";
+}
+
 fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
-                                         const char *plan_dir)
+                                         const fattn_cudnn_settings *settings)
 {
     (void)device;
-    (void)plan_dir;
+    (void)settings;
     if (out)
         *out = NULL;
     return no_cudnn();

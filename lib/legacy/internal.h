@@ -83,4 +83,8 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
                                        fattn_tensor g[FATTN_LEGACY_NGRADS]);
 void fattn_legacy_fp8_free(fattn_legacy_ctx *ctx);
 
+/* Positions in the engine's aux list that forward allocates: Stats first,
+ * then Max when return_max_logit (fused_attn.py:402-441). */
+enum lg_pack { LG_PACK_STATS = 0, LG_PACK_MAX = 1 };
+
 #endif /* FATTN_LEGACY_INTERNAL_H */

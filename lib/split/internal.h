@@ -1,5 +1,6 @@
 /* Internal to lib/split: what split.c (TE's three helpers and the thin
- * wrapper) and args.c (names, args structs, required fields, slots) share.
+ * wrapper), fp8.c (the FP8 branch) and args.c (names, args structs,
+ * required fields, slots, and the engine calls both others use) share.
  * Nothing outside lib/split includes it; lib/legacy keeps its own. */
 #ifndef FATTN_SPLIT_INTERNAL_H
 #define FATTN_SPLIT_INTERNAL_H

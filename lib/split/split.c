@@ -34,10 +34,6 @@
 /* Helpers (independent witnesses of lib/legacy/legacy.c)                   */
 /* ------------------------------------------------------------------------ */
 
-/* Positions in the engine's aux list that forward allocates: Stats first,
- * then Max when return_max_logit (fused_attn.py:402-441). */
-enum sp_pack { SP_PACK_STATS = 0, SP_PACK_MAX = 1 };
-
 static bool sp_none(const fattn_tensor *t)
 {
     return !t || fattn_tensor_is_empty(t);
@@ -55,64 +51,11 @@ static int sp_heads_dim(fattn_qkv_format f)
 }
 
 /* independent witness: mirrors lib/legacy/legacy.c lg_support_engine, do not unify. */
-static const char *sp_support_engine(const fattn_engine *e)
+static unsigned sp_support_engine(const fattn_engine *e)
 {
-    return fattn_engine_support_column(e);
+    return fattn_engine_support_bit(e);
 }
 
-fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
-                                 const int64_t *shape)
-{
-    fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
-    if (st == FATTN_OK && poison != 0)
-        fattn_tensor_fill_bits(t, poison);
-    return st;
-}
-
-/* independent witness: mirrors lib/legacy/legacy.c lg_alloc_packed, do not
- * unify. attention.cpp:398-452: `npack` tensors shaped like `like` in one
- * buffer, the pack dim at `at` (ndim-2 for 3hd/2hd, ndim-1 for h3d/h2d). */
-fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
-                                    const fattn_tensor *like, int npack, int at,
-                                    fattn_tensor *views)
-{
-    int nd = like->ndim;
-    /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
-    assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
-    if (npack == 1) {
-        fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd, like->shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
-    }
-    if (nd + 1 > FATTN_MAX_DIMS)
-        return fattn_error(FATTN_E_SHAPE, "split: %d dims cannot be packed", nd);
-    int64_t shape[FATTN_MAX_DIMS];
-    int s = 0;
-    for (int a = 0; a <= nd; a++)
-        shape[a] = (a == at) ? npack : like->shape[s++];
-    fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd + 1, shape);
-    if (st != FATTN_OK)
-        return st;
-    size_t esz = fattn_dtype_size(dt);
-    for (int m = 0; m < npack; m++) {
-        fattn_tensor w = fattn_tensor_empty();
-        w.dtype = dt;
-        w.device = storage->device;
-        w.ndim = nd;
-        s = 0;
-        for (int a = 0; a <= nd; a++) {
-            if (a == at)
-                continue;
-            w.shape[s] = storage->shape[a];
-            w.strides[s] = storage->strides[a];
-            s++;
-        }
-        w.data = (char *)storage->data + (size_t)m * (size_t)storage->strides[at] * esz;
-        views[m] = w;
-    }
-    return FATTN_OK;
-}
 
 static float sp_amax_step(float m, float x)
 {
@@ -267,104 +210,6 @@ static fattn_status sp_forward_impl_alloc_out(sp_forward_frame *f)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
         fattn_tensor_fill_bits(&f->res->own_out, 0);
-    return FATTN_OK;
-}
-
-/* fused_attn_fwd's arguments, the f16 path. */
-static void sp_forward_impl_params(sp_forward_frame *f, fattn_fwd_params *p)
-{
-    const fattn_fwd_args *args = f->args;
-    memset(p, 0, sizeof *p);
-    p->q = *f->eq;
-    p->k = *f->ek;
-    p->v = *f->ev;
-    p->fp8 = f->fp8p;
-    p->bias = sp_opt(f->attn_bias);
-    p->softmax_offset = sp_opt(f->softmax_offset);
-    p->o = f->res->own_out;
-    p->aux = &f->pack;
-    p->cu_seqlens_q = args->cu_seqlens_q;
-    p->cu_seqlens_kv = args->cu_seqlens_kv;
-    p->cu_seqlens_q_padded = args->cu_seqlens_q_padded;
-    p->cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
-    p->page_table_k = args->page_table_k;
-    p->page_table_v = args->page_table_v;
-    p->rng_state = f->res->own_rng_state;
-    p->max_seqlen_q = args->max_seqlen_q;
-    p->max_seqlen_kv = args->max_seqlen_kv;
-    p->is_training = args->is_training == 1;
-    p->return_max_logit = args->return_max_logit;
-    p->cuda_graph = false;
-    p->attn_scale = f->scale;
-    p->dropout = args->dropout_p;
-    p->qkv_layout = args->qkv_layout;
-    p->o_format = f->qf;
-    p->bias_type = args->attn_bias_type;
-    p->mask_type = args->attn_mask_type;
-    p->softmax_type = args->softmax_type;
-    p->window_size_left = args->window_size[0];
-    p->window_size_right = args->window_size[1];
-    p->bottom_right_diagonal = f->brd;
-}
-
-/* The engine's list -> fixed slots, right after the engine call: Max
- * becomes max_logit and is never saved. */
-static void sp_forward_impl_list_to_slots(sp_forward_frame *f)
-{
-    const fattn_fwd_args *args = f->args;
-    for (int i = 0; i < SP_AUX_N; i++)
-        f->aux[i] = fattn_tensor_empty();
-    int at = 0;
-    f->aux[SP_AUX_STATS] = f->pack.t[at++];
-    if (args->return_max_logit)
-        at++;
-    f->aux[SP_AUX_RNG_STATE] = f->pack.t[at++];
-    if (args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-        args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
-        f->aux[SP_AUX_BIAS] = f->pack.t[at++];
-    if (args->softmax_type != FATTN_SOFTMAX_VANILLA)
-        f->aux[SP_AUX_SOFTMAX_OFFSET] = f->pack.t[at++];
-    assert(at == f->pack.n);
-}
-
-/* fused_attn_fwd at the engine boundary, two-call protocol: the first call
- * sizes the list, forward allocates Stats (and Max), the second executes. */
-fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
-{
-    const fattn_fwd_args *args = f->args;
-    fattn_split_fwd_result *res = f->res;
-    assert(args->engine); /* a required field, checked by forward_impl */
-    memset(&f->pack, 0, sizeof f->pack);
-    fattn_fwd_params p;
-    sp_forward_impl_params(f, &p);
-    fattn_status st = fattn_engine_fwd(args->engine, &p);
-    if (st != FATTN_OK)
-        return st;
-    int want = 2 + (args->return_max_logit ? 1 : 0) +
-               ((args->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                 args->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS)
-                    ? 1
-                    : 0) +
-               (args->softmax_type != FATTN_SOFTMAX_VANILLA ? 1 : 0);
-    if (f->pack.n != want)
-        return fattn_error(FATTN_E_INTERNAL, "split forward: engine sized %d aux entries, want %d",
-                           f->pack.n, want);
-    fattn_tensor *stats = &f->pack.t[SP_PACK_STATS];
-    st = fattn_split_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
-    if (st != FATTN_OK)
-        return st;
-    *stats = res->own_stats;
-    if (args->return_max_logit) {
-        fattn_tensor *max = &f->pack.t[SP_PACK_MAX];
-        st = fattn_split_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
-        if (st != FATTN_OK)
-            return st;
-        *max = res->own_max;
-    }
-    st = fattn_engine_fwd(args->engine, &p);
-    if (st != FATTN_OK)
-        return st;
-    sp_forward_impl_list_to_slots(f);
     return FATTN_OK;
 }
 
@@ -716,52 +561,6 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
     fattn_split_backward_params(bwd, pack, g, &p);
     fattn_status st = fattn_split_fp8_d_out_f16(bwd, g, &p.d_o);
     return st != FATTN_OK ? st : fattn_engine_bwd(bwd->engine, &p);
-}
-
-/* fused_attn_bwd's arguments, the f16 branch (the FP8 one starts from them). */
-void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
-                                 const fattn_split_grads *g, fattn_bwd_params *pp)
-{
-    assert(bwd->engine); /* a required field, checked by backward_impl */
-    fattn_bwd_params p;
-    memset(&p, 0, sizeof p);
-    p.q = bwd->q;
-    p.k = bwd->k;
-    p.v = bwd->v;
-    p.o = bwd->out;
-    p.d_o = bwd->d_out;
-    p.aux = pack;
-    p.dq = g->dq;
-    p.dk = g->dk;
-    p.dv = g->dv;
-    p.d_bias = g->d_bias;
-    p.d_softmax_offset = g->d_softmax_offset;
-    p.cu_seqlens_q = bwd->cu_seqlens_q;
-    p.cu_seqlens_kv = bwd->cu_seqlens_kv;
-    p.cu_seqlens_q_padded = bwd->cu_seqlens_q_padded;
-    p.cu_seqlens_kv_padded = bwd->cu_seqlens_kv_padded;
-    p.max_seqlen_q = bwd->max_seqlen_q;
-    p.max_seqlen_kv = bwd->max_seqlen_kv;
-    /* fused_attn.py:591-599: None resolved, d from the q passed */
-    const fattn_tensor *qd = bwd->q.ndim ? &bwd->q : &bwd->q_fp8; /* FP8 branch: q_fp8 */
-    p.attn_scale = isnan(bwd->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
-                                          : bwd->attn_scale;
-    p.dropout = bwd->dropout_p;
-    p.qkv_layout = bwd->qkv_layout;
-    p.o_format = bwd->o_format;
-    p.do_format = bwd->o_format;
-    p.dqkv_layout = bwd->dqkv_layout;
-    p.bias_type = bwd->attn_bias_type;
-    p.mask_type = bwd->attn_mask_type;
-    p.softmax_type = bwd->softmax_type;
-    p.window_size_left = bwd->window_size[0];
-    p.window_size_right = bwd->window_size[1];
-    p.bottom_right_diagonal = bwd->bottom_right_diagonal < 0
-                                  ? fattn_bottom_right_default_fwd(bwd->attn_mask_type)
-                                  : bwd->bottom_right_diagonal == 1;
-    p.deterministic = bwd->deterministic;
-    p.cuda_graph = false;
-    *pp = p;
 }
 
 /* _fused_attn_backward_impl, backends.py:2007-2242. */

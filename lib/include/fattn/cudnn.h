@@ -39,6 +39,43 @@
 extern "C" {
 #endif
 
+/* How the cuDNN engine picks its plans and its backward route: what the
+ * FATTN_CUDNN_AUTOTUNE, _BWD, _DET, _DET_TAG and _PLAN_DIR variables of the
+ * CLI set (docs/cudnn-engine.md). The library reads no environment: the CLI
+ * (and bench_cudnn) read the variables and hand their values to
+ * fattn_cudnn_settings_parse. All zero is the default: heuristics' first
+ * plan, the switch's backward route, the direct-dQ deterministic graph, no
+ * plan store. */
+typedef enum fattn_cudnn_autotune {
+    FATTN_CUDNN_AUTOTUNE_OFF = 0,
+    FATTN_CUDNN_AUTOTUNE_ON,    /* time the heuristics' candidates, keep the fastest */
+    FATTN_CUDNN_AUTOTUNE_KNOBS  /* and sweep the KERNEL_CFG knob of the winner */
+} fattn_cudnn_autotune;
+
+typedef struct fattn_cudnn_settings {
+    fattn_cudnn_autotune autotune;
+    bool bwd_native;  /* a backward the native SDPA_BWD op takes goes there */
+    bool det_ordered; /* the deterministic backward through cuDNN's ordered dQ */
+    /* An engine config to pin the deterministic backward to (implies
+     * det_ordered), "eng<id>_k<type>=<value>...": borrowed, checked when
+     * the plan cache is made; NULL: none. */
+    const char *det_tag;
+    /* Directory of the on-disk plan store; NULL or "": none. Borrowed. */
+    const char *plan_dir;
+} fattn_cudnn_settings;
+
+/* The settings from the variables' values (each NULL when unset; "" is
+ * unset): autotune "0" | "1" | "knobs", bwd "native", det "ordered", a
+ * det_tag and a plan_dir as given (borrowed). Anything else is
+ * FATTN_E_INVALID_ARG naming the variable and the values it takes. */
+fattn_status fattn_cudnn_settings_parse(const char *autotune, const char *bwd, const char *det,
+                                        const char *det_tag, const char *plan_dir,
+                                        fattn_cudnn_settings *out);
+/* One line for provenance, "autotune=off bwd=switch det=direct plan_store=off"
+ * (det=ordered, or det=tag:<tag>; no path: plan_store=on), truncated to fit
+ * n (n > 0). */
+void fattn_cudnn_settings_describe(const fattn_cudnn_settings *s, char *buf, size_t n);
+
 typedef struct fattn_cudnn_options {
     int device; /* CUDA device ordinal (a given plan_cache's device instead) */
     /* Run every backward as the deterministic (direct-dQ) graph, whatever
@@ -56,11 +93,9 @@ typedef struct fattn_cudnn_options {
      * execution: the same bits as the first's wherever the graph is
      * deterministic (not the accumulator backward's dQ). 0: off. */
     int timing_iters;
-    /* Directory of the on-disk plan store of the engine's own plan cache
-     * (docs/cudnn-engine.md, "Plan store"); ignored with a plan_cache. NULL:
-     * $FATTN_CUDNN_PLAN_DIR decides (unset or empty: no store); "": no store,
-     * whatever the environment says. */
-    const char *plan_dir;
+    /* How its own plan cache picks plans (ignored with a plan_cache, which
+     * has its own); all zero: the defaults. */
+    fattn_cudnn_settings settings;
     /* Plans to use and add to, owned by the caller and outliving the engine,
      * shared by the engines it is given to (one at a time). NULL: the engine
      * makes its own, freed with it. */
@@ -132,13 +167,17 @@ typedef struct fattn_cudnn_plan_store_stats {
 /* ---- plan caches ------------------------------------------------------- */
 
 /* A plan cache: the cuDNN handle, the plans by graph, the workspace and the
- * plan store (plan_dir as in fattn_cudnn_options). Building a plan takes up
+ * plan store, made with `settings` (NULL: the defaults). Building a plan takes up
  * to seconds, executing one milliseconds: whoever runs several engines one
  * after another (commands of one process) makes one cache and gives it to
  * each (fattn_cudnn_options.plan_cache), so later engines find the plans
  * built. Not thread-safe; free after the last engine using it. */
 fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
-                                         const char *plan_dir);
+                                         const fattn_cudnn_settings *settings);
+/* The settings the engine's plan cache was made with, as
+ * fattn_cudnn_settings_describe writes them; "" for an engine that is not
+ * cuDNN's. For provenance. */
+const char *fattn_cudnn_engine_settings(const fattn_engine *e);
 void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c);
 /* Plans held (0 for NULL). */
 int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c);

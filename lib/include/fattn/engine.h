@@ -295,6 +295,10 @@ typedef struct fattn_engine_ops {
      * empty value and `engine` to the name. NULL: nothing more. */
     void (*report)(const fattn_engine *e, fattn_engine_report *out);
     void (*free)(fattn_engine *e);
+    /* The cuDNN version it runs (cudnnGetVersion) for the support rows that
+     * hold for a range of them; NULL: the reference platform's
+     * (FATTN_SUPPORT_CUDNN_REFERENCE). */
+    long (*cudnn_version)(const fattn_engine *e);
 } fattn_engine_ops;
 
 struct fattn_engine {
@@ -334,6 +338,9 @@ typedef struct fattn_engine_options {
      * owns it and frees it (fattn_cudnn_plan_cache_free) after its last
      * engine. A CPU engine never touches it. */
     fattn_cudnn_plan_cache **plan_cache;
+    /* cuDNN: the settings of a plan cache it makes (fattn/cudnn.h); NULL:
+     * the defaults. */
+    const struct fattn_cudnn_settings *cudnn_settings;
 } fattn_engine_options;
 
 /* The registry is the one place engine names are compared. Kinds, in the
@@ -346,9 +353,9 @@ fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt
  * *name gets its registry name. */
 fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
                                     const char **name);
-/* The support table's engine column for e ("cpu" or "cudnn"), the name
+/* The support table's engine bit for e (FATTN_SUPPORT_ENGINE_*), what
  * fattn_support_check takes. */
-const char *fattn_engine_support_column(const fattn_engine *e);
+unsigned fattn_engine_support_bit(const fattn_engine *e);
 
 /* Version of the CPU engine's math: bumped whenever any CPU result bit can
  * change (part of the CPU platform key of goldens). */

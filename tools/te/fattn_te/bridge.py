@@ -66,7 +66,8 @@ class BwdParams(ctypes.Structure):
 class EngineOptions(ctypes.Structure):
     _fields_ = [("threads", ctypes.c_int), ("device", ctypes.c_int),
                 ("force_deterministic_bwd", _B), ("timing_iters", ctypes.c_int),
-                ("plan_cache", ctypes.c_void_p)]
+                ("plan_cache", ctypes.c_void_p),
+                ("cudnn_settings", ctypes.c_void_p)]  # NULL: the cuDNN engine's defaults
 
 
 def _off(st, f):

@@ -1,0 +1,16 @@
+/* fattn/clock.h — the one monotonic clock fattn times itself with (engine
+ * host time, plan builds, the harness's child watchdog). */
+#ifndef FATTN_CLOCK_H
+#define FATTN_CLOCK_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Seconds on CLOCK_MONOTONIC: only differences mean anything. */
+double fattn_now_s(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_CLOCK_H */
