@@ -95,8 +95,6 @@ static void prebuild_child(const fattn_cmd_verify_env *parent, int k, int n)
  * that this process does not initialise CUDA. */
 static bool auto_is_cudnn(void)
 {
-    if (!fattn_cudnn_library_loadable())
-        return false;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
@@ -113,11 +111,9 @@ static bool prebuild_wanted(const fattn_cmd_verify_env *v)
 {
     if (v->jobs <= 1 || v->shard_n > 0 || cli_plan_cache() != NULL)
         return false;
-    if (v->backend && !strcmp(v->backend, "cpu"))
+    if (!fattn_engine_kind_may_use_device(v->backend))
         return false;
-    if (v->backend && !strcmp(v->backend, "cudnn"))
-        return fattn_cudnn_library_loadable();
-    return auto_is_cudnn();
+    return (v->backend && strcmp(v->backend, "auto")) || auto_is_cudnn();
 }
 
 int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)

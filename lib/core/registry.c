@@ -13,9 +13,12 @@ typedef struct engine_kind {
     const char *name;
     bool (*available)(void);
     fattn_status (*open)(const fattn_engine_options *opt, fattn_engine **out);
+    /* Its library loads, asking no device (NULL: it runs on the host). */
+    bool (*device_library_loads)(void);
 } engine_kind;
 
 static bool always(void) { return true; }
+static bool cudnn_loads(void) { return fattn_cudnn_library_loadable(); }
 
 static fattn_status open_cpu(const fattn_engine_options *opt, fattn_engine **out)
 {
@@ -46,8 +49,8 @@ static fattn_status open_cudnn(const fattn_engine_options *opt, fattn_engine **o
 
 /* In the order --backend auto prefers them: a usable GPU first. */
 static const engine_kind kinds[] = {
-    {"cudnn", cudnn_available, open_cudnn},
-    {"cpu", always, open_cpu},
+    {"cudnn", cudnn_available, open_cudnn, cudnn_loads},
+    {"cpu", always, open_cpu, NULL},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -62,6 +65,16 @@ static const engine_kind *find(const char *name)
 bool fattn_engine_kind_known(const char *name)
 {
     return find(name) != NULL;
+}
+
+bool fattn_engine_kind_may_use_device(const char *name)
+{
+    bool any = !name || !strcmp(name, "auto");
+    for (size_t i = 0; i < NKINDS; i++)
+        if ((any || !strcmp(kinds[i].name, name)) && kinds[i].device_library_loads &&
+            kinds[i].device_library_loads())
+            return true;
+    return false;
 }
 
 fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,

@@ -346,6 +346,10 @@ typedef struct fattn_engine_options {
 /* The registry is the one place engine names are compared. Kinds, in the
  * order --backend auto prefers them: "cudnn", "cpu". */
 bool fattn_engine_kind_known(const char *name);
+/* Whether the kind `name` runs on a CUDA device and its library loads
+ * ("auto" or NULL: whether any kind --backend auto may pick does); asks
+ * no device, so a process that must fork before CUDA starts can ask. */
+bool fattn_engine_kind_may_use_device(const char *name);
 /* Open the named kind; opt may be NULL (defaults). */
 fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
                                fattn_engine **out);
