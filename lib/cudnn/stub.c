@@ -45,6 +45,16 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
     return no_cudnn();
 }
 
+fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
+                                     const uint32_t *fill)
+{
+    (void)e;
+    (void)dst;
+    (void)count;
+    (void)fill;
+    return no_cudnn();
+}
+
 fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
                                          const char *plan_dir)
 {
