@@ -31,9 +31,10 @@ static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
     fattn_fwd_params p = tcase_fwd_params(c, &buf);
     if (tweak)
         tweak(&p);
-    /* as the dispatch does: the engine's gaps are the support table's rows */
-    fattn_status st = fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN,
-                                            FATTN_SUPPORT_CUDNN_REFERENCE);
+    /* as the dispatch does: the engine's gaps are the support table's rows;
+     * at cuDNN 9.21, which builds every forward graph described here (the
+     * return_max_logit ones need it: rule max_logit_cudnn, `refusals`) */
+    fattn_status st = fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
     if (st == FATTN_OK)
         st = cg_fwd_desc_from_params(&p, d);
     if (st == FATTN_OK)
@@ -117,19 +118,53 @@ static void check_invariants(const char *id, const cg_graph *g, const cg_fwd_des
     free(dump);
 }
 
+/* return_max_logit's graph: composite, the softmax as one SOFTMAX op whose
+ * Max output has Stats' dtype, dims, strides and ragged offset; without it
+ * no Max and no SOFTMAX op. */
+static void check_max(const char *id, const cg_graph *g, const cg_fwd_desc *d)
+{
+    const cg_tensor *mx = by_uid(g, CG_UID_MAX), *st = by_uid(g, CG_UID_STATS);
+    const cg_op *sm = find_op(g, "softmax", 0);
+    ck_assert_int_eq(d->max_output, mx != NULL);
+    ck_assert_int_eq(d->max_output, sm != NULL);
+    if (!d->max_output)
+        return;
+    ck_assert_msg(g->route == CG_ROUTE_COMPOSITE, "%s: max_logit on the native route", id);
+    ck_assert(!find_op(g, "Max", 0) && !find_op(g, "log", 0) && !find_op(g, "div", 0));
+    ck_assert(sm->kind == CG_OP_SOFTMAX && sm->in[0] >= 0 && sm->out >= 0);
+    ck_assert_int_eq(sm->in[1], d->sink ? cg_find_uid(g, CG_UID_SINK) : -1);
+    ck_assert_int_eq(sm->sdpa[CG_SDPA_STATS], cg_find_uid(g, CG_UID_STATS));
+    ck_assert_int_eq(sm->sdpa[CG_SDPA_MAX], cg_find_uid(g, CG_UID_MAX));
+    ck_assert(g->t[sm->in[0]].is_virtual && g->t[sm->in[0]].dtype == CG_F32);
+    ck_assert(g->t[sm->out].dtype == (d->dropout > 0.0f ? CG_F32 : d->io));
+    ck_assert(!mx->is_virtual && !mx->by_value && mx->dtype == CG_F32 && mx->role == CG_ROLE_MAX);
+    ck_assert_int_eq(mx->ragged, st->ragged);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(mx->dims[i], st->dims[i]);
+        ck_assert_int_eq(mx->strides[i], st->strides[i]);
+    }
+    ck_assert_int_eq(mx->dims[3], 1);
+    char *dump = cg_dump(g, false);
+    ck_assert_ptr_nonnull(strstr(dump, "OP"));
+    ck_assert_msg(strstr(dump, " SOFTMAX name=softmax") && strstr(dump, "role=max"), "%s", dump);
+    free(dump);
+}
+
 /* Every case of the CPU matrix: described, or refused as unsupported with a
- * reason (float32 io, return_max_logit). */
+ * reason (float32 io); return_max_logit with its Max output. */
 START_TEST(matrix_describes)
 {
     const tcase *c = &tcase_table[_i];
     cg_fwd_desc d;
     cg_graph *g = malloc(sizeof *g);
     fattn_status st = describe(c, &d, g, NULL);
-    if (c->dtype == FATTN_DTYPE_FLOAT32 || c->return_max_logit) {
+    if (c->dtype == FATTN_DTYPE_FLOAT32) {
         ck_assert_msg(st == FATTN_E_UNSUPPORTED, "%s: %s", c->id, fattn_status_name(st));
     } else {
         ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
+        ck_assert_int_eq(d.max_output, c->return_max_logit);
         check_invariants(c->id, g, &d);
+        check_max(c->id, g, &d);
     }
     free(g);
     char id[128];
@@ -198,6 +233,12 @@ static const seq_row seq_rows[] = {
     {"fwd.nomask.f16", NULL, "native", "sdpa_fwd"},
     {"fwd.thd.padding_causal.bf16", NULL, "composite",
      "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    /* return_max_logit: never native; the softmax is one op (cuDNN >= 9.21) */
+    {"bwd.max_logit.f16", NULL, "composite", "bmm1 attn_scale softmax bmm2"},
+    {"bwd.max_logit.thd.bf16", NULL, "composite", "bmm1 attn_scale" PADDING " softmax bmm2"},
+    {"fwd.max_logit.fully_masked_rows.f16", NULL, "composite",
+     "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
+     "row_idx_add_skv_sub_sq row_greater_than_col binary_select softmax bmm2"},
 };
 
 START_TEST(op_sequence)
@@ -356,8 +397,32 @@ START_TEST(refusals)
     cg_graph *g = malloc(sizeof *g);
     ck_assert_int_eq(describe(tcase_find("bwd.nomask.f32"), &d, g, NULL), FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "float32"));
-    ck_assert_int_eq(describe(tcase_find("bwd.max_logit.f16"), &d, g, NULL), FATTN_E_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "9.21"));
+    /* return_max_logit: the support row refuses it below cuDNN 9.21 ... */
+    tcase_buffers buf;
+    const tcase *ml = tcase_find("bwd.max_logit.f16");
+    ck_assert_int_eq(tcase_setup(ml, &buf), FATTN_OK);
+    fattn_fwd_params p = tcase_fwd_params(ml, &buf);
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule max_logit_cudnn"));
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), ">= 9.21"));
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92002),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100), FATTN_OK);
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CPU, 91900), FATTN_OK);
+    tcase_teardown(&buf);
+    /* ... and the graph's own guard names the loaded version */
+    ck_assert_int_eq(describe(ml, &d, g, NULL), FATTN_OK);
+    ck_assert_int_eq(cg_fwd_check_version(&d, 91900), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), ">= 9.21"));
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "cuDNN is 9.19.0"));
+    ck_assert_int_eq(cg_fwd_check_version(&d, 92002), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "cuDNN is 9.20.2"));
+    ck_assert_int_eq(cg_fwd_check_version(&d, 92100), FATTN_OK);
+    ck_assert_int_eq(cg_fwd_check_version(&d, 92801), FATTN_OK);
+    ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
+    ck_assert_int_eq(cg_fwd_check_version(&d, 90000), FATTN_OK);
     free(g);
 }
 END_TEST
@@ -753,24 +818,72 @@ START_TEST(bwd_details)
 END_TEST
 
 #if FATTN_HAVE_CUDNN
+/* The uid of the tensor a finalized descriptor of p holds under `attr`, read
+ * back from cuDNN: only the SOFTMAX op answers the softmax attributes, so
+ * the one descriptor that does is it. -1 when none does. An unset optional
+ * attribute (or one set on no descriptor) shows here, not at finalize: the
+ * operation graph finalizes with an orphan Max tensor. */
+static int64_t lowered_uid(const cudnn_api *api, const cudnn_plan *p,
+                           cudnnBackendAttributeName_t attr)
+{
+    int64_t uid = -1;
+    for (int i = 0; i < p->ndescs && uid < 0; i++) {
+        cudnnBackendDescriptor_t t = NULL;
+        ck_assert_int_eq(api->BackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t),
+                         CUDNN_STATUS_SUCCESS);
+        int64_t n = 0;
+        if (api->BackendGetAttribute(p->descs[i], attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                     &t) == CUDNN_STATUS_SUCCESS && n == 1) {
+            /* Measured on cuDNN 9.28: the copy answers NOT_INITIALIZED until
+             * a finalize call (which itself reports BAD_PARAM); an attribute
+             * never set comes back as one element that stays so. */
+            (void)api->BackendFinalize(t);
+            if (api->BackendGetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1,
+                                         &n, &uid) != CUDNN_STATUS_SUCCESS)
+                uid = -1;
+        }
+        api->BackendDestroyDescriptor(t);
+    }
+    return uid;
+}
+
 /* Lowering to backend descriptors without a GPU: every tensor and op
  * descriptor and the operation graph finalize. */
 START_TEST(lowering_finalizes)
 {
     const tcase *c = &tcase_table[_i];
-    if (c->dtype == FATTN_DTYPE_FLOAT32 || c->return_max_logit)
+    if (c->dtype == FATTN_DTYPE_FLOAT32)
         return;
     const cudnn_api *api = cudnn_api_load(false);
     ck_assert_msg(api != NULL, "%s", fattn_last_error());
     cg_fwd_desc d;
     cg_graph *g = malloc(sizeof *g);
     ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
+    /* Max needs the SOFTMAX op: below 9.21 the engine refuses before lowering */
+    int64_t ver = (int64_t)api->GetVersion();
+    fattn_status vst = cg_fwd_check_version(&d, ver);
+    ck_assert_int_eq(vst, d.max_output && ver < 92100 ? FATTN_E_UNSUPPORTED : FATTN_OK);
+    if (vst != FATTN_OK) {
+        free(g);
+        return;
+    }
     cudnn_plan *p = NULL;
     fattn_status st = cudnn_plan_build(api, NULL, g, &p);
     ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_nonnull(p->op_graph);
     ck_assert_ptr_null(p->plan);
+    if (d.max_output) { /* the SOFTMAX op's operands, as cuDNN holds them */
+        ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_MAX_DESC), CG_UID_MAX);
+        ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_STATS_DESC),
+                         CG_UID_STATS);
+        int64_t x = g->t[find_op(g, "softmax", 0)->in[0]].uid;
+        ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_XDESC), x);
+        int64_t y = g->t[find_op(g, "softmax", 0)->out].uid;
+        ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_YDESC), y);
+        ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_SINK_DESC),
+                         d.sink ? CG_UID_SINK : -1);
+    }
     cudnn_plan_free(p);
     if (d.dropout > 0.0f) { /* the keep-mask variant finalizes too */
         d.rng_dump = true;
@@ -817,8 +930,9 @@ START_TEST(bwd_lowering_finalizes)
         ck_assert_int_eq(g->ops[0].kind, CG_OP_SDPA_BWD);
         ck_assert_int_eq(g->route, CG_ROUTE_NATIVE);
         ck_assert_int_eq(cg_bwd_dsum_bytes(&d) + cg_bwd_dq_accum_bytes(&d), 0);
-        for (int i = 0; i < CG_SDPA_N; i++) /* every operand, each a tensor of the graph */
+        for (int i = 0; i < CG_SDPA_MAX; i++) /* every operand, each a tensor of the graph */
             ck_assert(g->ops[0].sdpa[i] >= 0 && g->ops[0].sdpa[i] < g->nt);
+        ck_assert_int_eq(g->ops[0].sdpa[CG_SDPA_MAX], -1); /* the SOFTMAX op's slot */
         char *dump = cg_dump(g, false);
         ck_assert_ptr_nonnull(strstr(dump, "SDPA_BWD"));
         free(dump);
@@ -881,7 +995,7 @@ typedef enum {
     KF_O_KIND, KF_O_MODE, KF_O_MATH, KF_O_AXIS, KF_O_IN0, KF_O_IN1, KF_O_IN2, KF_O_OUT,
     KF_O_M_OVERRIDE, KF_O_N_OVERRIDE, KF_O_K_OVERRIDE, KF_O_BERNOULLI_P, KF_O_SDPA0,
     KF_O_SDPA1, KF_O_SDPA2, KF_O_SDPA3, KF_O_SDPA4, KF_O_SDPA5, KF_O_SDPA6, KF_O_SDPA7,
-    KF_O_SDPA8, KF_O_SDPA9,
+    KF_O_SDPA8, KF_O_SDPA9, KF_O_SDPA10,
     KF_DETERMINISTIC, KF_PIN_ON, KF_PIN_ENGINE, KF_PIN_N, KF_PIN_TYPE0, KF_PIN_VALUE0,
     KF_COUNT
 } key_field;
@@ -894,7 +1008,7 @@ static const char *const key_field_names[KF_COUNT] = {
     "op.kind", "op.mode", "op.math", "op.axis", "op.in[0]", "op.in[1]", "op.in[2]", "op.out",
     "op.m_override", "op.n_override", "op.k_override", "op.bernoulli_p", "op.sdpa[0]",
     "op.sdpa[1]", "op.sdpa[2]", "op.sdpa[3]", "op.sdpa[4]", "op.sdpa[5]", "op.sdpa[6]",
-    "op.sdpa[7]", "op.sdpa[8]", "op.sdpa[9]",
+    "op.sdpa[7]", "op.sdpa[8]", "op.sdpa[9]", "op.sdpa[10]",
     "deterministic", "pin.on", "pin.engine", "pin.n", "pin.type[0]", "pin.value[0]",
 };
 
@@ -930,6 +1044,7 @@ static void key_mutate(cg_graph *g, key_field f)
     case KF_O_BERNOULLI_P: o->bernoulli_p = o->bernoulli_p == 0.5 ? 0.25 : 0.5; break;
     case KF_O_SDPA0: case KF_O_SDPA1: case KF_O_SDPA2: case KF_O_SDPA3: case KF_O_SDPA4:
     case KF_O_SDPA5: case KF_O_SDPA6: case KF_O_SDPA7: case KF_O_SDPA8: case KF_O_SDPA9:
+    case KF_O_SDPA10:
         o->sdpa[f - KF_O_SDPA0]++;
         break;
     case KF_DETERMINISTIC: g->deterministic = !g->deterministic; break;

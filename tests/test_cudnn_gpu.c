@@ -18,7 +18,9 @@
  *     its reason logged.
  * Also a large deterministic-repeat check; `test_cudnn_gpu --determinism
  * FILE` measures which backward outputs repeat bitwise per feature row at
- * b4 h16 s2048 d128 and writes FILE (docs/determinism.md). FATTN_GPU_CASES
+ * b4 h16 s2048 d128 and writes FILE (docs/determinism.md); `--max-rows
+ * FILE` what cuDNN leaves in Max past each sequence's length
+ * (tests/cudnn_max_rows.c, docs/te.md). FATTN_GPU_CASES
  * (comma-separated case ids) restricts the per-case tests, e.g. for
  * compute-sanitizer runs.
  *
@@ -37,6 +39,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "cudnn_max_rows.h"
 #include "fattn/cudnn.h"
 #include "fattn/dtype.h"
 #include "fattn/te.h"
@@ -642,6 +645,11 @@ int main(int argc, char **argv)
     if (fattn_engine_init_cudnn(&g_gpu, NULL) != FATTN_OK) {
         printf("Bail out! %s\n", fattn_last_error());
         return 1;
+    }
+    if (argc > 2 && strcmp(argv[1], "--max-rows") == 0) {
+        int rc = cudnn_max_rows_run(g_gpu, argv[2]);
+        fattn_engine_free(g_gpu);
+        return rc;
     }
     if (argc > 2 && strcmp(argv[1], "--determinism") == 0) {
         int repeats = argc > 3 ? atoi(argv[3]) : 5;

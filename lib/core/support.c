@@ -425,8 +425,9 @@ static const fattn_support_rule rules[] = {
      "of it was not read, so fattn does not model it",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1342), AT(2_20, F_UTILS, 1443)}},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
-     "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
-     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 479)}},
+     "return_max_logit needs cuDNN >= 9.21 (the cuDNN engine's Max comes from its softmax "
+     "operation, which 9.21 builds)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(92100), {AT(2_19, F_CPP, 479)}},
     /* PAGED KV: placeholder refusals, one per engine, until the engines run
      * paged caches; paged KV's own support rules replace these two rows. */
     {"paged_cpu", r_paged, FATTN_E_UNSUPPORTED,

@@ -19,6 +19,19 @@
 #include "cudnn/graph.h"
 #include "fattn/status.h"
 
+/* The softmax operation arrived in cuDNN 9.20's headers; against older ones
+ * (the reference build's 9.19) its enum values, which a header release never
+ * renumbers, come from cudnn_graph.h of 9.20 and later. The engine lowers it
+ * only when the loaded library is >= 9.21 (cg_fwd_check_version). */
+#if CUDNN_VERSION < 92000
+#define CUDNN_BACKEND_OPERATION_SOFTMAX_DESCRIPTOR ((cudnnBackendDescriptorType_t)45)
+#define CUDNN_ATTR_OPERATION_SOFTMAX_XDESC ((cudnnBackendAttributeName_t)3100)
+#define CUDNN_ATTR_OPERATION_SOFTMAX_YDESC ((cudnnBackendAttributeName_t)3101)
+#define CUDNN_ATTR_OPERATION_SOFTMAX_STATS_DESC ((cudnnBackendAttributeName_t)3102)
+#define CUDNN_ATTR_OPERATION_SOFTMAX_MAX_DESC ((cudnnBackendAttributeName_t)3103)
+#define CUDNN_ATTR_OPERATION_SOFTMAX_SINK_DESC ((cudnnBackendAttributeName_t)3105)
+#endif
+
 typedef struct cudnn_api {
     bool cudnn_loaded, cudart_loaded;
     char cudnn_path[512];

@@ -214,6 +214,21 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
     return FATTN_OK;
 }
 
+fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
+                                     const uint32_t *fill)
+{
+    cudnn_engine *c = (cudnn_engine *)as_cudnn(e);
+    if (!c)
+        return fattn_error(FATTN_E_INVALID_ARG, "capture_max: not a cuDNN engine");
+    if (dst && count <= 0)
+        return fattn_error(FATTN_E_INVALID_ARG, "capture_max: count %lld", (long long)count);
+    c->max_dst = dst;
+    c->max_cap = dst ? count : 0;
+    c->max_fill_on = dst && fill;
+    c->max_fill = fill ? *fill : 0;
+    return FATTN_OK;
+}
+
 fattn_cudnn_plan_cache *fattn_cudnn_engine_plan_cache(const fattn_engine *e)
 {
     const cudnn_engine *c = as_cudnn(e);

@@ -113,6 +113,13 @@ typedef struct cudnn_engine {
     bool force_det;         /* every backward deterministic (fattn_cudnn_options) */
     float *mask_dst;        /* capture_dropout_mask: host destination, or NULL */
     int64_t mask_cap;       /* its capacity in floats */
+    /* capture_max: the whole device Max buffer of each return_max_logit
+     * forward, copied to max_dst (max_cap floats) after execution; before
+     * it, with max_fill_on, every element set to the bits max_fill. */
+    float *max_dst;
+    int64_t max_cap;
+    bool max_fill_on;
+    uint32_t max_fill;
     int time_iters;         /* fattn_cudnn_options.timing_iters */
     double call_t0;         /* when the current forward/backward call began */
     cg_graph *scratch;      /* where a call that misses the description memo

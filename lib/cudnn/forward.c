@@ -1,6 +1,6 @@
 /* The cuDNN engine's forward: graph, plan, upload, execute, copy back the
- * defined regions of O and Stats. With device tensors the graph binds the
- * caller's buffers and nothing is copied. */
+ * defined regions of O, Stats (and Max). With device tensors the graph binds
+ * the caller's buffers and nothing is copied. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@ typedef struct fwd_run {
     const fattn_fwd_params *p;
     const fattn_geom *geom;
     fattn_tensor stats;
+    fattn_tensor max; /* empty without return_max_logit */
     cg_fwd_desc d;
     bool device; /* the call's tensors are device tensors */
 } fwd_run;
@@ -32,6 +33,30 @@ static void note_route(cudnn_engine *e, const cg_graph *g, const cg_fwd_desc *d)
 
 static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes,
                               size_t stats_bytes);
+
+/* Max's device buffer (the caller's with device tensors), laid out as
+ * Stats; with the capture hook it must fit there, and with a fill every
+ * element is set to it first. */
+static fattn_status bind_max(fwd_run *r, dev_arena *a, int64_t n, size_t bytes, dev_bindings *d)
+{
+    cudnn_engine *e = r->e;
+    fattn_status st = cudnn_bind_output(a, &r->max, r->device, bytes, &d->p[CG_ROLE_MAX]);
+    if (st != FATTN_OK || !e->max_dst)
+        return st;
+    if (n > e->max_cap)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Max needs %lld floats, the capture "
+                           "buffer holds %lld", (long long)n, (long long)e->max_cap);
+    if (!e->max_fill_on)
+        return FATTN_OK;
+    uint32_t *h = malloc(bytes);
+    if (!h)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: Max fill staging");
+    for (int64_t i = 0; i < n; i++)
+        h[i] = e->max_fill;
+    cudaError_t ce = e->api->cudaMemcpy(d->p[CG_ROLE_MAX], h, bytes, cudaMemcpyHostToDevice);
+    free(h);
+    return ce == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(e->api, ce, "cudaMemcpy H2D (Max fill)");
+}
 
 static fattn_status run_forward(fwd_run *r, dev_arena *a)
 {
@@ -74,6 +99,8 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         (st = cudnn_bind_output(a, &p->o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
         (st = cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
         return st;
+    if (r->d.max_output && (st = bind_max(r, a, stats_n, stats_bytes, &d)))
+        return st;
     if (r->d.bias && (st = cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])))
         return st;
     int64_t rng[2] = {0, 0};
@@ -109,10 +136,16 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         if (ce != cudaSuccess)
             return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
     }
+    if (r->d.max_output && r->e->max_dst) {
+        ce = api->cudaMemcpy(r->e->max_dst, d.p[CG_ROLE_MAX], stats_bytes,
+                             cudaMemcpyDeviceToHost);
+        if (ce != cudaSuccess)
+            return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (Max capture)");
+    }
     return dev ? FATTN_OK : copy_back(r, &d, o_bytes, stats_bytes);
 }
 
-/* The defined regions of O and Stats, from the device buffers to the
+/* The defined regions of O, Stats and Max, from the device buffers to the
  * caller's host tensors. */
 static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes,
                               size_t stats_bytes)
@@ -122,25 +155,30 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
     const cudnn_api *api = r->e->api;
     int64_t b = geom->b, h = geom->h;
     cudaError_t ce;
+    bool has_max = r->d.max_output;
     char *ho = malloc(o_bytes);
-    float *hs = malloc(stats_bytes);
-    if (!ho || !hs) {
+    float *hs = malloc(stats_bytes), *hm = has_max ? malloc(stats_bytes) : NULL;
+    if (!ho || !hs || (has_max && !hm)) {
         free(ho);
         free(hs);
+        free(hm);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
     }
     ce = api->cudaMemcpy(ho, db->p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
     if (ce == cudaSuccess)
         ce = api->cudaMemcpy(hs, db->p[CG_ROLE_STATS], stats_bytes,
                              cudaMemcpyDeviceToHost);
+    if (ce == cudaSuccess && has_max)
+        ce = api->cudaMemcpy(hm, db->p[CG_ROLE_MAX], stats_bytes, cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess) {
         free(ho);
         free(hs);
+        free(hm);
         return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
     }
     size_t esz = fattn_dtype_size(p->o.dtype);
     size_t row = (size_t)geom->dv * esz;
-    float *sdst = r->stats.data;
+    float *sdst = r->stats.data, *mdst = r->max.data;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < geom->len_q[bi]; i++)
             for (int64_t n = 0; n < h; n++) {
@@ -149,9 +187,12 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
                 int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                              : (bi * h + n) * geom->sq + i;
                 sdst[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
+                if (has_max)
+                    mdst[fattn_geom_stats_offset(geom, &r->max, bi, n, i)] = hm[si];
             }
     free(ho);
     free(hs);
+    free(hm);
     return FATTN_OK;
 }
 
@@ -169,14 +210,21 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     fattn_status st = cg_fwd_desc_from_params(p, &r.d);
     if (st != FATTN_OK)
         return st;
+    if ((st = cg_fwd_check_version(&r.d, e->pc->cudnn_version)))
+        return st;
     r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
+    assert(!r.d.max_output || !fattn_tensor_is_empty(&c->max));
     r.geom = c->geom;
     r.stats = c->stats;
-    cudnn_tensor_use use[] = {{&p->q, "Q", false},      {&p->k, "K", false},
-                              {&p->v, "V", false},      {&p->o, "O", false},
-                              {&c->stats, "Stats", true}, {&p->bias, "Bias", false}};
-    int nuse = (int)(sizeof use / sizeof use[0]) - (r.d.bias ? 0 : 1);
+    r.max = c->max;
+    cudnn_tensor_use use[7] = {{&p->q, "Q", false}, {&p->k, "K", false}, {&p->v, "V", false},
+                               {&p->o, "O", false}, {&c->stats, "Stats", true}};
+    int nuse = 5;
+    if (r.d.bias)
+        use[nuse++] = (cudnn_tensor_use){&p->bias, "Bias", false};
+    if (r.d.max_output)
+        use[nuse++] = (cudnn_tensor_use){&c->max, "Max", true};
     if ((st = cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) ||
         (r.device && (st = cudnn_device_call_supported(&r.d, "cuDNN forward"))))
         return st;

@@ -43,7 +43,7 @@ const char *cg_red_mode_name(cg_red_mode m)
 const char *cg_op_kind_name(cg_op_kind k)
 {
     static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
-                                    "RESHAPE",  "SDPA_BWD"};
+                                    "RESHAPE",  "SDPA_BWD", "SOFTMAX"};
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -54,7 +54,7 @@ const char *cg_role_name(cg_role r)
                                     "rag_k", "rag_v", "rag_o",  "rag_stats", "seed", "offset",
                                     "do",    "dq",    "dk",     "dv",      "dbias", "dsink",
                                     "dsum",  "dq_accum", "rag_do", "rag_dq", "rag_dk", "rag_dv",
-                                    "rng_dump", "descale_q", "descale_k", "descale_v",
+                                    "rng_dump", "max", "descale_q", "descale_k", "descale_v",
                                     "descale_s", "descale_o", "descale_do", "descale_dp",
                                     "scale_s", "scale_o", "scale_dp", "scale_dq", "scale_dk",
                                     "scale_dv", "amax_s", "amax_o", "amax_dp", "amax_dq",
@@ -457,6 +457,11 @@ char *cg_dump(const cg_graph *g, bool with_values)
                     uid_of(g, o->sdpa[CG_SDPA_Q]), uid_of(g, o->sdpa[CG_SDPA_K]),
                     uid_of(g, o->sdpa[CG_SDPA_V]), uid_of(g, o->sdpa[CG_SDPA_O]),
                     uid_of(g, o->sdpa[CG_SDPA_STATS]), uid_of(g, o->sdpa[CG_SDPA_SCALE]));
+            break;
+        case CG_OP_SOFTMAX:
+            dump_add(&d, " x=%lld sink=%lld y=%lld stats=%lld max=%lld", uid_of(g, o->in[0]),
+                     uid_of(g, o->in[1]), uid_of(g, o->out), uid_of(g, o->sdpa[CG_SDPA_STATS]),
+                     uid_of(g, o->sdpa[CG_SDPA_MAX]));
             break;
         case CG_OP_SDPA_BWD:
             dump_add(&d, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld do=%lld dq=%lld "

@@ -70,6 +70,7 @@ typedef enum cg_role {
     CG_ROLE_RAG_DK,
     CG_ROLE_RAG_DV,
     CG_ROLE_RNG_DUMP, /* test variant: the dropout keep-mask, [b,hq,sq,skv] float */
+    CG_ROLE_MAX,      /* return_max_logit: the row max of the scores, laid out as Stats */
     /* FP8 (graph_fp8.c): one float each, [1,1,1,1] on the device */
     CG_ROLE_DESCALE_Q,
     CG_ROLE_DESCALE_K,
@@ -127,6 +128,7 @@ enum {
     CG_UID_RAG_DK = 28,
     CG_UID_RAG_DV = 29,
     CG_UID_RNG_DUMP = 30,
+    CG_UID_MAX = 33,
     /* FP8 scalars: CG_UID_FP8_FIRST + (role - CG_ROLE_DESCALE_Q) */
     CG_UID_FP8_FIRST = 40,
     CG_UID_FIRST_INTERNAL = 100
@@ -153,7 +155,8 @@ typedef enum cg_op_kind {
     CG_OP_RNG,
     CG_OP_SDPA_FWD,
     CG_OP_RESHAPE,
-    CG_OP_SDPA_BWD
+    CG_OP_SDPA_BWD,
+    CG_OP_SOFTMAX /* cuDNN >= 9.21's one-op softmax: in x (and sink), out P; Stats, Max */
 } cg_op_kind;
 
 typedef enum cg_pw_mode {
@@ -175,7 +178,8 @@ typedef enum cg_pw_mode {
 
 typedef enum cg_red_mode { CG_RED_MAX = 0, CG_RED_ADD, CG_RED_AMAX } cg_red_mode;
 
-/* SDPA_FWD / SDPA_BWD operand slots (the last four: the backward's only). */
+/* SDPA_FWD / SDPA_BWD operand slots (DO..DV: the backward's only); the
+ * SOFTMAX op uses STATS and MAX. */
 enum {
     CG_SDPA_Q = 0,
     CG_SDPA_K,
@@ -187,6 +191,7 @@ enum {
     CG_SDPA_DQ,
     CG_SDPA_DK,
     CG_SDPA_DV,
+    CG_SDPA_MAX,
     CG_SDPA_N
 };
 
@@ -255,6 +260,11 @@ typedef struct cg_fwd_desc {
     bool sink;                  /* off-by-one or learnable softmax */
     float dropout;              /* applied probability (0: none) */
     bool stats_output;          /* Stats non-virtual (TE: always) */
+    /* return_max_logit: Max [b, hq, sq, 1] float32 written beside Stats, by
+     * the SOFTMAX op that replaces the softmax chain (cuDNN >= 9.21, as
+     * cudnn-frontend's CompositeSDPANode lowers softmax there; the chain's
+     * REDUCTION MAX cannot be an output next to Stats). Never native. */
+    bool max_output;
     bool has_left, has_right;   /* diagonal band bounds */
     int64_t left_bound, right_bound; /* cuDNN's: left = TE left + 1 */
     bool bottom_right;          /* diagonal alignment after TE's rewrite */
@@ -328,8 +338,15 @@ int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
 /* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
  * data is read). FATTN_E_UNSUPPORTED for what the cuDNN engine does not do
- * (float32 io, FP8, paged KV, return_max_logit on cuDNN 9.19). */
+ * (float32 io, FP8 with return_max_logit, paged KV). */
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
+
+/* What the description needs of the loaded cuDNN (cudnnGetVersion()):
+ * the Max output needs the SOFTMAX op, which cuDNN builds from 9.21
+ * (cudnn-frontend's UnifiedSoftmaxNode gate). FATTN_E_UNSUPPORTED naming
+ * both versions below that, else FATTN_OK. */
+fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version);
+#define CG_MAX_LOGIT_MIN_CUDNN 92100
 
 /* Whether the case is one the native SDPA ops take: no mask of any kind, no
  * bias or ALiBi, no dropout, no sink, dense layouts, not FP8. */

@@ -437,6 +437,7 @@ static fattn_status build_native_bwd(builder *bd, const cg_bwd_desc *bdsc)
     bd->g->route = CG_ROUTE_NATIVE;
     int64_t r4[4] = {d->b, d->hq, d->sq, 1};
     int t[CG_SDPA_N];
+    t[CG_SDPA_MAX] = -1; /* the forward SOFTMAX op's slot */
     t[CG_SDPA_Q] = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false,
                                   CG_ROLE_Q, CG_UID_Q);
     t[CG_SDPA_K] = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,

@@ -79,8 +79,8 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     memset(d, 0, sizeof *d);
     if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
-    /* Paged layouts, float32 io and return_max_logit are the support
-     * table's rows for this engine (paged_cudnn, float32_cudnn,
+    /* Paged layouts, float32 io and return_max_logit below cuDNN 9.21 are
+     * the support table's rows for this engine (paged_cudnn, float32_cudnn,
      * max_logit_cudnn): the dispatch refuses them before the engine runs. */
     if (fattn_layout_is_paged(p->qkv_layout))
         return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: a paged layout reached the graph "
@@ -99,9 +99,8 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     if (!d->fp8 && (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype ||
                     p->o.dtype != p->q.dtype))
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
-    if (p->return_max_logit)
-        return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: return_max_logit reached the "
-                           "graph (support rule max_logit_cudnn refuses it)");
+    if (p->return_max_logit && d->fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit with FP8");
     fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
     fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
     if (p->o_format != qf)
@@ -159,7 +158,23 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
                            fattn_dtype_name(p->q.dtype));
     if (!d->fp8)
         d->o_dt = d->io;
-    return fwd_desc_options(p, d);
+    if ((st = fwd_desc_options(p, d)))
+        return st;
+    d->max_output = p->return_max_logit;
+    if (d->max_output) /* the native op has no Max before 9.21's softmax descriptor */
+        d->allow_native = false;
+    return FATTN_OK;
+}
+
+fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
+{
+    if (d->max_output && cudnn_version < CG_MAX_LOGIT_MIN_CUDNN)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
+                           ">= 9.21 (its softmax operation with a Max output); the loaded "
+                           "cuDNN is %lld.%lld.%lld", (long long)(cudnn_version / 10000),
+                           (long long)(cudnn_version / 100 % 100),
+                           (long long)(cudnn_version % 100));
+    return FATTN_OK;
 }
 
 bool cg_fwd_native_shape(const cg_fwd_desc *d)
@@ -264,10 +279,57 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     return bd->st;
 }
 
+/* Stats or Max: FLOAT [b, hq, sq, 1], row-major, or TE's ragged [t, h]
+ * token-major layout with Stats' ragged offset rs. */
+static int fwd_row_output(builder *bd, const cg_fwd_desc *d, const char *name, cg_role role,
+                          int64_t uid, int rs)
+{
+    const int64_t r4[4] = {d->b, d->hq, d->sq, 1};
+    int64_t st4[4];
+    if (d->ragged_q) {
+        st4[0] = d->hq * d->sq, st4[1] = 1, st4[2] = d->hq, st4[3] = 1;
+    } else {
+        cgb_contiguous(r4, st4);
+    }
+    int t = cgb_add_tensor(bd, name, CG_F32, r4, st4, false, false, role, uid);
+    if (bd->st == FATTN_OK)
+        bd->g->t[t].ragged = rs;
+    return t;
+}
+
+/* The softmax as cuDNN >= 9.21's one SOFTMAX op (cudnn-frontend's
+ * UnifiedSoftmaxNode, which its CompositeSDPANode emits there): X the
+ * modified scores, Y = P, Stats and Max written, the sink as an input.
+ * Only for return_max_logit: the F3-F9 chain cannot write Max beside Stats
+ * (the frontend's CompositeSoftmaxNode refuses that mix). Returns P. */
+static int fwd_softmax_op(builder *bd, const cg_fwd_desc *d, int s, int rs)
+{
+    int sink = -1;
+    if (d->sink) {
+        int64_t sd[4] = {1, d->hq, 1, 1}, ss[4] = {d->hq, 1, 1, 1};
+        sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+                              CG_UID_SINK);
+    }
+    int stats = d->stats_output ? fwd_row_output(bd, d, "Stats", CG_ROLE_STATS, CG_UID_STATS, rs)
+                                : -1;
+    int max = fwd_row_output(bd, d, "Max", CG_ROLE_MAX, CG_UID_MAX, rs);
+    const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
+    int p = cgb_virt(bd, "softmax", d->dropout > 0.0f ? CG_F32 : d->io, s4);
+    cg_op *op = cgb_add_op(bd, CG_OP_SOFTMAX, "softmax");
+    if (op) {
+        op->in[0] = s, op->in[1] = sink, op->out = p;
+        op->sdpa[CG_SDPA_STATS] = stats;
+        op->sdpa[CG_SDPA_MAX] = max;
+    }
+    return p;
+}
+
 /* Softmax (F3-F9), with the sink variant: Stats = M + log(sum exp(s - M))
  * written out when the description asks, P = exp(s - M) / sum. Returns P. */
 static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
 {
+    if (d->max_output)
+        return fwd_softmax_op(bd, d, s, rs);
     cg_graph *g = bd->g;
     const int64_t b = d->b, hq = d->hq, sq = d->sq;
     const int64_t r4[4] = {b, hq, sq, 1};

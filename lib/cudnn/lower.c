@@ -129,6 +129,23 @@ static void lower_tensor(lowering *L, const cg_graph *g, int i)
     L->p->tensors[i] = d;
 }
 
+/* cudnn-frontend's UnifiedSoftmaxNode: X, Y, and the optional sink, Stats
+ * and Max. */
+static cudnnBackendDescriptor_t lower_softmax(lowering *L, const cg_op *o)
+{
+    cudnnBackendDescriptor_t *T = L->p->tensors;
+    cudnnBackendDescriptor_t op = mk(L, CUDNN_BACKEND_OPERATION_SOFTMAX_DESCRIPTOR);
+    set_desc(L, op, CUDNN_ATTR_OPERATION_SOFTMAX_XDESC, T[o->in[0]]);
+    set_desc(L, op, CUDNN_ATTR_OPERATION_SOFTMAX_YDESC, T[o->out]);
+    if (o->in[1] >= 0)
+        set_desc(L, op, CUDNN_ATTR_OPERATION_SOFTMAX_SINK_DESC, T[o->in[1]]);
+    if (o->sdpa[CG_SDPA_STATS] >= 0)
+        set_desc(L, op, CUDNN_ATTR_OPERATION_SOFTMAX_STATS_DESC, T[o->sdpa[CG_SDPA_STATS]]);
+    if (o->sdpa[CG_SDPA_MAX] >= 0)
+        set_desc(L, op, CUDNN_ATTR_OPERATION_SOFTMAX_MAX_DESC, T[o->sdpa[CG_SDPA_MAX]]);
+    return op;
+}
+
 static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const cg_op *o)
 {
     cudnnBackendDescriptor_t *T = L->p->tensors;
@@ -218,18 +235,21 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
         break;
     }
     case CG_OP_SDPA_BWD: {
-        static const cudnnBackendAttributeName_t names[CG_SDPA_N] = {
+        static const cudnnBackendAttributeName_t names[CG_SDPA_MAX] = {
             CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC,     CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC,
             CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC,     CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC,
             CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC,
             CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC,   CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC,
             CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC,    CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC};
         op = mk(L, CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR);
-        for (int i = 0; i < CG_SDPA_N; i++)
+        for (int i = 0; i < CG_SDPA_MAX; i++)
             if (o->sdpa[i] >= 0)
                 set_desc(L, op, names[i], T[o->sdpa[i]]);
         break;
     }
+    case CG_OP_SOFTMAX:
+        op = lower_softmax(L, o);
+        break;
     }
     fin(L, op);
     (void)g;

@@ -51,6 +51,16 @@ const char *fattn_cudnn_engine_settings(const fattn_engine *e)
     return "";
 }
 
+fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
+                                     const uint32_t *fill)
+{
+    (void)e;
+    (void)dst;
+    (void)count;
+    (void)fill;
+    return no_cudnn();
+}
+
 fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
                                          const fattn_cudnn_settings *settings)
 {

@@ -146,6 +146,21 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
  * the float64 oracle's dropout cases (tests/test_cudnn_gpu.c). */
 fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count);
 
+/* Test hook: what cuDNN writes into Max. With dst non-NULL, every later
+ * forward with return_max_logit copies its whole device Max buffer to dst
+ * after execution: float32 in the graph's layout, [b, hq, sq] C order (sq
+ * the max length), or TE's ragged [t, hq] for a THD Q — every row, also
+ * those past a sequence's length, which the call itself never copies back.
+ * With fill non-NULL every element of that buffer is first set to the bits
+ * *fill (a NaN payload or a finite sentinel); with fill NULL it keeps what
+ * the engine's device arena held, so a call like the previous one shows
+ * what that call left there. count is dst's capacity in floats; a forward
+ * whose Max does not fit fails with FATTN_E_SHAPE. The caller's Max gets
+ * the defined rows as without the hook. NULL turns it off. For
+ * `test_cudnn_gpu --max-rows` (tests/cudnn_max_rows.c). */
+fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
+                                     const uint32_t *fill);
+
 /* Where the plans of a cache came from (docs/cudnn-engine.md, "Plan
  * store"). Counters are per plan cache, since it was made. */
 typedef struct fattn_cudnn_plan_store_stats {
