@@ -125,6 +125,7 @@ typedef enum bad_kind {
     BAD_NO_TABLE_V,  /* page_table_v missing */
     BAD_TABLE_DTYPE, /* int64 table */
     BAD_SHORT_TABLE, /* too few pages for max_seqlen_kv */
+    BAD_LONG_TABLE,  /* more than ceil(max_seqlen_kv / page) */
     BAD_NO_PADDING,  /* causal without padding */
     BAD_KINDS
 } bad_kind;
@@ -138,6 +139,7 @@ static const struct {
     [BAD_NO_TABLE_V] = {"no_table_v", FATTN_E_INVALID_ARG},
     [BAD_TABLE_DTYPE] = {"table_dtype", FATTN_E_SHAPE},
     [BAD_SHORT_TABLE] = {"short_table", FATTN_E_SHAPE},
+    [BAD_LONG_TABLE] = {"long_table", FATTN_E_SHAPE},
     [BAD_NO_PADDING] = {"no_padding", FATTN_E_INVALID_CASE},
 };
 
@@ -158,6 +160,7 @@ START_TEST(test_refused)
     case BAD_NO_TABLE_V: p.page_table_v = fattn_tensor_empty(); break;
     case BAD_TABLE_DTYPE: p.page_table_k.dtype = FATTN_DTYPE_INT64; break;
     case BAD_SHORT_TABLE: p.page_table_k.shape[1] = r->pages_per_seq - 1; break;
+    case BAD_LONG_TABLE: p.max_seqlen_kv -= r->page; break; /* one page too many */
     case BAD_NO_PADDING: p.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
     default: ck_abort();
     }

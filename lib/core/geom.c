@@ -323,7 +323,9 @@ static fattn_status geom_set_dims(fattn_geom *g, const fattn_geom_args *a, int64
     return FATTN_OK;
 }
 
-/* A page table: int32 [b, pages_per_seq] whose pages cover max_seqlen_kv.
+/* A page table: int32 [b, pages_per_seq] with pages_per_seq =
+ * ceil(max_seqlen_kv / page): TE takes pages_per_seq from the table's shape
+ * (fused_attn.cpp) and cuDNN's paged cache load accepts no other count.
  * Its entries are checked against the lengths in geom_pages. */
 static fattn_status page_table_dims(const fattn_tensor *pt, const char *name, int64_t b,
                                     int64_t page, int64_t mskv, const char *who)
@@ -334,11 +336,11 @@ static fattn_status page_table_dims(const fattn_tensor *pt, const char *name, in
         pt->shape[1] < 1)
         return fattn_error(FATTN_E_SHAPE, "%s: %s must be int32 [%lld, pages_per_seq]", who,
                            name, (long long)b);
-    int64_t cover;
-    if (!fattn_mul_i64(pt->shape[1], page, &cover) || cover < mskv)
-        return fattn_error(FATTN_E_SHAPE, "%s: %s's %lld pages of %lld cannot hold "
-                           "max_seqlen_kv %lld", who, name, (long long)pt->shape[1],
-                           (long long)page, (long long)mskv);
+    if (mskv <= 0 || pt->shape[1] != (mskv + page - 1) / page)
+        return fattn_error(FATTN_E_SHAPE, "%s: %s has %lld pages per sequence, "
+                           "max_seqlen_kv %lld in pages of %lld needs %lld", who, name,
+                           (long long)pt->shape[1], (long long)mskv, (long long)page,
+                           mskv > 0 ? (long long)((mskv + page - 1) / page) : 0LL);
     return FATTN_OK;
 }
 
