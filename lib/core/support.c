@@ -164,9 +164,21 @@ static bool r_float32_cudnn(const fattn_support_query *q)
 {
     return q->q_dtype == FATTN_DTYPE_FLOAT32;
 }
-static bool r_paged(const fattn_support_query *q)
+/* Paged KV: DotProductAttention's KV cache, the only caller that fills the
+ * page tables (backends.py FusedAttention.forward). */
+static bool r_paged_padding(const fattn_support_query *q)
 {
-    return fattn_layout_is_paged(q->layout);
+    return fattn_layout_is_paged(q->layout) && !fattn_mask_has_padding(q->mask_type);
+}
+
+static bool r_paged_training(const fattn_support_query *q)
+{
+    return fattn_layout_is_paged(q->layout) && q->is_training;
+}
+
+static bool r_paged_fp8(const fattn_support_query *q)
+{
+    return fattn_layout_is_paged(q->layout) && r_fp8(q);
 }
 
 static bool r_bias_sink(const fattn_support_query *q)
@@ -348,6 +360,19 @@ static const fattn_support_rule rules[] = {
     {"thd_padding", r_thd_padding, FATTN_E_INVALID_CASE,
      "qkv_format thd needs a padding, padding_causal or padding_causal_bottom_right mask",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 1800, 2450)},
+    {"paged_padding", r_paged_padding, FATTN_E_INVALID_CASE,
+     "KV caching requires a padding mask: DotProductAttention asserts it before it makes "
+     "the paged_kv_* layout and passes the cache's page table",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 1834, 2537)},
+    {"paged_training", r_paged_training, FATTN_E_NOT_MODELLED,
+     "training over a paged KV cache: fused_attn_bwd takes no page tables, so its backward "
+     "would read the page containers as dense K and V; TE's KV cache is an inference path "
+     "and fattn does not model a backward of it",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 448, 448)},
+    {"paged_fp8", r_paged_fp8, FATTN_E_NOT_MODELLED,
+     "FP8 over a paged KV cache: DotProductAttention disables FusedAttention for FP8 KV "
+     "caching, and FusedAttnFunc's FP8 branch drops the paged_kv_ prefix and the page tables",
+     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 868, 969)},
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
      "head dims d_qk and d_v must be multiples of 8 and at most 256 on sm_90",
      REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 310)},
@@ -410,9 +435,6 @@ static const fattn_support_rule rules[] = {
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
      REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 479)},
-    {"paged_cpu", r_paged, FATTN_E_UNSUPPORTED,
-     "paged KV layouts are not implemented by fattn's engines (CPU; cuDNN part 1)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 387)},
     {"float32_cudnn", r_float32_cudnn, FATTN_E_UNSUPPORTED,
      "cuDNN's fused attention takes float16/bfloat16 io only (TE's F16 arbitrary-seqlen "
      "backend is selected only for those dtypes); float32 runs on the CPU engine",
