@@ -90,6 +90,7 @@ MUTANT_TARGETS = {
     "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: attribute values differ",
     "fp8_input_descale_shared": "legacy vs split: save_ctx/k_fp8@scale_inv: attribute values differ",
     "fp8_bf16_backward_inverted": "legacy vs split: backward/dq: dtype differs",
+    "paged_identity_table": "legacy vs split: forward/out",
 }
 
 
