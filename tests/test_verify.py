@@ -302,7 +302,7 @@ def _():
 def _():
     p = fattn("verify", "--filter", "refuse.*")
     assert p.returncode == 0, p.stdout[-1500:]
-    assert "refusals checked: 17 (" in p.stdout, p.stdout
+    assert "refusals checked: 20 (" in p.stdout, p.stdout
     assert "ok (refused as expected: FATTN_E_INVALID_CASE, rule swa_restrictions)" in p.stdout
     if not MUTANTS:
         return "SKIP the mutant half needs a -Dself_test_mutants=true build"
@@ -310,7 +310,7 @@ def _():
     assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
     row = [l for l in p.stdout.splitlines() if l.startswith("refuse.swa_dropout.f16 ")]
     assert row and "DIFFERENT" in row[0] and "@refused_" in row[0], p.stdout
-    assert "refusals checked: 16 (" in p.stdout, p.stdout
+    assert "refusals checked: 19 (" in p.stdout, p.stdout
 
 
 @test("only raw_func_args reaches the inference_dropout mutant: the same cases without it pass")
