@@ -64,7 +64,7 @@ int cli_write_report(const char *cmd, const char *what, const char *path, const 
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
 
-/* --te-rules 2.19|2.20: the release bit (fattn/support.h) in *rules and
+/* --te-rules <release> (FATTN_TE_RULES_CHOICES): the release bit (fattn/support.h) in *rules and
  * FATTN_EXIT_OK, else the failure printed (listing the known names). */
 int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules);
 

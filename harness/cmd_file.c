@@ -18,13 +18,14 @@
 /* ---- cases ----------------------------------------------------------------- */
 
 static const char cases_help[] =
-    "usage: fattn cases [--cases FILE] [--filter GLOB] [--te-rules 2.19|2.20]\n"
+    "usage: fattn cases [--cases FILE] [--filter GLOB] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
     "                   [--resolved --json]\n"
     "\n"
     "Print one line per case of the matrix: its id, a tab, a summary. The summary ends\n"
-    "with \"[DPA 2.20 would not route here: rule <id>, <file>:<line>]\" for a case that\n"
+    "with \"[DPA <release> would not route here: rule <id>, <file>:<line>]\" for a case that\n"
     "TE's DotProductAttention would not send to FusedAttention under the --te-rules\n"
-    "release's rules (default 2.20; FusedAttnFunc, what fattn verifies, still runs it).\n"
+    "release's rules (default: the newest; FusedAttnFunc, what fattn verifies, still\n"
+    "runs it).\n"
     "Without --cases, the default matrix compiled in from golden/default_cases.json.\n"
     "--resolved --json prints instead one JSON array: for each selected case its\n"
     "canonical spec and every value fattn derives from it (window, diagonal, scale,\n"

@@ -30,7 +30,7 @@ static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd 
 static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
-    "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules 2.19|2.20]\n"
+    "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -53,7 +53,7 @@ static const char verify_help[] =
     "stdout, and the table and verdict to stderr.\n"
     "Exit 0 behaviour-neutral, 1 a difference (or, with --strict, a skipped case or a case\n"
     "without golden), 2 usage error, missing fixtures directory, or an errored case.\n"
-    "--te-rules (default 2.20): the TE release whose rules count the cases TE's\n"
+    "--te-rules (default: the newest): the TE release whose rules count the cases TE's\n"
     "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
     "`fattn cases` names the rules per case). The verdict does not depend on it.\n";
 
@@ -488,14 +488,14 @@ int fattn_cmd_verify(int argc, char **argv)
 
 static const char golden_help[] =
     "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] [--progress]\n"
-    "                    [--te-rules 2.19|2.20] [--allow-dirty] -o DIR\n"
+    "                    [--te-rules " FATTN_TE_RULES_CHOICES "] [--allow-dirty] -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
     "outputs in full, inputs and save_ctx as digests only, with provenance (version, git\n"
     "revision, platform key, SOURCE_DATE_EPOCH date). Refuses a non-empty DIR without\n"
     "--force, and refuses to write anything unless legacy == split and every case repeats\n"
     "bitwise in this same invocation. Prints what changed against the goldens it replaces.\n"
-    "--te-rules (default 2.20): the release the root attribute te_rules and each case's\n"
+    "--te-rules (default: the newest): the release the root attribute te_rules and each case's\n"
     "prov_te_route name (as fattn run records them). --progress (the default when stderr\n"
     "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n"
     "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty)\n"

@@ -46,7 +46,7 @@ fattn_status fattn_case_te_note(const fattn_spec *s, unsigned te_rules, char *bu
      * reaches a backend choice: no note. */
     if (fattn_case_support_query(s, te_rules, &q) != FATTN_OK)
         return FATTN_OK;
-    fattn_status valid = fattn_support_check(&q, "cpu", NULL);
+    fattn_status valid = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL);
     if (valid == FATTN_E_INVALID_CASE || valid == FATTN_E_UNSAFE_TE_QUIRK)
         return FATTN_OK;
     fattn_support_route_note(&q, buf, n);

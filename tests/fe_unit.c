@@ -187,6 +187,11 @@ fe_spec fe_spec_for_rule(const char *id)
             s.inference = false;
         else if (!strcmp(id, "paged_fp8"))
             s.fp8 = true;
+    } else if (!strcmp(id, "dsink_thd_cudnn")) {
+        s.layout = FATTN_LAYOUT_THD_THD_THD;
+        s.mask = FATTN_MASK_PADDING;
+        s.softmax = FATTN_SOFTMAX_OFF_BY_ONE;
+        s.cudnn = true;
     }
     return s;
 }

@@ -28,6 +28,7 @@
 
 #include "cases.h"
 #include "fattn/dtype.h"
+#include "fattn/support.h"
 #include "fattn/te.h"
 #include "fattn_test.h"
 #include "oracle.h"
@@ -285,7 +286,7 @@ START_TEST(test_registry)
     ck_assert_int_eq(fattn_engine_open("cpu", &(fattn_engine_options){.threads = 1}, &e),
                      FATTN_OK);
     ck_assert_str_eq(fattn_engine_name(e), "cpu");
-    ck_assert_str_eq(fattn_engine_support_column(e), "cpu");
+    ck_assert_uint_eq(fattn_engine_support_bit(e), FATTN_SUPPORT_ENGINE_CPU);
     for (int q = FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN; q <= FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD;
          q++)
         ck_assert(!fattn_engine_supports(e, (fattn_engine_query)q));

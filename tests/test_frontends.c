@@ -237,7 +237,7 @@ START_TEST(case_row)
 
     /* A case TE refuses: both runs refuse it alike. */
     fattn_support_query q = fe_case_query(c);
-    fattn_status expect = fattn_support_check(&q, "cpu", NULL);
+    fattn_status expect = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL);
     ck_assert_msg(expect == (fe_case_te_invalid(c) ? FATTN_E_INVALID_CASE : FATTN_OK),
                   "%s: support says %s", c->id, fattn_status_name(expect));
     ck_assert_msg(lst == expect, "%s legacy: %s (%s)", c->id, fattn_status_name(lst),

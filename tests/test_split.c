@@ -482,12 +482,21 @@ START_TEST(rule_refusal)
     fattn_engine *e = engine2();
     fe_spec s = fe_spec_for_rule(r->id);
     fattn_status st = fe_split_spec(&s, e);
-    ck_assert_msg(st == r->status, "rule %s: got %s (%s)", r->id, fattn_status_name(st),
-                  fattn_last_error());
-    char want[128];
-    snprintf(want, sizeof want, "rule %s:", r->id);
-    ck_assert_msg(strncmp(fattn_last_error(), want, strlen(want)) == 0, "%s",
-                  fattn_last_error());
+    if (r->stage == FATTN_SUPPORT_AT_BACKWARD) {
+        /* an engine's backward-only gap: the forward is not refused by it (it
+         * reaches the engine, which the fake one refuses to run) */
+        char rule[128];
+        snprintf(rule, sizeof rule, "rule %s:", r->id);
+        ck_assert_msg(st != FATTN_E_UNSUPPORTED && !strstr(fattn_last_error(), rule),
+                      "rule %s refused the forward: %s", r->id, fattn_last_error());
+    } else {
+        ck_assert_msg(st == r->status, "rule %s: got %s (%s)", r->id, fattn_status_name(st),
+                      fattn_last_error());
+        char want[128];
+        snprintf(want, sizeof want, "rule %s:", r->id);
+        ck_assert_msg(strncmp(fattn_last_error(), want, strlen(want)) == 0, "%s",
+                      fattn_last_error());
+    }
     fattn_engine_free(e);
     char id[128];
     snprintf(id, sizeof id, "split.refuses.%s", r->id);
@@ -663,7 +672,7 @@ START_TEST(case_calls)
     fattn_tensor out, ml, g6[6];
     fattn_status st = fe_split_call_fwd_bwd(c, &b, e, ctx, &gen, &out, &ml, g6);
     fattn_support_query q = fe_case_query(c);
-    fattn_status expect = fattn_support_check(&q, "cpu", NULL);
+    fattn_status expect = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL);
     ck_assert_msg(st == expect, "%s: %s, want %s (%s)", c->id, fattn_status_name(st),
                   fattn_status_name(expect), fattn_last_error());
     if (expect != FATTN_OK) {

@@ -9,6 +9,7 @@
  * every case of the CPU matrix pass.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cases.h"
@@ -54,6 +55,7 @@ static const rule_row rule_rows[] = {
     {"fp8_window", FATTN_E_NOT_MODELLED, true, true},
     {"max_logit_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"float32_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"dsink_thd_cudnn", FATTN_E_UNSUPPORTED, false, true},
 };
 
 START_TEST(rule_refuses)
@@ -61,13 +63,27 @@ START_TEST(rule_refuses)
     const rule_row *r = &rule_rows[_i];
     fe_spec s = fe_spec_for_rule(r->id);
     fattn_support_query q = fe_query(&s);
-    const char *engines[2] = {"cpu", "cudnn"};
+    const fattn_support_rule *row = fattn_support_rule_find(r->id);
+    ck_assert_ptr_nonnull(row);
+    /* a backward-only row: never at the call, at an engine's backward only */
+    bool bwd = row->stage == FATTN_SUPPORT_AT_BACKWARD;
+    if (bwd) {
+        ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
+        ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL),
+                         FATTN_OK);
+        q.at_backward = true;
+    }
+    const unsigned engines[2] = {FATTN_SUPPORT_ENGINE_CPU, FATTN_SUPPORT_ENGINE_CUDNN};
+    const char *names[2] = {"cpu", "cudnn"};
     bool applies[2] = {r->cpu, r->cudnn};
     for (int e = 0; e < 2; e++) {
         const fattn_support_rule *failed = NULL;
-        fattn_status st = fattn_support_check(&q, engines[e], &failed);
+        /* the dispatch's check sees an engine's own gaps only */
+        bool gap = r->status == FATTN_E_UNSUPPORTED;
+        fattn_status st = bwd || gap ? fattn_support_check_engine(&q, engines[e], &failed)
+                                     : fattn_support_check(&q, engines[e], &failed);
         if (applies[e]) {
-            ck_assert_msg(st == r->status, "%s on %s: got %s", r->id, engines[e],
+            ck_assert_msg(st == r->status, "%s on %s: got %s", r->id, names[e],
                           fattn_status_name(st));
             ck_assert_ptr_nonnull(failed);
             ck_assert_str_eq(failed->id, r->id);
@@ -75,14 +91,17 @@ START_TEST(rule_refuses)
             snprintf(want, sizeof want, "rule %s: ", r->id);
             ck_assert_msg(strncmp(fattn_last_error(), want, strlen(want)) == 0, "message '%s'",
                           fattn_last_error());
-            /* the newest release's citation: a wheel's Python, or C++ read at d0067d0 */
-            ck_assert_msg(strstr(fattn_last_error(), "(TE 2.20.2 transformer_engine/") ||
+            /* the newest release's citation: a wheel's Python, or C++ read at d0067d0;
+             * none for an engine's measured gap */
+            fattn_support_cite c;
+            ck_assert_msg(!fattn_support_rule_cite(row, FATTN_TE_RULES_NEWEST, &c) ||
+                              strstr(fattn_last_error(), "(TE 2.20.2 transformer_engine/") ||
                               strstr(fattn_last_error(), "(TE d0067d0 transformer_engine/"),
                           "message '%s'", fattn_last_error());
         } else {
-            ck_assert_msg(st == FATTN_OK, "%s must not apply to %s (%s)", r->id, engines[e],
-                          fattn_last_error());
-            ck_assert_ptr_null(failed);
+            /* another engine's row for the same thing may refuse it, not this one */
+            ck_assert_msg(st == FATTN_OK || (failed && strcmp(failed->id, r->id) != 0),
+                          "%s must not apply to %s (%s)", r->id, names[e], fattn_last_error());
         }
     }
     char id[96];
@@ -120,11 +139,11 @@ START_TEST(default_passes)
 {
     fattn_support_query q;
     fattn_support_query_init(&q);
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
-    ck_assert_int_eq(fattn_support_check(&q, "cudnn", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
     fe_spec s = fe_spec_default();
     fattn_support_query q2 = fe_query(&s);
-    ck_assert_int_eq(fattn_support_check(&q2, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q2, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
 }
 END_TEST
 
@@ -133,10 +152,11 @@ START_TEST(bad_engine)
     fattn_support_query q;
     fattn_support_query_init(&q);
     const fattn_support_rule *failed = (const fattn_support_rule *)1;
-    ck_assert_int_eq(fattn_support_check(&q, "tpu", &failed), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(&q, 4u, &failed), FATTN_E_INVALID_ARG);
     ck_assert_ptr_null(failed);
-    ck_assert_int_eq(fattn_support_check(NULL, "cpu", NULL), FATTN_E_INVALID_ARG);
-    ck_assert_int_eq(fattn_support_check(&q, NULL, NULL), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(NULL, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(&q, 0u, NULL), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_ALL, NULL), FATTN_E_INVALID_ARG);
 }
 END_TEST
 
@@ -146,31 +166,31 @@ START_TEST(boundaries)
     fattn_support_query q;
     fattn_support_query_init(&q);
     q.d_qk = q.d_v = 256;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     q.d_v = 264;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_CASE);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_CASE);
     fattn_support_query_init(&q);
     q.dropout = 0.999f;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     q.dropout = -0.1f;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_CASE);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_CASE);
     /* bottom-right with sq > skv is fine with a padding mask, no bias, no dropout */
     fattn_support_query_init(&q);
     q.mask_type = FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT;
     q.window_right = 0;
     q.sq = 32, q.skv = 16;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     q.dropout = 0.1f;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_CASE);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_CASE);
     /* alibi with a causal mask is valid */
     fattn_support_query_init(&q);
     q.bias_type = FATTN_BIAS_ALIBI;
     q.mask_type = FATTN_MASK_CAUSAL;
     q.window_right = 0;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     /* a sink without a bias tensor is fine; alibi + sink is fine */
     q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
 }
 END_TEST
 
@@ -182,7 +202,7 @@ START_TEST(matrix_passes)
         const tcase *c = &tcase_table[i];
         fattn_support_query q = fe_case_query(c);
         const fattn_support_rule *failed = NULL;
-        fattn_status st = fattn_support_check(&q, "cpu", &failed);
+        fattn_status st = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed);
         if (fe_case_te_invalid(c)) {
             ck_assert_msg(st == FATTN_E_INVALID_CASE && failed &&
                               !strcmp(failed->id, "swa_restrictions"),
@@ -242,6 +262,8 @@ static const cite_row cite_rows[] = {
     {"fp8_window", C_REF, "utils.py", "2.19.0", 1342, "2.20.2", 1443},
     {"max_logit_cudnn", C_REF, "fused_attn.cpp", "2.19.0", 479, "d0067d0", 479},
     {"float32_cudnn", C_REF, "fused_attn.cpp", "2.19.0", 296, "d0067d0", 296},
+    /* measured on cuDNN, no TE line: holds for every release, cites none */
+    {"dsink_thd_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
     {"det_sink", C_ROUTE, "utils.py", "2.19.0", 1534, "2.20.2", 1761},
     {"det_bias_grad", C_ROUTE, "utils.py", "2.19.0", 1554, "2.20.2", 1781},
     {"det_thd_bhss", C_ROUTE, "utils.py", "2.19.0", 1578, "2.20.2", 1801},
@@ -259,19 +281,20 @@ static const char *last_part(const char *path)
 static void check_cite(const fattn_support_rule *r, unsigned one, const char *file,
                        const char *rev, int line)
 {
-    const fattn_support_cite *c = fattn_support_rule_cite(r, one);
+    fattn_support_cite c;
+    bool cited = fattn_support_rule_cite(r, one, &c);
     if (line == 0) {
-        ck_assert_msg(c == NULL && !(r->versions & one), "%s must not apply to TE %s", r->id,
-                      fattn_te_rules_name(one));
+        ck_assert_msg(!cited && (!file || !fattn_support_rule_holds(r, one)),
+                      "%s must cite nothing for TE %s", r->id, fattn_te_rules_name(one));
         return;
     }
-    ck_assert_msg(c != NULL && (r->versions & one), "%s applies to TE %s", r->id,
+    ck_assert_msg(cited && fattn_support_rule_holds(r, one), "%s applies to TE %s", r->id,
                   fattn_te_rules_name(one));
-    ck_assert_msg(!strncmp(c->file, "transformer_engine/", 19), "%s: %s", r->id, c->file);
-    ck_assert_str_eq(last_part(c->file), file);
-    ck_assert_str_eq(c->rev, rev);
-    ck_assert_msg(c->line == line, "%s in TE %s: line %d, want %d", r->id,
-                  fattn_te_rules_name(one), c->line, line);
+    ck_assert_msg(!strncmp(c.file, "transformer_engine/", 19), "%s: %s", r->id, c.file);
+    ck_assert_str_eq(last_part(c.file), file);
+    ck_assert_str_eq(c.rev, rev);
+    ck_assert_msg(c.line == line, "%s in TE %s: line %d, want %d", r->id,
+                  fattn_te_rules_name(one), c.line, line);
 }
 
 /* Each rule: its class, releases and citation in each; and a refusal's
@@ -294,7 +317,9 @@ START_TEST(rule_cites)
             fattn_support_query q = fe_query(&s);
             q.te_rules = rel[v];
             const fattn_support_rule *failed = NULL;
-            fattn_status st = fattn_support_check(&q, "cudnn", &failed);
+            unsigned eng = r->engines & FATTN_SUPPORT_ENGINE_CUDNN ? FATTN_SUPPORT_ENGINE_CUDNN
+                                                                   : FATTN_SUPPORT_ENGINE_CPU;
+            fattn_status st = fattn_support_check(&q, eng, &failed);
             ck_assert_msg(lines[v] ? failed == r : st == FATTN_OK, "%s under TE %s: %s", w->id,
                           fattn_te_rules_name(rel[v]), fattn_last_error());
             char want[160];
@@ -357,9 +382,9 @@ START_TEST(te_rules_names)
     ck_assert_uint_eq(q.te_rules, FATTN_TE_RULES_2_20);
     ck_assert(!q.deterministic && !q.bias_requires_grad && q.b == 1);
     q.te_rules = FATTN_TE_RULES_ALL;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_ARG);
     q.te_rules = 0;
-    ck_assert_int_eq(fattn_support_check(&q, "cpu", NULL), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_ARG);
 }
 END_TEST
 
@@ -381,7 +406,7 @@ START_TEST(mla_boundaries)
         for (unsigned v = FATTN_TE_RULES_2_19; v <= FATTN_TE_RULES_2_20; v <<= 1) {
             q.te_rules = v;
             const fattn_support_rule *failed = NULL;
-            fattn_status st = fattn_support_check(&q, "cpu", &failed);
+            fattn_status st = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed);
             ck_assert_msg(rows[i].refused ? st == FATTN_E_INVALID_CASE && failed &&
                                                 !strcmp(failed->id, "mla_hopper_training")
                                           : st == FATTN_OK,
@@ -389,6 +414,189 @@ START_TEST(mla_boundaries)
                           (long long)rows[i].d_v, rows[i].training, fattn_last_error());
         }
     }
+}
+END_TEST
+
+/* The cuDNN range a row holds for: each versioned row refuses inside its
+ * range and not outside it (the reference platform's 9.19.0 is the default). */
+START_TEST(cudnn_ranges)
+{
+    static const struct {
+        const char *id;
+        long inside, outside;
+    } rows[] = {
+        {"mla_hopper_training", 91100, 91099}, /* cuDNN >= 9.11 */
+        {"fp8_qkv_format", 92099, 92100},      /* before 9.21 */
+        {"fp8_softmax", 92099, 92100},
+        {"dsink_thd_cudnn", 91900, 91901},     /* measured on 9.19.0 */
+    };
+    for (int i = 0; i < FE_NROWS(rows); i++) {
+        const fattn_support_rule *r = fattn_support_rule_find(rows[i].id);
+        ck_assert_ptr_nonnull(r);
+        fe_spec s = fe_spec_for_rule(rows[i].id);
+        fattn_support_query q = fe_query(&s);
+        bool bwd = r->stage == FATTN_SUPPORT_AT_BACKWARD;
+        q.at_backward = bwd;
+        ck_assert_int_eq(q.cudnn_version, FATTN_SUPPORT_CUDNN_REFERENCE);
+        for (int k = 0; k < 3; k++) {
+            long v = k == 0 ? FATTN_SUPPORT_CUDNN_REFERENCE : k == 1 ? rows[i].inside
+                                                                     : rows[i].outside;
+            q.cudnn_version = v;
+            const fattn_support_rule *failed = NULL;
+            fattn_status st = bwd ? fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN,
+                                                               &failed)
+                                  : fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed);
+            ck_assert_msg(k == 2 ? st == FATTN_OK : failed == r, "%s at cuDNN %ld: %s",
+                          rows[i].id, v, fattn_last_error());
+        }
+    }
+    fattn_test_mark("support.cudnn_ranges");
+}
+END_TEST
+
+/* The dispatch's check is the engines' own gaps only: a case TE refuses is
+ * the front ends' business, and passes it. */
+START_TEST(engine_gaps_only)
+{
+    fe_spec s = fe_spec_for_rule("pre_scale_bias");
+    fattn_support_query q = fe_query(&s);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    s = fe_spec_for_rule("float32_cudnn");
+    q = fe_query(&s);
+    const fattn_support_rule *failed = NULL;
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_str_eq(failed->id, "float32_cudnn");
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    fattn_test_mark("support.engine_gaps_only");
+}
+END_TEST
+
+/* ---- docs/frontends.md's table --------------------------------------------- */
+
+/* The cells of a markdown table row, trimmed, into cells[] (at most max). */
+static int split_cells(char *line, char **cells, int max)
+{
+    int n = 0;
+    char *p = strchr(line, '|');
+    while (p && n < max) {
+        char *start = p + 1, *end = strchr(start, '|');
+        if (!end)
+            break;
+        *end = '\0';
+        while (*start == ' ')
+            start++;
+        char *e = start + strlen(start);
+        while (e > start && e[-1] == ' ')
+            *--e = '\0';
+        cells[n++] = start;
+        p = end;
+    }
+    return n;
+}
+
+/* "≥ 9.11", "< 9.21", "≥ 9.11, < 9.21" or "any": a row's cuDNN range. */
+static void cudnn_text(const fattn_support_rule *r, char *buf, size_t n)
+{
+    long v[2] = {r->cudnn_from, r->cudnn_below};
+    const char *op[2] = {"≥ ", "< "};
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 2 && k < n; i++) {
+        if (!v[i])
+            continue;
+        k += (size_t)snprintf(buf + k, n - k, "%s%s%ld.%ld", k ? ", " : "", op[i], v[i] / 10000,
+                              v[i] / 100 % 100);
+        if (v[i] % 100 && k < n)
+            k += (size_t)snprintf(buf + k, n - k, ".%ld", v[i] % 100);
+    }
+    if (!k)
+        snprintf(buf, n, "any");
+}
+
+/* The first "file:line" of a cell ("utils.py:2697 (...)"). */
+static bool cell_cite(const char *cell, char *file, size_t n, int *line)
+{
+    const char *colon = strchr(cell, ':');
+    if (!colon || colon[1] < '0' || colon[1] > '9' || (size_t)(colon - cell) >= n)
+        return false;
+    snprintf(file, n, "%.*s", (int)(colon - cell), cell);
+    *line = atoi(colon + 1);
+    return true;
+}
+
+/* One table row against one rule: the id, class, status, engines, cuDNN
+ * range, and each release's citation (the revision named where it is not
+ * the release, C++ read at another commit); "—" where the rule cites none. */
+static void check_doc_row(char **c, const fattn_support_rule *r)
+{
+    bool ref = r->cls == FATTN_SUPPORT_REFUSAL;
+    ck_assert_str_eq(c[0], r->id);
+    ck_assert_str_eq(c[1], ref ? "refusal" : "routing");
+    const char *st = fattn_status_name(r->status);
+    ck_assert_str_eq(c[2], ref ? st + strlen("FATTN_E_") : "—");
+    const char *eng = r->engines == FATTN_SUPPORT_ENGINE_ALL   ? "all"
+                      : r->engines == FATTN_SUPPORT_ENGINE_CPU ? "cpu"
+                                                               : "cudnn";
+    ck_assert_msg(!strcmp(c[3], ref ? eng : "—"), "%s: engines '%s', want '%s'", r->id, c[3],
+                  ref ? eng : "—");
+    char cu[64];
+    cudnn_text(r, cu, sizeof cu);
+    ck_assert_msg(!strcmp(c[4], cu), "%s: cuDNN '%s', want '%s'", r->id, c[4], cu);
+    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++) {
+        const char *cell = c[5 + i];
+        fattn_support_cite want;
+        if (!fattn_support_rule_cite(r, 1u << i, &want)) {
+            ck_assert_msg(!strncmp(cell, "—", strlen("—")), "%s, TE %s: '%s' cites a line", r->id,
+                          fattn_te_rules_name(1u << i), cell);
+            continue;
+        }
+        char file[96];
+        int line = 0;
+        ck_assert_msg(cell_cite(cell, file, sizeof file, &line), "%s: cell '%s'", r->id, cell);
+        ck_assert_msg(!strcmp(file, last_part(want.file)) && line == want.line,
+                      "%s, TE %s: docs say %s:%d, the table %s:%d", r->id,
+                      fattn_te_rules_name(1u << i), file, line, last_part(want.file), want.line);
+        char rev[64];
+        snprintf(rev, sizeof rev, "(%s)", want.rev);
+        bool other_rev = strcmp(want.rev, fattn_te_rules_release(1u << i)) != 0;
+        ck_assert_msg(!other_rev || strstr(cell, rev), "%s: '%s' lacks %s", r->id, cell, rev);
+    }
+}
+
+/* docs/frontends.md's support table has one row per rule, refusals then
+ * routing rules, in the table's order, and says what the rows say. */
+START_TEST(docs_table_matches)
+{
+    FILE *f = fopen(FATTN_SOURCE_ROOT "/docs/frontends.md", "r");
+    ck_assert_ptr_nonnull(f);
+    int nr = 0, nt = 0;
+    const fattn_support_rule *rules = fattn_support_rules(&nr);
+    const fattn_support_rule *routes = fattn_support_routes(&nt);
+    char line[2048];
+    int row = -1; /* -1: before the header */
+    while (fgets(line, sizeof line, f)) {
+        char *cells[16];
+        int n = split_cells(line, cells, 16);
+        if (row < 0) {
+            if (n > 4 && !strcmp(cells[0], "id") && !strcmp(cells[4], "cuDNN"))
+                row = 0;
+            continue;
+        }
+        if (n == 0)
+            break; /* the end of the table */
+        if (cells[0][0] == '-')
+            continue; /* the rule under the header */
+        ck_assert_int_eq(n, 5 + FATTN_TE_RULES_COUNT);
+        ck_assert_msg(row < nr + nt, "more rows than rules: %s", cells[0]);
+        check_doc_row(cells, row < nr ? &rules[row] : &routes[row - nr]);
+        row++;
+    }
+    fclose(f);
+    ck_assert_msg(row == nr + nt, "docs/frontends.md has %d of %d rules", row, nr + nt);
+    fattn_test_mark("support.docs_table");
 }
 END_TEST
 
@@ -488,12 +696,13 @@ START_TEST(route_trips)
         ck_assert_msg(routed_by(&q, w->id), "%s not tripped under TE %s", w->id,
                       fattn_te_rules_name(v));
         /* FusedAttnFunc still runs it: the refusal rows accept it on the CPU */
-        ck_assert_msg(fattn_support_check(&q, "cpu", NULL) == FATTN_OK, "%s: %s", w->id,
+        ck_assert_msg(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL) == FATTN_OK, "%s: %s", w->id,
                       fattn_last_error());
-        const fattn_support_cite *c = fattn_support_rule_cite(r, v);
+        fattn_support_cite c;
+        ck_assert(fattn_support_rule_cite(r, v, &c));
         char note[512], want[160];
         fattn_support_route_note(&q, note, sizeof note);
-        snprintf(want, sizeof want, "rule %s, %s:%d", w->id, last_part(c->file), c->line);
+        snprintf(want, sizeof want, "rule %s, %s:%d", w->id, last_part(c.file), c.line);
         ck_assert_msg(strstr(note, want) != NULL, "note '%s' lacks '%s'", note, want);
         snprintf(want, sizeof want, "DPA %s would not route here: ", fattn_te_rules_name(v));
         ck_assert_msg(!strncmp(note, want, strlen(want)), "note '%s'", note);
@@ -555,7 +764,11 @@ static bool any_sink(const fattn_support_query *q)
     return q->softmax_type != FATTN_SOFTMAX_VANILLA;
 }
 
-#define NEW_ONLY FATTN_TE_RULES_2_20, { {NULL, NULL, 0}, {"2.20.2", "transformer_engine/x.py", 7} }
+#define NEW_ONLY                                                                               \
+    FATTN_SUPPORT_AT_CALL, FATTN_TE_RULES_2_20, 0u, 0L, 0L,                                    \
+    {                                                                                          \
+        {FATTN_TE_RULES_2_20, "transformer_engine/x.py", 7}                                    \
+    }
 /* an engine's gap first: no release's refusal, never "TE 2.20 rules only" */
 static const fattn_support_rule new_refusal[] = {
     {"new_engine_gap", any_sink, FATTN_E_UNSUPPORTED, "made up", FATTN_SUPPORT_ENGINE_CUDNN,
@@ -577,7 +790,7 @@ START_TEST(newer_rules_only)
     fattn_support_query_init(&q);
     q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
     q.te_rules = FATTN_TE_RULES_2_19;
-    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, "cpu", NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     ck_assert_int_eq(fattn_support_routed_rows(new_route, 1, &q, NULL, 0), 0);
     char note[256];
     fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
@@ -585,7 +798,7 @@ START_TEST(newer_rules_only)
                            "x.py:7; TE 2.20 rules only: refused by rule new_refusal, x.py:7");
     q.te_rules = FATTN_TE_RULES_2_20;
     const fattn_support_rule *failed = NULL;
-    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, "cpu", &failed),
+    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, &failed),
                      FATTN_E_INVALID_CASE);
     ck_assert_ptr_eq(failed, &new_refusal[1]);
     ck_assert_str_eq(fattn_last_error(), "rule new_refusal: made up (TE 2.20.2 "
@@ -610,7 +823,8 @@ static void list_ids(void)
         printf("support.cite.%s\n", cite_rows[i].id);
     for (int i = 0; i < FE_NROWS(route_rows); i++)
         printf("support.route.%s\n", route_rows[i].id);
-    printf("support.newer_rules_only\nsupport.route.bias_111s_grad.sq1\n");
+    printf("support.newer_rules_only\nsupport.route.bias_111s_grad.sq1\n"
+           "support.cudnn_ranges\nsupport.engine_gaps_only\nsupport.docs_table\n");
 }
 
 static Suite *make_suite(void)
@@ -624,6 +838,9 @@ static Suite *make_suite(void)
     tcase_add_test(tc, cites_complete);
     tcase_add_test(tc, te_rules_names);
     tcase_add_test(tc, mla_boundaries);
+    tcase_add_test(tc, cudnn_ranges);
+    tcase_add_test(tc, engine_gaps_only);
+    tcase_add_test(tc, docs_table_matches);
     tcase_add_loop_test(tc, route_trips, 0, FE_NROWS(route_rows));
     tcase_add_test(tc, route_111s_sq1);
     tcase_add_test(tc, route_note_plain);

@@ -11,14 +11,59 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/engine_gaps.h"
 #include "core/geom.h"
 #include "fattn/engine.h"
+#include "fattn/support.h"
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* What an engine cannot run is refused by the support table's rows for the
+ * engine (status FATTN_E_UNSUPPORTED) before it sees the call: the engine's
+ * gaps are rows, never checks of its own. The query holds what those rows
+ * read. */
+static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn_tensor *q,
+                                const fattn_tensor *k, fattn_qkv_layout layout,
+                                fattn_softmax_type softmax, bool training, bool max_logit,
+                                bool fp8, bool at_backward)
+{
+    fattn_support_query sq;
+    fattn_support_query_init(&sq);
+    sq.q_dtype = q->dtype;
+    sq.kv_dtype = k->dtype;
+    sq.layout = layout;
+    sq.softmax_type = softmax;
+    sq.is_training = training;
+    sq.return_max_logit = max_logit;
+    sq.fp8 = fp8;
+    sq.at_backward = at_backward;
+    sq.cudnn_version = cudnn_version;
+    return fattn_support_check_engine(&sq, engine, NULL);
+}
+
+fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
+                                   long cudnn_version)
+{
+    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->qkv_layout, p->softmax_type,
+                       p->is_training, p->return_max_logit, p->fp8 != NULL, false);
+}
+
+fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
+                                   long cudnn_version)
+{
+    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->qkv_layout, p->softmax_type,
+                       true, false, p->fp8 != NULL, true);
+}
+
+/* The engine's cuDNN version, or the reference platform's. */
+static long engine_cudnn_version(const fattn_engine *e)
+{
+    return e->ops->cudnn_version ? e->ops->cudnn_version(e) : FATTN_SUPPORT_CUDNN_REFERENCE;
 }
 
 static bool aux_has_bias(fattn_bias_type bias)
@@ -131,11 +176,15 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
     if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
         return fattn_error(FATTN_E_UNSUPPORTED, "forward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
+    fattn_status st =
+        fattn_engine_gaps_fwd(p, fattn_engine_support_bit(e), engine_cudnn_version(e));
+    if (st != FATTN_OK)
+        return st;
     fattn_geom_args a;
     geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset, a.page_table_k, a.page_table_v};
-    fattn_status st = metadata_on_host(meta, metadata_names, 8, a.who);
+    st = metadata_on_host(meta, metadata_names, 8, a.who);
     if (st != FATTN_OK)
         return st;
     fattn_geom g;
@@ -193,6 +242,10 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     if (p->fp8 && !fattn_engine_supports(e, FATTN_ENGINE_Q_FP8))
         return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
+    fattn_status st =
+        fattn_engine_gaps_bwd(p, fattn_engine_support_bit(e), engine_cudnn_version(e));
+    if (st != FATTN_OK)
+        return st;
     const fattn_aux_pack *aux = p->aux;
     if (!aux || aux->n < 2)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
@@ -228,7 +281,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     };
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset};
-    fattn_status st = metadata_on_host(meta, metadata_names, 6, a.who);
+    st = metadata_on_host(meta, metadata_names, 6, a.who);
     if (st != FATTN_OK)
         return st;
     fattn_geom g;

@@ -1,18 +1,17 @@
-/* The engine registry: name -> how to open it and which support-table
- * column it answers to. The only place engine names are compared: callers
- * hold engine objects and ask them questions (fattn_engine_supports). */
+/* The engine registry: name -> how to open it, and an engine -> the support
+ * table's engine bit it answers to. The only place engine names are
+ * compared: callers hold engine objects and ask them questions
+ * (fattn_engine_supports). */
 #include <assert.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "core/registry.h"
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn/support.h"
 
 typedef struct engine_kind {
     const char *name;
-    unsigned support_bit;
     bool (*available)(void);
     fattn_status (*open)(const fattn_engine_options *opt, fattn_engine **out);
 } engine_kind;
@@ -45,8 +44,8 @@ static fattn_status open_cudnn(const fattn_engine_options *opt, fattn_engine **o
 
 /* In the order --backend auto prefers them: a usable GPU first. */
 static const engine_kind kinds[] = {
-    {"cudnn", FATTN_SUPPORT_ENGINE_CUDNN, cudnn_available, open_cudnn},
-    {"cpu", FATTN_SUPPORT_ENGINE_CPU, always, open_cpu},
+    {"cudnn", cudnn_available, open_cudnn},
+    {"cpu", always, open_cpu},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -61,12 +60,6 @@ static const engine_kind *find(const char *name)
 bool fattn_engine_kind_known(const char *name)
 {
     return find(name) != NULL;
-}
-
-unsigned fattn_engine_kind_support_bit(const char *name)
-{
-    const engine_kind *k = find(name);
-    return k ? k->support_bit : 0u;
 }
 
 fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
@@ -105,7 +98,9 @@ fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engin
     return st;
 }
 
-const char *fattn_engine_support_column(const fattn_engine *e)
+unsigned fattn_engine_support_bit(const fattn_engine *e)
 {
-    return fattn_engine_supports(e, FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN) ? "cudnn" : "cpu";
+    return fattn_engine_supports(e, FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN)
+               ? FATTN_SUPPORT_ENGINE_CUDNN
+               : FATTN_SUPPORT_ENGINE_CPU;
 }

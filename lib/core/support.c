@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/registry.h"
 #include "core/support_rows.h"
 #include "fattn/support.h"
 
@@ -164,6 +163,7 @@ static bool r_float32_cudnn(const fattn_support_query *q)
 {
     return q->q_dtype == FATTN_DTYPE_FLOAT32;
 }
+
 /* Paged KV: DotProductAttention's KV cache, the only caller that fills the
  * page tables (backends.py FusedAttention.forward). */
 static bool r_paged_padding(const fattn_support_query *q)
@@ -179,6 +179,13 @@ static bool r_paged_training(const fattn_support_query *q)
 static bool r_paged_fp8(const fattn_support_query *q)
 {
     return fattn_layout_is_paged(q->layout) && r_fp8(q);
+}
+
+/* A backward with a sink computes dSoftmaxOffset (TE always asks for it). */
+static bool r_dsink_thd(const fattn_support_query *q)
+{
+    return q->softmax_type != FATTN_SOFTMAX_VANILLA &&
+           fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD;
 }
 
 static bool r_bias_sink(const fattn_support_query *q)
@@ -321,124 +328,142 @@ static bool t_mla_layout(const fattn_support_query *q)
 
 /* ---- the tables -------------------------------------------------------- */
 
-/* Both releases, the same line of a C++ file (2.20.2 read at d0067d0). */
-#define CPP_BOTH(file, line)                                                                   \
-    FATTN_TE_RULES_ALL, { {"2.19.0", file, line}, {"d0067d0", file, line} }
-/* Both releases, a Python file of each wheel. */
-#define PY_BOTH(file, l219, l220)                                                              \
-    FATTN_TE_RULES_ALL, { {"2.19.0", file, l219}, {"2.20.2", file, l220} }
-
-#define REFUSAL(engines) engines, FATTN_SUPPORT_REFUSAL
-#define ROUTING FATTN_SUPPORT_ENGINE_ALL, FATTN_SUPPORT_ROUTING
+/* A row's columns after the message:
+ *   REFUSAL(engines) / ROUTING, and BWD_ONLY for a refusal checked only at
+ *   an engine's backward;
+ *   the TE range: FROM_TE(first) (every release since), or TE(first, last);
+ *   the cuDNN range: ANY_CUDNN, CUDNN_FROM(v), CUDNN_BELOW(v);
+ *   the citations: AT(release, file, line), one per release where the line
+ *   moved, oldest first; NOT_IN_TE for an engine's measured gap. */
+#define REFUSAL(engines) engines, FATTN_SUPPORT_REFUSAL, FATTN_SUPPORT_AT_CALL
+#define REFUSAL_AT_BACKWARD(engines) engines, FATTN_SUPPORT_REFUSAL, FATTN_SUPPORT_AT_BACKWARD
+#define ROUTING FATTN_SUPPORT_ENGINE_ALL, FATTN_SUPPORT_ROUTING, FATTN_SUPPORT_AT_CALL
+#define FROM_TE(first) FATTN_TE_RULES_##first, 0u
+#define ANY_CUDNN 0L, 0L
+#define CUDNN_FROM(v) (long)(v), 0L
+#define CUDNN_BELOW(v) 0L, (long)(v)
+#define AT(rel, file, line) {FATTN_TE_RULES_##rel, file, line}
+#define NOT_IN_TE {{0u, NULL, 0}}
+#define ENG_ALL FATTN_SUPPORT_ENGINE_ALL
+#define ENG_CPU FATTN_SUPPORT_ENGINE_CPU
+#define ENG_CUDNN FATTN_SUPPORT_ENGINE_CUDNN
 
 static const fattn_support_rule rules[] = {
     {"pre_scale_bias", r_pre_scale_bias, FATTN_E_INVALID_CASE,
      "pre_scale_bias is never selected on the F16 arbitrary-seqlen path "
      "(only no_bias, alibi and post_scale_bias are wired)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 354)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 354)}},
     {"bias_missing", r_bias_missing, FATTN_E_INVALID_CASE,
      "attn_bias cannot be None when attn_bias_type is pre/post_scale_bias",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 335, 335)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_PY, 335)}},
     {"bias_dtype", r_bias_dtype, FATTN_E_INVALID_CASE, "attn_bias must have the same dtype as q",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 340, 340)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_PY, 340)}},
     {"bias_padding", r_bias_padding, FATTN_E_INVALID_CASE,
      "post_scale_bias is refused with padding and padding_causal masks",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 412)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 412)}},
     {"alibi_mask", r_alibi_mask, FATTN_E_INVALID_CASE,
      "alibi needs a causal or causal_bottom_right mask (not no_mask or a padding mask)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 358)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 358)}},
     {"window_mask", r_window_mask, FATTN_E_INVALID_CASE,
      "window_size is inconsistent with the mask: check_set_window_size asserts",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2697, 3016)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 2697), AT(2_20, F_UTILS, 3016)}},
     {"window_not_normalised", r_window_not_normalised, FATTN_E_INVALID_CASE,
      "window_size is not in check_set_window_size's normal form for the mask "
      "(DotProductAttention rewrites it, with a warning, before FusedAttnFunc runs)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2690, 3009)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 2690), AT(2_20, F_UTILS, 3009)}},
     {"heads_divisible", r_heads_divisible, FATTN_E_INVALID_CASE,
      "the number of attention heads must be divisible by the number of GQA groups",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 748, 928)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_DPA, 748), AT(2_20, F_DPA, 928)}},
     {"thd_padding", r_thd_padding, FATTN_E_INVALID_CASE,
      "qkv_format thd needs a padding, padding_causal or padding_causal_bottom_right mask",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 1800, 2450)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_DPA, 1800), AT(2_20, F_DPA, 2450)}},
     {"paged_padding", r_paged_padding, FATTN_E_INVALID_CASE,
      "KV caching requires a padding mask: DotProductAttention asserts it before it makes "
      "the paged_kv_* layout and passes the cache's page table",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_DPA, 1834, 2537)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_DPA, 1834), AT(2_20, F_DPA, 2537)}},
     {"paged_training", r_paged_training, FATTN_E_NOT_MODELLED,
      "training over a paged KV cache: fused_attn_bwd takes no page tables, so its backward "
      "would read the page containers as dense K and V; TE's KV cache is an inference path "
      "and fattn does not model a backward of it",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_PY, 448, 448)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_PY, 448)}},
     {"paged_fp8", r_paged_fp8, FATTN_E_NOT_MODELLED,
      "FP8 over a paged KV cache: DotProductAttention disables FusedAttention for FP8 KV "
      "caching, and FusedAttnFunc's FP8 branch drops the paged_kv_ prefix and the page tables",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 868, 969)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 868), AT(2_20, F_UTILS, 969)}},
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
      "head dims d_qk and d_v must be multiples of 8 and at most 256 on sm_90",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 310)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 310)}},
     {"mla_hopper_training", r_mla_hopper_training, FATTN_E_INVALID_CASE,
      "training with unequal head dims d_qk, d_v both >= 128 (other than 192/128) is "
      "excluded on sm_90 with cuDNN >= 9.11 (a cuDNN backward bug)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 349)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), CUDNN_FROM(91100), {AT(2_19, F_CPP, 349)}},
     {"bottom_right_sq_gt_skv", r_bottom_right_sq_gt_skv, FATTN_E_INVALID_CASE,
      "a bottom-right causal mask with max_seqlen_q > max_seqlen_kv needs a padding "
      "mask, no bias and no dropout",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 400)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 400)}},
     {"swa_restrictions", r_swa, FATTN_E_INVALID_CASE,
      "a sliding window other than (-1,-1)/(-1,0) needs max_seqlen_q <= max_seqlen_kv, "
      "no bias, no dropout and a mask cuDNN's SWA supports for the format",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 430)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 430)}},
     {"dropout_range", r_dropout_range, FATTN_E_INVALID_CASE,
      "dropout_p must lie in [0, 1) (torch.nn.Dropout's range; p = 1 makes the "
      "1/(1-p) rescale infinite)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 397, 412)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_BACKENDS, 397), AT(2_20, F_BACKENDS, 412)}},
     {"bias_sink_quirk", r_bias_sink, FATTN_E_UNSAFE_TE_QUIRK,
      "a bias together with a non-vanilla softmax: TE shapes dBias like the last aux "
      "entry (the [1,h,1,1] softmax offset), so writing dBias would go out of bounds",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_PYBIND, 548)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_PYBIND, 548)}},
     {"cpu_offload_v1", r_cpu_offload, FATTN_E_NOT_MODELLED,
      "CPU offload v1 (backward reloads q, k, v de-interleaved, in another layout) is not "
      "modelled by fattn",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 1708, 1939)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_BACKENDS, 1708), AT(2_20, F_BACKENDS, 1939)}},
     {"fp8_mxfp8_blackwell", r_fp8_mxfp8, FATTN_E_INVALID_CASE,
      "the MXFP8 recipe is Blackwell-only (sm >= 100): FusedAttention is off for it on "
      "sm_90, and its per-block scales have no field in the engine API",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 703, 774)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 703), AT(2_20, F_UTILS, 774)}},
     {"fp8_quantizer_type", r_fp8_block, FATTN_E_INVALID_CASE,
      "a quantizer that is not Float8Quantizer, Float8CurrentScalingQuantizer or "
      "MXFP8Quantizer (Float8BlockScaling, NVFP4): get_attention_quantizers raises TypeError",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 2776, 3095)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 2776), AT(2_20, F_UTILS, 3095)}},
     {"fp8_qkv_format", r_fp8_format, FATTN_E_INVALID_CASE,
      "the FP8 backend needs q and kv in one format, bshd or sbhd, before cuDNN 9.21 (no "
      "THD, no mixed formats)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 286)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), CUDNN_BELOW(92100), {AT(2_19, F_CPP, 286)}},
     {"fp8_bias", r_fp8_bias, FATTN_E_INVALID_CASE, "the FP8 backend takes no bias",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 258)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 258)}},
     {"fp8_softmax", r_fp8_softmax, FATTN_E_INVALID_CASE,
      "the FP8 backend takes only the vanilla softmax before cuDNN 9.21",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 286)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), CUDNN_BELOW(92100), {AT(2_19, F_CPP, 286)}},
     {"fp8_bottom_right", r_fp8_bottom_right, FATTN_E_INVALID_CASE,
      "the FP8 backend takes a bottom-right causal mask only on sm >= 100",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 279)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 279)}},
     {"fp8_head_dim", r_fp8_head_dim, FATTN_E_INVALID_CASE,
      "FP8 training needs d_qk = d_v = 128; FP8 inference head dims at most 256 and "
      "multiples of 16",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), CPP_BOTH(F_CPP, 266)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 266)}},
     {"fp8_max_logit", r_fp8_max_logit, FATTN_E_INVALID_CASE,
      "return_max_logit with fp8: the FP8 branch computes no max_logit (legacy then raises "
      "TypeError unpacking None, split returns None; DotProductAttention routes it away)",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_BACKENDS, 1750, 2275)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_BACKENDS, 1750), AT(2_20, F_BACKENDS, 2275)}},
     {"fp8_window", r_fp8_window, FATTN_E_NOT_MODELLED,
      "a sliding window with fp8: DPA routes it away on sm_90 and the FP8 kernel's handling "
      "of it was not read, so fattn does not model it",
-     REFUSAL(FATTN_SUPPORT_ENGINE_ALL), PY_BOTH(F_UTILS, 1342, 1443)},
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1342), AT(2_20, F_UTILS, 1443)}},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21; the reference platform has cuDNN 9.19",
-     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 479)},
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 479)}},
     {"float32_cudnn", r_float32_cudnn, FATTN_E_UNSUPPORTED,
      "cuDNN's fused attention takes float16/bfloat16 io only (TE's F16 arbitrary-seqlen "
      "backend is selected only for those dtypes); float32 runs on the CPU engine",
-     REFUSAL(FATTN_SUPPORT_ENGINE_CUDNN), CPP_BOTH(F_CPP, 296)},
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 296)}},
+    /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): the
+     * fused backward's dSoftmaxOffset is wrong for every head (by ~0.4 at
+     * the matrix sizes) while dQ, dK and dV are right. Checked at the
+     * backward only, so the forward is still compared. */
+    {"dsink_thd_cudnn", r_dsink_thd, FATTN_E_UNSUPPORTED,
+     "dSoftmaxOffset with a THD (ragged) q is wrong on cuDNN <= 9.19 (measured, "
+     "docs/determinism.md)",
+     REFUSAL_AT_BACKWARD(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(91901), NOT_IN_TE},
 };
 
 /* DotProductAttention's filters that matter on sm_90 + cuDNN 9.19. The
@@ -447,24 +472,24 @@ static const fattn_support_rule rules[] = {
 static const fattn_support_rule routes[] = {
     {"det_sink", t_det_sink, FATTN_OK,
      "deterministic execution disables FusedAttention for an off-by-one or learnable softmax",
-     ROUTING, PY_BOTH(F_UTILS, 1534, 1761)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1534), AT(2_20, F_UTILS, 1761)}},
     {"det_bias_grad", t_det_bias_grad, FATTN_OK,
      "deterministic F16/BF16 training disables FusedAttention for a bias that needs dBias",
-     ROUTING, PY_BOTH(F_UTILS, 1554, 1781)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1554), AT(2_20, F_UTILS, 1781)}},
     {"det_thd_bhss", t_det_thd_bhss, FATTN_OK,
      "deterministic F16/BF16 THD training on sm_90 disables FusedAttention when "
      "b*h*max_seqlen_q*max_seqlen_kv >= 2^30 (cuDNN's backward workspace)",
-     ROUTING, PY_BOTH(F_UTILS, 1578, 1801)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1578), AT(2_20, F_UTILS, 1801)}},
     {"bias_111s_grad", t_bias_111s_grad, FATTN_OK,
      "a 111s post_scale_bias that needs dBias disables FusedAttention (cuDNN computes no "
      "dBias for it)",
-     ROUTING, PY_BOTH(F_UTILS, 1449, 1575)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1449), AT(2_20, F_UTILS, 1575)}},
     {"float32_module", t_float32, FATTN_OK,
      "FusedAttention.forward asserts float16/bfloat16 (or quantized) q, k and v",
-     ROUTING, PY_BOTH(F_BACKENDS, 2147, 2406)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_BACKENDS, 2147), AT(2_20, F_BACKENDS, 2406)}},
     {"mla_layout", t_mla_layout, FATTN_OK,
      "d_qk != d_v disables FusedAttention for a packed or paged qkv_layout",
-     ROUTING, PY_BOTH(F_UTILS, 906, 1007)},
+     ROUTING, FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 906), AT(2_20, F_UTILS, 1007)}},
 };
 
 #define NRULES (sizeof rules / sizeof rules[0])
@@ -472,13 +497,15 @@ static const fattn_support_rule routes[] = {
 
 /* ---- releases ------------------------------------------------------------- */
 
-static const struct {
+typedef struct te_release {
     unsigned bit;
-    const char *name, *release;
-} releases[FATTN_TE_RULES_COUNT] = {
-    {FATTN_TE_RULES_2_19, "2.19", "2.19.0"},
-    {FATTN_TE_RULES_2_20, "2.20", "2.20.2"},
-};
+    const char *name, *release, *cpp_rev;
+} te_release;
+
+#define RELEASE_ROW(id, name, rel, cpp) {FATTN_TE_RULES_##id, name, rel, cpp},
+#define RELEASE_SEP()
+static const te_release releases[FATTN_TE_RULES_COUNT] = {
+    FATTN_TE_RELEASES(RELEASE_ROW, RELEASE_SEP)};
 
 static int release_index(unsigned one)
 {
@@ -528,6 +555,7 @@ void fattn_support_query_init(fattn_support_query *q)
     q->window_left = q->window_right = -1;
     q->b = 1;
     q->te_rules = FATTN_TE_RULES_NEWEST;
+    q->cudnn_version = FATTN_SUPPORT_CUDNN_REFERENCE;
 }
 
 const fattn_support_rule *fattn_support_rules(int *count)
@@ -565,75 +593,144 @@ const fattn_support_rule *fattn_support_route_find(const char *id)
     return find_row(routes, NROUTES, id);
 }
 
-const fattn_support_cite *fattn_support_rule_cite(const fattn_support_rule *r, unsigned one)
+bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one)
 {
     int i = release_index(one);
-    if (!r || i < 0 || !(r->versions & one) || !r->cite[i].file)
-        return NULL;
-    return &r->cite[i];
+    int first = release_index(r->te_first);
+    int last = r->te_last ? release_index(r->te_last) : FATTN_TE_RULES_COUNT - 1;
+    return i >= 0 && first >= 0 && last >= 0 && i >= first && i <= last;
+}
+
+static bool cudnn_holds(const fattn_support_rule *r, long v)
+{
+    return (!r->cudnn_from || v >= r->cudnn_from) && (!r->cudnn_below || v < r->cudnn_below);
+}
+
+static bool is_cpp(const char *file)
+{
+    size_t n = strlen(file);
+    return n > 4 && strcmp(file + n - 4, ".cpp") == 0;
+}
+
+bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
+                             fattn_support_cite *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || !fattn_support_rule_holds(r, one))
+        return false;
+    int i = release_index(one);
+    const fattn_support_where *w = NULL;
+    for (int k = 0; k < FATTN_SUPPORT_MAX_WHERE && r->where[k].since; k++)
+        if (release_index(r->where[k].since) <= i)
+            w = &r->where[k];
+    if (!w)
+        return false; /* an engine's measured gap: no TE line */
+    out->rev = is_cpp(w->file) ? releases[i].cpp_rev : releases[i].release;
+    out->file = w->file;
+    out->line = w->line;
+    return true;
 }
 
 /* "TE 2.20 rules only" for a row some releases lack; "" for one all have. */
 static void only_text(const fattn_support_rule *r, char *buf, size_t n)
 {
     buf[0] = '\0';
-    if ((r->versions & FATTN_TE_RULES_ALL) == FATTN_TE_RULES_ALL)
+    bool all = true;
+    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
+        all = all && fattn_support_rule_holds(r, releases[i].bit);
+    if (all)
         return;
     size_t k = (size_t)snprintf(buf, n, "TE");
     for (int i = 0; i < FATTN_TE_RULES_COUNT && k < n; i++)
-        if (r->versions & releases[i].bit)
+        if (fattn_support_rule_holds(r, releases[i].bit))
             k += (size_t)snprintf(buf + k, n - k, " %s", releases[i].name);
     if (k < n)
         snprintf(buf + k, n - k, " rules only");
 }
 
-/* A row is a whole rule: what it tests, which releases, where in each. */
+/* A row is a whole rule: what it tests, which releases and cuDNN versions,
+ * where in TE from which release on. Only an engine's own gap may cite no
+ * TE line. */
 static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
 {
     assert(r->id && r->refuses && r->message && r->cls == cls);
-    assert(r->versions != 0 && (r->versions & ~FATTN_TE_RULES_ALL) == 0);
+    assert(release_index(r->te_first) >= 0);
+    assert(!r->te_last || release_index(r->te_last) >= release_index(r->te_first));
+    assert(!r->cudnn_from || !r->cudnn_below || r->cudnn_from < r->cudnn_below);
+    assert(r->engines && (r->engines & ~FATTN_SUPPORT_ENGINE_ALL) == 0);
     assert(cls == FATTN_SUPPORT_ROUTING ? r->status == FATTN_OK : r->status != FATTN_OK);
-    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
-        assert(!(r->versions & releases[i].bit) || (r->cite[i].file && r->cite[i].line > 0));
+    assert(r->stage == FATTN_SUPPORT_AT_CALL || r->status == FATTN_E_UNSUPPORTED);
+    assert(r->where[0].since == r->te_first ||
+           (r->where[0].since == 0 && r->status == FATTN_E_UNSUPPORTED));
+    for (int k = 0; k < FATTN_SUPPORT_MAX_WHERE && r->where[k].since; k++) {
+        assert(r->where[k].file && r->where[k].line > 0);
+        assert(k == 0 || release_index(r->where[k].since) > release_index(r->where[k - 1].since));
+    }
     (void)r;
     (void)cls;
 }
 
-fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
-                                      const fattn_support_query *q, const char *engine,
-                                      const fattn_support_rule **failed)
+static bool one_engine(unsigned engine)
+{
+    return engine && (engine & (engine - 1)) == 0 && (engine & ~FATTN_SUPPORT_ENGINE_ALL) == 0;
+}
+
+/* The refusal rows that hold for q and the engine, in table order; the
+ * first that refuses wins. engine_only: the engine's own gaps, the
+ * AT_BACKWARD rows included when q->at_backward (the dispatch); else every
+ * AT_CALL row (the front ends). */
+static fattn_status check_rows_for(const fattn_support_rule *rows, size_t n,
+                                   const fattn_support_query *q, unsigned engine,
+                                   bool engine_only, const fattn_support_rule **failed)
 {
     if (failed)
         *failed = NULL;
-    if (!q || !engine)
+    if (!q)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: NULL argument");
-    unsigned bit = fattn_engine_kind_support_bit(engine);
-    if (!bit)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: unknown engine '%s'",
-                           engine);
+    if (!one_engine(engine))
+        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: engine bits %#x are not "
+                           "one engine", engine);
     if (release_index(q->te_rules) < 0)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: te_rules %u is not one "
                            "release (known: " FATTN_TE_RULES_KNOWN ")", q->te_rules);
     for (size_t i = 0; i < n; i++) {
         const fattn_support_rule *r = &rows[i];
         assert_row(r, FATTN_SUPPORT_REFUSAL);
-        if (!(r->versions & q->te_rules) || !(r->engines & bit) || !r->refuses(q))
+        bool stage_ok = r->stage == FATTN_SUPPORT_AT_CALL || (engine_only && q->at_backward);
+        if (!stage_ok || (engine_only && r->status != FATTN_E_UNSUPPORTED) ||
+            !fattn_support_rule_holds(r, q->te_rules) || !(r->engines & engine) ||
+            !cudnn_holds(r, q->cudnn_version) || !r->refuses(q))
             continue;
         if (failed)
             *failed = r;
-        const fattn_support_cite *c = fattn_support_rule_cite(r, q->te_rules);
+        fattn_support_cite c;
+        if (!fattn_support_rule_cite(r, q->te_rules, &c))
+            return fattn_error(r->status, "rule %s: %s", r->id, r->message);
         char only[64];
         only_text(r, only, sizeof only);
-        return fattn_error(r->status, "rule %s: %s (TE %s %s:%d%s%s)", r->id, r->message, c->rev,
-                           c->file, c->line, only[0] ? "; " : "", only);
+        return fattn_error(r->status, "rule %s: %s (TE %s %s:%d%s%s)", r->id, r->message, c.rev,
+                           c.file, c.line, only[0] ? "; " : "", only);
     }
     return FATTN_OK;
 }
 
-fattn_status fattn_support_check(const fattn_support_query *q, const char *engine,
+fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
+                                      const fattn_support_query *q, unsigned engine,
+                                      const fattn_support_rule **failed)
+{
+    return check_rows_for(rows, n, q, engine, false, failed);
+}
+
+fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
                                  const fattn_support_rule **failed)
 {
-    return fattn_support_check_rows(rules, NRULES, q, engine, failed);
+    return check_rows_for(rules, NRULES, q, engine, false, failed);
+}
+
+fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
+                                        const fattn_support_rule **failed)
+{
+    return check_rows_for(rules, NRULES, q, engine, true, failed);
 }
 
 int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
@@ -644,7 +741,8 @@ int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
     for (size_t i = 0; i < n; i++) {
         const fattn_support_rule *r = &rows[i];
         assert_row(r, FATTN_SUPPORT_ROUTING);
-        if (!(r->versions & q->te_rules) || !r->refuses(q))
+        if (!fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
+            !r->refuses(q))
             continue;
         if (k < max && out)
             out[k] = r;
@@ -694,13 +792,17 @@ static int note_routes(note_buf *b, const fattn_support_rule *rows, size_t n,
     for (size_t i = 0; i < n; i++) {
         const fattn_support_rule *r = &rows[i];
         assert_row(r, FATTN_SUPPORT_ROUTING);
-        if (!(r->versions & one) || !r->refuses(&at))
+        if (!fattn_support_rule_holds(r, one) || !cudnn_holds(r, q->cudnn_version) ||
+            !r->refuses(&at))
             continue;
-        if (skip && (r->versions & skip->te_rules))
+        if (skip && fattn_support_rule_holds(r, skip->te_rules))
             continue; /* the selected release has it too: already said */
-        const fattn_support_cite *c = fattn_support_rule_cite(r, one);
+        fattn_support_cite c;
+        bool cited = fattn_support_rule_cite(r, one, &c);
+        assert(cited); /* routing rows are TE's */
+        (void)cited;
         note_add(b, "%s%s%srule %s, %s:%d", b->len ? "; " : "", k ? "" : lead, k ? "" : " ",
-                 r->id, base_name(c->file), c->line);
+                 r->id, base_name(c.file), c.line);
         k++;
     }
     return k;
@@ -730,12 +832,13 @@ void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
         for (size_t j = 0; j < nr; j++) {
             const fattn_support_rule *r = &refusals[j];
             /* TE's own refusals only: what an engine lacks is no release's rule */
-            if (r->status == FATTN_E_UNSUPPORTED || (r->versions & q->te_rules) ||
-                !(r->versions & one) || !r->refuses(&at))
+            fattn_support_cite c;
+            if (r->status == FATTN_E_UNSUPPORTED || r->stage != FATTN_SUPPORT_AT_CALL ||
+                fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
+                !fattn_support_rule_cite(r, one, &c) || !r->refuses(&at))
                 continue;
-            const fattn_support_cite *c = fattn_support_rule_cite(r, one);
             note_add(&b, "%sTE %s rules only: refused by rule %s, %s:%d", b.len ? "; " : "",
-                     releases[i].name, r->id, base_name(c->file), c->line);
+                     releases[i].name, r->id, base_name(c.file), c.line);
             break;
         }
     }

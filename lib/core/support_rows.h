@@ -11,7 +11,7 @@
 #include "fattn/support.h"
 
 fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
-                                      const fattn_support_query *q, const char *engine,
+                                      const fattn_support_query *q, unsigned engine,
                                       const fattn_support_rule **failed);
 int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
                               const fattn_support_query *q, const fattn_support_rule **out,

@@ -266,13 +266,8 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     if (e->force_det)
         r.d.deterministic = true;
     bool fallback = choose_route(e->pc, &r.d);
-    /* Measured on the H200 with cuDNN 9.19.0 (docs/determinism.md): with a
-     * ragged (THD) Q the fused kernel's dSoftmaxOffset is wrong (every head,
-     * by ~0.4 at the matrix sizes) while dQ, dK, dV are right; refuse rather
-     * than return it. */
-    if (r.d.dsink && r.d.f.ragged_q && e->api->GetVersion() <= 91900)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dSoftmaxOffset with a THD "
-                           "(ragged) Q is wrong on cuDNN <= 9.19 (measured); not supported");
+    /* A sink with a ragged (THD) Q on cuDNN <= 9.19 never gets here: the
+     * dispatch refuses it by the support table's row dsink_thd_cudnn. */
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;

@@ -61,6 +61,11 @@ static void cudnn_engine_report(const fattn_engine *base, fattn_engine_report *o
     out->timing = e->timing;
 }
 
+static long cudnn_engine_version(const fattn_engine *base)
+{
+    return (long)((const cudnn_engine *)base)->api->GetVersion();
+}
+
 static const fattn_engine_ops cudnn_ops = {
     .name = "cudnn",
     .who_fwd = "cuDNN forward",
@@ -70,6 +75,7 @@ static const fattn_engine_ops cudnn_ops = {
     .supports = cudnn_engine_supports,
     .report = cudnn_engine_report,
     .free = cudnn_engine_free,
+    .cudnn_version = cudnn_engine_version,
 };
 
 /* ---- public --------------------------------------------------------------- */

@@ -112,13 +112,13 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     memset(d, 0, sizeof *d);
     if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
+    /* float32 io and return_max_logit are the support table's rows for this
+     * engine (float32_cudnn, max_logit_cudnn): the dispatch refuses them
+     * before the engine runs. */
     d->paged = fattn_layout_is_paged(p->qkv_layout);
     switch (p->q.dtype) {
     case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
     case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
-    case FATTN_DTYPE_FLOAT32:
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: float32 io is not supported "
-                           "by cuDNN's fused attention (float16/bfloat16 only)");
     case FATTN_DTYPE_FLOAT8_E4M3FN:
     case FATTN_DTYPE_FLOAT8_E5M2:
         d->fp8 = true; /* dtypes: cg_fp8_fwd_desc */
@@ -131,8 +131,8 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
                     p->o.dtype != p->q.dtype))
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
     if (p->return_max_logit)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
-                           ">= 9.21 (this engine targets 9.19)");
+        return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: return_max_logit reached the "
+                           "graph (support rule max_logit_cudnn refuses it)");
     fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
     fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
     if (p->o_format != qf)

@@ -183,11 +183,11 @@ static fattn_status lg_max_logit(const fattn_tensor *maxt, const fattn_tensor *c
 }
 
 /* independent witness: mirrors lib/split/split.c sp_support_engine, do not
- * unify. The support table knows "cpu" and "cudnn"; test variants of the
- * CPU engine check as "cpu". */
-static const char *lg_support_engine(const fattn_engine *e)
+ * unify. The support table's engine bit; test variants of the CPU engine
+ * check as the CPU engine. */
+static unsigned lg_support_engine(const fattn_engine *e)
 {
-    return fattn_engine_support_column(e);
+    return fattn_engine_support_bit(e);
 }
 
 /* ------------------------------------------------------------------------ */

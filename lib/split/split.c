@@ -55,9 +55,9 @@ static int sp_heads_dim(fattn_qkv_format f)
 }
 
 /* independent witness: mirrors lib/legacy/legacy.c lg_support_engine, do not unify. */
-static const char *sp_support_engine(const fattn_engine *e)
+static unsigned sp_support_engine(const fattn_engine *e)
 {
-    return fattn_engine_support_column(e);
+    return fattn_engine_support_bit(e);
 }
 
 fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,

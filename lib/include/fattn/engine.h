@@ -295,6 +295,10 @@ typedef struct fattn_engine_ops {
      * empty value and `engine` to the name. NULL: nothing more. */
     void (*report)(const fattn_engine *e, fattn_engine_report *out);
     void (*free)(fattn_engine *e);
+    /* The cuDNN version it runs (cudnnGetVersion) for the support rows that
+     * hold for a range of them; NULL: the reference platform's
+     * (FATTN_SUPPORT_CUDNN_REFERENCE). */
+    long (*cudnn_version)(const fattn_engine *e);
 } fattn_engine_ops;
 
 struct fattn_engine {
@@ -346,9 +350,9 @@ fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt
  * *name gets its registry name. */
 fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
                                     const char **name);
-/* The support table's engine column for e ("cpu" or "cudnn"), the name
+/* The support table's engine bit for e (FATTN_SUPPORT_ENGINE_*), what
  * fattn_support_check takes. */
-const char *fattn_engine_support_column(const fattn_engine *e);
+unsigned fattn_engine_support_bit(const fattn_engine *e);
 
 /* Version of the CPU engine's math: bumped whenever any CPU result bit can
  * change (part of the CPU platform key of goldens). */

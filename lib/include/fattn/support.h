@@ -40,20 +40,55 @@
 extern "C" {
 #endif
 
-/* TE releases whose rules the table knows (bit set). */
-#define FATTN_TE_RULES_2_19 1u /* TransformerEngine 2.19.0 */
-#define FATTN_TE_RULES_2_20 2u /* TransformerEngine 2.20.2 */
-#define FATTN_TE_RULES_ALL (FATTN_TE_RULES_2_19 | FATTN_TE_RULES_2_20)
-#define FATTN_TE_RULES_NEWEST FATTN_TE_RULES_2_20
-#define FATTN_TE_RULES_COUNT 2 /* index 0: 2.19, 1: 2.20 (fattn_support_rule.cite) */
-#define FATTN_TE_RULES_KNOWN "2.19, 2.20"
+/* The TE releases whose rules the table knows, oldest first: one row each,
+ * X(id, name, release, cpp_rev) — name as --te-rules takes it, the wheel's
+ * release (the rev of the Python lines cited), and the revision whose C++
+ * (fused_attn.cpp, attention.cpp) was read for it. Rows after the first are
+ * preceded by S() (a separator for the lists made from the table). Adding a
+ * release is one row here; the support rows hold for a range of releases,
+ * so only the rows whose rule or cited line changes are touched
+ * (docs/architecture.md, "A TE release"). */
+#define FATTN_TE_RELEASES(X, S)                                                                \
+    X(2_19, "2.19", "2.19.0", "2.19.0")                                                        \
+    S() X(2_20, "2.20", "2.20.2", "d0067d0")                                                   \
+    FATTN_TE_RELEASE_DRY_RUN_(X, S)
 
-/* "2.19" or "2.20" -> one FATTN_TE_RULES_* bit. Anything else is
+/* The recipe's dry run: tests/test_te_release.c builds the table with one
+ * more, made-up release, as adding a release does; nothing else defines
+ * FATTN_TE_RELEASE_DRY_RUN, so the library never has it. */
+#ifdef FATTN_TE_RELEASE_DRY_RUN
+#define FATTN_TE_RELEASE_DRY_RUN_(X, S) S() X(9_99, "9.99", "9.99.0", "dryrun0")
+#else
+#define FATTN_TE_RELEASE_DRY_RUN_(X, S)
+#endif
+
+#define FATTN_TE_NOSEP_()
+#define FATTN_TE_IDX_(id, name, rel, cpp) FATTN_TE_RULES_IDX_##id,
+enum { FATTN_TE_RELEASES(FATTN_TE_IDX_, FATTN_TE_NOSEP_) FATTN_TE_RULES_COUNT };
+#undef FATTN_TE_IDX_
+/* FATTN_TE_RULES_<id>: one bit per release, oldest lowest. */
+#define FATTN_TE_BIT_(id, name, rel, cpp) FATTN_TE_RULES_##id = 1u << FATTN_TE_RULES_IDX_##id,
+enum { FATTN_TE_RELEASES(FATTN_TE_BIT_, FATTN_TE_NOSEP_) };
+#undef FATTN_TE_BIT_
+#define FATTN_TE_RULES_ALL ((1u << FATTN_TE_RULES_COUNT) - 1u)
+#define FATTN_TE_RULES_NEWEST (1u << (FATTN_TE_RULES_COUNT - 1))
+/* "2.19, 2.20" and "2.19|2.20": string literals, for messages and usage. */
+#define FATTN_TE_NAME_(id, name, rel, cpp) name
+#define FATTN_TE_COMMA_() ", "
+#define FATTN_TE_BAR_() "|"
+#define FATTN_TE_RULES_KNOWN FATTN_TE_RELEASES(FATTN_TE_NAME_, FATTN_TE_COMMA_)
+#define FATTN_TE_RULES_CHOICES FATTN_TE_RELEASES(FATTN_TE_NAME_, FATTN_TE_BAR_)
+
+/* The cuDNN version the TE rules are evaluated for when the query does not
+ * name one: the reference platform's, 9.19.0 (cudnnGetVersion's 91900). */
+#define FATTN_SUPPORT_CUDNN_REFERENCE 91900
+
+/* A release's name ("2.19") -> its FATTN_TE_RULES_* bit. Anything else is
  * FATTN_E_INVALID_ARG, with a message listing the known names. */
 fattn_status fattn_te_rules_parse(const char *s, unsigned *out);
-/* One bit -> "2.19" / "2.20"; NULL for anything else. */
+/* One bit -> its name ("2.19"); NULL for anything else. */
 const char *fattn_te_rules_name(unsigned one);
-/* One bit -> the release it stands for, "2.19.0" / "2.20.2"; NULL otherwise. */
+/* One bit -> the release it stands for ("2.19.0"); NULL otherwise. */
 const char *fattn_te_rules_release(unsigned one);
 
 /* Everything a rule may look at. Fill with fattn_support_query_init first
@@ -82,9 +117,13 @@ typedef struct fattn_support_query {
     bool deterministic;          /* NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 */
     bool bias_requires_grad;     /* the bias tensor needs dBias */
     unsigned te_rules;           /* the FATTN_TE_RULES_* bit whose rules apply */
+    long cudnn_version;          /* the platform's cuDNN (91900 = 9.19.0); init: the
+                                  * reference platform's, FATTN_SUPPORT_CUDNN_REFERENCE */
+    bool at_backward;            /* a backward call: the AT_BACKWARD rows apply too */
 } fattn_support_query;
 
-/* Engines a rule applies to (bit set). TE-validity rules apply to all. */
+/* Engines a rule applies to (bit set); the registry gives each engine kind
+ * its bit (fattn_engine_support_bit). TE-validity rules apply to all. */
 #define FATTN_SUPPORT_ENGINE_CPU 1u
 #define FATTN_SUPPORT_ENGINE_CUDNN 2u
 #define FATTN_SUPPORT_ENGINE_ALL (FATTN_SUPPORT_ENGINE_CPU | FATTN_SUPPORT_ENGINE_CUDNN)
@@ -94,25 +133,52 @@ typedef enum fattn_support_class {
     FATTN_SUPPORT_ROUTING = 1  /* DotProductAttention would choose another backend */
 } fattn_support_class;
 
-/* Where a rule is in one TE release. */
+/* When a refusal row is checked: when the front ends are called (before
+ * anything runs, fattn_support_check) or only when an engine's backward is
+ * (the dispatch, fattn_support_check_engine with q->at_backward): a gap of
+ * the engine's backward alone must not cost the forward's comparison. */
+typedef enum fattn_support_stage {
+    FATTN_SUPPORT_AT_CALL = 0,
+    FATTN_SUPPORT_AT_BACKWARD = 1
+} fattn_support_stage;
+
+/* Where a rule is in one TE release (what a message cites). */
 typedef struct fattn_support_cite {
-    const char *rev;  /* "2.19.0", "2.20.2", or the commit read where the
-                       * release's file is not public (C++ of 2.20.2) */
+    const char *rev;  /* the release ("2.20.2"), or for C++ the revision read
+                       * for it (the releases table's cpp_rev) */
     const char *file; /* path in TE */
     int line;         /* first line of the mirrored code */
 } fattn_support_cite;
+
+/* A row's citation from release `since` on, until the row's next one. */
+typedef struct fattn_support_where {
+    unsigned since;   /* FATTN_TE_RULES_* bit; 0 ends the list */
+    const char *file; /* path in TE; a ".cpp" is cited at the release's cpp_rev */
+    int line;
+} fattn_support_where;
+
+#define FATTN_SUPPORT_MAX_WHERE 4
 
 typedef struct fattn_support_rule {
     const char *id;        /* stable, e.g. "pre_scale_bias" */
     bool (*refuses)(const fattn_support_query *q); /* true: the rule fails */
     fattn_status status;   /* what a refusal returns (FATTN_OK for routing rules) */
     const char *message;
-    unsigned engines;      /* FATTN_SUPPORT_ENGINE_* */
+    unsigned engines;      /* FATTN_SUPPORT_ENGINE_* bit set */
     fattn_support_class cls;
-    unsigned versions;     /* FATTN_TE_RULES_* it applies to */
-    /* per release, by FATTN_TE_RULES_* index; file NULL where it does not apply */
-    fattn_support_cite cite[FATTN_TE_RULES_COUNT];
+    fattn_support_stage stage;
+    /* The TE releases it holds for, first and last (FATTN_TE_RULES_* bits;
+     * te_last 0: every release from te_first on, newer ones included). */
+    unsigned te_first, te_last;
+    /* The cuDNN versions it holds for: [cudnn_from, cudnn_below), 0 for no
+     * bound (91900 = 9.19.0). */
+    long cudnn_from, cudnn_below;
+    /* Its citations, oldest first; the first one's since is te_first. */
+    fattn_support_where where[FATTN_SUPPORT_MAX_WHERE];
 } fattn_support_rule;
+
+/* Whether r holds for release bit `one` (its TE range). */
+bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one);
 
 void fattn_support_query_init(fattn_support_query *q);
 
@@ -124,18 +190,27 @@ const fattn_support_rule *fattn_support_rule_find(const char *id);
 const fattn_support_rule *fattn_support_routes(int *count);
 /* A routing row by id; NULL if none. */
 const fattn_support_rule *fattn_support_route_find(const char *id);
-/* The citation of `r` for release bit `one`; NULL where it does not apply. */
-const fattn_support_cite *fattn_support_rule_cite(const fattn_support_rule *r, unsigned one);
+/* The citation of `r` for release bit `one` into *out; false (and *out
+ * zeroed) where r does not hold for it. */
+bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
+                             fattn_support_cite *out);
 
-/* Check `q` for `engine` ("cpu" or "cudnn") against the refusal rows that
- * apply to q->te_rules. Returns FATTN_OK, or the first refusing row's
+/* Check `q` for `engine` (one FATTN_SUPPORT_ENGINE_* bit) against the
+ * refusal rows that hold for q->te_rules and q->cudnn_version, at the call
+ * (not the AT_BACKWARD rows). Returns FATTN_OK, or the first refusing row's
  * status with fattn_error's message
  *   "rule <id>: <message> (TE <rev> <file>:<line>)"
  * — a row that applies to some releases only adds "; TE <names> rules only"
  * inside the parentheses — and *failed (may be NULL) pointing at the row.
- * An unknown engine name or te_rules value is FATTN_E_INVALID_ARG. */
-fattn_status fattn_support_check(const fattn_support_query *q, const char *engine,
+ * An engine that is not one bit, or a te_rules that is not one release, is
+ * FATTN_E_INVALID_ARG. */
+fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
                                  const fattn_support_rule **failed);
+/* The engine's own gaps only (rows with status FATTN_E_UNSUPPORTED), the
+ * AT_BACKWARD ones too when q->at_backward: what the engine dispatch checks
+ * before an engine runs (TE's own refusals are the front ends'). */
+fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
+                                        const fattn_support_rule **failed);
 
 /* The routing rows q trips under q->te_rules, in table order: up to `max`
  * of them into out (may be NULL with max 0); returns how many trip. */
