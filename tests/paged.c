@@ -101,7 +101,8 @@ static void scatter(const paged_row *r, const tcase_buffers *buf, const fattn_te
     }
     shape[2] = r->hg, shape[3] = w;
     ck_assert_int_eq(fattn_tensor_alloc(cont, src->dtype, 4, shape), FATTN_OK);
-    fattn_tensor_fill_bits(cont, POISON_BITS);
+    for (int64_t e = 0; e < fattn_tensor_numel(cont); e++)
+        fattn_store_f32(cont->data, cont->dtype, e, PAGE_POISON);
     int64_t tshape[2] = {r->b, r->pages_per_seq};
     ck_assert_int_eq(fattn_tensor_alloc(table, FATTN_DTYPE_INT32, 2, tshape), FATTN_OK);
     int32_t *tab = table->data;

@@ -7,7 +7,10 @@
  *   - the table is a shuffle, never the identity, so a table ignored, read
  *     transposed or swapped with the other shows;
  *   - spare pages no table names, and the rows of a page past a sequence's
- *     length, hold NaN poison, so reading one shows in O;
+ *     length, hold PAGE_POISON, finite (as harness/inputs.c's) so that a
+ *     kernel that multiplies a row it loads past a length by a zero
+ *     probability still adds zero, yet large enough that a row read through
+ *     a wrong table shows in O;
  *   - a row may give V its own table (TE's fused_attn_fwd takes two).
  */
 #ifndef FATTN_TEST_PAGED_H
@@ -17,7 +20,8 @@
 
 #include "cases.h"
 
-#define POISON_BITS UINT64_MAX /* 0xFF bytes: NaN in every io dtype */
+#define POISON_BITS UINT64_MAX /* 0xFF bytes: NaN in every io dtype (outputs) */
+#define PAGE_POISON 1024.0f    /* the containers' rows no length reaches */
 
 typedef struct paged_row {
     const char *id;
