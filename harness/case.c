@@ -174,6 +174,18 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
     set_shape(&t->k, s->dtype, n, sh);
     n = fattn_format_shape(c->kv_format, s->b, s->skv, c->t_kv, s->hg, s->d_v, sh);
     set_shape(&t->v, s->dtype, n, sh);
+    if (s->paged) {
+        int64_t pps = s->skv / s->page_size;
+        bool bshd = c->kv_format == FATTN_FORMAT_BSHD;
+        int64_t kc[4] = {bshd ? s->num_pages : s->page_size, bshd ? s->page_size : s->num_pages,
+                         s->hg, s->d_qk};
+        set_shape(&t->k, s->dtype, 4, kc);
+        kc[3] = s->d_v;
+        set_shape(&t->v, s->dtype, 4, kc);
+        int64_t pt[2] = {s->b, pps};
+        set_shape(&t->page_table_k, FATTN_DTYPE_INT32, 2, pt);
+        set_shape(&t->page_table_v, FATTN_DTYPE_INT32, 2, pt);
+    }
     n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_v, sh);
     set_shape(&t->out, s->dtype, n, sh);
     if (s->is_training)

@@ -21,7 +21,11 @@
  *  - sequence lengths (the spec's lists, else drawn from the seed; the
  *    maximum without a padding mask), cu_seqlens, the padded offsets with
  *    THD gaps, and the THD token counts;
- *  - the logical shape of every tensor the case has: q k v attn_bias
+ *  - a paged case's K and V as page containers (bshd [num_pages, page_size,
+ *    hg, d], sbhd [page_size, num_pages, hg, d], as TE's fused_attn.cpp
+ *    reads them) and its int32 page tables [b, skv / page_size];
+ *  - the logical shape of every tensor the case has: q k v page_table_k
+ *    page_table_v attn_bias
  *    softmax_offset d_out (inputs), out (forward), dq dk dv d_bias
  *    d_softmax_offset (backward); a tensor the case does not have has
  *    present false.
@@ -53,8 +57,8 @@ typedef struct fattn_case_shape {
 
 /* The tensors of a case, in the order `fattn cases --resolved` lists them. */
 #define FATTN_CASE_TENSORS(X)                                                  \
-    X(q) X(k) X(v) X(attn_bias) X(softmax_offset) X(d_out) X(out) X(dq) X(dk) \
-    X(dv) X(d_bias) X(d_softmax_offset)
+    X(q) X(k) X(v) X(page_table_k) X(page_table_v) X(attn_bias) X(softmax_offset) \
+    X(d_out) X(out) X(dq) X(dk) X(dv) X(d_bias) X(d_softmax_offset)
 
 typedef struct fattn_case_tensors {
 #define FATTN_CASE_FIELD(name) fattn_case_shape name;

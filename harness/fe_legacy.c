@@ -83,7 +83,8 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
     }
     fattn_status st = fattn_legacy_forward(
         s->ctx, sp->is_training, sp->sq, sp->skv, &in->cu_seqlens_q, &in->cu_seqlens_kv,
-        &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &none, &none, &in->q, &in->k,
+        &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &in->page_table_k,
+        &in->page_table_v, &in->q, &in->k,
         &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
         fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,

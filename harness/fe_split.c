@@ -95,6 +95,8 @@ static void fwd_args_from_case(fe_split *s)
     a->cu_seqlens_kv = in->cu_seqlens_kv;
     a->cu_seqlens_q_padded = in->cu_seqlens_q_padded;
     a->cu_seqlens_kv_padded = in->cu_seqlens_kv_padded;
+    a->page_table_k = in->page_table_k; /* FusedAttention: the cache's table, twice */
+    a->page_table_v = in->page_table_v;
     a->is_training = sp->is_training ? 1 : 0;
     a->qkv_layout = sp->layout;
     a->attn_bias_type = sp->bias;

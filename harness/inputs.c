@@ -16,7 +16,11 @@ enum {
     STREAM_BIAS = 4,
     STREAM_OFFSET = 5,
     STREAM_DO = 6, /* 7..10: the sequence tables (case.c) */
+    STREAM_PT_K = 11,
+    STREAM_PT_V = 12,
 };
+
+#define PAGE_POISON 1024.0f
 
 static fattn_status alloc_i32(fattn_tensor *t, int64_t n, const int64_t *vals)
 {
@@ -85,7 +89,8 @@ void fattn_inputs_free(fattn_case_inputs *in)
     }
     fattn_tensor *own[] = {&in->attn_bias, &in->softmax_offset, &in->cu_seqlens_q,
                            &in->cu_seqlens_kv, &in->cu_seqlens_q_padded,
-                           &in->cu_seqlens_kv_padded, &in->d_out};
+                           &in->cu_seqlens_kv_padded, &in->d_out, &in->page_table_k,
+                           &in->page_table_v};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         fattn_tensor_free(own[i]);
     memset(in, 0, sizeof *in);
@@ -161,6 +166,81 @@ static fattn_status inputs_to_fp8(const fattn_case *c, fattn_case_inputs *in)
     return FATTN_OK;
 }
 
+/* A shuffle of 0..n-1 (Fisher-Yates over Philox words of `stream`), never
+ * the identity for n > 1: a table read as the identity must show. */
+static void page_shuffle(int64_t n, uint64_t seed, uint64_t stream, int32_t *perm)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(fattn_philox_u32(seed, stream, (uint64_t)i) % (uint64_t)(i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    bool identity = true;
+    for (int64_t i = 0; i < n && identity; i++)
+        identity = perm[i] == i;
+    if (identity && n > 1) {
+        perm[0] = 1;
+        perm[1] = 0;
+    }
+}
+
+/* The page table of `stream` ([b, pps] from a shuffle of the cache's pages)
+ * and the container of shape cs holding flat's rows where it says. */
+static fattn_status page_one(const fattn_case *c, const fattn_tensor *flat,
+                             const fattn_case_shape *cs, uint64_t stream, fattn_tensor *table,
+                             fattn_tensor *cont)
+{
+    const fattn_spec *s = c->spec;
+    int64_t b = s->b, pps = s->skv / s->page_size, page = s->page_size;
+    fattn_status st;
+    if ((st = alloc_shape(table, &c->t.page_table_k)) || (st = alloc_shape(cont, cs)))
+        return st;
+    int32_t *perm = malloc((size_t)s->num_pages * sizeof *perm), *tab = table->data;
+    if (!perm)
+        return fattn_error(FATTN_E_NOMEM, "case %s: page table", s->id);
+    page_shuffle(s->num_pages, (uint64_t)s->seed, stream, perm);
+    memcpy(tab, perm, (size_t)(b * pps) * sizeof *tab);
+    free(perm);
+    int64_t n = fattn_tensor_numel(cont), w = cs->shape[3], hg = cs->shape[2];
+    for (int64_t e = 0; e < n; e++)
+        fattn_store_f32(cont->data, cont->dtype, e, PAGE_POISON);
+    size_t es = fattn_dtype_size(cont->dtype);
+    bool bshd = c->kv_format == FATTN_FORMAT_BSHD;
+    const int64_t *fs = flat->strides, *ks = cont->strides;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t j = 0; j < c->seqlens_kv[bi]; j++) {
+            int64_t pg = tab[bi * pps + j / page], row = j % page;
+            for (int64_t h = 0; h < hg; h++) {
+                int64_t src = (bshd ? bi * fs[0] + j * fs[1] : j * fs[0] + bi * fs[1]) + h * fs[2];
+                int64_t dst = (bshd ? pg * ks[0] + row * ks[1] : row * ks[0] + pg * ks[1]) +
+                              h * ks[2];
+                memcpy((char *)cont->data + (size_t)dst * es,
+                       (const char *)flat->data + (size_t)src * es, (size_t)w * es);
+            }
+        }
+    return FATTN_OK;
+}
+
+/* A paged case's K and V: the flat ones (storage[1], storage[2]) scattered
+ * into their containers, which replace them. */
+static fattn_status page_kv(const fattn_case *c, fattn_case_inputs *in)
+{
+    fattn_tensor kc = fattn_tensor_empty(), vc = fattn_tensor_empty();
+    fattn_status st = page_one(c, &in->k, &c->t.k, STREAM_PT_K, &in->page_table_k, &kc);
+    if (st == FATTN_OK)
+        st = page_one(c, &in->v, &c->t.v,
+                      c->spec->paged_separate_v ? STREAM_PT_V : STREAM_PT_K,
+                      &in->page_table_v, &vc);
+    fattn_tensor_free(&in->storage[1]);
+    fattn_tensor_free(&in->storage[2]);
+    in->storage[1] = kc, in->storage[2] = vc;
+    in->k = kc, in->v = vc;
+    return st;
+}
+
 fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in)
 {
     memset(in, 0, sizeof *in);
@@ -172,15 +252,25 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
     in->bottom_right_diagonal = c->bottom_right_diagonal;
     in->t_q = c->t_q;
     in->t_kv = c->t_kv;
+    /* a paged case's K and V are made flat first, as its contiguous twin's */
+    fattn_case flat = *c;
+    if (s->paged) {
+        flat.t.k.ndim = fattn_format_shape(c->kv_format, s->b, s->skv, 0, s->hg, s->d_qk,
+                                           flat.t.k.shape);
+        flat.t.v.ndim = fattn_format_shape(c->kv_format, s->b, s->skv, 0, s->hg, s->d_v,
+                                           flat.t.v.shape);
+    }
     fattn_status st = alloc_seqlens(c, in);
     if (st == FATTN_OK)
-        st = fattn_inputs_alloc_qkv(c, s->dtype, in->storage, &in->q, &in->k, &in->v);
+        st = fattn_inputs_alloc_qkv(&flat, s->dtype, in->storage, &in->q, &in->k, &in->v);
     if (st != FATTN_OK)
         goto fail;
-    assert(in->q.ndim == c->t.q.ndim && in->v.ndim == c->t.v.ndim);
+    assert(in->q.ndim == c->t.q.ndim && in->v.ndim == flat.t.v.ndim);
     fattn_philox_fill_tensor(&in->q, seed, STREAM_Q, 0.5f);
     fattn_philox_fill_tensor(&in->k, seed, STREAM_K, 0.5f);
     fattn_philox_fill_tensor(&in->v, seed, STREAM_V, 1.0f);
+    if (s->paged && (st = page_kv(c, in)) != FATTN_OK)
+        goto fail;
     if (c->t.attn_bias.present) {
         if ((st = alloc_shape(&in->attn_bias, &c->t.attn_bias)))
             goto fail;

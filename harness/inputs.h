@@ -21,6 +21,18 @@
  * fp8_d_out) is d_out quantised to E5M2 with scale 32 (the dO quantizer's
  * is 64).
  *
+ * Paged cases (spec key paged): k and v take exactly the values of the same
+ * case laid out contiguously ([b, skv, hg, d] in the kv format), then are
+ * scattered into page containers (case.h's shapes): position j of batch
+ * entry bi goes to row j % page_size of page table[bi][j / page_size]. The
+ * tables (int32 [b, skv / page_size]) map the batch entries to a shuffle of
+ * all num_pages pages (Fisher-Yates over Philox stream 11, V's over stream
+ * 12 with separate_v, else the same table as TE's FusedAttention passes),
+ * never the identity. Every container row no sequence's length reaches (the
+ * rows past a length, and the pages of the batch entries past b) holds
+ * 1024.0, finite in every io dtype so that a kernel multiplying it by a
+ * zero probability still adds zero, yet a gather through a wrong table
+ * changes O by far more than any tolerance.
  * The spec's window and bottom_right_diagonal are resolved (case.h) as
  * DotProductAttention does before calling FusedAttnFunc: the window through
  * TE's check_set_window_size, the diagonal forced False for causal and
@@ -41,6 +53,7 @@ typedef struct fattn_case_inputs {
     fattn_tensor cu_seqlens_q, cu_seqlens_kv;            /* always */
     fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* padding masks */
     fattn_tensor d_out;        /* training only */
+    fattn_tensor page_table_k, page_table_v; /* paged only (owned) */
     fattn_tensor storage_fp8[3];              /* owned: FP8 q, k, v */
     /* a Float8Tensor input's _scale_inv (0: not FP8): q, k, v, d_out */
     float q_scale_inv, k_scale_inv, v_scale_inv, d_out_scale_inv;

@@ -243,6 +243,7 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
         {"softmax_offset", c->t.softmax_offset}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu},
         {"cu_seqlens_q_padded", c->padding ? cu : none},
         {"cu_seqlens_kv_padded", c->padding ? cu : none}, {"d_out", c->t.d_out},
+        {"page_table_k", c->t.page_table_k}, {"page_table_v", c->t.page_table_v},
     };
     size_t n = sizeof want / sizeof want[0];
     fattn_status st = check_children(path, id, g, "inputs", want, n, NULL);

@@ -43,7 +43,7 @@ fattn_status fattn_save_ctx_validate(const fattn_h5_node *save_ctx)
 /* The datasets of inputs/, in the order they are recorded. */
 #define CASE_INPUTS(X)                                                                         \
     X(q) X(k) X(v) X(attn_bias) X(softmax_offset) X(cu_seqlens_q) X(cu_seqlens_kv)             \
-    X(cu_seqlens_q_padded) X(cu_seqlens_kv_padded) X(d_out)
+    X(cu_seqlens_q_padded) X(cu_seqlens_kv_padded) X(d_out) X(page_table_k) X(page_table_v)
 
 typedef struct case_run {
     const fattn_spec *spec;

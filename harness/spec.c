@@ -85,6 +85,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
     s->fp8_dpa_bwd = true;                                                                     \
     s->fp8_o_in_f16 = true;
 #define I_REFUSE(k, d)
+#define I_PAGED(k, d)
 #define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
 void fattn_spec_init(fattn_spec *s)
@@ -109,6 +110,7 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_NREAL(k)
 #define OWNED_FP8(k)
 #define OWNED_REFUSE(k)
+#define OWNED_PAGED(k)
 
 static void free_lists(fattn_spec *s)
 {
@@ -185,6 +187,9 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
     (x->expect_refusal == y->expect_refusal &&                                                 \
      (!x->expect_refusal || (x->refusal_status == y->refusal_status &&                         \
                              strcmp(x->refusal_rule, y->refusal_rule) == 0)))
+#define E_PAGED(k)                                                                             \
+    (x->paged == y->paged && (!x->paged || (x->page_size == y->page_size &&                    \
+     x->num_pages == y->num_pages && x->paged_separate_v == y->paged_separate_v)))
 #define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
 
 bool fattn_spec_equal(const fattn_spec *x, const fattn_spec *y)
@@ -522,6 +527,30 @@ static fattn_status parse_expect_refusal(const parse_ctx *c, const json_t *obj, 
     return FATTN_OK;
 }
 
+/* paged: null or {"page_size" (required), "num_pages", "separate_v"}. */
+static fattn_status parse_paged(const parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    const json_t *v = json_object_get(obj, "paged"), *x;
+    const char *k;
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v) || !json_object_get(v, "page_size"))
+        return case_error(c, FATTN_E_PARSE, "paged", "expected null or an object with "
+                          "page_size, got %s", json_type_name(v));
+    json_object_foreach((json_t *)v, k, x) {
+        if (strcmp(k, "page_size") && strcmp(k, "num_pages") && strcmp(k, "separate_v"))
+            return case_error(c, FATTN_E_PARSE, "paged",
+                              "unknown member '%s' (num_pages, page_size, separate_v)", k);
+    }
+    fattn_status st;
+    if ((st = get_int(c, v, "page_size", 1, FATTN_SPEC_MAX_S, &s->page_size)) ||
+        (st = get_int(c, v, "num_pages", 1, INT32_MAX, &s->num_pages)) ||
+        (st = get_bool(c, v, "separate_v", &s->paged_separate_v)))
+        return st;
+    s->paged = true;
+    return FATTN_OK;
+}
+
 static fattn_status parse_tristate(const parse_ctx *c, const json_t *obj, const char *key,
                                    fattn_tristate *out)
 {
@@ -645,6 +674,22 @@ static fattn_status spec_check_attn_scale(const parse_ctx *c, const fattn_spec *
     return FATTN_OK;
 }
 
+/* A paged_kv_* layout iff paged; InferenceParams (inference.py:169-177): skv
+ * % page_size == 0, num_pages (default b * pps) = max_batch * pps, max_batch >= b. */
+static fattn_status spec_check_paged(const parse_ctx *c, fattn_spec *s)
+{
+    if (fattn_layout_is_paged(s->layout) != s->paged)
+        return case_error(c, FATTN_E_INVALID_ARG, "paged", "%s", s->paged ?
+                          "needs a paged_kv_* layout" : "a paged_kv_* layout needs the key");
+    int64_t pps = s->paged ? s->skv / s->page_size : 1;
+    s->num_pages = s->paged && !s->num_pages ? s->b * pps : s->num_pages; /* <= 2^40 */
+    if (s->paged && (s->skv % s->page_size || s->num_pages < s->b * pps || s->num_pages % pps))
+        return case_error(c, FATTN_E_INVALID_ARG, "paged", "skv %" PRId64 " must be a multiple "
+                          "of page_size and num_pages %" PRId64 " one >= b of its %" PRId64,
+                          s->skv, s->num_pages, pps);
+    return FATTN_OK;
+}
+
 /* Reading a row, by kind (parameters named apart from the members: s->b). */
 #define P_ID(k, t, lo, hi, d)
 #define P_REQ(k, t, lo, hi, d) TRY(get_int(c, obj, #k, lo, hi, &s->k));
@@ -671,6 +716,7 @@ static fattn_status spec_check_attn_scale(const parse_ctx *c, const fattn_spec *
 #define P_LIST(k, t, lo, hi, d) TRY(get_list(c, obj, #k, s->b, lo, hi, &s->k));
 #define P_FP8(k, t, lo, hi, d) TRY(parse_fp8(c, obj, s));
 #define P_REFUSE(k, t, lo, hi, d) TRY(parse_expect_refusal(c, obj, s));
+#define P_PAGED(k, t, lo, hi, d) TRY(parse_paged(c, obj, s));
 #define POST_NONE(k)
 #define POST_CHECK(k) TRY(spec_check_##k(c, s));
 #define PARSE_ROW(key, kind, ctype, a, b, dflt, post) P_##kind(key, ctype, a, b, dflt) POST_##post(key)
@@ -691,6 +737,7 @@ static fattn_status spec_check_attn_scale(const parse_ctx *c, const fattn_spec *
 #define R_LIST(k)
 #define R_FP8(k)
 #define R_REFUSE(k)
+#define R_PAGED(k)
 #define REQUIRED_ROW(key, kind, ctype, a, b, dflt, post) R_##kind(key)
 
 static fattn_status unknown_key(const parse_ctx *c, const char *key)

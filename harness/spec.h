@@ -70,6 +70,15 @@
  *                          an engine's refusal is a skip); the rule a row of
  *                          fattn_support_rules. Canonical form: written only
  *                          when set, as {"rule":...,"status":...}.
+ *   paged                  null | {"page_size": P, "num_pages": N,
+ *                          "separate_v": bool}; default null. K and V as a
+ *                          paged KV cache; set exactly with a paged_kv_*
+ *                          layout. P required, skv a multiple of P; N
+ *                          (default b * skv / P) a multiple >= b of skv / P
+ *                          (TE's InferenceParams); separate_v false (V
+ *                          shares K's table, as FusedAttention passes it).
+ *                          docs/cases.md "Paged KV". Canonical form:
+ *                          written only when set, every member filled in.
  *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
  *                          [0, sq] (resp. [0, skv]); default null (lengths
  *                          drawn from the seed at run time).

@@ -30,6 +30,7 @@
  *            LIST   null | b integers, each in [a, b] (owned int64_t *)
  *            FP8    null | the fp8 object (spec.h); members below
  *            REFUSE null | {"rule", "status"}; members below
+ *            PAGED  null | the paged object (spec.h); members below
  *          (a, b, dflt are `_` where the kind does not read them)
  *   post   NONE, or CHECK: spec.c's spec_check_<key>(c, s) runs after the
  *          row is read (ranges that involve other keys or the float32 range)
@@ -78,6 +79,7 @@
     X(cpu_offload, FLAG, bool, _, _, _, NONE)                                                  \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
+    X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
     X(seed, INT, int64_t, 0, INT64_MAX, 1, NONE)                                               \
@@ -111,6 +113,13 @@
     bool expect_refusal;                                                                       \
     fattn_status refusal_status;                                                               \
     char refusal_rule[64];
+
+/* paged on: K and V are a paged cache (a paged_kv_* layout) of num_pages
+ * pages of page_size positions; V gets a table of its own when separate_v */
+#define FATTN_SPEC_M_PAGED(k, t)                                                               \
+    bool paged;                                                                                \
+    int64_t page_size, num_pages;                                                              \
+    bool paged_separate_v;
 
 #define FATTN_SPEC_MEMBER(key, kind, ctype, a, b, dflt, post) FATTN_SPEC_M_##kind(key, ctype)
 

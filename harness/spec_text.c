@@ -294,6 +294,14 @@ static fattn_status w_double(sbuf *b, double v)
         sb_str(b, "}");                                                                        \
     }
 
+/* Written only when set, every member filled in, members sorted. */
+#define W_PAGED(k, t, lo, hi)                                                                  \
+    if (s->paged) {                                                                            \
+        sb_key(b, #k, first);                                                                  \
+        sb_fmt(b, "{\"num_pages\":%" PRId64 ",\"page_size\":%" PRId64 ",\"separate_v\":%s}",   \
+               s->num_pages, s->page_size, tf(s->paged_separate_v));                           \
+    }
+
 /* One writer per row, and the rows as {key, writer}. */
 typedef fattn_status (*row_writer)(sbuf *b, const fattn_spec *s, bool *first);
 #define WRITER_FN(key, kind, ctype, a, b_, dflt, post)                                         \
@@ -447,6 +455,9 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
         sb_fmt(&b, " fp8:%s%s%s%s", fattn_fp8_recipe_name(s->fp8_recipe),
                s->fp8_input ? "+in" : "", s->fp8_output ? "+out" : "",
                s->fp8_dpa_bwd ? "" : "+bwd16");
+    if (s->paged)
+        sb_fmt(&b, " paged:%" PRId64 "x%" PRId64 "%s", s->num_pages, s->page_size,
+               s->paged_separate_v ? "+v" : "");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (b.oom) {

@@ -177,10 +177,16 @@ fe_spec fe_spec_for_rule(const char *id)
         s.dtype = FATTN_DTYPE_FLOAT32;
         s.bias_dtype = FATTN_DTYPE_FLOAT32;
         s.cudnn = true;
-    } else if (!strcmp(id, "paged_cpu") || !strcmp(id, "paged_cudnn")) {
+    } else if (!strncmp(id, "paged_", 6)) {
         s.layout = FATTN_LAYOUT_PAGED_KV_BSHD_BSHD_BSHD;
         s.mask = FATTN_MASK_PADDING;
-        s.cudnn = !strcmp(id, "paged_cudnn");
+        s.inference = true; /* a KV cache is inference */
+        if (!strcmp(id, "paged_padding"))
+            s.mask = FATTN_MASK_CAUSAL_BOTTOM_RIGHT, s.window[0] = -1, s.window[1] = 0;
+        else if (!strcmp(id, "paged_training"))
+            s.inference = false;
+        else if (!strcmp(id, "paged_fp8"))
+            s.fp8 = true;
     } else if (!strcmp(id, "dsink_thd_cudnn")) {
         s.layout = FATTN_LAYOUT_THD_THD_THD;
         s.mask = FATTN_MASK_PADDING;
@@ -210,7 +216,7 @@ fattn_support_query fe_query(const fe_spec *s)
     q.d_v = s->dv;
     q.window_left = s->window[0];
     q.window_right = s->window[1];
-    q.is_training = true;
+    q.is_training = !s->inference;
     q.return_max_logit = s->return_max_logit;
     q.fp8 = s->fp8;
     q.fp8_recipe = s->fp8 ? (s->fp8_recipe ? s->fp8_recipe : FATTN_FP8_RECIPE_DELAYED)
@@ -302,7 +308,7 @@ fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
     if (st == FATTN_OK)
         ctx->cpu_offload = s->cpu_offload;
     if (st == FATTN_OK)
-        st = fattn_legacy_forward(ctx, true, s->sq, s->skv, &in.cu_q, &in.cu_kv, NULL, NULL,
+        st = fattn_legacy_forward(ctx, !s->inference, s->sq, s->skv, &in.cu_q, &in.cu_kv, NULL, NULL,
                                   NULL, NULL, &in.q, &in.k, &in.v, &in.bias,
                                   FATTN_LEGACY_SCALE_NONE, s->dropout, true, s->layout,
                                   s->bias_type, s->mask, s->softmax, s->window, -1, &gen,
@@ -329,7 +335,7 @@ fattn_status fe_split_spec(const fe_spec *s, fattn_engine *cpu)
     a.max_seqlen_kv = s->skv;
     a.cu_seqlens_q = in.cu_q;
     a.cu_seqlens_kv = in.cu_kv;
-    a.is_training = 1;
+    a.is_training = s->inference ? 0 : 1;
     a.qkv_layout = s->layout;
     a.attn_bias_type = s->bias_type;
     a.attn_mask_type = s->mask;

@@ -61,6 +61,7 @@ typedef struct fe_spec {
     bool cpu_offload; /* TE's CPU offload v1 state */
     bool return_max_logit;
     bool cudnn; /* run on the fake "cudnn" engine */
+    bool inference; /* is_training false (every other spec trains) */
 } fe_spec;
 
 /* bshd f16, h = hg = 2, sq = skv = d = dv = 16, no bias, no mask, vanilla

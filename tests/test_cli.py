@@ -408,12 +408,13 @@ def _():
 
 @case("run: a case the engine cannot run is recorded as skipped with its reason")
 def _():
-    with open(path("paged.json"), "w") as f:
-        f.write('[{"id":"paged","b":1,"h":1,"sq":4,"d_qk":8,'
-                '"layout":"paged_kv_bshd_bshd_bshd","mask":"padding"}]')
-    run("run", "--cases", path("paged.json"), "-o", path("paged.h5"), check=0)
-    with h5py.File(path("paged.h5"), "r") as f:
-        g = f["cases/paged"]
+    with open(path("gap.json"), "w") as f:
+        # FP8 with d_qk != d_v: the CPU engine's own gap (lib/cpu/fp8.c)
+        f.write('[{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
+                '"is_training":false,"fp8":{"recipe":"delayed"}}]')
+    run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), check=0)
+    with h5py.File(path("gap.h5"), "r") as f:
+        g = f["cases/gap"]
         assert "skipped" in g.attrs and len(g.attrs["skipped"]) > 10
         assert len(g) == 0
 
@@ -863,11 +864,11 @@ def _():
         ["fattn.verify.a.one", "fattn.verify.b.two"], p.stdout
     assert "stopped after the first failing case" in p.stderr, p.stderr
     # a skipped case is a skipped element
-    p = run("verify", "--backend", "cpu", "--cases", path("paged.json"), "--fixtures",
+    p = run("verify", "--backend", "cpu", "--cases", path("gap.json"), "--fixtures",
             path("nofix"), "--junit", "-", check=0)
     (t,) = ET.fromstring(p.stdout).iter("testcase")
     assert t.get("name") == "case" and t.find("skipped") is not None and \
-        "paged" in t.find("skipped").get("message")
+        "d_v 64" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 

@@ -142,6 +142,7 @@ static const char every_key_json[] =
     "\"is_training\":false,\"raw_func_args\":true,\"cpu_offload\":true,"
     "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
     "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
+    "\"layout\":\"paged_kv_bshd_bshd_bshd\",\"mask\":\"padding\",\"paged\":{\"page_size\":2},"
     "\"expect_refusal\":{\"status\":\"FATTN_E_NOT_MODELLED\",\"rule\":\"cpu_offload_v1\"}}";
 
 /* The top-level keys of a JSON object without whitespace, in order. */
@@ -401,6 +402,14 @@ static const struct {
     const char *must[3];
 } error_table[] = {
     {"[" CASE_HEAD ",\"colour\":1}]", FATTN_E_PARSE, {"case 'x' (#1)", "key 'colour'", "unknown key"}},
+#define PAGED_HEAD CASE_HEAD ",\"layout\":\"paged_kv_bshd_bshd_bshd\",\"mask\":\"padding\""
+    {"[" PAGED_HEAD "}]", FATTN_E_INVALID_ARG, {"key 'paged'", "needs the key"}},
+    {"[" CASE_HEAD ",\"paged\":{\"page_size\":2}}]", FATTN_E_INVALID_ARG, {"key 'paged'", "needs a paged_kv_* layout"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":3}}]", FATTN_E_INVALID_ARG, {"key 'paged'", "multiple of page_size"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"num_pages\":3}}]", FATTN_E_INVALID_ARG, {"key 'paged'", "num_pages 3"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"pages\":3}}]", FATTN_E_PARSE, {"key 'paged'", "unknown member 'pages'"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"num_pages\":4}}]", FATTN_E_PARSE, {"key 'paged'", "page_size"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":0}}]", FATTN_E_INVALID_ARG, {"key 'page_size'", "out of range"}},
     {"[{\"id\":\"x\",\"b\":\"2\",\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case 'x'", "key 'b'", "expected an integer, got a string"}},
     {"[{\"id\":\"x\",\"b\":2.0,\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case 'x'", "key 'b'", "real number"}},
     {"[{\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case (#1)", "key 'id'", "missing"}},
@@ -447,7 +456,7 @@ static const struct {
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"alibi_mask\",\"x\":1}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "unknown member 'x'", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"E_BAD\",\"rule\":\"alibi_mask\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "E_BAD", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_UNKNOWN\",\"rule\":\"alibi_mask\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "FATTN_E_UNKNOWN", "not a fattn status name"}},
-    {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_UNSUPPORTED\",\"rule\":\"paged_cpu\"}}]", FATTN_E_INVALID_ARG, {"key 'expect_refusal'", "skip", NULL}},
+    {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_UNSUPPORTED\",\"rule\":\"max_logit_cudnn\"}}]", FATTN_E_INVALID_ARG, {"key 'expect_refusal'", "skip", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"no_such_rule\"}}]", FATTN_E_INVALID_ARG, {"key 'expect_refusal'", "no_such_rule", "support table"}},
     {"[" CASE_HEAD ",\"is_training\":1}]", FATTN_E_PARSE, {"key 'is_training'", "true or false", NULL}},
     {"[" CASE_HEAD ",\"deterministic\":null}]", FATTN_E_PARSE, {"key 'deterministic'", NULL, NULL}},

@@ -179,7 +179,8 @@ def _():
     base = {"b": 1, "h": 2, "sq": 16, "d_qk": 16, "dtype": "float16", "layout": "bshd_bshd_bshd"}
     rows = [
         ("f32", {"dtype": "float32"}, False, "float32 io"),
-        ("paged", {"layout": "paged_kv_bshd_bshd_bshd"}, False, "paged KV"),
+        ("paged", {"layout": "paged_kv_bshd_bshd_bshd", "mask": "padding", "is_training": False,
+                   "paged": {"page_size": 4}}, False, "paged KV"),
         ("thd", {"layout": "thd_thd_thd", "mask": "padding"}, False, "THD layout"),
         ("pad", {"mask": "padding_causal"}, False, "padding_causal mask"),
         ("pre", {"bias": "pre_scale_bias"}, False, "pre_scale_bias"),

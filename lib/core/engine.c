@@ -105,6 +105,7 @@ static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom
         .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
         .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
         .rng_state = &p->rng_state,
+        .page_table_k = &p->page_table_k, .page_table_v = &p->page_table_v,
         .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
         .attn_scale = p->attn_scale, .dropout = p->dropout,
         .apply_dropout = p->is_training && p->dropout > 0.0f,
@@ -134,7 +135,8 @@ static fattn_status metadata_on_host(const fattn_tensor *const *t, const char *c
 
 static const char *const metadata_names[] = {"cu_seqlens_q", "cu_seqlens_kv",
                                              "cu_seqlens_q_padded", "cu_seqlens_kv_padded",
-                                             "rng_state", "softmax_offset"};
+                                             "rng_state", "softmax_offset",
+                                             "page_table_k", "page_table_v"};
 
 /* The first call of TE's protocol: the pack's shapes and dtypes, no data. */
 static void aux_describe(fattn_aux_pack *aux, const fattn_fwd_params *p, fattn_aux_layout l,
@@ -175,8 +177,8 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
     fattn_geom_args a;
     geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
-                                  a.softmax_offset};
-    st = metadata_on_host(meta, metadata_names, 6, a.who);
+                                  a.softmax_offset, a.page_table_k, a.page_table_v};
+    st = metadata_on_host(meta, metadata_names, 8, a.who);
     if (st != FATTN_OK)
         return st;
     fattn_geom g;

@@ -207,6 +207,7 @@ static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
     const char *who = a->who;
     if (a->layout < 0 || a->layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "%s: QKV layout not set", who);
+    g->paged = fattn_layout_is_paged(a->layout);
     g->q_fmt = fattn_layout_q_format(a->layout);
     g->kv_fmt = fattn_layout_kv_format(a->layout);
     if (a->o_format != g->q_fmt)
@@ -233,6 +234,14 @@ static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
     return FATTN_OK;
 }
 
+static fattn_status geom_set_dims(fattn_geom *g, const fattn_geom_args *a, int64_t b,
+                                  int64_t sq, int64_t mskv, int64_t h, int64_t d, int64_t dv,
+                                  int64_t hg);
+static fattn_status geom_paged_dims(fattn_geom *g, const fattn_geom_args *a, int64_t b,
+                                    int64_t sq, int64_t h, int64_t d, int64_t dv, int64_t hg,
+                                    int64_t pages_k, int64_t page_k, int64_t pages_v,
+                                    int64_t page_v);
+
 /* Q/K/V/O shapes, the batch and the padded lengths. */
 static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
 {
@@ -247,7 +256,7 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
     if (dk != d)
         return fattn_error(FATTN_E_SHAPE, "%s: K head dim %lld != Q head dim %lld", who,
                            (long long)dk, (long long)d);
-    if (hv != hg || bv != bk || sv != skv)
+    if (hv != hg || (!g->paged && (bv != bk || sv != skv)))
         return fattn_error(FATTN_E_SHAPE, "%s: V's batch/length/heads differ from K's", who);
     if (ho != h || bo != bq || s_o != sq || dvo != dv)
         return fattn_error(FATTN_E_SHAPE, "%s: O shape does not match Q with V's head dim",
@@ -264,6 +273,8 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
     } else {
         b = bq;
     }
+    if (g->paged)
+        return geom_paged_dims(g, a, b, sq, h, d, dv, hg, bk, skv, bv, sv);
     if (g->kv_fmt != FATTN_FORMAT_THD && bk != b)
         return fattn_error(FATTN_E_SHAPE, "%s: K batch %lld != Q batch %lld", who,
                            (long long)bk, (long long)b);
@@ -272,16 +283,26 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
         return fattn_error(FATTN_E_SHAPE, "%s: THD K/V need cu_seqlens_kv [%lld]", who,
                            (long long)(b + 1));
 
-    /* Padded lengths: the tensor's own for sbhd/bshd/bhsd (TE recomputes
-     * max_seqlen from the shape there), max_seqlen for THD. */
-    int64_t msq = g->q_fmt == FATTN_FORMAT_THD ? a->max_seqlen_q : sq;
-    int64_t mskv = g->kv_fmt == FATTN_FORMAT_THD ? a->max_seqlen_kv : skv;
-    if (g->q_fmt != FATTN_FORMAT_THD && a->max_seqlen_q != sq)
-        return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen_q %lld != Q's length %lld", who,
-                           (long long)a->max_seqlen_q, (long long)sq);
     if (g->kv_fmt != FATTN_FORMAT_THD && a->max_seqlen_kv != skv)
         return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen_kv %lld != K's length %lld", who,
                            (long long)a->max_seqlen_kv, (long long)skv);
+    int64_t mskv = g->kv_fmt == FATTN_FORMAT_THD ? a->max_seqlen_kv : skv;
+    return geom_set_dims(g, a, b, sq, mskv, h, d, dv, hg);
+}
+
+/* The padded lengths and sizes, once K/V's own are known: mskv is
+ * max_seqlen_kv as the layout defines it. */
+static fattn_status geom_set_dims(fattn_geom *g, const fattn_geom_args *a, int64_t b,
+                                  int64_t sq, int64_t mskv, int64_t h, int64_t d, int64_t dv,
+                                  int64_t hg)
+{
+    const char *who = a->who;
+    /* Padded lengths: the tensor's own for sbhd/bshd/bhsd (TE recomputes
+     * max_seqlen from the shape there), max_seqlen for THD. */
+    int64_t msq = g->q_fmt == FATTN_FORMAT_THD ? a->max_seqlen_q : sq;
+    if (g->q_fmt != FATTN_FORMAT_THD && a->max_seqlen_q != sq)
+        return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen_q %lld != Q's length %lld", who,
+                           (long long)a->max_seqlen_q, (long long)sq);
     if (msq <= 0 || mskv <= 0)
         return fattn_error(FATTN_E_SHAPE, "%s: max_seqlen must be positive", who);
     /* Lengths are int32 (cu_seqlens, the length tables below), and the
@@ -300,6 +321,102 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
     g->t_q = g->q_fmt == FATTN_FORMAT_THD ? sq : 0;
     g->thd_stats = g->q_fmt == FATTN_FORMAT_THD;
     return FATTN_OK;
+}
+
+/* A page table: int32 [b, pages_per_seq] with pages_per_seq =
+ * ceil(max_seqlen_kv / page): TE takes pages_per_seq from the table's shape
+ * (fused_attn.cpp) and cuDNN's paged cache load accepts no other count.
+ * Its entries are checked against the lengths in geom_pages. */
+static fattn_status page_table_dims(const fattn_tensor *pt, const char *name, int64_t b,
+                                    int64_t page, int64_t mskv, const char *who)
+{
+    if (!pt || fattn_tensor_is_empty(pt))
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: a paged KV layout needs %s", who, name);
+    if (pt->dtype != FATTN_DTYPE_INT32 || pt->ndim != 2 || pt->shape[0] != b ||
+        pt->shape[1] < 1)
+        return fattn_error(FATTN_E_SHAPE, "%s: %s must be int32 [%lld, pages_per_seq]", who,
+                           name, (long long)b);
+    if (mskv <= 0 || pt->shape[1] != (mskv + page - 1) / page)
+        return fattn_error(FATTN_E_SHAPE, "%s: %s has %lld pages per sequence, "
+                           "max_seqlen_kv %lld in pages of %lld needs %lld", who, name,
+                           (long long)pt->shape[1], (long long)mskv, (long long)page,
+                           mskv > 0 ? (long long)((mskv + page - 1) / page) : 0LL);
+    return FATTN_OK;
+}
+
+/* Paged K/V (TE's fused_attn.cpp reads the containers' shapes so: bshd
+ * [num_pages, page_size, hg, d], sbhd [page_size, num_pages, hg, d]): the
+ * batch comes from Q, max_seqlen_kv is the call's, each cache has its own
+ * page size, number of pages and table. fmt_dims read a bshd container's
+ * pages as its batch and its page size as its length, and the same of an
+ * sbhd one. */
+static fattn_status geom_paged_dims(fattn_geom *g, const fattn_geom_args *a, int64_t b,
+                                    int64_t sq, int64_t h, int64_t d, int64_t dv, int64_t hg,
+                                    int64_t pages_k, int64_t page_k, int64_t pages_v,
+                                    int64_t page_v)
+{
+    const char *who = a->who;
+    (void)pages_k, (void)pages_v; /* checked against the tables' entries in geom_pages */
+    if (g->kv_fmt != FATTN_FORMAT_BSHD && g->kv_fmt != FATTN_FORMAT_SBHD)
+        return fattn_error(FATTN_E_LAYOUT, "%s: paged K/V must be bshd or sbhd, got %s", who,
+                           fattn_format_name(g->kv_fmt));
+    int64_t mskv = a->max_seqlen_kv;
+    fattn_status st;
+    if ((st = page_table_dims(a->page_table_k, "page_table_k", b, page_k, mskv, who)) ||
+        (st = page_table_dims(a->page_table_v, "page_table_v", b, page_v, mskv, who)))
+        return st;
+    g->pt_k = *a->page_table_k;
+    g->pt_v = *a->page_table_v;
+    g->page_k = page_k;
+    g->page_v = page_v;
+    return geom_set_dims(g, a, b, sq, mskv, h, d, dv, hg);
+}
+
+/* Every table entry a sequence's length reaches names a page of its
+ * container; the entries past it are never read (TE leaves zeros there). */
+static fattn_status geom_pages(const fattn_geom *g, const fattn_tensor *pt,
+                               const fattn_tensor *cache, int64_t page, const char *name,
+                               const char *who)
+{
+    int64_t pages = g->kv_fmt == FATTN_FORMAT_BSHD ? cache->shape[0] : cache->shape[1];
+    const int32_t *t = pt->data;
+    for (int64_t bi = 0; bi < g->b; bi++) {
+        int64_t used = ((int64_t)g->len_kv[bi] + page - 1) / page;
+        for (int64_t j = 0; j < used; j++) {
+            int32_t e = t[bi * pt->strides[0] + j * pt->strides[1]];
+            if (e < 0 || e >= pages)
+                return fattn_error(FATTN_E_SHAPE, "%s: %s[%lld][%lld] = %d is not a page of "
+                                   "the %lld-page cache", who, name, (long long)bi,
+                                   (long long)j, e, (long long)pages);
+        }
+    }
+    return FATTN_OK;
+}
+
+static int64_t paged_offset(const fattn_geom *g, const fattn_tensor *t, const fattn_tensor *pt,
+                            int64_t page, int64_t bi, int64_t pos, int64_t n)
+{
+    const int32_t *tab = pt->data;
+    int64_t pg = tab[bi * pt->strides[0] + (pos / page) * pt->strides[1]];
+    int64_t row = pos % page;
+    const int64_t *st = t->strides;
+    if (g->kv_fmt == FATTN_FORMAT_BSHD)
+        return pg * st[0] + row * st[1] + n * st[2];
+    return row * st[0] + pg * st[1] + n * st[2];
+}
+
+int64_t fattn_geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
+{
+    if (g->paged)
+        return paged_offset(g, &g->k, &g->pt_k, g->page_k, bi, pos, n);
+    return fattn_geom_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, pos, n);
+}
+
+int64_t fattn_geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
+{
+    if (g->paged)
+        return paged_offset(g, &g->v, &g->pt_v, g->page_v, bi, pos, n);
+    return fattn_geom_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, pos, n);
 }
 
 /* Per-batch lengths and THD token offsets. */
@@ -326,6 +443,11 @@ static fattn_status geom_seqlens(fattn_geom *g, const fattn_geom_args *a)
     if (thd && !padding)
         return fattn_error(FATTN_E_INVALID_CASE, "%s: THD layouts need a padding mask, got %s",
                            who, fattn_mask_type_name(a->mask_type));
+    /* A paged cache's lengths are its sequences' (cu_seqlens_kv): without
+     * them nothing says how much of each table to read. */
+    if (g->paged && !padding)
+        return fattn_error(FATTN_E_INVALID_CASE, "%s: paged KV layouts need a padding mask, "
+                           "got %s", who, fattn_mask_type_name(a->mask_type));
     if (padding) {
         if ((st = read_seqlens(a->cu_q, "cu_seqlens_q", b, msq, g->len_q, who)) ||
             (st = read_seqlens(a->cu_kv, "cu_seqlens_kv", b, mskv, g->len_kv, who)))
@@ -344,6 +466,10 @@ static fattn_status geom_seqlens(fattn_geom *g, const fattn_geom_args *a)
         (st = read_offsets(a->cu_kv, a->cu_kv_pad, "cu_seqlens_kv_padded", b, g->k.shape[0],
                            g->len_kv,
                            g->off_kv, who)))
+        return st;
+    if (g->paged &&
+        ((st = geom_pages(g, &g->pt_k, &g->k, g->page_k, "page_table_k", who)) ||
+         (st = geom_pages(g, &g->pt_v, &g->v, g->page_v, "page_table_v", who))))
         return st;
     return FATTN_OK;
 }

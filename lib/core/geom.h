@@ -39,6 +39,14 @@ struct fattn_geom {
     bool bottom_right;
     bool thd_stats;            /* Stats ragged [t_q,h,1] */
     int64_t t_q;               /* tokens of a THD Q */
+    /* Paged K/V (a paged_kv_* layout): k and v are page containers, bshd
+     * [pages, page, hg, d] or sbhd [page, pages, hg, d] as kv_fmt says, and
+     * key position j of batch bi lies in page pt[bi][j / page] at row
+     * j % page. Every table entry a length reaches was checked to name a
+     * page of its container. */
+    bool paged;
+    fattn_tensor pt_k, pt_v;   /* int32 [b, pages_per_seq] */
+    int64_t page_k, page_v;    /* page sizes */
     /* Where the tables above live when b and h are small, so that a call
      * allocates nothing on the hot path of a plan-cache hit; larger ones
      * are allocated. Last, so that init and free need not clear them. */
@@ -55,6 +63,7 @@ typedef struct fattn_geom_args {
     const fattn_tensor *bias, *softmax_offset;
     const fattn_tensor *cu_q, *cu_kv, *cu_q_pad, *cu_kv_pad;
     const fattn_tensor *rng_state;
+    const fattn_tensor *page_table_k, *page_table_v; /* NULL or empty unless paged */
     int64_t max_seqlen_q, max_seqlen_kv;
     float attn_scale, dropout;
     bool apply_dropout;
@@ -79,6 +88,11 @@ void fattn_geom_free(fattn_geom *g);
  * the THD token offset table ([b]), unused for the other formats. */
 int64_t fattn_geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
                               const int32_t *off, int64_t bi, int64_t pos, int64_t n);
+
+/* Element offset of K's (resp. V's) row (bi, key position pos, kv head n):
+ * through the page table when g is paged, else fattn_geom_row_offset. */
+int64_t fattn_geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
+int64_t fattn_geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
 
 /* Element offset of Stats/Max entry (bi, n, i) of a tensor of the shape
  * fattn_geom_stats_shape gives. */

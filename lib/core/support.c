@@ -164,9 +164,21 @@ static bool r_float32_cudnn(const fattn_support_query *q)
     return q->q_dtype == FATTN_DTYPE_FLOAT32;
 }
 
-static bool r_paged(const fattn_support_query *q)
+/* Paged KV: DotProductAttention's KV cache, the only caller that fills the
+ * page tables (backends.py FusedAttention.forward). */
+static bool r_paged_padding(const fattn_support_query *q)
 {
-    return fattn_layout_is_paged(q->layout);
+    return fattn_layout_is_paged(q->layout) && !fattn_mask_has_padding(q->mask_type);
+}
+
+static bool r_paged_training(const fattn_support_query *q)
+{
+    return fattn_layout_is_paged(q->layout) && q->is_training;
+}
+
+static bool r_paged_fp8(const fattn_support_query *q)
+{
+    return fattn_layout_is_paged(q->layout) && r_fp8(q);
 }
 
 /* A backward with a sink computes dSoftmaxOffset (TE always asks for it). */
@@ -365,6 +377,19 @@ static const fattn_support_rule rules[] = {
     {"thd_padding", r_thd_padding, FATTN_E_INVALID_CASE,
      "qkv_format thd needs a padding, padding_causal or padding_causal_bottom_right mask",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_DPA, 1800), AT(2_20, F_DPA, 2450)}},
+    {"paged_padding", r_paged_padding, FATTN_E_INVALID_CASE,
+     "KV caching requires a padding mask: DotProductAttention asserts it before it makes "
+     "the paged_kv_* layout and passes the cache's page table",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_DPA, 1834), AT(2_20, F_DPA, 2537)}},
+    {"paged_training", r_paged_training, FATTN_E_NOT_MODELLED,
+     "training over a paged KV cache: fused_attn_bwd takes no page tables, so its backward "
+     "would read the page containers as dense K and V; TE's KV cache is an inference path "
+     "and fattn does not model a backward of it",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_PY, 448)}},
+    {"paged_fp8", r_paged_fp8, FATTN_E_NOT_MODELLED,
+     "FP8 over a paged KV cache: DotProductAttention disables FusedAttention for FP8 KV "
+     "caching, and FusedAttnFunc's FP8 branch drops the paged_kv_ prefix and the page tables",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 868), AT(2_20, F_UTILS, 969)}},
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
      "head dims d_qk and d_v must be multiples of 8 and at most 256 on sm_90",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 310)}},
@@ -428,14 +453,6 @@ static const fattn_support_rule rules[] = {
      "return_max_logit needs cuDNN >= 9.21 (the cuDNN engine's Max comes from its softmax "
      "operation, which 9.21 builds)",
      REFUSAL(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(92100), {AT(2_19, F_CPP, 479)}},
-    /* PAGED KV: placeholder refusals, one per engine, until the engines run
-     * paged caches; paged KV's own support rules replace these two rows. */
-    {"paged_cpu", r_paged, FATTN_E_UNSUPPORTED,
-     "paged KV layouts are not implemented by the CPU engine",
-     REFUSAL(ENG_CPU), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 387)}},
-    {"paged_cudnn", r_paged, FATTN_E_UNSUPPORTED,
-     "paged KV layouts are not implemented by the cuDNN engine",
-     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 387)}},
     {"float32_cudnn", r_float32_cudnn, FATTN_E_UNSUPPORTED,
      "cuDNN's fused attention takes float16/bfloat16 io only (TE's F16 arbitrary-seqlen "
      "backend is selected only for those dtypes); float32 runs on the CPU engine",

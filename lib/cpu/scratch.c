@@ -116,7 +116,7 @@ void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, 
     int64_t ksd = g->k.strides[g->k.ndim - 1], vsd = g->v.strides[g->v.ndim - 1];
     if (want & (CPU_KT | CPU_KR)) {
         for (int64_t j = 0; j < len; j++) {
-            int64_t ko = fattn_geom_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, j, gk);
+            int64_t ko = fattn_geom_k_offset(g, bi, j, gk);
             float *row = scr->kr + j * ldc;
             load_strided(g->k.data, g->io, ko, ksd, d, row);
             for (int64_t c = d; c < ldc; c++)
@@ -136,7 +136,7 @@ void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, 
     }
     if (want & (CPU_VR | CPU_VT)) {
         for (int64_t j = 0; j < len; j++) {
-            int64_t vo = fattn_geom_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, j, gk);
+            int64_t vo = fattn_geom_v_offset(g, bi, j, gk);
             float *row = scr->vr + j * ldc;
             load_strided(g->v.data, g->io, vo, vsd, dv, row);
             for (int64_t c = dv; c < ldc; c++)

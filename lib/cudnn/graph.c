@@ -43,7 +43,8 @@ const char *cg_red_mode_name(cg_red_mode m)
 const char *cg_op_kind_name(cg_op_kind k)
 {
     static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
-                                    "RESHAPE",  "SDPA_BWD", "SOFTMAX"};
+                                    "RESHAPE",  "SDPA_BWD", "SOFTMAX",
+                                    "PAGED_CACHE_LOAD"};
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -58,7 +59,7 @@ const char *cg_role_name(cg_role r)
                                     "descale_s", "descale_o", "descale_do", "descale_dp",
                                     "scale_s", "scale_o", "scale_dp", "scale_dq", "scale_dk",
                                     "scale_dv", "amax_s", "amax_o", "amax_dp", "amax_dq",
-                                    "amax_dk", "amax_dv"};
+                                    "amax_dk", "amax_dv", "page_table_k", "page_table_v"};
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 
@@ -451,6 +452,11 @@ char *cg_dump(const cg_graph *g, bool with_values)
             break;
         case CG_OP_RESHAPE:
             dump_add(&d, " x=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->out));
+            break;
+        case CG_OP_PAGED_LOAD:
+            dump_add(&d, " container=%lld sequence=%lld page_table=%lld y=%lld",
+                     uid_of(g, o->in[0]), uid_of(g, o->in[1]), uid_of(g, o->in[2]),
+                     uid_of(g, o->out));
             break;
         case CG_OP_SDPA_FWD:
             dump_add(&d, " q=%lld k=%lld v=%lld o=%lld stats=%lld scale=%lld",

@@ -91,6 +91,9 @@ typedef enum cg_role {
     CG_ROLE_AMAX_DQ,
     CG_ROLE_AMAX_DK,
     CG_ROLE_AMAX_DV,
+    /* paged KV: the page tables, int32 [b, 1, pages_per_seq, 1] */
+    CG_ROLE_PT_K,
+    CG_ROLE_PT_V,
     CG_ROLE_COUNT
 } cg_role;
 
@@ -128,6 +131,8 @@ enum {
     CG_UID_RAG_DK = 28,
     CG_UID_RAG_DV = 29,
     CG_UID_RNG_DUMP = 30,
+    CG_UID_PT_K = 31,
+    CG_UID_PT_V = 32,
     CG_UID_MAX = 33,
     /* FP8 scalars: CG_UID_FP8_FIRST + (role - CG_ROLE_DESCALE_Q) */
     CG_UID_FP8_FIRST = 40,
@@ -156,7 +161,8 @@ typedef enum cg_op_kind {
     CG_OP_SDPA_FWD,
     CG_OP_RESHAPE,
     CG_OP_SDPA_BWD,
-    CG_OP_SOFTMAX /* cuDNN >= 9.21's one-op softmax: in x (and sink), out P; Stats, Max */
+    CG_OP_SOFTMAX, /* cuDNN >= 9.21's one-op softmax: in x (and sink), out P; Stats, Max */
+    CG_OP_PAGED_LOAD /* in: container, sequence lengths, page table; out: the gathered cache */
 } cg_op_kind;
 
 typedef enum cg_pw_mode {
@@ -248,9 +254,15 @@ typedef struct cg_fwd_desc {
     cg_dtype io;
     int64_t b, hq, hk, hv, sq, skv, d, dv;
     int64_t q_dims[4], q_strides[4];
-    int64_t k_dims[4], k_strides[4];
-    int64_t v_dims[4], v_strides[4];
+    int64_t k_dims[4], k_strides[4]; /* paged: the container [pages, hk, page, d] */
+    int64_t v_dims[4], v_strides[4]; /* paged: the container [pages, hv, page, dv] */
     int64_t o_dims[4], o_strides[4];
+    /* Paged KV (a paged_kv_* layout): K and V are page containers gathered
+     * by a PAGED_CACHE_LOAD each into [b, h, skv, d] (K transposed) through
+     * their tables of pages_per_seq entries, ceil(skv / page) as the
+     * frontend's PagedCacheLoadNode requires. */
+    bool paged;
+    int64_t pps_k, pps_v;
     bool ragged_q, ragged_kv;   /* THD Q (and O, Stats) / THD K, V */
     cg_dtype ragged_dtype;      /* INT32, or INT64 when offsets may not fit */
     bool padding;               /* padding mask with per-batch lengths */
@@ -338,7 +350,7 @@ int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
 /* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
  * data is read). FATTN_E_UNSUPPORTED for what the cuDNN engine does not do
- * (float32 io, FP8 with return_max_logit, paged KV). */
+ * (float32 io, FP8 with return_max_logit, FP8 over a paged cache). */
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
 
 /* What the description needs of the loaded cuDNN (cudnnGetVersion()):

@@ -74,17 +74,48 @@ static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
     return FATTN_OK;
 }
 
+/* One page table: int32 [b, pages_per_seq] with pages_per_seq =
+ * ceil(skv / page), what PagedCacheLoadNode::pre_validate_node checks. */
+static fattn_status paged_table(const fattn_tensor *pt, const char *name, int64_t b,
+                                int64_t skv, int64_t page, int64_t *pps)
+{
+    if (fattn_tensor_is_empty(pt) || pt->dtype != FATTN_DTYPE_INT32 || pt->ndim != 2 ||
+        pt->shape[0] != b)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: %s must be int32 [%lld, "
+                           "pages_per_seq]", name, (long long)b);
+    if (pt->shape[1] != (skv + page - 1) / page)
+        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: %s has %lld pages per sequence, "
+                           "cuDNN needs ceil(max_seqlen_kv %lld / page %lld) = %lld", name,
+                           (long long)pt->shape[1], (long long)skv, (long long)page,
+                           (long long)((skv + page - 1) / page));
+    *pps = pt->shape[1];
+    return FATTN_OK;
+}
+
+/* Paged K/V: the containers (cgb_to_bhsd made them [pages, h, page, d])
+ * and their tables. cuDNN's paged cache has no FP8 path here. */
+static fattn_status paged_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
+{
+    if (d->fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 over a paged KV cache");
+    fattn_status st;
+    if ((st = paged_table(&p->page_table_k, "page_table_k", d->b, d->skv, d->k_dims[2],
+                          &d->pps_k)) ||
+        (st = paged_table(&p->page_table_v, "page_table_v", d->b, d->skv, d->v_dims[2],
+                          &d->pps_v)))
+        return st;
+    return FATTN_OK;
+}
+
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
 {
     memset(d, 0, sizeof *d);
     if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
-    /* Paged layouts, float32 io and return_max_logit below cuDNN 9.21 are
-     * the support table's rows for this engine (paged_cudnn, float32_cudnn,
-     * max_logit_cudnn): the dispatch refuses them before the engine runs. */
-    if (fattn_layout_is_paged(p->qkv_layout))
-        return fattn_error(FATTN_E_INTERNAL, "cuDNN engine: a paged layout reached the graph "
-                           "(support rule paged_cudnn refuses it)");
+    /* float32 io and return_max_logit below cuDNN 9.21 are the support
+     * table's rows for this engine (float32_cudnn, max_logit_cudnn): the
+     * dispatch refuses them before the engine runs. */
+    d->paged = fattn_layout_is_paged(p->qkv_layout);
     switch (p->q.dtype) {
     case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
     case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
@@ -120,10 +151,13 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q must have 4 dims");
         b = qf == FATTN_FORMAT_SBHD ? p->q.shape[1] : p->q.shape[0];
     }
-    int64_t sq = d->ragged_q ? p->max_seqlen_q : 0, skv = d->ragged_kv ? p->max_seqlen_kv : 0;
+    if (d->paged && !padding)
+        return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: paged KV needs a padding mask");
+    int64_t sq = d->ragged_q ? p->max_seqlen_q : 0;
+    int64_t skv = d->ragged_kv || d->paged ? p->max_seqlen_kv : 0;
     if (!d->ragged_q)
         sq = qf == FATTN_FORMAT_SBHD ? p->q.shape[0] : p->q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
-    if (!d->ragged_kv) {
+    if (!d->ragged_kv && !d->paged) {
         if (p->k.ndim != 4)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: K must have 4 dims");
         skv = kf == FATTN_FORMAT_SBHD ? p->k.shape[0] : p->k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
@@ -144,8 +178,11 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     d->hv = d->v_dims[1];
     d->d = d->q_dims[3];
     d->dv = d->v_dims[3];
-    if (d->k_dims[0] != b || d->v_dims[0] != b || d->q_dims[0] != b || d->o_dims[0] != b ||
-        d->k_dims[3] != d->d || d->v_dims[2] != skv || d->k_dims[2] != skv ||
+    if (d->paged && (st = paged_desc(p, d)))
+        return st;
+    if ((!d->paged && (d->k_dims[0] != b || d->v_dims[0] != b || d->v_dims[2] != skv ||
+                       d->k_dims[2] != skv)) ||
+        d->q_dims[0] != b || d->o_dims[0] != b || d->k_dims[3] != d->d ||
         d->o_dims[1] != d->hq || d->o_dims[2] != sq || d->o_dims[3] != d->dv ||
         d->hk != d->hv || d->hq % d->hk != 0)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
@@ -179,7 +216,7 @@ fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
 
 bool cg_fwd_native_shape(const cg_fwd_desc *d)
 {
-    return !d->fp8 && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias && !d->alibi &&
+    return !d->fp8 && !d->paged && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias && !d->alibi &&
            !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
 }
 
@@ -227,8 +264,11 @@ static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
  * offsets, Q, K (transposed), V, the per-batch lengths. */
 typedef struct fwd_inputs {
     int q, k, v, seq_q, seq_kv;
+    int pt_k, pt_v; /* page tables, -1 unless paged */
     int ro, rs; /* ragged offsets of O and Stats, -1 without */
 } fwd_inputs;
+
+static fattn_status fwd_add_paged(builder *bd, const cg_fwd_desc *d, fwd_inputs *x);
 
 static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs *x)
 {
@@ -236,7 +276,7 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     const int64_t b = d->b;
     /* Ragged offsets first: a tensor's RAGGED_OFFSET_DESC must exist before it. */
     int rq = -1, rk = -1, rv = -1;
-    x->ro = -1, x->rs = -1;
+    x->ro = -1, x->rs = -1, x->pt_k = -1, x->pt_v = -1;
     if (d->ragged_q) {
         rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
                                CG_UID_RAG_Q);
@@ -254,6 +294,11 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
 
     int q = x->q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
                                   CG_UID_Q);
+    if (d->paged) {
+        if (bd->st == FATTN_OK)
+            g->t[q].ragged = rq;
+        return fwd_add_paged(bd, d, x);
+    }
     /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
@@ -322,6 +367,48 @@ static int fwd_softmax_op(builder *bd, const cg_fwd_desc *d, int s, int rs)
         op->sdpa[CG_SDPA_MAX] = max;
     }
     return p;
+}
+
+/* The paged inputs after Q (cudnn-frontend's CompositeSDPANode): the K and V
+ * containers, the lengths, the page tables, and K's PAGED_CACHE_LOAD into
+ * the virtual K^T [b, hk, d, skv] bmm1 reads (V's is made before bmm2,
+ * fwd_paged_v). */
+static fattn_status fwd_add_paged(builder *bd, const cg_fwd_desc *d, fwd_inputs *x)
+{
+    const int64_t b = d->b, skv = d->skv, hk = d->hk, dk = d->d;
+    int kc = x->k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
+                                   CG_ROLE_K, CG_UID_K);
+    x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+                          CG_UID_V);
+    int64_t bd4[4] = {b, 1, 1, 1};
+    x->seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+                              CG_UID_SEQ_Q);
+    x->seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+                               CG_UID_SEQ_KV);
+    int64_t tk[4] = {b, 1, d->pps_k, 1}, tks[4] = {d->pps_k, d->pps_k, 1, 1};
+    int64_t tv[4] = {b, 1, d->pps_v, 1}, tvs[4] = {d->pps_v, d->pps_v, 1, 1};
+    x->pt_k = cgb_add_tensor(bd, "page_table_k", CG_I32, tk, tks, false, false, CG_ROLE_PT_K,
+                             CG_UID_PT_K);
+    x->pt_v = cgb_add_tensor(bd, "page_table_v", CG_I32, tv, tvs, false, false, CG_ROLE_PT_V,
+                             CG_UID_PT_V);
+    int64_t kt[4] = {b, hk, dk, skv}, kts[4] = {dk * skv * hk, dk * skv, 1, dk};
+    x->k = cgb_add_tensor(bd, "paged_k", d->io, kt, kts, true, false, CG_ROLE_NONE, -1);
+    cg_op *op = cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_k_cache_operation");
+    if (op)
+        op->in[0] = kc, op->in[1] = x->seq_kv, op->in[2] = x->pt_k, op->out = x->k;
+    return bd->st;
+}
+
+/* V's PAGED_CACHE_LOAD into the virtual [b, hv, skv, dv] bmm2 reads. */
+static int fwd_paged_v(builder *bd, const cg_fwd_desc *d, const fwd_inputs *x)
+{
+    const int64_t b = d->b, skv = d->skv, hv = d->hv, dv = d->dv;
+    int64_t vd[4] = {b, hv, skv, dv}, vs[4] = {dv * skv * hv, dv * skv, dv, 1};
+    int v = cgb_add_tensor(bd, "paged_v", d->io, vd, vs, true, false, CG_ROLE_NONE, -1);
+    cg_op *op = cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_v_cache_operation");
+    if (op)
+        op->in[0] = x->v, op->in[1] = x->seq_kv, op->in[2] = x->pt_v, op->out = v;
+    return v;
 }
 
 /* Softmax (F3-F9), with the sink variant: Stats = M + log(sum exp(s - M))
@@ -454,6 +541,9 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     p = fwd_dropout(&bd, d, p);
     if (d->fp8)
         p = cgb_fp8_quantize_p(&bd, d, p);
+
+    if (d->paged)
+        v = fwd_paged_v(&bd, d, &x);
 
     /* F10 bmm2 */
     int o = cgb_add_tensor(&bd, "O", d->fp8 ? d->o_dt : d->io, d->o_dims, d->o_strides, false,

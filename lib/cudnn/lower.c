@@ -218,6 +218,13 @@ static cudnnBackendDescriptor_t lower_op(lowering *L, const cg_graph *g, const c
         set_desc(L, op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, T[o->in[1]]);
         break;
     }
+    case CG_OP_PAGED_LOAD: /* cudnn-frontend's PagedCacheLoadNode */
+        op = mk(L, CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC, T[o->in[0]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC, T[o->in[2]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC, T[o->in[1]]);
+        set_desc(L, op, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC, T[o->out]);
+        break;
     case CG_OP_RESHAPE:
         op = mk(L, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
         set_desc(L, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, T[o->in[0]]);

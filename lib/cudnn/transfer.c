@@ -147,8 +147,27 @@ fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int6
     return st;
 }
 
+/* A page table [b, pages_per_seq] packed as the graph's [b, 1, pps, 1]. */
+static fattn_status upload_page_table(dev_arena *a, const fattn_tensor *pt, void **out)
+{
+    int64_t b = pt->shape[0], pps = pt->shape[1];
+    size_t bytes;
+    if (!fattn_bytes_of(b * pps, sizeof(int32_t), &bytes))
+        return fattn_error(FATTN_E_OVERFLOW, "cuDNN engine: page table");
+    int32_t *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: page table");
+    const int32_t *src = pt->data;
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t j = 0; j < pps; j++)
+            host[i * pps + j] = src[i * pt->strides[0] + j * pt->strides[1]];
+    fattn_status st = cudnn_dev_upload(a, host, bytes, out);
+    free(host);
+    return st;
+}
+
 /* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
- * per-batch lengths, dropout seed and offset. */
+ * per-batch lengths, page tables (the forward's only), dropout seed and offset. */
 fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
                                  const int64_t rng[2], dev_bindings *d)
 {
@@ -160,6 +179,9 @@ fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fatt
         return st;
     if (fd->padding && ((st = cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
                         (st = cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
+        return st;
+    if (fd->paged && ((st = upload_page_table(a, &geom->pt_k, &d->p[CG_ROLE_PT_K])) ||
+                      (st = upload_page_table(a, &geom->pt_v, &d->p[CG_ROLE_PT_V]))))
         return st;
     if (fd->dropout > 0.0f) {
         if ((st = cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))

@@ -90,6 +90,9 @@ static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
     p->cu_seqlens_kv = lg_opt(f->cu_seqlens_kv);
     p->cu_seqlens_q_padded = lg_opt(f->cu_seqlens_q_padded);
     p->cu_seqlens_kv_padded = lg_opt(f->cu_seqlens_kv_padded);
+    /* backends.py:1630-1631 passes the tables as FusedAttnFunc got them
+     * (1407-1408; FusedAttention: the cache's one table twice, 2335-2336);
+     * nothing saves them for the backward, whose call takes none. */
     p->page_table_k = lg_opt(f->page_table_k);
     p->page_table_v = lg_opt(f->page_table_v);
     p->rng_state = f->ctx->own_rng_state;

@@ -461,6 +461,9 @@ static void sp_forward_impl_params(sp_forward_frame *f, fattn_fwd_params *p)
     p->cu_seqlens_kv = args->cu_seqlens_kv;
     p->cu_seqlens_q_padded = args->cu_seqlens_q_padded;
     p->cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
+    /* backends.py:1788-1789 passes FusedAttnFwdArgs' tables (1455-1456;
+     * FusedAttention: the cache's one table twice, 2595-2596); no ctx
+     * attribute keeps them, the backward's call takes none. */
     p->page_table_k = args->page_table_k;
     p->page_table_v = args->page_table_v;
     p->rng_state = f->res->own_rng_state;

@@ -113,7 +113,8 @@ def func_args(te, res, t, gen):
         "cu_seqlens_q": t.get("cu_seqlens_q"), "cu_seqlens_kv": t.get("cu_seqlens_kv"),
         "cu_seqlens_q_padded": t.get("cu_seqlens_q_padded"),
         "cu_seqlens_kv_padded": t.get("cu_seqlens_kv_padded"),
-        "page_table_k": None, "page_table_v": None,
+        # FusedAttention passes the cache's page table (twice) for a paged case
+        "page_table_k": t.get("page_table_k"), "page_table_v": t.get("page_table_v"),
         "q": t["q"], "k": t["k"], "v": t["v"], "attn_bias": t.get("attn_bias"),
         "attn_scale": res["attn_scale_arg"], "dropout_p": res["dropout_p"],
         "fast_zero_fill": bool(spec["fast_zero_fill"]), "qkv_layout": spec["layout"],
