@@ -536,7 +536,11 @@ START_TEST(test_default_matrix)
         for (size_t j = 0; j < i; j++)
             ck_assert_str_ne(s->id, l.items[j].id);
         int64_t d = s->d_qk > s->d_v ? s->d_qk : s->d_v;
-        ck_assert_msg(s->b * s->h * s->sq * s->skv * d <= 200000, "%s is too big", s->id);
+        /* FP8 cases need d = 128 (rule fp8_head_dim), and one crosses cuDNN's
+         * 64-row tile (65 x 72): a larger bound for them, still small on the
+         * CPU. */
+        ck_assert_msg(s->b * s->h * s->sq * s->skv * d <= (s->fp8 ? 600000 : 200000),
+                      "%s is too big", s->id);
         seen_f16 |= s->dtype == FATTN_DTYPE_FLOAT16;
         seen_bf16 |= s->dtype == FATTN_DTYPE_BFLOAT16;
         seen_inference |= !s->is_training;
