@@ -454,6 +454,39 @@ START_TEST(cudnn_ranges)
 }
 END_TEST
 
+/* The front ends ask for TE's validity at the reference platform and for
+ * the engine's gaps at the cuDNN the engine loaded: on a cuDNN >= 9.21 the
+ * max_logit gap is gone while FP8's TE rules below 9.21 still refuse. */
+START_TEST(engine_version_for_gaps)
+{
+    static const struct {
+        const char *id;
+        long engine_version;
+        bool refused;
+    } rows[] = {
+        {"max_logit_cudnn", 0, true},      /* 0: the platform's (reference) version */
+        {"max_logit_cudnn", 91900, true},
+        {"max_logit_cudnn", 92100, false}, /* the engine's gap ends at 9.21 */
+        {"max_logit_cudnn", 92801, false},
+        {"fp8_softmax", 92801, true},      /* a TE rule: the reference platform's */
+        {"fp8_qkv_format", 92801, true},
+    };
+    for (int i = 0; i < FE_NROWS(rows); i++) {
+        fe_spec s = fe_spec_for_rule(rows[i].id);
+        fattn_support_query q = fe_query(&s);
+        q.engine_cudnn_version = rows[i].engine_version;
+        const fattn_support_rule *failed = NULL;
+        fattn_status st = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed);
+        if (rows[i].refused)
+            ck_assert_msg(failed && !strcmp(failed->id, rows[i].id), "%s at engine cuDNN %ld: %s",
+                          rows[i].id, rows[i].engine_version, fattn_last_error());
+        else
+            ck_assert_msg(st == FATTN_OK, "%s at engine cuDNN %ld: %s", rows[i].id,
+                          rows[i].engine_version, fattn_last_error());
+    }
+}
+END_TEST
+
 /* The dispatch's check is the engines' own gaps only: a case TE refuses is
  * the front ends' business, and passes it. */
 START_TEST(engine_gaps_only)
@@ -840,6 +873,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, mla_boundaries);
     tcase_add_test(tc, cudnn_ranges);
     tcase_add_test(tc, engine_gaps_only);
+    tcase_add_test(tc, engine_version_for_gaps);
     tcase_add_test(tc, docs_table_matches);
     tcase_add_loop_test(tc, route_trips, 0, FE_NROWS(route_rows));
     tcase_add_test(tc, route_111s_sq1);

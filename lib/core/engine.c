@@ -54,8 +54,7 @@ fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                        true, false, p->fp8 != NULL, true);
 }
 
-/* The engine's cuDNN version, or the reference platform's. */
-static long engine_cudnn_version(const fattn_engine *e)
+long fattn_engine_cudnn_version(const fattn_engine *e)
 {
     return e->ops->cudnn_version ? e->ops->cudnn_version(e) : FATTN_SUPPORT_CUDNN_REFERENCE;
 }
@@ -171,7 +170,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "forward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn_engine_gaps_fwd(p, fattn_engine_support_bit(e), engine_cudnn_version(e));
+        fattn_engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
     fattn_geom_args a;
@@ -237,7 +236,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn_engine_gaps_bwd(p, fattn_engine_support_bit(e), engine_cudnn_version(e));
+        fattn_engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
     const fattn_aux_pack *aux = p->aux;

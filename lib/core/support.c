@@ -671,6 +671,14 @@ static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
     (void)cls;
 }
 
+/* The cuDNN version a refusal row is tested at: an engine's own gap at the
+ * engine's cuDNN where the query names it, TE's rules at the platform's. */
+static long row_cudnn_version(const fattn_support_rule *r, const fattn_support_query *q)
+{
+    return r->status == FATTN_E_UNSUPPORTED && q->engine_cudnn_version ? q->engine_cudnn_version
+                                                                      : q->cudnn_version;
+}
+
 static bool one_engine(unsigned engine)
 {
     return engine && (engine & (engine - 1)) == 0 && (engine & ~FATTN_SUPPORT_ENGINE_ALL) == 0;
@@ -700,7 +708,7 @@ static fattn_status check_rows_for(const fattn_support_rule *rows, size_t n,
         bool stage_ok = r->stage == FATTN_SUPPORT_AT_CALL || (engine_only && q->at_backward);
         if (!stage_ok || (engine_only && r->status != FATTN_E_UNSUPPORTED) ||
             !fattn_support_rule_holds(r, q->te_rules) || !(r->engines & engine) ||
-            !cudnn_holds(r, q->cudnn_version) || !r->refuses(q))
+            !cudnn_holds(r, row_cudnn_version(r, q)) || !r->refuses(q))
             continue;
         if (failed)
             *failed = r;

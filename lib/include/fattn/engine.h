@@ -357,6 +357,11 @@ fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt
  * *name gets its registry name. */
 fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
                                     const char **name);
+/* The cuDNN version e loaded (91900 = 9.19.0); the reference platform's
+ * (FATTN_SUPPORT_CUDNN_REFERENCE) for an engine without cuDNN. The front
+ * ends test the engine's own gap rows at it (fattn_support_query's
+ * engine_cudnn_version). */
+long fattn_engine_cudnn_version(const fattn_engine *e);
 /* The support table's engine bit for e (FATTN_SUPPORT_ENGINE_*), what
  * fattn_support_check takes. */
 unsigned fattn_engine_support_bit(const fattn_engine *e);

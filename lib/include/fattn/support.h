@@ -120,6 +120,12 @@ typedef struct fattn_support_query {
     long cudnn_version;          /* the platform's cuDNN (91900 = 9.19.0); init: the
                                   * reference platform's, FATTN_SUPPORT_CUDNN_REFERENCE */
     bool at_backward;            /* a backward call: the AT_BACKWARD rows apply too */
+    /* The engine's own cuDNN, for the engine's gap rows (status
+     * FATTN_E_UNSUPPORTED): whether a case is valid for TE is decided for
+     * the reference platform (cudnn_version), whether the engine at hand
+     * runs it for the cuDNN it loaded (fattn_engine_cudnn_version). 0: as
+     * cudnn_version. */
+    long engine_cudnn_version;
 } fattn_support_query;
 
 /* Engines a rule applies to (bit set); the registry gives each engine kind
