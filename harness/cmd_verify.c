@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cmd_verify.h"
+#include "escape.h"
 #include "compare.h"
 #include "fileguard.h"
 #include "runfile.h"
@@ -176,7 +177,8 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
             table_id_width = (int)n;
     }
     fprintf(f, "fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", v->backend_name,
-            v->forced ? " (deterministic backward forced)" : "", g->key, g->path, g->note);
+            v->forced ? " (deterministic backward forced)" : "", g->key, cli_vis(g->path),
+            cli_vis(g->note));
     fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
@@ -226,8 +228,10 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                                    "within its bound)"
                                  : "");
     }
-    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, c->spec->id, c->states, c->tensors,
-            result);
+    /* paths, reasons and messages can come from the goldens file: shown
+     * visibly, so that none can start a line of its own (escape.h) */
+    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, cli_vis(c->spec->id), c->states,
+            c->tensors, cli_vis(result));
 }
 
 /* A case's result in one word, for progress lines. */
@@ -332,7 +336,7 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
                 fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
             else
                 fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
-                        fattn_status_name(b->side_status[i]), b->side_error[i]);
+                        fattn_status_name(b->side_status[i]), cli_vis(b->side_error[i]));
         }
     }
 }
