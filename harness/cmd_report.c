@@ -271,54 +271,115 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
 
 /* ---- two run files ---------------------------------------------------------- */
 
-/* Does diff entry path p belong to case `id` ("/cases/<id>", then '/' or
- * '@' or the end)? */
-static bool path_in_case(const char *p, const char *id)
+/* The page's bound (docs/report.md): differing tensors drawn and
+ * differences listed, over the whole page; past them one line says how many
+ * more there are and which command lists them. */
+#define REPORT_MAX_DRAWN 8
+#define REPORT_MAX_LISTED 500
+
+/* The case a diff entry belongs to: the id's length after "/cases/" (up to
+ * '/' or '@' or the end), 0 when it is no case's. */
+static size_t case_of_path(const char *p)
 {
-    size_t n = strlen(id);
-    return !strncmp(p, "/cases/", 7) && !strncmp(p + 7, id, n) &&
-           (p[7 + n] == '\0' || p[7 + n] == '/' || p[7 + n] == '@');
+    if (strncmp(p, "/cases/", 7) != 0)
+        return 0;
+    return strcspn(p + 7, "/@");
 }
 
 /* The cases of either file, with their features from the recorded spec,
  * parsed and checked as inspect checks it (runfile.h): the page shows the
- * spec's own names, never the attribute's text. */
+ * spec's own names, never the attribute's text. Cells sorted by id, one per
+ * case of either file; each case's counted entries chained (first, next). */
 typedef struct run_cases {
     fattn_report_cell *cells;
     fattn_spec *specs; /* owned, parsed `spec` attributes */
-    size_t n;
+    size_t n, n_specs;
+    size_t *first, *next; /* entry chains per cell, SIZE_MAX ends */
 } run_cases;
 
 /* An exit code: 2 when a case's spec is not valid. */
-static int add_cases(run_cases *rc, const char *path, const fattn_h5_node *root,
-                     const fattn_diff_report *r)
+static int add_cases(run_cases *rc, const char *path, const fattn_h5_node *root)
 {
     const fattn_h5_node *cs = fattn_h5_node_find(root, "cases");
     for (size_t i = 0; cs && i < cs->n_children; i++) {
         const fattn_h5_node *c = cs->children[i];
-        /* both files' specs are checked, a case of both shown once */
-        if (fattn_runfile_case_spec(path, c, &rc->specs[rc->n]) != FATTN_OK)
+        if (fattn_runfile_case_spec(path, c, &rc->specs[rc->n_specs]) != FATTN_OK)
             return cli_fail("report", "%s", fattn_last_error());
-        bool seen = false;
-        for (size_t k = 0; k < rc->n && !seen; k++)
-            seen = !strcmp(rc->cells[k].id, c->name);
-        if (seen) {
-            fattn_spec_free(&rc->specs[rc->n]);
-            continue;
-        }
-        fattn_report_cell *cell = &rc->cells[rc->n];
-        cell_from_spec(cell, &rc->specs[rc->n++]);
+        fattn_report_cell *cell = &rc->cells[rc->n++];
+        cell_from_spec(cell, &rc->specs[rc->n_specs++]);
         cell->id = c->name;
         cell->result = "ok";
-        for (size_t k = 0; k < r->n_e; k++)
-            if (fattn_diff_entry_counted(&r->e[k]) && path_in_case(r->e[k].path, c->name))
-                cell->result = "different";
     }
     return FATTN_EXIT_OK;
 }
 
-static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_diff_report *r,
-                             const fattn_h5_node *ta, const fattn_h5_node *tb)
+static int cmp_cell_id(const void *x, const void *y)
+{
+    return strcmp(((const fattn_report_cell *)x)->id, ((const fattn_report_cell *)y)->id);
+}
+
+/* Sort by id, keep one cell per case, chain each case's counted entries
+ * and mark its result: one sort and one pass over the entries. */
+static bool index_cases(run_cases *rc, const fattn_diff_report *r)
+{
+    qsort(rc->cells, rc->n, sizeof *rc->cells, cmp_cell_id);
+    size_t n = 0;
+    for (size_t i = 0; i < rc->n; i++)
+        if (!n || strcmp(rc->cells[n - 1].id, rc->cells[i].id) != 0)
+            rc->cells[n++] = rc->cells[i];
+    rc->n = n;
+    rc->first = malloc((n ? n : 1) * sizeof *rc->first);
+    rc->next = malloc((r->n_e ? r->n_e : 1) * sizeof *rc->next);
+    if (!rc->first || !rc->next)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        rc->first[i] = SIZE_MAX;
+    for (size_t k = r->n_e; k-- > 0;) { /* backwards: chains in walk order */
+        rc->next[k] = SIZE_MAX;
+        const char *p = r->e[k].path;
+        size_t len = case_of_path(p);
+        if (!len || len > FATTN_SPEC_ID_MAX || !fattn_diff_entry_counted(&r->e[k]))
+            continue;
+        char id[FATTN_SPEC_ID_MAX + 1];
+        memcpy(id, p + 7, len);
+        id[len] = '\0';
+        fattn_report_cell key = {.id = id};
+        fattn_report_cell *c = bsearch(&key, rc->cells, n, sizeof key, cmp_cell_id);
+        if (!c)
+            continue;
+        size_t i = (size_t)(c - rc->cells);
+        rc->next[k] = rc->first[i];
+        rc->first[i] = k;
+        c->result = "different";
+    }
+    return true;
+}
+
+/* What has gone onto the page so far, against its bound; the readers the
+ * drawn tensors' data come from (one pair at a time). */
+typedef struct page_budget {
+    size_t drawn, listed, not_drawn, not_listed;
+    fattn_h5_reader *ra, *rb;
+} page_budget;
+
+/* A differing tensor with its data: read from both files now, drawn, freed,
+ * so the page holds one pair at a time. */
+static void draw_tensor(FILE *f, const fattn_diff_entry *e, page_budget *pb)
+{
+    fattn_h5_read_opts o = {.allow_corrupt = true};
+    fattn_h5_node *na = NULL, *nb = NULL;
+    if (fattn_h5_reader_read(pb->ra, e->path, &o, &na) != FATTN_OK ||
+        fattn_h5_reader_read(pb->rb, e->path, &o, &nb) != FATTN_OK) {
+        fattn_h5_node_free(na);
+        na = NULL;
+    }
+    fattn_report_tensor(f, e, na, nb);
+    fattn_h5_node_free(na);
+    fattn_h5_node_free(nb);
+}
+
+static void run_case_details(FILE *f, const fattn_report_cell *c, size_t first,
+                             const run_cases *rc, const fattn_diff_report *r, page_budget *pb)
 {
     section_start(f, c->id, c->result);
     features_line(f, c);
@@ -327,10 +388,13 @@ static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_di
         return;
     }
     fputs("<ul>\n", f);
-    for (size_t k = 0; k < r->n_e; k++) {
+    for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
         const fattn_diff_entry *e = &r->e[k];
-        if (!fattn_diff_entry_counted(e) || !path_in_case(e->path, c->id))
+        if (pb->listed >= REPORT_MAX_LISTED) {
+            pb->not_listed++;
             continue;
+        }
+        pb->listed++;
         fputs("<li><code>", f);
         fattn_escape_markup(f, e->path, FATTN_MARKUP_HTML);
         fputs("</code> (", f);
@@ -343,21 +407,39 @@ static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_di
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
-    for (size_t k = 0; k < r->n_e; k++) {
+    for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
         const fattn_diff_entry *e = &r->e[k];
-        if (fattn_diff_entry_counted(e) && e->status == FATTN_DIFF_DIFFERENT && e->has_data &&
-            path_in_case(e->path, c->id))
-            fattn_report_tensor(f, e, fattn_h5_node_find(ta, e->path + 1),
-                                fattn_h5_node_find(tb, e->path + 1));
+        if (e->status != FATTN_DIFF_DIFFERENT || !e->has_data)
+            continue;
+        if (pb->drawn < REPORT_MAX_DRAWN) {
+            pb->drawn++;
+            draw_tensor(f, e, pb);
+        } else {
+            pb->not_drawn++;
+        }
     }
     fputs("</div>\n", f);
 }
 
-static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
-                            const run_cases *rcs, const fattn_h5_node *ta,
-                            const fattn_h5_node *tb)
+/* The line that stands for what the bound left out. */
+static void bound_note(FILE *f, const char *a, const char *b, const page_budget *pb)
 {
-    run_cases rc = *rcs;
+    if (!pb->not_drawn && !pb->not_listed)
+        return;
+    fprintf(f, "<p class=\"empty\" id=\"bounded\">This page is bounded: %zu more differing "
+            "tensor%s not drawn (%d drawn at most), %zu more difference%s not listed (%d at "
+            "most). <code>fattn diff ", pb->not_drawn, cli_s(pb->not_drawn), REPORT_MAX_DRAWN,
+            pb->not_listed, cli_s(pb->not_listed), REPORT_MAX_LISTED);
+    fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
+    fputc(' ', f);
+    fattn_escape_markup(f, b, FATTN_MARKUP_HTML);
+    fputs("</code> lists them all.</p>\n", f);
+}
+
+static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
+                            const run_cases *rc, const fattn_h5_node *ta,
+                            const fattn_h5_node *tb, page_budget *pb)
+{
     fattn_report_begin(f, "fattn report: run files");
     fputs("<h1>fattn diff: <code>", f);
     fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
@@ -370,37 +452,44 @@ static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_d
     verdict_box(f, r->counted == 0, verdict);
     fprintf(f, "<p>%zu tensor%s compared bitwise, B the reference (as <code>fattn diff</code>"
             ")</p>\n<h2>Cases</h2>\n", r->n_data, cli_s(r->n_data));
-    fattn_report_grid(f, rc.cells, rc.n);
+    fattn_report_grid(f, rc->cells, rc->n);
     fputs("<h2>Provenance</h2>\n", f);
     fattn_report_provenance(f, "A", ta, "B", tb);
     fputs("<h2>Details</h2>\n", f);
-    for (size_t i = 0; i < rc.n; i++)
-        run_case_details(f, &rc.cells[i], r, ta, tb);
+    for (size_t i = 0; i < rc->n; i++)
+        run_case_details(f, &rc->cells[i], rc->first[i], rc, r, pb);
+    bound_note(f, a, b, pb);
     fattn_report_end(f);
 }
 
 static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
-                     const fattn_h5_node *ta, const fattn_h5_node *tb)
+                     const fattn_h5_node *ta, const fattn_h5_node *tb, page_budget *pb)
 {
     const fattn_h5_node *ca = fattn_h5_node_find(ta, "cases"),
                         *cb = fattn_h5_node_find(tb, "cases");
     size_t cap = (ca ? ca->n_children : 0) + (cb ? cb->n_children : 0) + 1;
-    run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0};
+    run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0, 0, NULL,
+                    NULL};
     int code = FATTN_EXIT_OK;
     if (!rc.cells || !rc.specs)
         code = cli_fail("report", "out of memory");
-    else if ((code = add_cases(&rc, a, ta, r)) == FATTN_EXIT_OK)
-        code = add_cases(&rc, b, tb, r);
+    else if ((code = add_cases(&rc, a, ta)) == FATTN_EXIT_OK &&
+             (code = add_cases(&rc, b, tb)) == FATTN_EXIT_OK && !index_cases(&rc, r))
+        code = cli_fail("report", "out of memory");
     if (code == FATTN_EXIT_OK)
-        write_runs_page(f, a, b, r, &rc, ta, tb);
-    for (size_t i = 0; i < rc.n; i++)
+        write_runs_page(f, a, b, r, &rc, ta, tb, pb);
+    for (size_t i = 0; i < rc.n_specs; i++)
         fattn_spec_free(&rc.specs[i]);
     free(rc.cells);
     free(rc.specs);
+    free(rc.first);
+    free(rc.next);
     return code;
 }
 
-/* Both run files compared and read whole, then the page; an exit code. */
+/* Both run files compared (diff streams them, each checked in the isolated
+ * child first), their metadata read, then the page, drawn tensors' data
+ * read one pair at a time; an exit code. */
 static int runs_report(FILE *f, const char *a, const char *b)
 {
     fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE};
@@ -411,13 +500,16 @@ static int runs_report(FILE *f, const char *a, const char *b)
         return rc;
     }
     fattn_h5_node *ta = NULL, *tb = NULL;
+    page_budget pb = {0};
     int rc = FATTN_EXIT_OK;
-    if (!(ta = read_tree(a, false)))
+    if (!(ta = read_tree(a, true)) || fattn_h5_reader_open(a, &pb.ra) != FATTN_OK)
         rc = cli_fail_at("report", a);
-    else if (!(tb = read_tree(b, false)))
+    else if (!(tb = read_tree(b, true)) || fattn_h5_reader_open(b, &pb.rb) != FATTN_OK)
         rc = cli_fail_at("report", b);
     else
-        rc = runs_page(f, a, b, &r, ta, tb);
+        rc = runs_page(f, a, b, &r, ta, tb, &pb);
+    fattn_h5_reader_close(pb.ra);
+    fattn_h5_reader_close(pb.rb);
     fattn_h5_node_free(ta);
     fattn_h5_node_free(tb);
     fattn_diff_report_free(&r);

@@ -339,8 +339,42 @@ def test_fp8_legend():
           "the FP8 column holds the %d FP8 cases and the legend says so (%d in it)" % (n, in_fp8))
 
 
+def test_bounded():
+    """Many differing tensors: the page draws a bounded number and says
+    which command lists the rest; the grid stays whole."""
+    p = run(FATTN, "run", "--filter", "mask.*", "-o", "many-a.h5")
+    check(p.returncode == 0, "fattn run writes many-a.h5 (%s)" % p.stderr.strip()[-200:])
+    a, b = os.path.join(TMP, "many-a.h5"), os.path.join(TMP, "many-b.h5")
+    shutil.copy(a, b)
+    changed = []
+    with h5py.File(b, "r+") as f:
+        for cid in f["cases"]:
+            for t in ("forward/out", "backward/dq", "backward/dk", "backward/dv"):
+                if t in f["cases"][cid]:
+                    ds = f["cases"][cid][t]
+                    raw = ds[()].view(np.uint16).copy()
+                    raw.flat[0] ^= 1
+                    ds[...] = raw.view(ds.dtype)
+                    redigest(ds)
+                    changed.append("/cases/%s/%s" % (cid, t))
+    page = os.path.join(TMP, "many.html")
+    p = run(FATTN, "report", a, b, "-o", page)
+    html = open(page).read() if p.returncode == 0 else ""
+    drawn = html.count('<svg class="diffmap"') and html.count('<div class="tensor">')
+    check(len(changed) > 8 and drawn == 8 and 'id="bounded"' in html and
+          ("%d more differing tensors not drawn" % (len(changed) - 8)) in html and
+          "fattn diff %s %s</code> lists them all" % (a, b) in html,
+          "%d differing tensors: 8 drawn, the rest named with the command that lists them "
+          "(%d drawn)" % (len(changed), drawn))
+    n = len(run(FATTN, "cases", "--filter", "mask.*").stdout.splitlines())
+    chips = re.findall(r'<a class="chip r-(\w+)"', html)
+    check(len(chips) == n and all(c == "different" for c in chips),
+          "the grid still shows all %d cases as different" % n)
+
+
 try:
     test_diff_report()
+    test_bounded()
     test_verify_report()
     test_errors()
     test_hostile_runs()
