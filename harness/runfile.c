@@ -286,6 +286,10 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if ((g = fattn_h5_node_find(cg, "forward")) &&
         (st = check_children(path, id, g, "forward", fw, 2, fw_groups)))
         return st;
+    const fattn_h5_attr *osi = g ? fattn_h5_node_attr(g, "out_scale_inv") : NULL;
+    if (osi && (osi->kind != FATTN_H5_ATTR_FLOAT32 || !(osi->f32 > 0.0f) || isinf(osi->f32)))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: forward@out_scale_inv is not a "
+                           "float32 finite and > 0 (the FP8 out's scale_inv)", path, id);
     if ((g = fattn_h5_node_find(cg, "forward/aux")) &&
         (st = check_children(path, id, g, "forward/aux", aux, FATTN_SAVED_NAUX, NULL)))
         return st;
