@@ -364,6 +364,7 @@ typedef struct merge_state {
     int n_in;
     fattn_h5_node *root; /* the first input's root attributes */
     char **scratch;      /* per input; committed ones exist on disk */
+    int *slot;           /* per input: its scratch file's signal-cleanup slot */
     int n_scratch;
     merge_case *cases;
     size_t n_cases, cap_cases;
@@ -550,6 +551,7 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
     fattn_h5_writer_abort(w);
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
+    s->slot[f] = fattn_fileguard_scratch_register(s->scratch[f]);
     s->n_scratch = f + 1;
     return FATTN_EXIT_OK;
 }
@@ -653,11 +655,14 @@ static int merge_inputs(merge_state *s)
 static void merge_state_free(merge_state *s)
 {
     for (int f = 0; s->scratch && f < s->n_in; f++) {
-        if (f < s->n_scratch)
+        if (f < s->n_scratch) {
+            fattn_fileguard_scratch_unregister(s->slot[f]);
             unlink(s->scratch[f]);
+        }
         free(s->scratch[f]);
     }
     free(s->scratch);
+    free(s->slot);
     for (size_t i = 0; i < s->n_cases; i++)
         free(s->cases[i].id);
     free(s->cases);
@@ -709,9 +714,10 @@ int fattn_cmd_merge(int argc, char **argv)
     merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
                      .progress = cli_progress_wanted(progress)};
     s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
+    s.slot = calloc((size_t)n_in, sizeof *s.slot);
     s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);
     s.shard_n = calloc((size_t)n_in, sizeof *s.shard_n);
-    int rc = s.scratch && s.shard_i && s.shard_n ? FATTN_EXIT_OK
+    int rc = s.scratch && s.slot && s.shard_i && s.shard_n ? FATTN_EXIT_OK
                                                  : cli_fail("merge", "out of memory");
     if (rc == FATTN_EXIT_OK)
         rc = merge_inputs(&s);

@@ -448,9 +448,11 @@ int fattn_cmd_run(int argc, char **argv)
         return cli_fail("run", "--until '%s': expected forward, save_ctx or backward", until_s);
     long repeat = 1;
     if (repeat_s) {
-        char *end;
-        repeat = strtol(repeat_s, &end, 10);
-        if (*end || repeat < 1 || repeat > 1000)
+        char *end = NULL;
+        /* plain decimal: strtol would also take blanks and a sign */
+        if (repeat_s[0] >= '0' && repeat_s[0] <= '9')
+            repeat = strtol(repeat_s, &end, 10);
+        if (!end || *end || repeat < 1 || repeat > 1000)
             return cli_fail("run", "--repeat '%s': expected 1..1000", repeat_s);
     }
     double max_mem;

@@ -265,7 +265,8 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
 enum { TMP_SLOTS = 16, TMP_PATH_MAX = 4352 };
 static char tmp_paths[TMP_SLOTS][TMP_PATH_MAX];
 static volatile sig_atomic_t tmp_used[TMP_SLOTS];
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* SIGPIPE: --progress into a closed pipe kills the process mid-write */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
 static struct sigaction old_actions[N_CLEANUP_SIGNALS];
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
@@ -324,6 +325,27 @@ static int tmp_register(const char *path)
     return -1;
 }
 
+int fattn_fileguard_scratch_register(const char *path)
+{
+    pthread_once(&handlers_once, install_handlers);
+    sigset_t old;
+    block_signals(&old);
+    int slot = tmp_register(path);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return slot;
+}
+
+void fattn_fileguard_scratch_unregister(int slot)
+{
+    if (slot < 0)
+        return;
+    assert(slot < TMP_SLOTS);
+    sigset_t old;
+    block_signals(&old);
+    tmp_used[slot] = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void tmp_unregister(fattn_fileguard_tmp *t)
 {
     if (t->slot < 0)
@@ -360,8 +382,10 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
     fattn_status st = FATTN_OK;
     for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
         unsigned k = atomic_fetch_add(&tmp_counter, 1u);
-        snprintf(t->path, cap, "%.*s.%s.tmp-%ld-%u", (int)dirlen, target, base, (long)getpid(),
-                 k);
+        /* the base cut to 200 bytes: an output name near NAME_MAX (255)
+         * still has a temporary name that fits */
+        snprintf(t->path, cap, "%.*s.%.200s.tmp-%ld-%u", (int)dirlen, target, base,
+                 (long)getpid(), k);
         /* No moment between the file's creation and its registration. */
         sigset_t old;
         block_signals(&old);

@@ -379,6 +379,68 @@ def _():
         f["cases"]
 
 
+def signal_while_writing(args, d, pattern, sig, env_extra=None):
+    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write before its
+    rename), wait for a file matching pattern in d, send sig; its exit."""
+    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="3", **(env_extra or {}))
+    p = subprocess.Popen([FATTN, *args], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True,
+                         preexec_fn=default_signals)
+    deadline = time.time() + 60
+    while not glob.glob(os.path.join(d, pattern)):
+        if time.time() > deadline or p.poll() is not None:
+            p.kill()
+            raise AssertionError("%s never appeared (exit %s)" % (pattern, p.poll()))
+        time.sleep(0.02)
+    p.send_signal(sig)
+    try:
+        return p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("signal %d did not end fattn" % sig)
+
+
+@case("SIGINT while run --repeat or merge writes its output removes their scratch files too")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("scratch-signals")
+    target = os.path.join(d, "out.h5")
+    rc = signal_while_writing(["run", "--backend", "cpu", "--cases", SPEC, "--repeat", "2",
+                               "-o", target], d, ".out.h5.tmp-*", signal.SIGINT)
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "run --repeat: exit %s, left %s" % (rc, left)
+    one = os.path.join(d, "one.h5")
+    shutil.copy(GOOD, one)
+    rc = signal_while_writing(["merge", "-o", target, one], d, ".out.h5.tmp-*", signal.SIGINT)
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+
+
+@case("SIGPIPE (--progress into a closed pipe) removes the temporary file")
+def _():
+    d = fresh_dir("sigpipe")
+    target = os.path.join(d, "out.h5")
+    p = subprocess.Popen([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "--progress",
+                          "-o", target], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         restore_signals=True)
+    p.stderr.close()  # the reader gone before the first progress line
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGPIPE, "exit %s (want SIGPIPE)" % p.returncode
+    no_temporaries(d)
+    assert not os.path.exists(target)
+
+
+@case("an output name of 254 bytes is written (the temporary name is cut to fit)")
+def _():
+    d = fresh_dir("longname")
+    target = os.path.join(d, "x" * 251 + ".h5")
+    run("run", "--backend", "cpu", "--cases", SPEC, "-o", target, check=0)
+    with h5py.File(target, "r") as f:
+        f["cases"]
+    no_temporaries(d)
+
+
 # ---- the reader child -----------------------------------------------------------------
 
 def children_of(pid):

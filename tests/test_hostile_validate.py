@@ -251,6 +251,18 @@ def _():
     run("inspect", out, check=0)
 
 
+@case("--max-memory 0x10, ' 5', '+5' and --repeat ' 2', '+2': exit 2 (plain decimal only)")
+def _():
+    out = os.path.join(TMP, "strict.h5")
+    for args in (["--max-memory", "0x10"], ["--max-memory", " 5"], ["--max-memory", "+5"],
+                 ["--repeat", " 2"], ["--repeat", "+2"]):
+        p = run("run", "--cases", SPEC, *args, "-o", out, check=2)
+        assert args[0] in p.stderr, p.stderr
+        assert not os.path.exists(out)
+    p = run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--max-memory", "0x10",
+            "-o", out, check=2)
+
+
 FP8_CASE = "fp8.cs.bsh3d.fp8in.o_fp8"
 FP8_OUT_CASE = "fp8.cs.bshd_bs2hd.gqa.outfp8"
 
