@@ -7,7 +7,12 @@
  * of the process under the path it was opened by; every later read of the
  * same path (the isolated child's and the parent's, harness/isolate.h) goes
  * through /proc/self/fd/N, so that they all read the one file that was
- * checked, whatever is renamed over the path meanwhile.
+ * checked, whatever is renamed over the path meanwhile. A file of up to 64
+ * MiB (256 MiB for all pins together) is pinned as a private copy
+ * ($TMPDIR/fattn-input-XXXXXX, mode 0600, removed when unpinned, at exit and
+ * on the cleanup signals), so that one rewritten in place cannot change
+ * between the child's check and the parent's reading either; a larger one
+ * is read from the file itself.
  *
  * Outputs: every output is written under a temporary name beside the target
  * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be

@@ -270,6 +270,57 @@ def _():
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
 
 
+@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
+def _():
+    d = fresh_dir("inplace")
+    target = os.path.join(d, "in.h5")
+    good, bad = read_bytes(GOOD), read_bytes(CRASHER)
+    shutil.copy(GOOD, target)
+    stop = threading.Event()
+
+    def rewriter():
+        # the same inode throughout: what the child checked, then the parent
+        # read, is what changes unless the reader works on a snapshot
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            i = 0
+            while not stop.is_set():
+                data = bad if i % 2 else good
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+                i += 1
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=rewriter)
+    t.start()
+    deaths, runs = [], 0
+    out = os.path.join(d, "out.h5")
+    commands = [["inspect", target], ["diff", target, GOOD],
+                ["replay", target, "--from", "save_ctx", "--impl", "split", "-o", out],
+                ["report", target, GOOD, "-o", os.path.join(d, "r.html")]]
+    snaps = os.path.join(d, "tmpdir")  # where the readers' snapshots go
+    os.mkdir(snaps)
+    env = dict(os.environ, TMPDIR=snaps)
+    try:
+        deadline = time.time() + (8 if SANITIZED else 4)
+        while time.time() < deadline or runs < 3 * len(commands):
+            for args in commands:
+                p = subprocess.run([FATTN] + args, capture_output=True, text=True, timeout=60,
+                                   env=env)
+                runs += 1
+                if p.returncode < 0 or p.returncode >= 128:
+                    deaths.append("%s: exit %d" % (args[0], p.returncode))
+            if runs >= 600:
+                break
+    finally:
+        stop.set()
+        t.join()
+    if deaths:
+        raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
+    assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+
+
 # ---- outputs that are inputs ------------------------------------------------------
 
 @case("an output that is one of the command's inputs is refused before any work, input intact")
