@@ -532,14 +532,19 @@ typedef struct golden_changes {
     FILE *log;               /* the lines so far (memory stream) */
     char *text;
     size_t len, changed, added;
+    char *unreadable;        /* why an existing old file could not be read, else NULL */
 } golden_changes;
 
 static int golden_changes_init(golden_changes *g, const char *path)
 {
     struct stat sb;
     memset(g, 0, sizeof *g);
-    if (stat(path, &sb) == 0 && fattn_runfile_load(path, &g->old) == FATTN_OK)
-        g->oc = fattn_h5_node_find(g->old, "cases");
+    if (stat(path, &sb) == 0) {
+        if (fattn_runfile_load(path, &g->old) == FATTN_OK)
+            g->oc = fattn_h5_node_find(g->old, "cases");
+        else if (!(g->unreadable = strdup(fattn_last_error())))
+            return cli_fail("golden", "out of memory");
+    }
     /* The old goldens are read only to report the changes: they are what
      * this write replaces, not an input of it (fileguard.h). */
     fattn_fileguard_unpin(path);
@@ -577,8 +582,14 @@ static int cmp_spec_ptr_id(const void *x, const void *y)
 static void golden_changes_print(golden_changes *g, const char *path, const fattn_spec **sel,
                                  size_t n)
 {
+    if (!g->oc && g->unreadable) {
+        /* replaced all the same, but not called absent */
+        printf("golden: the previous goldens at %s cannot be read, so their changes are not "
+               "shown: %s\n", cli_vis(path), cli_vis(g->unreadable));
+        return;
+    }
     if (!g->oc) {
-        printf("golden: no previous goldens at %s\n", path);
+        printf("golden: no previous goldens at %s\n", cli_vis(path));
         return;
     }
     fflush(g->log);
@@ -602,6 +613,7 @@ static void golden_changes_free(golden_changes *g)
 {
     if (g->log)
         fclose(g->log);
+    free(g->unreadable);
     free(g->text);
     fattn_h5_node_free(g->old);
 }
