@@ -567,7 +567,8 @@ static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
     fattn_compare_result r = {0};
     fattn_compare_cases(o, nc, NULL, &r);
     if (r.differences) {
-        fprintf(g->log, "golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
+        fprintf(g->log, "golden: case %s changed: %s %s\n", cli_vis(nc->name),
+                cli_vis(r.paths[0]), cli_vis(r.why[0]));
         g->changed++;
     }
 }
@@ -601,12 +602,12 @@ static void golden_changes_print(golden_changes *g, const char *path, const fatt
         for (size_t j = 0; j < n && !found; j++)
             found = strcmp(sel[j]->id, name) == 0;
         if (!found) {
-            printf("golden: case %s removed\n", name);
+            printf("golden: case %s removed\n", cli_vis(name));
             removed++;
         }
     }
-    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, g->changed,
-           g->added, removed);
+    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", cli_vis(path),
+           g->changed, g->added, removed);
 }
 
 static void golden_changes_free(golden_changes *g)
