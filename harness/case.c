@@ -267,21 +267,47 @@ static json_t *tensors_json(const fattn_case_tensors *t)
     return o;
 }
 
-/* {"id", "spec", then the resolved values} or, for a spec that does not
- * resolve, {"id", "spec", "error"}. */
-static json_t *case_json(const fattn_spec *s)
+/* Values jansson cannot write in fattn's canonical form (the spec's text,
+ * floats in the shortest round-trip form, fattn_spec_format_double): the
+ * object holds the string "\x01" and the slot's digit in their place, which
+ * JSON_ENSURE_ASCII writes as "\u0001D" — a text no other value of a case
+ * can hold (ids and names are ASCII letters, digits and ._-) — and the
+ * dumped line gets the raw text spliced in. */
+enum { RAW_SPEC, RAW_SCALE, RAW_SCALE_ARG, RAW_DROPOUT, RAW_SLOTS };
+
+static json_t *raw_slot(int k)
 {
-    char *canon = NULL;
-    if (fattn_spec_canonical(s, &canon) != FATTN_OK)
+    char mark[3] = {'\x01', (char)('0' + k), '\0'};
+    return json_string(mark);
+}
+
+/* {"id", "spec", then the resolved values} or, for a spec that does not
+ * resolve, {"id", "spec", "error"}; raw[] the slots' texts (malloc'd spec,
+ * formatted numbers in num[]). */
+static json_t *case_json(const fattn_spec *s, char *raw[RAW_SLOTS], char num[][32])
+{
+    if (fattn_spec_canonical(s, &raw[RAW_SPEC]) != FATTN_OK)
         return NULL;
-    json_t *spec = json_loads(canon, 0, NULL);
-    free(canon);
+    json_t *spec = raw_slot(RAW_SPEC);
     fattn_case c;
     if (fattn_case_resolve(s, &c) != FATTN_OK)
         return json_pack("{s:s,s:o*,s:s}", "id", s->id, "spec", spec, "error", fattn_last_error());
+    fattn_status st = fattn_spec_format_double((double)c.attn_scale, num[0], 32);
+    if (st == FATTN_OK)
+        st = fattn_spec_format_double((double)c.dropout_p, num[2], 32);
+    if (st == FATTN_OK && !isnan(c.attn_scale_arg))
+        st = fattn_spec_format_double((double)c.attn_scale_arg, num[1], 32);
+    if (st != FATTN_OK) {
+        json_decref(spec);
+        fattn_case_free(&c);
+        return NULL;
+    }
+    raw[RAW_SCALE] = num[0];
+    raw[RAW_SCALE_ARG] = num[1];
+    raw[RAW_DROPOUT] = num[2];
     int64_t b = s->b;
     json_t *o = json_pack(
-        "{s:s,s:o*,s:s,s:s,s:s,s:b,s:b,s:b,s:[I,I],s:b,s:o*,s:f,s:o*,s:b,s:f,s:I,s:I,"
+        "{s:s,s:o*,s:s,s:s,s:s,s:b,s:b,s:b,s:[I,I],s:b,s:o*,s:o*,s:o*,s:b,s:o*,s:I,s:I,"
         "s:o*,s:o*,s:o*,s:o*,s:o*,s:o*,s:o*}",
         "id", s->id, "spec", spec, "layout_group", fattn_layout_group_name(c.layout_group),
         "q_format", fattn_format_name(c.q_format), "kv_format", fattn_format_name(c.kv_format),
@@ -289,10 +315,10 @@ static json_t *case_json(const fattn_spec *s)
         (json_int_t)c.window[0], (json_int_t)c.window[1], "bottom_right_diagonal",
         c.bottom_right_diagonal, "bottom_right_diagonal_arg",
         c.bottom_right_diagonal_arg < 0 ? json_null() : json_boolean(c.bottom_right_diagonal_arg),
-        "attn_scale", (double)c.attn_scale, "attn_scale_arg",
-        isnan(c.attn_scale_arg) ? json_null() : json_real((double)c.attn_scale_arg),
+        "attn_scale", raw_slot(RAW_SCALE), "attn_scale_arg",
+        isnan(c.attn_scale_arg) ? json_null() : raw_slot(RAW_SCALE_ARG),
         "attn_scale_default",
-        !s->attn_scale_set, "dropout_p", (double)c.dropout_p, "t_q", (json_int_t)c.t_q, "t_kv",
+        !s->attn_scale_set, "dropout_p", raw_slot(RAW_DROPOUT), "t_q", (json_int_t)c.t_q, "t_kv",
         (json_int_t)c.t_kv, "seqlens_q", int_array(c.seqlens_q, b), "seqlens_kv",
         int_array(c.seqlens_kv, b), "cu_seqlens_q", int_array(c.cu_seqlens_q, b + 1),
         "cu_seqlens_kv", int_array(c.cu_seqlens_kv, b + 1), "cu_seqlens_q_padded",
@@ -303,32 +329,56 @@ static json_t *case_json(const fattn_spec *s)
     return o;
 }
 
-fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)
+/* The line: the dumped object with each slot's mark replaced by its text. */
+static char *splice_raw(const char *dumped, char *const raw[RAW_SLOTS])
 {
-    *out = NULL;
-    json_t *a = json_array();
-    if (!a)
-        return fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        json_t *o = case_json(specs[i]);
-        if (!o || json_array_append_new(a, o) != 0) {
-            json_decref(a);
-            return fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory",
-                               specs[i]->id);
+    size_t len = strlen(dumped) + 1;
+    for (int k = 0; k < RAW_SLOTS; k++)
+        len += raw[k] ? strlen(raw[k]) : 0;
+    char *out = malloc(len), *o = out;
+    for (const char *p = dumped; out && *p;) {
+        /* the mark: a quote, \u0001, the slot's digit, a quote */
+        if (!strncmp(p, "\"\\u0001", 7) && p[7] >= '0' && p[7] < '0' + RAW_SLOTS &&
+            p[8] == '"' && raw[p[7] - '0']) {
+            size_t n = strlen(raw[p[7] - '0']);
+            memcpy(o, raw[p[7] - '0'], n);
+            o += n;
+            p += 9;
+        } else {
+            *o++ = *p++;
         }
     }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+fattn_status fattn_case_json_line(const fattn_spec *s, char **out)
+{
+    char *raw[RAW_SLOTS] = {NULL}, num[3][32];
+    *out = NULL;
+    json_t *o = case_json(s, raw, num);
+    char *dumped = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (dumped)
+        *out = splice_raw(dumped, raw);
+    free(dumped);
+    free(raw[RAW_SPEC]);
+    json_decref(o);
+    return *out ? FATTN_OK
+                : fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory", s->id);
+}
+
+fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)
+{
     /* One case per line: an array a person can read and a tool can parse. */
-    size_t len = 2;
+    *out = NULL;
+    size_t len = 4;
     char **lines = calloc(n ? n : 1, sizeof *lines);
     fattn_status st = lines ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases");
-    for (size_t i = 0; st == FATTN_OK && i < n; i++) {
-        lines[i] = json_dumps(json_array_get(a, i), JSON_COMPACT | JSON_ENSURE_ASCII);
-        if (!lines[i])
-            st = fattn_error(FATTN_E_NOMEM, "resolved cases: case %s", specs[i]->id);
-        else
+    for (size_t i = 0; st == FATTN_OK && i < n; i++)
+        if ((st = fattn_case_json_line(specs[i], &lines[i])) == FATTN_OK)
             len += strlen(lines[i]) + 2;
-    }
-    char *buf = st == FATTN_OK ? malloc(len + 2) : NULL;
+    char *buf = st == FATTN_OK ? malloc(len) : NULL;
     if (st == FATTN_OK && !buf)
         st = fattn_error(FATTN_E_NOMEM, "resolved cases");
     if (st == FATTN_OK) {
@@ -346,12 +396,11 @@ fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char
             *p++ = '\n';
         *p++ = ']';
         *p = '\0';
-        assert((size_t)(p - buf) <= len + 1);
+        assert((size_t)(p - buf) < len);
         *out = buf;
     }
     for (size_t i = 0; lines && i < n; i++)
         free(lines[i]);
     free(lines);
-    json_decref(a);
     return st;
 }

@@ -113,6 +113,12 @@ int fattn_case_bottom_right_diagonal_arg(const fattn_spec *spec);
 /* Free the sequence tables; *c becomes empty (NULL is fine). */
 void fattn_case_free(fattn_case *c);
 
+/* One case's resolved model as one line of JSON (an element of the array
+ * docs/cases.md describes; no newline), malloc'd: the canonical spec's own
+ * text and floats in the shortest round-trip form. So a long matrix is
+ * printed a case at a time. */
+fattn_status fattn_case_json_line(const fattn_spec *s, char **out);
+
 /* The resolved model of the cases specs[0..n) as one JSON array (the
  * format docs/cases.md describes), malloc'd and NUL-terminated. */
 fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out);

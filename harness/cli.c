@@ -83,10 +83,14 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
 {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
+    /* plain decimal (an exponent allowed): strtod would also take blanks,
+     * a sign and hex ("0x10") */
+    bool plain = s[0] >= '0' && s[0] <= '9' && !strpbrk(s, "xXpP");
+    double v = plain ? strtod(s, &end) : 0.0;
     /* inf, nan, 1e400 (ERANGE) and anything past 2^63 would switch the
      * guard off instead of setting it. */
-    if (end == s || *end || errno == ERANGE || !isfinite(v) || !(v > 0) || v > 0x1p63)
+    if (!plain || end == s || *end || errno == ERANGE || !isfinite(v) || !(v > 0) ||
+        v > 0x1p63)
         return cli_fail(cmd, "--max-memory '%s': expected a positive, finite byte count "
                         "(at most 2^63)", s);
     *bytes = v;

@@ -2,21 +2,32 @@
  * the commands (cmd_*.c), since only they print. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "fileguard.h"
 #include "isolate.h"
 
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
+    /* messages carry names and text from files (and libhdf5's, with raw
+     * newlines): one visible line whatever they hold (escape.h) */
+    char small[1024], *msg = small;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "fattn %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    fprintf(stderr, "fattn %s: %s\n", cmd, n < 0 ? fmt : cli_vis(msg ? msg : small));
+    if (msg != small)
+        free(msg);
     return FATTN_EXIT_ERROR;
 }
 
@@ -51,12 +62,12 @@ bool cli_progress_wanted(bool flag) { return flag || isatty(STDERR_FILENO); }
 void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *result)
 {
     if (on)
-        fprintf(stderr, "[%zu/%zu] %s... %s\n", i + 1, n, id, result);
+        fprintf(stderr, "[%zu/%zu] %s... %s\n", i + 1, n, cli_vis(id), cli_vis(result));
 }
 
 void cli_isolate_notice(const char *path, double waited_s, unsigned cpu_limit_s)
 {
     fprintf(stderr, "fattn: still reading %s after %.0f s: libhdf5 may be stuck on a malformed "
             "file; its reader is stopped after %u s of CPU time (%s), or interrupt now\n",
-            path, waited_s, cpu_limit_s, "the limit grows with the file's size");
+            cli_vis(path), waited_s, cpu_limit_s, "the limit grows with the file's size");
 }

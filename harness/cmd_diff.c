@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "diff.h"
+#include "escape.h"
 #include "fileguard.h"
 
 static const char diff_help[] =
@@ -118,7 +119,7 @@ static void print_dataset(FILE *f, const fattn_diff_opts *o, const fattn_diff_en
     char shape[160];
     fattn_diff_fmt_shape(shape, sizeof shape, e->ndim, e->shape);
     uint64_t shown = o->mode == FATTN_ELEM_BITWISE ? s->bit_count : s->fail_count;
-    fprintf(f, "%s: %s  %s %s  %" PRIu64 " of %" PRIu64 " differ (%.3g%%)", label, e->path,
+    fprintf(f, "%s: %s  %s %s  %" PRIu64 " of %" PRIu64 " differ (%.3g%%)", label, cli_vis(e->path),
             fattn_dtype_name(e->dtype), shape, shown, s->numel,
             s->numel ? 100.0 * (double)shown / (double)s->numel : 0.0);
     if (o->mode != FATTN_ELEM_BITWISE)
@@ -158,14 +159,14 @@ static void print_provenance(FILE *f, const fattn_diff_opts *o, const fattn_diff
     char pl[512] = "";
     for (size_t i = 0; i < r->n_prov; i++) {
         const fattn_diff_prov *p = &r->prov[i];
-        fprintf(f, "  %s: A=%s B=%s\n", p->path, p->a ? p->a : "(absent)",
-                p->b ? p->b : "(absent)");
+        fprintf(f, "  %s: A=%s B=%s\n", cli_vis(p->path), p->a ? cli_vis(p->a) : "(absent)",
+                p->b ? cli_vis(p->b) : "(absent)");
         if (p->platform) {
             platform = true;
             const char *at = strrchr(p->path, '@');
             if (plen < sizeof pl)
                 plen += (size_t)snprintf(pl + plen, sizeof pl - plen, "%s%s", plen ? ", " : "",
-                                         at ? at + 1 : p->path);
+                                         cli_vis(at ? at + 1 : p->path));
         }
     }
     if (platform)
@@ -215,7 +216,9 @@ static void print_private(FILE *f, const fattn_diff_report *r)
                 break;
             k[q->status]++;
         }
-        fprintf(f, "private (_impl, not counted): %.*s:", (int)plen, e->path);
+        char *prefix = strndup(e->path, plen);
+        fprintf(f, "private (_impl, not counted): %s:", prefix ? cli_vis(prefix) : "?");
+        free(prefix);
         const char *sep = " ";
         for (int s = FATTN_DIFF_DIFFERENT; s < FATTN_DIFF_PRIVATE; s++) {
             if (k[s]) {
@@ -233,7 +236,7 @@ static void print_private(FILE *f, const fattn_diff_report *r)
 static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_report *r, int rc,
                          bool show_private)
 {
-    fprintf(f, "fattn diff: A=%s B=%s\n", r->file_a, r->file_b);
+    fprintf(f, "fattn diff: A=%s B=%s\n", cli_vis(r->file_a), cli_vis(r->file_b));
     print_provenance(f, o, r);
     print_mode(f, o);
     for (size_t i = 0; i < r->n_e; i++) {
@@ -242,20 +245,20 @@ static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_rep
             e->status == FATTN_DIFF_DIFFERENT || e->status == FATTN_DIFF_CORRUPT)
             continue;
         if (e->status == FATTN_DIFF_MISSING_IN_A)
-            fprintf(f, "missing in A: %s (%s)\n", e->path, e->kind);
+            fprintf(f, "missing in A: %s (%s)\n", cli_vis(e->path), e->kind);
         else if (e->status == FATTN_DIFF_MISSING_IN_B)
-            fprintf(f, "missing in B: %s (%s)\n", e->path, e->kind);
+            fprintf(f, "missing in B: %s (%s)\n", cli_vis(e->path), e->kind);
         else
-            fprintf(f, "structure: %s: %s\n", e->path, e->msg ? e->msg : "differs");
+            fprintf(f, "structure: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "differs");
     }
     for (size_t i = 0; i < r->n_e; i++) {
         const fattn_diff_entry *e = &r->e[i];
         if (e->is_private)
             continue;
         if (e->status == FATTN_DIFF_CORRUPT)
-            fprintf(f, "corrupt: %s (%s)\n", e->path, e->msg ? e->msg : "");
+            fprintf(f, "corrupt: %s (%s)\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "");
         else if (e->status == FATTN_DIFF_DIFFERENT && !e->has_data)
-            fprintf(f, "different: %s: %s\n", e->path, e->msg ? e->msg : "");
+            fprintf(f, "different: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "");
         else if (e->status == FATTN_DIFF_DIFFERENT)
             print_dataset(f, o, e, "different");
         else if (e->status == FATTN_DIFF_EQUAL && e->has_data && e->st.bit_count > 0)

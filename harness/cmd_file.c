@@ -7,6 +7,8 @@
 
 #include "case.h"
 #include "cli.h"
+#include "digest.h"
+#include "escape.h"
 #include "fileguard.h"
 #include "h5read.h"
 #include "h5write.h"
@@ -39,17 +41,26 @@ static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
             char summary[512], note[FATTN_TE_NOTE_MAX];
             fattn_spec_summary(m->sel[i], summary, sizeof summary);
             fattn_case_te_note(m->sel[i], te_rules, note, sizeof note);
-            printf("%s\t%s%s%s%s\n", m->sel[i]->id, summary, note[0] ? " [" : "", note,
+            printf("%s\t%s%s%s%s\n", cli_vis(m->sel[i]->id), cli_vis(summary), note[0] ? " [" : "", note,
                    note[0] ? "]" : "");
         }
         return FATTN_EXIT_OK;
     }
-    char *json = NULL;
-    fattn_status st = fattn_case_list_json(m->sel, m->n_sel, &json);
-    if (st != FATTN_OK)
-        return cli_fail("cases", "%s", fattn_last_error());
-    printf("%s\n", json);
-    free(json);
+    /* a case at a time (the array fattn_case_list_json makes, byte for
+     * byte): memory stays that of the matrix, not of its resolved model */
+    fputs("[", stdout);
+    for (size_t i = 0; i < m->n_sel; i++) {
+        char *line = NULL;
+        if (fattn_case_json_line(m->sel[i], &line) != FATTN_OK) {
+            fputs("\n", stdout);
+            return cli_fail("cases", "%s", fattn_last_error());
+        }
+        printf("%s%s\n", line, i + 1 < m->n_sel ? "," : "");
+        free(line);
+    }
+    fputs(m->n_sel ? "]\n" : "\n]\n", stdout);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return cli_fail("cases", "stdout: cannot write the resolved cases");
     return FATTN_EXIT_OK;
 }
 
@@ -89,6 +100,104 @@ int fattn_cmd_cases(int argc, char **argv)
     return rc;
 }
 
+/* ---- matrix digest and shard, for inspect and merge ---------------------- */
+
+static int cmp_node_name(const void *x, const void *y)
+{
+    return strcmp((*(const fattn_h5_node *const *)x)->name, (*(const fattn_h5_node *const *)y)->name);
+}
+
+/* "I/N" with 1 <= I <= N <= CLI_SHARD_MAX in canonical decimal: what run
+ * writes, so "01/3" or "1/03" (another spelling of a shard) is refused. */
+static bool parse_shard_attr(const char *v, long *i, long *n)
+{
+    char *end;
+    if (*v < '1' || *v > '9' || strlen(v) > 24)
+        return false;
+    *i = strtol(v, &end, 10);
+    if (*end != '/' || end[1] < '1' || end[1] > '9')
+        return false;
+    *n = strtol(end + 1, &end, 10);
+    return !*end && *i >= 1 && *i <= *n && *n <= CLI_SHARD_MAX;
+}
+
+/* matrix_digest as run computes it (cli_matrix_digest: each case's
+ * canonical spec and a newline, in id order), fed one case group at a time
+ * from a file, its spec checked as inspect checks it. */
+static fattn_status digest_case_spec(fattn_digest_state *d, const char *path,
+                                     const fattn_h5_node *c)
+{
+    fattn_spec spec;
+    fattn_status st = fattn_runfile_case_spec(path, c, &spec);
+    if (st != FATTN_OK)
+        return st;
+    char *json = NULL;
+    if ((st = fattn_spec_canonical(&spec, &json)) == FATTN_OK &&
+        (st = fattn_digest_update(d, json, strlen(json))) == FATTN_OK)
+        st = fattn_digest_update(d, "\n", 1);
+    free(json);
+    fattn_spec_free(&spec);
+    return st;
+}
+
+/* Whether a file's (or a merged set's) n cases are the whole matrix its
+ * matrix_digest names, so that the digest can be recomputed from them: no
+ * shard, and matrix_cases equal to n (a --partial merge holds fewer). */
+static bool digest_checkable(const fattn_h5_node *root, size_t n)
+{
+    const fattn_h5_attr *md = fattn_h5_node_attr(root, "matrix_digest");
+    const fattn_h5_attr *mc = fattn_h5_node_attr(root, "matrix_cases");
+    return md && !fattn_h5_node_attr(root, "shard") && mc && mc->kind == FATTN_H5_ATTR_INT64 &&
+           mc->i64[0] == (int64_t)n;
+}
+
+/* The recomputed digest against the recorded one. */
+static fattn_status digest_compare(const char *what, fattn_digest_state *d,
+                                   const fattn_h5_node *root)
+{
+    char got[FATTN_DIGEST_LEN];
+    fattn_status st = fattn_digest_final(d, got);
+    const fattn_h5_attr *md = fattn_h5_node_attr(root, "matrix_digest");
+    if (st == FATTN_OK && (md->kind != FATTN_H5_ATTR_STRING || strcmp(md->s, got) != 0))
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: matrix_digest is %s, but the specs of its "
+                         "cases digest to %s: not the matrix it names (a matrix_digest copied "
+                         "from another run?)", what,
+                         md->kind == FATTN_H5_ATTR_STRING ? md->s : "not a string", got);
+    return st;
+}
+
+/* A file's shard and matrix_digest, as merge would trust them: a `shard`
+ * must be canonical I/N; a file holding its whole matrix (digest_checkable)
+ * must hold the cases its matrix_digest names. */
+static fattn_status check_matrix_attrs(const char *path, const fattn_h5_node *root)
+{
+    const fattn_h5_attr *sh = fattn_h5_node_attr(root, "shard");
+    long si, sn;
+    if (sh && (sh->kind != FATTN_H5_ATTR_STRING || !parse_shard_attr(sh->s, &si, &sn)))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: root attribute 'shard' is not I/N (1 <= "
+                           "I <= N, plain decimal without leading zeros)", path);
+    const fattn_h5_node *cases = fattn_h5_node_find(root, "cases");
+    size_t n = cases ? cases->n_children : 0;
+    if (!digest_checkable(root, n))
+        return FATTN_OK;
+    const fattn_h5_node **by_id = calloc(n ? n : 1, sizeof *by_id);
+    if (!by_id)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++)
+        by_id[i] = cases->children[i];
+    qsort((void *)by_id, n, sizeof *by_id, cmp_node_name);
+    fattn_digest_state d;
+    fattn_status st = fattn_digest_init(&d);
+    for (size_t i = 0; st == FATTN_OK && i < n; i++)
+        st = digest_case_spec(&d, path, by_id[i]);
+    free(by_id);
+    if (st != FATTN_OK) {
+        fattn_digest_free(&d);
+        return st;
+    }
+    return digest_compare(path, &d, root);
+}
+
 /* ---- inspect ----------------------------------------------------------------- */
 
 static const char inspect_help[] =
@@ -104,9 +213,9 @@ static const char inspect_help[] =
 
 static void print_attr(const fattn_h5_attr *a, int depth)
 {
-    printf("%*s@%s = ", depth * 2, "", a->name);
+    printf("%*s@%s = ", depth * 2, "", cli_vis(a->name));
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: printf("\"%s\"\n", a->s); break;
+    case FATTN_H5_ATTR_STRING: printf("\"%s\"\n", cli_vis(a->s)); break;
     case FATTN_H5_ATTR_INT64: printf("%lld\n", (long long)a->i64[0]); break;
     case FATTN_H5_ATTR_FLOAT32: printf("%.9g (float32)\n", (double)a->f32); break;
     case FATTN_H5_ATTR_UINT8: printf("%u (uint8)\n", a->u8); break;
@@ -119,12 +228,12 @@ static void print_attr(const fattn_h5_attr *a, int depth)
 static void print_tree(const fattn_h5_node *n, int depth)
 {
     if (n->is_dataset) {
-        printf("%*s%s  %s [", depth * 2, "", n->name, fattn_dtype_name(n->dtype));
+        printf("%*s%s  %s [", depth * 2, "", cli_vis(n->name), fattn_dtype_name(n->dtype));
         for (int i = 0; i < n->ndim; i++)
             printf("%s%lld", i ? "," : "", (long long)n->shape[i]);
-        printf("]  %s\n", n->digest);
+        printf("]  %s\n", cli_vis(n->digest));
     } else {
-        printf("%*s%s/\n", depth * 2, "", depth == 0 ? "" : n->name);
+        printf("%*s%s/\n", depth * 2, "", depth == 0 ? "" : cli_vis(n->name));
     }
     for (size_t i = 0; i < n->n_attrs; i++) {
         if (n->is_dataset && (!strcmp(n->attrs[i].name, "dtype") ||
@@ -204,8 +313,11 @@ int fattn_cmd_inspect(int argc, char **argv)
     fattn_h5_node_free(root);
     if (fattn_runfile_load(path, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
+    fattn_status st = check_matrix_attrs(path, root);
     fattn_h5_node_free(root);
-    fprintf(stderr, "fattn inspect: %s: valid\n", path);
+    if (st != FATTN_OK)
+        return cli_fail("inspect", "%s", fattn_last_error());
+    fprintf(stderr, "fattn inspect: %s: valid\n", cli_vis(path));
     return FATTN_EXIT_OK;
 }
 
@@ -253,6 +365,7 @@ typedef struct merge_state {
     int n_in;
     fattn_h5_node *root; /* the first input's root attributes */
     char **scratch;      /* per input; committed ones exist on disk */
+    int *slot;           /* per input: its scratch file's signal-cleanup slot */
     int n_scratch;
     merge_case *cases;
     size_t n_cases, cap_cases;
@@ -283,19 +396,6 @@ static fattn_status put_attr(fattn_h5_node *dst, const fattn_h5_attr *a)
     case FATTN_H5_ATTR_UINT8: return fattn_h5_node_set_uint8(dst, a->name, a->u8);
     default: return fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
     }
-}
-
-/* "I/N" with 1 <= I <= N, plain decimal digits. */
-static bool parse_shard_attr(const char *v, long *i, long *n)
-{
-    char *end;
-    if (*v < '0' || *v > '9')
-        return false;
-    *i = strtol(v, &end, 10);
-    if (*end != '/' || end[1] < '0' || end[1] > '9')
-        return false;
-    *n = strtol(end + 1, &end, 10);
-    return !*end && *i >= 1 && *i <= *n && *n <= CLI_SHARD_MAX;
 }
 
 /* Input f's `shard` against the inputs before it: all shards or none, of
@@ -452,6 +552,7 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
     fattn_h5_writer_abort(w);
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
+    s->slot[f] = fattn_fileguard_scratch_register(s->scratch[f]);
     s->n_scratch = f + 1;
     return FATTN_EXIT_OK;
 }
@@ -478,6 +579,14 @@ static int merge_write(merge_state *s)
     if (st == FATTN_OK)
         st = fattn_h5_writer_put(w, "/", root);
     fattn_h5_node_free(filtered);
+    /* a whole matrix: its matrix_digest recomputed from the merged cases'
+     * specs, so a shard of another matrix carrying a copied digest is
+     * refused (before the commit: nothing is written) */
+    fattn_digest_state d;
+    bool check = !s->mixed_matrices && digest_checkable(s->root, s->n_cases);
+    if (check && st == FATTN_OK && (st = fattn_digest_init(&d)) != FATTN_OK)
+        check = false;
+    bool digest_bad = false;
     for (size_t i = 0; st == FATTN_OK && i < s->n_cases; i++) {
         int f = s->cases[i].file;
         char path[FATTN_SPEC_ID_MAX + 16];
@@ -487,7 +596,10 @@ static int merge_write(merge_state *s)
             st = fattn_h5_reader_open(s->scratch[f], &r[f]);
         if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
             tensors += cli_count_datasets(c);
-            st = fattn_h5_writer_put(w, "/cases", c);
+            if (check)
+                digest_bad = (st = digest_case_spec(&d, s->ins[f], c)) != FATTN_OK;
+            if (st == FATTN_OK)
+                st = fattn_h5_writer_put(w, "/cases", c);
         }
         if (st == FATTN_OK)
             cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
@@ -502,11 +614,17 @@ static int merge_write(merge_state *s)
     for (int f = 0; r && f < s->n_in; f++)
         fattn_h5_reader_close(r[f]);
     free(r);
+    if (check && st == FATTN_OK)
+        digest_bad = (st = digest_compare("the merged inputs", &d, s->root)) != FATTN_OK;
+    else if (check)
+        fattn_digest_free(&d);
     if (st == FATTN_OK) {
         st = fattn_h5_writer_commit(w);
         w = NULL;
     }
     fattn_h5_writer_abort(w);
+    if (digest_bad)
+        return cli_fail("merge", "mixed set: %s", fattn_last_error());
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
     printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
@@ -538,11 +656,14 @@ static int merge_inputs(merge_state *s)
 static void merge_state_free(merge_state *s)
 {
     for (int f = 0; s->scratch && f < s->n_in; f++) {
-        if (f < s->n_scratch)
+        if (f < s->n_scratch) {
+            fattn_fileguard_scratch_unregister(s->slot[f]);
             unlink(s->scratch[f]);
+        }
         free(s->scratch[f]);
     }
     free(s->scratch);
+    free(s->slot);
     for (size_t i = 0; i < s->n_cases; i++)
         free(s->cases[i].id);
     free(s->cases);
@@ -594,9 +715,10 @@ int fattn_cmd_merge(int argc, char **argv)
     merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
                      .progress = cli_progress_wanted(progress)};
     s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
+    s.slot = calloc((size_t)n_in, sizeof *s.slot);
     s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);
     s.shard_n = calloc((size_t)n_in, sizeof *s.shard_n);
-    int rc = s.scratch && s.shard_i && s.shard_n ? FATTN_EXIT_OK
+    int rc = s.scratch && s.slot && s.shard_i && s.shard_n ? FATTN_EXIT_OK
                                                  : cli_fail("merge", "out of memory");
     if (rc == FATTN_EXIT_OK)
         rc = merge_inputs(&s);

@@ -10,9 +10,12 @@
 
 #include "cli.h"
 #include "diff.h"
+#include "escape.h"
 #include "fileguard.h"
 #include "h5io.h"
+#include "isolate.h"
 #include "report.h"
+#include "runfile.h"
 
 static const char report_help[] =
     "usage: fattn report VERIFY.json [--cases FILE] -o REPORT.html\n"
@@ -57,6 +60,7 @@ static void cell_from_spec(fattn_report_cell *c, const fattn_spec *s)
     c->bias = fattn_bias_type_name(s->bias);
     c->softmax = fattn_softmax_type_name(s->softmax);
     c->dtype = fattn_dtype_name(s->dtype);
+    c->fp8 = s->fp8 ? fattn_fp8_recipe_name(s->fp8_recipe) : NULL;
 }
 
 static const fattn_spec *matrix_find(const cli_matrix *m, const char *id)
@@ -72,19 +76,31 @@ static void section_start(FILE *f, const char *id, const char *result)
     fputs("<div class=\"case\" id=\"", f);
     fattn_report_anchor(f, id);
     fputs("\"><h3><span class=\"badge r-", f);
-    fattn_report_text(f, result);
+    fattn_escape_markup(f, result, FATTN_MARKUP_HTML);
     fputs("\">", f);
-    fattn_report_text(f, result);
+    fattn_escape_markup(f, result, FATTN_MARKUP_HTML);
     fputs("</span> <code>", f);
-    fattn_report_text(f, id);
+    fattn_escape_markup(f, id, FATTN_MARKUP_HTML);
     fputs("</code></h3>\n", f);
+}
+
+static void feature(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, "%s%s ", strcmp(name, "layout") ? ", " : "", name);
+    fattn_escape_markup(f, value ? value : "?", FATTN_MARKUP_HTML);
 }
 
 static void features_line(FILE *f, const fattn_report_cell *c)
 {
-    fprintf(f, "<p class=\"mono\">layout %s, mask %s, bias %s, softmax %s, dtype %s</p>\n",
-            c->layout ? c->layout : "?", c->mask ? c->mask : "?", c->bias ? c->bias : "?",
-            c->softmax ? c->softmax : "?", c->dtype ? c->dtype : "?");
+    fputs("<p class=\"mono\">", f);
+    feature(f, "layout", c->layout);
+    feature(f, "mask", c->mask);
+    feature(f, "bias", c->bias);
+    feature(f, "softmax", c->softmax);
+    feature(f, "dtype", c->dtype);
+    if (c->fp8)
+        feature(f, "FP8 recipe", c->fp8);
+    fputs("</p>\n", f);
 }
 
 /* One verify case's details: its first differences and front-end errors. */
@@ -101,9 +117,9 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
         const json_t *d;
         json_array_foreach(first, k, d) {
             fputs("<li><code>", f);
-            fattn_report_text(f, jstr(d, "path"));
+            fattn_escape_markup(f, jstr(d, "path"), FATTN_MARKUP_HTML);
             fputs("</code>: ", f);
-            fattn_report_text(f, jstr(d, "why"));
+            fattn_escape_markup(f, jstr(d, "why"), FATTN_MARKUP_HTML);
             fputs("</li>\n", f);
         }
         fputs("</ul>\n", f);
@@ -113,9 +129,9 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
         if (!side)
             continue;
         fprintf(f, "<p>%s: <code>", k ? "split" : "legacy");
-        fattn_report_text(f, jstr(side, "status"));
+        fattn_escape_markup(f, jstr(side, "status"), FATTN_MARKUP_HTML);
         fputs("</code> ", f);
-        fattn_report_text(f, jstr(side, "message"));
+        fattn_escape_markup(f, jstr(side, "message"), FATTN_MARKUP_HTML);
         fputs("</p>\n", f);
     }
     if (!json_is_true(json_object_get(jc, "golden")))
@@ -126,7 +142,7 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
 static void verdict_box(FILE *f, bool good, const char *text)
 {
     fprintf(f, "<p><span class=\"verdict %s\" id=\"verdict\">", good ? "v-ok" : "v-bad");
-    fattn_report_text(f, text);
+    fattn_escape_markup(f, text, FATTN_MARKUP_HTML);
     fputs("</span></p>\n", f);
 }
 
@@ -145,6 +161,56 @@ static fattn_h5_node *read_tree(const char *path, bool metadata_only)
     return n;
 }
 
+static fattn_status probe_metadata(const char *path, void *ctx)
+{
+    (void)ctx;
+    fattn_h5_node *n = read_tree(path, true);
+    fattn_h5_node_free(n);
+    return n ? FATTN_OK : fattn_error(FATTN_E_INVALID_FILE, "%s: %s", path, fattn_last_error());
+}
+
+/* The goldens file a verify JSON names, its metadata read first in the
+ * isolated child (isolate.h: a file libhdf5 crashes on is a message, not
+ * the report's death) and then here from the same pinned file; shown only
+ * when it is a run file (schema fattn-run/1), since the JSON may name any
+ * file. NULL with why in *why (static text or fattn_last_error()). */
+static fattn_h5_node *read_goldens(const char *path, const char **why)
+{
+    *why = "the verify report names no goldens file";
+    if (!path)
+        return NULL;
+    if (fattn_isolate_run(path, probe_metadata, NULL, 0, 0) != FATTN_OK) {
+        *why = fattn_last_error();
+        return NULL;
+    }
+    fattn_h5_node *g = read_tree(path, true);
+    const fattn_h5_attr *schema = g ? fattn_h5_node_attr(g, "schema") : NULL;
+    if (!g)
+        *why = fattn_last_error();
+    else if (!schema || schema->kind != FATTN_H5_ATTR_STRING ||
+             strcmp(schema->s, FATTN_RUN_SCHEMA) != 0) {
+        *why = "not a fattn run file (no schema " FATTN_RUN_SCHEMA ")";
+        fattn_h5_node_free(g);
+        g = NULL;
+    }
+    return g;
+}
+
+static void goldens_provenance(FILE *f, const char *path)
+{
+    const char *why;
+    fattn_h5_node *g = read_goldens(path, &why);
+    if (g) {
+        fattn_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
+    } else {
+        fputs("<p class=\"empty\">the goldens file cannot be read here, its provenance is not "
+              "shown: ", f);
+        fattn_escape_markup(f, why, FATTN_MARKUP_HTML);
+        fputs("</p>\n", f);
+    }
+    fattn_h5_node_free(g);
+}
+
 /* The verify page; an exit code. */
 static int verify_page(FILE *f, const char *path, const json_t *root, const cli_matrix *m)
 {
@@ -155,7 +221,7 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
         return cli_fail("report", "out of memory");
     fattn_report_begin(f, "fattn verify report");
     fputs("<h1>fattn verify: ", f);
-    fattn_report_text(f, path);
+    fattn_escape_markup(f, path, FATTN_MARKUP_HTML);
     fputs("</h1>\n", f);
     const char *verdict = jstr(root, "verdict");
     verdict_box(f, verdict && !strcmp(verdict, "behavior-neutral"), verdict ? verdict : "?");
@@ -172,32 +238,30 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
     const json_t *jc;
     json_array_foreach(cases, i, jc) {
         cells[i].id = jstr(jc, "id");
-        cells[i].result = jstr(jc, "result") ? jstr(jc, "result") : "error";
+        cells[i].result = jstr(jc, "result");
         cell_from_spec(&cells[i], matrix_find(m, cells[i].id));
     }
     fputs("<h2>Cases</h2>\n", f);
     fattn_report_grid(f, cells, n);
     fputs("<h2>Provenance</h2>\n<table><tr><th>run</th><td class=\"mono\">engine ", f);
-    fattn_report_text(f, jstr(root, "engine"));
+    fattn_escape_markup(f, jstr(root, "engine"), FATTN_MARKUP_HTML);
     fputs(", platform key ", f);
-    fattn_report_text(f, jstr(root, "platform_key"));
-    fprintf(f, ", TE rules %s, deterministic backward forced: %s, fattn ",
-            jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
+    fattn_escape_markup(f, jstr(root, "platform_key"), FATTN_MARKUP_HTML);
+    fputs(", TE rules ", f);
+    fattn_escape_markup(f, jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
+                        FATTN_MARKUP_HTML);
+    fprintf(f, ", deterministic backward forced: %s, fattn ",
             json_is_true(json_object_get(root, "forced_deterministic_bwd")) ? "yes" : "no");
-    fattn_report_text(f, jstr(root, "fattn_version") ? jstr(root, "fattn_version") : "?");
+    fattn_escape_markup(f, jstr(root, "fattn_version") ? jstr(root, "fattn_version") : "?",
+                        FATTN_MARKUP_HTML);
     fputs(" at git_rev ", f);
-    fattn_report_text(f, jstr(root, "git_rev") ? jstr(root, "git_rev") : "? (not recorded)");
+    fattn_escape_markup(f, jstr(root, "git_rev") ? jstr(root, "git_rev") : "? (not recorded)",
+                        FATTN_MARKUP_HTML);
     fputs("</td></tr>\n", f);
     fputs("<tr><th>goldens</th><td class=\"mono\">", f);
-    fattn_report_text(f, jstr(root, "goldens"));
+    fattn_escape_markup(f, jstr(root, "goldens"), FATTN_MARKUP_HTML);
     fputs("</td></tr></table>\n", f);
-    fattn_h5_node *g = read_tree(jstr(root, "goldens"), true);
-    if (g)
-        fattn_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
-    else
-        fputs("<p class=\"empty\">the goldens file cannot be read here: its provenance is not "
-              "shown</p>\n", f);
-    fattn_h5_node_free(g);
+    goldens_provenance(f, jstr(root, "goldens"));
     fputs("<h2>Details</h2>\n", f);
     json_array_foreach(cases, i, jc) verify_case_details(f, jc, &cells[i]);
     fattn_report_end(f);
@@ -207,51 +271,115 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
 
 /* ---- two run files ---------------------------------------------------------- */
 
-/* Does diff entry path p belong to case `id` ("/cases/<id>", then '/' or
- * '@' or the end)? */
-static bool path_in_case(const char *p, const char *id)
+/* The page's bound (docs/report.md): differing tensors drawn and
+ * differences listed, over the whole page; past them one line says how many
+ * more there are and which command lists them. */
+#define REPORT_MAX_DRAWN 8
+#define REPORT_MAX_LISTED 500
+
+/* The case a diff entry belongs to: the id's length after "/cases/" (up to
+ * '/' or '@' or the end), 0 when it is no case's. */
+static size_t case_of_path(const char *p)
 {
-    size_t n = strlen(id);
-    return !strncmp(p, "/cases/", 7) && !strncmp(p + 7, id, n) &&
-           (p[7 + n] == '\0' || p[7 + n] == '/' || p[7 + n] == '@');
+    if (strncmp(p, "/cases/", 7) != 0)
+        return 0;
+    return strcspn(p + 7, "/@");
 }
 
-/* The cases of either file, with their features from the recorded spec. */
+/* The cases of either file, with their features from the recorded spec,
+ * parsed and checked as inspect checks it (runfile.h): the page shows the
+ * spec's own names, never the attribute's text. Cells sorted by id, one per
+ * case of either file; each case's counted entries chained (first, next). */
 typedef struct run_cases {
     fattn_report_cell *cells;
-    json_t **specs; /* owned, parsed `spec` attributes */
-    size_t n;
+    fattn_spec *specs; /* owned, parsed `spec` attributes */
+    size_t n, n_specs;
+    size_t *first, *next; /* entry chains per cell, SIZE_MAX ends */
 } run_cases;
 
-static void add_cases(run_cases *rc, const fattn_h5_node *root, const fattn_diff_report *r)
+/* An exit code: 2 when a case's spec is not valid. */
+static int add_cases(run_cases *rc, const char *path, const fattn_h5_node *root)
 {
     const fattn_h5_node *cs = fattn_h5_node_find(root, "cases");
     for (size_t i = 0; cs && i < cs->n_children; i++) {
         const fattn_h5_node *c = cs->children[i];
-        bool seen = false;
-        for (size_t k = 0; k < rc->n && !seen; k++)
-            seen = !strcmp(rc->cells[k].id, c->name);
-        if (seen)
-            continue;
-        fattn_report_cell *cell = &rc->cells[rc->n];
-        const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
-        json_t *js = sa && sa->kind == FATTN_H5_ATTR_STRING ? json_loads(sa->s, 0, NULL) : NULL;
-        rc->specs[rc->n++] = js;
+        if (fattn_runfile_case_spec(path, c, &rc->specs[rc->n_specs]) != FATTN_OK)
+            return cli_fail("report", "%s", fattn_last_error());
+        fattn_report_cell *cell = &rc->cells[rc->n++];
+        cell_from_spec(cell, &rc->specs[rc->n_specs++]);
         cell->id = c->name;
-        cell->layout = jstr(js, "layout");
-        cell->mask = jstr(js, "mask");
-        cell->bias = jstr(js, "bias");
-        cell->softmax = jstr(js, "softmax");
-        cell->dtype = jstr(js, "dtype");
         cell->result = "ok";
-        for (size_t k = 0; k < r->n_e; k++)
-            if (fattn_diff_entry_counted(&r->e[k]) && path_in_case(r->e[k].path, c->name))
-                cell->result = "different";
     }
+    return FATTN_EXIT_OK;
 }
 
-static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_diff_report *r,
-                             const fattn_h5_node *ta, const fattn_h5_node *tb)
+static int cmp_cell_id(const void *x, const void *y)
+{
+    return strcmp(((const fattn_report_cell *)x)->id, ((const fattn_report_cell *)y)->id);
+}
+
+/* Sort by id, keep one cell per case, chain each case's counted entries
+ * and mark its result: one sort and one pass over the entries. */
+static bool index_cases(run_cases *rc, const fattn_diff_report *r)
+{
+    qsort(rc->cells, rc->n, sizeof *rc->cells, cmp_cell_id);
+    size_t n = 0;
+    for (size_t i = 0; i < rc->n; i++)
+        if (!n || strcmp(rc->cells[n - 1].id, rc->cells[i].id) != 0)
+            rc->cells[n++] = rc->cells[i];
+    rc->n = n;
+    rc->first = malloc((n ? n : 1) * sizeof *rc->first);
+    rc->next = malloc((r->n_e ? r->n_e : 1) * sizeof *rc->next);
+    if (!rc->first || !rc->next)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        rc->first[i] = SIZE_MAX;
+    for (size_t k = r->n_e; k-- > 0;) { /* backwards: chains in walk order */
+        rc->next[k] = SIZE_MAX;
+        const char *p = r->e[k].path;
+        size_t len = case_of_path(p);
+        if (!len || len > FATTN_SPEC_ID_MAX || !fattn_diff_entry_counted(&r->e[k]))
+            continue;
+        char id[FATTN_SPEC_ID_MAX + 1];
+        memcpy(id, p + 7, len);
+        id[len] = '\0';
+        fattn_report_cell key = {.id = id};
+        fattn_report_cell *c = bsearch(&key, rc->cells, n, sizeof key, cmp_cell_id);
+        if (!c)
+            continue;
+        size_t i = (size_t)(c - rc->cells);
+        rc->next[k] = rc->first[i];
+        rc->first[i] = k;
+        c->result = "different";
+    }
+    return true;
+}
+
+/* What has gone onto the page so far, against its bound; the readers the
+ * drawn tensors' data come from (one pair at a time). */
+typedef struct page_budget {
+    size_t drawn, listed, not_drawn, not_listed;
+    fattn_h5_reader *ra, *rb;
+} page_budget;
+
+/* A differing tensor with its data: read from both files now, drawn, freed,
+ * so the page holds one pair at a time. */
+static void draw_tensor(FILE *f, const fattn_diff_entry *e, page_budget *pb)
+{
+    fattn_h5_read_opts o = {.allow_corrupt = true};
+    fattn_h5_node *na = NULL, *nb = NULL;
+    if (fattn_h5_reader_read(pb->ra, e->path, &o, &na) != FATTN_OK ||
+        fattn_h5_reader_read(pb->rb, e->path, &o, &nb) != FATTN_OK) {
+        fattn_h5_node_free(na);
+        na = NULL;
+    }
+    fattn_report_tensor(f, e, na, nb);
+    fattn_h5_node_free(na);
+    fattn_h5_node_free(nb);
+}
+
+static void run_case_details(FILE *f, const fattn_report_cell *c, size_t first,
+                             const run_cases *rc, const fattn_diff_report *r, page_budget *pb)
 {
     section_start(f, c->id, c->result);
     features_line(f, c);
@@ -260,49 +388,63 @@ static void run_case_details(FILE *f, const fattn_report_cell *c, const fattn_di
         return;
     }
     fputs("<ul>\n", f);
-    for (size_t k = 0; k < r->n_e; k++) {
+    for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
         const fattn_diff_entry *e = &r->e[k];
-        if (!fattn_diff_entry_counted(e) || !path_in_case(e->path, c->id))
+        if (pb->listed >= REPORT_MAX_LISTED) {
+            pb->not_listed++;
             continue;
+        }
+        pb->listed++;
         fputs("<li><code>", f);
-        fattn_report_text(f, e->path);
-        fprintf(f, "</code> (%s): %s", e->kind, fattn_diff_status_name(e->status));
+        fattn_escape_markup(f, e->path, FATTN_MARKUP_HTML);
+        fputs("</code> (", f);
+        fattn_escape_markup(f, e->kind, FATTN_MARKUP_HTML);
+        fprintf(f, "): %s", fattn_diff_status_name(e->status));
         if (e->msg) {
             fputs(": ", f);
-            fattn_report_text(f, e->msg);
+            fattn_escape_markup(f, e->msg, FATTN_MARKUP_HTML);
         }
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
-    for (size_t k = 0; k < r->n_e; k++) {
+    for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
         const fattn_diff_entry *e = &r->e[k];
-        if (fattn_diff_entry_counted(e) && e->status == FATTN_DIFF_DIFFERENT && e->has_data &&
-            path_in_case(e->path, c->id))
-            fattn_report_tensor(f, e, fattn_h5_node_find(ta, e->path + 1),
-                                fattn_h5_node_find(tb, e->path + 1));
+        if (e->status != FATTN_DIFF_DIFFERENT || !e->has_data)
+            continue;
+        if (pb->drawn < REPORT_MAX_DRAWN) {
+            pb->drawn++;
+            draw_tensor(f, e, pb);
+        } else {
+            pb->not_drawn++;
+        }
     }
     fputs("</div>\n", f);
 }
 
-static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
-                     const fattn_h5_node *ta, const fattn_h5_node *tb)
+/* The line that stands for what the bound left out. */
+static void bound_note(FILE *f, const char *a, const char *b, const page_budget *pb)
 {
-    const fattn_h5_node *ca = fattn_h5_node_find(ta, "cases"),
-                        *cb = fattn_h5_node_find(tb, "cases");
-    size_t cap = (ca ? ca->n_children : 0) + (cb ? cb->n_children : 0) + 1;
-    run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0};
-    if (!rc.cells || !rc.specs) {
-        free(rc.cells);
-        free(rc.specs);
-        return cli_fail("report", "out of memory");
-    }
-    add_cases(&rc, ta, r);
-    add_cases(&rc, tb, r);
+    if (!pb->not_drawn && !pb->not_listed)
+        return;
+    fprintf(f, "<p class=\"empty\" id=\"bounded\">This page is bounded: %zu more differing "
+            "tensor%s not drawn (%d drawn at most), %zu more difference%s not listed (%d at "
+            "most). <code>fattn diff ", pb->not_drawn, cli_s(pb->not_drawn), REPORT_MAX_DRAWN,
+            pb->not_listed, cli_s(pb->not_listed), REPORT_MAX_LISTED);
+    fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
+    fputc(' ', f);
+    fattn_escape_markup(f, b, FATTN_MARKUP_HTML);
+    fputs("</code> lists them all.</p>\n", f);
+}
+
+static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
+                            const run_cases *rc, const fattn_h5_node *ta,
+                            const fattn_h5_node *tb, page_budget *pb)
+{
     fattn_report_begin(f, "fattn report: run files");
     fputs("<h1>fattn diff: <code>", f);
-    fattn_report_text(f, a);
+    fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
     fputs("</code> against <code>", f);
-    fattn_report_text(f, b);
+    fattn_escape_markup(f, b, FATTN_MARKUP_HTML);
     fputs("</code></h1>\n", f);
     char verdict[96];
     snprintf(verdict, sizeof verdict, r->counted ? "DIFFERENT: %zu difference%s" : "identical",
@@ -310,21 +452,44 @@ static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_rep
     verdict_box(f, r->counted == 0, verdict);
     fprintf(f, "<p>%zu tensor%s compared bitwise, B the reference (as <code>fattn diff</code>"
             ")</p>\n<h2>Cases</h2>\n", r->n_data, cli_s(r->n_data));
-    fattn_report_grid(f, rc.cells, rc.n);
+    fattn_report_grid(f, rc->cells, rc->n);
     fputs("<h2>Provenance</h2>\n", f);
     fattn_report_provenance(f, "A", ta, "B", tb);
     fputs("<h2>Details</h2>\n", f);
-    for (size_t i = 0; i < rc.n; i++)
-        run_case_details(f, &rc.cells[i], r, ta, tb);
+    for (size_t i = 0; i < rc->n; i++)
+        run_case_details(f, &rc->cells[i], rc->first[i], rc, r, pb);
+    bound_note(f, a, b, pb);
     fattn_report_end(f);
-    for (size_t i = 0; i < rc.n; i++)
-        json_decref(rc.specs[i]);
-    free(rc.cells);
-    free(rc.specs);
-    return FATTN_EXIT_OK;
 }
 
-/* Both run files compared and read whole, then the page; an exit code. */
+static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
+                     const fattn_h5_node *ta, const fattn_h5_node *tb, page_budget *pb)
+{
+    const fattn_h5_node *ca = fattn_h5_node_find(ta, "cases"),
+                        *cb = fattn_h5_node_find(tb, "cases");
+    size_t cap = (ca ? ca->n_children : 0) + (cb ? cb->n_children : 0) + 1;
+    run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0, 0, NULL,
+                    NULL};
+    int code = FATTN_EXIT_OK;
+    if (!rc.cells || !rc.specs)
+        code = cli_fail("report", "out of memory");
+    else if ((code = add_cases(&rc, a, ta)) == FATTN_EXIT_OK &&
+             (code = add_cases(&rc, b, tb)) == FATTN_EXIT_OK && !index_cases(&rc, r))
+        code = cli_fail("report", "out of memory");
+    if (code == FATTN_EXIT_OK)
+        write_runs_page(f, a, b, r, &rc, ta, tb, pb);
+    for (size_t i = 0; i < rc.n_specs; i++)
+        fattn_spec_free(&rc.specs[i]);
+    free(rc.cells);
+    free(rc.specs);
+    free(rc.first);
+    free(rc.next);
+    return code;
+}
+
+/* Both run files compared (diff streams them, each checked in the isolated
+ * child first), their metadata read, then the page, drawn tensors' data
+ * read one pair at a time; an exit code. */
 static int runs_report(FILE *f, const char *a, const char *b)
 {
     fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE};
@@ -335,40 +500,75 @@ static int runs_report(FILE *f, const char *a, const char *b)
         return rc;
     }
     fattn_h5_node *ta = NULL, *tb = NULL;
+    page_budget pb = {0};
     int rc = FATTN_EXIT_OK;
-    if (!(ta = read_tree(a, false)))
+    if (!(ta = read_tree(a, true)) || fattn_h5_reader_open(a, &pb.ra) != FATTN_OK)
         rc = cli_fail_at("report", a);
-    else if (!(tb = read_tree(b, false)))
+    else if (!(tb = read_tree(b, true)) || fattn_h5_reader_open(b, &pb.rb) != FATTN_OK)
         rc = cli_fail_at("report", b);
     else
-        rc = runs_page(f, a, b, &r, ta, tb);
+        rc = runs_page(f, a, b, &r, ta, tb, &pb);
+    fattn_h5_reader_close(pb.ra);
+    fattn_h5_reader_close(pb.rb);
     fattn_h5_node_free(ta);
     fattn_h5_node_free(tb);
     fattn_diff_report_free(&r);
     return rc;
 }
 
-static int verify_report(FILE *f, const char *path, const char *cases)
+/* What the page takes from a verify JSON, checked before any of it is
+ * used: a case is an object with a string id and one of the four results
+ * (both go into markup, the result as a class name). Every other string is
+ * escaped where it is written. An exit code. */
+static int verify_json_check(const char *path, const json_t *root)
 {
+    static const char *const results[] = {"ok", "different", "error", "skipped"};
+    size_t i;
+    const json_t *jc;
+    json_array_foreach(json_object_get(root, "cases"), i, jc) {
+        const char *id = jstr(jc, "id"), *r = jstr(jc, "result");
+        bool known = false;
+        for (size_t k = 0; r && k < sizeof results / sizeof results[0]; k++)
+            known = known || !strcmp(r, results[k]);
+        if (!id || !known)
+            return cli_fail("report", "%s: cases[%zu]: %s (not a fattn verify JSON report)",
+                            path, i, !id ? "no string id"
+                                         : "result is not one of ok, different, error, skipped");
+    }
+    return FATTN_EXIT_OK;
+}
+
+static int verify_report(FILE *f, const char *path, const char *cases, const char *out)
+{
+    /* pinned first: a FIFO or device is refused, not waited on */
+    if (fattn_fileguard_pin(path) != FATTN_OK)
+        return cli_fail("report", "%s", fattn_last_error());
+    char fdpath[64];
     json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
+    json_t *root = json_load_file(fattn_fileguard_read_path(path, fdpath, sizeof fdpath), 0, &err);
     if (!root && err.line < 1) /* jansson could not read it at all */
         return cli_fail("report", "%s: %s", path, err.text);
     if (!root)
         return cli_fail("report", "%s: not a JSON file: line %d: %s", path, err.line, err.text);
     const char *schema = jstr(root, "schema");
-    if (!schema || strcmp(schema, "fattn-verify/1") || !json_is_array(json_object_get(root, "cases"))) {
-        json_decref(root);
-        return cli_fail("report", "%s: not a fattn verify JSON report (schema fattn-verify/1); "
-                        "two run files make a diff report", path);
-    }
+    int rc = FATTN_EXIT_OK;
+    if (!schema || strcmp(schema, "fattn-verify/1") || !json_is_array(json_object_get(root, "cases")))
+        rc = cli_fail("report", "%s: not a fattn verify JSON report (schema fattn-verify/1); "
+                      "two run files make a diff report", path);
+    else
+        rc = verify_json_check(path, root);
+    const char *goldens = jstr(root, "goldens");
+    if (rc == FATTN_EXIT_OK && !cli_is_stdout(out) &&
+        fattn_fileguard_check_distinct(out, &goldens, 1) != FATTN_OK)
+        rc = cli_fail("report", "-o %s (the goldens file the verify report names)",
+                      fattn_last_error());
     cli_matrix m;
-    if (cli_matrix_load("report", cases, NULL, NULL, &m) != FATTN_EXIT_OK) {
-        json_decref(root);
-        return FATTN_EXIT_ERROR;
+    if (rc == FATTN_EXIT_OK && cli_matrix_load("report", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
+        rc = FATTN_EXIT_ERROR;
+    else if (rc == FATTN_EXIT_OK) {
+        rc = verify_page(f, path, root, &m);
+        cli_matrix_free(&m);
     }
-    int rc = verify_page(f, path, root, &m);
-    cli_matrix_free(&m);
     json_decref(root);
     return rc;
 }
@@ -402,13 +602,14 @@ int fattn_cmd_report(int argc, char **argv)
         return cli_fail("report", "-o REPORT.html is required");
     if (n_in == 2 && cases)
         return cli_fail("report", "--cases is for a verify report: run files record their specs");
-    if (!cli_is_stdout(out) && (fattn_fileguard_check_distinct(out, in, n_in) != FATTN_OK ||
+    const char *named[3] = {in[0], in[1], cases};
+    if (!cli_is_stdout(out) && (fattn_fileguard_check_distinct(out, named, 3) != FATTN_OK ||
                                 fattn_fileguard_check_output(out) != FATTN_OK))
         return cli_fail("report", "-o %s", fattn_last_error());
     page p = {0};
     if (!(p.f = open_memstream(&p.text, &p.len)))
         return cli_fail("report", "out of memory");
-    int rc = n_in == 1 ? verify_report(p.f, in[0], cases) : runs_report(p.f, in[0], in[1]);
+    int rc = n_in == 1 ? verify_report(p.f, in[0], cases, out) : runs_report(p.f, in[0], in[1]);
     bool bad = ferror(p.f) != 0;
     if (fclose(p.f) != 0 || bad || !p.text) {
         free(p.text);

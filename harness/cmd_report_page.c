@@ -9,27 +9,13 @@
 #include <string.h>
 
 #include "elemcmp.h"
+#include "escape.h"
 #include "report.h"
-
-void fattn_report_text(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default: fputc(ch < 0x20 && ch != '\n' && ch != '\t' ? '?' : ch, f);
-        }
-    }
-}
 
 void fattn_report_begin(FILE *f, const char *title)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", f);
-    fattn_report_text(f, title);
+    fattn_escape_markup(f, title, FATTN_MARKUP_HTML);
     fputs("</title>\n<style>\n"
           "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\n"
           "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}\n"
@@ -65,31 +51,55 @@ void fattn_report_anchor(FILE *f, const char *id)
 
 /* ---- the case grid ---------------------------------------------------------- */
 
-static bool same(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && !strcmp(a, b));
-}
-
 static const char *or_unknown(const char *s) { return s ? s : "?"; }
 
-/* The grid's columns: the spec's dtypes, then FP8, which fattn does not
- * model yet (DESIGN.md) and keeps as a column so that its absence shows. */
+/* The grid's columns: the spec's dtypes, then FP8 (a case with an fp8
+ * recipe, whatever its nominal dtype). */
 static const char *const grid_cols[] = {"float16", "bfloat16", "float32", "FP8"};
 #define GRID_NCOLS (sizeof grid_cols / sizeof grid_cols[0])
+#define GRID_FP8 (GRID_NCOLS - 1)
 
-static int col_of(const char *dtype)
+static int col_of(const fattn_report_cell *c)
 {
-    for (size_t k = 0; dtype && k < GRID_NCOLS; k++)
-        if (!strcmp(dtype, grid_cols[k]) ||
-            (k == GRID_NCOLS - 1 && !strncmp(dtype, "float8", 6)))
+    if (c->fp8)
+        return (int)GRID_FP8;
+    for (size_t k = 0; c->dtype && k < GRID_FP8; k++)
+        if (!strcmp(c->dtype, grid_cols[k]))
             return (int)k;
     return -1;
 }
+
+/* Grid order: row (layout, mask), then column, then the input's order. */
+typedef struct grid_item {
+    const fattn_report_cell *c;
+    int col;
+    size_t i;
+} grid_item;
 
 static int cmp_row(const fattn_report_cell *x, const fattn_report_cell *y)
 {
     int c = strcmp(or_unknown(x->layout), or_unknown(y->layout));
     return c ? c : strcmp(or_unknown(x->mask), or_unknown(y->mask));
+}
+
+static int cmp_item(const void *px, const void *py)
+{
+    const grid_item *x = px, *y = py;
+    int c = cmp_row(x->c, y->c);
+    if (c)
+        return c;
+    if (x->col != y->col)
+        return x->col < y->col ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The first n bytes of s, escaped. */
+static void text_prefix(FILE *f, const char *s, size_t n)
+{
+    char buf[8];
+    assert(n < sizeof buf);
+    snprintf(buf, sizeof buf, "%.*s", (int)n, s);
+    fattn_escape_markup(f, buf, FATTN_MARKUP_HTML);
 }
 
 /* The short label of a case's square: its bias and softmax, the defaults
@@ -99,11 +109,11 @@ static void chip_label(FILE *f, const fattn_report_cell *c)
     bool bias = c->bias && strcmp(c->bias, "no_bias");
     bool sm = c->softmax && strcmp(c->softmax, "vanilla");
     if (bias)
-        fprintf(f, "%.4s", c->bias);
+        text_prefix(f, c->bias, 4);
     if (bias && sm)
         fputc('/', f);
     if (sm)
-        fprintf(f, "%.3s", c->softmax);
+        text_prefix(f, c->softmax, 3);
     if (!bias && !sm)
         fputs("&middot;", f);
 }
@@ -111,67 +121,83 @@ static void chip_label(FILE *f, const fattn_report_cell *c)
 static void grid_chip(FILE *f, const fattn_report_cell *c)
 {
     fputs("<a class=\"chip r-", f);
-    fattn_report_text(f, c->result);
+    fattn_escape_markup(f, c->result, FATTN_MARKUP_HTML);
     fputs("\" href=\"#", f);
     fattn_report_anchor(f, c->id);
     fputs("\" title=\"", f);
-    fattn_report_text(f, c->id);
-    fprintf(f, ": %s (bias %s, softmax %s)\">", c->result, or_unknown(c->bias),
-            or_unknown(c->softmax));
+    fattn_escape_markup(f, c->id, FATTN_MARKUP_HTML);
+    fputs(": ", f);
+    fattn_escape_markup(f, c->result, FATTN_MARKUP_HTML);
+    fputs(" (bias ", f);
+    fattn_escape_markup(f, or_unknown(c->bias), FATTN_MARKUP_HTML);
+    fputs(", softmax ", f);
+    fattn_escape_markup(f, or_unknown(c->softmax), FATTN_MARKUP_HTML);
+    if (c->fp8) {
+        fputs(", FP8 ", f);
+        fattn_escape_markup(f, c->fp8, FATTN_MARKUP_HTML);
+    }
+    fputs(")\">", f);
     chip_label(f, c);
     fputs("</a>", f);
 }
 
-void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n)
+/* The legend, FP8's line from what the grid holds. */
+static void grid_legend(FILE *f, size_t n_fp8, size_t unplaced)
 {
-    /* rows in sorted order of (layout, mask), each row visited once */
-    bool *done = calloc(n ? n : 1, sizeof *done);
-    if (!done) {
-        fputs("<p>(grid: out of memory)</p>\n", f);
-        return;
-    }
-    size_t unplaced = 0;
-    fputs("<table class=\"grid\" id=\"grid\">\n<tr><th>layout</th><th>mask</th>", f);
-    for (size_t k = 0; k < GRID_NCOLS; k++)
-        fprintf(f, "<th>%s</th>", grid_cols[k]);
-    fputs("</tr>\n", f);
-    for (;;) {
-        const fattn_report_cell *row = NULL;
-        for (size_t i = 0; i < n; i++)
-            if (!done[i] && (!row || cmp_row(&cells[i], row) < 0))
-                row = &cells[i];
-        if (!row)
-            break;
-        fputs("<tr><td class=\"mono\">", f);
-        fattn_report_text(f, or_unknown(row->layout));
-        fputs("</td><td class=\"mono\">", f);
-        fattn_report_text(f, or_unknown(row->mask));
-        fputs("</td>", f);
-        for (size_t k = 0; k < GRID_NCOLS; k++) {
-            fputs("<td>", f);
-            for (size_t i = 0; i < n; i++)
-                if (!done[i] && same(cells[i].layout, row->layout) &&
-                    same(cells[i].mask, row->mask) && col_of(cells[i].dtype) == (int)k)
-                    grid_chip(f, &cells[i]);
-            fputs("</td>", f);
-        }
-        fputs("</tr>\n", f);
-        for (size_t i = 0; i < n; i++)
-            if (!done[i] && same(cells[i].layout, row->layout) && same(cells[i].mask, row->mask)) {
-                done[i] = true;
-                unplaced += col_of(cells[i].dtype) < 0;
-            }
-    }
-    fputs("</table>\n<p>Each square is a case (its label: bias/softmax when not the default), "
+    fputs("<p>Each square is a case (its label: bias/softmax when not the default), "
           "<span class=\"chip r-ok\">ok</span> <span class=\"chip r-different\">diff</span> "
           "<span class=\"chip r-error\">error</span> <span class=\"chip r-skipped\">skip</span>"
-          "; FP8 has no case: fattn does not model FP8 yet.",
-          f);
+          "; ", f);
+    if (n_fp8)
+        fprintf(f, "FP8: %zu case%s (the column of every case with an fp8 recipe).", n_fp8,
+                n_fp8 == 1 ? "" : "s");
+    else
+        fputs("FP8: no case here.", f);
     if (unplaced)
         fprintf(f, " %zu case%s of an unknown dtype are not in the grid.", unplaced,
                 unplaced == 1 ? "" : "s");
     fputs("</p>\n", f);
-    free(done);
+}
+
+void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n)
+{
+    /* sorted once: each row, and in it each column, is one run of items */
+    grid_item *it = calloc(n ? n : 1, sizeof *it);
+    if (!it) {
+        fputs("<p>(grid: out of memory)</p>\n", f);
+        return;
+    }
+    size_t unplaced = 0, n_fp8 = 0;
+    for (size_t i = 0; i < n; i++) {
+        it[i] = (grid_item){&cells[i], col_of(&cells[i]), i};
+        unplaced += it[i].col < 0;
+        n_fp8 += it[i].col == (int)GRID_FP8;
+    }
+    qsort(it, n, sizeof *it, cmp_item);
+    fputs("<table class=\"grid\" id=\"grid\">\n<tr><th>layout</th><th>mask</th>", f);
+    for (size_t k = 0; k < GRID_NCOLS; k++)
+        fprintf(f, "<th>%s</th>", grid_cols[k]);
+    fputs("</tr>\n", f);
+    for (size_t i = 0; i < n;) {
+        const fattn_report_cell *row = it[i].c;
+        fputs("<tr><td class=\"mono\">", f);
+        fattn_escape_markup(f, or_unknown(row->layout), FATTN_MARKUP_HTML);
+        fputs("</td><td class=\"mono\">", f);
+        fattn_escape_markup(f, or_unknown(row->mask), FATTN_MARKUP_HTML);
+        fputs("</td>", f);
+        while (i < n && cmp_row(it[i].c, row) == 0 && it[i].col < 0)
+            i++; /* an unknown dtype: counted, not drawn */
+        for (int k = 0; k < (int)GRID_NCOLS; k++) {
+            fputs("<td>", f);
+            for (; i < n && cmp_row(it[i].c, row) == 0 && it[i].col == k; i++)
+                grid_chip(f, it[i].c);
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    grid_legend(f, n_fp8, unplaced);
+    free(it);
 }
 
 /* ---- a differing tensor ----------------------------------------------------- */
@@ -465,7 +491,7 @@ void fattn_report_tensor(FILE *f, const fattn_diff_entry *e, const fattn_h5_node
                          const fattn_h5_node *b)
 {
     fputs("<div class=\"tensor\"><h3 class=\"mono\">", f);
-    fattn_report_text(f, e->path);
+    fattn_escape_markup(f, e->path, FATTN_MARKUP_HTML);
     fprintf(f, "</h3>\n<p>%s [", fattn_dtype_name(e->dtype));
     for (int k = 0; k < e->ndim; k++)
         fprintf(f, "%s%" PRId64, k ? "," : "", e->shape[k]);
@@ -499,7 +525,7 @@ static void attr_value(FILE *f, const fattn_h5_attr *x)
         return;
     }
     switch (x->kind) {
-    case FATTN_H5_ATTR_STRING: fattn_report_text(f, x->s); return;
+    case FATTN_H5_ATTR_STRING: fattn_escape_markup(f, x->s, FATTN_MARKUP_HTML); return;
     case FATTN_H5_ATTR_INT64: snprintf(buf, sizeof buf, "%" PRId64, x->i64[0]); break;
     case FATTN_H5_ATTR_FLOAT32: snprintf(buf, sizeof buf, "%.9g", (double)x->f32); break;
     case FATTN_H5_ATTR_UINT8: snprintf(buf, sizeof buf, "%u", (unsigned)x->u8); break;
@@ -526,7 +552,7 @@ static void prov_row(FILE *f, const char *name, const fattn_h5_node *a, const fa
     const fattn_h5_attr *y = b ? fattn_h5_node_attr(b, name) : NULL;
     bool differ = a && b && !attr_equal(x, y);
     fprintf(f, "<tr%s><td class=\"mono\">", differ ? " class=\"differs\"" : "");
-    fattn_report_text(f, name);
+    fattn_escape_markup(f, name, FATTN_MARKUP_HTML);
     fputs("</td><td class=\"mono\">", f);
     attr_value(f, x);
     if (b) {
@@ -540,10 +566,10 @@ void fattn_report_provenance(FILE *f, const char *label_a, const fattn_h5_node *
                              const char *label_b, const fattn_h5_node *b)
 {
     fputs("<table class=\"provenance\"><tr><th>attribute</th><th>", f);
-    fattn_report_text(f, label_a);
+    fattn_escape_markup(f, label_a, FATTN_MARKUP_HTML);
     if (b) {
         fputs("</th><th>", f);
-        fattn_report_text(f, label_b);
+        fattn_escape_markup(f, label_b, FATTN_MARKUP_HTML);
     }
     fputs("</th></tr>\n", f);
     for (size_t i = 0; a && i < a->n_attrs; i++)

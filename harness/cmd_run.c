@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "digest.h"
 #include "fileguard.h"
+#include "isolate.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
 #include "runfile.h"
@@ -448,9 +449,11 @@ int fattn_cmd_run(int argc, char **argv)
         return cli_fail("run", "--until '%s': expected forward, save_ctx or backward", until_s);
     long repeat = 1;
     if (repeat_s) {
-        char *end;
-        repeat = strtol(repeat_s, &end, 10);
-        if (*end || repeat < 1 || repeat > 1000)
+        char *end = NULL;
+        /* plain decimal: strtol would also take blanks and a sign */
+        if (repeat_s[0] >= '0' && repeat_s[0] <= '9')
+            repeat = strtol(repeat_s, &end, 10);
+        if (!end || *end || repeat < 1 || repeat > 1000)
             return cli_fail("run", "--repeat '%s': expected 1..1000", repeat_s);
     }
     double max_mem;
@@ -527,9 +530,11 @@ static const char replay_help[] =
  * estimate for its spec, with sq and skv raised to the recorded save_ctx's
  * max_seqlen_q/kv (what the engine sizes backward by when resuming there).
  * 0 for a skipped or refused case, which allocates nothing. */
-static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, double *need)
+static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, double *need,
+                                      char *why, size_t why_n)
 {
     *need = 0;
+    why[0] = '\0';
     if (fattn_h5_node_attr(c, "skipped") || fattn_h5_node_attr(c, "refused_status"))
         return FATTN_OK;
     const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
@@ -542,6 +547,9 @@ static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, 
     const fattn_h5_node *sc = fattn_h5_node_find(c, "save_ctx");
     fattn_ctx_record rec;
     if (from == FATTN_STATE_SAVE_CTX && sc && fattn_ctx_record_read(sc, &rec) == FATTN_OK) {
+        if (rec.max_seqlen_q > spec.sq || rec.max_seqlen_kv > spec.skv)
+            snprintf(why, why_n, " (sized by save_ctx max_seqlen_q %lld, max_seqlen_kv %lld)",
+                     (long long)rec.max_seqlen_q, (long long)rec.max_seqlen_kv);
         if (rec.max_seqlen_q > spec.sq)
             spec.sq = rec.max_seqlen_q;
         if (rec.max_seqlen_kv > spec.skv)
@@ -559,13 +567,40 @@ static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn
     for (size_t i = 0; i < cases->n_children; i++) {
         const fattn_h5_node *c = cases->children[i];
         double need;
-        if (replay_peak_bytes(c, from, &need) != FATTN_OK)
+        char why[128];
+        if (replay_peak_bytes(c, from, &need, why, sizeof why) != FATTN_OK)
             return cli_fail_at("replay", in);
         if (need > max_mem)
             return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes exceeds "
-                            "--max-memory %.0f", in, c->name, need, max_mem);
+                            "--max-memory %.0f%s", in, c->name, need, max_mem, why);
     }
     return FATTN_EXIT_OK;
+}
+
+static fattn_status read_metadata(const char *path, void *ctx)
+{
+    (void)ctx;
+    fattn_h5_node *n = NULL;
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
+    fattn_status st = fattn_h5_read_file(path, &o, &n);
+    fattn_h5_node_free(n);
+    return st;
+}
+
+/* The estimate before the file is loaded: its cases' attributes read
+ * without their data (in the isolated child first), so that a file too
+ * large to replay is refused before it is read whole. */
+static int replay_check_memory_early(const char *in, fattn_state from, double max_mem)
+{
+    fattn_h5_node *meta = NULL;
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
+    if (fattn_isolate_run(in, read_metadata, NULL, 0, 0) != FATTN_OK ||
+        fattn_h5_read_file(in, &o, &meta) != FATTN_OK)
+        return cli_fail("replay", "%s", fattn_last_error());
+    const fattn_h5_node *cases = fattn_h5_node_find(meta, "cases");
+    int rc = cases ? replay_check_memory(in, cases, from, max_mem) : FATTN_EXIT_OK;
+    fattn_h5_node_free(meta);
+    return rc;
 }
 
 /* Every case of `src` replayed and streamed to `out`, one at a time. */
@@ -643,6 +678,8 @@ int fattn_cmd_replay(int argc, char **argv)
     if (fattn_impl_resume_check(impl, from) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());
     if (parse_max_memory("replay", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    if (replay_check_memory_early(in, from, max_mem) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     fattn_h5_node *src = NULL;
     if (fattn_runfile_load(in, &src) != FATTN_OK)

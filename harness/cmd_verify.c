@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cmd_verify.h"
+#include "escape.h"
 #include "compare.h"
 #include "fileguard.h"
 #include "runfile.h"
@@ -208,7 +209,8 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
             table_id_width = (int)n;
     }
     fprintf(f, "fattn verify: engine %s%s, platform key %s, goldens %s: %s\n", v->backend_name,
-            v->forced ? " (deterministic backward forced)" : "", g->key, g->path, g->note);
+            v->forced ? " (deterministic backward forced)" : "", g->key, cli_vis(g->path),
+            cli_vis(g->note));
     fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
@@ -258,8 +260,10 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
                                    "within its bound)"
                                  : "");
     }
-    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, c->spec->id, c->states, c->tensors,
-            result);
+    /* paths, reasons and messages can come from the goldens file: shown
+     * visibly, so that none can start a line of its own (escape.h) */
+    fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, cli_vis(c->spec->id), c->states,
+            c->tensors, cli_vis(result));
 }
 
 /* A case's result in one word, for progress lines. */
@@ -365,7 +369,7 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
                 fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
             else
                 fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
-                        fattn_status_name(b->side_status[i]), b->side_error[i]);
+                        fattn_status_name(b->side_status[i]), cli_vis(b->side_error[i]));
         }
     }
 }
@@ -581,14 +585,19 @@ typedef struct golden_changes {
     FILE *log;               /* the lines so far (memory stream) */
     char *text;
     size_t len, changed, added;
+    char *unreadable;        /* why an existing old file could not be read, else NULL */
 } golden_changes;
 
 static int golden_changes_init(golden_changes *g, const char *path)
 {
     struct stat sb;
     memset(g, 0, sizeof *g);
-    if (stat(path, &sb) == 0 && fattn_runfile_load(path, &g->old) == FATTN_OK)
-        g->oc = fattn_h5_node_find(g->old, "cases");
+    if (stat(path, &sb) == 0) {
+        if (fattn_runfile_load(path, &g->old) == FATTN_OK)
+            g->oc = fattn_h5_node_find(g->old, "cases");
+        else if (!(g->unreadable = strdup(fattn_last_error())))
+            return cli_fail("golden", "out of memory");
+    }
     /* The old goldens are read only to report the changes: they are what
      * this write replaces, not an input of it (fileguard.h). */
     fattn_fileguard_unpin(path);
@@ -611,7 +620,8 @@ static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
     fattn_compare_result r = {0};
     fattn_compare_cases(o, nc, NULL, &r);
     if (r.differences) {
-        fprintf(g->log, "golden: case %s changed: %s %s\n", nc->name, r.paths[0], r.why[0]);
+        fprintf(g->log, "golden: case %s changed: %s %s\n", cli_vis(nc->name),
+                cli_vis(r.paths[0]), cli_vis(r.why[0]));
         g->changed++;
     }
 }
@@ -626,8 +636,14 @@ static int cmp_spec_ptr_id(const void *x, const void *y)
 static void golden_changes_print(golden_changes *g, const char *path, const fattn_spec **sel,
                                  size_t n)
 {
+    if (!g->oc && g->unreadable) {
+        /* replaced all the same, but not called absent */
+        printf("golden: the previous goldens at %s cannot be read, so their changes are not "
+               "shown: %s\n", cli_vis(path), cli_vis(g->unreadable));
+        return;
+    }
     if (!g->oc) {
-        printf("golden: no previous goldens at %s\n", path);
+        printf("golden: no previous goldens at %s\n", cli_vis(path));
         return;
     }
     fflush(g->log);
@@ -639,18 +655,19 @@ static void golden_changes_print(golden_changes *g, const char *path, const fatt
         for (size_t j = 0; j < n && !found; j++)
             found = strcmp(sel[j]->id, name) == 0;
         if (!found) {
-            printf("golden: case %s removed\n", name);
+            printf("golden: case %s removed\n", cli_vis(name));
             removed++;
         }
     }
-    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", path, g->changed,
-           g->added, removed);
+    printf("golden: against the old %s: %zu changed, %zu new, %zu removed\n", cli_vis(path),
+           g->changed, g->added, removed);
 }
 
 static void golden_changes_free(golden_changes *g)
 {
     if (g->log)
         fclose(g->log);
+    free(g->unreadable);
     free(g->text);
     fattn_h5_node_free(g->old);
 }

@@ -8,33 +8,15 @@
 #include "cli.h"
 #include "cmd_verify.h"
 #include "compare.h"
+#include "escape.h"
 #include "verify.h"
-
-/* Text as XML character data or an attribute value: the five specials as
- * entities, and bytes XML 1.0 cannot hold (control characters; anything
- * outside ASCII, which fattn's messages do not promise to be UTF-8) as '?'. */
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            fputc((ch < 0x20 && ch != '\t' && ch != '\n') || ch >= 0x7f ? '?' : ch, f);
-        }
-    }
-}
 
 static void junit_open(FILE *f, const char *id, const char *name)
 {
     fputs("    <testcase classname=\"fattn.verify.", f);
-    xml_text(f, id);
+    fattn_escape_markup(f, id, FATTN_MARKUP_XML);
     fputs("\" name=\"", f);
-    xml_text(f, name);
+    fattn_escape_markup(f, name, FATTN_MARKUP_XML);
     fputs("\">\n", f);
 }
 
@@ -54,16 +36,16 @@ static void junit_check(FILE *f, const fattn_verify_case *c, size_t k)
             if (strncmp(p, check, len) != 0 || strncmp(p + len, ": ", 2) != 0)
                 continue;
             if (first) {
-                xml_text(f, p);
+                fattn_escape_markup(f, p, FATTN_MARKUP_XML);
                 fputs(" ", f);
-                xml_text(f, c->cmp.why[d]);
+                fattn_escape_markup(f, c->cmp.why[d], FATTN_MARKUP_XML);
                 fprintf(f, "\">%zu difference%s", n, cli_s(n));
                 first = false;
             }
             fputs("\n", f);
-            xml_text(f, p);
+            fattn_escape_markup(f, p, FATTN_MARKUP_XML);
             fputs(": ", f);
-            xml_text(f, c->cmp.why[d]);
+            fattn_escape_markup(f, c->cmp.why[d], FATTN_MARKUP_XML);
         }
         if (first) /* its differences came after the ones kept */
             fprintf(f, "%s: %zu difference%s\">%zu difference%s (not among the first %d kept)",
@@ -89,11 +71,11 @@ static void junit_case(FILE *f, const fattn_verify_case *c, size_t *tests, size_
     junit_open(f, c->spec->id, "case");
     if (c->skipped) {
         fputs("      <skipped message=\"", f);
-        xml_text(f, c->skipped);
+        fattn_escape_markup(f, c->skipped, FATTN_MARKUP_XML);
         fputs("\"/>\n", f);
     } else if (c->error[0]) {
         fputs("      <error type=\"error\" message=\"", f);
-        xml_text(f, c->error);
+        fattn_escape_markup(f, c->error, FATTN_MARKUP_XML);
         fputs("\"/>\n", f);
     }
     fputs("    </testcase>\n", f);
@@ -132,7 +114,7 @@ int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v
                                                      : "not behavior-neutral"}};
     for (size_t k = 0; k < sizeof props / sizeof props[0]; k++) {
         fprintf(f, "      <property name=\"%s\" value=\"", props[k][0]);
-        xml_text(f, props[k][1] ? props[k][1] : "");
+        fattn_escape_markup(f, props[k][1] ? props[k][1] : "", FATTN_MARKUP_XML);
         fputs("\"/>\n", f);
     }
     fputs("    </properties>\n", f);

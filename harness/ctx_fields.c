@@ -195,6 +195,12 @@ static fattn_status read_quant(const fattn_h5_node *n, const char *name, fattn_f
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\" is not a "
                            "quantizer (\"<recipe> <fp8 dtype> scale=%%a amax=%%a pow2=0|1 "
                            "eps=%%a\")", name, s);
+    /* as a Float8Tensor's scale_inv is checked: a scale of inf or a NaN
+     * amax would replay into NaN gradients with exit 0 */
+    if (!isfinite(scale) || !(scale > 0.0f) || !isfinite(amax) || !(amax >= 0.0f) ||
+        !isfinite(eps) || !(eps >= 0.0f))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\": scale must "
+                           "be finite and > 0, amax and eps finite and >= 0", name, s);
     store->scale = scale;
     store->amax = amax;
     store->force_pow_2_scales = pow2 == 1;

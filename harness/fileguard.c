@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -55,13 +56,104 @@ fattn_status fattn_fileguard_open_input(const char *path, int *fd)
 
 typedef struct pin {
     char *path;
-    int fd;
+    int fd;           /* what is read: the snapshot, else the file */
+    dev_t dev;        /* the file itself, for outputs that are inputs */
+    ino_t ino;
+    uint64_t snapped; /* the snapshot's bytes, 0 when none */
+    char *snap;       /* the snapshot's name, NULL when none */
+    int slot;         /* its signal-cleanup slot */
 } pin;
+
+/* Inputs up to this size are read from a private snapshot, so that a file
+ * rewritten in place cannot change between the isolated child's check and
+ * the parent's reading; all snapshots together stay under the total. */
+#define SNAPSHOT_MAX ((uint64_t)64 << 20)
+#define SNAPSHOT_TOTAL ((uint64_t)256 << 20)
 
 /* The pins of this process; the lock guards the table, not the files. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pin *pins;
 static size_t n_pins, cap_pins;
+
+static uint64_t snapped_total; /* under pin_lock */
+
+static void snapshots_remove(void);
+static pthread_once_t snapshots_once = PTHREAD_ONCE_INIT;
+static pid_t snapshots_owner;
+static void snapshots_at_exit(void)
+{
+    snapshots_owner = getpid(); /* a forked child's exit leaves them */
+    atexit(snapshots_remove);
+}
+
+/* A private copy of the file open at fd (size bytes) in $TMPDIR (mode 0600,
+ * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
+ * signals): the fd to read from then on, its name in *name, its signal
+ * slot in *slot; -1 when none can be made (the file itself is read then).
+ * A named file, since libhdf5 resolves /proc/self/fd/N to a path. */
+static int snapshot(int fd, uint64_t size, char **name, int *slot)
+{
+    const char *dir = getenv("TMPDIR");
+    size_t cap = strlen(dir && *dir ? dir : "/tmp") + 32;
+    char *tmpl = malloc(cap);
+    if (!tmpl)
+        return -1;
+    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir && *dir ? dir : "/tmp");
+    int m = mkstemp(tmpl);
+    if (m < 0 || (*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
+        if (m >= 0) {
+            unlink(tmpl);
+            close(m);
+        }
+        free(tmpl);
+        return -1;
+    }
+    pthread_once(&snapshots_once, snapshots_at_exit);
+    char buf[1 << 16];
+    uint64_t done = 0;
+    bool ok = true;
+    while (ok && done < size) {
+        ssize_t n = pread(fd, buf, sizeof buf, (off_t)done);
+        if (n <= 0)
+            break; /* shorter now than at fstat: what was copied is what is checked */
+        ok = write(m, buf, (size_t)n) == n;
+        done += (uint64_t)n;
+    }
+    if (!ok) {
+        fattn_fileguard_scratch_unregister(*slot);
+        unlink(tmpl);
+        close(m);
+        free(tmpl);
+        return -1;
+    }
+    *name = tmpl;
+    return m;
+}
+
+/* Close a pin's descriptor and remove its snapshot. */
+static void pin_release(pin *p)
+{
+    close(p->fd);
+    if (p->snap) {
+        fattn_fileguard_scratch_unregister(p->slot);
+        unlink(p->snap);
+        free(p->snap);
+        p->snap = NULL;
+    }
+    snapped_total -= p->snapped;
+    p->snapped = 0;
+}
+
+static void snapshots_remove(void)
+{
+    if (getpid() != snapshots_owner)
+        return;
+    pthread_mutex_lock(&pin_lock);
+    for (size_t i = 0; i < n_pins; i++)
+        if (pins[i].snap)
+            unlink(pins[i].snap);
+    pthread_mutex_unlock(&pin_lock);
+}
 
 static pin *pin_find(const char *path)
 {
@@ -80,19 +172,37 @@ fattn_status fattn_fileguard_pin(const char *path)
         fattn_fileguard_unpin(path);
         return st;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fattn_error(FATTN_E_IO, "%s: fstat: %s", path, strerror(e));
+    }
+    pin np = {NULL, fd, sb.st_dev, sb.st_ino, 0, NULL, -1};
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
+    uint64_t size = (uint64_t)sb.st_size, others = snapped_total - (p ? p->snapped : 0);
+    if (size <= SNAPSHOT_MAX && others + size <= SNAPSHOT_TOTAL) {
+        int m = snapshot(fd, size, &np.snap, &np.slot);
+        if (m >= 0) {
+            close(fd);
+            np.fd = m;
+            np.snapped = size;
+        }
+    }
     if (p) {
-        close(p->fd);
-        p->fd = fd;
+        pin_release(p);
+        np.path = p->path;
+        *p = np;
+        snapped_total += np.snapped;
     } else if (n_pins == cap_pins && cap_pins >= 4096) {
         st = fattn_error(FATTN_E_IO, "%s: too many input files open", path);
     } else {
         if (n_pins == cap_pins) {
             size_t cap = cap_pins ? 2 * cap_pins : 8;
-            pin *np = realloc(pins, cap * sizeof *np);
-            if (np) {
-                pins = np;
+            pin *grown = realloc(pins, cap * sizeof *grown);
+            if (grown) {
+                pins = grown;
                 cap_pins = cap;
             }
         }
@@ -101,14 +211,16 @@ fattn_status fattn_fileguard_pin(const char *path)
             free(copy);
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
         } else {
-            pins[n_pins].path = copy;
-            pins[n_pins].fd = fd;
-            n_pins++;
+            np.path = copy;
+            pins[n_pins++] = np;
+            snapped_total += np.snapped;
         }
     }
+    if (st != FATTN_OK) {
+        np.snapped = 0; /* never counted */
+        pin_release(&np);
+    }
     pthread_mutex_unlock(&pin_lock);
-    if (st != FATTN_OK)
-        close(fd);
     return st;
 }
 
@@ -117,7 +229,7 @@ void fattn_fileguard_unpin(const char *path)
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
     if (p) {
-        close(p->fd);
+        pin_release(p);
         free(p->path);
         *p = pins[--n_pins];
     }
@@ -159,11 +271,9 @@ static const char *pinned_as(const char *target, const struct stat *sb)
     const char *hit = NULL;
     pthread_mutex_lock(&pin_lock);
     for (size_t i = 0; i < n_pins && !hit; i++) {
-        struct stat ps;
         if (strcmp(pins[i].path, target) == 0)
             hit = pins[i].path;
-        else if (sb && fstat(pins[i].fd, &ps) == 0 && ps.st_dev == sb->st_dev &&
-                 ps.st_ino == sb->st_ino)
+        else if (sb && pins[i].dev == sb->st_dev && pins[i].ino == sb->st_ino)
             hit = pins[i].path;
     }
     pthread_mutex_unlock(&pin_lock);
@@ -265,7 +375,8 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
 enum { TMP_SLOTS = 16, TMP_PATH_MAX = 4352 };
 static char tmp_paths[TMP_SLOTS][TMP_PATH_MAX];
 static volatile sig_atomic_t tmp_used[TMP_SLOTS];
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* SIGPIPE: --progress into a closed pipe kills the process mid-write */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
 static struct sigaction old_actions[N_CLEANUP_SIGNALS];
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
@@ -324,6 +435,27 @@ static int tmp_register(const char *path)
     return -1;
 }
 
+int fattn_fileguard_scratch_register(const char *path)
+{
+    pthread_once(&handlers_once, install_handlers);
+    sigset_t old;
+    block_signals(&old);
+    int slot = tmp_register(path);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return slot;
+}
+
+void fattn_fileguard_scratch_unregister(int slot)
+{
+    if (slot < 0)
+        return;
+    assert(slot < TMP_SLOTS);
+    sigset_t old;
+    block_signals(&old);
+    tmp_used[slot] = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void tmp_unregister(fattn_fileguard_tmp *t)
 {
     if (t->slot < 0)
@@ -360,8 +492,10 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
     fattn_status st = FATTN_OK;
     for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
         unsigned k = atomic_fetch_add(&tmp_counter, 1u);
-        snprintf(t->path, cap, "%.*s.%s.tmp-%ld-%u", (int)dirlen, target, base, (long)getpid(),
-                 k);
+        /* the base cut to 200 bytes: an output name near NAME_MAX (255)
+         * still has a temporary name that fits */
+        snprintf(t->path, cap, "%.*s.%.200s.tmp-%ld-%u", (int)dirlen, target, base,
+                 (long)getpid(), k);
         /* No moment between the file's creation and its registration. */
         sigset_t old;
         block_signals(&old);

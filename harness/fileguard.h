@@ -7,14 +7,19 @@
  * of the process under the path it was opened by; every later read of the
  * same path (the isolated child's and the parent's, harness/isolate.h) goes
  * through /proc/self/fd/N, so that they all read the one file that was
- * checked, whatever is renamed over the path meanwhile.
+ * checked, whatever is renamed over the path meanwhile. A file of up to 64
+ * MiB (256 MiB for all pins together) is pinned as a private copy
+ * ($TMPDIR/fattn-input-XXXXXX, mode 0600, removed when unpinned, at exit and
+ * on the cleanup signals), so that one rewritten in place cannot change
+ * between the child's check and the parent's reading either; a larger one
+ * is read from the file itself.
  *
  * Outputs: every output is written under a temporary name beside the target
  * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
  * a regular file: a symbolic link, device node, FIFO or directory is refused
  * (a link is never written through nor replaced); it must not be an input
  * pinned in this process (same path or same inode). While a temporary file
- * exists, SIGINT, SIGTERM and SIGHUP remove it before the process dies of
+ * exists, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the process dies of
  * the signal (an async-signal-safe handler, installed on the first write,
  * not where the signal was ignored).
  *
@@ -87,6 +92,15 @@ fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t);
 /* Close, remove the temporary file, unregister, free (a zeroed or already
  * finished t is fine). */
 void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
+
+/* A scratch file of the command's own that exists under its final name
+ * (committed) until the command removes it (run --repeat's cases, merge's
+ * inputs): registered as a temporary file is, so that SIGINT, SIGTERM,
+ * SIGHUP and SIGPIPE remove it too. The slot to give back, -1 when none is
+ * free (then it is left on such a signal, as before). */
+int fattn_fileguard_scratch_register(const char *path);
+/* Give the slot back (before the command removes the file itself). */
+void fattn_fileguard_scratch_unregister(int slot);
 
 /* Replace `target` with the len bytes at data atomically (tmp_open, write,
  * tmp_commit). */

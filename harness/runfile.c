@@ -291,6 +291,10 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if ((g = fattn_h5_node_find(cg, "forward")) &&
         (st = check_children(path, id, g, "forward", fw, 2, fw_groups)))
         return st;
+    const fattn_h5_attr *osi = g ? fattn_h5_node_attr(g, "out_scale_inv") : NULL;
+    if (osi && (osi->kind != FATTN_H5_ATTR_FLOAT32 || !(osi->f32 > 0.0f) || isinf(osi->f32)))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: forward@out_scale_inv is not a "
+                           "float32 finite and > 0 (the FP8 out's scale_inv)", path, id);
     if ((g = fattn_h5_node_find(cg, "forward/aux")) &&
         (st = check_children(path, id, g, "forward/aux", aux, FATTN_SAVED_NAUX, NULL)))
         return st;
@@ -450,7 +454,7 @@ static fattn_status check_refused(const char *path, const fattn_spec *s, const f
     return FATTN_OK;
 }
 
-static fattn_status validate_case(const char *path, const fattn_h5_node *c)
+fattn_status fattn_runfile_case_spec(const char *path, const fattn_h5_node *c, fattn_spec *spec)
 {
     if (c->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: /cases/%s is a dataset, not a group", path,
@@ -458,23 +462,34 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
     const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
     if (!sa || sa->kind != FATTN_H5_ATTR_STRING)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no spec attribute", path, c->name);
-    fattn_spec spec;
     char source[512];
     snprintf(source, sizeof source, "%s: /cases/%s spec", path, c->name);
-    fattn_status st = fattn_spec_parse_one(sa->s, strlen(sa->s), source, &spec);
+    fattn_status st = fattn_spec_parse_one(sa->s, strlen(sa->s), source, spec);
     if (st != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
-    const fattn_h5_attr *skipped = fattn_h5_node_attr(c, "skipped");
     bool intact = true;
     if ((st = fattn_h5_node_attrs_intact(c, &intact)) != FATTN_OK) {
         /* out of memory: st as it is */
     } else if (!intact) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attributes corrupt: they do not "
                          "match the case's %s", path, c->name, FATTN_H5_ATTRS_DIGEST);
-    } else if (strcmp(spec.id, c->name) != 0) {
+    } else if (strcmp(spec->id, c->name) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: spec id is '%s'", path, c->name,
-                         spec.id);
-    } else if (fattn_h5_node_attr(c, "refused_status")) {
+                         spec->id);
+    }
+    if (st != FATTN_OK)
+        fattn_spec_free(spec);
+    return st;
+}
+
+static fattn_status validate_case(const char *path, const fattn_h5_node *c)
+{
+    fattn_spec spec;
+    fattn_status st = fattn_runfile_case_spec(path, c, &spec);
+    if (st != FATTN_OK)
+        return st;
+    const fattn_h5_attr *skipped = fattn_h5_node_attr(c, "skipped");
+    if (fattn_h5_node_attr(c, "refused_status")) {
         st = check_refused(path, &spec, c);
     } else if (skipped) {
         if (skipped->kind != FATTN_H5_ATTR_STRING)

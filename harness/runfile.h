@@ -25,6 +25,12 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
  * case and object. */
 fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root);
 
+/* Case group c's spec as full validation checks it: the `spec` attribute
+ * parses, its id is the group's name, and the case's attributes match its
+ * attrs_digest. FATTN_OK with *spec filled (the caller frees it), else
+ * FATTN_E_INVALID_FILE naming the file and case (out of memory as such). */
+fattn_status fattn_runfile_case_spec(const char *path, const fattn_h5_node *c, fattn_spec *spec);
+
 /* Validate an already-read tree (as fattn_runfile_load does). */
 fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root);
 

@@ -14,6 +14,7 @@
 #include "fattn/cudnn.h"
 
 #include "fe.h"
+#include "fileguard.h"
 #include "h5read.h"
 #include "h5write.h"
 #include "inputs.h"
@@ -537,6 +538,7 @@ struct fattn_case_sink {
     fattn_h5_writer *w;        /* the output, or the scratch file (audit) */
     char *scratch;             /* the scratch file's path; NULL without audit */
     bool scratch_done;         /* committed: it exists under its own name */
+    int scratch_slot;          /* its signal-cleanup registration (fileguard.h) */
     char **ids;                /* audit: the cases put, in order, to read back */
     size_t cap_ids;
     size_t n_put;
@@ -618,6 +620,7 @@ static fattn_status copy_scratch(fattn_case_sink *k, const fattn_h5_node *audit)
     if (st != FATTN_OK)
         return st;
     k->scratch_done = true;
+    k->scratch_slot = fattn_fileguard_scratch_register(k->scratch);
     fattn_h5_reader *r = NULL;
     if ((st = fattn_h5_writer_open(k->out, &k->w)) == FATTN_OK &&
         (st = fattn_h5_writer_put(k->w, "/", k->root)) == FATTN_OK)
@@ -657,8 +660,10 @@ void fattn_case_sink_free(fattn_case_sink *k)
     if (!k)
         return;
     fattn_h5_writer_abort(k->w);
-    if (k->scratch_done)
+    if (k->scratch_done) {
+        fattn_fileguard_scratch_unregister(k->scratch_slot);
         unlink(k->scratch);
+    }
     for (size_t i = 0; k->ids && i < k->n_put; i++)
         free(k->ids[i]);
     free(k->ids);

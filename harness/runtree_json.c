@@ -25,6 +25,10 @@ static fattn_status put_attr(manifest_ctx *c, fattn_h5_node *n, const json_t *a)
     const json_t *v = json_object_get(a, "value");
     if (!name || !kind)
         return bad(c, "an attribute needs a name and a kind");
+    /* as duplicate JSON keys are refused: the last one would win silently */
+    if (fattn_h5_node_attr(n, name))
+        return fattn_error(FATTN_E_PARSE, "manifest: %s: attribute \"%s\" given twice",
+                           c->where[0] ? c->where : "/", name);
     if (!strcmp(kind, "string") && json_is_string(v))
         return fattn_h5_node_set_string(n, name, json_string_value(v));
     if (!strcmp(kind, "int64") && json_is_integer(v))

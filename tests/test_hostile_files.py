@@ -270,6 +270,61 @@ def _():
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
 
 
+@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
+def _():
+    d = fresh_dir("inplace")
+    target = os.path.join(d, "in.h5")
+    good, bad = read_bytes(GOOD), read_bytes(CRASHER)
+    shutil.copy(GOOD, target)
+    stop = threading.Event()
+
+    def rewriter():
+        # the same inode throughout: what the child checked, then the parent
+        # read, is what changes unless the reader works on a snapshot
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            i = 0
+            while not stop.is_set():
+                data = bad if i % 2 else good
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+                i += 1
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=rewriter)
+    t.start()
+    deaths, runs = [], 0
+    out = os.path.join(d, "out.h5")
+    commands = [["inspect", target], ["diff", target, GOOD],
+                ["replay", target, "--from", "save_ctx", "--impl", "split", "-o", out],
+                ["report", target, GOOD, "-o", os.path.join(d, "r.html")]]
+    snaps = os.path.join(d, "tmpdir")  # where the readers' snapshots go
+    os.mkdir(snaps)
+    env = dict(os.environ, TMPDIR=snaps)
+    # a copy taken mid-rewrite is a torn file, on which libhdf5 may spin: the
+    # child is then stopped by its wall-clock limit (short here, -Dtesting)
+    if TESTING:
+        env["FATTN_TEST_ISOLATE_WALL_S"] = "5"
+    try:
+        deadline = time.time() + (8 if SANITIZED else 4)
+        while time.time() < deadline or runs < 3 * len(commands):
+            for args in commands:
+                p = subprocess.run([FATTN] + args, capture_output=True, text=True,
+                                   timeout=60 if TESTING else 200, env=env)
+                runs += 1
+                if p.returncode < 0 or p.returncode >= 128:
+                    deaths.append("%s: exit %d" % (args[0], p.returncode))
+            if runs >= 600:
+                break
+    finally:
+        stop.set()
+        t.join()
+    if deaths:
+        raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
+    assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+
+
 # ---- outputs that are inputs ------------------------------------------------------
 
 @case("an output that is one of the command's inputs is refused before any work, input intact")
@@ -379,6 +434,68 @@ def _():
         f["cases"]
 
 
+def signal_while_writing(args, d, pattern, sig, env_extra=None):
+    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write before its
+    rename), wait for a file matching pattern in d, send sig; its exit."""
+    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="3", **(env_extra or {}))
+    p = subprocess.Popen([FATTN, *args], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True,
+                         preexec_fn=default_signals)
+    deadline = time.time() + 60
+    while not glob.glob(os.path.join(d, pattern)):
+        if time.time() > deadline or p.poll() is not None:
+            p.kill()
+            raise AssertionError("%s never appeared (exit %s)" % (pattern, p.poll()))
+        time.sleep(0.02)
+    p.send_signal(sig)
+    try:
+        return p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("signal %d did not end fattn" % sig)
+
+
+@case("SIGINT while run --repeat or merge writes its output removes their scratch files too")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("scratch-signals")
+    target = os.path.join(d, "out.h5")
+    rc = signal_while_writing(["run", "--backend", "cpu", "--cases", SPEC, "--repeat", "2",
+                               "-o", target], d, ".out.h5.tmp-*", signal.SIGINT)
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "run --repeat: exit %s, left %s" % (rc, left)
+    one = os.path.join(d, "one.h5")
+    shutil.copy(GOOD, one)
+    rc = signal_while_writing(["merge", "-o", target, one], d, ".out.h5.tmp-*", signal.SIGINT)
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+
+
+@case("SIGPIPE (--progress into a closed pipe) removes the temporary file")
+def _():
+    d = fresh_dir("sigpipe")
+    target = os.path.join(d, "out.h5")
+    p = subprocess.Popen([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "--progress",
+                          "-o", target], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         restore_signals=True)
+    p.stderr.close()  # the reader gone before the first progress line
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGPIPE, "exit %s (want SIGPIPE)" % p.returncode
+    no_temporaries(d)
+    assert not os.path.exists(target)
+
+
+@case("an output name of 254 bytes is written (the temporary name is cut to fit)")
+def _():
+    d = fresh_dir("longname")
+    target = os.path.join(d, "x" * 251 + ".h5")
+    run("run", "--backend", "cpu", "--cases", SPEC, "-o", target, check=0)
+    with h5py.File(target, "r") as f:
+        f["cases"]
+    no_temporaries(d)
+
+
 # ---- the reader child -----------------------------------------------------------------
 
 def children_of(pid):
@@ -478,6 +595,20 @@ def _():
     if not os.path.isdir(out):
         raise AssertionError("%s, which existed before, was removed" % out)
 
+
+
+@case("golden over an old goldens file it cannot read says so, not 'no previous goldens'")
+def _():
+    d = fresh_dir("golden-unreadable")
+    old = os.path.join(d, "cpu-math-1.h5")
+    with open(old, "wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n" + b"\0" * 200)  # a signature and nothing of a file
+    p = run("golden", "--backend", "cpu", "--cases", SPEC, "--force", "--allow-dirty", "-o", d,
+            check=0)
+    assert "no previous goldens" not in p.stdout and "cannot be read" in p.stdout and \
+        old in p.stdout, p.stdout
+    with h5py.File(old, "r") as f:  # replaced all the same
+        f["cases"]
 
 def main():
     try:

@@ -290,6 +290,30 @@ def _():
             assert rss < 100000000, "peak RSS %d: allocated before refusing" % rss
 
 
+@case("replay --max-memory: refused from the cases' attributes before the file's data is read")
+def _():
+    # the data of this copy is corrupt: a replay that loads the file before
+    # its estimate says so; one that estimates first refuses by the bound
+    import h5py
+    import numpy as np
+    d = fresh_dir("replay-early")
+    bad = os.path.join(d, "flipped.h5")
+    shutil.copy(GOOD, bad)
+    with h5py.File(bad, "r+") as f:
+        ds = f["cases/m.a.first/forward/out"]
+        raw = ds[()].view(np.uint8).copy()
+        raw.flat[0] ^= 1
+        ds[...] = raw.view(ds.dtype)
+    out = os.path.join(d, "out.h5")
+    _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                    "--max-memory", "1000", "-o", out, check=2)
+    assert "estimated peak" in err and "corrupt" not in err, err
+    assert not os.path.exists(out)
+    _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                    "-o", out, check=2)
+    assert "corrupt" in err, err
+
+
 # ---- golden and merge ---------------------------------------------------------------
 
 # Each golden keeps a case's outputs (about 4.5 MB for a MID case); a

@@ -16,7 +16,9 @@ usage: test_hostile_validate.py FATTN_EXE XXH128_EXE VALIDATE_DIR SANITIZED   (p
    it is corruption (diff exit 1, the others 2), a file without it is read
    as before, diff never counts it, and runs stay byte-reproducible;
  - --shard and --max-memory values that used to switch a check off, and an
-   rng_offset that would record a negative generator offset, are refused.
+   rng_offset that would record a negative generator offset, are refused;
+ - FP8 metadata (a quantizer's scale, amax, eps; forward@out_scale_inv) out
+   of range is refused as a tensor's scale_inv is.
 
 Every fattn command runs with RLIMIT_AS at 2 GiB (not under the sanitizers,
 whose shadow memory needs the whole address space: SANITIZED=1) and a
@@ -247,6 +249,58 @@ def _():
         fw = f["cases/%s/forward" % one["id"]]
         assert int(fw.attrs["rng_gen_offset"]) == 2**63 - 1, fw.attrs["rng_gen_offset"]
     run("inspect", out, check=0)
+
+
+@case("--max-memory 0x10, ' 5', '+5' and --repeat ' 2', '+2': exit 2 (plain decimal only)")
+def _():
+    out = os.path.join(TMP, "strict.h5")
+    for args in (["--max-memory", "0x10"], ["--max-memory", " 5"], ["--max-memory", "+5"],
+                 ["--repeat", " 2"], ["--repeat", "+2"]):
+        p = run("run", "--cases", SPEC, *args, "-o", out, check=2)
+        assert args[0] in p.stderr, p.stderr
+        assert not os.path.exists(out)
+    p = run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--max-memory", "0x10",
+            "-o", out, check=2)
+
+
+FP8_CASE = "fp8.cs.bsh3d.fp8in.o_fp8"
+FP8_OUT_CASE = "fp8.cs.bshd_bs2hd.gqa.outfp8"
+
+
+@case("FP8 metadata: a quantizer's scale, amax or eps and forward@out_scale_inv out of range: "
+      "inspect and replay exit 2")
+def _():
+    d = os.path.join(TMP, "fp8")
+    os.mkdir(d)
+    good = os.path.join(d, "good.h5")
+    run("run", "--backend", "cpu", "--filter", FP8_CASE, "-o", good, check=0, timeout=120)
+    run("inspect", good, check=0)
+    out = os.path.join(d, "out.h5")
+    for field, value in [("scale", "inf"), ("scale", "0x0p+0"), ("scale", "-0x1p+4"),
+                         ("amax", "nan"), ("amax", "-0x1p+0"), ("eps", "inf")]:
+        bad = os.path.join(d, "bad.h5")
+        shutil.copy(good, bad)
+        with h5py.File(bad, "r+") as f:
+            c = f["cases/" + FP8_CASE]
+            del c.attrs["attrs_digest"]  # no digest in the way: the range check must hold
+            q = c["save_ctx"].attrs["O_quantizer"]
+            q = re.sub(r"\b%s=\S+" % field, "%s=%s" % (field, value), q)
+            c["save_ctx"].attrs.modify("O_quantizer", q)
+        p = run("inspect", bad, check=2)
+        assert "O_quantizer" in p.stderr and field in p.stderr, (field, value, p.stderr)
+        run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
+        assert not os.path.exists(out)
+    run("run", "--backend", "cpu", "--filter", FP8_OUT_CASE, "-o", good, check=0, timeout=120)
+    for value in (float("inf"), float("nan"), 0.0, -1.0):
+        bad = os.path.join(d, "bad.h5")
+        shutil.copy(good, bad)
+        with h5py.File(bad, "r+") as f:
+            c = f["cases/" + FP8_OUT_CASE]
+            del c.attrs["attrs_digest"]
+            assert "out_scale_inv" in c["forward"].attrs
+            c["forward"].attrs.modify("out_scale_inv", numpy.float32(value))
+        p = run("inspect", bad, check=2)
+        assert "out_scale_inv" in p.stderr, (value, p.stderr)
 
 
 failed = 1

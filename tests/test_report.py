@@ -10,7 +10,14 @@ rendered by headless Chromium (Debian's `chromium`): the test reads the DOM
 Chromium built (--dump-dom) for the verdict, the case grid and the
 difference map over the changed block, and saves a screenshot as
 SHOT_DIR/report-diff.png. A verify JSON report (a self-test mutant's, when
-one is given, so that a case differs) is rendered the same way. Exit 0
+one is given, so that a case differs) is rendered the same way.
+
+Hostile inputs (docs/reliability.md "Report"): a run file and a verify JSON
+with markup in every string field are rendered with scripts enabled; the
+markup's effects (a retitled page, an element it would create) must be
+absent from Chromium's DOM and its text present as text. Specs with markup,
+results outside the four, a goldens file libhdf5 crashes on, a FIFO and
+outputs that are inputs are refused or reported, never obeyed. Exit 0
 passed, 1 failed, 77 skipped (no chromium, no h5py), saying why.
 """
 import json
@@ -190,10 +197,191 @@ def test_errors():
                                                                        p.stderr.strip()))
 
 
+# Markup that acts if it lands unescaped anywhere: as text (the script, the
+# image's handler), inside a double- or single-quoted attribute (the quotes
+# end it, the handler is then an attribute of the element). Its effects are
+# built from pieces, so that they show in the DOM only if the script ran.
+PAYLOAD = ("\"'><script>document.title='PW'+'NED'</script>"
+           "<img src=x onerror=\"document.body.appendChild(document.createElement('x-'+'pwned'))\">"
+           "<svg onload=\"document.title='PW'+'NED'\"></svg>\x1b]0;t\x07")
+BAD_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "bad")
+
+
+def check_inert(page, what):
+    """page renders with no effect of PAYLOAD and shows its text."""
+    html = open(page, encoding="utf-8", errors="replace").read()
+    check("<script" not in html and "<img" not in html and "<svg onload" not in html and
+          "\x1b" not in html, "%s: the page holds the markup only escaped" % what)
+    dom = dom_of(page)
+    check("PWNED" not in dom and "x-pwned" not in dom,
+          "%s: no script ran in Chromium (no retitle, no element made)" % what)
+    check("&lt;script&gt;document.title='PW'+'NED'&lt;/script&gt;" in dom,
+          "%s: the markup shows as text" % what)
+
+
+def test_hostile_runs():
+    a = os.path.join(TMP, "a.h5")
+    h = os.path.join(TMP, "hostile.h5")
+    shutil.copy(a, h)
+    with h5py.File(h, "r+") as f:
+        for k in list(f.attrs):  # root provenance: covered by no digest
+            if isinstance(f.attrs[k], (str, bytes)) and k != "schema":
+                f.attrs.modify(k, PAYLOAD)
+    page = os.path.join(TMP, "hostile-runs.html")
+    p = run(FATTN, "report", h, a, "-o", page)
+    check(p.returncode == 0, "report of a run file with markup in its provenance: exit 0 (%s)"
+          % p.stderr.strip()[-300:])
+    if p.returncode == 0:
+        check_inert(page, "hostile provenance")
+    # a spec's strings with markup: refused as inspect refuses them
+    for key, value in [("layout", PAYLOAD), ("bias", PAYLOAD), ("softmax", PAYLOAD),
+                       ("mask", "x\" onmouseover=\"alert(1)")]:
+        bad = os.path.join(TMP, "spec-%s.h5" % key)
+        shutil.copy(a, bad)
+        with h5py.File(bad, "r+") as f:
+            c = f["cases/%s" % CASE]
+            spec = json.loads(c.attrs["spec"])
+            spec[key] = value
+            c.attrs.modify("spec", json.dumps(spec))
+            del c.attrs["attrs_digest"]  # an absent digest: the spec alone must stop it
+        out = os.path.join(TMP, "spec.html")
+        p = run(FATTN, "report", a, bad, "-o", out)
+        check(p.returncode == 2 and CASE in p.stderr and "spec" in p.stderr and
+              not os.path.exists(out),
+              "a spec with markup in %s: exit 2 naming the case, no page (%s)"
+              % (key, p.stderr.strip()[-200:]))
+        pi = run(FATTN, "inspect", bad)
+        check(pi.returncode == 2, "inspect refuses the same file")
+
+
+def hostile_verify_json(js):
+    rep = json.load(open(js))
+    for k, v in list(rep.items()):
+        if isinstance(v, str) and k != "schema":
+            rep[k] = PAYLOAD
+    for c in rep["cases"]:
+        c["first"] = [{"path": PAYLOAD, "why": PAYLOAD}]
+        c["differences"] = 1
+        for side in ("legacy", "split"):
+            c[side] = {"status": PAYLOAD, "message": PAYLOAD}
+    return rep
+
+
+def test_hostile_verify():
+    js = os.path.join(TMP, "verify.json")
+    rep = hostile_verify_json(js)
+    hj = os.path.join(TMP, "hostile-verify.json")
+    json.dump(rep, open(hj, "w"))
+    page = os.path.join(TMP, "hostile-verify.html")
+    p = run(FATTN, "report", hj, "-o", page)
+    check(p.returncode == 0, "report of a verify JSON with markup in every string: exit 0 (%s)"
+          % p.stderr.strip()[-300:])
+    if p.returncode == 0:
+        check_inert(page, "hostile verify JSON")
+    # a result outside the four goes into a class name and a title: refused
+    rep["cases"][0]["result"] = PAYLOAD
+    json.dump(rep, open(hj, "w"))
+    out = os.path.join(TMP, "result.html")
+    p = run(FATTN, "report", hj, "-o", out)
+    check(p.returncode == 2 and "result is not one of" in p.stderr and not os.path.exists(out),
+          "a case result with markup: exit 2, no page (%s)" % p.stderr.strip()[-200:])
+    # the goldens file it names: read in the isolated child, a crash is a line
+    rep = json.load(open(js))
+    crash = os.path.join(BAD_DATA, "hdf5-upstream-global-heap-overflow.h5")
+    # (under AddressSanitizer the child ends by ASan's report, exit 1)
+    for goldens, what in [(crash, "HDF5 library failed reading|failed in the child"),
+                          (os.path.join(TMP, "a.h5"), None)]:
+        rep["goldens"] = goldens
+        json.dump(rep, open(hj, "w"))
+        p = run(FATTN, "report", hj, "-o", page)
+        html = open(page).read() if p.returncode == 0 else ""
+        if what:
+            check(p.returncode == 0 and "cannot be read here" in html and
+                  re.search(what, html) is not None,
+                  "goldens libhdf5 crashes on: exit 0, the page says why (%s)"
+                  % p.stderr.strip()[-200:])
+        else:
+            check(p.returncode == 0 and 'class="provenance"' in html,
+                  "goldens that are a run file: its provenance is shown")
+    # outputs that are inputs: the goldens file, the --cases file
+    p = run(FATTN, "report", hj, "-o", rep["goldens"])
+    check(p.returncode == 2 and "goldens" in p.stderr,
+          "-o naming the goldens file the JSON names: exit 2 (%s)" % p.stderr.strip())
+    cases = os.path.join(TMP, "cases.json")
+    with open(cases, "w") as f:
+        f.write("[]")
+    p = run(FATTN, "report", hj, "--cases", cases, "-o", cases)
+    check(p.returncode == 2 and "is an input" in p.stderr and open(cases).read() == "[]",
+          "-o naming the --cases file: exit 2, the file untouched (%s)" % p.stderr.strip())
+    fifo = os.path.join(TMP, "fifo.json")
+    os.mkfifo(fifo)
+    try:
+        p = subprocess.run([FATTN, "report", fifo, "-o", page], capture_output=True, text=True,
+                           env=ENV, cwd=TMP, timeout=30)
+        check(p.returncode == 2 and "regular file" in p.stderr,
+              "a FIFO as VERIFY.json: exit 2 at once (%s)" % p.stderr.strip())
+    except subprocess.TimeoutExpired:
+        check(False, "a FIFO as VERIFY.json: exit 2 at once (it blocked)")
+
+
+def test_fp8_legend():
+    p = run(FATTN, "run", "--filter", "fp8.ds.*", "-o", "fp8.h5")
+    check(p.returncode == 0, "fattn run writes the FP8 cases (%s)" % p.stderr.strip()[-200:])
+    n = len(run(FATTN, "cases", "--filter", "fp8.ds.*").stdout.splitlines())
+    page = os.path.join(TMP, "fp8.html")
+    p = run(FATTN, "report", "fp8.h5", "fp8.h5", "-o", page)
+    dom = dom_of(page) if p.returncode == 0 else ""
+    m = re.search(r"<tr><th>layout</th><th>mask</th>(.*?)</tr>", dom)
+    cols = re.findall(r"<th>([^<]*)</th>", m.group(1)) if m else []
+    rows = re.findall(r"<tr><td.*?</tr>", dom.split('id="grid"', 1)[-1].split("</table>")[0])
+    in_fp8 = sum(len(re.findall(r'class="chip', re.findall(r"<td>.*?</td>", r)[-1]))
+                 for r in rows if re.findall(r"<td>.*?</td>", r))
+    check(n > 0 and cols[-1:] == ["FP8"] and in_fp8 == n and
+          ("FP8: %d cases" % n) in dom and "does not model FP8" not in dom,
+          "the FP8 column holds the %d FP8 cases and the legend says so (%d in it)" % (n, in_fp8))
+
+
+def test_bounded():
+    """Many differing tensors: the page draws a bounded number and says
+    which command lists the rest; the grid stays whole."""
+    p = run(FATTN, "run", "--filter", "mask.*", "-o", "many-a.h5")
+    check(p.returncode == 0, "fattn run writes many-a.h5 (%s)" % p.stderr.strip()[-200:])
+    a, b = os.path.join(TMP, "many-a.h5"), os.path.join(TMP, "many-b.h5")
+    shutil.copy(a, b)
+    changed = []
+    with h5py.File(b, "r+") as f:
+        for cid in f["cases"]:
+            for t in ("forward/out", "backward/dq", "backward/dk", "backward/dv"):
+                if t in f["cases"][cid]:
+                    ds = f["cases"][cid][t]
+                    raw = ds[()].view(np.uint16).copy()
+                    raw.flat[0] ^= 1
+                    ds[...] = raw.view(ds.dtype)
+                    redigest(ds)
+                    changed.append("/cases/%s/%s" % (cid, t))
+    page = os.path.join(TMP, "many.html")
+    p = run(FATTN, "report", a, b, "-o", page)
+    html = open(page).read() if p.returncode == 0 else ""
+    drawn = html.count('<svg class="diffmap"') and html.count('<div class="tensor">')
+    check(len(changed) > 8 and drawn == 8 and 'id="bounded"' in html and
+          ("%d more differing tensors not drawn" % (len(changed) - 8)) in html and
+          "fattn diff %s %s</code> lists them all" % (a, b) in html,
+          "%d differing tensors: 8 drawn, the rest named with the command that lists them "
+          "(%d drawn)" % (len(changed), drawn))
+    n = len(run(FATTN, "cases", "--filter", "mask.*").stdout.splitlines())
+    chips = re.findall(r'<a class="chip r-(\w+)"', html)
+    check(len(chips) == n and all(c == "different" for c in chips),
+          "the grid still shows all %d cases as different" % n)
+
+
 try:
     test_diff_report()
+    test_bounded()
     test_verify_report()
     test_errors()
+    test_hostile_runs()
+    test_hostile_verify()
+    test_fp8_legend()
 finally:
     shutil.rmtree(TMP, ignore_errors=True)
 print("%d failed" % len(failures))
