@@ -25,24 +25,28 @@ check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
 
-# 1. the whole default matrix TE can express: TE vs TE, and each vs fattn's
-# front end. fattn-te leaves the 20 FP8 cases out itself (the shim has no FP8
-# fused_attn path) and says so on stderr.
+# 1. the whole default matrix, FP8 cases included: TE vs TE, and each vs
+# fattn's front end.
 "$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
 check "verify exit (the max_logit finding makes it 1)" 1 "$rc"
-check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (86 cases' "$work/verdict")"
+check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (114 cases' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path" 1 "$(grep -c '^FP8: exercised (22 cases through TE' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
-# Max rows past each sequence's length; every other counted object is
-# bitwise fattn's.
+# Max rows past each sequence's length; on the padded FP8 case TE
+# dequantises the engine's unwritten rows with torch's NaN; every other
+# counted object is bitwise fattn's.
 for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
             "fattn-split $work/v/fattn-split.h5 $work/v/te2.h5"; do
     set -- $pair
     "$fattn" diff "$2" "$3" >"$work/diff" 2>&1
     got=$(grep '^different:\|^missing\|^structure' "$work/diff" | cut -d' ' -f2 | sort | tr '\n' ' ')
-    check "$1 vs TE: only the padded max_logit finding" \
-        "/cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
+    check "$1 vs TE: only the padded max_logit and FP8 NaN-payload findings" \
+        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
+    "$fattn" diff "$2" "$3" --only '/cases/fp8.ds.bshd.padding_causal/*' >"$work/diff" 2>&1
+    check "$1 vs TE: the FP8 differences are NaN payloads only" 4 \
+        "$(grep -c 'sign flips 0, class changes 0, NaN payloads' "$work/diff")"
 done
 check "verify lists the two differing paths under each fattn pair" 4 \
     "$(grep -c '^  /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite$' "$work/verdict")"
@@ -67,15 +71,25 @@ check "-o in a missing directory exits 2 at once" 2 $?
 check "the message names the directory" 1 "$(grep -c "$work/no/such/dir" "$work/err")"
 check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
 
-# 3b. a spec file holding an FP8 case: exit 2 naming the case, nothing written
+# 3b. a spec file holding an FP8 case runs through TE's FP8 path and is
+# fattn split's, Float8Tensors (1-byte datasets with scale_inv) and
+# quantizer states included
 /usr/bin/python3 -c '
 import json, sys
-print(json.dumps([c for c in json.load(open(sys.argv[1])) if c["id"] == "fp8.ds.bshd"]))' \
+print(json.dumps([c for c in json.load(open(sys.argv[1])) if c["id"] == "fp8.cs.bshd.fp8in"]))' \
     "$here/../../golden/default_cases.json" >"$work/fp8.json"
-"$here/fattn-te" run --te 2.20.2 --cases "$work/fp8.json" -o "$work/fp8.h5" 2>"$work/err"
-check "an FP8 case in --cases exits 2" 2 $?
-check "the message names the FP8 case" 1 "$(grep -c 'case fp8.ds.bshd: FP8 cases are not expressible' "$work/err")"
-check "nothing written for it" no "$( [ -e "$work/fp8.h5" ] && echo yes || echo no)"
+"$here/fattn-te" run --te 2.20.2 --cases "$work/fp8.json" -o "$work/fp8.h5" >/dev/null 2>"$work/err"
+check "an FP8 case in --cases runs" 0 $?
+"$fattn" run --impl split --cases "$work/fp8.json" -o "$work/fp8s.h5" >/dev/null 2>&1
+"$fattn" diff "$work/fp8s.h5" "$work/fp8.h5" >"$work/diff" 2>&1
+check "the FP8 case equals fattn split bitwise" 0 $?
+check "its FP8 grads and quantizers were compared" 1 "$(/usr/bin/python3 -c "
+import h5py, sys
+c = h5py.File(sys.argv[1])['cases/fp8.cs.bshd.fp8in']
+print(int(c['backward/dq'].attrs['dtype'] in (b'float8_e5m2', 'float8_e5m2')
+          and 'scale_inv' in c['backward/dq'].attrs and 'dQKV_quantizer' in c['backward'].attrs
+          and str(c['save_ctx'].attrs['QKV_quantizer']).count('current float8_e4m3fn') == 1))
+" "$work/fp8.h5" 2>&1)"
 
 # 4. setup.sh over a complete environment downloads and installs nothing
 "$here/setup.sh" >"$work/setup" 2>&1
@@ -119,6 +133,24 @@ check "--te on a git tree runs" 0 $?
 check "impl te-<git describe>" te-v2.20.2-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
 "$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
 check "the git tree's states equal the wheel's" 0 $?
+"$here/fattn-te" run --te "$work/src" --filter 'fp8.cs.*' -o "$work/s8.h5" >/dev/null 2>&1
+check "--te on a git tree runs the FP8 cases" 0 $?
+"$fattn" run --impl split --filter 'fp8.cs.*' -o "$work/s8f.h5" >/dev/null 2>&1
+"$fattn" diff "$work/s8f.h5" "$work/s8.h5" >/dev/null 2>&1
+check "the git tree's FP8 states equal fattn split's" 0 $?
+
+# 7b. a one-line FP8 bug in the tree (the dO quantizer handed to the FP8
+# fused_attn_bwd where dP's belongs, 2.20.2 backends.py:2147) is caught by
+# verify, naming case and quantizer: the grads are bitwise unchanged (dP's
+# E5M2 codes scale by powers of two), but dP's amax lands in dO's quantizer
+line=$(grep -n '^                    args.dP_quantizer,$' "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py" | sed -n 2p | cut -d: -f1)
+check "the FP8 fused_attn_bwd's dP argument is at 2147" 2147 "$line"
+sed -i "${line}s/args.dP_quantizer,/args.dO_quantizer,/" \
+    "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py"
+"$here/fattn-te" verify --te 2.20.2 --te "$work/src" --filter 'fp8.ds.*' >"$work/mut" 2>&1
+check "the FP8 bug makes verify exit 1" 1 $?
+check "the first verdict is no" 1 "$(grep -c '^te-2.20.2 -> te-v2.20.2-local-dirty: behavior-neutral: no' "$work/mut")"
+check "it names the case and the quantizer" 1 "$(grep -c '^  /cases/fp8.ds.bshd/backward@dP_quantizer  ' "$work/mut")"
 
 # 8. byte-reproducible with SOURCE_DATE_EPOCH, whatever the output path
 mkdir -p "$work/r"

@@ -88,33 +88,10 @@ def _trace_stalls():
         faulthandler.dump_traceback_later(float(n), repeat=True, file=sys.stderr)
 
 
-def expressible_cases(cases, fattn, work):
-    """The spec file TE runs: the default matrix (cases None) without its FP8
-    cases, which the shim cannot express (its fused_attn has no FP8 path:
-    the bridge passes a NULL fp8 to the engine); a given spec file holding
-    an FP8 case is an input error naming it."""
-    fp8 = [r["id"] for r in rf.resolved_cases(cases, fattn=fattn)
-           if r.get("spec", {}).get("fp8")]
-    if not fp8:
-        return cases
-    if cases:
-        raise rf.InputError(f"{cases}: case {fp8[0]}: FP8 cases are not expressible through "
-                            f"fattn-te's shim (no FP8 fused_attn path)")
-    import json
-    with open(os.path.join(SRC, "golden", "default_cases.json"), encoding="utf-8") as f:
-        specs = [c for c in json.load(f) if c.get("id") not in set(fp8)]
-    path = os.path.join(work, "te_cases.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(specs, f)
-    _progress(f"{len(fp8)} FP8 cases of the default matrix left out (no FP8 path in the shim)")
-    return path
-
-
 def cmd_run_one(te, backend, cases, filt, out, fattn):
     """One TE run in this process; returns (cases, tensors)."""
     _trace_stalls()
     work = tempfile.mkdtemp(prefix="fattn-te-")
-    cases = expressible_cases(cases, fattn, work)
     root = te_root(te)
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():

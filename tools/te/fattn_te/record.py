@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, loader
+from . import bridge, fp8, loader
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -55,6 +55,8 @@ def to_torch(ds):
 
 
 def dataset(t):
+    if fp8.is_float8(t):  # 1-byte codes with scale_inv (fattn_te/fp8.py)
+        return fp8.dataset(t)
     t = t.detach().contiguous().cpu()
     name = _TORCH_NAME.get(t.dtype)
     if name is None:
@@ -85,7 +87,10 @@ def build_inputs(res, inputs):
     """TE's q, k, v as DotProductAttention hands them over: views into one
     buffer for the packed layouts (layout group 3hd/h3d: q, k, v; 2hd/h2d:
     k, v), separate tensors otherwise; all of them requiring grad."""
-    t = {n: to_torch(ds) for n, ds in inputs["children"].items()}
+    t = {n: to_torch(ds) for n, ds in inputs["children"].items()
+         if not ds["dtype"].startswith("float8")}
+    if "q" not in t:  # FP8 inputs: TE's Float8Tensors (fattn_te/fp8.py)
+        return fp8.build_inputs(res, inputs, t)
     q, k, v = t["q"], t["k"], t["v"]
     grp = res["layout_group"]
     if grp in ("3hd", "h3d"):
@@ -99,6 +104,8 @@ def build_inputs(res, inputs):
     for n in ("attn_bias", "softmax_offset"):
         if n in t:
             t[n].requires_grad_(True)
+    if fp8.is_fp8_case(res["spec"]) and "d_out" in inputs["children"]:
+        fp8.build_inputs(res, inputs, t)  # an FP8 d_out with f16 q, k, v
     return t
 
 
@@ -107,7 +114,7 @@ def func_args(te, res, t, gen):
     the f16 path (the values fattn's front ends get: harness/fe_legacy.c)."""
     spec = res["spec"]
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
-    return {
+    args = {
         "is_training": bool(spec["is_training"]),
         "max_seqlen_q": spec["sq"], "max_seqlen_kv": spec["skv"],
         "cu_seqlens_q": t.get("cu_seqlens_q"), "cu_seqlens_kv": t.get("cu_seqlens_kv"),
@@ -128,6 +135,10 @@ def func_args(te, res, t, gen):
         "return_max_logit": bool(spec["return_max_logit"]),
         "packed_qkv": None, "packed_kv": None,
     }
+    if fp8.is_fp8_case(spec):  # the FP8 path's arguments (fattn_te/fp8.py)
+        args.update(fp8.func_args(spec))
+        args["fused_attention_backend"] = FusedAttnBackend["FP8"]
+    return args
 
 
 def call_forward(backends, args):
@@ -152,10 +163,8 @@ def call_forward(backends, args):
 
 
 def _attr(name, kind, value):
-    if kind == "none":
-        if value is not None:
-            raise CaseError(f"ctx.{name} is {value!r}; the f16 path leaves it None")
-        return None
+    if kind == "none":  # a quantizer: None on the f16 path
+        return None if value is None else (name, fp8.quantizer_string(value), None)
     if value is None:
         if kind.startswith("opt"):
             return None
@@ -216,6 +225,7 @@ def run_case(backends, res, ref_case):
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     args = func_args(backends, res, t, gen)
     bridge.last_forward = None
+    fp8.set_env(backends, spec)
     out, max_logit, params = call_forward(backends, args)
     fwd_pack = bridge.last_forward
     node = {"inputs": group([], {n: dataset(x) for n, x in t.items()})}
@@ -234,14 +244,21 @@ def run_case(backends, res, ref_case):
     if spec["softmax"] != "vanilla":
         put(aux, "aux_softmax_offset", rest.pop(0))
     fchildren = {"aux": group([], aux)}
-    put(fchildren, "out", out)
+    fattrs = [("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
+              ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))]
+    if fp8.is_float8(out):  # fp8_output: the scale_inv is forward's attribute
+        fchildren["out"] = fp8.dataset(out, scale_inv=False)
+        fattrs.append(("out_scale_inv", np.float32(out._scale_inv.reshape(-1)[0]),
+                       np.dtype("float32")))
+    else:
+        put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
-    node["forward"] = group([("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
-                             ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))],
-                            fchildren)
+    node["forward"] = group(fattrs, fchildren)
     ctx = out.grad_fn
     node["save_ctx"] = save_ctx_state(backends, ctx)
     if spec["is_training"]:
+        src = ctx.backward_objects if is_refactored(backends) else ctx
+        fp8_bwd = bool(getattr(src, "fp8", False))
         d_out = t["d_out"]
         grads = ctx.apply(d_out) if max_logit is None else ctx.apply(d_out, None)
         if not isinstance(grads, tuple):
@@ -251,5 +268,7 @@ def run_case(backends, res, ref_case):
         for name, role in (("q", "dq"), ("k", "dk"), ("v", "dv"), ("attn_bias", "d_bias"),
                            ("softmax_offset", "d_softmax_offset")):
             put(bchildren, role, by_name.get(name))
-        node["backward"] = group([], bchildren)
+        # the amaxes an FP8 backward wrote, in the quantizers it was handed
+        battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
+        node["backward"] = group(battrs, bchildren)
     return node
