@@ -21,6 +21,9 @@ export FATTN="$fattn" FATTN_LIB="$lib"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+counted() { # the paths of a fattn diff's counted differences, one a line
+    grep -oE '^(different|missing in [AB]|structure): [^ ]+' "$1" | sed 's/^[^/]*//'
+}
 check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
@@ -30,8 +33,19 @@ check() { # name, expected, got
 "$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
-check "verify exit (the max_logit finding makes it 1)" 1 "$rc"
-check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (114 cases' "$work/verdict")"
+check "verify exit (the documented findings make it 1)" 1 "$rc"
+# docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
+# FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
+# it; nothing else differs between the two releases
+"$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
+check "TE 2.19.0 -> TE 2.20.2: only refuse.fp8.max_logit differs (2.20.2 runs it)" \
+    "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
+check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-2.19.0: refusals: 12 of 17 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-2.20.2: refusals: 12 of 17 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
+check "TE 2.19.0's own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
+import json, sys
+e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
+print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
+" "$work/v/te1-refusals.json" 2>&1)"
 check "the FP8 cases ran through TE's FP8 path" 1 "$(grep -c '^FP8: exercised (22 cases through TE' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
@@ -41,7 +55,7 @@ for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
             "fattn-split $work/v/fattn-split.h5 $work/v/te2.h5"; do
     set -- $pair
     "$fattn" diff "$2" "$3" >"$work/diff" 2>&1
-    got=$(grep '^different:\|^missing\|^structure' "$work/diff" | cut -d' ' -f2 | sort | tr '\n' ' ')
+    got=$(counted "$work/diff" | grep -v '^/cases/refuse\.fp8\.max_logit[/@]' | sort | tr '\n' ' ')
     check "$1 vs TE: only the padded max_logit and FP8 NaN-payload findings" \
         "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
     "$fattn" diff "$2" "$3" --only '/cases/fp8.ds.bshd.padding_causal/*' >"$work/diff" 2>&1

@@ -160,6 +160,11 @@ class Engine:
 
 _engine = None
 last_forward = None  # what the last fused_attn_fwd returned, for the forward record
+pending_refusal = None  # TE's C++ refusal of the case running (fattn_te/refusal.py)
+
+
+class CppRefusal(RuntimeError):
+    """What NVTE_ERROR raises in Python: TE's C++ refusing a case."""
 
 
 def engine():
@@ -232,6 +237,8 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                    return_max_logit, cuda_graph):
     """tex.fused_attn_fwd (TE fused_attn.py:367-400 calls it): returns
     [O, Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]."""
+    if pending_refusal:
+        raise CppRefusal(pending_refusal)
     e = engine()
     if not isinstance(rng_gen, PhiloxGen):
         raise BridgeError("rng_gen must be fattn's PhiloxGen (fattn has no default generator)")

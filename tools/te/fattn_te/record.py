@@ -218,6 +218,37 @@ def save_ctx_state(backends, ctx):
     return group(attrs, children)
 
 
+def synth_inputs(res):
+    """Inputs for a case fattn refused (fattn's run makes none): the
+    resolved shapes and dtypes, values from a torch generator seeded with
+    the case's seed, cu_seqlens as resolved. Whether TE raises is what
+    such a case shows; its values need only repeat run to run."""
+    g = torch.Generator().manual_seed(int(res["spec"]["seed"]))
+    children = {}
+    for name in ("q", "k", "v", "attn_bias", "softmax_offset", "d_out"):
+        t = res["tensors"].get(name)
+        if t is not None:
+            x = torch.rand(t["shape"], generator=g, dtype=torch.float32) - 0.5
+            children[name] = dataset(x.to(_STORAGE_TORCH[t["dtype"]]))
+    for name in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded"):
+        if res.get(name) is not None:
+            children[name] = dataset(torch.tensor(res[name], dtype=torch.int32))
+    return {"children": {"inputs": group([], children)}}
+
+
+def te_raised_where(exc):
+    """The TE line an exception left TE's code from: the innermost frame
+    in transformer_engine/ (else the innermost frame)."""
+    import traceback
+    frames = traceback.extract_tb(exc.__traceback__)
+    te = [f for f in frames if "/transformer_engine/" in f.filename]
+    f = (te or frames)[-1] if (te or frames) else None
+    if f is None:
+        return "?"
+    name = f.filename.split("/transformer_engine/", 1)[-1]
+    return f"transformer_engine/{name}:{f.lineno}" if te else f"{name}:{f.lineno}"
+
+
 def run_case(backends, res, ref_case):
     spec = res["spec"]
     inputs = ref_case["children"]["inputs"]

@@ -18,7 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _te_run(te, args, out):
     argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", te,
             "--backend", args.backend, "-o", out] + cli.fattn_args(args)
-    p = subprocess.run(argv, capture_output=True, text=True)
+    env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.stderr.write(p.stderr)
         raise RuntimeError(f"fattn-te run --te {te}: exit {p.returncode}")
@@ -164,6 +165,10 @@ def main(args):
         for name, f, r in zip(names, files, roots):
             impl = "split" if _is_refactored(r) else "legacy"
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io))
+        from . import refusal
+        for name, f in zip(names, files):
+            with open(f[:-len(".h5")] + "-refusals.json", encoding="utf-8") as fh:
+                print(f"{name}: refusals: {refusal.summary(json.load(fh))}")
         ran, refused = _fp8_counts(files[0])
         print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path; "
               f"{refused} refused)" if ran else f"FP8: not exercised ({refused} refused)")
