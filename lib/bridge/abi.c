@@ -12,6 +12,7 @@
 #include "fattn/dtype.h"
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
+#include "fattn/status.h"
 #include "fattn/tensor.h"
 
 #define FIELD(type, member) (int64_t) offsetof(type, member)
@@ -68,8 +69,8 @@ int fattn_bridge_abi(int64_t *out, int n)
  * fattn's (fattn_fp8_quantize, held to a table over every code); the
  * scale of a current-scaling call comes from fattn_bridge_fp8_cs_scale. */
 
-int fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax);
-int fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale);
+fattn_status fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax);
+fattn_status fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale);
 float fattn_bridge_fp8_cs_scale(float amax, int dtype, int pow2, float epsilon);
 
 /* Offset of element i (C order) of a strided view. */
@@ -85,25 +86,29 @@ static int64_t bridge_at(const fattn_tensor *t, int64_t i)
 
 /* The amax kernel (common/recipe/current_scaling.cu, TE's
  * nvte_compute_amax): fmaxf over |x|, so a NaN element is passed over. */
-int fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax)
+fattn_status fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax)
 {
     int64_t n = fattn_tensor_numel(src);
     float m = 0.0f;
     for (int64_t i = 0; i < n; i++)
         m = fmaxf(m, fabsf(fattn_load_f32(src->data, src->dtype, bridge_at(src, i))));
     *amax = m;
-    return 0;
+    return FATTN_OK;
 }
 
-int fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale)
+fattn_status fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale)
 {
-    if (!fattn_dtype_is_fp8(dst->dtype) || fattn_tensor_numel(src) != fattn_tensor_numel(dst))
-        return -1;
+    if (!fattn_dtype_is_fp8(dst->dtype))
+        return fattn_error(FATTN_E_INVALID_ARG, "bridge quantize: the destination is %s, not "
+                           "an FP8 dtype", fattn_dtype_name(dst->dtype));
+    if (fattn_tensor_numel(src) != fattn_tensor_numel(dst))
+        return fattn_error(FATTN_E_SHAPE, "bridge quantize: %lld elements into %lld",
+                           (long long)fattn_tensor_numel(src), (long long)fattn_tensor_numel(dst));
     int64_t n = fattn_tensor_numel(src);
     for (int64_t i = 0; i < n; i++)
         ((uint8_t *)dst->data)[bridge_at(dst, i)] = fattn_fp8_quantize(
             dst->dtype, fattn_load_f32(src->data, src->dtype, bridge_at(src, i)), scale);
-    return 0;
+    return FATTN_OK;
 }
 
 /* recipe_common.cuh:14-49, compute_scale_from_amax: FP8 max over the amax

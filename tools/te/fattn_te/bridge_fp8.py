@@ -58,7 +58,8 @@ def _recip(x):
 
 def _amax(src):
     a = ctypes.c_float()
-    _lib().fattn_bridge_fp8_amax(ctypes.byref(bridge.view(src)), ctypes.byref(a))
+    bridge.engine()._check(_lib().fattn_bridge_fp8_amax(ctypes.byref(bridge.view(src)),
+                                                         ctypes.byref(a)), "amax")
     return a.value
 
 
@@ -112,11 +113,9 @@ def quantize(tensor, quantizer, output=None, noop_flag=None):
     else:
         data = torch.empty(tuple(src.shape), dtype=_FP8_TORCH[int(quantizer.dtype)],
                            device=src.device)
-    st = _lib().fattn_bridge_fp8_quantize(ctypes.byref(bridge.view(src)),
-                                          ctypes.byref(bridge.view(data)),
-                                          ctypes.c_float(scale))
-    if st != 0:
-        raise bridge.BridgeError("fattn_bridge_fp8_quantize refused the tensors")
+    bridge.engine()._check(_lib().fattn_bridge_fp8_quantize(
+        ctypes.byref(bridge.view(src)), ctypes.byref(bridge.view(data)), ctypes.c_float(scale)),
+        "quantize")
     if output is not None:
         output._scale_inv.reshape(-1)[0] = _recip(scale)
         return output
