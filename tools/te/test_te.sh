@@ -124,6 +124,13 @@ except AttributeError:
 ' 2>&1)
 check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
 
+# 5b. what the FP8 path reaches of the shim, as discover.py --run logs it:
+# the two fused_attn calls and TE's quantizers' cast, nothing else
+got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover \
+    "$env_dir/te/2.20.2" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
+    "fused_attn_bwd fused_attn_fwd quantize " "$got"
+
 # 6. the bridge refuses a libfattn whose struct layout is not its mirror
 got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
 from fattn_te import bridge
