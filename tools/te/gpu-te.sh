@@ -12,8 +12,10 @@
 # its log, so that a stopped run still says where it was:
 #   probe   torch sees the GPU (60 s)
 #   one     fattn-te run on one case (GPU_TE_ONE_S, default 150 s)
-#   verify  fattn-te verify on GPU_TE_FILTER (default every case),
-#           GPU_TE_VERIFY_S (default 360 s)
+#   one_fp8 fattn-te run on one FP8 case through TE's FP8 path
+#           (GPU_TE_ONE_FP8, default fp8.ds.bshd; GPU_TE_ONE_S)
+#   verify  fattn-te verify on GPU_TE_FILTER (default every case, the FP8
+#           ones included), GPU_TE_VERIFY_S (default 420 s)
 # Exit status: the first failing stage's (124 for a time limit), else
 # fattn-te verify's.
 set -eu
@@ -75,12 +77,19 @@ stage probe 60 python3 -c 'import torch; print("torch", torch.__version__, "cuda
 cat "$OUT/probe.log" >>"$OUT/summary.txt"
 stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
     --filter "${GPU_TE_ONE:-layout.bshd_bshd_bshd.causal.bf16}" -o "$OUT/one.h5" || exit $?
+stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
+    --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" -o "$OUT/one_fp8.h5" || exit $?
+"$FATTN" run --impl split --backend cudnn --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" \
+    -o "$OUT/one_fp8_fattn.h5" >/dev/null 2>&1 &&
+    "$FATTN" diff "$OUT/one_fp8_fattn.h5" "$OUT/one_fp8.h5" >>"$OUT/one_fp8.log" 2>&1 || true
+tail -1 "$OUT/one_fp8.log" | sed 's/^/gpu-te: one_fp8 vs fattn split: /' >>"$OUT/summary.txt"
 rc=0
 if [ -n "${GPU_TE_FILTER:-}" ]; then set -- --filter "$GPU_TE_FILTER"; else set --; fi
-stage verify "${GPU_TE_VERIFY_S:-360}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 \
+stage verify "${GPU_TE_VERIFY_S:-420}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 \
     --backend cudnn --keep "$OUT/runs" "$@" || rc=$?
-grep -- '->' "$OUT/verify.log" >>"$OUT/summary.txt" || true
+grep -e '->' -e '^FP8:' "$OUT/verify.log" >>"$OUT/summary.txt" || true
 # run files are large; only the verdicts and logs come back unless asked
-[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT/one.h5"
+[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT/one.h5" "$OUT/one_fp8.h5" \
+    "$OUT/one_fp8_fattn.h5"
 echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
 exit $rc

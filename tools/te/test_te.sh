@@ -21,6 +21,9 @@ export FATTN="$fattn" FATTN_LIB="$lib"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+counted() { # the paths of a fattn diff's counted differences, one a line
+    grep -oE '^(different|missing in [AB]|structure): [^ ]+' "$1" | sed 's/^[^/]*//'
+}
 check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
@@ -30,30 +33,78 @@ check() { # name, expected, got
 mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
-# 1. the whole default matrix TE can express: TE vs TE, and each vs fattn's
-# front end. fattn-te leaves the 28 FP8 cases out itself (the shim has no FP8
-# fused_attn path) and names them.
+# 1. the whole default matrix, FP8 and paged cases included, none left out:
+# TE vs TE, and each vs fattn's front end.
 "$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
-check "verify exits 0: neutral but for the documented deviations" 0 "$rc"
-check "TE 2.19.0 -> TE 2.20.2 neutral" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: yes (86 cases' "$work/verdict")"
-check "each fattn pair: neutral (2 documented deviations)" 2 "$(grep -c '^fattn-[a-z]* -> te-2.[0-9.]*: behavior-neutral: neutral (2 documented deviations) (86 cases' "$work/verdict")"
-check "the verdict names the left-out FP8 cases and why" 1 "$(grep -c '^left out (no FP8 path in fattn-te.s shim): fp8.ds.bshd .* refuse.fp8.head_dim$' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 63 cases through FusedAttention, 12 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, raw_func_args 6), 0 errored$' "$work/verdict")"
+check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
+check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (133 cases' "$work/verdict")"
+check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (133 cases' "$work/verdict")"
+check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (133 cases' "$work/verdict")"
+check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
+check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 68 cases through FusedAttention, 45 through FusedAttnFunc.apply (FP8 28, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 8), 0 errored$' "$work/verdict")"
+# docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
+# FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
+# it; nothing else differs between the two releases
+"$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
+check "TE 2.19.0 -> TE 2.20.2: only refuse.fp8.max_logit differs (2.20.2 runs it)" \
+    "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
+check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-2.19.0: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-2.20.2: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
+check "TE 2.19.0's own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
+import json, sys
+e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
+print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
+" "$work/v/te1-refusals.json" 2>&1)"
+check "the 8 paged cases ran with their page tables handed to TE" 8 "$(/usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1])
+print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
+" "$work/v/te2.h5" 2>&1)"
+check "the FP8 cases ran through TE's FP8 path" 1 "$(grep -c '^FP8: exercised (28 cases through TE.s FP8 path; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
-# Max rows past each sequence's length; every other counted object is
-# bitwise fattn's.
+# Max rows past each sequence's length; on the padded FP8 case TE
+# dequantises the engine's unwritten rows with torch's NaN; every other
+# counted object is bitwise fattn's.
 for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
             "fattn-split $work/v/fattn-split.h5 $work/v/te2.h5"; do
     set -- $pair
     "$fattn" diff "$2" "$3" >"$work/diff" 2>&1
-    got=$(grep '^different:\|^missing\|^structure' "$work/diff" | cut -d' ' -f2 | sort | tr '\n' ' ')
-    check "$1 vs TE: only the padded max_logit finding" \
-        "/cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
+    got=$(counted "$work/diff" | grep -v '^/cases/refuse\.fp8\.max_logit[/@]' | sort | tr '\n' ' ')
+    check "$1 vs TE: only the padded max_logit and FP8 NaN-payload findings" \
+        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
+    "$fattn" diff "$2" "$3" --only '/cases/fp8.ds.bshd.padding_causal/*' >"$work/diff" 2>&1
+    check "$1 vs TE: the FP8 differences are NaN payloads only" 4 \
+        "$(grep -c 'sign flips 0, class changes 0, NaN payloads' "$work/diff")"
 done
 check "verify lists the two documented paths under each fattn pair" 4 \
     "$(grep -c '^  documented: /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite: max_logit with a padding mask' "$work/verdict")"
+check "verify lists the four FP8 NaN-payload paths under each fattn pair" 8 \
+    "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal/[a-z]*/[a-z]*  different: [0-9]* of 8192 elements, NaN payloads only: NaN payloads of the rows' "$work/verdict")"
+
+# DEVIATIONS matches narrowly: F1 only where one run refused the case and
+# only its missing paths; the NaN-payload entry only in fattn pairs and only
+# when every differing element is a NaN payload
+cat >"$work/dev.py" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from fattn_te import verify
+r = {"refuse.fp8.max_logit": {"spec": {"fp8": {"recipe": "delayed"}, "return_max_logit": True}},
+     "fp8.ds.bshd.padding_causal": {"padding": True, "spec": {"fp8": {"recipe": "delayed"}}}}
+p, q = "/cases/refuse.fp8.max_logit/forward/out", "/cases/fp8.ds.bshd.padding_causal/forward/out"
+ran = {"kind": "dataset", "status": "missing_in_a"}
+diff = {"kind": "dataset", "status": "different", "count": 3, "ulp_histogram": {}}
+nanp = {"kind": "dataset", "status": "different", "count": 4, "ulp_histogram": {"nan_payloads": 4}}
+ulp = {"kind": "dataset", "status": "different", "count": 4, "ulp_histogram": {"nan_payloads": 3}}
+one = {"refuse.fp8.max_logit": "a"}
+print(*[(d["name"].split(":")[0].split(" ")[0] if d else "None") for d in (
+    verify._documented(p, ran, r, False, one), verify._documented(p, diff, r, False, one),
+    verify._documented(p, ran, r, False, {}), verify._documented(q, nanp, r, True, {}),
+    verify._documented(q, nanp, r, False, {}), verify._documented(q, ulp, r, True, {}))])
+EOF
+check "DEVIATIONS' FP8 entries match only their own differences" "F1 None None NaN None None" \
+    "$("$env_dir/venv/bin/python" -W ignore "$work/dev.py" "$here" 2>&1)"
 
 "$env_dir/venv/bin/python" -W ignore "$here/check_verdict.py" "$fattn" "$work/v/te2.h5" \
     softmax.off_by_one.f16 "$work" || fail=1
@@ -79,15 +130,25 @@ check "-o in a missing directory exits 2 at once" 2 $?
 check "the message names the directory" 1 "$(grep -c "$work/no/such/dir" "$work/err")"
 check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
 
-# 3b. a spec file holding an FP8 case: exit 2 naming the case, nothing written
+# 3b. a spec file holding an FP8 case runs through TE's FP8 path and is
+# fattn split's, Float8Tensors (1-byte datasets with scale_inv) and
+# quantizer states included
 /usr/bin/python3 -c '
 import json, sys
-print(json.dumps([c for c in json.load(open(sys.argv[1])) if c["id"] == "fp8.ds.bshd"]))' \
+print(json.dumps([c for c in json.load(open(sys.argv[1])) if c["id"] == "fp8.cs.bshd.fp8in"]))' \
     "$here/../../golden/default_cases.json" >"$work/fp8.json"
-"$here/fattn-te" run --te 2.20.2 --cases "$work/fp8.json" -o "$work/fp8.h5" 2>"$work/err"
-check "an FP8 case in --cases exits 2" 2 $?
-check "the message names the FP8 case" 1 "$(grep -c 'case fp8.ds.bshd: FP8 cases are not expressible' "$work/err")"
-check "nothing written for it" no "$( [ -e "$work/fp8.h5" ] && echo yes || echo no)"
+"$here/fattn-te" run --te 2.20.2 --cases "$work/fp8.json" -o "$work/fp8.h5" >/dev/null 2>"$work/err"
+check "an FP8 case in --cases runs" 0 $?
+"$fattn" run --impl split --cases "$work/fp8.json" -o "$work/fp8s.h5" >/dev/null 2>&1
+"$fattn" diff "$work/fp8s.h5" "$work/fp8.h5" >"$work/diff" 2>&1
+check "the FP8 case equals fattn split bitwise" 0 $?
+check "its FP8 grads and quantizers were compared" 1 "$(/usr/bin/python3 -c "
+import h5py, sys
+c = h5py.File(sys.argv[1])['cases/fp8.cs.bshd.fp8in']
+print(int(c['backward/dq'].attrs['dtype'] in (b'float8_e5m2', 'float8_e5m2')
+          and 'scale_inv' in c['backward/dq'].attrs and 'dQKV_quantizer' in c['backward'].attrs
+          and str(c['save_ctx'].attrs['QKV_quantizer']).count('current float8_e4m3fn') == 1))
+" "$work/fp8.h5" 2>&1)"
 
 # 4. setup.sh over a complete environment downloads and installs nothing
 "$here/setup.sh" >"$work/setup" 2>&1
@@ -107,6 +168,13 @@ except AttributeError:
     print(vals, "refused")
 ' 2>&1)
 check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
+
+# 5b. what the FP8 path reaches of the shim, as discover.py --run logs it:
+# the two fused_attn calls and TE's quantizers' cast, nothing else
+got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
+    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/2.20.2" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
+    "fused_attn_bwd fused_attn_fwd quantize " "$got"
 
 # 6. the bridge refuses a libfattn whose struct layout is not its mirror
 got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
@@ -131,6 +199,24 @@ check "--te on a git tree runs" 0 $?
 check "impl te-<git describe>" te-v2.20.2-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
 "$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
 check "the git tree's states equal the wheel's" 0 $?
+"$here/fattn-te" run --te "$work/src" --filter 'fp8.cs.*' -o "$work/s8.h5" >/dev/null 2>&1
+check "--te on a git tree runs the FP8 cases" 0 $?
+"$fattn" run --impl split --filter 'fp8.cs.*' -o "$work/s8f.h5" >/dev/null 2>&1
+"$fattn" diff "$work/s8f.h5" "$work/s8.h5" >/dev/null 2>&1
+check "the git tree's FP8 states equal fattn split's" 0 $?
+
+# 7b. a one-line FP8 bug in the tree (the dO quantizer handed to the FP8
+# fused_attn_bwd where dP's belongs, 2.20.2 backends.py:2147) is caught by
+# verify, naming case and quantizer: the grads are bitwise unchanged (dP's
+# E5M2 codes scale by powers of two), but dP's amax lands in dO's quantizer
+line=$(grep -n '^                    args.dP_quantizer,$' "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py" | sed -n 2p | cut -d: -f1)
+check "the FP8 fused_attn_bwd's dP argument is at 2147" 2147 "$line"
+sed -i "${line}s/args.dP_quantizer,/args.dO_quantizer,/" \
+    "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py"
+"$here/fattn-te" verify --te 2.20.2 --te "$work/src" --filter 'fp8.ds.bshd' >"$work/mut" 2>&1
+check "the FP8 bug makes verify exit 1" 1 $?
+check "the first verdict is no" 1 "$(grep -c '^te-2.20.2 -> te-v2.20.2-local-dirty: behavior-neutral: no' "$work/mut")"
+check "it names the case and the quantizer (under the TE pair and the split pair)" 2 "$(grep -c '^  /cases/fp8.ds.bshd/backward@dP_quantizer  ' "$work/mut")"
 
 # 8. byte-reproducible with SOURCE_DATE_EPOCH, whatever the output path
 mkdir -p "$work/r"

@@ -46,7 +46,23 @@ class FwdParams(ctypes.Structure):
         ("qkv_layout", _E), ("o_format", _E), ("bias_type", _E), ("mask_type", _E),
         ("softmax_type", _E), ("window_size_left", ctypes.c_int64),
         ("window_size_right", ctypes.c_int64), ("bottom_right_diagonal", _B),
-        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_fwd *: NULL, TE's f16 path
+        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_fwd *: NULL on TE's f16 path
+
+
+class Fp8Fwd(ctypes.Structure):  # fattn_fp8_fwd
+    _fields_ = [(n, ctypes.c_float) for n in ("descale_q", "descale_k", "descale_v",
+                                              "descale_s", "scale_s", "scale_o")] + [
+        ("amax_s", ctypes.POINTER(ctypes.c_float)), ("amax_o", ctypes.POINTER(ctypes.c_float)),
+        ("s_dtype", _E)]
+
+
+class Fp8Bwd(ctypes.Structure):  # fattn_fp8_bwd
+    _fields_ = [(n, ctypes.c_float) for n in (
+        "descale_q", "descale_k", "descale_v", "descale_o", "descale_do", "descale_s",
+        "scale_s", "descale_dp", "scale_dp", "scale_dq", "scale_dk", "scale_dv")] + [
+        (n, ctypes.POINTER(ctypes.c_float)) for n in ("amax_dp", "amax_dq", "amax_dk",
+                                                      "amax_dv")] + [
+        ("s_dtype", _E), ("dp_dtype", _E)]
 
 
 class BwdParams(ctypes.Structure):
@@ -60,7 +76,7 @@ class BwdParams(ctypes.Structure):
         ("bias_type", _E), ("mask_type", _E), ("softmax_type", _E),
         ("window_size_left", ctypes.c_int64), ("window_size_right", ctypes.c_int64),
         ("bottom_right_diagonal", _B), ("deterministic", _B), ("cuda_graph", _B),
-        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_bwd *: NULL, TE's f16 path
+        ("fp8", ctypes.c_void_p)]  # const fattn_fp8_bwd *: NULL on TE's f16 path
 
 
 class EngineOptions(ctypes.Structure):
@@ -83,7 +99,9 @@ _ABI = [ctypes.sizeof(Tensor), _off(Tensor, "dtype"), _off(Tensor, "device"),
         ctypes.sizeof(BwdParams), _off(BwdParams, "aux"), _off(BwdParams, "dq"),
         _off(BwdParams, "max_seqlen_q"), _off(BwdParams, "qkv_layout"),
         _off(BwdParams, "window_size_left"), _off(BwdParams, "deterministic"),
-        ctypes.sizeof(EngineOptions)]
+        ctypes.sizeof(EngineOptions), _off(FwdParams, "fp8"), _off(BwdParams, "fp8"),
+        ctypes.sizeof(Fp8Fwd), _off(Fp8Fwd, "amax_s"), _off(Fp8Fwd, "s_dtype"),
+        ctypes.sizeof(Fp8Bwd), _off(Fp8Bwd, "amax_dp"), _off(Fp8Bwd, "dp_dtype")]
 
 # fattn/dtype.h
 _DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float8_e4m3fn: 4,
@@ -119,6 +137,9 @@ class Engine:
         self.lib.fattn_engine_open.restype = ctypes.c_int
         self.lib.fattn_engine_fwd.restype = ctypes.c_int
         self.lib.fattn_engine_bwd.restype = ctypes.c_int
+        self.lib.fattn_bridge_fp8_cs_scale.restype = ctypes.c_float
+        self.lib.fattn_bridge_fp8_cs_scale.argtypes = [ctypes.c_float, ctypes.c_int,
+                                                       ctypes.c_int, ctypes.c_float]
         opt = EngineOptions(threads=0, device=0, force_deterministic_bwd=deterministic_bwd)
         self.handle = ctypes.c_void_p()
         self._check(self.lib.fattn_engine_open(kind.encode(), ctypes.byref(opt),
@@ -145,6 +166,11 @@ last_forward = None  # what the last fused_attn_fwd returned, for the forward re
 # passes None (2.19.0 backends.py:2350, 2.20.2 :2615); fattn-te seeds it per
 # case from the spec's rng_seed/rng_offset.
 default_gen = None
+pending_refusal = None  # TE's C++ refusal of the case running (fattn_te/refusal.py)
+
+
+class CppRefusal(RuntimeError):
+    """What NVTE_ERROR raises in Python: TE's C++ refusing a case."""
 
 
 def engine():
@@ -199,6 +225,11 @@ def poisoned(shape, dtype, device):
     return t
 
 
+def is_float8(t):
+    """A TE Float8Tensor / Float8TensorStorage (FP8 data with its scale_inv)."""
+    return hasattr(t, "_data") and hasattr(t, "_scale_inv") and hasattr(t, "_fp8_dtype")
+
+
 def _fmt_has_thd(fmt):
     return int(fmt) == 2  # NVTE_THD
 
@@ -212,18 +243,27 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                    return_max_logit, cuda_graph):
     """tex.fused_attn_fwd (TE fused_attn.py:367-400 calls it): returns
     [O, Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]."""
+    if pending_refusal:
+        raise CppRefusal(pending_refusal)
     e = engine()
-    if s_quantizer is not None or o_quantizer is not None:
-        raise BridgeError("fattn's shim runs the f16 path only (a quantizer was given)")
     if rng_gen is None:
         rng_gen = default_gen
     if not isinstance(rng_gen, PhiloxGen):
         raise BridgeError("rng_gen must be fattn's PhiloxGen or None (the per-case default)")
     # attention.cpp:173-176: O is Q's shape with V's head dim; zeroed for THD.
     oshape = list(q.shape[:-1]) + [v.shape[-1]]
-    out = poisoned(oshape, q.dtype, q.device)
-    if _fmt_has_thd(o_format):
-        out.zero_()
+    fp8 = None
+    if s_quantizer is not None or o_quantizer is not None or is_float8(q):
+        # attention.cpp:136-162: the FP8 call (Float8Tensor Q, K, V; S and
+        # O made by their quantizers); fattn_te/bridge_fp8 stands for it.
+        from . import bridge_fp8
+        out, fp8, out_data = bridge_fp8.fwd_setup(q, k, v, fake_dtype, s_quantizer,
+                                                  o_quantizer, oshape)
+        q, k, v = (bridge_fp8.data_of(x) for x in (q, k, v))
+    else:
+        out = out_data = poisoned(oshape, q.dtype, q.device)
+        if _fmt_has_thd(o_format):
+            out.zero_()
     # attention.cpp:231-236: rng_state = (seed, offset), then the generator
     # advances by rng_elts_per_thread rounded up to a multiple of 4.
     rng_state = torch.tensor([rng_gen.seed, rng_gen.offset], dtype=torch.int64)
@@ -231,7 +271,9 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     aux = AuxPack()
     p = FwdParams()
     p.q, p.k, p.v = view(q), view(k), view(v)
-    p.bias, p.softmax_offset, p.o = view(attn_bias), view(softmax_offset), view(out)
+    p.bias, p.softmax_offset, p.o = view(attn_bias), view(softmax_offset), view(out_data)
+    if fp8 is not None:
+        p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
     p.aux = ctypes.pointer(aux)
     p.cu_seqlens_q, p.cu_seqlens_kv = view(cu_seqlens_q), view(cu_seqlens_kv)
     p.cu_seqlens_q_padded = view(cu_seqlens_q_padded)
@@ -258,6 +300,8 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         owned.append(t)
         aux.t[i] = view(t)
     e.fwd(p)
+    if fp8 is not None:
+        fp8.after()
     result = [out] + owned + [rng_dev]
     if bias_type in (1, 2):  # the pack's Bias entry is the input (pre/post_scale_bias)
         result.append(attn_bias)
@@ -290,12 +334,19 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     """tex.fused_attn_bwd (TE fused_attn.py:618-651 calls it): returns
     [dQ, dK, dV, dBias, dSoftmaxOffset], None where absent."""
     e = engine()
-    if s_quantizer is not None or dp_quantizer is not None or dqkv_quantizer is not None:
-        raise BridgeError("fattn's shim runs the f16 path only (a quantizer was given)")
     from . import contract, shim
     contract.check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux_ctx_tensors)
     lay = shim.NVTE_QKV_Layout(int(dqkv_layout)).name[len("NVTE_"):].lower()
     dtype = q.dtype
+    fp8 = None
+    if s_quantizer is not None or dp_quantizer is not None or is_float8(q):
+        # attention.cpp:340-383, 460-465: the FP8 backward (Float8Tensor Q, K,
+        # V, dO, O FP8 or not; dQKV made by its quantizer).
+        from . import bridge_fp8
+        fp8 = bridge_fp8.BwdCall(q, k, v, o, d_o, fake_dtype, s_quantizer, dp_quantizer,
+                                 dqkv_quantizer)
+        q, k, v, o, d_o = fp8.q, fp8.k, fp8.v, fp8.o, fp8.d_o
+        dtype = fp8.grad_dtype
     # attention.cpp:398-452: dQ/dK/dV as views into one buffer per group.
     if "3hd" in lay or "h3d" in lay:
         dq, dk, dv = _alloc_packed(q, 3, q.dim() - 2 if "3hd" in lay else q.dim() - 1, dtype)
@@ -343,5 +394,9 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     p.bias_type, p.mask_type, p.softmax_type = int(bias_type), int(mask_type), int(softmax_type)
     p.window_size_left, p.window_size_right = int(window_size[0]), int(window_size[1])
     p.bottom_right_diagonal, p.deterministic = bool(bottom_right_diagonal), bool(deterministic)
+    if fp8 is not None:
+        p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
     e.bwd(p)
+    if fp8 is not None:
+        dq, dk, dv = fp8.after(dq, dk, dv)
     return [dq, dk, dv, d_bias, d_off]

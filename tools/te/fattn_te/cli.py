@@ -143,28 +143,6 @@ def _trace_stalls():
         faulthandler.dump_traceback_later(float(n), repeat=True, file=sys.stderr)
 
 
-def expressible_cases(cases, fattn, work):
-    """The spec file TE runs: the default matrix (cases None) without its FP8
-    cases, which the shim cannot express (its fused_attn has no FP8 path:
-    the bridge passes a NULL fp8 to the engine); a given spec file holding
-    an FP8 case is an input error naming it."""
-    fp8 = [r["id"] for r in rf.resolved_cases(cases, fattn=fattn)
-           if r.get("spec", {}).get("fp8")]
-    if not fp8:
-        return cases
-    if cases:
-        raise rf.InputError(f"{cases}: case {fp8[0]}: FP8 cases are not expressible through "
-                            f"fattn-te's shim (no FP8 fused_attn path)")
-    import json
-    with open(os.path.join(SRC, "golden", "default_cases.json"), encoding="utf-8") as f:
-        specs = [c for c in json.load(f) if c.get("id") not in set(fp8)]
-    path = os.path.join(work, "te_cases.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(specs, f)
-    _progress(f"{len(fp8)} FP8 cases of the default matrix left out (no FP8 path in the shim)")
-    return path
-
-
 # A case that raised is recorded as skipped with a reason that starts so
 # (docs/te.md, "Errors per case"); verify counts them by it.
 ERROR_PREFIX = "fattn-te: "
@@ -195,7 +173,6 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     errored a list of (case id, reason); paths counts the cases by path, and
     under "why" those through FusedAttnFunc.apply by reason."""
     _trace_stalls()
-    cases = expressible_cases(cases, fattn, work)
     use_library_of(fattn)
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
@@ -239,9 +216,17 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     for cid, case in tree["children"]["cases"]["children"].items():
         attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
         if any(a[0] in ("skipped", "refused_rule") for a in attrs):
-            # The shim stands in for TE's C++, whose refusals fattn's
-            # support table models: the case is recorded as fattn refused it.
-            out_cases[cid] = {"attrs": attrs, "children": {}}
+            # fattn refused it: asked of TE where TE refuses it (refusal.py);
+            # recorded as fattn refused it unless TE runs it.
+            from fattn_te import refusal
+            _progress(f"case {cid} (refused by fattn)")
+            children = refusal.run(backends, cid, resolved[cid], attrs, call)
+            if children is None:
+                out_cases[cid] = {"attrs": attrs, "children": {}}
+                continue
+            attrs = [a for a in attrs if not a[0].startswith("refused_")]
+            out_cases[cid] = {"attrs": attrs, "children": children}
+            ntensors += _count_datasets({"children": children})
             continue
         _progress(f"case {cid}")
         try:
@@ -260,6 +245,8 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
             paths["why"][why] += 1
         out_cases[cid] = {"attrs": attrs, "children": children}
         ntensors += _count_datasets({"children": children})
+    from fattn_te import refusal
+    refusal.write_log()
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
            "children": {"cases": {"attrs": [], "children": out_cases}}}
     _progress(f"writing {out}")

@@ -1,7 +1,16 @@
 """Discovery mode: import TE with a permissive shim that logs each name the
-import chain asks transformer_engine_torch for, and where (file:line)."""
+import chain asks transformer_engine_torch for, and where (file:line).
+
+With --run FILTER, TE is imported with the real shim instead, and the cases
+FILTER names are run (`fattn-te run`'s path, CPU engine) while every name
+TE's code reads from the shim is logged: what the run reaches, e.g.
+`--run 'fp8.*'` for the FP8 path. A name that is not in the table fails by
+name either way."""
 import inspect
+import os
 import sys
+import tempfile
+import types
 
 log = []
 
@@ -44,5 +53,33 @@ def main(te_root):
             seen.add(n)
             print(n, w)
 
+class _Logged(types.ModuleType):
+    def __getattribute__(self, name):
+        if not name.startswith("__"):
+            log.append((name, _caller()))
+        return super().__getattribute__(name)
+
+
+def run(te_root, filt):
+    """The names the shim is asked for while FILTER's cases run."""
+    from fattn_te import cli, loader, shim
+    mod = shim.make_module()
+    mod.__class__ = _Logged
+    loader.import_backends(te_root, module=mod)
+    del log[:]  # the import chain's reads: main() lists those
+    with tempfile.TemporaryDirectory(prefix="fattn-te-discover-") as d:
+        cli.cmd_run_one(te_root, "cpu", None, filt, os.path.join(d, "run.h5"),
+                        cli.rf.find_fattn(), "module", d)
+    seen = {}
+    for n, w in log:  # TE's reads only ("?": fattn-te's own)
+        if w != "?":
+            seen.setdefault(n, set()).add(w)
+    for n, ws in sorted(seen.items()):
+        print(n, " ".join(sorted(ws)))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 4 and sys.argv[2] == "--run":
+        run(os.path.abspath(sys.argv[1]), sys.argv[3])
+    else:
+        main(sys.argv[1])

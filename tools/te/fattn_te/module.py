@@ -21,7 +21,10 @@ def not_expressed(res):
     layouts of TE's QKVLayouts (constants.py:151, asserted at 2.20.2
     backends.py:2414), and without inference_params one format for q and
     k/v (utils.py get_qkv_format:2654-2657: mixed formats are KV-cache
-    layouts)."""
+    layouts). A paged case goes through the module with an InferenceParams
+    stand-in holding its page table (_PagedCache), unless V has a table of
+    its own (the module passes one table for both) or q is thd (the module
+    takes a thd q's head count for the batch when it cuts cu_seqlens)."""
     from transformer_engine.pytorch.constants import QKVLayouts
     spec = res["spec"]
     if spec.get("fp8"):
@@ -30,9 +33,29 @@ def not_expressed(res):
         return "raw_func_args"
     if spec["layout"] not in QKVLayouts:
         return "layout outside QKVLayouts"
-    if res["q_format"] != res["kv_format"]:
+    paged = spec.get("paged")
+    if paged and paged.get("separate_v"):
+        return "paged with a separate V table"
+    if paged and res["q_format"] == "thd":
+        # FusedAttention cuts cu_seqlens to query_layer.shape[1] + 1 entries
+        # (2.19.0 backends.py:2175, 2.20.2 :2434): a thd q's head count
+        return "paged with a thd q"
+    if not paged and res["q_format"] != res["kv_format"]:
         return "mixed q/kv formats"
     return None
+
+
+class _PagedCache:
+    """The part of InferenceParams FusedAttention reads for a paged KV
+    cache (2.19.0 backends.py:2227-2228, 2.20.2 :2486-2487): is_paged and
+    the cache manager's page table, which it passes as both page_table_k
+    and page_table_v (:2595-2596). DotProductAttention hands the module
+    its InferenceParams after it wrote the step's tokens into the cache;
+    the case's k and v are that cache already."""
+
+    def __init__(self, page_table):
+        self.is_paged = True
+        self.cache_manager = type("PageTableOnly", (), {"page_table": page_table})()
 
 
 class HostTensor(torch.Tensor):
@@ -97,7 +120,8 @@ def call_module(backends, res, t):
         fused_attention_backend=FusedAttnBackend["F16_arbitrary_seqlen"],
         core_attention_bias_type=spec["bias"], core_attention_bias=t.get("attn_bias"),
         fast_zero_fill=bool(spec["fast_zero_fill"]), softmax_offset=t.get("softmax_offset"),
-        fp8=False, packed_qkv=packed_qkv, packed_kv=packed_kv)
+        fp8=False, packed_qkv=packed_qkv, packed_kv=packed_kv,
+        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None)
     if spec["return_max_logit"]:
         flat, max_logit = result
     else:

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, loader
+from . import bridge, fp8, loader
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -55,6 +55,8 @@ def to_torch(ds):
 
 
 def dataset(t):
+    if fp8.is_float8(t):  # 1-byte codes with scale_inv (fattn_te/fp8.py)
+        return fp8.dataset(t)
     t = t.detach().contiguous().cpu()
     name = _TORCH_NAME.get(t.dtype)
     if name is None:
@@ -85,7 +87,10 @@ def build_inputs(res, inputs):
     """TE's q, k, v as DotProductAttention hands them over: views into one
     buffer for the packed layouts (layout group 3hd/h3d: q, k, v; 2hd/h2d:
     k, v), separate tensors otherwise; all of them requiring grad."""
-    t = {n: to_torch(ds) for n, ds in inputs["children"].items()}
+    t = {n: to_torch(ds) for n, ds in inputs["children"].items()
+         if not ds["dtype"].startswith("float8")}
+    if "q" not in t:  # FP8 inputs: TE's Float8Tensors (fattn_te/fp8.py)
+        return fp8.build_inputs(res, inputs, t)
     q, k, v = t["q"], t["k"], t["v"]
     grp = res["layout_group"]
     if grp in ("3hd", "h3d"):
@@ -99,6 +104,8 @@ def build_inputs(res, inputs):
     for n in ("attn_bias", "softmax_offset"):
         if n in t:
             t[n].requires_grad_(True)
+    if fp8.is_fp8_case(res["spec"]) and "d_out" in inputs["children"]:
+        fp8.build_inputs(res, inputs, t)  # an FP8 d_out with f16 q, k, v
     return t
 
 
@@ -107,7 +114,7 @@ def func_args(te, res, t, gen):
     the f16 path (the values fattn's front ends get: harness/fe_legacy.c)."""
     spec = res["spec"]
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
-    return {
+    args = {
         "is_training": bool(spec["is_training"]),
         "max_seqlen_q": spec["sq"], "max_seqlen_kv": spec["skv"],
         "cu_seqlens_q": t.get("cu_seqlens_q"), "cu_seqlens_kv": t.get("cu_seqlens_kv"),
@@ -129,6 +136,10 @@ def func_args(te, res, t, gen):
         "return_max_logit": bool(spec["return_max_logit"]),
         "packed_qkv": None, "packed_kv": None,
     }
+    if fp8.is_fp8_case(spec):  # the FP8 path's arguments (fattn_te/fp8.py)
+        args.update(fp8.func_args(spec))
+        args["fused_attention_backend"] = FusedAttnBackend["FP8"]
+    return args
 
 
 def call_forward(backends, args):
@@ -153,10 +164,8 @@ def call_forward(backends, args):
 
 
 def _attr(name, kind, value):
-    if kind == "none":
-        if value is not None:
-            raise CaseError(f"ctx.{name} is {value!r}; the f16 path leaves it None")
-        return None
+    if kind == "none":  # a quantizer: None on the f16 path
+        return None if value is None else (name, fp8.quantizer_string(value), None)
     if value is None:
         if kind.startswith("opt"):
             return None
@@ -210,6 +219,37 @@ def save_ctx_state(backends, ctx):
     return group(attrs, children)
 
 
+def synth_inputs(res):
+    """Inputs for a case fattn refused (fattn's run makes none): the
+    resolved shapes and dtypes, values from a torch generator seeded with
+    the case's seed, cu_seqlens as resolved. Whether TE raises is what
+    such a case shows; its values need only repeat run to run."""
+    g = torch.Generator().manual_seed(int(res["spec"]["seed"]))
+    children = {}
+    for name in ("q", "k", "v", "attn_bias", "softmax_offset", "d_out"):
+        t = res["tensors"].get(name)
+        if t is not None:
+            x = torch.rand(t["shape"], generator=g, dtype=torch.float32) - 0.5
+            children[name] = dataset(x.to(_STORAGE_TORCH[t["dtype"]]))
+    for name in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded"):
+        if res.get(name) is not None:
+            children[name] = dataset(torch.tensor(res[name], dtype=torch.int32))
+    return {"children": {"inputs": group([], children)}}
+
+
+def te_raised_where(exc):
+    """The TE line an exception left TE's code from: the innermost frame
+    in transformer_engine/ (else the innermost frame)."""
+    import traceback
+    frames = traceback.extract_tb(exc.__traceback__)
+    te = [f for f in frames if "/transformer_engine/" in f.filename]
+    f = (te or frames)[-1] if (te or frames) else None
+    if f is None:
+        return "?"
+    name = f.filename.split("/transformer_engine/", 1)[-1]
+    return f"transformer_engine/{name}:{f.lineno}" if te else f"{name}:{f.lineno}"
+
+
 def case_path(res, path):
     """How a case is called (docs/te.md, "How a case runs"): "module"
     (TE's FusedAttention, the default) or "function" (FusedAttnFunc.apply
@@ -225,6 +265,7 @@ def run_case(backends, res, ref_case, path="module"):
     t = build_inputs(res, inputs)
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     bridge.last_forward = None
+    fp8.set_env(backends, spec)
     if case_path(res, path) == "module":
         from . import module
         # FusedAttention passes rng_gen=None: the engine takes the default
@@ -257,13 +298,20 @@ def run_case(backends, res, ref_case, path="module"):
     if spec["softmax"] != "vanilla":
         put(aux, "aux_softmax_offset", rest.pop(0))
     fchildren = {"aux": group([], aux)}
-    put(fchildren, "out", out)
+    fattrs = [("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
+              ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))]
+    if fp8.is_float8(out):  # fp8_output: the scale_inv is forward's attribute
+        fchildren["out"] = fp8.dataset(out, scale_inv=False)
+        fattrs.append(("out_scale_inv", np.float32(out._scale_inv.reshape(-1)[0]),
+                       np.dtype("float32")))
+    else:
+        put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
-    node["forward"] = group([("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
-                             ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))],
-                            fchildren)
+    node["forward"] = group(fattrs, fchildren)
     node["save_ctx"] = save_ctx_state(backends, ctx)
     if spec["is_training"]:
+        src = ctx.backward_objects if is_refactored(backends) else ctx
+        fp8_bwd = bool(getattr(src, "fp8", False))
         # PyTorch's autograd runs TE's backward as training does (its checks:
         # the count of grads, None for a non-differentiable input, each
         # grad's shape against its input); the grads are what it hands back
@@ -272,10 +320,15 @@ def run_case(backends, res, ref_case, path="module"):
                                      ("attn_bias", "d_bias"),
                                      ("softmax_offset", "d_softmax_offset"))
                  if t.get(n) is not None]
-        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles],
-                                    [t["d_out"].reshape(grad_root.shape)], allow_unused=True)
+        d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
+        if list(d_out.shape) != list(grad_root.shape):
+            d_out = d_out.reshape(grad_root.shape)
+        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
+                                    allow_unused=True)
         bchildren = {}
         for (_, role), g in zip(roles, grads):
             put(bchildren, role, g)
-        node["backward"] = group([], bchildren)
+        # the amaxes an FP8 backward wrote, in the quantizers it was handed
+        battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
+        node["backward"] = group(battrs, bchildren)
     return node

@@ -1,6 +1,7 @@
 """fattn's transformer_engine_torch: TE's C++ extension (tex) replaced by
-TE's enums with TE's values, the names the import chain needs and
-fused_attn_fwd / fused_attn_bwd on fattn's engines."""
+TE's enums with TE's values, the names the import chain needs,
+fused_attn_fwd / fused_attn_bwd on fattn's engines (f16 and FP8) and the
+per-tensor FP8 cast TE's quantizers call (quantize)."""
 import enum
 import types
 
@@ -59,7 +60,7 @@ NVTEScalingMode = _enum("NVTEScalingMode", [
 
 class Unavailable:
     """A compiled entry point or class of TE's that the import chain names
-    but the fused-attention f16 path never calls: naming it works, calling
+    but the fused-attention paths (f16, per-tensor FP8) never call: naming it works, calling
     it says what is missing."""
 
     def __init__(self, name):
@@ -68,7 +69,8 @@ class Unavailable:
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(
             f"transformer_engine_torch.{self._name} is not provided by fattn's shim "
-            "(tools/te/fattn_te/shim.py): only the f16 fused-attention path runs")
+            "(tools/te/fattn_te/shim.py): only the fused-attention paths (f16, per-tensor "
+            "FP8) run")
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
@@ -87,6 +89,11 @@ def _fused_attn_fwd(*args):
 def _fused_attn_bwd(*args):
     from . import bridge
     return bridge.fused_attn_bwd(*args)
+
+
+def _quantize(*args, **kwargs):
+    from . import bridge_fp8
+    return bridge_fp8.quantize(*args, **kwargs)
 
 
 # Every name the shim defines, with the TE line that needs it (2.19.0; the
@@ -108,6 +115,8 @@ NAMES = [
      "2.20.2 pytorch/attention/dot_product_attention/utils.py:374"),
     ("fused_attn_fwd", _fused_attn_fwd, "pytorch/cpp_extensions/fused_attn.py:367"),
     ("fused_attn_bwd", _fused_attn_bwd, "pytorch/cpp_extensions/fused_attn.py:618"),
+    ("quantize", _quantize,
+     "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
     ("multi_tensor_scale", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_and_scale_inv", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_inv_e8m0", _U, "pytorch/tensor/utils.py:11"),

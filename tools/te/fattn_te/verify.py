@@ -26,7 +26,9 @@ def _te_run(root, args, out):
     through FusedAttnFunc.apply, why those took it)."""
     argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", root,
             "--backend", args.backend, "--call", args.call, "-o", out] + cli.fattn_args(args)
-    p = subprocess.run(argv, capture_output=True, text=True)
+    # TE's answers to the cases fattn refuses (refusal.py), beside the run file
+    env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + p.stderr)
@@ -50,33 +52,81 @@ def _errored(path):
 
 # The one table of documented deviations (docs/te.md, "Findings"): a
 # difference that matches an entry is listed under its verdict, not
-# counted. An entry: where it may appear (pairs of a fattn front end and a
-# TE), the path, which cases (on their resolved model) and which kind of
-# difference, the reason and TE's lines.
-_CASE_PATH = re.compile(r"^/cases/([^/]+)/forward/max_logit$")
+# counted. Its kind: "deviation" (fattn and TE differ where no contract
+# defines the values: the pair stays neutral) or "change" (TE's behaviour
+# changed between releases, reviewed: the pair says "no, documented changes
+# only", and exits 0). An entry: where it may appear (fattn_pairs_only: pairs of a fattn
+# front end and a TE), the path, which cases (on their resolved model),
+# which kind of difference (entry(e, side): side tells, for the path's case,
+# which run of the pair refused it), the reason and TE's lines. Anything
+# else in a matched case still counts.
+_DIRECT = "FusedAttnFunc called directly; DotProductAttention turns every backend off for " \
+          "max_logit with FP8 (utils.py 2.19.0:756-765, 2.20.2:827-836)"
 DEVIATIONS = [{
     "name": "max_logit with a padding mask in bshd/sbhd",
+    "kind": "deviation",
     "fattn_pairs_only": True,
-    "path": _CASE_PATH,
+    "path": re.compile(r"^/cases/([^/]+)/forward/max_logit$"),
     "case": lambda r: bool(r.get("padding")) and not r.get("thd")
     and bool(r["spec"].get("return_max_logit")),
     # TE's amax is NaN (the poisoned rows past the lengths), fattn's finite
-    "entry": lambda e: e["status"] == "different" and e.get("count") is not None
+    "entry": lambda e, side: e["status"] == "different" and e.get("count") is not None
     and (e.get("ulp_histogram") or {}).get("class_changes", 0) == e["count"],
     "reason": "TE's torch.amax reads Max rows past each sequence's length (undefined "
               "memory); fattn counts the defined rows",
     "te_lines": "cpp_extensions/fused_attn.py:412,441 (2.19.0, 2.20.2)",
+}, {
+    "name": "NaN payloads of the rows an FP8 padding case leaves unwritten",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/(?:forward/out|backward/d[qkv])$"),
+    "case": lambda r: bool(r["spec"].get("fp8")) and bool(r.get("padding")),
+    # every differing element is NaN on both sides, only the payload differs
+    "entry": lambda e, side: e["status"] == "different" and bool(e.get("count"))
+    and (e.get("ulp_histogram") or {}).get("nan_payloads", 0) == e["count"],
+    "reason": "rows past each length are undefined; TE dequantises them to torch's NaN "
+              "(0xffff), fattn's conversion keeps the engine's quiet NaN (0xffc0/0xffe0); "
+              "every defined element is bitwise equal",
+    "te_lines": "backends.py 2.19.0:1579-1581,1932-1943, 2.20.2:1737-1739,2167-2178 "
+                "(combine_and_dequantize, the O dequantisation)",
+}, {
+    "name": "F1: return_max_logit with FP8 raises in 2.19.0, runs in 2.20.2",
+    "kind": "change",
+    "fattn_pairs_only": False,
+    "path": re.compile(r"^/cases/([^/@]+)[/@]"),
+    "case": lambda r: bool(r["spec"].get("fp8")) and bool(r["spec"].get("return_max_logit")),
+    # one run refused the case (fattn's rule; TE 2.19.0's TypeError), the
+    # other ran it: the ran side's datasets, the refused side's refused_*
+    "entry": lambda e, side: side is not None and e["status"] == (
+        f"missing_in_{side}" if e["kind"] == "dataset"
+        else f"missing_in_{'b' if side == 'a' else 'a'}" if e["kind"] == "attribute" else None),
+    "reason": "2.19.0's FP8 branch leaves max_logit None and unpacks it (TypeError after the "
+              "kernel ran); 2.20.2 returns (out, None); " + _DIRECT,
+    "te_lines": "backends.py 2.19.0:1750-1751, 2.20.2:2275-2276",
 }]
 
 
-def _documented(path, e, resolved, fattn_pair):
+def _documented(path, e, resolved, fattn_pair, refused_side):
+    """The DEVIATIONS entry a difference matches, or None. refused_side:
+    case id -> "a" or "b" where exactly one run of the pair refused it."""
     for d in DEVIATIONS:
         if d["fattn_pairs_only"] and not fattn_pair:
             continue
         m = d["path"].match(path)
-        if m and m.group(1) in resolved and d["case"](resolved[m.group(1)]) and d["entry"](e):
+        if (m and m.group(1) in resolved and d["case"](resolved[m.group(1)])
+                and d["entry"](e, refused_side.get(m.group(1)))):
             return d
     return None
+
+
+def _refused_side(a, b):
+    """case id -> "a" / "b": the cases exactly one of two run files refused."""
+    import h5py
+    sets = []
+    for path in (a, b):
+        with h5py.File(path, "r") as f:
+            sets.append({cid for cid, g in f["cases"].items() if "refused_rule" in g.attrs})
+    return {**{c: "a" for c in sets[0] - sets[1]}, **{c: "b" for c in sets[1] - sets[0]}}
 
 
 def _is_refactored(root):
@@ -90,6 +140,22 @@ def _cases(path):
     import h5py
     with h5py.File(path, "r") as f:
         return len(f["cases"])
+
+
+def _fp8_counts(path):
+    """(FP8 cases TE ran, FP8 cases refused) in a TE run file."""
+    import h5py
+    ran = refused = 0
+    with h5py.File(path, "r") as f:
+        for case in f["cases"].values():
+            spec = json.loads(case.attrs["spec"])
+            if not spec.get("fp8"):
+                continue
+            if "refused_rule" in case.attrs or "skipped" in case.attrs:
+                refused += 1
+            else:
+                ran += 1
+    return ran, refused
 
 
 # On cuDNN 9.19 the gradient of the sink (softmax offset) is summed in an
@@ -129,13 +195,16 @@ def _what(e):
         cls = (e.get("ulp_histogram") or {}).get("class_changes", 0)
         if cls:  # max abs is over the finite pairs only
             what += f", {cls} NaN/Inf vs finite"
-        if cls != e["count"]:
+        nanp = (e.get("ulp_histogram") or {}).get("nan_payloads", 0)
+        if nanp == e["count"]:
+            what += ", NaN payloads only"
+        elif cls != e["count"]:
             what += f", max abs {e.get('max_abs')}"
     return what
 
 
 def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=False,
-             kept=True, left_out=""):
+             kept=True):
     """One verdict line for A vs B, then each documented deviation and each
     counted difference. io_dtypes: case id -> io dtype where the backend's
     d_softmax_offset is compared within tolerance (cuDNN), else None.
@@ -143,6 +212,7 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
     fattn front end's run. Returns 0 (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
+    side = _refused_side(a, b)
     counted, noisy, documented = [], [], []
     for path, e in sorted(r["paths"].items()):
         if e["status"] in ("equal", "private"):
@@ -152,7 +222,7 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
                 and _within_tolerance(fattn, a, b, path, io_dtypes[m.group(1)])):
             noisy.append(path)
             continue
-        d = _documented(path, e, resolved or {}, fattn_pair)
+        d = _documented(path, e, resolved or {}, fattn_pair, side)
         if d:
             documented.append((path, e, d))
             continue
@@ -160,19 +230,36 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
     ncases = _cases(a)
     note = (f"; {len(noisy)} d_softmax_offset within tolerance (non-deterministic on "
             f"this engine)") if noisy else ""
-    note += left_out
-    dev = f"{len(documented)} documented deviation{'' if len(documented) == 1 else 's'}"
+    devs = [x for x in documented if x[2]["kind"] == "deviation"]
+    # a documented behaviour change, by case: (entry name, case id) -> paths
+    changes = {}
+    for path, e, d in documented:
+        if d["kind"] == "change":
+            changes.setdefault((d["name"].split(":")[0], d["path"].match(path).group(1)),
+                               []).append((path, e, d))
+    dev = f"{len(devs)} documented deviation{'' if len(devs) == 1 else 's'}"
     if not counted:
-        word = f"neutral ({dev})" if documented else "yes"
+        if changes:
+            # not neutral: TE's behaviour changed, in the documented places only
+            what = ", ".join(f"{f} in {c}" for f, c in sorted(changes))
+            word = f"no, documented changes only ({what}{'; ' + dev if devs else ''})"
+        else:
+            word = f"neutral ({dev})" if devs else "yes"
         print(f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
               f"{_n(n, 'tensor')}{note})")
     else:
-        extra = f"; {dev}" if documented else ""
+        extra = f"; {len(documented)} documented" if documented else ""
         print(f"{a_name} -> {b_name}: behavior-neutral: no ({len(counted)} of {_n(n, 'tensor')} "
               f"differ in {_n(ncases, 'case')}{extra}{note})")
-    for path, e, d in documented:
+    for path, e, d in devs:
         print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
               f"Findings)")
+    for (_, cid), items in sorted(changes.items()):
+        d = items[0][2]
+        ran = b_name if side.get(cid) == "a" else a_name
+        print(f"  documented change: /cases/{cid}  refused in "
+              f"{a_name if ran == b_name else b_name}, run in {ran} ({_n(len(items), 'path')}): "
+              f"{d['name']} (TE {d['te_lines']}; docs/te.md, Findings)")
     # an errored case's paths as one line, naming the run it errored in
     errs = {"A": _errored(a), "B": _errored(b)}
     shown, cases_shown = [], set()
@@ -203,22 +290,6 @@ def _io_dtypes(args, fattn):
             if "spec" in c}
 
 
-def _left_out(args, fattn):
-    """The default-matrix cases fattn-te leaves out, and why (the FP8 cases:
-    no FP8 path in the shim), as one clause of the verdict lines."""
-    if args.cases:
-        return "", ""
-    fp8 = [r["id"] for r in cli.rf.resolved_cases(None, fattn=fattn)
-           if r.get("spec", {}).get("fp8")]
-    if args.filter:
-        import fnmatch
-        fp8 = [c for c in fp8 if fnmatch.fnmatchcase(c, args.filter)]
-    if not fp8:
-        return "", ""
-    return (f"; {len(fp8)} FP8 cases left out: no FP8 path in the shim",
-            f"left out (no FP8 path in fattn-te's shim): {' '.join(fp8)}")
-
-
 def main(args):
     if len(args.te) != 2:
         raise cli.rf.InputError("verify takes --te twice (A and B)")
@@ -232,9 +303,7 @@ def main(args):
         names = [cli.te_impl(r) for r in roots]
         if names[0] == names[1]:
             names = [f"{n} ({t})" for n, t in zip(names, args.te)]
-        left_clause, left_line = _left_out(args, fattn)
         # TE's runs and fattn's front-end runs over the same cases.
-        args.cases = cli.expressible_cases(args.cases, fattn, tmp)
         files, through = [], []
         for i, root in enumerate(roots):
             out = os.path.join(work, f"te{i + 1}.h5")
@@ -256,12 +325,11 @@ def main(args):
         resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c}
         kept = bool(args.keep)
-        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept,
-                      left_clause)
+        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept)
         for name, f, r in zip(names, files, roots):
             impl = "split" if _is_refactored(r) else "legacy"
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
-                                  resolved, True, kept, left_clause))
+                                  resolved, True, kept))
         errs = [_errored(f) for f in files]
         for name, (mod, func, why), err in zip(names, through, errs):
             print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
@@ -269,8 +337,13 @@ def main(args):
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"
                 print(f"  errored: {cid}{only}: {reason}")
-        if left_line:
-            print(left_line)
+        from . import refusal
+        for name, f in zip(names, files):
+            with open(f[:-len(".h5")] + "-refusals.json", encoding="utf-8") as fh:
+                print(f"{name}: refusals: {refusal.summary(json.load(fh))}")
+        ran, refused = _fp8_counts(files[0])
+        print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path; "
+              f"{refused} refused)" if ran else f"FP8: not exercised ({refused} refused)")
         if any(errs):
             rc = max(rc, 1)
         return rc

@@ -1,0 +1,100 @@
+"""The cases fattn refuses, asked of TE: does TE refuse them too?
+
+fattn's support table names where each refusal is in TE (the citation
+closing `refused_message`). By that place a refused case is:
+  * TE's C++ (transformer_engine/common/, pytorch/csrc/): the shim stands
+    for the C++, so its tex.fused_attn_fwd raises the refusal as
+    nvte_get_fused_attn_backend / the pybind check would (a RuntimeError,
+    as NVTE_ERROR reaches Python), when and if TE's Python calls it;
+  * FusedAttnFunc's own Python (backends.py, cpp_extensions/fused_attn.py,
+    get_attention_quantizers): TE's code must raise by itself;
+  * anything else is not asked of TE: a rule of DotProductAttention's,
+    above the FusedAttnFunc call fattn-te makes (routing, argument checks),
+    what fattn does not model (FATTN_E_NOT_MODELLED), what TE would run
+    unsafely (FATTN_E_UNSAFE_TE_QUIRK: an out-of-bounds dBias write), or
+    what the engine cannot run (a skip).
+An asked case TE raises on is recorded as fattn refused it, and TE's
+exception (type, message, TE line) is reported on stderr and kept in `log`
+(written as JSON where $FATTN_TE_REFUSALS names a file; `fattn-te verify`
+prints its summary); an asked case TE runs is recorded as TE ran it, so
+that it differs from fattn's refusal."""
+import json
+import os
+import re
+import sys
+
+from . import bridge, record
+
+_CITE = re.compile(r"\(TE (\S+) (transformer_engine/\S+):(\d+)\)\s*$")
+_TE_PY_FILES = ("pytorch/cpp_extensions/fused_attn.py",
+                "pytorch/attention/dot_product_attention/backends.py")
+_TE_PY_RULES = {"fp8_quantizer_type"}  # utils.py get_attention_quantizers, L:1470 / S:1628
+
+
+def classify(attrs):
+    """('cpp' | 'te' | None, the citation or why not asked)."""
+    a = dict((x[0], x[1]) for x in attrs)
+    if "skipped" in a:
+        return None, "skipped by the engine"
+    if a.get("refused_status") != "FATTN_E_INVALID_CASE":  # not modelled; unsafe in TE
+        return None, f"{a.get('refused_status')}: not a refusal of TE's"
+    m = _CITE.search(str(a.get("refused_message", "")))
+    if not m:
+        return None, "no TE line cited"
+    path, cite = m.group(2), f"{m.group(2)}:{m.group(3)} (TE {m.group(1)})"
+    if path.startswith(("transformer_engine/common/", "transformer_engine/pytorch/csrc/")):
+        return "cpp", cite
+    if path.endswith(_TE_PY_FILES) or a.get("refused_rule") in _TE_PY_RULES:
+        return "te", cite
+    return None, f"DotProductAttention's ({cite}), above FusedAttnFunc"
+
+
+log = []
+
+
+def write_log():
+    path = os.environ.get("FATTN_TE_REFUSALS")
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(log, f, indent=1)
+
+
+def run(backends, cid, res, attrs, call="module"):
+    """Ask TE, through the path the run takes (record.case_path). Returns
+    the case's children when TE ran it, else None."""
+    how, cite = classify(attrs)
+    rule = dict((x[0], x[1]) for x in attrs).get("refused_rule")
+    entry = {"case": cid, "rule": rule, "where": cite, "asked": how}
+    log.append(entry)
+    if how is None or "tensors" not in res:
+        entry["asked"] = None
+        return None
+    bridge.pending_refusal = (
+        f"TE's C++ refuses this case ({cite}), as fattn's rule {rule} models it"
+        if how == "cpp" else None)
+    try:
+        children = record.run_case(backends, res, record.synth_inputs(res), call)
+    except Exception as e:  # the refusal TE gives: data, reported
+        msg = str(e).splitlines()[0] if str(e) else ""
+        entry.update(te="raised", type=type(e).__name__, message=msg,
+                     te_line=record.te_raised_where(e))
+        sys.stderr.write(f"fattn-te: case {cid}: refused by fattn (rule {rule}) and by TE: "
+                         f"{type(e).__name__}: {msg} ({record.te_raised_where(e)})\n")
+        return None
+    finally:
+        bridge.pending_refusal = None
+    entry["te"] = "ran"
+    sys.stderr.write(f"fattn-te: case {cid}: refused by fattn (rule {rule}, {cite}) but run "
+                     f"by TE: recorded as run\n")
+    return children
+
+
+def summary(entries):
+    """One line: how TE answered the cases fattn refuses."""
+    asked = [e for e in entries if e.get("asked")]
+    ran = [e["case"] for e in asked if e.get("te") == "ran"]
+    line = (f"{len(asked)} of {len(entries)} refused cases asked of TE (its C++ as the shim, "
+            f"its Python itself): {len(asked) - len(ran)} refused by TE too")
+    if ran:
+        line += f"; run by TE: {', '.join(ran)}"
+    return line
