@@ -187,6 +187,12 @@ fe_spec fe_spec_for_rule(const char *id)
             s.inference = false;
         else if (!strcmp(id, "paged_fp8"))
             s.fp8 = true;
+    } else if (!strcmp(id, "thd_paged_decode_cudnn")) {
+        s.layout = FATTN_LAYOUT_PAGED_KV_THD_SBHD_SBHD;
+        s.mask = FATTN_MASK_PADDING;
+        s.inference = true; /* a KV cache is inference */
+        s.sq = 1;           /* decoding: one token per sequence */
+        s.cudnn = true;
     } else if (!strcmp(id, "dsink_thd_cudnn")) {
         s.layout = FATTN_LAYOUT_THD_THD_THD;
         s.mask = FATTN_MASK_PADDING;

@@ -22,7 +22,7 @@
  * gaps are rows, never checks of its own. The query holds what those rows
  * read. */
 static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn_tensor *q,
-                                const fattn_tensor *k, fattn_qkv_layout layout,
+                                const fattn_tensor *k, int64_t max_seqlen_q, fattn_qkv_layout layout,
                                 fattn_softmax_type softmax, bool training, bool max_logit,
                                 bool fp8, bool at_backward)
 {
@@ -31,6 +31,7 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn
     sq.q_dtype = q->dtype;
     sq.kv_dtype = k->dtype;
     sq.layout = layout;
+    sq.sq = max_seqlen_q;
     sq.softmax_type = softmax;
     sq.is_training = training;
     sq.return_max_logit = max_logit;
@@ -43,15 +44,16 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn
 fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->qkv_layout, p->softmax_type,
-                       p->is_training, p->return_max_logit, p->fp8 != NULL, false);
+    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->max_seqlen_q, p->qkv_layout,
+                       p->softmax_type, p->is_training, p->return_max_logit, p->fp8 != NULL,
+                       false);
 }
 
 fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->qkv_layout, p->softmax_type,
-                       true, false, p->fp8 != NULL, true);
+    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->max_seqlen_q, p->qkv_layout,
+                       p->softmax_type, true, false, p->fp8 != NULL, true);
 }
 
 long fattn_engine_cudnn_version(const fattn_engine *e)

@@ -188,6 +188,13 @@ static bool r_dsink_thd(const fattn_support_query *q)
            fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD;
 }
 
+/* A paged cache read by a THD q of one token per sequence (decoding). */
+static bool r_thd_paged_decode(const fattn_support_query *q)
+{
+    return fattn_layout_is_paged(q->layout) &&
+           fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD && q->sq == 1;
+}
+
 static bool r_bias_sink(const fattn_support_query *q)
 {
     return has_tensor_bias(q) && q->softmax_type != FATTN_SOFTMAX_VANILLA;
@@ -465,6 +472,11 @@ static const fattn_support_rule rules[] = {
      "dSoftmaxOffset with a THD (ragged) q is wrong on cuDNN <= 9.19 (measured, "
      "docs/determinism.md)",
      REFUSAL_AT_BACKWARD(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(91901), NOT_IN_TE},
+    {"thd_paged_decode_cudnn", r_thd_paged_decode, FATTN_E_UNSUPPORTED,
+     "a paged KV cache read by a THD q of one token per sequence leaves the Stats rows of "
+     "every head but the first unwritten on cuDNN 9.19 (measured on the H200; 9.28.1 writes "
+     "them, docs/gpu-runs/2026-12-04-cudnn928.txt)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(92801), NOT_IN_TE},
 };
 
 /* DotProductAttention's filters that matter on sm_90 + cuDNN 9.19. The
