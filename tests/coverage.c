@@ -420,9 +420,11 @@ static char *slurp(const char *path)
 int main(int argc, char **argv)
 {
     bool check = argc == 3 && !strcmp(argv[1], "--check");
-    if (argc != 2 && !check) {
+    /* a DOC.md that looks like a flag (--help) is a usage error, not a
+     * file to write */
+    if ((argc != 2 && !check) || argv[argc - 1][0] == '-') {
         fprintf(stderr, "usage: fattn-coverage [--check] DOC.md\n");
-        return 2;
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     const char *doc = argv[argc - 1];
     fattn_spec_list l = {0};
