@@ -247,16 +247,21 @@ static void inputs_make(const fe_spec *s, spec_inputs *in)
     memset(in, 0, sizeof *in);
     in->bias = in->offset = fattn_tensor_empty();
     bool thd = fattn_layout_q_format(s->layout) == FATTN_FORMAT_THD;
+    /* q and K/V each in their own format: a THD q may read a 4-dim (paged) cache */
+    bool thd_kv = fattn_layout_kv_format(s->layout) == FATTN_FORMAT_THD;
     if (thd) {
-        int64_t qs[3] = {2 * s->sq, s->h, s->d}, ks[3] = {2 * s->skv, s->hg, s->d},
-                vs[3] = {2 * s->skv, s->hg, s->dv};
+        int64_t qs[3] = {2 * s->sq, s->h, s->d};
         zero_alloc(&in->q, s->dtype, 3, qs);
+    } else {
+        int64_t qs[4] = {2, s->sq, s->h, s->d};
+        zero_alloc(&in->q, s->dtype, 4, qs);
+    }
+    if (thd_kv) {
+        int64_t ks[3] = {2 * s->skv, s->hg, s->d}, vs[3] = {2 * s->skv, s->hg, s->dv};
         zero_alloc(&in->k, s->dtype, 3, ks);
         zero_alloc(&in->v, s->dtype, 3, vs);
     } else {
-        int64_t qs[4] = {2, s->sq, s->h, s->d}, ks[4] = {2, s->skv, s->hg, s->d},
-                vs[4] = {2, s->skv, s->hg, s->dv};
-        zero_alloc(&in->q, s->dtype, 4, qs);
+        int64_t ks[4] = {2, s->skv, s->hg, s->d}, vs[4] = {2, s->skv, s->hg, s->dv};
         zero_alloc(&in->k, s->dtype, 4, ks);
         zero_alloc(&in->v, s->dtype, 4, vs);
     }
