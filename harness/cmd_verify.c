@@ -58,7 +58,7 @@ static const char verify_help[] =
     "--te-rules (default: the newest): the TE release whose rules count the cases TE's\n"
     "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
     "`fattn cases` names the rules per case). The verdict does not depend on it.\n"
-    "-j/--jobs N (default: the online CPUs, at most 16): on the cuDNN engine, before the\n"
+    "-j/--jobs N (1 to 32; default: the online CPUs, at most 16): on the cuDNN engine, before the\n"
     "checks, N processes build the plans the matrix needs into the plan store\n"
     "($FATTN_CUDNN_PLAN_DIR, else a temporary one removed at exit), which this process\n"
     "then restores instead of compiling them one by one; the same plans, the same bits.\n"
@@ -91,7 +91,8 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             if (r < 0)
                 return cli_fail("verify", "%s needs a value", argv[a.i]);
             long j = 0;
-            if (cli_parse_count_arg("verify", "--jobs", jobs_s, 1, 1024, &j) != FATTN_EXIT_OK)
+            if (cli_parse_count_arg("verify", "--jobs", jobs_s, 1, FATTN_VERIFY_MAX_JOBS, &j) !=
+                FATTN_EXIT_OK)
                 return FATTN_EXIT_ERROR;
             v->jobs = (int)j;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
@@ -497,6 +498,22 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
     return rc;
 }
 
+/* --json and --junit (when not stdout) against the inputs: the cases file
+ * and `goldens` (NULL: not known yet), and where a file can be made. */
+static int check_outputs(const fattn_cmd_verify_env *v, const char *goldens)
+{
+    const char *inputs[2] = {goldens, v->cases};
+    const char *outs[2][2] = {{"--json", v->json}, {"--junit", v->junit}};
+    for (int k = 0; k < 2; k++) {
+        const char *o = outs[k][1];
+        if (o && !cli_is_stdout(o) &&
+            (fattn_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
+             fattn_fileguard_check_output(o) != FATTN_OK))
+            return cli_fail("verify", "%s %s", outs[k][0], fattn_last_error());
+    }
+    return FATTN_EXIT_OK;
+}
+
 int fattn_cmd_verify(int argc, char **argv)
 {
     fattn_cmd_verify_env v;
@@ -504,26 +521,21 @@ int fattn_cmd_verify(int argc, char **argv)
     int rc = fattn_cmd_verify_parse(argc, argv, &v, &done);
     if (rc != FATTN_EXIT_OK || done)
         return rc;
+    /* The reports' paths are checked before any work (the plan-building
+     * processes of a cold cuDNN verify included): a place no file can be
+     * made, the matrix they are about, each other. */
+    if (v.json && v.junit && !cli_is_stdout(v.json) && !strcmp(v.json, v.junit))
+        return cli_fail("verify", "--json and --junit name the same file %s", v.json);
+    if ((rc = check_outputs(&v, NULL)) != FATTN_EXIT_OK)
+        return rc;
     if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
         return rc;
-    /* The report must not replace the goldens or the matrix it is about:
-     * checked before any case runs. */
-    const char *inputs[2] = {v.goldens.exact || v.goldens.tolerance ? v.goldens.path : NULL,
-                             v.cases};
-    const char *outs[2][2] = {{"--json", v.json}, {"--junit", v.junit}};
-    for (int k = 0; k < 2; k++) {
-        const char *o = outs[k][1];
-        if (o && !cli_is_stdout(o) &&
-            (fattn_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
-             fattn_fileguard_check_output(o) != FATTN_OK)) {
-            rc = cli_fail("verify", "%s %s", outs[k][0], fattn_last_error());
-            fattn_cmd_verify_close(&v);
-            return rc;
-        }
-    }
-    if (v.json && v.junit && !cli_is_stdout(v.json) && !strcmp(v.json, v.junit)) {
+    /* nor the goldens, known once they are opened */
+    if ((rc = check_outputs(&v, v.goldens.exact || v.goldens.tolerance ? v.goldens.path
+                                                                        : NULL)) !=
+        FATTN_EXIT_OK) {
         fattn_cmd_verify_close(&v);
-        return cli_fail("verify", "--json and --junit name the same file %s", v.json);
+        return rc;
     }
     /* with --json - or --junit -, stdout is the report alone and the table
      * goes to stderr */

@@ -55,6 +55,10 @@ int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v);
  * the selected cases into the plan store, so that the engine opened next
  * restores the plans. Children that fail cost time only. An exit code. */
 int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v);
+/* --jobs's bound: more processes gain nothing on the measured machine
+ * (16 cores; 8 did nearly as well) and each holds a CUDA context and a
+ * deterministic-backward workspace. */
+#define FATTN_VERIFY_MAX_JOBS 32
 /* --jobs's default: the online CPUs, at most 16. */
 int fattn_cmd_verify_default_jobs(void);
 

@@ -23,7 +23,9 @@
  *
  * The store: $FATTN_CUDNN_PLAN_DIR when set (the children fill it, later
  * runs find the plans there); else a private temporary directory that
- * cli_engines_shutdown removes. */
+ * cli_engines_shutdown removes (a verify ended by a signal leaves it
+ * behind under $TMPDIR, named fattn-plans-*). */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,9 +40,6 @@
 #include "cli.h"
 #include "cmd_verify.h"
 
-/* More workers than this gain nothing on the measured machine (16 cores)
- * and each holds a CUDA context and a deterministic-backward workspace. */
-#define PREBUILD_MAX_JOBS 32
 
 static double prebuild_now_s(void)
 {
@@ -85,10 +84,23 @@ static void prebuild_child(const fattn_cmd_verify_env *parent, int k, int n)
         if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, on_case_ignore, NULL, &r) ==
             FATTN_OK)
             fattn_verify_result_free(&r);
+        else
+            rc = FATTN_EXIT_ERROR;
         fattn_cmd_verify_close(&v);
     }
     cli_engines_shutdown();
     _exit(rc == FATTN_EXIT_OK ? 0 : 1);
+}
+
+/* A child's end: true when it exited 0 (a waitpid error counts as a
+ * failure). */
+static bool prebuild_wait(pid_t pid)
+{
+    int ws = 0;
+    pid_t got;
+    while ((got = waitpid(pid, &ws, 0)) < 0 && errno == EINTR) {
+    }
+    return got == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
 }
 
 /* Whether --backend auto would open the cuDNN engine, asked in a child so
@@ -101,10 +113,7 @@ static bool auto_is_cudnn(void)
         return false;
     if (pid == 0)
         _exit(fattn_cudnn_available() ? 0 : 1);
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+    return prebuild_wait(pid);
 }
 
 static bool prebuild_wanted(const fattn_cmd_verify_env *v)
@@ -120,11 +129,17 @@ int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)
 {
     if (!prebuild_wanted(v))
         return FATTN_EXIT_OK;
-    if (cli_plan_store_prepare("verify") != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
-    int jobs = v->jobs > PREBUILD_MAX_JOBS ? PREBUILD_MAX_JOBS : v->jobs;
+    /* the prebuild only saves time: without a store this process builds
+     * every plan itself, as with --jobs 1 */
+    if (cli_plan_store_prepare("verify") != FATTN_EXIT_OK) {
+        if (v->progress)
+            fprintf(stderr, "fattn verify: no plan store, so no plan-building processes\n");
+        return FATTN_EXIT_OK;
+    }
+    assert(v->jobs <= FATTN_VERIFY_MAX_JOBS); /* the parser's bound */
+    int jobs = v->jobs;
     double t0 = prebuild_now_s();
-    pid_t pids[PREBUILD_MAX_JOBS];
+    pid_t pids[FATTN_VERIFY_MAX_JOBS];
     int started = 0;
     fflush(NULL);
     for (int k = 0; k < jobs; k++) {
@@ -136,13 +151,8 @@ int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)
         pids[started++] = pid;
     }
     int failed = 0;
-    for (int k = 0; k < started; k++) {
-        int ws = 0;
-        while (waitpid(pids[k], &ws, 0) < 0 && errno == EINTR) {
-        }
-        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-            failed++;
-    }
+    for (int k = 0; k < started; k++)
+        failed += !prebuild_wait(pids[k]);
     v->prebuild_jobs = started;
     v->prebuild_s = prebuild_now_s() - t0;
     if (v->progress)

@@ -61,6 +61,7 @@ typedef struct fe_spec {
     bool cpu_offload; /* TE's CPU offload v1 state */
     bool return_max_logit;
     bool cudnn; /* run on the fake "cudnn" engine */
+    bool cudnn_928; /* that engine reports cuDNN 9.28.1 loaded (else none: the reference) */
     bool inference; /* is_training false (every other spec trains) */
 } fe_spec;
 

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "fattn/cudnn.h"
 #include "fattn/dtype.h"
 #include "fattn/support.h"
 #include "fattn/te.h"
@@ -280,6 +281,13 @@ START_TEST(test_registry)
     ck_assert(fattn_engine_kind_known("cudnn"));
     ck_assert(!fattn_engine_kind_known("tpu"));
     ck_assert(!fattn_engine_kind_known(NULL));
+    /* whether a kind may run on a device: its library, asked without a device */
+    bool loads = fattn_cudnn_library_loadable();
+    ck_assert(!fattn_engine_kind_may_use_device("cpu"));
+    ck_assert(!fattn_engine_kind_may_use_device("tpu"));
+    ck_assert(fattn_engine_kind_may_use_device("cudnn") == loads);
+    ck_assert(fattn_engine_kind_may_use_device("auto") == loads);
+    ck_assert(fattn_engine_kind_may_use_device(NULL) == loads);
     fattn_engine *e = NULL;
     ck_assert_int_eq(fattn_engine_open("tpu", NULL, &e), FATTN_E_INVALID_ARG);
     ck_assert_ptr_null(e);

@@ -411,6 +411,18 @@ START_TEST(refusals)
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100), FATTN_OK);
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CPU, 91900), FATTN_OK);
+    /* the dispatch's query carries max_seqlen_q: a paged cache read by a THD
+     * q of one token is refused below 9.28.1, two tokens are not */
+    p.return_max_logit = false;
+    p.is_training = false;
+    p.qkv_layout = FATTN_LAYOUT_PAGED_KV_THD_SBHD_SBHD;
+    p.max_seqlen_q = 1;
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule thd_paged_decode_cudnn"));
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
+    p.max_seqlen_q = 2;
+    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900), FATTN_OK);
     tcase_teardown(&buf);
     /* ... and the graph's own guard names the loaded version */
     ck_assert_int_eq(describe(ml, &d, g, NULL), FATTN_OK);

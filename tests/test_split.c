@@ -374,6 +374,26 @@ START_TEST(dedup_own_source_only)
 }
 END_TEST
 
+/* Both front ends test the engine's own gap rows at the cuDNN it loaded:
+ * return_max_logit on a cuDNN engine is refused below 9.21 and handed to
+ * the engine (the fake one, which must not run: E_INTERNAL) on 9.28.1. */
+START_TEST(engine_gap_at_loaded_cudnn)
+{
+    fattn_engine *e = engine2();
+    fe_spec s = fe_spec_for_rule("max_logit_cudnn");
+    ck_assert(s.cudnn && s.return_max_logit);
+    ck_assert_int_eq(fe_split_spec(&s, e), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule max_logit_cudnn"));
+    ck_assert_int_eq(fe_legacy_spec(&s, e), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule max_logit_cudnn"));
+    s.cudnn_928 = true;
+    ck_assert_int_eq(fe_split_spec(&s, e), FATTN_E_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "must not run"));
+    ck_assert_int_eq(fe_legacy_spec(&s, e), FATTN_E_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "must not run"));
+}
+END_TEST
+
 /* FP8 execution on an engine without it (cuDNN, for now) is refused with a
  * message; FP8 codes with fp8 off (Float8Tensors on the f16 path) are not
  * modelled, refused by the front end before any engine. */
@@ -738,6 +758,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, dedup_variant, 0, DEDUP_ROWS);
     tcase_add_loop_test(tc, dedup_own_source_only, 0, 16);
     tcase_add_test(tc, fp8_unsupported);
+    tcase_add_test(tc, engine_gap_at_loaded_cudnn);
     tcase_add_test(tc, rng_sequence);
     tcase_add_test(tc, rng_backward_saved);
     tcase_add_loop_test(tc, rule_refusal, 0, n);

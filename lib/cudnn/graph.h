@@ -349,8 +349,9 @@ int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d);
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
 /* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
- * data is read). FATTN_E_UNSUPPORTED for what the cuDNN engine does not do
- * (float32 io, FP8 with return_max_logit, FP8 over a paged cache). */
+ * data is read). The support table's engine rows (float32 io, return_max_logit
+ * below 9.21, ...) refuse before this runs; a dtype that gets here anyway is
+ * FATTN_E_DTYPE. */
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
 
 /* What the description needs of the loaded cuDNN (cudnnGetVersion()):
