@@ -391,6 +391,7 @@ START_TEST(engine_gap_at_loaded_cudnn)
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "must not run"));
     ck_assert_int_eq(fe_legacy_spec(&s, e), FATTN_E_INTERNAL);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "must not run"));
+    fattn_engine_free(e);
 }
 END_TEST
 
