@@ -148,24 +148,26 @@ static int run_size(fattn_engine *e, int64_t S, int reps)
 
     fattn_aux_pack aux = {0};
     fattn_fwd_params fp = {
-        .q = q, .k = k, .v = v, .o = o, .aux = &aux, .rng_state = rng_state,
-        .max_seqlen_q = S, .max_seqlen_kv = S, .is_training = true, .attn_scale = scale,
-        .qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .o_format = FATTN_FORMAT_BSHD,
-        .bias_type = FATTN_BIAS_NO_BIAS, .mask_type = FATTN_MASK_NO_MASK,
-        .softmax_type = FATTN_SOFTMAX_VANILLA, .window_size_left = -1,
-        .window_size_right = -1, .bottom_right_diagonal = true,
+        .attn.q = q, .attn.k = k, .attn.v = v, .attn.o = o, .aux = &aux, .rng_state = rng_state,
+        .attn.max_seqlen_q = S, .attn.max_seqlen_kv = S, .is_training = true,
+            .attn.attn_scale = scale,
+        .attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .attn.o_format = FATTN_FORMAT_BSHD,
+        .attn.bias_type = FATTN_BIAS_NO_BIAS, .attn.mask_type = FATTN_MASK_NO_MASK,
+        .attn.softmax_type = FATTN_SOFTMAX_VANILLA, .attn.window_size_left = -1,
+        .attn.window_size_right = -1, .attn.bottom_right_diagonal = true,
     };
     fattn_engine_fwd(e, &fp); /* sizes the pack */
     aux.t[0] = stats;
     double tf[16], tb[16];
     fattn_bwd_params bp = {
-        .q = q, .k = k, .v = v, .o = o, .d_o = d_o, .aux = &aux, .dq = dq, .dk = dk, .dv = dv,
-        .max_seqlen_q = S, .max_seqlen_kv = S, .attn_scale = scale,
-        .qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .o_format = FATTN_FORMAT_BSHD,
+        .attn.q = q, .attn.k = k, .attn.v = v, .attn.o = o, .d_o = d_o, .aux = &aux, .dq = dq,
+            .dk = dk, .dv = dv,
+        .attn.max_seqlen_q = S, .attn.max_seqlen_kv = S, .attn.attn_scale = scale,
+        .attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .attn.o_format = FATTN_FORMAT_BSHD,
         .do_format = FATTN_FORMAT_BSHD, .dqkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD,
-        .bias_type = FATTN_BIAS_NO_BIAS, .mask_type = FATTN_MASK_NO_MASK,
-        .softmax_type = FATTN_SOFTMAX_VANILLA, .window_size_left = -1,
-        .window_size_right = -1, .bottom_right_diagonal = true,
+        .attn.bias_type = FATTN_BIAS_NO_BIAS, .attn.mask_type = FATTN_MASK_NO_MASK,
+        .attn.softmax_type = FATTN_SOFTMAX_VANILLA, .attn.window_size_left = -1,
+        .attn.window_size_right = -1, .attn.bottom_right_diagonal = true,
     };
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();

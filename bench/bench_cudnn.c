@@ -226,20 +226,21 @@ static fattn_status case_init(bench_case *c, buffers *bf, fattn_engine *e)
     fattn_tensor q = bshd(&bf->q, &c->sh), k = bshd(&bf->k, &c->sh), v = bshd(&bf->v, &c->sh),
                  o = bshd(&bf->o, &c->sh);
     c->fp = (fattn_fwd_params){
-        .q = q, .k = k, .v = v, .o = o,
+        .attn.q = q, .attn.k = k, .attn.v = v, .attn.o = o,
         .bias = fattn_tensor_empty(), .softmax_offset = fattn_tensor_empty(),
         .aux = &c->aux_fwd,
-        .cu_seqlens_q = fattn_tensor_empty(), .cu_seqlens_kv = fattn_tensor_empty(),
-        .cu_seqlens_q_padded = fattn_tensor_empty(), .cu_seqlens_kv_padded = fattn_tensor_empty(),
+        .attn.cu_seqlens_q = fattn_tensor_empty(), .attn.cu_seqlens_kv = fattn_tensor_empty(),
+        .attn.cu_seqlens_q_padded = fattn_tensor_empty(),
+            .attn.cu_seqlens_kv_padded = fattn_tensor_empty(),
         .page_table_k = fattn_tensor_empty(), .page_table_v = fattn_tensor_empty(),
         .rng_state = fattn_tensor_view(c->rng, FATTN_DTYPE_INT64, 1, &two),
-        .max_seqlen_q = c->sh.s, .max_seqlen_kv = c->sh.s,
-        .is_training = true, .attn_scale = scale, .dropout = 0.0f,
-        .qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .o_format = FATTN_FORMAT_BSHD,
-        .bias_type = FATTN_BIAS_NO_BIAS, .mask_type = mask,
-        .softmax_type = FATTN_SOFTMAX_VANILLA,
-        .window_size_left = w[0], .window_size_right = w[1],
-        .bottom_right_diagonal = bottom_right,
+        .attn.max_seqlen_q = c->sh.s, .attn.max_seqlen_kv = c->sh.s,
+        .is_training = true, .attn.attn_scale = scale, .attn.dropout = 0.0f,
+        .attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .attn.o_format = FATTN_FORMAT_BSHD,
+        .attn.bias_type = FATTN_BIAS_NO_BIAS, .attn.mask_type = mask,
+        .attn.softmax_type = FATTN_SOFTMAX_VANILLA,
+        .attn.window_size_left = w[0], .attn.window_size_right = w[1],
+        .attn.bottom_right_diagonal = bottom_right,
     };
     memset(&c->aux_fwd, 0, sizeof c->aux_fwd);
     if ((st = fattn_engine_fwd(e, &c->fp)) != FATTN_OK)
@@ -255,19 +256,21 @@ static fattn_status case_init(bench_case *c, buffers *bf, fattn_engine *e)
     c->aux_bwd.t[0] = c->stats;
     c->aux_bwd.t[1] = c->fp.rng_state;
     c->bp = (fattn_bwd_params){
-        .q = q, .k = k, .v = v, .o = o, .d_o = bshd(&bf->d_o, &c->sh), .aux = &c->aux_bwd,
+        .attn.q = q, .attn.k = k, .attn.v = v, .attn.o = o, .d_o = bshd(&bf->d_o, &c->sh),
+            .aux = &c->aux_bwd,
         .dq = bshd(&bf->dq, &c->sh), .dk = bshd(&bf->dk, &c->sh), .dv = bshd(&bf->dv, &c->sh),
         .d_bias = fattn_tensor_empty(), .d_softmax_offset = fattn_tensor_empty(),
-        .cu_seqlens_q = fattn_tensor_empty(), .cu_seqlens_kv = fattn_tensor_empty(),
-        .cu_seqlens_q_padded = fattn_tensor_empty(), .cu_seqlens_kv_padded = fattn_tensor_empty(),
-        .max_seqlen_q = c->sh.s, .max_seqlen_kv = c->sh.s,
-        .attn_scale = scale, .dropout = 0.0f,
-        .qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .o_format = FATTN_FORMAT_BSHD,
+        .attn.cu_seqlens_q = fattn_tensor_empty(), .attn.cu_seqlens_kv = fattn_tensor_empty(),
+        .attn.cu_seqlens_q_padded = fattn_tensor_empty(),
+            .attn.cu_seqlens_kv_padded = fattn_tensor_empty(),
+        .attn.max_seqlen_q = c->sh.s, .attn.max_seqlen_kv = c->sh.s,
+        .attn.attn_scale = scale, .attn.dropout = 0.0f,
+        .attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .attn.o_format = FATTN_FORMAT_BSHD,
         .do_format = FATTN_FORMAT_BSHD, .dqkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD,
-        .bias_type = FATTN_BIAS_NO_BIAS, .mask_type = mask,
-        .softmax_type = FATTN_SOFTMAX_VANILLA,
-        .window_size_left = w[0], .window_size_right = w[1],
-        .bottom_right_diagonal = bottom_right,
+        .attn.bias_type = FATTN_BIAS_NO_BIAS, .attn.mask_type = mask,
+        .attn.softmax_type = FATTN_SOFTMAX_VANILLA,
+        .attn.window_size_left = w[0], .attn.window_size_right = w[1],
+        .attn.bottom_right_diagonal = bottom_right,
         .deterministic = false,
     };
     return FATTN_OK;

@@ -291,7 +291,7 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
     /* by-value scalars bound as the engine binds them: into the entry's graph */
     if (st == FATTN_OK)
         st = bind_all(x.api, pe->g, x.ptrs, owned, &nowned);
-    const fattn_tensor *q = bp ? &bp->q : &fp->q;
+    const fattn_tensor *q = bp ? &bp->attn.q : &fp->attn.q;
     size_t qbytes = cudnn_view_bytes(q);
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         double t = now_us();
@@ -429,8 +429,10 @@ int bench_dev_init(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
     d->fp.aux = &d->aux_fwd;
     d->bp.aux = &d->aux_bwd;
     fattn_status st;
-    if ((st = dev_mirror(api, d, &fp->q, &d->fp.q)) || (st = dev_mirror(api, d, &fp->k, &d->fp.k)) ||
-        (st = dev_mirror(api, d, &fp->v, &d->fp.v)) || (st = dev_mirror(api, d, &fp->o, &d->fp.o)) ||
+    if ((st = dev_mirror(api, d, &fp->attn.q, &d->fp.attn.q)) || (st = dev_mirror(api, d,
+        &fp->attn.k, &d->fp.attn.k)) ||
+        (st = dev_mirror(api, d, &fp->attn.v, &d->fp.attn.v)) || (st = dev_mirror(api, d,
+            &fp->attn.o, &d->fp.attn.o)) ||
         (st = dev_mirror(api, d, &fp->aux->t[0], &d->aux_fwd.t[0])) ||
         (st = dev_mirror(api, d, &bp->d_o, &d->bp.d_o)) ||
         (st = dev_mirror(api, d, &bp->dq, &d->bp.dq)) ||
@@ -440,10 +442,10 @@ int bench_dev_init(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
         bench_dev_free(eng, d);
         return -1;
     }
-    d->bp.q = d->fp.q;
-    d->bp.k = d->fp.k;
-    d->bp.v = d->fp.v;
-    d->bp.o = d->fp.o;
+    d->bp.attn.q = d->fp.attn.q;
+    d->bp.attn.k = d->fp.attn.k;
+    d->bp.attn.v = d->fp.attn.v;
+    d->bp.attn.o = d->fp.attn.o;
     d->aux_bwd.t[0] = d->aux_fwd.t[0];
     return 0;
 }

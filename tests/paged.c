@@ -150,12 +150,12 @@ void paged_free(paged_inputs *pi)
 fattn_fwd_params paged_params(const tcase *c, tcase_buffers *buf, const paged_inputs *pi)
 {
     fattn_fwd_params p = tcase_fwd_params(c, buf);
-    p.k = pi->kc;
-    p.v = pi->vc;
+    p.attn.k = pi->kc;
+    p.attn.v = pi->vc;
     p.page_table_k = pi->pt_k;
     p.page_table_v = pi->pt_v;
-    p.qkv_layout = pi->layout;
-    p.o_format = fattn_layout_q_format(pi->layout);
+    p.attn.qkv_layout = pi->layout;
+    p.attn.o_format = fattn_layout_q_format(pi->layout);
     return p;
 }
 

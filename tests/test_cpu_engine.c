@@ -356,13 +356,15 @@ static const device_row device_rows[] = {
 
 static fattn_tensor *fwd_slot(fattn_fwd_params *p, const char *name)
 {
-    fattn_aux_layout l = fattn_aux_layout_fwd(p->bias_type, p->softmax_type,
+    fattn_aux_layout l = fattn_aux_layout_fwd(p->attn.bias_type, p->attn.softmax_type,
                                               p->return_max_logit);
     struct { const char *n; fattn_tensor *t; } m[] = {
-        {"Q", &p->q}, {"K", &p->k}, {"V", &p->v}, {"O", &p->o}, {"Bias", &p->bias},
+        {"Q", &p->attn.q}, {"K", &p->attn.k}, {"V", &p->attn.v}, {"O", &p->attn.o}, {"Bias",
+            &p->bias},
         {"Stats", &p->aux->t[l.stats]}, {"Max", l.max >= 0 ? &p->aux->t[l.max] : NULL},
-        {"rng_state", &p->rng_state}, {"cu_seqlens_q", &p->cu_seqlens_q},
-        {"cu_seqlens_kv", &p->cu_seqlens_kv}, {"cu_seqlens_q_padded", &p->cu_seqlens_q_padded},
+        {"rng_state", &p->rng_state}, {"cu_seqlens_q", &p->attn.cu_seqlens_q},
+        {"cu_seqlens_kv", &p->attn.cu_seqlens_kv}, {"cu_seqlens_q_padded",
+                                                    &p->attn.cu_seqlens_q_padded},
         {"softmax_offset", &p->softmax_offset},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
@@ -373,14 +375,14 @@ static fattn_tensor *fwd_slot(fattn_fwd_params *p, const char *name)
 
 static fattn_tensor *bwd_slot(fattn_bwd_params *p, fattn_aux_pack *aux, const char *name)
 {
-    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
     struct { const char *n; fattn_tensor *t; } m[] = {
-        {"Q", &p->q}, {"O", &p->o}, {"dO", &p->d_o}, {"dQ", &p->dq}, {"dK", &p->dk},
+        {"Q", &p->attn.q}, {"O", &p->attn.o}, {"dO", &p->d_o}, {"dQ", &p->dq}, {"dK", &p->dk},
         {"dV", &p->dv}, {"dBias", &p->d_bias}, {"dSoftmaxOffset", &p->d_softmax_offset},
         {"Stats", &aux->t[l.stats]}, {"rng_state", &aux->t[l.rng_state]},
         {"Bias", l.bias >= 0 ? &aux->t[l.bias] : NULL},
         {"softmax_offset", l.softmax_offset >= 0 ? &aux->t[l.softmax_offset] : NULL},
-        {"cu_seqlens_kv", &p->cu_seqlens_kv},
+        {"cu_seqlens_kv", &p->attn.cu_seqlens_kv},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (!strcmp(m[i].n, name))

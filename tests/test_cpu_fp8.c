@@ -607,7 +607,7 @@ static void m_bias(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
     (void)bp;
     (void)s;
-    fp->bias_type = FATTN_BIAS_ALIBI;
+    fp->attn.bias_type = FATTN_BIAS_ALIBI;
 }
 static void m_softmax(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
@@ -615,7 +615,7 @@ static void m_softmax(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
     int64_t shape[4] = {1, s->c.h, 1, 1};
     ck_assert_int_eq(fattn_tensor_alloc(&offset_zeros, FATTN_DTYPE_FLOAT32, 4, shape), 0);
     fattn_tensor_fill_bits(&offset_zeros, 0);
-    fp->softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
+    fp->attn.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
     fp->softmax_offset = offset_zeros;
 }
 static void m_no_scaling(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
@@ -628,18 +628,18 @@ static void m_q_f16(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
     (void)bp;
     (void)s;
-    fp->q = f16_twin;
+    fp->attn.q = f16_twin;
 }
 static void m_k_e5m2(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
     (void)bp;
     (void)s;
-    fp->k.dtype = FATTN_DTYPE_FLOAT8_E5M2;
+    fp->attn.k.dtype = FATTN_DTYPE_FLOAT8_E5M2;
 }
 static void m_o_f32(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
     (void)bp;
-    fp->o = s->buf.o;
+    fp->attn.o = s->buf.o;
 }
 static void m_s_f16(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *s)
 {
@@ -719,7 +719,8 @@ START_TEST(fp8_refusals)
     } else {
         st = fattn_engine_fwd(e, &fp); /* describing call */
         if (st == FATTN_OK) {
-            fattn_aux_layout l = fattn_aux_layout_fwd(fp.bias_type, fp.softmax_type, true);
+            fattn_aux_layout l = fattn_aux_layout_fwd(fp.attn.bias_type, fp.attn.softmax_type,
+                                                      true);
             ck_assert_int_eq(fattn_tensor_alloc(&s->buf.stats, FATTN_DTYPE_FLOAT32,
                                                 b.aux_fwd.t[l.stats].ndim,
                                                 b.aux_fwd.t[l.stats].shape), 0);

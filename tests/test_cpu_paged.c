@@ -160,8 +160,8 @@ START_TEST(test_refused)
     case BAD_NO_TABLE_V: p.page_table_v = fattn_tensor_empty(); break;
     case BAD_TABLE_DTYPE: p.page_table_k.dtype = FATTN_DTYPE_INT64; break;
     case BAD_SHORT_TABLE: p.page_table_k.shape[1] = r->pages_per_seq - 1; break;
-    case BAD_LONG_TABLE: p.max_seqlen_kv -= r->page; break; /* one page too many */
-    case BAD_NO_PADDING: p.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
+    case BAD_LONG_TABLE: p.attn.max_seqlen_kv -= r->page; break; /* one page too many */
+    case BAD_NO_PADDING: p.attn.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
     default: ck_abort();
     }
     fattn_status st = fattn_engine_fwd(fx.e, &p);

@@ -181,8 +181,8 @@ END_TEST
 
 static void to_bottom_right(fattn_fwd_params *p)
 {
-    p->mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT;
-    p->bottom_right_diagonal = true;
+    p->attn.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT;
+    p->attn.bottom_right_diagonal = true;
 }
 
 typedef struct seq_row {
@@ -415,13 +415,13 @@ START_TEST(refusals)
      * q of one token is refused below 9.28.1, two tokens are not */
     p.return_max_logit = false;
     p.is_training = false;
-    p.qkv_layout = FATTN_LAYOUT_PAGED_KV_THD_SBHD_SBHD;
-    p.max_seqlen_q = 1;
+    p.attn.qkv_layout = FATTN_LAYOUT_PAGED_KV_THD_SBHD_SBHD;
+    p.attn.max_seqlen_q = 1;
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
                      FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule thd_paged_decode_cudnn"));
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
-    p.max_seqlen_q = 2;
+    p.attn.max_seqlen_q = 2;
     ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900), FATTN_OK);
     tcase_teardown(&buf);
     /* ... and the graph's own guard names the loaded version */

@@ -158,10 +158,10 @@ static fattn_status device_forward(const tcase *c, tcase_buffers *buf, dev_list 
     *fp = tcase_fwd_params(c, buf);
     memset(aux, 0, sizeof *aux);
     fp->aux = aux;
-    fp->q = to_device(l, &buf->q, false);
-    fp->k = to_device(l, &buf->k, false);
-    fp->v = to_device(l, &buf->v, false);
-    fp->o = to_device(l, &buf->o, true);
+    fp->attn.q = to_device(l, &buf->q, false);
+    fp->attn.k = to_device(l, &buf->k, false);
+    fp->attn.v = to_device(l, &buf->v, false);
+    fp->attn.o = to_device(l, &buf->o, true);
     fp->bias = to_device(l, &buf->bias, false);
     fattn_status st = fattn_engine_fwd(g_eng, fp);
     if (st != FATTN_OK)
@@ -210,7 +210,7 @@ START_TEST(device_vs_host)
         ck_assert_msg(pc->arena[0].n == 0, "%s: the device forward took %d arena buffers",
                       c->id, pc->arena[0].n);
     ck_assert_int_eq(g_api->cudaDeviceSynchronize(), cudaSuccess);
-    check_same(c->id, "O", &hb.o, &fp.o);
+    check_same(c->id, "O", &hb.o, &fp.attn.o);
     check_same(c->id, "Stats", &hb.stats, &faux.t[0]);
     if (c->training) {
         fattn_aux_layout lay = fattn_aux_layout_bwd(c->bias, c->softmax);
@@ -220,10 +220,10 @@ START_TEST(device_vs_host)
             baux.t[lay.bias] = fp.bias;
         fattn_bwd_params bp = tcase_bwd_params(c, &hb);
         bp.aux = &baux;
-        bp.q = fp.q;
-        bp.k = fp.k;
-        bp.v = fp.v;
-        bp.o = fp.o;
+        bp.attn.q = fp.attn.q;
+        bp.attn.k = fp.attn.k;
+        bp.attn.v = fp.attn.v;
+        bp.attn.o = fp.attn.o;
         bp.d_o = to_device(&l, &hb.d_o, false);
         bp.dq = to_device(&l, &hb.dq, true);
         bp.dk = to_device(&l, &hb.dk, true);
@@ -298,10 +298,10 @@ START_TEST(device_refused)
     fattn_aux_pack aux;
     memset(&aux, 0, sizeof aux);
     fp.aux = &aux;
-    fp.q = to_device(&l, &hb.q, false);
-    fp.k = to_device(&l, &hb.k, false);
-    fp.v = to_device(&l, &hb.v, false);
-    fp.o = to_device(&l, &hb.o, true);
+    fp.attn.q = to_device(&l, &hb.q, false);
+    fp.attn.k = to_device(&l, &hb.k, false);
+    fp.attn.v = to_device(&l, &hb.v, false);
+    fp.attn.o = to_device(&l, &hb.o, true);
     ck_assert_int_eq(fattn_engine_fwd(g_eng, &fp), FATTN_OK); /* describing call */
     float amax_s = 0.0f, amax_o = 0.0f;
     fattn_fp8_fwd fp8 = {.descale_q = 1.0f, .descale_k = 1.0f, .descale_v = 1.0f,
@@ -314,13 +314,13 @@ START_TEST(device_refused)
     aux.t[0] = s;
     switch (row->kind) {
     case R_MIXED:
-        fp.o = hb.o;
+        fp.attn.o = hb.o;
         break;
     case R_PADDING:
         break;
     case R_MISALIGNED: {
         void *p = dev_alloc(&l, span_bytes(&hb.k) + 16);
-        fp.k.data = (char *)p + 2;
+        fp.attn.k.data = (char *)p + 2;
         break;
     }
     case R_STATS_STRIDED:
@@ -328,7 +328,7 @@ START_TEST(device_refused)
         break;
     case R_FP8: /* FP8 codes in the same device buffers; O stays f16 (O_in_F16) */
         fp.fp8 = &fp8;
-        fp.q.dtype = fp.k.dtype = fp.v.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
+        fp.attn.q.dtype = fp.attn.k.dtype = fp.attn.v.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
         break;
     }
     fattn_status st = fattn_engine_fwd(g_eng, &fp);

@@ -54,28 +54,28 @@ static void make_params(const fp8_case *c, fp8_params *x)
     memset(x, 0, sizeof *x);
     int64_t cu_shape[1] = {c->b + 1}, rng_shape[1] = {2};
     fattn_fwd_params *f = &x->f;
-    f->q = bshd(c->io, c->b, c->s, c->hq, c->d);
-    f->k = bshd(c->io, c->b, c->s, c->hk, c->d);
-    f->v = bshd(c->io, c->b, c->s, c->hk, c->d);
-    f->o = bshd(c->o, c->b, c->s, c->hq, c->d);
-    f->cu_seqlens_q = fattn_tensor_view(dummy, FATTN_DTYPE_INT32, 1, cu_shape);
-    f->cu_seqlens_kv = f->cu_seqlens_q;
+    f->attn.q = bshd(c->io, c->b, c->s, c->hq, c->d);
+    f->attn.k = bshd(c->io, c->b, c->s, c->hk, c->d);
+    f->attn.v = bshd(c->io, c->b, c->s, c->hk, c->d);
+    f->attn.o = bshd(c->o, c->b, c->s, c->hq, c->d);
+    f->attn.cu_seqlens_q = fattn_tensor_view(dummy, FATTN_DTYPE_INT32, 1, cu_shape);
+    f->attn.cu_seqlens_kv = f->attn.cu_seqlens_q;
     f->rng_state = fattn_tensor_view(dummy, FATTN_DTYPE_INT64, 1, rng_shape);
-    f->max_seqlen_q = f->max_seqlen_kv = c->s;
+    f->attn.max_seqlen_q = f->attn.max_seqlen_kv = c->s;
     f->is_training = true;
-    f->attn_scale = 0.088388f;
-    f->dropout = c->dropout;
-    f->qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
-    f->o_format = FATTN_FORMAT_BSHD;
-    f->mask_type = c->mask;
-    f->window_size_left = -1;
-    f->window_size_right = c->mask == FATTN_MASK_NO_MASK ? -1 : 0;
+    f->attn.attn_scale = 0.088388f;
+    f->attn.dropout = c->dropout;
+    f->attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
+    f->attn.o_format = FATTN_FORMAT_BSHD;
+    f->attn.mask_type = c->mask;
+    f->attn.window_size_left = -1;
+    f->attn.window_size_right = c->mask == FATTN_MASK_NO_MASK ? -1 : 0;
     x->f8 = (fattn_fp8_fwd){1.5f, 0.5f, 0.25f, 1.0f / 448.0f, 448.0f, 2.0f, &x->amax[0],
                             &x->amax[1], c->s_dt};
     f->fp8 = &x->f8;
 
     fattn_bwd_params *b = &x->b;
-    b->q = f->q, b->k = f->k, b->v = f->v, b->o = f->o;
+    b->attn.q = f->attn.q, b->attn.k = f->attn.k, b->attn.v = f->attn.v, b->attn.o = f->attn.o;
     b->d_o = bshd(c->d_o, c->b, c->s, c->hq, c->d);
     b->dq = bshd(c->grad, c->b, c->s, c->hq, c->d);
     b->dk = bshd(c->grad, c->b, c->s, c->hk, c->d);
@@ -83,15 +83,15 @@ static void make_params(const fp8_case *c, fp8_params *x)
     x->aux.n = 2; /* [Stats, rng_state] */
     x->aux.t[1] = f->rng_state;
     b->aux = &x->aux;
-    b->cu_seqlens_q = f->cu_seqlens_q, b->cu_seqlens_kv = f->cu_seqlens_kv;
-    b->max_seqlen_q = b->max_seqlen_kv = c->s;
-    b->attn_scale = f->attn_scale;
-    b->dropout = c->dropout;
-    b->qkv_layout = b->dqkv_layout = f->qkv_layout;
-    b->o_format = b->do_format = f->o_format;
-    b->mask_type = c->mask;
-    b->window_size_left = f->window_size_left;
-    b->window_size_right = f->window_size_right;
+    b->attn.cu_seqlens_q = f->attn.cu_seqlens_q, b->attn.cu_seqlens_kv = f->attn.cu_seqlens_kv;
+    b->attn.max_seqlen_q = b->attn.max_seqlen_kv = c->s;
+    b->attn.attn_scale = f->attn.attn_scale;
+    b->attn.dropout = c->dropout;
+    b->attn.qkv_layout = b->dqkv_layout = f->attn.qkv_layout;
+    b->attn.o_format = b->do_format = f->attn.o_format;
+    b->attn.mask_type = c->mask;
+    b->attn.window_size_left = f->attn.window_size_left;
+    b->attn.window_size_right = f->attn.window_size_right;
     b->deterministic = true;
     x->b8 = (fattn_fp8_bwd){1.5f, 0.5f, 0.25f, 2.0f, 4.0f, 1.0f / 448.0f, 448.0f,
                             1.0f / 57344.0f, 57344.0f, 1.0f, 1.0f, 1.0f,
@@ -224,29 +224,29 @@ END_TEST
 
 /* ---- refusals --------------------------------------------------------------- */
 
-static void t_bias(fp8_params *x) { x->f.bias_type = x->b.bias_type = FATTN_BIAS_ALIBI; }
+static void t_bias(fp8_params *x) { x->f.attn.bias_type = x->b.attn.bias_type = FATTN_BIAS_ALIBI; }
 static void t_sink(fp8_params *x)
 {
-    x->f.softmax_type = x->b.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
+    x->f.attn.softmax_type = x->b.attn.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
 }
 static void t_thd(fp8_params *x)
 {
     int64_t s3[3] = {512, 4, 128};
-    x->f.qkv_layout = x->b.qkv_layout = x->b.dqkv_layout = FATTN_LAYOUT_THD_THD_THD;
-    x->f.o_format = x->b.o_format = x->b.do_format = FATTN_FORMAT_THD;
-    x->f.mask_type = x->b.mask_type = FATTN_MASK_PADDING;
-    fattn_tensor *all[] = {&x->f.q, &x->f.k, &x->f.v, &x->f.o};
+    x->f.attn.qkv_layout = x->b.attn.qkv_layout = x->b.dqkv_layout = FATTN_LAYOUT_THD_THD_THD;
+    x->f.attn.o_format = x->b.attn.o_format = x->b.do_format = FATTN_FORMAT_THD;
+    x->f.attn.mask_type = x->b.attn.mask_type = FATTN_MASK_PADDING;
+    fattn_tensor *all[] = {&x->f.attn.q, &x->f.attn.k, &x->f.attn.v, &x->f.attn.o};
     for (int i = 0; i < 4; i++)
         *all[i] = fattn_tensor_view(dummy, all[i]->dtype, 3, s3);
 }
 static void t_s_bf16(fp8_params *x) { x->f8.s_dtype = x->b8.s_dtype = BF; }
 static void t_s_e5(fp8_params *x) { x->f8.s_dtype = x->b8.s_dtype = E5; }
 static void t_no_fp8(fp8_params *x) { x->f.fp8 = NULL; }
-static void t_k_e5(fp8_params *x) { x->f.k.dtype = E5; }
-static void t_o_f32(fp8_params *x) { x->f.o.dtype = FATTN_DTYPE_FLOAT32; }
+static void t_k_e5(fp8_params *x) { x->f.attn.k.dtype = E5; }
+static void t_o_f32(fp8_params *x) { x->f.attn.o.dtype = FATTN_DTYPE_FLOAT32; }
 static void t_d72(fp8_params *x)
 {
-    fattn_tensor *all[] = {&x->f.q, &x->f.k, &x->f.v, &x->f.o};
+    fattn_tensor *all[] = {&x->f.attn.q, &x->f.attn.k, &x->f.attn.v, &x->f.attn.o};
     for (int i = 0; i < 4; i++)
         all[i]->shape[3] = 72;
 }

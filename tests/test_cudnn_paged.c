@@ -164,7 +164,7 @@ START_TEST(paged_refusals)
     fattn_fwd_params p = x.p;
     switch ((refusal)_i) {
     case RF_TABLE_LONG: p.page_table_k.shape[1] += 1; break;
-    case RF_NO_PADDING: p.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
+    case RF_NO_PADDING: p.attn.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
     case RF_TABLE_DTYPE: p.page_table_v.dtype = FATTN_DTYPE_INT64; break;
     default: ck_abort();
     }

@@ -44,16 +44,18 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn
 fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->max_seqlen_q, p->qkv_layout,
-                       p->softmax_type, p->is_training, p->return_max_logit, p->fp8 != NULL,
+    const fattn_attn_common *a = &p->attn;
+    return engine_gaps(engine, cudnn_version, &a->q, &a->k, a->max_seqlen_q, a->qkv_layout,
+                       a->softmax_type, p->is_training, p->return_max_logit, p->fp8 != NULL,
                        false);
 }
 
 fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    return engine_gaps(engine, cudnn_version, &p->q, &p->k, p->max_seqlen_q, p->qkv_layout,
-                       p->softmax_type, true, false, p->fp8 != NULL, true);
+    const fattn_attn_common *a = &p->attn;
+    return engine_gaps(engine, cudnn_version, &a->q, &a->k, a->max_seqlen_q, a->qkv_layout,
+                       a->softmax_type, true, false, p->fp8 != NULL, true);
 }
 
 long fattn_engine_cudnn_version(const fattn_engine *e)
@@ -101,20 +103,20 @@ static bool shape_is(const fattn_tensor *t, int ndim, const int64_t *shape)
 static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom_args *a)
 {
     *a = (fattn_geom_args){
-        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .o = &p->attn.o,
         .bias = &p->bias, .softmax_offset = &p->softmax_offset,
-        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
-        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .cu_q = &p->attn.cu_seqlens_q, .cu_kv = &p->attn.cu_seqlens_kv,
+        .cu_q_pad = &p->attn.cu_seqlens_q_padded, .cu_kv_pad = &p->attn.cu_seqlens_kv_padded,
         .rng_state = &p->rng_state,
         .page_table_k = &p->page_table_k, .page_table_v = &p->page_table_v,
-        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
-        .attn_scale = p->attn_scale, .dropout = p->dropout,
-        .apply_dropout = p->is_training && p->dropout > 0.0f,
-        .layout = p->qkv_layout, .o_format = p->o_format,
-        .bias_type = p->bias_type, .mask_type = p->mask_type,
-        .softmax_type = p->softmax_type,
-        .win_left = p->window_size_left, .win_right = p->window_size_right,
-        .bottom_right = p->bottom_right_diagonal,
+        .max_seqlen_q = p->attn.max_seqlen_q, .max_seqlen_kv = p->attn.max_seqlen_kv,
+        .attn_scale = p->attn.attn_scale, .dropout = p->attn.dropout,
+        .apply_dropout = p->is_training && p->attn.dropout > 0.0f,
+        .layout = p->attn.qkv_layout, .o_format = p->attn.o_format,
+        .bias_type = p->attn.bias_type, .mask_type = p->attn.mask_type,
+        .softmax_type = p->attn.softmax_type,
+        .win_left = p->attn.window_size_left, .win_right = p->attn.window_size_right,
+        .bottom_right = p->attn.bottom_right_diagonal,
         .fp8 = p->fp8 != NULL,
         .who = who,
     };
@@ -186,7 +188,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
     st = fattn_geom_init(&g, &a);
     if (st != FATTN_OK)
         return st;
-    fattn_aux_layout l = fattn_aux_layout_fwd(p->bias_type, p->softmax_type,
+    fattn_aux_layout l = fattn_aux_layout_fwd(p->attn.bias_type, p->attn.softmax_type,
                                               p->return_max_logit);
     int sndim;
     int64_t sshape[4];
@@ -245,7 +247,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     if (!aux || aux->n < 2)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
                            "[Stats, rng_state]");
-    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
     if (aux->n != l.n)
         return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
                            "%d ([Stats, rng_state%s%s])", aux->n, l.n,
@@ -258,19 +260,19 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
                                                                 : fattn_tensor_empty(),
                         .t0 = t0};
     fattn_geom_args a = {
-        .q = &p->q, .k = &p->k, .v = &p->v, .o = &p->o,
+        .q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .o = &p->attn.o,
         .bias = &c.bias, .softmax_offset = &c.softmax_offset,
-        .cu_q = &p->cu_seqlens_q, .cu_kv = &p->cu_seqlens_kv,
-        .cu_q_pad = &p->cu_seqlens_q_padded, .cu_kv_pad = &p->cu_seqlens_kv_padded,
+        .cu_q = &p->attn.cu_seqlens_q, .cu_kv = &p->attn.cu_seqlens_kv,
+        .cu_q_pad = &p->attn.cu_seqlens_q_padded, .cu_kv_pad = &p->attn.cu_seqlens_kv_padded,
         .rng_state = &c.rng_state,
-        .max_seqlen_q = p->max_seqlen_q, .max_seqlen_kv = p->max_seqlen_kv,
-        .attn_scale = p->attn_scale, .dropout = p->dropout,
-        .apply_dropout = p->dropout > 0.0f,
-        .layout = p->qkv_layout, .o_format = p->o_format,
-        .bias_type = p->bias_type, .mask_type = p->mask_type,
-        .softmax_type = p->softmax_type,
-        .win_left = p->window_size_left, .win_right = p->window_size_right,
-        .bottom_right = p->bottom_right_diagonal,
+        .max_seqlen_q = p->attn.max_seqlen_q, .max_seqlen_kv = p->attn.max_seqlen_kv,
+        .attn_scale = p->attn.attn_scale, .dropout = p->attn.dropout,
+        .apply_dropout = p->attn.dropout > 0.0f,
+        .layout = p->attn.qkv_layout, .o_format = p->attn.o_format,
+        .bias_type = p->attn.bias_type, .mask_type = p->attn.mask_type,
+        .softmax_type = p->attn.softmax_type,
+        .win_left = p->attn.window_size_left, .win_right = p->attn.window_size_right,
+        .bottom_right = p->attn.bottom_right_diagonal,
         .fp8 = p->fp8 != NULL,
         .who = e->ops->who_bwd ? e->ops->who_bwd : "backward",
     };

@@ -314,15 +314,17 @@ fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bw
 {
     const fattn_geom *g = c->geom;
     assert(g);
-    bool has_bias = p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
-                    p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
-    bool has_sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
+    bool has_bias = p->attn.bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
+                    p->attn.bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    bool has_sink = p->attn.softmax_type != FATTN_SOFTMAX_VANILLA;
     const fattn_tensor bias = c->bias, offset = c->softmax_offset;
     fattn_status st;
     bwd_job job = {.g = g, .p = p, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                    .dk = p->dk, .dv = p->dv, .d_bias = p->d_bias};
-    if ((st = check_grad(&p->d_o, &p->o, "dO")) || (st = check_grad(&p->dq, &p->q, "dQ")) ||
-        (st = check_grad(&p->dk, &p->k, "dK")) || (st = check_grad(&p->dv, &p->v, "dV")) ||
+    if ((st = check_grad(&p->d_o, &p->attn.o, "dO")) || (st = check_grad(&p->dq, &p->attn.q,
+        "dQ")) ||
+        (st = check_grad(&p->dk, &p->attn.k, "dK")) || (st = check_grad(&p->dv, &p->attn.v,
+            "dV")) ||
         (has_bias && !fattn_tensor_is_empty(&p->d_bias) &&
          (st = check_grad(&p->d_bias, &bias, "dBias"))))
         return st;

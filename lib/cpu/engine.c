@@ -28,7 +28,8 @@ static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
                                    const fattn_fwd_call *c)
 {
     static const char *const names[] = {"Q", "K", "V", "O", "Bias", "Stats", "Max"};
-    const fattn_tensor *t[] = {&p->q, &p->k, &p->v, &p->o, &p->bias, &c->stats, &c->max};
+    const fattn_tensor *t[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o, &p->bias, &c->stats,
+                               &c->max};
     fattn_status st = host_only(t, names, 7, "forward");
     if (st != FATTN_OK)
         return st;
@@ -43,7 +44,7 @@ static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
     static const char *const names[] = {"Q",  "K",  "V",     "O",     "dO",             "Stats",
                                         "dQ", "dK", "dV",    "Bias",  "dBias",
                                         "dSoftmaxOffset"};
-    const fattn_tensor *t[] = {&p->q,  &p->k,  &p->v,   &p->o,      &p->d_o,
+    const fattn_tensor *t[] = {&p->attn.q,  &p->attn.k,  &p->attn.v,   &p->attn.o,      &p->d_o,
                                &c->stats, &p->dq, &p->dk, &p->dv, &c->bias, &p->d_bias,
                                &p->d_softmax_offset};
     fattn_status st = host_only(t, names, 12, "backward");

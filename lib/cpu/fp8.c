@@ -216,7 +216,8 @@ fattn_status cpu_fp8_forward(int threads, const fattn_fwd_params *p, const fattn
     const fattn_geom *g = c->geom;
     const fattn_fp8_fwd *f = p->fp8;
     assert(g && f);
-    fattn_status st = fp8_refuse("FP8 forward", p->bias_type, p->softmax_type, f->s_dtype, g);
+    fattn_status st = fp8_refuse("FP8 forward", p->attn.bias_type, p->attn.softmax_type,
+                                 f->s_dtype, g);
     if (st)
         return st;
     if (!f->amax_s || !f->amax_o)
@@ -436,7 +437,8 @@ static fattn_status fp8_check_grad(const fattn_tensor *grad, const fattn_tensor 
 static fattn_status fp8_bwd_checks(const fattn_bwd_params *p, const fattn_geom *g)
 {
     const fattn_fp8_bwd *f = p->fp8;
-    fattn_status st = fp8_refuse("FP8 backward", p->bias_type, p->softmax_type, f->s_dtype, g);
+    fattn_status st = fp8_refuse("FP8 backward", p->attn.bias_type, p->attn.softmax_type,
+                                 f->s_dtype, g);
     if (st)
         return st;
     if (!fattn_dtype_is_fp8(f->dp_dtype))
@@ -445,10 +447,10 @@ static fattn_status fp8_bwd_checks(const fattn_bwd_params *p, const fattn_geom *
     if (!f->amax_dp || !f->amax_dq || !f->amax_dk || !f->amax_dv)
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 backward: amax_dp, amax_dq, amax_dk "
                            "and amax_dv must point at a float each");
-    if ((st = fp8_check_grad(&p->d_o, &p->o, "dO", false)) ||
-        (st = fp8_check_grad(&p->dq, &p->q, "dQ", true)) ||
-        (st = fp8_check_grad(&p->dk, &p->k, "dK", true)) ||
-        (st = fp8_check_grad(&p->dv, &p->v, "dV", true)))
+    if ((st = fp8_check_grad(&p->d_o, &p->attn.o, "dO", false)) ||
+        (st = fp8_check_grad(&p->dq, &p->attn.q, "dQ", true)) ||
+        (st = fp8_check_grad(&p->dk, &p->attn.k, "dK", true)) ||
+        (st = fp8_check_grad(&p->dv, &p->attn.v, "dV", true)))
         return st;
     return FATTN_OK;
 }

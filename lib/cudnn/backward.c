@@ -138,10 +138,10 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     int64_t b = geom->b, h = geom->h;
     dev_bindings d = {{NULL}};
     bool dev = r->device;
-    if ((st = cudnn_bind_input(a, &p->q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_bind_input(a, &p->k, dev, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_bind_input(a, &p->v, dev, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_bind_input(a, &p->o, dev, &d.p[CG_ROLE_O])) ||
+    if ((st = cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_bind_input(a, &p->attn.o, dev, &d.p[CG_ROLE_O])) ||
         (st = cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
         (st = cudnn_bind_output(a, &p->dq, dev, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
         (st = cudnn_bind_output(a, &p->dk, dev, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
@@ -170,14 +170,14 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     if ((st = cudnn_upload_common(a, fd, geom, rng, &d)))
         return st;
     if (fd->ragged_q || fd->ragged_kv) {
-        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
-        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->attn.cu_seqlens_kv, *ckp = &p->attn.cu_seqlens_kv_padded;
         bool rq = fd->ragged_q, rkv = fd->ragged_kv;
         const ragged_src rs[] = {
-            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
-            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
-            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
-            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->attn.q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->attn.k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->attn.v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->attn.o.strides[0]},
             {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
             {CG_ROLE_RAG_DO, rq, cq, cqp, p->d_o.strides[0]},
             {CG_ROLE_RAG_DQ, rq, cq, cqp, p->dq.strides[0]},
@@ -202,8 +202,8 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
 static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
     cudnn_tensor_use use[12] = {
-        {&p->q, "Q", false},          {&p->k, "K", false},   {&p->v, "V", false},
-        {&p->o, "O", false},          {&p->d_o, "dO", false}, {&c->stats, "Stats", true},
+        {&p->attn.q, "Q", false},          {&p->attn.k, "K", false},   {&p->attn.v, "V", false},
+        {&p->attn.o, "O", false},          {&p->d_o, "dO", false}, {&c->stats, "Stats", true},
         {&p->dq, "dQ", false},        {&p->dk, "dK", false}, {&p->dv, "dV", false},
     };
     int n = 9;

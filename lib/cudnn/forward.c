@@ -87,16 +87,16 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         return st;
     dev_bindings d = {{NULL}};
     d.p[CG_ROLE_RNG_DUMP] = mask;
-    size_t o_bytes = cudnn_view_bytes(&p->o);
+    size_t o_bytes = cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
     if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)))
         return st;
     bool dev = r->device;
-    if ((st = cudnn_bind_input(a, &p->q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_bind_input(a, &p->k, dev, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_bind_input(a, &p->v, dev, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_bind_output(a, &p->o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
+    if ((st = cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_bind_output(a, &p->attn.o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
         (st = cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
         return st;
     if (r->d.max_output && (st = bind_max(r, a, stats_n, stats_bytes, &d)))
@@ -111,14 +111,14 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     if ((st = cudnn_upload_common(a, &r->d, geom, rng, &d)))
         return st;
     if (r->d.ragged_q || r->d.ragged_kv) {
-        const fattn_tensor *cq = &p->cu_seqlens_q, *cqp = &p->cu_seqlens_q_padded;
-        const fattn_tensor *ck = &p->cu_seqlens_kv, *ckp = &p->cu_seqlens_kv_padded;
+        const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
+        const fattn_tensor *ck = &p->attn.cu_seqlens_kv, *ckp = &p->attn.cu_seqlens_kv_padded;
         bool rq = r->d.ragged_q, rkv = r->d.ragged_kv;
         const ragged_src rs[] = {
-            {CG_ROLE_RAG_Q, rq, cq, cqp, p->q.strides[0]},
-            {CG_ROLE_RAG_K, rkv, ck, ckp, p->k.strides[0]},
-            {CG_ROLE_RAG_V, rkv, ck, ckp, p->v.strides[0]},
-            {CG_ROLE_RAG_O, rq, cq, cqp, p->o.strides[0]},
+            {CG_ROLE_RAG_Q, rq, cq, cqp, p->attn.q.strides[0]},
+            {CG_ROLE_RAG_K, rkv, ck, ckp, p->attn.k.strides[0]},
+            {CG_ROLE_RAG_V, rkv, ck, ckp, p->attn.v.strides[0]},
+            {CG_ROLE_RAG_O, rq, cq, cqp, p->attn.o.strides[0]},
             {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
         };
         if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
@@ -176,14 +176,14 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
         free(hm);
         return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
     }
-    size_t esz = fattn_dtype_size(p->o.dtype);
+    size_t esz = fattn_dtype_size(p->attn.o.dtype);
     size_t row = (size_t)geom->dv * esz;
     float *sdst = r->stats.data, *mdst = r->max.data;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < geom->len_q[bi]; i++)
             for (int64_t n = 0; n < h; n++) {
-                int64_t off = fattn_geom_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
-                memcpy((char *)p->o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
+                int64_t off = fattn_geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi, i, n);
+                memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
                 int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                              : (bi * h + n) * geom->sq + i;
                 sdst[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
@@ -218,8 +218,9 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     r.geom = c->geom;
     r.stats = c->stats;
     r.max = c->max;
-    cudnn_tensor_use use[7] = {{&p->q, "Q", false}, {&p->k, "K", false}, {&p->v, "V", false},
-                               {&p->o, "O", false}, {&c->stats, "Stats", true}};
+    cudnn_tensor_use use[7] = {{&p->attn.q, "Q", false}, {&p->attn.k, "K", false}, {&p->attn.v,
+        "V", false},
+                               {&p->attn.o, "O", false}, {&c->stats, "Stats", true}};
     int nuse = 5;
     if (r.d.bias)
         use[nuse++] = (cudnn_tensor_use){&p->bias, "Bias", false};

@@ -81,14 +81,15 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
     if (st == FATTN_OK)
         st = cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
     if (st == FATTN_OK) {
-        size_t esz = fattn_dtype_size(p->o.dtype), row = (size_t)geom->dv * esz;
+        size_t esz = fattn_dtype_size(p->attn.o.dtype), row = (size_t)geom->dv * esz;
         int64_t h = geom->h;
         float *sdst = stats->data;
         for (int64_t bi = 0; bi < geom->b; bi++)
             for (int64_t i = 0; i < geom->len_q[bi]; i++)
                 for (int64_t n = 0; n < h; n++) {
-                    int64_t off = fattn_geom_row_offset(&p->o, geom->q_fmt, geom->off_q, bi, i, n);
-                    memcpy((char *)p->o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
+                    int64_t off = fattn_geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi,
+                                                        i, n);
+                    memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
                     sdst[fattn_geom_stats_offset(geom, stats, bi, n, i)] =
                         hs[(bi * h + n) * geom->sq + i];
                 }
@@ -112,7 +113,7 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
 {
     const fattn_fp8_fwd *f = p->fp8;
     assert(f && c && c->geom);
-    fattn_status st = refuse_device(&p->q, "cuDNN FP8 forward");
+    fattn_status st = refuse_device(&p->attn.q, "cuDNN FP8 forward");
     if (st != FATTN_OK)
         return st;
     if (!f->amax_s || !f->amax_o)
@@ -142,14 +143,14 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
     put(&s, CG_ROLE_DESCALE_V, f->descale_v);
     put(&s, CG_ROLE_DESCALE_S, f->descale_s);
     put(&s, CG_ROLE_SCALE_S, f->scale_s);
-    put(&s, CG_ROLE_SCALE_O, out_scale(p->o.dtype, f->scale_o));
-    size_t o_bytes = cudnn_view_bytes(&p->o);
+    put(&s, CG_ROLE_SCALE_O, out_scale(p->attn.o.dtype, f->scale_o));
+    size_t o_bytes = cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
     if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)) ||
-        (st = cudnn_upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
         (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
         (st = cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])) ||
         (st = upload_scalars(a, &s, &d)))
@@ -242,7 +243,7 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
 {
     const fattn_fp8_bwd *f = p->fp8;
     assert(f && c && c->geom);
-    fattn_status st = refuse_device(&p->q, "cuDNN FP8 backward");
+    fattn_status st = refuse_device(&p->attn.q, "cuDNN FP8 backward");
     if (st != FATTN_OK)
         return st;
     if (!f->amax_dp || !f->amax_dq || !f->amax_dk || !f->amax_dv)
@@ -270,10 +271,10 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
     dev_bindings d = {{NULL}};
     fp8_scalars s;
     bwd_scalars(p, &s);
-    if ((st = cudnn_upload_view(a, &p->q, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_upload_view(a, &p->k, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_upload_view(a, &p->v, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_upload_view(a, &p->o, &d.p[CG_ROLE_O])) ||
+    if ((st = cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
+        (st = cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
+        (st = cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
+        (st = cudnn_upload_view(a, &p->attn.o, &d.p[CG_ROLE_O])) ||
         (st = cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
         (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
         (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||

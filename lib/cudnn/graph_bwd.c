@@ -15,37 +15,37 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
 {
     memset(d, 0, sizeof *d);
     const fattn_aux_pack *aux = p->aux;
-    fattn_aux_layout l = fattn_aux_layout_bwd(p->bias_type, p->softmax_type);
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
     if (!aux || aux->n != l.n)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN backward: aux pack has %d entries, "
                            "expected %d", aux ? aux->n : 0, l.n);
     /* The forward's description from the same options. */
     fattn_fwd_params fp;
     memset(&fp, 0, sizeof fp);
-    fp.q = p->q;
-    fp.k = p->k;
-    fp.v = p->v;
-    fp.o = p->o;
+    fp.attn.q = p->attn.q;
+    fp.attn.k = p->attn.k;
+    fp.attn.v = p->attn.v;
+    fp.attn.o = p->attn.o;
     fp.bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty();
     fp.softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset] : fattn_tensor_empty();
-    fp.cu_seqlens_q = p->cu_seqlens_q;
-    fp.cu_seqlens_kv = p->cu_seqlens_kv;
-    fp.cu_seqlens_q_padded = p->cu_seqlens_q_padded;
-    fp.cu_seqlens_kv_padded = p->cu_seqlens_kv_padded;
+    fp.attn.cu_seqlens_q = p->attn.cu_seqlens_q;
+    fp.attn.cu_seqlens_kv = p->attn.cu_seqlens_kv;
+    fp.attn.cu_seqlens_q_padded = p->attn.cu_seqlens_q_padded;
+    fp.attn.cu_seqlens_kv_padded = p->attn.cu_seqlens_kv_padded;
     fp.rng_state = aux->t[l.rng_state];
-    fp.max_seqlen_q = p->max_seqlen_q;
-    fp.max_seqlen_kv = p->max_seqlen_kv;
+    fp.attn.max_seqlen_q = p->attn.max_seqlen_q;
+    fp.attn.max_seqlen_kv = p->attn.max_seqlen_kv;
     fp.is_training = true;
-    fp.attn_scale = p->attn_scale;
-    fp.dropout = p->dropout;
-    fp.qkv_layout = p->qkv_layout;
-    fp.o_format = p->o_format;
-    fp.bias_type = p->bias_type;
-    fp.mask_type = p->mask_type;
-    fp.softmax_type = p->softmax_type;
-    fp.window_size_left = p->window_size_left;
-    fp.window_size_right = p->window_size_right;
-    fp.bottom_right_diagonal = p->bottom_right_diagonal;
+    fp.attn.attn_scale = p->attn.attn_scale;
+    fp.attn.dropout = p->attn.dropout;
+    fp.attn.qkv_layout = p->attn.qkv_layout;
+    fp.attn.o_format = p->attn.o_format;
+    fp.attn.bias_type = p->attn.bias_type;
+    fp.attn.mask_type = p->attn.mask_type;
+    fp.attn.softmax_type = p->attn.softmax_type;
+    fp.attn.window_size_left = p->attn.window_size_left;
+    fp.attn.window_size_right = p->attn.window_size_right;
+    fp.attn.bottom_right_diagonal = p->attn.bottom_right_diagonal;
     /* an FP8 backward: the forward's FP8 checks see its S dtype */
     fattn_fp8_fwd f8 = {.s_dtype = p->fp8 ? p->fp8->s_dtype : FATTN_DTYPE_FLOAT32};
     fp.fp8 = p->fp8 ? &f8 : NULL;
@@ -56,18 +56,18 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
     if (p->dqkv_layout < 0 || p->dqkv_layout >= FATTN_LAYOUT_NOT_SET ||
         fattn_layout_is_paged(p->dqkv_layout))
         return fattn_error(FATTN_E_LAYOUT, "cuDNN backward: dQKV layout not set or paged");
-    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
+    fattn_qkv_format qf = fattn_layout_q_format(p->attn.qkv_layout);
+    fattn_qkv_format kf = fattn_layout_kv_format(p->attn.qkv_layout);
     fattn_qkv_format dqf = fattn_layout_q_format(p->dqkv_layout);
     fattn_qkv_format dkf = fattn_layout_kv_format(p->dqkv_layout);
-    if (dqf != qf || dkf != kf || p->do_format != p->o_format)
+    if (dqf != qf || dkf != kf || p->do_format != p->attn.o_format)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
                            "the QKV / O formats");
     const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
     if (d->f.fp8 && (st = cg_fp8_bwd_desc(p, d)))
         return st;
     for (int i = 0; i < 4 && !d->f.fp8; i++)
-        if (grads[i]->dtype != p->q.dtype)
+        if (grads[i]->dtype != p->attn.q.dtype)
             return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
                                "dtype");
     const cg_fwd_desc *f = &d->f;
@@ -83,7 +83,7 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
                                "their inputs'");
     if (f->bias && !fattn_tensor_is_empty(&p->d_bias)) {
         const fattn_tensor *db = &p->d_bias;
-        if (db->ndim != 4 || db->dtype != p->q.dtype)
+        if (db->ndim != 4 || db->dtype != p->attn.q.dtype)
             return fattn_error(FATTN_E_SHAPE, "cuDNN backward: dBias must be 4-D of Q's dtype");
         for (int i = 0; i < 4; i++) {
             if (db->shape[i] != f->bias_dims[i])
@@ -98,7 +98,7 @@ fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
         d->dbias = true;
     }
     d->dsink = f->sink; /* TE always asks for dSoftmaxOffset with a sink */
-    d->max_total_q = f->ragged_q ? p->q.shape[0] : 0;
+    d->max_total_q = f->ragged_q ? p->attn.q.shape[0] : 0;
     d->deterministic = p->deterministic;
     return FATTN_OK;
 }

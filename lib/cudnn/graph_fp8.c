@@ -125,11 +125,11 @@ static bool fp8_dtype(fattn_dtype t, bool f16_ok, cg_dtype *out)
 static fattn_status fp8_refuse_options(const char *who, const fattn_fwd_params *p,
                                        const cg_fwd_desc *d)
 {
-    if (p->bias_type != FATTN_BIAS_NO_BIAS)
+    if (p->attn.bias_type != FATTN_BIAS_NO_BIAS)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with bias type %s: cuDNN's "
                            "FP8 SDPA has no bias (cudnn-frontend: \"SDPA FP8 does not support "
-                           "bias\")", who, fattn_bias_type_name(p->bias_type));
-    if (p->softmax_type != FATTN_SOFTMAX_VANILLA)
+                           "bias\")", who, fattn_bias_type_name(p->attn.bias_type));
+    if (p->attn.softmax_type != FATTN_SOFTMAX_VANILLA)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a softmax offset is "
                            "not implemented (cuDNN's FP8 SDPA lowering has no sink)", who);
     if (d->ragged_q || d->ragged_kv)
@@ -154,14 +154,14 @@ fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 Q without its scaling factors "
                            "(fattn_fwd_params.fp8 is NULL)", who);
     d->fp8 = true;
-    if (!fp8_dtype(p->q.dtype, false, &d->io))
+    if (!fp8_dtype(p->attn.q.dtype, false, &d->io))
         return fattn_error(FATTN_E_DTYPE, "%s: an FP8 call needs FP8 Q, got %s", who,
-                           fattn_dtype_name(p->q.dtype));
-    if (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype)
+                           fattn_dtype_name(p->attn.q.dtype));
+    if (p->attn.k.dtype != p->attn.q.dtype || p->attn.v.dtype != p->attn.q.dtype)
         return fattn_error(FATTN_E_DTYPE, "%s: FP8 Q, K and V must share a dtype", who);
-    if (!fp8_dtype(p->o.dtype, true, &d->o_dt))
+    if (!fp8_dtype(p->attn.o.dtype, true, &d->o_dt))
         return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's O must be FP8, float16 or "
-                           "bfloat16, got %s", who, fattn_dtype_name(p->o.dtype));
+                           "bfloat16, got %s", who, fattn_dtype_name(p->attn.o.dtype));
     if (!fp8_dtype(f->s_dtype, false, &d->s_dt))
         return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's S dtype must be FP8, got %s",
                            who, fattn_dtype_name(f->s_dtype));
@@ -169,7 +169,7 @@ fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
     if (d->s_dt != d->io)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 S dtype %s differs from Q's %s: "
                            "cuDNN's FP8 SDPA quantises P to Q's type", who,
-                           fattn_dtype_name(f->s_dtype), fattn_dtype_name(p->q.dtype));
+                           fattn_dtype_name(f->s_dtype), fattn_dtype_name(p->attn.q.dtype));
     return fp8_refuse_options(who, p, d);
 }
 

@@ -26,19 +26,19 @@ static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
 {
     /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
     int64_t span = 0;
-    const fattn_tensor *all[] = {&p->q, &p->k, &p->v, &p->o};
+    const fattn_tensor *all[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o};
     for (int i = 0; i < 4; i++) {
         int64_t e = view_extent(all[i]);
         span = e > span ? e : span;
     }
     d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
 
-    if (p->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
+    if (p->attn.bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
-    d->bias = p->bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    d->bias = p->attn.bias_type == FATTN_BIAS_POST_SCALE_BIAS;
     if (d->bias) {
         const fattn_tensor *bt = &p->bias;
-        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->q.dtype)
+        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->attn.q.dtype)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
                                "dtype");
         for (int i = 0; i < 4; i++) {
@@ -50,26 +50,26 @@ static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
         if (d->bias_strides[3] != 1)
             return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
     }
-    d->alibi = p->bias_type == FATTN_BIAS_ALIBI;
-    d->sink = p->softmax_type != FATTN_SOFTMAX_VANILLA;
-    d->dropout = p->is_training && p->dropout > 0.0f ? p->dropout : 0.0f;
+    d->alibi = p->attn.bias_type == FATTN_BIAS_ALIBI;
+    d->sink = p->attn.softmax_type != FATTN_SOFTMAX_VANILLA;
+    d->dropout = p->is_training && p->attn.dropout > 0.0f ? p->attn.dropout : 0.0f;
     d->stats_output = true; /* TE always generates stats */
 
     /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
      * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
      * padding is plain top-left; left bound = left + 1, right bound = right. */
-    d->bottom_right = p->bottom_right_diagonal;
+    d->bottom_right = p->attn.bottom_right_diagonal;
     if (d->bottom_right && d->sq == d->skv && !d->padding)
         d->bottom_right = false;
-    if (p->window_size_left < -1 || p->window_size_right < -1)
+    if (p->attn.window_size_left < -1 || p->attn.window_size_right < -1)
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
-    d->has_left = p->window_size_left != -1;
-    d->left_bound = d->has_left ? p->window_size_left + 1 : 0;
-    d->has_right = p->window_size_right != -1;
-    d->right_bound = d->has_right ? p->window_size_right : 0;
-    if (!isfinite(p->attn_scale))
+    d->has_left = p->attn.window_size_left != -1;
+    d->left_bound = d->has_left ? p->attn.window_size_left + 1 : 0;
+    d->has_right = p->attn.window_size_right != -1;
+    d->right_bound = d->has_right ? p->attn.window_size_right : 0;
+    if (!isfinite(p->attn.attn_scale))
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
-    d->attn_scale = p->attn_scale;
+    d->attn_scale = p->attn.attn_scale;
     d->allow_native = true;
     return FATTN_OK;
 }
@@ -110,13 +110,13 @@ static fattn_status paged_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
 fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
 {
     memset(d, 0, sizeof *d);
-    if (p->qkv_layout < 0 || p->qkv_layout >= FATTN_LAYOUT_NOT_SET)
+    if (p->attn.qkv_layout < 0 || p->attn.qkv_layout >= FATTN_LAYOUT_NOT_SET)
         return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
     /* float32 io and return_max_logit below cuDNN 9.21 are the support
      * table's rows for this engine (float32_cudnn, max_logit_cudnn): the
      * dispatch refuses them before the engine runs. */
-    d->paged = fattn_layout_is_paged(p->qkv_layout);
-    switch (p->q.dtype) {
+    d->paged = fattn_layout_is_paged(p->attn.qkv_layout);
+    switch (p->attn.q.dtype) {
     case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
     case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
     case FATTN_DTYPE_FLOAT8_E4M3FN:
@@ -125,50 +125,50 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
         break;
     default:
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
-                           fattn_dtype_name(p->q.dtype));
+                           fattn_dtype_name(p->attn.q.dtype));
     }
-    if (!d->fp8 && (p->k.dtype != p->q.dtype || p->v.dtype != p->q.dtype ||
-                    p->o.dtype != p->q.dtype))
+    if (!d->fp8 && (p->attn.k.dtype != p->attn.q.dtype || p->attn.v.dtype != p->attn.q.dtype ||
+                    p->attn.o.dtype != p->attn.q.dtype))
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
     if (p->return_max_logit && d->fp8)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit with FP8");
-    fattn_qkv_format qf = fattn_layout_q_format(p->qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->qkv_layout);
-    if (p->o_format != qf)
+    fattn_qkv_format qf = fattn_layout_q_format(p->attn.qkv_layout);
+    fattn_qkv_format kf = fattn_layout_kv_format(p->attn.qkv_layout);
+    if (p->attn.o_format != qf)
         return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: o_format differs from Q's format");
-    bool padding = fattn_mask_has_padding(p->mask_type);
+    bool padding = fattn_mask_has_padding(p->attn.mask_type);
     d->ragged_q = qf == FATTN_FORMAT_THD;
     d->ragged_kv = kf == FATTN_FORMAT_THD;
     if ((d->ragged_q || d->ragged_kv) && !padding)
         return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: THD needs a padding mask");
     int64_t b;
     if (d->ragged_q) {
-        if (p->cu_seqlens_q.ndim != 1 || p->cu_seqlens_q.shape[0] < 2)
+        if (p->attn.cu_seqlens_q.ndim != 1 || p->attn.cu_seqlens_q.shape[0] < 2)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: THD Q needs cu_seqlens_q [b+1]");
-        b = p->cu_seqlens_q.shape[0] - 1;
+        b = p->attn.cu_seqlens_q.shape[0] - 1;
     } else {
-        if (p->q.ndim != 4)
+        if (p->attn.q.ndim != 4)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q must have 4 dims");
-        b = qf == FATTN_FORMAT_SBHD ? p->q.shape[1] : p->q.shape[0];
+        b = qf == FATTN_FORMAT_SBHD ? p->attn.q.shape[1] : p->attn.q.shape[0];
     }
     if (d->paged && !padding)
         return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: paged KV needs a padding mask");
-    int64_t sq = d->ragged_q ? p->max_seqlen_q : 0;
-    int64_t skv = d->ragged_kv || d->paged ? p->max_seqlen_kv : 0;
+    int64_t sq = d->ragged_q ? p->attn.max_seqlen_q : 0;
+    int64_t skv = d->ragged_kv || d->paged ? p->attn.max_seqlen_kv : 0;
     if (!d->ragged_q)
-        sq = qf == FATTN_FORMAT_SBHD ? p->q.shape[0] : p->q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
+        sq = qf == FATTN_FORMAT_SBHD ? p->attn.q.shape[0] : p->attn.q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
     if (!d->ragged_kv && !d->paged) {
-        if (p->k.ndim != 4)
+        if (p->attn.k.ndim != 4)
             return fattn_error(FATTN_E_SHAPE, "cuDNN engine: K must have 4 dims");
-        skv = kf == FATTN_FORMAT_SBHD ? p->k.shape[0] : p->k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
+        skv = kf == FATTN_FORMAT_SBHD ? p->attn.k.shape[0] : p->attn.k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
     }
     if (sq <= 0 || skv <= 0)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: sequence lengths must be positive");
     fattn_status st;
-    if ((st = cgb_to_bhsd(&p->q, qf, "Q", b, sq, d->q_dims, d->q_strides)) ||
-        (st = cgb_to_bhsd(&p->k, kf, "K", b, skv, d->k_dims, d->k_strides)) ||
-        (st = cgb_to_bhsd(&p->v, kf, "V", b, skv, d->v_dims, d->v_strides)) ||
-        (st = cgb_to_bhsd(&p->o, qf, "O", b, sq, d->o_dims, d->o_strides)))
+    if ((st = cgb_to_bhsd(&p->attn.q, qf, "Q", b, sq, d->q_dims, d->q_strides)) ||
+        (st = cgb_to_bhsd(&p->attn.k, kf, "K", b, skv, d->k_dims, d->k_strides)) ||
+        (st = cgb_to_bhsd(&p->attn.v, kf, "V", b, skv, d->v_dims, d->v_strides)) ||
+        (st = cgb_to_bhsd(&p->attn.o, qf, "O", b, sq, d->o_dims, d->o_strides)))
         return st;
     d->b = b;
     d->sq = sq;
@@ -192,7 +192,7 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
         return st;
     if (!d->fp8 && p->fp8)
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: an FP8 call needs FP8 Q, got %s",
-                           fattn_dtype_name(p->q.dtype));
+                           fattn_dtype_name(p->attn.q.dtype));
     if (!d->fp8)
         d->o_dt = d->io;
     if ((st = fwd_desc_options(p, d)))

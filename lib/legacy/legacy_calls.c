@@ -78,39 +78,39 @@ fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *stor
 static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 {
     memset(p, 0, sizeof *p);
-    p->q = *f->eq;
-    p->k = *f->ek;
-    p->v = *f->ev;
+    p->attn.q = *f->eq;
+    p->attn.k = *f->ek;
+    p->attn.v = *f->ev;
     p->fp8 = f->fp8p;
     p->bias = lg_opt(f->attn_bias);
     p->softmax_offset = lg_opt(f->softmax_offset);
-    p->o = f->ctx->own_out;
+    p->attn.o = f->ctx->own_out;
     p->aux = &f->aux;
-    p->cu_seqlens_q = lg_opt(f->cu_seqlens_q);
-    p->cu_seqlens_kv = lg_opt(f->cu_seqlens_kv);
-    p->cu_seqlens_q_padded = lg_opt(f->cu_seqlens_q_padded);
-    p->cu_seqlens_kv_padded = lg_opt(f->cu_seqlens_kv_padded);
+    p->attn.cu_seqlens_q = lg_opt(f->cu_seqlens_q);
+    p->attn.cu_seqlens_kv = lg_opt(f->cu_seqlens_kv);
+    p->attn.cu_seqlens_q_padded = lg_opt(f->cu_seqlens_q_padded);
+    p->attn.cu_seqlens_kv_padded = lg_opt(f->cu_seqlens_kv_padded);
     /* backends.py:1630-1631 passes the tables as FusedAttnFunc got them
      * (1407-1408; FusedAttention: the cache's one table twice, 2335-2336);
      * nothing saves them for the backward, whose call takes none. */
     p->page_table_k = lg_opt(f->page_table_k);
     p->page_table_v = lg_opt(f->page_table_v);
     p->rng_state = f->ctx->own_rng_state;
-    p->max_seqlen_q = f->max_seqlen_q;
-    p->max_seqlen_kv = f->max_seqlen_kv;
+    p->attn.max_seqlen_q = f->max_seqlen_q;
+    p->attn.max_seqlen_kv = f->max_seqlen_kv;
     p->is_training = f->is_training;
     p->return_max_logit = f->return_max_logit;
-    p->cuda_graph = false;
-    p->attn_scale = f->scale;
-    p->dropout = f->dropout_p;
-    p->qkv_layout = f->qkv_layout;
-    p->o_format = f->qf;
-    p->bias_type = f->attn_bias_type;
-    p->mask_type = f->attn_mask_type;
-    p->softmax_type = f->softmax_type;
-    p->window_size_left = f->window_size[0];
-    p->window_size_right = f->window_size[1];
-    p->bottom_right_diagonal = f->brd;
+    p->attn.cuda_graph = false;
+    p->attn.attn_scale = f->scale;
+    p->attn.dropout = f->dropout_p;
+    p->attn.qkv_layout = f->qkv_layout;
+    p->attn.o_format = f->qf;
+    p->attn.bias_type = f->attn_bias_type;
+    p->attn.mask_type = f->attn_mask_type;
+    p->attn.softmax_type = f->softmax_type;
+    p->attn.window_size_left = f->window_size[0];
+    p->attn.window_size_right = f->window_size[1];
+    p->attn.bottom_right_diagonal = f->brd;
 }
 
 /* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch
@@ -156,10 +156,10 @@ void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tenso
     const fattn_tensor *s = ctx->tensor_objects;
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);
-    p.q = s[FATTN_LEGACY_SAVED_Q];
-    p.k = s[FATTN_LEGACY_SAVED_K];
-    p.v = s[FATTN_LEGACY_SAVED_V];
-    p.o = s[FATTN_LEGACY_SAVED_OUT];
+    p.attn.q = s[FATTN_LEGACY_SAVED_Q];
+    p.attn.k = s[FATTN_LEGACY_SAVED_K];
+    p.attn.v = s[FATTN_LEGACY_SAVED_V];
+    p.attn.o = s[FATTN_LEGACY_SAVED_OUT];
     p.d_o = *d_out;
     p.aux = aux;
     p.dq = g[FATTN_LEGACY_GRAD_DQ];
@@ -167,30 +167,30 @@ void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tenso
     p.dv = g[FATTN_LEGACY_GRAD_DV];
     p.d_bias = g[FATTN_LEGACY_GRAD_DBIAS];
     p.d_softmax_offset = g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET];
-    p.cu_seqlens_q = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q];
-    p.cu_seqlens_kv = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV];
-    p.cu_seqlens_q_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q_PADDED];
-    p.cu_seqlens_kv_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED];
-    p.max_seqlen_q = ctx->max_seqlen_q;
-    p.max_seqlen_kv = ctx->max_seqlen_kv;
+    p.attn.cu_seqlens_q = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q];
+    p.attn.cu_seqlens_kv = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV];
+    p.attn.cu_seqlens_q_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_Q_PADDED];
+    p.attn.cu_seqlens_kv_padded = s[FATTN_LEGACY_SAVED_CU_SEQLENS_KV_PADDED];
+    p.attn.max_seqlen_q = ctx->max_seqlen_q;
+    p.attn.max_seqlen_kv = ctx->max_seqlen_kv;
     /* fused_attn.py:591-599: the ctx's None resolved here, d from the q passed */
-    const fattn_tensor *qd = p.q.ndim ? &p.q : &s[FATTN_LEGACY_SAVED_Q_FP8]; /* FP8: q_fp8 */
-    p.attn_scale = isnan(ctx->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
+    const fattn_tensor *qd = p.attn.q.ndim ? &p.attn.q : &s[FATTN_LEGACY_SAVED_Q_FP8]; /* FP8: q_fp8 */
+    p.attn.attn_scale = isnan(ctx->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
                                           : ctx->attn_scale;
-    p.dropout = ctx->dropout_p;
-    p.qkv_layout = ctx->qkv_layout;
-    p.o_format = ctx->o_format;
+    p.attn.dropout = ctx->dropout_p;
+    p.attn.qkv_layout = ctx->qkv_layout;
+    p.attn.o_format = ctx->o_format;
     p.do_format = ctx->o_format; /* do_format = ctx.o_format */
     p.dqkv_layout = ctx->dqkv_layout;
-    p.bias_type = ctx->attn_bias_type;
-    p.mask_type = ctx->attn_mask_type;
-    p.softmax_type = ctx->softmax_type;
-    p.window_size_left = ctx->window_size[0];
-    p.window_size_right = ctx->window_size[1];
-    p.bottom_right_diagonal = ctx->bottom_right_diagonal < 0
+    p.attn.bias_type = ctx->attn_bias_type;
+    p.attn.mask_type = ctx->attn_mask_type;
+    p.attn.softmax_type = ctx->softmax_type;
+    p.attn.window_size_left = ctx->window_size[0];
+    p.attn.window_size_right = ctx->window_size[1];
+    p.attn.bottom_right_diagonal = ctx->bottom_right_diagonal < 0
                                   ? fattn_bottom_right_default_fwd(ctx->attn_mask_type)
                                   : ctx->bottom_right_diagonal != 0;
     p.deterministic = ctx->deterministic;
-    p.cuda_graph = false;
+    p.attn.cuda_graph = false;
     *pp = p;
 }

@@ -422,15 +422,15 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
         return st;
     fattn_bwd_params p;
     fattn_legacy_backward_params(ctx, d_out, aux, g, &p);
-    p.q = s[FATTN_LEGACY_SAVED_Q_FP8];
-    p.k = s[FATTN_LEGACY_SAVED_K_FP8];
-    p.v = s[FATTN_LEGACY_SAVED_V_FP8];
+    p.attn.q = s[FATTN_LEGACY_SAVED_Q_FP8];
+    p.attn.k = s[FATTN_LEGACY_SAVED_K_FP8];
+    p.attn.v = s[FATTN_LEGACY_SAVED_V_FP8];
     p.d_o = *d_o;
     /* backends.py:1890-1895: out_fp8, or the F16 out under current scaling
      * with O_in_F16 */
     bool o_fp8 = !(ctx->qkv_type && strcmp(ctx->qkv_type, "current") == 0 &&
                    ctx->env_fp8cs_o_in_f16);
-    p.o = o_fp8 ? s[FATTN_LEGACY_SAVED_OUT_FP8] : s[FATTN_LEGACY_SAVED_OUT];
+    p.attn.o = o_fp8 ? s[FATTN_LEGACY_SAVED_OUT_FP8] : s[FATTN_LEGACY_SAVED_OUT];
     /* dQ, dK, dV: FP8 under delayed scaling (attention.cpp:381-383), F16
      * under current scaling; then returned in the dtype the table of
      * backends.py:1932-1948 gives */

@@ -449,39 +449,39 @@ static void sp_forward_impl_params(sp_forward_frame *f, fattn_fwd_params *p)
 {
     const fattn_fwd_args *args = f->args;
     memset(p, 0, sizeof *p);
-    p->q = *f->eq;
-    p->k = *f->ek;
-    p->v = *f->ev;
+    p->attn.q = *f->eq;
+    p->attn.k = *f->ek;
+    p->attn.v = *f->ev;
     p->fp8 = f->fp8p;
     p->bias = sp_opt(f->attn_bias);
     p->softmax_offset = sp_opt(f->softmax_offset);
-    p->o = f->res->own_out;
+    p->attn.o = f->res->own_out;
     p->aux = &f->pack;
-    p->cu_seqlens_q = args->cu_seqlens_q;
-    p->cu_seqlens_kv = args->cu_seqlens_kv;
-    p->cu_seqlens_q_padded = args->cu_seqlens_q_padded;
-    p->cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
+    p->attn.cu_seqlens_q = args->cu_seqlens_q;
+    p->attn.cu_seqlens_kv = args->cu_seqlens_kv;
+    p->attn.cu_seqlens_q_padded = args->cu_seqlens_q_padded;
+    p->attn.cu_seqlens_kv_padded = args->cu_seqlens_kv_padded;
     /* backends.py:1788-1789 passes FusedAttnFwdArgs' tables (1455-1456;
      * FusedAttention: the cache's one table twice, 2595-2596); no ctx
      * attribute keeps them, the backward's call takes none. */
     p->page_table_k = args->page_table_k;
     p->page_table_v = args->page_table_v;
     p->rng_state = f->res->own_rng_state;
-    p->max_seqlen_q = args->max_seqlen_q;
-    p->max_seqlen_kv = args->max_seqlen_kv;
+    p->attn.max_seqlen_q = args->max_seqlen_q;
+    p->attn.max_seqlen_kv = args->max_seqlen_kv;
     p->is_training = args->is_training == 1;
     p->return_max_logit = args->return_max_logit;
-    p->cuda_graph = false;
-    p->attn_scale = f->scale;
-    p->dropout = args->dropout_p;
-    p->qkv_layout = args->qkv_layout;
-    p->o_format = f->qf;
-    p->bias_type = args->attn_bias_type;
-    p->mask_type = args->attn_mask_type;
-    p->softmax_type = args->softmax_type;
-    p->window_size_left = args->window_size[0];
-    p->window_size_right = args->window_size[1];
-    p->bottom_right_diagonal = f->brd;
+    p->attn.cuda_graph = false;
+    p->attn.attn_scale = f->scale;
+    p->attn.dropout = args->dropout_p;
+    p->attn.qkv_layout = args->qkv_layout;
+    p->attn.o_format = f->qf;
+    p->attn.bias_type = args->attn_bias_type;
+    p->attn.mask_type = args->attn_mask_type;
+    p->attn.softmax_type = args->softmax_type;
+    p->attn.window_size_left = args->window_size[0];
+    p->attn.window_size_right = args->window_size[1];
+    p->attn.bottom_right_diagonal = f->brd;
 }
 
 /* The engine's list -> fixed slots, right after the engine call: Max
@@ -552,10 +552,10 @@ void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack
     assert(bwd->engine); /* a required field, checked by backward_impl */
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);
-    p.q = bwd->q;
-    p.k = bwd->k;
-    p.v = bwd->v;
-    p.o = bwd->out;
+    p.attn.q = bwd->q;
+    p.attn.k = bwd->k;
+    p.attn.v = bwd->v;
+    p.attn.o = bwd->out;
     p.d_o = bwd->d_out;
     p.aux = pack;
     p.dq = g->dq;
@@ -563,30 +563,30 @@ void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack
     p.dv = g->dv;
     p.d_bias = g->d_bias;
     p.d_softmax_offset = g->d_softmax_offset;
-    p.cu_seqlens_q = bwd->cu_seqlens_q;
-    p.cu_seqlens_kv = bwd->cu_seqlens_kv;
-    p.cu_seqlens_q_padded = bwd->cu_seqlens_q_padded;
-    p.cu_seqlens_kv_padded = bwd->cu_seqlens_kv_padded;
-    p.max_seqlen_q = bwd->max_seqlen_q;
-    p.max_seqlen_kv = bwd->max_seqlen_kv;
+    p.attn.cu_seqlens_q = bwd->cu_seqlens_q;
+    p.attn.cu_seqlens_kv = bwd->cu_seqlens_kv;
+    p.attn.cu_seqlens_q_padded = bwd->cu_seqlens_q_padded;
+    p.attn.cu_seqlens_kv_padded = bwd->cu_seqlens_kv_padded;
+    p.attn.max_seqlen_q = bwd->max_seqlen_q;
+    p.attn.max_seqlen_kv = bwd->max_seqlen_kv;
     /* fused_attn.py:591-599: None resolved, d from the q passed */
     const fattn_tensor *qd = bwd->q.ndim ? &bwd->q : &bwd->q_fp8; /* FP8 branch: q_fp8 */
-    p.attn_scale = isnan(bwd->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
+    p.attn.attn_scale = isnan(bwd->attn_scale) ? (float)(1.0 / sqrt((double)qd->shape[qd->ndim - 1]))
                                           : bwd->attn_scale;
-    p.dropout = bwd->dropout_p;
-    p.qkv_layout = bwd->qkv_layout;
-    p.o_format = bwd->o_format;
+    p.attn.dropout = bwd->dropout_p;
+    p.attn.qkv_layout = bwd->qkv_layout;
+    p.attn.o_format = bwd->o_format;
     p.do_format = bwd->o_format;
     p.dqkv_layout = bwd->dqkv_layout;
-    p.bias_type = bwd->attn_bias_type;
-    p.mask_type = bwd->attn_mask_type;
-    p.softmax_type = bwd->softmax_type;
-    p.window_size_left = bwd->window_size[0];
-    p.window_size_right = bwd->window_size[1];
-    p.bottom_right_diagonal = bwd->bottom_right_diagonal < 0
+    p.attn.bias_type = bwd->attn_bias_type;
+    p.attn.mask_type = bwd->attn_mask_type;
+    p.attn.softmax_type = bwd->softmax_type;
+    p.attn.window_size_left = bwd->window_size[0];
+    p.attn.window_size_right = bwd->window_size[1];
+    p.attn.bottom_right_diagonal = bwd->bottom_right_diagonal < 0
                                   ? fattn_bottom_right_default_fwd(bwd->attn_mask_type)
                                   : bwd->bottom_right_diagonal == 1;
     p.deterministic = bwd->deterministic;
-    p.cuda_graph = false;
+    p.attn.cuda_graph = false;
     *pp = p;
 }

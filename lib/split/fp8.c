@@ -458,14 +458,14 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
     }
     fattn_bwd_params p;
     fattn_split_backward_params(bwd, pack, g, &p);
-    p.q = bwd->q_fp8;
-    p.k = bwd->k_fp8;
-    p.v = bwd->v_fp8;
+    p.attn.q = bwd->q_fp8;
+    p.attn.k = bwd->k_fp8;
+    p.attn.v = bwd->v_fp8;
     p.d_o = *d_out;
     /* S:2125-2130: the F16 out under current scaling with O_in_F16 */
     bool o_is_fp8 = !(bwd->qkv_type && !strcmp(bwd->qkv_type, "current") &&
                       bwd->nvte_dpa_fp8cs_o_in_f16);
-    p.o = o_is_fp8 ? bwd->out_fp8 : bwd->out;
+    p.attn.o = o_is_fp8 ? bwd->out_fp8 : bwd->out;
     fattn_tensor gq[3];
     if (delayed) {
         st = sp8_grad_buffers(bwd, g, dQKV_q->dtype, gq);

@@ -75,16 +75,17 @@ static int run_once(fattn_engine *e, const example *x, bufs *B)
     int64_t two = 2, rng[2] = {99, 16};
     fattn_aux_pack aux = {0};
     fattn_fwd_params fp = {
-        .q = B->q, .k = B->k, .v = B->v, .o = B->o,
+        .attn.q = B->q, .attn.k = B->k, .attn.v = B->v, .attn.o = B->o,
         .softmax_offset = sink ? B->offset : fattn_tensor_empty(), .aux = &aux,
         .rng_state = fattn_tensor_view(rng, FATTN_DTYPE_INT64, 1, &two),
-        .max_seqlen_q = x->s, .max_seqlen_kv = x->s, .is_training = true,
-        .attn_scale = (float)(1.0 / sqrt((double)x->d)),
-        .qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .o_format = FATTN_FORMAT_BSHD,
-        .bias_type = FATTN_BIAS_NO_BIAS, .mask_type = x->mask, .softmax_type = x->softmax,
-        .window_size_left = x->window_left,
-        .window_size_right = fattn_mask_has_causal(x->mask) ? 0 : -1,
-        .bottom_right_diagonal = fattn_bottom_right_default_fwd(x->mask),
+        .attn.max_seqlen_q = x->s, .attn.max_seqlen_kv = x->s, .is_training = true,
+        .attn.attn_scale = (float)(1.0 / sqrt((double)x->d)),
+        .attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .attn.o_format = FATTN_FORMAT_BSHD,
+        .attn.bias_type = FATTN_BIAS_NO_BIAS, .attn.mask_type = x->mask,
+            .attn.softmax_type = x->softmax,
+        .attn.window_size_left = x->window_left,
+        .attn.window_size_right = fattn_mask_has_causal(x->mask) ? 0 : -1,
+        .attn.bottom_right_diagonal = fattn_bottom_right_default_fwd(x->mask),
     };
     if (fattn_engine_fwd(e, &fp) != FATTN_OK)
         return -1;
@@ -92,15 +93,19 @@ static int run_once(fattn_engine *e, const example *x, bufs *B)
     if (fattn_engine_fwd(e, &fp) != FATTN_OK)
         return -1;
     fattn_bwd_params bp = {
-        .q = B->q, .k = B->k, .v = B->v, .o = B->o, .d_o = B->d_o, .aux = &aux,
+        .attn.q = B->q, .attn.k = B->k, .attn.v = B->v, .attn.o = B->o, .d_o = B->d_o, .aux = &aux,
         .dq = B->dq, .dk = B->dk, .dv = B->dv,
         .d_softmax_offset = sink ? B->d_offset : fattn_tensor_empty(),
-        .max_seqlen_q = x->s, .max_seqlen_kv = x->s, .attn_scale = fp.attn_scale,
-        .qkv_layout = fp.qkv_layout, .o_format = fp.o_format, .do_format = fp.o_format,
-        .dqkv_layout = fp.qkv_layout, .bias_type = fp.bias_type, .mask_type = fp.mask_type,
-        .softmax_type = fp.softmax_type, .window_size_left = fp.window_size_left,
-        .window_size_right = fp.window_size_right,
-        .bottom_right_diagonal = fp.bottom_right_diagonal,
+        .attn.max_seqlen_q = x->s, .attn.max_seqlen_kv = x->s,
+            .attn.attn_scale = fp.attn.attn_scale,
+        .attn.qkv_layout = fp.attn.qkv_layout, .attn.o_format = fp.attn.o_format,
+            .do_format = fp.attn.o_format,
+        .dqkv_layout = fp.attn.qkv_layout, .attn.bias_type = fp.attn.bias_type,
+            .attn.mask_type = fp.attn.mask_type,
+        .attn.softmax_type = fp.attn.softmax_type,
+            .attn.window_size_left = fp.attn.window_size_left,
+        .attn.window_size_right = fp.attn.window_size_right,
+        .attn.bottom_right_diagonal = fp.attn.bottom_right_diagonal,
     };
     return fattn_engine_bwd(e, &bp) == FATTN_OK ? 0 : -1;
 }

@@ -111,22 +111,17 @@ typedef struct fattn_fp8_bwd {
     fattn_dtype s_dtype, dp_dtype;
 } fattn_fp8_bwd;
 
-/* nvte_fused_attn_fwd's arguments (S and the FP8 scaling are in `fp8`;
- * workspace and stream are the engine's business). */
-typedef struct fattn_fwd_params {
+/* What nvte_fused_attn_fwd and nvte_fused_attn_bwd share: the inputs Q, K,
+ * V, the output O (the backward reads it), the sequence metadata and every
+ * option of the attention itself. One struct in both calls, so that the
+ * backward hands it on whole where it needs the forward's reading of the case
+ * (the cuDNN engine's graph description) and nothing is copied field by field. */
+typedef struct fattn_attn_common {
     fattn_tensor q, k, v;
-    fattn_tensor bias;           /* empty unless pre/post_scale_bias */
-    fattn_tensor softmax_offset; /* empty when vanilla */
-    fattn_tensor o;              /* output */
-    fattn_aux_pack *aux;         /* in/out, see above */
+    fattn_tensor o;              /* forward: output; backward: input */
     fattn_tensor cu_seqlens_q, cu_seqlens_kv;
     fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded; /* may be empty */
-    fattn_tensor page_table_k, page_table_v;                /* paged only */
-    fattn_tensor rng_state;      /* int64 [2] */
     int64_t max_seqlen_q, max_seqlen_kv;
-    bool is_training;
-    bool return_max_logit;
-    bool cuda_graph;
     float attn_scale;
     float dropout;
     fattn_qkv_layout qkv_layout;
@@ -136,31 +131,34 @@ typedef struct fattn_fwd_params {
     fattn_softmax_type softmax_type;
     int64_t window_size_left, window_size_right;
     bool bottom_right_diagonal;
+    bool cuda_graph;
+} fattn_attn_common;
+
+/* nvte_fused_attn_fwd's arguments (S and the FP8 scaling are in `fp8`;
+ * workspace and stream are the engine's business). */
+typedef struct fattn_fwd_params {
+    fattn_attn_common attn;
+    fattn_tensor bias;           /* empty unless pre/post_scale_bias */
+    fattn_tensor softmax_offset; /* empty when vanilla */
+    fattn_aux_pack *aux;         /* in/out, see above */
+    fattn_tensor page_table_k, page_table_v;                /* paged only */
+    fattn_tensor rng_state;      /* int64 [2] */
+    bool is_training;
+    bool return_max_logit;
     const fattn_fp8_fwd *fp8;    /* NULL: not an FP8 call */
 } fattn_fwd_params;
 
 /* nvte_fused_attn_bwd's arguments (S, dP and the FP8 scaling are in `fp8`). */
 typedef struct fattn_bwd_params {
-    fattn_tensor q, k, v, o, d_o;
+    fattn_attn_common attn;
+    fattn_tensor d_o;
     const fattn_aux_pack *aux;   /* [Stats, rng_state, (Bias), (Offset)] */
     fattn_tensor dq, dk, dv;
     fattn_tensor d_bias;             /* empty unless post_scale_bias with grad */
     fattn_tensor d_softmax_offset;   /* empty when vanilla */
-    fattn_tensor cu_seqlens_q, cu_seqlens_kv;
-    fattn_tensor cu_seqlens_q_padded, cu_seqlens_kv_padded;
-    int64_t max_seqlen_q, max_seqlen_kv;
-    float attn_scale;
-    float dropout;
-    fattn_qkv_layout qkv_layout;
-    fattn_qkv_format o_format, do_format;
+    fattn_qkv_format do_format;
     fattn_qkv_layout dqkv_layout;
-    fattn_bias_type bias_type;
-    fattn_mask_type mask_type;
-    fattn_softmax_type softmax_type;
-    int64_t window_size_left, window_size_right;
-    bool bottom_right_diagonal;
     bool deterministic;
-    bool cuda_graph;
     const fattn_fp8_bwd *fp8;    /* NULL: not an FP8 call */
 } fattn_bwd_params;
 

@@ -34,18 +34,25 @@ _E = ctypes.c_int  # C enums
 _B = ctypes.c_bool
 
 
-class FwdParams(ctypes.Structure):
-    _fields_ = [(n, _T) for n in ("q", "k", "v", "bias", "softmax_offset", "o")] + [
-        ("aux", ctypes.POINTER(AuxPack))] + [
-        (n, _T) for n in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
-                          "cu_seqlens_kv_padded", "page_table_k", "page_table_v",
-                          "rng_state")] + [
+class AttnCommon(ctypes.Structure):  # fattn_attn_common: what both calls share
+    _fields_ = [(n, _T) for n in ("q", "k", "v", "o", "cu_seqlens_q", "cu_seqlens_kv",
+                                  "cu_seqlens_q_padded", "cu_seqlens_kv_padded")] + [
         ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
-        ("is_training", _B), ("return_max_logit", _B), ("cuda_graph", _B),
         ("attn_scale", ctypes.c_float), ("dropout", ctypes.c_float),
         ("qkv_layout", _E), ("o_format", _E), ("bias_type", _E), ("mask_type", _E),
         ("softmax_type", _E), ("window_size_left", ctypes.c_int64),
         ("window_size_right", ctypes.c_int64), ("bottom_right_diagonal", _B),
+        ("cuda_graph", _B)]
+
+
+# `attn` is anonymous here: p.max_seqlen_q reaches p.attn.max_seqlen_q, and the
+# offsets _off reports are the outer struct's.
+class FwdParams(ctypes.Structure):
+    _anonymous_ = ("attn",)
+    _fields_ = [("attn", AttnCommon)] + [(n, _T) for n in ("bias", "softmax_offset")] + [
+        ("aux", ctypes.POINTER(AuxPack))] + [
+        (n, _T) for n in ("page_table_k", "page_table_v", "rng_state")] + [
+        ("is_training", _B), ("return_max_logit", _B),
         ("fp8", ctypes.c_void_p)]  # const fattn_fp8_fwd *: NULL on TE's f16 path
 
 
@@ -66,16 +73,10 @@ class Fp8Bwd(ctypes.Structure):  # fattn_fp8_bwd
 
 
 class BwdParams(ctypes.Structure):
-    _fields_ = [(n, _T) for n in ("q", "k", "v", "o", "d_o")] + [
-        ("aux", ctypes.POINTER(AuxPack))] + [
-        (n, _T) for n in ("dq", "dk", "dv", "d_bias", "d_softmax_offset", "cu_seqlens_q",
-                          "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded")] + [
-        ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
-        ("attn_scale", ctypes.c_float), ("dropout", ctypes.c_float),
-        ("qkv_layout", _E), ("o_format", _E), ("do_format", _E), ("dqkv_layout", _E),
-        ("bias_type", _E), ("mask_type", _E), ("softmax_type", _E),
-        ("window_size_left", ctypes.c_int64), ("window_size_right", ctypes.c_int64),
-        ("bottom_right_diagonal", _B), ("deterministic", _B), ("cuda_graph", _B),
+    _anonymous_ = ("attn",)
+    _fields_ = [("attn", AttnCommon), ("d_o", _T), ("aux", ctypes.POINTER(AuxPack))] + [
+        (n, _T) for n in ("dq", "dk", "dv", "d_bias", "d_softmax_offset")] + [
+        ("do_format", _E), ("dqkv_layout", _E), ("deterministic", _B),
         ("fp8", ctypes.c_void_p)]  # const fattn_fp8_bwd *: NULL on TE's f16 path
 
 
