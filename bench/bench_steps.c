@@ -1,7 +1,7 @@
 /* bench_cudnn --steps N: where a plan-cache hit spends host time.
  *
  * The engine's public call does, on the host, in order: resolve the
- * parameters (cg_*_desc_from_params), find the plan (cudnn_get_plan: the
+ * dispatch's geometry (cg_*_desc_from_geom), find the plan (cudnn_get_plan: the
  * description memo; on its miss the graph is built and keyed), bind the
  * tensors, make or reuse the variant pack and call cudnnBackendExecute
  * (cudnn_execute_plan); around them it copies. This file repeats those
@@ -40,7 +40,7 @@ static int cmp_double(const void *a, const void *b)
 enum {
     S_PUBLIC,     /* the whole public call (copies included), wall */
     S_REPORTED,   /* what that call reported as host_us */
-    S_DESC,       /* cg_*_desc_from_params */
+    S_DESC,       /* cg_*_desc_from_geom */
     S_GRAPH,      /* cg_build_* into a graph allocated once */
     S_DUMP,       /* the text dump that keyed the plan cache */
     S_KEY,        /* the binary key (cg_key) */
@@ -275,8 +275,15 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         x.v[s] = all + (size_t)s * (size_t)n;
     cg_fwd_desc fd;
     cg_bwd_desc bd;
+    /* the geometry the dispatch makes of the call (its own step, in S_PUBLIC) */
+    fattn_geom geom;
+    bool have_geom = false;
     if (st == FATTN_OK)
-        st = bp ? cg_bwd_desc_from_params(bp, &bd) : cg_fwd_desc_from_params(fp, &fd);
+        st = bp ? fattn_geom_init_bwd(&geom, bp, "backward")
+                : fattn_geom_init_fwd(&geom, fp, "forward");
+    have_geom = st == FATTN_OK;
+    if (st == FATTN_OK)
+        st = bp ? cg_bwd_desc_from_geom(&geom, bp, &bd) : cg_fwd_desc_from_geom(&geom, fp, &fd);
     if (st == FATTN_OK)
         st = bp ? cg_build_bwd(x.g, &bd) : cg_build_fwd(x.g, &fd);
     x.desc = bp ? (const void *)&bd : (const void *)&fd;
@@ -301,7 +308,7 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         if (st != FATTN_OK)
             break;
         t = now_us();
-        st = bp ? cg_bwd_desc_from_params(bp, &bd) : cg_fwd_desc_from_params(fp, &fd);
+        st = bp ? cg_bwd_desc_from_geom(&geom, bp, &bd) : cg_fwd_desc_from_geom(&geom, fp, &fd);
         x.v[S_DESC][i] = now_us() - t;
         if (st != FATTN_OK)
             break;
@@ -342,6 +349,8 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         fprintf(stderr, "bench_cudnn: steps %s %s %s: %s\n", shape,
                 causal ? "causal" : "non-causal", kind, fattn_last_error());
     }
+    if (have_geom)
+        fattn_geom_free(&geom);
     free(all);
     free(x.g);
     free(x.junk);

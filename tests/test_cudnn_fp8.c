@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cudnn/graph.h"
+#include "cudnn_desc.h"
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn_config.h"
@@ -47,6 +48,7 @@ typedef struct fp8_params {
     fattn_fp8_bwd b8;
     fattn_aux_pack aux;
     float amax[6];
+    float sink[64]; /* softmax_offset [1, h, 1, 1] */
 } fp8_params;
 
 static void make_params(const fp8_case *c, fp8_params *x)
@@ -104,7 +106,7 @@ static fattn_status build_fwd(const fp8_case *c, cg_fwd_desc *d, cg_graph *g)
 {
     fp8_params x;
     make_params(c, &x);
-    fattn_status st = cg_fwd_desc_from_params(&x.f, d);
+    fattn_status st = tdesc_fwd(&x.f, d);
     return st ? st : cg_build_fwd(g, d);
 }
 
@@ -112,7 +114,7 @@ static fattn_status build_bwd(const fp8_case *c, cg_bwd_desc *d, cg_graph *g)
 {
     fp8_params x;
     make_params(c, &x);
-    fattn_status st = cg_bwd_desc_from_params(&x.b, d);
+    fattn_status st = tdesc_bwd(&x.b, d);
     return st ? st : cg_build_bwd(g, d);
 }
 
@@ -228,6 +230,8 @@ static void t_bias(fp8_params *x) { x->f.attn.bias_type = x->b.attn.bias_type = 
 static void t_sink(fp8_params *x)
 {
     x->f.attn.softmax_type = x->b.attn.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
+    int64_t so[4] = {1, x->f.attn.q.shape[2], 1, 1};
+    x->f.softmax_offset = fattn_tensor_view(x->sink, FATTN_DTYPE_FLOAT32, 4, so);
 }
 static void t_thd(fp8_params *x)
 {
@@ -263,7 +267,7 @@ static const struct {
     {"S dtype bf16", t_s_bf16, FATTN_E_DTYPE, "S dtype must be FP8"},
     {"S dtype != Q's", t_s_e5, FATTN_E_UNSUPPORTED, "quantises P to Q's type"},
     {"no scaling factors", t_no_fp8, FATTN_E_UNSUPPORTED, "without its scaling factors"},
-    {"K dtype != Q's", t_k_e5, FATTN_E_DTYPE, "share a dtype"},
+    {"K dtype != Q's", t_k_e5, FATTN_E_DTYPE, "FP8 K is float8_e5m2 but Q is"},
     {"float32 O", t_o_f32, FATTN_E_DTYPE, "O must be FP8"},
     {"d 72", t_d72, FATTN_E_UNSUPPORTED, "multiple of 16"},
 };
@@ -274,7 +278,7 @@ START_TEST(fwd_refusals)
     make_params(&base, &x);
     refusal_rows[_i].tweak(&x);
     cg_fwd_desc d;
-    fattn_status st = cg_fwd_desc_from_params(&x.f, &d);
+    fattn_status st = tdesc_fwd(&x.f, &d);
     ck_assert_msg(st == refusal_rows[_i].want, "%s: status %d, %s", refusal_rows[_i].what, st,
                   fattn_last_error());
     ck_assert_msg(strstr(fattn_last_error(), refusal_rows[_i].says), "%s: \"%s\"",
@@ -306,7 +310,7 @@ START_TEST(bwd_refusals)
     make_params(&base, &x);
     bwd_refusal_rows[_i].tweak(&x);
     cg_bwd_desc d;
-    fattn_status st = cg_bwd_desc_from_params(&x.b, &d);
+    fattn_status st = tdesc_bwd(&x.b, &d);
     ck_assert_msg(st == bwd_refusal_rows[_i].want, "%s: status %d, %s",
                   bwd_refusal_rows[_i].what, st, fattn_last_error());
     ck_assert_msg(strstr(fattn_last_error(), bwd_refusal_rows[_i].says), "%s: \"%s\"",
@@ -418,9 +422,9 @@ START_TEST(key_ignores_scaling_values)
     fp8_params x;
     cg_fwd_desc d0, d1;
     make_params(&shape_rows[1], &x);
-    ck_assert_int_eq(cg_fwd_desc_from_params(&x.f, &d0), FATTN_OK);
+    ck_assert_int_eq(tdesc_fwd(&x.f, &d0), FATTN_OK);
     x.f8.descale_q = 3.0f, x.f8.scale_s = 17.0f, x.f8.scale_o = 0.125f;
-    ck_assert_int_eq(cg_fwd_desc_from_params(&x.f, &d1), FATTN_OK);
+    ck_assert_int_eq(tdesc_fwd(&x.f, &d1), FATTN_OK);
     ck_assert(memcmp(&d0, &d1, sizeof d0) == 0);
     cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
     key_of(&d0, NULL, k0);

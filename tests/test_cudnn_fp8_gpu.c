@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cudnn/graph.h"
+#include "cudnn_desc.h"
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
@@ -113,7 +114,7 @@ static void print_graph(const fattn_fwd_params *fp, const fattn_bwd_params *bp)
     cg_graph *g = malloc(sizeof *g);
     cg_fwd_desc fd;
     cg_bwd_desc bd;
-    fattn_status st = fp ? cg_fwd_desc_from_params(fp, &fd) : cg_bwd_desc_from_params(bp, &bd);
+    fattn_status st = fp ? tdesc_fwd(fp, &fd) : tdesc_bwd(bp, &bd);
     if (g && st == FATTN_OK)
         st = fp ? cg_build_fwd(g, &fd) : cg_build_bwd(g, &bd);
     char *dump = g && st == FATTN_OK ? cg_dump(g, true) : NULL;

@@ -14,6 +14,7 @@
 
 #include "cases.h"
 #include "cudnn/graph.h"
+#include "cudnn_desc.h"
 #include "fattn/cudnn.h"
 #include "fattn/te.h"
 #include "fattn_config.h"
@@ -40,7 +41,7 @@ static fattn_status build(built *x, const paged_row *r)
     x->p = paged_params(&x->c, &x->buf, &x->pi);
     x->g = malloc(sizeof *x->g);
     ck_assert_ptr_nonnull(x->g);
-    fattn_status st = cg_fwd_desc_from_params(&x->p, &x->d);
+    fattn_status st = tdesc_fwd(&x->p, &x->d);
     return st == FATTN_OK ? cg_build_fwd(x->g, &x->d) : st;
 }
 
@@ -134,7 +135,7 @@ START_TEST(paged_graph)
     cg_key(g, k1);
     fattn_fwd_params pc = tcase_fwd_params(&x.c, &x.buf);
     cg_fwd_desc dc;
-    ck_assert_int_eq(cg_fwd_desc_from_params(&pc, &dc), FATTN_OK);
+    ck_assert_int_eq(tdesc_fwd(&pc, &dc), FATTN_OK);
     ck_assert_int_eq(cg_build_fwd(x.g, &dc), FATTN_OK);
     cg_key(x.g, k2);
     ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
@@ -168,7 +169,7 @@ START_TEST(paged_refusals)
     case RF_TABLE_DTYPE: p.page_table_v.dtype = FATTN_DTYPE_INT64; break;
     default: ck_abort();
     }
-    fattn_status st = cg_fwd_desc_from_params(&p, &x.d);
+    fattn_status st = tdesc_fwd(&p, &x.d);
     ck_assert_msg(st == want[_i], "refusal %d: %s (%s)", _i, fattn_status_name(st),
                   fattn_last_error());
     unbuild(&x);

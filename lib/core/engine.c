@@ -100,24 +100,23 @@ static bool shape_is(const fattn_tensor *t, int ndim, const int64_t *shape)
     return true;
 }
 
-static void geom_args_fwd(const fattn_fwd_params *p, const char *who, fattn_geom_args *a)
+/* What both calls' geometry takes from the options they share; the caller
+ * fills bias, softmax_offset, rng_state, the page tables and apply_dropout. */
+static void geom_args_common(const fattn_attn_common *c, bool fp8, const char *who,
+                             fattn_geom_args *a)
 {
     *a = (fattn_geom_args){
-        .q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .o = &p->attn.o,
-        .bias = &p->bias, .softmax_offset = &p->softmax_offset,
-        .cu_q = &p->attn.cu_seqlens_q, .cu_kv = &p->attn.cu_seqlens_kv,
-        .cu_q_pad = &p->attn.cu_seqlens_q_padded, .cu_kv_pad = &p->attn.cu_seqlens_kv_padded,
-        .rng_state = &p->rng_state,
-        .page_table_k = &p->page_table_k, .page_table_v = &p->page_table_v,
-        .max_seqlen_q = p->attn.max_seqlen_q, .max_seqlen_kv = p->attn.max_seqlen_kv,
-        .attn_scale = p->attn.attn_scale, .dropout = p->attn.dropout,
-        .apply_dropout = p->is_training && p->attn.dropout > 0.0f,
-        .layout = p->attn.qkv_layout, .o_format = p->attn.o_format,
-        .bias_type = p->attn.bias_type, .mask_type = p->attn.mask_type,
-        .softmax_type = p->attn.softmax_type,
-        .win_left = p->attn.window_size_left, .win_right = p->attn.window_size_right,
-        .bottom_right = p->attn.bottom_right_diagonal,
-        .fp8 = p->fp8 != NULL,
+        .q = &c->q, .k = &c->k, .v = &c->v, .o = &c->o,
+        .cu_q = &c->cu_seqlens_q, .cu_kv = &c->cu_seqlens_kv,
+        .cu_q_pad = &c->cu_seqlens_q_padded, .cu_kv_pad = &c->cu_seqlens_kv_padded,
+        .max_seqlen_q = c->max_seqlen_q, .max_seqlen_kv = c->max_seqlen_kv,
+        .attn_scale = c->attn_scale, .dropout = c->dropout,
+        .layout = c->qkv_layout, .o_format = c->o_format,
+        .bias_type = c->bias_type, .mask_type = c->mask_type,
+        .softmax_type = c->softmax_type,
+        .win_left = c->window_size_left, .win_right = c->window_size_right,
+        .bottom_right = c->bottom_right_diagonal,
+        .fp8 = fp8,
         .who = who,
     };
 }
@@ -140,6 +139,67 @@ static const char *const metadata_names[] = {"cu_seqlens_q", "cu_seqlens_kv",
                                              "cu_seqlens_q_padded", "cu_seqlens_kv_padded",
                                              "rng_state", "softmax_offset",
                                              "page_table_k", "page_table_v"};
+
+fattn_status fattn_geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who)
+{
+    fattn_geom_args a;
+    geom_args_common(&p->attn, p->fp8 != NULL, who, &a);
+    a.bias = &p->bias;
+    a.softmax_offset = &p->softmax_offset;
+    a.rng_state = &p->rng_state;
+    a.page_table_k = &p->page_table_k;
+    a.page_table_v = &p->page_table_v;
+    a.apply_dropout = p->is_training && p->attn.dropout > 0.0f;
+    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
+                                  a.softmax_offset, a.page_table_k, a.page_table_v};
+    fattn_status st = metadata_on_host(meta, metadata_names, 8, who);
+    return st != FATTN_OK ? st : fattn_geom_init(g, &a);
+}
+
+/* nvte_fused_attn_bwd reads Bias, SoftmaxOffset and rng_state from the pack:
+ * its entries in c (the layout checked), c->stats too. */
+static fattn_status bwd_call_from_aux(const fattn_bwd_params *p, fattn_bwd_call *c)
+{
+    const fattn_aux_pack *aux = p->aux;
+    if (!aux || aux->n < 2)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
+                           "[Stats, rng_state]");
+    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
+    if (aux->n != l.n)
+        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
+                           "%d ([Stats, rng_state%s%s])", aux->n, l.n,
+                           l.bias >= 0 ? ", Bias" : "",
+                           l.softmax_offset >= 0 ? ", SoftmaxOffset" : "");
+    c->stats = aux->t[l.stats];
+    c->rng_state = aux->t[l.rng_state];
+    c->bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty();
+    c->softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset] : fattn_tensor_empty();
+    return FATTN_OK;
+}
+
+/* The backward's geometry over the pack entries c holds. */
+static fattn_status geom_init_bwd_call(fattn_geom *g, const fattn_bwd_params *p,
+                                       const fattn_bwd_call *c, const char *who)
+{
+    fattn_geom_args a;
+    geom_args_common(&p->attn, p->fp8 != NULL, who, &a);
+    a.bias = &c->bias;
+    a.softmax_offset = &c->softmax_offset;
+    a.rng_state = &c->rng_state;
+    a.apply_dropout = p->attn.dropout > 0.0f;
+    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
+                                  a.softmax_offset};
+    fattn_status st = metadata_on_host(meta, metadata_names, 6, who);
+    return st != FATTN_OK ? st : fattn_geom_init(g, &a);
+}
+
+fattn_status fattn_geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who)
+{
+    fattn_bwd_call c;
+    memset(&c, 0, sizeof c);
+    fattn_status st = bwd_call_from_aux(p, &c);
+    return st != FATTN_OK ? st : geom_init_bwd_call(g, p, &c, who);
+}
 
 /* The first call of TE's protocol: the pack's shapes and dtypes, no data. */
 static void aux_describe(fattn_aux_pack *aux, const fattn_fwd_params *p, fattn_aux_layout l,
@@ -177,15 +237,8 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         fattn_engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
-    fattn_geom_args a;
-    geom_args_fwd(p, e->ops->who_fwd ? e->ops->who_fwd : "forward", &a);
-    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
-                                  a.softmax_offset, a.page_table_k, a.page_table_v};
-    st = metadata_on_host(meta, metadata_names, 8, a.who);
-    if (st != FATTN_OK)
-        return st;
     fattn_geom g;
-    st = fattn_geom_init(&g, &a);
+    st = fattn_geom_init_fwd(&g, p, e->ops->who_fwd ? e->ops->who_fwd : "forward");
     if (st != FATTN_OK)
         return st;
     fattn_aux_layout l = fattn_aux_layout_fwd(p->attn.bias_type, p->attn.softmax_type,
@@ -243,46 +296,11 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         fattn_engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
-    const fattn_aux_pack *aux = p->aux;
-    if (!aux || aux->n < 2)
-        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack needs at least "
-                           "[Stats, rng_state]");
-    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
-    if (aux->n != l.n)
-        return fattn_error(FATTN_E_INVALID_ARG, "backward: aux pack has %d entries, expected "
-                           "%d ([Stats, rng_state%s%s])", aux->n, l.n,
-                           l.bias >= 0 ? ", Bias" : "",
-                           l.softmax_offset >= 0 ? ", SoftmaxOffset" : "");
-    /* nvte_fused_attn_bwd reads Bias and SoftmaxOffset from the pack. */
-    fattn_bwd_call c = {.stats = aux->t[l.stats], .rng_state = aux->t[l.rng_state],
-                        .bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty(),
-                        .softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset]
-                                                                : fattn_tensor_empty(),
-                        .t0 = t0};
-    fattn_geom_args a = {
-        .q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .o = &p->attn.o,
-        .bias = &c.bias, .softmax_offset = &c.softmax_offset,
-        .cu_q = &p->attn.cu_seqlens_q, .cu_kv = &p->attn.cu_seqlens_kv,
-        .cu_q_pad = &p->attn.cu_seqlens_q_padded, .cu_kv_pad = &p->attn.cu_seqlens_kv_padded,
-        .rng_state = &c.rng_state,
-        .max_seqlen_q = p->attn.max_seqlen_q, .max_seqlen_kv = p->attn.max_seqlen_kv,
-        .attn_scale = p->attn.attn_scale, .dropout = p->attn.dropout,
-        .apply_dropout = p->attn.dropout > 0.0f,
-        .layout = p->attn.qkv_layout, .o_format = p->attn.o_format,
-        .bias_type = p->attn.bias_type, .mask_type = p->attn.mask_type,
-        .softmax_type = p->attn.softmax_type,
-        .win_left = p->attn.window_size_left, .win_right = p->attn.window_size_right,
-        .bottom_right = p->attn.bottom_right_diagonal,
-        .fp8 = p->fp8 != NULL,
-        .who = e->ops->who_bwd ? e->ops->who_bwd : "backward",
-    };
-    const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
-                                  a.softmax_offset};
-    st = metadata_on_host(meta, metadata_names, 6, a.who);
-    if (st != FATTN_OK)
+    fattn_bwd_call c = {.t0 = t0};
+    if ((st = bwd_call_from_aux(p, &c)))
         return st;
     fattn_geom g;
-    st = fattn_geom_init(&g, &a);
+    st = geom_init_bwd_call(&g, p, &c, e->ops->who_bwd ? e->ops->who_bwd : "backward");
     if (st != FATTN_OK)
         return st;
     c.geom = &g;

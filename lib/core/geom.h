@@ -81,6 +81,15 @@ typedef struct fattn_geom_args {
 /* Validate and fill g; on failure g holds nothing to free. Otherwise the
  * caller frees with fattn_geom_free. */
 fattn_status fattn_geom_init(fattn_geom *g, const fattn_geom_args *a);
+
+/* The dispatch's geometry of a forward / backward call (core/engine.c: the
+ * arguments above from the params, the host-metadata check, fattn_geom_init;
+ * the backward's Bias, SoftmaxOffset and rng_state from its aux pack, whose
+ * entry count is checked). What fattn_engine_fwd / _bwd hand the engine as
+ * the call's geom; for tests and benchmarks that describe a call without
+ * running it. `who` prefixes messages. Free with fattn_geom_free. */
+fattn_status fattn_geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who);
+fattn_status fattn_geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who);
 void fattn_geom_free(fattn_geom *g);
 
 /* Element offset of row (batch bi, position pos, head n) of a 4-D (or THD

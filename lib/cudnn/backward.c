@@ -260,7 +260,7 @@ fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
     memset(&r, 0, sizeof r);
     r.e = e;
     r.p = p;
-    fattn_status st = cg_bwd_desc_from_params(p, &r.d);
+    fattn_status st = cg_bwd_desc_from_geom(c->geom, p, &r.d);
     if (st != FATTN_OK)
         return st;
     if (e->force_det)

@@ -211,7 +211,7 @@ fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device,
 /* ---- plans.c ------------------------------------------------------------- */
 
 /* The plan of the graph that desc (desc_len bytes, zero padding: the
- * cg_*_desc_from_params output) describes, with that graph: the entry whose
+ * cg_*_desc_from_geom output) describes, with that graph: the entry whose
  * description is desc (no graph built), else build(scratch, desc) and the
  * entry whose graph key it has (the entry then remembers desc and this
  * graph), else the plan store or a build into a new entry. Notes where the

@@ -207,7 +207,7 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
     memset(&r, 0, sizeof r);
     r.e = e;
     r.p = p;
-    fattn_status st = cg_fwd_desc_from_params(p, &r.d);
+    fattn_status st = cg_fwd_desc_from_geom(c->geom, p, &r.d);
     if (st != FATTN_OK)
         return st;
     if ((st = cg_fwd_check_version(&r.d, e->pc->cudnn_version)))

@@ -120,7 +120,7 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 forward: amax_s and amax_o must point "
                            "at a float each");
     cg_fwd_desc desc;
-    st = cg_fwd_desc_from_params(p, &desc);
+    st = cg_fwd_desc_from_geom(c->geom, p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc, false);
     if (st != FATTN_OK)
@@ -250,7 +250,7 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 backward: amax_dp, amax_dq, amax_dk "
                            "and amax_dv must point at a float each");
     cg_bwd_desc desc;
-    st = cg_bwd_desc_from_params(p, &desc);
+    st = cg_bwd_desc_from_geom(c->geom, p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc.f, true);
     if (st != FATTN_OK)

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/geom.h"
 #include "fattn/engine.h"
 
 typedef enum cg_dtype {
@@ -314,9 +315,12 @@ typedef struct cg_bwd_desc {
     cg_dtype do_dt, dp_dt, dq_dt, dk_dt, dv_dt;
 } cg_bwd_desc;
 
-/* Resolve the backward parameters (shapes, strides, dtypes, enums only).
- * The aux pack supplies Bias and SoftmaxOffset shapes. */
-fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d);
+/* The backward's description: the forward's of the same call
+ * (cg_fwd_desc_for_bwd) plus the gradients' views and the backward's options.
+ * g is the dispatch's geometry of the call (its Bias and SoftmaxOffset the aux
+ * pack's entries); no data is read. */
+fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
+                                   cg_bwd_desc *d);
 
 /* Build the backward graph: the native SDPA_BWD op where d->native, else the
  * composite graph (cudnn-frontend 1.18 CompositeSDPABackwardNode): the Dsum
@@ -348,11 +352,17 @@ bool cg_bwd_is_native(const cg_bwd_desc *d);
 int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d);
 int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
-/* Resolve the forward parameters (shapes, strides, dtypes, enums only; no
- * data is read). The support table's engine rows (float32 io, return_max_logit
- * below 9.21, ...) refuse before this runs; a dtype that gets here anyway is
+/* The forward's description from the geometry g the dispatch made of the
+ * call (fattn_engine_fwd, core/geom.h: shapes, lengths and values checked
+ * there) and the call's options: cuDNN's reading of the case, no data read.
+ * The support table's engine rows (float32 io, return_max_logit below 9.21,
+ * ...) refuse before this runs; a dtype that gets here anyway is
  * FATTN_E_DTYPE. */
-fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d);
+fattn_status cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
+                                   cg_fwd_desc *d);
+/* The same for the backward's score recomputation (no Max output). */
+fattn_status cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
+                                 cg_fwd_desc *d);
 
 /* What the description needs of the loaded cuDNN (cudnnGetVersion()):
  * the Max output needs the SOFTMAX op, which cuDNN builds from 9.21
@@ -372,10 +382,11 @@ bool cg_fwd_is_native(const cg_fwd_desc *d);
 fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
 
 /* FP8 (graph_fp8.c). The forward description's FP8 part, called by
- * cg_fwd_desc_from_params for an FP8 call once the shapes are resolved:
- * dtypes, and the refusals of what cuDNN 9.19's FP8 SDPA does not build. */
-fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d);
-/* The backward's, after cg_bwd_desc_from_params resolved the shapes. */
+ * cg_fwd_desc_from_geom for an FP8 call once the shapes are resolved:
+ * dtypes (s_dtype: the quantised P's), and the refusals of what cuDNN 9.19's
+ * FP8 SDPA does not build. */
+fattn_status cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d);
+/* The backward's, after cg_bwd_desc_from_geom resolved the shapes. */
 fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d);
 /* The FP8 backward graph (cudnn-frontend's SDPAFP8BackwardNode, per-tensor
  * scaling); cg_build_bwd calls it when d->f.fp8. */

@@ -11,53 +11,20 @@
 
 /* ---- backward ------------------------------------------------------------ */
 
-fattn_status cg_bwd_desc_from_params(const fattn_bwd_params *p, cg_bwd_desc *d)
+fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
+                                   cg_bwd_desc *d)
 {
     memset(d, 0, sizeof *d);
-    const fattn_aux_pack *aux = p->aux;
-    fattn_aux_layout l = fattn_aux_layout_bwd(p->attn.bias_type, p->attn.softmax_type);
-    if (!aux || aux->n != l.n)
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN backward: aux pack has %d entries, "
-                           "expected %d", aux ? aux->n : 0, l.n);
-    /* The forward's description from the same options. */
-    fattn_fwd_params fp;
-    memset(&fp, 0, sizeof fp);
-    fp.attn.q = p->attn.q;
-    fp.attn.k = p->attn.k;
-    fp.attn.v = p->attn.v;
-    fp.attn.o = p->attn.o;
-    fp.bias = l.bias >= 0 ? aux->t[l.bias] : fattn_tensor_empty();
-    fp.softmax_offset = l.softmax_offset >= 0 ? aux->t[l.softmax_offset] : fattn_tensor_empty();
-    fp.attn.cu_seqlens_q = p->attn.cu_seqlens_q;
-    fp.attn.cu_seqlens_kv = p->attn.cu_seqlens_kv;
-    fp.attn.cu_seqlens_q_padded = p->attn.cu_seqlens_q_padded;
-    fp.attn.cu_seqlens_kv_padded = p->attn.cu_seqlens_kv_padded;
-    fp.rng_state = aux->t[l.rng_state];
-    fp.attn.max_seqlen_q = p->attn.max_seqlen_q;
-    fp.attn.max_seqlen_kv = p->attn.max_seqlen_kv;
-    fp.is_training = true;
-    fp.attn.attn_scale = p->attn.attn_scale;
-    fp.attn.dropout = p->attn.dropout;
-    fp.attn.qkv_layout = p->attn.qkv_layout;
-    fp.attn.o_format = p->attn.o_format;
-    fp.attn.bias_type = p->attn.bias_type;
-    fp.attn.mask_type = p->attn.mask_type;
-    fp.attn.softmax_type = p->attn.softmax_type;
-    fp.attn.window_size_left = p->attn.window_size_left;
-    fp.attn.window_size_right = p->attn.window_size_right;
-    fp.attn.bottom_right_diagonal = p->attn.bottom_right_diagonal;
-    /* an FP8 backward: the forward's FP8 checks see its S dtype */
-    fattn_fp8_fwd f8 = {.s_dtype = p->fp8 ? p->fp8->s_dtype : FATTN_DTYPE_FLOAT32};
-    fp.fp8 = p->fp8 ? &f8 : NULL;
-    fattn_status st = cg_fwd_desc_from_params(&fp, &d->f);
+    /* The forward's description of the same call (the dispatch resolved the
+     * aux pack's Bias and SoftmaxOffset into g). */
+    fattn_status st = cg_fwd_desc_for_bwd(g, p, &d->f);
     if (st != FATTN_OK)
         return st;
     d->f.allow_native = false; /* the forward's native op is not the backward's */
     if (p->dqkv_layout < 0 || p->dqkv_layout >= FATTN_LAYOUT_NOT_SET ||
         fattn_layout_is_paged(p->dqkv_layout))
         return fattn_error(FATTN_E_LAYOUT, "cuDNN backward: dQKV layout not set or paged");
-    fattn_qkv_format qf = fattn_layout_q_format(p->attn.qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->attn.qkv_layout);
+    fattn_qkv_format qf = g->q_fmt, kf = g->kv_fmt;
     fattn_qkv_format dqf = fattn_layout_q_format(p->dqkv_layout);
     fattn_qkv_format dkf = fattn_layout_kv_format(p->dqkv_layout);
     if (dqf != qf || dkf != kf || p->do_format != p->attn.o_format)

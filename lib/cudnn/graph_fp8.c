@@ -13,6 +13,7 @@
  * descale, scale and amax is a float32 [1,1,1,1] device tensor, as TE binds
  * them (fused_attn_fp8.cu): values reach the plan at execution, so one plan
  * serves every scaling. */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -121,15 +122,15 @@ static bool fp8_dtype(fattn_dtype t, bool f16_ok, cg_dtype *out)
  * forward's): the options cudnn-frontend's FP8 SDPA does not lower
  * (sdpa_support_surface.h) or this engine does not implement for FP8.
  * Statuses as the CPU engine's (lib/cpu/fp8.c, fp8_refuse). Called before
- * the forward's options are resolved, so it reads bias and sink from p. */
-static fattn_status fp8_refuse_options(const char *who, const fattn_fwd_params *p,
+ * the forward's options are resolved, so it reads bias and sink from a. */
+static fattn_status fp8_refuse_options(const char *who, const fattn_attn_common *a,
                                        const cg_fwd_desc *d)
 {
-    if (p->attn.bias_type != FATTN_BIAS_NO_BIAS)
+    if (a->bias_type != FATTN_BIAS_NO_BIAS)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with bias type %s: cuDNN's "
                            "FP8 SDPA has no bias (cudnn-frontend: \"SDPA FP8 does not support "
-                           "bias\")", who, fattn_bias_type_name(p->attn.bias_type));
-    if (p->attn.softmax_type != FATTN_SOFTMAX_VANILLA)
+                           "bias\")", who, fattn_bias_type_name(a->bias_type));
+    if (a->softmax_type != FATTN_SOFTMAX_VANILLA)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a softmax offset is "
                            "not implemented (cuDNN's FP8 SDPA lowering has no sink)", who);
     if (d->ragged_q || d->ragged_kv)
@@ -146,31 +147,26 @@ static fattn_status fp8_refuse_options(const char *who, const fattn_fwd_params *
     return FATTN_OK;
 }
 
-fattn_status cg_fp8_fwd_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
+fattn_status cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d)
 {
     const char *who = "cuDNN engine";
-    const fattn_fp8_fwd *f = p->fp8;
-    if (!f)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 Q without its scaling factors "
-                           "(fattn_fwd_params.fp8 is NULL)", who);
     d->fp8 = true;
-    if (!fp8_dtype(p->attn.q.dtype, false, &d->io))
+    if (!fp8_dtype(a->q.dtype, false, &d->io))
         return fattn_error(FATTN_E_DTYPE, "%s: an FP8 call needs FP8 Q, got %s", who,
-                           fattn_dtype_name(p->attn.q.dtype));
-    if (p->attn.k.dtype != p->attn.q.dtype || p->attn.v.dtype != p->attn.q.dtype)
-        return fattn_error(FATTN_E_DTYPE, "%s: FP8 Q, K and V must share a dtype", who);
-    if (!fp8_dtype(p->attn.o.dtype, true, &d->o_dt))
+                           fattn_dtype_name(a->q.dtype));
+    assert(a->k.dtype == a->q.dtype && a->v.dtype == a->q.dtype); /* geom checked */
+    if (!fp8_dtype(a->o.dtype, true, &d->o_dt))
         return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's O must be FP8, float16 or "
-                           "bfloat16, got %s", who, fattn_dtype_name(p->attn.o.dtype));
-    if (!fp8_dtype(f->s_dtype, false, &d->s_dt))
+                           "bfloat16, got %s", who, fattn_dtype_name(a->o.dtype));
+    if (!fp8_dtype(s_dtype, false, &d->s_dt))
         return fattn_error(FATTN_E_DTYPE, "%s: FP8 attention's S dtype must be FP8, got %s",
-                           who, fattn_dtype_name(f->s_dtype));
+                           who, fattn_dtype_name(s_dtype));
     /* The frontend gives bmm2's A (the quantised P) Q's dtype. */
     if (d->s_dt != d->io)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 S dtype %s differs from Q's %s: "
                            "cuDNN's FP8 SDPA quantises P to Q's type", who,
-                           fattn_dtype_name(f->s_dtype), fattn_dtype_name(p->attn.q.dtype));
-    return fp8_refuse_options(who, p, d);
+                           fattn_dtype_name(s_dtype), fattn_dtype_name(a->q.dtype));
+    return fp8_refuse_options(who, a, d);
 }
 
 fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)

@@ -1,6 +1,7 @@
 /* The cuDNN engine's forward graph (graph.h): the description from
  * fattn_fwd_params, then the native SDPA_FWD op or the composite graph of
  * cudnn-frontend 1.18's CompositeSDPANode (graph.c has the sources). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include "cudnn/graph_build.h"
 #include "fattn/te.h"
 
-/* ---- parameters -> description ----------------------------------------- */
+/* ---- geometry -> description ------------------------------------------- */
 
 /* Elements spanned by a view (1 + sum (n-1)*stride). */
 static int64_t view_extent(const fattn_tensor *t)
@@ -21,154 +22,65 @@ static int64_t view_extent(const fattn_tensor *t)
 }
 
 /* The description's options past the shapes: ragged offset dtype, bias,
- * ALiBi, sink, dropout, the diagonal band, the scale. */
-static fattn_status fwd_desc_options(const fattn_fwd_params *p, cg_fwd_desc *d)
+ * ALiBi, sink, dropout, the diagonal band, the scale. The dispatch checked
+ * the values (geom.c); what is left here is cuDNN's reading of them. */
+static fattn_status fwd_desc_options(const fattn_geom *g, const fattn_attn_common *a,
+                                     cg_fwd_desc *d)
 {
     /* Ragged offsets are element offsets: INT32 unless a tensor is too big. */
     int64_t span = 0;
-    const fattn_tensor *all[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o};
+    const fattn_tensor *all[] = {&g->q, &g->k, &g->v, &g->o};
     for (int i = 0; i < 4; i++) {
         int64_t e = view_extent(all[i]);
         span = e > span ? e : span;
     }
     d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
 
-    if (p->attn.bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
+    if (a->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
-    d->bias = p->attn.bias_type == FATTN_BIAS_POST_SCALE_BIAS;
+    /* the geometry's bias view: the input (forward) or the aux pack's entry
+     * (backward), 4-D of the io dtype, empty unless post_scale_bias */
+    d->bias = !fattn_tensor_is_empty(&g->bias);
     if (d->bias) {
-        const fattn_tensor *bt = &p->bias;
-        if (fattn_tensor_is_empty(bt) || bt->ndim != 4 || bt->dtype != p->attn.q.dtype)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: bias must be a 4-D tensor of Q's "
-                               "dtype");
+        const fattn_tensor *bt = &g->bias;
+        assert(bt->ndim == 4 && a->bias_type == FATTN_BIAS_POST_SCALE_BIAS);
         for (int i = 0; i < 4; i++) {
             d->bias_dims[i] = bt->shape[i];
-            /* size-1 dims broadcast: their stride does not matter to the
-             * data, give them the packed value */
             d->bias_strides[i] = bt->strides[i];
         }
         if (d->bias_strides[3] != 1)
             return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: bias needs a unit last stride");
     }
-    d->alibi = p->attn.bias_type == FATTN_BIAS_ALIBI;
-    d->sink = p->attn.softmax_type != FATTN_SOFTMAX_VANILLA;
-    d->dropout = p->is_training && p->attn.dropout > 0.0f ? p->attn.dropout : 0.0f;
-    d->stats_output = true; /* TE always generates stats */
+    d->alibi = g->alibi;
+    d->sink = a->softmax_type != FATTN_SOFTMAX_VANILLA;
+    d->dropout = g->dropout; /* 0 unless applied (a training call) */
+    d->stats_output = true;  /* TE always generates stats */
 
     /* TE's mapping (fused_attn_f16_arbitrary_seqlen.cu): alignment from
      * bottom_right_diagonal; a bottom-right diagonal with sq == skv and no
      * padding is plain top-left; left bound = left + 1, right bound = right. */
-    d->bottom_right = p->attn.bottom_right_diagonal;
+    d->bottom_right = g->bottom_right;
     if (d->bottom_right && d->sq == d->skv && !d->padding)
         d->bottom_right = false;
-    if (p->attn.window_size_left < -1 || p->attn.window_size_right < -1)
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: window below -1");
-    d->has_left = p->attn.window_size_left != -1;
-    d->left_bound = d->has_left ? p->attn.window_size_left + 1 : 0;
-    d->has_right = p->attn.window_size_right != -1;
-    d->right_bound = d->has_right ? p->attn.window_size_right : 0;
-    if (!isfinite(p->attn.attn_scale))
-        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: attn_scale is not finite");
-    d->attn_scale = p->attn.attn_scale;
+    d->has_left = g->win_left != -1;
+    d->left_bound = d->has_left ? g->win_left + 1 : 0;
+    d->has_right = g->win_right != -1;
+    d->right_bound = d->has_right ? g->win_right : 0;
+    d->attn_scale = g->scale;
     d->allow_native = true;
     return FATTN_OK;
 }
 
-/* One page table: int32 [b, pages_per_seq] with pages_per_seq =
- * ceil(skv / page), what PagedCacheLoadNode::pre_validate_node checks. */
-static fattn_status paged_table(const fattn_tensor *pt, const char *name, int64_t b,
-                                int64_t skv, int64_t page, int64_t *pps)
+/* The Q/K/V/O views as cuDNN's [b, h, s, d] (paged: the containers
+ * [pages, h, page, d] with their tables' pages per sequence). */
+static fattn_status fwd_desc_dims(const fattn_geom *g, cg_fwd_desc *d)
 {
-    if (fattn_tensor_is_empty(pt) || pt->dtype != FATTN_DTYPE_INT32 || pt->ndim != 2 ||
-        pt->shape[0] != b)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: %s must be int32 [%lld, "
-                           "pages_per_seq]", name, (long long)b);
-    if (pt->shape[1] != (skv + page - 1) / page)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: %s has %lld pages per sequence, "
-                           "cuDNN needs ceil(max_seqlen_kv %lld / page %lld) = %lld", name,
-                           (long long)pt->shape[1], (long long)skv, (long long)page,
-                           (long long)((skv + page - 1) / page));
-    *pps = pt->shape[1];
-    return FATTN_OK;
-}
-
-/* Paged K/V: the containers (cgb_to_bhsd made them [pages, h, page, d])
- * and their tables. cuDNN's paged cache has no FP8 path here. */
-static fattn_status paged_desc(const fattn_fwd_params *p, cg_fwd_desc *d)
-{
-    if (d->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 over a paged KV cache");
+    int64_t b = g->b, sq = g->sq, skv = g->skv;
     fattn_status st;
-    if ((st = paged_table(&p->page_table_k, "page_table_k", d->b, d->skv, d->k_dims[2],
-                          &d->pps_k)) ||
-        (st = paged_table(&p->page_table_v, "page_table_v", d->b, d->skv, d->v_dims[2],
-                          &d->pps_v)))
-        return st;
-    return FATTN_OK;
-}
-
-fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
-{
-    memset(d, 0, sizeof *d);
-    if (p->attn.qkv_layout < 0 || p->attn.qkv_layout >= FATTN_LAYOUT_NOT_SET)
-        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: QKV layout not set");
-    /* float32 io and return_max_logit below cuDNN 9.21 are the support
-     * table's rows for this engine (float32_cudnn, max_logit_cudnn): the
-     * dispatch refuses them before the engine runs. */
-    d->paged = fattn_layout_is_paged(p->attn.qkv_layout);
-    switch (p->attn.q.dtype) {
-    case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
-    case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
-    case FATTN_DTYPE_FLOAT8_E4M3FN:
-    case FATTN_DTYPE_FLOAT8_E5M2:
-        d->fp8 = true; /* dtypes: cg_fp8_fwd_desc */
-        break;
-    default:
-        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
-                           fattn_dtype_name(p->attn.q.dtype));
-    }
-    if (!d->fp8 && (p->attn.k.dtype != p->attn.q.dtype || p->attn.v.dtype != p->attn.q.dtype ||
-                    p->attn.o.dtype != p->attn.q.dtype))
-        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q, K, V and O must share a dtype");
-    if (p->return_max_logit && d->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit with FP8");
-    fattn_qkv_format qf = fattn_layout_q_format(p->attn.qkv_layout);
-    fattn_qkv_format kf = fattn_layout_kv_format(p->attn.qkv_layout);
-    if (p->attn.o_format != qf)
-        return fattn_error(FATTN_E_LAYOUT, "cuDNN engine: o_format differs from Q's format");
-    bool padding = fattn_mask_has_padding(p->attn.mask_type);
-    d->ragged_q = qf == FATTN_FORMAT_THD;
-    d->ragged_kv = kf == FATTN_FORMAT_THD;
-    if ((d->ragged_q || d->ragged_kv) && !padding)
-        return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: THD needs a padding mask");
-    int64_t b;
-    if (d->ragged_q) {
-        if (p->attn.cu_seqlens_q.ndim != 1 || p->attn.cu_seqlens_q.shape[0] < 2)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: THD Q needs cu_seqlens_q [b+1]");
-        b = p->attn.cu_seqlens_q.shape[0] - 1;
-    } else {
-        if (p->attn.q.ndim != 4)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q must have 4 dims");
-        b = qf == FATTN_FORMAT_SBHD ? p->attn.q.shape[1] : p->attn.q.shape[0];
-    }
-    if (d->paged && !padding)
-        return fattn_error(FATTN_E_INVALID_CASE, "cuDNN engine: paged KV needs a padding mask");
-    int64_t sq = d->ragged_q ? p->attn.max_seqlen_q : 0;
-    int64_t skv = d->ragged_kv || d->paged ? p->attn.max_seqlen_kv : 0;
-    if (!d->ragged_q)
-        sq = qf == FATTN_FORMAT_SBHD ? p->attn.q.shape[0] : p->attn.q.shape[qf == FATTN_FORMAT_BHSD ? 2 : 1];
-    if (!d->ragged_kv && !d->paged) {
-        if (p->attn.k.ndim != 4)
-            return fattn_error(FATTN_E_SHAPE, "cuDNN engine: K must have 4 dims");
-        skv = kf == FATTN_FORMAT_SBHD ? p->attn.k.shape[0] : p->attn.k.shape[kf == FATTN_FORMAT_BHSD ? 2 : 1];
-    }
-    if (sq <= 0 || skv <= 0)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: sequence lengths must be positive");
-    fattn_status st;
-    if ((st = cgb_to_bhsd(&p->attn.q, qf, "Q", b, sq, d->q_dims, d->q_strides)) ||
-        (st = cgb_to_bhsd(&p->attn.k, kf, "K", b, skv, d->k_dims, d->k_strides)) ||
-        (st = cgb_to_bhsd(&p->attn.v, kf, "V", b, skv, d->v_dims, d->v_strides)) ||
-        (st = cgb_to_bhsd(&p->attn.o, qf, "O", b, sq, d->o_dims, d->o_strides)))
+    if ((st = cgb_to_bhsd(&g->q, g->q_fmt, "Q", b, sq, d->q_dims, d->q_strides)) ||
+        (st = cgb_to_bhsd(&g->k, g->kv_fmt, "K", b, skv, d->k_dims, d->k_strides)) ||
+        (st = cgb_to_bhsd(&g->v, g->kv_fmt, "V", b, skv, d->v_dims, d->v_strides)) ||
+        (st = cgb_to_bhsd(&g->o, g->q_fmt, "O", b, sq, d->o_dims, d->o_strides)))
         return st;
     d->b = b;
     d->sq = sq;
@@ -178,29 +90,85 @@ fattn_status cg_fwd_desc_from_params(const fattn_fwd_params *p, cg_fwd_desc *d)
     d->hv = d->v_dims[1];
     d->d = d->q_dims[3];
     d->dv = d->v_dims[3];
-    if (d->paged && (st = paged_desc(p, d)))
-        return st;
-    if ((!d->paged && (d->k_dims[0] != b || d->v_dims[0] != b || d->v_dims[2] != skv ||
-                       d->k_dims[2] != skv)) ||
-        d->q_dims[0] != b || d->o_dims[0] != b || d->k_dims[3] != d->d ||
-        d->o_dims[1] != d->hq || d->o_dims[2] != sq || d->o_dims[3] != d->dv ||
-        d->hk != d->hv || d->hq % d->hk != 0)
-        return fattn_error(FATTN_E_SHAPE, "cuDNN engine: Q/K/V/O shapes are inconsistent");
+    /* the geometry's shapes, read the way cuDNN reads them */
+    assert(d->hq == g->h && d->hk == g->hg && d->hv == g->hg && d->d == g->d &&
+           d->dv == g->dv && d->o_dims[3] == g->dv);
+    if (d->paged) {
+        /* tables of ceil(skv / page) entries (geom checked it; cudnn-frontend's
+         * PagedCacheLoadNode accepts no other count) */
+        d->pps_k = g->pt_k.shape[1];
+        d->pps_v = g->pt_v.shape[1];
+        assert(d->pps_k == (skv + d->k_dims[2] - 1) / d->k_dims[2] &&
+               d->pps_v == (skv + d->v_dims[2] - 1) / d->v_dims[2]);
+    }
+    return FATTN_OK;
+}
 
-    d->padding = padding;
-    if (d->fp8 && (st = cg_fp8_fwd_desc(p, d)))
+/* The forward description from the dispatch's geometry g and the call's
+ * options a: what every graph of the call (forward, and the backward's
+ * score recomputation) reads. fp8_s: the quantised P's dtype of an FP8 call,
+ * NULL otherwise; max_logit: TE's return_max_logit. */
+static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
+                             const fattn_dtype *fp8_s, bool max_logit, cg_fwd_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    /* float32 io and return_max_logit below cuDNN 9.21 are the support
+     * table's rows for this engine (float32_cudnn, max_logit_cudnn): the
+     * dispatch refuses them before the engine runs. */
+    d->paged = g->paged;
+    switch (g->io) {
+    case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
+    case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
+    case FATTN_DTYPE_FLOAT8_E4M3FN:
+    case FATTN_DTYPE_FLOAT8_E5M2:
+        d->fp8 = true; /* dtypes: cg_fp8_fwd_desc */
+        break;
+    default:
+        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
+                           fattn_dtype_name(g->io));
+    }
+    if (max_logit && d->fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit with FP8");
+    if (d->paged && d->fp8)
+        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 over a paged KV cache");
+    d->ragged_q = g->q_fmt == FATTN_FORMAT_THD;
+    d->ragged_kv = g->kv_fmt == FATTN_FORMAT_THD;
+    /* geom refused THD and paged K/V without one */
+    d->padding = fattn_mask_has_padding(a->mask_type);
+    assert(d->padding || (!d->ragged_q && !d->ragged_kv && !d->paged));
+    fattn_status st;
+    if ((st = fwd_desc_dims(g, d)))
         return st;
-    if (!d->fp8 && p->fp8)
-        return fattn_error(FATTN_E_DTYPE, "cuDNN engine: an FP8 call needs FP8 Q, got %s",
-                           fattn_dtype_name(p->attn.q.dtype));
-    if (!d->fp8)
+    if (d->fp8) {
+        if (!fp8_s)
+            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 Q without its scaling "
+                               "factors (fattn_fwd_params.fp8 is NULL)");
+        if ((st = cg_fp8_fwd_desc(a, *fp8_s, d)))
+            return st;
+    } else {
+        assert(!fp8_s); /* geom: an FP8 call has FP8 Q */
         d->o_dt = d->io;
-    if ((st = fwd_desc_options(p, d)))
+    }
+    if ((st = fwd_desc_options(g, a, d)))
         return st;
-    d->max_output = p->return_max_logit;
+    d->max_output = max_logit;
     if (d->max_output) /* the native op has no Max before 9.21's softmax descriptor */
         d->allow_native = false;
     return FATTN_OK;
+}
+
+fattn_status cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
+                                   cg_fwd_desc *d)
+{
+    return fwd_desc(g, &p->attn, p->fp8 ? &p->fp8->s_dtype : NULL, p->return_max_logit, d);
+}
+
+/* The backward's score recomputation is the forward's graph of the same
+ * call: the description from the same geometry and options. */
+fattn_status cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
+                                 cg_fwd_desc *d)
+{
+    return fwd_desc(g, &p->attn, p->fp8 ? &p->fp8->s_dtype : NULL, false, d);
 }
 
 fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
