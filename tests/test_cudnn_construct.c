@@ -20,16 +20,8 @@
 #include "fattn_test.h"
 #if FATTN_HAVE_CUDNN
 #include "cudnn/cudnn_internal.h"
-#include "cudnn_desc.h"
-#define OLDCHECK_FWD { cg_fwd_desc od; fattn_status ost = old_fwd_desc(&p, &od); \
-    if (st == FATTN_OK) { ck_assert_msg(ost == FATTN_OK, "old refused: %s", fattn_last_error()); \
-    ck_assert_msg(memcmp(&od, d, sizeof od) == 0, "fwd desc differs %s", c->id); fprintf(stderr, "CMPF %s\n", c->id); } \
-    else if (st != ost) fprintf(stderr, "REFUSAL DIFF %s new %d old %d\n", c->id, st, ost); }
-#define OLDCHECK_BWD { cg_bwd_desc od; fattn_status ost = old_bwd_desc(&p, &od); \
-    if (st == FATTN_OK) { ck_assert_msg(ost == FATTN_OK, "old refused"); \
-    ck_assert_msg(memcmp(&od, d, sizeof od) == 0, "bwd desc differs %s", c->id); fprintf(stderr, "CMPB %s\n", c->id); } \
-    else if (st != ost) fprintf(stderr, "REFUSAL DIFF bwd %s new %d old %d\n", c->id, st, ost); }
 #endif
+#include "cudnn_desc.h"
 
 /* Build the description of one matrix case (host buffers, no GPU). */
 static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
@@ -44,14 +36,8 @@ static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
      * at cuDNN 9.21, which builds every forward graph described here (the
      * return_max_logit ones need it: rule max_logit_cudnn, `refusals`) */
     fattn_status st = fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
-    if (st == FATTN_OK) {
-        fattn_geom geom;
-        st = fattn_geom_init_fwd(&geom, &p, "forward");
-        if (st == FATTN_OK) {
-            st = cg_fwd_desc_from_geom(&geom, &p, d);
-            fattn_geom_free(&geom);
-        }
-    }
+    if (st == FATTN_OK)
+        st = tdesc_fwd(&p, d);
     if (st == FATTN_OK)
         st = cg_build_fwd(g, d);
     tcase_teardown(&buf);
@@ -480,14 +466,8 @@ static fattn_status describe_bwd(const tcase *c, cg_bwd_desc *d, cg_graph *g,
      * (rule dsink_thd_cudnn, suite support) so that the THD sink graphs are
      * still built and checked here */
     fattn_status st = fattn_engine_gaps_bwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92000);
-    if (st == FATTN_OK) {
-        fattn_geom geom;
-        st = fattn_geom_init_bwd(&geom, &p, "backward");
-        if (st == FATTN_OK) {
-            st = cg_bwd_desc_from_geom(&geom, &p, d);
-            fattn_geom_free(&geom);
-        }
-    }
+    if (st == FATTN_OK)
+        st = tdesc_bwd(&p, d);
     if (st == FATTN_OK)
         st = cg_build_bwd(g, d);
     tcase_teardown(&buf);
