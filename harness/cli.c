@@ -313,6 +313,7 @@ const fattn_cudnn_plan_cache *cli_plan_cache(void)
  * to its parent). */
 static char *temp_store;
 static pid_t temp_store_owner;
+static int temp_store_slot = -1; /* its signal-cleanup registration */
 
 int cli_plan_store_prepare(const char *cmd)
 {
@@ -340,6 +341,9 @@ int cli_plan_store_prepare(const char *cmd)
     }
     temp_store = dir;
     temp_store_owner = getpid();
+    /* removed on SIGINT, SIGTERM, SIGHUP, SIGPIPE too (after the
+     * plan-building children are killed: fileguard.h) */
+    temp_store_slot = fattn_fileguard_scratch_dir_register(dir);
     return FATTN_EXIT_OK;
 }
 
@@ -350,6 +354,8 @@ static void temp_store_remove(void)
     if (!temp_store)
         return;
     if (temp_store_owner == getpid()) {
+        fattn_fileguard_scratch_unregister(temp_store_slot);
+        temp_store_slot = -1;
         DIR *d = opendir(temp_store);
         if (d) {
             int dfd = dirfd(d);

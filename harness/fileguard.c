@@ -1,4 +1,5 @@
 /* Guarded inputs and atomic outputs (see fileguard.h). */
+#define _GNU_SOURCE /* syscall(SYS_getdents64) in the signal handler */
 #include "fileguard.h"
 
 #include <assert.h>
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -370,11 +373,25 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
 
 /* ---- outputs: temporary files and signals ---------------------------------- */
 
-/* Registered temporary names, for the signal handler: a slot is written
- * while the signals are blocked and then published by `used`. */
-enum { TMP_SLOTS = 16, TMP_PATH_MAX = 4352 };
-static char tmp_paths[TMP_SLOTS][TMP_PATH_MAX];
-static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+/* What the signal handler cleans up, in slots of chunks that are only ever
+ * added (never freed or moved), so that the handler can walk them with
+ * plain loads while another thread registers: a slot's fields are written
+ * while the signals are blocked and then published by `used`; a new chunk
+ * is filled before it is linked. Registration takes a lock (threads), the
+ * handler none. Each slot records the process that registered it: a forked
+ * child inherits the table and the handler, and must not remove its
+ * parent's files. */
+enum { TMP_CHUNK = 16, TMP_PATH_MAX = 4352 };
+enum { SLOT_FILE = 1, SLOT_DIR = 2, SLOT_CHILD = 3 };
+typedef struct tmp_chunk {
+    char paths[TMP_CHUNK][TMP_PATH_MAX];
+    volatile sig_atomic_t used[TMP_CHUNK]; /* 0, or a SLOT_ kind */
+    volatile sig_atomic_t owner[TMP_CHUNK]; /* the registering pid */
+    volatile sig_atomic_t child[TMP_CHUNK]; /* SLOT_CHILD: its pid */
+    struct tmp_chunk *_Atomic next;
+} tmp_chunk;
+static tmp_chunk tmp_first;
+static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
 /* SIGPIPE: --progress into a closed pipe kills the process mid-write */
 static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
@@ -382,15 +399,58 @@ static struct sigaction old_actions[N_CLEANUP_SIGNALS];
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 static atomic_uint tmp_counter;
 
-/* Async-signal-safe: unlink, sigaction and raise only. */
+/* Async-signal-safe: remove the plain files directly in dir (a scratch
+ * directory holds no subdirectories), then dir. getdents64 is the system
+ * call; readdir may allocate. */
+static void remove_dir_in_handler(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        char buf[4096] __attribute__((aligned(8)));
+        for (;;) {
+            long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            for (long off = 0; off < n;) {
+                /* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
+                unsigned short reclen;
+                memcpy(&reclen, buf + off + 16, sizeof reclen);
+                const char *name = buf + off + 19;
+                if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+                    unlinkat(fd, name, 0);
+                off += reclen;
+            }
+        }
+        close(fd);
+    }
+    rmdir(dir);
+}
+
+/* Async-signal-safe: kill, waitpid, unlink, open, getdents64, unlinkat,
+ * rmdir, sigaction and raise only. Children first (they may be writing
+ * into a scratch directory), then files, then directories. */
 static void on_signal(int sig)
 {
-    for (int i = 0; i < TMP_SLOTS; i++)
-        if (tmp_used[i])
-            unlink(tmp_paths[i]);
+    int saved = errno;
+    sig_atomic_t me = (sig_atomic_t)getpid();
+    for (int kind = SLOT_CHILD; kind >= SLOT_FILE; kind--)
+        for (tmp_chunk *c = &tmp_first; c; c = atomic_load(&c->next))
+            for (int i = 0; i < TMP_CHUNK; i++) {
+                if (c->used[i] != kind || c->owner[i] != me)
+                    continue;
+                if (kind == SLOT_CHILD) {
+                    kill((pid_t)c->child[i], SIGKILL);
+                    waitpid((pid_t)c->child[i], NULL, 0);
+                } else if (kind == SLOT_FILE) {
+                    unlink(c->paths[i]);
+                } else {
+                    remove_dir_in_handler(c->paths[i]);
+                }
+            }
     for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
         if (cleanup_signals[k] == sig)
             sigaction(sig, &old_actions[k], NULL);
+    errno = saved;
     raise(sig);
 }
 
@@ -422,49 +482,103 @@ static void block_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-static int tmp_register(const char *path)
+/* A free slot (chunk *c, index) of a new registration, a chunk added when
+ * all are taken; -1 when none can be had (a name too long, or no memory for
+ * a chunk). Call with the signals blocked. */
+static int tmp_register_kind(int kind, const char *path, pid_t child)
 {
-    if (strlen(path) >= TMP_PATH_MAX)
+    if (path && strlen(path) >= TMP_PATH_MAX)
         return -1;
-    for (int i = 0; i < TMP_SLOTS; i++)
-        if (!tmp_used[i]) {
-            memcpy(tmp_paths[i], path, strlen(path) + 1);
-            tmp_used[i] = 1;
-            return i;
+    pthread_mutex_lock(&tmp_lock);
+    int slot = -1, base = 0;
+    for (tmp_chunk *c = &tmp_first; c && slot < 0; base += TMP_CHUNK) {
+        for (int i = 0; i < TMP_CHUNK; i++)
+            if (!c->used[i]) {
+                if (path)
+                    memcpy(c->paths[i], path, strlen(path) + 1);
+                c->owner[i] = (sig_atomic_t)getpid();
+                c->child[i] = (sig_atomic_t)child;
+                atomic_signal_fence(memory_order_seq_cst);
+                c->used[i] = kind;
+                slot = base + i;
+                break;
+            }
+        tmp_chunk *next = atomic_load(&c->next);
+        if (slot < 0 && !next) {
+            next = calloc(1, sizeof *next); /* linked only once zeroed */
+            if (next)
+                atomic_store(&c->next, next);
         }
-    return -1;
+        c = next;
+    }
+    pthread_mutex_unlock(&tmp_lock);
+    return slot;
 }
 
-int fattn_fileguard_scratch_register(const char *path)
+static int tmp_register(const char *path)
+{
+    return tmp_register_kind(SLOT_FILE, path, 0);
+}
+
+static void tmp_release_slot(int slot)
+{
+    if (slot < 0)
+        return;
+    sigset_t old;
+    block_signals(&old);
+    pthread_mutex_lock(&tmp_lock);
+    tmp_chunk *c = &tmp_first;
+    for (int k = slot / TMP_CHUNK; k > 0 && c; k--)
+        c = atomic_load(&c->next);
+    assert(c && c->used[slot % TMP_CHUNK]);
+    if (c)
+        c->used[slot % TMP_CHUNK] = 0;
+    pthread_mutex_unlock(&tmp_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int register_blocked(int kind, const char *path, pid_t child)
 {
     pthread_once(&handlers_once, install_handlers);
     sigset_t old;
     block_signals(&old);
-    int slot = tmp_register(path);
+    int slot = tmp_register_kind(kind, path, child);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return slot;
 }
 
+int fattn_fileguard_scratch_register(const char *path)
+{
+    return register_blocked(SLOT_FILE, path, 0);
+}
+
 void fattn_fileguard_scratch_unregister(int slot)
 {
-    if (slot < 0)
-        return;
-    assert(slot < TMP_SLOTS);
+    tmp_release_slot(slot);
+}
+
+int fattn_fileguard_scratch_dir_register(const char *dir)
+{
+    return register_blocked(SLOT_DIR, dir, 0);
+}
+
+pid_t fattn_fileguard_fork_child(int *slot)
+{
+    *slot = -1;
+    pthread_once(&handlers_once, install_handlers);
+    /* No moment in which the child exists unregistered. */
     sigset_t old;
     block_signals(&old);
-    tmp_used[slot] = 0;
+    pid_t pid = fork();
+    if (pid > 0)
+        *slot = tmp_register_kind(SLOT_CHILD, NULL, pid);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return pid;
 }
 
 static void tmp_unregister(fattn_fileguard_tmp *t)
 {
-    if (t->slot < 0)
-        return;
-    assert(t->slot < TMP_SLOTS);
-    sigset_t old;
-    block_signals(&old);
-    tmp_used[t->slot] = 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tmp_release_slot(t->slot);
     t->slot = -1;
 }
 

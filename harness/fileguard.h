@@ -29,6 +29,7 @@
 #define FATTN_HARNESS_FILEGUARD_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "fattn/status.h"
 
@@ -96,11 +97,28 @@ void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
 /* A scratch file of the command's own that exists under its final name
  * (committed) until the command removes it (run --repeat's cases, merge's
  * inputs): registered as a temporary file is, so that SIGINT, SIGTERM,
- * SIGHUP and SIGPIPE remove it too. The slot to give back, -1 when none is
- * free (then it is left on such a signal, as before). */
+ * SIGHUP and SIGPIPE remove it too. The slot to give back; the slots grow
+ * as needed (chunks of 16 added outside the handler), so -1 only when the
+ * path is over 4,351 bytes or no memory is left (then the file is left on
+ * such a signal). */
 int fattn_fileguard_scratch_register(const char *path);
 /* Give the slot back (before the command removes the file itself). */
 void fattn_fileguard_scratch_unregister(int slot);
+
+/* A scratch directory of the command's own (verify's temporary plan
+ * store): on SIGINT, SIGTERM, SIGHUP and SIGPIPE the files directly in it
+ * and then the directory are removed (it must hold no subdirectories).
+ * The slot, -1 when none can be had; give it back with
+ * fattn_fileguard_scratch_unregister before removing the directory. */
+int fattn_fileguard_scratch_dir_register(const char *dir);
+
+/* fork(), the child registered in the parent (with the signals blocked
+ * across, so that none arrives in between): on those signals the parent
+ * kills it (SIGKILL) and reaps it before it removes files and scratch
+ * directories, so that nothing writes into them after the removal. *slot
+ * (parent only; -1 in the child or on failure) is given back with
+ * fattn_fileguard_scratch_unregister once the child was waited for. */
+pid_t fattn_fileguard_fork_child(int *slot);
 
 /* Replace `target` with the len bytes at data atomically (tmp_open, write,
  * tmp_commit). */

@@ -434,10 +434,11 @@ def _():
         f["cases"]
 
 
-def signal_while_writing(args, d, pattern, sig, env_extra=None):
-    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write before its
-    rename), wait for a file matching pattern in d, send sig; its exit."""
-    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="3", **(env_extra or {}))
+def signal_while_writing(args, d, pattern, sig, env_extra=None, pause="3"):
+    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write `pause` s
+    before its rename), wait for a file matching pattern in d, send sig; its
+    exit."""
+    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE=pause, **(env_extra or {}))
     p = subprocess.Popen([FATTN, *args], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True,
                          preexec_fn=default_signals)
@@ -470,6 +471,78 @@ def _():
     rc = signal_while_writing(["merge", "-o", target, one], d, ".out.h5.tmp-*", signal.SIGINT)
     left = [n for n in os.listdir(d) if n.startswith(".")]
     assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+
+
+@case("SIGINT while merge writes from 9 inputs removes every scratch, snapshot and temporary (more than 16 cleanup slots)")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("many-slots")
+    snaps = fresh_dir("many-slots-tmpdir")  # the inputs' snapshots go here
+    inputs = []
+    for i in range(9):
+        spec = os.path.join(d, "s%d.json" % i)
+        with open(spec, "w") as f:
+            json.dump([dict(TINY[0], id="hf.many.%02d" % i)], f)
+        out = os.path.join(d, "in%02d.h5" % i)
+        run("run", "--backend", "cpu", "--cases", spec, "-o", out, check=0)
+        inputs.append(out)
+    target = os.path.join(d, "out.h5")
+    # 9 snapshots + 9 merge scratch files + the output's temporary: 19
+    # registrations, where there were 16 slots (each write pauses 1 s)
+    rc = signal_while_writing(["merge", "-o", target] + inputs, d, ".out.h5.tmp-*",
+                              signal.SIGINT, env_extra={"TMPDIR": snaps}, pause="1")
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+    assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+    assert not os.path.exists(target)
+
+
+@case("SIGTERM or SIGINT during verify's plan prebuild removes its temporary plan store and its children")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        tmpdir = fresh_dir("prebuild-tmpdir")
+        env = dict(os.environ, TMPDIR=tmpdir, FATTN_TEST_PREBUILD="30")
+        env.pop("FATTN_CUDNN_PLAN_DIR", None)
+        p = subprocess.Popen([FATTN, "verify", "--backend", "cpu", "--jobs", "2", "--cases", SPEC,
+                              "--fixtures", fixtures_with_golden()], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True, preexec_fn=default_signals)
+        try:
+            deadline = time.time() + 60
+            kids = []
+            while not (glob.glob(os.path.join(tmpdir, "fattn-plans-*")) and len(kids) >= 2):
+                kids = children_of(p.pid)
+                if time.time() > deadline or p.poll() is not None:
+                    raise AssertionError("no plan store or children seen (exit %s): %s"
+                                         % (p.poll(), p.stderr.read() if p.poll() is not None
+                                            else ""))
+                time.sleep(0.02)
+            # a plan file of a child in the store, as a real prebuild leaves
+            store = glob.glob(os.path.join(tmpdir, "fattn-plans-*"))[0]
+            with open(os.path.join(store, "0123456789abcdef.plan"), "wb") as f:
+                f.write(b"FATTNPLN")
+            p.send_signal(sig)
+            p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == -sig, "signal %d: exit %s" % (sig, p.returncode)
+        assert not os.listdir(tmpdir), "signal %d: left in TMPDIR: %s" % (sig, os.listdir(tmpdir))
+        deadline = time.time() + 10
+        while any(alive(k) for k in kids):
+            if time.time() > deadline:
+                for k in kids:
+                    try:
+                        os.kill(k, signal.SIGKILL)
+                    except OSError:
+                        pass
+                raise AssertionError("signal %d: the plan-building children outlived verify"
+                                     % sig)
+            time.sleep(0.05)
 
 
 @case("SIGPIPE (--progress into a closed pipe) removes the temporary file")
