@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/fs.h> /* FICLONE */
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -59,26 +62,22 @@ fattn_status fattn_fileguard_open_input(const char *path, int *fd)
 
 typedef struct pin {
     char *path;
-    int fd;           /* what is read: the snapshot, else the file */
-    dev_t dev;        /* the file itself, for outputs that are inputs */
+    int fd;     /* what is read: the snapshot */
+    dev_t dev;  /* the file itself, for outputs that are inputs */
     ino_t ino;
-    uint64_t snapped; /* the snapshot's bytes, 0 when none */
-    char *snap;       /* the snapshot's name, NULL when none */
-    int slot;         /* its signal-cleanup slot */
+    char *snap; /* the snapshot's name */
+    int slot;   /* its signal-cleanup slot */
 } pin;
 
-/* Inputs up to this size are read from a private snapshot, so that a file
- * rewritten in place cannot change between the isolated child's check and
- * the parent's reading; all snapshots together stay under the total. */
-#define SNAPSHOT_MAX ((uint64_t)64 << 20)
-#define SNAPSHOT_TOTAL ((uint64_t)256 << 20)
+/* Every pinned input is read from a private snapshot, whatever its size, so
+ * that a file rewritten in place cannot change between the isolated child's
+ * check and the parent's reading ("every reader checks the file once and
+ * works on what it checked"). */
 
 /* The pins of this process; the lock guards the table, not the files. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pin *pins;
 static size_t n_pins, cap_pins;
-
-static uint64_t snapped_total; /* under pin_lock */
 
 static void snapshots_remove(void);
 static pthread_once_t snapshots_once = PTHREAD_ONCE_INIT;
@@ -89,48 +88,99 @@ static void snapshots_at_exit(void)
     atexit(snapshots_remove);
 }
 
-/* A private copy of the file open at fd (size bytes) in $TMPDIR (mode 0600,
- * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
- * signals): the fd to read from then on, its name in *name, its signal
- * slot in *slot; -1 when none can be made (the file itself is read then).
- * A named file, since libhdf5 resolves /proc/self/fd/N to a path. */
-static int snapshot(int fd, uint64_t size, char **name, int *slot)
+/* Copy size bytes of fd into m: a reflink first (FICLONE: btrfs and XFS
+ * share the extents copy-on-write, so a later rewrite of the input does not
+ * reach the copy and nothing is copied now), else the free space of m's
+ * file system is checked and the bytes copied. 0, or an errno; *room the
+ * free bytes when ENOSPC is answered by the check. */
+static int snapshot_copy(int fd, int m, uint64_t size, uint64_t *room)
 {
-    const char *dir = getenv("TMPDIR");
-    size_t cap = strlen(dir && *dir ? dir : "/tmp") + 32;
-    char *tmpl = malloc(cap);
-    if (!tmpl)
-        return -1;
-    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir && *dir ? dir : "/tmp");
-    int m = mkstemp(tmpl);
-    if (m < 0 || (*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
-        if (m >= 0) {
-            unlink(tmpl);
-            close(m);
-        }
-        free(tmpl);
-        return -1;
+    if (ioctl(m, FICLONE, fd) == 0)
+        return 0;
+    struct statvfs vs;
+    if (fstatvfs(m, &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < size) {
+        *room = (uint64_t)vs.f_bavail * vs.f_frsize;
+        return ENOSPC;
     }
-    pthread_once(&snapshots_once, snapshots_at_exit);
-    char buf[1 << 16];
-    uint64_t done = 0;
-    bool ok = true;
-    while (ok && done < size) {
-        ssize_t n = pread(fd, buf, sizeof buf, (off_t)done);
-        if (n <= 0)
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    if (!buf)
+        return ENOMEM;
+    int err = 0;
+    for (uint64_t done = 0; !err && done < size;) {
+        ssize_t n = pread(fd, buf, cap, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : 0;
             break; /* shorter now than at fstat: what was copied is what is checked */
-        ok = write(m, buf, (size_t)n) == n;
+        }
+        for (ssize_t w = 0; !err && w < n;) {
+            ssize_t k = write(m, buf + w, (size_t)(n - w));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                err = k < 0 ? errno : EIO;
+            else
+                w += k;
+        }
         done += (uint64_t)n;
     }
-    if (!ok) {
-        fattn_fileguard_scratch_unregister(*slot);
+    free(buf);
+    return err;
+}
+
+/* A private copy of `path`, open at fd (size bytes), in $TMPDIR (mode 0600,
+ * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
+ * signals): the fd to read from in *out, its name in *name, its signal
+ * slot in *slot. A named file, since libhdf5 resolves /proc/self/fd/N to a
+ * path. FATTN_E_NOMEM naming the file, the directory and the cause when no
+ * copy can be made (no room, not writable): the input is refused then, not
+ * read unchecked. */
+static fattn_status snapshot(const char *path, int fd, uint64_t size, int *out, char **name,
+                             int *slot)
+{
+    const char *dir = getenv("TMPDIR");
+    dir = dir && *dir ? dir : "/tmp";
+    size_t cap = strlen(dir) + 32;
+    char *tmpl = malloc(cap);
+    if (!tmpl)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir);
+    int m = mkstemp(tmpl);
+    if (m < 0) {
+        int e = errno;
+        free(tmpl);
+        return fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s (set "
+                           "TMPDIR to a writable directory with room)", path, dir, strerror(e));
+    }
+    if ((*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
         unlink(tmpl);
         close(m);
         free(tmpl);
-        return -1;
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    }
+    pthread_once(&snapshots_once, snapshots_at_exit);
+    uint64_t room = 0;
+    int err = snapshot_copy(fd, m, size, &room);
+    if (err) {
+        fattn_fileguard_scratch_unregister(*slot);
+        unlink(tmpl);
+        close(m);
+        fattn_status st =
+            room || err == ENOSPC
+                ? fattn_error(FATTN_E_NOMEM, "%s: no room for its private copy in %s (%llu bytes "
+                              "needed, %llu free): refused (set TMPDIR to a directory with room)",
+                              path, dir, (unsigned long long)size, (unsigned long long)room)
+                : fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s "
+                              "(set TMPDIR to a writable directory with room)",
+                              path, dir, strerror(err));
+        free(tmpl);
+        return st;
     }
     *name = tmpl;
-    return m;
+    *out = m;
+    return FATTN_OK;
 }
 
 /* Close a pin's descriptor and remove its snapshot. */
@@ -143,8 +193,6 @@ static void pin_release(pin *p)
         free(p->snap);
         p->snap = NULL;
     }
-    snapped_total -= p->snapped;
-    p->snapped = 0;
 }
 
 static void snapshots_remove(void)
@@ -181,23 +229,22 @@ fattn_status fattn_fileguard_pin(const char *path)
         close(fd);
         return fattn_error(FATTN_E_IO, "%s: fstat: %s", path, strerror(e));
     }
-    pin np = {NULL, fd, sb.st_dev, sb.st_ino, 0, NULL, -1};
+    pin np = {NULL, fd, sb.st_dev, sb.st_ino, NULL, -1};
+    /* the copy is made before the table is locked: it may take a while */
+    int m = -1;
+    st = snapshot(path, fd, (uint64_t)sb.st_size, &m, &np.snap, &np.slot);
+    close(fd);
+    if (st != FATTN_OK) {
+        fattn_fileguard_unpin(path);
+        return st;
+    }
+    np.fd = m;
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
-    uint64_t size = (uint64_t)sb.st_size, others = snapped_total - (p ? p->snapped : 0);
-    if (size <= SNAPSHOT_MAX && others + size <= SNAPSHOT_TOTAL) {
-        int m = snapshot(fd, size, &np.snap, &np.slot);
-        if (m >= 0) {
-            close(fd);
-            np.fd = m;
-            np.snapped = size;
-        }
-    }
     if (p) {
         pin_release(p);
         np.path = p->path;
         *p = np;
-        snapped_total += np.snapped;
     } else if (n_pins == cap_pins && cap_pins >= 4096) {
         st = fattn_error(FATTN_E_IO, "%s: too many input files open", path);
     } else {
@@ -216,13 +263,10 @@ fattn_status fattn_fileguard_pin(const char *path)
         } else {
             np.path = copy;
             pins[n_pins++] = np;
-            snapped_total += np.snapped;
         }
     }
-    if (st != FATTN_OK) {
-        np.snapped = 0; /* never counted */
+    if (st != FATTN_OK)
         pin_release(&np);
-    }
     pthread_mutex_unlock(&pin_lock);
     return st;
 }

@@ -7,12 +7,13 @@
  * of the process under the path it was opened by; every later read of the
  * same path (the isolated child's and the parent's, harness/isolate.h) goes
  * through /proc/self/fd/N, so that they all read the one file that was
- * checked, whatever is renamed over the path meanwhile. A file of up to 64
- * MiB (256 MiB for all pins together) is pinned as a private copy
- * ($TMPDIR/fattn-input-XXXXXX, mode 0600, removed when unpinned, at exit and
- * on the cleanup signals), so that one rewritten in place cannot change
- * between the child's check and the parent's reading either; a larger one
- * is read from the file itself.
+ * checked, whatever is renamed over the path meanwhile. Every pinned file,
+ * whatever its size, is pinned as a private copy
+ * ($TMPDIR/fattn-input-XXXXXX, mode 0600, a reflink where the file system
+ * can, else a plain copy; removed when unpinned, at exit and on the cleanup
+ * signals), so that one rewritten in place cannot change between the
+ * child's check and the parent's reading either. No copy (no room in
+ * $TMPDIR, not writable): the input is refused, not read unchecked.
  *
  * Outputs: every output is written under a temporary name beside the target
  * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
@@ -40,10 +41,12 @@
  * regular file; *fd is blocking again, close-on-exec, the caller's. */
 fattn_status fattn_fileguard_open_input(const char *path, int *fd);
 
-/* Open `path` as fattn_fileguard_open_input does and keep the descriptor as
- * the pin of `path` (replacing an earlier pin of the same path string, whose
- * descriptor is closed): from now on fattn_fileguard_read_path(path) names
- * this very file. */
+/* Open `path` as fattn_fileguard_open_input does, copy it privately and keep
+ * the copy's descriptor as the pin of `path` (replacing an earlier pin of
+ * the same path string, whose descriptor is closed): from now on
+ * fattn_fileguard_read_path(path) names this very copy. FATTN_E_NOMEM
+ * naming the file and $TMPDIR when the copy cannot be made (the free space
+ * is checked first). */
 fattn_status fattn_fileguard_pin(const char *path);
 
 /* Forget the pin of `path` (if any) and close its descriptor: for a command

@@ -270,12 +270,20 @@ def _():
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
 
 
-@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
-def _():
-    d = fresh_dir("inplace")
+def rewritten_in_place(name, size=None):
+    """Run inspect, diff, replay and report on a file rewritten in place (the
+    same inode) in a loop between CRASHER and GOOD, each padded with zeros
+    to `size` bytes when given (libhdf5 ignores bytes past the file's end of
+    allocation; the padding is a hole, so a large file costs no disk)."""
+    d = fresh_dir(name)
     target = os.path.join(d, "in.h5")
     good, bad = read_bytes(GOOD), read_bytes(CRASHER)
-    shutil.copy(GOOD, target)
+    n = max(len(good), len(bad))
+    good, bad = good.ljust(n, b"\0"), bad.ljust(n, b"\0")
+    with open(target, "wb") as f:
+        f.write(good)
+        if size:
+            f.truncate(size)
     stop = threading.Event()
 
     def rewriter():
@@ -287,7 +295,8 @@ def _():
             while not stop.is_set():
                 data = bad if i % 2 else good
                 os.pwrite(fd, data, 0)
-                os.ftruncate(fd, len(data))
+                if not size:
+                    os.ftruncate(fd, len(data))
                 i += 1
         finally:
             os.close(fd)
@@ -323,6 +332,46 @@ def _():
     if deaths:
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
     assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+
+
+@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
+def _():
+    rewritten_in_place("inplace")
+
+
+@case("a file over 64 MiB rewritten in place in a loop never crashes fattn (it is copied too)")
+def _():
+    rewritten_in_place("inplace-large", size=65 << 20)
+
+
+@case("no room for the private copy of an input: refused naming the file and TMPDIR, nothing left")
+def _():
+    d = fresh_dir("no-room")
+    big = os.path.join(d, "big.h5")
+    shutil.copy(GOOD, big)
+    with open(big, "r+b") as f:
+        f.truncate(65 << 20)
+    snaps = fresh_dir("no-room-tmpdir")
+    import resource
+
+    def small_disk():  # a file system with 1 MiB free, as far as fattn can tell
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    out = os.path.join(d, "out.h5")
+    for args in (["inspect", big], ["diff", big, GOOD],
+                 ["replay", big, "--from", "save_ctx", "--impl", "split", "-o", out]):
+        p = subprocess.run([FATTN] + args, capture_output=True, text=True, timeout=120,
+                           preexec_fn=small_disk, env=dict(os.environ, TMPDIR=snaps))
+        if p.returncode != 2 or "private copy" not in p.stderr or big not in p.stderr \
+                or snaps not in p.stderr:
+            raise AssertionError("%s: exit %d: %s" % (args[0], p.returncode, p.stderr))
+        assert not os.listdir(snaps), "%s left %s" % (args[0], os.listdir(snaps))
+        assert not os.path.exists(out)
+    # a TMPDIR that is not there
+    p = run("inspect", big, env={"TMPDIR": os.path.join(d, "missing")})
+    if p.returncode != 2 or "private copy" not in p.stderr:
+        raise AssertionError("missing TMPDIR: exit %d: %s" % (p.returncode, p.stderr))
 
 
 # ---- outputs that are inputs ------------------------------------------------------
@@ -368,10 +417,14 @@ def _():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
 
-    reports = [("diff", ["diff", GOOD, GOOD, "--json"]),
+    # verify without goldens reads no run file, so the report's own write is
+    # what fails; diff's inputs are copied privately first (fileguard.h), so
+    # there the copy is refused first: the old report must stay all the same
+    no_goldens = fresh_dir("json-full-fx")
+    reports = [("diff", ["diff", GOOD, GOOD, "--json"], "private copy"),
                ("verify", ["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures",
-                           fixtures_with_golden(), "--json"])]
-    for name, args in reports:
+                           no_goldens, "--json"], "cannot write the JSON report")]
+    for name, args, words in reports:
         rep = os.path.join(d, name + ".json")
         with open(rep, "w") as f:
             f.write(old)
@@ -379,7 +432,7 @@ def _():
                            preexec_fn=full_disk, timeout=120)
         if p.returncode != 2:
             raise AssertionError("%s: exit %d, want 2\n%s" % (name, p.returncode, p.stderr))
-        if "cannot write the JSON report" not in p.stderr:
+        if words not in p.stderr:
             raise AssertionError("%s: message: %s" % (name, p.stderr))
         with open(rep) as f:
             if f.read() != old:
