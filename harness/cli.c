@@ -97,6 +97,13 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
     return FATTN_EXIT_OK;
 }
 
+int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    *bytes = pages <= 0 || page <= 0 ? 4.0 * (1 << 30) : 0.5 * (double)pages * (double)page;
+    return s ? cli_parse_max_memory(cmd, s, bytes) : FATTN_EXIT_OK;
+}
+
 int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long lo, long hi,
                         long *out)
 {
