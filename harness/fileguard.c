@@ -448,8 +448,12 @@ static atomic_uint tmp_counter;
  * call; readdir may allocate. */
 static void remove_dir_in_handler(const char *dir)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
+    /* a few passes: entries removed while the directory is read may make
+     * getdents64 skip others */
+    for (int pass = 0; rmdir(dir) != 0 && errno == ENOTEMPTY && pass < 4; pass++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            break;
         char buf[4096] __attribute__((aligned(8)));
         for (;;) {
             long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
@@ -467,7 +471,6 @@ static void remove_dir_in_handler(const char *dir)
         }
         close(fd);
     }
-    rmdir(dir);
 }
 
 /* Async-signal-safe: kill, waitpid, unlink, open, getdents64, unlinkat,
