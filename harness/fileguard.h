@@ -21,8 +21,10 @@
  * (a link is never written through nor replaced); it must not be an input
  * pinned in this process (same path or same inode). While a temporary file
  * exists, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the process dies of
- * the signal (an async-signal-safe handler, installed on the first write,
- * not where the signal was ignored).
+ * the signal (an async-signal-safe handler, installed on the first
+ * registration, not where the signal was ignored); so too registered
+ * scratch files and directories, after registered children are killed.
+ * The registrations have no fixed limit (chunks added outside the handler).
  *
  * This module never prints; messages name the file and the cause.
  */
