@@ -545,7 +545,7 @@ static int tmp_register_kind(int kind, const char *path, pid_t child)
                     memcpy(c->paths[i], path, strlen(path) + 1);
                 c->owner[i] = (sig_atomic_t)getpid();
                 c->child[i] = (sig_atomic_t)child;
-                atomic_signal_fence(memory_order_seq_cst);
+                atomic_thread_fence(memory_order_seq_cst); /* fields before `used` */
                 c->used[i] = kind;
                 slot = base + i;
                 break;
