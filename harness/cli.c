@@ -97,6 +97,13 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
     return FATTN_EXIT_OK;
 }
 
+int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    *bytes = pages <= 0 || page <= 0 ? 4.0 * (1 << 30) : 0.5 * (double)pages * (double)page;
+    return s ? cli_parse_max_memory(cmd, s, bytes) : FATTN_EXIT_OK;
+}
+
 int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long lo, long hi,
                         long *out)
 {
@@ -313,6 +320,7 @@ const fattn_cudnn_plan_cache *cli_plan_cache(void)
  * to its parent). */
 static char *temp_store;
 static pid_t temp_store_owner;
+static int temp_store_slot = -1; /* its signal-cleanup registration */
 
 int cli_plan_store_prepare(const char *cmd)
 {
@@ -340,6 +348,9 @@ int cli_plan_store_prepare(const char *cmd)
     }
     temp_store = dir;
     temp_store_owner = getpid();
+    /* removed on SIGINT, SIGTERM, SIGHUP, SIGPIPE too (after the
+     * plan-building children are killed: fileguard.h) */
+    temp_store_slot = fattn_fileguard_scratch_dir_register(dir);
     return FATTN_EXIT_OK;
 }
 
@@ -350,6 +361,8 @@ static void temp_store_remove(void)
     if (!temp_store)
         return;
     if (temp_store_owner == getpid()) {
+        fattn_fileguard_scratch_unregister(temp_store_slot);
+        temp_store_slot = -1;
         DIR *d = opendir(temp_store);
         if (d) {
             int dfd = dirfd(d);

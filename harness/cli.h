@@ -63,6 +63,10 @@ int cli_write_report(const char *cmd, const char *what, const char *path, const 
  * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
+/* The same, *bytes defaulting to half the machine's memory (4 GiB when
+ * unknown) when s is NULL: the --max-memory of run, replay, inspect and
+ * merge. */
+int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes);
 
 /* --te-rules <release> (FATTN_TE_RULES_CHOICES): the release bit (fattn/support.h) in *rules and
  * FATTN_EXIT_OK, else the failure printed (listing the known names). */

@@ -201,7 +201,7 @@ static fattn_status check_matrix_attrs(const char *path, const fattn_h5_node *ro
 /* ---- inspect ----------------------------------------------------------------- */
 
 static const char inspect_help[] =
-    "usage: fattn inspect FILE.h5\n"
+    "usage: fattn inspect [--max-memory BYTES] FILE.h5\n"
     "\n"
     "Print the file's tree (groups, datasets with dtype, shape and digest, attributes),\n"
     "then validate it fully: schema, digests, every case's spec, input shapes against the\n"
@@ -209,6 +209,8 @@ static const char inspect_help[] =
     "A file without an HDF5 signature is `not an HDF5 file`. The file is read first in a\n"
     "forked child (a libhdf5 crash on a malformed file is exit 2) with a CPU limit of 60 s\n"
     "and 1 s more per 16 MiB; after 5 s fattn says it is still reading.\n"
+    "inspect holds the whole file: --max-memory (default half the RAM) refuses, from its\n"
+    "metadata and before any data is read, a file whose datasets hold more bytes.\n"
     "Exit 0 if valid, 2 at the first violation (named on stderr).\n";
 
 static void print_attr(const fattn_h5_attr *a, int depth)
@@ -245,12 +247,16 @@ static void print_tree(const fattn_h5_node *n, int depth)
         print_tree(n->children[i], depth + 1);
 }
 
+/* The lenient read of the isolated child, after the size bound (ctx, a
+ * double) was checked from the metadata. */
 static fattn_status read_lenient(const char *path, void *ctx)
 {
-    (void)ctx;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx);
+    if (st != FATTN_OK)
+        return st;
     fattn_h5_node *root = NULL;
     fattn_h5_read_opts lenient = {.allow_corrupt = true};
-    fattn_status st = fattn_h5_read_file(path, &lenient, &root);
+    st = fattn_h5_read_file(path, &lenient, &root);
     fattn_h5_node_free(root);
     return st;
 }
@@ -282,19 +288,28 @@ static bool maybe_hdf5(const char *path)
 
 int fattn_cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    const char *path = NULL, *maxmem_s = NULL;
+    cli_args a = {argc, argv, 1, "inspect"};
+    for (; a.i < argc; a.i++) {
+        int r;
+        if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(inspect_help, stdout);
             return FATTN_EXIT_OK;
-        }
-        if (argv[i][0] == '-' || path)
+        } else if ((r = cli_opt(&a, "--max-memory", &maxmem_s))) {
+            if (r < 0)
+                return cli_fail("inspect", "--max-memory needs a value");
+        } else if (argv[a.i][0] == '-' || path) {
             return cli_fail("inspect", "unexpected argument '%s' (see fattn inspect --help)",
-                            argv[i]);
-        path = argv[i];
+                            argv[a.i]);
+        } else {
+            path = argv[a.i];
+        }
     }
     if (!path)
         return cli_fail("inspect", "FILE.h5 is required");
+    double max_mem;
+    if (cli_max_memory_or_default("inspect", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     /* Read leniently first so a corrupt dataset is still shown in the tree,
      * then validate strictly. */
     fattn_h5_node *root = NULL;
@@ -304,14 +319,14 @@ int fattn_cmd_inspect(int argc, char **argv)
     if (!maybe_hdf5(path))
         return cli_fail("inspect", "%s: not an HDF5 file (no HDF5 signature at offset 0, "
                         "512, 1024, ...: fattn inspect reads run files)", path);
-    if (fattn_isolate_run(path, read_lenient, NULL, 0, 0) != FATTN_OK)
+    if (fattn_isolate_run(path, read_lenient, &max_mem, 0, 0) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     if (fattn_h5_read_file(path, &lenient, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     print_tree(root, 0);
     fflush(stdout);
     fattn_h5_node_free(root);
-    if (fattn_runfile_load(path, &root) != FATTN_OK)
+    if (fattn_runfile_load_bounded(path, max_mem, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     fattn_status st = check_matrix_attrs(path, root);
     fattn_h5_node_free(root);
@@ -322,7 +337,7 @@ int fattn_cmd_inspect(int argc, char **argv)
 }
 
 static const char merge_help[] =
-    "usage: fattn merge [--partial] [--progress] -o OUT.h5 IN.h5...\n"
+    "usage: fattn merge [--partial] [--progress] [--max-memory BYTES] -o OUT.h5 IN.h5...\n"
     "\n"
     "Join run files of disjoint shards of one matrix (fattn run --shard I/N) into one run\n"
     "file, bitwise equal under `fattn diff` to an unsharded run. Every input must carry the\n"
@@ -332,7 +347,9 @@ static const char merge_help[] =
     "is an incomplete set (the missing shards are named) unless --partial. Unsharded run\n"
     "files of disjoint cases merge as before. OUT.h5 is replaced atomically; exit 2 on any\n"
     "conflict (nothing written). --progress (the default when stderr is a terminal) prints\n"
-    "`[3/63] CASE... ok` on stderr as each case is written.\n";
+    "`[3/63] CASE... ok` on stderr as each case is written. Each input is held whole while\n"
+    "it is checked: --max-memory (default half the RAM) refuses, from its metadata and\n"
+    "before any data is read, an input whose datasets hold more bytes.\n";
 
 /* Root attributes that must agree between shards (all but created_utc). */
 static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
@@ -373,6 +390,7 @@ typedef struct merge_state {
     bool partial;            /* --partial: an incomplete set of shards is merged */
     bool progress;           /* a progress line per case written */
     bool mixed_matrices;     /* unsharded inputs of different matrix_digest */
+    double max_mem;          /* --max-memory: the bytes an input may hold */
 } merge_state;
 
 static int cmp_merge_case(const void *x, const void *y)
@@ -637,7 +655,7 @@ static int merge_inputs(merge_state *s)
 {
     for (int f = 0; f < s->n_in; f++) {
         fattn_h5_node *src = NULL;
-        if (fattn_runfile_load(s->ins[f], &src) != FATTN_OK)
+        if (fattn_runfile_load_bounded(s->ins[f], s->max_mem, &src) != FATTN_OK)
             return cli_fail("merge", "%s", fattn_last_error());
         int rc = FATTN_EXIT_OK;
         if (fattn_h5_node_find(src, "audit") || fattn_h5_node_attr(src, "replayed_from"))
@@ -674,7 +692,7 @@ static void merge_state_free(merge_state *s)
 
 int fattn_cmd_merge(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *maxmem_s = NULL;
     const char **ins = calloc((size_t)argc, sizeof *ins);
     int n_in = 0;
     bool partial = false, progress = false;
@@ -689,10 +707,10 @@ int fattn_cmd_merge(int argc, char **argv)
             partial = true;
         } else if (cli_flag(&a, "--progress")) {
             progress = true;
-        } else if ((r = cli_opt(&a, "-o", &out))) {
+        } else if ((r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0) {
                 free(ins);
-                return cli_fail("merge", "-o needs a value");
+                return cli_fail("merge", "%s needs a value", argv[a.i]);
             }
         } else if (argv[a.i][0] == '-') {
             free(ins);
@@ -705,6 +723,11 @@ int fattn_cmd_merge(int argc, char **argv)
         free(ins);
         return cli_fail("merge", "-o OUT.h5 and at least one IN.h5 are required");
     }
+    double max_mem;
+    if (cli_max_memory_or_default("merge", maxmem_s, &max_mem) != FATTN_EXIT_OK) {
+        free(ins);
+        return FATTN_EXIT_ERROR;
+    }
     /* The output must be none of the inputs, refused before reading any. */
     if (fattn_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
         fattn_fileguard_check_output(out) != FATTN_OK) {
@@ -713,7 +736,7 @@ int fattn_cmd_merge(int argc, char **argv)
     }
     fattn_run_memory_policy();
     merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
-                     .progress = cli_progress_wanted(progress)};
+                     .progress = cli_progress_wanted(progress), .max_mem = max_mem};
     s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
     s.slot = calloc((size_t)n_in, sizeof *s.slot);
     s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);

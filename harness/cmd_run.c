@@ -60,14 +60,6 @@ static double case_peak_bytes(const fattn_spec *s)
     return 3.0 * all + scratch + b * h * sq * 4.0;
 }
 
-static double default_max_memory(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0)
-        return 4.0 * (1 << 30);
-    return 0.5 * (double)pages * (double)page;
-}
-
 static size_t elem_size(const fattn_h5_node *a)
 {
     size_t esz = fattn_dtype_size(a->dtype);
@@ -278,10 +270,7 @@ static int check_max_memory(const cli_matrix *m, double max_mem)
  * half the RAM. */
 static int parse_max_memory(const char *cmd, const char *s, double *out)
 {
-    *out = default_max_memory();
-    if (!s)
-        return FATTN_EXIT_OK;
-    return cli_parse_max_memory(cmd, s, out);
+    return cli_max_memory_or_default(cmd, s, out);
 }
 
 /* Test-only engine variants (test_variants.h): only in a build with

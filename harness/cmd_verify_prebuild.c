@@ -22,15 +22,21 @@
  * engine, and not at all once it has.
  *
  * The store: $FATTN_CUDNN_PLAN_DIR when set (the children fill it, later
- * runs find the plans there); else a private temporary directory that
- * cli_engines_shutdown removes (a verify ended by a signal leaves it
- * behind under $TMPDIR, named fattn-plans-*). */
+ * runs find the plans there); else a private temporary directory
+ * ($TMPDIR/fattn-plans-*) that cli_engines_shutdown removes, and that
+ * SIGINT, SIGTERM, SIGHUP and SIGPIPE remove too: the children are
+ * registered with fileguard, whose handler kills and reaps them before it
+ * empties and removes the directory (a child left running would write into
+ * it, or make it again). A child also dies with this process
+ * (PR_SET_PDEATHSIG), so that SIGKILL leaves at most the directory. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +45,21 @@
 
 #include "cli.h"
 #include "cmd_verify.h"
+#include "fattn_config.h"
+#include "fileguard.h"
+
+#if FATTN_TESTING
+/* FATTN_TEST_PREBUILD=S: the prebuild runs whatever the backend (the CPU's
+ * too, so that a machine without a GPU exercises it) and each child waits
+ * S seconds first, so that a test can signal verify while the temporary
+ * store and the children exist. 0 or unset: no effect. */
+static int test_prebuild_hold(void)
+{
+    const char *e = getenv("FATTN_TEST_PREBUILD");
+    int s = e ? atoi(e) : 0;
+    return s > 0 && s <= 600 ? s : 0;
+}
+#endif
 
 
 static double prebuild_now_s(void)
@@ -64,8 +85,17 @@ static void on_case_ignore(void *ctx, const fattn_verify_case *c)
 
 /* A child: verify's checks on the cases k, k + n, k + 2n, ... of v's
  * selection, everything it prints thrown away; never returns. */
-static void prebuild_child(const fattn_cmd_verify_env *parent, int k, int n)
+static void prebuild_child(const fattn_cmd_verify_env *parent, pid_t parent_pid, int k, int n)
 {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent_pid)
+        _exit(1); /* the parent is gone already */
+#if FATTN_TESTING
+    for (int i = 0, hold = test_prebuild_hold(); i < 10 * hold; i++) {
+        struct timespec ts = {0, 100000000L};
+        nanosleep(&ts, NULL);
+    }
+#endif
     int null_fd = open("/dev/null", O_WRONLY);
     if (null_fd >= 0) {
         dup2(null_fd, STDOUT_FILENO);
@@ -93,9 +123,17 @@ static void prebuild_child(const fattn_cmd_verify_env *parent, int k, int n)
 }
 
 /* A child's end: true when it exited 0 (a waitpid error counts as a
- * failure). */
-static bool prebuild_wait(pid_t pid)
+ * failure). Its signal-cleanup slot (>= 0) is given back while it is a
+ * zombie (waited for with WNOWAIT), so that its pid cannot have been
+ * reused while the handler could still kill it. */
+static bool prebuild_wait(pid_t pid, int slot)
 {
+    if (slot >= 0) {
+        siginfo_t info;
+        while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+        }
+        fattn_fileguard_scratch_unregister(slot);
+    }
     int ws = 0;
     pid_t got;
     while ((got = waitpid(pid, &ws, 0)) < 0 && errno == EINTR) {
@@ -113,13 +151,17 @@ static bool auto_is_cudnn(void)
         return false;
     if (pid == 0)
         _exit(fattn_cudnn_available() ? 0 : 1);
-    return prebuild_wait(pid);
+    return prebuild_wait(pid, -1);
 }
 
 static bool prebuild_wanted(const fattn_cmd_verify_env *v)
 {
     if (v->jobs <= 1 || v->shard_n > 0 || cli_plan_cache() != NULL)
         return false;
+#if FATTN_TESTING
+    if (test_prebuild_hold() > 0)
+        return true;
+#endif
     if (!fattn_engine_kind_may_use_device(v->backend))
         return false;
     return (v->backend && strcmp(v->backend, "auto")) || auto_is_cudnn();
@@ -140,19 +182,21 @@ int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)
     int jobs = v->jobs;
     double t0 = prebuild_now_s();
     pid_t pids[FATTN_VERIFY_MAX_JOBS];
+    int slots[FATTN_VERIFY_MAX_JOBS];
     int started = 0;
+    pid_t self = getpid();
     fflush(NULL);
     for (int k = 0; k < jobs; k++) {
-        pid_t pid = fork();
+        pid_t pid = fattn_fileguard_fork_child(&slots[started]);
         if (pid < 0)
             break; /* fewer workers; this process builds what they did not */
         if (pid == 0)
-            prebuild_child(v, k, jobs);
+            prebuild_child(v, self, k, jobs);
         pids[started++] = pid;
     }
     int failed = 0;
     for (int k = 0; k < started; k++)
-        failed += !prebuild_wait(pids[k]);
+        failed += !prebuild_wait(pids[k], slots[k]);
     v->prebuild_jobs = started;
     v->prebuild_s = prebuild_now_s() - t0;
     if (v->progress)

@@ -1,4 +1,5 @@
 /* Guarded inputs and atomic outputs (see fileguard.h). */
+#define _GNU_SOURCE /* syscall(SYS_getdents64) in the signal handler */
 #include "fileguard.h"
 
 #include <assert.h>
@@ -12,7 +13,12 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/fs.h> /* FICLONE */
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,26 +62,22 @@ fattn_status fattn_fileguard_open_input(const char *path, int *fd)
 
 typedef struct pin {
     char *path;
-    int fd;           /* what is read: the snapshot, else the file */
-    dev_t dev;        /* the file itself, for outputs that are inputs */
+    int fd;     /* what is read: the snapshot */
+    dev_t dev;  /* the file itself, for outputs that are inputs */
     ino_t ino;
-    uint64_t snapped; /* the snapshot's bytes, 0 when none */
-    char *snap;       /* the snapshot's name, NULL when none */
-    int slot;         /* its signal-cleanup slot */
+    char *snap; /* the snapshot's name */
+    int slot;   /* its signal-cleanup slot */
 } pin;
 
-/* Inputs up to this size are read from a private snapshot, so that a file
- * rewritten in place cannot change between the isolated child's check and
- * the parent's reading; all snapshots together stay under the total. */
-#define SNAPSHOT_MAX ((uint64_t)64 << 20)
-#define SNAPSHOT_TOTAL ((uint64_t)256 << 20)
+/* Every pinned input is read from a private snapshot, whatever its size, so
+ * that a file rewritten in place cannot change between the isolated child's
+ * check and the parent's reading ("every reader checks the file once and
+ * works on what it checked"). */
 
 /* The pins of this process; the lock guards the table, not the files. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pin *pins;
 static size_t n_pins, cap_pins;
-
-static uint64_t snapped_total; /* under pin_lock */
 
 static void snapshots_remove(void);
 static pthread_once_t snapshots_once = PTHREAD_ONCE_INIT;
@@ -86,48 +88,99 @@ static void snapshots_at_exit(void)
     atexit(snapshots_remove);
 }
 
-/* A private copy of the file open at fd (size bytes) in $TMPDIR (mode 0600,
- * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
- * signals): the fd to read from then on, its name in *name, its signal
- * slot in *slot; -1 when none can be made (the file itself is read then).
- * A named file, since libhdf5 resolves /proc/self/fd/N to a path. */
-static int snapshot(int fd, uint64_t size, char **name, int *slot)
+/* Copy size bytes of fd into m: a reflink first (FICLONE: btrfs and XFS
+ * share the extents copy-on-write, so a later rewrite of the input does not
+ * reach the copy and nothing is copied now), else the free space of m's
+ * file system is checked and the bytes copied. 0, or an errno; *room the
+ * free bytes when ENOSPC is answered by the check. */
+static int snapshot_copy(int fd, int m, uint64_t size, uint64_t *room)
 {
-    const char *dir = getenv("TMPDIR");
-    size_t cap = strlen(dir && *dir ? dir : "/tmp") + 32;
-    char *tmpl = malloc(cap);
-    if (!tmpl)
-        return -1;
-    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir && *dir ? dir : "/tmp");
-    int m = mkstemp(tmpl);
-    if (m < 0 || (*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
-        if (m >= 0) {
-            unlink(tmpl);
-            close(m);
-        }
-        free(tmpl);
-        return -1;
+    if (ioctl(m, FICLONE, fd) == 0)
+        return 0;
+    struct statvfs vs;
+    if (fstatvfs(m, &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < size) {
+        *room = (uint64_t)vs.f_bavail * vs.f_frsize;
+        return ENOSPC;
     }
-    pthread_once(&snapshots_once, snapshots_at_exit);
-    char buf[1 << 16];
-    uint64_t done = 0;
-    bool ok = true;
-    while (ok && done < size) {
-        ssize_t n = pread(fd, buf, sizeof buf, (off_t)done);
-        if (n <= 0)
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    if (!buf)
+        return ENOMEM;
+    int err = 0;
+    for (uint64_t done = 0; !err && done < size;) {
+        ssize_t n = pread(fd, buf, cap, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : 0;
             break; /* shorter now than at fstat: what was copied is what is checked */
-        ok = write(m, buf, (size_t)n) == n;
+        }
+        for (ssize_t w = 0; !err && w < n;) {
+            ssize_t k = write(m, buf + w, (size_t)(n - w));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                err = k < 0 ? errno : EIO;
+            else
+                w += k;
+        }
         done += (uint64_t)n;
     }
-    if (!ok) {
-        fattn_fileguard_scratch_unregister(*slot);
+    free(buf);
+    return err;
+}
+
+/* A private copy of `path`, open at fd (size bytes), in $TMPDIR (mode 0600,
+ * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
+ * signals): the fd to read from in *out, its name in *name, its signal
+ * slot in *slot. A named file, since libhdf5 resolves /proc/self/fd/N to a
+ * path. FATTN_E_NOMEM naming the file, the directory and the cause when no
+ * copy can be made (no room, not writable): the input is refused then, not
+ * read unchecked. */
+static fattn_status snapshot(const char *path, int fd, uint64_t size, int *out, char **name,
+                             int *slot)
+{
+    const char *dir = getenv("TMPDIR");
+    dir = dir && *dir ? dir : "/tmp";
+    size_t cap = strlen(dir) + 32;
+    char *tmpl = malloc(cap);
+    if (!tmpl)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir);
+    int m = mkstemp(tmpl);
+    if (m < 0) {
+        int e = errno;
+        free(tmpl);
+        return fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s (set "
+                           "TMPDIR to a writable directory with room)", path, dir, strerror(e));
+    }
+    if ((*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
         unlink(tmpl);
         close(m);
         free(tmpl);
-        return -1;
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    }
+    pthread_once(&snapshots_once, snapshots_at_exit);
+    uint64_t room = 0;
+    int err = snapshot_copy(fd, m, size, &room);
+    if (err) {
+        fattn_fileguard_scratch_unregister(*slot);
+        unlink(tmpl);
+        close(m);
+        fattn_status st =
+            room || err == ENOSPC
+                ? fattn_error(FATTN_E_NOMEM, "%s: no room for its private copy in %s (%llu bytes "
+                              "needed, %llu free): refused (set TMPDIR to a directory with room)",
+                              path, dir, (unsigned long long)size, (unsigned long long)room)
+                : fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s "
+                              "(set TMPDIR to a writable directory with room)",
+                              path, dir, strerror(err));
+        free(tmpl);
+        return st;
     }
     *name = tmpl;
-    return m;
+    *out = m;
+    return FATTN_OK;
 }
 
 /* Close a pin's descriptor and remove its snapshot. */
@@ -140,8 +193,6 @@ static void pin_release(pin *p)
         free(p->snap);
         p->snap = NULL;
     }
-    snapped_total -= p->snapped;
-    p->snapped = 0;
 }
 
 static void snapshots_remove(void)
@@ -178,23 +229,22 @@ fattn_status fattn_fileguard_pin(const char *path)
         close(fd);
         return fattn_error(FATTN_E_IO, "%s: fstat: %s", path, strerror(e));
     }
-    pin np = {NULL, fd, sb.st_dev, sb.st_ino, 0, NULL, -1};
+    pin np = {NULL, fd, sb.st_dev, sb.st_ino, NULL, -1};
+    /* the copy is made before the table is locked: it may take a while */
+    int m = -1;
+    st = snapshot(path, fd, (uint64_t)sb.st_size, &m, &np.snap, &np.slot);
+    close(fd);
+    if (st != FATTN_OK) {
+        fattn_fileguard_unpin(path);
+        return st;
+    }
+    np.fd = m;
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
-    uint64_t size = (uint64_t)sb.st_size, others = snapped_total - (p ? p->snapped : 0);
-    if (size <= SNAPSHOT_MAX && others + size <= SNAPSHOT_TOTAL) {
-        int m = snapshot(fd, size, &np.snap, &np.slot);
-        if (m >= 0) {
-            close(fd);
-            np.fd = m;
-            np.snapped = size;
-        }
-    }
     if (p) {
         pin_release(p);
         np.path = p->path;
         *p = np;
-        snapped_total += np.snapped;
     } else if (n_pins == cap_pins && cap_pins >= 4096) {
         st = fattn_error(FATTN_E_IO, "%s: too many input files open", path);
     } else {
@@ -213,13 +263,10 @@ fattn_status fattn_fileguard_pin(const char *path)
         } else {
             np.path = copy;
             pins[n_pins++] = np;
-            snapped_total += np.snapped;
         }
     }
-    if (st != FATTN_OK) {
-        np.snapped = 0; /* never counted */
+    if (st != FATTN_OK)
         pin_release(&np);
-    }
     pthread_mutex_unlock(&pin_lock);
     return st;
 }
@@ -370,11 +417,25 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
 
 /* ---- outputs: temporary files and signals ---------------------------------- */
 
-/* Registered temporary names, for the signal handler: a slot is written
- * while the signals are blocked and then published by `used`. */
-enum { TMP_SLOTS = 16, TMP_PATH_MAX = 4352 };
-static char tmp_paths[TMP_SLOTS][TMP_PATH_MAX];
-static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+/* What the signal handler cleans up, in slots of chunks that are only ever
+ * added (never freed or moved), so that the handler can walk them with
+ * plain loads while another thread registers: a slot's fields are written
+ * while the signals are blocked and then published by `used`; a new chunk
+ * is filled before it is linked. Registration takes a lock (threads), the
+ * handler none. Each slot records the process that registered it: a forked
+ * child inherits the table and the handler, and must not remove its
+ * parent's files. */
+enum { TMP_CHUNK = 16, TMP_PATH_MAX = 4352 };
+enum { SLOT_FILE = 1, SLOT_DIR = 2, SLOT_CHILD = 3 };
+typedef struct tmp_chunk {
+    char paths[TMP_CHUNK][TMP_PATH_MAX];
+    volatile sig_atomic_t used[TMP_CHUNK]; /* 0, or a SLOT_ kind */
+    volatile sig_atomic_t owner[TMP_CHUNK]; /* the registering pid */
+    volatile sig_atomic_t child[TMP_CHUNK]; /* SLOT_CHILD: its pid */
+    struct tmp_chunk *_Atomic next;
+} tmp_chunk;
+static tmp_chunk tmp_first;
+static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
 /* SIGPIPE: --progress into a closed pipe kills the process mid-write */
 static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
@@ -382,15 +443,61 @@ static struct sigaction old_actions[N_CLEANUP_SIGNALS];
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 static atomic_uint tmp_counter;
 
-/* Async-signal-safe: unlink, sigaction and raise only. */
+/* Async-signal-safe: remove the plain files directly in dir (a scratch
+ * directory holds no subdirectories), then dir. getdents64 is the system
+ * call; readdir may allocate. */
+static void remove_dir_in_handler(const char *dir)
+{
+    /* a few passes: entries removed while the directory is read may make
+     * getdents64 skip others */
+    for (int pass = 0; rmdir(dir) != 0 && errno == ENOTEMPTY && pass < 4; pass++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            break;
+        char buf[4096] __attribute__((aligned(8)));
+        for (;;) {
+            long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            for (long off = 0; off < n;) {
+                /* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
+                unsigned short reclen;
+                memcpy(&reclen, buf + off + 16, sizeof reclen);
+                const char *name = buf + off + 19;
+                if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+                    unlinkat(fd, name, 0);
+                off += reclen;
+            }
+        }
+        close(fd);
+    }
+}
+
+/* Async-signal-safe: kill, waitpid, unlink, open, getdents64, unlinkat,
+ * rmdir, sigaction and raise only. Children first (they may be writing
+ * into a scratch directory), then files, then directories. */
 static void on_signal(int sig)
 {
-    for (int i = 0; i < TMP_SLOTS; i++)
-        if (tmp_used[i])
-            unlink(tmp_paths[i]);
+    int saved = errno;
+    sig_atomic_t me = (sig_atomic_t)getpid();
+    for (int kind = SLOT_CHILD; kind >= SLOT_FILE; kind--)
+        for (tmp_chunk *c = &tmp_first; c; c = atomic_load(&c->next))
+            for (int i = 0; i < TMP_CHUNK; i++) {
+                if (c->used[i] != kind || c->owner[i] != me)
+                    continue;
+                if (kind == SLOT_CHILD) {
+                    kill((pid_t)c->child[i], SIGKILL);
+                    waitpid((pid_t)c->child[i], NULL, 0);
+                } else if (kind == SLOT_FILE) {
+                    unlink(c->paths[i]);
+                } else {
+                    remove_dir_in_handler(c->paths[i]);
+                }
+            }
     for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
         if (cleanup_signals[k] == sig)
             sigaction(sig, &old_actions[k], NULL);
+    errno = saved;
     raise(sig);
 }
 
@@ -422,49 +529,103 @@ static void block_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-static int tmp_register(const char *path)
+/* A free slot (chunk *c, index) of a new registration, a chunk added when
+ * all are taken; -1 when none can be had (a name too long, or no memory for
+ * a chunk). Call with the signals blocked. */
+static int tmp_register_kind(int kind, const char *path, pid_t child)
 {
-    if (strlen(path) >= TMP_PATH_MAX)
+    if (path && strlen(path) >= TMP_PATH_MAX)
         return -1;
-    for (int i = 0; i < TMP_SLOTS; i++)
-        if (!tmp_used[i]) {
-            memcpy(tmp_paths[i], path, strlen(path) + 1);
-            tmp_used[i] = 1;
-            return i;
+    pthread_mutex_lock(&tmp_lock);
+    int slot = -1, base = 0;
+    for (tmp_chunk *c = &tmp_first; c && slot < 0; base += TMP_CHUNK) {
+        for (int i = 0; i < TMP_CHUNK; i++)
+            if (!c->used[i]) {
+                if (path)
+                    memcpy(c->paths[i], path, strlen(path) + 1);
+                c->owner[i] = (sig_atomic_t)getpid();
+                c->child[i] = (sig_atomic_t)child;
+                atomic_thread_fence(memory_order_seq_cst); /* fields before `used` */
+                c->used[i] = kind;
+                slot = base + i;
+                break;
+            }
+        tmp_chunk *next = atomic_load(&c->next);
+        if (slot < 0 && !next) {
+            next = calloc(1, sizeof *next); /* linked only once zeroed */
+            if (next)
+                atomic_store(&c->next, next);
         }
-    return -1;
+        c = next;
+    }
+    pthread_mutex_unlock(&tmp_lock);
+    return slot;
 }
 
-int fattn_fileguard_scratch_register(const char *path)
+static int tmp_register(const char *path)
+{
+    return tmp_register_kind(SLOT_FILE, path, 0);
+}
+
+static void tmp_release_slot(int slot)
+{
+    if (slot < 0)
+        return;
+    sigset_t old;
+    block_signals(&old);
+    pthread_mutex_lock(&tmp_lock);
+    tmp_chunk *c = &tmp_first;
+    for (int k = slot / TMP_CHUNK; k > 0 && c; k--)
+        c = atomic_load(&c->next);
+    assert(c && c->used[slot % TMP_CHUNK]);
+    if (c)
+        c->used[slot % TMP_CHUNK] = 0;
+    pthread_mutex_unlock(&tmp_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int register_blocked(int kind, const char *path, pid_t child)
 {
     pthread_once(&handlers_once, install_handlers);
     sigset_t old;
     block_signals(&old);
-    int slot = tmp_register(path);
+    int slot = tmp_register_kind(kind, path, child);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return slot;
 }
 
+int fattn_fileguard_scratch_register(const char *path)
+{
+    return register_blocked(SLOT_FILE, path, 0);
+}
+
 void fattn_fileguard_scratch_unregister(int slot)
 {
-    if (slot < 0)
-        return;
-    assert(slot < TMP_SLOTS);
+    tmp_release_slot(slot);
+}
+
+int fattn_fileguard_scratch_dir_register(const char *dir)
+{
+    return register_blocked(SLOT_DIR, dir, 0);
+}
+
+pid_t fattn_fileguard_fork_child(int *slot)
+{
+    *slot = -1;
+    pthread_once(&handlers_once, install_handlers);
+    /* No moment in which the child exists unregistered. */
     sigset_t old;
     block_signals(&old);
-    tmp_used[slot] = 0;
+    pid_t pid = fork();
+    if (pid > 0)
+        *slot = tmp_register_kind(SLOT_CHILD, NULL, pid);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return pid;
 }
 
 static void tmp_unregister(fattn_fileguard_tmp *t)
 {
-    if (t->slot < 0)
-        return;
-    assert(t->slot < TMP_SLOTS);
-    sigset_t old;
-    block_signals(&old);
-    tmp_used[t->slot] = 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tmp_release_slot(t->slot);
     t->slot = -1;
 }
 

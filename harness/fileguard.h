@@ -7,12 +7,13 @@
  * of the process under the path it was opened by; every later read of the
  * same path (the isolated child's and the parent's, harness/isolate.h) goes
  * through /proc/self/fd/N, so that they all read the one file that was
- * checked, whatever is renamed over the path meanwhile. A file of up to 64
- * MiB (256 MiB for all pins together) is pinned as a private copy
- * ($TMPDIR/fattn-input-XXXXXX, mode 0600, removed when unpinned, at exit and
- * on the cleanup signals), so that one rewritten in place cannot change
- * between the child's check and the parent's reading either; a larger one
- * is read from the file itself.
+ * checked, whatever is renamed over the path meanwhile. Every pinned file,
+ * whatever its size, is pinned as a private copy
+ * ($TMPDIR/fattn-input-XXXXXX, mode 0600, a reflink where the file system
+ * can, else a plain copy; removed when unpinned, at exit and on the cleanup
+ * signals), so that one rewritten in place cannot change between the
+ * child's check and the parent's reading either. No copy (no room in
+ * $TMPDIR, not writable): the input is refused, not read unchecked.
  *
  * Outputs: every output is written under a temporary name beside the target
  * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
@@ -20,8 +21,10 @@
  * (a link is never written through nor replaced); it must not be an input
  * pinned in this process (same path or same inode). While a temporary file
  * exists, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the process dies of
- * the signal (an async-signal-safe handler, installed on the first write,
- * not where the signal was ignored).
+ * the signal (an async-signal-safe handler, installed on the first
+ * registration, not where the signal was ignored); so too registered
+ * scratch files and directories, after registered children are killed.
+ * The registrations have no fixed limit (chunks added outside the handler).
  *
  * This module never prints; messages name the file and the cause.
  */
@@ -29,6 +32,7 @@
 #define FATTN_HARNESS_FILEGUARD_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "fattn/status.h"
 
@@ -39,10 +43,12 @@
  * regular file; *fd is blocking again, close-on-exec, the caller's. */
 fattn_status fattn_fileguard_open_input(const char *path, int *fd);
 
-/* Open `path` as fattn_fileguard_open_input does and keep the descriptor as
- * the pin of `path` (replacing an earlier pin of the same path string, whose
- * descriptor is closed): from now on fattn_fileguard_read_path(path) names
- * this very file. */
+/* Open `path` as fattn_fileguard_open_input does, copy it privately and keep
+ * the copy's descriptor as the pin of `path` (replacing an earlier pin of
+ * the same path string, whose descriptor is closed): from now on
+ * fattn_fileguard_read_path(path) names this very copy. FATTN_E_NOMEM
+ * naming the file and $TMPDIR when the copy cannot be made (the free space
+ * is checked first). */
 fattn_status fattn_fileguard_pin(const char *path);
 
 /* Forget the pin of `path` (if any) and close its descriptor: for a command
@@ -96,11 +102,28 @@ void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
 /* A scratch file of the command's own that exists under its final name
  * (committed) until the command removes it (run --repeat's cases, merge's
  * inputs): registered as a temporary file is, so that SIGINT, SIGTERM,
- * SIGHUP and SIGPIPE remove it too. The slot to give back, -1 when none is
- * free (then it is left on such a signal, as before). */
+ * SIGHUP and SIGPIPE remove it too. The slot to give back; the slots grow
+ * as needed (chunks of 16 added outside the handler), so -1 only when the
+ * path is over 4,351 bytes or no memory is left (then the file is left on
+ * such a signal). */
 int fattn_fileguard_scratch_register(const char *path);
 /* Give the slot back (before the command removes the file itself). */
 void fattn_fileguard_scratch_unregister(int slot);
+
+/* A scratch directory of the command's own (verify's temporary plan
+ * store): on SIGINT, SIGTERM, SIGHUP and SIGPIPE the files directly in it
+ * and then the directory are removed (it must hold no subdirectories).
+ * The slot, -1 when none can be had; give it back with
+ * fattn_fileguard_scratch_unregister before removing the directory. */
+int fattn_fileguard_scratch_dir_register(const char *dir);
+
+/* fork(), the child registered in the parent (with the signals blocked
+ * across, so that none arrives in between): on those signals the parent
+ * kills it (SIGKILL) and reaps it before it removes files and scratch
+ * directories, so that nothing writes into them after the removal. *slot
+ * (parent only; -1 in the child or on failure) is given back with
+ * fattn_fileguard_scratch_unregister once the child was waited for. */
+pid_t fattn_fileguard_fork_child(int *slot);
 
 /* Replace `target` with the len bytes at data atomically (tmp_open, write,
  * tmp_commit). */

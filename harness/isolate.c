@@ -167,7 +167,7 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
      * block), and pinned, so that the child checks and the parent then
      * reads this one file even if another is renamed over the path. */
     fattn_status pst = fattn_fileguard_pin(path);
-    if (pst == FATTN_E_INVALID_FILE)
+    if (pst == FATTN_E_INVALID_FILE || pst == FATTN_E_NOMEM) /* not regular; no private copy */
         return pst;
     if (cpu_seconds == 0) {
         struct stat sb;

@@ -540,27 +540,69 @@ fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root)
     return FATTN_OK;
 }
 
-/* The whole load, as the isolated child runs it. */
+/* The bytes a tree's datasets hold once read (declared shapes times item
+ * sizes; a double: no overflow for any shape a file may declare). */
+static double held_bytes(const fattn_h5_node *n)
+{
+    if (n->is_dataset) {
+        size_t esz = fattn_dtype_size(n->dtype);
+        double b = esz ? (double)esz : 1.0;
+        for (int i = 0; i < n->ndim; i++)
+            b *= (double)n->shape[i];
+        return b;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n->n_children; i++)
+        sum += held_bytes(n->children[i]);
+    return sum;
+}
+
+fattn_status fattn_runfile_check_size(const char *path, double max_bytes)
+{
+    if (!(max_bytes > 0))
+        return FATTN_OK;
+    fattn_h5_node *meta = NULL;
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
+    fattn_status st = fattn_h5_read_file(path, &o, &meta);
+    if (st != FATTN_OK)
+        return st;
+    double need = held_bytes(meta);
+    fattn_h5_node_free(meta);
+    if (need > max_bytes)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s: its datasets hold %.0f bytes, over "
+                           "--max-memory %.0f: refused before their data is read", path, need,
+                           max_bytes);
+    return FATTN_OK;
+}
+
+/* The whole load, as the isolated child runs it: the size bound (ctx, a
+ * double; 0 none) from the metadata first, so that the child too stays
+ * within it. */
 static fattn_status load_and_drop(const char *path, void *ctx)
 {
-    (void)ctx;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx);
+    if (st != FATTN_OK)
+        return st;
     fattn_h5_node *r = NULL;
-    fattn_status st = fattn_h5_read_file(path, NULL, &r);
+    st = fattn_h5_read_file(path, NULL, &r);
     if (st == FATTN_OK)
         st = fattn_runfile_validate(path, r);
     fattn_h5_node_free(r);
     return st;
 }
 
-fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
+fattn_status fattn_runfile_load_bounded(const char *path, double max_bytes,
+                                        fattn_h5_node **root)
 {
     *root = NULL;
     /* An untrusted file is first read in a forked, resource-limited child,
-     * so a crash inside libhdf5 becomes an error instead of ours. */
-    fattn_status st = fattn_isolate_run(path, load_and_drop, NULL, 0, 0);
+     * so a crash inside libhdf5 becomes an error instead of ours. The parent
+     * then reads the same pinned copy the child checked, size included. */
+    fattn_status st = fattn_isolate_run(path, load_and_drop, &max_bytes, 0, 0);
     if (st != FATTN_OK)
-        return st == FATTN_E_NOMEM ? st : fattn_error(FATTN_E_INVALID_FILE, "%s",
-                                                      fattn_last_error());
+        return st == FATTN_E_NOMEM || st == FATTN_E_INVALID_ARG
+                   ? st
+                   : fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
     fattn_h5_node *r = NULL;
     st = fattn_h5_read_file(path, NULL, &r);
     if (st != FATTN_OK) /* fattn_error copes with its own message as the argument */
@@ -573,4 +615,9 @@ fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
     }
     *root = r;
     return FATTN_OK;
+}
+
+fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root)
+{
+    return fattn_runfile_load_bounded(path, 0.0, root);
 }

@@ -25,6 +25,19 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
  * case and object. */
 fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root);
 
+/* fattn_runfile_load, refused before any data is read (FATTN_E_INVALID_ARG
+ * naming the file, the bytes and the bound) when the datasets the file
+ * declares hold more than max_bytes (> 0; 0: no bound): the isolated child
+ * checks the metadata first, then the parent reads the copy it checked. */
+fattn_status fattn_runfile_load_bounded(const char *path, double max_bytes,
+                                        fattn_h5_node **root);
+
+/* FATTN_OK when the datasets of the file at path (read without data) hold
+ * at most max_bytes (0: no bound), else FATTN_E_INVALID_ARG with the sizes.
+ * Reads the file in this process: call it where the file was checked (the
+ * isolated child, isolate.h). */
+fattn_status fattn_runfile_check_size(const char *path, double max_bytes);
+
 /* Case group c's spec as full validation checks it: the `spec` attribute
  * parses, its id is the group's name, and the case's attributes match its
  * attrs_digest. FATTN_OK with *spec filled (the caller frees it), else

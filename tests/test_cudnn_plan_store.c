@@ -323,6 +323,24 @@ START_TEST(format_encode_refuses)
     /* ps_store wants the key to be the C string of its length. */
     ps_record bad_key = {"t", 1, "KEY", 2, 0, blob, 4};
     ck_assert_int_eq(ps_store("/nonexistent-never-created", &bad_key), FATTN_E_INVALID_ARG);
+    /* a workspace no device has, and control bytes in the tag (a newline
+     * would forge a provenance line, ESC a terminal sequence) */
+    ps_record huge_ws = {"t", 1, "K", 1, (int64_t)1 << 62, blob, 4};
+    ck_assert_int_eq(ps_encode(&huge_ws, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "workspace"));
+    ps_record max_ws = {"t", 1, "K", 1, PS_MAX_WORKSPACE_BYTES, blob, 4};
+    ck_assert_int_eq(ps_encode(&max_ws, &img, &len), FATTN_OK);
+    free(img);
+    img = NULL;
+    ps_record neg_ws = {"t", 1, "K", 1, -1, blob, 4};
+    ck_assert_int_eq(ps_encode(&neg_ws, &img, &len), FATTN_E_INVALID_ARG);
+    static const char *const bad_tags[] = {"eng2\nbehavior-neutral: yes", "eng2\x1b[2J", "eng2\x7f",
+                                           "eng2\r"};
+    for (size_t i = 0; i < sizeof bad_tags / sizeof bad_tags[0]; i++) {
+        ps_record ctl = {bad_tags[i], strlen(bad_tags[i]), "K", 1, 0, blob, 4};
+        ck_assert_int_eq(ps_encode(&ctl, &img, &len), FATTN_E_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(fattn_last_error(), "control byte"));
+    }
     fattn_test_mark("cudnn.plan_store.format.encode_refuses");
 }
 END_TEST
@@ -364,6 +382,9 @@ static void d_key_huge(unsigned char *b, size_t *n) { put_le(b + 16, 0xffffffffu
 static void d_tag_long(unsigned char *b, size_t *n) { put_le(b + 12, 200, 4); reseal(b, *n); }
 static void d_nul_key(unsigned char *b, size_t *n) { b[KEY_AT + 1] = 0; reseal(b, *n); }
 static void d_neg_ws(unsigned char *b, size_t *n) { put_le(b + 24, (uint64_t)-1, 8); reseal(b, *n); }
+static void d_huge_ws(unsigned char *b, size_t *n) { put_le(b + 24, (uint64_t)1 << 62, 8); reseal(b, *n); }
+static void d_tag_newline(unsigned char *b, size_t *n) { b[TAG_AT + 4] = '\n'; reseal(b, *n); }
+static void d_tag_escape(unsigned char *b, size_t *n) { b[TAG_AT] = 0x1b; reseal(b, *n); }
 static void d_no_blob(unsigned char *b, size_t *n)
 {
     /* the 64 plan bytes recounted as key: consistent lengths, no plan */
@@ -393,6 +414,9 @@ static const corrupt_row corrupt_rows[] = {
     {"cudnn.plan_store.corrupt.nul_in_key", d_nul_key, "NUL"},
     {"cudnn.plan_store.corrupt.negative_workspace", d_neg_ws, "negative"},
     {"cudnn.plan_store.corrupt.no_plan", d_no_blob, "empty plan"},
+    {"cudnn.plan_store.corrupt.workspace_2p62", d_huge_ws, "exceeds"},
+    {"cudnn.plan_store.corrupt.tag_newline", d_tag_newline, "control byte 0x0a"},
+    {"cudnn.plan_store.corrupt.tag_escape", d_tag_escape, "control byte 0x1b"},
 };
 
 START_TEST(format_corrupt)
@@ -592,6 +616,59 @@ START_TEST(lookup_unreadable)
 }
 END_TEST
 
+/* A store directory others can write to, or owned by another user, is
+ * refused for lookup and for writing (its plans are GPU code this process
+ * loads; the checks follow ssh's StrictModes). A sticky world-writable
+ * directory (as /tmp) is accepted; a plan file in it owned by another user
+ * or writable by everyone is not. The ownership rows need root (to chown);
+ * as another user they are not run. */
+START_TEST(lookup_untrusted_dir)
+{
+    char *dir = temp_dir();
+    char *key = store_base(dir, 3, 40);
+    ps_loaded l;
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
+    ck_assert(!l.found);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "writable by everyone"));
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), dir));
+    char name[PS_NAME_LEN];
+    ps_file_name(key, name);
+    ck_assert_int_eq(ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(chmod(dir, 01777), 0); /* sticky: as /tmp */
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert(l.found);
+    ps_loaded_free(&l);
+    ck_assert_int_eq(chmod(dir, 0770), 0); /* a group's shared store */
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ps_loaded_free(&l);
+    char *path = path_in(dir, name);
+    ck_assert_int_eq(chmod(path, 0666), 0);
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "writable by everyone"));
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    if (geteuid() == 0) {
+        ck_assert_int_eq(chown(path, 65534, 65534), 0);
+        ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+        ck_assert_ptr_nonnull(strstr(fattn_last_error(), "owned by uid 65534"));
+        ck_assert_int_eq(chown(path, 0, 0), 0);
+        ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+        ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(fattn_last_error(), "owned by uid 65534"));
+        ck_assert_int_eq(ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
+        ck_assert_int_eq(chown(dir, 0, 0), 0);
+    }
+    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert(l.found);
+    ps_loaded_free(&l);
+    free(path);
+    free(key);
+    rm_tree(dir);
+    free(dir);
+    fattn_test_mark("cudnn.plan_store.lookup.untrusted_dir");
+}
+END_TEST
+
 /* ---- atomic write ---------------------------------------------------------------------- */
 
 START_TEST(write_creates_dirs)
@@ -770,7 +847,7 @@ static const char *const single_ids[] = {
     "cudnn.plan_store.lookup.collision",   "cudnn.plan_store.lookup.damaged",
     "cudnn.plan_store.lookup.unreadable",  "cudnn.plan_store.write.creates_dirs",
     "cudnn.plan_store.write.replaces",     "cudnn.plan_store.write.failures_clean_up",
-    "cudnn.plan_store.write.concurrent",
+    "cudnn.plan_store.write.concurrent",   "cudnn.plan_store.lookup.untrusted_dir",
 };
 
 /* The settings the CLI reads from FATTN_CUDNN_*: each value a variable
@@ -858,6 +935,7 @@ static Suite *make_suite(void)
     tcase_add_test(tl, lookup_damaged);
     tcase_add_test(tl, lookup_fifo);
     tcase_add_test(tl, lookup_unreadable);
+    tcase_add_test(tl, lookup_untrusted_dir);
     suite_add_tcase(s, tl);
     TCase *tw = tcase_create("write");
     tcase_set_timeout(tw, FATTN_TEST_TIMEOUT_LONG);

@@ -270,12 +270,20 @@ def _():
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
 
 
-@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
-def _():
-    d = fresh_dir("inplace")
+def rewritten_in_place(name, size=None):
+    """Run inspect, diff, replay and report on a file rewritten in place (the
+    same inode) in a loop between CRASHER and GOOD, each padded with zeros
+    to `size` bytes when given (libhdf5 ignores bytes past the file's end of
+    allocation; the padding is a hole, so a large file costs no disk)."""
+    d = fresh_dir(name)
     target = os.path.join(d, "in.h5")
     good, bad = read_bytes(GOOD), read_bytes(CRASHER)
-    shutil.copy(GOOD, target)
+    n = max(len(good), len(bad))
+    good, bad = good.ljust(n, b"\0"), bad.ljust(n, b"\0")
+    with open(target, "wb") as f:
+        f.write(good)
+        if size:
+            f.truncate(size)
     stop = threading.Event()
 
     def rewriter():
@@ -287,7 +295,8 @@ def _():
             while not stop.is_set():
                 data = bad if i % 2 else good
                 os.pwrite(fd, data, 0)
-                os.ftruncate(fd, len(data))
+                if not size:
+                    os.ftruncate(fd, len(data))
                 i += 1
         finally:
             os.close(fd)
@@ -323,6 +332,46 @@ def _():
     if deaths:
         raise AssertionError("%d of %d runs died: %s" % (len(deaths), runs, deaths[:5]))
     assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+
+
+@case("a file rewritten in place in a loop never crashes fattn (inspect, diff, replay, report)")
+def _():
+    rewritten_in_place("inplace")
+
+
+@case("a file over 64 MiB rewritten in place in a loop never crashes fattn (it is copied too)")
+def _():
+    rewritten_in_place("inplace-large", size=65 << 20)
+
+
+@case("no room for the private copy of an input: refused naming the file and TMPDIR, nothing left")
+def _():
+    d = fresh_dir("no-room")
+    big = os.path.join(d, "big.h5")
+    shutil.copy(GOOD, big)
+    with open(big, "r+b") as f:
+        f.truncate(65 << 20)
+    snaps = fresh_dir("no-room-tmpdir")
+    import resource
+
+    def small_disk():  # a file system with 1 MiB free, as far as fattn can tell
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    out = os.path.join(d, "out.h5")
+    for args in (["inspect", big], ["diff", big, GOOD],
+                 ["replay", big, "--from", "save_ctx", "--impl", "split", "-o", out]):
+        p = subprocess.run([FATTN] + args, capture_output=True, text=True, timeout=120,
+                           preexec_fn=small_disk, env=dict(os.environ, TMPDIR=snaps))
+        if p.returncode != 2 or "private copy" not in p.stderr or big not in p.stderr \
+                or snaps not in p.stderr:
+            raise AssertionError("%s: exit %d: %s" % (args[0], p.returncode, p.stderr))
+        assert not os.listdir(snaps), "%s left %s" % (args[0], os.listdir(snaps))
+        assert not os.path.exists(out)
+    # a TMPDIR that is not there
+    p = run("inspect", big, env={"TMPDIR": os.path.join(d, "missing")})
+    if p.returncode != 2 or "private copy" not in p.stderr:
+        raise AssertionError("missing TMPDIR: exit %d: %s" % (p.returncode, p.stderr))
 
 
 # ---- outputs that are inputs ------------------------------------------------------
@@ -368,10 +417,14 @@ def _():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
 
-    reports = [("diff", ["diff", GOOD, GOOD, "--json"]),
+    # verify without goldens reads no run file, so the report's own write is
+    # what fails; diff's inputs are copied privately first (fileguard.h), so
+    # there the copy is refused first: the old report must stay all the same
+    no_goldens = fresh_dir("json-full-fx")
+    reports = [("diff", ["diff", GOOD, GOOD, "--json"], "private copy"),
                ("verify", ["verify", "--backend", "cpu", "--cases", SPEC, "--fixtures",
-                           fixtures_with_golden(), "--json"])]
-    for name, args in reports:
+                           no_goldens, "--json"], "cannot write the JSON report")]
+    for name, args, words in reports:
         rep = os.path.join(d, name + ".json")
         with open(rep, "w") as f:
             f.write(old)
@@ -379,7 +432,7 @@ def _():
                            preexec_fn=full_disk, timeout=120)
         if p.returncode != 2:
             raise AssertionError("%s: exit %d, want 2\n%s" % (name, p.returncode, p.stderr))
-        if "cannot write the JSON report" not in p.stderr:
+        if words not in p.stderr:
             raise AssertionError("%s: message: %s" % (name, p.stderr))
         with open(rep) as f:
             if f.read() != old:
@@ -434,10 +487,11 @@ def _():
         f["cases"]
 
 
-def signal_while_writing(args, d, pattern, sig, env_extra=None):
-    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write before its
-    rename), wait for a file matching pattern in d, send sig; its exit."""
-    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="3", **(env_extra or {}))
+def signal_while_writing(args, d, pattern, sig, env_extra=None, pause="3"):
+    """Start fattn args (FATTN_TEST_WRITE_PAUSE holding each write `pause` s
+    before its rename), wait for a file matching pattern in d, send sig; its
+    exit."""
+    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE=pause, **(env_extra or {}))
     p = subprocess.Popen([FATTN, *args], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True,
                          preexec_fn=default_signals)
@@ -470,6 +524,78 @@ def _():
     rc = signal_while_writing(["merge", "-o", target, one], d, ".out.h5.tmp-*", signal.SIGINT)
     left = [n for n in os.listdir(d) if n.startswith(".")]
     assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+
+
+@case("SIGINT while merge writes from 9 inputs removes every scratch, snapshot and temporary (more than 16 cleanup slots)")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("many-slots")
+    snaps = fresh_dir("many-slots-tmpdir")  # the inputs' snapshots go here
+    inputs = []
+    for i in range(9):
+        spec = os.path.join(d, "s%d.json" % i)
+        with open(spec, "w") as f:
+            json.dump([dict(TINY[0], id="hf.many.%02d" % i)], f)
+        out = os.path.join(d, "in%02d.h5" % i)
+        run("run", "--backend", "cpu", "--cases", spec, "-o", out, check=0)
+        inputs.append(out)
+    target = os.path.join(d, "out.h5")
+    # 9 snapshots + 9 merge scratch files + the output's temporary: 19
+    # registrations, where there were 16 slots (each write pauses 1 s)
+    rc = signal_while_writing(["merge", "-o", target] + inputs, d, ".out.h5.tmp-*",
+                              signal.SIGINT, env_extra={"TMPDIR": snaps}, pause="1")
+    left = [n for n in os.listdir(d) if n.startswith(".")]
+    assert rc == -signal.SIGINT and not left, "merge: exit %s, left %s" % (rc, left)
+    assert not os.listdir(snaps), "snapshots left: %s" % os.listdir(snaps)
+    assert not os.path.exists(target)
+
+
+@case("SIGTERM or SIGINT during verify's plan prebuild removes its temporary plan store and its children")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        tmpdir = fresh_dir("prebuild-tmpdir")
+        env = dict(os.environ, TMPDIR=tmpdir, FATTN_TEST_PREBUILD="30")
+        env.pop("FATTN_CUDNN_PLAN_DIR", None)
+        p = subprocess.Popen([FATTN, "verify", "--backend", "cpu", "--jobs", "2", "--cases", SPEC,
+                              "--fixtures", fixtures_with_golden()], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True, preexec_fn=default_signals)
+        try:
+            deadline = time.time() + 60
+            kids = []
+            while not (glob.glob(os.path.join(tmpdir, "fattn-plans-*")) and len(kids) >= 2):
+                kids = children_of(p.pid)
+                if time.time() > deadline or p.poll() is not None:
+                    raise AssertionError("no plan store or children seen (exit %s): %s"
+                                         % (p.poll(), p.stderr.read() if p.poll() is not None
+                                            else ""))
+                time.sleep(0.02)
+            # a plan file of a child in the store, as a real prebuild leaves
+            store = glob.glob(os.path.join(tmpdir, "fattn-plans-*"))[0]
+            with open(os.path.join(store, "0123456789abcdef.plan"), "wb") as f:
+                f.write(b"FATTNPLN")
+            p.send_signal(sig)
+            p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == -sig, "signal %d: exit %s" % (sig, p.returncode)
+        assert not os.listdir(tmpdir), "signal %d: left in TMPDIR: %s" % (sig, os.listdir(tmpdir))
+        deadline = time.time() + 10
+        while any(alive(k) for k in kids):
+            if time.time() > deadline:
+                for k in kids:
+                    try:
+                        os.kill(k, signal.SIGKILL)
+                    except OSError:
+                        pass
+                raise AssertionError("signal %d: the plan-building children outlived verify"
+                                     % sig)
+            time.sleep(0.05)
 
 
 @case("SIGPIPE (--progress into a closed pipe) removes the temporary file")

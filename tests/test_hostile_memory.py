@@ -314,6 +314,42 @@ def _():
     assert "corrupt" in err, err
 
 
+@case("inspect and merge --max-memory: a file of large datasets refused before its data is read")
+def _():
+    import numpy as np
+    d = fresh_dir("inspect-merge-early")
+    spec = write_cases("early-mid.json", MID[:2])
+    big = os.path.join(d, "big.h5")  # about 25 MB of datasets
+    run("run", "--backend", "cpu", "--cases", spec, "-o", big, check=0)
+    # the same with one data byte flipped: a command that reads the data
+    # before its bound says "corrupt"; one that bounds first refuses by size
+    bad = os.path.join(d, "flipped.h5")
+    shutil.copy(big, bad)
+    with h5py.File(bad, "r+") as f:
+        ds = f["cases/mem.00/forward/out"]
+        raw = ds[()].view(np.uint8).copy()
+        raw.flat[0] ^= 1
+        ds[...] = raw.view(ds.dtype)
+    _, _, base = run("inspect", GOOD, check=0)  # fattn's own floor
+    out = os.path.join(d, "out.h5")
+    for args in (["inspect", "--max-memory", "10000000", bad],
+                 ["merge", "--max-memory", "10000000", "-o", out, bad]):
+        _, err, rss = run(*args, check=2)
+        assert "over --max-memory 10000000" in err and bad in err and "corrupt" not in err, err
+        assert not os.path.exists(out)
+        if not SANITIZED:
+            assert rss <= base + (8 << 20), (
+                "%s: peak RSS %d, %d for a tiny file: the data was read before the bound"
+                % (args[0], rss, base))
+    _, err, _ = run("inspect", bad, check=2)  # the default bound: half the RAM
+    assert "corrupt" in err, err
+    run("inspect", "--max-memory", "100000000", big, check=0)
+    run("merge", "--max-memory", "100000000", "-o", out, big, check=0)
+    for bad_value in ("0", "inf", "0x10"):
+        run("inspect", "--max-memory", bad_value, big, check=2)
+        run("merge", "--max-memory", bad_value, "-o", out, big, check=2)
+
+
 # ---- golden and merge ---------------------------------------------------------------
 
 # Each golden keeps a case's outputs (about 4.5 MB for a MID case); a

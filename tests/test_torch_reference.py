@@ -286,6 +286,57 @@ def _():
     assert not leftovers, leftovers
 
 
+@case("load_tree: a gzip dataset declaring more than the bound is refused before it is read")
+def _():
+    run = subset_run()
+    bomb = path("bomb.h5")
+    shutil.copy(run, bomb)
+    where = "cases/inference.no_mask.f16/inputs/bomb"
+    with h5py.File(bomb, "r+") as f:
+        # 200 MB declared; one chunk written, the rest the fill value: a file
+        # of kilobytes that inflates to the declared size when read
+        ds = f.create_dataset(where, shape=(25 << 20,), dtype="f8", chunks=(1 << 16,),
+                              compression="gzip", fillvalue=0.0)
+        ds[: 1 << 16] = 1.0
+    assert os.path.getsize(bomb) < os.path.getsize(run) + (1 << 20)
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.time()
+    try:
+        fr.load_tree(bomb, max_bytes=100 << 20)
+        raise AssertionError("load_tree read a file declaring 200 MB under a 100 MB bound")
+    except fr.InputError as e:
+        msg = str(e)
+    for w in (bomb, "/" + where, "209715200 bytes", "deflate", "refused before reading"):
+        assert w in msg, (w, msg)
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grew < 50 << 10 and time.time() - t0 < 10, "peak grew %d KiB" % grew
+    # the default bound is half the memory: a dataset declaring 2^40 bytes
+    # (no chunk written) is refused by the tool itself, exit 2
+    huge = path("huge.h5")
+    shutil.copy(run, huge)
+    with h5py.File(huge, "r+") as f:
+        f.create_dataset(where, shape=(1 << 37,), dtype="f8", chunks=(1 << 20,),
+                         compression="gzip")
+    out = path("never.h5")
+    expect(tool(huge, "-o", out), 2, huge, "/" + where, "refused before reading")
+    assert not os.path.exists(out)
+    # a filter that is not known to stay within the declared shape (307:
+    # bzip2, a plugin) is refused whatever the size
+    plugin = path("plugin.h5")
+    shutil.copy(run, plugin)
+    with h5py.File(plugin, "r+") as f:
+        f.create_dataset(where, shape=(4,), dtype="f8", chunks=(4,), compression=307,
+                         allow_unknown_filter=True)
+    try:
+        fr.load_tree(plugin)
+        raise AssertionError("load_tree accepted a dataset with filter 307")
+    except fr.InputError as e:
+        assert "filter 307" in str(e) and "/" + where in str(e), str(e)
+    # and a file within the bound still loads
+    fr.load_tree(run, max_bytes=100 << 20)
+
+
 @case("a valid run file without torch: exit 2 'torch is not importable', nothing written")
 def _():
     out = path("never.h5")

@@ -96,12 +96,32 @@ const char *ps_resolve_dir(const char *opt_dir, const char *env)
 
 /* ---- file format ---------------------------------------------------------------- */
 
+/* The first control byte (below 0x20, or DEL) of n bytes, or -1: a tag is
+ * printed in provenance and progress lines, where a newline or an escape
+ * sequence would forge or hide text. */
+static long control_byte_at(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] == 0x7f)
+            return (long)i;
+    return -1;
+}
+
 fattn_status ps_encode(const ps_record *r, unsigned char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
     if (r->tag_len > PS_MAX_TAG_BYTES)
         return fattn_error(FATTN_E_INVALID_ARG, "plan store: engine tag of %zu bytes", r->tag_len);
+    long at = control_byte_at(r->tag, r->tag_len);
+    if (at >= 0)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "plan store: engine tag holds control byte 0x%02x at offset %ld",
+                           (unsigned)(unsigned char)r->tag[at], at);
+    if (r->workspace < 0 || r->workspace > PS_MAX_WORKSPACE_BYTES)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "plan store: workspace of %lld bytes is outside 0..%lld",
+                           (long long)r->workspace, (long long)PS_MAX_WORKSPACE_BYTES);
     if (r->key_len == 0 || r->blob_len == 0)
         return fattn_error(FATTN_E_INVALID_ARG, "plan store: empty %s",
                            r->key_len == 0 ? "key" : "plan");
@@ -180,6 +200,57 @@ fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r)
     r->blob_len = (size_t)blob_len;
     if (r->workspace < 0)
         return fattn_error(FATTN_E_INVALID_FILE, "plan file: negative workspace");
+    if (r->workspace > PS_MAX_WORKSPACE_BYTES)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "plan file: workspace of %lld bytes exceeds %lld (no device has it)",
+                           (long long)r->workspace, (long long)PS_MAX_WORKSPACE_BYTES);
+    long at = control_byte_at(r->tag, r->tag_len);
+    if (at >= 0)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "plan file: engine tag holds control byte 0x%02x at offset %ld",
+                           (unsigned)(unsigned char)r->tag[at], at);
+    return FATTN_OK;
+}
+
+/* The sticky bit; S_ISVTX is XSI, not in the POSIX base this builds with. */
+#ifndef S_ISVTX
+#define S_ISVTX 01000
+#endif
+
+/* ---- trust --------------------------------------------------------------------------- */
+
+fattn_status ps_check_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return errno == ENOENT ? FATTN_OK
+                               : fattn_error(FATTN_E_IO, "plan store: stat %s: %s", dir,
+                                             strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return fattn_error(FATTN_E_IO, "plan store: %s is not a directory", dir);
+    if (sb.st_uid != geteuid() && sb.st_uid != 0)
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "plan store: %s is owned by uid %u, not by this user (uid %u) or "
+                           "root: refused (its plans are GPU code this process would load)",
+                           dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+    if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
+        return fattn_error(FATTN_E_INVALID_ARG,
+                           "plan store: %s is writable by everyone without the sticky bit: "
+                           "refused (anyone could replace a plan; chmod o-w or +t)",
+                           dir);
+    return FATTN_OK;
+}
+
+fattn_status ps_check_file_owner(const char *path, unsigned uid, unsigned mode)
+{
+    if (uid != (unsigned)geteuid() && uid != 0)
+        return fattn_error(FATTN_E_INVALID_FILE,
+                           "plan store: %s is owned by uid %u, not by this user (uid %u) or "
+                           "root: refused",
+                           path, uid, (unsigned)geteuid());
+    if (mode & S_IWOTH)
+        return fattn_error(FATTN_E_INVALID_FILE, "plan store: %s is writable by everyone: refused",
+                           path);
     return FATTN_OK;
 }
 
@@ -221,6 +292,8 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
         st = fattn_error(FATTN_E_IO, "plan store: stat %s: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s is not a regular file", path);
+    else if (ps_check_file_owner(path, (unsigned)sb.st_uid, (unsigned)sb.st_mode) != FATTN_OK)
+        st = FATTN_E_INVALID_FILE;
     else if ((uintmax_t)sb.st_size > PS_MAX_FILE_BYTES)
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s has %jd bytes (limit %zu)", path,
                          (intmax_t)sb.st_size, PS_MAX_FILE_BYTES);
@@ -256,6 +329,9 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
 fattn_status ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
 {
     memset(out, 0, sizeof *out);
+    fattn_status trust = ps_check_dir(dir);
+    if (trust != FATTN_OK)
+        return trust;
     char name[PS_NAME_LEN];
     ps_file_name(key_text, name);
     char *path = join_path(dir, name);
@@ -337,6 +413,8 @@ static atomic_uint g_tmp_counter;
 fattn_status ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 {
     fattn_status st = make_dirs(dir);
+    if (st == FATTN_OK)
+        st = ps_check_dir(dir);
     if (st != FATTN_OK)
         return st;
     char *target = join_path(dir, name);

@@ -66,6 +66,11 @@
 /* Larger files are refused unread; a serialized SDPA plan is far smaller. */
 #define PS_MAX_FILE_BYTES ((size_t)256 << 20)
 #define PS_MAX_TAG_BYTES 95u
+/* A plan's workspace above 1 TiB is refused (stored or read): no GPU has
+ * that much memory (the H200 has 141 GB), so such a plan could never run,
+ * and the bound keeps workspace sums far from int64 overflow. A serialized
+ * SDPA plan asks for kilobytes to a few hundred megabytes. */
+#define PS_MAX_WORKSPACE_BYTES ((int64_t)1 << 40)
 
 /* Everything besides the graph that decides whether a stored plan may be
  * used: the cuDNN that built it and the kind of device it was built for. */
@@ -108,13 +113,17 @@ void ps_file_name(const char *key_text, char out[PS_NAME_LEN]);
 const char *ps_resolve_dir(const char *opt_dir, const char *env);
 
 /* Encode r into a new file image (malloc'd, *out; length *out_len).
- * FATTN_E_INVALID_ARG for a tag longer than PS_MAX_TAG_BYTES, an empty key
- * or blob, or an image over PS_MAX_FILE_BYTES; FATTN_E_NOMEM. */
+ * FATTN_E_INVALID_ARG for a tag longer than PS_MAX_TAG_BYTES or holding a
+ * control byte (below 0x20, or 0x7f: a tag is printed in provenance lines),
+ * an empty key or blob, a workspace outside 0..PS_MAX_WORKSPACE_BYTES, or
+ * an image over PS_MAX_FILE_BYTES; FATTN_E_NOMEM. */
 fattn_status ps_encode(const ps_record *r, unsigned char **out, size_t *out_len);
 
 /* Decode a file image: magic, format version, lengths that add up exactly,
- * checksum. On success *r points into buf. FATTN_E_INVALID_FILE with the
- * reason otherwise (buf is never read beyond len). */
+ * checksum, a tag without control bytes, a workspace within
+ * 0..PS_MAX_WORKSPACE_BYTES. On success *r points into buf.
+ * FATTN_E_INVALID_FILE with the reason otherwise (buf is never read beyond
+ * len). */
 fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r);
 
 /* A file found for a key, read and checked. */
@@ -123,6 +132,22 @@ typedef struct ps_loaded {
     unsigned char *buf;  /* the file image, owned; free with ps_loaded_free */
     ps_record rec;       /* points into buf */
 } ps_loaded;
+
+/* Whether dir may hold plans (it holds GPU code that cuDNN loads): as ssh's
+ * StrictModes and git's safe.directory do, FATTN_E_INVALID_ARG naming dir
+ * and the cause when it is owned by a user other than this process' (its
+ * effective uid) and root, or is writable by everyone without the sticky
+ * bit (anyone could replace a plan). Group-writable is accepted: a group
+ * may share a store on purpose. A missing dir is FATTN_OK (it is created
+ * 0700 by the write). Only the directory itself is checked, not its
+ * parents. ps_lookup and ps_write_atomic call it first. */
+fattn_status ps_check_dir(const char *dir);
+
+/* The same for a plan file found in the store (its fstat's st_uid and
+ * st_mode): owned by another user than this process' and root, or writable
+ * by everyone, it is refused (in a sticky directory such as /tmp another
+ * user may still create a file under a plan's name first). */
+fattn_status ps_check_file_owner(const char *path, unsigned uid, unsigned mode);
 
 /* Look key_text up in dir. No file: FATTN_OK with out->found false. A file
  * that cannot be read (FATTN_E_IO), is not a valid plan file or holds

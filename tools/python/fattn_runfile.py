@@ -1,7 +1,9 @@
 """Run files (docs/run-files.md) for Python tools: read them, write them
 through fattn's own writer, and resolve case specs the way fattn does.
 
-  load_tree(path)             a run file as a plain tree, every digest checked
+  load_tree(path, max_bytes)  a run file as a plain tree, every digest checked;
+                              refused unread when its datasets declare more
+                              than max_bytes (default: half the memory)
   write_tree(path, root)      that tree written by `fattn write-tree` (the C
                               writer: sorted order, timestamps off, libver
                               bounds, atomic replace), so that a Python tool
@@ -338,11 +340,52 @@ def _h5():
     return h5py, np
 
 
-def load_tree(path):
+def default_max_bytes():
+    """load_tree's default bound: half the machine's memory, as fattn's own
+    `--max-memory` default (harness/cmd_run.c); 4 GiB when unknown."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+# HDF5 filters whose output is bounded by the dataset's declared shape (the
+# library checks every chunk's size): deflate (gzip), shuffle, fletcher32,
+# szip, nbit, scaleoffset, and h5py's lzf. Any other filter is a plugin
+# loaded from HDF5_PLUGIN_PATH, code outside that bound: refused.
+KNOWN_FILTERS = {1: "deflate", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit",
+                 6: "scaleoffset", 32000: "lzf"}
+
+
+def _declared_bytes(obj):
+    """A dataset's size once read: its declared shape times its item size,
+    from metadata (nothing is read or inflated)."""
+    n = obj.dtype.itemsize
+    for d in obj.shape or ():
+        n *= int(d)
+    return n
+
+
+def _filters(obj):
+    """The filter ids of a dataset's pipeline (empty when contiguous)."""
+    dcpl = obj.id.get_create_plist()
+    return [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+
+
+def load_tree(path, max_bytes=None):
     """A run file as a plain tree: {"attrs": [(name, value, dtype)], "children":
     {name: node}} for groups, {"attrs", "data", "dtype"} for datasets; every
-    dataset's dtype attribute and digest checked (a corrupt input is exit 2)."""
+    dataset's dtype attribute and digest checked (a corrupt input is exit 2).
+
+    The tree holds every dataset, so before any dataset is read the sizes the
+    file declares (shape times item size, from metadata) are added up and the
+    file is refused (InputError naming file, dataset and sizes) when they
+    exceed `max_bytes` (default_max_bytes(), as fattn's --max-memory): a
+    gzip dataset of 1 MB declaring 2 GB is refused unread instead of
+    inflated. A dataset with a filter outside KNOWN_FILTERS is refused (its
+    output is not bounded by the declared shape)."""
     h5py, np = _h5()
+    limit = default_max_bytes() if max_bytes is None else max_bytes
     try:
         f = h5py.File(path, "r")
     except (OSError, ValueError) as e:
@@ -368,6 +411,35 @@ def load_tree(path):
                                                                               name, e))
                 out.append((name, val, dt))
             return out
+
+        def bound(obj, where, seen):
+            """Every dataset's declared size and filters, before any data."""
+            if isinstance(obj, h5py.Dataset):
+                try:
+                    ids = _filters(obj)
+                except (OSError, TypeError, ValueError) as e:
+                    raise InputError("%s: %s: unreadable storage properties: %s"
+                                     % (path, where, e))
+                unknown = [i for i in ids if i not in KNOWN_FILTERS]
+                if unknown:
+                    raise InputError("%s: %s: HDF5 filter %d is not one whose output is "
+                                     "bounded by the declared shape: refused"
+                                     % (path, where, unknown[0]))
+                n = _declared_bytes(obj)
+                seen[0] += n
+                if seen[0] > limit:
+                    raise InputError("%s: %s: declares %d bytes (%s), %d in all so far: over "
+                                     "the limit of %d bytes: refused before reading"
+                                     % (path, where, n, "filtered: " + "+".join(
+                                         KNOWN_FILTERS[i] for i in ids) if ids else "contiguous",
+                                        seen[0], limit))
+                return
+            for name in sorted(obj):
+                child = obj.get(name, getlink=True)
+                if isinstance(child, h5py.HardLink):
+                    bound(obj[name], where.rstrip("/") + "/" + name, seen)
+
+        bound(f, "/", [0])
 
         def walk(obj, where):
             if isinstance(obj, h5py.Dataset):
