@@ -993,6 +993,19 @@ def _():
     assert p.returncode in (0, 1) and os.listdir(tmp) == [], (p.returncode, os.listdir(tmp))
 
 
+@case("FATTN_CUDNN_LIB names the libcudnn the CLI's cuDNN engine loads (the library reads "
+      "no environment: the CLI hands the path over); a library that is not cuDNN is named "
+      "in the refusal")
+def _():
+    one = path("lib-one.json")
+    with open(one, "w") as f:
+        f.write('[{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]')
+    p = run("run", "--backend", "cudnn", "--cases", one, "-o", path("lib.h5"),
+            env={"FATTN_CUDNN_LIB": "libm.so.6"}, check=2)
+    assert "libm.so.6 lacks a backend-API symbol" in p.stderr, p.stderr
+    assert not os.path.exists(path("lib.h5"))
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "fattn/cudnn.h"
 #include "fattn/dtype.h"
@@ -508,6 +509,7 @@ static void list_ids(void)
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cpu_engine");
     TCase *tc = tcase_create("vs_oracle");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
