@@ -655,6 +655,17 @@ int main(int argc, char **argv)
         i++;
     }
 
+    /* the library reads no environment: the variables as the CLI reads them,
+     * the libraries named before anything loads them */
+    fattn_cudnn_settings cudnn_settings;
+    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
+                                   getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
+                                   getenv("FATTN_CUDNN_PLAN_DIR"), getenv("FATTN_CUDNN_LIB"),
+                                   getenv("FATTN_CUDART_LIB"), &cudnn_settings) != FATTN_OK ||
+        fattn_cudnn_use_libraries(&cudnn_settings) != FATTN_OK) {
+        fprintf(stderr, "bench_cudnn: %s\n", fattn_last_error());
+        return 2;
+    }
     if (!fattn_cudnn_available()) {
         /* a build or CI machine without a GPU: nothing to measure, not a failure */
         char why[512];
@@ -669,12 +680,7 @@ int main(int argc, char **argv)
     fattn_cudnn_info info;
     fattn_cudnn_plan_cache *pc = NULL;
     fattn_engine *e = NULL, *et = NULL;
-    /* the library reads no environment: the variables as the CLI reads them */
-    fattn_cudnn_settings cudnn_settings;
-    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
-                                   getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
-                                   getenv("FATTN_CUDNN_PLAN_DIR"), &cudnn_settings) != FATTN_OK ||
-        fattn_cudnn_get_info(0, &info) != FATTN_OK ||
+    if (fattn_cudnn_get_info(0, &info) != FATTN_OK ||
         fattn_cudnn_plan_cache_init(&pc, 0, &cudnn_settings) != FATTN_OK ||
         fattn_engine_init_cudnn(&e, &(fattn_cudnn_options){.plan_cache = pc}) != FATTN_OK ||
         fattn_engine_init_cudnn(&et, &(fattn_cudnn_options){.plan_cache = pc,

@@ -264,19 +264,36 @@ void cli_matrix_free(cli_matrix *m)
  * commands frees it with cli_engines_shutdown. */
 static fattn_cudnn_plan_cache *plan_cache;
 
-/* The cuDNN engine's settings: the FATTN_CUDNN_* variables, read here and
- * nowhere in the library (docs/cudnn-engine.md). The strings stay the
- * environment's. */
+/* The cuDNN engine's settings: the FATTN_CUDNN_* and FATTN_CUDART_LIB
+ * variables, read here and nowhere in the library (docs/cudnn-engine.md).
+ * The strings stay the environment's. */
 static fattn_cudnn_settings cudnn_settings;
+
+static fattn_status cudnn_settings_read(fattn_cudnn_settings *out)
+{
+    return fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
+                                      getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
+                                      getenv("FATTN_CUDNN_PLAN_DIR"), getenv("FATTN_CUDNN_LIB"),
+                                      getenv("FATTN_CUDART_LIB"), out);
+}
+
+int cli_cudnn_libraries(const char *cmd)
+{
+    fattn_cudnn_settings libs;
+    if (fattn_cudnn_settings_parse(NULL, NULL, NULL, NULL, NULL, getenv("FATTN_CUDNN_LIB"),
+                                   getenv("FATTN_CUDART_LIB"), &libs) != FATTN_OK ||
+        fattn_cudnn_use_libraries(&libs) != FATTN_OK)
+        return cli_fail(cmd, "%s", fattn_last_error());
+    return FATTN_EXIT_OK;
+}
 
 int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
                          fattn_engine **e, const char **backend_name)
 {
     fattn_engine_options o = opt ? *opt : (fattn_engine_options){0};
     o.plan_cache = &plan_cache;
-    if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), getenv("FATTN_CUDNN_BWD"),
-                                   getenv("FATTN_CUDNN_DET"), getenv("FATTN_CUDNN_DET_TAG"),
-                                   getenv("FATTN_CUDNN_PLAN_DIR"), &cudnn_settings) != FATTN_OK)
+    if (cudnn_settings_read(&cudnn_settings) != FATTN_OK ||
+        fattn_cudnn_use_libraries(&cudnn_settings) != FATTN_OK)
         return cli_fail(cmd, "%s", fattn_last_error());
     o.cudnn_settings = &cudnn_settings;
     bool want_auto = !backend || !strcmp(backend, "auto");

@@ -112,6 +112,10 @@ void cli_matrix_free(cli_matrix *m);
  * cli_engine_close. Not thread-safe: commands run one at a time. */
 int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
                          fattn_engine **e, const char **backend_name);
+/* Name the cuDNN libraries of $FATTN_CUDNN_LIB and $FATTN_CUDART_LIB to the
+ * library (fattn_cudnn_use_libraries) before anything loads them: what
+ * main does first. An exit code (2 after a message). */
+int cli_cudnn_libraries(const char *cmd);
 /* cli_engine_open_opts with the default options. */
 int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
                     const char **backend_name);

@@ -61,6 +61,9 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
+            /* before any command asks whether cuDNN loads */
+            if (cli_cudnn_libraries(argv[1]) != FATTN_EXIT_OK)
+                return FATTN_EXIT_ERROR;
             int rc = cmds[i].fn(argc - 1, argv + 1);
             cli_engines_shutdown();
             return rc;

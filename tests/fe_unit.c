@@ -166,10 +166,31 @@ fe_spec fe_spec_for_rule(const char *id)
         s.bias_type = FATTN_BIAS_POST_SCALE_BIAS;
         s.bias_present = true;
         s.softmax = FATTN_SOFTMAX_LEARNABLE;
+    } else if (!strcmp(id, "pre_scale_bias_engines")) {
+        s = fe_spec_for_rule("pre_scale_bias");
+    } else if (!strcmp(id, "fp8_descales_engines")) {
+        s.dtype = FATTN_DTYPE_FLOAT8_E4M3FN; /* FP8 codes, no fp8 */
+        s.d = s.dv = 128;
+    } else if (!strcmp(id, "fp8_paged_cudnn")) {
+        s = fe_spec_for_rule("paged_fp8");
+        s.cudnn = true;
     } else if (!strncmp(id, "fp8_", 4)) {
         /* FP8 rules: a valid FP8 training spec (d = 128) changed in one place */
         s.fp8 = true;
         s.d = s.dv = 128;
+        /* an engine's gap that TE's own rule refuses too: that rule's spec */
+        if (!strcmp(id, "fp8_bias_engines"))
+            id = "fp8_bias";
+        else if (!strcmp(id, "fp8_softmax_engines"))
+            id = "fp8_softmax";
+        else if (!strcmp(id, "fp8_thd_cudnn"))
+            id = "fp8_qkv_format", s.cudnn = true;
+        else if (!strcmp(id, "fp8_max_logit_cudnn"))
+            id = "fp8_max_logit", s.cudnn = true;
+        else if (!strcmp(id, "fp8_head_dim_cudnn"))
+            s.d = s.dv = 72, s.cudnn = true; /* multiples of 8, not of 16 */
+        else if (!strcmp(id, "fp8_mla_engines"))
+            s.dv = 64, s.inference = true; /* TE's FP8 inference takes it */
         if (!strcmp(id, "fp8_mxfp8_blackwell"))
             s.fp8_recipe = FATTN_FP8_RECIPE_MXFP8;
         else if (!strcmp(id, "fp8_quantizer_type"))
@@ -220,6 +241,26 @@ fe_spec fe_spec_for_rule(const char *id)
         s.cudnn = true;
     }
     return s;
+}
+
+const char *fe_rule_at_front_end(const char *id)
+{
+    static const struct {
+        const char *gap, *front;
+    } shadowed[] = {
+        {"pre_scale_bias_engines", "pre_scale_bias"},
+        {"fp8_descales_engines", NULL}, /* FP8 codes need the fp8 branch's quantizers */
+        {"fp8_bias_engines", "fp8_bias"},
+        {"fp8_softmax_engines", "fp8_softmax"},
+        {"fp8_thd_cudnn", "fp8_qkv_format"},
+        {"fp8_head_dim_cudnn", "fp8_head_dim"},
+        {"fp8_paged_cudnn", "paged_fp8"},
+        {"fp8_max_logit_cudnn", "fp8_max_logit"},
+    };
+    for (int i = 0; i < FE_NROWS(shadowed); i++)
+        if (!strcmp(id, shadowed[i].gap))
+            return shadowed[i].front;
+    return id;
 }
 
 fattn_support_query fe_query(const fe_spec *s)

@@ -71,6 +71,13 @@ fe_spec fe_spec_default(void);
 /* Rule id (fattn_support_rules) -> a spec that trips that rule (and only
  * it); the default spec for an unknown id. */
 fe_spec fe_spec_for_rule(const char *id);
+/* The rule a front end refuses fe_spec_for_rule(id) with: id itself, or,
+ * for an engine's gap that one of TE's own rows refuses first at the front
+ * ends (the gap rows come last in the table), that row; NULL where the
+ * front end's own checks of its arguments refuse the spec before it asks
+ * the table. Such a gap is reached by the engine dispatch alone
+ * (fattn_support_check_engine). */
+const char *fe_rule_at_front_end(const char *id);
 /* The support query of a spec (training). */
 fattn_support_query fe_query(const fe_spec *s);
 

@@ -409,7 +409,7 @@ def _():
 @case("run: a case the engine cannot run is recorded as skipped with its reason")
 def _():
     with open(path("gap.json"), "w") as f:
-        # FP8 with d_qk != d_v: the CPU engine's own gap (lib/cpu/fp8.c)
+        # FP8 with d_qk != d_v: valid for TE, run by no engine (rule fp8_mla_engines)
         f.write('[{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
                 '"is_training":false,"fp8":{"recipe":"delayed"}}]')
     run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), check=0)
@@ -868,7 +868,7 @@ def _():
             path("nofix"), "--junit", "-", check=0)
     (t,) = ET.fromstring(p.stdout).iter("testcase")
     assert t.get("name") == "case" and t.find("skipped") is not None and \
-        "d_v 64" in t.find("skipped").get("message")
+        "rule fp8_mla_engines" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 
@@ -991,6 +991,19 @@ def _():
     assert os.listdir(tmp) == [], os.listdir(tmp)
     p = run("verify", "--backend", "cpu", "--cases", one, "--jobs", "4", env=env)
     assert p.returncode in (0, 1) and os.listdir(tmp) == [], (p.returncode, os.listdir(tmp))
+
+
+@case("FATTN_CUDNN_LIB names the libcudnn the CLI's cuDNN engine loads (the library reads "
+      "no environment: the CLI hands the path over); a library that is not cuDNN is named "
+      "in the refusal")
+def _():
+    one = path("lib-one.json")
+    with open(one, "w") as f:
+        f.write('[{"id": "a.one", "b": 1, "h": 1, "sq": 4, "d_qk": 8}]')
+    p = run("run", "--backend", "cudnn", "--cases", one, "-o", path("lib.h5"),
+            env={"FATTN_CUDNN_LIB": "libm.so.6"}, check=2)
+    assert "libm.so.6 lacks a backend-API symbol" in p.stderr, p.stderr
+    assert not os.path.exists(path("lib.h5"))
 
 
 def main():

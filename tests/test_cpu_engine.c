@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "fattn/cudnn.h"
 #include "fattn/dtype.h"
@@ -437,6 +438,52 @@ START_TEST(test_device_refused)
 }
 END_TEST
 
+/* What no engine runs is the support table's (its rows for the engine), and
+ * the dispatch refuses it before the geometry or the engine sees the call:
+ * a bias case made pre_scale_bias is rule pre_scale_bias_engines, forward
+ * and backward, and no output is written. */
+START_TEST(test_gap_rows)
+{
+    const tcase *c = NULL;
+    for (int i = 0; i < tcase_count && !c; i++)
+        if (tcase_table[i].bias == FATTN_BIAS_POST_SCALE_BIAS && tcase_table[i].training)
+            c = &tcase_table[i];
+    ck_assert_ptr_nonnull(c);
+    tcase_buffers buf;
+    ck_assert_int_eq(tcase_setup(c, &buf), FATTN_OK);
+    fattn_engine *e = NULL;
+    ck_assert_int_eq(fattn_engine_init_cpu(&e, &(fattn_cpu_options){.threads = 1}), FATTN_OK);
+    ck_assert_int_eq(tcase_run(c, &buf, e), FATTN_OK); /* the packs, as a caller has them */
+    for (int bwd = 0; bwd < 2; bwd++) {
+        fattn_tensor *out = bwd ? &buf.dq : &buf.o;
+        fattn_tensor_fill_bits(out, 0xFFFFFFFFu);
+        fattn_status st;
+        if (bwd) {
+            fattn_aux_pack aux = buf.aux_bwd;
+            fattn_bwd_params bp = tcase_bwd_params(c, &buf);
+            bp.aux = &aux;
+            bp.attn.bias_type = FATTN_BIAS_PRE_SCALE_BIAS;
+            st = fattn_engine_bwd(e, &bp);
+        } else {
+            fattn_aux_pack aux = buf.aux_fwd;
+            fattn_fwd_params fp = tcase_fwd_params(c, &buf);
+            fp.aux = &aux;
+            fp.attn.bias_type = FATTN_BIAS_PRE_SCALE_BIAS;
+            st = fattn_engine_fwd(e, &fp);
+        }
+        ck_assert_msg(st == FATTN_E_UNSUPPORTED, "%s: %s (%s)", c->id, fattn_status_name(st),
+                      fattn_last_error());
+        ck_assert_msg(!strncmp(fattn_last_error(), "rule pre_scale_bias_engines: ", 29), "%s",
+                      fattn_last_error());
+        const uint32_t *w = out->data;
+        ck_assert_uint_eq(w[0], 0xFFFFFFFFu);
+    }
+    fattn_engine_free(e);
+    tcase_teardown(&buf);
+    fattn_test_mark("cpu_engine.gap_rows");
+}
+END_TEST
+
 /* The bridge's mirror of fattn_tensor (tools/te/fattn_te/bridge.py) checks
  * these rows; the device field sits between dtype and ndim. */
 START_TEST(test_tensor_layout)
@@ -464,6 +511,7 @@ static void list_ids(void)
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cpu_engine");
     TCase *tc = tcase_create("vs_oracle");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
@@ -476,6 +524,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(api, test_device_refused, 0,
                         (int)(sizeof device_rows / sizeof device_rows[0]));
     tcase_add_test(api, test_tensor_layout);
+    tcase_add_test(api, test_gap_rows);
     suite_add_tcase(s, api);
     return s;
 }

@@ -678,10 +678,12 @@ static void m_no_amax_dk(fattn_fwd_params *fp, fattn_bwd_params *bp, fp8_state *
 }
 
 static const refuse_row refuse_rows[] = {
-    {"fp8.refuse.bias", false, m_bias, FATTN_E_UNSUPPORTED, "bias type alibi"},
-    {"fp8.refuse.softmax_offset", false, m_softmax, FATTN_E_UNSUPPORTED, "softmax type"},
+    /* the engines' gaps: the support table's rows, refused by the dispatch */
+    {"fp8.refuse.bias", false, m_bias, FATTN_E_UNSUPPORTED, "rule fp8_bias_engines:"},
+    {"fp8.refuse.softmax_offset", false, m_softmax, FATTN_E_UNSUPPORTED,
+     "rule fp8_softmax_engines:"},
     {"fp8.refuse.codes_without_scaling", false, m_no_scaling, FATTN_E_UNSUPPORTED,
-     "FP8 inputs"},
+     "rule fp8_descales_engines:"},
     {"fp8.refuse.q_not_fp8", false, m_q_f16, FATTN_E_DTYPE, "needs FP8 Q"},
     {"fp8.refuse.k_other_fp8", false, m_k_e5m2, FATTN_E_DTYPE, "FP8 K is float8_e5m2"},
     {"fp8.refuse.o_float32", false, m_o_f32, FATTN_E_DTYPE, "O must be FP8"},

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "core/engine_gaps.h"
 #include "cudnn/graph.h"
@@ -1202,6 +1203,7 @@ static void list_ids(void)
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cudnn-construct");
     TCase *tc = tcase_create("construct");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "fattn/cudnn.h"
 #include "fattn/te.h"
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
         list_ids();
         return 0;
     }
+    fattn_test_cudnn_libraries();
 #if FATTN_HAVE_CUDNN
     if (!fattn_cudnn_available()) {
         printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cudnn/graph.h"
 #include "cudnn_desc.h"
 #include "fattn/cudnn.h"
@@ -480,6 +481,7 @@ static void list_ids(void)
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cudnn-construct-fp8");
     TCase *tc = tcase_create("fp8");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cudnn/graph.h"
 #include "cudnn_desc.h"
 #include "fattn/cudnn.h"
@@ -322,6 +323,7 @@ int main(int argc, char **argv)
         list_ids();
         return 0;
     }
+    fattn_test_cudnn_libraries();
     if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
         printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
         return 0;

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "cudnn_max_rows.h"
 #include "fattn/cudnn.h"
@@ -613,6 +614,7 @@ int main(int argc, char **argv)
         list_ids();
         return 0;
     }
+    fattn_test_cudnn_libraries();
     if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
         printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
         return 0;

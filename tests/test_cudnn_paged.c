@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "cudnn/graph.h"
 #include "cudnn_desc.h"
@@ -212,6 +213,7 @@ static void list_ids(void)
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cudnn_paged");
     TCase *tc = tcase_create("graph");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_SHORT);

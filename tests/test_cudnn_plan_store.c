@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cudnn_env.h"
+#include "fattn_config.h"
 #include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
 #include "fattn_test.h"
@@ -850,34 +852,43 @@ static const char *const single_ids[] = {
     "cudnn.plan_store.write.concurrent",   "cudnn.plan_store.lookup.untrusted_dir",
 };
 
-/* The settings the CLI reads from FATTN_CUDNN_*: each value a variable
- * takes, the line provenance records, and a value it does not take refused
- * naming the variable. */
+/* The settings the CLI reads from FATTN_CUDNN_* and FATTN_CUDART_LIB: each
+ * value a variable takes, the line provenance records (the libraries only
+ * when one is named), and a value it does not take refused naming the
+ * variable. */
 START_TEST(settings_parse)
 {
     static const struct {
-        const char *at, *bwd, *det, *tag, *dir;
+        const char *at, *bwd, *det, *tag, *dir, *lib, *rt;
         const char *line; /* NULL: refused */
         const char *var;  /* the variable a refusal names */
     } rows[] = {
-        {NULL, NULL, NULL, NULL, NULL, "autotune=off bwd=switch det=direct plan_store=off", NULL},
-        {"", "", "", "", "", "autotune=off bwd=switch det=direct plan_store=off", NULL},
-        {"0", NULL, NULL, NULL, "/tmp/p", "autotune=off bwd=switch det=direct plan_store=on",
-         NULL},
-        {"1", "native", NULL, NULL, NULL, "autotune=on bwd=native det=direct plan_store=off",
-         NULL},
-        {"knobs", NULL, "ordered", NULL, NULL,
+        {NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+         "autotune=off bwd=switch det=direct plan_store=off", NULL},
+        {"", "", "", "", "", "", "", "autotune=off bwd=switch det=direct plan_store=off", NULL},
+        {"0", NULL, NULL, NULL, "/tmp/p", NULL, NULL,
+         "autotune=off bwd=switch det=direct plan_store=on", NULL},
+        {"1", "native", NULL, NULL, NULL, NULL, NULL,
+         "autotune=on bwd=native det=direct plan_store=off", NULL},
+        {"knobs", NULL, "ordered", NULL, NULL, NULL, NULL,
          "autotune=knobs bwd=switch det=ordered plan_store=off", NULL},
-        {NULL, NULL, NULL, "eng8_k2=1", NULL,
+        {NULL, NULL, NULL, "eng8_k2=1", NULL, NULL, NULL,
          "autotune=off bwd=switch det=tag:eng8_k2=1 plan_store=off", NULL},
-        {"yes", NULL, NULL, NULL, NULL, NULL, "FATTN_CUDNN_AUTOTUNE"},
-        {NULL, "fused", NULL, NULL, NULL, NULL, "FATTN_CUDNN_BWD"},
-        {NULL, NULL, "direct", NULL, NULL, NULL, "FATTN_CUDNN_DET"},
+        {NULL, NULL, NULL, NULL, NULL, "/opt/c/lib/libcudnn.so.9", NULL,
+         "autotune=off bwd=switch det=direct plan_store=off cudnn_lib=named",
+         NULL},
+        {NULL, NULL, NULL, NULL, NULL, "/c/libcudnn.so.9", "/r/libcudart.so.12",
+         "autotune=off bwd=switch det=direct plan_store=off cudnn_lib=named cudart_lib=named",
+         NULL},
+        {"yes", NULL, NULL, NULL, NULL, NULL, NULL, NULL, "FATTN_CUDNN_AUTOTUNE"},
+        {NULL, "fused", NULL, NULL, NULL, NULL, NULL, NULL, "FATTN_CUDNN_BWD"},
+        {NULL, NULL, "direct", NULL, NULL, NULL, NULL, NULL, "FATTN_CUDNN_DET"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         fattn_cudnn_settings s;
         fattn_status st = fattn_cudnn_settings_parse(rows[i].at, rows[i].bwd, rows[i].det,
-                                                     rows[i].tag, rows[i].dir, &s);
+                                                     rows[i].tag, rows[i].dir, rows[i].lib,
+                                                     rows[i].rt, &s);
         if (!rows[i].line) {
             ck_assert_int_eq(st, FATTN_E_INVALID_ARG);
             ck_assert_msg(strstr(fattn_last_error(), rows[i].var), "row %zu: %s", i,
@@ -896,6 +907,31 @@ START_TEST(settings_parse)
 }
 END_TEST
 
+/* The libraries are loaded once per process: once tried, naming another
+ * path is refused (the one loaded, or none, is fine). Here the suite has
+ * tried already (make_suite asked whether cuDNN loads). */
+START_TEST(libraries_once)
+{
+    (void)fattn_cudnn_library_loadable();
+    fattn_cudnn_settings s;
+    ck_assert_int_eq(fattn_cudnn_settings_parse(NULL, NULL, NULL, NULL, NULL, NULL, NULL, &s),
+                     FATTN_OK);
+    ck_assert_int_eq(fattn_cudnn_use_libraries(&s), FATTN_OK);
+    ck_assert_int_eq(fattn_cudnn_use_libraries(NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_cudnn_settings_parse(NULL, NULL, NULL, NULL, NULL,
+                                                "/nonexistent/libcudnn.so.9", NULL, &s),
+                     FATTN_OK);
+#if FATTN_HAVE_CUDNN
+    ck_assert_int_eq(fattn_cudnn_use_libraries(&s), FATTN_E_STATE);
+    ck_assert_msg(strstr(fattn_last_error(), "/nonexistent/libcudnn.so.9"), "%s",
+                  fattn_last_error());
+#else
+    ck_assert_int_eq(fattn_cudnn_use_libraries(&s), FATTN_OK); /* nothing to load */
+#endif
+    fattn_test_mark("cudnn.settings.libraries_once");
+}
+END_TEST
+
 static void list_ids(void)
 {
     for (int i = 0; i < N(key_rows); i++)
@@ -909,10 +945,12 @@ static void list_ids(void)
     for (int i = 0; i < N(single_ids); i++)
         puts(single_ids[i]);
     puts("cudnn.settings.parse");
+    puts("cudnn.settings.libraries_once");
 }
 
 static Suite *make_suite(void)
 {
+    fattn_test_cudnn_libraries();
     Suite *s = suite_create("cudnn-plan-store");
     TCase *tk = tcase_create("key");
     tcase_set_timeout(tk, FATTN_TEST_TIMEOUT_SHORT);
@@ -920,6 +958,7 @@ static Suite *make_suite(void)
     tcase_add_test(tk, key_text_layout);
     tcase_add_loop_test(tk, dir_choice, 0, N(dir_rows));
     tcase_add_test(tk, settings_parse);
+    tcase_add_test(tk, libraries_once);
     suite_add_tcase(s, tk);
     TCase *tf = tcase_create("format");
     tcase_set_timeout(tf, FATTN_TEST_TIMEOUT_SHORT);

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cudnn_env.h"
 #include "cases.h"
 #include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
@@ -88,6 +89,7 @@ static int run_phase(const char *store, const char *out)
     /* the parent sets FATTN_CUDNN_AUTOTUNE for a tuned phase; the library
      * reads no environment, so the phase hands it over as the CLI does */
     if (fattn_cudnn_settings_parse(getenv("FATTN_CUDNN_AUTOTUNE"), NULL, NULL, NULL, store,
+                                   getenv("FATTN_CUDNN_LIB"), getenv("FATTN_CUDART_LIB"),
                                    &opt.settings) != FATTN_OK ||
         fattn_engine_init_cudnn(&e, &opt) != FATTN_OK) {
         fprintf(stderr, "phase: %s\n", fattn_last_error());
@@ -458,6 +460,7 @@ int main(int argc, char **argv)
         list_ids();
         return 0;
     }
+    fattn_test_cudnn_libraries();
     if (argc == 4 && strcmp(argv[1], "--phase") == 0)
         return run_phase(argv[2], argv[3]);
     if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {

@@ -21,22 +21,38 @@
  * engine (status FATTN_E_UNSUPPORTED) before it sees the call: the engine's
  * gaps are rows, never checks of its own. The query holds what those rows
  * read. */
-static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn_tensor *q,
-                                const fattn_tensor *k, int64_t max_seqlen_q, fattn_qkv_layout layout,
-                                fattn_softmax_type softmax, bool training, bool max_logit,
-                                bool fp8, bool at_backward)
+typedef struct gap_call {
+    const fattn_tensor *q, *k, *v;
+    int64_t max_seqlen_q;
+    fattn_qkv_layout layout;
+    fattn_bias_type bias;
+    fattn_softmax_type softmax;
+    bool training, max_logit, fp8, at_backward;
+} gap_call;
+
+/* A tensor's last dim (the head dim in every format); 0 for a tensor
+ * without dims, which the geometry refuses after the gaps. */
+static int64_t head_dim(const fattn_tensor *t)
+{
+    return t->ndim >= 1 && t->ndim <= FATTN_MAX_DIMS ? t->shape[t->ndim - 1] : 0;
+}
+
+static fattn_status engine_gaps(unsigned engine, long cudnn_version, const gap_call *c)
 {
     fattn_support_query sq;
     fattn_support_query_init(&sq);
-    sq.q_dtype = q->dtype;
-    sq.kv_dtype = k->dtype;
-    sq.layout = layout;
-    sq.sq = max_seqlen_q;
-    sq.softmax_type = softmax;
-    sq.is_training = training;
-    sq.return_max_logit = max_logit;
-    sq.fp8 = fp8;
-    sq.at_backward = at_backward;
+    sq.q_dtype = c->q->dtype;
+    sq.kv_dtype = c->k->dtype;
+    sq.d_qk = head_dim(c->q);
+    sq.d_v = head_dim(c->v);
+    sq.bias_type = c->bias;
+    sq.layout = c->layout;
+    sq.sq = c->max_seqlen_q;
+    sq.softmax_type = c->softmax;
+    sq.is_training = c->training;
+    sq.return_max_logit = c->max_logit;
+    sq.fp8 = c->fp8;
+    sq.at_backward = c->at_backward;
     sq.cudnn_version = cudnn_version;
     return fattn_support_check_engine(&sq, engine, NULL);
 }
@@ -44,18 +60,21 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const fattn
 fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    const fattn_attn_common *a = &p->attn;
-    return engine_gaps(engine, cudnn_version, &a->q, &a->k, a->max_seqlen_q, a->qkv_layout,
-                       a->softmax_type, p->is_training, p->return_max_logit, p->fp8 != NULL,
-                       false);
+    gap_call c = {.q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .max_seqlen_q = p->attn.max_seqlen_q,
+                  .layout = p->attn.qkv_layout, .bias = p->attn.bias_type, .softmax = p->attn.softmax_type,
+                  .training = p->is_training, .max_logit = p->return_max_logit,
+                  .fp8 = p->fp8 != NULL, .at_backward = false};
+    return engine_gaps(engine, cudnn_version, &c);
 }
 
 fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    const fattn_attn_common *a = &p->attn;
-    return engine_gaps(engine, cudnn_version, &a->q, &a->k, a->max_seqlen_q, a->qkv_layout,
-                       a->softmax_type, true, false, p->fp8 != NULL, true);
+    gap_call c = {.q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .max_seqlen_q = p->attn.max_seqlen_q,
+                  .layout = p->attn.qkv_layout, .bias = p->attn.bias_type, .softmax = p->attn.softmax_type,
+                  .training = true, .max_logit = false, .fp8 = p->fp8 != NULL,
+                  .at_backward = true};
+    return engine_gaps(engine, cudnn_version, &c);
 }
 
 long fattn_engine_cudnn_version(const fattn_engine *e)

@@ -215,12 +215,11 @@ static fattn_status geom_dtypes(fattn_geom *g, const fattn_geom_args *a)
                            who, fattn_format_name(a->o_format), fattn_format_name(g->q_fmt));
 
     fattn_dtype io = a->q->dtype;
-    bool io_fp8 = io == FATTN_DTYPE_FLOAT8_E4M3FN || io == FATTN_DTYPE_FLOAT8_E5M2;
     if (a->fp8)
         return geom_dtypes_fp8(g, a);
-    if (io_fp8) /* FP8 codes without their descales */
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 inputs are not implemented by "
-                           "the CPU engine", who);
+    /* FP8 codes without their descales are the support table's row
+     * fp8_descales_engines, refused by the dispatch before the geometry:
+     * here they are only a dtype that is not an F16 path's. */
     if (!io_dtype_ok(io))
         return fattn_error(FATTN_E_DTYPE, "%s: Q dtype %s is not float16/bfloat16/float32",
                            who, fattn_dtype_name(io));
@@ -481,14 +480,14 @@ static fattn_status geom_bias(fattn_geom *g, const fattn_geom_args *a)
     int64_t b = g->b, h = g->h, msq = g->sq, mskv = g->skv;
     fattn_dtype io = g->io;
     g->bias = fattn_tensor_empty();
-    if (a->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: pre_scale_bias is not implemented by "
-                           "TE's F16 fused path nor by the CPU engine", who);
-    if (a->bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
+    /* A bias tensor's shape, pre- or post-scale alike: that no engine runs
+     * pre_scale_bias is the support table's (row pre_scale_bias_engines,
+     * refused by the dispatch before the geometry). */
+    if (a->bias_type == FATTN_BIAS_PRE_SCALE_BIAS || a->bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *bt = a->bias;
         if (!bt || fattn_tensor_is_empty(bt))
-            return fattn_error(FATTN_E_INVALID_ARG, "%s: post_scale_bias without a bias tensor",
-                               who);
+            return fattn_error(FATTN_E_INVALID_ARG, "%s: %s without a bias tensor", who,
+                               fattn_bias_type_name(a->bias_type));
         if (bt->dtype != io)
             return fattn_error(FATTN_E_DTYPE, "%s: bias is %s but Q is %s", who,
                                fattn_dtype_name(bt->dtype), fattn_dtype_name(io));

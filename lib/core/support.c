@@ -18,10 +18,7 @@
  *   dot_product_attention.py, backends.py  same directory as utils.py
  *   attention.cpp   transformer_engine/pytorch/csrc/extensions/attention.cpp
  */
-#include <assert.h>
-#include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "core/support_rows.h"
@@ -278,6 +275,42 @@ static bool r_fp8_window(const fattn_support_query *q)
     return q->fp8 && !plain;
 }
 
+/* ---- the engines' own gaps (status FATTN_E_UNSUPPORTED) -------------------
+ * What TE accepts, or what TE's own row already refuses at the front ends,
+ * and an engine still cannot run: the dispatch (fattn_engine_fwd/_bwd)
+ * checks these before the engine sees the call, so the engines keep no
+ * refusals of their own. */
+
+static bool is_fp8_dtype(fattn_dtype t)
+{
+    return t == FATTN_DTYPE_FLOAT8_E4M3FN || t == FATTN_DTYPE_FLOAT8_E5M2;
+}
+
+static bool r_fp8_descales(const fattn_support_query *q)
+{
+    return !q->fp8 && (is_fp8_dtype(q->q_dtype) || is_fp8_dtype(q->kv_dtype));
+}
+
+static bool r_fp8_mla(const fattn_support_query *q)
+{
+    return q->fp8 && q->d_qk != q->d_v;
+}
+
+static bool r_fp8_thd(const fattn_support_query *q)
+{
+    return q->fp8 && is_thd(q);
+}
+
+static bool r_fp8_head_dim16(const fattn_support_query *q)
+{
+    return q->fp8 && (q->d_qk % 16 != 0 || q->d_v % 16 != 0);
+}
+
+static bool r_fp8_paged(const fattn_support_query *q)
+{
+    return q->fp8 && fattn_layout_is_paged(q->layout);
+}
+
 /* ---- routing predicates: true means DPA would not choose FusedAttention -- */
 
 static bool is_f16_path(const fattn_support_query *q)
@@ -456,6 +489,12 @@ static const fattn_support_rule rules[] = {
      "a sliding window with fp8: DPA routes it away on sm_90 and the FP8 kernel's handling "
      "of it was not read, so fattn does not model it",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 1342), AT(2_20, F_UTILS, 1443)}},
+    /* Before max_logit_cudnn, which refuses every max_logit below 9.21:
+     * this one holds at every cuDNN. */
+    {"fp8_max_logit_cudnn", r_fp8_max_logit, FATTN_E_UNSUPPORTED,
+     "return_max_logit with FP8: the cuDNN engine's FP8 graph has no Max output, at any "
+     "cuDNN (TE's rule fp8_max_logit refuses it at the front ends)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
     {"max_logit_cudnn", r_max_logit_cudnn, FATTN_E_UNSUPPORTED,
      "return_max_logit needs cuDNN >= 9.21 (the cuDNN engine's Max comes from its softmax "
      "operation, which 9.21 builds)",
@@ -477,6 +516,44 @@ static const fattn_support_rule rules[] = {
      "every head but the first unwritten on cuDNN 9.19 (measured on the H200; 9.28.1 writes "
      "them, docs/gpu-runs/2026-12-04-cudnn928.txt)",
      REFUSAL(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(92801), NOT_IN_TE},
+    /* The engines' gaps that TE's own rows above (pre_scale_bias, fp8_*,
+     * paged_fp8) mostly refuse at the front ends already: rows still, since
+     * the engines are called directly too (the dispatch checks only the
+     * rows of status FATTN_E_UNSUPPORTED). After TE's, so that a front end
+     * names TE's rule first. */
+    {"pre_scale_bias_engines", r_pre_scale_bias, FATTN_E_UNSUPPORTED,
+     "pre_scale_bias is implemented by no engine: TE's F16 fused path has no such bias to "
+     "mirror (rule pre_scale_bias)",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_descales_engines", r_fp8_descales, FATTN_E_UNSUPPORTED,
+     "FP8 Q, K or V codes without their quantisation parameters (fp8 params NULL): a support "
+     "fact, not a fault of the call's shapes — the codes with descale 1 would be a defined "
+     "case, but no engine has a plain-FP8 mode (TE always passes FP8 data with its scale_inv, "
+     "through the FP8 branch)",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_bias_engines", r_fp8_bias, FATTN_E_UNSUPPORTED,
+     "FP8 attention with a bias is implemented by no engine (cuDNN's FP8 SDPA has none; "
+     "rule fp8_bias)",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_softmax_engines", r_fp8_softmax, FATTN_E_UNSUPPORTED,
+     "FP8 attention with an off-by-one or learnable softmax is implemented by no engine "
+     "(cuDNN's FP8 SDPA lowering has no sink), at any cuDNN",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_mla_engines", r_fp8_mla, FATTN_E_UNSUPPORTED,
+     "FP8 attention with d_qk != d_v (valid for TE's FP8 inference) is implemented by no "
+     "engine",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_thd_cudnn", r_fp8_thd, FATTN_E_UNSUPPORTED,
+     "FP8 attention with a THD q or kv: the cuDNN engine does not build it (cudnn-frontend: "
+     "\"sdpa fp8 backward with THD is not supported on Hopper architecture\")",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_head_dim_cudnn", r_fp8_head_dim16, FATTN_E_UNSUPPORTED,
+     "FP8 attention needs head dims that are multiples of 16 on the cuDNN engine "
+     "(cudnn-frontend: \"hidden_dim should be multiple of 16\")",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"fp8_paged_cudnn", r_fp8_paged, FATTN_E_UNSUPPORTED,
+     "FP8 over a paged KV cache: the cuDNN engine's paged cache load has no FP8 path",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
 };
 
 /* DotProductAttention's filters that matter on sm_90 + cuDNN 9.19. The
@@ -507,49 +584,6 @@ static const fattn_support_rule routes[] = {
 
 #define NRULES (sizeof rules / sizeof rules[0])
 #define NROUTES (sizeof routes / sizeof routes[0])
-
-/* ---- releases ------------------------------------------------------------- */
-
-typedef struct te_release {
-    unsigned bit;
-    const char *name, *release, *cpp_rev;
-} te_release;
-
-#define RELEASE_ROW(id, name, rel, cpp) {FATTN_TE_RULES_##id, name, rel, cpp},
-#define RELEASE_SEP()
-static const te_release releases[FATTN_TE_RULES_COUNT] = {
-    FATTN_TE_RELEASES(RELEASE_ROW, RELEASE_SEP)};
-
-static int release_index(unsigned one)
-{
-    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
-        if (releases[i].bit == one)
-            return i;
-    return -1;
-}
-
-fattn_status fattn_te_rules_parse(const char *s, unsigned *out)
-{
-    for (int i = 0; s && i < FATTN_TE_RULES_COUNT; i++)
-        if (strcmp(s, releases[i].name) == 0) {
-            *out = releases[i].bit;
-            return FATTN_OK;
-        }
-    return fattn_error(FATTN_E_INVALID_ARG, "unknown TE rules '%s' (known: " FATTN_TE_RULES_KNOWN
-                       ")", s ? s : "(null)");
-}
-
-const char *fattn_te_rules_name(unsigned one)
-{
-    int i = release_index(one);
-    return i < 0 ? NULL : releases[i].name;
-}
-
-const char *fattn_te_rules_release(unsigned one)
-{
-    int i = release_index(one);
-    return i < 0 ? NULL : releases[i].release;
-}
 
 /* ---- queries -------------------------------------------------------------- */
 
@@ -606,263 +640,21 @@ const fattn_support_rule *fattn_support_route_find(const char *id)
     return find_row(routes, NROUTES, id);
 }
 
-bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one)
-{
-    int i = release_index(one);
-    int first = release_index(r->te_first);
-    int last = r->te_last ? release_index(r->te_last) : FATTN_TE_RULES_COUNT - 1;
-    return i >= 0 && first >= 0 && last >= 0 && i >= first && i <= last;
-}
-
-static bool cudnn_holds(const fattn_support_rule *r, long v)
-{
-    return (!r->cudnn_from || v >= r->cudnn_from) && (!r->cudnn_below || v < r->cudnn_below);
-}
-
-static bool is_cpp(const char *file)
-{
-    size_t n = strlen(file);
-    return n > 4 && strcmp(file + n - 4, ".cpp") == 0;
-}
-
-bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
-                             fattn_support_cite *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!r || !fattn_support_rule_holds(r, one))
-        return false;
-    int i = release_index(one);
-    const fattn_support_where *w = NULL;
-    for (int k = 0; k < FATTN_SUPPORT_MAX_WHERE && r->where[k].since; k++)
-        if (release_index(r->where[k].since) <= i)
-            w = &r->where[k];
-    if (!w)
-        return false; /* an engine's measured gap: no TE line */
-    out->rev = is_cpp(w->file) ? releases[i].cpp_rev : releases[i].release;
-    out->file = w->file;
-    out->line = w->line;
-    return true;
-}
-
-/* "TE 2.20 rules only" for a row some releases lack; "" for one all have. */
-static void only_text(const fattn_support_rule *r, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    bool all = true;
-    for (int i = 0; i < FATTN_TE_RULES_COUNT; i++)
-        all = all && fattn_support_rule_holds(r, releases[i].bit);
-    if (all)
-        return;
-    size_t k = (size_t)snprintf(buf, n, "TE");
-    for (int i = 0; i < FATTN_TE_RULES_COUNT && k < n; i++)
-        if (fattn_support_rule_holds(r, releases[i].bit))
-            k += (size_t)snprintf(buf + k, n - k, " %s", releases[i].name);
-    if (k < n)
-        snprintf(buf + k, n - k, " rules only");
-}
-
-/* A row is a whole rule: what it tests, which releases and cuDNN versions,
- * where in TE from which release on. Only an engine's own gap may cite no
- * TE line. */
-static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
-{
-    assert(r->id && r->refuses && r->message && r->cls == cls);
-    assert(release_index(r->te_first) >= 0);
-    assert(!r->te_last || release_index(r->te_last) >= release_index(r->te_first));
-    assert(!r->cudnn_from || !r->cudnn_below || r->cudnn_from < r->cudnn_below);
-    assert(r->engines && (r->engines & ~FATTN_SUPPORT_ENGINE_ALL) == 0);
-    assert(cls == FATTN_SUPPORT_ROUTING ? r->status == FATTN_OK : r->status != FATTN_OK);
-    assert(r->stage == FATTN_SUPPORT_AT_CALL || r->status == FATTN_E_UNSUPPORTED);
-    assert(r->where[0].since == r->te_first ||
-           (r->where[0].since == 0 && r->status == FATTN_E_UNSUPPORTED));
-    for (int k = 0; k < FATTN_SUPPORT_MAX_WHERE && r->where[k].since; k++) {
-        assert(r->where[k].file && r->where[k].line > 0);
-        assert(k == 0 || release_index(r->where[k].since) > release_index(r->where[k - 1].since));
-    }
-    (void)r;
-    (void)cls;
-}
-
-/* The cuDNN version a refusal row is tested at: an engine's own gap at the
- * engine's cuDNN where the query names it, TE's rules at the platform's. */
-static long row_cudnn_version(const fattn_support_rule *r, const fattn_support_query *q)
-{
-    return r->status == FATTN_E_UNSUPPORTED && q->engine_cudnn_version ? q->engine_cudnn_version
-                                                                      : q->cudnn_version;
-}
-
-static bool one_engine(unsigned engine)
-{
-    return engine && (engine & (engine - 1)) == 0 && (engine & ~FATTN_SUPPORT_ENGINE_ALL) == 0;
-}
-
-/* The refusal rows that hold for q and the engine, in table order; the
- * first that refuses wins. engine_only: the engine's own gaps, the
- * AT_BACKWARD rows included when q->at_backward (the dispatch); else every
- * AT_CALL row (the front ends). */
-static fattn_status check_rows_for(const fattn_support_rule *rows, size_t n,
-                                   const fattn_support_query *q, unsigned engine,
-                                   bool engine_only, const fattn_support_rule **failed)
-{
-    if (failed)
-        *failed = NULL;
-    if (!q)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: NULL argument");
-    if (!one_engine(engine))
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: engine bits %#x are not "
-                           "one engine", engine);
-    if (release_index(q->te_rules) < 0)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_support_check: te_rules %u is not one "
-                           "release (known: " FATTN_TE_RULES_KNOWN ")", q->te_rules);
-    for (size_t i = 0; i < n; i++) {
-        const fattn_support_rule *r = &rows[i];
-        assert_row(r, FATTN_SUPPORT_REFUSAL);
-        bool stage_ok = r->stage == FATTN_SUPPORT_AT_CALL || (engine_only && q->at_backward);
-        if (!stage_ok || (engine_only && r->status != FATTN_E_UNSUPPORTED) ||
-            !fattn_support_rule_holds(r, q->te_rules) || !(r->engines & engine) ||
-            !cudnn_holds(r, row_cudnn_version(r, q)) || !r->refuses(q))
-            continue;
-        if (failed)
-            *failed = r;
-        fattn_support_cite c;
-        if (!fattn_support_rule_cite(r, q->te_rules, &c))
-            return fattn_error(r->status, "rule %s: %s", r->id, r->message);
-        char only[64];
-        only_text(r, only, sizeof only);
-        return fattn_error(r->status, "rule %s: %s (TE %s %s:%d%s%s)", r->id, r->message, c.rev,
-                           c.file, c.line, only[0] ? "; " : "", only);
-    }
-    return FATTN_OK;
-}
-
-fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
-                                      const fattn_support_query *q, unsigned engine,
-                                      const fattn_support_rule **failed)
-{
-    return check_rows_for(rows, n, q, engine, false, failed);
-}
-
 fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
                                  const fattn_support_rule **failed)
 {
-    return check_rows_for(rules, NRULES, q, engine, false, failed);
+    return fattn_support_check_rows(rules, NRULES, q, engine, failed);
 }
 
 fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
                                         const fattn_support_rule **failed)
 {
-    return check_rows_for(rules, NRULES, q, engine, true, failed);
-}
-
-int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
-                              const fattn_support_query *q, const fattn_support_rule **out,
-                              int max)
-{
-    int k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const fattn_support_rule *r = &rows[i];
-        assert_row(r, FATTN_SUPPORT_ROUTING);
-        if (!fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
-            !r->refuses(q))
-            continue;
-        if (k < max && out)
-            out[k] = r;
-        k++;
-    }
-    return k;
+    return fattn_support_check_engine_rows(rules, NRULES, q, engine, failed);
 }
 
 int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max)
 {
     return fattn_support_routed_rows(routes, NROUTES, q, out, max);
-}
-
-/* Appending to a fixed buffer; a note that does not fit is cut. */
-typedef struct note_buf {
-    char *p;
-    size_t n, len;
-} note_buf;
-
-static void note_add(note_buf *b, const char *fmt, ...)
-{
-    if (b->len + 1 >= b->n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p + b->len, b->n - b->len, fmt, ap);
-    va_end(ap);
-    if (w > 0)
-        b->len = b->len + (size_t)w < b->n ? b->len + (size_t)w : b->n - 1;
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-/* "rule <id>, <file>:<line>" for each routing row q trips under `one`,
- * those `skip` trips as well left out. */
-static int note_routes(note_buf *b, const fattn_support_rule *rows, size_t n,
-                       const fattn_support_query *q, unsigned one, const fattn_support_query *skip,
-                       const char *lead)
-{
-    fattn_support_query at = *q;
-    at.te_rules = one;
-    int k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const fattn_support_rule *r = &rows[i];
-        assert_row(r, FATTN_SUPPORT_ROUTING);
-        if (!fattn_support_rule_holds(r, one) || !cudnn_holds(r, q->cudnn_version) ||
-            !r->refuses(&at))
-            continue;
-        if (skip && fattn_support_rule_holds(r, skip->te_rules))
-            continue; /* the selected release has it too: already said */
-        fattn_support_cite c;
-        bool cited = fattn_support_rule_cite(r, one, &c);
-        assert(cited); /* routing rows are TE's */
-        (void)cited;
-        note_add(b, "%s%s%srule %s, %s:%d", b->len ? "; " : "", k ? "" : lead, k ? "" : " ",
-                 r->id, base_name(c.file), c.line);
-        k++;
-    }
-    return k;
-}
-
-void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
-                             const fattn_support_rule *routing, size_t nt,
-                             const fattn_support_query *q, char *buf, size_t n)
-{
-    assert(buf && n > 0);
-    buf[0] = '\0';
-    int sel = release_index(q->te_rules);
-    if (sel < 0)
-        return;
-    note_buf b = {buf, n, 0};
-    char lead[96];
-    snprintf(lead, sizeof lead, "DPA %s would not route here:", releases[sel].name);
-    note_routes(&b, routing, nt, q, q->te_rules, NULL, lead);
-    /* What only newer releases add: routing rows, then the first refusal. */
-    for (int i = sel + 1; i < FATTN_TE_RULES_COUNT; i++) {
-        unsigned one = releases[i].bit;
-        snprintf(lead, sizeof lead, "TE %s rules only: DPA %s would not route here:",
-                 releases[i].name, releases[i].name);
-        note_routes(&b, routing, nt, q, one, q, lead);
-        fattn_support_query at = *q;
-        at.te_rules = one;
-        for (size_t j = 0; j < nr; j++) {
-            const fattn_support_rule *r = &refusals[j];
-            /* TE's own refusals only: what an engine lacks is no release's rule */
-            fattn_support_cite c;
-            if (r->status == FATTN_E_UNSUPPORTED || r->stage != FATTN_SUPPORT_AT_CALL ||
-                fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
-                !fattn_support_rule_cite(r, one, &c) || !r->refuses(&at))
-                continue;
-            note_add(&b, "%sTE %s rules only: refused by rule %s, %s:%d", b.len ? "; " : "",
-                     releases[i].name, r->id, base_name(c.file), c.line);
-            break;
-        }
-    }
 }
 
 void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n)

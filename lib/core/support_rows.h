@@ -1,6 +1,7 @@
-/* The support table's evaluation over any rows (not installed): what
- * fattn_support_check, fattn_support_routed and fattn_support_route_note do
- * with lib/core/support.c's tables, for tables a test makes up — the real
+/* The support table's evaluation over any rows (not installed,
+ * lib/core/support_rows.c): what fattn_support_check, _check_engine,
+ * fattn_support_routed and fattn_support_route_note do with
+ * lib/core/support.c's tables, and for tables a test makes up — the real
  * tables have no row that only one release has, yet how such a row is
  * reported must be tested. */
 #ifndef FATTN_CORE_SUPPORT_ROWS_H
@@ -13,6 +14,10 @@
 fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
                                       const fattn_support_query *q, unsigned engine,
                                       const fattn_support_rule **failed);
+/* The engine's own gaps among rows (fattn_support_check_engine). */
+fattn_status fattn_support_check_engine_rows(const fattn_support_rule *rows, size_t n,
+                                             const fattn_support_query *q, unsigned engine,
+                                             const fattn_support_rule **failed);
 int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
                               const fattn_support_query *q, const fattn_support_rule **out,
                               int max);

@@ -1,4 +1,5 @@
 /* The CPU engine's operation table. */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
@@ -28,8 +29,9 @@ static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
                                    const fattn_fwd_call *c)
 {
     static const char *const names[] = {"Q", "K", "V", "O", "Bias", "Stats", "Max"};
-    const fattn_tensor *t[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o, &p->bias, &c->stats,
-                               &c->max};
+    const fattn_tensor *t[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o, &p->bias, &c->stats, &c->max};
+    /* no engine runs it: the dispatch refused it (row pre_scale_bias_engines) */
+    assert(p->attn.bias_type != FATTN_BIAS_PRE_SCALE_BIAS);
     fattn_status st = host_only(t, names, 7, "forward");
     if (st != FATTN_OK)
         return st;
@@ -47,6 +49,7 @@ static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
     const fattn_tensor *t[] = {&p->attn.q,  &p->attn.k,  &p->attn.v,   &p->attn.o,      &p->d_o,
                                &c->stats, &p->dq, &p->dk, &p->dv, &c->bias, &p->d_bias,
                                &p->d_softmax_offset};
+    assert(p->attn.bias_type != FATTN_BIAS_PRE_SCALE_BIAS); /* as the forward's */
     fattn_status st = host_only(t, names, 12, "backward");
     if (st != FATTN_OK)
         return st;

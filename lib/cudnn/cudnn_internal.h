@@ -76,8 +76,10 @@ typedef struct cudnn_api {
 } cudnn_api;
 
 /* Load libcudnn (and, if want_cudart, libcudart) once per process; the
- * result is cached. Search order for cuDNN: $FATTN_CUDNN_LIB, the build's
- * -Dcudnn_dir, then the loader's path ("libcudnn.so.9"). Returns NULL with
+ * result is cached. Search order for cuDNN: the path
+ * fattn_cudnn_use_libraries named (the CLI's $FATTN_CUDNN_LIB), the build's
+ * -Dcudnn_dir, then the loader's path ("libcudnn.so.9"); for the runtime its
+ * named path, then libcudart.so, .so.13, .so.12. Returns NULL with
  * fattn_error set (FATTN_E_UNSUPPORTED) when a library is missing. */
 const cudnn_api *cudnn_api_load(bool want_cudart);
 

@@ -4,18 +4,21 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "fattn_config.h"
 #include "cudnn/cudnn_internal.h"
+#include "fattn/cudnn.h"
 
 /* ---- loading -------------------------------------------------------------- */
 
 static cudnn_api g_api;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* Guards the paths named and whether each library was tried. */
 static pthread_mutex_t g_rt_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool g_rt_tried;
+static bool g_cudnn_tried, g_rt_tried;
+/* The paths fattn_cudnn_use_libraries named ("": the default search). */
+static char g_cudnn_lib[512], g_cudart_lib[512];
 
 /* dlsym into a function pointer without a pedantic object/function cast. */
 #define LOAD(lib, field, sym, ok)                                              \
@@ -31,9 +34,11 @@ static void load_cudnn(void)
 {
     const char *cands[4];
     int n = 0;
-    const char *env = getenv("FATTN_CUDNN_LIB");
-    if (env && *env)
-        cands[n++] = env;
+    pthread_mutex_lock(&g_rt_lock);
+    g_cudnn_tried = true;
+    pthread_mutex_unlock(&g_rt_lock);
+    if (g_cudnn_lib[0]) /* fixed once tried: read without the lock */
+        cands[n++] = g_cudnn_lib;
 #ifdef FATTN_CUDNN_LIBDIR
     cands[n++] = FATTN_CUDNN_LIBDIR "/libcudnn.so.9";
 #endif
@@ -74,8 +79,7 @@ static void load_cudnn(void)
 
 static void load_cudart(void)
 {
-    const char *cands[] = {getenv("FATTN_CUDART_LIB"), "libcudart.so", "libcudart.so.13",
-                           "libcudart.so.12"};
+    const char *cands[] = {g_cudart_lib, "libcudart.so", "libcudart.so.13", "libcudart.so.12"};
     void *lib = NULL;
     for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !lib; i++)
         if (cands[i] && *cands[i])
@@ -112,6 +116,40 @@ static void load_cudart(void)
         return;
     }
     g_api.cudart_loaded = true;
+}
+
+/* One library's path: copied while it is not loaded yet; afterwards only
+ * the path it was loaded with (or none) is accepted. */
+static fattn_status use_path(char *dst, size_t cap, const char *path, bool tried,
+                             const char *what)
+{
+    if (!path || !*path)
+        return FATTN_OK;
+    if (tried) {
+        if (strcmp(dst, path) == 0)
+            return FATTN_OK;
+        return fattn_error(FATTN_E_STATE, "cuDNN engine: %s is loaded already (%s), cannot "
+                           "load %s instead", what, dst[0] ? dst : "the default search", path);
+    }
+    if (strlen(path) >= cap)
+        return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: the %s path is longer than %zu "
+                           "bytes", what, cap - 1);
+    snprintf(dst, cap, "%s", path);
+    return FATTN_OK;
+}
+
+fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s)
+{
+    if (!s)
+        return FATTN_OK;
+    pthread_mutex_lock(&g_rt_lock);
+    fattn_status st = use_path(g_cudnn_lib, sizeof g_cudnn_lib, s->cudnn_lib, g_cudnn_tried,
+                               "libcudnn");
+    if (st == FATTN_OK)
+        st = use_path(g_cudart_lib, sizeof g_cudart_lib, s->cudart_lib, g_rt_tried,
+                      "libcudart");
+    pthread_mutex_unlock(&g_rt_lock);
+    return st;
 }
 
 const cudnn_api *cudnn_api_load(bool want_cudart)

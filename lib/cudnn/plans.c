@@ -677,6 +677,10 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     if (!out)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_cudnn_plan_cache_init: out is NULL");
     *out = NULL;
+    /* the settings' libraries, for a caller that loaded nothing before */
+    fattn_status lst = fattn_cudnn_use_libraries(settings);
+    if (lst != FATTN_OK)
+        return lst;
     if (!fattn_cudnn_available())
         return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
     const cudnn_api *api = cudnn_api_load(true);

@@ -10,6 +10,13 @@ static fattn_status no_cudnn(void)
                        "this build of fattn has no cuDNN engine (FATTN_HAVE_CUDNN=0)");
 }
 
+/* Nothing is ever loaded: any library named is as good as none. */
+fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s)
+{
+    (void)s;
+    return FATTN_OK;
+}
+
 bool fattn_cudnn_available(void)
 {
     no_cudnn();

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fattn/split.h"
+#include "fattn/split_types.h"
 #include "internal.h"
 
 /* ------------------------------------------------------------------------ */

@@ -7,7 +7,7 @@
 
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
-#include "fattn/split.h"
+#include "fattn/split_types.h"
 
 /* Members of the groups of four: fp8[] and f16[] of
  * fattn_split_fill_to_save are (q, k, v, out), cu[] the four cu_seqlens,

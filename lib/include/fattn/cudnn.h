@@ -39,13 +39,14 @@
 extern "C" {
 #endif
 
-/* How the cuDNN engine picks its plans and its backward route: what the
- * FATTN_CUDNN_AUTOTUNE, _BWD, _DET, _DET_TAG and _PLAN_DIR variables of the
- * CLI set (docs/cudnn-engine.md). The library reads no environment: the CLI
- * (and bench_cudnn) read the variables and hand their values to
- * fattn_cudnn_settings_parse. All zero is the default: heuristics' first
- * plan, the switch's backward route, the direct-dQ deterministic graph, no
- * plan store. */
+/* How the cuDNN engine picks its plans and its backward route, and where it
+ * loads cuDNN from: what the FATTN_CUDNN_AUTOTUNE, _BWD, _DET, _DET_TAG,
+ * _PLAN_DIR, FATTN_CUDNN_LIB and FATTN_CUDART_LIB variables of the CLI set
+ * (docs/cudnn-engine.md). The library reads no environment: the CLI (and
+ * bench_cudnn, the tests, the TE bridge) read the variables and hand their
+ * values to fattn_cudnn_settings_parse. All zero is the default:
+ * heuristics' first plan, the switch's backward route, the direct-dQ
+ * deterministic graph, no plan store, the libraries' default search. */
 typedef enum fattn_cudnn_autotune {
     FATTN_CUDNN_AUTOTUNE_OFF = 0,
     FATTN_CUDNN_AUTOTUNE_ON,    /* time the heuristics' candidates, keep the fastest */
@@ -62,19 +63,37 @@ typedef struct fattn_cudnn_settings {
     const char *det_tag;
     /* Directory of the on-disk plan store; NULL or "": none. Borrowed. */
     const char *plan_dir;
+    /* The libcudnn and libcudart to dlopen; NULL or "": the default search
+     * (the build's cudnn_dir, then the loader's path). Borrowed. They are
+     * loaded once per process, on first use: fattn_cudnn_use_libraries
+     * names them before that (a plan cache made with these settings calls
+     * it too, for the caller that loads nothing before). */
+    const char *cudnn_lib, *cudart_lib;
 } fattn_cudnn_settings;
 
 /* The settings from the variables' values (each NULL when unset; "" is
  * unset): autotune "0" | "1" | "knobs", bwd "native", det "ordered", a
- * det_tag and a plan_dir as given (borrowed). Anything else is
- * FATTN_E_INVALID_ARG naming the variable and the values it takes. */
+ * det_tag, a plan_dir and the two libraries' paths as given (borrowed).
+ * Anything else is FATTN_E_INVALID_ARG naming the variable and the values
+ * it takes. */
 fattn_status fattn_cudnn_settings_parse(const char *autotune, const char *bwd, const char *det,
                                         const char *det_tag, const char *plan_dir,
+                                        const char *cudnn_lib, const char *cudart_lib,
                                         fattn_cudnn_settings *out);
 /* One line for provenance, "autotune=off bwd=switch det=direct plan_store=off"
- * (det=ordered, or det=tag:<tag>; no path: plan_store=on), truncated to fit
- * n (n > 0). */
+ * (det=ordered, or det=tag:<tag>; no path: plan_store=on), then
+ * " cudnn_lib=named" and " cudart_lib=named" for a library named (no path
+ * either; the default search adds nothing), truncated to fit n (n > 0). */
 void fattn_cudnn_settings_describe(const fattn_cudnn_settings *s, char *buf, size_t n);
+
+/* Name the libraries the cuDNN engine loads (s's cudnn_lib and cudart_lib;
+ * NULL s, or a NULL or "" path: the default search) before anything loads
+ * them: fattn_cudnn_available, _library_loadable, _get_info, a plan cache
+ * or an engine. They are loaded once per process; naming a library after
+ * it was loaded, from another path or by the default search, is
+ * FATTN_E_STATE (naming the path it was loaded from, or none, is not). The
+ * paths are copied. In a build without cuDNN: FATTN_OK, nothing to load. */
+fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s);
 
 typedef struct fattn_cudnn_options {
     int device; /* CUDA device ordinal (a given plan_cache's device instead) */

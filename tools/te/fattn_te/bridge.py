@@ -87,6 +87,18 @@ class EngineOptions(ctypes.Structure):
                 ("cudnn_settings", ctypes.c_void_p)]  # NULL: the cuDNN engine's defaults
 
 
+class CudnnSettings(ctypes.Structure):
+    """fattn_cudnn_settings (fattn/cudnn.h): only the libraries are set here."""
+    _fields_ = [("autotune", _E), ("bwd_native", _B), ("det_ordered", _B),
+                ("det_tag", ctypes.c_char_p), ("plan_dir", ctypes.c_char_p),
+                ("cudnn_lib", ctypes.c_char_p), ("cudart_lib", ctypes.c_char_p)]
+
+
+def _env_path(name):
+    v = os.environ.get(name)
+    return v.encode() if v else None
+
+
 def _off(st, f):
     return getattr(st, f).offset
 
@@ -141,6 +153,12 @@ class Engine:
         self.lib.fattn_bridge_fp8_cs_scale.restype = ctypes.c_float
         self.lib.fattn_bridge_fp8_cs_scale.argtypes = [ctypes.c_float, ctypes.c_int,
                                                        ctypes.c_int, ctypes.c_float]
+        # The cuDNN the engine loads: $FATTN_CUDNN_LIB and $FATTN_CUDART_LIB, handed over
+        # as the CLI does (the library reads no environment), before anything loads it.
+        self.lib.fattn_cudnn_use_libraries.restype = ctypes.c_int
+        libs = CudnnSettings(cudnn_lib=_env_path("FATTN_CUDNN_LIB"),
+                             cudart_lib=_env_path("FATTN_CUDART_LIB"))
+        self._check(self.lib.fattn_cudnn_use_libraries(ctypes.byref(libs)), "cuDNN libraries")
         opt = EngineOptions(threads=0, device=0, force_deterministic_bwd=deterministic_bwd)
         self.handle = ctypes.c_void_p()
         self._check(self.lib.fattn_engine_open(kind.encode(), ctypes.byref(opt),
