@@ -9,9 +9,11 @@
 
 #include "cudnn_env.h"
 #include "cudnn/graph.h"
+#include "core/engine_gaps.h"
 #include "cudnn_desc.h"
 #include "fattn/cudnn.h"
 #include "fattn/engine.h"
+#include "fattn/support.h"
 #include "fattn_config.h"
 #include "fattn_test.h"
 #if FATTN_HAVE_CUDNN
@@ -262,12 +264,12 @@ static const struct {
     fattn_status want;
     const char *says;
 } refusal_rows[] = {
-    {"bias", t_bias, FATTN_E_UNSUPPORTED, "does not support bias"},
-    {"softmax offset", t_sink, FATTN_E_UNSUPPORTED, "softmax offset"},
+    {"bias", t_bias, FATTN_E_UNSUPPORTED, "fp8_bias_engines"},
+    {"softmax offset", t_sink, FATTN_E_UNSUPPORTED, "fp8_softmax_engines"},
     {"THD", t_thd, FATTN_E_UNSUPPORTED, "THD"},
     {"S dtype bf16", t_s_bf16, FATTN_E_DTYPE, "S dtype must be FP8"},
     {"S dtype != Q's", t_s_e5, FATTN_E_UNSUPPORTED, "quantises P to Q's type"},
-    {"no scaling factors", t_no_fp8, FATTN_E_UNSUPPORTED, "without its scaling factors"},
+    {"no scaling factors", t_no_fp8, FATTN_E_UNSUPPORTED, "fp8_descales_engines"},
     {"K dtype != Q's", t_k_e5, FATTN_E_DTYPE, "FP8 K is float8_e5m2 but Q is"},
     {"float32 O", t_o_f32, FATTN_E_DTYPE, "O must be FP8"},
     {"d 72", t_d72, FATTN_E_UNSUPPORTED, "multiple of 16"},
@@ -279,7 +281,10 @@ START_TEST(fwd_refusals)
     make_params(&base, &x);
     refusal_rows[_i].tweak(&x);
     cg_fwd_desc d;
-    fattn_status st = tdesc_fwd(&x.f, &d);
+    /* as the dispatch: the support table's rows first (fp8_* rows for cuDNN) */
+    fattn_status st = fattn_engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
+    if (st == FATTN_OK)
+        st = tdesc_fwd(&x.f, &d);
     ck_assert_msg(st == refusal_rows[_i].want, "%s: status %d, %s", refusal_rows[_i].what, st,
                   fattn_last_error());
     ck_assert_msg(strstr(fattn_last_error(), refusal_rows[_i].says), "%s: \"%s\"",
