@@ -151,50 +151,6 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
     return fattn_cmd_verify_open_engine(v);
 }
 
-int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
-{
-    const char *fix_dir = v->fix_dir;
-    if (v->shard_n > 0) {
-        size_t kept = 0;
-        for (size_t i = 0; i < v->m.n_sel; i++)
-            if (i % (size_t)v->shard_n == (size_t)v->shard_k)
-                v->m.sel[kept++] = v->m.sel[i];
-        v->m.n_sel = kept;
-    }
-    fattn_engine *e = NULL;
-    const char *backend_name = NULL;
-    if (cli_engine_open_opts("verify", v->backend, &deterministic_bwd, &e, &backend_name) !=
-        FATTN_EXIT_OK) {
-        cli_matrix_free(&v->m);
-        return FATTN_EXIT_ERROR;
-    }
-    /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
-     * accumulator dQ does not (docs/determinism.md), so every case runs the
-     * deterministic graph here, whatever its `deterministic` key says. */
-    bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
-    if (fattn_verify_goldens_open(fix_dir, e, &v->goldens) != FATTN_OK) {
-        int rc = cli_fail("verify", "%s", fattn_last_error());
-        cli_engine_close(e);
-        cli_matrix_free(&v->m);
-        return rc;
-    }
-    v->e = e;
-    v->backend_name = backend_name;
-    v->forced = forced;
-    v->opened = true;
-    return FATTN_EXIT_OK;
-}
-
-void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
-{
-    if (!v->opened)
-        return;
-    fattn_verify_goldens_free(&v->goldens);
-    cli_engine_close(v->e);
-    cli_matrix_free(&v->m);
-    v->opened = false;
-}
-
 /* The case column's width: the longest selected id, at least 48, set with
  * the header so that every row lines up under it whatever the ids
  * (print_case keeps the callback signature bench/bench_verify.c uses). */
