@@ -597,40 +597,49 @@ void tcase_teardown(tcase_buffers *buf)
 /* Parameters and the run                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* What the forward and backward calls of a case share (fattn_attn_common). */
+static fattn_attn_common tcase_attn(const tcase *c, const tcase_buffers *buf)
+{
+    fattn_attn_common a;
+    memset(&a, 0, sizeof a);
+    a.q = buf->q;
+    a.k = buf->k;
+    a.v = buf->v;
+    a.o = buf->o;
+    a.cu_seqlens_q = buf->cu_q;
+    a.cu_seqlens_kv = buf->cu_kv;
+    a.cu_seqlens_q_padded = buf->cu_q_pad;
+    a.cu_seqlens_kv_padded = buf->cu_kv_pad;
+    a.max_seqlen_q = c->sq;
+    a.max_seqlen_kv = c->skv;
+    a.attn_scale = buf->attn_scale;
+    a.dropout = c->dropout;
+    a.qkv_layout = c->layout;
+    a.o_format = fattn_layout_q_format(c->layout);
+    a.bias_type = c->bias;
+    a.mask_type = c->mask;
+    a.softmax_type = c->softmax;
+    a.window_size_left = c->window[0];
+    a.window_size_right = c->window[1];
+    a.bottom_right_diagonal = c->bottom_right;
+    a.cuda_graph = false;
+    return a;
+}
+
 fattn_fwd_params tcase_fwd_params(const tcase *c, tcase_buffers *buf)
 {
     fattn_fwd_params p;
     memset(&p, 0, sizeof p);
-    p.attn.q = buf->q;
-    p.attn.k = buf->k;
-    p.attn.v = buf->v;
+    p.attn = tcase_attn(c, buf);
     p.bias = c->bias == FATTN_BIAS_POST_SCALE_BIAS ? buf->bias : fattn_tensor_empty();
     p.softmax_offset = c->softmax != FATTN_SOFTMAX_VANILLA ? buf->softmax_offset
                                                             : fattn_tensor_empty();
-    p.attn.o = buf->o;
     p.aux = &buf->aux_fwd;
-    p.attn.cu_seqlens_q = buf->cu_q;
-    p.attn.cu_seqlens_kv = buf->cu_kv;
-    p.attn.cu_seqlens_q_padded = buf->cu_q_pad;
-    p.attn.cu_seqlens_kv_padded = buf->cu_kv_pad;
     p.page_table_k = fattn_tensor_empty();
     p.page_table_v = fattn_tensor_empty();
     p.rng_state = buf->rng_state;
-    p.attn.max_seqlen_q = c->sq;
-    p.attn.max_seqlen_kv = c->skv;
     p.is_training = c->training;
     p.return_max_logit = c->return_max_logit;
-    p.attn.cuda_graph = false;
-    p.attn.attn_scale = buf->attn_scale;
-    p.attn.dropout = c->dropout;
-    p.attn.qkv_layout = c->layout;
-    p.attn.o_format = fattn_layout_q_format(c->layout);
-    p.attn.bias_type = c->bias;
-    p.attn.mask_type = c->mask;
-    p.attn.softmax_type = c->softmax;
-    p.attn.window_size_left = c->window[0];
-    p.attn.window_size_right = c->window[1];
-    p.attn.bottom_right_diagonal = c->bottom_right;
     return p;
 }
 
@@ -638,10 +647,7 @@ fattn_bwd_params tcase_bwd_params(const tcase *c, tcase_buffers *buf)
 {
     fattn_bwd_params p;
     memset(&p, 0, sizeof p);
-    p.attn.q = buf->q;
-    p.attn.k = buf->k;
-    p.attn.v = buf->v;
-    p.attn.o = buf->o;
+    p.attn = tcase_attn(c, buf);
     p.d_o = buf->d_o;
     p.aux = &buf->aux_bwd;
     p.dq = buf->dq;
@@ -649,26 +655,9 @@ fattn_bwd_params tcase_bwd_params(const tcase *c, tcase_buffers *buf)
     p.dv = buf->dv;
     p.d_bias = buf->d_bias;
     p.d_softmax_offset = buf->d_softmax_offset;
-    p.attn.cu_seqlens_q = buf->cu_q;
-    p.attn.cu_seqlens_kv = buf->cu_kv;
-    p.attn.cu_seqlens_q_padded = buf->cu_q_pad;
-    p.attn.cu_seqlens_kv_padded = buf->cu_kv_pad;
-    p.attn.max_seqlen_q = c->sq;
-    p.attn.max_seqlen_kv = c->skv;
-    p.attn.attn_scale = buf->attn_scale;
-    p.attn.dropout = c->dropout;
-    p.attn.qkv_layout = c->layout;
-    p.attn.o_format = fattn_layout_q_format(c->layout);
     p.do_format = p.attn.o_format;
     p.dqkv_layout = c->layout;
-    p.attn.bias_type = c->bias;
-    p.attn.mask_type = c->mask;
-    p.attn.softmax_type = c->softmax;
-    p.attn.window_size_left = c->window[0];
-    p.attn.window_size_right = c->window[1];
-    p.attn.bottom_right_diagonal = c->bottom_right;
     p.deterministic = true;
-    p.attn.cuda_graph = false;
     return p;
 }
 
