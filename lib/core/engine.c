@@ -22,11 +22,7 @@
  * gaps are rows, never checks of its own. The query holds what those rows
  * read. */
 typedef struct gap_call {
-    const fattn_tensor *q, *k, *v;
-    int64_t max_seqlen_q;
-    fattn_qkv_layout layout;
-    fattn_bias_type bias;
-    fattn_softmax_type softmax;
+    const fattn_attn_common *a; /* the options both calls share */
     bool training, max_logit, fp8, at_backward;
 } gap_call;
 
@@ -41,14 +37,15 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const gap_c
 {
     fattn_support_query sq;
     fattn_support_query_init(&sq);
-    sq.q_dtype = c->q->dtype;
-    sq.kv_dtype = c->k->dtype;
-    sq.d_qk = head_dim(c->q);
-    sq.d_v = head_dim(c->v);
-    sq.bias_type = c->bias;
-    sq.layout = c->layout;
-    sq.sq = c->max_seqlen_q;
-    sq.softmax_type = c->softmax;
+    const fattn_attn_common *a = c->a;
+    sq.q_dtype = a->q.dtype;
+    sq.kv_dtype = a->k.dtype;
+    sq.d_qk = head_dim(&a->q);
+    sq.d_v = head_dim(&a->v);
+    sq.bias_type = a->bias_type;
+    sq.layout = a->qkv_layout;
+    sq.sq = a->max_seqlen_q;
+    sq.softmax_type = a->softmax_type;
     sq.is_training = c->training;
     sq.return_max_logit = c->max_logit;
     sq.fp8 = c->fp8;
@@ -60,9 +57,7 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const gap_c
 fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    gap_call c = {.q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .max_seqlen_q = p->attn.max_seqlen_q,
-                  .layout = p->attn.qkv_layout, .bias = p->attn.bias_type, .softmax = p->attn.softmax_type,
-                  .training = p->is_training, .max_logit = p->return_max_logit,
+    gap_call c = {.a = &p->attn, .training = p->is_training, .max_logit = p->return_max_logit,
                   .fp8 = p->fp8 != NULL, .at_backward = false};
     return engine_gaps(engine, cudnn_version, &c);
 }
@@ -70,9 +65,7 @@ fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
 fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
-    gap_call c = {.q = &p->attn.q, .k = &p->attn.k, .v = &p->attn.v, .max_seqlen_q = p->attn.max_seqlen_q,
-                  .layout = p->attn.qkv_layout, .bias = p->attn.bias_type, .softmax = p->attn.softmax_type,
-                  .training = true, .max_logit = false, .fp8 = p->fp8 != NULL,
+    gap_call c = {.a = &p->attn, .training = true, .max_logit = false, .fp8 = p->fp8 != NULL,
                   .at_backward = true};
     return engine_gaps(engine, cudnn_version, &c);
 }
