@@ -585,17 +585,7 @@ def _():
                 p.wait()
         assert p.returncode == -sig, "signal %d: exit %s" % (sig, p.returncode)
         assert not os.listdir(tmpdir), "signal %d: left in TMPDIR: %s" % (sig, os.listdir(tmpdir))
-        deadline = time.time() + 10
-        while any(alive(k) for k in kids):
-            if time.time() > deadline:
-                for k in kids:
-                    try:
-                        os.kill(k, signal.SIGKILL)
-                    except OSError:
-                        pass
-                raise AssertionError("signal %d: the plan-building children outlived verify"
-                                     % sig)
-            time.sleep(0.05)
+        assert_gone(kids, "signal %d: the plan-building children outlived verify" % sig)
 
 
 @case("SIGPIPE (--progress into a closed pipe) removes the temporary file")
@@ -640,6 +630,20 @@ def alive(pid):
         return False
 
 
+def assert_gone(pids, what):
+    """Wait up to 10 s for pids to exit; else kill them and fail with `what`."""
+    deadline = time.time() + 10
+    while any(alive(k) for k in pids):
+        if time.time() > deadline:
+            for k in pids:
+                try:
+                    os.kill(k, signal.SIGKILL)
+                except OSError:
+                    pass
+            raise AssertionError(what)
+        time.sleep(0.05)
+
+
 @case("the reader child dies with its parent")
 def _():
     if not TESTING:
@@ -658,16 +662,7 @@ def _():
         time.sleep(0.2)  # past the child's set-up
         p.kill()
         p.wait()
-        deadline = time.time() + 10
-        while any(alive(k) for k in kids):
-            if time.time() > deadline:
-                for k in kids:
-                    try:
-                        os.kill(k, signal.SIGKILL)
-                    except OSError:
-                        pass
-                raise AssertionError("the reader child outlived its parent")
-            time.sleep(0.05)
+        assert_gone(kids, "the reader child outlived its parent")
     finally:
         if p.poll() is None:
             p.kill()
