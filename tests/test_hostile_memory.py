@@ -290,20 +290,25 @@ def _():
             assert rss < 100000000, "peak RSS %d: allocated before refusing" % rss
 
 
+def flipped_copy(src, dst, dataset):
+    """dst: a copy of src with the first data byte of `dataset` flipped (its
+    digest no longer matches: corrupt to any reader that loads the data)."""
+    import numpy as np
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        ds = f[dataset]
+        raw = ds[()].view(np.uint8).copy()
+        raw.flat[0] ^= 1
+        ds[...] = raw.view(ds.dtype)
+    return dst
+
+
 @case("replay --max-memory: refused from the cases' attributes before the file's data is read")
 def _():
     # the data of this copy is corrupt: a replay that loads the file before
     # its estimate says so; one that estimates first refuses by the bound
-    import h5py
-    import numpy as np
     d = fresh_dir("replay-early")
-    bad = os.path.join(d, "flipped.h5")
-    shutil.copy(GOOD, bad)
-    with h5py.File(bad, "r+") as f:
-        ds = f["cases/m.a.first/forward/out"]
-        raw = ds[()].view(np.uint8).copy()
-        raw.flat[0] ^= 1
-        ds[...] = raw.view(ds.dtype)
+    bad = flipped_copy(GOOD, os.path.join(d, "flipped.h5"), "cases/m.a.first/forward/out")
     out = os.path.join(d, "out.h5")
     _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
                     "--max-memory", "1000", "-o", out, check=2)
@@ -316,20 +321,13 @@ def _():
 
 @case("inspect and merge --max-memory: a file of large datasets refused before its data is read")
 def _():
-    import numpy as np
     d = fresh_dir("inspect-merge-early")
     spec = write_cases("early-mid.json", MID[:2])
     big = os.path.join(d, "big.h5")  # about 25 MB of datasets
     run("run", "--backend", "cpu", "--cases", spec, "-o", big, check=0)
     # the same with one data byte flipped: a command that reads the data
     # before its bound says "corrupt"; one that bounds first refuses by size
-    bad = os.path.join(d, "flipped.h5")
-    shutil.copy(big, bad)
-    with h5py.File(bad, "r+") as f:
-        ds = f["cases/mem.00/forward/out"]
-        raw = ds[()].view(np.uint8).copy()
-        raw.flat[0] ^= 1
-        ds[...] = raw.view(ds.dtype)
+    bad = flipped_copy(big, os.path.join(d, "flipped.h5"), "cases/mem.00/forward/out")
     _, _, base = run("inspect", GOOD, check=0)  # fattn's own floor
     out = os.path.join(d, "out.h5")
     for args in (["inspect", "--max-memory", "10000000", bad],
