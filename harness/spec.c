@@ -1,6 +1,7 @@
 /* Case specs: JSON parsing with named errors, defaults, equality, from the
  * rows of FATTN_SPEC_KEYS (spec_keys.h). The canonical writer, reading a spec
- * file and the summary are in spec_text.c. See spec.h for the keys. */
+ * file, the summary and the bias shapes' names are in spec_text.c. See
+ * spec.h for the keys. */
 #include "spec.h"
 
 #include <assert.h>
@@ -19,33 +20,6 @@
 
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
-
-/* ------------------------------------------------------------------------ */
-/* Names                                                                    */
-/* ------------------------------------------------------------------------ */
-
-static const char *const bias_shape_names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
-#define N_BIAS_SHAPES (sizeof bias_shape_names / sizeof bias_shape_names[0])
-
-const char *fattn_bias_shape_name(fattn_bias_shape s)
-{
-    if ((unsigned)s >= N_BIAS_SHAPES)
-        return NULL;
-    return bias_shape_names[s];
-}
-
-fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out)
-{
-    for (size_t i = 0; s && i < N_BIAS_SHAPES; i++) {
-        if (strcmp(s, bias_shape_names[i]) == 0) {
-            *out = (fattn_bias_shape)i;
-            return FATTN_OK;
-        }
-    }
-    return fattn_error(FATTN_E_PARSE,
-                       "unknown bias_shape \"%s\" (valid: 1hss, b1ss, bhss, 11ss, 111s)",
-                       s ? s : "(null)");
-}
 
 /* The spec's dtypes: the three io types of the F16 path. */
 static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
@@ -671,6 +645,17 @@ static fattn_status spec_check_attn_scale(const parse_ctx *c, const fattn_spec *
     if (s->attn_scale_set && fabs(s->attn_scale) > 3.4028234663852886e38)
         return case_error(c, FATTN_E_INVALID_ARG, "attn_scale", "%g does not fit in float32",
                           s->attn_scale);
+    return FATTN_OK;
+}
+
+/* A bias that needs no grad is a bias tensor's (DotProductAttention reads
+ * core_attention_bias.requires_grad, dot_product_attention.py). */
+static fattn_status spec_check_bias_no_grad(const parse_ctx *c, const fattn_spec *s)
+{
+    if (s->bias_no_grad && s->bias != FATTN_BIAS_POST_SCALE_BIAS &&
+        s->bias != FATTN_BIAS_PRE_SCALE_BIAS)
+        return case_error(c, FATTN_E_INVALID_ARG, "bias_no_grad", "the case has no bias tensor "
+                          "(bias is %s)", fattn_bias_type_name(s->bias));
     return FATTN_OK;
 }
 

@@ -77,6 +77,7 @@
     X(pad_between_seqs, BOOL, bool, _, _, false, NONE)                                         \
     X(raw_func_args, FLAG, bool, _, _, _, NONE)                                                \
     X(cpu_offload, FLAG, bool, _, _, _, NONE)                                                  \
+    X(bias_no_grad, FLAG, bool, _, _, _, CHECK)                                                \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \

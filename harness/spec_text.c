@@ -1,5 +1,6 @@
-/* Case specs as text: Python-repr floats, the canonical JSON writer, reading
- * a spec file and the one-line summary of `fattn cases`. See spec.h. */
+/* Case specs as text: the bias shapes' names, Python-repr floats, the
+ * canonical JSON writer, reading a spec file and the one-line summary of
+ * `fattn cases`. See spec.h. */
 #include "spec.h"
 
 #include <errno.h>
@@ -16,6 +17,33 @@
         if (try_st_ != FATTN_OK)                                               \
             return try_st_;                                                    \
     } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const char *const bias_shape_names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
+#define N_BIAS_SHAPES (sizeof bias_shape_names / sizeof bias_shape_names[0])
+
+const char *fattn_bias_shape_name(fattn_bias_shape s)
+{
+    if ((unsigned)s >= N_BIAS_SHAPES)
+        return NULL;
+    return bias_shape_names[s];
+}
+
+fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out)
+{
+    for (size_t i = 0; s && i < N_BIAS_SHAPES; i++) {
+        if (strcmp(s, bias_shape_names[i]) == 0) {
+            *out = (fattn_bias_shape)i;
+            return FATTN_OK;
+        }
+    }
+    return fattn_error(FATTN_E_PARSE,
+                       "unknown bias_shape \"%s\" (valid: 1hss, b1ss, bhss, 11ss, 111s)",
+                       s ? s : "(null)");
+}
 
 /* ------------------------------------------------------------------------ */
 /* Python-repr floats                                                       */
@@ -451,6 +479,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
         sb_str(&b, " raw_func_args");
     if (s->cpu_offload)
         sb_str(&b, " cpu_offload");
+    if (s->bias_no_grad)
+        sb_str(&b, " bias_no_grad");
     if (s->fp8)
         sb_fmt(&b, " fp8:%s%s%s%s", fattn_fp8_recipe_name(s->fp8_recipe),
                s->fp8_input ? "+in" : "", s->fp8_output ? "+out" : "",

@@ -137,9 +137,6 @@ static fattn_status fp8_refuse_options(const char *who, const fattn_attn_common 
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with THD is not "
                            "implemented (cudnn-frontend: \"sdpa fp8 backward with THD is not "
                            "supported on Hopper architecture\")", who);
-    if (d->d != d->dv)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with d_qk %lld != d_v %lld "
-                           "is not implemented", who, (long long)d->d, (long long)d->dv);
     if (d->d % 16 != 0)
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention needs a head dim that is a "
                            "multiple of 16, got %lld (cudnn-frontend: \"hidden_dim should be "
