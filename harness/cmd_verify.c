@@ -346,7 +346,7 @@ static json_t *json_cases(const fattn_verify_result *r)
                                                        : c->error[0]    ? "error"
                                                                         : "ok",
                               "differences", (json_int_t)c->cmp.differences, "first", jd,
-                              "golden", !c->golden_missing);
+                              "golden", c->golden_compared);
         if (jc && c->spec->expect_refusal)
             json_object_set_new(jc, "refused", json_boolean(c->refused));
         /* each front end's status and message, when one of them failed */

@@ -486,6 +486,7 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
         fattn_compare_cases_tol(c->legacy, g, tol, &r);
     }
     check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+    c->golden_compared = true;
 }
 
 /* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
