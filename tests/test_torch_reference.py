@@ -69,6 +69,9 @@ EXPRESSIBLE = [
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
+    "dims.d512.inference.bf16", "dims.dqk512_dv64.causal.inference.f16",
+    # a bias without grad: made an inference case, as every post_scale_bias one
+    "route.bias_no_grad.11ss.bf16",
 ]
 LEFT_OUT = {
     "layout.thd_thd_thd.padding.bf16": "THD layout",
@@ -157,7 +160,7 @@ def _():
         changed = {k for k in c if source[c["id"]].get(k, "unset") != c[k]}
         allowed = {"deterministic"}
         if c["id"] in ("bias.post_scale_bias.1hss.f16", "bias.post_scale_bias.b1ss.causal.bf16",
-                       "bias.post_scale_bias.bhss.f16"):
+                       "bias.post_scale_bias.bhss.f16", "route.bias_no_grad.11ss.bf16"):
             assert c["is_training"] is False, c
             allowed.add("is_training")
         assert changed <= allowed, (c["id"], changed)
