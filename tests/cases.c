@@ -16,7 +16,7 @@
  * causal / causal_bottom_right, THD always with a padding mask, bottom-right
  * masks with sq <= skv unless the mask pads.
  *
- * Inputs come from harness/inputs.c (fattn_inputs_make_from_case) over the
+ * Inputs come from harness/model/inputs.c (fattn_inputs_make_from_case) over the
  * resolved case, so the tests see exactly the bits `fattn run` records for
  * the same spec; only the output buffers, the rng_state and the engine's
  * parameter blocks are made here.
@@ -507,7 +507,7 @@ static void poison_outputs(tcase_buffers *buf)
             fattn_tensor_fill_bits(outs[i], POISON);
 }
 
-/* The inputs (harness/inputs.c) moved into buf, with the per-sequence
+/* The inputs (harness/model/inputs.c) moved into buf, with the per-sequence
  * tables as ints. Every length is >= 1 in this matrix. */
 static fattn_status take_inputs(const tcase *c, const fattn_case *rc, tcase_buffers *buf)
 {

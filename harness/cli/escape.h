@@ -1,4 +1,4 @@
-/* harness/escape.h — how a string that came from a file (a run file's
+/* harness/cli/escape.h — how a string that came from a file (a run file's
  * attributes, a verify JSON's fields, a matrix's ids) is written where it
  * could otherwise act: into markup (the report's HTML page, verify's JUnit
  * XML) or onto a terminal (every command's stdout and stderr). Every such

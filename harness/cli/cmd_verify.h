@@ -1,4 +1,4 @@
-/* harness/cmd_verify.h — the pieces of `fattn verify` a program other than
+/* harness/cli/cmd_verify.h — the pieces of `fattn verify` a program other than
  * `fattn` reuses (bench/bench_verify.c runs the checks twice in one
  * process): its arguments, the engine, matrix and goldens they name, and
  * its rendering. The checks themselves are verify.h's. */

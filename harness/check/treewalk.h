@@ -1,4 +1,4 @@
-/* harness/treewalk.h — one walk over two recorded trees.
+/* harness/check/treewalk.h — one walk over two recorded trees.
  *
  * Every comparison of recorded trees (`fattn diff` over two files, verify's
  * checks over in-memory cases, the --repeat audit of `fattn run`) walks two

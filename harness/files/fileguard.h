@@ -1,11 +1,11 @@
-/* harness/fileguard.h — the files fattn reads and writes, guarded against
+/* harness/files/fileguard.h — the files fattn reads and writes, guarded against
  * what a hostile path can be (docs/reliability.md "Files").
  *
  * Inputs: a file fattn reads is opened once, without blocking, and refused
  * unless it is a regular file (a FIFO would hang the reader, a device would
  * be read forever). fattn_fileguard_pin keeps that descriptor for the rest
  * of the process under the path it was opened by; every later read of the
- * same path (the isolated child's and the parent's, harness/isolate.h) goes
+ * same path (the isolated child's and the parent's, harness/files/isolate.h) goes
  * through /proc/self/fd/N, so that they all read the one file that was
  * checked, whatever is renamed over the path meanwhile. Every pinned file,
  * whatever its size, is pinned as a private copy

@@ -1,4 +1,4 @@
-/* harness/te_rules.h — a case under one TE release's support rules: the
+/* harness/model/te_rules.h — a case under one TE release's support rules: the
  * query DotProductAttention would see for it, and the note that says which
  * of the table's routing rules (fattn/support.h) it trips, for `fattn
  * cases`, the run file (prov_te_route, docs/run-files.md) and verify. */

@@ -1,4 +1,4 @@
-/* harness/tolerance.h — tolerance profiles for the within-tolerance
+/* harness/check/tolerance.h — tolerance profiles for the within-tolerance
  * comparisons of `fattn diff --mode tol` and of verify against CPU goldens
  * (docs/diff.md: the profile file format; tolerances/).
  *

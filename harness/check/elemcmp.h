@@ -1,4 +1,4 @@
-/* harness/elemcmp.h — the element comparators of every tree comparison
+/* harness/check/elemcmp.h — the element comparators of every tree comparison
  * (`fattn diff`, verify, the --repeat audit): two buffers of one dtype,
  * element by element, into statistics.
  *

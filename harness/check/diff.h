@@ -1,6 +1,6 @@
-/* harness/diff.h — `fattn diff`: compare two run files into a report
+/* harness/check/diff.h — `fattn diff`: compare two run files into a report
  * (docs/run-files.md; docs/diff.md). Rendering the report (text, JSON) and
- * the exit code are the command's (harness/cmd_diff.c); this library never
+ * the exit code are the command's (harness/cli/cmd_diff.c); this library never
  * prints.
  *
  * Order of work: both files are walked without data (h5io's metadata-only

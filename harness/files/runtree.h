@@ -1,4 +1,4 @@
-/* harness/runtree.h — the in-memory tree of a run file (no HDF5 here).
+/* harness/files/runtree.h — the in-memory tree of a run file (no HDF5 here).
  *
  * Groups hold attributes and children, datasets hold their bytes in C order
  * with their digest; both lists are kept sorted by name (strcmp, i.e. byte

@@ -1,4 +1,4 @@
-/* harness/h5io.h — the run-file layer over HDF5 1.10.8.
+/* harness/files/h5io.h — the run-file layer over HDF5 1.10.8.
  *
  * A run file is built in memory as a tree of fattn_h5_node (groups with
  * attributes and children, datasets with their bytes) and written in one

@@ -1,4 +1,4 @@
-/* harness/h5base.h — the HDF5 plumbing the writer and the reader share
+/* harness/files/h5base.h — the HDF5 plumbing the writer and the reader share
  * (private to h5write.c and h5read.c; includes hdf5.h, so no public header
  * includes it).
  *

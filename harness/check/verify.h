@@ -1,6 +1,6 @@
-/* harness/verify.h — the checks of `fattn verify` (and of `fattn golden`)
+/* harness/check/verify.h — the checks of `fattn verify` (and of `fattn golden`)
  * as a library that returns results; the table, the verdict line, the JSON
- * report and the exit code are the command's (harness/cmd_verify.c).
+ * report and the exit code are the command's (harness/cli/cmd_verify.c).
  *
  * Per case of the matrix, on one engine:
  *   1. legacy vs split, bitwise, every state;

@@ -1,4 +1,4 @@
-/* harness/h5write.h — writing run-file trees (runtree.h) to HDF5 files:
+/* harness/files/h5write.h — writing run-file trees (runtree.h) to HDF5 files:
  * atomic replace, sorted order, timestamps off, libver bounds V18..V110.
  * The format rules are listed in h5io.h. This module never prints.
  */

@@ -529,6 +529,39 @@ fattn_status fattn_h5_write_file(const char *target, const fattn_h5_node *root,
     return fattn_h5_writer_commit(w);
 }
 
+/* ---- the file types of the dtypes (declared in h5write.h) ---------------- */
+
+static hid_t half_type(void)
+{
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0)
+        return t;
+    /* Fields first, then shrink: fields must fit the precision at each step. */
+    if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_precision(t, 16) < 0 ||
+        H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, 15) < 0) {
+        H5Tclose(t);
+        return H5I_INVALID_HID;
+    }
+    return t;
+}
+
+int64_t fattn_h5_file_type(fattn_dtype dtype)
+{
+    if (fattn_h5base_enter(NULL) != FATTN_OK)
+        return H5I_INVALID_HID;
+    switch (dtype) {
+    case FATTN_DTYPE_FLOAT32: return H5Tcopy(H5T_IEEE_F32LE);
+    case FATTN_DTYPE_FLOAT16: return half_type();
+    case FATTN_DTYPE_BFLOAT16: return H5Tcopy(H5T_STD_U16LE);
+    case FATTN_DTYPE_FLOAT8_E4M3FN:
+    case FATTN_DTYPE_FLOAT8_E5M2:
+    case FATTN_DTYPE_UINT8: return H5Tcopy(H5T_STD_U8LE);
+    case FATTN_DTYPE_INT32: return H5Tcopy(H5T_STD_I32LE);
+    case FATTN_DTYPE_INT64: return H5Tcopy(H5T_STD_I64LE);
+    default: return H5I_INVALID_HID;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* created_utc                                                              */
 /* ------------------------------------------------------------------------ */

@@ -1,4 +1,4 @@
-/* harness/case.h — the resolved model of one case: every value the harness
+/* harness/model/case.h — the resolved model of one case: every value the harness
  * derives from a spec, in one struct (docs/cases.md "The resolved model").
  *
  * fattn_case_resolve is pure: no I/O, no random tensors, nothing but the

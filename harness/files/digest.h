@@ -1,4 +1,4 @@
-/* harness/digest.h — content digests of stored tensor bytes.
+/* harness/files/digest.h — content digests of stored tensor bytes.
  *
  * A digest is "xxh3-128:" followed by the 32 lowercase hex digits of the
  * canonical (big-endian) form of XXH3-128 (seed 0) over the bytes, as

@@ -1,4 +1,4 @@
-/* harness/cmd_verify_engine.c — the engine and goldens `fattn verify` opens
+/* harness/cli/cmd_verify_engine.c — the engine and goldens `fattn verify` opens
  * over its loaded matrix: for the command itself and for each of the plan
  * prebuild's children (cmd_verify_prebuild.c), which opens one over its share
  * of the cases without going back through the command. */

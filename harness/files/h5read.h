@@ -1,4 +1,4 @@
-/* harness/h5read.h — reading and validating run files into trees
+/* harness/files/h5read.h — reading and validating run files into trees
  * (runtree.h), and streaming one dataset a bounded buffer at a time. What is
  * validated is listed in h5io.h. This module never prints.
  */

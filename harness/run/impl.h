@@ -9,7 +9,7 @@
 #include "fattn/status.h"
 
 /* The front ends: X(ENUM_SUFFIX, name). Each row has an adapter
- * fattn_fe_<name> (fe.h, harness/fe_<name>.c); the runner reaches a front
+ * fattn_fe_<name> (fe.h, harness/run/fe_<name>.c); the runner reaches a front
  * end only through it. */
 #define FATTN_IMPLS(X)                                                                         \
     X(LEGACY, legacy)                                                                          \

@@ -1,4 +1,4 @@
-/* harness/report.h — the pieces of `fattn report`'s HTML page
+/* harness/cli/report.h — the pieces of `fattn report`'s HTML page
  * (docs/report.md): the case grid, a differing tensor's difference map, ULP
  * histogram and first differing elements, provenance tables. Everything is
  * written into one FILE as static HTML with inline SVG: the page loads

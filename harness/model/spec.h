@@ -1,4 +1,4 @@
-/* harness/spec.h — case specs (docs/cases.md): parse, default, canonical form.
+/* harness/model/spec.h — case specs (docs/cases.md): parse, default, canonical form.
  *
  * A spec file is a JSON array of case objects. Keys are fixed; an unknown
  * key, a wrong type, a value out of range, a duplicate key or a duplicate id
