@@ -163,7 +163,7 @@ FATTN_API fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
  * flag is the top-left masks' only. (The window of a call that came
  * through DotProductAttention is already normalised, so nothing changes
  * for it.) */
-int64_t fattn_mask_band_right(fattn_mask_type mask, bool fp8, int64_t win_right);
+FATTN_API int64_t fattn_mask_band_right(fattn_mask_type mask, bool fp8, int64_t win_right);
 
 /* bottom_right_diagonal when the caller passes None, at the two levels TE
  * defaults it: DotProductAttention (False for causal/padding_causal, True
