@@ -79,9 +79,9 @@ typedef struct fattn_cudnn_settings {
  * Anything else is FATTN_E_INVALID_ARG naming the variable and the values
  * it takes. */
 FATTN_API fattn_status fattn_cudnn_settings_parse(const char *autotune, const char *bwd, const char *det,
-                                        const char *det_tag, const char *plan_dir,
-                                        const char *cudnn_lib, const char *cudart_lib,
-                                        fattn_cudnn_settings *out);
+                                                  const char *det_tag, const char *plan_dir,
+                                                  const char *cudnn_lib, const char *cudart_lib,
+                                                  fattn_cudnn_settings *out);
 /* One line for provenance, "autotune=off bwd=switch det=direct plan_store=off"
  * (det=ordered, or det=tag:<tag>; no path: plan_store=on), then
  * " cudnn_lib=named" and " cudart_lib=named" for a library named (no path
@@ -180,7 +180,7 @@ FATTN_API fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *
  * the defined rows as without the hook. NULL turns it off. For
  * `test_cudnn_gpu --max-rows` (tests/cudnn_max_rows.c). */
 FATTN_API fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
-                                     const uint32_t *fill);
+                                               const uint32_t *fill);
 
 /* Where the plans of a cache came from (docs/cudnn-engine.md, "Plan
  * store"). Counters are per plan cache, since it was made. */
@@ -209,7 +209,7 @@ typedef struct fattn_cudnn_plan_store_stats {
  * each (fattn_cudnn_options.plan_cache), so later engines find the plans
  * built. Not thread-safe; free after the last engine using it. */
 FATTN_API fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
-                                         const fattn_cudnn_settings *settings);
+                                                   const fattn_cudnn_settings *settings);
 /* The settings the engine's plan cache was made with, as
  * fattn_cudnn_settings_describe writes them; "" for an engine that is not
  * cuDNN's. For provenance. */
@@ -219,7 +219,7 @@ FATTN_API void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c);
 FATTN_API int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c);
 /* Its plan-store counters; FATTN_E_INVALID_ARG for NULL arguments. */
 FATTN_API fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
-                                          fattn_cudnn_plan_store_stats *out);
+                                                    fattn_cudnn_plan_store_stats *out);
 /* Its plan store directory, "" when it has none. */
 FATTN_API const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c);
 /* The cache a cuDNN engine uses (its own or the one it was given); NULL if

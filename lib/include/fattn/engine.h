@@ -178,7 +178,7 @@ typedef struct fattn_aux_layout {
  * present for pre_scale_bias and post_scale_bias, SoftmaxOffset for every
  * softmax type but vanilla, Max with return_max_logit. */
 FATTN_API fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
-                                      bool return_max_logit);
+                                                bool return_max_logit);
 /* Backward pack: the forward's without Max. */
 FATTN_API fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax);
 
@@ -313,7 +313,7 @@ typedef struct fattn_cpu_options {
 } fattn_cpu_options;
 
 FATTN_API fattn_status fattn_engine_init_cpu(fattn_engine **out,
-                                   const fattn_cpu_options *opt);
+                                             const fattn_cpu_options *opt);
 FATTN_API fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
 FATTN_API fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
 FATTN_API const char *fattn_engine_name(const fattn_engine *e);
@@ -352,11 +352,11 @@ FATTN_API bool fattn_engine_kind_known(const char *name);
 FATTN_API bool fattn_engine_kind_may_use_device(const char *name);
 /* Open the named kind; opt may be NULL (defaults). */
 FATTN_API fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
-                               fattn_engine **out);
+                                         fattn_engine **out);
 /* Open the first kind that is available and opens, in preference order;
  * *name gets its registry name. */
 FATTN_API fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
-                                    const char **name);
+                                              const char **name);
 /* The cuDNN version e loaded (91900 = 9.19.0); the reference platform's
  * (FATTN_SUPPORT_CUDNN_REFERENCE) for an engine without cuDNN. The front
  * ends test the engine's own gap rows at it (fattn_support_query's

@@ -114,8 +114,8 @@ typedef enum fattn_fp8_amax_algo {
 } fattn_fp8_amax_algo;
 
 /* "max", "most_recent"; NULL outside the enum. */
-const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a);
-fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out);
+FATTN_API const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a);
+FATTN_API fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out);
 
 /* One direction's delayed-scaling state (DelayedScalingRecipeState,
  * quantization.py:1397-1451): n quantizers, each with its scale (scale[i])
@@ -154,8 +154,8 @@ typedef struct fattn_fp8_recipe_state {
  * margin is an int). Python's unfused update (NVTE_UNFUSED_FP8_UPDATE,
  * quantization.py:1067-1115) differs: it rolls whatever the amax, keeps
  * row 1 and divides twice; fattn models the fused one, TE's default. */
-fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
-                                      fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin);
+FATTN_API fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
+                                                fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin);
 
 #ifdef __cplusplus
 }

@@ -226,7 +226,7 @@ FATTN_API fattn_status fattn_legacy_forward(
 
 /* FusedAttnFunc.backward: fills grads[0..35]. */
 FATTN_API fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
-                                   fattn_tensor grads[FATTN_LEGACY_NGRADS]);
+                                             fattn_tensor grads[FATTN_LEGACY_NGRADS]);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@ extern "C" {
 
 /* One Philox4x32-10 block: out = philox(ctr, key). */
 FATTN_API void fattn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
-                         uint32_t out[4]);
+                                   uint32_t out[4]);
 
 /* The 32-bit word for element n of `stream` under `seed` (mapping above). */
 FATTN_API uint32_t fattn_philox_u32(uint64_t seed, uint64_t stream, uint64_t n);
@@ -36,7 +36,7 @@ FATTN_API uint32_t fattn_philox_u32(uint64_t seed, uint64_t stream, uint64_t n);
 /* Fill out[0..count) with the words for elements first .. first+count-1,
  * one Philox block per four elements. */
 FATTN_API void fattn_philox_fill_u32(uint64_t seed, uint64_t stream, uint64_t first,
-                           uint64_t count, uint32_t *out);
+                                     uint64_t count, uint32_t *out);
 
 /* A word mapped to [-1, 1]: (float)(int32)word * 2^-31. The int-to-float
  * conversion rounds to nearest even (24 significant bits), so the result is

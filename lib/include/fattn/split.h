@@ -56,19 +56,19 @@ extern "C" {
 
 /* _fused_attn_forward_impl. */
 FATTN_API fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
-                                      const fattn_tensor *k, const fattn_tensor *v,
-                                      const fattn_tensor *attn_bias,
-                                      const fattn_tensor *softmax_offset,
-                                      fattn_split_fwd_result *res);
+                                                const fattn_tensor *k, const fattn_tensor *v,
+                                                const fattn_tensor *attn_bias,
+                                                const fattn_tensor *softmax_offset,
+                                                fattn_split_fwd_result *res);
 
 /* _fused_attn_setup_ctx (backends.py:1897-2004): `bwd` (initialised here)
  * gets the backward's configuration, its tensor fields stay empty; `saved`
  * gets the 16 tensors to save: to_save's entries with each deduplicated
  * one taken back from its source, the cu_seqlens from `fwd`. */
 FATTN_API fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
-                                   const fattn_tensor *out,
-                                   const fattn_split_ctx_attrs *ctx_attrs,
-                                   const fattn_split_to_save *to_save, fattn_split_saved *saved);
+                                             const fattn_tensor *out,
+                                             const fattn_split_ctx_attrs *ctx_attrs,
+                                             const fattn_split_to_save *to_save, fattn_split_saved *saved);
 
 /* FusedAttnBwdArgs.setup_saved_tensors (backends.py:1545-1566): the saved
  * 16 into bwd's tensor fields, in FATTN_SPLIT_SLOTS order. */
@@ -98,11 +98,11 @@ FATTN_API void fattn_split_func_ctx_free(fattn_split_func_ctx *ctx);
  * ctx keeps what backward needs; views stay valid until the ctx is freed or
  * runs again. */
 FATTN_API fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_tensor *q,
-                                      const fattn_tensor *k, const fattn_tensor *v,
-                                      const fattn_tensor *attn_bias,
-                                      const fattn_tensor *softmax_offset,
-                                      const fattn_fwd_args *args, fattn_tensor *out,
-                                      fattn_tensor *max_logit);
+                                                const fattn_tensor *k, const fattn_tensor *v,
+                                                const fattn_tensor *attn_bias,
+                                                const fattn_tensor *softmax_offset,
+                                                const fattn_fwd_args *args, fattn_tensor *out,
+                                                fattn_tensor *max_logit);
 
 /* FusedAttnFunc.backward: grads6 = (dq, dk, dv, d_bias, d_softmax_offset,
  * empty for args). Once per forward: a second call is FATTN_E_STATE, as
@@ -110,7 +110,7 @@ FATTN_API fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const
  * d_out's _scale_inv goes into ctx->bwd.d_out_scale_inv before the call;
  * FP8 grads' comes back in ctx->grads.grads_scale_inv. */
 FATTN_API fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
-                                       fattn_tensor grads6[6]);
+                                                 fattn_tensor grads6[6]);
 
 #ifdef __cplusplus
 }

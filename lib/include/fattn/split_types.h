@@ -274,10 +274,10 @@ FATTN_API void fattn_split_grads_free(fattn_split_grads *g);
  * rng_state; entries the variant does not save and the last two are
  * empty. */
 FATTN_API fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
-                                      const fattn_tensor fp8[4], const fattn_tensor f16[4],
-                                      const fattn_tensor *softmax_stats,
-                                      const fattn_tensor *rng_state,
-                                      fattn_split_to_save *to_save);
+                                                const fattn_tensor fp8[4], const fattn_tensor f16[4],
+                                                const fattn_tensor *softmax_stats,
+                                                const fattn_tensor *rng_state,
+                                                fattn_split_to_save *to_save);
 
 /* The dedup step of forward_impl (backends.py:1830-1854): saved_from[i]
  * per entry — q (entries 0, 4) when the entry is q (fattn_tensor_same), k
@@ -287,9 +287,9 @@ FATTN_API fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant
  * source are emptied (10 and 11 are empty anyway). Empty sources never
  * match. */
 FATTN_API void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
-                       const fattn_tensor *k, const fattn_tensor *v, const fattn_tensor *out,
-                       bool has_bias, bool has_softmax_offset,
-                       fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]);
+                                 const fattn_tensor *k, const fattn_tensor *v, const fattn_tensor *out,
+                                 bool has_bias, bool has_softmax_offset,
+                                 fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]);
 
 /* The layout backward reloads tensors in when TE's legacy CPU offload
  * (NVTE_CPU_OFFLOAD_V1) moved an interleaved layer: each packed group is

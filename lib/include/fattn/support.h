@@ -204,7 +204,7 @@ FATTN_API const fattn_support_rule *fattn_support_route_find(const char *id);
 /* The citation of `r` for release bit `one` into *out; false (and *out
  * zeroed) where r does not hold for it. */
 FATTN_API bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
-                             fattn_support_cite *out);
+                                       fattn_support_cite *out);
 
 /* Check `q` for `engine` (one FATTN_SUPPORT_ENGINE_* bit) against the
  * refusal rows that hold for q->te_rules and q->cudnn_version, at the call
@@ -216,12 +216,12 @@ FATTN_API bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one
  * An engine that is not one bit, or a te_rules that is not one release, is
  * FATTN_E_INVALID_ARG. */
 FATTN_API fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
-                                 const fattn_support_rule **failed);
+                                           const fattn_support_rule **failed);
 /* The engine's own gaps only (rows with status FATTN_E_UNSUPPORTED), the
  * AT_BACKWARD ones too when q->at_backward: what the engine dispatch checks
  * before an engine runs (TE's own refusals are the front ends'). */
 FATTN_API fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
-                                        const fattn_support_rule **failed);
+                                                  const fattn_support_rule **failed);
 
 /* The routing rows q trips under q->te_rules, in table order: up to `max`
  * of them into out (may be NULL with max 0); returns how many trip. */

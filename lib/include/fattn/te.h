@@ -136,7 +136,7 @@ FATTN_API bool fattn_layout_is_paged(fattn_qkv_layout l);
  * [b,s,h,d], bhsd [b,h,s,d], thd [t,h,d]); returns the rank (4, or 3 for
  * thd, which uses t instead of b and s). */
 FATTN_API int fattn_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t, int64_t heads,
-                       int64_t dim, int64_t shape[4]);
+                                 int64_t dim, int64_t shape[4]);
 
 /* Mask predicates. */
 FATTN_API bool fattn_mask_has_padding(fattn_mask_type m);
@@ -151,8 +151,8 @@ FATTN_API bool fattn_mask_is_bottom_right(fattn_mask_type m);
  *   negative other than (-1,-1) -> FATTN_E_INVALID_CASE.
  * `*warned` (may be NULL) is set when TE would have warned. */
 FATTN_API fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
-                                    const int64_t in[2], int64_t out[2],
-                                    bool *warned);
+                                              const int64_t in[2], int64_t out[2],
+                                              bool *warned);
 
 /* The right bound of the diagonal band a fused_attn_fwd/bwd call runs with
  * (-1: none), as TE's C++ builds it from the mask type and the window's

@@ -46,13 +46,13 @@ FATTN_API bool fattn_tensor_is_empty(const fattn_tensor *t);
 
 /* A contiguous (C-order) host view of `data` with the given shape. */
 FATTN_API fattn_tensor fattn_tensor_view(void *data, fattn_dtype dtype, int ndim,
-                               const int64_t *shape);
+                                         const int64_t *shape);
 
 /* Allocate a contiguous host tensor (64-byte aligned). Free with
  * fattn_tensor_free, which also resets *t to the empty slot. Contents are
  * uninitialised. FATTN_E_OVERFLOW if the byte size does not fit. */
 FATTN_API fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
-                                const int64_t *shape);
+                                          const int64_t *shape);
 FATTN_API void fattn_tensor_free(fattn_tensor *t);
 
 /* One contiguous buffer holding `npack` tensors of logical shape `shape`
@@ -61,8 +61,8 @@ FATTN_API void fattn_tensor_free(fattn_tensor *t);
  * packed QKV layouts lay them out; views[m] is the m-th tensor. *storage
  * owns the memory (fattn_tensor_free it). npack = 1: a plain tensor. */
 FATTN_API fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype, int ndim,
-                                       const int64_t *shape, int npack, int at,
-                                       fattn_tensor *views);
+                                                 const int64_t *shape, int npack, int at,
+                                                 fattn_tensor *views);
 
 /* Product of the dims (1 for ndim 0 non-empty; 0 for the empty slot). */
 FATTN_API int64_t fattn_tensor_numel(const fattn_tensor *t);
