@@ -69,7 +69,7 @@ EXPRESSIBLE = [
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
-    "dims.d512.inference.bf16", "dims.dqk512_dv64.causal.inference.f16",
+    "raw.window_m1m1.causal.f16", "dims.d512.inference.bf16", "dims.dqk512_dv64.causal.inference.f16",
     # a bias without grad: made an inference case, as every post_scale_bias one
     "route.bias_no_grad.11ss.bf16",
 ]

@@ -45,7 +45,7 @@ check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c "
 check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c "^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) ($n cases" "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 74 cases through FusedAttention, 48 through FusedAttnFunc.apply (FP8 31, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 8), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 74 cases through FusedAttention, 52 through FusedAttnFunc.apply (FP8 31, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
