@@ -38,7 +38,7 @@ extern "C" {
 #define FATTN_TESTING_LIFT_ROWS_ENV "FATTN_TEST_LIFT_ROWS"
 
 /* True when row `id` is named in FATTN_TEST_LIFT_ROWS. */
-bool fattn_testing_row_lifted(const char *id);
+FATTN_API bool fattn_testing_row_lifted(const char *id);
 
 /* Widening engine gaps. With FATTN_TEST_WIDEN_ROWS=id[,id...], those engine
  * gap rows hold for every engine: the CPU engine, which runs every case TE
@@ -47,7 +47,7 @@ bool fattn_testing_row_lifted(const char *id);
 #define FATTN_TESTING_WIDEN_ROWS_ENV "FATTN_TEST_WIDEN_ROWS"
 
 /* True when row `id` is named in FATTN_TEST_WIDEN_ROWS. */
-bool fattn_testing_row_widened(const char *id);
+FATTN_API bool fattn_testing_row_widened(const char *id);
 
 /* Counts one allocation; true when this one is the armed Nth and must fail.
  * Called by fattn_tensor_alloc once per call that would allocate. */
