@@ -529,6 +529,36 @@ def _():
             p.stderr
 
 
+def bf16_values(ds):
+    return (np.asarray(ds[()], dtype=np.uint32) << 16).view(np.float32)
+
+
+@case("test variant fault:PLAN: NaN / Inf written into Max, O and Stats rows after the "
+      "engine, a first backward made to fail, a bad plan refused (exit 2)")
+def _():
+    if VARIANTS_SKIP:
+        return VARIANTS_SKIP
+    out, cid = path("fault.h5"), "max_logit.no_mask.bf16"
+    run("run", "--filter", cid, "-o", out, check=0,
+        env={"FATTN_TEST_ENGINE_VARIANT": "fault:max=nan,max=inf@1,o=-inf@1,stats=nan"})
+    with h5py.File(out, "r") as f:
+        assert f.attrs["prov_test_variant"].startswith("fault:"), dict(f.attrs)
+        g = f["cases/" + cid]
+        ml = bf16_values(g["forward/max_logit"])
+        assert np.isnan(ml[0]) and ml[1] == np.inf, ml  # torch.amax propagates NaN
+        o = bf16_values(g["forward/out"])  # sbhd [s, b, h, d]: row 0 of batch 0, head 1
+        assert np.all(o[0, 0, 1] == -np.inf) and np.isfinite(o[0, 0, 0]).all(), o[0, 0]
+        st = g["forward/aux/softmax_stats"][()]  # [b, h, sq, 1]
+        assert np.isnan(st[0, 0, 0, 0]) and np.isfinite(st[0, 1, 0, 0]), st[0, :, 0, 0]
+    p = run("run", "--filter", cid, "-o", path("fault2.h5"), check=2,
+            env={"FATTN_TEST_ENGINE_VARIANT": "fault:bwd=fail"})
+    assert "the injected fault of the first backward call" in p.stderr, p.stderr
+    for bad in ("fault:max=zero", "fault:q=nan", "fault:max=nan@x", "fault:"):
+        p = run("run", "--filter", cid, "-o", path("fault3.h5"), check=2,
+                env={"FATTN_TEST_ENGINE_VARIANT": bad})
+        assert "fault plan" in p.stderr and not os.path.exists(path("fault3.h5")), p.stderr
+
+
 def count_datasets(fname):
     n = 0
     with h5py.File(fname, "r") as f:

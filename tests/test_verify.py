@@ -102,6 +102,22 @@ MUTANT_TARGETS = {
                           "  legacy vs split: forward/aux/softmax_stats",
     "max_logit_training_only": "legacy vs split: forward/max_logit missing in B",
     "fp8_dqkv_amax_from_dv": "legacy vs split: backward@dQKV_quantizer attribute values differ",
+    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit 1 of 2 elements "
+                           "differ",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "backward_guard_after_success": "split wrapper second backward after a failed one: "
+                                    "backward/_impl@second_backward FATTN_OK on a second "
+                                    "backward on one ctx, where TE 2.20.2 raises",
+}
+
+# The blind spots only an engine fault shows (a -Dtesting build): every case
+# that differs must differ first in that check, nowhere else.
+MUTANT_ONLY_CHECK = {
+    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "backward_guard_after_success": "split wrapper second backward after a failed one: ",
 }
 
 # The mutants a gap of the matrix hid: only the cases that close it may see
@@ -256,6 +272,8 @@ def _():
 def make_mutant_test(mutant, target):
     @test("mutant %s is caught: exit 1 naming %s" % (mutant, target))
     def _():
+        if mutant in MUTANT_ONLY_CHECK and os.environ.get("FATTN_BUILD_TESTING", "1") != "1":
+            return "SKIP the engine-fault checks need a build with -Dtesting=true"
         exe = MUTANT_EXES.get("fattn-mutant-" + mutant)
         assert exe, "no fattn-mutant-%s among %s" % (mutant, sorted(MUTANT_EXES))
         p = fattn("verify", "--fixtures", FIXTURES, exe=exe)
@@ -268,6 +286,9 @@ def make_mutant_test(mutant, target):
             assert failed and all(c.startswith("fp8.") for c in failed), failed
         if mutant in MUTANT_ONLY_CASES:
             assert set(failed) == MUTANT_ONLY_CASES[mutant], failed
+        if mutant in MUTANT_ONLY_CHECK:
+            rows = [ln for ln in p.stdout.splitlines() if re.search(r"  DIFFERENT \(\d+\): ", ln)]
+            assert rows and all(MUTANT_ONLY_CHECK[mutant] in ln for ln in rows), rows[:3]
 
 
 @test("a difference is reported as a person acts on it: first index, both values, max abs/rel/ULP, and commands that reproduce it")
@@ -295,6 +316,24 @@ def _():
 if MUTANTS:
     for m, t in MUTANT_TARGETS.items():
         make_mutant_test(m, t)
+
+
+@test("a failure of the split's wrapper alone is a difference naming the wrapper (exit 1), "
+      "and every FP8 case that ran counts as exercised")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    import json
+    exe = MUTANT_EXES["fattn-mutant-wrapper_fp8_d_out_dropped"]
+    jpath = os.path.join(TMP, "wrapper.json")
+    p = fattn("verify", "--filter", "fp8.*", "--json", jpath, exe=exe)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
+    n_fp8 = len([l for l in fattn("cases", "--filter", "fp8.*").stdout.splitlines()])
+    assert "FP8: exercised (%d cases;" % n_fp8 in p.stdout, p.stdout[-800:]
+    cases = json.load(open(jpath))["cases"]
+    bad = [c for c in cases if c["result"] != "ok"]
+    assert bad and all(c["result"] == "different" for c in bad), bad
+    assert all(c["first"][0]["path"] == "legacy vs split wrapper: split wrapper" for c in bad), bad
 
 
 @test("a side that errors in a later state: both sides' status and message, table and JSON")

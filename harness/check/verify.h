@@ -32,7 +32,7 @@
 
 /* The most checks one case runs (seams, legacy vs split and its wrapper,
  * the refusal, three replays, repeat, golden), with room to spare. */
-#define FATTN_VERIFY_MAX_CHECKS 16
+#define FATTN_VERIFY_MAX_CHECKS 24
 
 /* One case's checks. */
 typedef struct fattn_verify_case {

@@ -58,7 +58,7 @@ import json, sys
 e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
 print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
 " "$work/v/te1-refusals.json" 2>&1)"
-check "the 8 paged cases ran with their page tables handed to TE" 8 "$(/usr/bin/python3 -c "
+check "the 9 paged cases ran with their page tables handed to TE" 9 "$(/usr/bin/python3 -c "
 import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
