@@ -1,10 +1,10 @@
 /* bench_cudnn --steps N: where a plan-cache hit spends host time.
  *
  * The engine's public call does, on the host, in order: resolve the
- * dispatch's geometry (cg_*_desc_from_geom), find the plan (cudnn_get_plan: the
+ * dispatch's geometry (cg_*_desc_from_geom), find the plan (fattn__cudnn_get_plan: the
  * description memo; on its miss the graph is built and keyed), bind the
  * tensors, make or reuse the variant pack and call cudnnBackendExecute
- * (cudnn_execute_plan); around them it copies. This file repeats those
+ * (fattn__cudnn_execute_plan); around them it copies. This file repeats those
  * steps one by one through the engine's internal functions (the library is
  * built with default symbol visibility), with a clock around each, on
  * device buffers allocated once, so that no step's cost hides in another's.
@@ -43,17 +43,17 @@ enum {
     S_DESC,       /* cg_*_desc_from_geom */
     S_GRAPH,      /* cg_build_* into a graph allocated once */
     S_DUMP,       /* the text dump that keyed the plan cache */
-    S_KEY,        /* the binary key (cg_key) */
-    S_GET_PLAN,   /* cudnn_get_plan: the description memo's lookup */
+    S_KEY,        /* the binary key (fattn__cg_key) */
+    S_GET_PLAN,   /* fattn__cudnn_get_plan: the description memo's lookup */
     S_VPACK,      /* variant pack: create, three attributes, finalize */
     S_EXECUTE,    /* cudnnBackendExecute */
     S_DESTROY,    /* variant pack destroy */
-    S_EXEC_CALL,  /* cudnn_execute_plan as the engine calls it (pack reused) */
+    S_EXEC_CALL,  /* fattn__cudnn_execute_plan as the engine calls it (pack reused) */
     S_EXEC_COLD,  /* the same right after the host wrote 256 MiB (no CUDA) */
     S_H2D,        /* cudaMemcpy H2D of Q (pageable) */
-    S_EXEC_H2D,   /* cudnn_execute_plan right after that copy */
+    S_EXEC_H2D,   /* fattn__cudnn_execute_plan right after that copy */
     S_MALLOC,     /* cudaMalloc of every bound buffer */
-    S_EXEC_FRESH, /* cudnn_execute_plan on those fresh buffers (new pack) */
+    S_EXEC_FRESH, /* fattn__cudnn_execute_plan on those fresh buffers (new pack) */
     S_FREE,       /* cudaFree of them (implicitly synchronising) */
     S_SYNC,       /* cudaDeviceSynchronize after one execute (GPU time) */
     S_DEV_PUBLIC, /* the same public call on device tensors, wall (queue empty) */
@@ -100,7 +100,7 @@ static fattn_status bind_all(const cudnn_api *api, const cg_graph *g, void **ptr
         if (ce == cudaSuccess)
             ce = api->cudaMemset(ptrs[i], 0, n);
         if (ce != cudaSuccess)
-            return cudnn_cuda_fail(api, ce, "steps: buffers");
+            return fattn__cudnn_cuda_fail(api, ce, "steps: buffers");
         owned[(*nowned)++] = ptrs[i];
     }
     return FATTN_OK;
@@ -131,16 +131,16 @@ static fattn_status one_rep(steps_ctx *x, int i, const void *hq, size_t qbytes)
     const cudnn_api *api = x->api;
     cudnn_engine *e = x->e;
     double t = now_us();
-    char *dump = cg_dump(x->g, false);
+    char *dump = fattn__cg_dump(x->g, false);
     x->v[S_DUMP][i] = now_us() - t;
     free(dump);
     cg_key_buf kb;
     t = now_us();
-    cg_key(x->g, &kb);
+    fattn__cg_key(x->g, &kb);
     x->v[S_KEY][i] = now_us() - t;
     plan_entry *pe = NULL;
     t = now_us();
-    fattn_status st = cudnn_get_plan(e, x->desc, x->desc_len, x->build, &pe);
+    fattn_status st = fattn__cudnn_get_plan(e, x->desc, x->desc_len, x->build, &pe);
     x->v[S_GET_PLAN][i] = now_us() - t;
     if (st != FATTN_OK)
         return st;
@@ -181,43 +181,43 @@ static fattn_status one_rep(steps_ctx *x, int i, const void *hq, size_t qbytes)
         api->BackendDestroyDescriptor(vp);
     x->v[S_DESTROY][i] = now_us() - t;
     if (s != CUDNN_STATUS_SUCCESS)
-        return cudnn_fail(api, s, "steps: variant pack / execute");
+        return fattn__cudnn_fail(api, s, "steps: variant pack / execute");
     t = now_us();
     cudaError_t ce = api->cudaDeviceSynchronize();
     x->v[S_SYNC][i] = now_us() - t;
     if (ce != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "steps: synchronize");
+        return fattn__cudnn_cuda_fail(api, ce, "steps: synchronize");
 
     /* twice: the first makes the entry's pack for these pointers */
     for (int rep = 0; rep < 2 && st == FATTN_OK; rep++) {
         t = now_us();
-        st = cudnn_execute_plan(e, pe, x->ptrs, 0.0);
+        st = fattn__cudnn_execute_plan(e, pe, x->ptrs, 0.0);
         x->v[S_EXEC_CALL][i] = now_us() - t;
         if (st == FATTN_OK && (ce = api->cudaDeviceSynchronize()) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "steps: synchronize");
+            st = fattn__cudnn_cuda_fail(api, ce, "steps: synchronize");
     }
     if (st != FATTN_OK)
         return st;
     memset(x->junk, i & 0xff, COLD_BYTES);
     t = now_us();
-    st = cudnn_execute_plan(e, pe, x->ptrs, 0.0);
+    st = fattn__cudnn_execute_plan(e, pe, x->ptrs, 0.0);
     x->v[S_EXEC_COLD][i] = now_us() - t;
     if (st == FATTN_OK && (ce = api->cudaDeviceSynchronize()) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "steps: synchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "steps: synchronize");
     if (st != FATTN_OK)
         return st;
 
-    int iq = cg_find_uid(pe->g, CG_UID_Q);
+    int iq = fattn__cg_find_uid(pe->g, CG_UID_Q);
     t = now_us();
     ce = api->cudaMemcpy(x->ptrs[iq], hq, qbytes, cudaMemcpyHostToDevice);
     x->v[S_H2D][i] = now_us() - t;
     if (ce != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "steps: H2D");
+        return fattn__cudnn_cuda_fail(api, ce, "steps: H2D");
     t = now_us();
-    st = cudnn_execute_plan(e, pe, x->ptrs, 0.0);
+    st = fattn__cudnn_execute_plan(e, pe, x->ptrs, 0.0);
     x->v[S_EXEC_H2D][i] = now_us() - t;
     if (st == FATTN_OK && (ce = api->cudaDeviceSynchronize()) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "steps: synchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "steps: synchronize");
     if (st != FATTN_OK)
         return st;
 
@@ -230,32 +230,32 @@ static fattn_status one_rep(steps_ctx *x, int i, const void *hq, size_t qbytes)
         if (tk->is_virtual || tk->by_value)
             continue;
         if ((ce = api->cudaMalloc(&fresh[k], tensor_bytes(tk))) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "steps: cudaMalloc");
+            st = fattn__cudnn_cuda_fail(api, ce, "steps: cudaMalloc");
         else
             owned[nown++] = fresh[k];
     }
     x->v[S_MALLOC][i] = now_us() - t;
     if (st == FATTN_OK) {
         t = now_us();
-        st = cudnn_execute_plan(e, pe, fresh, 0.0);
+        st = fattn__cudnn_execute_plan(e, pe, fresh, 0.0);
         x->v[S_EXEC_FRESH][i] = now_us() - t;
     }
     t = now_us();
     free_all(api, owned, nown);
     x->v[S_FREE][i] = now_us() - t;
     if (st == FATTN_OK && (ce = api->cudaDeviceSynchronize()) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "steps: synchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "steps: synchronize");
     return st;
 }
 
 static fattn_status build_fwd(cg_graph *g, const void *d)
 {
-    return cg_build_fwd(g, d);
+    return fattn__cg_build_fwd(g, d);
 }
 
 static fattn_status build_bwd(cg_graph *g, const void *d)
 {
-    return cg_build_bwd(g, d);
+    return fattn__cg_build_bwd(g, d);
 }
 
 int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *kind,
@@ -279,13 +279,13 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
     fattn_geom geom;
     bool have_geom = false;
     if (st == FATTN_OK)
-        st = bp ? fattn_geom_init_bwd(&geom, bp, "backward")
-                : fattn_geom_init_fwd(&geom, fp, "forward");
+        st = bp ? fattn__geom_init_bwd(&geom, bp, "backward")
+                : fattn__geom_init_fwd(&geom, fp, "forward");
     have_geom = st == FATTN_OK;
     if (st == FATTN_OK)
-        st = bp ? cg_bwd_desc_from_geom(&geom, bp, &bd) : cg_fwd_desc_from_geom(&geom, fp, &fd);
+        st = bp ? fattn__cg_bwd_desc_from_geom(&geom, bp, &bd) : fattn__cg_fwd_desc_from_geom(&geom, fp, &fd);
     if (st == FATTN_OK)
-        st = bp ? cg_build_bwd(x.g, &bd) : cg_build_fwd(x.g, &fd);
+        st = bp ? fattn__cg_build_bwd(x.g, &bd) : fattn__cg_build_fwd(x.g, &fd);
     x.desc = bp ? (const void *)&bd : (const void *)&fd;
     x.desc_len = bp ? sizeof bd : sizeof fd;
     x.build = bp ? build_bwd : build_fwd;
@@ -294,12 +294,12 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         st = fattn_error(FATTN_E_NOMEM, "steps");
     plan_entry *pe = NULL;
     if (st == FATTN_OK)
-        st = cudnn_get_plan(x.e, x.desc, x.desc_len, x.build, &pe);
+        st = fattn__cudnn_get_plan(x.e, x.desc, x.desc_len, x.build, &pe);
     /* by-value scalars bound as the engine binds them: into the entry's graph */
     if (st == FATTN_OK)
         st = bind_all(x.api, pe->g, x.ptrs, owned, &nowned);
     const fattn_tensor *q = bp ? &bp->attn.q : &fp->attn.q;
-    size_t qbytes = cudnn_view_bytes(q);
+    size_t qbytes = fattn__cudnn_view_bytes(q);
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         double t = now_us();
         st = bp ? fattn_engine_bwd(eng, bp) : fattn_engine_fwd(eng, fp);
@@ -308,12 +308,12 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
         if (st != FATTN_OK)
             break;
         t = now_us();
-        st = bp ? cg_bwd_desc_from_geom(&geom, bp, &bd) : cg_fwd_desc_from_geom(&geom, fp, &fd);
+        st = bp ? fattn__cg_bwd_desc_from_geom(&geom, bp, &bd) : fattn__cg_fwd_desc_from_geom(&geom, fp, &fd);
         x.v[S_DESC][i] = now_us() - t;
         if (st != FATTN_OK)
             break;
         t = now_us();
-        st = bp ? cg_build_bwd(x.g, &bd) : cg_build_fwd(x.g, &fd);
+        st = bp ? fattn__cg_build_bwd(x.g, &bd) : fattn__cg_build_fwd(x.g, &fd);
         x.v[S_GRAPH][i] = now_us() - t;
         if (st == FATTN_OK)
             st = one_rep(&x, i, q->data, qbytes);
@@ -325,7 +325,7 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
                 break;
             cudaError_t ce = x.api->cudaDeviceSynchronize();
             if (ce != cudaSuccess) {
-                st = cudnn_cuda_fail(x.api, ce, "steps: synchronize");
+                st = fattn__cudnn_cuda_fail(x.api, ce, "steps: synchronize");
                 break;
             }
             t = now_us();
@@ -350,7 +350,7 @@ int bench_steps(fattn_engine *eng, const char *shape, bool causal, const char *k
                 causal ? "causal" : "non-causal", kind, fattn_last_error());
     }
     if (have_geom)
-        fattn_geom_free(&geom);
+        fattn__geom_free(&geom);
     free(all);
     free(x.g);
     free(x.junk);
@@ -368,24 +368,24 @@ int bench_public(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bwd_
     cudaError_t ce = cudaSuccess;
     for (; st == FATTN_OK && made <= n; made++)
         if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
-            st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventCreate");
             break;
         }
     if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         double t = now_us();
         st = bp ? fattn_engine_bwd(eng, bp) : fattn_engine_fwd(eng, fp);
         wall[i] = now_us() - t;
         if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     }
     if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         float t = 0.0f;
         if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
         ms[i] = t;
     }
     if (st == FATTN_OK) {
@@ -413,14 +413,14 @@ static fattn_status dev_mirror(const cudnn_api *api, bench_dev *d, const fattn_t
         return FATTN_OK;
     if (d->n == (int)(sizeof d->p / sizeof d->p[0]))
         return fattn_error(FATTN_E_INTERNAL, "device mode: too many buffers");
-    size_t bytes = cudnn_view_bytes(t);
+    size_t bytes = fattn__cudnn_view_bytes(t);
     void *p = NULL;
     cudaError_t ce = api->cudaMalloc(&p, bytes);
     if (ce != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "device mode: cudaMalloc");
+        return fattn__cudnn_cuda_fail(api, ce, "device mode: cudaMalloc");
     d->p[d->n++] = p;
     if ((ce = api->cudaMemcpy(p, t->data, bytes, cudaMemcpyHostToDevice)) != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "device mode: H2D");
+        return fattn__cudnn_cuda_fail(api, ce, "device mode: H2D");
     out->data = p;
     out->device = FATTN_DEVICE_CUDA;
     return FATTN_OK;
@@ -480,7 +480,7 @@ int bench_dev_host(fattn_engine *eng, const fattn_fwd_params *fp, const fattn_bw
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         cudaError_t ce = busy ? cudaSuccess : api->cudaDeviceSynchronize();
         if (ce != cudaSuccess) {
-            st = cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize");
             break;
         }
         double t = now_us();

@@ -1,9 +1,9 @@
 /* `fattn verify` cold and warm in one process.
  *
- * Runs verify's checks (harness/verify.h) twice with the same arguments in
+ * Runs verify's checks (harness/check/verify.h) twice with the same arguments in
  * this process, each run as `fattn verify` makes it, and prints one JSON
  * line with both wall times. The first run is cold: its cuDNN engine builds
- * every plan the matrix needs into the process's plan cache (harness/cli.c).
+ * every plan the matrix needs into the process's plan cache (harness/cli/cli.c).
  * The second is warm: its new engine takes every plan from that cache, so the
  * difference is what plan building costs. On the CPU engine both runs do the
  * same work (it has no plan cache) and the two times only show the noise.
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     }
     double cold_s = 0.0, warm_s = 0.0;
     int cold_rc = timed_verify(&v, f, &cold_s);
-    /* the cold run's plan prebuild (harness/cmd_verify_prebuild.c); the
+    /* the cold run's plan prebuild (harness/cli/cmd_verify_prebuild.c); the
      * warm run never makes one (this process has a cuDNN engine by then) */
     int prebuild_jobs = v.prebuild_jobs;
     double prebuild_s = v.prebuild_s;

@@ -24,7 +24,8 @@ typedef struct tcase {
     fattn_bias_type bias;
     int bias_b, bias_h, bias_sq; /* bias dims: each 1 or b / h / sq (skv always) */
     fattn_softmax_type softmax;
-    int64_t window[2];         /* after TE's normalisation */
+    int64_t window[2];         /* what FusedAttnFunc gets (fattn_case_window) */
+    bool direct_call;          /* raw_func_args: a direct caller's window, as given */
     bool bottom_right;         /* resolved bottom_right_diagonal */
     float dropout;
     bool training;             /* run backward */
@@ -36,7 +37,7 @@ typedef struct tcase {
 } tcase;
 
 /* The matrix, built on first use from the spec rows in cases.c (parsed by
- * harness/spec.c and resolved by fattn_case_resolve); it lives as long as
+ * harness/model/spec.c and resolved by fattn_case_resolve); it lives as long as
  * the process. The suites index it as tcase_table[i], i < tcase_count. */
 const tcase *tcase_table_get(void);
 int tcase_count_get(void);
@@ -61,7 +62,7 @@ typedef struct tcase_buffers {
     float attn_scale;              /* TE's default for the case (fattn_case_resolve) */
 } tcase_buffers;
 
-/* Allocate and fill inputs (harness/inputs.c over the case's spec, resolved
+/* Allocate and fill inputs (harness/model/inputs.c over the case's spec, resolved
  * by fattn_case_resolve); outputs poisoned with 0xFF bytes. Works for any
  * tcase, not only the table's. */
 fattn_status tcase_setup(const tcase *c, tcase_buffers *buf);

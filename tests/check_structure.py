@@ -28,8 +28,18 @@ Rules, each violation reported as `file:line: rule: detail`:
                       -Dtesting hook (GETENV_ALLOWED)
   cudnn-includes-cpu  nothing under lib/cudnn/ includes a header from lib/cpu/
   print               the printf family, puts, fputs and perror only in
-                      harness/cmd_*.c and harness/fattn.c: libraries return
-                      errors as values and never print
+                      harness/cli/cmd_*.c and harness/cli/fattn.c: libraries
+                      return errors as values and never print
+  harness-folder      every C file of harness/ lives in one of its folders
+                      (HARNESS_FLOORS)
+  harness-layers      a harness file includes harness headers of its own
+                      folder or of a folder on a lower floor only
+                      (HARNESS_FLOORS: model/ and files/ at the bottom and
+                      apart, then run/, check/, cli/), so that no arrow goes
+                      back up between folders
+  harness-defined     a function a harness header declares is defined in a
+                      file of that header's folder (no room declares what
+                      another room defines)
 
 First the checker checks itself on a table of synthetic files (SELF_TESTS),
 each written to a temporary directory: every rule must catch what it is meant
@@ -66,9 +76,13 @@ GETENV_ALLOWED = {
 # use the word for something else.
 ENGINE_NAME_OWNERS = {"lib/cpu/engine.c": "cpu", "lib/cudnn/engine.c": "cudnn"}
 ENGINE_STRING_ALLOWED = {
-    "harness/runfile.c": "the `device` provenance of a host run is the word cpu",
+    "harness/run/runfile.c": "the `device` provenance of a host run is the word cpu",
 }
-PRINT_ALLOWED = re.compile(r"^harness/(cmd_[^/]*\.c|fattn\.c)$")
+PRINT_ALLOWED = re.compile(r"^harness/cli/(cmd_[^/]*\.c|fattn\.c)$")
+# harness/'s folders and their floors: a folder may use its own headers and
+# those of folders on lower floors; folders on one floor know nothing of
+# each other (docs/architecture.md, "The layers").
+HARNESS_FLOORS = {"model": 0, "files": 0, "run": 1, "check": 2, "cli": 3}
 PRINT_FUNCTIONS = ("printf", "fprintf", "vprintf", "vfprintf", "puts", "fputs", "perror")
 C_SUFFIXES = (".c", ".h")
 
@@ -78,7 +92,7 @@ C_SUFFIXES = (".c", ".h")
 KNOWN_VIOLATIONS = []
 
 RULES = ("file-length", "function-length", "engine-name", "engine-string", "getenv",
-         "cudnn-includes-cpu", "print")
+         "cudnn-includes-cpu", "print", "harness-folder", "harness-layers", "harness-defined")
 
 
 class Violation:
@@ -301,7 +315,7 @@ def check_print(rel, blanked):
         return []
     pat = r"\b(%s)\s*\(" % "|".join(PRINT_FUNCTIONS)
     return [Violation("print", rel, line_of(blanked, m.start()),
-                      "%s outside harness/cmd_*.c and harness/fattn.c" % m.group(1))
+                      "%s outside harness/cli/cmd_*.c and harness/cli/fattn.c" % m.group(1))
             for m in re.finditer(pat, blanked)]
 
 
@@ -321,8 +335,61 @@ def check_source(rel, src):
     return out
 
 
+def harness_folder(rel):
+    """The harness folder of rel ("" for a file directly in harness/), or
+    None outside harness/."""
+    parts = rel.split("/")
+    if parts[0] != "harness":
+        return None
+    return parts[1] if len(parts) > 2 else ""
+
+
+DECLARED_FN = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*;", re.M)
+DEFINED_FN = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*\n\{", re.M)
+
+
+def check_harness(sources):
+    """The folder rules over every C file of harness/ at once; sources maps
+    a path from the root to its text (comments stripped)."""
+    out, header_folder, declared = [], {}, {}
+    for rel, code in sources.items():
+        folder = harness_folder(rel)
+        if folder is None:
+            continue
+        if folder not in HARNESS_FLOORS:
+            out.append(Violation("harness-folder", rel, 1, "not in one of harness/'s folders "
+                                 "(%s)" % ", ".join(sorted(HARNESS_FLOORS))))
+            continue
+        if rel.endswith(".h"):
+            header_folder[os.path.basename(rel)] = folder
+            for m in DECLARED_FN.finditer(blank_literals(code)):
+                declared.setdefault(m.group(1), folder)
+    for rel, code in sorted(sources.items()):
+        folder = harness_folder(rel)
+        if folder not in HARNESS_FLOORS:
+            continue
+        for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', code, re.M):
+            inc = m.group(1)
+            other = inc.split("/")[0] if "/" in inc else header_folder.get(inc)
+            if other not in HARNESS_FLOORS or other == folder or \
+                    HARNESS_FLOORS[other] < HARNESS_FLOORS[folder]:
+                continue
+            out.append(Violation("harness-layers", rel, line_of(code, m.start()),
+                                 "%s/ includes %s of %s/ (floor %d over %d)" % (
+                                     folder, inc, other, HARNESS_FLOORS[other],
+                                     HARNESS_FLOORS[folder]), inc))
+        if rel.endswith(".c"):
+            for m in DEFINED_FN.finditer(blank_preprocessor(blank_literals(code))):
+                home = declared.get(m.group(1))
+                if home is not None and home != folder:
+                    out.append(Violation("harness-defined", rel, line_of(code, m.start()),
+                                         "%s is declared in %s/ and defined in %s/" % (
+                                             m.group(1), home, folder), m.group(1)))
+    return out
+
+
 def check_tree(root):
-    out = []
+    out, harness = [], {}
     for top in SCANNED_DIRS:
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
@@ -330,8 +397,11 @@ def check_tree(root):
                 path = os.path.join(d, f)
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
                 with open(path, encoding="utf-8", errors="replace") as fh:
-                    out += check_source(rel, fh.read())
-    return out
+                    src = fh.read()
+                out += check_source(rel, src)
+                if rel.startswith("harness/") and rel.endswith(C_SUFFIXES):
+                    harness[rel] = strip_comments(src)
+    return out + check_harness(harness)
 
 
 def classify(violations, known):
@@ -407,7 +477,7 @@ SELF_TESTS = [
      'int f(void)\n{\n    return secure_getenv("X") != 0;\n}\n', "getenv", 1),
     ("getenv anywhere in lib/ is caught", "lib/cudnn/g.c",
      'int f(void)\n{\n    return getenv("X") != 0;\n}\n', "getenv", 1),
-    ("getenv in the harness passes", "harness/cli.c",
+    ("getenv in the harness passes", "harness/cli/cli.c",
      'int f(void)\n{\n    return getenv("X") != 0;\n}\n', "getenv", 0),
     ("getenv in the -Dtesting hook passes", "lib/core/testing.c",
      'int f(void)\n{\n    return getenv("X") != 0;\n}\n', "getenv", 0),
@@ -436,11 +506,14 @@ SELF_TESTS = [
      "lib/core/p.c",
      'void f(void)\n{\n    printf("a");\n    fprintf(stderr, "b");\n    vfprintf(stderr, f, ap);\n'
      '    puts("c");\n    fputs("d", stderr);\n    perror("e");\n}\n', "print", 6),
-    ("printing in harness/ outside cmd_*.c and fattn.c is caught", "harness/diff.c",
+    ("printing in harness/ outside cmd_*.c and fattn.c is caught", "harness/check/diff.c",
      'void f(void)\n{\n    fprintf(stderr, "x");\n}\n', "print", 1),
-    ("harness/cmd_*.c may print", "harness/cmd_x.c",
+    ("harness/cli/cmd_*.c may print", "harness/cli/cmd_x.c",
      'void f(void)\n{\n    printf("x");\n}\n', "print", 0),
-    ("fattn.c may print", "harness/fattn.c", 'void f(void)\n{\n    puts("x");\n}\n', "print", 0),
+    ("fattn.c may print", "harness/cli/fattn.c", 'void f(void)\n{\n    puts("x");\n}\n',
+     "print", 0),
+    ("cmd_*.c outside cli/ may not print", "harness/check/cmd_x.c",
+     'void f(void)\n{\n    printf("x");\n}\n', "print", 1),
     ("formatting into a buffer is not printing", "lib/core/s.c",
      'void f(char *b)\n{\n    snprintf(b, 4, "x"); /* printf("x") */\n    vsnprintf(b, 4, "%s", ap);\n'
      '    const char *s = "puts(";\n}\n', "print", 0),
@@ -448,18 +521,50 @@ SELF_TESTS = [
 
 
 def self_test(name, rel, content, rule, want, detail=None):
+    """rel and content: one file; or rel a dict of path -> content (a tree)
+    and content None."""
+    tree = rel if isinstance(rel, dict) else {rel: content}
+
     def run():
         with tempfile.TemporaryDirectory(prefix="fattn-structure-") as root:
-            path = os.path.join(root, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(content)
+            for path, text in tree.items():
+                path = os.path.join(root, path)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
             got = [v for v in check_tree(root) if v.rule == rule]
         if len(got) != want or (detail and not all(v.detail.startswith(detail) for v in got)):
             raise AssertionError("%s: expected %d %s violation(s)%s, got %d:\n%s" % (
                 rel, want, rule, " starting '%s'" % detail if detail else "", len(got),
                 "\n".join(map(str, got)) or "(none)"))
     return ("self-test %s: %s" % (rule, name), run)
+
+
+# Trees for the harness folder rules: a header per folder, each declaring
+# one function.
+H_TREE = {"harness/%s/%s.h" % (d, d): "int %s_fn(int a);\n" % d for d in HARNESS_FLOORS}
+HARNESS_SELF_TESTS = [
+    ("a harness C file outside the folders is caught", dict(H_TREE, **{"harness/x.c": "int x;\n"}),
+     None, "harness-folder", 1),
+    ("every file in a folder passes", H_TREE, None, "harness-folder", 0),
+    ("run/ including model/ and files/ and its own passes",
+     dict(H_TREE, **{"harness/run/r.c": '#include "model.h"\n#include "files.h"\n'
+                                          '#include "run.h"\n#include "fattn/engine.h"\n'}),
+     None, "harness-layers", 0),
+    ("model/ including run/, and files/ including model/ (one floor), are caught",
+     dict(H_TREE, **{"harness/model/m.c": '#include "run.h"\n',
+                     "harness/files/f.c": '#include "model/model.h"\n'}),
+     None, "harness-layers", 2),
+    ("check/ including cli/ is caught, an include in a comment is not",
+     dict(H_TREE, **{"harness/check/c.c": '#include "cli.h"\n/* #include "cli.h" */\n'}),
+     None, "harness-layers", 1, "check/ includes cli.h"),
+    ("a function defined in the folder of its header passes",
+     dict(H_TREE, **{"harness/run/r.c": "int run_fn(int a)\n{\n    return a;\n}\n"}),
+     None, "harness-defined", 0),
+    ("a function declared in files/ and defined in run/ is caught",
+     dict(H_TREE, **{"harness/run/r.c": "int files_fn(int a)\n{\n    return a;\n}\n"}),
+     None, "harness-defined", 1, "files_fn is declared in files/"),
+]
 
 
 def classify_self_test():
@@ -519,7 +624,7 @@ def main(argv):
                 print("%s (known)" % v)
         return 1 if any(res[r][0] for r in RULES) else 0
     tests = tap.Tests()
-    for row in SELF_TESTS:
+    for row in SELF_TESTS + HARNESS_SELF_TESTS:
         tests.append(self_test(*row))
     tests.case("self-test allowlist: known violations are TODO, new ones fail")(classify_self_test)
     todo = {}

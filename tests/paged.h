@@ -7,7 +7,7 @@
  *   - the table is a shuffle, never the identity, so a table ignored, read
  *     transposed or swapped with the other shows;
  *   - spare pages no table names, and the rows of a page past a sequence's
- *     length, hold PAGE_POISON, finite (as harness/inputs.c's) so that a
+ *     length, hold PAGE_POISON, finite (as harness/model/inputs.c's) so that a
  *     kernel that multiplies a row it loads past a length by a zero
  *     probability still adds zero, yet large enough that a row read through
  *     a wrong table shows in O;

@@ -495,7 +495,7 @@ static void model_forward(const fp8_state *s, float scale, model_out *m, float p
             p[j] = fattn_cpu_expf(sc[j] - mx);
         for (int j = 0; j < MK; j++)
             l = l + p[j];
-        m->stats[i] = mx + fattn_cpu_logf(l);
+        m->stats[i] = mx + fattn__cpu_logf(l);
         for (int j = 0; j < MK; j++) {
             p[j] = p[j] / l;
             m->amax_s = amax1(m->amax_s, p[j]);

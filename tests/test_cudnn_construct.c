@@ -36,11 +36,11 @@ static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
     /* as the dispatch does: the engine's gaps are the support table's rows;
      * at cuDNN 9.21, which builds every forward graph described here (the
      * return_max_logit ones need it: rule max_logit_cudnn, `refusals`) */
-    fattn_status st = fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
+    fattn_status st = fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
     if (st == FATTN_OK)
         st = tdesc_fwd(&p, d);
     if (st == FATTN_OK)
-        st = cg_build_fwd(g, d);
+        st = fattn__cg_build_fwd(g, d);
     tcase_teardown(&buf);
     return st;
 }
@@ -65,7 +65,7 @@ static const cg_op *find_op(const cg_graph *g, const char *name, int nth)
 
 static const cg_tensor *by_uid(const cg_graph *g, int64_t uid)
 {
-    int i = cg_find_uid(g, uid);
+    int i = fattn__cg_find_uid(g, uid);
     return i >= 0 ? &g->t[i] : NULL;
 }
 
@@ -110,11 +110,11 @@ static void check_invariants(const char *id, const cg_graph *g, const cg_fwd_des
     } else {
         ck_assert_str_eq(g->ops[0].name, "bmm1");
         ck_assert_str_eq(g->ops[g->nops - 1].name, "bmm2");
-        ck_assert_int_eq(g->ops[g->nops - 1].out, cg_find_uid(g, CG_UID_O));
+        ck_assert_int_eq(g->ops[g->nops - 1].out, fattn__cg_find_uid(g, CG_UID_O));
         /* P, the second matmul's A, is io-typed */
         ck_assert(g->t[g->ops[g->nops - 1].in[0]].dtype == d->io);
     }
-    char *dump = cg_dump(g, true);
+    char *dump = fattn__cg_dump(g, true);
     ck_assert_ptr_nonnull(dump);
     ck_assert_ptr_nonnull(strstr(dump, "name=Q"));
     free(dump);
@@ -134,9 +134,9 @@ static void check_max(const char *id, const cg_graph *g, const cg_fwd_desc *d)
     ck_assert_msg(g->route == CG_ROUTE_COMPOSITE, "%s: max_logit on the native route", id);
     ck_assert(!find_op(g, "Max", 0) && !find_op(g, "log", 0) && !find_op(g, "div", 0));
     ck_assert(sm->kind == CG_OP_SOFTMAX && sm->in[0] >= 0 && sm->out >= 0);
-    ck_assert_int_eq(sm->in[1], d->sink ? cg_find_uid(g, CG_UID_SINK) : -1);
-    ck_assert_int_eq(sm->sdpa[CG_SDPA_STATS], cg_find_uid(g, CG_UID_STATS));
-    ck_assert_int_eq(sm->sdpa[CG_SDPA_MAX], cg_find_uid(g, CG_UID_MAX));
+    ck_assert_int_eq(sm->in[1], d->sink ? fattn__cg_find_uid(g, CG_UID_SINK) : -1);
+    ck_assert_int_eq(sm->sdpa[CG_SDPA_STATS], fattn__cg_find_uid(g, CG_UID_STATS));
+    ck_assert_int_eq(sm->sdpa[CG_SDPA_MAX], fattn__cg_find_uid(g, CG_UID_MAX));
     ck_assert(g->t[sm->in[0]].is_virtual && g->t[sm->in[0]].dtype == CG_F32);
     ck_assert(g->t[sm->out].dtype == (d->dropout > 0.0f ? CG_F32 : d->io));
     ck_assert(!mx->is_virtual && !mx->by_value && mx->dtype == CG_F32 && mx->role == CG_ROLE_MAX);
@@ -146,7 +146,7 @@ static void check_max(const char *id, const cg_graph *g, const cg_fwd_desc *d)
         ck_assert_int_eq(mx->strides[i], st->strides[i]);
     }
     ck_assert_int_eq(mx->dims[3], 1);
-    char *dump = cg_dump(g, false);
+    char *dump = fattn__cg_dump(g, false);
     ck_assert_ptr_nonnull(strstr(dump, "OP"));
     ck_assert_msg(strstr(dump, " SOFTMAX name=softmax") && strstr(dump, "role=max"), "%s", dump);
     free(dump);
@@ -187,6 +187,13 @@ static void to_bottom_right(fattn_fwd_params *p)
     p->attn.bottom_right_diagonal = true;
 }
 
+/* The window a direct fused_attn_fwd caller passes with a causal mask:
+ * TE's C++ is causal from the mask type all the same. */
+static void window_none(fattn_fwd_params *p)
+{
+    p->attn.window_size_left = p->attn.window_size_right = -1;
+}
+
 typedef struct seq_row {
     const char *case_id;
     void (*tweak)(fattn_fwd_params *);
@@ -204,6 +211,16 @@ static const seq_row seq_rows[] = {
     {"bwd.padding.f16", NULL, "composite", "bmm1 attn_scale" PADDING SOFTMAX " bmm2"},
     {"bwd.padding_causal.f16", NULL, "composite",
      "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    /* a causal mask with the window (-1,-1): the same graphs */
+    {"bwd.causal.bf16", window_none, "composite", "bmm1 attn_scale" CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.causal_bottom_right.f16", window_none, "composite",
+     "bmm1 attn_scale gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" SOFTMAX " bmm2"},
+    {"bwd.padding_causal.f16", window_none, "composite",
+     "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.padding_causal_bottom_right.f16", window_none, "composite",
+     "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
+     "row_idx_add_skv_sub_sq row_greater_than_col binary_select" SOFTMAX " bmm2"},
     {"bwd.padding_causal_bottom_right.f16", NULL, "composite",
      "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
      "row_idx_add_skv_sub_sq row_greater_than_col binary_select" SOFTMAX " bmm2"},
@@ -341,12 +358,12 @@ START_TEST(details)
     const cg_op *ds = find_op(g, "dropout_scale", 0);
     ck_assert(g->t[ds->out].dtype == CG_F16 && g->t[ds->in[1]].value.f == 1.0f / (1.0f - 0.1f));
     ck_assert(g->t[rng->out].is_virtual);
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_RNG_DUMP), -1);
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_RNG_DUMP), -1);
     /* the test variant writes the keep-mask: same ops, the RNG output a
      * real FLOAT [b,h,sq,skv] tensor in C order; a different cache key */
-    char *k_prod = cg_dump(g, false);
+    char *k_prod = fattn__cg_dump(g, false);
     d.rng_dump = true;
-    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_build_fwd(g, &d), FATTN_OK);
     rng = find_op(g, "rng", 0);
     const cg_tensor *mt = &g->t[rng->out];
     ck_assert(!mt->is_virtual && mt->uid == CG_UID_RNG_DUMP && mt->role == CG_ROLE_RNG_DUMP &&
@@ -355,7 +372,7 @@ START_TEST(details)
               mt->dims[3] == d.skv);
     ck_assert(mt->strides[3] == 1 && mt->strides[2] == d.skv &&
               mt->strides[1] == d.sq * d.skv && mt->strides[0] == d.hq * d.sq * d.skv);
-    char *k_dump = cg_dump(g, false);
+    char *k_dump = fattn__cg_dump(g, false);
     ck_assert_str_ne(k_prod, k_dump);
     free(k_prod), free(k_dump);
 
@@ -374,17 +391,17 @@ START_TEST(details)
      * LOG/ADD stay, Stats becomes virtual */
     ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
     d.stats_output = false;
-    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_build_fwd(g, &d), FATTN_OK);
     ck_assert(find_op(g, "log", 0) && find_op(g, "add", 0));
     ck_assert(g->t[find_op(g, "add", 0)->out].is_virtual);
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_STATS), -1);
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_STATS), -1);
 
     /* dumps: the cache key ignores by-value values, the full dump does not */
     ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
-    char *k1 = cg_dump(g, false), *v1 = cg_dump(g, true);
+    char *k1 = fattn__cg_dump(g, false), *v1 = fattn__cg_dump(g, true);
     d.attn_scale = 0.5f;
-    ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
-    char *k2 = cg_dump(g, false), *v2 = cg_dump(g, true);
+    ck_assert_int_eq(fattn__cg_build_fwd(g, &d), FATTN_OK);
+    char *k2 = fattn__cg_dump(g, false), *v2 = fattn__cg_dump(g, true);
     ck_assert_str_eq(k1, k2);
     ck_assert_str_ne(v1, v2);
     free(k1), free(k2), free(v1), free(v2);
@@ -404,39 +421,39 @@ START_TEST(refusals)
     const tcase *ml = tcase_find("bwd.max_logit.f16");
     ck_assert_int_eq(tcase_setup(ml, &buf), FATTN_OK);
     fattn_fwd_params p = tcase_fwd_params(ml, &buf);
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
                      FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule max_logit_cudnn"));
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), ">= 9.21"));
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92002),
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92002),
                      FATTN_E_UNSUPPORTED);
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100), FATTN_OK);
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CPU, 91900), FATTN_OK);
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100), FATTN_OK);
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CPU, 91900), FATTN_OK);
     /* the dispatch's query carries max_seqlen_q: a paged cache read by a THD
      * q of one token is refused below 9.28.1, two tokens are not */
     p.return_max_logit = false;
     p.is_training = false;
     p.attn.qkv_layout = FATTN_LAYOUT_PAGED_KV_THD_SBHD_SBHD;
     p.attn.max_seqlen_q = 1;
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900),
                      FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rule thd_paged_decode_cudnn"));
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92801), FATTN_OK);
     p.attn.max_seqlen_q = 2;
-    ck_assert_int_eq(fattn_engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900), FATTN_OK);
+    ck_assert_int_eq(fattn__engine_gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 91900), FATTN_OK);
     tcase_teardown(&buf);
     /* ... and the graph's own guard names the loaded version */
     ck_assert_int_eq(describe(ml, &d, g, NULL), FATTN_OK);
-    ck_assert_int_eq(cg_fwd_check_version(&d, 91900), FATTN_E_UNSUPPORTED);
+    ck_assert_int_eq(fattn__cg_fwd_check_version(&d, 91900), FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), ">= 9.21"));
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "cuDNN is 9.19.0"));
-    ck_assert_int_eq(cg_fwd_check_version(&d, 92002), FATTN_E_UNSUPPORTED);
+    ck_assert_int_eq(fattn__cg_fwd_check_version(&d, 92002), FATTN_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "cuDNN is 9.20.2"));
-    ck_assert_int_eq(cg_fwd_check_version(&d, 92100), FATTN_OK);
-    ck_assert_int_eq(cg_fwd_check_version(&d, 92801), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_fwd_check_version(&d, 92100), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_fwd_check_version(&d, 92801), FATTN_OK);
     ck_assert_int_eq(describe(tcase_find("bwd.causal.f16"), &d, g, NULL), FATTN_OK);
-    ck_assert_int_eq(cg_fwd_check_version(&d, 90000), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_fwd_check_version(&d, 90000), FATTN_OK);
     free(g);
 }
 END_TEST
@@ -466,11 +483,11 @@ static fattn_status describe_bwd(const tcase *c, cg_bwd_desc *d, cg_graph *g,
     /* as the dispatch does, at a cuDNN past the measured dSoftmaxOffset bug
      * (rule dsink_thd_cudnn, suite support) so that the THD sink graphs are
      * still built and checked here */
-    fattn_status st = fattn_engine_gaps_bwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92000);
+    fattn_status st = fattn__engine_gaps_bwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92000);
     if (st == FATTN_OK)
         st = tdesc_bwd(&p, d);
     if (st == FATTN_OK)
-        st = cg_build_bwd(g, d);
+        st = fattn__cg_build_bwd(g, d);
     tcase_teardown(&buf);
     return st;
 }
@@ -503,24 +520,24 @@ static void check_bwd_invariants(const char *id, const cg_graph *g, const cg_bwd
     /* every output written exactly once; inputs never written */
     int64_t outs[] = {CG_UID_DQ, CG_UID_DK, CG_UID_DV, CG_UID_DSUM};
     for (int i = 0; i < 4; i++) {
-        int t = cg_find_uid(g, outs[i]);
+        int t = fattn__cg_find_uid(g, outs[i]);
         ck_assert_msg(t >= 0 && produced[t], "%s: uid %lld not produced", id, (long long)outs[i]);
     }
     int64_t ins[] = {CG_UID_Q, CG_UID_K, CG_UID_V, CG_UID_O, CG_UID_DO, CG_UID_STATS};
     for (int i = 0; i < 6; i++) {
-        int t = cg_find_uid(g, ins[i]);
+        int t = fattn__cg_find_uid(g, ins[i]);
         ck_assert_msg(t >= 0 && !produced[t], "%s: input uid %lld", id, (long long)ins[i]);
     }
     ck_assert_int_eq(g->deterministic, d->deterministic);
     bool direct = (d->deterministic && !d->ordered_dq) || d->dbias;
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0, !direct);
-    ck_assert_int_eq(cg_bwd_dq_accum_bytes(d) > 0, !direct);
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0, !direct);
+    ck_assert_int_eq(fattn__cg_bwd_dq_accum_bytes(d) > 0, !direct);
     if (d->f.ragged_q) /* the frontend's max_total_seq_len_q: TH1 */
-        ck_assert_int_eq(cg_bwd_dsum_bytes(d), d->max_total_q * d->f.hq * 4);
+        ck_assert_int_eq(fattn__cg_bwd_dsum_bytes(d), d->max_total_q * d->f.hq * 4);
     else
-        ck_assert_int_eq(cg_bwd_dsum_bytes(d), d->f.b * d->f.hq * d->f.sq * 4);
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_DBIAS) >= 0, d->dbias);
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_DSINK) >= 0, d->dsink);
+        ck_assert_int_eq(fattn__cg_bwd_dsum_bytes(d), d->f.b * d->f.hq * d->f.sq * 4);
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_DBIAS) >= 0, d->dbias);
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_DSINK) >= 0, d->dsink);
     ck_assert_str_eq(g->ops[0].name, d->f.dropout > 0.0f ? "rng" : "mul_dO_O");
     ck_assert_str_eq(g->ops[g->nops - 1].name, direct ? "matmul_dS_K" : "identity_dQ");
     /* the matmuls' A operands of dV and dK are io-typed transposes */
@@ -530,7 +547,7 @@ static void check_bwd_invariants(const char *id, const cg_graph *g, const cg_bwd
     ck_assert_int_eq(g->t[pv->in[0]].strides[2], 1);
     ck_assert_int_eq(find_op(g, "red_dV_head", 0) != NULL, d->f.hq != d->f.hv);
     ck_assert_int_eq(find_op(g, "red_dK_head", 0) != NULL, d->f.hq != d->f.hk);
-    char *dump = cg_dump(g, true);
+    char *dump = fattn__cg_dump(g, true);
     ck_assert_ptr_nonnull(dump);
     ck_assert_ptr_nonnull(strstr(dump, "name=dQ"));
     free(dump);
@@ -570,6 +587,11 @@ static void no_dbias(fattn_bwd_params *p)
     p->deterministic = false;
 }
 
+static void bwd_window_none(fattn_bwd_params *p)
+{
+    p->attn.window_size_left = p->attn.window_size_right = -1;
+}
+
 #define BWD_HEAD "mul_dO_O reduce_dO_o scale_dropout_inv matmul_Q_KT mul_s_attn_scale"
 #define BWD_DV " exp_s reshape_p matmul_pT_dO"
 #define BWD_DS " matmul_dO_VT sub_dP_softmax_sum mul_dP_exp_s"
@@ -593,6 +615,12 @@ static const bwd_seq_row bwd_seq_rows[] = {
      BWD_HEAD " sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL " identity_dQ"},
     {"bwd.padding.f16", NULL, BWD_HEAD PADDING " sub_s_m" BWD_DV BWD_DS BWD_TAIL},
     {"bwd.causal_bottom_right.f16", NULL,
+     BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" BWD_DV BWD_DS BWD_TAIL},
+    /* a causal mask with the window (-1,-1): the same graphs */
+    {"bwd.causal.bf16", bwd_window_none,
+     BWD_HEAD " sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL},
+    {"bwd.causal_bottom_right.f16", bwd_window_none,
      BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
      "row_greater_than_col binary_select" BWD_DV BWD_DS BWD_TAIL},
     {"bwd.swa.top_left.f16", NULL,
@@ -667,19 +695,19 @@ START_TEST(bwd_ordered_dq)
     cg_bwd_desc d, acc;
     cg_graph *g = malloc(sizeof *g), *ga = malloc(sizeof *ga);
     ck_assert_int_eq(describe_bwd(c, &d, g, NULL), FATTN_OK);
-    ck_assert(d.deterministic && !cg_bwd_is_native(&d));
+    ck_assert(d.deterministic && !fattn__cg_bwd_is_native(&d));
     {
         /* a deterministic backward never shares the non-deterministic one's
          * plan, even where the graphs are alike (dBias: direct dQ on both) */
         cg_key_buf *kd = malloc(sizeof *kd), *kn = malloc(sizeof *kn);
         ck_assert_int_eq(describe_bwd(c, &acc, ga, nondet), FATTN_OK);
-        cg_key(g, kd);
-        cg_key(ga, kn);
-        ck_assert(!cg_key_equal(kd, kn->b, kn->len, kn->hash));
+        fattn__cg_key(g, kd);
+        fattn__cg_key(ga, kn);
+        ck_assert(!fattn__cg_key_equal(kd, kn->b, kn->len, kn->hash));
         free(kd);
         free(kn);
     }
-    bool pinned = cg_bwd_ordered_pin(&d, ordered_rows[_i].version, ordered_rows[_i].cc, &d.pin);
+    bool pinned = fattn__cg_bwd_ordered_pin(&d, ordered_rows[_i].version, ordered_rows[_i].cc, &d.pin);
     ck_assert_int_eq(pinned, ordered_rows[_i].pinned);
     ck_assert_int_eq(d.pin.on, pinned);
     if (pinned) {
@@ -689,33 +717,33 @@ START_TEST(bwd_ordered_dq)
             stages4 |= d.pin.type[i] == 14 && d.pin.value[i] == 4; /* STAGES */
         ck_assert(stages4);
         d.ordered_dq = true;
-        ck_assert_int_eq(cg_build_bwd(g, &d), FATTN_OK);
+        ck_assert_int_eq(fattn__cg_build_bwd(g, &d), FATTN_OK);
         check_bwd_invariants(id, g, &d);
-        ck_assert(g->pin.on && cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0);
-        ck_assert_int_gt(cg_bwd_dq_accum_bytes(&d), 0);
+        ck_assert(g->pin.on && fattn__cg_find_uid(g, CG_UID_DQ_ACCUM) >= 0);
+        ck_assert_int_gt(fattn__cg_bwd_dq_accum_bytes(&d), 0);
         /* the accumulator backward's graph with the pin (and the
          * deterministic mark): its own key, the same one without them, and
          * another pin another key */
         ck_assert_int_eq(describe_bwd(c, &acc, ga, nondet), FATTN_OK);
         cg_key_buf *k1 = malloc(sizeof *k1), *k2 = malloc(sizeof *k2);
-        cg_key(g, k1);
-        cg_key(ga, k2);
-        ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        fattn__cg_key(g, k1);
+        fattn__cg_key(ga, k2);
+        ck_assert(!fattn__cg_key_equal(k1, k2->b, k2->len, k2->hash));
         cg_graph *bare = malloc(sizeof *bare);
         memcpy(bare, g, sizeof *g);
         memset(&bare->pin, 0, sizeof bare->pin);
         bare->deterministic = false;
-        cg_key(bare, k1);
-        ck_assert(cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        fattn__cg_key(bare, k1);
+        ck_assert(fattn__cg_key_equal(k1, k2->b, k2->len, k2->hash));
         bare->pin = g->pin;
         bare->pin.value[bare->pin.n - 1]++;
-        cg_key(bare, k2);
-        cg_key(g, k1);
-        ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
+        fattn__cg_key(bare, k2);
+        fattn__cg_key(g, k1);
+        ck_assert(!fattn__cg_key_equal(k1, k2->b, k2->len, k2->hash));
         free(bare);
         free(k1);
         free(k2);
-        char *dump = cg_dump(g, false);
+        char *dump = fattn__cg_dump(g, false);
         ck_assert_ptr_nonnull(strstr(dump, "pin eng6_k40=2_k41=1_k24=2_k38=0_k27=0_k14=4\n"));
         free(dump);
     }
@@ -746,7 +774,7 @@ START_TEST(bwd_details)
     const cg_tensor *acc = by_uid(g, CG_UID_DQ_ACCUM);
     ck_assert(acc && acc->dtype == CG_F32 && !acc->is_virtual);
     ck_assert_int_eq(acc->strides[0], 2 * 24 * 16); ck_assert_int_eq(acc->strides[2], 16);
-    ck_assert_int_eq(cg_bwd_dq_accum_bytes(&d), 2 * 2 * 24 * 16 * 4);
+    ck_assert_int_eq(fattn__cg_bwd_dq_accum_bytes(&d), 2 * 2 * 24 * 16 * 4);
     const cg_tensor *vt = by_uid(g, CG_UID_V);
     ck_assert_int_eq(vt->dims[2], 16); ck_assert_int_eq(vt->dims[3], 40); /* VT */
     const cg_tensor *pT = &g->t[find_op(g, "reshape_p", 0)->out];
@@ -755,13 +783,13 @@ START_TEST(bwd_details)
     const cg_tensor *kv = &g->t[find_op(g, "reshape_k", 0)->out];
     ck_assert(kv->dtype == CG_F32 && kv->dims[2] == 40 && kv->dims[3] == 16);
     const cg_op *b17 = find_op(g, "matmul_dS_K", 0);
-    ck_assert(g->t[b17->in[0]].dtype == CG_F32 && b17->out == cg_find_uid(g, CG_UID_DQ_ACCUM));
-    ck_assert(find_op(g, "identity_dQ", 0)->out == cg_find_uid(g, CG_UID_DQ));
-    ck_assert(find_op(g, "sub_s_m", 0)->in[1] == cg_find_uid(g, CG_UID_STATS));
+    ck_assert(g->t[b17->in[0]].dtype == CG_F32 && b17->out == fattn__cg_find_uid(g, CG_UID_DQ_ACCUM));
+    ck_assert(find_op(g, "identity_dQ", 0)->out == fattn__cg_find_uid(g, CG_UID_DQ));
+    ck_assert(find_op(g, "sub_s_m", 0)->in[1] == fattn__cg_find_uid(g, CG_UID_STATS));
 
     /* padding: the five matmuls' overrides */
     ck_assert_int_eq(describe_bwd(tcase_find("bwd.padding.f16"), &d, g, NULL), FATTN_OK);
-    int sq_i = cg_find_uid(g, CG_UID_SEQ_Q), skv_i = cg_find_uid(g, CG_UID_SEQ_KV);
+    int sq_i = fattn__cg_find_uid(g, CG_UID_SEQ_Q), skv_i = fattn__cg_find_uid(g, CG_UID_SEQ_KV);
     const cg_op *m;
     m = find_op(g, "matmul_Q_KT", 0);
     ck_assert(m->m_override == sq_i && m->n_override == skv_i && m->k_override < 0);
@@ -779,16 +807,16 @@ START_TEST(bwd_details)
     const cg_op *rk = find_op(g, "red_dK_head", 0);
     ck_assert(rk->kind == CG_OP_REDUCTION && rk->mode == CG_RED_ADD);
     ck_assert(g->t[rk->in[0]].dtype == CG_BF16 && g->t[rk->in[0]].dims[1] == 16);
-    ck_assert(rk->out == cg_find_uid(g, CG_UID_DK) && by_uid(g, CG_UID_DK)->dims[1] == 2);
+    ck_assert(rk->out == fattn__cg_find_uid(g, CG_UID_DK) && by_uid(g, CG_UID_DK)->dims[1] == 2);
 
     /* dBias: reduction into the bias' shape and dtype */
     ck_assert_int_eq(describe_bwd(tcase_find("bwd.bias.1hss.f16"), &d, g, nondet), FATTN_OK);
     ck_assert(d.dbias);
     const cg_op *rb = find_op(g, "red_dP_dBias", 0);
     const cg_tensor *db = by_uid(g, CG_UID_DBIAS);
-    ck_assert(rb && rb->out == cg_find_uid(g, CG_UID_DBIAS) && db->dtype == CG_F16);
+    ck_assert(rb && rb->out == fattn__cg_find_uid(g, CG_UID_DBIAS) && db->dtype == CG_F16);
     ck_assert(db->dims[0] == 1 && db->dims[1] == 2 && db->dims[2] == 24 && db->dims[3] == 40);
-    ck_assert_int_eq(cg_find_uid(g, CG_UID_DQ_ACCUM), -1); /* forced direct dQ */
+    ck_assert_int_eq(fattn__cg_find_uid(g, CG_UID_DQ_ACCUM), -1); /* forced direct dQ */
 
     /* dropout: keep probability, 1/(1-p) and (1-p) scalars, seed/offset */
     ck_assert_int_eq(describe_bwd(tcase_find("bwd.dropout.p01.f16"), &d, g, NULL), FATTN_OK);
@@ -802,7 +830,7 @@ START_TEST(bwd_details)
                      FATTN_OK);
     const cg_tensor *dsink = by_uid(g, CG_UID_DSINK);
     ck_assert(dsink && dsink->dtype == CG_F32 && dsink->dims[1] == 4 && dsink->dims[2] == 1);
-    ck_assert(find_op(g, "reduce_per_token_grad", 0)->out == cg_find_uid(g, CG_UID_DSINK));
+    ck_assert(find_op(g, "reduce_per_token_grad", 0)->out == fattn__cg_find_uid(g, CG_UID_DSINK));
 
     /* THD: ragged offsets on every token tensor incl. dO, dQ, dK, dV */
     ck_assert_int_eq(describe_bwd(tcase_find("bwd.layout.thd_thd_thd.bf16"), &d, g, NULL),
@@ -826,7 +854,7 @@ START_TEST(bwd_details)
     const cg_tensor *racc = by_uid(g, CG_UID_DQ_ACCUM);
     ck_assert(racc->ragged >= 0 && g->t[racc->ragged].uid == CG_UID_RAG_DQ);
     ck_assert_int_eq(racc->strides[2], by_uid(g, CG_UID_DQ)->strides[2]);
-    ck_assert_int_eq(cg_bwd_dq_accum_bytes(&d), d.max_total_q * racc->strides[2] * 4);
+    ck_assert_int_eq(fattn__cg_bwd_dq_accum_bytes(&d), d.max_total_q * racc->strides[2] * 4);
     free(g);
 }
 END_TEST
@@ -868,21 +896,21 @@ START_TEST(lowering_finalizes)
     const tcase *c = &tcase_table[_i];
     if (c->dtype == FATTN_DTYPE_FLOAT32)
         return;
-    const cudnn_api *api = cudnn_api_load(false);
+    const cudnn_api *api = fattn__cudnn_api_load(false);
     ck_assert_msg(api != NULL, "%s", fattn_last_error());
     cg_fwd_desc d;
     cg_graph *g = malloc(sizeof *g);
     ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
     /* Max needs the SOFTMAX op: below 9.21 the engine refuses before lowering */
     int64_t ver = (int64_t)api->GetVersion();
-    fattn_status vst = cg_fwd_check_version(&d, ver);
+    fattn_status vst = fattn__cg_fwd_check_version(&d, ver);
     ck_assert_int_eq(vst, d.max_output && ver < 92100 ? FATTN_E_UNSUPPORTED : FATTN_OK);
     if (vst != FATTN_OK) {
         free(g);
         return;
     }
     cudnn_plan *p = NULL;
-    fattn_status st = cudnn_plan_build(api, NULL, g, &p);
+    fattn_status st = fattn__cudnn_plan_build(api, NULL, g, &p);
     ck_assert_msg(st == FATTN_OK, "%s: %s", c->id, fattn_last_error());
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_nonnull(p->op_graph);
@@ -898,14 +926,14 @@ START_TEST(lowering_finalizes)
         ck_assert_int_eq(lowered_uid(api, p, CUDNN_ATTR_OPERATION_SOFTMAX_SINK_DESC),
                          d.sink ? CG_UID_SINK : -1);
     }
-    cudnn_plan_free(p);
+    fattn__cudnn_plan_free(p);
     if (d.dropout > 0.0f) { /* the keep-mask variant finalizes too */
         d.rng_dump = true;
-        ck_assert_int_eq(cg_build_fwd(g, &d), FATTN_OK);
+        ck_assert_int_eq(fattn__cg_build_fwd(g, &d), FATTN_OK);
         p = NULL;
-        st = cudnn_plan_build(api, NULL, g, &p);
+        st = fattn__cudnn_plan_build(api, NULL, g, &p);
         ck_assert_msg(st == FATTN_OK, "%s (keep-mask variant): %s", c->id, fattn_last_error());
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
     }
     free(g);
     char id[128];
@@ -922,40 +950,40 @@ START_TEST(bwd_lowering_finalizes)
     const tcase *c = &tcase_table[_i];
     if (!c->training || c->dtype == FATTN_DTYPE_FLOAT32)
         return;
-    const cudnn_api *api = cudnn_api_load(false);
+    const cudnn_api *api = fattn__cudnn_api_load(false);
     ck_assert_msg(api != NULL, "%s", fattn_last_error());
     cg_bwd_desc d;
     cg_graph *g = malloc(sizeof *g);
     for (int det = 0; det < 2; det++) {
         ck_assert_int_eq(describe_bwd(c, &d, g, det ? NULL : nondet), FATTN_OK);
         cudnn_plan *p = NULL;
-        fattn_status st = cudnn_plan_build(api, NULL, g, &p);
+        fattn_status st = fattn__cudnn_plan_build(api, NULL, g, &p);
         ck_assert_msg(st == FATTN_OK, "%s (%s): %s", c->id, det ? "deterministic" : "accum",
                       fattn_last_error());
         ck_assert_ptr_nonnull(p->op_graph);
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
         /* the native SDPA_BWD op where it takes the case */
-        if (!cg_bwd_is_native(&d))
+        if (!fattn__cg_bwd_is_native(&d))
             continue;
         ck_assert(!det);
         d.native = true;
-        ck_assert_int_eq(cg_build_bwd(g, &d), FATTN_OK);
+        ck_assert_int_eq(fattn__cg_build_bwd(g, &d), FATTN_OK);
         ck_assert_int_eq(g->nops, 1);
         ck_assert_int_eq(g->ops[0].kind, CG_OP_SDPA_BWD);
         ck_assert_int_eq(g->route, CG_ROUTE_NATIVE);
-        ck_assert_int_eq(cg_bwd_dsum_bytes(&d) + cg_bwd_dq_accum_bytes(&d), 0);
+        ck_assert_int_eq(fattn__cg_bwd_dsum_bytes(&d) + fattn__cg_bwd_dq_accum_bytes(&d), 0);
         for (int i = 0; i < CG_SDPA_MAX; i++) /* every operand, each a tensor of the graph */
             ck_assert(g->ops[0].sdpa[i] >= 0 && g->ops[0].sdpa[i] < g->nt);
         ck_assert_int_eq(g->ops[0].sdpa[CG_SDPA_MAX], -1); /* the SOFTMAX op's slot */
-        char *dump = cg_dump(g, false);
+        char *dump = fattn__cg_dump(g, false);
         ck_assert_ptr_nonnull(strstr(dump, "SDPA_BWD"));
         free(dump);
         /* cuDNN 9.19's operation graph refuses the op (measured), 9.26's takes it */
         if (api->GetVersion() < 92600)
             continue;
-        st = cudnn_plan_build(api, NULL, g, &p);
+        st = fattn__cudnn_plan_build(api, NULL, g, &p);
         ck_assert_msg(st == FATTN_OK, "%s (native): %s", c->id, fattn_last_error());
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
     }
     free(g);
     char id[128];
@@ -983,7 +1011,7 @@ static const struct {
 START_TEST(tag_canonical)
 {
     char out[96];
-    cudnn_tag_canonical(tag_rows[_i].tag, strlen(tag_rows[_i].tag), out, sizeof out);
+    fattn__cudnn_tag_canonical(tag_rows[_i].tag, strlen(tag_rows[_i].tag), out, sizeof out);
     ck_assert_str_eq(out, tag_rows[_i].canonical);
 }
 END_TEST
@@ -996,7 +1024,7 @@ START_TEST(cudnn_required_but_missing)
 }
 END_TEST
 
-/* ---- the plan cache's binary key (cg_key) --------------------------------- */
+/* ---- the plan cache's binary key (fattn__cg_key) --------------------------------- */
 
 /* Each row changes one field of a graph, alone; the key must change. The
  * tensor rows change tensor 1 (Q's neighbour, a user tensor), the op rows
@@ -1100,16 +1128,16 @@ START_TEST(key_each_field)
         ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
         /* a pinned config (any graph may carry one), so that its fields count */
         g->pin = (cg_pin){.on = true, .engine = 6, .n = 2, .type = {24, 14}, .value = {2, 4}};
-        cg_key(g, k0);
+        fattn__cg_key(g, k0);
         memcpy(m, g, sizeof *g);
         key_mutate(m, (key_field)_i);
-        cg_key(m, k1);
-        ck_assert_msg(!cg_key_equal(k1, k0->b, k0->len, k0->hash), "%s (%s graph of %s): the "
+        fattn__cg_key(m, k1);
+        ck_assert_msg(!fattn__cg_key_equal(k1, k0->b, k0->len, k0->hash), "%s (%s graph of %s): the "
                       "key did not change", key_field_names[_i], native ? "native" : "composite",
                       c->id);
         /* and the same graph gives the same key */
-        cg_key(g, k1);
-        ck_assert(cg_key_equal(k1, k0->b, k0->len, k0->hash));
+        fattn__cg_key(g, k1);
+        ck_assert(fattn__cg_key_equal(k1, k0->b, k0->len, k0->hash));
         free(g);
         free(m);
         free(k0);
@@ -1128,14 +1156,14 @@ START_TEST(key_ignores_names_and_values)
     cg_graph *g = malloc(sizeof *g);
     cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
     ck_assert_int_eq(describe(c, &d, g, NULL), FATTN_OK);
-    cg_key(g, k0);
-    int s = cg_find_uid(g, CG_UID_SCALE);
+    fattn__cg_key(g, k0);
+    int s = fattn__cg_find_uid(g, CG_UID_SCALE);
     ck_assert_int_ge(s, 0);
     g->t[s].value.f *= 2.0f;
     snprintf(g->t[0].name, sizeof g->t[0].name, "renamed");
     snprintf(g->ops[0].name, sizeof g->ops[0].name, "renamed");
-    cg_key(g, k1);
-    ck_assert(cg_key_equal(k1, k0->b, k0->len, k0->hash));
+    fattn__cg_key(g, k1);
+    ck_assert(fattn__cg_key_equal(k1, k0->b, k0->len, k0->hash));
     free(g);
     free(k0);
     free(k1);
@@ -1164,10 +1192,10 @@ START_TEST(key_matches_dump_over_matrix)
             }
             if (st != FATTN_OK)
                 continue;
-            dumps[n] = cg_dump(g, false);
+            dumps[n] = fattn__cg_dump(g, false);
             keys[n] = malloc(sizeof *keys[n]);
             ck_assert(dumps[n] && keys[n]);
-            cg_key(g, keys[n]);
+            fattn__cg_key(g, keys[n]);
             n++;
         }
     ck_assert_int_gt(n, 20);
@@ -1175,7 +1203,7 @@ START_TEST(key_matches_dump_over_matrix)
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++) {
             bool dump_eq = !strcmp(dumps[a], dumps[b]);
-            bool key_eq = cg_key_equal(keys[a], keys[b]->b, keys[b]->len, keys[b]->hash);
+            bool key_eq = fattn__cg_key_equal(keys[a], keys[b]->b, keys[b]->len, keys[b]->hash);
             ck_assert_msg(dump_eq == key_eq, "graphs %d and %d: dumps %s, keys %s", a, b,
                           dump_eq ? "equal" : "differ", key_eq ? "equal" : "differ");
             same += dump_eq;

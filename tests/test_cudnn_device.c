@@ -14,7 +14,7 @@
  *     padding mask on device tensors (FATTN_E_UNSUPPORTED), a misaligned
  *     device pointer and a non-contiguous device Stats (FATTN_E_LAYOUT).
  *
- * The CUDA runtime comes from the engine's own loader (cudnn_api_load).
+ * The CUDA runtime comes from the engine's own loader (fattn__cudnn_api_load).
  * Without a CUDA device (or a build without cuDNN) it prints the TAP plan
  * "1..0 # SKIP no CUDA device" and exits 0. No fork: CUDA cannot be used in
  * a child forked after the parent initialised it.
@@ -374,7 +374,7 @@ int main(int argc, char **argv)
         if (f)
             fclose(f);
     }
-    g_api = cudnn_api_load(true);
+    g_api = fattn__cudnn_api_load(true);
     if (!g_api || fattn_engine_init_cudnn(&g_eng, NULL) != FATTN_OK) {
         printf("Bail out! %s\n", fattn_last_error());
         return 1;

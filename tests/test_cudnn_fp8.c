@@ -110,7 +110,7 @@ static fattn_status build_fwd(const fp8_case *c, cg_fwd_desc *d, cg_graph *g)
     fp8_params x;
     make_params(c, &x);
     fattn_status st = tdesc_fwd(&x.f, d);
-    return st ? st : cg_build_fwd(g, d);
+    return st ? st : fattn__cg_build_fwd(g, d);
 }
 
 static fattn_status build_bwd(const fp8_case *c, cg_bwd_desc *d, cg_graph *g)
@@ -118,7 +118,7 @@ static fattn_status build_bwd(const fp8_case *c, cg_bwd_desc *d, cg_graph *g)
     fp8_params x;
     make_params(c, &x);
     fattn_status st = tdesc_bwd(&x.b, d);
-    return st ? st : cg_build_bwd(g, d);
+    return st ? st : fattn__cg_build_bwd(g, d);
 }
 
 static const fp8_case shape_rows[] = {
@@ -154,7 +154,7 @@ static void assert_order(const char *id, const cg_graph *g, const char *const *n
 
 static const cg_tensor *by_uid(const cg_graph *g, int64_t uid)
 {
-    int i = cg_find_uid(g, uid);
+    int i = fattn__cg_find_uid(g, uid);
     return i >= 0 ? &g->t[i] : NULL;
 }
 
@@ -166,7 +166,7 @@ START_TEST(fwd_graph)
     cg_graph *g = malloc(sizeof *g);
     ck_assert_msg(build_fwd(c, &d, g) == FATTN_OK, "%s: %s", c->id, fattn_last_error());
     ck_assert(g->route == CG_ROUTE_COMPOSITE);
-    ck_assert(cg_graph_is_fp8(g));
+    ck_assert(fattn__cg_graph_is_fp8(g));
     static const char *const order[] = {"bmm1", "attn_scale", "descale_q", "descale_k", "div",
                                         "amax_s", "scale_s", "bmm2", "descale_a", "descale_b",
                                         "scale_c", "amax_c", NULL};
@@ -185,7 +185,7 @@ START_TEST(fwd_graph)
                    r == CG_ROLE_DESCALE_S || r == CG_ROLE_SCALE_S || r == CG_ROLE_SCALE_O ||
                    r == CG_ROLE_AMAX_S || r == CG_ROLE_AMAX_O;
         const cg_tensor *t = by_uid(g, CG_UID_FP8_FIRST + (r - CG_ROLE_DESCALE_Q));
-        ck_assert_msg((t != NULL) == fwd, "%s: %s present %d", c->id, cg_role_name(r), t != NULL);
+        ck_assert_msg((t != NULL) == fwd, "%s: %s present %d", c->id, fattn__cg_role_name(r), t != NULL);
         if (t) /* a device tensor, one float: values bind at execution */
             ck_assert(!t->is_virtual && !t->by_value && t->dims[0] * t->dims[3] == 1);
     }
@@ -282,7 +282,7 @@ START_TEST(fwd_refusals)
     refusal_rows[_i].tweak(&x);
     cg_fwd_desc d;
     /* as the dispatch: the support table's rows first (fp8_* rows for cuDNN) */
-    fattn_status st = fattn_engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
+    fattn_status st = fattn__engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
     if (st == FATTN_OK)
         st = tdesc_fwd(&x.f, &d);
     ck_assert_msg(st == refusal_rows[_i].want, "%s: status %d, %s", refusal_rows[_i].what, st,
@@ -356,7 +356,7 @@ START_TEST(arch)
     d.bottom_right = arch_rows[_i].bottom_right;
     if (arch_rows[_i].dropout)
         d.dropout = 0.1f;
-    fattn_status st = cg_fp8_check_arch(&d, arch_rows[_i].cc, arch_rows[_i].backward);
+    fattn_status st = fattn__cg_fp8_check_arch(&d, arch_rows[_i].cc, arch_rows[_i].backward);
     ck_assert_msg(st == arch_rows[_i].want, "%s: %d %s", arch_rows[_i].id, st,
                   st ? fattn_last_error() : "");
     if (arch_rows[_i].says)
@@ -383,9 +383,9 @@ static cg_dtype other(cg_dtype t)
 static void key_of(const cg_fwd_desc *f, const cg_bwd_desc *b, cg_key_buf *k)
 {
     cg_graph *g = malloc(sizeof *g);
-    fattn_status st = f ? cg_build_fwd(g, f) : cg_build_bwd(g, b);
+    fattn_status st = f ? fattn__cg_build_fwd(g, f) : fattn__cg_build_bwd(g, b);
     ck_assert_msg(st == FATTN_OK, "%s", fattn_last_error());
-    cg_key(g, k);
+    fattn__cg_key(g, k);
     free(g);
 }
 
@@ -414,7 +414,7 @@ START_TEST(key_each_fp8_field)
     case KF_N: break;
     }
     key_of(fwd ? &f : NULL, &b, k1);
-    ck_assert_msg(!cg_key_equal(k1, k0->b, k0->len, k0->hash), "%s: the key did not change",
+    ck_assert_msg(!fattn__cg_key_equal(k1, k0->b, k0->len, k0->hash), "%s: the key did not change",
                   kf_names[_i]);
     free(k0);
     free(k1);
@@ -435,7 +435,7 @@ START_TEST(key_ignores_scaling_values)
     cg_key_buf *k0 = malloc(sizeof *k0), *k1 = malloc(sizeof *k1);
     key_of(&d0, NULL, k0);
     key_of(&d1, NULL, k1);
-    ck_assert(cg_key_equal(k1, k0->b, k0->len, k0->hash));
+    ck_assert(fattn__cg_key_equal(k1, k0->b, k0->len, k0->hash));
     free(k0);
     free(k1);
 }
@@ -447,7 +447,7 @@ END_TEST
 START_TEST(lowering_finalizes)
 {
     const fp8_case *c = &shape_rows[_i];
-    const cudnn_api *api = cudnn_api_load(false);
+    const cudnn_api *api = fattn__cudnn_api_load(false);
     ck_assert_msg(api != NULL, "%s", fattn_last_error());
     cg_graph *g = malloc(sizeof *g);
     for (int dir = 0; dir < 2; dir++) {
@@ -461,9 +461,9 @@ START_TEST(lowering_finalizes)
         }
         ck_assert_int_eq(st, FATTN_OK);
         cudnn_plan *p = NULL;
-        st = cudnn_plan_build(api, NULL, g, &p);
+        st = fattn__cudnn_plan_build(api, NULL, g, &p);
         if (st != FATTN_OK) { /* the graph, for whoever reads the failure */
-            char *dump = cg_dump(g, true);
+            char *dump = fattn__cg_dump(g, true);
             fprintf(stderr, "%s %s graph:\n%s\n", c->id, dir ? "backward" : "forward",
                     dump ? dump : "");
             free(dump);
@@ -471,7 +471,7 @@ START_TEST(lowering_finalizes)
         ck_assert_msg(st == FATTN_OK, "%s (%s): %s", c->id, dir ? "backward" : "forward",
                       fattn_last_error());
         ck_assert_ptr_nonnull(p->op_graph);
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
     }
     free(g);
 }

@@ -117,8 +117,8 @@ static void print_graph(const fattn_fwd_params *fp, const fattn_bwd_params *bp)
     cg_bwd_desc bd;
     fattn_status st = fp ? tdesc_fwd(fp, &fd) : tdesc_bwd(bp, &bd);
     if (g && st == FATTN_OK)
-        st = fp ? cg_build_fwd(g, &fd) : cg_build_bwd(g, &bd);
-    char *dump = g && st == FATTN_OK ? cg_dump(g, true) : NULL;
+        st = fp ? fattn__cg_build_fwd(g, &fd) : fattn__cg_build_bwd(g, &bd);
+    char *dump = g && st == FATTN_OK ? fattn__cg_dump(g, true) : NULL;
     printf("# %s graph of the failed call:\n%s\n", fp ? "forward" : "backward",
            dump ? dump : "(not built)");
     free(dump);

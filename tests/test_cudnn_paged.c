@@ -43,7 +43,7 @@ static fattn_status build(built *x, const paged_row *r)
     x->g = malloc(sizeof *x->g);
     ck_assert_ptr_nonnull(x->g);
     fattn_status st = tdesc_fwd(&x->p, &x->d);
-    return st == FATTN_OK ? cg_build_fwd(x->g, &x->d) : st;
+    return st == FATTN_OK ? fattn__cg_build_fwd(x->g, &x->d) : st;
 }
 
 static void unbuild(built *x)
@@ -87,8 +87,8 @@ START_TEST(paged_graph)
     int64_t pages = b * pps + r->spare;
     ck_assert(x.d.paged && x.d.padding && g->route == CG_ROUTE_COMPOSITE);
 
-    const cg_tensor *kc = &g->t[cg_find_uid(g, CG_UID_K)];
-    const cg_tensor *vc = &g->t[cg_find_uid(g, CG_UID_V)];
+    const cg_tensor *kc = &g->t[fattn__cg_find_uid(g, CG_UID_K)];
+    const cg_tensor *vc = &g->t[fattn__cg_find_uid(g, CG_UID_V)];
     dims_are(kc, pages, r->hg, r->page, r->d);
     dims_are(vc, pages, r->hg, r->page, r->dv);
     /* the containers' strides are the caller's, seen in [pages, h, page, d] order */
@@ -99,7 +99,7 @@ START_TEST(paged_graph)
     ck_assert_int_eq(kc->strides[1], ks[2]);
     ck_assert(!kc->is_virtual && kc->role == CG_ROLE_K && vc->role == CG_ROLE_V);
 
-    int ptk = cg_find_uid(g, CG_UID_PT_K), ptv = cg_find_uid(g, CG_UID_PT_V);
+    int ptk = fattn__cg_find_uid(g, CG_UID_PT_K), ptv = fattn__cg_find_uid(g, CG_UID_PT_V);
     ck_assert(ptk >= 0 && ptv >= 0);
     dims_are(&g->t[ptk], b, 1, pps, 1);
     ck_assert(g->t[ptk].dtype == CG_I32 && g->t[ptk].role == CG_ROLE_PT_K);
@@ -111,9 +111,9 @@ START_TEST(paged_graph)
     const cg_op *bmm1 = op_named(g, "bmm1"), *bmm2 = op_named(g, "bmm2");
     ck_assert(lk && lv && bmm1 && bmm2);
     ck_assert(lk->kind == CG_OP_PAGED_LOAD && lv->kind == CG_OP_PAGED_LOAD);
-    int seq_kv = cg_find_uid(g, CG_UID_SEQ_KV);
-    ck_assert(lk->in[0] == cg_find_uid(g, CG_UID_K) && lk->in[1] == seq_kv && lk->in[2] == ptk);
-    ck_assert(lv->in[0] == cg_find_uid(g, CG_UID_V) && lv->in[1] == seq_kv && lv->in[2] == ptv);
+    int seq_kv = fattn__cg_find_uid(g, CG_UID_SEQ_KV);
+    ck_assert(lk->in[0] == fattn__cg_find_uid(g, CG_UID_K) && lk->in[1] == seq_kv && lk->in[2] == ptk);
+    ck_assert(lv->in[0] == fattn__cg_find_uid(g, CG_UID_V) && lv->in[1] == seq_kv && lv->in[2] == ptv);
     const cg_tensor *kt = &g->t[lk->out], *vt = &g->t[lv->out];
     ck_assert(kt->is_virtual && vt->is_virtual);
     dims_are(kt, b, r->hg, r->d, skv);
@@ -124,7 +124,7 @@ START_TEST(paged_graph)
     ck_assert(bmm1->in[1] == lk->out && bmm2->in[1] == lv->out);
     ck_assert(op_index(g, lk) < op_index(g, bmm1) && op_index(g, lv) < op_index(g, bmm2));
 
-    char *dump = cg_dump(g, false);
+    char *dump = fattn__cg_dump(g, false);
     ck_assert_ptr_nonnull(dump);
     ck_assert_ptr_nonnull(strstr(dump, "PAGED_CACHE_LOAD"));
     ck_assert_ptr_nonnull(strstr(dump, "role=page_table_v"));
@@ -133,14 +133,14 @@ START_TEST(paged_graph)
     /* the contiguous case's graph has another key */
     cg_key_buf *k1 = malloc(sizeof *k1), *k2 = malloc(sizeof *k2);
     ck_assert(k1 && k2);
-    cg_key(g, k1);
+    fattn__cg_key(g, k1);
     fattn_fwd_params pc = tcase_fwd_params(&x.c, &x.buf);
     cg_fwd_desc dc;
     ck_assert_int_eq(tdesc_fwd(&pc, &dc), FATTN_OK);
-    ck_assert_int_eq(cg_build_fwd(x.g, &dc), FATTN_OK);
-    cg_key(x.g, k2);
-    ck_assert(!cg_key_equal(k1, k2->b, k2->len, k2->hash));
-    ck_assert_int_eq(cg_find_uid(x.g, CG_UID_PT_K), -1);
+    ck_assert_int_eq(fattn__cg_build_fwd(x.g, &dc), FATTN_OK);
+    fattn__cg_key(x.g, k2);
+    ck_assert(!fattn__cg_key_equal(k1, k2->b, k2->len, k2->hash));
+    ck_assert_int_eq(fattn__cg_find_uid(x.g, CG_UID_PT_K), -1);
     free(k1);
     free(k2);
     unbuild(&x);
@@ -184,16 +184,16 @@ START_TEST(paged_lowering_finalizes)
     const paged_row *r = &paged_rows[_i];
     if (r->dtype == FATTN_DTYPE_FLOAT32)
         return;
-    const cudnn_api *api = cudnn_api_load(false);
+    const cudnn_api *api = fattn__cudnn_api_load(false);
     ck_assert_msg(api != NULL, "%s", fattn_last_error());
     built x;
     ck_assert_int_eq(build(&x, r), FATTN_OK);
     cudnn_plan *plan = NULL;
-    fattn_status st = cudnn_plan_build(api, NULL, x.g, &plan);
+    fattn_status st = fattn__cudnn_plan_build(api, NULL, x.g, &plan);
     ck_assert_msg(st == FATTN_OK, "%s: %s", r->id, fattn_last_error());
     ck_assert_ptr_nonnull(plan);
     ck_assert_ptr_nonnull(plan->op_graph);
-    cudnn_plan_free(plan);
+    fattn__cudnn_plan_free(plan);
     unbuild(&x);
     char id[128];
     snprintf(id, sizeof id, "cudnn.lower.%s", r->id);

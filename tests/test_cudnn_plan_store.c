@@ -68,7 +68,7 @@ static void rm_tree(const char *path)
 }
 
 /* Names in dir (excluding . and ..), how many, and whether one looks like a
- * temporary of ps_write_atomic. */
+ * temporary of fattn__ps_write_atomic. */
 static int count_entries(const char *dir, int *temporaries)
 {
     int n = 0;
@@ -120,7 +120,7 @@ static void put_le(unsigned char *p, uint64_t v, int bytes)
  * check behind it is the one exercised. */
 static void reseal(unsigned char *img, size_t len)
 {
-    put_le(img + len - 8, ps_fnv1a64(img, len - 8), 8);
+    put_le(img + len - 8, fattn__ps_fnv1a64(img, len - 8), 8);
 }
 
 static char *path_in(const char *dir, const char *name)
@@ -167,14 +167,14 @@ START_TEST(key_changes)
     const key_row *r = &key_rows[_i];
     ps_env env = base_env;
     const char *graph = base_graph;
-    char *k0 = ps_key_text(&base_env, base_graph);
+    char *k0 = fattn__ps_key_text(&base_env, base_graph);
     r->change(&env, &graph);
-    char *k1 = ps_key_text(&env, graph);
+    char *k1 = fattn__ps_key_text(&env, graph);
     ck_assert_ptr_nonnull(k0);
     ck_assert_ptr_nonnull(k1);
     char n0[PS_NAME_LEN], n1[PS_NAME_LEN];
-    ps_file_name(k0, n0);
-    ps_file_name(k1, n1);
+    fattn__ps_file_name(k0, n0);
+    fattn__ps_file_name(k1, n1);
     ck_assert_int_eq(strlen(n0), PS_NAME_LEN - 1);
     ck_assert_int_eq(strspn(n0, "0123456789abcdef"), 16);
     ck_assert_str_eq(n0 + 16, ".plan");
@@ -193,7 +193,7 @@ END_TEST
 
 START_TEST(key_text_layout)
 {
-    char *k = ps_key_text(&base_env, base_graph);
+    char *k = fattn__ps_key_text(&base_env, base_graph);
     const char *head =
         "fattn-cudnn-plan/1\ncudnn=91900 lowering=1\ndevice=NVIDIA H200 sm_count=132 cc=9.0\n";
     ck_assert_uint_eq(PS_FORMAT_VERSION, 1);
@@ -203,7 +203,7 @@ START_TEST(key_text_layout)
     /* A control character in the device name cannot add a line. */
     ps_env env = base_env;
     strcpy(env.device_name, "evil\ncudnn=1\r");
-    k = ps_key_text(&env, "G");
+    k = fattn__ps_key_text(&env, "G");
     ck_assert_str_eq(k, "fattn-cudnn-plan/1\ncudnn=91900 lowering=1\ndevice=evil?cudnn=1? "
                         "sm_count=132 cc=9.0\nG");
     free(k);
@@ -228,7 +228,7 @@ static const dir_row dir_rows[] = {
 START_TEST(dir_choice)
 {
     const dir_row *r = &dir_rows[_i];
-    const char *got = ps_resolve_dir(r->opt, r->env);
+    const char *got = fattn__ps_resolve_dir(r->opt, r->env);
     if (!r->want)
         ck_assert_ptr_null(got);
     else
@@ -270,11 +270,11 @@ START_TEST(format_roundtrip)
     memset(tag, 'k', sizeof tag);
     memcpy(tag, "eng2_k24=7", r->tag_len < 10 ? r->tag_len : 10);
     unsigned char *blob = pattern(r->blob_len, (unsigned)_i);
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     ps_record in = {tag, r->tag_len, key, strlen(key), r->workspace, blob, r->blob_len};
     unsigned char *img = NULL;
     size_t len = 0;
-    ck_assert_int_eq(ps_encode(&in, &img, &len), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_encode(&in, &img, &len), FATTN_OK);
     ck_assert_uint_eq(len, PS_HEADER_BYTES + PS_TRAILER_BYTES + r->tag_len + strlen(key) +
                                r->blob_len);
     /* The header as documented, byte by byte (little-endian). */
@@ -284,7 +284,7 @@ START_TEST(format_roundtrip)
     ck_assert_int_eq(img[12], (int)(r->tag_len & 0xff));
     ck_assert_int_eq(img[24], (int)(r->workspace & 0xff));
     ps_record out;
-    ck_assert_int_eq(ps_decode(img, len, &out), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_decode(img, len, &out), FATTN_OK);
     ck_assert_uint_eq(out.tag_len, r->tag_len);
     ck_assert_int_eq(memcmp(out.tag, tag, r->tag_len), 0);
     ck_assert_uint_eq(out.key_len, strlen(key));
@@ -295,7 +295,7 @@ START_TEST(format_roundtrip)
     /* Encoding is a function of the record: same bytes twice. */
     unsigned char *img2 = NULL;
     size_t len2 = 0;
-    ck_assert_int_eq(ps_encode(&in, &img2, &len2), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_encode(&in, &img2, &len2), FATTN_OK);
     ck_assert_uint_eq(len2, len);
     ck_assert_int_eq(memcmp(img, img2, len), 0);
     free(img2);
@@ -314,33 +314,33 @@ START_TEST(format_encode_refuses)
     unsigned char *img = (unsigned char *)1;
     size_t len = 7;
     ps_record too_long_tag = {tag, PS_MAX_TAG_BYTES + 1, "K", 1, 0, blob, 4};
-    ck_assert_int_eq(ps_encode(&too_long_tag, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_encode(&too_long_tag, &img, &len), FATTN_E_INVALID_ARG);
     ck_assert_ptr_null(img);
     ck_assert_uint_eq(len, 0);
     ps_record no_key = {"t", 1, "", 0, 0, blob, 4};
-    ck_assert_int_eq(ps_encode(&no_key, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_encode(&no_key, &img, &len), FATTN_E_INVALID_ARG);
     ps_record no_blob = {"t", 1, "K", 1, 0, blob, 0};
-    ck_assert_int_eq(ps_encode(&no_blob, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_encode(&no_blob, &img, &len), FATTN_E_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "empty plan"));
-    /* ps_store wants the key to be the C string of its length. */
+    /* fattn__ps_store wants the key to be the C string of its length. */
     ps_record bad_key = {"t", 1, "KEY", 2, 0, blob, 4};
-    ck_assert_int_eq(ps_store("/nonexistent-never-created", &bad_key), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_store("/nonexistent-never-created", &bad_key), FATTN_E_INVALID_ARG);
     /* a workspace no device has, and control bytes in the tag (a newline
      * would forge a provenance line, ESC a terminal sequence) */
     ps_record huge_ws = {"t", 1, "K", 1, (int64_t)1 << 62, blob, 4};
-    ck_assert_int_eq(ps_encode(&huge_ws, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_encode(&huge_ws, &img, &len), FATTN_E_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "workspace"));
     ps_record max_ws = {"t", 1, "K", 1, PS_MAX_WORKSPACE_BYTES, blob, 4};
-    ck_assert_int_eq(ps_encode(&max_ws, &img, &len), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_encode(&max_ws, &img, &len), FATTN_OK);
     free(img);
     img = NULL;
     ps_record neg_ws = {"t", 1, "K", 1, -1, blob, 4};
-    ck_assert_int_eq(ps_encode(&neg_ws, &img, &len), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_encode(&neg_ws, &img, &len), FATTN_E_INVALID_ARG);
     static const char *const bad_tags[] = {"eng2\nbehavior-neutral: yes", "eng2\x1b[2J", "eng2\x7f",
                                            "eng2\r"};
     for (size_t i = 0; i < sizeof bad_tags / sizeof bad_tags[0]; i++) {
         ps_record ctl = {bad_tags[i], strlen(bad_tags[i]), "K", 1, 0, blob, 4};
-        ck_assert_int_eq(ps_encode(&ctl, &img, &len), FATTN_E_INVALID_ARG);
+        ck_assert_int_eq(fattn__ps_encode(&ctl, &img, &len), FATTN_E_INVALID_ARG);
         ck_assert_ptr_nonnull(strstr(fattn_last_error(), "control byte"));
     }
     fattn_test_mark("cudnn.plan_store.format.encode_refuses");
@@ -428,7 +428,7 @@ START_TEST(format_corrupt)
     ps_record in = {"eng2_k24=7", 10, "K=1", 3, 256, blob, 64};
     unsigned char *img = NULL;
     size_t len = 0;
-    ck_assert_int_eq(ps_encode(&in, &img, &len), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_encode(&in, &img, &len), FATTN_OK);
     ck_assert_uint_eq(len, BLOB_AT + 64 + 8);
     /* room for d_extra; the decoder is given only len bytes */
     unsigned char *work = malloc(len + 1);
@@ -436,7 +436,7 @@ START_TEST(format_corrupt)
     size_t n = len;
     r->damage(work, &n);
     ps_record out;
-    fattn_status st = ps_decode(work, n, &out);
+    fattn_status st = fattn__ps_decode(work, n, &out);
     ck_assert_msg(st == FATTN_E_INVALID_FILE, "%s: status %d", r->id, (int)st);
     ck_assert_msg(strstr(fattn_last_error(), r->reason) != NULL, "%s: message '%s' lacks '%s'",
                   r->id, fattn_last_error(), r->reason);
@@ -452,10 +452,10 @@ END_TEST
 /* Store one record for the base key into dir; returns the key text. */
 static char *store_base(const char *dir, unsigned seed, size_t blob_len)
 {
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     unsigned char *blob = pattern(blob_len, seed);
     ps_record r = {"eng2_k24=7", 10, key, strlen(key), 256, blob, blob_len};
-    ck_assert_int_eq(ps_store(dir, &r), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_store(dir, &r), FATTN_OK);
     free(blob);
     return key;
 }
@@ -463,14 +463,14 @@ static char *store_base(const char *dir, unsigned seed, size_t blob_len)
 START_TEST(lookup_missing)
 {
     char *dir = temp_dir();
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(!l.found);
     ck_assert_ptr_null(l.buf);
     /* a store directory that does not exist yet is just empty */
     char *none = path_in(dir, "not/yet");
-    ck_assert_int_eq(ps_lookup(none, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(none, key, &l), FATTN_OK);
     ck_assert(!l.found);
     free(none);
     free(key);
@@ -485,7 +485,7 @@ START_TEST(lookup_hit)
     char *dir = temp_dir();
     char *key = store_base(dir, 5, 1000);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
     ck_assert_uint_eq(l.rec.tag_len, 10);
     ck_assert_int_eq(memcmp(l.rec.tag, "eng2_k24=7", 10), 0);
@@ -494,9 +494,9 @@ START_TEST(lookup_hit)
     ck_assert_uint_eq(l.rec.blob_len, 1000);
     ck_assert_int_eq(memcmp(l.rec.blob, want, 1000), 0);
     free(want);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     ck_assert_ptr_null(l.buf);
-    ps_loaded_free(NULL);
+    fattn__ps_loaded_free(NULL);
     free(key);
     rm_tree(dir);
     free(dir);
@@ -511,16 +511,16 @@ START_TEST(lookup_collision)
     char *dir = temp_dir();
     char *key = store_base(dir, 1, 100);
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
+    fattn__ps_file_name(key, name);
     ps_env other = base_env;
     other.sm_count = 114;
-    char *other_key = ps_key_text(&other, base_graph);
+    char *other_key = fattn__ps_key_text(&other, base_graph);
     char other_name[PS_NAME_LEN];
-    ps_file_name(other_key, other_name);
+    fattn__ps_file_name(other_key, other_name);
     char *from = path_in(dir, name), *to = path_in(dir, other_name);
     ck_assert_int_eq(rename(from, to), 0);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, other_key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, other_key, &l), FATTN_E_INVALID_FILE);
     ck_assert(!l.found);
     ck_assert_ptr_null(l.buf);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "another graph or platform"));
@@ -540,13 +540,13 @@ START_TEST(lookup_fifo)
      * once: the open must not block waiting for a writer before the file's
      * type is checked. The suite's timeout fails a hang. */
     char *dir = temp_dir();
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
+    fattn__ps_file_name(key, name);
     char *path = path_in(dir, name);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
     ck_assert(!l.found);
     ck_assert_ptr_null(l.buf);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "not a regular file"));
@@ -564,24 +564,24 @@ START_TEST(lookup_damaged)
     char *dir = temp_dir();
     char *key = store_base(dir, 2, 300);
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
+    fattn__ps_file_name(key, name);
     char *path = path_in(dir, name);
     size_t len = 0;
     unsigned char *img = read_all(path, &len);
     img[len - 20] ^= 1;
     write_all(path, img, len);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "checksum"));
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), name)); /* names the file */
-    /* truncated by a crash of something other than ps_write_atomic */
+    /* truncated by a crash of something other than fattn__ps_write_atomic */
     write_all(path, img, len / 2);
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
     /* and a rewrite heals it */
     free(store_base(dir, 2, 300));
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     free(img);
     free(path);
     free(key);
@@ -594,20 +594,20 @@ END_TEST
 START_TEST(lookup_unreadable)
 {
     char *dir = temp_dir();
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
+    fattn__ps_file_name(key, name);
     /* a directory where the file should be */
     char *path = path_in(dir, name);
     ck_assert_int_eq(mkdir(path, 0700), 0);
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "not a regular file"));
     /* a store "directory" that is a regular file: open fails (ENOTDIR),
      * whoever runs the test */
     char *file = path_in(dir, "plain");
     write_all(file, "x", 1);
-    ck_assert_int_eq(ps_lookup(file, key, &l), FATTN_E_IO);
+    ck_assert_int_eq(fattn__ps_lookup(file, key, &l), FATTN_E_IO);
     ck_assert(!l.found);
     free(file);
     free(path);
@@ -630,39 +630,39 @@ START_TEST(lookup_untrusted_dir)
     char *key = store_base(dir, 3, 40);
     ps_loaded l;
     ck_assert_int_eq(chmod(dir, 0777), 0);
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
     ck_assert(!l.found);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "writable by everyone"));
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), dir));
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
-    ck_assert_int_eq(ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
+    fattn__ps_file_name(key, name);
+    ck_assert_int_eq(fattn__ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
     ck_assert_int_eq(chmod(dir, 01777), 0); /* sticky: as /tmp */
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     ck_assert_int_eq(chmod(dir, 0770), 0); /* a group's shared store */
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
-    ps_loaded_free(&l);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
+    fattn__ps_loaded_free(&l);
     char *path = path_in(dir, name);
     ck_assert_int_eq(chmod(path, 0666), 0);
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "writable by everyone"));
     ck_assert_int_eq(chmod(path, 0600), 0);
     if (geteuid() == 0) {
         ck_assert_int_eq(chown(path, 65534, 65534), 0);
-        ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
+        ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_FILE);
         ck_assert_ptr_nonnull(strstr(fattn_last_error(), "owned by uid 65534"));
         ck_assert_int_eq(chown(path, 0, 0), 0);
         ck_assert_int_eq(chown(dir, 65534, 65534), 0);
-        ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
+        ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_E_INVALID_ARG);
         ck_assert_ptr_nonnull(strstr(fattn_last_error(), "owned by uid 65534"));
-        ck_assert_int_eq(ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
+        ck_assert_int_eq(fattn__ps_write_atomic(dir, name, "abc", 3), FATTN_E_INVALID_ARG);
         ck_assert_int_eq(chown(dir, 0, 0), 0);
     }
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     free(path);
     free(key);
     rm_tree(dir);
@@ -683,7 +683,7 @@ START_TEST(write_creates_dirs)
     ck_assert(S_ISDIR(sb.st_mode));
     ck_assert_int_eq(sb.st_mode & 0777, 0700);
     char name[PS_NAME_LEN];
-    ps_file_name(key, name);
+    fattn__ps_file_name(key, name);
     char *path = path_in(store, name);
     ck_assert_int_eq(stat(path, &sb), 0);
     ck_assert_int_eq(sb.st_mode & 0777, 0600);
@@ -705,12 +705,12 @@ START_TEST(write_replaces)
     free(store_base(dir, 1, 4000));
     char *key = store_base(dir, 2, 10); /* smaller: no stale tail may remain */
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
     unsigned char *want = pattern(10, 2);
     ck_assert_uint_eq(l.rec.blob_len, 10);
     ck_assert_int_eq(memcmp(l.rec.blob, want, 10), 0);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     int tmps = 0;
     ck_assert_int_eq(count_entries(dir, &tmps), 1);
     ck_assert_int_eq(tmps, 0);
@@ -729,8 +729,8 @@ START_TEST(write_failures_clean_up)
     char *file = path_in(dir, "plain");
     write_all(file, "x", 1);
     char *below = path_in(file, "plans");
-    ck_assert_int_eq(ps_write_atomic(below, "n.plan", "abc", 3), FATTN_E_IO);
-    ck_assert_int_eq(ps_write_atomic(file, "n.plan", "abc", 3), FATTN_E_IO);
+    ck_assert_int_eq(fattn__ps_write_atomic(below, "n.plan", "abc", 3), FATTN_E_IO);
+    ck_assert_int_eq(fattn__ps_write_atomic(file, "n.plan", "abc", 3), FATTN_E_IO);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "not a directory"));
     /* rename fails (a non-empty directory holds the name): the written
      * temporary must be removed again */
@@ -740,7 +740,7 @@ START_TEST(write_failures_clean_up)
     ck_assert_int_eq(mkdir(blocker, 0700), 0);
     char *inside = path_in(blocker, "keep");
     write_all(inside, "y", 1);
-    ck_assert_int_eq(ps_write_atomic(store, "n.plan", "abc", 3), FATTN_E_IO);
+    ck_assert_int_eq(fattn__ps_write_atomic(store, "n.plan", "abc", 3), FATTN_E_IO);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "rename"));
     int tmps = 0;
     ck_assert_int_eq(count_entries(store, &tmps), 1); /* only the blocker */
@@ -768,7 +768,7 @@ static size_t writer_len(int w, int i) { return (size_t)(200 + 3000 * ((w + i) %
 START_TEST(write_concurrent)
 {
     char *dir = temp_dir();
-    char *key = ps_key_text(&base_env, base_graph);
+    char *key = fattn__ps_key_text(&base_env, base_graph);
     pid_t pids[WRITERS];
     for (int w = 0; w < WRITERS; w++) {
         pids[w] = fork();
@@ -779,7 +779,7 @@ START_TEST(write_concurrent)
                 unsigned char *blob = malloc(n);
                 memset(blob, 'A' + w, n);
                 ps_record r = {"eng2_k24=7", 10, key, strlen(key), 256, blob, n};
-                if (ps_store(dir, &r) != FATTN_OK)
+                if (fattn__ps_store(dir, &r) != FATTN_OK)
                     _exit(1);
                 free(blob);
             }
@@ -790,7 +790,7 @@ START_TEST(write_concurrent)
     char first_bad[512] = "";
     for (;;) {
         ps_loaded l;
-        fattn_status st = ps_lookup(dir, key, &l);
+        fattn_status st = fattn__ps_lookup(dir, key, &l);
         reads++;
         if (st != FATTN_OK) {
             if (!bad++)
@@ -803,7 +803,7 @@ START_TEST(write_concurrent)
                 one_writer = l.rec.blob[i] == c;
             if (!one_writer && !bad++)
                 snprintf(first_bad, sizeof first_bad, "plan mixes writers");
-            ps_loaded_free(&l);
+            fattn__ps_loaded_free(&l);
         }
         int running = 0;
         for (int w = 0; w < WRITERS; w++) {
@@ -826,9 +826,9 @@ START_TEST(write_concurrent)
     ck_assert_int_gt(hits, 0);
     /* the final file is complete and one writer's */
     ps_loaded l;
-    ck_assert_int_eq(ps_lookup(dir, key, &l), FATTN_OK);
+    ck_assert_int_eq(fattn__ps_lookup(dir, key, &l), FATTN_OK);
     ck_assert(l.found);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     int tmps = 0;
     ck_assert_int_eq(count_entries(dir, &tmps), 1);
     ck_assert_int_eq(tmps, 0);

@@ -359,7 +359,7 @@ static void damage_files(int *flipped, int *resealed)
         unsigned char *img = slurp(path, &len);
         ck_assert_ptr_nonnull(img);
         ps_record r;
-        ck_assert_int_eq(ps_decode(img, len, &r), FATTN_OK);
+        ck_assert_int_eq(fattn__ps_decode(img, len, &r), FATTN_OK);
         unsigned char *out = NULL;
         size_t out_len = 0;
         if (!*flipped) {
@@ -371,7 +371,7 @@ static void damage_files(int *flipped, int *resealed)
             /* a valid file whose plan is cut in half: only cuDNN can tell */
             ps_record cut = r;
             cut.blob_len = r.blob_len / 2;
-            ck_assert_int_eq(ps_encode(&cut, &out, &out_len), FATTN_OK);
+            ck_assert_int_eq(fattn__ps_encode(&cut, &out, &out_len), FATTN_OK);
             *resealed = 1;
         }
         FILE *w = fopen(path, "wb");

@@ -201,6 +201,27 @@ START_TEST(boundaries)
     /* a sink without a bias tensor is fine; alibi + sink is fine */
     q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    /* a causal mask with the window (-1,-1): DotProductAttention rewrites it
+     * (window_not_normalised), a direct FusedAttnFunc caller's reaches TE's
+     * C++ as given; so does a window check_set_window_size asserts on */
+    fattn_support_query_init(&q);
+    q.mask_type = FATTN_MASK_CAUSAL;
+    q.window_left = q.window_right = -1;
+    const fattn_support_rule *failed = NULL;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "window_not_normalised");
+    q.direct_call = true;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    q.window_right = 3;
+    q.direct_call = false;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "window_mask");
+    q.direct_call = true; /* then TE's C++ has no backend for it (swa_restrictions) */
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "swa_restrictions");
 }
 END_TEST
 
@@ -865,26 +886,26 @@ START_TEST(newer_rules_only)
     fattn_support_query_init(&q);
     q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
     q.te_rules = FATTN_TE_RULES_2_19;
-    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
-    ck_assert_int_eq(fattn_support_routed_rows(new_route, 1, &q, NULL, 0), 0);
+    ck_assert_int_eq(fattn__support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    ck_assert_int_eq(fattn__support_routed_rows(new_route, 1, &q, NULL, 0), 0);
     char note[256];
-    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    fattn__support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
     ck_assert_str_eq(note, "TE 2.20 rules only: DPA 2.20 would not route here: rule new_route, "
                            "x.py:7; TE 2.20 rules only: refused by rule new_refusal, x.py:7");
     q.te_rules = FATTN_TE_RULES_2_20;
     const fattn_support_rule *failed = NULL;
-    ck_assert_int_eq(fattn_support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+    ck_assert_int_eq(fattn__support_check_rows(new_refusal, 2, &q, FATTN_SUPPORT_ENGINE_CPU, &failed),
                      FATTN_E_INVALID_CASE);
     ck_assert_ptr_eq(failed, &new_refusal[1]);
     ck_assert_str_eq(fattn_last_error(), "rule new_refusal: made up (TE 2.20.2 "
                                          "transformer_engine/x.py:7; TE 2.20 rules only)");
-    ck_assert_int_eq(fattn_support_routed_rows(new_route, 1, &q, NULL, 0), 1);
-    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    ck_assert_int_eq(fattn__support_routed_rows(new_route, 1, &q, NULL, 0), 1);
+    fattn__support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
     ck_assert_str_eq(note, "DPA 2.20 would not route here: rule new_route, x.py:7");
     /* a vanilla query: nothing from either release */
     q.softmax_type = FATTN_SOFTMAX_VANILLA;
     q.te_rules = FATTN_TE_RULES_2_19;
-    fattn_support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
+    fattn__support_note_rows(new_refusal, 2, new_route, 1, &q, note, sizeof note);
     ck_assert_str_eq(note, "");
     fattn_test_mark("support.newer_rules_only");
 }

@@ -54,7 +54,7 @@ static fattn_status engine_gaps(unsigned engine, long cudnn_version, const gap_c
     return fattn_support_check_engine(&sq, engine, NULL);
 }
 
-fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
+fattn_status fattn__engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
     gap_call c = {.a = &p->attn, .training = p->is_training, .max_logit = p->return_max_logit,
@@ -62,7 +62,7 @@ fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
     return engine_gaps(engine, cudnn_version, &c);
 }
 
-fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
+fattn_status fattn__engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version)
 {
     gap_call c = {.a = &p->attn, .training = true, .max_logit = false, .fp8 = p->fp8 != NULL,
@@ -152,7 +152,7 @@ static const char *const metadata_names[] = {"cu_seqlens_q", "cu_seqlens_kv",
                                              "rng_state", "softmax_offset",
                                              "page_table_k", "page_table_v"};
 
-fattn_status fattn_geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who)
+fattn_status fattn__geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who)
 {
     fattn_geom_args a;
     geom_args_common(&p->attn, p->fp8 != NULL, who, &a);
@@ -165,7 +165,7 @@ fattn_status fattn_geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset, a.page_table_k, a.page_table_v};
     fattn_status st = metadata_on_host(meta, metadata_names, 8, who);
-    return st != FATTN_OK ? st : fattn_geom_init(g, &a);
+    return st != FATTN_OK ? st : fattn__geom_init(g, &a);
 }
 
 /* nvte_fused_attn_bwd reads Bias, SoftmaxOffset and rng_state from the pack:
@@ -202,10 +202,10 @@ static fattn_status geom_init_bwd_call(fattn_geom *g, const fattn_bwd_params *p,
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset};
     fattn_status st = metadata_on_host(meta, metadata_names, 6, who);
-    return st != FATTN_OK ? st : fattn_geom_init(g, &a);
+    return st != FATTN_OK ? st : fattn__geom_init(g, &a);
 }
 
-fattn_status fattn_geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who)
+fattn_status fattn__geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who)
 {
     fattn_bwd_call c;
     memset(&c, 0, sizeof c);
@@ -246,26 +246,26 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "forward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn_engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
+        fattn__engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
     fattn_geom g;
-    st = fattn_geom_init_fwd(&g, p, e->ops->who_fwd ? e->ops->who_fwd : "forward");
+    st = fattn__geom_init_fwd(&g, p, e->ops->who_fwd ? e->ops->who_fwd : "forward");
     if (st != FATTN_OK)
         return st;
     fattn_aux_layout l = fattn_aux_layout_fwd(p->attn.bias_type, p->attn.softmax_type,
                                               p->return_max_logit);
     int sndim;
     int64_t sshape[4];
-    fattn_geom_stats_shape(&g, &sndim, sshape);
+    fattn__geom_stats_shape(&g, &sndim, sshape);
     fattn_aux_pack *aux = p->aux;
     if (aux->n == 0) {
         aux_describe(aux, p, l, sndim, sshape);
-        fattn_geom_free(&g);
+        fattn__geom_free(&g);
         return FATTN_OK;
     }
     if (aux->n != l.n) {
-        fattn_geom_free(&g);
+        fattn__geom_free(&g);
         return fattn_error(FATTN_E_INVALID_ARG, "forward: aux pack has %d entries, expected %d",
                            aux->n, l.n);
     }
@@ -278,7 +278,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
     for (int i = 0; i < (l.max >= 0 ? 2 : 1); i++) {
         if (fattn_tensor_is_empty(outs[i]) || outs[i]->dtype != FATTN_DTYPE_FLOAT32 ||
             !shape_is(outs[i], sndim, sshape)) {
-            fattn_geom_free(&g);
+            fattn__geom_free(&g);
             return fattn_error(FATTN_E_SHAPE, "forward: aux %s must be a float32 tensor of "
                                "the shape the first call reported", i ? "Max" : "Stats");
         }
@@ -292,7 +292,7 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         aux->t[l.softmax_offset] = p->softmax_offset;
     assert(e->ops->fwd);
     st = e->ops->fwd(e, p, &c);
-    fattn_geom_free(&g);
+    fattn__geom_free(&g);
     return st;
 }
 
@@ -305,7 +305,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn_engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
+        fattn__engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
     if (st != FATTN_OK)
         return st;
     fattn_bwd_call c = {.t0 = t0};
@@ -318,16 +318,16 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     c.geom = &g;
     int sndim;
     int64_t sshape[4];
-    fattn_geom_stats_shape(&g, &sndim, sshape);
+    fattn__geom_stats_shape(&g, &sndim, sshape);
     if (fattn_tensor_is_empty(&c.stats) || c.stats.dtype != FATTN_DTYPE_FLOAT32 ||
         !shape_is(&c.stats, sndim, sshape)) {
-        fattn_geom_free(&g);
+        fattn__geom_free(&g);
         return fattn_error(FATTN_E_SHAPE, "backward: Stats (aux[0]) must be float32 of the "
                            "forward's shape");
     }
     assert(e->ops->bwd);
     st = e->ops->bwd(e, p, &c);
-    fattn_geom_free(&g);
+    fattn__geom_free(&g);
     return st;
 }
 

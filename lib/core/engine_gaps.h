@@ -9,9 +9,9 @@
 
 #include "fattn/engine.h"
 
-fattn_status fattn_engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
+fattn_status fattn__engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
                                    long cudnn_version);
-fattn_status fattn_engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
+fattn_status fattn__engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
                                    long cudnn_version);
 
 #endif /* FATTN_CORE_ENGINE_GAPS_H */

@@ -51,7 +51,7 @@ static fattn_status fmt_dims(const fattn_tensor *t, fattn_qkv_format f,
     return FATTN_OK;
 }
 
-int64_t fattn_geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
+int64_t fattn__geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
                        const int32_t *off, int64_t bi, int64_t pos, int64_t n)
 {
     const int64_t *st = t->strides;
@@ -63,7 +63,7 @@ int64_t fattn_geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
     }
 }
 
-void fattn_geom_stats_shape(const fattn_geom *g, int *ndim, int64_t shape[4])
+void fattn__geom_stats_shape(const fattn_geom *g, int *ndim, int64_t shape[4])
 {
     if (g->thd_stats) {
         *ndim = 3;
@@ -74,7 +74,7 @@ void fattn_geom_stats_shape(const fattn_geom *g, int *ndim, int64_t shape[4])
     }
 }
 
-int64_t fattn_geom_stats_offset(const fattn_geom *g, const fattn_tensor *stats,
+int64_t fattn__geom_stats_offset(const fattn_geom *g, const fattn_tensor *stats,
                          int64_t bi, int64_t n, int64_t i)
 {
     if (g->thd_stats)
@@ -147,7 +147,7 @@ static fattn_status read_offsets(const fattn_tensor *cu, const fattn_tensor *cu_
 /* The header of g: everything but its inline tables. */
 #define GEOM_HEADER offsetof(fattn_geom, inline_seq)
 
-void fattn_geom_free(fattn_geom *g)
+void fattn__geom_free(fattn_geom *g)
 {
     if (g->len_q != g->inline_seq) { /* the four were allocated together or not at all */
         free(g->len_q);
@@ -404,18 +404,18 @@ static int64_t paged_offset(const fattn_geom *g, const fattn_tensor *t, const fa
     return row * st[0] + pg * st[1] + n * st[2];
 }
 
-int64_t fattn_geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
+int64_t fattn__geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
 {
     if (g->paged)
         return paged_offset(g, &g->k, &g->pt_k, g->page_k, bi, pos, n);
-    return fattn_geom_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, pos, n);
+    return fattn__geom_row_offset(&g->k, g->kv_fmt, g->off_kv, bi, pos, n);
 }
 
-int64_t fattn_geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
+int64_t fattn__geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n)
 {
     if (g->paged)
         return paged_offset(g, &g->v, &g->pt_v, g->page_v, bi, pos, n);
-    return fattn_geom_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, pos, n);
+    return fattn__geom_row_offset(&g->v, g->kv_fmt, g->off_kv, bi, pos, n);
 }
 
 /* Per-batch lengths and THD token offsets. */
@@ -559,18 +559,20 @@ static fattn_status geom_scalars(fattn_geom *g, const fattn_geom_args *a)
         return fattn_error(FATTN_E_INVALID_ARG, "%s: window (%lld, %lld) below -1", who,
                            (long long)a->win_left, (long long)a->win_right);
     g->win_left = a->win_left;
-    g->win_right = a->win_right;
+    /* causality from the mask type, as TE's C++ applies it whatever the
+     * window (fattn_mask_band_right): what both engines run */
+    g->win_right = fattn_mask_band_right(a->mask_type, a->fp8, a->win_right);
     g->bottom_right = a->bottom_right;
     return FATTN_OK;
 }
 
-fattn_status fattn_geom_init(fattn_geom *g, const fattn_geom_args *a)
+fattn_status fattn__geom_init(fattn_geom *g, const fattn_geom_args *a)
 {
     memset(g, 0, GEOM_HEADER);
     assert(a && a->who);
     fattn_status st;
     if ((st = geom_dtypes(g, a)) || (st = geom_dims(g, a)) || (st = geom_seqlens(g, a)) ||
         (st = geom_bias(g, a)) || (st = geom_scalars(g, a)))
-        fattn_geom_free(g);
+        fattn__geom_free(g);
     return st;
 }

@@ -35,7 +35,9 @@ struct fattn_geom {
     float scale;
     float dropout;             /* 0 when not applied */
     uint64_t rng_seed, rng_offset;
-    int64_t win_left, win_right;
+    int64_t win_left;          /* the window's left element (-1: none) */
+    int64_t win_right;         /* the band's right bound (-1: none): the window's, or 0 from
+                                * a causal mask (fattn_mask_band_right) */
     bool bottom_right;
     bool thd_stats;            /* Stats ragged [t_q,h,1] */
     int64_t t_q;               /* tokens of a THD Q */
@@ -54,7 +56,7 @@ struct fattn_geom {
     float inline_h[2 * FATTN_GEOM_INLINE_H];
 };
 
-/* What fattn_geom_init checks: the common part of forward and backward.
+/* What fattn__geom_init checks: the common part of forward and backward.
  * `o` is the O-shaped tensor to check against (O for forward and backward
  * alike); bias and softmax_offset are the inputs (forward) or the aux pack's
  * entries (backward). */
@@ -79,36 +81,36 @@ typedef struct fattn_geom_args {
 } fattn_geom_args;
 
 /* Validate and fill g; on failure g holds nothing to free. Otherwise the
- * caller frees with fattn_geom_free. */
-fattn_status fattn_geom_init(fattn_geom *g, const fattn_geom_args *a);
+ * caller frees with fattn__geom_free. */
+fattn_status fattn__geom_init(fattn_geom *g, const fattn_geom_args *a);
 
 /* The dispatch's geometry of a forward / backward call (core/engine.c: the
- * arguments above from the params, the host-metadata check, fattn_geom_init;
+ * arguments above from the params, the host-metadata check, fattn__geom_init;
  * the backward's Bias, SoftmaxOffset and rng_state from its aux pack, whose
  * entry count is checked). What fattn_engine_fwd / _bwd hand the engine as
  * the call's geom; for tests and benchmarks that describe a call without
- * running it. `who` prefixes messages. Free with fattn_geom_free. */
-fattn_status fattn_geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who);
-fattn_status fattn_geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who);
-void fattn_geom_free(fattn_geom *g);
+ * running it. `who` prefixes messages. Free with fattn__geom_free. */
+fattn_status fattn__geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, const char *who);
+fattn_status fattn__geom_init_bwd(fattn_geom *g, const fattn_bwd_params *p, const char *who);
+void fattn__geom_free(fattn_geom *g);
 
 /* Element offset of row (batch bi, position pos, head n) of a 4-D (or THD
  * 3-D) tensor in format fmt; the head-dim index adds strides[last]. off is
  * the THD token offset table ([b]), unused for the other formats. */
-int64_t fattn_geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
+int64_t fattn__geom_row_offset(const fattn_tensor *t, fattn_qkv_format fmt,
                               const int32_t *off, int64_t bi, int64_t pos, int64_t n);
 
 /* Element offset of K's (resp. V's) row (bi, key position pos, kv head n):
- * through the page table when g is paged, else fattn_geom_row_offset. */
-int64_t fattn_geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
-int64_t fattn_geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
+ * through the page table when g is paged, else fattn__geom_row_offset. */
+int64_t fattn__geom_k_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
+int64_t fattn__geom_v_offset(const fattn_geom *g, int64_t bi, int64_t pos, int64_t n);
 
 /* Element offset of Stats/Max entry (bi, n, i) of a tensor of the shape
- * fattn_geom_stats_shape gives. */
-int64_t fattn_geom_stats_offset(const fattn_geom *g, const fattn_tensor *stats,
+ * fattn__geom_stats_shape gives. */
+int64_t fattn__geom_stats_offset(const fattn_geom *g, const fattn_tensor *stats,
                                 int64_t bi, int64_t n, int64_t i);
 
 /* Shape of Stats (and Max): [b,h,sq,1], or [t_q,h,1] for a THD Q. */
-void fattn_geom_stats_shape(const fattn_geom *g, int *ndim, int64_t shape[4]);
+void fattn__geom_stats_shape(const fattn_geom *g, int *ndim, int64_t shape[4]);
 
 #endif /* FATTN_CORE_GEOM_H */

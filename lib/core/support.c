@@ -83,12 +83,16 @@ static bool r_alibi_mask(const fattn_support_query *q)
 static bool r_window_mask(const fattn_support_query *q)
 {
     int64_t in[2] = {q->window_left, q->window_right}, out[2];
+    if (q->direct_call)
+        return false; /* no DotProductAttention, no check_set_window_size */
     return fattn_window_normalize(q->mask_type, true, in, out, NULL) != FATTN_OK;
 }
 
 static bool r_window_not_normalised(const fattn_support_query *q)
 {
     int64_t in[2] = {q->window_left, q->window_right}, out[2];
+    if (q->direct_call)
+        return false; /* a direct caller's window reaches TE's C++ as given */
     if (fattn_window_normalize(q->mask_type, true, in, out, NULL) != FATTN_OK)
         return false; /* window_mask's business */
     return out[0] != in[0] || out[1] != in[1];
@@ -643,21 +647,21 @@ const fattn_support_rule *fattn_support_route_find(const char *id)
 fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
                                  const fattn_support_rule **failed)
 {
-    return fattn_support_check_rows(rules, NRULES, q, engine, failed);
+    return fattn__support_check_rows(rules, NRULES, q, engine, failed);
 }
 
 fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
                                         const fattn_support_rule **failed)
 {
-    return fattn_support_check_engine_rows(rules, NRULES, q, engine, failed);
+    return fattn__support_check_engine_rows(rules, NRULES, q, engine, failed);
 }
 
 int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max)
 {
-    return fattn_support_routed_rows(routes, NROUTES, q, out, max);
+    return fattn__support_routed_rows(routes, NROUTES, q, out, max);
 }
 
 void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n)
 {
-    fattn_support_note_rows(rules, NRULES, routes, NROUTES, q, buf, n);
+    fattn__support_note_rows(rules, NRULES, routes, NROUTES, q, buf, n);
 }

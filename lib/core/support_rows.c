@@ -183,21 +183,21 @@ static fattn_status check_rows_for(const fattn_support_rule *rows, size_t n,
     return FATTN_OK;
 }
 
-fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
+fattn_status fattn__support_check_rows(const fattn_support_rule *rows, size_t n,
                                       const fattn_support_query *q, unsigned engine,
                                       const fattn_support_rule **failed)
 {
     return check_rows_for(rows, n, q, engine, false, failed);
 }
 
-fattn_status fattn_support_check_engine_rows(const fattn_support_rule *rows, size_t n,
+fattn_status fattn__support_check_engine_rows(const fattn_support_rule *rows, size_t n,
                                              const fattn_support_query *q, unsigned engine,
                                              const fattn_support_rule **failed)
 {
     return check_rows_for(rows, n, q, engine, true, failed);
 }
 
-int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
+int fattn__support_routed_rows(const fattn_support_rule *rows, size_t n,
                               const fattn_support_query *q, const fattn_support_rule **out,
                               int max)
 {
@@ -267,7 +267,7 @@ static int note_routes(note_buf *b, const fattn_support_rule *rows, size_t n,
     return k;
 }
 
-void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
+void fattn__support_note_rows(const fattn_support_rule *refusals, size_t nr,
                              const fattn_support_rule *routing, size_t nt,
                              const fattn_support_query *q, char *buf, size_t n)
 {

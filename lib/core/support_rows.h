@@ -11,17 +11,17 @@
 
 #include "fattn/support.h"
 
-fattn_status fattn_support_check_rows(const fattn_support_rule *rows, size_t n,
+fattn_status fattn__support_check_rows(const fattn_support_rule *rows, size_t n,
                                       const fattn_support_query *q, unsigned engine,
                                       const fattn_support_rule **failed);
 /* The engine's own gaps among rows (fattn_support_check_engine). */
-fattn_status fattn_support_check_engine_rows(const fattn_support_rule *rows, size_t n,
+fattn_status fattn__support_check_engine_rows(const fattn_support_rule *rows, size_t n,
                                              const fattn_support_query *q, unsigned engine,
                                              const fattn_support_rule **failed);
-int fattn_support_routed_rows(const fattn_support_rule *rows, size_t n,
+int fattn__support_routed_rows(const fattn_support_rule *rows, size_t n,
                               const fattn_support_query *q, const fattn_support_rule **out,
                               int max);
-void fattn_support_note_rows(const fattn_support_rule *refusals, size_t nr,
+void fattn__support_note_rows(const fattn_support_rule *refusals, size_t nr,
                              const fattn_support_rule *routing, size_t nt,
                              const fattn_support_query *q, char *buf, size_t n);
 

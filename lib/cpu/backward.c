@@ -48,25 +48,25 @@ static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n
     const fattn_geom *g = job->g;
     int64_t ldk = scr->ldk, ldc = scr->ldc;
     const float *st = job->stats.data;
-    cpu_logits_rows(g, scr, bi, n, nr, i, scr->qrow, ldc, lo, hi, scr->s, ldk);
+    fattn__cpu_logits_rows(g, scr, bi, n, nr, i, scr->qrow, ldc, lo, hi, scr->s, ldk);
     int64_t ul = lo[0], uh = hi[0];
     for (int r = 1; r < nr; r++) {
         ul = lo[r] < ul ? lo[r] : ul;
         uh = hi[r] > uh ? hi[r] : uh;
     }
     /* dP = dO . V^T, head dim ascending from 0.0f */
-    cpu_dot_rows(nr, scr->dorow, ldc, g->dv, scr->vt, ldk, ul, uh, scr->dp, ldk);
+    fattn__cpu_dot_rows(nr, scr->dorow, ldc, g->dv, scr->vt, ldk, ul, uh, scr->dp, ldk);
     for (int r = 0; r < nr; r++) {
         float *s = scr->s + r * ldk, *p = scr->p + r * ldk, *dp = scr->dp + r * ldk;
         float *ds = scr->ds + r * ldk, *pd = want_pd ? scr->pd + r * ldk : NULL;
         float *t = want_t ? scr->t + r * ldk : NULL;
         int64_t l = lo[r], h = hi[r];
-        float stat = st[fattn_geom_stats_offset(g, &job->stats, bi, n, i[r])];
+        float stat = st[fattn__geom_stats_offset(g, &job->stats, bi, n, i[r])];
         float dsum = job->dsum[(bi * g->h + n) * g->sq + i[r]];
         for (int64_t j = l; j < h; j++)
             p[j] = fattn_cpu_expf(s[j] - stat);
         if (g->dropout > 0.0f) {
-            cpu_dropout_words(g, bi, n, i[r], l, h, scr->rnd);
+            fattn__cpu_dropout_words(g, bi, n, i[r], l, h, scr->rnd);
             const uint32_t *rnd = scr->rnd;
             for (int64_t j = l; j < h; j++) {
                 bool keep = rnd[j - l] >= job->thr;
@@ -89,9 +89,9 @@ static void bwd_rows(const bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t n
             for (int64_t j = l; j < h; j++)
                 ds[j] = (p[j] * (dp[j] - dsum)) * scale;
         }
-        cpu_round_io(g->io, ds + l, h - l);
+        fattn__cpu_round_io(g->io, ds + l, h - l);
         if (pd)
-            cpu_round_io(g->io, pd + l, h - l);
+            fattn__cpu_round_io(g->io, pd + l, h - l);
     }
 }
 
@@ -109,7 +109,7 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
         return FATTN_OK;
     int64_t gk = n / g->group, d = g->d, dv = g->dv, ldc = scr->ldc, ldk = scr->ldk;
     int64_t ncd = (d + 7) / 8 * 8;
-    cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_KR | CPU_VT);
+    fattn__cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_KR | CPU_VT);
     float *acc = scr->acc; /* [CPU_ROWS][ldc] dQ rows */
     const float *stp = job->stats.data;
     for (int64_t ib = i0; ib < i1; ib += CPU_ROWS) {
@@ -119,20 +119,20 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
         for (int r = 0; r < nb; r++) {
             int64_t i = ib + r;
             float *dorow = scr->dorow + na * ldc, *orow = scr->orow;
-            cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
-            cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, dv, orow);
+            fattn__cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
+            fattn__cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, dv, orow);
             float dsum = 0.0f;
             for (int64_t c = 0; c < dv; c++)
                 dsum = dsum + dorow[c] * orow[c];
             job->dsum[(bi * g->h + n) * g->sq + i] = dsum;
             int64_t lo, hi;
-            cpu_key_range(g, bi, i, &lo, &hi);
-            float stat = stp[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
+            fattn__cpu_key_range(g, bi, i, &lo, &hi);
+            float stat = stp[fattn__geom_stats_offset(g, &job->stats, bi, n, i)];
             slot[r] = -1;
             if (lo < hi && stat != -INFINITY) {
                 for (int64_t c = dv; c < ldc; c++)
                     dorow[c] = 0.0f;
-                cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow + na * ldc);
+                fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, scr->qrow + na * ldc);
                 slot[r] = na;
                 alo[na] = lo;
                 ahi[na] = hi;
@@ -144,7 +144,7 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
             acc[e] = 0.0f;
         if (na > 0) {
             bwd_rows(job, scr, bi, n, na, aidx, alo, ahi, false, false);
-            cpu_axpy_rows(na, scr->ds, ldk, alo, ahi, scr->kr, ldc, ncd, acc, ldc);
+            fattn__cpu_axpy_rows(na, scr->ds, ldk, alo, ahi, scr->kr, ldc, ncd, acc, ldc);
         }
         for (int r = 0; r < nb; r++) {
             /* rows without a kept key (or with Stats -inf) get dQ = 0 */
@@ -152,9 +152,9 @@ static fattn_status bwd_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
                 float *zr = scr->orow;
                 for (int64_t c = 0; c < d; c++)
                     zr[c] = 0.0f;
-                cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d, zr);
+                fattn__cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d, zr);
             } else {
-                cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d,
+                fattn__cpu_store_row(&job->dq, g->q_fmt, g->off_q, bi, ib + r, n, d,
                               acc + slot[r] * ldc);
             }
         }
@@ -176,7 +176,7 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
         return FATTN_OK;
     int64_t d = g->d, dv = g->dv, nk = j1 - j0, ldc = scr->ldc, ldk = scr->ldk;
     int64_t ncd = (d + 7) / 8 * 8, ncv = (dv + 7) / 8 * 8;
-    cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_VT);
+    fattn__cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_VT);
     /* acc: per-head dK [nk][ldc] and dV [nk][ldc]; acc2/acc3: group sums. */
     float *hdk = scr->acc, *hdv = scr->acc + nk * ldc;
     float *gdk = scr->acc2, *gdv = scr->acc3;
@@ -195,19 +195,19 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
         for (int64_t i = 0; i < lq || na > 0; i++) {
             if (i < lq) {
                 int64_t lo, hi;
-                cpu_key_range(g, bi, i, &lo, &hi);
+                fattn__cpu_key_range(g, bi, i, &lo, &hi);
                 if (lo < j0)
                     lo = j0;
                 if (hi > j1)
                     hi = j1;
                 if (lo >= hi)
                     continue;
-                float stat = stp[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
+                float stat = stp[fattn__geom_stats_offset(g, &job->stats, bi, n, i)];
                 if (stat == -INFINITY)
                     continue;
                 float *qrow = scr->qrow + na * ldc, *dorow = scr->dorow + na * ldc;
-                cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, qrow);
-                cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
+                fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, d, qrow);
+                fattn__cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, dv, dorow);
                 for (int64_t c = d; c < ldc; c++)
                     qrow[c] = 0.0f;
                 for (int64_t c = dv; c < ldc; c++)
@@ -221,8 +221,8 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
             }
             /* rows ascending: dV += Pd^T dO, dK += dS^T Q */
             bwd_rows(job, scr, bi, n, na, aidx, alo, ahi, true, false);
-            cpu_rank_rows(na, scr->pd, ldk, alo, ahi, scr->dorow, ldc, ncv, j0, j1, hdv, ldc);
-            cpu_rank_rows(na, scr->ds, ldk, alo, ahi, scr->qrow, ldc, ncd, j0, j1, hdk, ldc);
+            fattn__cpu_rank_rows(na, scr->pd, ldk, alo, ahi, scr->dorow, ldc, ncv, j0, j1, hdv, ldc);
+            fattn__cpu_rank_rows(na, scr->ds, ldk, alo, ahi, scr->qrow, ldc, ncd, j0, j1, hdk, ldc);
             na = 0;
             if (i >= lq)
                 break;
@@ -241,8 +241,8 @@ static fattn_status bwd_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
     }
     const float *rdk = grouped ? gdk : hdk, *rdv = grouped ? gdv : hdv;
     for (int64_t j = j0; j < j1; j++) {
-        cpu_store_row(&job->dk, g->kv_fmt, g->off_kv, bi, j, gk, d, rdk + (j - j0) * ldc);
-        cpu_store_row(&job->dv, g->kv_fmt, g->off_kv, bi, j, gk, dv, rdv + (j - j0) * ldc);
+        fattn__cpu_store_row(&job->dk, g->kv_fmt, g->off_kv, bi, j, gk, d, rdk + (j - j0) * ldc);
+        fattn__cpu_store_row(&job->dv, g->kv_fmt, g->off_kv, bi, j, gk, dv, rdv + (j - j0) * ldc);
     }
     return FATTN_OK;
 }
@@ -266,18 +266,18 @@ static fattn_status bwd_dbias_item(void *ctx, cpu_scratch *scr, int64_t item)
     for (int64_t bi = b_lo; bi < b_hi; bi++) {
         int64_t lq = g->len_q[bi];
         for (int64_t n = n_lo; n < n_hi; n++) {
-            cpu_load_kv(g, scr, bi, n / g->group, CPU_KT | CPU_VT);
+            fattn__cpu_load_kv(g, scr, bi, n / g->group, CPU_KT | CPU_VT);
             for (int64_t r = r0; r < r1; r++) {
                 int64_t i_lo = bs_n == 1 ? 0 : r, i_hi = bs_n == 1 ? lq : (r + 1 < lq ? r + 1 : lq);
                 float *arow = acc + (r - r0) * skv;
                 for (int64_t i = i_lo; i < i_hi; i++) {
                     int64_t lo, hi;
-                    cpu_key_range(g, bi, i, &lo, &hi);
-                    float stat = ((const float *)job->stats.data)[fattn_geom_stats_offset(g, &job->stats, bi, n, i)];
+                    fattn__cpu_key_range(g, bi, i, &lo, &hi);
+                    float stat = ((const float *)job->stats.data)[fattn__geom_stats_offset(g, &job->stats, bi, n, i)];
                     if (lo >= hi || stat == -INFINITY)
                         continue;
-                    cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
-                    cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, scr->dorow);
+                    fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
+                    fattn__cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, scr->dorow);
                     bwd_rows(job, scr, bi, n, 1, &i, &lo, &hi, false, true);
                     const float *t = scr->t;
                     for (int64_t j = lo; j < hi; j++)
@@ -310,7 +310,7 @@ static fattn_status check_grad(const fattn_tensor *grad, const fattn_tensor *lik
     return FATTN_OK;
 }
 
-fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c)
+fattn_status fattn__cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
     const fattn_geom *g = c->geom;
     assert(g);
@@ -342,12 +342,12 @@ fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bw
         return fattn_error(FATTN_E_NOMEM, "backward: cannot allocate Dsum");
     job.row_blocks = (g->sq + BWD_ROWS - 1) / BWD_ROWS;
     job.key_blocks = (g->skv + BWD_KEYS - 1) / BWD_KEYS;
-    st = cpu_parallel_for(threads, g, g->b * g->h * job.row_blocks, bwd_dq_item, &job);
+    st = fattn__cpu_parallel_for(threads, g, g->b * g->h * job.row_blocks, bwd_dq_item, &job);
     if (st == FATTN_OK)
-        st = cpu_parallel_for(threads, g, g->b * g->hg * job.key_blocks, bwd_dkv_item, &job);
+        st = fattn__cpu_parallel_for(threads, g, g->b * g->hg * job.key_blocks, bwd_dkv_item, &job);
     if (st == FATTN_OK && has_bias && !fattn_tensor_is_empty(&p->d_bias)) {
         job.bias_blocks = (p->d_bias.shape[2] + BWD_ROWS - 1) / BWD_ROWS;
-        st = cpu_parallel_for(threads, g,
+        st = fattn__cpu_parallel_for(threads, g,
                               p->d_bias.shape[0] * p->d_bias.shape[1] * job.bias_blocks,
                               bwd_dbias_item, &job);
     }
@@ -359,7 +359,7 @@ fattn_status cpu_backward(int threads, const fattn_bwd_params *p, const fattn_bw
             for (int64_t bi = 0; bi < g->b; bi++)
                 for (int64_t i = 0; i < g->len_q[bi]; i++) {
                     const float *stp = job.stats.data;
-                    float stat = stp[fattn_geom_stats_offset(g, &job.stats, bi, n, i)];
+                    float stat = stp[fattn__geom_stats_offset(g, &job.stats, bi, n, i)];
                     float ps = fattn_cpu_expf(g->sink[n] - stat);
                     acc = acc + ps * job.dsum[(bi * g->h + n) * g->sq + i];
                 }

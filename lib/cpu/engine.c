@@ -36,8 +36,8 @@ static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
     if (st != FATTN_OK)
         return st;
     if (p->fp8)
-        return cpu_fp8_forward(((cpu_engine *)e)->threads, p, c);
-    return cpu_forward(((cpu_engine *)e)->threads, p, c);
+        return fattn__cpu_fp8_forward(((cpu_engine *)e)->threads, p, c);
+    return fattn__cpu_forward(((cpu_engine *)e)->threads, p, c);
 }
 
 static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
@@ -54,8 +54,8 @@ static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
     if (st != FATTN_OK)
         return st;
     if (p->fp8)
-        return cpu_fp8_backward(((cpu_engine *)e)->threads, p, c);
-    return cpu_backward(((cpu_engine *)e)->threads, p, c);
+        return fattn__cpu_fp8_backward(((cpu_engine *)e)->threads, p, c);
+    return fattn__cpu_backward(((cpu_engine *)e)->threads, p, c);
 }
 
 static void cpu_engine_free(fattn_engine *e) { free(e); }
@@ -95,7 +95,7 @@ fattn_status fattn_engine_init_cpu(fattn_engine **out, const fattn_cpu_options *
         return fattn_error(FATTN_E_NOMEM, "CPU engine: cannot allocate");
     e->base.ops = &cpu_ops;
     e->base.impl = e;
-    e->threads = threads ? threads : cpu_default_threads();
+    e->threads = threads ? threads : fattn__cpu_default_threads();
     *out = &e->base;
     return FATTN_OK;
 }

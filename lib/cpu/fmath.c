@@ -3,7 +3,7 @@
 
 #include "cpu/fmath.h"
 
-float fattn_cpu_logf(float xf)
+float fattn__cpu_logf(float xf)
 {
     if (xf != xf)
         return xf;

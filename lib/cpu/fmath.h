@@ -14,7 +14,7 @@
  *   (truncation < 2.4e-14 relative); times 2^k built from the exponent bits.
  *   Inputs are clamped to [-104, 89] first (results 0 / inf after the final
  *   rounding to float, exactly as the true values would round); NaN -> NaN.
- * fattn_cpu_logf: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), s = (m-1)/(m+1),
+ * fattn__cpu_logf: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), s = (m-1)/(m+1),
  *   log(m) = 2*atanh(s) by its odd series to s^21 (|s| <= 0.1716, truncation
  *   < 1e-17), plus e*ln2. Subnormals are scaled by 2^64 first. log(0) = -inf,
  *   log(x<0) = NaN, log(inf) = inf, log(NaN) = NaN.
@@ -79,7 +79,7 @@ static inline float fattn_cpu_expf(float xf)
     return is_nan ? xf : res;
 }
 
-float fattn_cpu_logf(float x);
+float fattn__cpu_logf(float x);
 
 static inline uint32_t fattn_cpu_f32_bits(float f)
 {

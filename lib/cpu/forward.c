@@ -39,7 +39,7 @@ static fattn_status fwd_item(void *ctx, cpu_scratch *scr, int64_t item)
     if (i0 >= i1)
         return FATTN_OK;
     int64_t gk = n / g->group, dv = g->dv, ldk = scr->ldk, ldc = scr->ldc;
-    cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_VR);
+    fattn__cpu_load_kv(g, scr, bi, gk, CPU_KT | CPU_VR);
 
     const bool has_sink = g->sink != NULL;
     const float z = has_sink ? g->sink[n] : 0.0f;
@@ -58,20 +58,20 @@ static fattn_status fwd_item(void *ctx, cpu_scratch *scr, int64_t item)
         int na = 0, slot[CPU_ROWS];
         for (int r = 0; r < nb; r++) {
             idx[r] = ib + r;
-            cpu_key_range(g, bi, idx[r], &lo[r], &hi[r]);
+            fattn__cpu_key_range(g, bi, idx[r], &lo[r], &hi[r]);
             slot[r] = -1;
             if (lo[r] < hi[r]) {
                 slot[r] = na;
                 alo[na] = lo[r];
                 ahi[na] = hi[r];
                 aidx[na] = idx[r];
-                cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, idx[r], n, g->d,
+                fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, idx[r], n, g->d,
                              scr->qrow + na * ldc);
                 na++;
             }
         }
         if (na > 0)
-            cpu_logits_rows(g, scr, bi, n, na, aidx, scr->qrow, ldc, alo, ahi, scr->s, ldk);
+            fattn__cpu_logits_rows(g, scr, bi, n, na, aidx, scr->qrow, ldc, alo, ahi, scr->s, ldk);
 
         int64_t plo[CPU_ROWS], phi[CPU_ROWS];
         float stat[CPU_ROWS], rmax[CPU_ROWS];
@@ -101,42 +101,42 @@ static fattn_status fwd_item(void *ctx, cpu_scratch *scr, int64_t item)
                     lsum = lsum + pr[j];
                 if (has_sink)
                     lsum = lsum + fattn_cpu_expf(z - m);
-                st = m + fattn_cpu_logf(lsum);
+                st = m + fattn__cpu_logf(lsum);
                 for (int64_t j = l; j < h; j++)
                     pr[j] = pr[j] / lsum;
                 if (g->dropout > 0.0f && l < h) {
-                    cpu_dropout_words(g, bi, n, idx[r], l, h, scr->rnd);
+                    fattn__cpu_dropout_words(g, bi, n, idx[r], l, h, scr->rnd);
                     const uint32_t *rnd = scr->rnd;
                     for (int64_t j = l; j < h; j++)
                         pr[j] = rnd[j - l] >= thr ? pr[j] * keep_scale : 0.0f;
                 }
                 if (l < h)
-                    cpu_round_io(g->io, pr + l, h - l);
+                    fattn__cpu_round_io(g->io, pr + l, h - l);
                 plo[r] = l;
                 phi[r] = h > l ? h : l;
             }
             stat[r] = st;
             rmax[r] = rowmax;
         }
-        cpu_axpy_rows(nb, scr->p, ldk, plo, phi, scr->vr, ldc, ncv, scr->orow, ldc);
+        fattn__cpu_axpy_rows(nb, scr->p, ldk, plo, phi, scr->vr, ldc, ncv, scr->orow, ldc);
         for (int r = 0; r < nb; r++) {
-            cpu_store_row(o, g->q_fmt, g->off_q, bi, idx[r], n, dv, scr->orow + r * ldc);
+            fattn__cpu_store_row(o, g->q_fmt, g->off_q, bi, idx[r], n, dv, scr->orow + r * ldc);
             float *st = job->stats.data;
-            st[fattn_geom_stats_offset(g, &job->stats, bi, n, idx[r])] = stat[r];
+            st[fattn__geom_stats_offset(g, &job->stats, bi, n, idx[r])] = stat[r];
             if (!fattn_tensor_is_empty(&job->max)) {
                 float *mx = job->max.data;
-                mx[fattn_geom_stats_offset(g, &job->max, bi, n, idx[r])] = rmax[r];
+                mx[fattn__geom_stats_offset(g, &job->max, bi, n, idx[r])] = rmax[r];
             }
         }
     }
     return FATTN_OK;
 }
 
-fattn_status cpu_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c)
+fattn_status fattn__cpu_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c)
 {
     const fattn_geom *g = c->geom;
     assert(g && !fattn_tensor_is_empty(&c->stats));
     fwd_job job = {.g = g, .p = p, .stats = c->stats, .max = c->max};
     job.blocks = (g->sq + FWD_ROWS - 1) / FWD_ROWS;
-    return cpu_parallel_for(threads, g, g->b * g->h * job.blocks, fwd_item, &job);
+    return fattn__cpu_parallel_for(threads, g, g->b * g->h * job.blocks, fwd_item, &job);
 }

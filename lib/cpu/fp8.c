@@ -55,7 +55,7 @@ static void store_row_q(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *of
                         int64_t bi, int64_t pos, int64_t n, int64_t width, const float *in,
                         float scale)
 {
-    int64_t o = fattn_geom_row_offset(t, fmt, off, bi, pos, n);
+    int64_t o = fattn__geom_row_offset(t, fmt, off, bi, pos, n);
     int64_t sd = t->strides[t->ndim - 1];
     unsigned char *p = t->data;
     for (int64_t c = 0; c < width; c++) {
@@ -104,7 +104,7 @@ static float fp8_fwd_row(const fp8_fwd_job *job, cpu_scratch *scr, int64_t bi, i
     const fattn_geom *g = job->g;
     const fattn_fp8_fwd *f = job->f;
     int64_t lo, hi;
-    cpu_key_range(g, bi, i, &lo, &hi);
+    fattn__cpu_key_range(g, bi, i, &lo, &hi);
     float *s = scr->s, *p = scr->p;
     for (int64_t c = 0; c < g->dv; c++)
         orow[c] = 0.0f;
@@ -120,13 +120,13 @@ static float fp8_fwd_row(const fp8_fwd_job *job, cpu_scratch *scr, int64_t bi, i
         p[j] = fattn_cpu_expf(s[j] - m);
     for (int64_t j = lo; j < hi; j++)
         l = l + p[j];
-    float st = m + fattn_cpu_logf(l);
+    float st = m + fattn__cpu_logf(l);
     for (int64_t j = lo; j < hi; j++)
         p[j] = p[j] / l;
     if (g->dropout > 0.0f) {
         const float keep_scale = 1.0f / (1.0f - g->dropout);
         const uint32_t thr = fattn_dropout_threshold(g->dropout);
-        cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
+        fattn__cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
         for (int64_t j = lo; j < hi; j++)
             p[j] = scr->rnd[j - lo] >= thr ? p[j] * keep_scale : 0.0f;
     }
@@ -164,19 +164,19 @@ static fattn_status fp8_fwd_item(void *ctx, cpu_scratch *scr, int64_t item)
     fp8_row_item(g, job->blocks, item, &bi, &n, &i0, &i1);
     float am_s = 0.0f, am_o = 0.0f;
     if (i0 < i1)
-        cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
+        fattn__cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
     for (int64_t i = i0; i < i1; i++) {
         float rmax, *orow = scr->orow;
-        cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
+        fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, scr->qrow);
         float st = fp8_fwd_row(job, scr, bi, n, i, orow, &rmax, &am_s);
         am_o = amax_of(orow, g->dv, am_o);
         store_row_q((fattn_tensor *)&g->o, g->q_fmt, g->off_q, bi, i, n, g->dv, orow,
                     job->f->scale_o);
         float *stp = job->stats.data;
-        stp[fattn_geom_stats_offset(g, &job->stats, bi, n, i)] = st;
+        stp[fattn__geom_stats_offset(g, &job->stats, bi, n, i)] = st;
         if (!fattn_tensor_is_empty(&job->max)) {
             float *mx = job->max.data;
-            mx[fattn_geom_stats_offset(g, &job->max, bi, n, i)] = rmax;
+            mx[fattn__geom_stats_offset(g, &job->max, bi, n, i)] = rmax;
         }
     }
     job->amax_s[item] = am_s;
@@ -204,7 +204,7 @@ static float reduce_amax(const float *a, int64_t n)
     return amax_of(a, n, 0.0f);
 }
 
-fattn_status cpu_fp8_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c)
+fattn_status fattn__cpu_fp8_forward(int threads, const fattn_fwd_params *p, const fattn_fwd_call *c)
 {
     const fattn_geom *g = c->geom;
     const fattn_fp8_fwd *f = p->fp8;
@@ -225,7 +225,7 @@ fattn_status cpu_fp8_forward(int threads, const fattn_fwd_params *p, const fattn
         free(job.amax_o);
         return fattn_error(FATTN_E_NOMEM, "FP8 forward: cannot allocate amax partials");
     }
-    st = cpu_parallel_for(threads, g, items, fp8_fwd_item, &job);
+    st = fattn__cpu_parallel_for(threads, g, items, fp8_fwd_item, &job);
     if (st == FATTN_OK) {
         *f->amax_s = reduce_amax(job.amax_s, items);
         *f->amax_o = reduce_amax(job.amax_o, items);
@@ -257,14 +257,14 @@ static void fp8_bwd_row(const fp8_bwd_job *job, cpu_scratch *scr, int64_t bi, in
     const fattn_geom *g = job->g;
     const fattn_fp8_bwd *f = job->f;
     float *s = scr->s, *ds = scr->ds, *pd = scr->pd;
-    float stat = ((const float *)job->stats.data)[fattn_geom_stats_offset(g, &job->stats, bi,
+    float stat = ((const float *)job->stats.data)[fattn__geom_stats_offset(g, &job->stats, bi,
                                                                           n, i)];
     float dsum = job->dsum[(bi * g->h + n) * g->sq + i];
     fp8_logits(g, scr, qrow, lo, hi, f->descale_q, f->descale_k, s);
     const bool drop = g->dropout > 0.0f;
     const float keep_scale = drop ? 1.0f / (1.0f - g->dropout) : 1.0f;
     if (drop)
-        cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
+        fattn__cpu_dropout_words(g, bi, n, i, lo, hi, scr->rnd);
     const uint32_t thr = fattn_dropout_threshold(g->dropout);
     for (int64_t j = lo; j < hi; j++) {
         float pj = fattn_cpu_expf(s[j] - stat);
@@ -284,8 +284,8 @@ static bool fp8_row_live(const fp8_bwd_job *job, int64_t bi, int64_t n, int64_t 
                          int64_t *lo, int64_t *hi)
 {
     const fattn_geom *g = job->g;
-    cpu_key_range(g, bi, i, lo, hi);
-    float stat = ((const float *)job->stats.data)[fattn_geom_stats_offset(g, &job->stats, bi,
+    fattn__cpu_key_range(g, bi, i, lo, hi);
+    float stat = ((const float *)job->stats.data)[fattn__geom_stats_offset(g, &job->stats, bi,
                                                                           n, i)];
     return *lo < *hi && stat != -INFINITY;
 }
@@ -300,18 +300,18 @@ static fattn_status fp8_dq_item(void *ctx, cpu_scratch *scr, int64_t item)
     fp8_row_item(g, job->row_blocks, item, &bi, &n, &i0, &i1);
     float am_dp = 0.0f, am_dq = 0.0f;
     if (i0 < i1)
-        cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
+        fattn__cpu_load_kv(g, scr, bi, n / g->group, CPU_KR | CPU_VR);
     for (int64_t i = i0; i < i1; i++) {
         float *qrow = scr->qrow, *dorow = scr->dorow, *orow = scr->orow, *acc = scr->acc;
-        cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, dorow);
-        cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, g->dv, orow);
+        fattn__cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, dorow);
+        fattn__cpu_load_row(&g->o, g->q_fmt, g->off_q, bi, i, n, g->dv, orow);
         job->dsum[(bi * g->h + n) * g->sq + i] =
             (dot_v(dorow, orow, g->dv) * f->descale_do) * f->descale_o;
         for (int64_t c = 0; c < g->d; c++)
             acc[c] = 0.0f;
         int64_t lo, hi;
         if (fp8_row_live(job, bi, n, i, &lo, &hi)) {
-            cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, qrow);
+            fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, qrow);
             fp8_bwd_row(job, scr, bi, n, i, lo, hi, qrow, dorow, false, &am_dp);
             for (int64_t j = lo; j < hi; j++) {
                 const float *kj = scr->kr + j * scr->ldc;
@@ -345,8 +345,8 @@ static void fp8_dkv_head(fp8_bwd_job *job, cpu_scratch *scr, int64_t bi, int64_t
         if (lo >= hi)
             continue;
         float *qrow = scr->qrow, *dorow = scr->dorow;
-        cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, qrow);
-        cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, dorow);
+        fattn__cpu_load_row(&g->q, g->q_fmt, g->off_q, bi, i, n, g->d, qrow);
+        fattn__cpu_load_row(&job->d_o, g->q_fmt, g->off_q, bi, i, n, g->dv, dorow);
         fp8_bwd_row(job, scr, bi, n, i, lo, hi, qrow, dorow, true, &unused);
         for (int64_t j = lo; j < hi; j++) {
             float *dk = hdk + (j - j0) * ldc, *dv = hdv + (j - j0) * ldc;
@@ -376,7 +376,7 @@ static fattn_status fp8_dkv_item(void *ctx, cpu_scratch *scr, int64_t item)
         float *hdk = scr->acc, *hdv = scr->acc + nk * ldc, *gdk = scr->acc2, *gdv = scr->acc3;
         memset(gdk, 0, (size_t)(nk * ldc) * sizeof(float));
         memset(gdv, 0, (size_t)(nk * ldc) * sizeof(float));
-        cpu_load_kv(g, scr, bi, gk, CPU_KR | CPU_VR);
+        fattn__cpu_load_kv(g, scr, bi, gk, CPU_KR | CPU_VR);
         for (int64_t hn = 0; hn < g->group; hn++) {
             memset(hdk, 0, (size_t)(2 * nk * ldc) * sizeof(float));
             fp8_dkv_head(job, scr, bi, gk * g->group + hn, j0, j1, hdk, hdv);
@@ -446,7 +446,7 @@ static fattn_status fp8_bwd_checks(const fattn_bwd_params *p, const fattn_geom *
     return FATTN_OK;
 }
 
-fattn_status cpu_fp8_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c)
+fattn_status fattn__cpu_fp8_backward(int threads, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
     const fattn_geom *g = c->geom;
     const fattn_fp8_bwd *f = p->fp8;
@@ -474,9 +474,9 @@ fattn_status cpu_fp8_backward(int threads, const fattn_bwd_params *p, const fatt
     job.am_dq = am + n1;
     job.am_dk = am + 2 * n1;
     job.am_dv = am + 2 * n1 + n2;
-    st = cpu_parallel_for(threads, g, n1, fp8_dq_item, &job);
+    st = fattn__cpu_parallel_for(threads, g, n1, fp8_dq_item, &job);
     if (st == FATTN_OK)
-        st = cpu_parallel_for(threads, g, n2, fp8_dkv_item, &job);
+        st = fattn__cpu_parallel_for(threads, g, n2, fp8_dkv_item, &job);
     if (st == FATTN_OK) {
         *f->amax_dp = reduce_amax(job.am_dp, n1);
         *f->amax_dq = reduce_amax(job.am_dq, n1);

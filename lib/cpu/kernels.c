@@ -6,7 +6,7 @@
 #include "cpu/cpu.h"
 #include "cpu/fmath.h"
 
-void cpu_key_range(const fattn_geom *g, int64_t bi, int64_t i, int64_t *lo,
+void fattn__cpu_key_range(const fattn_geom *g, int64_t bi, int64_t i, int64_t *lo,
                    int64_t *hi)
 {
     int64_t lk = g->len_kv[bi], lq = g->len_q[bi];
@@ -48,7 +48,7 @@ static inline v4f v4_set1(float x)
     return v;
 }
 
-void cpu_dot_rows(int nr, const float *a, int64_t lda, int64_t kd, const float *bt,
+void fattn__cpu_dot_rows(int nr, const float *a, int64_t lda, int64_t kd, const float *bt,
                   int64_t ldb, int64_t j0, int64_t j1, float *out, int64_t ldo)
 {
     if (nr == 4) {
@@ -140,7 +140,7 @@ static void axpy_row(const float *w, int64_t j0, int64_t j1, const float *m, int
     }
 }
 
-void cpu_axpy_rows(int nr, const float *w, int64_t ldw, const int64_t *lo,
+void fattn__cpu_axpy_rows(int nr, const float *w, int64_t ldw, const int64_t *lo,
                    const int64_t *hi, const float *m, int64_t ldm, int64_t nc,
                    float *acc, int64_t lda)
 {
@@ -185,7 +185,7 @@ void cpu_axpy_rows(int nr, const float *w, int64_t ldw, const int64_t *lo,
         axpy_row(w + r * ldw, ch, hi[r], m, ldm, nc, acc + r * lda);
 }
 
-void cpu_rank_rows(int nr, const float *w, int64_t ldw, const int64_t *lo, const int64_t *hi,
+void fattn__cpu_rank_rows(int nr, const float *w, int64_t ldw, const int64_t *lo, const int64_t *hi,
                    const float *x, int64_t ldx, int64_t nc, int64_t j0, int64_t j1,
                    float *acc, int64_t lda)
 {
@@ -226,7 +226,7 @@ void cpu_rank_rows(int nr, const float *w, int64_t ldw, const int64_t *lo, const
     }
 }
 
-void cpu_logits_rows(const fattn_geom *g, const cpu_scratch *scr, int64_t bi, int64_t n,
+void fattn__cpu_logits_rows(const fattn_geom *g, const cpu_scratch *scr, int64_t bi, int64_t n,
                      int nr, const int64_t *i, const float *qrow, int64_t ldq,
                      const int64_t *lo, const int64_t *hi, float *s, int64_t lds)
 {
@@ -236,7 +236,7 @@ void cpu_logits_rows(const fattn_geom *g, const cpu_scratch *scr, int64_t bi, in
         uh = hi[r] > uh ? hi[r] : uh;
     }
     /* Head-dim ascending for every element, from 0.0f. */
-    cpu_dot_rows(nr, qrow, ldq, g->d, scr->kt, scr->ldk, ul, uh, s, lds);
+    fattn__cpu_dot_rows(nr, qrow, ldq, g->d, scr->kt, scr->ldk, ul, uh, s, lds);
     float scale = g->scale;
     for (int r = 0; r < nr; r++) {
         float *sr = s + r * lds;
@@ -259,7 +259,7 @@ void cpu_logits_rows(const fattn_geom *g, const cpu_scratch *scr, int64_t bi, in
     }
 }
 
-void cpu_dropout_words(const fattn_geom *g, int64_t bi, int64_t n, int64_t i, int64_t lo,
+void fattn__cpu_dropout_words(const fattn_geom *g, int64_t bi, int64_t n, int64_t i, int64_t lo,
                        int64_t hi, uint32_t *rnd)
 {
     uint64_t base = (((uint64_t)bi * (uint64_t)g->h + (uint64_t)n) * (uint64_t)g->sq +

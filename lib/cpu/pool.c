@@ -42,7 +42,7 @@ static void *pool_worker(void *arg)
 {
     pool_job *job = arg;
     cpu_scratch scr;
-    fattn_status st = cpu_scratch_init(&scr, job->g);
+    fattn_status st = fattn__cpu_scratch_init(&scr, job->g);
     if (st != FATTN_OK) {
         pool_record_failure(job, 0, st);
         return NULL;
@@ -55,11 +55,11 @@ static void *pool_worker(void *arg)
         if (st != FATTN_OK)
             pool_record_failure(job, item, st);
     }
-    cpu_scratch_free(&scr);
+    fattn__cpu_scratch_free(&scr);
     return NULL;
 }
 
-int cpu_default_threads(void)
+int fattn__cpu_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
@@ -69,7 +69,7 @@ int cpu_default_threads(void)
     return (int)n;
 }
 
-fattn_status cpu_parallel_for(int threads, const fattn_geom *g, int64_t n,
+fattn_status fattn__cpu_parallel_for(int threads, const fattn_geom *g, int64_t n,
                               cpu_item_fn fn, void *ctx)
 {
     if (n <= 0)

@@ -34,7 +34,7 @@ static bool scratch_sizes_of(const fattn_geom *g, scratch_sizes *z)
            fattn_mul_size(skv, z->ldc, &z->acc2) && fattn_add_size(skv, 4, &z->rnd);
 }
 
-fattn_status cpu_scratch_init(cpu_scratch *s, const fattn_geom *g)
+fattn_status fattn__cpu_scratch_init(cpu_scratch *s, const fattn_geom *g)
 {
     memset(s, 0, sizeof *s);
     scratch_sizes z;
@@ -65,13 +65,13 @@ fattn_status cpu_scratch_init(cpu_scratch *s, const fattn_geom *g)
     if (!s->kt || !s->kr || !s->vr || !s->vt || !s->s || !s->p || !s->dp || !s->ds || !s->pd ||
         !s->t || !s->qrow || !s->dorow || !s->orow || !s->acc || !s->acc2 || !s->acc3 ||
         !s->rnd) {
-        cpu_scratch_free(s);
+        fattn__cpu_scratch_free(s);
         return fattn_error(FATTN_E_NOMEM, "CPU engine: cannot allocate worker scratch");
     }
     return FATTN_OK;
 }
 
-void cpu_scratch_free(cpu_scratch *s)
+void fattn__cpu_scratch_free(cpu_scratch *s)
 {
     free(s->kt); free(s->kr); free(s->vr); free(s->vt);
     free(s->s); free(s->p); free(s->dp); free(s->ds); free(s->pd); free(s->t);
@@ -102,7 +102,7 @@ static void load_strided(const void *data, fattn_dtype t, int64_t o, int64_t sd,
     }
 }
 
-void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, unsigned want)
+void fattn__cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, unsigned want)
 {
     if (scr->kv_bi != bi || scr->kv_gk != gk) {
         scr->kv_have = 0;
@@ -116,7 +116,7 @@ void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, 
     int64_t ksd = g->k.strides[g->k.ndim - 1], vsd = g->v.strides[g->v.ndim - 1];
     if (want & (CPU_KT | CPU_KR)) {
         for (int64_t j = 0; j < len; j++) {
-            int64_t ko = fattn_geom_k_offset(g, bi, j, gk);
+            int64_t ko = fattn__geom_k_offset(g, bi, j, gk);
             float *row = scr->kr + j * ldc;
             load_strided(g->k.data, g->io, ko, ksd, d, row);
             for (int64_t c = d; c < ldc; c++)
@@ -136,7 +136,7 @@ void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, 
     }
     if (want & (CPU_VR | CPU_VT)) {
         for (int64_t j = 0; j < len; j++) {
-            int64_t vo = fattn_geom_v_offset(g, bi, j, gk);
+            int64_t vo = fattn__geom_v_offset(g, bi, j, gk);
             float *row = scr->vr + j * ldc;
             load_strided(g->v.data, g->io, vo, vsd, dv, row);
             for (int64_t c = dv; c < ldc; c++)
@@ -156,24 +156,24 @@ void cpu_load_kv(const fattn_geom *g, cpu_scratch *scr, int64_t bi, int64_t gk, 
     }
 }
 
-void cpu_load_row(const fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off,
+void fattn__cpu_load_row(const fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off,
                   int64_t bi, int64_t pos, int64_t n, int64_t width, float *out)
 {
-    int64_t o = fattn_geom_row_offset(t, fmt, off, bi, pos, n);
+    int64_t o = fattn__geom_row_offset(t, fmt, off, bi, pos, n);
     int64_t sd = t->strides[t->ndim - 1];
     load_strided(t->data, t->dtype, o, sd, width, out);
 }
 
-void cpu_store_row(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off, int64_t bi,
+void fattn__cpu_store_row(fattn_tensor *t, fattn_qkv_format fmt, const int32_t *off, int64_t bi,
                    int64_t pos, int64_t n, int64_t width, const float *in)
 {
-    int64_t o = fattn_geom_row_offset(t, fmt, off, bi, pos, n);
+    int64_t o = fattn__geom_row_offset(t, fmt, off, bi, pos, n);
     int64_t sd = t->strides[t->ndim - 1];
     for (int64_t c = 0; c < width; c++)
         fattn_store_f32(t->data, t->dtype, o + c * sd, in[c]);
 }
 
-void cpu_round_io(fattn_dtype io, float *x, int64_t n)
+void fattn__cpu_round_io(fattn_dtype io, float *x, int64_t n)
 {
     if (io == FATTN_DTYPE_BFLOAT16) {
         for (int64_t j = 0; j < n; j++)

@@ -25,7 +25,7 @@ static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
     int64_t b = geom->b, h = geom->h;
     int64_t stats_n;
     size_t stats_bytes;
-    fattn_status st0 = cudnn_stats_count(geom, &stats_n, &stats_bytes);
+    fattn_status st0 = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes);
     if (st0 != FATTN_OK)
         return st0;
     float *hs = calloc((size_t)stats_n, sizeof(float));
@@ -37,9 +37,9 @@ static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
             for (int64_t n = 0; n < h; n++) {
                 int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                              : (bi * h + n) * geom->sq + i;
-                hs[si] = src[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)];
+                hs[si] = src[fattn__geom_stats_offset(geom, &r->stats, bi, n, i)];
             }
-    fattn_status st = cudnn_dev_upload(a, hs, stats_bytes,
+    fattn_status st = fattn__cudnn_dev_upload(a, hs, stats_bytes,
                                        &d->p[CG_ROLE_STATS]);
     free(hs);
     return st;
@@ -58,28 +58,28 @@ static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
                              (fattn_tensor *)&p->dv};
     void *devs[3] = {d->p[CG_ROLE_DQ], d->p[CG_ROLE_DK], d->p[CG_ROLE_DV]};
     for (int t = 0; t < 3 && st == FATTN_OK; t++) {
-        size_t bytes = cudnn_view_bytes(outs[t]);
+        size_t bytes = fattn__cudnn_view_bytes(outs[t]);
         char *hbuf = malloc(bytes);
         if (!hbuf)
             return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = cudnn_download(api, hbuf, devs[t], bytes);
+        st = fattn__cudnn_download(api, hbuf, devs[t], bytes);
         if (st == FATTN_OK) {
             if (t == 0)
-                cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
+                fattn__cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
                                 geom->d);
             else
-                cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
+                fattn__cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
                                 geom->hg, t == 1 ? geom->d : geom->dv);
         }
         free(hbuf);
     }
     if (st == FATTN_OK && r->d.dbias) {
         const fattn_tensor *db = &p->d_bias;
-        size_t bytes = cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
+        size_t bytes = fattn__cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
         char *hbuf = malloc(bytes);
         if (!hbuf)
             return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = cudnn_download(api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
+        st = fattn__cudnn_download(api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
         if (st == FATTN_OK)
             for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
                 for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
@@ -97,7 +97,7 @@ static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
         if (h > FATTN_CUDNN_MAX_HEADS)
             return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
                                FATTN_CUDNN_MAX_HEADS);
-        st = cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
+        st = fattn__cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
         if (st == FATTN_OK)
             for (int64_t n = 0; n < h; n++)
                 ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
@@ -107,7 +107,7 @@ static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
 
 static fattn_status build_graph(cg_graph *g, const void *desc)
 {
-    return cg_build_bwd(g, desc);
+    return fattn__cg_build_bwd(g, desc);
 }
 
 static void note_route(cudnn_engine *e, const cg_graph *g, const cg_bwd_desc *d)
@@ -126,48 +126,48 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     const fattn_geom *geom = r->geom;
     const cg_fwd_desc *fd = &r->d.f;
     plan_entry *pe = NULL;
-    fattn_status st = cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
+    fattn_status st = fattn__cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
     if (st != FATTN_OK)
         return st;
     const cg_graph *g = pe->g;
     const cudnn_plan *plan = pe->plan;
     note_route(r->e, g, &r->d);
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
-    double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
+    double host_pre = fattn__cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
     int64_t b = geom->b, h = geom->h;
     dev_bindings d = {{NULL}};
     bool dev = r->device;
-    if ((st = cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_bind_input(a, &p->attn.o, dev, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
-        (st = cudnn_bind_output(a, &p->dq, dev, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
-        (st = cudnn_bind_output(a, &p->dk, dev, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = cudnn_bind_output(a, &p->dv, dev, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])))
+    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.o, dev, &d.p[CG_ROLE_O])) ||
+        (st = fattn__cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
+        (st = fattn__cudnn_bind_output(a, &p->dq, dev, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
+        (st = fattn__cudnn_bind_output(a, &p->dk, dev, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
+        (st = fattn__cudnn_bind_output(a, &p->dv, dev, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])))
         return st;
-    if (cg_bwd_dsum_bytes(&r->d) > 0 &&
-        (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
+    if (fattn__cg_bwd_dsum_bytes(&r->d) > 0 &&
+        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
         return st;
-    if (cg_bwd_dq_accum_bytes(&r->d) > 0 &&
-        (st = cudnn_dev_alloc(a, (size_t)cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
+    if (fattn__cg_bwd_dq_accum_bytes(&r->d) > 0 &&
+        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
         return st;
     if (dev)
         d.p[CG_ROLE_STATS] = r->stats.data; /* contiguous: the graph's layout */
     else if ((st = upload_stats(r, a, &d)))
         return st;
-    if (fd->bias && (st = cudnn_bind_input(a, &geom->bias, dev, &d.p[CG_ROLE_BIAS])))
+    if (fd->bias && (st = fattn__cudnn_bind_input(a, &geom->bias, dev, &d.p[CG_ROLE_BIAS])))
         return st;
-    if (r->d.dbias && (st = cudnn_bind_output(a, &p->d_bias, dev, cudnn_view_bytes(&p->d_bias),
+    if (r->d.dbias && (st = fattn__cudnn_bind_output(a, &p->d_bias, dev, fattn__cudnn_view_bytes(&p->d_bias),
                                               &d.p[CG_ROLE_DBIAS])))
         return st;
     bool dsink_dev = dev && !fattn_tensor_is_empty(&p->d_softmax_offset);
-    if (fd->sink && (st = cudnn_bind_output(a, &p->d_softmax_offset, dsink_dev,
+    if (fd->sink && (st = fattn__cudnn_bind_output(a, &p->d_softmax_offset, dsink_dev,
                                             (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
         return st;
     int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
-    if ((st = cudnn_upload_common(a, fd, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, fd, geom, rng, &d)))
         return st;
     if (fd->ragged_q || fd->ragged_kv) {
         const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
@@ -184,20 +184,20 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_DK, rkv, ck, ckp, p->dk.strides[0]},
             {CG_ROLE_RAG_DV, rkv, ck, ckp, p->dv.strides[0]},
         };
-        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype,
+        if ((st = fattn__cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype,
                                       &d)))
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];
-    cudnn_bind_tensors(g, &d, ptrs);
+    fattn__cudnn_bind_tensors(g, &d, ptrs);
     r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
-                           cg_bwd_dsum_bytes(&r->d) + cg_bwd_dq_accum_bytes(&r->d);
-    if ((st = cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
+                           fattn__cg_bwd_dsum_bytes(&r->d) + fattn__cg_bwd_dq_accum_bytes(&r->d);
+    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
         return st;
     return dev ? FATTN_OK : download_grads(r, &d);
 }
 
-/* Host or device tensors (cudnn_call_location): the inputs, Stats, the
+/* Host or device tensors (fattn__cudnn_call_location): the inputs, Stats, the
  * gradients, and Bias, dBias, dSoftmaxOffset where the graph has them. */
 static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
@@ -213,16 +213,16 @@ static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fa
         use[n++] = (cudnn_tensor_use){&p->d_bias, "dBias", false};
     if (r->d.f.sink)
         use[n++] = (cudnn_tensor_use){&p->d_softmax_offset, "dSoftmaxOffset", true};
-    fattn_status st = cudnn_call_location(use, n, "cuDNN backward", &r->device);
+    fattn_status st = fattn__cudnn_call_location(use, n, "cuDNN backward", &r->device);
     if (st == FATTN_OK && r->device)
-        st = cudnn_device_call_supported(&r->d.f, "cuDNN backward");
+        st = fattn__cudnn_device_call_supported(&r->d.f, "cuDNN backward");
     return st;
 }
 
 /* run_backward on an emptied arena, with the timing of this call only. */
 static fattn_status run_fresh(bwd_run *r, dev_arena *a)
 {
-    cudnn_dev_reset(a);
+    fattn__cudnn_dev_reset(a);
     memset(&r->e->timing, 0, sizeof r->e->timing);
     return run_backward(r, a);
 }
@@ -233,11 +233,11 @@ static fattn_status run_fresh(bwd_run *r, dev_arena *a)
  * wants the refusal). */
 static bool choose_route(const fattn_cudnn_plan_cache *pc, cg_bwd_desc *d)
 {
-    /* Never for the deterministic backward (cg_bwd_is_native): measured on
+    /* Never for the deterministic backward (fattn__cg_bwd_is_native): measured on
      * the H200 with cuDNN 9.28, the native op's engine repeats dQ not
      * bitwise although cuDNN does not note it non-deterministic. cuDNN 9.19's
      * operation graph refuses the op; 9.26 was the first seen to take it. */
-    d->native = pc->bwd_native && pc->cudnn_version >= 92600 && cg_bwd_is_native(d);
+    d->native = pc->bwd_native && pc->cudnn_version >= 92600 && fattn__cg_bwd_is_native(d);
     if (!d->deterministic || !pc->det_ordered)
         return d->native;
     if (pc->det_tag.on && !d->dbias && !d->f.fp8) {
@@ -245,22 +245,22 @@ static bool choose_route(const fattn_cudnn_plan_cache *pc, cg_bwd_desc *d)
         d->pin = pc->det_tag;
         return false;
     }
-    d->ordered_dq = cg_bwd_ordered_pin(d, pc->cudnn_version, pc->cc_major, &d->pin);
+    d->ordered_dq = fattn__cg_bwd_ordered_pin(d, pc->cudnn_version, pc->cc_major, &d->pin);
     return d->ordered_dq;
 }
 
-fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
+fattn_status fattn__cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
                               const fattn_bwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = c->t0; /* validation in the dispatch counts as fattn's host time */
     if (p->fp8)
-        return cudnn_fp8_bwd(e, p, c);
+        return fattn__cudnn_fp8_bwd(e, p, c);
     bwd_run r;
     memset(&r, 0, sizeof r);
     r.e = e;
     r.p = p;
-    fattn_status st = cg_bwd_desc_from_geom(c->geom, p, &r.d);
+    fattn_status st = fattn__cg_bwd_desc_from_geom(c->geom, p, &r.d);
     if (st != FATTN_OK)
         return st;
     if (e->force_det)

@@ -2,7 +2,7 @@
  * CUDA runtime entry points, and plans lowered from a cg_graph.
  *
  * libfattn has no link-time dependency on libcudnn or libcudart: both are
- * dlopen'ed on first use (cudnn_api_load), so a CUDA-enabled build still runs
+ * dlopen'ed on first use (fattn__cudnn_api_load), so a CUDA-enabled build still runs
  * the CPU engine on a machine without them. The cuDNN and CUDA headers are
  * used for types and enum values only.
  */
@@ -22,7 +22,7 @@
 /* The softmax operation arrived in cuDNN 9.20's headers; against older ones
  * (the reference build's 9.19) its enum values, which a header release never
  * renumbers, come from cudnn_graph.h of 9.20 and later. The engine lowers it
- * only when the loaded library is >= 9.21 (cg_fwd_check_version). */
+ * only when the loaded library is >= 9.21 (fattn__cg_fwd_check_version). */
 #if CUDNN_VERSION < 92000
 #define CUDNN_BACKEND_OPERATION_SOFTMAX_DESCRIPTOR ((cudnnBackendDescriptorType_t)45)
 #define CUDNN_ATTR_OPERATION_SOFTMAX_XDESC ((cudnnBackendAttributeName_t)3100)
@@ -81,20 +81,20 @@ typedef struct cudnn_api {
  * -Dcudnn_dir, then the loader's path ("libcudnn.so.9"); for the runtime its
  * named path, then libcudart.so, .so.13, .so.12. Returns NULL with
  * fattn_error set (FATTN_E_UNSUPPORTED) when a library is missing. */
-const cudnn_api *cudnn_api_load(bool want_cudart);
+const cudnn_api *fattn__cudnn_api_load(bool want_cudart);
 
 /* "<status name>: <cudnnGetLastErrorString>" for messages. */
-fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what);
+fattn_status fattn__cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what);
 
 /* Revision of the lowering (lower.c): bump it whenever the descriptors
- * built for a given cg_dump change (an attribute set or dropped, an
+ * built for a given fattn__cg_dump change (an attribute set or dropped, an
  * alignment, a flag) without the dump changing. It is part of the plan
  * store's key (plan_store.h), so plans stored by an older lowering are not
  * restored. */
 #define CUDNN_LOWERING_REVISION 1
 
 /* A lowered graph: every backend descriptor it created stays alive until
- * cudnn_plan_free. Without a handle (no GPU) lowering stops after the
+ * fattn__cudnn_plan_free. Without a handle (no GPU) lowering stops after the
  * operation graph finalizes (plan == NULL). */
 typedef struct cudnn_plan {
     const cudnn_api *api;
@@ -109,21 +109,21 @@ typedef struct cudnn_plan {
     double build_seconds;             /* build, or restore from the plan store */
     /* The engine carries CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION: its kernels
      * are compiled when the plan finalizes, and only such plans can be
-     * serialized (cudnn_plan_serialize). */
+     * serialized (fattn__cudnn_plan_serialize). */
     bool runtime_compiled;
-    bool from_store;                  /* restored by cudnn_plan_deserialize */
+    bool from_store;                  /* restored by fattn__cudnn_plan_deserialize */
 } cudnn_plan;
 
 /* Lower g to descriptors; with a handle also run heuristics mode A and keep
  * the first config whose plan finalizes. */
-fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+fattn_status fattn__cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
                               cudnn_plan **out);
 /* The same with heuristics `mode` and, for index >= 0, exactly config
  * `index` of its results (FATTN_E_UNSUPPORTED when there is none or it does
  * not finalize; p->configs says how many the mode offers); det_only skips
  * configs whose engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC. The
  * autotune mode's candidates (plans.c). */
-fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out);
 /* The plan of engine `engine` (its global index) with knobs types[i] (a
@@ -134,12 +134,12 @@ fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
  * With range non-NULL, also the range cuDNN declares for knob `range_of`
  * of that engine ({min, max, stride}; all 0 when it declares none), filled
  * even when the plan fails. */
-fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                                     const cg_graph *g, int64_t engine, int nknobs,
                                     const int32_t *types, const int64_t *values,
                                     bool det_only, int64_t range_of, int64_t range[3],
                                     cudnn_plan **out);
-void cudnn_plan_free(cudnn_plan *p);
+void fattn__cudnn_plan_free(cudnn_plan *p);
 
 /* The serialized form of a built plan: the bytes cuDNN returns for
  * CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION (CUDNN_TYPE_CHAR; count
@@ -148,9 +148,9 @@ void cudnn_plan_free(cudnn_plan *p);
  * refused here without asking (FATTN_E_UNSUPPORTED), as is one cuDNN
  * refuses (FATTN_E_UNSUPPORTED with cuDNN's reason). A plan restored from
  * the store is not serialized again (FATTN_E_INVALID_ARG). */
-fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len);
+fattn_status fattn__cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len);
 
-/* Restore a plan from cudnn_plan_serialize's bytes: a new execution-plan
+/* Restore a plan from fattn__cudnn_plan_serialize's bytes: a new execution-plan
  * descriptor with the bytes (JSON_REPRESENTATION) and the handle
  * (EXECUTION_PLAN_HANDLE: cuDNN compiles nothing, but needs the device),
  * finalized; no operation graph and no engine config are needed. The tag,
@@ -159,16 +159,16 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
  * no tensor or operation-graph descriptors (op_graph NULL); it executes
  * with the variant pack of the graph it was built for. FATTN_E_CUDNN when
  * cuDNN refuses the bytes (other version, other device, damaged). */
-fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
                                     const void *blob, size_t len, cudnn_plan **out);
 
-/* Plans execute through plans.c (cudnn_execute_plan), which keeps each
+/* Plans execute through plans.c (fattn__cudnn_execute_plan), which keeps each
  * plan's variant pack. */
 
 /* An engine tag ("eng6_k14=-1_k24=26", len bytes) without its knobs whose
  * value is -1, into out (cap bytes, NUL-terminated, truncated to fit): how
  * the plan store compares the tag of a restored plan with the one recorded
  * when it was built. */
-void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap);
+void fattn__cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap);
 
 #endif /* FATTN_CUDNN_INTERNAL_H */

@@ -10,7 +10,7 @@
 #include "cudnn/engine_internal.h"
 #include "fattn/cudnn.h"
 
-double cudnn_now_s(void)
+double fattn__cudnn_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -70,8 +70,8 @@ static const fattn_engine_ops cudnn_ops = {
     .name = "cudnn",
     .who_fwd = "cuDNN forward",
     .who_bwd = "cuDNN backward",
-    .fwd = cudnn_engine_fwd,
-    .bwd = cudnn_engine_bwd,
+    .fwd = fattn__cudnn_engine_fwd,
+    .bwd = fattn__cudnn_engine_bwd,
     .supports = cudnn_engine_supports,
     .report = cudnn_engine_report,
     .free = cudnn_engine_free,
@@ -87,12 +87,12 @@ const char *fattn_cudnn_engine_settings(const fattn_engine *e)
 
 bool fattn_cudnn_library_loadable(void)
 {
-    return cudnn_api_load(false) != NULL;
+    return fattn__cudnn_api_load(false) != NULL;
 }
 
 bool fattn_cudnn_available(void)
 {
-    const cudnn_api *api = cudnn_api_load(true);
+    const cudnn_api *api = fattn__cudnn_api_load(true);
     if (!api)
         return false;
     int n = 0;
@@ -111,7 +111,7 @@ fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out)
     out->cudnn_header_version = CUDNN_VERSION;
     if (!fattn_cudnn_available())
         return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
-    const cudnn_api *api = cudnn_api_load(true);
+    const cudnn_api *api = fattn__cudnn_api_load(true);
     out->cudnn_version = (int64_t)api->GetVersion();
     snprintf(out->cudnn_library, sizeof out->cudnn_library, "%s", api->cudnn_path);
     api->cudaRuntimeGetVersion(&out->cuda_runtime_version);

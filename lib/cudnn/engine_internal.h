@@ -33,7 +33,7 @@ typedef struct dev_arena {
     int n;    /* slots given to the current call */
 } dev_arena;
 
-/* A cached plan: the binary key of its graph (cg_key), the resolved
+/* A cached plan: the binary key of its graph (fattn__cg_key), the resolved
  * description that last produced that graph with the graph itself (a call
  * whose description matches byte for byte uses this graph and builds
  * none), and the variant pack of its last execution (reused while the
@@ -82,10 +82,10 @@ struct fattn_cudnn_plan_cache {
      * cuDNN declares for it (plans.c sweep_knobs). */
     bool autotune_knobs;
     /* FATTN_CUDNN_BWD=native: a backward the native SDPA_BWD op takes
-     * (cg_bwd_is_native) is built as that op instead of the composite graph. */
+     * (fattn__cg_bwd_is_native) is built as that op instead of the composite graph. */
     bool bwd_native;
     /* FATTN_CUDNN_DET=ordered: the deterministic backward through cuDNN's
-     * ordered dQ accumulation where cuDNN has it (cg_bwd_ordered_pin), else
+     * ordered dQ accumulation where cuDNN has it (fattn__cg_bwd_ordered_pin), else
      * the direct-dQ graph; FATTN_CUDNN_DET_TAG=<engine tag> pins that config
      * instead (any cuDNN version: for probing). */
     bool det_ordered;
@@ -144,7 +144,7 @@ typedef struct cudnn_engine {
     char platform[160];     /* the golden platform key (report) */
 } cudnn_engine;
 
-double cudnn_now_s(void);
+double fattn__cudnn_now_s(void);
 
 /* ---- transfer.c ---------------------------------------------------------- */
 
@@ -164,30 +164,30 @@ typedef struct ragged_src {
     int64_t mult;
 } ragged_src;
 
-fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what);
-fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out);
-fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out);
+fattn_status fattn__cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what);
+fattn_status fattn__cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out);
+fattn_status fattn__cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out);
 /* A call's start: every slot free for it again (nothing is freed). */
-void cudnn_dev_reset(dev_arena *a);
-void cudnn_dev_free_all(dev_arena *a);
+void fattn__cudnn_dev_reset(dev_arena *a);
+void fattn__cudnn_dev_free_all(dev_arena *a);
 /* Stats' element count in the graph's layout ([b,h,sq] or ragged [t_q,h])
  * and its float32 bytes, checked: the geometry bounds b*h*sq, not the bytes. */
-fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes);
+fattn_status fattn__cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes);
 /* Bytes spanned by a view (its last element's offset + 1, times the size). */
-size_t cudnn_view_bytes(const fattn_tensor *t);
-int64_t cudnn_cu_at(const fattn_tensor *t, int64_t i);
-void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs);
-fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
+size_t fattn__cudnn_view_bytes(const fattn_tensor *t);
+int64_t fattn__cudnn_cu_at(const fattn_tensor *t, int64_t i);
+void fattn__cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs);
+fattn_status fattn__cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
                                  cg_dtype dt, dev_bindings *d);
-fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
+fattn_status fattn__cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
                                  const int64_t rng[2], dev_bindings *d);
-fattn_status cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out);
-void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
+fattn_status fattn__cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out);
+void fattn__cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
                      const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
                      int64_t width);
-fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes);
+fattn_status fattn__cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes);
 
-/* One tensor of a call, for cudnn_call_location: its name in messages and
+/* One tensor of a call, for fattn__cudnn_call_location: its name in messages and
  * whether the graph needs it contiguous when it is bound as it is. */
 typedef struct cudnn_tensor_use {
     const fattn_tensor *t;
@@ -197,15 +197,15 @@ typedef struct cudnn_tensor_use {
 /* Whether the call's tensors are device tensors (*device; use[0], Q, decides):
  * every non-empty one on the same side (FATTN_E_INVALID_ARG otherwise), and
  * device ones 16-byte aligned and, where asked, contiguous (FATTN_E_LAYOUT). */
-fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
+fattn_status fattn__cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
                                  bool *device);
 /* FATTN_E_UNSUPPORTED for a device call whose outputs have undefined rows
  * (padding mask, THD). */
-fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who);
+fattn_status fattn__cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who);
 /* A device call binds the caller's pointer; a host call uploads the view
  * (input) or takes an arena buffer of `bytes` (output). */
-fattn_status cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out);
-fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
+fattn_status fattn__cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out);
+fattn_status fattn__cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
                                void **out);
 
 /* ---- plans.c ------------------------------------------------------------- */
@@ -217,24 +217,24 @@ fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device,
  * graph), else the plan store or a build into a new entry. Notes where the
  * plan came from in e's timing and last_plan_source. */
 typedef fattn_status (*cudnn_graph_builder)(cg_graph *g, const void *desc);
-fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
+fattn_status fattn__cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
                             cudnn_graph_builder build, plan_entry **out);
 /* Grow the cache's workspace, execute pe's plan (its variant pack reused
  * when ptrs are those of the last execution); then e's timed repeats.
  * host_pre is the host time the call spent before its first copy. */
-fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
+fattn_status fattn__cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
                                 double host_pre);
 
 /* ---- forward.c, backward.c ----------------------------------------------- */
 
-fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
+fattn_status fattn__cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
                               const fattn_fwd_call *c);
-fattn_status cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
+fattn_status fattn__cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params *p,
                               const fattn_bwd_call *c);
 
 /* ---- fp8_run.c: FP8 calls (the dispatch's FP8 branch) --------------------- */
 
-fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
-fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
+fattn_status fattn__cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c);
+fattn_status fattn__cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c);
 
 #endif /* FATTN_CUDNN_ENGINE_INTERNAL_H */

@@ -21,7 +21,7 @@ typedef struct fwd_run {
 
 static fattn_status build_graph(cg_graph *g, const void *desc)
 {
-    return cg_build_fwd(g, desc);
+    return fattn__cg_build_fwd(g, desc);
 }
 
 static void note_route(cudnn_engine *e, const cg_graph *g, const cg_fwd_desc *d)
@@ -40,7 +40,7 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
 static fattn_status bind_max(fwd_run *r, dev_arena *a, int64_t n, size_t bytes, dev_bindings *d)
 {
     cudnn_engine *e = r->e;
-    fattn_status st = cudnn_bind_output(a, &r->max, r->device, bytes, &d->p[CG_ROLE_MAX]);
+    fattn_status st = fattn__cudnn_bind_output(a, &r->max, r->device, bytes, &d->p[CG_ROLE_MAX]);
     if (st != FATTN_OK || !e->max_dst)
         return st;
     if (n > e->max_cap)
@@ -55,7 +55,7 @@ static fattn_status bind_max(fwd_run *r, dev_arena *a, int64_t n, size_t bytes, 
         h[i] = e->max_fill;
     cudaError_t ce = e->api->cudaMemcpy(d->p[CG_ROLE_MAX], h, bytes, cudaMemcpyHostToDevice);
     free(h);
-    return ce == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(e->api, ce, "cudaMemcpy H2D (Max fill)");
+    return ce == cudaSuccess ? FATTN_OK : fattn__cudnn_cuda_fail(e->api, ce, "cudaMemcpy H2D (Max fill)");
 }
 
 static fattn_status run_forward(fwd_run *r, dev_arena *a)
@@ -64,14 +64,14 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
     const fattn_geom *geom = r->geom;
     const cudnn_api *api = r->e->api;
     plan_entry *pe = NULL;
-    fattn_status st = cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
+    fattn_status st = fattn__cudnn_get_plan(r->e, &r->d, sizeof r->d, build_graph, &pe);
     if (st != FATTN_OK)
         return st;
     const cg_graph *g = pe->g;
     const cudnn_plan *plan = pe->plan;
     note_route(r->e, g, &r->d);
     snprintf(r->e->last_tag, sizeof r->e->last_tag, "%s", plan->tag);
-    double host_pre = cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
+    double host_pre = fattn__cudnn_now_s() - r->e->call_t0 - r->e->timing.plan_build_s;
 
     int64_t b = geom->b, h = geom->h;
     void *mask = NULL;
@@ -83,32 +83,32 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: the dropout mask needs %lld floats, "
                            "the capture buffer holds %lld", (long long)mask_n,
                            (long long)r->e->mask_cap);
-    if (mask_n && (st = cudnn_dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
+    if (mask_n && (st = fattn__cudnn_dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
         return st;
     dev_bindings d = {{NULL}};
     d.p[CG_ROLE_RNG_DUMP] = mask;
-    size_t o_bytes = cudnn_view_bytes(&p->attn.o);
+    size_t o_bytes = fattn__cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
-    if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)))
+    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)))
         return st;
     bool dev = r->device;
-    if ((st = cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_bind_output(a, &p->attn.o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
+    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
+        (st = fattn__cudnn_bind_output(a, &p->attn.o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
+        (st = fattn__cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
         return st;
     if (r->d.max_output && (st = bind_max(r, a, stats_n, stats_bytes, &d)))
         return st;
-    if (r->d.bias && (st = cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])))
+    if (r->d.bias && (st = fattn__cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])))
         return st;
     int64_t rng[2] = {0, 0};
     if (r->d.dropout > 0.0f) {
         rng[0] = ((const int64_t *)p->rng_state.data)[0];
         rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
     }
-    if ((st = cudnn_upload_common(a, &r->d, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &r->d, geom, rng, &d)))
         return st;
     if (r->d.ragged_q || r->d.ragged_kv) {
         const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
@@ -121,26 +121,26 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_O, rq, cq, cqp, p->attn.o.strides[0]},
             {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
         };
-        if ((st = cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
+        if ((st = fattn__cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
                                       &d)))
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];
-    cudnn_bind_tensors(g, &d, ptrs);
-    if ((st = cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
+    fattn__cudnn_bind_tensors(g, &d, ptrs);
+    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
         return st;
     cudaError_t ce;
     if (mask) {
         ce = api->cudaMemcpy(r->e->mask_dst, mask, (size_t)mask_n * sizeof(float),
                              cudaMemcpyDeviceToHost);
         if (ce != cudaSuccess)
-            return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
+            return fattn__cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (dropout mask)");
     }
     if (r->d.max_output && r->e->max_dst) {
         ce = api->cudaMemcpy(r->e->max_dst, d.p[CG_ROLE_MAX], stats_bytes,
                              cudaMemcpyDeviceToHost);
         if (ce != cudaSuccess)
-            return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (Max capture)");
+            return fattn__cudnn_cuda_fail(api, ce, "cudaMemcpy D2H (Max capture)");
     }
     return dev ? FATTN_OK : copy_back(r, &d, o_bytes, stats_bytes);
 }
@@ -174,7 +174,7 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
         free(ho);
         free(hs);
         free(hm);
-        return cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+        return fattn__cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
     }
     size_t esz = fattn_dtype_size(p->attn.o.dtype);
     size_t row = (size_t)geom->dv * esz;
@@ -182,13 +182,13 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < geom->len_q[bi]; i++)
             for (int64_t n = 0; n < h; n++) {
-                int64_t off = fattn_geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi, i, n);
+                int64_t off = fattn__geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi, i, n);
                 memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
                 int64_t si = geom->thd_stats ? ((int64_t)geom->off_q[bi] + i) * h + n
                                              : (bi * h + n) * geom->sq + i;
-                sdst[fattn_geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
+                sdst[fattn__geom_stats_offset(geom, &r->stats, bi, n, i)] = hs[si];
                 if (has_max)
-                    mdst[fattn_geom_stats_offset(geom, &r->max, bi, n, i)] = hm[si];
+                    mdst[fattn__geom_stats_offset(geom, &r->max, bi, n, i)] = hm[si];
             }
     free(ho);
     free(hs);
@@ -196,21 +196,21 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
     return FATTN_OK;
 }
 
-fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
+fattn_status fattn__cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
                               const fattn_fwd_call *c)
 {
     cudnn_engine *e = (cudnn_engine *)base;
     e->call_t0 = c->t0; /* validation in the dispatch counts as fattn's host time */
     if (p->fp8)
-        return cudnn_fp8_fwd(e, p, c);
+        return fattn__cudnn_fp8_fwd(e, p, c);
     fwd_run r;
     memset(&r, 0, sizeof r);
     r.e = e;
     r.p = p;
-    fattn_status st = cg_fwd_desc_from_geom(c->geom, p, &r.d);
+    fattn_status st = fattn__cg_fwd_desc_from_geom(c->geom, p, &r.d);
     if (st != FATTN_OK)
         return st;
-    if ((st = cg_fwd_check_version(&r.d, e->pc->cudnn_version)))
+    if ((st = fattn__cg_fwd_check_version(&r.d, e->pc->cudnn_version)))
         return st;
     r.d.rng_dump = e->mask_dst && r.d.dropout > 0.0f;
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
@@ -226,11 +226,11 @@ fattn_status cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,
         use[nuse++] = (cudnn_tensor_use){&p->bias, "Bias", false};
     if (r.d.max_output)
         use[nuse++] = (cudnn_tensor_use){&c->max, "Max", true};
-    if ((st = cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) ||
-        (r.device && (st = cudnn_device_call_supported(&r.d, "cuDNN forward"))))
+    if ((st = fattn__cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) ||
+        (r.device && (st = fattn__cudnn_device_call_supported(&r.d, "cuDNN forward"))))
         return st;
     dev_arena *arena = &e->pc->arena[0];
-    cudnn_dev_reset(arena);
+    fattn__cudnn_dev_reset(arena);
     memset(&e->timing, 0, sizeof e->timing);
     return run_forward(&r, arena);
 }

@@ -37,7 +37,7 @@ static float out_scale(fattn_dtype t, float scale)
 static fattn_status upload_scalars(dev_arena *a, const fp8_scalars *s, dev_bindings *d)
 {
     void *dev = NULL;
-    fattn_status st = cudnn_dev_upload(a, s->v, sizeof s->v, &dev);
+    fattn_status st = fattn__cudnn_dev_upload(a, s->v, sizeof s->v, &dev);
     if (st != FATTN_OK)
         return st;
     for (int r = CG_ROLE_DESCALE_Q; r <= CG_ROLE_AMAX_DV; r++)
@@ -45,25 +45,25 @@ static fattn_status upload_scalars(dev_arena *a, const fp8_scalars *s, dev_bindi
     return FATTN_OK;
 }
 
-/* The arch refusals (cg_fp8_check_arch) for the engine's device. */
+/* The arch refusals (fattn__cg_fp8_check_arch) for the engine's device. */
 static fattn_status check_device(const cudnn_engine *e, const cg_fwd_desc *d, bool backward)
 {
     int major = 0;
     cudaError_t ce = e->api->cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                                     e->pc->device);
     if (ce != cudaSuccess)
-        return cudnn_cuda_fail(e->api, ce, "cudaDeviceGetAttribute (compute capability)");
-    return cg_fp8_check_arch(d, major, backward);
+        return fattn__cudnn_cuda_fail(e->api, ce, "cudaDeviceGetAttribute (compute capability)");
+    return fattn__cg_fp8_check_arch(d, major, backward);
 }
 
 static fattn_status build_fwd(cg_graph *g, const void *desc)
 {
-    return cg_build_fwd(g, desc);
+    return fattn__cg_build_fwd(g, desc);
 }
 
 static fattn_status build_bwd(cg_graph *g, const void *desc)
 {
-    return cg_build_bwd(g, desc);
+    return fattn__cg_build_bwd(g, desc);
 }
 
 /* O's defined rows and Stats back from the device. */
@@ -77,9 +77,9 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
     if (!ho || !hs)
         st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
     if (st == FATTN_OK)
-        st = cudnn_download(e->api, ho, d->p[CG_ROLE_O], o_bytes);
+        st = fattn__cudnn_download(e->api, ho, d->p[CG_ROLE_O], o_bytes);
     if (st == FATTN_OK)
-        st = cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
+        st = fattn__cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
     if (st == FATTN_OK) {
         size_t esz = fattn_dtype_size(p->attn.o.dtype), row = (size_t)geom->dv * esz;
         int64_t h = geom->h;
@@ -87,10 +87,10 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
         for (int64_t bi = 0; bi < geom->b; bi++)
             for (int64_t i = 0; i < geom->len_q[bi]; i++)
                 for (int64_t n = 0; n < h; n++) {
-                    int64_t off = fattn_geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi,
+                    int64_t off = fattn__geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi,
                                                         i, n);
                     memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
-                    sdst[fattn_geom_stats_offset(geom, stats, bi, n, i)] =
+                    sdst[fattn__geom_stats_offset(geom, stats, bi, n, i)] =
                         hs[(bi * h + n) * geom->sq + i];
                 }
     }
@@ -109,7 +109,7 @@ static fattn_status refuse_device(const fattn_tensor *q, const char *who)
                        "path (host tensors only)", who);
 }
 
-fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c)
+fattn_status fattn__cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c)
 {
     const fattn_fp8_fwd *f = p->fp8;
     assert(f && c && c->geom);
@@ -120,21 +120,21 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 forward: amax_s and amax_o must point "
                            "at a float each");
     cg_fwd_desc desc;
-    st = cg_fwd_desc_from_geom(c->geom, p, &desc);
+    st = fattn__cg_fwd_desc_from_geom(c->geom, p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc, false);
     if (st != FATTN_OK)
         return st;
     const fattn_geom *geom = c->geom;
     dev_arena *a = &e->pc->arena[0];
-    cudnn_dev_reset(a);
+    fattn__cudnn_dev_reset(a);
     memset(&e->timing, 0, sizeof e->timing);
     plan_entry *pe = NULL;
-    if ((st = cudnn_get_plan(e, &desc, sizeof desc, build_fwd, &pe)))
+    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_fwd, &pe)))
         return st;
     snprintf(e->last_route, sizeof e->last_route, "fp8");
     snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
-    double host_pre = cudnn_now_s() - e->call_t0 - e->timing.plan_build_s;
+    double host_pre = fattn__cudnn_now_s() - e->call_t0 - e->timing.plan_build_s;
 
     dev_bindings d = {{NULL}};
     fp8_scalars s = {{0}};
@@ -144,15 +144,15 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
     put(&s, CG_ROLE_DESCALE_S, f->descale_s);
     put(&s, CG_ROLE_SCALE_S, f->scale_s);
     put(&s, CG_ROLE_SCALE_O, out_scale(p->attn.o.dtype, f->scale_o));
-    size_t o_bytes = cudnn_view_bytes(&p->attn.o);
+    size_t o_bytes = fattn__cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
-    if ((st = cudnn_stats_count(geom, &stats_n, &stats_bytes)) ||
-        (st = cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])) ||
+    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
+        (st = fattn__cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
+        (st = fattn__cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])) ||
         (st = upload_scalars(a, &s, &d)))
         return st;
     int64_t rng[2] = {0, 0};
@@ -160,13 +160,13 @@ fattn_status cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, const fat
         rng[0] = ((const int64_t *)p->rng_state.data)[0];
         rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
     }
-    if ((st = cudnn_upload_common(a, &desc, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &desc, geom, rng, &d)))
         return st;
     void *ptrs[CG_MAX_TENSORS];
-    cudnn_bind_tensors(pe->g, &d, ptrs);
-    if ((st = cudnn_execute_plan(e, pe, ptrs, host_pre)))
+    fattn__cudnn_bind_tensors(pe->g, &d, ptrs);
+    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)))
         return st;
-    if ((st = cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
+    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
         return st;
     *f->amax_s = get(&s, CG_ROLE_AMAX_S);
     *f->amax_o = get(&s, CG_ROLE_AMAX_O);
@@ -180,7 +180,7 @@ static fattn_status bwd_upload_stats(dev_arena *a, const fattn_geom *geom,
 {
     int64_t n_el;
     size_t bytes;
-    fattn_status st = cudnn_stats_count(geom, &n_el, &bytes);
+    fattn_status st = fattn__cudnn_stats_count(geom, &n_el, &bytes);
     if (st != FATTN_OK)
         return st;
     float *hs = calloc((size_t)n_el, sizeof(float));
@@ -191,8 +191,8 @@ static fattn_status bwd_upload_stats(dev_arena *a, const fattn_geom *geom,
         for (int64_t i = 0; i < geom->len_q[bi]; i++)
             for (int64_t n = 0; n < geom->h; n++)
                 hs[(bi * geom->h + n) * geom->sq + i] =
-                    src[fattn_geom_stats_offset(geom, stats, bi, n, i)];
-    st = cudnn_dev_upload(a, hs, bytes, &d->p[CG_ROLE_STATS]);
+                    src[fattn__geom_stats_offset(geom, stats, bi, n, i)];
+    st = fattn__cudnn_dev_upload(a, hs, bytes, &d->p[CG_ROLE_STATS]);
     free(hs);
     return st;
 }
@@ -205,16 +205,16 @@ static fattn_status bwd_download(cudnn_engine *e, const fattn_bwd_params *p,
     const cg_role roles[3] = {CG_ROLE_DQ, CG_ROLE_DK, CG_ROLE_DV};
     fattn_status st = FATTN_OK;
     for (int t = 0; t < 3 && st == FATTN_OK; t++) {
-        size_t bytes = cudnn_view_bytes(outs[t]);
+        size_t bytes = fattn__cudnn_view_bytes(outs[t]);
         char *hbuf = malloc(bytes);
         if (!hbuf)
             return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = cudnn_download(e->api, hbuf, d->p[roles[t]], bytes);
+        st = fattn__cudnn_download(e->api, hbuf, d->p[roles[t]], bytes);
         if (st == FATTN_OK && t == 0)
-            cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, geom->b,
+            fattn__cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, geom->b,
                             geom->h, geom->d);
         else if (st == FATTN_OK)
-            cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, geom->b,
+            fattn__cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, geom->b,
                             geom->hg, t == 1 ? geom->d : geom->dv);
         free(hbuf);
     }
@@ -239,7 +239,7 @@ static void bwd_scalars(const fattn_bwd_params *p, fp8_scalars *s)
     put(s, CG_ROLE_SCALE_DV, out_scale(p->dv.dtype, f->scale_dv));
 }
 
-fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c)
+fattn_status fattn__cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
     const fattn_fp8_bwd *f = p->fp8;
     assert(f && c && c->geom);
@@ -250,7 +250,7 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 backward: amax_dp, amax_dq, amax_dk "
                            "and amax_dv must point at a float each");
     cg_bwd_desc desc;
-    st = cg_bwd_desc_from_geom(c->geom, p, &desc);
+    st = fattn__cg_bwd_desc_from_geom(c->geom, p, &desc);
     if (st == FATTN_OK)
         st = check_device(e, &desc.f, true);
     if (st != FATTN_OK)
@@ -259,37 +259,37 @@ fattn_status cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, const fat
     desc.deterministic = false;
     const fattn_geom *geom = c->geom;
     dev_arena *a = &e->pc->arena[1];
-    cudnn_dev_reset(a);
+    fattn__cudnn_dev_reset(a);
     memset(&e->timing, 0, sizeof e->timing);
     plan_entry *pe = NULL;
-    if ((st = cudnn_get_plan(e, &desc, sizeof desc, build_bwd, &pe)))
+    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_bwd, &pe)))
         return st;
     snprintf(e->last_route, sizeof e->last_route, "bwd-fp8");
     snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
-    double host_pre = cudnn_now_s() - e->call_t0 - e->timing.plan_build_s;
+    double host_pre = fattn__cudnn_now_s() - e->call_t0 - e->timing.plan_build_s;
 
     dev_bindings d = {{NULL}};
     fp8_scalars s;
     bwd_scalars(p, &s);
-    if ((st = cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
-        (st = cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
-        (st = cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
-        (st = cudnn_upload_view(a, &p->attn.o, &d.p[CG_ROLE_O])) ||
-        (st = cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = cudnn_dev_alloc(a, cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
+    if ((st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.o, &d.p[CG_ROLE_O])) ||
+        (st = fattn__cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
         (st = bwd_upload_stats(a, geom, &c->stats, &d)) || (st = upload_scalars(a, &s, &d)))
         return st;
     int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
-    if ((st = cudnn_upload_common(a, &desc.f, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &desc.f, geom, rng, &d)))
         return st;
     void *ptrs[CG_MAX_TENSORS];
-    cudnn_bind_tensors(pe->g, &d, ptrs);
+    fattn__cudnn_bind_tensors(pe->g, &d, ptrs);
     e->last_workspace = pe->plan->workspace > 0 ? pe->plan->workspace : 0;
-    if ((st = cudnn_execute_plan(e, pe, ptrs, host_pre)))
+    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)))
         return st;
-    if ((st = cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
+    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
         return st;
     *f->amax_dp = get(&s, CG_ROLE_AMAX_DP);
     *f->amax_dq = get(&s, CG_ROLE_AMAX_DQ);

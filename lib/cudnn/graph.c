@@ -21,13 +21,13 @@
 
 /* ---- names ---------------------------------------------------------------- */
 
-const char *cg_dtype_name(cg_dtype t)
+const char *fattn__cg_dtype_name(cg_dtype t)
 {
     static const char *const n[] = {"f32", "f16", "bf16", "i32", "i64", "bool", "e4m3", "e5m2"};
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
 }
 
-const char *cg_pw_mode_name(cg_pw_mode m)
+const char *fattn__cg_pw_mode_name(cg_pw_mode m)
 {
     static const char *const n[] = {"ADD",    "SUB",    "MUL",    "DIV",         "MAX",
                                     "EXP",    "LOG",    "IDENTITY", "CMP_GE",    "CMP_GT",
@@ -35,12 +35,12 @@ const char *cg_pw_mode_name(cg_pw_mode m)
     return (unsigned)m < sizeof n / sizeof n[0] ? n[m] : "?";
 }
 
-const char *cg_red_mode_name(cg_red_mode m)
+const char *fattn__cg_red_mode_name(cg_red_mode m)
 {
     return m == CG_RED_MAX ? "MAX" : m == CG_RED_ADD ? "ADD" : m == CG_RED_AMAX ? "AMAX" : "?";
 }
 
-const char *cg_op_kind_name(cg_op_kind k)
+const char *fattn__cg_op_kind_name(cg_op_kind k)
 {
     static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
                                     "RESHAPE",  "SDPA_BWD", "SOFTMAX",
@@ -48,7 +48,7 @@ const char *cg_op_kind_name(cg_op_kind k)
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
-const char *cg_role_name(cg_role r)
+const char *fattn__cg_role_name(cg_role r)
 {
     static const char *const n[] = {"-",     "q",     "k",      "v",       "o",     "stats",
                                     "bias",  "sink",  "alibi",  "seq_q",   "seq_kv", "rag_q",
@@ -63,7 +63,7 @@ const char *cg_role_name(cg_role r)
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 
-int cg_find_uid(const cg_graph *g, int64_t uid)
+int fattn__cg_find_uid(const cg_graph *g, int64_t uid)
 {
     for (int i = 0; i < g->nt; i++)
         if (g->t[i].uid == uid)
@@ -74,7 +74,7 @@ int cg_find_uid(const cg_graph *g, int64_t uid)
 /* ---- parameters -> description -------------------------------------------- */
 
 /* A 4-D (or THD 3-D) view in cuDNN's [b, h, s, d] order. */
-fattn_status cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
+fattn_status fattn__cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *name,
                          int64_t b, int64_t smax, int64_t dims[4], int64_t strides[4])
 {
     if (fattn_tensor_is_empty(t))
@@ -120,14 +120,14 @@ fattn_status cgb_to_bhsd(const fattn_tensor *t, fattn_qkv_format f, const char *
 /* ---- building ------------------------------------------------------------- */
 
 
-void cgb_contiguous(const int64_t dims[4], int64_t strides[4])
+void fattn__cgb_contiguous(const int64_t dims[4], int64_t strides[4])
 {
     strides[3] = 1;
     for (int i = 2; i >= 0; i--)
         strides[i] = strides[i + 1] * dims[i + 1];
 }
 
-int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
+int fattn__cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4],
                    const int64_t strides[4], bool is_virtual, bool by_value, cg_role role,
                    int64_t uid)
 {
@@ -147,7 +147,7 @@ int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dim
     t->dtype = dt;
     int64_t cs[4];
     if (!strides) {
-        cgb_contiguous(dims, cs);
+        fattn__cgb_contiguous(dims, cs);
         strides = cs;
     }
     for (int i = 0; i < 4; i++)
@@ -159,30 +159,30 @@ int cgb_add_tensor(builder *bd, const char *name, cg_dtype dt, const int64_t dim
     return g->nt++;
 }
 
-int cgb_virt(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4])
+int fattn__cgb_virt(builder *bd, const char *name, cg_dtype dt, const int64_t dims[4])
 {
-    return cgb_add_tensor(bd, name, dt, dims, NULL, true, false, CG_ROLE_NONE, -1);
+    return fattn__cgb_add_tensor(bd, name, dt, dims, NULL, true, false, CG_ROLE_NONE, -1);
 }
 
-const int64_t cgb_one4[4] = {1, 1, 1, 1};
+const int64_t fattn__cgb_one4[4] = {1, 1, 1, 1};
 
-int cgb_scalar_f(builder *bd, const char *name, float v, int64_t uid)
+int fattn__cgb_scalar_f(builder *bd, const char *name, float v, int64_t uid)
 {
-    int i = cgb_add_tensor(bd, name, CG_F32, cgb_one4, cgb_one4, false, true, CG_ROLE_NONE, uid);
+    int i = fattn__cgb_add_tensor(bd, name, CG_F32, fattn__cgb_one4, fattn__cgb_one4, false, true, CG_ROLE_NONE, uid);
     if (bd->st == FATTN_OK)
         bd->g->t[i].value.f = v;
     return i;
 }
 
-int cgb_scalar_i(builder *bd, const char *name, int32_t v)
+int fattn__cgb_scalar_i(builder *bd, const char *name, int32_t v)
 {
-    int i = cgb_add_tensor(bd, name, CG_I32, cgb_one4, cgb_one4, false, true, CG_ROLE_NONE, -1);
+    int i = fattn__cgb_add_tensor(bd, name, CG_I32, fattn__cgb_one4, fattn__cgb_one4, false, true, CG_ROLE_NONE, -1);
     if (bd->st == FATTN_OK)
         bd->g->t[i].value.i = v;
     return i;
 }
 
-cg_op *cgb_add_op(builder *bd, cg_op_kind kind, const char *name)
+cg_op *fattn__cgb_add_op(builder *bd, cg_op_kind kind, const char *name)
 {
     cg_graph *g = bd->g;
     if (bd->st != FATTN_OK)
@@ -206,10 +206,10 @@ cg_op *cgb_add_op(builder *bd, cg_op_kind kind, const char *name)
 }
 
 /* Pointwise op into a given output. */
-void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+void fattn__cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
                  int x, int b, int t, int out)
 {
-    cg_op *o = cgb_add_op(bd, CG_OP_POINTWISE, name);
+    cg_op *o = fattn__cgb_add_op(bd, CG_OP_POINTWISE, name);
     if (!o)
         return;
     /* every index names a tensor already added (-1: no such input) */
@@ -223,7 +223,7 @@ void cgb_pw_into(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, 
 }
 
 /* Pointwise op with a new virtual output: dims broadcast over x and b. */
-int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
+int fattn__cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_t axis,
            int x, int b, int t, cg_dtype out_dt)
 {
     if (bd->st != FATTN_OK)
@@ -235,14 +235,14 @@ int cgb_pw(builder *bd, const char *name, cg_pw_mode mode, cg_dtype math, int64_
         if (b >= 0 && bd->g->t[b].dims[i] > dims[i])
             dims[i] = bd->g->t[b].dims[i];
     }
-    int out = cgb_virt(bd, name, out_dt, dims);
-    cgb_pw_into(bd, name, mode, math, axis, x, b, t, out);
+    int out = fattn__cgb_virt(bd, name, out_dt, dims);
+    fattn__cgb_pw_into(bd, name, mode, math, axis, x, b, t, out);
     return out;
 }
 
-void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int out)
+void fattn__cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int out)
 {
-    cg_op *o = cgb_add_op(bd, CG_OP_REDUCTION, name);
+    cg_op *o = fattn__cgb_add_op(bd, CG_OP_REDUCTION, name);
     if (!o)
         return;
     assert(x >= 0 && x < bd->g->nt && out >= 0 && out < bd->g->nt);
@@ -251,96 +251,96 @@ void cgb_red_into(builder *bd, const char *name, cg_red_mode mode, int x, int ou
     o->out = out;
 }
 
-int cgb_ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
+int fattn__cgb_ragged_tensor(builder *bd, const char *name, cg_dtype dt, int64_t b, cg_role role,
                       int64_t uid)
 {
     int64_t dims[4] = {b + 1, 1, 1, 1};
-    return cgb_add_tensor(bd, name, dt, dims, cgb_one4, false, false, role, uid);
+    return fattn__cgb_add_tensor(bd, name, dt, dims, fattn__cgb_one4, false, false, role, uid);
 }
 
-int cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+int fattn__cgb_score_modifiers(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
 {
     const int64_t hq = d->hq;
     if (d->bias) {
-        int bias = cgb_add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
+        int bias = fattn__cgb_add_tensor(bd, "Bias", d->io, d->bias_dims, d->bias_strides, false, false,
                                   CG_ROLE_BIAS, CG_UID_BIAS);
-        s = cgb_pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
+        s = fattn__cgb_pw(bd, "bias_add", CG_PW_ADD, CG_F32, -1, s, bias, -1, CG_F32);
     }
     if (d->alibi) {
-        int row = cgb_pw(bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = cgb_pw(bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int sub = cgb_pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
+        int row = fattn__cgb_pw(bd, "gen_row_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = fattn__cgb_pw(bd, "gen_col_idx_alibi", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int sub = fattn__cgb_pw(bd, "sub_col_row_alibi", CG_PW_SUB, CG_I32, -1, col, row, -1, CG_I32);
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int slopes = cgb_add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
+        int slopes = fattn__cgb_add_tensor(bd, "alibi_slopes", CG_F32, sd, ss, false, false, CG_ROLE_ALIBI,
                                     CG_UID_ALIBI);
-        int m = cgb_pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
-        s = cgb_pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
+        int m = fattn__cgb_pw(bd, "mul_slope_alibi", CG_PW_MUL, CG_F32, -1, sub, slopes, -1, CG_F32);
+        s = fattn__cgb_pw(bd, "add_alibi", CG_PW_ADD, CG_F32, -1, s, m, -1, CG_F32);
     }
     if (d->padding) {
-        int row = cgb_pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
-        int col = cgb_pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
-        int rm = cgb_pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1,
+        int row = fattn__cgb_pw(bd, "gen_row_idx_padding", CG_PW_GEN_INDEX, CG_I32, 2, s, -1, -1, CG_I32);
+        int col = fattn__cgb_pw(bd, "gen_col_idx_padding", CG_PW_GEN_INDEX, CG_I32, 3, s, -1, -1, CG_I32);
+        int rm = fattn__cgb_pw(bd, "lt_row_sq_padding", CG_PW_CMP_LT, CG_BOOL, -1, row, seq_q, -1,
                         CG_BOOL);
-        int cm = cgb_pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
+        int cm = fattn__cgb_pw(bd, "lt_col_skv_padding", CG_PW_CMP_LT, CG_BOOL, -1, col, seq_kv, -1,
                         CG_BOOL);
-        int both = cgb_pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
+        int both = fattn__cgb_pw(bd, "and_row_col_padding", CG_PW_LOGICAL_AND, CG_BOOL, -1, rm, cm, -1,
                           CG_BOOL);
-        int ninf = cgb_scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
-        s = cgb_pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
+        int ninf = fattn__cgb_scalar_f(bd, "neg_inf_padding", -INFINITY, -1);
+        s = fattn__cgb_pw(bd, "select_padding", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, both, CG_F32);
     }
     return s;
 }
 
 /* The diagonal band (causal / sliding window) on s: the forward applies it
  * to the modified scores, the backward after subtracting Stats. */
-int cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
+int fattn__cgb_band_mask(builder *bd, const cg_fwd_desc *d, int s, int seq_q, int seq_kv)
 {
     const int64_t sq = d->sq, skv = d->skv;
     if (d->has_left || d->has_right) {
         int ret = s;
         if (d->has_right) {
-            int row = cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
-            int col = cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
+            int row = fattn__cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, s, -1, -1, CG_I32);
+            int col = fattn__cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, s, -1, -1, CG_I32);
             if (d->bottom_right) {
-                int a = seq_kv >= 0 ? seq_kv : cgb_scalar_i(bd, "s_kv", (int32_t)skv);
-                row = cgb_pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
-                int c = seq_q >= 0 ? seq_q : cgb_scalar_i(bd, "s_q", (int32_t)sq);
-                row = cgb_pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1,
+                int a = seq_kv >= 0 ? seq_kv : fattn__cgb_scalar_i(bd, "s_kv", (int32_t)skv);
+                row = fattn__cgb_pw(bd, "row_idx_add_skv", CG_PW_ADD, CG_I32, -1, row, a, -1, CG_I32);
+                int c = seq_q >= 0 ? seq_q : fattn__cgb_scalar_i(bd, "s_q", (int32_t)sq);
+                row = fattn__cgb_pw(bd, "row_idx_add_skv_sub_sq", CG_PW_SUB, CG_I32, -1, row, c, -1,
                              CG_I32);
             }
             if (d->right_bound != 0) {
-                int r = cgb_scalar_i(bd, "right_bound", (int32_t)d->right_bound);
-                row = cgb_pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
+                int r = fattn__cgb_scalar_i(bd, "right_bound", (int32_t)d->right_bound);
+                row = fattn__cgb_pw(bd, "row_idx_add_right_bound", CG_PW_ADD, CG_I32, -1, row, r, -1,
                              CG_I32);
             }
-            int mask = cgb_pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
+            int mask = fattn__cgb_pw(bd, "row_greater_than_col", CG_PW_CMP_GE, CG_BOOL, -1, row, col, -1,
                               CG_BOOL);
-            int ninf = cgb_scalar_f(bd, "neg_inf_right", -INFINITY, -1);
-            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask,
+            int ninf = fattn__cgb_scalar_f(bd, "neg_inf_right", -INFINITY, -1);
+            ret = fattn__cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, s, ninf, mask,
                          CG_F32);
         }
         if (d->has_left) {
             bool int_path = d->bottom_right && (seq_q >= 0 || seq_kv >= 0);
             cg_dtype idx = int_path ? CG_I32 : CG_F32;
-            int row = cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
-            int col = cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
+            int row = fattn__cgb_pw(bd, "gen_row_index", CG_PW_GEN_INDEX, CG_F32, 2, ret, -1, -1, idx);
+            int col = fattn__cgb_pw(bd, "gen_col_index", CG_PW_GEN_INDEX, CG_F32, 3, ret, -1, -1, idx);
             if (!d->bottom_right) {
-                int w = cgb_scalar_f(bd, "window", (float)d->left_bound, -1);
-                col = cgb_pw(bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+                int w = fattn__cgb_scalar_f(bd, "window", (float)d->left_bound, -1);
+                col = fattn__cgb_pw(bd, "col+window", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
             } else if (!int_path) {
-                int w = cgb_scalar_f(bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
-                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
+                int w = fattn__cgb_scalar_f(bd, "window-skv+sq", (float)(d->left_bound - skv + sq), -1);
+                col = fattn__cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_F32, 3, col, w, -1, CG_F32);
             } else {
-                int w = cgb_scalar_i(bd, "window", (int32_t)d->left_bound);
-                col = cgb_pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
-                col = cgb_pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
-                col = cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1,
+                int w = fattn__cgb_scalar_i(bd, "window", (int32_t)d->left_bound);
+                col = fattn__cgb_pw(bd, "col+window", CG_PW_ADD, CG_I32, 3, col, w, -1, CG_I32);
+                col = fattn__cgb_pw(bd, "col+window-skv", CG_PW_SUB, CG_I32, -1, col, seq_kv, -1, CG_I32);
+                col = fattn__cgb_pw(bd, "col+window-skv+sq", CG_PW_ADD, CG_I32, -1, col, seq_q, -1,
                              CG_I32);
             }
-            int cmp = cgb_pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
+            int cmp = fattn__cgb_pw(bd, d->bottom_right ? "col+window-skv+sq>row" : "col+ws>row",
                              CG_PW_CMP_GT, CG_BOOL, -1, col, row, -1, CG_BOOL);
-            int ninf = cgb_scalar_f(bd, "neg_inf_left", -INFINITY, -1);
-            ret = cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
+            int ninf = fattn__cgb_scalar_f(bd, "neg_inf_left", -INFINITY, -1);
+            ret = fattn__cgb_pw(bd, "binary_select", CG_PW_BINARY_SELECT, CG_F32, -1, ret, ninf, cmp,
                          CG_F32);
         }
         s = ret;
@@ -395,7 +395,7 @@ static void dump_add(dump_buf *d, const char *fmt, ...)
     }
 }
 
-char *cg_dump(const cg_graph *g, bool with_values)
+char *fattn__cg_dump(const cg_graph *g, bool with_values)
 {
     dump_buf d = {0};
     dump_add(&d, "route %s\n", g->route == CG_ROUTE_NATIVE ? "native" : "composite");
@@ -411,11 +411,11 @@ char *cg_dump(const cg_graph *g, bool with_values)
         const cg_tensor *t = &g->t[i];
         dump_add(&d, "T uid=%lld name=%s dtype=%s dims=[%lld,%lld,%lld,%lld] "
                    "strides=[%lld,%lld,%lld,%lld] virtual=%d by_value=%d ragged=%lld role=%s",
-                (long long)t->uid, t->name, cg_dtype_name(t->dtype), (long long)t->dims[0],
+                (long long)t->uid, t->name, fattn__cg_dtype_name(t->dtype), (long long)t->dims[0],
                 (long long)t->dims[1], (long long)t->dims[2], (long long)t->dims[3],
                 (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2],
                 (long long)t->strides[3], t->is_virtual, t->by_value, uid_of(g, t->ragged),
-                cg_role_name(t->role));
+                fattn__cg_role_name(t->role));
         if (with_values && t->by_value) {
             if (t->dtype == CG_F32)
                 dump_add(&d, " value=%a", (double)t->value.f);
@@ -426,23 +426,23 @@ char *cg_dump(const cg_graph *g, bool with_values)
     }
     for (int i = 0; i < g->nops; i++) {
         const cg_op *o = &g->ops[i];
-        dump_add(&d, "OP %d %s name=%s", i, cg_op_kind_name(o->kind), o->name);
+        dump_add(&d, "OP %d %s name=%s", i, fattn__cg_op_kind_name(o->kind), o->name);
         switch (o->kind) {
         case CG_OP_POINTWISE:
-            dump_add(&d, " mode=%s math=%s", cg_pw_mode_name((cg_pw_mode)o->mode),
-                    cg_dtype_name(o->math));
+            dump_add(&d, " mode=%s math=%s", fattn__cg_pw_mode_name((cg_pw_mode)o->mode),
+                    fattn__cg_dtype_name(o->math));
             if (o->axis >= 0)
                 dump_add(&d, " axis=%lld", (long long)o->axis);
             dump_add(&d, " x=%lld b=%lld t=%lld y=%lld", uid_of(g, o->in[0]), uid_of(g, o->in[1]),
                     uid_of(g, o->in[2]), uid_of(g, o->out));
             break;
         case CG_OP_REDUCTION:
-            dump_add(&d, " mode=%s comp=%s x=%lld y=%lld", cg_red_mode_name((cg_red_mode)o->mode),
-                    cg_dtype_name(o->math), uid_of(g, o->in[0]), uid_of(g, o->out));
+            dump_add(&d, " mode=%s comp=%s x=%lld y=%lld", fattn__cg_red_mode_name((cg_red_mode)o->mode),
+                    fattn__cg_dtype_name(o->math), uid_of(g, o->in[0]), uid_of(g, o->out));
             break;
         case CG_OP_MATMUL:
             dump_add(&d, " comp=%s a=%lld b=%lld c=%lld m_override=%lld n_override=%lld "
-                       "k_override=%lld", cg_dtype_name(o->math), uid_of(g, o->in[0]),
+                       "k_override=%lld", fattn__cg_dtype_name(o->math), uid_of(g, o->in[0]),
                     uid_of(g, o->in[1]), uid_of(g, o->out), uid_of(g, o->m_override),
                     uid_of(g, o->n_override), uid_of(g, o->k_override));
             break;

@@ -5,7 +5,7 @@
  * ragged offset) and operations in emission order with their attributes. It
  * is built from fattn_fwd_params without any CUDA (graph.c), dumped as text
  * for tests and as the plan store's key, keyed in binary for the in-memory
- * plan cache (cg_key), and lowered to backend descriptors in
+ * plan cache (fattn__cg_key), and lowered to backend descriptors in
  * one pass (lower.c). The forward is built as cudnn-frontend 1.18 lowers
  * CompositeSDPANode (and its score modifiers and softmax node) for the
  * options TransformerEngine sets, or as the single native SDPA_FWD op where
@@ -302,9 +302,9 @@ typedef struct cg_bwd_desc {
     int64_t dbias_dims[4], dbias_strides[4];
     bool dsink;                         /* dSoftmaxOffset output */
     bool deterministic;                 /* set_deterministic_algorithm: direct dQ, or ordered_dq */
-    bool native;                        /* the single SDPA_BWD op (cg_bwd_is_native) */
+    bool native;                        /* the single SDPA_BWD op (fattn__cg_bwd_is_native) */
     /* deterministic through the engine's ordered dQ accumulation: the
-     * accumulator graph, run with `pin` (cg_bwd_ordered_pin) */
+     * accumulator graph, run with `pin` (fattn__cg_bwd_ordered_pin) */
     bool ordered_dq;
     cg_pin pin;
     /* THD Q: the frontend's max_total_seq_len_q path — Dsum and dQ_accum are ragged
@@ -316,10 +316,10 @@ typedef struct cg_bwd_desc {
 } cg_bwd_desc;
 
 /* The backward's description: the forward's of the same call
- * (cg_fwd_desc_for_bwd) plus the gradients' views and the backward's options.
+ * (fattn__cg_fwd_desc_for_bwd) plus the gradients' views and the backward's options.
  * g is the dispatch's geometry of the call (its Bias and SoftmaxOffset the aux
  * pack's entries); no data is read. */
-fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
+fattn_status fattn__cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
                                    cg_bwd_desc *d);
 
 /* Build the backward graph: the native SDPA_BWD op where d->native, else the
@@ -329,7 +329,7 @@ fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *
  * (default, and the ordered-dQ deterministic backward with its pinned
  * config) or directly (deterministic, or with dBias), dBias and dSink
  * reductions. */
-fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
+fattn_status fattn__cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
 
 /* The engine config of cuDNN's ordered (bitwise repeatable) dQ accumulation
  * on the accumulator graph for a cuDNN of version `cudnn_version` on a
@@ -337,20 +337,20 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *d);
  * from cuDNN 9.25: engine 6, 64x64 tiles, STAGES 4); false where there is
  * none, the case has dBias (the direct-dQ graph) or is FP8, or its ragged dQ
  * is packed with dK and dV (measured wrong there). */
-bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
+bool fattn__cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out);
 
 /* Whether the backward can be the single native SDPA_BWD op (cuDNN >= 9.17;
  * 9.19's operation graph refuses it, 9.26 and 9.28 take it): what the
- * native forward takes (cg_fwd_is_native's conditions), no dBias, no
+ * native forward takes (fattn__cg_fwd_is_native's conditions), no dBias, no
  * dSoftmaxOffset, not FP8, not deterministic (its engine on the H200 repeats
  * dQ not bitwise, measured with cuDNN 9.28). The choice is the caller's
  * (d->native). */
-bool cg_bwd_is_native(const cg_bwd_desc *d);
+bool fattn__cg_bwd_is_native(const cg_bwd_desc *d);
 
 /* Bytes of the caller-side buffers the backward graph binds (Dsum, and
  * dQ_accum unless deterministic; none for the native op). */
-int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d);
-int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
+int64_t fattn__cg_bwd_dsum_bytes(const cg_bwd_desc *d);
+int64_t fattn__cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
 
 /* The forward's description from the geometry g the dispatch made of the
  * call (fattn_engine_fwd, core/geom.h: shapes, lengths and values checked
@@ -358,51 +358,51 @@ int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d);
  * The support table's engine rows (float32 io, return_max_logit below 9.21,
  * ...) refuse before this runs; a dtype that gets here anyway is
  * FATTN_E_DTYPE. */
-fattn_status cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
+fattn_status fattn__cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
                                    cg_fwd_desc *d);
 /* The same for the backward's score recomputation (no Max output). */
-fattn_status cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
+fattn_status fattn__cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
                                  cg_fwd_desc *d);
 
 /* What the description needs of the loaded cuDNN (cudnnGetVersion()):
  * the Max output needs the SOFTMAX op, which cuDNN builds from 9.21
  * (cudnn-frontend's UnifiedSoftmaxNode gate). FATTN_E_UNSUPPORTED naming
  * both versions below that, else FATTN_OK. */
-fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version);
+fattn_status fattn__cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version);
 #define CG_MAX_LOGIT_MIN_CUDNN 92100
 
 /* Whether the case is one the native SDPA ops take: no mask of any kind, no
  * bias or ALiBi, no dropout, no sink, dense layouts, not FP8. */
-bool cg_fwd_native_shape(const cg_fwd_desc *d);
+bool fattn__cg_fwd_native_shape(const cg_fwd_desc *d);
 /* Whether PyTorch 2.11 (frontend 1.18, cuDNN >= 9.13.1) would use the native
- * SDPA_FWD op: d->allow_native and cg_fwd_native_shape. */
-bool cg_fwd_is_native(const cg_fwd_desc *d);
+ * SDPA_FWD op: d->allow_native and fattn__cg_fwd_native_shape. */
+bool fattn__cg_fwd_is_native(const cg_fwd_desc *d);
 
 /* Build the forward graph. */
-fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
+fattn_status fattn__cg_build_fwd(cg_graph *g, const cg_fwd_desc *d);
 
 /* FP8 (graph_fp8.c). The forward description's FP8 part, called by
- * cg_fwd_desc_from_geom for an FP8 call once the shapes are resolved:
+ * fattn__cg_fwd_desc_from_geom for an FP8 call once the shapes are resolved:
  * dtypes (s_dtype: the quantised P's), and the refusals of what cuDNN 9.19's
  * FP8 SDPA does not build. */
-fattn_status cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d);
-/* The backward's, after cg_bwd_desc_from_geom resolved the shapes. */
-fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d);
+fattn_status fattn__cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d);
+/* The backward's, after fattn__cg_bwd_desc_from_geom resolved the shapes. */
+fattn_status fattn__cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d);
 /* The FP8 backward graph (cudnn-frontend's SDPAFP8BackwardNode, per-tensor
- * scaling); cg_build_bwd calls it when d->f.fp8. */
-fattn_status cg_build_bwd_fp8(cg_graph *g, const cg_bwd_desc *d);
+ * scaling); fattn__cg_build_bwd calls it when d->f.fp8. */
+fattn_status fattn__cg_build_bwd_fp8(cg_graph *g, const cg_bwd_desc *d);
 /* What cuDNN 9.19 builds on a device of compute capability cc_major, for an
  * FP8 description (the graph finalizes anywhere; heuristics then find no
  * engine): the named refusal, with cudnn-frontend's reason, else FATTN_OK. */
-fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward);
+fattn_status fattn__cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward);
 /* Whether a graph is an FP8 one (an FP8 tensor in it). */
-bool cg_graph_is_fp8(const cg_graph *g);
+bool fattn__cg_graph_is_fp8(const cg_graph *g);
 
 /* Text dump: one line per tensor ("T ..."), then one per op ("OP ...").
  * with_values adds by-value scalars' values; the plan-cache key is the dump
  * without them (values are read at execution). Returns a malloc'd string
  * (NULL on allocation failure). */
-char *cg_dump(const cg_graph *g, bool with_values);
+char *fattn__cg_dump(const cg_graph *g, bool with_values);
 
 /* The plan cache's key: the graph's tensors (uid, dtype, dims, strides,
  * virtual, by-value, ragged offset, role) and operations (every attribute
@@ -416,18 +416,18 @@ typedef struct cg_key_buf {
     uint64_t hash;
     unsigned char b[CG_KEY_MAX];
 } cg_key_buf;
-void cg_key(const cg_graph *g, cg_key_buf *out);
+void fattn__cg_key(const cg_graph *g, cg_key_buf *out);
 /* Whether a's bytes are the len bytes at b whose hash is hash. */
-bool cg_key_equal(const cg_key_buf *a, const unsigned char *b, size_t len, uint64_t hash);
+bool fattn__cg_key_equal(const cg_key_buf *a, const unsigned char *b, size_t len, uint64_t hash);
 
 /* Names, for dumps and messages. */
-const char *cg_dtype_name(cg_dtype t);
-const char *cg_pw_mode_name(cg_pw_mode m);
-const char *cg_red_mode_name(cg_red_mode m);
-const char *cg_op_kind_name(cg_op_kind k);
-const char *cg_role_name(cg_role r);
+const char *fattn__cg_dtype_name(cg_dtype t);
+const char *fattn__cg_pw_mode_name(cg_pw_mode m);
+const char *fattn__cg_red_mode_name(cg_red_mode m);
+const char *fattn__cg_op_kind_name(cg_op_kind k);
+const char *fattn__cg_role_name(cg_role r);
 
 /* Index of the tensor with uid `uid`, or -1. */
-int cg_find_uid(const cg_graph *g, int64_t uid);
+int fattn__cg_find_uid(const cg_graph *g, int64_t uid);
 
 #endif /* FATTN_CUDNN_GRAPH_H */

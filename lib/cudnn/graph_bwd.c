@@ -11,13 +11,13 @@
 
 /* ---- backward ------------------------------------------------------------ */
 
-fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
+fattn_status fattn__cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *p,
                                    cg_bwd_desc *d)
 {
     memset(d, 0, sizeof *d);
     /* The forward's description of the same call (the dispatch resolved the
      * aux pack's Bias and SoftmaxOffset into g). */
-    fattn_status st = cg_fwd_desc_for_bwd(g, p, &d->f);
+    fattn_status st = fattn__cg_fwd_desc_for_bwd(g, p, &d->f);
     if (st != FATTN_OK)
         return st;
     d->f.allow_native = false; /* the forward's native op is not the backward's */
@@ -31,17 +31,17 @@ fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
                            "the QKV / O formats");
     const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
-    if (d->f.fp8 && (st = cg_fp8_bwd_desc(p, d)))
+    if (d->f.fp8 && (st = fattn__cg_fp8_bwd_desc(p, d)))
         return st;
     for (int i = 0; i < 4 && !d->f.fp8; i++)
         if (grads[i]->dtype != p->attn.q.dtype)
             return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
                                "dtype");
     const cg_fwd_desc *f = &d->f;
-    if ((st = cgb_to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) ||
-        (st = cgb_to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) ||
-        (st = cgb_to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) ||
-        (st = cgb_to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)))
+    if ((st = fattn__cgb_to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) ||
+        (st = fattn__cgb_to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) ||
+        (st = fattn__cgb_to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) ||
+        (st = fattn__cgb_to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)))
         return st;
     for (int i = 0; i < 4; i++)
         if (d->do_dims[i] != f->o_dims[i] || d->dq_dims[i] != f->q_dims[i] ||
@@ -70,7 +70,7 @@ fattn_status cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_params *
     return FATTN_OK;
 }
 
-int64_t cg_bwd_dsum_bytes(const cg_bwd_desc *d)
+int64_t fattn__cg_bwd_dsum_bytes(const cg_bwd_desc *d)
 {
     if (d->native) /* the op keeps its own */
         return 0;
@@ -86,7 +86,7 @@ static bool bwd_direct_dq(const cg_bwd_desc *d)
     return (d->deterministic && !d->ordered_dq) || d->dbias;
 }
 
-bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out)
+bool fattn__cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_major, cg_pin *out)
 {
     memset(out, 0, sizeof *out);
     if (d->f.fp8 || d->dbias || d->native || cc_major != 9 || cudnn_version < 92500)
@@ -108,12 +108,12 @@ bool cg_bwd_ordered_pin(const cg_bwd_desc *d, int64_t cudnn_version, int cc_majo
     return true;
 }
 
-bool cg_bwd_is_native(const cg_bwd_desc *d)
+bool fattn__cg_bwd_is_native(const cg_bwd_desc *d)
 {
-    return cg_fwd_native_shape(&d->f) && !d->dbias && !d->dsink && !d->deterministic;
+    return fattn__cg_fwd_native_shape(&d->f) && !d->dbias && !d->dsink && !d->deterministic;
 }
 
-int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
+int64_t fattn__cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
 {
     if (bwd_direct_dq(d) || d->native)
         return 0;
@@ -126,7 +126,7 @@ int64_t cg_bwd_dq_accum_bytes(const cg_bwd_desc *d)
 static void matmul_into(builder *bd, const char *name, int a, int b, int out, int m_ov, int n_ov,
                         int k_ov)
 {
-    cg_op *mm = cgb_add_op(bd, CG_OP_MATMUL, name);
+    cg_op *mm = fattn__cgb_add_op(bd, CG_OP_MATMUL, name);
     if (!mm)
         return;
     mm->in[0] = a, mm->in[1] = b, mm->out = out;
@@ -137,7 +137,7 @@ static void matmul_into(builder *bd, const char *name, int a, int b, int out, in
 
 static void reshape_into(builder *bd, const char *name, int x, int out)
 {
-    cg_op *o = cgb_add_op(bd, CG_OP_RESHAPE, name);
+    cg_op *o = fattn__cgb_add_op(bd, CG_OP_RESHAPE, name);
     if (!o)
         return;
     o->in[0] = x;
@@ -166,53 +166,53 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
     /* ragged offsets first */
     int rq = -1, rk = -1, rv = -1, ro = -1, rs = -1, rdo = -1, rdq = -1, rdk = -1, rdv = -1;
     if (d->ragged_q) {
-        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
+        rq = fattn__cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
                                CG_UID_RAG_Q);
-        ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
+        ro = fattn__cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
                                CG_UID_RAG_O);
-        rs = cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+        rs = fattn__cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
                                CG_UID_RAG_STATS);
-        rdo = cgb_ragged_tensor(bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
+        rdo = fattn__cgb_ragged_tensor(bd, "ragged_offset_do", d->ragged_dtype, b, CG_ROLE_RAG_DO,
                                 CG_UID_RAG_DO);
-        rdq = cgb_ragged_tensor(bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
+        rdq = fattn__cgb_ragged_tensor(bd, "ragged_offset_dq", d->ragged_dtype, b, CG_ROLE_RAG_DQ,
                                 CG_UID_RAG_DQ);
     }
     if (d->ragged_kv) {
-        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
+        rk = fattn__cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
                                CG_UID_RAG_K);
-        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
+        rv = fattn__cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
                                CG_UID_RAG_V);
-        rdk = cgb_ragged_tensor(bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
+        rdk = fattn__cgb_ragged_tensor(bd, "ragged_offset_dk", d->ragged_dtype, b, CG_ROLE_RAG_DK,
                                 CG_UID_RAG_DK);
-        rdv = cgb_ragged_tensor(bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
+        rdv = fattn__cgb_ragged_tensor(bd, "ragged_offset_dv", d->ragged_dtype, b, CG_ROLE_RAG_DV,
                                 CG_UID_RAG_DV);
     }
     /* inputs: Q, KT, VT, O, dO, Stats */
-    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+    int q = fattn__cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
                            CG_UID_Q);
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
+    int k = fattn__cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K, CG_UID_K);
     int64_t vt_dims[4] = {d->v_dims[0], d->v_dims[1], d->v_dims[3], d->v_dims[2]};
     int64_t vt_strides[4] = {d->v_strides[0], d->v_strides[1], d->v_strides[3], d->v_strides[2]};
-    int v = cgb_add_tensor(bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
-    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+    int v = fattn__cgb_add_tensor(bd, "V", d->io, vt_dims, vt_strides, false, false, CG_ROLE_V, CG_UID_V);
+    int o = fattn__cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
                            CG_UID_O);
-    int dO = cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
+    int dO = fattn__cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false, false,
                             CG_ROLE_DO, CG_UID_DO);
     int64_t st4[4];
     if (d->ragged_q) {
         st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
     } else {
-        cgb_contiguous(r4, st4);
+        fattn__cgb_contiguous(r4, st4);
     }
-    int stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+    int stats = fattn__cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
                                CG_UID_STATS);
-    int dq = cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
+    int dq = fattn__cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false, false,
                             CG_ROLE_DQ, CG_UID_DQ);
-    int dk = cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
+    int dk = fattn__cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false, false,
                             CG_ROLE_DK, CG_UID_DK);
-    int dvt = cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
+    int dvt = fattn__cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false, false,
                              CG_ROLE_DV, CG_UID_DV);
     if (bd->st != FATTN_OK)
         return bd->st;
@@ -229,32 +229,32 @@ static fattn_status bwd_add_inputs(builder *bd, const cg_bwd_desc *bdsc, bwd_inp
     int seq_q = -1, seq_kv = -1;
     if (d->padding) {
         int64_t bd4[4] = {b, 1, 1, 1};
-        seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+        seq_q = fattn__cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
                                CG_UID_SEQ_Q);
-        seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+        seq_kv = fattn__cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
                                 CG_UID_SEQ_KV);
     }
-    int scale = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    int scale = fattn__cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
     bool dropout = d->dropout > 0.0f;
     int drop_scale = -1, drop_scale_inv = -1, one = -1;
     if (dropout) {
-        drop_scale = cgb_scalar_f(bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        drop_scale_inv = cgb_scalar_f(bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
+        drop_scale = fattn__cgb_scalar_f(bd, "Dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        drop_scale_inv = fattn__cgb_scalar_f(bd, "Dropout_scale_inv", 1.0f - d->dropout, -1);
     } else {
-        one = cgb_scalar_f(bd, "one", 1.0f, -1);
+        one = fattn__cgb_scalar_f(bd, "one", 1.0f, -1);
     }
 
     /* RNG: the forward's mask, regenerated from the saved rng_state */
     int mask = -1;
     if (dropout) {
-        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false,
+        int seed = fattn__cgb_add_tensor(bd, "Seed", CG_I64, fattn__cgb_one4, fattn__cgb_one4, false, false,
                                   CG_ROLE_SEED,
                               CG_UID_SEED);
-        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false,
+        int off = fattn__cgb_add_tensor(bd, "Offset", CG_I64, fattn__cgb_one4, fattn__cgb_one4, false, false,
                                  CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
-        mask = cgb_virt(bd, "rng", CG_F32, s4);
-        cg_op *r = cgb_add_op(bd, CG_OP_RNG, "rng");
+        mask = fattn__cgb_virt(bd, "rng", CG_F32, s4);
+        cg_op *r = fattn__cgb_add_op(bd, CG_OP_RNG, "rng");
         if (r) {
             r->in[0] = seed, r->in[1] = off, r->out = mask;
             r->bernoulli_p = 1.0 - (double)d->dropout;
@@ -282,26 +282,26 @@ static int bwd_dsum(builder *bd, const cg_bwd_desc *bdsc, const bwd_inputs *x)
     const bool dropout = d->dropout > 0.0f;
     /* B1-B3: Dsum = rowsum(dO * O) * (1 - p) */
     int64_t t0_dims[4] = {b, hq, sq, dv}, t0_str[4] = {hq * sq * dv, sq * dv, hq * dv, 1};
-    int t0 = cgb_add_tensor(bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
-    cgb_pw_into(bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
-    int t1 = cgb_add_tensor(bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
-    cgb_red_into(bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
+    int t0 = fattn__cgb_add_tensor(bd, "mul_dO_O", CG_F32, t0_dims, t0_str, true, false, CG_ROLE_NONE, -1);
+    fattn__cgb_pw_into(bd, "mul_dO_O", CG_PW_MUL, CG_F32, -1, dO, o, -1, t0);
+    int t1 = fattn__cgb_add_tensor(bd, "reduce_dO_o", CG_F32, r4, r4s, true, false, CG_ROLE_NONE, -1);
+    fattn__cgb_red_into(bd, "reduce_dO_o", CG_RED_ADD, t0, t1);
     if (bdsc->dsink) {
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        int sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+        int sink = fattn__cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
                                   CG_UID_SINK);
-        int dsink = cgb_add_tensor(bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
+        int dsink = fattn__cgb_add_tensor(bd, "dsink_token", CG_F32, sd, ss, false, false, CG_ROLE_DSINK,
                                    CG_UID_DSINK);
-        int ss_ = cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
-        int es = cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
-        int pt = cgb_pw(bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
-        cgb_red_into(bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
+        int ss_ = fattn__cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, stats, -1, CG_F32);
+        int es = fattn__cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, ss_, -1, -1, CG_F32);
+        int pt = fattn__cgb_pw(bd, "mul_exp_sink_last_output", CG_PW_MUL, CG_F32, -1, es, t1, -1, CG_F32);
+        fattn__cgb_red_into(bd, "reduce_per_token_grad", CG_RED_ADD, pt, dsink);
     }
-    int dsum = cgb_add_tensor(bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? x->st4 : r4s,
+    int dsum = fattn__cgb_add_tensor(bd, "softmax_sum", CG_F32, r4, bdsc->max_total_q > 0 ? x->st4 : r4s,
                               false, false, CG_ROLE_DSUM, CG_UID_DSUM);
     if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
         g->t[dsum].ragged = x->rs;
-    cgb_pw_into(bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1,
+    fattn__cgb_pw_into(bd, "scale_dropout_inv", CG_PW_MUL, CG_F32, -1, t1,
                 dropout ? x->drop_scale_inv : x->one,
             -1, dsum);
 
@@ -323,72 +323,72 @@ static fattn_status bwd_grads(builder *bd, const cg_bwd_desc *bdsc, const bwd_in
     const int scale = x->scale, drop_scale = x->drop_scale, mask = x->mask;
     const bool dropout = d->dropout > 0.0f;
     /* B4-B7: P recomputed */
-    int s = cgb_virt(bd, "matmul_Q_KT", CG_F32, s4);
+    int s = fattn__cgb_virt(bd, "matmul_Q_KT", CG_F32, s4);
     matmul_into(bd, "matmul_Q_KT", q, k, s, seq_q, seq_kv, -1);
-    s = cgb_pw(bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
-    s = cgb_score_modifiers(bd, d, s, seq_q, seq_kv);
-    s = cgb_pw(bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
-    s = cgb_band_mask(bd, d, s, seq_q, seq_kv);
-    int p_ = cgb_pw(bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
+    s = fattn__cgb_pw(bd, "mul_s_attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+    s = fattn__cgb_score_modifiers(bd, d, s, seq_q, seq_kv);
+    s = fattn__cgb_pw(bd, "sub_s_m", CG_PW_SUB, CG_F32, -1, s, stats, -1, CG_F32);
+    s = fattn__cgb_band_mask(bd, d, s, seq_q, seq_kv);
+    int p_ = fattn__cgb_pw(bd, "exp_s", CG_PW_EXP, CG_F32, -1, s, -1, -1, CG_F32);
     int pd = p_;
     if (dropout) {
-        pd = cgb_pw(bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
-        pd = cgb_pw(bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
+        pd = fattn__cgb_pw(bd, "mul_p_dropout_mask", CG_PW_MUL, CG_F32, -1, pd, mask, -1, CG_F32);
+        pd = fattn__cgb_pw(bd, "mul_p_dropout_scale", CG_PW_MUL, CG_F32, -1, pd, drop_scale, -1, CG_F32);
     }
     /* B8-B9: dV */
     int64_t pt_dims[4] = {b, hq, skv, sq};
-    int pT = cgb_add_tensor(bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
+    int pT = fattn__cgb_add_tensor(bd, "reshape_p", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE, -1);
     reshape_into(bd, "reshape_p", pd, pT);
     if (hq == d->hv) {
         matmul_into(bd, "matmul_pT_dO", pT, dO, dvt, seq_kv, -1, seq_q);
     } else {
         int64_t fh[4] = {b, hq, skv, dv};
-        int full = cgb_virt(bd, "matmul_pT_dO", d->io, fh);
+        int full = fattn__cgb_virt(bd, "matmul_pT_dO", d->io, fh);
         matmul_into(bd, "matmul_pT_dO", pT, dO, full, seq_kv, -1, seq_q);
-        cgb_red_into(bd, "red_dV_head", CG_RED_ADD, full, dvt);
+        fattn__cgb_red_into(bd, "red_dV_head", CG_RED_ADD, full, dvt);
     }
     /* B10-B13: dS */
-    int dp = cgb_virt(bd, "matmul_dO_VT", CG_F32, s4);
+    int dp = fattn__cgb_virt(bd, "matmul_dO_VT", CG_F32, s4);
     matmul_into(bd, "matmul_dO_VT", dO, v, dp, seq_q, seq_kv, -1);
     if (dropout)
-        dp = cgb_pw(bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
-    int t2 = cgb_pw(bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
-    int t3 = cgb_pw(bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
+        dp = fattn__cgb_pw(bd, "dP_dropout_mask", CG_PW_MUL, CG_F32, -1, dp, mask, -1, CG_F32);
+    int t2 = fattn__cgb_pw(bd, "sub_dP_softmax_sum", CG_PW_SUB, CG_F32, -1, dp, dsum, -1, CG_F32);
+    int t3 = fattn__cgb_pw(bd, "mul_dP_exp_s", CG_PW_MUL, CG_F32, -1, t2, p_, -1, CG_F32);
     if (dropout)
-        t3 = cgb_pw(bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
+        t3 = fattn__cgb_pw(bd, "mul_dS_dropout_scale", CG_PW_MUL, CG_F32, -1, t3, drop_scale, -1, CG_F32);
     if (bdsc->dbias) {
-        int db = cgb_add_tensor(bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
+        int db = fattn__cgb_add_tensor(bd, "dBias", d->io, bdsc->dbias_dims, bdsc->dbias_strides, false,
                                 false, CG_ROLE_DBIAS, CG_UID_DBIAS);
-        cgb_red_into(bd, "red_dP_dBias", CG_RED_ADD, t3, db);
+        fattn__cgb_red_into(bd, "red_dP_dBias", CG_RED_ADD, t3, db);
     }
-    int ds = cgb_pw(bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
+    int ds = fattn__cgb_pw(bd, "mul_dS_attn_scale", CG_PW_MUL, CG_F32, -1, t3, scale, -1, CG_F32);
     /* B14-B15: dK */
-    int dsT = cgb_add_tensor(bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
+    int dsT = fattn__cgb_add_tensor(bd, "reshape_dS", d->io, pt_dims, st_s4t, true, false, CG_ROLE_NONE,
                              -1);
     reshape_into(bd, "reshape_dS", ds, dsT);
     if (hq == d->hk) {
         matmul_into(bd, "matmul_dST_Q", dsT, q, dk, seq_kv, -1, seq_q);
     } else {
         int64_t fh[4] = {b, hq, skv, dqk};
-        int full = cgb_virt(bd, "matmul_dST_Q", d->io, fh);
+        int full = fattn__cgb_virt(bd, "matmul_dST_Q", d->io, fh);
         matmul_into(bd, "matmul_dST_Q", dsT, q, full, seq_kv, -1, seq_q);
-        cgb_red_into(bd, "red_dK_head", CG_RED_ADD, full, dk);
+        fattn__cgb_red_into(bd, "red_dK_head", CG_RED_ADD, full, dk);
     }
     /* B16-B18: dQ */
-    int kv = cgb_add_tensor(bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
+    int kv = fattn__cgb_add_tensor(bd, "reshape_k", CG_F32, d->k_dims, d->k_strides, true, false,
                             CG_ROLE_NONE, -1);
     if (bd->st == FATTN_OK)
         g->t[kv].ragged = x->rk;
     reshape_into(bd, "reshape_k", k, kv);
     if (!bwd_direct_dq(bdsc)) {
         int64_t qa[4] = {b, hq, sq, dqk};
-        int acc = cgb_add_tensor(bd, "dQ_accum", CG_F32, qa,
+        int acc = fattn__cgb_add_tensor(bd, "dQ_accum", CG_F32, qa,
                                  bdsc->max_total_q > 0 ? bdsc->dq_strides : NULL, false, false,
                              CG_ROLE_DQ_ACCUM, CG_UID_DQ_ACCUM);
         if (bd->st == FATTN_OK && bdsc->max_total_q > 0)
             g->t[acc].ragged = x->rdq;
         matmul_into(bd, "matmul_dS_K", ds, kv, acc, seq_q, -1, seq_kv);
-        cgb_pw_into(bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
+        fattn__cgb_pw_into(bd, "identity_dQ", CG_PW_IDENTITY, CG_F32, -1, acc, -1, -1, dq);
     } else {
         matmul_into(bd, "matmul_dS_K", ds, kv, dq, seq_q, -1, seq_kv);
     }
@@ -405,35 +405,35 @@ static fattn_status build_native_bwd(builder *bd, const cg_bwd_desc *bdsc)
     int64_t r4[4] = {d->b, d->hq, d->sq, 1};
     int t[CG_SDPA_N];
     t[CG_SDPA_MAX] = -1; /* the forward SOFTMAX op's slot */
-    t[CG_SDPA_Q] = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false,
+    t[CG_SDPA_Q] = fattn__cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false,
                                   CG_ROLE_Q, CG_UID_Q);
-    t[CG_SDPA_K] = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
+    t[CG_SDPA_K] = fattn__cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
                                   CG_ROLE_K, CG_UID_K);
-    t[CG_SDPA_V] = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false,
+    t[CG_SDPA_V] = fattn__cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false,
                                   CG_ROLE_V, CG_UID_V);
-    t[CG_SDPA_O] = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false,
+    t[CG_SDPA_O] = fattn__cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false,
                                   CG_ROLE_O, CG_UID_O);
-    t[CG_SDPA_STATS] = cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false,
+    t[CG_SDPA_STATS] = fattn__cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false,
                                       CG_ROLE_STATS, CG_UID_STATS);
-    t[CG_SDPA_SCALE] = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    t[CG_SDPA_DO] = cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false,
+    t[CG_SDPA_SCALE] = fattn__cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    t[CG_SDPA_DO] = fattn__cgb_add_tensor(bd, "dO", d->io, bdsc->do_dims, bdsc->do_strides, false,
                                    false, CG_ROLE_DO, CG_UID_DO);
-    t[CG_SDPA_DQ] = cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false,
+    t[CG_SDPA_DQ] = fattn__cgb_add_tensor(bd, "dQ", d->io, bdsc->dq_dims, bdsc->dq_strides, false,
                                    false, CG_ROLE_DQ, CG_UID_DQ);
-    t[CG_SDPA_DK] = cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false,
+    t[CG_SDPA_DK] = fattn__cgb_add_tensor(bd, "dK", d->io, bdsc->dk_dims, bdsc->dk_strides, false,
                                    false, CG_ROLE_DK, CG_UID_DK);
-    t[CG_SDPA_DV] = cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false,
+    t[CG_SDPA_DV] = fattn__cgb_add_tensor(bd, "dV", d->io, bdsc->dv_dims, bdsc->dv_strides, false,
                                    false, CG_ROLE_DV, CG_UID_DV);
-    cg_op *op = cgb_add_op(bd, CG_OP_SDPA_BWD, "sdpa_bwd");
+    cg_op *op = fattn__cgb_add_op(bd, CG_OP_SDPA_BWD, "sdpa_bwd");
     if (op)
         memcpy(op->sdpa, t, sizeof t);
     return bd->st;
 }
 
-fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
+fattn_status fattn__cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
 {
     if (bdsc->f.fp8)
-        return cg_build_bwd_fp8(g, bdsc);
+        return fattn__cg_build_bwd_fp8(g, bdsc);
     memset(g, 0, sizeof *g);
     g->next_uid = CG_UID_FIRST_INTERNAL;
     g->route = CG_ROUTE_COMPOSITE;
@@ -442,7 +442,7 @@ fattn_status cg_build_bwd(cg_graph *g, const cg_bwd_desc *bdsc)
     g->deterministic = bdsc->deterministic;
     builder bd = {g, FATTN_OK};
     if (bdsc->native) {
-        assert(cg_bwd_is_native(bdsc));
+        assert(fattn__cg_bwd_is_native(bdsc));
         return build_native_bwd(&bd, bdsc);
     }
     bwd_inputs x;

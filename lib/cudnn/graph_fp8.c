@@ -21,7 +21,7 @@
 #include "fattn/fp8.h"
 #include "fattn/te.h"
 
-bool cg_graph_is_fp8(const cg_graph *g)
+bool fattn__cg_graph_is_fp8(const cg_graph *g)
 {
     for (int i = 0; i < g->nt; i++)
         if (g->t[i].dtype == CG_FP8_E4M3 || g->t[i].dtype == CG_FP8_E5M2)
@@ -31,27 +31,27 @@ bool cg_graph_is_fp8(const cg_graph *g)
 
 /* ---- the builder's FP8 primitives ---------------------------------------- */
 
-int cgb_fp8_scalar(builder *bd, cg_role role)
+int fattn__cgb_fp8_scalar(builder *bd, cg_role role)
 {
     if (bd->st != FATTN_OK)
         return 0;
     int64_t uid = CG_UID_FP8_FIRST + (role - CG_ROLE_DESCALE_Q);
-    int have = cg_find_uid(bd->g, uid);
+    int have = fattn__cg_find_uid(bd->g, uid);
     if (have >= 0) /* one tensor per factor, however many ops read it */
         return have;
-    return cgb_add_tensor(bd, cg_role_name(role), CG_F32, cgb_one4, cgb_one4, false, false, role,
+    return fattn__cgb_add_tensor(bd, fattn__cg_role_name(role), CG_F32, fattn__cgb_one4, fattn__cgb_one4, false, false, role,
                           uid);
 }
 
-void cgb_fp8_amax(builder *bd, const char *name, int x, cg_role role)
+void fattn__cgb_fp8_amax(builder *bd, const char *name, int x, cg_role role)
 {
-    int out = cgb_fp8_scalar(bd, role);
-    cgb_red_into(bd, name, CG_RED_AMAX, x, out);
+    int out = fattn__cgb_fp8_scalar(bd, role);
+    fattn__cgb_red_into(bd, name, CG_RED_AMAX, x, out);
 }
 
 /* matmul_fp8.h: C = (A x B) [GQA head sum] * descale_a * descale_b, stored
  * times scale_c; amax_c of the product before scale_c. */
-void cgb_fp8_matmul(builder *bd, const char *name, int a, int b, int c, cg_role descale_a,
+void fattn__cgb_fp8_matmul(builder *bd, const char *name, int a, int b, int c, cg_role descale_a,
                     cg_role descale_b, cg_role scale_c, cg_role amax_c, int m_ov, int n_ov,
                     int k_ov)
 {
@@ -69,38 +69,38 @@ void cgb_fp8_matmul(builder *bd, const char *name, int a, int b, int c, cg_role 
         dims[1] = ha;
     char nm[40];
     snprintf(nm, sizeof nm, "%s", name);
-    int acc = cgb_virt(bd, nm, CG_F32, dims);
-    cg_op *mm = cgb_add_op(bd, CG_OP_MATMUL, nm);
+    int acc = fattn__cgb_virt(bd, nm, CG_F32, dims);
+    cg_op *mm = fattn__cgb_add_op(bd, CG_OP_MATMUL, nm);
     if (mm) {
         mm->in[0] = a, mm->in[1] = b, mm->out = acc;
         mm->m_override = m_ov, mm->n_override = n_ov, mm->k_override = k_ov;
     }
     if (gqa) {
         int64_t cd[4] = {dims[0], hc, dims[2], dims[3]};
-        int red = cgb_virt(bd, "gqa_c", CG_F32, cd);
-        cgb_red_into(bd, "gqa_c", CG_RED_ADD, acc, red);
+        int red = fattn__cgb_virt(bd, "gqa_c", CG_F32, cd);
+        fattn__cgb_red_into(bd, "gqa_c", CG_RED_ADD, acc, red);
         acc = red;
     }
-    acc = cgb_pw(bd, "descale_a", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, descale_a), -1,
+    acc = fattn__cgb_pw(bd, "descale_a", CG_PW_MUL, CG_F32, -1, acc, fattn__cgb_fp8_scalar(bd, descale_a), -1,
                  CG_F32);
-    acc = cgb_pw(bd, "descale_b", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, descale_b), -1,
+    acc = fattn__cgb_pw(bd, "descale_b", CG_PW_MUL, CG_F32, -1, acc, fattn__cgb_fp8_scalar(bd, descale_b), -1,
                  CG_F32);
-    cgb_pw_into(bd, "scale_c", CG_PW_MUL, CG_F32, -1, acc, cgb_fp8_scalar(bd, scale_c), -1, c);
-    cgb_fp8_amax(bd, "amax_c", acc, amax_c);
+    fattn__cgb_pw_into(bd, "scale_c", CG_PW_MUL, CG_F32, -1, acc, fattn__cgb_fp8_scalar(bd, scale_c), -1, c);
+    fattn__cgb_fp8_amax(bd, "amax_c", acc, amax_c);
 }
 
-int cgb_fp8_descale_qk(builder *bd, int s)
+int fattn__cgb_fp8_descale_qk(builder *bd, int s)
 {
-    s = cgb_pw(bd, "descale_q", CG_PW_MUL, CG_F32, -1, s, cgb_fp8_scalar(bd, CG_ROLE_DESCALE_Q),
+    s = fattn__cgb_pw(bd, "descale_q", CG_PW_MUL, CG_F32, -1, s, fattn__cgb_fp8_scalar(bd, CG_ROLE_DESCALE_Q),
                -1, CG_F32);
-    return cgb_pw(bd, "descale_k", CG_PW_MUL, CG_F32, -1, s,
-                  cgb_fp8_scalar(bd, CG_ROLE_DESCALE_K), -1, CG_F32);
+    return fattn__cgb_pw(bd, "descale_k", CG_PW_MUL, CG_F32, -1, s,
+                  fattn__cgb_fp8_scalar(bd, CG_ROLE_DESCALE_K), -1, CG_F32);
 }
 
-int cgb_fp8_quantize_p(builder *bd, const cg_fwd_desc *d, int p)
+int fattn__cgb_fp8_quantize_p(builder *bd, const cg_fwd_desc *d, int p)
 {
-    cgb_fp8_amax(bd, "amax_s", p, CG_ROLE_AMAX_S);
-    return cgb_pw(bd, "scale_s", CG_PW_MUL, CG_F32, -1, p, cgb_fp8_scalar(bd, CG_ROLE_SCALE_S),
+    fattn__cgb_fp8_amax(bd, "amax_s", p, CG_ROLE_AMAX_S);
+    return fattn__cgb_pw(bd, "scale_s", CG_PW_MUL, CG_F32, -1, p, fattn__cgb_fp8_scalar(bd, CG_ROLE_SCALE_S),
                   -1, d->s_dt);
 }
 
@@ -147,7 +147,7 @@ static fattn_status fp8_refuse_options(const char *who, const fattn_attn_common 
     return FATTN_OK;
 }
 
-fattn_status cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d)
+fattn_status fattn__cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d)
 {
     const char *who = "cuDNN engine";
     d->fp8 = true;
@@ -169,7 +169,7 @@ fattn_status cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg
     return fp8_refuse_options(who, a, d);
 }
 
-fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
+fattn_status fattn__cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
 {
     const char *who = "cuDNN backward";
     const fattn_fp8_bwd *f = p->fp8;
@@ -199,7 +199,7 @@ fattn_status cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
     return FATTN_OK;
 }
 
-fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward)
+fattn_status fattn__cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward)
 {
     const char *who = backward ? "cuDNN backward" : "cuDNN engine";
     if (cc_major < 9)
@@ -216,7 +216,7 @@ fattn_status cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a %s O on sm_90 "
                            "(cudnn-frontend: \"sdpa fp8 forward with HALF/BFLOAT16 output is "
                            "only supported on Blackwell architecture with cuDNN version 9.13.0 "
-                           "and newer\")", who, cg_dtype_name(d->o_dt));
+                           "and newer\")", who, fattn__cg_dtype_name(d->o_dt));
     /* Measured on the H200 (cuDNN 9.19, 2026-12-03, docs/cudnn-engine.md "FP8"): on
      * the two FP8 cases with dropout the forward kernel cuDNN picks wrote past its
      * shared memory under compute-sanitizer, and without it hit an illegal memory

@@ -77,10 +77,10 @@ static fattn_status fwd_desc_dims(const fattn_geom *g, cg_fwd_desc *d)
 {
     int64_t b = g->b, sq = g->sq, skv = g->skv;
     fattn_status st;
-    if ((st = cgb_to_bhsd(&g->q, g->q_fmt, "Q", b, sq, d->q_dims, d->q_strides)) ||
-        (st = cgb_to_bhsd(&g->k, g->kv_fmt, "K", b, skv, d->k_dims, d->k_strides)) ||
-        (st = cgb_to_bhsd(&g->v, g->kv_fmt, "V", b, skv, d->v_dims, d->v_strides)) ||
-        (st = cgb_to_bhsd(&g->o, g->q_fmt, "O", b, sq, d->o_dims, d->o_strides)))
+    if ((st = fattn__cgb_to_bhsd(&g->q, g->q_fmt, "Q", b, sq, d->q_dims, d->q_strides)) ||
+        (st = fattn__cgb_to_bhsd(&g->k, g->kv_fmt, "K", b, skv, d->k_dims, d->k_strides)) ||
+        (st = fattn__cgb_to_bhsd(&g->v, g->kv_fmt, "V", b, skv, d->v_dims, d->v_strides)) ||
+        (st = fattn__cgb_to_bhsd(&g->o, g->q_fmt, "O", b, sq, d->o_dims, d->o_strides)))
         return st;
     d->b = b;
     d->sq = sq;
@@ -121,7 +121,7 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
     case FATTN_DTYPE_BFLOAT16: d->io = CG_BF16; break;
     case FATTN_DTYPE_FLOAT8_E4M3FN:
     case FATTN_DTYPE_FLOAT8_E5M2:
-        d->fp8 = true; /* dtypes: cg_fp8_fwd_desc */
+        d->fp8 = true; /* dtypes: fattn__cg_fp8_fwd_desc */
         break;
     default:
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
@@ -143,7 +143,7 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
         if (!fp8_s)
             return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 Q without its scaling "
                                "factors (fattn_fwd_params.fp8 is NULL)");
-        if ((st = cg_fp8_fwd_desc(a, *fp8_s, d)))
+        if ((st = fattn__cg_fp8_fwd_desc(a, *fp8_s, d)))
             return st;
     } else {
         assert(!fp8_s); /* geom: an FP8 call has FP8 Q */
@@ -157,7 +157,7 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
     return FATTN_OK;
 }
 
-fattn_status cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
+fattn_status fattn__cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *p,
                                    cg_fwd_desc *d)
 {
     return fwd_desc(g, &p->attn, p->fp8 ? &p->fp8->s_dtype : NULL, p->return_max_logit, d);
@@ -165,13 +165,13 @@ fattn_status cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_params *
 
 /* The backward's score recomputation is the forward's graph of the same
  * call: the description from the same geometry and options. */
-fattn_status cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
+fattn_status fattn__cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
                                  cg_fwd_desc *d)
 {
     return fwd_desc(g, &p->attn, p->fp8 ? &p->fp8->s_dtype : NULL, false, d);
 }
 
-fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
+fattn_status fattn__cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
 {
     if (d->max_output && cudnn_version < CG_MAX_LOGIT_MIN_CUDNN)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
@@ -182,15 +182,15 @@ fattn_status cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
     return FATTN_OK;
 }
 
-bool cg_fwd_native_shape(const cg_fwd_desc *d)
+bool fattn__cg_fwd_native_shape(const cg_fwd_desc *d)
 {
     return !d->fp8 && !d->paged && !d->padding && !d->ragged_q && !d->ragged_kv && !d->bias && !d->alibi &&
            !d->sink && d->dropout == 0.0f && !d->has_left && !d->has_right;
 }
 
-bool cg_fwd_is_native(const cg_fwd_desc *d)
+bool fattn__cg_fwd_is_native(const cg_fwd_desc *d)
 {
-    return d->allow_native && cg_fwd_native_shape(d);
+    return d->allow_native && fattn__cg_fwd_native_shape(d);
 }
 
 /* ---- building ------------------------------------------------------------ */
@@ -199,22 +199,22 @@ static fattn_status build_native(builder *bd, const cg_fwd_desc *d)
 {
     cg_graph *g = bd->g;
     g->route = CG_ROUTE_NATIVE;
-    int q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+    int q = fattn__cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
                            CG_UID_Q);
-    int k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K,
+    int k = fattn__cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false, CG_ROLE_K,
                            CG_UID_K);
-    int v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+    int v = fattn__cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
                            CG_UID_V);
-    int scale = cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    int o = cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
+    int scale = fattn__cgb_scalar_f(bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    int o = fattn__cgb_add_tensor(bd, "O", d->io, d->o_dims, d->o_strides, false, false, CG_ROLE_O,
                            CG_UID_O);
     int stats = -1;
     if (d->stats_output) {
         int64_t r4[4] = {d->b, d->hq, d->sq, 1};
-        stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false, CG_ROLE_STATS,
+        stats = fattn__cgb_add_tensor(bd, "Stats", CG_F32, r4, NULL, false, false, CG_ROLE_STATS,
                                CG_UID_STATS);
     }
-    cg_op *op = cgb_add_op(bd, CG_OP_SDPA_FWD, "sdpa_fwd");
+    cg_op *op = fattn__cgb_add_op(bd, CG_OP_SDPA_FWD, "sdpa_fwd");
     if (op) {
         op->sdpa[CG_SDPA_Q] = q;
         op->sdpa[CG_SDPA_K] = k;
@@ -246,21 +246,21 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     int rq = -1, rk = -1, rv = -1;
     x->ro = -1, x->rs = -1, x->pt_k = -1, x->pt_v = -1;
     if (d->ragged_q) {
-        rq = cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
+        rq = fattn__cgb_ragged_tensor(bd, "ragged_offset_q", d->ragged_dtype, b, CG_ROLE_RAG_Q,
                                CG_UID_RAG_Q);
-        x->ro = cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
+        x->ro = fattn__cgb_ragged_tensor(bd, "ragged_offset_o", d->ragged_dtype, b, CG_ROLE_RAG_O,
                                   CG_UID_RAG_O);
-        x->rs = cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
+        x->rs = fattn__cgb_ragged_tensor(bd, "ragged_offset_stats", d->ragged_dtype, b, CG_ROLE_RAG_STATS,
                                   CG_UID_RAG_STATS);
     }
     if (d->ragged_kv) {
-        rk = cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
+        rk = fattn__cgb_ragged_tensor(bd, "ragged_offset_k", d->ragged_dtype, b, CG_ROLE_RAG_K,
                                CG_UID_RAG_K);
-        rv = cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
+        rv = fattn__cgb_ragged_tensor(bd, "ragged_offset_v", d->ragged_dtype, b, CG_ROLE_RAG_V,
                                CG_UID_RAG_V);
     }
 
-    int q = x->q = cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
+    int q = x->q = fattn__cgb_add_tensor(bd, "Q", d->io, d->q_dims, d->q_strides, false, false, CG_ROLE_Q,
                                   CG_UID_Q);
     if (d->paged) {
         if (bd->st == FATTN_OK)
@@ -270,9 +270,9 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     /* K enters bmm1 transposed: [b, hk, d, skv], same memory. */
     int64_t kt_dims[4] = {d->k_dims[0], d->k_dims[1], d->k_dims[3], d->k_dims[2]};
     int64_t kt_strides[4] = {d->k_strides[0], d->k_strides[1], d->k_strides[3], d->k_strides[2]};
-    int k = x->k = cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K,
+    int k = x->k = fattn__cgb_add_tensor(bd, "K", d->io, kt_dims, kt_strides, false, false, CG_ROLE_K,
                                   CG_UID_K);
-    int v = x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+    int v = x->v = fattn__cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
                                   CG_UID_V);
     if (bd->st != FATTN_OK)
         return bd->st;
@@ -283,9 +283,9 @@ static fattn_status fwd_add_inputs(builder *bd, const cg_fwd_desc *d, fwd_inputs
     x->seq_q = -1, x->seq_kv = -1;
     if (d->padding) {
         int64_t bd4[4] = {b, 1, 1, 1};
-        x->seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+        x->seq_q = fattn__cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
                                   CG_UID_SEQ_Q);
-        x->seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+        x->seq_kv = fattn__cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
                                    CG_UID_SEQ_KV);
     }
 
@@ -302,9 +302,9 @@ static int fwd_row_output(builder *bd, const cg_fwd_desc *d, const char *name, c
     if (d->ragged_q) {
         st4[0] = d->hq * d->sq, st4[1] = 1, st4[2] = d->hq, st4[3] = 1;
     } else {
-        cgb_contiguous(r4, st4);
+        fattn__cgb_contiguous(r4, st4);
     }
-    int t = cgb_add_tensor(bd, name, CG_F32, r4, st4, false, false, role, uid);
+    int t = fattn__cgb_add_tensor(bd, name, CG_F32, r4, st4, false, false, role, uid);
     if (bd->st == FATTN_OK)
         bd->g->t[t].ragged = rs;
     return t;
@@ -320,15 +320,15 @@ static int fwd_softmax_op(builder *bd, const cg_fwd_desc *d, int s, int rs)
     int sink = -1;
     if (d->sink) {
         int64_t sd[4] = {1, d->hq, 1, 1}, ss[4] = {d->hq, 1, 1, 1};
-        sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+        sink = fattn__cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
                               CG_UID_SINK);
     }
     int stats = d->stats_output ? fwd_row_output(bd, d, "Stats", CG_ROLE_STATS, CG_UID_STATS, rs)
                                 : -1;
     int max = fwd_row_output(bd, d, "Max", CG_ROLE_MAX, CG_UID_MAX, rs);
     const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
-    int p = cgb_virt(bd, "softmax", d->dropout > 0.0f ? CG_F32 : d->io, s4);
-    cg_op *op = cgb_add_op(bd, CG_OP_SOFTMAX, "softmax");
+    int p = fattn__cgb_virt(bd, "softmax", d->dropout > 0.0f ? CG_F32 : d->io, s4);
+    cg_op *op = fattn__cgb_add_op(bd, CG_OP_SOFTMAX, "softmax");
     if (op) {
         op->in[0] = s, op->in[1] = sink, op->out = p;
         op->sdpa[CG_SDPA_STATS] = stats;
@@ -344,24 +344,24 @@ static int fwd_softmax_op(builder *bd, const cg_fwd_desc *d, int s, int rs)
 static fattn_status fwd_add_paged(builder *bd, const cg_fwd_desc *d, fwd_inputs *x)
 {
     const int64_t b = d->b, skv = d->skv, hk = d->hk, dk = d->d;
-    int kc = x->k = cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
+    int kc = x->k = fattn__cgb_add_tensor(bd, "K", d->io, d->k_dims, d->k_strides, false, false,
                                    CG_ROLE_K, CG_UID_K);
-    x->v = cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
+    x->v = fattn__cgb_add_tensor(bd, "V", d->io, d->v_dims, d->v_strides, false, false, CG_ROLE_V,
                           CG_UID_V);
     int64_t bd4[4] = {b, 1, 1, 1};
-    x->seq_q = cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
+    x->seq_q = fattn__cgb_add_tensor(bd, "seq_q", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_Q,
                               CG_UID_SEQ_Q);
-    x->seq_kv = cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
+    x->seq_kv = fattn__cgb_add_tensor(bd, "seq_kv", CG_I32, bd4, NULL, false, false, CG_ROLE_SEQ_KV,
                                CG_UID_SEQ_KV);
     int64_t tk[4] = {b, 1, d->pps_k, 1}, tks[4] = {d->pps_k, d->pps_k, 1, 1};
     int64_t tv[4] = {b, 1, d->pps_v, 1}, tvs[4] = {d->pps_v, d->pps_v, 1, 1};
-    x->pt_k = cgb_add_tensor(bd, "page_table_k", CG_I32, tk, tks, false, false, CG_ROLE_PT_K,
+    x->pt_k = fattn__cgb_add_tensor(bd, "page_table_k", CG_I32, tk, tks, false, false, CG_ROLE_PT_K,
                              CG_UID_PT_K);
-    x->pt_v = cgb_add_tensor(bd, "page_table_v", CG_I32, tv, tvs, false, false, CG_ROLE_PT_V,
+    x->pt_v = fattn__cgb_add_tensor(bd, "page_table_v", CG_I32, tv, tvs, false, false, CG_ROLE_PT_V,
                              CG_UID_PT_V);
     int64_t kt[4] = {b, hk, dk, skv}, kts[4] = {dk * skv * hk, dk * skv, 1, dk};
-    x->k = cgb_add_tensor(bd, "paged_k", d->io, kt, kts, true, false, CG_ROLE_NONE, -1);
-    cg_op *op = cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_k_cache_operation");
+    x->k = fattn__cgb_add_tensor(bd, "paged_k", d->io, kt, kts, true, false, CG_ROLE_NONE, -1);
+    cg_op *op = fattn__cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_k_cache_operation");
     if (op)
         op->in[0] = kc, op->in[1] = x->seq_kv, op->in[2] = x->pt_k, op->out = x->k;
     return bd->st;
@@ -372,8 +372,8 @@ static int fwd_paged_v(builder *bd, const cg_fwd_desc *d, const fwd_inputs *x)
 {
     const int64_t b = d->b, skv = d->skv, hv = d->hv, dv = d->dv;
     int64_t vd[4] = {b, hv, skv, dv}, vs[4] = {dv * skv * hv, dv * skv, dv, 1};
-    int v = cgb_add_tensor(bd, "paged_v", d->io, vd, vs, true, false, CG_ROLE_NONE, -1);
-    cg_op *op = cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_v_cache_operation");
+    int v = fattn__cgb_add_tensor(bd, "paged_v", d->io, vd, vs, true, false, CG_ROLE_NONE, -1);
+    cg_op *op = fattn__cgb_add_op(bd, CG_OP_PAGED_LOAD, "paged_v_cache_operation");
     if (op)
         op->in[0] = x->v, op->in[1] = x->seq_kv, op->in[2] = x->pt_v, op->out = v;
     return v;
@@ -392,48 +392,48 @@ static int fwd_softmax(builder *bd, const cg_fwd_desc *d, int s, int rs)
     int sink = -1, m;
     if (d->sink) {
         int64_t sd[4] = {1, hq, 1, 1}, ss[4] = {hq, 1, 1, 1};
-        sink = cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
+        sink = fattn__cgb_add_tensor(bd, "sink_token", CG_F32, sd, ss, false, false, CG_ROLE_SINK,
                               CG_UID_SINK);
-        int smax = cgb_virt(bd, "s_max", CG_F32, r4);
-        cgb_red_into(bd, "Max", CG_RED_MAX, s, smax);
-        m = cgb_virt(bd, "Max", CG_F32, r4);
-        cgb_pw_into(bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
+        int smax = fattn__cgb_virt(bd, "s_max", CG_F32, r4);
+        fattn__cgb_red_into(bd, "Max", CG_RED_MAX, s, smax);
+        m = fattn__cgb_virt(bd, "Max", CG_F32, r4);
+        fattn__cgb_pw_into(bd, "max_sink", CG_PW_MAX, CG_F32, -1, smax, sink, -1, m);
     } else {
-        m = cgb_virt(bd, "Max", CG_F32, r4);
-        cgb_red_into(bd, "Max", CG_RED_MAX, s, m);
+        m = fattn__cgb_virt(bd, "Max", CG_F32, r4);
+        fattn__cgb_red_into(bd, "Max", CG_RED_MAX, s, m);
     }
-    int z = cgb_pw(bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
-    int e = cgb_pw(bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
+    int z = fattn__cgb_pw(bd, "sub_M", CG_PW_SUB, CG_F32, -1, s, m, -1, CG_F32);
+    int e = fattn__cgb_pw(bd, "exp_sub_M", CG_PW_EXP, CG_F32, -1, z, -1, -1, CG_F32);
     int l;
     if (d->sink) {
-        int subs = cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
-        int es = cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
-        int tsum = cgb_virt(bd, "SumExp_elements", CG_F32, r4);
-        cgb_red_into(bd, "sum", CG_RED_ADD, e, tsum);
-        l = cgb_virt(bd, "SumExp", CG_F32, r4);
-        cgb_pw_into(bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
+        int subs = fattn__cgb_pw(bd, "sub_sink", CG_PW_SUB, CG_F32, -1, sink, m, -1, CG_F32);
+        int es = fattn__cgb_pw(bd, "exp_sink", CG_PW_EXP, CG_F32, -1, subs, -1, -1, CG_F32);
+        int tsum = fattn__cgb_virt(bd, "SumExp_elements", CG_F32, r4);
+        fattn__cgb_red_into(bd, "sum", CG_RED_ADD, e, tsum);
+        l = fattn__cgb_virt(bd, "SumExp", CG_F32, r4);
+        fattn__cgb_pw_into(bd, "add_sink", CG_PW_ADD, CG_F32, -1, tsum, es, -1, l);
     } else {
-        l = cgb_virt(bd, "SumExp", CG_F32, r4);
-        cgb_red_into(bd, "sum", CG_RED_ADD, e, l);
+        l = fattn__cgb_virt(bd, "SumExp", CG_F32, r4);
+        fattn__cgb_red_into(bd, "sum", CG_RED_ADD, e, l);
     }
-    int lnl = cgb_pw(bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
+    int lnl = fattn__cgb_pw(bd, "log", CG_PW_LOG, CG_F32, -1, l, -1, -1, CG_F32);
     int stats;
     if (d->stats_output) {
         int64_t st4[4];
         if (d->ragged_q) { /* TE's ragged stats: [t, h] token-major */
             st4[0] = hq * sq, st4[1] = 1, st4[2] = hq, st4[3] = 1;
         } else {
-            cgb_contiguous(r4, st4);
+            fattn__cgb_contiguous(r4, st4);
         }
-        stats = cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
+        stats = fattn__cgb_add_tensor(bd, "Stats", CG_F32, r4, st4, false, false, CG_ROLE_STATS,
                                CG_UID_STATS);
         if (bd->st == FATTN_OK)
             g->t[stats].ragged = rs;
     } else {
-        stats = cgb_virt(bd, "Stats", CG_F32, r4);
+        stats = fattn__cgb_virt(bd, "Stats", CG_F32, r4);
     }
-    cgb_pw_into(bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
-    return cgb_pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1,
+    fattn__cgb_pw_into(bd, "add", CG_PW_ADD, CG_F32, -1, m, lnl, -1, stats);
+    return fattn__cgb_pw(bd, "div", CG_PW_DIV, CG_F32, -1, e, l, -1,
                   d->dropout > 0.0f || d->fp8 ? CG_F32 : d->io);
 }
 
@@ -443,40 +443,40 @@ static int fwd_dropout(builder *bd, const cg_fwd_desc *d, int p)
 {
     const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
     if (d->dropout > 0.0f) {
-        int seed = cgb_add_tensor(bd, "Seed", CG_I64, cgb_one4, cgb_one4, false, false,
+        int seed = fattn__cgb_add_tensor(bd, "Seed", CG_I64, fattn__cgb_one4, fattn__cgb_one4, false, false,
                                   CG_ROLE_SEED,
                               CG_UID_SEED);
-        int off = cgb_add_tensor(bd, "Offset", CG_I64, cgb_one4, cgb_one4, false, false,
+        int off = fattn__cgb_add_tensor(bd, "Offset", CG_I64, fattn__cgb_one4, fattn__cgb_one4, false, false,
                                  CG_ROLE_OFFSET,
                              CG_UID_OFFSET);
         int mask;
         if (d->rng_dump) { /* the keep-mask written out, for the oracle */
             int64_t ms[4];
-            cgb_contiguous(s4, ms);
-            mask = cgb_add_tensor(bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
+            fattn__cgb_contiguous(s4, ms);
+            mask = fattn__cgb_add_tensor(bd, "rng", CG_F32, s4, ms, false, false, CG_ROLE_RNG_DUMP,
                                   CG_UID_RNG_DUMP);
         } else {
-            mask = cgb_virt(bd, "rng", CG_F32, s4);
+            mask = fattn__cgb_virt(bd, "rng", CG_F32, s4);
         }
-        cg_op *r = cgb_add_op(bd, CG_OP_RNG, "rng");
+        cg_op *r = fattn__cgb_add_op(bd, CG_OP_RNG, "rng");
         if (r) {
             r->in[0] = seed, r->in[1] = off, r->out = mask;
             r->bernoulli_p = 1.0 - (double)d->dropout;
         }
-        p = cgb_pw(bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
-        int sc = cgb_scalar_f(bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
-        p = cgb_pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1,
+        p = fattn__cgb_pw(bd, "dropout_mask_mul", CG_PW_MUL, CG_F32, -1, p, mask, -1, CG_F32);
+        int sc = fattn__cgb_scalar_f(bd, "dropout_scale", 1.0f / (1.0f - d->dropout), -1);
+        p = fattn__cgb_pw(bd, "dropout_scale", CG_PW_MUL, CG_F32, -1, p, sc, -1,
                    d->fp8 ? CG_F32 : d->io);
     }
     return p;
 }
 
-fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
+fattn_status fattn__cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
 {
     memset(g, 0, sizeof *g);
     g->next_uid = CG_UID_FIRST_INTERNAL;
     builder bd = {g, FATTN_OK};
-    if (cg_fwd_is_native(d))
+    if (fattn__cg_fwd_is_native(d))
         return build_native(&bd, d);
     g->route = CG_ROUTE_COMPOSITE;
     const int64_t s4[4] = {d->b, d->hq, d->sq, d->skv};
@@ -488,42 +488,42 @@ fattn_status cg_build_fwd(cg_graph *g, const cg_fwd_desc *d)
     int q = x.q, k = x.k, v = x.v, seq_q = x.seq_q, seq_kv = x.seq_kv;
 
     /* F1 bmm1 */
-    int s = cgb_virt(&bd, "bmm1", CG_F32, s4);
-    cg_op *mm = cgb_add_op(&bd, CG_OP_MATMUL, "bmm1");
+    int s = fattn__cgb_virt(&bd, "bmm1", CG_F32, s4);
+    cg_op *mm = fattn__cgb_add_op(&bd, CG_OP_MATMUL, "bmm1");
     if (mm) {
         mm->in[0] = q, mm->in[1] = k, mm->out = s;
         mm->m_override = seq_q;
         mm->n_override = seq_kv;
     }
     /* F2 scale */
-    int scale = cgb_scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
-    s = cgb_pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
+    int scale = fattn__cgb_scalar_f(&bd, "Attn_scale", d->attn_scale, CG_UID_SCALE);
+    s = fattn__cgb_pw(&bd, "attn_scale", CG_PW_MUL, CG_F32, -1, s, scale, -1, CG_F32);
     if (d->fp8)
-        s = cgb_fp8_descale_qk(&bd, s);
+        s = fattn__cgb_fp8_descale_qk(&bd, s);
 
     /* score modifiers: bias, ALiBi, padding, diagonal band */
-    s = cgb_score_modifiers(&bd, d, s, seq_q, seq_kv);
-    s = cgb_band_mask(&bd, d, s, seq_q, seq_kv);
+    s = fattn__cgb_score_modifiers(&bd, d, s, seq_q, seq_kv);
+    s = fattn__cgb_band_mask(&bd, d, s, seq_q, seq_kv);
 
     int p = fwd_softmax(&bd, d, s, x.rs);
     p = fwd_dropout(&bd, d, p);
     if (d->fp8)
-        p = cgb_fp8_quantize_p(&bd, d, p);
+        p = fattn__cgb_fp8_quantize_p(&bd, d, p);
 
     if (d->paged)
         v = fwd_paged_v(&bd, d, &x);
 
     /* F10 bmm2 */
-    int o = cgb_add_tensor(&bd, "O", d->fp8 ? d->o_dt : d->io, d->o_dims, d->o_strides, false,
+    int o = fattn__cgb_add_tensor(&bd, "O", d->fp8 ? d->o_dt : d->io, d->o_dims, d->o_strides, false,
                            false, CG_ROLE_O, CG_UID_O);
     if (bd.st == FATTN_OK)
         g->t[o].ragged = x.ro;
     if (d->fp8) {
-        cgb_fp8_matmul(&bd, "bmm2", p, v, o, CG_ROLE_DESCALE_S, CG_ROLE_DESCALE_V,
+        fattn__cgb_fp8_matmul(&bd, "bmm2", p, v, o, CG_ROLE_DESCALE_S, CG_ROLE_DESCALE_V,
                        CG_ROLE_SCALE_O, CG_ROLE_AMAX_O, seq_q, -1, seq_kv);
         return bd.st;
     }
-    cg_op *mm2 = cgb_add_op(&bd, CG_OP_MATMUL, "bmm2");
+    cg_op *mm2 = fattn__cgb_add_op(&bd, CG_OP_MATMUL, "bmm2");
     if (mm2) {
         mm2->in[0] = p, mm2->in[1] = v, mm2->out = o;
         mm2->m_override = seq_q;

@@ -1,4 +1,4 @@
-/* The plan cache's key of a graph (graph.h, cg_key): every field of every
+/* The plan cache's key of a graph (graph.h, fattn__cg_key): every field of every
  * tensor and operation that reaches a descriptor, as LEB128 varints, and a
  * 64-bit FNV-1a hash of those bytes. It replaces the text dump on the
  * lookup of a cache hit, which snprintf'd some 10 kB per call; the dump
@@ -59,7 +59,7 @@ static void put_op(key_w *w, const cg_op *o)
         put(w, o->sdpa[i]);
 }
 
-void cg_key(const cg_graph *g, cg_key_buf *out)
+void fattn__cg_key(const cg_graph *g, cg_key_buf *out)
 {
     key_w w = {out};
     out->len = 0;
@@ -86,7 +86,7 @@ void cg_key(const cg_graph *g, cg_key_buf *out)
     out->hash = h;
 }
 
-bool cg_key_equal(const cg_key_buf *a, const unsigned char *b, size_t len, uint64_t hash)
+bool fattn__cg_key_equal(const cg_key_buf *a, const unsigned char *b, size_t len, uint64_t hash)
 {
     return a->hash == hash && a->len == len && memcmp(a->b, b, len) == 0;
 }

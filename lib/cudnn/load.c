@@ -152,7 +152,7 @@ fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s)
     return st;
 }
 
-const cudnn_api *cudnn_api_load(bool want_cudart)
+const cudnn_api *fattn__cudnn_api_load(bool want_cudart)
 {
     pthread_once(&g_once, load_cudnn);
     if (!g_api.cudnn_loaded) {
@@ -174,7 +174,7 @@ const cudnn_api *cudnn_api_load(bool want_cudart)
     return &g_api;
 }
 
-fattn_status cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what)
+fattn_status fattn__cudnn_fail(const cudnn_api *api, cudnnStatus_t s, const char *what)
 {
     char last[1024] = "";
     if (api->GetLastErrorString)

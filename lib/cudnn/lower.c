@@ -70,7 +70,7 @@ static cudnnBackendDescriptor_t mk(lowering *L, cudnnBackendDescriptorType_t typ
     cudnnBackendDescriptor_t d = NULL;
     cudnnStatus_t s = L->api->BackendCreateDescriptor(type, &d);
     if (s != CUDNN_STATUS_SUCCESS) {
-        L->st = cudnn_fail(L->api, s, "cudnnBackendCreateDescriptor");
+        L->st = fattn__cudnn_fail(L->api, s, "cudnnBackendCreateDescriptor");
         return NULL;
     }
     p->descs[p->ndescs++] = d;
@@ -86,7 +86,7 @@ static void set(lowering *L, cudnnBackendDescriptor_t d, cudnnBackendAttributeNa
     if (s != CUDNN_STATUS_SUCCESS) {
         char what[96];
         snprintf(what, sizeof what, "SetAttribute %d (%s)", (int)name, L->what);
-        L->st = cudnn_fail(L->api, s, what);
+        L->st = fattn__cudnn_fail(L->api, s, what);
     }
 }
 
@@ -98,7 +98,7 @@ static void fin(lowering *L, cudnnBackendDescriptor_t d)
     if (s != CUDNN_STATUS_SUCCESS) {
         char what[96];
         snprintf(what, sizeof what, "Finalize (%s)", L->what);
-        L->st = cudnn_fail(L->api, s, what);
+        L->st = fattn__cudnn_fail(L->api, s, what);
     }
 }
 
@@ -397,7 +397,7 @@ static bool finalize_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t
     s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
                                  1, &c, &ws);
     if (s != CUDNN_STATUS_SUCCESS)
-        L->st = cudnn_fail(api, s, "plan workspace size");
+        L->st = fattn__cudnn_fail(api, s, "plan workspace size");
     p->workspace = ws;
     return true;
 }
@@ -419,7 +419,7 @@ static void pick_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t og,
         cudnnStatus_t s = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
         if (s != CUDNN_STATUS_SUCCESS)
-            L->st = cudnn_fail(api, s, "heuristics result count");
+            L->st = fattn__cudnn_fail(api, s, "heuristics result count");
     }
     p->configs = (int)count;
     char last[2048] = "";
@@ -445,7 +445,7 @@ static void pick_config(lowering *L, cudnn_plan *p, cudnnBackendDescriptor_t og,
                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
                                                    cfgs);
         if (s != CUDNN_STATUS_SUCCESS)
-            L->st = cudnn_fail(api, s, "heuristics results");
+            L->st = fattn__cudnn_fail(api, s, "heuristics results");
     }
     for (int64_t i = 0; i < got && L->st == FATTN_OK && !p->plan; i++) {
         if (index >= 0 && i != index)
@@ -500,7 +500,7 @@ static cudnn_plan *plan_lowered(const cudnn_api *api, cudnnHandle_t handle, cons
 static fattn_status plan_finish(const lowering *L, cudnn_plan *p, double t0, cudnn_plan **out)
 {
     if (L->st != FATTN_OK) {
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
         return L->st;
     }
     p->build_seconds = fattn_now_s() - t0;
@@ -508,7 +508,7 @@ static fattn_status plan_finish(const lowering *L, cudnn_plan *p, double t0, cud
     return FATTN_OK;
 }
 
-fattn_status cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_build_config(const cudnn_api *api, cudnnHandle_t handle,
                                      const cg_graph *g, cudnnBackendHeurMode_t mode, int index,
                                      bool det_only, cudnn_plan **out)
 {
@@ -558,7 +558,7 @@ static bool knob_range(const cudnn_api *api, cudnnBackendDescriptor_t eng,
     return found && range[2] > 0 && range[1] >= range[0];
 }
 
-fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                                     const cg_graph *g, int64_t engine, int nknobs,
                                     const int32_t *types, const int64_t *values,
                                     bool det_only, int64_t range_of, int64_t range[3],
@@ -608,7 +608,7 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
                            "knob values (engine config: CUDNN_STATUS_NOT_SUPPORTED)%s%s",
                            (long long)engine, *last ? ": " : "", last);
     } else if (s != CUDNN_STATUS_SUCCESS) {
-        L.st = cudnn_fail(api, s, "Finalize (engine config)");
+        L.st = fattn__cudnn_fail(api, s, "Finalize (engine config)");
     }
     if (L.st == FATTN_OK && det_only &&
         cfg_nondeterministic(api, cfg))
@@ -621,13 +621,13 @@ fattn_status cudnn_plan_build_knobs(const cudnn_api *api, cudnnHandle_t handle,
     return plan_finish(&L, p, t0, out);
 }
 
-fattn_status cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
+fattn_status fattn__cudnn_plan_build(const cudnn_api *api, cudnnHandle_t handle, const cg_graph *g,
                               cudnn_plan **out)
 {
-    return cudnn_plan_build_config(api, handle, g, CUDNN_HEUR_MODE_A, -1, false, out);
+    return fattn__cudnn_plan_build_config(api, handle, g, CUDNN_HEUR_MODE_A, -1, false, out);
 }
 
-void cudnn_plan_free(cudnn_plan *p)
+void fattn__cudnn_plan_free(cudnn_plan *p)
 {
     if (!p)
         return;
@@ -639,7 +639,7 @@ void cudnn_plan_free(cudnn_plan *p)
 
 /* ---- serialized plans (the plan store) --------------------------------------- */
 
-fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len)
+fattn_status fattn__cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
@@ -659,7 +659,7 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
     cudnnStatus_t s = api->BackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
                                                CUDNN_TYPE_CHAR, 0, &n, NULL);
     if (s != CUDNN_STATUS_SUCCESS) {
-        cudnn_fail(api, s, "serialize plan (size)");
+        fattn__cudnn_fail(api, s, "serialize plan (size)");
         return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
     }
     if (n <= 0)
@@ -675,7 +675,7 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
     if (s != CUDNN_STATUS_SUCCESS || got <= 0 || got > n) {
         free(buf);
         if (s != CUDNN_STATUS_SUCCESS) {
-            cudnn_fail(api, s, "serialize plan");
+            fattn__cudnn_fail(api, s, "serialize plan");
             return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
         }
         return fattn_error(FATTN_E_UNSUPPORTED,
@@ -687,7 +687,7 @@ fattn_status cudnn_plan_serialize(const cudnn_plan *p, unsigned char **out, size
     return FATTN_OK;
 }
 
-fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
+fattn_status fattn__cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
                                     const void *blob, size_t len, cudnn_plan **out)
 {
     *out = NULL;
@@ -716,7 +716,7 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
         cudnnStatus_t s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg);
         if (s != CUDNN_STATUS_SUCCESS)
-            L.st = cudnn_fail(api, s, "restored plan's engine config");
+            L.st = fattn__cudnn_fail(api, s, "restored plan's engine config");
     }
     if (L.st == FATTN_OK) {
         engine_tag(&L, cfg, p->tag, sizeof p->tag);
@@ -725,11 +725,11 @@ fattn_status cudnn_plan_deserialize(const cudnn_api *api, cudnnHandle_t handle,
         cudnnStatus_t s = api->BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                    CUDNN_TYPE_INT64, 1, &c, &ws);
         if (s != CUDNN_STATUS_SUCCESS)
-            L.st = cudnn_fail(api, s, "restored plan's workspace size");
+            L.st = fattn__cudnn_fail(api, s, "restored plan's workspace size");
         p->workspace = ws;
     }
     if (L.st != FATTN_OK) {
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
         return L.st;
     }
     p->plan = plan;

@@ -14,7 +14,7 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-uint64_t ps_fnv1a64(const void *p, size_t n)
+uint64_t fattn__ps_fnv1a64(const void *p, size_t n)
 {
     const unsigned char *b = p;
     uint64_t h = 0xcbf29ce484222325ull;
@@ -56,7 +56,7 @@ static uint64_t get_u64(const unsigned char *p)
 
 /* ---- key ---------------------------------------------------------------------- */
 
-char *ps_key_text(const ps_env *env, const char *graph_key)
+char *fattn__ps_key_text(const ps_env *env, const char *graph_key)
 {
     /* The device name goes into a line of its own kind; a control character
      * in it must not be able to forge another line. */
@@ -82,13 +82,13 @@ char *ps_key_text(const ps_env *env, const char *graph_key)
     return out;
 }
 
-void ps_file_name(const char *key_text, char out[PS_NAME_LEN])
+void fattn__ps_file_name(const char *key_text, char out[PS_NAME_LEN])
 {
     snprintf(out, PS_NAME_LEN, "%016llx.plan",
-             (unsigned long long)ps_fnv1a64(key_text, strlen(key_text)));
+             (unsigned long long)fattn__ps_fnv1a64(key_text, strlen(key_text)));
 }
 
-const char *ps_resolve_dir(const char *opt_dir, const char *env)
+const char *fattn__ps_resolve_dir(const char *opt_dir, const char *env)
 {
     const char *d = opt_dir ? opt_dir : env;
     return d && *d ? d : NULL;
@@ -107,7 +107,7 @@ static long control_byte_at(const char *p, size_t n)
     return -1;
 }
 
-fattn_status ps_encode(const ps_record *r, unsigned char **out, size_t *out_len)
+fattn_status fattn__ps_encode(const ps_record *r, unsigned char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
@@ -149,13 +149,13 @@ fattn_status ps_encode(const ps_record *r, unsigned char **out, size_t *out_len)
     p += r->key_len;
     memcpy(p, r->blob, r->blob_len);
     p += r->blob_len;
-    put_u64(p, ps_fnv1a64(b, (size_t)(p - b)));
+    put_u64(p, fattn__ps_fnv1a64(b, (size_t)(p - b)));
     *out = b;
     *out_len = len;
     return FATTN_OK;
 }
 
-fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r)
+fattn_status fattn__ps_decode(const unsigned char *buf, size_t len, ps_record *r)
 {
     memset(r, 0, sizeof *r);
     if (len < PS_HEADER_BYTES + PS_TRAILER_BYTES)
@@ -185,7 +185,7 @@ fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r)
         return fattn_error(FATTN_E_INVALID_FILE, "plan file: empty %s",
                            key_len == 0 ? "key" : "plan");
     uint64_t want = get_u64(buf + len - PS_TRAILER_BYTES);
-    uint64_t got = ps_fnv1a64(buf, len - PS_TRAILER_BYTES);
+    uint64_t got = fattn__ps_fnv1a64(buf, len - PS_TRAILER_BYTES);
     if (want != got)
         return fattn_error(FATTN_E_INVALID_FILE, "plan file: checksum mismatch (damaged)");
     const char *p = (const char *)buf + PS_HEADER_BYTES;
@@ -219,7 +219,7 @@ fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r)
 
 /* ---- trust --------------------------------------------------------------------------- */
 
-fattn_status ps_check_dir(const char *dir)
+fattn_status fattn__ps_check_dir(const char *dir)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0)
@@ -241,7 +241,7 @@ fattn_status ps_check_dir(const char *dir)
     return FATTN_OK;
 }
 
-fattn_status ps_check_file_owner(const char *path, unsigned uid, unsigned mode)
+fattn_status fattn__ps_check_file_owner(const char *path, unsigned uid, unsigned mode)
 {
     if (uid != (unsigned)geteuid() && uid != 0)
         return fattn_error(FATTN_E_INVALID_FILE,
@@ -292,7 +292,7 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
         st = fattn_error(FATTN_E_IO, "plan store: stat %s: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s is not a regular file", path);
-    else if (ps_check_file_owner(path, (unsigned)sb.st_uid, (unsigned)sb.st_mode) != FATTN_OK)
+    else if (fattn__ps_check_file_owner(path, (unsigned)sb.st_uid, (unsigned)sb.st_mode) != FATTN_OK)
         st = FATTN_E_INVALID_FILE;
     else if ((uintmax_t)sb.st_size > PS_MAX_FILE_BYTES)
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s has %jd bytes (limit %zu)", path,
@@ -326,14 +326,14 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
     return FATTN_OK;
 }
 
-fattn_status ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
+fattn_status fattn__ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
 {
     memset(out, 0, sizeof *out);
-    fattn_status trust = ps_check_dir(dir);
+    fattn_status trust = fattn__ps_check_dir(dir);
     if (trust != FATTN_OK)
         return trust;
     char name[PS_NAME_LEN];
-    ps_file_name(key_text, name);
+    fattn__ps_file_name(key_text, name);
     char *path = join_path(dir, name);
     if (!path)
         return fattn_error(FATTN_E_NOMEM, "plan store: path");
@@ -347,7 +347,7 @@ fattn_status ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
     }
     ps_record rec;
     if (st == FATTN_OK) {
-        st = ps_decode(buf, len, &rec);
+        st = fattn__ps_decode(buf, len, &rec);
         if (st != FATTN_OK)
             st = fattn_error(st, "plan store: %s: %s", path, fattn_last_error());
     }
@@ -368,7 +368,7 @@ fattn_status ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
     return FATTN_OK;
 }
 
-void ps_loaded_free(ps_loaded *l)
+void fattn__ps_loaded_free(ps_loaded *l)
 {
     if (!l)
         return;
@@ -410,11 +410,11 @@ static fattn_status make_dirs(const char *dir)
  * distinguishes everything else). */
 static atomic_uint g_tmp_counter;
 
-fattn_status ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
+fattn_status fattn__ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 {
     fattn_status st = make_dirs(dir);
     if (st == FATTN_OK)
-        st = ps_check_dir(dir);
+        st = fattn__ps_check_dir(dir);
     if (st != FATTN_OK)
         return st;
     char *target = join_path(dir, name);
@@ -480,19 +480,19 @@ fattn_status ps_write_atomic(const char *dir, const char *name, const void *buf,
     return st;
 }
 
-fattn_status ps_store(const char *dir, const ps_record *r)
+fattn_status fattn__ps_store(const char *dir, const ps_record *r)
 {
     /* The key must be a C string here: the file name is its hash. */
     if (!r->key || strlen(r->key) != r->key_len)
         return fattn_error(FATTN_E_INVALID_ARG, "plan store: key is not a string of its length");
     unsigned char *img = NULL;
     size_t len = 0;
-    fattn_status st = ps_encode(r, &img, &len);
+    fattn_status st = fattn__ps_encode(r, &img, &len);
     if (st != FATTN_OK)
         return st;
     char name[PS_NAME_LEN];
-    ps_file_name(r->key, name);
-    st = ps_write_atomic(dir, name, img, len);
+    fattn__ps_file_name(r->key, name);
+    st = fattn__ps_write_atomic(dir, name, img, len);
     free(img);
     return st;
 }

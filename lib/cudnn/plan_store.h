@@ -19,7 +19,7 @@
  *     fattn-cudnn-plan/<PS_FORMAT_VERSION>
  *     cudnn=<cudnnGetVersion()> lowering=<CUDNN_LOWERING_REVISION>
  *     device=<name> sm_count=<n> cc=<major>.<minor>
- *     <cg_dump(g, false)>
+ *     <fattn__cg_dump(g, false)>
  *
  * The lowering revision stands for what the dump does not show: how
  * lower.c turns a dump into descriptors (alignment, flags it sets). A plan
@@ -95,41 +95,41 @@ typedef struct ps_record {
 } ps_record;
 
 /* 64-bit FNV-1a of n bytes. */
-uint64_t ps_fnv1a64(const void *p, size_t n);
+uint64_t fattn__ps_fnv1a64(const void *p, size_t n);
 
-/* The key text for graph_key (a cg_dump without values) on env, as in the
+/* The key text for graph_key (a fattn__cg_dump without values) on env, as in the
  * header comment; control characters in the device name become '?'.
  * Returns a malloc'd string, NULL on allocation failure. */
-char *ps_key_text(const ps_env *env, const char *graph_key);
+char *fattn__ps_key_text(const ps_env *env, const char *graph_key);
 
 /* The file name of a key text: 16 lowercase hex digits of its FNV-1a 64
  * and ".plan". */
-void ps_file_name(const char *key_text, char out[PS_NAME_LEN]);
+void fattn__ps_file_name(const char *key_text, char out[PS_NAME_LEN]);
 
 /* Which directory the store uses. opt_dir is fattn_cudnn_options.plan_dir,
  * env the value of $FATTN_CUDNN_PLAN_DIR (either may be NULL): opt_dir
  * wins when non-NULL, and "" (from either) means no store. Returns NULL
  * for no store, else one of the two pointers. */
-const char *ps_resolve_dir(const char *opt_dir, const char *env);
+const char *fattn__ps_resolve_dir(const char *opt_dir, const char *env);
 
 /* Encode r into a new file image (malloc'd, *out; length *out_len).
  * FATTN_E_INVALID_ARG for a tag longer than PS_MAX_TAG_BYTES or holding a
  * control byte (below 0x20, or 0x7f: a tag is printed in provenance lines),
  * an empty key or blob, a workspace outside 0..PS_MAX_WORKSPACE_BYTES, or
  * an image over PS_MAX_FILE_BYTES; FATTN_E_NOMEM. */
-fattn_status ps_encode(const ps_record *r, unsigned char **out, size_t *out_len);
+fattn_status fattn__ps_encode(const ps_record *r, unsigned char **out, size_t *out_len);
 
 /* Decode a file image: magic, format version, lengths that add up exactly,
  * checksum, a tag without control bytes, a workspace within
  * 0..PS_MAX_WORKSPACE_BYTES. On success *r points into buf.
  * FATTN_E_INVALID_FILE with the reason otherwise (buf is never read beyond
  * len). */
-fattn_status ps_decode(const unsigned char *buf, size_t len, ps_record *r);
+fattn_status fattn__ps_decode(const unsigned char *buf, size_t len, ps_record *r);
 
 /* A file found for a key, read and checked. */
 typedef struct ps_loaded {
     bool found;          /* false: no file for this key (not an error) */
-    unsigned char *buf;  /* the file image, owned; free with ps_loaded_free */
+    unsigned char *buf;  /* the file image, owned; free with fattn__ps_loaded_free */
     ps_record rec;       /* points into buf */
 } ps_loaded;
 
@@ -140,22 +140,22 @@ typedef struct ps_loaded {
  * bit (anyone could replace a plan). Group-writable is accepted: a group
  * may share a store on purpose. A missing dir is FATTN_OK (it is created
  * 0700 by the write). Only the directory itself is checked, not its
- * parents. ps_lookup and ps_write_atomic call it first. */
-fattn_status ps_check_dir(const char *dir);
+ * parents. fattn__ps_lookup and fattn__ps_write_atomic call it first. */
+fattn_status fattn__ps_check_dir(const char *dir);
 
 /* The same for a plan file found in the store (its fstat's st_uid and
  * st_mode): owned by another user than this process' and root, or writable
  * by everyone, it is refused (in a sticky directory such as /tmp another
  * user may still create a file under a plan's name first). */
-fattn_status ps_check_file_owner(const char *path, unsigned uid, unsigned mode);
+fattn_status fattn__ps_check_file_owner(const char *path, unsigned uid, unsigned mode);
 
 /* Look key_text up in dir. No file: FATTN_OK with out->found false. A file
  * that cannot be read (FATTN_E_IO), is not a valid plan file or holds
  * another key (FATTN_E_INVALID_FILE): an error with the reason, nothing
  * owned. Otherwise FATTN_OK, out->found true, the record checked against
  * key_text byte for byte. */
-fattn_status ps_lookup(const char *dir, const char *key_text, ps_loaded *out);
-void ps_loaded_free(ps_loaded *l);
+fattn_status fattn__ps_lookup(const char *dir, const char *key_text, ps_loaded *out);
+void fattn__ps_loaded_free(ps_loaded *l);
 
 /* Write buf as dir/name so that a reader sees either the old file or the
  * whole new one, never a part: a new temporary file in dir (O_EXCL, mode
@@ -164,10 +164,10 @@ void ps_loaded_free(ps_loaded *l);
  * at once each rename a complete file; the last one stays. dir is created
  * (mode 0700, with its parents) when missing. On failure the temporary
  * file is removed and FATTN_E_IO says which step failed. */
-fattn_status ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len);
+fattn_status fattn__ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len);
 
 /* Encode r (whose key must be key_text) and write it as key_text's file in
- * dir: ps_encode + ps_file_name + ps_write_atomic. */
-fattn_status ps_store(const char *dir, const ps_record *r);
+ * dir: fattn__ps_encode + fattn__ps_file_name + fattn__ps_write_atomic. */
+fattn_status fattn__ps_store(const char *dir, const ps_record *r);
 
 #endif /* FATTN_CUDNN_PLAN_STORE_H */

@@ -22,7 +22,7 @@ static void store_note(cudnn_engine *e, int64_t *counter)
 /* A restored plan lists knob choices its config holds at -1 (measured on
  * the H200 with cuDNN 9.19: "eng6_k14=-1_k24=26" for a plan built as
  * "eng6_k24=26"); tags are compared without them (cudnn_internal.h). */
-void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap)
+void fattn__cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < len && o + 1 < cap;) {
@@ -44,8 +44,8 @@ void cudnn_tag_canonical(const char *tag, size_t len, char *out, size_t cap)
 static bool tags_match(const char *a, size_t alen, const char *b, size_t blen)
 {
     char ca[160], cb[160];
-    cudnn_tag_canonical(a, alen, ca, sizeof ca);
-    cudnn_tag_canonical(b, blen, cb, sizeof cb);
+    fattn__cudnn_tag_canonical(a, alen, ca, sizeof ca);
+    fattn__cudnn_tag_canonical(b, blen, cb, sizeof cb);
     return strcmp(ca, cb) == 0;
 }
 
@@ -56,7 +56,7 @@ static bool tags_match(const char *a, size_t alen, const char *b, size_t blen)
 static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
 {
     ps_loaded l;
-    if (ps_lookup(e->pc->store_dir, key_text, &l) != FATTN_OK) {
+    if (fattn__ps_lookup(e->pc->store_dir, key_text, &l) != FATTN_OK) {
         store_note(e, &e->pc->pstats.rejected);
         return NULL;
     }
@@ -65,7 +65,7 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
         return NULL;
     }
     cudnn_plan *p = NULL;
-    fattn_status st = cudnn_plan_deserialize(e->api, e->pc->handle, l.rec.blob, l.rec.blob_len, &p);
+    fattn_status st = fattn__cudnn_plan_deserialize(e->api, e->pc->handle, l.rec.blob, l.rec.blob_len, &p);
     if (st == FATTN_OK && (!tags_match(p->tag, strlen(p->tag), l.rec.tag, l.rec.tag_len) ||
                            p->workspace != l.rec.workspace)) {
         fattn_error(FATTN_E_INVALID_FILE,
@@ -73,14 +73,14 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
                     "recorded %.*s with %lld",
                     p->tag, (long long)p->workspace, (int)l.rec.tag_len, l.rec.tag,
                     (long long)l.rec.workspace);
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
         p = NULL;
         st = FATTN_E_INVALID_FILE;
     }
     /* provenance names the plan as it was built */
     if (st == FATTN_OK && l.rec.tag_len < sizeof p->tag)
         snprintf(p->tag, sizeof p->tag, "%.*s", (int)l.rec.tag_len, l.rec.tag);
-    ps_loaded_free(&l);
+    fattn__ps_loaded_free(&l);
     if (st != FATTN_OK) {
         store_note(e, &e->pc->pstats.rejected);
         return NULL;
@@ -95,12 +95,12 @@ static void store_save(cudnn_engine *e, const char *key_text, const cudnn_plan *
 {
     unsigned char *blob = NULL;
     size_t len = 0;
-    if (cudnn_plan_serialize(p, &blob, &len) != FATTN_OK) {
+    if (fattn__cudnn_plan_serialize(p, &blob, &len) != FATTN_OK) {
         store_note(e, &e->pc->pstats.unserializable);
         return;
     }
     ps_record r = {p->tag, strlen(p->tag), key_text, strlen(key_text), p->workspace, blob, len};
-    if (ps_store(e->pc->store_dir, &r) != FATTN_OK)
+    if (fattn__ps_store(e->pc->store_dir, &r) != FATTN_OK)
         store_note(e, &e->pc->pstats.write_failed);
     else
         e->pc->pstats.stored++;
@@ -127,9 +127,9 @@ static void entry_free(const cudnn_api *api, plan_entry *pe)
 {
     entry_drop_vpack(api, pe);
     for (int i = 1; i < pe->ncand; i++)
-        cudnn_plan_free(pe->cand[i]);
+        fattn__cudnn_plan_free(pe->cand[i]);
     free(pe->tune_key_text);
-    cudnn_plan_free(pe->plan);
+    fattn__cudnn_plan_free(pe->plan);
     free(pe->key);
     free(pe->desc);
     free(pe->g);
@@ -163,7 +163,7 @@ static void cand_add(cudnn_plan **cand, int *n, cudnn_plan *p)
 {
     for (int k = 0; k < *n; k++)
         if (tags_match(cand[k]->tag, strlen(cand[k]->tag), p->tag, strlen(p->tag))) {
-            cudnn_plan_free(p);
+            fattn__cudnn_plan_free(p);
             return;
         }
     cand[(*n)++] = p;
@@ -218,10 +218,10 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
         return;
     }
     cudnn_plan *p = NULL; /* cand[0] again, for the range cuDNN declares */
-    bool base_ok = cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
+    bool base_ok = fattn__cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types, values,
                                           det_only, SWEEP_KNOB, range, &p) == FATTN_OK;
     if (base_ok)
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
     else
         snprintf(last, sizeof last, "%s", fattn_last_error());
     int64_t base = values[at];
@@ -236,7 +236,7 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
             continue;
         values[at] = v;
         tried++;
-        fattn_status st = cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types,
+        fattn_status st = fattn__cudnn_plan_build_knobs(e->api, e->pc->handle, g, engine, nk, types,
                                                  values, det_only, 0, NULL, &p);
         if (st == FATTN_E_UNSUPPORTED) {
             snprintf(last, sizeof last, "%s", fattn_last_error());
@@ -256,7 +256,7 @@ static void sweep_knobs(cudnn_engine *e, const cg_graph *g, bool det_only, cudnn
 
 /* Autotune's candidates for g: configs 0..3 of heuristics modes A, B and
  * fallback that finalize, one per engine tag (canonical), in that order, so
- * cand[0] is the plan cudnn_plan_build would make; only deterministic ones
+ * cand[0] is the plan fattn__cudnn_plan_build would make; only deterministic ones
  * for the deterministic backward. 0 candidates: FATTN_E_UNSUPPORTED. */
 static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool det_only,
                                      cudnn_plan **cand, int *n)
@@ -268,7 +268,7 @@ static fattn_status build_candidates(cudnn_engine *e, const cg_graph *g, bool de
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < 4 && *n < CUDNN_AUTOTUNE_MAX; i++) {
             cudnn_plan *p = NULL;
-            if (cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) ==
+            if (fattn__cudnn_plan_build_config(e->api, e->pc->handle, g, modes[m], i, det_only, &p) ==
                 FATTN_OK)
                 cand_add(cand, n, p);
         }
@@ -292,14 +292,14 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
     *ncand = 0;
     *tune_key = NULL;
     if (e->pc->store_dir) {
-        char *dump = cg_dump(g, false);
+        char *dump = fattn__cg_dump(g, false);
         /* a tuned plan is another choice than mode A's: its own key */
         char *full = dump && e->pc->autotune ? malloc(strlen(dump) + 16) : NULL;
         if (full) /* each mode's choice under a key of its own */
             snprintf(full, strlen(dump) + 16, "%s\n%s",
                      e->pc->autotune_knobs ? "autotune-knobs" : "autotune", dump);
         key_text = dump && (!e->pc->autotune || full)
-                       ? ps_key_text(&e->pc->store_env, full ? full : dump)
+                       ? fattn__ps_key_text(&e->pc->store_env, full ? full : dump)
                        : NULL;
         free(full);
         free(dump);
@@ -323,9 +323,9 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
          * engine is the accumulator's, whatever it is noted, and its order
          * is what the pin buys (measured bitwise repeatable,
          * docs/determinism.md). */
-        st = g->pin.on ? cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n,
+        st = g->pin.on ? fattn__cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n,
                                                 g->pin.type, g->pin.value, false, 0, NULL, &p)
-                       : cudnn_plan_build(e->api, e->pc->handle, g, &p);
+                       : fattn__cudnn_plan_build(e->api, e->pc->handle, g, &p);
         if (st == FATTN_OK) {
             e->pc->pstats.built++;
             if (key_text)
@@ -361,7 +361,7 @@ static fattn_status entry_add(cudnn_engine *e, cudnn_plan *p, const cg_key_buf *
             free(pe->g);
             free(pe);
         }
-        cudnn_plan_free(p);
+        fattn__cudnn_plan_free(p);
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: plan cache");
     }
     memcpy(pe->key, kb->b, kb->len);
@@ -376,7 +376,7 @@ static fattn_status entry_add(cudnn_engine *e, cudnn_plan *p, const cg_key_buf *
     return FATTN_OK;
 }
 
-fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
+fattn_status fattn__cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
                             cudnn_graph_builder build, plan_entry **out)
 {
     assert(e->pc && e->pc->handle && desc_len <= sizeof(cg_bwd_desc));
@@ -392,9 +392,9 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
     fattn_status st = build(g, desc);
     if (st != FATTN_OK)
         return st;
-    cg_key(g, e->kb);
+    fattn__cg_key(g, e->kb);
     for (plan_entry *pe = e->pc->plans; pe; pe = pe->next)
-        if (cg_key_equal(e->kb, pe->key, pe->key_len, pe->key_hash)) {
+        if (fattn__cg_key_equal(e->kb, pe->key, pe->key_len, pe->key_hash)) {
             entry_remember(e->api, pe, desc, desc_len, dh, g);
             note_hit(e);
             *out = pe;
@@ -415,7 +415,7 @@ fattn_status cudnn_get_plan(cudnn_engine *e, const void *desc, size_t desc_len,
     e->last_plan_source = p->from_store ? "store" : "built";
     if ((st = entry_add(e, p, e->kb, desc, desc_len, dh, g, out)) != FATTN_OK) {
         for (int i = 1; i < ncand; i++)
-            cudnn_plan_free(cand[i]);
+            fattn__cudnn_plan_free(cand[i]);
         free(tune_key);
         return st;
     }
@@ -465,7 +465,7 @@ static fattn_status entry_vpack(cudnn_engine *e, plan_entry *pe, void *const *pt
     cudnnBackendDescriptor_t vp = NULL;
     cudnnStatus_t s = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
     if (s != CUDNN_STATUS_SUCCESS)
-        return cudnn_fail(api, s, "variant pack");
+        return fattn__cudnn_fail(api, s, "variant pack");
     s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
     if (s == CUDNN_STATUS_SUCCESS)
         s = api->BackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
@@ -476,7 +476,7 @@ static fattn_status entry_vpack(cudnn_engine *e, plan_entry *pe, void *const *pt
     if (s == CUDNN_STATUS_SUCCESS)
         s = api->BackendFinalize(vp);
     if (s != CUDNN_STATUS_SUCCESS) {
-        fattn_status st = cudnn_fail(api, s, "variant pack");
+        fattn_status st = fattn__cudnn_fail(api, s, "variant pack");
         api->BackendDestroyDescriptor(vp);
         return st;
     }
@@ -490,7 +490,7 @@ static fattn_status entry_vpack(cudnn_engine *e, plan_entry *pe, void *const *pt
 static fattn_status entry_execute(cudnn_engine *e, plan_entry *pe)
 {
     cudnnStatus_t s = e->api->BackendExecute(e->pc->handle, pe->plan->plan, pe->vp);
-    return s == CUDNN_STATUS_SUCCESS ? FATTN_OK : cudnn_fail(e->api, s, "cudnnBackendExecute");
+    return s == CUDNN_STATUS_SUCCESS ? FATTN_OK : fattn__cudnn_fail(e->api, s, "cudnnBackendExecute");
 }
 
 /* Timed re-executions (timing_iters): the same plan, variant pack and
@@ -514,22 +514,22 @@ static fattn_status time_plan(cudnn_engine *e, plan_entry *pe)
         ce = api->cudaEventCreate(&ev[made]);
     if (ce != cudaSuccess) {
         made--;
-        st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventCreate");
     }
     if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         if ((st = entry_execute(e, pe)) != FATTN_OK)
             break;
         if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     }
     if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
     for (int i = 0; i < n && st == FATTN_OK; i++) {
         float t = 0.0f;
         if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
         ms[i] = t;
     }
     if (st == FATTN_OK) {
@@ -557,7 +557,7 @@ static fattn_status time_candidate(cudnn_engine *e, plan_entry *pe, cudnn_plan *
     cudaError_t ce = cudaSuccess;
     for (; made <= N; made++)
         if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
-            st = cudnn_cuda_fail(api, ce, "cudaEventCreate");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventCreate");
             break;
         }
     cudnn_plan *keep = pe->plan;
@@ -565,19 +565,19 @@ static fattn_status time_candidate(cudnn_engine *e, plan_entry *pe, cudnn_plan *
     if (st == FATTN_OK)
         st = entry_execute(e, pe);
     if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     for (int i = 0; i < N && st == FATTN_OK; i++)
         if ((st = entry_execute(e, pe)) == FATTN_OK &&
             (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventRecord");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
     pe->plan = keep;
     if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[N])) != cudaSuccess)
-        st = cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
     double t[N];
     for (int i = 0; i < N && st == FATTN_OK; i++) {
         float f = 0.0f;
         if ((ce = api->cudaEventElapsedTime(&f, ev[i], ev[i + 1])) != cudaSuccess)
-            st = cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
         t[i] = f;
     }
     if (st == FATTN_OK) {
@@ -615,7 +615,7 @@ static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
     }
     for (int i = 0; i < pe->ncand; i++)
         if (i != best)
-            cudnn_plan_free(pe->cand[i]);
+            fattn__cudnn_plan_free(pe->cand[i]);
     pe->plan = pe->cand[0] = pe->cand[best];
     pe->ncand = 1;
     snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
@@ -629,7 +629,7 @@ static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
 
 /* Grow the shared workspace, execute; then the timed repeats. No wait:
  * the call's copies back wait for the execution (and report its errors). */
-fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
+fattn_status fattn__cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
                                 double host_pre)
 {
     const cudnn_api *api = e->api;
@@ -643,26 +643,26 @@ fattn_status cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *pt
          * and the executions queued with it must finish before it goes */
         cudaError_t ce = api->cudaDeviceSynchronize();
         if (ce != cudaSuccess)
-            return cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize before the workspace grows");
+            return fattn__cudnn_cuda_fail(api, ce, "cudaDeviceSynchronize before the workspace grows");
         if (e->pc->ws)
             api->cudaFree(e->pc->ws);
         e->pc->ws = NULL;
         e->pc->ws_size = 0;
         ce = api->cudaMalloc(&e->pc->ws, ws);
         if (ce != cudaSuccess)
-            return cudnn_cuda_fail(api, ce, "cudaMalloc workspace");
+            return fattn__cudnn_cuda_fail(api, ce, "cudaMalloc workspace");
         e->pc->ws_size = ws;
     }
     fattn_status st = FATTN_OK;
     if (pe->ncand > 1 && ((st = entry_vpack(e, pe, ptrs)) != FATTN_OK ||
                           (st = choose_candidate(e, pe)) != FATTN_OK))
         return st;
-    double t0 = cudnn_now_s();
+    double t0 = fattn__cudnn_now_s();
     st = entry_vpack(e, pe, ptrs);
     if (st == FATTN_OK)
         st = entry_execute(e, pe);
     e->timing.host_fattn_us = 1e6 * host_pre;
-    e->timing.host_execute_us = 1e6 * (cudnn_now_s() - t0);
+    e->timing.host_execute_us = 1e6 * (fattn__cudnn_now_s() - t0);
     e->timing.host_us = e->timing.host_fattn_us + e->timing.host_execute_us;
     if (st != FATTN_OK)
         return st;
@@ -683,10 +683,10 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
         return lst;
     if (!fattn_cudnn_available())
         return fattn_error(FATTN_E_UNSUPPORTED, "%s", fattn_last_error());
-    const cudnn_api *api = cudnn_api_load(true);
+    const cudnn_api *api = fattn__cudnn_api_load(true);
     cudaError_t ce = api->cudaSetDevice(device);
     if (ce != cudaSuccess)
-        return cudnn_cuda_fail(api, ce, "cudaSetDevice");
+        return fattn__cudnn_cuda_fail(api, ce, "cudaSetDevice");
     if (api->GetVersion() < 90000)
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: cuDNN %zu is older than 9.0",
                            api->GetVersion());
@@ -696,7 +696,7 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     cudnnStatus_t s = api->Create(&c->handle);
     if (s != CUDNN_STATUS_SUCCESS) {
         free(c);
-        return cudnn_fail(api, s, "cudnnCreate");
+        return fattn__cudnn_fail(api, s, "cudnnCreate");
     }
     c->api = api;
     c->device = device;
@@ -724,7 +724,7 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     api->cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
-    const char *dir = ps_resolve_dir(set->plan_dir ? set->plan_dir : "", NULL);
+    const char *dir = fattn__ps_resolve_dir(set->plan_dir ? set->plan_dir : "", NULL);
     fattn_cudnn_info info;
     if (dir && fattn_cudnn_get_info(device, &info) != FATTN_OK) {
         snprintf(c->pstats.last_note, sizeof c->pstats.last_note,
@@ -757,8 +757,8 @@ void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c)
         entry_free(c->api, c->plans);
         c->plans = n;
     }
-    cudnn_dev_free_all(&c->arena[0]);
-    cudnn_dev_free_all(&c->arena[1]);
+    fattn__cudnn_dev_free_all(&c->arena[0]);
+    fattn__cudnn_dev_free_all(&c->arena[1]);
     if (c->ws)
         c->api->cudaFree(c->ws);
     if (c->handle)

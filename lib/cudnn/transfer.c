@@ -11,12 +11,12 @@
 #include "cudnn/engine_internal.h"
 #include "core/checked.h"
 
-fattn_status cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what)
+fattn_status fattn__cudnn_cuda_fail(const cudnn_api *api, cudaError_t e, const char *what)
 {
     return fattn_error(FATTN_E_CUDA, "CUDA: %s failed: %s", what, api->cudaGetErrorString(e));
 }
 
-fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
+fattn_status fattn__cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
 {
     *out = NULL;
     if (a->n == MAX_ALLOCS)
@@ -42,7 +42,7 @@ fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
             a->cap[i] = 0;
             a->held = i + 1;
         }
-        return cudnn_cuda_fail(a->api, e, "cudaMalloc");
+        return fattn__cudnn_cuda_fail(a->api, e, "cudaMalloc");
     }
     a->p[i] = *out;
     a->cap[i] = want;
@@ -52,21 +52,21 @@ fattn_status cudnn_dev_alloc(dev_arena *a, size_t bytes, void **out)
     return FATTN_OK;
 }
 
-fattn_status cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out)
+fattn_status fattn__cudnn_dev_upload(dev_arena *a, const void *host, size_t bytes, void **out)
 {
-    fattn_status st = cudnn_dev_alloc(a, bytes, out);
+    fattn_status st = fattn__cudnn_dev_alloc(a, bytes, out);
     if (st != FATTN_OK)
         return st;
     cudaError_t e = a->api->cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice);
-    return e == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(a->api, e, "cudaMemcpy H2D");
+    return e == cudaSuccess ? FATTN_OK : fattn__cudnn_cuda_fail(a->api, e, "cudaMemcpy H2D");
 }
 
-void cudnn_dev_reset(dev_arena *a)
+void fattn__cudnn_dev_reset(dev_arena *a)
 {
     a->n = 0;
 }
 
-void cudnn_dev_free_all(dev_arena *a)
+void fattn__cudnn_dev_free_all(dev_arena *a)
 {
     for (int i = a->held - 1; i >= 0; i--)
         if (a->p[i])
@@ -74,7 +74,7 @@ void cudnn_dev_free_all(dev_arena *a)
     a->held = a->n = 0;
 }
 
-fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes)
+fattn_status fattn__cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes)
 {
     int64_t rows = g->thd_stats ? g->t_q : 0;
     if ((!g->thd_stats && !fattn_mul_i64(g->b, g->sq, &rows)) || !fattn_mul_i64(rows, g->h, n) ||
@@ -85,7 +85,7 @@ fattn_status cudnn_stats_count(const fattn_geom *g, int64_t *n, size_t *bytes)
     return FATTN_OK;
 }
 
-size_t cudnn_view_bytes(const fattn_tensor *t)
+size_t fattn__cudnn_view_bytes(const fattn_tensor *t)
 {
     int64_t e = 1;
     for (int i = 0; i < t->ndim; i++)
@@ -94,7 +94,7 @@ size_t cudnn_view_bytes(const fattn_tensor *t)
 }
 
 /* Read int32 entry i of a 1-D tensor. */
-int64_t cudnn_cu_at(const fattn_tensor *t, int64_t i)
+int64_t fattn__cudnn_cu_at(const fattn_tensor *t, int64_t i)
 {
     return ((const int32_t *)t->data)[i * t->strides[0]];
 }
@@ -105,7 +105,7 @@ static void ragged_offsets(const fattn_tensor *cu, const fattn_tensor *cu_pad, i
 {
     const fattn_tensor *src = fattn_tensor_is_empty(cu_pad) ? cu : cu_pad;
     for (int64_t i = 0; i <= b; i++) {
-        int64_t v = cudnn_cu_at(src, i) * mult;
+        int64_t v = fattn__cudnn_cu_at(src, i) * mult;
         if (dt == CG_I64)
             ((int64_t *)out)[i] = v;
         else
@@ -115,7 +115,7 @@ static void ragged_offsets(const fattn_tensor *cu, const fattn_tensor *cu_pad, i
 
 /* ptrs[i] for every tensor i of g: NULL for virtual ones, the host value of
  * by-value scalars, else the device pointer of its role. */
-void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
+void fattn__cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
 {
     for (int i = 0; i < g->nt; i++) {
         const cg_tensor *t = &g->t[i];
@@ -129,7 +129,7 @@ void cudnn_bind_tensors(const cg_graph *g, const dev_bindings *d, void **ptrs)
 }
 
 /* Upload the [b+1] element offsets of every ragged tensor into its role. */
-fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
+fattn_status fattn__cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int64_t b,
                                  cg_dtype dt, dev_bindings *d)
 {
     size_t esz = dt == CG_I64 ? 8 : 4;
@@ -141,7 +141,7 @@ fattn_status cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int n, int6
         if (!rs[i].on)
             continue;
         ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, dt, host);
-        st = cudnn_dev_upload(a, host, (size_t)(b + 1) * esz, &d->p[rs[i].role]);
+        st = fattn__cudnn_dev_upload(a, host, (size_t)(b + 1) * esz, &d->p[rs[i].role]);
     }
     free(host);
     return st;
@@ -161,30 +161,30 @@ static fattn_status upload_page_table(dev_arena *a, const fattn_tensor *pt, void
     for (int64_t i = 0; i < b; i++)
         for (int64_t j = 0; j < pps; j++)
             host[i * pps + j] = src[i * pt->strides[0] + j * pt->strides[1]];
-    fattn_status st = cudnn_dev_upload(a, host, bytes, out);
+    fattn_status st = fattn__cudnn_dev_upload(a, host, bytes, out);
     free(host);
     return st;
 }
 
 /* The inputs forward and backward share beyond Q, K, V: sink, ALiBi slopes,
  * per-batch lengths, page tables (the forward's only), dropout seed and offset. */
-fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
+fattn_status fattn__cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fattn_geom *geom,
                                  const int64_t rng[2], dev_bindings *d)
 {
     fattn_status st = FATTN_OK;
     size_t hbytes = (size_t)geom->h * sizeof(float), bbytes = (size_t)geom->b * sizeof(int32_t);
-    if (fd->sink && (st = cudnn_dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])))
+    if (fd->sink && (st = fattn__cudnn_dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])))
         return st;
-    if (fd->alibi && (st = cudnn_dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])))
+    if (fd->alibi && (st = fattn__cudnn_dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])))
         return st;
-    if (fd->padding && ((st = cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
-                        (st = cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
+    if (fd->padding && ((st = fattn__cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
+                        (st = fattn__cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
         return st;
     if (fd->paged && ((st = upload_page_table(a, &geom->pt_k, &d->p[CG_ROLE_PT_K])) ||
                       (st = upload_page_table(a, &geom->pt_v, &d->p[CG_ROLE_PT_V]))))
         return st;
     if (fd->dropout > 0.0f) {
-        if ((st = cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))
+        if ((st = fattn__cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))
             return st;
         d->p[CG_ROLE_OFFSET] = (char *)d->p[CG_ROLE_SEED] + sizeof(int64_t);
     }
@@ -192,13 +192,13 @@ fattn_status cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, const fatt
 }
 
 /* Device copy of a host tensor's view; NULL-safe for empty tensors. */
-fattn_status cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out)
+fattn_status fattn__cudnn_upload_view(dev_arena *a, const fattn_tensor *t, void **out)
 {
-    return cudnn_dev_upload(a, t->data, cudnn_view_bytes(t), out);
+    return fattn__cudnn_dev_upload(a, t->data, fattn__cudnn_view_bytes(t), out);
 }
 
 /* Copy rows [0, len) of every head of a gradient back (defined regions). */
-void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
+void fattn__cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format fmt,
                      const int32_t *off, const int32_t *len, int64_t b, int64_t heads,
                      int64_t width)
 {
@@ -206,19 +206,19 @@ void cudnn_copy_rows(fattn_tensor *dst, const char *dev_copy, fattn_qkv_format f
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < len[bi]; i++)
             for (int64_t n = 0; n < heads; n++) {
-                int64_t o = fattn_geom_row_offset(dst, fmt, off, bi, i, n);
+                int64_t o = fattn__geom_row_offset(dst, fmt, off, bi, i, n);
                 memcpy((char *)dst->data + (size_t)o * esz, dev_copy + (size_t)o * esz,
                        (size_t)width * esz);
             }
 }
 
-fattn_status cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes)
+fattn_status fattn__cudnn_download(const cudnn_api *api, void *host, const void *dev, size_t bytes)
 {
     cudaError_t ce = api->cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
-    return ce == cudaSuccess ? FATTN_OK : cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+    return ce == cudaSuccess ? FATTN_OK : fattn__cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
 }
 
-fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
+fattn_status fattn__cudnn_call_location(const cudnn_tensor_use *use, int n, const char *who,
                                  bool *device)
 {
     assert(n > 0 && !fattn_tensor_is_empty(use[0].t));
@@ -248,7 +248,7 @@ fattn_status cudnn_call_location(const cudnn_tensor_use *use, int n, const char 
     return FATTN_OK;
 }
 
-fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who)
+fattn_status fattn__cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who)
 {
     /* cuDNN's kernels may write rows past a sequence's length; the host
      * path copies back the defined rows only (engine.h), a device call has
@@ -260,21 +260,21 @@ fattn_status cudnn_device_call_supported(const cg_fwd_desc *fd, const char *who)
     return FATTN_OK;
 }
 
-fattn_status cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out)
+fattn_status fattn__cudnn_bind_input(dev_arena *a, const fattn_tensor *t, bool device, void **out)
 {
     if (device) {
         *out = t->data;
         return FATTN_OK;
     }
-    return cudnn_upload_view(a, t, out);
+    return fattn__cudnn_upload_view(a, t, out);
 }
 
-fattn_status cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
+fattn_status fattn__cudnn_bind_output(dev_arena *a, const fattn_tensor *t, bool device, size_t bytes,
                                void **out)
 {
     if (device) {
         *out = t->data;
         return FATTN_OK;
     }
-    return cudnn_dev_alloc(a, bytes, out);
+    return fattn__cudnn_dev_alloc(a, bytes, out);
 }

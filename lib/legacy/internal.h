@@ -53,35 +53,35 @@ typedef struct lg_forward_locals {
 } lg_forward_locals;
 
 /* A poisoned output (the harness's poison, 0 = leave as is). */
-fattn_status fattn_legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
+fattn_status fattn__legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
                                     int ndim, const int64_t *shape);
 /* One buffer holding npack tensors shaped like `like`, interleaved at `at`. */
-fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
+fattn_status fattn__legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
                                        fattn_dtype dt, const fattn_tensor *like, int npack,
                                        int at, fattn_tensor *views);
 /* fused_attn_fwd, both calls of the protocol, with f's engine tensors. */
-fattn_status fattn_legacy_forward_fused_attn_fwd(lg_forward_locals *f);
+fattn_status fattn__legacy_forward_fused_attn_fwd(lg_forward_locals *f);
 
 /* The f16 fused_attn_bwd's arguments from the ctx (backends.py:1965-1999);
  * the FP8 branch starts from them. */
-void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+void fattn__legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                   const fattn_aux_pack *aux,
                                   const fattn_tensor g[FATTN_LEGACY_NGRADS],
                                   fattn_bwd_params *p);
 
 /* The FP8 branch of forward (backends.py:1487-1613): quantise, the FP8
  * call, O for the caller and for backward; then its saved list and ctx. */
-fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f);
-void fattn_legacy_fp8_save_and_ctx(lg_forward_locals *f);
+fattn_status fattn__legacy_fp8_forward(lg_forward_locals *f);
+void fattn__legacy_fp8_save_and_ctx(lg_forward_locals *f);
 /* The f16 backward's dO when d_out is a Float8Tensor: dequantised to the
  * nominal dtype (backends.py:1962-1963); *d_out otherwise. */
-fattn_status fattn_legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+fattn_status fattn__legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                         const fattn_tensor **use);
 /* The FP8 branch of backward (backends.py:1758-1960), ctx->fp8 set. */
-fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+fattn_status fattn__legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                        const fattn_aux_pack *aux,
                                        fattn_tensor g[FATTN_LEGACY_NGRADS]);
-void fattn_legacy_fp8_free(fattn_legacy_ctx *ctx);
+void fattn__legacy_fp8_free(fattn_legacy_ctx *ctx);
 
 /* Positions in the engine's aux list that forward allocates: Stats first,
  * then Max when return_max_logit (fused_attn.py:402-441). */

@@ -61,7 +61,7 @@ static void lg_free_forward_buffers(fattn_legacy_ctx *ctx)
     fattn_tensor_free(&ctx->own_stats);
     fattn_tensor_free(&ctx->own_max);
     fattn_tensor_free(&ctx->own_rng_state);
-    fattn_legacy_fp8_free(ctx);
+    fattn__legacy_fp8_free(ctx);
 }
 
 static void lg_free_backward_buffers(fattn_legacy_ctx *ctx)
@@ -264,6 +264,7 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
     sq->fp8 = f->fp8;
     sq->fp8_recipe = (f->fp8 && f->quantizers) ? f->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
     sq->cpu_offload = f->ctx->cpu_offload;
+    sq->direct_call = f->ctx->direct_call;
     fattn_status st = fattn_support_check(sq, lg_support_engine(f->ctx->engine), NULL);
     if (st != FATTN_OK)
         return st;
@@ -310,7 +311,7 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
     for (int i = 0; i < q->ndim; i++)
         oshape[i] = q->shape[i];
     oshape[q->ndim - 1] = f->sq.d_v;
-    fattn_status st = fattn_legacy_alloc_out(f->ctx, &f->ctx->own_out, f->nominal, q->ndim, oshape);
+    fattn_status st = fattn__legacy_alloc_out(f->ctx, &f->ctx->own_out, f->nominal, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -455,7 +456,7 @@ fattn_status fattn_legacy_forward(
     if (st == FATTN_OK)
         st = lg_forward_alloc_out(&f);
     if (st == FATTN_OK)
-        st = fp8 ? fattn_legacy_fp8_forward(&f) : fattn_legacy_forward_fused_attn_fwd(&f);
+        st = fp8 ? fattn__legacy_fp8_forward(&f) : fattn__legacy_forward_fused_attn_fwd(&f);
     if (st == FATTN_OK && return_max_logit)
         st = lg_max_logit(&ctx->own_max, cu_seqlens_q, cu_seqlens_q_padded,
                           fattn_mask_has_padding(attn_mask_type), f.sq.h, q->dtype,
@@ -469,7 +470,7 @@ fattn_status fattn_legacy_forward(
         ctx->tensor_scale_inv[i] = NAN;
     f.out_ret = ctx->own_out;
     if (fp8)
-        fattn_legacy_fp8_save_and_ctx(&f);
+        fattn__legacy_fp8_save_and_ctx(&f);
     ctx->has_forward = true;
 
     *out = f.out_ret;
@@ -499,7 +500,7 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
     switch (fattn_layout_group(ctx->dqkv_layout)) {
     case FATTN_LAYOUT_GROUP_3HD:
     case FATTN_LAYOUT_GROUP_H3D:
-        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 3,
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 3,
                              fattn_layout_group(ctx->dqkv_layout) == FATTN_LAYOUT_GROUP_3HD
                                  ? q->ndim - 2
                                  : q->ndim - 1,
@@ -509,10 +510,10 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
         break;
     case FATTN_LAYOUT_GROUP_HD_2HD:
     case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             *dq = views[0];
-            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
+            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
                                  fattn_layout_group(ctx->dqkv_layout) ==
                                          FATTN_LAYOUT_GROUP_HD_2HD
                                      ? k->ndim - 2
@@ -524,14 +525,14 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
         break;
     case FATTN_LAYOUT_GROUP_HD_HD_HD:
     case FATTN_LAYOUT_GROUP_SD_SD_SD:
-        st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             *dq = views[0];
-            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
+            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
         }
         if (st == FATTN_OK) {
             *dk = views[0];
-            st = fattn_legacy_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
+            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
         }
         if (st == FATTN_OK)
             *dv = views[0];
@@ -565,7 +566,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     if (ctx->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         ctx->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &aux->t[aux->n - 1];
-        fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
+        fattn_status st = fattn__legacy_alloc_out(ctx, &ctx->own_d_bias, dt, last->ndim, last->shape);
         if (st != FATTN_OK)
             return st;
         if (fattn_layout_format(ctx->qkv_layout) == FATTN_FORMAT_THD)
@@ -574,7 +575,7 @@ static fattn_status lg_backward_alloc_dbias(fattn_legacy_ctx *ctx, const fattn_a
     }
     if (ctx->softmax_type != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, q->shape[lg_heads_dim(fattn_layout_q_format(ctx->qkv_layout))], 1, 1};
-        fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4,
+        fattn_status st = fattn__legacy_alloc_out(ctx, &ctx->own_d_softmax_offset, FATTN_DTYPE_FLOAT32, 4,
                                        os);
         if (st != FATTN_OK)
             return st;
@@ -589,7 +590,7 @@ static fattn_status lg_backward_fused_attn_bwd(fattn_legacy_ctx *ctx, const fatt
                                                const fattn_tensor g[FATTN_LEGACY_NGRADS])
 {
     fattn_bwd_params p;
-    fattn_legacy_backward_params(ctx, d_out, aux, g, &p);
+    fattn__legacy_backward_params(ctx, d_out, aux, g, &p);
     return fattn_engine_bwd(ctx->engine, &p);
 }
 
@@ -651,9 +652,9 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
                                      &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
     const fattn_tensor *d_o = d_out;
     if (st == FATTN_OK && !ctx->fp8)
-        st = fattn_legacy_fp8_d_out_f16(ctx, d_out, &d_o);
+        st = fattn__legacy_fp8_d_out_f16(ctx, d_out, &d_o);
     if (st == FATTN_OK)
-        st = ctx->fp8 ? fattn_legacy_fp8_backward(ctx, d_out, &aux, g)
+        st = ctx->fp8 ? fattn__legacy_fp8_backward(ctx, d_out, &aux, g)
                       : lg_backward_fused_attn_bwd(ctx, d_o, &aux, g);
     if (st != FATTN_OK)
         goto fail;

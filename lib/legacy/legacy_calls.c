@@ -21,7 +21,7 @@ static fattn_tensor lg_opt(const fattn_tensor *t)
 }
 
 /* Allocate a poisoned output (the harness's poison, 0 = leave as is). */
-fattn_status fattn_legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
+fattn_status fattn__legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fattn_dtype dt,
                                  int ndim, const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
@@ -30,11 +30,11 @@ fattn_status fattn_legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fatt
     return st;
 }
 
-/* independent witness: mirrors lib/split/args.c fattn_split_alloc_packed, do not
+/* independent witness: mirrors lib/split/args.c fattn__split_alloc_packed, do not
  * unify. One buffer holding `npack` tensors shaped like `like`, interleaved
  * by a pack dim inserted at position `at` (ndim-2: "3hd"/"2hd"; ndim-1:
  * "h3d"/"h2d"); views[m] is member m. As attention.cpp:398-452 builds dQKV. */
-fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
+fattn_status fattn__legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *storage,
                                     fattn_dtype dt, const fattn_tensor *like, int npack,
                                     int at, fattn_tensor *views)
 {
@@ -42,7 +42,7 @@ fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *stor
     /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
-        fattn_status st = fattn_legacy_alloc_out(ctx, storage, dt, nd, like->shape);
+        fattn_status st = fattn__legacy_alloc_out(ctx, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
             views[0] = *storage;
         return st;
@@ -52,7 +52,7 @@ fattn_status fattn_legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *stor
         return fattn_error(FATTN_E_SHAPE, "legacy: %d dims cannot be packed", nd);
     for (int a = 0, s = 0; a < nd + 1; a++)
         shape[a] = a == at ? npack : like->shape[s++];
-    fattn_status st = fattn_legacy_alloc_out(ctx, storage, dt, nd + 1, shape);
+    fattn_status st = fattn__legacy_alloc_out(ctx, storage, dt, nd + 1, shape);
     if (st != FATTN_OK)
         return st;
     size_t esz = fattn_dtype_size(dt);
@@ -116,7 +116,7 @@ static void lg_forward_params(lg_forward_locals *f, fattn_fwd_params *p)
 /* out_, aux_ctx_tensors, *max_logit = fused_attn_fwd(...), the f16 branch
  * (backends.py:1614-1653).
  * Two-call protocol: sizes, allocate Stats (and Max), execute. */
-fattn_status fattn_legacy_forward_fused_attn_fwd(lg_forward_locals *f)
+fattn_status fattn__legacy_forward_fused_attn_fwd(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
     assert(ctx->engine); /* fattn_legacy_ctx_init refuses a NULL engine */
@@ -131,13 +131,13 @@ fattn_status fattn_legacy_forward_fused_attn_fwd(lg_forward_locals *f)
         return fattn_error(FATTN_E_INTERNAL, "legacy forward: engine sized %d aux entries",
                            aux->n);
     fattn_tensor *stats = &aux->t[LG_PACK_STATS];
-    st = fattn_legacy_alloc_out(ctx, &ctx->own_stats, stats->dtype, stats->ndim, stats->shape);
+    st = fattn__legacy_alloc_out(ctx, &ctx->own_stats, stats->dtype, stats->ndim, stats->shape);
     if (st != FATTN_OK)
         return st;
     *stats = ctx->own_stats;
     if (f->return_max_logit) {
         fattn_tensor *max = &aux->t[LG_PACK_MAX];
-        st = fattn_legacy_alloc_out(ctx, &ctx->own_max, max->dtype, max->ndim, max->shape);
+        st = fattn__legacy_alloc_out(ctx, &ctx->own_max, max->dtype, max->ndim, max->shape);
         if (st != FATTN_OK)
             return st;
         *max = ctx->own_max;
@@ -147,7 +147,7 @@ fattn_status fattn_legacy_forward_fused_attn_fwd(lg_forward_locals *f)
 
 /* backends.py:1965-1999: the f16 fused_attn_bwd's arguments; g[] holds dq,
  * dk, dv, dbias, doff as FATTN_LEGACY_GRAD_* index them. */
-void fattn_legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+void fattn__legacy_backward_params(const fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                   const fattn_aux_pack *aux,
                                   const fattn_tensor g[FATTN_LEGACY_NGRADS],
                                   fattn_bwd_params *pp)

@@ -116,18 +116,18 @@ static fattn_status lg8_alloc_like(fattn_legacy_ctx *ctx, fattn_qkv_layout layou
     switch (fattn_layout_group(layout)) {
     case FATTN_LAYOUT_GROUP_3HD:
     case FATTN_LAYOUT_GROUP_H3D:
-        st = fattn_legacy_alloc_packed(
+        st = fattn__legacy_alloc_packed(
             ctx, &storage[0], dt, q, 3,
             fattn_layout_group(layout) == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1,
             views);
         return st;
     case FATTN_LAYOUT_GROUP_HD_2HD:
     case FATTN_LAYOUT_GROUP_HD_H2D:
-        st = fattn_legacy_alloc_packed(ctx, &storage[0], dt, q, 1, 0, w);
+        st = fattn__legacy_alloc_packed(ctx, &storage[0], dt, q, 1, 0, w);
         if (st != FATTN_OK)
             return st;
         views[0] = w[0];
-        st = fattn_legacy_alloc_packed(
+        st = fattn__legacy_alloc_packed(
             ctx, &storage[1], dt, k, 2,
             fattn_layout_group(layout) == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1,
             w);
@@ -135,16 +135,16 @@ static fattn_status lg8_alloc_like(fattn_legacy_ctx *ctx, fattn_qkv_layout layou
             views[1] = w[0], views[2] = w[1];
         return st;
     default:
-        st = fattn_legacy_alloc_packed(ctx, &storage[0], dt, q, 1, 0, &views[0]);
+        st = fattn__legacy_alloc_packed(ctx, &storage[0], dt, q, 1, 0, &views[0]);
         if (st == FATTN_OK)
-            st = fattn_legacy_alloc_packed(ctx, &storage[1], dt, k, 1, 0, &views[1]);
+            st = fattn__legacy_alloc_packed(ctx, &storage[1], dt, k, 1, 0, &views[1]);
         if (st == FATTN_OK)
-            st = fattn_legacy_alloc_packed(ctx, &storage[2], dt, v, 1, 0, &views[2]);
+            st = fattn__legacy_alloc_packed(ctx, &storage[2], dt, v, 1, 0, &views[2]);
         return st;
     }
 }
 
-void fattn_legacy_fp8_free(fattn_legacy_ctx *ctx)
+void fattn__legacy_fp8_free(fattn_legacy_ctx *ctx)
 {
     for (int i = 0; i < 3; i++) {
         fattn_tensor_free(&ctx->own_qkv_fp8[i]);
@@ -222,7 +222,7 @@ static fattn_status lg8_fused_attn_fwd(lg_forward_locals *f, bool ds)
     fattn_fp8_quantizers *qs = f->quantizers;
     fattn_tensor shape_of = ctx->own_out;
     fattn_tensor_free(&ctx->own_out);
-    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_out, ds ? qs->O.dtype : f->nominal,
+    fattn_status st = fattn__legacy_alloc_out(ctx, &ctx->own_out, ds ? qs->O.dtype : f->nominal,
                                              shape_of.ndim, shape_of.shape);
     if (st != FATTN_OK)
         return st;
@@ -236,13 +236,13 @@ static fattn_status lg8_fused_attn_fwd(lg_forward_locals *f, bool ds)
         .s_dtype = qs->S.dtype};
     f->eq = &f->qkv_fp8[0], f->ek = &f->qkv_fp8[1], f->ev = &f->qkv_fp8[2];
     f->fp8p = &fp;
-    st = fattn_legacy_forward_fused_attn_fwd(f);
+    st = fattn__legacy_forward_fused_attn_fwd(f);
     f->eq = f->q, f->ek = f->k, f->ev = f->v;
     f->fp8p = NULL;
     return st;
 }
 
-fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
+fattn_status fattn__legacy_fp8_forward(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
     fattn_fp8_quantizers *qs = f->quantizers;
@@ -265,7 +265,7 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
     f->out_fp8 = f->out_f16 = ctx->own_out;
     f->out_fp8_scale_inv = ds ? 1.0f / qs->O.scale : NAN;
     if (ds && (!f->fp8_output || bwd_o_f16)) {
-        st = fattn_legacy_alloc_out(ctx, &ctx->own_out_f16, f->nominal, ctx->own_out.ndim,
+        st = fattn__legacy_alloc_out(ctx, &ctx->own_out_f16, f->nominal, ctx->own_out.ndim,
                                     ctx->own_out.shape);
         if (st != FATTN_OK)
             return st;
@@ -274,7 +274,7 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
     } else if (!ds && (f->fp8_output || bwd_o_fp8)) {
         const fattn_tensor *o = &ctx->own_out;
         float scale = lg8_quantizer_scale(&qs->O, lg8_amax(&o, 1));
-        st = fattn_legacy_alloc_out(ctx, &ctx->own_out_fp8, qs->O.dtype, o->ndim, o->shape);
+        st = fattn__legacy_alloc_out(ctx, &ctx->own_out_fp8, qs->O.dtype, o->ndim, o->shape);
         if (st != FATTN_OK)
             return st;
         lg8_encode(o, &ctx->own_out_fp8, scale);
@@ -293,7 +293,7 @@ fattn_status fattn_legacy_fp8_forward(lg_forward_locals *f)
 
 /* backends.py:1601-1613 (what is saved), 1657-1748 (the ctx attributes
  * that differ on the FP8 path) and 1599 (what is returned). */
-void fattn_legacy_fp8_save_and_ctx(lg_forward_locals *f)
+void fattn__legacy_fp8_save_and_ctx(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
     fattn_fp8_quantizers *qs = f->quantizers;
@@ -343,7 +343,7 @@ static fattn_status lg8_quantize_d_out(fattn_legacy_ctx *ctx, const fattn_tensor
                                        float *scale_inv)
 {
     fattn_fp8_quantizer *qz = ctx->dO_quantizer;
-    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_out_fp8, qz->dtype, d_out->ndim,
+    fattn_status st = fattn__legacy_alloc_out(ctx, &ctx->own_d_out_fp8, qz->dtype, d_out->ndim,
                                              d_out->shape);
     if (st != FATTN_OK)
         return st;
@@ -353,13 +353,13 @@ static fattn_status lg8_quantize_d_out(fattn_legacy_ctx *ctx, const fattn_tensor
     return FATTN_OK;
 }
 
-fattn_status fattn_legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+fattn_status fattn__legacy_fp8_d_out_f16(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                         const fattn_tensor **use)
 {
     *use = d_out;
     if (!fattn_dtype_is_fp8(d_out->dtype))
         return FATTN_OK;
-    fattn_status st = fattn_legacy_alloc_out(ctx, &ctx->own_d_out_f16, ctx->nominal_dtype,
+    fattn_status st = fattn__legacy_alloc_out(ctx, &ctx->own_d_out_f16, ctx->nominal_dtype,
                                              d_out->ndim, d_out->shape);
     if (st != FATTN_OK)
         return st;
@@ -399,7 +399,7 @@ static fattn_status lg8_grads_out(fattn_legacy_ctx *ctx, bool quantized,
     return FATTN_OK;
 }
 
-fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+fattn_status fattn__legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
                                        const fattn_aux_pack *aux,
                                        fattn_tensor g[FATTN_LEGACY_NGRADS])
 {
@@ -421,7 +421,7 @@ fattn_status fattn_legacy_fp8_backward(fattn_legacy_ctx *ctx, const fattn_tensor
     if (st != FATTN_OK)
         return st;
     fattn_bwd_params p;
-    fattn_legacy_backward_params(ctx, d_out, aux, g, &p);
+    fattn__legacy_backward_params(ctx, d_out, aux, g, &p);
     p.attn.q = s[FATTN_LEGACY_SAVED_Q_FP8];
     p.attn.k = s[FATTN_LEGACY_SAVED_K_FP8];
     p.attn.v = s[FATTN_LEGACY_SAVED_V_FP8];

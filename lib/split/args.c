@@ -27,7 +27,7 @@ static const char *const slot_names[FATTN_SPLIT_NSLOTS] = {
 #undef SP_SLOT_NAME
 };
 
-fattn_tensor *fattn_split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s)
+fattn_tensor *fattn__split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s)
 {
     switch (s) {
 #define SP_SLOT_FIELD(suffix, name)                                                            \
@@ -111,7 +111,7 @@ void fattn_bwd_args_init(fattn_bwd_args *a)
 {
     memset(a, 0, sizeof *a);
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        *fattn_split_bwd_slot(a, (fattn_split_slot)i) = fattn_tensor_empty();
+        *fattn__split_bwd_slot(a, (fattn_split_slot)i) = fattn_tensor_empty();
     a->d_out = fattn_tensor_empty();
     a->d_out_scale_inv = NAN;
     a->nominal_dtype = FATTN_DTYPE_INVALID;
@@ -219,7 +219,7 @@ void fattn_split_dedup(fattn_split_to_save *ts, const fattn_tensor *q, const fat
 
 #define MISSING(s, name) fattn_error(FATTN_E_MISSING_FIELD, "%s.%s is unset", s, name)
 
-fattn_status fattn_split_check_fwd_args(const fattn_fwd_args *a)
+fattn_status fattn__split_check_fwd_args(const fattn_fwd_args *a)
 {
     const char *s = "fattn_fwd_args";
     if (!a->engine)
@@ -253,7 +253,7 @@ fattn_status fattn_split_check_fwd_args(const fattn_fwd_args *a)
     return FATTN_OK;
 }
 
-fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a)
+fattn_status fattn__split_check_bwd_args(const fattn_bwd_args *a)
 {
     const char *s = "fattn_bwd_args";
     if (!a->engine)
@@ -390,7 +390,7 @@ static fattn_tensor sp_opt(const fattn_tensor *t)
 }
 
 
-fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
+fattn_status fattn__split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
                                  const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
@@ -399,10 +399,10 @@ fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype
     return st;
 }
 
-/* independent witness: mirrors lib/legacy/legacy_calls.c fattn_legacy_alloc_packed, do not
+/* independent witness: mirrors lib/legacy/legacy_calls.c fattn__legacy_alloc_packed, do not
  * unify. attention.cpp:398-452: `npack` tensors shaped like `like` in one
  * buffer, the pack dim at `at` (ndim-2 for 3hd/2hd, ndim-1 for h3d/h2d). */
-fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
+fattn_status fattn__split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
                                     const fattn_tensor *like, int npack, int at,
                                     fattn_tensor *views)
 {
@@ -410,7 +410,7 @@ fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fa
     /* one tensor, or the 3 of a qkv / 2 of a kv pack, the pack dim a real one */
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
-        fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd, like->shape);
+        fattn_status st = fattn__split_alloc_out(poison, storage, dt, nd, like->shape);
         if (st == FATTN_OK)
             views[0] = *storage;
         return st;
@@ -421,7 +421,7 @@ fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fa
     int s = 0;
     for (int a = 0; a <= nd; a++)
         shape[a] = (a == at) ? npack : like->shape[s++];
-    fattn_status st = fattn_split_alloc_out(poison, storage, dt, nd + 1, shape);
+    fattn_status st = fattn__split_alloc_out(poison, storage, dt, nd + 1, shape);
     if (st != FATTN_OK)
         return st;
     size_t esz = fattn_dtype_size(dt);
@@ -506,7 +506,7 @@ static void sp_forward_impl_list_to_slots(sp_forward_frame *f)
 
 /* fused_attn_fwd at the engine boundary, two-call protocol: the first call
  * sizes the list, forward allocates Stats (and Max), the second executes. */
-fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
+fattn_status fattn__split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     fattn_split_fwd_result *res = f->res;
@@ -527,13 +527,13 @@ fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
         return fattn_error(FATTN_E_INTERNAL, "split forward: engine sized %d aux entries, want %d",
                            f->pack.n, want);
     fattn_tensor *stats = &f->pack.t[SP_PACK_STATS];
-    st = fattn_split_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
+    st = fattn__split_alloc_out(args->poison, &res->own_stats, stats->dtype, stats->ndim, stats->shape);
     if (st != FATTN_OK)
         return st;
     *stats = res->own_stats;
     if (args->return_max_logit) {
         fattn_tensor *max = &f->pack.t[SP_PACK_MAX];
-        st = fattn_split_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
+        st = fattn__split_alloc_out(args->poison, &res->own_max, max->dtype, max->ndim, max->shape);
         if (st != FATTN_OK)
             return st;
         *max = res->own_max;
@@ -546,7 +546,7 @@ fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f)
 }
 
 /* fused_attn_bwd's arguments, the f16 branch (the FP8 one starts from them). */
-void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+void fattn__split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                  const fattn_split_grads *g, fattn_bwd_params *pp)
 {
     assert(bwd->engine); /* a required field, checked by backward_impl */

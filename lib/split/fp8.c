@@ -100,27 +100,27 @@ static fattn_status sp8_qkv_buffers(const sp_forward_frame *f, fattn_dtype dt,
     fattn_tensor kv[2];
     fattn_status st;
     if (g == FATTN_LAYOUT_GROUP_3HD || g == FATTN_LAYOUT_GROUP_H3D)
-        return fattn_split_alloc_packed(poison, &storage[0], dt, q, 3,
+        return fattn__split_alloc_packed(poison, &storage[0], dt, q, 3,
                                         g == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1,
                                         views);
-    st = fattn_split_alloc_packed(poison, &storage[0], dt, q, 1, 0, &views[0]);
+    st = fattn__split_alloc_packed(poison, &storage[0], dt, q, 1, 0, &views[0]);
     if (st != FATTN_OK)
         return st;
     if (g == FATTN_LAYOUT_GROUP_HD_2HD || g == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_split_alloc_packed(poison, &storage[1], dt, k, 2,
+        st = fattn__split_alloc_packed(poison, &storage[1], dt, k, 2,
                                       g == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1,
                                       kv);
         views[1] = kv[0];
         views[2] = kv[1];
         return st;
     }
-    st = fattn_split_alloc_packed(poison, &storage[1], dt, k, 1, 0, &views[1]);
+    st = fattn__split_alloc_packed(poison, &storage[1], dt, k, 1, 0, &views[1]);
     if (st == FATTN_OK)
-        st = fattn_split_alloc_packed(poison, &storage[2], dt, v, 1, 0, &views[2]);
+        st = fattn__split_alloc_packed(poison, &storage[2], dt, v, 1, 0, &views[2]);
     return st;
 }
 
-fattn_status fattn_split_fp8_inputs(sp_forward_frame *f)
+fattn_status fattn__split_fp8_inputs(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     bool q8 = fattn_dtype_is_fp8(f->q->dtype);
@@ -192,7 +192,7 @@ static fattn_status sp8_call(sp_forward_frame *f, bool delayed)
     if (delayed) {
         fattn_tensor was = res->own_out;
         fattn_tensor_free(&res->own_out);
-        fattn_status st = fattn_split_alloc_out(f->args->poison, &res->own_out, qs->O.dtype,
+        fattn_status st = fattn__split_alloc_out(f->args->poison, &res->own_out, qs->O.dtype,
                                                 was.ndim, was.shape);
         if (st != FATTN_OK)
             return st;
@@ -213,7 +213,7 @@ static fattn_status sp8_call(sp_forward_frame *f, bool delayed)
     f->ek = &f->qkv_fp8[1];
     f->ev = &f->qkv_fp8[2];
     f->fp8p = &fp;
-    fattn_status st = fattn_split_forward_impl_fused_attn_fwd(f);
+    fattn_status st = fattn__split_forward_impl_fused_attn_fwd(f);
     f->eq = f->q;
     f->ek = f->k;
     f->ev = f->v;
@@ -221,7 +221,7 @@ static fattn_status sp8_call(sp_forward_frame *f, bool delayed)
     return st;
 }
 
-fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
+fattn_status fattn__split_fp8_forward(sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     fattn_fp8_quantizers *qs = args->quantizers;
@@ -247,7 +247,7 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
     if (delayed) {
         f->out_fp8_scale_inv = 1.0f / qs->O.scale;
         if (!args->fp8_output || need_o_f16) {
-            st = fattn_split_alloc_out(args->poison, &res->own_out_f16, f->nominal,
+            st = fattn__split_alloc_out(args->poison, &res->own_out_f16, f->nominal,
                                        res->own_out.ndim, res->own_out.shape);
             if (st != FATTN_OK)
                 return st;
@@ -256,7 +256,7 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
         }
     } else if (args->fp8_output || need_o_fp8) {
         float scale = sp8_scale(&qs->O, sp8_amax_of(&res->own_out, 0.0f));
-        st = fattn_split_alloc_out(args->poison, &res->own_out_fp8, qs->O.dtype,
+        st = fattn__split_alloc_out(args->poison, &res->own_out_fp8, qs->O.dtype,
                                    res->own_out.ndim, res->own_out.shape);
         if (st != FATTN_OK)
             return st;
@@ -273,7 +273,7 @@ fattn_status fattn_split_fp8_forward(sp_forward_frame *f)
     return (f->is_bwd_fp8 || !f->is_input_fp8) ? FATTN_OK : sp8_combine_and_dequantize(f);
 }
 
-fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f)
+fattn_split_save_variant fattn__split_fp8_save_variant(const sp_forward_frame *f)
 {
     const fattn_fwd_args *args = f->args;
     if (!f->is_bwd_fp8)
@@ -285,7 +285,7 @@ fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f)
 
 /* The candidates fill_to_save picks from: q8 k8 v8 out8 and q k v out_f16
  * (f16 inputs as given, FP8 ones dequantised). */
-void fattn_split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
+void fattn__split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
                              fattn_tensor f16[SP_QKVO_N])
 {
     for (int i = 0; i < 3; i++)
@@ -299,10 +299,10 @@ void fattn_split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO
 
 /* The scale_inv each FP8 entry of to_save carries (a deduplicated entry
  * carries its source's, which setup_ctx puts back: the same value). */
-void fattn_split_fp8_scale_invs(sp_forward_frame *f)
+void fattn__split_fp8_scale_invs(sp_forward_frame *f)
 {
     float *si = f->res->ctx_attrs.fp8_scale_inv;
-    fattn_split_save_variant v = fattn_split_fp8_save_variant(f);
+    fattn_split_save_variant v = fattn__split_fp8_save_variant(f);
     if (v == FATTN_SPLIT_SAVE_FP8_BWD_F16)
         return;
     for (int i = 0; i < 3; i++)
@@ -312,7 +312,7 @@ void fattn_split_fp8_scale_invs(sp_forward_frame *f)
 }
 
 /* S:1856-1877 */
-void fattn_split_fp8_ctx_attrs(sp_forward_frame *f)
+void fattn__split_fp8_ctx_attrs(sp_forward_frame *f)
 {
     fattn_fp8_quantizers *qs = f->args->quantizers;
     fattn_split_ctx_attrs *ca = &f->res->ctx_attrs;
@@ -344,15 +344,15 @@ static fattn_status sp8_grad_buffers(const fattn_bwd_args *bwd, fattn_split_grad
     fattn_tensor kv[2];
     fattn_status st;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D)
-        return fattn_split_alloc_packed(poison, &g->own_fp8[0], dt, &g->dq, 3,
+        return fattn__split_alloc_packed(poison, &g->own_fp8[0], dt, &g->dq, 3,
                                         grp == FATTN_LAYOUT_GROUP_3HD ? g->dq.ndim - 2
                                                                       : g->dq.ndim - 1,
                                         out);
-    st = fattn_split_alloc_packed(poison, &g->own_fp8[0], dt, &g->dq, 1, 0, &out[0]);
+    st = fattn__split_alloc_packed(poison, &g->own_fp8[0], dt, &g->dq, 1, 0, &out[0]);
     if (st != FATTN_OK)
         return st;
     if (grp == FATTN_LAYOUT_GROUP_HD_2HD || grp == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_split_alloc_packed(poison, &g->own_fp8[1], dt, &g->dk, 2,
+        st = fattn__split_alloc_packed(poison, &g->own_fp8[1], dt, &g->dk, 2,
                                       grp == FATTN_LAYOUT_GROUP_HD_2HD ? g->dk.ndim - 2
                                                                        : g->dk.ndim - 1,
                                       kv);
@@ -360,9 +360,9 @@ static fattn_status sp8_grad_buffers(const fattn_bwd_args *bwd, fattn_split_grad
         out[2] = kv[1];
         return st;
     }
-    st = fattn_split_alloc_packed(poison, &g->own_fp8[1], dt, &g->dk, 1, 0, &out[1]);
+    st = fattn__split_alloc_packed(poison, &g->own_fp8[1], dt, &g->dk, 1, 0, &out[1]);
     if (st == FATTN_OK)
-        st = fattn_split_alloc_packed(poison, &g->own_fp8[2], dt, &g->dv, 1, 0, &out[2]);
+        st = fattn__split_alloc_packed(poison, &g->own_fp8[2], dt, &g->dv, 1, 0, &out[2]);
     return st;
 }
 
@@ -414,7 +414,7 @@ static fattn_status sp8_check_d_out(const fattn_bwd_args *bwd)
     return FATTN_OK;
 }
 
-fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
+fattn_status fattn__split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
                                        fattn_tensor *d_o)
 {
     const fattn_tensor *d_out = &bwd->d_out;
@@ -422,7 +422,7 @@ fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_gr
         return FATTN_OK;
     fattn_status st = sp8_check_d_out(bwd);
     if (st == FATTN_OK)
-        st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
+        st = fattn__split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
                                    d_out->ndim, d_out->shape);
     if (st != FATTN_OK)
         return st;
@@ -431,7 +431,7 @@ fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_gr
     return FATTN_OK;
 }
 
-fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+fattn_status fattn__split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                       fattn_split_grads *g)
 {
     fattn_fp8_quantizer *dO_q = bwd->dO_quantizer, *dP_q = bwd->dP_quantizer;
@@ -447,7 +447,7 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
     if (st != FATTN_OK)
         return st;
     if (!fattn_dtype_is_fp8(d_out->dtype)) {
-        st = fattn_split_alloc_out(bwd->poison, &g->own_d_out_fp8, dO_q->dtype, d_out->ndim,
+        st = fattn__split_alloc_out(bwd->poison, &g->own_d_out_fp8, dO_q->dtype, d_out->ndim,
                                    d_out->shape);
         if (st != FATTN_OK)
             return st;
@@ -457,7 +457,7 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
         d_out = &g->own_d_out_fp8;
     }
     fattn_bwd_params p;
-    fattn_split_backward_params(bwd, pack, g, &p);
+    fattn__split_backward_params(bwd, pack, g, &p);
     p.attn.q = bwd->q_fp8;
     p.attn.k = bwd->k_fp8;
     p.attn.v = bwd->v_fp8;
@@ -506,7 +506,7 @@ fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux
 
 /* fused_attn.py:356-364 on the FP8 backend: ceil(sq*sq/128) per thread,
  * which philox_cuda_state rounds up to a multiple of 4 (fp8-branches F4). */
-uint64_t fattn_split_fp8_rng_step(const fattn_fwd_args *args)
+uint64_t fattn__split_fp8_rng_step(const fattn_fwd_args *args)
 {
     uint64_t sq = (uint64_t)args->max_seqlen_q;
     return ((sq * sq + 127u) / 128u + 3u) & ~(uint64_t)3u;

@@ -18,12 +18,12 @@ enum sp_aux { SP_AUX_STATS, SP_AUX_RNG_STATE, SP_AUX_BIAS, SP_AUX_SOFTMAX_OFFSET
 
 /* The fattn_bwd_args field that holds slot s (FATTN_SPLIT_SLOTS' second
  * column); s must be a slot. */
-fattn_tensor *fattn_split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s);
+fattn_tensor *fattn__split_bwd_slot(fattn_bwd_args *a, fattn_split_slot s);
 
 /* The required fields of each args struct: FATTN_E_MISSING_FIELD naming
  * the first one unset (fattn/split.h's unset encodings). */
-fattn_status fattn_split_check_fwd_args(const fattn_fwd_args *a);
-fattn_status fattn_split_check_bwd_args(const fattn_bwd_args *a);
+fattn_status fattn__split_check_fwd_args(const fattn_fwd_args *a);
+fattn_status fattn__split_check_bwd_args(const fattn_bwd_args *a);
 
 /* The locals of _fused_attn_forward_impl that its steps share. The inputs
  * are borrowed (q, k, v required; attn_bias, softmax_offset may be NULL or
@@ -50,38 +50,38 @@ typedef struct sp_forward_frame {
 } sp_forward_frame;
 
 /* A poisoned output; one buffer of npack tensors shaped like `like`. */
-fattn_status fattn_split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
+fattn_status fattn__split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtype dt, int ndim,
                                    const int64_t *shape);
-fattn_status fattn_split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
+fattn_status fattn__split_alloc_packed(uint64_t poison, fattn_tensor *storage, fattn_dtype dt,
                                       const fattn_tensor *like, int npack, int at,
                                       fattn_tensor *views);
 /* fused_attn_fwd with the frame's engine tensors (both protocol calls). */
-fattn_status fattn_split_forward_impl_fused_attn_fwd(sp_forward_frame *f);
+fattn_status fattn__split_forward_impl_fused_attn_fwd(sp_forward_frame *f);
 
 /* S:1615-1621, 1641: q, k, v of one class; FP8 ones need fp8 and what a
  * Float8Tensor carries. Sets f->is_input_fp8 and f->nominal. */
-fattn_status fattn_split_fp8_inputs(sp_forward_frame *f);
+fattn_status fattn__split_fp8_inputs(sp_forward_frame *f);
 /* The FP8 branch of _fused_attn_forward_impl (fp8.c, S:1645-1771): sets
  * out_ret; then the save variant and groups (S:1759-1771), the scale_inv
  * of each entry left after dedup, and the FP8 ctx_attrs (S:1856-1877). */
-fattn_status fattn_split_fp8_forward(sp_forward_frame *f);
-fattn_split_save_variant fattn_split_fp8_save_variant(const sp_forward_frame *f);
-void fattn_split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
+fattn_status fattn__split_fp8_forward(sp_forward_frame *f);
+fattn_split_save_variant fattn__split_fp8_save_variant(const sp_forward_frame *f);
+void fattn__split_fp8_tensors(const sp_forward_frame *f, fattn_tensor fp8[SP_QKVO_N],
                              fattn_tensor f16[SP_QKVO_N]);
-void fattn_split_fp8_scale_invs(sp_forward_frame *f);
-void fattn_split_fp8_ctx_attrs(sp_forward_frame *f);
+void fattn__split_fp8_scale_invs(sp_forward_frame *f);
+void fattn__split_fp8_ctx_attrs(sp_forward_frame *f);
 
 /* How far an FP8 forward advances the generator's offset. */
-uint64_t fattn_split_fp8_rng_step(const fattn_fwd_args *args);
+uint64_t fattn__split_fp8_rng_step(const fattn_fwd_args *args);
 /* fused_attn_bwd's f16 arguments from the args (S:2196-2234). */
-void fattn_split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+void fattn__split_backward_params(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                  const fattn_split_grads *g, fattn_bwd_params *p);
 /* S:2197-2198: an F16 backward's dO, an FP8 d_out dequantised into g. */
-fattn_status fattn_split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
+fattn_status fattn__split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_grads *g,
                                        fattn_tensor *d_o);
 /* The FP8 branch of _fused_attn_backward_impl (S:2020-2029, 2125-2183),
  * g's dq/dk/dv allocated in the nominal dtype. */
-fattn_status fattn_split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
+fattn_status fattn__split_fp8_backward(const fattn_bwd_args *bwd, const fattn_aux_pack *pack,
                                       fattn_split_grads *g);
 
 #endif /* FATTN_SPLIT_INTERNAL_H */

@@ -154,6 +154,7 @@ static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
     query.is_training = args->is_training == 1;
     query.return_max_logit = args->return_max_logit;
     query.engine_cudnn_version = fattn_engine_cudnn_version(args->engine);
+    query.direct_call = args->direct_call;
     query.fp8 = args->fp8;
     query.fp8_recipe =
         (args->fp8 && args->quantizers) ? args->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
@@ -194,7 +195,7 @@ static fattn_status sp_forward_impl_rng_state(sp_forward_frame *f)
     int64_t *rs = res->own_rng_state.data;
     rs[0] = (int64_t)f->args->rng_gen->seed;
     rs[1] = (int64_t)f->args->rng_gen->offset;
-    uint64_t step = f->args->fp8 ? fattn_split_fp8_rng_step(f->args) : FATTN_RNG_F16_INCREMENT;
+    uint64_t step = f->args->fp8 ? fattn__split_fp8_rng_step(f->args) : FATTN_RNG_F16_INCREMENT;
     f->args->rng_gen->offset = f->args->rng_gen->offset + step;
     return FATTN_OK;
 }
@@ -206,7 +207,7 @@ static fattn_status sp_forward_impl_alloc_out(sp_forward_frame *f)
     int64_t oshape[FATTN_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[q->ndim - 1] = f->d_v;
-    fattn_status st = fattn_split_alloc_out(f->args->poison, &f->res->own_out, f->nominal, q->ndim, oshape);
+    fattn_status st = fattn__split_alloc_out(f->args->poison, &f->res->own_out, f->nominal, q->ndim, oshape);
     if (st != FATTN_OK)
         return st;
     if (f->qf == FATTN_FORMAT_THD)
@@ -247,8 +248,8 @@ static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
     fattn_tensor f16[SP_QKVO_N] = {*f->q, *f->k, *f->v, res->own_out};
     fattn_split_save_variant variant = FATTN_SPLIT_SAVE_F16;
     if (args->fp8) {
-        variant = fattn_split_fp8_save_variant(f);
-        fattn_split_fp8_tensors(f, fp8, f16);
+        variant = fattn__split_fp8_save_variant(f);
+        fattn__split_fp8_tensors(f, fp8, f16);
     }
     fattn_status st = fattn_split_fill_to_save(variant, fp8, f16, &f->aux[SP_AUX_STATS],
                                                &f->aux[SP_AUX_RNG_STATE], &res->to_save);
@@ -257,7 +258,7 @@ static fattn_status sp_forward_impl_tensors_to_save(sp_forward_frame *f)
     fattn_split_dedup(&res->to_save, f->q, f->k, f->v, &f->out_ret, has_bias,
                       has_softmax_offset, res->ctx_attrs.saved_from);
     if (args->fp8)
-        fattn_split_fp8_scale_invs(f);
+        fattn__split_fp8_scale_invs(f);
     return FATTN_OK;
 }
 
@@ -288,7 +289,7 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (!args || !res)
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_forward_impl: NULL args or res");
     memset(res, 0, sizeof *res);
-    fattn_status st = fattn_split_check_fwd_args(args);
+    fattn_status st = fattn__split_check_fwd_args(args);
     if (st != FATTN_OK)
         return st;
     if (sp_none(q) || sp_none(k) || sp_none(v))
@@ -311,7 +312,7 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (args->fp8 && !args->quantizers)
         return fattn_error(FATTN_E_INVALID_ARG, "split forward: fp8 needs the quantizers "
                            "(get_attention_quantizers, S:1628-1630)");
-    if ((st = fattn_split_fp8_inputs(&f)) != FATTN_OK)
+    if ((st = fattn__split_fp8_inputs(&f)) != FATTN_OK)
         return st;
 
     st = sp_forward_impl_support(&f);
@@ -322,7 +323,7 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
     if (st == FATTN_OK)
         st = sp_forward_impl_alloc_out(&f);
     if (st == FATTN_OK)
-        st = args->fp8 ? fattn_split_fp8_forward(&f) : fattn_split_forward_impl_fused_attn_fwd(&f);
+        st = args->fp8 ? fattn__split_fp8_forward(&f) : fattn__split_forward_impl_fused_attn_fwd(&f);
     f.out_ret = args->fp8 ? f.out_ret : res->own_out;
     if (st == FATTN_OK)
         st = sp_forward_impl_max_logit(&f);
@@ -332,7 +333,7 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
         goto fail;
     sp_forward_impl_ctx_attrs(&f);
     if (args->fp8)
-        fattn_split_fp8_ctx_attrs(&f);
+        fattn__split_fp8_ctx_attrs(&f);
 
     res->out = f.out_ret;
     res->max_logit = args->return_max_logit ? res->own_max_logit : fattn_tensor_empty();
@@ -450,7 +451,7 @@ void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_save
 {
     assert(bwd && saved);
     for (int i = 0; i < FATTN_SPLIT_NSLOTS; i++)
-        *fattn_split_bwd_slot(bwd, (fattn_split_slot)i) = saved->t[i];
+        *fattn__split_bwd_slot(bwd, (fattn_split_slot)i) = saved->t[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -469,15 +470,15 @@ static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn
     fattn_status st = FATTN_OK;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D) {
         int at = grp == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1;
-        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 3, at, views);
+        st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 3, at, views);
         if (st == FATTN_OK)
             g->dq = views[0], g->dk = views[1], g->dv = views[2];
     } else if (grp == FATTN_LAYOUT_GROUP_HD_2HD || grp == FATTN_LAYOUT_GROUP_HD_H2D) {
-        st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 1, 0, views);
+        st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 1, 0, views);
         if (st == FATTN_OK) {
             g->dq = views[0];
             int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1;
-            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
+            st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
         }
         if (st == FATTN_OK) {
             g->dk = views[0];
@@ -487,7 +488,7 @@ static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn
         const fattn_tensor *like[3] = {q, k, bwd->fp8 ? &bwd->v_fp8 : &bwd->v};
         fattn_tensor *dst[3] = {&g->dq, &g->dk, &g->dv};
         for (int i = 0; i < 3 && st == FATTN_OK; i++) {
-            st = fattn_split_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
+            st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
             if (st == FATTN_OK)
                 *dst[i] = views[0];
         }
@@ -534,7 +535,7 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
     if (bwd->attn_bias_type == FATTN_BIAS_PRE_SCALE_BIAS ||
         bwd->attn_bias_type == FATTN_BIAS_POST_SCALE_BIAS) {
         const fattn_tensor *last = &pack->t[pack->n - 1];
-        fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
+        fattn_status st = fattn__split_alloc_out(bwd->poison, &g->own_d_bias, dt, last->ndim, last->shape);
         if (st != FATTN_OK)
             return st;
         if (fattn_layout_format(bwd->qkv_layout) == FATTN_FORMAT_THD)
@@ -544,7 +545,7 @@ static fattn_status sp_backward_impl_alloc_dbias(const fattn_bwd_args *bwd,
     if (bwd->softmax_type != FATTN_SOFTMAX_VANILLA) {
         int64_t os[4] = {1, bwd->q.shape[sp_heads_dim(fattn_layout_q_format(bwd->qkv_layout))],
                          1, 1};
-        fattn_status st = fattn_split_alloc_out(bwd->poison, &g->own_d_softmax_offset,
+        fattn_status st = fattn__split_alloc_out(bwd->poison, &g->own_d_softmax_offset,
                                        FATTN_DTYPE_FLOAT32, 4, os);
         if (st != FATTN_OK)
             return st;
@@ -559,8 +560,8 @@ static fattn_status sp_backward_impl_fused_attn_bwd(const fattn_bwd_args *bwd,
                                                     fattn_split_grads *g)
 {
     fattn_bwd_params p;
-    fattn_split_backward_params(bwd, pack, g, &p);
-    fattn_status st = fattn_split_fp8_d_out_f16(bwd, g, &p.d_o);
+    fattn__split_backward_params(bwd, pack, g, &p);
+    fattn_status st = fattn__split_fp8_d_out_f16(bwd, g, &p.d_o);
     return st != FATTN_OK ? st : fattn_engine_bwd(bwd->engine, &p);
 }
 
@@ -571,7 +572,7 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
         return fattn_error(FATTN_E_INVALID_ARG, "fattn_split_backward_impl: NULL argument");
     memset(g, 0, sizeof *g); /* the caller's g may be uninitialised */
     g->grads_scale_inv = NAN;
-    fattn_status st = fattn_split_check_bwd_args(bwd);
+    fattn_status st = fattn__split_check_bwd_args(bwd);
     if (st != FATTN_OK)
         return st;
     if (bwd->use_FAv2_bwd)
@@ -587,7 +588,7 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     sp_backward_impl_aux_ctx_tensors(bwd, &pack);
     st = sp_backward_impl_alloc_dbias(bwd, &pack, g);
     if (st == FATTN_OK)
-        st = bwd->fp8 ? fattn_split_fp8_backward(bwd, &pack, g)
+        st = bwd->fp8 ? fattn__split_fp8_backward(bwd, &pack, g)
                       : sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
     if (st != FATTN_OK)
         goto fail;

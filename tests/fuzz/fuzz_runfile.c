@@ -5,7 +5,7 @@
  * when that succeeds, validates it with fattn_runfile_validate. Refusals
  * must carry a message; nothing here may crash. A crash inside libhdf5 is
  * recorded as upstream (docs/reliability.md): the CLI reads untrusted files
- * in a forked child first (harness/isolate.c), so it survives them.
+ * in a forked child first (harness/files/isolate.c), so it survives them.
  *
  * Built as a libFuzzer target (tests/fuzz/build-libfuzzer.sh) and, with
  * tests/fuzz/replay_main.c, as a plain corpus replayer.

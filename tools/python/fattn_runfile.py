@@ -105,7 +105,7 @@ def resolve_specs(specs, fattn=None):
 
 
 # --------------------------------------------------------------------------
-# Digests: XXH3-128, canonical (big-endian), as harness/digest.c writes them
+# Digests: XXH3-128, canonical (big-endian), as harness/files/digest.c writes them
 # (for reading: verifying a file needs no fattn build)
 # --------------------------------------------------------------------------
 
@@ -342,7 +342,7 @@ def _h5():
 
 def default_max_bytes():
     """load_tree's default bound: half the machine's memory, as fattn's own
-    `--max-memory` default (harness/cmd_run.c); 4 GiB when unknown."""
+    `--max-memory` default (harness/cli/cmd_run.c); 4 GiB when unknown."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
     except (ValueError, OSError, AttributeError):

@@ -166,7 +166,7 @@ def classify(resolved):
 
 
 # --------------------------------------------------------------------------
-# Tensors as fattn's engine saw them (harness/inputs.c, lib/core/tensor.c)
+# Tensors as fattn's engine saw them (harness/model/inputs.c, lib/core/tensor.c)
 # --------------------------------------------------------------------------
 
 # permutation from a format's logical order to [b, h, s, d], and back
@@ -262,7 +262,7 @@ class Engine:
             raise InputError("--sdpa-backend cudnn needs a CUDA device (--device cuda)")
 
     def provenance(self, src_root):
-        """Root attributes: fattn's key set (harness/runfile.c), PyTorch's values."""
+        """Root attributes: fattn's key set (harness/run/runfile.c), PyTorch's values."""
         torch = self.torch
         cuda = self.device.startswith("cuda")
         src = src_root["root_attrs"]
@@ -407,7 +407,7 @@ def np_uint8(x):
 
 
 def cuda_version_string(torch):
-    """The CUDA version as harness/runfile.c writes it (1000·major + 10·minor)."""
+    """The CUDA version as harness/run/runfile.c writes it (1000·major + 10·minor)."""
     try:
         return str(int(torch._C._cuda_getCompiledVersion()))
     except (AttributeError, TypeError, ValueError):

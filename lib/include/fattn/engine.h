@@ -228,7 +228,7 @@ typedef enum fattn_engine_query {
      * fattn_bwd_params.deterministic says (fattn_engine_options). */
     FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD,
     /* It runs on a CUDA device: provenance records the device and the CUDA
-     * and cuDNN versions (harness/runfile.c). */
+     * and cuDNN versions (harness/run/runfile.c). */
     FATTN_ENGINE_Q_CUDA_DEVICE,
     /* It runs FP8 calls (fattn_fwd_params.fp8 / fattn_bwd_params.fp8); the
      * dispatch refuses them for an engine that does not. */

@@ -97,6 +97,10 @@ typedef struct fattn_legacy_ctx {
      * and this layer offloaded. Not modelled: forward refuses it
      * (FATTN_E_NOT_MODELLED, support rule cpu_offload_v1). */
     bool cpu_offload;
+    /* How FusedAttnFunc is called: by a direct caller (true), not by
+     * DotProductAttention, whose window rows then do not apply (support
+     * query direct_call). */
+    bool direct_call;
     bool has_forward;     /* forward ran and saved */
     /* backward restored tensor_objects: TE sets ctx.tensor_objects = None
      * (2.19.0 quantized_tensor.py:350), so a second backward raises. */

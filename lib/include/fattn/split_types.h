@@ -89,6 +89,10 @@ typedef struct fattn_fwd_args {
     /* TE's module state: CPU offload v1 on for this layer. Not modelled:
      * forward_impl refuses it (FATTN_E_NOT_MODELLED, rule cpu_offload_v1). */
     bool cpu_offload;
+    /* How FusedAttnFunc is called: by a direct caller (true), not by
+     * DotProductAttention, whose window rows then do not apply (support
+     * query direct_call). */
+    bool direct_call;
     /* TE's environment: NVTE_FP8_DPA_BWD (read per forward, S:1625) and
      * NVTE_DPA_FP8CS_O_in_F16 (read at import, S:234); default true. */
     bool nvte_fp8_dpa_bwd, nvte_dpa_fp8cs_o_in_f16;

@@ -110,6 +110,9 @@ typedef struct fattn_support_query {
     bool fp8;                    /* FP8 execution requested */
     fattn_fp8_recipe fp8_recipe; /* the QKV quantizer's recipe (fp8 only) */
     bool cpu_offload;            /* TE's CPU offload v1 is on for this layer */
+    bool direct_call;            /* FusedAttnFunc called directly, not by DotProductAttention:
+                                  * DPA's check_set_window_size rows (window_mask,
+                                  * window_not_normalised) do not apply */
     /* Read by routing rules only (the front ends leave them at their
      * defaults): */
     int64_t b;                   /* batch size */

@@ -152,6 +152,17 @@ fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
                                     const int64_t in[2], int64_t out[2],
                                     bool *warned);
 
+/* The right bound of the diagonal band a fused_attn_fwd/bwd call runs with
+ * (-1: none), as TE's C++ builds it from the mask type and the window's
+ * right element `win_right`: the window's when it is not -1, else 0 for a
+ * mask that sets cuDNN's causal flag, else none. So a causal mask is
+ * causal with a (-1,-1) window too, as a direct fused_attn_fwd caller (TE's
+ * context-parallel code) passes it. `fp8`: the FP8 kernel, whose causal
+ * flag is the top-left masks' only. (The window of a call that came
+ * through DotProductAttention is already normalised, so nothing changes
+ * for it.) */
+int64_t fattn_mask_band_right(fattn_mask_type mask, bool fp8, int64_t win_right);
+
 /* bottom_right_diagonal when the caller passes None, at the two levels TE
  * defaults it: DotProductAttention (False for causal/padding_causal, True
  * otherwise) and fused_attn_fwd (True iff the mask is a *_bottom_right one). */

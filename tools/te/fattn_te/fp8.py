@@ -15,11 +15,11 @@ from . import bridge, bridge_fp8
 # META_O, META_S in scaling_fwd; META_DO, META_DP, META_DQKV in scaling_bwd.
 FWD_SLOTS = {"QKV": 2, "O": 3, "S": 8}
 BWD_SLOTS = {"dO": 3, "dP": 5, "dQKV": 0}
-# The harness's quantizer scales (harness/fe.c fattn_fe_fp8_quantizers):
+# The harness's quantizer scales (harness/run/fe.c fattn_fe_fp8_quantizers):
 # QKV, O, S E4M3; dO, dP, dQKV E5M2; S and dP delayed under both recipes
 # (DPA's [CS, DS] pair, DPA20:1207-1223).
 SCALES = {"QKV": 16.0, "O": 32.0, "S": 256.0, "dO": 64.0, "dP": 512.0, "dQKV": 128.0}
-# harness/inputs.c inputs_to_fp8: q, k, v's scales (k and v share q's for
+# harness/model/inputs.c inputs_to_fp8: q, k, v's scales (k and v share q's for
 # a packed qkv, v shares k's for a packed kv) and an FP8 d_out's
 IN_SCALES = (32.0, 64.0, 16.0)
 D_OUT_SCALE = 32.0

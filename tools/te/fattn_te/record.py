@@ -22,7 +22,7 @@ FIXED_ROLES = ["q_fp8", "k_fp8", "v_fp8", "out_fp8", "q", "k", "v", "out", "cu_s
                "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded"]
 AUX_ROLES = ["softmax_stats", "rng_state", "aux_bias", "aux_softmax_offset"]
 
-# The backward-read set, by TE's ctx attribute names (harness/ctx_fields.h):
+# The backward-read set, by TE's ctx attribute names (harness/run/ctx_fields.h):
 # (name, kind); OPT ones are absent when None.
 CTX_FIELDS = [
     ("fp8", "bool"), ("nominal_dtype", "dtype"), ("is_input_fp8", "bool"),
@@ -113,7 +113,7 @@ def build_inputs(res, inputs):
 
 def func_args(te, res, t, gen):
     """FusedAttnFunc's arguments by name, as FusedAttention passes them on
-    the f16 path (the values fattn's front ends get: harness/fe_legacy.c)."""
+    the f16 path (the values fattn's front ends get: harness/run/fe_legacy.c)."""
     spec = res["spec"]
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
     args = {

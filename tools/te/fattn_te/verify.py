@@ -182,7 +182,7 @@ def _fp8_counts(path):
 # On cuDNN 9.19 the gradient of the sink (softmax offset) is summed in an
 # order that changes run to run even with the deterministic backward
 # (docs/determinism.md); `fattn verify` compares it within the io dtype's
-# tolerance there (harness/verify.c cudnn_noisy), and so does this.
+# tolerance there (harness/check/verify.c cudnn_noisy), and so does this.
 _NOISY = re.compile(r"^/cases/([^/]+)/backward/d_softmax_offset$")
 _TOL = os.path.join(cli.SRC, "tolerances", "fattn-tol-1.json")
 _SHOWN = 12

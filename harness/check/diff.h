@@ -1,0 +1,108 @@
+/* harness/check/diff.h — `fattn diff`: compare two run files into a report
+ * (docs/run-files.md; docs/diff.md). Rendering the report (text, JSON) and
+ * the exit code are the command's (harness/cli/cmd_diff.c); this library never
+ * prints.
+ *
+ * Order of work: both files are walked without data (h5io's metadata-only
+ * read: structure, types, shapes, storage validated as far as safe reading
+ * needs); provenance and structure are compared in one walk over both trees
+ * (treewalk.h); then each dataset pair is streamed in bounded chunks (memory
+ * type = file type), both sides' digests recomputed, and the elements
+ * compared by the mode's rule (elemcmp.h). Memory stays bounded (two chunk
+ * buffers and the metadata trees) whatever the file size.
+ *
+ * B is the reference: A is compared against it (tolerance |a-b| <= atol +
+ * rtol*|b|; relative errors divide by |b|).
+ */
+#ifndef FATTN_HARNESS_DIFF_H
+#define FATTN_HARNESS_DIFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "elemcmp.h"
+#include "fattn/dtype.h"
+#include "fattn/status.h"
+#include "fattn/tensor.h"
+#include "tolerance.h"
+
+typedef struct fattn_diff_opts {
+    fattn_elem_mode mode;           /* BITWISE, ULP or TOL (not NOISY) */
+    uint64_t max_ulp;               /* ULP mode */
+    const fattn_tol_profile *tol;   /* TOL mode */
+    const char *only;               /* glob over paths, or NULL */
+    bool trust_digests;             /* equal stored digests: skip the data */
+    bool audit;                     /* compare /audit too */
+    size_t chunk_bytes;             /* 0: 4 MiB */
+} fattn_diff_opts;
+
+/* What became of one path. A difference under an `_impl` group keeps its
+ * status in the entry and is tallied as PRIVATE (never counted). */
+typedef enum fattn_diff_status {
+    FATTN_DIFF_EQUAL = 0,
+    FATTN_DIFF_DIFFERENT,
+    FATTN_DIFF_MISSING_IN_A,
+    FATTN_DIFF_MISSING_IN_B,
+    FATTN_DIFF_CORRUPT,
+    FATTN_DIFF_STRUCTURE,
+    FATTN_DIFF_PRIVATE,
+} fattn_diff_status;
+
+#define FATTN_DIFF_N_STATUS (FATTN_DIFF_PRIVATE + 1)
+
+/* "equal", "different", "missing_in_a", ... (the JSON names). */
+const char *fattn_diff_status_name(fattn_diff_status s);
+
+typedef struct fattn_diff_entry {
+    char *path;         /* "/cases/x/forward/out" or "/cases/x@spec" */
+    const char *kind;   /* dataset, digest, group, attribute */
+    fattn_diff_status status;
+    bool is_private;    /* under an _impl group */
+    char *msg;          /* structure / corrupt / digest detail, or NULL */
+    /* datasets */
+    bool has_data;
+    fattn_dtype dtype;
+    int ndim;
+    int64_t shape[FATTN_MAX_DIMS];
+    fattn_elem_stats st;
+    fattn_tol tol;      /* TOL mode, float datasets */
+    char digest_a[FATTN_DIGEST_LEN], digest_b[FATTN_DIGEST_LEN];
+} fattn_diff_entry;
+
+/* A provenance attribute that differs (never counted). */
+typedef struct fattn_diff_prov {
+    char *path;  /* "/@device", "/cases/x/forward@prov_engine" */
+    char *a, *b; /* formatted values; NULL when absent */
+    bool platform; /* a key that makes bitwise equality not expected */
+} fattn_diff_prov;
+
+typedef struct fattn_diff_report {
+    const char *file_a, *file_b;     /* the caller's strings */
+    fattn_diff_entry *e;             /* in walk order */
+    size_t n_e, cap_e;
+    fattn_diff_prov *prov;
+    size_t n_prov, cap_prov;
+    bool audit_skipped;              /* /audit present and not compared */
+    size_t tally[FATTN_DIFF_N_STATUS]; /* entries by status (differing private ones: PRIVATE) */
+    size_t counted;                  /* entries that count as differences */
+    size_t n_data;                   /* datasets and digest-only tensors compared */
+} fattn_diff_report;
+
+/* Is the entry a counted difference? */
+bool fattn_diff_entry_counted(const fattn_diff_entry *e);
+
+/* Compare run files a and b into *r (initialised here; free it with
+ * fattn_diff_report_free whatever the result). FATTN_OK: the report is
+ * complete (r->counted > 0 means they differ, a corrupt dataset included);
+ * an error: a file that cannot be read safely, or out of memory (message
+ * in fattn_last_error, naming the file). */
+fattn_status fattn_diff_files(const char *a, const char *b, const fattn_diff_opts *o,
+                              fattn_diff_report *r);
+void fattn_diff_report_free(fattn_diff_report *r);
+
+/* A shape as "[2,16,4,64]", truncated to fit n (n > 0). */
+void fattn_diff_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+
+#endif /* FATTN_HARNESS_DIFF_H */

@@ -1,0 +1,130 @@
+/* harness/check/verify.h — the checks of `fattn verify` (and of `fattn golden`)
+ * as a library that returns results; the table, the verdict line, the JSON
+ * report and the exit code are the command's (harness/cli/cmd_verify.c).
+ *
+ * Per case of the matrix, on one engine:
+ *   1. legacy vs split, bitwise, every state;
+ *   2. cross-wired replays: legacy's save_ctx into split's backward, split's
+ *      into legacy's, split's forward into split's setup_ctx + backward —
+ *      each bitwise equal to the straight run;
+ *   3. determinism: the split run repeated, bitwise equal;
+ *   4. the goldens of this platform (fixtures/<platform key>.h5), bitwise,
+ *      inputs and save_ctx through their digests; without them, the newest
+ *      CPU goldens within the tolerance profile (compare.h).
+ * An expect_refusal case (docs/cases.md) instead: both front ends refused
+ * with the spec's status and rule (1, the refusals compared as recorded,
+ * message included), and the refusal's status, rule and state equal the
+ * golden's (4).
+ * Tensors that are non-deterministic by construction on an engine
+ * (docs/determinism.md) are compared within their noise bound.
+ */
+#ifndef FATTN_HARNESS_VERIFY_H
+#define FATTN_HARNESS_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "compare.h"
+#include "fattn/engine.h"
+#include "runner.h"
+#include "spec.h"
+#include "tolerance.h"
+
+/* The most checks one case runs (seams, legacy vs split and its wrapper,
+ * the refusal, three replays, repeat, golden), with room to spare. */
+#define FATTN_VERIFY_MAX_CHECKS 16
+
+/* One case's checks. */
+typedef struct fattn_verify_case {
+    const fattn_spec *spec;
+    fattn_h5_node *legacy, *split; /* owned (the skip reason lives in legacy's) */
+    const char *skipped;           /* reason (inside legacy's tree), or NULL */
+    char error[512];               /* non-empty: the case errored */
+    fattn_compare_result cmp;      /* every check's differences together */
+    char first_check[64];          /* which check found the first difference */
+    size_t tensors;
+    bool golden_missing;
+    /* Why the case is not compared with another engine's goldens ("dropout",
+     * "FP8"), NULL when it is (or the goldens are this platform's). */
+    const char *same_engine_only;
+    bool refused;                  /* expect_refusal: both refused as expected */
+    size_t noisy_within;           /* non-deterministic tensors within their bound */
+    char states[8];                /* "ifsb": the states recorded ('-' absent) */
+    /* Each front end's straight run (by fattn_impl): its status and, when
+     * it failed, its message, so that a report names both sides' errors
+     * and not only the state one side is missing. */
+    /* every check run on the case, in the order run, with its count of
+     * differences (for reports of one entry per check: JUnit) */
+    struct {
+        char name[64];
+        size_t differences;
+    } checks[FATTN_VERIFY_MAX_CHECKS];
+    size_t n_checks;
+    fattn_status side_status[FATTN_IMPL_COUNT];
+    char side_error[FATTN_IMPL_COUNT][512];
+} fattn_verify_case;
+
+/* Why case s is compared within one engine only and not with another
+ * engine's goldens, or NULL: "dropout" (the random bits are each engine's
+ * own); "FP8" on an engine without the CPU math (its scales follow its own
+ * amax, its FP8 bytes its own rounding of P: cuDNN 9.28 on the H200 against
+ * the CPU goldens differed in the quantizer attributes and FP8 outputs of
+ * every FP8 case, docs/verify.md). */
+const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engine *e);
+
+/* Whether a front end's straight run failed (in any state). */
+bool fattn_verify_side_failed(const fattn_verify_case *c);
+
+/* The key goldens are filed under for engine e (its report's platform):
+ * bitwise comparison against goldens is only meaningful on an exact match. */
+void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n);
+
+/* Checks 1-3 for c->spec (c zeroed but for spec). */
+void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e);
+/* Check 4 against a goldens tree (NULL: none), bitwise, or within `tol`
+ * when it is not NULL. */
+void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
+                               const fattn_tol_profile *tol, fattn_engine *e);
+/* Free c's trees. */
+void fattn_verify_case_free(fattn_verify_case *c);
+
+/* The goldens a verify run compares against. */
+typedef struct fattn_verify_goldens {
+    char key[128];          /* this platform's key */
+    char path[4096];        /* the file chosen (or the exact one looked for) */
+    fattn_h5_node *tree;    /* NULL: none */
+    bool exact;             /* a file for this very key */
+    bool tolerance;         /* against the newest CPU goldens within `profile` */
+    fattn_tol_profile profile;
+    char note[4300];        /* how they are compared, for the report */
+} fattn_verify_goldens;
+
+/* Find and load the goldens for engine e in directory `dir`
+ * (see the file comment, check 4). An error: a goldens file that cannot
+ * be loaded. */
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
+                                       fattn_verify_goldens *g);
+void fattn_verify_goldens_free(fattn_verify_goldens *g);
+
+/* A whole run. */
+typedef struct fattn_verify_result {
+    fattn_verify_case *cases;      /* n_cases */
+    size_t n_cases;
+    size_t n_skip, n_err, n_diff, n_nogold, n_tensors, n_diff_objects;
+    size_t n_refused;              /* expect_refusal cases refused as expected */
+    const fattn_verify_case *first_bad; /* the first case with a difference */
+    bool neutral;                  /* no difference and no error */
+    bool stop;                     /* set by on_case: run no more cases (n_cases: those run) */
+} fattn_verify_result;
+
+/* Called after each case's checks (e.g. to print its row). */
+typedef void (*fattn_verify_case_fn)(void *ctx, const fattn_verify_case *c);
+
+/* Every check for every spec on engine e into *r (free it with
+ * fattn_verify_result_free). FATTN_E_NOMEM is the only error. */
+fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_engine *e,
+                              const fattn_verify_goldens *g, fattn_verify_case_fn on_case,
+                              void *ctx, fattn_verify_result *r);
+void fattn_verify_result_free(fattn_verify_result *r);
+
+#endif /* FATTN_HARNESS_VERIFY_H */

@@ -1,0 +1,78 @@
+/* harness/cli/cmd_verify.h — the pieces of `fattn verify` a program other than
+ * `fattn` reuses (bench/bench_verify.c runs the checks twice in one
+ * process): its arguments, the engine, matrix and goldens they name, and
+ * its rendering. The checks themselves are verify.h's. */
+#ifndef FATTN_HARNESS_CMD_VERIFY_H
+#define FATTN_HARNESS_CMD_VERIFY_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "verify.h"
+
+typedef struct fattn_cmd_verify_env {
+    /* arguments (pointers into argv) */
+    const char *cases, *filter, *backend, *fixtures, *json;
+    const char *keyword; /* -k SUBSTRING */
+    const char *junit;   /* --junit FILE */
+    bool strict;
+    unsigned te_rules;          /* --te-rules: FATTN_TE_RULES_* bit */
+    bool progress;  /* --progress, or stderr a terminal */
+    bool exitfirst; /* -x: stop after the first differing or errored case */
+    int jobs;       /* -j/--jobs: plan-building processes on cuDNN (1: none) */
+    /* a plan-building child's share: every shard_n-th selected case from
+     * shard_k (shard_n 0: all of them) */
+    int shard_k, shard_n;
+    /* what the plan prebuild did: processes that ran, wall seconds */
+    int prebuild_jobs;
+    double prebuild_s;
+    const char *fix_dir;        /* the fixtures directory in use */
+    /* opened by fattn_cmd_verify_open */
+    cli_matrix m;
+    fattn_engine *e;
+    const char *backend_name;
+    bool forced;                /* deterministic backward forced (cuDNN) */
+    fattn_verify_goldens goldens;
+    bool opened;
+} fattn_cmd_verify_env;
+
+/* Parse verify's arguments (argv[0] is "verify"). *done: --help was
+ * printed. Returns an exit code (2 after a message on stderr). */
+int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool *done);
+/* The fixtures directory, the matrix, the engine and the goldens; an exit
+ * code (2 after a message). Close with fattn_cmd_verify_close. */
+int fattn_cmd_verify_open(fattn_cmd_verify_env *v);
+void fattn_cmd_verify_close(fattn_cmd_verify_env *v);
+/* The second half of fattn_cmd_verify_open, for an env whose matrix is
+ * loaded: keeps only its shard's cases (shard_n > 0), then opens the engine
+ * and the goldens. */
+int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v);
+
+/* Cold start on cuDNN (cmd_verify_prebuild.c): unless this process has
+ * opened a cuDNN engine already, or the engine will not be cuDNN, or
+ * v->jobs is 1, v->jobs child processes run the checks on their shares of
+ * the selected cases into the plan store, so that the engine opened next
+ * restores the plans. Children that fail cost time only. An exit code. */
+int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v);
+/* --jobs's bound: more processes gain nothing on the measured machine
+ * (16 cores; 8 did nearly as well) and each holds a CUDA context and a
+ * deterministic-backward workspace. */
+#define FATTN_VERIFY_MAX_JOBS 32
+/* --jobs's default: the online CPUs, at most 16. */
+int fattn_cmd_verify_default_jobs(void);
+
+/* The table's header; one row (a fattn_verify_case_fn, ctx the FILE *). */
+void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v);
+void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c);
+/* The verdict lines to f and the JSON report if asked; verify's exit code. */
+int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
+                            const fattn_verify_result *r);
+/* The JUnit XML report of r to path (- for stdout); 0, or -1 after a
+ * message (cmd_verify_junit.c). */
+int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
+                                 const fattn_verify_result *r);
+/* Verify's exit code for a result (docs/verify.md). */
+int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
+
+#endif /* FATTN_HARNESS_CMD_VERIFY_H */

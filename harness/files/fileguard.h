@@ -1,0 +1,132 @@
+/* harness/files/fileguard.h — the files fattn reads and writes, guarded against
+ * what a hostile path can be (docs/reliability.md "Files").
+ *
+ * Inputs: a file fattn reads is opened once, without blocking, and refused
+ * unless it is a regular file (a FIFO would hang the reader, a device would
+ * be read forever). fattn_fileguard_pin keeps that descriptor for the rest
+ * of the process under the path it was opened by; every later read of the
+ * same path (the isolated child's and the parent's, harness/files/isolate.h) goes
+ * through /proc/self/fd/N, so that they all read the one file that was
+ * checked, whatever is renamed over the path meanwhile. Every pinned file,
+ * whatever its size, is pinned as a private copy
+ * ($TMPDIR/fattn-input-XXXXXX, mode 0600, a reflink where the file system
+ * can, else a plain copy; removed when unpinned, at exit and on the cleanup
+ * signals), so that one rewritten in place cannot change between the
+ * child's check and the parent's reading either. No copy (no room in
+ * $TMPDIR, not writable): the input is refused, not read unchecked.
+ *
+ * Outputs: every output is written under a temporary name beside the target
+ * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
+ * a regular file: a symbolic link, device node, FIFO or directory is refused
+ * (a link is never written through nor replaced); it must not be an input
+ * pinned in this process (same path or same inode). While a temporary file
+ * exists, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the process dies of
+ * the signal (an async-signal-safe handler, installed on the first
+ * registration, not where the signal was ignored); so too registered
+ * scratch files and directories, after registered children are killed.
+ * The registrations have no fixed limit (chunks added outside the handler).
+ *
+ * This module never prints; messages name the file and the cause.
+ */
+#ifndef FATTN_HARNESS_FILEGUARD_H
+#define FATTN_HARNESS_FILEGUARD_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "fattn/status.h"
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+/* Open `path` for reading: O_NONBLOCK for the open itself (a FIFO without a
+ * writer must not block it), fstat, refused (FATTN_E_INVALID_FILE) unless a
+ * regular file; *fd is blocking again, close-on-exec, the caller's. */
+fattn_status fattn_fileguard_open_input(const char *path, int *fd);
+
+/* Open `path` as fattn_fileguard_open_input does, copy it privately and keep
+ * the copy's descriptor as the pin of `path` (replacing an earlier pin of
+ * the same path string, whose descriptor is closed): from now on
+ * fattn_fileguard_read_path(path) names this very copy. FATTN_E_NOMEM
+ * naming the file and $TMPDIR when the copy cannot be made (the free space
+ * is checked first). */
+fattn_status fattn_fileguard_pin(const char *path);
+
+/* Forget the pin of `path` (if any) and close its descriptor: for a command
+ * that read a file and now means to replace it. */
+void fattn_fileguard_unpin(const char *path);
+
+/* The name to open `path` by: "/proc/self/fd/N" (written to buf, cap bytes)
+ * when `path` is pinned and /proc is there, else `path` itself. */
+const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap);
+
+/* ---- outputs --------------------------------------------------------------- */
+
+/* FATTN_E_INVALID_ARG with a message if `target` exists and is not a
+ * regular file (or is a symbolic link), or is a pinned input; FATTN_OK if
+ * it may be replaced. */
+fattn_status fattn_fileguard_check_target(const char *target);
+
+/* fattn_fileguard_check_target, then whether a file can be made beside
+ * `target`: its directory exists, is a directory, and a temporary file can
+ * be created there (made and removed again). For commands to call before
+ * any work, so that a run is not computed for a write that cannot happen.
+ * Messages name `target` once, then the cause. */
+fattn_status fattn_fileguard_check_output(const char *target);
+
+/* FATTN_E_INVALID_ARG if `out` names one of the n files `inputs` (the same
+ * path, or the same inode where both exist; NULL entries are skipped):
+ * for commands to call before any work. */
+fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *inputs,
+                                            size_t n);
+
+/* A temporary file beside its target, registered for removal on signals. */
+typedef struct fattn_fileguard_tmp {
+    char *target;
+    char *path; /* the temporary name */
+    int fd;     /* open for writing, -1 once closed */
+    int slot;   /* the signal handler's registration, -1 if none */
+} fattn_fileguard_tmp;
+
+/* fattn_fileguard_check_target, then create the temporary file (O_EXCL,
+ * mode 0666 less the umask) and register it, with those signals blocked in
+ * between so that no moment leaves it unregistered. */
+fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t);
+/* fsync and close the descriptor (if still open), rename over the target,
+ * fsync the directory, unregister; on failure the temporary file is removed
+ * and the target untouched. Frees t's strings either way. */
+fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t);
+/* Close, remove the temporary file, unregister, free (a zeroed or already
+ * finished t is fine). */
+void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
+
+/* A scratch file of the command's own that exists under its final name
+ * (committed) until the command removes it (run --repeat's cases, merge's
+ * inputs): registered as a temporary file is, so that SIGINT, SIGTERM,
+ * SIGHUP and SIGPIPE remove it too. The slot to give back; the slots grow
+ * as needed (chunks of 16 added outside the handler), so -1 only when the
+ * path is over 4,351 bytes or no memory is left (then the file is left on
+ * such a signal). */
+int fattn_fileguard_scratch_register(const char *path);
+/* Give the slot back (before the command removes the file itself). */
+void fattn_fileguard_scratch_unregister(int slot);
+
+/* A scratch directory of the command's own (verify's temporary plan
+ * store): on SIGINT, SIGTERM, SIGHUP and SIGPIPE the files directly in it
+ * and then the directory are removed (it must hold no subdirectories).
+ * The slot, -1 when none can be had; give it back with
+ * fattn_fileguard_scratch_unregister before removing the directory. */
+int fattn_fileguard_scratch_dir_register(const char *dir);
+
+/* fork(), the child registered in the parent (with the signals blocked
+ * across, so that none arrives in between): on those signals the parent
+ * kills it (SIGKILL) and reaps it before it removes files and scratch
+ * directories, so that nothing writes into them after the removal. *slot
+ * (parent only; -1 in the child or on failure) is given back with
+ * fattn_fileguard_scratch_unregister once the child was waited for. */
+pid_t fattn_fileguard_fork_child(int *slot);
+
+/* Replace `target` with the len bytes at data atomically (tmp_open, write,
+ * tmp_commit). */
+fattn_status fattn_fileguard_write_text(const char *target, const char *data, size_t len);
+
+#endif /* FATTN_HARNESS_FILEGUARD_H */

@@ -1,0 +1,45 @@
+/* harness/files/h5base.h — the HDF5 plumbing the writer and the reader share
+ * (private to h5write.c and h5read.c; includes hdf5.h, so no public header
+ * includes it).
+ *
+ * Every entry point of the run-file layer calls fattn_h5base_enter first: it
+ * makes the one file-access property list (libver bounds V18..V110, file
+ * locking where the file system has it) once per process, keeps HDF5 from
+ * terminating itself at exit, and switches off HDF5's error printing for the
+ * calling thread.
+ */
+#ifndef FATTN_HARNESS_H5BASE_H
+#define FATTN_HARNESS_H5BASE_H
+
+#include <hdf5.h>
+
+#include "fattn/status.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fattn's run files assume a little-endian host (memory type = file type)"
+#endif
+
+_Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is int64_t in HDF5 1.10");
+
+/* Quiet this thread's error stack; *fapl (if non-NULL) gets the shared
+ * file-access property list, owned by this module (never closed). */
+fattn_status fattn_h5base_enter(hid_t *fapl);
+
+/* The failure of an HDF5 call as one message: "<context>: <API>: <deepest
+ * cause>" with the context formatted from fmt; clears the error stack and
+ * returns st. */
+fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Close any HDF5 id of the kinds fattn opens; negative ids are ignored and
+ * a failing close leaves no error on the stack. */
+void fattn_h5base_close(hid_t id);
+
+/* A variable-length C string type with character set `cset` (caller closes);
+ * negative on failure. */
+hid_t fattn_h5base_vlen_string_type(H5T_cset_t cset);
+
+#endif /* FATTN_HARNESS_H5BASE_H */

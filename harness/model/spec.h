@@ -1,0 +1,222 @@
+/* harness/model/spec.h — case specs (docs/cases.md): parse, default, canonical form.
+ *
+ * A spec file is a JSON array of case objects. Keys are fixed; an unknown
+ * key, a wrong type, a value out of range, a duplicate key or a duplicate id
+ * is an error whose message names the source, the case and the key:
+ *   "cases.json: case 'fwd.x' (#3): key 'b': expected an integer, got string"
+ *
+ * The keys are the rows of FATTN_SPEC_KEYS (spec_keys.h), from which the
+ * struct, defaults, equality, parser and canonical writer are made.
+ * Keys, their types and defaults (R = required):
+ *   id                     string, R. 1..FATTN_SPEC_ID_MAX chars of
+ *                          [A-Za-z0-9._-], not "." or ".." (ids name HDF5
+ *                          groups).
+ *   b, h, sq, d_qk         integer, R.
+ *   hg                     integer, default h; 1 <= hg <= h, h % hg == 0.
+ *   skv                    integer, default sq.
+ *   d_v                    integer, default d_qk.
+ *   dtype                  "float16" | "bfloat16" | "float32"; default "bfloat16".
+ *   layout                 a TE layout name (fattn_layout_parse); default
+ *                          "bshd_bshd_bshd".
+ *   mask                   a TE mask name; default "no_mask".
+ *   bias                   a TE bias type name; default "no_bias".
+ *   bias_shape             "1hss" | "b1ss" | "bhss" | "11ss" | "111s";
+ *                          default "1hss" (only read with post_scale_bias).
+ *   softmax                "vanilla" | "off-by-one" | "learnable"; default "vanilla".
+ *   window                 null | [left, right] (integers); default null.
+ *                          Stored as given; TE's normalisation
+ *                          (fattn_window_normalize) happens at run time.
+ *   bottom_right_diagonal  null | true | false; default null (TE's default
+ *                          for the mask, resolved at run time).
+ *   dropout_p              number in [0, 1); default 0.0.
+ *   is_training            boolean; default true.
+ *   deterministic          boolean; default true.
+ *   return_max_logit       boolean; default false.
+ *   fast_zero_fill         boolean; default true.
+ *   attn_scale             null | finite number; default null (TE's default
+ *                          (float)(1.0/sqrt((double)d_qk)) at run time).
+ *   pad_between_seqs       boolean; default false.
+ *   cpu_offload            boolean; default false. TE's CPU offload v1
+ *                          state, which both front ends refuse.
+ *   raw_func_args          boolean; default false. true: the front ends get
+ *                          the values a direct FusedAttnFunc caller passes
+ *                          (dropout_p as given, though not training)
+ *                          instead of DotProductAttention's (0 when not
+ *                          training); only with is_training false. The
+ *                          canonical form writes it only when true.
+ *   fp8                    null | {"recipe": "delayed" | "current" | "mxfp8" |
+ *                          "block", "input_fp8": bool, "output_fp8": bool,
+ *                          "dpa_bwd": bool, "o_in_f16": bool,
+ *                          "bf16_backward": bool}; default null (the f16
+ *                          path). Every member optional: recipe "delayed",
+ *                          input_fp8 false (TE's is_input_fp8: q, k, v
+ *                          handed in as Float8Tensors), output_fp8 false
+ *                          (fp8_output), dpa_bwd true (NVTE_FP8_DPA_BWD),
+ *                          o_in_f16 true (NVTE_DPA_FP8CS_O_in_F16),
+ *                          bf16_backward false. Only with dtype float16 or
+ *                          bfloat16 (the nominal dtype). With input_fp8,
+ *                          q, k, v are the case's values quantised to E4M3
+ *                          by scales of their own, and d_out is an E5M2
+ *                          Float8Tensor exactly where MultiheadAttention
+ *                          hands one (output_fp8 under delayed scaling);
+ *                          docs/cases.md. Canonical form: written only
+ *                          when set, every member filled in.
+ *   expect_refusal         null | {"status": "<FATTN_E_... name>", "rule":
+ *                          "<support-table rule id>"}; default null. Both
+ *                          front ends must refuse the case with that status
+ *                          and that rule (fattn_support_check's message
+ *                          "rule <id>: ..."). The status is any of
+ *                          fattn_spec_refusal_status (not FATTN_E_UNSUPPORTED:
+ *                          an engine's refusal is a skip); the rule a row of
+ *                          fattn_support_rules. Canonical form: written only
+ *                          when set, as {"rule":...,"status":...}.
+ *   paged                  null | {"page_size": P, "num_pages": N,
+ *                          "separate_v": bool}; default null. K and V as a
+ *                          paged KV cache; set exactly with a paged_kv_*
+ *                          layout. P required, skv a multiple of P; N
+ *                          (default b * skv / P) a multiple >= b of skv / P
+ *                          (TE's InferenceParams); separate_v false (V
+ *                          shares K's table, as FusedAttention passes it).
+ *                          docs/cases.md "Paged KV". Canonical form:
+ *                          written only when set, every member filled in.
+ *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
+ *                          [0, sq] (resp. [0, skv]); default null (lengths
+ *                          drawn from the seed at run time).
+ *   seed                   integer >= 0 (the inputs' Philox seed); default 1.
+ *   rng_seed               integer >= 0 (dropout); default 1234.
+ *   rng_offset             integer in [0, INT64_MAX - fattn_spec_rng_increment]
+ *                          (16, or on the FP8 path ceil(sq^2/128) to a
+ *                          multiple of 4) (dropout; the
+ *                          generator after the forward, 16 on, is
+ *                          recorded as int64); default 0.
+ *
+ * Bounds: b <= FATTN_SPEC_MAX_B, h <= FATTN_SPEC_MAX_H, sq and skv <=
+ * FATTN_SPEC_MAX_S, d_qk and d_v <= FATTN_SPEC_MAX_D, all >= 1; every
+ * tensor's element count (q, k, v, out, a bias of bhss, the b*h*sq*skv
+ * score matrix) must fit in int64 with 8 bytes per element.
+ *
+ * Validity for TE (bias with padding masks, alibi without causal, ...) is
+ * not checked here: that is the support table's job at run time.
+ *
+ * Statuses: FATTN_E_PARSE (syntax, types, unknown or duplicate keys, missing
+ * keys, unknown names, bad ids, duplicate ids), FATTN_E_INVALID_ARG (values
+ * out of range, inconsistent keys), FATTN_E_OVERFLOW (sizes overflow),
+ * FATTN_E_IO (file unreadable), FATTN_E_NOMEM.
+ *
+ * Canonical form (fattn_spec_canonical): one JSON object, every key written
+ * with defaults filled in, keys sorted, separators "," and ":" without
+ * whitespace, integers as integers, floats as Python's repr() writes them,
+ * true/false/null, ASCII only — the bytes Python's
+ *   json.dumps(obj, sort_keys=True, separators=(",", ":"))
+ * writes for the same object. Parsing the canonical form gives an equal spec.
+ */
+#ifndef FATTN_HARNESS_SPEC_H
+#define FATTN_HARNESS_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fattn/dtype.h"
+#include "fattn/fp8.h"
+#include "fattn/status.h"
+#include "fattn/te.h"
+
+#include "spec_keys.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FATTN_SPEC_ID_MAX 128
+#define FATTN_SPEC_MAX_B 65536
+#define FATTN_SPEC_MAX_H 4096
+#define FATTN_SPEC_MAX_S (INT64_C(1) << 24)
+#define FATTN_SPEC_MAX_D 4096
+/* A spec file larger than this is refused before parsing. */
+#define FATTN_SPEC_MAX_FILE_BYTES (64u << 20)
+
+typedef enum fattn_bias_shape {
+    FATTN_BIAS_SHAPE_1HSS = 0,
+    FATTN_BIAS_SHAPE_B1SS = 1,
+    FATTN_BIAS_SHAPE_BHSS = 2,
+    FATTN_BIAS_SHAPE_11SS = 3,
+    FATTN_BIAS_SHAPE_111S = 4
+} fattn_bias_shape;
+
+typedef enum fattn_tristate {
+    FATTN_TRISTATE_NULL = 0,
+    FATTN_TRISTATE_FALSE = 1,
+    FATTN_TRISTATE_TRUE = 2
+} fattn_tristate;
+
+/* One case: a member (or a few, spec_keys.h) per row of FATTN_SPEC_KEYS. */
+typedef struct fattn_spec {
+    FATTN_SPEC_KEYS(FATTN_SPEC_MEMBER)
+} fattn_spec;
+
+typedef struct fattn_spec_list {
+    fattn_spec *items;
+    size_t count;
+} fattn_spec_list;
+
+/* Whether `st` is a status a front end refuses a case's arguments with (a
+ * refusal, recorded for an expect_refusal case): not FATTN_OK, not an
+ * engine's skip (FATTN_E_UNSUPPORTED), not a failure of the machine (out of
+ * memory, I/O, CUDA, cuDNN, an internal invariant). */
+bool fattn_spec_refusal_status(fattn_status st);
+
+/* How far a forward of the case advances the generator's offset: 16 on the
+ * f16 path, ceil(sq^2/128) rounded up to a multiple of 4 on the FP8 path
+ * (fused_attn.py:356-364, docs/fp8-branches.md F4). */
+int64_t fattn_spec_rng_increment(const fattn_spec *s);
+
+/* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
+void fattn_spec_init(fattn_spec *s);
+/* Free the owned seqlens lists and reset *s with fattn_spec_init. */
+void fattn_spec_free(fattn_spec *s);
+/* Deep copy; dst is overwritten (not freed first). */
+fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src);
+/* Every key equal; floats compared by their bits. */
+bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b);
+
+/* Parse a spec file's text (a JSON array). `source` names it in messages
+ * (a path, or "<default matrix>"). On failure *out is left empty. */
+fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *source,
+                                   fattn_spec_list *out);
+/* One case object (e.g. a run file's `spec` attribute). */
+fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *source,
+                                  fattn_spec *out);
+/* Read and parse a spec file. */
+fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out);
+/* The default matrix compiled in from golden/default_cases.json. */
+const char *fattn_spec_default_json(void);
+fattn_status fattn_spec_load_default(fattn_spec_list *out);
+void fattn_spec_list_free(fattn_spec_list *l);
+
+/* The known keys (the rows of FATTN_SPEC_KEYS), i < fattn_spec_key_count(),
+ * in sorted order (the canonical form's); NULL past the end. */
+size_t fattn_spec_key_count(void);
+const char *fattn_spec_key_name(size_t i);
+
+/* The canonical form, malloc'd, NUL-terminated (free with free()). */
+fattn_status fattn_spec_canonical(const fattn_spec *s, char **out);
+/* One line for `fattn cases` (no id, no newline), truncated to fit n. */
+fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n);
+/* fnmatch(3) of an id against a glob (no flags). */
+bool fattn_spec_matches_glob(const char *id, const char *glob);
+
+/* A finite double as Python's repr() writes it: the shortest digits that
+ * read back to the same double, exponent form ("1e-05", "1.5e+16") when the
+ * decimal exponent is < -4 or >= 16, else positional with ".0" when
+ * integral. FATTN_E_INVALID_ARG for inf/NaN, FATTN_E_OVERFLOW if n is too
+ * small (32 bytes always suffice). */
+fattn_status fattn_spec_format_double(double v, char *buf, size_t n);
+
+const char *fattn_bias_shape_name(fattn_bias_shape s);
+fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FATTN_HARNESS_SPEC_H */

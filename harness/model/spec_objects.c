@@ -1,0 +1,211 @@
+/* The spec keys whose value is an object (fp8, expect_refusal, paged) and
+ * the checks of the CHECK rows (spec_keys.h): ranges that involve other
+ * keys, run once the row is read. */
+#include "spec_parse.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "fattn/support.h"
+
+/* fp8: null, or an object of the members spec.h lists. */
+fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    static const char key[] = "fp8";
+    static const char *const members[] = {"bf16_backward", "dpa_bwd",    "input_fp8",
+                                          "o_in_f16",      "output_fp8", "recipe"};
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v))
+        return spec_case_error(c, FATTN_E_PARSE, key, "expected null or an object, got %s",
+                               spec_json_type(v));
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof members / sizeof members[0]; i++)
+            known = known || strcmp(k, members[i]) == 0;
+        if (!known)
+            return spec_case_error(c, FATTN_E_PARSE, key,
+                                   "unknown member '%s' (bf16_backward, dpa_bwd, input_fp8, "
+                              "o_in_f16, output_fp8, recipe)", k);
+        if (strcmp(k, "recipe") == 0) {
+            if (!json_is_string(x) ||
+                fattn_fp8_recipe_parse(json_string_value(x), &s->fp8_recipe) != FATTN_OK)
+                return spec_case_error(c, FATTN_E_PARSE, key,
+                                       "recipe: expected \"delayed\", \"current\", \"mxfp8\" or "
+                                  "\"block\"");
+            continue;
+        }
+        if (!json_is_boolean(x))
+            return spec_case_error(c, FATTN_E_PARSE, key, "%s: expected a boolean, got %s", k,
+                                   spec_json_type(x));
+        bool b = json_is_true(x);
+        switch (k[0]) {
+        case 'b': s->bf16_backward = b; break;
+        case 'd': s->fp8_dpa_bwd = b; break;
+        case 'i': s->fp8_input = b; break;
+        case 'o': *(k[1] == '_' ? &s->fp8_o_in_f16 : &s->fp8_output) = b; break;
+        default: assert(0);
+        }
+    }
+    if (s->dtype != FATTN_DTYPE_FLOAT16 && s->dtype != FATTN_DTYPE_BFLOAT16)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, key,
+                               "the FP8 path needs dtype float16 or bfloat16 (q's nominal dtype), "
+                          "not %s", fattn_dtype_name(s->dtype));
+    s->fp8 = true;
+    return FATTN_OK;
+}
+
+/* expect_refusal: null, or {"status": <name>, "rule": <rule id>}. */
+fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    static const char key[] = "expect_refusal";
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v))
+        return spec_case_error(c, FATTN_E_PARSE, key, "expected null or an object, got %s",
+                               spec_json_type(v));
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        if (strcmp(k, "status") != 0 && strcmp(k, "rule") != 0)
+            return spec_case_error(c, FATTN_E_PARSE, key, "unknown member '%s' (status, rule)", k);
+    }
+    const json_t *jst = json_object_get(v, "status"), *jr = json_object_get(v, "rule");
+    if (!jst || !json_is_string(jst) || !jr || !json_is_string(jr))
+        return spec_case_error(c, FATTN_E_PARSE, key, "status and rule are required strings");
+    const char *name = json_string_value(jst), *rule = json_string_value(jr);
+    if (!fattn_status_from_name(name, &s->refusal_status))
+        return spec_case_error(c, FATTN_E_PARSE, key, "status '%s' is not a fattn status name",
+                               name);
+    if (!fattn_spec_refusal_status(s->refusal_status))
+        return spec_case_error(c, FATTN_E_INVALID_ARG, key,
+                               "status %s is not a refusal (an engine's FATTN_E_UNSUPPORTED is a "
+                          "skip; FATTN_OK, memory, I/O, CUDA and internal failures are not "
+                          "refusals)", name);
+    if (!fattn_support_rule_find(rule))
+        return spec_case_error(c, FATTN_E_INVALID_ARG, key, "rule '%s' is not in the support table",
+                               rule);
+    assert(strlen(rule) < sizeof s->refusal_rule); /* a table id */
+    snprintf(s->refusal_rule, sizeof s->refusal_rule, "%s", rule);
+    s->expect_refusal = true;
+    return FATTN_OK;
+}
+
+/* paged: null or {"page_size" (required), "num_pages", "separate_v"}. */
+fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+{
+    const json_t *v = json_object_get(obj, "paged"), *x;
+    const char *k;
+    if (!v || json_is_null(v))
+        return FATTN_OK;
+    if (!json_is_object(v) || !json_object_get(v, "page_size"))
+        return spec_case_error(c, FATTN_E_PARSE, "paged", "expected null or an object with "
+                               "page_size, got %s", spec_json_type(v));
+    json_object_foreach((json_t *)v, k, x) {
+        if (strcmp(k, "page_size") && strcmp(k, "num_pages") && strcmp(k, "separate_v"))
+            return spec_case_error(c, FATTN_E_PARSE, "paged",
+                                   "unknown member '%s' (num_pages, page_size, separate_v)", k);
+    }
+    fattn_status st;
+    if ((st = spec_get_int(c, v, "page_size", 1, FATTN_SPEC_MAX_S, &s->page_size)) ||
+        (st = spec_get_int(c, v, "num_pages", 1, INT32_MAX, &s->num_pages)) ||
+        (st = spec_get_bool(c, v, "separate_v", &s->paged_separate_v)))
+        return st;
+    s->paged = true;
+    return FATTN_OK;
+}
+
+/* a*b*c*d <= limit, without overflow. All factors >= 1. */
+static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t f[4] = {a, b, c, d};
+    int64_t p = 1;
+    for (int i = 0; i < 4; i++) {
+        assert(f[i] >= 1); /* every size was parsed with a minimum of 1 */
+        if (!fattn_mul_i64(p, f[i], &p) || p > limit)
+            return false;
+    }
+    return true;
+}
+
+static fattn_status check_sizes(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    const int64_t limit = INT64_MAX / 8;
+    struct {
+        const char *what;
+        int64_t x[4];
+    } t[] = {
+        {"q (b*h*sq*d_qk)", {s->b, s->h, s->sq, s->d_qk}},
+        {"k (b*hg*skv*d_qk)", {s->b, s->hg, s->skv, s->d_qk}},
+        {"v (b*hg*skv*d_v)", {s->b, s->hg, s->skv, s->d_v}},
+        {"out (b*h*sq*d_v)", {s->b, s->h, s->sq, s->d_v}},
+        {"scores (b*h*sq*skv)", {s->b, s->h, s->sq, s->skv}},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (!product_fits(limit, t[i].x[0], t[i].x[1], t[i].x[2], t[i].x[3]))
+            return spec_case_error(c, FATTN_E_OVERFLOW, NULL,
+                                   "the size of %s overflows int64 bytes", t[i].what);
+    }
+    return FATTN_OK;
+}
+
+/* The CHECK rows' checks, run once the row is read. */
+fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    if (s->hg > s->h || s->h % s->hg != 0)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "hg",
+                               "%" PRId64 " does not divide h = %" PRId64, s->hg, s->h);
+    return FATTN_OK;
+}
+
+/* d_v is the last size: every tensor's byte count must fit. */
+fattn_status spec_check_d_v(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    return check_sizes(c, s);
+}
+
+fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    if (!(s->dropout_p >= 0.0 && s->dropout_p < 1.0))
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "dropout_p", "%g is not in [0, 1)",
+                               s->dropout_p);
+    return FATTN_OK;
+}
+
+/* The front ends take the scale as float32. */
+fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    if (s->attn_scale_set && fabs(s->attn_scale) > 3.4028234663852886e38)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "attn_scale", "%g does not fit in float32",
+                               s->attn_scale);
+    return FATTN_OK;
+}
+
+/* A paged_kv_* layout iff paged; InferenceParams (inference.py:169-177): skv
+ * % page_size == 0, num_pages (default b * pps) = max_batch * pps, max_batch >= b. */
+fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s)
+{
+    if (fattn_layout_is_paged(s->layout) != s->paged)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "paged", "%s", s->paged ?
+                               "needs a paged_kv_* layout" : "a paged_kv_* layout needs the key");
+    int64_t pps = s->paged ? s->skv / s->page_size : 1;
+    s->num_pages = s->paged && !s->num_pages ? s->b * pps : s->num_pages; /* <= 2^40 */
+    if (s->paged && (s->skv % s->page_size || s->num_pages < s->b * pps || s->num_pages % pps))
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "paged",
+                               "skv %" PRId64 " must be a multiple of page_size and num_pages %"
+                               PRId64 " one >= b of its %" PRId64,
+                               s->skv, s->num_pages, pps);
+    return FATTN_OK;
+}
+
