@@ -17,6 +17,8 @@
 #ifndef FATTN_FP8_H
 #define FATTN_FP8_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,22 +29,22 @@
 extern "C" {
 #endif
 
-fattn_e4m3 fattn_f32_to_e4m3_sat(float f);
-fattn_e5m2 fattn_f32_to_e5m2_sat(float f);
+FATTN_API fattn_e4m3 fattn_f32_to_e4m3_sat(float f);
+FATTN_API fattn_e5m2 fattn_f32_to_e5m2_sat(float f);
 
 /* FATTN_DTYPE_FLOAT8_E4M3FN or FATTN_DTYPE_FLOAT8_E5M2. */
-bool fattn_dtype_is_fp8(fattn_dtype t);
+FATTN_API bool fattn_dtype_is_fp8(fattn_dtype t);
 /* Largest finite value of an FP8 dtype (448, 57344); 0 for any other. */
-float fattn_fp8_max(fattn_dtype t);
+FATTN_API float fattn_fp8_max(fattn_dtype t);
 /* The saturating conversion of v to FP8 dtype t (t must be FP8). */
-uint8_t fattn_fp8_encode(fattn_dtype t, float v);
+FATTN_API uint8_t fattn_fp8_encode(fattn_dtype t, float v);
 /* Exact widening of code c of FP8 dtype t. */
-float fattn_fp8_decode(fattn_dtype t, uint8_t c);
+FATTN_API float fattn_fp8_decode(fattn_dtype t, uint8_t c);
 /* Quantise as a TE quantizer does: encode(v * scale). */
-uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale);
+FATTN_API uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale);
 /* The value a quantised v stands for: decode(encode(v * scale)) * scale_inv,
  * the two products rounded to float32 each. */
-float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv);
+FATTN_API float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv);
 
 /* ---- TE's FP8 recipes and quantizers as values (docs/fp8-branches.md §3) ---- */
 
@@ -59,8 +61,8 @@ typedef enum fattn_fp8_recipe {
 } fattn_fp8_recipe;
 
 /* "delayed", "current", "mxfp8", "block"; NULL for NONE or outside the enum. */
-const char *fattn_fp8_recipe_name(fattn_fp8_recipe r);
-fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out);
+FATTN_API const char *fattn_fp8_recipe_name(fattn_fp8_recipe r);
+FATTN_API fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out);
 
 /* One quantizer. A delayed one holds views of its recipe state: `scale`
  * (scale[i], set at the autocast boundary, an input to FusedAttnFunc) and
@@ -112,8 +114,8 @@ typedef enum fattn_fp8_amax_algo {
 } fattn_fp8_amax_algo;
 
 /* "max", "most_recent"; NULL outside the enum. */
-const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a);
-fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out);
+FATTN_API const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a);
+FATTN_API fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out);
 
 /* One direction's delayed-scaling state (DelayedScalingRecipeState,
  * quantization.py:1397-1451): n quantizers, each with its scale (scale[i])
@@ -152,8 +154,8 @@ typedef struct fattn_fp8_recipe_state {
  * margin is an int). Python's unfused update (NVTE_UNFUSED_FP8_UPDATE,
  * quantization.py:1067-1115) differs: it rolls whatever the amax, keeps
  * row 1 and divides twice; fattn models the fused one, TE's default. */
-fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
-                                      fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin);
+FATTN_API fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
+                                                fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin);
 
 #ifdef __cplusplus
 }

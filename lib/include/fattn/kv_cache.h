@@ -42,6 +42,8 @@
 #ifndef FATTN_KV_CACHE_H
 #define FATTN_KV_CACHE_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -64,7 +66,7 @@ typedef struct fattn_kv_cache_copy_args {
     bool reindex;                        /* the kernel's is_non_paged */
 } fattn_kv_cache_copy_args;
 
-fattn_status fattn_kv_cache_copy(const fattn_kv_cache_copy_args *a);
+FATTN_API fattn_status fattn_kv_cache_copy(const fattn_kv_cache_copy_args *a);
 
 #ifdef __cplusplus
 }
