@@ -350,6 +350,8 @@ static json_t *json_cases(const fattn_verify_result *r)
                               "golden", c->golden_compared);
         if (jc && c->spec->expect_refusal)
             json_object_set_new(jc, "refused", json_boolean(c->refused));
+        if (jc && c->skipped) /* why: the support row that names the engine's gap */
+            json_object_set_new(jc, "skipped", json_string(c->skipped));
         /* each front end's status and message, when one of them failed */
         for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
             json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
