@@ -31,6 +31,7 @@
  *            FP8    null | the fp8 object (spec.h); members below
  *            REFUSE null | {"rule", "status"}; members below
  *            PAGED  null | the paged object (spec.h); members below
+ *            CP     null | the cp object (spec.h); members below
  *          (a, b, dflt are `_` where the kind does not read them)
  *   post   NONE, or CHECK: spec.c's spec_check_<key>(c, s) runs after the
  *          row is read (ranges that involve other keys or the float32 range)
@@ -82,6 +83,7 @@
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
+    X(cp, CP, _, _, _, _, NONE)                                                                \
     X(seed, INT, int64_t, 0, INT64_MAX, 1, NONE)                                               \
     X(rng_seed, INT, int64_t, 0, INT64_MAX, 1234, NONE)                                        \
     X(rng_offset, INT, int64_t, 0, INT64_MAX - fattn_spec_rng_increment(s), 0, NONE)
@@ -120,6 +122,14 @@
     bool paged;                                                                                \
     int64_t page_size, num_pages;                                                              \
     bool paged_separate_v;
+
+/* cp on: TE's context parallelism over cp_size ranks; run by fattn-te
+ * only, recorded as skipped by fattn's own runner */
+#define FATTN_SPEC_M_CP(k, t)                                                                  \
+    bool cp;                                                                                   \
+    int64_t cp_size;                                                                           \
+    fattn_cp_comm cp_comm;                                                                     \
+    fattn_cp_balance cp_balance;
 
 #define FATTN_SPEC_MEMBER(key, kind, ctype, a, b, dflt, post) FATTN_SPEC_M_##kind(key, ctype)
 

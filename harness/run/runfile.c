@@ -375,11 +375,17 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
 
 /* The structure of a case that is not skipped: its states form a prefix
  * of inputs -> forward -> save_ctx -> backward, each a group. */
-static fattn_status check_states(const char *path, const fattn_h5_node *c)
+static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
+        if (s->cp && strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks */
+            fattn_status st = fattn_runfile_check_ranks(path, s, ch);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         bool known = false;
         for (int k = 0; k < 4; k++)
             known = known || strcmp(ch->name, order[k]) == 0;
@@ -408,7 +414,7 @@ static fattn_status check_resolved(const char *path, const fattn_case *c, const 
 {
     const fattn_spec *s = c->spec;
     fattn_status st;
-    if ((st = check_states(path, cg)) != FATTN_OK)
+    if ((st = check_states(path, s, cg)) != FATTN_OK)
         return st;
     const fattn_h5_node *g = fattn_h5_node_find(cg, "inputs");
     if (!g)

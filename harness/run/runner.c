@@ -425,6 +425,12 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     r.gen.offset = (uint64_t)spec->rng_offset;
     if ((st = case_node_new(spec, &r.node)) != FATTN_OK)
         return st;
+    if (spec->cp && !opts->cp_reference) /* recorded as a skip, below */
+        return finish(&r, fattn_error(FATTN_E_UNSUPPORTED, "cp: context parallelism over %lld "
+                                      "ranks (%s) runs through fattn-te only (tools/te/fattn-te "
+                                      "run --cp-matrix); fattn's runner is one process",
+                                      (long long)spec->cp_size,
+                                      fattn_cp_comm_name(spec->cp_comm)), out);
     st = do_inputs(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_FORWARD)
         st = do_forward(&r);
