@@ -88,9 +88,11 @@ def find_ctx(out, func):
     return None
 
 
-def call_module(backends, res, t):
+def call_module(backends, res, t, extra=None):
     """Runs FusedAttention.forward on the case; returns (out as [..., h,
-    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor)."""
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
+    extra: more keyword arguments for FusedAttention.forward (context
+    parallelism's, fattn_te/cp_worker.py)."""
     from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
     spec = res["spec"]
@@ -121,7 +123,8 @@ def call_module(backends, res, t):
         core_attention_bias_type=spec["bias"], core_attention_bias=t.get("attn_bias"),
         fast_zero_fill=bool(spec["fast_zero_fill"]), softmax_offset=t.get("softmax_offset"),
         fp8=False, packed_qkv=packed_qkv, packed_kv=packed_kv,
-        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None)
+        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None,
+        **(extra or {}))
     if spec["return_max_logit"]:
         flat, max_logit = result
     else:
