@@ -33,12 +33,15 @@ def _spawn(root, backend, world, work, ref, resolved_path, outdir, launch):
                                               if os.environ.get("PYTHONPATH") else ""))
     store = os.path.join(work, f"store-{launch}")
     procs = []
-    for r in range(world):
+    # On the host one process imports TE and forks the other ranks; CUDA
+    # does not survive a fork, so on a GPU each rank is a process of its own.
+    fork = backend == "cpu"
+    for r in range(1 if fork else world):
         log = open(os.path.join(work, f"rank{r}-{launch}.log"), "w")
         argv = [sys.executable, "-W", "ignore", "-m", "fattn_te.cp_worker", "--root", root,
                 "--rank", str(r), "--world", str(world), "--init", "file://" + store,
                 "--ref", ref, "--resolved", resolved_path, "--out", outdir, "--backend",
-                backend, "--timeout", str(COLLECTIVE_TIMEOUT_S)]
+                backend, "--timeout", str(COLLECTIVE_TIMEOUT_S)] + (["--fork"] if fork else [])
         procs.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env),
                       log))
     return procs
@@ -101,9 +104,10 @@ def run_ranks(root, backend, cps, work, ref):
         if missing:
             # the ranks run the cases in order: they died or hung in the first
             # one without results; the ones after it run again
-            bad = [r for r, c in enumerate(codes) if c != 0] or list(range(world))
+            bad = [r for r, c in enumerate(codes) if c != 0] or list(range(len(codes)))
             results[missing[0]] = "cp: " + "; ".join(
-                f"rank {r} {'timed out' if codes[r] is None else f'exit {codes[r]}'}: "
+                f"{'ranks' if len(codes) == 1 else f'rank {r}'} "
+                f"{'timed out' if codes[r] is None else f'exit {codes[r]}'}: "
                 f"{_log_tail(work, r, launch)}" for r in bad)
         todo, launch = missing[1:], launch + 1
     return results

@@ -225,10 +225,19 @@ def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
               f"({verify._n(len(items), 'path')}): {d['name']} (TE {d['te_lines']}; docs/te.md, "
               f"Context parallelism)")
     errs = {"A": verify._errored(a), "B": verify._errored(b)}
-    shown, seen = [], set()
+    # one line per case and rank (or the case without CP): its states'
+    # tensors first, then how many engine-call paths differ
+    groups, order = {}, []
     for path, e in counted:
-        m = re.match(r"^/cases/([^/@]+)(?:/ranks/(\d+))?", path)
-        cid = m.group(1) if m else None
+        m = re.match(r"^/cases/([^/@]+)(?:/ranks/(\d+))?(?:/(.*))?", path)
+        cid, rank, rest = (m.group(1), m.group(2), m.group(3) or "") if m else (path, None, "")
+        key = (cid, rank)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append((rest, e))
+    shown, seen = [], set()
+    for cid, rank in order:
         where = [k for k in ("A", "B") if cid in errs[k]]
         if where:
             if cid not in seen:
@@ -237,9 +246,16 @@ def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
                              f"{' and '.join({'A': a_name, 'B': b_name}[k] for k in where)}: "
                              f"{errs[where[-1]][cid]}")
             continue
-        rank = f" (case {cid}, rank {m.group(2)})" if m and m.group(2) else \
-            f" (case {cid}, without CP)"
-        shown.append(f"  {path}  {verify._what(e)}{rank}")
+        items = groups[(cid, rank)]
+        states = [(r_, e) for r_, e in items if not r_.startswith("engine_call")]
+        calls = len(items) - len(states)
+        head = f"/cases/{cid}/ranks/{rank}" if rank is not None else f"/cases/{cid}"
+        for r_, e in states:
+            shown.append(f"  {head}/{r_}  {verify._what(e)} (case {cid}, "
+                         f"{'rank ' + rank if rank is not None else 'without CP'})")
+        if calls:
+            shown.append(f"  {head}/engine_call  {verify._n(calls, 'path')} differ (case {cid}, "
+                         f"{'rank ' + rank if rank is not None else 'without CP'})")
     for line in shown[:verify._SHOWN]:
         print(line)
     if len(shown) > verify._SHOWN:
@@ -252,8 +268,12 @@ def fattn_pair(fattn, fe_name, fe_file, te_name, te_file, resolved):
     """fattn's front end against TE on the cases without CP: the TE file's
     own states (its ranks aside) bitwise. Returns 0 or 1."""
     r = verify._diff_json(fattn, fe_file, te_file)
-    rows = {p: e for p, e in r["paths"].items() if "/ranks/" not in p and
-            not p.endswith("/ranks")}
+    errored = verify._errored(te_file)  # listed with the TE's errored cases
+    rows = {}
+    for p, e in r["paths"].items():
+        m = re.match(r"^/cases/([^/@]+)(/ranks(?:/|$))?", p)
+        if not (m and (m.group(2) or m.group(1) in errored)):
+            rows[p] = e
     n = sum(1 for e in rows.values() if e["kind"] in ("dataset", "digest"))
     counted = []
     for path, e in sorted(rows.items()):
@@ -264,13 +284,14 @@ def fattn_pair(fattn, fe_name, fe_file, te_name, te_file, resolved):
         counted.append((path, e))
     word = "yes" if not counted else f"no ({len(counted)} of {verify._n(n, 'tensor')} differ)"
     print(f"{fe_name} -> {te_name}: the cases without CP: behavior-neutral: {word} "
-          f"({verify._cases(te_file)} cases, {verify._n(n, 'tensor')})")
+          f"({verify._n(verify._cases(te_file), 'case')}, {verify._n(n, 'tensor')})")
     for path, e in counted[:verify._SHOWN]:
         print(f"  {path}  {verify._what(e)}")
     return 1 if counted else 0
 
 
 def _sizes(resolved):
+    """'2 ranks: 11, 4 ranks: 6': the cases by size."""
     by = {}
     for c in resolved.values():
         cpk = c["spec"].get("cp")
@@ -301,6 +322,9 @@ def main(args):
             files.append(out)
         resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c and c["spec"].get("cp")}
+        if args.filter:
+            import fnmatch
+            resolved = {k: v for k, v in resolved.items() if fnmatch.fnmatchcase(k, args.filter)}
         kept = bool(args.keep)
         rc = te_pair(fattn, names[0], files[0], names[1], files[1], resolved, kept)
         for name, f in zip(names, files):

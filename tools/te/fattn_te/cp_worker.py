@@ -34,6 +34,9 @@ def _arg_parser():
     ap.add_argument("--out", required=True)
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--fork", action="store_true",
+                    help="start ranks 1..world-1 by forking this one once TE is imported "
+                         "(the host's gloo runs; not with CUDA)")
     return ap
 
 
@@ -93,13 +96,13 @@ def groups_for(size, comm, rank):
     import torch.distributed as dist
     key = (size, comm)
     if key not in _GROUPS:
-        main = dist.new_group(list(range(size)), backend="gloo")
+        main = dist.new_group(list(range(size)))
         subs = []
         if comm == "a2a+p2p":
             sub_ranks = [list(range(2 * i, 2 * i + 2)) for i in range(size // 2)]
             sub_ranks += [list(range(i, size, 2)) for i in range(2)]
             for sr in sub_ranks:
-                g = dist.new_group(sr, backend="gloo")
+                g = dist.new_group(sr)
                 if rank in sr:
                     subs.append(g)
         _GROUPS[key] = (main, subs)
@@ -194,10 +197,11 @@ class CallLog:
 
 # ---- one rank of one case ----------------------------------------------------------
 
-def run_rank(backends, res, ref_case, rank):
+def run_rank(backends, res, ref_case, rank, device="cpu"):
     """The rank's shard through TE's FusedAttention with CP, forward and
     backward; returns the rank's tree (inputs, forward, backward,
-    engine_call)."""
+    engine_call). device: where the rank's tensors live ("cuda" on a GPU
+    runner: NCCL's collectives need them there)."""
     import torch
     import transformer_engine_torch as tex
     from . import bridge, cp_shim, module, record
@@ -227,6 +231,8 @@ def run_rank(backends, res, ref_case, rank):
             2, torch.from_numpy(iq)).contiguous()
     if "softmax_offset" in g:
         t["softmax_offset"] = g["softmax_offset"]
+    if device != "cpu":
+        t = {n: x.to(device) if x is not None else None for n, x in t.items()}
     for n in ("q", "k", "v", "attn_bias", "softmax_offset"):
         if t.get(n) is not None and not (n == "attn_bias" and t[n].shape[2] == 1
                                          and spec["bias_shape"] == "111s"):
@@ -236,7 +242,8 @@ def run_rank(backends, res, ref_case, rank):
     log.install(tex)
     bridge.default_gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     try:
-        extra = dict(cp_group=group, cp_global_ranks=ranks, cp_stream=cp_shim.cp_stream(),
+        stream = cp_shim.cp_stream() if device == "cpu" else torch.cuda.Stream()
+        extra = dict(cp_group=group, cp_global_ranks=ranks, cp_stream=stream,
                      cp_comm_type=comm, pad_between_seqs=bool(spec["pad_between_seqs"]),
                      load_balancing_strategy=CPLoadBalancingStrategy(balance))
         out, max_logit, _ctx, flat = module.call_module(backends, res, t, extra)
@@ -275,32 +282,22 @@ def _dump(out_dir, cid, rank, payload):
     os.replace(tmp, path)
 
 
-def main(argv=None):
-    args = _arg_parser().parse_args(argv)
-    from . import cp_shim
-    if args.backend == "cpu":
-        cp_shim.environment()
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.dirname(os.path.abspath(__file__))))), "tools", "python"))
-    import warnings
-    warnings.simplefilter("ignore")
-    import torch
+def _fork_ranks(world):
+    """The ranks 1..world-1 as children of this process (rank 0), forked
+    once TE is imported: one import instead of world, and its memory shared.
+    Returns this process's rank and the children's pids (rank 0 only)."""
+    pids = []
+    for r in range(1, world):
+        pid = os.fork()
+        if pid == 0:
+            return r, []
+        pids.append(pid)
+    return 0, pids
+
+
+def _case_loop(args, backends, resolved, cases, gpu):
     import torch.distributed as dist
-    import fattn_runfile as rf
-    from . import bridge, cli, loader, record
-    backends = loader.import_backends(args.root)
-    bridge.set_engine(bridge.Engine(args.backend, deterministic_bwd=args.backend == "cudnn"))
-    if args.backend == "cpu":
-        from . import patches
-        patches.apply_cpu()
-        cp_shim.apply()
-    dist.init_process_group("gloo" if args.backend == "cpu" else "nccl",
-                            init_method=args.init, rank=args.rank, world_size=args.world,
-                            timeout=datetime.timedelta(seconds=args.timeout))
-    tree = rf.load_tree(args.ref)
-    with open(args.resolved, encoding="utf-8") as f:
-        resolved = json.load(f)
-    cases = tree["children"]["cases"]["children"]
+    from . import cli, record
     for cid in sorted(resolved):
         res = resolved[cid]
         size = res["spec"]["cp"]["size"]
@@ -312,7 +309,8 @@ def main(argv=None):
         try:
             groups_for(size, res["spec"]["cp"]["comm"], args.rank)
             if args.rank < size:
-                payload["node"] = run_rank(backends, res, ref_case, args.rank)
+                payload["node"] = run_rank(backends, res, ref_case, args.rank,
+                                           "cuda" if gpu else "cpu")
         except Exception as e:  # the case's result; the run goes on
             payload["error"] = cli.describe_error(e)
         if args.rank == 0 and "error" not in payload:
@@ -325,8 +323,63 @@ def main(argv=None):
         if args.rank < size:
             _dump(args.out, cid, args.rank, payload)
         dist.barrier()
-    dist.destroy_process_group()
-    return 0
+
+
+def main(argv=None):
+    args = _arg_parser().parse_args(argv)
+    from . import cp_shim
+    gpu = args.backend == "cudnn"
+    if not gpu:
+        cp_shim.environment()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))))), "tools", "python"))
+    import warnings
+    warnings.simplefilter("ignore")
+    import torch
+    import torch.distributed as dist
+    import fattn_runfile as rf
+    from . import bridge, loader
+    if args.fork:
+        # no intra-op threads before the fork (a forked OpenMP pool hangs);
+        # the ranks share the cores anyway
+        torch.set_num_threads(1)
+    backends = loader.import_backends(args.root)
+    if not gpu:
+        from . import patches
+        patches.apply_cpu()
+        cp_shim.apply()
+    tree = rf.load_tree(args.ref)
+    with open(args.resolved, encoding="utf-8") as f:
+        resolved = json.load(f)
+    children = []
+    if args.fork:
+        args.rank, children = _fork_ranks(args.world)
+    if gpu:  # one GPU per rank (tools/te/gpu-te.sh --cp N)
+        torch.cuda.set_device(args.rank)
+    # the engine after the fork: its thread pool is the rank's own
+    bridge.set_engine(bridge.Engine(args.backend, deterministic_bwd=gpu,
+                                    device=args.rank if gpu else 0))
+    rc = 0
+    try:
+        dist.init_process_group("nccl" if gpu else "gloo", init_method=args.init,
+                                rank=args.rank, world_size=args.world,
+                                timeout=datetime.timedelta(seconds=args.timeout))
+        _case_loop(args, backends, resolved, tree["children"]["cases"]["children"], gpu)
+        dist.destroy_process_group()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        rc = 3
+    if args.fork and args.rank != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            print(f"cp_worker: a forked rank exited with status {status}", file=sys.stderr)
+            rc = max(rc, 3)
+    return rc
 
 
 if __name__ == "__main__":

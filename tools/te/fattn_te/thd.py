@@ -47,12 +47,34 @@ def _host(t, what):
     return ctypes.byref(bridge.view(t))
 
 
+def _on_host(*inplace):
+    """On a GPU runner TE hands these CUDA tensors: they run on host copies
+    (fattn's kernels are host code), the arguments TE's kernel writes in
+    place (positions `inplace`) copied back, a result moved to the device."""
+    def deco(fn):
+        def call(*args):
+            dev = next((a.device for a in args if isinstance(a, torch.Tensor)
+                        and a.device.type != "cpu"), None)
+            if dev is None:
+                return fn(*args)
+            host = [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args]
+            r = fn(*host)
+            for i in inplace:
+                args[i].copy_(host[i])
+            return r.to(dev) if isinstance(r, torch.Tensor) else r
+        call.__name__ = fn.__name__
+        call.__doc__ = fn.__doc__
+        return call
+    return deco
+
+
 def _cu(t, what):
     if t.dtype != torch.int32 or t.dim() != 1 or t.shape[0] < 2:
         raise RuntimeError(f"{what}: cu_seqlens must be int32 [batch + 1] (attention.cpp)")
     return _host(t, what)
 
 
+@_on_host()
 def thd_read_half_tensor(tensor, cu_seqlens, half_idx):
     shape = list(tensor.shape)
     if tensor.dim() not in (3, 4):
@@ -65,12 +87,14 @@ def thd_read_half_tensor(tensor, cu_seqlens, half_idx):
     return half
 
 
+@_on_host(0)
 def thd_second_half_lse_correction(lse, lse_per_step, cu_seqlens, lse_packed):
     _l().call("fattn_cp_thd_second_half_lse", _host(lse, "thd_second_half_lse_correction"),
               _host(lse_per_step, "thd_second_half_lse_correction"),
               _cu(cu_seqlens, "thd_second_half_lse_correction"), bool(lse_packed), False)
 
 
+@_on_host()
 def thd_read_second_half_lse(lse, cu_seqlens, lse_packed, second_half_lse_seqlen):
     if lse_packed:
         shape = [lse.shape[0], int(second_half_lse_seqlen)]
@@ -83,6 +107,7 @@ def thd_read_second_half_lse(lse, cu_seqlens, lse_packed, second_half_lse_seqlen
     return half
 
 
+@_on_host(0)
 def thd_out_correction(*args):
     """TE 2.19.0's (out, out_per_step, lse, lse_per_step, cu_seqlens,
     only_second_half, lse_packed) or 2.20.2's, with old_lse after
@@ -103,6 +128,7 @@ def thd_out_correction(*args):
               bool(lse_packed))
 
 
+@_on_host(0)
 def thd_grad_correction(grad, grad_per_step, cu_seqlens, first_half, second_half):
     _l().call("fattn_cp_thd_grad_correction", _host(grad, "thd_grad_correction"),
               _host(grad_per_step, "thd_grad_correction"),
@@ -110,6 +136,7 @@ def thd_grad_correction(grad, grad_per_step, cu_seqlens, first_half, second_half
               str(second_half).encode())
 
 
+@_on_host()
 def thd_get_partitioned_indices(cu_seqlens, total_tokens, world_size, rank):
     n = int(total_tokens) // int(world_size) if int(world_size) > 0 else 0
     out = bridge.poisoned([max(n, 0)], torch.int32, cu_seqlens.device)  # at::empty
@@ -129,16 +156,19 @@ def _reorder(inp, cu_seqlens, cp_size, total_tokens, to_sequence, what):
     return out
 
 
+@_on_host()
 def thd_sequence_order_to_cp_rank_order(inp, cu_seqlens, cp_size, total_tokens):
     return _reorder(inp, cu_seqlens, cp_size, total_tokens, False,
                     "thd_sequence_order_to_cp_rank_order")
 
 
+@_on_host()
 def thd_cp_rank_order_to_sequence_order(inp, cu_seqlens, cp_size, total_tokens):
     return _reorder(inp, cu_seqlens, cp_size, total_tokens, True,
                     "thd_cp_rank_order_to_sequence_order")
 
 
+@_on_host(0)
 def thd_copy_valid_tokens_from_per_split_to_rank_local(out, inp, cu_seqlens_padded, cu_seqlens):
     what = "thd_copy_valid_tokens_from_per_split_to_rank_local"
     if not out.is_contiguous():
