@@ -27,6 +27,8 @@
 #ifndef FATTN_SUPPORT_H
 #define FATTN_SUPPORT_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -82,14 +84,17 @@ enum { FATTN_TE_RELEASES(FATTN_TE_BIT_, FATTN_TE_NOSEP_) };
 /* The cuDNN version the TE rules are evaluated for when the query does not
  * name one: the reference platform's, 9.19.0 (cudnnGetVersion's 91900). */
 #define FATTN_SUPPORT_CUDNN_REFERENCE 91900
+/* The GPU architecture likewise (compute capability major * 10 + minor):
+ * the reference platform's sm_90. */
+#define FATTN_SUPPORT_SM_REFERENCE 90
 
 /* A release's name ("2.19") -> its FATTN_TE_RULES_* bit. Anything else is
  * FATTN_E_INVALID_ARG, with a message listing the known names. */
-fattn_status fattn_te_rules_parse(const char *s, unsigned *out);
+FATTN_API fattn_status fattn_te_rules_parse(const char *s, unsigned *out);
 /* One bit -> its name ("2.19"); NULL for anything else. */
-const char *fattn_te_rules_name(unsigned one);
+FATTN_API const char *fattn_te_rules_name(unsigned one);
 /* One bit -> the release it stands for ("2.19.0"); NULL otherwise. */
-const char *fattn_te_rules_release(unsigned one);
+FATTN_API const char *fattn_te_rules_release(unsigned one);
 
 /* Everything a rule may look at. Fill with fattn_support_query_init first
  * (a plain valid f16 bshd no-mask query, newest rules) and then set what
@@ -129,6 +134,14 @@ typedef struct fattn_support_query {
      * runs it for the cuDNN it loaded (fattn_engine_cudnn_version). 0: as
      * cudnn_version. */
     long engine_cudnn_version;
+    /* The GPU architecture, as the cuDNN pair above: sm (init: the reference
+     * platform's, FATTN_SUPPORT_SM_REFERENCE) for TE's rows, engine_sm (the
+     * engine's device, fattn_engine_sm; 0: as sm) for the engine's gaps. */
+    int sm, engine_sm;
+    /* Read by engine gap rows only, filled by the engine dispatch (the front
+     * ends leave them at their defaults, which no row refuses): */
+    fattn_dtype o_dtype;         /* O's dtype (FATTN_DTYPE_INVALID: not told) */
+    bool bottom_right_diagonal;  /* the band's alignment the engine is given */
 } fattn_support_query;
 
 /* Engines a rule applies to (bit set); the registry gives each engine kind
@@ -182,30 +195,34 @@ typedef struct fattn_support_rule {
     /* The cuDNN versions it holds for: [cudnn_from, cudnn_below), 0 for no
      * bound (91900 = 9.19.0). */
     long cudnn_from, cudnn_below;
+    /* The GPU architectures it holds for: [sm_from, sm_below) in compute
+     * capability major * 10 + minor (90 = sm_90), 0 for no bound. */
+    int sm_from, sm_below;
     /* Its citations, oldest first; the first one's since is te_first. */
     fattn_support_where where[FATTN_SUPPORT_MAX_WHERE];
 } fattn_support_rule;
 
 /* Whether r holds for release bit `one` (its TE range). */
-bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one);
+FATTN_API bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one);
 
-void fattn_support_query_init(fattn_support_query *q);
+FATTN_API void fattn_support_query_init(fattn_support_query *q);
 
 /* The refusal rows and their number. */
-const fattn_support_rule *fattn_support_rules(int *count);
+FATTN_API const fattn_support_rule *fattn_support_rules(int *count);
 /* A refusal row by id; NULL if none. */
-const fattn_support_rule *fattn_support_rule_find(const char *id);
+FATTN_API const fattn_support_rule *fattn_support_rule_find(const char *id);
 /* The routing rows and their number. */
-const fattn_support_rule *fattn_support_routes(int *count);
+FATTN_API const fattn_support_rule *fattn_support_routes(int *count);
 /* A routing row by id; NULL if none. */
-const fattn_support_rule *fattn_support_route_find(const char *id);
+FATTN_API const fattn_support_rule *fattn_support_route_find(const char *id);
 /* The citation of `r` for release bit `one` into *out; false (and *out
  * zeroed) where r does not hold for it. */
-bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
-                             fattn_support_cite *out);
+FATTN_API bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
+                                       fattn_support_cite *out);
 
 /* Check `q` for `engine` (one FATTN_SUPPORT_ENGINE_* bit) against the
- * refusal rows that hold for q->te_rules and q->cudnn_version, at the call
+ * refusal rows that hold for q->te_rules, q->cudnn_version and q->sm (an
+ * engine's gap at q->engine_cudnn_version and q->engine_sm where set), at the call
  * (not the AT_BACKWARD rows). Returns FATTN_OK, or the first refusing row's
  * status with fattn_error's message
  *   "rule <id>: <message> (TE <rev> <file>:<line>)"
@@ -213,17 +230,17 @@ bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
  * inside the parentheses — and *failed (may be NULL) pointing at the row.
  * An engine that is not one bit, or a te_rules that is not one release, is
  * FATTN_E_INVALID_ARG. */
-fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
-                                 const fattn_support_rule **failed);
+FATTN_API fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
+                                           const fattn_support_rule **failed);
 /* The engine's own gaps only (rows with status FATTN_E_UNSUPPORTED), the
  * AT_BACKWARD ones too when q->at_backward: what the engine dispatch checks
  * before an engine runs (TE's own refusals are the front ends'). */
-fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
-                                        const fattn_support_rule **failed);
+FATTN_API fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
+                                                  const fattn_support_rule **failed);
 
 /* The routing rows q trips under q->te_rules, in table order: up to `max`
  * of them into out (may be NULL with max 0); returns how many trip. */
-int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max);
+FATTN_API int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max);
 
 /* One line about q (empty when nothing applies), for reports:
  *   "DPA <name> would not route here: rule <id>, <file>:<line>[; rule ...]"
@@ -231,7 +248,7 @@ int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule 
  * not the newest, "TE <newer> rules only: ..." for what the newest rules
  * would route elsewhere or refuse and the selected ones do not. Truncated
  * to fit n (n > 0). */
-void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n);
+FATTN_API void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n);
 
 #ifdef __cplusplus
 }
