@@ -155,35 +155,39 @@ _ROWS_OF_Q = re.compile(r"^/cases/([^/]+)/ranks/(\d+)/(?:forward/out|engine_call
                         r"\d{3}/o)$")
 
 
-def padding_only(a, b, path):
-    """Whether every NaN/Inf-vs-finite element of `path` (in files a and b)
-    lies in a THD token past its sequence's valid length: rows of the rank's
-    q tokens (forward/out and the out its backward steps read)."""
-    import h5py
+def p1_signature(pair, path):
+    """P1's exact signature for one differing tensor (verify.DEVIATIONS):
+    None when every finite pair is within TE's CP atol of each other and
+    every NaN/Inf-vs-finite element lies in a THD token past its
+    sequence's valid length (rows of the rank's q tokens: forward/out and
+    the out its backward steps read); else what the runs show."""
+    x, y = _load(pair.node(0, path)), _load(pair.node(1, path))
+    changed = np.isfinite(x) != np.isfinite(y)
+    if not changed.any():
+        return None  # the entry checked the finite pairs' max abs
     m = _ROWS_OF_Q.match(path)
-    if not m:
-        return False
-    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
-        case = fa["cases"][m.group(1)]
-        valid = _valid_tokens(case)
-        if valid is None:
-            return False
-        x, y = _load(fa[path]), _load(fb[path])
-        idx = case[f"ranks/{m.group(2)}/inputs/token_index_q"][()]
-        if x.shape[0] * 2 == idx.shape[0]:
-            # a backward step of the upper triangle reads the second half of
-            # each of the rank's sequences (thd_read_half_tensor(x, ..., 1),
-            # context_parallel.py 2.19.0:1300 / 2.20.2:1289): the rank's own
-            # cu_seqlens are the padded ones over the CP size
-            size = len(case["ranks"])
-            cs = case["inputs/cu_seqlens_q_padded"][()] // size // 2
-            seq = np.searchsorted(cs, np.arange(x.shape[0]), side="right") - 1
-            idx = idx[np.arange(x.shape[0]) + cs[np.minimum(seq + 1, len(cs) - 1)]]
-        elif x.shape[0] != idx.shape[0]:
-            return False
-        changed = np.isfinite(x) != np.isfinite(y)
-        rows = np.nonzero(changed.reshape(changed.shape[0], -1).any(axis=1))[0]
-        return not valid[idx[rows]].any()
+    case = pair.node(0, f"/cases/{m.group(1)}") if m else None
+    valid = _valid_tokens(case) if case is not None else None
+    if valid is None:
+        return f"{int(changed.sum())} NaN/Inf vs finite outside a THD rank's out"
+    idx = case[f"ranks/{m.group(2)}/inputs/token_index_q"][()]
+    if x.shape[0] * 2 == idx.shape[0]:
+        # a backward step of the upper triangle reads the second half of
+        # each of the rank's sequences (thd_read_half_tensor(x, ..., 1),
+        # context_parallel.py 2.19.0:1300 / 2.20.2:1289): the rank's own
+        # cu_seqlens are the padded ones over the CP size
+        size = len(case["ranks"])
+        cs = case["inputs/cu_seqlens_q_padded"][()] // size // 2
+        seq = np.searchsorted(cs, np.arange(x.shape[0]), side="right") - 1
+        idx = idx[np.arange(x.shape[0]) + cs[np.minimum(seq + 1, len(cs) - 1)]]
+    elif x.shape[0] != idx.shape[0]:
+        return f"rows {x.shape[0]} that are not the rank's {idx.shape[0]} tokens"
+    rows = np.nonzero(changed.reshape(changed.shape[0], -1).any(axis=1))[0]
+    bad = valid[idx[rows]]
+    if bad.any():
+        return (f"NaN/Inf vs finite in {int(bad.sum())} token(s) within a sequence's length "
+                f"(first: row {int(rows[bad][0])})")
+    return None
 
 
 def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
@@ -191,20 +195,18 @@ def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
     case. Returns 0 or 1."""
     r = verify._diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
-    counted, changes = [], {}
+    counted, changes, misses = [], {}, {}
+    pair = verify.signatures.Pair([a_name, b_name], [a, b], [None, None])
     for path, e in sorted(r["paths"].items()):
         if e["status"] in ("equal", "private"):
             continue
-        d = verify._documented(path, e, resolved, False, {})
-        if d and (e.get("ulp_histogram") or {}).get("class_changes", 0) and \
-                not (d.get("class_changes") == "cp_verify.padding_only"
-                     and padding_only(a, b, path)):
-            d = None
+        d = verify._documented(path, e, resolved, False, {}, pair, misses)
         if d:
             m = d["path"].match(path)
             changes.setdefault((d["name"].split(":")[0], m.group(1)), []).append((path, d))
             continue
         counted.append((path, e))
+    pair.close()
     ncases = verify._cases(a)
     if counted:
         word = f"no ({len(counted)} of {verify._n(n, 'tensor')} differ)"
@@ -217,6 +219,8 @@ def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
         word = "yes"
     print(f"{a_name} -> {b_name}: context parallelism: behavior-neutral: {word} "
           f"({verify._n(ncases, 'case')}, {verify._n(n, 'tensor')})")
+    for cid, (d, why) in sorted(misses.items()):
+        print(f"  /cases/{cid}  not {d['name'].split(':')[0]}'s signature: {why}")
     for (_, cid), items in sorted(changes.items()):
         d = items[0][1]
         ranks = sorted({int(m.group(1)) for p, _ in items
@@ -276,12 +280,14 @@ def fattn_pair(fattn, fe_name, fe_file, te_name, te_file, resolved):
             rows[p] = e
     n = sum(1 for e in rows.values() if e["kind"] in ("dataset", "digest"))
     counted = []
+    pair = verify.signatures.Pair([fe_name, te_name], [fe_file, te_file], [None, None])
     for path, e in sorted(rows.items()):
         if e["status"] in ("equal", "private"):
             continue
-        if verify._documented(path, e, resolved, True, {}):
+        if verify._documented(path, e, resolved, True, {}, pair):
             continue
         counted.append((path, e))
+    pair.close()
     word = "yes" if not counted else f"no ({len(counted)} of {verify._n(n, 'tensor')} differ)"
     print(f"{fe_name} -> {te_name}: the cases without CP: behavior-neutral: {word} "
           f"({verify._n(verify._cases(te_file), 'case')}, {verify._n(n, 'tensor')})")
