@@ -380,7 +380,7 @@ static fattn_status check_states(const char *path, const fattn_spec *s, const fa
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
-        if (s->cp && strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks */
+        if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
             fattn_status st = fattn_runfile_check_ranks(path, s, ch);
             if (st != FATTN_OK)
                 return st;

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fattn/api.h"
 #include "fattn/status.h"
 #include "fattn/tensor.h"
 
@@ -34,31 +35,30 @@ extern "C" {
  * and 2*world-1-rank to the rank), out int32 [total_tokens / world].
  * Every cu_seqlens entry must be a multiple of 2*world (the kernel's
  * assert), total_tokens > 0 one too. */
-fattn_status fattn_cp_thd_partitioned_indices(const fattn_tensor *cu_seqlens,
-                                              int64_t total_tokens, int world, int rank,
-                                              fattn_tensor *out);
+FATTN_API fattn_status fattn_cp_thd_partitioned_indices(
+    const fattn_tensor *cu_seqlens, int64_t total_tokens, int world, int rank, fattn_tensor *out);
 
 /* thd_sequence_order_to_cp_rank_order (to_sequence_order false:
  * out[g] = inp[src(g)]) and thd_cp_rank_order_to_sequence_order (true:
  * out[src(g)] = inp[g]), g < total_tokens = inp's first dimension, src the
  * partition index of token g % (total/world) of rank g / (total/world). */
-fattn_status fattn_cp_thd_reorder(const fattn_tensor *inp, const fattn_tensor *cu_seqlens,
-                                  int world, bool to_sequence_order, fattn_tensor *out);
+FATTN_API fattn_status fattn_cp_thd_reorder(
+    const fattn_tensor *inp, const fattn_tensor *cu_seqlens, int world, bool to_sequence_order,
+    fattn_tensor *out);
 
 /* thd_read_half_tensor: the first (half_idx 0) or second (1) half of each
  * sequence of a [t,h,d] or [2,t,h,d] tensor into half ([t/2,h,d] or
  * [2,t/2,h,d]); cu_seqlens of the full sequences. */
-fattn_status fattn_cp_thd_read_half(const fattn_tensor *tensor, const fattn_tensor *cu_seqlens,
-                                    int half_idx, fattn_tensor *half);
+FATTN_API fattn_status fattn_cp_thd_read_half(
+    const fattn_tensor *tensor, const fattn_tensor *cu_seqlens, int half_idx, fattn_tensor *half);
 
 /* thd_second_half_lse_correction (read false: lse's second halves become
  * max + log1p(exp(min - max)) of themselves and lse_per_step) and
  * thd_read_second_half_lse (read true: half_lse gets lse's second halves).
  * packed: lse [h, lse_seqlen] and half [h, n] with n >= lse_seqlen / 2;
  * else lse [b, h, s] and half [b, h, s / 2]. */
-fattn_status fattn_cp_thd_second_half_lse(fattn_tensor *lse, fattn_tensor *half,
-                                          const fattn_tensor *cu_seqlens, bool packed,
-                                          bool read);
+FATTN_API fattn_status fattn_cp_thd_second_half_lse(
+    fattn_tensor *lse, fattn_tensor *half, const fattn_tensor *cu_seqlens, bool packed, bool read);
 
 /* thd_out_correction: out[t,h,d] += out_per_step * exp(lse_per_step - lse)
  * per token and head (a zero out_per_step element adds zero), over the
@@ -69,28 +69,27 @@ fattn_status fattn_cp_thd_second_half_lse(fattn_tensor *lse, fattn_tensor *half,
  * C++ was not read (no stored source holds it): this form is modelled on
  * 2.20.2's own bshd/sbhd twin, flash_attn_fwd_incremental_out_correction
  * (context_parallel.py:180-210), and held to TE's result without CP. */
-fattn_status fattn_cp_thd_out_correction(fattn_tensor *out, const fattn_tensor *out_per_step,
-                                         const fattn_tensor *old_lse, const fattn_tensor *lse,
-                                         const fattn_tensor *lse_per_step,
-                                         const fattn_tensor *cu_seqlens, bool only_second_half,
-                                         bool packed);
+FATTN_API fattn_status fattn_cp_thd_out_correction(
+    fattn_tensor *out, const fattn_tensor *out_per_step, const fattn_tensor *old_lse,
+    const fattn_tensor *lse, const fattn_tensor *lse_per_step, const fattn_tensor *cu_seqlens,
+    bool only_second_half, bool packed);
 
 /* thd_grad_correction: each half of each sequence of grad ([t,h,d] or
  * [2,t,h,d]) gets grad_per_step's tokens added ("add"), copied ("copy") or
  * left alone ("none"): first/second one of (add|copy, none), (none,
  * add|copy) with a half-length grad_per_step, or (add, copy) / (copy, add)
  * with a full-length one. */
-fattn_status fattn_cp_thd_grad_correction(fattn_tensor *grad, const fattn_tensor *grad_per_step,
-                                          const fattn_tensor *cu_seqlens, const char *first_half,
-                                          const char *second_half);
+FATTN_API fattn_status fattn_cp_thd_grad_correction(
+    fattn_tensor *grad, const fattn_tensor *grad_per_step, const fattn_tensor *cu_seqlens,
+    const char *first_half, const char *second_half);
 
 /* thd_copy_valid_tokens_from_per_split_to_rank_local: out[i] = inp[i] for
  * every token i that lies within its sequence's valid length (cu_seqlens)
  * from the sequence's padded start (cu_seqlens_padded); out and inp of
  * one shape and dtype. */
-fattn_status fattn_cp_thd_copy_valid_tokens(fattn_tensor *out, const fattn_tensor *inp,
-                                            const fattn_tensor *cu_seqlens_padded,
-                                            const fattn_tensor *cu_seqlens);
+FATTN_API fattn_status fattn_cp_thd_copy_valid_tokens(
+    fattn_tensor *out, const fattn_tensor *inp, const fattn_tensor *cu_seqlens_padded,
+    const fattn_tensor *cu_seqlens);
 
 #ifdef __cplusplus
 }

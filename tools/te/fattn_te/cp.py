@@ -142,6 +142,7 @@ def run(root, backend, cases, filt, out, fattn, work, impl_name):
     if not cps:
         raise cli.rf.InputError(f"{cases}: no case with the cp key"
                                 f"{' matches ' + filt if filt else ''}")
+    from .verify import _is_refactored
     ref = os.path.join(work, "cp-ref.h5")
     refactored = _is_refactored(root)
     argv = ["run", "--cp-reference", "--impl", "split" if refactored else "legacy",
@@ -185,13 +186,6 @@ def run(root, backend, cases, filt, out, fattn, work, impl_name):
            "children": {"cases": {"attrs": [], "children": out_cases}}}
     write_tree(out, new, fattn=fattn)
     return len(out_cases), ntensors, errored, counts
-
-
-def _is_refactored(root):
-    path = os.path.join(root, "transformer_engine", "pytorch", "attention",
-                        "dot_product_attention", "backends.py")
-    with open(path, encoding="utf-8") as f:
-        return "class FusedAttnFwdArgs" in f.read()
 
 
 def counts_line(counts):
