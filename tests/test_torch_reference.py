@@ -69,7 +69,7 @@ EXPRESSIBLE = [
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
-    # raw_func_args with the window (-1, -1) of a causal mask: plain causal
+    # raw_func_args: causal with the window (-1, -1), top-left, sq < skv
     "raw.window_m1m1.causal.f16",
     # eval mode with dropout configured: FusedAttention passes 0 (backends.py:2603)
     "mode.eval.dropout_p0.2.f16",
