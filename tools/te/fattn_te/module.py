@@ -113,9 +113,11 @@ def find_ctx(out, func):
     return None
 
 
-def call_module(backends, res, t):
+def call_module(backends, res, t, extra=None):
     """Runs FusedAttention.forward on the case; returns (out as [..., h,
-    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor)."""
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
+    extra: more keyword arguments for FusedAttention.forward (context
+    parallelism's, fattn_te/cp_worker.py)."""
     from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
     from . import fp8
@@ -175,7 +177,8 @@ def call_module(backends, res, t):
         fp8=bool(f8), fp8_meta=f8 and f8["fp8_meta"], quantizers=f8 and f8["quantizers"],
         fp8_output=bool(f8 and f8["fp8_output"]), bf16_backward=bool(f8 and f8["bf16_backward"]),
         packed_qkv=packed_qkv, packed_kv=packed_kv,
-        inference_params=params)
+        inference_params=params,
+        **(extra or {}))
     if spec["return_max_logit"]:
         flat, max_logit = result
     else:
