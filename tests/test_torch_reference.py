@@ -67,6 +67,8 @@ EXPRESSIBLE = [
     "dims.d512.inference.bf16", "dims.dqk512_dv64.causal.inference.f16",
     # a bias without grad: made an inference case, as every post_scale_bias one
     "route.bias_no_grad.11ss.bf16",
+    # eval mode with dropout configured: FusedAttention passes 0 (backends.py:2603)
+    "mode.eval.dropout_p0.2.f16",
 ]
 LEFT_OUT = {
     "layout.thd_thd_thd.padding.bf16": "THD layout",
