@@ -547,7 +547,7 @@ static void check_output_faults(fattn_verify_case *c, fattn_engine *e)
  * have no ctx). */
 static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
 {
-    if (!c->spec->is_training)
+    if (!fattn_spec_has_backward(c->spec))
         return;
     const fattn_fault_plan plan = {.n = 0, .fail_first_backward = true};
     static const struct {
