@@ -117,7 +117,8 @@ MUTANT_ONLY_CHECK = {
 MUTANT_ONLY_CASES = {
     "paged_bottom_right": {"paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16"},
     "max_logit_training_only": {"max_logit.inference.causal.bf16",
-                                "dims.d1024.sq1.padding.max_logit.inference.f16"},
+                                "dims.d1024.sq1.padding.max_logit.inference.f16",
+                                "mode.eval.max_logit.causal.bf16"},
     "fp8_dqkv_amax_from_dv": {"fp8.ds.bshd.dq_amax_above_dv.sq16_skv64"},
 }
 
