@@ -80,6 +80,17 @@ class BwdParams(ctypes.Structure):
         ("fp8", ctypes.c_void_p)]  # const fattn_fp8_bwd *: NULL on TE's f16 path
 
 
+class KvCopyArgs(ctypes.Structure):
+    """fattn_kv_cache_copy_args (fattn/kv_cache.h), for the shim's
+    copy_to_kv_cache (fattn_te/bridge_kv.py)."""
+    _fields_ = [(n, ctypes.POINTER(Tensor)) for n in ("new_k", "new_v", "k_cache", "v_cache")] + [
+        ("table", ctypes.POINTER(ctypes.c_int32)), ("table_rows", ctypes.c_int64),
+        ("cu_new_lens", ctypes.POINTER(ctypes.c_int32)),
+        ("cu_cached_lens", ctypes.POINTER(ctypes.c_int32)), ("format", _E)] + [
+        (n, ctypes.c_int64) for n in ("b", "max_ctx_len", "max_seq_len", "max_pages_per_seq")] + [
+        ("reindex", _B)]
+
+
 class EngineOptions(ctypes.Structure):
     _fields_ = [("threads", ctypes.c_int), ("device", ctypes.c_int),
                 ("force_deterministic_bwd", _B), ("timing_iters", ctypes.c_int),
@@ -114,7 +125,8 @@ _ABI = [ctypes.sizeof(Tensor), _off(Tensor, "dtype"), _off(Tensor, "device"),
         _off(BwdParams, "window_size_left"), _off(BwdParams, "deterministic"),
         ctypes.sizeof(EngineOptions), _off(FwdParams, "fp8"), _off(BwdParams, "fp8"),
         ctypes.sizeof(Fp8Fwd), _off(Fp8Fwd, "amax_s"), _off(Fp8Fwd, "s_dtype"),
-        ctypes.sizeof(Fp8Bwd), _off(Fp8Bwd, "amax_dp"), _off(Fp8Bwd, "dp_dtype")]
+        ctypes.sizeof(Fp8Bwd), _off(Fp8Bwd, "amax_dp"), _off(Fp8Bwd, "dp_dtype"),
+        ctypes.sizeof(KvCopyArgs), _off(KvCopyArgs, "format"), _off(KvCopyArgs, "reindex")]
 
 # fattn/dtype.h
 _DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float8_e4m3fn: 4,
@@ -191,12 +203,17 @@ class Engine:
 
 _engine = None
 last_forward = None  # what the last fused_attn_fwd returned, for the forward record
+last_forward_max = None  # whether it was asked for Max (return_max_logit)
 # The generator a forward given rng_gen=None takes, as TE's C++ then takes
 # PyTorch's default CUDA generator (attention.cpp:231-236): FusedAttention
 # passes None (2.19.0 backends.py:2350, 2.20.2 :2615); fattn-te seeds it per
 # case from the spec's rng_seed/rng_offset.
 default_gen = None
 pending_refusal = None  # TE's C++ refusal of the case running (fattn_te/refusal.py)
+# The inputs the last fused_attn_fwd was handed that TE's InferenceParams
+# makes for a paged case (the cache, its table, the lengths): recorded as
+# the case's inputs when TE made them (fattn_te/kvcache.py).
+last_inputs = None
 
 
 class CppRefusal(RuntimeError):

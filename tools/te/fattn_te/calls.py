@@ -3,7 +3,7 @@ shim (shim.py) hands TE's Python for its C++ calls. Each checks TE's
 hand-off first (contract.py), then calls the engine API through the
 bridge's mirror of its structs (bridge.py), the FP8 calls through
 bridge_fp8.py. The state a case run shares with the recorder and the
-refusal log (bridge.last_forward, bridge.default_gen,
+refusal log (bridge.last_forward, bridge.last_inputs, bridge.default_gen,
 bridge.pending_refusal) stays in the bridge."""
 import ctypes
 
@@ -47,6 +47,10 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                        return_max_logit, cuda_graph)
     if bridge.pending_refusal:
         raise CppRefusal(bridge.pending_refusal)
+    bridge.last_inputs = {"k": k, "v": v, "page_table_k": page_table_k, "page_table_v": page_table_v,
+                   "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_kv": cu_seqlens_kv,
+                   "cu_seqlens_q_padded": cu_seqlens_q_padded,
+                   "cu_seqlens_kv_padded": cu_seqlens_kv_padded}
     e = engine()
     if rng_gen is None:
         rng_gen = bridge.default_gen
@@ -115,6 +119,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     if len(result) != 1 + aux.n:
         raise BridgeError(f"engine's pack has {aux.n} entries, the shim {len(result) - 1}")
     bridge.last_forward = list(result)
+    bridge.last_forward_max = bool(return_max_logit)
     return result
 
 

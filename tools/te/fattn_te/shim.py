@@ -43,6 +43,11 @@ def _fused_attn_bwd(*args):
     return calls.fused_attn_bwd(*args)
 
 
+def _copy_to_kv_cache(*args):
+    from . import bridge_kv
+    return bridge_kv.copy_to_kv_cache(*args)
+
+
 def _quantize(*args, **kwargs):
     from . import bridge_fp8
     return bridge_fp8.quantize(*args, **kwargs)
@@ -84,6 +89,8 @@ NAMES = [
      "2.20.2 pytorch/attention/dot_product_attention/utils.py:374"),
     ("fused_attn_fwd", _fused_attn_fwd, "pytorch/cpp_extensions/fused_attn.py:367"),
     ("fused_attn_bwd", _fused_attn_bwd, "pytorch/cpp_extensions/fused_attn.py:618"),
+    ("copy_to_kv_cache", _copy_to_kv_cache,
+     "pytorch/attention/custom_ops.py:39 (InferenceParams.step's copy_to_kv_cache op)"),
     ("quantize", _quantize,
      "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
     ("get_cudnn_version", _get_cudnn_version,
