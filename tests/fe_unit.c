@@ -195,10 +195,6 @@ fe_spec fe_spec_for_rule(const char *id)
         s.sq = 1;
         s.mask = FATTN_MASK_CAUSAL;
         s.window[0] = -1, s.window[1] = 0;
-    } else if (!strcmp(id, "head_dim_large_cudnn")) {
-        s.d = 1024, s.dv = 512;
-        s.inference = true;
-        s.cudnn = true;
     } else if (!strcmp(id, "mla_hopper_training")) {
         s.d = 256, s.dv = 128; /* training, as every fe_spec */
     } else if (!strcmp(id, "bottom_right_sq_gt_skv")) {
@@ -237,8 +233,6 @@ fe_spec fe_spec_for_rule(const char *id)
             id = "fp8_max_logit", s.cudnn = true;
         else if (!strcmp(id, "fp8_head_dim_cudnn"))
             s.d = s.dv = 72, s.cudnn = true; /* multiples of 8, not of 16 */
-        else if (!strcmp(id, "fp8_mla_cudnn"))
-            s.d = 192, s.inference = true, s.cudnn = true; /* TE's FP8 inference takes it */
         else if (!strcmp(id, "fp8_arch_cudnn"))
             s.cudnn = true, s.sm = 80;
         else if (!strcmp(id, "fp8_bottom_right_sm90_cudnn"))

@@ -409,15 +409,16 @@ def _():
 
 
 # A case the engine cannot run: the CPU engine runs every case TE accepts, so
-# the tests of a skipped case widen one of the cuDNN engine's gaps to it (FP8
-# with d_qk != d_v, rule fp8_mla_cudnn; FATTN_TEST_WIDEN_ROWS, -Dtesting only).
-GAP_ENV = {"FATTN_TEST_WIDEN_ROWS": "fp8_mla_cudnn"}
+# the tests of a skipped case widen one of the cuDNN engine's gaps to it
+# (return_max_logit below cuDNN 9.21, rule max_logit_cudnn, at the reference
+# 9.19; FATTN_TEST_WIDEN_ROWS, -Dtesting only).
+GAP_ENV = {"FATTN_TEST_WIDEN_ROWS": "max_logit_cudnn"}
+GAP_CASE = '{"id":"gap","b":1,"h":1,"sq":4,"d_qk":8,"return_max_logit":true}'
 
 
 def write_gap_case():
     with open(path("gap.json"), "w") as f:
-        f.write('[{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
-                '"is_training":false,"fp8":{"recipe":"delayed"}}]')
+        f.write("[" + GAP_CASE + "]")
 
 
 @case("run: a case the engine cannot run is recorded as skipped with its reason")
@@ -637,16 +638,14 @@ def _():
     mixed = path("golden-flag.json")
     with open(mixed, "w") as f:
         f.write('[{"id":"ran","b":1,"h":1,"sq":4,"d_qk":8},'
-                '{"id":"errs","b":1,"h":1,"sq":4,"d_qk":12},'
-                '{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
-                '"is_training":false,"fp8":{"recipe":"delayed"}}]')
+                '{"id":"errs","b":1,"h":1,"sq":4,"d_qk":12},' + GAP_CASE + ']')
     env = None if VARIANTS_SKIP else GAP_ENV
     p = run("verify", "--backend", "cpu", "--cases", mixed, "--json", "-", env=env, check=2)
     cases = {c["id"]: c for c in json.loads(p.stdout)["cases"]}
     assert cases["errs"]["result"] == "error", cases
     if not VARIANTS_SKIP:
         assert cases["gap"]["result"] == "skipped", cases
-        assert "rule fp8_mla_cudnn" in cases["gap"]["skipped"], cases["gap"]
+        assert "rule max_logit_cudnn" in cases["gap"]["skipped"], cases["gap"]
     assert not any(c["golden"] for c in cases.values()), cases
     p = run("verify", "--backend", "cpu", "--filter", "layout.sbhd_sbhd_sbhd.no_mask.f16",
             "--json", "-", check=0)
@@ -937,7 +936,7 @@ def _():
                 path("nofix"), "--junit", "-", env=GAP_ENV, check=0)
         (t,) = ET.fromstring(p.stdout).iter("testcase")
         assert t.get("name") == "case" and t.find("skipped") is not None and \
-            "rule fp8_mla_cudnn" in t.find("skipped").get("message")
+            "rule max_logit_cudnn" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 

@@ -276,7 +276,6 @@ static const struct {
     fattn_status want;
     const char *says;
 } refusal_rows[] = {
-    {"d_qk 192, d_v 128", t_mla, FATTN_E_UNSUPPORTED, "fp8_mla_cudnn"},
     {"bias", t_bias, FATTN_E_UNSUPPORTED, "fp8_bias_engines"},
     {"softmax offset", t_sink, FATTN_E_UNSUPPORTED, "fp8_softmax_engines"},
     {"THD", t_thd, FATTN_E_UNSUPPORTED, "THD"},
@@ -480,15 +479,19 @@ START_TEST(key_ignores_scaling_values)
 }
 END_TEST
 
-/* FP8 inference with d_qk 192 / d_v 128: the row fp8_mla_cudnn refuses it
- * until a device measures it (tools/gpu/large-dims.sh runs it with the row
- * lifted); the graph it would run is built here: bmm1 over 192, bmm2 and O
- * over 128, and, with libcudnn, lowered to a finalized operation graph. */
+/* FP8 inference with d_qk 192 / d_v 128 (TE's FP8 MLA on sm_90): no row
+ * of the engine's refuses it (it ran right on an H100 with cuDNN 9.19.0,
+ * test_cudnn_fp8_gpu's fp8.mla.d192_dv128.infer), and the graph is bmm1
+ * over 192, bmm2 and O over 128, with libcudnn lowered to a finalized
+ * operation graph. */
 START_TEST(mla_forward)
 {
     fp8_params x;
     make_params(&base, &x);
     t_mla(&x);
+    ck_assert_msg(fattn__engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 91900,
+                                         FATTN_SUPPORT_SM_REFERENCE) == FATTN_OK,
+                  "%s", fattn_last_error());
     cg_fwd_desc d;
     cg_graph *g = malloc(sizeof *g);
     ck_assert_int_eq(tdesc_fwd(&x.f, &d), FATTN_OK);

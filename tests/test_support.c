@@ -68,8 +68,6 @@ static const rule_row rule_rows[] = {
     {"fp8_descales_engines", FATTN_E_UNSUPPORTED, true, true},
     {"fp8_bias_engines", FATTN_E_UNSUPPORTED, true, true},
     {"fp8_softmax_engines", FATTN_E_UNSUPPORTED, true, true},
-    {"fp8_mla_cudnn", FATTN_E_UNSUPPORTED, false, true},
-    {"head_dim_large_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_thd_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_head_dim_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_paged_cudnn", FATTN_E_UNSUPPORTED, false, true},
@@ -194,13 +192,13 @@ START_TEST(boundaries)
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_CASE);
     /* above 256: inference from cuDNN 9.10.2 (fused_attn.cpp:323-329), any
      * mask for sq > 1 or a paged cache, not causal / padding_causal for one
-     * query token; the cuDNN engine's own row until a device measures it */
+     * query token; both engines run it (the cuDNN engine's graph measured on
+     * an H100 with cuDNN 9.19.0), at the front ends and the dispatch alike */
     q.is_training = false;
     const fattn_support_rule *failed = NULL;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
-    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
-                     FATTN_E_UNSUPPORTED);
-    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
     q.d_qk = q.d_v = 1024;
     q.cudnn_version = 91001;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
@@ -227,6 +225,20 @@ START_TEST(boundaries)
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
                      FATTN_E_INVALID_CASE);
     ck_assert_str_eq(failed->id, "head_dim");
+    /* FP8 inference with d_qk 192 / d_v 128 (TE's FP8 MLA, fused_attn.cpp:
+     * 266-273): both engines (the cuDNN engine's graph measured on an H100
+     * with cuDNN 9.19.0); FP8 training with it stays TE's refusal */
+    fe_spec mla = fe_spec_default();
+    mla.fp8 = true, mla.inference = true, mla.d = 192, mla.dv = 128;
+    fattn_support_query qm = fe_query(&mla);
+    for (unsigned e = FATTN_SUPPORT_ENGINE_CPU; e <= FATTN_SUPPORT_ENGINE_CUDNN; e <<= 1) {
+        ck_assert_int_eq(fattn_support_check(&qm, e, NULL), FATTN_OK);
+        ck_assert_int_eq(fattn_support_check_engine(&qm, e, NULL), FATTN_OK);
+    }
+    qm.is_training = true;
+    ck_assert_int_eq(fattn_support_check(&qm, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "fp8_head_dim");
     fattn_support_query_init(&q);
     q.dropout = 0.999f;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
@@ -359,8 +371,6 @@ static const cite_row cite_rows[] = {
     {"fp8_descales_engines", C_REF, NO_CITE},
     {"fp8_bias_engines", C_REF, NO_CITE},
     {"fp8_softmax_engines", C_REF, NO_CITE},
-    {"fp8_mla_cudnn", C_REF, NO_CITE},
-    {"head_dim_large_cudnn", C_REF, NO_CITE},
     {"fp8_thd_cudnn", C_REF, NO_CITE},
     {"fp8_head_dim_cudnn", C_REF, NO_CITE},
     {"fp8_paged_cudnn", C_REF, NO_CITE},
@@ -1038,16 +1048,16 @@ END_TEST
  * never are; a name is matched whole. */
 START_TEST(lift_rows)
 {
-    fe_spec s = fe_spec_for_rule("head_dim_large_cudnn");
+    fe_spec s = fe_spec_for_rule("max_logit_cudnn");
     fattn_support_query q = fe_query(&s);
     const fattn_support_rule *failed = NULL;
-    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "fp8_mla_cudnn,head_dim_large_cudnn", 1);
+    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "float32_cudnn,max_logit_cudnn", 1);
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
     ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
-    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "head_dim_large", 1);
+    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "max_logit", 1);
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
                      FATTN_E_UNSUPPORTED);
-    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    ck_assert_str_eq(failed->id, "max_logit_cudnn");
     fe_spec t = fe_spec_for_rule("head_dim_large_decode");
     fattn_support_query qt = fe_query(&t);
     setenv(FATTN_TESTING_LIFT_ROWS_ENV, "head_dim_large_decode", 1);
@@ -1057,10 +1067,12 @@ START_TEST(lift_rows)
     unsetenv(FATTN_TESTING_LIFT_ROWS_ENV);
     /* widened: the CPU engine skips what only cuDNN's row refuses */
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
-    setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "head_dim_large_cudnn", 1);
+    setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "max_logit_cudnn", 1);
     ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
                      FATTN_E_UNSUPPORTED);
-    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    ck_assert_str_eq(failed->id, "max_logit_cudnn");
+    setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "max_logit", 1); /* a part of a name: no effect */
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "head_dim_large_decode", 1); /* TE's: no effect */
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     unsetenv(FATTN_TESTING_WIDEN_ROWS_ENV);

@@ -132,11 +132,6 @@ static bool r_head_dim_large_decode(const fattn_support_query *q)
            (q->mask_type == FATTN_MASK_CAUSAL || q->mask_type == FATTN_MASK_PADDING_CAUSAL);
 }
 
-static bool r_head_dim_large(const fattn_support_query *q)
-{
-    return q->d_qk > 256 || q->d_v > 256;
-}
-
 static bool r_bottom_right_sq_gt_skv(const fattn_support_query *q)
 {
     if (q->sq <= q->skv)
@@ -318,11 +313,6 @@ static bool r_fp8_descales(const fattn_support_query *q)
     return !q->fp8 && (is_fp8_dtype(q->q_dtype) || is_fp8_dtype(q->kv_dtype));
 }
 
-static bool r_fp8_mla(const fattn_support_query *q)
-{
-    return q->fp8 && q->d_qk != q->d_v;
-}
-
 static bool r_fp8_thd(const fattn_support_query *q)
 {
     return q->fp8 && is_thd(q);
@@ -499,6 +489,10 @@ static const fattn_support_rule rules[] = {
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
      "head dims d_qk and d_v must be multiples of 8, and at most 256 for training on sm_90",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 310)}},
+    /* What these two admit both engines run: the cuDNN engine's graph for a
+     * head dim above 256 was measured right on an H100 with cuDNN 9.19.0
+     * (docs/gpu-runs/2026-12-05-large-dims.txt), so no engine row narrows
+     * them; a cuDNN that fails it gets a row of its version range. */
     {"head_dim_large_inference", large_inference, FATTN_E_INVALID_CASE,
      "inference with a head dim above 256 needs cuDNN >= 9.10.2 (any head dim, forward only)",
      REFUSAL(ENG_ALL), FROM_TE(2_19), CUDNN_BELOW(91002), {AT(2_19, F_CPP, 326)}},
@@ -550,6 +544,9 @@ static const fattn_support_rule rules[] = {
     {"fp8_bottom_right", r_fp8_bottom_right, FATTN_E_INVALID_CASE,
      "the FP8 backend takes a bottom-right causal mask only on sm >= 100",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 279)}},
+    /* FP8 inference with d_qk != d_v, which this admits (TE's tests: 192 /
+     * 128), both engines run: the cuDNN engine's graph measured right on an
+     * H100 with cuDNN 9.19.0 (docs/gpu-runs/2026-12-05-large-dims.txt). */
     {"fp8_head_dim", r_fp8_head_dim, FATTN_E_INVALID_CASE,
      "FP8 training needs d_qk = d_v = 128; FP8 inference head dims at most 256 and "
      "multiples of 16",
@@ -612,19 +609,6 @@ static const fattn_support_rule rules[] = {
      "FP8 attention with an off-by-one or learnable softmax is implemented by no engine "
      "(cuDNN's FP8 SDPA lowering has no sink), at any cuDNN",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
-    /* Not measured yet: tools/gpu/large-dims.sh runs both on the device
-     * with the rows lifted (docs/cudnn-engine.md, "Head dims above 256 and
-     * FP8 with d_qk != d_v"); a row goes, or narrows to the cuDNN versions
-     * that fail, once a device run says so. */
-    {"fp8_mla_cudnn", r_fp8_mla, FATTN_E_UNSUPPORTED,
-     "FP8 attention with d_qk != d_v (TE's FP8 inference, fused_attn.cpp:270) on the cuDNN "
-     "engine: its FP8 graph for unequal head dims is not measured on a GPU yet "
-     "(tools/gpu/large-dims.sh)",
-     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
-    {"head_dim_large_cudnn", r_head_dim_large, FATTN_E_UNSUPPORTED,
-     "a head dim above 256 (TE's inference from cuDNN 9.10.2, fused_attn.cpp:323-329) on the "
-     "cuDNN engine: its graph for it is not measured on a GPU yet (tools/gpu/large-dims.sh)",
-     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
     {"fp8_thd_cudnn", r_fp8_thd, FATTN_E_UNSUPPORTED,
      "FP8 attention with a THD q or kv: the cuDNN engine does not build it (cudnn-frontend: "
      "\"sdpa fp8 backward with THD is not supported on Hopper architecture\")",

@@ -32,9 +32,10 @@ extern "C" {
 /* Lifting engine gaps. With FATTN_TEST_LIFT_ROWS=id[,id...] in the
  * environment, the support table's rows of those ids are skipped when they
  * are engine gaps (status FATTN_E_UNSUPPORTED; TE's own rules are never
- * lifted), at the front ends and at the engine dispatch alike: the device
- * measurement of a gap not yet measured (tools/gpu/large-dims.sh) runs the
- * engine on what its row refuses, to learn whether the row may go. */
+ * lifted), at the front ends and at the engine dispatch alike: a device
+ * measurement runs the engine on what a gap's row refuses, to learn whether
+ * the row may go or narrow to the cuDNN versions that fail (as two rows went
+ * after docs/gpu-runs/2026-12-05-large-dims.txt). */
 #define FATTN_TESTING_LIFT_ROWS_ENV "FATTN_TEST_LIFT_ROWS"
 
 /* True when row `id` is named in FATTN_TEST_LIFT_ROWS. */
