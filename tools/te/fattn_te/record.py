@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, fp8, loader, modes
+from . import blame, bridge, fp8, loader, modes
+from .blame import CaseError  # noqa: F401  (record.CaseError, as callers name it)
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -36,11 +37,6 @@ CTX_FIELDS = [
     ("softmax_type", "str"), ("window_size", "pair"), ("bottom_right_diagonal", "optbool"),
     ("fused_attention_backend", "backend"), ("use_FAv2_bwd", "bool"),
     ("deterministic", "bool")]
-
-
-class CaseError(Exception):
-    """What TE handed the recorder (its output, its ctx for backward) does
-    not fit the run-file contract: a result about TE (blame.py)."""
 
 
 def is_refactored(backends):
@@ -362,7 +358,6 @@ def run_case(backends, res, ref_case, path="module"):
         d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
         if list(d_out.shape) != list(grad_root.shape):
             d_out = d_out.reshape(grad_root.shape)
-        from . import blame
         with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
             grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
                                         allow_unused=True)
