@@ -363,8 +363,8 @@ check "... and nothing else differs (the paged cases without max_batch_size hand
 # DotProductAttention itself needs CUDA, so --call dpa here exits 2 saying so
 TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
     "$here/check_dpa.py" "$here" "$fattn" "$work" "$te_split" >"$work/dpa" 2>&1
-check "dpa: the cases through DotProductAttention" 65 "$(sed -n 1p "$work/dpa")"
-check "dpa: why the others are not" "ALiBi 2; FP8 29; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 8; raw_func_args 12; softmax offset 4" "$(sed -n 2p "$work/dpa")"
+check "dpa: the cases through DotProductAttention" 70 "$(sed -n 1p "$work/dpa")"
+check "dpa: why the others are not" "ALiBi 2; FP8 32; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 9; raw_func_args 12; softmax offset 4" "$(sed -n 2p "$work/dpa")"
 check "dpa: DPA's arguments for an eval case with dropout" '[{"attention_dropout": 0.2, "attention_type": "self", "attn_mask_type": "no_mask", "kv_channels": [16, 16], "layer_number": 1, "num_attention_heads": 2, "num_gqa_groups": 2, "qkv_format": "sbhd", "return_max_logit": false, "softmax_scale": 0.25, "softmax_type": "vanilla", "window_size": [-1, -1]}, {"attn_mask_type": "no_mask", "bottom_right_diagonal": true, "core_attention_bias_type": "no_bias", "fast_zero_fill": true, "max_seqlen_kv": 40, "max_seqlen_q": 24, "qkv_format": "sbhd", "window_size": [-1, -1]}, {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NVTE_FLASH_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"}]' "$(sed -n 3p "$work/dpa")"
 check "dpa: a case DPA routes away is recorded so, listed on the run line" \
     "0 [\"  routed away: layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
