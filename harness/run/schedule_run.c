@@ -292,10 +292,8 @@ static fattn_status replay_forward(sched_replay *p, const fattn_h5_node *rec, fa
 static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec,
                                     fattn_h5_node *g)
 {
-    const fattn_schedule *sc = p->r.spec->schedule;
-    int64_t f = p->r.k - 1;
-    while (f >= 1 && !(sc->steps[f - 1].kind == FATTN_STEP_F && sc->steps[f - 1].mb == s->mb))
-        f--;
+    (void)s;
+    int64_t f = fattn_schedule_forward_of(p->r.spec->schedule, p->r.k);
     const fattn_h5_node *fin = f >= 1 ? recorded_step(p, f) : NULL;
     const fattn_h5_node *sc_g = fattn_h5_node_find(rec, "save_ctx");
     fin = fin ? fattn_h5_node_find(fin, "inputs") : NULL;
