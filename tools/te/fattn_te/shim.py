@@ -96,6 +96,16 @@ def _quantize(*args, **kwargs):
     return bridge_fp8.quantize(*args, **kwargs)
 
 
+def _amax_and_scale_update(*args):
+    from . import bridge_state
+    return bridge_state.fused_amax_and_scale_update_after_reduction(*args)
+
+
+def _copy_to_kv_cache(*args):
+    from . import bridge_state
+    return bridge_state.copy_to_kv_cache(*args)
+
+
 # Every name the shim defines, with the TE line that needs it (2.19.0; the
 # 2.20.2 line where it moved). A name TE asks for that is not here is an
 # AttributeError naming it, so that a new TE release says what it needs.
@@ -117,6 +127,10 @@ NAMES = [
     ("fused_attn_bwd", _fused_attn_bwd, "pytorch/cpp_extensions/fused_attn.py:618"),
     ("quantize", _quantize,
      "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
+    ("fused_amax_and_scale_update_after_reduction", _amax_and_scale_update,
+     "pytorch/quantization.py:694 (recipe.cpp -> delayed_scaling.cu kernel_bulk)"),
+    ("copy_to_kv_cache", _copy_to_kv_cache,
+     "pytorch/attention/custom_ops.py:39"),
     ("multi_tensor_scale", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_and_scale_inv", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_inv_e8m0", _U, "pytorch/tensor/utils.py:11"),
