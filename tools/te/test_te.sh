@@ -39,12 +39,12 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (137 cases' "$work/verdict")"
-check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (137 cases' "$work/verdict")"
-check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (137 cases' "$work/verdict")"
+check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (145 cases' "$work/verdict")"
+check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (145 cases' "$work/verdict")"
+check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (145 cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 96 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 104 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
@@ -62,7 +62,7 @@ import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (28 cases through TE.s FP8 path, 28 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (30 cases through TE.s FP8 path, 30 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -161,6 +161,13 @@ got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
     "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/2.20.2" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
 check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
     "fused_attn_bwd fused_attn_fwd quantize " "$got"
+
+# 5c. the schedules reach TE's own recipe update and KV-cache copy (the
+# shim's C++ stand-ins on libfattn) besides the attention calls
+got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
+    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/2.20.2" --run 'sched.*' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+check "the schedules reach the recipe update and copy_to_kv_cache" \
+    "copy_to_kv_cache fused_amax_and_scale_update_after_reduction fused_attn_bwd fused_attn_fwd quantize " "$got"
 
 # 6. the bridge refuses a libfattn whose struct layout is not its mirror
 got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
@@ -288,6 +295,19 @@ check "FP8 module flags swapped: verify exits 1" 1 $?
 check "... the case and its FP8 out named (TE pair, split pair)" 2 "$(grep -c '^  /cases/fp8.cs.bshd_bs2hd.gqa.outfp8/forward/out  ' "$work/out")"
 "$here/fattn-te" verify --call function --te 2.20.2 --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
 check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
+
+# 9h. a saved quantizer that shares its scale with the live one instead of
+# a copy (2.20.2 backends.py:1858 dropped: the S copy keeps the live scale
+# tensor): invisible to one forward and backward, caught by the schedule
+# whose recipe update falls between a forward and its backward, naming the
+# step and the quantizer
+mutant scopy "$B" '^        S_quantizer\.scale = S_quantizer\.scale\.clone\(\)$' '        pass'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/scopy" --filter 'fp8.ds.bshd' >/dev/null 2>&1
+check "S copy sharing its scale: one forward and backward cannot tell" 0 $?
+"$here/fattn-te" verify --te 2.20.2 --te "$work/scopy" --filter 'sched.fp8.*' >"$work/out" 2>&1
+check "S copy sharing its scale: verify exits 1 on the schedules" 1 $?
+check "... naming the step and the quantizer (TE pair, split pair)" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/save_ctx@S_quantizer  ' "$work/out")"
+check "... and the backward it changed" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/backward/dv  different' "$work/out")"
 
 # 9f. blame: TE (its line), TE's hand-off, or fattn-te's own error, which
 # stops the run with exit 2 and writes nothing (tools/te/check_blame.py)

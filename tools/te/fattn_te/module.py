@@ -110,12 +110,9 @@ def find_ctx(out, func):
     return None
 
 
-def call_module(backends, res, t):
-    """Runs FusedAttention.forward on the case; returns (out as [..., h,
-    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor)."""
-    from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
-    from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
-    from . import fp8
+def make_module(backends, res):
+    """FusedAttention as DotProductAttention constructs it, in train() or
+    eval() by the case's is_training."""
     spec = res["spec"]
     mod = backends.FusedAttention(
         res["attn_scale_arg"], attention_dropout=float(spec["dropout_p"]),
@@ -123,6 +120,19 @@ def call_module(backends, res, t):
         layer_number=1, deterministic=bool(spec["deterministic"]),
         softmax_type=spec["softmax"], return_max_logit=bool(spec["return_max_logit"]))
     mod.train(bool(spec["is_training"]))
+    return mod
+
+
+def call_module(backends, res, t, f8=None, mod=None):
+    """Runs FusedAttention.forward on the case; returns (out as [..., h,
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
+    `mod` and `f8`: the module and FP8 arguments a schedule keeps across its
+    steps (schedule.py); None: a new module, the case's own fp8.func_args."""
+    from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
+    from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
+    from . import fp8
+    spec = res["spec"]
+    mod = mod if mod is not None else make_module(backends, res)
     if fp8.is_float8(t["q"]):  # FP8 inputs: DPA hands TE's Float8Tensors on
         q, k, v = (host_float8(t[n]) for n in ("q", "k", "v"))
     else:
@@ -130,7 +140,8 @@ def call_module(backends, res, t):
     # the FP8 arguments as DPA passes them (:3021-3059): fp8 = DPA.fp8 and
     # its recipe's fp8_dpa, its fp8_meta and quantizers, fp8_output and
     # bf16_backward as MultiheadAttention asks
-    f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
+    if f8 is None:
+        f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
     backend = FusedAttnBackend["FP8" if f8 else "F16_arbitrary_seqlen"]
     cu_q, cu_kv = t.get("cu_seqlens_q"), t.get("cu_seqlens_kv")
     if not res["thd"] and "padding" not in spec["mask"]:
