@@ -91,6 +91,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
     s->fp8_amax_algo = FATTN_FP8_AMAX_MAX;
 #define I_REFUSE(k, d)
 #define I_PAGED(k, d)
+#define I_CP(k, d)
 #define I_SCHED(k, d)
 #define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
@@ -117,6 +118,7 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_FP8(k)
 #define OWNED_REFUSE(k)
 #define OWNED_PAGED(k)
+#define OWNED_CP(k)
 #define OWNED_SCHED(k)
 
 static void free_lists(fattn_spec *s)
@@ -202,6 +204,9 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_PAGED(k)                                                                             \
     (x->paged == y->paged && (!x->paged || (x->page_size == y->page_size &&                    \
      x->num_pages == y->num_pages && x->paged_separate_v == y->paged_separate_v)))
+#define E_CP(k)                                                                                \
+    (x->cp == y->cp && (!x->cp || (x->cp_size == y->cp_size && x->cp_comm == y->cp_comm &&     \
+                                   x->cp_balance == y->cp_balance)))
 #define E_SCHED(k) fattn_schedule_equal(x->schedule, y->schedule)
 #define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
 
@@ -360,6 +365,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define P_FP8(k, t, lo, hi, d) TRY(spec_parse_fp8(c, obj, s));
 #define P_REFUSE(k, t, lo, hi, d) TRY(spec_parse_expect_refusal(c, obj, s));
 #define P_PAGED(k, t, lo, hi, d) TRY(spec_parse_paged(c, obj, s));
+#define P_CP(k, t, lo, hi, d) TRY(spec_parse_cp(c, obj, s));
 #define P_SCHED(k, t, lo, hi, d) TRY(spec_parse_schedule(c, obj, s));
 #define POST_NONE(k)
 #define POST_CHECK(k) TRY(spec_check_##k(c, s));
@@ -382,6 +388,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define R_FP8(k)
 #define R_REFUSE(k)
 #define R_PAGED(k)
+#define R_CP(k)
 #define R_SCHED(k)
 #define REQUIRED_ROW(key, kind, ctype, a, b, dflt, post) R_##kind(key)
 

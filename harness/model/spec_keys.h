@@ -32,6 +32,7 @@
  *            REFUSE null | {"rule", "status"}; members below
  *            PAGED  null | the paged object (spec.h); members below
  *            SCHED  null | the schedule (schedule.h); an owned pointer
+ *            CP     null | the cp object (spec.h); members below
  *          (a, b, dflt are `_` where the kind does not read them)
  *   post   NONE, or CHECK: spec.c's spec_check_<key>(c, s) runs after the
  *          row is read (ranges that involve other keys or the float32 range)
@@ -83,6 +84,7 @@
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
+    X(cp, CP, _, _, _, _, NONE)                                                                \
     X(schedule, SCHED, _, _, _, _, CHECK)                                                      \
     X(seed, INT, int64_t, 0, INT64_MAX - fattn_spec_steps(s), 1, NONE)                         \
     X(rng_seed, INT, int64_t, 0, INT64_MAX, 1234, NONE)                                        \
@@ -127,6 +129,14 @@
     bool paged;                                                                                \
     int64_t page_size, num_pages;                                                              \
     bool paged_separate_v;
+
+/* cp on: TE's context parallelism over cp_size ranks; run by fattn-te
+ * only, recorded as skipped by fattn's own runner */
+#define FATTN_SPEC_M_CP(k, t)                                                                  \
+    bool cp;                                                                                   \
+    int64_t cp_size;                                                                           \
+    fattn_cp_comm cp_comm;                                                                     \
+    fattn_cp_balance cp_balance;
 
 /* a schedule: the steps the case runs (NULL: the one call it is without) */
 #define FATTN_SPEC_M_SCHED(k, t) struct fattn_schedule *schedule;

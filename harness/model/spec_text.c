@@ -325,6 +325,17 @@ static void sb_put_cb(void *ctx, const char *text)
                s->num_pages, s->page_size, tf(s->paged_separate_v));                           \
     }
 
+/* Written only when set, every member filled in, members sorted. */
+#define W_CP(k, t, lo, hi)                                                                     \
+    if (s->cp) {                                                                               \
+        sb_key(b, #k, first);                                                                  \
+        sb_str(b, "{\"comm\":");                                                               \
+        TRY(w_name(b, s, "cp.comm", fattn_cp_comm_name(s->cp_comm)));                          \
+        sb_str(b, ",\"load_balancing\":");                                                     \
+        TRY(w_name(b, s, "cp.load_balancing", fattn_cp_balance_name(s->cp_balance)));          \
+        sb_fmt(b, ",\"size\":%" PRId64 "}", s->cp_size);                                      \
+    }
+
 /* Written only when set. */
 #define W_SCHED(k, t, lo, hi)                                                                  \
     if (s->schedule) {                                                                         \
@@ -504,6 +515,9 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (s->paged)
         sb_fmt(&b, " paged:%" PRId64 "x%" PRId64 "%s", s->num_pages, s->page_size,
                s->paged_separate_v ? "+v" : "");
+    if (s->cp)
+        sb_fmt(&b, " cp:%s*%" PRId64 "%s", fattn_cp_comm_name(s->cp_comm), s->cp_size,
+               s->cp_balance == FATTN_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (s->fp8 && s->schedule && !fattn_schedule_is_cache(s->schedule))

@@ -375,11 +375,17 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
 
 /* The structure of a case that is not skipped: its states form a prefix
  * of inputs -> forward -> save_ctx -> backward, each a group. */
-static fattn_status check_states(const char *path, const fattn_h5_node *c)
+static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
+        if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
+            fattn_status st = fattn_runfile_check_ranks(path, s, ch);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         bool known = false;
         for (int k = 0; k < 4; k++)
             known = known || strcmp(ch->name, order[k]) == 0;
@@ -436,7 +442,7 @@ static fattn_status check_content(const char *path, const fattn_case *c, const f
  * spec's shapes are compared before anything is built from them. */
 static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
 {
-    fattn_status st = check_states(path, cg);
+    fattn_status st = check_states(path, c->spec, cg);
     return st != FATTN_OK ? st : check_content(path, c, cg, true);
 }
 

@@ -44,7 +44,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out)
 {
     *out = NULL;
-    if (spec->schedule)
+    bool cp_skip = spec->cp && !opts->cp_reference; /* recorded as a skip, below */
+    if (spec->schedule && !cp_skip)
         return fattn_run_schedule(spec, opts, out);
     fattn_case_run r;
     fattn_status st = fattn_case_run_init(&r, spec, opts);
@@ -55,6 +56,12 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     r.gen.offset = (uint64_t)spec->rng_offset;
     if ((st = fattn_case_node_new(spec, &r.node)) != FATTN_OK)
         return st;
+    if (cp_skip)
+        return fattn_case_run_finish(
+            &r, fattn_error(FATTN_E_UNSUPPORTED, "cp: context parallelism over %lld ranks (%s) "
+                            "runs through fattn-te only (tools/te/fattn-te run --cp-matrix); "
+                            "fattn's runner is one process", (long long)spec->cp_size,
+                            fattn_cp_comm_name(spec->cp_comm)), out);
     st = fattn_case_run_inputs(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_FORWARD)
         st = fattn_case_run_forward(&r);

@@ -56,11 +56,16 @@ typedef struct fattn_run_opts {
     bool inputs_after;      /* after the last state, record the fingerprint of
                              * each input as the front end left it in
                              * inputs/_impl (an in-place write shows) */
+    bool cp_reference;      /* a cp case runs as the same case without context
+                             * parallelism, one process: what fattn-te holds
+                             * its ranks against; otherwise it is recorded as
+                             * skipped (fattn's runner is one process) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named
- * by the case id). A case the engine cannot run is returned as a group with
- * only `spec` and `skipped` (the reason) and FATTN_OK. Every case node
+ * by the case id). A case the engine cannot run, and a cp case without
+ * opts->cp_reference, is returned as a group with only `spec` and
+ * `skipped` (the reason) and FATTN_OK. Every case node
  * gets `prov_te_route` when DotProductAttention would not route the case to
  * FusedAttention under opts->te_rules (te_rules.h; provenance, never
  * compared). Invalid cases (TE

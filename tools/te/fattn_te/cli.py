@@ -263,7 +263,32 @@ def check_output(path):
         raise rf.InputError(f"{path}: directory {d} does not exist")
 
 
+def cmd_run_cp(args):
+    """fattn-te run --cp-matrix: the CP matrix through TE's context-parallel
+    attention in several processes (fattn_te/cp.py)."""
+    from fattn_te import cp
+    check_output(args.o)
+    fattn = rf.find_fattn()
+    use_library_of(fattn)
+    work = tempfile.mkdtemp(prefix="fattn-te-")
+    try:
+        root = te_root(args.te, work)
+        impl = te_impl(root)
+        n, m, errored, counts = cp.run(root, args.backend, args.cases, args.filter, args.o, fattn,
+                                       work, impl)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
+          f"of {impl} to {args.o} (context parallelism: {cp.counts_line(counts) or 'none'}; "
+          f"{len(errored)} errored)")
+    for cid, reason in errored:
+        print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
+    return 1 if errored else 0
+
+
 def cmd_run(args):
+    if args.cp_matrix:
+        return cmd_run_cp(args)
     check_output(args.o)
     fattn = rf.find_fattn()
     work = tempfile.mkdtemp(prefix="fattn-te-")
@@ -290,6 +315,12 @@ def cmd_run(args):
     return 1 if errored else 0
 
 
+def add_cp(p):
+    p.add_argument("--cp-matrix", action="store_true",
+                   help="the context-parallel matrix (golden/cp_cases.json, or --cases): each "
+                        "case in its cp size of local processes through TE's CP attention")
+
+
 def add_call(p):
     p.add_argument("--call", default="module", choices=["module", "function"],
                    help="module: TE's FusedAttention.forward builds FusedAttnFunc's arguments "
@@ -306,6 +337,7 @@ def main(argv=None):
     r.add_argument("--filter")
     r.add_argument("-o", required=True)
     add_call(r)
+    add_cp(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
     v.add_argument("--te", action="append", required=True)
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
@@ -313,6 +345,7 @@ def main(argv=None):
     v.add_argument("--filter")
     v.add_argument("--keep", help="keep the run files in this directory")
     add_call(v)
+    add_cp(v)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":

@@ -163,9 +163,13 @@ class _Call:
             p = [int(x) for x in padded.tolist()]
             if len(p) != len(c):
                 self.fail(padded_name, _shape(padded), f"int32 [{len(c)}] as {name}")
-            if p[0] != 0 or any(p[i + 1] - p[i] < lens[i] for i in range(self.b)):
-                self.fail(padded_name, str(p), f"offsets from 0 leaving room for {name}'s "
-                                               f"lengths {lens}")
+            # the first slot need not start at 0: TE's context-parallel
+            # all_gather hands each step the per-split offsets of the rank's
+            # buffer (context_parallel.py 2.20.2:3574-3580), which the engine
+            # takes as any slots (fattn/engine.h: tokens from each offset)
+            if p[0] < 0 or any(p[i + 1] - p[i] < lens[i] for i in range(self.b)):
+                self.fail(padded_name, str(p), f"non-negative offsets leaving room for "
+                                               f"{name}'s lengths {lens}")
             if t is not None and p[-1] > t:
                 self.fail(padded_name, str(p), f"at most {t} tokens (the THD tensor's)")
         return lens

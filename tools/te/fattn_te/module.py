@@ -123,11 +123,13 @@ def make_module(backends, res):
     return mod
 
 
-def call_module(backends, res, t, f8=None, mod=None):
+def call_module(backends, res, t, extra=None, f8=None, mod=None):
     """Runs FusedAttention.forward on the case; returns (out as [..., h,
     d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
-    `mod` and `f8`: the module and FP8 arguments a schedule keeps across its
-    steps (schedule.py); None: a new module, the case's own fp8.func_args."""
+    extra: more keyword arguments for FusedAttention.forward (context
+    parallelism's, fattn_te/cp_worker.py). `mod` and `f8`: the module and
+    FP8 arguments a schedule keeps across its steps (schedule.py); None: a
+    new module, the case's own fp8.func_args."""
     from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
     from . import fp8
@@ -165,7 +167,8 @@ def call_module(backends, res, t, f8=None, mod=None):
         fp8=bool(f8), fp8_meta=f8 and f8["fp8_meta"], quantizers=f8 and f8["quantizers"],
         fp8_output=bool(f8 and f8["fp8_output"]), bf16_backward=bool(f8 and f8["bf16_backward"]),
         packed_qkv=packed_qkv, packed_kv=packed_kv,
-        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None)
+        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None,
+        **(extra or {}))
     if spec["return_max_logit"]:
         flat, max_logit = result
     else:
