@@ -289,7 +289,8 @@ def forward_call(backends, res, inputs, gen, path="module", f8=None, mod=None):
         finally:
             bridge.default_gen = None
         if ctx is None:
-            raise CaseError("FusedAttention's output has no FusedAttnFunc node below it")
+            raise CaseError("TE's FusedAttention returned an output with no FusedAttnFunc "
+                            "node below it")
     else:
         args = func_args(backends, res, t, gen)
         if f8 is not None:
@@ -309,7 +310,7 @@ def forward_record(backends, res, t, gen, out, max_logit, ctx):
     # the aux pack as tex.fused_attn_fwd returned it: [O, Stats, (Max),
     # rng_state, (Bias), (SoftmaxOffset)]; Max became max_logit
     if not fwd_pack:
-        raise CaseError("FusedAttnFunc.forward did not call fused_attn_fwd")
+        raise CaseError("TE's FusedAttnFunc.forward never called fused_attn_fwd")
     stats = fwd_pack[1]
     after = 3 if max_logit is not None else 2
     rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
@@ -350,8 +351,10 @@ def backward_call(backends, live):
     d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
     if list(d_out.shape) != list(grad_root.shape):
         d_out = d_out.reshape(grad_root.shape)
-    grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
-                                allow_unused=True)
+    from . import blame
+    with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
+        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
+                                    allow_unused=True)
     bchildren = {}
     for (_, role), g in zip(roles, grads):
         put(bchildren, role, g)
