@@ -161,18 +161,21 @@ except AttributeError:
 check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
 
 # 5b. what the FP8 path reaches of the shim, as discover.py --run logs it:
-# the two fused_attn calls and TE's quantizers' cast, nothing else
-got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
-    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+# the two fused_attn calls and TE's quantizers' cast, nothing else; 5c. the
+# schedules (a paged decode, the FP8 pipeline with its update) reach TE's
+# own recipe update and KV-cache copy (the shim's C++ stand-ins on libfattn)
+# besides; one TE import for both
+PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
+    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" \
+    --run 'fp8.*.outfp8' 'sched.[df]*.p*.f16' >"$work/reach" 2>/dev/null
+reached() { # the names logged under filter $1
+    awk -v f="== $1" '/^== /{on = ($0 == f); next} on {print $1}' "$work/reach" | tr '\n' ' '
+}
 check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
-    "fused_attn_bwd fused_attn_fwd quantize " "$got"
-
-# 5c. the schedules reach TE's own recipe update and KV-cache copy (the
-# shim's C++ stand-ins on libfattn) besides the attention calls
-got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
-    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" --run 'sched.*' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+    "fused_attn_bwd fused_attn_fwd quantize " "$(reached 'fp8.*.outfp8')"
 check "the schedules reach the recipe update and copy_to_kv_cache" \
-    "copy_to_kv_cache fused_amax_and_scale_update_after_reduction fused_attn_bwd fused_attn_fwd quantize " "$got"
+    "copy_to_kv_cache fused_amax_and_scale_update_after_reduction fused_attn_bwd fused_attn_fwd quantize " \
+    "$(reached 'sched.[df]*.p*.f16')"
 
 # 6. the bridge refuses a libfattn whose struct layout is not its mirror
 got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
@@ -307,10 +310,14 @@ check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
 # whose recipe update falls between a forward and its backward, naming the
 # step and the quantizer
 mutant scopy "$B" '^        S_quantizer\.scale = S_quantizer\.scale\.clone\(\)$' '        pass'
-"$here/fattn-te" verify --te "$te_split" --te "$work/scopy" --filter 'fp8.ds.bshd' >/dev/null 2>&1
-check "S copy sharing its scale: one forward and backward cannot tell" 0 $?
-"$here/fattn-te" verify --te "$te_split" --te "$work/scopy" --filter 'sched.fp8.*' >"$work/out" 2>&1
-check "S copy sharing its scale: verify exits 1 on the schedules" 1 $?
+"$env_dir/venv/bin/python" -c '
+import json, sys
+print(json.dumps([c for c in json.load(open(sys.argv[1]))
+                  if c["id"] in ("fp8.ds.bshd", "sched.fp8.pipeline.update_between.f16")]))' \
+    "$here/../../golden/default_cases.json" >"$work/scopy.json"
+"$here/fattn-te" verify --te "$te_split" --te "$work/scopy" --cases "$work/scopy.json" >"$work/out" 2>&1
+check "S copy sharing its scale: verify exits 1 on the schedule" 1 $?
+check "... one forward and backward (fp8.ds.bshd) cannot tell" "2 0" "$(grep -c 'behavior-neutral: no (1 of 2 cases differ' "$work/out") $(grep -c '/cases/fp8\.ds\.bshd[/@ ]' "$work/out")"
 check "... naming the step and the quantizer (TE pair, split pair)" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/save_ctx@S_quantizer  ' "$work/out")"
 check "... and the backward it changed" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/backward/dv  different' "$work/out")"
 
