@@ -133,7 +133,7 @@ static fattn_status step_f(sched_run *r, const fattn_step *s, fattn_h5_node *g)
     st = fattn_case_run_inputs(&b->run);
     if (st == FATTN_OK)
         st = mb_forward(r, b);
-    if (st != FATTN_OK || !r->spec->is_training) {
+    if (st != FATTN_OK || !fattn_spec_has_backward(r->spec)) {
         fattn_status end = mb_end(r, b);
         return st != FATTN_OK ? st : end;
     }

@@ -324,12 +324,11 @@ static fattn_status geom_set_dims(fattn_geom *g, const fattn_geom_args *a, int64
 
 /* A page table: int32 [>= b, pages_per_seq] with pages_per_seq =
  * ceil(max_seqlen_kv / page): TE takes pages_per_seq from the table's shape
- * (fused_attn.cpp) and cuDNN's paged cache load accepts no other count; the
- * batch is the call's (cu_seqlens), and the table may have more rows:
- * FusedAttention passes InferenceParams' table of max_batch_size rows
- * (inference.py:632-635) for a step of fewer sequences, of which the call
- * reads the first b. Its entries are checked against the lengths in
- * geom_pages. */
+ * (fused_attn.cpp) and cuDNN's paged cache load accepts no other count.
+ * Rows past b are allowed and never read: TE's InferenceParams keeps a
+ * table of max_batch_size rows (inference.py:632-635) and FusedAttention
+ * hands it on whole (backends.py 2.20.2:2486-2487), cuDNN reading the
+ * first b. Its entries are checked against the lengths in geom_pages. */
 static fattn_status page_table_dims(const fattn_tensor *pt, const char *name, int64_t b,
                                     int64_t page, int64_t mskv, const char *who)
 {

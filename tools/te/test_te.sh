@@ -44,12 +44,12 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (145 cases' "$work/verdict")"
-check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) (145 cases' "$work/verdict")"
-check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (145 cases' "$work/verdict")"
+check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (154 cases' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) (154 cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (154 cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 104 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 113 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
@@ -62,12 +62,28 @@ import json, sys
 e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
 print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
 " "$work/v/te1-refusals.json" 2>&1)"
-check "the 8 paged cases ran with their page tables handed to TE" 8 "$(/usr/bin/python3 -c "
+check "the 11 paged cases ran with their page tables handed to TE" 11 "$(/usr/bin/python3 -c "
 import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (30 cases through TE.s FP8 path, 30 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+# the max_batch_size cases: TE's InferenceParams made the cache, a table of
+# max_batch_size rows and the lengths (equal to fattn's model: the verdicts
+# above), and its step() copied the tokens through the shim's copy_to_kv_cache
+check "InferenceParams' tables of max_batch_size rows reached the engine" "5x4 4x4 3x3" "$(/usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1])
+print(' '.join('%dx%d' % f['cases'][c]['inputs/page_table_k'].shape for c in sorted(f['cases']) if c.startswith('paged.mbs.')))
+" "$work/v/te2.h5" 2>&1)"
+# a forward under no_grad / inference_mode: inputs, forward and what TE's
+# forward handed save_for_backward; no backward
+check "no_grad and inference_mode cases: save_ctx kept, no backward" "4 4 0" "$(/usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1])
+cs = [g for c, g in f['cases'].items() if c.startswith('mode.') and ('no_grad' in c or 'inference_mode' in c)]
+print(len(cs), sum(len(g.get('save_ctx', {})) > 0 for g in cs), sum('backward' in g for g in cs))
+" "$work/v/te2.h5" 2>&1)"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (31 cases through TE.s FP8 path, 31 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -330,6 +346,39 @@ check "blame: who raised each probe" "te te handoff handoff tool te tool run" \
 check "blame: a TE error names TE's line" 1 "$(grep -c '^te TE raised ValueError: te (transformer_engine/pytorch/attenti' "$work/blame")"
 check "blame: fattn-te's own error stops the run, exit 2, nothing written" "run 2 nothing written" "$(tail -1 "$work/blame")"
 check "blame: ... naming the case and fattn-te's line" 1 "$(grep -c "^fattn-te: case layout.sb3hd.causal.f16: fattn-te's own error (not a result about TE): AttributeError: .* (tools/te/fattn_te/record.py:[0-9]*)$" "$work/blame.err")"
+
+# 9h. modes and paged caches as TE's users run them: one-line bugs in copies
+# of 2.20.2, each run on the cases that show it and held to section 1's run
+# of 2.20.2, caught with the case and the cause named
+ref2="$work/v/te2.h5"
+moderun() { # mutant, filter: fattn-te run on the copy, then fattn diff against 2.20.2's run
+    "$here/fattn-te" run --te "$work/$1" --filter "$2" -o "$work/$1.h5" >"$work/$1.run" 2>&1
+    echo "exit $?" >>"$work/$1.run"
+    "$fattn" diff "$ref2" "$work/$1.h5" --only "/cases/$2" >"$work/$1.diff" 2>&1
+}
+# FusedAttention asks FusedAttnFunc for max_logit only when training (2.20.2 backends.py:2612)
+mutant maxlogit "$B" '^                return_max_logit=self\.return_max_logit,$' \
+    '                return_max_logit=self.return_max_logit and self.training,'
+moderun maxlogit 'mode.eval.max_logit.*'
+check "inference max_logit bug: the eval case errored, exit 1" "exit 1" "$(tail -1 "$work/maxlogit.run")"
+check "... named as TE's hand-off of a max_logit it never asked for" 1 \
+    "$(grep -c "^  mode.eval.max_logit.causal.bf16: inconsistent hand-off: TE's FusedAttention returned a max_logit, but asked fused_attn_fwd for none$" "$work/maxlogit.run")"
+# FusedAttention's is_training from the grad mode, not train()/eval() (:2599)
+mutant gradmode "$B" '^                is_training=self\.training,$' \
+    '                is_training=torch.is_grad_enabled(),'
+moderun gradmode 'mode.train.*'
+check "grad-mode is_training bug: the training forwards under no_grad and inference_mode lose their dropout" \
+    "/cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
+    "$(counted "$work/gradmode.diff" | sort | tr '\n' ' ')"
+# FusedAttention no longer cuts InferenceParams' cu_seqlens_kv to b + 1 (:2434)
+mutant trim "$B" '^            cu_seqlens_kv = cu_seqlens_kv\[: batch_size \+ 1\]$' \
+    '            cu_seqlens_kv = cu_seqlens_kv'
+moderun trim 'paged.*'
+check "cu_seqlens trimming bug: run exits 1" "exit 1" "$(tail -1 "$work/trim.run")"
+check "... the max_batch_size cases errored, each named as TE's hand-off of cu_seqlens_kv" 3 \
+    "$(grep -c '^  paged\.mbs\.[^ ]*: inconsistent hand-off: TE handed fused_attn_fwd an inconsistent cu_seqlens_kv: passed \[[0-9]*\] int32; the contract expects int32 \[[0-9]*\] (b + 1 for the batch of [0-9]*)$' "$work/trim.run")"
+check "... and nothing else differs (the paged cases without max_batch_size hand b + 1 already)" \
+    "" "$(counted "$work/trim.diff" | grep -v '^/cases/paged\.mbs\.' | tr '\n' ' ')"
 
 # 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
 # second --te is refused before any TE runs

@@ -14,13 +14,12 @@
  * and cast with saturation, fattn_fp8_quantize) and
  * fattn_bridge_fp8_cs_scale (a current-scaling call's scale from its amax).
  *
- * The C++ that carries state from call to call (lib/bridge/state.c):
+ * The C++ that carries recipe state from call to call (lib/bridge/state.c):
  * fattn_bridge_fp8_delayed_update is fattn_fp8_delayed_update for one
  * state (tex.fused_amax_and_scale_update_after_reduction runs it per
  * state: amax_history [len, n] and scale [n] contiguous float32, reduced
  * that state's slice of the reduction buffer or NULL; algo a
- * fattn_fp8_amax_algo, dtype a fattn_dtype); fattn_bridge_kv_cache_copy is
- * fattn_kv_cache_copy (tex.copy_to_kv_cache) with its arguments flat.
+ * fattn_fp8_amax_algo, dtype a fattn_dtype).
  */
 #ifndef FATTN_BRIDGE_H
 #define FATTN_BRIDGE_H
@@ -45,11 +44,6 @@ FATTN_API fattn_status fattn_bridge_fp8_delayed_update(float *amax_history, floa
                                                        int64_t len, int64_t n,
                                                        const float *reduced, int algo,
                                                        int dtype, int margin);
-FATTN_API fattn_status fattn_bridge_kv_cache_copy(
-    const fattn_tensor *new_k, const fattn_tensor *new_v, fattn_tensor *k_cache,
-    fattn_tensor *v_cache, const int32_t *table, int64_t table_rows, const int32_t *cu_new,
-    const int32_t *cu_cached, int format, int64_t b, int64_t max_ctx_len, int64_t max_seq_len,
-    int64_t max_pages_per_seq, int reindex);
 
 #ifdef __cplusplus
 }

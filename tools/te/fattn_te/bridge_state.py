@@ -1,9 +1,9 @@
-"""The shim's stand-ins for the C++ of TE's that carries state from call to
-call: the delayed-scaling recipe update and copy_to_kv_cache, on
-libfattn's own (fattn/fp8.h fattn_fp8_delayed_update, fattn/kv_cache.h
-fattn_kv_cache_copy, through lib/bridge/state.c). TE's Python calls them
-as tex.* (quantization.py:694 in both releases; attention/custom_ops.py's
-copy_to_kv_cache body); the tensors are TE's own, written in place."""
+"""The shim's stand-in for the C++ of TE's that carries recipe state from
+call to call: the delayed-scaling recipe update, on libfattn's own
+(fattn/fp8.h fattn_fp8_delayed_update, through lib/bridge/state.c). TE's
+Python calls it as tex.fused_amax_and_scale_update_after_reduction
+(quantization.py:694 in both releases); the tensors are TE's own, written
+in place. (The cache's copy_to_kv_cache is bridge_kv.py's.)"""
 import ctypes
 
 import torch
@@ -22,12 +22,6 @@ def _lib():
         f.restype = ctypes.c_int
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                       ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        g = lib.fattn_bridge_kv_cache_copy
-        g.restype = ctypes.c_int
-        g.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_void_p, ctypes.c_int64,
-                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                               ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                               ctypes.c_int64, ctypes.c_int]
         lib._fattn_state_typed = True
     return lib
 
@@ -65,25 +59,3 @@ def fused_amax_and_scale_update_after_reduction(amax_reduction_buffer, amax_hist
             _FP8_FATTN[int(fp8_dtype)], int(margin)), "amax and scale update")
         off += n
 
-
-def copy_to_kv_cache(new_k, new_v, k_cache, v_cache, page_table, cu_new_lens, cu_cached_lens,
-                     qkv_format, b, max_ctx_len, max_seq_len, max_pages_per_seq,
-                     is_non_paged):
-    """tex.copy_to_kv_cache (attention.cpp:1088-1111 -> nvte_copy_to_kv_cache,
-    kv_cache.cu): the caches written in place; `page_table` is the paged
-    manager's table or the non-paged manager's batch_indices (one entry per
-    row), as TE passes it."""
-    for name, t in (("page_table", page_table), ("cu_new_lens", cu_new_lens),
-                    ("cu_cached_lens", cu_cached_lens)):
-        if t.dtype != torch.int32 or t.device.type != "cpu" or not t.is_contiguous():
-            raise bridge.BridgeError(f"copy_to_kv_cache: {name} must be contiguous int32 on "
-                                     f"the host")
-    nkt, nvt = new_k.contiguous(), new_v.contiguous()  # kept alive over the call
-    nk, nv = bridge.view(nkt), bridge.view(nvt)
-    kc, vc = bridge.view(k_cache), bridge.view(v_cache)
-    rows = page_table.shape[0] if page_table.dim() == 2 else page_table.numel()
-    bridge.engine()._check(_lib().fattn_bridge_kv_cache_copy(
-        ctypes.addressof(nk), ctypes.addressof(nv), ctypes.addressof(kc), ctypes.addressof(vc),
-        page_table.data_ptr(), rows, cu_new_lens.data_ptr(), cu_cached_lens.data_ptr(),
-        int(qkv_format), int(b), int(max_ctx_len), int(max_seq_len), int(max_pages_per_seq),
-        int(bool(is_non_paged))), "copy_to_kv_cache")

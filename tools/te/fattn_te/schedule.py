@@ -16,8 +16,9 @@ kept by TE:
   set_extra_state (module/base.py:1354-1457) on the same module;
 - cache steps: TE's own InferenceParams (pre_step, then the step
   DotProductAttention takes, dot_product_attention.py 2.20.2:2532-2569),
-  whose copy_to_kv_cache the shim runs on libfattn, and FusedAttention
-  handed the cache and the InferenceParams.
+  on the host as kvcache.py puts it (its copy_to_kv_cache the shim's,
+  bridge_kv.py, on libfattn), and FusedAttention handed the cache and the
+  InferenceParams.
 
 The inputs are fattn's of each step (its run file); a cache step's new K
 and V are read from the cache fattn recorded after it (the rows each
@@ -34,50 +35,32 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from . import bridge, fp8, module, record
+from . import bridge, fp8, kvcache, modes, module, record
 
 FWD_N, BWD_N = 9, 6  # DotProductAttention's num_gemms 3 (dot_product_attention.py 2.20.2:1364)
 
 
 @contextlib.contextmanager
 def on_host():
-    """What TE's module and InferenceParams code asks of CUDA, made host
-    calls on the CPU engine (docs/te.md, "Patches"): is_available (the base
-    module's constructor, module/base.py:895), synchronize (get/set_extra_state,
-    :1412, :1456), current_device (InferenceParams' buffers, inference.py:209-
-    228, 431-463, 648-663) and the page table PagedKVCacheManager allocates
-    on "cuda" (:633-635)."""
+    """What TE's module code asks of CUDA, made host calls on the CPU engine
+    (docs/te.md, "Schedules"): is_available (the base module's constructor,
+    module/base.py:895) and synchronize (get/set_extra_state, :1412, :1456)."""
     if bridge.engine().device != "cpu":
         yield
         return
-    saved = (torch.cuda.is_available, torch.cuda.synchronize, torch.cuda.current_device,
-             torch.zeros)
-    zeros = torch.zeros
-
-    def host_zeros(*a, **k):
-        if str(k.get("device", "")).startswith("cuda"):
-            k["device"] = "cpu"
-        return zeros(*a, **k)
+    saved = (torch.cuda.is_available, torch.cuda.synchronize)
     torch.cuda.is_available = lambda: True
     torch.cuda.synchronize = lambda *a, **k: None
-    torch.cuda.current_device = lambda: torch.device("cpu")
-    torch.zeros = host_zeros
     try:
         yield
     finally:
-        (torch.cuda.is_available, torch.cuda.synchronize, torch.cuda.current_device,
-         torch.zeros) = saved
+        torch.cuda.is_available, torch.cuda.synchronize = saved
 
 
-def _copy_to_kv_cache_on_host():
-    """TE's copy_to_kv_cache is a torch custom op with a CUDA kernel only
-    (attention/custom_ops.py:18-53); on the CPU engine its own Python body,
-    which calls tex.copy_to_kv_cache (the shim), is registered for CPU."""
-    from transformer_engine.pytorch.attention import custom_ops
-    op = custom_ops.copy_to_kv_cache
-    if bridge.engine().device == "cpu" and not getattr(op, "_fattn_cpu", False):
-        op.register_kernel("cpu")(op._init_fn)
-        op._fattn_cpu = True
+def cache_host():
+    """InferenceParams on the CPU engine: kvcache.host() (its buffers on the
+    host, TE's copy_to_kv_cache op with a CPU kernel of its own body)."""
+    return kvcache.host() if bridge.engine().device == "cpu" else contextlib.nullcontext()
 
 
 class Fp8Module:
@@ -206,7 +189,7 @@ def run(backends, res, ref_case, path="module"):
                     args = f8mod.args(spec) if f8mod else (f8 if fp8.is_fp8_case(spec) else None)
                     node, lv = record.forward_call(backends, rk, ref[name]["children"]["inputs"],
                                                    gen, path, f8=args, mod=mod)
-                    if spec["is_training"]:
+                    if modes.has_backward(spec):  # else its ctx ends with it
                         live[step["F"]] = (lv, rk)
                 elif "B" in step:
                     lv, rk = live.pop(step["B"])
@@ -267,8 +250,7 @@ def _cache_steps(backends, res, ref, gen):
     paged = spec.get("paged")
     fmt = res["q_format"]
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[spec["dtype"]]
-    _copy_to_kv_cache_on_host()
-    with on_host():
+    with cache_host():
         ip = te.InferenceParams(
             max_batch_size=spec["b"], max_sequence_length=spec["skv"], num_heads_kv=spec["hg"],
             head_dim_k=spec["d_qk"], head_dim_v=spec["d_v"], dtype=dtype,
@@ -282,7 +264,7 @@ def _cache_steps(backends, res, ref, gen):
         rk, inp = res["steps"][k - 1], ref[str(k)]["children"]["inputs"]
         pairs = step["step"]
         try:
-            with on_host():
+            with cache_host():
                 ip.pre_step(OrderedDict((int(s), int(n)) for s, n in pairs))
             node = _cache_call(backends, rk, inp, pairs, ip, mod, gen, dpa_utils,
                                FusedAttnBackend)
@@ -302,7 +284,7 @@ def _cache_call(backends, rk, inp, pairs, ip, mod, gen, dpa_utils, FusedAttnBack
     q = _torch(inp["children"]["q"]).requires_grad_(True)
     new_k = _new_tokens(rk, inp, pairs, "k")
     new_v = _new_tokens(rk, inp, pairs, "v")
-    with on_host():
+    with cache_host():
         k_cache, v_cache, cu_q, cu_kv, max_kv, qkv_format = ip.step(1, new_k, new_v,
                                                                     rk["q_format"])
     qkv_layout, q_, k_cache, v_cache, _, _ = dpa_utils.get_qkv_layout(
