@@ -58,9 +58,10 @@ def on_host():
 
 
 def cache_host():
-    """InferenceParams on the CPU engine: kvcache.host() (its buffers on the
-    host, TE's copy_to_kv_cache op with a CPU kernel of its own body)."""
-    return kvcache.host() if bridge.engine().device == "cpu" else contextlib.nullcontext()
+    """InferenceParams on the host on either engine, as kvcache.py keeps
+    it (its buffers on the CPU, TE's copy_to_kv_cache op with a CPU kernel
+    of its own body; the cuDNN engine uploads what it is handed)."""
+    return kvcache.host()
 
 
 class Fp8Module:
