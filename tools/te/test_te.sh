@@ -44,25 +44,26 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (154 cases' "$work/verdict")"
-check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) (154 cases' "$work/verdict")"
-check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (154 cases' "$work/verdict")"
+n=$("$fattn" cases | wc -l) # the default matrix, every case of it
+check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) ('"$n"' cases' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) ('"$n"' cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 113 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 122 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
 "$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
 check "TE ${te_legacy} -> TE ${te_split}: only refuse.fp8.max_logit differs (${te_split} runs it)" \
     "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
-check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-'"$te_split"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
+check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 13 refused by TE too$\|^te-'"$te_split"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
 check "TE ${te_legacy}'s own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
 import json, sys
 e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
 print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
 " "$work/v/te1-refusals.json" 2>&1)"
-check "the 11 paged cases ran with their page tables handed to TE" 11 "$(/usr/bin/python3 -c "
+check "the 12 paged cases ran with their page tables handed to TE" 12 "$(/usr/bin/python3 -c "
 import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
@@ -83,7 +84,7 @@ f = h5py.File(sys.argv[1])
 cs = [g for c, g in f['cases'].items() if c.startswith('mode.') and ('no_grad' in c or 'inference_mode' in c)]
 print(len(cs), sum(len(g.get('save_ctx', {})) > 0 for g in cs), sum('backward' in g for g in cs))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (31 cases through TE.s FP8 path, 31 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (34 cases through TE.s FP8 path, 34 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
