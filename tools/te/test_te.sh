@@ -315,11 +315,15 @@ check "... and not taken for F1: the TE pair differs" 1 "$(grep -c '^te-'"$te_sp
 # FP8 case run through the module, and passes on --call function (the
 # module's argument building is what catches it)
 mutant fp8flags "$B" '^                fp8_output=fp8_output,$' '                fp8_output=bf16_backward,'
-"$here/fattn-te" verify --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
-check "FP8 module flags swapped: verify exits 1" 1 $?
-check "... the case and its FP8 out named (TE pair, split pair)" 2 "$(grep -c '^  /cases/fp8.cs.bshd_bs2hd.gqa.outfp8/forward/out  ' "$work/out")"
-"$here/fattn-te" verify --call function --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
-check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
+f8case=fp8.cs.bshd_bs2hd.gqa.outfp8
+for how in module function; do # each held to section 1's run of the release
+    "$here/fattn-te" run --call $how --te "$work/fp8flags" --filter "$f8case" -o "$work/f8$how.h5" >/dev/null 2>&1
+    "$fattn" diff "$work/v/te2.h5" "$work/f8$how.h5" --only "/cases/$f8case*" >"$work/f8$how.diff" 2>&1
+    echo "exit $?" >>"$work/f8$how.diff"
+done
+check "FP8 module flags swapped: the FP8 case differs, its out named" "exit 1 yes" \
+    "$(tail -1 "$work/f8module.diff") $(grep -q "^\(different\|structure\|missing in [AB]\): /cases/$f8case/forward/out" "$work/f8module.diff" && echo yes)"
+check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" "exit 0" "$(tail -1 "$work/f8function.diff")"
 
 # 9h. a saved quantizer that shares its scale with the live one instead of
 # a copy (2.20.2 backends.py:1858 dropped: the S copy keeps the live scale
@@ -380,6 +384,25 @@ check "... the max_batch_size cases errored, each named as TE's hand-off of cu_s
     "$(grep -c '^  paged\.mbs\.[^ ]*: inconsistent hand-off: TE handed fused_attn_fwd an inconsistent cu_seqlens_kv: passed \[[0-9]*\] int32; the contract expects int32 \[[0-9]*\] (b + 1 for the batch of [0-9]*)$' "$work/trim.run")"
 check "... and nothing else differs (the paged cases without max_batch_size hand b + 1 already)" \
     "" "$(counted "$work/trim.diff" | grep -v '^/cases/paged\.mbs\.' | tr '\n' ' ')"
+
+# 9i. the DotProductAttention path's CPU side: which cases DPA is given and
+# why the others are not, the arguments it gets (tools/te/check_dpa.py);
+# DotProductAttention itself needs CUDA, so --call dpa here exits 2 saying so
+TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
+    "$here/check_dpa.py" "$here" "$fattn" "$work" "$te_split" >"$work/dpa" 2>&1
+check "dpa: the cases through DotProductAttention" 70 "$(sed -n 1p "$work/dpa")"
+check "dpa: why the others are not" "ALiBi 2; FP8 32; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 9; raw_func_args 12; schedule 8; softmax offset 4" "$(sed -n 2p "$work/dpa")"
+check "dpa: DPA's arguments for an eval case with dropout" '[{"attention_dropout": 0.2, "attention_type": "self", "attn_mask_type": "no_mask", "kv_channels": [16, 16], "layer_number": 1, "num_attention_heads": 2, "num_gqa_groups": 2, "qkv_format": "sbhd", "return_max_logit": false, "softmax_scale": 0.25, "softmax_type": "vanilla", "window_size": [-1, -1]}, {"attn_mask_type": "no_mask", "bottom_right_diagonal": true, "core_attention_bias_type": "no_bias", "fast_zero_fill": true, "max_seqlen_kv": 40, "max_seqlen_q": 24, "qkv_format": "sbhd", "window_size": [-1, -1]}, {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NVTE_FLASH_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"}]' "$(sed -n 3p "$work/dpa")"
+check "dpa: a case DPA routes away is recorded so, listed on the run line" \
+    "0 [\"  routed away: layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
+    "$(sed -n 4p "$work/dpa")"
+check "dpa: ... and left out of the verdict, listed under it" \
+    "0 ['fattn-split -> te: behavior-neutral: yes (0 cases, 0 tensors)', \"  routed away (not compared): /cases/layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
+    "$(sed -n 5p "$work/dpa")"
+"$here/fattn-te" run --call dpa --te "$te_split" --filter 'mode.eval.dropout*' -o "$work/dpa.h5" 2>"$work/err"
+check "--call dpa without CUDA exits 2" 2 $?
+check "... saying DotProductAttention needs CUDA and where to run it" 1 "$(grep -c 'needs CUDA .*run it on a GPU runner (tools/te/gpu-te.sh)' "$work/err")"
+check "... and writes nothing" no "$( [ -e "$work/dpa.h5" ] && echo yes || echo no)"
 
 # 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
 # second --te is refused before any TE runs
