@@ -127,6 +127,7 @@ typedef enum bad_kind {
     BAD_SHORT_TABLE, /* too few pages for max_seqlen_kv */
     BAD_LONG_TABLE,  /* more than ceil(max_seqlen_kv / page) */
     BAD_NO_PADDING,  /* causal without padding */
+    BAD_FEW_ROWS,    /* fewer rows than the batch */
     BAD_KINDS
 } bad_kind;
 
@@ -141,6 +142,7 @@ static const struct {
     [BAD_SHORT_TABLE] = {"short_table", FATTN_E_SHAPE},
     [BAD_LONG_TABLE] = {"long_table", FATTN_E_SHAPE},
     [BAD_NO_PADDING] = {"no_padding", FATTN_E_INVALID_CASE},
+    [BAD_FEW_ROWS] = {"few_rows", FATTN_E_SHAPE},
 };
 
 START_TEST(test_refused)
@@ -162,6 +164,7 @@ START_TEST(test_refused)
     case BAD_SHORT_TABLE: p.page_table_k.shape[1] = r->pages_per_seq - 1; break;
     case BAD_LONG_TABLE: p.attn.max_seqlen_kv -= r->page; break; /* one page too many */
     case BAD_NO_PADDING: p.attn.mask_type = FATTN_MASK_CAUSAL_BOTTOM_RIGHT; break;
+    case BAD_FEW_ROWS: p.page_table_k.shape[0] = r->b - 1; break;
     default: ck_abort();
     }
     fattn_status st = fattn_engine_fwd(fx.e, &p);

@@ -91,8 +91,8 @@ static const ctx_row ctx_rows[] = {
 
 /* A valid record with every field away from its zero value. */
 static fattn_fp8_quantizer sample_quant[2] = {
-    {FATTN_FP8_RECIPE_DELAYED, FATTN_DTYPE_FLOAT8_E4M3FN, 16.0f, 3.25f, false, 0.0f},
-    {FATTN_FP8_RECIPE_CURRENT, FATTN_DTYPE_FLOAT8_E5M2, 0x1.8p-3f, 1e-7f, true, 0x1p-20f},
+    {FATTN_FP8_RECIPE_DELAYED, FATTN_DTYPE_FLOAT8_E4M3FN, 16.0f, 3.25f, false, 0.0f, NULL},
+    {FATTN_FP8_RECIPE_CURRENT, FATTN_DTYPE_FLOAT8_E5M2, 0x1.8p-3f, 1e-7f, true, 0x1p-20f, NULL},
 };
 
 static fattn_ctx_record ctx_sample(bool with_optional)

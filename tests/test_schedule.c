@@ -39,6 +39,13 @@ static const parse_row parse_rows[] = {
      "step 1: F takes a micro-batch"},
     {"sched.b_not_live", TRAIN "\"schedule\":[{\"F\":0},{\"B\":1}]}", FATTN_E_INVALID_ARG,
      "step 2: B1 without a live forward"},
+    {"sched.ok.no_grad", TRAIN "\"no_grad\":true,\"schedule\":[{\"F\":0},{\"F\":0}]}",
+     FATTN_OK, NULL},
+    {"sched.b_no_grad", TRAIN "\"no_grad\":true,\"schedule\":[{\"F\":0},{\"B\":0}]}",
+     FATTN_E_INVALID_ARG, "step 2: B0 without a live forward of micro-batch 0 (a forward under "
+     "no_grad or inference_mode keeps none)"},
+    {"sched.cache_inference_mode", CACHE "\"inference_mode\":true,\"schedule\":[{\"step\":"
+     "[[0,3]]}]}", FATTN_E_INVALID_ARG, "cache steps run with grad enabled"},
     {"sched.f_twice", TRAIN "\"schedule\":[{\"F\":0},{\"F\":0}]}", FATTN_E_INVALID_ARG,
      "step 2: F0 while micro-batch 0's forward is alive"},
     {"sched.u_f16", TRAIN "\"schedule\":[{\"F\":0},{\"U\":\"both\"}]}", FATTN_E_INVALID_ARG,

@@ -61,7 +61,11 @@ static double case_peak_bytes(const fattn_spec *s)
     double bias = s->bias == FATTN_BIAS_POST_SCALE_BIAS ? b * h * sq * skv * io : 0.0;
     double all = 2.0 * (q + k + v) + 2.0 * o + 2.0 * stats + 2.0 * bias;
     double scratch = 8.0 * skv * (2.0 * (d + dv) + 64.0) * 4.0 * 4.0;
-    return 3.0 * all + scratch + b * h * sq * 4.0;
+    /* a schedule records every step (a cache step's k and v are the whole
+     * cache) and keeps the forwards alive until their B: a call's worth
+     * per step, one more for the module */
+    double calls = s->schedule ? (double)s->schedule->n + 1.0 : 1.0;
+    return calls * 3.0 * all + scratch + b * h * sq * 4.0;
 }
 
 static size_t elem_size(const fattn_h5_node *a)
@@ -203,10 +207,21 @@ static fattn_status audit_writes_tensor(fattn_h5_node *state_audit, const char *
     return st;
 }
 
-/* --check-writes: compare the outputs of a run poisoned with 0xFF bytes and
- * one poisoned with 0xA5 bytes. */
-static fattn_status audit_writes(fattn_h5_node *audit, const fattn_h5_node *first,
-                                 const fattn_h5_node *second)
+/* The audit group of one call of a case: /audit/<id>, or for a schedule's
+ * step k /audit/<id>/steps/<k> (the steps are audited one by one). */
+static fattn_status call_audit(fattn_h5_node *case_audit, const char *step, fattn_h5_node **out)
+{
+    fattn_h5_node *g = case_audit;
+    fattn_status st = FATTN_OK;
+    if (step && (st = fattn_h5_node_group(case_audit, "steps", &g)) == FATTN_OK)
+        st = fattn_h5_node_group(g, step, &g);
+    *out = g;
+    return st;
+}
+
+/* --check-writes of one call (a case's, or a schedule step's). */
+static fattn_status writes_call(fattn_h5_node *call_audit_g, const fattn_h5_node *first,
+                                const fattn_h5_node *second)
 {
     static const struct { const char *state, *path, *name; } outs[] = {
         {"forward", "out", "out"},
@@ -218,9 +233,8 @@ static fattn_status audit_writes(fattn_h5_node *audit, const fattn_h5_node *firs
         {"backward", "d_bias", "d_bias"},
         {"backward", "d_softmax_offset", "d_softmax_offset"},
     };
-    fattn_h5_node *case_audit;
-    fattn_status st = fattn_h5_node_group(audit, first->name, &case_audit);
-    for (size_t i = 0; st == FATTN_OK && i < sizeof outs / sizeof outs[0]; i++) {
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; st == FATTN_OK && second && i < sizeof outs / sizeof outs[0]; i++) {
         const fattn_h5_node *ga = fattn_h5_node_find(first, outs[i].state);
         const fattn_h5_node *gb = fattn_h5_node_find(second, outs[i].state);
         if (!ga || !gb)
@@ -229,30 +243,67 @@ static fattn_status audit_writes(fattn_h5_node *audit, const fattn_h5_node *firs
         if (!a)
             continue;
         fattn_h5_node *sa;
-        if ((st = fattn_h5_node_group(case_audit, outs[i].state, &sa)) == FATTN_OK)
+        if ((st = fattn_h5_node_group(call_audit_g, outs[i].state, &sa)) == FATTN_OK)
             st = audit_writes_tensor(sa, outs[i].name, a, fattn_h5_node_find(gb, outs[i].path));
     }
     return st;
+}
+
+/* --repeat of one call. */
+static fattn_status repeat_call(fattn_h5_node *call_audit_g, const fattn_h5_node *first,
+                                const fattn_h5_node *again, int repeats, const char *where0)
+{
+    static const char *const states[] = {"forward", "save_ctx", "backward"};
+    fattn_status st = FATTN_OK;
+    for (int i = 0; i < 3 && st == FATTN_OK; i++) {
+        const fattn_h5_node *g = fattn_h5_node_find(first, states[i]);
+        if (!g)
+            continue;
+        fattn_h5_node *sa;
+        char where[320];
+        snprintf(where, sizeof where, "%s/%s", where0, states[i]);
+        if ((st = fattn_h5_node_group(call_audit_g, states[i], &sa)) == FATTN_OK)
+            st = audit_walk(sa, g, again ? fattn_h5_node_find(again, states[i]) : NULL, repeats,
+                            where);
+    }
+    return st;
+}
+
+/* One audit (`repeats` > 0: --repeat, else --check-writes) of a case's
+ * calls: the case's, or each step of its schedule. */
+static fattn_status audit_calls(fattn_h5_node *audit, const fattn_h5_node *first,
+                                const fattn_h5_node *other, int repeats)
+{
+    fattn_h5_node *case_audit, *ca;
+    fattn_status st = fattn_h5_node_group(audit, first->name, &case_audit);
+    const fattn_h5_node *sa = fattn_h5_node_find(first, "steps");
+    const fattn_h5_node *sb = fattn_h5_node_find(other, "steps");
+    for (size_t k = 0; st == FATTN_OK && k < (sa ? sa->n_children : 1); k++) {
+        const char *step = sa ? sa->children[k]->name : NULL;
+        const fattn_h5_node *a = sa ? sa->children[k] : first;
+        const fattn_h5_node *b = sa ? (sb ? fattn_h5_node_find(sb, step) : NULL) : other;
+        char where[300];
+        snprintf(where, sizeof where, "%s%s%s", first->name, step ? "/steps/" : "",
+                 step ? step : "");
+        if ((st = call_audit(case_audit, step, &ca)) == FATTN_OK)
+            st = repeats > 0 ? repeat_call(ca, a, b, repeats, where) : writes_call(ca, a, b);
+    }
+    return st;
+}
+
+/* --check-writes: compare the outputs of a run poisoned with 0xFF bytes and
+ * one poisoned with 0xA5 bytes. */
+static fattn_status audit_writes(fattn_h5_node *audit, const fattn_h5_node *first,
+                                 const fattn_h5_node *second)
+{
+    return audit_calls(audit, first, second, 0);
 }
 
 /* --repeat: compare one more run of a case with the first. */
 static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *first,
                                  const fattn_h5_node *again, int repeats)
 {
-    static const char *const states[] = {"forward", "save_ctx", "backward"};
-    fattn_h5_node *case_audit;
-    fattn_status st = fattn_h5_node_group(audit, first->name, &case_audit);
-    for (int i = 0; i < 3 && st == FATTN_OK; i++) {
-        const fattn_h5_node *g = fattn_h5_node_find(first, states[i]);
-        if (!g)
-            continue;
-        fattn_h5_node *sa;
-        char where[300];
-        snprintf(where, sizeof where, "%s/%s", first->name, states[i]);
-        if ((st = fattn_h5_node_group(case_audit, states[i], &sa)) == FATTN_OK)
-            st = audit_walk(sa, g, fattn_h5_node_find(again, states[i]), repeats, where);
-    }
-    return st;
+    return audit_calls(audit, first, again, repeats);
 }
 
 /* Refuse the run before allocating when a case's estimated peak exceeds

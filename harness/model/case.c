@@ -376,6 +376,72 @@ static char *splice_raw(const char *dumped, char *const raw[RAW_SLOTS])
     return out;
 }
 
+/* The resolved model of the case step k of s's schedule runs as (a B's is
+ * its forward's), or "null" for an update or a checkpoint. */
+static fattn_status step_json(const fattn_spec *s, const fattn_kv_plan *plan, int64_t k,
+                              char **out)
+{
+    const fattn_step *st = &s->schedule->steps[k - 1];
+    if (st->kind == FATTN_STEP_U || st->kind == FATTN_STEP_X) {
+        *out = strdup("null");
+        return *out ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
+    }
+    int64_t of = st->kind == FATTN_STEP_B ? fattn_schedule_forward_of(s->schedule, k) : k;
+    fattn_spec one;
+    fattn_status rc = fattn_spec_step(s, plan, of, &one);
+    if (rc == FATTN_OK)
+        rc = fattn_case_json_line(&one, out);
+    fattn_spec_free(&one);
+    return rc;
+}
+
+/* `,"steps":[...]` appended to a schedule's resolved line (before its
+ * closing brace): each step's own resolved model. */
+static fattn_status append_steps(const fattn_spec *s, char **line)
+{
+    fattn_kv_plan plan;
+    bool kv = fattn_schedule_is_cache(s->schedule);
+    fattn_status st = kv ? fattn_spec_kv_plan(s, &plan) : FATTN_OK;
+    size_t len = strlen(*line), cap = len + 16;
+    char *buf = st == FATTN_OK ? malloc(cap) : NULL;
+    if (st == FATTN_OK && !buf)
+        st = fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
+    if (buf) {
+        memcpy(buf, *line, len - 1); /* without the closing brace */
+        len--;
+        memcpy(buf + len, ",\"steps\":[", 10);
+        len += 10;
+    }
+    for (int64_t k = 1; st == FATTN_OK && k <= s->schedule->n; k++) {
+        char *one = NULL;
+        if ((st = step_json(s, kv ? &plan : NULL, k, &one)) != FATTN_OK)
+            break;
+        size_t n = strlen(one);
+        char *nb = realloc(buf, len + n + 4);
+        if (!nb) {
+            free(one);
+            st = fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
+            break;
+        }
+        buf = nb;
+        if (k > 1)
+            buf[len++] = ',';
+        memcpy(buf + len, one, n);
+        len += n;
+        free(one);
+    }
+    if (st == FATTN_OK) {
+        memcpy(buf + len, "]}", 3);
+        free(*line);
+        *line = buf;
+        buf = NULL;
+    }
+    free(buf);
+    if (kv)
+        fattn_kv_plan_free(&plan);
+    return st;
+}
+
 fattn_status fattn_case_json_line(const fattn_spec *s, char **out)
 {
     char *raw[RAW_SLOTS] = {NULL}, num[3][32];
@@ -387,8 +453,15 @@ fattn_status fattn_case_json_line(const fattn_spec *s, char **out)
     free(dumped);
     free(raw[RAW_SPEC]);
     json_decref(o);
-    return *out ? FATTN_OK
-                : fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory", s->id);
+    if (!*out)
+        return fattn_error(FATTN_E_NOMEM, "resolved cases: case %s: out of memory", s->id);
+    fattn_status st = FATTN_OK;
+    if (s->schedule && (*out)[strlen(*out) - 1] == '}' &&
+        (st = append_steps(s, out)) != FATTN_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)

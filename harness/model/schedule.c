@@ -155,6 +155,16 @@ int64_t fattn_schedule_forwards(const fattn_schedule *s)
     return k;
 }
 
+int64_t fattn_schedule_forward_of(const fattn_schedule *s, int64_t k)
+{
+    assert(s && k >= 1 && k <= s->n && s->steps[k - 1].kind == FATTN_STEP_B);
+    int64_t f = k - 1;
+    while (f >= 1 &&
+           !(s->steps[f - 1].kind == FATTN_STEP_F && s->steps[f - 1].mb == s->steps[k - 1].mb))
+        f--;
+    return f;
+}
+
 bool fattn_schedule_is_cache(const fattn_schedule *s)
 {
     return s && s->n > 0 && s->steps[0].kind == FATTN_STEP_KV;

@@ -78,6 +78,9 @@ void fattn_step_name(const fattn_step *st, char *buf, size_t n);
  * generator. */
 int64_t fattn_schedule_forwards(const fattn_schedule *s);
 bool fattn_schedule_is_cache(const fattn_schedule *s);
+/* The step (1-based) of the forward whose micro-batch the B at step k
+ * ends: its case (seed, lengths) is the B's too. 0 when there is none. */
+int64_t fattn_schedule_forward_of(const fattn_schedule *s, int64_t k);
 
 /* ---- cache steps: TE's cache managers' bookkeeping -------------------------- */
 

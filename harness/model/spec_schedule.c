@@ -145,17 +145,20 @@ static fattn_status check_training(const spec_parse_ctx *c, const fattn_spec *s)
             return spec_case_error(c, FATTN_E_INVALID_ARG, key, "step %" PRId64 ": F%" PRId64
                                    " while micro-batch %" PRId64 "'s forward is alive (its B "
                                    "has not run)", k + 1, st->mb, st->mb);
-        if (st->kind == FATTN_STEP_F && s->is_training) {
+        if (st->kind == FATTN_STEP_F && fattn_spec_has_backward(s)) {
             if (n_live == 64)
                 return spec_case_error(c, FATTN_E_INVALID_ARG, key, "step %" PRId64 ": more "
                                        "than 64 forwards alive at once", k + 1);
             live[n_live++] = st->mb;
         }
-        if (st->kind == FATTN_STEP_B && (at < 0 || !s->is_training))
+        if (st->kind == FATTN_STEP_B && (at < 0 || !fattn_spec_has_backward(s)))
             return spec_case_error(c, FATTN_E_INVALID_ARG, key, "step %" PRId64 ": B%" PRId64
                                    " without a live forward of micro-batch %" PRId64 "%s",
                                    k + 1, st->mb, st->mb,
-                                   s->is_training ? "" : " (an inference case keeps none)");
+                                   fattn_spec_has_backward(s) ? "" :
+                                   s->is_training ? " (a forward under no_grad or "
+                                   "inference_mode keeps none)" :
+                                   " (an inference case keeps none)");
         if (st->kind == FATTN_STEP_B)
             live[at] = live[--n_live];
     }
@@ -175,6 +178,9 @@ static fattn_status check_cache(const spec_parse_ctx *c, const fattn_spec *s)
     const char *why = NULL;
     if (s->is_training)
         why = "cache steps are inference (is_training false): TE's KV caching runs in eval";
+    else if (s->no_grad || s->inference_mode)
+        why = "cache steps run with grad enabled, as TE's test_kv_cache.py runs them (no_grad "
+              "and inference_mode are not modelled with them)";
     else if (fattn_layout_kv_format(s->layout) != FATTN_FORMAT_BSHD ||
              (fattn_layout_group(s->layout) != FATTN_LAYOUT_GROUP_HD_HD_HD &&
               fattn_layout_group(s->layout) != FATTN_LAYOUT_GROUP_PAGED_KV_HD_HD_HD) ||

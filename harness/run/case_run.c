@@ -131,8 +131,8 @@ static fattn_status record_forward(fattn_case_run *r, const fattn_fe_forward *re
     if (res->out_scale_inv != 0.0f &&
         (st = fattn_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)))
         return st;
-    if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->gen.seed)) ||
-        (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->gen.offset)))
+    if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->env.gen->seed)) ||
+        (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->env.gen->offset)))
         return st;
     /* which cuDNN engine config ran: provenance, never counted by diff */
     if (fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG) &&

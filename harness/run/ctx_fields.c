@@ -35,7 +35,7 @@ fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
     char buf[160];
     const char *recipe = fattn_fp8_recipe_name(q->kind);
     snprintf(buf, sizeof buf, "%s %s scale=%a amax=%a pow2=%d eps=%a", recipe ? recipe : "none",
-             fattn_dtype_name(q->dtype), (double)q->scale, (double)q->amax,
+             fattn_dtype_name(q->dtype), (double)q->scale, (double)fattn_fp8_quantizer_amax(q),
              q->force_pow_2_scales ? 1 : 0, (double)q->amax_epsilon);
     return fattn_h5_node_set_string(n, key, buf);
 }

@@ -508,10 +508,15 @@ static fattn_status check_step(const char *path, const fattn_spec *s, const fatt
         return check_recipe_group(path, s, fattn_h5_node_find(g, w[0]), w[0]);
     }
     bool b = step->kind == FATTN_STEP_B;
-    if ((st = check_step_children(path, s->id, g, b ? bwd : fwd, b ? 2 : 1)) != FATTN_OK)
+    /* --until records a B step's states up to it: save_ctx, or nothing */
+    if ((st = check_step_children(path, s->id, g, b ? bwd : fwd, b ? 0 : 1)) != FATTN_OK)
         return st;
-    fattn_spec one;
-    if ((st = fattn_spec_step(s, plan, k, &one)) != FATTN_OK)
+    fattn_spec one; /* a B's case is its forward's */
+    int64_t of = b ? fattn_schedule_forward_of(s->schedule, k) : k;
+    if (of < 1)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a B step without its forward",
+                           path, s->id);
+    if ((st = fattn_spec_step(s, plan, of, &one)) != FATTN_OK)
         return st;
     fattn_case rc;
     if ((st = fattn_case_resolve(&one, &rc)) != FATTN_OK) {

@@ -80,7 +80,7 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
 
 /* fattn_run_case of a case with a schedule (spec.h): every step recorded
  * under /cases/<id>/steps/<k>/ (docs/run-files.md "Schedules"); --until
- * before backward stops the schedule at its first B step. */
+ * runs every state of every step and records each step's up to it. */
 fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
                                 fattn_h5_node **out);
 /* fattn_replay_case of a recorded schedule: the steps copied as recorded

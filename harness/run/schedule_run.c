@@ -86,17 +86,38 @@ static fattn_status mb_end(sched_run *r, micro_batch *b)
     return st;
 }
 
-/* The forward states up to opts->until. */
+/* One state of micro-batch b, recorded into step group g when --until
+ * reaches it, else into a scratch group dropped after: a schedule runs
+ * every state of every step, since later steps depend on them (the amaxes
+ * a backward writes, the cache), and records those up to --until. */
+static fattn_status run_state(sched_run *r, micro_batch *b, fattn_h5_node *g, fattn_state s)
+{
+    fattn_h5_node *scratch = NULL;
+    fattn_status st = FATTN_OK;
+    if (r->opts->until < s)
+        st = fattn_h5_node_new_group("", &scratch);
+    b->run.node = scratch ? scratch : g;
+    r->state = s;
+    if (st == FATTN_OK) {
+        if (s == FATTN_STATE_FORWARD)
+            st = fattn_case_run_forward(&b->run);
+        else if (s == FATTN_STATE_SAVE_CTX && b->run.state == FATTN_STATE_FORWARD)
+            st = fattn_case_run_save_ctx(&b->run);
+        else if (s == FATTN_STATE_SAVE_CTX)
+            st = fattn_case_run_saved(&b->run);
+        else
+            st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
+    }
+    b->run.node = g;
+    fattn_h5_node_free(scratch);
+    return st;
+}
+
+/* The forward states, up to SAVE_CTX. */
 static fattn_status mb_forward(sched_run *r, micro_batch *b)
 {
-    if (r->opts->until < FATTN_STATE_FORWARD)
-        return FATTN_OK;
-    r->state = FATTN_STATE_FORWARD;
-    fattn_status st = fattn_case_run_forward(&b->run);
-    if (st != FATTN_OK || r->opts->until < FATTN_STATE_SAVE_CTX)
-        return st;
-    r->state = FATTN_STATE_SAVE_CTX;
-    return fattn_case_run_save_ctx(&b->run);
+    fattn_status st = run_state(r, b, b->fnode, FATTN_STATE_FORWARD);
+    return st != FATTN_OK ? st : run_state(r, b, b->fnode, FATTN_STATE_SAVE_CTX);
 }
 
 /* F m: inputs drawn for this step (seed + k), the forward; in training the
@@ -112,7 +133,7 @@ static fattn_status step_f(sched_run *r, const fattn_step *s, fattn_h5_node *g)
     st = fattn_case_run_inputs(&b->run);
     if (st == FATTN_OK)
         st = mb_forward(r, b);
-    if (st != FATTN_OK || !r->spec->is_training) {
+    if (st != FATTN_OK || !fattn_spec_has_backward(r->spec)) {
         fattn_status end = mb_end(r, b);
         return st != FATTN_OK ? st : end;
     }
@@ -132,13 +153,9 @@ static fattn_status step_b(sched_run *r, const fattn_step *s, fattn_h5_node *g)
     assert(at >= 0); /* the schedule's check */
     micro_batch *b = r->live[at];
     r->live[at] = r->live[--r->n_live];
-    b->run.node = g;
-    r->state = FATTN_STATE_SAVE_CTX;
-    fattn_status st = fattn_case_run_saved(&b->run);
-    if (st == FATTN_OK) {
-        r->state = FATTN_STATE_BACKWARD;
-        st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
-    }
+    fattn_status st = run_state(r, b, g, FATTN_STATE_SAVE_CTX);
+    if (st == FATTN_OK)
+        st = run_state(r, b, g, FATTN_STATE_BACKWARD);
     fattn_status end = mb_end(r, b);
     return st != FATTN_OK ? st : end;
 }
@@ -216,9 +233,6 @@ fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *op
     for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
         const fattn_step *s = &spec->schedule->steps[i];
         r.k = i + 1;
-        /* --until before backward: the schedule stops at its first B */
-        if (s->kind == FATTN_STEP_B && opts->until < FATTN_STATE_BACKWARD)
-            break;
         st = run_step(&r, s);
     }
     for (int i = 0; i < r.n_live; i++) { /* forwards whose B never came */
@@ -292,16 +306,18 @@ static fattn_status replay_forward(sched_replay *p, const fattn_h5_node *rec, fa
 static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec,
                                     fattn_h5_node *g)
 {
-    const fattn_schedule *sc = p->r.spec->schedule;
-    int64_t f = p->r.k - 1;
-    while (f >= 1 && !(sc->steps[f - 1].kind == FATTN_STEP_F && sc->steps[f - 1].mb == s->mb))
-        f--;
+    (void)s;
+    int64_t f = fattn_schedule_forward_of(p->r.spec->schedule, p->r.k);
     const fattn_h5_node *fin = f >= 1 ? recorded_step(p, f) : NULL;
     const fattn_h5_node *sc_g = fattn_h5_node_find(rec, "save_ctx");
     fin = fin ? fattn_h5_node_find(fin, "inputs") : NULL;
-    if (!fin || !sc_g)
-        return fattn_error(FATTN_E_INVALID_FILE, "the file lacks the forward's inputs or the "
-                           "step's save_ctx");
+    if (!sc_g)
+        return fattn_error(FATTN_E_STATE, "cannot resume from state %s: the file lacks this B "
+                           "step's save_ctx", fattn_state_name(p->from));
+    if (p->r.opts->until < FATTN_STATE_BACKWARD) /* as recorded, nothing recomputed */
+        return fattn_h5_node_copy(sc_g, g, NULL);
+    if (!fin)
+        return fattn_error(FATTN_E_INVALID_FILE, "the file lacks the B step's forward's inputs");
     int64_t k = p->r.k;
     p->r.k = f; /* the micro-batch's spec is its forward's */
     micro_batch *b = NULL;
@@ -366,7 +382,7 @@ fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_sp
         const fattn_step *s = &spec->schedule->steps[i];
         p.r.k = i + 1;
         const fattn_h5_node *rec = recorded_step(&p, p.r.k);
-        if (!rec || (s->kind == FATTN_STEP_B && opts->until < FATTN_STATE_BACKWARD))
+        if (!rec)
             break;
         st = replay_step(&p, s, rec);
     }

@@ -168,3 +168,8 @@ fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const fl
                            scaled_max);
     return FATTN_OK;
 }
+
+float fattn_fp8_quantizer_amax(const fattn_fp8_quantizer *q)
+{
+    return q->shared_amax ? *q->shared_amax : q->amax;
+}

@@ -334,6 +334,7 @@ void fattn__legacy_fp8_save_and_ctx(lg_forward_locals *f)
     ctx->S_quantizer = &qs->S;
     if (f->is_bwd_fp8 && qs->S.kind == FATTN_FP8_RECIPE_DELAYED) {
         ctx->own_s_copy = qs->S;
+        ctx->own_s_copy.shared_amax = &qs->S.amax; /* copy() keeps the amax view */
         ctx->S_quantizer = &ctx->own_s_copy;
     }
     ctx->fused_attention_backend = f->is_bwd_fp8 ? FATTN_TE_BACKEND_FP8

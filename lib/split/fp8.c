@@ -335,6 +335,7 @@ void fattn__split_fp8_ctx_attrs(sp_forward_frame *f)
     /* S:1856-1858: backward's S quantizer is a copy with the scale as now */
     if (f->is_bwd_fp8 && qs->S.kind == FATTN_FP8_RECIPE_DELAYED) {
         f->res->own_s_copy = qs->S;
+        f->res->own_s_copy.shared_amax = &qs->S.amax; /* copy() shares the amax */
         ca->S_quantizer = &f->res->own_s_copy;
     }
 }

@@ -50,7 +50,7 @@ check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(gre
 check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) ('"$n"' cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 114 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 122 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
@@ -84,7 +84,7 @@ f = h5py.File(sys.argv[1])
 cs = [g for c, g in f['cases'].items() if c.startswith('mode.') and ('no_grad' in c or 'inference_mode' in c)]
 print(len(cs), sum(len(g.get('save_ctx', {})) > 0 for g in cs), sum('backward' in g for g in cs))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (32 cases through TE.s FP8 path, 32 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (34 cases through TE.s FP8 path, 34 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -178,11 +178,21 @@ except AttributeError:
 check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
 
 # 5b. what the FP8 path reaches of the shim, as discover.py --run logs it:
-# the two fused_attn calls and TE's quantizers' cast, nothing else
-got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
-    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+# the two fused_attn calls and TE's quantizers' cast, nothing else; 5c. the
+# schedules (a paged decode, the FP8 pipeline with its update) reach TE's
+# own recipe update and KV-cache copy (the shim's C++ stand-ins on libfattn)
+# besides; one TE import for both
+PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
+    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" \
+    --run 'fp8.*.outfp8' 'sched.[df]*.p*.f16' >"$work/reach" 2>/dev/null
+reached() { # the names logged under filter $1
+    awk -v f="== $1" '/^== /{on = ($0 == f); next} on {print $1}' "$work/reach" | tr '\n' ' '
+}
 check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
-    "fused_attn_bwd fused_attn_fwd quantize " "$got"
+    "fused_attn_bwd fused_attn_fwd quantize " "$(reached 'fp8.*.outfp8')"
+check "the schedules reach the recipe update and copy_to_kv_cache" \
+    "copy_to_kv_cache fused_amax_and_scale_update_after_reduction fused_attn_bwd fused_attn_fwd quantize " \
+    "$(reached 'sched.[df]*.p*.f16')"
 
 # 6. the bridge refuses a libfattn whose struct layout is not its mirror
 got=$(PYTHONPATH="$here" "$env_dir/venv/bin/python" -c '
@@ -315,6 +325,23 @@ check "FP8 module flags swapped: the FP8 case differs, its out named" "exit 1 ye
     "$(tail -1 "$work/f8module.diff") $(grep -q "^\(different\|structure\|missing in [AB]\): /cases/$f8case/forward/out" "$work/f8module.diff" && echo yes)"
 check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" "exit 0" "$(tail -1 "$work/f8function.diff")"
 
+# 9h. a saved quantizer that shares its scale with the live one instead of
+# a copy (2.20.2 backends.py:1858 dropped: the S copy keeps the live scale
+# tensor): invisible to one forward and backward, caught by the schedule
+# whose recipe update falls between a forward and its backward, naming the
+# step and the quantizer
+mutant scopy "$B" '^        S_quantizer\.scale = S_quantizer\.scale\.clone\(\)$' '        pass'
+"$env_dir/venv/bin/python" -c '
+import json, sys
+print(json.dumps([c for c in json.load(open(sys.argv[1]))
+                  if c["id"] in ("fp8.ds.bshd", "sched.fp8.pipeline.update_between.f16")]))' \
+    "$here/../../golden/default_cases.json" >"$work/scopy.json"
+"$here/fattn-te" verify --te "$te_split" --te "$work/scopy" --cases "$work/scopy.json" >"$work/out" 2>&1
+check "S copy sharing its scale: verify exits 1 on the schedule" 1 $?
+check "... one forward and backward (fp8.ds.bshd) cannot tell" "2 0" "$(grep -c 'behavior-neutral: no (1 of 2 cases differ' "$work/out") $(grep -c '/cases/fp8\.ds\.bshd[/@ ]' "$work/out")"
+check "... naming the step and the quantizer (TE pair, split pair)" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/save_ctx@S_quantizer  ' "$work/out")"
+check "... and the backward it changed" 2 "$(grep -c '^  /cases/sched.fp8.pipeline.update_between.f16/steps/4/backward/dv  different' "$work/out")"
+
 # 9f. blame: TE (its line), TE's hand-off, or fattn-te's own error, which
 # stops the run with exit 2 and writes nothing (tools/te/check_blame.py)
 TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
@@ -364,7 +391,7 @@ check "... and nothing else differs (the paged cases without max_batch_size hand
 TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
     "$here/check_dpa.py" "$here" "$fattn" "$work" "$te_split" >"$work/dpa" 2>&1
 check "dpa: the cases through DotProductAttention" 70 "$(sed -n 1p "$work/dpa")"
-check "dpa: why the others are not" "ALiBi 2; FP8 32; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 9; raw_func_args 12; softmax offset 4" "$(sed -n 2p "$work/dpa")"
+check "dpa: why the others are not" "ALiBi 2; FP8 32; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 9; raw_func_args 12; schedule 8; softmax offset 4" "$(sed -n 2p "$work/dpa")"
 check "dpa: DPA's arguments for an eval case with dropout" '[{"attention_dropout": 0.2, "attention_type": "self", "attn_mask_type": "no_mask", "kv_channels": [16, 16], "layer_number": 1, "num_attention_heads": 2, "num_gqa_groups": 2, "qkv_format": "sbhd", "return_max_logit": false, "softmax_scale": 0.25, "softmax_type": "vanilla", "window_size": [-1, -1]}, {"attn_mask_type": "no_mask", "bottom_right_diagonal": true, "core_attention_bias_type": "no_bias", "fast_zero_fill": true, "max_seqlen_kv": 40, "max_seqlen_q": 24, "qkv_format": "sbhd", "window_size": [-1, -1]}, {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NVTE_FLASH_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"}]' "$(sed -n 3p "$work/dpa")"
 check "dpa: a case DPA routes away is recorded so, listed on the run line" \
     "0 [\"  routed away: layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \

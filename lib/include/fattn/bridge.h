@@ -13,6 +13,13 @@
  * as nvte_compute_amax), fattn_bridge_fp8_quantize (each element scaled
  * and cast with saturation, fattn_fp8_quantize) and
  * fattn_bridge_fp8_cs_scale (a current-scaling call's scale from its amax).
+ *
+ * The C++ that carries recipe state from call to call (lib/bridge/state.c):
+ * fattn_bridge_fp8_delayed_update is fattn_fp8_delayed_update for one
+ * state (tex.fused_amax_and_scale_update_after_reduction runs it per
+ * state: amax_history [len, n] and scale [n] contiguous float32, reduced
+ * that state's slice of the reduction buffer or NULL; algo a
+ * fattn_fp8_amax_algo, dtype a fattn_dtype).
  */
 #ifndef FATTN_BRIDGE_H
 #define FATTN_BRIDGE_H
@@ -33,6 +40,10 @@ FATTN_API fattn_status fattn_bridge_fp8_amax(const fattn_tensor *src, float *ama
 FATTN_API fattn_status fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst,
                                                  float scale);
 FATTN_API float fattn_bridge_fp8_cs_scale(float amax, int dtype, int pow2, float epsilon);
+FATTN_API fattn_status fattn_bridge_fp8_delayed_update(float *amax_history, float *scale,
+                                                       int64_t len, int64_t n,
+                                                       const float *reduced, int algo,
+                                                       int dtype, int margin);
 
 #ifdef __cplusplus
 }

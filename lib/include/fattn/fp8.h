@@ -78,7 +78,17 @@ typedef struct fattn_fp8_quantizer {
     float scale, amax;
     bool force_pow_2_scales;
     float amax_epsilon;
+    /* NULL: `amax` is the quantizer's own. Else the amax of the quantizer
+     * it is a copy of: Float8Quantizer.copy() shares its amax tensor and
+     * FusedAttnFunc then replaces only the copy's scale (the S copy, TE
+     * 2.19.0 backends.py:1698-1700, 2.20.2:1856-1858;
+     * float8_tensor.py:85-97), so the copy shows every amax written into
+     * its source after it was made. Read it with fattn_fp8_quantizer_amax. */
+    const float *shared_amax;
 } fattn_fp8_quantizer;
+
+/* The amax quantizer q holds: its own, or the one it shares. */
+FATTN_API float fattn_fp8_quantizer_amax(const fattn_fp8_quantizer *q);
 
 /* The six quantizers get_attention_quantizers hands FusedAttnFunc
  * (U19:2718-2786): QKV, O, S from scaling_fwd, dO, dP, dQKV from

@@ -55,7 +55,7 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from fattn_te import loader, bridge, record
+        from fattn_te import loader, bridge, record, schedule
         try:
             backends = loader.import_backends(root)
         except Exception as e:  # a TE that does not import is bad input, named
@@ -115,7 +115,9 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
             continue
         _progress(f"case {cid}")
         try:
-            children = record.run_case(backends, resolved[cid], case, call)
+            # a schedule's steps through TE's own code (schedule.py), else one call
+            run_one = schedule.run if resolved[cid]["spec"].get("schedule") else record.run_case
+            children = run_one(backends, resolved[cid], case, call)
         except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
             from fattn_te import blame, dpa
             if isinstance(e, dpa.RoutedAway):  # DPA's routing: reported, not run another way

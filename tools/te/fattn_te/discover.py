@@ -4,8 +4,9 @@ import chain asks transformer_engine_torch for, and where (file:line).
 With --run FILTER, TE is imported with the real shim instead, and the cases
 FILTER names are run (`fattn-te run`'s path, CPU engine) while every name
 TE's code reads from the shim is logged: what the run reaches, e.g.
-`--run 'fp8.*'` for the FP8 path. A name that is not in the table fails by
-name either way."""
+`--run 'fp8.*'` for the FP8 path. `--run F1 F2 ...` runs each filter's cases
+in turn on the one import and prints each filter's names after a line
+`== FILTER`. A name that is not in the table fails by name either way."""
 import inspect
 import os
 import sys
@@ -60,26 +61,30 @@ class _Logged(types.ModuleType):
         return super().__getattribute__(name)
 
 
-def run(te_root, filt):
-    """The names the shim is asked for while FILTER's cases run."""
+def run(te_root, filts):
+    """The names the shim is asked for while each filter's cases run (one
+    TE import for all: the import is most of the time)."""
     from fattn_te import cli, loader, shim
     mod = shim.make_module()
     mod.__class__ = _Logged
     loader.import_backends(te_root, module=mod)
-    del log[:]  # the import chain's reads: main() lists those
-    with tempfile.TemporaryDirectory(prefix="fattn-te-discover-") as d:
-        cli.cmd_run_one(te_root, "cpu", None, filt, os.path.join(d, "run.h5"),
-                        cli.rf.find_fattn(), "module", d)
-    seen = {}
-    for n, w in log:  # TE's reads only ("?": fattn-te's own)
-        if w != "?":
-            seen.setdefault(n, set()).add(w)
-    for n, ws in sorted(seen.items()):
-        print(n, " ".join(sorted(ws)))
+    for filt in filts:
+        del log[:]  # the import chain's reads (main() lists those), the last filter's
+        with tempfile.TemporaryDirectory(prefix="fattn-te-discover-") as d:
+            cli.cmd_run_one(te_root, "cpu", None, filt, os.path.join(d, "run.h5"),
+                            cli.rf.find_fattn(), "module", d)
+        seen = {}
+        for n, w in log:  # TE's reads only ("?": fattn-te's own)
+            if w != "?":
+                seen.setdefault(n, set()).add(w)
+        if len(filts) > 1:
+            print("==", filt)
+        for n, ws in sorted(seen.items()):
+            print(n, " ".join(sorted(ws)))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[2] == "--run":
-        run(os.path.abspath(sys.argv[1]), sys.argv[3])
+    if len(sys.argv) >= 4 and sys.argv[2] == "--run":
+        run(os.path.abspath(sys.argv[1]), sys.argv[3:])
     else:
         main(sys.argv[1])

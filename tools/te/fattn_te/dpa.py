@@ -30,6 +30,9 @@ class RoutedAway(Exception):
 # Why a case is not given to DotProductAttention: the first that applies.
 def not_through_dpa(res):
     spec = res["spec"]
+    if spec.get("schedule"):
+        return ("schedule (its steps go through the one FusedAttention, recipe state and "
+                "InferenceParams schedule.py keeps)")
     if spec.get("raw_func_args"):
         return "raw_func_args (a direct FusedAttnFunc caller's arguments)"
     if spec.get("fp8"):

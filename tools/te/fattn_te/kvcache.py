@@ -63,13 +63,16 @@ def _register_cpu_kernel():
 @contextlib.contextmanager
 def host():
     _register_cpu_kernel()
-    saved = torch.cuda.current_device
+    saved = torch.cuda.current_device, torch.range
     torch.cuda.current_device = lambda: 0
+    # torch.range never reaches a TorchFunctionMode; the non-paged manager
+    # makes its batch_indices_post_step with it (inference.py:437)
+    torch.range = lambda *a, **k: saved[1](*a, **dict(k, device=_cpu(k.get("device"))))
     try:
         with _HostDevices():
             yield
     finally:
-        torch.cuda.current_device = saved
+        torch.cuda.current_device, torch.range = saved
 
 
 def steps(res):

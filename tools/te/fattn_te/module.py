@@ -113,14 +113,9 @@ def find_ctx(out, func):
     return None
 
 
-def call_module(backends, res, t, extra=None):
-    """Runs FusedAttention.forward on the case; returns (out as [..., h,
-    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
-    extra: more keyword arguments for FusedAttention.forward (context
-    parallelism's, fattn_te/cp_worker.py)."""
-    from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
-    from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
-    from . import fp8
+def make_module(backends, res):
+    """FusedAttention as DotProductAttention constructs it, in train() or
+    eval() by the case's is_training."""
     spec = res["spec"]
     # a KV cache makes DPA's attention "cross" (2.20.2 dot_product_attention.py:2545-2549)
     mod = backends.FusedAttention(
@@ -129,6 +124,21 @@ def call_module(backends, res, t, extra=None):
         layer_number=1, deterministic=bool(spec["deterministic"]),
         softmax_type=spec["softmax"], return_max_logit=bool(spec["return_max_logit"]))
     mod.train(bool(spec["is_training"]))
+    return mod
+
+
+def call_module(backends, res, t, extra=None, f8=None, mod=None):
+    """Runs FusedAttention.forward on the case; returns (out as [..., h,
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
+    extra: more keyword arguments for FusedAttention.forward (context
+    parallelism's, fattn_te/cp_worker.py). `mod` and `f8`: the module and
+    FP8 arguments a schedule keeps across its steps (schedule.py); None: a
+    new module, the case's own fp8.func_args."""
+    from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
+    from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
+    from . import fp8
+    spec = res["spec"]
+    mod = mod if mod is not None else make_module(backends, res)
     if fp8.is_float8(t["q"]):  # FP8 inputs: DPA hands TE's Float8Tensors on
         q, k, v = (host_float8(t[n]) for n in ("q", "k", "v"))
     else:
@@ -136,7 +146,8 @@ def call_module(backends, res, t, extra=None):
     # the FP8 arguments as DPA passes them (:3021-3059): fp8 = DPA.fp8 and
     # its recipe's fp8_dpa, its fp8_meta and quantizers, fp8_output and
     # bf16_backward as MultiheadAttention asks
-    f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
+    if f8 is None:
+        f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
     backend = FusedAttnBackend["FP8" if f8 else "F16_arbitrary_seqlen"]
     cu_q, cu_kv = t.get("cu_seqlens_q"), t.get("cu_seqlens_kv")
     cu_q_pad, cu_kv_pad = t.get("cu_seqlens_q_padded"), t.get("cu_seqlens_kv_padded")

@@ -63,7 +63,9 @@ def dataset(t):
         data = t.view(torch.int16).numpy().view(np.uint16)
     else:
         data = t.numpy()
-    return {"attrs": [], "data": np.ascontiguousarray(data), "dtype": name}
+    # a copy: a schedule's later steps write into tensors TE keeps (the
+    # KV cache, InferenceParams' cu_seqlens), which must stay as recorded
+    return {"attrs": [], "data": np.array(data, copy=True, order="C"), "dtype": name}
 
 
 def group(attrs=None, children=None):
@@ -259,18 +261,28 @@ def case_path(res, path):
     default) or "function" (FusedAttnFunc.apply directly); under --call dpa
     a case DPA cannot be given (dpa.not_through_dpa says why) goes the
     module's way, and the module's unless FusedAttention cannot express the
-    case (module.not_expressed says why)."""
+    case (module.not_expressed says why). A schedule's steps go through the
+    one FusedAttention schedule.py keeps (under --call dpa too), its cache
+    steps always."""
     from . import dpa, module
+    sched = res["spec"].get("schedule")
+    if sched and "step" in sched[0]:  # cache steps run through FusedAttention (schedule.py)
+        return "module"
     if path == "dpa" and not dpa.not_through_dpa(res):
         return "dpa"
     return "function" if path == "function" or module.not_expressed(res) else "module"
 
 
-def run_case(backends, res, ref_case, path="module"):
+def forward_call(backends, res, inputs, gen, path="module", f8=None, mod=None):
+    """One forward as FusedAttention or FusedAttnFunc.apply makes it, on the
+    inputs group `inputs` (fattn's record of them), under the case's grad
+    mode (modes.py), recorded: returns (node {inputs, forward, save_ctx},
+    live) where live = (ctx, grad root, TE's input tensors) is what the
+    backward needs. `f8` and `mod`: the FP8 arguments and the FusedAttention
+    a schedule keeps across its steps (schedule.py); None: the case's own
+    (fp8.func_args), a new module."""
     spec = res["spec"]
-    inputs = ref_case["children"]["inputs"]
     t = build_inputs(res, inputs)
-    gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     bridge.last_forward = None
     fp8.set_env(backends, spec)
     bridge.last_inputs = None
@@ -292,11 +304,14 @@ def run_case(backends, res, ref_case, path="module"):
             # generator, seeded per case as fattn's front ends seed theirs.
             bridge.default_gen = gen
             try:
-                out, max_logit, ctx, grad_root = module.call_module(backends, res, t)
+                out, max_logit, ctx, grad_root = module.call_module(backends, res, t, f8=f8,
+                                                                    mod=mod)
             finally:
                 bridge.default_gen = None
         else:
             args = func_args(backends, res, t, gen)
+            if f8 is not None:
+                args.update(f8)
             out, max_logit, _ = call_forward(backends, args)
             ctx, grad_root = out.grad_fn, out
     graphless = modes.grad_mode(spec) is not None
@@ -305,6 +320,18 @@ def run_case(backends, res, ref_case, path="module"):
     if ctx is None:
         raise CaseError("TE's FusedAttention returned an output with no FusedAttnFunc "
                         "node below it")
+    if graphless and cap.saved is None:
+        raise CaseError("TE's FusedAttnFunc.forward saved nothing for backward")
+    node = forward_record(backends, res, t, gen, out, max_logit, ctx,
+                          cap.saved if graphless else None)
+    return node, (ctx, grad_root, t)
+
+
+def forward_record(backends, res, t, gen, out, max_logit, ctx, saved=None):
+    """inputs/, forward/ and save_ctx/ of one forward: the tensors handed
+    over, the aux pack as tex.fused_attn_fwd returned it, the ctx (`saved`:
+    what a graphless forward handed save_for_backward, modes.py)."""
+    spec = res["spec"]
     fwd_pack = bridge.last_forward
     recorded = dict(t)
     if spec.get("max_batch_size") and bridge.last_inputs:
@@ -341,30 +368,41 @@ def run_case(backends, res, ref_case, path="module"):
         put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
     node["forward"] = group(fattrs, fchildren)
-    if graphless and cap.saved is None:
-        raise CaseError("TE's FusedAttnFunc.forward saved nothing for backward")
-    node["save_ctx"] = save_ctx_state(backends, ctx, cap.saved if graphless else None)
+    node["save_ctx"] = save_ctx_state(backends, ctx, saved)
+    return node
+
+
+def backward_call(backends, live):
+    """backward/: PyTorch's autograd runs TE's backward as training does (its
+    checks: the count of grads, None for a non-differentiable input, each
+    grad's shape against its input); the grads are what it hands back for
+    q, k, v, attn_bias and softmax_offset, with the amaxes an FP8 backward
+    wrote in the quantizers it was handed."""
+    ctx, grad_root, t = live
+    src = ctx.backward_objects if is_refactored(backends) else ctx
+    fp8_bwd = bool(getattr(src, "fp8", False))
+    roles = [(n, r) for n, r in (("q", "dq"), ("k", "dk"), ("v", "dv"),
+                                 ("attn_bias", "d_bias"),
+                                 ("softmax_offset", "d_softmax_offset"))
+             if t.get(n) is not None]
+    d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
+    if list(d_out.shape) != list(grad_root.shape):
+        d_out = d_out.reshape(grad_root.shape)
+    with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
+        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
+                                    allow_unused=True)
+    bchildren = {}
+    for (_, role), g in zip(roles, grads):
+        put(bchildren, role, g)
+    battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
+    return group(battrs, bchildren)
+
+
+def run_case(backends, res, ref_case, path="module"):
+    """One call (a case with a schedule runs through schedule.run)."""
+    spec = res["spec"]
+    gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
+    node, live = forward_call(backends, res, ref_case["children"]["inputs"], gen, path)
     if modes.has_backward(spec):
-        src = ctx.backward_objects if is_refactored(backends) else ctx
-        fp8_bwd = bool(getattr(src, "fp8", False))
-        # PyTorch's autograd runs TE's backward as training does (its checks:
-        # the count of grads, None for a non-differentiable input, each
-        # grad's shape against its input); the grads are what it hands back
-        # for q, k, v, attn_bias and softmax_offset.
-        roles = [(n, r) for n, r in (("q", "dq"), ("k", "dk"), ("v", "dv"),
-                                     ("attn_bias", "d_bias"),
-                                     ("softmax_offset", "d_softmax_offset"))
-                 if t.get(n) is not None]
-        d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
-        if list(d_out.shape) != list(grad_root.shape):
-            d_out = d_out.reshape(grad_root.shape)
-        with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
-            grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
-                                        allow_unused=True)
-        bchildren = {}
-        for (_, role), g in zip(roles, grads):
-            put(bchildren, role, g)
-        # the amaxes an FP8 backward wrote, in the quantizers it was handed
-        battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
-        node["backward"] = group(battrs, bchildren)
+        node["backward"] = backward_call(backends, live)
     return node

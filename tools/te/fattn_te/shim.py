@@ -72,6 +72,11 @@ def _quantize(*args, **kwargs):
     return bridge_fp8.quantize(*args, **kwargs)
 
 
+def _amax_and_scale_update(*args):
+    from . import bridge_state
+    return bridge_state.fused_amax_and_scale_update_after_reduction(*args)
+
+
 # The reference platform's cuDNN (fattn's support table, 9.19.0) as
 # cudnnGetVersion() encodes it.
 CUDNN_VERSION = 91900
@@ -114,6 +119,8 @@ NAMES = [
      "pytorch/attention/dot_product_attention/utils.py:380 (2.20.2: 452), DPA's selection"),
     ("quantize", _quantize,
      "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
+    ("fused_amax_and_scale_update_after_reduction", _amax_and_scale_update,
+     "pytorch/quantization.py:694 (recipe.cpp -> delayed_scaling.cu kernel_bulk)"),
     ("get_cudnn_version", _get_cudnn_version,
      "pytorch/utils.py:671 (2.20.2: 783) as cpp_extensions' (it star-imports tex: in "
      "__all__); from context_parallel.py 2.19.0:1850,5598 / 2.20.2:5702"),
