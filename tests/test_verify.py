@@ -63,7 +63,7 @@ MUTANT_TARGETS = {
     "ctx_bias_type": "save_ctx@attn_bias_type",
     "ctx_o_format": "save_ctx@o_format",
     "ctx_nominal_dtype": "save_ctx@nominal_dtype",
-    "ctx_use_fav2": "legacy vs split: @skipped attribute missing in A",
+    "ctx_use_fav2": "legacy vs split: @skipped: legacy absent, split split backward: use_FAv2_bwd",
     "saved_kv_unpadded": "save_ctx/cu_seqlens_kv_padded",
     "dedup_out_as_v": "save_ctx/out",
     "stats_from_max": "forward/aux/softmax_stats",
@@ -84,11 +84,11 @@ MUTANT_TARGETS = {
     "thd_out_not_zeroed": "forward/out",
     "thd_dq_not_zeroed": "backward/dq",
     "doffset_learnable_only": "backward/d_softmax_offset",
-    "fp8_scale_inv_dropped": "legacy vs split: save_ctx/out_fp8@scale_inv: attribute missing in B",
+    "fp8_scale_inv_dropped": "legacy vs split: save_ctx/out_fp8@scale_inv: legacy 0.03125, split absent",
     "fp8_dedup_to_f16": "legacy vs split: save_ctx/q_fp8: dtype differs",
     "fp8_is_output_fp8_read": "split: FATTN_E_INVALID_ARG: case fp8.cs.sbh3d.outfp8 (split, state backward): O is missing",
-    "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: attribute values differ",
-    "fp8_input_descale_shared": "legacy vs split: save_ctx/k_fp8@scale_inv: attribute values differ",
+    "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: legacy delayed float8_e5m2 scale=0x1p+6",
+    "fp8_input_descale_shared": "legacy vs split: engine_call/forward@fp8.descale_k: legacy 0.015625, split 0.03125",
     "fp8_bf16_backward_inverted": "legacy vs split: backward/dq: dtype differs",
     "fp8_wrapper_out_engine_o": "legacy vs split wrapper returned: returned/out: dtype differs",
     "wrapper_max_logit_dropped": "legacy vs split wrapper returned: returned/max_logit: missing in B",
@@ -97,6 +97,7 @@ MUTANT_TARGETS = {
     "doffset_into_offset": "inputs unchanged: split: inputs/_impl@softmax_offset: the caller's tensor changed",
     "second_backward_unguarded": "split wrapper second backward: backward/_impl@second_backward: FATTN_OK on a second backward on one ctx, where TE 2.20.2 raises",
     "paged_identity_table": "legacy vs split: forward/out",
+    "bwd_window_left_from_right": "engine_call/backward@window_size_left: legacy -1, split 0",
 }
 
 
@@ -279,6 +280,50 @@ def _():
 if MUTANTS:
     for m, t in MUTANT_TARGETS.items():
         make_mutant_test(m, t)
+
+
+@test("the earliest cause first: a backward engine-call argument slipped in the split is named "
+      "with both values in every failing row, the states before it equal, and the contrast "
+      "names the mask")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    import json
+    exe = MUTANT_EXES["fattn-mutant-bwd_window_left_from_right"]
+    jpath = os.path.join(TMP, "cause.json")
+    p = fattn("verify", "--fixtures", FIXTURES, "--json", jpath, exe=exe)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
+    rows = [l for l in p.stdout.splitlines() if re.search(r"  DIFFERENT \(\d+\): ", l)]
+    assert len(rows) >= 20, p.stdout[-2500:]
+    cause = re.compile(r"DIFFERENT \(16\): legacy vs split: inputs, engine_call/forward, "
+                       r"forward, save_ctx equal; engine_call/backward@window_size_left: "
+                       r"legacy (-?\d+), split (-?\d+); then backward/")
+    values = [cause.search(r) for r in rows]
+    assert all(values), [r for r, v in zip(rows, values) if not v][:3]
+    assert all(v.group(1) != v.group(2) for v in values)
+    causal = [r for r in rows if r.startswith("layout.bshd_bshd_bshd.causal.bf16 ")]
+    assert causal and "window_size_left: legacy -1, split 0;" in causal[0], rows[:3]
+    m = re.search(r"^contrast: the (\d+) failing cases all have mask in \{([^}]*)\} and "
+                  r"training yes; none of the (\d+) passing cases have both; no case with "
+                  r"mask in \{no_mask, padding\} fails", p.stdout, re.M)
+    assert m and int(m.group(1)) == len(rows), p.stdout[-2500:]
+    assert "causal" in m.group(2).split(", ") and "no_mask" not in m.group(2).split(", ")
+    j = json.load(open(jpath))
+    bad = [c for c in j["cases"] if c["result"] == "different"]
+    assert len(bad) == len(rows)
+    for c in bad:
+        assert c["cause"]["check"] == "legacy vs split", c["cause"]
+        assert c["cause"]["state"] == "engine_call/backward", c["cause"]
+        assert c["cause"]["equal_before"] == ["inputs", "engine_call/forward", "forward",
+                                              "save_ctx"], c["cause"]
+        first = c["first"][0]
+        assert (first["path"], first["side_a"], first["side_b"]) == \
+            ("legacy vs split: engine_call/backward@window_size_left", "legacy", "split"), first
+        assert first["a"] != first["b"] and int(first["b"]) >= -1, first
+        # every difference listed, the count of them the case's count
+        assert len(c["first"]) == c["differences"], c
+    assert j["contrast"]["features"] == ["mask", "training"], j["contrast"]
+    assert j["contrast"]["failing"] == len(rows), j["contrast"]
 
 
 @test("a side that errors in a later state: both sides' status and message, table and JSON")

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "fattn/engine.h"
+#include "cause.h"
 #include "runfile.h"
 #include "runner.h"
 #include "fe.h"
@@ -31,6 +32,7 @@ static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
 static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e)
 {
     fattn_compare_result r = {0};
+    r.keep_all = true;
     if (fattn_engine_supports(e, FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET)) {
         fattn_tol_profile p;
         fattn_tol_profile_builtin(&p);
@@ -43,33 +45,20 @@ static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e
     return r;
 }
 
-static void check_note(fattn_verify_case *c, const char *check, const fattn_compare_result *r)
+/* A check's differences into the case (cause.h), its sides named. */
+static void check_note(fattn_verify_case *c, const char *check, fattn_compare_result *r,
+                       const fattn_h5_node *a, const fattn_h5_node *b, const char *side_a,
+                       const char *side_b)
 {
-    c->tensors += r->tensors;
-    size_t k = 0;
-    while (k < c->n_checks && strcmp(c->checks[k].name, check) != 0)
-        k++;
-    assert(k < FATTN_VERIFY_MAX_CHECKS);
-    if (k == c->n_checks && k < FATTN_VERIFY_MAX_CHECKS)
-        snprintf(c->checks[c->n_checks++].name, sizeof c->checks[0].name, "%s", check);
-    if (k < c->n_checks)
-        c->checks[k].differences += r->differences;
-    if (!c->cmp.detail[0] && r->detail[0]) {
-        snprintf(c->cmp.detail_path, sizeof c->cmp.detail_path, "%.60s: %.190s", check,
-                 r->detail_path);
-        snprintf(c->cmp.detail, sizeof c->cmp.detail, "%s", r->detail);
-    }
-    c->noisy_within += r->noisy_within;
-    for (size_t i = 0; i < r->differences; i++) {
-        if (c->cmp.differences < FATTN_COMPARE_MAX_REPORTED && i < FATTN_COMPARE_MAX_REPORTED) {
-            snprintf(c->cmp.paths[c->cmp.differences], sizeof c->cmp.paths[0], "%s: %s", check,
-                     r->paths[i]);
-            snprintf(c->cmp.why[c->cmp.differences], sizeof c->cmp.why[0], "%s", r->why[i]);
-        }
-        if (c->cmp.differences == 0)
-            snprintf(c->first_check, sizeof c->first_check, "%s", check);
-        c->cmp.differences++;
-    }
+    fattn_verify_note_check(c, check, r, a, b, side_a, side_b);
+}
+
+/* A result that keeps every difference with its values (cause.h). */
+static fattn_compare_result cmp_all(void)
+{
+    fattn_compare_result r = {0};
+    r.keep_all = true;
+    return r;
 }
 
 /* Run a case; on failure retry with earlier --until so a difference in an
@@ -140,14 +129,12 @@ static void note_difference(fattn_compare_result *r, const char *path, const cha
 
 static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
 {
-    if (r->differences < FATTN_COMPARE_MAX_REPORTED) {
-        snprintf(r->paths[r->differences], sizeof r->paths[0], "%s", path);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->why[r->differences], sizeof r->why[0], fmt, ap);
-        va_end(ap);
-    }
-    r->differences++;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fattn_compare_note(r, path, why, NULL, NULL, false);
 }
 
 /* What a refusal is compared by: its status, rule and state. The message
@@ -163,7 +150,7 @@ static void check_refusal(fattn_verify_case *c)
     const fattn_spec *s = c->spec;
     const fattn_h5_node *side[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
                                                    [FATTN_IMPL_SPLIT] = c->split};
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
         const char *name = fattn_impl_name((fattn_impl)i);
         const char *st = string_attr(side[i], "refused_status");
@@ -185,7 +172,7 @@ static void check_refusal(fattn_verify_case *c)
             note_difference(&r, path, "refused by rule '%s', expected rule %s (state %s)",
                             rule ? rule : "?", s->refusal_rule, state ? state : "?");
     }
-    check_note(c, "expect_refusal", &r);
+    check_note(c, "expect_refusal", &r, NULL, NULL, NULL, NULL);
     c->refused = r.differences == 0;
 }
 
@@ -200,7 +187,7 @@ static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const cha
     const fattn_h5_node *impl = bw ? fattn_h5_node_find(bw, "_impl") : NULL;
     if (!sc || !impl)
         return; /* no backward, or a front end without the seam */
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
         const char *name = fattn_saved_name((fattn_saved_slot)i);
         const fattn_h5_node *packed = fattn_h5_node_find(sc, name);
@@ -219,7 +206,7 @@ static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const cha
                         : !packed ? "None when saved, but set in the backward's args"
                                   : "unpacked into the backward's args unlike it was saved");
     }
-    check_note(c, check, &r);
+    check_note(c, check, &r, NULL, NULL, "saved", "unpacked");
 }
 
 /* What FusedAttnFunc.forward returns (out_ret, and max_logit when asked
@@ -256,7 +243,7 @@ static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_e
         static const char *const only[] = {"returned", NULL};
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(a, b, only, &r);
-        check_note(c, "legacy vs split wrapper returned", &r);
+        check_note(c, "legacy vs split wrapper returned", &r, a, b, "legacy", "split wrapper");
     }
     fattn_h5_node_free(a);
     fattn_h5_node_free(b);
@@ -271,7 +258,7 @@ static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, c
     const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
     if (!in)
         return;
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (size_t i = 0; i < in->n_children; i++) {
         const fattn_h5_node *ds = in->children[i];
         if (!ds->is_dataset)
@@ -286,7 +273,7 @@ static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, c
             note_difference(&r, path, "the caller's tensor changed during the run (%.100s)",
                             after);
     }
-    check_note(c, "inputs unchanged", &r);
+    check_note(c, "inputs unchanged", &r, NULL, NULL, "before", "after");
 }
 
 /* What each TE version raises on a second backward on one ctx (autograd's
@@ -313,7 +300,7 @@ static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run
     const char *st = string_attr(impl_g, "second_backward");
     const char *msg = string_attr(impl_g, "second_backward_error");
     const char *want = second_backward_error[impl].says, *te = second_backward_error[impl].te;
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     if (!st)
         note_difference(&r, "backward/_impl@second_backward", "not called (the run records no "
                         "second backward)");
@@ -324,7 +311,7 @@ static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run
         note_difference(&r, "backward/_impl@second_backward_error",
                         "refused, but not with %s's error (%s): %.80s", te, want,
                         msg ? msg : "(none)");
-    check_note(c, check, &r);
+    check_note(c, check, &r, NULL, NULL, NULL, NULL);
 }
 
 /* The split through FusedAttnFunc's own forward and backward
@@ -340,10 +327,11 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
     if (w && !err[0]) {
         check_seam(c, w, "split wrapper save/restore seam");
         /* the states: returned/ is the wrapper run's own, checked next */
-        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
+        static const char *const states[] = {"inputs", "engine_call", "forward", "save_ctx",
+                                             "backward", NULL};
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, w, states, &r);
-        check_note(c, "legacy vs split wrapper", &r);
+        check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
         check_returned(c, w, e);
         check_inputs_after(c, w, "split wrapper");
         check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
@@ -389,7 +377,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_seam(c, c->split, "split save/restore seam"); /* first: it shows downstream too */
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, c->split, NULL, &r);
-        check_note(c, "legacy vs split", &r);
+        check_note(c, "legacy vs split", &r, c->legacy, c->split, "legacy", "split");
     }
     if (fattn_verify_side_failed(c) || !c->legacy || !c->split) {
         if (c->cmp.differences == 0)
@@ -424,8 +412,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
                 return;
             }
             fattn_compare_result r = cmp_init(c, e);
+            r.replay = true;
             fattn_compare_cases(replays[i].src, x, NULL, &r);
-            check_note(c, replays[i].name, &r);
+            check_note(c, replays[i].name, &r, replays[i].src, x, "straight run", "replay");
             fattn_h5_node_free(x);
         }
     }
@@ -436,7 +425,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     } else {
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->split, again, NULL, &r);
-        check_note(c, "repeat", &r);
+        check_note(c, "repeat", &r, c->split, again, "split", "split again");
     }
     fattn_h5_node_free(again);
 }
@@ -479,13 +468,18 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
                 note_difference(&r, path, "'%s', golden '%s'", a ? a : "", b);
         }
     } else if (!tol) {
-        fattn_compare_cases(c->legacy, g, NULL, &r);
+        /* goldens made before engine calls were recorded hold none: the
+         * rest is compared all the same */
+        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
+                                             NULL};
+        fattn_compare_cases(c->legacy, g, fattn_h5_node_find(g, "engine_call") ? NULL : states,
+                            &r);
     } else if ((c->same_engine_only = fattn_verify_same_engine_only(c->spec, e))) {
         return;
     } else {
         fattn_compare_cases_tol(c->legacy, g, tol, &r);
     }
-    check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+    check_note(c, tol ? "golden (tolerance)" : "golden", &r, c->legacy, g, "run", "golden");
 }
 
 /* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
@@ -523,6 +517,15 @@ static void states_str(const fattn_h5_node *n, char *buf)
 
 void fattn_verify_case_free(fattn_verify_case *c)
 {
+    for (size_t i = 0; i < c->n_diffs; i++) {
+        free(c->diffs[i].d.path);
+        free(c->diffs[i].d.why);
+        free(c->diffs[i].d.a);
+        free(c->diffs[i].d.b);
+    }
+    free(c->diffs);
+    c->diffs = NULL;
+    c->n_diffs = c->cap_diffs = 0;
     fattn_h5_node_free(c->legacy);
     fattn_h5_node_free(c->split);
     c->legacy = c->split = NULL;

@@ -34,6 +34,14 @@
  * the refusal, three replays, repeat, golden), with room to spare. */
 #define FATTN_VERIFY_MAX_CHECKS 16
 
+/* One difference a check found, in full (cause.h orders and renders them). */
+typedef struct fattn_verify_diff {
+    int check;                /* index into the case's checks[] */
+    fattn_compare_diff d;     /* d.path below the case group */
+    int state;                /* its state in run order (fattn_verify_state_of) */
+    size_t seq;               /* the order found */
+} fattn_verify_diff;
+
 /* One case's checks. */
 typedef struct fattn_verify_case {
     const fattn_spec *spec;
@@ -58,7 +66,16 @@ typedef struct fattn_verify_case {
     struct {
         char name[64];
         size_t differences;
+        /* what its two sides are called ("legacy", "split"; "run",
+         * "golden"), and the states (FATTN_VERIFY_STATE_* bits) both of
+         * its trees hold */
+        char side_a[32], side_b[32];
+        unsigned states_both;
     } checks[FATTN_VERIFY_MAX_CHECKS];
+    /* every difference of every check, in the order found, with attribute
+     * values (fattn_verify_case_free frees them) */
+    fattn_verify_diff *diffs;
+    size_t n_diffs, cap_diffs;
     size_t n_checks;
     fattn_status side_status[FATTN_IMPL_COUNT];
     char side_error[FATTN_IMPL_COUNT][512];

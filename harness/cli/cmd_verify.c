@@ -18,6 +18,7 @@
 #include "cmd_verify.h"
 #include "escape.h"
 #include "compare.h"
+#include "contrast.h"
 #include "fileguard.h"
 #include "runfile.h"
 #include "runner.h"
@@ -171,52 +172,11 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
     fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
-/* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
-static void sides_text(const fattn_verify_case *c, char *buf, size_t n)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < FATTN_IMPL_COUNT && used < n; i++) {
-        const char *msg = c->side_error[i];
-        int w = c->side_status[i] == FATTN_OK
-                    ? snprintf(buf + used, n - used, "%s%s: ok (every state)", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i))
-                    : snprintf(buf + used, n - used, "%s%s: %s: %s", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i),
-                               fattn_status_name(c->side_status[i]), msg);
-        used = w < 0 ? n : used + (size_t)w;
-    }
-}
-
 void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
 {
     FILE *f = ctx;
-    char result[1800];
-    if (c->skipped) {
-        snprintf(result, sizeof result, "skipped: %s", c->skipped);
-    } else if (c->cmp.differences) {
-        char sides[1100] = "";
-        if (fattn_verify_side_failed(c))
-            sides_text(c, sides, sizeof sides);
-        snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s%s%s%s", c->cmp.differences,
-                 c->cmp.paths[0], c->cmp.why[0], sides[0] ? " (" : "", sides,
-                 sides[0] ? ")" : "");
-    } else if (c->error[0]) {
-        snprintf(result, sizeof result, "ERROR: %s", c->error);
-    } else if (c->refused) {
-        snprintf(result, sizeof result, "ok (refused as expected: %s, rule %s)%s",
-                 fattn_status_name(c->spec->refusal_status), c->spec->refusal_rule,
-                 c->golden_missing ? " (no golden)" : "");
-    } else {
-        char same[48] = "";
-        if (c->same_engine_only)
-            snprintf(same, sizeof same, " (%s: same-engine only)", c->same_engine_only);
-        snprintf(result, sizeof result, "ok%s%s",
-                 c->golden_missing ? " (no golden)" : same,
-                 c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
-                                   "within its bound)"
-                                 : "");
-    }
+    char result[3000];
+    fattn_cmd_verify_result_text(c, result, sizeof result);
     /* paths, reasons and messages can come from the goldens file: shown
      * visibly, so that none can start a line of its own (escape.h) */
     fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, cli_vis(c->spec->id), c->states,
@@ -313,61 +273,17 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
                 cli_s(n_fp8), n_fp8_refused, cli_s(n_fp8_refused));
     else
         fprintf(f, "FP8: not exercised\n");
-    const fattn_verify_case *b = r->first_bad;
-    if (b) {
-        fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
-        for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
-            fprintf(f, "  %s: %s\n", b->cmp.paths[k], b->cmp.why[k]);
-        if (b->cmp.detail[0])
-            fprintf(f, "  %s: %s\n", b->cmp.detail_path, b->cmp.detail);
-        /* a state missing on one side: why it is missing */
-        for (int i = 0; fattn_verify_side_failed(b) && i < FATTN_IMPL_COUNT; i++) {
-            if (b->side_status[i] == FATTN_OK)
-                fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
-            else
-                fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
-                        fattn_status_name(b->side_status[i]), cli_vis(b->side_error[i]));
-        }
-    }
-}
-
-static json_t *json_cases(const fattn_verify_result *r)
-{
-    json_t *jcases = json_array();
-    for (size_t i = 0; i < r->n_cases; i++) {
-        const fattn_verify_case *c = &r->cases[i];
-        json_t *jd = json_array();
-        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
-            json_array_append_new(jd, json_pack("{s:s,s:s}", "path", c->cmp.paths[k], "why",
-                                                c->cmp.why[k]));
-        json_t *jc = json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
-                              c->states, "tensors", (json_int_t)c->tensors, "result",
-                              c->skipped ? "skipped" : c->cmp.differences ? "different"
-                                                       : c->error[0]    ? "error"
-                                                                        : "ok",
-                              "differences", (json_int_t)c->cmp.differences, "first", jd,
-                              "golden", !c->golden_missing);
-        if (jc && c->spec->expect_refusal)
-            json_object_set_new(jc, "refused", json_boolean(c->refused));
-        /* each front end's status and message, when one of them failed */
-        for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
-            json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
-                                json_pack("{s:s,s:s}", "status",
-                                          fattn_status_name(c->side_status[k]), "message",
-                                          c->side_error[k]));
-        json_array_append_new(jcases, jc);
-    }
-    return jcases;
 }
 
 /* The JSON report (schema fattn-verify/1); 0, or -1 after a message. */
 static int write_json(const char *path, const fattn_cmd_verify_env *v,
-                      const fattn_verify_result *r, int rc, size_t routed)
+                      const fattn_verify_result *r, int rc, size_t routed,
+                      const fattn_contrast *contrast)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
                              "schema", "fattn-verify/1", "engine", v->backend_name,
                              "platform_key", v->goldens.key, "goldens", v->goldens.path,
-                             "cases", json_cases(r), "summary", "cases",
+                             "cases", fattn_cmd_verify_json_cases(r), "summary", "cases",
                              (json_int_t)r->n_cases, "tensors", (json_int_t)r->n_tensors,
                              "skipped", (json_int_t)r->n_skip, "different_cases",
                              (json_int_t)r->n_diff, "errors", (json_int_t)r->n_err,
@@ -376,6 +292,8 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
                              rc);
     if (root)
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
+    if (root)
+        json_object_set_new(root, "contrast", fattn_cmd_verify_json_contrast(contrast));
     json_t *summ = root ? json_object_get(root, "summary") : NULL;
     if (summ)
         json_object_set_new(summ, "refusals", json_integer((json_int_t)r->n_refused));
@@ -435,6 +353,12 @@ static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v)
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
+    fattn_contrast contrast;
+    fattn_cmd_verify_contrast(r, &contrast);
+    if (contrast.text[0])
+        fprintf(f, "%s\n", contrast.text);
+    if (r->first_bad)
+        fattn_cmd_verify_print_first(f, r->first_bad);
     print_goldens_line(f, v);
     if (r->first_bad)
         print_repro(f, v, r->first_bad);
@@ -447,7 +371,7 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
         fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
                 r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
     int rc = fattn_cmd_verify_exit(r, v->strict);
-    if (v->json && write_json(v->json, v, r, rc, routed) != 0)
+    if (v->json && write_json(v->json, v, r, rc, routed, &contrast) != 0)
         rc = FATTN_EXIT_ERROR;
     if (v->junit && fattn_cmd_verify_write_junit(v->junit, v, r) != 0)
         rc = FATTN_EXIT_ERROR;

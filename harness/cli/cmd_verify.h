@@ -72,6 +72,19 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
  * message (cmd_verify_junit.c). */
 int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
                                  const fattn_verify_result *r);
+/* What a case says (cmd_verify_text.c): its table result ("ok",
+ * "DIFFERENT (n): <earliest cause>", ...); under the verdict, the first
+ * failing case's cause and differences in run order; the JSON report's
+ * cases; a failing side's status and message. */
+void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size_t n);
+void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b);
+struct json_t;
+struct json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r);
+void fattn_cmd_verify_sides_text(const fattn_verify_case *c, char *buf, size_t n);
+/* The cross-case contrast of a run (harness/check/contrast.h) and its JSON. */
+struct fattn_contrast;
+void fattn_cmd_verify_contrast(const fattn_verify_result *r, struct fattn_contrast *out);
+struct json_t *fattn_cmd_verify_json_contrast(const struct fattn_contrast *c);
 /* Verify's exit code for a result (docs/verify.md). */
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
 

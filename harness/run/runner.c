@@ -13,6 +13,7 @@
 
 #include "fattn/cudnn.h"
 
+#include "engine_call.h"
 #include "fe.h"
 #include "fileguard.h"
 #include "h5read.h"
@@ -57,6 +58,13 @@ typedef struct case_run {
     bool own_inputs;         /* made here; false: views into a recorded tree */
     fattn_rng_gen gen;
     fattn_h5_node *node;     /* /cases/<id> */
+    /* the engine calls the front end makes (engine_call.h), and what their
+     * tensors are named by: the forward's outputs and the saved slots as
+     * the front end handed them over (views it owns) */
+    fattn_call_log *calls;
+    fattn_tensor fwd_t[2 + FATTN_SAVED_NAUX];
+    fattn_tensor saved_t[FATTN_SAVED_COUNT];
+    fattn_tensor grads_t[5];
 } case_run;
 
 static fattn_status case_run_init(case_run *r, const fattn_spec *spec, const fattn_run_opts *opts)
@@ -68,8 +76,12 @@ static fattn_status case_run_init(case_run *r, const fattn_spec *spec, const fat
     r->ops = fattn_fe_get(opts->impl);
     if (!r->ops)
         return fattn_error(FATTN_E_INVALID_ARG, "no front end %d", (int)opts->impl);
+    /* the front end gets the engine through the call log */
+    fattn_status st = fattn_call_log_open(opts->engine, &r->calls);
+    if (st != FATTN_OK)
+        return st;
     r->env = (fattn_fe_env){.spec = spec, .in = &r->in, .gen = &r->gen,
-                            .engine = opts->engine, .poison = opts->poison,
+                            .engine = fattn_call_log_engine(r->calls), .poison = opts->poison,
                             .via_wrapper = opts->via_wrapper};
     return FATTN_OK;
 }
@@ -82,6 +94,60 @@ static void case_run_free(case_run *r)
     if (r->own_inputs)
         fattn_inputs_free(&r->in);
     r->own_inputs = false;
+    fattn_call_log_free(r->calls);
+    r->calls = NULL;
+}
+
+#define NAME_INPUT(name) fattn_call_names_add(n, "inputs/", #name, &r->in.name);
+
+static void names_inputs(const case_run *r, fattn_call_names *n)
+{
+    CASE_INPUTS(NAME_INPUT)
+}
+
+static void names_forward(const case_run *r, fattn_call_names *n)
+{
+    fattn_call_names_add(n, "forward/", "out", &r->fwd_t[0]);
+    fattn_call_names_add(n, "forward/", "max_logit", &r->fwd_t[1]);
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+        fattn_call_names_add(n, "forward/aux/",
+                             fattn_saved_name((fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i)),
+                             &r->fwd_t[2 + i]);
+}
+
+static void names_saved(const case_run *r, fattn_call_names *n)
+{
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        fattn_call_names_add(n, "save_ctx/", fattn_saved_name((fattn_saved_slot)i),
+                             &r->saved_t[i]);
+}
+
+/* Write the calls of `dir` the front end made under engine_call/, their
+ * tensors named by the recorded ones they are: a forward call's by the
+ * inputs, then the forward's outputs and the saved slots; a backward
+ * call's by the saved slots first (what the backward reads), then the
+ * inputs (d_out), the forward's outputs and the grads. */
+static fattn_status write_calls(case_run *r, fattn_call_dir dir)
+{
+    static const char *const grads[5] = {"dq", "dk", "dv", "d_bias", "d_softmax_offset"};
+    fattn_call_names *n = malloc(sizeof *n);
+    if (!n)
+        return fattn_error(FATTN_E_NOMEM, "case %s: out of memory", r->spec->id);
+    n->n = 0;
+    if (dir == FATTN_CALL_FORWARD) {
+        names_inputs(r, n);
+        names_forward(r, n);
+        names_saved(r, n);
+    } else {
+        names_saved(r, n);
+        names_inputs(r, n);
+        names_forward(r, n);
+        for (int i = 0; i < 5; i++)
+            fattn_call_names_add(n, "backward/", grads[i], &r->grads_t[i]);
+    }
+    fattn_status st = fattn_call_log_write(r->calls, dir, n, r->node);
+    free(n);
+    return st;
 }
 
 static fattn_status step(case_run *r, fattn_state to)
@@ -213,6 +279,11 @@ static fattn_status do_forward(case_run *r)
         st = r->ops->forward(r->fe, &res);
     if (st == FATTN_OK)
         st = record_forward(r, &res, &g);
+    if (st == FATTN_OK) {
+        r->fwd_t[0] = res.out;
+        r->fwd_t[1] = res.max_logit;
+        memcpy(r->fwd_t + 2, res.aux, sizeof res.aux);
+    }
     if (st == FATTN_OK)
         st = record_returned(r, &res);
     if (st == FATTN_OK)
@@ -242,7 +313,13 @@ static fattn_status do_save_ctx(case_run *r)
     if (st == FATTN_OK)
         st = fattn_ctx_record_write(&res.rec, g);
     if (st == FATTN_OK)
+        memcpy(r->saved_t, res.t, sizeof res.t);
+    if (st == FATTN_OK)
         st = observe_private(r, FATTN_STATE_SAVE_CTX, g);
+    /* the forward's engine calls, once the saved slots can name them (an
+     * FP8 forward hands the engine the quantised copies it saves) */
+    if (st == FATTN_OK)
+        st = write_calls(r, FATTN_CALL_FORWARD);
     return st;
 }
 
@@ -299,8 +376,16 @@ static fattn_status do_backward(case_run *r, const fattn_tensor *d_out)
         st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
     if (st == FATTN_OK)
         st = observe_private(r, FATTN_STATE_BACKWARD, g);
+    if (st == FATTN_OK) {
+        const fattn_tensor grads[5] = {res.dq, res.dk, res.dv, res.d_bias,
+                                       res.d_softmax_offset};
+        memcpy(r->grads_t, grads, sizeof grads);
+        st = write_calls(r, FATTN_CALL_BACKWARD);
+    }
     if (st == FATTN_OK && r->opts->backward_again)
         st = backward_again(r, d_out, g);
+    /* what a second backward handed the engine is not the run's */
+    fattn_call_log_discard(r->calls, FATTN_CALL_BACKWARD);
     return st;
 }
 
@@ -430,6 +515,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
         st = do_forward(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_SAVE_CTX)
         st = do_save_ctx(&r);
+    else if (st == FATTN_OK && opts->until == FATTN_STATE_FORWARD)
+        st = write_calls(&r, FATTN_CALL_FORWARD);
     /* Inference cases have no backward group (TE saves the ctx either way). */
     if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && spec->is_training)
         st = do_backward(&r, &r.in.d_out);
@@ -476,11 +563,17 @@ static fattn_status replay_resume(case_run *r, const fattn_h5_node *recorded, fa
             st = fattn_h5_node_copy(g, r->node, NULL);
     }
     r->state = from;
+    /* the recorded forward's engine calls: its state is copied, not rerun */
+    if (st == FATTN_OK)
+        st = fattn_call_copy(recorded, FATTN_CALL_FORWARD, r->node);
     if (st != FATTN_OK)
         return st;
     load_inputs(r, fattn_h5_node_find(recorded, "inputs"));
     if (from == FATTN_STATE_SAVE_CTX) {
         const fattn_h5_node *sc = fattn_h5_node_find(recorded, "save_ctx");
+        /* the backward reads the recorded slots as views (load_save_ctx) */
+        for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+            r->saved_t[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
         fattn_ctx_record rec;
         if ((st = fattn_ctx_record_read(sc, &rec)) == FATTN_OK && (st = fe_start(r)) == FATTN_OK)
             st = r->ops->load_save_ctx(r->fe, sc, &rec);
