@@ -231,13 +231,18 @@ static const struct {
     {"backward", FATTN_VERIFY_STATE_BACKWARD},
     {"forwardish/x", FATTN_VERIFY_STATE_OTHER},
     {"legacy@refused_status", FATTN_VERIFY_STATE_OTHER},
+    {"steps/3/engine_call/backward@q", FATTN_VERIFY_STATE_CALL_BWD},
+    {"repeat: steps/12/forward/out", FATTN_VERIFY_STATE_FORWARD},
+    {"steps/x/forward/out", FATTN_VERIFY_STATE_OTHER},
 };
 
 START_TEST(test_state_of)
 {
-    ck_assert_msg(fattn_verify_state_of(state_rows[_i].path) == state_rows[_i].state,
-                  "%s: state %d, want %d", state_rows[_i].path,
-                  fattn_verify_state_of(state_rows[_i].path), state_rows[_i].state);
+    const char *p = state_rows[_i].path;
+    ck_assert_msg(fattn_verify_state_of(p) == state_rows[_i].state, "%s: state %d, want %d", p,
+                  fattn_verify_state_of(p), state_rows[_i].state);
+    int want_step = strstr(p, "steps/3/") ? 3 : strstr(p, "steps/12/") ? 12 : 0;
+    ck_assert_int_eq(fattn_verify_step_of(p), want_step);
     fattn_test_mark("engine_call.cause.state_of");
 }
 END_TEST

@@ -143,6 +143,7 @@ static const char every_key_json[] =
     "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
     "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
     "\"layout\":\"paged_kv_bshd_bshd_bshd\",\"mask\":\"padding\",\"paged\":{\"page_size\":2},"
+    "\"schedule\":[{\"F\":0},{\"F\":0}],"
     "\"expect_refusal\":{\"status\":\"FATTN_E_NOT_MODELLED\",\"rule\":\"cpu_offload_v1\"}}";
 
 /* The top-level keys of a JSON object without whitespace, in order. */

@@ -34,12 +34,37 @@ static bool under(const char *path, const char *g)
                                     path[n] == '.');
 }
 
-int fattn_verify_state_of(const char *path)
+/* The path without a check's own prefix ("split: inputs/_impl@q"); *step
+ * gets k of a schedule step's "steps/<k>/" prefix, which is taken off too
+ * (0: none). */
+static const char *strip(const char *path, int *step)
 {
-    /* a check's own prefix: "split: inputs/_impl@q" */
     const char *colon = strstr(path, ": ");
     if (colon)
         path = colon + 2;
+    *step = 0;
+    if (!strncmp(path, "steps/", 6)) {
+        char *end = NULL;
+        long k = strtol(path + 6, &end, 10);
+        if (end && end != path + 6 && k > 0 && k < 1000000 && (*end == '/' || !*end)) {
+            *step = (int)k;
+            path = *end ? end + 1 : end;
+        }
+    }
+    return path;
+}
+
+int fattn_verify_step_of(const char *path)
+{
+    int step;
+    strip(path, &step);
+    return step;
+}
+
+int fattn_verify_state_of(const char *path)
+{
+    int step;
+    path = strip(path, &step);
     if (path[0] == '@')
         return FATTN_VERIFY_STATE_CASE;
     if (under(path, "engine_call/forward"))
@@ -112,6 +137,7 @@ static void take_diffs(fattn_verify_case *c, int k, fattn_compare_result *r)
         d->check = k;
         d->d = r->all[i];
         d->state = fattn_verify_state_of(d->d.path);
+        d->step = fattn_verify_step_of(d->d.path);
         d->seq = c->n_diffs++;
         memset(&r->all[i], 0, sizeof r->all[i]); /* moved */
     }
@@ -160,6 +186,8 @@ static int diff_cmp(const void *x, const void *y)
     const fattn_verify_diff *b = &sort_case->diffs[*(const size_t *)y];
     if (a->check != b->check)
         return a->check < b->check ? -1 : 1;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
     if (a->state != b->state)
         return a->state < b->state ? -1 : 1;
     if (a->d.tensor != b->d.tensor)
@@ -182,16 +210,26 @@ void fattn_verify_check_cause_of(const fattn_verify_case *c, int check, fattn_ve
     memset(out, 0, sizeof *out);
     out->check = -1;
     out->state = FATTN_VERIFY_NSTATES;
-    for (size_t i = 0; i < c->n_diffs; i++)
-        if (c->diffs[i].check == check && c->diffs[i].state < out->state)
-            out->state = c->diffs[i].state;
+    out->step = -1;
+    for (size_t i = 0; i < c->n_diffs; i++) {
+        const fattn_verify_diff *d = &c->diffs[i];
+        if (d->check == check &&
+            (out->step < 0 || d->step < out->step ||
+             (d->step == out->step && d->state < out->state))) {
+            out->step = d->step;
+            out->state = d->state;
+        }
+    }
     if (out->state == FATTN_VERIFY_NSTATES)
         return;
     out->check = check;
     for (size_t i = 0; i < c->n_diffs; i++)
-        out->n_first += c->diffs[i].check == check && c->diffs[i].state == out->state;
+        out->n_first += c->diffs[i].check == check && c->diffs[i].step == out->step &&
+                        c->diffs[i].state == out->state;
+    /* the states both trees hold are known of the case group, not of a
+     * schedule's steps: there the steps before are what was equal */
     unsigned before = (1u << out->state) - 1;
-    out->equal_before = c->checks[check].states_both & before;
+    out->equal_before = out->step ? 0 : c->checks[check].states_both & before;
 }
 
 void fattn_verify_cause_of(const fattn_verify_case *c, fattn_verify_cause *out)
@@ -266,10 +304,14 @@ void fattn_verify_check_cause_text(const fattn_verify_case *c, int check, char *
             put(&b, "%s%s", eq++ ? ", " : "", state_names[s]);
     if (eq)
         put(&b, " equal; ");
+    if (cause.step == 2)
+        put(&b, "steps/1 equal; ");
+    else if (cause.step > 2)
+        put(&b, "steps/1 to steps/%d equal; ", cause.step - 1);
     size_t shown = 0;
     for (size_t i = 0; i < c->n_diffs; i++) {
         const fattn_verify_diff *d = &c->diffs[idx[i]];
-        if (d->check != cause.check || d->state != cause.state)
+        if (d->check != cause.check || d->state != cause.state || d->step != cause.step)
             continue;
         if (shown++ < CAUSE_FIRST_SHOWN) {
             char t[1200];
@@ -283,7 +325,7 @@ void fattn_verify_check_cause_text(const fattn_verify_case *c, int check, char *
     size_t then = 0;
     for (size_t i = 0; i < c->n_diffs; i++) {
         const fattn_verify_diff *d = &c->diffs[idx[i]];
-        if (d->check != cause.check || d->state == cause.state)
+        if (d->check != cause.check || (d->state == cause.state && d->step == cause.step))
             continue;
         if (then < CAUSE_THEN_SHOWN)
             put(&b, "%s%s", then ? ", " : "; then ", d->d.path);

@@ -36,6 +36,9 @@ typedef enum fattn_verify_state {
 /* The state a difference's path is in ("backward/dq", "save_ctx@x",
  * "engine_call/backward@y", "split: inputs/_impl@q"). */
 int fattn_verify_state_of(const char *path);
+/* k of a schedule step's path ("steps/<k>/backward/dq"), 0 for none; the
+ * state above is the step's. Steps come in their order, before a state. */
+int fattn_verify_step_of(const char *path);
 /* "inputs", "engine_call/forward", ... ("case" for the case's own). */
 const char *fattn_verify_state_name(int state);
 /* The states case group g holds, as bits 1u << state. */
@@ -57,7 +60,8 @@ void fattn_verify_diff_order(const fattn_verify_case *c, size_t *idx);
 /* The earliest cause of a differing case. */
 typedef struct fattn_verify_cause {
     int check;             /* the first check that differs; -1: none */
-    int state;             /* its earliest differing state */
+    int step;              /* its earliest differing schedule step (0: not a step) */
+    int state;             /* its earliest differing state (in that step) */
     unsigned equal_before; /* states before it both sides hold, all equal (bits) */
     size_t n_first;        /* differences in that state */
 } fattn_verify_cause;

@@ -79,6 +79,11 @@ void fattn_compare_result_free(fattn_compare_result *r);
 void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
                          const char *const *states, fattn_compare_result *r);
 
+/* Whether case group c records engine calls (engine_call/, or a
+ * schedule step's): goldens made before they were recorded hold none, and
+ * are compared without them. */
+bool fattn_compare_has_calls(const fattn_h5_node *c);
+
 /* Turn a case group into its golden form: inputs and save_ctx datasets
  * become `digest:<name>` attributes on their groups (nested names joined
  * with '/'), forward and backward stay in full. */

@@ -39,6 +39,7 @@ typedef struct fattn_verify_diff {
     int check;                /* index into the case's checks[] */
     fattn_compare_diff d;     /* d.path below the case group */
     int state;                /* its state in run order (fattn_verify_state_of) */
+    int step;                 /* its schedule step (fattn_verify_step_of; 0: none) */
     size_t seq;               /* the order found */
 } fattn_verify_diff;
 

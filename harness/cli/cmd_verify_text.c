@@ -130,9 +130,9 @@ static json_t *json_cause(const fattn_verify_case *c)
     for (int s = 0; s < FATTN_VERIFY_NSTATES; s++)
         if (cause.equal_before & (1u << s))
             json_array_append_new(eq, json_string(fattn_verify_state_name(s)));
-    return json_pack("{s:s,s:s,s:o,s:I,s:s}", "check", c->checks[cause.check].name, "state",
+    return json_pack("{s:s,s:s,s:o,s:I,s:s,s:i}", "check", c->checks[cause.check].name, "state",
                      fattn_verify_state_name(cause.state), "equal_before", eq, "in_state",
-                     (json_int_t)cause.n_first, "text", text);
+                     (json_int_t)cause.n_first, "text", text, "step", cause.step);
 }
 
 /* Every difference, in the listing order: "path" is "<check>: <path>" as
@@ -153,9 +153,9 @@ static json_t *json_first(const fattn_verify_case *c)
         const char *check = c->checks[d->check].name;
         char path[1400];
         snprintf(path, sizeof path, "%s: %s", check, d->d.path);
-        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:b}", "path", path, "why", d->d.why, "check",
-                              check, "state", fattn_verify_state_name(d->state), "tensor",
-                              d->d.tensor);
+        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:b,s:i}", "path", path, "why", d->d.why,
+                              "check", check, "state", fattn_verify_state_name(d->state),
+                              "tensor", d->d.tensor, "step", d->step);
         if (e && (d->d.a || d->d.b)) {
             json_object_set_new(e, "a", d->d.a ? json_string(d->d.a) : json_null());
             json_object_set_new(e, "b", d->d.b ? json_string(d->d.b) : json_null());

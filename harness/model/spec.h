@@ -122,6 +122,7 @@
 #include "fattn/status.h"
 #include "fattn/te.h"
 
+#include "schedule.h"
 #include "spec_keys.h"
 
 #ifdef __cplusplus
@@ -170,6 +171,28 @@ bool fattn_spec_refusal_status(fattn_status st);
  * f16 path, ceil(sq^2/128) rounded up to a multiple of 4 on the FP8 path
  * (fused_attn.py:356-364, docs/fp8-branches.md F4). */
 int64_t fattn_spec_rng_increment(const fattn_spec *s);
+
+/* The steps of the case's schedule (0 without one): step k (1-based) draws
+ * its inputs with seed + k, which bounds seed. */
+int64_t fattn_spec_steps(const fattn_spec *s);
+/* How far the case run advances the generator's offset: the increment
+ * times its forwards (one without a schedule), which bounds rng_offset. */
+int64_t fattn_spec_rng_advance(const fattn_spec *s);
+
+/* The cache steps of a schedule of them (fattn_schedule_is_cache): TE's
+ * cache managers' bookkeeping over the case's cache (b, skv, paged) and q
+ * format (schedule.h). Errors as fattn_kv_plan_make's. */
+fattn_status fattn_spec_kv_plan(const fattn_spec *s, fattn_kv_plan *out);
+/* The spec step k (1-based) of s's schedule runs as, a case of its own
+ * without a schedule: the seed + k; a cache step's batch, sq and lengths
+ * from `plan` (fattn_spec_kv_plan; NULL for other schedules). Free with
+ * fattn_spec_free. */
+fattn_status fattn_spec_step(const fattn_spec *s, const fattn_kv_plan *plan, int64_t k,
+                             fattn_spec *out);
+
+/* TE's DelayedScaling amax_history_len default (common/recipe/__init__.py:254). */
+#define FATTN_SPEC_FP8_HISTORY_DEFAULT 1024
+#define FATTN_SPEC_FP8_HISTORY_MAX 65536
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);

@@ -68,6 +68,19 @@ typedef struct fattn_run_opts {
 fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out);
 
+/* fattn_run_case of a case with a schedule (spec.h): every step recorded
+ * under /cases/<id>/steps/<k>/ (docs/run-files.md "Schedules"); --until
+ * before backward stops the schedule at its first B step. */
+fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
+                                fattn_h5_node **out);
+/* fattn_replay_case of a recorded schedule: the steps copied as recorded
+ * but, for each B step, the backward recomputed from that step's save_ctx
+ * (from SAVE_CTX), and for each forward of split the setup_ctx from its
+ * recorded forward (from FORWARD). */
+fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_spec *spec,
+                                   fattn_state from, const fattn_run_opts *opts,
+                                   fattn_h5_node **out);
+
 /* Replay: take a recorded case group (with at least `from` recorded),
  * copy every state up to `from` and recompute later ones with opts->impl.
  * from = SAVE_CTX: load the backward-read set into the impl's backward.
