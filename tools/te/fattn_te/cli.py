@@ -43,15 +43,65 @@ def _unpack_wheel(path, work):
     return dest
 
 
+def _git(path, *argv):
+    """git -C path argv..., its stdout; InputError naming what failed (git
+    missing said as such)."""
+    try:
+        p = subprocess.run(["git", "-C", path] + list(argv), capture_output=True, text=True)
+    except FileNotFoundError:
+        raise rf.InputError("git is not installed (apt-get install git), and --te PATH@REV "
+                            "needs it")
+    if p.returncode != 0:
+        raise rf.InputError(f"git -C {path} {' '.join(argv)}: {p.stderr.strip() or p.returncode}")
+    return p.stdout
+
+
+# PATH@REV checkouts made by te_root: root -> label
+_CHECKOUTS = {}
+
+
+def _checkout(path, rev, work):
+    """--te PATH@REV: TE's tree at REV of the git checkout PATH, exported
+    into the run's temporary folder (git archive: nothing is written into
+    PATH's repository), labelled by its VERSION.txt and short revision."""
+    if work is None:
+        raise rf.InputError(f"--te {path}@{rev}: a revision needs a temporary folder")
+    full = _git(path, "rev-parse", "--verify", "--quiet", rev + "^{commit}").strip()
+    short = _git(path, "rev-parse", "--short", full).strip()
+    dest = os.path.join(work, "te-" + short)
+    if not os.path.isdir(dest):
+        os.makedirs(dest)
+        arch = subprocess.run(["git", "-C", path, "archive", "--format=tar", full],
+                              capture_output=True)
+        if arch.returncode != 0:
+            raise rf.InputError(f"git archive {rev} of {path}: {arch.stderr.decode().strip()}")
+        import io
+        import tarfile
+        with tarfile.open(fileobj=io.BytesIO(arch.stdout)) as t:
+            t.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") else \
+                t.extractall(dest)
+    _CHECKOUTS[os.path.abspath(dest)] = f"te-{_version_txt(dest)}+{short}"
+    return dest
+
+
+def _version_txt(root):
+    vf = os.path.join(root, "build_tools", "VERSION.txt")
+    return open(vf).read().strip() if os.path.isfile(vf) else "source"
+
+
 def te_root(arg, work=None):
     """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
     into `work`), a directory holding transformer_engine/ (an unpacked wheel,
-    a source checkout) or the transformer_engine/ directory itself: the
-    directory holding transformer_engine/, checked to hold TE's backends
-    module. InputError saying what --te takes otherwise."""
+    a source checkout), the transformer_engine/ directory itself, or PATH@REV
+    (a git checkout at a revision, exported into `work`): the directory
+    holding transformer_engine/, checked to hold TE's backends module.
+    InputError saying what --te takes otherwise."""
     from fattn_te import loader
     root = None
-    if os.path.isfile(arg) and arg.endswith(".whl"):
+    at = arg.rfind("@")
+    if at > 0 and not os.path.exists(arg) and os.path.isdir(arg[:at]):
+        root = _checkout(arg[:at], arg[at + 1:], work)
+    elif os.path.isfile(arg) and arg.endswith(".whl"):
         if work is None:
             raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
         root = _unpack_wheel(arg, work)
@@ -72,8 +122,8 @@ def te_root(arg, work=None):
         f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
         f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
         f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
-        f"transformer_engine/ (an unpacked wheel or a source checkout) or that "
-        f"transformer_engine/ directory; each needs "
+        f"transformer_engine/ (an unpacked wheel or a source checkout), that "
+        f"transformer_engine/ directory, or PATH@REV (a git checkout at a revision); each needs "
         f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
 
 
@@ -90,21 +140,27 @@ def use_library_of(fattn):
 
 
 def te_impl(root):
-    """te-<version> of a wheel (its dist-info), te-<git describe> of a source tree."""
+    """te-<version> of a wheel (its dist-info); of a source tree te-<its
+    build_tools/VERSION.txt, else "source">, with +<short revision> (and
+    -dirty for uncommitted changes) when it is a git checkout: the version
+    TE says it is, not the last tag git describe finds on a branch."""
+    if os.path.abspath(root) in _CHECKOUTS:
+        return _CHECKOUTS[os.path.abspath(root)]
     for name in sorted(os.listdir(root)):
         if name.startswith("transformer_engine-") and name.endswith(".dist-info"):
             return "te-" + name[len("transformer_engine-"):-len(".dist-info")]
+    label = "te-" + _version_txt(root)
     try:
-        d = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--tags"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-        if d:
-            return "te-" + d
+        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+        if rev:
+            label += f"+{rev}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.CalledProcessError):
         pass
-    vf = os.path.join(root, "build_tools", "VERSION.txt")
-    if os.path.isfile(vf):
-        return "te-" + open(vf).read().strip()
-    return "te-unknown"
+    return label
 
 
 def fattn_args(args):
@@ -168,7 +224,20 @@ def describe_error(e):
     return f"{ERROR_PREFIX}TE raised {type(e).__name__}: {e}{where}"
 
 
-def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None):
+def progress_line(on, i, n, cid, word):
+    """`[17/133] CASE... ok` on stderr, as fattn's commands print them."""
+    if on:
+        sys.stderr.write(f"[{i}/{n}] {cid}... {word}\n")
+        sys.stderr.flush()
+
+
+def progress_wanted(flag):
+    """--progress, or stderr a terminal (fattn's rule: never otherwise)."""
+    return bool(flag) or sys.stderr.isatty()
+
+
+def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None,
+                progress=False):
     """One TE run in this process; returns (cases, tensors, errored, paths):
     errored a list of (case id, reason); paths counts the cases by path, and
     under "why" those through FusedAttnFunc.apply by reason."""
@@ -213,38 +282,11 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     root_attrs.append(("git_rev", rf.attr_value(tree, "git_rev"), None))
     out_cases, errored, paths = {}, [], {"module": 0, "function": 0}
     ntensors = 0
-    for cid, case in tree["children"]["cases"]["children"].items():
-        attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
-        if any(a[0] in ("skipped", "refused_rule") for a in attrs):
-            # fattn refused it: asked of TE where TE refuses it (refusal.py);
-            # recorded as fattn refused it unless TE runs it.
-            from fattn_te import refusal
-            _progress(f"case {cid} (refused by fattn)")
-            children = refusal.run(backends, cid, resolved[cid], attrs, call)
-            if children is None:
-                out_cases[cid] = {"attrs": attrs, "children": {}}
-                continue
-            attrs = [a for a in attrs if not a[0].startswith("refused_")]
-            out_cases[cid] = {"attrs": attrs, "children": children}
-            ntensors += _count_datasets({"children": children})
-            continue
-        _progress(f"case {cid}")
-        try:
-            children = record.run_case(backends, resolved[cid], case, call)
-        except Exception as e:  # the case's result; the run goes on
-            reason = describe_error(e)
-            errored.append((cid, reason))
-            out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
-            continue
-        p = record.case_path(resolved[cid], call)
-        paths[p] += 1
-        if p == "function":
-            from fattn_te import module
-            why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
-            paths.setdefault("why", {}).setdefault(why, 0)
-            paths["why"][why] += 1
-        out_cases[cid] = {"attrs": attrs, "children": children}
-        ntensors += _count_datasets({"children": children})
+    all_cases = tree["children"]["cases"]["children"]
+    for i, (cid, case) in enumerate(all_cases.items(), 1):
+        word = _run_case(backends, cid, case, resolved, call, out_cases, errored, paths)
+        ntensors += _count_datasets({"children": out_cases[cid]["children"]})
+        progress_line(progress, i, len(all_cases), cid, word)
     from fattn_te import refusal
     refusal.write_log()
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
@@ -252,6 +294,42 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     _progress(f"writing {out}")
     rf.write_tree(out, new, fattn=fattn)
     return len(out_cases), ntensors, errored, paths
+
+
+def _run_case(backends, cid, case, resolved, call, out_cases, errored, paths):
+    """One case into out_cases (errored and paths counted); its word for the
+    progress line."""
+    from fattn_te import record
+    attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
+    if any(a[0] in ("skipped", "refused_rule") for a in attrs):
+        # fattn refused it: asked of TE where TE refuses it (refusal.py);
+        # recorded as fattn refused it unless TE runs it.
+        from fattn_te import refusal
+        _progress(f"case {cid} (refused by fattn)")
+        children = refusal.run(backends, cid, resolved[cid], attrs, call)
+        if children is None:
+            out_cases[cid] = {"attrs": attrs, "children": {}}
+            return "refused"
+        attrs = [a for a in attrs if not a[0].startswith("refused_")]
+        out_cases[cid] = {"attrs": attrs, "children": children}
+        return "ok (fattn refuses it, TE ran it)"
+    _progress(f"case {cid}")
+    try:
+        children = record.run_case(backends, resolved[cid], case, call)
+    except Exception as e:  # the case's result; the run goes on
+        reason = describe_error(e)
+        errored.append((cid, reason))
+        out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
+        return "ERROR"
+    p = record.case_path(resolved[cid], call)
+    paths[p] += 1
+    if p == "function":
+        from fattn_te import module
+        why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
+        paths.setdefault("why", {}).setdefault(why, 0)
+        paths["why"][why] += 1
+    out_cases[cid] = {"attrs": attrs, "children": children}
+    return "ok"
 
 
 def check_output(path):
@@ -270,7 +348,8 @@ def cmd_run(args):
         root = te_root(args.te, work)
         impl = te_impl(root)
         n, m, errored, paths = cmd_run_one(root, args.backend, args.cases, args.filter, args.o,
-                                           fattn, args.call, work)
+                                           fattn, args.call, work,
+                                           progress_wanted(args.progress))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     how = (f"{paths['module']} through FusedAttention, {paths['function']} through "
@@ -296,18 +375,31 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="fattn-te")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run TE's FusedAttnFunc on every case, write a run file")
-    r.add_argument("--te", required=True, help="a TE release (setup.sh) or a directory")
+    te_help = ("a TE release (setup.sh), a wheel file, a directory holding transformer_engine/, "
+               "or PATH@REV: a git checkout of TE at a revision")
+    progress_help = ("print [17/133] CASE... ok on stderr as each case is done (the default "
+                     "when stderr is a terminal)")
+    r.add_argument("--te", required=True, help=te_help)
     r.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
     r.add_argument("--cases")
     r.add_argument("--filter")
     r.add_argument("-o", required=True)
+    r.add_argument("--progress", action="store_true", help=progress_help)
     add_call(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
-    v.add_argument("--te", action="append", required=True)
+    v.add_argument("--te", action="append", required=True, help=te_help + " (twice: A, B)")
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
     v.add_argument("--cases")
     v.add_argument("--filter")
     v.add_argument("--keep", help="keep the run files in this directory")
+    v.add_argument("--json", help="write the report as JSON (schema fattn-te-verify/1); - for "
+                                  "stdout (the text then goes to stderr)")
+    v.add_argument("--junit", help="write JUnit XML: one testcase per case and pair; - for "
+                                   "stdout")
+    v.add_argument("--ref-cache", metavar="DIR",
+                   help="keep each TE's run file in DIR and reuse it while its TE tree, the "
+                        "fattn build and the matrix are the same")
+    v.add_argument("--progress", action="store_true", help=progress_help)
     add_call(v)
     args = ap.parse_args(argv)
     try:

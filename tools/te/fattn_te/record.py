@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, fp8, loader
+from . import bridge, calls, fp8, loader
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -189,16 +189,19 @@ def _attr(name, kind, value):
     raise AssertionError(kind)
 
 
-def save_ctx_state(backends, ctx):
+def save_ctx_state(backends, ctx, by_role=None):
     """save_ctx: the saved tensors by role (restored without consuming the
     ctx, with TE's own restore_from_saved) and the backward-read set, read
-    from the ctx (monolith) or its backward_objects (refactor)."""
+    from the ctx (monolith) or its backward_objects (refactor). by_role (a
+    list) gets (role, tensor) of each, for naming the engine calls' tensors."""
     from transformer_engine.pytorch.quantized_tensor import restore_from_saved
     saved = list(restore_from_saved(ctx.tensor_objects, ctx.saved_tensors))
     src = ctx.backward_objects if is_refactored(backends) else ctx
     children = {}
     for role, t in zip(FIXED_ROLES, saved[:12]):
         put(children, role, t)
+        if by_role is not None:
+            by_role.append((role, t))
     aux = saved[12:]
     if is_refactored(backends):
         slots = aux
@@ -215,6 +218,8 @@ def save_ctx_state(backends, ctx):
             raise CaseError(f"ctx holds {len(aux)} aux tensors, expected {i}")
     for role, t in zip(AUX_ROLES, slots):
         put(children, role, t)
+        if by_role is not None:
+            by_role.append((role, t))
     attrs = [a for a in (_attr(n, k, getattr(src, n)) for n, k in CTX_FIELDS) if a]
     return group(attrs, children)
 
@@ -265,6 +270,7 @@ def run_case(backends, res, ref_case, path="module"):
     t = build_inputs(res, inputs)
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     bridge.last_forward = None
+    calls.reset()
     fp8.set_env(backends, spec)
     if case_path(res, path) == "module":
         from . import module
@@ -291,12 +297,13 @@ def run_case(backends, res, ref_case, path="module"):
     stats = fwd_pack[1]
     after = 3 if max_logit is not None else 2
     rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
-    put(aux, "softmax_stats", stats)
-    put(aux, "rng_state", rng_state)
+    aux_t = [("softmax_stats", stats), ("rng_state", rng_state)]
     if spec["bias"] in ("pre_scale_bias", "post_scale_bias"):
-        put(aux, "aux_bias", rest.pop(0))
+        aux_t.append(("aux_bias", rest.pop(0)))
     if spec["softmax"] != "vanilla":
-        put(aux, "aux_softmax_offset", rest.pop(0))
+        aux_t.append(("aux_softmax_offset", rest.pop(0)))
+    for name, x in aux_t:
+        put(aux, name, x)
     fchildren = {"aux": group([], aux)}
     fattrs = [("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
               ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))]
@@ -308,7 +315,17 @@ def run_case(backends, res, ref_case, path="module"):
         put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
     node["forward"] = group(fattrs, fchildren)
-    node["save_ctx"] = save_ctx_state(backends, ctx)
+    saved = []
+    node["save_ctx"] = save_ctx_state(backends, ctx, saved)
+    # the engine calls' tensors are named as fattn's runner names its front
+    # ends' (harness/run/case_run.c): a forward call's by the inputs, the
+    # forward's outputs, the saved slots; a backward call's by the saved
+    # slots, the inputs, the forward's outputs, the grads
+    n_in = calls.named("inputs/", t.items())
+    n_fwd = calls.named("forward/", [("out", out), ("max_logit", max_logit)]) + calls.named(
+        "forward/aux/", aux_t)
+    n_saved = calls.named("save_ctx/", saved)
+    grads_named = []
     if spec["is_training"]:
         src = ctx.backward_objects if is_refactored(backends) else ctx
         fp8_bwd = bool(getattr(src, "fp8", False))
@@ -328,7 +345,12 @@ def run_case(backends, res, ref_case, path="module"):
         bchildren = {}
         for (_, role), g in zip(roles, grads):
             put(bchildren, role, g)
+            grads_named.append((role, g))
         # the amaxes an FP8 backward wrote, in the quantizers it was handed
         battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
         node["backward"] = group(battrs, bchildren)
+    ec = calls.groups(n_in + n_fwd + n_saved,
+                      n_saved + n_in + n_fwd + calls.named("backward/", grads_named))
+    if ec:
+        node["engine_call"] = group([], ec)
     return node

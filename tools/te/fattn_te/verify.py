@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import cli
+from . import cause, cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -20,19 +20,24 @@ _RUN_LINE = re.compile(r"\((?:(\d+) through FusedAttention, )?(\d+) through "
                        r"FusedAttnFunc\.apply; (\d+) errored\)")
 
 
-def _te_run(root, args, out):
-    """fattn-te run on one TE (a root te_root checked); exit 1 (cases that
-    errored, recorded in the file) is a result. Returns (through the module,
-    through FusedAttnFunc.apply, why those took it)."""
-    argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", root,
+def _te_run(root, args, out, te_arg=None):
+    """fattn-te run on one TE (a root te_root checked; te_arg: the --te to
+    hand it instead, a PATH@REV the run exports and labels itself); exit 1
+    (cases that errored, recorded in the file) is a result. With progress,
+    the run's progress lines go to stderr as they come. Returns (through the
+    module, through FusedAttnFunc.apply, why those took it)."""
+    argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", te_arg or root,
             "--backend", args.backend, "--call", args.call, "-o", out] + cli.fattn_args(args)
+    if args.progress_on:
+        argv.append("--progress")
     # TE's answers to the cases fattn refuses (refusal.py), beside the run file
     env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    p = subprocess.run(argv, stdout=subprocess.PIPE,
+                       stderr=None if args.progress_on else subprocess.PIPE, text=True, env=env)
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise RuntimeError(f"fattn-te run --te {root}: exit {p.returncode}")
+        sys.stderr.write(p.stdout + (p.stderr or ""))
+        raise RuntimeError(f"fattn-te run --te {te_arg or root}: exit {p.returncode}")
     why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
     return int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else ""
 
@@ -96,13 +101,27 @@ DEVIATIONS = [{
     "path": re.compile(r"^/cases/([^/@]+)[/@]"),
     "case": lambda r: bool(r["spec"].get("fp8")) and bool(r["spec"].get("return_max_logit")),
     # one run refused the case (fattn's rule; TE 2.19.0's TypeError), the
-    # other ran it: the ran side's datasets, the refused side's refused_*
+    # other ran it: the ran side's datasets and engine calls (groups), the
+    # refused side's refused_*
     "entry": lambda e, side: side is not None and e["status"] == (
-        f"missing_in_{side}" if e["kind"] == "dataset"
+        f"missing_in_{side}" if e["kind"] in ("dataset", "group")
         else f"missing_in_{'b' if side == 'a' else 'a'}" if e["kind"] == "attribute" else None),
     "reason": "2.19.0's FP8 branch leaves max_logit None and unpacks it (TypeError after the "
               "kernel ran); 2.20.2 returns (out, None); " + _DIRECT,
     "te_lines": "backends.py 2.19.0:1750-1751, 2.20.2:2275-2276",
+}, {
+    "name": "FusedAttention hands fused_attn_fwd one page table for K and V",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward@page_table_v$"),
+    "case": lambda r: bool(r["spec"].get("paged")),
+    # the same table content; only the tensor it is differs: fattn's front
+    # end hands the case's page_table_v, TE's module path page_table_k
+    "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
+    and e["a"].replace(" inputs/page_table_v ", " inputs/page_table_k ") == e["b"],
+    "reason": "FusedAttention passes the cache's one page table as both tables; fattn's "
+              "front ends get the case's V table, equal to it, as a tensor of its own",
+    "te_lines": "backends.py 2.19.0:2335-2336, 2.20.2:2595-2596",
 }]
 
 
@@ -137,9 +156,13 @@ def _is_refactored(root):
 
 
 def _cases(path):
+    return len(_case_ids(path))
+
+
+def _case_ids(path):
     import h5py
     with h5py.File(path, "r") as f:
-        return len(f["cases"])
+        return sorted(f["cases"].keys())
 
 
 def _fp8_counts(path):
@@ -190,6 +213,8 @@ def _n(k, word):
 
 def _what(e):
     what = e["status"].replace("_", " ")
+    if e["status"] == "value" and "a" in e and "b" in e:
+        return f"value: A {e['a']}, B {e['b']}"
     if e["status"] == "different" and e.get("count") is not None:
         what += f": {e['count']} of {e.get('numel')} elements"
         cls = (e.get("ulp_histogram") or {}).get("class_changes", 0)
@@ -203,13 +228,48 @@ def _what(e):
     return what
 
 
+def _present(a, b):
+    """case id -> the states (cause.STATES indices) both run files hold."""
+    import h5py
+    held = []
+    for path in (a, b):
+        with h5py.File(path, "r") as f:
+            h = {}
+            for cid, g in f["cases"].items():
+                names = set(g.keys())
+                if "engine_call" in g:
+                    names |= {"engine_call/" + n for n in g["engine_call"].keys()}
+                h[cid] = cause.states_in(names)
+            held.append(h)
+    return {c: held[0][c] & held[1].get(c, set()) for c in held[0]}
+
+
+def _failing(counted, a, b, a_name, b_name):
+    """case id -> {"items": [(rel, entry)] in run order, "cause": ...} of the
+    cases with counted differences."""
+    by_case = {}
+    for seq, (path, e) in enumerate(counted):
+        cid, rel = cause.split_path(path)
+        by_case.setdefault(cid, []).append((cause.order_key(rel, e, seq), rel, e))
+    present = _present(a, b) if by_case else {}
+    out = {}
+    for cid, items in sorted(by_case.items(), key=lambda x: x[0] or ""):
+        items = [(rel, e) for _, rel, e in sorted(items, key=lambda x: x[0])]
+        out[cid] = {"items": items,
+                    "cause": cause.case_cause(items, present.get(cid, set()), a_name, b_name,
+                                              _what)}
+    return out
+
+
 def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=False,
              kept=True):
-    """One verdict line for A vs B, then each documented deviation and each
-    counted difference. io_dtypes: case id -> io dtype where the backend's
-    d_softmax_offset is compared within tolerance (cuDNN), else None.
-    resolved: case id -> resolved case, for DEVIATIONS; fattn_pair: A is a
-    fattn front end's run. Returns 0 (neutral, deviations aside) or 1."""
+    """One verdict line for A vs B, then each documented deviation, each
+    failing case's earliest cause and each counted difference, in run order.
+    io_dtypes: case id -> io dtype where the backend's d_softmax_offset is
+    compared within tolerance (cuDNN), else None. resolved: case id ->
+    resolved case, for DEVIATIONS; fattn_pair: A is a fattn front end's run.
+    Returns the pair's report (verify.main writes it as JSON and JUnit); its
+    "exit" is 0 (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
     side = _refused_side(a, b)
@@ -245,12 +305,14 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
             word = f"no, documented changes only ({what}{'; ' + dev if devs else ''})"
         else:
             word = f"neutral ({dev})" if devs else "yes"
-        print(f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
-              f"{_n(n, 'tensor')}{note})")
+        line = (f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
+                f"{_n(n, 'tensor')}{note})")
     else:
         extra = f"; {len(documented)} documented" if documented else ""
-        print(f"{a_name} -> {b_name}: behavior-neutral: no ({len(counted)} of {_n(n, 'tensor')} "
-              f"differ in {_n(ncases, 'case')}{extra}{note})")
+        word = "no"
+        line = (f"{a_name} -> {b_name}: behavior-neutral: no ({len(counted)} of "
+                f"{_n(n, 'tensor')} differ in {_n(ncases, 'case')}{extra}{note})")
+    print(line)
     for path, e, d in devs:
         print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
               f"Findings)")
@@ -260,27 +322,62 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         print(f"  documented change: /cases/{cid}  refused in "
               f"{a_name if ran == b_name else b_name}, run in {ran} ({_n(len(items), 'path')}): "
               f"{d['name']} (TE {d['te_lines']}; docs/te.md, Findings)")
-    # an errored case's paths as one line, naming the run it errored in
     errs = {"A": _errored(a), "B": _errored(b)}
-    shown, cases_shown = [], set()
-    for path, e in counted:
-        m = re.match(r"^/cases/([^/@]+)", path)
-        cid = m.group(1) if m else None
+    failing = _failing(counted, a, b, a_name, b_name)
+    more = (f"fattn diff {a} {b}" if kept else
+            "run again with --keep DIR, then fattn diff on the two files it names")
+    _print_failing(failing, errs, a_name, b_name, more)
+    return {"a": a_name, "b": b_name, "file_a": a if kept else None,
+            "file_b": b if kept else None, "verdict": word, "line": line,
+            "exit": 1 if counted else 0, "cases": ncases, "tensors": n,
+            "case_ids": _case_ids(a),
+            "counted": len(counted), "noisy": noisy,
+            "documented": [{"path": p, "status": e["status"], "entry": d["name"],
+                            "kind": d["kind"]} for p, e, d in documented],
+            "failing": {cid: {"cause": f["cause"], "errored": [k for k in ("A", "B")
+                                                                 if cid in errs[k]],
+                              "differences": [_json_diff(rel, e) for rel, e in f["items"]]}
+                        for cid, f in failing.items()}}
+
+
+def _json_diff(rel, e):
+    out = {"path": rel, "status": e["status"], "kind": e.get("kind"), "what": _what(e),
+           "state": cause.STATES[cause.state_of(rel)]}
+    for k in ("a", "b", "count", "numel", "max_abs"):
+        if k in e:
+            out[k] = e[k]
+    return out
+
+
+def _print_failing(failing, errs, a_name, b_name, more):
+    """Under the verdict: each failing case's cause (a case that errored in
+    either run: one line naming the run and the reason), then its counted
+    differences in run order, both bounded with complete counts."""
+    causes, shown, left = [], [], {"tensor": 0, "other": 0}
+    for cid, f in failing.items():
         where = [k for k in ("A", "B") if cid in errs[k]]
-        if not where:
-            shown.append(f"  {path}  {_what(e)}")
-        elif cid not in cases_shown:
-            cases_shown.add(cid)
+        if where:
             name = {"A": a_name, "B": b_name}
-            shown.append(f"  /cases/{cid}  errored in {' and '.join(name[k] for k in where)}: "
-                         f"{errs[where[-1]][cid]}")
-    for line in shown[:_SHOWN]:
+            causes.append(f"  /cases/{cid}  errored in {' and '.join(name[k] for k in where)}: "
+                          f"{errs[where[-1]][cid]}")
+            continue
+        causes.append(f"  cause: /cases/{cid}: {f['cause']['text']}")
+        for rel, e in f["items"]:
+            if len(shown) < _SHOWN:
+                sep = "" if rel.startswith("@") else "/"
+                shown.append(f"  /cases/{cid}{sep}{rel}  {_what(e)}")
+            else:
+                left["tensor" if e.get("kind") in ("dataset", "digest") else "other"] += 1
+    for line in causes[:_SHOWN]:
         print(line)
-    if len(shown) > _SHOWN:
-        more = (f"fattn diff {a} {b}" if kept else
-                "run again with --keep DIR, then fattn diff on the two files it names")
-        print(f"  ... and {len(shown) - _SHOWN} more ({more})")
-    return 1 if counted else 0
+    if len(causes) > _SHOWN:
+        print(f"  ... and {len(causes) - _SHOWN} more failing cases (--json lists every "
+              f"case's cause)")
+    for line in shown:
+        print(line)
+    if left["tensor"] + left["other"]:
+        print(f"  ... and {left['tensor'] + left['other']} more ({_n(left['tensor'], 'tensor')}, "
+              f"{_n(left['other'], 'other object')}; {more})")
 
 
 def _io_dtypes(args, fattn):
@@ -290,15 +387,77 @@ def _io_dtypes(args, fattn):
             if "spec" in c}
 
 
+def _check_outputs(args):
+    """--json and --junit are checked before any TE runs: a directory that
+    exists, not both on stdout, not one file twice."""
+    outs = [(f, v) for f, v in (("--json", args.json), ("--junit", args.junit)) if v]
+    if sum(1 for _, v in outs if v == "-") > 1:
+        raise cli.rf.InputError("--json - and --junit -: only one report can go to stdout")
+    if len(outs) == 2 and outs[0][1] != "-" and os.path.abspath(outs[0][1]) == \
+            os.path.abspath(outs[1][1]):
+        raise cli.rf.InputError(f"--json and --junit name the same file {outs[0][1]}")
+    for flag, v in outs:
+        if v != "-":
+            try:
+                cli.check_output(v)
+            except cli.rf.InputError as e:
+                raise cli.rf.InputError(f"{flag} {e}")
+
+
+def _one_te(i, root, name, args, work, fattn, cache):
+    """TE i's run into work/te<i>.h5 (with its refusals), from the reference
+    cache when its key is there; returns (path, how its cases went, reused)."""
+    out = os.path.join(work, f"te{i + 1}.h5")
+    refusals = out[:-len(".h5")] + "-refusals.json"
+    k = None
+    if cache:
+        from . import refcache
+        k = refcache.key(root, name, fattn, os.environ.get("FATTN_LIB"), args)
+        hit = refcache.lookup(cache, k)
+        if hit:
+            shutil.copyfile(hit[0], out)
+            shutil.copyfile(hit[1], refusals)
+            return out, tuple(hit[2]["through"]), True
+    if args.progress_on:
+        sys.stderr.write(f"fattn-te verify: running {name}\n")
+    arg = args.te[i]
+    through = _te_run(root, args, out, arg if os.path.abspath(root) in cli._CHECKOUTS else None)
+    if cache and k:
+        from . import refcache
+        refcache.store(cache, k, out, refusals, {"through": list(through), "te": name})
+    return out, through, False
+
+
+def _pair_contrast(pair, resolved, files):
+    """The contrast of a pair's failing cases with its passing ones (cases
+    both runs ran; cause.contrast, as fattn verify's)."""
+    feats = {cid: r["features"] for cid, r in resolved.items() if "features" in r}
+    fail = set(pair["failing"])
+    ran = set()
+    import h5py
+    for i, path in enumerate(files):
+        with h5py.File(path, "r") as f:
+            got = {cid for cid, g in f["cases"].items() if "inputs" in g or "steps" in g}
+        ran = got if i == 0 else ran & got
+    return cause.contrast(feats, sorted(fail), sorted(ran - fail))
+
+
 def main(args):
     if len(args.te) != 2:
         raise cli.rf.InputError("verify takes --te twice (A and B)")
+    _check_outputs(args)
+    args.progress_on = cli.progress_wanted(args.progress)
     fattn = cli.rf.find_fattn()
+    cli.use_library_of(fattn)
     tmp = tempfile.mkdtemp(prefix="fattn-te-verify-")
     work = args.keep or tmp
+    real_stdout = sys.stdout
+    if args.json == "-" or args.junit == "-":
+        sys.stdout = sys.stderr  # the report alone on stdout
     try:
         os.makedirs(work, exist_ok=True)
-        # every --te is checked (and a wheel unpacked) before any TE runs
+        # every --te is checked (and a wheel unpacked, a revision exported)
+        # before any TE runs
         roots = [cli.te_root(t, tmp) for t in args.te]
         names = [cli.te_impl(r) for r in roots]
         if names[0] == names[1]:
@@ -306,9 +465,12 @@ def main(args):
         # TE's runs and fattn's front-end runs over the same cases.
         files, through = [], []
         for i, root in enumerate(roots):
-            out = os.path.join(work, f"te{i + 1}.h5")
-            through.append(_te_run(root, args, out))
-            files.append(out)
+            f, how, reused = _one_te(i, root, names[i], args, work, fattn, args.ref_cache)
+            files.append(f)
+            through.append(how)
+            if reused:
+                print(f"{names[i]}: its run reused from the reference cache {args.ref_cache} "
+                      f"(same TE tree, fattn build and matrix)")
         fe_files = {}
         for r in roots:
             impl = "split" if _is_refactored(r) else "legacy"
@@ -325,11 +487,18 @@ def main(args):
         resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c}
         kept = bool(args.keep)
-        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept)
+        pairs = [(names[0], files[0], names[1], files[1], False)]
         for name, f, r in zip(names, files, roots):
             impl = "split" if _is_refactored(r) else "legacy"
-            rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
-                                  resolved, True, kept))
+            pairs.append((f"fattn-{impl}", fe_files[impl], name, f, True))
+        reports = []
+        for an, af, bn, bf, fattn_pair in pairs:
+            rep = _verdict(fattn, an, af, bn, bf, io, resolved, fattn_pair, kept)
+            rep["contrast"] = _pair_contrast(rep, resolved, (af, bf))
+            if rep["contrast"]:
+                print("  " + rep["contrast"]["text"])
+            reports.append(rep)
+        rc = max(r["exit"] for r in reports)
         errs = [_errored(f) for f in files]
         for name, (mod, func, why), err in zip(names, through, errs):
             print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
@@ -346,6 +515,14 @@ def main(args):
               f"{refused} refused)" if ran else f"FP8: not exercised ({refused} refused)")
         if any(errs):
             rc = max(rc, 1)
+        from . import reports as rp
+        doc = rp.document(args, names, roots, reports, errs, rc)
+        sys.stdout.flush()
+        if args.json:
+            rp.write(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n", real_stdout)
+        if args.junit:
+            rp.write(args.junit, rp.junit(doc), real_stdout)
         return rc
     finally:
+        sys.stdout = real_stdout
         shutil.rmtree(tmp, ignore_errors=True)
