@@ -952,8 +952,8 @@ def _():
     assert "still reading" not in p.stderr, p.stderr
 
 
-@case("golden refuses (exit 2) a build of a tree with uncommitted changes unless --allow-dirty;"
-      " the committed fixtures record a clean git_rev")
+@case("golden refuses (exit 2) a build of a tree with uncommitted changes, or of an unknown "
+      "revision, unless --allow-dirty; the committed fixtures record a clean git_rev")
 def _():
     one = path("dirty-one.json")
     with open(one, "w") as f:
@@ -966,6 +966,10 @@ def _():
     assert "uncommitted changes (git_rev 0123abc-dirty)" in p.stderr and "--allow-dirty" in \
         p.stderr, p.stderr
     assert not os.path.exists(d) and p.stdout == "", (os.listdir(TMP), p.stdout)
+    unknown = {"FATTN_TEST_GIT_REV": "unknown"}  # built without git, or outside a checkout
+    p = run("golden", "--backend", "cpu", "--cases", one, "-o", d, env=unknown, check=2)
+    assert "git revision is unknown" in p.stderr and "--allow-dirty" in p.stderr, p.stderr
+    assert not os.path.exists(d), os.listdir(TMP)
     p = run("golden", "--backend", "cpu", "--cases", one, "--allow-dirty", "-o", d, env=dirty,
             check=0)
     assert os.listdir(d) == ["cpu-math-1.h5"], os.listdir(d)

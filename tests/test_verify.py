@@ -193,6 +193,8 @@ def _():
     d = os.path.join(TMP, "other-key")
     os.makedirs(d)
     shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-math-0.h5"))
+    with h5py.File(os.path.join(d, "cpu-math-0.h5"), "r+") as f:  # another CPU math
+        f.attrs.modify("cpu_math_version", np.int64(0))
     p = fattn("verify", "--fixtures", d)
     assert p.returncode == 0, p.stdout[-1500:]
     assert "within tolerance" in p.stdout and "no goldens for platform key" in p.stdout
@@ -217,6 +219,34 @@ def _():
     p = fattn("verify", "--fixtures", d, "--filter", cid)
     assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
     assert "golden (tolerance): forward/out" in p.stdout, p.stdout[-1500:]
+
+
+@test("goldens of the same engine identity under another name: bitwise, saying so; a case "
+      "that ran other plans is compared as without goldens of its own")
+def _():
+    d = os.path.join(TMP, "identity")
+    os.makedirs(d)
+    shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-elsewhere.h5"))
+    p = fattn("verify", "--fixtures", d, "-k", "layout.")
+    assert p.returncode == 0, p.stdout[-1500:]
+    assert "goldens: bitwise against cpu-elsewhere.h5 (no goldens for platform key cpu-math-1; "\
+        "the same engine identity: CPU math 1, the same plans)" in p.stdout, p.stdout[-800:]
+    # one case's golden ran another engine config; CPU goldens of another
+    # math are there to fall back on
+    shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-math-0.h5"))
+    with h5py.File(os.path.join(d, "cpu-math-0.h5"), "r+") as f:
+        f.attrs.modify("cpu_math_version", np.int64(0))
+    with h5py.File(os.path.join(d, "cpu-elsewhere.h5"), "r+") as f:
+        g = f["cases/layout.sb3hd.causal.f16"]
+        g["forward"].attrs["prov_engine_tag"] = "eng7_k3=1"
+        if "attrs_digest" in g.attrs:
+            del g.attrs["attrs_digest"]
+    p = fattn("verify", "--fixtures", d, "-k", "layout.")
+    assert p.returncode == 0, p.stdout[-1500:]
+    row = [l for l in p.stdout.splitlines() if l.startswith("layout.sb3hd.causal.f16 ")]
+    assert row and "ok (other plans than the goldens': not bitwise)" in row[0], p.stdout
+    assert "the same engine identity: CPU math 1) where a case ran the same plans; 1 case ran " \
+        "other plans: within tolerance against the CPU goldens" in p.stdout, p.stdout[-800:]
 
 
 @test("prov_* attributes (engine tags) are provenance: a golden carrying one still passes")
@@ -268,11 +298,13 @@ def _():
     lines = out.splitlines()
     i = lines.index("reproduce:")
     cmd = lines[i + 1].strip()
-    assert cmd.startswith("fattn run --filter '") and "fattn diff legacy.h5 split.h5" in cmd
+    # it runs as pasted: this very fattn, by its path
+    exe_real = os.path.realpath(exe)
+    assert cmd.startswith(exe_real + " run --filter layout.") and \
+        exe_real + " diff legacy.h5 split.h5" in cmd, cmd
     d = os.path.join(TMP, "repro")
     os.makedirs(d)
-    r = subprocess.run(cmd.replace("fattn ", exe + " "), shell=True, cwd=d,
-                       capture_output=True, text=True)
+    r = subprocess.run(cmd, shell=True, cwd=d, capture_output=True, text=True)
     assert r.returncode == 1, (r.returncode, r.stdout[-1500:], r.stderr[-500:])
     assert "save_ctx/k" in r.stdout, r.stdout[-1500:]
 
@@ -295,7 +327,7 @@ def _():
     assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
     rows = [l for l in p.stdout.splitlines() if re.search(r"  DIFFERENT \(\d+\): ", l)]
     assert len(rows) >= 20, p.stdout[-2500:]
-    cause = re.compile(r"DIFFERENT \(16\): legacy vs split: inputs, engine_call/forward, "
+    cause = re.compile(r"DIFFERENT \(\d+\): legacy vs split: inputs, engine_call/forward, "
                        r"forward, save_ctx equal; engine_call/backward@window_size_left: "
                        r"legacy (-?\d+), split (-?\d+); then backward/")
     values = [cause.search(r) for r in rows]

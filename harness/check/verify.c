@@ -558,27 +558,35 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
     check_note(c, tol ? "golden (tolerance)" : "golden", &r, c->legacy, g, "run", "golden");
 }
 
-/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
- * cross-platform comparison; 0 if none. */
-static int newest_cpu_goldens(const char *dir, char *path, size_t n)
+void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+                                fattn_engine *e)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int best = -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int v;
-        char tail[8];
-        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
-            v > best)
-            best = v;
+    const fattn_h5_node *mine[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
+                                                   [FATTN_IMPL_SPLIT] = c->split};
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const fattn_h5_node *cs = g->against[i] ? fattn_h5_node_find(g->against[i], "cases")
+                                                : NULL;
+        if (!cs || !mine[i] || c->error[0])
+            continue;
+        const fattn_h5_node *theirs = fattn_h5_node_find(cs, c->spec->id);
+        char check[192], side[64];
+        snprintf(check, sizeof check, "against %.100s: %s", g->against_name,
+                 fattn_impl_name((fattn_impl)i));
+        snprintf(side, sizeof side, "%.63s", g->against_name);
+        fattn_compare_result r = cmp_init(c, e);
+        if (!theirs) {
+            note_difference(&r, "@spec", "the case is not in %s's run", g->against_name);
+        } else {
+            /* a revision from before engine calls were recorded holds none */
+            static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
+                                                 NULL};
+            bool calls = fattn_compare_has_calls(theirs) ||
+                         (!fattn_h5_node_find(theirs, "forward") &&
+                          !fattn_h5_node_find(theirs, "steps"));
+            fattn_compare_cases(theirs, mine[i], calls ? NULL : states, &r);
+        }
+        check_note(c, check, &r, theirs, mine[i], side, "this tree");
     }
-    closedir(d);
-    if (best < 0)
-        return 0;
-    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
-    return 1;
 }
 
 /* The states recorded: the case's, or for a schedule those any step has. */
@@ -614,41 +622,31 @@ void fattn_verify_case_free(fattn_verify_case *c)
     c->skipped = NULL; /* pointed into legacy's tree */
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
-                                       fattn_verify_goldens *g)
+/* The engine config tags (prov_engine_tag) of the groups of run case x
+ * that golden case y records one for, all equal: the same plans ran. */
+static bool same_tags(const fattn_h5_node *x, const fattn_h5_node *y)
 {
-    memset(g, 0, sizeof *g);
-    fattn_verify_platform_key(e, g->key, sizeof g->key);
-    snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
-    snprintf(g->note, sizeof g->note, "none for this platform");
-    struct stat sb;
-    g->exact = stat(g->path, &sb) == 0;
-    if (!g->exact && newest_cpu_goldens(dir, g->path, sizeof g->path)) {
-        fattn_tol_profile_builtin(&g->profile);
-        g->tolerance = true;
-        snprintf(g->note, sizeof g->note,
-                 "within tolerance (%s) on defined regions, because there are no goldens for "
-                 "platform key %s", g->profile.version, g->key);
+    static const char *const groups[] = {"forward", "backward"};
+    for (int i = 0; i < 2; i++) {
+        const char *a = string_attr(fattn_h5_node_find(x, groups[i]), "prov_engine_tag");
+        const char *b = string_attr(fattn_h5_node_find(y, groups[i]), "prov_engine_tag");
+        if (b && (!a || strcmp(a, b) != 0))
+            return false;
     }
-    if (g->exact || g->tolerance) {
-        fattn_status st = fattn_runfile_load(g->path, &g->tree);
-        if (st != FATTN_OK) {
-            fattn_verify_goldens_free(g);
-            return st;
-        }
-        if (g->exact)
-            snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
+    const fattn_h5_node *sx = fattn_h5_node_find(x, "steps"), *sy = fattn_h5_node_find(y, "steps");
+    for (size_t k = 0; sx && sy && k < sy->n_children; k++) {
+        const fattn_h5_node *a = fattn_h5_node_find(sx, sy->children[k]->name);
+        if (a && !same_tags(a, sy->children[k]))
+            return false;
     }
-    return FATTN_OK;
+    return true;
 }
 
-void fattn_verify_goldens_free(fattn_verify_goldens *g)
+static bool same_plans(const fattn_verify_case *c, const fattn_h5_node *goldens)
 {
-    fattn_h5_node_free(g->tree);
-    g->tree = NULL;
-    if (g->tolerance)
-        fattn_tol_profile_free(&g->profile);
-    g->tolerance = false;
+    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
+    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
+    return !g || !c->legacy || same_tags(c->legacy, g);
 }
 
 /* A case's outcome into the run's counts. */
@@ -683,7 +681,17 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
         fattn_verify_case *c = &r->cases[i];
         c->spec = specs[i];
         fattn_verify_check_case(c, e);
-        fattn_verify_check_golden(c, g->tree, g->tolerance ? &g->profile : NULL, e);
+        const fattn_h5_node *gt = g->tree;
+        const fattn_tol_profile *tol = g->tolerance ? &g->profile : NULL;
+        if (g->identity && !same_plans(c, g->tree)) {
+            /* another device's goldens compute this case's bits only with
+             * the same engine configs */
+            c->other_plans = true;
+            gt = g->cpu_tree;
+            tol = gt ? &g->profile : NULL;
+        }
+        fattn_verify_check_golden(c, gt, tol, e);
+        fattn_verify_check_against(c, g, e);
         states_str(c->split ? c->split : c->legacy, c->states);
         tally_case(r, c);
         if (on_case)

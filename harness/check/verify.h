@@ -32,7 +32,7 @@
 
 /* The most checks one case runs (seams, legacy vs split and its wrapper,
  * the refusal, three replays, repeat, golden), with room to spare. */
-#define FATTN_VERIFY_MAX_CHECKS 16
+#define FATTN_VERIFY_MAX_CHECKS 24
 
 /* One difference a check found, in full (cause.h orders and renders them). */
 typedef struct fattn_verify_diff {
@@ -53,6 +53,9 @@ typedef struct fattn_verify_case {
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
     bool golden_missing;
+    /* goldens of the same engine identity, but this case ran other plans
+     * (engine configs): compared as without goldens of its own */
+    bool other_plans;
     /* Why the case is not compared with another engine's goldens ("dropout",
      * "FP8"), NULL when it is (or the goldens are this platform's). */
     const char *same_engine_only;
@@ -113,8 +116,21 @@ typedef struct fattn_verify_goldens {
     fattn_h5_node *tree;    /* NULL: none */
     bool exact;             /* a file for this very key */
     bool tolerance;         /* against the newest CPU goldens within `profile` */
+    /* No goldens for this key, but a file of the same engine identity
+     * (sm, SM count, cuDNN version, ...; docs/verify.md): bitwise against
+     * it where a case ran the same plans, else within tolerance against
+     * cpu_tree (the newest CPU goldens, NULL if none). */
+    bool identity;
+    char identity_text[128];    /* "sm_90, 132 SMs, cuDNN 91900" */
+    fattn_h5_node *cpu_tree;
+    char cpu_path[4096];
+    bool profile_set;           /* `profile` holds the built-in profile */
     fattn_tol_profile profile;
     char note[4300];        /* how they are compared, for the report */
+    /* --against REV: REV's run files of the matrix, by front end (NULL:
+     * none), which each case's straight runs are compared with bitwise */
+    fattn_h5_node *against[FATTN_IMPL_COUNT];
+    char against_name[128];
 } fattn_verify_goldens;
 
 /* Find and load the goldens for engine e in directory `dir`
@@ -123,6 +139,11 @@ typedef struct fattn_verify_goldens {
 fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
                                        fattn_verify_goldens *g);
 void fattn_verify_goldens_free(fattn_verify_goldens *g);
+/* Each straight run of c against its case in g->against (its front end's
+ * run of another revision), bitwise: the checks "against REV: legacy" and
+ * "against REV: split". Nothing without them. */
+void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+                                fattn_engine *e);
 
 /* A whole run. */
 typedef struct fattn_verify_result {

@@ -33,7 +33,7 @@ static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
     "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
-    "                    [-j|--jobs N]\n"
+    "                    [-j|--jobs N] [--against [REPO@]REV]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -59,6 +59,13 @@ static const char verify_help[] =
     "--te-rules (default: the newest): the TE release whose rules count the cases TE's\n"
     "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
     "`fattn cases` names the rules per case). The verdict does not depend on it.\n"
+    "--against [REPO@]REV: this tree against another revision: REV of REPO (default: the\n"
+    "source tree fattn was built from, " FATTN_SOURCE_ROOT ") is exported with\n"
+    "git archive into a temporary directory and built there; its fattn runs the selected\n"
+    "cases through both front ends and its own verify; each case's runs here are compared\n"
+    "with its bitwise (checks 'against REV: legacy' and '...: split', with the earliest\n"
+    "cause). This side is this fattn: the working tree as built, uncommitted changes\n"
+    "included. Exit as verify's, REV's own verify counted too.\n"
     "-j/--jobs N (1 to 32; default: the online CPUs, at most 16): on the cuDNN engine, before the\n"
     "checks, N processes build the plans the matrix needs into the plan store\n"
     "($FATTN_CUDNN_PLAN_DIR, else a temporary one removed at exit), which this process\n"
@@ -99,6 +106,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
                    (r = cli_opt(&a, "-k", &v->keyword)) ||
                    (r = cli_opt(&a, "--junit", &v->junit)) ||
+                   (r = cli_opt(&a, "--against", &v->against)) ||
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
@@ -117,22 +125,6 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
 }
 
-/* -k SUBSTRING: keep the selected cases whose id contains it. */
-static int keep_keyword(cli_matrix *m, const char *keyword, const char *filter)
-{
-    size_t kept = 0, before = m->n_sel;
-    for (size_t i = 0; i < m->n_sel; i++)
-        if (strstr(m->sel[i]->id, keyword))
-            m->sel[kept++] = m->sel[i];
-    m->n_sel = kept;
-    if (kept)
-        return FATTN_EXIT_OK;
-    cli_matrix_free(m);
-    return cli_fail("verify", "no case id contains -k '%s' (%zu case%s selected%s; -k is a "
-                    "plain substring of the id)", keyword, before, cli_s(before),
-                    filter ? " by --filter" : "");
-}
-
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
 {
     const char *fix_dir = v->fixtures ? v->fixtures : FATTN_SOURCE_ROOT "/fixtures";
@@ -142,7 +134,8 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
                         errno ? strerror(errno) : "not a directory");
     if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    if (v->keyword && keep_keyword(&v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
+    if (v->keyword &&
+        cli_matrix_keep_keyword("verify", &v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     v->fix_dir = fix_dir;
     if (fattn_cmd_verify_prebuild(v) != FATTN_EXIT_OK) {
@@ -217,31 +210,38 @@ int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
 /* The commands that show case b's first difference outside verify. */
 static void print_repro(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_case *b)
 {
-    char cases[600] = "", backend[64] = "";
+    /* commands that run as pasted: this fattn by its path, paths quoted */
+    char fx[1100], cases[1200] = "", backend[64] = "", id[300], gold[1100], q[1100];
+    cli_sh_quote(cli_self_path(), fx, sizeof fx);
     if (v->cases)
-        snprintf(cases, sizeof cases, " --cases %s", v->cases);
+        snprintf(cases, sizeof cases, " --cases %s", cli_sh_quote(v->cases, q, sizeof q));
     if (v->backend_name)
         snprintf(backend, sizeof backend, " --backend %s", v->backend_name);
-    const char *id = b->spec->id, *chk = b->first_check;
+    cli_sh_quote(b->spec->id, id, sizeof id);
+    cli_sh_quote(v->goldens.path, gold, sizeof gold);
+    const char *chk = b->first_check;
     fprintf(f, "reproduce:\n");
     if (!strncmp(chk, "golden", 6)) {
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn diff "
-                "legacy.h5 %s\n", id, cases, backend, v->goldens.path);
+        fprintf(f, "  %s run --filter %s%s%s --impl legacy -o legacy.h5 && %s diff "
+                "legacy.h5 %s\n", fx, id, cases, backend, fx, gold);
     } else if (!strncmp(chk, "replay ", 7)) {
         const char *src = strstr(chk, "replay legacy") ? "legacy" : "split";
         const char *from = strstr(chk, "forward ->") ? "forward" : "save_ctx";
         const char *to = strstr(chk, "-> legacy") ? "legacy" : "split";
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl %s -o a.h5 && fattn replay a.h5 --from "
-                "%s --impl %s%s -o b.h5 && fattn diff a.h5 b.h5\n", id, cases, backend, src,
-                from, to, backend);
+        fprintf(f, "  %s run --filter %s%s%s --impl %s -o a.h5 && %s replay a.h5 --from "
+                "%s --impl %s%s -o b.h5 && %s diff a.h5 b.h5\n", fx, id, cases, backend, src,
+                fx, from, to, backend, fx);
+    } else if (!strncmp(chk, "against ", 8)) {
+        fprintf(f, "  %s verify --against %s -k %s%s%s  (both revisions' runs of the case)\n",
+                fx, cli_sh_quote(v->against, q, sizeof q), id, cases, backend);
     } else if (!strstr(chk, "wrapper") && !strstr(chk, "seam") &&
                !strstr(chk, "second backward") && !strstr(chk, "inputs unchanged")) {
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn run "
-                "--filter '%s'%s%s --impl split -o split.h5 && fattn diff legacy.h5 split.h5\n",
-                id, cases, backend, id, cases, backend);
+        fprintf(f, "  %s run --filter %s%s%s --impl legacy -o legacy.h5 && %s run "
+                "--filter %s%s%s --impl split -o split.h5 && %s diff legacy.h5 split.h5\n",
+                fx, id, cases, backend, fx, id, cases, backend, fx);
     }
-    fprintf(f, "  fattn verify -k '%s'%s%s  (every check of the case; the split wrapper, seam, "
-            "second-backward and inputs checks run only here)\n", id, cases, backend);
+    fprintf(f, "  %s verify -k %s%s%s  (every check of the case; the split wrapper, seam, "
+            "second-backward and inputs checks run only here)\n", fx, id, cases, backend);
 }
 
 static void print_summary(FILE *f, const fattn_verify_result *r)
@@ -294,6 +294,11 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
     if (root)
         json_object_set_new(root, "contrast", fattn_cmd_verify_json_contrast(contrast));
+    if (root && v->against)
+        json_object_set_new(root, "against",
+                            json_pack("{s:s,s:s,s:i,s:s}", "rev", v->against, "sha",
+                                      v->against_sha, "verify_exit", v->against_verify_exit,
+                                      "verify_verdict", v->against_verdict));
     json_t *summ = root ? json_object_get(root, "summary") : NULL;
     if (summ)
         json_object_set_new(summ, "refusals", json_integer((json_int_t)r->n_refused));
@@ -335,13 +340,27 @@ static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
  * runner with a cuDNN that has no goldens of its own is compared with the
  * CPU goldens within tolerance, and its log must say so where the verdict
  * is read (docs/verify.md, "Platform keys and goldens"). */
-static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v)
+static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v,
+                               const fattn_verify_result *r)
 {
     const fattn_verify_goldens *g = &v->goldens;
     const char *base = strrchr(g->path, '/');
     base = base ? base + 1 : g->path;
+    size_t other = 0;
+    for (size_t i = 0; i < r->n_cases; i++)
+        other += r->cases[i].other_plans;
+    const char *cbase = strrchr(g->cpu_path, '/');
+    cbase = cbase ? cbase + 1 : g->cpu_path;
     if (g->exact)
         fprintf(f, "goldens: bitwise against %s (this platform's key)\n", base);
+    else if (g->identity && !other)
+        fprintf(f, "goldens: bitwise against %s (no goldens for platform key %s; the same "
+                "engine identity: %s, the same plans)\n", base, g->key, g->identity_text);
+    else if (g->identity)
+        fprintf(f, "goldens: bitwise against %s (no goldens for platform key %s; the same "
+                "engine identity: %s) where a case ran the same plans; %zu case%s ran other "
+                "plans: %s\n", base, g->key, g->identity_text, other, cli_s(other),
+                g->cpu_tree ? "within tolerance against the CPU goldens" : "without goldens");
     else if (g->tolerance)
         fprintf(f, "goldens: within tolerance against %s (no goldens for platform key %s; "
                 "fattn golden --backend %s makes them)\n", base, g->key, v->backend_name);
@@ -359,7 +378,9 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
         fprintf(f, "%s\n", contrast.text);
     if (r->first_bad)
         fattn_cmd_verify_print_first(f, r->first_bad);
-    print_goldens_line(f, v);
+    print_goldens_line(f, v, r);
+    if (v->against)
+        fattn_cmd_verify_against_print(f, v);
     if (r->first_bad)
         print_repro(f, v, r->first_bad);
     size_t routed = dpa_routed_count(v);
@@ -371,6 +392,10 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
         fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
                 r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
     int rc = fattn_cmd_verify_exit(r, v->strict);
+    /* --against: the other revision's own verify counts too */
+    if (v->against && v->against_verify_exit > rc)
+        rc = v->against_verify_exit <= FATTN_EXIT_ERROR ? v->against_verify_exit
+                                                        : FATTN_EXIT_ERROR;
     if (v->json && write_json(v->json, v, r, rc, routed, &contrast) != 0)
         rc = FATTN_EXIT_ERROR;
     if (v->junit && fattn_cmd_verify_write_junit(v->junit, v, r) != 0)
@@ -410,6 +435,10 @@ int fattn_cmd_verify(int argc, char **argv)
         return rc;
     if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
         return rc;
+    if (v.against && (rc = fattn_cmd_verify_against_prepare(&v)) != FATTN_EXIT_OK) {
+        fattn_cmd_verify_close(&v);
+        return rc;
+    }
     /* nor the goldens, known once they are opened */
     if ((rc = check_outputs(&v, v.goldens.exact || v.goldens.tolerance ? v.goldens.path
                                                                         : NULL)) !=
@@ -447,9 +476,10 @@ static const char golden_help[] =
     "--te-rules (default: the newest): the release the root attribute te_rules and each case's\n"
     "prov_te_route name (as fattn run records them). --progress (the default when stderr\n"
     "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n"
-    "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty)\n"
-    "refuses (exit 2), as the goldens would name a revision that does not hold the code\n"
-    "that made them; --allow-dirty writes them anyway (scratch goldens, not for committing).\n";
+    "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty), or\n"
+    "whose revision is unknown (built without git or outside a checkout), refuses (exit 2),\n"
+    "as the goldens would name no revision that holds the code that made them;\n"
+    "--allow-dirty writes them anyway (scratch goldens, not for committing).\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -637,6 +667,11 @@ static int golden_check_clean(bool allow_dirty)
 {
     const char *rev = golden_git_rev();
     size_t n = strlen(rev);
+    if (!allow_dirty && (!strcmp(rev, "unknown") || !rev[0]))
+        return cli_fail("golden", "fattn's git revision is unknown (built without git, or not "
+                        "from a git checkout): goldens would name no revision; build from a "
+                        "checkout with git installed, or pass --allow-dirty for goldens not to "
+                        "be committed");
     if (allow_dirty || n < 6 || strcmp(rev + n - 6, "-dirty") != 0)
         return FATTN_EXIT_OK;
     return cli_fail("golden", "fattn was built from a tree with uncommitted changes (git_rev %s):"

@@ -54,9 +54,11 @@ void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size
                  fattn_status_name(c->spec->refusal_status), c->spec->refusal_rule,
                  c->golden_missing ? " (no golden)" : "");
     } else {
-        char same[48] = "";
+        char same[96] = "";
         if (c->same_engine_only)
             snprintf(same, sizeof same, " (%s: same-engine only)", c->same_engine_only);
+        else if (c->other_plans)
+            snprintf(same, sizeof same, " (other plans than the goldens': not bitwise)");
         snprintf(result, n, "ok%s%s", c->golden_missing ? " (no golden)" : same,
                  c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
                                    "within its bound)"

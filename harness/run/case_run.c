@@ -347,6 +347,10 @@ fattn_status fattn_case_run_backward(fattn_case_run *r, const fattn_tensor *d_ou
         st = fattn_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
     if (st == FATTN_OK && res.dQKV_quantizer)
         st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
+    /* which cuDNN engine config ran: provenance, never counted by diff */
+    if (st == FATTN_OK && fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG))
+        st = fattn_h5_node_set_string(g, "prov_engine_tag",
+                                      fattn_engine_last_report(r->opts->engine).tag);
     if (st == FATTN_OK)
         st = observe_private(r, FATTN_STATE_BACKWARD, g);
     if (st == FATTN_OK) {
