@@ -262,6 +262,14 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                    return_max_logit, cuda_graph):
     """tex.fused_attn_fwd (TE fused_attn.py:367-400 calls it): returns
     [O, Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]."""
+    from . import contract
+    contract.check_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout,
+                       fast_zero_fill, qkv_layout, o_format, qkv_scale_inv_format, bias_type,
+                       mask_type, softmax_type, window_size, bottom_right_diagonal, cu_seqlens_q,
+                       cu_seqlens_kv, q, k, v, fake_dtype, cu_seqlens_q_padded,
+                       cu_seqlens_kv_padded, page_table_k, page_table_v, s_quantizer,
+                       o_quantizer, attn_bias, softmax_offset, rng_gen, rng_elts_per_thread,
+                       return_max_logit, cuda_graph)
     if pending_refusal:
         raise CppRefusal(pending_refusal)
     e = engine()
@@ -366,7 +374,13 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     [dQ, dK, dV, dBias, dSoftmaxOffset], None where absent."""
     e = engine()
     from . import contract, shim
-    contract.check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux_ctx_tensors)
+    contract.check_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_fill,
+                       qkv_layout, o_format, do_format, dqkv_layout, qkv_scale_inv_format,
+                       do_scale_inv_format, bias_type, mask_type, softmax_type, window_size,
+                       bottom_right_diagonal, deterministic, cu_seqlens_q, cu_seqlens_kv, q, k,
+                       v, o, d_o, fake_dtype, aux_ctx_tensors, cu_seqlens_q_padded,
+                       cu_seqlens_kv_padded, s_quantizer, dp_quantizer, dqkv_quantizer,
+                       cuda_graph)
     lay = shim.NVTE_QKV_Layout(int(dqkv_layout)).name[len("NVTE_"):].lower()
     dtype = q.dtype
     fp8 = None

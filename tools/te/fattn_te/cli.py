@@ -205,23 +205,11 @@ ERROR_PREFIX = "fattn-te: "
 
 
 def describe_error(e):
-    """A case's error as its recorded reason: who raised it (TE, with the TE
-    line it came from; TE's hand-off to the engine; fattn-te's bridge or
-    recorder), the type and the message."""
-    import traceback
-    from fattn_te import bridge, contract, record
-    if isinstance(e, contract.HandoffError):
-        return f"{ERROR_PREFIX}inconsistent hand-off: {e}"
-    if isinstance(e, record.CaseError):
-        return f"{ERROR_PREFIX}recorder: {e}"
-    where = ""
-    for fr in traceback.extract_tb(e.__traceback__):
-        i = fr.filename.rfind("transformer_engine" + os.sep)
-        if i >= 0:
-            where = f" ({fr.filename[i:]}:{fr.lineno})"
-    if isinstance(e, bridge.BridgeError):
-        return f"{ERROR_PREFIX}bridge: {e}{where}"
-    return f"{ERROR_PREFIX}TE raised {type(e).__name__}: {e}{where}"
+    """A case's error as its recorded reason, saying who raised it
+    (blame.py): TE, with the TE line it came from, or TE's hand-off;
+    fattn-te's own errors are not recorded (blame.ToolError)."""
+    from fattn_te import blame
+    return ERROR_PREFIX + blame.classify(e)[1]
 
 
 def progress_line(on, i, n, cid, word):
@@ -306,7 +294,14 @@ def _run_case(backends, cid, case, resolved, call, out_cases, errored, paths):
         # recorded as fattn refused it unless TE runs it.
         from fattn_te import refusal
         _progress(f"case {cid} (refused by fattn)")
-        children = refusal.run(backends, cid, resolved[cid], attrs, call)
+        try:
+            children = refusal.run(backends, cid, resolved[cid], attrs, call)
+        except refusal.Mismatch as e:  # TE raised, but not the refusal
+            reason = ERROR_PREFIX + str(e)
+            errored.append((cid, reason))
+            kept = [a for a in attrs if not a[0].startswith("refused_")]
+            out_cases[cid] = {"attrs": kept + [("skipped", reason, None)], "children": {}}
+            return "ERROR"
         if children is None:
             out_cases[cid] = {"attrs": attrs, "children": {}}
             return "refused"
@@ -316,13 +311,19 @@ def _run_case(backends, cid, case, resolved, call, out_cases, errored, paths):
     _progress(f"case {cid}")
     try:
         children = record.run_case(backends, resolved[cid], case, call)
-    except Exception as e:  # the case's result; the run goes on
-        reason = describe_error(e)
+    except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
+        from fattn_te import blame
+        who, why = blame.classify(e)
+        if who == "tool":
+            raise blame.ToolError(cid, why) from e
+        reason = ERROR_PREFIX + why
         errored.append((cid, reason))
         out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
         return "ERROR"
     p = record.case_path(resolved[cid], call)
     paths[p] += 1
+    if resolved[cid]["spec"].get("fp8"):
+        paths.setdefault("fp8", {"module": 0, "function": 0})[p] += 1
     if p == "function":
         from fattn_te import module
         why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
@@ -360,6 +361,9 @@ def cmd_run(args):
     if paths.get("why"):
         print("  through FusedAttnFunc.apply: " + ", ".join(
             f"{k} {v}" for k, v in sorted(paths["why"].items())))
+    if paths.get("fp8"):
+        print(f"  FP8: {paths['fp8']['module']} through FusedAttention, "
+              f"{paths['fp8']['function']} through FusedAttnFunc.apply")
     for cid, reason in errored:
         print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
     return 1 if errored else 0
@@ -411,6 +415,12 @@ def main(argv=None):
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
+        print(f"fattn-te: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 -- blame.ToolError: fattn-te's own error in a case
+        from fattn_te import blame
+        if not isinstance(e, blame.ToolError):
+            raise
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2
 

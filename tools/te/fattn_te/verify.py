@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import cause, cli
+from . import cause, cli, signatures
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -39,7 +39,9 @@ def _te_run(root, args, out, te_arg=None):
         sys.stderr.write(p.stdout + (p.stderr or ""))
         raise RuntimeError(f"fattn-te run --te {te_arg or root}: exit {p.returncode}")
     why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
-    return int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else ""
+    f8 = re.search(r"^  FP8: (\d+) through FusedAttention, ", p.stdout, re.M)
+    return (int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else "",
+            int(f8.group(1)) if f8 else 0)
 
 
 def _errored(path):
@@ -63,8 +65,10 @@ def _errored(path):
 # only", and exits 0). An entry: where it may appear (fattn_pairs_only: pairs of a fattn
 # front end and a TE), the path, which cases (on their resolved model),
 # which kind of difference (entry(e, side): side tells, for the path's case,
-# which run of the pair refused it), the reason and TE's lines. Anything
-# else in a matched case still counts.
+# which run of the pair refused it), its exact signature (signature(pair,
+# case, side, path): None when the runs show exactly what the entry
+# documents, else what they show; signatures.py), the reason and TE's
+# lines. Anything else in a matched case still counts.
 _DIRECT = "FusedAttnFunc called directly; DotProductAttention turns every backend off for " \
           "max_logit with FP8 (utils.py 2.19.0:756-765, 2.20.2:827-836)"
 DEVIATIONS = [{
@@ -77,6 +81,7 @@ DEVIATIONS = [{
     # TE's amax is NaN (the poisoned rows past the lengths), fattn's finite
     "entry": lambda e, side: e["status"] == "different" and e.get("count") is not None
     and (e.get("ulp_histogram") or {}).get("class_changes", 0) == e["count"],
+    "signature": lambda pair, cid, side, path: signatures.max_logit_nan(pair, path),
     "reason": "TE's torch.amax reads Max rows past each sequence's length (undefined "
               "memory); fattn counts the defined rows",
     "te_lines": "cpp_extensions/fused_attn.py:412,441 (2.19.0, 2.20.2)",
@@ -89,6 +94,7 @@ DEVIATIONS = [{
     # every differing element is NaN on both sides, only the payload differs
     "entry": lambda e, side: e["status"] == "different" and bool(e.get("count"))
     and (e.get("ulp_histogram") or {}).get("nan_payloads", 0) == e["count"],
+    "signature": lambda pair, cid, side, path: signatures.fp8_nan_payload(pair, path),
     "reason": "rows past each length are undefined; TE dequantises them to torch's NaN "
               "(0xffff), fattn's conversion keeps the engine's quiet NaN (0xffc0/0xffe0); "
               "every defined element is bitwise equal",
@@ -106,6 +112,9 @@ DEVIATIONS = [{
     "entry": lambda e, side: side is not None and e["status"] == (
         f"missing_in_{side}" if e["kind"] in ("dataset", "group")
         else f"missing_in_{'b' if side == 'a' else 'a'}" if e["kind"] == "attribute" else None),
+    # 2.19.0's TypeError at backends.py:1751 (or fattn's rule) on the refusing
+    # side, (out, None) on the running side: nothing else
+    "signature": lambda pair, cid, side, path: signatures.f1(pair, cid, side),
     "reason": "2.19.0's FP8 branch leaves max_logit None and unpacks it (TypeError after the "
               "kernel ran); 2.20.2 returns (out, None); " + _DIRECT,
     "te_lines": "backends.py 2.19.0:1750-1751, 2.20.2:2275-2276",
@@ -115,26 +124,52 @@ DEVIATIONS = [{
     "fattn_pairs_only": True,
     "path": re.compile(r"^/cases/([^/]+)/engine_call/forward@page_table_v$"),
     "case": lambda r: bool(r["spec"].get("paged")),
-    # the same table content; only the tensor it is differs: fattn's front
+    # the same view and content; only the tensor it is differs: fattn's front
     # end hands the case's page_table_v, TE's module path page_table_k
     "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
     and e["a"].replace(" inputs/page_table_v ", " inputs/page_table_k ") == e["b"],
+    # and the two tables the case has hold the same pages
+    "signature": lambda pair, cid, side, path: _same_page_tables(pair, cid),
     "reason": "FusedAttention passes the cache's one page table as both tables; fattn's "
               "front ends get the case's V table, equal to it, as a tensor of its own",
     "te_lines": "backends.py 2.19.0:2335-2336, 2.20.2:2595-2596",
 }]
 
 
-def _documented(path, e, resolved, fattn_pair, refused_side):
+def _same_page_tables(pair, cid):
+    """None when the fattn run's page_table_k and page_table_v hold the same
+    pages (the module's one table stands for both), else what they hold."""
+    k = pair.node(0, f"/cases/{cid}/inputs/page_table_k")
+    v = pair.node(0, f"/cases/{cid}/inputs/page_table_v")
+    if k is None or v is None:
+        return "the fattn run records no page_table_k and page_table_v"
+    if k.shape != v.shape or (k[()] != v[()]).any():
+        return "page_table_k and page_table_v hold different pages"
+    return None
+
+
+def _documented(path, e, resolved, fattn_pair, refused_side, pair, misses=None):
     """The DEVIATIONS entry a difference matches, or None. refused_side:
-    case id -> "a" or "b" where exactly one run of the pair refused it."""
+    case id -> "a" or "b" where exactly one run of the pair refused it;
+    pair: the two runs (signatures.Pair) the entry's signature reads. A
+    difference in an entry's place whose signature does not hold is
+    counted, and what the runs show instead goes to misses (case id ->
+    (entry, what))."""
     for d in DEVIATIONS:
         if d["fattn_pairs_only"] and not fattn_pair:
             continue
         m = d["path"].match(path)
-        if (m and m.group(1) in resolved and d["case"](resolved[m.group(1)])
-                and d["entry"](e, refused_side.get(m.group(1)))):
+        if not (m and m.group(1) in resolved and d["case"](resolved[m.group(1)])):
+            continue
+        cid = m.group(1)
+        if not d["entry"](e, refused_side.get(cid)):
+            continue
+        why = (d["signature"](pair, cid, refused_side.get(cid), path) if pair is not None
+               else "no runs to read its signature from")
+        if why is None:
             return d
+        if misses is not None:
+            misses.setdefault(cid, (d, why))
     return None
 
 
@@ -262,18 +297,20 @@ def _failing(counted, a, b, a_name, b_name):
 
 
 def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=False,
-             kept=True):
+             kept=True, logs=(None, None)):
     """One verdict line for A vs B, then each documented deviation, each
     failing case's earliest cause and each counted difference, in run order.
     io_dtypes: case id -> io dtype where the backend's d_softmax_offset is
     compared within tolerance (cuDNN), else None. resolved: case id ->
-    resolved case, for DEVIATIONS; fattn_pair: A is a fattn front end's run.
-    Returns the pair's report (verify.main writes it as JSON and JUnit); its
-    "exit" is 0 (neutral, deviations aside) or 1."""
+    resolved case, for DEVIATIONS; fattn_pair: A is a fattn front end's run;
+    logs: each run's refusal log (None for a fattn front end). Returns the
+    pair's report (verify.main writes it as JSON and JUnit); its "exit" is 0
+    (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
     side = _refused_side(a, b)
-    counted, noisy, documented = [], [], []
+    counted, noisy, documented, misses = [], [], [], {}
+    pair = signatures.Pair([a_name, b_name], [a, b], list(logs))
     for path, e in sorted(r["paths"].items()):
         if e["status"] in ("equal", "private"):
             continue
@@ -282,11 +319,12 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
                 and _within_tolerance(fattn, a, b, path, io_dtypes[m.group(1)])):
             noisy.append(path)
             continue
-        d = _documented(path, e, resolved or {}, fattn_pair, side)
+        d = _documented(path, e, resolved or {}, fattn_pair, side, pair, misses)
         if d:
             documented.append((path, e, d))
             continue
         counted.append((path, e))
+    pair.close()
     ncases = _cases(a)
     note = (f"; {len(noisy)} d_softmax_offset within tolerance (non-deterministic on "
             f"this engine)") if noisy else ""
@@ -308,10 +346,17 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         line = (f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
                 f"{_n(n, 'tensor')}{note})")
     else:
+        # N of M count the same things: cases; then the tensors among M's
+        # tensors and the attributes (and other objects) that differ
         extra = f"; {len(documented)} documented" if documented else ""
+        ccases = {m.group(1) for m in (re.match(r"^/cases/([^/@]+)", p) for p, _ in counted)
+                  if m}
+        nt = sum(1 for _, e in counted if e["kind"] in ("dataset", "digest"))
+        other = len(counted) - nt
+        what = f"{nt} of {_n(n, 'tensor')}" + (f", {_n(other, 'other object')}" if other else "")
         word = "no"
-        line = (f"{a_name} -> {b_name}: behavior-neutral: no ({len(counted)} of "
-                f"{_n(n, 'tensor')} differ in {_n(ncases, 'case')}{extra}{note})")
+        line = (f"{a_name} -> {b_name}: behavior-neutral: no ({len(ccases)} of {ncases} cases "
+                f"differ: {what}{extra}{note})")
     print(line)
     for path, e, d in devs:
         print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
@@ -322,6 +367,9 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         print(f"  documented change: /cases/{cid}  refused in "
               f"{a_name if ran == b_name else b_name}, run in {ran} ({_n(len(items), 'path')}): "
               f"{d['name']} (TE {d['te_lines']}; docs/te.md, Findings)")
+    for cid, (d, why) in sorted(misses.items()):
+        print(f"  not documented: /cases/{cid}: {d['name'].split(':')[0]}'s signature does not "
+              f"hold: {why}")
     errs = {"A": _errored(a), "B": _errored(b)}
     failing = _failing(counted, a, b, a_name, b_name)
     more = (f"fattn diff {a} {b}" if kept else
@@ -487,32 +535,35 @@ def main(args):
         resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c}
         kept = bool(args.keep)
-        pairs = [(names[0], files[0], names[1], files[1], False)]
-        for name, f, r in zip(names, files, roots):
+        logs = [signatures.load_log(f[:-len(".h5")] + "-refusals.json") for f in files]
+        pairs = [(names[0], files[0], names[1], files[1], False, logs)]
+        for name, f, r, lg in zip(names, files, roots, logs):
             impl = "split" if _is_refactored(r) else "legacy"
-            pairs.append((f"fattn-{impl}", fe_files[impl], name, f, True))
+            pairs.append((f"fattn-{impl}", fe_files[impl], name, f, True, (None, lg)))
         reports = []
-        for an, af, bn, bf, fattn_pair in pairs:
-            rep = _verdict(fattn, an, af, bn, bf, io, resolved, fattn_pair, kept)
+        for an, af, bn, bf, fattn_pair, lgs in pairs:
+            rep = _verdict(fattn, an, af, bn, bf, io, resolved, fattn_pair, kept, lgs)
             rep["contrast"] = _pair_contrast(rep, resolved, (af, bf))
             if rep["contrast"]:
                 print("  " + rep["contrast"]["text"])
             reports.append(rep)
         rc = max(r["exit"] for r in reports)
         errs = [_errored(f) for f in files]
-        for name, (mod, func, why), err in zip(names, through, errs):
+        for name, (mod, func, why, _), err in zip(names, through, errs):
             print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
                   f"FusedAttnFunc.apply{f' ({why})' if why else ''}, {len(err)} errored")
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"
                 print(f"  errored: {cid}{only}: {reason}")
         from . import refusal
-        for name, f in zip(names, files):
-            with open(f[:-len(".h5")] + "-refusals.json", encoding="utf-8") as fh:
-                print(f"{name}: refusals: {refusal.summary(json.load(fh))}")
+        for name, lg in zip(names, logs):
+            print(f"{name}: refusals: {refusal.summary(lg)}")
         ran, refused = _fp8_counts(files[0])
-        print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path; "
-              f"{refused} refused)" if ran else f"FP8: not exercised ({refused} refused)")
+        via = (str(through[0][3]) if through[0][3] == through[1][3] else
+               ", ".join(f"{t[3]} in {nm}" for t, nm in zip(through, names)))
+        print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path, {via} of them through "
+              f"FusedAttention; {refused} refused)" if ran else
+              f"FP8: not exercised ({refused} refused)")
         if any(errs):
             rc = max(rc, 1)
         from . import reports as rp
