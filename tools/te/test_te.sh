@@ -22,7 +22,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 counted() { # the paths of a fattn diff's counted differences, one a line
-    grep -oE '^(different|missing in [AB]|structure|value): [^ ]+' "$1" | sed 's/^[^/]*//'
+    grep -oE '^(different|missing in [AB]|structure|value): [^ ]+' "$1" | sed 's/^[^/]*//; s/:$//'
 }
 check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
@@ -42,7 +42,7 @@ check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
 check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (137 cases' "$work/verdict")"
 check "fattn legacy vs 2.19.0: neutral (11 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (11 documented deviations) (137 cases' "$work/verdict")"
 check "fattn split vs 2.20.2: F1 and 11 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 11 documented deviations) (137 cases' "$work/verdict")"
-check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
+check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (26 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
 check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 96 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
@@ -50,7 +50,7 @@ check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep
 # it; nothing else differs between the two releases
 "$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
 check "TE 2.19.0 -> TE 2.20.2: only refuse.fp8.max_logit differs (2.20.2 runs it)" \
-    "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
+    "26 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
 check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-2.19.0: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-2.20.2: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
 check "TE 2.19.0's own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
 import json, sys
