@@ -158,6 +158,10 @@ static fattn_status note_tensor(noted_call *c, const char *name, const fattn_ten
     if (t->device != FATTN_DEVICE_HOST)
         return FATTN_OK;
     size_t nb = (size_t)fattn_tensor_numel(t) * fattn_dtype_size(t->dtype);
+    if (fattn_tensor_is_contiguous(t)) { /* C order already: no copy */
+        fattn_digest_bytes(t->data, nb, x->digest);
+        return FATTN_OK;
+    }
     void *buf = malloc(nb ? nb : 1);
     if (!buf)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory for %s", name);
