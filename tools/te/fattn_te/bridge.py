@@ -330,8 +330,8 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     # resolves it: Stats, (Max), rng_state, (Bias), (SoftmaxOffset)
     pack = owned + [rng_dev] + ([attn_bias] if bias_type in (1, 2) else []) + (
         [softmax_offset] if softmax_type != 0 else [])
-    from . import calls
-    calls.note_fwd(p, [("q", q), ("k", k), ("v", v), ("o", out_data),
+    from . import engine_calls
+    engine_calls.note_fwd(p, [("q", q), ("k", k), ("v", v), ("o", out_data),
                        ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_kv", cu_seqlens_kv),
                        ("cu_seqlens_q_padded", cu_seqlens_q_padded),
                        ("cu_seqlens_kv_padded", cu_seqlens_kv_padded), ("bias", attn_bias),
@@ -441,8 +441,8 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     p.bottom_right_diagonal, p.deterministic = bool(bottom_right_diagonal), bool(deterministic)
     if fp8 is not None:
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
-    from . import calls
-    calls.note_bwd(p, [("q", q), ("k", k), ("v", v), ("o", o), ("cu_seqlens_q", cu_seqlens_q),
+    from . import engine_calls
+    engine_calls.note_bwd(p, [("q", q), ("k", k), ("v", v), ("o", o), ("cu_seqlens_q", cu_seqlens_q),
                        ("cu_seqlens_kv", cu_seqlens_kv),
                        ("cu_seqlens_q_padded", cu_seqlens_q_padded),
                        ("cu_seqlens_kv_padded", cu_seqlens_kv_padded), ("d_o", d_o),

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, calls, fp8, loader
+from . import bridge, engine_calls, fp8, loader
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -273,7 +273,7 @@ def run_case(backends, res, ref_case, path="module"):
     t = build_inputs(res, inputs)
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     bridge.last_forward = None
-    calls.reset()
+    engine_calls.reset()
     fp8.set_env(backends, spec)
     if case_path(res, path) == "module":
         from . import module
@@ -325,10 +325,10 @@ def run_case(backends, res, ref_case, path="module"):
     # ends' (harness/run/case_run.c): a forward call's by the inputs, the
     # forward's outputs, the saved slots; a backward call's by the saved
     # slots, the inputs, the forward's outputs, the grads
-    n_in = calls.named("inputs/", t.items())
-    n_fwd = calls.named("forward/", [("out", out), ("max_logit", max_logit)]) + calls.named(
-        "forward/aux/", aux_t)
-    n_saved = calls.named("save_ctx/", saved)
+    n_in = engine_calls.named("inputs/", t.items())
+    n_fwd = (engine_calls.named("forward/", [("out", out), ("max_logit", max_logit)]) +
+             engine_calls.named("forward/aux/", aux_t))
+    n_saved = engine_calls.named("save_ctx/", saved)
     grads_named = []
     if spec["is_training"]:
         src = ctx.backward_objects if is_refactored(backends) else ctx
@@ -355,8 +355,8 @@ def run_case(backends, res, ref_case, path="module"):
         # the amaxes an FP8 backward wrote, in the quantizers it was handed
         battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
         node["backward"] = group(battrs, bchildren)
-    ec = calls.groups(n_in + n_fwd + n_saved,
-                      n_saved + n_in + n_fwd + calls.named("backward/", grads_named))
+    ec = engine_calls.groups(n_in + n_fwd + n_saved,
+                      n_saved + n_in + n_fwd + engine_calls.named("backward/", grads_named))
     if ec:
         node["engine_call"] = group([], ec)
     return node
