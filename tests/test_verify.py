@@ -316,7 +316,7 @@ if MUTANTS:
 
 @test("the earliest cause first: a backward engine-call argument slipped in the split is named "
       "with both values in every failing row, the states before it equal, and the contrast "
-      "names the mask")
+      "names the window (causal's (-1,0) among its values)")
 def _():
     if not MUTANTS:
         return "SKIP needs a -Dself_test_mutants=true build"
@@ -335,11 +335,14 @@ def _():
     assert all(v.group(1) != v.group(2) for v in values)
     causal = [r for r in rows if r.startswith("layout.bshd_bshd_bshd.causal.bf16 ")]
     assert causal and "window_size_left: legacy -1, split 0;" in causal[0], rows[:3]
-    m = re.search(r"^contrast: the (\d+) failing cases all have mask in \{([^}]*)\} and "
+    # the window decides, not the mask: raw.window_m1m1's causal cases train
+    # with window (-1,-1) and pass, so "mask causal" has misses and the
+    # normalised window (causal's (-1,0) among the values) has none
+    m = re.search(r"^contrast: the (\d+) failing cases all have window in \{([^}]*)\} and "
                   r"training yes; none of the (\d+) passing cases have both; no case with "
-                  r"mask in \{no_mask, padding\} fails", p.stdout, re.M)
+                  r"window \(-1,-1\) fails", p.stdout, re.M)
     assert m and int(m.group(1)) == len(rows), p.stdout[-2500:]
-    assert "causal" in m.group(2).split(", ") and "no_mask" not in m.group(2).split(", ")
+    assert "(-1,0)" in m.group(2).split(", ") and "(-1,-1)" not in m.group(2), m.group(2)
     j = json.load(open(jpath))
     bad = [c for c in j["cases"] if c["result"] == "different"]
     assert len(bad) == len(rows)
@@ -354,7 +357,7 @@ def _():
         assert first["a"] != first["b"] and int(first["b"]) >= -1, first
         # every difference listed, the count of them the case's count
         assert len(c["first"]) == c["differences"], c
-    assert j["contrast"]["features"] == ["mask", "training"], j["contrast"]
+    assert j["contrast"]["features"] == ["window", "training"], j["contrast"]
     assert j["contrast"]["failing"] == len(rows), j["contrast"]
 
 
