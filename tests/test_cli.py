@@ -17,15 +17,7 @@ import time
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 import tap  # noqa: E402  (tests/tap.py, beside this script)
 
-try:
-    import h5py
-    import numpy as np
-except ImportError as e:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        print("1..1\nnot ok 1 - h5py/numpy missing under CI: %s" % e)
-        sys.exit(1)
-    print("1..0 # SKIP h5py/numpy not installed: %s" % e)
-    sys.exit(0)
+h5py, np = tap.need_modules("h5py", "numpy")
 
 FATTN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="fattn-cli-")
@@ -130,6 +122,16 @@ def _():
                 '"deterministic": false}]')
     p = run("cases", "--cases", nd, check=0)
     assert "DPA" not in p.stdout, p.stdout
+    # a bias that needs no grad (TE reads core_attention_bias.requires_grad): no
+    # det_bias_grad, nor bias_111s_grad for a [1,1,1,skv] one; with grad, both
+    nb = os.path.join(TMP, "bias_no_grad.json")
+    with open(nb, "w") as f:
+        f.write('[{"id": "g", "b": 1, "h": 2, "sq": 16, "d_qk": 16, "bias": "post_scale_bias",'
+                ' "bias_shape": "111s"}, {"id": "n", "b": 1, "h": 2, "sq": 16, "d_qk": 16,'
+                ' "bias": "post_scale_bias", "bias_shape": "111s", "bias_no_grad": true}]')
+    notes = dict(l.split("\t", 1) for l in run("cases", "--cases", nb, check=0).stdout.splitlines())
+    assert "rule det_bias_grad" in notes["g"] and "rule bias_111s_grad" in notes["g"], notes
+    assert "DPA" not in notes["n"] and "bias_no_grad" in notes["n"], notes
     out = path("te_rules.h5")
     for rules, line in (("2.19", 1534), (None, 1761)):
         argv = ["run", "--backend", "cpu", "--filter", "softmax.off_by_one.f16", "-o", out]
@@ -419,13 +421,24 @@ def _():
         assert not os.path.exists(path("bad.h5"))
 
 
-@case("run: a case the engine cannot run is recorded as skipped with its reason")
-def _():
+# A case the engine cannot run: the CPU engine runs every case TE accepts, so
+# the tests of a skipped case widen one of the cuDNN engine's gaps to it (FP8
+# with d_qk != d_v, rule fp8_mla_cudnn; FATTN_TEST_WIDEN_ROWS, -Dtesting only).
+GAP_ENV = {"FATTN_TEST_WIDEN_ROWS": "fp8_mla_cudnn"}
+
+
+def write_gap_case():
     with open(path("gap.json"), "w") as f:
-        # FP8 with d_qk != d_v: valid for TE, run by no engine (rule fp8_mla_engines)
         f.write('[{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
                 '"is_training":false,"fp8":{"recipe":"delayed"}}]')
-    run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), check=0)
+
+
+@case("run: a case the engine cannot run is recorded as skipped with its reason")
+def _():
+    if VARIANTS_SKIP:
+        return VARIANTS_SKIP
+    write_gap_case()
+    run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), env=GAP_ENV, check=0)
     with h5py.File(path("gap.h5"), "r") as f:
         g = f["cases/gap"]
         assert "skipped" in g.attrs and len(g.attrs["skipped"]) > 10
@@ -521,6 +534,36 @@ def _():
             p.stderr
 
 
+def bf16_values(ds):
+    return (np.asarray(ds[()], dtype=np.uint32) << 16).view(np.float32)
+
+
+@case("test variant fault:PLAN: NaN / Inf written into Max, O and Stats rows after the "
+      "engine, a first backward made to fail, a bad plan refused (exit 2)")
+def _():
+    if VARIANTS_SKIP:
+        return VARIANTS_SKIP
+    out, cid = path("fault.h5"), "max_logit.no_mask.bf16"
+    run("run", "--filter", cid, "-o", out, check=0,
+        env={"FATTN_TEST_ENGINE_VARIANT": "fault:max=nan,max=inf@1,o=-inf@1,stats=nan"})
+    with h5py.File(out, "r") as f:
+        assert f.attrs["prov_test_variant"].startswith("fault:"), dict(f.attrs)
+        g = f["cases/" + cid]
+        ml = bf16_values(g["forward/max_logit"])
+        assert np.isnan(ml[0]) and ml[1] == np.inf, ml  # torch.amax propagates NaN
+        o = bf16_values(g["forward/out"])  # sbhd [s, b, h, d]: row 0 of batch 0, head 1
+        assert np.all(o[0, 0, 1] == -np.inf) and np.isfinite(o[0, 0, 0]).all(), o[0, 0]
+        st = g["forward/aux/softmax_stats"][()]  # [b, h, sq, 1]
+        assert np.isnan(st[0, 0, 0, 0]) and np.isfinite(st[0, 1, 0, 0]), st[0, :, 0, 0]
+    p = run("run", "--filter", cid, "-o", path("fault2.h5"), check=2,
+            env={"FATTN_TEST_ENGINE_VARIANT": "fault:bwd=fail"})
+    assert "the injected fault of the first backward call" in p.stderr, p.stderr
+    for bad in ("fault:max=zero", "fault:q=nan", "fault:max=nan@x", "fault:"):
+        p = run("run", "--filter", cid, "-o", path("fault3.h5"), check=2,
+                env={"FATTN_TEST_ENGINE_VARIANT": bad})
+        assert "fault plan" in p.stderr and not os.path.exists(path("fault3.h5")), p.stderr
+
+
 def count_datasets(fname):
     n = 0
     with h5py.File(fname, "r") as f:
@@ -598,6 +641,30 @@ def _():
     assert j["schema"] == "fattn-verify/1" and [c["id"] for c in j["cases"]] == ["tiny"], j
     assert "behavior-neutral: yes (1 case," in p.stderr, p.stderr
     assert os.listdir(d) == [], os.listdir(d)
+
+
+@case("verify --json: `golden` is true exactly where a golden was compared (not for an "
+      "errored or a skipped case, nor a case file without goldens)")
+def _():
+    import json
+    mixed = path("golden-flag.json")
+    with open(mixed, "w") as f:
+        f.write('[{"id":"ran","b":1,"h":1,"sq":4,"d_qk":8},'
+                '{"id":"errs","b":1,"h":1,"sq":4,"d_qk":12},'
+                '{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
+                '"is_training":false,"fp8":{"recipe":"delayed"}}]')
+    env = None if VARIANTS_SKIP else GAP_ENV
+    p = run("verify", "--backend", "cpu", "--cases", mixed, "--json", "-", env=env, check=2)
+    cases = {c["id"]: c for c in json.loads(p.stdout)["cases"]}
+    assert cases["errs"]["result"] == "error", cases
+    if not VARIANTS_SKIP:
+        assert cases["gap"]["result"] == "skipped", cases
+        assert "rule fp8_mla_cudnn" in cases["gap"]["skipped"], cases["gap"]
+    assert not any(c["golden"] for c in cases.values()), cases
+    p = run("verify", "--backend", "cpu", "--filter", "layout.sbhd_sbhd_sbhd.no_mask.f16",
+            "--json", "-", check=0)
+    (c,) = json.loads(p.stdout)["cases"]
+    assert c["golden"] is True and c["result"] == "ok", c
 
 
 def unwritable_dir():
@@ -877,11 +944,13 @@ def _():
         ["fattn.verify.a.one", "fattn.verify.b.two"], p.stdout
     assert "stopped after the first failing case" in p.stderr, p.stderr
     # a skipped case is a skipped element
-    p = run("verify", "--backend", "cpu", "--cases", path("gap.json"), "--fixtures",
-            path("nofix"), "--junit", "-", check=0)
-    (t,) = ET.fromstring(p.stdout).iter("testcase")
-    assert t.get("name") == "case" and t.find("skipped") is not None and \
-        "rule fp8_mla_engines" in t.find("skipped").get("message")
+    if not VARIANTS_SKIP:
+        write_gap_case()
+        p = run("verify", "--backend", "cpu", "--cases", path("gap.json"), "--fixtures",
+                path("nofix"), "--junit", "-", env=GAP_ENV, check=0)
+        (t,) = ET.fromstring(p.stdout).iter("testcase")
+        assert t.get("name") == "case" and t.find("skipped") is not None and \
+            "rule fp8_mla_cudnn" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 
@@ -1023,6 +1092,47 @@ def _():
         return "SKIP this build has no cuDNN engine (FATTN_HAVE_CUDNN=0)"
     assert "libm.so.6 lacks a backend-API symbol" in p.stderr, p.stderr
     assert not os.path.exists(path("lib.h5"))
+
+
+@case("a cp case: run and verify record it skipped naming fattn-te; run --cp-reference runs "
+      "it without CP, THD padded to multiples of 2 x size; ranks only for a cp spec")
+def _():
+    import json
+    import numpy as np
+    cases = path("cp.json")
+    with open(cases, "w") as f:
+        json.dump([{"id": "cp.bshd", "b": 2, "h": 2, "sq": 16, "d_qk": 16, "mask": "causal",
+                    "cp": {"size": 2, "comm": "a2a"}},
+                   {"id": "cp.thd", "b": 3, "h": 2, "sq": 16, "d_qk": 16,
+                    "layout": "thd_thd_thd", "mask": "padding_causal", "pad_between_seqs": True,
+                    "seqlens_q": [16, 5, 9], "seqlens_kv": [16, 5, 9], "cp": {"size": 4}}], f)
+    run("run", "--cases", cases, "-o", path("cp-skip.h5"), check=0)
+    with h5py.File(path("cp-skip.h5"), "r") as f:
+        for cid in ("cp.bshd", "cp.thd"):
+            why = f["cases"][cid].attrs["skipped"]
+            assert "runs through fattn-te only" in why and "ranks" in why, why
+            assert '"cp":{"comm":' in f["cases"][cid].attrs["spec"]
+    p = run("verify", "--cases", cases, check=0)
+    assert "(2 cases, 0 tensors, 2 skipped, 0 differences)" in p.stdout, p.stdout
+    run("run", "--cp-reference", "--cases", cases, "-o", path("cp-ref.h5"), check=0)
+    run("inspect", path("cp-ref.h5"), check=0)
+    with h5py.File(path("cp-ref.h5"), "r") as f:
+        assert "backward" in f["cases/cp.bshd"] and "skipped" not in f["cases/cp.bshd"].attrs
+        padded = np.diff(f["cases/cp.thd/inputs/cu_seqlens_q_padded"][()])
+        assert list(padded) == [16, 8, 16], padded  # 16, 5 -> 8, 9 -> 16 (multiples of 8)
+    # a ranks group where the spec has no cp is refused by full validation
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tools", "python"))
+    import fattn_runfile as fr
+    t = fr.load_tree(path("cp-ref.h5"))
+    run("run", "--filter", "layout.bshd_bshd_bshd.causal.bf16", "-o", path("plain.h5"), check=0)
+    plain = fr.load_tree(path("plain.h5"))
+    c = plain["children"]["cases"]["children"]["layout.bshd_bshd_bshd.causal.bf16"]
+    c["children"]["ranks"] = t["children"]["cases"]["children"]["cp.bshd"]["children"]["inputs"]
+    c["attrs"] = [a for a in c["attrs"] if a[0] != "attrs_digest"]  # as fattn-te writes cases
+    fr.write_tree(path("plain-ranks.h5"), plain, fattn=FATTN)
+    p = run("inspect", path("plain-ranks.h5"), check=2)
+    assert "ranks recorded for a spec without cp" in p.stderr, p.stderr
 
 
 def main():

@@ -52,7 +52,9 @@ typedef struct fattn_verify_case {
     fattn_compare_result cmp;      /* every check's differences together */
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
-    bool golden_missing;
+    bool golden_missing;           /* the goldens have no such case */
+    bool golden_compared;          /* a golden was compared (not for a skipped or errored
+                                    * case, nor one compared within one engine only) */
     /* goldens of the same engine identity, but this case ran other plans
      * (engine configs): compared as without goldens of its own */
     bool other_plans;

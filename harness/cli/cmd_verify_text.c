@@ -181,11 +181,13 @@ json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r)
                                                         : c->error[0]    ? "error"
                                                                          : "ok",
                                "differences", (json_int_t)c->cmp.differences, "first",
-                               json_first(c), "golden", !c->golden_missing);
+                               json_first(c), "golden", c->golden_compared);
         if (jc && c->cmp.differences)
             json_object_set_new(jc, "cause", json_cause(c));
         if (jc && c->spec->expect_refusal)
             json_object_set_new(jc, "refused", json_boolean(c->refused));
+        if (jc && c->skipped) /* why: the support row that names the engine's gap */
+            json_object_set_new(jc, "skipped", json_string(c->skipped));
         /* each front end's status and message, when one of them failed */
         for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
             json_object_set_new(jc, fattn_impl_name((fattn_impl)k),

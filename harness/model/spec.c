@@ -78,6 +78,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 #define I_NAME(k, d) s->k = (d);
 #define I_BOOL(k, d) s->k = (d);
 #define I_FLAG(k, d)
+#define I_OINT(k, d)
 #define I_PAIR(k, d)
 #define I_TRI(k, d)
 #define I_REAL(k, d) s->k = (d);
@@ -91,6 +92,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
     s->fp8_amax_algo = FATTN_FP8_AMAX_MAX;
 #define I_REFUSE(k, d)
 #define I_PAGED(k, d)
+#define I_CP(k, d)
 #define I_SCHED(k, d)
 #define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
@@ -110,6 +112,7 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_NAME(k)
 #define OWNED_BOOL(k)
 #define OWNED_FLAG(k)
+#define OWNED_OINT(k)
 #define OWNED_PAIR(k)
 #define OWNED_TRI(k)
 #define OWNED_REAL(k)
@@ -117,6 +120,7 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_FP8(k)
 #define OWNED_REFUSE(k)
 #define OWNED_PAGED(k)
+#define OWNED_CP(k)
 #define OWNED_SCHED(k)
 
 static void free_lists(fattn_spec *s)
@@ -182,6 +186,7 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_NAME(k) (x->k == y->k)
 #define E_BOOL(k) (x->k == y->k)
 #define E_FLAG(k) (x->k == y->k)
+#define E_OINT(k) (x->k == y->k)
 #define E_PAIR(k)                                                                              \
     (x->k##_set == y->k##_set && (!x->k##_set || (x->k[0] == y->k[0] && x->k[1] == y->k[1])))
 #define E_TRI(k) (x->k == y->k)
@@ -202,6 +207,9 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_PAGED(k)                                                                             \
     (x->paged == y->paged && (!x->paged || (x->page_size == y->page_size &&                    \
      x->num_pages == y->num_pages && x->paged_separate_v == y->paged_separate_v)))
+#define E_CP(k)                                                                                \
+    (x->cp == y->cp && (!x->cp || (x->cp_size == y->cp_size && x->cp_comm == y->cp_comm &&     \
+                                   x->cp_balance == y->cp_balance)))
 #define E_SCHED(k) fattn_schedule_equal(x->schedule, y->schedule)
 #define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
 
@@ -348,6 +356,7 @@ bool fattn_spec_refusal_status(fattn_status st)
     }
 #define P_BOOL(k, t, lo, hi, d) TRY(spec_get_bool(c, obj, #k, &s->k));
 #define P_FLAG(k, t, lo, hi, d) TRY(spec_get_bool(c, obj, #k, &s->k));
+#define P_OINT(k, t, lo, hi, d) TRY(spec_get_int(c, obj, #k, lo, hi, &s->k));
 #define P_PAIR(k, t, lo, hi, d) TRY(spec_get_pair(c, obj, #k, lo, hi, &s->k##_set, s->k));
 #define P_TRI(k, t, lo, hi, d) TRY(spec_get_tristate(c, obj, #k, &s->k));
 #define P_REAL(k, t, lo, hi, d)                                                                \
@@ -360,6 +369,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define P_FP8(k, t, lo, hi, d) TRY(spec_parse_fp8(c, obj, s));
 #define P_REFUSE(k, t, lo, hi, d) TRY(spec_parse_expect_refusal(c, obj, s));
 #define P_PAGED(k, t, lo, hi, d) TRY(spec_parse_paged(c, obj, s));
+#define P_CP(k, t, lo, hi, d) TRY(spec_parse_cp(c, obj, s));
 #define P_SCHED(k, t, lo, hi, d) TRY(spec_parse_schedule(c, obj, s));
 #define POST_NONE(k)
 #define POST_CHECK(k) TRY(spec_check_##k(c, s));
@@ -374,6 +384,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define R_NAME(k)
 #define R_BOOL(k)
 #define R_FLAG(k)
+#define R_OINT(k)
 #define R_PAIR(k)
 #define R_TRI(k)
 #define R_REAL(k)
@@ -382,6 +393,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define R_FP8(k)
 #define R_REFUSE(k)
 #define R_PAGED(k)
+#define R_CP(k)
 #define R_SCHED(k)
 #define REQUIRED_ROW(key, kind, ctype, a, b, dflt, post) R_##kind(key)
 

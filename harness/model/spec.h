@@ -38,12 +38,29 @@
  *   pad_between_seqs       boolean; default false.
  *   cpu_offload            boolean; default false. TE's CPU offload v1
  *                          state, which both front ends refuse.
+ *   bias_no_grad           boolean; default false. true: the bias tensor
+ *                          does not require grad (TE's
+ *                          core_attention_bias.requires_grad False), so
+ *                          DotProductAttention's routing rules that read it
+ *                          (det_bias_grad, bias_111s_grad) do not trip;
+ *                          FusedAttnFunc's own outputs are the same (its
+ *                          backward computes dBias either way). Only with a
+ *                          bias tensor; written to the canonical form only
+ *                          when true.
  *   raw_func_args          boolean; default false. true: the front ends get
  *                          the values a direct FusedAttnFunc caller passes
  *                          (dropout_p as given, though not training)
  *                          instead of DotProductAttention's (0 when not
  *                          training); only with is_training false. The
  *                          canonical form writes it only when true.
+ *   no_grad, inference_mode booleans; default false. The forward runs under
+ *                          torch.no_grad() / torch.inference_mode(): the
+ *                          module keeps is_training (its train()/eval()),
+ *                          FusedAttnFunc's inputs are unchanged, autograd
+ *                          keeps no graph, so the case has no backward
+ *                          (fattn_spec_has_backward). Both: the one nested
+ *                          in the other.
+ *                          Canonical form: written only when true.
  *   fp8                    null | {"recipe": "delayed" | "current" | "mxfp8" |
  *                          "block", "input_fp8": bool, "output_fp8": bool,
  *                          "dpa_bwd": bool, "o_in_f16": bool,
@@ -79,6 +96,30 @@
  *                          shares K's table, as FusedAttention passes it).
  *                          docs/cases.md "Paged KV". Canonical form:
  *                          written only when set, every member filled in.
+ *   max_batch_size         absent | integer in [b, FATTN_SPEC_MAX_B]; only
+ *                          with paged. The cache as TE's InferenceParams
+ *                          (max_batch_size, is_paged) keeps it: a bshd
+ *                          cache of num_pages = max_batch_size * skv / P
+ *                          pages (its default), one page table
+ *                          [max_batch_size, skv / P] for K and V, pages
+ *                          handed out in TE's order, the rest zeros; the
+ *                          lengths one prefill (seqlens_q = seqlens_kv) or
+ *                          a decode step after one (seqlens_q all 1).
+ *                          docs/cases.md "Paged KV". Canonical form:
+ *                          written only when set.
+ *   cp                     null | {"size": N, "comm": "p2p" | "all_gather" |
+ *                          "a2a" | "a2a+p2p", "load_balancing":
+ *                          "dual_chunk_swap" | "no_load_balance"}; default
+ *                          null. TE's context parallelism over N ranks
+ *                          (cp_comm_type, CPLoadBalancingStrategy): a case
+ *                          fattn-te runs in N processes (docs/te.md,
+ *                          "Context parallelism"); fattn's own runner
+ *                          records it as skipped. With a THD format each
+ *                          sequence's padded length is its length rounded
+ *                          up to a multiple of 2N (TE's
+ *                          pad_thd_sequences_for_cp) when pad_between_seqs
+ *                          is set. Canonical form: written only when set,
+ *                          every member filled in.
  *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
  *                          [0, sq] (resp. [0, skv]); default null (lengths
  *                          drawn from the seed at run time).
@@ -145,6 +186,20 @@ typedef enum fattn_bias_shape {
     FATTN_BIAS_SHAPE_111S = 4
 } fattn_bias_shape;
 
+/* TE's context-parallel communication types (cp_comm_type) and load
+ * balancing strategies (CPLoadBalancingStrategy, constants.py:14-21). */
+typedef enum fattn_cp_comm {
+    FATTN_CP_P2P = 0,
+    FATTN_CP_ALL_GATHER = 1,
+    FATTN_CP_A2A = 2,
+    FATTN_CP_A2A_P2P = 3
+} fattn_cp_comm;
+
+typedef enum fattn_cp_balance {
+    FATTN_CP_DUAL_CHUNK_SWAP = 0,
+    FATTN_CP_NO_LOAD_BALANCE = 1
+} fattn_cp_balance;
+
 typedef enum fattn_tristate {
     FATTN_TRISTATE_NULL = 0,
     FATTN_TRISTATE_FALSE = 1,
@@ -194,6 +249,10 @@ fattn_status fattn_spec_step(const fattn_spec *s, const fattn_kv_plan *plan, int
 #define FATTN_SPEC_FP8_HISTORY_DEFAULT 1024
 #define FATTN_SPEC_FP8_HISTORY_MAX 65536
 
+/* Whether the case has a backward: training, and the forward not under
+ * no_grad or inference_mode (autograd keeps no graph there). */
+bool fattn_spec_has_backward(const fattn_spec *s);
+
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);
 /* Free the owned seqlens lists and reset *s with fattn_spec_init. */
@@ -235,6 +294,14 @@ bool fattn_spec_matches_glob(const char *id, const char *glob);
  * integral. FATTN_E_INVALID_ARG for inf/NaN, FATTN_E_OVERFLOW if n is too
  * small (32 bytes always suffice). */
 fattn_status fattn_spec_format_double(double v, char *buf, size_t n);
+
+/* TE's names: "p2p" "all_gather" "a2a" "a2a+p2p"; "dual_chunk_swap"
+ * "no_load_balance". NULL / FATTN_E_INVALID_ARG for anything else. */
+const char *fattn_cp_comm_name(fattn_cp_comm c);
+fattn_status fattn_cp_comm_parse(const char *s, fattn_cp_comm *out);
+const char *fattn_cp_balance_name(fattn_cp_balance b);
+fattn_status fattn_cp_balance_parse(const char *s, fattn_cp_balance *out);
+#define FATTN_SPEC_MAX_CP 1024 /* ranks */
 
 const char *fattn_bias_shape_name(fattn_bias_shape s);
 fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out);

@@ -23,6 +23,8 @@
  *            FLAG   true / false, default false, written only when true
  *                   (the keys added after run files existed: their bytes
  *                   stay for the cases without them)
+ *            OINT   integer in [a, b] or absent (0), written only when set
+ *                   (an integer key added after run files existed)
  *            PAIR   null | [int, int] each in [a, b]; members key_set, key[2]
  *            TRI    null | true | false (fattn_tristate)
  *            REAL   a finite number, default dflt
@@ -32,6 +34,7 @@
  *            REFUSE null | {"rule", "status"}; members below
  *            PAGED  null | the paged object (spec.h); members below
  *            SCHED  null | the schedule (schedule.h); an owned pointer
+ *            CP     null | the cp object (spec.h); members below
  *          (a, b, dflt are `_` where the kind does not read them)
  *   post   NONE, or CHECK: spec.c's spec_check_<key>(c, s) runs after the
  *          row is read (ranges that involve other keys or the float32 range)
@@ -77,12 +80,17 @@
     X(fast_zero_fill, BOOL, bool, _, _, true, NONE)                                            \
     X(pad_between_seqs, BOOL, bool, _, _, false, NONE)                                         \
     X(raw_func_args, FLAG, bool, _, _, _, NONE)                                                \
+    X(no_grad, FLAG, bool, _, _, _, NONE)                                                      \
+    X(inference_mode, FLAG, bool, _, _, _, NONE)                                               \
     X(cpu_offload, FLAG, bool, _, _, _, NONE)                                                  \
+    X(bias_no_grad, FLAG, bool, _, _, _, CHECK)                                                \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
+    X(max_batch_size, OINT, int64_t, 1, FATTN_SPEC_MAX_B, _, NONE)                             \
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
+    X(cp, CP, _, _, _, _, NONE)                                                                \
     X(schedule, SCHED, _, _, _, _, CHECK)                                                      \
     X(seed, INT, int64_t, 0, INT64_MAX - fattn_spec_steps(s), 1, NONE)                         \
     X(rng_seed, INT, int64_t, 0, INT64_MAX, 1234, NONE)                                        \
@@ -95,6 +103,7 @@
 #define FATTN_SPEC_M_NAME(k, t) t k;
 #define FATTN_SPEC_M_BOOL(k, t) t k;
 #define FATTN_SPEC_M_FLAG(k, t) t k;
+#define FATTN_SPEC_M_OINT(k, t) t k; /* 0: absent */
 #define FATTN_SPEC_M_PAIR(k, t)                                                                \
     bool k##_set; /* false: null */                                                            \
     t k[2];
@@ -127,6 +136,14 @@
     bool paged;                                                                                \
     int64_t page_size, num_pages;                                                              \
     bool paged_separate_v;
+
+/* cp on: TE's context parallelism over cp_size ranks; run by fattn-te
+ * only, recorded as skipped by fattn's own runner */
+#define FATTN_SPEC_M_CP(k, t)                                                                  \
+    bool cp;                                                                                   \
+    int64_t cp_size;                                                                           \
+    fattn_cp_comm cp_comm;                                                                     \
+    fattn_cp_balance cp_balance;
 
 /* a schedule: the steps the case runs (NULL: the one call it is without) */
 #define FATTN_SPEC_M_SCHED(k, t) struct fattn_schedule *schedule;

@@ -280,6 +280,11 @@ static void sb_put_cb(void *ctx, const char *text)
         sb_key(b, #k, first);                                                                  \
         sb_str(b, "true");                                                                     \
     }
+#define W_OINT(k, t, lo, hi)                                                                   \
+    if (s->k) {                                                                                \
+        sb_key(b, #k, first);                                                                  \
+        sb_fmt(b, "%" PRId64, s->k);                                                           \
+    }
 #define W_PAIR(k, t, lo, hi)                                                                   \
     sb_key(b, #k, first);                                                                      \
     if (s->k##_set)                                                                            \
@@ -323,6 +328,17 @@ static void sb_put_cb(void *ctx, const char *text)
         sb_key(b, #k, first);                                                                  \
         sb_fmt(b, "{\"num_pages\":%" PRId64 ",\"page_size\":%" PRId64 ",\"separate_v\":%s}",   \
                s->num_pages, s->page_size, tf(s->paged_separate_v));                           \
+    }
+
+/* Written only when set, every member filled in, members sorted. */
+#define W_CP(k, t, lo, hi)                                                                     \
+    if (s->cp) {                                                                               \
+        sb_key(b, #k, first);                                                                  \
+        sb_str(b, "{\"comm\":");                                                               \
+        TRY(w_name(b, s, "cp.comm", fattn_cp_comm_name(s->cp_comm)));                          \
+        sb_str(b, ",\"load_balancing\":");                                                     \
+        TRY(w_name(b, s, "cp.load_balancing", fattn_cp_balance_name(s->cp_balance)));          \
+        sb_fmt(b, ",\"size\":%" PRId64 "}", s->cp_size);                                      \
     }
 
 /* Written only when set. */
@@ -493,10 +509,16 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (!s->fast_zero_fill)
         sb_str(&b, " no_fast_zero_fill");
     sb_str(&b, s->is_training ? " train" : " inference");
+    if (s->no_grad)
+        sb_str(&b, " no_grad");
+    if (s->inference_mode)
+        sb_str(&b, " inference_mode");
     if (s->raw_func_args)
         sb_str(&b, " raw_func_args");
     if (s->cpu_offload)
         sb_str(&b, " cpu_offload");
+    if (s->bias_no_grad)
+        sb_str(&b, " bias_no_grad");
     if (s->fp8)
         sb_fmt(&b, " fp8:%s%s%s%s", fattn_fp8_recipe_name(s->fp8_recipe),
                s->fp8_input ? "+in" : "", s->fp8_output ? "+out" : "",
@@ -504,6 +526,11 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (s->paged)
         sb_fmt(&b, " paged:%" PRId64 "x%" PRId64 "%s", s->num_pages, s->page_size,
                s->paged_separate_v ? "+v" : "");
+    if (s->max_batch_size)
+        sb_fmt(&b, " max_batch_size=%" PRId64, s->max_batch_size);
+    if (s->cp)
+        sb_fmt(&b, " cp:%s*%" PRId64 "%s", fattn_cp_comm_name(s->cp_comm), s->cp_size,
+               s->cp_balance == FATTN_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
     if (s->fp8 && s->schedule && !fattn_schedule_is_cache(s->schedule))

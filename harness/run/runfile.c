@@ -308,9 +308,9 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if ((g = fattn_h5_node_find(cg, "save_ctx/_impl")) &&
         (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "backward")) && !s->is_training)
-        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for an "
-                           "inference case", path, id);
+    if ((g = fattn_h5_node_find(cg, "backward")) && !fattn_spec_has_backward(s))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for a case "
+                           "without one (inference, no_grad or inference_mode)", path, id);
     if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
         return st;
     static const char *const grads[] = {"dq", "dk", "dv"};
@@ -422,13 +422,19 @@ static fattn_status check_engine_calls(const char *path, const char *id, const f
 /* The structure of a case that is not skipped: its states form a prefix
  * of inputs -> forward -> save_ctx -> backward, each a group, and its
  * engine calls are those of recorded states. */
-static fattn_status check_states(const char *path, const fattn_h5_node *c)
+static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
         if (!strcmp(ch->name, FATTN_ENGINE_CALL_GROUP)) {
             fattn_status st = check_engine_calls(path, c->name, c, ch);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
+        if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
+            fattn_status st = fattn_runfile_check_ranks(path, s, ch);
             if (st != FATTN_OK)
                 return st;
             continue;
@@ -489,7 +495,7 @@ static fattn_status check_content(const char *path, const fattn_case *c, const f
  * spec's shapes are compared before anything is built from them. */
 static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
 {
-    fattn_status st = check_states(path, cg);
+    fattn_status st = check_states(path, c->spec, cg);
     return st != FATTN_OK ? st : check_content(path, c, cg, true);
 }
 

@@ -44,7 +44,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out)
 {
     *out = NULL;
-    if (spec->schedule)
+    bool cp_skip = spec->cp && !opts->cp_reference; /* recorded as a skip, below */
+    if (spec->schedule && !cp_skip)
         return fattn_run_schedule(spec, opts, out);
     fattn_case_run r;
     fattn_status st = fattn_case_run_init(&r, spec, opts);
@@ -55,6 +56,12 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     r.gen.offset = (uint64_t)spec->rng_offset;
     if ((st = fattn_case_node_new(spec, &r.node)) != FATTN_OK)
         return st;
+    if (cp_skip)
+        return fattn_case_run_finish(
+            &r, fattn_error(FATTN_E_UNSUPPORTED, "cp: context parallelism over %lld ranks (%s) "
+                            "runs through fattn-te only (tools/te/fattn-te run --cp-matrix); "
+                            "fattn's runner is one process", (long long)spec->cp_size,
+                            fattn_cp_comm_name(spec->cp_comm)), out);
     st = fattn_case_run_inputs(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_FORWARD)
         st = fattn_case_run_forward(&r);
@@ -62,8 +69,9 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
         st = fattn_case_run_save_ctx(&r);
     else if (st == FATTN_OK && opts->until == FATTN_STATE_FORWARD)
         st = fattn_case_run_write_calls(&r, FATTN_CALL_FORWARD);
-    /* Inference cases have no backward group (TE saves the ctx either way). */
-    if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && spec->is_training)
+    /* Inference cases, and forwards under no_grad / inference_mode, have no
+     * backward group (TE saves the ctx either way). */
+    if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && fattn_spec_has_backward(spec))
         st = fattn_case_run_backward(&r, &r.in.d_out);
     if (st == FATTN_OK && opts->inputs_after)
         st = fattn_case_run_inputs_after(&r);
@@ -161,7 +169,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
     if ((st = fattn_case_node_new(&spec, &r.node)) != FATTN_OK)
         goto done;
     st = replay_resume(&r, recorded, from);
-    if (st == FATTN_OK && spec.is_training && opts->until >= FATTN_STATE_BACKWARD) {
+    if (st == FATTN_OK && fattn_spec_has_backward(&spec) && opts->until >= FATTN_STATE_BACKWARD) {
         if (fattn_tensor_is_empty(&r.in.d_out))
             st = fattn_error(FATTN_E_INVALID_FILE, "case %s: inputs/d_out missing", spec.id);
         else

@@ -3,7 +3,6 @@ import argparse
 import faulthandler
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -11,176 +10,12 @@ import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(SRC, "tools", "python"))
-import fattn_runfile as rf  # noqa: E402
+# where.py: the names cli has always offered, used here and by its callers
+from .where import (ERROR_PREFIX, HERE, SRC, _count_datasets, check_output,  # noqa: F401
+                    env_dir, fattn_args, progress_line, progress_wanted, rf, run_fattn,
+                    te_impl, te_root, use_library_of)
 
 _T0 = time.monotonic()
-
-
-def env_dir():
-    return os.environ.get("FATTN_TE_ENV", os.path.join(os.path.expanduser("~"), ".cache",
-                                                       "fattn-te"))
-
-
-def _releases():
-    d = os.path.join(env_dir(), "te")
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
-
-
-def _unpack_wheel(path, work):
-    """A TE wheel file unpacked into the run's temporary folder (a wheel is
-    a zip archive; nothing of it is installed)."""
-    import zipfile
-    dest = os.path.join(work, "wheel-" + os.path.basename(path)[:-len(".whl")])
-    if not os.path.isdir(dest):
-        try:
-            with zipfile.ZipFile(path) as z:
-                z.extractall(dest)
-        except (OSError, zipfile.BadZipFile) as e:
-            raise rf.InputError(f"--te {path}: not a readable wheel ({e})")
-    return dest
-
-
-def _git(path, *argv):
-    """git -C path argv..., its stdout; InputError naming what failed (git
-    missing said as such)."""
-    try:
-        p = subprocess.run(["git", "-C", path] + list(argv), capture_output=True, text=True)
-    except FileNotFoundError:
-        raise rf.InputError("git is not installed (apt-get install git), and --te PATH@REV "
-                            "needs it")
-    if p.returncode != 0:
-        raise rf.InputError(f"git -C {path} {' '.join(argv)}: {p.stderr.strip() or p.returncode}")
-    return p.stdout
-
-
-# PATH@REV checkouts made by te_root: root -> label
-_CHECKOUTS = {}
-
-
-def _checkout(path, rev, work):
-    """--te PATH@REV: TE's tree at REV of the git checkout PATH, exported
-    into the run's temporary folder (git archive: nothing is written into
-    PATH's repository), labelled by its VERSION.txt and short revision."""
-    if work is None:
-        raise rf.InputError(f"--te {path}@{rev}: a revision needs a temporary folder")
-    full = _git(path, "rev-parse", "--verify", "--quiet", rev + "^{commit}").strip()
-    short = _git(path, "rev-parse", "--short", full).strip()
-    dest = os.path.join(work, "te-" + short)
-    if not os.path.isdir(dest):
-        os.makedirs(dest)
-        arch = subprocess.run(["git", "-C", path, "archive", "--format=tar", full],
-                              capture_output=True)
-        if arch.returncode != 0:
-            raise rf.InputError(f"git archive {rev} of {path}: {arch.stderr.decode().strip()}")
-        import io
-        import tarfile
-        with tarfile.open(fileobj=io.BytesIO(arch.stdout)) as t:
-            t.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") else \
-                t.extractall(dest)
-    _CHECKOUTS[os.path.abspath(dest)] = f"te-{_version_txt(dest)}+{short}"
-    return dest
-
-
-def _version_txt(root):
-    vf = os.path.join(root, "build_tools", "VERSION.txt")
-    return open(vf).read().strip() if os.path.isfile(vf) else "source"
-
-
-def te_root(arg, work=None):
-    """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
-    into `work`), a directory holding transformer_engine/ (an unpacked wheel,
-    a source checkout), the transformer_engine/ directory itself, or PATH@REV
-    (a git checkout at a revision, exported into `work`): the directory
-    holding transformer_engine/, checked to hold TE's backends module.
-    InputError saying what --te takes otherwise."""
-    from fattn_te import loader
-    root = None
-    at = arg.rfind("@")
-    if at > 0 and not os.path.exists(arg) and os.path.isdir(arg[:at]):
-        root = _checkout(arg[:at], arg[at + 1:], work)
-    elif os.path.isfile(arg) and arg.endswith(".whl"):
-        if work is None:
-            raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
-        root = _unpack_wheel(arg, work)
-    elif os.path.isdir(arg):
-        a = os.path.abspath(arg)
-        inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
-            os.path.join(a, "pytorch"))
-        root = os.path.dirname(a.rstrip("/")) if inner else a
-    elif os.path.isdir(os.path.join(env_dir(), "te", arg)):
-        root = os.path.join(env_dir(), "te", arg)
-    if root is not None:
-        try:
-            return loader.te_package_dir(root)
-        except loader.TEImportError:
-            pass
-    have = ", ".join(_releases()) or "none"
-    raise rf.InputError(
-        f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
-        f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
-        f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
-        f"transformer_engine/ (an unpacked wheel or a source checkout), that "
-        f"transformer_engine/ directory, or PATH@REV (a git checkout at a revision); each needs "
-        f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
-
-
-def use_library_of(fattn):
-    """The libfattn.so the bridge loads is the one built with `fattn` (its
-    build's lib/), unless $FATTN_LIB names one: a second build*/ of the
-    tree must not mix its engine with another build's harness."""
-    if os.environ.get("FATTN_LIB"):
-        return
-    build = os.path.dirname(os.path.dirname(os.path.realpath(fattn)))
-    lib = os.path.join(build, "lib", "libfattn.so")
-    if os.path.isfile(lib):
-        os.environ["FATTN_LIB"] = lib
-
-
-def te_impl(root):
-    """te-<version> of a wheel (its dist-info); of a source tree te-<its
-    build_tools/VERSION.txt, else "source">, with +<short revision> (and
-    -dirty for uncommitted changes) when it is a git checkout: the version
-    TE says it is, not the last tag git describe finds on a branch."""
-    if os.path.abspath(root) in _CHECKOUTS:
-        return _CHECKOUTS[os.path.abspath(root)]
-    for name in sorted(os.listdir(root)):
-        if name.startswith("transformer_engine-") and name.endswith(".dist-info"):
-            return "te-" + name[len("transformer_engine-"):-len(".dist-info")]
-    label = "te-" + _version_txt(root)
-    try:
-        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               check=True).stdout.strip()
-        if rev:
-            label += f"+{rev}{'-dirty' if dirty else ''}"
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return label
-
-
-def fattn_args(args):
-    out = []
-    if args.cases:
-        out += ["--cases", args.cases]
-    if args.filter:
-        out += ["--filter", args.filter]
-    return out
-
-
-def run_fattn(fattn, argv):
-    p = subprocess.run([fattn] + argv, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def _count_datasets(node):
-    if "children" not in node:
-        return 1
-    return sum(_count_datasets(c) for c in node["children"].values())
 
 
 def _progress(msg):
@@ -199,29 +34,12 @@ def _trace_stalls():
         faulthandler.dump_traceback_later(float(n), repeat=True, file=sys.stderr)
 
 
-# A case that raised is recorded as skipped with a reason that starts so
-# (docs/te.md, "Errors per case"); verify counts them by it.
-ERROR_PREFIX = "fattn-te: "
-
-
 def describe_error(e):
     """A case's error as its recorded reason, saying who raised it
     (blame.py): TE, with the TE line it came from, or TE's hand-off;
     fattn-te's own errors are not recorded (blame.ToolError)."""
     from fattn_te import blame
     return ERROR_PREFIX + blame.classify(e)[1]
-
-
-def progress_line(on, i, n, cid, word):
-    """`[17/133] CASE... ok` on stderr, as fattn's commands print them."""
-    if on:
-        sys.stderr.write(f"[{i}/{n}] {cid}... {word}\n")
-        sys.stderr.flush()
-
-
-def progress_wanted(flag):
-    """--progress, or stderr a terminal (fattn's rule: never otherwise)."""
-    return bool(flag) or sys.stderr.isatty()
 
 
 def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None,
@@ -333,15 +151,32 @@ def _run_case(backends, cid, case, resolved, call, out_cases, errored, paths):
     return "ok"
 
 
-def check_output(path):
-    """-o is checked before any work (as fattn's commands do): its directory
-    must exist and the target must be absent or a regular file."""
-    d = rf.target_dir(path)
-    if not os.path.isdir(d):
-        raise rf.InputError(f"{path}: directory {d} does not exist")
+def cmd_run_cp(args):
+    """fattn-te run --cp-matrix: the CP matrix through TE's context-parallel
+    attention in several processes (fattn_te/cp.py)."""
+    from fattn_te import cp
+    check_output(args.o)
+    fattn = rf.find_fattn()
+    use_library_of(fattn)
+    work = tempfile.mkdtemp(prefix="fattn-te-")
+    try:
+        root = te_root(args.te, work)
+        impl = te_impl(root)
+        n, m, errored, counts = cp.run(root, args.backend, args.cases, args.filter, args.o, fattn,
+                                       work, impl)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
+          f"of {impl} to {args.o} (context parallelism: {cp.counts_line(counts) or 'none'}; "
+          f"{len(errored)} errored)")
+    for cid, reason in errored:
+        print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
+    return 1 if errored else 0
 
 
 def cmd_run(args):
+    if args.cp_matrix:
+        return cmd_run_cp(args)
     check_output(args.o)
     fattn = rf.find_fattn()
     work = tempfile.mkdtemp(prefix="fattn-te-")
@@ -369,6 +204,12 @@ def cmd_run(args):
     return 1 if errored else 0
 
 
+def add_cp(p):
+    p.add_argument("--cp-matrix", action="store_true",
+                   help="the context-parallel matrix (golden/cp_cases.json, or --cases): each "
+                        "case in its cp size of local processes through TE's CP attention")
+
+
 def add_call(p):
     p.add_argument("--call", default="module", choices=["module", "function"],
                    help="module: TE's FusedAttention.forward builds FusedAttnFunc's arguments "
@@ -390,6 +231,7 @@ def main(argv=None):
     r.add_argument("-o", required=True)
     r.add_argument("--progress", action="store_true", help=progress_help)
     add_call(r)
+    add_cp(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
     v.add_argument("--te", action="append", required=True, help=te_help + " (twice: A, B)")
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
@@ -405,10 +247,14 @@ def main(argv=None):
                         "fattn build and the matrix are the same")
     v.add_argument("--progress", action="store_true", help=progress_help)
     add_call(v)
+    add_cp(v)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
             return cmd_run(args)
+        if args.cp_matrix:  # the CP matrix's verdict (cp_verify.py)
+            from fattn_te import cp_verify
+            return cp_verify.main(args)
         from fattn_te import verify
         return verify.main(args)
     except rf.InputError as e:

@@ -54,8 +54,8 @@ def _quantizer_kind(q):
 def layout_formats(qkv_layout):
     """(layout name, q format, kv format, paged) of TE's NVTE_QKV_Layout
     value, as get_qkv_format (utils.py) reads a layout's name."""
-    from . import shim
-    name = shim.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
+    from . import tex_enums
+    name = tex_enums.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
     parts = name.replace("paged_kv_", "").split("_")
     fmt = ["".join(ch for ch in p if ch.isalpha()) for p in (parts[0], parts[-1])]
     return name, fmt[0], fmt[1], name.startswith("paged_kv_")
@@ -163,9 +163,13 @@ class _Call:
             p = [int(x) for x in padded.tolist()]
             if len(p) != len(c):
                 self.fail(padded_name, _shape(padded), f"int32 [{len(c)}] as {name}")
-            if p[0] != 0 or any(p[i + 1] - p[i] < lens[i] for i in range(self.b)):
-                self.fail(padded_name, str(p), f"offsets from 0 leaving room for {name}'s "
-                                               f"lengths {lens}")
+            # the first slot need not start at 0: TE's context-parallel
+            # all_gather hands each step the per-split offsets of the rank's
+            # buffer (context_parallel.py 2.20.2:3574-3580), which the engine
+            # takes as any slots (fattn/engine.h: tokens from each offset)
+            if p[0] < 0 or any(p[i + 1] - p[i] < lens[i] for i in range(self.b)):
+                self.fail(padded_name, str(p), f"non-negative offsets leaving room for "
+                                               f"{name}'s lengths {lens}")
             if t is not None and p[-1] > t:
                 self.fail(padded_name, str(p), f"at most {t} tokens (the THD tensor's)")
         return lens

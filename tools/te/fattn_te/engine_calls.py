@@ -19,10 +19,14 @@ _DTYPE_NAME = {1: "float32", 2: "float16", 3: "bfloat16", 4: "float8_e4m3fn",
                5: "float8_e5m2", 6: "int32", 7: "int64", 8: "uint8"}
 
 pending = []  # [(direction, attrs, [(name, descriptor)])], in call order
+recording = False  # between reset() and groups(): a case run that record.py writes
 
 
 def reset():
+    """Start noting (record.py, before a case run)."""
+    global recording
     pending.clear()
+    recording = True
 
 
 def _enum_name(fn, value):
@@ -92,7 +96,11 @@ def _fp8(fp8, floats, amaxes, dtypes):
 def note_fwd(p, tensors, fp8):
     """The executing forward call: p (bridge.FwdParams), tensors the
     torch tensors by argument name (aux[i] the pack's entries as the
-    engine gets them), fp8 the call's FP8 state or None."""
+    engine gets them), fp8 the call's FP8 state or None. Only while
+    recording: a run record.py does not write (fattn-te's CP ranks, which
+    cp_worker.py records itself) notes nothing."""
+    if not recording:
+        return
     attrs = _common(p, "fwd") + [("is_training", _u8(p.is_training)),
                                  ("return_max_logit", _u8(p.return_max_logit))]
     attrs += _fp8(fp8, ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
@@ -101,6 +109,8 @@ def note_fwd(p, tensors, fp8):
 
 
 def note_bwd(p, tensors, fp8):
+    if not recording:
+        return
     attrs = _common(p, "bwd") + [
         ("do_format", _enum_name("fattn_format_name", p.do_format)),
         ("dqkv_layout", _enum_name("fattn_layout_name", p.dqkv_layout)),
@@ -160,5 +170,7 @@ def groups(fwd_names, bwd_names):
         a = [(n, v, v.dtype if hasattr(v, "dtype") else None) for n, v in attrs]
         a += [(n, x.text(names), None) for n, x in tensors]
         children[name] = {"attrs": sorted(a, key=lambda x: x[0]), "children": {}}
-    reset()
+    global recording
+    pending.clear()
+    recording = False
     return children
