@@ -55,4 +55,7 @@ void fattn_case_features_of(const fattn_case *c, fattn_case_features *out)
     snprintf(v[FATTN_FEATURE_deterministic], n, "%s", yes(s->deterministic));
     snprintf(v[FATTN_FEATURE_paged], n, "%s", yes(s->paged));
     snprintf(v[FATTN_FEATURE_raw_func_args], n, "%s", yes(s->raw_func_args));
+    snprintf(v[FATTN_FEATURE_grad_mode], n, "%s",
+             s->inference_mode ? "inference_mode" : s->no_grad ? "no_grad" : "grad");
+    snprintf(v[FATTN_FEATURE_max_batch_size], n, "%s", yes(s->max_batch_size != 0));
 }

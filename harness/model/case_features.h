@@ -18,6 +18,8 @@
  *   lengths     "sq=skv", "sq<skv", "sq>skv"
  *   padding     "yes" / "no" (padded cu_seqlens: a padding mask or THD)
  *   max_logit, deterministic, paged, raw_func_args   "yes" / "no"
+ *   grad_mode   "grad", "no_grad", "inference_mode" (the forward's)
+ *   max_batch_size   "yes" / "no" (TE's InferenceParams holds the cache)
  * `fattn cases --resolved --json` lists them per case ("features"), so
  * that tools that compute the contrast (tools/te) see the same values.
  */
@@ -29,7 +31,7 @@
 #define FATTN_FEATURES(X)                                                                      \
     X(mask) X(window) X(training) X(layout) X(layout_group) X(q_format) X(dtype) X(bias)      \
     X(softmax) X(fp8) X(fp8_input) X(fp8_output) X(dropout) X(heads) X(head_dims) X(lengths) X(padding) X(max_logit)      \
-    X(deterministic) X(paged) X(raw_func_args)
+    X(deterministic) X(paged) X(raw_func_args) X(grad_mode) X(max_batch_size)
 
 typedef enum fattn_feature {
 #define FATTN_FEATURE_ENUM(name) FATTN_FEATURE_##name,
