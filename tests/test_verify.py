@@ -90,26 +90,30 @@ MUTANT_TARGETS = {
     "second_backward_unguarded": "split wrapper second backward: backward/_impl@second_backward: FATTN_OK on a second backward on one ctx, where TE 2.20.2 raises",
     "paged_identity_table": "legacy vs split: forward/out",
     "bwd_window_left_from_right": "engine_call/backward@window_size_left: legacy -1, split 0",
-    "paged_bottom_right": "first differences (legacy vs split, case "
-                          "paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16):\n"
-                          "  legacy vs split: forward/aux/softmax_stats",
-    "max_logit_training_only": "legacy vs split: forward/max_logit missing in B",
-    "fp8_dqkv_amax_from_dv": "legacy vs split: backward@dQKV_quantizer attribute values differ",
-    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit 1 of 2 elements "
-                           "differ",
-    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+    "paged_bottom_right": "legacy vs split: inputs equal; engine_call/forward@bottom_right_diagonal: "
+                          "legacy 0, split 1; then forward/aux/softmax_stats",
+    "max_logit_training_only": "legacy vs split: inputs, engine_call/forward equal; "
+                               "forward/max_logit: missing in B",
+    "fp8_dqkv_amax_from_dv": "engine_call/backward equal; backward@dQKV_quantizer: legacy "
+                             "delayed float8_e5m2",
+    "max_logit_drops_nan": "engine faults: legacy vs split: inputs, engine_call/forward equal; "
+                           "forward/max_logit: 1 of 2 elements differ",
+    "wrapper_fp8_d_out_dropped": "engine_call/backward: split wrapper failed where legacy "
                                  "and the split's helpers ran: FATTN_E_MISSING_FIELD",
     "backward_guard_after_success": "split wrapper second backward after a failed one: "
-                                    "backward/_impl@second_backward FATTN_OK on a second "
+                                    "backward/_impl@second_backward: FATTN_OK on a second "
                                     "backward on one ctx, where TE 2.20.2 raises",
 }
 
 # The blind spots only an engine fault shows (a -Dtesting build): every case
 # that differs must differ first in that check, nowhere else.
 MUTANT_ONLY_CHECK = {
-    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit",
-    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
-                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "max_logit_drops_nan": "engine faults: legacy vs split: inputs, engine_call/forward equal; "
+                           "forward/max_logit: ",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: inputs, engine_call/forward, forward, "
+                                 "save_ctx equal; engine_call/backward: split wrapper failed "
+                                 "where legacy and the split's helpers ran: "
+                                 "FATTN_E_MISSING_FIELD",
     "backward_guard_after_success": "split wrapper second backward after a failed one: ",
 }
 
@@ -307,7 +311,7 @@ def make_mutant_test(mutant, target):
         failed = [ln.split()[0] for ln in p.stdout.splitlines()
                   if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
         if mutant.startswith("fp8_"):  # FP8 plumbing: no f16 case may see it
-            assert failed and all(c.startswith("fp8.") for c in failed), failed
+            assert failed and all(c.startswith("fp8.") or ".fp8." in c for c in failed), failed
         if mutant in MUTANT_ONLY_CASES:
             assert set(failed) == MUTANT_ONLY_CASES[mutant], failed
         if mutant in MUTANT_ONLY_CHECK:
@@ -406,7 +410,8 @@ def _():
     cases = json.load(open(jpath))["cases"]
     bad = [c for c in cases if c["result"] != "ok"]
     assert bad and all(c["result"] == "different" for c in bad), bad
-    assert all(c["first"][0]["path"] == "legacy vs split wrapper: split wrapper" for c in bad), bad
+    assert all(c["first"][0]["path"] == "legacy vs split wrapper: engine_call/backward" and
+               c["first"][0]["why"].startswith("split wrapper failed") for c in bad), bad
 
 
 @test("a side that errors in a later state: both sides' status and message, table and JSON")

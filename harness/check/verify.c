@@ -413,13 +413,25 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
          * through: a behaviour of the refactor's wrapper that differs from
          * the monolith's, so a difference naming it (with the states it
          * reached against legacy's), not an errored case */
+        static const char *const order[] = {"inputs", "engine_call/forward", "forward",
+                                            "save_ctx", "engine_call/backward", "backward"};
+        const char *reached[7] = {NULL}, *at = "split wrapper";
+        size_t n = 0;
+        bool stopped = false;
+        for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+            bool mine = w && fattn_h5_node_find(w, order[k]);
+            if (mine && !stopped)
+                reached[n++] = order[k];
+            else if (!mine && !stopped && fattn_h5_node_find(c->legacy, order[k])) {
+                at = order[k]; /* the state it failed in: the failure is the cause there */
+                stopped = true;
+            }
+        }
         fattn_compare_result r = cmp_init(c, e);
-        note_difference(&r, "split wrapper", "failed where legacy and the split's helpers ran: "
+        note_difference(&r, at, "split wrapper failed where legacy and the split's helpers ran: "
                         "%s: %.300s", fattn_status_name(st), err);
-        static const char *const states[] = {"inputs", "engine_call", "forward", "save_ctx",
-                                             "backward", NULL};
-        if (w)
-            fattn_compare_cases(c->legacy, w, states, &r);
+        if (n)
+            fattn_compare_cases(c->legacy, w, reached, &r); /* the states it recorded */
         check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
     } else if (w) {
         check_seam(c, w, "split wrapper save/restore seam");

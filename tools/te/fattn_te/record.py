@@ -345,7 +345,7 @@ def run_case(backends, res, ref_case, path="module"):
     # ends' (harness/run/case_run.c): a forward call's by the inputs, the
     # forward's outputs, the saved slots; a backward call's by the saved
     # slots, the inputs, the forward's outputs, the grads
-    n_in = engine_calls.named("inputs/", t.items())
+    n_in = engine_calls.named("inputs/", recorded.items())
     n_fwd = (engine_calls.named("forward/", [("out", out), ("max_logit", max_logit)]) +
              engine_calls.named("forward/aux/", aux_t))
     n_saved = engine_calls.named("save_ctx/", saved)

@@ -134,24 +134,21 @@ DEVIATIONS = [{
               "front ends get the case's V table, equal to it, as a tensor of its own",
     "te_lines": "backends.py 2.19.0:2335-2336, 2.20.2:2595-2596",
 }, {
-    "name": "TE's InferenceParams hands fused_attn_fwd its own cache, tables and cu_seqlens",
+    "name": "FusedAttention hands InferenceParams' cu_seqlens as the padded ones",
     "kind": "deviation",
     "fattn_pairs_only": True,
-    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward(?:\.\d+)?@(?:[kv]|page_table_[kv]"
-                       r"|cu_seqlens_(?:q|kv)(?:_padded)?)$"),
+    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward(?:\.\d+)?@cu_seqlens_(q|kv)_padded$"),
     "case": lambda r: bool(r["spec"].get("max_batch_size")),
-    # the same dtype, shape, strides and content; only the tensor it lies in
-    # differs: fattn's front ends hand the case's inputs, TE's step() the
-    # cache it wrote them into (what ctx saves), the cache manager's page
-    # table and the cu_seqlens it computed (handed for the padded ones too)
+    # the same view and content; only the tensor it is differs: fattn's front
+    # ends get the case's cu_seqlens_*_padded, TE's the cu_seqlens step() made
     "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
-    and _but_source(e["a"]) == _but_source(e["b"]),
+    and _but_source(e["a"]) == _but_source(e["b"])
+    and re.sub(r" inputs/(cu_seqlens_(?:q|kv))_padded ", r" inputs/\1 ", e["a"]) == e["b"],
     "signature": lambda pair, cid, side, path: None,
-    "reason": "DotProductAttention with InferenceParams runs step(), which copies K and V into "
-              "its cache and hands fused_attn_fwd the cache, the cache manager's page table and "
-              "its own cu_seqlens; fattn's front ends get the case's tensors, equal to them",
-    "te_lines": "dot_product_attention.py 2.19.0:1852-1866, 2.20.2:2555-2569; backends.py "
-                "2.20.2:2487",
+    "reason": "with InferenceParams, step() leaves the padded cu_seqlens None and FusedAttention "
+              "hands the cu_seqlens in their place; fattn's front ends get the case's padded "
+              "cu_seqlens, equal to them, as tensors of their own",
+    "te_lines": "backends.py 2.19.0:2230-2233, 2.20.2:2489-2492",
 }, {
     # context parallelism (fattn_te/cp_verify.py): the ring's outputs
     "name": "P1: 2.20.2 merges each P2P step into the output as an online softmax "
