@@ -46,8 +46,8 @@ cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
 n=$("$fattn" cases | wc -l) # the default matrix, every case of it
 check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) ('"$n"' cases' "$work/verdict")"
-check "fattn legacy vs ${te_legacy}: neutral (11 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (11 documented deviations) ('"$n"' cases' "$work/verdict")"
-check "fattn split vs ${te_split}: F1 and 11 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 11 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (21 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (21 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 21 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 21 documented deviations) ('"$n"' cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (26 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
 check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 114 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
@@ -94,18 +94,20 @@ for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
     set -- $pair
     "$fattn" diff "$2" "$3" >"$work/diff" 2>&1
     got=$(counted "$work/diff" | grep -v '^/cases/refuse\.fp8\.max_logit[/@]' | LC_ALL=C sort | tr '\n' ' ')
-    check "$1 vs TE: only the padded max_logit, FP8 NaN-payload and module page-table findings" \
-        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit /cases/paged.bshd_bshd_bshd.decode.gqa.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.decode.page1.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.padding.poisoned.f16/engine_call/forward@page_table_v /cases/paged.sbhd_bshd_bshd.prefill.f16/engine_call/forward@page_table_v /cases/paged.sbhd_sbhd_sbhd.prefill.gqa.f16/engine_call/forward@page_table_v " "$got"
+    check "$1 vs TE: only the padded max_logit, FP8 NaN-payload, module page-table and InferenceParams cu_seqlens findings" \
+        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit /cases/paged.bshd_bshd_bshd.decode.gqa.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.decode.page1.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.padding.poisoned.f16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16/engine_call/forward@page_table_v /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@page_table_v /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@page_table_v /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@page_table_v /cases/paged.sbhd_bshd_bshd.prefill.f16/engine_call/forward@page_table_v /cases/paged.sbhd_sbhd_sbhd.prefill.gqa.f16/engine_call/forward@page_table_v " "$got"
     "$fattn" diff "$2" "$3" --only '/cases/fp8.ds.bshd.padding_causal/*' >"$work/diff" 2>&1
     check "$1 vs TE: the FP8 differences are NaN payloads only" 4 \
         "$(grep -c 'sign flips 0, class changes 0, NaN payloads' "$work/diff")"
 done
 check "verify lists the two documented paths under each fattn pair" 4 \
     "$(grep -c '^  documented: /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite: max_logit with a padding mask' "$work/verdict")"
-check "verify lists the five module page-table paths under each fattn pair" 10 \
+check "verify lists the nine module page-table paths under each fattn pair" 18 \
     "$(grep -c '^  documented: /cases/paged\.[a-z0-9_.]*/engine_call/forward@page_table_v  value: .*: FusedAttention hands fused_attn_fwd one page table for K and V' "$work/verdict")"
-check "verify lists the four FP8 NaN-payload paths under each fattn pair" 8 \
-    "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal/[a-z]*/[a-z]*  different: [0-9]* of 8192 elements, NaN payloads only: NaN payloads of the rows' "$work/verdict")"
+check "verify lists the four FP8 NaN-payload paths under each fattn pair, on one line" 2 \
+    "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal  4 paths (backward/dk, backward/dq, backward/dv, forward/out): NaN payloads of the rows' "$work/verdict")"
+check "verify lists the InferenceParams cu_seqlens paths, one line per case" 6 \
+    "$(grep -c '^  documented: /cases/paged\.mbs\.[a-z0-9_.]*  2 paths (engine_call/forward@cu_seqlens_kv_padded, engine_call/forward@cu_seqlens_q_padded): FusedAttention hands InferenceParams. cu_seqlens as the padded ones' "$work/verdict")"
 
 # DEVIATIONS matches narrowly, each entry only with its exact signature
 # (tools/te/check_documented.py says how)
@@ -345,7 +347,7 @@ mutant gradmode "$B" '^                is_training=self\.training,$' \
     '                is_training=torch.is_grad_enabled(),'
 moderun gradmode 'mode.train.*'
 check "grad-mode is_training bug: the training forwards under no_grad and inference_mode lose their dropout" \
-    "/cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
+    "/cases/mode.train.inference_mode.dropout.causal.bf16/engine_call/forward@is_training /cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/engine_call/forward@is_training /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
     "$(counted "$work/gradmode.diff" | sort | tr '\n' ' ')"
 # FusedAttention no longer cuts InferenceParams' cu_seqlens_kv to b + 1 (:2434)
 mutant trim "$B" '^            cu_seqlens_kv = cu_seqlens_kv\[: batch_size \+ 1\]$' \
