@@ -229,6 +229,22 @@ def _():
     assert "missing in A: " + OUT + "@note" in p.stdout, p.stdout
 
 
+@case("an attribute whose value changed is a 'value' difference with both values, in text and "
+      "JSON")
+def _():
+    import json
+    b = edited("L.h5", "attrval.h5",
+               lambda f: f[OUT].parent.attrs.create("rng_gen_offset", np.int64(-7)))
+    p = run("diff", path("L.h5"), b, check=1)
+    line = [l for l in p.stdout.splitlines() if "@rng_gen_offset" in l]
+    assert line and line[0].startswith("value: ") and line[0].endswith(" B=-7"), p.stdout
+    assert "structure: " not in p.stdout and " 1 value, " in p.stdout, p.stdout
+    p = run("diff", path("L.h5"), b, "--json", "-", check=1)
+    e = [v for k, v in json.loads(p.stdout)["paths"].items() if k.endswith("@rng_gen_offset")]
+    assert e and e[0]["status"] == "value" and e[0]["b"] == "-7" and e[0]["a"] != "-7", e
+    assert json.loads(p.stdout)["summary"]["value"] == 1
+
+
 @case("a missing dataset is a difference naming the path")
 def _():
     b = edited("L.h5", "miss.h5", lambda f: f.__delitem__(OUT))

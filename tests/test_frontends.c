@@ -69,12 +69,13 @@ static fattn_status run_through(const fattn_spec *s, fattn_impl impl, fattn_engi
 }
 
 /* a and b compare equal (fattn_compare_cases, every state) over at least
- * `min_tensors` tensors. */
+ * `min_tensors` tensors; `replay`: one of them is a replay (compare.h). */
 static void expect_same_trees(const char *id, const char *what, const fattn_h5_node *a,
-                              const fattn_h5_node *b, size_t min_tensors)
+                              const fattn_h5_node *b, size_t min_tensors, bool replay)
 {
     fattn_compare_result r;
     memset(&r, 0, sizeof r);
+    r.replay = replay;
     fattn_compare_cases(a, b, NULL, &r);
     ck_assert_msg(r.differences == 0, "%s: %s: %zu differences, first %s: %s", id, what,
                   r.differences, r.paths[0], r.why[0]);
@@ -191,7 +192,7 @@ static void check_against_engine(const tcase *c, tcase_buffers *b, fattn_h5_node
                                  FATTN_OK);
         }
         expect_same_trees(c->id, k ? "split vs engine" : "legacy vs engine", probed, engine,
-                          n_engine);
+                          n_engine, false);
         fattn_h5_node_free(probed);
     }
     fattn_h5_node_free(engine);
@@ -221,7 +222,7 @@ static void check_replays(const tcase *c, fattn_engine *e, fattn_h5_node *const 
                           FATTN_OK,
                       "%s: %s: %s", c->id, rows[i].what, fattn_last_error());
         int want = rows[i].impl == FATTN_IMPL_LEGACY ? 0 : 1;
-        expect_same_trees(c->id, rows[i].what, re, runs[want], 1);
+        expect_same_trees(c->id, rows[i].what, re, runs[want], 1, true);
         fattn_h5_node_free(re);
     }
 }
@@ -246,7 +247,7 @@ START_TEST(case_row)
                   fattn_last_error());
     if (expect == FATTN_OK) {
         ck_assert(runs[0] && runs[1]);
-        expect_same_trees(c->id, "legacy vs split", runs[0], runs[1], 1);
+        expect_same_trees(c->id, "legacy vs split", runs[0], runs[1], 1, false);
         check_recorded(c, &s, runs[0]);
         check_recorded(c, &s, runs[1]);
         check_replays(c, e, runs);

@@ -181,6 +181,12 @@ def test_verify_report():
           "provenance of both sides: the run's revision and the goldens file's attributes")
     if exe != FATTN:
         check("different" in want, "the mutant's report has a different case")
+        bad = [c for c in rep["cases"] if c["result"] == "different"]
+        check(bad and dom.count('class="cause"') == len(bad) and
+              "save_ctx@window_size: legacy" in dom,
+              "each differing case's details start with its earliest cause, values included")
+        check(not rep.get("contrast") or 'id="contrast"' in dom,
+              "the contrast of the failing cases is under the verdict")
 
 
 def test_errors():

@@ -55,7 +55,7 @@ MUTANT_TARGETS = {
     "ctx_bias_type": "save_ctx@attn_bias_type",
     "ctx_o_format": "save_ctx@o_format",
     "ctx_nominal_dtype": "save_ctx@nominal_dtype",
-    "ctx_use_fav2": "legacy vs split: @skipped attribute missing in A",
+    "ctx_use_fav2": "legacy vs split: @skipped: legacy absent, split split backward: use_FAv2_bwd",
     "saved_kv_unpadded": "save_ctx/cu_seqlens_kv_padded",
     "dedup_out_as_v": "save_ctx/out",
     "stats_from_max": "forward/aux/softmax_stats",
@@ -76,11 +76,11 @@ MUTANT_TARGETS = {
     "thd_out_not_zeroed": "forward/out",
     "thd_dq_not_zeroed": "backward/dq",
     "doffset_learnable_only": "backward/d_softmax_offset",
-    "fp8_scale_inv_dropped": "legacy vs split: save_ctx/out_fp8@scale_inv: attribute missing in B",
+    "fp8_scale_inv_dropped": "legacy vs split: save_ctx/out_fp8@scale_inv: legacy 0.03125, split absent",
     "fp8_dedup_to_f16": "legacy vs split: save_ctx/q_fp8: dtype differs",
     "fp8_is_output_fp8_read": "split: FATTN_E_INVALID_ARG: case fp8.cs.sbh3d.outfp8 (split, state backward): O is missing",
-    "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: attribute values differ",
-    "fp8_input_descale_shared": "legacy vs split: save_ctx/k_fp8@scale_inv: attribute values differ",
+    "fp8_bwd_wrong_quantizer": "legacy vs split: save_ctx@dO_quantizer: legacy delayed float8_e5m2 scale=0x1p+6",
+    "fp8_input_descale_shared": "legacy vs split: engine_call/forward@fp8.descale_k: legacy 0.015625, split 0.03125",
     "fp8_bf16_backward_inverted": "legacy vs split: backward/dq: dtype differs",
     "fp8_wrapper_out_engine_o": "legacy vs split wrapper returned: returned/out: dtype differs",
     "wrapper_max_logit_dropped": "legacy vs split wrapper returned: returned/max_logit: missing in B",
@@ -89,27 +89,32 @@ MUTANT_TARGETS = {
     "doffset_into_offset": "inputs unchanged: split: inputs/_impl@softmax_offset: the caller's tensor changed",
     "second_backward_unguarded": "split wrapper second backward: backward/_impl@second_backward: FATTN_OK on a second backward on one ctx, where TE 2.20.2 raises",
     "paged_identity_table": "legacy vs split: forward/out",
-    "fp8_s_quantizer_by_reference": "legacy vs split: steps/4/save_ctx@S_quantizer",
-    "paged_bottom_right": "first differences (legacy vs split, case "
-                          "paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16):\n"
-                          "  legacy vs split: forward/aux/softmax_stats",
-    "max_logit_training_only": "legacy vs split: forward/max_logit missing in B",
-    "fp8_dqkv_amax_from_dv": "legacy vs split: backward@dQKV_quantizer attribute values differ",
-    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit 1 of 2 elements "
-                           "differ",
-    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+    "fp8_s_quantizer_by_reference": "steps/4/save_ctx@S_quantizer",
+    "bwd_window_left_from_right": "engine_call/backward@window_size_left: legacy -1, split 0",
+    "paged_bottom_right": "legacy vs split: inputs equal; engine_call/forward@bottom_right_diagonal: "
+                          "legacy 0, split 1; then forward/aux/softmax_stats",
+    "max_logit_training_only": "legacy vs split: inputs, engine_call/forward equal; "
+                               "forward/max_logit: missing in B",
+    "fp8_dqkv_amax_from_dv": "engine_call/backward equal; backward@dQKV_quantizer: legacy "
+                             "delayed float8_e5m2",
+    "max_logit_drops_nan": "engine faults: legacy vs split: inputs, engine_call/forward equal; "
+                           "forward/max_logit: 1 of 2 elements differ",
+    "wrapper_fp8_d_out_dropped": "engine_call/backward: split wrapper failed where legacy "
                                  "and the split's helpers ran: FATTN_E_MISSING_FIELD",
     "backward_guard_after_success": "split wrapper second backward after a failed one: "
-                                    "backward/_impl@second_backward FATTN_OK on a second "
+                                    "backward/_impl@second_backward: FATTN_OK on a second "
                                     "backward on one ctx, where TE 2.20.2 raises",
 }
 
 # The blind spots only an engine fault shows (a -Dtesting build): every case
 # that differs must differ first in that check, nowhere else.
 MUTANT_ONLY_CHECK = {
-    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit",
-    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
-                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "max_logit_drops_nan": "engine faults: legacy vs split: inputs, engine_call/forward equal; "
+                           "forward/max_logit: ",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: inputs, engine_call/forward, forward, "
+                                 "save_ctx equal; engine_call/backward: split wrapper failed "
+                                 "where legacy and the split's helpers ran: "
+                                 "FATTN_E_MISSING_FIELD",
     "backward_guard_after_success": "split wrapper second backward after a failed one: ",
 }
 
@@ -219,6 +224,8 @@ def _():
     d = os.path.join(TMP, "other-key")
     os.makedirs(d)
     shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-math-0.h5"))
+    with h5py.File(os.path.join(d, "cpu-math-0.h5"), "r+") as f:  # another CPU math
+        f.attrs.modify("cpu_math_version", np.int64(0))
     p = fattn("verify", "--fixtures", d)
     assert p.returncode == 0, p.stdout[-1500:]
     assert "within tolerance" in p.stdout and "no goldens for platform key" in p.stdout
@@ -243,6 +250,34 @@ def _():
     p = fattn("verify", "--fixtures", d, "--filter", cid)
     assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
     assert "golden (tolerance): forward/out" in p.stdout, p.stdout[-1500:]
+
+
+@test("goldens of the same engine identity under another name: bitwise, saying so; a case "
+      "that ran other plans is compared as without goldens of its own")
+def _():
+    d = os.path.join(TMP, "identity")
+    os.makedirs(d)
+    shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-elsewhere.h5"))
+    p = fattn("verify", "--fixtures", d, "-k", "layout.")
+    assert p.returncode == 0, p.stdout[-1500:]
+    assert "goldens: bitwise against cpu-elsewhere.h5 (no goldens for platform key cpu-math-1; "\
+        "the same engine identity: CPU math 1, the same plans)" in p.stdout, p.stdout[-800:]
+    # one case's golden ran another engine config; CPU goldens of another
+    # math are there to fall back on
+    shutil.copy(os.path.join(FIXTURES, "cpu-math-1.h5"), os.path.join(d, "cpu-math-0.h5"))
+    with h5py.File(os.path.join(d, "cpu-math-0.h5"), "r+") as f:
+        f.attrs.modify("cpu_math_version", np.int64(0))
+    with h5py.File(os.path.join(d, "cpu-elsewhere.h5"), "r+") as f:
+        g = f["cases/layout.sb3hd.causal.f16"]
+        g["forward"].attrs["prov_engine_tag"] = "eng7_k3=1"
+        if "attrs_digest" in g.attrs:
+            del g.attrs["attrs_digest"]
+    p = fattn("verify", "--fixtures", d, "-k", "layout.")
+    assert p.returncode == 0, p.stdout[-1500:]
+    row = [l for l in p.stdout.splitlines() if l.startswith("layout.sb3hd.causal.f16 ")]
+    assert row and "ok (other plans than the goldens': not bitwise)" in row[0], p.stdout
+    assert "the same engine identity: CPU math 1) where a case ran the same plans; 1 case ran " \
+        "other plans: within tolerance against the CPU goldens" in p.stdout, p.stdout[-800:]
 
 
 @test("prov_* attributes (engine tags) are provenance: a golden carrying one still passes")
@@ -280,7 +315,7 @@ def make_mutant_test(mutant, target):
         failed = [ln.split()[0] for ln in p.stdout.splitlines()
                   if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
         if mutant.startswith("fp8_"):  # FP8 plumbing: no f16 case may see it
-            assert failed and all(c.startswith(("fp8.", "sched.fp8.")) for c in failed), failed
+            assert failed and all(c.startswith("fp8.") or ".fp8." in c for c in failed), failed
         if mutant in MUTANT_ONLY_CASES:
             assert set(failed) == MUTANT_ONLY_CASES[mutant], failed
         if mutant in MUTANT_ONLY_CHECK:
@@ -301,11 +336,13 @@ def _():
     lines = out.splitlines()
     i = lines.index("reproduce:")
     cmd = lines[i + 1].strip()
-    assert cmd.startswith("fattn run --filter '") and "fattn diff legacy.h5 split.h5" in cmd
+    # it runs as pasted: this very fattn, by its path
+    exe_real = os.path.realpath(exe)
+    assert cmd.startswith(exe_real + " run --filter layout.") and \
+        exe_real + " diff legacy.h5 split.h5" in cmd, cmd
     d = os.path.join(TMP, "repro")
     os.makedirs(d)
-    r = subprocess.run(cmd.replace("fattn ", exe + " "), shell=True, cwd=d,
-                       capture_output=True, text=True)
+    r = subprocess.run(cmd, shell=True, cwd=d, capture_output=True, text=True)
     assert r.returncode == 1, (r.returncode, r.stdout[-1500:], r.stderr[-500:])
     assert "save_ctx/k" in r.stdout, r.stdout[-1500:]
 
@@ -313,6 +350,53 @@ def _():
 if MUTANTS:
     for m, t in MUTANT_TARGETS.items():
         make_mutant_test(m, t)
+
+
+@test("the earliest cause first: a backward engine-call argument slipped in the split is named "
+      "with both values in every failing row, the states before it equal, and the contrast "
+      "names the window (causal's (-1,0) among its values)")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    import json
+    exe = MUTANT_EXES["fattn-mutant-bwd_window_left_from_right"]
+    jpath = os.path.join(TMP, "cause.json")
+    p = fattn("verify", "--fixtures", FIXTURES, "--json", jpath, exe=exe)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
+    rows = [l for l in p.stdout.splitlines() if re.search(r"  DIFFERENT \(\d+\): ", l)]
+    assert len(rows) >= 20, p.stdout[-2500:]
+    cause = re.compile(r"DIFFERENT \(\d+\): legacy vs split: inputs, engine_call/forward, "
+                       r"forward, save_ctx equal; engine_call/backward@window_size_left: "
+                       r"legacy (-?\d+), split (-?\d+); then backward/")
+    values = [cause.search(r) for r in rows]
+    assert all(values), [r for r, v in zip(rows, values) if not v][:3]
+    assert all(v.group(1) != v.group(2) for v in values)
+    causal = [r for r in rows if r.startswith("layout.bshd_bshd_bshd.causal.bf16 ")]
+    assert causal and "window_size_left: legacy -1, split 0;" in causal[0], rows[:3]
+    # the window decides, not the mask: raw.window_m1m1's causal cases train
+    # with window (-1,-1) and pass, so "mask causal" has misses and the
+    # normalised window (causal's (-1,0) among the values) has none
+    m = re.search(r"^contrast: the (\d+) failing cases all have window in \{([^}]*)\} and "
+                  r"training yes; none of the (\d+) passing cases have both; no case with "
+                  r"window \(-1,-1\) fails", p.stdout, re.M)
+    assert m and int(m.group(1)) == len(rows), p.stdout[-2500:]
+    assert "(-1,0)" in m.group(2).split(", ") and "(-1,-1)" not in m.group(2), m.group(2)
+    j = json.load(open(jpath))
+    bad = [c for c in j["cases"] if c["result"] == "different"]
+    assert len(bad) == len(rows)
+    for c in bad:
+        assert c["cause"]["check"] == "legacy vs split", c["cause"]
+        assert c["cause"]["state"] == "engine_call/backward", c["cause"]
+        assert c["cause"]["equal_before"] == ["inputs", "engine_call/forward", "forward",
+                                              "save_ctx"], c["cause"]
+        first = c["first"][0]
+        assert (first["path"], first["side_a"], first["side_b"]) == \
+            ("legacy vs split: engine_call/backward@window_size_left", "legacy", "split"), first
+        assert first["a"] != first["b"] and int(first["b"]) >= -1, first
+        # every difference listed, the count of them the case's count
+        assert len(c["first"]) == c["differences"], c
+    assert j["contrast"]["features"] == ["window", "training"], j["contrast"]
+    assert j["contrast"]["failing"] == len(rows), j["contrast"]
 
 
 @test("a failure of the split's wrapper alone is a difference naming the wrapper (exit 1), "
@@ -330,7 +414,8 @@ def _():
     cases = json.load(open(jpath))["cases"]
     bad = [c for c in cases if c["result"] != "ok"]
     assert bad and all(c["result"] == "different" for c in bad), bad
-    assert all(c["first"][0]["path"] == "legacy vs split wrapper: split wrapper" for c in bad), bad
+    assert all(c["first"][0]["path"] == "legacy vs split wrapper: engine_call/backward" and
+               c["first"][0]["why"].startswith("split wrapper failed") for c in bad), bad
 
 
 @test("a side that errors in a later state: both sides' status and message, table and JSON")

@@ -12,13 +12,88 @@
 
 #define DIGEST_PREFIX "digest:"
 
-static void note(fattn_compare_result *r, const char *path, const char *why)
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    *oom = *oom || !d;
+    return d;
+}
+
+static void keep_diff(fattn_compare_result *r, const char *path, const char *why, const char *a,
+                      const char *b, bool tensor)
+{
+    if (r->n_all == r->cap_all) {
+        size_t cap = r->cap_all ? 2 * r->cap_all : 16;
+        fattn_compare_diff *n = realloc(r->all, cap * sizeof *n);
+        if (!n) {
+            r->all_incomplete = true;
+            return;
+        }
+        r->all = n;
+        r->cap_all = cap;
+    }
+    bool oom = false;
+    fattn_compare_diff d = {dup_or_null(path, &oom), dup_or_null(why, &oom),
+                            dup_or_null(a, &oom), dup_or_null(b, &oom), tensor};
+    if (oom) {
+        free(d.path);
+        free(d.why);
+        free(d.a);
+        free(d.b);
+        r->all_incomplete = true;
+        return;
+    }
+    r->all[r->n_all++] = d;
+}
+
+void fattn_compare_note(fattn_compare_result *r, const char *path, const char *why,
+                        const char *a, const char *b, bool tensor)
 {
     if (r->differences < FATTN_COMPARE_MAX_REPORTED) {
         snprintf(r->paths[r->differences], sizeof r->paths[0], "%s", path);
         snprintf(r->why[r->differences], sizeof r->why[0], "%s", why);
     }
     r->differences++;
+    if (r->keep_all)
+        keep_diff(r, path, why, a, b, tensor);
+}
+
+void fattn_compare_result_free(fattn_compare_result *r)
+{
+    for (size_t i = 0; i < r->n_all; i++) {
+        free(r->all[i].path);
+        free(r->all[i].why);
+        free(r->all[i].a);
+        free(r->all[i].b);
+    }
+    free(r->all);
+    r->all = NULL;
+    r->n_all = r->cap_all = 0;
+}
+
+void fattn_compare_attr_text(const fattn_h5_attr *a, char *buf, size_t n)
+{
+    switch (a->kind) {
+    case FATTN_H5_ATTR_STRING: snprintf(buf, n, "%s", a->s); break;
+    case FATTN_H5_ATTR_FLOAT32: snprintf(buf, n, "%.9g", (double)a->f32); break;
+    case FATTN_H5_ATTR_UINT8: snprintf(buf, n, "%u", (unsigned)a->u8); break;
+    case FATTN_H5_ATTR_INT64: snprintf(buf, n, "%lld", (long long)a->i64[0]); break;
+    default:
+        snprintf(buf, n, "[%lld, %lld]", (long long)a->i64[0], (long long)a->i64[1]);
+        break;
+    }
+}
+
+static void note(fattn_compare_result *r, const char *path, const char *why)
+{
+    fattn_compare_note(r, path, why, NULL, NULL, false);
+}
+
+static void note_tensor(fattn_compare_result *r, const char *path, const char *why)
+{
+    fattn_compare_note(r, path, why, NULL, NULL, true);
 }
 
 /* A note that is reported after the others of its object (attributes
@@ -29,6 +104,8 @@ typedef struct later_note {
     int level; /* 2*depth: after the group's children; 2*depth+1: after its attributes */
     char path[192];
     char why[160];
+    char b[512];    /* an attribute missing in A: its value in B */
+    bool has_b, tensor;
 } later_note;
 
 typedef struct cmp_ctx {
@@ -44,14 +121,15 @@ typedef struct cmp_ctx {
     size_t n_later, cap_later;
 } cmp_ctx;
 
-static void note_later(cmp_ctx *c, int level, const char *path, const char *why)
+static void note_later_full(cmp_ctx *c, int level, const char *path, const char *why,
+                            const char *b, bool tensor)
 {
     assert(level >= 0 && c->n_later <= c->cap_later);
     if (c->n_later == c->cap_later) {
         size_t cap = c->cap_later ? 2 * c->cap_later : 16;
         later_note *nl = realloc(c->later, cap * sizeof *nl);
         if (!nl) { /* out of memory: reported now rather than lost */
-            note(c->r, path, why);
+            fattn_compare_note(c->r, path, why, NULL, b, tensor);
             return;
         }
         c->later = nl;
@@ -61,6 +139,14 @@ static void note_later(cmp_ctx *c, int level, const char *path, const char *why)
     n->level = level;
     snprintf(n->path, sizeof n->path, "%s", path);
     snprintf(n->why, sizeof n->why, "%s", why);
+    n->has_b = b != NULL;
+    snprintf(n->b, sizeof n->b, "%s", b ? b : "");
+    n->tensor = tensor;
+}
+
+static void note_later(cmp_ctx *c, int level, const char *path, const char *why, bool tensor)
+{
+    note_later_full(c, level, path, why, NULL, tensor);
 }
 
 /* Report the deferred notes of `level` (the innermost open ones). */
@@ -71,7 +157,8 @@ static void flush_later(cmp_ctx *c, int level)
     while (k > 0 && c->later[k - 1].level == level)
         k--;
     for (size_t i = k; i < c->n_later; i++)
-        note(c->r, c->later[i].path, c->later[i].why);
+        fattn_compare_note(c->r, c->later[i].path, c->later[i].why, NULL,
+                           c->later[i].has_b ? c->later[i].b : NULL, c->later[i].tensor);
     c->n_later = k;
 }
 
@@ -86,6 +173,32 @@ static bool attr_equal(const fattn_h5_attr *a, const fattn_h5_attr *b)
     case FATTN_H5_ATTR_INT64: return a->i64[0] == b->i64[0];
     default: return a->i64[0] == b->i64[0] && a->i64[1] == b->i64[1];
     }
+}
+
+/* An engine-call tensor's descriptor without its "strides [...] " (see
+ * compare.h, replay), when its source is a recorded state; else NULL. */
+static const char *strip_strides(const char *v, char *buf, size_t n)
+{
+    const char *s = strstr(v, " strides [");
+    const char *e = s ? strchr(s + 10, ']') : NULL;
+    if (!e || e[1] != ' ')
+        return NULL;
+    const char *src = e + 2;
+    if (strncmp(src, "inputs/", 7) && strncmp(src, "forward/", 8) && strncmp(src, "save_ctx/", 9))
+        return NULL;
+    snprintf(buf, n, "%.*s %s", (int)(s - v), v, src);
+    return buf;
+}
+
+static bool engine_call_equal_replayed(const char *path, const fattn_h5_attr *a,
+                                       const fattn_h5_attr *b)
+{
+    if (strncmp(path, "engine_call/", 12) || a->kind != FATTN_H5_ATTR_STRING ||
+        b->kind != FATTN_H5_ATTR_STRING)
+        return false;
+    char x[512], y[512];
+    const char *sa = strip_strides(a->s, x, sizeof x), *sb = strip_strides(b->s, y, sizeof y);
+    return sa && sb && !strcmp(sa, sb);
 }
 
 static bool is_digest_attr(const char *name)
@@ -105,14 +218,18 @@ static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *
         !strcmp(x->name, FATTN_H5_ATTRS_DIGEST) ||
         (owner->is_dataset && (!strcmp(x->name, "digest") || !strcmp(x->name, "dtype"))))
         return;
-    char p[192];
+    char p[192], va[512], vb[512];
     snprintf(p, sizeof p, "%s@%s", at->path, x->name);
+    if (a)
+        fattn_compare_attr_text(a, va, sizeof va);
+    if (b)
+        fattn_compare_attr_text(b, vb, sizeof vb);
     if (!a)
-        note_later(c, 2 * at->depth + 1, p, "attribute missing in A");
+        note_later_full(c, 2 * at->depth + 1, p, "attribute missing in A", vb, false);
     else if (!b)
-        note(c->r, p, "attribute missing in B");
-    else if (!attr_equal(a, b))
-        note(c->r, p, "attribute values differ");
+        fattn_compare_note(c->r, p, "attribute missing in B", va, NULL, false);
+    else if (!attr_equal(a, b) && !(c->r->replay && engine_call_equal_replayed(p, a, b)))
+        fattn_compare_note(c->r, p, "attribute values differ", va, vb, false);
 }
 
 static void visit_attrs_done(void *ctx, const fattn_walk_at *at)
@@ -233,11 +350,11 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
     fattn_compare_result *r = c->r;
     r->tensors++;
     if (x->dtype != y->dtype) {
-        note(r, at->path, "dtype differs");
+        note_tensor(r, at->path, "dtype differs");
         return;
     }
     if (!same_shape(x, y)) {
-        note(r, at->path, "shape differs");
+        note_tensor(r, at->path, "shape differs");
         return;
     }
     assert(x->nbytes == y->nbytes);
@@ -259,7 +376,7 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
             snprintf(why, sizeof why, "%zu of %zu elements outside the noise bound (rtol %g "
                      "atol %g)", (size_t)s.fail_count, n, r->noisy_rtol, r->noisy_atol);
         if (!noisy || s.fail_count) {
-            note(r, at->path, why);
+            note_tensor(r, at->path, why);
             note_detail(r, at->path, x, y, &s);
         } else
             r->noisy_within++;
@@ -277,9 +394,10 @@ static void compare_one_sided(cmp_ctx *c, const fattn_walk_at *at)
     if (one->is_dataset && d) {
         c->r->tensors++;
         if (strcmp(d, one->digest) != 0)
-            note(c->r, at->path, "digest differs from the digest-only golden");
+            note_tensor(c->r, at->path, "digest differs from the digest-only golden");
     } else {
-        note(c->r, at->path, at->a ? "missing in B" : "missing in A");
+        fattn_compare_note(c->r, at->path, at->a ? "missing in B" : "missing in A", NULL, NULL,
+                           one->is_dataset);
     }
 }
 
@@ -319,9 +437,9 @@ static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
         snprintf(p, sizeof p, "%s/%s", at->path, tname);
         r->tensors++;
         if (!db)
-            note(r, p, "missing in B");
+            note_tensor(r, p, "missing in B");
         else if (!attr_equal(da, db))
-            note(r, p, "digests differ");
+            note_tensor(r, p, "digests differ");
     }
     for (size_t k = 0; k < b->n_attrs; k++) {
         const fattn_h5_attr *db = &b->attrs[k];
@@ -332,7 +450,7 @@ static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
             char p[192];
             snprintf(p, sizeof p, "%s/%s", at->path, tname);
             r->tensors++;
-            note(r, p, "missing in A");
+            note_tensor(r, p, "missing in A");
         }
     }
 }
@@ -365,7 +483,9 @@ static void walk_state(cmp_ctx *c, const fattn_walk_at *at)
     c->w = outer;
 }
 
-static const char *const all_states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
+/* The states, and the engine calls between them, compared one by one. */
+static const char *const all_states[] = {"inputs", "engine_call", "forward", "save_ctx",
+                                         "backward", NULL};
 
 static bool is_state(const char *name)
 {
@@ -385,7 +505,7 @@ static fattn_walk_next case_child(void *ctx, const fattn_walk_at *at)
     if (!at->b)
         note(c->r, at->path, "missing in B");
     else if (!at->a)
-        note_later(c, 2 * (at->depth - 1), at->path, "missing in A");
+        note_later(c, 2 * (at->depth - 1), at->path, "missing in A", at->b->is_dataset);
     else if (!at->a->is_dataset)
         walk_state(c, at);
     return FATTN_WALK_SKIP;
@@ -410,7 +530,10 @@ static void walk_states(cmp_ctx *c, const fattn_walk_at *root, const char *const
         if (!x && !y)
             continue;
         if (!x || !y) {
-            note(c->r, path, !x ? "state missing in A" : "state missing in B");
+            note(c->r, path, strcmp(*s, "engine_call")
+                                 ? (!x ? "state missing in A" : "state missing in B")
+                                 : (!x ? "engine calls not recorded in A"
+                                       : "engine calls not recorded in B"));
             continue;
         }
         fattn_walk_at at = {path, *s, x, y, 1, false, root};
@@ -468,6 +591,17 @@ static void walk_steps(cmp_ctx *c, const fattn_h5_node *a, const fattn_h5_node *
             fattn_walk_group(c->w, &root); /* a step's own objects but its states */
         walk_states(c, &root, states);
     }
+}
+
+bool fattn_compare_has_calls(const fattn_h5_node *c)
+{
+    if (fattn_h5_node_find(c, "engine_call"))
+        return true;
+    const fattn_h5_node *steps = fattn_h5_node_find(c, "steps");
+    for (size_t k = 0; steps && k < steps->n_children; k++)
+        if (fattn_h5_node_find(steps->children[k], "engine_call"))
+            return true;
+    return false;
 }
 
 void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
@@ -569,13 +703,13 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
     fattn_compare_result *r = c->r;
     r->tensors++;
     if (!(x->dtype == g->dtype && x->nbytes == g->nbytes && same_shape(x, g))) {
-        note(r, at->path, "dtype or shape differs from the CPU golden");
+        note_tensor(r, at->path, "dtype or shape differs from the CPU golden");
         return;
     }
     size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0;
     if (!fattn_dtype_is_float(x->dtype)) {
         if (memcmp(x->data, g->data, x->nbytes) != 0)
-            note(r, at->path, "integer data differ from the CPU golden");
+            note_tensor(r, at->path, "integer data differ from the CPU golden");
         return;
     }
     const char *call = call_path(at->path);
@@ -597,7 +731,7 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
         char why[160];
         snprintf(why, sizeof why, "%zu of %zu elements outside rtol %g atol %g (worst at flat "
                  "index %zu)", (size_t)s.fail_count, n, t.rtol, t.atol, (size_t)s.excess_index);
-        note(r, at->path, why);
+        note_tensor(r, at->path, why);
     }
 }
 
@@ -615,11 +749,12 @@ static fattn_walk_next tol_child(void *ctx, const fattn_walk_at *at)
     if (!strcmp(at->name, "_impl"))
         return FATTN_WALK_SKIP;
     if (!at->b) {
-        note_later(c, 2 * (at->depth - 1), at->path, "missing in the golden");
+        note_later(c, 2 * (at->depth - 1), at->path, "missing in the golden",
+                   at->a->is_dataset);
         return FATTN_WALK_SKIP;
     }
     if (!at->a)
-        note(c->r, at->path, "missing in the run");
+        fattn_compare_note(c->r, at->path, "missing in the run", NULL, NULL, at->b->is_dataset);
     else if (at->b->is_dataset != at->a->is_dataset)
         note(c->r, at->path, "dataset on one side, group on the other");
     else if (at->b->is_dataset)
@@ -662,9 +797,9 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
         snprintf(p, sizeof p, "%s/%s", where, t->name);
         r->tensors++;
         if (!d)
-            note(r, p, "missing in the golden");
+            note_tensor(r, p, "missing in the golden");
         else if (strcmp(d, t->digest) != 0)
-            note(r, p, "digest differs from the golden");
+            note_tensor(r, p, "digest differs from the golden");
     }
 }
 
@@ -702,9 +837,12 @@ void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *gold
                              const fattn_tol_profile *profile, fattn_compare_result *r)
 {
     /* inputs: engine-independent, bitwise through the digests (a
-     * schedule's steps' too) */
+     * schedule's steps' too); so are the engine calls (what the front end
+     * hands any engine), where the goldens record them */
+    static const char *const inputs_calls[] = {"inputs", "engine_call", NULL};
     static const char *const inputs_only[] = {"inputs", NULL};
-    fattn_compare_cases(run, golden, inputs_only, r);
+    fattn_compare_cases(run, golden,
+                        fattn_compare_has_calls(golden) ? inputs_calls : inputs_only, r);
     tol_call(run, golden, "", profile, r);
     const fattn_h5_node *rs = fattn_h5_node_find(run, "steps");
     const fattn_h5_node *gs = fattn_h5_node_find(golden, "steps");

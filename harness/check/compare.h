@@ -19,6 +19,15 @@
 #define FATTN_COMPARE_MAX_REPORTED 8
 #define FATTN_COMPARE_DETAIL_LEN 512
 
+/* One difference in full (fattn_compare_result.keep_all). */
+typedef struct fattn_compare_diff {
+    char *path;   /* below the case group: "backward/dq", "save_ctx@window_size" */
+    char *why;    /* "1982 of 2048 elements differ", "attribute values differ", ... */
+    char *a, *b;  /* an attribute's value on each side as text, NULL where absent
+                   * (both NULL: not an attribute) */
+    bool tensor;  /* a dataset or digest-only tensor (else an attribute, group, state) */
+} fattn_compare_diff;
+
 typedef struct fattn_compare_result {
     size_t tensors;     /* datasets (and digest-only tensors) compared */
     size_t differences; /* objects that differ, are missing or are extra */
@@ -29,6 +38,12 @@ typedef struct fattn_compare_result {
     const char *const *noisy;
     double noisy_rtol, noisy_atol;
     size_t noisy_within; /* noisy datasets that differed within the bound */
+    /* Input: B is a replay. A replay hands the engine views of the run
+     * file's tensors, which are stored contiguous: an engine-call tensor
+     * (engine_call.h) from a recorded state (inputs/, forward/, save_ctx/)
+     * is then compared without its strides, which are the file's and not
+     * the front end's views (a packed layout's q, k, v). */
+    bool replay;
     /* the first differing paths (relative to the case group) with why */
     char paths[FATTN_COMPARE_MAX_REPORTED][192];
     char why[FATTN_COMPARE_MAX_REPORTED][160];
@@ -38,7 +53,24 @@ typedef struct fattn_compare_result {
      * error and max ULP over the tensor (floats). Empty until one differs. */
     char detail_path[256];
     char detail[FATTN_COMPARE_DETAIL_LEN];
+    /* Input: keep every difference, with attribute values, in all[0..n_all)
+     * as well (then free with fattn_compare_result_free); paths/why above
+     * keep the first FATTN_COMPARE_MAX_REPORTED either way. */
+    bool keep_all;
+    fattn_compare_diff *all;
+    size_t n_all, cap_all;
+    bool all_incomplete; /* out of memory: all[] lacks some (differences counts them) */
 } fattn_compare_result;
+
+/* Note a difference: counted, its path and why kept among the first ones,
+ * and in all[] with the attribute values a and b (NULL: absent, or not an
+ * attribute when both are) when keep_all. */
+void fattn_compare_note(fattn_compare_result *r, const char *path, const char *why,
+                        const char *a, const char *b, bool tensor);
+/* An attribute's value as text ("-1", "causal", "[-1, 0]", "0.125"). */
+void fattn_compare_attr_text(const fattn_h5_attr *a, char *buf, size_t n);
+/* Free all[] (r stays usable; its counts are kept). */
+void fattn_compare_result_free(fattn_compare_result *r);
 
 /* Attributes named prov_* are provenance and never compared. */
 
@@ -46,6 +78,11 @@ typedef struct fattn_compare_result {
  * (NULL-terminated; NULL = every child). Results accumulate into *r. */
 void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
                          const char *const *states, fattn_compare_result *r);
+
+/* Whether case group c records engine calls (engine_call/, or a
+ * schedule step's): goldens made before they were recorded hold none, and
+ * are compared without them. */
+bool fattn_compare_has_calls(const fattn_h5_node *c);
 
 /* Turn a case group into its golden form: inputs and save_ctx datasets
  * become `digest:<name>` attributes on their groups (nested names joined

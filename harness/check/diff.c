@@ -17,7 +17,8 @@
 #define RUN_SCHEMA "fattn-run/1"
 
 static const char *status_names[FATTN_DIFF_N_STATUS] = {
-    "equal", "different", "missing_in_a", "missing_in_b", "corrupt", "structure", "private"};
+    "equal", "different", "missing_in_a", "missing_in_b", "corrupt", "structure", "value",
+    "private"};
 
 const char *fattn_diff_status_name(fattn_diff_status s)
 {
@@ -304,10 +305,15 @@ static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *
                   at->priv, NULL);
     } else if (!attr_equal(a, b)) {
         char *va = fmt_attr(c, a), *vb = fmt_attr(c, b);
-        add_entry(c, p, "attribute", FATTN_DIFF_STRUCTURE, at->priv,
-                  xprintf(c, "A=%s B=%s", va ? va : "?", vb ? vb : "?"));
-        free(va);
-        free(vb);
+        fattn_diff_entry *e = add_entry(c, p, "attribute", FATTN_DIFF_VALUE, at->priv,
+                                        xprintf(c, "A=%s B=%s", va ? va : "?", vb ? vb : "?"));
+        if (e) { /* the entry keeps the values */
+            e->a = va;
+            e->b = vb;
+        } else {
+            free(va);
+            free(vb);
+        }
     } else {
         free(p);
     }
@@ -817,6 +823,8 @@ void fattn_diff_report_free(fattn_diff_report *r)
     for (size_t i = 0; i < r->n_e; i++) {
         free(r->e[i].path);
         free(r->e[i].msg);
+        free(r->e[i].a);
+        free(r->e[i].b);
     }
     free(r->e);
     for (size_t i = 0; i < r->n_prov; i++) {

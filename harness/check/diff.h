@@ -47,6 +47,7 @@ typedef enum fattn_diff_status {
     FATTN_DIFF_MISSING_IN_B,
     FATTN_DIFF_CORRUPT,
     FATTN_DIFF_STRUCTURE,
+    FATTN_DIFF_VALUE,       /* an attribute on both sides, of another value */
     FATTN_DIFF_PRIVATE,
 } fattn_diff_status;
 
@@ -61,6 +62,7 @@ typedef struct fattn_diff_entry {
     fattn_diff_status status;
     bool is_private;    /* under an _impl group */
     char *msg;          /* structure / corrupt / digest detail, or NULL */
+    char *a, *b;        /* an attribute's values as text (VALUE), else NULL */
     /* datasets */
     bool has_data;
     fattn_dtype dtype;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "fattn/engine.h"
+#include "cause.h"
 #include "fattn_config.h"
 #include "runfile.h"
 #include "runner.h"
@@ -38,6 +39,7 @@ static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
 static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e)
 {
     fattn_compare_result r = {0};
+    r.keep_all = true;
     if (fattn_engine_supports(e, FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET)) {
         fattn_tol_profile p;
         fattn_tol_profile_builtin(&p);
@@ -50,33 +52,20 @@ static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e
     return r;
 }
 
-static void check_note(fattn_verify_case *c, const char *check, const fattn_compare_result *r)
+/* A check's differences into the case (cause.h), its sides named. */
+static void check_note(fattn_verify_case *c, const char *check, fattn_compare_result *r,
+                       const fattn_h5_node *a, const fattn_h5_node *b, const char *side_a,
+                       const char *side_b)
 {
-    c->tensors += r->tensors;
-    size_t k = 0;
-    while (k < c->n_checks && strcmp(c->checks[k].name, check) != 0)
-        k++;
-    assert(k < FATTN_VERIFY_MAX_CHECKS);
-    if (k == c->n_checks && k < FATTN_VERIFY_MAX_CHECKS)
-        snprintf(c->checks[c->n_checks++].name, sizeof c->checks[0].name, "%s", check);
-    if (k < c->n_checks)
-        c->checks[k].differences += r->differences;
-    if (!c->cmp.detail[0] && r->detail[0]) {
-        snprintf(c->cmp.detail_path, sizeof c->cmp.detail_path, "%.60s: %.190s", check,
-                 r->detail_path);
-        snprintf(c->cmp.detail, sizeof c->cmp.detail, "%s", r->detail);
-    }
-    c->noisy_within += r->noisy_within;
-    for (size_t i = 0; i < r->differences; i++) {
-        if (c->cmp.differences < FATTN_COMPARE_MAX_REPORTED && i < FATTN_COMPARE_MAX_REPORTED) {
-            snprintf(c->cmp.paths[c->cmp.differences], sizeof c->cmp.paths[0], "%s: %s", check,
-                     r->paths[i]);
-            snprintf(c->cmp.why[c->cmp.differences], sizeof c->cmp.why[0], "%s", r->why[i]);
-        }
-        if (c->cmp.differences == 0)
-            snprintf(c->first_check, sizeof c->first_check, "%s", check);
-        c->cmp.differences++;
-    }
+    fattn_verify_note_check(c, check, r, a, b, side_a, side_b);
+}
+
+/* A result that keeps every difference with its values (cause.h). */
+static fattn_compare_result cmp_all(void)
+{
+    fattn_compare_result r = {0};
+    r.keep_all = true;
+    return r;
 }
 
 /* Run a case; on failure retry with earlier --until so a difference in an
@@ -171,14 +160,12 @@ static void note_difference(fattn_compare_result *r, const char *path, const cha
 
 static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
 {
-    if (r->differences < FATTN_COMPARE_MAX_REPORTED) {
-        snprintf(r->paths[r->differences], sizeof r->paths[0], "%s", path);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->why[r->differences], sizeof r->why[0], fmt, ap);
-        va_end(ap);
-    }
-    r->differences++;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fattn_compare_note(r, path, why, NULL, NULL, false);
 }
 
 /* What a refusal is compared by: its status, rule and state. The message
@@ -194,7 +181,7 @@ static void check_refusal(fattn_verify_case *c)
     const fattn_spec *s = c->spec;
     const fattn_h5_node *side[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
                                                    [FATTN_IMPL_SPLIT] = c->split};
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
         const char *name = fattn_impl_name((fattn_impl)i);
         const char *st = string_attr(side[i], "refused_status");
@@ -216,7 +203,7 @@ static void check_refusal(fattn_verify_case *c)
             note_difference(&r, path, "refused by rule '%s', expected rule %s (state %s)",
                             rule ? rule : "?", s->refusal_rule, state ? state : "?");
     }
-    check_note(c, "expect_refusal", &r);
+    check_note(c, "expect_refusal", &r, NULL, NULL, NULL, NULL);
     c->refused = r.differences == 0;
 }
 
@@ -232,7 +219,7 @@ static void seam_call(fattn_verify_case *c, const fattn_h5_node *run, const char
     const fattn_h5_node *impl = bw ? fattn_h5_node_find(bw, "_impl") : NULL;
     if (!sc || !impl)
         return; /* no backward, or a front end without the seam */
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
         const char *name = fattn_saved_name((fattn_saved_slot)i);
         const fattn_h5_node *packed = fattn_h5_node_find(sc, name);
@@ -251,7 +238,7 @@ static void seam_call(fattn_verify_case *c, const fattn_h5_node *run, const char
                         : !packed ? "None when saved, but set in the backward's args"
                                   : "unpacked into the backward's args unlike it was saved");
     }
-    check_note(c, arg, &r);
+    check_note(c, arg, &r, NULL, NULL, "saved", "unpacked");
 }
 
 static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const char *check)
@@ -297,7 +284,7 @@ static void returned_call(fattn_verify_case *c, const fattn_h5_node *lf,
         static const char *const only[] = {"returned", NULL};
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(a, b, only, &r);
-        check_note(c, "legacy vs split wrapper returned", &r);
+        check_note(c, "legacy vs split wrapper returned", &r, a, b, "legacy", "split wrapper");
     }
     fattn_h5_node_free(a);
     fattn_h5_node_free(b);
@@ -335,7 +322,7 @@ static void inputs_after_call(fattn_verify_case *c, const fattn_h5_node *run, co
     const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
     if (!in)
         return;
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (size_t i = 0; i < in->n_children; i++) {
         const fattn_h5_node *ds = in->children[i];
         if (!ds->is_dataset)
@@ -350,7 +337,7 @@ static void inputs_after_call(fattn_verify_case *c, const fattn_h5_node *run, co
             note_difference(&r, path, "the caller's tensor changed during the run (%.100s)",
                             after);
     }
-    check_note(c, "inputs unchanged", &r);
+    check_note(c, "inputs unchanged", &r, NULL, NULL, "before", "after");
 }
 
 static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
@@ -389,7 +376,7 @@ static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const ch
     const char *st = string_attr(impl_g, "second_backward");
     const char *msg = string_attr(impl_g, "second_backward_error");
     const char *want = second_backward_error[a->impl].says, *te = second_backward_error[a->impl].te;
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     char p1[96], p2[96];
     snprintf(p1, sizeof p1, "%sbackward/_impl@second_backward", at);
     snprintf(p2, sizeof p2, "%sbackward/_impl@second_backward_error", at);
@@ -401,7 +388,7 @@ static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const ch
     else if (!msg || !strstr(msg, want))
         note_difference(&r, p2, "refused, but not with %s's error (%s): %.80s", te, want,
                         msg ? msg : "(none)");
-    check_note(c, a->check, &r);
+    check_note(c, a->check, &r, NULL, NULL, NULL, NULL);
 }
 
 static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run, fattn_impl impl,
@@ -426,20 +413,34 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
          * through: a behaviour of the refactor's wrapper that differs from
          * the monolith's, so a difference naming it (with the states it
          * reached against legacy's), not an errored case */
+        static const char *const order[] = {"inputs", "engine_call/forward", "forward",
+                                            "save_ctx", "engine_call/backward", "backward"};
+        const char *reached[7] = {NULL}, *at = "split wrapper";
+        size_t n = 0;
+        bool stopped = false;
+        for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+            bool mine = w && fattn_h5_node_find(w, order[k]);
+            if (mine && !stopped)
+                reached[n++] = order[k];
+            else if (!mine && !stopped && fattn_h5_node_find(c->legacy, order[k])) {
+                at = order[k]; /* the state it failed in: the failure is the cause there */
+                stopped = true;
+            }
+        }
         fattn_compare_result r = cmp_init(c, e);
-        note_difference(&r, "split wrapper", "failed where legacy and the split's helpers ran: "
+        note_difference(&r, at, "split wrapper failed where legacy and the split's helpers ran: "
                         "%s: %.300s", fattn_status_name(st), err);
-        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
-        if (w)
-            fattn_compare_cases(c->legacy, w, states, &r);
-        check_note(c, "legacy vs split wrapper", &r);
+        if (n)
+            fattn_compare_cases(c->legacy, w, reached, &r); /* the states it recorded */
+        check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
     } else if (w) {
         check_seam(c, w, "split wrapper save/restore seam");
         /* the states: returned/ is the wrapper run's own, checked next */
-        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
+        static const char *const states[] = {"inputs", "engine_call", "forward", "save_ctx",
+                                             "backward", NULL};
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, w, states, &r);
-        check_note(c, "legacy vs split wrapper", &r);
+        check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
         check_returned(c, w, e);
         check_inputs_after(c, w, "split wrapper");
         check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
@@ -490,7 +491,7 @@ static fattn_fault_plan output_faults(const fattn_spec *s)
  * +Inf, in each side's forward. */
 static void check_fault_max_logit(fattn_verify_case *c, fattn_h5_node *const side[2])
 {
-    fattn_compare_result r = {0};
+    fattn_compare_result r = cmp_all();
     for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
         const fattn_h5_node *f = fattn_h5_node_find(side[i], "forward");
         const fattn_h5_node *m = f ? fattn_h5_node_find(f, "max_logit") : NULL;
@@ -507,7 +508,7 @@ static void check_fault_max_logit(fattn_verify_case *c, fattn_h5_node *const sid
                             "head 1: torch.amax gives [nan, inf] (TE fused_attn.py:412)",
                             (double)h0, (double)h1);
     }
-    check_note(c, "engine faults: max_logit as torch.amax", &r);
+    check_note(c, "engine faults: max_logit as torch.amax", &r, NULL, NULL, NULL, NULL);
 }
 
 /* NaN and Inf in the engine's outputs (no input puts them there): both
@@ -532,7 +533,7 @@ static void check_output_faults(fattn_verify_case *c, fattn_engine *e)
                             : "ran", fattn_status_name(st[i]), err[i]);
     if (st[0] == FATTN_OK && st[1] == FATTN_OK)
         fattn_compare_cases(side[0], side[1], NULL, &r);
-    check_note(c, "engine faults: legacy vs split", &r);
+    check_note(c, "engine faults: legacy vs split", &r, side[0], side[1], "legacy", "split");
     if (st[0] == FATTN_OK && st[1] == FATTN_OK && c->spec->return_max_logit)
         check_fault_max_logit(c, side);
     for (int i = 0; i < FATTN_IMPL_COUNT; i++)
@@ -564,14 +565,14 @@ static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
         const fattn_h5_node *bw = n ? fattn_h5_node_find(n, "backward") : NULL;
         const char *first = string_attr(bw ? fattn_h5_node_find(bw, "_impl") : NULL,
                                         "first_backward");
-        fattn_compare_result r = {0};
+        fattn_compare_result r = cmp_all();
         if (st != FATTN_OK)
             note_difference(&r, "backward", "the run failed: %s: %.300s", fattn_status_name(st),
                             err);
         else if (!first || strcmp(first, fattn_status_name(FATTN_E_INTERNAL)) != 0)
             note_difference(&r, "backward/_impl@first_backward", "%s, where the engine failed "
                             "the first backward (FATTN_E_INTERNAL)", first ? first : "ran");
-        check_note(c, runs[i].check, &r);
+        check_note(c, runs[i].check, &r, NULL, NULL, NULL, NULL);
         if (st == FATTN_OK && first)
             check_second_backward(c, n, runs[i].impl, runs[i].check);
         fattn_h5_node_free(n);
@@ -615,7 +616,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_seam(c, c->split, "split save/restore seam"); /* first: it shows downstream too */
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->legacy, c->split, NULL, &r);
-        check_note(c, "legacy vs split", &r);
+        check_note(c, "legacy vs split", &r, c->legacy, c->split, "legacy", "split");
     }
     if (fattn_verify_side_failed(c) || !c->legacy || !c->split) {
         if (c->cmp.differences == 0)
@@ -662,8 +663,9 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
                 return;
             }
             fattn_compare_result r = cmp_init(c, e);
+            r.replay = true;
             fattn_compare_cases(replays[i].src, x, NULL, &r);
-            check_note(c, replays[i].name, &r);
+            check_note(c, replays[i].name, &r, replays[i].src, x, "straight run", "replay");
             fattn_h5_node_free(x);
         }
     }
@@ -674,7 +676,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     } else {
         fattn_compare_result r = cmp_init(c, e);
         fattn_compare_cases(c->split, again, NULL, &r);
-        check_note(c, "repeat", &r);
+        check_note(c, "repeat", &r, c->split, again, "split", "split again");
     }
     fattn_h5_node_free(again);
 }
@@ -717,37 +719,49 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
                 note_difference(&r, path, "'%s', golden '%s'", a ? a : "", b);
         }
     } else if (!tol) {
-        fattn_compare_cases(c->legacy, g, NULL, &r);
+        /* goldens made before engine calls were recorded hold none: the
+         * rest is compared all the same */
+        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
+                                             NULL};
+        fattn_compare_cases(c->legacy, g, fattn_compare_has_calls(g) ? NULL : states, &r);
     } else if ((c->same_engine_only = fattn_verify_same_engine_only(c->spec, e))) {
         return;
     } else {
         fattn_compare_cases_tol(c->legacy, g, tol, &r);
     }
-    check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+    check_note(c, tol ? "golden (tolerance)" : "golden", &r, c->legacy, g, "run", "golden");
     c->golden_compared = true;
 }
 
-/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
- * cross-platform comparison; 0 if none. */
-static int newest_cpu_goldens(const char *dir, char *path, size_t n)
+void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+                                fattn_engine *e)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int best = -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        int v;
-        char tail[8];
-        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
-            v > best)
-            best = v;
+    const fattn_h5_node *mine[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
+                                                   [FATTN_IMPL_SPLIT] = c->split};
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const fattn_h5_node *cs = g->against[i] ? fattn_h5_node_find(g->against[i], "cases")
+                                                : NULL;
+        if (!cs || !mine[i] || c->error[0])
+            continue;
+        const fattn_h5_node *theirs = fattn_h5_node_find(cs, c->spec->id);
+        char check[192], side[64];
+        snprintf(check, sizeof check, "against %.100s: %s", g->against_name,
+                 fattn_impl_name((fattn_impl)i));
+        snprintf(side, sizeof side, "%.63s", g->against_name);
+        fattn_compare_result r = cmp_init(c, e);
+        if (!theirs) {
+            note_difference(&r, "@spec", "the case is not in %s's run", g->against_name);
+        } else {
+            /* a revision from before engine calls were recorded holds none */
+            static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
+                                                 NULL};
+            bool calls = fattn_compare_has_calls(theirs) ||
+                         (!fattn_h5_node_find(theirs, "forward") &&
+                          !fattn_h5_node_find(theirs, "steps"));
+            fattn_compare_cases(theirs, mine[i], calls ? NULL : states, &r);
+        }
+        check_note(c, check, &r, theirs, mine[i], side, "this tree");
     }
-    closedir(d);
-    if (best < 0)
-        return 0;
-    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
-    return 1;
 }
 
 /* The states recorded: the case's, or for a schedule those any step has. */
@@ -768,47 +782,46 @@ static void states_str(const fattn_h5_node *n, char *buf)
 
 void fattn_verify_case_free(fattn_verify_case *c)
 {
+    for (size_t i = 0; i < c->n_diffs; i++) {
+        free(c->diffs[i].d.path);
+        free(c->diffs[i].d.why);
+        free(c->diffs[i].d.a);
+        free(c->diffs[i].d.b);
+    }
+    free(c->diffs);
+    c->diffs = NULL;
+    c->n_diffs = c->cap_diffs = 0;
     fattn_h5_node_free(c->legacy);
     fattn_h5_node_free(c->split);
     c->legacy = c->split = NULL;
     c->skipped = NULL; /* pointed into legacy's tree */
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
-                                       fattn_verify_goldens *g)
+/* The engine config tags (prov_engine_tag) of the groups of run case x
+ * that golden case y records one for, all equal: the same plans ran. */
+static bool same_tags(const fattn_h5_node *x, const fattn_h5_node *y)
 {
-    memset(g, 0, sizeof *g);
-    fattn_verify_platform_key(e, g->key, sizeof g->key);
-    snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
-    snprintf(g->note, sizeof g->note, "none for this platform");
-    struct stat sb;
-    g->exact = stat(g->path, &sb) == 0;
-    if (!g->exact && newest_cpu_goldens(dir, g->path, sizeof g->path)) {
-        fattn_tol_profile_builtin(&g->profile);
-        g->tolerance = true;
-        snprintf(g->note, sizeof g->note,
-                 "within tolerance (%s) on defined regions, because there are no goldens for "
-                 "platform key %s", g->profile.version, g->key);
+    static const char *const groups[] = {"forward", "backward"};
+    for (int i = 0; i < 2; i++) {
+        const char *a = string_attr(fattn_h5_node_find(x, groups[i]), "prov_engine_tag");
+        const char *b = string_attr(fattn_h5_node_find(y, groups[i]), "prov_engine_tag");
+        if (b && (!a || strcmp(a, b) != 0))
+            return false;
     }
-    if (g->exact || g->tolerance) {
-        fattn_status st = fattn_runfile_load(g->path, &g->tree);
-        if (st != FATTN_OK) {
-            fattn_verify_goldens_free(g);
-            return st;
-        }
-        if (g->exact)
-            snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
+    const fattn_h5_node *sx = fattn_h5_node_find(x, "steps"), *sy = fattn_h5_node_find(y, "steps");
+    for (size_t k = 0; sx && sy && k < sy->n_children; k++) {
+        const fattn_h5_node *a = fattn_h5_node_find(sx, sy->children[k]->name);
+        if (a && !same_tags(a, sy->children[k]))
+            return false;
     }
-    return FATTN_OK;
+    return true;
 }
 
-void fattn_verify_goldens_free(fattn_verify_goldens *g)
+static bool same_plans(const fattn_verify_case *c, const fattn_h5_node *goldens)
 {
-    fattn_h5_node_free(g->tree);
-    g->tree = NULL;
-    if (g->tolerance)
-        fattn_tol_profile_free(&g->profile);
-    g->tolerance = false;
+    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
+    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
+    return !g || !c->legacy || same_tags(c->legacy, g);
 }
 
 /* A case's outcome into the run's counts. */
@@ -843,7 +856,17 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
         fattn_verify_case *c = &r->cases[i];
         c->spec = specs[i];
         fattn_verify_check_case(c, e);
-        fattn_verify_check_golden(c, g->tree, g->tolerance ? &g->profile : NULL, e);
+        const fattn_h5_node *gt = g->tree;
+        const fattn_tol_profile *tol = g->tolerance ? &g->profile : NULL;
+        if (g->identity && !same_plans(c, g->tree)) {
+            /* another device's goldens compute this case's bits only with
+             * the same engine configs */
+            c->other_plans = true;
+            gt = g->cpu_tree;
+            tol = gt ? &g->profile : NULL;
+        }
+        fattn_verify_check_golden(c, gt, tol, e);
+        fattn_verify_check_against(c, g, e);
         states_str(c->split ? c->split : c->legacy, c->states);
         tally_case(r, c);
         if (on_case)

@@ -34,6 +34,15 @@
  * the refusal, three replays, repeat, golden), with room to spare. */
 #define FATTN_VERIFY_MAX_CHECKS 24
 
+/* One difference a check found, in full (cause.h orders and renders them). */
+typedef struct fattn_verify_diff {
+    int check;                /* index into the case's checks[] */
+    fattn_compare_diff d;     /* d.path below the case group */
+    int state;                /* its state in run order (fattn_verify_state_of) */
+    int step;                 /* its schedule step (fattn_verify_step_of; 0: none) */
+    size_t seq;               /* the order found */
+} fattn_verify_diff;
+
 /* One case's checks. */
 typedef struct fattn_verify_case {
     const fattn_spec *spec;
@@ -46,6 +55,9 @@ typedef struct fattn_verify_case {
     bool golden_missing;           /* the goldens have no such case */
     bool golden_compared;          /* a golden was compared (not for a skipped or errored
                                     * case, nor one compared within one engine only) */
+    /* goldens of the same engine identity, but this case ran other plans
+     * (engine configs): compared as without goldens of its own */
+    bool other_plans;
     /* Why the case is not compared with another engine's goldens ("dropout",
      * "FP8"), NULL when it is (or the goldens are this platform's). */
     const char *same_engine_only;
@@ -60,7 +72,16 @@ typedef struct fattn_verify_case {
     struct {
         char name[64];
         size_t differences;
+        /* what its two sides are called ("legacy", "split"; "run",
+         * "golden"), and the states (FATTN_VERIFY_STATE_* bits) both of
+         * its trees hold */
+        char side_a[32], side_b[32];
+        unsigned states_both;
     } checks[FATTN_VERIFY_MAX_CHECKS];
+    /* every difference of every check, in the order found, with attribute
+     * values (fattn_verify_case_free frees them) */
+    fattn_verify_diff *diffs;
+    size_t n_diffs, cap_diffs;
     size_t n_checks;
     fattn_status side_status[FATTN_IMPL_COUNT];
     char side_error[FATTN_IMPL_COUNT][512];
@@ -97,8 +118,21 @@ typedef struct fattn_verify_goldens {
     fattn_h5_node *tree;    /* NULL: none */
     bool exact;             /* a file for this very key */
     bool tolerance;         /* against the newest CPU goldens within `profile` */
+    /* No goldens for this key, but a file of the same engine identity
+     * (sm, SM count, cuDNN version, ...; docs/verify.md): bitwise against
+     * it where a case ran the same plans, else within tolerance against
+     * cpu_tree (the newest CPU goldens, NULL if none). */
+    bool identity;
+    char identity_text[128];    /* "sm_90, 132 SMs, cuDNN 91900" */
+    fattn_h5_node *cpu_tree;
+    char cpu_path[4096];
+    bool profile_set;           /* `profile` holds the built-in profile */
     fattn_tol_profile profile;
     char note[4300];        /* how they are compared, for the report */
+    /* --against REV: REV's run files of the matrix, by front end (NULL:
+     * none), which each case's straight runs are compared with bitwise */
+    fattn_h5_node *against[FATTN_IMPL_COUNT];
+    char against_name[128];
 } fattn_verify_goldens;
 
 /* Find and load the goldens for engine e in directory `dir`
@@ -107,6 +141,11 @@ typedef struct fattn_verify_goldens {
 fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
                                        fattn_verify_goldens *g);
 void fattn_verify_goldens_free(fattn_verify_goldens *g);
+/* Each straight run of c against its case in g->against (its front end's
+ * run of another revision), bitwise: the checks "against REV: legacy" and
+ * "against REV: split". Nothing without them. */
+void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+                                fattn_engine *e);
 
 /* A whole run. */
 typedef struct fattn_verify_result {

@@ -212,6 +212,23 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
     return FATTN_EXIT_OK;
 }
 
+int cli_matrix_keep_keyword(const char *cmd, cli_matrix *m, const char *keyword,
+                            const char *filter)
+{
+    size_t kept = 0, before = m->n_sel;
+    for (size_t i = 0; i < m->n_sel; i++)
+        if (strstr(m->sel[i]->id, keyword))
+            m->sel[kept++] = m->sel[i];
+    m->n_sel = kept;
+    m->keyword = keyword;
+    if (kept)
+        return FATTN_EXIT_OK;
+    cli_matrix_free(m);
+    return cli_fail(cmd, "no case id contains -k '%s' (%zu case%s selected%s; -k is a plain "
+                    "substring of the id)", keyword, before, cli_s(before),
+                    filter ? " by --filter" : "");
+}
+
 static int cmp_spec_ptr(const void *x, const void *y)
 {
     return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
@@ -225,7 +242,8 @@ fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *ou
         return fattn_error(FATTN_E_NOMEM, "matrix digest: out of memory");
     size_t n = 0;
     for (size_t k = 0; k < m->all.count; k++)
-        if (!filter || fattn_spec_matches_glob(m->all.items[k].id, filter))
+        if ((!filter || fattn_spec_matches_glob(m->all.items[k].id, filter)) &&
+            (!m->keyword || strstr(m->all.items[k].id, m->keyword)))
             kept[n++] = &m->all.items[k];
     /* by id (ids are unique): a run's bytes do not depend on the listing order */
     qsort((void *)kept, n, sizeof *kept, cmp_spec_ptr);

@@ -53,6 +53,12 @@ void cli_progress_line(bool on, size_t i, size_t n, const char *id, const char *
 
 /* Whether an output path is "-": the report goes to stdout. */
 bool cli_is_stdout(const char *path);
+/* This executable's path (from /proc/self/exe; "fattn" when it cannot be
+ * known), for commands a user pastes: they then run this fattn. */
+const char *cli_self_path(void);
+/* s as one shell word: as it is when it needs no quoting, else in single
+ * quotes (a ' as '\''); into buf, returned. */
+const char *cli_sh_quote(const char *s, char *buf, size_t n);
 
 /* A report (JSON, XML) to `path`, replaced atomically (fileguard.h), or
  * to stdout for "-", with a newline added there. FATTN_EXIT_OK, else the
@@ -87,10 +93,16 @@ typedef struct cli_matrix {
     const fattn_spec **sel;
     size_t n_sel;
     long shard_i, shard_n; /* 1/1 without --shard */
+    const char *keyword;   /* -k: ids hold it (cli_matrix_keep_keyword), or NULL */
 } cli_matrix;
 
 int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
                     const char *shard, cli_matrix *m);
+/* -k SUBSTRING (pytest's -k for one word): keep the selected cases whose id
+ * contains it; none left is exit 2 naming what emptied the selection (m
+ * freed then). The matrix digest counts the same cases. */
+int cli_matrix_keep_keyword(const char *cmd, cli_matrix *m, const char *keyword,
+                            const char *filter);
 
 /* The digest of the matrix that --shard divides: the canonical spec of
  * every case --filter keeps (all without one), in id order, each followed

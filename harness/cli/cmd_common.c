@@ -1,5 +1,6 @@
 /* What every command writes the same way: the one error line. Kept beside
  * the commands (cmd_*.c), since only they print. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,45 @@ int cli_fail(const char *cmd, const char *fmt, ...)
 }
 
 bool cli_is_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
+
+const char *cli_self_path(void)
+{
+    static char self[1024];
+    if (!self[0]) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0 || (size_t)n >= sizeof self - 1)
+            snprintf(self, sizeof self, "fattn");
+        else
+            self[n] = '\0';
+    }
+    return self;
+}
+
+const char *cli_sh_quote(const char *s, char *buf, size_t n)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p && plain; p++)
+        plain = isalnum((unsigned char)*p) || strchr("/._-+=:,@%", *p);
+    if (plain) {
+        snprintf(buf, n, "%s", s);
+        return buf;
+    }
+    size_t k = 0;
+    if (k + 1 < n)
+        buf[k++] = '\'';
+    for (const char *p = s; *p && k + 6 < n; p++) {
+        if (*p == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *p;
+        }
+    }
+    if (k + 1 < n)
+        buf[k++] = '\'';
+    buf[k < n ? k : n - 1] = '\0';
+    return buf;
+}
 
 int cli_write_report(const char *cmd, const char *what, const char *path, const char *text)
 {

@@ -248,6 +248,8 @@ static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_rep
             fprintf(f, "missing in A: %s (%s)\n", cli_vis(e->path), e->kind);
         else if (e->status == FATTN_DIFF_MISSING_IN_B)
             fprintf(f, "missing in B: %s (%s)\n", cli_vis(e->path), e->kind);
+        else if (e->status == FATTN_DIFF_VALUE)
+            fprintf(f, "value: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "differs");
         else
             fprintf(f, "structure: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "differs");
     }
@@ -274,10 +276,11 @@ static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_rep
     const size_t *t = r->tally;
     fprintf(f,
             "summary: %zu dataset%s compared, %zu counted difference%s (%zu different, "
-            "%zu corrupt, %zu structure, %zu missing in A, %zu missing in B), %zu private%s; "
-            "exit %d\n",
+            "%zu corrupt, %zu structure, %zu value, %zu missing in A, %zu missing in B), %zu "
+            "private%s; exit %d\n",
             r->n_data, cli_s(r->n_data), r->counted, cli_s(r->counted), t[FATTN_DIFF_DIFFERENT],
-            t[FATTN_DIFF_CORRUPT], t[FATTN_DIFF_STRUCTURE], t[FATTN_DIFF_MISSING_IN_A],
+            t[FATTN_DIFF_CORRUPT], t[FATTN_DIFF_STRUCTURE], t[FATTN_DIFF_VALUE],
+            t[FATTN_DIFF_MISSING_IN_A],
             t[FATTN_DIFF_MISSING_IN_B], t[FATTN_DIFF_PRIVATE],
             t[FATTN_DIFF_PRIVATE] && !show_private ? " (not counted, not listed: --show-private)"
                                                    : "",
@@ -354,6 +357,10 @@ static json_t *json_entry(const fattn_diff_opts *o, const fattn_diff_entry *e)
         json_object_set_new(p, "private_status", json_string(fattn_diff_status_name(e->status)));
     if (e->msg)
         json_object_set_new(p, "detail", json_string(e->msg));
+    if (e->a && e->b) { /* an attribute's two values, as the text report writes them */
+        json_object_set_new(p, "a", json_string(e->a));
+        json_object_set_new(p, "b", json_string(e->b));
+    }
     if (e->has_data) {
         const fattn_elem_stats *s = &e->st;
         json_t *shape = json_array();

@@ -20,8 +20,8 @@
 /* ---- cases ----------------------------------------------------------------- */
 
 static const char cases_help[] =
-    "usage: fattn cases [--cases FILE] [--filter GLOB] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
-    "                   [--resolved --json]\n"
+    "usage: fattn cases [--cases FILE] [--filter GLOB] [-k SUBSTRING]\n"
+    "                   [--te-rules " FATTN_TE_RULES_CHOICES "] [--resolved --json]\n"
     "\n"
     "Print one line per case of the matrix: its id, a tab, a summary. The summary ends\n"
     "with \"[DPA <release> would not route here: rule <id>, <file>:<line>]\" for a case that\n"
@@ -29,9 +29,10 @@ static const char cases_help[] =
     "release's rules (default: the newest; FusedAttnFunc, what fattn verifies, still\n"
     "runs it).\n"
     "Without --cases, the default matrix compiled in from golden/default_cases.json.\n"
+    "-k SUBSTRING keeps the cases whose id contains it (with --filter, both must hold).\n"
     "--resolved --json prints instead one JSON array: for each selected case its\n"
     "canonical spec and every value fattn derives from it (window, diagonal, scale,\n"
-    "sequence tables, tensor shapes; docs/cases.md).\n";
+    "sequence tables, tensor shapes, the features the contrast compares; docs/cases.md).\n";
 
 /* Prints the selected cases of `m`, as lines or as the resolved model. */
 static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
@@ -66,7 +67,7 @@ static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
 
 int fattn_cmd_cases(int argc, char **argv)
 {
-    const char *cases = NULL, *filter = NULL, *te_rules_s = NULL;
+    const char *cases = NULL, *filter = NULL, *te_rules_s = NULL, *keyword = NULL;
     bool resolved = false, json = false;
     cli_args a = {argc, argv, 1, "cases"};
     for (; a.i < argc; a.i++) {
@@ -79,7 +80,8 @@ int fattn_cmd_cases(int argc, char **argv)
         } else if (cli_flag(&a, "--json")) {
             json = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
-                   (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
+                   (r = cli_opt(&a, "--te-rules", &te_rules_s)) ||
+                   (r = cli_opt(&a, "-k", &keyword))) {
             if (r < 0)
                 return cli_fail("cases", "%s needs a value", argv[a.i]);
         } else {
@@ -94,6 +96,8 @@ int fattn_cmd_cases(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     cli_matrix m;
     if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    if (keyword && cli_matrix_keep_keyword("cases", &m, keyword, filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     int rc = print_cases(&m, resolved, te_rules);
     cli_matrix_free(&m);

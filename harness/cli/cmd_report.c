@@ -110,16 +110,37 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
     features_line(f, c);
     json_int_t nd = json_integer_value(json_object_get(jc, "differences"));
     const json_t *first = json_object_get(jc, "first");
+    const json_t *cause = json_object_get(jc, "cause");
+    if (nd && json_is_object(cause)) { /* where it starts (docs/verify.md) */
+        fputs("<p class=\"cause\">earliest cause: <code>", f);
+        fattn_escape_markup(f, jstr(cause, "text"), FATTN_MARKUP_HTML);
+        fputs("</code></p>\n", f);
+    }
     if (nd) {
-        fprintf(f, "<p>%lld difference%s; the first:</p>\n<ul>\n", (long long)nd,
-                nd == 1 ? "" : "s");
+        size_t listed = json_array_size(first);
+        fprintf(f, "<p>%lld difference%s, in run order%s:</p>\n<ul>\n", (long long)nd,
+                nd == 1 ? "" : "s", listed < (size_t)nd ? " (the first ones)" : "");
         size_t k;
         const json_t *d;
         json_array_foreach(first, k, d) {
             fputs("<li><code>", f);
             fattn_escape_markup(f, jstr(d, "path"), FATTN_MARKUP_HTML);
             fputs("</code>: ", f);
-            fattn_escape_markup(f, jstr(d, "why"), FATTN_MARKUP_HTML);
+            const json_t *a = json_object_get(d, "a"), *b = json_object_get(d, "b");
+            if (a || b) { /* an attribute: both sides' values */
+                fattn_escape_markup(f, jstr(d, "side_a"), FATTN_MARKUP_HTML);
+                fputs(" <code>", f);
+                fattn_escape_markup(f, json_is_string(a) ? json_string_value(a) : "absent",
+                                    FATTN_MARKUP_HTML);
+                fputs("</code>, ", f);
+                fattn_escape_markup(f, jstr(d, "side_b"), FATTN_MARKUP_HTML);
+                fputs(" <code>", f);
+                fattn_escape_markup(f, json_is_string(b) ? json_string_value(b) : "absent",
+                                    FATTN_MARKUP_HTML);
+                fputs("</code>", f);
+            } else {
+                fattn_escape_markup(f, jstr(d, "why"), FATTN_MARKUP_HTML);
+            }
             fputs("</li>\n", f);
         }
         fputs("</ul>\n", f);
@@ -234,6 +255,12 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
             (long long)json_integer_value(json_object_get(sum, "skipped")),
             (long long)json_integer_value(json_object_get(sum, "without_golden")),
             (long long)json_integer_value(json_object_get(root, "exit")));
+    const json_t *contrast = json_object_get(root, "contrast");
+    if (json_is_object(contrast)) { /* what the failing cases share (docs/verify.md) */
+        fputs("<p class=\"contrast\" id=\"contrast\">", f);
+        fattn_escape_markup(f, jstr(contrast, "text"), FATTN_MARKUP_HTML);
+        fputs("</p>\n", f);
+    }
     size_t i;
     const json_t *jc;
     json_array_foreach(cases, i, jc) {

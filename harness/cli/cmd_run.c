@@ -20,7 +20,7 @@
 #include "treewalk.h"
 
 static const char run_help[] =
-    "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
+    "usage: fattn run [--cases FILE] [--filter GLOB] [-k SUBSTRING] [--impl legacy|split]\n"
     "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
     "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
     "                 [--te-rules " FATTN_TE_RULES_CHOICES "] [--cp-reference] [--progress]\n"
@@ -29,7 +29,8 @@ static const char run_help[] =
     "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
     "front end (default split) and write every tensor and attribute of every state to\n"
     "RUN.h5 (replaced atomically). Cases the engine cannot run are recorded as skipped\n"
-    "with the reason. --shard I/N (1-based) runs every N-th case of the full matrix\n"
+    "with the reason. -k SUBSTRING keeps the cases whose id contains it (with --filter,\n"
+    "both must hold). --shard I/N (1-based) runs every N-th case of the full matrix\n"
     "starting at the I-th; `fattn merge` joins the shards. --repeat N runs each case N\n"
     "times and records under /audit/<id>/<state>/<tensor> whether all repeats were bitwise\n"
     "identical and the most elements a repeat changed (max_differing); each tensor that\n"
@@ -454,7 +455,7 @@ int fattn_cmd_run(int argc, char **argv)
 {
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
     const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
-    const char *out = NULL, *te_rules_s = NULL;
+    const char *out = NULL, *te_rules_s = NULL, *keyword = NULL;
     bool check_writes = false, progress = false, cp_reference = false;
     cli_args a = {argc, argv, 1, "run"};
     for (; a.i < argc; a.i++) {
@@ -473,7 +474,8 @@ int fattn_cmd_run(int argc, char **argv)
                    (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
                    (r = cli_opt(&a, "--repeat", &repeat_s)) ||
                    (r = cli_opt(&a, "--max-memory", &maxmem_s)) || (r = cli_opt(&a, "-o", &out)) ||
-                   (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
+                   (r = cli_opt(&a, "--te-rules", &te_rules_s)) ||
+                   (r = cli_opt(&a, "-k", &keyword))) {
             if (r < 0)
                 return cli_fail("run", "%s needs a value", argv[a.i]);
         } else {
@@ -511,6 +513,8 @@ int fattn_cmd_run(int argc, char **argv)
 
     cli_matrix m;
     if (cli_matrix_load("run", cases, filter, shard, &m) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
+    if (keyword && cli_matrix_keep_keyword("run", &m, keyword, filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     if (check_max_memory(&m, max_mem) != FATTN_EXIT_OK) {
         cli_matrix_free(&m);

@@ -18,6 +18,7 @@
 #include "cmd_verify.h"
 #include "escape.h"
 #include "compare.h"
+#include "contrast.h"
 #include "fileguard.h"
 #include "runfile.h"
 #include "runner.h"
@@ -32,7 +33,7 @@ static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
     "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
-    "                    [-j|--jobs N]\n"
+    "                    [-j|--jobs N] [--against [REPO@]REV]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -58,6 +59,13 @@ static const char verify_help[] =
     "--te-rules (default: the newest): the TE release whose rules count the cases TE's\n"
     "DotProductAttention would not route to FusedAttention (reported after the verdict;\n"
     "`fattn cases` names the rules per case). The verdict does not depend on it.\n"
+    "--against [REPO@]REV: this tree against another revision: REV of REPO (default: the\n"
+    "source tree fattn was built from, " FATTN_SOURCE_ROOT ") is exported with\n"
+    "git archive into a temporary directory and built there; its fattn runs the selected\n"
+    "cases through both front ends and its own verify; each case's runs here are compared\n"
+    "with its bitwise (checks 'against REV: legacy' and '...: split', with the earliest\n"
+    "cause). This side is this fattn: the working tree as built, uncommitted changes\n"
+    "included. Exit as verify's, REV's own verify counted too.\n"
     "-j/--jobs N (1 to 32; default: the online CPUs, at most 16): on the cuDNN engine, before the\n"
     "checks, N processes build the plans the matrix needs into the plan store\n"
     "($FATTN_CUDNN_PLAN_DIR, else a temporary one removed at exit), which this process\n"
@@ -98,6 +106,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
                    (r = cli_opt(&a, "-k", &v->keyword)) ||
                    (r = cli_opt(&a, "--junit", &v->junit)) ||
+                   (r = cli_opt(&a, "--against", &v->against)) ||
                    (r = cli_opt(&a, "--filter", &v->filter)) ||
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
@@ -116,22 +125,6 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
 }
 
-/* -k SUBSTRING: keep the selected cases whose id contains it. */
-static int keep_keyword(cli_matrix *m, const char *keyword, const char *filter)
-{
-    size_t kept = 0, before = m->n_sel;
-    for (size_t i = 0; i < m->n_sel; i++)
-        if (strstr(m->sel[i]->id, keyword))
-            m->sel[kept++] = m->sel[i];
-    m->n_sel = kept;
-    if (kept)
-        return FATTN_EXIT_OK;
-    cli_matrix_free(m);
-    return cli_fail("verify", "no case id contains -k '%s' (%zu case%s selected%s; -k is a "
-                    "plain substring of the id)", keyword, before, cli_s(before),
-                    filter ? " by --filter" : "");
-}
-
 int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
 {
     const char *fix_dir = v->fixtures ? v->fixtures : FATTN_SOURCE_ROOT "/fixtures";
@@ -141,7 +134,8 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
                         errno ? strerror(errno) : "not a directory");
     if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    if (v->keyword && keep_keyword(&v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
+    if (v->keyword &&
+        cli_matrix_keep_keyword("verify", &v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     v->fix_dir = fix_dir;
     if (fattn_cmd_verify_prebuild(v) != FATTN_EXIT_OK) {
@@ -171,52 +165,11 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
     fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
-/* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
-static void sides_text(const fattn_verify_case *c, char *buf, size_t n)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < FATTN_IMPL_COUNT && used < n; i++) {
-        const char *msg = c->side_error[i];
-        int w = c->side_status[i] == FATTN_OK
-                    ? snprintf(buf + used, n - used, "%s%s: ok (every state)", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i))
-                    : snprintf(buf + used, n - used, "%s%s: %s: %s", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i),
-                               fattn_status_name(c->side_status[i]), msg);
-        used = w < 0 ? n : used + (size_t)w;
-    }
-}
-
 void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
 {
     FILE *f = ctx;
-    char result[1800];
-    if (c->skipped) {
-        snprintf(result, sizeof result, "skipped: %s", c->skipped);
-    } else if (c->cmp.differences) {
-        char sides[1100] = "";
-        if (fattn_verify_side_failed(c))
-            sides_text(c, sides, sizeof sides);
-        snprintf(result, sizeof result, "DIFFERENT (%zu): %s %s%s%s%s", c->cmp.differences,
-                 c->cmp.paths[0], c->cmp.why[0], sides[0] ? " (" : "", sides,
-                 sides[0] ? ")" : "");
-    } else if (c->error[0]) {
-        snprintf(result, sizeof result, "ERROR: %s", c->error);
-    } else if (c->refused) {
-        snprintf(result, sizeof result, "ok (refused as expected: %s, rule %s)%s",
-                 fattn_status_name(c->spec->refusal_status), c->spec->refusal_rule,
-                 c->golden_missing ? " (no golden)" : "");
-    } else {
-        char same[48] = "";
-        if (c->same_engine_only)
-            snprintf(same, sizeof same, " (%s: same-engine only)", c->same_engine_only);
-        snprintf(result, sizeof result, "ok%s%s",
-                 c->golden_missing ? " (no golden)" : same,
-                 c->noisy_within ? " (d_softmax_offset: non-deterministic on this engine, "
-                                   "within its bound)"
-                                 : "");
-    }
+    char result[3000];
+    fattn_cmd_verify_result_text(c, result, sizeof result);
     /* paths, reasons and messages can come from the goldens file: shown
      * visibly, so that none can start a line of its own (escape.h) */
     fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, cli_vis(c->spec->id), c->states,
@@ -257,31 +210,38 @@ int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
 /* The commands that show case b's first difference outside verify. */
 static void print_repro(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_case *b)
 {
-    char cases[600] = "", backend[64] = "";
+    /* commands that run as pasted: this fattn by its path, paths quoted */
+    char fx[1100], cases[1200] = "", backend[64] = "", id[300], gold[1100], q[1100];
+    cli_sh_quote(cli_self_path(), fx, sizeof fx);
     if (v->cases)
-        snprintf(cases, sizeof cases, " --cases %s", v->cases);
+        snprintf(cases, sizeof cases, " --cases %s", cli_sh_quote(v->cases, q, sizeof q));
     if (v->backend_name)
         snprintf(backend, sizeof backend, " --backend %s", v->backend_name);
-    const char *id = b->spec->id, *chk = b->first_check;
+    cli_sh_quote(b->spec->id, id, sizeof id);
+    cli_sh_quote(v->goldens.path, gold, sizeof gold);
+    const char *chk = b->first_check;
     fprintf(f, "reproduce:\n");
     if (!strncmp(chk, "golden", 6)) {
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn diff "
-                "legacy.h5 %s\n", id, cases, backend, v->goldens.path);
+        fprintf(f, "  %s run --filter %s%s%s --impl legacy -o legacy.h5 && %s diff "
+                "legacy.h5 %s\n", fx, id, cases, backend, fx, gold);
     } else if (!strncmp(chk, "replay ", 7)) {
         const char *src = strstr(chk, "replay legacy") ? "legacy" : "split";
         const char *from = strstr(chk, "forward ->") ? "forward" : "save_ctx";
         const char *to = strstr(chk, "-> legacy") ? "legacy" : "split";
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl %s -o a.h5 && fattn replay a.h5 --from "
-                "%s --impl %s%s -o b.h5 && fattn diff a.h5 b.h5\n", id, cases, backend, src,
-                from, to, backend);
+        fprintf(f, "  %s run --filter %s%s%s --impl %s -o a.h5 && %s replay a.h5 --from "
+                "%s --impl %s%s -o b.h5 && %s diff a.h5 b.h5\n", fx, id, cases, backend, src,
+                fx, from, to, backend, fx);
+    } else if (!strncmp(chk, "against ", 8)) {
+        fprintf(f, "  %s verify --against %s -k %s%s%s  (both revisions' runs of the case)\n",
+                fx, cli_sh_quote(v->against, q, sizeof q), id, cases, backend);
     } else if (!strstr(chk, "wrapper") && !strstr(chk, "seam") &&
                !strstr(chk, "second backward") && !strstr(chk, "inputs unchanged")) {
-        fprintf(f, "  fattn run --filter '%s'%s%s --impl legacy -o legacy.h5 && fattn run "
-                "--filter '%s'%s%s --impl split -o split.h5 && fattn diff legacy.h5 split.h5\n",
-                id, cases, backend, id, cases, backend);
+        fprintf(f, "  %s run --filter %s%s%s --impl legacy -o legacy.h5 && %s run "
+                "--filter %s%s%s --impl split -o split.h5 && %s diff legacy.h5 split.h5\n",
+                fx, id, cases, backend, fx, id, cases, backend, fx);
     }
-    fprintf(f, "  fattn verify -k '%s'%s%s  (every check of the case; the split wrapper, seam, "
-            "second-backward and inputs checks run only here)\n", id, cases, backend);
+    fprintf(f, "  %s verify -k %s%s%s  (every check of the case; the split wrapper, seam, "
+            "second-backward and inputs checks run only here)\n", fx, id, cases, backend);
 }
 
 static void print_summary(FILE *f, const fattn_verify_result *r)
@@ -314,63 +274,17 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
                 cli_s(n_fp8), n_fp8_refused, cli_s(n_fp8_refused));
     else
         fprintf(f, "FP8: not exercised\n");
-    const fattn_verify_case *b = r->first_bad;
-    if (b) {
-        fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
-        for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
-            fprintf(f, "  %s: %s\n", b->cmp.paths[k], b->cmp.why[k]);
-        if (b->cmp.detail[0])
-            fprintf(f, "  %s: %s\n", b->cmp.detail_path, b->cmp.detail);
-        /* a state missing on one side: why it is missing */
-        for (int i = 0; fattn_verify_side_failed(b) && i < FATTN_IMPL_COUNT; i++) {
-            if (b->side_status[i] == FATTN_OK)
-                fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
-            else
-                fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
-                        fattn_status_name(b->side_status[i]), cli_vis(b->side_error[i]));
-        }
-    }
-}
-
-static json_t *json_cases(const fattn_verify_result *r)
-{
-    json_t *jcases = json_array();
-    for (size_t i = 0; i < r->n_cases; i++) {
-        const fattn_verify_case *c = &r->cases[i];
-        json_t *jd = json_array();
-        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
-            json_array_append_new(jd, json_pack("{s:s,s:s}", "path", c->cmp.paths[k], "why",
-                                                c->cmp.why[k]));
-        json_t *jc = json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
-                              c->states, "tensors", (json_int_t)c->tensors, "result",
-                              c->skipped ? "skipped" : c->cmp.differences ? "different"
-                                                       : c->error[0]    ? "error"
-                                                                        : "ok",
-                              "differences", (json_int_t)c->cmp.differences, "first", jd,
-                              "golden", c->golden_compared);
-        if (jc && c->spec->expect_refusal)
-            json_object_set_new(jc, "refused", json_boolean(c->refused));
-        if (jc && c->skipped) /* why: the support row that names the engine's gap */
-            json_object_set_new(jc, "skipped", json_string(c->skipped));
-        /* each front end's status and message, when one of them failed */
-        for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
-            json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
-                                json_pack("{s:s,s:s}", "status",
-                                          fattn_status_name(c->side_status[k]), "message",
-                                          c->side_error[k]));
-        json_array_append_new(jcases, jc);
-    }
-    return jcases;
 }
 
 /* The JSON report (schema fattn-verify/1); 0, or -1 after a message. */
 static int write_json(const char *path, const fattn_cmd_verify_env *v,
-                      const fattn_verify_result *r, int rc, size_t routed)
+                      const fattn_verify_result *r, int rc, size_t routed,
+                      const fattn_contrast *contrast)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
                              "schema", "fattn-verify/1", "engine", v->backend_name,
                              "platform_key", v->goldens.key, "goldens", v->goldens.path,
-                             "cases", json_cases(r), "summary", "cases",
+                             "cases", fattn_cmd_verify_json_cases(r), "summary", "cases",
                              (json_int_t)r->n_cases, "tensors", (json_int_t)r->n_tensors,
                              "skipped", (json_int_t)r->n_skip, "different_cases",
                              (json_int_t)r->n_diff, "errors", (json_int_t)r->n_err,
@@ -379,6 +293,13 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
                              rc);
     if (root)
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
+    if (root)
+        json_object_set_new(root, "contrast", fattn_cmd_verify_json_contrast(contrast));
+    if (root && v->against)
+        json_object_set_new(root, "against",
+                            json_pack("{s:s,s:s,s:i,s:s}", "rev", v->against, "sha",
+                                      v->against_sha, "verify_exit", v->against_verify_exit,
+                                      "verify_verdict", v->against_verdict));
     json_t *summ = root ? json_object_get(root, "summary") : NULL;
     if (summ)
         json_object_set_new(summ, "refusals", json_integer((json_int_t)r->n_refused));
@@ -420,13 +341,27 @@ static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
  * runner with a cuDNN that has no goldens of its own is compared with the
  * CPU goldens within tolerance, and its log must say so where the verdict
  * is read (docs/verify.md, "Platform keys and goldens"). */
-static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v)
+static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v,
+                               const fattn_verify_result *r)
 {
     const fattn_verify_goldens *g = &v->goldens;
     const char *base = strrchr(g->path, '/');
     base = base ? base + 1 : g->path;
+    size_t other = 0;
+    for (size_t i = 0; i < r->n_cases; i++)
+        other += r->cases[i].other_plans;
+    const char *cbase = strrchr(g->cpu_path, '/');
+    cbase = cbase ? cbase + 1 : g->cpu_path;
     if (g->exact)
         fprintf(f, "goldens: bitwise against %s (this platform's key)\n", base);
+    else if (g->identity && !other)
+        fprintf(f, "goldens: bitwise against %s (no goldens for platform key %s; the same "
+                "engine identity: %s, the same plans)\n", base, g->key, g->identity_text);
+    else if (g->identity)
+        fprintf(f, "goldens: bitwise against %s (no goldens for platform key %s; the same "
+                "engine identity: %s) where a case ran the same plans; %zu case%s ran other "
+                "plans: %s\n", base, g->key, g->identity_text, other, cli_s(other),
+                g->cpu_tree ? "within tolerance against the CPU goldens" : "without goldens");
     else if (g->tolerance)
         fprintf(f, "goldens: within tolerance against %s (no goldens for platform key %s; "
                 "fattn golden --backend %s makes them)\n", base, g->key, v->backend_name);
@@ -438,7 +373,15 @@ static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v)
 int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
 {
     print_summary(f, r);
-    print_goldens_line(f, v);
+    fattn_contrast contrast;
+    fattn_cmd_verify_contrast(r, &contrast);
+    if (contrast.text[0])
+        fprintf(f, "%s\n", contrast.text);
+    if (r->first_bad)
+        fattn_cmd_verify_print_first(f, r->first_bad);
+    print_goldens_line(f, v, r);
+    if (v->against)
+        fattn_cmd_verify_against_print(f, v);
     if (r->first_bad)
         print_repro(f, v, r->first_bad);
     size_t routed = dpa_routed_count(v);
@@ -450,7 +393,11 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
         fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
                 r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
     int rc = fattn_cmd_verify_exit(r, v->strict);
-    if (v->json && write_json(v->json, v, r, rc, routed) != 0)
+    /* --against: the other revision's own verify counts too */
+    if (v->against && v->against_verify_exit > rc)
+        rc = v->against_verify_exit <= FATTN_EXIT_ERROR ? v->against_verify_exit
+                                                        : FATTN_EXIT_ERROR;
+    if (v->json && write_json(v->json, v, r, rc, routed, &contrast) != 0)
         rc = FATTN_EXIT_ERROR;
     if (v->junit && fattn_cmd_verify_write_junit(v->junit, v, r) != 0)
         rc = FATTN_EXIT_ERROR;
@@ -489,6 +436,10 @@ int fattn_cmd_verify(int argc, char **argv)
         return rc;
     if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
         return rc;
+    if (v.against && (rc = fattn_cmd_verify_against_prepare(&v)) != FATTN_EXIT_OK) {
+        fattn_cmd_verify_close(&v);
+        return rc;
+    }
     /* nor the goldens, known once they are opened */
     if ((rc = check_outputs(&v, v.goldens.exact || v.goldens.tolerance ? v.goldens.path
                                                                         : NULL)) !=
@@ -526,9 +477,10 @@ static const char golden_help[] =
     "--te-rules (default: the newest): the release the root attribute te_rules and each case's\n"
     "prov_te_route name (as fattn run records them). --progress (the default when stderr\n"
     "is a terminal) prints `[17/63] CASE... ok` on stderr as each case is checked.\n"
-    "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty)\n"
-    "refuses (exit 2), as the goldens would name a revision that does not hold the code\n"
-    "that made them; --allow-dirty writes them anyway (scratch goldens, not for committing).\n";
+    "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty), or\n"
+    "whose revision is unknown (built without git or outside a checkout), refuses (exit 2),\n"
+    "as the goldens would name no revision that holds the code that made them;\n"
+    "--allow-dirty writes them anyway (scratch goldens, not for committing).\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -716,6 +668,11 @@ static int golden_check_clean(bool allow_dirty)
 {
     const char *rev = golden_git_rev();
     size_t n = strlen(rev);
+    if (!allow_dirty && (!strcmp(rev, "unknown") || !rev[0]))
+        return cli_fail("golden", "fattn's git revision is unknown (built without git, or not "
+                        "from a git checkout): goldens would name no revision; build from a "
+                        "checkout with git installed, or pass --allow-dirty for goldens not to "
+                        "be committed");
     if (allow_dirty || n < 6 || strcmp(rev + n - 6, "-dirty") != 0)
         return FATTN_EXIT_OK;
     return cli_fail("golden", "fattn was built from a tree with uncommitted changes (git_rev %s):"

@@ -16,6 +16,7 @@ typedef struct fattn_cmd_verify_env {
     const char *cases, *filter, *backend, *fixtures, *json;
     const char *keyword; /* -k SUBSTRING */
     const char *junit;   /* --junit FILE */
+    const char *against; /* --against [REPO@]REV (cmd_verify_against.c) */
     bool strict;
     unsigned te_rules;          /* --te-rules: FATTN_TE_RULES_* bit */
     bool progress;  /* --progress, or stderr a terminal */
@@ -35,6 +36,12 @@ typedef struct fattn_cmd_verify_env {
     bool forced;                /* deterministic backward forced (cuDNN) */
     fattn_verify_goldens goldens;
     bool opened;
+    /* --against: where REV was built, which revision, its own verify */
+    char against_dir[1024];
+    bool against_keep;          /* a step failed: its log stays */
+    char against_sha[64], against_short[16];
+    int against_verify_exit;
+    char against_verdict[512];
 } fattn_cmd_verify_env;
 
 /* Parse verify's arguments (argv[0] is "verify"). *done: --help was
@@ -72,6 +79,25 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
  * message (cmd_verify_junit.c). */
 int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
                                  const fattn_verify_result *r);
+/* What a case says (cmd_verify_text.c): its table result ("ok",
+ * "DIFFERENT (n): <earliest cause>", ...); under the verdict, the first
+ * failing case's cause and differences in run order; the JSON report's
+ * cases; a failing side's status and message. */
+void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size_t n);
+void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b);
+struct json_t;
+struct json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r);
+void fattn_cmd_verify_sides_text(const fattn_verify_case *c, char *buf, size_t n);
+/* The cross-case contrast of a run (harness/check/contrast.h) and its JSON. */
+struct fattn_contrast;
+void fattn_cmd_verify_contrast(const fattn_verify_result *r, struct fattn_contrast *out);
+struct json_t *fattn_cmd_verify_json_contrast(const struct fattn_contrast *c);
+/* --against (cmd_verify_against.c): build REV, run it and load its run
+ * files into v->goldens.against (an exit code, 2 after a message); its
+ * line under the verdict; the trees and the directory freed. */
+int fattn_cmd_verify_against_prepare(fattn_cmd_verify_env *v);
+void fattn_cmd_verify_against_print(FILE *f, const fattn_cmd_verify_env *v);
+void fattn_cmd_verify_against_free(fattn_cmd_verify_env *v);
 /* Verify's exit code for a result (docs/verify.md). */
 int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
 

@@ -49,6 +49,7 @@ void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
 {
     if (!v->opened)
         return;
+    fattn_cmd_verify_against_free(v);
     fattn_verify_goldens_free(&v->goldens);
     cli_engine_close(v->e);
     cli_matrix_free(&v->m);

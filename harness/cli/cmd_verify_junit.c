@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cause.h"
 #include "cli.h"
 #include "cmd_verify.h"
 #include "compare.h"
@@ -20,36 +21,47 @@ static void junit_open(FILE *f, const char *id, const char *name)
     fputs("\">\n", f);
 }
 
-/* One check of a case as a testcase: a failure with its first differences
- * (those the case kept, FATTN_COMPARE_MAX_REPORTED at most) when it found
- * any. */
+/* The differences a failure lists; the rest are counted. */
+#define JUNIT_LISTED 200
+
+/* One check of a case as a testcase: a failure whose message is the
+ * check's earliest cause (cause.h) and whose text lists its differences in
+ * run order, with attribute values, when it found any. */
 static void junit_check(FILE *f, const fattn_verify_case *c, size_t k)
 {
     const char *check = c->checks[k].name;
-    size_t n = c->checks[k].differences, len = strlen(check);
+    size_t n = c->checks[k].differences;
     junit_open(f, c->spec->id, check);
     if (n) {
+        char cause[1400];
+        fattn_verify_check_cause_text(c, (int)k, cause, sizeof cause);
         fprintf(f, "      <failure type=\"different\" message=\"");
-        bool first = true;
-        for (size_t d = 0; d < c->cmp.differences && d < FATTN_COMPARE_MAX_REPORTED; d++) {
-            const char *p = c->cmp.paths[d]; /* "check: path" */
-            if (strncmp(p, check, len) != 0 || strncmp(p + len, ": ", 2) != 0)
+        if (cause[0])
+            fattn_escape_markup(f, cause, FATTN_MARKUP_XML);
+        else
+            fprintf(f, "%s: %zu difference%s", check, n, cli_s(n));
+        fprintf(f, "\">%zu difference%s", n, cli_s(n));
+        size_t *idx = c->n_diffs ? malloc(c->n_diffs * sizeof *idx) : NULL;
+        size_t listed = 0, of_check = 0;
+        if (idx)
+            fattn_verify_diff_order(c, idx);
+        for (size_t d = 0; idx && d < c->n_diffs; d++) {
+            const fattn_verify_diff *x = &c->diffs[idx[d]];
+            if ((size_t)x->check != k)
                 continue;
-            if (first) {
-                fattn_escape_markup(f, p, FATTN_MARKUP_XML);
-                fputs(" ", f);
-                fattn_escape_markup(f, c->cmp.why[d], FATTN_MARKUP_XML);
-                fprintf(f, "\">%zu difference%s", n, cli_s(n));
-                first = false;
-            }
+            if (of_check++ >= JUNIT_LISTED)
+                continue;
+            char t[1400];
+            fattn_verify_diff_text(c, x, t, sizeof t);
             fputs("\n", f);
-            fattn_escape_markup(f, p, FATTN_MARKUP_XML);
+            fattn_escape_markup(f, check, FATTN_MARKUP_XML);
             fputs(": ", f);
-            fattn_escape_markup(f, c->cmp.why[d], FATTN_MARKUP_XML);
+            fattn_escape_markup(f, t, FATTN_MARKUP_XML);
+            listed++;
         }
-        if (first) /* its differences came after the ones kept */
-            fprintf(f, "%s: %zu difference%s\">%zu difference%s (not among the first %d kept)",
-                    check, n, cli_s(n), n, cli_s(n), FATTN_COMPARE_MAX_REPORTED);
+        if (listed < n)
+            fprintf(f, "\n... and %zu more", n - listed);
+        free(idx);
         fputs("</failure>\n", f);
     }
     fputs("    </testcase>\n", f);

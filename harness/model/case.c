@@ -1,6 +1,7 @@
 /* The resolved model of a case (case.h): everything the harness derives
  * from a spec before any tensor exists. The rules are inputs.h's. */
 #include "case.h"
+#include "case_features.h"
 
 #include <assert.h>
 #include <jansson.h>
@@ -348,6 +349,14 @@ static json_t *case_json(const fattn_spec *s, char *raw[RAW_SLOTS], char num[][3
         c.padding ? int_array(c.cu_seqlens_q_padded, b + 1) : json_null(), "cu_seqlens_kv_padded",
         c.padding ? int_array(c.cu_seqlens_kv_padded, b + 1) : json_null(), "tensors",
         tensors_json(&c.t));
+    /* what the cross-case contrast compares cases by (features.h) */
+    fattn_case_features f;
+    fattn_case_features_of(&c, &f);
+    json_t *jf = o ? json_object() : NULL;
+    for (int k = 0; jf && k < FATTN_FEATURE_COUNT; k++)
+        json_object_set_new(jf, fattn_feature_name((fattn_feature)k), json_string(f.v[k]));
+    if (jf)
+        json_object_set_new(o, "features", jf);
     fattn_case_free(&c);
     return o;
 }

@@ -20,8 +20,12 @@ fattn_status fattn_case_run_init(fattn_case_run *r, const fattn_spec *spec, cons
     r->ops = fattn_fe_get(opts->impl);
     if (!r->ops)
         return fattn_error(FATTN_E_INVALID_ARG, "no front end %d", (int)opts->impl);
+    /* the front end gets the engine through the call log */
+    fattn_status st = fattn_call_log_open(opts->engine, &r->calls);
+    if (st != FATTN_OK)
+        return st;
     r->env = (fattn_fe_env){.spec = spec, .in = &r->in, .gen = &r->gen, /* a schedule repoints it */
-                            .engine = opts->engine, .poison = opts->poison,
+                            .engine = fattn_call_log_engine(r->calls), .poison = opts->poison,
                             .via_wrapper = opts->via_wrapper};
     return FATTN_OK;
 }
@@ -34,6 +38,59 @@ void fattn_case_run_free(fattn_case_run *r)
     if (r->own_inputs)
         fattn_inputs_free(&r->in);
     r->own_inputs = false;
+    fattn_call_log_free(r->calls);
+    r->calls = NULL;
+}
+
+#define NAME_INPUT(name) fattn_call_names_add(n, "inputs/", #name, &r->in.name);
+
+static void names_inputs(const fattn_case_run *r, fattn_call_names *n)
+{
+    CASE_INPUTS(NAME_INPUT)
+}
+
+static void names_forward(const fattn_case_run *r, fattn_call_names *n)
+{
+    fattn_call_names_add(n, "forward/", "out", &r->fwd_t[0]);
+    fattn_call_names_add(n, "forward/", "max_logit", &r->fwd_t[1]);
+    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+        fattn_call_names_add(n, "forward/aux/",
+                             fattn_saved_name((fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i)),
+                             &r->fwd_t[2 + i]);
+}
+
+static void names_saved(const fattn_case_run *r, fattn_call_names *n)
+{
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        fattn_call_names_add(n, "save_ctx/", fattn_saved_name((fattn_saved_slot)i),
+                             &r->saved_t[i]);
+}
+
+/* A forward call's tensors are named by the inputs, then the forward's
+ * outputs and the saved slots; a backward call's by the saved slots first
+ * (what the backward reads), then the inputs (d_out), the forward's
+ * outputs and the grads. */
+fattn_status fattn_case_run_write_calls(fattn_case_run *r, fattn_call_dir dir)
+{
+    static const char *const grads[5] = {"dq", "dk", "dv", "d_bias", "d_softmax_offset"};
+    fattn_call_names *n = malloc(sizeof *n);
+    if (!n)
+        return fattn_error(FATTN_E_NOMEM, "case %s: out of memory", r->spec->id);
+    n->n = 0;
+    if (dir == FATTN_CALL_FORWARD) {
+        names_inputs(r, n);
+        names_forward(r, n);
+        names_saved(r, n);
+    } else {
+        names_saved(r, n);
+        names_inputs(r, n);
+        names_forward(r, n);
+        for (int i = 0; i < 5; i++)
+            fattn_call_names_add(n, "backward/", grads[i], &r->grads_t[i]);
+    }
+    fattn_status st = fattn_call_log_write(r->calls, dir, n, r->node);
+    free(n);
+    return st;
 }
 
 static fattn_status step(fattn_case_run *r, fattn_state to)
@@ -171,6 +228,11 @@ fattn_status fattn_case_run_forward(fattn_case_run *r)
         st = r->ops->forward(r->fe, &res);
     if (st == FATTN_OK)
         st = record_forward(r, &res, &g);
+    if (st == FATTN_OK) {
+        r->fwd_t[0] = res.out;
+        r->fwd_t[1] = res.max_logit;
+        memcpy(r->fwd_t + 2, res.aux, sizeof res.aux);
+    }
     if (st == FATTN_OK)
         st = record_returned(r, &res);
     if (st == FATTN_OK)
@@ -210,7 +272,13 @@ fattn_status fattn_case_run_save_ctx(fattn_case_run *r)
     if (st == FATTN_OK)
         st = record_saved(r, &res, g);
     if (st == FATTN_OK)
+        memcpy(r->saved_t, res.t, sizeof res.t);
+    if (st == FATTN_OK)
         st = observe_private(r, FATTN_STATE_SAVE_CTX, g);
+    /* the forward's engine calls, once the saved slots can name them (an
+     * FP8 forward hands the engine the quantised copies it saves) */
+    if (st == FATTN_OK)
+        st = fattn_case_run_write_calls(r, FATTN_CALL_FORWARD);
     return st;
 }
 
@@ -305,10 +373,22 @@ fattn_status fattn_case_run_backward(fattn_case_run *r, const fattn_tensor *d_ou
         st = fattn_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
     if (st == FATTN_OK && res.dQKV_quantizer)
         st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
+    /* which cuDNN engine config ran: provenance, never counted by diff */
+    if (st == FATTN_OK && fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG))
+        st = fattn_h5_node_set_string(g, "prov_engine_tag",
+                                      fattn_engine_last_report(r->opts->engine).tag);
     if (st == FATTN_OK)
         st = observe_private(r, FATTN_STATE_BACKWARD, g);
+    if (st == FATTN_OK) {
+        const fattn_tensor grads[5] = {res.dq, res.dk, res.dv, res.d_bias,
+                                       res.d_softmax_offset};
+        memcpy(r->grads_t, grads, sizeof grads);
+        st = fattn_case_run_write_calls(r, FATTN_CALL_BACKWARD);
+    }
     if (st == FATTN_OK && r->opts->backward_again)
         st = backward_again(r, d_out, g);
+    /* what a second backward handed the engine is not the run's */
+    fattn_call_log_discard(r->calls, FATTN_CALL_BACKWARD);
     return st;
 }
 

@@ -7,6 +7,7 @@
 #ifndef FATTN_HARNESS_CASE_RUN_H
 #define FATTN_HARNESS_CASE_RUN_H
 
+#include "engine_call.h"
 #include "fe.h"
 #include "h5io.h"
 #include "inputs.h"
@@ -29,6 +30,14 @@ typedef struct fattn_case_run {
     fattn_rng_gen gen;       /* the run's generator (env.gen: it, or a schedule's) */
     fattn_h5_node *node;     /* the group states are recorded into: /cases/<id>, or a
                               * schedule step's /cases/<id>/steps/<k> */
+    /* the engine calls the front end makes (engine_call.h), written into
+     * node as engine_call/, and what their tensors are named by: the
+     * forward's outputs, the saved slots and the grads as the front end
+     * handed them over (views it owns) */
+    fattn_call_log *calls;
+    fattn_tensor fwd_t[2 + FATTN_SAVED_NAUX];
+    fattn_tensor saved_t[FATTN_SAVED_COUNT];
+    fattn_tensor grads_t[5];
 } fattn_case_run;
 
 /* Set up a run of opts->impl for `spec` (nothing started: the front end's
@@ -50,6 +59,10 @@ fattn_status fattn_case_run_save_ctx(fattn_case_run *r);
  * run stays at SAVE_CTX): a schedule's record at the backward's step. */
 fattn_status fattn_case_run_saved(fattn_case_run *r);
 fattn_status fattn_case_run_backward(fattn_case_run *r, const fattn_tensor *d_out);
+/* Write the calls of `dir` the front end made under r->node/engine_call/,
+ * their tensors named by the recorded ones they are (save_ctx and backward
+ * do it themselves; a run that stops after the forward calls it). */
+fattn_status fattn_case_run_write_calls(fattn_case_run *r, fattn_call_dir dir);
 /* inputs/_impl@<input>: each input's fingerprint now. */
 fattn_status fattn_case_run_inputs_after(fattn_case_run *r);
 /* A case group with its canonical spec. */

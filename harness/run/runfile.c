@@ -12,6 +12,7 @@
 
 #include "case.h"
 #include "ctx_fields.h"
+#include "engine_call.h"
 #include "isolate.h"
 #include "runfile.h"
 #include "saved_slots.h"
@@ -373,13 +374,65 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
     return FATTN_OK;
 }
 
+/* engine_call/ (engine_call.h): groups of attributes only, one per call,
+ * named <direction>[.<k>], each direction's calls numbered from its first
+ * without a gap and made by a state that is recorded (the backward's by
+ * backward/, the forward's by forward/). */
+static fattn_status check_engine_calls(const char *path, const char *id, const fattn_h5_node *c,
+                                       const fattn_h5_node *ec)
+{
+    if (ec->is_dataset)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s is a dataset where a group "
+                           "belongs", path, id, ec->name);
+    for (size_t i = 0; i < ec->n_children; i++) {
+        const fattn_h5_node *g = ec->children[i];
+        int dir = -1;
+        unsigned long k = 1;
+        for (int d = 0; d < 2 && dir < 0; d++) {
+            const char *dn = fattn_call_dir_name((fattn_call_dir)d);
+            size_t n = strlen(dn);
+            char *end = NULL;
+            if (!strcmp(g->name, dn))
+                dir = d;
+            else if (!strncmp(g->name, dn, n) && g->name[n] == '.' && g->name[n + 1] >= '2' &&
+                     g->name[n + 1] <= '9' && (k = strtoul(g->name + n + 1, &end, 10)) >= 2 &&
+                     end && !*end)
+                dir = d;
+        }
+        if (dir < 0 || g->is_dataset || g->n_children)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s: unknown object (the "
+                               "schema has forward[.N] and backward[.N] groups of attributes "
+                               "there)", path, id, ec->name, g->name);
+        const char *dn = fattn_call_dir_name((fattn_call_dir)dir);
+        char prev[32];
+        if (k == 2)
+            snprintf(prev, sizeof prev, "%s", dn);
+        else
+            snprintf(prev, sizeof prev, "%s.%lu", dn, k - 1);
+        if (k >= 2 && !fattn_h5_node_find(ec, prev))
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s recorded without %s",
+                               path, id, ec->name, g->name, prev);
+        if (!fattn_h5_node_find(c, dn))
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s recorded without the "
+                               "state %s", path, id, ec->name, g->name, dn);
+    }
+    return FATTN_OK;
+}
+
 /* The structure of a case that is not skipped: its states form a prefix
- * of inputs -> forward -> save_ctx -> backward, each a group. */
+ * of inputs -> forward -> save_ctx -> backward, each a group, and its
+ * engine calls are those of recorded states. */
 static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
+        if (!strcmp(ch->name, FATTN_ENGINE_CALL_GROUP)) {
+            fattn_status st = check_engine_calls(path, c->name, c, ch);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
             fattn_status st = fattn_runfile_check_ranks(path, s, ch);
             if (st != FATTN_OK)
@@ -474,6 +527,12 @@ static fattn_status check_step_children(const char *path, const char *id, const 
                                         const char *const *want, int required)
 {
     for (size_t i = 0; i < g->n_children; i++) {
+        if (!strcmp(g->children[i]->name, FATTN_ENGINE_CALL_GROUP)) {
+            fattn_status st = check_engine_calls(path, id, g, g->children[i]);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         bool known = false;
         for (int k = 0; want[k]; k++)
             known = known || !strcmp(want[k], g->children[i]->name);

@@ -67,6 +67,8 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
         st = fattn_case_run_forward(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_SAVE_CTX)
         st = fattn_case_run_save_ctx(&r);
+    else if (st == FATTN_OK && opts->until == FATTN_STATE_FORWARD)
+        st = fattn_case_run_write_calls(&r, FATTN_CALL_FORWARD);
     /* Inference cases, and forwards under no_grad / inference_mode, have no
      * backward group (TE saves the ctx either way). */
     if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && fattn_spec_has_backward(spec))
@@ -114,11 +116,17 @@ static fattn_status replay_resume(fattn_case_run *r, const fattn_h5_node *record
             st = fattn_h5_node_copy(g, r->node, NULL);
     }
     r->state = from;
+    /* the recorded forward's engine calls: its state is copied, not rerun */
+    if (st == FATTN_OK)
+        st = fattn_call_copy(recorded, FATTN_CALL_FORWARD, r->node);
     if (st != FATTN_OK)
         return st;
     fattn_case_run_load_inputs(r, fattn_h5_node_find(recorded, "inputs"));
     if (from == FATTN_STATE_SAVE_CTX) {
         const fattn_h5_node *sc = fattn_h5_node_find(recorded, "save_ctx");
+        /* the backward reads the recorded slots as views (load_save_ctx) */
+        for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+            r->saved_t[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
         fattn_ctx_record rec;
         if ((st = fattn_ctx_record_read(sc, &rec)) == FATTN_OK && (st = fattn_case_run_fe_start(r)) == FATTN_OK)
             st = r->ops->load_save_ctx(r->fe, sc, &rec);

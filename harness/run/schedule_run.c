@@ -117,6 +117,11 @@ static fattn_status run_state(sched_run *r, micro_batch *b, fattn_h5_node *g, fa
 static fattn_status mb_forward(sched_run *r, micro_batch *b)
 {
     fattn_status st = run_state(r, b, b->fnode, FATTN_STATE_FORWARD);
+    /* at --until forward the forward's engine calls are written here, as the
+     * runner writes them; save_ctx, which writes them otherwise, then runs
+     * into scratch */
+    if (st == FATTN_OK && r->opts->until == FATTN_STATE_FORWARD)
+        st = fattn_case_run_write_calls(&b->run, FATTN_CALL_FORWARD);
     return st != FATTN_OK ? st : run_state(r, b, b->fnode, FATTN_STATE_SAVE_CTX);
 }
 
@@ -328,6 +333,10 @@ static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const 
     fattn_ctx_record rec_ctx;
     if (st == FATTN_OK) {
         fattn_case_run_load_inputs(&b->run, fin);
+        /* the backward reads the recorded slots as views: its engine
+         * call's tensors are named by them */
+        for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+            b->run.saved_t[i] = fattn_fe_node_tensor(sc_g, fattn_saved_name((fattn_saved_slot)i));
         b->run.state = FATTN_STATE_SAVE_CTX;
         p->r.state = FATTN_STATE_SAVE_CTX;
         if ((st = fattn_ctx_record_read(sc_g, &rec_ctx)) == FATTN_OK &&

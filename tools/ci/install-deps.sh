@@ -2,13 +2,20 @@
 # Install every build, test and GPU-script dependency of fattn from Debian.
 # Idempotent: packages already present are left alone and apt is not touched.
 # Runs as root (CI, containers) or through sudo when available.
+# --main: only what building fattn and its main job (fattn verify) need:
+# no test tools, no browser (the report test's Chromium comes with the rest).
 set -eu
 
-PKGS="build-essential pkg-config meson ninja-build
-libhdf5-dev hdf5-tools check libsubunit-dev
-librandom123-dev libjansson-dev libxxhash-dev
+MAIN="build-essential pkg-config meson ninja-build git
+libhdf5-dev librandom123-dev libjansson-dev libxxhash-dev"
+TESTS="hdf5-tools check libsubunit-dev
 python3 python3-h5py python3-numpy
 chromium"
+case "${1:-}" in
+    --main) PKGS=$MAIN ;;
+    "") PKGS="$MAIN $TESTS" ;;
+    *) echo "install-deps: unknown argument '$1' (--main installs only what the build and fattn verify need)" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do

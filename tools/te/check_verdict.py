@@ -27,7 +27,7 @@ def perturbed(fattn, src, case, factor, out):
 def verdict(fattn, a, b, io_dtypes):
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = verify._verdict(fattn, "A", a, "B", b, io_dtypes)
+        rc = verify._verdict(fattn, "A", a, "B", b, io_dtypes)["exit"]
     return rc, buf.getvalue()
 
 

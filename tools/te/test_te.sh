@@ -27,7 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 counted() { # the paths of a fattn diff's counted differences, one a line
-    grep -oE '^(different|missing in [AB]|structure): [^ ]+' "$1" | sed 's/^[^/]*//'
+    grep -oE '^(different|missing in [AB]|structure|value): [^ ]+' "$1" | sed 's/^[^/]*//; s/:$//'
 }
 check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
@@ -46,9 +46,9 @@ cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
 n=$("$fattn" cases | wc -l) # the default matrix, every case of it
 check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) ('"$n"' cases' "$work/verdict")"
-check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) ('"$n"' cases' "$work/verdict")"
-check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) ('"$n"' cases' "$work/verdict")"
-check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (21 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (21 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 21 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 21 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (26 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
 check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 122 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
@@ -56,7 +56,7 @@ check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep
 # it; nothing else differs between the two releases
 "$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
 check "TE ${te_legacy} -> TE ${te_split}: only refuse.fp8.max_logit differs (${te_split} runs it)" \
-    "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
+    "26 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
 check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 13 refused by TE too$\|^te-'"$te_split"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
 check "TE ${te_legacy}'s own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
 import json, sys
@@ -93,17 +93,21 @@ for pair in "fattn-legacy $work/v/fattn-legacy.h5 $work/v/te1.h5" \
             "fattn-split $work/v/fattn-split.h5 $work/v/te2.h5"; do
     set -- $pair
     "$fattn" diff "$2" "$3" >"$work/diff" 2>&1
-    got=$(counted "$work/diff" | grep -v '^/cases/refuse\.fp8\.max_logit[/@]' | sort | tr '\n' ' ')
-    check "$1 vs TE: only the padded max_logit and FP8 NaN-payload findings" \
-        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit " "$got"
+    got=$(counted "$work/diff" | grep -v '^/cases/refuse\.fp8\.max_logit[/@]' | LC_ALL=C sort | tr '\n' ' ')
+    check "$1 vs TE: only the padded max_logit, FP8 NaN-payload, module page-table and InferenceParams cu_seqlens findings" \
+        "/cases/fp8.ds.bshd.padding_causal/backward/dk /cases/fp8.ds.bshd.padding_causal/backward/dq /cases/fp8.ds.bshd.padding_causal/backward/dv /cases/fp8.ds.bshd.padding_causal/forward/out /cases/max_logit.padding.short_seqlens.bf16/forward/max_logit /cases/max_logit.padding_causal.short_seqlens.f16/forward/max_logit /cases/paged.bshd_bshd_bshd.decode.gqa.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.decode.page1.bf16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.padding.poisoned.f16/engine_call/forward@page_table_v /cases/paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16/engine_call/forward@page_table_v /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.bshd_bshd_bshd.decode.mqa.f16/engine_call/forward@page_table_v /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.bshd_bshd_bshd.prefill.gqa.bf16/engine_call/forward@page_table_v /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@cu_seqlens_kv_padded /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@cu_seqlens_q_padded /cases/paged.mbs.sbhd_bshd_bshd.decode.bf16/engine_call/forward@page_table_v /cases/paged.sbhd_bshd_bshd.prefill.f16/engine_call/forward@page_table_v /cases/paged.sbhd_sbhd_sbhd.prefill.gqa.f16/engine_call/forward@page_table_v " "$got"
     "$fattn" diff "$2" "$3" --only '/cases/fp8.ds.bshd.padding_causal/*' >"$work/diff" 2>&1
     check "$1 vs TE: the FP8 differences are NaN payloads only" 4 \
         "$(grep -c 'sign flips 0, class changes 0, NaN payloads' "$work/diff")"
 done
 check "verify lists the two documented paths under each fattn pair" 4 \
     "$(grep -c '^  documented: /cases/max_logit.padding.*/forward/max_logit  different: 2 of 2 elements, 2 NaN/Inf vs finite: max_logit with a padding mask' "$work/verdict")"
-check "verify lists the four FP8 NaN-payload paths under each fattn pair" 8 \
-    "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal/[a-z]*/[a-z]*  different: [0-9]* of 8192 elements, NaN payloads only: NaN payloads of the rows' "$work/verdict")"
+check "verify lists the nine module page-table paths under each fattn pair" 18 \
+    "$(grep -c '^  documented: /cases/paged\.[a-z0-9_.]*/engine_call/forward@page_table_v  value: .*: FusedAttention hands fused_attn_fwd one page table for K and V' "$work/verdict")"
+check "verify lists the four FP8 NaN-payload paths under each fattn pair, on one line" 2 \
+    "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal  4 paths (backward/dk, backward/dq, backward/dv, forward/out): NaN payloads of the rows' "$work/verdict")"
+check "verify lists the InferenceParams cu_seqlens paths, one line per case" 6 \
+    "$(grep -c '^  documented: /cases/paged\.mbs\.[a-z0-9_.]*  2 paths (engine_call/forward@cu_seqlens_kv_padded, engine_call/forward@cu_seqlens_q_padded): FusedAttention hands InferenceParams. cu_seqlens as the padded ones' "$work/verdict")"
 
 # DEVIATIONS matches narrowly, each entry only with its exact signature
 # (tools/te/check_documented.py says how)
@@ -207,14 +211,15 @@ except bridge.BridgeError as e:
 ' 2>&1)
 check "bridge checks libfattn's struct layout" refused "$got"
 
-# 7. a source tree: impl is te-<git describe>
+# 7. a source tree: impl is te-<its VERSION.txt, else source>+<short revision>
 mkdir -p "$work/src"
 cp -R "$env_dir/te/${te_split}/transformer_engine" "$work/src/"
 (cd "$work/src" && git init -q && git add -A && git -c user.name=t -c user.email=t@t \
     commit -qm tree && git tag v"$te_split"-local) >/dev/null 2>&1
 "$here/fattn-te" run --te "$work/src" --filter 'layout.sb3hd*' -o "$work/s.h5" >/dev/null 2>&1
 check "--te on a git tree runs" 0 $?
-check "impl te-<git describe>" te-v"$te_split"-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
+srcrev=$(git -C "$work/src" rev-parse --short HEAD)
+check "impl te-source+<short revision> (no VERSION.txt; git describe's tag is not the label)" "te-source+$srcrev" "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
 "$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
 check "the git tree's states equal the wheel's" 0 $?
 "$here/fattn-te" run --te "$work/src" --filter 'fp8.cs.*' -o "$work/s8.h5" >/dev/null 2>&1
@@ -233,7 +238,7 @@ sed -i "${line}s/args.dP_quantizer,/args.dO_quantizer,/" \
     "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py"
 "$here/fattn-te" verify --te "$te_split" --te "$work/src" --filter 'fp8.ds.bshd' >"$work/mut" 2>&1
 check "the FP8 bug makes verify exit 1" 1 $?
-check "the first verdict is no" 1 "$(grep -c '^te-'"$te_split"' -> te-v'"$te_split"'-local-dirty: behavior-neutral: no' "$work/mut")"
+check "the first verdict is no" 1 "$(grep -c '^te-'"$te_split"' -> te-source+'"$srcrev"'-dirty: behavior-neutral: no' "$work/mut")"
 check "it names the case and the quantizer (under the TE pair and the split pair)" 2 "$(grep -c '^  /cases/fp8.ds.bshd/backward@dP_quantizer  ' "$work/mut")"
 
 # 8. byte-reproducible with SOURCE_DATE_EPOCH, whatever the output path
@@ -373,7 +378,7 @@ mutant gradmode "$B" '^                is_training=self\.training,$' \
     '                is_training=torch.is_grad_enabled(),'
 moderun gradmode 'mode.train.*'
 check "grad-mode is_training bug: the training forwards under no_grad and inference_mode lose their dropout" \
-    "/cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
+    "/cases/mode.train.inference_mode.dropout.causal.bf16/engine_call/forward@is_training /cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/engine_call/forward@is_training /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
     "$(counted "$work/gradmode.diff" | sort | tr '\n' ' ')"
 # FusedAttention no longer cuts InferenceParams' cu_seqlens_kv to b + 1 (:2434)
 mutant trim "$B" '^            cu_seqlens_kv = cu_seqlens_kv\[: batch_size \+ 1\]$' \
@@ -423,6 +428,53 @@ from fattn_te import cli
 cli.use_library_of(sys.argv[1]); print(os.environ["FATTN_LIB"])' "$fattn" 2>&1)
 check "libfattn from \$FATTN's build" "$(cd "$(dirname "$fattn")/.." && pwd -P)/lib/libfattn.so" "$got"
 
-# 12. no temporary folder outlived any run above
+# 12. for CI: a TE checkout at two revisions (PATH@REV: exported, labelled
+# by VERSION.txt and the short revision), the later one with a one-line bug
+# in the backward's engine call; --json - names the engine-call argument
+# with both values as the first cause; a second verify with --ref-cache
+# reruns neither TE; --junit parses
+mkdir -p "$work/revs/build_tools"
+cp -R "$env_dir/te/$te_split/transformer_engine" "$work/revs/"
+echo "$te_split.dev0" >"$work/revs/build_tools/VERSION.txt"
+(cd "$work/revs" && git init -q && git add -A && git -c user.name=t -c user.email=t@t \
+    commit -qm base) >/dev/null 2>&1
+"$env_dir/venv/bin/python" - "$work/revs/$B" <<'PY' || echo "not ok - the window bug not made"
+import re, sys
+src = open(sys.argv[1]).read()
+new, n = re.subn(r"(None,\n {20}args\.attn_bias_type,\n {20}args\.attn_mask_type,\n {20}"
+                 r"args\.softmax_type,\n) {20}args\.window_size,",
+                 r"\1                    (args.window_size[1], args.window_size[1]),", src, count=1)
+assert n == 1
+open(sys.argv[1], "w").write(new)
+PY
+(cd "$work/revs" && git -c user.name=t -c user.email=t@t commit -qam "window bug") >/dev/null 2>&1
+r1=$(git -C "$work/revs" rev-parse --short HEAD~1) r2=$(git -C "$work/revs" rev-parse --short HEAD)
+for run in 1 2; do
+    "$here/fattn-te" verify --te "$work/revs@HEAD~1" --te "$work/revs@HEAD" \
+        --filter 'layout.sb3hd.causal.f16' --ref-cache "$work/refs" --json - \
+        --junit "$work/revs-$run.xml" >"$work/revs-$run.json" 2>"$work/revs-$run.err"
+    check "PATH@REV window bug, run $run: exit 1" 1 $?
+done
+check "the first run ran both TEs, the second reused both" "0 2" \
+    "$(grep -c 'reused from the reference cache' "$work/revs-1.err") $(grep -c 'reused from the reference cache' "$work/revs-2.err")"
+check "PATH@REV labels and the first cause from --json" \
+    "te-$te_split.dev0+$r1 te-$te_split.dev0+$r2 engine_call/backward|engine_call/backward@window_size_left: te-$te_split.dev0+$r1 -1, te-$te_split.dev0+$r2 0|inputs,engine_call/forward,forward,save_ctx" \
+    "$(/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["pairs"][0]["failing"]["layout.sb3hd.causal.f16"]["cause"]
+print(d["te"][0]["label"], d["te"][1]["label"], "|".join([c["state"], c["first"][0], ",".join(c["equal_before"])]))
+' "$work/revs-2.json" 2>&1)"
+check "the reused run reports as the first" 1 "$(/usr/bin/python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+print(int([p["text"] for p in a["pairs"]] == [p["text"] for p in b["pairs"]]))' "$work/revs-1.json" "$work/revs-2.json" 2>&1)"
+check "--junit: the failing case's testcase names the cause" 1 "$(/usr/bin/python3 -c '
+import sys, xml.etree.ElementTree as ET
+t = ET.parse(sys.argv[1]).getroot()
+f = [c.find("failure") for c in t.iter("testcase") if c.find("failure") is not None]
+print(int(len(f) == 2 and all("engine_call/backward@window_size_left" in x.get("message") for x in f)))' "$work/revs-2.xml" 2>&1)"
+
+# 13. no temporary folder outlived any run above
 check "no temporary folders left" "" "$(ls -A "$work/tmp" | tr '\n' ' ')"
 exit $fail

@@ -9,7 +9,7 @@ import ctypes
 
 import torch
 
-from . import bridge, bridge_fp8, contract, tex_enums
+from . import bridge, bridge_fp8, contract, engine_calls, tex_enums
 from .bridge import (_TORCH, AuxPack, BridgeError, BwdParams, CppRefusal, FwdParams,
                      PhiloxGen, engine, is_float8, poisoned, view)
 
@@ -108,6 +108,19 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         t = poisoned([a.shape[d] for d in range(a.ndim)], _TORCH[a.dtype], q.device)
         owned.append(t)
         aux.t[i] = view(t)
+    # what the executing call hands the engine (as TE handed it: the host
+    # copies above are the dispatch's), the pack as the dispatch resolves
+    # it: Stats, (Max), rng_state, (Bias), (SoftmaxOffset)
+    pack = owned + [rng_dev] + ([attn_bias] if bias_type in (1, 2) else []) + (
+        [softmax_offset] if softmax_type != 0 else [])
+    engine_calls.note_fwd(p, [("q", q), ("k", k), ("v", v), ("o", out_data),
+                              ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_kv", cu_seqlens_kv),
+                              ("cu_seqlens_q_padded", cu_seqlens_q_padded),
+                              ("cu_seqlens_kv_padded", cu_seqlens_kv_padded),
+                              ("bias", attn_bias), ("softmax_offset", softmax_offset),
+                              ("page_table_k", page_table_k), ("page_table_v", page_table_v),
+                              ("rng_state", rng_dev)] +
+                          [(f"aux[{i}]", t) for i, t in enumerate(pack)], fp8)
     e.fwd(p, dev)
     if fp8 is not None:
         fp8.after()
@@ -214,6 +227,13 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     p.bottom_right_diagonal, p.deterministic = bool(bottom_right_diagonal), bool(deterministic)
     if fp8 is not None:
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
+    engine_calls.note_bwd(p, [("q", q), ("k", k), ("v", v), ("o", o),
+                              ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_kv", cu_seqlens_kv),
+                              ("cu_seqlens_q_padded", cu_seqlens_q_padded),
+                              ("cu_seqlens_kv_padded", cu_seqlens_kv_padded), ("d_o", d_o),
+                              ("dq", dq), ("dk", dk), ("dv", dv), ("d_bias", d_bias),
+                              ("d_softmax_offset", d_off)] +
+                          [(f"aux[{i}]", t) for i, t in enumerate(aux_ctx_tensors)], fp8)
     e.bwd(p, dev)
     if fp8 is not None:
         dq, dk, dv = fp8.after(dq, dk, dv)

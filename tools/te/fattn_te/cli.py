@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 
 # where.py: the names cli has always offered, used here and by its callers
-from .where import (ERROR_PREFIX, HERE, ROUTED_PREFIX, SRC, _count_datasets, env_dir,  # noqa: F401
-                    fattn_args, rf, run_fattn, te_impl, te_root, use_library_of)
+from .where import (ERROR_PREFIX, HERE, ROUTED_PREFIX, SRC, _count_datasets,  # noqa: F401
+                    check_output, env_dir, fattn_args, progress_line, progress_wanted, rf,
+                    run_fattn, te_impl, te_root, use_library_of)
 
 _T0 = time.monotonic()
 
@@ -41,7 +42,8 @@ def describe_error(e):
     return ERROR_PREFIX + blame.classify(e)[1]
 
 
-def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None):
+def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None,
+                progress=False):
     """One TE run in this process; returns (cases, tensors, errored, paths):
     errored a list of (case id, reason); paths counts the cases by path, and
     under "why" those through FusedAttnFunc.apply by reason."""
@@ -91,63 +93,11 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     root_attrs.append(("git_rev", rf.attr_value(tree, "git_rev"), None))
     out_cases, errored, paths = {}, [], {"module": 0, "function": 0}
     ntensors = 0
-    for cid, case in tree["children"]["cases"]["children"].items():
-        attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
-        if any(a[0] in ("skipped", "refused_rule") for a in attrs):
-            # fattn refused it: asked of TE where TE refuses it (refusal.py);
-            # recorded as fattn refused it unless TE runs it.
-            from fattn_te import refusal
-            _progress(f"case {cid} (refused by fattn)")
-            try:
-                children = refusal.run(backends, cid, resolved[cid], attrs, call)
-            except refusal.Mismatch as e:  # TE raised, but not the refusal
-                reason = ERROR_PREFIX + str(e)
-                errored.append((cid, reason))
-                kept = [a for a in attrs if not a[0].startswith("refused_")]
-                out_cases[cid] = {"attrs": kept + [("skipped", reason, None)], "children": {}}
-                continue
-            if children is None:
-                out_cases[cid] = {"attrs": attrs, "children": {}}
-                continue
-            attrs = [a for a in attrs if not a[0].startswith("refused_")]
-            out_cases[cid] = {"attrs": attrs, "children": children}
-            ntensors += _count_datasets({"children": children})
-            continue
-        _progress(f"case {cid}")
-        try:
-            # a schedule's steps through TE's own code (schedule.py), else one call
-            run_one = schedule.run if resolved[cid]["spec"].get("schedule") else record.run_case
-            children = run_one(backends, resolved[cid], case, call)
-        except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
-            from fattn_te import blame, dpa
-            if isinstance(e, dpa.RoutedAway):  # DPA's routing: reported, not run another way
-                routed = ROUTED_PREFIX + str(e)
-                paths.setdefault("routed", []).append((cid, str(e)))
-                out_cases[cid] = {"attrs": attrs + [("skipped", routed, None)], "children": {}}
-                continue
-            who, why = blame.classify(e)
-            if who == "tool":
-                raise blame.ToolError(cid, why) from e
-            reason = ERROR_PREFIX + why
-            errored.append((cid, reason))
-            out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
-            continue
-        p = record.case_path(resolved[cid], call)
-        paths[p] = paths.get(p, 0) + 1
-        if resolved[cid]["spec"].get("fp8"):
-            paths.setdefault("fp8", {"module": 0, "function": 0, "dpa": 0})[p] += 1
-        if p == "function":
-            from fattn_te import module
-            why = module.not_expressed(resolved[cid]) if call != "function" else "--call function"
-            paths.setdefault("why", {}).setdefault(why, 0)
-            paths["why"][why] += 1
-        if call == "dpa" and p != "dpa":
-            from fattn_te import dpa
-            why = dpa.not_through_dpa(resolved[cid])
-            paths.setdefault("why_dpa", {}).setdefault(why, 0)
-            paths["why_dpa"][why] += 1
-        out_cases[cid] = {"attrs": attrs, "children": children}
-        ntensors += _count_datasets({"children": children})
+    all_cases = tree["children"]["cases"]["children"]
+    for i, (cid, case) in enumerate(all_cases.items(), 1):
+        word = _run_case(backends, cid, case, resolved, call, out_cases, errored, paths)
+        ntensors += _count_datasets({"children": out_cases[cid]["children"]})
+        progress_line(progress, i, len(all_cases), cid, word)
     from fattn_te import refusal
     refusal.write_log()
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
@@ -157,12 +107,66 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     return len(out_cases), ntensors, errored, paths
 
 
-def check_output(path):
-    """-o is checked before any work (as fattn's commands do): its directory
-    must exist and the target must be absent or a regular file."""
-    d = rf.target_dir(path)
-    if not os.path.isdir(d):
-        raise rf.InputError(f"{path}: directory {d} does not exist")
+def _run_case(backends, cid, case, resolved, call, out_cases, errored, paths):
+    """One case into out_cases (errored and paths counted); its word for the
+    progress line."""
+    from fattn_te import record
+    attrs = [a for a in case["attrs"] if a[0] != "attrs_digest"]
+    if any(a[0] in ("skipped", "refused_rule") for a in attrs):
+        # fattn refused it: asked of TE where TE refuses it (refusal.py);
+        # recorded as fattn refused it unless TE runs it.
+        from fattn_te import refusal
+        _progress(f"case {cid} (refused by fattn)")
+        try:
+            children = refusal.run(backends, cid, resolved[cid], attrs, call)
+        except refusal.Mismatch as e:  # TE raised, but not the refusal
+            reason = ERROR_PREFIX + str(e)
+            errored.append((cid, reason))
+            kept = [a for a in attrs if not a[0].startswith("refused_")]
+            out_cases[cid] = {"attrs": kept + [("skipped", reason, None)], "children": {}}
+            return "ERROR"
+        if children is None:
+            out_cases[cid] = {"attrs": attrs, "children": {}}
+            return "refused"
+        attrs = [a for a in attrs if not a[0].startswith("refused_")]
+        out_cases[cid] = {"attrs": attrs, "children": children}
+        return "ok (fattn refuses it, TE ran it)"
+    _progress(f"case {cid}")
+    try:
+        # a schedule's steps through TE's own code (schedule.py), else one call
+        from fattn_te import schedule
+        run_one = schedule.run if resolved[cid]["spec"].get("schedule") else record.run_case
+        children = run_one(backends, resolved[cid], case, call)
+    except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
+        from fattn_te import blame, dpa
+        if isinstance(e, dpa.RoutedAway):  # DPA's routing: reported, not run another way
+            routed = ROUTED_PREFIX + str(e)
+            paths.setdefault("routed", []).append((cid, str(e)))
+            out_cases[cid] = {"attrs": attrs + [("skipped", routed, None)], "children": {}}
+            return "routed away"
+        who, why = blame.classify(e)
+        if who == "tool":
+            raise blame.ToolError(cid, why) from e
+        reason = ERROR_PREFIX + why
+        errored.append((cid, reason))
+        out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
+        return "ERROR"
+    p = record.case_path(resolved[cid], call)
+    paths[p] = paths.get(p, 0) + 1
+    if resolved[cid]["spec"].get("fp8"):
+        paths.setdefault("fp8", {"module": 0, "function": 0, "dpa": 0})[p] += 1
+    if p == "function":
+        from fattn_te import module
+        why = module.not_expressed(resolved[cid]) if call != "function" else "--call function"
+        paths.setdefault("why", {}).setdefault(why, 0)
+        paths["why"][why] += 1
+    if call == "dpa" and p != "dpa":
+        from fattn_te import dpa
+        why = dpa.not_through_dpa(resolved[cid])
+        paths.setdefault("why_dpa", {}).setdefault(why, 0)
+        paths["why_dpa"][why] += 1
+    out_cases[cid] = {"attrs": attrs, "children": children}
+    return "ok"
 
 
 def cmd_run_cp(args):
@@ -198,7 +202,8 @@ def cmd_run(args):
         root = te_root(args.te, work)
         impl = te_impl(root)
         n, m, errored, paths = cmd_run_one(root, args.backend, args.cases, args.filter, args.o,
-                                           fattn, args.call, work)
+                                           fattn, args.call, work,
+                                           progress_wanted(args.progress))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     how = (f"{paths['module']} through FusedAttention, {paths['function']} through "
@@ -242,19 +247,32 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="fattn-te")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run TE's FusedAttnFunc on every case, write a run file")
-    r.add_argument("--te", required=True, help="a TE release (setup.sh) or a directory")
+    te_help = ("a TE release (setup.sh), a wheel file, a directory holding transformer_engine/, "
+               "or PATH@REV: a git checkout of TE at a revision")
+    progress_help = ("print [17/133] CASE... ok on stderr as each case is done (the default "
+                     "when stderr is a terminal)")
+    r.add_argument("--te", required=True, help=te_help)
     r.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
     r.add_argument("--cases")
     r.add_argument("--filter")
     r.add_argument("-o", required=True)
+    r.add_argument("--progress", action="store_true", help=progress_help)
     add_call(r)
     add_cp(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
-    v.add_argument("--te", action="append", required=True)
+    v.add_argument("--te", action="append", required=True, help=te_help + " (twice: A, B)")
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
     v.add_argument("--cases")
     v.add_argument("--filter")
     v.add_argument("--keep", help="keep the run files in this directory")
+    v.add_argument("--json", help="write the report as JSON (schema fattn-te-verify/1); - for "
+                                  "stdout (the text then goes to stderr)")
+    v.add_argument("--junit", help="write JUnit XML: one testcase per case and pair; - for "
+                                   "stdout")
+    v.add_argument("--ref-cache", metavar="DIR",
+                   help="keep each TE's run file in DIR and reuse it while its TE tree, the "
+                        "fattn build and the matrix are the same")
+    v.add_argument("--progress", action="store_true", help=progress_help)
     add_call(v)
     add_cp(v)
     args = ap.parse_args(argv)

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import torch
 
-from . import blame, bridge, fp8, loader, modes
+from . import blame, bridge, engine_calls, fp8, loader, modes
 from .blame import CaseError  # noqa: F401  (record.CaseError, as callers name it)
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -189,12 +189,14 @@ def _attr(name, kind, value):
     raise AssertionError(kind)
 
 
-def save_ctx_state(backends, ctx, saved_tensors=None):
+def save_ctx_state(backends, ctx, saved_tensors=None, by_role=None):
     """save_ctx: the saved tensors by role (restored without consuming the
     ctx, with TE's own restore_from_saved) and the backward-read set, read
     from the ctx (monolith) or its backward_objects (refactor).
     saved_tensors: what the forward handed ctx.save_for_backward when
-    autograd kept none (a forward under no_grad or inference_mode)."""
+    autograd kept none (a forward under no_grad or inference_mode). by_role
+    (a list) gets (role, tensor) of each, for naming the engine calls'
+    tensors."""
     from transformer_engine.pytorch.quantized_tensor import restore_from_saved
     if saved_tensors is None:
         saved_tensors = ctx.saved_tensors
@@ -203,6 +205,8 @@ def save_ctx_state(backends, ctx, saved_tensors=None):
     children = {}
     for role, t in zip(FIXED_ROLES, saved[:12]):
         put(children, role, t)
+        if by_role is not None:
+            by_role.append((role, t))
     aux = saved[12:]
     if is_refactored(backends):
         slots = aux
@@ -220,6 +224,8 @@ def save_ctx_state(backends, ctx, saved_tensors=None):
                             f"and softmax types need {i}")
     for role, t in zip(AUX_ROLES, slots):
         put(children, role, t)
+        if by_role is not None:
+            by_role.append((role, t))
     attrs = [a for a in (_attr(n, k, getattr(src, n)) for n, k in CTX_FIELDS) if a]
     return group(attrs, children)
 
@@ -284,6 +290,7 @@ def forward_call(backends, res, inputs, gen, path="module", f8=None, mod=None):
     spec = res["spec"]
     t = build_inputs(res, inputs)
     bridge.last_forward = None
+    engine_calls.reset()
     fp8.set_env(backends, spec)
     bridge.last_inputs = None
     # the grad mode the forward runs under (modes.py); without a graph the
@@ -322,9 +329,9 @@ def forward_call(backends, res, inputs, gen, path="module", f8=None, mod=None):
                         "node below it")
     if graphless and cap.saved is None:
         raise CaseError("TE's FusedAttnFunc.forward saved nothing for backward")
-    node = forward_record(backends, res, t, gen, out, max_logit, ctx,
-                          cap.saved if graphless else None)
-    return node, (ctx, grad_root, t)
+    node, names = forward_record(backends, res, t, gen, out, max_logit, ctx,
+                                 cap.saved if graphless else None)
+    return node, (ctx, grad_root, t, names)
 
 
 def forward_record(backends, res, t, gen, out, max_logit, ctx, saved=None):
@@ -351,12 +358,13 @@ def forward_record(backends, res, t, gen, out, max_logit, ctx, saved=None):
                         f"{'it' if bridge.last_forward_max else 'none'}")
     after = 3 if max_logit is not None else 2
     rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
-    put(aux, "softmax_stats", stats)
-    put(aux, "rng_state", rng_state)
+    aux_t = [("softmax_stats", stats), ("rng_state", rng_state)]
     if spec["bias"] in ("pre_scale_bias", "post_scale_bias"):
-        put(aux, "aux_bias", rest.pop(0))
+        aux_t.append(("aux_bias", rest.pop(0)))
     if spec["softmax"] != "vanilla":
-        put(aux, "aux_softmax_offset", rest.pop(0))
+        aux_t.append(("aux_softmax_offset", rest.pop(0)))
+    for name, x in aux_t:
+        put(aux, name, x)
     fchildren = {"aux": group([], aux)}
     fattrs = [("rng_gen_offset", np.int64(gen.offset), np.dtype("int64")),
               ("rng_gen_seed", np.int64(gen.seed), np.dtype("int64"))]
@@ -368,17 +376,30 @@ def forward_record(backends, res, t, gen, out, max_logit, ctx, saved=None):
         put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
     node["forward"] = group(fattrs, fchildren)
-    node["save_ctx"] = save_ctx_state(backends, ctx, saved)
-    return node
+    saved_named = []
+    node["save_ctx"] = save_ctx_state(backends, ctx, saved, saved_named)
+    # the engine calls' tensors are named as fattn's runner names its front
+    # ends' (harness/run/case_run.c): a forward call's by the inputs, the
+    # forward's outputs, the saved slots; a backward call's (backward_call)
+    # by the saved slots, the inputs, the forward's outputs, the grads
+    names = (engine_calls.named("inputs/", recorded.items()),
+             engine_calls.named("forward/", [("out", out), ("max_logit", max_logit)]) +
+             engine_calls.named("forward/aux/", aux_t),
+             engine_calls.named("save_ctx/", saved_named))
+    ec = engine_calls.groups(names[0] + names[1] + names[2], [])
+    if ec:
+        node["engine_call"] = group([], ec)
+    return node, names
 
 
-def backward_call(backends, live):
-    """backward/: PyTorch's autograd runs TE's backward as training does (its
-    checks: the count of grads, None for a non-differentiable input, each
-    grad's shape against its input); the grads are what it hands back for
-    q, k, v, attn_bias and softmax_offset, with the amaxes an FP8 backward
-    wrote in the quantizers it was handed."""
-    ctx, grad_root, t = live
+def backward_call(backends, live, node):
+    """node's backward/ and engine_call/backward: PyTorch's autograd runs
+    TE's backward as training does (its checks: the count of grads, None
+    for a non-differentiable input, each grad's shape against its input);
+    the grads are what it hands back for q, k, v, attn_bias and
+    softmax_offset, with the amaxes an FP8 backward wrote in the quantizers
+    it was handed."""
+    ctx, grad_root, t, (n_in, n_fwd, n_saved) = live
     src = ctx.backward_objects if is_refactored(backends) else ctx
     fp8_bwd = bool(getattr(src, "fp8", False))
     roles = [(n, r) for n, r in (("q", "dq"), ("k", "dk"), ("v", "dv"),
@@ -388,14 +409,21 @@ def backward_call(backends, live):
     d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
     if list(d_out.shape) != list(grad_root.shape):
         d_out = d_out.reshape(grad_root.shape)
+    engine_calls.reset()
     with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
         grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
                                     allow_unused=True)
-    bchildren = {}
+    bchildren, grads_named = {}, []
     for (_, role), g in zip(roles, grads):
         put(bchildren, role, g)
+        grads_named.append((role, g))
     battrs = fp8.quantizer_attrs(src, fp8.BWD_QUANTIZERS) if fp8_bwd else []
-    return group(battrs, bchildren)
+    node["backward"] = group(battrs, bchildren)
+    ec = engine_calls.groups([], n_saved + n_in + n_fwd +
+                             engine_calls.named("backward/", grads_named))
+    if ec:
+        prior = node.get("engine_call", {"attrs": [], "children": {}})["children"]
+        node["engine_call"] = group([], {**prior, **ec})
 
 
 def run_case(backends, res, ref_case, path="module"):
@@ -404,5 +432,6 @@ def run_case(backends, res, ref_case, path="module"):
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     node, live = forward_call(backends, res, ref_case["children"]["inputs"], gen, path)
     if modes.has_backward(spec):
-        node["backward"] = backward_call(backends, live)
+        backward_call(backends, live, node)
+    return node
     return node

@@ -35,7 +35,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from . import bridge, fp8, kvcache, modes, module, record
+from . import bridge, engine_calls, fp8, kvcache, modes, module, record
 
 FWD_N, BWD_N = 9, 6  # DotProductAttention's num_gemms 3 (dot_product_attention.py 2.20.2:1364)
 
@@ -194,8 +194,8 @@ def run(backends, res, ref_case, path="module"):
                         live[step["F"]] = (lv, rk)
                 elif "B" in step:
                     lv, rk = live.pop(step["B"])
-                    node = {"save_ctx": record.save_ctx_state(backends, lv[0]),
-                            "backward": record.backward_call(backends, lv)}
+                    node = {"save_ctx": record.save_ctx_state(backends, lv[0])}
+                    record.backward_call(backends, lv, node)
                 elif "U" in step:
                     node = f8mod.update(step["U"])
                 else:
@@ -292,6 +292,7 @@ def _cache_call(backends, rk, inp, pairs, ip, mod, gen, dpa_utils, FusedAttnBack
         q, k_cache, v_cache, qkv_format=qkv_format, inference_params=ip)
     bridge.last_forward = None
     bridge.default_gen = gen
+    engine_calls.reset()
     try:
         result = mod(
             q_.as_subclass(module.HostTensor), k_cache.as_subclass(module.HostTensor),
@@ -318,4 +319,4 @@ def _cache_call(backends, rk, inp, pairs, ip, mod, gen, dpa_utils, FusedAttnBack
     if ip.is_paged:
         table = ip.cache_manager.page_table[:b]
         t["page_table_k"], t["page_table_v"] = table, table
-    return record.forward_record(backends, rk, t, gen, out, None, ctx)
+    return record.forward_record(backends, rk, t, gen, out, None, ctx)[0]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import signatures, where
+from . import cause, signatures, where
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -22,19 +22,24 @@ _RUN_LINE = re.compile(r"\((?:\d+ through DotProductAttention, \d+ routed away f
 _DPA_LINE = re.compile(r"\((\d+) through DotProductAttention, (\d+) routed away")
 
 
-def _te_run(root, args, out):
-    """fattn-te run on one TE (a root te_root checked); exit 1 (cases that
-    errored, recorded in the file) is a result. Returns (through the module,
-    through FusedAttnFunc.apply, why those took it)."""
-    argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", root,
+def _te_run(root, args, out, te_arg=None):
+    """fattn-te run on one TE (a root te_root checked; te_arg: the --te to
+    hand it instead, a PATH@REV the run exports and labels itself); exit 1
+    (cases that errored, recorded in the file) is a result. With progress,
+    the run's progress lines go to stderr as they come. Returns (through the
+    module, through FusedAttnFunc.apply, why those took it)."""
+    argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", te_arg or root,
             "--backend", args.backend, "--call", args.call, "-o", out] + where.fattn_args(args)
+    if args.progress_on:
+        argv.append("--progress")
     # TE's answers to the cases fattn refuses (refusal.py), beside the run file
     env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    p = subprocess.run(argv, stdout=subprocess.PIPE,
+                       stderr=None if args.progress_on else subprocess.PIPE, text=True, env=env)
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise RuntimeError(f"fattn-te run --te {root}: exit {p.returncode}")
+        sys.stderr.write(p.stdout + (p.stderr or ""))
+        raise RuntimeError(f"fattn-te run --te {te_arg or root}: exit {p.returncode}")
     why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
     f8 = re.search(r"^  FP8: (\d+) through FusedAttention, ", p.stdout, re.M)
     d = _DPA_LINE.search(p.stdout)
@@ -108,9 +113,10 @@ DEVIATIONS = [{
     "path": re.compile(r"^/cases/([^/@]+)[/@]"),
     "case": lambda r: bool(r["spec"].get("fp8")) and bool(r["spec"].get("return_max_logit")),
     # one run refused the case (fattn's rule; TE 2.19.0's TypeError), the
-    # other ran it: the ran side's datasets, the refused side's refused_*
+    # other ran it: the ran side's datasets and engine calls (groups), the
+    # refused side's refused_*
     "entry": lambda e, side: side is not None and e["status"] == (
-        f"missing_in_{side}" if e["kind"] == "dataset"
+        f"missing_in_{side}" if e["kind"] in ("dataset", "group")
         else f"missing_in_{'b' if side == 'a' else 'a'}" if e["kind"] == "attribute" else None),
     # 2.19.0's TypeError at backends.py:1751 (or fattn's rule) on the refusing
     # side, (out, None) on the running side: nothing else
@@ -118,6 +124,37 @@ DEVIATIONS = [{
     "reason": "2.19.0's FP8 branch leaves max_logit None and unpacks it (TypeError after the "
               "kernel ran); 2.20.2 returns (out, None); " + _DIRECT,
     "te_lines": "backends.py 2.19.0:1750-1751, 2.20.2:2275-2276",
+}, {
+    "name": "FusedAttention hands fused_attn_fwd one page table for K and V",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward@page_table_v$"),
+    "case": lambda r: bool(r["spec"].get("paged")),
+    # the same view and content; only the tensor it is differs: fattn's front
+    # end hands the case's page_table_v, TE's module path page_table_k
+    "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
+    and e["a"].replace(" inputs/page_table_v ", " inputs/page_table_k ") == e["b"],
+    # and the two tables the case has hold the same pages
+    "signature": lambda pair, cid, side, path: _same_page_tables(pair, cid),
+    "reason": "FusedAttention passes the cache's one page table as both tables; fattn's "
+              "front ends get the case's V table, equal to it, as a tensor of its own",
+    "te_lines": "backends.py 2.19.0:2335-2336, 2.20.2:2595-2596",
+}, {
+    "name": "FusedAttention hands InferenceParams' cu_seqlens as the padded ones",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward(?:\.\d+)?@cu_seqlens_(q|kv)_padded$"),
+    "case": lambda r: bool(r["spec"].get("max_batch_size")),
+    # the same view and content; only the tensor it is differs: fattn's front
+    # ends get the case's cu_seqlens_*_padded, TE's the cu_seqlens step() made
+    "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
+    and _but_source(e["a"]) == _but_source(e["b"])
+    and re.sub(r" inputs/(cu_seqlens_(?:q|kv))_padded ", r" inputs/\1 ", e["a"]) == e["b"],
+    "signature": lambda pair, cid, side, path: None,
+    "reason": "with InferenceParams, step() leaves the padded cu_seqlens None and FusedAttention "
+              "hands the cu_seqlens in their place; fattn's front ends get the case's padded "
+              "cu_seqlens, equal to them, as tensors of their own",
+    "te_lines": "backends.py 2.19.0:2230-2233, 2.20.2:2489-2492",
 }, {
     # context parallelism (fattn_te/cp_verify.py): the ring's outputs
     "name": "P1: 2.20.2 merges each P2P step into the output as an online softmax "
@@ -142,6 +179,25 @@ DEVIATIONS = [{
               "once after the ring",
     "te_lines": "context_parallel.py 2.19.0:2224-2271, 2.20.2:2141-2245",
 }]
+
+
+def _but_source(desc):
+    """An engine-call tensor's descriptor ("<dtype> [<shape>] strides
+    [<strides>] <source> <digest>") without its source."""
+    parts = desc.split(" ")
+    return " ".join(parts[:-2] + parts[-1:]) if len(parts) >= 3 else desc
+
+
+def _same_page_tables(pair, cid):
+    """None when the fattn run's page_table_k and page_table_v hold the same
+    pages (the module's one table stands for both), else what they hold."""
+    k = pair.node(0, f"/cases/{cid}/inputs/page_table_k")
+    v = pair.node(0, f"/cases/{cid}/inputs/page_table_v")
+    if k is None or v is None:
+        return "the fattn run records no page_table_k and page_table_v"
+    if k.shape != v.shape or (k[()] != v[()]).any():
+        return "page_table_k and page_table_v hold different pages"
+    return None
 
 
 def _documented(path, e, resolved, fattn_pair, refused_side, pair, misses=None):
@@ -180,9 +236,13 @@ def _refused_side(a, b):
 
 
 def _cases(path):
+    return len(_case_ids(path))
+
+
+def _case_ids(path):
     import h5py
     with h5py.File(path, "r") as f:
-        return len(f["cases"])
+        return sorted(f["cases"].keys())
 
 
 def _fp8_counts(path):
@@ -233,6 +293,8 @@ def _n(k, word):
 
 def _what(e):
     what = e["status"].replace("_", " ")
+    if e["status"] == "value" and "a" in e and "b" in e:
+        return f"value: A {e['a']}, B {e['b']}"
     if e["status"] == "different" and e.get("count") is not None:
         what += f": {e['count']} of {e.get('numel')} elements"
         cls = (e.get("ulp_histogram") or {}).get("class_changes", 0)
@@ -246,14 +308,49 @@ def _what(e):
     return what
 
 
+def _present(a, b):
+    """case id -> the states (cause.STATES indices) both run files hold."""
+    import h5py
+    held = []
+    for path in (a, b):
+        with h5py.File(path, "r") as f:
+            h = {}
+            for cid, g in f["cases"].items():
+                names = set(g.keys())
+                if "engine_call" in g:
+                    names |= {"engine_call/" + n for n in g["engine_call"].keys()}
+                h[cid] = cause.states_in(names)
+            held.append(h)
+    return {c: held[0][c] & held[1].get(c, set()) for c in held[0]}
+
+
+def _failing(counted, a, b, a_name, b_name):
+    """case id -> {"items": [(rel, entry)] in run order, "cause": ...} of the
+    cases with counted differences."""
+    by_case = {}
+    for seq, (path, e) in enumerate(counted):
+        cid, rel = cause.split_path(path)
+        by_case.setdefault(cid, []).append((cause.order_key(rel, e, seq), rel, e))
+    present = _present(a, b) if by_case else {}
+    out = {}
+    for cid, items in sorted(by_case.items(), key=lambda x: x[0] or ""):
+        items = [(rel, e) for _, rel, e in sorted(items, key=lambda x: x[0])]
+        out[cid] = {"items": items,
+                    "cause": cause.case_cause(items, present.get(cid, set()), a_name, b_name,
+                                              _what)}
+    return out
+
+
 def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=False,
              kept=True, logs=(None, None)):
-    """One verdict line for A vs B, then each documented deviation and each
-    counted difference. io_dtypes: case id -> io dtype where the backend's
-    d_softmax_offset is compared within tolerance (cuDNN), else None.
-    resolved: case id -> resolved case, for DEVIATIONS; fattn_pair: A is a
-    fattn front end's run; logs: each run's refusal log (None for a fattn
-    front end). Returns 0 (neutral, deviations aside) or 1."""
+    """One verdict line for A vs B, then each documented deviation, each
+    failing case's earliest cause and each counted difference, in run order.
+    io_dtypes: case id -> io dtype where the backend's d_softmax_offset is
+    compared within tolerance (cuDNN), else None. resolved: case id ->
+    resolved case, for DEVIATIONS; fattn_pair: A is a fattn front end's run;
+    logs: each run's refusal log (None for a fattn front end). Returns the
+    pair's report (verify.main writes it as JSON and JUnit); its "exit" is 0
+    (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
     # cases DotProductAttention routed away from FusedAttention (--call dpa)
     # are not compared: they are listed, each once per pair
@@ -297,8 +394,8 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
             word = f"no, documented changes only ({what}{'; ' + dev if devs else ''})"
         else:
             word = f"neutral ({dev})" if devs else "yes"
-        print(f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
-              f"{_n(n, 'tensor')}{note})")
+        line = (f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
+                f"{_n(n, 'tensor')}{note})")
     else:
         # N of M count the same things: cases; then the tensors among M's
         # tensors and the attributes (and other objects) that differ
@@ -308,11 +405,24 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         nt = sum(1 for _, e in counted if e["kind"] in ("dataset", "digest"))
         other = len(counted) - nt
         what = f"{nt} of {_n(n, 'tensor')}" + (f", {_n(other, 'other object')}" if other else "")
-        print(f"{a_name} -> {b_name}: behavior-neutral: no ({len(ccases)} of {ncases} cases "
-              f"differ: {what}{extra}{note})")
+        word = "no"
+        line = (f"{a_name} -> {b_name}: behavior-neutral: no ({len(ccases)} of {ncases} cases "
+                f"differ: {what}{extra}{note})")
+    print(line)
+    # one line per path; a case where an entry matched several: one line
+    by_case = {}
     for path, e, d in devs:
-        print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
-              f"Findings)")
+        m = d["path"].match(path)
+        by_case.setdefault((d["name"], m.group(1) if m else path), []).append((path, e, d))
+    for (_, cid), items in by_case.items():
+        path, e, d = items[0]
+        if len(items) == 1:
+            print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; "
+                  f"docs/te.md, Findings)")
+        else:
+            rels = ", ".join(p[len(f"/cases/{cid}/"):] for p, _, _ in items)
+            print(f"  documented: /cases/{cid}  {len(items)} paths ({rels}): {d['name']} "
+                  f"(TE {d['te_lines']}; docs/te.md, Findings)")
     for (_, cid), items in sorted(changes.items()):
         d = items[0][2]
         ran = b_name if side.get(cid) == "a" else a_name
@@ -324,27 +434,62 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
     for cid, (d, why) in sorted(misses.items()):
         print(f"  not documented: /cases/{cid}: {d['name'].split(':')[0]}'s signature does not "
               f"hold: {why}")
-    # an errored case's paths as one line, naming the run it errored in
     errs = {"A": _errored(a), "B": _errored(b)}
-    shown, cases_shown = [], set()
-    for path, e in counted:
-        m = re.match(r"^/cases/([^/@]+)", path)
-        cid = m.group(1) if m else None
+    failing = _failing(counted, a, b, a_name, b_name)
+    more = (f"fattn diff {a} {b}" if kept else
+            "run again with --keep DIR, then fattn diff on the two files it names")
+    _print_failing(failing, errs, a_name, b_name, more)
+    return {"a": a_name, "b": b_name, "file_a": a if kept else None,
+            "file_b": b if kept else None, "verdict": word, "line": line,
+            "exit": 1 if counted else 0, "cases": ncases, "tensors": n,
+            "case_ids": _case_ids(a),
+            "counted": len(counted), "noisy": noisy,
+            "documented": [{"path": p, "status": e["status"], "entry": d["name"],
+                            "kind": d["kind"]} for p, e, d in documented],
+            "failing": {cid: {"cause": f["cause"], "errored": [k for k in ("A", "B")
+                                                                 if cid in errs[k]],
+                              "differences": [_json_diff(rel, e) for rel, e in f["items"]]}
+                        for cid, f in failing.items()}}
+
+
+def _json_diff(rel, e):
+    out = {"path": rel, "status": e["status"], "kind": e.get("kind"), "what": _what(e),
+           "state": cause.STATES[cause.state_of(rel)]}
+    for k in ("a", "b", "count", "numel", "max_abs"):
+        if k in e:
+            out[k] = e[k]
+    return out
+
+
+def _print_failing(failing, errs, a_name, b_name, more):
+    """Under the verdict: each failing case's cause (a case that errored in
+    either run: one line naming the run and the reason), then its counted
+    differences in run order, both bounded with complete counts."""
+    causes, shown, left = [], [], {"tensor": 0, "other": 0}
+    for cid, f in failing.items():
         where = [k for k in ("A", "B") if cid in errs[k]]
-        if not where:
-            shown.append(f"  {path}  {_what(e)}")
-        elif cid not in cases_shown:
-            cases_shown.add(cid)
+        if where:
             name = {"A": a_name, "B": b_name}
-            shown.append(f"  /cases/{cid}  errored in {' and '.join(name[k] for k in where)}: "
-                         f"{errs[where[-1]][cid]}")
-    for line in shown[:_SHOWN]:
+            causes.append(f"  /cases/{cid}  errored in {' and '.join(name[k] for k in where)}: "
+                          f"{errs[where[-1]][cid]}")
+            continue
+        causes.append(f"  cause: /cases/{cid}: {f['cause']['text']}")
+        for rel, e in f["items"]:
+            if len(shown) < _SHOWN:
+                sep = "" if rel.startswith("@") else "/"
+                shown.append(f"  /cases/{cid}{sep}{rel}  {_what(e)}")
+            else:
+                left["tensor" if e.get("kind") in ("dataset", "digest") else "other"] += 1
+    for line in causes[:_SHOWN]:
         print(line)
-    if len(shown) > _SHOWN:
-        more = (f"fattn diff {a} {b}" if kept else
-                "run again with --keep DIR, then fattn diff on the two files it names")
-        print(f"  ... and {len(shown) - _SHOWN} more ({more})")
-    return 1 if counted else 0
+    if len(causes) > _SHOWN:
+        print(f"  ... and {len(causes) - _SHOWN} more failing cases (--json lists every "
+              f"case's cause)")
+    for line in shown:
+        print(line)
+    if left["tensor"] + left["other"]:
+        print(f"  ... and {left['tensor'] + left['other']} more ({_n(left['tensor'], 'tensor')}, "
+              f"{_n(left['other'], 'other object')}; {more})")
 
 
 def _io_dtypes(args, fattn):
@@ -354,15 +499,77 @@ def _io_dtypes(args, fattn):
             if "spec" in c}
 
 
+def _check_outputs(args):
+    """--json and --junit are checked before any TE runs: a directory that
+    exists, not both on stdout, not one file twice."""
+    outs = [(f, v) for f, v in (("--json", args.json), ("--junit", args.junit)) if v]
+    if sum(1 for _, v in outs if v == "-") > 1:
+        raise where.rf.InputError("--json - and --junit -: only one report can go to stdout")
+    if len(outs) == 2 and outs[0][1] != "-" and os.path.abspath(outs[0][1]) == \
+            os.path.abspath(outs[1][1]):
+        raise where.rf.InputError(f"--json and --junit name the same file {outs[0][1]}")
+    for flag, v in outs:
+        if v != "-":
+            try:
+                where.check_output(v)
+            except where.rf.InputError as e:
+                raise where.rf.InputError(f"{flag} {e}")
+
+
+def _one_te(i, root, name, args, work, fattn, cache):
+    """TE i's run into work/te<i>.h5 (with its refusals), from the reference
+    cache when its key is there; returns (path, how its cases went, reused)."""
+    out = os.path.join(work, f"te{i + 1}.h5")
+    refusals = out[:-len(".h5")] + "-refusals.json"
+    k = None
+    if cache:
+        from . import refcache
+        k = refcache.key(root, name, fattn, os.environ.get("FATTN_LIB"), args)
+        hit = refcache.lookup(cache, k)
+        if hit:
+            shutil.copyfile(hit[0], out)
+            shutil.copyfile(hit[1], refusals)
+            return out, tuple(hit[2]["through"]), True
+    if args.progress_on:
+        sys.stderr.write(f"fattn-te verify: running {name}\n")
+    arg = args.te[i]
+    through = _te_run(root, args, out, arg if os.path.abspath(root) in where._CHECKOUTS else None)
+    if cache and k:
+        from . import refcache
+        refcache.store(cache, k, out, refusals, {"through": list(through), "te": name})
+    return out, through, False
+
+
+def _pair_contrast(pair, resolved, files):
+    """The contrast of a pair's failing cases with its passing ones (cases
+    both runs ran; cause.contrast, as fattn verify's)."""
+    feats = {cid: r["features"] for cid, r in resolved.items() if "features" in r}
+    fail = set(pair["failing"])
+    ran = set()
+    import h5py
+    for i, path in enumerate(files):
+        with h5py.File(path, "r") as f:
+            got = {cid for cid, g in f["cases"].items() if "inputs" in g or "steps" in g}
+        ran = got if i == 0 else ran & got
+    return cause.contrast(feats, sorted(fail), sorted(ran - fail))
+
+
 def main(args):
     if len(args.te) != 2:
         raise where.rf.InputError("verify takes --te twice (A and B)")
+    _check_outputs(args)
+    args.progress_on = where.progress_wanted(args.progress)
     fattn = where.rf.find_fattn()
+    where.use_library_of(fattn)
     tmp = tempfile.mkdtemp(prefix="fattn-te-verify-")
     work = args.keep or tmp
+    real_stdout = sys.stdout
+    if args.json == "-" or args.junit == "-":
+        sys.stdout = sys.stderr  # the report alone on stdout
     try:
         os.makedirs(work, exist_ok=True)
-        # every --te is checked (and a wheel unpacked) before any TE runs
+        # every --te is checked (and a wheel unpacked, a revision exported)
+        # before any TE runs
         roots = [where.te_root(t, tmp) for t in args.te]
         names = [where.te_impl(r) for r in roots]
         if names[0] == names[1]:
@@ -370,9 +577,12 @@ def main(args):
         # TE's runs and fattn's front-end runs over the same cases.
         files, through = [], []
         for i, root in enumerate(roots):
-            out = os.path.join(work, f"te{i + 1}.h5")
-            through.append(_te_run(root, args, out))
-            files.append(out)
+            f, how, reused = _one_te(i, root, names[i], args, work, fattn, args.ref_cache)
+            files.append(f)
+            through.append(how)
+            if reused:
+                print(f"{names[i]}: its run reused from the reference cache {args.ref_cache} "
+                      f"(same TE tree, fattn build and matrix)")
         fe_files = {}
         for r in roots:
             impl = "split" if where.is_refactored(r) else "legacy"
@@ -390,12 +600,18 @@ def main(args):
                     if "spec" in c}
         kept = bool(args.keep)
         logs = [signatures.load_log(f[:-len(".h5")] + "-refusals.json") for f in files]
-        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept,
-                      logs)
+        pairs = [(names[0], files[0], names[1], files[1], False, logs)]
         for name, f, r, lg in zip(names, files, roots, logs):
             impl = "split" if where.is_refactored(r) else "legacy"
-            rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
-                                  resolved, True, kept, (None, lg)))
+            pairs.append((f"fattn-{impl}", fe_files[impl], name, f, True, (None, lg)))
+        reports = []
+        for an, af, bn, bf, fattn_pair, lgs in pairs:
+            rep = _verdict(fattn, an, af, bn, bf, io, resolved, fattn_pair, kept, lgs)
+            rep["contrast"] = _pair_contrast(rep, resolved, (af, bf))
+            if rep["contrast"]:
+                print("  " + rep["contrast"]["text"])
+            reports.append(rep)
+        rc = max(r["exit"] for r in reports)
         errs = [_errored(f) for f in files]
         for name, (mod, func, why, _, dpa), err in zip(names, through, errs):
             via = (f"{_n(dpa[0], 'case')} through DotProductAttention, {dpa[1]} routed away "
@@ -416,6 +632,14 @@ def main(args):
               f"FP8: not exercised ({refused} refused)")
         if any(errs):
             rc = max(rc, 1)
+        from . import reports as rp
+        doc = rp.document(args, names, roots, reports, errs, rc)
+        sys.stdout.flush()
+        if args.json:
+            rp.write(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n", real_stdout)
+        if args.junit:
+            rp.write(args.junit, rp.junit(doc), real_stdout)
         return rc
     finally:
+        sys.stdout = real_stdout
         shutil.rmtree(tmp, ignore_errors=True)

@@ -37,15 +37,65 @@ def _unpack_wheel(path, work):
     return dest
 
 
+def _git(path, *argv):
+    """git -C path argv..., its stdout; InputError naming what failed (git
+    missing said as such)."""
+    try:
+        p = subprocess.run(["git", "-C", path] + list(argv), capture_output=True, text=True)
+    except FileNotFoundError:
+        raise rf.InputError("git is not installed (apt-get install git), and --te PATH@REV "
+                            "needs it")
+    if p.returncode != 0:
+        raise rf.InputError(f"git -C {path} {' '.join(argv)}: {p.stderr.strip() or p.returncode}")
+    return p.stdout
+
+
+# PATH@REV checkouts made by te_root: root -> label
+_CHECKOUTS = {}
+
+
+def _checkout(path, rev, work):
+    """--te PATH@REV: TE's tree at REV of the git checkout PATH, exported
+    into the run's temporary folder (git archive: nothing is written into
+    PATH's repository), labelled by its VERSION.txt and short revision."""
+    if work is None:
+        raise rf.InputError(f"--te {path}@{rev}: a revision needs a temporary folder")
+    full = _git(path, "rev-parse", "--verify", "--quiet", rev + "^{commit}").strip()
+    short = _git(path, "rev-parse", "--short", full).strip()
+    dest = os.path.join(work, "te-" + short)
+    if not os.path.isdir(dest):
+        os.makedirs(dest)
+        arch = subprocess.run(["git", "-C", path, "archive", "--format=tar", full],
+                              capture_output=True)
+        if arch.returncode != 0:
+            raise rf.InputError(f"git archive {rev} of {path}: {arch.stderr.decode().strip()}")
+        import io
+        import tarfile
+        with tarfile.open(fileobj=io.BytesIO(arch.stdout)) as t:
+            t.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") else \
+                t.extractall(dest)
+    _CHECKOUTS[os.path.abspath(dest)] = f"te-{_version_txt(dest)}+{short}"
+    return dest
+
+
+def _version_txt(root):
+    vf = os.path.join(root, "build_tools", "VERSION.txt")
+    return open(vf).read().strip() if os.path.isfile(vf) else "source"
+
+
 def te_root(arg, work=None):
     """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
     into `work`), a directory holding transformer_engine/ (an unpacked wheel,
-    a source checkout) or the transformer_engine/ directory itself: the
-    directory holding transformer_engine/, checked to hold TE's backends
-    module. InputError saying what --te takes otherwise."""
+    a source checkout), the transformer_engine/ directory itself, or PATH@REV
+    (a git checkout at a revision, exported into `work`): the directory
+    holding transformer_engine/, checked to hold TE's backends module.
+    InputError saying what --te takes otherwise."""
     from fattn_te import loader
     root = None
-    if os.path.isfile(arg) and arg.endswith(".whl"):
+    at = arg.rfind("@")
+    if at > 0 and not os.path.exists(arg) and os.path.isdir(arg[:at]):
+        root = _checkout(arg[:at], arg[at + 1:], work)
+    elif os.path.isfile(arg) and arg.endswith(".whl"):
         if work is None:
             raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
         root = _unpack_wheel(arg, work)
@@ -66,8 +116,8 @@ def te_root(arg, work=None):
         f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
         f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
         f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
-        f"transformer_engine/ (an unpacked wheel or a source checkout) or that "
-        f"transformer_engine/ directory; each needs "
+        f"transformer_engine/ (an unpacked wheel or a source checkout), that "
+        f"transformer_engine/ directory, or PATH@REV (a git checkout at a revision); each needs "
         f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
 
 
@@ -84,21 +134,27 @@ def use_library_of(fattn):
 
 
 def te_impl(root):
-    """te-<version> of a wheel (its dist-info), te-<git describe> of a source tree."""
+    """te-<version> of a wheel (its dist-info); of a source tree te-<its
+    build_tools/VERSION.txt, else "source">, with +<short revision> (and
+    -dirty for uncommitted changes) when it is a git checkout: the version
+    TE says it is, not the last tag git describe finds on a branch."""
+    if os.path.abspath(root) in _CHECKOUTS:
+        return _CHECKOUTS[os.path.abspath(root)]
     for name in sorted(os.listdir(root)):
         if name.startswith("transformer_engine-") and name.endswith(".dist-info"):
             return "te-" + name[len("transformer_engine-"):-len(".dist-info")]
+    label = "te-" + _version_txt(root)
     try:
-        d = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--tags"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-        if d:
-            return "te-" + d
+        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+        if rev:
+            label += f"+{rev}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.CalledProcessError):
         pass
-    vf = os.path.join(root, "build_tools", "VERSION.txt")
-    if os.path.isfile(vf):
-        return "te-" + open(vf).read().strip()
-    return "te-unknown"
+    return label
 
 
 def fattn_args(args):
@@ -119,6 +175,26 @@ def _count_datasets(node):
     if "children" not in node:
         return 1
     return sum(_count_datasets(c) for c in node["children"].values())
+
+
+def progress_line(on, i, n, cid, word):
+    """`[17/133] CASE... ok` on stderr, as fattn's commands print them."""
+    if on:
+        sys.stderr.write(f"[{i}/{n}] {cid}... {word}\n")
+        sys.stderr.flush()
+
+
+def progress_wanted(flag):
+    """--progress, or stderr a terminal (fattn's rule: never otherwise)."""
+    return bool(flag) or sys.stderr.isatty()
+
+
+def check_output(path):
+    """-o is checked before any work (as fattn's commands do): its directory
+    must exist and the target must be absent or a regular file."""
+    d = rf.target_dir(path)
+    if not os.path.isdir(d):
+        raise rf.InputError(f"{path}: directory {d} does not exist")
 
 
 # A case that raised is recorded as skipped with a reason that starts so

@@ -1,0 +1,182 @@
+/* The cross-case contrast (see contrast.h). */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "contrast.h"
+
+/* Whether value v is among the failing cases' values of feature k. */
+static bool in_failing(const fattn_case_features *f, const fattn_contrast_outcome *o, size_t n,
+                       int k, const char *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (o[i] == FATTN_CONTRAST_FAIL && !strcmp(f[i].v[k], v))
+            return true;
+    return false;
+}
+
+/* Passing cases that hold "k1 in S_k1" (and "k2 in S_k2" when k2 >= 0). */
+static size_t misses(const fattn_case_features *f, const fattn_contrast_outcome *o, size_t n,
+                     int k1, int k2)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += o[i] == FATTN_CONTRAST_PASS && in_failing(f, o, n, k1, f[i].v[k1]) &&
+             (k2 < 0 || in_failing(f, o, n, k2, f[i].v[k2]));
+    return m;
+}
+
+typedef struct tbuf {
+    char *p;
+    size_t n, at;
+} tbuf;
+
+static void put(tbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(tbuf *b, const char *fmt, ...)
+{
+    if (b->at >= b->n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p + b->at, b->n - b->at, fmt, ap);
+    va_end(ap);
+    b->at = w < 0 ? b->n : b->at + (size_t)w;
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The distinct values of feature k among the cases of outcome `want`
+ * (want FAIL) or among the passing cases not in the failing set (want
+ * PASS), sorted, as "k v" or "k in {a, b}"; *count gets how many cases
+ * have them. Nothing is written when there are none. */
+static void values_text(tbuf *b, const fattn_case_features *f, const fattn_contrast_outcome *o,
+                        size_t n, int k, fattn_contrast_outcome want, size_t *count)
+{
+    const char **v = malloc((n ? n : 1) * sizeof *v);
+    size_t nv = 0;
+    *count = 0;
+    for (size_t i = 0; v && i < n; i++) {
+        if (o[i] != want || (want == FATTN_CONTRAST_PASS && in_failing(f, o, n, k, f[i].v[k])))
+            continue;
+        ++*count;
+        bool seen = false;
+        for (size_t j = 0; j < nv && !seen; j++)
+            seen = !strcmp(v[j], f[i].v[k]);
+        if (!seen)
+            v[nv++] = f[i].v[k];
+    }
+    if (nv > 1)
+        qsort(v, nv, sizeof *v, cmp_str);
+    const char *name = fattn_feature_name((fattn_feature)k);
+    if (nv == 1)
+        put(b, "%s %s", name, v[0]);
+    else if (nv > 1) {
+        put(b, "%s in {", name);
+        for (size_t j = 0; j < nv && j < FATTN_CONTRAST_VALUES_SHOWN; j++)
+            put(b, "%s%s", j ? ", " : "", v[j]);
+        if (nv > FATTN_CONTRAST_VALUES_SHOWN)
+            put(b, ", and %zu more", nv - FATTN_CONTRAST_VALUES_SHOWN);
+        put(b, "}");
+    }
+    free(v);
+}
+
+static int best_key(const fattn_case_features *f, const fattn_contrast_outcome *o, size_t n,
+                    int k1, size_t bound, size_t *best_misses)
+{
+    int best = -1;
+    *best_misses = bound;
+    for (int k = 0; k < FATTN_FEATURE_COUNT; k++) {
+        if (k == k1)
+            continue;
+        size_t m = k1 < 0 ? misses(f, o, n, k, -1) : misses(f, o, n, k1, k);
+        if (m < *best_misses) {
+            best = k;
+            *best_misses = m;
+        }
+    }
+    return best;
+}
+
+fattn_status fattn_contrast_of_features(const fattn_case_features *f,
+                                        const fattn_contrast_outcome *o, size_t n,
+                                        fattn_contrast *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        out->failing += o[i] == FATTN_CONTRAST_FAIL;
+        out->passing += o[i] == FATTN_CONTRAST_PASS;
+    }
+    if (out->failing < 2 || out->passing == 0)
+        return FATTN_OK;
+    tbuf b = {out->text, sizeof out->text, 0};
+    size_t m1, m2;
+    int k1 = best_key(f, o, n, -1, out->passing, &m1);
+    if (k1 < 0) {
+        put(&b, "contrast: no feature value is shared by all %zu failing cases and missing in a "
+            "passing one (%zu passing)", out->failing, out->passing);
+        return FATTN_OK;
+    }
+    out->keys[out->n_keys++] = (fattn_feature)k1;
+    out->misses = m1;
+    int k2 = m1 ? best_key(f, o, n, k1, m1, &m2) : -1;
+    if (k2 >= 0) {
+        out->keys[out->n_keys++] = (fattn_feature)k2;
+        out->misses = m2;
+    }
+    size_t cnt;
+    put(&b, "contrast: the %zu failing cases all have ", out->failing);
+    values_text(&b, f, o, n, k1, FATTN_CONTRAST_FAIL, &cnt);
+    if (k2 >= 0) {
+        put(&b, " and ");
+        values_text(&b, f, o, n, k2, FATTN_CONTRAST_FAIL, &cnt);
+    }
+    if (out->misses)
+        put(&b, "; so do %zu of the %zu passing cases", out->misses, out->passing);
+    else
+        put(&b, "; none of the %zu passing cases ha%s %s", out->passing,
+            out->passing == 1 ? "s" : "ve", k2 >= 0 ? "both" : "that");
+    size_t at = b.at;
+    put(&b, "; no case with ");
+    values_text(&b, f, o, n, k1, FATTN_CONTRAST_PASS, &cnt);
+    if (cnt)
+        put(&b, " fails (%zu case%s)", cnt, cnt == 1 ? "" : "s");
+    else { /* every passing value is a failing one too: nothing to add */
+        b.at = at;
+        out->text[at] = '\0';
+    }
+    return FATTN_OK;
+}
+
+fattn_status fattn_contrast_of(const fattn_spec *const *specs, const fattn_contrast_outcome *o,
+                               size_t n, fattn_contrast *out)
+{
+    memset(out, 0, sizeof *out);
+    fattn_case_features *f = calloc(n ? n : 1, sizeof *f);
+    if (!f)
+        return fattn_error(FATTN_E_NOMEM, "contrast: out of memory");
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; st == FATTN_OK && i < n; i++) {
+        if (o[i] == FATTN_CONTRAST_NONE)
+            continue;
+        fattn_case c;
+        if ((st = fattn_case_resolve(specs[i], &c)) == FATTN_OK) {
+            fattn_case_features_of(&c, &f[i]);
+            fattn_case_free(&c);
+        }
+    }
+    if (st == FATTN_OK)
+        st = fattn_contrast_of_features(f, o, n, out);
+    free(f);
+    return st;
+}

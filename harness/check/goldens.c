@@ -1,0 +1,202 @@
+/* Finding the goldens verify compares against (verify.h; docs/verify.md,
+ * "Platform keys and goldens"): this platform's key, else a goldens file
+ * of the same engine identity, else the newest CPU goldens within
+ * tolerance. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "compare.h"
+#include "runfile.h"
+#include "verify.h"
+
+/* What decides the bits an engine computes, as a run file's root records
+ * it (provenance): a goldens file of another device whose values of all
+ * of these are this engine's computes the same bits where it ran the same
+ * plans (the engine configs, checked case by case: prov_engine_tag). The
+ * device's name is not among them: an H100 and an H200 of one sm, SM count
+ * and cuDNN are the same engine. */
+static const char *const identity_attrs[] = {"backend", "sm", "sm_count", "cudnn_version",
+                                             "cpu_math_version", "forced_deterministic_bwd"};
+#define N_IDENTITY (sizeof identity_attrs / sizeof identity_attrs[0])
+
+/* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the
+ * cross-platform comparison; 0 if none. */
+static int newest_cpu_goldens(const char *dir, char *path, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int best = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int v;
+        char tail[8];
+        if (sscanf(de->d_name, "cpu-math-%d.%7s", &v, tail) == 2 && !strcmp(tail, "h5") &&
+            v > best)
+            best = v;
+    }
+    closedir(d);
+    if (best < 0)
+        return 0;
+    snprintf(path, n, "%s/cpu-math-%d.h5", dir, best);
+    return 1;
+}
+
+/* This engine's identity: the provenance a golden of it would carry. */
+static fattn_status own_identity(const fattn_engine *e, fattn_h5_node **out)
+{
+    fattn_status st = fattn_h5_node_new_group("", out);
+    if (st == FATTN_OK)
+        st = fattn_runfile_set_provenance(*out, "legacy", fattn_engine_name(e), e);
+    if (st == FATTN_OK && fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD))
+        st = fattn_h5_node_set_uint8(*out, "forced_deterministic_bwd", 1); /* as golden does */
+    return st;
+}
+
+static bool same_attr(const fattn_h5_node *a, const fattn_h5_node *b, const char *name)
+{
+    const fattn_h5_attr *x = fattn_h5_node_attr(a, name), *y = fattn_h5_node_attr(b, name);
+    if (!x || !y)
+        return false;
+    char tx[256], ty[256];
+    fattn_compare_attr_text(x, tx, sizeof tx);
+    fattn_compare_attr_text(y, ty, sizeof ty);
+    return !strcmp(tx, ty);
+}
+
+static int cmp_names(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The first goldens file of dir (by name) other than `skip` whose root has
+ * this engine's identity, loaded into *tree; its path into path. An error:
+ * a file of that name that cannot be loaded. */
+static fattn_status identity_goldens(const char *dir, const fattn_engine *e, const char *skip,
+                                     char *path, size_t n, fattn_h5_node **tree)
+{
+    *tree = NULL;
+    fattn_h5_node *mine = NULL;
+    fattn_status st = own_identity(e, &mine);
+    DIR *d = st == FATTN_OK ? opendir(dir) : NULL;
+    char **names = NULL;
+    size_t nn = 0, cap = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 4 || strcmp(de->d_name + len - 3, ".h5") || !strcmp(de->d_name, skip))
+            continue;
+        if (nn == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **nx = realloc(names, cap * sizeof *nx);
+            if (!nx)
+                break;
+            names = nx;
+        }
+        if ((names[nn] = strdup(de->d_name)))
+            nn++;
+    }
+    if (d)
+        closedir(d);
+    if (nn > 1)
+        qsort(names, nn, sizeof *names, cmp_names);
+    for (size_t i = 0; st == FATTN_OK && i < nn && !*tree; i++) {
+        snprintf(path, n, "%s/%s", dir, names[i]);
+        fattn_h5_node *t = NULL;
+        if ((st = fattn_runfile_load(path, &t)) != FATTN_OK)
+            break;
+        bool same = true;
+        for (size_t k = 0; k < N_IDENTITY && same; k++)
+            same = same_attr(t, mine, identity_attrs[k]);
+        if (same)
+            *tree = t;
+        else
+            fattn_h5_node_free(t);
+    }
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    fattn_h5_node_free(mine);
+    return st;
+}
+
+/* "sm_90, 132 SMs, cuDNN 91900" (cuDNN) or "CPU math 1": what matched. */
+static void identity_text(const fattn_h5_node *t, char *buf, size_t n)
+{
+    char sm[64] = "", cnt[32] = "", cudnn[64] = "", math[32] = "";
+    const fattn_h5_attr *a;
+    if ((a = fattn_h5_node_attr(t, "sm")))
+        fattn_compare_attr_text(a, sm, sizeof sm);
+    if ((a = fattn_h5_node_attr(t, "sm_count")))
+        fattn_compare_attr_text(a, cnt, sizeof cnt);
+    if ((a = fattn_h5_node_attr(t, "cudnn_version")))
+        fattn_compare_attr_text(a, cudnn, sizeof cudnn);
+    if ((a = fattn_h5_node_attr(t, "cpu_math_version")))
+        fattn_compare_attr_text(a, math, sizeof math);
+    if (strcmp(sm, "n/a") != 0 && sm[0])
+        snprintf(buf, n, "%s, %s SMs, cuDNN %s", sm, cnt, cudnn);
+    else
+        snprintf(buf, n, "CPU math %s", math);
+}
+
+static fattn_status load_cpu_tolerance(const char *dir, fattn_verify_goldens *g)
+{
+    if (!newest_cpu_goldens(dir, g->cpu_path, sizeof g->cpu_path))
+        return FATTN_OK;
+    fattn_tol_profile_builtin(&g->profile);
+    g->profile_set = true;
+    g->tolerance = true;
+    return fattn_runfile_load(g->cpu_path, &g->cpu_tree);
+}
+
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
+                                       fattn_verify_goldens *g)
+{
+    memset(g, 0, sizeof *g);
+    fattn_verify_platform_key(e, g->key, sizeof g->key);
+    snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
+    snprintf(g->note, sizeof g->note, "none for this platform");
+    struct stat sb;
+    char own[160];
+    snprintf(own, sizeof own, "%s.h5", g->key);
+    fattn_status st = FATTN_OK;
+    g->exact = stat(g->path, &sb) == 0;
+    if (g->exact) {
+        if ((st = fattn_runfile_load(g->path, &g->tree)) == FATTN_OK)
+            snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
+    } else if ((st = identity_goldens(dir, e, own, g->path, sizeof g->path, &g->tree)) ==
+                   FATTN_OK &&
+               g->tree) {
+        /* a case that ran other plans is compared as without goldens */
+        g->identity = true;
+        identity_text(g->tree, g->identity_text, sizeof g->identity_text);
+        st = load_cpu_tolerance(dir, g);
+        g->tolerance = false; /* the verdict rests on the identity goldens */
+        snprintf(g->note, sizeof g->note, "bitwise (no goldens for platform key %s; same engine "
+                 "identity: %s; each case's plans checked)", g->key, g->identity_text);
+    } else if (st == FATTN_OK && (st = load_cpu_tolerance(dir, g)) == FATTN_OK &&
+               g->tolerance) {
+        snprintf(g->path, sizeof g->path, "%s", g->cpu_path);
+        g->tree = g->cpu_tree;
+        g->cpu_tree = NULL;
+        snprintf(g->note, sizeof g->note,
+                 "within tolerance (%s) on defined regions, because there are no goldens for "
+                 "platform key %s", g->profile.version, g->key);
+    }
+    if (st != FATTN_OK)
+        fattn_verify_goldens_free(g);
+    return st;
+}
+
+void fattn_verify_goldens_free(fattn_verify_goldens *g)
+{
+    fattn_h5_node_free(g->tree);
+    fattn_h5_node_free(g->cpu_tree);
+    g->tree = g->cpu_tree = NULL;
+    if (g->profile_set)
+        fattn_tol_profile_free(&g->profile);
+    g->tolerance = g->identity = g->profile_set = false;
+}
