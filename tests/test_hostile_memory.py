@@ -63,6 +63,9 @@ ASAN_SKIP = ("SKIP sanitizer build: ASan's quarantine keeps freed memory residen
 MID = [{"id": "mem.%02d" % i, "b": 32, "h": 4, "sq": 32, "skv": 32, "d_qk": 128,
         "dtype": "bfloat16", "seed": i} for i in range(6)]
 MID_MAX_MEMORY = 30000000
+# With --repeat a second run of a case is held beside the first while it is
+# compared (a 40 MB estimate each), so that run gets a bound of its own.
+MID_MAX_MEMORY_AUDITED = 45000000
 # What a process of fattn holds besides its cases: code, libhdf5, the
 # engine's threads and the allocator's slack (a run of one tiny case peaks
 # at about 13 MB; one of these cases alone at about 34 MB).
@@ -169,8 +172,9 @@ def rss_test(extra):
     spec = write_cases("mid.json", MID)
     d = fresh_dir("rss" + "".join(extra).replace("-", "_"))
     out = os.path.join(d, "out.h5")
+    bound = MID_MAX_MEMORY_AUDITED if extra else MID_MAX_MEMORY
     _, _, rss = run("run", "--backend", "cpu", "--cases", spec, "--max-memory",
-                    str(MID_MAX_MEMORY), *extra, "-o", out, check=0)
+                    str(bound), *extra, "-o", out, check=0)
     run("inspect", out, check=0)
     with h5py.File(out, "r") as f:
         assert sorted(f["cases"]) == [c["id"] for c in MID], list(f["cases"])
@@ -179,9 +183,8 @@ def rss_test(extra):
     assert listing(d) == ["out.h5"], listing(d)
     if SANITIZED:
         return ASAN_SKIP
-    bound = MID_MAX_MEMORY + ALLOWANCE
-    assert rss <= bound, ("peak RSS %d bytes > --max-memory %d + allowance %d: the run holds "
-                          "more than one case" % (rss, MID_MAX_MEMORY, ALLOWANCE))
+    assert rss <= bound + ALLOWANCE, ("peak RSS %d bytes > --max-memory %d + allowance %d: the "
+                                      "run holds more than one case" % (rss, bound, ALLOWANCE))
     return None
 
 
@@ -193,6 +196,15 @@ def _():
 @case("run --repeat 2: 6 mid-size cases (through the scratch file) peak within the bound too")
 def _():
     return rss_test(["--repeat", "2"])
+
+
+@case("run --repeat 2: the estimate counts the repeat held beside the first run")
+def _():
+    spec = write_cases("mid-one.json", MID[:1])
+    _, err, _ = run("run", "--backend", "cpu", "--cases", spec, "--max-memory",
+                    str(MID_MAX_MEMORY), "--repeat", "2", "-o", path("nope.h5"), check=2)
+    assert "case mem.00: estimated peak" in err and "--max-memory %d" % MID_MAX_MEMORY in err, err
+    assert not os.path.exists(path("nope.h5"))
 
 
 @case("run: the same bytes whatever order --cases lists the cases in")
@@ -259,16 +271,29 @@ def _():
         assert not os.path.exists(path("nope.h5"))
 
 
-@case("replay: a case whose estimated peak exceeds --max-memory is refused, exit 2 naming it, "
-      "nothing written")
+def mid_file():
+    """A run file of two MID cases (about 25 MB of datasets), made once."""
+    p = path("mid2.h5")
+    if not os.path.exists(p):
+        run("run", "--backend", "cpu", "--cases", write_cases("mid2.json", MID[:2]), "-o", p,
+            check=0)
+    return p
+
+
+@case("replay: a case whose estimated peak (the case and the file held whole) exceeds "
+      "--max-memory is refused, exit 2 naming it, nothing written")
 def _():
     d = fresh_dir("replay-bound")
     out = os.path.join(d, "out.h5")
     for frm in ("save_ctx", "forward"):
-        _, err, _ = run("replay", GOOD, "--from", frm, "--impl", "split", "--backend", "cpu",
-                        "--max-memory", "1000", "-o", out, check=2)
-        assert "case m.a.first" in err and "--max-memory 1000" in err, err
+        _, err, _ = run("replay", mid_file(), "--from", frm, "--impl", "split", "--backend",
+                        "cpu", "--max-memory", "30000000", "-o", out, check=2)
+        assert "case mem.00: estimated peak" in err and "--max-memory 30000000" in err, err
         assert listing(d) == [], listing(d)
+    # a file whose attributes alone are over the bound: refused before they are read
+    _, err, _ = run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                    "--max-memory", "1000", "-o", out, check=2)
+    assert GOOD in err and "over --max-memory 1000" in err and "before its attributes" in err, err
     # a bound every case fits in replays them all
     run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
         "--max-memory", "100000000", "-o", out, check=0)
@@ -308,10 +333,10 @@ def _():
     # the data of this copy is corrupt: a replay that loads the file before
     # its estimate says so; one that estimates first refuses by the bound
     d = fresh_dir("replay-early")
-    bad = flipped_copy(GOOD, os.path.join(d, "flipped.h5"), "cases/m.a.first/forward/out")
+    bad = flipped_copy(mid_file(), os.path.join(d, "flipped.h5"), "cases/mem.00/forward/out")
     out = os.path.join(d, "out.h5")
     _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
-                    "--max-memory", "1000", "-o", out, check=2)
+                    "--max-memory", "30000000", "-o", out, check=2)
     assert "estimated peak" in err and "corrupt" not in err, err
     assert not os.path.exists(out)
     _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
@@ -322,9 +347,7 @@ def _():
 @case("inspect and merge --max-memory: a file of large datasets refused before its data is read")
 def _():
     d = fresh_dir("inspect-merge-early")
-    spec = write_cases("early-mid.json", MID[:2])
-    big = os.path.join(d, "big.h5")  # about 25 MB of datasets
-    run("run", "--backend", "cpu", "--cases", spec, "-o", big, check=0)
+    big = mid_file()  # about 25 MB of datasets
     # the same with one data byte flipped: a command that reads the data
     # before its bound says "corrupt"; one that bounds first refuses by size
     bad = flipped_copy(big, os.path.join(d, "flipped.h5"), "cases/mem.00/forward/out")

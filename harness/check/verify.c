@@ -529,7 +529,7 @@ void fattn_verify_case_free(fattn_verify_case *c)
     c->skipped = NULL; /* pointed into legacy's tree */
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
                                        fattn_verify_goldens *g)
 {
     memset(g, 0, sizeof *g);
@@ -546,7 +546,7 @@ fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
                  "platform key %s", g->profile.version, g->key);
     }
     if (g->exact || g->tolerance) {
-        fattn_status st = fattn_runfile_load(g->path, &g->tree);
+        fattn_status st = fattn_runfile_load_bounded(g->path, max_bytes, &g->tree);
         if (st != FATTN_OK) {
             fattn_verify_goldens_free(g);
             return st;
