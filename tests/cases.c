@@ -142,6 +142,21 @@ static const spec_row spec_rows[] = {
         "window": [4, 0], "pad_between_seqs": true, "seed": 310),
     ROW("bwd.swa.thd.padding", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32, "d_qk": 16,
         "layout": "thd_thd_thd", "mask": "padding", "window": [4, 4], "seed": 311),
+    /* A causal mask with the window (-1,-1), as a direct fused_attn_fwd
+     * caller (TE's context-parallel code) passes it: causal all the same. */
+    ROW("bwd.window_m1m1.causal", "f16 bf16", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
+        "layout": "bshd_bshd_bshd", "mask": "causal", "window": [-1, -1], "raw_func_args": true,
+        "seed": 312),
+    ROW("bwd.window_m1m1.causal_bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 16, "skv": 40,
+        "d_qk": 16, "layout": "sbhd_sbhd_sbhd", "mask": "causal_bottom_right",
+        "window": [-1, -1], "raw_func_args": true, "seed": 313),
+    ROW("bwd.window_m1m1.thd.padding_causal", "f16 bf16", "b": 3, "h": 2, "sq": 24, "skv": 32,
+        "d_qk": 16, "layout": "thd_thd_thd", "mask": "padding_causal", "window": [-1, -1],
+        "pad_between_seqs": true, "raw_func_args": true, "seed": 314),
+    ROW("bwd.window_m1m1.padding_causal_bottom_right", "f16 bf16", "b": 2, "h": 2, "sq": 24,
+        "skv": 32, "d_qk": 16, "layout": "bshd_bshd_bshd", "mask": "padding_causal_bottom_right",
+        "window": [-1, -1], "seqlens_q": [24, 10], "seqlens_kv": [32, 17], "raw_func_args": true,
+        "seed": 315),
 
     /* ---- post_scale_bias shapes and alibi ----------------------------- */
     ROW("bwd.bias.1hss", "f16 bf16 f32", "b": 2, "h": 2, "sq": 24, "skv": 40, "d_qk": 16,
@@ -317,6 +332,7 @@ static fattn_status row_case(const fattn_spec *s, tcase *c)
         c->bias_sq = (int)rc.t.attn_bias.shape[2];
     }
     c->softmax = s->softmax;
+    c->direct_call = s->raw_func_args;
     c->window[0] = rc.window[0];
     c->window[1] = rc.window[1];
     c->bottom_right = rc.bottom_right_diagonal;
@@ -452,6 +468,7 @@ static fattn_status tcase_spec(const tcase *c, fattn_spec *s)
     s->bias = c->bias;
     s->softmax = c->softmax;
     s->window_set = true;
+    s->raw_func_args = c->direct_call;
     s->window[0] = c->window[0];
     s->window[1] = c->window[1];
     s->bottom_right_diagonal = c->bottom_right ? FATTN_TRISTATE_TRUE : FATTN_TRISTATE_FALSE;

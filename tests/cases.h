@@ -24,7 +24,8 @@ typedef struct tcase {
     fattn_bias_type bias;
     int bias_b, bias_h, bias_sq; /* bias dims: each 1 or b / h / sq (skv always) */
     fattn_softmax_type softmax;
-    int64_t window[2];         /* after TE's normalisation */
+    int64_t window[2];         /* what FusedAttnFunc gets (fattn_case_window) */
+    bool direct_call;          /* raw_func_args: a direct caller's window, as given */
     bool bottom_right;         /* resolved bottom_right_diagonal */
     float dropout;
     bool training;             /* run backward */

@@ -445,6 +445,7 @@ fattn_support_query fe_case_query(const tcase *c)
     q.dropout = c->dropout;
     q.h = c->h, q.hg = c->hg, q.sq = c->sq, q.skv = c->skv, q.d_qk = c->d, q.d_v = c->dv;
     q.window_left = c->window[0], q.window_right = c->window[1];
+    q.direct_call = c->direct_call;
     q.is_training = c->training;
     q.return_max_logit = c->return_max_logit;
     return q;
@@ -467,6 +468,7 @@ fattn_status fe_legacy_call_fwd(const tcase *c, tcase_buffers *b, fattn_legacy_c
                                 fattn_rng_gen *gen, fattn_tensor *out, fattn_tensor *max_logit)
 {
     ctx->poison = FE_POISON;
+    ctx->direct_call = c->direct_call;
     return fattn_legacy_forward(
         ctx, c->training, c->sq, c->skv, &b->cu_q, &b->cu_kv, &b->cu_q_pad, &b->cu_kv_pad,
         NULL, NULL, &b->q, &b->k, &b->v, &b->bias, FATTN_LEGACY_SCALE_NONE, c->dropout, true,
@@ -513,6 +515,7 @@ void fe_split_fwd_args_of(const tcase *c, tcase_buffers *b, fattn_engine *e, fat
     a->rng_gen = gen;
     a->engine = e;
     a->poison = FE_POISON;
+    a->direct_call = c->direct_call;
 }
 
 fattn_status fe_split_call_fwd_bwd(const tcase *c, tcase_buffers *b, fattn_engine *e,

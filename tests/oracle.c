@@ -313,6 +313,14 @@ static int row_logits(const geom *g, int bi, int n, int i, double *s, bool *kept
     int kh = n / g->group;
     int64_t diag = c->bottom_right ? (int64_t)i + (len_kv - len_q) : (int64_t)i;
     int64_t left = c->window[0], right = c->window[1];
+    /* TE's C++ makes every causal mask causal whatever the window: cuDNN's
+     * causal flag bounds the band on the right at 0 unless the window's
+     * right element is set (fused_attn_f16_arbitrary_seqlen.cu:68-71,
+     * 303-316 at d0067d0) */
+    if (right == -1 && (c->mask == FATTN_MASK_CAUSAL || c->mask == FATTN_MASK_PADDING_CAUSAL ||
+                        c->mask == FATTN_MASK_CAUSAL_BOTTOM_RIGHT ||
+                        c->mask == FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT))
+        right = 0;
     double *qv = malloc(sizeof(double) * (size_t)c->d);
     double *kv = malloc(sizeof(double) * (size_t)c->d);
     int nkept = 0;

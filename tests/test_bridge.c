@@ -9,14 +9,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "fattn/bridge.h"
 #include "fattn/fp8.h"
 #include "fattn/status.h"
 #include "fattn/tensor.h"
 #include "fattn_test.h"
-
-fattn_status fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax);
-fattn_status fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale);
-float fattn_bridge_fp8_cs_scale(float amax, int dtype, int pow2, float epsilon);
 
 #define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -28,6 +28,7 @@
 
 #include "cudnn_env.h"
 #include "cases.h"
+#include "fattn/bridge.h"
 #include "fattn/cudnn.h"
 #include "fattn/dtype.h"
 #include "fattn/support.h"
@@ -488,7 +489,6 @@ END_TEST
  * these rows; the device field sits between dtype and ndim. */
 START_TEST(test_tensor_layout)
 {
-    int fattn_bridge_abi(int64_t *out, int n);
     int64_t rows[64];
     int n = fattn_bridge_abi(rows, 64);
     ck_assert_int_ge(n, 4);

@@ -187,6 +187,13 @@ static void to_bottom_right(fattn_fwd_params *p)
     p->attn.bottom_right_diagonal = true;
 }
 
+/* The window a direct fused_attn_fwd caller passes with a causal mask:
+ * TE's C++ is causal from the mask type all the same. */
+static void window_none(fattn_fwd_params *p)
+{
+    p->attn.window_size_left = p->attn.window_size_right = -1;
+}
+
 typedef struct seq_row {
     const char *case_id;
     void (*tweak)(fattn_fwd_params *);
@@ -204,6 +211,16 @@ static const seq_row seq_rows[] = {
     {"bwd.padding.f16", NULL, "composite", "bmm1 attn_scale" PADDING SOFTMAX " bmm2"},
     {"bwd.padding_causal.f16", NULL, "composite",
      "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    /* a causal mask with the window (-1,-1): the same graphs */
+    {"bwd.causal.bf16", window_none, "composite", "bmm1 attn_scale" CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.causal_bottom_right.f16", window_none, "composite",
+     "bmm1 attn_scale gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" SOFTMAX " bmm2"},
+    {"bwd.padding_causal.f16", window_none, "composite",
+     "bmm1 attn_scale" PADDING CAUSAL_TL SOFTMAX " bmm2"},
+    {"bwd.padding_causal_bottom_right.f16", window_none, "composite",
+     "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
+     "row_idx_add_skv_sub_sq row_greater_than_col binary_select" SOFTMAX " bmm2"},
     {"bwd.padding_causal_bottom_right.f16", NULL, "composite",
      "bmm1 attn_scale" PADDING " gen_row_index gen_col_index row_idx_add_skv "
      "row_idx_add_skv_sub_sq row_greater_than_col binary_select" SOFTMAX " bmm2"},
@@ -570,6 +587,11 @@ static void no_dbias(fattn_bwd_params *p)
     p->deterministic = false;
 }
 
+static void bwd_window_none(fattn_bwd_params *p)
+{
+    p->attn.window_size_left = p->attn.window_size_right = -1;
+}
+
 #define BWD_HEAD "mul_dO_O reduce_dO_o scale_dropout_inv matmul_Q_KT mul_s_attn_scale"
 #define BWD_DV " exp_s reshape_p matmul_pT_dO"
 #define BWD_DS " matmul_dO_VT sub_dP_softmax_sum mul_dP_exp_s"
@@ -593,6 +615,12 @@ static const bwd_seq_row bwd_seq_rows[] = {
      BWD_HEAD " sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL " identity_dQ"},
     {"bwd.padding.f16", NULL, BWD_HEAD PADDING " sub_s_m" BWD_DV BWD_DS BWD_TAIL},
     {"bwd.causal_bottom_right.f16", NULL,
+     BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
+     "row_greater_than_col binary_select" BWD_DV BWD_DS BWD_TAIL},
+    /* a causal mask with the window (-1,-1): the same graphs */
+    {"bwd.causal.bf16", bwd_window_none,
+     BWD_HEAD " sub_s_m" CAUSAL_TL BWD_DV BWD_DS BWD_TAIL},
+    {"bwd.causal_bottom_right.f16", bwd_window_none,
      BWD_HEAD " sub_s_m gen_row_index gen_col_index row_idx_add_skv row_idx_add_skv_sub_sq "
      "row_greater_than_col binary_select" BWD_DV BWD_DS BWD_TAIL},
     {"bwd.swa.top_left.f16", NULL,

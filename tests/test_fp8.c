@@ -11,6 +11,7 @@
  * PyTorch does), so there a NaN code matches any NaN code; everything else,
  * including every saturating result, must match bit for bit.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -186,6 +187,100 @@ START_TEST(fp8_dtype_facts)
 END_TEST
 
 #define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* TE's fused delayed-scaling update (delayed_scaling.cu kernel_bulk,
+ * release_v2.19), one state per row: history [len][n] row-major and scales
+ * before and after, worked out by hand from the kernel. */
+#define UPD_MAX 12
+typedef struct update_row {
+    const char *id;
+    int64_t len, n;
+    fattn_fp8_amax_algo algo;
+    fattn_dtype dtype;
+    int margin;
+    bool has_reduced;
+    float reduced[UPD_MAX];
+    float hist[UPD_MAX], scale[UPD_MAX];
+    float want_hist[UPD_MAX], want_scale[UPD_MAX];
+} update_row;
+
+static const update_row update_rows[] = {
+    /* amax_history_len 1, most_recent (TE's test_dpa_fp8_extra_state): the
+     * newest amax makes the scale, row 0 is zeroed; an unused quantizer
+     * (amax 0) keeps its scale and its row */
+    {"fp8.update.len1.most_recent", 1, 3, FATTN_FP8_AMAX_MOST_RECENT, FATTN_DTYPE_FLOAT8_E4M3FN,
+     0, false, {0}, {2.0f, 0.0f, 0.5f}, {1.0f, 3.0f, 1.0f}, {0.0f, 0.0f, 0.0f},
+     {224.0f, 3.0f, 896.0f}},
+    /* len 4, max, E5M2 margin 1: column 0 rolls (row 1 dropped, the newest
+     * at the end) and takes the largest of rows 1..3 and the newest;
+     * column 1's newest is 0, so nothing rolls and the scale stays */
+    {"fp8.update.len4.max.margin", 4, 2, FATTN_FP8_AMAX_MAX, FATTN_DTYPE_FLOAT8_E5M2, 1, false,
+     {0}, {3.0f, 0.0f, 1.0f, 5.0f, 8.0f, 6.0f, 2.0f, 7.0f}, {1.0f, 2.5f},
+     {0.0f, 0.0f, 8.0f, 5.0f, 2.0f, 6.0f, 3.0f, 7.0f}, {3584.0f, 2.5f}},
+    /* the reduction buffer's value wins where it is not 0 */
+    {"fp8.update.reduced", 2, 2, FATTN_FP8_AMAX_MOST_RECENT, FATTN_DTYPE_FLOAT8_E4M3FN, 0, true,
+     {6.0f, 0.0f}, {1.0f, 2.0f, 4.0f, 9.0f}, {1.0f, 1.0f}, {0.0f, 0.0f, 6.0f, 2.0f},
+     {448.0f / 6.0f, 448.0f / 2.0f}},
+    /* an amax so small that the quotient overflows: FLT_MAX; a negative
+     * margin raises the target */
+    {"fp8.update.tiny_amax", 1, 2, FATTN_FP8_AMAX_MAX, FATTN_DTYPE_FLOAT8_E4M3FN, -2, false, {0},
+     {1e-45f, 7.0f}, {1.0f, 1.0f}, {0.0f, 0.0f}, {FLT_MAX, 1792.0f / 7.0f}},
+    /* inf and NaN amaxes keep the scale (most_recent); under max a NaN
+     * newest is passed over by fmaxf and the older rows decide */
+    {"fp8.update.nonfinite", 2, 3, FATTN_FP8_AMAX_MOST_RECENT, FATTN_DTYPE_FLOAT8_E4M3FN, 0,
+     false, {0}, {INFINITY, NAN, 1.0f, 2.0f, 2.0f, 2.0f}, {5.0f, 6.0f, 1.0f},
+     {0.0f, 0.0f, 0.0f, INFINITY, NAN, 1.0f}, {5.0f, 6.0f, 448.0f}},
+    {"fp8.update.nan_max", 3, 1, FATTN_FP8_AMAX_MAX, FATTN_DTYPE_FLOAT8_E4M3FN, 0, false, {0},
+     {NAN, 4.0f, 7.0f}, {1.0f}, {0.0f, 7.0f, NAN}, {64.0f}},
+};
+
+static bool same_f32(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+START_TEST(delayed_update_rows)
+{
+    const update_row *r = &update_rows[_i];
+    float hist[UPD_MAX], scale[UPD_MAX];
+    memcpy(hist, r->hist, sizeof hist);
+    memcpy(scale, r->scale, sizeof scale);
+    fattn_fp8_recipe_state st = {r->len, r->n, scale, hist};
+    ck_assert_int_eq(fattn_fp8_delayed_update(&st, r->has_reduced ? r->reduced : NULL, r->algo,
+                                              r->dtype, r->margin),
+                     FATTN_OK);
+    for (int64_t i = 0; i < r->len * r->n; i++)
+        ck_assert_msg(same_f32(hist[i], r->want_hist[i]), "%s: history[%lld] %a, want %a", r->id,
+                      (long long)i, hist[i], r->want_hist[i]);
+    for (int64_t i = 0; i < r->n; i++)
+        ck_assert_msg(same_f32(scale[i], r->want_scale[i]), "%s: scale[%lld] %a, want %a", r->id,
+                      (long long)i, scale[i], r->want_scale[i]);
+    fattn_test_mark(r->id);
+}
+END_TEST
+
+START_TEST(delayed_update_refusals)
+{
+    float h[2] = {1.0f, 1.0f}, sc[2] = {1.0f, 1.0f};
+    fattn_fp8_recipe_state ok = {1, 2, sc, h}, empty = {0, 2, sc, h};
+    ck_assert_int_eq(fattn_fp8_delayed_update(&empty, NULL, FATTN_FP8_AMAX_MAX,
+                                              FATTN_DTYPE_FLOAT8_E4M3FN, 0), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_fp8_delayed_update(&ok, NULL, FATTN_FP8_AMAX_MAX,
+                                              FATTN_DTYPE_BFLOAT16, 0), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_fp8_delayed_update(&ok, NULL, (fattn_fp8_amax_algo)7,
+                                              FATTN_DTYPE_FLOAT8_E4M3FN, 0), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fattn_fp8_delayed_update(&ok, NULL, FATTN_FP8_AMAX_MAX,
+                                              FATTN_DTYPE_FLOAT8_E4M3FN, 65), FATTN_E_INVALID_ARG);
+    /* nothing was touched by a refusal */
+    ck_assert(h[0] == 1.0f && sc[0] == 1.0f);
+    fattn_fp8_amax_algo a;
+    ck_assert_int_eq(fattn_fp8_amax_algo_parse("most_recent", &a), FATTN_OK);
+    ck_assert_int_eq(a, FATTN_FP8_AMAX_MOST_RECENT);
+    ck_assert_int_eq(fattn_fp8_amax_algo_parse("mean", &a), FATTN_E_PARSE);
+    ck_assert_str_eq(fattn_fp8_amax_algo_name(FATTN_FP8_AMAX_MAX), "max");
+    fattn_test_mark("fp8.update.refusals");
+}
+END_TEST
+
 
 static Suite *make_suite(void)
 {
@@ -197,6 +292,8 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, saturation_sweep, 0, NROWS(fmt_rows));
     tcase_add_loop_test(tc, quantize_rows, 0, NROWS(quant_rows));
     tcase_add_test(tc, fp8_dtype_facts);
+    tcase_add_loop_test(tc, delayed_update_rows, 0, NROWS(update_rows));
+    tcase_add_test(tc, delayed_update_refusals);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -208,6 +305,9 @@ static void list_ids(void)
                fmt_rows[i].id);
     for (int i = 0; i < NROWS(quant_rows); i++)
         printf("%s\n", quant_rows[i].id);
+    for (int i = 0; i < NROWS(update_rows); i++)
+        printf("%s\n", update_rows[i].id);
+    printf("fp8.update.refusals\n");
 }
 
 FATTN_TEST_MAIN(make_suite, list_ids)

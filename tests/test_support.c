@@ -201,6 +201,27 @@ START_TEST(boundaries)
     /* a sink without a bias tensor is fine; alibi + sink is fine */
     q.softmax_type = FATTN_SOFTMAX_OFF_BY_ONE;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    /* a causal mask with the window (-1,-1): DotProductAttention rewrites it
+     * (window_not_normalised), a direct FusedAttnFunc caller's reaches TE's
+     * C++ as given; so does a window check_set_window_size asserts on */
+    fattn_support_query_init(&q);
+    q.mask_type = FATTN_MASK_CAUSAL;
+    q.window_left = q.window_right = -1;
+    const fattn_support_rule *failed = NULL;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "window_not_normalised");
+    q.direct_call = true;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    q.window_right = 3;
+    q.direct_call = false;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "window_mask");
+    q.direct_call = true; /* then TE's C++ has no backend for it (swa_restrictions) */
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "swa_restrictions");
 }
 END_TEST
 

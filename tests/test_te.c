@@ -409,6 +409,41 @@ START_TEST(window_row)
 }
 END_TEST
 
+/* ---- the band's right bound (TE's C++: causality from the mask type) ---------------- */
+
+/* Per mask: the right bound for a right element of -1, 0 and 3, f16 then
+ * FP8 (fused_attn_f16_arbitrary_seqlen.cu:68-71, 303-316; fused_attn_fp8.cu
+ * :36-37, 256, 268-270, d0067d0). */
+static const struct {
+    fattn_mask_type mask;
+    const char *name;
+    int64_t f16_none, fp8_none; /* the bound for -1 */
+} band_rows[] = {
+    {FATTN_MASK_NO_MASK, "no_mask", -1, -1},
+    {FATTN_MASK_PADDING, "padding", -1, -1},
+    {FATTN_MASK_CAUSAL, "causal", 0, 0},
+    {FATTN_MASK_PADDING_CAUSAL, "padding_causal", 0, 0},
+    /* the FP8 kernel's causal flag is the top-left masks' only */
+    {FATTN_MASK_CAUSAL_BOTTOM_RIGHT, "causal_bottom_right", 0, -1},
+    {FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT, "padding_causal_bottom_right", 0, -1},
+};
+
+START_TEST(band_right_row)
+{
+    fattn_mask_type m = band_rows[_i].mask;
+    ck_assert_int_eq(fattn_mask_band_right(m, false, -1), band_rows[_i].f16_none);
+    ck_assert_int_eq(fattn_mask_band_right(m, true, -1), band_rows[_i].fp8_none);
+    /* a right element other than -1 is the bound, whatever the mask */
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+        ck_assert_int_eq(fattn_mask_band_right(m, fp8, 0), 0);
+        ck_assert_int_eq(fattn_mask_band_right(m, fp8, 3), 3);
+    }
+    char id[96];
+    snprintf(id, sizeof id, "te.band_right.%s", band_rows[_i].name);
+    fattn_test_mark(id);
+}
+END_TEST
+
 START_TEST(window_bad_mask)
 {
     int64_t in[2] = {-1, -1}, out[2];
@@ -443,6 +478,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, mask_predicates, 0, NROWS(mask_preds));
     tcase_add_loop_test(tc, window_row, 0, NROWS(win_masks) * NCASES);
     tcase_add_test(tc, window_bad_mask);
+    tcase_add_loop_test(tc, band_right_row, 0, NROWS(band_rows));
     suite_add_tcase(s, tc);
     return s;
 }
@@ -452,6 +488,8 @@ static void list_ids(void)
     for (int m = 0; m < NROWS(win_masks); m++)
         for (int c = 0; c < NCASES; c++)
             printf("te.window.%s.%s\n", win_masks[m].name, win_cases[c].id);
+    for (int m = 0; m < NROWS(band_rows); m++)
+        printf("te.band_right.%s\n", band_rows[m].name);
 }
 
 FATTN_TEST_MAIN(make_suite, list_ids)

@@ -53,11 +53,17 @@ int fattn_case_bottom_right_diagonal_arg(const fattn_spec *s)
     return s->bottom_right_diagonal == FATTN_TRISTATE_TRUE;
 }
 
-static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
+fattn_status fattn_case_window(const fattn_spec *s, int64_t out[2], bool *warned)
 {
+    if (warned)
+        *warned = false;
+    if (s->raw_func_args && s->window_set) { /* a direct caller's, as given */
+        out[0] = s->window[0];
+        out[1] = s->window[1];
+        return FATTN_OK;
+    }
     int64_t w[2] = {s->window[0], s->window[1]};
-    bool warned = false;
-    fattn_status st = fattn_window_normalize(s->mask, s->window_set, w, c->window, &warned);
+    fattn_status st = fattn_window_normalize(s->mask, s->window_set, w, out, warned);
     /* the support table's window_mask row (docs/features.md) names this
      * refusal: DotProductAttention's check_set_window_size asserts before
      * FusedAttnFunc runs (TE 2.20.2 utils.py:3016, 2.19.0 utils.py:2697) */
@@ -65,6 +71,14 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
         return fattn_error(st, "case %s: window: rule window_mask: %s", s->id, fattn_last_error());
     if (st != FATTN_OK)
         return fattn_error(st, "case %s: window: %s", s->id, fattn_last_error());
+    return FATTN_OK;
+}
+
+static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
+{
+    fattn_status st = fattn_case_window(s, c->window, NULL);
+    if (st != FATTN_OK)
+        return st;
     c->bottom_right_diagonal_arg = fattn_case_bottom_right_diagonal_arg(s);
     c->bottom_right_diagonal = c->bottom_right_diagonal_arg < 0
                                    ? fattn_bottom_right_default_fwd(s->mask) /* fused_attn.py:325 */

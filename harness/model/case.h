@@ -73,7 +73,7 @@ typedef struct fattn_case {
     bool thd;                      /* q or kv in THD */
     bool padding;                  /* a padding mask or THD: padded cu_seqlens exist */
     bool self_packed;              /* 3hd/h3d: q, k, v share one token dimension */
-    int64_t window[2];             /* normalised as TE's check_set_window_size */
+    int64_t window[2];             /* what FusedAttnFunc gets (fattn_case_window) */
     bool bottom_right_diagonal;    /* what the forward runs with */
     int bottom_right_diagonal_arg; /* what FusedAttnFunc gets: -1 None, 0, 1 */
     float attn_scale;              /* the spec's, else TE's default */
@@ -108,6 +108,14 @@ fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out);
  * DotProductAttention resolves it (dot_product_attention.py:2398-2406),
  * or under raw_func_args the spec's value, -1 (None) for null. */
 float fattn_case_attn_scale_arg(const fattn_spec *spec);
+/* The window FusedAttnFunc receives for `spec` into out: normalised as
+ * DotProductAttention's check_set_window_size normalises it
+ * (fattn_window_normalize, *warned where TE warns), or under raw_func_args
+ * a window the spec sets as given (a direct caller's, e.g. (-1,-1) with a
+ * causal mask, which TE's C++ runs causal: fattn_mask_band_right).
+ * Errors: fattn_window_normalize's, the message naming the case and, for
+ * FATTN_E_INVALID_CASE, the support rule window_mask. */
+fattn_status fattn_case_window(const fattn_spec *spec, int64_t out[2], bool *warned);
 int fattn_case_bottom_right_diagonal_arg(const fattn_spec *spec);
 
 /* Free the sequence tables; *c becomes empty (NULL is fine). */

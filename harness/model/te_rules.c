@@ -28,6 +28,7 @@ fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
     q->b = s->b, q->h = s->h, q->hg = s->hg, q->sq = s->sq, q->skv = s->skv;
     q->d_qk = s->d_qk, q->d_v = s->d_v;
     q->window_left = c.window[0], q->window_right = c.window[1];
+    q->direct_call = s->raw_func_args;
     q->is_training = s->is_training;
     q->return_max_logit = s->return_max_logit;
     q->deterministic = s->deterministic;

@@ -40,6 +40,7 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
     }
     s->ctx->poison = env->poison;
     s->ctx->cpu_offload = env->spec->cpu_offload;
+    s->ctx->direct_call = env->spec->raw_func_args;
     s->ctx->env_fp8_dpa_bwd = env->spec->fp8_dpa_bwd;
     s->ctx->env_fp8cs_o_in_f16 = env->spec->fp8_o_in_f16;
     if (env->spec->fp8)

@@ -116,6 +116,7 @@ static void fwd_args_from_case(fe_split *s)
     a->engine = s->env->engine;
     a->poison = s->env->poison;
     a->cpu_offload = sp->cpu_offload;
+    a->direct_call = sp->raw_func_args;
     a->fp8 = sp->fp8;
     a->fp8_output = sp->fp8_output;
     a->bf16_backward = sp->bf16_backward;
@@ -428,8 +429,7 @@ static void attrs_from_record(fattn_split_ctx_attrs *dst, const fattn_ctx_record
 static fattn_status resolve_window(fe_split *s)
 {
     const fattn_spec *sp = s->env->spec;
-    fattn_status st = fattn_window_normalize(sp->mask, sp->window_set, sp->window, s->in.window,
-                                             NULL);
+    fattn_status st = fattn_case_window(sp, s->in.window, NULL);
     if (st != FATTN_OK)
         return st;
     fattn_case_inputs tmp;

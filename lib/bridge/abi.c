@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fattn/bridge.h"
 #include "fattn/dtype.h"
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
@@ -16,10 +17,6 @@
 #include "fattn/tensor.h"
 
 #define FIELD(type, member) (int64_t) offsetof(type, member)
-
-/* One row per entry, in a fixed order the caller knows; returns how many
- * there are, writing at most n of them to out. */
-int fattn_bridge_abi(int64_t *out, int n);
 
 int fattn_bridge_abi(int64_t *out, int n)
 {
@@ -68,10 +65,6 @@ int fattn_bridge_abi(int64_t *out, int n)
  * source, then each element scaled and cast with saturation. The cast is
  * fattn's (fattn_fp8_quantize, held to a table over every code); the
  * scale of a current-scaling call comes from fattn_bridge_fp8_cs_scale. */
-
-fattn_status fattn_bridge_fp8_amax(const fattn_tensor *src, float *amax);
-fattn_status fattn_bridge_fp8_quantize(const fattn_tensor *src, fattn_tensor *dst, float scale);
-float fattn_bridge_fp8_cs_scale(float amax, int dtype, int pow2, float epsilon);
 
 /* Offset of element i (C order) of a strided view. */
 static int64_t bridge_at(const fattn_tensor *t, int64_t i)

@@ -9,6 +9,7 @@
  * including the e5m2 tie at max + ulp/2 = 61440, which it saturates.
  */
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -93,4 +94,72 @@ fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out)
         }
     return fattn_error(FATTN_E_PARSE, "unknown fp8 recipe \"%s\" (valid: delayed, current, "
                        "mxfp8, block)", s ? s : "(null)");
+}
+
+static const char *const amax_algo_names[] = {"max", "most_recent"};
+
+const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a)
+{
+    return (a == FATTN_FP8_AMAX_MAX || a == FATTN_FP8_AMAX_MOST_RECENT) ? amax_algo_names[a]
+                                                                         : NULL;
+}
+
+fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out)
+{
+    for (int a = FATTN_FP8_AMAX_MAX; s && a <= FATTN_FP8_AMAX_MOST_RECENT; a++)
+        if (strcmp(s, amax_algo_names[a]) == 0) {
+            *out = (fattn_fp8_amax_algo)a;
+            return FATTN_OK;
+        }
+    return fattn_error(FATTN_E_PARSE, "unknown amax_compute_algo \"%s\" (valid: max, "
+                       "most_recent; TE's callable algorithms run its unfused Python update, "
+                       "which fattn does not model)", s ? s : "(null)");
+}
+
+/* kernel_bulk's body for quantizer i of a state of stride n
+ * (delayed_scaling.cu, release_v2.19: the roll and amax, the scale). The
+ * kernel's threads roll the history in chunks with a barrier between
+ * reading and writing each chunk, so every read sees the old row. */
+static void delayed_update_one(float *hist, float *scale, int64_t len, int64_t n, int64_t i,
+                               const float *reduced, fattn_fp8_amax_algo algo, float scaled_max)
+{
+    float *h = hist + i;
+    float last = (reduced && reduced[i] != 0.0f) ? reduced[i] : h[0];
+    float amax = 0.0f;
+    if (last != 0.0f) {
+        for (int64_t r = 0; r < len; r++) {
+            float a = r < len - 1 ? h[(r + 1) * n] : last;
+            amax = fmaxf(amax, a);
+            h[r * n] = r > 0 ? a : 0.0f;
+        }
+    }
+    if (algo == FATTN_FP8_AMAX_MOST_RECENT)
+        amax = last;
+    float sc = (isfinite(amax) && amax > 0.0f) ? scaled_max / amax : scale[i];
+    /* a tiny amax: the scale would overflow float32; TE clamps it */
+    scale[i] = isinf(sc) ? FLT_MAX : sc;
+}
+
+fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
+                                      fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin)
+{
+    if (!st || st->len < 1 || st->n < 1 || !st->scale || !st->amax_history)
+        return fattn_error(FATTN_E_INVALID_ARG, "fp8 delayed update: a state needs at least one "
+                           "quantizer and one history row");
+    if (!fattn_dtype_is_fp8(dtype))
+        return fattn_error(FATTN_E_INVALID_ARG, "fp8 delayed update: %s is not an FP8 dtype",
+                           fattn_dtype_name(dtype));
+    if (!fattn_fp8_amax_algo_name(algo))
+        return fattn_error(FATTN_E_INVALID_ARG, "fp8 delayed update: amax algorithm %d is not "
+                           "max or most_recent", (int)algo);
+    if (margin < -64 || margin > 64)
+        return fattn_error(FATTN_E_INVALID_ARG, "fp8 delayed update: margin %d is outside "
+                           "[-64, 64]", margin);
+    /* fp8_dtype_max(dtype) * std::pow(2.f, -margin): exact for an integer
+     * margin, which ldexpf computes without a libm power */
+    float scaled_max = ldexpf(fattn_fp8_max(dtype), -margin);
+    for (int64_t i = 0; i < st->n; i++)
+        delayed_update_one(st->amax_history, st->scale, st->len, st->n, i, reduced, algo,
+                           scaled_max);
+    return FATTN_OK;
 }

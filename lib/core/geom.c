@@ -559,7 +559,9 @@ static fattn_status geom_scalars(fattn_geom *g, const fattn_geom_args *a)
         return fattn_error(FATTN_E_INVALID_ARG, "%s: window (%lld, %lld) below -1", who,
                            (long long)a->win_left, (long long)a->win_right);
     g->win_left = a->win_left;
-    g->win_right = a->win_right;
+    /* causality from the mask type, as TE's C++ applies it whatever the
+     * window (fattn_mask_band_right): what both engines run */
+    g->win_right = fattn_mask_band_right(a->mask_type, a->fp8, a->win_right);
     g->bottom_right = a->bottom_right;
     return FATTN_OK;
 }

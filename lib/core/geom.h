@@ -35,7 +35,9 @@ struct fattn_geom {
     float scale;
     float dropout;             /* 0 when not applied */
     uint64_t rng_seed, rng_offset;
-    int64_t win_left, win_right;
+    int64_t win_left;          /* the window's left element (-1: none) */
+    int64_t win_right;         /* the band's right bound (-1: none): the window's, or 0 from
+                                * a causal mask (fattn_mask_band_right) */
     bool bottom_right;
     bool thd_stats;            /* Stats ragged [t_q,h,1] */
     int64_t t_q;               /* tokens of a THD Q */

@@ -83,12 +83,16 @@ static bool r_alibi_mask(const fattn_support_query *q)
 static bool r_window_mask(const fattn_support_query *q)
 {
     int64_t in[2] = {q->window_left, q->window_right}, out[2];
+    if (q->direct_call)
+        return false; /* no DotProductAttention, no check_set_window_size */
     return fattn_window_normalize(q->mask_type, true, in, out, NULL) != FATTN_OK;
 }
 
 static bool r_window_not_normalised(const fattn_support_query *q)
 {
     int64_t in[2] = {q->window_left, q->window_right}, out[2];
+    if (q->direct_call)
+        return false; /* a direct caller's window reaches TE's C++ as given */
     if (fattn_window_normalize(q->mask_type, true, in, out, NULL) != FATTN_OK)
         return false; /* window_mask's business */
     return out[0] != in[0] || out[1] != in[1];

@@ -451,6 +451,29 @@ fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
     return FATTN_OK;
 }
 
+/* ---- the band's right bound -------------------------------------------------------- */
+
+/* fused_attn_f16_arbitrary_seqlen.cu at d0067d0 (release_v2.19 holds the
+ * same file): is_causal / is_bottom_right from the mask type alone
+ * (L68-71 forward, L660-663 backward), handed to cudnn-frontend's
+ * set_causal_mask / set_causal_mask_bottom_right (L303-304, L889-890),
+ * which set a right bound of 0 where none is set yet (cudnn-frontend 1.18
+ * graph_properties.h L1800-1823, L2092-2115); then the window's right
+ * element replaces it unless it is -1 (L314-316, L908-910). The FP8 kernel
+ * (fused_attn_fp8.cu L36-37, L519-520) sets the causal flag for causal and
+ * padding_causal only (L256, L843), and the window's right bound the same
+ * way (L268-270, L855-857). The bottom-right collapse (L75-79: a
+ * bottom-right mask with s_q == s_kv and no padding becomes top-left) moves
+ * the diagonal, not the bound. */
+int64_t fattn_mask_band_right(fattn_mask_type mask, bool fp8, int64_t win_right)
+{
+    if (win_right != -1)
+        return win_right;
+    bool causal_flag = fp8 ? (mask == FATTN_MASK_CAUSAL || mask == FATTN_MASK_PADDING_CAUSAL)
+                           : fattn_mask_has_causal(mask);
+    return causal_flag ? 0 : -1;
+}
+
 /* ---- bottom_right_diagonal defaults ----------------------------------------------- */
 
 /* DotProductAttention.forward, dot_product_attention.py L1746-1754 at d0067d0:

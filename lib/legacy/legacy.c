@@ -264,6 +264,7 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
     sq->fp8 = f->fp8;
     sq->fp8_recipe = (f->fp8 && f->quantizers) ? f->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
     sq->cpu_offload = f->ctx->cpu_offload;
+    sq->direct_call = f->ctx->direct_call;
     fattn_status st = fattn_support_check(sq, lg_support_engine(f->ctx->engine), NULL);
     if (st != FATTN_OK)
         return st;

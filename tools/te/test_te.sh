@@ -39,12 +39,12 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (133 cases' "$work/verdict")"
-check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (133 cases' "$work/verdict")"
-check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (133 cases' "$work/verdict")"
+check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (137 cases' "$work/verdict")"
+check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (137 cases' "$work/verdict")"
+check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (137 cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 68 cases through FusedAttention, 45 through FusedAttnFunc.apply (FP8 28, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 8), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 68 cases through FusedAttention, 49 through FusedAttnFunc.apply (FP8 28, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases

@@ -3,12 +3,14 @@
 #ifndef FATTN_CLOCK_H
 #define FATTN_CLOCK_H
 
+#include "fattn/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Seconds on CLOCK_MONOTONIC: only differences mean anything. */
-double fattn_now_s(void);
+FATTN_API double fattn_now_s(void);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@
 #ifndef FATTN_CUDNN_H
 #define FATTN_CUDNN_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -76,15 +78,15 @@ typedef struct fattn_cudnn_settings {
  * det_tag, a plan_dir and the two libraries' paths as given (borrowed).
  * Anything else is FATTN_E_INVALID_ARG naming the variable and the values
  * it takes. */
-fattn_status fattn_cudnn_settings_parse(const char *autotune, const char *bwd, const char *det,
-                                        const char *det_tag, const char *plan_dir,
-                                        const char *cudnn_lib, const char *cudart_lib,
-                                        fattn_cudnn_settings *out);
+FATTN_API fattn_status fattn_cudnn_settings_parse(const char *autotune, const char *bwd, const char *det,
+                                                  const char *det_tag, const char *plan_dir,
+                                                  const char *cudnn_lib, const char *cudart_lib,
+                                                  fattn_cudnn_settings *out);
 /* One line for provenance, "autotune=off bwd=switch det=direct plan_store=off"
  * (det=ordered, or det=tag:<tag>; no path: plan_store=on), then
  * " cudnn_lib=named" and " cudart_lib=named" for a library named (no path
  * either; the default search adds nothing), truncated to fit n (n > 0). */
-void fattn_cudnn_settings_describe(const fattn_cudnn_settings *s, char *buf, size_t n);
+FATTN_API void fattn_cudnn_settings_describe(const fattn_cudnn_settings *s, char *buf, size_t n);
 
 /* Name the libraries the cuDNN engine loads (s's cudnn_lib and cudart_lib;
  * NULL s, or a NULL or "" path: the default search) before anything loads
@@ -93,7 +95,7 @@ void fattn_cudnn_settings_describe(const fattn_cudnn_settings *s, char *buf, siz
  * it was loaded, from another path or by the default search, is
  * FATTN_E_STATE (naming the path it was loaded from, or none, is not). The
  * paths are copied. In a build without cuDNN: FATTN_OK, nothing to load. */
-fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s);
+FATTN_API fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s);
 
 typedef struct fattn_cudnn_options {
     int device; /* CUDA device ordinal (a given plan_cache's device instead) */
@@ -135,14 +137,14 @@ typedef struct fattn_cudnn_info {
 
 /* True when cuDNN and the CUDA runtime load and a CUDA device is present;
  * otherwise false with fattn_last_error() saying why. */
-bool fattn_cudnn_available(void);
+FATTN_API bool fattn_cudnn_available(void);
 
 /* Whether libcudnn can be loaded (no GPU needed). */
-bool fattn_cudnn_library_loadable(void);
+FATTN_API bool fattn_cudnn_library_loadable(void);
 
-fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out);
+FATTN_API fattn_status fattn_cudnn_get_info(int device, fattn_cudnn_info *out);
 
-fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt);
+FATTN_API fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_options *opt);
 
 /* The engine's last call, the plans it holds, its platform key: the
  * engine-neutral fattn_engine_last_report (fattn/engine.h); what it answers:
@@ -163,7 +165,7 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
  * FATTN_E_SHAPE. O and Stats are those of the production graph with the same
  * rng_state: only the mask's destination differs. NULL turns it off. For
  * the float64 oracle's dropout cases (tests/test_cudnn_gpu.c). */
-fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count);
+FATTN_API fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int64_t count);
 
 /* Test hook: what cuDNN writes into Max. With dst non-NULL, every later
  * forward with return_max_logit copies its whole device Max buffer to dst
@@ -177,8 +179,8 @@ fattn_status fattn_cudnn_capture_dropout_mask(fattn_engine *e, float *mask, int6
  * whose Max does not fit fails with FATTN_E_SHAPE. The caller's Max gets
  * the defined rows as without the hook. NULL turns it off. For
  * `test_cudnn_gpu --max-rows` (tests/cudnn_max_rows.c). */
-fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
-                                     const uint32_t *fill);
+FATTN_API fattn_status fattn_cudnn_capture_max(fattn_engine *e, float *dst, int64_t count,
+                                               const uint32_t *fill);
 
 /* Where the plans of a cache came from (docs/cudnn-engine.md, "Plan
  * store"). Counters are per plan cache, since it was made. */
@@ -206,23 +208,23 @@ typedef struct fattn_cudnn_plan_store_stats {
  * after another (commands of one process) makes one cache and gives it to
  * each (fattn_cudnn_options.plan_cache), so later engines find the plans
  * built. Not thread-safe; free after the last engine using it. */
-fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
-                                         const fattn_cudnn_settings *settings);
+FATTN_API fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int device,
+                                                   const fattn_cudnn_settings *settings);
 /* The settings the engine's plan cache was made with, as
  * fattn_cudnn_settings_describe writes them; "" for an engine that is not
  * cuDNN's. For provenance. */
-const char *fattn_cudnn_engine_settings(const fattn_engine *e);
-void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c);
+FATTN_API const char *fattn_cudnn_engine_settings(const fattn_engine *e);
+FATTN_API void fattn_cudnn_plan_cache_free(fattn_cudnn_plan_cache *c);
 /* Plans held (0 for NULL). */
-int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c);
+FATTN_API int fattn_cudnn_plan_cache_count(const fattn_cudnn_plan_cache *c);
 /* Its plan-store counters; FATTN_E_INVALID_ARG for NULL arguments. */
-fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
-                                          fattn_cudnn_plan_store_stats *out);
+FATTN_API fattn_status fattn_cudnn_plan_cache_stats(const fattn_cudnn_plan_cache *c,
+                                                    fattn_cudnn_plan_store_stats *out);
 /* Its plan store directory, "" when it has none. */
-const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c);
+FATTN_API const char *fattn_cudnn_plan_cache_store_dir(const fattn_cudnn_plan_cache *c);
 /* The cache a cuDNN engine uses (its own or the one it was given); NULL if
  * e is not a cuDNN engine. */
-fattn_cudnn_plan_cache *fattn_cudnn_engine_plan_cache(const fattn_engine *e);
+FATTN_API fattn_cudnn_plan_cache *fattn_cudnn_engine_plan_cache(const fattn_engine *e);
 
 #ifdef __cplusplus
 }

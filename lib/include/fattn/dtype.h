@@ -18,6 +18,8 @@
 #ifndef FATTN_DTYPE_H
 #define FATTN_DTYPE_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,33 +49,33 @@ typedef struct fattn_e4m3 { uint8_t bits; } fattn_e4m3;
 typedef struct fattn_e5m2 { uint8_t bits; } fattn_e5m2;
 
 /* The contract's name ("float32", "bfloat16", "float8_e4m3fn", ...). */
-const char *fattn_dtype_name(fattn_dtype t);
+FATTN_API const char *fattn_dtype_name(fattn_dtype t);
 /* Inverse of fattn_dtype_name; FATTN_E_PARSE for anything else. */
-fattn_status fattn_dtype_parse(const char *name, fattn_dtype *out);
+FATTN_API fattn_status fattn_dtype_parse(const char *name, fattn_dtype *out);
 /* Bytes per element; 0 for FATTN_DTYPE_INVALID. */
-size_t fattn_dtype_size(fattn_dtype t);
+FATTN_API size_t fattn_dtype_size(fattn_dtype t);
 /* float32, float16, bfloat16 and the two fp8 formats. */
-bool fattn_dtype_is_float(fattn_dtype t);
+FATTN_API bool fattn_dtype_is_float(fattn_dtype t);
 
-float fattn_f16_to_f32(fattn_f16 h);
-fattn_f16 fattn_f32_to_f16(float f);
-float fattn_bf16_to_f32(fattn_bf16 h);
-fattn_bf16 fattn_f32_to_bf16(float f);
-float fattn_e4m3_to_f32(fattn_e4m3 h);
-fattn_e4m3 fattn_f32_to_e4m3(float f);
-float fattn_e5m2_to_f32(fattn_e5m2 h);
-fattn_e5m2 fattn_f32_to_e5m2(float f);
+FATTN_API float fattn_f16_to_f32(fattn_f16 h);
+FATTN_API fattn_f16 fattn_f32_to_f16(float f);
+FATTN_API float fattn_bf16_to_f32(fattn_bf16 h);
+FATTN_API fattn_bf16 fattn_f32_to_bf16(float f);
+FATTN_API float fattn_e4m3_to_f32(fattn_e4m3 h);
+FATTN_API fattn_e4m3 fattn_f32_to_e4m3(float f);
+FATTN_API float fattn_e5m2_to_f32(fattn_e5m2 h);
+FATTN_API fattn_e5m2 fattn_f32_to_e5m2(float f);
 
 /* Bit casts between float32 and its representation. */
-uint32_t fattn_f32_bits(float f);
-float fattn_f32_from_bits(uint32_t u);
+FATTN_API uint32_t fattn_f32_bits(float f);
+FATTN_API float fattn_f32_from_bits(uint32_t u);
 
 /* Element `i` of a buffer of type t, widened to float (floats only). */
-float fattn_load_f32(const void *base, fattn_dtype t, int64_t i);
+FATTN_API float fattn_load_f32(const void *base, fattn_dtype t, int64_t i);
 /* Round `v` to type t and store it as element `i` (floats only). */
-void fattn_store_f32(void *base, fattn_dtype t, int64_t i, float v);
+FATTN_API void fattn_store_f32(void *base, fattn_dtype t, int64_t i, float v);
 /* Round `v` to type t and widen again: the value t can hold nearest to v. */
-float fattn_round_f32(fattn_dtype t, float v);
+FATTN_API float fattn_round_f32(fattn_dtype t, float v);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,8 @@
 #ifndef FATTN_ENGINE_H
 #define FATTN_ENGINE_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -175,10 +177,10 @@ typedef struct fattn_aux_layout {
 /* Forward pack: [Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]. Bias is
  * present for pre_scale_bias and post_scale_bias, SoftmaxOffset for every
  * softmax type but vanilla, Max with return_max_logit. */
-fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
-                                      bool return_max_logit);
+FATTN_API fattn_aux_layout fattn_aux_layout_fwd(fattn_bias_type bias, fattn_softmax_type softmax,
+                                                bool return_max_logit);
 /* Backward pack: the forward's without Max. */
-fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax);
+FATTN_API fattn_aux_layout fattn_aux_layout_bwd(fattn_bias_type bias, fattn_softmax_type softmax);
 
 /* ---- engines ---------------------------------------------------------- */
 
@@ -310,14 +312,14 @@ typedef struct fattn_cpu_options {
     int threads;
 } fattn_cpu_options;
 
-fattn_status fattn_engine_init_cpu(fattn_engine **out,
-                                   const fattn_cpu_options *opt);
-fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
-fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
-const char *fattn_engine_name(const fattn_engine *e);
-bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q);
-fattn_engine_report fattn_engine_last_report(const fattn_engine *e);
-void fattn_engine_free(fattn_engine *e);
+FATTN_API fattn_status fattn_engine_init_cpu(fattn_engine **out,
+                                             const fattn_cpu_options *opt);
+FATTN_API fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p);
+FATTN_API fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p);
+FATTN_API const char *fattn_engine_name(const fattn_engine *e);
+FATTN_API bool fattn_engine_supports(const fattn_engine *e, fattn_engine_query q);
+FATTN_API fattn_engine_report fattn_engine_last_report(const fattn_engine *e);
+FATTN_API void fattn_engine_free(fattn_engine *e);
 
 /* ---- the engine registry (lib/core/registry.c) ------------------------ */
 
@@ -343,26 +345,26 @@ typedef struct fattn_engine_options {
 
 /* The registry is the one place engine names are compared. Kinds, in the
  * order --backend auto prefers them: "cudnn", "cpu". */
-bool fattn_engine_kind_known(const char *name);
+FATTN_API bool fattn_engine_kind_known(const char *name);
 /* Whether the kind `name` runs on a CUDA device and its library loads
  * ("auto" or NULL: whether any kind --backend auto may pick does); asks
  * no device, so a process that must fork before CUDA starts can ask. */
-bool fattn_engine_kind_may_use_device(const char *name);
+FATTN_API bool fattn_engine_kind_may_use_device(const char *name);
 /* Open the named kind; opt may be NULL (defaults). */
-fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
-                               fattn_engine **out);
+FATTN_API fattn_status fattn_engine_open(const char *name, const fattn_engine_options *opt,
+                                         fattn_engine **out);
 /* Open the first kind that is available and opens, in preference order;
  * *name gets its registry name. */
-fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
-                                    const char **name);
+FATTN_API fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engine **out,
+                                              const char **name);
 /* The cuDNN version e loaded (91900 = 9.19.0); the reference platform's
  * (FATTN_SUPPORT_CUDNN_REFERENCE) for an engine without cuDNN. The front
  * ends test the engine's own gap rows at it (fattn_support_query's
  * engine_cudnn_version). */
-long fattn_engine_cudnn_version(const fattn_engine *e);
+FATTN_API long fattn_engine_cudnn_version(const fattn_engine *e);
 /* The support table's engine bit for e (FATTN_SUPPORT_ENGINE_*), what
  * fattn_support_check takes. */
-unsigned fattn_engine_support_bit(const fattn_engine *e);
+FATTN_API unsigned fattn_engine_support_bit(const fattn_engine *e);
 
 /* Version of the CPU engine's math: bumped whenever any CPU result bit can
  * change (part of the CPU platform key of goldens). */

@@ -17,6 +17,8 @@
 #ifndef FATTN_FP8_H
 #define FATTN_FP8_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,22 +29,22 @@
 extern "C" {
 #endif
 
-fattn_e4m3 fattn_f32_to_e4m3_sat(float f);
-fattn_e5m2 fattn_f32_to_e5m2_sat(float f);
+FATTN_API fattn_e4m3 fattn_f32_to_e4m3_sat(float f);
+FATTN_API fattn_e5m2 fattn_f32_to_e5m2_sat(float f);
 
 /* FATTN_DTYPE_FLOAT8_E4M3FN or FATTN_DTYPE_FLOAT8_E5M2. */
-bool fattn_dtype_is_fp8(fattn_dtype t);
+FATTN_API bool fattn_dtype_is_fp8(fattn_dtype t);
 /* Largest finite value of an FP8 dtype (448, 57344); 0 for any other. */
-float fattn_fp8_max(fattn_dtype t);
+FATTN_API float fattn_fp8_max(fattn_dtype t);
 /* The saturating conversion of v to FP8 dtype t (t must be FP8). */
-uint8_t fattn_fp8_encode(fattn_dtype t, float v);
+FATTN_API uint8_t fattn_fp8_encode(fattn_dtype t, float v);
 /* Exact widening of code c of FP8 dtype t. */
-float fattn_fp8_decode(fattn_dtype t, uint8_t c);
+FATTN_API float fattn_fp8_decode(fattn_dtype t, uint8_t c);
 /* Quantise as a TE quantizer does: encode(v * scale). */
-uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale);
+FATTN_API uint8_t fattn_fp8_quantize(fattn_dtype t, float v, float scale);
 /* The value a quantised v stands for: decode(encode(v * scale)) * scale_inv,
  * the two products rounded to float32 each. */
-float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv);
+FATTN_API float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv);
 
 /* ---- TE's FP8 recipes and quantizers as values (docs/fp8-branches.md §3) ---- */
 
@@ -59,8 +61,8 @@ typedef enum fattn_fp8_recipe {
 } fattn_fp8_recipe;
 
 /* "delayed", "current", "mxfp8", "block"; NULL for NONE or outside the enum. */
-const char *fattn_fp8_recipe_name(fattn_fp8_recipe r);
-fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out);
+FATTN_API const char *fattn_fp8_recipe_name(fattn_fp8_recipe r);
+FATTN_API fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out);
 
 /* One quantizer. A delayed one holds views of its recipe state: `scale`
  * (scale[i], set at the autocast boundary, an input to FusedAttnFunc) and
@@ -101,6 +103,59 @@ typedef struct fattn_fp8_meta {
     int n_local_recipes;              /* 0: the dict has no "local_recipes" */
     fattn_fp8_recipe local_recipes[2];
 } fattn_fp8_meta;
+
+/* ---- TE's delayed-scaling recipe update ------------------------------------ */
+
+/* DelayedScaling.amax_compute_algo (common/recipe/__init__.py:256): the
+ * amax the scale is computed from, the history's largest or its newest. */
+typedef enum fattn_fp8_amax_algo {
+    FATTN_FP8_AMAX_MAX = 0,
+    FATTN_FP8_AMAX_MOST_RECENT = 1
+} fattn_fp8_amax_algo;
+
+/* "max", "most_recent"; NULL outside the enum. */
+FATTN_API const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a);
+FATTN_API fattn_status fattn_fp8_amax_algo_parse(const char *s, fattn_fp8_amax_algo *out);
+
+/* One direction's delayed-scaling state (DelayedScalingRecipeState,
+ * quantization.py:1397-1451): n quantizers, each with its scale (scale[i])
+ * and an amax history of `len` rows (amax_history[r * n + i], row-major
+ * [len, n] as TE's tensor). Row 0 is where the casts write (a delayed
+ * quantizer's amax is a view of amax_history[0][i]); TE initialises scale
+ * to ones and the history to zeros. The caller owns both arrays. */
+typedef struct fattn_fp8_recipe_state {
+    int64_t len, n;
+    float *scale;
+    float *amax_history;
+} fattn_fp8_recipe_state;
+
+/* TE's amax and scale update after the amax reduction, for one state of
+ * one direction: what FP8GlobalStateManager.reduce_and_update_fp8_tensors
+ * (quantization.py:656-700) runs through
+ * tex.fused_amax_and_scale_update_after_reduction, i.e.
+ * nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction
+ * (common/recipe/delayed_scaling.cu, kernel_bulk; TE release_v2.19, which
+ * d0067d0 leaves unchanged). Per quantizer i:
+ *   last = reduced[i] if reduced and reduced[i] != 0, else history[0][i];
+ *   if last != 0 the history rolls: row r gets row r + 1 for 1 <= r <
+ *   len - 1, row len - 1 gets last, row 0 becomes 0, and the MAX amax is
+ *   the largest of rows 1..len-1 before the roll and last (fmaxf from 0:
+ *   a NaN is passed over); if last == 0 nothing rolls and the MAX amax is
+ *   0. MOST_RECENT: the amax is last.
+ *   The scale becomes (fp8_max(dtype) * 2^-margin) / amax when the amax is
+ *   finite and > 0, else stays; an infinite quotient becomes FLT_MAX.
+ * `reduced` (NULL: none) is the reduction buffer: TE concatenates row 0 of
+ * every registered state and, with torch.distributed on and reduce_amax,
+ * max-reduces it across the group; in one process it equals row 0.
+ * `dtype` is the direction's FP8 dtype (get_fp8_te_dtype: HYBRID gives E4M3
+ * forward, E5M2 backward). Statuses: FATTN_E_INVALID_ARG for a state
+ * without quantizers or history, a non-FP8 dtype, an algorithm outside the
+ * enum or a margin that is not an integer in [-64, 64] (TE's recipe
+ * margin is an int). Python's unfused update (NVTE_UNFUSED_FP8_UPDATE,
+ * quantization.py:1067-1115) differs: it rolls whatever the amax, keeps
+ * row 1 and divides twice; fattn models the fused one, TE's default. */
+FATTN_API fattn_status fattn_fp8_delayed_update(const fattn_fp8_recipe_state *st, const float *reduced,
+                                                fattn_fp8_amax_algo algo, fattn_dtype dtype, int margin);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@
 #ifndef FATTN_LEGACY_H
 #define FATTN_LEGACY_H
 
+#include "fattn/api.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -97,6 +99,10 @@ typedef struct fattn_legacy_ctx {
      * and this layer offloaded. Not modelled: forward refuses it
      * (FATTN_E_NOT_MODELLED, support rule cpu_offload_v1). */
     bool cpu_offload;
+    /* How FusedAttnFunc is called: by a direct caller (true), not by
+     * DotProductAttention, whose window rows then do not apply (support
+     * query direct_call). */
+    bool direct_call;
     bool has_forward;     /* forward ran and saved */
     /* backward restored tensor_objects: TE sets ctx.tensor_objects = None
      * (2.19.0 quantized_tensor.py:350), so a second backward raises. */
@@ -170,14 +176,14 @@ typedef struct fattn_legacy_ctx {
 } fattn_legacy_ctx;
 
 /* A zeroed ctx that will run on `engine` (borrowed). */
-fattn_status fattn_legacy_ctx_init(fattn_legacy_ctx **out, fattn_engine *engine);
-void fattn_legacy_ctx_free(fattn_legacy_ctx *ctx);
+FATTN_API fattn_status fattn_legacy_ctx_init(fattn_legacy_ctx **out, fattn_engine *engine);
+FATTN_API void fattn_legacy_ctx_free(fattn_legacy_ctx *ctx);
 
 /* FusedAttnFunc.forward. `out` gets O (Q's format, V's head dim, Q's dtype);
  * `max_logit` (may be NULL) gets the [h] max logit in O's dtype when
  * return_max_logit, else the empty slot. Calling it again on the same ctx
  * replaces the previous forward. */
-fattn_status fattn_legacy_forward(
+FATTN_API fattn_status fattn_legacy_forward(
     fattn_legacy_ctx *ctx,
     bool is_training,
     int64_t max_seqlen_q,
@@ -219,8 +225,8 @@ fattn_status fattn_legacy_forward(
     fattn_tensor *max_logit);
 
 /* FusedAttnFunc.backward: fills grads[0..35]. */
-fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
-                                   fattn_tensor grads[FATTN_LEGACY_NGRADS]);
+FATTN_API fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_out,
+                                             fattn_tensor grads[FATTN_LEGACY_NGRADS]);
 
 #ifdef __cplusplus
 }

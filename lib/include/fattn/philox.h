@@ -16,6 +16,8 @@
 #ifndef FATTN_PHILOX_H
 #define FATTN_PHILOX_H
 
+#include "fattn/api.h"
+
 #include <stdint.h>
 
 #include "fattn/tensor.h"
@@ -25,32 +27,32 @@ extern "C" {
 #endif
 
 /* One Philox4x32-10 block: out = philox(ctr, key). */
-void fattn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
-                         uint32_t out[4]);
+FATTN_API void fattn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
+                                   uint32_t out[4]);
 
 /* The 32-bit word for element n of `stream` under `seed` (mapping above). */
-uint32_t fattn_philox_u32(uint64_t seed, uint64_t stream, uint64_t n);
+FATTN_API uint32_t fattn_philox_u32(uint64_t seed, uint64_t stream, uint64_t n);
 
 /* Fill out[0..count) with the words for elements first .. first+count-1,
  * one Philox block per four elements. */
-void fattn_philox_fill_u32(uint64_t seed, uint64_t stream, uint64_t first,
-                           uint64_t count, uint32_t *out);
+FATTN_API void fattn_philox_fill_u32(uint64_t seed, uint64_t stream, uint64_t first,
+                                     uint64_t count, uint32_t *out);
 
 /* A word mapped to [-1, 1]: (float)(int32)word * 2^-31. The int-to-float
  * conversion rounds to nearest even (24 significant bits), so the result is
  * the float nearest to int32(word) * 2^-31: exact only for |int32| < 2^24,
  * and the words 0x7fffffc0 .. 0x7fffffff give exactly 1.0f. */
-float fattn_philox_to_sym_unit(uint32_t word);
+FATTN_API float fattn_philox_to_sym_unit(uint32_t word);
 
 /* Fill a float view (any strides) with scale * fattn_philox_to_sym_unit of
  * stream `stream` under `seed`: element e of the logical shape in C order
  * takes word e, rounded to the view's dtype. */
-void fattn_philox_fill_tensor(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale);
+FATTN_API void fattn_philox_fill_tensor(fattn_tensor *t, uint64_t seed, uint64_t stream, float scale);
 
 /* Dropout keep decision for probability p of dropping: keep iff
  * word >= fattn_dropout_threshold(p), threshold = round(p * 2^32) clamped
  * to [0, 2^32 - 1]. */
-uint32_t fattn_dropout_threshold(float p);
+FATTN_API uint32_t fattn_dropout_threshold(float p);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,8 @@
 #ifndef FATTN_SPLIT_H
 #define FATTN_SPLIT_H
 
+#include "fattn/api.h"
+
 #include "fattn/split_types.h" /* args, slots, to_save, results, grads */
 
 #ifdef __cplusplus
@@ -53,27 +55,27 @@ extern "C" {
 #endif
 
 /* _fused_attn_forward_impl. */
-fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
-                                      const fattn_tensor *k, const fattn_tensor *v,
-                                      const fattn_tensor *attn_bias,
-                                      const fattn_tensor *softmax_offset,
-                                      fattn_split_fwd_result *res);
+FATTN_API fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_tensor *q,
+                                                const fattn_tensor *k, const fattn_tensor *v,
+                                                const fattn_tensor *attn_bias,
+                                                const fattn_tensor *softmax_offset,
+                                                fattn_split_fwd_result *res);
 
 /* _fused_attn_setup_ctx (backends.py:1897-2004): `bwd` (initialised here)
  * gets the backward's configuration, its tensor fields stay empty; `saved`
  * gets the 16 tensors to save: to_save's entries with each deduplicated
  * one taken back from its source, the cu_seqlens from `fwd`. */
-fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
-                                   const fattn_tensor *out,
-                                   const fattn_split_ctx_attrs *ctx_attrs,
-                                   const fattn_split_to_save *to_save, fattn_split_saved *saved);
+FATTN_API fattn_status fattn_split_setup_ctx(fattn_bwd_args *bwd, const fattn_fwd_args *fwd,
+                                             const fattn_tensor *out,
+                                             const fattn_split_ctx_attrs *ctx_attrs,
+                                             const fattn_split_to_save *to_save, fattn_split_saved *saved);
 
 /* FusedAttnBwdArgs.setup_saved_tensors (backends.py:1545-1566): the saved
  * 16 into bwd's tensor fields, in FATTN_SPLIT_SLOTS order. */
-void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_saved *saved);
+FATTN_API void fattn_split_setup_saved_tensors(fattn_bwd_args *bwd, const fattn_split_saved *saved);
 
 /* _fused_attn_backward_impl: allocates and fills `grads`. */
-fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *grads);
+FATTN_API fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_grads *grads);
 
 /* ---- the thin autograd wrapper -------------------------------------- */
 
@@ -88,27 +90,27 @@ typedef struct fattn_split_func_ctx {
     fattn_split_grads grads;
 } fattn_split_func_ctx;
 
-fattn_status fattn_split_func_ctx_init(fattn_split_func_ctx **out);
-void fattn_split_func_ctx_free(fattn_split_func_ctx *ctx);
+FATTN_API fattn_status fattn_split_func_ctx_init(fattn_split_func_ctx **out);
+FATTN_API void fattn_split_func_ctx_free(fattn_split_func_ctx *ctx);
 
 /* FusedAttnFunc.forward(ctx, q, k, v, attn_bias, softmax_offset, args):
  * returns O (and max_logit when args->return_max_logit; may be NULL). The
  * ctx keeps what backward needs; views stay valid until the ctx is freed or
  * runs again. */
-fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_tensor *q,
-                                      const fattn_tensor *k, const fattn_tensor *v,
-                                      const fattn_tensor *attn_bias,
-                                      const fattn_tensor *softmax_offset,
-                                      const fattn_fwd_args *args, fattn_tensor *out,
-                                      fattn_tensor *max_logit);
+FATTN_API fattn_status fattn_split_func_forward(fattn_split_func_ctx *ctx, const fattn_tensor *q,
+                                                const fattn_tensor *k, const fattn_tensor *v,
+                                                const fattn_tensor *attn_bias,
+                                                const fattn_tensor *softmax_offset,
+                                                const fattn_fwd_args *args, fattn_tensor *out,
+                                                fattn_tensor *max_logit);
 
 /* FusedAttnFunc.backward: grads6 = (dq, dk, dv, d_bias, d_softmax_offset,
  * empty for args). Once per forward: a second call is FATTN_E_STATE, as
  * TE 2.20.2 raises AttributeError on ctx.backward_objects = None. An FP8
  * d_out's _scale_inv goes into ctx->bwd.d_out_scale_inv before the call;
  * FP8 grads' comes back in ctx->grads.grads_scale_inv. */
-fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
-                                       fattn_tensor grads6[6]);
+FATTN_API fattn_status fattn_split_func_backward(fattn_split_func_ctx *ctx, const fattn_tensor *d_out,
+                                                 fattn_tensor grads6[6]);
 
 #ifdef __cplusplus
 }

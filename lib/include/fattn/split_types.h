@@ -9,6 +9,8 @@
 #ifndef FATTN_SPLIT_TYPES_H
 #define FATTN_SPLIT_TYPES_H
 
+#include "fattn/api.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -89,6 +91,10 @@ typedef struct fattn_fwd_args {
     /* TE's module state: CPU offload v1 on for this layer. Not modelled:
      * forward_impl refuses it (FATTN_E_NOT_MODELLED, rule cpu_offload_v1). */
     bool cpu_offload;
+    /* How FusedAttnFunc is called: by a direct caller (true), not by
+     * DotProductAttention, whose window rows then do not apply (support
+     * query direct_call). */
+    bool direct_call;
     /* TE's environment: NVTE_FP8_DPA_BWD (read per forward, S:1625) and
      * NVTE_DPA_FP8CS_O_in_F16 (read at import, S:234); default true. */
     bool nvte_fp8_dpa_bwd, nvte_dpa_fp8cs_o_in_f16;
@@ -146,8 +152,8 @@ typedef struct fattn_bwd_args {
     uint64_t poison;
 } fattn_bwd_args;
 
-void fattn_fwd_args_init(fattn_fwd_args *a);
-void fattn_bwd_args_init(fattn_bwd_args *a);
+FATTN_API void fattn_fwd_args_init(fattn_fwd_args *a);
+FATTN_API void fattn_bwd_args_init(fattn_bwd_args *a);
 
 /* The 16 fixed slots, in the order of setup_ctx's returned tuple
  * (backends.py:1987-2004) and of setup_saved_tensors' unpacking
@@ -192,9 +198,9 @@ typedef enum fattn_split_source {
 } fattn_split_source;
 
 /* "q_fp8", ..., "aux_softmax_offset"; NULL outside the enum. */
-const char *fattn_split_slot_name(fattn_split_slot s);
+FATTN_API const char *fattn_split_slot_name(fattn_split_slot s);
 /* "q", "k", "v", "attn_bias", "softmax_offset", "out"; NULL for NONE. */
-const char *fattn_split_source_name(fattn_split_source s);
+FATTN_API const char *fattn_split_source_name(fattn_split_source s);
 
 /* forward_impl's tensors_to_save (TE 2.20.2 backends.py:1842-1849): 12
  * entries, fp8 (q, k, v, out), f16 (q, k, v, out), softmax_stats,
@@ -208,7 +214,7 @@ typedef struct fattn_split_to_save {
 } fattn_split_to_save;
 
 /* The slot (of the 16) that to_save entry i stands for; i in [0, 12). */
-fattn_split_slot fattn_split_to_save_slot(int i);
+FATTN_API fattn_split_slot fattn_split_to_save_slot(int i);
 
 /* What setup_ctx returns and FusedAttnFunc.forward hands save_for_backward
  * (backends.py:1987-2004): the 16 slots in FATTN_SPLIT_SLOTS order, which
@@ -260,18 +266,18 @@ typedef struct fattn_split_grads {
     fattn_tensor own_d_out_f16;             /* an FP8 d_out dequantised for an F16 backward */
 } fattn_split_grads;
 
-void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
-void fattn_split_grads_free(fattn_split_grads *g);
+FATTN_API void fattn_split_fwd_result_free(fattn_split_fwd_result *r);
+FATTN_API void fattn_split_grads_free(fattn_split_grads *g);
 
 /* The 12 entries for a save variant (backends.py:1760-1771, 1842-1849):
  * fp8[4] = (q8, k8, v8, out8), f16[4] = (q, k, v, out), then stats and
  * rng_state; entries the variant does not save and the last two are
  * empty. */
-fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
-                                      const fattn_tensor fp8[4], const fattn_tensor f16[4],
-                                      const fattn_tensor *softmax_stats,
-                                      const fattn_tensor *rng_state,
-                                      fattn_split_to_save *to_save);
+FATTN_API fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
+                                                const fattn_tensor fp8[4], const fattn_tensor f16[4],
+                                                const fattn_tensor *softmax_stats,
+                                                const fattn_tensor *rng_state,
+                                                fattn_split_to_save *to_save);
 
 /* The dedup step of forward_impl (backends.py:1830-1854): saved_from[i]
  * per entry — q (entries 0, 4) when the entry is q (fattn_tensor_same), k
@@ -280,10 +286,10 @@ fattn_status fattn_split_fill_to_save(fattn_split_save_variant variant,
  * has_bias, softmax_offset for 11 when has_softmax_offset. Entries with a
  * source are emptied (10 and 11 are empty anyway). Empty sources never
  * match. */
-void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
-                       const fattn_tensor *k, const fattn_tensor *v, const fattn_tensor *out,
-                       bool has_bias, bool has_softmax_offset,
-                       fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]);
+FATTN_API void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
+                                 const fattn_tensor *k, const fattn_tensor *v, const fattn_tensor *out,
+                                 bool has_bias, bool has_softmax_offset,
+                                 fattn_split_source saved_from[FATTN_SPLIT_NTO_SAVE]);
 
 /* The layout backward reloads tensors in when TE's legacy CPU offload
  * (NVTE_CPU_OFFLOAD_V1) moved an interleaved layer: each packed group is
@@ -291,7 +297,7 @@ void fattn_split_dedup(fattn_split_to_save *to_save, const fattn_tensor *q,
  * backends.py:1881-1894, used at 1938-1945), e.g. sb3hd ->
  * sbhd_sbhd_sbhd, bshd_bs2hd -> bshd_bshd_bshd; other layouts unchanged.
  * With offloaded = false the layout is returned as is. */
-fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded);
+FATTN_API fattn_qkv_layout fattn_split_reload_layout(fattn_qkv_layout layout, bool offloaded);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #ifndef FATTN_STATUS_H
 #define FATTN_STATUS_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -37,27 +39,27 @@ typedef enum fattn_status {
 } fattn_status;
 
 /* Short fixed description of a status ("invalid argument"). Never NULL. */
-const char *fattn_status_str(fattn_status s);
+FATTN_API const char *fattn_status_str(fattn_status s);
 
 /* The enumerator's name ("FATTN_E_INVALID_ARG"). Never NULL. */
-const char *fattn_status_name(fattn_status s);
+FATTN_API const char *fattn_status_name(fattn_status s);
 
 /* The status whose enumerator's name is `name` (fattn_status_name's
  * inverse): true and *out set, or false for any other string, including
  * the "FATTN_E_UNKNOWN" that fattn_status_name gives an unknown code. */
-bool fattn_status_from_name(const char *name, fattn_status *out);
+FATTN_API bool fattn_status_from_name(const char *name, fattn_status *out);
 
 /* The detail message of the last failure recorded on this thread, or "" if
  * none. The pointer stays valid until the next libfattn call on this thread. */
-const char *fattn_last_error(void);
+FATTN_API const char *fattn_last_error(void);
 
 /* Forget the last error of this thread. */
-void fattn_clear_error(void);
+FATTN_API void fattn_clear_error(void);
 
 /* Record a failure with a printf-style detail and return `s`, so that
  * `return fattn_error(FATTN_E_SHAPE, "q has %d dims", n);` reads naturally.
  * Used by lib/ and by the harness; exported so front ends share one channel. */
-fattn_status fattn_error(fattn_status s, const char *fmt, ...)
+FATTN_API fattn_status fattn_error(fattn_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

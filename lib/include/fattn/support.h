@@ -27,6 +27,8 @@
 #ifndef FATTN_SUPPORT_H
 #define FATTN_SUPPORT_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,11 +87,11 @@ enum { FATTN_TE_RELEASES(FATTN_TE_BIT_, FATTN_TE_NOSEP_) };
 
 /* A release's name ("2.19") -> its FATTN_TE_RULES_* bit. Anything else is
  * FATTN_E_INVALID_ARG, with a message listing the known names. */
-fattn_status fattn_te_rules_parse(const char *s, unsigned *out);
+FATTN_API fattn_status fattn_te_rules_parse(const char *s, unsigned *out);
 /* One bit -> its name ("2.19"); NULL for anything else. */
-const char *fattn_te_rules_name(unsigned one);
+FATTN_API const char *fattn_te_rules_name(unsigned one);
 /* One bit -> the release it stands for ("2.19.0"); NULL otherwise. */
-const char *fattn_te_rules_release(unsigned one);
+FATTN_API const char *fattn_te_rules_release(unsigned one);
 
 /* Everything a rule may look at. Fill with fattn_support_query_init first
  * (a plain valid f16 bshd no-mask query, newest rules) and then set what
@@ -110,6 +112,9 @@ typedef struct fattn_support_query {
     bool fp8;                    /* FP8 execution requested */
     fattn_fp8_recipe fp8_recipe; /* the QKV quantizer's recipe (fp8 only) */
     bool cpu_offload;            /* TE's CPU offload v1 is on for this layer */
+    bool direct_call;            /* FusedAttnFunc called directly, not by DotProductAttention:
+                                  * DPA's check_set_window_size rows (window_mask,
+                                  * window_not_normalised) do not apply */
     /* Read by routing rules only (the front ends leave them at their
      * defaults): */
     int64_t b;                   /* batch size */
@@ -184,22 +189,22 @@ typedef struct fattn_support_rule {
 } fattn_support_rule;
 
 /* Whether r holds for release bit `one` (its TE range). */
-bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one);
+FATTN_API bool fattn_support_rule_holds(const fattn_support_rule *r, unsigned one);
 
-void fattn_support_query_init(fattn_support_query *q);
+FATTN_API void fattn_support_query_init(fattn_support_query *q);
 
 /* The refusal rows and their number. */
-const fattn_support_rule *fattn_support_rules(int *count);
+FATTN_API const fattn_support_rule *fattn_support_rules(int *count);
 /* A refusal row by id; NULL if none. */
-const fattn_support_rule *fattn_support_rule_find(const char *id);
+FATTN_API const fattn_support_rule *fattn_support_rule_find(const char *id);
 /* The routing rows and their number. */
-const fattn_support_rule *fattn_support_routes(int *count);
+FATTN_API const fattn_support_rule *fattn_support_routes(int *count);
 /* A routing row by id; NULL if none. */
-const fattn_support_rule *fattn_support_route_find(const char *id);
+FATTN_API const fattn_support_rule *fattn_support_route_find(const char *id);
 /* The citation of `r` for release bit `one` into *out; false (and *out
  * zeroed) where r does not hold for it. */
-bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
-                             fattn_support_cite *out);
+FATTN_API bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
+                                       fattn_support_cite *out);
 
 /* Check `q` for `engine` (one FATTN_SUPPORT_ENGINE_* bit) against the
  * refusal rows that hold for q->te_rules and q->cudnn_version, at the call
@@ -210,17 +215,17 @@ bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one,
  * inside the parentheses — and *failed (may be NULL) pointing at the row.
  * An engine that is not one bit, or a te_rules that is not one release, is
  * FATTN_E_INVALID_ARG. */
-fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
-                                 const fattn_support_rule **failed);
+FATTN_API fattn_status fattn_support_check(const fattn_support_query *q, unsigned engine,
+                                           const fattn_support_rule **failed);
 /* The engine's own gaps only (rows with status FATTN_E_UNSUPPORTED), the
  * AT_BACKWARD ones too when q->at_backward: what the engine dispatch checks
  * before an engine runs (TE's own refusals are the front ends'). */
-fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
-                                        const fattn_support_rule **failed);
+FATTN_API fattn_status fattn_support_check_engine(const fattn_support_query *q, unsigned engine,
+                                                  const fattn_support_rule **failed);
 
 /* The routing rows q trips under q->te_rules, in table order: up to `max`
  * of them into out (may be NULL with max 0); returns how many trip. */
-int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max);
+FATTN_API int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule **out, int max);
 
 /* One line about q (empty when nothing applies), for reports:
  *   "DPA <name> would not route here: rule <id>, <file>:<line>[; rule ...]"
@@ -228,7 +233,7 @@ int fattn_support_routed(const fattn_support_query *q, const fattn_support_rule 
  * not the newest, "TE <newer> rules only: ..." for what the newest rules
  * would route elsewhere or refuse and the selected ones do not. Truncated
  * to fit n (n > 0). */
-void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n);
+FATTN_API void fattn_support_route_note(const fattn_support_query *q, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef FATTN_TE_H
 #define FATTN_TE_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -108,38 +110,38 @@ typedef enum fattn_te_backend {
  * for the *_NOT_SET values (TE has no string for them);
  * *_parse returns FATTN_E_PARSE (with a message listing the valid names)
  * for an unknown string. */
-const char *fattn_layout_name(fattn_qkv_layout l);
-fattn_status fattn_layout_parse(const char *s, fattn_qkv_layout *out);
-const char *fattn_layout_group_name(fattn_qkv_layout_group g);
-const char *fattn_format_name(fattn_qkv_format f);
-fattn_status fattn_format_parse(const char *s, fattn_qkv_format *out);
-const char *fattn_bias_type_name(fattn_bias_type t);
-fattn_status fattn_bias_type_parse(const char *s, fattn_bias_type *out);
-const char *fattn_mask_type_name(fattn_mask_type t);
-fattn_status fattn_mask_type_parse(const char *s, fattn_mask_type *out);
-const char *fattn_softmax_type_name(fattn_softmax_type t);
-fattn_status fattn_softmax_type_parse(const char *s, fattn_softmax_type *out);
-const char *fattn_te_backend_name(fattn_te_backend b);
-fattn_status fattn_te_backend_parse(const char *s, fattn_te_backend *out);
+FATTN_API const char *fattn_layout_name(fattn_qkv_layout l);
+FATTN_API fattn_status fattn_layout_parse(const char *s, fattn_qkv_layout *out);
+FATTN_API const char *fattn_layout_group_name(fattn_qkv_layout_group g);
+FATTN_API const char *fattn_format_name(fattn_qkv_format f);
+FATTN_API fattn_status fattn_format_parse(const char *s, fattn_qkv_format *out);
+FATTN_API const char *fattn_bias_type_name(fattn_bias_type t);
+FATTN_API fattn_status fattn_bias_type_parse(const char *s, fattn_bias_type *out);
+FATTN_API const char *fattn_mask_type_name(fattn_mask_type t);
+FATTN_API fattn_status fattn_mask_type_parse(const char *s, fattn_mask_type *out);
+FATTN_API const char *fattn_softmax_type_name(fattn_softmax_type t);
+FATTN_API fattn_status fattn_softmax_type_parse(const char *s, fattn_softmax_type *out);
+FATTN_API const char *fattn_te_backend_name(fattn_te_backend b);
+FATTN_API fattn_status fattn_te_backend_parse(const char *s, fattn_te_backend *out);
 
 /* Layout queries, as TE's nvte_get_qkv_layout_group, nvte_get_qkv_format,
  * nvte_get_q_format and nvte_get_kv_format. */
-fattn_qkv_layout_group fattn_layout_group(fattn_qkv_layout l);
-fattn_qkv_format fattn_layout_format(fattn_qkv_layout l);
-fattn_qkv_format fattn_layout_q_format(fattn_qkv_layout l);
-fattn_qkv_format fattn_layout_kv_format(fattn_qkv_layout l);
-bool fattn_layout_is_paged(fattn_qkv_layout l);
+FATTN_API fattn_qkv_layout_group fattn_layout_group(fattn_qkv_layout l);
+FATTN_API fattn_qkv_format fattn_layout_format(fattn_qkv_layout l);
+FATTN_API fattn_qkv_format fattn_layout_q_format(fattn_qkv_layout l);
+FATTN_API fattn_qkv_format fattn_layout_kv_format(fattn_qkv_layout l);
+FATTN_API bool fattn_layout_is_paged(fattn_qkv_layout l);
 
 /* The logical shape of a tensor in a plain format (sbhd [s,b,h,d], bshd
  * [b,s,h,d], bhsd [b,h,s,d], thd [t,h,d]); returns the rank (4, or 3 for
  * thd, which uses t instead of b and s). */
-int fattn_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t, int64_t heads,
-                       int64_t dim, int64_t shape[4]);
+FATTN_API int fattn_format_shape(fattn_qkv_format f, int64_t b, int64_t s, int64_t t, int64_t heads,
+                                 int64_t dim, int64_t shape[4]);
 
 /* Mask predicates. */
-bool fattn_mask_has_padding(fattn_mask_type m);
-bool fattn_mask_has_causal(fattn_mask_type m);
-bool fattn_mask_is_bottom_right(fattn_mask_type m);
+FATTN_API bool fattn_mask_has_padding(fattn_mask_type m);
+FATTN_API bool fattn_mask_has_causal(fattn_mask_type m);
+FATTN_API bool fattn_mask_is_bottom_right(fattn_mask_type m);
 
 /* TE's check_set_window_size (dot_product_attention/utils.py).
  * `in` is the caller's window; `in_set` false means TE's None.
@@ -148,15 +150,26 @@ bool fattn_mask_is_bottom_right(fattn_mask_type m);
  * no_mask/padding: None -> (-1,-1); (-1,0) -> (-1,-1) (TE warns); any
  *   negative other than (-1,-1) -> FATTN_E_INVALID_CASE.
  * `*warned` (may be NULL) is set when TE would have warned. */
-fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
-                                    const int64_t in[2], int64_t out[2],
-                                    bool *warned);
+FATTN_API fattn_status fattn_window_normalize(fattn_mask_type mask, bool in_set,
+                                              const int64_t in[2], int64_t out[2],
+                                              bool *warned);
+
+/* The right bound of the diagonal band a fused_attn_fwd/bwd call runs with
+ * (-1: none), as TE's C++ builds it from the mask type and the window's
+ * right element `win_right`: the window's when it is not -1, else 0 for a
+ * mask that sets cuDNN's causal flag, else none. So a causal mask is
+ * causal with a (-1,-1) window too, as a direct fused_attn_fwd caller (TE's
+ * context-parallel code) passes it. `fp8`: the FP8 kernel, whose causal
+ * flag is the top-left masks' only. (The window of a call that came
+ * through DotProductAttention is already normalised, so nothing changes
+ * for it.) */
+FATTN_API int64_t fattn_mask_band_right(fattn_mask_type mask, bool fp8, int64_t win_right);
 
 /* bottom_right_diagonal when the caller passes None, at the two levels TE
  * defaults it: DotProductAttention (False for causal/padding_causal, True
  * otherwise) and fused_attn_fwd (True iff the mask is a *_bottom_right one). */
-bool fattn_bottom_right_default_dpa(fattn_mask_type mask);
-bool fattn_bottom_right_default_fwd(fattn_mask_type mask);
+FATTN_API bool fattn_bottom_right_default_dpa(fattn_mask_type mask);
+FATTN_API bool fattn_bottom_right_default_fwd(fattn_mask_type mask);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef FATTN_TENSOR_H
 #define FATTN_TENSOR_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -39,44 +41,44 @@ typedef struct fattn_tensor {
 } fattn_tensor;
 
 /* The empty slot. */
-fattn_tensor fattn_tensor_empty(void);
-bool fattn_tensor_is_empty(const fattn_tensor *t);
+FATTN_API fattn_tensor fattn_tensor_empty(void);
+FATTN_API bool fattn_tensor_is_empty(const fattn_tensor *t);
 
 /* A contiguous (C-order) host view of `data` with the given shape. */
-fattn_tensor fattn_tensor_view(void *data, fattn_dtype dtype, int ndim,
-                               const int64_t *shape);
+FATTN_API fattn_tensor fattn_tensor_view(void *data, fattn_dtype dtype, int ndim,
+                                         const int64_t *shape);
 
 /* Allocate a contiguous host tensor (64-byte aligned). Free with
  * fattn_tensor_free, which also resets *t to the empty slot. Contents are
  * uninitialised. FATTN_E_OVERFLOW if the byte size does not fit. */
-fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
-                                const int64_t *shape);
-void fattn_tensor_free(fattn_tensor *t);
+FATTN_API fattn_status fattn_tensor_alloc(fattn_tensor *t, fattn_dtype dtype, int ndim,
+                                          const int64_t *shape);
+FATTN_API void fattn_tensor_free(fattn_tensor *t);
 
 /* One contiguous buffer holding `npack` tensors of logical shape `shape`
  * (ndim dims), interleaved by a pack dim of size npack inserted at dim `at`
  * ("3hd"/"2hd" packing: at = ndim - 2; "h3d"/"h2d": at = ndim - 1), as
  * packed QKV layouts lay them out; views[m] is the m-th tensor. *storage
  * owns the memory (fattn_tensor_free it). npack = 1: a plain tensor. */
-fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype, int ndim,
-                                       const int64_t *shape, int npack, int at,
-                                       fattn_tensor *views);
+FATTN_API fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype, int ndim,
+                                                 const int64_t *shape, int npack, int at,
+                                                 fattn_tensor *views);
 
 /* Product of the dims (1 for ndim 0 non-empty; 0 for the empty slot). */
-int64_t fattn_tensor_numel(const fattn_tensor *t);
+FATTN_API int64_t fattn_tensor_numel(const fattn_tensor *t);
 /* Element offset of a multi-index (no bounds check). */
-int64_t fattn_tensor_offset(const fattn_tensor *t, const int64_t *idx);
-bool fattn_tensor_is_contiguous(const fattn_tensor *t);
+FATTN_API int64_t fattn_tensor_offset(const fattn_tensor *t, const int64_t *idx);
+FATTN_API bool fattn_tensor_is_contiguous(const fattn_tensor *t);
 /* Same data pointer, dtype, ndim, shape and strides: the identity rule that
  * saved-tensor dedup uses. */
-bool fattn_tensor_same(const fattn_tensor *a, const fattn_tensor *b);
+FATTN_API bool fattn_tensor_same(const fattn_tensor *a, const fattn_tensor *b);
 
 /* Copy the logical tensor in C order of its shape into `dst` (numel *
  * dtype size bytes), gathered through the strides. */
-void fattn_tensor_gather(const fattn_tensor *t, void *dst);
+FATTN_API void fattn_tensor_gather(const fattn_tensor *t, void *dst);
 /* Fill every element of the view with the byte pattern of `pattern`
  * (dtype-sized, little-endian low bytes used). */
-void fattn_tensor_fill_bits(fattn_tensor *t, uint64_t pattern);
+FATTN_API void fattn_tensor_fill_bits(fattn_tensor *t, uint64_t pattern);
 
 #ifdef __cplusplus
 }

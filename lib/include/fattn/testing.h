@@ -18,6 +18,8 @@
 #ifndef FATTN_TESTING_H
 #define FATTN_TESTING_H
 
+#include "fattn/api.h"
+
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -29,7 +31,7 @@ extern "C" {
 
 /* Counts one allocation; true when this one is the armed Nth and must fail.
  * Called by fattn_tensor_alloc once per call that would allocate. */
-bool fattn_testing_alloc_fault(void);
+FATTN_API bool fattn_testing_alloc_fault(void);
 
 #ifdef __cplusplus
 }
