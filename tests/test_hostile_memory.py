@@ -371,6 +371,122 @@ def _():
         run("merge", "--max-memory", bad_value, "-o", out, big, check=2)
 
 
+# ---- estimates that count everything (paged containers, attributes, copies) ---------
+
+# A paged case whose page containers [num_pages, page_size, hg, d] are what
+# its memory is: 1.6 million pages of 16 positions, 410 MB for K and V each,
+# where b * skv * hg * d (what the estimate counted) is 256 bytes. run once
+# peaked at 614 MB under --max-memory 20000000 and wrote a 410 MB file.
+PAGED_BIG = {"id": "mem.paged.big", "b": 1, "h": 1, "sq": 1, "skv": 16, "d_qk": 8,
+             "dtype": "bfloat16", "layout": "paged_kv_bshd_bshd_bshd", "mask": "padding",
+             "is_training": False, "paged": {"page_size": 16, "num_pages": 1600000}}
+PAGED_BOUND = "20000000"
+# fattn's own floor: a process of fattn reading a tiny file peaks near 13 MB
+REFUSED_EARLY = 40 << 20
+
+
+def paged_small_file():
+    """A run of PAGED_BIG with 2 pages (valid and tiny), its spec then edited
+    to say 1.6 million: replay's estimate comes from the spec, before the
+    file's data is read (attrs_digest removed so that no digest stands in
+    the way of the edit, as files written before it have none)."""
+    p = path("paged-edited.h5")
+    if os.path.exists(p):
+        return p
+    small = dict(PAGED_BIG, paged={"page_size": 16, "num_pages": 2})
+    run("run", "--backend", "cpu", "--cases", write_cases("paged-small.json", [small]), "-o", p,
+        check=0)
+    with h5py.File(p, "r+") as f:
+        g = f["cases/mem.paged.big"]
+        spec = json.loads(g.attrs["spec"])
+        spec["paged"]["num_pages"] = PAGED_BIG["paged"]["num_pages"]
+        g.attrs["spec"] = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        del g.attrs["attrs_digest"]
+    return p
+
+
+@case("run and replay of a paged case under --max-memory 20000000: its page containers are "
+      "counted, refused before allocating, nothing written")
+def _():
+    d = fresh_dir("paged")
+    out = os.path.join(d, "out.h5")
+    spec = write_cases("paged-big.json", [PAGED_BIG])
+    _, err, rss_run = run("run", "--backend", "cpu", "--cases", spec, "--max-memory", PAGED_BOUND,
+                          "-o", out, check=2)
+    assert "case mem.paged.big: estimated peak" in err and "--max-memory " + PAGED_BOUND in err, err
+    _, err, rss_rep = run("replay", paged_small_file(), "--from", "save_ctx", "--impl", "split",
+                          "--backend", "cpu", "--max-memory", PAGED_BOUND, "-o", out, check=2)
+    assert "case mem.paged.big: estimated peak" in err and "--max-memory " + PAGED_BOUND in err, err
+    assert listing(d) == [], listing(d)
+    print("# measured: peak RSS run %d KiB, replay %d KiB" % (rss_run >> 10, rss_rep >> 10))
+    if not SANITIZED:
+        assert rss_run < REFUSED_EARLY and rss_rep < REFUSED_EARLY, (rss_run, rss_rep)
+
+
+def big_attribute_file():
+    """GOOD with a 30 MB root attribute (provenance, covered by no digest):
+    its datasets are a few KB, its text all but the whole file."""
+    p = path("big-attr.h5")
+    if not os.path.exists(p):
+        shutil.copy(GOOD, p)
+        with h5py.File(p, "r+") as f:
+            f.attrs["prov_note"] = "x" * (30 << 20)
+    return p
+
+
+@case("a 30 MB attribute under --max-memory 10000000: inspect, merge, replay, diff, report "
+      "and load_tree count its text and refuse before reading it")
+def _():
+    big = big_attribute_file()
+    d = fresh_dir("big-attr")
+    out = os.path.join(d, "out")
+    for args in (["inspect", "--max-memory", "10000000", big],
+                 ["merge", "--max-memory", "10000000", "-o", out, big],
+                 ["replay", big, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                  "--max-memory", "10000000", "-o", out],
+                 ["diff", big, GOOD, "--max-memory", "10000000"],
+                 ["report", GOOD, big, "--max-memory", "10000000", "-o", out]):
+        _, err, rss = run(*args, check=2)
+        assert big in err and "--max-memory 10000000" in err and "attribute text up to" in err, \
+            (args[0], err)
+        assert listing(d) == [], (args[0], listing(d))
+        if not SANITIZED:
+            assert rss < REFUSED_EARLY, "%s: peak RSS %d: the attribute was read" % (args[0], rss)
+    # within the bound: valid, and the page that shows it is counted too
+    run("inspect", "--max-memory", "400000000", big, check=0)
+    _, err, _ = run("report", GOOD, big, "--max-memory", "150000000", "-o", out, check=2)
+    assert "the page holds an estimated" in err, err
+    assert listing(d) == [], listing(d)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(BAD_DIR)))), "tools", "python"))
+    import fattn_runfile
+    try:
+        fattn_runfile.load_tree(big, max_bytes=10000000)
+        raise AssertionError("load_tree read a 30 MB attribute under a 10 MB bound")
+    except fattn_runfile.InputError as e:
+        assert "attribute text up to" in str(e) and "refused before reading" in str(e), str(e)
+
+
+@case("verify --cases and golden --cases: a case over --max-memory is refused at once, naming "
+      "it, the estimate and the bound; nothing written")
+def _():
+    hostile = os.path.join(BAD_DIR, "spec-hostile-size.json")
+    d = path("golden-hostile")
+    for args in (["verify", "--backend", "cpu", "--cases", hostile],
+                 ["golden", "--backend", "cpu", "--cases", hostile, "--allow-dirty", "-o", d]):
+        _, err, rss = run(*args, check=2)
+        assert "estimated peak" in err and "exceeds --max-memory" in err and "case " in err, err
+        if not SANITIZED:
+            assert rss < REFUSED_EARLY, "%s: peak RSS %d" % (args[0], rss)
+    assert not os.path.exists(d), "golden left %s" % d
+    # verify keeps every case's two runs for its report: six MID cases are
+    # counted as six, not one
+    spec = write_cases("mid.json", MID)
+    _, err, _ = run("verify", "--backend", "cpu", "--cases", spec, "--max-memory", "100000000",
+                    check=2)
+    assert "the 6 selected cases: estimated peak" in err, err
+
+
 # ---- golden and merge ---------------------------------------------------------------
 
 # Each golden keeps a case's outputs (about 4.5 MB for a MID case); a

@@ -39,12 +39,12 @@ static tmp_chunk tmp_first;
 static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Every signal whose default action ends the process (signal(7): Term and
- * Core), SIGKILL aside, which no handler sees. The asynchronous ones are
- * also blocked while a file is created and registered; the synchronous
- * ones (a fault of the process itself) cannot be held off, and SIGABRT is
- * what abort() and a failed assert() raise. The real-time signals
- * (SIGRTMIN..SIGRTMAX) end the process by default too and are added when
- * the handler is installed. */
+ * Core), SIGKILL aside, which no handler sees; all of them are blocked
+ * while a file is created and registered. The faults (SIGSEGV and its
+ * kind, SIGABRT from abort() and a failed assert()) are listed apart: a
+ * real one cannot be held off, only one sent by kill(2) can. The
+ * real-time signals (SIGRTMIN..SIGRTMAX) end the process by default too
+ * and are added when the handler is installed. */
 static const int async_signals[] = {
     SIGHUP,  SIGINT,    SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
     SIGXCPU, SIGXFSZ,   SIGVTALRM, SIGPROF, SIGIO, SIGPWR,
@@ -157,6 +157,11 @@ void fattn_fileguard_signals_block(sigset_t *old)
     sigemptyset(&set);
     for (int k = 0; k < N_ASYNC; k++)
         sigaddset(&set, async_signals[k]);
+    /* the faults too: sent with kill(2) they are as asynchronous as the
+     * rest (a real fault in these few instructions still ends the process,
+     * its handler unseen) */
+    for (int k = 0; k < N_SYNC; k++)
+        sigaddset(&set, sync_signals[k]);
     for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
         sigaddset(&set, s);
     pthread_sigmask(SIG_BLOCK, &set, old);

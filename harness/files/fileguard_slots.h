@@ -20,8 +20,8 @@ enum { FATTN_SLOT_FILE = 1, FATTN_SLOT_DIR = 2, FATTN_SLOT_CHILD = 3 };
  * has a handler of the program's own. */
 void fattn_fileguard_signals_install(void);
 
-/* Block the asynchronous cleanup signals (the synchronous ones, SIGSEGV
- * and its kind, cannot be held off); *old gets the mask to restore with
+/* Block the cleanup signals (a real fault, SIGSEGV and its kind, cannot be
+ * held off; one sent with kill(2) can); *old gets the mask to restore with
  * pthread_sigmask(SIG_SETMASK, old, NULL). */
 void fattn_fileguard_signals_block(sigset_t *old);
 

@@ -87,6 +87,19 @@ fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
     return fattn_error(st, "%s: %s: %s", ctx, si.api, si.deep);
 }
 
+double fattn_h5base_file_span(hid_t file)
+{
+    haddr_t eoa = 0;
+    hsize_t size = 0;
+    double span = -1;
+    if (H5Fget_eoa(file, &eoa) >= 0 && eoa != HADDR_UNDEF)
+        span = (double)eoa;
+    else if (H5Fget_filesize(file, &size) >= 0)
+        span = (double)size;
+    H5Eclear2(H5E_DEFAULT);
+    return span;
+}
+
 void fattn_h5base_close(hid_t id)
 {
     if (id < 0)

@@ -44,6 +44,12 @@ struct fattn_h5_reader;
 hid_t fattn_h5base_reader_file(const struct fattn_h5_reader *r);
 const char *fattn_h5base_reader_path(const struct fattn_h5_reader *r);
 
+/* The bytes of an open file libhdf5 addresses: its end of allocation (EOA,
+ * which no object may pass: a read past it fails), else its size; -1 when
+ * neither can be had. Bytes past the EOA (a sparse tail) hold nothing a
+ * reader takes. */
+double fattn_h5base_file_span(hid_t file);
+
 /* A variable-length C string type with character set `cset` (caller closes);
  * negative on failure. */
 hid_t fattn_h5base_vlen_string_type(H5T_cset_t cset);

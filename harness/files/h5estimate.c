@@ -133,10 +133,9 @@ fattn_status fattn_h5_reader_estimate(fattn_h5_reader *r, fattn_h5_estimate *e)
         return st;
     hid_t file = fattn_h5base_reader_file(r);
     const char *path = fattn_h5base_reader_path(r);
-    hsize_t size = 0;
-    if (H5Fget_filesize(file, &size) < 0)
+    e->file_bytes = fattn_h5base_file_span(file);
+    if (!(e->file_bytes >= 0))
         return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: file size", path);
-    e->file_bytes = (double)size;
     hid_t root = H5Oopen(file, "/", H5P_DEFAULT);
     if (root < 0)
         return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: /: open", path);

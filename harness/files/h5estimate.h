@@ -9,7 +9,8 @@
  * size). Attribute values (variable-length strings in HDF5's global heap)
  * cannot be sized without reading them, but they are stored in the file
  * uncompressed, apart from the datasets' storage: their text is at most
- * the file's bytes that no dataset's storage accounts for. That bound is
+ * the file's bytes (up to its end of allocation, which nothing read may
+ * pass) that no dataset's storage accounts for. That bound is
  * what the estimate counts (a file holding a 300 MB attribute counts its
  * 300 MB), and the reader (h5read.h, attr_text_max) refuses a file whose
  * attributes hold more text than it, as only shared or overlapping heap
@@ -24,7 +25,8 @@
 #include "h5read.h"
 
 typedef struct fattn_h5_estimate {
-    double file_bytes;   /* the file's size */
+    double file_bytes;   /* the bytes libhdf5 addresses (its EOA; past it, a
+                            sparse tail, nothing is read) */
     double data_bytes;   /* every dataset's declared size */
     double largest;      /* the largest dataset's declared size */
     char largest_path[256]; /* and its path ("" when no dataset) */

@@ -506,11 +506,9 @@ fattn_status fattn_h5_reader_read(fattn_h5_reader *r, const char *path,
         return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
     const char *slash = strrchr(path, '/');
     const char *name = strcmp(path, "/") == 0 ? "" : slash + 1;
-    hsize_t fsize = 0;
-    if (H5Fget_filesize(r->file, &fsize) < 0)
-        H5Eclear2(H5E_DEFAULT);
+    double span = fattn_h5base_file_span(r->file);
     read_ctx c = {r, opts ? opts->allow_corrupt : false, opts ? opts->metadata_only : false,
-                  0.0, opts && opts->attr_text_max > 0 ? opts->attr_text_max : (double)fsize,
+                  0.0, opts && opts->attr_text_max > 0 ? opts->attr_text_max : span,
                   NULL, 0, 0};
     st = read_object(&c, o, name, path, 0, out);
     free(c.seen);

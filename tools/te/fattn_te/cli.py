@@ -29,20 +29,6 @@ def _releases():
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
-def _unpack_wheel(path, work):
-    """A TE wheel file unpacked into the run's temporary folder (a wheel is
-    a zip archive; nothing of it is installed)."""
-    import zipfile
-    dest = os.path.join(work, "wheel-" + os.path.basename(path)[:-len(".whl")])
-    if not os.path.isdir(dest):
-        try:
-            with zipfile.ZipFile(path) as z:
-                z.extractall(dest)
-        except (OSError, zipfile.BadZipFile) as e:
-            raise rf.InputError(f"--te {path}: not a readable wheel ({e})")
-    return dest
-
-
 def te_root(arg, work=None):
     """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
     into `work`), a directory holding transformer_engine/ (an unpacked wheel,
@@ -54,7 +40,8 @@ def te_root(arg, work=None):
     if os.path.isfile(arg) and arg.endswith(".whl"):
         if work is None:
             raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
-        root = _unpack_wheel(arg, work)
+        from fattn_te import guard
+        root = guard.unpack_wheel(arg, work)  # a folder per content digest
     elif os.path.isdir(arg):
         a = os.path.abspath(arg)
         inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
@@ -117,7 +104,8 @@ def fattn_args(args):
 
 
 def run_fattn(fattn, argv):
-    p = subprocess.run([fattn] + argv, capture_output=True, text=True)
+    from fattn_te import guard
+    p = guard.run([fattn] + argv)  # stopped with fattn-te (guard.stopping)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -256,7 +244,10 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
 
 def check_output(path):
     """-o is checked before any work (as fattn's commands do): its directory
-    must exist and the target must be absent or a regular file."""
+    must exist and the target must be absent or a regular file, not a
+    symbolic link (guard.check_target)."""
+    from fattn_te import guard
+    guard.check_target(path)
     d = rf.target_dir(path)
     if not os.path.isdir(d):
         raise rf.InputError(f"{path}: directory {d} does not exist")
@@ -310,11 +301,18 @@ def main(argv=None):
     v.add_argument("--keep", help="keep the run files in this directory")
     add_call(v)
     args = ap.parse_args(argv)
+    from fattn_te import guard
+    # SIGTERM, SIGINT, SIGHUP, SIGQUIT: the temporary folders go (the
+    # `finally` blocks), a child is handed the signal and waited for, and
+    # fattn-te then dies of the signal (docs/te.md, "Trust and files")
     try:
-        if args.cmd == "run":
-            return cmd_run(args)
-        from fattn_te import verify
-        return verify.main(args)
+        with guard.stopping():
+            if args.cmd == "run":
+                return cmd_run(args)
+            from fattn_te import verify
+            return verify.main(args)
+    except guard.Stopped as e:
+        guard.die_of(e.signum)
     except rf.InputError as e:
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2

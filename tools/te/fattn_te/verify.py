@@ -7,11 +7,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from . import cli
+from . import cli, guard
+
+# What --keep DIR keeps: each TE's run file and its refusal log, the front
+# ends' run files.
+_KEPT = ("te1.h5", "te2.h5", "te1-refusals.json", "te2-refusals.json", "fattn-legacy.h5",
+         "fattn-split.h5")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -28,7 +32,7 @@ def _te_run(root, args, out):
             "--backend", args.backend, "--call", args.call, "-o", out] + cli.fattn_args(args)
     # TE's answers to the cases fattn refuses (refusal.py), beside the run file
     env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    p = guard.run(argv, env=env)  # handed a stop signal, as guard.stopping() raises it
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + p.stderr)
@@ -168,8 +172,7 @@ _SHOWN = 12
 
 
 def _diff_json(fattn, a, b, extra=()):
-    p = subprocess.run([fattn, "diff", a, b, "--json", "-"] + list(extra),
-                       capture_output=True, text=True)
+    p = guard.run([fattn, "diff", a, b, "--json", "-"] + list(extra))
     if p.returncode not in (0, 1):
         sys.stderr.write(p.stdout + p.stderr)
         raise RuntimeError(f"fattn diff {a} {b}: exit {p.returncode}")
@@ -298,6 +301,9 @@ def main(args):
     work = args.keep or tmp
     try:
         os.makedirs(work, exist_ok=True)
+        if args.keep:  # before any TE runs: a link planted for a kept file is refused
+            for name in _KEPT:
+                guard.check_target(os.path.join(work, name))
         # every --te is checked (and a wheel unpacked) before any TE runs
         roots = [cli.te_root(t, tmp) for t in args.te]
         names = [cli.te_impl(r) for r in roots]
@@ -316,7 +322,7 @@ def main(args):
                 out = os.path.join(work, f"fattn-{impl}.h5")
                 argv = [fattn, "run", "--impl", impl, "--backend", args.backend, "-o",
                         out] + cli.fattn_args(args)
-                p = subprocess.run(argv, capture_output=True, text=True)
+                p = guard.run(argv)
                 if p.returncode != 0:
                     sys.stderr.write(p.stderr)
                     raise RuntimeError(f"fattn run --impl {impl}: exit {p.returncode}")
