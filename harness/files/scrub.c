@@ -48,9 +48,10 @@ void fattn_scrub_last_words(const char *text, size_t len, char *out, size_t cap)
         const char *e = nl ? nl : end;
         char line[256];
         take_line(p, e, line, sizeof line);
-        bool blank = strspn(line, " \t=-") == strlen(line);
+        const char *words = line + strspn(line, " ?"); /* indentation (a tab is a '?' now) */
+        bool blank = strspn(words, " ?=-") == strlen(words);
         if (!first[0] && !blank)
-            snprintf(first, sizeof first, "%s", line);
+            snprintf(first, sizeof first, "%s", words);
         if (!summary[0] && strncmp(line, "SUMMARY: ", 9) == 0)
             snprintf(summary, sizeof summary, "%s", line);
         p = nl ? nl + 1 : end;
