@@ -424,17 +424,17 @@ def _():
 
 
 def big_attribute_file():
-    """GOOD with a 30 MB root attribute (provenance, covered by no digest):
+    """GOOD with a 12 MB root attribute (provenance, covered by no digest):
     its datasets are a few KB, its text all but the whole file."""
     p = path("big-attr.h5")
     if not os.path.exists(p):
         shutil.copy(GOOD, p)
         with h5py.File(p, "r+") as f:
-            f.attrs["prov_note"] = "x" * (30 << 20)
+            f.attrs["prov_note"] = "x" * (12 << 20)
     return p
 
 
-@case("a 30 MB attribute under --max-memory 10000000: inspect, merge, replay, diff, report "
+@case("a 12 MB attribute under --max-memory 10000000: inspect, merge, replay, diff, report "
       "and load_tree count its text and refuse before reading it")
 def _():
     big = big_attribute_file()
@@ -453,7 +453,7 @@ def _():
         if not SANITIZED:
             assert rss < REFUSED_EARLY, "%s: peak RSS %d: the attribute was read" % (args[0], rss)
     # within the bound: valid, and the page that shows it is counted too
-    run("inspect", "--max-memory", "400000000", big, check=0)
+    run("inspect", "--max-memory", "100000000", big, check=0)
     _, err, _ = run("report", GOOD, big, "--max-memory", "150000000", "-o", out, check=2)
     assert "the page holds an estimated" in err, err
     assert listing(d) == [], listing(d)
@@ -462,7 +462,7 @@ def _():
     import fattn_runfile
     try:
         fattn_runfile.load_tree(big, max_bytes=10000000)
-        raise AssertionError("load_tree read a 30 MB attribute under a 10 MB bound")
+        raise AssertionError("load_tree read a 12 MB attribute under a 10 MB bound")
     except fattn_runfile.InputError as e:
         assert "attribute text up to" in str(e) and "refused before reading" in str(e), str(e)
 

@@ -333,9 +333,10 @@ def _():
             c["save_ctx"].attrs.modify(attr, q.replace(old, new, 1))
         p = run("inspect", bad, check=2)
         assert attr in p.stderr and cause in p.stderr and bad in p.stderr, (attr, new, p.stderr)
-        p = run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
-        assert attr in p.stderr, (attr, new, p.stderr)
-        assert not os.path.exists(out)
+        if attr == edits[0][0]:  # replay loads through the same validation
+            p = run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
+            assert attr in p.stderr, (attr, new, p.stderr)
+            assert not os.path.exists(out)
 
 
 PAGED_CASE = "paged.bshd_bshd_bshd.decode.gqa.bf16"  # b = 3, 4 pages a sequence, 16 pages
@@ -369,8 +370,9 @@ def _():
             ds.attrs["digest"] = make_validate.digest(t)  # a valid dataset: only its values lie
         p = run("inspect", bad, check=2)
         assert "page_table_k" in p.stderr and cause in p.stderr, (value, p.stderr)
-        run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
-        assert not os.path.exists(out)
+        if value is None:  # replay loads through the same validation
+            run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
+            assert not os.path.exists(out)
 
 
 @case("paged: the default num_pages (b * skv / page_size) past INT32_MAX is refused as an "
