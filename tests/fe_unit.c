@@ -71,7 +71,8 @@ static fattn_status fake_bwd(fattn_engine *e, const fattn_bwd_params *p, const f
 static bool fake_supports(const fattn_engine *e, fattn_engine_query q)
 {
     (void)e;
-    return q == FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN;
+    /* FP8 as cuDNN: an FP8 call reaches the dispatch's gap rows */
+    return q == FATTN_ENGINE_Q_SUPPORT_RULES_CUDNN || q == FATTN_ENGINE_Q_FP8;
 }
 
 static long fake_cudnn_928(const fattn_engine *e)
@@ -90,6 +91,36 @@ static const fattn_engine_ops fake_cudnn_928_ops = {.name = "cudnn",
                                                     .cudnn_version = fake_cudnn_928,
                                                     .free = NULL};
 
+static int fake_sm80(const fattn_engine *e)
+{
+    (void)e;
+    return 80;
+}
+
+/* the same on an sm_80 device: the rows of some architectures are tested at it */
+static const fattn_engine_ops fake_cudnn_sm80_ops = {.name = "cudnn",
+                                                     .fwd = fake_fwd,
+                                                     .bwd = fake_bwd,
+                                                     .supports = fake_supports,
+                                                     .sm = fake_sm80,
+                                                     .free = NULL};
+
+static bool no_fp8_supports(const fattn_engine *e, fattn_engine_query q)
+{
+    (void)e;
+    (void)q;
+    return false;
+}
+
+static const fattn_engine_ops fake_no_fp8_ops = {
+    .name = "no-fp8", .fwd = fake_fwd, .bwd = fake_bwd, .supports = no_fp8_supports};
+
+void fe_fake_no_fp8(fattn_engine *e)
+{
+    memset(e, 0, sizeof *e);
+    e->ops = &fake_no_fp8_ops;
+}
+
 void fe_fake_cudnn(fattn_engine *e)
 {
     memset(e, 0, sizeof *e);
@@ -99,8 +130,11 @@ void fe_fake_cudnn(fattn_engine *e)
 static void fake_cudnn_of(const fe_spec *s, fattn_engine *e)
 {
     fe_fake_cudnn(e);
+    assert(!(s->cudnn_928 && s->sm) && (s->sm == 0 || s->sm == 80));
     if (s->cudnn_928)
         e->ops = &fake_cudnn_928_ops;
+    if (s->sm == 80)
+        e->ops = &fake_cudnn_sm80_ops;
 }
 
 /* ---- small inputs for the support rules ---------------------------------- */
@@ -191,6 +225,20 @@ fe_spec fe_spec_for_rule(const char *id)
             s.d = s.dv = 72, s.cudnn = true; /* multiples of 8, not of 16 */
         else if (!strcmp(id, "fp8_mla_engines"))
             s.dv = 64, s.inference = true; /* TE's FP8 inference takes it */
+        else if (!strcmp(id, "fp8_arch_cudnn"))
+            s.cudnn = true, s.sm = 80;
+        else if (!strcmp(id, "fp8_bottom_right_sm90_cudnn"))
+            /* a top-left mask given a bottom-right diagonal, as a direct caller
+             * may: TE's fp8_bottom_right reads the mask type only */
+            s.cudnn = true, s.mask = FATTN_MASK_PADDING_CAUSAL, s.window[1] = 0,
+            s.bottom_right = true;
+        else if (!strcmp(id, "fp8_o_f16_sm90_cudnn"))
+            /* current scaling: the FP8 branch asks for an O of the nominal dtype */
+            s.cudnn = true, s.fp8_recipe = FATTN_FP8_RECIPE_CURRENT;
+        else if (!strcmp(id, "fp8_dropout_sm90_cudnn"))
+            s.cudnn = true, s.dropout = 0.1f;
+        else if (!strcmp(id, "fp8_bwd_head_dim_sm90_cudnn"))
+            s.cudnn = true, s.d = s.dv = 64, s.inference = true; /* TE's inference takes it */
         if (!strcmp(id, "fp8_mxfp8_blackwell"))
             s.fp8_recipe = FATTN_FP8_RECIPE_MXFP8;
         else if (!strcmp(id, "fp8_quantizer_type"))
@@ -289,6 +337,13 @@ fattn_support_query fe_query(const fe_spec *s)
     q.fp8_recipe = s->fp8 ? (s->fp8_recipe ? s->fp8_recipe : FATTN_FP8_RECIPE_DELAYED)
                           : FATTN_FP8_RECIPE_NONE;
     q.cpu_offload = s->cpu_offload;
+    q.engine_sm = s->sm;
+    q.bottom_right_diagonal = s->bottom_right;
+    /* the O the FP8 branch hands the engine: FP8 under delayed scaling, the
+     * nominal dtype under current scaling */
+    if (s->fp8)
+        q.o_dtype = q.fp8_recipe == FATTN_FP8_RECIPE_CURRENT ? s->dtype
+                                                             : FATTN_DTYPE_FLOAT8_E4M3FN;
     return q;
 }
 
@@ -383,7 +438,8 @@ fattn_status fe_legacy_spec(const fe_spec *s, fattn_engine *cpu)
         st = fattn_legacy_forward(ctx, !s->inference, s->sq, s->skv, &in.cu_q, &in.cu_kv, NULL, NULL,
                                   NULL, NULL, &in.q, &in.k, &in.v, &in.bias,
                                   FATTN_LEGACY_SCALE_NONE, s->dropout, true, s->layout,
-                                  s->bias_type, s->mask, s->softmax, s->window, -1, &gen,
+                                  s->bias_type, s->mask, s->softmax, s->window,
+                                  s->bottom_right ? 1 : -1, &gen,
                                   FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN, false, s->fp8, NULL,
                                   s->fp8 ? &qs : NULL, false, &in.offset, false, false, 1,
                                   s->return_max_logit, NULL, NULL, &out, &ml);
@@ -414,6 +470,7 @@ fattn_status fe_split_spec(const fe_spec *s, fattn_engine *cpu)
     a.softmax_type = s->softmax;
     a.window_size[0] = s->window[0];
     a.window_size[1] = s->window[1];
+    a.bottom_right_diagonal = s->bottom_right ? 1 : -1;
     a.dropout_p = s->dropout;
     a.fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     a.return_max_logit = s->return_max_logit;

@@ -42,6 +42,9 @@ bool fe_same_bits(const fattn_tensor *a, const fattn_tensor *b);
 /* *e becomes an engine (no state to free) whose fwd and bwd fail with
  * FATTN_E_INTERNAL: a front end must refuse before it runs. */
 void fe_fake_cudnn(fattn_engine *e);
+/* *e becomes an engine without FP8 attention (FATTN_ENGINE_Q_FP8 false)
+ * that fails likewise if run. */
+void fe_fake_no_fp8(fattn_engine *e);
 
 /* ---- small inputs for the support rules ---------------------------------- */
 
@@ -62,7 +65,9 @@ typedef struct fe_spec {
     bool return_max_logit;
     bool cudnn; /* run on the fake "cudnn" engine */
     bool cudnn_928; /* that engine reports cuDNN 9.28.1 loaded (else none: the reference) */
+    int sm;         /* that engine's GPU architecture (0: none told, the reference sm_90) */
     bool inference; /* is_training false (every other spec trains) */
+    bool bottom_right; /* bottom_right_diagonal 1 (else None: the mask's default) */
 } fe_spec;
 
 /* bshd f16, h = hg = 2, sq = skv = d = dv = 16, no bias, no mask, vanilla

@@ -1008,6 +1008,47 @@ def _():
     assert not os.path.exists(path("lib.h5"))
 
 
+@case("a cp case: run and verify record it skipped naming fattn-te; run --cp-reference runs "
+      "it without CP, THD padded to multiples of 2 x size; ranks only for a cp spec")
+def _():
+    import json
+    import numpy as np
+    cases = path("cp.json")
+    with open(cases, "w") as f:
+        json.dump([{"id": "cp.bshd", "b": 2, "h": 2, "sq": 16, "d_qk": 16, "mask": "causal",
+                    "cp": {"size": 2, "comm": "a2a"}},
+                   {"id": "cp.thd", "b": 3, "h": 2, "sq": 16, "d_qk": 16,
+                    "layout": "thd_thd_thd", "mask": "padding_causal", "pad_between_seqs": True,
+                    "seqlens_q": [16, 5, 9], "seqlens_kv": [16, 5, 9], "cp": {"size": 4}}], f)
+    run("run", "--cases", cases, "-o", path("cp-skip.h5"), check=0)
+    with h5py.File(path("cp-skip.h5"), "r") as f:
+        for cid in ("cp.bshd", "cp.thd"):
+            why = f["cases"][cid].attrs["skipped"]
+            assert "runs through fattn-te only" in why and "ranks" in why, why
+            assert '"cp":{"comm":' in f["cases"][cid].attrs["spec"]
+    p = run("verify", "--cases", cases, check=0)
+    assert "(2 cases, 0 tensors, 2 skipped, 0 differences)" in p.stdout, p.stdout
+    run("run", "--cp-reference", "--cases", cases, "-o", path("cp-ref.h5"), check=0)
+    run("inspect", path("cp-ref.h5"), check=0)
+    with h5py.File(path("cp-ref.h5"), "r") as f:
+        assert "backward" in f["cases/cp.bshd"] and "skipped" not in f["cases/cp.bshd"].attrs
+        padded = np.diff(f["cases/cp.thd/inputs/cu_seqlens_q_padded"][()])
+        assert list(padded) == [16, 8, 16], padded  # 16, 5 -> 8, 9 -> 16 (multiples of 8)
+    # a ranks group where the spec has no cp is refused by full validation
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tools", "python"))
+    import fattn_runfile as fr
+    t = fr.load_tree(path("cp-ref.h5"))
+    run("run", "--filter", "layout.bshd_bshd_bshd.causal.bf16", "-o", path("plain.h5"), check=0)
+    plain = fr.load_tree(path("plain.h5"))
+    c = plain["children"]["cases"]["children"]["layout.bshd_bshd_bshd.causal.bf16"]
+    c["children"]["ranks"] = t["children"]["cases"]["children"]["cp.bshd"]["children"]["inputs"]
+    c["attrs"] = [a for a in c["attrs"] if a[0] != "attrs_digest"]  # as fattn-te writes cases
+    fr.write_tree(path("plain-ranks.h5"), plain, fattn=FATTN)
+    p = run("inspect", path("plain-ranks.h5"), check=2)
+    assert "ranks recorded for a spec without cp" in p.stderr, p.stderr
+
+
 def main():
     return 1 if tap.run(RESULTS) else 0
 

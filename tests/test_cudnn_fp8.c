@@ -282,7 +282,8 @@ START_TEST(fwd_refusals)
     refusal_rows[_i].tweak(&x);
     cg_fwd_desc d;
     /* as the dispatch: the support table's rows first (fp8_* rows for cuDNN) */
-    fattn_status st = fattn__engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
+    fattn_status st = fattn__engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 92100,
+                                             FATTN_SUPPORT_SM_REFERENCE);
     if (st == FATTN_OK)
         st = tdesc_fwd(&x.f, &d);
     ck_assert_msg(st == refusal_rows[_i].want, "%s: status %d, %s", refusal_rows[_i].what, st,
@@ -307,7 +308,7 @@ static const struct {
     {"dP dtype bf16", t_dp_bf16, FATTN_E_DTYPE, "dP dtype must be FP8"},
     {"dO bf16", t_do_bf16, FATTN_E_DTYPE, "dO is bfloat16, must be FP8"},
     {"dQ float32", t_dq_f32, FATTN_E_DTYPE, "dQ is float32"},
-    {"bias", t_bias, FATTN_E_UNSUPPORTED, "does not support bias"},
+    {"bias", t_bias, FATTN_E_UNSUPPORTED, "fp8_bias_engines"},
 };
 
 START_TEST(bwd_refusals)
@@ -316,7 +317,11 @@ START_TEST(bwd_refusals)
     make_params(&base, &x);
     bwd_refusal_rows[_i].tweak(&x);
     cg_bwd_desc d;
-    fattn_status st = tdesc_bwd(&x.b, &d);
+    /* as the dispatch: the support table's rows first */
+    fattn_status st = fattn__engine_gaps_bwd(&x.b, FATTN_SUPPORT_ENGINE_CUDNN, 92100,
+                                             FATTN_SUPPORT_SM_REFERENCE);
+    if (st == FATTN_OK)
+        st = tdesc_bwd(&x.b, &d);
     ck_assert_msg(st == bwd_refusal_rows[_i].want, "%s: status %d, %s",
                   bwd_refusal_rows[_i].what, st, fattn_last_error());
     ck_assert_msg(strstr(fattn_last_error(), bwd_refusal_rows[_i].says), "%s: \"%s\"",
@@ -324,44 +329,65 @@ START_TEST(bwd_refusals)
 }
 END_TEST
 
-/* What sm_90 cannot build, named with the frontend's reason; sm_100 builds it. */
+/* What sm_90 cannot build: the dispatch refuses it at the engine's sm by
+ * a row, and the engine's own assertion of what its graph builds there
+ * agrees; sm_100 builds it. */
 static const struct {
     const char *id;
     int shape;        /* shape_rows index */
     bool backward, bottom_right, dropout;
-    int cc;
+    int sm;
     fattn_status want;
-    const char *says;
+    const char *rule;
 } arch_rows[] = {
-    {"fwd d128 sm90", 0, false, false, false, 9, FATTN_OK, NULL},
-    {"bwd d128 sm90", 1, true, false, false, 9, FATTN_OK, NULL},
-    {"bwd d64 sm90", 6, true, false, false, 9, FATTN_E_UNSUPPORTED, "equal to 128"},
-    {"bwd d64 sm100", 6, true, false, false, 10, FATTN_OK, NULL},
-    {"fwd d64 sm90", 6, false, false, false, 9, FATTN_OK, NULL},
-    {"fwd bf16 O sm90", 5, false, false, false, 9, FATTN_E_UNSUPPORTED, "HALF/BFLOAT16 output"},
-    {"fwd bf16 O sm100", 5, false, false, false, 10, FATTN_OK, NULL},
-    {"bottom-right sm90", 1, false, true, false, 9, FATTN_E_UNSUPPORTED, "Blackwell"},
-    {"sm80", 0, false, false, false, 8, FATTN_E_UNSUPPORTED, "Hopper"},
-    {"dropout sm90", 0, false, false, true, 9, FATTN_E_UNSUPPORTED, "dropout"},
-    {"dropout bwd sm90", 1, true, false, true, 9, FATTN_E_UNSUPPORTED, "dropout"},
-    {"dropout sm100", 0, false, false, true, 10, FATTN_OK, NULL},
+    {"fwd d128 sm90", 0, false, false, false, 90, FATTN_OK, NULL},
+    {"bwd d128 sm90", 1, true, false, false, 90, FATTN_OK, NULL},
+    {"bwd d64 sm90", 6, true, false, false, 90, FATTN_E_UNSUPPORTED,
+     "fp8_bwd_head_dim_sm90_cudnn"},
+    {"bwd d64 sm100", 6, true, false, false, 100, FATTN_OK, NULL},
+    {"fwd d64 sm90", 6, false, false, false, 90, FATTN_OK, NULL},
+    {"fwd bf16 O sm90", 5, false, false, false, 90, FATTN_E_UNSUPPORTED, "fp8_o_f16_sm90_cudnn"},
+    {"bwd bf16 O sm90", 5, true, false, false, 90, FATTN_OK, NULL},
+    {"fwd bf16 O sm100", 5, false, false, false, 100, FATTN_OK, NULL},
+    {"bottom-right sm90", 3, false, true, false, 90, FATTN_E_UNSUPPORTED,
+     "fp8_bottom_right_sm90_cudnn"},
+    {"bottom-right bwd sm90", 3, true, true, false, 90, FATTN_E_UNSUPPORTED,
+     "fp8_bottom_right_sm90_cudnn"},
+    {"bottom-right sm100", 3, false, true, false, 100, FATTN_OK, NULL},
+    {"bottom-right top-left band sm90", 1, false, true, false, 90, FATTN_OK, NULL},
+    {"sm80", 0, false, false, false, 80, FATTN_E_UNSUPPORTED, "fp8_arch_cudnn"},
+    {"sm89 bwd", 1, true, false, false, 89, FATTN_E_UNSUPPORTED, "fp8_arch_cudnn"},
+    {"dropout sm90", 0, false, false, true, 90, FATTN_E_UNSUPPORTED, "fp8_dropout_sm90_cudnn"},
+    {"dropout bwd sm90", 1, true, false, true, 90, FATTN_E_UNSUPPORTED,
+     "fp8_dropout_sm90_cudnn"},
+    {"dropout sm100", 0, false, false, true, 100, FATTN_OK, NULL},
 };
 
 START_TEST(arch)
 {
-    cg_fwd_desc d;
-    cg_graph *g = malloc(sizeof *g);
-    ck_assert_int_eq(build_fwd(&shape_rows[arch_rows[_i].shape], &d, g), FATTN_OK);
-    free(g);
-    d.bottom_right = arch_rows[_i].bottom_right;
+    fp8_params x;
+    make_params(&shape_rows[arch_rows[_i].shape], &x);
+    x.f.attn.bottom_right_diagonal = x.b.attn.bottom_right_diagonal = arch_rows[_i].bottom_right;
     if (arch_rows[_i].dropout)
-        d.dropout = 0.1f;
-    fattn_status st = fattn__cg_fp8_check_arch(&d, arch_rows[_i].cc, arch_rows[_i].backward);
+        x.f.attn.dropout = x.b.attn.dropout = 0.1f;
+    int sm = arch_rows[_i].sm;
+    bool bwd = arch_rows[_i].backward;
+    fattn_status st = bwd ? fattn__engine_gaps_bwd(&x.b, FATTN_SUPPORT_ENGINE_CUDNN, 91900, sm)
+                          : fattn__engine_gaps_fwd(&x.f, FATTN_SUPPORT_ENGINE_CUDNN, 91900, sm);
     ck_assert_msg(st == arch_rows[_i].want, "%s: %d %s", arch_rows[_i].id, st,
                   st ? fattn_last_error() : "");
-    if (arch_rows[_i].says)
-        ck_assert_msg(strstr(fattn_last_error(), arch_rows[_i].says), "%s: \"%s\"",
+    if (arch_rows[_i].rule) {
+        char want[96];
+        snprintf(want, sizeof want, "rule %s: ", arch_rows[_i].rule);
+        ck_assert_msg(!strncmp(fattn_last_error(), want, strlen(want)), "%s: \"%s\"",
                       arch_rows[_i].id, fattn_last_error());
+    }
+    /* the graph of the same call: built exactly where no row refuses it */
+    cg_bwd_desc d;
+    fattn_status dst = bwd ? tdesc_bwd(&x.b, &d) : tdesc_fwd(&x.f, &d.f);
+    ck_assert_msg(dst == FATTN_OK, "%s: %s", arch_rows[_i].id, fattn_last_error());
+    ck_assert_msg(fattn__cg_fp8_arch_builds(&d.f, sm, bwd) == (st == FATTN_OK),
+                  "%s: the graph and the rows disagree", arch_rows[_i].id);
 }
 END_TEST
 

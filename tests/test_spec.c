@@ -143,6 +143,8 @@ static const char every_key_json[] =
     "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
     "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
     "\"layout\":\"paged_kv_bshd_bshd_bshd\",\"mask\":\"padding\",\"paged\":{\"page_size\":2},"
+    "\"cp\":{\"size\":4,\"comm\":\"a2a+p2p\"},"
+    "\"schedule\":[{\"F\":0},{\"F\":0}],"
     "\"expect_refusal\":{\"status\":\"FATTN_E_NOT_MODELLED\",\"rule\":\"cpu_offload_v1\"}}";
 
 /* The top-level keys of a JSON object without whitespace, in order. */
@@ -182,6 +184,8 @@ START_TEST(test_canonical_every_key_sorted)
     }
     ck_assert_ptr_null(fattn_spec_key_name(n));
     ck_assert_ptr_nonnull(strstr(c, "\"cpu_offload\":true,\"d_qk\":8,"));
+    ck_assert_ptr_nonnull(strstr(c, "\"cp\":{\"comm\":\"a2a+p2p\",\"load_balancing\":"
+                                    "\"dual_chunk_swap\",\"size\":4},"));
     fattn_spec t;
     parse_one_ok(c, &t);
     ck_assert(fattn_spec_equal(&s, &t));
@@ -410,6 +414,13 @@ static const struct {
     {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"pages\":3}}]", FATTN_E_PARSE, {"key 'paged'", "unknown member 'pages'"}},
     {"[" PAGED_HEAD ",\"paged\":{\"num_pages\":4}}]", FATTN_E_PARSE, {"key 'paged'", "page_size"}},
     {"[" PAGED_HEAD ",\"paged\":{\"page_size\":0}}]", FATTN_E_INVALID_ARG, {"key 'page_size'", "out of range"}},
+    {"[" CASE_HEAD ",\"cp\":{\"comm\":\"p2p\"}}]", FATTN_E_PARSE, {"key 'cp'", "with size"}},
+    {"[" CASE_HEAD ",\"cp\":2}]", FATTN_E_PARSE, {"key 'cp'", "with size"}},
+    {"[" CASE_HEAD ",\"cp\":{\"size\":1}}]", FATTN_E_INVALID_ARG, {"key 'size'", "out of range [2, 1024]"}},
+    {"[" CASE_HEAD ",\"cp\":{\"size\":2,\"comm\":\"ring\"}}]", FATTN_E_PARSE, {"key 'cp'", "comm 'ring'"}},
+    {"[" CASE_HEAD ",\"cp\":{\"size\":2,\"load_balancing\":\"none\"}}]", FATTN_E_PARSE, {"key 'cp'", "load_balancing 'none'"}},
+    {"[" CASE_HEAD ",\"cp\":{\"size\":6,\"ranks\":2}}]", FATTN_E_PARSE, {"key 'cp'", "unknown member 'ranks'"}},
+    {"[" CASE_HEAD ",\"cp\":{\"size\":3,\"comm\":\"a2a+p2p\"}}]", FATTN_E_INVALID_ARG, {"key 'cp'", "even size"}},
     {"[{\"id\":\"x\",\"b\":\"2\",\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case 'x'", "key 'b'", "expected an integer, got a string"}},
     {"[{\"id\":\"x\",\"b\":2.0,\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case 'x'", "key 'b'", "real number"}},
     {"[{\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8}]", FATTN_E_PARSE, {"case (#1)", "key 'id'", "missing"}},

@@ -395,18 +395,19 @@ START_TEST(engine_gap_at_loaded_cudnn)
 }
 END_TEST
 
-/* FP8 execution on an engine without it (cuDNN, for now) is refused with a
- * message; FP8 codes with fp8 off (Float8Tensors on the f16 path) are not
- * modelled, refused by the front end before any engine. */
+/* FP8 execution on an engine without it is refused with a message; FP8
+ * codes with fp8 off (Float8Tensors on the f16 path) are not modelled,
+ * refused by the front end before any engine. */
 START_TEST(fp8_unsupported)
 {
     fattn_engine *e = engine2();
+    fattn_engine no_fp8;
+    fe_fake_no_fp8(&no_fp8);
     fe_spec s = fe_spec_default();
     s.fp8 = true;
     s.d = s.dv = 128;
-    s.cudnn = true;
-    ck_assert_int_eq(fe_split_spec(&s, e), FATTN_E_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "FP8"));
+    ck_assert_int_eq(fe_split_spec(&s, &no_fp8), FATTN_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "no FP8 attention"));
     s = fe_spec_default();
     s.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
     ck_assert_int_eq(fe_split_spec(&s, e), FATTN_E_NOT_MODELLED);

@@ -66,6 +66,11 @@ static const rule_row rule_rows[] = {
     {"fp8_thd_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_head_dim_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_paged_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"fp8_arch_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"fp8_bottom_right_sm90_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"fp8_o_f16_sm90_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"fp8_dropout_sm90_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"fp8_bwd_head_dim_sm90_cudnn", FATTN_E_UNSUPPORTED, false, true},
 };
 
 START_TEST(rule_refuses)
@@ -305,6 +310,11 @@ static const cite_row cite_rows[] = {
     {"fp8_head_dim_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
     {"fp8_paged_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
     {"fp8_max_logit_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
+    {"fp8_arch_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
+    {"fp8_bottom_right_sm90_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
+    {"fp8_o_f16_sm90_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
+    {"fp8_dropout_sm90_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
+    {"fp8_bwd_head_dim_sm90_cudnn", C_REF, NULL, NULL, 0, NULL, 0},
     {"det_sink", C_ROUTE, "utils.py", "2.19.0", 1534, "2.20.2", 1761},
     {"det_bias_grad", C_ROUTE, "utils.py", "2.19.0", 1554, "2.20.2", 1781},
     {"det_thd_bhss", C_ROUTE, "utils.py", "2.19.0", 1578, "2.20.2", 1801},
@@ -612,6 +622,24 @@ static void cudnn_text(const fattn_support_rule *r, char *buf, size_t n)
         snprintf(buf, n, "any");
 }
 
+/* "cudnn", or with a GPU architecture range "cudnn, sm < 90" / "cudnn, sm
+ * ≥ 90, < 100": a row's engines. */
+static void engines_text(const fattn_support_rule *r, char *buf, size_t n)
+{
+    const char *eng = r->engines == FATTN_SUPPORT_ENGINE_ALL   ? "all"
+                      : r->engines == FATTN_SUPPORT_ENGINE_CPU ? "cpu"
+                                                               : "cudnn";
+    size_t k = (size_t)snprintf(buf, n, "%s", eng);
+    int v[2] = {r->sm_from, r->sm_below};
+    const char *op[2] = {"≥ ", "< "};
+    for (int i = 0, first = 1; i < 2 && k < n; i++) {
+        if (!v[i])
+            continue;
+        k += (size_t)snprintf(buf + k, n - k, "%s%s%d", first ? ", sm " : ", ", op[i], v[i]);
+        first = 0;
+    }
+}
+
 /* The first "file:line" of a cell ("utils.py:2697 (...)"). */
 static bool cell_cite(const char *cell, char *file, size_t n, int *line)
 {
@@ -633,9 +661,8 @@ static void check_doc_row(char **c, const fattn_support_rule *r)
     ck_assert_str_eq(c[1], ref ? "refusal" : "routing");
     const char *st = fattn_status_name(r->status);
     ck_assert_str_eq(c[2], ref ? st + strlen("FATTN_E_") : "—");
-    const char *eng = r->engines == FATTN_SUPPORT_ENGINE_ALL   ? "all"
-                      : r->engines == FATTN_SUPPORT_ENGINE_CPU ? "cpu"
-                                                               : "cudnn";
+    char eng[64];
+    engines_text(r, eng, sizeof eng);
     ck_assert_msg(!strcmp(c[3], ref ? eng : "—"), "%s: engines '%s', want '%s'", r->id, c[3],
                   ref ? eng : "—");
     char cu[64];
@@ -861,7 +888,7 @@ static bool any_sink(const fattn_support_query *q)
 }
 
 #define NEW_ONLY                                                                               \
-    FATTN_SUPPORT_AT_CALL, FATTN_TE_RULES_2_20, 0u, 0L, 0L,                                    \
+    FATTN_SUPPORT_AT_CALL, FATTN_TE_RULES_2_20, 0u, 0L, 0L, 0, 0,                              \
     {                                                                                          \
         {FATTN_TE_RULES_2_20, "transformer_engine/x.py", 7}                                    \
     }

@@ -69,6 +69,8 @@ EXPRESSIBLE = [
     "edge.sq1.no_mask.bf16",
     "edge.skv67.causal.bf16", "edge.skv130.no_mask.f16", "flags.attn_scale.f16",
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
+    # raw_func_args: causal with the window (-1, -1), top-left, sq < skv
+    "raw.window_m1m1.causal.f16",
 ]
 LEFT_OUT = {
     "layout.thd_thd_thd.padding.bf16": "THD layout",

@@ -145,11 +145,23 @@ static bool same_shape(const fattn_h5_node *x, const fattn_h5_node *y)
     return shape;
 }
 
+/* A path below a case group as below the group of one call: a schedule's
+ * "steps/<k>/" stripped (its steps hold the states of one call each). */
+static const char *call_path(const char *path)
+{
+    if (strncmp(path, "steps/", 6) != 0)
+        return path;
+    const char *q = path + 6;
+    while (*q >= '0' && *q <= '9')
+        q++;
+    return *q == '/' ? q + 1 : path;
+}
+
 static bool is_noisy(const fattn_compare_result *r, const char *path)
 {
     bool noisy = false;
     for (const char *const *q = r->noisy; q && *q; q++)
-        noisy = noisy || !strcmp(*q, path);
+        noisy = noisy || !strcmp(*q, call_path(path));
     return noisy;
 }
 
@@ -363,11 +375,12 @@ static bool is_state(const char *name)
     return false;
 }
 
-/* A child of the case groups other than a state: compared as a whole. */
+/* A child of the case groups other than a state (or a schedule's steps/,
+ * whose steps are walked as cases of their own): compared as a whole. */
 static fattn_walk_next case_child(void *ctx, const fattn_walk_at *at)
 {
     cmp_ctx *c = ctx;
-    if (is_state(at->name))
+    if (is_state(at->name) || !strcmp(at->name, "steps"))
         return FATTN_WALK_SKIP;
     if (!at->b)
         note(c->r, at->path, "missing in B");
@@ -385,20 +398,75 @@ static const fattn_walk_visitor case_visitor = {
     .group_done = visit_group_done,
 };
 
-/* The named states of two case groups, each walked as a state. */
+/* The named states of two case groups (or of two steps of a schedule:
+ * root's path then is "steps/<k>"), each walked as a state. */
 static void walk_states(cmp_ctx *c, const fattn_walk_at *root, const char *const *states)
 {
     for (const char *const *s = states; *s; s++) {
         const fattn_h5_node *x = fattn_h5_node_find(root->a, *s);
         const fattn_h5_node *y = fattn_h5_node_find(root->b, *s);
+        char path[96];
+        snprintf(path, sizeof path, "%s%s%s", root->path, root->path[0] ? "/" : "", *s);
         if (!x && !y)
             continue;
         if (!x || !y) {
-            note(c->r, *s, !x ? "state missing in A" : "state missing in B");
+            note(c->r, path, !x ? "state missing in A" : "state missing in B");
             continue;
         }
-        fattn_walk_at at = {*s, *s, x, y, 1, false, root};
+        fattn_walk_at at = {path, *s, x, y, 1, false, root};
         walk_state(c, &at);
+    }
+}
+
+/* The largest k of a steps/<k> group on either side (names that are not
+ * numbers count as 0: steps/ then differs as a whole). */
+static size_t max_step(const fattn_h5_node *x, const fattn_h5_node *y, bool *odd)
+{
+    size_t m = 0;
+    const fattn_h5_node *g[2] = {x, y};
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; k < g[i]->n_children; k++) {
+            char *end;
+            unsigned long v = strtoul(g[i]->children[k]->name, &end, 10);
+            *odd = *odd || *end || v == 0;
+            m = v > m ? (size_t)v : m;
+        }
+    return m;
+}
+
+/* A schedule's steps/<k> pairs, in step order, each walked as a case's
+ * states (docs/run-files.md "Schedules"); a step on one side only is a
+ * difference naming it. `whole`: a step's other objects (a U step's
+ * recipe/, an X step's extra_state/) too. */
+static void walk_steps(cmp_ctx *c, const fattn_h5_node *a, const fattn_h5_node *b,
+                       const char *const *states, bool whole)
+{
+    const fattn_h5_node *x = fattn_h5_node_find(a, "steps"), *y = fattn_h5_node_find(b, "steps");
+    if (!x && !y)
+        return;
+    if (!x || !y) {
+        note(c->r, "steps", !x ? "missing in A" : "missing in B");
+        return;
+    }
+    bool odd = false;
+    size_t n = max_step(x, y, &odd);
+    if (odd)
+        note(c->r, "steps", "holds an object that is not a step");
+    for (size_t k = 1; k <= n; k++) {
+        char name[32], path[48];
+        snprintf(name, sizeof name, "%zu", k);
+        snprintf(path, sizeof path, "steps/%zu", k);
+        const fattn_h5_node *sa = fattn_h5_node_find(x, name), *sb = fattn_h5_node_find(y, name);
+        if (!sa && !sb)
+            continue;
+        if (!sa || !sb) {
+            note(c->r, path, !sa ? "step missing in A" : "step missing in B");
+            continue;
+        }
+        fattn_walk_at root = fattn_walk_root(path, sa, sb);
+        if (whole)
+            fattn_walk_group(c->w, &root); /* a step's own objects but its states */
+        walk_states(c, &root, states);
     }
 }
 
@@ -409,6 +477,7 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
     fattn_walk w = {&case_visitor, &c, '/'};
     c.w = &w;
     fattn_walk_at root = fattn_walk_root("", a, b);
+    bool whole = states == NULL;
     if (states) {
         fattn_walk_attrs(&w, &root);
     } else {
@@ -417,6 +486,7 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
         states = all_states;
     }
     walk_states(&c, &root, states);
+    walk_steps(&c, a, b, states, whole);
     assert(c.n_later == 0);
     free(c.later);
 }
@@ -445,23 +515,41 @@ static fattn_status digest_attrs(const fattn_h5_node *src, fattn_h5_node *state,
     return st;
 }
 
+/* The golden form of one call's states (a case's, or a schedule step's)
+ * from src into dst; a schedule's steps/ each the same way. */
+static fattn_status golden_states(const fattn_h5_node *src, fattn_h5_node *dst)
+{
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++) {
+        const fattn_h5_node *state = src->children[i];
+        fattn_h5_node *gs;
+        if (!strcmp(state->name, "inputs") || !strcmp(state->name, "save_ctx")) {
+            if ((st = fattn_h5_node_group(dst, state->name, &gs)) == FATTN_OK &&
+                (st = fattn_h5_node_copy_attrs(state, gs)) == FATTN_OK)
+                st = digest_attrs(state, gs, "");
+        } else if (!strcmp(state->name, "steps") && !state->is_dataset) {
+            if ((st = fattn_h5_node_group(dst, "steps", &gs)) != FATTN_OK)
+                break;
+            for (size_t k = 0; st == FATTN_OK && k < state->n_children; k++) {
+                fattn_h5_node *step;
+                if ((st = fattn_h5_node_group(gs, state->children[k]->name, &step)) == FATTN_OK)
+                    st = golden_states(state->children[k], step);
+            }
+        } else {
+            st = fattn_h5_node_copy(state, dst, "_impl");
+        }
+    }
+    return st;
+}
+
 fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out)
 {
     fattn_h5_node *g = NULL;
     fattn_status st = fattn_h5_node_new_group(run_case->name, &g);
     if (st == FATTN_OK)
         st = fattn_h5_node_copy_attrs(run_case, g);
-    for (size_t i = 0; st == FATTN_OK && i < run_case->n_children; i++) {
-        const fattn_h5_node *state = run_case->children[i];
-        if (!strcmp(state->name, "inputs") || !strcmp(state->name, "save_ctx")) {
-            fattn_h5_node *gs;
-            if ((st = fattn_h5_node_group(g, state->name, &gs)) == FATTN_OK &&
-                (st = fattn_h5_node_copy_attrs(state, gs)) == FATTN_OK)
-                st = digest_attrs(state, gs, "");
-        } else {
-            st = fattn_h5_node_copy(state, g, "_impl");
-        }
-    }
+    if (st == FATTN_OK)
+        st = golden_states(run_case, g);
     if (st == FATTN_OK)
         st = fattn_h5_node_seal_attrs(g); /* it covers the digest:<name> attributes too */
     if (st != FATTN_OK) {
@@ -490,11 +578,12 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
             note(r, at->path, "integer data differ from the CPU golden");
         return;
     }
-    fattn_tol t = fattn_tol_profile_lookup(c->profile, at->path, x->dtype);
-    if (!strcmp(at->path, "backward/d_softmax_offset") && c->io_dtype != FATTN_DTYPE_INVALID)
+    const char *call = call_path(at->path);
+    fattn_tol t = fattn_tol_profile_lookup(c->profile, call, x->dtype);
+    if (!strcmp(call, "backward/d_softmax_offset") && c->io_dtype != FATTN_DTYPE_INVALID)
         /* float32, but summed from io-precision products: the io dtype's
          * tolerance is the meaningful one */
-        t = fattn_tol_profile_lookup(c->profile, at->path, c->io_dtype);
+        t = fattn_tol_profile_lookup(c->profile, call, c->io_dtype);
     /* elements the golden holds as all-0xFF poison are outside the CPU
      * engine's defined region */
     fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, t, true, NULL};
@@ -555,12 +644,14 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
     fattn_compare_result *r = c->r;
     const fattn_h5_node *xs = fattn_h5_node_find(root->a, "save_ctx");
     const fattn_h5_node *gs = fattn_h5_node_find(root->b, "save_ctx");
+    char where[64];
+    snprintf(where, sizeof where, "%s%ssave_ctx", root->path, root->path[0] ? "/" : "");
     if (!xs || !gs) {
         if (xs || gs)
-            note(r, "save_ctx", xs ? "state missing in the golden" : "state missing in the run");
+            note(r, where, xs ? "state missing in the golden" : "state missing in the run");
         return;
     }
-    fattn_walk_at at = {"save_ctx", "save_ctx", xs, gs, 1, false, root};
+    fattn_walk_at at = {where, "save_ctx", xs, gs, 1, false, root};
     fattn_walk_attrs(c->w, &at);
     for (size_t i = 0; i < xs->n_children; i++) {
         const fattn_h5_node *t = xs->children[i];
@@ -568,7 +659,7 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
             continue;
         const char *d = digest_of(gs, t->name);
         char p[192];
-        snprintf(p, sizeof p, "save_ctx/%s", t->name);
+        snprintf(p, sizeof p, "%s/%s", where, t->name);
         r->tensors++;
         if (!d)
             note(r, p, "missing in the golden");
@@ -577,31 +668,52 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
     }
 }
 
-void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
-                             const fattn_tol_profile *profile, fattn_compare_result *r)
+/* One call's save_ctx, forward and backward against the golden's (a
+ * case's, or a schedule step's at root path "steps/<k>"). */
+static void tol_call(const fattn_h5_node *run, const fattn_h5_node *golden, const char *path,
+                     const fattn_tol_profile *profile, fattn_compare_result *r)
 {
-    /* inputs: engine-independent, bitwise through the digests */
-    static const char *const inputs_only[] = {"inputs", NULL};
-    fattn_compare_cases(run, golden, inputs_only, r);
     const fattn_h5_node *o = fattn_h5_node_find(golden, "forward/out");
     cmp_ctx c = {.r = r, .profile = profile, .io_dtype = o ? o->dtype : FATTN_DTYPE_INVALID};
     fattn_walk w = {&tol_visitor, &c, '/'};
     c.w = &w;
-    fattn_walk_at root = fattn_walk_root("", run, golden);
+    fattn_walk_at root = fattn_walk_root(path, run, golden);
     tol_save_ctx(&c, &root);
     static const char *const outs[] = {"forward", "backward"};
     for (int i = 0; i < 2; i++) {
         const fattn_h5_node *x = fattn_h5_node_find(run, outs[i]);
         const fattn_h5_node *g = fattn_h5_node_find(golden, outs[i]);
+        char p[64];
+        snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "/" : "", outs[i]);
         if (!x && !g)
             continue;
         if (!x || !g) {
-            note(r, outs[i], x ? "state missing in the golden" : "state missing in the run");
+            note(r, p, x ? "state missing in the golden" : "state missing in the run");
             continue;
         }
-        fattn_walk_at at = {outs[i], outs[i], x, g, 1, false, &root};
+        fattn_walk_at at = {p, outs[i], x, g, 1, false, &root};
         fattn_walk_group(&w, &at);
     }
     assert(c.n_later == 0);
     free(c.later);
+}
+
+void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
+                             const fattn_tol_profile *profile, fattn_compare_result *r)
+{
+    /* inputs: engine-independent, bitwise through the digests (a
+     * schedule's steps' too) */
+    static const char *const inputs_only[] = {"inputs", NULL};
+    fattn_compare_cases(run, golden, inputs_only, r);
+    tol_call(run, golden, "", profile, r);
+    const fattn_h5_node *rs = fattn_h5_node_find(run, "steps");
+    const fattn_h5_node *gs = fattn_h5_node_find(golden, "steps");
+    for (size_t k = 0; rs && gs && k < rs->n_children; k++) {
+        const fattn_h5_node *g = fattn_h5_node_find(gs, rs->children[k]->name);
+        char path[48];
+        snprintf(path, sizeof path, "steps/%.16s", rs->children[k]->name);
+        if (g)
+            tol_call(rs->children[k], g, path, profile, r);
+        /* a step on one side only: fattn_compare_cases named it above */
+    }
 }

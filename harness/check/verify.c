@@ -132,6 +132,30 @@ static const char *string_attr(const fattn_h5_node *n, const char *name)
     return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
 }
 
+/* A check of one call's groups: g holds its states; `at` is their path
+ * below the case group ("" or a schedule's "steps/<k>/"). */
+typedef void (*call_check)(fattn_verify_case *c, const fattn_h5_node *g, const char *at,
+                           void *arg);
+
+/* fn over each call of a run: the case group, or each step of its
+ * schedule (docs/run-files.md "Schedules"), in step order. */
+static void each_call(fattn_verify_case *c, const fattn_h5_node *run, call_check fn, void *arg)
+{
+    const fattn_h5_node *steps = fattn_h5_node_find(run, "steps");
+    if (!steps) {
+        fn(c, run, "", arg);
+        return;
+    }
+    for (size_t k = 1; k <= steps->n_children; k++) {
+        char name[32], at[48];
+        snprintf(name, sizeof name, "%zu", k);
+        snprintf(at, sizeof at, "steps/%zu/", k);
+        const fattn_h5_node *g = fattn_h5_node_find(steps, name);
+        if (g)
+            fn(c, g, at, arg);
+    }
+}
+
 static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -192,8 +216,9 @@ static void check_refusal(fattn_verify_case *c)
 /* The split's save/restore seam (TE 2.20.2 backends.py:1987-2004 packed,
  * 1545-1566 unpacked): what setup_ctx handed save_for_backward (save_ctx)
  * must be what backward unpacked into its args (backward/_impl), slot for
- * slot. */
-static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const char *check)
+ * slot; for a schedule, each B step's (its save_ctx is the ctx as that
+ * backward found it). */
+static void seam_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at, void *arg)
 {
     const fattn_h5_node *sc = fattn_h5_node_find(run, "save_ctx");
     const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
@@ -212,31 +237,41 @@ static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const cha
             continue;
         if (packed && unpacked && !strcmp(fp, unpacked))
             continue;
-        char path[96];
-        snprintf(path, sizeof path, "backward/_impl@%s", name);
+        char path[128];
+        snprintf(path, sizeof path, "%sbackward/_impl@%s", at, name);
         note_difference(&r, path, "%s",
                         !unpacked ? "saved, but None in the backward's args"
                         : !packed ? "None when saved, but set in the backward's args"
                                   : "unpacked into the backward's args unlike it was saved");
     }
-    check_note(c, check, &r);
+    check_note(c, arg, &r);
+}
+
+static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const char *check)
+{
+    each_call(c, run, seam_call, (void *)check);
 }
 
 /* What FusedAttnFunc.forward returns (out_ret, and max_logit when asked
  * for): the wrapper run records it apart (returned/), the legacy
  * monolith's forward/out and max_logit are its return value. Compared
  * bitwise, out with the scale_inv it carries as a Float8Tensor. */
-static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_engine *e)
+/* One forward's: legacy's forward/ (lf) against the wrapper's returned/
+ * (wr), as trees whose returned/ sits at `at` (a schedule's step group). */
+static void returned_call(fattn_verify_case *c, const fattn_h5_node *lf,
+                          const fattn_h5_node *wr, const char *step, fattn_engine *e)
 {
-    const fattn_h5_node *lf = fattn_h5_node_find(c->legacy, "forward");
-    if (!lf)
-        return;
-    fattn_h5_node *a = NULL, *b = NULL, *ga = NULL;
+    fattn_h5_node *a = NULL, *b = NULL, *ga = NULL, *pa = NULL, *pb = NULL;
     fattn_status st = fattn_h5_node_new_group(c->spec->id, &a);
     if (st == FATTN_OK)
         st = fattn_h5_node_new_group(c->spec->id, &b);
+    pa = a, pb = b;
+    if (st == FATTN_OK && step &&
+        ((st = fattn_h5_node_group(a, "steps", &pa)) || (st = fattn_h5_node_group(pa, step, &pa)) ||
+         (st = fattn_h5_node_group(b, "steps", &pb)) || (st = fattn_h5_node_group(pb, step, &pb))))
+        pa = pb = NULL;
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(a, "returned", &ga);
+        st = fattn_h5_node_group(pa, "returned", &ga);
     const char *const names[] = {"out", "max_logit"};
     for (int i = 0; st == FATTN_OK && i < 2; i++) {
         const fattn_h5_node *ds = fattn_h5_node_find(lf, names[i]);
@@ -247,9 +282,8 @@ static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_e
     fattn_h5_node *lo = ga ? fattn_h5_node_find(ga, "out") : NULL;
     if (st == FATTN_OK && lo && si && si->kind == FATTN_H5_ATTR_FLOAT32)
         st = fattn_h5_node_set_float32(lo, "scale_inv", si->f32);
-    const fattn_h5_node *wr = fattn_h5_node_find(w, "returned");
     if (st == FATTN_OK && wr)
-        st = fattn_h5_node_copy(wr, b, NULL);
+        st = fattn_h5_node_copy(wr, pb, NULL);
     if (st != FATTN_OK) {
         snprintf(c->error, sizeof c->error, "split wrapper returned: %s", fattn_last_error());
     } else {
@@ -262,11 +296,34 @@ static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_e
     fattn_h5_node_free(b);
 }
 
+/* What FusedAttnFunc.forward returns, each forward of a schedule's too. */
+static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_engine *e)
+{
+    const fattn_h5_node *ls = fattn_h5_node_find(c->legacy, "steps");
+    const fattn_h5_node *ws = fattn_h5_node_find(w, "steps");
+    if (!ls) {
+        const fattn_h5_node *lf = fattn_h5_node_find(c->legacy, "forward");
+        if (lf)
+            returned_call(c, lf, fattn_h5_node_find(w, "returned"), NULL, e);
+        return;
+    }
+    for (size_t k = 0; k < ls->n_children; k++) {
+        const char *name = ls->children[k]->name;
+        const fattn_h5_node *lf = fattn_h5_node_find(ls->children[k], "forward");
+        const fattn_h5_node *wk = ws ? fattn_h5_node_find(ws, name) : NULL;
+        if (lf)
+            returned_call(c, lf, wk ? fattn_h5_node_find(wk, "returned") : NULL, name, e);
+    }
+}
+
 /* The caller's tensors after a run (inputs/_impl@<input>, recorded by the
  * runner) must be what was handed in: a front end that writes into an
- * input after its last read of it changes no output of its own. */
-static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
+ * input after its last read of it changes no output of its own. For a
+ * schedule, each forward's inputs when its micro-batch ended. */
+static void inputs_after_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at,
+                              void *arg)
 {
+    const char *side = arg;
     const fattn_h5_node *in = fattn_h5_node_find(run, "inputs");
     const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
     if (!in)
@@ -276,10 +333,10 @@ static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, c
         const fattn_h5_node *ds = in->children[i];
         if (!ds->is_dataset)
             continue;
-        char fp[FATTN_FE_FINGERPRINT_LEN], path[160];
+        char fp[FATTN_FE_FINGERPRINT_LEN], path[192];
         fattn_fe_fingerprint(ds, fp);
         const char *after = string_attr(impl, ds->name);
-        snprintf(path, sizeof path, "%s: inputs/_impl@%s", side, ds->name);
+        snprintf(path, sizeof path, "%s: %sinputs/_impl@%s", side, at, ds->name);
         if (!after)
             note_difference(&r, path, "not recorded after the run");
         else if (strcmp(after, fp) != 0)
@@ -287,6 +344,11 @@ static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, c
                             after);
     }
     check_note(c, "inputs unchanged", &r);
+}
+
+static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
+{
+    each_call(c, run, inputs_after_call, (void *)side);
 }
 
 /* What each TE version raises on a second backward on one ctx (autograd's
@@ -302,29 +364,44 @@ static const struct {
 
 /* A training run's second backward on its ctx (backward/_impl@
  * second_backward, recorded by the runner) must have been refused with
- * FATTN_E_STATE and the front end's TE version's error. */
-static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run, fattn_impl impl,
-                                  const char *check)
+ * FATTN_E_STATE and the front end's TE version's error: each B step's, in
+ * a schedule. */
+typedef struct second_arg {
+    fattn_impl impl;
+    const char *check;
+} second_arg;
+
+static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at,
+                        void *arg)
 {
+    const second_arg *a = arg;
     const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
     if (!c->spec->is_training || !bw)
         return;
     const fattn_h5_node *impl_g = fattn_h5_node_find(bw, "_impl");
     const char *st = string_attr(impl_g, "second_backward");
     const char *msg = string_attr(impl_g, "second_backward_error");
-    const char *want = second_backward_error[impl].says, *te = second_backward_error[impl].te;
+    const char *want = second_backward_error[a->impl].says, *te = second_backward_error[a->impl].te;
     fattn_compare_result r = {0};
+    char p1[96], p2[96];
+    snprintf(p1, sizeof p1, "%sbackward/_impl@second_backward", at);
+    snprintf(p2, sizeof p2, "%sbackward/_impl@second_backward_error", at);
     if (!st)
-        note_difference(&r, "backward/_impl@second_backward", "not called (the run records no "
-                        "second backward)");
+        note_difference(&r, p1, "not called (the run records no second backward)");
     else if (strcmp(st, fattn_status_name(FATTN_E_STATE)) != 0)
-        note_difference(&r, "backward/_impl@second_backward",
-                        "%s on a second backward on one ctx, where %s raises (%s)", st, te, want);
+        note_difference(&r, p1, "%s on a second backward on one ctx, where %s raises (%s)", st,
+                        te, want);
     else if (!msg || !strstr(msg, want))
-        note_difference(&r, "backward/_impl@second_backward_error",
-                        "refused, but not with %s's error (%s): %.80s", te, want,
+        note_difference(&r, p2, "refused, but not with %s's error (%s): %.80s", te, want,
                         msg ? msg : "(none)");
-    check_note(c, check, &r);
+    check_note(c, a->check, &r);
+}
+
+static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run, fattn_impl impl,
+                                  const char *check)
+{
+    second_arg a = {impl, check};
+    each_call(c, run, second_call, &a);
 }
 
 /* The split through FusedAttnFunc's own forward and backward
@@ -511,12 +588,18 @@ static int newest_cpu_goldens(const char *dir, char *path, size_t n)
     return 1;
 }
 
+/* The states recorded: the case's, or for a schedule those any step has. */
 static void states_str(const fattn_h5_node *n, char *buf)
 {
     static const char *const st[] = {"inputs", "forward", "save_ctx", "backward"};
     static const char letters[] = "ifsb";
-    for (int i = 0; i < 4; i++)
-        buf[i] = n && fattn_h5_node_find(n, st[i]) ? letters[i] : '-';
+    const fattn_h5_node *steps = n ? fattn_h5_node_find(n, "steps") : NULL;
+    for (int i = 0; i < 4; i++) {
+        bool has = n && fattn_h5_node_find(n, st[i]);
+        for (size_t k = 0; steps && k < steps->n_children; k++)
+            has = has || fattn_h5_node_find(steps->children[k], st[i]);
+        buf[i] = has ? letters[i] : '-';
+    }
     buf[4] = '\0';
 }
 

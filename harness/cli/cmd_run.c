@@ -26,7 +26,8 @@ static const char run_help[] =
     "usage: fattn run [--cases FILE] [--filter GLOB] [--impl legacy|split]\n"
     "                 [--backend auto|cpu|cudnn] [--until forward|save_ctx|backward]\n"
     "                 [--shard I/N] [--repeat N] [--check-writes] [--max-memory BYTES]\n"
-    "                 [--te-rules " FATTN_TE_RULES_CHOICES "] [--progress] -o RUN.h5\n"
+    "                 [--te-rules " FATTN_TE_RULES_CHOICES "] [--cp-reference] [--progress]\n"
+    "                 -o RUN.h5\n"
     "\n"
     "Step every selected case through inputs -> forward -> save_ctx -> backward with one\n"
     "front end (default split) and write every tensor and attribute of every state to\n"
@@ -43,7 +44,10 @@ static const char run_help[] =
     "prov_te_route applies: the rules by which DotProductAttention would not route the case to\n"
     "FusedAttention (the front ends still run it, as FusedAttnFunc does). --progress (the\n"
     "default when stderr is a terminal) prints `[17/63] CASE... ok` on stderr as each case\n"
-    "is done. Prints `run: wrote N cases (M tensors) to RUN.h5` when done.\n"
+    "is done. A case with context parallelism (spec key cp) is recorded as skipped: it runs\n"
+    "in several processes, through fattn-te (docs/te.md); --cp-reference runs it as the same\n"
+    "case without context parallelism in one process instead (what fattn-te holds its ranks\n"
+    "against). Prints `run: wrote N cases (M tensors) to RUN.h5` when done.\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
 
@@ -390,7 +394,7 @@ int fattn_cmd_run(int argc, char **argv)
     const char *cases = NULL, *filter = NULL, *impl_s = "split", *backend = "auto";
     const char *until_s = "backward", *shard = NULL, *repeat_s = NULL, *maxmem_s = NULL;
     const char *out = NULL, *te_rules_s = NULL;
-    bool check_writes = false, progress = false;
+    bool check_writes = false, progress = false, cp_reference = false;
     cli_args a = {argc, argv, 1, "run"};
     for (; a.i < argc; a.i++) {
         int r;
@@ -401,6 +405,8 @@ int fattn_cmd_run(int argc, char **argv)
             check_writes = true;
         } else if (cli_flag(&a, "--progress")) {
             progress = true;
+        } else if (cli_flag(&a, "--cp-reference")) {
+            cp_reference = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--filter", &filter)) ||
                    (r = cli_opt(&a, "--impl", &impl_s)) || (r = cli_opt(&a, "--backend", &backend)) ||
                    (r = cli_opt(&a, "--until", &until_s)) || (r = cli_opt(&a, "--shard", &shard)) ||
@@ -460,7 +466,8 @@ int fattn_cmd_run(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     }
     run_plan p = {.opts = {.impl = impl, .engine = engine, .until = until,
-                           .poison = FATTN_POISON_PATTERN, .te_rules = te_rules},
+                           .poison = FATTN_POISON_PATTERN, .te_rules = te_rules,
+                           .cp_reference = cp_reference},
                   .repeat = repeat, .check_writes = check_writes,
                   .progress = cli_progress_wanted(progress)};
     fattn_h5_node *root = NULL;

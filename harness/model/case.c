@@ -136,7 +136,14 @@ static fattn_status resolve_seqlens(const fattn_spec *s, fattn_case *c)
                                (long long)lq, (long long)lkv, (long long)s->sq,
                                (long long)s->skv);
         int64_t gq = 0, gkv = 0;
-        if (s->pad_between_seqs) {
+        if (s->pad_between_seqs && s->cp) {
+            /* context parallelism: each sequence padded to a multiple of
+             * 2 * cp_size (TE's pad_thd_sequences_for_cp, context_parallel.py
+             * 2.20.2:5783; DualChunkSwap splits it into 2 * cp_size chunks) */
+            int64_t m = 2 * s->cp_size;
+            gq = (m - lq % m) % m;
+            gkv = (m - lkv % m) % m;
+        } else if (s->pad_between_seqs) {
             gq = (int64_t)(fattn_philox_u32(seed, STREAM_GAP_Q, (uint64_t)bi) % 4u);
             gkv = (int64_t)(fattn_philox_u32(seed, STREAM_GAP_KV, (uint64_t)bi) % 4u);
         }

@@ -1,6 +1,8 @@
 /* What running a case holds in memory (see case_mem.h). */
 #include "case_mem.h"
 
+#include "schedule.h"
+
 void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m)
 {
     double io = (double)fattn_dtype_size(s->dtype);
@@ -27,6 +29,13 @@ void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m)
     if (s->fp8) /* 1-byte codes of q, k, v, out, d_out and the grads, dequantised twins */
         tree += 3.0 * (q + k + v + o) * (1.0 / io + 1.0);
     double scratch = 8.0 * skv * (2.0 * (d + dv) + 64.0) * 4.0 * 4.0;
-    m->tree = tree;
-    m->peak = 2.0 * tree + 2.0 * stats + scratch + b * h * sq * 4.0;
+    double peak = 2.0 * tree + 2.0 * stats + scratch + b * h * sq * 4.0;
+    /* a schedule (schedule.h) records every forward step's states in the
+     * case's tree, and its live forwards keep their ctxs: each forward
+     * after the first counts a tree and a ctx more */
+    double forwards = s->schedule ? (double)fattn_schedule_forwards(s->schedule) : 1.0;
+    if (forwards < 1.0)
+        forwards = 1.0;
+    m->tree = forwards * tree;
+    m->peak = peak + (forwards - 1.0) * 2.0 * tree;
 }

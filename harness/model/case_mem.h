@@ -8,7 +8,8 @@
  * case's K and V as their page containers [num_pages, page_size, hg, d]
  * beside the flat ones they are made from, its page tables; FP8 copies and
  * their dequantised twins; the bias at its largest shape), held both by
- * the front end and by the recorded tree, and the engine's scratch. A
+ * the front end and by the recorded tree, and the engine's scratch; a
+ * schedule's every forward step (its states recorded, its ctx alive). A
  * double: no spec the parser accepts overflows it. */
 #ifndef FATTN_HARNESS_CASE_MEM_H
 #define FATTN_HARNESS_CASE_MEM_H

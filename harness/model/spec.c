@@ -18,6 +18,8 @@
 #include "fattn/rng.h"
 #include "fattn/support.h"
 
+#include "schedule.h"
+
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
 
@@ -84,9 +86,13 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 #define I_FP8(k, d)                                                                            \
     s->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;                                                  \
     s->fp8_dpa_bwd = true;                                                                     \
-    s->fp8_o_in_f16 = true;
+    s->fp8_o_in_f16 = true;                                                                    \
+    s->fp8_amax_history_len = FATTN_SPEC_FP8_HISTORY_DEFAULT;                                  \
+    s->fp8_amax_algo = FATTN_FP8_AMAX_MAX;
 #define I_REFUSE(k, d)
 #define I_PAGED(k, d)
+#define I_CP(k, d)
+#define I_SCHED(k, d)
 #define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
 void fattn_spec_init(fattn_spec *s)
@@ -112,12 +118,15 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_FP8(k)
 #define OWNED_REFUSE(k)
 #define OWNED_PAGED(k)
+#define OWNED_CP(k)
+#define OWNED_SCHED(k)
 
 static void free_lists(fattn_spec *s)
 {
 #define OWNED(k) free(s->k);
     FATTN_SPEC_KEYS(OWNED_ROW)
 #undef OWNED
+    fattn_schedule_free(s->schedule);
 }
 
 void fattn_spec_free(fattn_spec *s)
@@ -147,6 +156,8 @@ fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src)
     oom = oom || (src->k && !dst->k);
     FATTN_SPEC_KEYS(OWNED_ROW)
 #undef OWNED
+    dst->schedule = NULL;
+    oom = oom || fattn_schedule_copy(src->schedule, &dst->schedule) != FATTN_OK;
     if (oom) {
         free_lists(dst);
         fattn_spec_init(dst);
@@ -183,7 +194,9 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
     (x->fp8 == y->fp8 &&                                                                       \
      (!x->fp8 || (x->fp8_recipe == y->fp8_recipe && x->fp8_input == y->fp8_input &&           \
                   x->fp8_output == y->fp8_output && x->fp8_dpa_bwd == y->fp8_dpa_bwd &&       \
-                  x->fp8_o_in_f16 == y->fp8_o_in_f16 && x->bf16_backward == y->bf16_backward)))
+                  x->fp8_o_in_f16 == y->fp8_o_in_f16 && x->bf16_backward == y->bf16_backward &&   \
+                  x->fp8_amax_history_len == y->fp8_amax_history_len &&                         \
+                  x->fp8_amax_algo == y->fp8_amax_algo && x->fp8_margin == y->fp8_margin)))
 #define E_REFUSE(k)                                                                            \
     (x->expect_refusal == y->expect_refusal &&                                                 \
      (!x->expect_refusal || (x->refusal_status == y->refusal_status &&                         \
@@ -191,6 +204,10 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_PAGED(k)                                                                             \
     (x->paged == y->paged && (!x->paged || (x->page_size == y->page_size &&                    \
      x->num_pages == y->num_pages && x->paged_separate_v == y->paged_separate_v)))
+#define E_CP(k)                                                                                \
+    (x->cp == y->cp && (!x->cp || (x->cp_size == y->cp_size && x->cp_comm == y->cp_comm &&     \
+                                   x->cp_balance == y->cp_balance)))
+#define E_SCHED(k) fattn_schedule_equal(x->schedule, y->schedule)
 #define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
 
 bool fattn_spec_equal(const fattn_spec *x, const fattn_spec *y)
@@ -286,6 +303,18 @@ int64_t fattn_spec_rng_increment(const fattn_spec *s)
     return (n + 3) / 4 * 4;
 }
 
+int64_t fattn_spec_steps(const fattn_spec *s)
+{
+    return s->schedule ? s->schedule->n : 0;
+}
+
+int64_t fattn_spec_rng_advance(const fattn_spec *s)
+{
+    int64_t f = fattn_schedule_forwards(s->schedule);
+    /* <= 4096 forwards of <= 2^46 each (sq <= 2^24): no overflow */
+    return fattn_spec_rng_increment(s) * (f > 1 ? f : 1);
+}
+
 bool fattn_spec_refusal_status(fattn_status st)
 {
     switch (st) {
@@ -336,6 +365,8 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define P_FP8(k, t, lo, hi, d) TRY(spec_parse_fp8(c, obj, s));
 #define P_REFUSE(k, t, lo, hi, d) TRY(spec_parse_expect_refusal(c, obj, s));
 #define P_PAGED(k, t, lo, hi, d) TRY(spec_parse_paged(c, obj, s));
+#define P_CP(k, t, lo, hi, d) TRY(spec_parse_cp(c, obj, s));
+#define P_SCHED(k, t, lo, hi, d) TRY(spec_parse_schedule(c, obj, s));
 #define POST_NONE(k)
 #define POST_CHECK(k) TRY(spec_check_##k(c, s));
 #define PARSE_ROW(key, kind, ctype, a, b, dflt, post) P_##kind(key, ctype, a, b, dflt) POST_##post(key)
@@ -357,6 +388,8 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define R_FP8(k)
 #define R_REFUSE(k)
 #define R_PAGED(k)
+#define R_CP(k)
+#define R_SCHED(k)
 #define REQUIRED_ROW(key, kind, ctype, a, b, dflt, post) R_##kind(key)
 
 static fattn_status unknown_key(const spec_parse_ctx *c, const char *key)

@@ -79,6 +79,19 @@
  *                          shares K's table, as FusedAttention passes it).
  *                          docs/cases.md "Paged KV". Canonical form:
  *                          written only when set, every member filled in.
+ *   cp                     null | {"size": N, "comm": "p2p" | "all_gather" |
+ *                          "a2a" | "a2a+p2p", "load_balancing":
+ *                          "dual_chunk_swap" | "no_load_balance"}; default
+ *                          null. TE's context parallelism over N ranks
+ *                          (cp_comm_type, CPLoadBalancingStrategy): a case
+ *                          fattn-te runs in N processes (docs/te.md,
+ *                          "Context parallelism"); fattn's own runner
+ *                          records it as skipped. With a THD format each
+ *                          sequence's padded length is its length rounded
+ *                          up to a multiple of 2N (TE's
+ *                          pad_thd_sequences_for_cp) when pad_between_seqs
+ *                          is set. Canonical form: written only when set,
+ *                          every member filled in.
  *   seqlens_q, seqlens_kv  null | list of exactly b integers, each in
  *                          [0, sq] (resp. [0, skv]); default null (lengths
  *                          drawn from the seed at run time).
@@ -122,6 +135,7 @@
 #include "fattn/status.h"
 #include "fattn/te.h"
 
+#include "schedule.h"
 #include "spec_keys.h"
 
 #ifdef __cplusplus
@@ -143,6 +157,20 @@ typedef enum fattn_bias_shape {
     FATTN_BIAS_SHAPE_11SS = 3,
     FATTN_BIAS_SHAPE_111S = 4
 } fattn_bias_shape;
+
+/* TE's context-parallel communication types (cp_comm_type) and load
+ * balancing strategies (CPLoadBalancingStrategy, constants.py:14-21). */
+typedef enum fattn_cp_comm {
+    FATTN_CP_P2P = 0,
+    FATTN_CP_ALL_GATHER = 1,
+    FATTN_CP_A2A = 2,
+    FATTN_CP_A2A_P2P = 3
+} fattn_cp_comm;
+
+typedef enum fattn_cp_balance {
+    FATTN_CP_DUAL_CHUNK_SWAP = 0,
+    FATTN_CP_NO_LOAD_BALANCE = 1
+} fattn_cp_balance;
 
 typedef enum fattn_tristate {
     FATTN_TRISTATE_NULL = 0,
@@ -170,6 +198,28 @@ bool fattn_spec_refusal_status(fattn_status st);
  * f16 path, ceil(sq^2/128) rounded up to a multiple of 4 on the FP8 path
  * (fused_attn.py:356-364, docs/fp8-branches.md F4). */
 int64_t fattn_spec_rng_increment(const fattn_spec *s);
+
+/* The steps of the case's schedule (0 without one): step k (1-based) draws
+ * its inputs with seed + k, which bounds seed. */
+int64_t fattn_spec_steps(const fattn_spec *s);
+/* How far the case run advances the generator's offset: the increment
+ * times its forwards (one without a schedule), which bounds rng_offset. */
+int64_t fattn_spec_rng_advance(const fattn_spec *s);
+
+/* The cache steps of a schedule of them (fattn_schedule_is_cache): TE's
+ * cache managers' bookkeeping over the case's cache (b, skv, paged) and q
+ * format (schedule.h). Errors as fattn_kv_plan_make's. */
+fattn_status fattn_spec_kv_plan(const fattn_spec *s, fattn_kv_plan *out);
+/* The spec step k (1-based) of s's schedule runs as, a case of its own
+ * without a schedule: the seed + k; a cache step's batch, sq and lengths
+ * from `plan` (fattn_spec_kv_plan; NULL for other schedules). Free with
+ * fattn_spec_free. */
+fattn_status fattn_spec_step(const fattn_spec *s, const fattn_kv_plan *plan, int64_t k,
+                             fattn_spec *out);
+
+/* TE's DelayedScaling amax_history_len default (common/recipe/__init__.py:254). */
+#define FATTN_SPEC_FP8_HISTORY_DEFAULT 1024
+#define FATTN_SPEC_FP8_HISTORY_MAX 65536
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);
@@ -212,6 +262,14 @@ bool fattn_spec_matches_glob(const char *id, const char *glob);
  * integral. FATTN_E_INVALID_ARG for inf/NaN, FATTN_E_OVERFLOW if n is too
  * small (32 bytes always suffice). */
 fattn_status fattn_spec_format_double(double v, char *buf, size_t n);
+
+/* TE's names: "p2p" "all_gather" "a2a" "a2a+p2p"; "dual_chunk_swap"
+ * "no_load_balance". NULL / FATTN_E_INVALID_ARG for anything else. */
+const char *fattn_cp_comm_name(fattn_cp_comm c);
+fattn_status fattn_cp_comm_parse(const char *s, fattn_cp_comm *out);
+const char *fattn_cp_balance_name(fattn_cp_balance b);
+fattn_status fattn_cp_balance_parse(const char *s, fattn_cp_balance *out);
+#define FATTN_SPEC_MAX_CP 1024 /* ranks */
 
 const char *fattn_bias_shape_name(fattn_bias_shape s);
 fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out);

@@ -31,6 +31,8 @@
  *            FP8    null | the fp8 object (spec.h); members below
  *            REFUSE null | {"rule", "status"}; members below
  *            PAGED  null | the paged object (spec.h); members below
+ *            SCHED  null | the schedule (schedule.h); an owned pointer
+ *            CP     null | the cp object (spec.h); members below
  *          (a, b, dflt are `_` where the kind does not read them)
  *   post   NONE, or CHECK: spec.c's spec_check_<key>(c, s) runs after the
  *          row is read (ranges that involve other keys or the float32 range)
@@ -82,9 +84,11 @@
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
-    X(seed, INT, int64_t, 0, INT64_MAX, 1, NONE)                                               \
+    X(cp, CP, _, _, _, _, NONE)                                                                \
+    X(schedule, SCHED, _, _, _, _, CHECK)                                                      \
+    X(seed, INT, int64_t, 0, INT64_MAX - fattn_spec_steps(s), 1, NONE)                         \
     X(rng_seed, INT, int64_t, 0, INT64_MAX, 1234, NONE)                                        \
-    X(rng_offset, INT, int64_t, 0, INT64_MAX - fattn_spec_rng_increment(s), 0, NONE)
+    X(rng_offset, INT, int64_t, 0, INT64_MAX - fattn_spec_rng_advance(s), 0, NONE)
 
 /* The members a row declares in fattn_spec, by kind. */
 #define FATTN_SPEC_M_ID(k, t) char k[FATTN_SPEC_ID_MAX + 1];
@@ -106,7 +110,12 @@
 #define FATTN_SPEC_M_FP8(k, t)                                                                 \
     bool fp8;                                                                                  \
     fattn_fp8_recipe fp8_recipe;                                                               \
-    bool fp8_input, fp8_output, fp8_dpa_bwd, fp8_o_in_f16, bf16_backward;
+    bool fp8_input, fp8_output, fp8_dpa_bwd, fp8_o_in_f16, bf16_backward;                     \
+    /* the DelayedScaling recipe's update parameters (TE's defaults 1024, */                   \
+    /* "max", 0): read by a schedule's U steps */                                              \
+    int64_t fp8_amax_history_len;                                                              \
+    fattn_fp8_amax_algo fp8_amax_algo;                                                         \
+    int64_t fp8_margin;
 /* the front ends must refuse the case with refusal_status and the support
  * table's rule refusal_rule */
 #define FATTN_SPEC_M_REFUSE(k, t)                                                              \
@@ -120,6 +129,17 @@
     bool paged;                                                                                \
     int64_t page_size, num_pages;                                                              \
     bool paged_separate_v;
+
+/* cp on: TE's context parallelism over cp_size ranks; run by fattn-te
+ * only, recorded as skipped by fattn's own runner */
+#define FATTN_SPEC_M_CP(k, t)                                                                  \
+    bool cp;                                                                                   \
+    int64_t cp_size;                                                                           \
+    fattn_cp_comm cp_comm;                                                                     \
+    fattn_cp_balance cp_balance;
+
+/* a schedule: the steps the case runs (NULL: the one call it is without) */
+#define FATTN_SPEC_M_SCHED(k, t) struct fattn_schedule *schedule;
 
 #define FATTN_SPEC_MEMBER(key, kind, ctype, a, b, dflt, post) FATTN_SPEC_M_##kind(key, ctype)
 

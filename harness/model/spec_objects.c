@@ -15,12 +15,38 @@
 #include "core/checked.h"
 #include "fattn/support.h"
 
+/* fp8's recipe-update members: amax_history_len, amax_compute_algo,
+ * margin (TE's DelayedScaling fields, common/recipe/__init__.py:253-256). */
+static fattn_status fp8_update_member(const spec_parse_ctx *c, const char *k, const json_t *x,
+                                      fattn_spec *s)
+{
+    static const char key[] = "fp8";
+    if (!strcmp(k, "amax_compute_algo")) {
+        if (!json_is_string(x) ||
+            fattn_fp8_amax_algo_parse(json_string_value(x), &s->fp8_amax_algo) != FATTN_OK)
+            return spec_case_error(c, FATTN_E_PARSE, key, "amax_compute_algo: expected \"max\" "
+                                   "or \"most_recent\" (a callable runs TE's unfused update, "
+                                   "which fattn does not model)");
+        return FATTN_OK;
+    }
+    int64_t lo = !strcmp(k, "margin") ? -64 : 1;
+    int64_t hi = !strcmp(k, "margin") ? 64 : FATTN_SPEC_FP8_HISTORY_MAX;
+    if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
+        return spec_case_error(c, FATTN_E_PARSE, key, "%s: expected an integer in [%" PRId64
+                               ", %" PRId64 "]", k, lo, hi);
+    *(!strcmp(k, "margin") ? &s->fp8_margin : &s->fp8_amax_history_len) = json_integer_value(x);
+    return FATTN_OK;
+}
+
 /* fp8: null, or an object of the members spec.h lists. */
 fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
 {
     static const char key[] = "fp8";
-    static const char *const members[] = {"bf16_backward", "dpa_bwd",    "input_fp8",
-                                          "o_in_f16",      "output_fp8", "recipe"};
+    static const char *const members[] = {"amax_compute_algo", "amax_history_len",
+                                          "bf16_backward",     "dpa_bwd",
+                                          "input_fp8",         "margin",
+                                          "o_in_f16",          "output_fp8",
+                                          "recipe"};
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return FATTN_OK;
@@ -35,8 +61,16 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_sp
             known = known || strcmp(k, members[i]) == 0;
         if (!known)
             return spec_case_error(c, FATTN_E_PARSE, key,
-                                   "unknown member '%s' (bf16_backward, dpa_bwd, input_fp8, "
-                              "o_in_f16, output_fp8, recipe)", k);
+                                   "unknown member '%s' (amax_compute_algo, amax_history_len, "
+                                   "bf16_backward, dpa_bwd, input_fp8, margin, o_in_f16, "
+                                   "output_fp8, recipe)", k);
+        if (!strcmp(k, "amax_compute_algo") || !strcmp(k, "amax_history_len") ||
+            !strcmp(k, "margin")) {
+            fattn_status st = fp8_update_member(c, k, x, s);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         if (strcmp(k, "recipe") == 0) {
             if (!json_is_string(x) ||
                 fattn_fp8_recipe_parse(json_string_value(x), &s->fp8_recipe) != FATTN_OK)

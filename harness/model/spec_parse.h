@@ -60,6 +60,9 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_sp
 fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *obj,
                                        fattn_spec *s);
 fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
+fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
+/* spec_schedule.c */
+fattn_status spec_parse_schedule(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
 
 /* The CHECK rows' checks (spec_keys.h), run once the row is read. */
 fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s);
@@ -67,5 +70,6 @@ fattn_status spec_check_d_v(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s);
+fattn_status spec_check_schedule(const spec_parse_ctx *c, fattn_spec *s);
 
 #endif /* FATTN_HARNESS_SPEC_PARSE_H */

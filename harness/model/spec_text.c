@@ -241,6 +241,32 @@ static fattn_status w_double(sbuf *b, double v)
     return FATTN_OK;
 }
 
+static fattn_status w_fp8(sbuf *b, const fattn_spec *s)
+{
+    sb_str(b, "{");
+    if (s->fp8_amax_algo != FATTN_FP8_AMAX_MAX) {
+        sb_str(b, "\"amax_compute_algo\":");
+        TRY(w_name(b, s, "fp8.amax_compute_algo", fattn_fp8_amax_algo_name(s->fp8_amax_algo)));
+        sb_str(b, ",");
+    }
+    if (s->fp8_amax_history_len != FATTN_SPEC_FP8_HISTORY_DEFAULT)
+        sb_fmt(b, "\"amax_history_len\":%" PRId64 ",", s->fp8_amax_history_len);
+    sb_fmt(b, "\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,", tf(s->bf16_backward),
+           tf(s->fp8_dpa_bwd), tf(s->fp8_input));
+    if (s->fp8_margin != 0)
+        sb_fmt(b, "\"margin\":%" PRId64 ",", s->fp8_margin);
+    sb_fmt(b, "\"o_in_f16\":%s,\"output_fp8\":%s,\"recipe\":", tf(s->fp8_o_in_f16),
+           tf(s->fp8_output));
+    TRY(w_name(b, s, "fp8.recipe", fattn_fp8_recipe_name(s->fp8_recipe)));
+    sb_str(b, "}");
+    return FATTN_OK;
+}
+
+static void sb_put_cb(void *ctx, const char *text)
+{
+    sb_str((sbuf *)ctx, text);
+}
+
 /* Writing a row's value, by kind; a kind whose key is written only when set
  * returns before sb_key. Inside a writer: b (the buffer), s, first. */
 #define W_ID(k, t, lo, hi) sb_key(b, #k, first); sb_json_str(b, s->k);
@@ -271,17 +297,14 @@ static fattn_status w_double(sbuf *b, double v)
     else                                                                                       \
         sb_str(b, "null");
 #define W_LIST(k, t, lo, hi) sb_key(b, #k, first); sb_list(b, s->k, s->b);
-/* Written only when set, every member filled in, members sorted. */
+/* Written only when set, members sorted: every member filled in, but the
+ * recipe update's (amax_compute_algo, amax_history_len, margin) only where
+ * they differ from TE's defaults, so that FP8 cases written before they
+ * existed keep their bytes. */
 #define W_FP8(k, t, lo, hi)                                                                    \
     if (s->fp8) {                                                                              \
         sb_key(b, #k, first);                                                                  \
-        sb_fmt(b,                                                                              \
-               "{\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,\"o_in_f16\":%s,"        \
-               "\"output_fp8\":%s,\"recipe\":",                                                \
-               tf(s->bf16_backward), tf(s->fp8_dpa_bwd), tf(s->fp8_input),                     \
-               tf(s->fp8_o_in_f16), tf(s->fp8_output));                                        \
-        TRY(w_name(b, s, "fp8.recipe", fattn_fp8_recipe_name(s->fp8_recipe)));                 \
-        sb_str(b, "}");                                                                        \
+        TRY(w_fp8(b, s));                                                                      \
     }
 /* Written only when set, members sorted. */
 #define W_REFUSE(k, t, lo, hi)                                                                 \
@@ -300,6 +323,24 @@ static fattn_status w_double(sbuf *b, double v)
         sb_key(b, #k, first);                                                                  \
         sb_fmt(b, "{\"num_pages\":%" PRId64 ",\"page_size\":%" PRId64 ",\"separate_v\":%s}",   \
                s->num_pages, s->page_size, tf(s->paged_separate_v));                           \
+    }
+
+/* Written only when set, every member filled in, members sorted. */
+#define W_CP(k, t, lo, hi)                                                                     \
+    if (s->cp) {                                                                               \
+        sb_key(b, #k, first);                                                                  \
+        sb_str(b, "{\"comm\":");                                                               \
+        TRY(w_name(b, s, "cp.comm", fattn_cp_comm_name(s->cp_comm)));                          \
+        sb_str(b, ",\"load_balancing\":");                                                     \
+        TRY(w_name(b, s, "cp.load_balancing", fattn_cp_balance_name(s->cp_balance)));          \
+        sb_fmt(b, ",\"size\":%" PRId64 "}", s->cp_size);                                      \
+    }
+
+/* Written only when set. */
+#define W_SCHED(k, t, lo, hi)                                                                  \
+    if (s->schedule) {                                                                         \
+        sb_key(b, #k, first);                                                                  \
+        fattn_schedule_write(s->schedule, sb_put_cb, b);                                       \
     }
 
 /* One writer per row, and the rows as {key, writer}. */
@@ -403,6 +444,22 @@ done:
 /* Summary and globs                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* " schedule:F0 F1 U B0 B1" (the steps, as many as fit a line), or for
+ * cache steps " schedule:6 cache steps" with the first few. */
+static void summary_schedule(sbuf *b, const fattn_schedule *sc)
+{
+    char name[64];
+    sb_fmt(b, " schedule(%" PRId64 "):", sc->n);
+    for (int64_t i = 0; i < sc->n; i++) {
+        if (i == 12) {
+            sb_str(b, " ...");
+            break;
+        }
+        fattn_step_name(&sc->steps[i], name, sizeof name);
+        sb_fmt(b, "%s%s", i ? " " : "", name);
+    }
+}
+
 fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
 {
     if (n == 0)
@@ -458,8 +515,16 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (s->paged)
         sb_fmt(&b, " paged:%" PRId64 "x%" PRId64 "%s", s->num_pages, s->page_size,
                s->paged_separate_v ? "+v" : "");
+    if (s->cp)
+        sb_fmt(&b, " cp:%s*%" PRId64 "%s", fattn_cp_comm_name(s->cp_comm), s->cp_size,
+               s->cp_balance == FATTN_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
+    if (s->fp8 && s->schedule && !fattn_schedule_is_cache(s->schedule))
+        sb_fmt(&b, " recipe:%s/%" PRId64 "/m%" PRId64,
+               fattn_fp8_amax_algo_name(s->fp8_amax_algo), s->fp8_amax_history_len, s->fp8_margin);
+    if (s->schedule)
+        summary_schedule(&b, s->schedule);
     if (b.oom) {
         free(b.p);
         return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory", s->id);

@@ -9,7 +9,8 @@
  *
  * A case run calls, in order,
  *   run:    init, forward, [record_private FORWARD], save_ctx,
- *           [record_private SAVE_CTX], backward (training only),
+ *           [record_private SAVE_CTX], [saved] (a schedule, before the
+ *           backward), backward (training only),
  *           [record_private BACKWARD], [backward_again], free
  *   replay: init, load_save_ctx | load_forward then save_ctx (and its
  *           record_private), backward, free
@@ -45,6 +46,10 @@ typedef struct fattn_fe_env {
     bool via_wrapper;       /* split: through fattn_split_func_forward /
                              * _backward (FusedAttnFunc.forward/backward)
                              * instead of the three helpers; no replays */
+    /* FP8: the quantizer objects the forward is handed, the module's (a
+     * schedule's, whose recipe updates reach whatever holds them); NULL:
+     * the adapter makes its own (fattn_fe_fp8_quantizers), one call's. */
+    fattn_fp8_quantizers *quantizers;
 } fattn_fe_env;
 
 /* FORWARD as recorded in forward/: views owned by the adapter. */
@@ -83,6 +88,11 @@ typedef struct fattn_fe_ops {
     void (*free)(void *fe);
     fattn_status (*forward)(void *fe, fattn_fe_forward *out);
     fattn_status (*save_ctx)(void *fe, fattn_fe_saved *out);
+    /* The saved tensors and backward-read set as the ctx holds them now,
+     * changing nothing (after save_ctx): a schedule records them again
+     * when the backward runs, since what the ctx holds by reference (the
+     * quantizers) may have changed since the forward. */
+    fattn_status (*saved)(void *fe, fattn_fe_saved *out);
     fattn_status (*backward)(void *fe, const fattn_tensor *d_out, fattn_fe_grads *out);
     /* Add implementation-private objects (an _impl group) to the state's
      * group after the runner recorded the public ones. NULL: none. */

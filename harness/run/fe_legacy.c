@@ -22,6 +22,7 @@ typedef struct fe_legacy {
     fattn_tensor out, max_logit;
     fattn_tensor grads[FATTN_LEGACY_NGRADS];
     fattn_fp8_quantizers qs; /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_quantizers *q; /* the ones handed over: the module's, else qs */
     fattn_fp8_meta meta;     /* DPA's fp8_meta */
     fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
 } fe_legacy;
@@ -43,7 +44,8 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
     s->ctx->direct_call = env->spec->raw_func_args;
     s->ctx->env_fp8_dpa_bwd = env->spec->fp8_dpa_bwd;
     s->ctx->env_fp8cs_o_in_f16 = env->spec->fp8_o_in_f16;
-    if (env->spec->fp8)
+    s->q = env->quantizers ? env->quantizers : &s->qs;
+    if (env->spec->fp8 && !env->quantizers)
         fattn_fe_fp8_quantizers(env->spec, &s->qs);
     fattn_fe_fp8_meta(env->spec, &s->meta);
     *fe = s;
@@ -89,7 +91,7 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
         &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
         fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
-        false, sp->fp8, &s->meta, sp->fp8 ? &s->qs : NULL, sp->deterministic, &in->softmax_offset,
+        false, sp->fp8, &s->meta, sp->fp8 ? s->q : NULL, sp->deterministic, &in->softmax_offset,
         sp->fp8_output, sp->bf16_backward, 1, sp->return_max_logit, &none, &none, &s->out,
         &s->max_logit);
     if (st != FATTN_OK)
@@ -223,6 +225,7 @@ const fattn_fe_ops fattn_fe_legacy = {
     .free = legacy_free,
     .forward = legacy_forward,
     .save_ctx = legacy_save_ctx,
+    .saved = legacy_save_ctx, /* the ctx as it is: reading it changes nothing */
     .backward = legacy_backward,
     .record_private = legacy_record_private,
     .load_save_ctx = legacy_load_save_ctx,

@@ -28,6 +28,7 @@ typedef struct fe_split {
     fattn_split_grads grads;
     bool have_grads;
     fattn_fp8_quantizers qs;       /* DPA's quantizers, FP8 cases only */
+    fattn_fp8_quantizers *q;       /* the ones handed over: the module's, else qs */
     fattn_fp8_meta meta;           /* DPA's fp8_meta */
     fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
     /* env->via_wrapper: FusedAttnFunc's ctx, which owns the forward's
@@ -123,8 +124,10 @@ static void fwd_args_from_case(fe_split *s)
     a->nvte_fp8_dpa_bwd = sp->fp8_dpa_bwd;
     a->nvte_dpa_fp8cs_o_in_f16 = sp->fp8_o_in_f16;
     if (sp->fp8) {
-        fattn_fe_fp8_quantizers(sp, &s->qs);
-        a->quantizers = &s->qs;
+        s->q = s->env->quantizers ? s->env->quantizers : &s->qs;
+        if (!s->env->quantizers)
+            fattn_fe_fp8_quantizers(sp, &s->qs);
+        a->quantizers = s->q;
     }
     fattn_fe_fp8_meta(sp, &s->meta);
     a->fp8_meta = &s->meta;
@@ -289,6 +292,18 @@ static void bwd_from_record(fattn_bwd_args *dst, const fattn_ctx_record *src)
     FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
 }
 
+/* What the ctx holds: the saved 16 and the bwd args. */
+static fattn_status split_saved(void *fe, fattn_fe_saved *res)
+{
+    fe_split *s = fe;
+    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+        res->t[i] = s->sv->t[i];
+    for (int i = 0; i < 4; i++) /* q_fp8 k_fp8 v_fp8 out_fp8 lead the table */
+        res->scale_inv[i] = isnan(s->b->fp8_scale_inv[i]) ? 0.0f : s->b->fp8_scale_inv[i];
+    record_from_bwd(&res->rec, s->b);
+    return FATTN_OK;
+}
+
 /* _fused_attn_setup_ctx. */
 static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
 {
@@ -299,12 +314,7 @@ static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
         if (st != FATTN_OK)
             return st;
     }
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        res->t[i] = s->sv->t[i];
-    for (int i = 0; i < 4; i++) /* q_fp8 k_fp8 v_fp8 out_fp8 lead the table */
-        res->scale_inv[i] = isnan(s->b->fp8_scale_inv[i]) ? 0.0f : s->b->fp8_scale_inv[i];
-    record_from_bwd(&res->rec, s->b);
-    return FATTN_OK;
+    return split_saved(fe, res);
 }
 
 /* FusedAttnFunc.backward: its six outputs are the grads of (q, k, v,
@@ -488,6 +498,7 @@ const fattn_fe_ops fattn_fe_split = {
     .free = split_free,
     .forward = split_forward,
     .save_ctx = split_save_ctx,
+    .saved = split_saved,
     .backward = split_backward,
     .record_private = split_record_private,
     .load_save_ctx = split_load_save_ctx,

@@ -471,11 +471,17 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
 
 /* The structure of a case that is not skipped: its states form a prefix
  * of inputs -> forward -> save_ctx -> backward, each a group. */
-static fattn_status check_states(const char *path, const fattn_h5_node *c)
+static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
         const fattn_h5_node *ch = c->children[i];
+        if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
+            fattn_status st = fattn_runfile_check_ranks(path, s, ch);
+            if (st != FATTN_OK)
+                return st;
+            continue;
+        }
         bool known = false;
         for (int k = 0; k < 4; k++)
             known = known || strcmp(ch->name, order[k]) == 0;
@@ -497,19 +503,17 @@ static fattn_status check_states(const char *path, const fattn_h5_node *c)
     return FATTN_OK;
 }
 
-/* Everything of a resolved case: states, shapes, cu_seqlens, save_ctx.
- * Nothing here allocates more than the case model's sequence tables: the
- * spec's shapes are compared before anything is built from them. */
-static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+/* The states' contents: shapes, cu_seqlens, save_ctx (inputs/ required
+ * when need_inputs: a schedule's B step records none). */
+static fattn_status check_content(const char *path, const fattn_case *c, const fattn_h5_node *cg,
+                                  bool need_inputs)
 {
     const fattn_spec *s = c->spec;
     fattn_status st;
-    if ((st = check_states(path, cg)) != FATTN_OK)
-        return st;
     const fattn_h5_node *g = fattn_h5_node_find(cg, "inputs");
-    if (!g)
+    if (!g && need_inputs)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no inputs group", path, s->id);
-    if ((st = check_inputs(path, c, g)) || (st = check_outputs(path, c, cg)))
+    if ((g && (st = check_inputs(path, c, g))) || (st = check_outputs(path, c, cg)))
         return st;
     int64_t tq = c->t_q ? c->t_q : s->b * s->sq, tkv = c->t_kv ? c->t_kv : s->b * s->skv;
     const char *cu_groups[] = {"inputs", "save_ctx"};
@@ -527,6 +531,139 @@ static fattn_status check_resolved(const char *path, const fattn_case *c, const 
     if (sc && (st = check_ctx(path, c, sc)) != FATTN_OK)
         return st;
     return FATTN_OK;
+}
+
+/* Everything of a resolved case: states, shapes, cu_seqlens, save_ctx.
+ * Nothing here allocates more than the case model's sequence tables: the
+ * spec's shapes are compared before anything is built from them. */
+static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+{
+    fattn_status st = check_states(path, c->spec, cg);
+    return st != FATTN_OK ? st : check_content(path, c, cg, true);
+}
+
+/* ---- schedules: /cases/<id>/steps/<k>/ ------------------------------------- */
+
+/* A U step's recipe/ or an X step's extra_state/: the module's state as
+ * float32 arrays (harness/run/module.h), all four. */
+static fattn_status check_recipe_group(const char *path, const fattn_spec *s,
+                                       const fattn_h5_node *g, const char *where)
+{
+    int64_t len = s->fp8_amax_history_len;
+    want_ds want[] = {
+        {"scale_fwd", mk_shape(FATTN_DTYPE_FLOAT32, 1, 9, 0, 0, 0)},
+        {"amax_history_fwd", mk_shape(FATTN_DTYPE_FLOAT32, 2, len, 9, 0, 0)},
+        {"scale_bwd", mk_shape(FATTN_DTYPE_FLOAT32, 1, 6, 0, 0, 0)},
+        {"amax_history_bwd", mk_shape(FATTN_DTYPE_FLOAT32, 2, len, 6, 0, 0)},
+    };
+    fattn_status st = check_children(path, s->id, g, where, want, 4, NULL);
+    for (int i = 0; st == FATTN_OK && i < 4; i++)
+        if (!fattn_h5_node_find(g, want[i].name))
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is missing", path, s->id,
+                             where, want[i].name);
+    return st;
+}
+
+/* The groups step group g holds: exactly `want` (NULL-terminated; those
+ * after `optional` may be missing, as a prefix). */
+static fattn_status check_step_children(const char *path, const char *id, const fattn_h5_node *g,
+                                        const char *const *want, int required)
+{
+    for (size_t i = 0; i < g->n_children; i++) {
+        bool known = false;
+        for (int k = 0; want[k]; k++)
+            known = known || !strcmp(want[k], g->children[i]->name);
+        if (!known || g->children[i]->is_dataset)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s: unknown object (not "
+                               "what this step records)", path, id, g->children[i]->name);
+    }
+    bool gap = false;
+    for (int k = 0; want[k]; k++) {
+        bool has = fattn_h5_node_find(g, want[k]) != NULL;
+        if ((k < required && !has) || (has && gap))
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s missing", path, id,
+                               gap ? want[k - 1] : want[k]);
+        gap = gap || !has;
+    }
+    return FATTN_OK;
+}
+
+/* One step's group against the step's own case (fattn_spec_step). */
+static fattn_status check_step(const char *path, const fattn_spec *s, const fattn_kv_plan *plan,
+                               int64_t k, const fattn_h5_node *g)
+{
+    static const char *const fwd[] = {"inputs", "forward", "save_ctx", NULL};
+    static const char *const bwd[] = {"save_ctx", "backward", NULL};
+    static const char *const upd[] = {"recipe", NULL}, *const xs[] = {"extra_state", NULL};
+    const fattn_step *step = &s->schedule->steps[k - 1];
+    fattn_status st;
+    if (step->kind == FATTN_STEP_U || step->kind == FATTN_STEP_X) {
+        const char *const *w = step->kind == FATTN_STEP_U ? upd : xs;
+        if ((st = check_step_children(path, s->id, g, w, 1)) != FATTN_OK)
+            return st;
+        return check_recipe_group(path, s, fattn_h5_node_find(g, w[0]), w[0]);
+    }
+    bool b = step->kind == FATTN_STEP_B;
+    if ((st = check_step_children(path, s->id, g, b ? bwd : fwd, b ? 2 : 1)) != FATTN_OK)
+        return st;
+    fattn_spec one;
+    if ((st = fattn_spec_step(s, plan, k, &one)) != FATTN_OK)
+        return st;
+    fattn_case rc;
+    if ((st = fattn_case_resolve(&one, &rc)) != FATTN_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", fattn_last_error());
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id, msg);
+    } else
+        st = check_content(path, &rc, g, !b);
+    fattn_case_free(&rc);
+    fattn_spec_free(&one);
+    return st;
+}
+
+/* A schedule's case holds steps/ only, with a group per step recorded: 1
+ * to m, m up to the schedule's length (a --until run stops early). */
+static fattn_status check_schedule(const char *path, const fattn_spec *s, const fattn_h5_node *c)
+{
+    const fattn_h5_node *steps = fattn_h5_node_find(c, "steps");
+    if (c->n_children != 1 || !steps || steps->is_dataset)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a case with a schedule holds "
+                           "the group steps/ and nothing else", path, s->id);
+    int64_t m = 0;
+    char name[32];
+    for (; m < s->schedule->n; m++) {
+        snprintf(name, sizeof name, "%lld", (long long)(m + 1));
+        if (!fattn_h5_node_find(steps, name))
+            break;
+    }
+    if ((int64_t)steps->n_children != m)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: steps/ holds %zu objects, but "
+                           "only steps 1..%lld of its %lld-step schedule are recorded in order",
+                           path, s->id, steps->n_children, (long long)m,
+                           (long long)s->schedule->n);
+    fattn_kv_plan plan;
+    bool kv = fattn_schedule_is_cache(s->schedule);
+    fattn_status st = kv ? fattn_spec_kv_plan(s, &plan) : FATTN_OK;
+    if (st != FATTN_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", fattn_last_error());
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id, msg);
+    }
+    for (int64_t k = 1; st == FATTN_OK && k <= m; k++) {
+        snprintf(name, sizeof name, "%lld", (long long)k);
+        const fattn_h5_node *g = fattn_h5_node_find(steps, name);
+        if (g->is_dataset)
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: steps/%s is a dataset", path,
+                             s->id, name);
+        else if ((st = check_step(path, s, kv ? &plan : NULL, k, g)) != FATTN_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", fattn_last_error());
+            st = fattn_error(st, "%s (in steps/%s)", msg, name);
+        }
+    }
+    if (kv)
+        fattn_kv_plan_free(&plan);
+    return st;
 }
 
 /* A recorded refusal (docs/run-files.md): only a case that expects one,
@@ -594,6 +731,8 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
         else if (c->n_children)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: skipped but has state groups",
                              path, c->name);
+    } else if (spec.schedule) {
+        st = check_schedule(path, &spec, c);
     } else {
         fattn_case rc;
         if ((st = fattn_case_resolve(&spec, &rc)) != FATTN_OK)

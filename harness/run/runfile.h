@@ -50,6 +50,13 @@ fattn_status fattn_runfile_check_size(const char *path, double max_bytes, bool w
  * FATTN_E_INVALID_FILE naming the file and case (out of memory as such). */
 fattn_status fattn_runfile_case_spec(const char *path, const fattn_h5_node *c, fattn_spec *spec);
 
+/* A cp case's ranks group (fattn-te's context-parallel runs, runfile_cp.c):
+ * ranks 0 .. cp_size - 1, each with inputs, forward, engine_call (forward
+ * and backward calls numbered 000, 001, ...) and, for a training case,
+ * backward, each of datasets. FATTN_E_INVALID_FILE otherwise. */
+fattn_status fattn_runfile_check_ranks(const char *path, const fattn_spec *s,
+                                       const fattn_h5_node *ranks);
+
 /* Validate an already-read tree (as fattn_runfile_load does). */
 fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root);
 

@@ -56,17 +56,35 @@ typedef struct fattn_run_opts {
     bool inputs_after;      /* after the last state, record the fingerprint of
                              * each input as the front end left it in
                              * inputs/_impl (an in-place write shows) */
+    bool cp_reference;      /* a cp case runs as the same case without context
+                             * parallelism, one process: what fattn-te holds
+                             * its ranks against; otherwise it is recorded as
+                             * skipped (fattn's runner is one process) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named
- * by the case id). A case the engine cannot run is returned as a group with
- * only `spec` and `skipped` (the reason) and FATTN_OK. Every case node
+ * by the case id). A case the engine cannot run, and a cp case without
+ * opts->cp_reference, is returned as a group with only `spec` and
+ * `skipped` (the reason) and FATTN_OK. Every case node
  * gets `prov_te_route` when DotProductAttention would not route the case to
  * FusedAttention under opts->te_rules (te_rules.h; provenance, never
  * compared). Invalid cases (TE
  * refuses them) and failures return the status. */
 fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
                             fattn_h5_node **out);
+
+/* fattn_run_case of a case with a schedule (spec.h): every step recorded
+ * under /cases/<id>/steps/<k>/ (docs/run-files.md "Schedules"); --until
+ * before backward stops the schedule at its first B step. */
+fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
+                                fattn_h5_node **out);
+/* fattn_replay_case of a recorded schedule: the steps copied as recorded
+ * but, for each B step, the backward recomputed from that step's save_ctx
+ * (from SAVE_CTX), and for each forward of split the setup_ctx from its
+ * recorded forward (from FORWARD). */
+fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_spec *spec,
+                                   fattn_state from, const fattn_run_opts *opts,
+                                   fattn_h5_node **out);
 
 /* Replay: take a recorded case group (with at least `from` recorded),
  * copy every state up to `from` and recompute later ones with opts->impl.

@@ -33,46 +33,59 @@ static int64_t head_dim(const fattn_tensor *t)
     return t->ndim >= 1 && t->ndim <= FATTN_MAX_DIMS ? t->shape[t->ndim - 1] : 0;
 }
 
-static fattn_status engine_gaps(unsigned engine, long cudnn_version, const gap_call *c)
+static fattn_status engine_gaps(unsigned engine, long cudnn_version, int sm, const gap_call *c)
 {
     fattn_support_query sq;
     fattn_support_query_init(&sq);
     const fattn_attn_common *a = c->a;
     sq.q_dtype = a->q.dtype;
     sq.kv_dtype = a->k.dtype;
+    sq.o_dtype = a->o.dtype;
     sq.d_qk = head_dim(&a->q);
     sq.d_v = head_dim(&a->v);
     sq.bias_type = a->bias_type;
+    sq.mask_type = a->mask_type;
     sq.layout = a->qkv_layout;
     sq.sq = a->max_seqlen_q;
+    sq.skv = a->max_seqlen_kv;
     sq.softmax_type = a->softmax_type;
+    sq.dropout = a->dropout;
+    sq.window_left = a->window_size_left;
+    sq.window_right = a->window_size_right;
+    sq.bottom_right_diagonal = a->bottom_right_diagonal;
     sq.is_training = c->training;
     sq.return_max_logit = c->max_logit;
     sq.fp8 = c->fp8;
     sq.at_backward = c->at_backward;
     sq.cudnn_version = cudnn_version;
+    sq.sm = sm;
     return fattn_support_check_engine(&sq, engine, NULL);
 }
 
 fattn_status fattn__engine_gaps_fwd(const fattn_fwd_params *p, unsigned engine,
-                                   long cudnn_version)
+                                    long cudnn_version, int sm)
 {
     gap_call c = {.a = &p->attn, .training = p->is_training, .max_logit = p->return_max_logit,
                   .fp8 = p->fp8 != NULL, .at_backward = false};
-    return engine_gaps(engine, cudnn_version, &c);
+    return engine_gaps(engine, cudnn_version, sm, &c);
 }
 
 fattn_status fattn__engine_gaps_bwd(const fattn_bwd_params *p, unsigned engine,
-                                   long cudnn_version)
+                                    long cudnn_version, int sm)
 {
     gap_call c = {.a = &p->attn, .training = true, .max_logit = false, .fp8 = p->fp8 != NULL,
                   .at_backward = true};
-    return engine_gaps(engine, cudnn_version, &c);
+    return engine_gaps(engine, cudnn_version, sm, &c);
 }
 
 long fattn_engine_cudnn_version(const fattn_engine *e)
 {
     return e->ops->cudnn_version ? e->ops->cudnn_version(e) : FATTN_SUPPORT_CUDNN_REFERENCE;
+}
+
+int fattn_engine_sm(const fattn_engine *e)
+{
+    return e->ops->sm ? e->ops->sm(e) : FATTN_SUPPORT_SM_REFERENCE;
 }
 
 static bool aux_has_bias(fattn_bias_type bias)
@@ -246,7 +259,8 @@ fattn_status fattn_engine_fwd(fattn_engine *e, const fattn_fwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "forward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn__engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
+        fattn__engine_gaps_fwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e),
+                               fattn_engine_sm(e));
     if (st != FATTN_OK)
         return st;
     fattn_geom g;
@@ -305,7 +319,8 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
         return fattn_error(FATTN_E_UNSUPPORTED, "backward: the %s engine has no FP8 attention",
                            fattn_engine_name(e));
     fattn_status st =
-        fattn__engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e));
+        fattn__engine_gaps_bwd(p, fattn_engine_support_bit(e), fattn_engine_cudnn_version(e),
+                               fattn_engine_sm(e));
     if (st != FATTN_OK)
         return st;
     fattn_bwd_call c = {.t0 = t0};

@@ -315,6 +315,40 @@ static bool r_fp8_paged(const fattn_support_query *q)
     return q->fp8 && fattn_layout_is_paged(q->layout);
 }
 
+/* The cuDNN engine's FP8 graphs by GPU architecture (the rows give the
+ * range): what cudnn-frontend's sdpa_fp8 does not build there, and one
+ * measured gap. The dispatch fills the facts these read (o_dtype,
+ * bottom_right_diagonal); at the front ends they keep their defaults. */
+
+/* The band with a bottom-right diagonal, as the engine aligns it: causality
+ * from the mask type (fattn_mask_band_right), and a bottom-right diagonal
+ * with sq == skv and no padding is the top-left one. */
+static bool r_fp8_band_bottom_right(const fattn_support_query *q)
+{
+    return q->fp8 && q->bottom_right_diagonal &&
+           fattn_mask_band_right(q->mask_type, true, q->window_right) != -1 &&
+           !(q->sq == q->skv && !fattn_mask_has_padding(q->mask_type));
+}
+
+/* The forward's O as float16 or bfloat16 (the backward reads O, whatever
+ * its dtype). */
+static bool r_fp8_o_f16(const fattn_support_query *q)
+{
+    return q->fp8 && !q->at_backward &&
+           (q->o_dtype == FATTN_DTYPE_FLOAT16 || q->o_dtype == FATTN_DTYPE_BFLOAT16);
+}
+
+/* Dropout as applied: a training call's. */
+static bool r_fp8_dropout(const fattn_support_query *q)
+{
+    return q->fp8 && q->is_training && q->dropout > 0.0f;
+}
+
+static bool r_fp8_bwd_head_dim(const fattn_support_query *q)
+{
+    return q->fp8 && (q->d_qk != 128 || q->d_v != 128);
+}
+
 /* ---- routing predicates: true means DPA would not choose FusedAttention -- */
 
 static bool is_f16_path(const fattn_support_query *q)
@@ -376,16 +410,21 @@ static bool t_mla_layout(const fattn_support_query *q)
  *   REFUSAL(engines) / ROUTING, and BWD_ONLY for a refusal checked only at
  *   an engine's backward;
  *   the TE range: FROM_TE(first) (every release since), or TE(first, last);
- *   the cuDNN range: ANY_CUDNN, CUDNN_FROM(v), CUDNN_BELOW(v);
+ *   the cuDNN range: ANY_CUDNN, CUDNN_FROM(v), CUDNN_BELOW(v), and for an
+ *   engine's gap on some GPU architectures only ANY_CUDNN_SM(from, below);
  *   the citations: AT(release, file, line), one per release where the line
  *   moved, oldest first; NOT_IN_TE for an engine's measured gap. */
 #define REFUSAL(engines) engines, FATTN_SUPPORT_REFUSAL, FATTN_SUPPORT_AT_CALL
 #define REFUSAL_AT_BACKWARD(engines) engines, FATTN_SUPPORT_REFUSAL, FATTN_SUPPORT_AT_BACKWARD
 #define ROUTING FATTN_SUPPORT_ENGINE_ALL, FATTN_SUPPORT_ROUTING, FATTN_SUPPORT_AT_CALL
 #define FROM_TE(first) FATTN_TE_RULES_##first, 0u
-#define ANY_CUDNN 0L, 0L
-#define CUDNN_FROM(v) (long)(v), 0L
-#define CUDNN_BELOW(v) 0L, (long)(v)
+#define ANY_CUDNN 0L, 0L, ANY_SM_
+#define CUDNN_FROM(v) (long)(v), 0L, ANY_SM_
+#define CUDNN_BELOW(v) 0L, (long)(v), ANY_SM_
+#define ANY_SM_ 0, 0
+/* A row of an engine's gap on some GPU architectures only, at any cuDNN:
+ * [from, below) in compute capability major * 10 + minor, 0 for no bound. */
+#define ANY_CUDNN_SM(from, below) 0L, 0L, (from), (below)
 #define AT(rel, file, line) {FATTN_TE_RULES_##rel, file, line}
 #define NOT_IN_TE {{0u, NULL, 0}}
 #define ENG_ALL FATTN_SUPPORT_ENGINE_ALL
@@ -558,6 +597,33 @@ static const fattn_support_rule rules[] = {
     {"fp8_paged_cudnn", r_fp8_paged, FATTN_E_UNSUPPORTED,
      "FP8 over a paged KV cache: the cuDNN engine's paged cache load has no FP8 path",
      REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    /* The cuDNN engine's FP8 by its device's architecture. */
+    {"fp8_arch_cudnn", r_fp8, FATTN_E_UNSUPPORTED,
+     "FP8 attention on the cuDNN engine needs sm_90 or newer (cudnn-frontend: \"sdpa fp8 "
+     "forward operation is only supported on Hopper architecture and newer\")",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN_SM(0, 90), NOT_IN_TE},
+    {"fp8_bottom_right_sm90_cudnn", r_fp8_band_bottom_right, FATTN_E_UNSUPPORTED,
+     "FP8 attention with a bottom-right diagonal on sm_90 (cudnn-frontend: bottom-right causal "
+     "FP8 SDPA \"is only supported on Blackwell architecture and newer\")",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN_SM(90, 100), NOT_IN_TE},
+    {"fp8_o_f16_sm90_cudnn", r_fp8_o_f16, FATTN_E_UNSUPPORTED,
+     "FP8 attention with a float16 or bfloat16 O on sm_90 (cudnn-frontend: \"sdpa fp8 forward "
+     "with HALF/BFLOAT16 output is only supported on Blackwell architecture with cuDNN version "
+     "9.13.0 and newer\")",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN_SM(90, 100), NOT_IN_TE},
+    /* Measured on the H200 (cuDNN 9.19, docs/cudnn-engine.md "FP8"): on the
+     * two FP8 cases with dropout the forward kernel cuDNN picks wrote past
+     * its shared memory under compute-sanitizer, and without it hit an
+     * illegal memory access. Refused until the cause is known, rather than
+     * run. */
+    {"fp8_dropout_sm90_cudnn", r_fp8_dropout, FATTN_E_UNSUPPORTED,
+     "FP8 attention with dropout on sm_90 (cuDNN 9.19's FP8 forward kernel for it wrote out of "
+     "bounds of shared memory on the H200)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN_SM(90, 100), NOT_IN_TE},
+    {"fp8_bwd_head_dim_sm90_cudnn", r_fp8_bwd_head_dim, FATTN_E_UNSUPPORTED,
+     "FP8 attention backward needs d_qk = d_v = 128 on sm_90 (cudnn-frontend: \"hidden_dim "
+     "shoud be equal to 128 and hidden_dim should be multiple of 16\")",
+     REFUSAL_AT_BACKWARD(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN_SM(90, 100), NOT_IN_TE},
 };
 
 /* DotProductAttention's filters that matter on sm_90 + cuDNN 9.19. The
@@ -607,6 +673,8 @@ void fattn_support_query_init(fattn_support_query *q)
     q->b = 1;
     q->te_rules = FATTN_TE_RULES_NEWEST;
     q->cudnn_version = FATTN_SUPPORT_CUDNN_REFERENCE;
+    q->sm = FATTN_SUPPORT_SM_REFERENCE;
+    q->o_dtype = FATTN_DTYPE_INVALID;
 }
 
 const fattn_support_rule *fattn_support_rules(int *count)

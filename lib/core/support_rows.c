@@ -67,6 +67,11 @@ static bool cudnn_holds(const fattn_support_rule *r, long v)
     return (!r->cudnn_from || v >= r->cudnn_from) && (!r->cudnn_below || v < r->cudnn_below);
 }
 
+static bool sm_holds(const fattn_support_rule *r, int sm)
+{
+    return (!r->sm_from || sm >= r->sm_from) && (!r->sm_below || sm < r->sm_below);
+}
+
 static bool is_cpp(const char *file)
 {
     size_t n = strlen(file);
@@ -109,8 +114,8 @@ static void only_text(const fattn_support_rule *r, char *buf, size_t n)
         snprintf(buf + k, n - k, " rules only");
 }
 
-/* A row is a whole rule: what it tests, which releases and cuDNN versions,
- * where in TE from which release on. Only an engine's own gap may cite no
+/* A row is a whole rule: what it tests, which releases, cuDNN versions and
+ * GPU architectures, where in TE from which release on. Only an engine's own gap may cite no
  * TE line. */
 static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
 {
@@ -118,6 +123,7 @@ static void assert_row(const fattn_support_rule *r, fattn_support_class cls)
     assert(release_index(r->te_first) >= 0);
     assert(!r->te_last || release_index(r->te_last) >= release_index(r->te_first));
     assert(!r->cudnn_from || !r->cudnn_below || r->cudnn_from < r->cudnn_below);
+    assert(!r->sm_from || !r->sm_below || r->sm_from < r->sm_below);
     assert(r->engines && (r->engines & ~FATTN_SUPPORT_ENGINE_ALL) == 0);
     assert(cls == FATTN_SUPPORT_ROUTING ? r->status == FATTN_OK : r->status != FATTN_OK);
     assert(r->stage == FATTN_SUPPORT_AT_CALL || r->status == FATTN_E_UNSUPPORTED);
@@ -137,6 +143,12 @@ static long row_cudnn_version(const fattn_support_rule *r, const fattn_support_q
 {
     return r->status == FATTN_E_UNSUPPORTED && q->engine_cudnn_version ? q->engine_cudnn_version
                                                                       : q->cudnn_version;
+}
+
+/* The GPU architecture likewise. */
+static int row_sm(const fattn_support_rule *r, const fattn_support_query *q)
+{
+    return r->status == FATTN_E_UNSUPPORTED && q->engine_sm ? q->engine_sm : q->sm;
 }
 
 static bool one_engine(unsigned engine)
@@ -168,7 +180,8 @@ static fattn_status check_rows_for(const fattn_support_rule *rows, size_t n,
         bool stage_ok = r->stage == FATTN_SUPPORT_AT_CALL || (engine_only && q->at_backward);
         if (!stage_ok || (engine_only && r->status != FATTN_E_UNSUPPORTED) ||
             !fattn_support_rule_holds(r, q->te_rules) || !(r->engines & engine) ||
-            !cudnn_holds(r, row_cudnn_version(r, q)) || !r->refuses(q))
+            !cudnn_holds(r, row_cudnn_version(r, q)) || !sm_holds(r, row_sm(r, q)) ||
+            !r->refuses(q))
             continue;
         if (failed)
             *failed = r;
@@ -206,7 +219,7 @@ int fattn__support_routed_rows(const fattn_support_rule *rows, size_t n,
         const fattn_support_rule *r = &rows[i];
         assert_row(r, FATTN_SUPPORT_ROUTING);
         if (!fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
-            !r->refuses(q))
+            !sm_holds(r, q->sm) || !r->refuses(q))
             continue;
         if (k < max && out)
             out[k] = r;
@@ -252,7 +265,7 @@ static int note_routes(note_buf *b, const fattn_support_rule *rows, size_t n,
         const fattn_support_rule *r = &rows[i];
         assert_row(r, FATTN_SUPPORT_ROUTING);
         if (!fattn_support_rule_holds(r, one) || !cudnn_holds(r, q->cudnn_version) ||
-            !r->refuses(&at))
+            !sm_holds(r, q->sm) || !r->refuses(&at))
             continue;
         if (skip && fattn_support_rule_holds(r, skip->te_rules))
             continue; /* the selected release has it too: already said */
@@ -294,7 +307,7 @@ void fattn__support_note_rows(const fattn_support_rule *refusals, size_t nr,
             fattn_support_cite c;
             if (r->status == FATTN_E_UNSUPPORTED || r->stage != FATTN_SUPPORT_AT_CALL ||
                 fattn_support_rule_holds(r, q->te_rules) || !cudnn_holds(r, q->cudnn_version) ||
-                !fattn_support_rule_cite(r, one, &c) || !r->refuses(&at))
+                !sm_holds(r, q->sm) || !fattn_support_rule_cite(r, one, &c) || !r->refuses(&at))
                 continue;
             note_add(&b, "%sTE %s rules only: refused by rule %s, %s:%d", b.len ? "; " : "",
                      releases[i].name, r->id, base_name(c.file), c.line);

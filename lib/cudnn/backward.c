@@ -92,15 +92,15 @@ static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
         free(hbuf);
     }
     if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
-        float hsink[FATTN_CUDNN_MAX_HEADS];
+        float *hsink = malloc((size_t)h * sizeof(float));
         const fattn_tensor *dso = &p->d_softmax_offset;
-        if (h > FATTN_CUDNN_MAX_HEADS)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: more than %d heads",
-                               FATTN_CUDNN_MAX_HEADS);
+        if (!hsink)
+            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: dSoftmaxOffset staging");
         st = fattn__cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
         if (st == FATTN_OK)
             for (int64_t n = 0; n < h; n++)
                 ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
+        free(hsink);
     }
     return st;
 }

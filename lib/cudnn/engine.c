@@ -40,7 +40,7 @@ static bool cudnn_engine_supports(const fattn_engine *base, fattn_engine_query q
         return true;
     case FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD:
         return e->force_det;
-    case FATTN_ENGINE_Q_FP8: /* fp8_run.c; what sm_90 cannot build is refused there */
+    case FATTN_ENGINE_Q_FP8: /* fp8_run.c; what an architecture lacks is a support row */
         return true;
     case FATTN_ENGINE_Q_CPU_MATH:
         return false;
@@ -66,6 +66,14 @@ static long cudnn_engine_version(const fattn_engine *base)
     return (long)((const cudnn_engine *)base)->api->GetVersion();
 }
 
+/* The device's architecture, for the support rows that hold on some only
+ * (what cudnn-frontend's FP8 SDPA builds there). */
+static int cudnn_engine_sm(const fattn_engine *base)
+{
+    const fattn_cudnn_plan_cache *pc = ((const cudnn_engine *)base)->pc;
+    return pc->cc_major * 10 + pc->cc_minor;
+}
+
 static const fattn_engine_ops cudnn_ops = {
     .name = "cudnn",
     .who_fwd = "cuDNN forward",
@@ -76,6 +84,7 @@ static const fattn_engine_ops cudnn_ops = {
     .report = cudnn_engine_report,
     .free = cudnn_engine_free,
     .cudnn_version = cudnn_engine_version,
+    .sm = cudnn_engine_sm,
 };
 
 /* ---- public --------------------------------------------------------------- */

@@ -18,8 +18,6 @@
 #include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
 
-#define FATTN_CUDNN_MAX_HEADS 4096
-
 /* Device buffers of calls, kept between them: slot i holds the i-th buffer
  * a call asks for and is reused while it is large enough, so a cache hit
  * allocates and frees nothing (cudaFree also synchronises the device). One
@@ -92,7 +90,7 @@ struct fattn_cudnn_plan_cache {
     cg_pin det_tag;
     /* cudnnGetVersion() and the device's compute capability, read once */
     int64_t cudnn_version;
-    int cc_major;
+    int cc_major, cc_minor;
     /* Plan store (plan_store.h): directory (NULL: none), what keys its files
      * besides the graph, counters since the cache was made. */
     char *store_dir;

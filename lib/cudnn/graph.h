@@ -364,11 +364,11 @@ fattn_status fattn__cg_fwd_desc_from_geom(const fattn_geom *g, const fattn_fwd_p
 fattn_status fattn__cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_params *p,
                                  cg_fwd_desc *d);
 
-/* What the description needs of the loaded cuDNN (cudnnGetVersion()):
+/* Whether the loaded cuDNN (cudnnGetVersion()) builds the description:
  * the Max output needs the SOFTMAX op, which cuDNN builds from 9.21
- * (cudnn-frontend's UnifiedSoftmaxNode gate). FATTN_E_UNSUPPORTED naming
- * both versions below that, else FATTN_OK. */
-fattn_status fattn__cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version);
+ * (cudnn-frontend's UnifiedSoftmaxNode gate). The row max_logit_cudnn
+ * refuses the rest before the engine runs; the engine asserts this. */
+bool fattn__cg_fwd_builds_at(const cg_fwd_desc *d, int64_t cudnn_version);
 #define CG_MAX_LOGIT_MIN_CUDNN 92100
 
 /* Whether the case is one the native SDPA ops take: no mask of any kind, no
@@ -391,10 +391,13 @@ fattn_status fattn__cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d);
 /* The FP8 backward graph (cudnn-frontend's SDPAFP8BackwardNode, per-tensor
  * scaling); fattn__cg_build_bwd calls it when d->f.fp8. */
 fattn_status fattn__cg_build_bwd_fp8(cg_graph *g, const cg_bwd_desc *d);
-/* What cuDNN 9.19 builds on a device of compute capability cc_major, for an
- * FP8 description (the graph finalizes anywhere; heuristics then find no
- * engine): the named refusal, with cudnn-frontend's reason, else FATTN_OK. */
-fattn_status fattn__cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward);
+/* Whether cuDNN builds an FP8 description on a device of architecture sm
+ * (compute capability major * 10 + minor; the graph finalizes anywhere,
+ * heuristics then find no engine). What it does not build there are the
+ * rows fp8_arch_cudnn and fp8_*_sm90_cudnn, which the dispatch refuses at
+ * the engine's sm (fattn_engine_sm) before the engine runs; the engine
+ * asserts this. */
+bool fattn__cg_fp8_arch_builds(const cg_fwd_desc *d, int sm, bool backward);
 /* Whether a graph is an FP8 one (an FP8 tensor in it). */
 bool fattn__cg_graph_is_fp8(const cg_graph *g);
 

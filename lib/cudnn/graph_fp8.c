@@ -118,33 +118,21 @@ static bool fp8_dtype(fattn_dtype t, bool f16_ok, cg_dtype *out)
     }
 }
 
-/* What both directions refuse (the backward's description goes through the
- * forward's): the options cudnn-frontend's FP8 SDPA does not lower
- * (sdpa_support_surface.h) or this engine does not implement for FP8.
- * Statuses as the CPU engine's (lib/cpu/fp8.c, fp8_refuse). Called before
- * the forward's options are resolved, so it reads bias and sink from a. */
-static fattn_status fp8_refuse_options(const char *who, const fattn_attn_common *a,
-                                       const cg_fwd_desc *d)
+/* What both directions cannot build (the backward's description goes
+ * through the forward's): the options cudnn-frontend's FP8 SDPA does not
+ * lower (sdpa_support_surface.h) or this engine does not implement for FP8.
+ * Each is a support row the dispatch refuses before the engine runs. Called
+ * before the forward's options are resolved, so it reads bias and sink
+ * from a. */
+static void fp8_assert_options(const fattn_attn_common *a, const cg_fwd_desc *d)
 {
-    if (a->bias_type != FATTN_BIAS_NO_BIAS)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with bias type %s: cuDNN's "
-                           "FP8 SDPA has no bias (cudnn-frontend: \"SDPA FP8 does not support "
-                           "bias\")", who, fattn_bias_type_name(a->bias_type));
-    if (a->softmax_type != FATTN_SOFTMAX_VANILLA)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a softmax offset is "
-                           "not implemented (cuDNN's FP8 SDPA lowering has no sink)", who);
-    if (d->ragged_q || d->ragged_kv)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with THD is not "
-                           "implemented (cudnn-frontend: \"sdpa fp8 backward with THD is not "
-                           "supported on Hopper architecture\")", who);
-    if (d->d != d->dv)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with d_qk %lld != d_v %lld "
-                           "is not implemented", who, (long long)d->d, (long long)d->dv);
-    if (d->d % 16 != 0)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention needs a head dim that is a "
-                           "multiple of 16, got %lld (cudnn-frontend: \"hidden_dim should be "
-                           "multiple of 16\")", who, (long long)d->d);
-    return FATTN_OK;
+    assert(a->bias_type == FATTN_BIAS_NO_BIAS);         /* row fp8_bias_engines */
+    assert(a->softmax_type == FATTN_SOFTMAX_VANILLA);   /* row fp8_softmax_engines */
+    assert(!d->ragged_q && !d->ragged_kv);              /* row fp8_thd_cudnn */
+    assert(d->d == d->dv);                              /* row fp8_mla_engines */
+    assert(d->d % 16 == 0);                             /* row fp8_head_dim_cudnn */
+    (void)a;
+    (void)d;
 }
 
 fattn_status fattn__cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dtype, cg_fwd_desc *d)
@@ -166,16 +154,16 @@ fattn_status fattn__cg_fp8_fwd_desc(const fattn_attn_common *a, fattn_dtype s_dt
         return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 S dtype %s differs from Q's %s: "
                            "cuDNN's FP8 SDPA quantises P to Q's type", who,
                            fattn_dtype_name(s_dtype), fattn_dtype_name(a->q.dtype));
-    return fp8_refuse_options(who, a, d);
+    fp8_assert_options(a, d);
+    return FATTN_OK;
 }
 
 fattn_status fattn__cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
 {
     const char *who = "cuDNN backward";
     const fattn_fp8_bwd *f = p->fp8;
-    if (!f || !d->f.fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 Q without its scaling factors "
-                           "(fattn_bwd_params.fp8 is NULL)", who);
+    /* row fp8_descales_engines; the geometry: an FP8 call has FP8 Q */
+    assert(f && d->f.fp8);
     struct {
         const fattn_tensor *t;
         const char *name;
@@ -199,36 +187,14 @@ fattn_status fattn__cg_fp8_bwd_desc(const fattn_bwd_params *p, cg_bwd_desc *d)
     return FATTN_OK;
 }
 
-fattn_status fattn__cg_fp8_check_arch(const cg_fwd_desc *d, int cc_major, bool backward)
+bool fattn__cg_fp8_arch_builds(const cg_fwd_desc *d, int sm, bool backward)
 {
-    const char *who = backward ? "cuDNN backward" : "cuDNN engine";
-    if (cc_major < 9)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention on sm_%d (cudnn-frontend: "
-                           "\"sdpa fp8 forward operation is only supported on Hopper "
-                           "architecture and newer\")", who, cc_major * 10);
-    if (cc_major >= 10)
-        return FATTN_OK;
-    if (d->has_right && d->bottom_right)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a bottom-right "
-                           "diagonal on sm_90 (cudnn-frontend: bottom-right causal FP8 SDPA "
-                           "\"is only supported on Blackwell architecture and newer\")", who);
-    if (!backward && d->o_dt != CG_FP8_E4M3 && d->o_dt != CG_FP8_E5M2)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with a %s O on sm_90 "
-                           "(cudnn-frontend: \"sdpa fp8 forward with HALF/BFLOAT16 output is "
-                           "only supported on Blackwell architecture with cuDNN version 9.13.0 "
-                           "and newer\")", who, fattn__cg_dtype_name(d->o_dt));
-    /* Measured on the H200 (cuDNN 9.19, 2026-12-03, docs/cudnn-engine.md "FP8"): on
-     * the two FP8 cases with dropout the forward kernel cuDNN picks wrote past its
-     * shared memory under compute-sanitizer, and without it hit an illegal memory
-     * access. Refused until the cause is known, rather than run. */
-    if (d->dropout > 0.0f)
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention with dropout on sm_90 "
-                           "(cuDNN 9.19's FP8 forward kernel for it wrote out of bounds of "
-                           "shared memory on the H200)", who);
-    if (backward && (d->d != 128 || d->dv != 128))
-        return fattn_error(FATTN_E_UNSUPPORTED, "%s: FP8 attention backward with d_qk %lld, "
-                           "d_v %lld on sm_90 (cudnn-frontend: \"hidden_dim shoud be equal to "
-                           "128 and hidden_dim should be multiple of 16\")", who,
-                           (long long)d->d, (long long)d->dv);
-    return FATTN_OK;
+    if (sm < 90)
+        return false; /* row fp8_arch_cudnn */
+    if (sm >= 100)
+        return true;
+    return !(d->has_right && d->bottom_right) &&                            /* row fp8_bottom_right_sm90_cudnn */
+           (backward || d->o_dt == CG_FP8_E4M3 || d->o_dt == CG_FP8_E5M2) && /* fp8_o_f16_sm90_cudnn */
+           !(d->dropout > 0.0f) &&                                           /* fp8_dropout_sm90_cudnn */
+           (!backward || (d->d == 128 && d->dv == 128));                     /* fp8_bwd_head_dim_sm90_cudnn */
 }

@@ -36,8 +36,7 @@ static fattn_status fwd_desc_options(const fattn_geom *g, const fattn_attn_commo
     }
     d->ragged_dtype = span < INT32_MAX ? CG_I32 : CG_I64;
 
-    if (a->bias_type == FATTN_BIAS_PRE_SCALE_BIAS)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: pre_scale_bias");
+    assert(a->bias_type != FATTN_BIAS_PRE_SCALE_BIAS); /* row pre_scale_bias_engines */
     /* the geometry's bias view: the input (forward) or the aux pack's entry
      * (backward), 4-D of the io dtype, empty unless post_scale_bias */
     d->bias = !fattn_tensor_is_empty(&g->bias);
@@ -112,9 +111,10 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
                              const fattn_dtype *fp8_s, bool max_logit, cg_fwd_desc *d)
 {
     memset(d, 0, sizeof *d);
-    /* float32 io and return_max_logit below cuDNN 9.21 are the support
-     * table's rows for this engine (float32_cudnn, max_logit_cudnn): the
-     * dispatch refuses them before the engine runs. */
+    /* What this engine cannot describe is the support table's rows for it
+     * (float32_cudnn, max_logit_cudnn, the fp8_* gaps): the dispatch refuses
+     * them before the engine runs, and the asserts below name the row each
+     * relies on. */
     d->paged = g->paged;
     switch (g->io) {
     case FATTN_DTYPE_FLOAT16: d->io = CG_F16; break;
@@ -127,10 +127,8 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
         return fattn_error(FATTN_E_DTYPE, "cuDNN engine: Q dtype %s",
                            fattn_dtype_name(g->io));
     }
-    if (max_logit && d->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit with FP8");
-    if (d->paged && d->fp8)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 over a paged KV cache");
+    assert(!(max_logit && d->fp8)); /* row fp8_max_logit_cudnn */
+    assert(!(d->paged && d->fp8));  /* row fp8_paged_cudnn */
     d->ragged_q = g->q_fmt == FATTN_FORMAT_THD;
     d->ragged_kv = g->kv_fmt == FATTN_FORMAT_THD;
     /* geom refused THD and paged K/V without one */
@@ -140,9 +138,7 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
     if ((st = fwd_desc_dims(g, d)))
         return st;
     if (d->fp8) {
-        if (!fp8_s)
-            return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: FP8 Q without its scaling "
-                               "factors (fattn_fwd_params.fp8 is NULL)");
+        assert(fp8_s); /* row fp8_descales_engines */
         if ((st = fattn__cg_fp8_fwd_desc(a, *fp8_s, d)))
             return st;
     } else {
@@ -171,15 +167,9 @@ fattn_status fattn__cg_fwd_desc_for_bwd(const fattn_geom *g, const fattn_bwd_par
     return fwd_desc(g, &p->attn, p->fp8 ? &p->fp8->s_dtype : NULL, false, d);
 }
 
-fattn_status fattn__cg_fwd_check_version(const cg_fwd_desc *d, int64_t cudnn_version)
+bool fattn__cg_fwd_builds_at(const cg_fwd_desc *d, int64_t cudnn_version)
 {
-    if (d->max_output && cudnn_version < CG_MAX_LOGIT_MIN_CUDNN)
-        return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN engine: return_max_logit needs cuDNN "
-                           ">= 9.21 (its softmax operation with a Max output); the loaded "
-                           "cuDNN is %lld.%lld.%lld", (long long)(cudnn_version / 10000),
-                           (long long)(cudnn_version / 100 % 100),
-                           (long long)(cudnn_version % 100));
-    return FATTN_OK;
+    return !d->max_output || cudnn_version >= CG_MAX_LOGIT_MIN_CUDNN;
 }
 
 bool fattn__cg_fwd_native_shape(const cg_fwd_desc *d)

@@ -722,6 +722,7 @@ fattn_status fattn_cudnn_plan_cache_init(fattn_cudnn_plan_cache **out, int devic
     }
     c->cudnn_version = (int64_t)api->GetVersion();
     api->cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
+    api->cudaDeviceGetAttribute(&c->cc_minor, cudaDevAttrComputeCapabilityMinor, device);
     /* The plan store is an optimisation: a store that cannot be set up is
      * noted in the stats and the cache works without it. */
     const char *dir = fattn__ps_resolve_dir(set->plan_dir ? set->plan_dir : "", NULL);

@@ -261,6 +261,7 @@ static fattn_status lg_forward_support(lg_forward_locals *f)
     sq->is_training = f->is_training;
     sq->return_max_logit = f->return_max_logit;
     sq->engine_cudnn_version = fattn_engine_cudnn_version(f->ctx->engine);
+    sq->engine_sm = fattn_engine_sm(f->ctx->engine);
     sq->fp8 = f->fp8;
     sq->fp8_recipe = (f->fp8 && f->quantizers) ? f->quantizers->QKV.kind : FATTN_FP8_RECIPE_NONE;
     sq->cpu_offload = f->ctx->cpu_offload;

@@ -58,9 +58,13 @@ static float lg8_amax(const fattn_tensor *const *t, int n)
  * exponent only). */
 static float lg8_quantizer_scale(fattn_fp8_quantizer *qz, float amax)
 {
-    qz->amax = amax;
-    if (qz->kind == FATTN_FP8_RECIPE_DELAYED)
+    if (qz->kind == FATTN_FP8_RECIPE_DELAYED) {
+        /* raised, not set: the cast kernel's atomicMax into its amax view,
+         * which only the recipe update zeroes */
+        qz->amax = fmaxf(qz->amax, amax);
         return qz->scale;
+    }
+    qz->amax = amax;
     float a = amax < qz->amax_epsilon ? qz->amax_epsilon : amax;
     float scale = 1.0f;
     if (a != 0.0f && isfinite(a)) {

@@ -50,9 +50,14 @@ static float sp8_amax_of(const fattn_tensor *t, float m)
  * FP8 max over amax, with recipe_common.cuh:14-49's edge cases. */
 static float sp8_scale(fattn_fp8_quantizer *qz, float amax)
 {
-    qz->amax = amax;
-    if (qz->kind != FATTN_FP8_RECIPE_CURRENT)
+    if (qz->kind != FATTN_FP8_RECIPE_CURRENT) {
+        /* the cast kernel's atomicMax into the amax_history[0] view: the
+         * largest amax since the recipe's last update (quantizer.cpp's
+         * Float8Quantizer hands the kernel its amax tensor) */
+        qz->amax = fmaxf(qz->amax, amax);
         return qz->scale;
+    }
+    qz->amax = amax;
     float a = fmaxf(amax, qz->amax_epsilon);
     float sc;
     if (a == 0.0f || !isfinite(a)) {

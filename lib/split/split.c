@@ -154,6 +154,7 @@ static fattn_status sp_forward_impl_support(const sp_forward_frame *f)
     query.is_training = args->is_training == 1;
     query.return_max_logit = args->return_max_logit;
     query.engine_cudnn_version = fattn_engine_cudnn_version(args->engine);
+    query.engine_sm = fattn_engine_sm(args->engine);
     query.direct_call = args->direct_call;
     query.fp8 = args->fp8;
     query.fp8_recipe =

@@ -16,9 +16,21 @@
 #           (GPU_TE_ONE_FP8, default fp8.ds.bshd; GPU_TE_ONE_S)
 #   verify  fattn-te verify on GPU_TE_FILTER (default every case, the FP8
 #           ones included), GPU_TE_VERIFY_S (default 420 s)
+# With --cp N (a runner with N >= 2 GPUs), the stages are probe and cp
+# instead: `fattn-te verify --cp-matrix --backend cudnn` on the CP matrix's
+# cases of at most N ranks (golden/cp_cases.json: cp2.* for 2 GPUs, all of
+# it from 4), each rank a process on its own GPU, NCCL between them, fattn's
+# cuDNN engine in each (docs/te.md, "Context parallelism"; GPU_TE_CP_S,
+# default 600 s).
 # Exit status: the first failing stage's (124 for a time limit), else
 # fattn-te verify's.
 set -eu
+CP=
+if [ "${1:-}" = "--cp" ]; then
+    CP=${2:?--cp needs the number of GPUs}
+    case $CP in *[!0-9]*|'') echo "gpu-te: --cp $CP: not a number" >&2; exit 2 ;; esac
+    shift 2
+fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/build-gpu-te/out}
@@ -72,9 +84,24 @@ stage() { # name limit command...: runs it, logs to $OUT/<name>.log, keeps the l
     return $src
 }
 
-stage probe 60 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0))' ||
+stage probe 60 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0), "gpus", torch.cuda.device_count())' ||
     exit $?
 cat "$OUT/probe.log" >>"$OUT/summary.txt"
+if [ -n "$CP" ]; then
+    gpus=$(sed -n 's/.* gpus \([0-9]*\)$/\1/p' "$OUT/probe.log")
+    if [ "${gpus:-0}" -lt "$CP" ] || [ "$CP" -lt 2 ]; then
+        echo "gpu-te: --cp $CP needs 2 <= $CP GPUs; torch sees ${gpus:-0}" | tee -a "$OUT/summary.txt"
+        exit 2
+    fi
+    if [ "$CP" -ge 4 ]; then set --; else set -- --filter 'cp2.*'; fi
+    rc=0
+    stage cp "${GPU_TE_CP_S:-600}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 --cp-matrix \
+        --backend cudnn --keep "$OUT/cp-runs" "$@" || rc=$?
+    grep -e '->' -e 'context parallelism' "$OUT/cp.log" >>"$OUT/summary.txt" || true
+    [ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/cp-runs"
+    echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
+    exit $rc
+fi
 stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
     --filter "${GPU_TE_ONE:-layout.bshd_bshd_bshd.causal.bf16}" -o "$OUT/one.h5" || exit $?
 stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \

@@ -44,7 +44,7 @@ check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '
 check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (137 cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 68 cases through FusedAttention, 49 through FusedAttnFunc.apply (FP8 28, layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 96 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
@@ -62,7 +62,7 @@ import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path" 1 "$(grep -c '^FP8: exercised (28 cases through TE.s FP8 path; 7 refused)$' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (28 cases through TE.s FP8 path, 28 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -83,28 +83,14 @@ check "verify lists the two documented paths under each fattn pair" 4 \
 check "verify lists the four FP8 NaN-payload paths under each fattn pair" 8 \
     "$(grep -c '^  documented: /cases/fp8.ds.bshd.padding_causal/[a-z]*/[a-z]*  different: [0-9]* of 8192 elements, NaN payloads only: NaN payloads of the rows' "$work/verdict")"
 
-# DEVIATIONS matches narrowly: F1 only where one run refused the case and
-# only its missing paths; the NaN-payload entry only in fattn pairs and only
-# when every differing element is a NaN payload
-cat >"$work/dev.py" <<'EOF'
-import sys
-sys.path.insert(0, sys.argv[1])
-from fattn_te import verify
-r = {"refuse.fp8.max_logit": {"spec": {"fp8": {"recipe": "delayed"}, "return_max_logit": True}},
-     "fp8.ds.bshd.padding_causal": {"padding": True, "spec": {"fp8": {"recipe": "delayed"}}}}
-p, q = "/cases/refuse.fp8.max_logit/forward/out", "/cases/fp8.ds.bshd.padding_causal/forward/out"
-ran = {"kind": "dataset", "status": "missing_in_a"}
-diff = {"kind": "dataset", "status": "different", "count": 3, "ulp_histogram": {}}
-nanp = {"kind": "dataset", "status": "different", "count": 4, "ulp_histogram": {"nan_payloads": 4}}
-ulp = {"kind": "dataset", "status": "different", "count": 4, "ulp_histogram": {"nan_payloads": 3}}
-one = {"refuse.fp8.max_logit": "a"}
-print(*[(d["name"].split(":")[0].split(" ")[0] if d else "None") for d in (
-    verify._documented(p, ran, r, False, one), verify._documented(p, diff, r, False, one),
-    verify._documented(p, ran, r, False, {}), verify._documented(q, nanp, r, True, {}),
-    verify._documented(q, nanp, r, False, {}), verify._documented(q, ulp, r, True, {}))])
-EOF
-check "DEVIATIONS' FP8 entries match only their own differences" "F1 None None NaN None None" \
-    "$("$env_dir/venv/bin/python" -W ignore "$work/dev.py" "$here" 2>&1)"
+# DEVIATIONS matches narrowly, each entry only with its exact signature
+# (tools/te/check_documented.py says how)
+"$env_dir/venv/bin/python" -W ignore "$here/check_documented.py" "$here" "$work/v" >"$work/dev.out" 2>&1
+check "DEVIATIONS match only their own differences, with their exact signatures" \
+    "F1 None None NaN None None F1 None None" "$(head -1 "$work/dev.out")"
+check "F1 raised at another line of backends.py is not F1, and says so" \
+    "te-2.19.0 refused it with TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1752); F1 is TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1751)" \
+    "$(sed -n 2p "$work/dev.out")"
 
 "$env_dir/venv/bin/python" -W ignore "$here/check_verdict.py" "$fattn" "$work/v/te2.h5" \
     softmax.off_by_one.f16 "$work" || fail=1
@@ -268,18 +254,50 @@ mutant noaux "$B" '^        if self\.aux_bias is not None:$' '        if False:'
 check "missing aux entry: run exits 1 (cases errored)" 1 $?
 check "named as an inconsistent hand-off" 1 "$(grep -c '^  bias.post_scale_bias.1hss.f16: inconsistent hand-off: TE handed fused_attn_bwd an inconsistent aux_ctx_tensors: passed 2 entries .*; the contract expects 3: Stats, rng_state, Bias$' "$work/out")"
 check "the inference bias case (no backward) still ran" 1 "$(grep -c '4 errored' "$work/out")"
-# 9d. a bridge error in one kind of case: the others' verdicts stand, the
-# errored cases are counted
-mutant bridgeerr transformer_engine/pytorch/cpp_extensions/fused_attn.py \
-    '^    # execute kernel$' '    if attn_mask_type == "causal": rng_gen = "not a generator"'
-"$here/fattn-te" verify --te 2.20.2 --te "$work/bridgeerr" --filter 'layout.sb*' --keep "$work/be" >"$work/out" 2>&1
-check "bridge error: verify exits 1" 1 $?
-ncausal=$(grep -c '^  errored: layout\.[^ ]*\.causal\.[a-z0-9]* (errored in this TE only): bridge: rng_gen must be' "$work/out")
-nerr=$(sed -n 's/^te-2.20.2 (.*bridgeerr): .*, \([0-9]*\) errored$/\1/p' "$work/out")
-check "bridge error: the causal layout cases errored, named" yes "$([ "$ncausal" -gt 0 ] && echo yes)"
-check "bridge error: the errored cases counted" "$ncausal" "$nerr"
+# 9d. a bad argument TE hands the engine in one kind of case (the two
+# max_seqlen swapped): the hand-off contract names it as TE's, not as an
+# engine check; the others' verdicts stand, the errored cases are counted
+mutant swapped transformer_engine/pytorch/cpp_extensions/fused_attn.py \
+    '^    # execute kernel$' '    if attn_mask_type == "causal": max_seqlen_q, max_seqlen_kv = max_seqlen_kv, max_seqlen_q'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/swapped" --filter 'layout.sb*' --keep "$work/be" >"$work/out" 2>&1
+check "swapped max_seqlen: verify exits 1" 1 $?
+ncausal=$(grep -c '^  errored: layout\.[^ ]*\.causal\.[a-z0-9]* (errored in this TE only): inconsistent hand-off: TE handed fused_attn_fwd an inconsistent max_seqlen_q: passed [0-9]*; the contract expects [0-9]* (Q.s sequence dim in sbhd)$' "$work/out")
+nerr=$(sed -n 's/^te-2.20.2 (.*swapped): .*, \([0-9]*\) errored$/\1/p' "$work/out")
+check "swapped max_seqlen: the causal layout cases with sq != skv errored, named as TE's hand-off" yes "$([ "$ncausal" -gt 0 ] && echo yes)"
+check "swapped max_seqlen: the errored cases counted" "$ncausal" "$nerr"
 "$fattn" diff "$work/be/te1.h5" "$work/be/te2.h5" >"$work/diff" 2>&1
-check "bridge error: only the errored cases differ" 0 "$(grep '^different:\|^missing\|^structure' "$work/diff" | grep -vc '\.causal\.')"
+check "swapped max_seqlen: only the errored cases differ" 0 "$(grep '^different:\|^missing\|^structure' "$work/diff" | grep -vc '\.causal\.')"
+
+# 9e. a documented change matches only its exact signature: a copy of
+# 2.20.2 with one more assert in its FP8 branch refuses
+# refuse.fp8.max_logit otherwise than F1 documents, and is caught
+mutant f1assert "$B" '^(        fused_attention_backend = FusedAttnBackend\["FP8"\]\n)' \
+    '\1        assert not args.return_max_logit, "FP8 has no max_logit"\n'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/f1assert" --filter 'refuse.fp8.max_logit' >"$work/out" 2>&1
+check "an extra assert in the F1 case: verify exits 1" 1 $?
+check "... the case and the cause named (TE's assert, its line), under both pairs" 2 "$(grep -c '^  /cases/refuse.fp8.max_logit  errored in te-2.20.2 (.*f1assert): TE raised AssertionError: FP8 has no max_logit (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1647); fattn refuses the case by rule fp8_max_logit' "$work/out")"
+check "... and not taken for F1: the TE pair differs" 1 "$(grep -c '^te-2.20.2 (2.20.2) -> te-2.20.2 (.*f1assert): behavior-neutral: no (1 of 1 cases differ' "$work/out")"
+
+# 9g. FusedAttention.forward's FP8 arguments: fp8_output given
+# bf16_backward's value (one line, 2.20.2 backends.py:2619) is caught on an
+# FP8 case run through the module, and passes on --call function (the
+# module's argument building is what catches it)
+mutant fp8flags "$B" '^                fp8_output=fp8_output,$' '                fp8_output=bf16_backward,'
+"$here/fattn-te" verify --te 2.20.2 --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
+check "FP8 module flags swapped: verify exits 1" 1 $?
+check "... the case and its FP8 out named (TE pair, split pair)" 2 "$(grep -c '^  /cases/fp8.cs.bshd_bs2hd.gqa.outfp8/forward/out  ' "$work/out")"
+"$here/fattn-te" verify --call function --te 2.20.2 --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
+check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
+
+# 9f. blame: TE (its line), TE's hand-off, or fattn-te's own error, which
+# stops the run with exit 2 and writes nothing (tools/te/check_blame.py)
+TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
+    "$here/check_blame.py" "$here" "$work" >"$work/blame" 2>"$work/blame.err"
+check "blame: who raised each probe" "te te handoff handoff tool te tool run" \
+    "$(cut -d' ' -f1 "$work/blame" | tr '\n' ' ' | sed 's/ $//')"
+check "blame: a TE error names TE's line" 1 "$(grep -c '^te TE raised ValueError: te (transformer_engine/pytorch/attenti' "$work/blame")"
+check "blame: fattn-te's own error stops the run, exit 2, nothing written" "run 2 nothing written" "$(tail -1 "$work/blame")"
+check "blame: ... naming the case and fattn-te's line" 1 "$(grep -c "^fattn-te: case layout.sb3hd.causal.f16: fattn-te's own error (not a result about TE): AttributeError: .* (tools/te/fattn_te/record.py:[0-9]*)$" "$work/blame.err")"
 
 # 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
 # second --te is refused before any TE runs

@@ -299,6 +299,10 @@ typedef struct fattn_engine_ops {
      * hold for a range of them; NULL: the reference platform's
      * (FATTN_SUPPORT_CUDNN_REFERENCE). */
     long (*cudnn_version)(const fattn_engine *e);
+    /* Its device's GPU architecture (compute capability major * 10 +
+     * minor, 90 = sm_90) for the support rows that hold for a range of
+     * them; NULL: the reference platform's (FATTN_SUPPORT_SM_REFERENCE). */
+    int (*sm)(const fattn_engine *e);
 } fattn_engine_ops;
 
 struct fattn_engine {
@@ -362,6 +366,10 @@ FATTN_API fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, f
  * ends test the engine's own gap rows at it (fattn_support_query's
  * engine_cudnn_version). */
 FATTN_API long fattn_engine_cudnn_version(const fattn_engine *e);
+/* The GPU architecture e runs on (90 = sm_90); the reference platform's
+ * (FATTN_SUPPORT_SM_REFERENCE) for an engine without a device. Asked as
+ * fattn_engine_cudnn_version (fattn_support_query's engine_sm). */
+FATTN_API int fattn_engine_sm(const fattn_engine *e);
 /* The support table's engine bit for e (FATTN_SUPPORT_ENGINE_*), what
  * fattn_support_check takes. */
 FATTN_API unsigned fattn_engine_support_bit(const fattn_engine *e);

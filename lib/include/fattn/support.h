@@ -84,6 +84,9 @@ enum { FATTN_TE_RELEASES(FATTN_TE_BIT_, FATTN_TE_NOSEP_) };
 /* The cuDNN version the TE rules are evaluated for when the query does not
  * name one: the reference platform's, 9.19.0 (cudnnGetVersion's 91900). */
 #define FATTN_SUPPORT_CUDNN_REFERENCE 91900
+/* The GPU architecture likewise (compute capability major * 10 + minor):
+ * the reference platform's sm_90. */
+#define FATTN_SUPPORT_SM_REFERENCE 90
 
 /* A release's name ("2.19") -> its FATTN_TE_RULES_* bit. Anything else is
  * FATTN_E_INVALID_ARG, with a message listing the known names. */
@@ -131,6 +134,14 @@ typedef struct fattn_support_query {
      * runs it for the cuDNN it loaded (fattn_engine_cudnn_version). 0: as
      * cudnn_version. */
     long engine_cudnn_version;
+    /* The GPU architecture, as the cuDNN pair above: sm (init: the reference
+     * platform's, FATTN_SUPPORT_SM_REFERENCE) for TE's rows, engine_sm (the
+     * engine's device, fattn_engine_sm; 0: as sm) for the engine's gaps. */
+    int sm, engine_sm;
+    /* Read by engine gap rows only, filled by the engine dispatch (the front
+     * ends leave them at their defaults, which no row refuses): */
+    fattn_dtype o_dtype;         /* O's dtype (FATTN_DTYPE_INVALID: not told) */
+    bool bottom_right_diagonal;  /* the band's alignment the engine is given */
 } fattn_support_query;
 
 /* Engines a rule applies to (bit set); the registry gives each engine kind
@@ -184,6 +195,9 @@ typedef struct fattn_support_rule {
     /* The cuDNN versions it holds for: [cudnn_from, cudnn_below), 0 for no
      * bound (91900 = 9.19.0). */
     long cudnn_from, cudnn_below;
+    /* The GPU architectures it holds for: [sm_from, sm_below) in compute
+     * capability major * 10 + minor (90 = sm_90), 0 for no bound. */
+    int sm_from, sm_below;
     /* Its citations, oldest first; the first one's since is te_first. */
     fattn_support_where where[FATTN_SUPPORT_MAX_WHERE];
 } fattn_support_rule;
@@ -207,7 +221,8 @@ FATTN_API bool fattn_support_rule_cite(const fattn_support_rule *r, unsigned one
                                        fattn_support_cite *out);
 
 /* Check `q` for `engine` (one FATTN_SUPPORT_ENGINE_* bit) against the
- * refusal rows that hold for q->te_rules and q->cudnn_version, at the call
+ * refusal rows that hold for q->te_rules, q->cudnn_version and q->sm (an
+ * engine's gap at q->engine_cudnn_version and q->engine_sm where set), at the call
  * (not the AT_BACKWARD rows). Returns FATTN_OK, or the first refusing row's
  * status with fattn_error's message
  *   "rule <id>: <message> (TE <rev> <file>:<line>)"

@@ -135,7 +135,7 @@ def find_library():
 
 
 class Engine:
-    def __init__(self, kind="cpu", lib=None, deterministic_bwd=False):
+    def __init__(self, kind="cpu", lib=None, deterministic_bwd=False, device=0):
         self.lib = ctypes.CDLL(lib or find_library())
         self.lib.fattn_bridge_abi.restype = ctypes.c_int
         n = self.lib.fattn_bridge_abi(None, 0)
@@ -159,7 +159,7 @@ class Engine:
         libs = CudnnSettings(cudnn_lib=_env_path("FATTN_CUDNN_LIB"),
                              cudart_lib=_env_path("FATTN_CUDART_LIB"))
         self._check(self.lib.fattn_cudnn_use_libraries(ctypes.byref(libs)), "cuDNN libraries")
-        opt = EngineOptions(threads=0, device=0, force_deterministic_bwd=deterministic_bwd)
+        opt = EngineOptions(threads=0, device=device, force_deterministic_bwd=deterministic_bwd)
         self.handle = ctypes.c_void_p()
         self._check(self.lib.fattn_engine_open(kind.encode(), ctypes.byref(opt),
                                                ctypes.byref(self.handle)), "engine open")
@@ -171,11 +171,22 @@ class Engine:
             msg = self.lib.fattn_last_error()
             raise BridgeError(f"fattn {what}: {msg.decode() if msg else status}")
 
-    def fwd(self, p):
-        self._check(self.lib.fattn_engine_fwd(self.handle, ctypes.byref(p)), "forward")
+    def fwd(self, p, device_call=False):
+        self._call(self.lib.fattn_engine_fwd, p, "forward", device_call)
 
-    def bwd(self, p):
-        self._check(self.lib.fattn_engine_bwd(self.handle, ctypes.byref(p)), "backward")
+    def bwd(self, p, device_call=False):
+        self._call(self.lib.fattn_engine_bwd, p, "backward", device_call)
+
+    def _call(self, fn, p, what, device_call):
+        # A call on CUDA tensors (context parallelism over NCCL, whose
+        # collectives need them) is queued on the engine's own stream
+        # (fattn/engine.h): torch's work on the inputs is done first, the
+        # engine's before torch reads the outputs.
+        if device_call:
+            torch.cuda.synchronize()
+        self._check(fn(self.handle, ctypes.byref(p)), what)
+        if device_call:
+            torch.cuda.synchronize()
 
 
 _engine = None
@@ -253,6 +264,17 @@ def _fmt_has_thd(fmt):
     return int(fmt) == 2  # NVTE_THD
 
 
+def host_meta(t, keep):
+    """What the engine dispatch reads on the host (cu_seqlens, rng_state,
+    softmax_offset, page tables; fattn/engine.h) as a host tensor: a CUDA
+    one (TE's context-parallel code on a GPU) is copied, the copy kept alive
+    in `keep` until the call returns."""
+    if t is not None and t.device.type != "cpu":
+        t = t.detach().cpu()
+        keep.append(t)
+    return t
+
+
 def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout,
                    fast_zero_fill, qkv_layout, o_format, qkv_scale_inv_format, bias_type,
                    mask_type, softmax_type, window_size, bottom_right_diagonal, cu_seqlens_q,
@@ -262,6 +284,14 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                    return_max_logit, cuda_graph):
     """tex.fused_attn_fwd (TE fused_attn.py:367-400 calls it): returns
     [O, Stats, (Max), rng_state, (Bias), (SoftmaxOffset)]."""
+    from . import contract
+    contract.check_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout,
+                       fast_zero_fill, qkv_layout, o_format, qkv_scale_inv_format, bias_type,
+                       mask_type, softmax_type, window_size, bottom_right_diagonal, cu_seqlens_q,
+                       cu_seqlens_kv, q, k, v, fake_dtype, cu_seqlens_q_padded,
+                       cu_seqlens_kv_padded, page_table_k, page_table_v, s_quantizer,
+                       o_quantizer, attn_bias, softmax_offset, rng_gen, rng_elts_per_thread,
+                       return_max_logit, cuda_graph)
     if pending_refusal:
         raise CppRefusal(pending_refusal)
     e = engine()
@@ -294,12 +324,16 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     if fp8 is not None:
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
     p.aux = ctypes.pointer(aux)
-    p.cu_seqlens_q, p.cu_seqlens_kv = view(cu_seqlens_q), view(cu_seqlens_kv)
-    p.cu_seqlens_q_padded = view(cu_seqlens_q_padded)
-    p.cu_seqlens_kv_padded = view(cu_seqlens_kv_padded)
-    p.page_table_k, p.page_table_v = view(page_table_k), view(page_table_v)
+    keep, dev = [], q.device.type != "cpu"
+    p.cu_seqlens_q, p.cu_seqlens_kv = (view(host_meta(cu_seqlens_q, keep)),
+                                       view(host_meta(cu_seqlens_kv, keep)))
+    p.cu_seqlens_q_padded = view(host_meta(cu_seqlens_q_padded, keep))
+    p.cu_seqlens_kv_padded = view(host_meta(cu_seqlens_kv_padded, keep))
+    p.page_table_k = view(host_meta(page_table_k, keep))
+    p.page_table_v = view(host_meta(page_table_v, keep))
+    p.softmax_offset = view(host_meta(softmax_offset, keep))
     rng_dev = rng_state.to(q.device)
-    p.rng_state = view(rng_dev)
+    p.rng_state = view(rng_state)  # the dispatch reads it on the host
     p.max_seqlen_q, p.max_seqlen_kv = int(max_seqlen_q), int(max_seqlen_kv)
     p.is_training, p.return_max_logit, p.cuda_graph = bool(is_training), bool(
         return_max_logit), False
@@ -308,7 +342,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     p.bias_type, p.mask_type, p.softmax_type = int(bias_type), int(mask_type), int(softmax_type)
     p.window_size_left, p.window_size_right = int(window_size[0]), int(window_size[1])
     p.bottom_right_diagonal = bool(bottom_right_diagonal)
-    e.fwd(p)  # describes the pack
+    e.fwd(p, dev)  # describes the pack
     if aux.n < 2:
         raise BridgeError(f"engine sized {aux.n} aux entries")
     nstats = 2 if return_max_logit else 1
@@ -318,7 +352,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         t = poisoned([a.shape[d] for d in range(a.ndim)], _TORCH[a.dtype], q.device)
         owned.append(t)
         aux.t[i] = view(t)
-    e.fwd(p)
+    e.fwd(p, dev)
     if fp8 is not None:
         fp8.after()
     result = [out] + owned + [rng_dev]
@@ -354,7 +388,13 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     [dQ, dK, dV, dBias, dSoftmaxOffset], None where absent."""
     e = engine()
     from . import contract, shim
-    contract.check_bwd(bias_type, softmax_type, q, k, v, o, d_o, aux_ctx_tensors)
+    contract.check_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_fill,
+                       qkv_layout, o_format, do_format, dqkv_layout, qkv_scale_inv_format,
+                       do_scale_inv_format, bias_type, mask_type, softmax_type, window_size,
+                       bottom_right_diagonal, deterministic, cu_seqlens_q, cu_seqlens_kv, q, k,
+                       v, o, d_o, fake_dtype, aux_ctx_tensors, cu_seqlens_q_padded,
+                       cu_seqlens_kv_padded, s_quantizer, dp_quantizer, dqkv_quantizer,
+                       cuda_graph)
     lay = shim.NVTE_QKV_Layout(int(dqkv_layout)).name[len("NVTE_"):].lower()
     dtype = q.dtype
     fp8 = None
@@ -396,16 +436,21 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
         d_off = poisoned([1, q.shape[hdim], 1, 1], torch.float32, q.device)
     aux = AuxPack()
     aux.n = len(aux_ctx_tensors)
+    keep, dev = [], q.device.type != "cpu"
+    last_host = len(aux_ctx_tensors) - 1 if int(softmax_type) != 0 else -1
     for i, t in enumerate(aux_ctx_tensors):
-        aux.t[i] = view(t)
+        # [Stats, rng_state, (Bias), (SoftmaxOffset)]: rng_state and the
+        # offset are read on the host (fattn/engine.h)
+        aux.t[i] = view(host_meta(t, keep) if i in (1, last_host) else t)
     p = BwdParams()
     p.q, p.k, p.v, p.o, p.d_o = view(q), view(k), view(v), view(o), view(d_o)
     p.aux = ctypes.pointer(aux)
     p.dq, p.dk, p.dv, p.d_bias, p.d_softmax_offset = (view(dq), view(dk), view(dv),
                                                       view(d_bias), view(d_off))
-    p.cu_seqlens_q, p.cu_seqlens_kv = view(cu_seqlens_q), view(cu_seqlens_kv)
-    p.cu_seqlens_q_padded = view(cu_seqlens_q_padded)
-    p.cu_seqlens_kv_padded = view(cu_seqlens_kv_padded)
+    p.cu_seqlens_q, p.cu_seqlens_kv = (view(host_meta(cu_seqlens_q, keep)),
+                                       view(host_meta(cu_seqlens_kv, keep)))
+    p.cu_seqlens_q_padded = view(host_meta(cu_seqlens_q_padded, keep))
+    p.cu_seqlens_kv_padded = view(host_meta(cu_seqlens_kv_padded, keep))
     p.max_seqlen_q, p.max_seqlen_kv = int(max_seqlen_q), int(max_seqlen_kv)
     p.attn_scale, p.dropout = float(attn_scale), float(dropout)
     p.qkv_layout, p.o_format, p.do_format = int(qkv_layout), int(o_format), int(do_format)
@@ -415,7 +460,7 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     p.bottom_right_diagonal, p.deterministic = bool(bottom_right_diagonal), bool(deterministic)
     if fp8 is not None:
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
-    e.bwd(p)
+    e.bwd(p, dev)
     if fp8 is not None:
         dq, dk, dv = fp8.after(dq, dk, dv)
     return [dq, dk, dv, d_bias, d_off]

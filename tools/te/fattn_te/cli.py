@@ -137,23 +137,11 @@ ERROR_PREFIX = "fattn-te: "
 
 
 def describe_error(e):
-    """A case's error as its recorded reason: who raised it (TE, with the TE
-    line it came from; TE's hand-off to the engine; fattn-te's bridge or
-    recorder), the type and the message."""
-    import traceback
-    from fattn_te import bridge, contract, record
-    if isinstance(e, contract.HandoffError):
-        return f"{ERROR_PREFIX}inconsistent hand-off: {e}"
-    if isinstance(e, record.CaseError):
-        return f"{ERROR_PREFIX}recorder: {e}"
-    where = ""
-    for fr in traceback.extract_tb(e.__traceback__):
-        i = fr.filename.rfind("transformer_engine" + os.sep)
-        if i >= 0:
-            where = f" ({fr.filename[i:]}:{fr.lineno})"
-    if isinstance(e, bridge.BridgeError):
-        return f"{ERROR_PREFIX}bridge: {e}{where}"
-    return f"{ERROR_PREFIX}TE raised {type(e).__name__}: {e}{where}"
+    """A case's error as its recorded reason, saying who raised it
+    (blame.py): TE, with the TE line it came from, or TE's hand-off;
+    fattn-te's own errors are not recorded (blame.ToolError)."""
+    from fattn_te import blame
+    return ERROR_PREFIX + blame.classify(e)[1]
 
 
 def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None):
@@ -208,7 +196,14 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
             # recorded as fattn refused it unless TE runs it.
             from fattn_te import refusal
             _progress(f"case {cid} (refused by fattn)")
-            children = refusal.run(backends, cid, resolved[cid], attrs, call)
+            try:
+                children = refusal.run(backends, cid, resolved[cid], attrs, call)
+            except refusal.Mismatch as e:  # TE raised, but not the refusal
+                reason = ERROR_PREFIX + str(e)
+                errored.append((cid, reason))
+                kept = [a for a in attrs if not a[0].startswith("refused_")]
+                out_cases[cid] = {"attrs": kept + [("skipped", reason, None)], "children": {}}
+                continue
             if children is None:
                 out_cases[cid] = {"attrs": attrs, "children": {}}
                 continue
@@ -219,13 +214,19 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
         _progress(f"case {cid}")
         try:
             children = record.run_case(backends, resolved[cid], case, call)
-        except Exception as e:  # the case's result; the run goes on
-            reason = describe_error(e)
+        except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
+            from fattn_te import blame
+            who, why = blame.classify(e)
+            if who == "tool":
+                raise blame.ToolError(cid, why) from e
+            reason = ERROR_PREFIX + why
             errored.append((cid, reason))
             out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
             continue
         p = record.case_path(resolved[cid], call)
         paths[p] += 1
+        if resolved[cid]["spec"].get("fp8"):
+            paths.setdefault("fp8", {"module": 0, "function": 0})[p] += 1
         if p == "function":
             from fattn_te import module
             why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
@@ -253,7 +254,32 @@ def check_output(path):
         raise rf.InputError(f"{path}: directory {d} does not exist")
 
 
+def cmd_run_cp(args):
+    """fattn-te run --cp-matrix: the CP matrix through TE's context-parallel
+    attention in several processes (fattn_te/cp.py)."""
+    from fattn_te import cp
+    check_output(args.o)
+    fattn = rf.find_fattn()
+    use_library_of(fattn)
+    work = tempfile.mkdtemp(prefix="fattn-te-")
+    try:
+        root = te_root(args.te, work)
+        impl = te_impl(root)
+        n, m, errored, counts = cp.run(root, args.backend, args.cases, args.filter, args.o, fattn,
+                                       work, impl)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
+          f"of {impl} to {args.o} (context parallelism: {cp.counts_line(counts) or 'none'}; "
+          f"{len(errored)} errored)")
+    for cid, reason in errored:
+        print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
+    return 1 if errored else 0
+
+
 def cmd_run(args):
+    if args.cp_matrix:
+        return cmd_run_cp(args)
     check_output(args.o)
     fattn = rf.find_fattn()
     work = tempfile.mkdtemp(prefix="fattn-te-")
@@ -272,9 +298,18 @@ def cmd_run(args):
     if paths.get("why"):
         print("  through FusedAttnFunc.apply: " + ", ".join(
             f"{k} {v}" for k, v in sorted(paths["why"].items())))
+    if paths.get("fp8"):
+        print(f"  FP8: {paths['fp8']['module']} through FusedAttention, "
+              f"{paths['fp8']['function']} through FusedAttnFunc.apply")
     for cid, reason in errored:
         print(f"  {cid}: {reason[len(ERROR_PREFIX):]}")
     return 1 if errored else 0
+
+
+def add_cp(p):
+    p.add_argument("--cp-matrix", action="store_true",
+                   help="the context-parallel matrix (golden/cp_cases.json, or --cases): each "
+                        "case in its cp size of local processes through TE's CP attention")
 
 
 def add_call(p):
@@ -293,6 +328,7 @@ def main(argv=None):
     r.add_argument("--filter")
     r.add_argument("-o", required=True)
     add_call(r)
+    add_cp(r)
     v = sub.add_parser("verify", help="TE A vs TE B, and each against fattn's front end")
     v.add_argument("--te", action="append", required=True)
     v.add_argument("--backend", default="cpu", choices=["cpu", "cudnn"])
@@ -300,6 +336,7 @@ def main(argv=None):
     v.add_argument("--filter")
     v.add_argument("--keep", help="keep the run files in this directory")
     add_call(v)
+    add_cp(v)
     args = ap.parse_args(argv)
     from fattn_te import guard
     # SIGTERM, SIGINT, SIGHUP, SIGQUIT: the temporary folders go (the
@@ -317,6 +354,12 @@ def main(argv=None):
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
+        print(f"fattn-te: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 -- blame.ToolError: fattn-te's own error in a case
+        from fattn_te import blame
+        if not isinstance(e, blame.ToolError):
+            raise
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2
 

@@ -57,11 +57,14 @@ def quantizer_string(q):
 
 
 def _recipes(recipe):
+    """The local recipes DPA keeps in fp8_meta (DPA20:1207-1223): the
+    autocast recipe with fp8_dpa on; under current scaling a delayed one for
+    S and dP after it."""
     from transformer_engine.common import recipe as r
     if recipe == "delayed":
-        return [r.DelayedScaling()]
+        return [r.DelayedScaling(fp8_dpa=True)]
     if recipe == "current":
-        return [r.Float8CurrentScaling(), r.DelayedScaling()]
+        return [r.Float8CurrentScaling(fp8_dpa=True), r.DelayedScaling(fp8_dpa=True)]
     if recipe == "mxfp8":
         return [r.MXFP8BlockScaling()]
     if recipe == "block":
@@ -115,10 +118,21 @@ def make_quantizers(spec):
     return {"scaling_fwd": fwd, "scaling_bwd": bwd}
 
 
+def module_meta(spec, local_recipes):
+    """fp8_meta as DotProductAttention.init_fp8_metadata leaves it for the
+    forward (DPA20:1259-1283): the autocast recipe as global_recipe, the
+    local recipes, and as "recipe" the one DPA's FP8 attention runs (the
+    delayed recipe that scales S and dP; the only one under delayed
+    scaling), fp8_checkpoint on."""
+    return {"global_recipe": local_recipes[0], "local_recipes": local_recipes,
+            "recipe": local_recipes[-1], "fp8_checkpoint": True}
+
+
 def func_args(spec):
     """The FP8 arguments FusedAttention passes (L:2327-2364, S:2585-2622)."""
     f = spec["fp8"]
-    return {"fp8": True, "fp8_meta": {"local_recipes": _recipes(f["recipe"])},
+    rs = _recipes(f["recipe"])
+    return {"fp8": True, "fp8_meta": module_meta(spec, rs),
             "quantizers": make_quantizers(spec), "fp8_output": bool(f.get("output_fp8")),
             "bf16_backward": bool(f.get("bf16_backward"))}
 

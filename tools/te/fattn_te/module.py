@@ -13,9 +13,9 @@ import torch
 
 def not_expressed(res):
     """Why FusedAttention cannot express the case (None when it can): then
-    the case goes through FusedAttnFunc.apply directly. FP8 cases take the
-    direct path (the module would need DotProductAttention's fp8_meta and
-    quantizers, which fattn-te does not build). raw_func_args
+    the case goes through FusedAttnFunc.apply directly. FP8 cases go
+    through the module with DPA's fp8_meta, recipes and quantizers
+    (fp8.py). raw_func_args
     cases are a direct FusedAttnFunc caller's arguments (attn_scale /
     bottom_right_diagonal None, dropout in eval); FusedAttention takes the
     layouts of TE's QKVLayouts (constants.py:151, asserted at 2.20.2
@@ -27,8 +27,6 @@ def not_expressed(res):
     takes a thd q's head count for the batch when it cuts cu_seqlens)."""
     from transformer_engine.pytorch.constants import QKVLayouts
     spec = res["spec"]
-    if spec.get("fp8"):
-        return "FP8"
     if spec.get("raw_func_args"):
         return "raw_func_args"
     if spec["layout"] not in QKVLayouts:
@@ -58,6 +56,22 @@ class _PagedCache:
         self.cache_manager = type("PageTableOnly", (), {"page_table": page_table})()
 
 
+_HOST_FLOAT8 = {}
+
+
+def host_float8(t):
+    """An FP8 input (TE's Float8Tensor) as FusedAttention sees it: the same
+    object, its class a subclass of its own that reports is_cuda (TE checks
+    q, k, v with isinstance, so TE's classes still recognise it)."""
+    cls = type(t)
+    host = _HOST_FLOAT8.get(cls)
+    if host is None:
+        host = _HOST_FLOAT8[cls] = type("Host" + cls.__name__, (cls,),
+                                        {"is_cuda": property(lambda self: True)})
+    t.__class__ = host
+    return t
+
+
 class HostTensor(torch.Tensor):
     """q, k and v as FusedAttention sees them: fattn's engines take host
     tensors (the cuDNN engine does its own transfers), while
@@ -71,6 +85,14 @@ class HostTensor(torch.Tensor):
     @property
     def is_cuda(self):
         return True
+
+
+def _base(x):
+    """The buffer a packed layout's views share, as DPA hands it over
+    (qkv_layer / kv_layer); None for FP8 inputs, whose views TE's
+    combine_tensors joins from their storage itself."""
+    from . import fp8
+    return None if fp8.is_float8(x) else x._base
 
 
 def find_ctx(out, func):
@@ -88,11 +110,14 @@ def find_ctx(out, func):
     return None
 
 
-def call_module(backends, res, t):
+def call_module(backends, res, t, extra=None):
     """Runs FusedAttention.forward on the case; returns (out as [..., h,
-    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor)."""
+    d_v], max_logit, TE's FusedAttnFunc ctx, the module's output tensor).
+    extra: more keyword arguments for FusedAttention.forward (context
+    parallelism's, fattn_te/cp_worker.py)."""
     from transformer_engine.pytorch.attention.dot_product_attention import utils as dpa_utils
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
+    from . import fp8
     spec = res["spec"]
     mod = backends.FusedAttention(
         res["attn_scale_arg"], attention_dropout=float(spec["dropout_p"]),
@@ -100,7 +125,15 @@ def call_module(backends, res, t):
         layer_number=1, deterministic=bool(spec["deterministic"]),
         softmax_type=spec["softmax"], return_max_logit=bool(spec["return_max_logit"]))
     mod.train(bool(spec["is_training"]))
-    q, k, v = (t[n].as_subclass(HostTensor) for n in ("q", "k", "v"))
+    if fp8.is_float8(t["q"]):  # FP8 inputs: DPA hands TE's Float8Tensors on
+        q, k, v = (host_float8(t[n]) for n in ("q", "k", "v"))
+    else:
+        q, k, v = (t[n].as_subclass(HostTensor) for n in ("q", "k", "v"))
+    # the FP8 arguments as DPA passes them (:3021-3059): fp8 = DPA.fp8 and
+    # its recipe's fp8_dpa, its fp8_meta and quantizers, fp8_output and
+    # bf16_backward as MultiheadAttention asks
+    f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
+    backend = FusedAttnBackend["FP8" if f8 else "F16_arbitrary_seqlen"]
     cu_q, cu_kv = t.get("cu_seqlens_q"), t.get("cu_seqlens_kv")
     if not res["thd"] and "padding" not in spec["mask"]:
         b = spec["b"]
@@ -109,19 +142,22 @@ def call_module(backends, res, t):
         if cu_kv is None and res["kv_format"] in ("bshd", "sbhd"):
             cu_kv = dpa_utils.get_full_cu_seqlens(b, spec["skv"], k.device)
     grp = res["layout_group"]
-    packed_qkv = t["q"]._base if grp in ("3hd", "h3d") else None
-    packed_kv = t["k"]._base if grp in ("hd_2hd", "hd_h2d") else None
+    packed_qkv = _base(t["q"]) if grp in ("3hd", "h3d") else None
+    packed_kv = _base(t["k"]) if grp in ("hd_2hd", "hd_h2d") else None
     result = mod(
         q, k, v, qkv_layout=spec["layout"], cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv,
         cu_seqlens_q_padded=t.get("cu_seqlens_q_padded"),
         cu_seqlens_kv_padded=t.get("cu_seqlens_kv_padded"),
         max_seqlen_q=spec["sq"], max_seqlen_kv=spec["skv"], attn_mask_type=spec["mask"],
         window_size=tuple(res["window"]), bottom_right_diagonal=res["bottom_right_diagonal_arg"],
-        fused_attention_backend=FusedAttnBackend["F16_arbitrary_seqlen"],
+        fused_attention_backend=backend,
         core_attention_bias_type=spec["bias"], core_attention_bias=t.get("attn_bias"),
         fast_zero_fill=bool(spec["fast_zero_fill"]), softmax_offset=t.get("softmax_offset"),
-        fp8=False, packed_qkv=packed_qkv, packed_kv=packed_kv,
-        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None)
+        fp8=bool(f8), fp8_meta=f8 and f8["fp8_meta"], quantizers=f8 and f8["quantizers"],
+        fp8_output=bool(f8 and f8["fp8_output"]), bf16_backward=bool(f8 and f8["bf16_backward"]),
+        packed_qkv=packed_qkv, packed_kv=packed_kv,
+        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None,
+        **(extra or {}))
     if spec["return_max_logit"]:
         flat, max_logit = result
     else:

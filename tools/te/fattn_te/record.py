@@ -39,7 +39,8 @@ CTX_FIELDS = [
 
 
 class CaseError(Exception):
-    pass
+    """What TE handed the recorder (its output, its ctx for backward) does
+    not fit the run-file contract: a result about TE (blame.py)."""
 
 
 def is_refactored(backends):
@@ -60,7 +61,8 @@ def dataset(t):
     t = t.detach().contiguous().cpu()
     name = _TORCH_NAME.get(t.dtype)
     if name is None:
-        raise CaseError(f"tensor of dtype {t.dtype} cannot be recorded")
+        raise CaseError(f"TE gave the recorder a tensor of dtype {t.dtype}, which no "
+                        f"run-file dtype holds")
     if name == "bfloat16":
         data = t.view(torch.int16).numpy().view(np.uint16)
     else:
@@ -169,7 +171,7 @@ def _attr(name, kind, value):
     if value is None:
         if kind.startswith("opt"):
             return None
-        raise CaseError(f"ctx.{name} is None")
+        raise CaseError(f"TE's ctx for backward: {name} is None (backward reads it)")
     if kind in ("str", "optstr"):
         return (name, str(value), None)
     if kind in ("bool", "optbool"):
@@ -212,7 +214,8 @@ def save_ctx_state(backends, ctx):
             slots[3] = aux[i]
             i += 1
         if i != len(aux):
-            raise CaseError(f"ctx holds {len(aux)} aux tensors, expected {i}")
+            raise CaseError(f"TE's ctx for backward holds {len(aux)} aux tensors; its bias "
+                            f"and softmax types need {i}")
     for role, t in zip(AUX_ROLES, slots):
         put(children, role, t)
     attrs = [a for a in (_attr(n, k, getattr(src, n)) for n, k in CTX_FIELDS) if a]
@@ -276,7 +279,8 @@ def run_case(backends, res, ref_case, path="module"):
         finally:
             bridge.default_gen = None
         if ctx is None:
-            raise CaseError("FusedAttention's output has no FusedAttnFunc node below it")
+            raise CaseError("TE's FusedAttention returned an output with no FusedAttnFunc "
+                            "node below it")
     else:
         args = func_args(backends, res, t, gen)
         out, max_logit, _ = call_forward(backends, args)
@@ -287,7 +291,7 @@ def run_case(backends, res, ref_case, path="module"):
     # the aux pack as tex.fused_attn_fwd returned it: [O, Stats, (Max),
     # rng_state, (Bias), (SoftmaxOffset)]; Max became max_logit
     if not fwd_pack:
-        raise CaseError("FusedAttnFunc.forward did not call fused_attn_fwd")
+        raise CaseError("TE's FusedAttnFunc.forward never called fused_attn_fwd")
     stats = fwd_pack[1]
     after = 3 if max_logit is not None else 2
     rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
@@ -323,8 +327,10 @@ def run_case(backends, res, ref_case, path="module"):
         d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
         if list(d_out.shape) != list(grad_root.shape):
             d_out = d_out.reshape(grad_root.shape)
-        grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
-                                    allow_unused=True)
+        from . import blame
+        with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
+            grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
+                                        allow_unused=True)
         bchildren = {}
         for (_, role), g in zip(roles, grads):
             put(bchildren, role, g)

@@ -13,11 +13,14 @@ closing `refused_message`). By that place a refused case is:
     what fattn does not model (FATTN_E_NOT_MODELLED), what TE would run
     unsafely (FATTN_E_UNSAFE_TE_QUIRK: an out-of-bounds dBias write), or
     what the engine cannot run (a skip).
-An asked case TE raises on is recorded as fattn refused it, and TE's
-exception (type, message, TE line) is reported on stderr and kept in `log`
-(written as JSON where $FATTN_TE_REFUSALS names a file; `fattn-te verify`
-prints its summary); an asked case TE runs is recorded as TE ran it, so
-that it differs from fattn's refusal."""
+An asked case TE raises on with the refusal's signature (SIGNATURES: the
+exception's type, the start of its message and the TE file it leaves TE
+from) is recorded as fattn refused it, and TE's exception (type, message,
+TE line) is reported on stderr and kept in `log` (written as JSON where
+$FATTN_TE_REFUSALS names a file; `fattn-te verify` prints its summary); an
+asked case TE runs is recorded as TE ran it, so that it differs from
+fattn's refusal; an asked case TE raises on otherwise is a case that errored
+(Mismatch), its reason saying who raised what instead."""
 import json
 import os
 import re
@@ -29,6 +32,24 @@ _CITE = re.compile(r"\(TE (\S+) (transformer_engine/\S+):(\d+)\)\s*$")
 _TE_PY_FILES = ("pytorch/cpp_extensions/fused_attn.py",
                 "pytorch/attention/dot_product_attention/backends.py")
 _TE_PY_RULES = {"fp8_quantizer_type"}  # utils.py get_attention_quantizers, L:1470 / S:1628
+_DPA_UTILS = "transformer_engine/pytorch/attention/dot_product_attention/utils.py"
+_BACKENDS = "transformer_engine/pytorch/attention/dot_product_attention/backends.py"
+# What a refusal looks like when TE gives it: (type, start of the message,
+# the TE file it leaves TE's code from). TE's C++ (the shim standing for
+# it) raises from the tex.fused_attn_fwd call; TE's Python by rule (any
+# other rule of TE's Python: an exception from the file the rule cites).
+CPP_SIGNATURE = ("CppRefusal", "TE's C++ refuses this case",
+                 "transformer_engine/pytorch/cpp_extensions/fused_attn.py")
+SIGNATURES = {
+    "fp8_quantizer_type": ("TypeError", "FP8 attention requires FP8-compatible quantizers",
+                           _DPA_UTILS),
+    # 2.19.0 only (F1, docs/te.md): 2.20.2 runs the case
+    "fp8_max_logit": ("TypeError", "Value after * must be an iterable, not NoneType", _BACKENDS),
+}
+
+
+class Mismatch(Exception):
+    """TE raised on a refused case, but not the refusal: the case errored."""
 
 
 def classify(attrs):
@@ -77,11 +98,23 @@ def run(backends, cid, res, attrs, call="module"):
     try:
         children = record.run_case(backends, res, record.synth_inputs(res), call)
     except Exception as e:  # the refusal TE gives: data, reported
+        from . import blame
         msg = str(e).splitlines()[0] if str(e) else ""
-        entry.update(te="raised", type=type(e).__name__, message=msg,
-                     te_line=record.te_raised_where(e))
+        line = record.te_raised_where(e)
+        who, why = blame.classify(e)
+        if who == "tool" and not isinstance(e, bridge.CppRefusal):
+            raise blame.ToolError(cid, why) from e
+        entry.update(te="raised", type=type(e).__name__, message=msg, te_line=line)
+        sig = CPP_SIGNATURE if how == "cpp" else SIGNATURES.get(
+            rule, (None, "", cite.split(":")[0]))
+        if who == "handoff" or not (
+                sig[0] in (None, type(e).__name__) and msg.startswith(sig[1])
+                and line.startswith(sig[2] + ":")):
+            entry["te"] = "raised otherwise"
+            raise Mismatch(f"{why}; fattn refuses the case by rule {rule} ({cite}), which TE "
+                           f"gives as {sig[0] or 'an exception'}: {sig[1]}... from {sig[2]}")
         sys.stderr.write(f"fattn-te: case {cid}: refused by fattn (rule {rule}) and by TE: "
-                         f"{type(e).__name__}: {msg} ({record.te_raised_where(e)})\n")
+                         f"{type(e).__name__}: {msg} ({line})\n")
         return None
     finally:
         bridge.pending_refusal = None
@@ -95,8 +128,11 @@ def summary(entries):
     """One line: how TE answered the cases fattn refuses."""
     asked = [e for e in entries if e.get("asked")]
     ran = [e["case"] for e in asked if e.get("te") == "ran"]
+    other = [e["case"] for e in asked if e.get("te") == "raised otherwise"]
     line = (f"{len(asked)} of {len(entries)} refused cases asked of TE (its C++ as the shim, "
-            f"its Python itself): {len(asked) - len(ran)} refused by TE too")
+            f"its Python itself): {len(asked) - len(ran) - len(other)} refused by TE too")
     if ran:
         line += f"; run by TE: {', '.join(ran)}"
+    if other:
+        line += f"; raised otherwise (errored): {', '.join(other)}"
     return line

@@ -96,6 +96,23 @@ def _quantize(*args, **kwargs):
     return bridge_fp8.quantize(*args, **kwargs)
 
 
+# The reference platform's cuDNN (fattn's support table, 9.19.0) as
+# cudnnGetVersion() encodes it.
+CUDNN_VERSION = 91900
+
+
+def _get_cudnn_version():
+    return CUDNN_VERSION
+
+
+def _thd(name):
+    def call(*args):
+        from . import thd
+        return getattr(thd, name)(*args)
+    call.__name__ = name
+    return call
+
+
 # Every name the shim defines, with the TE line that needs it (2.19.0; the
 # 2.20.2 line where it moved). A name TE asks for that is not here is an
 # AttributeError naming it, so that a new TE release says what it needs.
@@ -117,6 +134,15 @@ NAMES = [
     ("fused_attn_bwd", _fused_attn_bwd, "pytorch/cpp_extensions/fused_attn.py:618"),
     ("quantize", _quantize,
      "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
+    ("get_cudnn_version", _get_cudnn_version,
+     "pytorch/utils.py:671 (2.20.2: 783) as cpp_extensions' (it star-imports tex: in "
+     "__all__); from context_parallel.py 2.19.0:1850,5598 / 2.20.2:5702"),
+] + [(n, _thd(n), "context_parallel.py: TE's CP with THD (tools/te/fattn_te/thd.py)")
+     for n in ("thd_read_half_tensor", "thd_second_half_lse_correction",
+               "thd_read_second_half_lse", "thd_out_correction", "thd_grad_correction",
+               "thd_get_partitioned_indices", "thd_sequence_order_to_cp_rank_order",
+               "thd_cp_rank_order_to_sequence_order",
+               "thd_copy_valid_tokens_from_per_split_to_rank_local")] + [
     ("multi_tensor_scale", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_and_scale_inv", _U, "pytorch/tensor/utils.py:11"),
     ("multi_tensor_compute_scale_inv_e8m0", _U, "pytorch/tensor/utils.py:11"),
@@ -147,8 +173,8 @@ def make_module():
     """A fresh transformer_engine_torch module object holding NAMES."""
     m = types.ModuleType("transformer_engine_torch")
     # cpp_extensions/__init__.py:6 does `from transformer_engine_torch import *`;
-    # nothing is meant to leak through it.
-    m.__all__ = []
+    # only what TE reads as cpp_extensions' own leaks through it.
+    m.__all__ = ["get_cudnn_version"]
     for name, value, _where in NAMES:
         setattr(m, name, Unavailable(name) if value is _U else value)
     return m

@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 
-from . import cli, guard
+from . import cli, guard, signatures
 
 # What --keep DIR keeps: each TE's run file and its refusal log, the front
 # ends' run files.
@@ -38,7 +38,9 @@ def _te_run(root, args, out):
         sys.stderr.write(p.stdout + p.stderr)
         raise RuntimeError(f"fattn-te run --te {root}: exit {p.returncode}")
     why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
-    return int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else ""
+    f8 = re.search(r"^  FP8: (\d+) through FusedAttention, ", p.stdout, re.M)
+    return (int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else "",
+            int(f8.group(1)) if f8 else 0)
 
 
 def _errored(path):
@@ -62,8 +64,10 @@ def _errored(path):
 # only", and exits 0). An entry: where it may appear (fattn_pairs_only: pairs of a fattn
 # front end and a TE), the path, which cases (on their resolved model),
 # which kind of difference (entry(e, side): side tells, for the path's case,
-# which run of the pair refused it), the reason and TE's lines. Anything
-# else in a matched case still counts.
+# which run of the pair refused it), its exact signature (signature(pair,
+# case, side, path): None when the runs show exactly what the entry
+# documents, else what they show; signatures.py), the reason and TE's
+# lines. Anything else in a matched case still counts.
 _DIRECT = "FusedAttnFunc called directly; DotProductAttention turns every backend off for " \
           "max_logit with FP8 (utils.py 2.19.0:756-765, 2.20.2:827-836)"
 DEVIATIONS = [{
@@ -76,6 +80,7 @@ DEVIATIONS = [{
     # TE's amax is NaN (the poisoned rows past the lengths), fattn's finite
     "entry": lambda e, side: e["status"] == "different" and e.get("count") is not None
     and (e.get("ulp_histogram") or {}).get("class_changes", 0) == e["count"],
+    "signature": lambda pair, cid, side, path: signatures.max_logit_nan(pair, path),
     "reason": "TE's torch.amax reads Max rows past each sequence's length (undefined "
               "memory); fattn counts the defined rows",
     "te_lines": "cpp_extensions/fused_attn.py:412,441 (2.19.0, 2.20.2)",
@@ -88,6 +93,7 @@ DEVIATIONS = [{
     # every differing element is NaN on both sides, only the payload differs
     "entry": lambda e, side: e["status"] == "different" and bool(e.get("count"))
     and (e.get("ulp_histogram") or {}).get("nan_payloads", 0) == e["count"],
+    "signature": lambda pair, cid, side, path: signatures.fp8_nan_payload(pair, path),
     "reason": "rows past each length are undefined; TE dequantises them to torch's NaN "
               "(0xffff), fattn's conversion keeps the engine's quiet NaN (0xffc0/0xffe0); "
               "every defined element is bitwise equal",
@@ -104,22 +110,65 @@ DEVIATIONS = [{
     "entry": lambda e, side: side is not None and e["status"] == (
         f"missing_in_{side}" if e["kind"] == "dataset"
         else f"missing_in_{'b' if side == 'a' else 'a'}" if e["kind"] == "attribute" else None),
+    # 2.19.0's TypeError at backends.py:1751 (or fattn's rule) on the refusing
+    # side, (out, None) on the running side: nothing else
+    "signature": lambda pair, cid, side, path: signatures.f1(pair, cid, side),
     "reason": "2.19.0's FP8 branch leaves max_logit None and unpacks it (TypeError after the "
               "kernel ran); 2.20.2 returns (out, None); " + _DIRECT,
     "te_lines": "backends.py 2.19.0:1750-1751, 2.20.2:2275-2276",
+}, {
+    # context parallelism (fattn_te/cp_verify.py): the ring's outputs
+    "name": "P1: 2.20.2 merges each P2P step into the output as an online softmax "
+            "(2.19.0: once, after the ring)",
+    "kind": "change",
+    "fattn_pairs_only": False,
+    "path": re.compile(r"^/cases/([^/]+)/ranks/\d+/(?:forward/out|backward/d[qkv]"
+                       r"|engine_call/backward/\d{3}/(?:o|out_d[qkv]))$"),
+    "case": lambda r: bool(r["spec"].get("cp"))
+    and r["spec"]["cp"]["comm"] in ("p2p", "a2a+p2p"),
+    # the rounding of the merge, nothing else: every finite pair within TE's
+    # own CP tolerance's atol of each other; a NaN/Inf against a finite value
+    # only in a THD token past its sequence's length (an undefined row: the
+    # merge reads that row's Stats), which the signature checks element by
+    # element (cp_verify.p1_signature)
+    "entry": lambda e, side: e["status"] == "different" and bool(e.get("count"))
+    and e.get("max_abs") is not None
+    and e["max_abs"] <= {"bfloat16": 2.5e-2, "float16": 5e-3}.get(e.get("dtype"), 0.0),
+    "signature": lambda pair, cid, side, path: _cp().p1_signature(pair, path),
+    "reason": "2.20.2 merges each step's output into the running output (out * exp(old - new) "
+              "+ out_step * exp(step - new), rounded to the dtype each step); 2.19.0 corrects "
+              "once after the ring",
+    "te_lines": "context_parallel.py 2.19.0:2224-2271, 2.20.2:2141-2245",
 }]
 
 
-def _documented(path, e, resolved, fattn_pair, refused_side):
+def _cp():
+    from . import cp_verify
+    return cp_verify
+
+
+def _documented(path, e, resolved, fattn_pair, refused_side, pair, misses=None):
     """The DEVIATIONS entry a difference matches, or None. refused_side:
-    case id -> "a" or "b" where exactly one run of the pair refused it."""
+    case id -> "a" or "b" where exactly one run of the pair refused it;
+    pair: the two runs (signatures.Pair) the entry's signature reads. A
+    difference in an entry's place whose signature does not hold is
+    counted, and what the runs show instead goes to misses (case id ->
+    (entry, what))."""
     for d in DEVIATIONS:
         if d["fattn_pairs_only"] and not fattn_pair:
             continue
         m = d["path"].match(path)
-        if (m and m.group(1) in resolved and d["case"](resolved[m.group(1)])
-                and d["entry"](e, refused_side.get(m.group(1)))):
+        if not (m and m.group(1) in resolved and d["case"](resolved[m.group(1)])):
+            continue
+        cid = m.group(1)
+        if not d["entry"](e, refused_side.get(cid)):
+            continue
+        why = (d["signature"](pair, cid, refused_side.get(cid), path) if pair is not None
+               else "no runs to read its signature from")
+        if why is None:
             return d
+        if misses is not None:
+            misses.setdefault(cid, (d, why))
     return None
 
 
@@ -207,16 +256,18 @@ def _what(e):
 
 
 def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=False,
-             kept=True):
+             kept=True, logs=(None, None)):
     """One verdict line for A vs B, then each documented deviation and each
     counted difference. io_dtypes: case id -> io dtype where the backend's
     d_softmax_offset is compared within tolerance (cuDNN), else None.
     resolved: case id -> resolved case, for DEVIATIONS; fattn_pair: A is a
-    fattn front end's run. Returns 0 (neutral, deviations aside) or 1."""
+    fattn front end's run; logs: each run's refusal log (None for a fattn
+    front end). Returns 0 (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
     side = _refused_side(a, b)
-    counted, noisy, documented = [], [], []
+    counted, noisy, documented, misses = [], [], [], {}
+    pair = signatures.Pair([a_name, b_name], [a, b], list(logs))
     for path, e in sorted(r["paths"].items()):
         if e["status"] in ("equal", "private"):
             continue
@@ -225,11 +276,12 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
                 and _within_tolerance(fattn, a, b, path, io_dtypes[m.group(1)])):
             noisy.append(path)
             continue
-        d = _documented(path, e, resolved or {}, fattn_pair, side)
+        d = _documented(path, e, resolved or {}, fattn_pair, side, pair, misses)
         if d:
             documented.append((path, e, d))
             continue
         counted.append((path, e))
+    pair.close()
     ncases = _cases(a)
     note = (f"; {len(noisy)} d_softmax_offset within tolerance (non-deterministic on "
             f"this engine)") if noisy else ""
@@ -251,9 +303,16 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         print(f"{a_name} -> {b_name}: behavior-neutral: {word} ({_n(ncases, 'case')}, "
               f"{_n(n, 'tensor')}{note})")
     else:
+        # N of M count the same things: cases; then the tensors among M's
+        # tensors and the attributes (and other objects) that differ
         extra = f"; {len(documented)} documented" if documented else ""
-        print(f"{a_name} -> {b_name}: behavior-neutral: no ({len(counted)} of {_n(n, 'tensor')} "
-              f"differ in {_n(ncases, 'case')}{extra}{note})")
+        ccases = {m.group(1) for m in (re.match(r"^/cases/([^/@]+)", p) for p, _ in counted)
+                  if m}
+        nt = sum(1 for _, e in counted if e["kind"] in ("dataset", "digest"))
+        other = len(counted) - nt
+        what = f"{nt} of {_n(n, 'tensor')}" + (f", {_n(other, 'other object')}" if other else "")
+        print(f"{a_name} -> {b_name}: behavior-neutral: no ({len(ccases)} of {ncases} cases "
+              f"differ: {what}{extra}{note})")
     for path, e, d in devs:
         print(f"  documented: {path}  {_what(e)}: {d['name']} (TE {d['te_lines']}; docs/te.md, "
               f"Findings)")
@@ -263,6 +322,9 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         print(f"  documented change: /cases/{cid}  refused in "
               f"{a_name if ran == b_name else b_name}, run in {ran} ({_n(len(items), 'path')}): "
               f"{d['name']} (TE {d['te_lines']}; docs/te.md, Findings)")
+    for cid, (d, why) in sorted(misses.items()):
+        print(f"  not documented: /cases/{cid}: {d['name'].split(':')[0]}'s signature does not "
+              f"hold: {why}")
     # an errored case's paths as one line, naming the run it errored in
     errs = {"A": _errored(a), "B": _errored(b)}
     shown, cases_shown = [], set()
@@ -294,6 +356,9 @@ def _io_dtypes(args, fattn):
 
 
 def main(args):
+    if getattr(args, "cp_matrix", False):
+        from . import cp_verify
+        return cp_verify.main(args)
     if len(args.te) != 2:
         raise cli.rf.InputError("verify takes --te twice (A and B)")
     fattn = cli.rf.find_fattn()
@@ -331,25 +396,29 @@ def main(args):
         resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c}
         kept = bool(args.keep)
-        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept)
-        for name, f, r in zip(names, files, roots):
+        logs = [signatures.load_log(f[:-len(".h5")] + "-refusals.json") for f in files]
+        rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept,
+                      logs)
+        for name, f, r, lg in zip(names, files, roots, logs):
             impl = "split" if _is_refactored(r) else "legacy"
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
-                                  resolved, True, kept))
+                                  resolved, True, kept, (None, lg)))
         errs = [_errored(f) for f in files]
-        for name, (mod, func, why), err in zip(names, through, errs):
+        for name, (mod, func, why, _), err in zip(names, through, errs):
             print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
                   f"FusedAttnFunc.apply{f' ({why})' if why else ''}, {len(err)} errored")
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"
                 print(f"  errored: {cid}{only}: {reason}")
         from . import refusal
-        for name, f in zip(names, files):
-            with open(f[:-len(".h5")] + "-refusals.json", encoding="utf-8") as fh:
-                print(f"{name}: refusals: {refusal.summary(json.load(fh))}")
+        for name, lg in zip(names, logs):
+            print(f"{name}: refusals: {refusal.summary(lg)}")
         ran, refused = _fp8_counts(files[0])
-        print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path; "
-              f"{refused} refused)" if ran else f"FP8: not exercised ({refused} refused)")
+        via = (str(through[0][3]) if through[0][3] == through[1][3] else
+               ", ".join(f"{t[3]} in {nm}" for t, nm in zip(through, names)))
+        print(f"FP8: exercised ({_n(ran, 'case')} through TE's FP8 path, {via} of them through "
+              f"FusedAttention; {refused} refused)" if ran else
+              f"FP8: not exercised ({refused} refused)")
         if any(errs):
             rc = max(rc, 1)
         return rc

@@ -1,0 +1,377 @@
+/* A case's schedule through one front end (runner.h, docs/run-files.md
+ * "Schedules"): every step recorded under /cases/<id>/steps/<k>/, the
+ * micro-batches whose forward is alive each holding its own front-end
+ * state, one generator and one module (module.h) for the whole run. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case_run.h"
+#include "module.h"
+#include "runner.h"
+
+#define MAX_LIVE 64
+
+/* One micro-batch: a forward and, in training, its ctx until its B. */
+typedef struct micro_batch {
+    int64_t mb;
+    fattn_spec spec;        /* the step's (seed + k) */
+    fattn_case_run run;     /* its front end's state and inputs */
+    fattn_h5_node *fnode;   /* its forward's step group */
+} micro_batch;
+
+typedef struct sched_run {
+    const fattn_spec *spec;
+    const fattn_run_opts *opts;
+    fattn_rng_gen gen;
+    fattn_module m;
+    fattn_h5_node *node, *steps;
+    micro_batch *live[MAX_LIVE];
+    int n_live;
+    int64_t k;              /* the step running, 1-based */
+    fattn_state state;      /* its state, for messages */
+} sched_run;
+
+static void mb_free(micro_batch *b)
+{
+    if (!b)
+        return;
+    fattn_case_run_free(&b->run);
+    fattn_spec_free(&b->spec);
+    free(b);
+}
+
+/* steps/<k> */
+static fattn_status step_group(sched_run *r, fattn_h5_node **g)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%" PRId64, r->k);
+    return fattn_h5_node_group(r->steps, name, g);
+}
+
+/* A micro-batch for step k: its spec, a run of opts->impl over the
+ * schedule's generator and the module's quantizers, recording into g. */
+static fattn_status mb_new(sched_run *r, fattn_h5_node *g, micro_batch **out)
+{
+    micro_batch *b = calloc(1, sizeof *b);
+    if (!b)
+        return fattn_error(FATTN_E_NOMEM, "out of memory for a micro-batch");
+    fattn_status st = fattn_spec_step(r->spec, r->m.kv ? &r->m.plan : NULL, r->k, &b->spec);
+    if (st == FATTN_OK)
+        st = fattn_case_run_init(&b->run, &b->spec, r->opts);
+    if (st != FATTN_OK) {
+        fattn_spec_free(&b->spec);
+        free(b);
+        return st;
+    }
+    b->run.env.gen = &r->gen;
+    b->run.env.quantizers = r->spec->fp8 ? &r->m.qs : NULL;
+    b->run.node = b->fnode = g;
+    *out = b;
+    return FATTN_OK;
+}
+
+/* The end of a micro-batch: the caller's tensors as it left them, then
+ * its state freed. */
+static fattn_status mb_end(sched_run *r, micro_batch *b)
+{
+    fattn_status st = FATTN_OK;
+    if (r->opts->inputs_after && b->run.state >= FATTN_STATE_INPUTS) {
+        b->run.node = b->fnode;
+        st = fattn_case_run_inputs_after(&b->run);
+    }
+    mb_free(b);
+    return st;
+}
+
+/* The forward states up to opts->until. */
+static fattn_status mb_forward(sched_run *r, micro_batch *b)
+{
+    if (r->opts->until < FATTN_STATE_FORWARD)
+        return FATTN_OK;
+    r->state = FATTN_STATE_FORWARD;
+    fattn_status st = fattn_case_run_forward(&b->run);
+    if (st != FATTN_OK || r->opts->until < FATTN_STATE_SAVE_CTX)
+        return st;
+    r->state = FATTN_STATE_SAVE_CTX;
+    return fattn_case_run_save_ctx(&b->run);
+}
+
+/* F m: inputs drawn for this step (seed + k), the forward; in training the
+ * micro-batch stays alive for its B. */
+static fattn_status step_f(sched_run *r, const fattn_step *s, fattn_h5_node *g)
+{
+    micro_batch *b = NULL;
+    fattn_status st = mb_new(r, g, &b);
+    if (st != FATTN_OK)
+        return st;
+    b->mb = s->mb;
+    r->state = FATTN_STATE_INPUTS;
+    st = fattn_case_run_inputs(&b->run);
+    if (st == FATTN_OK)
+        st = mb_forward(r, b);
+    if (st != FATTN_OK || !r->spec->is_training) {
+        fattn_status end = mb_end(r, b);
+        return st != FATTN_OK ? st : end;
+    }
+    assert(r->n_live < MAX_LIVE); /* the schedule's check bounds it */
+    r->live[r->n_live++] = b;
+    return FATTN_OK;
+}
+
+/* B m: the ctx as the backward finds it (save_ctx/ again: what it holds by
+ * reference may have changed since the forward), then the backward with
+ * the micro-batch's d_out. */
+static fattn_status step_b(sched_run *r, const fattn_step *s, fattn_h5_node *g)
+{
+    int at = -1;
+    for (int i = 0; i < r->n_live; i++)
+        at = r->live[i]->mb == s->mb ? i : at;
+    assert(at >= 0); /* the schedule's check */
+    micro_batch *b = r->live[at];
+    r->live[at] = r->live[--r->n_live];
+    b->run.node = g;
+    r->state = FATTN_STATE_SAVE_CTX;
+    fattn_status st = fattn_case_run_saved(&b->run);
+    if (st == FATTN_OK) {
+        r->state = FATTN_STATE_BACKWARD;
+        st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
+    }
+    fattn_status end = mb_end(r, b);
+    return st != FATTN_OK ? st : end;
+}
+
+/* A cache step: q and the new tokens drawn for this step, the tokens
+ * appended to the module's cache, the forward over it. */
+static fattn_status step_kv(sched_run *r, fattn_h5_node *g)
+{
+    micro_batch *b = NULL;
+    fattn_status st = mb_new(r, g, &b);
+    if (st != FATTN_OK)
+        return st;
+    r->state = FATTN_STATE_INPUTS;
+    b->run.state = FATTN_STATE_INPUTS;
+    if ((st = fattn_inputs_make(&b->spec, &b->run.in)) == FATTN_OK) {
+        b->run.own_inputs = true;
+        if ((st = fattn_module_cache_step(&r->m, r->k, &b->spec, &b->run.in)) == FATTN_OK)
+            st = fattn_case_run_put_inputs(&b->run);
+    }
+    if (st == FATTN_OK)
+        st = mb_forward(r, b);
+    fattn_status end = mb_end(r, b);
+    return st != FATTN_OK ? st : end;
+}
+
+static fattn_status run_step(sched_run *r, const fattn_step *s)
+{
+    fattn_h5_node *g = NULL;
+    fattn_status st = step_group(r, &g);
+    if (st != FATTN_OK)
+        return st;
+    r->state = FATTN_STATE_BEGIN;
+    switch (s->kind) {
+    case FATTN_STEP_F: return step_f(r, s, g);
+    case FATTN_STEP_B: return step_b(r, s, g);
+    case FATTN_STEP_U: return fattn_module_update(&r->m, s->update, g);
+    case FATTN_STEP_X: return fattn_module_extra_state(&r->m, g);
+    case FATTN_STEP_KV: return step_kv(r, g);
+    }
+    return fattn_error(FATTN_E_INTERNAL, "step %" PRId64 ": unknown kind", r->k);
+}
+
+static void sched_free(sched_run *r)
+{
+    for (int i = 0; i < r->n_live; i++)
+        mb_free(r->live[i]);
+    r->n_live = 0;
+    fattn_module_free(&r->m);
+}
+
+/* Where a failure happened: the front end, the step and its state. */
+static void where_of(const sched_run *r, char *buf, size_t n)
+{
+    char name[64] = "";
+    if (r->k >= 1 && r->k <= r->spec->schedule->n)
+        fattn_step_name(&r->spec->schedule->steps[r->k - 1], name, sizeof name);
+    snprintf(buf, n, "%s, step %" PRId64 " %s, state %s",
+             fattn_impl_name(r->opts->impl), r->k, name, fattn_state_name(r->state));
+}
+
+fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
+                                fattn_h5_node **out)
+{
+    *out = NULL;
+    assert(spec->schedule);
+    sched_run r = {.spec = spec, .opts = opts, .state = FATTN_STATE_BEGIN};
+    /* one generator for the whole run (TE's global generator) */
+    r.gen.seed = (uint64_t)spec->rng_seed;
+    r.gen.offset = (uint64_t)spec->rng_offset;
+    fattn_status st = fattn_case_node_new(spec, &r.node);
+    if (st != FATTN_OK)
+        return st;
+    if ((st = fattn_module_init(&r.m, spec)) == FATTN_OK)
+        st = fattn_h5_node_group(r.node, "steps", &r.steps);
+    for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
+        const fattn_step *s = &spec->schedule->steps[i];
+        r.k = i + 1;
+        /* --until before backward: the schedule stops at its first B */
+        if (s->kind == FATTN_STEP_B && opts->until < FATTN_STATE_BACKWARD)
+            break;
+        st = run_step(&r, s);
+    }
+    for (int i = 0; i < r.n_live; i++) { /* forwards whose B never came */
+        fattn_status end = FATTN_OK;
+        if (st == FATTN_OK)
+            end = mb_end(&r, r.live[i]);
+        else
+            mb_free(r.live[i]);
+        r.live[i] = NULL;
+        st = st != FATTN_OK ? st : end;
+    }
+    r.n_live = 0;
+    char where[160];
+    where_of(&r, where, sizeof where);
+    sched_free(&r);
+    /* a case TE refuses refuses at its first forward: recorded as one */
+    if (spec->expect_refusal && fattn_spec_refusal_status(st))
+        st = fattn_case_record_refusal(spec, &r.node, st, r.state);
+    return fattn_case_finish(spec, opts, &r.node, st, where, out);
+}
+
+/* ---- replay ------------------------------------------------------------------ */
+
+typedef struct sched_replay {
+    sched_run r;             /* spec, opts, node, steps, k, state */
+    const fattn_h5_node *rsteps;
+    fattn_state from;
+} sched_replay;
+
+static const fattn_h5_node *recorded_step(const sched_replay *p, int64_t k)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%" PRId64, k);
+    return fattn_h5_node_find(p->rsteps, name);
+}
+
+/* Every child of src copied under dst (but `skip`). */
+static fattn_status copy_children(const fattn_h5_node *src, fattn_h5_node *dst, const char *skip)
+{
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++)
+        if (!skip || strcmp(src->children[i]->name, skip) != 0)
+            st = fattn_h5_node_copy(src->children[i], dst, NULL);
+    return st;
+}
+
+/* A forward step: copied as recorded, or (from FORWARD) setup_ctx run
+ * again on its recorded forward. */
+static fattn_status replay_forward(sched_replay *p, const fattn_h5_node *rec, fattn_h5_node *g)
+{
+    if (p->from == FATTN_STATE_SAVE_CTX)
+        return copy_children(rec, g, NULL);
+    fattn_status st = copy_children(rec, g, "save_ctx");
+    micro_batch *b = NULL;
+    if (st == FATTN_OK)
+        st = mb_new(&p->r, g, &b);
+    if (st != FATTN_OK)
+        return st;
+    fattn_case_run_load_inputs(&b->run, fattn_h5_node_find(rec, "inputs"));
+    b->run.state = FATTN_STATE_FORWARD;
+    p->r.state = FATTN_STATE_SAVE_CTX;
+    if ((st = fattn_case_run_fe_start(&b->run)) == FATTN_OK &&
+        (st = b->run.ops->load_forward(b->run.fe, rec)) == FATTN_OK)
+        st = fattn_case_run_save_ctx(&b->run);
+    mb_free(b);
+    return st;
+}
+
+/* A B step: its recorded save_ctx (the ctx as the backward found it) into
+ * the front end's backward, with its forward's d_out. */
+static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec,
+                                    fattn_h5_node *g)
+{
+    const fattn_schedule *sc = p->r.spec->schedule;
+    int64_t f = p->r.k - 1;
+    while (f >= 1 && !(sc->steps[f - 1].kind == FATTN_STEP_F && sc->steps[f - 1].mb == s->mb))
+        f--;
+    const fattn_h5_node *fin = f >= 1 ? recorded_step(p, f) : NULL;
+    const fattn_h5_node *sc_g = fattn_h5_node_find(rec, "save_ctx");
+    fin = fin ? fattn_h5_node_find(fin, "inputs") : NULL;
+    if (!fin || !sc_g)
+        return fattn_error(FATTN_E_INVALID_FILE, "the file lacks the forward's inputs or the "
+                           "step's save_ctx");
+    int64_t k = p->r.k;
+    p->r.k = f; /* the micro-batch's spec is its forward's */
+    micro_batch *b = NULL;
+    fattn_status st = mb_new(&p->r, g, &b);
+    p->r.k = k;
+    if (st == FATTN_OK)
+        st = fattn_h5_node_copy(sc_g, g, NULL);
+    fattn_ctx_record rec_ctx;
+    if (st == FATTN_OK) {
+        fattn_case_run_load_inputs(&b->run, fin);
+        b->run.state = FATTN_STATE_SAVE_CTX;
+        p->r.state = FATTN_STATE_SAVE_CTX;
+        if ((st = fattn_ctx_record_read(sc_g, &rec_ctx)) == FATTN_OK &&
+            (st = fattn_case_run_fe_start(&b->run)) == FATTN_OK)
+            st = b->run.ops->load_save_ctx(b->run.fe, sc_g, &rec_ctx);
+    }
+    if (st == FATTN_OK && fattn_tensor_is_empty(&b->run.in.d_out))
+        st = fattn_error(FATTN_E_INVALID_FILE, "the forward's inputs/d_out missing");
+    if (st == FATTN_OK) {
+        p->r.state = FATTN_STATE_BACKWARD;
+        st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
+    }
+    mb_free(b);
+    return st;
+}
+
+static fattn_status replay_step(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec)
+{
+    fattn_h5_node *g = NULL;
+    fattn_status st = step_group(&p->r, &g);
+    if (st != FATTN_OK)
+        return st;
+    p->r.state = FATTN_STATE_BEGIN;
+    switch (s->kind) {
+    case FATTN_STEP_F:
+    case FATTN_STEP_KV: return replay_forward(p, rec, g);
+    case FATTN_STEP_B: return replay_backward(p, s, rec, g);
+    case FATTN_STEP_U:
+    case FATTN_STEP_X: return copy_children(rec, g, NULL);
+    }
+    return fattn_error(FATTN_E_INTERNAL, "step %" PRId64 ": unknown kind", p->r.k);
+}
+
+fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_spec *spec,
+                                   fattn_state from, const fattn_run_opts *opts,
+                                   fattn_h5_node **out)
+{
+    *out = NULL;
+    sched_replay p = {.r = {.spec = spec, .opts = opts}, .from = from};
+    p.rsteps = fattn_h5_node_find(recorded, "steps");
+    fattn_status st = fattn_case_node_new(spec, &p.r.node);
+    if (st != FATTN_OK)
+        return st;
+    if (!p.rsteps)
+        st = fattn_error(FATTN_E_STATE, "cannot resume from state %s: the file lacks steps/",
+                         fattn_state_name(from));
+    if (st == FATTN_OK && fattn_schedule_is_cache(spec->schedule))
+        st = fattn_spec_kv_plan(spec, &p.r.m.plan), p.r.m.kv = st == FATTN_OK;
+    if (st == FATTN_OK)
+        st = fattn_h5_node_group(p.r.node, "steps", &p.r.steps);
+    for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
+        const fattn_step *s = &spec->schedule->steps[i];
+        p.r.k = i + 1;
+        const fattn_h5_node *rec = recorded_step(&p, p.r.k);
+        if (!rec || (s->kind == FATTN_STEP_B && opts->until < FATTN_STATE_BACKWARD))
+            break;
+        st = replay_step(&p, s, rec);
+    }
+    char where[160];
+    where_of(&p.r, where, sizeof where);
+    sched_free(&p.r);
+    return fattn_case_finish(spec, opts, &p.r.node, st, where, out);
+}

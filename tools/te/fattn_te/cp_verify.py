@@ -1,0 +1,362 @@
+"""fattn-te verify --te A --te B --cp-matrix (docs/te.md, "Context
+parallelism"): the CP matrix through both TEs' context-parallel attention,
+then
+
+1. TE A vs TE B, every rank, every engine call, bitwise: a difference is
+   counted unless DEVIATIONS (verify.py, the one table) documents it -- the
+   P2P forward merge 2.20.2 changed (P1);
+2. per TE, CP against the same case without CP (the case's own states in
+   the same file, one process): every rank's out, max_logit and gradients
+   within the tolerance TE's own test_attention_with_cp holds them to, a
+   tolerance check, not a bitwise one -- both releases share fattn's engine
+   model, so this is what catches a wrong one;
+3. fattn's front end of each TE's shape against that TE on the cases
+   without CP (fattn run --cp-reference), bitwise.
+
+Exit 0 when all three hold and nothing errored, 1 otherwise, 2 on bad
+input."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from . import cli, cp, verify
+
+# TE's test_attention_with_cp tolerances: run_attention_with_cp.py get_tols
+# (release_v2.19 :172-192): bf16 2.5e-2, 3.5e-2 with GQA (h != hg); fp16
+# 5e-3; atol = rtol, as torch.testing.assert_close applies them
+# (|cp - no_cp| <= atol + rtol * |no_cp|; tests/pytorch/utils.py:239-245).
+TE_TOLS = "run_attention_with_cp.py get_tols (TE release_v2.19 :172-192)"
+
+
+def te_tolerance(spec):
+    if spec["dtype"] == "float16":
+        return 5e-3
+    return 2.5e-2 if spec["h"] == spec["hg"] else 3.5e-2
+
+
+_RUN_LINE = re.compile(r"\(context parallelism: ([^;]*); (\d+) errored\)")
+
+
+def _te_run(root, args, out):
+    argv = [os.path.join(os.path.dirname(verify.HERE), "fattn-te"), "run", "--cp-matrix",
+            "--te", root, "--backend", args.backend, "-o", out] + cli.fattn_args(args)
+    p = subprocess.run(argv, capture_output=True, text=True)
+    m = _RUN_LINE.search(p.stdout)
+    if p.returncode not in (0, 1) or not m:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise RuntimeError(f"fattn-te run --cp-matrix --te {root}: exit {p.returncode}")
+    return m.group(1)
+
+
+def _load(d):
+    a = d[()]
+    if d.attrs["dtype"] == "bfloat16":
+        a = (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float64)
+
+
+def _valid_tokens(case):
+    """THD: which global tokens lie within their sequence's length (the
+    rest is padding, undefined); None for bshd/sbhd."""
+    if "cu_seqlens_q_padded" not in case["inputs"]:
+        return None
+    cu, cup = case["inputs/cu_seqlens_q"][()], case["inputs/cu_seqlens_q_padded"][()]
+    valid = np.zeros(int(cup[-1]), bool)
+    for b in range(len(cu) - 1):
+        valid[cup[b]:cup[b] + cu[b + 1] - cu[b]] = True
+    return valid
+
+
+# (group, name, which token index, the dimension it indexes: "seq" = the
+# format's sequence dimension, 2 = a bias's query dimension, None = whole)
+_COMPARED = [("forward", "out", "q", "seq"), ("forward", "max_logit", None, None),
+             ("backward", "dq", "q", "seq"), ("backward", "dk", "kv", "seq"),
+             ("backward", "dv", "kv", "seq"), ("backward", "d_bias", "q", 2),
+             ("backward", "d_softmax_offset", None, None)]
+
+
+def _rank_checks(cid, case, spec, tol):
+    """(path, ratio, bitwise, line or None) for every compared tensor of
+    every rank: ratio = max |cp - ref| / (tol + tol |ref|)."""
+    fmt = spec["layout"].split("_")[0]
+    sd = {"bshd": 1, "sbhd": 0, "thd": 0}[fmt]
+    valid = _valid_tokens(case) if fmt == "thd" else None
+    out = []
+    for r in sorted(case["ranks"], key=int):
+        g = case["ranks"][r]
+        idx = {"q": g["inputs/token_index_q"][()], "kv": g["inputs/token_index_kv"][()]}
+        for grp, name, which, dim in _COMPARED:
+            if grp not in g or name not in g[grp]:
+                continue
+            a = _load(g[grp][name])
+            ref = _load(case[grp][name])
+            if which is not None and not (dim == 2 and ref.shape[2] == 1):
+                ref = np.take(ref, idx[which], axis=sd if dim == "seq" else dim)
+                if valid is not None and dim == "seq":
+                    keep = valid[idx[which]]
+                    a, ref = a[keep], ref[keep]
+            path = f"/cases/{cid}/ranks/{r}/{grp}/{name}"
+            if a.shape != ref.shape:
+                out.append((path, float("inf"), False,
+                            f"  {path}  shape {list(a.shape)}, without CP {list(ref.shape)}"))
+                continue
+            diff = np.abs(a - ref)
+            bound = tol + tol * np.abs(ref)
+            bad = ~(diff <= bound)  # NaN counts
+            ratio = float(np.max(np.where(np.isfinite(diff), diff / bound, np.inf))) \
+                if diff.size else 0.0
+            line = None
+            if bad.any():
+                line = (f"  {path}  exceeds TE's tolerance (atol = rtol = {tol}): "
+                        f"{int(bad.sum())} of {bad.size} elements, max abs "
+                        f"{float(np.nanmax(diff)):.3g} (case {cid}, rank {r})")
+            out.append((path, ratio, bool(np.array_equal(a, ref)), line))
+    return out
+
+
+def tolerance_check(name, path):
+    """One line for TE `name`'s file: every rank against its case without
+    CP, within TE's tolerance; then each tensor beyond it. Returns 0 or 1."""
+    import h5py
+    rows, ncases, nranks = [], 0, 0
+    with h5py.File(path, "r") as f:
+        for cid, case in f["cases"].items():
+            if "ranks" not in case:
+                continue
+            spec = json.loads(case.attrs["spec"])
+            ncases += 1
+            nranks += len(case["ranks"])
+            rows += _rank_checks(cid, case, spec, te_tolerance(spec))
+    bad = [r for r in rows if r[3]]
+    bitwise = sum(1 for r in rows if r[2])
+    worst = max(rows, key=lambda r: r[1]) if rows else None
+    what = (f"{verify._n(ncases, 'case')}, {verify._n(nranks, 'rank')}, "
+            f"{verify._n(len(rows), 'tensor')}: {bitwise} bitwise")
+    if worst and not bad:
+        what += f"; largest {worst[1]:.3g} of the tolerance, {worst[0]}"
+    word = "within tolerance" if not bad else f"no ({len(bad)} of {len(rows)} beyond it)"
+    print(f"{name}: context parallelism against the same case without CP: {word} ({what}; "
+          f"TE's test_attention_with_cp tolerance, {TE_TOLS}: bf16 2.5e-2, GQA 3.5e-2, "
+          f"fp16 5e-3)")
+    for r in bad[:verify._SHOWN]:
+        print(r[3])
+    if len(bad) > verify._SHOWN:
+        print(f"  ... and {len(bad) - verify._SHOWN} more")
+    return 1 if bad else 0
+
+
+_ROWS_OF_Q = re.compile(r"^/cases/([^/]+)/ranks/(\d+)/(?:forward/out|engine_call/backward/"
+                        r"\d{3}/o)$")
+
+
+def p1_signature(pair, path):
+    """P1's exact signature for one differing tensor (verify.DEVIATIONS):
+    None when every finite pair is within TE's CP atol of each other and
+    every NaN/Inf-vs-finite element lies in a THD token past its
+    sequence's valid length (rows of the rank's q tokens: forward/out and
+    the out its backward steps read); else what the runs show."""
+    x, y = _load(pair.node(0, path)), _load(pair.node(1, path))
+    changed = np.isfinite(x) != np.isfinite(y)
+    if not changed.any():
+        return None  # the entry checked the finite pairs' max abs
+    m = _ROWS_OF_Q.match(path)
+    case = pair.node(0, f"/cases/{m.group(1)}") if m else None
+    valid = _valid_tokens(case) if case is not None else None
+    if valid is None:
+        return f"{int(changed.sum())} NaN/Inf vs finite outside a THD rank's out"
+    idx = case[f"ranks/{m.group(2)}/inputs/token_index_q"][()]
+    if x.shape[0] * 2 == idx.shape[0]:
+        # a backward step of the upper triangle reads the second half of
+        # each of the rank's sequences (thd_read_half_tensor(x, ..., 1),
+        # context_parallel.py 2.19.0:1300 / 2.20.2:1289): the rank's own
+        # cu_seqlens are the padded ones over the CP size
+        size = len(case["ranks"])
+        cs = case["inputs/cu_seqlens_q_padded"][()] // size // 2
+        seq = np.searchsorted(cs, np.arange(x.shape[0]), side="right") - 1
+        idx = idx[np.arange(x.shape[0]) + cs[np.minimum(seq + 1, len(cs) - 1)]]
+    elif x.shape[0] != idx.shape[0]:
+        return f"rows {x.shape[0]} that are not the rank's {idx.shape[0]} tokens"
+    rows = np.nonzero(changed.reshape(changed.shape[0], -1).any(axis=1))[0]
+    bad = valid[idx[rows]]
+    if bad.any():
+        return (f"NaN/Inf vs finite in {int(bad.sum())} token(s) within a sequence's length "
+                f"(first: row {int(rows[bad][0])})")
+    return None
+
+
+def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
+    """TE A vs TE B, bitwise but for DEVIATIONS; one line per documented
+    case. Returns 0 or 1."""
+    r = verify._diff_json(fattn, a, b)
+    n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
+    counted, changes, misses = [], {}, {}
+    pair = verify.signatures.Pair([a_name, b_name], [a, b], [None, None])
+    for path, e in sorted(r["paths"].items()):
+        if e["status"] in ("equal", "private"):
+            continue
+        d = verify._documented(path, e, resolved, False, {}, pair, misses)
+        if d:
+            m = d["path"].match(path)
+            changes.setdefault((d["name"].split(":")[0], m.group(1)), []).append((path, d))
+            continue
+        counted.append((path, e))
+    pair.close()
+    ncases = verify._cases(a)
+    if counted:
+        word = f"no ({len(counted)} of {verify._n(n, 'tensor')} differ)"
+    elif changes:
+        names = sorted({k[0] for k in changes})
+        word = "no, documented changes only (" + ", ".join(
+            f"{x} in {verify._n(sum(1 for k in changes if k[0] == x), 'case')}"
+            for x in names) + ")"
+    else:
+        word = "yes"
+    print(f"{a_name} -> {b_name}: context parallelism: behavior-neutral: {word} "
+          f"({verify._n(ncases, 'case')}, {verify._n(n, 'tensor')})")
+    for cid, (d, why) in sorted(misses.items()):
+        print(f"  /cases/{cid}  not {d['name'].split(':')[0]}'s signature: {why}")
+    for (_, cid), items in sorted(changes.items()):
+        d = items[0][1]
+        ranks = sorted({int(m.group(1)) for p, _ in items
+                        for m in [re.search(r"/ranks/(\d+)/", p)] if m})
+        print(f"  documented change: /cases/{cid}  ranks {', '.join(map(str, ranks))} "
+              f"({verify._n(len(items), 'path')}): {d['name']} (TE {d['te_lines']}; docs/te.md, "
+              f"Context parallelism)")
+    errs = {"A": verify._errored(a), "B": verify._errored(b)}
+    # one line per case and rank (or the case without CP): its states'
+    # tensors first, then how many engine-call paths differ
+    groups, order = {}, []
+    for path, e in counted:
+        m = re.match(r"^/cases/([^/@]+)(?:/ranks/(\d+))?(?:/(.*))?", path)
+        cid, rank, rest = (m.group(1), m.group(2), m.group(3) or "") if m else (path, None, "")
+        key = (cid, rank)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append((rest, e))
+    shown, seen = [], set()
+    for cid, rank in order:
+        where = [k for k in ("A", "B") if cid in errs[k]]
+        if where:
+            if cid not in seen:
+                seen.add(cid)
+                shown.append(f"  /cases/{cid}  errored in "
+                             f"{' and '.join({'A': a_name, 'B': b_name}[k] for k in where)}: "
+                             f"{errs[where[-1]][cid]}")
+            continue
+        items = groups[(cid, rank)]
+        states = [(r_, e) for r_, e in items if not r_.startswith("engine_call")]
+        calls = len(items) - len(states)
+        head = f"/cases/{cid}/ranks/{rank}" if rank is not None else f"/cases/{cid}"
+        for r_, e in states:
+            shown.append(f"  {head}/{r_}  {verify._what(e)} (case {cid}, "
+                         f"{'rank ' + rank if rank is not None else 'without CP'})")
+        if calls:
+            shown.append(f"  {head}/engine_call  {verify._n(calls, 'path')} differ (case {cid}, "
+                         f"{'rank ' + rank if rank is not None else 'without CP'})")
+    for line in shown[:verify._SHOWN]:
+        print(line)
+    if len(shown) > verify._SHOWN:
+        more = f"fattn diff {a} {b}" if kept else "run again with --keep DIR"
+        print(f"  ... and {len(shown) - verify._SHOWN} more ({more})")
+    return 1 if counted else 0
+
+
+def fattn_pair(fattn, fe_name, fe_file, te_name, te_file, resolved):
+    """fattn's front end against TE on the cases without CP: the TE file's
+    own states (its ranks aside) bitwise. Returns 0 or 1."""
+    r = verify._diff_json(fattn, fe_file, te_file)
+    errored = verify._errored(te_file)  # listed with the TE's errored cases
+    rows = {}
+    for p, e in r["paths"].items():
+        m = re.match(r"^/cases/([^/@]+)(/ranks(?:/|$))?", p)
+        if not (m and (m.group(2) or m.group(1) in errored)):
+            rows[p] = e
+    n = sum(1 for e in rows.values() if e["kind"] in ("dataset", "digest"))
+    counted = []
+    pair = verify.signatures.Pair([fe_name, te_name], [fe_file, te_file], [None, None])
+    for path, e in sorted(rows.items()):
+        if e["status"] in ("equal", "private"):
+            continue
+        if verify._documented(path, e, resolved, True, {}, pair):
+            continue
+        counted.append((path, e))
+    pair.close()
+    word = "yes" if not counted else f"no ({len(counted)} of {verify._n(n, 'tensor')} differ)"
+    print(f"{fe_name} -> {te_name}: the cases without CP: behavior-neutral: {word} "
+          f"({verify._n(verify._cases(te_file), 'case')}, {verify._n(n, 'tensor')})")
+    for path, e in counted[:verify._SHOWN]:
+        print(f"  {path}  {verify._what(e)}")
+    return 1 if counted else 0
+
+
+def _sizes(resolved):
+    """'2 ranks: 11, 4 ranks: 6': the cases by size."""
+    by = {}
+    for c in resolved.values():
+        cpk = c["spec"].get("cp")
+        if cpk:
+            by[cpk["size"]] = by.get(cpk["size"], 0) + 1
+    return ", ".join(f"{k} ranks: {v}" for k, v in sorted(by.items()))
+
+
+def main(args):
+    if len(args.te) != 2:
+        raise cli.rf.InputError("verify takes --te twice (A and B)")
+    fattn = cli.rf.find_fattn()
+    cli.use_library_of(fattn)
+    if not args.cases:
+        args.cases = cp.DEFAULT_MATRIX
+    tmp = tempfile.mkdtemp(prefix="fattn-te-verify-")
+    work = args.keep or tmp
+    try:
+        os.makedirs(work, exist_ok=True)
+        roots = [cli.te_root(t, tmp) for t in args.te]
+        names = [cli.te_impl(r) for r in roots]
+        if names[0] == names[1]:
+            names = [f"{n} ({t})" for n, t in zip(names, args.te)]
+        files, counts = [], []
+        for i, root in enumerate(roots):
+            out = os.path.join(work, f"te{i + 1}-cp.h5")
+            counts.append(_te_run(root, args, out))
+            files.append(out)
+        resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
+                    if "spec" in c and c["spec"].get("cp")}
+        if args.filter:
+            import fnmatch
+            resolved = {k: v for k, v in resolved.items() if fnmatch.fnmatchcase(k, args.filter)}
+        kept = bool(args.keep)
+        rc = te_pair(fattn, names[0], files[0], names[1], files[1], resolved, kept)
+        for name, f in zip(names, files):
+            rc = max(rc, tolerance_check(name, f))
+        fe_files = {}
+        for name, f, root in zip(names, files, roots):
+            impl = "split" if verify._is_refactored(root) else "legacy"
+            if impl not in fe_files:
+                out = os.path.join(work, f"fattn-{impl}-cp.h5")
+                argv = [fattn, "run", "--cp-reference", "--impl", impl, "--backend",
+                        args.backend, "-o", out] + cli.fattn_args(args)
+                p = subprocess.run(argv, capture_output=True, text=True)
+                if p.returncode != 0:
+                    sys.stderr.write(p.stderr)
+                    raise RuntimeError(f"fattn run --cp-reference --impl {impl}: exit "
+                                       f"{p.returncode}")
+                fe_files[impl] = out
+            rc = max(rc, fattn_pair(fattn, f"fattn-{impl}", fe_files[impl], name, f, resolved))
+        errs = [verify._errored(f) for f in files]
+        for name, c, err in zip(names, counts, errs):
+            print(f"{name}: context parallelism: {c} ({_sizes(resolved)}); "
+                  f"{len(err)} errored")
+            for cid, reason in sorted(err.items()):
+                print(f"  errored: {cid}: {reason}")
+        if any(errs):
+            rc = max(rc, 1)
+        return rc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

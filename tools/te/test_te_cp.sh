@@ -1,0 +1,101 @@
+#!/bin/sh
+# meson test suite `te`: TE's own context-parallel attention (2.19.0 and
+# 2.20.2) in local gloo ranks on the CPU engine (docs/te.md, "Context
+# parallelism"). Skips (77) without the environment tools/te/setup.sh makes,
+# or over a sanitizer-instrumented libfattn.
+# Usage: test_te_cp.sh FATTN LIBFATTN SANITIZE
+set -u
+fattn=$1 lib=$2 sanitize=$3
+here=$(cd "$(dirname "$0")" && pwd)
+env_dir=${FATTN_TE_ENV:-${HOME:-/root}/.cache/fattn-te}
+if [ "$sanitize" != none ]; then
+    echo "SKIP: libfattn is built with -Db_sanitize=$sanitize; it cannot be loaded into an uninstrumented Python"
+    exit 77
+fi
+for need in venv/bin/python te/2.19.0/.fattn-te-unpacked te/2.20.2/.fattn-te-unpacked; do
+    if [ ! -e "$env_dir/$need" ]; then
+        echo "SKIP: no TE environment ($env_dir/$need missing; run tools/te/setup.sh)"
+        exit 77
+    fi
+done
+export FATTN="$fattn" FATTN_LIB="$lib"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { # name, expected, got
+    if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
+}
+py() { "$env_dir/venv/bin/python" "$@"; }
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"
+
+# 1. the CP matrix (2 and 4 ranks, every comm type) through both releases
+"$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --cp-matrix --keep "$work/v" >"$work/verdict" 2>"$work/err"
+rc=$?
+cat "$work/verdict"
+check "verify --cp-matrix exits 0" 0 "$rc"
+check "TE 2.19.0 -> 2.20.2: the P2P forward merge (P1) only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: context parallelism: behavior-neutral: no, documented changes only (P1 in 7 cases) (17 cases, ' "$work/verdict")"
+check "P1 in the p2p and a2a+p2p cases only" 7 "$(grep -c '^  documented change: /cases/cp[24]\.\(p2p\|a2a_p2p\)\..*: P1: ' "$work/verdict")"
+check "each TE's ranks within TE's tolerance of the case without CP" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism against the same case without CP: within tolerance (17 cases, 46 ranks, ' "$work/verdict")"
+check "fattn's front ends equal each TE without CP" 2 "$(grep -c '^fattn-\(legacy\|split\) -> te-2\.[0-9.]*: the cases without CP: behavior-neutral: yes (17 cases, ' "$work/verdict")"
+check "the comm types and sizes, none errored" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism: p2p 7, all_gather 4, a2a 4, a2a+p2p 2 (2 ranks: 11, 4 ranks: 6); 0 errored$' "$work/verdict")"
+"$fattn" inspect "$work/v/te2-cp.h5" >/dev/null 2>"$work/err"
+check "the CP run file is a valid fattn-run/1 file" 0 $?
+# what each rank recorded, read back with h5py (docs/run-files.md)
+py - "$work/v/te2-cp.h5" >"$work/ranks" 2>&1 <<'PY'
+import h5py, json, sys
+f = h5py.File(sys.argv[1], "r")
+ok = True
+for cid, c in f["cases"].items():
+    cp = json.loads(c.attrs["spec"])["cp"]
+    ranks = c["ranks"]
+    ok &= sorted(ranks, key=int) == [str(r) for r in range(cp["size"])]
+    for r, g in ranks.items():
+        ok &= all(k in g for k in ("inputs", "forward", "backward", "engine_call"))
+        ok &= len(g["engine_call/forward"]) >= 1 and len(g["engine_call/backward"]) >= 1
+print("ranks", int(ok))
+# the P2P ring of a causal bshd case at 4 ranks: each rank calls the engine
+# 4 times forward; rank 3's diagonal step is the causal mask with the
+# window (-1,-1) TE's C++ makes causal (fattn_mask_band_right)
+g = f["cases/cp4.p2p.bshd.causal.bf16/ranks/3/engine_call/forward"]
+first = g["000"].attrs
+print("calls", len(g), first["mask_type"], first["window_size"].tolist())
+PY
+check "every rank of every case: inputs, forward, backward, engine calls" "ranks 1" "$(sed -n 1p "$work/ranks")"
+check "the ring's engine calls: a causal mask with the window (-1,-1)" "calls 4 NVTE_CAUSAL_MASK [-1, -1]" "$(sed -n 2p "$work/ranks")"
+# the top-level states are the case without CP: fattn's C front end's own
+check "the cases fattn's runner skips name fattn-te" 17 "$("$fattn" run --cases "$here/../../golden/cp_cases.json" -o "$work/skip.h5" >/dev/null 2>&1; py -c "
+import h5py, sys
+f = h5py.File(sys.argv[1], 'r')
+print(sum('runs through fattn-te only' in f['cases'][c].attrs['skipped'] for c in f['cases']))" "$work/skip.h5")"
+
+# 2. a TE developer's one-line bug in the CP branch of FusedAttention.forward
+# (a copy of 2.20.2): cp_comm_type no longer passed on (the default "p2p"
+# in its place). An a2a case then runs the P2P ring: right maths, within
+# TE's tolerance of the case without CP, but not what 2.20.2 computes:
+# caught bitwise, naming the case and each rank.
+B=transformer_engine/pytorch/attention/dot_product_attention/backends.py
+mkdir -p "$work/nocomm"
+cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$work/nocomm/"
+py - "$work/nocomm/$B" <<'PY' || echo "not ok - the bug was not made"
+import re, sys
+path = sys.argv[1]
+src = open(path).read()
+# FusedAttention's call of attn_forward_func_with_cp (2.20.2 backends.py:2534-2549):
+# its positional cp_comm_type, before its own keyword arguments
+new, n = re.subn(r"cp_comm_type,(\n\s*softmax_scale=self\.softmax_scale,\n\s*qkv_format=qkv_format,)",
+                 r'"p2p",\1', src, count=1)
+assert n == 1
+open(path, "w").write(new)
+PY
+"$here/fattn-te" verify --te 2.20.2 --te "$work/nocomm" --cp-matrix --filter 'cp2.a2a.thd.*' >"$work/out" 2>&1
+rc=$?
+cat "$work/out"
+check "the cp_comm_type bug: verify exits 1" 1 "$rc"
+check "the cp_comm_type bug: TE vs TE differs" 1 "$(grep -c '^te-2.20.2 ([^)]*) -> te-2.20.2 ([^)]*): context parallelism: behavior-neutral: no (' "$work/out")"
+check "... naming the case and each rank" 2 "$(grep -c '^  /cases/cp2\.a2a\.thd\.padding_causal\.gqa\.bf16/ranks/[01]/forward/out  different: .*(case cp2\.a2a\.thd\.padding_causal\.gqa\.bf16, rank [01])$' "$work/out")"
+check "... while within TE's tolerance of the case without CP (the ring's maths is right)" 2 "$(grep -c '^te-2.20.2 ([^)]*): context parallelism against the same case without CP: within tolerance (1 case, 2 ranks' "$work/out")"
+
+# 3. no temporary folder outlived any run above
+check "no temporary folders left" "" "$(ls -A "$work/tmp" | tr '\n' ' ')"
+exit $fail
