@@ -438,7 +438,7 @@ int main(int argc, char **argv)
     int n_cases = 0;
     for (size_t i = 0; i < l.count; i++) {
         const fattn_spec *s = &l.items[i];
-        if (!s->is_training || s->expect_refusal)
+        if (!fattn_spec_has_backward(s) || s->expect_refusal)
             continue;
         fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e,
                             .until = FATTN_STATE_BACKWARD, .poison = FATTN_POISON_PATTERN};

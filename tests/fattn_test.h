@@ -37,6 +37,21 @@ static inline void fattn_test_mark(const char *id)
 #define FATTN_TEST_TIMEOUT_SHORT 30
 #define FATTN_TEST_TIMEOUT_LONG 300
 
+/* What every suite's main does before its tests (FATTN_TEST_MAIN, and
+ * FATTN_GPU_TEST_MAIN in fattn_gpu_test.h): this run's ids only, so the
+ * ran-log starts afresh; and no core files from a child that crashes. */
+static inline void fattn_test_begin(void)
+{
+    const char *ran_log = getenv("FATTN_TEST_RAN_LOG");
+    if (ran_log && *ran_log) {
+        FILE *truncated = fopen(ran_log, "w");
+        if (truncated)
+            fclose(truncated);
+    }
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+}
+
 #define FATTN_TEST_MAIN(make_suite_fn, list_ids_fn)                            \
     int main(int argc, char **argv)                                            \
     {                                                                          \
@@ -44,16 +59,7 @@ static inline void fattn_test_mark(const char *id)
             list_ids_fn();                                                     \
             return 0;                                                          \
         }                                                                      \
-        /* This run's ids only: start the ran-log afresh. */                  \
-        const char *ran_log = getenv("FATTN_TEST_RAN_LOG");                    \
-        if (ran_log && *ran_log) {                                             \
-            FILE *truncated = fopen(ran_log, "w");                             \
-            if (truncated)                                                     \
-                fclose(truncated);                                             \
-        }                                                                      \
-        /* Forked children that crash must not drop core files. */             \
-        struct rlimit no_core = {0, 0};                                        \
-        setrlimit(RLIMIT_CORE, &no_core);                                      \
+        fattn_test_begin();                                                    \
         SRunner *sr = srunner_create(make_suite_fn());                         \
         srunner_run_all(sr, CK_ENV);                                           \
         int failed = srunner_ntests_failed(sr);                                \

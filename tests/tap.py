@@ -7,7 +7,12 @@ raising: the exception's text follows its "not ok" line as "# " comments. A
 test that returns a string starting with "SKIP" is reported as skipped with
 that reason. todo(name), when given, may return the reason a test is a known
 failure: it is reported with "# TODO <reason>" and not counted as failed.
+
+A script that needs modules Debian's python3 may lack (h5py, numpy) imports
+them with need_modules("h5py", "numpy") before anything else.
 """
+import importlib
+import os
 import sys
 
 
@@ -44,3 +49,22 @@ def run(tests, todo=None):
                 print("# " + line)
         sys.stdout.flush()
     return failed
+
+
+def need_modules(*names):
+    """The modules named ("h5py", "numpy"), imported: one module, or a tuple
+    of them in order. Without one, the script ends as TAP says: skipped
+    ("1..0 # SKIP") on a machine that lacks it, failed under CI (CI=true),
+    whose machine installs them all (tools/install-deps.sh)."""
+    mods = []
+    for name in names:
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError as e:
+            what = "/".join(names)
+            if os.environ.get("CI") == "true":
+                print("1..1\nnot ok 1 - %s missing under CI: %s" % (what, e))
+                sys.exit(1)
+            print("1..0 # SKIP %s not installed: %s" % (what, e))
+            sys.exit(0)
+    return mods[0] if len(mods) == 1 else tuple(mods)

@@ -30,6 +30,7 @@
 #include "fattn/cudnn.h"
 #include "fattn/te.h"
 #include "fattn_config.h"
+#include "fattn_gpu_test.h"
 #include "fattn_test.h"
 
 #if FATTN_HAVE_CUDNN
@@ -356,24 +357,11 @@ static void list_ids(void)
 #endif
 }
 
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "--list-ids") == 0) {
-        list_ids();
-        return 0;
-    }
-    fattn_test_cudnn_libraries();
 #if FATTN_HAVE_CUDNN
-    if (!fattn_cudnn_available()) {
-        printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
-        return 0;
-    }
-    const char *ran_log = getenv("FATTN_TEST_RAN_LOG");
-    if (ran_log && *ran_log) {
-        FILE *f = fopen(ran_log, "w");
-        if (f)
-            fclose(f);
-    }
+static int setup(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
     g_api = fattn__cudnn_api_load(true);
     if (!g_api || fattn_engine_init_cudnn(&g_eng, NULL) != FATTN_OK) {
         printf("Bail out! %s\n", fattn_last_error());
@@ -384,6 +372,11 @@ int main(int argc, char **argv)
         return 1;
     }
     pick_cases();
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+static Suite *make_suite(void)
+{
     Suite *s = suite_create("cudnn-device");
     TCase *tc = tcase_create("device_vs_host");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
@@ -394,16 +387,22 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tr, device_refused, 0,
                         (int)(sizeof refusal_rows / sizeof refusal_rows[0]));
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    fattn_engine_free(g_eng);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-#else
-    (void)argv;
-    printf("1..0 # SKIP no CUDA device (built without cuDNN)\n");
-    return 0;
-#endif
+    return s;
 }
+
+static void teardown(void)
+{
+    fattn_engine_free(g_eng);
+}
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids, .setup = setup,
+                    .teardown = teardown)
+#else
+/* without cuDNN the main skips before it asks for a suite */
+static Suite *make_suite(void)
+{
+    return NULL;
+}
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids)
+#endif

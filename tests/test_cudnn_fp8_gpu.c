@@ -19,6 +19,7 @@
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
 #include "fattn_config.h"
+#include "fattn_gpu_test.h"
 #include "fattn_test.h"
 
 #define E4 FATTN_DTYPE_FLOAT8_E4M3FN
@@ -317,34 +318,34 @@ static void list_ids(void)
     printf("cudnn.gpu.fp8.repeat_bitwise\n");
 }
 
-int main(int argc, char **argv)
+static int setup(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--list-ids") == 0) {
-        list_ids();
-        return 0;
-    }
-    fattn_test_cudnn_libraries();
-    if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
-        printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
-        return 0;
-    }
+    (void)argc;
+    (void)argv;
     if (fattn_engine_init_cudnn(&g_gpu, NULL) != FATTN_OK ||
         fattn_engine_init_cpu(&g_cpu, NULL) != FATTN_OK) {
         printf("Bail out! %s\n", fattn_last_error());
         return 1;
     }
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+static Suite *make_suite(void)
+{
     Suite *s = suite_create("cudnn-gpu-fp8");
     TCase *tc = tcase_create("fp8");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_loop_test(tc, fp8_vs_cpu, 0, N_CASES);
     tcase_add_test(tc, fp8_repeat_bitwise);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    return s;
+}
+
+static void teardown(void)
+{
     fattn_engine_free(g_gpu);
     fattn_engine_free(g_cpu);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids, .setup = setup,
+                    .teardown = teardown)

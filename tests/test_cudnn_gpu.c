@@ -45,6 +45,7 @@
 #include "fattn/dtype.h"
 #include "fattn/te.h"
 #include "fattn_config.h"
+#include "fattn_gpu_test.h"
 #include "fattn_test.h"
 #include "oracle.h"
 #include "oracle_check.h"
@@ -608,23 +609,11 @@ static void list_ids(void)
     printf("cudnn.gpu.bwd.deterministic_large\n");
 }
 
-int main(int argc, char **argv)
+/* The device's facts into $FATTN_GPU_INFO (tools/gpu/gpu-ci.sh's record)
+ * and the TAP log; the engine; the modes --max-rows and --determinism
+ * (tools/gpu), which end the program. */
+static int setup(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--list-ids") == 0) {
-        list_ids();
-        return 0;
-    }
-    fattn_test_cudnn_libraries();
-    if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
-        printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
-        return 0;
-    }
-    const char *ran_log = getenv("FATTN_TEST_RAN_LOG");
-    if (ran_log && *ran_log) {
-        FILE *f = fopen(ran_log, "w");
-        if (f)
-            fclose(f);
-    }
     fattn_cudnn_info info;
     if (fattn_cudnn_get_info(0, &info) == FATTN_OK) {
         const char *ip = getenv("FATTN_GPU_INFO");
@@ -659,6 +648,11 @@ int main(int argc, char **argv)
         fattn_engine_free(g_gpu);
         return rc;
     }
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+static Suite *make_suite(void)
+{
     Suite *s = suite_create("cudnn-gpu");
     TCase *tc = tcase_create("forward");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
@@ -673,12 +667,14 @@ int main(int argc, char **argv)
     tcase_set_timeout(tl, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_test(tl, gpu_deterministic_large);
     suite_add_tcase(s, tl);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    return s;
+}
+
+static void teardown(void)
+{
     printf("# plans cached: %d\n", fattn_engine_last_report(g_gpu).plans);
     fattn_engine_free(g_gpu);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids, .setup = setup,
+                    .teardown = teardown)

@@ -21,6 +21,7 @@
 #include "cases.h"
 #include "fattn/cudnn.h"
 #include "fattn_config.h"
+#include "fattn_gpu_test.h"
 #include "fattn_test.h"
 #include "oracle.h"
 #include "oracle_check.h"
@@ -109,37 +110,31 @@ static void list_ids(void)
             printf("cudnn.gpu.%s\n", paged_rows[i].id);
 }
 
-int main(int argc, char **argv)
+static int setup(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--list-ids") == 0) {
-        list_ids();
-        return 0;
-    }
-    fattn_test_cudnn_libraries();
-    if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
-        printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
-        return 0;
-    }
-    const char *ran_log = getenv("FATTN_TEST_RAN_LOG");
-    if (ran_log && *ran_log) {
-        FILE *f = fopen(ran_log, "w");
-        if (f)
-            fclose(f);
-    }
+    (void)argc;
+    (void)argv;
     if (fattn_engine_init_cudnn(&g_gpu, NULL) != FATTN_OK) {
         printf("Bail out! %s\n", fattn_last_error());
         return 1;
     }
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+static Suite *make_suite(void)
+{
     Suite *s = suite_create("cudnn_paged_gpu");
     TCase *tc = tcase_create("paged");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
     tcase_add_loop_test(tc, gpu_paged, 0, paged_row_count);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    fattn_engine_free(g_gpu);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+static void teardown(void)
+{
+    fattn_engine_free(g_gpu);
+}
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids, .setup = setup,
+                    .teardown = teardown)

@@ -37,6 +37,7 @@
 #include "cudnn/plan_store.h"
 #include "fattn/cudnn.h"
 #include "fattn_config.h"
+#include "fattn_gpu_test.h"
 #include "fattn_test.h"
 
 /* Routes covered: composite forward and backward (causal; dropout; ragged
@@ -454,25 +455,18 @@ static void list_ids(void)
     puts("cudnn.gpu.plan_store.autotune");
 }
 
-int main(int argc, char **argv)
+/* A child process of the suite: one phase (run_phase), before the skip. */
+static int early(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--list-ids") == 0) {
-        list_ids();
-        return 0;
-    }
-    fattn_test_cudnn_libraries();
     if (argc == 4 && strcmp(argv[1], "--phase") == 0)
         return run_phase(argv[2], argv[3]);
-    if (!FATTN_HAVE_CUDNN || !fattn_cudnn_available()) {
-        printf("1..0 # SKIP no CUDA device (%s)\n", fattn_last_error());
-        return 0;
-    }
-    const char *ran_log = getenv("FATTN_TEST_RAN_LOG");
-    if (ran_log && *ran_log) {
-        FILE *f = fopen(ran_log, "w");
-        if (f)
-            fclose(f);
-    }
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+static int setup(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
     const char *tmp = getenv("TMPDIR");
     snprintf(g_work, sizeof g_work, "%s/fattn-plan-store-gpu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g_work)) {
@@ -480,6 +474,13 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(g_store, sizeof g_store, "%s/store", g_work);
+    return FATTN_GPU_TEST_GO_ON;
+}
+
+/* The checks build on each other (one store, phase after phase): the
+ * main runs them in order, in this process. */
+static Suite *make_suite(void)
+{
     Suite *s = suite_create("cudnn-plan-store-gpu");
     TCase *tc = tcase_create("plan_store");
     tcase_set_timeout(tc, FATTN_TEST_TIMEOUT_LONG);
@@ -489,12 +490,13 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_plan_store_damaged);
     tcase_add_test(tc, gpu_plan_store_autotune);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* the checks build on each other (one store, phase after phase) */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    printf("# store and phase outputs kept in %s\n", g_work);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+static void teardown(void)
+{
+    printf("# store and phase outputs kept in %s\n", g_work);
+}
+
+FATTN_GPU_TEST_MAIN(.make_suite = make_suite, .list_ids = list_ids, .early = early,
+                    .setup = setup, .teardown = teardown)

@@ -140,6 +140,7 @@ END_TEST
 static const char every_key_json[] =
     "{\"id\":\"every\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"dtype\":\"float16\","
     "\"is_training\":false,\"raw_func_args\":true,\"cpu_offload\":true,"
+    "\"no_grad\":true,\"inference_mode\":true,\"max_batch_size\":3,"
     "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
     "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
     "\"layout\":\"paged_kv_bshd_bshd_bshd\",\"mask\":\"padding\",\"paged\":{\"page_size\":2},"
@@ -414,6 +415,13 @@ static const struct {
     {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"pages\":3}}]", FATTN_E_PARSE, {"key 'paged'", "unknown member 'pages'"}},
     {"[" PAGED_HEAD ",\"paged\":{\"num_pages\":4}}]", FATTN_E_PARSE, {"key 'paged'", "page_size"}},
     {"[" PAGED_HEAD ",\"paged\":{\"page_size\":0}}]", FATTN_E_INVALID_ARG, {"key 'page_size'", "out of range"}},
+    /* max_batch_size: the cache as TE's InferenceParams keeps it */
+    {"[" CASE_HEAD ",\"max_batch_size\":2}]", FATTN_E_INVALID_ARG, {"key 'max_batch_size'", "needs paged"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2},\"max_batch_size\":0}]", FATTN_E_INVALID_ARG, {"key 'max_batch_size'", "out of range"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"num_pages\":2},\"max_batch_size\":2}]", FATTN_E_INVALID_ARG, {"key 'max_batch_size'", "num_pages = max_batch_size"}},
+    {"[" CASE_HEAD ",\"layout\":\"paged_kv_bshd_sbhd_sbhd\",\"mask\":\"padding\",\"paged\":{\"page_size\":2},\"max_batch_size\":2}]", FATTN_E_INVALID_ARG, {"key 'max_batch_size'", "bshd cache"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2,\"separate_v\":true},\"max_batch_size\":2}]", FATTN_E_INVALID_ARG, {"key 'max_batch_size'", "one page table"}},
+    {"[" PAGED_HEAD ",\"paged\":{\"page_size\":2},\"max_batch_size\":true}]", FATTN_E_PARSE, {"key 'max_batch_size'", NULL}},
     {"[" CASE_HEAD ",\"cp\":{\"comm\":\"p2p\"}}]", FATTN_E_PARSE, {"key 'cp'", "with size"}},
     {"[" CASE_HEAD ",\"cp\":2}]", FATTN_E_PARSE, {"key 'cp'", "with size"}},
     {"[" CASE_HEAD ",\"cp\":{\"size\":1}}]", FATTN_E_INVALID_ARG, {"key 'size'", "out of range [2, 1024]"}},

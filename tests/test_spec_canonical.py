@@ -14,14 +14,7 @@ import tempfile
 sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 import tap  # noqa: E402  (tests/tap.py, beside this script)
 
-try:
-    import h5py
-except ImportError as e:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        print("1..1\nnot ok 1 - h5py missing under CI: %s" % e)
-        sys.exit(1)
-    print("1..0 # SKIP h5py not installed: %s" % e)
-    sys.exit(0)
+h5py = tap.need_modules("h5py")
 
 FATTN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="fattn-canon-")

@@ -376,7 +376,7 @@ static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const ch
 {
     const second_arg *a = arg;
     const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
-    if (!c->spec->is_training || !bw)
+    if (!fattn_spec_has_backward(c->spec) || !bw)
         return;
     const fattn_h5_node *impl_g = fattn_h5_node_find(bw, "_impl");
     const char *st = string_attr(impl_g, "second_backward");
@@ -483,7 +483,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     check_wrapper(c, e);
     if (c->error[0])
         return;
-    if (c->spec->is_training) {
+    if (fattn_spec_has_backward(c->spec)) {
         fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
                             .poison = FATTN_POISON_PATTERN};
         struct { const char *name; const fattn_h5_node *src; fattn_state from; fattn_impl impl; }

@@ -203,13 +203,14 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
         set_shape(&t->k, s->dtype, 4, kc);
         kc[3] = s->d_v;
         set_shape(&t->v, s->dtype, 4, kc);
-        int64_t pt[2] = {s->b, pps};
+        /* TE's InferenceParams keeps a table of max_batch_size rows */
+        int64_t pt[2] = {s->max_batch_size ? s->max_batch_size : s->b, pps};
         set_shape(&t->page_table_k, FATTN_DTYPE_INT32, 2, pt);
         set_shape(&t->page_table_v, FATTN_DTYPE_INT32, 2, pt);
     }
     n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_v, sh);
     set_shape(&t->out, s->dtype, n, sh);
-    if (s->is_training)
+    if (fattn_spec_has_backward(s))
         set_shape(&t->d_out, s->dtype, n, sh);
     if (s->bias == FATTN_BIAS_POST_SCALE_BIAS || s->bias == FATTN_BIAS_PRE_SCALE_BIAS) {
         const char *name = fattn_bias_shape_name(s->bias_shape);
@@ -221,7 +222,7 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
         int64_t os[4] = {1, s->h, 1, 1};
         set_shape(&t->softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
     }
-    if (s->is_training) {
+    if (fattn_spec_has_backward(s)) {
         t->dq = t->q;
         t->dk = t->k;
         t->dv = t->v;
@@ -230,8 +231,9 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
     }
     c->fp8_inputs = s->fp8 && s->fp8_input;
     c->fp8_d_out = c->fp8_inputs && s->fp8_output && s->fp8_recipe == FATTN_FP8_RECIPE_DELAYED &&
-                   s->is_training;
-    c->fp8_grads = c->fp8_inputs && s->fp8_dpa_bwd && !s->bf16_backward && s->is_training;
+                   fattn_spec_has_backward(s);
+    c->fp8_grads = c->fp8_inputs && s->fp8_dpa_bwd && !s->bf16_backward &&
+                   fattn_spec_has_backward(s);
     if (c->fp8_inputs)
         t->q.dtype = t->k.dtype = t->v.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
     if (c->fp8_d_out)

@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "fattn/fp8.h"
+#include "fattn/kv_cache.h"
 #include "fattn/philox.h"
 #include "fattn/te.h"
 
 #include "inputs.h"
+#include "schedule.h"
 
 enum {
     STREAM_Q = 1,
@@ -224,10 +226,167 @@ static fattn_status page_one(const fattn_case *c, const fattn_tensor *flat,
     return FATTN_OK;
 }
 
+/* ---- the cache as TE's InferenceParams makes it (max_batch_size) ---- */
+
+/* The steps PagedKVCacheManager takes to hold the case's lengths (2.20.2
+ * inference.py:746-771: a new sequence gets its step's tokens, a known one
+ * one more): one prefill (seqlens_q = seqlens_kv), or a prefill of
+ * seqlens_kv - 1 then a decode step of one token each (seqlens_q all 1).
+ * first[i]: the prefill's tokens of sequence i. */
+static fattn_status te_steps(const fattn_case *c, int64_t *first, bool *decode)
+{
+    const fattn_spec *s = c->spec;
+    bool prefill = true, ones = true;
+    for (int64_t i = 0; i < s->b; i++) {
+        prefill = prefill && c->seqlens_q[i] == c->seqlens_kv[i];
+        ones = ones && c->seqlens_q[i] == 1 && c->seqlens_kv[i] >= 1;
+    }
+    if (!prefill && !ones)
+        return fattn_error(FATTN_E_INVALID_CASE, "case %s: max_batch_size: TE's cache manager "
+                           "holds one prefill (seqlens_q = seqlens_kv) or a decode step after "
+                           "one (seqlens_q all 1), not these lengths (inference.py:746-771)",
+                           s->id);
+    *decode = !prefill;
+    for (int64_t i = 0; i < s->b; i++)
+        first[i] = c->seqlens_kv[i] - (*decode ? 1 : 0);
+    return FATTN_OK;
+}
+
+/* The page table [max_batch_size, pps] as the manager fills it after the
+ * steps (fattn_kv_plan_make, the cache managers' bookkeeping the schedules
+ * use: pages from the free list in order, a decode step one more to a
+ * sequence whose length fills its pages; every other entry 0). Sequence i
+ * is id i (ids below FATTN_KV_MAX_SEQ_ID + 1, as TE's set order needs). */
+static fattn_status te_page_table(const fattn_case *c, const int64_t *first, bool decode,
+                                  int32_t *tab)
+{
+    const fattn_spec *s = c->spec;
+    int64_t b = s->b, pps = s->skv / s->page_size;
+    fattn_step steps[2] = {{.kind = FATTN_STEP_KV, .n = b}, {.kind = FATTN_STEP_KV, .n = b}};
+    int64_t *ids = calloc((size_t)(3 * b), sizeof *ids), *len0 = ids + b, *len1 = len0 + b;
+    if (!ids)
+        return fattn_error(FATTN_E_NOMEM, "case %s: cache steps", s->id);
+    for (int64_t i = 0; i < b; i++)
+        ids[i] = i, len0[i] = first[i], len1[i] = 1;
+    steps[0].seq = steps[1].seq = ids;
+    steps[0].len = len0, steps[1].len = len1;
+    fattn_schedule sched = {.n = decode ? 2 : 1, .steps = steps};
+    fattn_kv_plan plan;
+    fattn_status st = fattn_kv_plan_make(&sched, s->max_batch_size, s->skv, s->skv, true,
+                                         s->page_size, false, &plan);
+    if (st == FATTN_OK) {
+        memcpy(tab, plan.steps[sched.n - 1].page_table,
+               (size_t)(s->max_batch_size * pps) * sizeof *tab);
+        fattn_kv_plan_free(&plan);
+    } else {
+        st = fattn_error(st, "case %s: max_batch_size: %s", s->id, fattn_last_error());
+    }
+    free(ids);
+    return st;
+}
+
+/* One step of `n[i]` tokens from position `from[i]` of each sequence of the
+ * flat K or V ([b, skv, hg, d] bshd) as DPA hands them: [b, ctx, hg, d]. */
+static fattn_status te_step_tokens(const fattn_tensor *flat, const int64_t *from, const int64_t *n,
+                                   int64_t b, int64_t ctx, fattn_tensor *out)
+{
+    int64_t shape[4] = {b, ctx, flat->shape[2], flat->shape[3]};
+    fattn_status st = fattn_tensor_alloc(out, flat->dtype, 4, shape);
+    if (st != FATTN_OK)
+        return st;
+    size_t es = fattn_dtype_size(flat->dtype), row = (size_t)(shape[2] * shape[3]) * es;
+    memset(out->data, 0, (size_t)(b * ctx) * row);
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t j = 0; j < n[i]; j++)
+            for (int64_t h = 0; h < shape[2]; h++) {
+                int64_t idx[4] = {i, from[i] + j, h, 0}, dst[4] = {i, j, h, 0};
+                memcpy((char *)out->data + (size_t)fattn_tensor_offset(out, dst) * es,
+                       (const char *)flat->data + (size_t)fattn_tensor_offset(flat, idx) * es,
+                       (size_t)shape[3] * es);
+            }
+    return FATTN_OK;
+}
+
+/* One step into the caches through the copy TE's step() makes
+ * (fattn_kv_cache_copy = nvte_copy_to_kv_cache): new tokens n[i] from
+ * position from[i], the lengths after it from[i] + n[i]. */
+static fattn_status te_copy_step(const fattn_case *c, const fattn_case_inputs *in,
+                                 fattn_tensor *kc, fattn_tensor *vc, const fattn_tensor *table,
+                                 const int64_t *from, const int64_t *n)
+{
+    const fattn_spec *s = c->spec;
+    int64_t b = s->b, ctx = 1;
+    int32_t *cn = calloc((size_t)(2 * (b + 1)), sizeof *cn), *cc = cn + b + 1;
+    if (!cn)
+        return fattn_error(FATTN_E_NOMEM, "case %s: cache step lengths", s->id);
+    for (int64_t i = 0; i < b; i++) {
+        ctx = n[i] > ctx ? n[i] : ctx;
+        cn[i + 1] = cn[i] + (int32_t)n[i];
+        cc[i + 1] = cc[i] + (int32_t)(from[i] + n[i]);
+    }
+    fattn_tensor nk = fattn_tensor_empty(), nv = fattn_tensor_empty();
+    fattn_status st = te_step_tokens(&in->k, from, n, b, ctx, &nk);
+    if (st == FATTN_OK)
+        st = te_step_tokens(&in->v, from, n, b, ctx, &nv);
+    if (st == FATTN_OK) {
+        fattn_kv_cache_copy_args a = {
+            .new_k = &nk, .new_v = &nv, .k_cache = kc, .v_cache = vc, .table = table->data,
+            .table_rows = table->shape[0], .cu_new_lens = cn, .cu_cached_lens = cc,
+            .format = FATTN_FORMAT_BSHD, .b = b, .max_ctx_len = ctx, .max_seq_len = s->skv,
+            .max_pages_per_seq = table->shape[1], .reindex = false};
+        st = fattn_kv_cache_copy(&a);
+    }
+    fattn_tensor_free(&nk);
+    fattn_tensor_free(&nv);
+    free(cn);
+    return st;
+}
+
+/* K and V in caches of zeros (torch.zeros, inference.py:646-667), written
+ * by the manager's steps; one table for both. */
+static fattn_status page_kv_te(const fattn_case *c, fattn_case_inputs *in)
+{
+    const fattn_spec *s = c->spec;
+    int64_t *first = calloc((size_t)(3 * s->b), sizeof *first), *zero = first + s->b;
+    int64_t *one = zero + s->b;
+    if (!first)
+        return fattn_error(FATTN_E_NOMEM, "case %s: cache steps", s->id);
+    bool decode = false;
+    fattn_status st = te_steps(c, first, &decode);
+    fattn_tensor kc = fattn_tensor_empty(), vc = fattn_tensor_empty();
+    if (st == FATTN_OK)
+        st = alloc_shape(&in->page_table_k, &c->t.page_table_k);
+    if (st == FATTN_OK)
+        st = alloc_shape(&in->page_table_v, &c->t.page_table_v);
+    if (st == FATTN_OK && (st = alloc_shape(&kc, &c->t.k)) == FATTN_OK)
+        st = alloc_shape(&vc, &c->t.v);
+    if (st == FATTN_OK)
+        st = te_page_table(c, first, decode, in->page_table_k.data);
+    if (st == FATTN_OK) {
+        memcpy(in->page_table_v.data, in->page_table_k.data,
+               (size_t)fattn_tensor_numel(&in->page_table_k) * sizeof(int32_t));
+        memset(kc.data, 0, (size_t)fattn_tensor_numel(&kc) * fattn_dtype_size(kc.dtype));
+        memset(vc.data, 0, (size_t)fattn_tensor_numel(&vc) * fattn_dtype_size(vc.dtype));
+        st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, zero, first);
+        for (int64_t i = 0; i < s->b; i++)
+            one[i] = 1;
+        if (st == FATTN_OK && decode)
+            st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, first, one);
+    }
+    free(first);
+    fattn_tensor_free(&in->storage[1]);
+    fattn_tensor_free(&in->storage[2]);
+    in->storage[1] = kc, in->storage[2] = vc;
+    in->k = kc, in->v = vc;
+    return st;
+}
+
 /* A paged case's K and V: the flat ones (storage[1], storage[2]) scattered
  * into their containers, which replace them. */
 static fattn_status page_kv(const fattn_case *c, fattn_case_inputs *in)
 {
+    if (c->spec->max_batch_size)
+        return page_kv_te(c, in);
     fattn_tensor kc = fattn_tensor_empty(), vc = fattn_tensor_empty();
     fattn_status st = page_one(c, &in->k, &c->t.k, STREAM_PT_K, &in->page_table_k, &kc);
     if (st == FATTN_OK)

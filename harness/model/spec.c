@@ -78,6 +78,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 #define I_NAME(k, d) s->k = (d);
 #define I_BOOL(k, d) s->k = (d);
 #define I_FLAG(k, d)
+#define I_OINT(k, d)
 #define I_PAIR(k, d)
 #define I_TRI(k, d)
 #define I_REAL(k, d) s->k = (d);
@@ -111,6 +112,7 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_NAME(k)
 #define OWNED_BOOL(k)
 #define OWNED_FLAG(k)
+#define OWNED_OINT(k)
 #define OWNED_PAIR(k)
 #define OWNED_TRI(k)
 #define OWNED_REAL(k)
@@ -184,6 +186,7 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_NAME(k) (x->k == y->k)
 #define E_BOOL(k) (x->k == y->k)
 #define E_FLAG(k) (x->k == y->k)
+#define E_OINT(k) (x->k == y->k)
 #define E_PAIR(k)                                                                              \
     (x->k##_set == y->k##_set && (!x->k##_set || (x->k[0] == y->k[0] && x->k[1] == y->k[1])))
 #define E_TRI(k) (x->k == y->k)
@@ -353,6 +356,7 @@ bool fattn_spec_refusal_status(fattn_status st)
     }
 #define P_BOOL(k, t, lo, hi, d) TRY(spec_get_bool(c, obj, #k, &s->k));
 #define P_FLAG(k, t, lo, hi, d) TRY(spec_get_bool(c, obj, #k, &s->k));
+#define P_OINT(k, t, lo, hi, d) TRY(spec_get_int(c, obj, #k, lo, hi, &s->k));
 #define P_PAIR(k, t, lo, hi, d) TRY(spec_get_pair(c, obj, #k, lo, hi, &s->k##_set, s->k));
 #define P_TRI(k, t, lo, hi, d) TRY(spec_get_tristate(c, obj, #k, &s->k));
 #define P_REAL(k, t, lo, hi, d)                                                                \
@@ -380,6 +384,7 @@ bool fattn_spec_refusal_status(fattn_status st)
 #define R_NAME(k)
 #define R_BOOL(k)
 #define R_FLAG(k)
+#define R_OINT(k)
 #define R_PAIR(k)
 #define R_TRI(k)
 #define R_REAL(k)

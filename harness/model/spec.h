@@ -44,6 +44,14 @@
  *                          instead of DotProductAttention's (0 when not
  *                          training); only with is_training false. The
  *                          canonical form writes it only when true.
+ *   no_grad, inference_mode booleans; default false. The forward runs under
+ *                          torch.no_grad() / torch.inference_mode(): the
+ *                          module keeps is_training (its train()/eval()),
+ *                          FusedAttnFunc's inputs are unchanged, autograd
+ *                          keeps no graph, so the case has no backward
+ *                          (fattn_spec_has_backward). Both: the one nested
+ *                          in the other.
+ *                          Canonical form: written only when true.
  *   fp8                    null | {"recipe": "delayed" | "current" | "mxfp8" |
  *                          "block", "input_fp8": bool, "output_fp8": bool,
  *                          "dpa_bwd": bool, "o_in_f16": bool,
@@ -79,6 +87,17 @@
  *                          shares K's table, as FusedAttention passes it).
  *                          docs/cases.md "Paged KV". Canonical form:
  *                          written only when set, every member filled in.
+ *   max_batch_size         absent | integer in [b, FATTN_SPEC_MAX_B]; only
+ *                          with paged. The cache as TE's InferenceParams
+ *                          (max_batch_size, is_paged) keeps it: a bshd
+ *                          cache of num_pages = max_batch_size * skv / P
+ *                          pages (its default), one page table
+ *                          [max_batch_size, skv / P] for K and V, pages
+ *                          handed out in TE's order, the rest zeros; the
+ *                          lengths one prefill (seqlens_q = seqlens_kv) or
+ *                          a decode step after one (seqlens_q all 1).
+ *                          docs/cases.md "Paged KV". Canonical form:
+ *                          written only when set.
  *   cp                     null | {"size": N, "comm": "p2p" | "all_gather" |
  *                          "a2a" | "a2a+p2p", "load_balancing":
  *                          "dual_chunk_swap" | "no_load_balance"}; default
@@ -220,6 +239,10 @@ fattn_status fattn_spec_step(const fattn_spec *s, const fattn_kv_plan *plan, int
 /* TE's DelayedScaling amax_history_len default (common/recipe/__init__.py:254). */
 #define FATTN_SPEC_FP8_HISTORY_DEFAULT 1024
 #define FATTN_SPEC_FP8_HISTORY_MAX 65536
+
+/* Whether the case has a backward: training, and the forward not under
+ * no_grad or inference_mode (autograd keeps no graph there). */
+bool fattn_spec_has_backward(const fattn_spec *s);
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
 void fattn_spec_init(fattn_spec *s);

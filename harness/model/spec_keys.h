@@ -23,6 +23,8 @@
  *            FLAG   true / false, default false, written only when true
  *                   (the keys added after run files existed: their bytes
  *                   stay for the cases without them)
+ *            OINT   integer in [a, b] or absent (0), written only when set
+ *                   (an integer key added after run files existed)
  *            PAIR   null | [int, int] each in [a, b]; members key_set, key[2]
  *            TRI    null | true | false (fattn_tristate)
  *            REAL   a finite number, default dflt
@@ -78,9 +80,12 @@
     X(fast_zero_fill, BOOL, bool, _, _, true, NONE)                                            \
     X(pad_between_seqs, BOOL, bool, _, _, false, NONE)                                         \
     X(raw_func_args, FLAG, bool, _, _, _, NONE)                                                \
+    X(no_grad, FLAG, bool, _, _, _, NONE)                                                      \
+    X(inference_mode, FLAG, bool, _, _, _, NONE)                                               \
     X(cpu_offload, FLAG, bool, _, _, _, NONE)                                                  \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
+    X(max_batch_size, OINT, int64_t, 1, FATTN_SPEC_MAX_B, _, NONE)                             \
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
@@ -97,6 +102,7 @@
 #define FATTN_SPEC_M_NAME(k, t) t k;
 #define FATTN_SPEC_M_BOOL(k, t) t k;
 #define FATTN_SPEC_M_FLAG(k, t) t k;
+#define FATTN_SPEC_M_OINT(k, t) t k; /* 0: absent */
 #define FATTN_SPEC_M_PAIR(k, t)                                                                \
     bool k##_set; /* false: null */                                                            \
     t k[2];

@@ -14,6 +14,7 @@
 
 #include "core/checked.h"
 #include "fattn/support.h"
+#include "schedule.h"
 
 /* fp8's recipe-update members: amax_history_len, amax_compute_algo,
  * margin (TE's DelayedScaling fields, common/recipe/__init__.py:253-256). */
@@ -226,27 +227,63 @@ fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s)
     return FATTN_OK;
 }
 
+bool fattn_spec_has_backward(const fattn_spec *s)
+{
+    return s->is_training && !s->no_grad && !s->inference_mode;
+}
+
+/* max_batch_size: the cache as TE's InferenceParams keeps it (inference.py
+ * 169-177, 198, 632-635 in 2.20.2): paged, a bshd cache of exactly
+ * max_batch_size * pages-per-sequence pages, one table [max_batch_size,
+ * pps] for K and V, max_batch_size >= b. */
+static fattn_status spec_check_max_batch_size(const spec_parse_ctx *c, const fattn_spec *s,
+                                              int64_t pps)
+{
+    if (!s->max_batch_size)
+        return FATTN_OK;
+    const char *why = NULL;
+    if (!s->paged)
+        why = "needs paged (TE's InferenceParams with is_paged=True)";
+    else if (s->max_batch_size < s->b)
+        why = "must be >= b";
+    else if (s->num_pages != s->max_batch_size * pps)
+        why = "needs num_pages = max_batch_size * skv / page_size (InferenceParams asserts "
+              "total_num_pages = max_batch_size * max_pages_per_seq)";
+    else if (fattn_layout_kv_format(s->layout) != FATTN_FORMAT_BSHD)
+        why = "needs a bshd cache (paged_kv_*_bshd_bshd: InferenceParams keeps K and V bshd)";
+    else if (s->paged_separate_v)
+        why = "takes one page table for K and V (separate_v false)";
+    else if (s->b > FATTN_KV_MAX_SEQ_ID + 1)
+        why = "takes b <= 8 sequences (ids 0..7: TE's cache manager orders them by Python's "
+              "set order, schedule.h)";
+    if (why)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "max_batch_size", "%s", why);
+    return FATTN_OK;
+}
+
 /* A paged_kv_* layout iff paged; InferenceParams (inference.py:169-177): skv
- * % page_size == 0, num_pages (default b * pps) = max_batch * pps, max_batch >= b. */
+ * % page_size == 0, num_pages (default max_batch_size, else b, times pps) =
+ * max_batch * pps, max_batch >= b. */
 fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s)
 {
     if (fattn_layout_is_paged(s->layout) != s->paged)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "paged", "%s", s->paged ?
                                "needs a paged_kv_* layout" : "a paged_kv_* layout needs the key");
     int64_t pps = s->paged ? s->skv / s->page_size : 1;
-    s->num_pages = s->paged && !s->num_pages ? s->b * pps : s->num_pages; /* <= 2^40 */
+    int64_t rows = s->max_batch_size ? s->max_batch_size : s->b;
+    s->num_pages = s->paged && !s->num_pages ? rows * pps : s->num_pages; /* <= 2^40 */
     /* as an explicit num_pages is bounded: the page tables are int32, and
      * past it their entries would wrap negative */
     if (s->num_pages > INT32_MAX)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "paged",
-                               "num_pages defaults to b * skv / page_size = %" PRId64 ", past "
-                               "INT32_MAX (the page tables are int32): fewer sequences or "
-                               "larger pages", s->num_pages);
+                               "num_pages defaults to (max_batch_size or b) * skv / page_size = "
+                               "%" PRId64 ", past INT32_MAX (the page tables are int32): fewer "
+                               "sequences or larger pages", s->num_pages);
     if (s->paged && (s->skv % s->page_size || s->num_pages < s->b * pps || s->num_pages % pps))
         return spec_case_error(c, FATTN_E_INVALID_ARG, "paged",
                                "skv %" PRId64 " must be a multiple of page_size and num_pages %"
                                PRId64 " one >= b of its %" PRId64,
                                s->skv, s->num_pages, pps);
-    return FATTN_OK;
+    return spec_check_max_batch_size(c, s, pps);
 }
 

@@ -217,6 +217,9 @@ fattn_status spec_check_schedule(const spec_parse_ctx *c, fattn_spec *s)
 {
     if (!s->schedule)
         return FATTN_OK;
+    if (s->max_batch_size && fattn_schedule_is_cache(s->schedule)) /* spec_objects.c */
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "max_batch_size",
+                               "not with cache steps (they are the cache's model)");
     return fattn_schedule_is_cache(s->schedule) ? check_cache(c, s) : check_training(c, s);
 }
 

@@ -280,6 +280,11 @@ static void sb_put_cb(void *ctx, const char *text)
         sb_key(b, #k, first);                                                                  \
         sb_str(b, "true");                                                                     \
     }
+#define W_OINT(k, t, lo, hi)                                                                   \
+    if (s->k) {                                                                                \
+        sb_key(b, #k, first);                                                                  \
+        sb_fmt(b, "%" PRId64, s->k);                                                           \
+    }
 #define W_PAIR(k, t, lo, hi)                                                                   \
     sb_key(b, #k, first);                                                                      \
     if (s->k##_set)                                                                            \
@@ -504,6 +509,10 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (!s->fast_zero_fill)
         sb_str(&b, " no_fast_zero_fill");
     sb_str(&b, s->is_training ? " train" : " inference");
+    if (s->no_grad)
+        sb_str(&b, " no_grad");
+    if (s->inference_mode)
+        sb_str(&b, " inference_mode");
     if (s->raw_func_args)
         sb_str(&b, " raw_func_args");
     if (s->cpu_offload)
@@ -515,6 +524,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (s->paged)
         sb_fmt(&b, " paged:%" PRId64 "x%" PRId64 "%s", s->num_pages, s->page_size,
                s->paged_separate_v ? "+v" : "");
+    if (s->max_batch_size)
+        sb_fmt(&b, " max_batch_size=%" PRId64, s->max_batch_size);
     if (s->cp)
         sb_fmt(&b, " cp:%s*%" PRId64 "%s", fattn_cp_comm_name(s->cp_comm), s->cp_size,
                s->cp_balance == FATTN_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");

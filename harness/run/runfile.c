@@ -359,9 +359,9 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if ((g = fattn_h5_node_find(cg, "save_ctx/_impl")) &&
         (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "backward")) && !s->is_training)
-        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for an "
-                           "inference case", path, id);
+    if ((g = fattn_h5_node_find(cg, "backward")) && !fattn_spec_has_backward(s))
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for a case "
+                           "without one (inference, no_grad or inference_mode)", path, id);
     if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
         return st;
     static const char *const grads[] = {"dq", "dk", "dv"};

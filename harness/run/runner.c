@@ -67,8 +67,9 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
         st = fattn_case_run_forward(&r);
     if (st == FATTN_OK && opts->until >= FATTN_STATE_SAVE_CTX)
         st = fattn_case_run_save_ctx(&r);
-    /* Inference cases have no backward group (TE saves the ctx either way). */
-    if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && spec->is_training)
+    /* Inference cases, and forwards under no_grad / inference_mode, have no
+     * backward group (TE saves the ctx either way). */
+    if (st == FATTN_OK && opts->until >= FATTN_STATE_BACKWARD && fattn_spec_has_backward(spec))
         st = fattn_case_run_backward(&r, &r.in.d_out);
     if (st == FATTN_OK && opts->inputs_after)
         st = fattn_case_run_inputs_after(&r);
@@ -160,7 +161,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
     if ((st = fattn_case_node_new(&spec, &r.node)) != FATTN_OK)
         goto done;
     st = replay_resume(&r, recorded, from);
-    if (st == FATTN_OK && spec.is_training && opts->until >= FATTN_STATE_BACKWARD) {
+    if (st == FATTN_OK && fattn_spec_has_backward(&spec) && opts->until >= FATTN_STATE_BACKWARD) {
         if (fattn_tensor_is_empty(&r.in.d_out))
             st = fattn_error(FATTN_E_INVALID_FILE, "case %s: inputs/d_out missing", spec.id);
         else

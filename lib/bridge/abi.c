@@ -13,6 +13,7 @@
 #include "fattn/dtype.h"
 #include "fattn/engine.h"
 #include "fattn/fp8.h"
+#include "fattn/kv_cache.h"
 #include "fattn/status.h"
 #include "fattn/tensor.h"
 
@@ -51,6 +52,9 @@ int fattn_bridge_abi(int64_t *out, int n)
         (int64_t)sizeof(fattn_fp8_bwd),
         FIELD(fattn_fp8_bwd, amax_dp),
         FIELD(fattn_fp8_bwd, dp_dtype),
+        (int64_t)sizeof(fattn_kv_cache_copy_args),
+        FIELD(fattn_kv_cache_copy_args, format),
+        FIELD(fattn_kv_cache_copy_args, reindex),
         (int64_t)FATTN_CPU_MATH_VERSION,
     };
     int count = (int)(sizeof rows / sizeof rows[0]);

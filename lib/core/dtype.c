@@ -49,6 +49,7 @@ static const dtype_row dtype_table[] = {
 };
 
 #define DTYPE_ROWS (sizeof dtype_table / sizeof dtype_table[0])
+_Static_assert(DTYPE_ROWS == FATTN_DTYPE_COUNT - 1, "a row per dtype but FATTN_DTYPE_INVALID");
 
 static const dtype_row *dtype_find(fattn_dtype t)
 {

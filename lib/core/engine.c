@@ -177,7 +177,11 @@ fattn_status fattn__geom_init_fwd(fattn_geom *g, const fattn_fwd_params *p, cons
     a.apply_dropout = p->is_training && p->attn.dropout > 0.0f;
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset, a.page_table_k, a.page_table_v};
-    fattn_status st = metadata_on_host(meta, metadata_names, 8, who);
+    _Static_assert(sizeof meta / sizeof meta[0] ==
+                       sizeof metadata_names / sizeof metadata_names[0],
+                   "a name per metadata tensor");
+    int nmeta = (int)(sizeof meta / sizeof meta[0]);
+    fattn_status st = metadata_on_host(meta, metadata_names, nmeta, who);
     return st != FATTN_OK ? st : fattn__geom_init(g, &a);
 }
 
@@ -214,7 +218,12 @@ static fattn_status geom_init_bwd_call(fattn_geom *g, const fattn_bwd_params *p,
     a.apply_dropout = p->attn.dropout > 0.0f;
     const fattn_tensor *meta[] = {a.cu_q, a.cu_kv, a.cu_q_pad, a.cu_kv_pad, a.rng_state,
                                   a.softmax_offset};
-    fattn_status st = metadata_on_host(meta, metadata_names, 6, who);
+    /* the forward's first six: the backward has no page tables */
+    _Static_assert(sizeof meta / sizeof meta[0] <=
+                       sizeof metadata_names / sizeof metadata_names[0],
+                   "a name per metadata tensor");
+    int nmeta = (int)(sizeof meta / sizeof meta[0]);
+    fattn_status st = metadata_on_host(meta, metadata_names, nmeta, who);
     return st != FATTN_OK ? st : fattn__geom_init(g, &a);
 }
 

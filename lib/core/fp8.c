@@ -79,6 +79,8 @@ float fattn_fp8_fake_quant(fattn_dtype t, float v, float scale, float scale_inv)
 }
 
 static const char *const recipe_names[] = {NULL, "delayed", "current", "mxfp8", "block"};
+_Static_assert(sizeof recipe_names / sizeof recipe_names[0] == FATTN_FP8_RECIPE_BLOCK + 1,
+               "a name per recipe, by its value");
 
 const char *fattn_fp8_recipe_name(fattn_fp8_recipe r)
 {
@@ -97,6 +99,9 @@ fattn_status fattn_fp8_recipe_parse(const char *s, fattn_fp8_recipe *out)
 }
 
 static const char *const amax_algo_names[] = {"max", "most_recent"};
+_Static_assert(sizeof amax_algo_names / sizeof amax_algo_names[0] ==
+                   FATTN_FP8_AMAX_MOST_RECENT + 1,
+               "a name per amax algorithm, by its value");
 
 const char *fattn_fp8_amax_algo_name(fattn_fp8_amax_algo a)
 {

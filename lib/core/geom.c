@@ -322,18 +322,21 @@ static fattn_status geom_set_dims(fattn_geom *g, const fattn_geom_args *a, int64
     return FATTN_OK;
 }
 
-/* A page table: int32 [b, pages_per_seq] with pages_per_seq =
+/* A page table: int32 [>= b, pages_per_seq] with pages_per_seq =
  * ceil(max_seqlen_kv / page): TE takes pages_per_seq from the table's shape
  * (fused_attn.cpp) and cuDNN's paged cache load accepts no other count.
- * Its entries are checked against the lengths in geom_pages. */
+ * Rows past b are allowed and never read: TE's InferenceParams keeps a
+ * table of max_batch_size rows (inference.py:632-635) and FusedAttention
+ * hands it on whole (backends.py 2.20.2:2486-2487), cuDNN reading the
+ * first b. Its entries are checked against the lengths in geom_pages. */
 static fattn_status page_table_dims(const fattn_tensor *pt, const char *name, int64_t b,
                                     int64_t page, int64_t mskv, const char *who)
 {
     if (!pt || fattn_tensor_is_empty(pt))
         return fattn_error(FATTN_E_INVALID_ARG, "%s: a paged KV layout needs %s", who, name);
-    if (pt->dtype != FATTN_DTYPE_INT32 || pt->ndim != 2 || pt->shape[0] != b ||
+    if (pt->dtype != FATTN_DTYPE_INT32 || pt->ndim != 2 || pt->shape[0] < b ||
         pt->shape[1] < 1)
-        return fattn_error(FATTN_E_SHAPE, "%s: %s must be int32 [%lld, pages_per_seq]", who,
+        return fattn_error(FATTN_E_SHAPE, "%s: %s must be int32 [>= %lld, pages_per_seq]", who,
                            name, (long long)b);
     if (mskv <= 0 || pt->shape[1] != (mskv + page - 1) / page)
         return fattn_error(FATTN_E_SHAPE, "%s: %s has %lld pages per sequence, "

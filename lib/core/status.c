@@ -18,29 +18,16 @@ typedef struct status_row {
     const char *text;
 } status_row;
 
-static const status_row status_table[] = {
-    {FATTN_OK, "FATTN_OK", "ok"},
-    {FATTN_E_INVALID_ARG, "FATTN_E_INVALID_ARG", "invalid argument"},
-    {FATTN_E_NOMEM, "FATTN_E_NOMEM", "out of memory"},
-    {FATTN_E_UNSUPPORTED, "FATTN_E_UNSUPPORTED", "not supported by this engine"},
-    {FATTN_E_SHAPE, "FATTN_E_SHAPE", "inconsistent tensor shape"},
-    {FATTN_E_DTYPE, "FATTN_E_DTYPE", "tensor dtype not allowed"},
-    {FATTN_E_LAYOUT, "FATTN_E_LAYOUT", "unusable QKV layout"},
-    {FATTN_E_PARSE, "FATTN_E_PARSE", "parse error"},
-    {FATTN_E_STATE, "FATTN_E_STATE", "invalid state transition"},
-    {FATTN_E_IO, "FATTN_E_IO", "I/O error"},
-    {FATTN_E_INVALID_FILE, "FATTN_E_INVALID_FILE", "invalid file"},
-    {FATTN_E_UNSAFE_TE_QUIRK, "FATTN_E_UNSAFE_TE_QUIRK",
-     "TransformerEngine quirk that would access memory out of bounds"},
-    {FATTN_E_INVALID_CASE, "FATTN_E_INVALID_CASE",
-     "configuration refused by TransformerEngine"},
-    {FATTN_E_CUDA, "FATTN_E_CUDA", "CUDA error"},
-    {FATTN_E_CUDNN, "FATTN_E_CUDNN", "cuDNN error"},
-    {FATTN_E_OVERFLOW, "FATTN_E_OVERFLOW", "size overflow"},
-    {FATTN_E_INTERNAL, "FATTN_E_INTERNAL", "internal error"},
-    {FATTN_E_MISSING_FIELD, "FATTN_E_MISSING_FIELD", "required field not set"},
-    {FATTN_E_NOT_MODELLED, "FATTN_E_NOT_MODELLED", "accepted by TE, not modelled by fattn"},
-};
+#define STATUS_ROW_(name, value, text) {FATTN_##name, "FATTN_" #name, text},
+static const status_row status_table[] = {FATTN_STATUS_MAP(STATUS_ROW_)};
+#undef STATUS_ROW_
+/* The codes are 0, -1, -2, ... without a gap or a repeat (the sum of the
+ * values of n rows is -n(n-1)/2 only then, for distinct values <= 0). */
+#define STATUS_N ((int)(sizeof status_table / sizeof status_table[0]))
+#define STATUS_VALUE_(name, value, text) +(value)
+_Static_assert(0 FATTN_STATUS_MAP(STATUS_VALUE_) == -STATUS_N * (STATUS_N - 1) / 2,
+               "statuses are 0, -1, -2, ... in FATTN_STATUS_MAP");
+#undef STATUS_VALUE_
 
 static const status_row *status_find(fattn_status s)
 {

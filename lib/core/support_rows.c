@@ -20,8 +20,9 @@ typedef struct te_release {
 
 #define RELEASE_ROW(id, name, rel, cpp) {FATTN_TE_RULES_##id, name, rel, cpp},
 #define RELEASE_SEP()
-static const te_release releases[FATTN_TE_RULES_COUNT] = {
-    FATTN_TE_RELEASES(RELEASE_ROW, RELEASE_SEP)};
+static const te_release releases[] = {FATTN_TE_RELEASES(RELEASE_ROW, RELEASE_SEP)};
+_Static_assert(sizeof releases / sizeof releases[0] == FATTN_TE_RULES_COUNT,
+               "a row per FATTN_TE_RELEASES entry");
 
 static int release_index(unsigned one)
 {

@@ -73,7 +73,7 @@ typedef struct layout_row {
     fattn_qkv_format format;
 } layout_row;
 
-static const layout_row layout_table[FATTN_LAYOUT_COUNT] = {
+static const layout_row layout_table[] = {
     {FATTN_LAYOUT_SB3HD, "sb3hd", FATTN_LAYOUT_GROUP_3HD, FATTN_FORMAT_SBHD},
     {FATTN_LAYOUT_SBH3D, "sbh3d", FATTN_LAYOUT_GROUP_H3D, FATTN_FORMAT_SBHD},
     {FATTN_LAYOUT_SBHD_SB2HD, "sbhd_sb2hd", FATTN_LAYOUT_GROUP_HD_2HD, FATTN_FORMAT_SBHD},
@@ -114,6 +114,7 @@ static const layout_row layout_table[FATTN_LAYOUT_COUNT] = {
     {FATTN_LAYOUT_BHSD_BHSD_BHSD, "bhsd_bhsd_bhsd", FATTN_LAYOUT_GROUP_SD_SD_SD,
      FATTN_FORMAT_BHSD},
 };
+_Static_assert(ROWS(layout_table) == FATTN_LAYOUT_COUNT, "a row per layout, in enum order");
 
 static const layout_row *layout_find(fattn_qkv_layout l)
 {
@@ -176,6 +177,7 @@ static const name_row group_names[] = {
     {FATTN_LAYOUT_GROUP_PAGED_KV_HD_HD_HD, "paged_kv_hd_hd_hd"},
     {FATTN_LAYOUT_GROUP_SD_SD_SD, "sd_sd_sd"},
 };
+_Static_assert(ROWS(group_names) == FATTN_LAYOUT_GROUP_NOT_SET, "a name per layout group");
 
 const char *fattn_layout_group_name(fattn_qkv_layout_group g)
 {
@@ -203,6 +205,7 @@ static const format_row format_table[] = {
     {FATTN_FORMAT_THD_2SBHD, "thd_2sbhd", FATTN_FORMAT_THD, FATTN_FORMAT_SBHD},
     {FATTN_FORMAT_BHSD, "bhsd", FATTN_FORMAT_BHSD, FATTN_FORMAT_BHSD},
 };
+_Static_assert(ROWS(format_table) == FATTN_FORMAT_NOT_SET, "a row per format");
 
 static const format_row *format_find(fattn_qkv_format f)
 {
@@ -253,6 +256,7 @@ static const name_row bias_names[] = {
     {FATTN_BIAS_POST_SCALE_BIAS, "post_scale_bias"},
     {FATTN_BIAS_ALIBI, "alibi"},
 };
+_Static_assert(ROWS(bias_names) == FATTN_BIAS_ALIBI + 1, "a name per bias type");
 
 const char *fattn_bias_type_name(fattn_bias_type t)
 {
@@ -274,6 +278,7 @@ static const name_row softmax_names[] = {
     {FATTN_SOFTMAX_OFF_BY_ONE, "off-by-one"},
     {FATTN_SOFTMAX_LEARNABLE, "learnable"},
 };
+_Static_assert(ROWS(softmax_names) == FATTN_SOFTMAX_LEARNABLE + 1, "a name per softmax type");
 
 const char *fattn_softmax_type_name(fattn_softmax_type t)
 {
@@ -295,6 +300,7 @@ static const name_row backend_names[] = {
     {FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN, "F16_arbitrary_seqlen"},
     {FATTN_TE_BACKEND_FP8, "FP8"},
 };
+_Static_assert(ROWS(backend_names) == 3, "a name per backend: none, F16, FP8");
 
 const char *fattn_te_backend_name(fattn_te_backend b)
 {
@@ -333,6 +339,7 @@ static const mask_row mask_table[] = {
     {FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT, "padding_causal_bottom_right", true, true,
      true},
 };
+_Static_assert(ROWS(mask_table) == FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT + 1, "a row per mask");
 
 static const mask_row *mask_find(fattn_mask_type m)
 {

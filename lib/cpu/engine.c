@@ -32,7 +32,8 @@ static fattn_status cpu_engine_fwd(fattn_engine *e, const fattn_fwd_params *p,
     const fattn_tensor *t[] = {&p->attn.q, &p->attn.k, &p->attn.v, &p->attn.o, &p->bias, &c->stats, &c->max};
     /* no engine runs it: the dispatch refused it (row pre_scale_bias_engines) */
     assert(p->attn.bias_type != FATTN_BIAS_PRE_SCALE_BIAS);
-    fattn_status st = host_only(t, names, 7, "forward");
+    _Static_assert(sizeof names / sizeof names[0] == sizeof t / sizeof t[0], "a name per tensor");
+    fattn_status st = host_only(t, names, (int)(sizeof t / sizeof t[0]), "forward");
     if (st != FATTN_OK)
         return st;
     if (p->fp8)
@@ -50,7 +51,8 @@ static fattn_status cpu_engine_bwd(fattn_engine *e, const fattn_bwd_params *p,
                                &c->stats, &p->dq, &p->dk, &p->dv, &c->bias, &p->d_bias,
                                &p->d_softmax_offset};
     assert(p->attn.bias_type != FATTN_BIAS_PRE_SCALE_BIAS); /* as the forward's */
-    fattn_status st = host_only(t, names, 12, "backward");
+    _Static_assert(sizeof names / sizeof names[0] == sizeof t / sizeof t[0], "a name per tensor");
+    fattn_status st = host_only(t, names, (int)(sizeof t / sizeof t[0]), "backward");
     if (st != FATTN_OK)
         return st;
     if (p->fp8)

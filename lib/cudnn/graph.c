@@ -24,6 +24,7 @@
 const char *fattn__cg_dtype_name(cg_dtype t)
 {
     static const char *const n[] = {"f32", "f16", "bf16", "i32", "i64", "bool", "e4m3", "e5m2"};
+    _Static_assert(sizeof n / sizeof n[0] == CG_FP8_E5M2 + 1, "a name per dtype");
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
 }
 
@@ -32,6 +33,7 @@ const char *fattn__cg_pw_mode_name(cg_pw_mode m)
     static const char *const n[] = {"ADD",    "SUB",    "MUL",    "DIV",         "MAX",
                                     "EXP",    "LOG",    "IDENTITY", "CMP_GE",    "CMP_GT",
                                     "CMP_LT", "LOGICAL_AND", "BINARY_SELECT", "GEN_INDEX"};
+    _Static_assert(sizeof n / sizeof n[0] == CG_PW_GEN_INDEX + 1, "a name per pointwise mode");
     return (unsigned)m < sizeof n / sizeof n[0] ? n[m] : "?";
 }
 
@@ -45,6 +47,7 @@ const char *fattn__cg_op_kind_name(cg_op_kind k)
     static const char *const n[] = {"MATMUL", "POINTWISE", "REDUCTION", "RNG", "SDPA_FWD",
                                     "RESHAPE",  "SDPA_BWD", "SOFTMAX",
                                     "PAGED_CACHE_LOAD"};
+    _Static_assert(sizeof n / sizeof n[0] == CG_OP_PAGED_LOAD + 1, "a name per op kind");
     return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }
 
@@ -60,6 +63,7 @@ const char *fattn__cg_role_name(cg_role r)
                                     "scale_s", "scale_o", "scale_dp", "scale_dq", "scale_dk",
                                     "scale_dv", "amax_s", "amax_o", "amax_dp", "amax_dq",
                                     "amax_dk", "amax_dv", "page_table_k", "page_table_v"};
+    _Static_assert(sizeof n / sizeof n[0] == CG_ROLE_COUNT, "a name per role");
     return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "?";
 }
 

@@ -147,10 +147,13 @@ fattn_status fattn__cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int 
     return st;
 }
 
-/* A page table [b, pages_per_seq] packed as the graph's [b, 1, pps, 1]. */
-static fattn_status upload_page_table(dev_arena *a, const fattn_tensor *pt, void **out)
+/* A page table's first b rows ([>= b, pages_per_seq]: InferenceParams keeps
+ * max_batch_size) packed as the graph's [b, 1, pps, 1]. */
+static fattn_status upload_page_table(dev_arena *a, const fattn_tensor *pt, int64_t b,
+                                      void **out)
 {
-    int64_t b = pt->shape[0], pps = pt->shape[1];
+    int64_t pps = pt->shape[1];
+    assert(pt->shape[0] >= b);
     size_t bytes;
     if (!fattn_bytes_of(b * pps, sizeof(int32_t), &bytes))
         return fattn_error(FATTN_E_OVERFLOW, "cuDNN engine: page table");
@@ -180,8 +183,9 @@ fattn_status fattn__cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, con
     if (fd->padding && ((st = fattn__cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
                         (st = fattn__cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
         return st;
-    if (fd->paged && ((st = upload_page_table(a, &geom->pt_k, &d->p[CG_ROLE_PT_K])) ||
-                      (st = upload_page_table(a, &geom->pt_v, &d->p[CG_ROLE_PT_V]))))
+    if (fd->paged &&
+        ((st = upload_page_table(a, &geom->pt_k, geom->b, &d->p[CG_ROLE_PT_K])) ||
+         (st = upload_page_table(a, &geom->pt_v, geom->b, &d->p[CG_ROLE_PT_V]))))
         return st;
     if (fd->dropout > 0.0f) {
         if ((st = fattn__cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))

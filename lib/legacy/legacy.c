@@ -326,7 +326,7 @@ static fattn_status lg_forward_alloc_out(lg_forward_locals *f)
 static void lg_forward_save_for_backward(lg_forward_locals *f)
 {
     fattn_legacy_ctx *ctx = f->ctx;
-    /* lg_forward_fused_attn_fwd checked the engine's list */
+    /* fattn__legacy_forward_fused_attn_fwd (legacy_calls.c) checked the engine's list */
     assert(f->aux.n >= 2 && f->aux.n <= FATTN_AUX_MAX);
     fattn_tensor *s = ctx->tensor_objects;
     for (int i = 0; i < FATTN_LEGACY_SAVED_MAX; i++)

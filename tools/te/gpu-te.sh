@@ -5,23 +5,27 @@
 # environment from the machine's own Python (its torch, numpy, h5py) plus
 # the wheels in $FATTN_TE_WHEELS (default .whl: TE's pure-Python wheels and
 # the few pure-Python packages TE's import chain needs, listed in
-# tools/te/setup.sh), then runs `fattn-te verify --backend cudnn` for TE
-# 2.19.0 and 2.20.2. Logs and run files go under $OUT (default
+# tools/te/setup.sh), then runs `fattn-te verify --backend cudnn` for each
+# release the support table knows against the one before it
+# (tools/te/releases.sh). Logs and run files go under $OUT (default
 # build-gpu-te/out). Each stage runs under its own time limit and writes
 # per-case progress (and, past GPU_TE_STALL_S seconds, Python stacks) to
 # its log, so that a stopped run still says where it was:
 #   probe   torch sees the GPU (60 s)
-#   one     fattn-te run on one case (GPU_TE_ONE_S, default 150 s)
-#   one_fp8 fattn-te run on one FP8 case through TE's FP8 path
+#   one     fattn-te run of the newest release on one case (GPU_TE_ONE_S,
+#           default 150 s)
+#   one_fp8 the same on one FP8 case through TE's FP8 path
 #           (GPU_TE_ONE_FP8, default fp8.ds.bshd; GPU_TE_ONE_S)
-#   verify  fattn-te verify on GPU_TE_FILTER (default every case, the FP8
-#           ones included), GPU_TE_VERIFY_S (default 420 s)
+#   verify  fattn-te verify of the first two releases on GPU_TE_FILTER
+#           (default every case, the FP8 ones included), GPU_TE_VERIFY_S
+#           (default 420 s); verify2, verify3, ... each later release
+#           against the one before
 # With --cp N (a runner with N >= 2 GPUs), the stages are probe and cp
-# instead: `fattn-te verify --cp-matrix --backend cudnn` on the CP matrix's
-# cases of at most N ranks (golden/cp_cases.json: cp2.* for 2 GPUs, all of
-# it from 4), each rank a process on its own GPU, NCCL between them, fattn's
-# cuDNN engine in each (docs/te.md, "Context parallelism"; GPU_TE_CP_S,
-# default 600 s).
+# instead: `fattn-te verify --cp-matrix --backend cudnn` of the first two
+# releases on the CP matrix's cases of at most N ranks
+# (golden/cp_cases.json: cp2.* for 2 GPUs, all of it from 4), each rank a
+# process on its own GPU, NCCL between them, fattn's cuDNN engine in each
+# (docs/te.md, "Context parallelism"; GPU_TE_CP_S, default 600 s).
 # Exit status: the first failing stage's (124 for a time limit), else
 # fattn-te verify's.
 set -eu
@@ -95,16 +99,18 @@ if [ -n "$CP" ]; then
     fi
     if [ "$CP" -ge 4 ]; then set --; else set -- --filter 'cp2.*'; fi
     rc=0
-    stage cp "${GPU_TE_CP_S:-600}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 --cp-matrix \
+    stage cp "${GPU_TE_CP_S:-600}" tools/te/fattn-te verify --te "$(tools/te/releases.sh | sed -n 1p)" \
+        --te "$(tools/te/releases.sh | sed -n 2p)" --cp-matrix \
         --backend cudnn --keep "$OUT/cp-runs" "$@" || rc=$?
     grep -e '->' -e 'context parallelism' "$OUT/cp.log" >>"$OUT/summary.txt" || true
     [ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/cp-runs"
     echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
     exit $rc
 fi
-stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
+newest=$(tools/te/releases.sh --newest)
+stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te "$newest" --backend cudnn \
     --filter "${GPU_TE_ONE:-layout.bshd_bshd_bshd.causal.bf16}" -o "$OUT/one.h5" || exit $?
-stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend cudnn \
+stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te "$newest" --backend cudnn \
     --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" -o "$OUT/one_fp8.h5" || exit $?
 "$FATTN" run --impl split --backend cudnn --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" \
     -o "$OUT/one_fp8_fattn.h5" >/dev/null 2>&1 &&
@@ -112,11 +118,21 @@ stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te 2.20.2 --backend
 tail -1 "$OUT/one_fp8.log" | sed 's/^/gpu-te: one_fp8 vs fattn split: /' >>"$OUT/summary.txt"
 rc=0
 if [ -n "${GPU_TE_FILTER:-}" ]; then set -- --filter "$GPU_TE_FILTER"; else set --; fi
-stage verify "${GPU_TE_VERIFY_S:-420}" tools/te/fattn-te verify --te 2.19.0 --te 2.20.2 \
-    --backend cudnn --keep "$OUT/runs" "$@" || rc=$?
-grep -e '->' -e '^FP8:' "$OUT/verify.log" >>"$OUT/summary.txt" || true
+prev='' n=0
+for rel in $(tools/te/releases.sh); do
+    if [ -n "$prev" ]; then
+        n=$((n + 1)) name=verify keep=$OUT/runs
+        [ $n -eq 1 ] || name=verify$n keep=$OUT/runs-verify$n
+        vrc=0
+        stage "$name" "${GPU_TE_VERIFY_S:-420}" tools/te/fattn-te verify --te "$prev" \
+            --te "$rel" --backend cudnn --keep "$keep" "$@" || vrc=$?
+        [ $rc -ne 0 ] || rc=$vrc
+        grep -e '->' -e '^FP8:' "$OUT/$name.log" >>"$OUT/summary.txt" || true
+    fi
+    prev=$rel
+done
 # run files are large; only the verdicts and logs come back unless asked
-[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT/one.h5" "$OUT/one_fp8.h5" \
+[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT"/runs-verify* "$OUT/one.h5" "$OUT/one_fp8.h5" \
     "$OUT/one_fp8_fattn.h5"
 echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
 exit $rc

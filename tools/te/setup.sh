@@ -7,7 +7,8 @@
 #
 # Idempotent and cached: a second run with the same versions changes
 # nothing and downloads nothing. Usage:
-#   tools/te/setup.sh [VERSION...]          (default: 2.19.0 2.20.2)
+#   tools/te/setup.sh [VERSION...]   (default: every release the support
+#                                     table knows, tools/te/releases.sh)
 # Environment:
 #   FATTN_TE_ENV     where it lives (default ~/.cache/fattn-te)
 #   FATTN_TE_PYTHON  the interpreter the venv is made from (default python3)
@@ -15,7 +16,10 @@ set -eu
 
 env_dir=${FATTN_TE_ENV:-${HOME:-/root}/.cache/fattn-te}
 python=${FATTN_TE_PYTHON:-python3}
-[ $# -gt 0 ] || set -- 2.19.0 2.20.2
+if [ $# -eq 0 ]; then
+    # shellcheck disable=SC2046 # one word per release on purpose
+    set -- $("$(dirname "$0")/releases.sh")
+fi
 
 # Bumped when the package list changes, so that an older venv is completed.
 pkgs="torch numpy h5py pydantic packaging einops onnxscript"
@@ -37,7 +41,7 @@ fi
 for ver in "$@"; do
     case $ver in
     *[!0-9.]* | '')
-        echo "fattn-te setup: '$ver' is not a TE release number (e.g. 2.20.2)" >&2
+        echo "fattn-te setup: '$ver' is not a TE release number (as tools/te/releases.sh lists them)" >&2
         exit 2 ;;
     esac
     dest="$env_dir/te/$ver"

@@ -1,17 +1,22 @@
 #!/bin/sh
-# meson test suite `te`: TE's own FusedAttnFunc (2.19.0 and 2.20.2) on the
-# CPU engine against fattn's front ends. Skips (77) without the environment
-# tools/te/setup.sh makes, or over a sanitizer-instrumented libfattn.
+# meson test suite `te`: TE's own FusedAttnFunc on the CPU engine against
+# fattn's front ends, for the first two releases the support table knows
+# (tools/te/releases.sh): TE's monolith, which fattn's legacy front end
+# models, and the refactor as merged, which split models (2.19.0 and
+# 2.20.2). Skips (77) without the environment tools/te/setup.sh makes, or
+# over a sanitizer-instrumented libfattn.
 # Usage: test_te.sh FATTN LIBFATTN SANITIZE
 set -u
 fattn=$1 lib=$2 sanitize=$3
 here=$(cd "$(dirname "$0")" && pwd)
+te_legacy=$("$here/releases.sh" | sed -n 1p)
+te_split=$("$here/releases.sh" | sed -n 2p)
 env_dir=${FATTN_TE_ENV:-${HOME:-/root}/.cache/fattn-te}
 if [ "$sanitize" != none ]; then
     echo "SKIP: libfattn is built with -Db_sanitize=$sanitize; it cannot be loaded into an uninstrumented Python"
     exit 77
 fi
-for need in venv/bin/python te/2.19.0/.fattn-te-unpacked te/2.20.2/.fattn-te-unpacked; do
+for need in venv/bin/python te/"$te_legacy"/.fattn-te-unpacked te/"$te_split"/.fattn-te-unpacked; do
     if [ ! -e "$env_dir/$need" ]; then
         echo "SKIP: no TE environment ($env_dir/$need missing; run tools/te/setup.sh)"
         exit 77
@@ -35,34 +40,50 @@ export TMPDIR="$work/tmp"
 
 # 1. the whole default matrix, FP8 and paged cases included, none left out:
 # TE vs TE, and each vs fattn's front end.
-"$here/fattn-te" verify --te 2.19.0 --te 2.20.2 --keep "$work/v" >"$work/verdict" 2>"$work/err"
+"$here/fattn-te" verify --te "$te_legacy" --te "$te_split" --keep "$work/v" >"$work/verdict" 2>"$work/err"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE 2.19.0 -> TE 2.20.2: the documented change F1 only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (137 cases' "$work/verdict")"
-check "fattn legacy vs 2.19.0: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-2.19.0: behavior-neutral: neutral (6 documented deviations) (137 cases' "$work/verdict")"
-check "fattn split vs 2.20.2: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-2.20.2: behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (137 cases' "$work/verdict")"
-check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-2.20.2 (24 paths): F1' "$work/verdict")"
+check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (146 cases' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) (146 cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (146 cases' "$work/verdict")"
+check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 96 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 105 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
 "$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
-check "TE 2.19.0 -> TE 2.20.2: only refuse.fp8.max_logit differs (2.20.2 runs it)" \
+check "TE ${te_legacy} -> TE ${te_split}: only refuse.fp8.max_logit differs (${te_split} runs it)" \
     "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
-check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-2.19.0: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-2.20.2: refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
-check "TE 2.19.0's own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
+check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-'"$te_split"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
+check "TE ${te_legacy}'s own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
 import json, sys
 e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
 print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
 " "$work/v/te1-refusals.json" 2>&1)"
-check "the 8 paged cases ran with their page tables handed to TE" 8 "$(/usr/bin/python3 -c "
+check "the 11 paged cases ran with their page tables handed to TE" 11 "$(/usr/bin/python3 -c "
 import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (28 cases through TE.s FP8 path, 28 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+# the max_batch_size cases: TE's InferenceParams made the cache, a table of
+# max_batch_size rows and the lengths (equal to fattn's model: the verdicts
+# above), and its step() copied the tokens through the shim's copy_to_kv_cache
+check "InferenceParams' tables of max_batch_size rows reached the engine" "5x4 4x4 3x3" "$(/usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1])
+print(' '.join('%dx%d' % f['cases'][c]['inputs/page_table_k'].shape for c in sorted(f['cases']) if c.startswith('paged.mbs.')))
+" "$work/v/te2.h5" 2>&1)"
+# a forward under no_grad / inference_mode: inputs, forward and what TE's
+# forward handed save_for_backward; no backward
+check "no_grad and inference_mode cases: save_ctx kept, no backward" "4 4 0" "$(/usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1])
+cs = [g for c, g in f['cases'].items() if c.startswith('mode.') and ('no_grad' in c or 'inference_mode' in c)]
+print(len(cs), sum(len(g.get('save_ctx', {})) > 0 for g in cs), sum('backward' in g for g in cs))
+" "$work/v/te2.h5" 2>&1)"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (29 cases through TE.s FP8 path, 29 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -89,19 +110,19 @@ check "verify lists the four FP8 NaN-payload paths under each fattn pair" 8 \
 check "DEVIATIONS match only their own differences, with their exact signatures" \
     "F1 None None NaN None None F1 None None" "$(head -1 "$work/dev.out")"
 check "F1 raised at another line of backends.py is not F1, and says so" \
-    "te-2.19.0 refused it with TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1752); F1 is TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1751)" \
+    "te-${te_legacy} refused it with TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1752); F1 is TypeError: Value after * must be an iterable, not NoneType (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1751)" \
     "$(sed -n 2p "$work/dev.out")"
 
 "$env_dir/venv/bin/python" -W ignore "$here/check_verdict.py" "$fattn" "$work/v/te2.h5" \
     softmax.off_by_one.f16 "$work" || fail=1
 "$fattn" inspect "$work/v/te1.h5" >/dev/null 2>&1
-check "TE 2.19.0's run file is a valid fattn-run/1 file" 0 $?
-check "impl te-2.19.0" 1 "$(/usr/bin/python3 -c "import h5py,sys; print(int(h5py.File(sys.argv[1])['/'].attrs['impl']=='te-2.19.0'))" "$work/v/te1.h5" 2>/dev/null)"
+check "TE ${te_legacy}'s run file is a valid fattn-run/1 file" 0 $?
+check "impl te-${te_legacy}" 1 "$(/usr/bin/python3 -c "import h5py,sys; print(int(h5py.File(sys.argv[1])['/'].attrs['impl']=='te-${te_legacy}'))" "$work/v/te1.h5" 2>/dev/null)"
 
 # 2. --te as a TE wheel file (the 2.20.2 wheel setup.sh downloaded), unpacked
 # into the run's temporary folder; the unpacked release directory is what
 # section 1 ran
-"$here/fattn-te" run --te "$env_dir/wheels/transformer_engine-2.20.2-py3-none-any.whl" \
+"$here/fattn-te" run --te "$env_dir/wheels/transformer_engine-${te_split}-py3-none-any.whl" \
     --filter 'layout.sb3hd*' -o "$work/p.h5" >/dev/null 2>"$work/err"
 check "--te WHEEL runs" 0 $?
 "$fattn" run --impl split --filter 'layout.sb3hd*' -o "$work/ps.h5" >/dev/null 2>&1
@@ -111,7 +132,7 @@ check "--te WHEEL equals fattn split on layout.sb3hd" 0 $?
 # 3. bad input: exit 2, nothing written
 "$here/fattn-te" run --te /nonexistent -o "$work/bad.h5" 2>"$work/err"
 check "--te on a missing directory exits 2" 2 $?
-"$here/fattn-te" run --te 2.19.0 -o "$work/no/such/dir/x.h5" 2>"$work/err"
+"$here/fattn-te" run --te "$te_legacy" -o "$work/no/such/dir/x.h5" 2>"$work/err"
 check "-o in a missing directory exits 2 at once" 2 $?
 check "the message names the directory" 1 "$(grep -c "$work/no/such/dir" "$work/err")"
 check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
@@ -123,7 +144,7 @@ check "nothing written" no "$( [ -e "$work/bad.h5" ] && echo yes || echo no)"
 import json, sys
 print(json.dumps([c for c in json.load(open(sys.argv[1])) if c["id"] == "fp8.cs.bshd.fp8in"]))' \
     "$here/../../golden/default_cases.json" >"$work/fp8.json"
-"$here/fattn-te" run --te 2.20.2 --cases "$work/fp8.json" -o "$work/fp8.h5" >/dev/null 2>"$work/err"
+"$here/fattn-te" run --te "$te_split" --cases "$work/fp8.json" -o "$work/fp8.h5" >/dev/null 2>"$work/err"
 check "an FP8 case in --cases runs" 0 $?
 "$fattn" run --impl split --cases "$work/fp8.json" -o "$work/fp8s.h5" >/dev/null 2>&1
 "$fattn" diff "$work/fp8s.h5" "$work/fp8.h5" >"$work/diff" 2>&1
@@ -158,7 +179,7 @@ check "shim enums and strictness" "(25, 2, 6, 8) refused" "$got"
 # 5b. what the FP8 path reaches of the shim, as discover.py --run logs it:
 # the two fused_attn calls and TE's quantizers' cast, nothing else
 got=$(PYTHONPATH="$here" TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" \
-    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/2.20.2" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
+    "$env_dir/venv/bin/python" -W ignore -m fattn_te.discover "$env_dir/te/${te_split}" --run 'fp8.*.outfp8' 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
 check "the FP8 path reaches fused_attn_fwd, fused_attn_bwd and quantize only" \
     "fused_attn_bwd fused_attn_fwd quantize " "$got"
 
@@ -177,12 +198,12 @@ check "bridge checks libfattn's struct layout" refused "$got"
 
 # 7. a source tree: impl is te-<git describe>
 mkdir -p "$work/src"
-cp -R "$env_dir/te/2.20.2/transformer_engine" "$work/src/"
+cp -R "$env_dir/te/${te_split}/transformer_engine" "$work/src/"
 (cd "$work/src" && git init -q && git add -A && git -c user.name=t -c user.email=t@t \
-    commit -qm tree && git tag v2.20.2-local) >/dev/null 2>&1
+    commit -qm tree && git tag v"$te_split"-local) >/dev/null 2>&1
 "$here/fattn-te" run --te "$work/src" --filter 'layout.sb3hd*' -o "$work/s.h5" >/dev/null 2>&1
 check "--te on a git tree runs" 0 $?
-check "impl te-<git describe>" te-v2.20.2-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
+check "impl te-<git describe>" te-v"$te_split"-local "$(/usr/bin/python3 -c "import h5py,sys; v=h5py.File(sys.argv[1])['/'].attrs['impl']; print(v.decode() if isinstance(v, bytes) else v)" "$work/s.h5" 2>/dev/null)"
 "$fattn" diff "$work/p.h5" "$work/s.h5" >/dev/null 2>&1
 check "the git tree's states equal the wheel's" 0 $?
 "$here/fattn-te" run --te "$work/src" --filter 'fp8.cs.*' -o "$work/s8.h5" >/dev/null 2>&1
@@ -199,15 +220,15 @@ line=$(grep -n '^                    args.dP_quantizer,$' "$work/src/transformer
 check "the FP8 fused_attn_bwd's dP argument is at 2147" 2147 "$line"
 sed -i "${line}s/args.dP_quantizer,/args.dO_quantizer,/" \
     "$work/src/transformer_engine/pytorch/attention/dot_product_attention/backends.py"
-"$here/fattn-te" verify --te 2.20.2 --te "$work/src" --filter 'fp8.ds.bshd' >"$work/mut" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/src" --filter 'fp8.ds.bshd' >"$work/mut" 2>&1
 check "the FP8 bug makes verify exit 1" 1 $?
-check "the first verdict is no" 1 "$(grep -c '^te-2.20.2 -> te-v2.20.2-local-dirty: behavior-neutral: no' "$work/mut")"
+check "the first verdict is no" 1 "$(grep -c '^te-'"$te_split"' -> te-v'"$te_split"'-local-dirty: behavior-neutral: no' "$work/mut")"
 check "it names the case and the quantizer (under the TE pair and the split pair)" 2 "$(grep -c '^  /cases/fp8.ds.bshd/backward@dP_quantizer  ' "$work/mut")"
 
 # 8. byte-reproducible with SOURCE_DATE_EPOCH, whatever the output path
 mkdir -p "$work/r"
 for o in "$work/r1.h5" "$work/r/r2.h5"; do
-    SOURCE_DATE_EPOCH=1700000000 "$here/fattn-te" run --te 2.19.0 --filter 'dropout.*' -o "$o" >/dev/null 2>&1
+    SOURCE_DATE_EPOCH=1700000000 "$here/fattn-te" run --te "$te_legacy" --filter 'dropout.*' -o "$o" >/dev/null 2>&1
 done
 cmp -s "$work/r1.h5" "$work/r/r2.h5"
 check "two runs with SOURCE_DATE_EPOCH are byte-identical" 0 $?
@@ -215,7 +236,7 @@ check "two runs with SOURCE_DATE_EPOCH are byte-identical" 0 $?
 B=transformer_engine/pytorch/attention/dot_product_attention/backends.py
 mutant() { # name, file, python re.sub pattern, replacement: a copy of 2.20.2 with one line changed
     mkdir -p "$work/$1"
-    cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$work/$1/"
+    cp -R "$env_dir/te/${te_split}/transformer_engine" "$env_dir/te/${te_split}/"*.dist-info "$work/$1/"
     "$env_dir/venv/bin/python" - "$work/$1/$2" "$3" "$4" <<'PY' || echo "not ok - mutant $1 not made"
 import re, sys
 path, pat, rep = sys.argv[1:4]
@@ -234,7 +255,7 @@ cat >"$work/evaldrop.json" <<'JSON'
   "dtype": "float16", "layout": "sbhd_sbhd_sbhd", "is_training": false, "dropout_p": 0.2,
   "seed": 1070}]
 JSON
-"$here/fattn-te" verify --te 2.20.2 --te "$work/evaldrop" --cases "$work/evaldrop.json" >"$work/out" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/evaldrop" --cases "$work/evaldrop.json" >"$work/out" 2>&1
 check "eval-mode dropout bug: verify exits 1" 1 $?
 check "eval-mode dropout bug: save_ctx dropout_p named" 2 "$(grep -c '^  /cases/inference.dropout_p0.2.f16/save_ctx@dropout_p' "$work/out")"
 "$here/fattn-te" run --call function --te "$work/evaldrop" --cases "$work/evaldrop.json" -o "$work/ed.h5" >/dev/null 2>&1
@@ -244,7 +265,7 @@ check "the same bug passes on --call function (it is FusedAttention's)" 0 $?
 # 9b. grads returned in the wrong order: autograd misplaces them where the
 # shapes agree and refuses them where they do not
 mutant order "$B" '^    return dq, dk, dv, d_bias, d_softmax_offset$' '    return dk, dq, dv, d_bias, d_softmax_offset'
-"$here/fattn-te" verify --te 2.20.2 --te "$work/order" --filter 'layout.sb*' >"$work/out" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/order" --filter 'layout.sb*' >"$work/out" 2>&1
 check "grads in the wrong order: verify exits 1" 1 $?
 check "misplaced dq named (TE vs TE, fattn-split vs TE)" 2 "$(grep -c '^  /cases/layout.sb3hd.causal.f16/backward/dq  different' "$work/out")"
 check "autograd's refusal recorded as the case's result" 1 "$(grep -c '^  errored: layout.sbhd_sbhd_sbhd.no_mask.f16 (errored in this TE only): TE raised RuntimeError: Function FusedAttnFuncBackward returned an invalid gradient at index 0' "$work/out")"
@@ -259,10 +280,10 @@ check "the inference bias case (no backward) still ran" 1 "$(grep -c '4 errored'
 # engine check; the others' verdicts stand, the errored cases are counted
 mutant swapped transformer_engine/pytorch/cpp_extensions/fused_attn.py \
     '^    # execute kernel$' '    if attn_mask_type == "causal": max_seqlen_q, max_seqlen_kv = max_seqlen_kv, max_seqlen_q'
-"$here/fattn-te" verify --te 2.20.2 --te "$work/swapped" --filter 'layout.sb*' --keep "$work/be" >"$work/out" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/swapped" --filter 'layout.sb*' --keep "$work/be" >"$work/out" 2>&1
 check "swapped max_seqlen: verify exits 1" 1 $?
 ncausal=$(grep -c '^  errored: layout\.[^ ]*\.causal\.[a-z0-9]* (errored in this TE only): inconsistent hand-off: TE handed fused_attn_fwd an inconsistent max_seqlen_q: passed [0-9]*; the contract expects [0-9]* (Q.s sequence dim in sbhd)$' "$work/out")
-nerr=$(sed -n 's/^te-2.20.2 (.*swapped): .*, \([0-9]*\) errored$/\1/p' "$work/out")
+nerr=$(sed -n 's/^te-'"$te_split"' (.*swapped): .*, \([0-9]*\) errored$/\1/p' "$work/out")
 check "swapped max_seqlen: the causal layout cases with sq != skv errored, named as TE's hand-off" yes "$([ "$ncausal" -gt 0 ] && echo yes)"
 check "swapped max_seqlen: the errored cases counted" "$ncausal" "$nerr"
 "$fattn" diff "$work/be/te1.h5" "$work/be/te2.h5" >"$work/diff" 2>&1
@@ -273,20 +294,20 @@ check "swapped max_seqlen: only the errored cases differ" 0 "$(grep '^different:
 # refuse.fp8.max_logit otherwise than F1 documents, and is caught
 mutant f1assert "$B" '^(        fused_attention_backend = FusedAttnBackend\["FP8"\]\n)' \
     '\1        assert not args.return_max_logit, "FP8 has no max_logit"\n'
-"$here/fattn-te" verify --te 2.20.2 --te "$work/f1assert" --filter 'refuse.fp8.max_logit' >"$work/out" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/f1assert" --filter 'refuse.fp8.max_logit' >"$work/out" 2>&1
 check "an extra assert in the F1 case: verify exits 1" 1 $?
-check "... the case and the cause named (TE's assert, its line), under both pairs" 2 "$(grep -c '^  /cases/refuse.fp8.max_logit  errored in te-2.20.2 (.*f1assert): TE raised AssertionError: FP8 has no max_logit (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1647); fattn refuses the case by rule fp8_max_logit' "$work/out")"
-check "... and not taken for F1: the TE pair differs" 1 "$(grep -c '^te-2.20.2 (2.20.2) -> te-2.20.2 (.*f1assert): behavior-neutral: no (1 of 1 cases differ' "$work/out")"
+check "... the case and the cause named (TE's assert, its line), under both pairs" 2 "$(grep -c '^  /cases/refuse.fp8.max_logit  errored in te-'"$te_split"' (.*f1assert): TE raised AssertionError: FP8 has no max_logit (transformer_engine/pytorch/attention/dot_product_attention/backends.py:1647); fattn refuses the case by rule fp8_max_logit' "$work/out")"
+check "... and not taken for F1: the TE pair differs" 1 "$(grep -c '^te-'"$te_split"' ('"$te_split"') -> te-'"$te_split"' (.*f1assert): behavior-neutral: no (1 of 1 cases differ' "$work/out")"
 
 # 9g. FusedAttention.forward's FP8 arguments: fp8_output given
 # bf16_backward's value (one line, 2.20.2 backends.py:2619) is caught on an
 # FP8 case run through the module, and passes on --call function (the
 # module's argument building is what catches it)
 mutant fp8flags "$B" '^                fp8_output=fp8_output,$' '                fp8_output=bf16_backward,'
-"$here/fattn-te" verify --te 2.20.2 --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
+"$here/fattn-te" verify --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
 check "FP8 module flags swapped: verify exits 1" 1 $?
 check "... the case and its FP8 out named (TE pair, split pair)" 2 "$(grep -c '^  /cases/fp8.cs.bshd_bs2hd.gqa.outfp8/forward/out  ' "$work/out")"
-"$here/fattn-te" verify --call function --te 2.20.2 --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
+"$here/fattn-te" verify --call function --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
 check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
 
 # 9f. blame: TE (its line), TE's hand-off, or fattn-te's own error, which
@@ -299,14 +320,47 @@ check "blame: a TE error names TE's line" 1 "$(grep -c '^te TE raised ValueError
 check "blame: fattn-te's own error stops the run, exit 2, nothing written" "run 2 nothing written" "$(tail -1 "$work/blame")"
 check "blame: ... naming the case and fattn-te's line" 1 "$(grep -c "^fattn-te: case layout.sb3hd.causal.f16: fattn-te's own error (not a result about TE): AttributeError: .* (tools/te/fattn_te/record.py:[0-9]*)$" "$work/blame.err")"
 
+# 9h. modes and paged caches as TE's users run them: one-line bugs in copies
+# of 2.20.2, each run on the cases that show it and held to section 1's run
+# of 2.20.2, caught with the case and the cause named
+ref2="$work/v/te2.h5"
+moderun() { # mutant, filter: fattn-te run on the copy, then fattn diff against 2.20.2's run
+    "$here/fattn-te" run --te "$work/$1" --filter "$2" -o "$work/$1.h5" >"$work/$1.run" 2>&1
+    echo "exit $?" >>"$work/$1.run"
+    "$fattn" diff "$ref2" "$work/$1.h5" --only "/cases/$2" >"$work/$1.diff" 2>&1
+}
+# FusedAttention asks FusedAttnFunc for max_logit only when training (2.20.2 backends.py:2612)
+mutant maxlogit "$B" '^                return_max_logit=self\.return_max_logit,$' \
+    '                return_max_logit=self.return_max_logit and self.training,'
+moderun maxlogit 'mode.eval.max_logit.*'
+check "inference max_logit bug: the eval case errored, exit 1" "exit 1" "$(tail -1 "$work/maxlogit.run")"
+check "... named as TE's hand-off of a max_logit it never asked for" 1 \
+    "$(grep -c "^  mode.eval.max_logit.causal.bf16: inconsistent hand-off: TE's FusedAttention returned a max_logit, but asked fused_attn_fwd for none$" "$work/maxlogit.run")"
+# FusedAttention's is_training from the grad mode, not train()/eval() (:2599)
+mutant gradmode "$B" '^                is_training=self\.training,$' \
+    '                is_training=torch.is_grad_enabled(),'
+moderun gradmode 'mode.train.*'
+check "grad-mode is_training bug: the training forwards under no_grad and inference_mode lose their dropout" \
+    "/cases/mode.train.inference_mode.dropout.causal.bf16/forward/out /cases/mode.train.inference_mode.dropout.causal.bf16/save_ctx/out /cases/mode.train.no_grad.dropout.f16/forward/out /cases/mode.train.no_grad.dropout.f16/save_ctx/out " \
+    "$(counted "$work/gradmode.diff" | sort | tr '\n' ' ')"
+# FusedAttention no longer cuts InferenceParams' cu_seqlens_kv to b + 1 (:2434)
+mutant trim "$B" '^            cu_seqlens_kv = cu_seqlens_kv\[: batch_size \+ 1\]$' \
+    '            cu_seqlens_kv = cu_seqlens_kv'
+moderun trim 'paged.*'
+check "cu_seqlens trimming bug: run exits 1" "exit 1" "$(tail -1 "$work/trim.run")"
+check "... the max_batch_size cases errored, each named as TE's hand-off of cu_seqlens_kv" 3 \
+    "$(grep -c '^  paged\.mbs\.[^ ]*: inconsistent hand-off: TE handed fused_attn_fwd an inconsistent cu_seqlens_kv: passed \[[0-9]*\] int32; the contract expects int32 \[[0-9]*\] (b + 1 for the batch of [0-9]*)$' "$work/trim.run")"
+check "... and nothing else differs (the paged cases without max_batch_size hand b + 1 already)" \
+    "" "$(counted "$work/trim.diff" | grep -v '^/cases/paged\.mbs\.' | tr '\n' ' ')"
+
 # 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
 # second --te is refused before any TE runs
-"$here/fattn-te" run --te "$env_dir/te/2.20.2/transformer_engine" --filter 'layout.sb3hd*' -o "$work/f.h5" >/dev/null 2>&1
+"$here/fattn-te" run --te "$env_dir/te/${te_split}/transformer_engine" --filter 'layout.sb3hd*' -o "$work/f.h5" >/dev/null 2>&1
 check "--te transformer_engine/ runs" 0 $?
 "$fattn" diff "$work/ps.h5" "$work/f.h5" >/dev/null 2>&1
 check "--te transformer_engine/ equals fattn split on layout.sb3hd" 0 $?
 start=$(date +%s)
-"$here/fattn-te" verify --te 2.19.0 --te "$work/nothing-here" --keep "$work/k" >/dev/null 2>"$work/err"
+"$here/fattn-te" verify --te "$te_legacy" --te "$work/nothing-here" --keep "$work/k" >/dev/null 2>"$work/err"
 check "a bad second --te: exit 2" 2 $?
 check "... before any TE ran" no "$( [ -e "$work/k/te1.h5" ] && echo yes || echo no)"
 check "... saying what --te takes" 1 "$(grep -c 'takes a TE release that tools/te/setup.sh unpacked .* a TE wheel file' "$work/err")"

@@ -16,27 +16,53 @@
 extern "C" {
 #endif
 
-typedef enum fattn_status {
-    FATTN_OK = 0,
-    FATTN_E_INVALID_ARG = -1,      /* a caller passed something malformed */
-    FATTN_E_NOMEM = -2,            /* allocation failed */
-    FATTN_E_UNSUPPORTED = -3,      /* valid for TE, but this engine cannot run it */
-    FATTN_E_SHAPE = -4,            /* tensor shape or stride inconsistent */
-    FATTN_E_DTYPE = -5,            /* tensor dtype not allowed here */
-    FATTN_E_LAYOUT = -6,           /* QKV layout unknown or not usable here */
-    FATTN_E_PARSE = -7,            /* a name or document could not be parsed */
-    FATTN_E_STATE = -8,            /* an operation in the wrong state */
-    FATTN_E_IO = -9,               /* reading or writing a file failed */
-    FATTN_E_INVALID_FILE = -10,    /* a file is not a valid fattn file */
-    FATTN_E_UNSAFE_TE_QUIRK = -11, /* TE would write out of bounds here */
-    FATTN_E_INVALID_CASE = -12,    /* TE itself refuses this configuration */
-    FATTN_E_CUDA = -13,            /* the CUDA runtime failed */
-    FATTN_E_CUDNN = -14,           /* cuDNN failed */
-    FATTN_E_OVERFLOW = -15,        /* a size computation overflowed */
-    FATTN_E_INTERNAL = -16,        /* an invariant of libfattn itself broke */
-    FATTN_E_MISSING_FIELD = -17,   /* a required argument field was left unset */
-    FATTN_E_NOT_MODELLED = -18     /* TE accepts this, fattn does not model it */
-} fattn_status;
+/* Every status, one row each: X(name, value, text) — the enumerator
+ * FATTN_<name>, its value and its short description (fattn_status_str;
+ * fattn_status_name spells the enumerator), after what it means. The enum
+ * and the name table (lib/core/status.c) are made from it, so a status is
+ * one row here (as libuv's UV_ERRNO_MAP). */
+#define FATTN_STATUS_MAP(X)                                                                        \
+    X(OK, 0, "ok")                                                                                 \
+    /* a caller passed something malformed */                                                      \
+    X(E_INVALID_ARG, -1, "invalid argument")                                                       \
+    /* allocation failed */                                                                        \
+    X(E_NOMEM, -2, "out of memory")                                                                \
+    /* valid for TE, but this engine cannot run it */                                              \
+    X(E_UNSUPPORTED, -3, "not supported by this engine")                                           \
+    /* tensor shape or stride inconsistent */                                                      \
+    X(E_SHAPE, -4, "inconsistent tensor shape")                                                    \
+    /* tensor dtype not allowed here */                                                            \
+    X(E_DTYPE, -5, "tensor dtype not allowed")                                                     \
+    /* QKV layout unknown or not usable here */                                                    \
+    X(E_LAYOUT, -6, "unusable QKV layout")                                                         \
+    /* a name or document could not be parsed */                                                   \
+    X(E_PARSE, -7, "parse error")                                                                  \
+    /* an operation in the wrong state */                                                          \
+    X(E_STATE, -8, "invalid state transition")                                                     \
+    /* reading or writing a file failed */                                                         \
+    X(E_IO, -9, "I/O error")                                                                       \
+    /* a file is not a valid fattn file */                                                         \
+    X(E_INVALID_FILE, -10, "invalid file")                                                         \
+    /* TE would write out of bounds here */                                                        \
+    X(E_UNSAFE_TE_QUIRK, -11, "TransformerEngine quirk that would access memory out of bounds")    \
+    /* TE itself refuses this configuration */                                                     \
+    X(E_INVALID_CASE, -12, "configuration refused by TransformerEngine")                           \
+    /* the CUDA runtime failed */                                                                  \
+    X(E_CUDA, -13, "CUDA error")                                                                   \
+    /* cuDNN failed */                                                                             \
+    X(E_CUDNN, -14, "cuDNN error")                                                                 \
+    /* a size computation overflowed */                                                            \
+    X(E_OVERFLOW, -15, "size overflow")                                                            \
+    /* an invariant of libfattn itself broke */                                                    \
+    X(E_INTERNAL, -16, "internal error")                                                           \
+    /* a required argument field was left unset */                                                 \
+    X(E_MISSING_FIELD, -17, "required field not set")                                              \
+    /* TE accepts this, fattn does not model it */                                                 \
+    X(E_NOT_MODELLED, -18, "accepted by TE, not modelled by fattn")
+
+#define FATTN_STATUS_ENUM_(name, value, text) FATTN_##name = value,
+typedef enum fattn_status { FATTN_STATUS_MAP(FATTN_STATUS_ENUM_) } fattn_status;
+#undef FATTN_STATUS_ENUM_
 
 /* Short fixed description of a status ("invalid argument"). Never NULL. */
 FATTN_API const char *fattn_status_str(fattn_status s);

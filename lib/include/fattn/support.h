@@ -42,27 +42,7 @@
 extern "C" {
 #endif
 
-/* The TE releases whose rules the table knows, oldest first: one row each,
- * X(id, name, release, cpp_rev) — name as --te-rules takes it, the wheel's
- * release (the rev of the Python lines cited), and the revision whose C++
- * (fused_attn.cpp, attention.cpp) was read for it. Rows after the first are
- * preceded by S() (a separator for the lists made from the table). Adding a
- * release is one row here; the support rows hold for a range of releases,
- * so only the rows whose rule or cited line changes are touched
- * (docs/architecture.md, "A TE release"). */
-#define FATTN_TE_RELEASES(X, S)                                                                \
-    X(2_19, "2.19", "2.19.0", "2.19.0")                                                        \
-    S() X(2_20, "2.20", "2.20.2", "d0067d0")                                                   \
-    FATTN_TE_RELEASE_DRY_RUN_(X, S)
-
-/* The recipe's dry run: tests/test_te_release.c builds the table with one
- * more, made-up release, as adding a release does; nothing else defines
- * FATTN_TE_RELEASE_DRY_RUN, so the library never has it. */
-#ifdef FATTN_TE_RELEASE_DRY_RUN
-#define FATTN_TE_RELEASE_DRY_RUN_(X, S) S() X(9_99, "9.99", "9.99.0", "dryrun0")
-#else
-#define FATTN_TE_RELEASE_DRY_RUN_(X, S)
-#endif
+#include "fattn/te_releases.h"
 
 #define FATTN_TE_NOSEP_()
 #define FATTN_TE_IDX_(id, name, rel, cpp) FATTN_TE_RULES_IDX_##id,

@@ -26,6 +26,12 @@ TOOL_DIR = os.sep + "fattn_te" + os.sep
 _AUTOGRAD = re.compile(r"^(?:Function|function) (\w+)Backward returned ")
 
 
+class CaseError(Exception):
+    """What TE handed the recorder (its output, its ctx for backward) does
+    not fit the run-file contract: a result about TE (record.py raises it,
+    classify names it)."""
+
+
 class ToolError(Exception):
     """fattn-te's own error in a case: the run stops, exit 2."""
 
@@ -93,11 +99,11 @@ last_backward = None  # the BackwardReturn of the case running (record.py sets i
 def classify(exc):
     """(who, reason) of a case's exception; who is "te", "handoff" or
     "tool"."""
-    from . import contract, record
+    from . import contract
     msg = str(exc).splitlines()[0] if str(exc) else ""
     if isinstance(exc, contract.HandoffError):
         return "handoff", f"inconsistent hand-off: {exc}"
-    if isinstance(exc, record.CaseError):  # TE's ctx/output, as the recorder reads it
+    if isinstance(exc, CaseError):  # TE's ctx/output, as the recorder reads it
         return "handoff", f"inconsistent hand-off: {exc}"
     owner, loc = where(exc)
     name = type(exc).__name__

@@ -3,7 +3,6 @@ import argparse
 import faulthandler
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -11,108 +10,11 @@ import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(SRC, "tools", "python"))
-import fattn_runfile as rf  # noqa: E402
+# where.py: the names cli has always offered, used here and by its callers
+from .where import (ERROR_PREFIX, HERE, SRC, _count_datasets, env_dir,  # noqa: F401
+                    fattn_args, rf, run_fattn, te_impl, te_root, use_library_of)
 
 _T0 = time.monotonic()
-
-
-def env_dir():
-    return os.environ.get("FATTN_TE_ENV", os.path.join(os.path.expanduser("~"), ".cache",
-                                                       "fattn-te"))
-
-
-def _releases():
-    d = os.path.join(env_dir(), "te")
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
-
-
-def te_root(arg, work=None):
-    """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
-    into `work`), a directory holding transformer_engine/ (an unpacked wheel,
-    a source checkout) or the transformer_engine/ directory itself: the
-    directory holding transformer_engine/, checked to hold TE's backends
-    module. InputError saying what --te takes otherwise."""
-    from fattn_te import loader
-    root = None
-    if os.path.isfile(arg) and arg.endswith(".whl"):
-        if work is None:
-            raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
-        from fattn_te import guard
-        root = guard.unpack_wheel(arg, work)  # a folder per content digest
-    elif os.path.isdir(arg):
-        a = os.path.abspath(arg)
-        inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
-            os.path.join(a, "pytorch"))
-        root = os.path.dirname(a.rstrip("/")) if inner else a
-    elif os.path.isdir(os.path.join(env_dir(), "te", arg)):
-        root = os.path.join(env_dir(), "te", arg)
-    if root is not None:
-        try:
-            return loader.te_package_dir(root)
-        except loader.TEImportError:
-            pass
-    have = ", ".join(_releases()) or "none"
-    raise rf.InputError(
-        f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
-        f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
-        f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
-        f"transformer_engine/ (an unpacked wheel or a source checkout) or that "
-        f"transformer_engine/ directory; each needs "
-        f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
-
-
-def use_library_of(fattn):
-    """The libfattn.so the bridge loads is the one built with `fattn` (its
-    build's lib/), unless $FATTN_LIB names one: a second build*/ of the
-    tree must not mix its engine with another build's harness."""
-    if os.environ.get("FATTN_LIB"):
-        return
-    build = os.path.dirname(os.path.dirname(os.path.realpath(fattn)))
-    lib = os.path.join(build, "lib", "libfattn.so")
-    if os.path.isfile(lib):
-        os.environ["FATTN_LIB"] = lib
-
-
-def te_impl(root):
-    """te-<version> of a wheel (its dist-info), te-<git describe> of a source tree."""
-    for name in sorted(os.listdir(root)):
-        if name.startswith("transformer_engine-") and name.endswith(".dist-info"):
-            return "te-" + name[len("transformer_engine-"):-len(".dist-info")]
-    try:
-        d = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--tags"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-        if d:
-            return "te-" + d
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    vf = os.path.join(root, "build_tools", "VERSION.txt")
-    if os.path.isfile(vf):
-        return "te-" + open(vf).read().strip()
-    return "te-unknown"
-
-
-def fattn_args(args):
-    out = []
-    if args.cases:
-        out += ["--cases", args.cases]
-    if args.filter:
-        out += ["--filter", args.filter]
-    return out
-
-
-def run_fattn(fattn, argv):
-    from fattn_te import guard
-    p = guard.run([fattn] + argv)  # stopped with fattn-te (guard.stopping)
-    return p.returncode, p.stdout, p.stderr
-
-
-def _count_datasets(node):
-    if "children" not in node:
-        return 1
-    return sum(_count_datasets(c) for c in node["children"].values())
 
 
 def _progress(msg):
@@ -129,11 +31,6 @@ def _trace_stalls():
     n = os.environ.get("FATTN_TE_STALL_S")
     if n:
         faulthandler.dump_traceback_later(float(n), repeat=True, file=sys.stderr)
-
-
-# A case that raised is recorded as skipped with a reason that starts so
-# (docs/te.md, "Errors per case"); verify counts them by it.
-ERROR_PREFIX = "fattn-te: "
 
 
 def describe_error(e):
@@ -346,6 +243,9 @@ def main(argv=None):
         with guard.stopping():
             if args.cmd == "run":
                 return cmd_run(args)
+            if args.cp_matrix:  # the CP matrix's verdict (cp_verify.py)
+                from fattn_te import cp_verify
+                return cp_verify.main(args)
             from fattn_te import verify
             return verify.main(args)
     except guard.Stopped as e:

@@ -54,8 +54,8 @@ def _quantizer_kind(q):
 def layout_formats(qkv_layout):
     """(layout name, q format, kv format, paged) of TE's NVTE_QKV_Layout
     value, as get_qkv_format (utils.py) reads a layout's name."""
-    from . import shim
-    name = shim.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
+    from . import tex_enums
+    name = tex_enums.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
     parts = name.replace("paged_kv_", "").split("_")
     fmt = ["".join(ch for ch in p if ch.isalpha()) for p in (parts[0], parts[-1])]
     return name, fmt[0], fmt[1], name.startswith("paged_kv_")

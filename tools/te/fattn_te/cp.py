@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from . import cli
+from . import where
 
-DEFAULT_MATRIX = os.path.join(cli.SRC, "golden", "cp_cases.json")
+DEFAULT_MATRIX = os.path.join(where.SRC, "golden", "cp_cases.json")
 # Seconds a TE run's ranks may take: importing TE in every rank, then the
 # cases; a rank stuck in a collective gives up after the process group's
 # timeout (below) and the run goes on with the next case.
@@ -129,8 +129,8 @@ def _case_tree(attrs, payloads):
     errs = [(p["rank"], p["error"]) for p in payloads if "error" in p]
     if errs:
         r, e = errs[0]
-        reason = e if e.startswith(cli.ERROR_PREFIX) else cli.ERROR_PREFIX + e
-        reason = reason[:len(cli.ERROR_PREFIX)] + f"rank {r}: " + reason[len(cli.ERROR_PREFIX):]
+        reason = e if e.startswith(where.ERROR_PREFIX) else where.ERROR_PREFIX + e
+        reason = reason[:len(where.ERROR_PREFIX)] + f"rank {r}: " + reason[len(where.ERROR_PREFIX):]
         return {"attrs": attrs + [("skipped", reason, None)], "children": {}}, reason
     ref = payloads[0]["reference"]
     children = dict(ref)
@@ -150,19 +150,18 @@ def run(root, backend, cases, filt, out, fattn, work, impl_name):
         import fnmatch
         cps = {k: v for k, v in cps.items() if fnmatch.fnmatchcase(k, filt)}
     if not cps:
-        raise cli.rf.InputError(f"{cases}: no case with the cp key"
+        raise where.rf.InputError(f"{cases}: no case with the cp key"
                                 f"{' matches ' + filt if filt else ''}")
-    from .verify import _is_refactored
     ref = os.path.join(work, "cp-ref.h5")
-    refactored = _is_refactored(root)
+    refactored = where.is_refactored(root)
     argv = ["run", "--cp-reference", "--impl", "split" if refactored else "legacy",
             "--backend", backend, "--cases", cases, "-o", ref]
     if filt:
         argv += ["--filter", filt]
-    rc, _so, se = cli.run_fattn(fattn, argv)
+    rc, _so, se = where.run_fattn(fattn, argv)
     if rc != 0:
         sys.stderr.write(se)
-        raise cli.rf.InputError(f"fattn {' '.join(argv)}: exit {rc}")
+        raise where.rf.InputError(f"fattn {' '.join(argv)}: exit {rc}")
     tree = load_tree(ref)
     ran = {c: r for c, r in tree["children"]["cases"]["children"].items()
            if not any(a[0] in ("skipped", "refused_rule") for a in r["attrs"])}
@@ -175,8 +174,8 @@ def run(root, backend, cases, filt, out, fattn, work, impl_name):
             continue
         res = results[cid]
         if isinstance(res, str):
-            node, reason = {"attrs": attrs + [("skipped", cli.ERROR_PREFIX + res, None)],
-                            "children": {}}, cli.ERROR_PREFIX + res
+            node, reason = {"attrs": attrs + [("skipped", where.ERROR_PREFIX + res, None)],
+                            "children": {}}, where.ERROR_PREFIX + res
         else:
             node, reason = _case_tree(attrs, res)
         if reason:
@@ -184,14 +183,14 @@ def run(root, backend, cases, filt, out, fattn, work, impl_name):
         else:
             comm = cps[cid]["spec"]["cp"]["comm"]
             counts[comm] = counts.get(comm, 0) + 1
-            ntensors += cli._count_datasets(node)
+            ntensors += where._count_datasets(node)
         out_cases[cid] = node
     root_attrs = [a for a in tree["attrs"]
                   if a[0] not in ("impl", "git_rev", "forced_deterministic_bwd")]
     root_attrs.append(("forced_deterministic_bwd", np.uint8(backend == "cudnn"),
                        np.dtype("uint8")))
     root_attrs.append(("impl", impl_name, None))
-    root_attrs.append(("git_rev", cli.rf.attr_value(tree, "git_rev"), None))
+    root_attrs.append(("git_rev", where.rf.attr_value(tree, "git_rev"), None))
     new = {"attrs": sorted(root_attrs, key=lambda a: a[0]),
            "children": {"cases": {"attrs": [], "children": out_cases}}}
     write_tree(out, new, fattn=fattn)

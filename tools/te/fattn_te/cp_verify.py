@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from . import cli, cp, guard, verify
+from . import cp, guard, signatures, verify, where
 
 # TE's test_attention_with_cp tolerances: run_attention_with_cp.py get_tols
 # (release_v2.19 :172-192): bf16 2.5e-2, 3.5e-2 with GQA (h != hg); fp16
@@ -43,33 +43,14 @@ _RUN_LINE = re.compile(r"\(context parallelism: ([^;]*); (\d+) errored\)")
 
 
 def _te_run(root, args, out):
-    argv = [os.path.join(os.path.dirname(verify.HERE), "fattn-te"), "run", "--cp-matrix",
-            "--te", root, "--backend", args.backend, "-o", out] + cli.fattn_args(args)
+    argv = [os.path.join(os.path.dirname(where.HERE), "fattn-te"), "run", "--cp-matrix",
+            "--te", root, "--backend", args.backend, "-o", out] + where.fattn_args(args)
     p = guard.run(argv)  # stopped with fattn-te
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + p.stderr)
         raise RuntimeError(f"fattn-te run --cp-matrix --te {root}: exit {p.returncode}")
     return m.group(1)
-
-
-def _load(d):
-    a = d[()]
-    if d.attrs["dtype"] == "bfloat16":
-        a = (a.astype(np.uint32) << 16).view(np.float32)
-    return a.astype(np.float64)
-
-
-def _valid_tokens(case):
-    """THD: which global tokens lie within their sequence's length (the
-    rest is padding, undefined); None for bshd/sbhd."""
-    if "cu_seqlens_q_padded" not in case["inputs"]:
-        return None
-    cu, cup = case["inputs/cu_seqlens_q"][()], case["inputs/cu_seqlens_q_padded"][()]
-    valid = np.zeros(int(cup[-1]), bool)
-    for b in range(len(cu) - 1):
-        valid[cup[b]:cup[b] + cu[b + 1] - cu[b]] = True
-    return valid
 
 
 # (group, name, which token index, the dimension it indexes: "seq" = the
@@ -85,7 +66,7 @@ def _rank_checks(cid, case, spec, tol):
     every rank: ratio = max |cp - ref| / (tol + tol |ref|)."""
     fmt = spec["layout"].split("_")[0]
     sd = {"bshd": 1, "sbhd": 0, "thd": 0}[fmt]
-    valid = _valid_tokens(case) if fmt == "thd" else None
+    valid = signatures.valid_tokens(case) if fmt == "thd" else None
     out = []
     for r in sorted(case["ranks"], key=int):
         g = case["ranks"][r]
@@ -93,8 +74,8 @@ def _rank_checks(cid, case, spec, tol):
         for grp, name, which, dim in _COMPARED:
             if grp not in g or name not in g[grp]:
                 continue
-            a = _load(g[grp][name])
-            ref = _load(case[grp][name])
+            a = signatures.load(g[grp][name])
+            ref = signatures.load(case[grp][name])
             if which is not None and not (dim == 2 and ref.shape[2] == 1):
                 ref = np.take(ref, idx[which], axis=sd if dim == "seq" else dim)
                 if valid is not None and dim == "seq":
@@ -148,45 +129,6 @@ def tolerance_check(name, path):
     if len(bad) > verify._SHOWN:
         print(f"  ... and {len(bad) - verify._SHOWN} more")
     return 1 if bad else 0
-
-
-_ROWS_OF_Q = re.compile(r"^/cases/([^/]+)/ranks/(\d+)/(?:forward/out|engine_call/backward/"
-                        r"\d{3}/o)$")
-
-
-def p1_signature(pair, path):
-    """P1's exact signature for one differing tensor (verify.DEVIATIONS):
-    None when every finite pair is within TE's CP atol of each other and
-    every NaN/Inf-vs-finite element lies in a THD token past its
-    sequence's valid length (rows of the rank's q tokens: forward/out and
-    the out its backward steps read); else what the runs show."""
-    x, y = _load(pair.node(0, path)), _load(pair.node(1, path))
-    changed = np.isfinite(x) != np.isfinite(y)
-    if not changed.any():
-        return None  # the entry checked the finite pairs' max abs
-    m = _ROWS_OF_Q.match(path)
-    case = pair.node(0, f"/cases/{m.group(1)}") if m else None
-    valid = _valid_tokens(case) if case is not None else None
-    if valid is None:
-        return f"{int(changed.sum())} NaN/Inf vs finite outside a THD rank's out"
-    idx = case[f"ranks/{m.group(2)}/inputs/token_index_q"][()]
-    if x.shape[0] * 2 == idx.shape[0]:
-        # a backward step of the upper triangle reads the second half of
-        # each of the rank's sequences (thd_read_half_tensor(x, ..., 1),
-        # context_parallel.py 2.19.0:1300 / 2.20.2:1289): the rank's own
-        # cu_seqlens are the padded ones over the CP size
-        size = len(case["ranks"])
-        cs = case["inputs/cu_seqlens_q_padded"][()] // size // 2
-        seq = np.searchsorted(cs, np.arange(x.shape[0]), side="right") - 1
-        idx = idx[np.arange(x.shape[0]) + cs[np.minimum(seq + 1, len(cs) - 1)]]
-    elif x.shape[0] != idx.shape[0]:
-        return f"rows {x.shape[0]} that are not the rank's {idx.shape[0]} tokens"
-    rows = np.nonzero(changed.reshape(changed.shape[0], -1).any(axis=1))[0]
-    bad = valid[idx[rows]]
-    if bad.any():
-        return (f"NaN/Inf vs finite in {int(bad.sum())} token(s) within a sequence's length "
-                f"(first: row {int(rows[bad][0])})")
-    return None
 
 
 def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
@@ -307,17 +249,17 @@ def _sizes(resolved):
 
 def main(args):
     if len(args.te) != 2:
-        raise cli.rf.InputError("verify takes --te twice (A and B)")
-    fattn = cli.rf.find_fattn()
-    cli.use_library_of(fattn)
+        raise where.rf.InputError("verify takes --te twice (A and B)")
+    fattn = where.rf.find_fattn()
+    where.use_library_of(fattn)
     if not args.cases:
         args.cases = cp.DEFAULT_MATRIX
     tmp = tempfile.mkdtemp(prefix="fattn-te-verify-")
     work = args.keep or tmp
     try:
         os.makedirs(work, exist_ok=True)
-        roots = [cli.te_root(t, tmp) for t in args.te]
-        names = [cli.te_impl(r) for r in roots]
+        roots = [where.te_root(t, tmp) for t in args.te]
+        names = [where.te_impl(r) for r in roots]
         if names[0] == names[1]:
             names = [f"{n} ({t})" for n, t in zip(names, args.te)]
         files, counts = [], []
@@ -325,7 +267,7 @@ def main(args):
             out = os.path.join(work, f"te{i + 1}-cp.h5")
             counts.append(_te_run(root, args, out))
             files.append(out)
-        resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
+        resolved = {c["id"]: c for c in where.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c and c["spec"].get("cp")}
         if args.filter:
             import fnmatch
@@ -336,11 +278,11 @@ def main(args):
             rc = max(rc, tolerance_check(name, f))
         fe_files = {}
         for name, f, root in zip(names, files, roots):
-            impl = "split" if verify._is_refactored(root) else "legacy"
+            impl = "split" if where.is_refactored(root) else "legacy"
             if impl not in fe_files:
                 out = os.path.join(work, f"fattn-{impl}-cp.h5")
                 argv = [fattn, "run", "--cp-reference", "--impl", impl, "--backend",
-                        args.backend, "-o", out] + cli.fattn_args(args)
+                        args.backend, "-o", out] + where.fattn_args(args)
                 p = guard.run(argv)  # stopped with fattn-te
                 if p.returncode != 0:
                     sys.stderr.write(p.stderr)

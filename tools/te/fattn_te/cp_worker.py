@@ -146,9 +146,9 @@ class CallLog:
     what it returned, in call order."""
 
     def __init__(self):
-        from . import bridge
-        self.sig = {"forward": inspect.signature(bridge.fused_attn_fwd),
-                    "backward": inspect.signature(bridge.fused_attn_bwd)}
+        from . import calls
+        self.sig = {"forward": inspect.signature(calls.fused_attn_fwd),
+                    "backward": inspect.signature(calls.fused_attn_bwd)}
         self.calls = {"forward": [], "backward": []}
 
     def record(self, kind, args, result):

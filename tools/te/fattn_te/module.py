@@ -21,10 +21,13 @@ def not_expressed(res):
     layouts of TE's QKVLayouts (constants.py:151, asserted at 2.20.2
     backends.py:2414), and without inference_params one format for q and
     k/v (utils.py get_qkv_format:2654-2657: mixed formats are KV-cache
-    layouts). A paged case goes through the module with an InferenceParams
-    stand-in holding its page table (_PagedCache), unless V has a table of
-    its own (the module passes one table for both) or q is thd (the module
-    takes a thd q's head count for the batch when it cuts cu_seqlens)."""
+    layouts). A paged case goes through the module with TE's own
+    InferenceParams when it has max_batch_size (kvcache.py: TE's cache
+    manager makes the cache, the table and the lengths), else with a
+    stand-in holding fattn's page table (_PagedCache), unless V has a table
+    of its own (the module passes one table for both) or q is thd (the
+    module takes a thd q's head count for the batch when it cuts
+    cu_seqlens)."""
     from transformer_engine.pytorch.constants import QKVLayouts
     spec = res["spec"]
     if spec.get("raw_func_args"):
@@ -119,9 +122,10 @@ def call_module(backends, res, t, extra=None):
     from transformer_engine.pytorch.cpp_extensions.fused_attn import FusedAttnBackend
     from . import fp8
     spec = res["spec"]
+    # a KV cache makes DPA's attention "cross" (2.20.2 dot_product_attention.py:2545-2549)
     mod = backends.FusedAttention(
         res["attn_scale_arg"], attention_dropout=float(spec["dropout_p"]),
-        attention_type="self",
+        attention_type="cross" if spec.get("max_batch_size") else "self",
         layer_number=1, deterministic=bool(spec["deterministic"]),
         softmax_type=spec["softmax"], return_max_logit=bool(spec["return_max_logit"]))
     mod.train(bool(spec["is_training"]))
@@ -135,6 +139,24 @@ def call_module(backends, res, t, extra=None):
     f8 = fp8.func_args(spec) if fp8.is_fp8_case(spec) else None
     backend = FusedAttnBackend["FP8" if f8 else "F16_arbitrary_seqlen"]
     cu_q, cu_kv = t.get("cu_seqlens_q"), t.get("cu_seqlens_kv")
+    cu_q_pad, cu_kv_pad = t.get("cu_seqlens_q_padded"), t.get("cu_seqlens_kv_padded")
+    max_q, max_kv, layout = spec["sq"], spec["skv"], spec["layout"]
+    params = _PagedCache(t["page_table_k"]) if spec.get("paged") else None
+    if spec.get("max_batch_size"):
+        # DPA with TE's InferenceParams (kvcache.py): its step() writes the
+        # tokens and hands back the caches, cu_seqlens of max_batch_size + 1
+        # entries, max_seqlen_kv and the format; the padded ones are None
+        # (dot_product_attention.py:2555-2568); get_qkv_layout names the layout
+        from . import kvcache
+        params, new_k, new_v, fmt = kvcache.prepare(res, t)
+        kc, vc, cu_q, cu_kv, max_kv, qkv_fmt = kvcache.attention_step(params, new_k, new_v, fmt)
+        cu_q_pad = cu_kv_pad = None
+        layout = dpa_utils.get_qkv_layout(t["q"].detach(), kc, vc, qkv_format=qkv_fmt,
+                                          inference_params=params)[0]
+        if layout != spec["layout"]:
+            raise RuntimeError(f"TE's get_qkv_layout names the cache {layout}, the case "
+                               f"{spec['layout']}")
+        k, v = kc.as_subclass(HostTensor), vc.as_subclass(HostTensor)
     if not res["thd"] and "padding" not in spec["mask"]:
         b = spec["b"]
         if cu_q is None and res["q_format"] in ("bshd", "sbhd"):
@@ -145,10 +167,9 @@ def call_module(backends, res, t, extra=None):
     packed_qkv = _base(t["q"]) if grp in ("3hd", "h3d") else None
     packed_kv = _base(t["k"]) if grp in ("hd_2hd", "hd_h2d") else None
     result = mod(
-        q, k, v, qkv_layout=spec["layout"], cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv,
-        cu_seqlens_q_padded=t.get("cu_seqlens_q_padded"),
-        cu_seqlens_kv_padded=t.get("cu_seqlens_kv_padded"),
-        max_seqlen_q=spec["sq"], max_seqlen_kv=spec["skv"], attn_mask_type=spec["mask"],
+        q, k, v, qkv_layout=layout, cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv,
+        cu_seqlens_q_padded=cu_q_pad, cu_seqlens_kv_padded=cu_kv_pad,
+        max_seqlen_q=max_q, max_seqlen_kv=max_kv, attn_mask_type=spec["mask"],
         window_size=tuple(res["window"]), bottom_right_diagonal=res["bottom_right_diagonal_arg"],
         fused_attention_backend=backend,
         core_attention_bias_type=spec["bias"], core_attention_bias=t.get("attn_bias"),
@@ -156,7 +177,7 @@ def call_module(backends, res, t, extra=None):
         fp8=bool(f8), fp8_meta=f8 and f8["fp8_meta"], quantizers=f8 and f8["quantizers"],
         fp8_output=bool(f8 and f8["fp8_output"]), bf16_backward=bool(f8 and f8["bf16_backward"]),
         packed_qkv=packed_qkv, packed_kv=packed_kv,
-        inference_params=_PagedCache(t["page_table_k"]) if spec.get("paged") else None,
+        inference_params=params,
         **(extra or {}))
     if spec["return_max_logit"]:
         flat, max_logit = result

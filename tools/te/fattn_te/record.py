@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import torch
 
-from . import bridge, fp8, loader
+from . import blame, bridge, fp8, loader, modes
+from .blame import CaseError  # noqa: F401  (record.CaseError, as callers name it)
 
 _STORAGE_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32, "int32": torch.int32, "int64": torch.int64,
@@ -36,11 +37,6 @@ CTX_FIELDS = [
     ("softmax_type", "str"), ("window_size", "pair"), ("bottom_right_diagonal", "optbool"),
     ("fused_attention_backend", "backend"), ("use_FAv2_bwd", "bool"),
     ("deterministic", "bool")]
-
-
-class CaseError(Exception):
-    """What TE handed the recorder (its output, its ctx for backward) does
-    not fit the run-file contract: a result about TE (blame.py)."""
 
 
 def is_refactored(backends):
@@ -191,12 +187,16 @@ def _attr(name, kind, value):
     raise AssertionError(kind)
 
 
-def save_ctx_state(backends, ctx):
+def save_ctx_state(backends, ctx, saved_tensors=None):
     """save_ctx: the saved tensors by role (restored without consuming the
     ctx, with TE's own restore_from_saved) and the backward-read set, read
-    from the ctx (monolith) or its backward_objects (refactor)."""
+    from the ctx (monolith) or its backward_objects (refactor).
+    saved_tensors: what the forward handed ctx.save_for_backward when
+    autograd kept none (a forward under no_grad or inference_mode)."""
     from transformer_engine.pytorch.quantized_tensor import restore_from_saved
-    saved = list(restore_from_saved(ctx.tensor_objects, ctx.saved_tensors))
+    if saved_tensors is None:
+        saved_tensors = ctx.saved_tensors
+    saved = list(restore_from_saved(ctx.tensor_objects, saved_tensors))
     src = ctx.backward_objects if is_refactored(backends) else ctx
     children = {}
     for role, t in zip(FIXED_ROLES, saved[:12]):
@@ -269,30 +269,47 @@ def run_case(backends, res, ref_case, path="module"):
     gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
     bridge.last_forward = None
     fp8.set_env(backends, spec)
-    if case_path(res, path) == "module":
-        from . import module
-        # FusedAttention passes rng_gen=None: the engine takes the default
-        # generator, seeded per case as fattn's front ends seed theirs.
-        bridge.default_gen = gen
-        try:
-            out, max_logit, ctx, grad_root = module.call_module(backends, res, t)
-        finally:
-            bridge.default_gen = None
-        if ctx is None:
-            raise CaseError("TE's FusedAttention returned an output with no FusedAttnFunc "
-                            "node below it")
-    else:
-        args = func_args(backends, res, t, gen)
-        out, max_logit, _ = call_forward(backends, args)
-        ctx, grad_root = out.grad_fn, out
+    bridge.last_inputs = None
+    # the grad mode the forward runs under (modes.py); without a graph the
+    # ctx and what it was handed to save are captured as the forward runs
+    cap = modes.CtxCapture(backends.FusedAttnFunc)
+    with cap, modes.context(spec):
+        if case_path(res, path) == "module":
+            from . import module
+            # FusedAttention passes rng_gen=None: the engine takes the default
+            # generator, seeded per case as fattn's front ends seed theirs.
+            bridge.default_gen = gen
+            try:
+                out, max_logit, ctx, grad_root = module.call_module(backends, res, t)
+            finally:
+                bridge.default_gen = None
+        else:
+            args = func_args(backends, res, t, gen)
+            out, max_logit, _ = call_forward(backends, args)
+            ctx, grad_root = out.grad_fn, out
+    graphless = modes.grad_mode(spec) is not None
+    if graphless:
+        ctx = cap.ctx
+    if ctx is None:
+        raise CaseError("TE's FusedAttention returned an output with no FusedAttnFunc "
+                        "node below it")
     fwd_pack = bridge.last_forward
-    node = {"inputs": group([], {n: dataset(x) for n, x in t.items()})}
+    recorded = dict(t)
+    if spec.get("max_batch_size") and bridge.last_inputs:
+        # TE's InferenceParams made the cache, the table and the lengths:
+        # the inputs are what TE handed the engine
+        recorded.update({n: x for n, x in bridge.last_inputs.items() if x is not None})
+    node = {"inputs": group([], {n: dataset(x) for n, x in recorded.items()})}
     aux = {}
     # the aux pack as tex.fused_attn_fwd returned it: [O, Stats, (Max),
     # rng_state, (Bias), (SoftmaxOffset)]; Max became max_logit
     if not fwd_pack:
         raise CaseError("TE's FusedAttnFunc.forward never called fused_attn_fwd")
     stats = fwd_pack[1]
+    if (max_logit is not None) != bool(bridge.last_forward_max):
+        raise CaseError(f"TE's FusedAttention returned {'a' if max_logit is not None else 'no'} "
+                        f"max_logit, but asked fused_attn_fwd for "
+                        f"{'it' if bridge.last_forward_max else 'none'}")
     after = 3 if max_logit is not None else 2
     rng_state, rest = fwd_pack[after], list(fwd_pack[after + 1:])
     put(aux, "softmax_stats", stats)
@@ -312,8 +329,10 @@ def run_case(backends, res, ref_case, path="module"):
         put(fchildren, "out", out)
     put(fchildren, "max_logit", max_logit)
     node["forward"] = group(fattrs, fchildren)
-    node["save_ctx"] = save_ctx_state(backends, ctx)
-    if spec["is_training"]:
+    if graphless and cap.saved is None:
+        raise CaseError("TE's FusedAttnFunc.forward saved nothing for backward")
+    node["save_ctx"] = save_ctx_state(backends, ctx, cap.saved if graphless else None)
+    if modes.has_backward(spec):
         src = ctx.backward_objects if is_refactored(backends) else ctx
         fp8_bwd = bool(getattr(src, "fp8", False))
         # PyTorch's autograd runs TE's backward as training does (its checks:
@@ -327,7 +346,6 @@ def run_case(backends, res, ref_case, path="module"):
         d_out = t["d_out"]  # an FP8 d_out stays TE's Float8Tensor unless reshaped
         if list(d_out.shape) != list(grad_root.shape):
             d_out = d_out.reshape(grad_root.shape)
-        from . import blame
         with blame.BackwardReturn(backends.FusedAttnFunc) as blame.last_backward:
             grads = torch.autograd.grad([grad_root], [t[n] for n, _ in roles], [d_out],
                                         allow_unused=True)

@@ -7,6 +7,7 @@ a deviation, the values on both sides. Each check returns None when the
 signature holds, else what was seen instead, which verify prints under the
 verdict (the difference is then counted)."""
 import json
+import re
 
 import numpy as np
 
@@ -153,3 +154,64 @@ def fp8_nan_payload(pair, path):
 def load_log(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# P1 (docs/te.md, context parallelism): the ring's outputs merged per step.
+
+def load(d):
+    """A dataset's values as float64 (bfloat16 widened from its uint16 bits)."""
+    a = d[()]
+    if d.attrs["dtype"] == "bfloat16":
+        a = (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float64)
+
+
+def valid_tokens(case):
+    """THD: which global tokens lie within their sequence's length (the
+    rest is padding, undefined); None for bshd/sbhd."""
+    if "cu_seqlens_q_padded" not in case["inputs"]:
+        return None
+    cu, cup = case["inputs/cu_seqlens_q"][()], case["inputs/cu_seqlens_q_padded"][()]
+    valid = np.zeros(int(cup[-1]), bool)
+    for b in range(len(cu) - 1):
+        valid[cup[b]:cup[b] + cu[b + 1] - cu[b]] = True
+    return valid
+
+
+_ROWS_OF_Q = re.compile(r"^/cases/([^/]+)/ranks/(\d+)/(?:forward/out|engine_call/backward/"
+                        r"\d{3}/o)$")
+
+
+def p1(pair, path):
+    """P1's exact signature for one differing tensor (verify.DEVIATIONS):
+    None when every finite pair is within TE's CP atol of each other and
+    every NaN/Inf-vs-finite element lies in a THD token past its
+    sequence's valid length (rows of the rank's q tokens: forward/out and
+    the out its backward steps read); else what the runs show."""
+    x, y = load(pair.node(0, path)), load(pair.node(1, path))
+    changed = np.isfinite(x) != np.isfinite(y)
+    if not changed.any():
+        return None  # the entry checked the finite pairs' max abs
+    m = _ROWS_OF_Q.match(path)
+    case = pair.node(0, f"/cases/{m.group(1)}") if m else None
+    valid = valid_tokens(case) if case is not None else None
+    if valid is None:
+        return f"{int(changed.sum())} NaN/Inf vs finite outside a THD rank's out"
+    idx = case[f"ranks/{m.group(2)}/inputs/token_index_q"][()]
+    if x.shape[0] * 2 == idx.shape[0]:
+        # a backward step of the upper triangle reads the second half of
+        # each of the rank's sequences (thd_read_half_tensor(x, ..., 1),
+        # context_parallel.py 2.19.0:1300 / 2.20.2:1289): the rank's own
+        # cu_seqlens are the padded ones over the CP size
+        size = len(case["ranks"])
+        cs = case["inputs/cu_seqlens_q_padded"][()] // size // 2
+        seq = np.searchsorted(cs, np.arange(x.shape[0]), side="right") - 1
+        idx = idx[np.arange(x.shape[0]) + cs[np.minimum(seq + 1, len(cs) - 1)]]
+    elif x.shape[0] != idx.shape[0]:
+        return f"rows {x.shape[0]} that are not the rank's {idx.shape[0]} tokens"
+    rows = np.nonzero(changed.reshape(changed.shape[0], -1).any(axis=1))[0]
+    bad = valid[idx[rows]]
+    if bad.any():
+        return (f"NaN/Inf vs finite in {int(bad.sum())} token(s) within a sequence's length "
+                f"(first: row {int(rows[bad][0])})")
+    return None

@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 
-from . import cli, guard, signatures
+from . import guard, signatures, where
 
 # What --keep DIR keeps: each TE's run file and its refusal log, the front
 # ends' run files.
@@ -29,7 +29,7 @@ def _te_run(root, args, out):
     errored, recorded in the file) is a result. Returns (through the module,
     through FusedAttnFunc.apply, why those took it)."""
     argv = [os.path.join(os.path.dirname(HERE), "fattn-te"), "run", "--te", root,
-            "--backend", args.backend, "--call", args.call, "-o", out] + cli.fattn_args(args)
+            "--backend", args.backend, "--call", args.call, "-o", out] + where.fattn_args(args)
     # TE's answers to the cases fattn refuses (refusal.py), beside the run file
     env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
     p = guard.run(argv, env=env)  # handed a stop signal, as guard.stopping() raises it
@@ -51,8 +51,8 @@ def _errored(path):
         for cid, g in f["cases"].items():
             r = g.attrs.get("skipped")
             r = r.decode() if isinstance(r, bytes) else r
-            if r and r.startswith(cli.ERROR_PREFIX):
-                out[cid] = r[len(cli.ERROR_PREFIX):]
+            if r and r.startswith(where.ERROR_PREFIX):
+                out[cid] = r[len(where.ERROR_PREFIX):]
     return out
 
 
@@ -130,21 +130,16 @@ DEVIATIONS = [{
     # own CP tolerance's atol of each other; a NaN/Inf against a finite value
     # only in a THD token past its sequence's length (an undefined row: the
     # merge reads that row's Stats), which the signature checks element by
-    # element (cp_verify.p1_signature)
+    # element (signatures.p1)
     "entry": lambda e, side: e["status"] == "different" and bool(e.get("count"))
     and e.get("max_abs") is not None
     and e["max_abs"] <= {"bfloat16": 2.5e-2, "float16": 5e-3}.get(e.get("dtype"), 0.0),
-    "signature": lambda pair, cid, side, path: _cp().p1_signature(pair, path),
+    "signature": lambda pair, cid, side, path: signatures.p1(pair, path),
     "reason": "2.20.2 merges each step's output into the running output (out * exp(old - new) "
               "+ out_step * exp(step - new), rounded to the dtype each step); 2.19.0 corrects "
               "once after the ring",
     "te_lines": "context_parallel.py 2.19.0:2224-2271, 2.20.2:2141-2245",
 }]
-
-
-def _cp():
-    from . import cp_verify
-    return cp_verify
 
 
 def _documented(path, e, resolved, fattn_pair, refused_side, pair, misses=None):
@@ -182,13 +177,6 @@ def _refused_side(a, b):
     return {**{c: "a" for c in sets[0] - sets[1]}, **{c: "b" for c in sets[1] - sets[0]}}
 
 
-def _is_refactored(root):
-    path = os.path.join(root, "transformer_engine", "pytorch", "attention",
-                        "dot_product_attention", "backends.py")
-    with open(path, encoding="utf-8") as f:
-        return "class FusedAttnFwdArgs" in f.read()
-
-
 def _cases(path):
     import h5py
     with h5py.File(path, "r") as f:
@@ -216,7 +204,7 @@ def _fp8_counts(path):
 # (docs/determinism.md); `fattn verify` compares it within the io dtype's
 # tolerance there (harness/check/verify.c cudnn_noisy), and so does this.
 _NOISY = re.compile(r"^/cases/([^/]+)/backward/d_softmax_offset$")
-_TOL = os.path.join(cli.SRC, "tolerances", "fattn-tol-1.json")
+_TOL = os.path.join(where.SRC, "tolerances", "fattn-tol-1.json")
 _SHOWN = 12
 
 
@@ -351,17 +339,14 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
 def _io_dtypes(args, fattn):
     if args.backend != "cudnn":
         return None
-    return {c["id"]: c["spec"]["dtype"] for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
+    return {c["id"]: c["spec"]["dtype"] for c in where.rf.resolved_cases(args.cases, fattn=fattn)
             if "spec" in c}
 
 
 def main(args):
-    if getattr(args, "cp_matrix", False):
-        from . import cp_verify
-        return cp_verify.main(args)
     if len(args.te) != 2:
-        raise cli.rf.InputError("verify takes --te twice (A and B)")
-    fattn = cli.rf.find_fattn()
+        raise where.rf.InputError("verify takes --te twice (A and B)")
+    fattn = where.rf.find_fattn()
     tmp = tempfile.mkdtemp(prefix="fattn-te-verify-")
     work = args.keep or tmp
     try:
@@ -370,8 +355,8 @@ def main(args):
             for name in _KEPT:
                 guard.check_target(os.path.join(work, name))
         # every --te is checked (and a wheel unpacked) before any TE runs
-        roots = [cli.te_root(t, tmp) for t in args.te]
-        names = [cli.te_impl(r) for r in roots]
+        roots = [where.te_root(t, tmp) for t in args.te]
+        names = [where.te_impl(r) for r in roots]
         if names[0] == names[1]:
             names = [f"{n} ({t})" for n, t in zip(names, args.te)]
         # TE's runs and fattn's front-end runs over the same cases.
@@ -382,25 +367,25 @@ def main(args):
             files.append(out)
         fe_files = {}
         for r in roots:
-            impl = "split" if _is_refactored(r) else "legacy"
+            impl = "split" if where.is_refactored(r) else "legacy"
             if impl not in fe_files:
                 out = os.path.join(work, f"fattn-{impl}.h5")
                 argv = [fattn, "run", "--impl", impl, "--backend", args.backend, "-o",
-                        out] + cli.fattn_args(args)
+                        out] + where.fattn_args(args)
                 p = guard.run(argv)
                 if p.returncode != 0:
                     sys.stderr.write(p.stderr)
                     raise RuntimeError(f"fattn run --impl {impl}: exit {p.returncode}")
                 fe_files[impl] = out
         io = _io_dtypes(args, fattn)
-        resolved = {c["id"]: c for c in cli.rf.resolved_cases(args.cases, fattn=fattn)
+        resolved = {c["id"]: c for c in where.rf.resolved_cases(args.cases, fattn=fattn)
                     if "spec" in c}
         kept = bool(args.keep)
         logs = [signatures.load_log(f[:-len(".h5")] + "-refusals.json") for f in files]
         rc = _verdict(fattn, names[0], files[0], names[1], files[1], io, resolved, False, kept,
                       logs)
         for name, f, r, lg in zip(names, files, roots, logs):
-            impl = "split" if _is_refactored(r) else "legacy"
+            impl = "split" if where.is_refactored(r) else "legacy"
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
                                   resolved, True, kept, (None, lg)))
         errs = [_errored(f) for f in files]

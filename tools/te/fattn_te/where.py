@@ -1,0 +1,124 @@
+"""Where fattn and a TE are: the source tree and its run-file module,
+fattn-te's environment, a --te argument as a TE root, a TE root's release
+and shape, the libfattn to load, and fattn's own command line. The bottom
+of fattn_te's command modules (cli, verify, cp, cp_verify): it imports none
+of them."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(SRC, "tools", "python"))
+import fattn_runfile as rf  # noqa: E402
+
+
+def env_dir():
+    return os.environ.get("FATTN_TE_ENV", os.path.join(os.path.expanduser("~"), ".cache",
+                                                       "fattn-te"))
+
+
+def _releases():
+    d = os.path.join(env_dir(), "te")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def te_root(arg, work=None):
+    """--te VERSION (a release setup.sh unpacked), a TE wheel file (unpacked
+    into `work`), a directory holding transformer_engine/ (an unpacked wheel,
+    a source checkout) or the transformer_engine/ directory itself: the
+    directory holding transformer_engine/, checked to hold TE's backends
+    module. InputError saying what --te takes otherwise."""
+    from fattn_te import loader
+    root = None
+    if os.path.isfile(arg) and arg.endswith(".whl"):
+        if work is None:
+            raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
+        from fattn_te import guard
+        root = guard.unpack_wheel(arg, work)  # a folder per content digest
+    elif os.path.isdir(arg):
+        a = os.path.abspath(arg)
+        inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
+            os.path.join(a, "pytorch"))
+        root = os.path.dirname(a.rstrip("/")) if inner else a
+    elif os.path.isdir(os.path.join(env_dir(), "te", arg)):
+        root = os.path.join(env_dir(), "te", arg)
+    if root is not None:
+        try:
+            return loader.te_package_dir(root)
+        except loader.TEImportError:
+            pass
+    have = ", ".join(_releases()) or "none"
+    raise rf.InputError(
+        f"--te {arg}: takes a TE release that tools/te/setup.sh unpacked (in {env_dir()}/te: "
+        f"{have}; `tools/te/setup.sh VERSION` adds one), a TE wheel file "
+        f"(transformer_engine-VERSION-py3-none-any.whl), a directory holding "
+        f"transformer_engine/ (an unpacked wheel or a source checkout) or that "
+        f"transformer_engine/ directory; each needs "
+        f"transformer_engine/pytorch/attention/dot_product_attention/backends.py")
+
+
+def use_library_of(fattn):
+    """The libfattn.so the bridge loads is the one built with `fattn` (its
+    build's lib/), unless $FATTN_LIB names one: a second build*/ of the
+    tree must not mix its engine with another build's harness."""
+    if os.environ.get("FATTN_LIB"):
+        return
+    build = os.path.dirname(os.path.dirname(os.path.realpath(fattn)))
+    lib = os.path.join(build, "lib", "libfattn.so")
+    if os.path.isfile(lib):
+        os.environ["FATTN_LIB"] = lib
+
+
+def te_impl(root):
+    """te-<version> of a wheel (its dist-info), te-<git describe> of a source tree."""
+    for name in sorted(os.listdir(root)):
+        if name.startswith("transformer_engine-") and name.endswith(".dist-info"):
+            return "te-" + name[len("transformer_engine-"):-len(".dist-info")]
+    try:
+        d = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty", "--tags"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        if d:
+            return "te-" + d
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    vf = os.path.join(root, "build_tools", "VERSION.txt")
+    if os.path.isfile(vf):
+        return "te-" + open(vf).read().strip()
+    return "te-unknown"
+
+
+def fattn_args(args):
+    out = []
+    if args.cases:
+        out += ["--cases", args.cases]
+    if args.filter:
+        out += ["--filter", args.filter]
+    return out
+
+
+def run_fattn(fattn, argv):
+    from fattn_te import guard
+    p = guard.run([fattn] + argv)  # stopped with fattn-te (guard.stopping)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _count_datasets(node):
+    if "children" not in node:
+        return 1
+    return sum(_count_datasets(c) for c in node["children"].values())
+
+
+# A case that raised is recorded as skipped with a reason that starts so
+# (docs/te.md, "Errors per case"); verify counts them by it.
+ERROR_PREFIX = "fattn-te: "
+
+
+def is_refactored(root):
+    """Whether the TE at root is the merged refactor (its backends.py has
+    FusedAttnFwdArgs) rather than the monolith, read from the source
+    without importing TE."""
+    path = os.path.join(root, "transformer_engine", "pytorch", "attention",
+                        "dot_product_attention", "backends.py")
+    with open(path, encoding="utf-8") as f:
+        return "class FusedAttnFwdArgs" in f.read()
