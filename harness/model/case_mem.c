@@ -17,11 +17,13 @@ void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m)
     double tables = 0.0;
     if (s->paged) {
         /* the page containers, made from the flat K and V the inputs start
-         * as (inputs.h), and the two int32 tables [b, skv / page_size] */
+         * as (inputs.h), and the two int32 tables [max_batch_size or b,
+         * skv / page_size] */
         double pages = (double)s->num_pages * (double)s->page_size * hg;
         k += pages * d * io;
         v += pages * dv * io;
-        tables = 2.0 * b * (skv / (double)s->page_size) * 4.0;
+        double rows = s->max_batch_size > s->b ? (double)s->max_batch_size : b;
+        tables = 2.0 * rows * (skv / (double)s->page_size) * 4.0;
     }
     /* inputs (q, k, v, bias, d_out as out), forward (out, stats),
      * save_ctx (q, k, v, out, stats, bias), backward (the grads) */
