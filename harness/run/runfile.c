@@ -241,40 +241,46 @@ static int cmp_i32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* A paged case's recorded page table (int32 [b, pages per sequence]; its
- * shape checked): every entry names a page of the cache, [0, num_pages),
- * and no page serves two positions of one sequence (InferenceParams gives
- * each sequence pages of its own; no spec key shares them). No engine
- * reads a stored table, but inspect calls the file valid and replay may
- * hand it on. */
-static fattn_status check_page_table(const char *path, const fattn_spec *s,
+/* A paged case's recorded page table (int32 [rows, pages per sequence],
+ * rows the batch or max_batch_size; its shape checked): every entry names
+ * a page of the cache, [0, num_pages), and no page serves two places of
+ * one sequence: the pages that hold sequence i's kv_len positions, the
+ * first ceil(kv_len / page_size) of its row, are distinct (InferenceParams
+ * gives each sequence pages of its own; no spec key shares them). The
+ * rest of a row, and the rows past the batch, are slots TE's cache
+ * manager leaves unused (zero). No engine reads a stored table, but
+ * inspect calls the file valid and replay may hand it on. */
+static fattn_status check_page_table(const char *path, const fattn_case *c,
                                      const fattn_h5_node *g, const char *name)
 {
+    const fattn_spec *s = c->spec;
     const fattn_h5_node *n = fattn_h5_node_find(g, name);
     if (!n || !n->is_dataset || n->ndim != 2 || !n->data)
         return FATTN_OK; /* absent (a golden's digest) or refused by shape already */
     int64_t rows = n->shape[0], per = n->shape[1];
     const int32_t *t = n->data;
+    for (int64_t k = 0; k < rows * per; k++)
+        if (t[k] < 0 || t[k] >= s->num_pages)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s[%lld][%lld] is %d, "
+                               "not a page of the cache [0, %lld)", path, s->id, name,
+                               (long long)(k / per), (long long)(k % per), t[k],
+                               (long long)s->num_pages);
     int32_t *row = malloc((size_t)(per ? per : 1) * sizeof *row);
     if (!row)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
     fattn_status st = FATTN_OK;
-    for (int64_t i = 0; i < rows && st == FATTN_OK; i++) {
-        for (int64_t j = 0; j < per && st == FATTN_OK; j++)
-            if (t[i * per + j] < 0 || t[i * per + j] >= s->num_pages)
-                st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s[%lld][%lld] is "
-                                 "%d, not a page of the cache [0, %lld)", path, s->id, name,
-                                 (long long)i, (long long)j, t[i * per + j],
-                                 (long long)s->num_pages);
-        if (st != FATTN_OK)
-            break;
-        memcpy(row, t + i * per, (size_t)per * sizeof *row);
-        qsort(row, (size_t)per, sizeof *row, cmp_i32);
-        for (int64_t j = 1; j < per && st == FATTN_OK; j++)
+    for (int64_t i = 0; i < rows && i < s->b && st == FATTN_OK; i++) {
+        int64_t len = c->seqlens_kv ? c->seqlens_kv[i] : s->skv;
+        int64_t used = (len + s->page_size - 1) / s->page_size;
+        used = used > per ? per : used;
+        memcpy(row, t + i * per, (size_t)used * sizeof *row);
+        qsort(row, (size_t)used, sizeof *row, cmp_i32);
+        for (int64_t j = 1; j < used && st == FATTN_OK; j++)
             if (row[j] == row[j - 1])
                 st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s: sequence %lld "
-                                 "holds page %d twice (a page serves one place of one "
-                                 "sequence)", path, s->id, name, (long long)i, row[j]);
+                                 "holds page %d twice among the %lld pages of its %lld positions "
+                                 "(a page serves one place of one sequence)", path, s->id, name,
+                                 (long long)i, row[j], (long long)used, (long long)len);
     }
     free(row);
     return st;
@@ -312,9 +318,9 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
     if (st == FATTN_OK && c->fp8_d_out)
         st = check_scale_invs(path, id, g, "inputs", d_out, 1);
     if (st == FATTN_OK && c->spec->paged)
-        st = check_page_table(path, c->spec, g, "page_table_k");
+        st = check_page_table(path, c, g, "page_table_k");
     if (st == FATTN_OK && c->spec->paged)
-        st = check_page_table(path, c->spec, g, "page_table_v");
+        st = check_page_table(path, c, g, "page_table_v");
     return st;
 }
 
