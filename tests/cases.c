@@ -230,6 +230,16 @@ static const spec_row spec_rows[] = {
         "layout": "thd_thd_thd", "mask": "padding_causal", "is_training": false,
         "pad_between_seqs": true, "seed": 805),
 
+    /* ---- head dims above 256: TE's inference from cuDNN 9.10.2 ---------- */
+    ROW("fwd.d512", "f16 bf16", "b": 1, "h": 2, "sq": 8, "skv": 24, "d_qk": 512,
+        "layout": "bshd_bshd_bshd", "is_training": false, "seed": 811),
+    ROW("fwd.d1024.sq1.padding.max_logit", "f16 bf16", "b": 2, "h": 2, "sq": 1, "skv": 24,
+        "d_qk": 1024, "layout": "bshd_bshd_bshd", "mask": "padding", "is_training": false,
+        "return_max_logit": true, "seqlens_kv": [24, 13], "seed": 812),
+    ROW("fwd.dqk512_dv64.causal", "f16 bf16", "b": 1, "h": 2, "hg": 1, "sq": 8, "skv": 16,
+        "d_qk": 512, "d_v": 64, "layout": "sbhd_sbhd_sbhd", "mask": "causal",
+        "is_training": false, "seed": 813),
+
     /* ---- edges: sq = 1, odd skv, length-1 sequences ------------------ */
     ROW("bwd.sq1", "f16 bf16", "b": 2, "h": 4, "hg": 2, "sq": 1, "skv": 67, "d_qk": 16,
         "layout": "bshd_bshd_bshd", "seed": 901),

@@ -185,6 +185,20 @@ fe_spec fe_spec_for_rule(const char *id)
         s.layout = FATTN_LAYOUT_THD_THD_THD;
     } else if (!strcmp(id, "head_dim")) {
         s.d = s.dv = 12;
+    } else if (!strcmp(id, "head_dim_large_inference")) {
+        s.d = s.dv = 512;
+        s.inference = true;
+        s.cudnn_version = 91001; /* TE's 9.10.2 clause admits it from 91002 */
+    } else if (!strcmp(id, "head_dim_large_decode")) {
+        s.d = s.dv = 512;
+        s.inference = true;
+        s.sq = 1;
+        s.mask = FATTN_MASK_CAUSAL;
+        s.window[0] = -1, s.window[1] = 0;
+    } else if (!strcmp(id, "head_dim_large_cudnn")) {
+        s.d = 1024, s.dv = 512;
+        s.inference = true;
+        s.cudnn = true;
     } else if (!strcmp(id, "mla_hopper_training")) {
         s.d = 256, s.dv = 128; /* training, as every fe_spec */
     } else if (!strcmp(id, "bottom_right_sq_gt_skv")) {
@@ -223,8 +237,8 @@ fe_spec fe_spec_for_rule(const char *id)
             id = "fp8_max_logit", s.cudnn = true;
         else if (!strcmp(id, "fp8_head_dim_cudnn"))
             s.d = s.dv = 72, s.cudnn = true; /* multiples of 8, not of 16 */
-        else if (!strcmp(id, "fp8_mla_engines"))
-            s.dv = 64, s.inference = true; /* TE's FP8 inference takes it */
+        else if (!strcmp(id, "fp8_mla_cudnn"))
+            s.d = 192, s.inference = true, s.cudnn = true; /* TE's FP8 inference takes it */
         else if (!strcmp(id, "fp8_arch_cudnn"))
             s.cudnn = true, s.sm = 80;
         else if (!strcmp(id, "fp8_bottom_right_sm90_cudnn"))
@@ -311,6 +325,12 @@ const char *fe_rule_at_front_end(const char *id)
     return id;
 }
 
+bool fe_rule_at_reference(const fattn_support_rule *r)
+{
+    long v = FATTN_SUPPORT_CUDNN_REFERENCE;
+    return (!r->cudnn_from || v >= r->cudnn_from) && (!r->cudnn_below || v < r->cudnn_below);
+}
+
 fattn_support_query fe_query(const fe_spec *s)
 {
     fattn_support_query q;
@@ -337,6 +357,8 @@ fattn_support_query fe_query(const fe_spec *s)
     q.fp8_recipe = s->fp8 ? (s->fp8_recipe ? s->fp8_recipe : FATTN_FP8_RECIPE_DELAYED)
                           : FATTN_FP8_RECIPE_NONE;
     q.cpu_offload = s->cpu_offload;
+    if (s->cudnn_version)
+        q.cudnn_version = s->cudnn_version;
     q.engine_sm = s->sm;
     q.bottom_right_diagonal = s->bottom_right;
     /* the O the FP8 branch hands the engine: FP8 under delayed scaling, the

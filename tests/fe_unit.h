@@ -67,6 +67,7 @@ typedef struct fe_spec {
     bool cudnn_928; /* that engine reports cuDNN 9.28.1 loaded (else none: the reference) */
     int sm;         /* that engine's GPU architecture (0: none told, the reference sm_90) */
     bool inference; /* is_training false (every other spec trains) */
+    long cudnn_version; /* the platform's cuDNN for fe_query (0: the reference's) */
     bool bottom_right; /* bottom_right_diagonal 1 (else None: the mask's default) */
 } fe_spec;
 
@@ -83,6 +84,11 @@ fe_spec fe_spec_for_rule(const char *id);
  * the table. Such a gap is reached by the engine dispatch alone
  * (fattn_support_check_engine). */
 const char *fe_rule_at_front_end(const char *id);
+/* Whether rule r holds for the reference platform's cuDNN
+ * (FATTN_SUPPORT_CUDNN_REFERENCE), which the front ends ask TE's rules at:
+ * a row for older cuDNNs only (head_dim_large_inference) is tripped by
+ * fe_spec_for_rule's cudnn_version through the table, never through them. */
+bool fe_rule_at_reference(const fattn_support_rule *r);
 /* The support query of a spec (training). */
 fattn_support_query fe_query(const fe_spec *s);
 

@@ -109,6 +109,16 @@ def _():
                 '"deterministic": false}]')
     p = run("cases", "--cases", nd, check=0)
     assert "DPA" not in p.stdout, p.stdout
+    # a bias that needs no grad (TE reads core_attention_bias.requires_grad): no
+    # det_bias_grad, nor bias_111s_grad for a [1,1,1,skv] one; with grad, both
+    nb = os.path.join(TMP, "bias_no_grad.json")
+    with open(nb, "w") as f:
+        f.write('[{"id": "g", "b": 1, "h": 2, "sq": 16, "d_qk": 16, "bias": "post_scale_bias",'
+                ' "bias_shape": "111s"}, {"id": "n", "b": 1, "h": 2, "sq": 16, "d_qk": 16,'
+                ' "bias": "post_scale_bias", "bias_shape": "111s", "bias_no_grad": true}]')
+    notes = dict(l.split("\t", 1) for l in run("cases", "--cases", nb, check=0).stdout.splitlines())
+    assert "rule det_bias_grad" in notes["g"] and "rule bias_111s_grad" in notes["g"], notes
+    assert "DPA" not in notes["n"] and "bias_no_grad" in notes["n"], notes
     out = path("te_rules.h5")
     for rules, line in (("2.19", 1534), (None, 1761)):
         argv = ["run", "--backend", "cpu", "--filter", "softmax.off_by_one.f16", "-o", out]
@@ -398,13 +408,24 @@ def _():
         assert not os.path.exists(path("bad.h5"))
 
 
-@case("run: a case the engine cannot run is recorded as skipped with its reason")
-def _():
+# A case the engine cannot run: the CPU engine runs every case TE accepts, so
+# the tests of a skipped case widen one of the cuDNN engine's gaps to it (FP8
+# with d_qk != d_v, rule fp8_mla_cudnn; FATTN_TEST_WIDEN_ROWS, -Dtesting only).
+GAP_ENV = {"FATTN_TEST_WIDEN_ROWS": "fp8_mla_cudnn"}
+
+
+def write_gap_case():
     with open(path("gap.json"), "w") as f:
-        # FP8 with d_qk != d_v: valid for TE, run by no engine (rule fp8_mla_engines)
         f.write('[{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
                 '"is_training":false,"fp8":{"recipe":"delayed"}}]')
-    run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), check=0)
+
+
+@case("run: a case the engine cannot run is recorded as skipped with its reason")
+def _():
+    if VARIANTS_SKIP:
+        return VARIANTS_SKIP
+    write_gap_case()
+    run("run", "--cases", path("gap.json"), "-o", path("gap.h5"), env=GAP_ENV, check=0)
     with h5py.File(path("gap.h5"), "r") as f:
         g = f["cases/gap"]
         assert "skipped" in g.attrs and len(g.attrs["skipped"]) > 10
@@ -500,6 +521,36 @@ def _():
             p.stderr
 
 
+def bf16_values(ds):
+    return (np.asarray(ds[()], dtype=np.uint32) << 16).view(np.float32)
+
+
+@case("test variant fault:PLAN: NaN / Inf written into Max, O and Stats rows after the "
+      "engine, a first backward made to fail, a bad plan refused (exit 2)")
+def _():
+    if VARIANTS_SKIP:
+        return VARIANTS_SKIP
+    out, cid = path("fault.h5"), "max_logit.no_mask.bf16"
+    run("run", "--filter", cid, "-o", out, check=0,
+        env={"FATTN_TEST_ENGINE_VARIANT": "fault:max=nan,max=inf@1,o=-inf@1,stats=nan"})
+    with h5py.File(out, "r") as f:
+        assert f.attrs["prov_test_variant"].startswith("fault:"), dict(f.attrs)
+        g = f["cases/" + cid]
+        ml = bf16_values(g["forward/max_logit"])
+        assert np.isnan(ml[0]) and ml[1] == np.inf, ml  # torch.amax propagates NaN
+        o = bf16_values(g["forward/out"])  # sbhd [s, b, h, d]: row 0 of batch 0, head 1
+        assert np.all(o[0, 0, 1] == -np.inf) and np.isfinite(o[0, 0, 0]).all(), o[0, 0]
+        st = g["forward/aux/softmax_stats"][()]  # [b, h, sq, 1]
+        assert np.isnan(st[0, 0, 0, 0]) and np.isfinite(st[0, 1, 0, 0]), st[0, :, 0, 0]
+    p = run("run", "--filter", cid, "-o", path("fault2.h5"), check=2,
+            env={"FATTN_TEST_ENGINE_VARIANT": "fault:bwd=fail"})
+    assert "the injected fault of the first backward call" in p.stderr, p.stderr
+    for bad in ("fault:max=zero", "fault:q=nan", "fault:max=nan@x", "fault:"):
+        p = run("run", "--filter", cid, "-o", path("fault3.h5"), check=2,
+                env={"FATTN_TEST_ENGINE_VARIANT": bad})
+        assert "fault plan" in p.stderr and not os.path.exists(path("fault3.h5")), p.stderr
+
+
 def count_datasets(fname):
     n = 0
     with h5py.File(fname, "r") as f:
@@ -577,6 +628,30 @@ def _():
     assert j["schema"] == "fattn-verify/1" and [c["id"] for c in j["cases"]] == ["tiny"], j
     assert "behavior-neutral: yes (1 case," in p.stderr, p.stderr
     assert os.listdir(d) == [], os.listdir(d)
+
+
+@case("verify --json: `golden` is true exactly where a golden was compared (not for an "
+      "errored or a skipped case, nor a case file without goldens)")
+def _():
+    import json
+    mixed = path("golden-flag.json")
+    with open(mixed, "w") as f:
+        f.write('[{"id":"ran","b":1,"h":1,"sq":4,"d_qk":8},'
+                '{"id":"errs","b":1,"h":1,"sq":4,"d_qk":12},'
+                '{"id":"gap","b":1,"h":1,"sq":4,"d_qk":128,"d_v":64,'
+                '"is_training":false,"fp8":{"recipe":"delayed"}}]')
+    env = None if VARIANTS_SKIP else GAP_ENV
+    p = run("verify", "--backend", "cpu", "--cases", mixed, "--json", "-", env=env, check=2)
+    cases = {c["id"]: c for c in json.loads(p.stdout)["cases"]}
+    assert cases["errs"]["result"] == "error", cases
+    if not VARIANTS_SKIP:
+        assert cases["gap"]["result"] == "skipped", cases
+        assert "rule fp8_mla_cudnn" in cases["gap"]["skipped"], cases["gap"]
+    assert not any(c["golden"] for c in cases.values()), cases
+    p = run("verify", "--backend", "cpu", "--filter", "layout.sbhd_sbhd_sbhd.no_mask.f16",
+            "--json", "-", check=0)
+    (c,) = json.loads(p.stdout)["cases"]
+    assert c["golden"] is True and c["result"] == "ok", c
 
 
 def unwritable_dir():
@@ -856,11 +931,13 @@ def _():
         ["fattn.verify.a.one", "fattn.verify.b.two"], p.stdout
     assert "stopped after the first failing case" in p.stderr, p.stderr
     # a skipped case is a skipped element
-    p = run("verify", "--backend", "cpu", "--cases", path("gap.json"), "--fixtures",
-            path("nofix"), "--junit", "-", check=0)
-    (t,) = ET.fromstring(p.stdout).iter("testcase")
-    assert t.get("name") == "case" and t.find("skipped") is not None and \
-        "rule fp8_mla_engines" in t.find("skipped").get("message")
+    if not VARIANTS_SKIP:
+        write_gap_case()
+        p = run("verify", "--backend", "cpu", "--cases", path("gap.json"), "--fixtures",
+                path("nofix"), "--junit", "-", env=GAP_ENV, check=0)
+        (t,) = ET.fromstring(p.stdout).iter("testcase")
+        assert t.get("name") == "case" and t.find("skipped") is not None and \
+            "rule fp8_mla_cudnn" in t.find("skipped").get("message")
     p = run("verify", "--json", "-", "--junit", "-", check=2)
     assert "only one report" in p.stderr, p.stderr
 

@@ -66,6 +66,13 @@ static const fp8_case fp8_cases[] = {
       .d = 128, .dv = 128, .layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .mask = FATTN_MASK_NO_MASK,
       .window = {48, 16}, .training = true, .return_max_logit = true, .seed = 15},
      E4, E4, E5, E5, E5, 0.125, 0.25},
+    /* unequal head dims: TE's FP8 inference takes d_qk 192 / d_v 128 on
+     * sm_90 (fused_attn.cpp:270); the engine, called directly, runs the
+     * backward of them too */
+    {{.id = "fp8.bshd.mla.d192_dv128", .b = 1, .h = 2, .hg = 1, .sq = 64, .skv = 96,
+      .d = 192, .dv = 128, .layout = FATTN_LAYOUT_BSHD_BSHD_BSHD, .mask = FATTN_MASK_CAUSAL,
+      .window = CAUSAL, .training = true, .return_max_logit = true, .seed = 16},
+     E4, E4, E5, E5, E5, 0.125, 0.25},
 };
 
 #define N_CASES ((int)(sizeof fp8_cases / sizeof fp8_cases[0]))

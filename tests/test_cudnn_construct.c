@@ -24,6 +24,18 @@
 #endif
 #include "cudnn_desc.h"
 
+/* The engine gaps not measured on a device yet (their rows cite the
+ * measurement, tools/gpu/large-dims.sh): described and lowered here all the
+ * same, as that measurement runs them with the rows lifted. */
+static bool unmeasured_gap(fattn_status st)
+{
+    static const char *const rows[] = {"rule head_dim_large_cudnn:", "rule fp8_mla_cudnn:"};
+    for (size_t i = 0; st == FATTN_E_UNSUPPORTED && i < sizeof rows / sizeof rows[0]; i++)
+        if (!strncmp(fattn_last_error(), rows[i], strlen(rows[i])))
+            return true;
+    return false;
+}
+
 /* The dispatch's check of the cuDNN engine's gaps at cuDNN v on the
  * reference platform's sm_90. */
 static fattn_status gaps_fwd(const fattn_fwd_params *p, unsigned engine, long v)
@@ -49,6 +61,8 @@ static fattn_status describe(const tcase *c, cg_fwd_desc *d, cg_graph *g,
      * at cuDNN 9.21, which builds every forward graph described here (the
      * return_max_logit ones need it: rule max_logit_cudnn, `refusals`) */
     fattn_status st = gaps_fwd(&p, FATTN_SUPPORT_ENGINE_CUDNN, 92100);
+    if (unmeasured_gap(st))
+        st = FATTN_OK;
     if (st == FATTN_OK)
         st = tdesc_fwd(&p, d);
     if (st == FATTN_OK)

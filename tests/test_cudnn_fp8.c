@@ -258,12 +258,25 @@ static void t_d72(fp8_params *x)
         all[i]->shape[3] = 72;
 }
 
+/* TE's FP8 inference on sm_90 takes d_qk 192 / d_v 128 (fused_attn.cpp:270) */
+static void t_mla(fp8_params *x)
+{
+    x->f.is_training = false;
+    x->f.attn.q.shape[3] = x->f.attn.k.shape[3] = 192;
+    x->f.attn.q.strides[2] = x->f.attn.k.strides[2] = 192;
+    for (int i = 1; i >= 0; i--) {
+        x->f.attn.q.strides[i] = x->f.attn.q.strides[i + 1] * x->f.attn.q.shape[i + 1];
+        x->f.attn.k.strides[i] = x->f.attn.k.strides[i + 1] * x->f.attn.k.shape[i + 1];
+    }
+}
+
 static const struct {
     const char *what;
     void (*tweak)(fp8_params *);
     fattn_status want;
     const char *says;
 } refusal_rows[] = {
+    {"d_qk 192, d_v 128", t_mla, FATTN_E_UNSUPPORTED, "fp8_mla_cudnn"},
     {"bias", t_bias, FATTN_E_UNSUPPORTED, "fp8_bias_engines"},
     {"softmax offset", t_sink, FATTN_E_UNSUPPORTED, "fp8_softmax_engines"},
     {"THD", t_thd, FATTN_E_UNSUPPORTED, "THD"},
@@ -467,6 +480,36 @@ START_TEST(key_ignores_scaling_values)
 }
 END_TEST
 
+/* FP8 inference with d_qk 192 / d_v 128: the row fp8_mla_cudnn refuses it
+ * until a device measures it (tools/gpu/large-dims.sh runs it with the row
+ * lifted); the graph it would run is built here: bmm1 over 192, bmm2 and O
+ * over 128, and, with libcudnn, lowered to a finalized operation graph. */
+START_TEST(mla_forward)
+{
+    fp8_params x;
+    make_params(&base, &x);
+    t_mla(&x);
+    cg_fwd_desc d;
+    cg_graph *g = malloc(sizeof *g);
+    ck_assert_int_eq(tdesc_fwd(&x.f, &d), FATTN_OK);
+    ck_assert_int_eq(fattn__cg_build_fwd(g, &d), FATTN_OK);
+    ck_assert(d.d == 192 && d.dv == 128);
+    const cg_tensor *q = by_uid(g, CG_UID_Q), *v = by_uid(g, CG_UID_V), *o = by_uid(g, CG_UID_O);
+    ck_assert(q && v && o && q->dims[3] == 192 && v->dims[3] == 128 && o->dims[3] == 128);
+#if FATTN_HAVE_CUDNN
+    if (fattn_cudnn_library_loadable()) {
+        const cudnn_api *api = fattn__cudnn_api_load(false);
+        ck_assert_msg(api != NULL, "%s", fattn_last_error());
+        cudnn_plan *p = NULL;
+        ck_assert_msg(fattn__cudnn_plan_build(api, NULL, g, &p) == FATTN_OK, "%s", fattn_last_error());
+        fattn__cudnn_plan_free(p);
+    }
+#endif
+    free(g);
+    fattn_test_mark("cudnn.fp8.construct.mla_forward");
+}
+END_TEST
+
 #if FATTN_HAVE_CUDNN
 /* The FP8 graphs lower to backend descriptors and the operation graph
  * finalizes (no device: heuristics are not asked). */
@@ -508,6 +551,7 @@ static void list_ids(void)
 {
     for (int i = 0; i < N_SHAPES; i++)
         printf("cudnn.fp8.construct.%s\n", shape_rows[i].id);
+    printf("cudnn.fp8.construct.mla_forward\n");
 }
 
 static Suite *make_suite(void)
@@ -524,6 +568,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, arch, 0, (int)(sizeof arch_rows / sizeof arch_rows[0]));
     tcase_add_loop_test(tc, key_each_fp8_field, 0, KF_N);
     tcase_add_test(tc, key_ignores_scaling_values);
+    tcase_add_test(tc, mla_forward);
 #if FATTN_HAVE_CUDNN
     if (fattn_cudnn_library_loadable())
         tcase_add_loop_test(tc, lowering_finalizes, 0, N_SHAPES);

@@ -4,7 +4,10 @@
  * held to the FP8 tolerances of docs/numerics.md (normwise relative 0.125
  * for O, 0.25 for the E5M2 gradients, Stats 1e-3 absolute, each amax 0.125
  * relative); and a 5x bitwise repeat of forward and backward at b4 h16
- * s2048 d128. A case cuDNN refuses with FATTN_E_UNSUPPORTED is skipped with
+ * s2048 d128. One inference case has d_qk 192 / d_v 128 (TE's FP8 MLA on
+ * sm_90), forward only: rule fp8_mla_cudnn skips it until
+ * tools/gpu/large-dims.sh measures it with the row lifted. A case cuDNN
+ * refuses with FATTN_E_UNSUPPORTED is skipped with
  * its reason. Without a CUDA device: "1..0 # SKIP". Runs without fork
  * (CUDA), one engine for all. */
 #include <math.h>
@@ -31,12 +34,18 @@ typedef struct gcase {
     const char *id;
     int64_t b, h, hg, s, d;
     fattn_mask_type mask;
+    int64_t dv;  /* V's and O's head dim; 0: d */
+    bool infer;  /* inference: forward only */
 } gcase;
 
 static const gcase cases[] = {
-    {"fp8.d128", 2, 4, 4, 256, 128, FATTN_MASK_NO_MASK},
-    {"fp8.d128.causal", 2, 4, 4, 256, 128, FATTN_MASK_CAUSAL},
-    {"fp8.d128.gqa.causal", 2, 8, 2, 384, 128, FATTN_MASK_CAUSAL},
+    {"fp8.d128", 2, 4, 4, 256, 128, FATTN_MASK_NO_MASK, 0, false},
+    {"fp8.d128.causal", 2, 4, 4, 256, 128, FATTN_MASK_CAUSAL, 0, false},
+    {"fp8.d128.gqa.causal", 2, 8, 2, 384, 128, FATTN_MASK_CAUSAL, 0, false},
+    /* TE's FP8 inference on sm_90 with d_qk 192 / d_v 128 (fused_attn.cpp:270):
+     * skipped by rule fp8_mla_cudnn unless FATTN_TEST_LIFT_ROWS lifts it
+     * (tools/gpu/large-dims.sh, the measurement that decides the row) */
+    {"fp8.mla.d192_dv128.infer", 2, 4, 4, 256, 192, FATTN_MASK_CAUSAL, 128, true},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -72,17 +81,23 @@ static void alloc4(fattn_tensor *t, fattn_dtype dt, int64_t b, int64_t s, int64_
     fattn_tensor_fill_bits(t, 0);
 }
 
+static int64_t head_dim_v(const gcase *c)
+{
+    return c->dv ? c->dv : c->d;
+}
+
 static void io_init(fp8_io *x, const gcase *c, uint64_t seed)
 {
     memset(x, 0, sizeof *x);
+    int64_t dv = head_dim_v(c);
     alloc4(&x->q, E4, c->b, c->s, c->h, c->d);
     alloc4(&x->k, E4, c->b, c->s, c->hg, c->d);
-    alloc4(&x->v, E4, c->b, c->s, c->hg, c->d);
-    alloc4(&x->o, E4, c->b, c->s, c->h, c->d);
-    alloc4(&x->d_o, E5, c->b, c->s, c->h, c->d);
+    alloc4(&x->v, E4, c->b, c->s, c->hg, dv);
+    alloc4(&x->o, E4, c->b, c->s, c->h, dv);
+    alloc4(&x->d_o, E5, c->b, c->s, c->h, dv);
     alloc4(&x->dq, E5, c->b, c->s, c->h, c->d);
     alloc4(&x->dk, E5, c->b, c->s, c->hg, c->d);
-    alloc4(&x->dv, E5, c->b, c->s, c->hg, c->d);
+    alloc4(&x->dv, E5, c->b, c->s, c->hg, dv);
     int64_t rs[1] = {2};
     ck_assert_int_eq(fattn_tensor_alloc(&x->rng, FATTN_DTYPE_INT64, 1, rs), FATTN_OK);
     ((int64_t *)x->rng.data)[0] = 7, ((int64_t *)x->rng.data)[1] = 0;
@@ -135,7 +150,7 @@ static fattn_status run_fwd(fattn_engine *e, const gcase *c, fp8_io *x)
     p.aux = &x->aux;
     p.rng_state = x->rng;
     p.attn.max_seqlen_q = p.attn.max_seqlen_kv = c->s;
-    p.is_training = true;
+    p.is_training = !c->infer;
     p.attn.attn_scale = 1.0f / sqrtf((float)c->d);
     p.attn.qkv_layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
     p.attn.o_format = FATTN_FORMAT_BSHD;
@@ -230,6 +245,10 @@ START_TEST(fp8_vs_cpu)
         ck_assert_msg(fabsf(sg[i] - sh[i]) <= 1e-3f, "%s: Stats[%lld] %g vs %g", c->id,
                       (long long)i, sg[i], sh[i]);
     /* the backward from one forward's O and Stats for both engines */
+    if (c->infer) {
+        printf("# %s: inference, no backward\n", c->id);
+        goto done;
+    }
     memcpy(h.o.data, g.o.data, (size_t)fattn_tensor_numel(&g.o));
     memcpy(h.stats.data, g.stats.data, (size_t)fattn_tensor_numel(&g.stats) * sizeof(float));
     st = run_bwd(g_gpu, c, &g);
@@ -258,6 +277,7 @@ START_TEST(fp8_vs_cpu)
                   h.amax[2] * sc);
     printf("# %s amax_dp matches the CPU's %s attn_scale\n", c->id,
            rel(g.amax[2], h.amax[2] * sc) <= 0.125 ? "times" : "without");
+done:;
     char id[96];
     snprintf(id, sizeof id, "cudnn.gpu.%s", c->id);
     fattn_test_mark(id);
@@ -277,7 +297,7 @@ static int getenv_int(const char *name, int dflt)
 START_TEST(fp8_repeat_bitwise)
 {
     gcase c = {"fp8.repeat", 4, 16, 16, getenv_int("FATTN_FP8_REPEAT_S", 2048), 128,
-               FATTN_MASK_CAUSAL};
+               FATTN_MASK_CAUSAL, 0, false};
     fp8_io x0, x;
     io_init(&x0, &c, 7);
     io_init(&x, &c, 7);

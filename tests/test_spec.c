@@ -140,6 +140,7 @@ END_TEST
 static const char every_key_json[] =
     "{\"id\":\"every\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"dtype\":\"float16\","
     "\"is_training\":false,\"raw_func_args\":true,\"cpu_offload\":true,"
+    "\"bias\":\"post_scale_bias\",\"bias_no_grad\":true,"
     "\"no_grad\":true,\"inference_mode\":true,\"max_batch_size\":3,"
     "\"window\":[2,0],\"attn_scale\":0.5,\"seqlens_q\":[4,1],\"seqlens_kv\":[3,4],"
     "\"bottom_right_diagonal\":true,\"fp8\":{\"recipe\":\"current\"},"
@@ -470,6 +471,8 @@ static const struct {
     {"[" CASE_HEAD ",\"dropout_p\":null}]", FATTN_E_PARSE, {"key 'dropout_p'", NULL, NULL}},
     {"[" CASE_HEAD ",\"raw_func_args\":1}]", FATTN_E_PARSE, {"key 'raw_func_args'", "true or false", NULL}},
     {"[" CASE_HEAD ",\"cpu_offload\":\"yes\"}]", FATTN_E_PARSE, {"key 'cpu_offload'", "true or false", NULL}},
+    {"[" CASE_HEAD ",\"bias_no_grad\":1}]", FATTN_E_PARSE, {"key 'bias_no_grad'", "true or false", NULL}},
+    {"[" CASE_HEAD ",\"bias_no_grad\":true}]", FATTN_E_INVALID_ARG, {"key 'bias_no_grad'", "no bias tensor", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":1}]", FATTN_E_PARSE, {"key 'expect_refusal'", "null or an object", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\"}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "required", NULL}},
     {"[" CASE_HEAD ",\"expect_refusal\":{\"status\":\"FATTN_E_INVALID_CASE\",\"rule\":\"alibi_mask\",\"x\":1}}]", FATTN_E_PARSE, {"key 'expect_refusal'", "unknown member 'x'", NULL}},

@@ -15,8 +15,12 @@
 #include "cases.h"
 #include "core/support_rows.h"
 #include "fattn/support.h"
+#include "fattn_config.h"
 #include "fattn_test.h"
 #include "fe_unit.h"
+#if FATTN_TESTING
+#include "fattn/testing.h"
+#endif
 
 typedef struct rule_row {
     const char *id;
@@ -38,6 +42,8 @@ static const rule_row rule_rows[] = {
     {"paged_training", FATTN_E_NOT_MODELLED, true, true},
     {"paged_fp8", FATTN_E_NOT_MODELLED, true, true},
     {"head_dim", FATTN_E_INVALID_CASE, true, true},
+    {"head_dim_large_inference", FATTN_E_INVALID_CASE, true, true},
+    {"head_dim_large_decode", FATTN_E_INVALID_CASE, true, true},
     {"mla_hopper_training", FATTN_E_INVALID_CASE, true, true},
     {"bottom_right_sq_gt_skv", FATTN_E_INVALID_CASE, true, true},
     {"swa_restrictions", FATTN_E_INVALID_CASE, true, true},
@@ -62,7 +68,8 @@ static const rule_row rule_rows[] = {
     {"fp8_descales_engines", FATTN_E_UNSUPPORTED, true, true},
     {"fp8_bias_engines", FATTN_E_UNSUPPORTED, true, true},
     {"fp8_softmax_engines", FATTN_E_UNSUPPORTED, true, true},
-    {"fp8_mla_engines", FATTN_E_UNSUPPORTED, true, true},
+    {"fp8_mla_cudnn", FATTN_E_UNSUPPORTED, false, true},
+    {"head_dim_large_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_thd_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_head_dim_cudnn", FATTN_E_UNSUPPORTED, false, true},
     {"fp8_paged_cudnn", FATTN_E_UNSUPPORTED, false, true},
@@ -181,9 +188,45 @@ START_TEST(boundaries)
     fattn_support_query q;
     fattn_support_query_init(&q);
     q.d_qk = q.d_v = 256;
+    q.is_training = true;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
     q.d_v = 264;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_E_INVALID_CASE);
+    /* above 256: inference from cuDNN 9.10.2 (fused_attn.cpp:323-329), any
+     * mask for sq > 1 or a paged cache, not causal / padding_causal for one
+     * query token; the cuDNN engine's own row until a device measures it */
+    q.is_training = false;
+    const fattn_support_rule *failed = NULL;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    q.d_qk = q.d_v = 1024;
+    q.cudnn_version = 91001;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "head_dim_large_inference");
+    q.cudnn_version = 91002;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    q.sq = 1;
+    q.mask_type = FATTN_MASK_CAUSAL;
+    q.window_right = 0;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "head_dim_large_decode");
+    q.mask_type = FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    q.mask_type = FATTN_MASK_PADDING_CAUSAL;
+    q.layout = FATTN_LAYOUT_PAGED_KV_BSHD_BSHD_BSHD;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    q.is_training = true;
+    q.layout = FATTN_LAYOUT_BSHD_BSHD_BSHD;
+    q.mask_type = FATTN_MASK_NO_MASK;
+    q.window_right = -1;
+    q.sq = 16;
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "head_dim");
     fattn_support_query_init(&q);
     q.dropout = 0.999f;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
@@ -212,7 +255,7 @@ START_TEST(boundaries)
     fattn_support_query_init(&q);
     q.mask_type = FATTN_MASK_CAUSAL;
     q.window_left = q.window_right = -1;
-    const fattn_support_rule *failed = NULL;
+    failed = NULL;
     ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
                      FATTN_E_INVALID_CASE);
     ck_assert_str_eq(failed->id, "window_not_normalised");
@@ -291,6 +334,8 @@ static const cite_row cite_rows[] = {
     {"paged_training", C_REF, "fused_attn.py", {{R(2_19), 448}}},
     {"paged_fp8", C_REF, "utils.py", {{R(2_19), 868}, {R(2_20), 969}}},
     {"head_dim", C_REF, "fused_attn.cpp", {{R(2_19), 310}}},
+    {"head_dim_large_inference", C_REF, "fused_attn.cpp", {{R(2_19), 326}}},
+    {"head_dim_large_decode", C_REF, "fused_attn.cpp", {{R(2_19), 328}}},
     {"mla_hopper_training", C_REF, "fused_attn.cpp", {{R(2_19), 349}}},
     {"bottom_right_sq_gt_skv", C_REF, "fused_attn.cpp", {{R(2_19), 400}}},
     {"swa_restrictions", C_REF, "fused_attn.cpp", {{R(2_19), 430}}},
@@ -314,7 +359,8 @@ static const cite_row cite_rows[] = {
     {"fp8_descales_engines", C_REF, NO_CITE},
     {"fp8_bias_engines", C_REF, NO_CITE},
     {"fp8_softmax_engines", C_REF, NO_CITE},
-    {"fp8_mla_engines", C_REF, NO_CITE},
+    {"fp8_mla_cudnn", C_REF, NO_CITE},
+    {"head_dim_large_cudnn", C_REF, NO_CITE},
     {"fp8_thd_cudnn", C_REF, NO_CITE},
     {"fp8_head_dim_cudnn", C_REF, NO_CITE},
     {"fp8_paged_cudnn", C_REF, NO_CITE},
@@ -986,6 +1032,43 @@ START_TEST(newer_rules_only)
 }
 END_TEST
 
+#if FATTN_TESTING
+/* The device measurement's hook (fattn/testing.h): a named engine gap is
+ * lifted at the front ends' check and the dispatch's alike; TE's own rows
+ * never are; a name is matched whole. */
+START_TEST(lift_rows)
+{
+    fe_spec s = fe_spec_for_rule("head_dim_large_cudnn");
+    fattn_support_query q = fe_query(&s);
+    const fattn_support_rule *failed = NULL;
+    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "fp8_mla_cudnn,head_dim_large_cudnn", 1);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CUDNN, NULL), FATTN_OK);
+    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "head_dim_large", 1);
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CUDNN, &failed),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    fe_spec t = fe_spec_for_rule("head_dim_large_decode");
+    fattn_support_query qt = fe_query(&t);
+    setenv(FATTN_TESTING_LIFT_ROWS_ENV, "head_dim_large_decode", 1);
+    ck_assert_int_eq(fattn_support_check(&qt, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_INVALID_CASE);
+    ck_assert_str_eq(failed->id, "head_dim_large_decode");
+    unsetenv(FATTN_TESTING_LIFT_ROWS_ENV);
+    /* widened: the CPU engine skips what only cuDNN's row refuses */
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "head_dim_large_cudnn", 1);
+    ck_assert_int_eq(fattn_support_check_engine(&q, FATTN_SUPPORT_ENGINE_CPU, &failed),
+                     FATTN_E_UNSUPPORTED);
+    ck_assert_str_eq(failed->id, "head_dim_large_cudnn");
+    setenv(FATTN_TESTING_WIDEN_ROWS_ENV, "head_dim_large_decode", 1); /* TE's: no effect */
+    ck_assert_int_eq(fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL), FATTN_OK);
+    unsetenv(FATTN_TESTING_WIDEN_ROWS_ENV);
+    fattn_test_mark("support.lift_rows");
+}
+END_TEST
+#endif
+
 static void list_ids(void)
 {
     for (int i = 0; i < FE_NROWS(rule_rows); i++)
@@ -996,6 +1079,9 @@ static void list_ids(void)
         printf("support.route.%s\n", route_rows[i].id);
     printf("support.newer_rules_only\nsupport.route.bias_111s_grad.sq1\n"
            "support.cudnn_ranges\nsupport.engine_gaps_only\nsupport.docs_table\n");
+#if FATTN_TESTING
+    printf("support.lift_rows\n");
+#endif
 }
 
 static Suite *make_suite(void)
@@ -1021,6 +1107,9 @@ static Suite *make_suite(void)
     tcase_add_test(tc, bad_engine);
     tcase_add_test(tc, boundaries);
     tcase_add_test(tc, matrix_passes);
+#if FATTN_TESTING
+    tcase_add_test(tc, lift_rows);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

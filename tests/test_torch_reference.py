@@ -64,6 +64,9 @@ EXPRESSIBLE = [
     "flags.nondeterministic.bf16", "scale.inexact.0.0883883.bf16",
     # raw_func_args: causal with the window (-1, -1), top-left, sq < skv
     "raw.window_m1m1.causal.f16",
+    "dims.d512.inference.bf16", "dims.dqk512_dv64.causal.inference.f16",
+    # a bias without grad: made an inference case, as every post_scale_bias one
+    "route.bias_no_grad.11ss.bf16",
     # eval mode with dropout configured: FusedAttention passes 0 (backends.py:2603)
     "mode.eval.dropout_p0.2.f16",
 ]
@@ -154,7 +157,7 @@ def _():
         changed = {k for k in c if source[c["id"]].get(k, "unset") != c[k]}
         allowed = {"deterministic"}
         if c["id"] in ("bias.post_scale_bias.1hss.f16", "bias.post_scale_bias.b1ss.causal.bf16",
-                       "bias.post_scale_bias.bhss.f16"):
+                       "bias.post_scale_bias.bhss.f16", "route.bias_no_grad.11ss.bf16"):
             assert c["is_training"] is False, c
             allowed.add("is_training")
         assert changed <= allowed, (c["id"], changed)

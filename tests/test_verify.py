@@ -89,6 +89,37 @@ MUTANT_TARGETS = {
     "doffset_into_offset": "inputs unchanged: split: inputs/_impl@softmax_offset: the caller's tensor changed",
     "second_backward_unguarded": "split wrapper second backward: backward/_impl@second_backward: FATTN_OK on a second backward on one ctx, where TE 2.20.2 raises",
     "paged_identity_table": "legacy vs split: forward/out",
+    "paged_bottom_right": "first differences (legacy vs split, case "
+                          "paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16):\n"
+                          "  legacy vs split: forward/aux/softmax_stats",
+    "max_logit_training_only": "legacy vs split: forward/max_logit missing in B",
+    "fp8_dqkv_amax_from_dv": "legacy vs split: backward@dQKV_quantizer attribute values differ",
+    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit 1 of 2 elements "
+                           "differ",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "backward_guard_after_success": "split wrapper second backward after a failed one: "
+                                    "backward/_impl@second_backward FATTN_OK on a second "
+                                    "backward on one ctx, where TE 2.20.2 raises",
+}
+
+# The blind spots only an engine fault shows (a -Dtesting build): every case
+# that differs must differ first in that check, nowhere else.
+MUTANT_ONLY_CHECK = {
+    "max_logit_drops_nan": "engine faults: legacy vs split: forward/max_logit",
+    "wrapper_fp8_d_out_dropped": "legacy vs split wrapper: split wrapper failed where legacy "
+                                 "and the split's helpers ran: FATTN_E_MISSING_FIELD",
+    "backward_guard_after_success": "split wrapper second backward after a failed one: ",
+}
+
+# The mutants a gap of the matrix hid: only the cases that close it may see
+# them (each names the one feature the rest of the matrix lacks).
+MUTANT_ONLY_CASES = {
+    "paged_bottom_right": {"paged.bshd_bshd_bshd.prefill.padding_causal.top_left.f16"},
+    "max_logit_training_only": {"max_logit.inference.causal.bf16",
+                                "dims.d1024.sq1.padding.max_logit.inference.f16",
+                                "mode.eval.max_logit.causal.bf16"},
+    "fp8_dqkv_amax_from_dv": {"fp8.ds.bshd.dq_amax_above_dv.sq16_skv64"},
 }
 
 
@@ -234,16 +265,23 @@ def _():
 def make_mutant_test(mutant, target):
     @test("mutant %s is caught: exit 1 naming %s" % (mutant, target))
     def _():
+        if mutant in MUTANT_ONLY_CHECK and os.environ.get("FATTN_BUILD_TESTING", "1") != "1":
+            return "SKIP the engine-fault checks need a build with -Dtesting=true"
         exe = MUTANT_EXES.get("fattn-mutant-" + mutant)
         assert exe, "no fattn-mutant-%s among %s" % (mutant, sorted(MUTANT_EXES))
         p = fattn("verify", "--fixtures", FIXTURES, exe=exe)
         assert p.returncode == 1, (p.returncode, p.stdout[-1500:], p.stderr[-500:])
         assert target in p.stdout, p.stdout[-2500:]
         assert "behavior-neutral: NO" in p.stdout, (p.stdout[-2500:], p.stderr[-1500:])
+        failed = [ln.split()[0] for ln in p.stdout.splitlines()
+                  if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
         if mutant.startswith("fp8_"):  # FP8 plumbing: no f16 case may see it
-            failed = [ln.split()[0] for ln in p.stdout.splitlines()
-                      if re.search(r"  (DIFFERENT \(\d+\)|ERROR): ", ln)]
             assert failed and all(c.startswith("fp8.") for c in failed), failed
+        if mutant in MUTANT_ONLY_CASES:
+            assert set(failed) == MUTANT_ONLY_CASES[mutant], failed
+        if mutant in MUTANT_ONLY_CHECK:
+            rows = [ln for ln in p.stdout.splitlines() if re.search(r"  DIFFERENT \(\d+\): ", ln)]
+            assert rows and all(MUTANT_ONLY_CHECK[mutant] in ln for ln in rows), rows[:3]
 
 
 @test("a difference is reported as a person acts on it: first index, both values, max abs/rel/ULP, and commands that reproduce it")
@@ -273,6 +311,24 @@ if MUTANTS:
         make_mutant_test(m, t)
 
 
+@test("a failure of the split's wrapper alone is a difference naming the wrapper (exit 1), "
+      "and every FP8 case that ran counts as exercised")
+def _():
+    if not MUTANTS:
+        return "SKIP needs a -Dself_test_mutants=true build"
+    import json
+    exe = MUTANT_EXES["fattn-mutant-wrapper_fp8_d_out_dropped"]
+    jpath = os.path.join(TMP, "wrapper.json")
+    p = fattn("verify", "--filter", "fp8.*", "--json", jpath, exe=exe)
+    assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
+    n_fp8 = len([l for l in fattn("cases", "--filter", "fp8.*").stdout.splitlines()])
+    assert "FP8: exercised (%d cases;" % n_fp8 in p.stdout, p.stdout[-800:]
+    cases = json.load(open(jpath))["cases"]
+    bad = [c for c in cases if c["result"] != "ok"]
+    assert bad and all(c["result"] == "different" for c in bad), bad
+    assert all(c["first"][0]["path"] == "legacy vs split wrapper: split wrapper" for c in bad), bad
+
+
 @test("a side that errors in a later state: both sides' status and message, table and JSON")
 def _():
     if not MUTANTS:
@@ -300,7 +356,7 @@ def _():
 def _():
     p = fattn("verify", "--filter", "refuse.*")
     assert p.returncode == 0, p.stdout[-1500:]
-    assert "refusals checked: 20 (" in p.stdout, p.stdout
+    assert "refusals checked: 21 (" in p.stdout, p.stdout
     assert "ok (refused as expected: FATTN_E_INVALID_CASE, rule swa_restrictions)" in p.stdout
     if not MUTANTS:
         return "SKIP the mutant half needs a -Dself_test_mutants=true build"
@@ -308,7 +364,7 @@ def _():
     assert p.returncode == 1, (p.returncode, p.stdout[-1500:])
     row = [l for l in p.stdout.splitlines() if l.startswith("refuse.swa_dropout.f16 ")]
     assert row and "DIFFERENT" in row[0] and "@refused_" in row[0], p.stdout
-    assert "refusals checked: 19 (" in p.stdout, p.stdout
+    assert "refusals checked: 20 (" in p.stdout, p.stdout
 
 
 @test("only raw_func_args reaches the inference_dropout mutant: the same cases without it pass")

@@ -10,10 +10,17 @@
 #include <sys/stat.h>
 
 #include "fattn/engine.h"
+#include "fattn_config.h"
 #include "runfile.h"
 #include "runner.h"
 #include "fe.h"
 #include "saved_slots.h"
+#if FATTN_TESTING
+#include <math.h>
+
+#include "fattn/dtype.h"
+#include "fault_engine.h"
+#endif
 
 /* The platform key goldens are filed under: bitwise comparison against
  * goldens is only meaningful on an exact match. The engine knows it. */
@@ -414,7 +421,19 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
     char err[512] = "";
     fattn_status st = FATTN_OK;
     fattn_h5_node *w = run_partial(c->spec, FATTN_IMPL_SPLIT, true, e, err, sizeof err, &st);
-    if (w && !err[0]) {
+    if (err[0]) {
+        /* the wrapper alone failed, where legacy and the split's helpers ran
+         * through: a behaviour of the refactor's wrapper that differs from
+         * the monolith's, so a difference naming it (with the states it
+         * reached against legacy's), not an errored case */
+        fattn_compare_result r = cmp_init(c, e);
+        note_difference(&r, "split wrapper", "failed where legacy and the split's helpers ran: "
+                        "%s: %.300s", fattn_status_name(st), err);
+        static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
+        if (w)
+            fattn_compare_cases(c->legacy, w, states, &r);
+        check_note(c, "legacy vs split wrapper", &r);
+    } else if (w) {
         check_seam(c, w, "split wrapper save/restore seam");
         /* the states: returned/ is the wrapper run's own, checked next */
         static const char *const states[] = {"inputs", "forward", "save_ctx", "backward", NULL};
@@ -424,11 +443,141 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
         check_returned(c, w, e);
         check_inputs_after(c, w, "split wrapper");
         check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
-    } else if (c->cmp.differences == 0) {
-        snprintf(c->error, sizeof c->error, "split wrapper: %s: %s", fattn_status_name(st), err);
     }
     fattn_h5_node_free(w);
 }
+
+#if FATTN_TESTING
+/* A run on the engine wrapped in a fault plan (fault_engine.h, test-only);
+ * *st and err say how it failed. */
+static fattn_h5_node *fault_run(const fattn_spec *s, fattn_impl impl, bool via_wrapper,
+                                fattn_engine *e, const fattn_fault_plan *plan, char *err,
+                                size_t errn, fattn_status *st)
+{
+    fattn_engine *f = NULL;
+    fattn_h5_node *n = NULL;
+    *st = fattn_fault_engine_wrap(e, plan, "test-fault", NULL, &f);
+    if (*st == FATTN_OK) {
+        fattn_run_opts o = {.impl = impl, .engine = f, .until = FATTN_STATE_BACKWARD,
+                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper,
+                            .backward_again = plan->fail_first_backward,
+                            .backward_after_failure = plan->fail_first_backward};
+        *st = fattn_run_case(s, &o, &n);
+    }
+    if (*st != FATTN_OK)
+        snprintf(err, errn, "%s", fattn_last_error());
+    fattn_engine_free(f);
+    return n;
+}
+
+/* The faults the engine outputs get: a NaN across head 0's first defined
+ * row of O, +Inf into the last head's row of Stats and, with
+ * return_max_logit, a NaN into head 0's row of Max and +Inf into head 1's. */
+static fattn_fault_plan output_faults(const fattn_spec *s)
+{
+    fattn_fault_plan p = {.n = 0};
+    p.f[p.n++] = (fattn_fault){FATTN_FAULT_O, NAN, 0};
+    p.f[p.n++] = (fattn_fault){FATTN_FAULT_STATS, INFINITY, s->h - 1};
+    if (s->return_max_logit) {
+        p.f[p.n++] = (fattn_fault){FATTN_FAULT_MAX, NAN, 0};
+        p.f[p.n++] = (fattn_fault){FATTN_FAULT_MAX, INFINITY, 1};
+    }
+    return p;
+}
+
+/* max_logit is torch.amax of Max over every dim but h (fused_attn.py:
+ * 402-441): a NaN propagates, +Inf is the max. Head 0 must be NaN, head 1
+ * +Inf, in each side's forward. */
+static void check_fault_max_logit(fattn_verify_case *c, fattn_h5_node *const side[2])
+{
+    fattn_compare_result r = {0};
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+        const fattn_h5_node *f = fattn_h5_node_find(side[i], "forward");
+        const fattn_h5_node *m = f ? fattn_h5_node_find(f, "max_logit") : NULL;
+        char path[96];
+        snprintf(path, sizeof path, "%s: forward/max_logit", fattn_impl_name((fattn_impl)i));
+        if (!m || !m->is_dataset) {
+            note_difference(&r, path, "missing, though the engine wrote Max");
+            continue;
+        }
+        float h0 = fattn_load_f32(m->data, m->dtype, 0);
+        float h1 = m->shape[0] > 1 ? fattn_load_f32(m->data, m->dtype, 1) : INFINITY;
+        if (!isnan(h0) || !(isinf(h1) && h1 > 0))
+            note_difference(&r, path, "[%g, %g] where Max holds a NaN in head 0 and +Inf in "
+                            "head 1: torch.amax gives [nan, inf] (TE fused_attn.py:412)",
+                            (double)h0, (double)h1);
+    }
+    check_note(c, "engine faults: max_logit as torch.amax", &r);
+}
+
+/* NaN and Inf in the engine's outputs (no input puts them there): both
+ * front ends, run on an engine that writes them (output_faults), must
+ * record the same bits, and max_logit must propagate them as TE's
+ * torch.amax does. */
+static void check_output_faults(fattn_verify_case *c, fattn_engine *e)
+{
+    fattn_fault_plan plan = output_faults(c->spec);
+    fattn_h5_node *side[FATTN_IMPL_COUNT] = {NULL, NULL};
+    fattn_status st[FATTN_IMPL_COUNT];
+    char err[FATTN_IMPL_COUNT][512];
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
+        side[i] = fault_run(c->spec, (fattn_impl)i, false, e, &plan, err[i], sizeof err[i],
+                            &st[i]);
+    fattn_compare_result r = cmp_init(c, e);
+    bool same_failure = st[0] != FATTN_OK && st[0] == st[1] && !strcmp(err[0], err[1]);
+    for (int i = 0; i < FATTN_IMPL_COUNT && !same_failure; i++)
+        if (st[i] != FATTN_OK)
+            note_difference(&r, fattn_impl_name((fattn_impl)i), "failed on the faulty engine "
+                            "(the other side %s): %s: %.300s", st[1 - i] ? "failed otherwise"
+                            : "ran", fattn_status_name(st[i]), err[i]);
+    if (st[0] == FATTN_OK && st[1] == FATTN_OK)
+        fattn_compare_cases(side[0], side[1], NULL, &r);
+    check_note(c, "engine faults: legacy vs split", &r);
+    if (st[0] == FATTN_OK && st[1] == FATTN_OK && c->spec->return_max_logit)
+        check_fault_max_logit(c, side);
+    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
+        fattn_h5_node_free(side[i]);
+}
+
+/* A second backward after a first that failed in the engine (made to fail
+ * once): both TE versions clear the ctx's guard before their backward
+ * calls the engine (2.19.0 restore_from_func_ctx, quantized_tensor.py:350;
+ * 2.20.2 backends.py:2285), so the second raises as after a first that
+ * ran. Legacy, and the split through FusedAttnFunc's wrapper (the helpers
+ * have no ctx). */
+static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
+{
+    if (!fattn_spec_has_backward(c->spec))
+        return;
+    const fattn_fault_plan plan = {.n = 0, .fail_first_backward = true};
+    static const struct {
+        fattn_impl impl;
+        bool wrapper;
+        const char *check;
+    } runs[] = {{FATTN_IMPL_LEGACY, false, "legacy second backward after a failed one"},
+                {FATTN_IMPL_SPLIT, true, "split wrapper second backward after a failed one"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char err[512] = "";
+        fattn_status st;
+        fattn_h5_node *n = fault_run(c->spec, runs[i].impl, runs[i].wrapper, e, &plan, err,
+                                     sizeof err, &st);
+        const fattn_h5_node *bw = n ? fattn_h5_node_find(n, "backward") : NULL;
+        const char *first = string_attr(bw ? fattn_h5_node_find(bw, "_impl") : NULL,
+                                        "first_backward");
+        fattn_compare_result r = {0};
+        if (st != FATTN_OK)
+            note_difference(&r, "backward", "the run failed: %s: %.300s", fattn_status_name(st),
+                            err);
+        else if (!first || strcmp(first, fattn_status_name(FATTN_E_INTERNAL)) != 0)
+            note_difference(&r, "backward/_impl@first_backward", "%s, where the engine failed "
+                            "the first backward (FATTN_E_INTERNAL)", first ? first : "ran");
+        check_note(c, runs[i].check, &r);
+        if (st == FATTN_OK && first)
+            check_second_backward(c, n, runs[i].impl, runs[i].check);
+        fattn_h5_node_free(n);
+    }
+}
+#endif
 
 /* One side skipped (its engine or front end said unsupported), the other
  * ran: the skip is that side's outcome, so the report says why beside the
@@ -483,6 +632,18 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     check_wrapper(c, e);
     if (c->error[0])
         return;
+#if FATTN_TESTING
+    /* the cases whose engine outputs the front ends reduce: max_logit over
+     * Max, and current scaling's amax over the engine's O it quantises for
+     * an FP8 output (fp8.c); the backward guard is per ctx, and these hold
+     * both paths to it, f16 and FP8 */
+    if (c->spec->return_max_logit ||
+        (c->spec->fp8 && c->spec->fp8_recipe == FATTN_FP8_RECIPE_CURRENT &&
+         c->spec->fp8_output)) {
+        check_output_faults(c, e);
+        check_backward_after_failure(c, e);
+    }
+#endif
     if (fattn_spec_has_backward(c->spec)) {
         fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
                             .poison = FATTN_POISON_PATTERN};
@@ -563,6 +724,7 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
         fattn_compare_cases_tol(c->legacy, g, tol, &r);
     }
     check_note(c, tol ? "golden (tolerance)" : "golden", &r);
+    c->golden_compared = true;
 }
 
 /* The newest CPU goldens in dir (cpu-math-<N>.h5, highest N), for the

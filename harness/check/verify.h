@@ -32,7 +32,7 @@
 
 /* The most checks one case runs (seams, legacy vs split and its wrapper,
  * the refusal, three replays, repeat, golden), with room to spare. */
-#define FATTN_VERIFY_MAX_CHECKS 16
+#define FATTN_VERIFY_MAX_CHECKS 24
 
 /* One case's checks. */
 typedef struct fattn_verify_case {
@@ -43,7 +43,9 @@ typedef struct fattn_verify_case {
     fattn_compare_result cmp;      /* every check's differences together */
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
-    bool golden_missing;
+    bool golden_missing;           /* the goldens have no such case */
+    bool golden_compared;          /* a golden was compared (not for a skipped or errored
+                                    * case, nor one compared within one engine only) */
     /* Why the case is not compared with another engine's goldens ("dropout",
      * "FP8"), NULL when it is (or the goldens are this platform's). */
     const char *same_engine_only;

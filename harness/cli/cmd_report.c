@@ -140,7 +140,7 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
         fputs("</p>\n", f);
     }
     if (!json_is_true(json_object_get(jc, "golden")))
-        fputs("<p>no golden on this platform</p>\n", f);
+        fputs("<p>no golden compared</p>\n", f);
     fputs("</div>\n", f);
 }
 

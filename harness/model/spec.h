@@ -38,6 +38,15 @@
  *   pad_between_seqs       boolean; default false.
  *   cpu_offload            boolean; default false. TE's CPU offload v1
  *                          state, which both front ends refuse.
+ *   bias_no_grad           boolean; default false. true: the bias tensor
+ *                          does not require grad (TE's
+ *                          core_attention_bias.requires_grad False), so
+ *                          DotProductAttention's routing rules that read it
+ *                          (det_bias_grad, bias_111s_grad) do not trip;
+ *                          FusedAttnFunc's own outputs are the same (its
+ *                          backward computes dBias either way). Only with a
+ *                          bias tensor; written to the canonical form only
+ *                          when true.
  *   raw_func_args          boolean; default false. true: the front ends get
  *                          the values a direct FusedAttnFunc caller passes
  *                          (dropout_p as given, though not training)

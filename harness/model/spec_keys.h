@@ -83,6 +83,7 @@
     X(no_grad, FLAG, bool, _, _, _, NONE)                                                      \
     X(inference_mode, FLAG, bool, _, _, _, NONE)                                               \
     X(cpu_offload, FLAG, bool, _, _, _, NONE)                                                  \
+    X(bias_no_grad, FLAG, bool, _, _, _, CHECK)                                                \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
     X(max_batch_size, OINT, int64_t, 1, FATTN_SPEC_MAX_B, _, NONE)                             \

@@ -227,6 +227,17 @@ fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s)
     return FATTN_OK;
 }
 
+/* A bias that needs no grad is a bias tensor's (DotProductAttention reads
+ * core_attention_bias.requires_grad, dot_product_attention.py). */
+fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fattn_spec *s)
+{
+    if (s->bias_no_grad && s->bias != FATTN_BIAS_POST_SCALE_BIAS &&
+        s->bias != FATTN_BIAS_PRE_SCALE_BIAS)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "bias_no_grad", "the case has no bias "
+                               "tensor (bias is %s)", fattn_bias_type_name(s->bias));
+    return FATTN_OK;
+}
+
 bool fattn_spec_has_backward(const fattn_spec *s)
 {
     return s->is_training && !s->no_grad && !s->inference_mode;

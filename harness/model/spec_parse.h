@@ -69,6 +69,7 @@ fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_d_v(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s);
+fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fattn_spec *s);
 fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s);
 fattn_status spec_check_schedule(const spec_parse_ctx *c, fattn_spec *s);
 

@@ -517,6 +517,8 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
         sb_str(&b, " raw_func_args");
     if (s->cpu_offload)
         sb_str(&b, " cpu_offload");
+    if (s->bias_no_grad)
+        sb_str(&b, " bias_no_grad");
     if (s->fp8)
         sb_fmt(&b, " fp8:%s%s%s%s", fattn_fp8_recipe_name(s->fp8_recipe),
                s->fp8_input ? "+in" : "", s->fp8_output ? "+out" : "",

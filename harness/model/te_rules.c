@@ -32,7 +32,7 @@ fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
     q->is_training = s->is_training;
     q->return_max_logit = s->return_max_logit;
     q->deterministic = s->deterministic;
-    q->bias_requires_grad = s->is_training && c.t.attn_bias.present;
+    q->bias_requires_grad = s->is_training && c.t.attn_bias.present && !s->bias_no_grad;
     fattn_case_free(&c);
     return FATTN_OK;
 }

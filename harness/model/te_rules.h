@@ -16,8 +16,10 @@
 
 /* The support query of `s` under release bit `te_rules` (0: the newest):
  * the resolved window, the batch size, the bias tensor's shape, the
- * determinism, and a bias that needs dBias (training with a bias tensor:
- * FusedAttnFunc's backward always computes it). */
+ * determinism, and a bias that needs dBias (training with a bias tensor
+ * that requires grad: all but the spec's bias_no_grad; FusedAttnFunc's
+ * backward computes dBias either way, DotProductAttention's routing reads
+ * the tensor's requires_grad). */
 fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
                                       fattn_support_query *q);
 /* fattn_support_route_note of that query into buf: "" when nothing

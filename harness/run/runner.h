@@ -16,7 +16,8 @@
  *              backward-read set (ctx_fields.h); _impl/ (legacy: is_output_fp8)
  *   backward/  dq dk dv d_bias d_softmax_offset
  *              _impl@second_backward* (opts.backward_again: the outcome of
- *              a second backward on the same context)
+ *              a second backward on the same context), _impl@first_backward*
+ *              (opts.backward_after_failure: a first backward that failed)
  *   returned/  out max_logit: what the forward call returned, for a front
  *              end whose recorded forward is not that call's (the split
  *              wrapper); not a state
@@ -53,6 +54,10 @@ typedef struct fattn_run_opts {
     bool backward_again;    /* after the backward, call it once more on the
                              * same context and record the outcome in
                              * backward/_impl (second_backward*) */
+    bool backward_after_failure; /* a backward that fails is recorded, not an error:
+                             * backward/_impl@first_backward(_error) get its status and
+                             * message, and a second backward on the same context
+                             * follows (second_backward*, as backward_again) */
     bool inputs_after;      /* after the last state, record the fingerprint of
                              * each input as the front end left it in
                              * inputs/_impl (an in-place write shows) */

@@ -108,10 +108,33 @@ static bool r_thd_padding(const fattn_support_query *q)
     return is_thd(q) && !fattn_mask_has_padding(q->mask_type);
 }
 
+/* fused_attn.cpp:310-319: multiples of 8 always; at most 256 on sm_90 for
+ * training (9.5). Inference above 256 is the 9.10.2 clause's (below). */
 static bool r_head_dim(const fattn_support_query *q)
 {
-    return q->d_qk % 8 != 0 || q->d_v % 8 != 0 || q->d_qk > 256 || q->d_v > 256 ||
-           q->d_qk < 8 || q->d_v < 8;
+    return q->d_qk % 8 != 0 || q->d_v % 8 != 0 || q->d_qk < 8 || q->d_v < 8 ||
+           (q->is_training && (q->d_qk > 256 || q->d_v > 256));
+}
+
+/* An inference call with a head dim above 256 (multiples of 8: head_dim's
+ * business), which only fused_attn.cpp:323-329 (cuDNN >= 9.10.2, any arch,
+ * forward only) admits on sm_90. */
+static bool large_inference(const fattn_support_query *q)
+{
+    return !q->is_training && (q->d_qk > 256 || q->d_v > 256);
+}
+
+/* fused_attn.cpp:328-329: of a non-paged q of one token, the 9.10.2 clause
+ * takes every mask but causal and padding_causal (top-left). */
+static bool r_head_dim_large_decode(const fattn_support_query *q)
+{
+    return large_inference(q) && !fattn_layout_is_paged(q->layout) && q->sq == 1 &&
+           (q->mask_type == FATTN_MASK_CAUSAL || q->mask_type == FATTN_MASK_PADDING_CAUSAL);
+}
+
+static bool r_head_dim_large(const fattn_support_query *q)
+{
+    return q->d_qk > 256 || q->d_v > 256;
 }
 
 static bool r_bottom_right_sq_gt_skv(const fattn_support_query *q)
@@ -474,8 +497,15 @@ static const fattn_support_rule rules[] = {
      "caching, and FusedAttnFunc's FP8 branch drops the paged_kv_ prefix and the page tables",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_UTILS, 868), AT(2_20, F_UTILS, 969)}},
     {"head_dim", r_head_dim, FATTN_E_INVALID_CASE,
-     "head dims d_qk and d_v must be multiples of 8 and at most 256 on sm_90",
+     "head dims d_qk and d_v must be multiples of 8, and at most 256 for training on sm_90",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 310)}},
+    {"head_dim_large_inference", large_inference, FATTN_E_INVALID_CASE,
+     "inference with a head dim above 256 needs cuDNN >= 9.10.2 (any head dim, forward only)",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), CUDNN_BELOW(91002), {AT(2_19, F_CPP, 326)}},
+    {"head_dim_large_decode", r_head_dim_large_decode, FATTN_E_INVALID_CASE,
+     "inference with a head dim above 256 and one query token (not paged) takes no causal "
+     "or padding_causal mask (top-left)",
+     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, {AT(2_19, F_CPP, 328)}},
     {"mla_hopper_training", r_mla_hopper_training, FATTN_E_INVALID_CASE,
      "training with unequal head dims d_qk, d_v both >= 128 (other than 192/128) is "
      "excluded on sm_90 with cuDNN >= 9.11 (a cuDNN backward bug)",
@@ -582,10 +612,19 @@ static const fattn_support_rule rules[] = {
      "FP8 attention with an off-by-one or learnable softmax is implemented by no engine "
      "(cuDNN's FP8 SDPA lowering has no sink), at any cuDNN",
      REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
-    {"fp8_mla_engines", r_fp8_mla, FATTN_E_UNSUPPORTED,
-     "FP8 attention with d_qk != d_v (valid for TE's FP8 inference) is implemented by no "
-     "engine",
-     REFUSAL(ENG_ALL), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    /* Not measured yet: tools/gpu/large-dims.sh runs both on the device
+     * with the rows lifted (docs/cudnn-engine.md, "Head dims above 256 and
+     * FP8 with d_qk != d_v"); a row goes, or narrows to the cuDNN versions
+     * that fail, once a device run says so. */
+    {"fp8_mla_cudnn", r_fp8_mla, FATTN_E_UNSUPPORTED,
+     "FP8 attention with d_qk != d_v (TE's FP8 inference, fused_attn.cpp:270) on the cuDNN "
+     "engine: its FP8 graph for unequal head dims is not measured on a GPU yet "
+     "(tools/gpu/large-dims.sh)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
+    {"head_dim_large_cudnn", r_head_dim_large, FATTN_E_UNSUPPORTED,
+     "a head dim above 256 (TE's inference from cuDNN 9.10.2, fused_attn.cpp:323-329) on the "
+     "cuDNN engine: its graph for it is not measured on a GPU yet (tools/gpu/large-dims.sh)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
     {"fp8_thd_cudnn", r_fp8_thd, FATTN_E_UNSUPPORTED,
      "FP8 attention with a THD q or kv: the cuDNN engine does not build it (cudnn-frontend: "
      "\"sdpa fp8 backward with THD is not supported on Hopper architecture\")",

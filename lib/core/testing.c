@@ -1,8 +1,10 @@
 /* The test-control entry point (fattn/testing.h), built only with
  * -Dtesting=true: the allocation fault that tests use to drive every
- * failure path of fattn_tensor_alloc's callers. */
+ * failure path of fattn_tensor_alloc's callers, and the engine gap rows a
+ * device measurement lifts. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fattn/testing.h"
 #include "fattn_config.h"
@@ -35,4 +37,29 @@ bool fattn_testing_alloc_fault(void)
     if (at == 0)
         return false;
     return atomic_fetch_add(&alloc_calls, 1) + 1 == at;
+}
+
+/* Whether the comma-separated list in environment variable `var` names
+ * `id` whole. Read on every call: a measurement or test sets it before its
+ * first case, and rows are checked a few times per engine call. */
+static bool env_names(const char *var, const char *id)
+{
+    const char *e = getenv(var);
+    size_t n = id ? strlen(id) : 0;
+    if (!e || !n)
+        return false;
+    for (const char *p = e; (p = strstr(p, id)) != NULL; p += n)
+        if ((p == e || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return true;
+    return false;
+}
+
+bool fattn_testing_row_lifted(const char *id)
+{
+    return env_names(FATTN_TESTING_LIFT_ROWS_ENV, id);
+}
+
+bool fattn_testing_row_widened(const char *id)
+{
+    return env_names(FATTN_TESTING_WIDEN_ROWS_ENV, id);
 }

@@ -121,7 +121,9 @@ static bool fp8_dtype(fattn_dtype t, bool f16_ok, cg_dtype *out)
 /* What both directions cannot build (the backward's description goes
  * through the forward's): the options cudnn-frontend's FP8 SDPA does not
  * lower (sdpa_support_surface.h) or this engine does not implement for FP8.
- * Each is a support row the dispatch refuses before the engine runs. Called
+ * Each is a support row the dispatch refuses before the engine runs (d_qk
+ * != d_v is built: row fp8_mla_cudnn refuses it until a device measures it,
+ * with the row lifted). Called
  * before the forward's options are resolved, so it reads bias and sink
  * from a. */
 static void fp8_assert_options(const fattn_attn_common *a, const cg_fwd_desc *d)
@@ -129,7 +131,6 @@ static void fp8_assert_options(const fattn_attn_common *a, const cg_fwd_desc *d)
     assert(a->bias_type == FATTN_BIAS_NO_BIAS);         /* row fp8_bias_engines */
     assert(a->softmax_type == FATTN_SOFTMAX_VANILLA);   /* row fp8_softmax_engines */
     assert(!d->ragged_q && !d->ragged_kv);              /* row fp8_thd_cudnn */
-    assert(d->d == d->dv);                              /* row fp8_mla_engines */
     assert(d->d % 16 == 0);                             /* row fp8_head_dim_cudnn */
     (void)a;
     (void)d;

@@ -15,7 +15,8 @@
 # suite (its result is logged, not fatal); GPU_CI_SUITES=0 skips the GPU suites
 # (a run of the stages below only, e.g. benchmarks after a suite run). Stages besides the suites, each
 # logged and never fatal: GPU_CI_DETERMINISM (1), GPU_CI_CLI (1),
-# GPU_CI_REPEAT (1), GPU_CI_GOLDEN (0), GPU_CI_SANITIZER (1; GPU_CI_SAN_TOOLS
+# GPU_CI_REPEAT (1), GPU_CI_LARGE_DIMS (1: tools/gpu/large-dims.sh), GPU_CI_TE_TESTS (1:
+# the TE-tests tier on cuDNN), GPU_CI_GOLDEN (0), GPU_CI_SANITIZER (1; GPU_CI_SAN_TOOLS
 # "memcheck racecheck"), GPU_CI_TORCH (0: tools/torch/torch_gpu.sh, docs/torch.md),
 # GPU_CI_BENCH (0: bench/gpu_bench.sh, docs/bench.md), GPU_CI_FP8_BENCH (0: FP8 rows
 # of bench_cudnn and cudnn-frontend's, in one run, to $DEST/fp8-bench-<date>.jsonl),
@@ -96,6 +97,35 @@ if [ "${GPU_CI_CLI:-1}" = 1 ]; then
         timeout "${GPU_CI_VERIFY_TIMEOUT:-150}" "$F" verify --backend cudnn \
         --json "$LOGS/verify.json"
     tail -8 "$LOGS/cli-verify.log"
+fi
+# The engine gaps not measured yet (rows head_dim_large_cudnn, fp8_mla_cudnn):
+# their cases with the rows lifted and in place (tools/gpu/large-dims.sh,
+# docs/cudnn-engine.md); its summary decides whether the rows stay.
+if [ "${GPU_CI_LARGE_DIMS:-1}" = 1 ]; then
+    stage "tools/gpu/large-dims.sh" "$LOGS/large-dims.log" timeout 600 \
+        env OUT="$LOGS/large-dims" BUILD_DIR="$BUILD" sh tools/gpu/large-dims.sh
+    tail -40 "$LOGS/large-dims.log"
+fi
+# The TE-tests tier (golden/te_tests_cases.json, docs/te.md) on the cuDNN
+# engine: what runs, and what is skipped by which support row.
+if [ "${GPU_CI_TE_TESTS:-1}" = 1 ]; then
+    stage "fattn verify --backend cudnn --cases golden/te_tests_cases.json" \
+        "$LOGS/te-tests-tier.log" timeout "${GPU_CI_TE_TESTS_TIMEOUT:-540}" \
+        "$BUILD/harness/fattn" verify --backend cudnn --cases golden/te_tests_cases.json \
+        --json "$LOGS/te-tests-tier.json"
+    tail -6 "$LOGS/te-tests-tier.log"
+    python3 - "$LOGS/te-tests-tier.json" <<'PY' || true
+import collections, json, re, sys
+j = json.load(open(sys.argv[1]))
+by = collections.Counter(c["result"] for c in j["cases"])
+print("gpu-ci: te-tests tier on cuDNN: %s" % dict(by))
+rules = collections.Counter()
+for c in j["cases"]:
+    if c["result"] == "skipped":
+        m = re.search(r"rule (\w+)", c.get("skipped", ""))
+        rules[m.group(1) if m else "?"] += 1
+print("gpu-ci: te-tests tier skips by rule: %s" % dict(rules))
+PY
 fi
 # --repeat at the size where the accumulator dQ shows its atomics: the
 # accumulator case must be reported as not repeatable, the deterministic one

@@ -26,8 +26,12 @@
 # (golden/cp_cases.json: cp2.* for 2 GPUs, all of it from 4), each rank a
 # process on its own GPU, NCCL between them, fattn's cuDNN engine in each
 # (docs/te.md, "Context parallelism"; GPU_TE_CP_S, default 600 s).
+#   dpa     the first two releases through TE's DotProductAttention itself
+#           (--call dpa: its constructor needs CUDA, so only here),
+#           GPU_TE_DPA_S (default 420 s); a case DPA routes away from
+#           FusedAttention is listed as routed away, not compared
 # Exit status: the first failing stage's (124 for a time limit), else
-# fattn-te verify's.
+# fattn-te verify's, else the dpa stage's.
 set -eu
 CP=
 if [ "${1:-}" = "--cp" ]; then
@@ -131,8 +135,15 @@ for rel in $(tools/te/releases.sh); do
     fi
     prev=$rel
 done
+rel1=$(tools/te/releases.sh | sed -n 1p) rel2=$(tools/te/releases.sh | sed -n 2p)
+rc_dpa=0
+stage dpa "${GPU_TE_DPA_S:-420}" tools/te/fattn-te verify --te "$rel1" --te "$rel2" \
+    --backend cudnn --call dpa --keep "$OUT/runs-dpa" "$@" || rc_dpa=$?
+grep -e '->' -e '^te-[0-9.]*: [0-9]* cases* through DotProductAttention' -e 'routed away' \
+    -e '^FP8:' "$OUT/dpa.log" | sed 's/^/dpa: /' >>"$OUT/summary.txt" || true
+[ "$rc" -ne 0 ] || rc=$rc_dpa
 # run files are large; only the verdicts and logs come back unless asked
-[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT"/runs-verify* "$OUT/one.h5" "$OUT/one_fp8.h5" \
+[ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT"/runs-verify* "$OUT/runs-dpa" "$OUT/one.h5" "$OUT/one_fp8.h5" \
     "$OUT/one_fp8_fattn.h5"
 echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
 exit $rc

@@ -44,25 +44,26 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify exits 0: nothing but the documented deviations and change" 0 "$rc"
-check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) (146 cases' "$work/verdict")"
-check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) (146 cases' "$work/verdict")"
-check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) (146 cases' "$work/verdict")"
+n=$("$fattn" cases | wc -l) # the default matrix, every case of it
+check "TE ${te_legacy} -> TE ${te_split}: the documented change F1 only" 1 "$(grep -c '^te-'"$te_legacy"' -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit) ('"$n"' cases' "$work/verdict")"
+check "fattn legacy vs ${te_legacy}: neutral (6 documented deviations)" 1 "$(grep -c '^fattn-legacy -> te-'"$te_legacy"': behavior-neutral: neutral (6 documented deviations) ('"$n"' cases' "$work/verdict")"
+check "fattn split vs ${te_split}: F1 and 6 documented deviations" 1 "$(grep -c '^fattn-split -> te-'"$te_split"': behavior-neutral: no, documented changes only (F1 in refuse.fp8.max_logit; 6 documented deviations) ('"$n"' cases' "$work/verdict")"
 check "F1 listed under the TE pair and the split pair" 2 "$(grep -c '^  documented change: /cases/refuse.fp8.max_logit  refused in [a-z0-9.-]*, run in te-'"$te_split"' (24 paths): F1' "$work/verdict")"
 check "nothing left out" 0 "$(grep -c 'left out' "$work/verdict")"
-check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 105 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
+check "cases through the module and FusedAttnFunc.apply, none errored" 2 "$(grep -c '^te-2.[0-9.]*: 114 cases through FusedAttention, 21 through FusedAttnFunc.apply (layout outside QKVLayouts 2, mixed q/kv formats 4, paged with a separate V table 1, paged with a thd q 2, raw_func_args 12), 0 errored$' "$work/verdict")"
 # docs/te.md, Findings (F1 of docs/fp8-branches.md): return_max_logit with
 # FP8 raises TypeError in 2.19.0 and returns None in 2.20.2; fattn refuses
 # it; nothing else differs between the two releases
 "$fattn" diff "$work/v/te1.h5" "$work/v/te2.h5" >"$work/diff" 2>&1
 check "TE ${te_legacy} -> TE ${te_split}: only refuse.fp8.max_logit differs (${te_split} runs it)" \
     "24 0" "$(counted "$work/diff" | grep -c '^/cases/refuse\.fp8\.max_logit[/@]') $(counted "$work/diff" | grep -vc '^/cases/refuse\.fp8\.max_logit[/@]')"
-check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too$\|^te-'"$te_split"': refusals: 12 of 20 refused cases asked of TE (its C++ as the shim, its Python itself): 11 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
+check "TE's answers to fattn's refusals" 2 "$(grep -c '^te-'"$te_legacy"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 13 refused by TE too$\|^te-'"$te_split"': refusals: 13 of 21 refused cases asked of TE (its C++ as the shim, its Python itself): 12 refused by TE too; run by TE: refuse.fp8.max_logit$' "$work/verdict")"
 check "TE ${te_legacy}'s own exception for it is recorded" 1 "$(/usr/bin/python3 -c "
 import json, sys
 e = [x for x in json.load(open(sys.argv[1])) if x['case'] == 'refuse.fp8.max_logit'][0]
 print(int(e['te'] == 'raised' and e['type'] == 'TypeError' and e['te_line'].endswith('dot_product_attention/backends.py:1751')))
 " "$work/v/te1-refusals.json" 2>&1)"
-check "the 11 paged cases ran with their page tables handed to TE" 11 "$(/usr/bin/python3 -c "
+check "the 12 paged cases ran with their page tables handed to TE" 12 "$(/usr/bin/python3 -c "
 import h5py, sys
 f = h5py.File(sys.argv[1])
 print(sum(1 for c, g in f['cases'].items() if c.startswith('paged.') and 'page_table_k' in g.get('inputs', {}) and 'out' in g.get('forward', {})))
@@ -83,7 +84,7 @@ f = h5py.File(sys.argv[1])
 cs = [g for c, g in f['cases'].items() if c.startswith('mode.') and ('no_grad' in c or 'inference_mode' in c)]
 print(len(cs), sum(len(g.get('save_ctx', {})) > 0 for g in cs), sum('backward' in g for g in cs))
 " "$work/v/te2.h5" 2>&1)"
-check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (29 cases through TE.s FP8 path, 29 of them through FusedAttention; 7 refused)$' "$work/verdict")"
+check "the FP8 cases ran through TE's FP8 path, all through FusedAttention" 1 "$(grep -c '^FP8: exercised (32 cases through TE.s FP8 path, 32 of them through FusedAttention; 7 refused)$' "$work/verdict")"
 # docs/te.md, Findings: on the two padded max_logit cases TE's amax reads
 # Max rows past each sequence's length; on the padded FP8 case TE
 # dequantises the engine's unwritten rows with torch's NaN; every other
@@ -304,11 +305,15 @@ check "... and not taken for F1: the TE pair differs" 1 "$(grep -c '^te-'"$te_sp
 # FP8 case run through the module, and passes on --call function (the
 # module's argument building is what catches it)
 mutant fp8flags "$B" '^                fp8_output=fp8_output,$' '                fp8_output=bf16_backward,'
-"$here/fattn-te" verify --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
-check "FP8 module flags swapped: verify exits 1" 1 $?
-check "... the case and its FP8 out named (TE pair, split pair)" 2 "$(grep -c '^  /cases/fp8.cs.bshd_bs2hd.gqa.outfp8/forward/out  ' "$work/out")"
-"$here/fattn-te" verify --call function --te "$te_split" --te "$work/fp8flags" --filter 'fp8.cs.bshd_bs2hd.gqa.outfp8' >"$work/out" 2>&1
-check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" 0 $?
+f8case=fp8.cs.bshd_bs2hd.gqa.outfp8
+for how in module function; do # each held to section 1's run of the release
+    "$here/fattn-te" run --call $how --te "$work/fp8flags" --filter "$f8case" -o "$work/f8$how.h5" >/dev/null 2>&1
+    "$fattn" diff "$work/v/te2.h5" "$work/f8$how.h5" --only "/cases/$f8case*" >"$work/f8$how.diff" 2>&1
+    echo "exit $?" >>"$work/f8$how.diff"
+done
+check "FP8 module flags swapped: the FP8 case differs, its out named" "exit 1 yes" \
+    "$(tail -1 "$work/f8module.diff") $(grep -q "^\(different\|structure\|missing in [AB]\): /cases/$f8case/forward/out" "$work/f8module.diff" && echo yes)"
+check "... and passes through FusedAttnFunc.apply (it is FusedAttention's)" "exit 0" "$(tail -1 "$work/f8function.diff")"
 
 # 9f. blame: TE (its line), TE's hand-off, or fattn-te's own error, which
 # stops the run with exit 2 and writes nothing (tools/te/check_blame.py)
@@ -352,6 +357,25 @@ check "... the max_batch_size cases errored, each named as TE's hand-off of cu_s
     "$(grep -c '^  paged\.mbs\.[^ ]*: inconsistent hand-off: TE handed fused_attn_fwd an inconsistent cu_seqlens_kv: passed \[[0-9]*\] int32; the contract expects int32 \[[0-9]*\] (b + 1 for the batch of [0-9]*)$' "$work/trim.run")"
 check "... and nothing else differs (the paged cases without max_batch_size hand b + 1 already)" \
     "" "$(counted "$work/trim.diff" | grep -v '^/cases/paged\.mbs\.' | tr '\n' ' ')"
+
+# 9i. the DotProductAttention path's CPU side: which cases DPA is given and
+# why the others are not, the arguments it gets (tools/te/check_dpa.py);
+# DotProductAttention itself needs CUDA, so --call dpa here exits 2 saying so
+TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore \
+    "$here/check_dpa.py" "$here" "$fattn" "$work" "$te_split" >"$work/dpa" 2>&1
+check "dpa: the cases through DotProductAttention" 70 "$(sed -n 1p "$work/dpa")"
+check "dpa: why the others are not" "ALiBi 2; FP8 32; bhsd layout 2; mixed q/kv formats 4; paged without max_batch_size 9; raw_func_args 12; softmax offset 4" "$(sed -n 2p "$work/dpa")"
+check "dpa: DPA's arguments for an eval case with dropout" '[{"attention_dropout": 0.2, "attention_type": "self", "attn_mask_type": "no_mask", "kv_channels": [16, 16], "layer_number": 1, "num_attention_heads": 2, "num_gqa_groups": 2, "qkv_format": "sbhd", "return_max_logit": false, "softmax_scale": 0.25, "softmax_type": "vanilla", "window_size": [-1, -1]}, {"attn_mask_type": "no_mask", "bottom_right_diagonal": true, "core_attention_bias_type": "no_bias", "fast_zero_fill": true, "max_seqlen_kv": 40, "max_seqlen_q": 24, "qkv_format": "sbhd", "window_size": [-1, -1]}, {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NVTE_FLASH_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"}]' "$(sed -n 3p "$work/dpa")"
+check "dpa: a case DPA routes away is recorded so, listed on the run line" \
+    "0 [\"  routed away: layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
+    "$(sed -n 4p "$work/dpa")"
+check "dpa: ... and left out of the verdict, listed under it" \
+    "0 ['fattn-split -> te: behavior-neutral: yes (0 cases, 0 tensors)', \"  routed away (not compared): /cases/layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
+    "$(sed -n 5p "$work/dpa")"
+"$here/fattn-te" run --call dpa --te "$te_split" --filter 'mode.eval.dropout*' -o "$work/dpa.h5" 2>"$work/err"
+check "--call dpa without CUDA exits 2" 2 $?
+check "... saying DotProductAttention needs CUDA and where to run it" 1 "$(grep -c 'needs CUDA .*run it on a GPU runner (tools/te/gpu-te.sh)' "$work/err")"
+check "... and writes nothing" no "$( [ -e "$work/dpa.h5" ] && echo yes || echo no)"
 
 # 10. --te forms: a wheel file and the transformer_engine/ folder; a bad
 # second --te is refused before any TE runs

@@ -29,6 +29,26 @@ extern "C" {
 /* The environment variable that arms the allocation fault. */
 #define FATTN_TESTING_FAIL_ALLOC_ENV "FATTN_TEST_FAIL_ALLOC"
 
+/* Lifting engine gaps. With FATTN_TEST_LIFT_ROWS=id[,id...] in the
+ * environment, the support table's rows of those ids are skipped when they
+ * are engine gaps (status FATTN_E_UNSUPPORTED; TE's own rules are never
+ * lifted), at the front ends and at the engine dispatch alike: the device
+ * measurement of a gap not yet measured (tools/gpu/large-dims.sh) runs the
+ * engine on what its row refuses, to learn whether the row may go. */
+#define FATTN_TESTING_LIFT_ROWS_ENV "FATTN_TEST_LIFT_ROWS"
+
+/* True when row `id` is named in FATTN_TEST_LIFT_ROWS. */
+FATTN_API bool fattn_testing_row_lifted(const char *id);
+
+/* Widening engine gaps. With FATTN_TEST_WIDEN_ROWS=id[,id...], those engine
+ * gap rows hold for every engine: the CPU engine, which runs every case TE
+ * accepts, then skips what only the cuDNN engine's row refuses, so that the
+ * CLI's reports of a skipped case are tested on a machine without a GPU. */
+#define FATTN_TESTING_WIDEN_ROWS_ENV "FATTN_TEST_WIDEN_ROWS"
+
+/* True when row `id` is named in FATTN_TEST_WIDEN_ROWS. */
+FATTN_API bool fattn_testing_row_widened(const char *id);
+
 /* Counts one allocation; true when this one is the armed Nth and must fail.
  * Called by fattn_tensor_alloc once per call that would allocate. */
 FATTN_API bool fattn_testing_alloc_fault(void);

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 # where.py: the names cli has always offered, used here and by its callers
-from .where import (ERROR_PREFIX, HERE, SRC, _count_datasets, env_dir,  # noqa: F401
+from .where import (ERROR_PREFIX, HERE, ROUTED_PREFIX, SRC, _count_datasets, env_dir,  # noqa: F401
                     fattn_args, rf, run_fattn, te_impl, te_root, use_library_of)
 
 _T0 = time.monotonic()
@@ -47,6 +47,11 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     under "why" those through FusedAttnFunc.apply by reason."""
     _trace_stalls()
     use_library_of(fattn)
+    if call == "dpa":
+        from fattn_te import dpa
+        if not dpa.cuda_available():
+            raise rf.InputError("--call dpa: DotProductAttention's constructor needs CUDA "
+                                "(module/base.py); run it on a GPU runner (tools/te/gpu-te.sh)")
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -112,7 +117,12 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
         try:
             children = record.run_case(backends, resolved[cid], case, call)
         except Exception as e:  # the case's result (TE's), the run goes on; fattn-te's stops it
-            from fattn_te import blame
+            from fattn_te import blame, dpa
+            if isinstance(e, dpa.RoutedAway):  # DPA's routing: reported, not run another way
+                routed = ROUTED_PREFIX + str(e)
+                paths.setdefault("routed", []).append((cid, str(e)))
+                out_cases[cid] = {"attrs": attrs + [("skipped", routed, None)], "children": {}}
+                continue
             who, why = blame.classify(e)
             if who == "tool":
                 raise blame.ToolError(cid, why) from e
@@ -121,14 +131,19 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
             out_cases[cid] = {"attrs": attrs + [("skipped", reason, None)], "children": {}}
             continue
         p = record.case_path(resolved[cid], call)
-        paths[p] += 1
+        paths[p] = paths.get(p, 0) + 1
         if resolved[cid]["spec"].get("fp8"):
-            paths.setdefault("fp8", {"module": 0, "function": 0})[p] += 1
+            paths.setdefault("fp8", {"module": 0, "function": 0, "dpa": 0})[p] += 1
         if p == "function":
             from fattn_te import module
-            why = module.not_expressed(resolved[cid]) if call == "module" else "--call function"
+            why = module.not_expressed(resolved[cid]) if call != "function" else "--call function"
             paths.setdefault("why", {}).setdefault(why, 0)
             paths["why"][why] += 1
+        if call == "dpa" and p != "dpa":
+            from fattn_te import dpa
+            why = dpa.not_through_dpa(resolved[cid])
+            paths.setdefault("why_dpa", {}).setdefault(why, 0)
+            paths["why_dpa"][why] += 1
         out_cases[cid] = {"attrs": attrs, "children": children}
         ntensors += _count_datasets({"children": children})
     from fattn_te import refusal
@@ -190,11 +205,19 @@ def cmd_run(args):
     how = (f"{paths['module']} through FusedAttention, {paths['function']} through "
            f"FusedAttnFunc.apply" if args.call == "module" else
            f"{paths['function']} through FusedAttnFunc.apply")
+    if args.call == "dpa":
+        how = (f"{paths.get('dpa', 0)} through DotProductAttention, "
+               f"{len(paths.get('routed', []))} routed away from FusedAttention, " + how)
     print(f"fattn-te run: wrote {n} case{'' if n == 1 else 's'} ({m} tensor{'' if m == 1 else 's'}) "
           f"of {impl} to {args.o} ({how}; {len(errored)} errored)")
     if paths.get("why"):
         print("  through FusedAttnFunc.apply: " + ", ".join(
             f"{k} {v}" for k, v in sorted(paths["why"].items())))
+    if paths.get("why_dpa"):
+        print("  not through DotProductAttention: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(paths["why_dpa"].items())))
+    for cid, why in paths.get("routed", []):
+        print(f"  routed away: {cid}: {why}")
     if paths.get("fp8"):
         print(f"  FP8: {paths['fp8']['module']} through FusedAttention, "
               f"{paths['fp8']['function']} through FusedAttnFunc.apply")
@@ -210,9 +233,10 @@ def add_cp(p):
 
 
 def add_call(p):
-    p.add_argument("--call", default="module", choices=["module", "function"],
+    p.add_argument("--call", default="module", choices=["module", "function", "dpa"],
                    help="module: TE's FusedAttention.forward builds FusedAttnFunc's arguments "
-                        "(default); function: fattn-te calls FusedAttnFunc.apply itself")
+                        "(default); function: fattn-te calls FusedAttnFunc.apply itself; dpa: "
+                        "TE's DotProductAttention itself (needs CUDA: a GPU runner)")
 
 
 def main(argv=None):

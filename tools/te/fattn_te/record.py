@@ -254,11 +254,15 @@ def te_raised_where(exc):
 
 
 def case_path(res, path):
-    """How a case is called (docs/te.md, "How a case runs"): "module"
-    (TE's FusedAttention, the default) or "function" (FusedAttnFunc.apply
-    directly); the module's unless FusedAttention cannot
-    express the case (module.not_expressed says why)."""
-    from . import module
+    """How a case is called (docs/te.md, "How a case runs"): "dpa" (TE's
+    DotProductAttention, --call dpa), "module" (TE's FusedAttention, the
+    default) or "function" (FusedAttnFunc.apply directly); under --call dpa
+    a case DPA cannot be given (dpa.not_through_dpa says why) goes the
+    module's way, and the module's unless FusedAttention cannot express the
+    case (module.not_expressed says why)."""
+    from . import dpa, module
+    if path == "dpa" and not dpa.not_through_dpa(res):
+        return "dpa"
     return "function" if path == "function" or module.not_expressed(res) else "module"
 
 
@@ -274,7 +278,15 @@ def run_case(backends, res, ref_case, path="module"):
     # ctx and what it was handed to save are captured as the forward runs
     cap = modes.CtxCapture(backends.FusedAttnFunc)
     with cap, modes.context(spec):
-        if case_path(res, path) == "module":
+        how = case_path(res, path)
+        if how == "dpa":
+            from . import dpa
+            bridge.default_gen = gen  # DPA's FusedAttention passes rng_gen=None too
+            try:
+                out, max_logit, ctx, grad_root = dpa.call_dpa(backends, res, t)
+            finally:
+                bridge.default_gen = None
+        elif how == "module":
             from . import module
             # FusedAttention passes rng_gen=None: the engine takes the default
             # generator, seeded per case as fattn's front ends seed theirs.

@@ -48,6 +48,25 @@ def _copy_to_kv_cache(*args):
     return bridge_kv.copy_to_kv_cache(*args)
 
 
+def _get_fused_attn_backend(*args):
+    """tex.get_fused_attn_backend, which only DotProductAttention's backend
+    selection calls (the DPA path, fattn_te/dpa.py): 2.20.2 hands one
+    FusedAttentionParams and takes (backend, reject message), 2.19.0 hands
+    its fields positionally and takes the backend. The case is one fattn's
+    support table already found valid for TE's C++ (else it is a refuse.*
+    case, which the shim refuses at fused_attn_fwd), so the answer is the
+    sub-backend of its dtype: FP8 for FP8 Q, else F16_arbitrary_seqlen."""
+    fp8 = (int(DType.kFloat8E4M3), int(DType.kFloat8E5M2))
+    if len(args) == 1:
+        q_type = getattr(args[0], "qkv_dtype", None)
+        fp8_case = q_type is not None and int(q_type) in fp8
+    else:
+        fp8_case = int(args[1]) in fp8
+    b = (NVTE_Fused_Attn_Backend.NVTE_FP8 if fp8_case
+         else NVTE_Fused_Attn_Backend.NVTE_F16_arbitrary_seqlen)
+    return (b, "") if len(args) == 1 else b
+
+
 def _quantize(*args, **kwargs):
     from . import bridge_fp8
     return bridge_fp8.quantize(*args, **kwargs)
@@ -91,6 +110,8 @@ NAMES = [
     ("fused_attn_bwd", _fused_attn_bwd, "pytorch/cpp_extensions/fused_attn.py:618"),
     ("copy_to_kv_cache", _copy_to_kv_cache,
      "pytorch/attention/custom_ops.py:39 (InferenceParams.step's copy_to_kv_cache op)"),
+    ("get_fused_attn_backend", _get_fused_attn_backend,
+     "pytorch/attention/dot_product_attention/utils.py:380 (2.20.2: 452), DPA's selection"),
     ("quantize", _quantize,
      "pytorch/tensor/float8_tensor.py:116,125,307,316 (cast.cpp quantize)"),
     ("get_cudnn_version", _get_cudnn_version,

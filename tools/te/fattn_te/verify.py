@@ -20,8 +20,10 @@ _KEPT = ("te1.h5", "te2.h5", "te1-refusals.json", "te2-refusals.json", "fattn-le
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-_RUN_LINE = re.compile(r"\((?:(\d+) through FusedAttention, )?(\d+) through "
+_RUN_LINE = re.compile(r"\((?:\d+ through DotProductAttention, \d+ routed away from "
+                       r"FusedAttention, )?(?:(\d+) through FusedAttention, )?(\d+) through "
                        r"FusedAttnFunc\.apply; (\d+) errored\)")
+_DPA_LINE = re.compile(r"\((\d+) through DotProductAttention, (\d+) routed away")
 
 
 def _te_run(root, args, out):
@@ -39,20 +41,24 @@ def _te_run(root, args, out):
         raise RuntimeError(f"fattn-te run --te {root}: exit {p.returncode}")
     why = re.search(r"^  through FusedAttnFunc\.apply: (.*)$", p.stdout, re.M)
     f8 = re.search(r"^  FP8: (\d+) through FusedAttention, ", p.stdout, re.M)
+    d = _DPA_LINE.search(p.stdout)
     return (int(m.group(1) or 0), int(m.group(2)), why.group(1) if why else "",
-            int(f8.group(1)) if f8 else 0)
+            int(f8.group(1)) if f8 else 0, (int(d.group(1)), int(d.group(2))) if d else None)
 
 
-def _errored(path):
-    """case id -> reason of the cases fattn-te recorded as errored."""
+def _errored(path, routed=False):
+    """case id -> reason of the cases fattn-te recorded as errored (routed:
+    of those DotProductAttention routed away from FusedAttention)."""
     import h5py
     out = {}
     with h5py.File(path, "r") as f:
         for cid, g in f["cases"].items():
             r = g.attrs.get("skipped")
             r = r.decode() if isinstance(r, bytes) else r
-            if r and r.startswith(where.ERROR_PREFIX):
-                out[cid] = r[len(where.ERROR_PREFIX):]
+            if not r or not r.startswith(where.ERROR_PREFIX):
+                continue
+            if r.startswith(where.ROUTED_PREFIX) == routed:
+                out[cid] = r[len(where.ROUTED_PREFIX if routed else where.ERROR_PREFIX):]
     return out
 
 
@@ -252,6 +258,12 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
     fattn front end's run; logs: each run's refusal log (None for a fattn
     front end). Returns 0 (neutral, deviations aside) or 1."""
     r = _diff_json(fattn, a, b)
+    # cases DotProductAttention routed away from FusedAttention (--call dpa)
+    # are not compared: they are listed, each once per pair
+    routed = {**_errored(a, True), **_errored(b, True)}
+    r["paths"] = {p: e for p, e in r["paths"].items()
+                  if not (re.match(r"^/cases/([^/@]+)", p) and
+                          re.match(r"^/cases/([^/@]+)", p).group(1) in routed)}
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
     side = _refused_side(a, b)
     counted, noisy, documented, misses = [], [], [], {}
@@ -270,7 +282,7 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
             continue
         counted.append((path, e))
     pair.close()
-    ncases = _cases(a)
+    ncases = _cases(a) - len(routed)
     note = (f"; {len(noisy)} d_softmax_offset within tolerance (non-deterministic on "
             f"this engine)") if noisy else ""
     devs = [x for x in documented if x[2]["kind"] == "deviation"]
@@ -310,6 +322,8 @@ def _verdict(fattn, a_name, a, b_name, b, io_dtypes, resolved=None, fattn_pair=F
         print(f"  documented change: /cases/{cid}  refused in "
               f"{a_name if ran == b_name else b_name}, run in {ran} ({_n(len(items), 'path')}): "
               f"{d['name']} (TE {d['te_lines']}; docs/te.md, Findings)")
+    for cid, why in sorted(routed.items()):
+        print(f"  routed away (not compared): /cases/{cid}: {why}")
     for cid, (d, why) in sorted(misses.items()):
         print(f"  not documented: /cases/{cid}: {d['name'].split(':')[0]}'s signature does not "
               f"hold: {why}")
@@ -389,8 +403,10 @@ def main(args):
             rc = max(rc, _verdict(fattn, f"fattn-{impl}", fe_files[impl], name, f, io,
                                   resolved, True, kept, (None, lg)))
         errs = [_errored(f) for f in files]
-        for name, (mod, func, why, _), err in zip(names, through, errs):
-            print(f"{name}: {_n(mod, 'case')} through FusedAttention, {func} through "
+        for name, (mod, func, why, _, dpa), err in zip(names, through, errs):
+            via = (f"{_n(dpa[0], 'case')} through DotProductAttention, {dpa[1]} routed away "
+                   f"from FusedAttention, " if dpa else "")
+            print(f"{name}: {via}{_n(mod, 'case')} through FusedAttention, {func} through "
                   f"FusedAttnFunc.apply{f' ({why})' if why else ''}, {len(err)} errored")
             for cid, reason in sorted(err.items()):
                 only = "" if all(cid in e for e in errs) else " (errored in this TE only)"

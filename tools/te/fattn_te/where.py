@@ -112,6 +112,9 @@ def _count_datasets(node):
 # A case that raised is recorded as skipped with a reason that starts so
 # (docs/te.md, "Errors per case"); verify counts them by it.
 ERROR_PREFIX = "fattn-te: "
+# A case DotProductAttention routes away from FusedAttention (--call dpa):
+# recorded as skipped with a reason that starts so; not an error, not compared.
+ROUTED_PREFIX = "fattn-te: routed away: "
 
 
 def is_refactored(root):
