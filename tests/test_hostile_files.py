@@ -367,6 +367,77 @@ def _():
         raise AssertionError("missing TMPDIR: exit %d: %s" % (p.returncode, p.stderr))
 
 
+@case("a sparse 3 GB file of a few KB of data: its one private copy holds at most the file's "
+      "allocated bytes (measured)")
+def _():
+    if not TESTING:
+        return NO_HOOK
+    d = fresh_dir("sparse")
+    snaps = fresh_dir("sparse-tmpdir")
+    big = os.path.join(d, "sparse.h5")
+    shutil.copy(GOOD, big)
+    with open(big, "r+b") as f:
+        f.truncate(3 << 30)  # a hole to the end: HDF5 reads what its superblock says
+    src = os.stat(big)
+    target = os.path.join(d, "out.h5")
+    env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="1", TMPDIR=snaps)
+    p = subprocess.Popen([FATTN, "replay", big, "--from", "save_ctx", "--impl", "split", "-o",
+                          target], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    copies, deadline = [], time.time() + 60
+    while not (glob.glob(os.path.join(d, ".out.h5.tmp-*")) and copies):
+        if time.time() > deadline or p.poll() is not None:
+            p.kill()
+            raise AssertionError("no copy and temporary seen (exit %s)" % p.poll())
+        copies = [os.stat(os.path.join(snaps, n)) for n in os.listdir(snaps)]
+        time.sleep(0.01)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert len(copies) == 1, "%d copies at once" % len(copies)
+    c = copies[0]
+    print("# measured: input %d bytes long, %d allocated; its copy %d bytes long, %d allocated"
+          % (src.st_size, src.st_blocks * 512, c.st_size, c.st_blocks * 512))
+    assert c.st_size == src.st_size, (c.st_size, src.st_size)
+    assert c.st_blocks <= src.st_blocks, (c.st_blocks, src.st_blocks)
+    assert not os.listdir(snaps), os.listdir(snaps)
+
+
+def memory_backed_dir():
+    """A directory on tmpfs where this machine has one (/dev/shm), else None."""
+    try:
+        with open("/proc/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    for m in mounts:
+        if len(m) > 2 and m[1] == "/dev/shm" and m[2] == "tmpfs" and os.access(m[1], os.W_OK):
+            return tempfile.mkdtemp(prefix="fattn-hostile-shm-", dir=m[1])
+    return None
+
+
+@case("a TMPDIR in memory (tmpfs): the private copy counts in --max-memory")
+def _():
+    shm = memory_backed_dir()
+    if not shm:
+        return "SKIP no tmpfs at /dev/shm"
+    try:
+        mid = path("mid.h5")  # about 3.5 MB, most of it datasets
+        if not os.path.exists(mid):
+            spec = path("mid.json")
+            with open(spec, "w") as f:
+                json.dump([{"id": "hf.mid", "b": 8, "h": 4, "sq": 32, "d_qk": 128}], f)
+            run("run", "--backend", "cpu", "--cases", spec, "-o", mid, check=0)
+        size = os.path.getsize(mid)
+        bound = str(int(1.6 * size))  # the file fits, the file and its copy do not
+        run("inspect", "--max-memory", bound, mid, check=0)  # TMPDIR on disk
+        p = run("inspect", "--max-memory", bound, mid, env={"TMPDIR": shm}, check=2)
+        assert "private copies in a memory-backed TMPDIR" in p.stderr, p.stderr
+        p = run("inspect", "--max-memory", str(size // 2), mid, env={"TMPDIR": shm}, check=2)
+        assert "its private copy would hold" in p.stderr and shm in p.stderr, p.stderr
+        assert not os.listdir(shm), os.listdir(shm)
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
 # ---- outputs that are inputs ------------------------------------------------------
 
 @case("an output that is one of the command's inputs is refused before any work, input intact")
@@ -439,32 +510,57 @@ def _():
 
 # ---- signals during a write ---------------------------------------------------------
 
+# Every signal whose default action ends the process (signal(7): Term and
+# Core), SIGKILL aside: fattn's handler removes its temporary files, scratch
+# files and the private copies of its inputs, then dies of the signal.
+# Under the sanitizers SIGSEGV, SIGBUS and SIGFPE are the sanitizer's own
+# (fattn leaves a handler of the program's own alone).
+FATAL_SIGNALS = [getattr(signal, n) for n in (
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
+    "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGXCPU",
+    "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSYS") if hasattr(signal, n)]
+FATAL_SIGNALS += [signal.SIGRTMIN, signal.SIGRTMAX]
+SANITIZER_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE}
+
+
 def default_signals():
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    """In the child: every signal at its default (a test runner or nohup may
+    ignore some, and fattn keeps an ignored signal ignored), no core files."""
+    import resource
+    for sig in FATAL_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-@case("SIGINT, SIGTERM, SIGHUP during a write remove the temporary file, target intact")
+@case("every signal whose default action ends the process (INT, TERM, HUP, QUIT, ALRM, USR1, "
+      "USR2, XCPU, XFSZ, VTALRM, PROF, the faults, the real-time ones) during a write removes "
+      "the temporary file and the input's private copy, target intact")
 def _():
     if not TESTING:
         return NO_HOOK
     d = fresh_dir("signals")
+    snaps = fresh_dir("signals-tmpdir")  # the input's private copy goes here
     target = os.path.join(d, "out.h5")
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        shutil.copy(GOOD, target)
-        before = read_bytes(target)
-        env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="20")
-        # The signals at their defaults, whatever this test inherited
-        # (under nohup SIGHUP is ignored, and fattn keeps it ignored).
-        p = subprocess.Popen([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "-o", target],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True, preexec_fn=default_signals)
+    shutil.copy(GOOD, target)
+    before = read_bytes(target)
+    sent = []
+    for sig in FATAL_SIGNALS:
+        if SANITIZED and sig in SANITIZER_SIGNALS:
+            continue
+        env = dict(os.environ, FATTN_TEST_WRITE_PAUSE="20", TMPDIR=snaps)
+        p = subprocess.Popen([FATTN, "replay", GOOD, "--from", "save_ctx", "--impl", "split",
+                              "-o", target], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True,
+                             preexec_fn=default_signals)
         deadline = time.time() + 60
-        while not glob.glob(os.path.join(d, ".out.h5.tmp-*")):
+        # the output's temporary file (held by the pause) beside the one
+        # private copy of GOOD
+        while not (glob.glob(os.path.join(d, ".out.h5.tmp-*")) and os.listdir(snaps)):
             if time.time() > deadline or p.poll() is not None:
                 p.kill()
                 raise AssertionError("no temporary file appeared (exit %s)" % p.poll())
-            time.sleep(0.02)
+            time.sleep(0.01)
+        assert len(os.listdir(snaps)) == 1, os.listdir(snaps)
         p.send_signal(sig)
         try:
             p.wait(timeout=30)
@@ -474,10 +570,48 @@ def _():
         if p.returncode != -sig:
             raise AssertionError("signal %d: exit %d" % (sig, p.returncode))
         no_temporaries(d)
+        assert not os.listdir(snaps), "signal %d left %s" % (sig, os.listdir(snaps))
         if read_bytes(target) != before:
             raise AssertionError("signal %d: the target changed" % sig)
+        sent.append(sig)
     with h5py.File(target, "r") as f:
         f["cases"]
+    print("# sent: %s" % " ".join(signal.Signals(s).name if s in signal.Signals._value2member_map_
+                                   else str(s) for s in sent))
+
+
+@case("SIGXFSZ at its default: a write past the file-size limit dies of it and leaves nothing; "
+      "a private copy past it is refused before it is written")
+def _():
+    import resource
+    d = fresh_dir("xfsz")
+    snaps = fresh_dir("xfsz-tmpdir")
+
+    def limited(n):
+        def apply():
+            default_signals()  # SIGXFSZ at its default: the kernel's signal kills
+            resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+        return apply
+    target = os.path.join(d, "out.h5")
+    p = subprocess.run([FATTN, "run", "--backend", "cpu", "--cases", SPEC, "-o", target],
+                       capture_output=True, text=True, timeout=60, preexec_fn=limited(4096))
+    assert p.returncode == -signal.SIGXFSZ, "exit %d: %s" % (p.returncode, p.stderr)
+    assert listing_of(d) == [], listing_of(d)
+    # a sparse input of 65 MiB (its data a few KB) under a 1 MiB limit: its
+    # copy would end past the limit, so it is refused, not killed
+    big = os.path.join(snaps, "..", "xfsz-big.h5")
+    shutil.copy(GOOD, big)
+    with open(big, "r+b") as f:
+        f.truncate(65 << 20)
+    p = subprocess.run([FATTN, "inspect", big], capture_output=True, text=True, timeout=60,
+                       preexec_fn=limited(1 << 20), env=dict(os.environ, TMPDIR=snaps))
+    assert p.returncode == 2 and "file-size limit" in p.stderr and "private copy" in p.stderr, \
+        "exit %d: %s" % (p.returncode, p.stderr)
+    assert not os.listdir(snaps), os.listdir(snaps)
+
+
+def listing_of(d):
+    return sorted(os.listdir(d))
 
 
 def signal_while_writing(args, d, pattern, sig, env_extra=None, pause="3"):

@@ -56,6 +56,9 @@ ASAN_SKIP = ("SKIP sanitizer build: ASan's quarantine keeps freed memory residen
 MID = [{"id": "mem.%02d" % i, "b": 32, "h": 4, "sq": 32, "skv": 32, "d_qk": 128,
         "dtype": "bfloat16", "seed": i} for i in range(6)]
 MID_MAX_MEMORY = 30000000
+# With --repeat a second run of a case is held beside the first while it is
+# compared (a 40 MB estimate each), so that run gets a bound of its own.
+MID_MAX_MEMORY_AUDITED = 45000000
 # What a process of fattn holds besides its cases: code, libhdf5, the
 # engine's threads and the allocator's slack (a run of one tiny case peaks
 # at about 13 MB; one of these cases alone at about 34 MB).
@@ -162,8 +165,9 @@ def rss_test(extra):
     spec = write_cases("mid.json", MID)
     d = fresh_dir("rss" + "".join(extra).replace("-", "_"))
     out = os.path.join(d, "out.h5")
+    bound = MID_MAX_MEMORY_AUDITED if extra else MID_MAX_MEMORY
     _, _, rss = run("run", "--backend", "cpu", "--cases", spec, "--max-memory",
-                    str(MID_MAX_MEMORY), *extra, "-o", out, check=0)
+                    str(bound), *extra, "-o", out, check=0)
     run("inspect", out, check=0)
     with h5py.File(out, "r") as f:
         assert sorted(f["cases"]) == [c["id"] for c in MID], list(f["cases"])
@@ -172,9 +176,8 @@ def rss_test(extra):
     assert listing(d) == ["out.h5"], listing(d)
     if SANITIZED:
         return ASAN_SKIP
-    bound = MID_MAX_MEMORY + ALLOWANCE
-    assert rss <= bound, ("peak RSS %d bytes > --max-memory %d + allowance %d: the run holds "
-                          "more than one case" % (rss, MID_MAX_MEMORY, ALLOWANCE))
+    assert rss <= bound + ALLOWANCE, ("peak RSS %d bytes > --max-memory %d + allowance %d: the "
+                                      "run holds more than one case" % (rss, bound, ALLOWANCE))
     return None
 
 
@@ -186,6 +189,15 @@ def _():
 @case("run --repeat 2: 6 mid-size cases (through the scratch file) peak within the bound too")
 def _():
     return rss_test(["--repeat", "2"])
+
+
+@case("run --repeat 2: the estimate counts the repeat held beside the first run")
+def _():
+    spec = write_cases("mid-one.json", MID[:1])
+    _, err, _ = run("run", "--backend", "cpu", "--cases", spec, "--max-memory",
+                    str(MID_MAX_MEMORY), "--repeat", "2", "-o", path("nope.h5"), check=2)
+    assert "case mem.00: estimated peak" in err and "--max-memory %d" % MID_MAX_MEMORY in err, err
+    assert not os.path.exists(path("nope.h5"))
 
 
 @case("run: the same bytes whatever order --cases lists the cases in")
@@ -252,16 +264,29 @@ def _():
         assert not os.path.exists(path("nope.h5"))
 
 
-@case("replay: a case whose estimated peak exceeds --max-memory is refused, exit 2 naming it, "
-      "nothing written")
+def mid_file():
+    """A run file of two MID cases (about 25 MB of datasets), made once."""
+    p = path("mid2.h5")
+    if not os.path.exists(p):
+        run("run", "--backend", "cpu", "--cases", write_cases("mid2.json", MID[:2]), "-o", p,
+            check=0)
+    return p
+
+
+@case("replay: a case whose estimated peak (the case and the file held whole) exceeds "
+      "--max-memory is refused, exit 2 naming it, nothing written")
 def _():
     d = fresh_dir("replay-bound")
     out = os.path.join(d, "out.h5")
     for frm in ("save_ctx", "forward"):
-        _, err, _ = run("replay", GOOD, "--from", frm, "--impl", "split", "--backend", "cpu",
-                        "--max-memory", "1000", "-o", out, check=2)
-        assert "case m.a.first" in err and "--max-memory 1000" in err, err
+        _, err, _ = run("replay", mid_file(), "--from", frm, "--impl", "split", "--backend",
+                        "cpu", "--max-memory", "30000000", "-o", out, check=2)
+        assert "case mem.00: estimated peak" in err and "--max-memory 30000000" in err, err
         assert listing(d) == [], listing(d)
+    # a file whose attributes alone are over the bound: refused before they are read
+    _, err, _ = run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                    "--max-memory", "1000", "-o", out, check=2)
+    assert GOOD in err and "over --max-memory 1000" in err and "before its attributes" in err, err
     # a bound every case fits in replays them all
     run("replay", GOOD, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
         "--max-memory", "100000000", "-o", out, check=0)
@@ -301,10 +326,10 @@ def _():
     # the data of this copy is corrupt: a replay that loads the file before
     # its estimate says so; one that estimates first refuses by the bound
     d = fresh_dir("replay-early")
-    bad = flipped_copy(GOOD, os.path.join(d, "flipped.h5"), "cases/m.a.first/forward/out")
+    bad = flipped_copy(mid_file(), os.path.join(d, "flipped.h5"), "cases/mem.00/forward/out")
     out = os.path.join(d, "out.h5")
     _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
-                    "--max-memory", "1000", "-o", out, check=2)
+                    "--max-memory", "30000000", "-o", out, check=2)
     assert "estimated peak" in err and "corrupt" not in err, err
     assert not os.path.exists(out)
     _, err, _ = run("replay", bad, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
@@ -315,9 +340,7 @@ def _():
 @case("inspect and merge --max-memory: a file of large datasets refused before its data is read")
 def _():
     d = fresh_dir("inspect-merge-early")
-    spec = write_cases("early-mid.json", MID[:2])
-    big = os.path.join(d, "big.h5")  # about 25 MB of datasets
-    run("run", "--backend", "cpu", "--cases", spec, "-o", big, check=0)
+    big = mid_file()  # about 25 MB of datasets
     # the same with one data byte flipped: a command that reads the data
     # before its bound says "corrupt"; one that bounds first refuses by size
     bad = flipped_copy(big, os.path.join(d, "flipped.h5"), "cases/mem.00/forward/out")
@@ -339,6 +362,122 @@ def _():
     for bad_value in ("0", "inf", "0x10"):
         run("inspect", "--max-memory", bad_value, big, check=2)
         run("merge", "--max-memory", bad_value, "-o", out, big, check=2)
+
+
+# ---- estimates that count everything (paged containers, attributes, copies) ---------
+
+# A paged case whose page containers [num_pages, page_size, hg, d] are what
+# its memory is: 1.6 million pages of 16 positions, 410 MB for K and V each,
+# where b * skv * hg * d (what the estimate counted) is 256 bytes. run once
+# peaked at 614 MB under --max-memory 20000000 and wrote a 410 MB file.
+PAGED_BIG = {"id": "mem.paged.big", "b": 1, "h": 1, "sq": 1, "skv": 16, "d_qk": 8,
+             "dtype": "bfloat16", "layout": "paged_kv_bshd_bshd_bshd", "mask": "padding",
+             "is_training": False, "paged": {"page_size": 16, "num_pages": 1600000}}
+PAGED_BOUND = "20000000"
+# fattn's own floor: a process of fattn reading a tiny file peaks near 13 MB
+REFUSED_EARLY = 40 << 20
+
+
+def paged_small_file():
+    """A run of PAGED_BIG with 2 pages (valid and tiny), its spec then edited
+    to say 1.6 million: replay's estimate comes from the spec, before the
+    file's data is read (attrs_digest removed so that no digest stands in
+    the way of the edit, as files written before it have none)."""
+    p = path("paged-edited.h5")
+    if os.path.exists(p):
+        return p
+    small = dict(PAGED_BIG, paged={"page_size": 16, "num_pages": 2})
+    run("run", "--backend", "cpu", "--cases", write_cases("paged-small.json", [small]), "-o", p,
+        check=0)
+    with h5py.File(p, "r+") as f:
+        g = f["cases/mem.paged.big"]
+        spec = json.loads(g.attrs["spec"])
+        spec["paged"]["num_pages"] = PAGED_BIG["paged"]["num_pages"]
+        g.attrs["spec"] = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        del g.attrs["attrs_digest"]
+    return p
+
+
+@case("run and replay of a paged case under --max-memory 20000000: its page containers are "
+      "counted, refused before allocating, nothing written")
+def _():
+    d = fresh_dir("paged")
+    out = os.path.join(d, "out.h5")
+    spec = write_cases("paged-big.json", [PAGED_BIG])
+    _, err, rss_run = run("run", "--backend", "cpu", "--cases", spec, "--max-memory", PAGED_BOUND,
+                          "-o", out, check=2)
+    assert "case mem.paged.big: estimated peak" in err and "--max-memory " + PAGED_BOUND in err, err
+    _, err, rss_rep = run("replay", paged_small_file(), "--from", "save_ctx", "--impl", "split",
+                          "--backend", "cpu", "--max-memory", PAGED_BOUND, "-o", out, check=2)
+    assert "case mem.paged.big: estimated peak" in err and "--max-memory " + PAGED_BOUND in err, err
+    assert listing(d) == [], listing(d)
+    print("# measured: peak RSS run %d KiB, replay %d KiB" % (rss_run >> 10, rss_rep >> 10))
+    if not SANITIZED:
+        assert rss_run < REFUSED_EARLY and rss_rep < REFUSED_EARLY, (rss_run, rss_rep)
+
+
+def big_attribute_file():
+    """GOOD with a 12 MB root attribute (provenance, covered by no digest):
+    its datasets are a few KB, its text all but the whole file."""
+    p = path("big-attr.h5")
+    if not os.path.exists(p):
+        shutil.copy(GOOD, p)
+        with h5py.File(p, "r+") as f:
+            f.attrs["prov_note"] = "x" * (12 << 20)
+    return p
+
+
+@case("a 12 MB attribute under --max-memory 10000000: inspect, merge, replay, diff, report "
+      "and load_tree count its text and refuse before reading it")
+def _():
+    big = big_attribute_file()
+    d = fresh_dir("big-attr")
+    out = os.path.join(d, "out")
+    for args in (["inspect", "--max-memory", "10000000", big],
+                 ["merge", "--max-memory", "10000000", "-o", out, big],
+                 ["replay", big, "--from", "save_ctx", "--impl", "split", "--backend", "cpu",
+                  "--max-memory", "10000000", "-o", out],
+                 ["diff", big, GOOD, "--max-memory", "10000000"],
+                 ["report", GOOD, big, "--max-memory", "10000000", "-o", out]):
+        _, err, rss = run(*args, check=2)
+        assert big in err and "--max-memory 10000000" in err and "attribute text up to" in err, \
+            (args[0], err)
+        assert listing(d) == [], (args[0], listing(d))
+        if not SANITIZED:
+            assert rss < REFUSED_EARLY, "%s: peak RSS %d: the attribute was read" % (args[0], rss)
+    # within the bound: valid, and the page that shows it is counted too
+    run("inspect", "--max-memory", "100000000", big, check=0)
+    _, err, _ = run("report", GOOD, big, "--max-memory", "150000000", "-o", out, check=2)
+    assert "the page holds an estimated" in err, err
+    assert listing(d) == [], listing(d)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(BAD_DIR)))), "tools", "python"))
+    import fattn_runfile
+    try:
+        fattn_runfile.load_tree(big, max_bytes=10000000)
+        raise AssertionError("load_tree read a 12 MB attribute under a 10 MB bound")
+    except fattn_runfile.InputError as e:
+        assert "attribute text up to" in str(e) and "refused before reading" in str(e), str(e)
+
+
+@case("verify --cases and golden --cases: a case over --max-memory is refused at once, naming "
+      "it, the estimate and the bound; nothing written")
+def _():
+    hostile = os.path.join(BAD_DIR, "spec-hostile-size.json")
+    d = path("golden-hostile")
+    for args in (["verify", "--backend", "cpu", "--cases", hostile],
+                 ["golden", "--backend", "cpu", "--cases", hostile, "--allow-dirty", "-o", d]):
+        _, err, rss = run(*args, check=2)
+        assert "estimated peak" in err and "exceeds --max-memory" in err and "case " in err, err
+        if not SANITIZED:
+            assert rss < REFUSED_EARLY, "%s: peak RSS %d" % (args[0], rss)
+    assert not os.path.exists(d), "golden left %s" % d
+    # verify keeps every case's two runs for its report: six MID cases are
+    # counted as six, not one
+    spec = write_cases("mid.json", MID)
+    _, err, _ = run("verify", "--backend", "cpu", "--cases", spec, "--max-memory", "100000000",
+                    check=2)
+    assert "the 6 selected cases: estimated peak" in err, err
 
 
 # ---- golden and merge ---------------------------------------------------------------

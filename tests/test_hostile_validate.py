@@ -295,6 +295,90 @@ def _():
         assert "out_scale_inv" in p.stderr, (value, p.stderr)
 
 
+FP8_DS_CASE = "fp8.ds.bshd"  # delayed scaling, training: all six quantizers recorded
+
+
+@case("FP8 quantizers against the spec and their role: a delayed case's dO_quantizer in E4M3, "
+      "a current-scaling recipe where delayed is TE's, an MXFP8 one, pow2 on a delayed one: "
+      "inspect and replay exit 2 naming it")
+def _():
+    d = os.path.join(TMP, "fp8-roles")
+    os.mkdir(d)
+    good = os.path.join(d, "good.h5")
+    run("run", "--backend", "cpu", "--filter", FP8_DS_CASE, "-o", good, check=0, timeout=120)
+    run("inspect", good, check=0)
+    out = os.path.join(d, "out.h5")
+    edits = [("dO_quantizer", "float8_e5m2", "float8_e4m3fn", "float8_e5m2"),
+             ("dQKV_quantizer", "float8_e5m2", "float8_e4m3fn", "float8_e5m2"),
+             ("QKV_quantizer", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fn"),
+             ("S_quantizer", "delayed", "current", "delayed"),
+             ("QKV_quantizer", "delayed", "mxfp8", "per block"),
+             ("O_quantizer", "pow2=0", "pow2=1", "no pow2")]
+    for attr, old, new, cause in edits:
+        bad = os.path.join(d, "bad.h5")
+        shutil.copy(good, bad)
+        with h5py.File(bad, "r+") as f:
+            c = f["cases/" + FP8_DS_CASE]
+            del c.attrs["attrs_digest"]  # no digest in the way: the role check must hold
+            q = c["save_ctx"].attrs[attr]
+            assert old in q, (attr, q)
+            c["save_ctx"].attrs.modify(attr, q.replace(old, new, 1))
+        p = run("inspect", bad, check=2)
+        assert attr in p.stderr and cause in p.stderr and bad in p.stderr, (attr, new, p.stderr)
+        if attr == edits[0][0]:  # replay loads through the same validation
+            p = run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
+            assert attr in p.stderr, (attr, new, p.stderr)
+            assert not os.path.exists(out)
+
+
+PAGED_CASE = "paged.bshd_bshd_bshd.decode.gqa.bf16"  # b = 3, 4 pages a sequence, 16 pages
+
+
+@case("page tables in a run file: entries out of [0, num_pages) (-5, 99999, INT32_MIN, "
+      "INT32_MAX) or a page twice in one sequence (all zero): inspect and replay exit 2")
+def _():
+    d = os.path.join(TMP, "paged")
+    os.mkdir(d)
+    good = os.path.join(d, "good.h5")
+    run("run", "--backend", "cpu", "--filter", PAGED_CASE, "-o", good, check=0, timeout=120)
+    run("inspect", good, check=0)
+    make_validate.XXH = XXH
+    out = os.path.join(d, "out.h5")
+    for value, cause in ((-5, "not a page of the cache"), (99999, "not a page of the cache"),
+                         (-2**31, "not a page of the cache"),
+                         (2**31 - 1, "not a page of the cache"), (None, "holds page 0 twice")):
+        bad = os.path.join(d, "bad.h5")
+        shutil.copy(good, bad)
+        with h5py.File(bad, "r+") as f:
+            c = f["cases/" + PAGED_CASE]
+            del c.attrs["attrs_digest"]
+            ds = c["inputs/page_table_k"]
+            t = ds[()].copy()
+            if value is None:
+                t[...] = 0
+            else:
+                t[1, 2] = value
+            ds[...] = t
+            ds.attrs["digest"] = make_validate.digest(t)  # a valid dataset: only its values lie
+        p = run("inspect", bad, check=2)
+        assert "page_table_k" in p.stderr and cause in p.stderr, (value, p.stderr)
+        if value is None:  # replay loads through the same validation
+            run("replay", bad, "--from", "save_ctx", "--impl", "split", "-o", out, check=2)
+            assert not os.path.exists(out)
+
+
+@case("paged: the default num_pages (b * skv / page_size) past INT32_MAX is refused as an "
+      "explicit one is")
+def _():
+    spec = os.path.join(TMP, "paged-many.json")
+    with open(spec, "w") as f:
+        json.dump([{"id": "p.many", "b": 65536, "h": 1, "sq": 1, "skv": 65536, "d_qk": 8,
+                    "layout": "paged_kv_bshd_bshd_bshd", "mask": "padding",
+                    "is_training": False, "paged": {"page_size": 1}}], f)
+    p = run("cases", "--cases", spec, check=2)
+    assert "num_pages" in p.stderr and "INT32_MAX" in p.stderr and spec in p.stderr, p.stderr
+
+
 failed = 1
 try:
     setup()

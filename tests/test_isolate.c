@@ -10,6 +10,7 @@
 #include "fattn_test.h"
 #include "fileguard.h"
 #include "isolate.h"
+#include "scrub.h"
 
 static fattn_status fn_ok(const char *path, void *ctx)
 {
@@ -143,6 +144,103 @@ START_TEST(test_fifo_is_refused_without_blocking)
 }
 END_TEST
 
+/* In the child: what glibc prints as it aborts on a corrupt heap, with an
+ * address and terminal controls, then the abort. */
+static fattn_status fn_say_and_abort(const char *path, void *ctx)
+{
+    (void)path;
+    (void)ctx;
+    static const char words[] = "\n  munmap_chunk(): invalid pointer 0x55d5aa0012f0\x1b[2J\x07\n"
+                                "second line\n";
+    ssize_t unused = write(STDERR_FILENO, words, sizeof words - 1);
+    (void)unused;
+    abort();
+    return FATTN_OK;
+}
+
+START_TEST(test_child_words_one_scrubbed_line)
+{
+    ck_assert_int_eq(fattn_isolate_run("w.h5", fn_say_and_abort, NULL, 0, 10),
+                     FATTN_E_INVALID_FILE);
+    const char *m = fattn_last_error();
+    ck_assert_msg(strstr(m, "(signal 6): the reader said: munmap_chunk(): invalid pointer 0x...?[2J?") &&
+                      !strchr(m, '\n') && !strchr(m, '\x1b') && !strstr(m, "55d5aa") &&
+                      !strstr(m, "second line"),
+                  "message: %s", m);
+}
+END_TEST
+
+/* fattn_scrub_text, row by row: text in, text out. */
+START_TEST(test_scrub_rows)
+{
+    static const struct { const char *in, *out; } rows[] = {
+        {"plain words", "plain words"},
+        {"at 0x7ffd1234abcd now", "at 0x... now"},
+        {"0x1F 0xabc 0x", "0x1F 0xabc 0x"}, /* short hex is a number, not an address */
+        {"a\x1b[2Jb\x07" "c\x7f", "a?[2Jb?c?"},
+        {"first\nsecond", "first"},
+        {"cr\rnext", "cr"},
+        {"caf\xc3\xa9", "caf??"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", rows[i].in);
+        fattn_scrub_text(buf);
+        ck_assert_msg(strcmp(buf, rows[i].out) == 0, "row %zu: \"%s\", want \"%s\"", i, buf,
+                      rows[i].out);
+    }
+}
+END_TEST
+
+/* How many private copies ("fattn-input-*") are in dir. */
+static int copies_in(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c fattn-input-", dir);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f && fscanf(f, "%d", &n) != 1)
+        n = -1;
+    if (f)
+        pclose(f);
+    return n;
+}
+
+START_TEST(test_pin_again_keeps_one_copy)
+{
+    char dir[] = "/tmp/fattn-isolate-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], tmpdir[256];
+    snprintf(path, sizeof path, "%s/in.h5", dir);
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp", dir);
+    ck_assert_int_eq(mkdir(tmpdir, 0700), 0);
+    setenv("TMPDIR", tmpdir, 1);
+    write_text(path, "first");
+    char a[64], b[64];
+    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
+    snprintf(a, sizeof a, "%s", fattn_fileguard_read_path(path, a, sizeof a));
+    /* unchanged: the same copy, read by the same descriptor */
+    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
+    snprintf(b, sizeof b, "%s", fattn_fileguard_read_path(path, b, sizeof b));
+    ck_assert_str_eq(a, b);
+    ck_assert_int_eq(copies_in(tmpdir), 1);
+    /* rewritten: a new copy, and the old one gone first */
+    write_text(path, "second, longer");
+    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
+    ck_assert_int_eq(copies_in(tmpdir), 1);
+    char head[32];
+    read_head(path, head, sizeof head);
+    ck_assert_str_eq(head, "second, longer");
+    fattn_fileguard_unpin(path);
+    ck_assert_int_eq(copies_in(tmpdir), 0);
+    unsetenv("TMPDIR");
+    unlink(path);
+    rmdir(tmpdir);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("isolate");
@@ -154,6 +252,9 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_cpu_limit);
     tcase_add_test(tc, test_child_and_parent_read_the_pinned_file);
     tcase_add_test(tc, test_fifo_is_refused_without_blocking);
+    tcase_add_test(tc, test_child_words_one_scrubbed_line);
+    tcase_add_test(tc, test_scrub_rows);
+    tcase_add_test(tc, test_pin_again_keeps_one_copy);
     suite_add_tcase(s, tc);
     return s;
 }

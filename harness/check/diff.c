@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileguard.h"
 #include "h5io.h"
 #include "isolate.h"
+#include "runfile.h"
 #include "treewalk.h"
 
 #define DIFF_CHUNK_DEFAULT ((size_t)4 << 20)
@@ -707,15 +709,21 @@ static fattn_status probe_tree(fattn_h5_reader *r, const fattn_h5_node *n, char 
     return st;
 }
 
+/* The isolated child's pass over one side: its estimate against the bound
+ * (ctx, a double: one side's share of it, 0 none), then what diff does
+ * with it (a metadata-only read, every dataset streamed once). */
 static fattn_status probe_side(const char *path, void *ctx)
 {
-    (void)ctx;
-    fattn_h5_reader *r = NULL;
-    fattn_status st = fattn_h5_reader_open(path, &r);
+    fattn_h5_estimate e;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, false, &e);
     if (st != FATTN_OK)
         return st;
+    fattn_h5_reader *r = NULL;
+    if ((st = fattn_h5_reader_open(path, &r)) != FATTN_OK)
+        return st;
     fattn_h5_node *root = NULL;
-    fattn_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true};
+    fattn_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true,
+                               .attr_text_max = fattn_h5_estimate_attr_text(&e)};
     st = fattn_h5_reader_read(r, "/", &opts, &root);
     enum { BUF = 1 << 16 };
     unsigned char *buf = st == FATTN_OK ? malloc(BUF) : NULL;
@@ -731,14 +739,24 @@ static fattn_status probe_side(const char *path, void *ctx)
     return st;
 }
 
-static fattn_status open_side(const char *path, fattn_h5_reader **r, fattn_h5_node **root)
+/* One side checked in the isolated child (against max, 0 none), its
+ * estimate in *e; then opened here. */
+static fattn_status check_side(const char *path, double max, fattn_h5_estimate *e)
 {
     fattn_status st;
-    if ((st = fattn_isolate_run(path, probe_side, NULL, 0, 0)) != FATTN_OK)
+    if ((st = fattn_isolate_run(path, probe_side, &max, 0, 0)) != FATTN_OK)
         return st; /* the child's message, passed on by isolate */
+    return fattn_runfile_check_size(path, max, false, e);
+}
+
+static fattn_status open_side(const char *path, const fattn_h5_estimate *e,
+                              fattn_h5_reader **r, fattn_h5_node **root)
+{
+    fattn_status st;
     if ((st = fattn_h5_reader_open(path, r)) != FATTN_OK)
         return st;
-    fattn_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true};
+    fattn_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true,
+                               .attr_text_max = fattn_h5_estimate_attr_text(e)};
     if ((st = fattn_h5_reader_read(*r, "/", &opts, root)) != FATTN_OK)
         return st;
     const fattn_h5_attr *s = fattn_h5_node_attr(*root, "schema");
@@ -750,6 +768,42 @@ static fattn_status open_side(const char *path, fattn_h5_reader **r, fattn_h5_no
                            "%s: schema \"%s\" is not a known run-file schema (want %s)", path,
                            s->s, RUN_SCHEMA);
     return FATTN_OK;
+}
+
+/* An entry per object and attribute (its path, message and statistics),
+ * generously. */
+enum { DIFF_ENTRY_COST = sizeof(fattn_diff_entry) + 512 };
+
+double fattn_diff_memory(const fattn_h5_estimate *a, const fattn_h5_estimate *b,
+                         size_t chunk_bytes)
+{
+    double chunk = (double)(chunk_bytes ? chunk_bytes : DIFF_CHUNK_DEFAULT);
+    return fattn_h5_estimate_tree(a, false) + fattn_h5_estimate_tree(b, false) +
+           (a->objects + a->attrs + b->objects + b->attrs) * DIFF_ENTRY_COST + 2.0 * chunk +
+           (double)fattn_fileguard_pinned_memory();
+}
+
+/* Both sides checked (each in its isolated child), then the whole
+ * comparison's estimate against the bound, then both opened. */
+static fattn_status open_sides(const char *a, const char *b, const fattn_diff_opts *o,
+                               diff_ctx *c, fattn_h5_node **ta, fattn_h5_node **tb)
+{
+    fattn_h5_estimate ea, eb;
+    fattn_status st;
+    if ((st = check_side(a, o->max_memory, &ea)) != FATTN_OK ||
+        (st = check_side(b, o->max_memory, &eb)) != FATTN_OK)
+        return st;
+    double need = fattn_diff_memory(&ea, &eb, c->chunk);
+    if (o->max_memory > 0 && need > o->max_memory)
+        return fattn_error(FATTN_E_INVALID_ARG, "%s and %s: comparing them holds an estimated "
+                           "%.0f bytes (both files' trees without their data, attribute text "
+                           "up to %.0f and %.0f, an entry per object and attribute, the chunk "
+                           "buffers), over --max-memory %.0f: refused before their attributes "
+                           "are read", a, b, need, fattn_h5_estimate_attr_text(&ea),
+                           fattn_h5_estimate_attr_text(&eb), o->max_memory);
+    if ((st = open_side(a, &ea, &c->ra, ta)) != FATTN_OK)
+        return st;
+    return open_side(b, &eb, &c->rb, tb);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -785,9 +839,7 @@ fattn_status fattn_diff_files(const char *a, const char *b, const fattn_diff_opt
     fattn_walk w = {&diff_visitor, &c, '/'};
     c.walk = &w;
     fattn_h5_node *ta = NULL, *tb = NULL;
-    fattn_status st = open_side(a, &c.ra, &ta);
-    if (st == FATTN_OK)
-        st = open_side(b, &c.rb, &tb);
+    fattn_status st = open_sides(a, b, o, &c, &ta, &tb);
     if (st != FATTN_OK)
         goto out;
     c.buf_a = malloc(c.chunk);

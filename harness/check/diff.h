@@ -26,6 +26,7 @@
 #include "fattn/dtype.h"
 #include "fattn/status.h"
 #include "fattn/tensor.h"
+#include "h5estimate.h"
 #include "tolerance.h"
 
 typedef struct fattn_diff_opts {
@@ -36,6 +37,9 @@ typedef struct fattn_diff_opts {
     bool trust_digests;             /* equal stored digests: skip the data */
     bool audit;                     /* compare /audit too */
     size_t chunk_bytes;             /* 0: 4 MiB */
+    double max_memory;              /* --max-memory: refused before either file's
+                                       attributes are read when the estimate
+                                       (fattn_diff_memory) is over it; 0: none */
 } fattn_diff_opts;
 
 /* What became of one path. A difference under an `_impl` group keeps its
@@ -91,6 +95,13 @@ typedef struct fattn_diff_report {
     size_t counted;                  /* entries that count as differences */
     size_t n_data;                   /* datasets and digest-only tensors compared */
 } fattn_diff_report;
+
+/* What comparing two files holds: the trees of both without their data
+ * (h5estimate.h: nodes, attributes and their text, as estimated from each
+ * file's structure), an entry per object and attribute of both, the two
+ * chunk buffers, and the inputs' private copies in memory (fileguard.h). */
+double fattn_diff_memory(const fattn_h5_estimate *a, const fattn_h5_estimate *b,
+                         size_t chunk_bytes);
 
 /* Is the entry a counted difference? */
 bool fattn_diff_entry_counted(const fattn_diff_entry *e);

@@ -75,7 +75,8 @@ static int cmp_names(const void *x, const void *y)
 /* The first goldens file of dir (by name) other than `skip` whose root has
  * this engine's identity, loaded into *tree; its path into path. An error:
  * a file of that name that cannot be loaded. */
-static fattn_status identity_goldens(const char *dir, const fattn_engine *e, const char *skip,
+static fattn_status identity_goldens(const char *dir, const fattn_engine *e, double max_bytes,
+                                     const char *skip,
                                      char *path, size_t n, fattn_h5_node **tree)
 {
     *tree = NULL;
@@ -106,7 +107,7 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, con
     for (size_t i = 0; st == FATTN_OK && i < nn && !*tree; i++) {
         snprintf(path, n, "%s/%s", dir, names[i]);
         fattn_h5_node *t = NULL;
-        if ((st = fattn_runfile_load(path, &t)) != FATTN_OK)
+        if ((st = fattn_runfile_load_bounded(path, max_bytes, &t)) != FATTN_OK)
             break;
         bool same = true;
         for (size_t k = 0; k < N_IDENTITY && same; k++)
@@ -142,17 +143,18 @@ static void identity_text(const fattn_h5_node *t, char *buf, size_t n)
         snprintf(buf, n, "CPU math %s", math);
 }
 
-static fattn_status load_cpu_tolerance(const char *dir, fattn_verify_goldens *g)
+static fattn_status load_cpu_tolerance(const char *dir, double max_bytes,
+                                      fattn_verify_goldens *g)
 {
     if (!newest_cpu_goldens(dir, g->cpu_path, sizeof g->cpu_path))
         return FATTN_OK;
     fattn_tol_profile_builtin(&g->profile);
     g->profile_set = true;
     g->tolerance = true;
-    return fattn_runfile_load(g->cpu_path, &g->cpu_tree);
+    return fattn_runfile_load_bounded(g->cpu_path, max_bytes, &g->cpu_tree);
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
                                        fattn_verify_goldens *g)
 {
     memset(g, 0, sizeof *g);
@@ -165,19 +167,19 @@ fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
     fattn_status st = FATTN_OK;
     g->exact = stat(g->path, &sb) == 0;
     if (g->exact) {
-        if ((st = fattn_runfile_load(g->path, &g->tree)) == FATTN_OK)
+        if ((st = fattn_runfile_load_bounded(g->path, max_bytes, &g->tree)) == FATTN_OK)
             snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
-    } else if ((st = identity_goldens(dir, e, own, g->path, sizeof g->path, &g->tree)) ==
+    } else if ((st = identity_goldens(dir, e, max_bytes, own, g->path, sizeof g->path, &g->tree)) ==
                    FATTN_OK &&
                g->tree) {
         /* a case that ran other plans is compared as without goldens */
         g->identity = true;
         identity_text(g->tree, g->identity_text, sizeof g->identity_text);
-        st = load_cpu_tolerance(dir, g);
+        st = load_cpu_tolerance(dir, max_bytes, g);
         g->tolerance = false; /* the verdict rests on the identity goldens */
         snprintf(g->note, sizeof g->note, "bitwise (no goldens for platform key %s; same engine "
                  "identity: %s; each case's plans checked)", g->key, g->identity_text);
-    } else if (st == FATTN_OK && (st = load_cpu_tolerance(dir, g)) == FATTN_OK &&
+    } else if (st == FATTN_OK && (st = load_cpu_tolerance(dir, max_bytes, g)) == FATTN_OK &&
                g->tolerance) {
         snprintf(g->path, sizeof g->path, "%s", g->cpu_path);
         g->tree = g->cpu_tree;

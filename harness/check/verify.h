@@ -136,9 +136,11 @@ typedef struct fattn_verify_goldens {
 } fattn_verify_goldens;
 
 /* Find and load the goldens for engine e in directory `dir`
- * (see the file comment, check 4). An error: a goldens file that cannot
- * be loaded. */
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e,
+ * (see the file comment, check 4), refused before they are read when
+ * holding them whole would take more than max_bytes (0: no bound;
+ * fattn_runfile_load_bounded). An error: a goldens file that cannot be
+ * loaded. */
+fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
                                        fattn_verify_goldens *g);
 void fattn_verify_goldens_free(fattn_verify_goldens *g);
 /* Each straight run of c against its case in g->against (its front end's

@@ -97,11 +97,20 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
     return FATTN_EXIT_OK;
 }
 
-int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes)
+double cli_default_max_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    *bytes = pages <= 0 || page <= 0 ? 4.0 * (1 << 30) : 0.5 * (double)pages * (double)page;
-    return s ? cli_parse_max_memory(cmd, s, bytes) : FATTN_EXIT_OK;
+    return pages <= 0 || page <= 0 ? 4.0 * (1 << 30) : 0.5 * (double)pages * (double)page;
+}
+
+int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes)
+{
+    *bytes = cli_default_max_memory();
+    int rc = s ? cli_parse_max_memory(cmd, s, bytes) : FATTN_EXIT_OK;
+    /* the private copies of inputs count too where $TMPDIR is in memory */
+    if (rc == FATTN_EXIT_OK)
+        fattn_fileguard_set_memory_bound(*bytes);
+    return rc;
 }
 
 int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long lo, long hi,

@@ -70,9 +70,12 @@ int cli_write_report(const char *cmd, const char *what, const char *path, const 
  * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
 /* The same, *bytes defaulting to half the machine's memory (4 GiB when
- * unknown) when s is NULL: the --max-memory of run, replay, inspect and
- * merge. */
+ * unknown, cli_default_max_memory) when s is NULL: the --max-memory of
+ * every command that reads or makes tensors (run, replay, verify, golden,
+ * inspect, merge, diff, report). Also the bound of the inputs' private
+ * copies in a memory-backed $TMPDIR (fattn_fileguard_set_memory_bound). */
 int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes);
+double cli_default_max_memory(void);
 
 /* --te-rules <release> (FATTN_TE_RULES_CHOICES): the release bit (fattn/support.h) in *rules and
  * FATTN_EXIT_OK, else the failure printed (listing the known names). */

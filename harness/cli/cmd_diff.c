@@ -16,7 +16,7 @@
 static const char diff_help[] =
     "usage: fattn diff A.h5 B.h5 [--mode bitwise|ulp|tol] [--max-ulp N] [--tol-profile F]\n"
     "                  [--tol GLOB=RTOL,ATOL]... [--only GLOB] [--trust-digests] [--audit]\n"
-    "                  [--show-private] [--json F]\n"
+    "                  [--show-private] [--json F] [--max-memory BYTES]\n"
     "\n"
     "Compare two run files. B is the reference: A is compared against it.\n"
     "Printed first: the provenance delta (root attributes but schema, and prov_* attributes),\n"
@@ -42,6 +42,11 @@ static const char diff_help[] =
     "  --show-private   list the differences in _impl groups, one line per group\n"
     "  --json F         write the whole report as JSON (schema fattn-diff/1, docs/diff.md);\n"
     "                   F = - writes it to stdout, and the text report to stderr\n"
+    "  --max-memory BYTES  refuse, before either file's attributes are read, a comparison\n"
+    "                   whose estimate is larger: both trees without data (attribute text\n"
+    "                   up to what each file holds beside its datasets), an entry per\n"
+    "                   object and attribute, the chunk buffers, private copies of the\n"
+    "                   inputs where $TMPDIR is in memory (default: half the RAM)\n"
     "\n"
     "Exit 0 identical in the mode, 1 any counted difference (a corrupt dataset included),\n"
     "2 usage error or a file that cannot be read safely.\n";
@@ -440,7 +445,8 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(root);
     if (!text) {
-        fprintf(stderr, "fattn diff: %s: cannot write the JSON report: out of memory\n", path);
+        fprintf(stderr, "fattn diff: %s: cannot write the JSON report: out of memory\n",
+                cli_vis(path));
         return -1;
     }
     int rc = cli_write_report("diff", "JSON report", path, text);
@@ -454,6 +460,7 @@ int fattn_cmd_diff(int argc, char **argv)
 {
     const char *files[2] = {NULL, NULL};
     const char *mode = NULL, *max_ulp = NULL, *profile = NULL, *only = NULL, *json = NULL;
+    const char *maxmem_s = NULL;
     const char *tols[64];
     size_t n_tols = 0;
     bool trust = false, audit = false, show_private = false;
@@ -472,7 +479,8 @@ int fattn_cmd_diff(int argc, char **argv)
             show_private = true;
         } else if ((r = cli_opt(&a, "--tol-profile", &profile)) ||
                    (r = cli_opt(&a, "--mode", &mode)) || (r = cli_opt(&a, "--max-ulp", &max_ulp)) ||
-                   (r = cli_opt(&a, "--only", &only)) || (r = cli_opt(&a, "--json", &json))) {
+                   (r = cli_opt(&a, "--only", &only)) || (r = cli_opt(&a, "--json", &json)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0)
                 return cli_fail("diff", "%s needs a value", argv[a.i]);
         } else if ((r = cli_opt(&a, "--tol", &v))) {
@@ -502,6 +510,8 @@ int fattn_cmd_diff(int argc, char **argv)
         return cli_fail("diff", "--json %s", fattn_last_error());
     fattn_diff_opts o;
     memset(&o, 0, sizeof o);
+    if (cli_max_memory_or_default("diff", maxmem_s, &o.max_memory) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     o.only = only;
     o.trust_digests = trust;
     o.audit = audit;

@@ -9,10 +9,39 @@
 
 #include "escape.h"
 
+/* The code point of a bidirectional control starting at s (UTF-8): the
+ * embeddings and overrides U+202A..E, the isolates U+2066..9, the marks
+ * U+200E, U+200F and U+061C; 0 for anything else. *len its bytes. */
+static unsigned bidi_control(const unsigned char *s, size_t *len)
+{
+    *len = 0;
+    if (s[0] == 0xd8 && s[1] == 0x9c) {
+        *len = 2;
+        return 0x061c;
+    }
+    if (s[0] != 0xe2 || !s[1] || !s[2])
+        return 0;
+    unsigned cp = (unsigned)(s[0] & 0x0f) << 12 | (unsigned)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+    bool bidi = (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80 &&
+                ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+                 cp == 0x200e || cp == 0x200f);
+    *len = bidi ? 3 : 0;
+    return bidi ? cp : 0;
+}
+
 void fattn_escape_markup(FILE *f, const char *s, fattn_markup mode)
 {
     for (; s && *s; s++) {
         unsigned char ch = (unsigned char)*s;
+        size_t blen;
+        unsigned cp = ch >= 0x80 ? bidi_control((const unsigned char *)s, &blen) : 0;
+        if (cp) {
+            /* shown, not obeyed: a character reference would be decoded
+             * back into the control and reorder the text around it */
+            fprintf(f, "\\u%04x", cp);
+            s += blen - 1;
+            continue;
+        }
         switch (ch) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;

@@ -255,11 +255,13 @@ static void print_tree(const fattn_h5_node *n, int depth)
  * double) was checked from the metadata. */
 static fattn_status read_lenient(const char *path, void *ctx)
 {
-    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx);
+    fattn_h5_estimate e;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, true, &e);
     if (st != FATTN_OK)
         return st;
     fattn_h5_node *root = NULL;
-    fattn_h5_read_opts lenient = {.allow_corrupt = true};
+    fattn_h5_read_opts lenient = {.allow_corrupt = true,
+                                  .attr_text_max = fattn_h5_estimate_attr_text(&e)};
     st = fattn_h5_read_file(path, &lenient, &root);
     fattn_h5_node_free(root);
     return st;
@@ -317,14 +319,18 @@ int fattn_cmd_inspect(int argc, char **argv)
     /* Read leniently first so a corrupt dataset is still shown in the tree,
      * then validate strictly. */
     fattn_h5_node *root = NULL;
-    fattn_h5_read_opts lenient = {.allow_corrupt = true};
     /* The same lenient read in a forked child first (isolate.h), so a crash
-     * inside libhdf5 on a malformed file is exit 2, not fattn's death. */
+     * inside libhdf5 on a malformed file is exit 2, not fattn's death; the
+     * estimate before it, in the child and here. */
     if (!maybe_hdf5(path))
         return cli_fail("inspect", "%s: not an HDF5 file (no HDF5 signature at offset 0, "
                         "512, 1024, ...: fattn inspect reads run files)", path);
-    if (fattn_isolate_run(path, read_lenient, &max_mem, 0, 0) != FATTN_OK)
+    fattn_h5_estimate e;
+    if (fattn_isolate_run(path, read_lenient, &max_mem, 0, 0) != FATTN_OK ||
+        fattn_runfile_check_size(path, max_mem, true, &e) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
+    fattn_h5_read_opts lenient = {.allow_corrupt = true,
+                                  .attr_text_max = fattn_h5_estimate_attr_text(&e)};
     if (fattn_h5_read_file(path, &lenient, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     print_tree(root, 0);
@@ -650,7 +656,7 @@ static int merge_write(merge_state *s)
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
     printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
-           tensors, cli_s(tensors), s->out);
+           tensors, cli_s(tensors), cli_vis(s->out));
     return FATTN_EXIT_OK;
 }
 
@@ -669,6 +675,9 @@ static int merge_inputs(merge_state *s)
         if (rc == FATTN_EXIT_OK)
             rc = merge_spill(s, f, fattn_h5_node_find(src, "cases"));
         fattn_h5_node_free(src);
+        /* its cases are in merge's own scratch file now: its private copy
+         * goes, so that one input's copy exists at a time */
+        fattn_fileguard_unpin(s->ins[f]);
         if (rc != FATTN_EXIT_OK)
             return rc;
     }

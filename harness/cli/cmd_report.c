@@ -7,19 +7,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "diff.h"
 #include "escape.h"
 #include "fileguard.h"
+#include "h5estimate.h"
 #include "h5io.h"
 #include "isolate.h"
 #include "report.h"
 #include "runfile.h"
 
 static const char report_help[] =
-    "usage: fattn report VERIFY.json [--cases FILE] -o REPORT.html\n"
-    "       fattn report RUN_A.h5 RUN_B.h5 -o REPORT.html\n"
+    "usage: fattn report VERIFY.json [--cases FILE] [--max-memory BYTES] -o REPORT.html\n"
+    "       fattn report RUN_A.h5 RUN_B.h5 [--max-memory BYTES] -o REPORT.html\n"
     "\n"
     "Write one self-contained HTML page (inline SVG, no script, nothing loaded from the\n"
     "network) for people to look at:\n"
@@ -34,8 +36,11 @@ static const char report_help[] =
     "  tensor a map of where it differs (per panel of batch and head: its sequence axis x\n"
     "  its last axis), the histogram of the ULP distances of its differing elements, and\n"
     "  its first differing elements with both values in decimal and hex.\n"
-    "-o - writes the page to stdout. Exit 0 the page is written (whatever it shows), 2 a\n"
-    "usage error or an input that cannot be read.\n";
+    "-o - writes the page to stdout. --max-memory (default half the RAM) refuses, before\n"
+    "anything is read, a page whose estimate is larger: the comparison, both files' trees\n"
+    "without data, every attribute value escaped into the page, a pair of tensors drawn\n"
+    "(of a verify JSON: its size parsed and escaped). Exit 0 the page is written (whatever\n"
+    "it shows), 2 a usage error, an input that cannot be read or is over the bound.\n";
 
 /* The page so far, in memory: written in one atomic replace at the end. */
 typedef struct page {
@@ -170,11 +175,12 @@ static void verdict_box(FILE *f, bool good, const char *text)
 /* The file at path as a tree (metadata only: no data), read as diff reads
  * it: safe to read, not necessarily a valid run (the run a report is about
  * may break the contract). NULL with a message when it cannot be read. */
-static fattn_h5_node *read_tree(const char *path, bool metadata_only)
+static fattn_h5_node *read_tree(const char *path, bool metadata_only, double attr_text_max)
 {
     fattn_h5_reader *r = NULL;
     fattn_h5_node *n = NULL;
-    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = metadata_only};
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = metadata_only,
+                            .attr_text_max = attr_text_max};
     if (path && fattn_h5_reader_open(path, &r) == FATTN_OK)
         if (fattn_h5_reader_read(r, "/", &o, &n) != FATTN_OK)
             n = NULL;
@@ -182,10 +188,15 @@ static fattn_h5_node *read_tree(const char *path, bool metadata_only)
     return n;
 }
 
+/* The isolated child's read of the goldens file: its estimate against the
+ * bound (ctx, a double), then its metadata. */
 static fattn_status probe_metadata(const char *path, void *ctx)
 {
-    (void)ctx;
-    fattn_h5_node *n = read_tree(path, true);
+    fattn_h5_estimate e;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, false, &e);
+    if (st != FATTN_OK)
+        return st;
+    fattn_h5_node *n = read_tree(path, true, fattn_h5_estimate_attr_text(&e));
     fattn_h5_node_free(n);
     return n ? FATTN_OK : fattn_error(FATTN_E_INVALID_FILE, "%s: %s", path, fattn_last_error());
 }
@@ -195,16 +206,18 @@ static fattn_status probe_metadata(const char *path, void *ctx)
  * the report's death) and then here from the same pinned file; shown only
  * when it is a run file (schema fattn-run/1), since the JSON may name any
  * file. NULL with why in *why (static text or fattn_last_error()). */
-static fattn_h5_node *read_goldens(const char *path, const char **why)
+static fattn_h5_node *read_goldens(const char *path, double max_mem, const char **why)
 {
     *why = "the verify report names no goldens file";
     if (!path)
         return NULL;
-    if (fattn_isolate_run(path, probe_metadata, NULL, 0, 0) != FATTN_OK) {
+    fattn_h5_estimate e;
+    if (fattn_isolate_run(path, probe_metadata, &max_mem, 0, 0) != FATTN_OK ||
+        fattn_runfile_check_size(path, max_mem, false, &e) != FATTN_OK) {
         *why = fattn_last_error();
         return NULL;
     }
-    fattn_h5_node *g = read_tree(path, true);
+    fattn_h5_node *g = read_tree(path, true, fattn_h5_estimate_attr_text(&e));
     const fattn_h5_attr *schema = g ? fattn_h5_node_attr(g, "schema") : NULL;
     if (!g)
         *why = fattn_last_error();
@@ -217,10 +230,10 @@ static fattn_h5_node *read_goldens(const char *path, const char **why)
     return g;
 }
 
-static void goldens_provenance(FILE *f, const char *path)
+static void goldens_provenance(FILE *f, const char *path, double max_mem)
 {
     const char *why;
-    fattn_h5_node *g = read_goldens(path, &why);
+    fattn_h5_node *g = read_goldens(path, max_mem, &why);
     if (g) {
         fattn_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
     } else {
@@ -233,7 +246,8 @@ static void goldens_provenance(FILE *f, const char *path)
 }
 
 /* The verify page; an exit code. */
-static int verify_page(FILE *f, const char *path, const json_t *root, const cli_matrix *m)
+static int verify_page(FILE *f, const char *path, const json_t *root, const cli_matrix *m,
+                       double max_mem)
 {
     const json_t *cases = json_object_get(root, "cases"), *sum = json_object_get(root, "summary");
     size_t n = json_array_size(cases);
@@ -288,7 +302,7 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
     fputs("<tr><th>goldens</th><td class=\"mono\">", f);
     fattn_escape_markup(f, jstr(root, "goldens"), FATTN_MARKUP_HTML);
     fputs("</td></tr></table>\n", f);
-    goldens_provenance(f, jstr(root, "goldens"));
+    goldens_provenance(f, jstr(root, "goldens"), max_mem);
     fputs("<h2>Details</h2>\n", f);
     json_array_foreach(cases, i, jc) verify_case_details(f, jc, &cells[i]);
     fattn_report_end(f);
@@ -514,24 +528,55 @@ static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_rep
     return code;
 }
 
-/* Both run files compared (diff streams them, each checked in the isolated
- * child first), their metadata read, then the page, drawn tensors' data
- * read one pair at a time; an exit code. */
-static int runs_report(FILE *f, const char *a, const char *b)
+/* What the page of two run files takes beyond the comparison: both trees
+ * read again without their data, one differing pair whole (the largest of
+ * each file, at most), and the page itself: every attribute value of both
+ * files escaped (an entity or a visible \\u code is at most six bytes a
+ * byte), a line per object and attribute, the drawn tensors' maps. */
+enum { REPORT_LINE_COST = 512, REPORT_DRAWING_COST = 1 << 20, REPORT_ESCAPE_GROWTH = 6 };
+
+static double runs_page_memory(const fattn_h5_estimate *a, const fattn_h5_estimate *b)
 {
-    fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE};
+    double text = REPORT_ESCAPE_GROWTH *
+                      (fattn_h5_estimate_attr_text(a) + fattn_h5_estimate_attr_text(b)) +
+                  REPORT_LINE_COST * (a->objects + a->attrs + b->objects + b->attrs) +
+                  (double)REPORT_MAX_DRAWN * REPORT_DRAWING_COST;
+    return fattn_diff_memory(a, b, 0) + fattn_h5_estimate_tree(a, false) +
+           fattn_h5_estimate_tree(b, false) + a->largest + b->largest + text;
+}
+
+/* Both run files compared (diff streams them, each checked in the isolated
+ * child first, within --max-memory), the page's estimate checked, their
+ * metadata read, then the page, drawn tensors' data read one pair at a
+ * time; an exit code. */
+static int runs_report(FILE *f, const char *a, const char *b, double max_mem)
+{
+    fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE, .max_memory = max_mem};
     fattn_diff_report r;
     if (fattn_diff_files(a, b, &o, &r) != FATTN_OK) {
         int rc = cli_fail("report", "%s", fattn_last_error());
         fattn_diff_report_free(&r);
         return rc;
     }
+    fattn_h5_estimate ea, eb;
     fattn_h5_node *ta = NULL, *tb = NULL;
     page_budget pb = {0};
     int rc = FATTN_EXIT_OK;
-    if (!(ta = read_tree(a, true)) || fattn_h5_reader_open(a, &pb.ra) != FATTN_OK)
+    double need = 0;
+    if (fattn_h5_estimate_file(a, &ea) != FATTN_OK || fattn_h5_estimate_file(b, &eb) != FATTN_OK)
+        rc = cli_fail("report", "%s", fattn_last_error());
+    else if ((need = runs_page_memory(&ea, &eb)) > max_mem)
+        rc = cli_fail("report", "%s and %s: the page holds an estimated %.0f bytes (the "
+                      "comparison, both trees without data, attribute text up to %.0f and "
+                      "%.0f escaped into the page, the largest pair of tensors drawn), over "
+                      "--max-memory %.0f: refused before the page is made", a, b, need,
+                      fattn_h5_estimate_attr_text(&ea), fattn_h5_estimate_attr_text(&eb),
+                      max_mem);
+    else if (!(ta = read_tree(a, true, fattn_h5_estimate_attr_text(&ea))) ||
+             fattn_h5_reader_open(a, &pb.ra) != FATTN_OK)
         rc = cli_fail_at("report", a);
-    else if (!(tb = read_tree(b, true)) || fattn_h5_reader_open(b, &pb.rb) != FATTN_OK)
+    else if (!(tb = read_tree(b, true, fattn_h5_estimate_attr_text(&eb))) ||
+             fattn_h5_reader_open(b, &pb.rb) != FATTN_OK)
         rc = cli_fail_at("report", b);
     else
         rc = runs_page(f, a, b, &r, ta, tb, &pb);
@@ -565,12 +610,28 @@ static int verify_json_check(const char *path, const json_t *root)
     return FATTN_EXIT_OK;
 }
 
-static int verify_report(FILE *f, const char *path, const char *cases, const char *out)
+/* What a verify JSON of `bytes` becomes in memory: jansson's values (a
+ * number or string of a few bytes is an object of dozens) and the page
+ * made from them, escaped; generously. */
+enum { REPORT_JSON_GROWTH = 48 };
+
+static int verify_report(FILE *f, const char *path, const char *cases, const char *out,
+                         double max_mem)
 {
     /* pinned first: a FIFO or device is refused, not waited on */
     if (fattn_fileguard_pin(path) != FATTN_OK)
         return cli_fail("report", "%s", fattn_last_error());
     char fdpath[64];
+    struct stat sb;
+    if (stat(fattn_fileguard_read_path(path, fdpath, sizeof fdpath), &sb) != 0)
+        return cli_fail("report", "%s: %s", path, strerror(errno));
+    double need = REPORT_JSON_GROWTH * (double)sb.st_size +
+                  (double)fattn_fileguard_pinned_memory();
+    if (need > max_mem)
+        return cli_fail("report", "%s: its page holds an estimated %.0f bytes (the JSON's %lld "
+                        "bytes parsed and escaped into the page), over --max-memory %.0f: "
+                        "refused before it is read", path, need, (long long)sb.st_size,
+                        max_mem);
     json_error_t err;
     json_t *root = json_load_file(fattn_fileguard_read_path(path, fdpath, sizeof fdpath), 0, &err);
     if (!root && err.line < 1) /* jansson could not read it at all */
@@ -593,7 +654,7 @@ static int verify_report(FILE *f, const char *path, const char *cases, const cha
     if (rc == FATTN_EXIT_OK && cli_matrix_load("report", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
         rc = FATTN_EXIT_ERROR;
     else if (rc == FATTN_EXIT_OK) {
-        rc = verify_page(f, path, root, &m);
+        rc = verify_page(f, path, root, &m, max_mem);
         cli_matrix_free(&m);
     }
     json_decref(root);
@@ -602,7 +663,7 @@ static int verify_report(FILE *f, const char *path, const char *cases, const cha
 
 int fattn_cmd_report(int argc, char **argv)
 {
-    const char *in[2] = {NULL, NULL}, *out = NULL, *cases = NULL;
+    const char *in[2] = {NULL, NULL}, *out = NULL, *cases = NULL, *maxmem_s = NULL;
     size_t n_in = 0;
     cli_args a = {argc, argv, 1, "report"};
     for (; a.i < argc; a.i++) {
@@ -610,7 +671,8 @@ int fattn_cmd_report(int argc, char **argv)
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(report_help, stdout);
             return FATTN_EXIT_OK;
-        } else if ((r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--cases", &cases))) {
+        } else if ((r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--cases", &cases)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0)
                 return cli_fail("report", "%s needs a value", argv[a.i]);
         } else if (argv[a.i][0] == '-' && argv[a.i][1]) {
@@ -627,6 +689,9 @@ int fattn_cmd_report(int argc, char **argv)
                         "report --help)");
     if (!out)
         return cli_fail("report", "-o REPORT.html is required");
+    double max_mem;
+    if (cli_max_memory_or_default("report", maxmem_s, &max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     if (n_in == 2 && cases)
         return cli_fail("report", "--cases is for a verify report: run files record their specs");
     const char *named[3] = {in[0], in[1], cases};
@@ -636,7 +701,8 @@ int fattn_cmd_report(int argc, char **argv)
     page p = {0};
     if (!(p.f = open_memstream(&p.text, &p.len)))
         return cli_fail("report", "out of memory");
-    int rc = n_in == 1 ? verify_report(p.f, in[0], cases, out) : runs_report(p.f, in[0], in[1]);
+    int rc = n_in == 1 ? verify_report(p.f, in[0], cases, out, max_mem)
+                       : runs_report(p.f, in[0], in[1], max_mem);
     bool bad = ferror(p.f) != 0;
     if (fclose(p.f) != 0 || bad || !p.text) {
         free(p.text);
@@ -645,7 +711,7 @@ int fattn_cmd_report(int argc, char **argv)
     if (rc == FATTN_EXIT_OK)
         rc = cli_write_report("report", "HTML report", out, p.text);
     if (rc == FATTN_EXIT_OK && !cli_is_stdout(out))
-        printf("report: wrote %s\n", out);
+        printf("report: wrote %s\n", cli_vis(out));
     free(p.text);
     return rc;
 }

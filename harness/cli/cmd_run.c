@@ -7,12 +7,15 @@
 
 #include "fattn/support.h"
 
+#include "case_mem.h"
 #include "cli.h"
 #include "digest.h"
 #include "fileguard.h"
 #include "isolate.h"
 #include "ctx_fields.h"
 #include "elemcmp.h"
+#include "escape.h"
+#include "h5estimate.h"
 #include "runfile.h"
 #include "runner.h"
 #include "fattn_config.h"
@@ -48,26 +51,6 @@ static const char run_help[] =
     "against). Prints `run: wrote N cases (M tensors) to RUN.h5` when done.\n"
     "Exit 0 when every case ran or was skipped; 2 on a usage error or an errored case\n"
     "(then RUN.h5 is not written).\n";
-
-/* A generous estimate of one case's peak bytes: every tensor of every
- * state, held by the front end and by the recorded tree, plus the engine's
- * per-thread scratch. */
-static double case_peak_bytes(const fattn_spec *s)
-{
-    double io = (double)fattn_dtype_size(s->dtype);
-    double b = (double)s->b, sq = (double)s->sq, skv = (double)s->skv;
-    double h = (double)s->h, hg = (double)s->hg, d = (double)s->d_qk, dv = (double)s->d_v;
-    double q = b * sq * h * d * io, k = b * skv * hg * d * io, v = b * skv * hg * dv * io;
-    double o = b * sq * h * dv * io, stats = b * h * sq * 4.0;
-    double bias = s->bias == FATTN_BIAS_POST_SCALE_BIAS ? b * h * sq * skv * io : 0.0;
-    double all = 2.0 * (q + k + v) + 2.0 * o + 2.0 * stats + 2.0 * bias;
-    double scratch = 8.0 * skv * (2.0 * (d + dv) + 64.0) * 4.0 * 4.0;
-    /* a schedule records every step (a cache step's k and v are the whole
-     * cache) and keeps the forwards alive until their B: a call's worth
-     * per step, one more for the module */
-    double calls = s->schedule ? (double)s->schedule->n + 1.0 : 1.0;
-    return calls * 3.0 * all + scratch + b * h * sq * 4.0;
-}
 
 static size_t elem_size(const fattn_h5_node *a)
 {
@@ -116,7 +99,7 @@ static fattn_status audit_tensor(audit_ctx *c, const fattn_walk_at *at)
     bool same = (!prev || prev->u8) && diff == 0;
     if (diff != 0)
         fprintf(stderr, "fattn run: --repeat: %s/%s is not bitwise repeatable (%s%lld of "
-                "%lld elements differ)\n", c->where, at->path, diff < 0 ? "shape changed; " : "",
+                "%lld elements differ)\n", cli_vis(c->where), cli_vis(at->path), diff < 0 ? "shape changed; " : "",
                 (long long)(diff < 0 ? worst : diff), (long long)(t->nbytes / elem_size(t)));
     if ((st = fattn_h5_node_set_uint8(an, "identical", same)) ||
         (st = fattn_h5_node_set_int64(an, "repeats", c->repeats)) ||
@@ -308,13 +291,16 @@ static fattn_status audit_repeat(fattn_h5_node *audit, const fattn_h5_node *firs
 }
 
 /* Refuse the run before allocating when a case's estimated peak exceeds
- * --max-memory. Cases are written to the file one at a time (runner.h,
- * fattn_case_sink), so the largest case, not their sum, bounds what a run
- * holds. */
-static int check_max_memory(const cli_matrix *m, double max_mem)
+ * --max-memory (case_mem.h). Cases are written to the file one at a time
+ * (runner.h, fattn_case_sink), so the largest case, not their sum, bounds
+ * what a run holds; --repeat and --check-writes hold a second run of it
+ * while the next one runs. */
+static int check_max_memory(const cli_matrix *m, double max_mem, bool audited)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
-        double need = case_peak_bytes(m->sel[i]);
+        fattn_case_mem cm;
+        fattn_case_memory(m->sel[i], &cm);
+        double need = cm.peak + (audited ? cm.tree : 0.0);
         if (need > max_mem)
             return cli_fail("run", "case %s: estimated peak %.0f bytes exceeds --max-memory "
                             "%.0f", m->sel[i]->id, need, max_mem);
@@ -343,7 +329,7 @@ static fattn_status run_test_variant(fattn_engine **engine, fattn_h5_node *root)
     if (st != FATTN_OK)
         return st;
     *engine = wrapped;
-    fprintf(stderr, "fattn run: TEST-ONLY engine variant %s is active\n", variant);
+    fprintf(stderr, "fattn run: TEST-ONLY engine variant %s is active\n", cli_vis(variant));
     return fattn_h5_node_set_string(root, "prov_test_variant", variant);
 #else
     (void)engine;
@@ -427,7 +413,7 @@ static int run_all(run_plan *p, const cli_matrix *m, const fattn_h5_node *root, 
         rc = cli_fail_at("run", out);
     if (rc == FATTN_EXIT_OK)
         printf("run: wrote %zu case%s (%zu tensor%s) to %s\n", m->n_sel, cli_s(m->n_sel),
-               tensors, cli_s(tensors), out);
+               tensors, cli_s(tensors), cli_vis(out));
     fattn_case_sink_free(k);
     return rc;
 }
@@ -516,7 +502,7 @@ int fattn_cmd_run(int argc, char **argv)
         return FATTN_EXIT_ERROR;
     if (keyword && cli_matrix_keep_keyword("run", &m, keyword, filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    if (check_max_memory(&m, max_mem) != FATTN_EXIT_OK) {
+    if (check_max_memory(&m, max_mem, repeat > 1 || check_writes) != FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
@@ -570,17 +556,20 @@ static const char replay_help[] =
     "loads inputs and forward outputs and runs setup_ctx and backward. OUT.h5 is a complete\n"
     "run file: states up to the boundary copied bit for bit, later ones recomputed; its\n"
     "root gains impl_forward, impl_backward and replayed_from. --max-memory refuses, before\n"
-    "allocating, a case whose estimated peak is larger (as fattn run estimates it, with the\n"
-    "recorded save_ctx max_seqlen_q/kv where they exceed the spec's; default: half the RAM).\n"
+    "allocating, a case whose estimated peak is larger: RUN.h5 held whole (its datasets,\n"
+    "its attributes' text, its private copy where $TMPDIR is in memory) and the case as\n"
+    "fattn run estimates it, with the recorded save_ctx max_seqlen_q/kv where they exceed\n"
+    "the spec's (default: half the RAM).\n"
     "--progress (the default when stderr is a terminal) prints `[3/63] CASE... ok` on\n"
     "stderr as each case is done.\n"
     "Exit 0 when every case replayed; 2 on a usage error, an invalid file or an errored case\n"
     "(then OUT.h5 is not written).\n";
 
-/* The estimated peak of replaying recorded case `c` from `from`: run's
- * estimate for its spec, with sq and skv raised to the recorded save_ctx's
- * max_seqlen_q/kv (what the engine sizes backward by when resuming there).
- * 0 for a skipped or refused case, which allocates nothing. */
+/* The estimated peak of replaying recorded case `c` from `from`: the case's
+ * (case_mem.h) for its spec, with sq and skv raised to the recorded
+ * save_ctx's max_seqlen_q/kv (what the engine sizes backward by when
+ * resuming there). 0 for a skipped or refused case, which allocates
+ * nothing. */
 static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, double *need,
                                       char *why, size_t why_n)
 {
@@ -606,50 +595,71 @@ static fattn_status replay_peak_bytes(const fattn_h5_node *c, fattn_state from, 
         if (rec.max_seqlen_kv > spec.skv)
             spec.skv = rec.max_seqlen_kv;
     }
-    *need = case_peak_bytes(&spec);
+    fattn_case_mem cm;
+    fattn_case_memory(&spec, &cm);
+    *need = cm.peak;
     fattn_spec_free(&spec);
     return FATTN_OK;
 }
 
-/* Every case of the loaded run file within --max-memory, before any runs. */
+/* Every case of the run file within --max-memory, before any runs: replay
+ * holds the file whole (`held`: its tree and the private copies of it in
+ * memory) while it replays each case. */
 static int replay_check_memory(const char *in, const fattn_h5_node *cases, fattn_state from,
-                               double max_mem)
+                               double held, double max_mem)
 {
     for (size_t i = 0; i < cases->n_children; i++) {
         const fattn_h5_node *c = cases->children[i];
-        double need;
+        double peak;
         char why[128];
-        if (replay_peak_bytes(c, from, &need, why, sizeof why) != FATTN_OK)
+        if (replay_peak_bytes(c, from, &peak, why, sizeof why) != FATTN_OK)
             return cli_fail_at("replay", in);
-        if (need > max_mem)
-            return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes exceeds "
-                            "--max-memory %.0f%s", in, c->name, need, max_mem, why);
+        if (held + peak > max_mem)
+            return cli_fail("replay", "%s: case %s: estimated peak %.0f bytes (replaying the case "
+                            "%.0f%s, the file held whole %.0f) exceeds --max-memory %.0f", in,
+                            c->name, held + peak, peak, why, held, max_mem);
     }
     return FATTN_EXIT_OK;
 }
 
+/* The isolated child's part of the estimate: the file's attributes are
+ * read only when a tree of them fits the bound (ctx, a double). */
 static fattn_status read_metadata(const char *path, void *ctx)
 {
-    (void)ctx;
+    fattn_h5_estimate e;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, false, &e);
+    if (st != FATTN_OK)
+        return st;
     fattn_h5_node *n = NULL;
-    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
-    fattn_status st = fattn_h5_read_file(path, &o, &n);
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true,
+                            .attr_text_max = fattn_h5_estimate_attr_text(&e)};
+    st = fattn_h5_read_file(path, &o, &n);
     fattn_h5_node_free(n);
     return st;
 }
 
-/* The estimate before the file is loaded: its cases' attributes read
- * without their data (in the isolated child first), so that a file too
- * large to replay is refused before it is read whole. */
+/* The estimate before the file is loaded: its structure, then its cases'
+ * attributes read without their data (in the isolated child first), so
+ * that a file too large to replay is refused before it is read whole. */
 static int replay_check_memory_early(const char *in, fattn_state from, double max_mem)
 {
     fattn_h5_node *meta = NULL;
-    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
-    if (fattn_isolate_run(in, read_metadata, NULL, 0, 0) != FATTN_OK ||
-        fattn_h5_read_file(in, &o, &meta) != FATTN_OK)
+    fattn_h5_estimate e;
+    if (fattn_isolate_run(in, read_metadata, &max_mem, 0, 0) != FATTN_OK ||
+        fattn_runfile_check_size(in, max_mem, false, &e) != FATTN_OK)
+        return cli_fail("replay", "%s", fattn_last_error());
+    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true,
+                            .attr_text_max = fattn_h5_estimate_attr_text(&e)};
+    if (fattn_h5_read_file(in, &o, &meta) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());
     const fattn_h5_node *cases = fattn_h5_node_find(meta, "cases");
-    int rc = cases ? replay_check_memory(in, cases, from, max_mem) : FATTN_EXIT_OK;
+    double held = fattn_h5_estimate_tree(&e, true) + (double)fattn_fileguard_pinned_memory();
+    int rc = FATTN_EXIT_OK;
+    if (cases)
+        rc = replay_check_memory(in, cases, from, held, max_mem);
+    else if (held > max_mem)
+        rc = cli_fail("replay", "%s: estimated peak %.0f bytes (the file held whole) exceeds "
+                      "--max-memory %.0f", in, held, max_mem);
     fattn_h5_node_free(meta);
     return rc;
 }
@@ -682,7 +692,7 @@ static int replay_all(const char *in, const fattn_h5_node *cases, fattn_state fr
         rc = cli_fail_at("replay", out);
     if (rc == FATTN_EXIT_OK)
         printf("replay: wrote %zu case%s (%zu tensor%s) to %s\n", cases->n_children,
-               cli_s(cases->n_children), tensors, cli_s(tensors), out);
+               cli_s(cases->n_children), tensors, cli_s(tensors), cli_vis(out));
     fattn_case_sink_free(k);
     return rc;
 }
@@ -733,11 +743,14 @@ int fattn_cmd_replay(int argc, char **argv)
     if (replay_check_memory_early(in, from, max_mem) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     fattn_h5_node *src = NULL;
-    if (fattn_runfile_load(in, &src) != FATTN_OK)
+    fattn_h5_estimate e;
+    if (fattn_runfile_load_bounded(in, max_mem, &src) != FATTN_OK ||
+        fattn_runfile_check_size(in, 0, true, &e) != FATTN_OK)
         return cli_fail("replay", "%s", fattn_last_error());
     const fattn_h5_node *cases = fattn_h5_node_find(src, "cases");
     assert(cases); /* a validated run file has /cases */
-    if (replay_check_memory(in, cases, from, max_mem) != FATTN_EXIT_OK) {
+    double held = fattn_h5_estimate_tree(&e, true) + (double)fattn_fileguard_pinned_memory();
+    if (replay_check_memory(in, cases, from, held, max_mem) != FATTN_EXIT_OK) {
         fattn_h5_node_free(src);
         return FATTN_EXIT_ERROR;
     }

@@ -33,7 +33,7 @@ static const char verify_help[] =
     "usage: fattn verify [--cases FILE] [--filter GLOB] [--backend auto|cpu|cudnn]\n"
     "                    [-k SUBSTRING] [--fixtures DIR] [--json FILE] [--junit FILE]\n"
     "                    [--strict] [-x|--exitfirst] [--progress] [--te-rules " FATTN_TE_RULES_CHOICES "]\n"
-    "                    [-j|--jobs N] [--against [REPO@]REV]\n"
+    "                    [-j|--jobs N] [--against [REPO@]REV] [--max-memory BYTES]\n"
     "\n"
     "The main job: is the refactor behaviour-neutral? For every case of the matrix, on one\n"
     "engine: legacy vs split bitwise for every state; cross-wired replays (legacy's save_ctx\n"
@@ -70,7 +70,10 @@ static const char verify_help[] =
     "checks, N processes build the plans the matrix needs into the plan store\n"
     "($FATTN_CUDNN_PLAN_DIR, else a temporary one removed at exit), which this process\n"
     "then restores instead of compiling them one by one; the same plans, the same bits.\n"
-    "1 builds them here as the checks meet them. The CPU engine ignores it.\n";
+    "1 builds them here as the checks meet them. The CPU engine ignores it.\n"
+    "--max-memory (default half the RAM) refuses, before any case runs, cases whose\n"
+    "estimate is larger (each case's two runs are kept for the report, as fattn run\n"
+    "estimates a run), then goldens that do not fit in what is left.\n";
 
 int fattn_cmd_golden(int argc, char **argv);
 
@@ -80,7 +83,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     v->backend = "auto";
     v->te_rules = FATTN_TE_RULES_NEWEST;
     *done = false;
-    const char *te_rules_s = NULL, *jobs_s = NULL;
+    const char *te_rules_s = NULL, *jobs_s = NULL, *maxmem_s = NULL;
     v->jobs = fattn_cmd_verify_default_jobs();
     cli_args a = {argc, argv, 1, "verify"};
     for (; a.i < argc; a.i++) {
@@ -111,6 +114,7 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
                    (r = cli_opt(&a, "--backend", &v->backend)) ||
                    (r = cli_opt(&a, "--fixtures", &v->fixtures)) ||
                    (r = cli_opt(&a, "--json", &v->json)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s)) ||
                    (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
             if (r < 0)
                 return cli_fail("verify", "%s needs a value", argv[a.i]);
@@ -122,6 +126,8 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     if (cli_is_stdout(v->json) && cli_is_stdout(v->junit))
         return cli_fail("verify", "--json - and --junit -: only one report can go to stdout");
     v->progress = cli_progress_wanted(v->progress);
+    if (cli_max_memory_or_default("verify", maxmem_s, &v->max_mem) != FATTN_EXIT_OK)
+        return FATTN_EXIT_ERROR;
     return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
 }
 
@@ -137,6 +143,11 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
     if (v->keyword &&
         cli_matrix_keep_keyword("verify", &v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
+    if (fattn_cmd_verify_check_memory("verify", &v->m, true, v->max_mem, &v->cases_mem) !=
+        FATTN_EXIT_OK) {
+        cli_matrix_free(&v->m);
+        return FATTN_EXIT_ERROR;
+    }
     v->fix_dir = fix_dir;
     if (fattn_cmd_verify_prebuild(v) != FATTN_EXIT_OK) {
         cli_matrix_free(&v->m);
@@ -467,7 +478,8 @@ int fattn_cmd_verify(int argc, char **argv)
 
 static const char golden_help[] =
     "usage: fattn golden [--cases FILE] [--backend auto|cpu|cudnn] [--force] [--progress]\n"
-    "                    [--te-rules " FATTN_TE_RULES_CHOICES "] [--allow-dirty] -o DIR\n"
+    "                    [--te-rules " FATTN_TE_RULES_CHOICES "] [--allow-dirty]\n"
+    "                    [--max-memory BYTES] -o DIR\n"
     "\n"
     "Regenerate the goldens of this platform as DIR/<platform key>.h5: forward and backward\n"
     "outputs in full, inputs and save_ctx as digests only, with provenance (version, git\n"
@@ -480,7 +492,10 @@ static const char golden_help[] =
     "A fattn built from a tree with uncommitted changes (its git_rev ends in -dirty), or\n"
     "whose revision is unknown (built without git or outside a checkout), refuses (exit 2),\n"
     "as the goldens would name no revision that holds the code that made them;\n"
-    "--allow-dirty writes them anyway (scratch goldens, not for committing).\n";
+    "--allow-dirty writes them anyway (scratch goldens, not for committing).\n"
+    "--max-memory (default half the RAM) refuses, before any case runs, a case whose\n"
+    "estimate is larger (its three runs, one case at a time); the old goldens are read for\n"
+    "the changes only when they fit in what is left.\n";
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -511,12 +526,12 @@ typedef struct golden_changes {
     char *unreadable;        /* why an existing old file could not be read, else NULL */
 } golden_changes;
 
-static int golden_changes_init(golden_changes *g, const char *path)
+static int golden_changes_init(golden_changes *g, const char *path, double max_bytes)
 {
     struct stat sb;
     memset(g, 0, sizeof *g);
     if (stat(path, &sb) == 0) {
-        if (fattn_runfile_load(path, &g->old) == FATTN_OK)
+        if (fattn_runfile_load_bounded(path, max_bytes, &g->old) == FATTN_OK)
             g->oc = fattn_h5_node_find(g->old, "cases");
         else if (!(g->unreadable = strdup(fattn_last_error())))
             return cli_fail("golden", "out of memory");
@@ -536,7 +551,7 @@ static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
         return;
     const fattn_h5_node *o = fattn_h5_node_find(g->oc, nc->name);
     if (!o) {
-        fprintf(g->log, "golden: new case %s\n", nc->name);
+        fprintf(g->log, "golden: new case %s\n", cli_vis(nc->name));
         g->added++;
         return;
     }
@@ -626,8 +641,8 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
         if (c.error[0]) {
             rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
         } else if (c.cmp.differences) {
-            fprintf(stderr, "fattn golden: case %s: %s %s (%s)\n", c.spec->id, c.cmp.paths[0],
-                    c.cmp.why[0], c.first_check);
+            fprintf(stderr, "fattn golden: case %s: %s %s (%s)\n", cli_vis(c.spec->id),
+                    cli_vis(c.cmp.paths[0]), cli_vis(c.cmp.why[0]), c.first_check);
             (*bad)++;
         } else if (!*bad) {
             fattn_h5_node *g = NULL;
@@ -682,12 +697,14 @@ static int golden_check_clean(bool allow_dirty)
 
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
 static int golden_write(const char *cases, const char *backend, unsigned te_rules,
-                        const char *out, bool progress, bool allow_dirty)
+                        const char *out, bool progress, bool allow_dirty, double max_mem)
 {
     cli_matrix m;
     if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
-    if (golden_check_clean(allow_dirty) != FATTN_EXIT_OK) {
+    double cases_mem;
+    if (golden_check_clean(allow_dirty) != FATTN_EXIT_OK ||
+        fattn_cmd_verify_check_memory("golden", &m, false, max_mem, &cases_mem) != FATTN_EXIT_OK) {
         cli_matrix_free(&m);
         return FATTN_EXIT_ERROR;
     }
@@ -720,7 +737,8 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
         st = fattn_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
     golden_changes gc;
     fattn_case_sink *k = NULL;
-    int rc = golden_changes_init(&gc, path);
+    /* the old goldens (read to tell the changes) get what the cases leave */
+    int rc = golden_changes_init(&gc, path, max_mem - cases_mem > 1.0 ? max_mem - cases_mem : 1.0);
     if (rc == FATTN_EXIT_OK && st == FATTN_OK)
         st = fattn_case_sink_open(path, root, false, &k);
     if (rc == FATTN_EXIT_OK && st != FATTN_OK)
@@ -740,7 +758,7 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
             rc = cli_fail_at("golden", path);
         else
             printf("golden: wrote %zu case%s to %s (platform key %s)\n", m.n_sel,
-                   cli_s(m.n_sel), path, key);
+                   cli_s(m.n_sel), cli_vis(path), cli_vis(key));
     }
     fattn_case_sink_free(k);
     golden_changes_free(&gc);
@@ -753,6 +771,7 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
 int fattn_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL, *te_rules_s = NULL;
+    const char *maxmem_s = NULL;
     bool force = false, progress = false, allow_dirty = false;
     cli_args a = {argc, argv, 1, "golden"};
     for (; a.i < argc; a.i++) {
@@ -767,7 +786,8 @@ int fattn_cmd_golden(int argc, char **argv)
         } else if (cli_flag(&a, "--allow-dirty")) {
             allow_dirty = true;
         } else if ((r = cli_opt(&a, "--cases", &cases)) || (r = cli_opt(&a, "--backend", &backend)) ||
-                   (r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--te-rules", &te_rules_s))) {
+                   (r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--te-rules", &te_rules_s)) ||
+                   (r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0)
                 return cli_fail("golden", "%s needs a value", argv[a.i]);
         } else {
@@ -778,7 +798,9 @@ int fattn_cmd_golden(int argc, char **argv)
     if (!out)
         return cli_fail("golden", "-o DIR is required");
     unsigned te_rules;
-    if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FATTN_EXIT_OK)
+    double max_mem;
+    if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FATTN_EXIT_OK ||
+        cli_max_memory_or_default("golden", maxmem_s, &max_mem) != FATTN_EXIT_OK)
         return FATTN_EXIT_ERROR;
     bool exists;
     struct stat sb;
@@ -789,7 +811,7 @@ int fattn_cmd_golden(int argc, char **argv)
     if (!exists && mkdir(out, 0777) != 0)
         return cli_fail("golden", "-o %s: cannot create the directory: %s", out, strerror(errno));
     int rc = golden_write(cases, backend, te_rules, out, cli_progress_wanted(progress),
-                          allow_dirty);
+                          allow_dirty, max_mem);
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
     if (rc != FATTN_EXIT_OK && !exists)

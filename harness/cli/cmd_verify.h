@@ -29,6 +29,8 @@ typedef struct fattn_cmd_verify_env {
     int prebuild_jobs;
     double prebuild_s;
     const char *fix_dir;        /* the fixtures directory in use */
+    double max_mem;             /* --max-memory (0: no bound) */
+    double cases_mem;           /* what the selected cases hold (estimate) */
     /* opened by fattn_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;
@@ -68,6 +70,14 @@ int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v);
 #define FATTN_VERIFY_MAX_JOBS 32
 /* --jobs's default: the online CPUs, at most 16. */
 int fattn_cmd_verify_default_jobs(void);
+
+/* What checking m's cases holds (case_mem.h): with keep_all (verify) the
+ * two runs of every case kept for the report plus the largest case's
+ * third run; else (golden) the largest case's three runs. Within max_mem
+ * (0: no bound): FATTN_EXIT_OK with the estimate in *cases_mem; else the
+ * failure printed, naming the case. */
+int fattn_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool keep_all,
+                                  double max_mem, double *cases_mem);
 
 /* The table's header; one row (a fattn_verify_case_fn, ctx the FILE *). */
 void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v);

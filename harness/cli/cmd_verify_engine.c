@@ -32,8 +32,16 @@ int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
      * accumulator dQ does not (docs/determinism.md), so every case runs the
      * deterministic graph here, whatever its `deterministic` key says. */
     bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
-    if (fattn_verify_goldens_open(fix_dir, e, &v->goldens) != FATTN_OK) {
-        int rc = cli_fail("verify", "%s", fattn_last_error());
+    /* the goldens get what the cases leave of --max-memory */
+    double left = v->max_mem > 0 ? v->max_mem - v->cases_mem : 0.0;
+    if (v->max_mem > 0 && left < 1.0)
+        left = 1.0;
+    if (fattn_verify_goldens_open(fix_dir, e, left, &v->goldens) != FATTN_OK) {
+        int rc = v->max_mem > 0
+                     ? cli_fail("verify", "%s (the goldens' share: --max-memory %.0f less the "
+                                "selected cases' estimated %.0f)", fattn_last_error(),
+                                v->max_mem, v->cases_mem)
+                     : cli_fail("verify", "%s", fattn_last_error());
         cli_engine_close(e);
         cli_matrix_free(&v->m);
         return rc;

@@ -80,7 +80,7 @@ void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b)
 {
     char cause[1400];
     fattn_verify_cause_text(b, cause, sizeof cause);
-    fprintf(f, "first differences (%s, case %s):\n", b->first_check, b->spec->id);
+    fprintf(f, "first differences (%s, case %s):\n", b->first_check, cli_vis(b->spec->id));
     if (cause[0])
         fprintf(f, "  cause: %s\n", cli_vis(cause));
     size_t *idx = b->n_diffs ? malloc(b->n_diffs * sizeof *idx) : NULL;

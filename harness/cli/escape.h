@@ -12,8 +12,11 @@
 /* The markup a string is written into. Both: the five specials (& < > " ')
  * as entities, so the result is safe as text and as a quoted attribute
  * value (HTML, SVG, XML alike); control bytes (newline and tab kept) as
- * '?'. HTML keeps other bytes (the page is UTF-8; a browser shows a bad
- * sequence as U+FFFD, it cannot end a tag); XML writes bytes outside ASCII
+ * '?'; bidirectional controls (U+202A..E, U+2066..9, U+200E, U+200F,
+ * U+061C) as the visible text \u202e (a character reference would be
+ * decoded back into the control and reorder the page around it). HTML
+ * keeps other bytes (the page is UTF-8; a browser shows a bad sequence as
+ * U+FFFD, it cannot end a tag); XML writes bytes outside ASCII
  * as '?' (XML 1.0 refuses some, and fattn's messages are not promised to be
  * UTF-8). */
 typedef enum fattn_markup { FATTN_MARKUP_HTML, FATTN_MARKUP_XML } fattn_markup;

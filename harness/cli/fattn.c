@@ -8,6 +8,7 @@
 #include "fattn_config.h"
 
 #include "cli.h"
+#include "fileguard.h"
 #include "isolate.h"
 
 /* ---- main ------------------------------------------------------------------ */
@@ -41,6 +42,8 @@ int main(int argc, char **argv)
      * 4 KiB at a time at the end. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     fattn_isolate_set_notice(cli_isolate_notice);
+    /* until a command's --max-memory says otherwise */
+    fattn_fileguard_set_memory_bound(cli_default_max_memory());
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(main_help, argc < 2 ? stderr : stdout);
         return argc < 2 ? FATTN_EXIT_ERROR : FATTN_EXIT_OK;

@@ -1,5 +1,4 @@
 /* Guarded inputs and atomic outputs (see fileguard.h). */
-#define _GNU_SOURCE /* syscall(SYS_getdents64) in the signal handler */
 #include "fileguard.h"
 
 #include <assert.h>
@@ -13,16 +12,12 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
-#include <linux/fs.h> /* FICLONE */
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fattn_config.h"
+#include "fileguard_slots.h"
 
 /* ---- inputs ---------------------------------------------------------------- */
 
@@ -65,14 +60,19 @@ typedef struct pin {
     int fd;     /* what is read: the snapshot */
     dev_t dev;  /* the file itself, for outputs that are inputs */
     ino_t ino;
+    off_t size; /* and what it was when copied, to tell it unchanged */
+    struct timespec mtime, ctime;
     char *snap; /* the snapshot's name */
     int slot;   /* its signal-cleanup slot */
+    uint64_t mem; /* the bytes the snapshot holds in memory (tmpfs), else 0 */
 } pin;
 
 /* Every pinned input is read from a private snapshot, whatever its size, so
  * that a file rewritten in place cannot change between the isolated child's
  * check and the parent's reading ("every reader checks the file once and
- * works on what it checked"). */
+ * works on what it checked"). One snapshot per input at a time: pinning a
+ * path again keeps its snapshot while the file is the one copied (same
+ * inode, size and times), else removes it before the new one is made. */
 
 /* The pins of this process; the lock guards the table, not the files. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,101 +86,6 @@ static void snapshots_at_exit(void)
 {
     snapshots_owner = getpid(); /* a forked child's exit leaves them */
     atexit(snapshots_remove);
-}
-
-/* Copy size bytes of fd into m: a reflink first (FICLONE: btrfs and XFS
- * share the extents copy-on-write, so a later rewrite of the input does not
- * reach the copy and nothing is copied now), else the free space of m's
- * file system is checked and the bytes copied. 0, or an errno; *room the
- * free bytes when ENOSPC is answered by the check. */
-static int snapshot_copy(int fd, int m, uint64_t size, uint64_t *room)
-{
-    if (ioctl(m, FICLONE, fd) == 0)
-        return 0;
-    struct statvfs vs;
-    if (fstatvfs(m, &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < size) {
-        *room = (uint64_t)vs.f_bavail * vs.f_frsize;
-        return ENOSPC;
-    }
-    size_t cap = 1 << 20;
-    char *buf = malloc(cap);
-    if (!buf)
-        return ENOMEM;
-    int err = 0;
-    for (uint64_t done = 0; !err && done < size;) {
-        ssize_t n = pread(fd, buf, cap, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            err = n < 0 ? errno : 0;
-            break; /* shorter now than at fstat: what was copied is what is checked */
-        }
-        for (ssize_t w = 0; !err && w < n;) {
-            ssize_t k = write(m, buf + w, (size_t)(n - w));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                err = k < 0 ? errno : EIO;
-            else
-                w += k;
-        }
-        done += (uint64_t)n;
-    }
-    free(buf);
-    return err;
-}
-
-/* A private copy of `path`, open at fd (size bytes), in $TMPDIR (mode 0600,
- * "fattn-input-XXXXXX", removed when unpinned, at exit and on the cleanup
- * signals): the fd to read from in *out, its name in *name, its signal
- * slot in *slot. A named file, since libhdf5 resolves /proc/self/fd/N to a
- * path. FATTN_E_NOMEM naming the file, the directory and the cause when no
- * copy can be made (no room, not writable): the input is refused then, not
- * read unchecked. */
-static fattn_status snapshot(const char *path, int fd, uint64_t size, int *out, char **name,
-                             int *slot)
-{
-    const char *dir = getenv("TMPDIR");
-    dir = dir && *dir ? dir : "/tmp";
-    size_t cap = strlen(dir) + 32;
-    char *tmpl = malloc(cap);
-    if (!tmpl)
-        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-    snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir);
-    int m = mkstemp(tmpl);
-    if (m < 0) {
-        int e = errno;
-        free(tmpl);
-        return fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s (set "
-                           "TMPDIR to a writable directory with room)", path, dir, strerror(e));
-    }
-    if ((*slot = fattn_fileguard_scratch_register(tmpl)) < 0) {
-        unlink(tmpl);
-        close(m);
-        free(tmpl);
-        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-    }
-    pthread_once(&snapshots_once, snapshots_at_exit);
-    uint64_t room = 0;
-    int err = snapshot_copy(fd, m, size, &room);
-    if (err) {
-        fattn_fileguard_scratch_unregister(*slot);
-        unlink(tmpl);
-        close(m);
-        fattn_status st =
-            room || err == ENOSPC
-                ? fattn_error(FATTN_E_NOMEM, "%s: no room for its private copy in %s (%llu bytes "
-                              "needed, %llu free): refused (set TMPDIR to a directory with room)",
-                              path, dir, (unsigned long long)size, (unsigned long long)room)
-                : fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s "
-                              "(set TMPDIR to a writable directory with room)",
-                              path, dir, strerror(err));
-        free(tmpl);
-        return st;
-    }
-    *name = tmpl;
-    *out = m;
-    return FATTN_OK;
 }
 
 /* Close a pin's descriptor and remove its snapshot. */
@@ -214,6 +119,35 @@ static pin *pin_find(const char *path)
     return NULL;
 }
 
+static bool same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* Is `path` pinned to a snapshot of the very file sb describes, unchanged
+ * since it was copied? Else its old pin (if any) is released. */
+static bool pin_still_current(const char *path, const struct stat *sb)
+{
+    pthread_mutex_lock(&pin_lock);
+    pin *p = pin_find(path);
+    bool same = p && p->dev == sb->st_dev && p->ino == sb->st_ino && p->size == sb->st_size &&
+                same_time(p->mtime, sb->st_mtim) && same_time(p->ctime, sb->st_ctim);
+    pthread_mutex_unlock(&pin_lock);
+    if (p && !same)
+        fattn_fileguard_unpin(path);
+    return same;
+}
+
+uint64_t fattn_fileguard_pinned_memory(void)
+{
+    uint64_t sum = 0;
+    pthread_mutex_lock(&pin_lock);
+    for (size_t i = 0; i < n_pins; i++)
+        sum += pins[i].mem;
+    pthread_mutex_unlock(&pin_lock);
+    return sum;
+}
+
 fattn_status fattn_fileguard_pin(const char *path)
 {
     int fd;
@@ -229,15 +163,19 @@ fattn_status fattn_fileguard_pin(const char *path)
         close(fd);
         return fattn_error(FATTN_E_IO, "%s: fstat: %s", path, strerror(e));
     }
-    pin np = {NULL, fd, sb.st_dev, sb.st_ino, NULL, -1};
+    if (pin_still_current(path, &sb)) {
+        close(fd);
+        return FATTN_OK;
+    }
+    pin np = {NULL, fd, sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtim, sb.st_ctim, NULL, -1, 0};
+    pthread_once(&snapshots_once, snapshots_at_exit);
     /* the copy is made before the table is locked: it may take a while */
     int m = -1;
-    st = snapshot(path, fd, (uint64_t)sb.st_size, &m, &np.snap, &np.slot);
+    st = fattn_fileguard_copy_make(path, fd, &sb, fattn_fileguard_pinned_memory(), &m, &np.snap,
+                                   &np.slot, &np.mem);
     close(fd);
-    if (st != FATTN_OK) {
-        fattn_fileguard_unpin(path);
+    if (st != FATTN_OK)
         return st;
-    }
     np.fd = m;
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
@@ -415,217 +353,13 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
     return FATTN_OK;
 }
 
-/* ---- outputs: temporary files and signals ---------------------------------- */
+/* ---- outputs: temporary files --------------------------------------------- */
 
-/* What the signal handler cleans up, in slots of chunks that are only ever
- * added (never freed or moved), so that the handler can walk them with
- * plain loads while another thread registers: a slot's fields are written
- * while the signals are blocked and then published by `used`; a new chunk
- * is filled before it is linked. Registration takes a lock (threads), the
- * handler none. Each slot records the process that registered it: a forked
- * child inherits the table and the handler, and must not remove its
- * parent's files. */
-enum { TMP_CHUNK = 16, TMP_PATH_MAX = 4352 };
-enum { SLOT_FILE = 1, SLOT_DIR = 2, SLOT_CHILD = 3 };
-typedef struct tmp_chunk {
-    char paths[TMP_CHUNK][TMP_PATH_MAX];
-    volatile sig_atomic_t used[TMP_CHUNK]; /* 0, or a SLOT_ kind */
-    volatile sig_atomic_t owner[TMP_CHUNK]; /* the registering pid */
-    volatile sig_atomic_t child[TMP_CHUNK]; /* SLOT_CHILD: its pid */
-    struct tmp_chunk *_Atomic next;
-} tmp_chunk;
-static tmp_chunk tmp_first;
-static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
-/* SIGPIPE: --progress into a closed pipe kills the process mid-write */
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-enum { N_CLEANUP_SIGNALS = sizeof cleanup_signals / sizeof cleanup_signals[0] };
-static struct sigaction old_actions[N_CLEANUP_SIGNALS];
-static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 static atomic_uint tmp_counter;
-
-/* Async-signal-safe: remove the plain files directly in dir (a scratch
- * directory holds no subdirectories), then dir. getdents64 is the system
- * call; readdir may allocate. */
-static void remove_dir_in_handler(const char *dir)
-{
-    /* a few passes: entries removed while the directory is read may make
-     * getdents64 skip others */
-    for (int pass = 0; rmdir(dir) != 0 && errno == ENOTEMPTY && pass < 4; pass++) {
-        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-            break;
-        char buf[4096] __attribute__((aligned(8)));
-        for (;;) {
-            long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-            if (n <= 0)
-                break;
-            for (long off = 0; off < n;) {
-                /* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name */
-                unsigned short reclen;
-                memcpy(&reclen, buf + off + 16, sizeof reclen);
-                const char *name = buf + off + 19;
-                if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
-                    unlinkat(fd, name, 0);
-                off += reclen;
-            }
-        }
-        close(fd);
-    }
-}
-
-/* Async-signal-safe: kill, waitpid, unlink, open, getdents64, unlinkat,
- * rmdir, sigaction and raise only. Children first (they may be writing
- * into a scratch directory), then files, then directories. */
-static void on_signal(int sig)
-{
-    int saved = errno;
-    sig_atomic_t me = (sig_atomic_t)getpid();
-    for (int kind = SLOT_CHILD; kind >= SLOT_FILE; kind--)
-        for (tmp_chunk *c = &tmp_first; c; c = atomic_load(&c->next))
-            for (int i = 0; i < TMP_CHUNK; i++) {
-                if (c->used[i] != kind || c->owner[i] != me)
-                    continue;
-                if (kind == SLOT_CHILD) {
-                    kill((pid_t)c->child[i], SIGKILL);
-                    waitpid((pid_t)c->child[i], NULL, 0);
-                } else if (kind == SLOT_FILE) {
-                    unlink(c->paths[i]);
-                } else {
-                    remove_dir_in_handler(c->paths[i]);
-                }
-            }
-    for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
-        if (cleanup_signals[k] == sig)
-            sigaction(sig, &old_actions[k], NULL);
-    errno = saved;
-    raise(sig);
-}
-
-static void install_handlers(void)
-{
-    for (int k = 0; k < N_CLEANUP_SIGNALS; k++) {
-        struct sigaction old;
-        if (sigaction(cleanup_signals[k], NULL, &old) != 0)
-            continue;
-        old_actions[k] = old;
-        /* An ignored signal stays ignored (nohup), a handler of the
-         * program's own stays its own. */
-        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
-            continue;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigfillset(&sa.sa_mask);
-        sigaction(cleanup_signals[k], &sa, NULL);
-    }
-}
-
-static void block_signals(sigset_t *old)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    for (int k = 0; k < N_CLEANUP_SIGNALS; k++)
-        sigaddset(&set, cleanup_signals[k]);
-    pthread_sigmask(SIG_BLOCK, &set, old);
-}
-
-/* A free slot (chunk *c, index) of a new registration, a chunk added when
- * all are taken; -1 when none can be had (a name too long, or no memory for
- * a chunk). Call with the signals blocked. */
-static int tmp_register_kind(int kind, const char *path, pid_t child)
-{
-    if (path && strlen(path) >= TMP_PATH_MAX)
-        return -1;
-    pthread_mutex_lock(&tmp_lock);
-    int slot = -1, base = 0;
-    for (tmp_chunk *c = &tmp_first; c && slot < 0; base += TMP_CHUNK) {
-        for (int i = 0; i < TMP_CHUNK; i++)
-            if (!c->used[i]) {
-                if (path)
-                    memcpy(c->paths[i], path, strlen(path) + 1);
-                c->owner[i] = (sig_atomic_t)getpid();
-                c->child[i] = (sig_atomic_t)child;
-                atomic_thread_fence(memory_order_seq_cst); /* fields before `used` */
-                c->used[i] = kind;
-                slot = base + i;
-                break;
-            }
-        tmp_chunk *next = atomic_load(&c->next);
-        if (slot < 0 && !next) {
-            next = calloc(1, sizeof *next); /* linked only once zeroed */
-            if (next)
-                atomic_store(&c->next, next);
-        }
-        c = next;
-    }
-    pthread_mutex_unlock(&tmp_lock);
-    return slot;
-}
-
-static int tmp_register(const char *path)
-{
-    return tmp_register_kind(SLOT_FILE, path, 0);
-}
-
-static void tmp_release_slot(int slot)
-{
-    if (slot < 0)
-        return;
-    sigset_t old;
-    block_signals(&old);
-    pthread_mutex_lock(&tmp_lock);
-    tmp_chunk *c = &tmp_first;
-    for (int k = slot / TMP_CHUNK; k > 0 && c; k--)
-        c = atomic_load(&c->next);
-    assert(c && c->used[slot % TMP_CHUNK]);
-    if (c)
-        c->used[slot % TMP_CHUNK] = 0;
-    pthread_mutex_unlock(&tmp_lock);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static int register_blocked(int kind, const char *path, pid_t child)
-{
-    pthread_once(&handlers_once, install_handlers);
-    sigset_t old;
-    block_signals(&old);
-    int slot = tmp_register_kind(kind, path, child);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return slot;
-}
-
-int fattn_fileguard_scratch_register(const char *path)
-{
-    return register_blocked(SLOT_FILE, path, 0);
-}
-
-void fattn_fileguard_scratch_unregister(int slot)
-{
-    tmp_release_slot(slot);
-}
-
-int fattn_fileguard_scratch_dir_register(const char *dir)
-{
-    return register_blocked(SLOT_DIR, dir, 0);
-}
-
-pid_t fattn_fileguard_fork_child(int *slot)
-{
-    *slot = -1;
-    pthread_once(&handlers_once, install_handlers);
-    /* No moment in which the child exists unregistered. */
-    sigset_t old;
-    block_signals(&old);
-    pid_t pid = fork();
-    if (pid > 0)
-        *slot = tmp_register_kind(SLOT_CHILD, NULL, pid);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return pid;
-}
 
 static void tmp_unregister(fattn_fileguard_tmp *t)
 {
-    tmp_release_slot(t->slot);
+    fattn_fileguard_scratch_unregister(t->slot);
     t->slot = -1;
 }
 
@@ -649,7 +383,7 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
     size_t cap = strlen(target) + 64;
     if (!(t->path = malloc(cap)))
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    pthread_once(&handlers_once, install_handlers);
+    fattn_fileguard_signals_install();
     fattn_status st = FATTN_OK;
     for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
         unsigned k = atomic_fetch_add(&tmp_counter, 1u);
@@ -659,11 +393,11 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
                  (long)getpid(), k);
         /* No moment between the file's creation and its registration. */
         sigset_t old;
-        block_signals(&old);
+        fattn_fileguard_signals_block(&old);
         t->fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         int e = errno;
         if (t->fd >= 0)
-            t->slot = tmp_register(t->path);
+            t->slot = fattn_fileguard_slot_add(FATTN_SLOT_FILE, t->path, 0);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (t->fd < 0 && e != EEXIST) {
             *err = e;

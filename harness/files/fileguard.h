@@ -10,20 +10,29 @@
  * checked, whatever is renamed over the path meanwhile. Every pinned file,
  * whatever its size, is pinned as a private copy
  * ($TMPDIR/fattn-input-XXXXXX, mode 0600, a reflink where the file system
- * can, else a plain copy; removed when unpinned, at exit and on the cleanup
- * signals), so that one rewritten in place cannot change between the
- * child's check and the parent's reading either. No copy (no room in
- * $TMPDIR, not writable): the input is refused, not read unchecked.
+ * can, else a copy of its data extents that keeps its holes: it costs at
+ * most the bytes the input holds, never its apparent size), so that one
+ * rewritten in place cannot change between the child's check and the
+ * parent's reading either. One copy per input at a time: pinning a path
+ * again keeps the copy while the file is unchanged, else removes it before
+ * the new one is made. No copy (no room in $TMPDIR, not writable, past
+ * the file-size limit, or over --max-memory where $TMPDIR is memory-backed):
+ * the input is refused, not read unchecked. The copies are removed when
+ * unpinned, at exit and on the cleanup signals.
  *
  * Outputs: every output is written under a temporary name beside the target
  * (".NAME.tmp-PID-N") and renamed over it. The target must not exist or be
  * a regular file: a symbolic link, device node, FIFO or directory is refused
  * (a link is never written through nor replaced); it must not be an input
  * pinned in this process (same path or same inode). While a temporary file
- * exists, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the process dies of
- * the signal (an async-signal-safe handler, installed on the first
- * registration, not where the signal was ignored); so too registered
- * scratch files and directories, after registered children are killed.
+ * exists, every signal whose default action ends the process (SIGKILL
+ * aside: INT, TERM, HUP, PIPE, QUIT, ALRM, USR1, USR2, XCPU, XFSZ, VTALRM,
+ * PROF, IO, PWR, STKFLT, the real-time ones, and the faults SEGV, BUS, ILL,
+ * FPE, TRAP, SYS, ABRT) removes it before the process dies of the signal
+ * (an async-signal-safe handler, installed on the first registration, not
+ * where the signal was ignored or had a handler of its own); so too
+ * registered scratch files and directories and the private copies of
+ * inputs, after registered children are killed.
  * The registrations have no fixed limit (chunks added outside the handler).
  *
  * This module never prints; messages name the file and the cause.
@@ -31,7 +40,9 @@
 #ifndef FATTN_HARNESS_FILEGUARD_H
 #define FATTN_HARNESS_FILEGUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "fattn/status.h"
@@ -51,9 +62,24 @@ fattn_status fattn_fileguard_open_input(const char *path, int *fd);
  * is checked first). */
 fattn_status fattn_fileguard_pin(const char *path);
 
-/* Forget the pin of `path` (if any) and close its descriptor: for a command
- * that read a file and now means to replace it. */
+/* Forget the pin of `path` (if any), close its descriptor and remove its
+ * copy: for a command that read a file and now means to replace it, or is
+ * done with it. */
 void fattn_fileguard_unpin(const char *path);
+
+/* The bytes the private copies pinned now hold in memory (their data where
+ * $TMPDIR is memory-backed, else nothing): what a command's memory
+ * estimate counts for them. */
+uint64_t fattn_fileguard_pinned_memory(void);
+
+/* --max-memory, for the private copies: a copy into a memory-backed
+ * $TMPDIR that would take the copies past it is refused. 0: no bound (the
+ * default until a command sets it). */
+void fattn_fileguard_set_memory_bound(double bytes);
+double fattn_fileguard_memory_bound(void);
+
+/* Whether dir lives in memory (tmpfs, ramfs). */
+bool fattn_fileguard_memory_backed(const char *dir);
 
 /* The name to open `path` by: "/proc/self/fd/N" (written to buf, cap bytes)
  * when `path` is pinned and /proc is there, else `path` itself. */
@@ -101,8 +127,8 @@ void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t);
 
 /* A scratch file of the command's own that exists under its final name
  * (committed) until the command removes it (run --repeat's cases, merge's
- * inputs): registered as a temporary file is, so that SIGINT, SIGTERM,
- * SIGHUP and SIGPIPE remove it too. The slot to give back; the slots grow
+ * inputs): registered as a temporary file is, so that the cleanup
+ * signals remove it too. The slot to give back; the slots grow
  * as needed (chunks of 16 added outside the handler), so -1 only when the
  * path is over 4,351 bytes or no memory is left (then the file is left on
  * such a signal). */
@@ -111,7 +137,7 @@ int fattn_fileguard_scratch_register(const char *path);
 void fattn_fileguard_scratch_unregister(int slot);
 
 /* A scratch directory of the command's own (verify's temporary plan
- * store): on SIGINT, SIGTERM, SIGHUP and SIGPIPE the files directly in it
+ * store): on the cleanup signals the files directly in it
  * and then the directory are removed (it must hold no subdirectories).
  * The slot, -1 when none can be had; give it back with
  * fattn_fileguard_scratch_unregister before removing the directory. */

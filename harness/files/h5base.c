@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "h5write.h"
+#include "scrub.h"
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is int64_t in HDF5 1.10");
 
@@ -80,7 +81,23 @@ fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
     H5Eclear2(H5E_DEFAULT);
     if (si.frames == 0)
         return fattn_error(st, "%s: HDF5 call failed", ctx);
+    /* libhdf5's words: one line, no addresses (the context is fattn's own) */
+    fattn_scrub_text(si.api);
+    fattn_scrub_text(si.deep);
     return fattn_error(st, "%s: %s: %s", ctx, si.api, si.deep);
+}
+
+double fattn_h5base_file_span(hid_t file)
+{
+    haddr_t eoa = 0;
+    hsize_t size = 0;
+    double span = -1;
+    if (H5Fget_eoa(file, &eoa) >= 0 && eoa != HADDR_UNDEF)
+        span = (double)eoa;
+    else if (H5Fget_filesize(file, &size) >= 0)
+        span = (double)size;
+    H5Eclear2(H5E_DEFAULT);
+    return span;
 }
 
 void fattn_h5base_close(hid_t id)

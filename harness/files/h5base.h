@@ -38,6 +38,18 @@ fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
  * a failing close leaves no error on the stack. */
 void fattn_h5base_close(hid_t id);
 
+/* The HDF5 file and the name of a reader (h5read.h), for the modules beside
+ * it that walk the same file (h5estimate.c). */
+struct fattn_h5_reader;
+hid_t fattn_h5base_reader_file(const struct fattn_h5_reader *r);
+const char *fattn_h5base_reader_path(const struct fattn_h5_reader *r);
+
+/* The bytes of an open file libhdf5 addresses: its end of allocation (EOA,
+ * which no object may pass: a read past it fails), else its size; -1 when
+ * neither can be had. Bytes past the EOA (a sparse tail) hold nothing a
+ * reader takes. */
+double fattn_h5base_file_span(hid_t file);
+
 /* A variable-length C string type with character set `cset` (caller closes);
  * negative on failure. */
 hid_t fattn_h5base_vlen_string_type(H5T_cset_t cset);

@@ -18,6 +18,16 @@ struct fattn_h5_reader {
     hid_t file;
 };
 
+hid_t fattn_h5base_reader_file(const fattn_h5_reader *r)
+{
+    return r->file;
+}
+
+const char *fattn_h5base_reader_path(const fattn_h5_reader *r)
+{
+    return r->path;
+}
+
 fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
 {
     *out = NULL;
@@ -158,6 +168,7 @@ typedef struct read_ctx {
     fattn_h5_reader *r;
     bool allow_corrupt;
     bool metadata_only;
+    double text, text_max; /* attribute text read so far, and its bound */
     haddr_t *seen;  /* addresses of groups visited */
     size_t n_seen, cap_seen;
 } read_ctx;
@@ -198,6 +209,13 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
         } else if (!p) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": null string", file,
                              objpath, name);
+        } else if ((c->text += (double)strlen(p)) > c->text_max) {
+            /* the text lives in the file beside the datasets: more than
+             * that is heap objects shared or overlapping, read again */
+            st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": the attributes "
+                             "hold more text (%.0f bytes so far) than the file has room for (%.0f "
+                             "bytes): shared or overlapping heap objects, refused",
+                             file, objpath, name, c->text, c->text_max);
         } else if (!fattn_runtree_utf8_ok(p)) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": not UTF-8", file,
                              objpath, name);
@@ -488,7 +506,9 @@ fattn_status fattn_h5_reader_read(fattn_h5_reader *r, const char *path,
         return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
     const char *slash = strrchr(path, '/');
     const char *name = strcmp(path, "/") == 0 ? "" : slash + 1;
+    double span = fattn_h5base_file_span(r->file);
     read_ctx c = {r, opts ? opts->allow_corrupt : false, opts ? opts->metadata_only : false,
+                  0.0, opts && opts->attr_text_max > 0 ? opts->attr_text_max : span,
                   NULL, 0, 0};
     st = read_object(&c, o, name, path, 0, out);
     free(c.seen);

@@ -22,6 +22,9 @@ typedef struct fattn_h5_read_opts {
     bool metadata_only; /* validate structure, types, shapes and storage but
                            read no data: data NULL, digest "" (stored_digest
                            set); for streaming with fattn_h5_dstream */
+    double attr_text_max; /* the most bytes of attribute text to read (0: the
+                             file's size, always a bound: the text is stored
+                             in it); more is refused (h5estimate.h) */
 } fattn_h5_read_opts;
 
 typedef struct fattn_h5_reader fattn_h5_reader;

@@ -18,6 +18,7 @@
 #include "fattn_config.h"
 #include "fileguard.h"
 #include "isolate.h"
+#include "scrub.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FATTN_UNDER_ASAN 1
@@ -34,8 +35,15 @@ enum { MSG_MAX = 16384 };
 
 /* The child's side: limits, then fn; never returns. */
 static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t as_bytes,
-                      unsigned cpu_seconds, int wfd, pid_t parent)
+                      unsigned cpu_seconds, int wfd, int efd, pid_t parent)
 {
+    /* What the child prints (glibc's "munmap_chunk(): invalid pointer" as
+     * it aborts, a sanitizer's report) goes to the parent, which passes on
+     * a scrubbed line of it in the message: never raw to the terminal. */
+    if (efd >= 0) {
+        dup2(efd, STDERR_FILENO);
+        close(efd);
+    }
     /* Die with the parent: a child left reading a hostile file would spin
      * on for its whole CPU limit. The parent may have gone before this.
      * (The signal follows the forking thread; the commands fork from their
@@ -110,7 +118,28 @@ typedef struct wait_state {
     double start, deadline, notice_at;
     unsigned cpu_seconds;
     bool told;
+    int efd;          /* the child's stderr, -1 once at its end */
+    char err[4096];   /* its first bytes */
+    size_t err_len;
 } wait_state;
+
+/* Take what the child printed on stderr: its first bytes kept, the rest
+ * drained so that the child never blocks on a full pipe. */
+static void drain_stderr(wait_state *w)
+{
+    char scratch[512];
+    char *dst = w->err_len < sizeof w->err ? w->err + w->err_len : scratch;
+    size_t room = w->err_len < sizeof w->err ? sizeof w->err - w->err_len : sizeof scratch;
+    ssize_t n = read(w->efd, dst, room);
+    if (n < 0 && errno == EINTR)
+        return;
+    if (n <= 0) {
+        close(w->efd);
+        w->efd = -1;
+    } else if (dst != scratch) {
+        w->err_len += (size_t)n;
+    }
+}
 
 /* Read the child's message until EOF or the deadline; false on timeout. */
 static bool read_message(int rfd, char *msg, size_t cap, size_t *len, wait_state *w)
@@ -126,12 +155,16 @@ static bool read_message(int rfd, char *msg, size_t cap, size_t *len, wait_state
         }
         if (!w->told && notice_fn && w->notice_at - t < left)
             left = w->notice_at - t;
-        struct pollfd pfd = {rfd, POLLIN, 0};
-        int pr = poll(&pfd, 1, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
+        struct pollfd pfd[2] = {{rfd, POLLIN, 0}, {w->efd, POLLIN, 0}};
+        int pr = poll(pfd, w->efd >= 0 ? 2 : 1, left > 3600 ? 3600000 : (int)(left * 1000) + 1);
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0)
             continue; /* timeout: the deadline check above decides */
+        if (w->efd >= 0 && pfd[1].revents)
+            drain_stderr(w);
+        if (!pfd[0].revents)
+            continue;
         char scratch[512];
         char *dst = *len < cap - 1 ? msg + *len : scratch;
         size_t room = *len < cap - 1 ? cap - 1 - *len : sizeof scratch;
@@ -177,28 +210,39 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     }
     /* A path that cannot be opened at all is left to fn, whose reading
      * reports it in its own words. */
-    int pipefd[2];
+    int pipefd[2], errfd[2];
     if (pipe(pipefd) != 0)
         return fattn_error(FATTN_E_IO, "%s: pipe: %s", path, strerror(errno));
+    if (pipe(errfd) != 0) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return fattn_error(FATTN_E_IO, "%s: pipe: %s", path, strerror(errno));
+    }
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
+        int e = errno;
         close(pipefd[0]);
         close(pipefd[1]);
-        return fattn_error(FATTN_E_IO, "%s: fork: %s", path, strerror(errno));
+        close(errfd[0]);
+        close(errfd[1]);
+        return fattn_error(FATTN_E_IO, "%s: fork: %s", path, strerror(e));
     }
     if (pid == 0) {
         close(pipefd[0]);
-        child_run(path, fn, ctx, as_bytes, cpu_seconds, pipefd[1], parent);
+        close(errfd[0]);
+        child_run(path, fn, ctx, as_bytes, cpu_seconds, pipefd[1], errfd[1], parent);
     }
     close(pipefd[1]);
+    close(errfd[1]);
     char *msg = malloc(MSG_MAX);
     char small[1];
     size_t len = 0;
     double wall = wall_limit_s(cpu_seconds), t0 = fattn_now_s();
-    wait_state w = {path, t0, t0 + wall, t0 + notice_after_s(), cpu_seconds, false};
-    bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len, &w);
+    wait_state ws = {path, t0, t0 + wall, t0 + notice_after_s(), cpu_seconds, false, errfd[0],
+                     "", 0}, *w = &ws;
+    bool in_time = read_message(pipefd[0], msg ? msg : small, msg ? MSG_MAX : 1, &len, w);
     close(pipefd[0]);
     if (!in_time)
         kill(pid, SIGKILL);
@@ -209,6 +253,12 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
             st = fattn_error(FATTN_E_IO, "%s: waitpid: %s", path, strerror(errno));
             goto done;
         }
+    while (w->efd >= 0) /* the child is gone: what it left in the pipe, then EOF */
+        drain_stderr(w);
+    char said[600] = "", words[512];
+    fattn_scrub_last_words(w->err, w->err_len, words, sizeof words);
+    if (words[0])
+        snprintf(said, sizeof said, ": the reader said: %s", words);
     const char *m = msg ? msg : "";
     int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 255;
     if (!in_time)
@@ -216,15 +266,17 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
                          "reading %s took longer than %.0f s (wall-clock limit): stopped", path,
                          wall);
     else if (WIFSIGNALED(wstatus))
-        st = fattn_error(FATTN_E_INVALID_FILE, "HDF5 library failed reading %s (signal %d%s)",
+        st = fattn_error(FATTN_E_INVALID_FILE, "HDF5 library failed reading %s (signal %d%s)%s",
                          path, WTERMSIG(wstatus),
-                         WTERMSIG(wstatus) == SIGXCPU ? ", CPU time limit" : "");
+                         WTERMSIG(wstatus) == SIGXCPU ? ", CPU time limit" : "", said);
     else if (code >= EXIT_BASE && code < EXIT_BASE + 64)
         st = fattn_error((fattn_status)(-(code - EXIT_BASE)), "%s", m);
     else if (code != 0)
-        st = fattn_error(FATTN_E_INVALID_FILE, "reading %s failed in the child (exit %d)%s%s",
-                         path, code, len ? ": " : "", m);
+        st = fattn_error(FATTN_E_INVALID_FILE, "reading %s failed in the child (exit %d)%s%s%s",
+                         path, code, len ? ": " : "", m, said);
 done:
+    if (w->efd >= 0)
+        close(w->efd);
     free(msg);
     return st;
 }

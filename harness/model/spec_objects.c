@@ -283,6 +283,13 @@ fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s)
     int64_t pps = s->paged ? s->skv / s->page_size : 1;
     int64_t rows = s->max_batch_size ? s->max_batch_size : s->b;
     s->num_pages = s->paged && !s->num_pages ? rows * pps : s->num_pages; /* <= 2^40 */
+    /* as an explicit num_pages is bounded: the page tables are int32, and
+     * past it their entries would wrap negative */
+    if (s->num_pages > INT32_MAX)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, "paged",
+                               "num_pages defaults to (max_batch_size or b) * skv / page_size = "
+                               "%" PRId64 ", past INT32_MAX (the page tables are int32): fewer "
+                               "sequences or larger pages", s->num_pages);
     if (s->paged && (s->skv % s->page_size || s->num_pages < s->b * pps || s->num_pages % pps))
         return spec_case_error(c, FATTN_E_INVALID_ARG, "paged",
                                "skv %" PRId64 " must be a multiple of page_size and num_pages %"

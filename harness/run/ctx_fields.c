@@ -195,6 +195,17 @@ static fattn_status read_quant(const fattn_h5_node *n, const char *name, fattn_f
         return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\" is not a "
                            "quantizer (\"<recipe> <fp8 dtype> scale=%%a amax=%%a pow2=0|1 "
                            "eps=%%a\")", name, s);
+    /* per-tensor scaling only: MXFP8 and block scaling keep a scale per
+     * block (tensors of scales, no amax), which one number cannot hold */
+    if (store->kind != FATTN_FP8_RECIPE_DELAYED && store->kind != FATTN_FP8_RECIPE_CURRENT)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\": recipe %s "
+                           "scales per block, not by the one scale and amax a quantizer record "
+                           "holds (delayed and current scaling only)", name, s, recipe);
+    /* TE's delayed-scaling Float8Quantizer has neither (float8_tensor.py) */
+    if (store->kind == FATTN_FP8_RECIPE_DELAYED && (pow2 != 0 || eps != 0.0f))
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': \"%s\": a delayed "
+                           "quantizer has no pow2 scales and no amax epsilon (pow2=0 eps=0x0p+0)",
+                           name, s);
     /* as a Float8Tensor's scale_inv is checked: a scale of inf or a NaN
      * amax would replay into NaN gradients with exit 0 */
     if (!isfinite(scale) || !(scale > 0.0f) || !isfinite(amax) || !(amax >= 0.0f) ||

@@ -13,6 +13,9 @@
 #include "case.h"
 #include "ctx_fields.h"
 #include "engine_call.h"
+#include "fe.h"
+#include "fileguard.h"
+#include "h5estimate.h"
 #include "isolate.h"
 #include "runfile.h"
 #include "saved_slots.h"
@@ -233,6 +236,57 @@ static fattn_status check_scale_invs(const char *path, const char *id, const fat
     return FATTN_OK;
 }
 
+static int cmp_i32(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* A paged case's recorded page table (int32 [rows, pages per sequence],
+ * rows the batch or max_batch_size; its shape checked): every entry names
+ * a page of the cache, [0, num_pages), and no page serves two places of
+ * one sequence: the pages that hold sequence i's kv_len positions, the
+ * first ceil(kv_len / page_size) of its row, are distinct (InferenceParams
+ * gives each sequence pages of its own; no spec key shares them). The
+ * rest of a row, and the rows past the batch, are slots TE's cache
+ * manager leaves unused (zero). No engine reads a stored table, but
+ * inspect calls the file valid and replay may hand it on. */
+static fattn_status check_page_table(const char *path, const fattn_case *c,
+                                     const fattn_h5_node *g, const char *name)
+{
+    const fattn_spec *s = c->spec;
+    const fattn_h5_node *n = fattn_h5_node_find(g, name);
+    if (!n || !n->is_dataset || n->ndim != 2 || !n->data)
+        return FATTN_OK; /* absent (a golden's digest) or refused by shape already */
+    int64_t rows = n->shape[0], per = n->shape[1];
+    const int32_t *t = n->data;
+    for (int64_t k = 0; k < rows * per; k++)
+        if (t[k] < 0 || t[k] >= s->num_pages)
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s[%lld][%lld] is %d, "
+                               "not a page of the cache [0, %lld)", path, s->id, name,
+                               (long long)(k / per), (long long)(k % per), t[k],
+                               (long long)s->num_pages);
+    int32_t *row = malloc((size_t)(per ? per : 1) * sizeof *row);
+    if (!row)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+    fattn_status st = FATTN_OK;
+    for (int64_t i = 0; i < rows && i < s->b && st == FATTN_OK; i++) {
+        int64_t len = c->seqlens_kv ? c->seqlens_kv[i] : s->skv;
+        int64_t used = (len + s->page_size - 1) / s->page_size;
+        used = used > per ? per : used;
+        memcpy(row, t + i * per, (size_t)used * sizeof *row);
+        qsort(row, (size_t)used, sizeof *row, cmp_i32);
+        for (int64_t j = 1; j < used && st == FATTN_OK; j++)
+            if (row[j] == row[j - 1])
+                st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s: sequence %lld "
+                                 "holds page %d twice among the %lld pages of its %lld positions "
+                                 "(a page serves one place of one sequence)", path, s->id, name,
+                                 (long long)i, row[j], (long long)used, (long long)len);
+    }
+    free(row);
+    return st;
+}
+
 /* inputs/: every tensor the case has is there (or kept as its digest
  * only, in a golden), nothing else is. */
 static fattn_status check_inputs(const char *path, const fattn_case *c, const fattn_h5_node *g)
@@ -264,6 +318,10 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
         st = check_scale_invs(path, id, g, "inputs", qkv, 3);
     if (st == FATTN_OK && c->fp8_d_out)
         st = check_scale_invs(path, id, g, "inputs", d_out, 1);
+    if (st == FATTN_OK && c->spec->paged)
+        st = check_page_table(path, c, g, "page_table_k");
+    if (st == FATTN_OK && c->spec->paged)
+        st = check_page_table(path, c, g, "page_table_v");
     return st;
 }
 
@@ -326,6 +384,47 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     return FATTN_OK;
 }
 
+/* The recorded quantizers against the case's (fattn_fe_fp8_quantizers):
+ * each one present has the recipe and FP8 dtype of its role. TE's
+ * get_attention_quantizers takes QKV, S and O from the forward recipe
+ * state and dO, dP and dQKV from the backward one (utils.py 2.19.0:
+ * 2723-2743, 2.20.2:3042-3062); a recipe state's quantizers get
+ * get_fp8_te_dtype(recipe, forward) (quantization.py:290-296, 1431, 1480),
+ * E4M3 forward and E5M2 backward under the HYBRID format both recipes
+ * default to (recipe/__init__.py:254, 303); under current scaling S and dP
+ * come from the delayed helper recipe (DPA's [CS, DS] pair). The f16 path
+ * hands FusedAttnFunc no quantizer. */
+static const char *check_quantizers(const fattn_spec *s, const fattn_ctx_record *r, char *bad,
+                                    size_t n)
+{
+    fattn_fp8_quantizers want;
+    fattn_fe_fp8_quantizers(s, &want);
+    const struct {
+        const char *name;
+        const fattn_fp8_quantizer *got, *want;
+    } roles[] = {{"QKV_quantizer", r->QKV_quantizer, &want.QKV},
+                 {"O_quantizer", r->O_quantizer, &want.O},
+                 {"S_quantizer", r->S_quantizer, &want.S},
+                 {"dO_quantizer", r->dO_quantizer, &want.dO},
+                 {"dP_quantizer", r->dP_quantizer, &want.dP},
+                 {"dQKV_quantizer", r->dQKV_quantizer, &want.dQKV}};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        const fattn_fp8_quantizer *g = roles[i].got, *w = roles[i].want;
+        if (!g)
+            continue;
+        if (!s->fp8) {
+            snprintf(bad, n, "%s (the f16 path has no quantizers)", roles[i].name);
+            return bad;
+        }
+        if (g->kind != w->kind || g->dtype != w->dtype) {
+            snprintf(bad, n, "%s (its role's quantizer is %s %s, as TE assigns it)",
+                     roles[i].name, fattn_fp8_recipe_name(w->kind), fattn_dtype_name(w->dtype));
+            return bad;
+        }
+    }
+    return NULL;
+}
+
 /* The save_ctx attributes against the case: where the spec fixes a
  * field's value (the lengths, the window and scalars as the front ends
  * resolve them, the enums), the recorded one must be that value. This
@@ -340,6 +439,7 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id,
                            fattn_last_error());
     const char *bad = NULL;
+    char why[160];
     if (r.max_seqlen_q != s->sq)
         bad = "max_seqlen_q (the spec's sq)";
     else if (r.max_seqlen_kv != s->skv)
@@ -368,6 +468,8 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
               "raw_func_args the spec's, absent (None) when null)";
     else if (r.deterministic != s->deterministic || r.fast_zero_fill != s->fast_zero_fill)
         bad = "deterministic/fast_zero_fill (the spec's)";
+    else
+        bad = check_quantizers(s, &r, why, sizeof why);
     if (bad)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: save_ctx: attribute %s differs "
                            "from what the spec makes", path, s->id, bad);
@@ -743,51 +845,44 @@ fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root)
     return FATTN_OK;
 }
 
-/* The bytes a tree's datasets hold once read (declared shapes times item
- * sizes; a double: no overflow for any shape a file may declare). */
-static double held_bytes(const fattn_h5_node *n)
+fattn_status fattn_runfile_check_size(const char *path, double max_bytes, bool with_data,
+                                      fattn_h5_estimate *e)
 {
-    if (n->is_dataset) {
-        size_t esz = fattn_dtype_size(n->dtype);
-        double b = esz ? (double)esz : 1.0;
-        for (int i = 0; i < n->ndim; i++)
-            b *= (double)n->shape[i];
-        return b;
-    }
-    double sum = 0.0;
-    for (size_t i = 0; i < n->n_children; i++)
-        sum += held_bytes(n->children[i]);
-    return sum;
-}
-
-fattn_status fattn_runfile_check_size(const char *path, double max_bytes)
-{
-    if (!(max_bytes > 0))
-        return FATTN_OK;
-    fattn_h5_node *meta = NULL;
-    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = true};
-    fattn_status st = fattn_h5_read_file(path, &o, &meta);
-    if (st != FATTN_OK)
+    fattn_status st = fattn_h5_estimate_file(path, e);
+    if (st != FATTN_OK || !(max_bytes > 0))
         return st;
-    double need = held_bytes(meta);
-    fattn_h5_node_free(meta);
-    if (need > max_bytes)
-        return fattn_error(FATTN_E_INVALID_ARG, "%s: its datasets hold %.0f bytes, over "
-                           "--max-memory %.0f: refused before their data is read", path, need,
-                           max_bytes);
+    double tree = fattn_h5_estimate_tree(e, with_data);
+    double copies = (double)fattn_fileguard_pinned_memory();
+    if (tree + copies <= max_bytes)
+        return FATTN_OK;
+    char copy_note[128] = "", largest[320] = "";
+    if (with_data && e->largest_path[0])
+        snprintf(largest, sizeof largest, ", the largest %s %.0f", e->largest_path, e->largest);
+    if (copies > 0)
+        snprintf(copy_note, sizeof copy_note, ", the inputs' private copies in a memory-backed "
+                 "TMPDIR %.0f", copies);
+    return fattn_error(FATTN_E_INVALID_ARG, "%s: reading it %s holds an estimated %.0f bytes "
+                       "(datasets %.0f%s, attribute text up to %.0f, %.0f objects and attributes"
+                       "%s), over --max-memory %.0f: refused before %s read", path,
+                       with_data ? "whole" : "without its data", tree + copies,
+                       with_data ? e->data_bytes : 0.0, largest, fattn_h5_estimate_attr_text(e),
+                       e->objects + e->attrs, copy_note, max_bytes,
+                       with_data ? "its data is" : "its attributes are");
     return FATTN_OK;
 }
 
 /* The whole load, as the isolated child runs it: the size bound (ctx, a
- * double; 0 none) from the metadata first, so that the child too stays
+ * double; 0 none) from the structure first, so that the child too stays
  * within it. */
 static fattn_status load_and_drop(const char *path, void *ctx)
 {
-    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx);
+    fattn_h5_estimate e;
+    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, true, &e);
     if (st != FATTN_OK)
         return st;
     fattn_h5_node *r = NULL;
-    st = fattn_h5_read_file(path, NULL, &r);
+    fattn_h5_read_opts o = {.attr_text_max = fattn_h5_estimate_attr_text(&e)};
+    st = fattn_h5_read_file(path, &o, &r);
     if (st == FATTN_OK)
         st = fattn_runfile_validate(path, r);
     fattn_h5_node_free(r);
@@ -806,8 +901,12 @@ fattn_status fattn_runfile_load_bounded(const char *path, double max_bytes,
         return st == FATTN_E_NOMEM || st == FATTN_E_INVALID_ARG
                    ? st
                    : fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
+    fattn_h5_estimate e;
+    if ((st = fattn_h5_estimate_file(path, &e)) != FATTN_OK)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
     fattn_h5_node *r = NULL;
-    st = fattn_h5_read_file(path, NULL, &r);
+    fattn_h5_read_opts o = {.attr_text_max = fattn_h5_estimate_attr_text(&e)};
+    st = fattn_h5_read_file(path, &o, &r);
     if (st != FATTN_OK) /* fattn_error copes with its own message as the argument */
         return fattn_error(st == FATTN_E_NOMEM ? st : FATTN_E_INVALID_FILE, "%s",
                            fattn_last_error());

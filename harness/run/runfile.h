@@ -8,6 +8,7 @@
 #ifndef FATTN_HARNESS_RUNFILE_H
 #define FATTN_HARNESS_RUNFILE_H
 
+#include "h5estimate.h"
 #include "h5io.h"
 #include "runner.h"
 
@@ -25,18 +26,23 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
  * case and object. */
 fattn_status fattn_runfile_load(const char *path, fattn_h5_node **root);
 
-/* fattn_runfile_load, refused before any data is read (FATTN_E_INVALID_ARG
- * naming the file, the bytes and the bound) when the datasets the file
- * declares hold more than max_bytes (> 0; 0: no bound): the isolated child
- * checks the metadata first, then the parent reads the copy it checked. */
+/* fattn_runfile_load, refused before anything of it is read
+ * (FATTN_E_INVALID_ARG naming the file, the estimate and the bound) when
+ * reading it whole would hold more than max_bytes (> 0; 0: no bound;
+ * fattn_runfile_check_size): the isolated child checks first, then the
+ * parent reads the copy it checked. */
 fattn_status fattn_runfile_load_bounded(const char *path, double max_bytes,
                                         fattn_h5_node **root);
 
-/* FATTN_OK when the datasets of the file at path (read without data) hold
- * at most max_bytes (0: no bound), else FATTN_E_INVALID_ARG with the sizes.
- * Reads the file in this process: call it where the file was checked (the
- * isolated child, isolate.h). */
-fattn_status fattn_runfile_check_size(const char *path, double max_bytes);
+/* The estimate of the file at path (h5estimate.h: its structure only, no
+ * attribute value, no data) in *e; FATTN_OK when a tree of it, whole
+ * (with_data) or without data, plus the private copies of the inputs held
+ * in memory (fileguard.h), stays within max_bytes (0: no bound), else
+ * FATTN_E_INVALID_ARG naming the file, the estimate, its parts and the
+ * bound. Reads the file in this process: call it where the file was
+ * checked (the isolated child, isolate.h) or after. */
+fattn_status fattn_runfile_check_size(const char *path, double max_bytes, bool with_data,
+                                      fattn_h5_estimate *e);
 
 /* Case group c's spec as full validation checks it: the `spec` attribute
  * parses, its id is the group's name, and the case's attributes match its

@@ -372,18 +372,81 @@ def _filters(obj):
     return [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
 
 
+def _bound(f, path, limit):
+    """load_tree's estimate of an open file, from its structure only (no
+    attribute value, no data): InputError when it exceeds `limit`, naming
+    the dataset that took it over or the parts; else the most text its
+    attributes may hold (the file's bytes beside its datasets' storage)."""
+    import h5py
+    seen = {"data": 0, "stored": 0, "objects": 0, "attrs": 0}
+
+    def walk(obj, where):
+        seen["objects"] += 1
+        seen["attrs"] += len(obj.attrs)  # a count: no value is read
+        if isinstance(obj, h5py.Dataset):
+            try:
+                ids = _filters(obj)
+                stored = obj.id.get_storage_size()
+            except (OSError, TypeError, ValueError) as e:
+                raise InputError("%s: %s: unreadable storage properties: %s" % (path, where, e))
+            unknown = [i for i in ids if i not in KNOWN_FILTERS]
+            if unknown:
+                raise InputError("%s: %s: HDF5 filter %d is not one whose output is "
+                                 "bounded by the declared shape: refused"
+                                 % (path, where, unknown[0]))
+            n = _declared_bytes(obj)
+            seen["data"] += n
+            seen["stored"] += min(stored, n)
+            if seen["data"] > limit:
+                raise InputError("%s: %s: declares %d bytes (%s), %d in all so far: over "
+                                 "the limit of %d bytes: refused before reading"
+                                 % (path, where, n, "filtered: " + "+".join(
+                                     KNOWN_FILTERS[i] for i in ids) if ids else "contiguous",
+                                    seen["data"], limit))
+            return
+        for name in sorted(obj):
+            child = obj.get(name, getlink=True)
+            if isinstance(child, h5py.HardLink):
+                walk(obj[name], where.rstrip("/") + "/" + name)
+
+    walk(f, "/")
+    text = max(0, f.id.get_filesize() - seen["stored"])
+    need = (seen["data"] + ATTR_TEXT_COPIES * text + NODE_COST * seen["objects"]
+            + ATTR_COST * seen["attrs"])
+    if need > limit:
+        raise InputError("%s: reading it whole holds an estimated %d bytes (datasets %d, "
+                         "attribute text up to %d, %d objects and attributes): over the limit "
+                         "of %d bytes: refused before reading"
+                         % (path, need, seen["data"], text, seen["objects"] + seen["attrs"],
+                            limit))
+    return text
+
+
+# What a node and an attribute of the tree cost besides their text and data,
+# and how many copies of an attribute's text exist while it is read (libhdf5's
+# heap collection and conversion buffer, h5py's array, the Python string):
+# fattn's own estimate (harness/files/h5estimate.c) counts alike.
+NODE_COST, ATTR_COST, ATTR_TEXT_COPIES = 512, 160, 4
+
+
 def load_tree(path, max_bytes=None):
     """A run file as a plain tree: {"attrs": [(name, value, dtype)], "children":
     {name: node}} for groups, {"attrs", "data", "dtype"} for datasets; every
     dataset's dtype attribute and digest checked (a corrupt input is exit 2).
 
-    The tree holds every dataset, so before any dataset is read the sizes the
-    file declares (shape times item size, from metadata) are added up and the
-    file is refused (InputError naming file, dataset and sizes) when they
-    exceed `max_bytes` (default_max_bytes(), as fattn's --max-memory): a
+    The tree holds every dataset and attribute, so before any of them is read
+    the file is estimated from its structure alone (as fattn's --max-memory
+    does, docs/reliability.md "Memory"): the sizes its datasets declare
+    (shape times item size), its attributes' text up to the bytes the file
+    holds beside its datasets' storage (the text is stored there, so a 300 MB
+    attribute counts 300 MB), a cost per object and attribute. The file is
+    refused (InputError naming file, dataset or parts, and sizes) when that
+    exceeds `max_bytes` (default_max_bytes(), as fattn's --max-memory): a
     gzip dataset of 1 MB declaring 2 GB is refused unread instead of
-    inflated. A dataset with a filter outside KNOWN_FILTERS is refused (its
-    output is not bounded by the declared shape)."""
+    inflated; attributes holding more text than the file has room for
+    (shared heap objects) are refused as they are read. A dataset with a
+    filter outside KNOWN_FILTERS is refused (its output is not bounded by the
+    declared shape)."""
     h5py, np = _h5()
     limit = default_max_bytes() if max_bytes is None else max_bytes
     try:
@@ -391,6 +454,8 @@ def load_tree(path, max_bytes=None):
     except (OSError, ValueError) as e:
         raise InputError("%s: not a readable HDF5 file: %s" % (path, e))
     with f:
+        text_max = _bound(f, path, limit)
+        text_read = [0]
         schema = f.attrs.get("schema")
         if isinstance(schema, bytes):
             schema = schema.decode()
@@ -409,37 +474,16 @@ def load_tree(path, max_bytes=None):
                 except (OSError, TypeError, ValueError) as e:
                     raise InputError("%s: %s@%s: unreadable attribute: %s" % (path, where,
                                                                               name, e))
+                if isinstance(val, (str, bytes)):
+                    text_read[0] += len(val)
+                    if text_read[0] > text_max:
+                        raise InputError(
+                            "%s: %s@%s: the attributes hold more text (%d bytes so far) than "
+                            "the file has room for beside its datasets (%d bytes): shared or "
+                            "overlapping heap objects, refused"
+                            % (path, where, name, text_read[0], text_max))
                 out.append((name, val, dt))
             return out
-
-        def bound(obj, where, seen):
-            """Every dataset's declared size and filters, before any data."""
-            if isinstance(obj, h5py.Dataset):
-                try:
-                    ids = _filters(obj)
-                except (OSError, TypeError, ValueError) as e:
-                    raise InputError("%s: %s: unreadable storage properties: %s"
-                                     % (path, where, e))
-                unknown = [i for i in ids if i not in KNOWN_FILTERS]
-                if unknown:
-                    raise InputError("%s: %s: HDF5 filter %d is not one whose output is "
-                                     "bounded by the declared shape: refused"
-                                     % (path, where, unknown[0]))
-                n = _declared_bytes(obj)
-                seen[0] += n
-                if seen[0] > limit:
-                    raise InputError("%s: %s: declares %d bytes (%s), %d in all so far: over "
-                                     "the limit of %d bytes: refused before reading"
-                                     % (path, where, n, "filtered: " + "+".join(
-                                         KNOWN_FILTERS[i] for i in ids) if ids else "contiguous",
-                                        seen[0], limit))
-                return
-            for name in sorted(obj):
-                child = obj.get(name, getlink=True)
-                if isinstance(child, h5py.HardLink):
-                    bound(obj[name], where.rstrip("/") + "/" + name, seen)
-
-        bound(f, "/", [0])
 
         def walk(obj, where):
             if isinstance(obj, h5py.Dataset):

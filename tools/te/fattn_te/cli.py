@@ -276,14 +276,21 @@ def main(argv=None):
     add_call(v)
     add_cp(v)
     args = ap.parse_args(argv)
+    from fattn_te import guard
+    # SIGTERM, SIGINT, SIGHUP, SIGQUIT: the temporary folders go (the
+    # `finally` blocks), a child is handed the signal and waited for, and
+    # fattn-te then dies of the signal (docs/te.md, "Trust and files")
     try:
-        if args.cmd == "run":
-            return cmd_run(args)
-        if args.cp_matrix:  # the CP matrix's verdict (cp_verify.py)
-            from fattn_te import cp_verify
-            return cp_verify.main(args)
-        from fattn_te import verify
-        return verify.main(args)
+        with guard.stopping():
+            if args.cmd == "run":
+                return cmd_run(args)
+            if args.cp_matrix:  # the CP matrix's verdict (cp_verify.py)
+                from fattn_te import cp_verify
+                return cp_verify.main(args)
+            from fattn_te import verify
+            return verify.main(args)
+    except guard.Stopped as e:
+        guard.die_of(e.signum)
     except rf.InputError as e:
         print(f"fattn-te: {e}", file=sys.stderr)
         return 2

@@ -48,19 +48,29 @@ def _spawn(root, backend, world, work, ref, resolved_path, outdir, launch):
 
 
 def _wait(procs, deadline):
-    """Exit codes of the ranks (None: killed at the deadline)."""
+    """Exit codes of the ranks (None: killed at the deadline). A stop signal
+    (guard.Stopped) kills the ranks before it goes on: none outlives
+    fattn-te."""
     codes = []
-    for p, log in procs:
-        left = max(1.0, deadline - time.monotonic())
-        try:
-            codes.append(p.wait(timeout=left))
-        except subprocess.TimeoutExpired:
-            for q, _ in procs:
-                if q.poll() is None:
-                    q.kill()
-            p.wait()
-            codes.append(None)
-        log.close()
+    try:
+        for p, log in procs:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                codes.append(p.wait(timeout=left))
+            except subprocess.TimeoutExpired:
+                for q, _ in procs:
+                    if q.poll() is None:
+                        q.kill()
+                p.wait()
+                codes.append(None)
+            log.close()
+    except BaseException:
+        for q, log in procs:
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+            log.close()
+        raise
     return codes
 
 

@@ -19,13 +19,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-from . import cp, signatures, verify, where
+from . import cp, guard, signatures, verify, where
 
 # TE's test_attention_with_cp tolerances: run_attention_with_cp.py get_tols
 # (release_v2.19 :172-192): bf16 2.5e-2, 3.5e-2 with GQA (h != hg); fp16
@@ -46,7 +45,7 @@ _RUN_LINE = re.compile(r"\(context parallelism: ([^;]*); (\d+) errored\)")
 def _te_run(root, args, out):
     argv = [os.path.join(os.path.dirname(where.HERE), "fattn-te"), "run", "--cp-matrix",
             "--te", root, "--backend", args.backend, "-o", out] + where.fattn_args(args)
-    p = subprocess.run(argv, capture_output=True, text=True)
+    p = guard.run(argv)  # stopped with fattn-te
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + p.stderr)
@@ -284,7 +283,7 @@ def main(args):
                 out = os.path.join(work, f"fattn-{impl}-cp.h5")
                 argv = [fattn, "run", "--cp-reference", "--impl", impl, "--backend",
                         args.backend, "-o", out] + where.fattn_args(args)
-                p = subprocess.run(argv, capture_output=True, text=True)
+                p = guard.run(argv)  # stopped with fattn-te
                 if p.returncode != 0:
                     sys.stderr.write(p.stderr)
                     raise RuntimeError(f"fattn run --cp-reference --impl {impl}: exit "

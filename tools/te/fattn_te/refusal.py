@@ -74,10 +74,12 @@ log = []
 
 
 def write_log():
+    """The log as JSON to $FATTN_TE_REFUSALS, replaced atomically and never
+    through a link planted there (guard.write_text)."""
     path = os.environ.get("FATTN_TE_REFUSALS")
     if path:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(log, f, indent=1)
+        from . import guard
+        guard.write_text(path, json.dumps(log, indent=1))
 
 
 def run(backends, cid, res, attrs, call="module"):

@@ -11,7 +11,12 @@ import subprocess
 import sys
 import tempfile
 
-from . import cause, signatures, where
+from . import cause, guard, signatures, where
+
+# What --keep DIR keeps: each TE's run file and its refusal log, the front
+# ends' run files.
+_KEPT = ("te1.h5", "te2.h5", "te1-refusals.json", "te2-refusals.json", "fattn-legacy.h5",
+         "fattn-split.h5")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,8 +39,10 @@ def _te_run(root, args, out, te_arg=None):
         argv.append("--progress")
     # TE's answers to the cases fattn refuses (refusal.py), beside the run file
     env = dict(os.environ, FATTN_TE_REFUSALS=out[:-len(".h5")] + "-refusals.json")
-    p = subprocess.run(argv, stdout=subprocess.PIPE,
-                       stderr=None if args.progress_on else subprocess.PIPE, text=True, env=env)
+    # handed a stop signal, as guard.stopping() raises it; with progress the
+    # run's lines go to stderr as they come
+    p = guard.run(argv, env=env, capture_output=False, text=True, stdout=subprocess.PIPE,
+                  stderr=None if args.progress_on else subprocess.PIPE)
     m = _RUN_LINE.search(p.stdout)
     if p.returncode not in (0, 1) or not m:
         sys.stderr.write(p.stdout + (p.stderr or ""))
@@ -271,8 +278,7 @@ _SHOWN = 12
 
 
 def _diff_json(fattn, a, b, extra=()):
-    p = subprocess.run([fattn, "diff", a, b, "--json", "-"] + list(extra),
-                       capture_output=True, text=True)
+    p = guard.run([fattn, "diff", a, b, "--json", "-"] + list(extra))
     if p.returncode not in (0, 1):
         sys.stderr.write(p.stdout + p.stderr)
         raise RuntimeError(f"fattn diff {a} {b}: exit {p.returncode}")
@@ -568,6 +574,9 @@ def main(args):
         sys.stdout = sys.stderr  # the report alone on stdout
     try:
         os.makedirs(work, exist_ok=True)
+        if args.keep:  # before any TE runs: a link planted for a kept file is refused
+            for name in _KEPT:
+                guard.check_target(os.path.join(work, name))
         # every --te is checked (and a wheel unpacked, a revision exported)
         # before any TE runs
         roots = [where.te_root(t, tmp) for t in args.te]
@@ -590,7 +599,7 @@ def main(args):
                 out = os.path.join(work, f"fattn-{impl}.h5")
                 argv = [fattn, "run", "--impl", impl, "--backend", args.backend, "-o",
                         out] + where.fattn_args(args)
-                p = subprocess.run(argv, capture_output=True, text=True)
+                p = guard.run(argv)
                 if p.returncode != 0:
                     sys.stderr.write(p.stderr)
                     raise RuntimeError(f"fattn run --impl {impl}: exit {p.returncode}")

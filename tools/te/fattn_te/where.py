@@ -23,20 +23,6 @@ def _releases():
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
-def _unpack_wheel(path, work):
-    """A TE wheel file unpacked into the run's temporary folder (a wheel is
-    a zip archive; nothing of it is installed)."""
-    import zipfile
-    dest = os.path.join(work, "wheel-" + os.path.basename(path)[:-len(".whl")])
-    if not os.path.isdir(dest):
-        try:
-            with zipfile.ZipFile(path) as z:
-                z.extractall(dest)
-        except (OSError, zipfile.BadZipFile) as e:
-            raise rf.InputError(f"--te {path}: not a readable wheel ({e})")
-    return dest
-
-
 def _git(path, *argv):
     """git -C path argv..., its stdout; InputError naming what failed (git
     missing said as such)."""
@@ -98,7 +84,8 @@ def te_root(arg, work=None):
     elif os.path.isfile(arg) and arg.endswith(".whl"):
         if work is None:
             raise rf.InputError(f"--te {arg}: a wheel needs a temporary folder to unpack into")
-        root = _unpack_wheel(arg, work)
+        from fattn_te import guard
+        root = guard.unpack_wheel(arg, work)  # a folder per content digest
     elif os.path.isdir(arg):
         a = os.path.abspath(arg)
         inner = os.path.basename(a.rstrip("/")) == "transformer_engine" and os.path.isdir(
@@ -167,7 +154,8 @@ def fattn_args(args):
 
 
 def run_fattn(fattn, argv):
-    p = subprocess.run([fattn] + argv, capture_output=True, text=True)
+    from fattn_te import guard
+    p = guard.run([fattn] + argv)  # stopped with fattn-te (guard.stopping)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -191,7 +179,10 @@ def progress_wanted(flag):
 
 def check_output(path):
     """-o is checked before any work (as fattn's commands do): its directory
-    must exist and the target must be absent or a regular file."""
+    must exist and the target must be absent or a regular file, not a
+    symbolic link (guard.check_target)."""
+    from fattn_te import guard
+    guard.check_target(path)
     d = rf.target_dir(path)
     if not os.path.isdir(d):
         raise rf.InputError(f"{path}: directory {d} does not exist")
