@@ -89,6 +89,12 @@ static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via
             if (status)
                 *status = st;
         }
+        /* every step of a schedule runs whatever --until says (later steps
+         * depend on them): its steps up to the failure instead */
+        if (s->schedule && st != FATTN_E_UNSUPPORTED) {
+            o.keep_partial = true;
+            return fattn_run_case(s, &o, &n) == FATTN_OK ? n : NULL;
+        }
     }
     return NULL;
 }

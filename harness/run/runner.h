@@ -65,6 +65,11 @@ typedef struct fattn_run_opts {
                              * parallelism, one process: what fattn-te holds
                              * its ranks against; otherwise it is recorded as
                              * skipped (fattn's runner is one process) */
+    bool keep_partial;      /* a schedule that fails returns FATTN_OK with the
+                             * steps it recorded up to the failure (the failing
+                             * step's states up to the one that failed): what
+                             * verify compares when one front end fails in a
+                             * later step (a single case is cut by --until) */
 } fattn_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named

@@ -256,6 +256,8 @@ fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *op
     /* a case TE refuses refuses at its first forward: recorded as one */
     if (spec->expect_refusal && fattn_spec_refusal_status(st))
         st = fattn_case_record_refusal(spec, &r.node, st, r.state);
+    if (st != FATTN_OK && st != FATTN_E_UNSUPPORTED && opts->keep_partial)
+        st = FATTN_OK; /* what the steps recorded up to the failure */
     return fattn_case_finish(spec, opts, &r.node, st, where, out);
 }
 

@@ -50,5 +50,5 @@ if len(sys.argv) > 3:
                    capture_output=True, check=True)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        rc = verify._verdict(sys.argv[2], "fattn-split", ref, "te", out, None, {}, True)
-    print(rc, buf.getvalue().splitlines())
+        res = verify._verdict(sys.argv[2], "fattn-split", ref, "te", out, None, {}, True)
+    print(res["exit"], buf.getvalue().splitlines())

@@ -135,14 +135,14 @@ DEVIATIONS = [{
     "name": "FusedAttention hands fused_attn_fwd one page table for K and V",
     "kind": "deviation",
     "fattn_pairs_only": True,
-    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward@page_table_v$"),
+    "path": re.compile(r"^/cases/([^/]+)/(?:steps/\d+/)?engine_call/forward@page_table_v$"),
     "case": lambda r: bool(r["spec"].get("paged")),
     # the same view and content; only the tensor it is differs: fattn's front
     # end hands the case's page_table_v, TE's module path page_table_k
     "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
     and e["a"].replace(" inputs/page_table_v ", " inputs/page_table_k ") == e["b"],
     # and the two tables the case has hold the same pages
-    "signature": lambda pair, cid, side, path: _same_page_tables(pair, cid),
+    "signature": lambda pair, cid, side, path: _same_page_tables(pair, cid, path),
     "reason": "FusedAttention passes the cache's one page table as both tables; fattn's "
               "front ends get the case's V table, equal to it, as a tensor of its own",
     "te_lines": "backends.py 2.19.0:2335-2336, 2.20.2:2595-2596",
@@ -150,8 +150,9 @@ DEVIATIONS = [{
     "name": "FusedAttention hands InferenceParams' cu_seqlens as the padded ones",
     "kind": "deviation",
     "fattn_pairs_only": True,
-    "path": re.compile(r"^/cases/([^/]+)/engine_call/forward(?:\.\d+)?@cu_seqlens_(q|kv)_padded$"),
-    "case": lambda r: bool(r["spec"].get("max_batch_size")),
+    "path": re.compile(r"^/cases/([^/]+)/(?:steps/\d+/)?engine_call/forward(?:\.\d+)?"
+                       r"@cu_seqlens_(q|kv)_padded$"),
+    "case": lambda r: bool(r["spec"].get("max_batch_size")) or _cache_schedule(r),
     # the same view and content; only the tensor it is differs: fattn's front
     # ends get the case's cu_seqlens_*_padded, TE's the cu_seqlens step() made
     "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
@@ -162,6 +163,24 @@ DEVIATIONS = [{
               "hands the cu_seqlens in their place; fattn's front ends get the case's padded "
               "cu_seqlens, equal to them, as tensors of their own",
     "te_lines": "backends.py 2.19.0:2230-2233, 2.20.2:2489-2492",
+}, {
+    "name": "FusedAttention hands fused_attn_fwd the cache manager's whole page table",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/steps/\d+/engine_call/forward@page_table_[kv]$"),
+    "case": lambda r: bool(r["spec"].get("paged")) and _cache_schedule(r),
+    # a cache step whose batch is smaller than the cache's (a sequence
+    # finished): fattn's front ends get the step's rows of the table, TE's
+    # the manager's table of max_batch_size rows, of which the engine reads
+    # the first b
+    "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
+    and _rows_of(e["a"], e["b"]),
+    # and the rows fattn hands are the rows TE's step has
+    "signature": lambda pair, cid, side, path: _step_tables_equal(pair, cid, path),
+    "reason": "FusedAttention passes InferenceParams' page table whole (max_batch_size rows) "
+              "where it cuts cu_seqlens to the step's batch; fattn's front ends get the "
+              "step's b rows of it, the rows the engine reads",
+    "te_lines": "backends.py 2.19.0:2230-2233,2335-2336, 2.20.2:2489-2492,2595-2596",
 }, {
     # context parallelism (fattn_te/cp_verify.py): the ring's outputs
     "name": "P1: 2.20.2 merges each P2P step into the output as an online softmax "
@@ -195,11 +214,52 @@ def _but_source(desc):
     return " ".join(parts[:-2] + parts[-1:]) if len(parts) >= 3 else desc
 
 
-def _same_page_tables(pair, cid):
+def _cache_schedule(res):
+    """A case whose schedule steps a KV cache (TE's InferenceParams made its
+    tables and lengths)."""
+    return any("step" in st for st in res["spec"].get("schedule") or [])
+
+
+def _step_prefix(path):
+    """"steps/<k>/" of a schedule step's path, else ""."""
+    m = re.search(r"/(steps/\d+/)", path)
+    return m.group(1) if m else ""
+
+
+def _desc(d):
+    """(dtype, rows, cols, source) of an engine-call descriptor of a 2-D
+    tensor ("int32 [r,c] strides [c,1] <source> <digest>"), else None."""
+    m = re.match(r"^(\S+) \[(\d+),(\d+)\] strides \[\d+,1\] (\S+) \S+$", d)
+    return (m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)) if m else None
+
+
+def _rows_of(a, b):
+    """fattn's table (either, by its own name) the first rows of TE's
+    page_table_k: the same dtype and columns, fewer rows."""
+    da, db = _desc(a), _desc(b)
+    return bool(da and db and da[0] == db[0] and da[2] == db[2] and da[1] < db[1]
+                and da[3] in ("inputs/page_table_k", "inputs/page_table_v")
+                and db[3] == "inputs/page_table_k")
+
+
+def _step_tables_equal(pair, cid, path):
+    """None when the step's page_table_k in both runs holds the same rows
+    (TE's run records the step's first b rows of the manager's table)."""
+    at = f"/cases/{cid}/{_step_prefix(path)}inputs/page_table_k"
+    a, b = pair.node(0, at), pair.node(1, at)
+    if a is None or b is None:
+        return "the runs record no page_table_k for the step"
+    if a.shape != b.shape or (a[()] != b[()]).any():
+        return "the step's page_table_k differs between the runs"
+    return None
+
+
+def _same_page_tables(pair, cid, path=""):
     """None when the fattn run's page_table_k and page_table_v hold the same
     pages (the module's one table stands for both), else what they hold."""
-    k = pair.node(0, f"/cases/{cid}/inputs/page_table_k")
-    v = pair.node(0, f"/cases/{cid}/inputs/page_table_v")
+    at = f"/cases/{cid}/{_step_prefix(path)}inputs"
+    k = pair.node(0, f"{at}/page_table_k")
+    v = pair.node(0, f"{at}/page_table_v")
     if k is None or v is None:
         return "the fattn run records no page_table_k and page_table_v"
     if k.shape != v.shape or (k[()] != v[()]).any():
