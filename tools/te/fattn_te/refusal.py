@@ -98,8 +98,13 @@ def run(backends, cid, res, attrs, call="module"):
     try:
         children = record.run_case(backends, res, record.synth_inputs(res), call)
     except Exception as e:  # the refusal TE gives: data, reported
-        from . import blame
+        from . import blame, dpa
         msg = str(e).splitlines()[0] if str(e) else ""
+        if isinstance(e, dpa.RoutedAway):  # --call dpa: DPA finds no backend for it
+            entry.update(te="routed away", message=msg)
+            sys.stderr.write(f"fattn-te: case {cid}: refused by fattn (rule {rule}); {msg}: "
+                             f"not asked of FusedAttention\n")
+            return None
         line = record.te_raised_where(e)
         who, why = blame.classify(e)
         if who == "tool" and not isinstance(e, bridge.CppRefusal):
