@@ -16,7 +16,11 @@ usage: test_te_tests.py FATTN SOURCE_ROOT      (prints TAP)
   skipped, saying so, without it);
 - every case of the tier is one the support table's routing rows leave to
   FusedAttention, as TE's own selection did (fattn cases --te-rules names
-  none).
+  none);
+- the tier's test_kv_cache schedules: one per FusedAttention configuration
+  of DotProductAttention, the steps of one model's Simulation alike in all
+  its configurations, from the non-deterministic passes only (plain
+  Python on the committed files, always runs).
 """
 import os
 import subprocess
@@ -129,6 +133,41 @@ def _():
         assert p.returncode == 0, p.stderr
         routed = [l for l in p.stdout.splitlines() if "would not route here" in l]
         assert not routed, routed[:3]
+
+
+@case("the tier's test_kv_cache cases: 24 schedules of cache steps (2 models x 3 q formats x "
+      "paged or not x 2 dtypes), one Simulation's steps per model, non-deterministic passes "
+      "only, within their caches; TransformerLayer and CUDA graphs reported untranslated")
+def _():
+    import json
+    with open(TIER) as f:
+        kv = [c for c in json.load(f) if c["id"].startswith("te.kv_cache.")]
+    with open(PROV) as f:
+        prov = json.load(f)
+    assert len(kv) == 24, len(kv)
+    steps = {}
+    for c in kv:
+        assert c["schedule"] and not c["is_training"] and not c["deterministic"], c["id"]
+        assert c["mask"] == "padding_causal_bottom_right", c["id"]
+        assert ("paged" in c) == c["layout"].startswith("paged_kv_"), c["id"]
+        model = c["id"].split(".")[2]
+        steps.setdefault(model, []).append(c["schedule"])
+        total = {}
+        for st in c["schedule"]:
+            assert len(st["step"]) <= c["b"], c["id"]
+            for seq, n in st["step"]:
+                assert n <= c["sq"], c["id"]
+                total[seq] = total.get(seq, 0) + n
+        assert max(total.values()) <= c["skv"], c["id"]
+        tests = prov["cases"][c["id"]]["tests"]
+        assert tests and all("test_kv_cache[" in t and "non-deterministic)" in t
+                             for t in tests), tests
+    assert sorted(steps) == ["infer_0", "infer_1"], sorted(steps)
+    for model, scheds in steps.items():
+        assert len(scheds) == 12 and all(s == scheds[0] for s in scheds), model
+    for k in ("test_kv_cache[TransformerLayer]", "test_kv_cache[cuda_graph]"):
+        assert k in prov["not_translated"], k
+    assert prov["kv_cache"]["torch"], "the torch that drew the lengths is named"
 
 
 sys.exit(1 if tap.run(TESTS) else 0)

@@ -21,12 +21,16 @@ Identical calls are one case. The provenance file names, per case, every
 TE test id (with its pass: cuDNN version, determinism) that makes the call
 and how its shape was kept or scaled.
 
+test_kv_cache.py (te_kv_cache.py) runs too, in the non-deterministic
+passes only, as TE's QA runs it: each DotProductAttention configuration it
+runs with FusedAttention is one case whose schedule holds the cache steps
+its Simulation takes.
+
 What is not translated (reported on stderr with counts, and in the
 provenance file): the tests whose runners build a MultiheadAttention or
 TransformerLayer (their attention inputs are projections, FP8 Float8Tensors
-under fp8_mha), the FP8 extra-state schedule, and test_kv_cache.py, whose
-parameter combinations are counted but whose simulations (schedules of
-cache steps) are not translated."""
+under fp8_mha), the FP8 extra-state schedule, and of test_kv_cache.py the
+TransformerLayer and CUDA-graph configurations."""
 import argparse
 import collections
 import hashlib
@@ -36,7 +40,7 @@ import logging
 import os
 import sys
 
-from . import loader, pytest_stub, te_platform
+from . import loader, pytest_stub, te_kv_cache, te_platform
 
 # The runners of test_attention.py that build a DotProductAttention
 # directly; their FusedAttention calls are recorded.
@@ -51,8 +55,10 @@ NOT_TRANSLATED = {
     "_run_ref_mha_f16": "the custom MHA's f16 reference",
     "_run_dpa_fp8_extra_state": "a schedule of FP8 iterations with a checkpoint round trip",
 }
-KV_NOTE = ("its simulations are schedules of cache steps (docs/cases.md), and its body builds "
-           "InferenceParams on the device before TE decides the backend: not translated")
+# TE's QA script (qa/L0_pytorch_unittest/test.sh) runs test_attention.py
+# with and without NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, test_kv_cache.py
+# only without
+KV_NOTE = "test_kv_cache.py runs in the non-deterministic passes only, as TE's QA runs it"
 # CPU budget of one case: b*h*sq*skv*max(d_qk, d_v) (the default matrix's
 # cases are at most ~2e5; verify runs each about a dozen times)
 BUDGET = 1 << 16
@@ -312,7 +318,7 @@ def build(records):
     identical calls are one case."""
     by_key, order = {}, []
     for call, test_id, label in records:
-        spec, note = spec_of_call(call)
+        spec, note = (te_kv_cache.spec_of_call if "steps" in call else spec_of_call)(call)
         key = json.dumps(spec, sort_keys=True)
         if key not in by_key:
             by_key[key] = {"spec": spec, "tests": [], "shapes": set(), "first": (call, test_id)}
@@ -339,8 +345,19 @@ def _label(cudnn, det):
                                    "deterministic" if det else "non-deterministic")
 
 
+def _set_pass(shim, cudnn, det):
+    """The platform of one pass: cuDNN's version and TE's determinism."""
+    shim.get_fused_attn_backend = te_platform.make_get_fused_attn_backend(90, cudnn)
+    shim.get_cudnn_version = lambda v=cudnn: v
+    te_platform.patch_te(90, cudnn)
+    te_platform.pretend_flash_attn_2()
+    os.environ["NVTE_ALLOW_NONDETERMINISTIC_ALGO"] = "0" if det else "1"
+
+
 def collect(te_root, tests_dir, passes):
-    """Every pass's records and counts."""
+    """Every pass's records and counts: test_attention.py's, then
+    test_kv_cache.py's (after them, so that the cases of the first keep
+    their seeds)."""
     import torch  # noqa: F401  (TE's import needs it first)
     sys.modules["pytest"] = pytest_stub.make_module()
     te_platform.patch_torch_cuda(90)
@@ -348,13 +365,8 @@ def collect(te_root, tests_dir, passes):
     loader.import_backends(te_root, module=shim)
     records, report = [], []
     logging.disable(logging.WARNING)
-    mod = None
     for cudnn, det in passes:
-        shim.get_fused_attn_backend = te_platform.make_get_fused_attn_backend(90, cudnn)
-        shim.get_cudnn_version = lambda v=cudnn: v
-        te_platform.patch_te(90, cudnn)
-        te_platform.pretend_flash_attn_2()
-        os.environ["NVTE_ALLOW_NONDETERMINISTIC_ALGO"] = "0" if det else "1"
+        _set_pass(shim, cudnn, det)
         # imported per pass: its skipif marks and _deterministic are read at import
         mod = import_test_module(tests_dir, os.path.join("attention", "test_attention.py"),
                                  "te_test_attention_%d_%d" % (cudnn, det))
@@ -364,12 +376,18 @@ def collect(te_root, tests_dir, passes):
                                  _label(cudnn, det))
         records += recs
         report.append((_label(cudnn, det), len(recs), counts, dict(rec.untranslated)))
-    kv = import_test_module(tests_dir, os.path.join("attention", "test_kv_cache.py"),
-                            "te_test_kv_cache")
-    n_kv = sum(1 for name in vars(kv) if name.startswith("test_")
-               for _ in pytest_stub.expand(getattr(kv, name)))
-    report.append(("test_kv_cache.py", 0, {"parameter combinations": n_kv},
-                   {"test_kv_cache": KV_NOTE}))
+    for cudnn, det in passes:
+        if det:
+            continue
+        _set_pass(shim, cudnn, det)
+        # imported per pass: its runs write the module's ModelConfigs
+        kv = import_test_module(tests_dir, os.path.join("attention", "test_kv_cache.py"),
+                                "te_test_kv_cache_%d" % cudnn)
+        rec = te_kv_cache.Recorder(kv)
+        recs, counts = te_kv_cache.run_tests(kv, rec, _label(cudnn, det), det)
+        records += recs
+        report.append(("test_kv_cache.py, " + _label(cudnn, det), len(recs), counts,
+                       dict(rec.untranslated)))
     return records, report
 
 
@@ -380,7 +398,9 @@ def provenance_doc(prov, te_rev, tests_rev, passes):
                          "flash_attn": te_platform.FLASH_ATTN_VERSION},
             "passes": [_label(c, d) for c, d in passes],
             "budget": "b*h*sq*skv*max(d_qk,d_v) <= %d" % BUDGET,
-            "not_translated": dict(NOT_TRANSLATED, test_kv_cache=KV_NOTE),
+            "not_translated": dict(NOT_TRANSLATED, **{
+                "test_kv_cache[%s]" % k: v for k, v in te_kv_cache.NOT_TRANSLATED.items()}),
+            "kv_cache": te_kv_cache.provenance(KV_NOTE),
             "cases": prov}
 
 
@@ -400,7 +420,9 @@ def main(argv=None):
         prog="te-tests",
         description="TE's own attention tests as a fattn case file: the FusedAttnFunc calls "
                     "test_attention.py makes on sm_90 (cuDNN 9.19.0 and 9.21.0, "
-                    "deterministic and not), TE's backend selection deciding (docs/te.md).")
+                    "deterministic and not), and test_kv_cache.py's simulations as schedules "
+                    "of cache steps (non-deterministic), TE's backend selection deciding "
+                    "(docs/te.md).")
     p.add_argument("--te", required=True,
                    help="TE's Python: a checkout, an unpacked wheel, or the folder holding "
                         "transformer_engine/")
