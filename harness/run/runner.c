@@ -54,8 +54,10 @@ fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
     /* A fresh generator per case run (nothing carries over between case runs). */
     r.gen.seed = (uint64_t)spec->rng_seed;
     r.gen.offset = (uint64_t)spec->rng_offset;
-    if ((st = fattn_case_node_new(spec, &r.node)) != FATTN_OK)
+    if ((st = fattn_case_node_new(spec, &r.node)) != FATTN_OK) {
+        fattn_case_run_free(&r);
         return st;
+    }
     if (cp_skip)
         return fattn_case_run_finish(
             &r, fattn_error(FATTN_E_UNSUPPORTED, "cp: context parallelism over %lld ranks (%s) "
@@ -177,6 +179,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
     }
     st = fattn_case_run_finish(&r, st, out);
 done:
+    fattn_case_run_free(&r); /* the early exits' (finish has freed it already) */
     fattn_spec_free(&spec);
     return st;
 }
