@@ -100,7 +100,11 @@ def call_dpa(backends, res, t):
     try:
         dpa = dpa_mod.DotProductAttention(**_accepted(dpa_mod.DotProductAttention.__init__, init))
         dpa.train(bool(spec["is_training"]))
-        q, k, v = (t[n].as_subclass(module.HostTensor) for n in ("q", "k", "v"))
+        if _on_gpu() and not spec.get("max_batch_size"):
+            to_gpu(t)
+            q, k, v = t["q"], t["k"], t["v"]
+        else:
+            q, k, v = (t[n].as_subclass(module.HostTensor) for n in ("q", "k", "v"))
         if spec.get("max_batch_size"):  # DPA's step() writes the new tokens itself
             params, nk, nv, _ = kvcache.prepare(res, t)
             k, v = nk.as_subclass(module.HostTensor), nv.as_subclass(module.HostTensor)
@@ -131,6 +135,35 @@ def call_dpa(backends, res, t):
     ctx = module.find_ctx(flat, backends.FusedAttnFunc)
     out = flat.view(*flat.shape[:-1], t["q"].shape[-2], t["v"].shape[-1])
     return out, max_logit, ctx, flat
+
+
+def _on_gpu():
+    """The cuDNN engine on a machine whose torch sees a GPU."""
+    from . import bridge
+    return bridge.engine().device == "cuda" and torch.cuda.is_available()
+
+
+def to_gpu(t):
+    """The case's tensors (in place) as CUDA tensors: DotProductAttention's
+    backend selection takes the exact tensor type (torch.Tensor or TE's FP8
+    types, utils.py get_attention_backend), so the host alias FusedAttention
+    alone accepts (module.HostTensor) routes every case away. They become
+    the leaves the recorder names and the backward differentiates, packed
+    views kept views of one buffer (DPA reads the layout from them), and the
+    shim hands the cuDNN engine their device pointers (calls.py)."""
+    from . import fp8
+    bases, moved = {}, {}
+    for n, x in t.items():
+        if not isinstance(x, torch.Tensor) or fp8.is_float8(x):
+            continue
+        b = x._base
+        if b is None:
+            moved[n] = x.detach().cuda().requires_grad_(x.requires_grad)
+            continue
+        if id(b) not in bases:
+            bases[id(b)] = b.detach().contiguous().cuda().requires_grad_(b.requires_grad)
+        moved[n] = bases[id(b)].as_strided(x.size(), x.stride(), x.storage_offset())
+    t.update(moved)
 
 
 def cuda_available():
