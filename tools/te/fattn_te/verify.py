@@ -164,6 +164,28 @@ DEVIATIONS = [{
               "cu_seqlens, equal to them, as tensors of their own",
     "te_lines": "backends.py 2.19.0:2230-2233, 2.20.2:2489-2492",
 }, {
+    "name": "DotProductAttention makes the cu_seqlens of a case it is handed without them",
+    "kind": "deviation",
+    "fattn_pairs_only": True,
+    "path": re.compile(r"^/cases/([^/]+)/(?:steps/\d+/)?engine_call/(?:forward|backward)"
+                       r"(?:\.\d+)?@cu_seqlens_(?:q|kv)(?:_padded)?$"),
+    "case": lambda r: not r["spec"].get("max_batch_size") and not r["thd"]
+    and "padding" not in r["spec"]["mask"],
+    # the same view and content; only the tensor it is differs: fattn's front
+    # ends get the case's cu_seqlens, TE's DPA (--call dpa) the ones it made
+    # from the shapes, one tensor for q and kv where the lengths agree, which
+    # the saved slots name
+    "entry": lambda e, side: e["status"] == "value" and "a" in e and "b" in e
+    and _but_source(e["a"]) == _but_source(e["b"])
+    and e["a"].split(" ")[-2].startswith("inputs/cu_seqlens_")
+    and e["b"].split(" ")[-2].startswith(("save_ctx/cu_seqlens_", "unrecorded")),
+    "signature": lambda pair, cid, side, path: None,
+    "reason": "DotProductAttention builds cu_seqlens from the batch and lengths when a case "
+              "has no padding and passes one tensor for q and kv when they agree; fattn's "
+              "front ends get the case's cu_seqlens, equal to them, as tensors of their own",
+    "te_lines": "dot_product_attention.py 2.19.0:1949-1970, 2.20.2:2657-2678 "
+                "(get_full_cu_seqlens, cached per batch, length and device)",
+}, {
     "name": "FusedAttention hands fused_attn_fwd the cache manager's whole page table",
     "kind": "deviation",
     "fattn_pairs_only": True,
