@@ -20,26 +20,10 @@
 
 #define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* A contiguous host view of `data`. */
-static fattn_tensor view(void *data, fattn_dtype dt, int ndim, const int64_t *shape)
-{
-    fattn_tensor t = fattn_tensor_empty();
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = ndim;
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t.shape[i] = shape[i];
-        t.strides[i] = st;
-        st *= shape[i];
-    }
-    return t;
-}
-
 static fattn_tensor cu_view(int32_t *cu, int n)
 {
     int64_t s[1] = {n};
-    return view(cu, FATTN_DTYPE_INT32, 1, s);
+    return fattn_tensor_view(cu, FATTN_DTYPE_INT32, 1, s);
 }
 
 /* ---- the partition: against TE's host definition --------------------------- */
@@ -84,7 +68,7 @@ START_TEST(partition_row)
     for (int rank = 0; rank < r->world; rank++) {
         int32_t got[64], want[64];
         int64_t s[1] = {n};
-        fattn_tensor out = view(got, FATTN_DTYPE_INT32, 1, s);
+        fattn_tensor out = fattn_tensor_view(got, FATTN_DTYPE_INT32, 1, s);
         ck_assert_int_eq(fattn_cp_thd_partitioned_indices(&c, total, r->world, rank, &out),
                          FATTN_OK);
         ck_assert_int_eq(te_host_indices(r->cu, r->b, r->world, rank, want), n);
@@ -105,7 +89,7 @@ START_TEST(partition_docstring)
     int32_t cu[3] = {0, 8, 12}, got[6];
     fattn_tensor c = cu_view(cu, 3);
     int64_t s[1] = {6};
-    fattn_tensor out = view(got, FATTN_DTYPE_INT32, 1, s);
+    fattn_tensor out = fattn_tensor_view(got, FATTN_DTYPE_INT32, 1, s);
     ck_assert_int_eq(fattn_cp_thd_partitioned_indices(&c, 12, 2, 0, &out), FATTN_OK);
     const int32_t want0[6] = {0, 1, 6, 7, 8, 11};
     ck_assert_mem_eq(got, want0, sizeof want0);
@@ -121,7 +105,7 @@ START_TEST(partition_refuses)
     int32_t cu[3] = {0, 6, 12}, got[8];
     fattn_tensor c = cu_view(cu, 3);
     int64_t s[1] = {6};
-    fattn_tensor out = view(got, FATTN_DTYPE_INT32, 1, s);
+    fattn_tensor out = fattn_tensor_view(got, FATTN_DTYPE_INT32, 1, s);
     ck_assert_int_eq(fattn_cp_thd_partitioned_indices(&c, 12, 2, 0, &out), FATTN_E_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "cu_seqlens[1] = 6"));
     cu[1] = 8;
@@ -142,8 +126,10 @@ START_TEST(reorder_round_trip)
         for (int k = 0; k < 4; k++)
             in[i][k] = (float)(i * 10 + k);
     int64_t sh[2] = {16, 4}, s1[1] = {8};
-    fattn_tensor ti = view(in, FATTN_DTYPE_FLOAT32, 2, sh), tm = view(mid, FATTN_DTYPE_FLOAT32, 2, sh),
-                 tb = view(back, FATTN_DTYPE_FLOAT32, 2, sh), ix = view(idx, FATTN_DTYPE_INT32, 1, s1);
+    fattn_tensor ti = fattn_tensor_view(in, FATTN_DTYPE_FLOAT32, 2, sh);
+    fattn_tensor tm = fattn_tensor_view(mid, FATTN_DTYPE_FLOAT32, 2, sh);
+    fattn_tensor tb = fattn_tensor_view(back, FATTN_DTYPE_FLOAT32, 2, sh);
+    fattn_tensor ix = fattn_tensor_view(idx, FATTN_DTYPE_INT32, 1, s1);
     ck_assert_int_eq(fattn_cp_thd_reorder(&ti, &c, 2, false, &tm), FATTN_OK);
     for (int rank = 0; rank < 2; rank++) {
         ck_assert_int_eq(fattn_cp_thd_partitioned_indices(&c, 16, 2, rank, &ix), FATTN_OK);
@@ -154,7 +140,7 @@ START_TEST(reorder_round_trip)
     ck_assert_mem_eq(back, in, sizeof in);
     /* a token of 12 bytes: TE moves 16 at a time and refuses it */
     int64_t sh3[2] = {16, 3};
-    fattn_tensor odd = view(in, FATTN_DTYPE_FLOAT32, 2, sh3);
+    fattn_tensor odd = fattn_tensor_view(in, FATTN_DTYPE_FLOAT32, 2, sh3);
     ck_assert_int_eq(fattn_cp_thd_reorder(&odd, &c, 2, false, &tm), FATTN_E_INVALID_ARG);
 }
 END_TEST
@@ -179,8 +165,8 @@ START_TEST(read_half_rows)
             memset(half, 0xff, sizeof half);
             int64_t s3[3] = {8, 1, 8}, h3[3] = {4, 1, 8}, s4[4] = {2, 8, 1, 8},
                     h4[4] = {2, 4, 1, 8};
-            fattn_tensor t = view(in, FATTN_DTYPE_BFLOAT16, nd, nd == 3 ? s3 : s4);
-            fattn_tensor h = view(half, FATTN_DTYPE_BFLOAT16, nd, nd == 3 ? h3 : h4);
+            fattn_tensor t = fattn_tensor_view(in, FATTN_DTYPE_BFLOAT16, nd, nd == 3 ? s3 : s4);
+            fattn_tensor h = fattn_tensor_view(half, FATTN_DTYPE_BFLOAT16, nd, nd == 3 ? h3 : h4);
             ck_assert_int_eq(fattn_cp_thd_read_half(&t, &c, hi, &h), FATTN_OK);
             for (int y = 0; y < (nd == 3 ? 1 : 2); y++)
                 for (int i = 0; i < 4; i++)
@@ -201,8 +187,9 @@ START_TEST(lse_halves)
     for (int packed = 0; packed < 2; packed++) {
         float lse[8] = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f}, half[4];
         int64_t ls_p[2] = {1, 8}, hs_p[2] = {1, 4}, ls_u[3] = {2, 1, 4}, hs_u[3] = {2, 1, 2};
-        fattn_tensor tl = view(lse, FATTN_DTYPE_FLOAT32, packed ? 2 : 3, packed ? ls_p : ls_u);
-        fattn_tensor th = view(half, FATTN_DTYPE_FLOAT32, packed ? 2 : 3, packed ? hs_p : hs_u);
+        int nd = packed ? 2 : 3;
+        fattn_tensor tl = fattn_tensor_view(lse, FATTN_DTYPE_FLOAT32, nd, packed ? ls_p : ls_u);
+        fattn_tensor th = fattn_tensor_view(half, FATTN_DTYPE_FLOAT32, nd, packed ? hs_p : hs_u);
         memset(half, 0, sizeof half);
         ck_assert_int_eq(fattn_cp_thd_second_half_lse(&tl, &th, &c, packed, true), FATTN_OK);
         const float want[4] = {2.0f, 3.0f, 6.0f, 7.0f};
@@ -245,10 +232,10 @@ START_TEST(out_correction_rows)
         for (int i = 0; i < 4; i++)
             lps[i] = logf(0.5f);
         int64_t so[3] = {4, 1, 8}, sp[3] = {np, 1, 8}, sl[2] = {1, 4}, slp[2] = {1, np};
-        fattn_tensor to = view(out, FATTN_DTYPE_FLOAT16, 3, so),
-                     tp = view(ps, FATTN_DTYPE_FLOAT16, 3, sp),
-                     tl = view(lse, FATTN_DTYPE_FLOAT32, 2, sl),
-                     tlp = view(lps, FATTN_DTYPE_FLOAT32, 2, slp);
+        fattn_tensor to = fattn_tensor_view(out, FATTN_DTYPE_FLOAT16, 3, so);
+        fattn_tensor tp = fattn_tensor_view(ps, FATTN_DTYPE_FLOAT16, 3, sp);
+        fattn_tensor tl = fattn_tensor_view(lse, FATTN_DTYPE_FLOAT32, 2, sl);
+        fattn_tensor tlp = fattn_tensor_view(lps, FATTN_DTYPE_FLOAT32, 2, slp);
         ck_assert_int_eq(fattn_cp_thd_out_correction(&to, &tp, NULL, &tl, &tlp, &c, second,
                                                      true),
                          FATTN_OK);
@@ -283,9 +270,11 @@ START_TEST(out_correction_incremental)
             ps[i][k] = 2.0f;
     }
     int64_t so[3] = {4, 1, 8}, sp[3] = {2, 1, 8}, sl[2] = {1, 4}, slp[2] = {1, 2};
-    fattn_tensor to = view(out, FATTN_DTYPE_FLOAT32, 3, so), tp = view(ps, FATTN_DTYPE_FLOAT32, 3, sp),
-                 tl = view(lse, FATTN_DTYPE_FLOAT32, 2, sl), told = view(old, FATTN_DTYPE_FLOAT32, 2, sl),
-                 tlp = view(lps, FATTN_DTYPE_FLOAT32, 2, slp);
+    fattn_tensor to = fattn_tensor_view(out, FATTN_DTYPE_FLOAT32, 3, so);
+    fattn_tensor tp = fattn_tensor_view(ps, FATTN_DTYPE_FLOAT32, 3, sp);
+    fattn_tensor tl = fattn_tensor_view(lse, FATTN_DTYPE_FLOAT32, 2, sl);
+    fattn_tensor told = fattn_tensor_view(old, FATTN_DTYPE_FLOAT32, 2, sl);
+    fattn_tensor tlp = fattn_tensor_view(lps, FATTN_DTYPE_FLOAT32, 2, slp);
     ck_assert_int_eq(fattn_cp_thd_out_correction(&to, &tp, &told, &tl, &tlp, &c, true, true),
                      FATTN_OK);
     for (int i = 0; i < 4; i++) {
@@ -326,7 +315,8 @@ START_TEST(grad_correction_row)
             ps[i][k] = 10.0f + (float)i;
         }
     int64_t sg[3] = {4, 1, 8}, sp[3] = {np, 1, 8};
-    fattn_tensor tg = view(g, FATTN_DTYPE_FLOAT32, 3, sg), tp = view(ps, FATTN_DTYPE_FLOAT32, 3, sp);
+    fattn_tensor tg = fattn_tensor_view(g, FATTN_DTYPE_FLOAT32, 3, sg);
+    fattn_tensor tp = fattn_tensor_view(ps, FATTN_DTYPE_FLOAT32, 3, sp);
     ck_assert_int_eq(fattn_cp_thd_grad_correction(&tg, &tp, &c, r->first, r->second), FATTN_OK);
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < 8; k++)
@@ -344,7 +334,8 @@ START_TEST(grad_correction_refuses)
     fattn_tensor c = cu_view(cu, 3);
     float g[4][8] = {{0}}, ps[4][8] = {{0}};
     int64_t sg[3] = {4, 1, 8};
-    fattn_tensor tg = view(g, FATTN_DTYPE_FLOAT32, 3, sg), tp = view(ps, FATTN_DTYPE_FLOAT32, 3, sg);
+    fattn_tensor tg = fattn_tensor_view(g, FATTN_DTYPE_FLOAT32, 3, sg);
+    fattn_tensor tp = fattn_tensor_view(ps, FATTN_DTYPE_FLOAT32, 3, sg);
     ck_assert_int_eq(fattn_cp_thd_grad_correction(&tg, &tp, &c, "add", "add"),
                      FATTN_E_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "Unsupported Functor"));
@@ -365,7 +356,8 @@ START_TEST(copy_valid_tokens)
             out[i][k] = -1.0f;
         }
     int64_t s[2] = {10, 4};
-    fattn_tensor ti = view(in, FATTN_DTYPE_FLOAT32, 2, s), to = view(out, FATTN_DTYPE_FLOAT32, 2, s);
+    fattn_tensor ti = fattn_tensor_view(in, FATTN_DTYPE_FLOAT32, 2, s);
+    fattn_tensor to = fattn_tensor_view(out, FATTN_DTYPE_FLOAT32, 2, s);
     ck_assert_int_eq(fattn_cp_thd_copy_valid_tokens(&to, &ti, &cp, &cv), FATTN_OK);
     const float want[10] = {0, 1, 2, -1, 4, -1, -1, -1, -1, -1};
     for (int i = 0; i < 10; i++)
