@@ -1,12 +1,12 @@
 /* The differences of a case in run order and its earliest cause (see
  * cause.h). */
 #include <assert.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cause.h"
+#include "textbuf.h"
 
 static const char *const state_names[FATTN_VERIFY_NSTATES] = {
     [FATTN_VERIFY_STATE_CASE] = "case",
@@ -243,28 +243,6 @@ void fattn_verify_cause_of(const fattn_verify_case *c, fattn_verify_cause *out)
 
 /* ---- text ------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, at;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(sbuf *b, const char *fmt, ...)
-{
-    if (b->at >= b->n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p + b->at, b->n - b->at, fmt, ap);
-    va_end(ap);
-    b->at = w < 0 ? b->n : b->at + (size_t)w;
-}
-
 void fattn_verify_diff_text(const fattn_verify_case *c, const fattn_verify_diff *d, char *buf,
                             size_t n)
 {
@@ -287,7 +265,7 @@ void fattn_verify_diff_text(const fattn_verify_case *c, const fattn_verify_diff 
 
 void fattn_verify_check_cause_text(const fattn_verify_case *c, int check, char *buf, size_t n)
 {
-    sbuf b = {buf, n, 0};
+    fattn_textbuf b = {buf, n, 0};
     buf[0] = '\0';
     fattn_verify_cause cause;
     fattn_verify_check_cause_of(c, check, &cause);
@@ -297,17 +275,17 @@ void fattn_verify_check_cause_text(const fattn_verify_case *c, int check, char *
     if (!idx)
         return;
     fattn_verify_diff_order(c, idx);
-    put(&b, "%s: ", c->checks[cause.check].name);
+    fattn_textbuf_put(&b, "%s: ", c->checks[cause.check].name);
     int eq = 0;
     for (int s = 0; s < FATTN_VERIFY_NSTATES; s++)
         if (cause.equal_before & (1u << s))
-            put(&b, "%s%s", eq++ ? ", " : "", state_names[s]);
+            fattn_textbuf_put(&b, "%s%s", eq++ ? ", " : "", state_names[s]);
     if (eq)
-        put(&b, " equal; ");
+        fattn_textbuf_put(&b, " equal; ");
     if (cause.step == 2)
-        put(&b, "steps/1 equal; ");
+        fattn_textbuf_put(&b, "steps/1 equal; ");
     else if (cause.step > 2)
-        put(&b, "steps/1 to steps/%d equal; ", cause.step - 1);
+        fattn_textbuf_put(&b, "steps/1 to steps/%d equal; ", cause.step - 1);
     size_t shown = 0;
     for (size_t i = 0; i < c->n_diffs; i++) {
         const fattn_verify_diff *d = &c->diffs[idx[i]];
@@ -316,23 +294,23 @@ void fattn_verify_check_cause_text(const fattn_verify_case *c, int check, char *
         if (shown++ < CAUSE_FIRST_SHOWN) {
             char t[1200];
             fattn_verify_diff_text(c, d, t, sizeof t);
-            put(&b, "%s%s", shown > 1 ? "; " : "", t);
+            fattn_textbuf_put(&b, "%s%s", shown > 1 ? "; " : "", t);
         }
     }
     /* the counts of what the line leaves out, so that a reader knows */
     if (shown > CAUSE_FIRST_SHOWN)
-        put(&b, " (and %zu more there)", shown - CAUSE_FIRST_SHOWN);
+        fattn_textbuf_put(&b, " (and %zu more there)", shown - CAUSE_FIRST_SHOWN);
     size_t then = 0;
     for (size_t i = 0; i < c->n_diffs; i++) {
         const fattn_verify_diff *d = &c->diffs[idx[i]];
         if (d->check != cause.check || (d->state == cause.state && d->step == cause.step))
             continue;
         if (then < CAUSE_THEN_SHOWN)
-            put(&b, "%s%s", then ? ", " : "; then ", d->d.path);
+            fattn_textbuf_put(&b, "%s%s", then ? ", " : "; then ", d->d.path);
         then++;
     }
     if (then > CAUSE_THEN_SHOWN)
-        put(&b, " and %zu more", then - CAUSE_THEN_SHOWN);
+        fattn_textbuf_put(&b, " and %zu more", then - CAUSE_THEN_SHOWN);
     free(idx);
 }
 

@@ -1,11 +1,11 @@
 /* The cross-case contrast (see contrast.h). */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "contrast.h"
+#include "textbuf.h"
 
 /* Whether value v is among the failing cases' values of feature k. */
 static bool in_failing(const fattn_case_features *f, const fattn_contrast_outcome *o, size_t n,
@@ -28,28 +28,6 @@ static size_t misses(const fattn_case_features *f, const fattn_contrast_outcome 
     return m;
 }
 
-typedef struct tbuf {
-    char *p;
-    size_t n, at;
-} tbuf;
-
-static void put(tbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(tbuf *b, const char *fmt, ...)
-{
-    if (b->at >= b->n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p + b->at, b->n - b->at, fmt, ap);
-    va_end(ap);
-    b->at = w < 0 ? b->n : b->at + (size_t)w;
-}
-
 static int cmp_str(const void *x, const void *y)
 {
     return strcmp(*(const char *const *)x, *(const char *const *)y);
@@ -59,8 +37,9 @@ static int cmp_str(const void *x, const void *y)
  * (want FAIL) or among the passing cases not in the failing set (want
  * PASS), sorted, as "k v" or "k in {a, b}"; *count gets how many cases
  * have them. Nothing is written when there are none. */
-static void values_text(tbuf *b, const fattn_case_features *f, const fattn_contrast_outcome *o,
-                        size_t n, int k, fattn_contrast_outcome want, size_t *count)
+static void values_text(fattn_textbuf *b, const fattn_case_features *f,
+                        const fattn_contrast_outcome *o, size_t n, int k,
+                        fattn_contrast_outcome want, size_t *count)
 {
     const char **v = malloc((n ? n : 1) * sizeof *v);
     size_t nv = 0;
@@ -79,14 +58,14 @@ static void values_text(tbuf *b, const fattn_case_features *f, const fattn_contr
         qsort(v, nv, sizeof *v, cmp_str);
     const char *name = fattn_feature_name((fattn_feature)k);
     if (nv == 1)
-        put(b, "%s %s", name, v[0]);
+        fattn_textbuf_put(b, "%s %s", name, v[0]);
     else if (nv > 1) {
-        put(b, "%s in {", name);
+        fattn_textbuf_put(b, "%s in {", name);
         for (size_t j = 0; j < nv && j < FATTN_CONTRAST_VALUES_SHOWN; j++)
-            put(b, "%s%s", j ? ", " : "", v[j]);
+            fattn_textbuf_put(b, "%s%s", j ? ", " : "", v[j]);
         if (nv > FATTN_CONTRAST_VALUES_SHOWN)
-            put(b, ", and %zu more", nv - FATTN_CONTRAST_VALUES_SHOWN);
-        put(b, "}");
+            fattn_textbuf_put(b, ", and %zu more", nv - FATTN_CONTRAST_VALUES_SHOWN);
+        fattn_textbuf_put(b, "}");
     }
     free(v);
 }
@@ -119,12 +98,13 @@ fattn_status fattn_contrast_of_features(const fattn_case_features *f,
     }
     if (out->failing < 2 || out->passing == 0)
         return FATTN_OK;
-    tbuf b = {out->text, sizeof out->text, 0};
+    fattn_textbuf b = {out->text, sizeof out->text, 0};
     size_t m1, m2;
     int k1 = best_key(f, o, n, -1, out->passing, &m1);
     if (k1 < 0) {
-        put(&b, "contrast: no feature value is shared by all %zu failing cases and missing in a "
-            "passing one (%zu passing)", out->failing, out->passing);
+        fattn_textbuf_put(&b, "contrast: no feature value is shared by all %zu failing cases "
+                          "and missing in a passing one (%zu passing)", out->failing,
+                          out->passing);
         return FATTN_OK;
     }
     out->keys[out->n_keys++] = (fattn_feature)k1;
@@ -135,22 +115,22 @@ fattn_status fattn_contrast_of_features(const fattn_case_features *f,
         out->misses = m2;
     }
     size_t cnt;
-    put(&b, "contrast: the %zu failing cases all have ", out->failing);
+    fattn_textbuf_put(&b, "contrast: the %zu failing cases all have ", out->failing);
     values_text(&b, f, o, n, k1, FATTN_CONTRAST_FAIL, &cnt);
     if (k2 >= 0) {
-        put(&b, " and ");
+        fattn_textbuf_put(&b, " and ");
         values_text(&b, f, o, n, k2, FATTN_CONTRAST_FAIL, &cnt);
     }
     if (out->misses)
-        put(&b, "; so do %zu of the %zu passing cases", out->misses, out->passing);
+        fattn_textbuf_put(&b, "; so do %zu of the %zu passing cases", out->misses, out->passing);
     else
-        put(&b, "; none of the %zu passing cases ha%s %s", out->passing,
+        fattn_textbuf_put(&b, "; none of the %zu passing cases ha%s %s", out->passing,
             out->passing == 1 ? "s" : "ve", k2 >= 0 ? "both" : "that");
     size_t at = b.at;
-    put(&b, "; no case with ");
+    fattn_textbuf_put(&b, "; no case with ");
     values_text(&b, f, o, n, k1, FATTN_CONTRAST_PASS, &cnt);
     if (cnt)
-        put(&b, " fails (%zu case%s)", cnt, cnt == 1 ? "" : "s");
+        fattn_textbuf_put(&b, " fails (%zu case%s)", cnt, cnt == 1 ? "" : "s");
     else { /* every passing value is a failing one too: nothing to add */
         b.at = at;
         out->text[at] = '\0';

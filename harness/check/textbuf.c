@@ -1,0 +1,16 @@
+/* A bounded text buffer (see textbuf.h). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "textbuf.h"
+
+void fattn_textbuf_put(fattn_textbuf *b, const char *fmt, ...)
+{
+    if (b->at >= b->n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p + b->at, b->n - b->at, fmt, ap);
+    va_end(ap);
+    b->at = w < 0 ? b->n : b->at + (size_t)w;
+}
