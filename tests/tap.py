@@ -9,7 +9,8 @@ that reason. todo(name), when given, may return the reason a test is a known
 failure: it is reported with "# TODO <reason>" and not counted as failed.
 
 A script that needs modules Debian's python3 may lack (h5py, numpy) imports
-them with need_modules("h5py", "numpy") before anything else.
+them with need_modules("h5py", "numpy") before anything else. children_of
+and alive are what the scripts that stop a process ask of its children.
 """
 import importlib
 import os
@@ -68,3 +69,21 @@ def need_modules(*names):
             print("1..0 # SKIP %s not installed: %s" % (what, e))
             sys.exit(0)
     return mods[0] if len(mods) == 1 else tuple(mods)
+
+
+def children_of(pid):
+    """The pids of pid's children (Linux /proc); [] once pid is gone."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def alive(pid):
+    """Whether pid still runs (a zombie, exited but not reaped, does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

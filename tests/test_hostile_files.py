@@ -694,7 +694,7 @@ def _():
             deadline = time.time() + 60
             kids = []
             while not (glob.glob(os.path.join(tmpdir, "fattn-plans-*")) and len(kids) >= 2):
-                kids = children_of(p.pid)
+                kids = tap.children_of(p.pid)
                 if time.time() > deadline or p.poll() is not None:
                     raise AssertionError("no plan store or children seen (exit %s): %s"
                                          % (p.poll(), p.stderr.read() if p.poll() is not None
@@ -741,26 +741,10 @@ def _():
 
 # ---- the reader child -----------------------------------------------------------------
 
-def children_of(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def assert_gone(pids, what):
     """Wait up to 10 s for pids to exit; else kill them and fail with `what`."""
     deadline = time.time() + 10
-    while any(alive(k) for k in pids):
+    while any(tap.alive(k) for k in pids):
         if time.time() > deadline:
             for k in pids:
                 try:
@@ -782,7 +766,7 @@ def _():
         deadline = time.time() + 30
         kids = []
         while not kids:
-            kids = children_of(p.pid)
+            kids = tap.children_of(p.pid)
             if time.time() > deadline or p.poll() is not None:
                 raise AssertionError("no reader child seen (exit %s)" % p.poll())
             time.sleep(0.02)

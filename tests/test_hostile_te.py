@@ -145,22 +145,6 @@ def _():
     assert not os.listdir(path("tmpdir")), os.listdir(path("tmpdir"))
 
 
-def children_of(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(") ")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @case("SIGTERM, SIGINT, SIGHUP, SIGQUIT during fattn-te verify: it dies of the signal, its "
       "temporary folders are gone, its child stopped")
 def _():
@@ -182,7 +166,7 @@ def _():
         try:
             deadline, kids = time.time() + 120, []
             while not (kids and glob.glob(os.path.join(tmpdir, "fattn-te-verify-*"))):
-                kids = children_of(p.pid)
+                kids = tap.children_of(p.pid)
                 if time.time() > deadline or p.poll() is not None:
                     raise AssertionError("no child seen (exit %s)" % p.poll())
                 time.sleep(0.02)
@@ -196,9 +180,9 @@ def _():
         left = os.listdir(tmpdir)
         assert not left, "signal %d left %s" % (sig, left)
         deadline = time.time() + 15
-        while any(alive(k) for k in kids) and time.time() < deadline:
+        while any(tap.alive(k) for k in kids) and time.time() < deadline:
             time.sleep(0.05)
-        assert not any(alive(k) for k in kids), "signal %d: its child runs on" % sig
+        assert not any(tap.alive(k) for k in kids), "signal %d: its child runs on" % sig
 
 
 try:
