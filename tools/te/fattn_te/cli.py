@@ -57,7 +57,7 @@ def cmd_run_one(root, backend, cases, filt, out, fattn, call="module", work=None
     _progress(f"importing TE from {root}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from fattn_te import loader, bridge, record, schedule
+        from fattn_te import loader, bridge, record
         try:
             backends = loader.import_backends(root)
         except Exception as e:  # a TE that does not import is bad input, named
