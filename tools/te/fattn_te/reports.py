@@ -1,9 +1,7 @@
 """fattn-te verify's reports for CI: the JSON document (schema
 fattn-te-verify/1) and JUnit XML, from the pairs' reports (verify._verdict)
 (docs/te.md, "Verify for CI")."""
-import os
 import sys
-import tempfile
 from xml.sax.saxutils import quoteattr, escape
 
 
@@ -78,24 +76,12 @@ def junit(doc):
 
 
 def write(path, text, stdout):
-    """text to path, replaced atomically (a temporary name, then rename),
-    or to stdout for '-'."""
+    """text to path, replaced atomically and never through a link
+    (guard.write_text, as fattn-te's other files), or to stdout for '-'."""
     if path == "-":
         stdout.write(text)
         stdout.flush()
         return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fattn-te-report-", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from . import guard
+    guard.write_text(path, text)
     print(f"fattn-te verify: wrote {path}", file=sys.stderr)
