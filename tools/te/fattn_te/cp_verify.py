@@ -258,10 +258,7 @@ def main(args):
     work = args.keep or tmp
     try:
         os.makedirs(work, exist_ok=True)
-        roots = [where.te_root(t, tmp) for t in args.te]
-        names = [where.te_impl(r) for r in roots]
-        if names[0] == names[1]:
-            names = [f"{n} ({t})" for n, t in zip(names, args.te)]
+        roots, names = where.te_roots(args.te, tmp)
         files, counts = [], []
         for i, root in enumerate(roots):
             out = os.path.join(work, f"te{i + 1}-cp.h5")

@@ -667,12 +667,7 @@ def main(args):
         if args.keep:  # before any TE runs: a link planted for a kept file is refused
             for name in _KEPT:
                 guard.check_target(os.path.join(work, name))
-        # every --te is checked (and a wheel unpacked, a revision exported)
-        # before any TE runs
-        roots = [where.te_root(t, tmp) for t in args.te]
-        names = [where.te_impl(r) for r in roots]
-        if names[0] == names[1]:
-            names = [f"{n} ({t})" for n, t in zip(names, args.te)]
+        roots, names = where.te_roots(args.te, tmp)
         # TE's runs and fattn's front-end runs over the same cases.
         files, through = [], []
         for i, root in enumerate(roots):

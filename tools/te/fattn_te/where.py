@@ -144,6 +144,17 @@ def te_impl(root):
     return label
 
 
+def te_roots(te_args, work):
+    """Each --te checked (a wheel unpacked, a revision exported into `work`)
+    before any TE runs, and its label (te_impl), the --te itself added where
+    two TEs would read alike: (roots, names)."""
+    roots = [te_root(t, work) for t in te_args]
+    names = [te_impl(r) for r in roots]
+    if len(set(names)) < len(names):
+        names = [f"{n} ({t})" for n, t in zip(names, te_args)]
+    return roots, names
+
+
 def fattn_args(args):
     out = []
     if args.cases:
