@@ -432,12 +432,12 @@ fattn_status fattn_legacy_forward(
         .fp8_output = fp8_output, .bf16_backward = bf16_backward, .fp8_meta = fp8_meta,
         .layer_number = layer_number, .quantizers = quantizers, .eq = q, .ek = k, .ev = v};
     fattn_status st = lg_forward_check_args(&f);
-    if (st == FATTN_OK) {
-        /* backends.py:1462, 1483: a Float8Tensor q reports its nominal dtype */
-        f.is_input_fp8 = fattn_dtype_is_fp8(q->dtype);
-        f.nominal = f.is_input_fp8 ? ctx->in_nominal_dtype : q->dtype;
-        st = lg_forward_support(&f);
-    }
+    if (st != FATTN_OK)
+        return st;
+    /* backends.py:1462, 1483: a Float8Tensor q reports its nominal dtype */
+    f.is_input_fp8 = fattn_dtype_is_fp8(q->dtype);
+    f.nominal = f.is_input_fp8 ? ctx->in_nominal_dtype : q->dtype;
+    st = lg_forward_support(&f);
     if (st != FATTN_OK)
         return st;
 
@@ -454,16 +454,21 @@ fattn_status fattn_legacy_forward(
                                       : bottom_right_diagonal != 0;
 
     st = lg_forward_rng_state(&f);
-    if (st == FATTN_OK)
-        st = lg_forward_alloc_out(&f);
-    if (st == FATTN_OK)
-        st = fp8 ? fattn__legacy_fp8_forward(&f) : fattn__legacy_forward_fused_attn_fwd(&f);
-    if (st == FATTN_OK && return_max_logit)
+    if (st != FATTN_OK)
+        goto out;
+    st = lg_forward_alloc_out(&f);
+    if (st != FATTN_OK)
+        goto out;
+    st = fp8 ? fattn__legacy_fp8_forward(&f) : fattn__legacy_forward_fused_attn_fwd(&f);
+    if (st != FATTN_OK)
+        goto out;
+    if (return_max_logit) {
         st = lg_max_logit(&ctx->own_max, cu_seqlens_q, cu_seqlens_q_padded,
                           fattn_mask_has_padding(attn_mask_type), f.sq.h, q->dtype,
                           &ctx->own_max_logit);
-    if (st != FATTN_OK)
-        goto fail;
+        if (st != FATTN_OK)
+            goto out;
+    }
     lg_forward_save_for_backward(&f);
     lg_forward_ctx_attrs(&f);
     ctx->out_scale_inv = NAN;
@@ -477,10 +482,9 @@ fattn_status fattn_legacy_forward(
     *out = f.out_ret;
     if (max_logit)
         *max_logit = return_max_logit ? ctx->own_max_logit : fattn_tensor_empty();
-    return FATTN_OK;
-
-fail:
-    lg_free_forward_buffers(ctx);
+out:
+    if (st != FATTN_OK)
+        lg_free_forward_buffers(ctx);
     return st;
 }
 
@@ -506,45 +510,47 @@ static fattn_status lg_backward_alloc_dqkv(fattn_legacy_ctx *ctx, const fattn_te
                                  ? q->ndim - 2
                                  : q->ndim - 1,
                              views);
-        if (st == FATTN_OK)
-            *dq = views[0], *dk = views[1], *dv = views[2];
+        if (st != FATTN_OK)
+            return st;
+        *dq = views[0], *dk = views[1], *dv = views[2];
         break;
     case FATTN_LAYOUT_GROUP_HD_2HD:
     case FATTN_LAYOUT_GROUP_HD_H2D:
         st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
-        if (st == FATTN_OK) {
-            *dq = views[0];
-            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
-                                 fattn_layout_group(ctx->dqkv_layout) ==
-                                         FATTN_LAYOUT_GROUP_HD_2HD
-                                     ? k->ndim - 2
-                                     : k->ndim - 1,
-                                 views);
-        }
-        if (st == FATTN_OK)
-            *dk = views[0], *dv = views[1];
+        if (st != FATTN_OK)
+            return st;
+        *dq = views[0];
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 2,
+                             fattn_layout_group(ctx->dqkv_layout) ==
+                                     FATTN_LAYOUT_GROUP_HD_2HD
+                                 ? k->ndim - 2
+                                 : k->ndim - 1,
+                             views);
+        if (st != FATTN_OK)
+            return st;
+        *dk = views[0], *dv = views[1];
         break;
     case FATTN_LAYOUT_GROUP_HD_HD_HD:
     case FATTN_LAYOUT_GROUP_SD_SD_SD:
         st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[0], dt, q, 1, 0, views);
-        if (st == FATTN_OK) {
-            *dq = views[0];
-            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
-        }
-        if (st == FATTN_OK) {
-            *dk = views[0];
-            st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
-        }
-        if (st == FATTN_OK)
-            *dv = views[0];
+        if (st != FATTN_OK)
+            return st;
+        *dq = views[0];
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[1], dt, k, 1, 0, views);
+        if (st != FATTN_OK)
+            return st;
+        *dk = views[0];
+        st = fattn__legacy_alloc_packed(ctx, &ctx->own_grad_storage[2], dt, v, 1, 0, views);
+        if (st != FATTN_OK)
+            return st;
+        *dv = views[0];
         break;
     default:
-        st = fattn_error(FATTN_E_LAYOUT, "legacy backward: dqkv_layout %s not supported",
-                         fattn_layout_name(ctx->dqkv_layout) ? fattn_layout_name(ctx->dqkv_layout)
-                                                             : "?");
+        return fattn_error(FATTN_E_LAYOUT, "legacy backward: dqkv_layout %s not supported",
+                           fattn_layout_name(ctx->dqkv_layout)
+                               ? fattn_layout_name(ctx->dqkv_layout)
+                               : "?");
     }
-    if (st != FATTN_OK)
-        return st;
     if (fattn_layout_q_format(ctx->dqkv_layout) == FATTN_FORMAT_THD)
         fattn_tensor_fill_bits(dq, 0);
     if (fattn_layout_kv_format(ctx->dqkv_layout) == FATTN_FORMAT_THD) {
@@ -647,25 +653,29 @@ fattn_status fattn_legacy_backward(fattn_legacy_ctx *ctx, const fattn_tensor *d_
     fattn_status st = lg_backward_alloc_dqkv(ctx, &s[qkv], &s[qkv + 1], &s[qkv + 2],
                                              &g[FATTN_LEGACY_GRAD_DQ], &g[FATTN_LEGACY_GRAD_DK],
                                              &g[FATTN_LEGACY_GRAD_DV]);
-    if (st == FATTN_OK)
-        st = lg_backward_alloc_dbias(ctx, &aux, &s[FATTN_LEGACY_SAVED_Q],
-                                     &g[FATTN_LEGACY_GRAD_DBIAS],
-                                     &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
-    const fattn_tensor *d_o = d_out;
-    if (st == FATTN_OK && !ctx->fp8)
-        st = fattn__legacy_fp8_d_out_f16(ctx, d_out, &d_o);
-    if (st == FATTN_OK)
-        st = ctx->fp8 ? fattn__legacy_fp8_backward(ctx, d_out, &aux, g)
-                      : lg_backward_fused_attn_bwd(ctx, d_o, &aux, g);
     if (st != FATTN_OK)
-        goto fail;
+        goto out;
+    st = lg_backward_alloc_dbias(ctx, &aux, &s[FATTN_LEGACY_SAVED_Q],
+                                 &g[FATTN_LEGACY_GRAD_DBIAS],
+                                 &g[FATTN_LEGACY_GRAD_DSOFTMAX_OFFSET]);
+    if (st != FATTN_OK)
+        goto out;
+    const fattn_tensor *d_o = d_out;
+    if (!ctx->fp8) {
+        st = fattn__legacy_fp8_d_out_f16(ctx, d_out, &d_o);
+        if (st != FATTN_OK)
+            goto out;
+    }
+    st = ctx->fp8 ? fattn__legacy_fp8_backward(ctx, d_out, &aux, g)
+                  : lg_backward_fused_attn_bwd(ctx, d_o, &aux, g);
+    if (st != FATTN_OK)
+        goto out;
 
     /* backends.py:2001-2006 and 2007-2044: the 36-tuple. */
     for (int i = 0; i < FATTN_LEGACY_NGRADS; i++)
         grads[i] = g[i];
-    return FATTN_OK;
-
-fail:
-    lg_free_backward_buffers(ctx);
+out:
+    if (st != FATTN_OK)
+        lg_free_backward_buffers(ctx);
     return st;
 }

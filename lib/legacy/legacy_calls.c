@@ -25,9 +25,11 @@ fattn_status fattn__legacy_alloc_out(fattn_legacy_ctx *ctx, fattn_tensor *t, fat
                                  int ndim, const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
-    if (st == FATTN_OK && ctx->poison != 0)
+    if (st != FATTN_OK)
+        return st;
+    if (ctx->poison != 0)
         fattn_tensor_fill_bits(t, ctx->poison);
-    return st;
+    return FATTN_OK;
 }
 
 /* independent witness: mirrors lib/split/args.c fattn__split_alloc_packed, do not
@@ -43,9 +45,10 @@ fattn_status fattn__legacy_alloc_packed(fattn_legacy_ctx *ctx, fattn_tensor *sto
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
         fattn_status st = fattn__legacy_alloc_out(ctx, storage, dt, nd, like->shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
+        if (st != FATTN_OK)
+            return st;
+        views[0] = *storage;
+        return FATTN_OK;
     }
     int64_t shape[FATTN_MAX_DIMS];
     if (nd + 1 > FATTN_MAX_DIMS)

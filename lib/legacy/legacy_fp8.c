@@ -135,16 +135,18 @@ static fattn_status lg8_alloc_like(fattn_legacy_ctx *ctx, fattn_qkv_layout layou
             ctx, &storage[1], dt, k, 2,
             fattn_layout_group(layout) == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1,
             w);
-        if (st == FATTN_OK)
-            views[1] = w[0], views[2] = w[1];
-        return st;
+        if (st != FATTN_OK)
+            return st;
+        views[1] = w[0], views[2] = w[1];
+        return FATTN_OK;
     default:
         st = fattn__legacy_alloc_packed(ctx, &storage[0], dt, q, 1, 0, &views[0]);
-        if (st == FATTN_OK)
-            st = fattn__legacy_alloc_packed(ctx, &storage[1], dt, k, 1, 0, &views[1]);
-        if (st == FATTN_OK)
-            st = fattn__legacy_alloc_packed(ctx, &storage[2], dt, v, 1, 0, &views[2]);
-        return st;
+        if (st != FATTN_OK)
+            return st;
+        st = fattn__legacy_alloc_packed(ctx, &storage[1], dt, k, 1, 0, &views[1]);
+        if (st != FATTN_OK)
+            return st;
+        return fattn__legacy_alloc_packed(ctx, &storage[2], dt, v, 1, 0, &views[2]);
     }
 }
 
@@ -212,9 +214,11 @@ static fattn_status lg8_combine_and_dequantize(fattn_legacy_ctx *ctx, fattn_qkv_
 {
     fattn_status st = lg8_alloc_like(ctx, layout, src[0], src[1], src[2], nominal, storage,
                                      out);
-    for (int i = 0; st == FATTN_OK && i < 3; i++)
+    if (st != FATTN_OK)
+        return st;
+    for (int i = 0; i < 3; i++)
         lg8_decode(src[i], &out[i], q_scale_inv);
-    return st;
+    return FATTN_OK;
 }
 
 /* The FP8 fused_attn_fwd (backends.py:1528-1560): O is FP8 under delayed
@@ -258,8 +262,9 @@ fattn_status fattn__legacy_fp8_forward(lg_forward_locals *f)
     bool ds = qs->QKV.kind == FATTN_FP8_RECIPE_DELAYED;
     f->is_bwd_fp8 = f->fp8 && ctx->env_fp8_dpa_bwd;
     fattn_status st = lg8_qkv_fp8(f);
-    if (st == FATTN_OK)
-        st = lg8_fused_attn_fwd(f, ds);
+    if (st != FATTN_OK)
+        return st;
+    st = lg8_fused_attn_fwd(f, ds);
     if (st != FATTN_OK)
         return st;
     /* backends.py:1565-1584 */

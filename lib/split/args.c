@@ -394,9 +394,11 @@ fattn_status fattn__split_alloc_out(uint64_t poison, fattn_tensor *t, fattn_dtyp
                                  const int64_t *shape)
 {
     fattn_status st = fattn_tensor_alloc(t, dt, ndim, shape);
-    if (st == FATTN_OK && poison != 0)
+    if (st != FATTN_OK)
+        return st;
+    if (poison != 0)
         fattn_tensor_fill_bits(t, poison);
-    return st;
+    return FATTN_OK;
 }
 
 /* independent witness: mirrors lib/legacy/legacy_calls.c fattn__legacy_alloc_packed, do not
@@ -411,9 +413,10 @@ fattn_status fattn__split_alloc_packed(uint64_t poison, fattn_tensor *storage, f
     assert(npack >= 1 && npack <= 3 && at >= 0 && at <= nd && views);
     if (npack == 1) {
         fattn_status st = fattn__split_alloc_out(poison, storage, dt, nd, like->shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
+        if (st != FATTN_OK)
+            return st;
+        views[0] = *storage;
+        return FATTN_OK;
     }
     if (nd + 1 > FATTN_MAX_DIMS)
         return fattn_error(FATTN_E_SHAPE, "split: %d dims cannot be packed", nd);

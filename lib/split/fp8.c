@@ -120,9 +120,9 @@ static fattn_status sp8_qkv_buffers(const sp_forward_frame *f, fattn_dtype dt,
         return st;
     }
     st = fattn__split_alloc_packed(poison, &storage[1], dt, k, 1, 0, &views[1]);
-    if (st == FATTN_OK)
-        st = fattn__split_alloc_packed(poison, &storage[2], dt, v, 1, 0, &views[2]);
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    return fattn__split_alloc_packed(poison, &storage[2], dt, v, 1, 0, &views[2]);
 }
 
 fattn_status fattn__split_fp8_inputs(sp_forward_frame *f)
@@ -183,9 +183,11 @@ static fattn_status sp8_qkv_fp8(sp_forward_frame *f)
 static fattn_status sp8_combine_and_dequantize(sp_forward_frame *f)
 {
     fattn_status st = sp8_qkv_buffers(f, f->nominal, f->res->own_qkv_f16, f->qkv_f16);
-    for (int i = 0; st == FATTN_OK && i < 3; i++)
+    if (st != FATTN_OK)
+        return st;
+    for (int i = 0; i < 3; i++)
         sp8_dequantize_into(&f->qkv_fp8[i], &f->qkv_f16[i], f->qkv_scale_inv[0]);
-    return st;
+    return FATTN_OK;
 }
 
 /* S:1686-1718, the FP8 call: O in FP8 with the O quantizer's scale
@@ -238,8 +240,9 @@ fattn_status fattn__split_fp8_forward(sp_forward_frame *f)
                            "quantizer (TE raises TypeError, S:253)");
     f->is_bwd_fp8 = args->fp8 && args->nvte_fp8_dpa_bwd;
     fattn_status st = sp8_qkv_fp8(f);
-    if (st == FATTN_OK)
-        st = sp8_call(f, delayed);
+    if (st != FATTN_OK)
+        return st;
+    st = sp8_call(f, delayed);
     if (st != FATTN_OK)
         return st;
     /* S:1723-1742 */
@@ -367,9 +370,9 @@ static fattn_status sp8_grad_buffers(const fattn_bwd_args *bwd, fattn_split_grad
         return st;
     }
     st = fattn__split_alloc_packed(poison, &g->own_fp8[1], dt, &g->dk, 1, 0, &out[1]);
-    if (st == FATTN_OK)
-        st = fattn__split_alloc_packed(poison, &g->own_fp8[2], dt, &g->dv, 1, 0, &out[2]);
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    return fattn__split_alloc_packed(poison, &g->own_fp8[2], dt, &g->dv, 1, 0, &out[2]);
 }
 
 /* S:2167-2183: the grads returned. Quantized ones (fp8[], delayed) are
@@ -427,9 +430,10 @@ fattn_status fattn__split_fp8_d_out_f16(const fattn_bwd_args *bwd, fattn_split_g
     if (!fattn_dtype_is_fp8(d_out->dtype))
         return FATTN_OK;
     fattn_status st = sp8_check_d_out(bwd);
-    if (st == FATTN_OK)
-        st = fattn__split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
-                                   d_out->ndim, d_out->shape);
+    if (st != FATTN_OK)
+        return st;
+    st = fattn__split_alloc_out(bwd->poison, &g->own_d_out_f16, bwd->nominal_dtype,
+                               d_out->ndim, d_out->shape);
     if (st != FATTN_OK)
         return st;
     sp8_dequantize_into(d_out, &g->own_d_out_f16, bwd->d_out_scale_inv);

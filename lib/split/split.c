@@ -321,27 +321,30 @@ fattn_status fattn_split_forward_impl(const fattn_fwd_args *args, const fattn_te
         return st;
     sp_forward_impl_defaults(&f);
     st = sp_forward_impl_rng_state(&f);
-    if (st == FATTN_OK)
-        st = sp_forward_impl_alloc_out(&f);
-    if (st == FATTN_OK)
-        st = args->fp8 ? fattn__split_fp8_forward(&f) : fattn__split_forward_impl_fused_attn_fwd(&f);
-    f.out_ret = args->fp8 ? f.out_ret : res->own_out;
-    if (st == FATTN_OK)
-        st = sp_forward_impl_max_logit(&f);
-    if (st == FATTN_OK)
-        st = sp_forward_impl_tensors_to_save(&f);
     if (st != FATTN_OK)
-        goto fail;
+        goto out;
+    st = sp_forward_impl_alloc_out(&f);
+    if (st != FATTN_OK)
+        goto out;
+    st = args->fp8 ? fattn__split_fp8_forward(&f) : fattn__split_forward_impl_fused_attn_fwd(&f);
+    if (st != FATTN_OK)
+        goto out;
+    f.out_ret = args->fp8 ? f.out_ret : res->own_out;
+    st = sp_forward_impl_max_logit(&f);
+    if (st != FATTN_OK)
+        goto out;
+    st = sp_forward_impl_tensors_to_save(&f);
+    if (st != FATTN_OK)
+        goto out;
     sp_forward_impl_ctx_attrs(&f);
     if (args->fp8)
         fattn__split_fp8_ctx_attrs(&f);
 
     res->out = f.out_ret;
     res->max_logit = args->return_max_logit ? res->own_max_logit : fattn_tensor_empty();
-    return FATTN_OK;
-
-fail:
-    fattn_split_fwd_result_free(res);
+out:
+    if (st != FATTN_OK)
+        fattn_split_fwd_result_free(res);
     return st;
 }
 
@@ -468,37 +471,37 @@ static fattn_status sp_backward_impl_alloc_dqkv(const fattn_bwd_args *bwd, fattn
     const fattn_tensor *q = bwd->fp8 ? &bwd->q_fp8 : &bwd->q, *k = bwd->fp8 ? &bwd->k_fp8 : &bwd->k;
     fattn_qkv_layout_group grp = fattn_layout_group(bwd->dqkv_layout);
     fattn_tensor views[3];
-    fattn_status st = FATTN_OK;
+    fattn_status st;
     if (grp == FATTN_LAYOUT_GROUP_3HD || grp == FATTN_LAYOUT_GROUP_H3D) {
         int at = grp == FATTN_LAYOUT_GROUP_3HD ? q->ndim - 2 : q->ndim - 1;
         st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 3, at, views);
-        if (st == FATTN_OK)
-            g->dq = views[0], g->dk = views[1], g->dv = views[2];
+        if (st != FATTN_OK)
+            return st;
+        g->dq = views[0], g->dk = views[1], g->dv = views[2];
     } else if (grp == FATTN_LAYOUT_GROUP_HD_2HD || grp == FATTN_LAYOUT_GROUP_HD_H2D) {
         st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[0], dt, q, 1, 0, views);
-        if (st == FATTN_OK) {
-            g->dq = views[0];
-            int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1;
-            st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
-        }
-        if (st == FATTN_OK) {
-            g->dk = views[0];
-            g->dv = views[1];
-        }
+        if (st != FATTN_OK)
+            return st;
+        g->dq = views[0];
+        int at = grp == FATTN_LAYOUT_GROUP_HD_2HD ? k->ndim - 2 : k->ndim - 1;
+        st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[1], dt, k, 2, at, views);
+        if (st != FATTN_OK)
+            return st;
+        g->dk = views[0];
+        g->dv = views[1];
     } else if (grp == FATTN_LAYOUT_GROUP_HD_HD_HD || grp == FATTN_LAYOUT_GROUP_SD_SD_SD) {
         const fattn_tensor *like[3] = {q, k, bwd->fp8 ? &bwd->v_fp8 : &bwd->v};
         fattn_tensor *dst[3] = {&g->dq, &g->dk, &g->dv};
-        for (int i = 0; i < 3 && st == FATTN_OK; i++) {
+        for (int i = 0; i < 3; i++) {
             st = fattn__split_alloc_packed(bwd->poison, &g->own_storage[i], dt, like[i], 1, 0, views);
-            if (st == FATTN_OK)
-                *dst[i] = views[0];
+            if (st != FATTN_OK)
+                return st;
+            *dst[i] = views[0];
         }
     } else {
-        st = fattn_error(FATTN_E_LAYOUT, "split backward: dqkv_layout %d not supported",
-                         (int)bwd->dqkv_layout);
+        return fattn_error(FATTN_E_LAYOUT, "split backward: dqkv_layout %d not supported",
+                           (int)bwd->dqkv_layout);
     }
-    if (st != FATTN_OK)
-        return st;
     if (fattn_layout_q_format(bwd->dqkv_layout) == FATTN_FORMAT_THD)
         fattn_tensor_fill_bits(&g->dq, 0);
     if (fattn_layout_kv_format(bwd->dqkv_layout) == FATTN_FORMAT_THD) {
@@ -585,18 +588,18 @@ fattn_status fattn_split_backward_impl(const fattn_bwd_args *bwd, fattn_split_gr
     fattn_aux_pack pack;
     st = sp_backward_impl_alloc_dqkv(bwd, g);
     if (st != FATTN_OK)
-        goto fail;
+        goto out;
     sp_backward_impl_aux_ctx_tensors(bwd, &pack);
     st = sp_backward_impl_alloc_dbias(bwd, &pack, g);
-    if (st == FATTN_OK)
-        st = bwd->fp8 ? fattn__split_fp8_backward(bwd, &pack, g)
-                      : sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
     if (st != FATTN_OK)
-        goto fail;
-    return FATTN_OK;
-
-fail:
-    fattn_split_grads_free(g);
+        goto out;
+    st = bwd->fp8 ? fattn__split_fp8_backward(bwd, &pack, g)
+                  : sp_backward_impl_fused_attn_bwd(bwd, &pack, g);
+    if (st != FATTN_OK)
+        goto out;
+out:
+    if (st != FATTN_OK)
+        fattn_split_grads_free(g);
     return st;
 }
 

@@ -30,6 +30,8 @@
 #           (--call dpa: its constructor needs CUDA, so only here),
 #           GPU_TE_DPA_S (default 420 s); a case DPA routes away from
 #           FusedAttention is listed as routed away, not compared
+# GPU_TE_STAGES (default "one one_fp8 verify dpa") names the stages after
+# probe that run, e.g. GPU_TE_STAGES=dpa to rerun only that one.
 # Exit status: the first failing stage's (124 for a time limit), else
 # fattn-te verify's, else the dpa stage's.
 set -eu
@@ -111,20 +113,24 @@ if [ -n "$CP" ]; then
     echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
     exit $rc
 fi
+STAGES=" ${GPU_TE_STAGES:-one one_fp8 verify dpa} "
+wants() { case $STAGES in *" $1 "*) return 0 ;; esac; return 1; }
 newest=$(tools/te/releases.sh --newest)
-stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te "$newest" --backend cudnn \
+! wants one || stage one "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te "$newest" --backend cudnn \
     --filter "${GPU_TE_ONE:-layout.bshd_bshd_bshd.causal.bf16}" -o "$OUT/one.h5" || exit $?
+if wants one_fp8; then
 stage one_fp8 "${GPU_TE_ONE_S:-150}" tools/te/fattn-te run --te "$newest" --backend cudnn \
     --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" -o "$OUT/one_fp8.h5" || exit $?
 "$FATTN" run --impl split --backend cudnn --filter "${GPU_TE_ONE_FP8:-fp8.ds.bshd}" \
     -o "$OUT/one_fp8_fattn.h5" >/dev/null 2>&1 &&
     "$FATTN" diff "$OUT/one_fp8_fattn.h5" "$OUT/one_fp8.h5" >>"$OUT/one_fp8.log" 2>&1 || true
 tail -1 "$OUT/one_fp8.log" | sed 's/^/gpu-te: one_fp8 vs fattn split: /' >>"$OUT/summary.txt"
+fi
 rc=0
 if [ -n "${GPU_TE_FILTER:-}" ]; then set -- --filter "$GPU_TE_FILTER"; else set --; fi
 prev='' n=0
 for rel in $(tools/te/releases.sh); do
-    if [ -n "$prev" ]; then
+    if [ -n "$prev" ] && wants verify; then
         n=$((n + 1)) name=verify keep=$OUT/runs
         [ $n -eq 1 ] || name=verify$n keep=$OUT/runs-verify$n
         vrc=0
@@ -137,7 +143,7 @@ for rel in $(tools/te/releases.sh); do
 done
 rel1=$(tools/te/releases.sh | sed -n 1p) rel2=$(tools/te/releases.sh | sed -n 2p)
 rc_dpa=0
-stage dpa "${GPU_TE_DPA_S:-420}" tools/te/fattn-te verify --te "$rel1" --te "$rel2" \
+! wants dpa || stage dpa "${GPU_TE_DPA_S:-420}" tools/te/fattn-te verify --te "$rel1" --te "$rel2" \
     --backend cudnn --call dpa --keep "$OUT/runs-dpa" "$@" || rc_dpa=$?
 grep -e '->' -e '^te-[0-9.]*: [0-9]* cases* through DotProductAttention' -e 'routed away' \
     -e '^FP8:' "$OUT/dpa.log" | sed 's/^/dpa: /' >>"$OUT/summary.txt" || true

@@ -26,6 +26,20 @@ def copy_to_kv_cache(new_k, new_v, k_cache, v_cache, page_table, cu_new_lens, cu
     """tex.copy_to_kv_cache (custom_ops.py:35-49 calls it): k_cache and
     v_cache written in place."""
     from .contract import HandoffError
+    if k_cache.device.type != "cpu":
+        # TE's InferenceParams on a GPU runner (DotProductAttention with a
+        # cache): fattn's copy is a host function, so it runs on host
+        # copies and the caches are written back in place -- the bytes TE's
+        # kernel writes (the same function builds fattn's own caches).
+        args = [x.detach().cpu() if isinstance(x, torch.Tensor) else x
+                for x in (new_k, new_v, k_cache, v_cache, page_table, cu_new_lens,
+                          cu_cached_lens)]
+        copy_to_kv_cache(*args, qkv_format, b, max_ctx_len, max_seq_len, max_pages_per_seq,
+                         is_non_paged)
+        with torch.no_grad():
+            k_cache.copy_(args[2])
+            v_cache.copy_(args[3])
+        return
     e = bridge.engine()
     lib = e.lib
     lib.fattn_kv_cache_copy.restype = ctypes.c_int

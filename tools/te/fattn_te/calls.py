@@ -29,6 +29,53 @@ def host_meta(t, keep):
     return t
 
 
+def _host_only(mask_type, qkv_layout):
+    """Whether the cuDNN engine takes this call only on host tensors: a
+    padding mask or a THD layout (lib/cudnn/transfer.c
+    fattn__cudnn_device_call_supported: rows past a sequence's length stay
+    untouched only on the host path, which copies back the defined rows)."""
+    mask = tex_enums.NVTE_Mask_Type(int(mask_type)).name.lower()
+    lay = tex_enums.NVTE_QKV_Layout(int(qkv_layout)).name[len("NVTE_"):].lower()
+    return "padding" in mask or any(part.startswith("t") for part in lay.split("_"))
+
+
+class HostTwins:
+    """Host twins of a call's CUDA tensors, for a call the engine takes only
+    on the host (_host_only) while TE handed CUDA tensors (DotProductAttention
+    on a GPU runner): the engine runs on the twins -- packed views stay views
+    of one host buffer, as the layout needs -- and the outputs are copied
+    back into TE's tensors after it, so TE sees the bytes the host path
+    writes, rows past a sequence's length untouched. The engine-call record
+    names TE's own tensors (they are what TE handed)."""
+
+    def __init__(self):
+        self.bases = {}
+        self.outs = []
+
+    def of(self, t):
+        if t is None or t.device.type == "cpu":
+            return t
+        b = t._base if t._base is not None else t
+        hb = self.bases.get(id(b))
+        if hb is None:
+            hb = torch.empty_strided(b.size(), b.stride(), dtype=b.dtype)
+            hb.copy_(b.detach())
+            self.bases[id(b)] = hb
+        return hb.as_strided(t.size(), t.stride(), t.storage_offset() - b.storage_offset())
+
+    def out(self, t):
+        """The twin of an output, copied back by done()."""
+        h = self.of(t)
+        if h is not t:
+            self.outs.append((t, h))
+        return h
+
+    def done(self):
+        with torch.no_grad():
+            for t, h in self.outs:
+                t.copy_(h)
+
+
 def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout,
                    fast_zero_fill, qkv_layout, o_format, qkv_scale_inv_format, bias_type,
                    mask_type, softmax_type, window_size, bottom_right_diagonal, cu_seqlens_q,
@@ -81,6 +128,11 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
     p.aux = ctypes.pointer(aux)
     keep, dev = [], q.device.type != "cpu"
+    twins = None
+    if dev and _host_only(mask_type, qkv_layout):
+        twins, dev = HostTwins(), False
+        p.q, p.k, p.v = view(twins.of(q)), view(twins.of(k)), view(twins.of(v))
+        p.bias, p.o = view(twins.of(attn_bias)), view(twins.out(out_data))
     p.cu_seqlens_q, p.cu_seqlens_kv = (view(host_meta(cu_seqlens_q, keep)),
                                        view(host_meta(cu_seqlens_kv, keep)))
     p.cu_seqlens_q_padded = view(host_meta(cu_seqlens_q_padded, keep))
@@ -107,7 +159,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         a = aux.t[i]
         t = poisoned([a.shape[d] for d in range(a.ndim)], _TORCH[a.dtype], q.device)
         owned.append(t)
-        aux.t[i] = view(t)
+        aux.t[i] = view(twins.out(t) if twins else t)
     # what the executing call hands the engine (as TE handed it: the host
     # copies above are the dispatch's), the pack as the dispatch resolves
     # it: Stats, (Max), rng_state, (Bias), (SoftmaxOffset)
@@ -122,6 +174,8 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                               ("rng_state", rng_dev)] +
                           [(f"aux[{i}]", t) for i, t in enumerate(pack)], fp8)
     e.fwd(p, dev)
+    if twins:
+        twins.done()
     if fp8 is not None:
         fp8.after()
     result = [out] + owned + [rng_dev]
@@ -204,16 +258,22 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     aux = AuxPack()
     aux.n = len(aux_ctx_tensors)
     keep, dev = [], q.device.type != "cpu"
+    twins = HostTwins() if dev and _host_only(mask_type, qkv_layout) else None
+    if twins:
+        dev = False
+    tw = twins.of if twins else (lambda t: t)
+    tw_out = twins.out if twins else (lambda t: t)
     last_host = len(aux_ctx_tensors) - 1 if int(softmax_type) != 0 else -1
     for i, t in enumerate(aux_ctx_tensors):
         # [Stats, rng_state, (Bias), (SoftmaxOffset)]: rng_state and the
         # offset are read on the host (fattn/engine.h)
-        aux.t[i] = view(host_meta(t, keep) if i in (1, last_host) else t)
+        aux.t[i] = view(host_meta(t, keep) if i in (1, last_host) else tw(t))
     p = BwdParams()
-    p.q, p.k, p.v, p.o, p.d_o = view(q), view(k), view(v), view(o), view(d_o)
+    p.q, p.k, p.v, p.o, p.d_o = view(tw(q)), view(tw(k)), view(tw(v)), view(tw(o)), view(tw(d_o))
     p.aux = ctypes.pointer(aux)
-    p.dq, p.dk, p.dv, p.d_bias, p.d_softmax_offset = (view(dq), view(dk), view(dv),
-                                                      view(d_bias), view(d_off))
+    p.dq, p.dk, p.dv, p.d_bias, p.d_softmax_offset = (view(tw_out(dq)), view(tw_out(dk)),
+                                                      view(tw_out(dv)), view(tw_out(d_bias)),
+                                                      view(tw_out(d_off)))
     p.cu_seqlens_q, p.cu_seqlens_kv = (view(host_meta(cu_seqlens_q, keep)),
                                        view(host_meta(cu_seqlens_kv, keep)))
     p.cu_seqlens_q_padded = view(host_meta(cu_seqlens_q_padded, keep))
@@ -235,6 +295,8 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
                               ("d_softmax_offset", d_off)] +
                           [(f"aux[{i}]", t) for i, t in enumerate(aux_ctx_tensors)], fp8)
     e.bwd(p, dev)
+    if twins:
+        twins.done()
     if fp8 is not None:
         dq, dk, dv = fp8.after(dq, dk, dv)
     return [dq, dk, dv, d_bias, d_off]

@@ -100,14 +100,16 @@ def call_dpa(backends, res, t):
     try:
         dpa = dpa_mod.DotProductAttention(**_accepted(dpa_mod.DotProductAttention.__init__, init))
         dpa.train(bool(spec["is_training"]))
-        if _on_gpu() and not spec.get("max_batch_size"):
+        gpu = _on_gpu()
+        if gpu:
             to_gpu(t)
             q, k, v = t["q"], t["k"], t["v"]
         else:
             q, k, v = (t[n].as_subclass(module.HostTensor) for n in ("q", "k", "v"))
         if spec.get("max_batch_size"):  # DPA's step() writes the new tokens itself
-            params, nk, nv, _ = kvcache.prepare(res, t)
-            k, v = nk.as_subclass(module.HostTensor), nv.as_subclass(module.HostTensor)
+            params, k, v, _ = kvcache.prepare(res, t, q.device if gpu else None)
+            if not gpu:
+                k, v = k.as_subclass(module.HostTensor), v.as_subclass(module.HostTensor)
             call["inference_params"] = params
             call.pop("max_seqlen_kv")
         elif "padding" in spec["mask"] or res["thd"]:

@@ -97,7 +97,7 @@ def _tokens(flat, fmt, start, count, ctx):
     start[i] .. start[i] + count[i] - 1 of the flat [b, skv, hg, d] tensor,
     the rest zeros."""
     b = flat.shape[0]
-    out = torch.zeros((b, ctx) + tuple(flat.shape[2:]), dtype=flat.dtype)
+    out = torch.zeros((b, ctx) + tuple(flat.shape[2:]), dtype=flat.dtype, device=flat.device)
     for i in range(b):
         out[i, :count[i]] = flat[i, start[i]:start[i] + count[i]]
     return out if fmt == "bshd" else out.transpose(0, 1).contiguous()
@@ -117,18 +117,23 @@ def _flat(cache, table, lens, skv):
     return out
 
 
-def prepare(res, t):
+def prepare(res, t, device=None):
     """TE's InferenceParams after the steps before the attention, and the
     attention step's new K and V in q's format: (params, new_k, new_v,
-    q_format)."""
+    q_format). With `device` (a CUDA device: DotProductAttention on a GPU
+    runner) TE allocates its cache and page table there itself, as for a
+    user, and the new tokens are handed there; otherwise all of it lives
+    on the host (host())."""
     from transformer_engine.pytorch.attention.inference import InferenceParams
     spec = res["spec"]
     fmt = res["q_format"]
     paged = spec["paged"]
-    table = t["page_table_k"]
-    fk = _flat(t["k"].detach(), table, res["seqlens_kv"], spec["skv"])
-    fv = _flat(t["v"].detach(), table, res["seqlens_kv"], spec["skv"])
-    with host():
+    table = t["page_table_k"].detach().cpu()
+    fk = _flat(t["k"].detach().cpu(), table, res["seqlens_kv"], spec["skv"])
+    fv = _flat(t["v"].detach().cpu(), table, res["seqlens_kv"], spec["skv"])
+    if device is not None:
+        fk, fv = fk.to(device), fv.to(device)
+    with host() if device is None else contextlib.nullcontext():
         ip = InferenceParams(spec["max_batch_size"], spec["skv"], num_heads_kv=spec["hg"],
                              head_dim_k=spec["d_qk"], dtype=t["q"].dtype,
                              head_dim_v=spec["d_v"], is_paged=True,
