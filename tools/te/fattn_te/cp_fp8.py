@@ -102,7 +102,11 @@ class RankFp8:
         # DotProductAttention.forward's prepare_forward (module/base.py
         # 2.20.2:1597-1632): init_fp8_metadata(num_gemms=3), then the
         # delayed state into the global buffer its autocast reduces
-        with schedule.on_host(), kvcache.host():
+        from . import bridge
+        # on the host TE's recipe states allocate on the host (cp_shim.STANDINS);
+        # on a GPU runner on the rank's GPU, as TE does
+        host = kvcache.host() if bridge.engine().device == "cpu" else contextlib.nullcontext()
+        with schedule.on_host(), host:
             self.dpa.init_fp8_metadata(num_gemms=3)
         _harness_scales(self.dpa)
         if self.dpa.fp8 and _has_delayed_scaling_state(self.dpa.fp8_meta):

@@ -180,7 +180,8 @@ def tolerance_check(name, path):
         worst_t1 = max(x[2] for x in items)
         print(f"  documented finding: /cases/{cid}  ranks "
               f"{', '.join(map(str, sorted({x[0] for x in items})))} "
-              f"(dk, dv; {worst_t1:.3g} of TE's FP8 tolerance): {cp_findings.NAME} "
+              f"(dk, dv; {worst_t1:.3g} of TE's FP8 tolerance from the case without CP): "
+              f"{cp_findings.NAME} "
               f"(TE {cp_findings.TE_LINES}; docs/te.md, Context parallelism)")
     for r in bad[:verify._SHOWN]:
         print(r[3])
