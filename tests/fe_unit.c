@@ -290,6 +290,13 @@ fe_spec fe_spec_for_rule(const char *id)
         s.inference = true; /* a KV cache is inference */
         s.sq = 1;           /* decoding: one token per sequence */
         s.cudnn = true;
+    } else if (!strcmp(id, "thd_cache_decode_gqa_cudnn")) {
+        s.layout = FATTN_LAYOUT_THD_BSHD_BSHD;
+        s.mask = FATTN_MASK_PADDING;
+        s.inference = true; /* a KV cache is inference */
+        s.sq = 1;           /* decoding: one token per sequence */
+        s.hg = 1;           /* fewer KV heads than q heads */
+        s.cudnn = true;
     } else if (!strcmp(id, "dsink_thd_cudnn")) {
         s.layout = FATTN_LAYOUT_THD_THD_THD;
         s.mask = FATTN_MASK_PADDING;

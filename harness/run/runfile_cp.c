@@ -60,19 +60,22 @@ static fattn_status check_calls(const char *path, const char *id, const char *ra
     return FATTN_OK;
 }
 
-/* One rank: inputs, forward, backward (a training case's) and engine_call. */
+/* One rank: inputs, forward, backward (a training case's), engine_call and
+ * fp8 (an FP8 case's: the rank's recipe state around the amax reduction
+ * over the CP group, fattn_te/cp_fp8.py). */
 static fattn_status check_rank(const char *path, const fattn_spec *s, const fattn_h5_node *r)
 {
-    static const char *const known[] = {"inputs", "forward", "backward", "engine_call"};
+    static const char *const known[] = {"inputs", "forward", "backward", "engine_call", "fp8"};
     for (size_t i = 0; i < r->n_children; i++) {
         const fattn_h5_node *ch = r->children[i];
         bool ok = false;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             ok = ok || strcmp(ch->name, known[k]) == 0;
         char w[256];
         snprintf(w, sizeof w, "%s/%s", r->name, ch->name);
         if (!ok)
-            return bad(path, s->id, w, "unknown object (inputs, forward, backward, engine_call)");
+            return bad(path, s->id, w, "unknown object (inputs, forward, backward, engine_call, "
+                                       "fp8)");
         fattn_status st = strcmp(ch->name, "engine_call") == 0
                               ? check_calls(path, s->id, r->name, ch)
                               : datasets_only(path, s->id, w, ch);
@@ -82,6 +85,9 @@ static fattn_status check_rank(const char *path, const fattn_spec *s, const fatt
     if (!fattn_h5_node_find(r, "inputs") || !fattn_h5_node_find(r, "forward") ||
         !fattn_h5_node_find(r, "engine_call"))
         return bad(path, s->id, r->name, "inputs, forward and engine_call are required");
+    if (s->fp8 != (fattn_h5_node_find(r, "fp8") != NULL))
+        return bad(path, s->id, r->name, s->fp8 ? "an FP8 case's rank has no fp8 state"
+                                                : "fp8 state for a case without fp8");
     if (s->is_training != (fattn_h5_node_find(r, "backward") != NULL))
         return bad(path, s->id, r->name, s->is_training ? "a training case's rank has no backward"
                                                          : "an inference case's rank has a backward");

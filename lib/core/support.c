@@ -214,6 +214,15 @@ static bool r_thd_paged_decode(const fattn_support_query *q)
            fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD && q->sq == 1;
 }
 
+/* A THD q of one token per sequence against a bshd/sbhd KV cache with
+ * more q heads than KV heads (decoding with GQA or MQA). */
+static bool r_thd_cache_decode_gqa(const fattn_support_query *q)
+{
+    return !fattn_layout_is_paged(q->layout) &&
+           fattn_layout_q_format(q->layout) == FATTN_FORMAT_THD &&
+           fattn_layout_kv_format(q->layout) != FATTN_FORMAT_THD && q->sq == 1 && q->h > q->hg;
+}
+
 static bool r_bias_sink(const fattn_support_query *q)
 {
     return has_tensor_bias(q) && q->softmax_type != FATTN_SOFTMAX_VANILLA;
@@ -586,6 +595,12 @@ static const fattn_support_rule rules[] = {
      "every head but the first unwritten on cuDNN 9.19 (measured on the H200; 9.28.1 writes "
      "them, docs/gpu-runs/2026-12-04-cudnn928.txt)",
      REFUSAL(ENG_CUDNN), FROM_TE(2_19), CUDNN_BELOW(92801), NOT_IN_TE},
+    {"thd_cache_decode_gqa_cudnn", r_thd_cache_decode_gqa, FATTN_E_UNSUPPORTED,
+     "a bshd/sbhd KV cache read by a THD q of one token per sequence with more q heads than "
+     "KV heads leaves the Stats rows of every q head but the first of each KV head unwritten "
+     "on cuDNN 9.19 (measured on the H100; newer cuDNN not measured, so refused on all; "
+     "docs/gpu-runs/2026-12-05-dpa.txt)",
+     REFUSAL(ENG_CUDNN), FROM_TE(2_19), ANY_CUDNN, NOT_IN_TE},
     /* The engines' gaps that TE's own rows above (pre_scale_bias, fp8_*,
      * paged_fp8) mostly refuse at the front ends already: rows still, since
      * the engines are called directly too (the dispatch checks only the

@@ -52,3 +52,29 @@ if len(sys.argv) > 3:
     with contextlib.redirect_stdout(buf):
         res = verify._verdict(sys.argv[2], "fattn-split", ref, "te", out, None, {}, True)
     print(res["exit"], buf.getvalue().splitlines())
+
+# DPA's name for a one-head packed layout (verify.DEVIATIONS): only the
+# h2d/h3d -> 2hd/3hd renaming, only strides of size-1 dims, only one-head
+# layouts, and only under --call dpa.
+from fattn_te import verify  # noqa: E402
+same = verify._same_memory_other_name
+d = "bfloat16 [27,1,16] strides [32,32,1] backward/dk xxh3-128:e5a3"
+probes = [same("thd_th2d", "thd_t2hd"), same("sbh3d", "sb3hd"),
+          same(d, d.replace("[32,32,1]", "[32,16,1]")),
+          not same("thd_t2hd", "thd_th2d"), not same("thd_th2d", "thd_thd_thd"),
+          not same(d, d), not same(d, d.replace("[32,32,1]", "[32,32,2]")),
+          not same(d.replace("[27,1,16]", "[27,2,16]"),
+                   d.replace("[27,1,16]", "[27,2,16]").replace("[32,32,1]", "[32,16,1]")),
+          not same(d, d.replace("[32,32,1]", "[32,16,1]").replace("e5a3", "e5a4")),
+          verify._one_head_packed({"spec": {"layout": "thd_th2d", "h": 2, "hg": 1}}),
+          not verify._one_head_packed({"spec": {"layout": "thd_th2d", "h": 2}}),
+          not verify._one_head_packed({"spec": {"layout": "thd_t2hd", "h": 2, "hg": 1}})]
+entry = next(e for e in verify.DEVIATIONS if e["name"].startswith("DotProductAttention names"))
+res = {"spec": {"layout": "thd_th2d", "h": 2, "hg": 1}}
+saved = verify._CALL["path"]
+probes.append(not entry["case"](res))
+verify._CALL["path"] = "dpa"
+probes.append(entry["case"](res))
+verify._CALL["path"] = saved
+print("one-head layout entry:", "narrow" if all(probes) else
+      f"probes failing: {[i for i, ok in enumerate(probes) if not ok]}")

@@ -90,6 +90,9 @@ stage() { # name limit command...: runs it, logs to $OUT/<name>.log, keeps the l
     t=$(date +%s); src=0
     timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1 || src=$?
     echo "gpu-te: stage $name exit $src after $(( $(date +%s) - t )) s" | tee -a "$OUT/summary.txt"
+    # the verdict lines come first in a long log: kept whole before its tail is
+    grep -e '->' -e '^FP8:' -e 'context parallelism' -e 'through DotProductAttention' \
+        -e 'routed away' -e '^  /cases/' -e '^  cause:' "$OUT/$name.log" >"$OUT/$name.lines" || true
     tail -c 20000 "$OUT/$name.log" >"$OUT/$name.tail" && mv "$OUT/$name.tail" "$OUT/$name.log"
     return $src
 }
@@ -108,7 +111,7 @@ if [ -n "$CP" ]; then
     stage cp "${GPU_TE_CP_S:-600}" tools/te/fattn-te verify --te "$(tools/te/releases.sh | sed -n 1p)" \
         --te "$(tools/te/releases.sh | sed -n 2p)" --cp-matrix \
         --backend cudnn --keep "$OUT/cp-runs" "$@" || rc=$?
-    grep -e '->' -e 'context parallelism' "$OUT/cp.log" >>"$OUT/summary.txt" || true
+    grep -e '->' -e 'context parallelism' "$OUT/cp.lines" >>"$OUT/summary.txt" || true
     [ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/cp-runs"
     echo "gpu-te: done, exit $rc after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
     exit $rc
@@ -137,7 +140,7 @@ for rel in $(tools/te/releases.sh); do
         stage "$name" "${GPU_TE_VERIFY_S:-420}" tools/te/fattn-te verify --te "$prev" \
             --te "$rel" --backend cudnn --keep "$keep" "$@" || vrc=$?
         [ $rc -ne 0 ] || rc=$vrc
-        grep -e '->' -e '^FP8:' "$OUT/$name.log" >>"$OUT/summary.txt" || true
+        grep -e '->' -e '^FP8:' "$OUT/$name.lines" >>"$OUT/summary.txt" || true
     fi
     prev=$rel
 done
@@ -146,7 +149,7 @@ rc_dpa=0
 ! wants dpa || stage dpa "${GPU_TE_DPA_S:-420}" tools/te/fattn-te verify --te "$rel1" --te "$rel2" \
     --backend cudnn --call dpa --keep "$OUT/runs-dpa" "$@" || rc_dpa=$?
 grep -e '->' -e '^te-[0-9.]*: [0-9]* cases* through DotProductAttention' -e 'routed away' \
-    -e '^FP8:' "$OUT/dpa.log" | sed 's/^/dpa: /' >>"$OUT/summary.txt" || true
+    -e '^FP8:' "$OUT/dpa.lines" 2>/dev/null | sed 's/^/dpa: /' >>"$OUT/summary.txt" || true
 [ "$rc" -ne 0 ] || rc=$rc_dpa
 # run files are large; only the verdicts and logs come back unless asked
 [ -n "${GPU_TE_KEEP_RUNS:-}" ] || rm -rf "$OUT/runs" "$OUT"/runs-verify* "$OUT/runs-dpa" "$OUT/one.h5" "$OUT/one_fp8.h5" \

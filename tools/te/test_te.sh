@@ -404,6 +404,8 @@ check "dpa: a case DPA routes away is recorded so, listed on the run line" \
 check "dpa: ... and left out of the verdict, listed under it" \
     "0 ['fattn-split -> te: behavior-neutral: yes (0 cases, 0 tensors)', \"  routed away (not compared): /cases/layout.sb3hd.causal.f16: DotProductAttention routes it away from FusedAttention (a stand-in for DPA's answer)\"]" \
     "$(sed -n 5p "$work/dpa")"
+check "dpa: the one-head packed layout entry matches narrowly" "one-head layout entry: narrow" \
+    "$(grep '^one-head layout entry' "$work/dpa")"
 "$here/fattn-te" run --call dpa --te "$te_split" --filter 'mode.eval.dropout*' -o "$work/dpa.h5" 2>"$work/err"
 check "--call dpa without CUDA exits 2" 2 $?
 check "... saying DotProductAttention needs CUDA and where to run it" 1 "$(grep -c 'needs CUDA .*run it on a GPU runner (tools/te/gpu-te.sh)' "$work/err")"

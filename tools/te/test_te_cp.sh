@@ -34,11 +34,12 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify --cp-matrix exits 0" 0 "$rc"
-check "TE 2.19.0 -> 2.20.2: the P2P forward merge (P1) only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: context parallelism: behavior-neutral: no, documented changes only (P1 in 7 cases) (17 cases, ' "$work/verdict")"
-check "P1 in the p2p and a2a+p2p cases only" 7 "$(grep -c '^  documented change: /cases/cp[24]\.\(p2p\|a2a_p2p\)\..*: P1: ' "$work/verdict")"
-check "each TE's ranks within TE's tolerance of the case without CP" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism against the same case without CP: within tolerance (17 cases, 46 ranks, ' "$work/verdict")"
-check "fattn's front ends equal each TE without CP" 2 "$(grep -c '^fattn-\(legacy\|split\) -> te-2\.[0-9.]*: the cases without CP: behavior-neutral: yes (17 cases, ' "$work/verdict")"
-check "the comm types and sizes, none errored" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism: p2p 7, all_gather 4, a2a 4, a2a+p2p 2 (2 ranks: 11, 4 ranks: 6); 0 errored$' "$work/verdict")"
+check "TE 2.19.0 -> 2.20.2: the P2P forward merge (P1) only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: context parallelism: behavior-neutral: no, documented changes only (P1 in 9 cases) (25 cases, ' "$work/verdict")"
+check "P1 in the p2p and a2a+p2p cases only" 9 "$(grep -c '^  documented change: /cases/cp[24]\.\(p2p\|a2a_p2p\)\..*: P1: ' "$work/verdict")"
+check "each TE's ranks within TE's tolerance of the case without CP" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism against the same case without CP: within tolerance (T1 in 16 tensors not counted; 25 cases, 66 ranks, ' "$work/verdict")"
+check "fattn's front ends equal each TE without CP" 2 "$(grep -c '^fattn-\(legacy\|split\) -> te-2\.[0-9.]*: the cases without CP: behavior-neutral: yes (25 cases, ' "$work/verdict")"
+check "the comm types and sizes, none errored" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism: p2p 10, all_gather 6, a2a 7, a2a+p2p 2 (2 ranks: 17, 4 ranks: 8); 0 errored$' "$work/verdict")"
+check "T1: TE's FP8 P2P dK/dV, its exact signature, in the three FP8 p2p cases of each TE" 6 "$(grep -c '^  documented finding: /cases/cp[24]\.p2p\.[a-z]*\(\.causal\)\?\.fp8\(ds\|cs\)  ranks 0, 1\(, 2, 3\)\? (dk, dv; .*): T1: ' "$work/verdict")"
 "$fattn" inspect "$work/v/te2-cp.h5" >/dev/null 2>"$work/err"
 check "the CP run file is a valid fattn-run/1 file" 0 $?
 # what each rank recorded, read back with h5py (docs/run-files.md)
@@ -60,11 +61,45 @@ print("ranks", int(ok))
 g = f["cases/cp4.p2p.bshd.causal.bf16/ranks/3/engine_call/forward"]
 first = g["000"].attrs
 print("calls", len(g), first["mask_type"], first["window_size"].tolist())
+# FP8: every rank holds its recipe state; the delayed recipe's forward
+# amaxes were all-reduced (MAX) over the CP group when the autocast was
+# left: the ranks' own amaxes differ, their states after it are one, and
+# S's new scale is 448 over the largest of the ranks' amaxes
+import numpy as np
+fp8 = [c for c in f["cases"] if "fp8" in json.loads(f["cases"][c].attrs["spec"])]
+ok = all("fp8" in r for c in fp8 for r in f["cases"][c]["ranks"].values())
+red = differ = 0
+for c in fp8:
+    rs = [f["cases"][c]["ranks"][r]["fp8"] for r in sorted(f["cases"][c]["ranks"], key=int)]
+    local = np.stack([g["amax_fwd_local"][()] for g in rs])
+    same = all(np.array_equal(g["scale_fwd"][()], rs[0]["scale_fwd"][()]) and
+               np.array_equal(g["amax_history_fwd"][()], rs[0]["amax_history_fwd"][()]) for g in rs)
+    s = rs[0]["scale_fwd"][()][-1]
+    red += bool(same and s == np.float32(448) / np.float32(local[:, -1].max()))
+    differ += bool(same and not (local[:, -1] == local[0, -1]).all())
+print("fp8", len(fp8), int(ok), red, differ)
+q = f["cases/cp2.a2a.sbhd.fp8cs/ranks/1/engine_call/forward/000"]
+print("fp8 call", q["q"].attrs["dtype"], q.attrs["s_quantizer"].split(" ")[0],
+      q.attrs["o_quantizer"].split(" ")[0])
 PY
 check "every rank of every case: inputs, forward, backward, engine calls" "ranks 1" "$(sed -n 1p "$work/ranks")"
 check "the ring's engine calls: a causal mask with the window (-1,-1)" "calls 4 NVTE_CAUSAL_MASK [-1, -1]" "$(sed -n 2p "$work/ranks")"
+check "FP8: each rank's recipe state, one after the reduction in all eight, S's the largest rank's (own amaxes differing in four)" "fp8 8 1 8 4" "$(sed -n 3p "$work/ranks")"
+check "FP8: an engine call's FP8 q and its S and O quantizers" "fp8 call float8_e4m3fn delayed current" "$(sed -n 4p "$work/ranks")"
+py - "$work/v/te2-cp.h5" "$work/nofp8.h5" <<'PY'
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    del f["cases/cp2.a2a.sbhd.fp8cs/ranks/0/fp8"]
+PY
+"$fattn" inspect "$work/nofp8.h5" >/dev/null 2>"$work/err"
+check "an FP8 case's rank without its fp8 state is refused (exit 2)" "2 1" "$? $(grep -c "case cp2.a2a.sbhd.fp8cs: ranks/0: an FP8 case's rank has no fp8 state" "$work/err")"
+# the shim's quantize reduces a current-scaling amax over the group, as TE's
+# C++ does (two gloo ranks, shards of amax 0.5 and 1.0)
+NVTE_TORCH_COMPILE=0 TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore "$here/check_cp_fp8.py" "$here" "$work" >"$work/cs" 2>"$work/cs.err"
+check "current scaling: one amax and scale over the group, each rank's own without" "reduce 0x1p+0 0x1p+0 0x1.24924ap-9 0x1.24924ap-9|local 0x1p-1 0x1p+0 0x1.24924ap-10 0x1.24924ap-9" "$(tr '\n' '|' <"$work/cs" | sed 's/|$//')"
 # the top-level states are the case without CP: fattn's C front end's own
-check "the cases fattn's runner skips name fattn-te" 17 "$("$fattn" run --cases "$here/../../golden/cp_cases.json" -o "$work/skip.h5" >/dev/null 2>&1; py -c "
+check "the cases fattn's runner skips name fattn-te" 25 "$("$fattn" run --cases "$here/../../golden/cp_cases.json" -o "$work/skip.h5" >/dev/null 2>&1; py -c "
 import h5py, sys
 f = h5py.File(sys.argv[1], 'r')
 print(sum('runs through fattn-te only' in f['cases'][c].attrs['skipped'] for c in f['cases']))" "$work/skip.h5")"
@@ -96,6 +131,27 @@ check "the cp_comm_type bug: TE vs TE differs" 1 "$(grep -c '^te-2.20.2 ([^)]*) 
 check "... naming the case and each rank" 2 "$(grep -c '^  /cases/cp2\.a2a\.thd\.padding_causal\.gqa\.bf16/ranks/[01]/forward/out  different: .*(case cp2\.a2a\.thd\.padding_causal\.gqa\.bf16, rank [01])$' "$work/out")"
 check "... while within TE's tolerance of the case without CP (the ring's maths is right)" 2 "$(grep -c '^te-2.20.2 ([^)]*): context parallelism against the same case without CP: within tolerance (1 case, 2 ranks' "$work/out")"
 
-# 3. no temporary folder outlived any run above
+# 3. the delayed recipe's amax reduction gone from a copy of 2.20.2 (one
+# line, quantization.py:684): the ranks' FP8 states after the autocast are
+# their own; caught bitwise, naming the case, each rank and the state
+W=$work/noreduce
+mkdir -p "$W"
+cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$W/"
+py - "$W/transformer_engine/pytorch/quantization.py" <<'PY' || echo "not ok - the bug was not made"
+import sys
+path = sys.argv[1]
+src = open(path).read()
+old = "                cls.reduce_tensor_across_group_op_max(contiguous_amax, group)\n"
+assert src.count(old) == 1
+open(path, "w").write(src.replace(old, "                pass\n"))
+PY
+"$here/fattn-te" verify --te 2.20.2 --te "$W" --cp-matrix --filter 'cp2.all_gather.*fp8*' >"$work/out" 2>&1
+rc=$?
+cat "$work/out"
+check "no amax reduction: verify exits 1" 1 "$rc"
+check "... naming the recipe state of each rank whose own amax was not the largest, in both FP8 cases" 3 "$(grep -c '^  /cases/cp2\.all_gather\.[a-z.0-9_]*fp8[a-z_0-9.]*/ranks/[01]/fp8/scale_fwd  different: ' "$work/out")"
+check "... and nothing but the FP8 state" 0 "$(grep '^  /cases/' "$work/out" | grep -vc '/fp8/\(scale_fwd\|amax_history_fwd\)  different: ')"
+
+# 4. no temporary folder outlived any run above
 check "no temporary folders left" "" "$(ls -A "$work/tmp" | tr '\n' ' ')"
 exit $fail

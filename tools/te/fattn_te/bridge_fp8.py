@@ -84,6 +84,20 @@ def make_float8(data, scale_inv, quantizer, fake_dtype):
                         quantizer=quantizer, device=u8.device)
 
 
+def _reduce_amax(amax, quantizer, device):
+    """Float8CurrentScalingQuantizer::quantize_impl's reduction
+    (quantizer.cpp release_v2.19:1015-1021): the float32 amax all-reduced
+    with MAX over the quantizer's group (its
+    _canonicalized_amax_reduction_group(), read by the C++ quantizer at
+    :652-661) between computing it and the scale. FusedAttention marks its
+    current-scaling quantizers so under context parallelism (backends.py
+    2.19.0:2255-2262, 2.20.2:2514-2521)."""
+    import torch.distributed as dist
+    buf = torch.tensor([amax], dtype=torch.float32, device=device)  # NCCL: on the GPU
+    dist.all_reduce(buf, op=dist.ReduceOp.MAX, group=quantizer._canonicalized_amax_reduction_group())
+    return float(buf[0])
+
+
 def quantize(tensor, quantizer, output=None, noop_flag=None):
     """tex.quantize (cast.cpp `quantize`), called by Float8Quantizer and
     Float8CurrentScalingQuantizer (float8_tensor.py:116,125 / 307,316):
@@ -100,6 +114,8 @@ def quantize(tensor, quantizer, output=None, noop_flag=None):
         raise NotImplementedError("transformer_engine_torch.quantize: the source is already "
                                   "quantized")
     amax = _amax(src)
+    if k == "current" and quantizer.with_amax_reduction:
+        amax = _reduce_amax(amax, quantizer, src.device)
     if k == "delayed":
         scale = _scale_of(quantizer)
         quantizer.amax.reshape(-1)[0] = max(float(quantizer.amax.reshape(-1)[0]), amax)

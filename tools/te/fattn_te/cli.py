@@ -206,8 +206,9 @@ def cmd_run(args):
                                            progress_wanted(args.progress))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    how = (f"{paths['module']} through FusedAttention, {paths['function']} through "
-           f"FusedAttnFunc.apply" if args.call == "module" else
+    # under --call dpa the cases DPA is not given go the module's way: counted
+    how = (f"{paths.get('module', 0)} through FusedAttention, {paths['function']} through "
+           f"FusedAttnFunc.apply" if args.call in ("module", "dpa") else
            f"{paths['function']} through FusedAttnFunc.apply")
     if args.call == "dpa":
         how = (f"{paths.get('dpa', 0)} through DotProductAttention, "

@@ -36,6 +36,12 @@ STANDINS = [
      "backward makes; NVTE_BATCH_MHA_P2P_COMM=1 sends every exchange through it (isend/irecv "
      "themselves cannot be wrapped: P2POp checks the op's identity)",
      "cp.py 2.19.0:137,1652,2476,2714,2971 / 2.20.2:137,1642,2459,2697,2954"),
+    ("torch.cuda.is_available, the 'cuda' device (FP8 cases: fattn_te/cp_fp8.py, while the "
+     "rank's DotProductAttention is constructed and its init_fp8_metadata runs)",
+     "true while the module is constructed (schedule.on_host), and TE's recipe states' "
+     "default device the host (kvcache.host): the rank's FP8 state lives where its tensors do",
+     "module/base.py:895 (both); quantization.py:1435,1484 (both: DelayedScalingRecipeState, "
+     "Float8CurrentScalingRecipeState allocate on torch.device('cuda') when given no device)"),
 ]
 
 

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from . import fp8
+
 
 def _arg_parser():
     ap = argparse.ArgumentParser(prog="fattn_te.cp_worker")
@@ -110,6 +112,14 @@ def groups_for(size, comm, rank):
     return (subs if comm == "a2a+p2p" else main), list(range(size))
 
 
+def main_group(size, comm):
+    """The group of all the case's ranks (groups_for made it): the
+    amax-reduction group TE's test hands its FP8 autocast
+    (run_attention_with_cp.py release_v2.19 :409, :525: cp_comm_group,
+    also for a2a+p2p)."""
+    return _GROUPS[(size, comm)][0]
+
+
 # ---- the engine calls TE's CP code makes -----------------------------------------
 
 _SCALARS = {"max_seqlen_q": "int", "max_seqlen_kv": "int", "is_training": "bool",
@@ -118,6 +128,10 @@ _SCALARS = {"max_seqlen_q": "int", "max_seqlen_kv": "int", "is_training": "bool"
             "dqkv_layout": "layout", "bias_type": "bias", "mask_type": "mask",
             "softmax_type": "softmax", "window_size": "pair", "bottom_right_diagonal": "bool",
             "deterministic": "bool", "return_max_logit": "bool"}
+# the FP8 quantizers a CP step hands the engine (per-step copies whose amax
+# TE reduces over the steps itself, context_parallel.py 2.20.2:1767-1777,
+# 2607-2619), recorded after the call as fattn records quantizers
+_QUANTIZERS = ["s_quantizer", "o_quantizer", "dp_quantizer", "dqkv_quantizer"]
 _TENSORS = ["cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "q",
             "k", "v", "o", "d_o", "attn_bias", "softmax_offset"]
 
@@ -140,6 +154,18 @@ def _scalar_attr(name, kind, v):
     return (name, np.array([int(v[0]), int(v[1])], dtype=np.int64), np.dtype("int64"))
 
 
+def _quantizer_text(q):
+    """fattn's quantizer string (fp8.quantizer_string); a current-scaling
+    copy the shim never quantized with holds no scale or amax in TE
+    (TE's C++ makes O in the nominal dtype under current scaling):
+    its kind, dtype, pow2 and eps only."""
+    from . import bridge_fp8
+    if bridge_fp8.kind(q) == "delayed" or id(q) in bridge_fp8.cs_state:
+        return fp8.quantizer_string(q)
+    return (f"current {fp8._DTYPE_NAME[int(q.dtype)]} pow2={int(bool(q.force_pow_2_scales))} "
+            f"eps={fp8.hexf(float(q.amax_epsilon))}")
+
+
 class CallLog:
     """Wraps the shim's fused_attn_fwd / fused_attn_bwd while a rank runs:
     each call's arguments (scalars as attributes, tensors as datasets) and
@@ -156,6 +182,7 @@ class CallLog:
         a = self.sig[kind].bind(*args).arguments
         attrs = [x for x in (_scalar_attr(n, k, a.get(n)) for n, k in _SCALARS.items()
                              if n in a) if x]
+        attrs += [(n, _quantizer_text(a[n]), None) for n in _QUANTIZERS if a.get(n) is not None]
         children = {}
         for n in _TENSORS:
             if a.get(n) is not None:
@@ -204,7 +231,7 @@ def run_rank(backends, res, ref_case, rank, device="cpu"):
     runner: NCCL's collectives need them there)."""
     import torch
     import transformer_engine_torch as tex
-    from . import bridge, cp_shim, module, record
+    from . import bridge, cp_fp8, cp_shim, module, record
     from transformer_engine.pytorch.constants import CPLoadBalancingStrategy
     spec = res["spec"]
     cp = spec["cp"]
@@ -238,15 +265,21 @@ def run_rank(backends, res, ref_case, rank, device="cpu"):
                                          and spec["bias_shape"] == "111s"):
             t[n].requires_grad_(True)
     group, ranks = groups_for(size, comm, rank)
+    f8state = cp_fp8.RankFp8(res, main_group(size, comm)) if fp8.is_fp8_case(spec) else None
     log = CallLog()
     log.install(tex)
     bridge.default_gen = bridge.PhiloxGen(spec["rng_seed"], spec["rng_offset"])
+    ok = False
     try:
+        if f8state is not None:
+            fp8.set_env(backends, spec)
+            f8state.enter()
         stream = cp_shim.cp_stream() if device == "cpu" else torch.cuda.Stream()
         extra = dict(cp_group=group, cp_global_ranks=ranks, cp_stream=stream,
                      cp_comm_type=comm, pad_between_seqs=bool(spec["pad_between_seqs"]),
                      load_balancing_strategy=CPLoadBalancingStrategy(balance))
-        out, max_logit, _ctx, flat = module.call_module(backends, res, t, extra)
+        out, max_logit, _ctx, flat = module.call_module(
+            backends, res, t, extra, f8=f8state.args() if f8state is not None else None)
         grads = None
         if spec["is_training"]:
             roles = [(n, r) for n, r in (("q", "dq"), ("k", "dk"), ("v", "dv"),
@@ -255,7 +288,11 @@ def run_rank(backends, res, ref_case, rank, device="cpu"):
                      if t.get(n) is not None and t[n].requires_grad]
             d = t["d_out"].reshape(flat.shape)
             grads = torch.autograd.grad([flat], [t[n] for n, _ in roles], [d], allow_unused=True)
+        ok = True
     finally:
+        # TE's test runs forward and backward inside the autocast; leaving
+        # it reduces the delayed recipe's forward amaxes over the group
+        f8rec = f8state.leave(ok) if f8state is not None else None
         bridge.default_gen = None
         log.remove(tex)
     inputs = {n: record.dataset(x.detach()) for n, x in t.items() if x is not None}
@@ -266,6 +303,8 @@ def run_rank(backends, res, ref_case, rank, device="cpu"):
     record.put(fwd, "max_logit", max_logit)
     node = {"inputs": record.group([], inputs), "forward": record.group([], fwd),
             "engine_call": log.tree()}
+    if f8rec is not None:
+        node["fp8"] = f8rec
     if grads is not None:
         bwd = {}
         for (_, role), gr in zip(roles, grads):
