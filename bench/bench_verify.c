@@ -52,19 +52,19 @@ static double now_s(void)
 /* One verify run as `fattn verify` makes it (engine, matrix and goldens
  * opened and given back; the shared cuDNN engine keeps its plans), its
  * table and verdict to f: verify's exit code, *secs its wall time. */
-static int timed_verify(fattn_cmd_verify_env *v, FILE *f, double *secs)
+static int timed_verify(fh_cmd_verify_env *v, FILE *f, double *secs)
 {
     double t0 = now_s();
-    int rc = fattn_cmd_verify_open(v);
-    if (rc == FATTN_EXIT_OK) {
-        fattn_cmd_verify_print_header(f, v);
-        fattn_verify_result r;
-        fattn_status st = fattn_verify_run(v->m.sel, v->m.n_sel, v->e, &v->goldens,
-                                           fattn_cmd_verify_print_case, f, &r);
-        rc = st == FATTN_OK ? fattn_cmd_verify_finish(f, v, &r)
+    int rc = fh_cmd_verify_open(v);
+    if (rc == FH_EXIT_OK) {
+        fh_cmd_verify_print_header(f, v);
+        fh_verify_result r;
+        fattn_status st = fh_verify_run(v->m.sel, v->m.n_sel, v->e, &v->goldens,
+                                           fh_cmd_verify_print_case, f, &r);
+        rc = st == FATTN_OK ? fh_cmd_verify_finish(f, v, &r)
                             : cli_fail("verify", "%s", fattn_last_error());
-        fattn_verify_result_free(&r);
-        fattn_cmd_verify_close(v);
+        fh_verify_result_free(&r);
+        fh_cmd_verify_close(v);
     }
     fflush(f);
     *secs = now_s() - t0;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     json_t *jargs = json_array();
     if (!vargv || !jargs) {
         fputs("bench_verify: out of memory\n", stderr);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     int vargc = 0;
     vargv[vargc++] = "verify";
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--log")) {
             if (i + 1 >= argc) {
                 fputs(usage, stderr);
-                return FATTN_EXIT_ERROR;
+                return FH_EXIT_ERROR;
             }
             log = argv[++i];
         } else {
@@ -110,15 +110,15 @@ int main(int argc, char **argv)
             json_array_append_new(jargs, json_string(argv[i]));
         }
     }
-    fattn_cmd_verify_env v;
+    fh_cmd_verify_env v;
     bool done;
-    int rc = fattn_cmd_verify_parse(vargc, vargv, &v, &done);
-    if (rc != FATTN_EXIT_OK || done)
+    int rc = fh_cmd_verify_parse(vargc, vargv, &v, &done);
+    if (rc != FH_EXIT_OK || done)
         return rc;
     FILE *f = stdout;
     if (log && !(f = fopen(log, "w"))) { /* one log per bench run */
         perror(log);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     double cold_s = 0.0, warm_s = 0.0;
     int cold_rc = timed_verify(&v, f, &cold_s);
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
     free(args);
     json_decref(jargs);
     free(vargv);
-    if (cold_rc == FATTN_EXIT_ERROR || warm_rc == FATTN_EXIT_ERROR)
-        return FATTN_EXIT_ERROR;
+    if (cold_rc == FH_EXIT_ERROR || warm_rc == FH_EXIT_ERROR)
+        return FH_EXIT_ERROR;
     return cold_rc == warm_rc ? 0 : 1;
 }

@@ -45,26 +45,26 @@ int main(int argc, char **argv)
         u ^= 1u;
         memcpy(&x[k], &u, 4);
     }
-    fattn_h5_node *root = NULL, *g = NULL;
+    fh_h5_node *root = NULL, *g = NULL;
     int64_t shape[1] = {(int64_t)n};
-    fattn_status st = fattn_h5_node_new_group("", &root);
+    fattn_status st = fh_h5_node_new_group("", &root);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(root, "schema", "fattn-run/1");
+        st = fh_h5_node_set_string(root, "schema", "fattn-run/1");
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(root, "impl", "bench");
+        st = fh_h5_node_set_string(root, "impl", "bench");
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(root, "cases", &g);
+        st = fh_h5_node_group(root, "cases", &g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(g, "big", &g);
+        st = fh_h5_node_group(g, "big", &g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(g, "forward", &g);
+        st = fh_h5_node_group(g, "forward", &g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_add_bytes(g, "out", FATTN_DTYPE_FLOAT32, 1, shape, x, n * sizeof *x,
+        st = fh_h5_node_add_bytes(g, "out", FATTN_DTYPE_FLOAT32, 1, shape, x, n * sizeof *x,
                                      NULL);
     free(x);
     if (st == FATTN_OK)
-        st = fattn_h5_write_file(argv[1], root, NULL, NULL);
-    fattn_h5_node_free(root);
+        st = fh_h5_write_file(argv[1], root, NULL, NULL);
+    fh_h5_node_free(root);
     if (st != FATTN_OK) {
         fprintf(stderr, "gen_runfile: %s\n", fattn_last_error());
         return 2;

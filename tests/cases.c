@@ -1,5 +1,5 @@
 /* The CPU engine's test matrix (cases.h): spec rows, parsed by the harness's
- * spec parser and resolved by fattn_case_resolve, and the code that turns a
+ * spec parser and resolved by fh_case_resolve, and the code that turns a
  * case into buffers and engine parameters.
  *
  * Every case is small (b*h*sq*skv*max(d,dv) <= ~2e5) so that the float64
@@ -16,7 +16,7 @@
  * causal / causal_bottom_right, THD always with a padding mask, bottom-right
  * masks with sq <= skv unless the mask pads.
  *
- * Inputs come from harness/model/inputs.c (fattn_inputs_make_from_case) over the
+ * Inputs come from harness/model/inputs.c (fh_inputs_make_from_case) over the
  * resolved case, so the tests see exactly the bits `fattn run` records for
  * the same spec; only the output buffers, the rng_state and the engine's
  * parameter blocks are made here.
@@ -264,7 +264,7 @@ static const struct {
 
 static struct {
     pthread_once_t once;
-    fattn_spec_list specs; /* the parsed rows, one per case */
+    fh_spec_list specs; /* the parsed rows, one per case */
     tcase *cases;
     int n;
 } table = {.once = PTHREAD_ONCE_INIT};
@@ -322,10 +322,10 @@ static char *rows_json(void)
 
 /* A table row as the tests see it: the spec's values, with the window and
  * diagonal as the harness resolves them and the bias dims spelled out. */
-static fattn_status row_case(const fattn_spec *s, tcase *c)
+static fattn_status row_case(const fh_spec *s, tcase *c)
 {
-    fattn_case rc;
-    fattn_status st = fattn_case_resolve(s, &rc);
+    fh_case rc;
+    fattn_status st = fh_case_resolve(s, &rc);
     if (st != FATTN_OK)
         return st;
     memset(c, 0, sizeof *c);
@@ -351,7 +351,7 @@ static fattn_status row_case(const fattn_spec *s, tcase *c)
     c->return_max_logit = s->return_max_logit;
     c->pad_between_seqs = s->pad_between_seqs;
     c->seed = (uint64_t)s->seed;
-    fattn_case_free(&rc);
+    fh_case_free(&rc);
     int *lists[2] = {NULL, NULL};
     const int64_t *given[2] = {s->seqlens_q, s->seqlens_kv};
     for (int i = 0; i < 2; i++) {
@@ -375,7 +375,7 @@ static fattn_status row_case(const fattn_spec *s, tcase *c)
 static void table_build(void)
 {
     char *json = rows_json();
-    fattn_status st = json ? fattn_spec_parse_json(json, strlen(json), "tests/cases.c", &table.specs)
+    fattn_status st = json ? fh_spec_parse_json(json, strlen(json), "tests/cases.c", &table.specs)
                            : fattn_error(FATTN_E_NOMEM, "tests/cases.c: the rows");
     free(json);
     if (st == FATTN_OK && !(table.cases = calloc(table.specs.count, sizeof *table.cases)))
@@ -401,7 +401,7 @@ int tcase_count_get(void)
     return table.n;
 }
 
-const fattn_spec *tcase_spec_of(const tcase *c)
+const fh_spec *tcase_spec_of(const tcase *c)
 {
     /* by identity: a suite's own tcase (not a table row) has no spec */
     for (int i = 0; i < tcase_count; i++)
@@ -446,13 +446,13 @@ static fattn_status check_case(const tcase *c)
 
 /* The bias_shape whose dims are (bias_b, bias_h, bias_sq, skv); where two
  * name the same dims (b, h or sq of 1) either gives the same tensor. */
-static fattn_status bias_shape_of(const tcase *c, fattn_bias_shape *out)
+static fattn_status bias_shape_of(const tcase *c, fh_bias_shape *out)
 {
-    static const fattn_bias_shape all[] = {FATTN_BIAS_SHAPE_1HSS, FATTN_BIAS_SHAPE_B1SS,
-                                           FATTN_BIAS_SHAPE_BHSS, FATTN_BIAS_SHAPE_11SS,
-                                           FATTN_BIAS_SHAPE_111S};
+    static const fh_bias_shape all[] = {FH_BIAS_SHAPE_1HSS, FH_BIAS_SHAPE_B1SS,
+                                           FH_BIAS_SHAPE_BHSS, FH_BIAS_SHAPE_11SS,
+                                           FH_BIAS_SHAPE_111S};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        const char *n = fattn_bias_shape_name(all[i]);
+        const char *n = fh_bias_shape_name(all[i]);
         if ((n[0] == 'b' ? c->b : 1) == c->bias_b && (n[1] == 'h' ? c->h : 1) == c->bias_h &&
             (n[2] == 's' ? c->sq : 1) == c->bias_sq) {
             *out = all[i];
@@ -466,9 +466,9 @@ static fattn_status bias_shape_of(const tcase *c, fattn_bias_shape *out)
 /* The spec of a case (a table row's, or a suite's own tcase): what the
  * harness needs to resolve and draw its inputs. The window and diagonal
  * are passed as given (the table's are already resolved, a fixed point). */
-static fattn_status tcase_spec(const tcase *c, fattn_spec *s)
+static fattn_status tcase_spec(const tcase *c, fh_spec *s)
 {
-    fattn_spec_init(s);
+    fh_spec_init(s);
     snprintf(s->id, sizeof s->id, "%s", c->id);
     s->b = c->b, s->h = c->h, s->hg = c->hg, s->sq = c->sq, s->skv = c->skv;
     s->d_qk = c->d, s->d_v = c->dv;
@@ -481,7 +481,7 @@ static fattn_status tcase_spec(const tcase *c, fattn_spec *s)
     s->raw_func_args = c->direct_call;
     s->window[0] = c->window[0];
     s->window[1] = c->window[1];
-    s->bottom_right_diagonal = c->bottom_right ? FATTN_TRISTATE_TRUE : FATTN_TRISTATE_FALSE;
+    s->bottom_right_diagonal = c->bottom_right ? FH_TRISTATE_TRUE : FH_TRISTATE_FALSE;
     s->dropout_p = c->dropout;
     s->is_training = c->training;
     s->return_max_logit = c->return_max_logit;
@@ -501,7 +501,7 @@ static fattn_status tcase_spec(const tcase *c, fattn_spec *s)
             (*lists[i])[j] = given[i][j];
     }
     if (st != FATTN_OK)
-        fattn_spec_free(s);
+        fh_spec_free(s);
     return st;
 }
 
@@ -519,7 +519,7 @@ static void poison_outputs(tcase_buffers *buf)
 
 /* The inputs (harness/model/inputs.c) moved into buf, with the per-sequence
  * tables as ints. Every length is >= 1 in this matrix. */
-static fattn_status take_inputs(const tcase *c, const fattn_case *rc, tcase_buffers *buf)
+static fattn_status take_inputs(const tcase *c, const fh_case *rc, tcase_buffers *buf)
 {
     for (int bi = 0; bi < c->b; bi++) {
         if (rc->seqlens_q[bi] < 1 || rc->seqlens_kv[bi] < 1)
@@ -531,8 +531,8 @@ static fattn_status take_inputs(const tcase *c, const fattn_case *rc, tcase_buff
         buf->offs_q[bi] = (int)rc->cu_seqlens_q_padded[bi];
         buf->offs_kv[bi] = (int)rc->cu_seqlens_kv_padded[bi];
     }
-    fattn_case_inputs in;
-    fattn_status st = fattn_inputs_make_from_case(rc, &in);
+    fh_case_inputs in;
+    fattn_status st = fh_inputs_make_from_case(rc, &in);
     if (st != FATTN_OK)
         return st;
     for (int i = 0; i < 3; i++)
@@ -549,9 +549,9 @@ static fattn_status take_inputs(const tcase *c, const fattn_case *rc, tcase_buff
 }
 
 /* O, the gradients and the rng_state, shaped as the resolved case says. */
-static fattn_status alloc_outputs(const tcase *c, const fattn_case *rc, tcase_buffers *buf)
+static fattn_status alloc_outputs(const tcase *c, const fh_case *rc, tcase_buffers *buf)
 {
-    const fattn_case_tensors *t = &rc->t;
+    const fh_case_tensors *t = &rc->t;
     fattn_status st = fattn_tensor_alloc(&buf->o, t->out.dtype, t->out.ndim, t->out.shape);
     if (st == FATTN_OK && t->d_bias.present)
         st = fattn_tensor_alloc(&buf->d_bias, t->d_bias.dtype, t->d_bias.ndim, t->d_bias.shape);
@@ -560,7 +560,7 @@ static fattn_status alloc_outputs(const tcase *c, const fattn_case *rc, tcase_bu
                                 t->d_softmax_offset.ndim, t->d_softmax_offset.shape);
     if (st == FATTN_OK && c->training) {
         fattn_tensor dst[3];
-        st = fattn_inputs_alloc_qkv(rc, c->dtype, dst, &buf->dq, &buf->dk, &buf->dv);
+        st = fh_inputs_alloc_qkv(rc, c->dtype, dst, &buf->dq, &buf->dk, &buf->dv);
         if (st == FATTN_OK) {
             buf->dq_storage = dst[0];
             buf->dk_storage = dst[1];
@@ -583,20 +583,20 @@ fattn_status tcase_setup(const tcase *c, tcase_buffers *buf)
     fattn_status st = check_case(c);
     if (st != FATTN_OK)
         return st;
-    fattn_spec spec;
+    fh_spec spec;
     if ((st = tcase_spec(c, &spec)) != FATTN_OK)
         return st;
-    fattn_case rc;
-    if ((st = fattn_case_resolve(&spec, &rc)) != FATTN_OK) {
-        fattn_spec_free(&spec);
+    fh_case rc;
+    if ((st = fh_case_resolve(&spec, &rc)) != FATTN_OK) {
+        fh_spec_free(&spec);
         return st;
     }
     assert(rc.t.d_out.present == c->training);
     st = take_inputs(c, &rc, buf);
     if (st == FATTN_OK)
         st = alloc_outputs(c, &rc, buf);
-    fattn_case_free(&rc);
-    fattn_spec_free(&spec);
+    fh_case_free(&rc);
+    fh_spec_free(&spec);
     if (st != FATTN_OK) {
         tcase_teardown(buf);
         return st;

@@ -24,7 +24,7 @@ typedef struct tcase {
     fattn_bias_type bias;
     int bias_b, bias_h, bias_sq; /* bias dims: each 1 or b / h / sq (skv always) */
     fattn_softmax_type softmax;
-    int64_t window[2];         /* what FusedAttnFunc gets (fattn_case_window) */
+    int64_t window[2];         /* what FusedAttnFunc gets (fh_case_window) */
     bool direct_call;          /* raw_func_args: a direct caller's window, as given */
     bool bottom_right;         /* resolved bottom_right_diagonal */
     float dropout;
@@ -37,7 +37,7 @@ typedef struct tcase {
 } tcase;
 
 /* The matrix, built on first use from the spec rows in cases.c (parsed by
- * harness/model/spec.c and resolved by fattn_case_resolve); it lives as long as
+ * harness/model/spec.c and resolved by fh_case_resolve); it lives as long as
  * the process. The suites index it as tcase_table[i], i < tcase_count. */
 const tcase *tcase_table_get(void);
 int tcase_count_get(void);
@@ -59,11 +59,11 @@ typedef struct tcase_buffers {
     int seqlens_q[64], seqlens_kv[64];
     int offs_q[64], offs_kv[64];   /* token offsets of each sequence (THD) */
     int64_t t_q, t_kv;             /* THD token counts */
-    float attn_scale;              /* TE's default for the case (fattn_case_resolve) */
+    float attn_scale;              /* TE's default for the case (fh_case_resolve) */
 } tcase_buffers;
 
 /* Allocate and fill inputs (harness/model/inputs.c over the case's spec, resolved
- * by fattn_case_resolve); outputs poisoned with 0xFF bytes. Works for any
+ * by fh_case_resolve); outputs poisoned with 0xFF bytes. Works for any
  * tcase, not only the table's. */
 fattn_status tcase_setup(const tcase *c, tcase_buffers *buf);
 void tcase_teardown(tcase_buffers *buf);
@@ -82,6 +82,6 @@ const tcase *tcase_find(const char *id);
 /* The parsed spec a table row was made from (what `fattn run` would take
  * for the same case, defaults filled); NULL for a tcase not in the table.
  * It lives as long as the table. */
-const fattn_spec *tcase_spec_of(const tcase *c);
+const fh_spec *tcase_spec_of(const tcase *c);
 
 #endif /* FATTN_TEST_CASES_H */

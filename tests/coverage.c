@@ -8,7 +8,7 @@
  *
  * Measured by mutation, on the CPU engine: each training case runs through
  * the legacy front end; then for every row of the backward-read set
- * (FATTN_CTX_FIELDS) and every saved slot (FATTN_SAVED_SLOTS) the recorded
+ * (FH_CTX_FIELDS) and every saved slot (FH_SAVED_SLOTS) the recorded
  * save_ctx is changed in that one row and replayed through the split's
  * backward. The case sees the row when a backward bit changes or the
  * backward refuses the changed context (verify reports both). The aux
@@ -177,7 +177,7 @@ static void row_see(const char *name, const char *id, bool refused)
     } while (0)
 
 /* Change one row of a record: false when the row holds nothing to change. */
-static bool mutate_row(fattn_ctx_record *r, const char *name)
+static bool mutate_row(fh_ctx_record *r, const char *name)
 {
 #define M_BOOL(f) r->f = !r->f
 #define M_INT64(f) r->f += 1
@@ -210,14 +210,14 @@ static bool mutate_row(fattn_ctx_record *r, const char *name)
         M_KIND_##kind(fname, codec);                                                           \
         return true;                                                                           \
     }
-    FATTN_CTX_FIELDS(ROW)
+    FH_CTX_FIELDS(ROW)
 #undef ROW
     return false;
 }
 
 /* Change every element of a recorded tensor: floats by a quarter of their
  * size and an offset, integers by one. */
-static void mutate_dataset(fattn_h5_node *d)
+static void mutate_dataset(fh_h5_node *d)
 {
     size_t esz = fattn_dtype_size(d->dtype), n = esz ? d->nbytes / esz : 0;
     unsigned char *p = d->data;
@@ -253,71 +253,71 @@ static void mutate_dataset(fattn_h5_node *d)
 /* Replay `c` from its save_ctx through the split's backward after `change`
  * (which edits the copy's save_ctx): whether the backward differs from
  * c's or refuses. -1 when the change does not apply. */
-typedef bool (*change_fn)(fattn_h5_node *sc, const char *what);
+typedef bool (*change_fn)(fh_h5_node *sc, const char *what);
 
-static bool change_attr(fattn_h5_node *sc, const char *what)
+static bool change_attr(fh_h5_node *sc, const char *what)
 {
-    fattn_ctx_record r;
-    if (fattn_ctx_record_read(sc, &r) != FATTN_OK || !mutate_row(&r, what))
+    fh_ctx_record r;
+    if (fh_ctx_record_read(sc, &r) != FATTN_OK || !mutate_row(&r, what))
         return false;
-    return fattn_ctx_record_write(&r, sc) == FATTN_OK;
+    return fh_ctx_record_write(&r, sc) == FATTN_OK;
 }
 
-static bool change_slot(fattn_h5_node *sc, const char *what)
+static bool change_slot(fh_h5_node *sc, const char *what)
 {
-    fattn_h5_node *d = fattn_h5_node_find(sc, what);
+    fh_h5_node *d = fh_h5_node_find(sc, what);
     if (!d || !d->is_dataset)
         return false;
     mutate_dataset(d);
     return true;
 }
 
-static int replay_differs(const fattn_h5_node *c, fattn_engine *e, change_fn change,
+static int replay_differs(const fh_h5_node *c, fattn_engine *e, change_fn change,
                           const char *what, bool *refused)
 {
-    fattn_h5_node *holder = NULL, *x = NULL;
+    fh_h5_node *holder = NULL, *x = NULL;
     int res = -1;
-    if (fattn_h5_node_new_group("", &holder) != FATTN_OK ||
-        fattn_h5_node_copy(c, holder, NULL) != FATTN_OK)
+    if (fh_h5_node_new_group("", &holder) != FATTN_OK ||
+        fh_h5_node_copy(c, holder, NULL) != FATTN_OK)
         goto done;
-    fattn_h5_node *copy = fattn_h5_node_find(holder, c->name);
-    fattn_h5_node *sc = copy ? fattn_h5_node_find(copy, "save_ctx") : NULL;
+    fh_h5_node *copy = fh_h5_node_find(holder, c->name);
+    fh_h5_node *sc = copy ? fh_h5_node_find(copy, "save_ctx") : NULL;
     if (!sc || !change(sc, what))
         goto done;
-    fattn_run_opts o = {.impl = FATTN_IMPL_SPLIT, .engine = e, .until = FATTN_STATE_BACKWARD,
-                        .poison = FATTN_POISON_PATTERN};
-    *refused = fattn_replay_case(copy, FATTN_STATE_SAVE_CTX, &o, &x) != FATTN_OK;
+    fh_run_opts o = {.impl = FH_IMPL_SPLIT, .engine = e, .until = FH_STATE_BACKWARD,
+                        .poison = FH_POISON_PATTERN};
+    *refused = fh_replay_case(copy, FH_STATE_SAVE_CTX, &o, &x) != FATTN_OK;
     if (*refused) {
         res = 1;
         goto done;
     }
     static const char *const bw[] = {"backward", NULL};
-    fattn_compare_result r = {0};
-    fattn_compare_cases(c, x, bw, &r);
+    fh_compare_result r = {0};
+    fh_compare_cases(c, x, bw, &r);
     res = r.differences > 0;
 done:
-    fattn_h5_node_free(x);
-    fattn_h5_node_free(holder);
+    fh_h5_node_free(x);
+    fh_h5_node_free(holder);
     return res;
 }
 
-static void measure_case(const fattn_h5_node *c, const char *id, fattn_engine *e)
+static void measure_case(const fh_h5_node *c, const char *id, fattn_engine *e)
 {
     bool refused = false;
 #define CTX_ROW(fname, ctype, kind, codec, presence, role)                                     \
     if (replay_differs(c, e, change_attr, #fname, &refused) == 1)                              \
         row_see("ctx@" #fname, id, refused);
-    FATTN_CTX_FIELDS(CTX_ROW)
+    FH_CTX_FIELDS(CTX_ROW)
 #undef CTX_ROW
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
-        const char *slot = fattn_saved_name((fattn_saved_slot)i);
+    for (int i = 0; i < FH_SAVED_COUNT; i++) {
+        const char *slot = fh_saved_name((fh_saved_slot)i);
         char name[64];
         snprintf(name, sizeof name, "saved/%s", slot);
         if (replay_differs(c, e, change_slot, slot, &refused) == 1)
             row_see(name, id, refused);
     }
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-        if (fattn_h5_node_find(c, outs[i]))
+        if (fh_h5_node_find(c, outs[i]))
             row_see(outs[i], id, false);
 }
 
@@ -333,11 +333,11 @@ static const char *unreachable_why(const char *name)
 static void rows_declare(void)
 {
 #define CTX_NAME(fname, ctype, kind, codec, presence, role) row_get("ctx@" #fname);
-    FATTN_CTX_FIELDS(CTX_NAME)
+    FH_CTX_FIELDS(CTX_NAME)
 #undef CTX_NAME
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
+    for (int i = 0; i < FH_SAVED_COUNT; i++) {
         char name[64];
-        snprintf(name, sizeof name, "saved/%s", fattn_saved_name((fattn_saved_slot)i));
+        snprintf(name, sizeof name, "saved/%s", fh_saved_name((fh_saved_slot)i));
         row_get(name);
     }
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
@@ -427,31 +427,31 @@ int main(int argc, char **argv)
         return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     const char *doc = argv[argc - 1];
-    fattn_spec_list l = {0};
+    fh_spec_list l = {0};
     fattn_engine *e = NULL;
     fattn_cpu_options co = {.threads = 1};
-    if (fattn_spec_load_default(&l) != FATTN_OK || fattn_engine_init_cpu(&e, &co) != FATTN_OK) {
+    if (fh_spec_load_default(&l) != FATTN_OK || fattn_engine_init_cpu(&e, &co) != FATTN_OK) {
         fprintf(stderr, "fattn-coverage: %s\n", fattn_last_error());
         return 2;
     }
     rows_declare();
     int n_cases = 0;
     for (size_t i = 0; i < l.count; i++) {
-        const fattn_spec *s = &l.items[i];
-        if (!fattn_spec_has_backward(s) || s->expect_refusal)
+        const fh_spec *s = &l.items[i];
+        if (!fh_spec_has_backward(s) || s->expect_refusal)
             continue;
-        fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e,
-                            .until = FATTN_STATE_BACKWARD, .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *c = NULL;
-        if (fattn_run_case(s, &o, &c) != FATTN_OK) {
+        fh_run_opts o = {.impl = FH_IMPL_LEGACY, .engine = e,
+                            .until = FH_STATE_BACKWARD, .poison = FH_POISON_PATTERN};
+        fh_h5_node *c = NULL;
+        if (fh_run_case(s, &o, &c) != FATTN_OK) {
             fprintf(stderr, "fattn-coverage: case %s: %s\n", s->id, fattn_last_error());
             return 2;
         }
-        if (!fattn_h5_node_attr(c, "skipped")) {
+        if (!fh_h5_node_attr(c, "skipped")) {
             n_cases++;
             measure_case(c, s->id, e);
         }
-        fattn_h5_node_free(c);
+        fh_h5_node_free(c);
     }
     int holes = 0;
     char *text = render(n_cases, &holes);
@@ -486,7 +486,7 @@ int main(int argc, char **argv)
     printf("fattn-coverage: %d cases, %d rows, %d hole%s\n", n_cases, n_rows, holes,
            holes == 1 ? "" : "s");
     free(text);
-    fattn_spec_list_free(&l);
+    fh_spec_list_free(&l);
     fattn_engine_free(e);
     return rc;
 }

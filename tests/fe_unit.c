@@ -29,24 +29,24 @@ bool fe_same_bits(const fattn_tensor *a, const fattn_tensor *b)
         return false;
     /* Both as datasets of one scratch group (gathered to C order), then
      * the walk's data comparison over the in-memory source. */
-    fattn_h5_node *g = NULL, *na = NULL, *nb = NULL;
+    fh_h5_node *g = NULL, *na = NULL, *nb = NULL;
     bool same = false;
-    if (fattn_h5_node_new_group("", &g) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "a", a, &na) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "b", b, &nb) != FATTN_OK)
+    if (fh_h5_node_new_group("", &g) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "a", a, &na) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "b", b, &nb) != FATTN_OK)
         goto fail;
     assert(na->nbytes == nb->nbytes);
-    fattn_elem_cmp rule = {.mode = FATTN_ELEM_BITWISE};
-    fattn_elem_stats s;
+    fh_elem_cmp rule = {.mode = FH_ELEM_BITWISE};
+    fh_elem_stats s;
     memset(&s, 0, sizeof s);
     s.numel = (uint64_t)fattn_tensor_numel(a);
-    fattn_walk_memory_state m;
-    fattn_walk_source src = fattn_walk_memory(&m);
-    if (fattn_walk_compare_data(&src, "t", na, nb, &rule, false, &s, NULL, NULL) != FATTN_OK)
+    fh_walk_memory_state m;
+    fh_walk_source src = fh_walk_memory(&m);
+    if (fh_walk_compare_data(&src, "t", na, nb, &rule, false, &s, NULL, NULL) != FATTN_OK)
         goto fail;
     same = s.bit_count == 0;
 fail:
-    fattn_h5_node_free(g);
+    fh_h5_node_free(g);
     return same;
 }
 

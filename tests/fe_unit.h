@@ -5,11 +5,11 @@
  * what only that API shows: the ctx it fills, the grads list it returns,
  * its dedup records, its refusals and misuse. Whole case runs and every
  * comparison of two front ends go through the harness instead
- * (fattn_run_case, the tree walk: test_frontends.c); the bitwise check here
+ * (fh_run_case, the tree walk: test_frontends.c); the bitwise check here
  * is the harness's bitwise element rule too.
  *
  *  - fe_same_bits: two tensors through the walk's in-memory source and
- *    FATTN_ELEM_BITWISE;
+ *    FH_ELEM_BITWISE;
  *  - fe_fake_cudnn: an engine that claims cuDNN's support rules and fails
  *    if it is ever run (the rules the front ends check before the engine);
  *  - fe_spec and friends: small zeroed inputs that trip one support rule;

@@ -29,27 +29,27 @@ int main(int argc, char **argv)
     int64_t s3[1] = {3};
     int64_t win[2] = {-1, 0};
 
-    fattn_h5_node *root, *g;
-    if (fattn_h5_node_new_group("", &root) != FATTN_OK)
+    fh_h5_node *root, *g;
+    if (fh_h5_node_new_group("", &root) != FATTN_OK)
         return fail();
     fattn_tensor t16 = fattn_tensor_view(f16, FATTN_DTYPE_FLOAT16, 1, s8);
     fattn_tensor tbf = fattn_tensor_view(bf16, FATTN_DTYPE_BFLOAT16, 1, s4);
     fattn_tensor t32 = fattn_tensor_view(f32, FATTN_DTYPE_FLOAT32, 2, s23);
     fattn_tensor tcu = fattn_tensor_view(cu, FATTN_DTYPE_INT32, 1, s3);
-    if (fattn_h5_node_set_string(root, "schema", "fattn-run/1") != FATTN_OK ||
-        fattn_h5_node_set_string(root, "note", "h\xc3\xa9llo") != FATTN_OK ||
-        fattn_h5_node_group(root, "t", &g) != FATTN_OK ||
-        fattn_h5_node_set_int64(g, "i64", -7) != FATTN_OK ||
-        fattn_h5_node_set_float32(g, "f32", 0.125f) != FATTN_OK ||
-        fattn_h5_node_set_uint8(g, "u8", 1) != FATTN_OK ||
-        fattn_h5_node_set_int64_pair(g, "window_size", win) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "half", &t16, NULL) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "bf", &tbf, NULL) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "single", &t32, NULL) != FATTN_OK ||
-        fattn_h5_node_add_tensor(g, "cu", &tcu, NULL) != FATTN_OK)
+    if (fh_h5_node_set_string(root, "schema", "fattn-run/1") != FATTN_OK ||
+        fh_h5_node_set_string(root, "note", "h\xc3\xa9llo") != FATTN_OK ||
+        fh_h5_node_group(root, "t", &g) != FATTN_OK ||
+        fh_h5_node_set_int64(g, "i64", -7) != FATTN_OK ||
+        fh_h5_node_set_float32(g, "f32", 0.125f) != FATTN_OK ||
+        fh_h5_node_set_uint8(g, "u8", 1) != FATTN_OK ||
+        fh_h5_node_set_int64_pair(g, "window_size", win) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "half", &t16, NULL) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "bf", &tbf, NULL) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "single", &t32, NULL) != FATTN_OK ||
+        fh_h5_node_add_tensor(g, "cu", &tcu, NULL) != FATTN_OK)
         return fail();
-    if (fattn_h5_write_file(argv[1], root, NULL, NULL) != FATTN_OK)
+    if (fh_h5_write_file(argv[1], root, NULL, NULL) != FATTN_OK)
         return fail();
-    fattn_h5_node_free(root);
+    fh_h5_node_free(root);
     return 0;
 }

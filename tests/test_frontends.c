@@ -1,12 +1,12 @@
 /* Suite "frontends": legacy and split side by side, through the harness.
  *
  * For every case of the CPU matrix (cases.h), on the CPU engine with 2
- * threads, the runner (fattn_run_case) records the case from BEGIN to
+ * threads, the runner (fh_run_case) records the case from BEGIN to
  * BACKWARD through each front end's adapter, outputs poisoned with
- * FATTN_POISON_PATTERN and the generator starting at (seed + 7, 32), as
+ * FH_POISON_PATTERN and the generator starting at (seed + 7, 32), as
  * `fattn run` would record the table row's spec. Then:
  *  - the two case trees are equal bit for bit outside `_impl`, by verify's
- *    comparison (fattn_compare_cases: the tree walk with the in-memory
+ *    comparison (fh_compare_cases: the tree walk with the in-memory
  *    source and the bitwise element rule): inputs; forward out, max_logit,
  *    aux slots and the generator after it; save_ctx's saved tensors and
  *    the backward-read set; backward's grads;
@@ -17,7 +17,7 @@
  *    computes, outside THD's zero-filled regions: out, Stats (forward/aux
  *    and save_ctx), dq, dk, dv, d_bias, d_softmax_offset, compared the
  *    same way.
- *  - each run resumed by fattn_replay_case (the other front end from the
+ *  - each run resumed by fh_replay_case (the other front end from the
  *    recorded save_ctx; split from its recorded forward) records the same
  *    tree again.
  * Cases TE refuses on the reference platform (fe_case_te_invalid) must be
@@ -50,60 +50,60 @@ static fattn_engine *engine2(void)
 /* The table row's spec with the generator starting where the direct engine
  * run's rng_state is (cases.c: (seed + 7, 32)). A shallow copy: it shares
  * the row's seqlens lists and is never freed. */
-static fattn_spec run_spec(const tcase *c)
+static fh_spec run_spec(const tcase *c)
 {
-    const fattn_spec *s = tcase_spec_of(c);
+    const fh_spec *s = tcase_spec_of(c);
     ck_assert_msg(s != NULL, "%s: no spec", c->id);
-    fattn_spec r = *s;
+    fh_spec r = *s;
     r.rng_seed = (int64_t)(c->seed + 7);
     r.rng_offset = 32;
     return r;
 }
 
-static fattn_status run_through(const fattn_spec *s, fattn_impl impl, fattn_engine *e,
-                                fattn_h5_node **out)
+static fattn_status run_through(const fh_spec *s, fh_impl impl, fattn_engine *e,
+                                fh_h5_node **out)
 {
-    fattn_run_opts o = {.impl = impl, .engine = e, .until = FATTN_STATE_BACKWARD,
-                        .poison = FATTN_POISON_PATTERN};
-    return fattn_run_case(s, &o, out);
+    fh_run_opts o = {.impl = impl, .engine = e, .until = FH_STATE_BACKWARD,
+                        .poison = FH_POISON_PATTERN};
+    return fh_run_case(s, &o, out);
 }
 
-/* a and b compare equal (fattn_compare_cases, every state) over at least
+/* a and b compare equal (fh_compare_cases, every state) over at least
  * `min_tensors` tensors; `replay`: one of them is a replay (compare.h). */
-static void expect_same_trees(const char *id, const char *what, const fattn_h5_node *a,
-                              const fattn_h5_node *b, size_t min_tensors, bool replay)
+static void expect_same_trees(const char *id, const char *what, const fh_h5_node *a,
+                              const fh_h5_node *b, size_t min_tensors, bool replay)
 {
-    fattn_compare_result r;
+    fh_compare_result r;
     memset(&r, 0, sizeof r);
     r.replay = replay;
-    fattn_compare_cases(a, b, NULL, &r);
+    fh_compare_cases(a, b, NULL, &r);
     ck_assert_msg(r.differences == 0, "%s: %s: %zu differences, first %s: %s", id, what,
                   r.differences, r.paths[0], r.why[0]);
     ck_assert_msg(r.tensors >= min_tensors, "%s: %s: %zu tensors compared, want %zu", id, what,
                   r.tensors, min_tensors);
 }
 
-static int64_t int_attr(const fattn_h5_node *n, const char *name)
+static int64_t int_attr(const fh_h5_node *n, const char *name)
 {
-    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, name) : NULL;
-    ck_assert_msg(a && a->kind == FATTN_H5_ATTR_INT64, "no int64 attribute %s", name);
+    const fh_h5_attr *a = n ? fh_h5_node_attr(n, name) : NULL;
+    ck_assert_msg(a && a->kind == FH_H5_ATTR_INT64, "no int64 attribute %s", name);
     return a->i64[0];
 }
 
 /* What the recorded tree of a case must hold whichever front end ran it. */
-static void check_recorded(const tcase *c, const fattn_spec *s, const fattn_h5_node *t)
+static void check_recorded(const tcase *c, const fh_spec *s, const fh_h5_node *t)
 {
-    ck_assert_msg(fattn_h5_node_attr(t, "skipped") == NULL, "%s: skipped", c->id);
-    const fattn_h5_node *fwd = fattn_h5_node_find(t, "forward");
+    ck_assert_msg(fh_h5_node_attr(t, "skipped") == NULL, "%s: skipped", c->id);
+    const fh_h5_node *fwd = fh_h5_node_find(t, "forward");
     ck_assert_int_eq(int_attr(fwd, "rng_gen_seed"), s->rng_seed);
     ck_assert_int_eq(int_attr(fwd, "rng_gen_offset"), s->rng_offset + 16);
-    const fattn_h5_node *rs = fattn_h5_node_find(t, "save_ctx/rng_state");
+    const fh_h5_node *rs = fh_h5_node_find(t, "save_ctx/rng_state");
     ck_assert_msg(rs && rs->is_dataset && rs->dtype == FATTN_DTYPE_INT64 && rs->ndim == 1 &&
                       rs->shape[0] == 2,
                   "%s: save_ctx/rng_state", c->id);
     ck_assert_int_eq(((const int64_t *)rs->data)[0], s->rng_seed);
     ck_assert_int_eq(((const int64_t *)rs->data)[1], s->rng_offset);
-    const fattn_h5_node *ml = fattn_h5_node_find(t, "forward/max_logit");
+    const fh_h5_node *ml = fh_h5_node_find(t, "forward/max_logit");
     if (c->return_max_logit) {
         ck_assert_msg(ml && ml->is_dataset, "%s: no max_logit", c->id);
         ck_assert_int_eq(ml->ndim, 1);
@@ -112,7 +112,7 @@ static void check_recorded(const tcase *c, const fattn_spec *s, const fattn_h5_n
     } else {
         ck_assert_msg(ml == NULL, "%s: max_logit recorded", c->id);
     }
-    const fattn_h5_node *bwd = fattn_h5_node_find(t, "backward");
+    const fh_h5_node *bwd = fh_h5_node_find(t, "backward");
     ck_assert_msg((bwd != NULL) == c->training, "%s: backward group", c->id);
     if (!c->training)
         return;
@@ -120,7 +120,7 @@ static void check_recorded(const tcase *c, const fattn_spec *s, const fattn_h5_n
                     c->softmax != FATTN_SOFTMAX_VANILLA};
     static const char *const grads[5] = {"dq", "dk", "dv", "d_bias", "d_softmax_offset"};
     for (int i = 0; i < 5; i++)
-        ck_assert_msg((fattn_h5_node_find(bwd, grads[i]) != NULL) == want[i], "%s: backward/%s",
+        ck_assert_msg((fh_h5_node_find(bwd, grads[i]) != NULL) == want[i], "%s: backward/%s",
                       c->id, grads[i]);
     int public = 0; /* an adapter's _impl group is its own */
     for (size_t i = 0; i < bwd->n_children; i++)
@@ -130,13 +130,13 @@ static void check_recorded(const tcase *c, const fattn_spec *s, const fattn_h5_n
 
 /* The group `dir` ('/'-separated, e.g. "forward/aux") of a tree made here,
  * created as needed. */
-static fattn_h5_node *group_at(fattn_h5_node *root, const char *dir)
+static fh_h5_node *group_at(fh_h5_node *root, const char *dir)
 {
     char buf[64];
     snprintf(buf, sizeof buf, "%s", dir);
-    fattn_h5_node *g = root;
+    fh_h5_node *g = root;
     for (char *part = strtok(buf, "/"); part; part = strtok(NULL, "/"))
-        ck_assert_int_eq(fattn_h5_node_group(g, part, &g), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_group(g, part, &g), FATTN_OK);
     return g;
 }
 
@@ -150,11 +150,11 @@ typedef struct probe {
 /* Both trees against the direct engine run: the probed datasets of each
  * tree, copied into a tree of their own, compare equal to the engine's
  * tensors at the same paths. */
-static void check_against_engine(const tcase *c, tcase_buffers *b, fattn_h5_node *const runs[2])
+static void check_against_engine(const tcase *c, tcase_buffers *b, fh_h5_node *const runs[2])
 {
     bool q_thd = fattn_layout_q_format(c->layout) == FATTN_FORMAT_THD;
     bool kv_thd = fattn_layout_kv_format(c->layout) == FATTN_FORMAT_THD;
-    const char *stats = fattn_saved_name(FATTN_SAVED_softmax_stats);
+    const char *stats = fh_saved_name(FH_SAVED_softmax_stats);
     const probe probes[] = {
         {"forward", "out", &b->o, !q_thd},
         {"forward/aux", stats, &b->stats, true},
@@ -165,65 +165,65 @@ static void check_against_engine(const tcase *c, tcase_buffers *b, fattn_h5_node
         {"backward", "d_bias", &b->d_bias, c->training},
         {"backward", "d_softmax_offset", &b->d_softmax_offset, c->training},
     };
-    fattn_h5_node *engine = NULL;
-    ck_assert_int_eq(fattn_h5_node_new_group(c->id, &engine), FATTN_OK);
+    fh_h5_node *engine = NULL;
+    ck_assert_int_eq(fh_h5_node_new_group(c->id, &engine), FATTN_OK);
     size_t n_engine = 0;
     for (int i = 0; i < FE_NROWS(probes); i++) {
         const probe *p = &probes[i];
         if (!p->on || fattn_tensor_is_empty(p->engine))
             continue;
         ck_assert_int_eq(
-            fattn_h5_node_add_tensor(group_at(engine, p->dir), p->name, p->engine, NULL),
+            fh_h5_node_add_tensor(group_at(engine, p->dir), p->name, p->engine, NULL),
             FATTN_OK);
         n_engine++;
     }
     for (int k = 0; k < 2; k++) {
-        fattn_h5_node *probed = NULL;
-        ck_assert_int_eq(fattn_h5_node_new_group(c->id, &probed), FATTN_OK);
+        fh_h5_node *probed = NULL;
+        ck_assert_int_eq(fh_h5_node_new_group(c->id, &probed), FATTN_OK);
         for (int i = 0; i < FE_NROWS(probes); i++) {
             const probe *p = &probes[i];
             char path[96];
             snprintf(path, sizeof path, "%s/%s", p->dir, p->name);
-            const fattn_h5_node *n = fattn_h5_node_find(runs[k], path);
+            const fh_h5_node *n = fh_h5_node_find(runs[k], path);
             if (p->on && n)
-                ck_assert_int_eq(fattn_h5_node_add_bytes(group_at(probed, p->dir), p->name,
+                ck_assert_int_eq(fh_h5_node_add_bytes(group_at(probed, p->dir), p->name,
                                                          n->dtype, n->ndim, n->shape, n->data,
                                                          n->nbytes, NULL),
                                  FATTN_OK);
         }
         expect_same_trees(c->id, k ? "split vs engine" : "legacy vs engine", probed, engine,
                           n_engine, false);
-        fattn_h5_node_free(probed);
+        fh_h5_node_free(probed);
     }
-    fattn_h5_node_free(engine);
+    fh_h5_node_free(engine);
 }
 
 /* Each run resumed by the runner's replay, from a state the other front
  * end (or the same one) recorded, gives the same tree again: the recorded
  * save_ctx is all either backward needs, and split rebuilds its save_ctx
  * from a recorded forward. */
-static void check_replays(const tcase *c, fattn_engine *e, fattn_h5_node *const runs[2])
+static void check_replays(const tcase *c, fattn_engine *e, fh_h5_node *const runs[2])
 {
     static const struct {
         int recorded;      /* index into runs: 0 legacy, 1 split */
-        fattn_state from;
-        fattn_impl impl;   /* also the run the replay must equal */
+        fh_state from;
+        fh_impl impl;      /* also the run the replay must equal */
         const char *what;
     } rows[] = {
-        {0, FATTN_STATE_SAVE_CTX, FATTN_IMPL_SPLIT, "split replaying legacy's save_ctx"},
-        {1, FATTN_STATE_SAVE_CTX, FATTN_IMPL_LEGACY, "legacy replaying split's save_ctx"},
-        {1, FATTN_STATE_FORWARD, FATTN_IMPL_SPLIT, "split replaying its forward"},
+        {0, FH_STATE_SAVE_CTX, FH_IMPL_SPLIT, "split replaying legacy's save_ctx"},
+        {1, FH_STATE_SAVE_CTX, FH_IMPL_LEGACY, "legacy replaying split's save_ctx"},
+        {1, FH_STATE_FORWARD, FH_IMPL_SPLIT, "split replaying its forward"},
     };
     for (int i = 0; i < FE_NROWS(rows); i++) {
-        fattn_run_opts o = {.impl = rows[i].impl, .engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *re = NULL;
-        ck_assert_msg(fattn_replay_case(runs[rows[i].recorded], rows[i].from, &o, &re) ==
+        fh_run_opts o = {.impl = rows[i].impl, .engine = e, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN};
+        fh_h5_node *re = NULL;
+        ck_assert_msg(fh_replay_case(runs[rows[i].recorded], rows[i].from, &o, &re) ==
                           FATTN_OK,
                       "%s: %s: %s", c->id, rows[i].what, fattn_last_error());
-        int want = rows[i].impl == FATTN_IMPL_LEGACY ? 0 : 1;
+        int want = rows[i].impl == FH_IMPL_LEGACY ? 0 : 1;
         expect_same_trees(c->id, rows[i].what, re, runs[want], 1, true);
-        fattn_h5_node_free(re);
+        fh_h5_node_free(re);
     }
 }
 
@@ -231,10 +231,10 @@ START_TEST(case_row)
 {
     const tcase *c = &tcase_table[_i];
     fattn_engine *e = engine2();
-    fattn_spec s = run_spec(c);
-    fattn_h5_node *runs[2] = {NULL, NULL};
-    fattn_status lst = run_through(&s, FATTN_IMPL_LEGACY, e, &runs[0]);
-    fattn_status sst = run_through(&s, FATTN_IMPL_SPLIT, e, &runs[1]);
+    fh_spec s = run_spec(c);
+    fh_h5_node *runs[2] = {NULL, NULL};
+    fattn_status lst = run_through(&s, FH_IMPL_LEGACY, e, &runs[0]);
+    fattn_status sst = run_through(&s, FH_IMPL_SPLIT, e, &runs[1]);
 
     /* A case TE refuses: both runs refuse it alike. */
     fattn_support_query q = fe_case_query(c);
@@ -262,8 +262,8 @@ START_TEST(case_row)
     } else {
         ck_assert(!runs[0] && !runs[1]);
     }
-    fattn_h5_node_free(runs[0]);
-    fattn_h5_node_free(runs[1]);
+    fh_h5_node_free(runs[0]);
+    fh_h5_node_free(runs[1]);
     fattn_engine_free(e);
     char id[160];
     snprintf(id, sizeof id, "frontends.%s", c->id);

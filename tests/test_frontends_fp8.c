@@ -96,15 +96,15 @@ static const char *const slots8[8] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8",
 
 /* The row's spec: a training bf16 bshd case of d 128 unless the row says
  * otherwise. */
-static void row_spec(const fp8_row *r, int i, fattn_spec *s)
+static void row_spec(const fp8_row *r, int i, fh_spec *s)
 {
     char text[1024];
     snprintf(text, sizeof text,
              "{\"id\": \"fp8row.%s\", \"b\": 2, \"h\": 2, \"sq\": 16, \"d_qk\": 128, "
              "\"seed\": %d, \"fp8\": {%s}%s}",
              r->id, 3100 + i, r->fp8, r->extra);
-    fattn_spec_init(s);
-    ck_assert_msg(fattn_spec_parse_one(text, strlen(text), r->id, s) == FATTN_OK, "%s: %s",
+    fh_spec_init(s);
+    ck_assert_msg(fh_spec_parse_one(text, strlen(text), r->id, s) == FATTN_OK, "%s: %s",
                   r->id, fattn_last_error());
 }
 
@@ -116,13 +116,13 @@ static fattn_engine *engine2(void)
     return e;
 }
 
-static void same_trees(const char *id, const char *what, const fattn_h5_node *a,
-                       const fattn_h5_node *b, bool replay)
+static void same_trees(const char *id, const char *what, const fh_h5_node *a,
+                       const fh_h5_node *b, bool replay)
 {
-    fattn_compare_result r;
+    fh_compare_result r;
     memset(&r, 0, sizeof r);
     r.replay = replay; /* a replay's engine-call strides are the file's (compare.h) */
-    fattn_compare_cases(a, b, NULL, &r);
+    fh_compare_cases(a, b, NULL, &r);
     ck_assert_msg(r.differences == 0, "%s: %s: %zu differences, first %s: %s", id, what,
                   r.differences, r.paths[0], r.why[0]);
     ck_assert_msg(r.tensors > 0, "%s: %s: nothing compared", id, what);
@@ -137,26 +137,26 @@ static bool has_word(const char *list, const char *w)
     return false;
 }
 
-static uint8_t u8_attr(const fattn_h5_node *n, const char *name)
+static uint8_t u8_attr(const fh_h5_node *n, const char *name)
 {
-    const fattn_h5_attr *a = fattn_h5_node_attr(n, name);
-    ck_assert_msg(a && a->kind == FATTN_H5_ATTR_UINT8, "no uint8 attribute %s", name);
+    const fh_h5_attr *a = fh_h5_node_attr(n, name);
+    ck_assert_msg(a && a->kind == FH_H5_ATTR_UINT8, "no uint8 attribute %s", name);
     return a->u8;
 }
 
-static float scale_inv(const fattn_h5_node *ds)
+static float scale_inv(const fh_h5_node *ds)
 {
-    const fattn_h5_attr *a = fattn_h5_node_attr(ds, "scale_inv");
-    return (a && a->kind == FATTN_H5_ATTR_FLOAT32) ? a->f32 : 0.0f;
+    const fh_h5_attr *a = fh_h5_node_attr(ds, "scale_inv");
+    return (a && a->kind == FH_H5_ATTR_FLOAT32) ? a->f32 : 0.0f;
 }
 
 /* The saved slots, the ctx flags, O's and the grads' dtypes, dO's quantizer. */
-static void check_tree(const fp8_row *r, const char *impl, const fattn_h5_node *t)
+static void check_tree(const fp8_row *r, const char *impl, const fh_h5_node *t)
 {
-    const fattn_h5_node *sc = fattn_h5_node_find(t, "save_ctx");
+    const fh_h5_node *sc = fh_h5_node_find(t, "save_ctx");
     ck_assert_msg(sc, "%s %s: no save_ctx", r->id, impl);
     for (int i = 0; i < 8; i++) {
-        const fattn_h5_node *ds = fattn_h5_node_find(sc, slots8[i]);
+        const fh_h5_node *ds = fh_h5_node_find(sc, slots8[i]);
         ck_assert_msg((ds != NULL) == has_word(r->saved, slots8[i]), "%s %s: save_ctx/%s %s",
                       r->id, impl, slots8[i], ds ? "saved" : "missing");
         /* a saved Float8Tensor carries its scale_inv; an f16 one none */
@@ -166,19 +166,19 @@ static void check_tree(const fp8_row *r, const char *impl, const fattn_h5_node *
     }
     ck_assert_int_eq(u8_attr(sc, "fp8"), r->ctx_fp8);
     ck_assert_int_eq(u8_attr(sc, "is_input_fp8"), r->in_fp8);
-    const fattn_h5_node *out = fattn_h5_node_find(t, "forward/out");
+    const fh_h5_node *out = fh_h5_node_find(t, "forward/out");
     ck_assert_msg(out && out->dtype == r->out, "%s %s: forward/out dtype", r->id, impl);
-    const fattn_h5_node *bwd = fattn_h5_node_find(t, "backward");
+    const fh_h5_node *bwd = fh_h5_node_find(t, "backward");
     ck_assert_msg((bwd != NULL) == (r->grads != NONE), "%s %s: backward group", r->id, impl);
     if (!bwd)
         return;
     for (int i = 0; i < 3; i++) {
-        const fattn_h5_node *g = fattn_h5_node_find(bwd, (const char *[]){"dq", "dk", "dv"}[i]);
+        const fh_h5_node *g = fh_h5_node_find(bwd, (const char *[]){"dq", "dk", "dv"}[i]);
         ck_assert_msg(g && g->dtype == r->grads, "%s %s: grad %d dtype", r->id, impl, i);
         ck_assert_msg((scale_inv(g) > 0.0f) == (r->grads == E5), "%s %s: grad %d scale_inv",
                       r->id, impl, i);
     }
-    const fattn_h5_attr *q = fattn_h5_node_attr(bwd, "dO_quantizer");
+    const fh_h5_attr *q = fh_h5_node_attr(bwd, "dO_quantizer");
     ck_assert_msg((q != NULL) == (r->d_out_q != '-'), "%s %s: dO_quantizer", r->id, impl);
     if (q)
         ck_assert_msg((strstr(q->s, "amax=0x0p+0") == NULL) == (r->d_out_q == 'y'),
@@ -186,9 +186,9 @@ static void check_tree(const fp8_row *r, const char *impl, const fattn_h5_node *
 }
 
 /* split's forward/_impl saved_from for the eight slots, against the row. */
-static void check_dedup(const fp8_row *r, const fattn_h5_node *split)
+static void check_dedup(const fp8_row *r, const fh_h5_node *split)
 {
-    const fattn_h5_node *impl = fattn_h5_node_find(split, "forward/_impl");
+    const fh_h5_node *impl = fh_h5_node_find(split, "forward/_impl");
     ck_assert_msg(impl, "%s: no forward/_impl", r->id);
     for (int i = 0; i < 8; i++) {
         char name[64], want[64] = "";
@@ -200,7 +200,7 @@ static void check_dedup(const fp8_row *r, const fattn_h5_node *split)
                 sscanf(p + n + 1, "%63[^ ]", want);
                 break;
             }
-        const fattn_h5_attr *a = fattn_h5_node_attr(impl, name);
+        const fh_h5_attr *a = fh_h5_node_attr(impl, name);
         ck_assert_msg(want[0] ? (a && !strcmp(a->s, want)) : a == NULL,
                       "%s: split %s is %s, TE's rule gives %s", r->id, name, a ? a->s : "none",
                       want[0] ? want : "none");
@@ -209,19 +209,19 @@ static void check_dedup(const fp8_row *r, const fattn_h5_node *split)
 
 /* FP8 inputs: q_fp8 is the input q itself; an F16 backward's k is the FP8 k
  * dequantised with q's scale_inv, rounded to bf16. */
-static void check_fp8_inputs(const fp8_row *r, const fattn_h5_node *t)
+static void check_fp8_inputs(const fp8_row *r, const fh_h5_node *t)
 {
-    const fattn_h5_node *q = fattn_h5_node_find(t, "inputs/q");
-    const fattn_h5_node *k = fattn_h5_node_find(t, "inputs/k");
+    const fh_h5_node *q = fh_h5_node_find(t, "inputs/q");
+    const fh_h5_node *k = fh_h5_node_find(t, "inputs/k");
     ck_assert_msg(q && k && q->dtype == E4 && k->dtype == E4, "%s: FP8 inputs", r->id);
     ck_assert_msg(scale_inv(q) > 0.0f && scale_inv(k) > 0.0f, "%s: input scale_inv", r->id);
-    const fattn_h5_node *q8 = fattn_h5_node_find(t, "save_ctx/q_fp8");
+    const fh_h5_node *q8 = fh_h5_node_find(t, "save_ctx/q_fp8");
     if (q8) {
         ck_assert_msg(q8->nbytes == q->nbytes && !memcmp(q8->data, q->data, q->nbytes),
                       "%s: save_ctx/q_fp8 is not the input q", r->id);
         ck_assert_msg(scale_inv(q8) == scale_inv(q), "%s: q_fp8 scale_inv", r->id);
     }
-    const fattn_h5_node *k16 = fattn_h5_node_find(t, "save_ctx/k");
+    const fh_h5_node *k16 = fh_h5_node_find(t, "save_ctx/k");
     if (!k16)
         return;
     ck_assert_int_eq(k16->dtype, BF);
@@ -241,15 +241,15 @@ static void check_fp8_inputs(const fp8_row *r, const fattn_h5_node *t)
 START_TEST(fp8_row_test)
 {
     const fp8_row *r = &rows[_i];
-    fattn_spec s;
+    fh_spec s;
     row_spec(r, _i, &s);
     fattn_engine *e = engine2();
-    fattn_h5_node *runs[2] = {NULL, NULL};
-    const fattn_impl impls[2] = {FATTN_IMPL_LEGACY, FATTN_IMPL_SPLIT};
+    fh_h5_node *runs[2] = {NULL, NULL};
+    const fh_impl impls[2] = {FH_IMPL_LEGACY, FH_IMPL_SPLIT};
     for (int i = 0; i < 2; i++) {
-        fattn_run_opts o = {.impl = impls[i], .engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        ck_assert_msg(fattn_run_case(&s, &o, &runs[i]) == FATTN_OK, "%s %d: %s", r->id, i,
+        fh_run_opts o = {.impl = impls[i], .engine = e, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN};
+        ck_assert_msg(fh_run_case(&s, &o, &runs[i]) == FATTN_OK, "%s %d: %s", r->id, i,
                       fattn_last_error());
         check_tree(r, i ? "split" : "legacy", runs[i]);
     }
@@ -258,23 +258,23 @@ START_TEST(fp8_row_test)
     if (r->in_fp8)
         check_fp8_inputs(r, runs[0]);
     /* across the seam both ways, and split from its own forward */
-    struct { int from_run; fattn_impl impl; fattn_state at; } rep[] = {
-        {0, FATTN_IMPL_SPLIT, FATTN_STATE_SAVE_CTX},
-        {1, FATTN_IMPL_LEGACY, FATTN_STATE_SAVE_CTX},
-        {1, FATTN_IMPL_SPLIT, FATTN_STATE_FORWARD}};
+    struct { int from_run; fh_impl impl; fh_state at; } rep[] = {
+        {0, FH_IMPL_SPLIT, FH_STATE_SAVE_CTX},
+        {1, FH_IMPL_LEGACY, FH_STATE_SAVE_CTX},
+        {1, FH_IMPL_SPLIT, FH_STATE_FORWARD}};
     for (int i = 0; i < 3 && r->grads != NONE; i++) {
-        fattn_run_opts o = {.impl = rep[i].impl, .engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *re = NULL;
-        ck_assert_msg(fattn_replay_case(runs[rep[i].from_run], rep[i].at, &o, &re) == FATTN_OK,
+        fh_run_opts o = {.impl = rep[i].impl, .engine = e, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN};
+        fh_h5_node *re = NULL;
+        ck_assert_msg(fh_replay_case(runs[rep[i].from_run], rep[i].at, &o, &re) == FATTN_OK,
                       "%s replay %d: %s", r->id, i, fattn_last_error());
-        same_trees(r->id, "replay", re, runs[rep[i].impl == FATTN_IMPL_SPLIT], true);
-        fattn_h5_node_free(re);
+        same_trees(r->id, "replay", re, runs[rep[i].impl == FH_IMPL_SPLIT], true);
+        fh_h5_node_free(re);
     }
-    fattn_h5_node_free(runs[0]);
-    fattn_h5_node_free(runs[1]);
+    fh_h5_node_free(runs[0]);
+    fh_h5_node_free(runs[1]);
     fattn_engine_free(e);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
     char id[96];
     snprintf(id, sizeof id, "frontends_fp8.%s", r->id);
     fattn_test_mark(id);
@@ -290,22 +290,22 @@ START_TEST(fp8_input_bias_refused)
     static const char text[] =
         "{\"id\": \"fp8row.fp8in.bias\", \"b\": 1, \"h\": 2, \"sq\": 16, \"d_qk\": 128, "
         "\"bias\": \"post_scale_bias\", \"fp8\": {\"recipe\": \"delayed\", \"input_fp8\": true}}";
-    fattn_spec s;
-    fattn_spec_init(&s);
-    ck_assert_int_eq(fattn_spec_parse_one(text, strlen(text), "test", &s), FATTN_OK);
+    fh_spec s;
+    fh_spec_init(&s);
+    ck_assert_int_eq(fh_spec_parse_one(text, strlen(text), "test", &s), FATTN_OK);
     fattn_engine *e = engine2();
-    const fattn_impl impls[2] = {FATTN_IMPL_LEGACY, FATTN_IMPL_SPLIT};
+    const fh_impl impls[2] = {FH_IMPL_LEGACY, FH_IMPL_SPLIT};
     for (int i = 0; i < 2; i++) {
-        fattn_run_opts o = {.impl = impls[i], .engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *t = NULL;
-        fattn_status st = fattn_run_case(&s, &o, &t);
+        fh_run_opts o = {.impl = impls[i], .engine = e, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN};
+        fh_h5_node *t = NULL;
+        fattn_status st = fh_run_case(&s, &o, &t);
         ck_assert_msg(st == FATTN_E_INVALID_CASE && strstr(fattn_last_error(), "rule fp8_bias:"),
                       "impl %d: %s: %s", i, fattn_status_name(st), fattn_last_error());
-        fattn_h5_node_free(t);
+        fh_h5_node_free(t);
     }
     fattn_engine_free(e);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
     fattn_test_mark("frontends_fp8.fp8in.bias_refused");
 }
 END_TEST
@@ -320,37 +320,37 @@ START_TEST(scale_inv_validated)
         "\"fp8\": {\"recipe\": \"delayed\", \"input_fp8\": true, \"output_fp8\": true}}";
     static const char *const bad[] = {"inputs/q", "inputs/d_out", "backward/dq",
                                       "save_ctx/v_fp8"};
-    fattn_spec s;
-    fattn_spec_init(&s);
-    ck_assert_int_eq(fattn_spec_parse_one(text, strlen(text), "test", &s), FATTN_OK);
+    fh_spec s;
+    fh_spec_init(&s);
+    ck_assert_int_eq(fh_spec_parse_one(text, strlen(text), "test", &s), FATTN_OK);
     fattn_engine *e = engine2();
     for (int i = -1; i < (int)(sizeof bad / sizeof bad[0]); i++) {
-        fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e,
-                            .until = FATTN_STATE_BACKWARD, .poison = FATTN_POISON_PATTERN};
-        fattn_h5_node *root = NULL, *cases = NULL, *t = NULL;
-        ck_assert_int_eq(fattn_h5_node_new_group("", &root), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_set_string(root, "schema", FATTN_RUN_SCHEMA), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_group(root, "cases", &cases), FATTN_OK);
-        ck_assert_msg(fattn_run_case(&s, &o, &t) == FATTN_OK, "%s", fattn_last_error());
-        ck_assert_int_eq(fattn_h5_node_adopt(cases, t), FATTN_OK);
+        fh_run_opts o = {.impl = FH_IMPL_LEGACY, .engine = e,
+                            .until = FH_STATE_BACKWARD, .poison = FH_POISON_PATTERN};
+        fh_h5_node *root = NULL, *cases = NULL, *t = NULL;
+        ck_assert_int_eq(fh_h5_node_new_group("", &root), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_set_string(root, "schema", FH_RUN_SCHEMA), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_group(root, "cases", &cases), FATTN_OK);
+        ck_assert_msg(fh_run_case(&s, &o, &t) == FATTN_OK, "%s", fattn_last_error());
+        ck_assert_int_eq(fh_h5_node_adopt(cases, t), FATTN_OK);
         if (i >= 0) { /* one scale_inv made unusable, the case's attribute digest resealed */
-            fattn_h5_node *ds = fattn_h5_node_find(t, bad[i]);
-            ck_assert_msg(ds && fattn_h5_node_attr(ds, "scale_inv"), "%s: no scale_inv", bad[i]);
-            ck_assert_int_eq(fattn_h5_node_set_float32(ds, "scale_inv", i % 2 ? 0.0f : NAN),
+            fh_h5_node *ds = fh_h5_node_find(t, bad[i]);
+            ck_assert_msg(ds && fh_h5_node_attr(ds, "scale_inv"), "%s: no scale_inv", bad[i]);
+            ck_assert_int_eq(fh_h5_node_set_float32(ds, "scale_inv", i % 2 ? 0.0f : NAN),
                              FATTN_OK);
-            ck_assert_int_eq(fattn_h5_node_seal_attrs(t), FATTN_OK);
+            ck_assert_int_eq(fh_h5_node_seal_attrs(t), FATTN_OK);
         }
-        fattn_status st = fattn_runfile_validate("mem.h5", root);
+        fattn_status st = fh_runfile_validate("mem.h5", root);
         if (i < 0)
             ck_assert_msg(st == FATTN_OK, "the run as recorded: %s", fattn_last_error());
         else
             ck_assert_msg(st == FATTN_E_INVALID_FILE && strstr(fattn_last_error(), bad[i]) &&
                               strstr(fattn_last_error(), "scale_inv"),
                           "%s: %s: %s", bad[i], fattn_status_name(st), fattn_last_error());
-        fattn_h5_node_free(root);
+        fh_h5_node_free(root);
     }
     fattn_engine_free(e);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
     fattn_test_mark("frontends_fp8.scale_inv_validated");
 }
 END_TEST

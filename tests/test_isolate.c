@@ -44,20 +44,20 @@ static fattn_status fn_spin(const char *path, void *ctx)
 
 START_TEST(test_ok)
 {
-    ck_assert_int_eq(fattn_isolate_run("f.h5", fn_ok, NULL, 0, 10), FATTN_OK);
+    ck_assert_int_eq(fh_isolate_run("f.h5", fn_ok, NULL, 0, 10), FATTN_OK);
 }
 END_TEST
 
 START_TEST(test_status_and_message_cross_the_fork)
 {
-    ck_assert_int_eq(fattn_isolate_run("f.h5", fn_invalid, NULL, 0, 10), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fh_isolate_run("f.h5", fn_invalid, NULL, 0, 10), FATTN_E_INVALID_FILE);
     ck_assert_str_eq(fattn_last_error(), "f.h5: bad schema");
 }
 END_TEST
 
 START_TEST(test_crash_is_an_error)
 {
-    ck_assert_int_eq(fattn_isolate_run("evil.h5", fn_crash, NULL, 0, 10), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fh_isolate_run("evil.h5", fn_crash, NULL, 0, 10), FATTN_E_INVALID_FILE);
     const char *m = fattn_last_error();
     ck_assert_msg(strstr(m, "HDF5 library failed reading evil.h5") && strstr(m, "signal 11"),
                   "message: %s", m);
@@ -66,7 +66,7 @@ END_TEST
 
 START_TEST(test_cpu_limit)
 {
-    ck_assert_int_eq(fattn_isolate_run("slow.h5", fn_spin, NULL, 0, 1), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fh_isolate_run("slow.h5", fn_spin, NULL, 0, 1), FATTN_E_INVALID_FILE);
     ck_assert_msg(strstr(fattn_last_error(), "slow.h5") != NULL, "%s", fattn_last_error());
 }
 END_TEST
@@ -75,7 +75,7 @@ END_TEST
 static void read_head(const char *path, char *out, size_t cap)
 {
     char buf[64];
-    const char *p = fattn_fileguard_read_path(path, buf, sizeof buf);
+    const char *p = fh_fileguard_read_path(path, buf, sizeof buf);
     int fd = open(p, O_RDONLY);
     ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : -1;
     out[n > 0 ? n : 0] = '\0';
@@ -114,15 +114,15 @@ START_TEST(test_child_and_parent_read_the_pinned_file)
     write_text(other, "swapped");
     /* the swap happens after the check began: child and parent still read
      * the file that was opened */
-    ck_assert_int_eq(fattn_isolate_run(path, fn_swap_then_read, other, 0, 10), FATTN_OK);
+    ck_assert_int_eq(fh_isolate_run(path, fn_swap_then_read, other, 0, 10), FATTN_OK);
     char head[16];
     read_head(path, head, sizeof head);
     ck_assert_str_eq(head, "checked");
     /* a new check pins what the path names now */
-    ck_assert_int_eq(fattn_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_OK);
+    ck_assert_int_eq(fh_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_OK);
     read_head(path, head, sizeof head);
     ck_assert_str_eq(head, "swapped");
-    fattn_fileguard_unpin(path);
+    fh_fileguard_unpin(path);
     unlink(path);
     rmdir(dir);
 }
@@ -136,7 +136,7 @@ START_TEST(test_fifo_is_refused_without_blocking)
     snprintf(path, sizeof path, "%s/in.h5", dir);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     /* no writer: an open for reading would block; the timeout fails a hang */
-    ck_assert_int_eq(fattn_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_E_INVALID_FILE);
+    ck_assert_int_eq(fh_isolate_run(path, fn_ok, NULL, 0, 10), FATTN_E_INVALID_FILE);
     ck_assert_msg(strstr(fattn_last_error(), "not a regular file (a FIFO)"), "%s",
                   fattn_last_error());
     unlink(path);
@@ -160,7 +160,7 @@ static fattn_status fn_say_and_abort(const char *path, void *ctx)
 
 START_TEST(test_child_words_one_scrubbed_line)
 {
-    ck_assert_int_eq(fattn_isolate_run("w.h5", fn_say_and_abort, NULL, 0, 10),
+    ck_assert_int_eq(fh_isolate_run("w.h5", fn_say_and_abort, NULL, 0, 10),
                      FATTN_E_INVALID_FILE);
     const char *m = fattn_last_error();
     ck_assert_msg(strstr(m, "(signal 6): the reader said: munmap_chunk(): invalid pointer 0x...?[2J?") &&
@@ -170,7 +170,7 @@ START_TEST(test_child_words_one_scrubbed_line)
 }
 END_TEST
 
-/* fattn_scrub_text, row by row: text in, text out. */
+/* fh_scrub_text, row by row: text in, text out. */
 START_TEST(test_scrub_rows)
 {
     static const struct { const char *in, *out; } rows[] = {
@@ -186,7 +186,7 @@ START_TEST(test_scrub_rows)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%s", rows[i].in);
-        fattn_scrub_text(buf);
+        fh_scrub_text(buf);
         ck_assert_msg(strcmp(buf, rows[i].out) == 0, "row %zu: \"%s\", want \"%s\"", i, buf,
                       rows[i].out);
     }
@@ -218,21 +218,21 @@ START_TEST(test_pin_again_keeps_one_copy)
     setenv("TMPDIR", tmpdir, 1);
     write_text(path, "first");
     char a[64], b[64];
-    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
-    snprintf(a, sizeof a, "%s", fattn_fileguard_read_path(path, a, sizeof a));
+    ck_assert_int_eq(fh_fileguard_pin(path), FATTN_OK);
+    snprintf(a, sizeof a, "%s", fh_fileguard_read_path(path, a, sizeof a));
     /* unchanged: the same copy, read by the same descriptor */
-    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
-    snprintf(b, sizeof b, "%s", fattn_fileguard_read_path(path, b, sizeof b));
+    ck_assert_int_eq(fh_fileguard_pin(path), FATTN_OK);
+    snprintf(b, sizeof b, "%s", fh_fileguard_read_path(path, b, sizeof b));
     ck_assert_str_eq(a, b);
     ck_assert_int_eq(copies_in(tmpdir), 1);
     /* rewritten: a new copy, and the old one gone first */
     write_text(path, "second, longer");
-    ck_assert_int_eq(fattn_fileguard_pin(path), FATTN_OK);
+    ck_assert_int_eq(fh_fileguard_pin(path), FATTN_OK);
     ck_assert_int_eq(copies_in(tmpdir), 1);
     char head[32];
     read_head(path, head, sizeof head);
     ck_assert_str_eq(head, "second, longer");
-    fattn_fileguard_unpin(path);
+    fh_fileguard_unpin(path);
     ck_assert_int_eq(copies_in(tmpdir), 0);
     unsetenv("TMPDIR");
     unlink(path);

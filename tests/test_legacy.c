@@ -188,7 +188,7 @@ END_TEST
 
 /* TE's zero-fills, as the runner records a legacy run of the table row:
  * THD O and THD dQ outside the valid tokens are 0, not the poison. */
-static const int32_t *int32_data(const fattn_h5_node *n)
+static const int32_t *int32_data(const fh_h5_node *n)
 {
     ck_assert_msg(n && n->is_dataset && n->dtype == FATTN_DTYPE_INT32 && n->ndim == 1,
                   "not an int32 vector");
@@ -199,21 +199,21 @@ START_TEST(thd_zero_fill)
 {
     const tcase *c = find("bwd.layout.thd_thd_thd.f16");
     fattn_engine *e = engine2();
-    fattn_run_opts o = {.impl = FATTN_IMPL_LEGACY, .engine = e, .until = FATTN_STATE_BACKWARD,
-                        .poison = FATTN_POISON_PATTERN};
-    fattn_h5_node *run = NULL;
-    ck_assert_msg(fattn_run_case(tcase_spec_of(c), &o, &run) == FATTN_OK, "%s",
+    fh_run_opts o = {.impl = FH_IMPL_LEGACY, .engine = e, .until = FH_STATE_BACKWARD,
+                        .poison = FH_POISON_PATTERN};
+    fh_h5_node *run = NULL;
+    ck_assert_msg(fh_run_case(tcase_spec_of(c), &o, &run) == FATTN_OK, "%s",
                   fattn_last_error());
-    const fattn_h5_node *cu = fattn_h5_node_find(run, "inputs/cu_seqlens_q");
+    const fh_h5_node *cu = fh_h5_node_find(run, "inputs/cu_seqlens_q");
     const int32_t *seq = int32_data(cu);
-    const int32_t *off = int32_data(fattn_h5_node_find(run, "inputs/cu_seqlens_q_padded"));
+    const int32_t *off = int32_data(fh_h5_node_find(run, "inputs/cu_seqlens_q_padded"));
     int64_t nb = cu->shape[0] - 1;
     ck_assert_int_eq(nb, c->b);
-    const fattn_h5_node *ts[2] = {fattn_h5_node_find(run, "forward/out"),
-                                  fattn_h5_node_find(run, "backward/dq")};
+    const fh_h5_node *ts[2] = {fh_h5_node_find(run, "forward/out"),
+                                  fh_h5_node_find(run, "backward/dq")};
     int gaps = 0;
     for (int k = 0; k < 2; k++) {
-        const fattn_h5_node *n = ts[k];
+        const fh_h5_node *n = ts[k];
         ck_assert_msg(n && n->is_dataset && n->ndim == 3 && n->dtype == FATTN_DTYPE_FLOAT16,
                       "tensor %d: not a THD float16 dataset", k);
         int64_t row = n->shape[1] * n->shape[2];
@@ -231,7 +231,7 @@ START_TEST(thd_zero_fill)
         }
     }
     ck_assert_int_gt(gaps, 0);
-    fattn_h5_node_free(run);
+    fh_h5_node_free(run);
     fattn_engine_free(e);
     fattn_test_mark("legacy.thd_zero_fill");
 }

@@ -1,6 +1,6 @@
 /* The spec key `schedule` (harness/model/schedule.h, spec_schedule.c):
  * its syntax and checks, its canonical form, and TE's cache managers'
- * bookkeeping over cache steps (fattn_kv_plan) held to what
+ * bookkeeping over cache steps (fh_kv_plan) held to what
  * inference.py's pre_step does, worked out by hand. */
 #include <string.h>
 
@@ -95,8 +95,8 @@ static const parse_row parse_rows[] = {
 START_TEST(parse)
 {
     const parse_row *r = &parse_rows[_i];
-    fattn_spec s;
-    fattn_status st = fattn_spec_parse_one(r->json, strlen(r->json), "rows", &s);
+    fh_spec s;
+    fattn_status st = fh_spec_parse_one(r->json, strlen(r->json), "rows", &s);
     ck_assert_msg(st == r->st, "%s: status %s, want %s: %s", r->id, fattn_status_name(st),
                   fattn_status_name(r->st), fattn_last_error());
     if (r->says)
@@ -105,14 +105,14 @@ START_TEST(parse)
                       "%s: message '%s' lacks '%s'", r->id, fattn_last_error(), r->says);
     if (st == FATTN_OK) { /* canonical form: it parses back to an equal spec */
         char *c = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
-        fattn_spec t;
-        ck_assert_int_eq(fattn_spec_parse_one(c, strlen(c), "canonical", &t), FATTN_OK);
-        ck_assert(fattn_spec_equal(&s, &t));
+        ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
+        fh_spec t;
+        ck_assert_int_eq(fh_spec_parse_one(c, strlen(c), "canonical", &t), FATTN_OK);
+        ck_assert(fh_spec_equal(&s, &t));
         free(c);
-        fattn_spec_free(&t);
+        fh_spec_free(&t);
     }
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
     fattn_test_mark(r->id);
 }
 END_TEST
@@ -139,23 +139,23 @@ START_TEST(canonical)
          "\"schedule\":[{\"step\":[[0,3],[1,2]]},{\"step\":[[0,1],[1,1]]}],"},
     };
     for (int i = 0; i < NROWS(rows); i++) {
-        fattn_spec s;
-        ck_assert_int_eq(fattn_spec_parse_one(rows[i].json, strlen(rows[i].json), "c", &s),
+        fh_spec s;
+        ck_assert_int_eq(fh_spec_parse_one(rows[i].json, strlen(rows[i].json), "c", &s),
                          FATTN_OK);
         char *c = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+        ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
         ck_assert_msg(strstr(c, rows[i].want), "row %d: %s lacks %s", i, c, rows[i].want);
         free(c);
-        fattn_spec_free(&s);
+        fh_spec_free(&s);
     }
-    fattn_spec s;
+    fh_spec s;
     const char *plain = TRAIN "\"seed\":3}";
-    ck_assert_int_eq(fattn_spec_parse_one(plain, strlen(plain), "c", &s), FATTN_OK);
+    ck_assert_int_eq(fh_spec_parse_one(plain, strlen(plain), "c", &s), FATTN_OK);
     char *c = NULL;
-    ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+    ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
     ck_assert_ptr_null(strstr(c, "schedule"));
     free(c);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
     fattn_test_mark("sched.canonical");
 }
 END_TEST
@@ -174,11 +174,11 @@ START_TEST(kv_plan_by_hand)
 {
     const char *json = CACHE "\"schedule\":[{\"step\":[[0,3],[1,2]]},{\"step\":[[0,1],[1,1]]},"
                              "{\"step\":[[1,1],[2,2]]}]}";
-    fattn_spec s;
-    ck_assert_int_eq(fattn_spec_parse_one(json, strlen(json), "kv", &s), FATTN_OK);
-    fattn_kv_plan np, pg;
-    ck_assert_int_eq(fattn_kv_plan_make(s.schedule, 3, 8, 4, false, 0, false, &np), FATTN_OK);
-    ck_assert_int_eq(fattn_kv_plan_make(s.schedule, 3, 8, 4, true, 2, false, &pg), FATTN_OK);
+    fh_spec s;
+    ck_assert_int_eq(fh_spec_parse_one(json, strlen(json), "kv", &s), FATTN_OK);
+    fh_kv_plan np, pg;
+    ck_assert_int_eq(fh_kv_plan_make(s.schedule, 3, 8, 4, false, 0, false, &np), FATTN_OK);
+    ck_assert_int_eq(fh_kv_plan_make(s.schedule, 3, 8, 4, true, 2, false, &pg), FATTN_OK);
     static const int64_t lq[3][2] = {{3, 2}, {1, 1}, {1, 2}}, lkv[3][2] = {{3, 2}, {4, 3}, {4, 2}};
     static const int32_t bidx[3][3] = {{0, 1, 2}, {0, 1, 2}, {1, 0, 2}};
     static const bool reindex[3] = {true, false, true};
@@ -187,7 +187,7 @@ START_TEST(kv_plan_by_hand)
                                          {2, 3, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0}};
     static const int64_t sq[3] = {3, 1, 2};
     for (int k = 0; k < 3; k++) {
-        const fattn_kv_step *a = &np.steps[k], *p = &pg.steps[k];
+        const fh_kv_step *a = &np.steps[k], *p = &pg.steps[k];
         ck_assert_int_eq(a->b, 2);
         ck_assert_int_eq(a->sq, sq[k]);
         for (int j = 0; j < 2; j++) {
@@ -203,30 +203,30 @@ START_TEST(kv_plan_by_hand)
             ck_assert_msg(p->page_table[j] == table[k][j], "step %d page_table[%d] = %d, want %d",
                           k + 1, j, p->page_table[j], table[k][j]);
     }
-    fattn_kv_plan_free(&np);
-    fattn_kv_plan_free(&pg);
+    fh_kv_plan_free(&np);
+    fh_kv_plan_free(&pg);
     /* a thd q: the call's batch is the cache's, the entries past the step's empty */
-    fattn_kv_plan th;
-    ck_assert_int_eq(fattn_kv_plan_make(s.schedule, 3, 8, 4, false, 0, true, &th), FATTN_OK);
+    fh_kv_plan th;
+    ck_assert_int_eq(fh_kv_plan_make(s.schedule, 3, 8, 4, false, 0, true, &th), FATTN_OK);
     ck_assert_int_eq(th.steps[0].b, 3);
     ck_assert_int_eq(th.steps[0].b_q, 2);
     ck_assert_int_eq(th.steps[0].lens_q[2], 0);
     ck_assert_int_eq(th.steps[0].lens_kv[2], 0);
-    fattn_kv_plan_free(&th);
+    fh_kv_plan_free(&th);
     /* the spec each step runs as */
-    fattn_kv_plan plan;
-    ck_assert_int_eq(fattn_spec_kv_plan(&s, &plan), FATTN_OK);
-    fattn_spec one;
-    ck_assert_int_eq(fattn_spec_step(&s, &plan, 3, &one), FATTN_OK);
+    fh_kv_plan plan;
+    ck_assert_int_eq(fh_spec_kv_plan(&s, &plan), FATTN_OK);
+    fh_spec one;
+    ck_assert_int_eq(fh_spec_step(&s, &plan, 3, &one), FATTN_OK);
     ck_assert_int_eq(one.seed, s.seed + 3);
     ck_assert_int_eq(one.b, 2);
     ck_assert_int_eq(one.sq, 2);
     ck_assert_ptr_null(one.schedule);
     ck_assert_int_eq(one.seqlens_kv[0], 4);
     ck_assert_int_eq(one.seqlens_kv[1], 2);
-    fattn_spec_free(&one);
-    fattn_kv_plan_free(&plan);
-    fattn_spec_free(&s);
+    fh_spec_free(&one);
+    fh_kv_plan_free(&plan);
+    fh_spec_free(&s);
     fattn_test_mark("sched.kv_plan");
 }
 END_TEST
@@ -236,13 +236,13 @@ END_TEST
  * one sequence, inference.py:174-177.) */
 START_TEST(kv_plan_full)
 {
-    fattn_schedule sc = {0};
+    fh_schedule sc = {0};
     int64_t seq[2] = {0, 1}, len[2] = {4, 4};
-    fattn_step st = {.kind = FATTN_STEP_KV, .n = 2, .seq = seq, .len = len};
+    fh_step st = {.kind = FH_STEP_KV, .n = 2, .seq = seq, .len = len};
     sc.n = 1;
     sc.steps = &st;
-    fattn_kv_plan p;
-    ck_assert_int_eq(fattn_kv_plan_make(&sc, 1, 8, 4, true, 2, false, &p), FATTN_E_INVALID_ARG);
+    fh_kv_plan p;
+    ck_assert_int_eq(fh_kv_plan_make(&sc, 1, 8, 4, true, 2, false, &p), FATTN_E_INVALID_ARG);
     ck_assert(strstr(fattn_last_error(), "step 1: more sequences than"));
     fattn_test_mark("sched.kv_full");
 }

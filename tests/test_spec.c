@@ -44,15 +44,15 @@ static const char full_canonical[] =
     "\"seqlens_kv\":[7,3],\"seqlens_q\":[5,0],\"skv\":7,\"softmax\":\"off-by-one\",\"sq\":5,"
     "\"window\":[-1,0]}";
 
-static void parse_one_ok(const char *json, fattn_spec *s)
+static void parse_one_ok(const char *json, fh_spec *s)
 {
-    fattn_status st = fattn_spec_parse_one(json, strlen(json), "t", s);
+    fattn_status st = fh_spec_parse_one(json, strlen(json), "t", s);
     ck_assert_msg(st == FATTN_OK, "parse failed: %s", fattn_last_error());
 }
 
 START_TEST(test_defaults)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(min_json, &s);
     ck_assert_str_eq(s.id, "min");
     ck_assert_int_eq(s.b, 1);
@@ -66,10 +66,10 @@ START_TEST(test_defaults)
     ck_assert_int_eq(s.layout, FATTN_LAYOUT_BSHD_BSHD_BSHD);
     ck_assert_int_eq(s.mask, FATTN_MASK_NO_MASK);
     ck_assert_int_eq(s.bias, FATTN_BIAS_NO_BIAS);
-    ck_assert_int_eq(s.bias_shape, FATTN_BIAS_SHAPE_1HSS);
+    ck_assert_int_eq(s.bias_shape, FH_BIAS_SHAPE_1HSS);
     ck_assert_int_eq(s.softmax, FATTN_SOFTMAX_VANILLA);
     ck_assert(!s.window_set);
-    ck_assert_int_eq(s.bottom_right_diagonal, FATTN_TRISTATE_NULL);
+    ck_assert_int_eq(s.bottom_right_diagonal, FH_TRISTATE_NULL);
     ck_assert(s.dropout_p == 0.0 && !signbit(s.dropout_p));
     ck_assert(s.is_training && s.deterministic && !s.return_max_logit && s.fast_zero_fill);
     ck_assert(!s.attn_scale_set && !s.pad_between_seqs);
@@ -78,13 +78,13 @@ START_TEST(test_defaults)
     ck_assert_int_eq(s.seed, 1);
     ck_assert_int_eq(s.rng_seed, 1234);
     ck_assert_int_eq(s.rng_offset, 0);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
 }
 END_TEST
 
 START_TEST(test_full)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(full_json, &s);
     ck_assert_int_eq(s.hg, 2);
     ck_assert_int_eq(s.skv, 7);
@@ -93,10 +93,10 @@ START_TEST(test_full)
     ck_assert_int_eq(s.layout, FATTN_LAYOUT_THD_T2HD);
     ck_assert_int_eq(s.mask, FATTN_MASK_PADDING_CAUSAL_BOTTOM_RIGHT);
     ck_assert_int_eq(s.bias, FATTN_BIAS_POST_SCALE_BIAS);
-    ck_assert_int_eq(s.bias_shape, FATTN_BIAS_SHAPE_B1SS);
+    ck_assert_int_eq(s.bias_shape, FH_BIAS_SHAPE_B1SS);
     ck_assert_int_eq(s.softmax, FATTN_SOFTMAX_OFF_BY_ONE);
     ck_assert(s.window_set && s.window[0] == -1 && s.window[1] == 0);
-    ck_assert_int_eq(s.bottom_right_diagonal, FATTN_TRISTATE_FALSE);
+    ck_assert_int_eq(s.bottom_right_diagonal, FH_TRISTATE_FALSE);
     ck_assert(s.dropout_p == 1e-05);
     ck_assert(!s.is_training && !s.deterministic && s.return_max_logit && !s.fast_zero_fill);
     ck_assert(s.attn_scale_set && s.attn_scale == 0.1);
@@ -106,7 +106,7 @@ START_TEST(test_full)
     ck_assert(s.seed == INT64_C(9007199254740993));
     ck_assert_int_eq(s.rng_seed, 0);
     ck_assert_int_eq(s.rng_offset, 16);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
 }
 END_TEST
 
@@ -116,27 +116,27 @@ START_TEST(test_canonical_python)
     const char *in[2] = {min_json, full_json};
     const char *want[2] = {min_canonical, full_canonical};
     for (int i = 0; i < 2; i++) {
-        fattn_spec s, t;
+        fh_spec s, t;
         parse_one_ok(in[i], &s);
         char *c = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+        ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
         ck_assert_str_eq(c, want[i]);
         parse_one_ok(c, &t);
-        ck_assert(fattn_spec_equal(&s, &t));
+        ck_assert(fh_spec_equal(&s, &t));
         char *c2 = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(&t, &c2), FATTN_OK);
+        ck_assert_int_eq(fh_spec_canonical(&t, &c2), FATTN_OK);
         ck_assert_str_eq(c2, c);
         free(c);
         free(c2);
-        fattn_spec_free(&s);
-        fattn_spec_free(&t);
+        fh_spec_free(&s);
+        fh_spec_free(&t);
     }
 }
 END_TEST
 
 /* A spec with every key that is written only when set: the canonical form
  * has every key of the table, once each, sorted (Python's sort_keys), and
- * fattn_spec_key_name lists the same keys in the same order. */
+ * fh_spec_key_name lists the same keys in the same order. */
 static const char every_key_json[] =
     "{\"id\":\"every\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"dtype\":\"float16\","
     "\"is_training\":false,\"raw_func_args\":true,\"cpu_offload\":true,"
@@ -172,28 +172,28 @@ static size_t top_keys(const char *j, char keys[][32], size_t max)
 
 START_TEST(test_canonical_every_key_sorted)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(every_key_json, &s);
     char *c = NULL;
-    ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+    ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
     char keys[64][32];
     size_t n = top_keys(c, keys, 64);
-    ck_assert_uint_eq(n, fattn_spec_key_count());
+    ck_assert_uint_eq(n, fh_spec_key_count());
     for (size_t i = 0; i < n; i++) {
         ck_assert_msg(i == 0 || strcmp(keys[i - 1], keys[i]) < 0, "%s before %s in %s",
                       keys[i - 1], keys[i], c);
-        ck_assert_str_eq(keys[i], fattn_spec_key_name(i));
+        ck_assert_str_eq(keys[i], fh_spec_key_name(i));
     }
-    ck_assert_ptr_null(fattn_spec_key_name(n));
+    ck_assert_ptr_null(fh_spec_key_name(n));
     ck_assert_ptr_nonnull(strstr(c, "\"cpu_offload\":true,\"d_qk\":8,"));
     ck_assert_ptr_nonnull(strstr(c, "\"cp\":{\"comm\":\"a2a+p2p\",\"load_balancing\":"
                                     "\"dual_chunk_swap\",\"size\":4},"));
-    fattn_spec t;
+    fh_spec t;
     parse_one_ok(c, &t);
-    ck_assert(fattn_spec_equal(&s, &t));
+    ck_assert(fh_spec_equal(&s, &t));
     free(c);
-    fattn_spec_free(&s);
-    fattn_spec_free(&t);
+    fh_spec_free(&s);
+    fh_spec_free(&t);
 }
 END_TEST
 
@@ -202,31 +202,31 @@ START_TEST(test_integer_for_float_key)
     /* "dropout_p": 0 and "attn_scale": 1 are numbers; canonical writes floats. */
     const char *j = "{\"id\":\"i\",\"b\":1,\"h\":1,\"sq\":1,\"d_qk\":1,\"dropout_p\":0,"
                     "\"attn_scale\":1}";
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(j, &s);
     char *c = NULL;
-    ck_assert_int_eq(fattn_spec_canonical(&s, &c), FATTN_OK);
+    ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
     ck_assert_ptr_nonnull(strstr(c, "\"attn_scale\":1.0,"));
     ck_assert_ptr_nonnull(strstr(c, "\"dropout_p\":0.0,"));
     free(c);
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
 }
 END_TEST
 
 START_TEST(test_equal_and_copy)
 {
-    fattn_spec a, b, c;
+    fh_spec a, b, c;
     parse_one_ok(full_json, &a);
-    ck_assert_int_eq(fattn_spec_copy(&b, &a), FATTN_OK);
-    ck_assert(fattn_spec_equal(&a, &b));
+    ck_assert_int_eq(fh_spec_copy(&b, &a), FATTN_OK);
+    ck_assert(fh_spec_equal(&a, &b));
     ck_assert_ptr_ne(a.seqlens_q, b.seqlens_q);
     b.seqlens_kv[1] = 4;
-    ck_assert(!fattn_spec_equal(&a, &b));
+    ck_assert(!fh_spec_equal(&a, &b));
     parse_one_ok(min_json, &c);
-    ck_assert(!fattn_spec_equal(&a, &c));
-    fattn_spec_free(&a);
-    fattn_spec_free(&b);
-    fattn_spec_free(&c);
+    ck_assert(!fh_spec_equal(&a, &c));
+    fh_spec_free(&a);
+    fh_spec_free(&b);
+    fh_spec_free(&c);
 }
 END_TEST
 
@@ -382,7 +382,7 @@ START_TEST(test_float_repr)
     double v;
     memcpy(&v, &float_table[_i].bits, sizeof v);
     char buf[32];
-    ck_assert_int_eq(fattn_spec_format_double(v, buf, sizeof buf), FATTN_OK);
+    ck_assert_int_eq(fh_spec_format_double(v, buf, sizeof buf), FATTN_OK);
     ck_assert_msg(strcmp(buf, float_table[_i].repr) == 0, "0x%016" PRIx64 ": got %s want %s",
                   float_table[_i].bits, buf, float_table[_i].repr);
     double back = strtod(buf, NULL);
@@ -393,9 +393,9 @@ END_TEST
 START_TEST(test_float_errors)
 {
     char buf[32], small[3];
-    ck_assert_int_eq(fattn_spec_format_double(INFINITY, buf, sizeof buf), FATTN_E_INVALID_ARG);
-    ck_assert_int_eq(fattn_spec_format_double(NAN, buf, sizeof buf), FATTN_E_INVALID_ARG);
-    ck_assert_int_eq(fattn_spec_format_double(0.1, small, sizeof small), FATTN_E_OVERFLOW);
+    ck_assert_int_eq(fh_spec_format_double(INFINITY, buf, sizeof buf), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fh_spec_format_double(NAN, buf, sizeof buf), FATTN_E_INVALID_ARG);
+    ck_assert_int_eq(fh_spec_format_double(0.1, small, sizeof small), FATTN_E_OVERFLOW);
 }
 END_TEST
 
@@ -506,9 +506,9 @@ static const struct {
 
 START_TEST(test_errors)
 {
-    fattn_spec_list l = {(fattn_spec *)1, 99};
+    fh_spec_list l = {(fh_spec *)1, 99};
     const char *j = error_table[_i].json;
-    fattn_status st = fattn_spec_parse_json(j, strlen(j), "t", &l);
+    fattn_status st = fh_spec_parse_json(j, strlen(j), "t", &l);
     ck_assert_msg(st == error_table[_i].status, "row %d (%s): status %s, want %s; message: %s", _i,
                   j, fattn_status_name(st), fattn_status_name(error_table[_i].status),
                   fattn_last_error());
@@ -528,18 +528,18 @@ END_TEST
 START_TEST(test_id_length)
 {
     char json[512];
-    char id[FATTN_SPEC_ID_MAX + 2];
+    char id[FH_SPEC_ID_MAX + 2];
     memset(id, 'a', sizeof id - 1);
-    id[FATTN_SPEC_ID_MAX] = '\0'; /* exactly the maximum: fine */
+    id[FH_SPEC_ID_MAX] = '\0'; /* exactly the maximum: fine */
     snprintf(json, sizeof json, "[{\"id\":\"%s\",\"b\":1,\"h\":1,\"sq\":1,\"d_qk\":1}]", id);
-    fattn_spec_list l;
-    ck_assert_int_eq(fattn_spec_parse_json(json, strlen(json), "t", &l), FATTN_OK);
-    ck_assert_uint_eq(strlen(l.items[0].id), FATTN_SPEC_ID_MAX);
-    fattn_spec_list_free(&l);
-    id[FATTN_SPEC_ID_MAX] = 'a';
-    id[FATTN_SPEC_ID_MAX + 1] = '\0';
+    fh_spec_list l;
+    ck_assert_int_eq(fh_spec_parse_json(json, strlen(json), "t", &l), FATTN_OK);
+    ck_assert_uint_eq(strlen(l.items[0].id), FH_SPEC_ID_MAX);
+    fh_spec_list_free(&l);
+    id[FH_SPEC_ID_MAX] = 'a';
+    id[FH_SPEC_ID_MAX + 1] = '\0';
     snprintf(json, sizeof json, "[{\"id\":\"%s\",\"b\":1,\"h\":1,\"sq\":1,\"d_qk\":1}]", id);
-    ck_assert_int_eq(fattn_spec_parse_json(json, strlen(json), "t", &l), FATTN_E_PARSE);
+    ck_assert_int_eq(fh_spec_parse_json(json, strlen(json), "t", &l), FATTN_E_PARSE);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "longer than 128"));
 }
 END_TEST
@@ -548,13 +548,13 @@ END_TEST
 
 START_TEST(test_default_matrix)
 {
-    fattn_spec_list l;
-    fattn_status st = fattn_spec_load_default(&l);
+    fh_spec_list l;
+    fattn_status st = fh_spec_load_default(&l);
     ck_assert_msg(st == FATTN_OK, "%s", fattn_last_error());
     ck_assert_uint_ge(l.count, 40);
     bool seen_f16 = false, seen_bf16 = false, seen_inference = false, seen_thd_pad = false;
     for (size_t i = 0; i < l.count; i++) {
-        const fattn_spec *s = &l.items[i];
+        const fh_spec *s = &l.items[i];
         for (size_t j = 0; j < i; j++)
             ck_assert_str_ne(s->id, l.items[j].id);
         int64_t d = s->d_qk > s->d_v ? s->d_qk : s->d_v;
@@ -569,47 +569,47 @@ START_TEST(test_default_matrix)
         seen_thd_pad |= s->pad_between_seqs;
         /* Every case round-trips through its canonical form. */
         char *c = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(s, &c), FATTN_OK);
-        fattn_spec t;
+        ck_assert_int_eq(fh_spec_canonical(s, &c), FATTN_OK);
+        fh_spec t;
         parse_one_ok(c, &t);
-        ck_assert_msg(fattn_spec_equal(s, &t), "%s does not round-trip", s->id);
-        fattn_spec_free(&t);
+        ck_assert_msg(fh_spec_equal(s, &t), "%s does not round-trip", s->id);
+        fh_spec_free(&t);
         free(c);
         char line[512];
-        ck_assert_int_eq(fattn_spec_summary(s, line, sizeof line), FATTN_OK);
+        ck_assert_int_eq(fh_spec_summary(s, line, sizeof line), FATTN_OK);
         ck_assert(line[0] && !strchr(line, '\n') && !strchr(line, '\t'));
     }
     ck_assert(seen_f16 && seen_bf16 && seen_inference && seen_thd_pad);
-    fattn_spec_list_free(&l);
+    fh_spec_list_free(&l);
 }
 END_TEST
 
 START_TEST(test_summary)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(full_json, &s);
     char line[512];
-    ck_assert_int_eq(fattn_spec_summary(&s, line, sizeof line), FATTN_OK);
+    ck_assert_int_eq(fh_spec_summary(&s, line, sizeof line), FATTN_OK);
     ck_assert_str_eq(line, "float16 thd_t2hd b=2 h=4 hg=2 sq=5 skv=7 d=16 d_v=8 "
                            "mask=padding_causal_bottom_right window=[-1,0] bottom_right=false "
                            "bias=post_scale_bias/b1ss softmax=off-by-one dropout=1e-05 scale=0.1 "
                            "pad_between_seqs seqlens=explicit max_logit nondeterministic "
                            "no_fast_zero_fill inference");
     char tiny[8];
-    ck_assert_int_eq(fattn_spec_summary(&s, tiny, sizeof tiny), FATTN_OK);
+    ck_assert_int_eq(fh_spec_summary(&s, tiny, sizeof tiny), FATTN_OK);
     ck_assert_str_eq(tiny, "float16");
-    fattn_spec_free(&s);
+    fh_spec_free(&s);
 }
 END_TEST
 
 START_TEST(test_glob)
 {
-    ck_assert(fattn_spec_matches_glob("layout.thd_thd_thd.padding.f16", "layout.*"));
-    ck_assert(fattn_spec_matches_glob("layout.thd_thd_thd.padding.f16", "*.f16"));
-    ck_assert(fattn_spec_matches_glob("mask.causal.bf16", "mask.?ausal.*"));
-    ck_assert(fattn_spec_matches_glob("a", "[abc]"));
-    ck_assert(!fattn_spec_matches_glob("mask.causal.bf16", "*.f16"));
-    ck_assert(!fattn_spec_matches_glob("x", ""));
+    ck_assert(fh_spec_matches_glob("layout.thd_thd_thd.padding.f16", "layout.*"));
+    ck_assert(fh_spec_matches_glob("layout.thd_thd_thd.padding.f16", "*.f16"));
+    ck_assert(fh_spec_matches_glob("mask.causal.bf16", "mask.?ausal.*"));
+    ck_assert(fh_spec_matches_glob("a", "[abc]"));
+    ck_assert(!fh_spec_matches_glob("mask.causal.bf16", "*.f16"));
+    ck_assert(!fh_spec_matches_glob("x", ""));
 }
 END_TEST
 
@@ -621,30 +621,30 @@ START_TEST(test_load_file)
     const char *text = "[\n  " CASE_HEAD "},\n  {\"id\":\"y\",\"b\":2,\"h\":1,\"sq\":1,\"d_qk\":1}\n]\n";
     ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
-    fattn_spec_list l;
-    ck_assert_int_eq(fattn_spec_load_file(path, &l), FATTN_OK);
+    fh_spec_list l;
+    ck_assert_int_eq(fh_spec_load_file(path, &l), FATTN_OK);
     ck_assert_uint_eq(l.count, 2);
     ck_assert_str_eq(l.items[1].id, "y");
-    fattn_spec_list_free(&l);
+    fh_spec_list_free(&l);
     /* An error names the file. */
     FILE *f = fopen(path, "w");
     fputs("[{\"id\":\"z\",\"b\":1,\"h\":1,\"sq\":1,\"d_qk\":1,\"bogus\":0}]", f);
     fclose(f);
-    ck_assert_int_eq(fattn_spec_load_file(path, &l), FATTN_E_PARSE);
+    ck_assert_int_eq(fh_spec_load_file(path, &l), FATTN_E_PARSE);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), path));
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), "key 'bogus'"));
     unlink(path);
-    ck_assert_int_eq(fattn_spec_load_file(path, &l), FATTN_E_IO);
+    ck_assert_int_eq(fh_spec_load_file(path, &l), FATTN_E_IO);
     ck_assert_ptr_nonnull(strstr(fattn_last_error(), path));
 }
 END_TEST
 
 START_TEST(test_empty_array)
 {
-    fattn_spec_list l;
-    ck_assert_int_eq(fattn_spec_parse_json("[]", 2, "t", &l), FATTN_OK);
+    fh_spec_list l;
+    ck_assert_int_eq(fh_spec_parse_json("[]", 2, "t", &l), FATTN_OK);
     ck_assert_uint_eq(l.count, 0);
-    fattn_spec_list_free(&l);
+    fh_spec_list_free(&l);
 }
 END_TEST
 
@@ -652,18 +652,18 @@ START_TEST(test_bias_shape_names)
 {
     static const char *names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
     for (int i = 0; i < 5; i++) {
-        fattn_bias_shape s;
-        ck_assert_int_eq(fattn_bias_shape_parse(names[i], &s), FATTN_OK);
+        fh_bias_shape s;
+        ck_assert_int_eq(fh_bias_shape_parse(names[i], &s), FATTN_OK);
         ck_assert_int_eq(s, i);
-        ck_assert_str_eq(fattn_bias_shape_name(s), names[i]);
+        ck_assert_str_eq(fh_bias_shape_name(s), names[i]);
     }
-    ck_assert_ptr_null(fattn_bias_shape_name((fattn_bias_shape)5));
+    ck_assert_ptr_null(fh_bias_shape_name((fh_bias_shape)5));
 }
 END_TEST
 
 /* ---- the resolved model (case.h) ------------------------------------------ */
 
-static void shape_is(const fattn_case_shape *t, fattn_dtype dt, int ndim, const int64_t *want)
+static void shape_is(const fh_case_shape *t, fattn_dtype dt, int ndim, const int64_t *want)
 {
     ck_assert(t->present);
     ck_assert_int_eq(t->dtype, dt);
@@ -676,10 +676,10 @@ static void shape_is(const fattn_case_shape *t, fattn_dtype dt, int ndim, const 
  * lengths and gaps, b1ss bias, an off-by-one sink, inference, attn_scale 0.1. */
 START_TEST(test_resolve_full)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(full_json, &s);
-    fattn_case c;
-    ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+    fh_case c;
+    ck_assert_int_eq(fh_case_resolve(&s, &c), FATTN_OK);
     ck_assert_ptr_eq(c.spec, &s);
     ck_assert_int_eq(c.layout_group, FATTN_LAYOUT_GROUP_HD_2HD);
     ck_assert_int_eq(c.q_format, FATTN_FORMAT_THD);
@@ -710,10 +710,10 @@ START_TEST(test_resolve_full)
     shape_is(&c.t.attn_bias, FATTN_DTYPE_FLOAT16, 4, (int64_t[]){2, 1, 5, 7});
     shape_is(&c.t.softmax_offset, FATTN_DTYPE_FLOAT32, 4, (int64_t[]){1, 4, 1, 1});
     ck_assert(!c.t.d_out.present && !c.t.dq.present && !c.t.d_bias.present);
-    fattn_case_free(&c);
+    fh_case_free(&c);
     ck_assert_ptr_null(c.seqlens_q);
-    fattn_case_free(&c); /* twice is fine */
-    fattn_spec_free(&s);
+    fh_case_free(&c); /* twice is fine */
+    fh_spec_free(&s);
 }
 END_TEST
 
@@ -721,10 +721,10 @@ END_TEST
  * length is the maximum, the scale is TE's default. */
 START_TEST(test_resolve_defaults)
 {
-    fattn_spec s;
+    fh_spec s;
     parse_one_ok(min_json, &s);
-    fattn_case c;
-    ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+    fh_case c;
+    ck_assert_int_eq(fh_case_resolve(&s, &c), FATTN_OK);
     ck_assert(!c.thd && !c.padding);
     ck_assert_int_eq(c.window[0], -1);
     ck_assert_int_eq(c.window[1], -1);
@@ -737,8 +737,8 @@ START_TEST(test_resolve_defaults)
     shape_is(&c.t.dq, FATTN_DTYPE_BFLOAT16, 4, (int64_t[]){1, 3, 2, 8});
     shape_is(&c.t.d_out, FATTN_DTYPE_BFLOAT16, 4, (int64_t[]){1, 3, 2, 8});
     ck_assert(!c.t.attn_bias.present && !c.t.softmax_offset.present);
-    fattn_case_free(&c);
-    fattn_spec_free(&s);
+    fh_case_free(&c);
+    fh_spec_free(&s);
 }
 END_TEST
 
@@ -771,10 +771,10 @@ START_TEST(test_raw_func_args)
     };
 #undef R_HEAD
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        fattn_spec s;
+        fh_spec s;
         parse_one_ok(rows[i].json, &s);
-        fattn_case c;
-        ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_OK);
+        fh_case c;
+        ck_assert_int_eq(fh_case_resolve(&s, &c), FATTN_OK);
         ck_assert_msg(c.dropout_p == rows[i].dropout, "row %zu: dropout %g", i,
                       (double)c.dropout_p);
         ck_assert_msg(isnan(c.attn_scale_arg) == rows[i].scale_none, "row %zu: scale arg %g", i,
@@ -785,19 +785,19 @@ START_TEST(test_raw_func_args)
                       c.bottom_right_diagonal_arg);
         ck_assert_msg(c.bottom_right_diagonal == rows[i].brd, "row %zu: brd", i);
         char *canon = NULL;
-        ck_assert_int_eq(fattn_spec_canonical(&s, &canon), FATTN_OK);
+        ck_assert_int_eq(fh_spec_canonical(&s, &canon), FATTN_OK);
         ck_assert_msg((strstr(canon, "\"raw_func_args\":true,\"return_max_logit\"") != NULL) ==
                           rows[i].in_canonical, "row %zu: %s", i, canon);
         ck_assert(strstr(canon, "raw_func_args\":false") == NULL);
-        fattn_spec t;
+        fh_spec t;
         parse_one_ok(canon, &t);
-        ck_assert(fattn_spec_equal(&s, &t));
+        ck_assert(fh_spec_equal(&s, &t));
         t.raw_func_args = !t.raw_func_args;
-        ck_assert(!fattn_spec_equal(&s, &t));
-        fattn_spec_free(&t);
+        ck_assert(!fh_spec_equal(&s, &t));
+        fh_spec_free(&t);
         free(canon);
-        fattn_case_free(&c);
-        fattn_spec_free(&s);
+        fh_case_free(&c);
+        fh_spec_free(&s);
     }
 }
 END_TEST
@@ -811,13 +811,13 @@ START_TEST(test_resolve_errors)
         "\"mask\":\"padding\",\"seqlens_q\":[0],\"seqlens_kv\":[0]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fattn_spec s;
+        fh_spec s;
         parse_one_ok(bad[i], &s);
-        fattn_case c;
-        ck_assert_int_eq(fattn_case_resolve(&s, &c), FATTN_E_INVALID_CASE);
+        fh_case c;
+        ck_assert_int_eq(fh_case_resolve(&s, &c), FATTN_E_INVALID_CASE);
         ck_assert_msg(strstr(fattn_last_error(), s.id) != NULL, "%s", fattn_last_error());
         ck_assert_ptr_null(c.seqlens_q);
-        fattn_spec_free(&s);
+        fh_spec_free(&s);
     }
 }
 END_TEST
@@ -829,11 +829,11 @@ START_TEST(test_resolve_json)
     static const char text[] =
         "[{\"id\":\"a\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":8,\"mask\":\"causal\"},"
         "{\"id\":\"w\",\"b\":1,\"h\":1,\"sq\":4,\"d_qk\":8,\"window\":[-2,3]}]";
-    fattn_spec_list l;
-    ck_assert_int_eq(fattn_spec_parse_json(text, strlen(text), "t", &l), FATTN_OK);
-    const fattn_spec *sel[2] = {&l.items[0], &l.items[1]};
+    fh_spec_list l;
+    ck_assert_int_eq(fh_spec_parse_json(text, strlen(text), "t", &l), FATTN_OK);
+    const fh_spec *sel[2] = {&l.items[0], &l.items[1]};
     char *json = NULL;
-    ck_assert_int_eq(fattn_case_list_json(sel, 2, &json), FATTN_OK);
+    ck_assert_int_eq(fh_case_list_json(sel, 2, &json), FATTN_OK);
     ck_assert_msg(json[0] == '[' && json[strlen(json) - 1] == ']', "%s", json);
     ck_assert_ptr_nonnull(strstr(json, "{\"id\":\"a\",\"spec\":{\"attn_scale\":null,\"b\":2,"));
     ck_assert_ptr_nonnull(strstr(json, "\"window\":[-1,0],\"bottom_right_diagonal\":false,"));
@@ -842,10 +842,10 @@ START_TEST(test_resolve_json)
     ck_assert_ptr_nonnull(strstr(json, "},\n{\"id\":\"w\",\"spec\":"));
     ck_assert_ptr_nonnull(strstr(json, "\"error\":\"case w: window:"));
     free(json);
-    ck_assert_int_eq(fattn_case_list_json(sel, 0, &json), FATTN_OK);
+    ck_assert_int_eq(fh_case_list_json(sel, 0, &json), FATTN_OK);
     ck_assert_str_eq(json, "[\n]");
     free(json);
-    fattn_spec_list_free(&l);
+    fh_spec_list_free(&l);
 }
 END_TEST
 

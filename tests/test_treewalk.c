@@ -16,7 +16,7 @@ typedef struct logger {
     bool descend_impl;
 } logger;
 
-static void log_line(logger *l, const char *what, const fattn_walk_at *at, const char *extra)
+static void log_line(logger *l, const char *what, const fh_walk_at *at, const char *extra)
 {
     int n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "%s %s%s%s%s d%d%s\n", what,
                      at->path, extra ? " " : "", extra ? extra : "",
@@ -26,71 +26,71 @@ static void log_line(logger *l, const char *what, const fattn_walk_at *at, const
     l->len += (size_t)n;
 }
 
-static void log_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
-                     const fattn_h5_attr *b)
+static void log_attr(void *ctx, const fh_walk_at *at, const fh_h5_attr *a,
+                     const fh_h5_attr *b)
 {
     char x[128];
     snprintf(x, sizeof x, "@%s%s", a ? a->name : b->name, !a ? "(B)" : !b ? "(A)" : "");
     log_line(ctx, "attr", at, x);
 }
 
-static void log_attrs_done(void *ctx, const fattn_walk_at *at)
+static void log_attrs_done(void *ctx, const fh_walk_at *at)
 {
     log_line(ctx, "attrs_done", at, NULL);
 }
 
-static fattn_walk_next log_child(void *ctx, const fattn_walk_at *at)
+static fh_walk_next log_child(void *ctx, const fh_walk_at *at)
 {
     logger *l = ctx;
     log_line(l, "child", at, NULL);
-    const fattn_h5_node *n = at->a ? at->a : at->b;
+    const fh_h5_node *n = at->a ? at->a : at->b;
     if (n->is_dataset || (!strcmp(at->name, "_impl") && !l->descend_impl))
-        return FATTN_WALK_SKIP;
-    return FATTN_WALK_DESCEND;
+        return FH_WALK_SKIP;
+    return FH_WALK_DESCEND;
 }
 
-static void log_group_done(void *ctx, const fattn_walk_at *at)
+static void log_group_done(void *ctx, const fh_walk_at *at)
 {
     log_line(ctx, "group_done", at, NULL);
 }
 
-static const fattn_walk_visitor log_visitor = {
+static const fh_walk_visitor log_visitor = {
     .attr = log_attr,
     .attrs_done = log_attrs_done,
     .child = log_child,
     .group_done = log_group_done,
 };
 
-static void add_f32(fattn_h5_node *g, const char *name, const float *v, int n)
+static void add_f32(fh_h5_node *g, const char *name, const float *v, int n)
 {
     int64_t shape[1] = {n};
-    ck_assert_int_eq(fattn_h5_node_add_bytes(g, name, FATTN_DTYPE_FLOAT32, 1, shape, v,
+    ck_assert_int_eq(fh_h5_node_add_bytes(g, name, FATTN_DTYPE_FLOAT32, 1, shape, v,
                                              (size_t)n * sizeof *v, NULL),
                      FATTN_OK);
 }
 
 /* A: /@x /@y  f/out f/aux/stats f/_impl/s  only_a
  * B: /@y /@z  f/out f/aux/stats f/_impl/s  only_b (a group with one dataset) */
-static void two_trees(fattn_h5_node **a, fattn_h5_node **b)
+static void two_trees(fh_h5_node **a, fh_h5_node **b)
 {
     float v[2] = {1, 2};
-    fattn_h5_node *t[2];
+    fh_h5_node *t[2];
     for (int s = 0; s < 2; s++) {
-        fattn_h5_node *f, *aux, *impl;
-        ck_assert_int_eq(fattn_h5_node_new_group("", &t[s]), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_set_int64(t[s], s ? "z" : "x", 1), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_set_int64(t[s], "y", 2), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_group(t[s], "f", &f), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_group(f, "aux", &aux), FATTN_OK);
-        ck_assert_int_eq(fattn_h5_node_group(f, "_impl", &impl), FATTN_OK);
+        fh_h5_node *f, *aux, *impl;
+        ck_assert_int_eq(fh_h5_node_new_group("", &t[s]), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_set_int64(t[s], s ? "z" : "x", 1), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_set_int64(t[s], "y", 2), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_group(t[s], "f", &f), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_group(f, "aux", &aux), FATTN_OK);
+        ck_assert_int_eq(fh_h5_node_group(f, "_impl", &impl), FATTN_OK);
         add_f32(f, "out", v, 2);
         add_f32(aux, "stats", v, 2);
         add_f32(impl, "s", v, 2);
         if (s == 0) {
             add_f32(t[s], "only_a", v, 2);
         } else {
-            fattn_h5_node *g;
-            ck_assert_int_eq(fattn_h5_node_group(t[s], "only_b", &g), FATTN_OK);
+            fh_h5_node *g;
+            ck_assert_int_eq(fh_h5_node_group(t[s], "only_b", &g), FATTN_OK);
             add_f32(g, "t", v, 2);
         }
     }
@@ -100,12 +100,12 @@ static void two_trees(fattn_h5_node **a, fattn_h5_node **b)
 
 START_TEST(test_walk_order)
 {
-    fattn_h5_node *a, *b;
+    fh_h5_node *a, *b;
     two_trees(&a, &b);
     logger l = {0};
-    fattn_walk w = {&log_visitor, &l, '/'};
-    fattn_walk_at root = fattn_walk_root("/", a, b);
-    fattn_walk_group(&w, &root);
+    fh_walk w = {&log_visitor, &l, '/'};
+    fh_walk_at root = fh_walk_root("/", a, b);
+    fh_walk_group(&w, &root);
     static const char want[] =
         "attr / @x(A) d0\n"
         "attr / @y d0\n"
@@ -127,44 +127,44 @@ START_TEST(test_walk_order)
         "group_done /only_b (B only) d1\n"
         "group_done / d0\n";
     ck_assert_str_eq(l.buf, want);
-    fattn_h5_node_free(a);
-    fattn_h5_node_free(b);
+    fh_h5_node_free(a);
+    fh_h5_node_free(b);
 }
 END_TEST
 
 START_TEST(test_walk_paths_and_private)
 {
-    fattn_h5_node *a, *b;
+    fh_h5_node *a, *b;
     two_trees(&a, &b);
     /* '.'-joined names from a bare root, as the audit names tensors; the
      * private flag covers an _impl group and what is below it */
     logger l = {.descend_impl = true};
-    fattn_walk w = {&log_visitor, &l, '.'};
-    fattn_walk_at root = fattn_walk_root("", fattn_h5_node_find(a, "f"),
-                                         fattn_h5_node_find(b, "f"));
-    fattn_walk_group(&w, &root);
+    fh_walk w = {&log_visitor, &l, '.'};
+    fh_walk_at root = fh_walk_root("", fh_h5_node_find(a, "f"),
+                                         fh_h5_node_find(b, "f"));
+    fh_walk_group(&w, &root);
     ck_assert_msg(strstr(l.buf, "child _impl.s d2 priv\n"), "%s", l.buf);
     ck_assert_msg(strstr(l.buf, "child aux.stats d2\n"), "%s", l.buf);
     ck_assert_msg(strstr(l.buf, "child out d1\n"), "%s", l.buf);
     /* attributes alone */
     l = (logger){0};
-    fattn_walk_at r2 = fattn_walk_root("/", a, b);
-    fattn_walk_attrs(&w, &r2);
+    fh_walk_at r2 = fh_walk_root("/", a, b);
+    fh_walk_attrs(&w, &r2);
     ck_assert_str_eq(l.buf, "attr / @x(A) d0\nattr / @y d0\nattr / @z(B) d0\nattrs_done / d0\n");
-    fattn_h5_node_free(a);
-    fattn_h5_node_free(b);
+    fh_h5_node_free(a);
+    fh_h5_node_free(b);
 }
 END_TEST
 
 /* ---- element rules ------------------------------------------------------------------ */
 
-static fattn_elem_stats run_rule(fattn_elem_mode mode, const float *a, const float *b, size_t n,
+static fh_elem_stats run_rule(fh_elem_mode mode, const float *a, const float *b, size_t n,
                                  double rtol, double atol, uint64_t max_ulp, bool skip_poison)
 {
-    fattn_elem_cmp c = {mode, max_ulp, {rtol, atol}, skip_poison, NULL};
-    fattn_elem_stats s = {0};
+    fh_elem_cmp c = {mode, max_ulp, {rtol, atol}, skip_poison, NULL};
+    fh_elem_stats s = {0};
     bool want = false;
-    fattn_elem_compare_chunk(&c, FATTN_DTYPE_FLOAT32, (const unsigned char *)a,
+    fh_elem_compare_chunk(&c, FATTN_DTYPE_FLOAT32, (const unsigned char *)a,
                              (const unsigned char *)b, n, 0, &want, &s);
     return s;
 }
@@ -178,7 +178,7 @@ START_TEST(test_rules)
     memcpy(&nan_b, &bb, 4);
     float a[5] = {one, next, nan_a, pz, 2.0f};
     float b[5] = {one, one, nan_b, nz, INFINITY};
-    fattn_elem_stats s = run_rule(FATTN_ELEM_BITWISE, a, b, 5, 0, 0, 0, false);
+    fh_elem_stats s = run_rule(FH_ELEM_BITWISE, a, b, 5, 0, 0, 0, false);
     ck_assert_uint_eq(s.bit_count, 4);
     ck_assert_uint_eq(s.fail_count, 4);
     ck_assert_uint_eq(s.nan_payloads, 1);
@@ -186,27 +186,27 @@ START_TEST(test_rules)
     ck_assert_uint_eq(s.max_ulp, 1);
     /* ULP: the 1-ulp pair passes at max_ulp 1, NaN payloads and zeros too;
      * the class change fails */
-    s = run_rule(FATTN_ELEM_ULP, a, b, 5, 0, 0, 1, false);
+    s = run_rule(FH_ELEM_ULP, a, b, 5, 0, 0, 1, false);
     ck_assert_uint_eq(s.bit_count, 4);
     ck_assert_uint_eq(s.fail_count, 1);
-    s = run_rule(FATTN_ELEM_ULP, a, b, 5, 0, 0, 0, false);
+    s = run_rule(FH_ELEM_ULP, a, b, 5, 0, 0, 0, false);
     ck_assert_uint_eq(s.fail_count, 2);
     /* TOL: |a-b| <= atol + rtol|b|; the failing element exceeding most is
      * the class change (+inf) */
-    s = run_rule(FATTN_ELEM_TOL, a, b, 5, 1e-6, 0, 0, false);
+    s = run_rule(FH_ELEM_TOL, a, b, 5, 1e-6, 0, 0, false);
     ck_assert_uint_eq(s.fail_count, 1);
     ck_assert_uint_eq(s.excess_index, 4);
     ck_assert(isinf(s.excess));
-    s = run_rule(FATTN_ELEM_TOL, a, b, 4, 0, 0, 0, false);
+    s = run_rule(FH_ELEM_TOL, a, b, 4, 0, 0, 0, false);
     ck_assert_uint_eq(s.fail_count, 1); /* only the 1-ulp pair */
     ck_assert_uint_eq(s.excess_index, 1);
     /* NOISY: every element, NaN anywhere fails */
-    s = run_rule(FATTN_ELEM_NOISY, a, b, 2, 1e-3, 1e-3, 0, false);
+    s = run_rule(FH_ELEM_NOISY, a, b, 2, 1e-3, 1e-3, 0, false);
     ck_assert_uint_eq(s.fail_count, 0);
-    s = run_rule(FATTN_ELEM_NOISY, a, b, 3, 1e-3, 1e-3, 0, false);
+    s = run_rule(FH_ELEM_NOISY, a, b, 3, 1e-3, 1e-3, 0, false);
     ck_assert_uint_eq(s.fail_count, 1);
     /* equal buffers: nothing differs, whatever the rule */
-    s = run_rule(FATTN_ELEM_BITWISE, a, a, 5, 0, 0, 0, false);
+    s = run_rule(FH_ELEM_BITWISE, a, a, 5, 0, 0, 0, false);
     ck_assert_uint_eq(s.bit_count, 0);
 }
 END_TEST
@@ -218,32 +218,32 @@ START_TEST(test_poison_and_ulp)
     uint32_t poison = 0xFFFFFFFFu;
     b[0] = 1.0f;
     memcpy(&b[1], &poison, 4);
-    fattn_elem_stats s = run_rule(FATTN_ELEM_TOL, a, b, 2, 0, 0, 0, true);
+    fh_elem_stats s = run_rule(FH_ELEM_TOL, a, b, 2, 0, 0, 0, true);
     ck_assert_uint_eq(s.bit_count, 0);
     ck_assert_uint_eq(s.fail_count, 0);
-    s = run_rule(FATTN_ELEM_TOL, a, b, 2, 0, 0, 0, false);
+    s = run_rule(FH_ELEM_TOL, a, b, 2, 0, 0, 0, false);
     ck_assert_uint_eq(s.fail_count, 1);
     /* the lattice: +0 and -0 are 0 apart; across zero the distances add */
-    ck_assert_uint_eq(fattn_elem_ulp(FATTN_DTYPE_FLOAT32, 0x00000000u, 0x80000000u), 0);
-    ck_assert_uint_eq(fattn_elem_ulp(FATTN_DTYPE_FLOAT32, 0x00000001u, 0x80000001u), 2);
-    ck_assert_uint_eq(fattn_elem_ulp(FATTN_DTYPE_BFLOAT16, 0x3f80u, 0x3f81u), 1);
-    ck_assert_uint_eq(fattn_elem_ulp(FATTN_DTYPE_FLOAT8_E5M2, 0x01u, 0x81u), 2);
+    ck_assert_uint_eq(fh_elem_ulp(FATTN_DTYPE_FLOAT32, 0x00000000u, 0x80000000u), 0);
+    ck_assert_uint_eq(fh_elem_ulp(FATTN_DTYPE_FLOAT32, 0x00000001u, 0x80000001u), 2);
+    ck_assert_uint_eq(fh_elem_ulp(FATTN_DTYPE_BFLOAT16, 0x3f80u, 0x3f81u), 1);
+    ck_assert_uint_eq(fh_elem_ulp(FATTN_DTYPE_FLOAT8_E5M2, 0x01u, 0x81u), 2);
 }
 END_TEST
 
 START_TEST(test_energy_cache)
 {
     /* equal 16-bit chunks add B's energy through the caller's cache */
-    fattn_elem_sq_cache sq = {0};
+    fh_elem_sq_cache sq = {0};
     uint16_t a[2] = {0x3c00u, 0x4000u}; /* float16 1, 2 */
-    fattn_elem_cmp c = {FATTN_ELEM_BITWISE, 0, {0, 0}, false, &sq};
-    fattn_elem_stats s = {0};
+    fh_elem_cmp c = {FH_ELEM_BITWISE, 0, {0, 0}, false, &sq};
+    fh_elem_stats s = {0};
     bool want = true;
-    fattn_elem_compare_chunk(&c, FATTN_DTYPE_FLOAT16, (const unsigned char *)a,
+    fh_elem_compare_chunk(&c, FATTN_DTYPE_FLOAT16, (const unsigned char *)a,
                              (const unsigned char *)a, 2, 0, &want, &s);
     ck_assert(s.signal == 5.0);
     ck_assert_ptr_nonnull(sq.tab[FATTN_DTYPE_FLOAT16]);
-    fattn_elem_sq_cache_free(&sq);
+    fh_elem_sq_cache_free(&sq);
     ck_assert_ptr_null(sq.tab[FATTN_DTYPE_FLOAT16]);
 }
 END_TEST
@@ -251,13 +251,13 @@ END_TEST
 /* A source that hands out a node's data two elements at a time, as the
  * streaming source of diff hands out bounded chunks. */
 typedef struct pair_stream {
-    const fattn_h5_node *n;
+    const fh_h5_node *n;
     size_t at;
 } pair_stream;
 
 static pair_stream pair_streams[2];
 
-static fattn_status pairs_open(void *ctx, int side, const char *path, const fattn_h5_node *n,
+static fattn_status pairs_open(void *ctx, int side, const char *path, const fh_h5_node *n,
                                void **stream)
 {
     (void)ctx;
@@ -284,20 +284,20 @@ START_TEST(test_sources)
     /* the same pair through the memory source (one chunk) and through
      * chunks of two elements: the same counts, the same flat indices */
     float va[5] = {1, 2, 3, 4, 5}, vb[5] = {1, 2.5f, 3, 4, -5};
-    fattn_h5_node *g;
-    ck_assert_int_eq(fattn_h5_node_new_group("", &g), FATTN_OK);
+    fh_h5_node *g;
+    ck_assert_int_eq(fh_h5_node_new_group("", &g), FATTN_OK);
     add_f32(g, "a", va, 5);
     add_f32(g, "b", vb, 5);
-    const fattn_h5_node *a = fattn_h5_node_find(g, "a"), *b = fattn_h5_node_find(g, "b");
-    fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, {0.1, 0}, false, NULL};
-    fattn_walk_memory_state m;
-    fattn_walk_source mem = fattn_walk_memory(&m);
-    fattn_walk_source two = {NULL, pairs_open, pairs_next, pairs_close};
-    fattn_elem_stats s1 = {0}, s2 = {0};
-    char da[FATTN_DIGEST_LEN], db[FATTN_DIGEST_LEN], da2[FATTN_DIGEST_LEN];
-    ck_assert_int_eq(fattn_walk_compare_data(&mem, "x", a, b, &rule, false, &s1, da, db),
+    const fh_h5_node *a = fh_h5_node_find(g, "a"), *b = fh_h5_node_find(g, "b");
+    fh_elem_cmp rule = {FH_ELEM_TOL, 0, {0.1, 0}, false, NULL};
+    fh_walk_memory_state m;
+    fh_walk_source mem = fh_walk_memory(&m);
+    fh_walk_source two = {NULL, pairs_open, pairs_next, pairs_close};
+    fh_elem_stats s1 = {0}, s2 = {0};
+    char da[FH_DIGEST_LEN], db[FH_DIGEST_LEN], da2[FH_DIGEST_LEN];
+    ck_assert_int_eq(fh_walk_compare_data(&mem, "x", a, b, &rule, false, &s1, da, db),
                      FATTN_OK);
-    ck_assert_int_eq(fattn_walk_compare_data(&two, "x", a, b, &rule, false, &s2, da2, NULL),
+    ck_assert_int_eq(fh_walk_compare_data(&two, "x", a, b, &rule, false, &s2, da2, NULL),
                      FATTN_OK);
     ck_assert_uint_eq(s1.bit_count, 2);
     ck_assert_uint_eq(s1.fail_count, 2);
@@ -310,7 +310,7 @@ START_TEST(test_sources)
     ck_assert_str_eq(da, a->digest);
     ck_assert_str_eq(db, b->digest);
     ck_assert_str_eq(da2, a->digest);
-    fattn_h5_node_free(g);
+    fh_h5_node_free(g);
 }
 END_TEST
 

@@ -6,15 +6,15 @@
 
 int main(void)
 {
-    fattn_digest_state st;
-    if (fattn_digest_init(&st) != FATTN_OK)
+    fh_digest_state st;
+    if (fh_digest_init(&st) != FATTN_OK)
         return 2;
     static unsigned char buf[1 << 16];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
-        fattn_digest_update(&st, buf, n);
-    char out[FATTN_DIGEST_LEN];
-    if (ferror(stdin) || fattn_digest_final(&st, out) != FATTN_OK)
+        fh_digest_update(&st, buf, n);
+    char out[FH_DIGEST_LEN];
+    if (ferror(stdin) || fh_digest_final(&st, out) != FATTN_OK)
         return 2;
     printf("%s\n", out);
     return 0;

@@ -21,12 +21,12 @@ static char *dup_or_null(const char *s, bool *oom)
     return d;
 }
 
-static void keep_diff(fattn_compare_result *r, const char *path, const char *why, const char *a,
+static void keep_diff(fh_compare_result *r, const char *path, const char *why, const char *a,
                       const char *b, bool tensor)
 {
     if (r->n_all == r->cap_all) {
         size_t cap = r->cap_all ? 2 * r->cap_all : 16;
-        fattn_compare_diff *n = realloc(r->all, cap * sizeof *n);
+        fh_compare_diff *n = realloc(r->all, cap * sizeof *n);
         if (!n) {
             r->all_incomplete = true;
             return;
@@ -35,7 +35,7 @@ static void keep_diff(fattn_compare_result *r, const char *path, const char *why
         r->cap_all = cap;
     }
     bool oom = false;
-    fattn_compare_diff d = {dup_or_null(path, &oom), dup_or_null(why, &oom),
+    fh_compare_diff d = {dup_or_null(path, &oom), dup_or_null(why, &oom),
                             dup_or_null(a, &oom), dup_or_null(b, &oom), tensor};
     if (oom) {
         free(d.path);
@@ -48,10 +48,10 @@ static void keep_diff(fattn_compare_result *r, const char *path, const char *why
     r->all[r->n_all++] = d;
 }
 
-void fattn_compare_note(fattn_compare_result *r, const char *path, const char *why,
+void fh_compare_note(fh_compare_result *r, const char *path, const char *why,
                         const char *a, const char *b, bool tensor)
 {
-    if (r->differences < FATTN_COMPARE_MAX_REPORTED) {
+    if (r->differences < FH_COMPARE_MAX_REPORTED) {
         snprintf(r->paths[r->differences], sizeof r->paths[0], "%s", path);
         snprintf(r->why[r->differences], sizeof r->why[0], "%s", why);
     }
@@ -60,7 +60,7 @@ void fattn_compare_note(fattn_compare_result *r, const char *path, const char *w
         keep_diff(r, path, why, a, b, tensor);
 }
 
-void fattn_compare_result_free(fattn_compare_result *r)
+void fh_compare_result_free(fh_compare_result *r)
 {
     for (size_t i = 0; i < r->n_all; i++) {
         free(r->all[i].path);
@@ -73,27 +73,27 @@ void fattn_compare_result_free(fattn_compare_result *r)
     r->n_all = r->cap_all = 0;
 }
 
-void fattn_compare_attr_text(const fattn_h5_attr *a, char *buf, size_t n)
+void fh_compare_attr_text(const fh_h5_attr *a, char *buf, size_t n)
 {
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: snprintf(buf, n, "%s", a->s); break;
-    case FATTN_H5_ATTR_FLOAT32: snprintf(buf, n, "%.9g", (double)a->f32); break;
-    case FATTN_H5_ATTR_UINT8: snprintf(buf, n, "%u", (unsigned)a->u8); break;
-    case FATTN_H5_ATTR_INT64: snprintf(buf, n, "%lld", (long long)a->i64[0]); break;
+    case FH_H5_ATTR_STRING: snprintf(buf, n, "%s", a->s); break;
+    case FH_H5_ATTR_FLOAT32: snprintf(buf, n, "%.9g", (double)a->f32); break;
+    case FH_H5_ATTR_UINT8: snprintf(buf, n, "%u", (unsigned)a->u8); break;
+    case FH_H5_ATTR_INT64: snprintf(buf, n, "%lld", (long long)a->i64[0]); break;
     default:
         snprintf(buf, n, "[%lld, %lld]", (long long)a->i64[0], (long long)a->i64[1]);
         break;
     }
 }
 
-static void note(fattn_compare_result *r, const char *path, const char *why)
+static void note(fh_compare_result *r, const char *path, const char *why)
 {
-    fattn_compare_note(r, path, why, NULL, NULL, false);
+    fh_compare_note(r, path, why, NULL, NULL, false);
 }
 
-static void note_tensor(fattn_compare_result *r, const char *path, const char *why)
+static void note_tensor(fh_compare_result *r, const char *path, const char *why)
 {
-    fattn_compare_note(r, path, why, NULL, NULL, true);
+    fh_compare_note(r, path, why, NULL, NULL, true);
 }
 
 /* A note that is reported after the others of its object (attributes
@@ -109,13 +109,13 @@ typedef struct later_note {
 } later_note;
 
 typedef struct cmp_ctx {
-    fattn_compare_result *r;
-    const fattn_walk *w;
+    fh_compare_result *r;
+    const fh_walk *w;
     /* the state groups being walked: digest-only tensors live on them */
-    const fattn_h5_node *ra, *rb;
+    const fh_h5_node *ra, *rb;
     size_t state_len; /* the path below the state group starts here */
     /* the tolerance walk */
-    const fattn_tol_profile *profile;
+    const fh_tol_profile *profile;
     fattn_dtype io_dtype;
     later_note *later;
     size_t n_later, cap_later;
@@ -129,7 +129,7 @@ static void note_later_full(cmp_ctx *c, int level, const char *path, const char 
         size_t cap = c->cap_later ? 2 * c->cap_later : 16;
         later_note *nl = realloc(c->later, cap * sizeof *nl);
         if (!nl) { /* out of memory: reported now rather than lost */
-            fattn_compare_note(c->r, path, why, NULL, b, tensor);
+            fh_compare_note(c->r, path, why, NULL, b, tensor);
             return;
         }
         c->later = nl;
@@ -157,20 +157,20 @@ static void flush_later(cmp_ctx *c, int level)
     while (k > 0 && c->later[k - 1].level == level)
         k--;
     for (size_t i = k; i < c->n_later; i++)
-        fattn_compare_note(c->r, c->later[i].path, c->later[i].why, NULL,
+        fh_compare_note(c->r, c->later[i].path, c->later[i].why, NULL,
                            c->later[i].has_b ? c->later[i].b : NULL, c->later[i].tensor);
     c->n_later = k;
 }
 
-static bool attr_equal(const fattn_h5_attr *a, const fattn_h5_attr *b)
+static bool attr_equal(const fh_h5_attr *a, const fh_h5_attr *b)
 {
     if (a->kind != b->kind)
         return false;
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: return strcmp(a->s, b->s) == 0;
-    case FATTN_H5_ATTR_FLOAT32: return memcmp(&a->f32, &b->f32, sizeof a->f32) == 0;
-    case FATTN_H5_ATTR_UINT8: return a->u8 == b->u8;
-    case FATTN_H5_ATTR_INT64: return a->i64[0] == b->i64[0];
+    case FH_H5_ATTR_STRING: return strcmp(a->s, b->s) == 0;
+    case FH_H5_ATTR_FLOAT32: return memcmp(&a->f32, &b->f32, sizeof a->f32) == 0;
+    case FH_H5_ATTR_UINT8: return a->u8 == b->u8;
+    case FH_H5_ATTR_INT64: return a->i64[0] == b->i64[0];
     default: return a->i64[0] == b->i64[0] && a->i64[1] == b->i64[1];
     }
 }
@@ -190,11 +190,11 @@ static const char *strip_strides(const char *v, char *buf, size_t n)
     return buf;
 }
 
-static bool engine_call_equal_replayed(const char *path, const fattn_h5_attr *a,
-                                       const fattn_h5_attr *b)
+static bool engine_call_equal_replayed(const char *path, const fh_h5_attr *a,
+                                       const fh_h5_attr *b)
 {
-    if (strncmp(path, "engine_call/", 12) || a->kind != FATTN_H5_ATTR_STRING ||
-        b->kind != FATTN_H5_ATTR_STRING)
+    if (strncmp(path, "engine_call/", 12) || a->kind != FH_H5_ATTR_STRING ||
+        b->kind != FH_H5_ATTR_STRING)
         return false;
     char x[512], y[512];
     const char *sa = strip_strides(a->s, x, sizeof x), *sb = strip_strides(b->s, y, sizeof y);
@@ -208,53 +208,53 @@ static bool is_digest_attr(const char *name)
 
 /* One attribute name: digest-only tensors, provenance (prov_*) and a
  * dataset's derived dtype and digest are not compared. */
-static void visit_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
-                       const fattn_h5_attr *b)
+static void visit_attr(void *ctx, const fh_walk_at *at, const fh_h5_attr *a,
+                       const fh_h5_attr *b)
 {
     cmp_ctx *c = ctx;
-    const fattn_h5_attr *x = a ? a : b;
-    const fattn_h5_node *owner = a ? at->a : at->b;
+    const fh_h5_attr *x = a ? a : b;
+    const fh_h5_node *owner = a ? at->a : at->b;
     if (is_digest_attr(x->name) || !strncmp(x->name, "prov_", 5) ||
-        !strcmp(x->name, FATTN_H5_ATTRS_DIGEST) ||
+        !strcmp(x->name, FH_H5_ATTRS_DIGEST) ||
         (owner->is_dataset && (!strcmp(x->name, "digest") || !strcmp(x->name, "dtype"))))
         return;
     char p[192], va[512], vb[512];
     snprintf(p, sizeof p, "%s@%s", at->path, x->name);
     if (a)
-        fattn_compare_attr_text(a, va, sizeof va);
+        fh_compare_attr_text(a, va, sizeof va);
     if (b)
-        fattn_compare_attr_text(b, vb, sizeof vb);
+        fh_compare_attr_text(b, vb, sizeof vb);
     if (!a)
         note_later_full(c, 2 * at->depth + 1, p, "attribute missing in A", vb, false);
     else if (!b)
-        fattn_compare_note(c->r, p, "attribute missing in B", va, NULL, false);
+        fh_compare_note(c->r, p, "attribute missing in B", va, NULL, false);
     else if (!attr_equal(a, b) && !(c->r->replay && engine_call_equal_replayed(p, a, b)))
-        fattn_compare_note(c->r, p, "attribute values differ", va, vb, false);
+        fh_compare_note(c->r, p, "attribute values differ", va, vb, false);
 }
 
-static void visit_attrs_done(void *ctx, const fattn_walk_at *at)
+static void visit_attrs_done(void *ctx, const fh_walk_at *at)
 {
     flush_later(ctx, 2 * at->depth + 1);
 }
 
-static void visit_group_done(void *ctx, const fattn_walk_at *at)
+static void visit_group_done(void *ctx, const fh_walk_at *at)
 {
     flush_later(ctx, 2 * at->depth);
 }
 
 /* The digest of tensor `rel` (its path below the state group g) held as a
  * digest-only attribute; NULL if none. */
-static const char *digest_of(const fattn_h5_node *g, const char *rel)
+static const char *digest_of(const fh_h5_node *g, const char *rel)
 {
     char attr[256];
     snprintf(attr, sizeof attr, DIGEST_PREFIX "%s", rel);
-    const fattn_h5_attr *a = fattn_h5_node_attr(g, attr);
-    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
+    const fh_h5_attr *a = fh_h5_node_attr(g, attr);
+    return a && a->kind == FH_H5_ATTR_STRING ? a->s : NULL;
 }
 
 /* ---- bitwise ------------------------------------------------------------------ */
 
-static bool same_shape(const fattn_h5_node *x, const fattn_h5_node *y)
+static bool same_shape(const fh_h5_node *x, const fh_h5_node *y)
 {
     bool shape = x->ndim == y->ndim;
     for (int i = 0; shape && i < x->ndim; i++)
@@ -274,7 +274,7 @@ static const char *call_path(const char *path)
     return *q == '/' ? q + 1 : path;
 }
 
-static bool is_noisy(const fattn_compare_result *r, const char *path)
+static bool is_noisy(const fh_compare_result *r, const char *path)
 {
     bool noisy = false;
     for (const char *const *q = r->noisy; q && *q; q++)
@@ -284,7 +284,7 @@ static bool is_noisy(const fattn_compare_result *r, const char *path)
 
 /* The first differing element of equal-shaped x and y (flat index, or
  * numel when none) and its index in the shape, as "[i,j,...]". */
-static uint64_t first_differing(const fattn_h5_node *x, const fattn_h5_node *y, char *idx,
+static uint64_t first_differing(const fh_h5_node *x, const fh_h5_node *y, char *idx,
                                 size_t n)
 {
     size_t esz = fattn_dtype_size(x->dtype), numel = esz ? x->nbytes / esz : 0;
@@ -307,8 +307,8 @@ static uint64_t first_differing(const fattn_h5_node *x, const fattn_h5_node *y, 
 }
 
 /* r's detail for the first dataset whose elements differ. */
-static void note_detail(fattn_compare_result *r, const char *path, const fattn_h5_node *x,
-                        const fattn_h5_node *y, const fattn_elem_stats *s)
+static void note_detail(fh_compare_result *r, const char *path, const fh_h5_node *x,
+                        const fh_h5_node *y, const fh_elem_stats *s)
 {
     if (r->detail[0])
         return;
@@ -317,13 +317,13 @@ static void note_detail(fattn_compare_result *r, const char *path, const fattn_h
     size_t esz = fattn_dtype_size(x->dtype);
     if (!esz || i * esz >= x->nbytes)
         return;
-    uint64_t ab = fattn_elem_bits((const unsigned char *)x->data + i * esz, esz);
-    uint64_t bb = fattn_elem_bits((const unsigned char *)y->data + i * esz, esz);
+    uint64_t ab = fh_elem_bits((const unsigned char *)x->data + i * esz, esz);
+    uint64_t bb = fh_elem_bits((const unsigned char *)y->data + i * esz, esz);
     int w = (int)(2 * esz);
     int at = snprintf(r->detail, sizeof r->detail,
                       "first at %s (flat %llu): A %.9g (0x%0*llx), B %.9g (0x%0*llx)", idx,
-                      (unsigned long long)i, fattn_elem_decode(x->dtype, ab), w,
-                      (unsigned long long)ab, fattn_elem_decode(x->dtype, bb), w,
+                      (unsigned long long)i, fh_elem_decode(x->dtype, ab), w,
+                      (unsigned long long)ab, fh_elem_decode(x->dtype, bb), w,
                       (unsigned long long)bb);
     /* max abs/rel/ULP are over the finite pairs only: a NaN or Inf on one
      * side is counted apart, so that "max abs 0" never hides it */
@@ -344,10 +344,10 @@ static void note_detail(fattn_compare_result *r, const char *path, const fattn_h
 
 /* A dataset pair's data: bitwise, or within the noise bound for a
  * non-deterministic tensor; then its attributes. */
-static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
+static void compare_datasets(cmp_ctx *c, const fh_walk_at *at)
 {
-    const fattn_h5_node *x = at->a, *y = at->b;
-    fattn_compare_result *r = c->r;
+    const fh_h5_node *x = at->a, *y = at->b;
+    fh_compare_result *r = c->r;
     r->tensors++;
     if (x->dtype != y->dtype) {
         note_tensor(r, at->path, "dtype differs");
@@ -360,12 +360,12 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
     assert(x->nbytes == y->nbytes);
     size_t esz = fattn_dtype_size(x->dtype), n = esz ? x->nbytes / esz : 0;
     bool noisy = is_noisy(r, at->path) && fattn_dtype_is_float(x->dtype);
-    fattn_elem_cmp rule = {noisy ? FATTN_ELEM_NOISY : FATTN_ELEM_BITWISE, 0,
+    fh_elem_cmp rule = {noisy ? FH_ELEM_NOISY : FH_ELEM_BITWISE, 0,
                            {r->noisy_rtol, r->noisy_atol}, false, NULL};
-    fattn_elem_stats s = {0};
-    fattn_walk_memory_state m;
-    fattn_walk_source src = fattn_walk_memory(&m);
-    fattn_status st = fattn_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL);
+    fh_elem_stats s = {0};
+    fh_walk_memory_state m;
+    fh_walk_source src = fh_walk_memory(&m);
+    fattn_status st = fh_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL);
     assert(st == FATTN_OK); /* the in-memory source cannot fail */
     (void)st;
     if (s.bit_count) {
@@ -381,14 +381,14 @@ static void compare_datasets(cmp_ctx *c, const fattn_walk_at *at)
         } else
             r->noisy_within++;
     }
-    fattn_walk_attrs(c->w, at);
+    fh_walk_attrs(c->w, at);
 }
 
 /* A tensor on one side only: a digest-only tensor on the other? */
-static void compare_one_sided(cmp_ctx *c, const fattn_walk_at *at)
+static void compare_one_sided(cmp_ctx *c, const fh_walk_at *at)
 {
-    const fattn_h5_node *one = at->a ? at->a : at->b;
-    const fattn_h5_node *other_state = at->a ? c->rb : c->ra;
+    const fh_h5_node *one = at->a ? at->a : at->b;
+    const fh_h5_node *other_state = at->a ? c->rb : c->ra;
     assert(strlen(at->path) >= c->state_len);
     const char *d = other_state ? digest_of(other_state, at->path + c->state_len) : NULL;
     if (one->is_dataset && d) {
@@ -396,43 +396,43 @@ static void compare_one_sided(cmp_ctx *c, const fattn_walk_at *at)
         if (strcmp(d, one->digest) != 0)
             note_tensor(c->r, at->path, "digest differs from the digest-only golden");
     } else {
-        fattn_compare_note(c->r, at->path, at->a ? "missing in B" : "missing in A", NULL, NULL,
+        fh_compare_note(c->r, at->path, at->a ? "missing in B" : "missing in A", NULL, NULL,
                            one->is_dataset);
     }
 }
 
-static fattn_walk_next state_child(void *ctx, const fattn_walk_at *at)
+static fh_walk_next state_child(void *ctx, const fh_walk_at *at)
 {
     cmp_ctx *c = ctx;
     if (!strcmp(at->name, "_impl"))
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     if (!at->a || !at->b) {
         compare_one_sided(c, at);
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     }
     if (at->a->is_dataset != at->b->is_dataset) {
         note(c->r, at->path, "dataset on one side, group on the other");
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     }
     if (!at->a->is_dataset)
-        return FATTN_WALK_DESCEND;
+        return FH_WALK_DESCEND;
     compare_datasets(c, at);
-    return FATTN_WALK_SKIP;
+    return FH_WALK_SKIP;
 }
 
 /* Digest-only tensors of the state group pair at `at`. */
-static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
+static void digest_only_pairs(cmp_ctx *c, const fh_walk_at *at)
 {
-    const fattn_h5_node *a = at->a, *b = at->b;
-    fattn_compare_result *r = c->r;
+    const fh_h5_node *a = at->a, *b = at->b;
+    fh_compare_result *r = c->r;
     for (size_t k = 0; k < a->n_attrs; k++) {
-        const fattn_h5_attr *da = &a->attrs[k];
+        const fh_h5_attr *da = &a->attrs[k];
         if (!is_digest_attr(da->name))
             continue;
         const char *tname = da->name + strlen(DIGEST_PREFIX);
-        if (fattn_h5_node_find(b, tname))
+        if (fh_h5_node_find(b, tname))
             continue; /* compared against the dataset */
-        const fattn_h5_attr *db = fattn_h5_node_attr(b, da->name);
+        const fh_h5_attr *db = fh_h5_node_attr(b, da->name);
         char p[192];
         snprintf(p, sizeof p, "%s/%s", at->path, tname);
         r->tensors++;
@@ -442,11 +442,11 @@ static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
             note_tensor(r, p, "digests differ");
     }
     for (size_t k = 0; k < b->n_attrs; k++) {
-        const fattn_h5_attr *db = &b->attrs[k];
+        const fh_h5_attr *db = &b->attrs[k];
         if (!is_digest_attr(db->name))
             continue;
         const char *tname = db->name + strlen(DIGEST_PREFIX);
-        if (!fattn_h5_node_find(a, tname) && !fattn_h5_node_attr(a, db->name)) {
+        if (!fh_h5_node_find(a, tname) && !fh_h5_node_attr(a, db->name)) {
             char p[192];
             snprintf(p, sizeof p, "%s/%s", at->path, tname);
             r->tensors++;
@@ -455,7 +455,7 @@ static void digest_only_pairs(cmp_ctx *c, const fattn_walk_at *at)
     }
 }
 
-static void state_group_done(void *ctx, const fattn_walk_at *at)
+static void state_group_done(void *ctx, const fh_walk_at *at)
 {
     cmp_ctx *c = ctx;
     visit_group_done(ctx, at);
@@ -463,7 +463,7 @@ static void state_group_done(void *ctx, const fattn_walk_at *at)
         digest_only_pairs(c, at);
 }
 
-static const fattn_walk_visitor state_visitor = {
+static const fh_walk_visitor state_visitor = {
     .attr = visit_attr,
     .attrs_done = visit_attrs_done,
     .child = state_child,
@@ -471,15 +471,15 @@ static const fattn_walk_visitor state_visitor = {
 };
 
 /* Walk a state group pair (or another group directly under the case). */
-static void walk_state(cmp_ctx *c, const fattn_walk_at *at)
+static void walk_state(cmp_ctx *c, const fh_walk_at *at)
 {
-    fattn_walk w = {&state_visitor, c, '/'};
-    const fattn_walk *outer = c->w;
+    fh_walk w = {&state_visitor, c, '/'};
+    const fh_walk *outer = c->w;
     c->w = &w;
     c->ra = at->a;
     c->rb = at->b;
     c->state_len = strlen(at->path) + 1;
-    fattn_walk_group(&w, at);
+    fh_walk_group(&w, at);
     c->w = outer;
 }
 
@@ -497,21 +497,21 @@ static bool is_state(const char *name)
 
 /* A child of the case groups other than a state (or a schedule's steps/,
  * whose steps are walked as cases of their own): compared as a whole. */
-static fattn_walk_next case_child(void *ctx, const fattn_walk_at *at)
+static fh_walk_next case_child(void *ctx, const fh_walk_at *at)
 {
     cmp_ctx *c = ctx;
     if (is_state(at->name) || !strcmp(at->name, "steps"))
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     if (!at->b)
         note(c->r, at->path, "missing in B");
     else if (!at->a)
         note_later(c, 2 * (at->depth - 1), at->path, "missing in A", at->b->is_dataset);
     else if (!at->a->is_dataset)
         walk_state(c, at);
-    return FATTN_WALK_SKIP;
+    return FH_WALK_SKIP;
 }
 
-static const fattn_walk_visitor case_visitor = {
+static const fh_walk_visitor case_visitor = {
     .attr = visit_attr,
     .attrs_done = visit_attrs_done,
     .child = case_child,
@@ -520,11 +520,11 @@ static const fattn_walk_visitor case_visitor = {
 
 /* The named states of two case groups (or of two steps of a schedule:
  * root's path then is "steps/<k>"), each walked as a state. */
-static void walk_states(cmp_ctx *c, const fattn_walk_at *root, const char *const *states)
+static void walk_states(cmp_ctx *c, const fh_walk_at *root, const char *const *states)
 {
     for (const char *const *s = states; *s; s++) {
-        const fattn_h5_node *x = fattn_h5_node_find(root->a, *s);
-        const fattn_h5_node *y = fattn_h5_node_find(root->b, *s);
+        const fh_h5_node *x = fh_h5_node_find(root->a, *s);
+        const fh_h5_node *y = fh_h5_node_find(root->b, *s);
         char path[96];
         snprintf(path, sizeof path, "%s%s%s", root->path, root->path[0] ? "/" : "", *s);
         if (!x && !y)
@@ -536,17 +536,17 @@ static void walk_states(cmp_ctx *c, const fattn_walk_at *root, const char *const
                                        : "engine calls not recorded in B"));
             continue;
         }
-        fattn_walk_at at = {path, *s, x, y, 1, false, root};
+        fh_walk_at at = {path, *s, x, y, 1, false, root};
         walk_state(c, &at);
     }
 }
 
 /* The largest k of a steps/<k> group on either side (names that are not
  * numbers count as 0: steps/ then differs as a whole). */
-static size_t max_step(const fattn_h5_node *x, const fattn_h5_node *y, bool *odd)
+static size_t max_step(const fh_h5_node *x, const fh_h5_node *y, bool *odd)
 {
     size_t m = 0;
-    const fattn_h5_node *g[2] = {x, y};
+    const fh_h5_node *g[2] = {x, y};
     for (int i = 0; i < 2; i++)
         for (size_t k = 0; k < g[i]->n_children; k++) {
             char *end;
@@ -561,10 +561,10 @@ static size_t max_step(const fattn_h5_node *x, const fattn_h5_node *y, bool *odd
  * states (docs/run-files.md "Schedules"); a step on one side only is a
  * difference naming it. `whole`: a step's other objects (a U step's
  * recipe/, an X step's extra_state/) too. */
-static void walk_steps(cmp_ctx *c, const fattn_h5_node *a, const fattn_h5_node *b,
+static void walk_steps(cmp_ctx *c, const fh_h5_node *a, const fh_h5_node *b,
                        const char *const *states, bool whole)
 {
-    const fattn_h5_node *x = fattn_h5_node_find(a, "steps"), *y = fattn_h5_node_find(b, "steps");
+    const fh_h5_node *x = fh_h5_node_find(a, "steps"), *y = fh_h5_node_find(b, "steps");
     if (!x && !y)
         return;
     if (!x || !y) {
@@ -579,44 +579,44 @@ static void walk_steps(cmp_ctx *c, const fattn_h5_node *a, const fattn_h5_node *
         char name[32], path[48];
         snprintf(name, sizeof name, "%zu", k);
         snprintf(path, sizeof path, "steps/%zu", k);
-        const fattn_h5_node *sa = fattn_h5_node_find(x, name), *sb = fattn_h5_node_find(y, name);
+        const fh_h5_node *sa = fh_h5_node_find(x, name), *sb = fh_h5_node_find(y, name);
         if (!sa && !sb)
             continue;
         if (!sa || !sb) {
             note(c->r, path, !sa ? "step missing in A" : "step missing in B");
             continue;
         }
-        fattn_walk_at root = fattn_walk_root(path, sa, sb);
+        fh_walk_at root = fh_walk_root(path, sa, sb);
         if (whole)
-            fattn_walk_group(c->w, &root); /* a step's own objects but its states */
+            fh_walk_group(c->w, &root); /* a step's own objects but its states */
         walk_states(c, &root, states);
     }
 }
 
-bool fattn_compare_has_calls(const fattn_h5_node *c)
+bool fh_compare_has_calls(const fh_h5_node *c)
 {
-    if (fattn_h5_node_find(c, "engine_call"))
+    if (fh_h5_node_find(c, "engine_call"))
         return true;
-    const fattn_h5_node *steps = fattn_h5_node_find(c, "steps");
+    const fh_h5_node *steps = fh_h5_node_find(c, "steps");
     for (size_t k = 0; steps && k < steps->n_children; k++)
-        if (fattn_h5_node_find(steps->children[k], "engine_call"))
+        if (fh_h5_node_find(steps->children[k], "engine_call"))
             return true;
     return false;
 }
 
-void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
-                         const char *const *states, fattn_compare_result *r)
+void fh_compare_cases(const fh_h5_node *a, const fh_h5_node *b,
+                         const char *const *states, fh_compare_result *r)
 {
     cmp_ctx c = {.r = r};
-    fattn_walk w = {&case_visitor, &c, '/'};
+    fh_walk w = {&case_visitor, &c, '/'};
     c.w = &w;
-    fattn_walk_at root = fattn_walk_root("", a, b);
+    fh_walk_at root = fh_walk_root("", a, b);
     bool whole = states == NULL;
     if (states) {
-        fattn_walk_attrs(&w, &root);
+        fh_walk_attrs(&w, &root);
     } else {
         /* attributes, then anything else under the case group as a whole */
-        fattn_walk_group(&w, &root);
+        fh_walk_group(&w, &root);
         states = all_states;
     }
     walk_states(&c, &root, states);
@@ -629,18 +629,18 @@ void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
 
 /* Every dataset below `src` (path `rel` from the state group) as a
  * `digest:<rel><name>` attribute on `state`. */
-static fattn_status digest_attrs(const fattn_h5_node *src, fattn_h5_node *state,
+static fattn_status digest_attrs(const fh_h5_node *src, fh_h5_node *state,
                                  const char *rel)
 {
     fattn_status st = FATTN_OK;
     for (size_t i = 0; i < src->n_children && st == FATTN_OK; i++) {
-        const fattn_h5_node *c = src->children[i];
+        const fh_h5_node *c = src->children[i];
         if (!strcmp(c->name, "_impl"))
             continue;
         char name[256];
         if (c->is_dataset) {
             snprintf(name, sizeof name, DIGEST_PREFIX "%s%s", rel, c->name);
-            st = fattn_h5_node_set_string(state, name, c->digest);
+            st = fh_h5_node_set_string(state, name, c->digest);
         } else {
             snprintf(name, sizeof name, "%s%s/", rel, c->name);
             st = digest_attrs(c, state, name);
@@ -651,43 +651,43 @@ static fattn_status digest_attrs(const fattn_h5_node *src, fattn_h5_node *state,
 
 /* The golden form of one call's states (a case's, or a schedule step's)
  * from src into dst; a schedule's steps/ each the same way. */
-static fattn_status golden_states(const fattn_h5_node *src, fattn_h5_node *dst)
+static fattn_status golden_states(const fh_h5_node *src, fh_h5_node *dst)
 {
     fattn_status st = FATTN_OK;
     for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++) {
-        const fattn_h5_node *state = src->children[i];
-        fattn_h5_node *gs;
+        const fh_h5_node *state = src->children[i];
+        fh_h5_node *gs;
         if (!strcmp(state->name, "inputs") || !strcmp(state->name, "save_ctx")) {
-            if ((st = fattn_h5_node_group(dst, state->name, &gs)) == FATTN_OK &&
-                (st = fattn_h5_node_copy_attrs(state, gs)) == FATTN_OK)
+            if ((st = fh_h5_node_group(dst, state->name, &gs)) == FATTN_OK &&
+                (st = fh_h5_node_copy_attrs(state, gs)) == FATTN_OK)
                 st = digest_attrs(state, gs, "");
         } else if (!strcmp(state->name, "steps") && !state->is_dataset) {
-            if ((st = fattn_h5_node_group(dst, "steps", &gs)) != FATTN_OK)
+            if ((st = fh_h5_node_group(dst, "steps", &gs)) != FATTN_OK)
                 break;
             for (size_t k = 0; st == FATTN_OK && k < state->n_children; k++) {
-                fattn_h5_node *step;
-                if ((st = fattn_h5_node_group(gs, state->children[k]->name, &step)) == FATTN_OK)
+                fh_h5_node *step;
+                if ((st = fh_h5_node_group(gs, state->children[k]->name, &step)) == FATTN_OK)
                     st = golden_states(state->children[k], step);
             }
         } else {
-            st = fattn_h5_node_copy(state, dst, "_impl");
+            st = fh_h5_node_copy(state, dst, "_impl");
         }
     }
     return st;
 }
 
-fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out)
+fattn_status fh_compare_make_golden(const fh_h5_node *run_case, fh_h5_node **out)
 {
-    fattn_h5_node *g = NULL;
-    fattn_status st = fattn_h5_node_new_group(run_case->name, &g);
+    fh_h5_node *g = NULL;
+    fattn_status st = fh_h5_node_new_group(run_case->name, &g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_copy_attrs(run_case, g);
+        st = fh_h5_node_copy_attrs(run_case, g);
     if (st == FATTN_OK)
         st = golden_states(run_case, g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_seal_attrs(g); /* it covers the digest:<name> attributes too */
+        st = fh_h5_node_seal_attrs(g); /* it covers the digest:<name> attributes too */
     if (st != FATTN_OK) {
-        fattn_h5_node_free(g);
+        fh_h5_node_free(g);
         return st;
     }
     *out = g;
@@ -697,10 +697,10 @@ fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_n
 /* ---- cross-platform, within tolerance ------------------------------------ */
 
 /* One dataset pair: `at->a` the run, `at->b` the golden. */
-static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
+static void tol_dataset(cmp_ctx *c, const fh_walk_at *at)
 {
-    const fattn_h5_node *x = at->a, *g = at->b;
-    fattn_compare_result *r = c->r;
+    const fh_h5_node *x = at->a, *g = at->b;
+    fh_compare_result *r = c->r;
     r->tensors++;
     if (!(x->dtype == g->dtype && x->nbytes == g->nbytes && same_shape(x, g))) {
         note_tensor(r, at->path, "dtype or shape differs from the CPU golden");
@@ -713,18 +713,18 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
         return;
     }
     const char *call = call_path(at->path);
-    fattn_tol t = fattn_tol_profile_lookup(c->profile, call, x->dtype);
+    fh_tol t = fh_tol_profile_lookup(c->profile, call, x->dtype);
     if (!strcmp(call, "backward/d_softmax_offset") && c->io_dtype != FATTN_DTYPE_INVALID)
         /* float32, but summed from io-precision products: the io dtype's
          * tolerance is the meaningful one */
-        t = fattn_tol_profile_lookup(c->profile, call, c->io_dtype);
+        t = fh_tol_profile_lookup(c->profile, call, c->io_dtype);
     /* elements the golden holds as all-0xFF poison are outside the CPU
      * engine's defined region */
-    fattn_elem_cmp rule = {FATTN_ELEM_TOL, 0, t, true, NULL};
-    fattn_elem_stats s = {0};
-    fattn_walk_memory_state m;
-    fattn_walk_source src = fattn_walk_memory(&m);
-    fattn_status st = fattn_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL);
+    fh_elem_cmp rule = {FH_ELEM_TOL, 0, t, true, NULL};
+    fh_elem_stats s = {0};
+    fh_walk_memory_state m;
+    fh_walk_source src = fh_walk_memory(&m);
+    fattn_status st = fh_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL);
     assert(st == FATTN_OK); /* the in-memory source cannot fail */
     (void)st;
     if (s.fail_count) {
@@ -736,35 +736,35 @@ static void tol_dataset(cmp_ctx *c, const fattn_walk_at *at)
 }
 
 /* Only a state group's own attributes are compared here. */
-static void tol_attr(void *ctx, const fattn_walk_at *at, const fattn_h5_attr *a,
-                     const fattn_h5_attr *b)
+static void tol_attr(void *ctx, const fh_walk_at *at, const fh_h5_attr *a,
+                     const fh_h5_attr *b)
 {
     if (at->depth == 1)
         visit_attr(ctx, at, a, b);
 }
 
-static fattn_walk_next tol_child(void *ctx, const fattn_walk_at *at)
+static fh_walk_next tol_child(void *ctx, const fh_walk_at *at)
 {
     cmp_ctx *c = ctx;
     if (!strcmp(at->name, "_impl"))
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     if (!at->b) {
         note_later(c, 2 * (at->depth - 1), at->path, "missing in the golden",
                    at->a->is_dataset);
-        return FATTN_WALK_SKIP;
+        return FH_WALK_SKIP;
     }
     if (!at->a)
-        fattn_compare_note(c->r, at->path, "missing in the run", NULL, NULL, at->b->is_dataset);
+        fh_compare_note(c->r, at->path, "missing in the run", NULL, NULL, at->b->is_dataset);
     else if (at->b->is_dataset != at->a->is_dataset)
         note(c->r, at->path, "dataset on one side, group on the other");
     else if (at->b->is_dataset)
         tol_dataset(c, at);
     else
-        return FATTN_WALK_DESCEND;
-    return FATTN_WALK_SKIP;
+        return FH_WALK_DESCEND;
+    return FH_WALK_SKIP;
 }
 
-static const fattn_walk_visitor tol_visitor = {
+static const fh_walk_visitor tol_visitor = {
     .attr = tol_attr,
     .attrs_done = visit_attrs_done,
     .child = tol_child,
@@ -774,11 +774,11 @@ static const fattn_walk_visitor tol_visitor = {
 /* save_ctx against the golden: attributes equal; tensors that come from
  * the inputs bitwise through the golden's digests (out and softmax_stats
  * are engine outputs, compared in forward/). */
-static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
+static void tol_save_ctx(cmp_ctx *c, const fh_walk_at *root)
 {
-    fattn_compare_result *r = c->r;
-    const fattn_h5_node *xs = fattn_h5_node_find(root->a, "save_ctx");
-    const fattn_h5_node *gs = fattn_h5_node_find(root->b, "save_ctx");
+    fh_compare_result *r = c->r;
+    const fh_h5_node *xs = fh_h5_node_find(root->a, "save_ctx");
+    const fh_h5_node *gs = fh_h5_node_find(root->b, "save_ctx");
     char where[64];
     snprintf(where, sizeof where, "%s%ssave_ctx", root->path, root->path[0] ? "/" : "");
     if (!xs || !gs) {
@@ -786,10 +786,10 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
             note(r, where, xs ? "state missing in the golden" : "state missing in the run");
         return;
     }
-    fattn_walk_at at = {where, "save_ctx", xs, gs, 1, false, root};
-    fattn_walk_attrs(c->w, &at);
+    fh_walk_at at = {where, "save_ctx", xs, gs, 1, false, root};
+    fh_walk_attrs(c->w, &at);
     for (size_t i = 0; i < xs->n_children; i++) {
-        const fattn_h5_node *t = xs->children[i];
+        const fh_h5_node *t = xs->children[i];
         if (!t->is_dataset || !strcmp(t->name, "out") || !strcmp(t->name, "softmax_stats"))
             continue;
         const char *d = digest_of(gs, t->name);
@@ -805,19 +805,19 @@ static void tol_save_ctx(cmp_ctx *c, const fattn_walk_at *root)
 
 /* One call's save_ctx, forward and backward against the golden's (a
  * case's, or a schedule step's at root path "steps/<k>"). */
-static void tol_call(const fattn_h5_node *run, const fattn_h5_node *golden, const char *path,
-                     const fattn_tol_profile *profile, fattn_compare_result *r)
+static void tol_call(const fh_h5_node *run, const fh_h5_node *golden, const char *path,
+                     const fh_tol_profile *profile, fh_compare_result *r)
 {
-    const fattn_h5_node *o = fattn_h5_node_find(golden, "forward/out");
+    const fh_h5_node *o = fh_h5_node_find(golden, "forward/out");
     cmp_ctx c = {.r = r, .profile = profile, .io_dtype = o ? o->dtype : FATTN_DTYPE_INVALID};
-    fattn_walk w = {&tol_visitor, &c, '/'};
+    fh_walk w = {&tol_visitor, &c, '/'};
     c.w = &w;
-    fattn_walk_at root = fattn_walk_root(path, run, golden);
+    fh_walk_at root = fh_walk_root(path, run, golden);
     tol_save_ctx(&c, &root);
     static const char *const outs[] = {"forward", "backward"};
     for (int i = 0; i < 2; i++) {
-        const fattn_h5_node *x = fattn_h5_node_find(run, outs[i]);
-        const fattn_h5_node *g = fattn_h5_node_find(golden, outs[i]);
+        const fh_h5_node *x = fh_h5_node_find(run, outs[i]);
+        const fh_h5_node *g = fh_h5_node_find(golden, outs[i]);
         char p[64];
         snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "/" : "", outs[i]);
         if (!x && !g)
@@ -826,32 +826,32 @@ static void tol_call(const fattn_h5_node *run, const fattn_h5_node *golden, cons
             note(r, p, x ? "state missing in the golden" : "state missing in the run");
             continue;
         }
-        fattn_walk_at at = {p, outs[i], x, g, 1, false, &root};
-        fattn_walk_group(&w, &at);
+        fh_walk_at at = {p, outs[i], x, g, 1, false, &root};
+        fh_walk_group(&w, &at);
     }
     assert(c.n_later == 0);
     free(c.later);
 }
 
-void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
-                             const fattn_tol_profile *profile, fattn_compare_result *r)
+void fh_compare_cases_tol(const fh_h5_node *run, const fh_h5_node *golden,
+                             const fh_tol_profile *profile, fh_compare_result *r)
 {
     /* inputs: engine-independent, bitwise through the digests (a
      * schedule's steps' too); so are the engine calls (what the front end
      * hands any engine), where the goldens record them */
     static const char *const inputs_calls[] = {"inputs", "engine_call", NULL};
     static const char *const inputs_only[] = {"inputs", NULL};
-    fattn_compare_cases(run, golden,
-                        fattn_compare_has_calls(golden) ? inputs_calls : inputs_only, r);
+    fh_compare_cases(run, golden,
+                        fh_compare_has_calls(golden) ? inputs_calls : inputs_only, r);
     tol_call(run, golden, "", profile, r);
-    const fattn_h5_node *rs = fattn_h5_node_find(run, "steps");
-    const fattn_h5_node *gs = fattn_h5_node_find(golden, "steps");
+    const fh_h5_node *rs = fh_h5_node_find(run, "steps");
+    const fh_h5_node *gs = fh_h5_node_find(golden, "steps");
     for (size_t k = 0; rs && gs && k < rs->n_children; k++) {
-        const fattn_h5_node *g = fattn_h5_node_find(gs, rs->children[k]->name);
+        const fh_h5_node *g = fh_h5_node_find(gs, rs->children[k]->name);
         char path[48];
         snprintf(path, sizeof path, "steps/%.16s", rs->children[k]->name);
         if (g)
             tol_call(rs->children[k], g, path, profile, r);
-        /* a step on one side only: fattn_compare_cases named it above */
+        /* a step on one side only: fh_compare_cases named it above */
     }
 }

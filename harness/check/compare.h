@@ -8,27 +8,27 @@
  * only: no dataset, an attribute `digest:<name>` on its state group, which
  * is compared with the other side's digest of that dataset.
  */
-#ifndef FATTN_HARNESS_COMPARE_H
-#define FATTN_HARNESS_COMPARE_H
+#ifndef FH_HARNESS_COMPARE_H
+#define FH_HARNESS_COMPARE_H
 
 #include <stddef.h>
 
 #include "h5io.h"
 #include "tolerance.h"
 
-#define FATTN_COMPARE_MAX_REPORTED 8
-#define FATTN_COMPARE_DETAIL_LEN 512
+#define FH_COMPARE_MAX_REPORTED 8
+#define FH_COMPARE_DETAIL_LEN 512
 
-/* One difference in full (fattn_compare_result.keep_all). */
-typedef struct fattn_compare_diff {
+/* One difference in full (fh_compare_result.keep_all). */
+typedef struct fh_compare_diff {
     char *path;   /* below the case group: "backward/dq", "save_ctx@window_size" */
     char *why;    /* "1982 of 2048 elements differ", "attribute values differ", ... */
     char *a, *b;  /* an attribute's value on each side as text, NULL where absent
                    * (both NULL: not an attribute) */
     bool tensor;  /* a dataset or digest-only tensor (else an attribute, group, state) */
-} fattn_compare_diff;
+} fh_compare_diff;
 
-typedef struct fattn_compare_result {
+typedef struct fh_compare_result {
     size_t tensors;     /* datasets (and digest-only tensors) compared */
     size_t differences; /* objects that differ, are missing or are extra */
     /* Input: datasets (paths relative to the case group, e.g.
@@ -45,49 +45,49 @@ typedef struct fattn_compare_result {
      * the front end's views (a packed layout's q, k, v). */
     bool replay;
     /* the first differing paths (relative to the case group) with why */
-    char paths[FATTN_COMPARE_MAX_REPORTED][192];
-    char why[FATTN_COMPARE_MAX_REPORTED][160];
+    char paths[FH_COMPARE_MAX_REPORTED][192];
+    char why[FH_COMPARE_MAX_REPORTED][160];
     /* For the first dataset whose elements differ (detail_path): where and
      * by how much, as a person acts on it — the first differing element's
      * index and both values (decimal and hex bits), then max abs and rel
      * error and max ULP over the tensor (floats). Empty until one differs. */
     char detail_path[256];
-    char detail[FATTN_COMPARE_DETAIL_LEN];
+    char detail[FH_COMPARE_DETAIL_LEN];
     /* Input: keep every difference, with attribute values, in all[0..n_all)
-     * as well (then free with fattn_compare_result_free); paths/why above
-     * keep the first FATTN_COMPARE_MAX_REPORTED either way. */
+     * as well (then free with fh_compare_result_free); paths/why above
+     * keep the first FH_COMPARE_MAX_REPORTED either way. */
     bool keep_all;
-    fattn_compare_diff *all;
+    fh_compare_diff *all;
     size_t n_all, cap_all;
     bool all_incomplete; /* out of memory: all[] lacks some (differences counts them) */
-} fattn_compare_result;
+} fh_compare_result;
 
 /* Note a difference: counted, its path and why kept among the first ones,
  * and in all[] with the attribute values a and b (NULL: absent, or not an
  * attribute when both are) when keep_all. */
-void fattn_compare_note(fattn_compare_result *r, const char *path, const char *why,
+void fh_compare_note(fh_compare_result *r, const char *path, const char *why,
                         const char *a, const char *b, bool tensor);
 /* An attribute's value as text ("-1", "causal", "[-1, 0]", "0.125"). */
-void fattn_compare_attr_text(const fattn_h5_attr *a, char *buf, size_t n);
+void fh_compare_attr_text(const fh_h5_attr *a, char *buf, size_t n);
 /* Free all[] (r stays usable; its counts are kept). */
-void fattn_compare_result_free(fattn_compare_result *r);
+void fh_compare_result_free(fh_compare_result *r);
 
 /* Attributes named prov_* are provenance and never compared. */
 
 /* Compare case groups `a` and `b`, only the state groups named in `states`
  * (NULL-terminated; NULL = every child). Results accumulate into *r. */
-void fattn_compare_cases(const fattn_h5_node *a, const fattn_h5_node *b,
-                         const char *const *states, fattn_compare_result *r);
+void fh_compare_cases(const fh_h5_node *a, const fh_h5_node *b,
+                         const char *const *states, fh_compare_result *r);
 
 /* Whether case group c records engine calls (engine_call/, or a
  * schedule step's): goldens made before they were recorded hold none, and
  * are compared without them. */
-bool fattn_compare_has_calls(const fattn_h5_node *c);
+bool fh_compare_has_calls(const fh_h5_node *c);
 
 /* Turn a case group into its golden form: inputs and save_ctx datasets
  * become `digest:<name>` attributes on their groups (nested names joined
  * with '/'), forward and backward stay in full. */
-fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_node **out);
+fattn_status fh_compare_make_golden(const fh_h5_node *run_case, fh_h5_node **out);
 
 
 /* Cross-platform comparison against CPU goldens: inputs bitwise (through
@@ -96,7 +96,7 @@ fattn_status fattn_compare_make_golden(const fattn_h5_node *run_case, fattn_h5_n
  * (|a - g| <= atol + rtol |g|, the golden g the reference, NaN/inf classes
  * equal) on the CPU engine's defined region — elements the golden still
  * holds as all-0xFF poison bytes are undefined and skipped; integers exact. */
-void fattn_compare_cases_tol(const fattn_h5_node *run, const fattn_h5_node *golden,
-                             const fattn_tol_profile *profile, fattn_compare_result *r);
+void fh_compare_cases_tol(const fh_h5_node *run, const fh_h5_node *golden,
+                             const fh_tol_profile *profile, fh_compare_result *r);
 
-#endif /* FATTN_HARNESS_COMPARE_H */
+#endif /* FH_HARNESS_COMPARE_H */

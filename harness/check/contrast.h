@@ -15,39 +15,39 @@
  * the values of the first feature that only passing cases have.
  * Skipped cases and expected refusals are neither failing nor passing.
  */
-#ifndef FATTN_HARNESS_CONTRAST_H
-#define FATTN_HARNESS_CONTRAST_H
+#ifndef FH_HARNESS_CONTRAST_H
+#define FH_HARNESS_CONTRAST_H
 
 #include <stddef.h>
 
 #include "case_features.h"
 #include "spec.h"
 
-typedef enum fattn_contrast_outcome {
-    FATTN_CONTRAST_NONE = 0, /* not counted (skipped, refused as expected) */
-    FATTN_CONTRAST_PASS,
-    FATTN_CONTRAST_FAIL,
-} fattn_contrast_outcome;
+typedef enum fh_contrast_outcome {
+    FH_CONTRAST_NONE = 0, /* not counted (skipped, refused as expected) */
+    FH_CONTRAST_PASS,
+    FH_CONTRAST_FAIL,
+} fh_contrast_outcome;
 
 /* The most values of a feature a condition names in full. */
-#define FATTN_CONTRAST_VALUES_SHOWN 8
+#define FH_CONTRAST_VALUES_SHOWN 8
 
-typedef struct fattn_contrast {
+typedef struct fh_contrast {
     size_t failing, passing;
     int n_keys;                     /* conditions: 0 (none found), 1 or 2 */
-    fattn_feature keys[2];
+    fh_feature keys[2];
     size_t misses;                  /* passing cases that hold the conditions */
     char text[2048];                /* "" when fewer than 2 failing or no passing */
-} fattn_contrast;
+} fh_contrast;
 
 /* The contrast of the cases specs[0..n) with their outcomes. An error:
  * out of memory, or a spec that does not resolve. */
-fattn_status fattn_contrast_of(const fattn_spec *const *specs, const fattn_contrast_outcome *o,
-                               size_t n, fattn_contrast *out);
+fattn_status fh_contrast_of(const fh_spec *const *specs, const fh_contrast_outcome *o,
+                               size_t n, fh_contrast *out);
 
 /* The same over features already made (tools and tests). */
-fattn_status fattn_contrast_of_features(const fattn_case_features *f,
-                                        const fattn_contrast_outcome *o, size_t n,
-                                        fattn_contrast *out);
+fattn_status fh_contrast_of_features(const fh_case_features *f,
+                                        const fh_contrast_outcome *o, size_t n,
+                                        fh_contrast *out);
 
-#endif /* FATTN_HARNESS_CONTRAST_H */
+#endif /* FH_HARNESS_CONTRAST_H */

@@ -14,8 +14,8 @@
  * B is the reference: A is compared against it (tolerance |a-b| <= atol +
  * rtol*|b|; relative errors divide by |b|).
  */
-#ifndef FATTN_HARNESS_DIFF_H
-#define FATTN_HARNESS_DIFF_H
+#ifndef FH_HARNESS_DIFF_H
+#define FH_HARNESS_DIFF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,41 +29,41 @@
 #include "h5estimate.h"
 #include "tolerance.h"
 
-typedef struct fattn_diff_opts {
-    fattn_elem_mode mode;           /* BITWISE, ULP or TOL (not NOISY) */
+typedef struct fh_diff_opts {
+    fh_elem_mode mode;              /* BITWISE, ULP or TOL (not NOISY) */
     uint64_t max_ulp;               /* ULP mode */
-    const fattn_tol_profile *tol;   /* TOL mode */
+    const fh_tol_profile *tol;      /* TOL mode */
     const char *only;               /* glob over paths, or NULL */
     bool trust_digests;             /* equal stored digests: skip the data */
     bool audit;                     /* compare /audit too */
     size_t chunk_bytes;             /* 0: 4 MiB */
     double max_memory;              /* --max-memory: refused before either file's
                                        attributes are read when the estimate
-                                       (fattn_diff_memory) is over it; 0: none */
-} fattn_diff_opts;
+                                       (fh_diff_memory) is over it; 0: none */
+} fh_diff_opts;
 
 /* What became of one path. A difference under an `_impl` group keeps its
  * status in the entry and is tallied as PRIVATE (never counted). */
-typedef enum fattn_diff_status {
-    FATTN_DIFF_EQUAL = 0,
-    FATTN_DIFF_DIFFERENT,
-    FATTN_DIFF_MISSING_IN_A,
-    FATTN_DIFF_MISSING_IN_B,
-    FATTN_DIFF_CORRUPT,
-    FATTN_DIFF_STRUCTURE,
-    FATTN_DIFF_VALUE,       /* an attribute on both sides, of another value */
-    FATTN_DIFF_PRIVATE,
-} fattn_diff_status;
+typedef enum fh_diff_status {
+    FH_DIFF_EQUAL = 0,
+    FH_DIFF_DIFFERENT,
+    FH_DIFF_MISSING_IN_A,
+    FH_DIFF_MISSING_IN_B,
+    FH_DIFF_CORRUPT,
+    FH_DIFF_STRUCTURE,
+    FH_DIFF_VALUE,          /* an attribute on both sides, of another value */
+    FH_DIFF_PRIVATE,
+} fh_diff_status;
 
-#define FATTN_DIFF_N_STATUS (FATTN_DIFF_PRIVATE + 1)
+#define FH_DIFF_N_STATUS (FH_DIFF_PRIVATE + 1)
 
 /* "equal", "different", "missing_in_a", ... (the JSON names). */
-const char *fattn_diff_status_name(fattn_diff_status s);
+const char *fh_diff_status_name(fh_diff_status s);
 
-typedef struct fattn_diff_entry {
+typedef struct fh_diff_entry {
     char *path;         /* "/cases/x/forward/out" or "/cases/x@spec" */
     const char *kind;   /* dataset, digest, group, attribute */
-    fattn_diff_status status;
+    fh_diff_status status;
     bool is_private;    /* under an _impl group */
     char *msg;          /* structure / corrupt / digest detail, or NULL */
     char *a, *b;        /* an attribute's values as text (VALUE), else NULL */
@@ -72,50 +72,50 @@ typedef struct fattn_diff_entry {
     fattn_dtype dtype;
     int ndim;
     int64_t shape[FATTN_MAX_DIMS];
-    fattn_elem_stats st;
-    fattn_tol tol;      /* TOL mode, float datasets */
-    char digest_a[FATTN_DIGEST_LEN], digest_b[FATTN_DIGEST_LEN];
-} fattn_diff_entry;
+    fh_elem_stats st;
+    fh_tol tol;         /* TOL mode, float datasets */
+    char digest_a[FH_DIGEST_LEN], digest_b[FH_DIGEST_LEN];
+} fh_diff_entry;
 
 /* A provenance attribute that differs (never counted). */
-typedef struct fattn_diff_prov {
+typedef struct fh_diff_prov {
     char *path;  /* "/@device", "/cases/x/forward@prov_engine" */
     char *a, *b; /* formatted values; NULL when absent */
     bool platform; /* a key that makes bitwise equality not expected */
-} fattn_diff_prov;
+} fh_diff_prov;
 
-typedef struct fattn_diff_report {
+typedef struct fh_diff_report {
     const char *file_a, *file_b;     /* the caller's strings */
-    fattn_diff_entry *e;             /* in walk order */
+    fh_diff_entry *e;                /* in walk order */
     size_t n_e, cap_e;
-    fattn_diff_prov *prov;
+    fh_diff_prov *prov;
     size_t n_prov, cap_prov;
     bool audit_skipped;              /* /audit present and not compared */
-    size_t tally[FATTN_DIFF_N_STATUS]; /* entries by status (differing private ones: PRIVATE) */
+    size_t tally[FH_DIFF_N_STATUS]; /* entries by status (differing private ones: PRIVATE) */
     size_t counted;                  /* entries that count as differences */
     size_t n_data;                   /* datasets and digest-only tensors compared */
-} fattn_diff_report;
+} fh_diff_report;
 
 /* What comparing two files holds: the trees of both without their data
  * (h5estimate.h: nodes, attributes and their text, as estimated from each
  * file's structure), an entry per object and attribute of both, the two
  * chunk buffers, and the inputs' private copies in memory (fileguard.h). */
-double fattn_diff_memory(const fattn_h5_estimate *a, const fattn_h5_estimate *b,
+double fh_diff_memory(const fh_h5_estimate *a, const fh_h5_estimate *b,
                          size_t chunk_bytes);
 
 /* Is the entry a counted difference? */
-bool fattn_diff_entry_counted(const fattn_diff_entry *e);
+bool fh_diff_entry_counted(const fh_diff_entry *e);
 
 /* Compare run files a and b into *r (initialised here; free it with
- * fattn_diff_report_free whatever the result). FATTN_OK: the report is
+ * fh_diff_report_free whatever the result). FATTN_OK: the report is
  * complete (r->counted > 0 means they differ, a corrupt dataset included);
  * an error: a file that cannot be read safely, or out of memory (message
  * in fattn_last_error, naming the file). */
-fattn_status fattn_diff_files(const char *a, const char *b, const fattn_diff_opts *o,
-                              fattn_diff_report *r);
-void fattn_diff_report_free(fattn_diff_report *r);
+fattn_status fh_diff_files(const char *a, const char *b, const fh_diff_opts *o,
+                              fh_diff_report *r);
+void fh_diff_report_free(fh_diff_report *r);
 
 /* A shape as "[2,16,4,64]", truncated to fit n (n > 0). */
-void fattn_diff_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+void fh_diff_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 
-#endif /* FATTN_HARNESS_DIFF_H */
+#endif /* FH_HARNESS_DIFF_H */

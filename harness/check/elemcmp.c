@@ -17,7 +17,7 @@ static unsigned sign_shift(fattn_dtype t)
     }
 }
 
-uint64_t fattn_elem_ulp(fattn_dtype dtype, uint64_t a_bits, uint64_t b_bits)
+uint64_t fh_elem_ulp(fattn_dtype dtype, uint64_t a_bits, uint64_t b_bits)
 {
     unsigned s = sign_shift(dtype);
     uint64_t mag_mask = ((uint64_t)1 << s) - 1;
@@ -29,7 +29,7 @@ uint64_t fattn_elem_ulp(fattn_dtype dtype, uint64_t a_bits, uint64_t b_bits)
     return oa > ob ? (uint64_t)(oa - ob) : (uint64_t)(ob - oa);
 }
 
-uint64_t fattn_elem_bits(const unsigned char *p, size_t esize)
+uint64_t fh_elem_bits(const unsigned char *p, size_t esize)
 {
     switch (esize) {
     case 1: return p[0];
@@ -52,7 +52,7 @@ uint64_t fattn_elem_bits(const unsigned char *p, size_t esize)
     }
 }
 
-double fattn_elem_decode(fattn_dtype t, uint64_t bits)
+double fh_elem_decode(fattn_dtype t, uint64_t bits)
 {
     switch (t) {
     case FATTN_DTYPE_FLOAT32: return (double)fattn_f32_from_bits((uint32_t)bits);
@@ -78,7 +78,7 @@ static int fclass(double v)
 
 /* ---- signal energy ---------------------------------------------------------- */
 
-void fattn_elem_sq_cache_free(fattn_elem_sq_cache *c)
+void fh_elem_sq_cache_free(fh_elem_sq_cache *c)
 {
     for (int i = 0; i < FATTN_DTYPE_COUNT; i++) {
         free(c->tab[i]);
@@ -88,7 +88,7 @@ void fattn_elem_sq_cache_free(fattn_elem_sq_cache *c)
 
 /* The squares of every bit pattern of an 8- or 16-bit dtype, built once per
  * cache (64 Ki doubles at most); NULL without a cache or memory. */
-static const double *sq_table(fattn_elem_sq_cache *c, fattn_dtype t)
+static const double *sq_table(fh_elem_sq_cache *c, fattn_dtype t)
 {
     assert(fattn_dtype_size(t) <= 2 && (int)t >= 0 && t < FATTN_DTYPE_COUNT);
     if (!c)
@@ -100,7 +100,7 @@ static const double *sq_table(fattn_elem_sq_cache *c, fattn_dtype t)
     if (!tab)
         return NULL;
     for (size_t i = 0; i < n; i++) {
-        double v = fattn_elem_decode(t, i);
+        double v = fh_elem_decode(t, i);
         tab[i] = isfinite(v) ? v * v : 0.0;
     }
     c->tab[t] = tab;
@@ -138,7 +138,7 @@ static double energy_f32(const unsigned char *p, size_t n)
 }
 
 /* Sum of squares of the finite elements of a chunk (the signal energy). */
-static double energy(fattn_elem_sq_cache *c, fattn_dtype t, const unsigned char *p, size_t n)
+static double energy(fh_elem_sq_cache *c, fattn_dtype t, const unsigned char *p, size_t n)
 {
     if (t == FATTN_DTYPE_FLOAT32)
         return energy_f32(p, n);
@@ -148,26 +148,26 @@ static double energy(fattn_elem_sq_cache *c, fattn_dtype t, const unsigned char 
         return NAN;
     size_t es = fattn_dtype_size(t);
     for (size_t i = 0; i < n; i++)
-        tot += tab[fattn_elem_bits(p + es * i, es)];
+        tot += tab[fh_elem_bits(p + es * i, es)];
     return tot;
 }
 
 /* ---- element rules ------------------------------------------------------------ */
 
-static void note_worst(fattn_elem_stats *s, fattn_elem_worst w)
+static void note_worst(fh_elem_stats *s, fh_elem_worst w)
 {
     int n = s->n_worst;
-    assert(n >= 0 && n <= FATTN_ELEM_WORST);
-    if (n == FATTN_ELEM_WORST && w.score <= s->worst[n - 1].score)
+    assert(n >= 0 && n <= FH_ELEM_WORST);
+    if (n == FH_ELEM_WORST && w.score <= s->worst[n - 1].score)
         return;
-    int pos = n < FATTN_ELEM_WORST ? n : n - 1;
+    int pos = n < FH_ELEM_WORST ? n : n - 1;
     while (pos > 0 && s->worst[pos - 1].score < w.score) {
-        if (pos < FATTN_ELEM_WORST)
+        if (pos < FH_ELEM_WORST)
             s->worst[pos] = s->worst[pos - 1];
         pos--;
     }
     s->worst[pos] = w;
-    if (n < FATTN_ELEM_WORST)
+    if (n < FH_ELEM_WORST)
         s->n_worst++;
 }
 
@@ -186,11 +186,11 @@ static bool all_ff(const unsigned char *p, size_t n)
 
 /* Two finite float elements of one class whose bits differ: the statistics,
  * and whether the pair fails the rule (*excess: by how much under TOL). */
-static bool finite_pair(const fattn_elem_cmp *c, fattn_dtype t, fattn_elem_stats *s,
-                        fattn_elem_worst *w, double *excess)
+static bool finite_pair(const fh_elem_cmp *c, fattn_dtype t, fh_elem_stats *s,
+                        fh_elem_worst *w, double *excess)
 {
     double a = w->a, b = w->b;
-    uint64_t u = fattn_elem_ulp(t, w->a_bits, w->b_bits);
+    uint64_t u = fh_elem_ulp(t, w->a_bits, w->b_bits);
     unsigned sh = sign_shift(t);
     bool both_zero = a == 0 && b == 0;
     if (!both_zero && ((w->a_bits >> sh) & 1) != ((w->b_bits >> sh) & 1))
@@ -211,10 +211,10 @@ static bool finite_pair(const fattn_elem_cmp *c, fattn_dtype t, fattn_elem_stats
     s->signal += b * b;
     s->n_finite++;
     if (both_zero)
-        return c->mode == FATTN_ELEM_BITWISE;
-    if (c->mode == FATTN_ELEM_ULP)
+        return c->mode == FH_ELEM_BITWISE;
+    if (c->mode == FH_ELEM_ULP)
         return u > c->max_ulp;
-    if (c->mode == FATTN_ELEM_TOL) {
+    if (c->mode == FH_ELEM_TOL) {
         double allowed = c->tol.atol + c->tol.rtol * fabs(b);
         *excess = d - allowed;
         return !(d <= allowed);
@@ -223,12 +223,12 @@ static bool finite_pair(const fattn_elem_cmp *c, fattn_dtype t, fattn_elem_stats
 }
 
 /* One element pair whose bits differ. */
-static void differing_pair(const fattn_elem_cmp *c, fattn_dtype t, uint64_t ua, uint64_t ub,
-                           uint64_t index, fattn_elem_stats *s)
+static void differing_pair(const fh_elem_cmp *c, fattn_dtype t, uint64_t ua, uint64_t ub,
+                           uint64_t index, fh_elem_stats *s)
 {
     s->bit_count++;
-    double a = fattn_elem_decode(t, ua), b = fattn_elem_decode(t, ub);
-    fattn_elem_worst w = {index, ua, ub, a, b, 0, 0, false};
+    double a = fh_elem_decode(t, ua), b = fh_elem_decode(t, ub);
+    fh_elem_worst w = {index, ua, ub, a, b, 0, 0, false};
     bool fail = true;
     double excess = INFINITY;
     if (!fattn_dtype_is_float(t)) {
@@ -243,14 +243,14 @@ static void differing_pair(const fattn_elem_cmp *c, fattn_dtype t, uint64_t ua, 
             w.score = UINT64_MAX;
         } else if (ca == 3) {
             s->nan_payloads++;
-            fail = c->mode == FATTN_ELEM_BITWISE;
+            fail = c->mode == FH_ELEM_BITWISE;
         } else { /* both finite (equal infinities have equal bits) */
             fail = finite_pair(c, t, s, &w, &excess);
         }
     }
     if (fail) {
         s->fail_count++;
-        if (c->mode == FATTN_ELEM_TOL && excess > s->excess) {
+        if (c->mode == FH_ELEM_TOL && excess > s->excess) {
             s->excess = excess;
             s->excess_index = index;
         }
@@ -259,8 +259,8 @@ static void differing_pair(const fattn_elem_cmp *c, fattn_dtype t, uint64_t ua, 
 }
 
 /* NOISY over one buffer: every element, as float values (see elemcmp.h). */
-static void noisy_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsigned char *pa,
-                        const unsigned char *pb, size_t n, fattn_elem_stats *s)
+static void noisy_chunk(const fh_elem_cmp *c, fattn_dtype t, const unsigned char *pa,
+                        const unsigned char *pb, size_t n, fh_elem_stats *s)
 {
     size_t es = fattn_dtype_size(t);
     for (size_t e = 0; e < n; e++) {
@@ -273,9 +273,9 @@ static void noisy_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsigned c
     }
 }
 
-void fattn_elem_compare_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsigned char *a,
+void fh_elem_compare_chunk(const fh_elem_cmp *c, fattn_dtype t, const unsigned char *a,
                               const unsigned char *b, size_t n, uint64_t base,
-                              bool *want_signal, fattn_elem_stats *s)
+                              bool *want_signal, fh_elem_stats *s)
 {
     size_t es = fattn_dtype_size(t);
     bool is_float = fattn_dtype_is_float(t);
@@ -287,7 +287,7 @@ void fattn_elem_compare_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsi
             s->n_finite += n; /* the mean of RMSE runs over equal elements too */
         return;
     }
-    if (c->mode == FATTN_ELEM_NOISY) {
+    if (c->mode == FH_ELEM_NOISY) {
         assert(is_float);
         noisy_chunk(c, t, a, b, n, s);
         return;
@@ -299,12 +299,12 @@ void fattn_elem_compare_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsi
     for (size_t i = 0; i < n; i++) {
         if (c->skip_poison_b && all_ff(b + i * es, es))
             continue; /* undefined region of the reference */
-        uint64_t ua = fattn_elem_bits(a + i * es, es), ub = fattn_elem_bits(b + i * es, es);
+        uint64_t ua = fh_elem_bits(a + i * es, es), ub = fh_elem_bits(b + i * es, es);
         if (ua == ub) {
             if (is_float) {
                 s->n_finite++;
                 if (*want_signal) {
-                    double v = fattn_elem_decode(t, ub);
+                    double v = fh_elem_decode(t, ub);
                     if (isfinite(v))
                         s->signal += v * v;
                 }

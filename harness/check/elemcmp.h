@@ -16,8 +16,8 @@
  *             fails (the comparison is false for them). Only bit_count and
  *             fail_count are kept.
  */
-#ifndef FATTN_HARNESS_ELEMCMP_H
-#define FATTN_HARNESS_ELEMCMP_H
+#ifndef FH_HARNESS_ELEMCMP_H
+#define FH_HARNESS_ELEMCMP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,45 +26,45 @@
 #include "fattn/dtype.h"
 #include "tolerance.h"
 
-typedef enum fattn_elem_mode {
-    FATTN_ELEM_BITWISE = 0,
-    FATTN_ELEM_ULP,
-    FATTN_ELEM_TOL,
-    FATTN_ELEM_NOISY
-} fattn_elem_mode;
+typedef enum fh_elem_mode {
+    FH_ELEM_BITWISE = 0,
+    FH_ELEM_ULP,
+    FH_ELEM_TOL,
+    FH_ELEM_NOISY
+} fh_elem_mode;
 
 /* The worst elements kept per dataset. */
-#define FATTN_ELEM_WORST 5
+#define FH_ELEM_WORST 5
 
 /* Squares of every 16- and 8-bit pattern per dtype (0 for non-finite), built
  * on first use for the signal energy of equal chunks. Owned by the caller of
- * a comparison: zero-initialise, then fattn_elem_sq_cache_free. */
-typedef struct fattn_elem_sq_cache {
+ * a comparison: zero-initialise, then fh_elem_sq_cache_free. */
+typedef struct fh_elem_sq_cache {
     double *tab[FATTN_DTYPE_COUNT];
-} fattn_elem_sq_cache;
+} fh_elem_sq_cache;
 
-void fattn_elem_sq_cache_free(fattn_elem_sq_cache *c);
+void fh_elem_sq_cache_free(fh_elem_sq_cache *c);
 
-typedef struct fattn_elem_cmp {
-    fattn_elem_mode mode;
+typedef struct fh_elem_cmp {
+    fh_elem_mode mode;
     uint64_t max_ulp;          /* ULP */
-    fattn_tol tol;             /* TOL, NOISY */
+    fh_tol tol;                /* TOL, NOISY */
     bool skip_poison_b;        /* elements whose B bytes are all 0xFF are
                                   undefined (a CPU golden's poison): skipped */
-    fattn_elem_sq_cache *sq;   /* energy tables; NULL: energy of 8/16-bit
+    fh_elem_sq_cache *sq;      /* energy tables; NULL: energy of 8/16-bit
                                   equal chunks is not accumulated (NaN) */
-} fattn_elem_cmp;
+} fh_elem_cmp;
 
-typedef struct fattn_elem_worst {
+typedef struct fh_elem_worst {
     uint64_t index;            /* flat, C order */
     uint64_t a_bits, b_bits;
     double a, b;
     uint64_t score;            /* ranking: class change > ulp (float) or |a-b| (int) */
     uint64_t ulp;
     bool has_ulp;
-} fattn_elem_worst;
+} fh_elem_worst;
 
-typedef struct fattn_elem_stats {
+typedef struct fh_elem_stats {
     uint64_t numel;            /* set by the caller */
     uint64_t bit_count;        /* elements whose bits differ */
     uint64_t fail_count;       /* elements that fail the rule */
@@ -74,24 +74,24 @@ typedef struct fattn_elem_stats {
     double max_abs, max_rel, sse, signal;
     uint64_t n_finite;
     bool signal_partial;       /* equal chunks skipped before a difference showed */
-    fattn_elem_worst worst[FATTN_ELEM_WORST];
+    fh_elem_worst worst[FH_ELEM_WORST];
     int n_worst;
     /* TOL: the failing element that exceeds its bound by the most (the
      * first of equals; a class change exceeds by +inf) */
     uint64_t excess_index;
     double excess;
-} fattn_elem_stats;
+} fh_elem_stats;
 
 /* ULP distance of two bit patterns of a float dtype on that format's own
  * lattice: sign-magnitude mapped monotonically onto the integers (+0 and -0
  * both map to 0). Meaningless for NaN. */
-uint64_t fattn_elem_ulp(fattn_dtype dtype, uint64_t a_bits, uint64_t b_bits);
+uint64_t fh_elem_ulp(fattn_dtype dtype, uint64_t a_bits, uint64_t b_bits);
 
 /* The element at p (esize bytes, little-endian) as an unsigned integer. */
-uint64_t fattn_elem_bits(const unsigned char *p, size_t esize);
+uint64_t fh_elem_bits(const unsigned char *p, size_t esize);
 /* A bit pattern of dtype t as a double (exact for every dtype but int64
  * beyond 2^53). */
-double fattn_elem_decode(fattn_dtype t, uint64_t bits);
+double fh_elem_decode(fattn_dtype t, uint64_t bits);
 
 /* Compare one chunk of n elements of a dataset pair, starting at flat
  * element `base`, into *s. *want_signal: accumulate the energy of B (for
@@ -99,8 +99,8 @@ double fattn_elem_decode(fattn_dtype t, uint64_t bits);
  * set, when a float chunk differs after equal chunks were skipped. A chunk
  * whose bytes are equal only adds to the energy and the finite count.
  * NOISY is a rule over a whole dataset: pass it as one chunk. */
-void fattn_elem_compare_chunk(const fattn_elem_cmp *c, fattn_dtype t, const unsigned char *a,
+void fh_elem_compare_chunk(const fh_elem_cmp *c, fattn_dtype t, const unsigned char *a,
                               const unsigned char *b, size_t n, uint64_t base,
-                              bool *want_signal, fattn_elem_stats *s);
+                              bool *want_signal, fh_elem_stats *s);
 
-#endif /* FATTN_HARNESS_ELEMCMP_H */
+#endif /* FH_HARNESS_ELEMCMP_H */

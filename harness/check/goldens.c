@@ -46,24 +46,24 @@ static int newest_cpu_goldens(const char *dir, char *path, size_t n)
 }
 
 /* This engine's identity: the provenance a golden of it would carry. */
-static fattn_status own_identity(const fattn_engine *e, fattn_h5_node **out)
+static fattn_status own_identity(const fattn_engine *e, fh_h5_node **out)
 {
-    fattn_status st = fattn_h5_node_new_group("", out);
+    fattn_status st = fh_h5_node_new_group("", out);
     if (st == FATTN_OK)
-        st = fattn_runfile_set_provenance(*out, "legacy", fattn_engine_name(e), e);
+        st = fh_runfile_set_provenance(*out, "legacy", fattn_engine_name(e), e);
     if (st == FATTN_OK && fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD))
-        st = fattn_h5_node_set_uint8(*out, "forced_deterministic_bwd", 1); /* as golden does */
+        st = fh_h5_node_set_uint8(*out, "forced_deterministic_bwd", 1); /* as golden does */
     return st;
 }
 
-static bool same_attr(const fattn_h5_node *a, const fattn_h5_node *b, const char *name)
+static bool same_attr(const fh_h5_node *a, const fh_h5_node *b, const char *name)
 {
-    const fattn_h5_attr *x = fattn_h5_node_attr(a, name), *y = fattn_h5_node_attr(b, name);
+    const fh_h5_attr *x = fh_h5_node_attr(a, name), *y = fh_h5_node_attr(b, name);
     if (!x || !y)
         return false;
     char tx[256], ty[256];
-    fattn_compare_attr_text(x, tx, sizeof tx);
-    fattn_compare_attr_text(y, ty, sizeof ty);
+    fh_compare_attr_text(x, tx, sizeof tx);
+    fh_compare_attr_text(y, ty, sizeof ty);
     return !strcmp(tx, ty);
 }
 
@@ -77,10 +77,10 @@ static int cmp_names(const void *x, const void *y)
  * a file of that name that cannot be loaded. */
 static fattn_status identity_goldens(const char *dir, const fattn_engine *e, double max_bytes,
                                      const char *skip,
-                                     char *path, size_t n, fattn_h5_node **tree)
+                                     char *path, size_t n, fh_h5_node **tree)
 {
     *tree = NULL;
-    fattn_h5_node *mine = NULL;
+    fh_h5_node *mine = NULL;
     fattn_status st = own_identity(e, &mine);
     DIR *d = st == FATTN_OK ? opendir(dir) : NULL;
     char **names = NULL;
@@ -106,8 +106,8 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, dou
         qsort(names, nn, sizeof *names, cmp_names);
     for (size_t i = 0; st == FATTN_OK && i < nn && !*tree; i++) {
         snprintf(path, n, "%s/%s", dir, names[i]);
-        fattn_h5_node *t = NULL;
-        if ((st = fattn_runfile_load_bounded(path, max_bytes, &t)) != FATTN_OK)
+        fh_h5_node *t = NULL;
+        if ((st = fh_runfile_load_bounded(path, max_bytes, &t)) != FATTN_OK)
             break;
         bool same = true;
         for (size_t k = 0; k < N_IDENTITY && same; k++)
@@ -115,28 +115,28 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, dou
         if (same)
             *tree = t;
         else
-            fattn_h5_node_free(t);
+            fh_h5_node_free(t);
     }
     for (size_t i = 0; i < nn; i++)
         free(names[i]);
     free(names);
-    fattn_h5_node_free(mine);
+    fh_h5_node_free(mine);
     return st;
 }
 
 /* "sm_90, 132 SMs, cuDNN 91900" (cuDNN) or "CPU math 1": what matched. */
-static void identity_text(const fattn_h5_node *t, char *buf, size_t n)
+static void identity_text(const fh_h5_node *t, char *buf, size_t n)
 {
     char sm[64] = "", cnt[32] = "", cudnn[64] = "", math[32] = "";
-    const fattn_h5_attr *a;
-    if ((a = fattn_h5_node_attr(t, "sm")))
-        fattn_compare_attr_text(a, sm, sizeof sm);
-    if ((a = fattn_h5_node_attr(t, "sm_count")))
-        fattn_compare_attr_text(a, cnt, sizeof cnt);
-    if ((a = fattn_h5_node_attr(t, "cudnn_version")))
-        fattn_compare_attr_text(a, cudnn, sizeof cudnn);
-    if ((a = fattn_h5_node_attr(t, "cpu_math_version")))
-        fattn_compare_attr_text(a, math, sizeof math);
+    const fh_h5_attr *a;
+    if ((a = fh_h5_node_attr(t, "sm")))
+        fh_compare_attr_text(a, sm, sizeof sm);
+    if ((a = fh_h5_node_attr(t, "sm_count")))
+        fh_compare_attr_text(a, cnt, sizeof cnt);
+    if ((a = fh_h5_node_attr(t, "cudnn_version")))
+        fh_compare_attr_text(a, cudnn, sizeof cudnn);
+    if ((a = fh_h5_node_attr(t, "cpu_math_version")))
+        fh_compare_attr_text(a, math, sizeof math);
     if (strcmp(sm, "n/a") != 0 && sm[0])
         snprintf(buf, n, "%s, %s SMs, cuDNN %s", sm, cnt, cudnn);
     else
@@ -144,21 +144,21 @@ static void identity_text(const fattn_h5_node *t, char *buf, size_t n)
 }
 
 static fattn_status load_cpu_tolerance(const char *dir, double max_bytes,
-                                      fattn_verify_goldens *g)
+                                      fh_verify_goldens *g)
 {
     if (!newest_cpu_goldens(dir, g->cpu_path, sizeof g->cpu_path))
         return FATTN_OK;
-    fattn_tol_profile_builtin(&g->profile);
+    fh_tol_profile_builtin(&g->profile);
     g->profile_set = true;
     g->tolerance = true;
-    return fattn_runfile_load_bounded(g->cpu_path, max_bytes, &g->cpu_tree);
+    return fh_runfile_load_bounded(g->cpu_path, max_bytes, &g->cpu_tree);
 }
 
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
-                                       fattn_verify_goldens *g)
+fattn_status fh_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
+                                       fh_verify_goldens *g)
 {
     memset(g, 0, sizeof *g);
-    fattn_verify_platform_key(e, g->key, sizeof g->key);
+    fh_verify_platform_key(e, g->key, sizeof g->key);
     snprintf(g->path, sizeof g->path, "%s/%s.h5", dir, g->key);
     snprintf(g->note, sizeof g->note, "none for this platform");
     struct stat sb;
@@ -167,7 +167,7 @@ fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, d
     fattn_status st = FATTN_OK;
     g->exact = stat(g->path, &sb) == 0;
     if (g->exact) {
-        if ((st = fattn_runfile_load_bounded(g->path, max_bytes, &g->tree)) == FATTN_OK)
+        if ((st = fh_runfile_load_bounded(g->path, max_bytes, &g->tree)) == FATTN_OK)
             snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
     } else if ((st = identity_goldens(dir, e, max_bytes, own, g->path, sizeof g->path, &g->tree)) ==
                    FATTN_OK &&
@@ -189,16 +189,16 @@ fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, d
                  "platform key %s", g->profile.version, g->key);
     }
     if (st != FATTN_OK)
-        fattn_verify_goldens_free(g);
+        fh_verify_goldens_free(g);
     return st;
 }
 
-void fattn_verify_goldens_free(fattn_verify_goldens *g)
+void fh_verify_goldens_free(fh_verify_goldens *g)
 {
-    fattn_h5_node_free(g->tree);
-    fattn_h5_node_free(g->cpu_tree);
+    fh_h5_node_free(g->tree);
+    fh_h5_node_free(g->cpu_tree);
     g->tree = g->cpu_tree = NULL;
     if (g->profile_set)
-        fattn_tol_profile_free(&g->profile);
+        fh_tol_profile_free(&g->profile);
     g->tolerance = g->identity = g->profile_set = false;
 }

@@ -4,7 +4,7 @@
 
 #include "textbuf.h"
 
-void fattn_textbuf_put(fattn_textbuf *b, const char *fmt, ...)
+void fh_textbuf_put(fh_textbuf *b, const char *fmt, ...)
 {
     if (b->at >= b->n)
         return;

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-void fattn_tol_profile_builtin(fattn_tol_profile *p)
+void fh_tol_profile_builtin(fh_tol_profile *p)
 {
     memset(p, 0, sizeof *p);
-    snprintf(p->version, sizeof p->version, "%s", FATTN_TOL_BUILTIN_VERSION);
+    snprintf(p->version, sizeof p->version, "%s", FH_TOL_BUILTIN_VERSION);
     static const struct {
         fattn_dtype t;
         double rtol, atol;
@@ -27,12 +27,12 @@ void fattn_tol_profile_builtin(fattn_tol_profile *p)
         {FATTN_DTYPE_FLOAT8_E5M2, 0.25, 0.125},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
-        p->dtype[tab[i].t] = (fattn_tol){tab[i].rtol, tab[i].atol};
+        p->dtype[tab[i].t] = (fh_tol){tab[i].rtol, tab[i].atol};
         p->have[tab[i].t] = true;
     }
 }
 
-void fattn_tol_profile_free(fattn_tol_profile *p)
+void fh_tol_profile_free(fh_tol_profile *p)
 {
     for (size_t i = 0; i < p->n_rules; i++)
         free(p->rules[i].glob);
@@ -46,12 +46,12 @@ static bool tol_ok(double rtol, double atol)
     return isfinite(rtol) && isfinite(atol) && rtol >= 0 && atol >= 0;
 }
 
-static fattn_status add_rule(fattn_tol_profile *p, const char *glob, size_t glob_len,
-                             fattn_tol t)
+static fattn_status add_rule(fh_tol_profile *p, const char *glob, size_t glob_len,
+                             fh_tol t)
 {
     if (p->n_rules == p->cap_rules) {
         size_t cap = p->cap_rules ? 2 * p->cap_rules : 8;
-        fattn_tol_rule *nr = realloc(p->rules, cap * sizeof *nr);
+        fh_tol_rule *nr = realloc(p->rules, cap * sizeof *nr);
         if (!nr)
             return fattn_error(FATTN_E_NOMEM, "tolerance rules: out of memory");
         p->rules = nr;
@@ -62,11 +62,11 @@ static fattn_status add_rule(fattn_tol_profile *p, const char *glob, size_t glob
         return fattn_error(FATTN_E_NOMEM, "tolerance rules: out of memory");
     memcpy(g, glob, glob_len);
     g[glob_len] = '\0';
-    p->rules[p->n_rules++] = (fattn_tol_rule){g, t};
+    p->rules[p->n_rules++] = (fh_tol_rule){g, t};
     return FATTN_OK;
 }
 
-fattn_status fattn_tol_profile_add_rule(fattn_tol_profile *p, const char *spec)
+fattn_status fh_tol_profile_add_rule(fh_tol_profile *p, const char *spec)
 {
     const char *eq = strrchr(spec, '=');
     if (!eq || eq == spec)
@@ -83,10 +83,10 @@ fattn_status fattn_tol_profile_add_rule(fattn_tol_profile *p, const char *spec)
                            "--tol '%s': expected GLOB=RTOL,ATOL with finite, non-negative "
                            "numbers",
                            spec);
-    return add_rule(p, spec, (size_t)(eq - spec), (fattn_tol){rtol, atol});
+    return add_rule(p, spec, (size_t)(eq - spec), (fh_tol){rtol, atol});
 }
 
-static fattn_status json_tol(const char *path, const char *what, json_t *o, fattn_tol *t)
+static fattn_status json_tol(const char *path, const char *what, json_t *o, fh_tol *t)
 {
     json_t *r = json_object_get(o, "rtol"), *a = json_object_get(o, "atol");
     if (!json_is_number(r) || !json_is_number(a) || json_object_size(o) > 3 ||
@@ -100,18 +100,18 @@ static fattn_status json_tol(const char *path, const char *what, json_t *o, fatt
     return FATTN_OK;
 }
 
-fattn_status fattn_tol_profile_load(const char *path, fattn_tol_profile *p)
+fattn_status fh_tol_profile_load(const char *path, fh_tol_profile *p)
 {
     json_error_t err;
     int fd;
     /* fileguard's open: a FIFO or a device as the profile is refused, not waited on */
-    if (fattn_fileguard_open_input(path, &fd) != FATTN_OK)
+    if (fh_fileguard_open_input(path, &fd) != FATTN_OK)
         return fattn_error(FATTN_E_IO, "%s", fattn_last_error());
     json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &err);
     close(fd);
     if (!root)
         return fattn_error(FATTN_E_PARSE, "%s:%d:%d: %s", path, err.line, err.column, err.text);
-    fattn_tol_profile np;
+    fh_tol_profile np;
     memset(&np, 0, sizeof np);
     fattn_status st = FATTN_OK;
     json_t *ver = json_object_get(root, "version"), *dt = json_object_get(root, "dtypes");
@@ -148,7 +148,7 @@ fattn_status fattn_tol_profile_load(const char *path, fattn_tol_profile *p)
     json_array_foreach(paths, i, val)
     {
         json_t *g = json_object_get(val, "glob");
-        fattn_tol t;
+        fh_tol t;
         if (!json_is_string(g)) {
             st = fattn_error(FATTN_E_PARSE, "%s: paths[%zu]: want a \"glob\" string", path, i);
             goto out;
@@ -158,20 +158,20 @@ fattn_status fattn_tol_profile_load(const char *path, fattn_tol_profile *p)
                 FATTN_OK)
             goto out;
     }
-    fattn_tol_profile_free(p);
+    fh_tol_profile_free(p);
     *p = np;
     json_decref(root);
     return FATTN_OK;
 out:
-    fattn_tol_profile_free(&np);
+    fh_tol_profile_free(&np);
     json_decref(root);
     return st;
 }
 
-fattn_tol fattn_tol_profile_lookup(const fattn_tol_profile *p, const char *path,
+fh_tol fh_tol_profile_lookup(const fh_tol_profile *p, const char *path,
                                    fattn_dtype dtype)
 {
-    fattn_tol t = p->have[dtype] ? p->dtype[dtype] : (fattn_tol){0, 0};
+    fh_tol t = p->have[dtype] ? p->dtype[dtype] : (fh_tol){0, 0};
     for (size_t i = 0; i < p->n_rules; i++)
         if (fnmatch(p->rules[i].glob, path, 0) == 0)
             t = p->rules[i].tol;

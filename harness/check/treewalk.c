@@ -8,29 +8,29 @@
 
 #include "digest.h"
 
-fattn_walk_at fattn_walk_root(const char *path, const fattn_h5_node *a, const fattn_h5_node *b)
+fh_walk_at fh_walk_root(const char *path, const fh_h5_node *a, const fh_h5_node *b)
 {
     assert(a || b);
-    return (fattn_walk_at){path, path, a, b, 0, false, NULL};
+    return (fh_walk_at){path, path, a, b, 0, false, NULL};
 }
 
-static size_t n_attrs(const fattn_h5_node *n) { return n ? n->n_attrs : 0; }
+static size_t n_attrs(const fh_h5_node *n) { return n ? n->n_attrs : 0; }
 
-static size_t n_children(const fattn_h5_node *n)
+static size_t n_children(const fh_h5_node *n)
 {
     return n && !n->is_dataset ? n->n_children : 0;
 }
 
-void fattn_walk_attrs(const fattn_walk *w, const fattn_walk_at *at)
+void fh_walk_attrs(const fh_walk *w, const fh_walk_at *at)
 {
     assert(w && w->v && at);
     if (!w->v->attr)
         return;
-    const fattn_h5_node *na = at->a, *nb = at->b;
+    const fh_h5_node *na = at->a, *nb = at->b;
     size_t i = 0, j = 0;
     while (i < n_attrs(na) || j < n_attrs(nb)) {
-        const fattn_h5_attr *a = i < n_attrs(na) ? &na->attrs[i] : NULL;
-        const fattn_h5_attr *b = j < n_attrs(nb) ? &nb->attrs[j] : NULL;
+        const fh_h5_attr *a = i < n_attrs(na) ? &na->attrs[i] : NULL;
+        const fh_h5_attr *b = j < n_attrs(nb) ? &nb->attrs[j] : NULL;
         int cmp = !a ? 1 : !b ? -1 : strcmp(a->name, b->name);
         if (cmp < 0)
             b = NULL, i++;
@@ -54,25 +54,25 @@ static void join(char *buf, size_t cap, const char *parent, char sep, const char
         n = snprintf(buf, cap, "/%s", name);
     else
         n = snprintf(buf, cap, "%s%c%s", parent, sep, name);
-    /* names are at most FATTN_H5_NAME_MAX and trees at most
-     * FATTN_H5_MAX_DEPTH deep (h5io.h), so the path fits */
+    /* names are at most FH_H5_NAME_MAX and trees at most
+     * FH_H5_MAX_DEPTH deep (h5io.h), so the path fits */
     assert(n >= 0 && (size_t)n < cap);
     (void)n;
 }
 
-void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at)
+void fh_walk_group(const fh_walk *w, const fh_walk_at *at)
 {
-    assert(at->depth <= FATTN_H5_MAX_DEPTH + 1);
+    assert(at->depth <= FH_H5_MAX_DEPTH + 1);
     assert(w->sep == '/' || w->sep == '.');
-    fattn_walk_attrs(w, at);
+    fh_walk_attrs(w, at);
     if (w->v->child) {
-        const fattn_h5_node *na = at->a, *nb = at->b;
+        const fh_h5_node *na = at->a, *nb = at->b;
         size_t i = 0, j = 0;
         while (i < n_children(na) || j < n_children(nb)) {
             if (w->v->stop && w->v->stop(w->ctx))
                 return;
-            const fattn_h5_node *a = i < n_children(na) ? na->children[i] : NULL;
-            const fattn_h5_node *b = j < n_children(nb) ? nb->children[j] : NULL;
+            const fh_h5_node *a = i < n_children(na) ? na->children[i] : NULL;
+            const fh_h5_node *b = j < n_children(nb) ? nb->children[j] : NULL;
             int cmp = !a ? 1 : !b ? -1 : strcmp(a->name, b->name);
             if (cmp < 0)
                 b = NULL, i++;
@@ -81,12 +81,12 @@ void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at)
             else
                 i++, j++;
             const char *name = a ? a->name : b->name;
-            char path[FATTN_WALK_PATH_MAX];
+            char path[FH_WALK_PATH_MAX];
             join(path, sizeof path, at->path, w->sep, name);
-            fattn_walk_at c = {path, name, a, b, at->depth + 1,
+            fh_walk_at c = {path, name, a, b, at->depth + 1,
                                at->priv || !strcmp(name, "_impl"), at};
-            if (w->v->child(w->ctx, &c) == FATTN_WALK_DESCEND)
-                fattn_walk_group(w, &c);
+            if (w->v->child(w->ctx, &c) == FH_WALK_DESCEND)
+                fh_walk_group(w, &c);
         }
     }
     if (w->v->group_done)
@@ -95,20 +95,20 @@ void fattn_walk_group(const fattn_walk *w, const fattn_walk_at *at)
 
 /* ---- the data of a dataset pair ------------------------------------------------- */
 
-static fattn_status memory_open(void *ctx, int side, const char *path, const fattn_h5_node *n,
+static fattn_status memory_open(void *ctx, int side, const char *path, const fh_h5_node *n,
                                 void **stream)
 {
     (void)path;
-    fattn_walk_memory_state *m = ctx;
+    fh_walk_memory_state *m = ctx;
     assert((side == 0 || side == 1) && n->is_dataset && (n->data || !n->nbytes));
-    m->side[side] = (fattn_walk_memory_stream){n, false};
+    m->side[side] = (fh_walk_memory_stream){n, false};
     *stream = &m->side[side];
     return FATTN_OK;
 }
 
 static fattn_status memory_next(void *stream, const unsigned char **chunk, size_t *nbytes)
 {
-    fattn_walk_memory_stream *m = stream;
+    fh_walk_memory_stream *m = stream;
     assert(m && m->n);
     *chunk = m->n->data;
     *nbytes = m->taken ? 0 : m->n->nbytes;
@@ -118,26 +118,26 @@ static fattn_status memory_next(void *stream, const unsigned char **chunk, size_
 
 static void memory_close(void *stream) { (void)stream; }
 
-fattn_walk_source fattn_walk_memory(fattn_walk_memory_state *m)
+fh_walk_source fh_walk_memory(fh_walk_memory_state *m)
 {
-    return (fattn_walk_source){m, memory_open, memory_next, memory_close};
+    return (fh_walk_source){m, memory_open, memory_next, memory_close};
 }
 
-fattn_status fattn_walk_compare_data(const fattn_walk_source *src, const char *path,
-                                     const fattn_h5_node *a, const fattn_h5_node *b,
-                                     const fattn_elem_cmp *rule, bool want_signal,
-                                     fattn_elem_stats *s, char *digest_a, char *digest_b)
+fattn_status fh_walk_compare_data(const fh_walk_source *src, const char *path,
+                                     const fh_h5_node *a, const fh_h5_node *b,
+                                     const fh_elem_cmp *rule, bool want_signal,
+                                     fh_elem_stats *s, char *digest_a, char *digest_b)
 {
     assert(a->dtype == b->dtype && a->ndim == b->ndim);
     size_t es = fattn_dtype_size(a->dtype);
     assert(es > 0);
     void *sa = NULL, *sb = NULL;
-    fattn_digest_state da = {0}, db = {0};
+    fh_digest_state da = {0}, db = {0};
     fattn_status st;
     if ((st = src->open(src->ctx, 0, path, a, &sa)) != FATTN_OK ||
         (st = src->open(src->ctx, 1, path, b, &sb)) != FATTN_OK ||
-        (digest_a && (st = fattn_digest_init(&da)) != FATTN_OK) ||
-        (digest_b && (st = fattn_digest_init(&db)) != FATTN_OK))
+        (digest_a && (st = fh_digest_init(&da)) != FATTN_OK) ||
+        (digest_b && (st = fh_digest_init(&db)) != FATTN_OK))
         goto out;
     uint64_t base = 0;
     for (;;) {
@@ -154,22 +154,22 @@ fattn_status fattn_walk_compare_data(const fattn_walk_source *src, const char *p
             break;
         assert(ga % es == 0); /* a source hands out whole elements */
         if (digest_a)
-            fattn_digest_update(&da, ca, ga);
+            fh_digest_update(&da, ca, ga);
         if (digest_b)
-            fattn_digest_update(&db, cb, gb);
+            fh_digest_update(&db, cb, gb);
         size_t n = ga / es;
-        fattn_elem_compare_chunk(rule, a->dtype, ca, cb, n, base, &want_signal, s);
+        fh_elem_compare_chunk(rule, a->dtype, ca, cb, n, base, &want_signal, s);
         base += n;
     }
     if (digest_a)
-        fattn_digest_final(&da, digest_a);
+        fh_digest_final(&da, digest_a);
     if (digest_b)
-        fattn_digest_final(&db, digest_b);
+        fh_digest_final(&db, digest_b);
 out:
     if (digest_a)
-        fattn_digest_free(&da);
+        fh_digest_free(&da);
     if (digest_b)
-        fattn_digest_free(&db);
+        fh_digest_free(&db);
     if (sa)
         src->close(sa);
     if (sb)

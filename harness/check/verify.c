@@ -25,7 +25,7 @@
 
 /* The platform key goldens are filed under: bitwise comparison against
  * goldens is only meaningful on an exact match. The engine knows it. */
-void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n)
+void fh_verify_platform_key(const fattn_engine *e, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", fattn_engine_last_report(e).platform);
 }
@@ -36,15 +36,15 @@ void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n)
 static const char *const cudnn_noisy[] = {"backward/d_softmax_offset", NULL};
 
 /* A comparison result set up for this case's engine. */
-static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e)
+static fh_compare_result cmp_init(const fh_verify_case *c, fattn_engine *e)
 {
-    fattn_compare_result r = {0};
+    fh_compare_result r = {0};
     r.keep_all = true;
     if (fattn_engine_supports(e, FATTN_ENGINE_Q_NOISY_D_SOFTMAX_OFFSET)) {
-        fattn_tol_profile p;
-        fattn_tol_profile_builtin(&p);
-        fattn_tol t = fattn_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
-        fattn_tol_profile_free(&p);
+        fh_tol_profile p;
+        fh_tol_profile_builtin(&p);
+        fh_tol t = fh_tol_profile_lookup(&p, "backward/d_softmax_offset", c->spec->dtype);
+        fh_tol_profile_free(&p);
         r.noisy = cudnn_noisy;
         r.noisy_rtol = t.rtol;
         r.noisy_atol = t.atol;
@@ -53,17 +53,17 @@ static fattn_compare_result cmp_init(const fattn_verify_case *c, fattn_engine *e
 }
 
 /* A check's differences into the case (cause.h), its sides named. */
-static void check_note(fattn_verify_case *c, const char *check, fattn_compare_result *r,
-                       const fattn_h5_node *a, const fattn_h5_node *b, const char *side_a,
+static void check_note(fh_verify_case *c, const char *check, fh_compare_result *r,
+                       const fh_h5_node *a, const fh_h5_node *b, const char *side_a,
                        const char *side_b)
 {
-    fattn_verify_note_check(c, check, r, a, b, side_a, side_b);
+    fh_verify_note_check(c, check, r, a, b, side_a, side_b);
 }
 
 /* A result that keeps every difference with its values (cause.h). */
-static fattn_compare_result cmp_all(void)
+static fh_compare_result cmp_all(void)
 {
-    fattn_compare_result r = {0};
+    fh_compare_result r = {0};
     r.keep_all = true;
     return r;
 }
@@ -71,17 +71,17 @@ static fattn_compare_result cmp_all(void)
 /* Run a case; on failure retry with earlier --until so a difference in an
  * earlier state can still be found. *err and *status get the first
  * failure (status NULL: not wanted). */
-static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via_wrapper,
+static fh_h5_node *run_partial(const fh_spec *s, fh_impl impl, bool via_wrapper,
                                   fattn_engine *e, char *err, size_t errn, fattn_status *status)
 {
-    static const fattn_state untils[] = {FATTN_STATE_BACKWARD, FATTN_STATE_SAVE_CTX,
-                                         FATTN_STATE_FORWARD, FATTN_STATE_INPUTS};
+    static const fh_state untils[] = {FH_STATE_BACKWARD, FH_STATE_SAVE_CTX,
+                                         FH_STATE_FORWARD, FH_STATE_INPUTS};
     for (size_t i = 0; i < sizeof untils / sizeof untils[0]; i++) {
-        fattn_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
-                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper,
+        fh_run_opts o = {.impl = impl, .engine = e, .until = untils[i],
+                            .poison = FH_POISON_PATTERN, .via_wrapper = via_wrapper,
                             .backward_again = true, .inputs_after = true};
-        fattn_h5_node *n = NULL;
-        fattn_status st = fattn_run_case(s, &o, &n);
+        fh_h5_node *n = NULL;
+        fattn_status st = fh_run_case(s, &o, &n);
         if (st == FATTN_OK)
             return n;
         if (i == 0) {
@@ -93,21 +93,21 @@ static fattn_h5_node *run_partial(const fattn_spec *s, fattn_impl impl, bool via
          * depend on them): its steps up to the failure instead */
         if (s->schedule && st != FATTN_E_UNSUPPORTED) {
             o.keep_partial = true;
-            return fattn_run_case(s, &o, &n) == FATTN_OK ? n : NULL;
+            return fh_run_case(s, &o, &n) == FATTN_OK ? n : NULL;
         }
     }
     return NULL;
 }
 
-static const char *skipped_reason(const fattn_h5_node *n)
+static const char *skipped_reason(const fh_h5_node *n)
 {
-    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, "skipped") : NULL;
-    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
+    const fh_h5_attr *a = n ? fh_h5_node_attr(n, "skipped") : NULL;
+    return a && a->kind == FH_H5_ATTR_STRING ? a->s : NULL;
 }
 
-bool fattn_verify_side_failed(const fattn_verify_case *c)
+bool fh_verify_side_failed(const fh_verify_case *c)
 {
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
+    for (int i = 0; i < FH_IMPL_COUNT; i++)
         if (c->side_status[i] != FATTN_OK)
             return true;
     return false;
@@ -115,35 +115,35 @@ bool fattn_verify_side_failed(const fattn_verify_case *c)
 
 /* The case's error when a side failed without an earlier difference: the
  * one message when both failed alike, else both sides' status and message. */
-static void side_error_note(fattn_verify_case *c)
+static void side_error_note(fh_verify_case *c)
 {
     const fattn_status *st = c->side_status;
-    const char *el = c->side_error[FATTN_IMPL_LEGACY], *es = c->side_error[FATTN_IMPL_SPLIT];
-    if (st[FATTN_IMPL_LEGACY] == st[FATTN_IMPL_SPLIT] && strcmp(el, es) == 0) {
+    const char *el = c->side_error[FH_IMPL_LEGACY], *es = c->side_error[FH_IMPL_SPLIT];
+    if (st[FH_IMPL_LEGACY] == st[FH_IMPL_SPLIT] && strcmp(el, es) == 0) {
         snprintf(c->error, sizeof c->error, "%s", el);
         return;
     }
     snprintf(c->error, sizeof c->error, "legacy: %s%s%.200s; split: %s%s%.200s",
-             fattn_status_name(st[FATTN_IMPL_LEGACY]), el[0] ? ": " : "", el,
-             fattn_status_name(st[FATTN_IMPL_SPLIT]), es[0] ? ": " : "", es);
+             fattn_status_name(st[FH_IMPL_LEGACY]), el[0] ? ": " : "", el,
+             fattn_status_name(st[FH_IMPL_SPLIT]), es[0] ? ": " : "", es);
 }
 
-static const char *string_attr(const fattn_h5_node *n, const char *name)
+static const char *string_attr(const fh_h5_node *n, const char *name)
 {
-    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, name) : NULL;
-    return a && a->kind == FATTN_H5_ATTR_STRING ? a->s : NULL;
+    const fh_h5_attr *a = n ? fh_h5_node_attr(n, name) : NULL;
+    return a && a->kind == FH_H5_ATTR_STRING ? a->s : NULL;
 }
 
 /* A check of one call's groups: g holds its states; `at` is their path
  * below the case group ("" or a schedule's "steps/<k>/"). */
-typedef void (*call_check)(fattn_verify_case *c, const fattn_h5_node *g, const char *at,
+typedef void (*call_check)(fh_verify_case *c, const fh_h5_node *g, const char *at,
                            void *arg);
 
 /* fn over each call of a run: the case group, or each step of its
  * schedule (docs/run-files.md "Schedules"), in step order. */
-static void each_call(fattn_verify_case *c, const fattn_h5_node *run, call_check fn, void *arg)
+static void each_call(fh_verify_case *c, const fh_h5_node *run, call_check fn, void *arg)
 {
-    const fattn_h5_node *steps = fattn_h5_node_find(run, "steps");
+    const fh_h5_node *steps = fh_h5_node_find(run, "steps");
     if (!steps) {
         fn(c, run, "", arg);
         return;
@@ -152,26 +152,26 @@ static void each_call(fattn_verify_case *c, const fattn_h5_node *run, call_check
         char name[32], at[48];
         snprintf(name, sizeof name, "%zu", k);
         snprintf(at, sizeof at, "steps/%zu/", k);
-        const fattn_h5_node *g = fattn_h5_node_find(steps, name);
+        const fh_h5_node *g = fh_h5_node_find(steps, name);
         if (g)
             fn(c, g, at, arg);
     }
 }
 
-static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
+static void note_difference(fh_compare_result *r, const char *path, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
-static void note_difference(fattn_compare_result *r, const char *path, const char *fmt, ...)
+static void note_difference(fh_compare_result *r, const char *path, const char *fmt, ...)
 {
     char why[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    fattn_compare_note(r, path, why, NULL, NULL, false);
+    fh_compare_note(r, path, why, NULL, NULL, false);
 }
 
 /* What a refusal is compared by: its status, rule and state. The message
@@ -182,14 +182,14 @@ static const char *const refusal_keys[] = {"refused_status", "refused_rule", "re
 /* An expect_refusal case: each front end must have refused with the
  * spec's status and rule. A side that ran through, or refused otherwise,
  * is a named difference. */
-static void check_refusal(fattn_verify_case *c)
+static void check_refusal(fh_verify_case *c)
 {
-    const fattn_spec *s = c->spec;
-    const fattn_h5_node *side[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
-                                                   [FATTN_IMPL_SPLIT] = c->split};
-    fattn_compare_result r = cmp_all();
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const char *name = fattn_impl_name((fattn_impl)i);
+    const fh_spec *s = c->spec;
+    const fh_h5_node *side[FH_IMPL_COUNT] = {[FH_IMPL_LEGACY] = c->legacy,
+                                                   [FH_IMPL_SPLIT] = c->split};
+    fh_compare_result r = cmp_all();
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const char *name = fh_impl_name((fh_impl)i);
         const char *st = string_attr(side[i], "refused_status");
         const char *rule = string_attr(side[i], "refused_rule");
         const char *state = string_attr(side[i], "refused_state");
@@ -218,21 +218,21 @@ static void check_refusal(fattn_verify_case *c)
  * must be what backward unpacked into its args (backward/_impl), slot for
  * slot; for a schedule, each B step's (its save_ctx is the ctx as that
  * backward found it). */
-static void seam_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at, void *arg)
+static void seam_call(fh_verify_case *c, const fh_h5_node *run, const char *at, void *arg)
 {
-    const fattn_h5_node *sc = fattn_h5_node_find(run, "save_ctx");
-    const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
-    const fattn_h5_node *impl = bw ? fattn_h5_node_find(bw, "_impl") : NULL;
+    const fh_h5_node *sc = fh_h5_node_find(run, "save_ctx");
+    const fh_h5_node *bw = fh_h5_node_find(run, "backward");
+    const fh_h5_node *impl = bw ? fh_h5_node_find(bw, "_impl") : NULL;
     if (!sc || !impl)
         return; /* no backward, or a front end without the seam */
-    fattn_compare_result r = cmp_all();
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
-        const char *name = fattn_saved_name((fattn_saved_slot)i);
-        const fattn_h5_node *packed = fattn_h5_node_find(sc, name);
+    fh_compare_result r = cmp_all();
+    for (int i = 0; i < FH_SAVED_COUNT; i++) {
+        const char *name = fh_saved_name((fh_saved_slot)i);
+        const fh_h5_node *packed = fh_h5_node_find(sc, name);
         const char *unpacked = string_attr(impl, name);
-        char fp[FATTN_FE_FINGERPRINT_LEN] = "";
+        char fp[FH_FE_FINGERPRINT_LEN] = "";
         if (packed && packed->is_dataset)
-            fattn_fe_fingerprint(packed, fp);
+            fh_fe_fingerprint(packed, fp);
         if (!packed && !unpacked)
             continue;
         if (packed && unpacked && !strcmp(fp, unpacked))
@@ -247,7 +247,7 @@ static void seam_call(fattn_verify_case *c, const fattn_h5_node *run, const char
     check_note(c, arg, &r, NULL, NULL, "saved", "unpacked");
 }
 
-static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const char *check)
+static void check_seam(fh_verify_case *c, const fh_h5_node *run, const char *check)
 {
     each_call(c, run, seam_call, (void *)check);
 }
@@ -258,61 +258,61 @@ static void check_seam(fattn_verify_case *c, const fattn_h5_node *run, const cha
  * bitwise, out with the scale_inv it carries as a Float8Tensor. */
 /* One forward's: legacy's forward/ (lf) against the wrapper's returned/
  * (wr), as trees whose returned/ sits at `at` (a schedule's step group). */
-static void returned_call(fattn_verify_case *c, const fattn_h5_node *lf,
-                          const fattn_h5_node *wr, const char *step, fattn_engine *e)
+static void returned_call(fh_verify_case *c, const fh_h5_node *lf,
+                          const fh_h5_node *wr, const char *step, fattn_engine *e)
 {
-    fattn_h5_node *a = NULL, *b = NULL, *ga = NULL, *pa = NULL, *pb = NULL;
-    fattn_status st = fattn_h5_node_new_group(c->spec->id, &a);
+    fh_h5_node *a = NULL, *b = NULL, *ga = NULL, *pa = NULL, *pb = NULL;
+    fattn_status st = fh_h5_node_new_group(c->spec->id, &a);
     if (st == FATTN_OK)
-        st = fattn_h5_node_new_group(c->spec->id, &b);
+        st = fh_h5_node_new_group(c->spec->id, &b);
     pa = a, pb = b;
     if (st == FATTN_OK && step &&
-        ((st = fattn_h5_node_group(a, "steps", &pa)) || (st = fattn_h5_node_group(pa, step, &pa)) ||
-         (st = fattn_h5_node_group(b, "steps", &pb)) || (st = fattn_h5_node_group(pb, step, &pb))))
+        ((st = fh_h5_node_group(a, "steps", &pa)) || (st = fh_h5_node_group(pa, step, &pa)) ||
+         (st = fh_h5_node_group(b, "steps", &pb)) || (st = fh_h5_node_group(pb, step, &pb))))
         pa = pb = NULL;
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(pa, "returned", &ga);
+        st = fh_h5_node_group(pa, "returned", &ga);
     const char *const names[] = {"out", "max_logit"};
     for (int i = 0; st == FATTN_OK && i < 2; i++) {
-        const fattn_h5_node *ds = fattn_h5_node_find(lf, names[i]);
+        const fh_h5_node *ds = fh_h5_node_find(lf, names[i]);
         if (ds)
-            st = fattn_h5_node_copy(ds, ga, NULL);
+            st = fh_h5_node_copy(ds, ga, NULL);
     }
-    const fattn_h5_attr *si = fattn_h5_node_attr(lf, "out_scale_inv");
-    fattn_h5_node *lo = ga ? fattn_h5_node_find(ga, "out") : NULL;
-    if (st == FATTN_OK && lo && si && si->kind == FATTN_H5_ATTR_FLOAT32)
-        st = fattn_h5_node_set_float32(lo, "scale_inv", si->f32);
+    const fh_h5_attr *si = fh_h5_node_attr(lf, "out_scale_inv");
+    fh_h5_node *lo = ga ? fh_h5_node_find(ga, "out") : NULL;
+    if (st == FATTN_OK && lo && si && si->kind == FH_H5_ATTR_FLOAT32)
+        st = fh_h5_node_set_float32(lo, "scale_inv", si->f32);
     if (st == FATTN_OK && wr)
-        st = fattn_h5_node_copy(wr, pb, NULL);
+        st = fh_h5_node_copy(wr, pb, NULL);
     if (st != FATTN_OK) {
         snprintf(c->error, sizeof c->error, "split wrapper returned: %s", fattn_last_error());
     } else {
         static const char *const only[] = {"returned", NULL};
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(a, b, only, &r);
+        fh_compare_result r = cmp_init(c, e);
+        fh_compare_cases(a, b, only, &r);
         check_note(c, "legacy vs split wrapper returned", &r, a, b, "legacy", "split wrapper");
     }
-    fattn_h5_node_free(a);
-    fattn_h5_node_free(b);
+    fh_h5_node_free(a);
+    fh_h5_node_free(b);
 }
 
 /* What FusedAttnFunc.forward returns, each forward of a schedule's too. */
-static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_engine *e)
+static void check_returned(fh_verify_case *c, const fh_h5_node *w, fattn_engine *e)
 {
-    const fattn_h5_node *ls = fattn_h5_node_find(c->legacy, "steps");
-    const fattn_h5_node *ws = fattn_h5_node_find(w, "steps");
+    const fh_h5_node *ls = fh_h5_node_find(c->legacy, "steps");
+    const fh_h5_node *ws = fh_h5_node_find(w, "steps");
     if (!ls) {
-        const fattn_h5_node *lf = fattn_h5_node_find(c->legacy, "forward");
+        const fh_h5_node *lf = fh_h5_node_find(c->legacy, "forward");
         if (lf)
-            returned_call(c, lf, fattn_h5_node_find(w, "returned"), NULL, e);
+            returned_call(c, lf, fh_h5_node_find(w, "returned"), NULL, e);
         return;
     }
     for (size_t k = 0; k < ls->n_children; k++) {
         const char *name = ls->children[k]->name;
-        const fattn_h5_node *lf = fattn_h5_node_find(ls->children[k], "forward");
-        const fattn_h5_node *wk = ws ? fattn_h5_node_find(ws, name) : NULL;
+        const fh_h5_node *lf = fh_h5_node_find(ls->children[k], "forward");
+        const fh_h5_node *wk = ws ? fh_h5_node_find(ws, name) : NULL;
         if (lf)
-            returned_call(c, lf, wk ? fattn_h5_node_find(wk, "returned") : NULL, name, e);
+            returned_call(c, lf, wk ? fh_h5_node_find(wk, "returned") : NULL, name, e);
     }
 }
 
@@ -320,21 +320,21 @@ static void check_returned(fattn_verify_case *c, const fattn_h5_node *w, fattn_e
  * runner) must be what was handed in: a front end that writes into an
  * input after its last read of it changes no output of its own. For a
  * schedule, each forward's inputs when its micro-batch ended. */
-static void inputs_after_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at,
+static void inputs_after_call(fh_verify_case *c, const fh_h5_node *run, const char *at,
                               void *arg)
 {
     const char *side = arg;
-    const fattn_h5_node *in = fattn_h5_node_find(run, "inputs");
-    const fattn_h5_node *impl = in ? fattn_h5_node_find(in, "_impl") : NULL;
+    const fh_h5_node *in = fh_h5_node_find(run, "inputs");
+    const fh_h5_node *impl = in ? fh_h5_node_find(in, "_impl") : NULL;
     if (!in)
         return;
-    fattn_compare_result r = cmp_all();
+    fh_compare_result r = cmp_all();
     for (size_t i = 0; i < in->n_children; i++) {
-        const fattn_h5_node *ds = in->children[i];
+        const fh_h5_node *ds = in->children[i];
         if (!ds->is_dataset)
             continue;
-        char fp[FATTN_FE_FINGERPRINT_LEN], path[192];
-        fattn_fe_fingerprint(ds, fp);
+        char fp[FH_FE_FINGERPRINT_LEN], path[192];
+        fh_fe_fingerprint(ds, fp);
         const char *after = string_attr(impl, ds->name);
         snprintf(path, sizeof path, "%s: %sinputs/_impl@%s", side, at, ds->name);
         if (!after)
@@ -346,7 +346,7 @@ static void inputs_after_call(fattn_verify_case *c, const fattn_h5_node *run, co
     check_note(c, "inputs unchanged", &r, NULL, NULL, "before", "after");
 }
 
-static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, const char *side)
+static void check_inputs_after(fh_verify_case *c, const fh_h5_node *run, const char *side)
 {
     each_call(c, run, inputs_after_call, (void *)side);
 }
@@ -357,9 +357,9 @@ static void check_inputs_after(fattn_verify_case *c, const fattn_h5_node *run, c
  * ctx.backward_objects None (backends.py:2283). */
 static const struct {
     const char *te, *says;
-} second_backward_error[FATTN_IMPL_COUNT] = {
-    [FATTN_IMPL_LEGACY] = {"TE 2.19.0", "ctx must have .tensor_objects"},
-    [FATTN_IMPL_SPLIT] = {"TE 2.20.2", "'NoneType' object has no attribute 'grad_output'"},
+} second_backward_error[FH_IMPL_COUNT] = {
+    [FH_IMPL_LEGACY] = {"TE 2.19.0", "ctx must have .tensor_objects"},
+    [FH_IMPL_SPLIT] = {"TE 2.20.2", "'NoneType' object has no attribute 'grad_output'"},
 };
 
 /* A training run's second backward on its ctx (backward/_impl@
@@ -367,22 +367,22 @@ static const struct {
  * FATTN_E_STATE and the front end's TE version's error: each B step's, in
  * a schedule. */
 typedef struct second_arg {
-    fattn_impl impl;
+    fh_impl impl;
     const char *check;
 } second_arg;
 
-static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const char *at,
+static void second_call(fh_verify_case *c, const fh_h5_node *run, const char *at,
                         void *arg)
 {
     const second_arg *a = arg;
-    const fattn_h5_node *bw = fattn_h5_node_find(run, "backward");
-    if (!fattn_spec_has_backward(c->spec) || !bw)
+    const fh_h5_node *bw = fh_h5_node_find(run, "backward");
+    if (!fh_spec_has_backward(c->spec) || !bw)
         return;
-    const fattn_h5_node *impl_g = fattn_h5_node_find(bw, "_impl");
+    const fh_h5_node *impl_g = fh_h5_node_find(bw, "_impl");
     const char *st = string_attr(impl_g, "second_backward");
     const char *msg = string_attr(impl_g, "second_backward_error");
     const char *want = second_backward_error[a->impl].says, *te = second_backward_error[a->impl].te;
-    fattn_compare_result r = cmp_all();
+    fh_compare_result r = cmp_all();
     char p1[96], p2[96];
     snprintf(p1, sizeof p1, "%sbackward/_impl@second_backward", at);
     snprintf(p2, sizeof p2, "%sbackward/_impl@second_backward_error", at);
@@ -397,7 +397,7 @@ static void second_call(fattn_verify_case *c, const fattn_h5_node *run, const ch
     check_note(c, a->check, &r, NULL, NULL, NULL, NULL);
 }
 
-static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run, fattn_impl impl,
+static void check_second_backward(fh_verify_case *c, const fh_h5_node *run, fh_impl impl,
                                   const char *check)
 {
     second_arg a = {impl, check};
@@ -409,11 +409,11 @@ static void check_second_backward(fattn_verify_case *c, const fattn_h5_node *run
  * the grads to its six outputs), held against the legacy monolith's run:
  * the same recorded tree, so its five grads are the legacy's 36 outputs'
  * non-None five (the monolith's other 31 are None, fattn_legacy_backward). */
-static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
+static void check_wrapper(fh_verify_case *c, fattn_engine *e)
 {
     char err[512] = "";
     fattn_status st = FATTN_OK;
-    fattn_h5_node *w = run_partial(c->spec, FATTN_IMPL_SPLIT, true, e, err, sizeof err, &st);
+    fh_h5_node *w = run_partial(c->spec, FH_IMPL_SPLIT, true, e, err, sizeof err, &st);
     if (err[0]) {
         /* the wrapper alone failed, where legacy and the split's helpers ran
          * through: a behaviour of the refactor's wrapper that differs from
@@ -425,51 +425,51 @@ static void check_wrapper(fattn_verify_case *c, fattn_engine *e)
         size_t n = 0;
         bool stopped = false;
         for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-            bool mine = w && fattn_h5_node_find(w, order[k]);
+            bool mine = w && fh_h5_node_find(w, order[k]);
             if (mine && !stopped)
                 reached[n++] = order[k];
-            else if (!mine && !stopped && fattn_h5_node_find(c->legacy, order[k])) {
+            else if (!mine && !stopped && fh_h5_node_find(c->legacy, order[k])) {
                 at = order[k]; /* the state it failed in: the failure is the cause there */
                 stopped = true;
             }
         }
-        fattn_compare_result r = cmp_init(c, e);
+        fh_compare_result r = cmp_init(c, e);
         note_difference(&r, at, "split wrapper failed where legacy and the split's helpers ran: "
                         "%s: %.300s", fattn_status_name(st), err);
         if (n)
-            fattn_compare_cases(c->legacy, w, reached, &r); /* the states it recorded */
+            fh_compare_cases(c->legacy, w, reached, &r); /* the states it recorded */
         check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
     } else if (w) {
         check_seam(c, w, "split wrapper save/restore seam");
         /* the states: returned/ is the wrapper run's own, checked next */
         static const char *const states[] = {"inputs", "engine_call", "forward", "save_ctx",
                                              "backward", NULL};
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->legacy, w, states, &r);
+        fh_compare_result r = cmp_init(c, e);
+        fh_compare_cases(c->legacy, w, states, &r);
         check_note(c, "legacy vs split wrapper", &r, c->legacy, w, "legacy", "split wrapper");
         check_returned(c, w, e);
         check_inputs_after(c, w, "split wrapper");
-        check_second_backward(c, w, FATTN_IMPL_SPLIT, "split wrapper second backward");
+        check_second_backward(c, w, FH_IMPL_SPLIT, "split wrapper second backward");
     }
-    fattn_h5_node_free(w);
+    fh_h5_node_free(w);
 }
 
 #if FATTN_TESTING
 /* A run on the engine wrapped in a fault plan (fault_engine.h, test-only);
  * *st and err say how it failed. */
-static fattn_h5_node *fault_run(const fattn_spec *s, fattn_impl impl, bool via_wrapper,
-                                fattn_engine *e, const fattn_fault_plan *plan, char *err,
+static fh_h5_node *fault_run(const fh_spec *s, fh_impl impl, bool via_wrapper,
+                                fattn_engine *e, const fh_fault_plan *plan, char *err,
                                 size_t errn, fattn_status *st)
 {
     fattn_engine *f = NULL;
-    fattn_h5_node *n = NULL;
-    *st = fattn_fault_engine_wrap(e, plan, "test-fault", NULL, &f);
+    fh_h5_node *n = NULL;
+    *st = fh_fault_engine_wrap(e, plan, "test-fault", NULL, &f);
     if (*st == FATTN_OK) {
-        fattn_run_opts o = {.impl = impl, .engine = f, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN, .via_wrapper = via_wrapper,
+        fh_run_opts o = {.impl = impl, .engine = f, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN, .via_wrapper = via_wrapper,
                             .backward_again = plan->fail_first_backward,
                             .backward_after_failure = plan->fail_first_backward};
-        *st = fattn_run_case(s, &o, &n);
+        *st = fh_run_case(s, &o, &n);
     }
     if (*st != FATTN_OK)
         snprintf(err, errn, "%s", fattn_last_error());
@@ -480,14 +480,14 @@ static fattn_h5_node *fault_run(const fattn_spec *s, fattn_impl impl, bool via_w
 /* The faults the engine outputs get: a NaN across head 0's first defined
  * row of O, +Inf into the last head's row of Stats and, with
  * return_max_logit, a NaN into head 0's row of Max and +Inf into head 1's. */
-static fattn_fault_plan output_faults(const fattn_spec *s)
+static fh_fault_plan output_faults(const fh_spec *s)
 {
-    fattn_fault_plan p = {.n = 0};
-    p.f[p.n++] = (fattn_fault){FATTN_FAULT_O, NAN, 0};
-    p.f[p.n++] = (fattn_fault){FATTN_FAULT_STATS, INFINITY, s->h - 1};
+    fh_fault_plan p = {.n = 0};
+    p.f[p.n++] = (fh_fault){FH_FAULT_O, NAN, 0};
+    p.f[p.n++] = (fh_fault){FH_FAULT_STATS, INFINITY, s->h - 1};
     if (s->return_max_logit) {
-        p.f[p.n++] = (fattn_fault){FATTN_FAULT_MAX, NAN, 0};
-        p.f[p.n++] = (fattn_fault){FATTN_FAULT_MAX, INFINITY, 1};
+        p.f[p.n++] = (fh_fault){FH_FAULT_MAX, NAN, 0};
+        p.f[p.n++] = (fh_fault){FH_FAULT_MAX, INFINITY, 1};
     }
     return p;
 }
@@ -495,14 +495,14 @@ static fattn_fault_plan output_faults(const fattn_spec *s)
 /* max_logit is torch.amax of Max over every dim but h (fused_attn.py:
  * 402-441): a NaN propagates, +Inf is the max. Head 0 must be NaN, head 1
  * +Inf, in each side's forward. */
-static void check_fault_max_logit(fattn_verify_case *c, fattn_h5_node *const side[2])
+static void check_fault_max_logit(fh_verify_case *c, fh_h5_node *const side[2])
 {
-    fattn_compare_result r = cmp_all();
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const fattn_h5_node *f = fattn_h5_node_find(side[i], "forward");
-        const fattn_h5_node *m = f ? fattn_h5_node_find(f, "max_logit") : NULL;
+    fh_compare_result r = cmp_all();
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const fh_h5_node *f = fh_h5_node_find(side[i], "forward");
+        const fh_h5_node *m = f ? fh_h5_node_find(f, "max_logit") : NULL;
         char path[96];
-        snprintf(path, sizeof path, "%s: forward/max_logit", fattn_impl_name((fattn_impl)i));
+        snprintf(path, sizeof path, "%s: forward/max_logit", fh_impl_name((fh_impl)i));
         if (!m || !m->is_dataset) {
             note_difference(&r, path, "missing, though the engine wrote Max");
             continue;
@@ -521,29 +521,29 @@ static void check_fault_max_logit(fattn_verify_case *c, fattn_h5_node *const sid
  * front ends, run on an engine that writes them (output_faults), must
  * record the same bits, and max_logit must propagate them as TE's
  * torch.amax does. */
-static void check_output_faults(fattn_verify_case *c, fattn_engine *e)
+static void check_output_faults(fh_verify_case *c, fattn_engine *e)
 {
-    fattn_fault_plan plan = output_faults(c->spec);
-    fattn_h5_node *side[FATTN_IMPL_COUNT] = {NULL, NULL};
-    fattn_status st[FATTN_IMPL_COUNT];
-    char err[FATTN_IMPL_COUNT][512];
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
-        side[i] = fault_run(c->spec, (fattn_impl)i, false, e, &plan, err[i], sizeof err[i],
+    fh_fault_plan plan = output_faults(c->spec);
+    fh_h5_node *side[FH_IMPL_COUNT] = {NULL, NULL};
+    fattn_status st[FH_IMPL_COUNT];
+    char err[FH_IMPL_COUNT][512];
+    for (int i = 0; i < FH_IMPL_COUNT; i++)
+        side[i] = fault_run(c->spec, (fh_impl)i, false, e, &plan, err[i], sizeof err[i],
                             &st[i]);
-    fattn_compare_result r = cmp_init(c, e);
+    fh_compare_result r = cmp_init(c, e);
     bool same_failure = st[0] != FATTN_OK && st[0] == st[1] && !strcmp(err[0], err[1]);
-    for (int i = 0; i < FATTN_IMPL_COUNT && !same_failure; i++)
+    for (int i = 0; i < FH_IMPL_COUNT && !same_failure; i++)
         if (st[i] != FATTN_OK)
-            note_difference(&r, fattn_impl_name((fattn_impl)i), "failed on the faulty engine "
+            note_difference(&r, fh_impl_name((fh_impl)i), "failed on the faulty engine "
                             "(the other side %s): %s: %.300s", st[1 - i] ? "failed otherwise"
                             : "ran", fattn_status_name(st[i]), err[i]);
     if (st[0] == FATTN_OK && st[1] == FATTN_OK)
-        fattn_compare_cases(side[0], side[1], NULL, &r);
+        fh_compare_cases(side[0], side[1], NULL, &r);
     check_note(c, "engine faults: legacy vs split", &r, side[0], side[1], "legacy", "split");
     if (st[0] == FATTN_OK && st[1] == FATTN_OK && c->spec->return_max_logit)
         check_fault_max_logit(c, side);
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++)
-        fattn_h5_node_free(side[i]);
+    for (int i = 0; i < FH_IMPL_COUNT; i++)
+        fh_h5_node_free(side[i]);
 }
 
 /* A second backward after a first that failed in the engine (made to fail
@@ -552,26 +552,26 @@ static void check_output_faults(fattn_verify_case *c, fattn_engine *e)
  * 2.20.2 backends.py:2285), so the second raises as after a first that
  * ran. Legacy, and the split through FusedAttnFunc's wrapper (the helpers
  * have no ctx). */
-static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
+static void check_backward_after_failure(fh_verify_case *c, fattn_engine *e)
 {
-    if (!fattn_spec_has_backward(c->spec))
+    if (!fh_spec_has_backward(c->spec))
         return;
-    const fattn_fault_plan plan = {.n = 0, .fail_first_backward = true};
+    const fh_fault_plan plan = {.n = 0, .fail_first_backward = true};
     static const struct {
-        fattn_impl impl;
+        fh_impl impl;
         bool wrapper;
         const char *check;
-    } runs[] = {{FATTN_IMPL_LEGACY, false, "legacy second backward after a failed one"},
-                {FATTN_IMPL_SPLIT, true, "split wrapper second backward after a failed one"}};
+    } runs[] = {{FH_IMPL_LEGACY, false, "legacy second backward after a failed one"},
+                {FH_IMPL_SPLIT, true, "split wrapper second backward after a failed one"}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char err[512] = "";
         fattn_status st;
-        fattn_h5_node *n = fault_run(c->spec, runs[i].impl, runs[i].wrapper, e, &plan, err,
+        fh_h5_node *n = fault_run(c->spec, runs[i].impl, runs[i].wrapper, e, &plan, err,
                                      sizeof err, &st);
-        const fattn_h5_node *bw = n ? fattn_h5_node_find(n, "backward") : NULL;
-        const char *first = string_attr(bw ? fattn_h5_node_find(bw, "_impl") : NULL,
+        const fh_h5_node *bw = n ? fh_h5_node_find(n, "backward") : NULL;
+        const char *first = string_attr(bw ? fh_h5_node_find(bw, "_impl") : NULL,
                                         "first_backward");
-        fattn_compare_result r = cmp_all();
+        fh_compare_result r = cmp_all();
         if (st != FATTN_OK)
             note_difference(&r, "backward", "the run failed: %s: %.300s", fattn_status_name(st),
                             err);
@@ -581,7 +581,7 @@ static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
         check_note(c, runs[i].check, &r, NULL, NULL, NULL, NULL);
         if (st == FATTN_OK && first)
             check_second_backward(c, n, runs[i].impl, runs[i].check);
-        fattn_h5_node_free(n);
+        fh_h5_node_free(n);
     }
 }
 #endif
@@ -589,10 +589,10 @@ static void check_backward_after_failure(fattn_verify_case *c, fattn_engine *e)
 /* One side skipped (its engine or front end said unsupported), the other
  * ran: the skip is that side's outcome, so the report says why beside the
  * states it is missing. */
-static void note_one_sided_skip(fattn_verify_case *c, const char *sl, const char *ss)
+static void note_one_sided_skip(fh_verify_case *c, const char *sl, const char *ss)
 {
-    const char *why[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = sl, [FATTN_IMPL_SPLIT] = ss};
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
+    const char *why[FH_IMPL_COUNT] = {[FH_IMPL_LEGACY] = sl, [FH_IMPL_SPLIT] = ss};
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
         if (!why[i] || c->side_status[i] != FATTN_OK)
             continue;
         c->side_status[i] = FATTN_E_UNSUPPORTED;
@@ -601,16 +601,16 @@ static void note_one_sided_skip(fattn_verify_case *c, const char *sl, const char
 }
 
 /* Checks 1-3 for one case. */
-void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
+void fh_verify_check_case(fh_verify_case *c, fattn_engine *e)
 {
     /* c zeroed but for spec (verify.h) */
     assert(c && c->spec && !c->legacy && !c->split && c->cmp.differences == 0);
-    char *err_l = c->side_error[FATTN_IMPL_LEGACY], *err_s = c->side_error[FATTN_IMPL_SPLIT];
+    char *err_l = c->side_error[FH_IMPL_LEGACY], *err_s = c->side_error[FH_IMPL_SPLIT];
     size_t errn = sizeof c->side_error[0];
-    c->legacy = run_partial(c->spec, FATTN_IMPL_LEGACY, false, e, err_l, errn,
-                            &c->side_status[FATTN_IMPL_LEGACY]);
-    c->split = run_partial(c->spec, FATTN_IMPL_SPLIT, false, e, err_s, errn,
-                           &c->side_status[FATTN_IMPL_SPLIT]);
+    c->legacy = run_partial(c->spec, FH_IMPL_LEGACY, false, e, err_l, errn,
+                            &c->side_status[FH_IMPL_LEGACY]);
+    c->split = run_partial(c->spec, FH_IMPL_SPLIT, false, e, err_s, errn,
+                           &c->side_status[FH_IMPL_SPLIT]);
     if (c->legacy && c->split) {
         const char *sl = skipped_reason(c->legacy), *ss = skipped_reason(c->split);
         if (sl && ss) {
@@ -620,11 +620,11 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         if (sl || ss)
             note_one_sided_skip(c, sl, ss);
         check_seam(c, c->split, "split save/restore seam"); /* first: it shows downstream too */
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->legacy, c->split, NULL, &r);
+        fh_compare_result r = cmp_init(c, e);
+        fh_compare_cases(c->legacy, c->split, NULL, &r);
         check_note(c, "legacy vs split", &r, c->legacy, c->split, "legacy", "split");
     }
-    if (fattn_verify_side_failed(c) || !c->legacy || !c->split) {
+    if (fh_verify_side_failed(c) || !c->legacy || !c->split) {
         if (c->cmp.differences == 0)
             side_error_note(c);
         return;
@@ -635,7 +635,7 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
     }
     check_inputs_after(c, c->legacy, "legacy");
     check_inputs_after(c, c->split, "split");
-    check_second_backward(c, c->legacy, FATTN_IMPL_LEGACY, "legacy second backward");
+    check_second_backward(c, c->legacy, FH_IMPL_LEGACY, "legacy second backward");
     check_wrapper(c, e);
     if (c->error[0])
         return;
@@ -651,43 +651,43 @@ void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e)
         check_backward_after_failure(c, e);
     }
 #endif
-    if (fattn_spec_has_backward(c->spec)) {
-        fattn_run_opts o = {.engine = e, .until = FATTN_STATE_BACKWARD,
-                            .poison = FATTN_POISON_PATTERN};
-        struct { const char *name; const fattn_h5_node *src; fattn_state from; fattn_impl impl; }
+    if (fh_spec_has_backward(c->spec)) {
+        fh_run_opts o = {.engine = e, .until = FH_STATE_BACKWARD,
+                            .poison = FH_POISON_PATTERN};
+        struct { const char *name; const fh_h5_node *src; fh_state from; fh_impl impl; }
         replays[] = {
-            {"replay legacy save_ctx -> split", c->legacy, FATTN_STATE_SAVE_CTX, FATTN_IMPL_SPLIT},
-            {"replay split save_ctx -> legacy", c->split, FATTN_STATE_SAVE_CTX, FATTN_IMPL_LEGACY},
-            {"replay split forward -> split", c->split, FATTN_STATE_FORWARD, FATTN_IMPL_SPLIT},
+            {"replay legacy save_ctx -> split", c->legacy, FH_STATE_SAVE_CTX, FH_IMPL_SPLIT},
+            {"replay split save_ctx -> legacy", c->split, FH_STATE_SAVE_CTX, FH_IMPL_LEGACY},
+            {"replay split forward -> split", c->split, FH_STATE_FORWARD, FH_IMPL_SPLIT},
         };
         for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++) {
             o.impl = replays[i].impl;
-            fattn_h5_node *x = NULL;
-            if (fattn_replay_case(replays[i].src, replays[i].from, &o, &x) != FATTN_OK) {
+            fh_h5_node *x = NULL;
+            if (fh_replay_case(replays[i].src, replays[i].from, &o, &x) != FATTN_OK) {
                 snprintf(c->error, sizeof c->error, "%s: %s", replays[i].name,
                          fattn_last_error());
                 return;
             }
-            fattn_compare_result r = cmp_init(c, e);
+            fh_compare_result r = cmp_init(c, e);
             r.replay = true;
-            fattn_compare_cases(replays[i].src, x, NULL, &r);
+            fh_compare_cases(replays[i].src, x, NULL, &r);
             check_note(c, replays[i].name, &r, replays[i].src, x, "straight run", "replay");
-            fattn_h5_node_free(x);
+            fh_h5_node_free(x);
         }
     }
     char err[512] = "";
-    fattn_h5_node *again = run_partial(c->spec, FATTN_IMPL_SPLIT, false, e, err, sizeof err, NULL);
+    fh_h5_node *again = run_partial(c->spec, FH_IMPL_SPLIT, false, e, err, sizeof err, NULL);
     if (!again || err[0]) {
         snprintf(c->error, sizeof c->error, "repeat: %s", err);
     } else {
-        fattn_compare_result r = cmp_init(c, e);
-        fattn_compare_cases(c->split, again, NULL, &r);
+        fh_compare_result r = cmp_init(c, e);
+        fh_compare_cases(c->split, again, NULL, &r);
         check_note(c, "repeat", &r, c->split, again, "split", "split again");
     }
-    fattn_h5_node_free(again);
+    fh_h5_node_free(again);
 }
 
-const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engine *e)
+const char *fh_verify_same_engine_only(const fh_spec *s, const fattn_engine *e)
 {
     if (s->dropout_p > 0.0 && s->is_training)
         return "dropout";
@@ -698,20 +698,20 @@ const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engin
 
 /* Against the goldens: bitwise on an exact platform-key match, else (tol
  * non-NULL) against CPU goldens within the tolerance profile, except what
- * compares within one engine only (fattn_verify_same_engine_only). */
-void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
-                               const fattn_tol_profile *tol, fattn_engine *e)
+ * compares within one engine only (fh_verify_same_engine_only). */
+void fh_verify_check_golden(fh_verify_case *c, const fh_h5_node *goldens,
+                               const fh_tol_profile *tol, fattn_engine *e)
 {
     assert(c && c->spec);
     if (!c->legacy || c->skipped || c->error[0])
         return;
-    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
-    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
+    const fh_h5_node *gc = goldens ? fh_h5_node_find(goldens, "cases") : NULL;
+    const fh_h5_node *g = gc ? fh_h5_node_find(gc, c->spec->id) : NULL;
     if (!g) {
         c->golden_missing = true;
         return;
     }
-    fattn_compare_result r = cmp_init(c, e);
+    fh_compare_result r = cmp_init(c, e);
     if (c->spec->expect_refusal && string_attr(c->legacy, "refused_status")) {
         /* a refusal: the same on every engine */
         for (size_t i = 0; i < sizeof refusal_keys / sizeof refusal_keys[0]; i++) {
@@ -729,64 +729,64 @@ void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *golden
          * rest is compared all the same */
         static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
                                              NULL};
-        fattn_compare_cases(c->legacy, g, fattn_compare_has_calls(g) ? NULL : states, &r);
-    } else if ((c->same_engine_only = fattn_verify_same_engine_only(c->spec, e))) {
+        fh_compare_cases(c->legacy, g, fh_compare_has_calls(g) ? NULL : states, &r);
+    } else if ((c->same_engine_only = fh_verify_same_engine_only(c->spec, e))) {
         return;
     } else {
-        fattn_compare_cases_tol(c->legacy, g, tol, &r);
+        fh_compare_cases_tol(c->legacy, g, tol, &r);
     }
     check_note(c, tol ? "golden (tolerance)" : "golden", &r, c->legacy, g, "run", "golden");
     c->golden_compared = true;
 }
 
-void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+void fh_verify_check_against(fh_verify_case *c, const fh_verify_goldens *g,
                                 fattn_engine *e)
 {
-    const fattn_h5_node *mine[FATTN_IMPL_COUNT] = {[FATTN_IMPL_LEGACY] = c->legacy,
-                                                   [FATTN_IMPL_SPLIT] = c->split};
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const fattn_h5_node *cs = g->against[i] ? fattn_h5_node_find(g->against[i], "cases")
+    const fh_h5_node *mine[FH_IMPL_COUNT] = {[FH_IMPL_LEGACY] = c->legacy,
+                                                   [FH_IMPL_SPLIT] = c->split};
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const fh_h5_node *cs = g->against[i] ? fh_h5_node_find(g->against[i], "cases")
                                                 : NULL;
         if (!cs || !mine[i] || c->error[0])
             continue;
-        const fattn_h5_node *theirs = fattn_h5_node_find(cs, c->spec->id);
+        const fh_h5_node *theirs = fh_h5_node_find(cs, c->spec->id);
         char check[192], side[64];
         snprintf(check, sizeof check, "against %.100s: %s", g->against_name,
-                 fattn_impl_name((fattn_impl)i));
+                 fh_impl_name((fh_impl)i));
         snprintf(side, sizeof side, "%.63s", g->against_name);
-        fattn_compare_result r = cmp_init(c, e);
+        fh_compare_result r = cmp_init(c, e);
         if (!theirs) {
             note_difference(&r, "@spec", "the case is not in %s's run", g->against_name);
         } else {
             /* a revision from before engine calls were recorded holds none */
             static const char *const states[] = {"inputs", "forward", "save_ctx", "backward",
                                                  NULL};
-            bool calls = fattn_compare_has_calls(theirs) ||
-                         (!fattn_h5_node_find(theirs, "forward") &&
-                          !fattn_h5_node_find(theirs, "steps"));
-            fattn_compare_cases(theirs, mine[i], calls ? NULL : states, &r);
+            bool calls = fh_compare_has_calls(theirs) ||
+                         (!fh_h5_node_find(theirs, "forward") &&
+                          !fh_h5_node_find(theirs, "steps"));
+            fh_compare_cases(theirs, mine[i], calls ? NULL : states, &r);
         }
         check_note(c, check, &r, theirs, mine[i], side, "this tree");
     }
 }
 
 /* The states recorded: the case's, or for a schedule those any step has. */
-static void states_str(const fattn_h5_node *n, char *buf)
+static void states_str(const fh_h5_node *n, char *buf)
 {
     static const char *const st[] = {"inputs", "forward", "save_ctx", "backward"};
     static const char letters[] = "ifsb";
-    const fattn_h5_node *steps = n ? fattn_h5_node_find(n, "steps") : NULL;
+    const fh_h5_node *steps = n ? fh_h5_node_find(n, "steps") : NULL;
     for (int i = 0; i < 4; i++) {
-        bool has = n && fattn_h5_node_find(n, st[i]);
+        bool has = n && fh_h5_node_find(n, st[i]);
         for (size_t k = 0; steps && k < steps->n_children; k++)
-            has = has || fattn_h5_node_find(steps->children[k], st[i]);
+            has = has || fh_h5_node_find(steps->children[k], st[i]);
         buf[i] = has ? letters[i] : '-';
     }
     buf[4] = '\0';
 }
 
 
-void fattn_verify_case_free(fattn_verify_case *c)
+void fh_verify_case_free(fh_verify_case *c)
 {
     for (size_t i = 0; i < c->n_diffs; i++) {
         free(c->diffs[i].d.path);
@@ -797,41 +797,41 @@ void fattn_verify_case_free(fattn_verify_case *c)
     free(c->diffs);
     c->diffs = NULL;
     c->n_diffs = c->cap_diffs = 0;
-    fattn_h5_node_free(c->legacy);
-    fattn_h5_node_free(c->split);
+    fh_h5_node_free(c->legacy);
+    fh_h5_node_free(c->split);
     c->legacy = c->split = NULL;
     c->skipped = NULL; /* pointed into legacy's tree */
 }
 
 /* The engine config tags (prov_engine_tag) of the groups of run case x
  * that golden case y records one for, all equal: the same plans ran. */
-static bool same_tags(const fattn_h5_node *x, const fattn_h5_node *y)
+static bool same_tags(const fh_h5_node *x, const fh_h5_node *y)
 {
     static const char *const groups[] = {"forward", "backward"};
     for (int i = 0; i < 2; i++) {
-        const char *a = string_attr(fattn_h5_node_find(x, groups[i]), "prov_engine_tag");
-        const char *b = string_attr(fattn_h5_node_find(y, groups[i]), "prov_engine_tag");
+        const char *a = string_attr(fh_h5_node_find(x, groups[i]), "prov_engine_tag");
+        const char *b = string_attr(fh_h5_node_find(y, groups[i]), "prov_engine_tag");
         if (b && (!a || strcmp(a, b) != 0))
             return false;
     }
-    const fattn_h5_node *sx = fattn_h5_node_find(x, "steps"), *sy = fattn_h5_node_find(y, "steps");
+    const fh_h5_node *sx = fh_h5_node_find(x, "steps"), *sy = fh_h5_node_find(y, "steps");
     for (size_t k = 0; sx && sy && k < sy->n_children; k++) {
-        const fattn_h5_node *a = fattn_h5_node_find(sx, sy->children[k]->name);
+        const fh_h5_node *a = fh_h5_node_find(sx, sy->children[k]->name);
         if (a && !same_tags(a, sy->children[k]))
             return false;
     }
     return true;
 }
 
-static bool same_plans(const fattn_verify_case *c, const fattn_h5_node *goldens)
+static bool same_plans(const fh_verify_case *c, const fh_h5_node *goldens)
 {
-    const fattn_h5_node *gc = goldens ? fattn_h5_node_find(goldens, "cases") : NULL;
-    const fattn_h5_node *g = gc ? fattn_h5_node_find(gc, c->spec->id) : NULL;
+    const fh_h5_node *gc = goldens ? fh_h5_node_find(goldens, "cases") : NULL;
+    const fh_h5_node *g = gc ? fh_h5_node_find(gc, c->spec->id) : NULL;
     return !g || !c->legacy || same_tags(c->legacy, g);
 }
 
 /* A case's outcome into the run's counts. */
-static void tally_case(fattn_verify_result *r, const fattn_verify_case *c)
+static void tally_case(fh_verify_result *r, const fh_verify_case *c)
 {
     r->n_refused += c->refused;
     if (c->skipped) {
@@ -848,9 +848,9 @@ static void tally_case(fattn_verify_result *r, const fattn_verify_case *c)
     r->n_tensors += c->tensors;
 }
 
-fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_engine *e,
-                              const fattn_verify_goldens *g, fattn_verify_case_fn on_case,
-                              void *ctx, fattn_verify_result *r)
+fattn_status fh_verify_run(const fh_spec *const *specs, size_t n, fattn_engine *e,
+                              const fh_verify_goldens *g, fh_verify_case_fn on_case,
+                              void *ctx, fh_verify_result *r)
 {
     assert(r && g && (specs || n == 0));
     memset(r, 0, sizeof *r);
@@ -859,11 +859,11 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
         return fattn_error(FATTN_E_NOMEM, "verify: out of memory");
     r->n_cases = n;
     for (size_t i = 0; i < n; i++) {
-        fattn_verify_case *c = &r->cases[i];
+        fh_verify_case *c = &r->cases[i];
         c->spec = specs[i];
-        fattn_verify_check_case(c, e);
-        const fattn_h5_node *gt = g->tree;
-        const fattn_tol_profile *tol = g->tolerance ? &g->profile : NULL;
+        fh_verify_check_case(c, e);
+        const fh_h5_node *gt = g->tree;
+        const fh_tol_profile *tol = g->tolerance ? &g->profile : NULL;
         if (g->identity && !same_plans(c, g->tree)) {
             /* another device's goldens compute this case's bits only with
              * the same engine configs */
@@ -871,8 +871,8 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
             gt = g->cpu_tree;
             tol = gt ? &g->profile : NULL;
         }
-        fattn_verify_check_golden(c, gt, tol, e);
-        fattn_verify_check_against(c, g, e);
+        fh_verify_check_golden(c, gt, tol, e);
+        fh_verify_check_against(c, g, e);
         states_str(c->split ? c->split : c->legacy, c->states);
         tally_case(r, c);
         if (on_case)
@@ -886,10 +886,10 @@ fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_en
     return FATTN_OK;
 }
 
-void fattn_verify_result_free(fattn_verify_result *r)
+void fh_verify_result_free(fh_verify_result *r)
 {
     for (size_t i = 0; i < r->n_cases; i++)
-        fattn_verify_case_free(&r->cases[i]);
+        fh_verify_case_free(&r->cases[i]);
     free(r->cases);
     memset(r, 0, sizeof *r);
 }

@@ -18,8 +18,8 @@
  * Tensors that are non-deterministic by construction on an engine
  * (docs/determinism.md) are compared within their noise bound.
  */
-#ifndef FATTN_HARNESS_VERIFY_H
-#define FATTN_HARNESS_VERIFY_H
+#ifndef FH_HARNESS_VERIFY_H
+#define FH_HARNESS_VERIFY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,24 +32,24 @@
 
 /* The most checks one case runs (seams, legacy vs split and its wrapper,
  * the refusal, three replays, repeat, golden), with room to spare. */
-#define FATTN_VERIFY_MAX_CHECKS 24
+#define FH_VERIFY_MAX_CHECKS 24
 
 /* One difference a check found, in full (cause.h orders and renders them). */
-typedef struct fattn_verify_diff {
+typedef struct fh_verify_diff {
     int check;                /* index into the case's checks[] */
-    fattn_compare_diff d;     /* d.path below the case group */
-    int state;                /* its state in run order (fattn_verify_state_of) */
-    int step;                 /* its schedule step (fattn_verify_step_of; 0: none) */
+    fh_compare_diff d;        /* d.path below the case group */
+    int state;                /* its state in run order (fh_verify_state_of) */
+    int step;                 /* its schedule step (fh_verify_step_of; 0: none) */
     size_t seq;               /* the order found */
-} fattn_verify_diff;
+} fh_verify_diff;
 
 /* One case's checks. */
-typedef struct fattn_verify_case {
-    const fattn_spec *spec;
-    fattn_h5_node *legacy, *split; /* owned (the skip reason lives in legacy's) */
+typedef struct fh_verify_case {
+    const fh_spec *spec;
+    fh_h5_node *legacy, *split; /* owned (the skip reason lives in legacy's) */
     const char *skipped;           /* reason (inside legacy's tree), or NULL */
     char error[512];               /* non-empty: the case errored */
-    fattn_compare_result cmp;      /* every check's differences together */
+    fh_compare_result cmp;         /* every check's differences together */
     char first_check[64];          /* which check found the first difference */
     size_t tensors;
     bool golden_missing;           /* the goldens have no such case */
@@ -64,7 +64,7 @@ typedef struct fattn_verify_case {
     bool refused;                  /* expect_refusal: both refused as expected */
     size_t noisy_within;           /* non-deterministic tensors within their bound */
     char states[8];                /* "ifsb": the states recorded ('-' absent) */
-    /* Each front end's straight run (by fattn_impl): its status and, when
+    /* Each front end's straight run (by fh_impl): its status and, when
      * it failed, its message, so that a report names both sides' errors
      * and not only the state one side is missing. */
     /* every check run on the case, in the order run, with its count of
@@ -73,19 +73,19 @@ typedef struct fattn_verify_case {
         char name[64];
         size_t differences;
         /* what its two sides are called ("legacy", "split"; "run",
-         * "golden"), and the states (FATTN_VERIFY_STATE_* bits) both of
+         * "golden"), and the states (FH_VERIFY_STATE_* bits) both of
          * its trees hold */
         char side_a[32], side_b[32];
         unsigned states_both;
-    } checks[FATTN_VERIFY_MAX_CHECKS];
+    } checks[FH_VERIFY_MAX_CHECKS];
     /* every difference of every check, in the order found, with attribute
-     * values (fattn_verify_case_free frees them) */
-    fattn_verify_diff *diffs;
+     * values (fh_verify_case_free frees them) */
+    fh_verify_diff *diffs;
     size_t n_diffs, cap_diffs;
     size_t n_checks;
-    fattn_status side_status[FATTN_IMPL_COUNT];
-    char side_error[FATTN_IMPL_COUNT][512];
-} fattn_verify_case;
+    fattn_status side_status[FH_IMPL_COUNT];
+    char side_error[FH_IMPL_COUNT][512];
+} fh_verify_case;
 
 /* Why case s is compared within one engine only and not with another
  * engine's goldens, or NULL: "dropout" (the random bits are each engine's
@@ -93,29 +93,29 @@ typedef struct fattn_verify_case {
  * amax, its FP8 bytes its own rounding of P: cuDNN 9.28 on the H200 against
  * the CPU goldens differed in the quantizer attributes and FP8 outputs of
  * every FP8 case, docs/verify.md). */
-const char *fattn_verify_same_engine_only(const fattn_spec *s, const fattn_engine *e);
+const char *fh_verify_same_engine_only(const fh_spec *s, const fattn_engine *e);
 
 /* Whether a front end's straight run failed (in any state). */
-bool fattn_verify_side_failed(const fattn_verify_case *c);
+bool fh_verify_side_failed(const fh_verify_case *c);
 
 /* The key goldens are filed under for engine e (its report's platform):
  * bitwise comparison against goldens is only meaningful on an exact match. */
-void fattn_verify_platform_key(const fattn_engine *e, char *buf, size_t n);
+void fh_verify_platform_key(const fattn_engine *e, char *buf, size_t n);
 
 /* Checks 1-3 for c->spec (c zeroed but for spec). */
-void fattn_verify_check_case(fattn_verify_case *c, fattn_engine *e);
+void fh_verify_check_case(fh_verify_case *c, fattn_engine *e);
 /* Check 4 against a goldens tree (NULL: none), bitwise, or within `tol`
  * when it is not NULL. */
-void fattn_verify_check_golden(fattn_verify_case *c, const fattn_h5_node *goldens,
-                               const fattn_tol_profile *tol, fattn_engine *e);
+void fh_verify_check_golden(fh_verify_case *c, const fh_h5_node *goldens,
+                               const fh_tol_profile *tol, fattn_engine *e);
 /* Free c's trees. */
-void fattn_verify_case_free(fattn_verify_case *c);
+void fh_verify_case_free(fh_verify_case *c);
 
 /* The goldens a verify run compares against. */
-typedef struct fattn_verify_goldens {
+typedef struct fh_verify_goldens {
     char key[128];          /* this platform's key */
     char path[4096];        /* the file chosen (or the exact one looked for) */
-    fattn_h5_node *tree;    /* NULL: none */
+    fh_h5_node *tree;       /* NULL: none */
     bool exact;             /* a file for this very key */
     bool tolerance;         /* against the newest CPU goldens within `profile` */
     /* No goldens for this key, but a file of the same engine identity
@@ -124,50 +124,50 @@ typedef struct fattn_verify_goldens {
      * cpu_tree (the newest CPU goldens, NULL if none). */
     bool identity;
     char identity_text[128];    /* "sm_90, 132 SMs, cuDNN 91900" */
-    fattn_h5_node *cpu_tree;
+    fh_h5_node *cpu_tree;
     char cpu_path[4096];
     bool profile_set;           /* `profile` holds the built-in profile */
-    fattn_tol_profile profile;
+    fh_tol_profile profile;
     char note[4300];        /* how they are compared, for the report */
     /* --against REV: REV's run files of the matrix, by front end (NULL:
      * none), which each case's straight runs are compared with bitwise */
-    fattn_h5_node *against[FATTN_IMPL_COUNT];
+    fh_h5_node *against[FH_IMPL_COUNT];
     char against_name[128];
-} fattn_verify_goldens;
+} fh_verify_goldens;
 
 /* Find and load the goldens for engine e in directory `dir`
  * (see the file comment, check 4), refused before they are read when
  * holding them whole would take more than max_bytes (0: no bound;
- * fattn_runfile_load_bounded). An error: a goldens file that cannot be
+ * fh_runfile_load_bounded). An error: a goldens file that cannot be
  * loaded. */
-fattn_status fattn_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
-                                       fattn_verify_goldens *g);
-void fattn_verify_goldens_free(fattn_verify_goldens *g);
+fattn_status fh_verify_goldens_open(const char *dir, const fattn_engine *e, double max_bytes,
+                                       fh_verify_goldens *g);
+void fh_verify_goldens_free(fh_verify_goldens *g);
 /* Each straight run of c against its case in g->against (its front end's
  * run of another revision), bitwise: the checks "against REV: legacy" and
  * "against REV: split". Nothing without them. */
-void fattn_verify_check_against(fattn_verify_case *c, const fattn_verify_goldens *g,
+void fh_verify_check_against(fh_verify_case *c, const fh_verify_goldens *g,
                                 fattn_engine *e);
 
 /* A whole run. */
-typedef struct fattn_verify_result {
-    fattn_verify_case *cases;      /* n_cases */
+typedef struct fh_verify_result {
+    fh_verify_case *cases;         /* n_cases */
     size_t n_cases;
     size_t n_skip, n_err, n_diff, n_nogold, n_tensors, n_diff_objects;
     size_t n_refused;              /* expect_refusal cases refused as expected */
-    const fattn_verify_case *first_bad; /* the first case with a difference */
+    const fh_verify_case *first_bad; /* the first case with a difference */
     bool neutral;                  /* no difference and no error */
     bool stop;                     /* set by on_case: run no more cases (n_cases: those run) */
-} fattn_verify_result;
+} fh_verify_result;
 
 /* Called after each case's checks (e.g. to print its row). */
-typedef void (*fattn_verify_case_fn)(void *ctx, const fattn_verify_case *c);
+typedef void (*fh_verify_case_fn)(void *ctx, const fh_verify_case *c);
 
 /* Every check for every spec on engine e into *r (free it with
- * fattn_verify_result_free). FATTN_E_NOMEM is the only error. */
-fattn_status fattn_verify_run(const fattn_spec *const *specs, size_t n, fattn_engine *e,
-                              const fattn_verify_goldens *g, fattn_verify_case_fn on_case,
-                              void *ctx, fattn_verify_result *r);
-void fattn_verify_result_free(fattn_verify_result *r);
+ * fh_verify_result_free). FATTN_E_NOMEM is the only error. */
+fattn_status fh_verify_run(const fh_spec *const *specs, size_t n, fattn_engine *e,
+                              const fh_verify_goldens *g, fh_verify_case_fn on_case,
+                              void *ctx, fh_verify_result *r);
+void fh_verify_result_free(fh_verify_result *r);
 
-#endif /* FATTN_HARNESS_VERIFY_H */
+#endif /* FH_HARNESS_VERIFY_H */

@@ -40,7 +40,7 @@ bool cli_flag(cli_args *a, const char *name) { return strcmp(a->argv[a->i], name
 
 const char *cli_s(size_t n) { return n == 1 ? "" : "s"; }
 
-size_t cli_count_datasets(const fattn_h5_node *n)
+size_t cli_count_datasets(const fh_h5_node *n)
 {
     if (n->is_dataset)
         return 1;
@@ -76,7 +76,7 @@ static int parse_shard(const char *cmd, const char *s, long *idx, long *count)
                         (long)CLI_SHARD_MAX);
     if (*count < 1 || *idx < 1 || *idx > *count)
         return cli_fail(cmd, "--shard '%s': need 1 <= I <= N", s);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
@@ -94,7 +94,7 @@ int cli_parse_max_memory(const char *cmd, const char *s, double *bytes)
         return cli_fail(cmd, "--max-memory '%s': expected a positive, finite byte count "
                         "(at most 2^63)", s);
     *bytes = v;
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 double cli_default_max_memory(void)
@@ -106,10 +106,10 @@ double cli_default_max_memory(void)
 int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes)
 {
     *bytes = cli_default_max_memory();
-    int rc = s ? cli_parse_max_memory(cmd, s, bytes) : FATTN_EXIT_OK;
+    int rc = s ? cli_parse_max_memory(cmd, s, bytes) : FH_EXIT_OK;
     /* the private copies of inputs count too where $TMPDIR is in memory */
-    if (rc == FATTN_EXIT_OK)
-        fattn_fileguard_set_memory_bound(*bytes);
+    if (rc == FH_EXIT_OK)
+        fh_fileguard_set_memory_bound(*bytes);
     return rc;
 }
 
@@ -120,7 +120,7 @@ int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long l
     if (!parse_count(s, &end, out) || *end != '\0' || *out < lo || *out > hi)
         return cli_fail(cmd, "%s '%s': expected a whole number from %ld to %ld", flag, s, lo,
                         hi);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules)
@@ -128,27 +128,27 @@ int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules)
     *rules = FATTN_TE_RULES_NEWEST;
     if (s && fattn_te_rules_parse(s, rules) != FATTN_OK)
         return cli_fail(cmd, "--te-rules '%s': expected one of " FATTN_TE_RULES_KNOWN, s);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* The case file through fileguard's open (a FIFO or a device as --cases is
  * refused instead of blocking or reading forever), at most
- * FATTN_SPEC_MAX_FILE_BYTES, parsed as fattn_spec_load_file would. */
-static fattn_status cases_file_load(const char *path, fattn_spec_list *out)
+ * FH_SPEC_MAX_FILE_BYTES, parsed as fh_spec_load_file would. */
+static fattn_status cases_file_load(const char *path, fh_spec_list *out)
 {
     int fd;
-    fattn_status st = fattn_fileguard_open_input(path, &fd);
+    fattn_status st = fh_fileguard_open_input(path, &fd);
     if (st != FATTN_OK)
         return st;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     while (buf) {
         if (len == cap) {
-            char *nb = cap >= FATTN_SPEC_MAX_FILE_BYTES ? NULL : realloc(buf, cap * 2);
+            char *nb = cap >= FH_SPEC_MAX_FILE_BYTES ? NULL : realloc(buf, cap * 2);
             if (!nb) {
-                st = cap >= FATTN_SPEC_MAX_FILE_BYTES
+                st = cap >= FH_SPEC_MAX_FILE_BYTES
                          ? fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
-                                       (unsigned)FATTN_SPEC_MAX_FILE_BYTES)
+                                       (unsigned)FH_SPEC_MAX_FILE_BYTES)
                          : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
                 break;
             }
@@ -161,7 +161,7 @@ static fattn_status cases_file_load(const char *path, fattn_spec_list *out)
         if (got < 0)
             st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
         else if (got == 0)
-            st = fattn_spec_parse_json(buf, len, path, out);
+            st = fh_spec_parse_json(buf, len, path, out);
         if (got <= 0)
             break;
         len += (size_t)got;
@@ -197,28 +197,28 @@ int cli_matrix_load(const char *cmd, const char *cases_path, const char *filter,
 {
     memset(m, 0, sizeof *m);
     long si = 1, sn = 1;
-    if (shard && parse_shard(cmd, shard, &si, &sn) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (shard && parse_shard(cmd, shard, &si, &sn) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     m->shard_i = si;
     m->shard_n = sn;
     fattn_status st = cases_path ? cases_file_load(cases_path, &m->all)
-                                 : fattn_spec_load_default(&m->all);
+                                 : fh_spec_load_default(&m->all);
     if (st != FATTN_OK)
         return cli_fail(cmd, "%s", fattn_last_error());
     m->sel = calloc(m->all.count ? m->all.count : 1, sizeof *m->sel);
     if (!m->sel)
         return cli_fail(cmd, "out of memory");
     for (size_t k = 0; k < m->all.count; k++) {
-        const fattn_spec *s = &m->all.items[k];
+        const fh_spec *s = &m->all.items[k];
         if ((long)(k % (size_t)sn) + 1 != si)
             continue;
-        if (filter && !fattn_spec_matches_glob(s->id, filter))
+        if (filter && !fh_spec_matches_glob(s->id, filter))
             continue;
         m->sel[m->n_sel++] = s;
     }
     if (m->n_sel == 0)
         return matrix_empty(cmd, cases_path, filter, shard, m);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_matrix_keep_keyword(const char *cmd, cli_matrix *m, const char *keyword,
@@ -231,7 +231,7 @@ int cli_matrix_keep_keyword(const char *cmd, cli_matrix *m, const char *keyword,
     m->n_sel = kept;
     m->keyword = keyword;
     if (kept)
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     cli_matrix_free(m);
     return cli_fail(cmd, "no case id contains -k '%s' (%zu case%s selected%s; -k is a plain "
                     "substring of the id)", keyword, before, cli_s(before),
@@ -240,44 +240,44 @@ int cli_matrix_keep_keyword(const char *cmd, cli_matrix *m, const char *keyword,
 
 static int cmp_spec_ptr(const void *x, const void *y)
 {
-    return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
+    return strcmp((*(const fh_spec *const *)x)->id, (*(const fh_spec *const *)y)->id);
 }
 
 fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *out,
                                size_t *count)
 {
-    const fattn_spec **kept = calloc(m->all.count ? m->all.count : 1, sizeof *kept);
+    const fh_spec **kept = calloc(m->all.count ? m->all.count : 1, sizeof *kept);
     if (!kept)
         return fattn_error(FATTN_E_NOMEM, "matrix digest: out of memory");
     size_t n = 0;
     for (size_t k = 0; k < m->all.count; k++)
-        if ((!filter || fattn_spec_matches_glob(m->all.items[k].id, filter)) &&
+        if ((!filter || fh_spec_matches_glob(m->all.items[k].id, filter)) &&
             (!m->keyword || strstr(m->all.items[k].id, m->keyword)))
             kept[n++] = &m->all.items[k];
     /* by id (ids are unique): a run's bytes do not depend on the listing order */
     qsort((void *)kept, n, sizeof *kept, cmp_spec_ptr);
-    fattn_digest_state d;
-    fattn_status st = fattn_digest_init(&d);
+    fh_digest_state d;
+    fattn_status st = fh_digest_init(&d);
     for (size_t k = 0; st == FATTN_OK && k < n; k++) {
         char *json = NULL;
-        if ((st = fattn_spec_canonical(kept[k], &json)) == FATTN_OK &&
-            (st = fattn_digest_update(&d, json, strlen(json))) == FATTN_OK)
-            st = fattn_digest_update(&d, "\n", 1);
+        if ((st = fh_spec_canonical(kept[k], &json)) == FATTN_OK &&
+            (st = fh_digest_update(&d, json, strlen(json))) == FATTN_OK)
+            st = fh_digest_update(&d, "\n", 1);
         free(json);
     }
     free(kept);
     *count = n;
     if (st != FATTN_OK) {
-        fattn_digest_free(&d);
+        fh_digest_free(&d);
         return st;
     }
-    return fattn_digest_final(&d, out);
+    return fh_digest_final(&d, out);
 }
 
 void cli_matrix_free(cli_matrix *m)
 {
     free(m->sel);
-    fattn_spec_list_free(&m->all);
+    fh_spec_list_free(&m->all);
     memset(m, 0, sizeof *m);
 }
 
@@ -311,7 +311,7 @@ int cli_cudnn_libraries(const char *cmd)
                                    getenv("FATTN_CUDART_LIB"), &libs) != FATTN_OK ||
         fattn_cudnn_use_libraries(&libs) != FATTN_OK)
         return cli_fail(cmd, "%s", fattn_last_error());
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engine_options *opt,
@@ -330,12 +330,12 @@ int cli_engine_open_opts(const char *cmd, const char *backend, const fattn_engin
         if (fattn_engine_open(backend, &o, e) != FATTN_OK)
             return cli_fail(cmd, "--backend %s: %s", backend, fattn_last_error());
         *backend_name = fattn_engine_name(*e);
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
     /* auto: the cuDNN engine when a usable GPU is present, else the CPU */
     if (fattn_engine_open_auto(&o, e, backend_name) != FATTN_OK)
         return cli_fail(cmd, "%s", fattn_last_error());
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_engine_open(const char *cmd, const char *backend, fattn_engine **e,
@@ -370,7 +370,7 @@ int cli_plan_store_prepare(const char *cmd)
 {
     const char *env = getenv("FATTN_CUDNN_PLAN_DIR");
     if ((env && *env) || temp_store)
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
@@ -394,8 +394,8 @@ int cli_plan_store_prepare(const char *cmd)
     temp_store_owner = getpid();
     /* removed on SIGINT, SIGTERM, SIGHUP, SIGPIPE too (after the
      * plan-building children are killed: fileguard.h) */
-    temp_store_slot = fattn_fileguard_scratch_dir_register(dir);
-    return FATTN_EXIT_OK;
+    temp_store_slot = fh_fileguard_scratch_dir_register(dir);
+    return FH_EXIT_OK;
 }
 
 /* Empties and removes the temporary store (its files are the store's own:
@@ -405,7 +405,7 @@ static void temp_store_remove(void)
     if (!temp_store)
         return;
     if (temp_store_owner == getpid()) {
-        fattn_fileguard_scratch_unregister(temp_store_slot);
+        fh_fileguard_scratch_unregister(temp_store_slot);
         temp_store_slot = -1;
         DIR *d = opendir(temp_store);
         if (d) {

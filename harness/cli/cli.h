@@ -1,6 +1,6 @@
 /* Shared pieces of the fattn command-line tool. */
-#ifndef FATTN_HARNESS_CLI_H
-#define FATTN_HARNESS_CLI_H
+#ifndef FH_HARNESS_CLI_H
+#define FH_HARNESS_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 
 /* Exit codes (the contract): 0 identical / valid / passed, 1 a difference
  * or failed verification, 2 usage error, invalid file or errored case. */
-enum { FATTN_EXIT_OK = 0, FATTN_EXIT_DIFF = 1, FATTN_EXIT_ERROR = 2 };
+enum { FH_EXIT_OK = 0, FH_EXIT_DIFF = 1, FH_EXIT_ERROR = 2 };
 
 /* A tiny option scanner: `--name value` and `--name=value`. */
 typedef struct cli_args {
@@ -28,7 +28,7 @@ int cli_opt(cli_args *a, const char *name, const char **value);
 /* A boolean flag. */
 bool cli_flag(cli_args *a, const char *name);
 
-/* Print "fattn CMD: message" to stderr and return FATTN_EXIT_ERROR. */
+/* Print "fattn CMD: message" to stderr and return FH_EXIT_ERROR. */
 int cli_fail(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -39,7 +39,7 @@ int cli_fail(const char *cmd, const char *fmt, ...)
 const char *cli_s(size_t n);
 
 /* The datasets (tensors) in the tree under n, n itself included. */
-size_t cli_count_datasets(const fattn_h5_node *n);
+size_t cli_count_datasets(const fh_h5_node *n);
 
 /* cli_fail with fattn_last_error() about `path`: "fattn CMD: PATH: cause",
  * the path named once whether or not the message starts with it. */
@@ -61,24 +61,24 @@ const char *cli_self_path(void);
 const char *cli_sh_quote(const char *s, char *buf, size_t n);
 
 /* A report (JSON, XML) to `path`, replaced atomically (fileguard.h), or
- * to stdout for "-", with a newline added there. FATTN_EXIT_OK, else the
+ * to stdout for "-", with a newline added there. FH_EXIT_OK, else the
  * failure printed as "fattn CMD: PATH: cannot write the WHAT: cause". */
 int cli_write_report(const char *cmd, const char *what, const char *path, const char *text);
 
 /* --max-memory BYTES: a positive finite number of bytes, at most 2^63 (so
  * "inf" or "1e400" cannot switch the guard off). Stores it in *bytes and
- * returns FATTN_EXIT_OK, else prints the failure (cli_fail). */
+ * returns FH_EXIT_OK, else prints the failure (cli_fail). */
 int cli_parse_max_memory(const char *cmd, const char *s, double *bytes);
 /* The same, *bytes defaulting to half the machine's memory (4 GiB when
  * unknown, cli_default_max_memory) when s is NULL: the --max-memory of
  * every command that reads or makes tensors (run, replay, verify, golden,
  * inspect, merge, diff, report). Also the bound of the inputs' private
- * copies in a memory-backed $TMPDIR (fattn_fileguard_set_memory_bound). */
+ * copies in a memory-backed $TMPDIR (fh_fileguard_set_memory_bound). */
 int cli_max_memory_or_default(const char *cmd, const char *s, double *bytes);
 double cli_default_max_memory(void);
 
 /* --te-rules <release> (FATTN_TE_RULES_CHOICES): the release bit (fattn/support.h) in *rules and
- * FATTN_EXIT_OK, else the failure printed (listing the known names). */
+ * FH_EXIT_OK, else the failure printed (listing the known names). */
 int cli_parse_te_rules(const char *cmd, const char *s, unsigned *rules);
 /* A count option's value: decimal digits only (no sign, blank or prefix),
  * lo <= value <= hi; else a message naming flag and an exit code 2. */
@@ -92,8 +92,8 @@ int cli_parse_count_arg(const char *cmd, const char *flag, const char *s, long l
  * and restricted to shard I/N (1-based; case k of the full matrix belongs
  * to shard k % N + 1). */
 typedef struct cli_matrix {
-    fattn_spec_list all;
-    const fattn_spec **sel;
+    fh_spec_list all;
+    const fh_spec **sel;
     size_t n_sel;
     long shard_i, shard_n; /* 1/1 without --shard */
     const char *keyword;   /* -k: ids hold it (cli_matrix_keep_keyword), or NULL */
@@ -152,19 +152,19 @@ const fattn_cudnn_plan_cache *cli_plan_cache(void);
 void cli_engines_shutdown(void);
 
 /* Command entry points. */
-int fattn_cmd_cases(int argc, char **argv);
-int fattn_cmd_run(int argc, char **argv);
-int fattn_cmd_replay(int argc, char **argv);
-int fattn_cmd_inspect(int argc, char **argv);
-int fattn_cmd_merge(int argc, char **argv);
-int fattn_cmd_verify(int argc, char **argv);
-int fattn_cmd_golden(int argc, char **argv);
-int fattn_cmd_diff(int argc, char **argv);
-int fattn_cmd_report(int argc, char **argv);
+int fh_cmd_cases(int argc, char **argv);
+int fh_cmd_run(int argc, char **argv);
+int fh_cmd_replay(int argc, char **argv);
+int fh_cmd_inspect(int argc, char **argv);
+int fh_cmd_merge(int argc, char **argv);
+int fh_cmd_verify(int argc, char **argv);
+int fh_cmd_golden(int argc, char **argv);
+int fh_cmd_diff(int argc, char **argv);
+int fh_cmd_report(int argc, char **argv);
 
 /* The isolated reader's notice (isolate.h) as a line on stderr: main
  * installs it, so that a wait on a file libhdf5 spins on is explained. */
 void cli_isolate_notice(const char *path, double waited_s, unsigned cpu_limit_s);
-int fattn_cmd_write_tree(int argc, char **argv);
+int fh_cmd_write_tree(int argc, char **argv);
 
-#endif /* FATTN_HARNESS_CLI_H */
+#endif /* FH_HARNESS_CLI_H */

@@ -29,7 +29,7 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "fattn %s: %s\n", cmd, n < 0 ? fmt : cli_vis(msg ? msg : small));
     if (msg != small)
         free(msg);
-    return FATTN_EXIT_ERROR;
+    return FH_EXIT_ERROR;
 }
 
 bool cli_is_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
@@ -80,11 +80,11 @@ int cli_write_report(const char *cmd, const char *what, const char *path, const 
         if (fputs(text, stdout) < 0 || fputc('\n', stdout) < 0 || fflush(stdout) != 0 ||
             ferror(stdout))
             return cli_fail(cmd, "stdout: cannot write the %s", what);
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
-    if (fattn_fileguard_write_text(path, text, strlen(text)) != FATTN_OK)
+    if (fh_fileguard_write_text(path, text, strlen(text)) != FATTN_OK)
         return cli_fail(cmd, "cannot write the %s: %s", what, fattn_last_error());
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 int cli_fail_at(const char *cmd, const char *path)

@@ -33,7 +33,7 @@ static const char diff_help[] =
     "                   lattice; NaN equals NaN (any payload), +0 equals -0, a class change\n"
     "                   (finite/inf/NaN, inf sign) fails\n"
     "  --mode tol       a float element passes if |a-b| <= atol + rtol*|b|; per-dtype profile\n"
-    "                   (built in: " FATTN_TOL_BUILTIN_VERSION ";\n"
+    "                   (built in: " FH_TOL_BUILTIN_VERSION ";\n"
     "                   --tol-profile F replaces it); --tol GLOB=RTOL,ATOL overrides per path,\n"
     "                   repeatable, the last match wins\n"
     "  integers always compare exactly\n"
@@ -57,7 +57,7 @@ static const char *const mode_names[] = {"bitwise", "ulp", "tol"};
 /* ---- text ------------------------------------------------------------------ */
 
 /* A flat C-order index as the logical index of the entry's shape. */
-static void unflatten(const fattn_diff_entry *e, uint64_t idx, uint64_t m[FATTN_MAX_DIMS])
+static void unflatten(const fh_diff_entry *e, uint64_t idx, uint64_t m[FATTN_MAX_DIMS])
 {
     for (int i = e->ndim - 1; i >= 0; i--) {
         uint64_t d = (uint64_t)e->shape[i];
@@ -66,7 +66,7 @@ static void unflatten(const fattn_diff_entry *e, uint64_t idx, uint64_t m[FATTN_
     }
 }
 
-static void fmt_index(char *buf, size_t n, const fattn_diff_entry *e, uint64_t idx)
+static void fmt_index(char *buf, size_t n, const fh_diff_entry *e, uint64_t idx)
 {
     uint64_t m[FATTN_MAX_DIMS];
     unflatten(e, idx, m);
@@ -89,15 +89,15 @@ static void fmt_num(char *buf, size_t n, double v)
         snprintf(buf, n, "%.3g", v);
 }
 
-static double nmse_of(const fattn_elem_stats *s)
+static double nmse_of(const fh_elem_stats *s)
 {
     return s->signal > 0 ? s->sse / s->signal : NAN;
 }
 
 /* The float statistics line and the ULP histogram of one dataset. */
-static void print_float_stats(FILE *f, const fattn_diff_opts *o, const fattn_diff_entry *e)
+static void print_float_stats(FILE *f, const fh_diff_opts *o, const fh_diff_entry *e)
 {
-    const fattn_elem_stats *s = &e->st;
+    const fh_elem_stats *s = &e->st;
     char ma[32], mr[32], rm[32], nm[32], sn[32];
     double nmse = nmse_of(s);
     fmt_num(ma, sizeof ma, s->max_abs);
@@ -107,7 +107,7 @@ static void print_float_stats(FILE *f, const fattn_diff_opts *o, const fattn_dif
     fmt_num(sn, sizeof sn, nmse > 0 ? -10.0 * log10(nmse) : nmse == 0 ? INFINITY : NAN);
     fprintf(f, "; max_ulp %" PRIu64 ", max_abs %s, max_rel %s, rmse %s, nmse %s%s, snr %s dB",
             s->max_ulp, ma, mr, rm, nm, s->signal_partial ? " (partial)" : "", sn);
-    if (o->mode == FATTN_ELEM_TOL)
+    if (o->mode == FH_ELEM_TOL)
         fprintf(f, "; rtol %g, atol %g", e->tol.rtol, e->tol.atol);
     fprintf(f, "\n  ulp histogram: 0:%" PRIu64 " 1:%" PRIu64 " 2-4:%" PRIu64 " 5-16:%" PRIu64
                " 17-256:%" PRIu64 " >256:%" PRIu64 "; sign flips %" PRIu64
@@ -116,18 +116,18 @@ static void print_float_stats(FILE *f, const fattn_diff_opts *o, const fattn_dif
             s->sign_flips, s->class_changes, s->nan_payloads);
 }
 
-static void print_dataset(FILE *f, const fattn_diff_opts *o, const fattn_diff_entry *e,
+static void print_dataset(FILE *f, const fh_diff_opts *o, const fh_diff_entry *e,
                           const char *label)
 {
-    const fattn_elem_stats *s = &e->st;
+    const fh_elem_stats *s = &e->st;
     bool is_float = fattn_dtype_is_float(e->dtype);
     char shape[160];
-    fattn_diff_fmt_shape(shape, sizeof shape, e->ndim, e->shape);
-    uint64_t shown = o->mode == FATTN_ELEM_BITWISE ? s->bit_count : s->fail_count;
+    fh_diff_fmt_shape(shape, sizeof shape, e->ndim, e->shape);
+    uint64_t shown = o->mode == FH_ELEM_BITWISE ? s->bit_count : s->fail_count;
     fprintf(f, "%s: %s  %s %s  %" PRIu64 " of %" PRIu64 " differ (%.3g%%)", label, cli_vis(e->path),
             fattn_dtype_name(e->dtype), shape, shown, s->numel,
             s->numel ? 100.0 * (double)shown / (double)s->numel : 0.0);
-    if (o->mode != FATTN_ELEM_BITWISE)
+    if (o->mode != FH_ELEM_BITWISE)
         fprintf(f, ", %" PRIu64 " in bits", s->bit_count);
     if (is_float) {
         print_float_stats(f, o, e);
@@ -137,7 +137,7 @@ static void print_dataset(FILE *f, const fattn_diff_opts *o, const fattn_diff_en
         fprintf(f, "; max_abs %s (integers compare exactly)\n", ma);
     }
     for (int k = 0; k < s->n_worst; k++) {
-        const fattn_elem_worst *w = &s->worst[k];
+        const fh_elem_worst *w = &s->worst[k];
         char idx[160];
         fmt_index(idx, sizeof idx, e, w->index);
         int hw = hex_width(e->dtype);
@@ -151,7 +151,7 @@ static void print_dataset(FILE *f, const fattn_diff_opts *o, const fattn_diff_en
     }
 }
 
-static void print_provenance(FILE *f, const fattn_diff_opts *o, const fattn_diff_report *r)
+static void print_provenance(FILE *f, const fh_diff_opts *o, const fh_diff_report *r)
 {
     if (r->n_prov == 0) {
         fprintf(f, "provenance: identical\n");
@@ -163,7 +163,7 @@ static void print_provenance(FILE *f, const fattn_diff_opts *o, const fattn_diff
     size_t plen = 0;
     char pl[512] = "";
     for (size_t i = 0; i < r->n_prov; i++) {
-        const fattn_diff_prov *p = &r->prov[i];
+        const fh_diff_prov *p = &r->prov[i];
         fprintf(f, "  %s: A=%s B=%s\n", cli_vis(p->path), p->a ? cli_vis(p->a) : "(absent)",
                 p->b ? cli_vis(p->b) : "(absent)");
         if (p->platform) {
@@ -178,20 +178,20 @@ static void print_provenance(FILE *f, const fattn_diff_opts *o, const fattn_diff
         fprintf(f,
                 "  => different platforms (%s): bitwise equality is not expected; "
                 "compare with --mode ulp or --mode tol%s\n",
-                pl, o->mode == FATTN_ELEM_BITWISE ? " (this run: bitwise)" : "");
+                pl, o->mode == FH_ELEM_BITWISE ? " (this run: bitwise)" : "");
     else
         fprintf(f, "  => same platform (engine, device, SM count, library versions and engine "
                    "tags agree): bitwise equality is expected\n");
 }
 
-static void print_mode(FILE *f, const fattn_diff_opts *o)
+static void print_mode(FILE *f, const fh_diff_opts *o)
 {
     fprintf(f, "mode: %s", mode_names[o->mode]);
-    if (o->mode == FATTN_ELEM_ULP)
+    if (o->mode == FH_ELEM_ULP)
         fprintf(f, " (an element passes within %" PRIu64 " ulp; NaN equals NaN, +0 equals -0, "
                    "class changes fail)",
                 o->max_ulp);
-    else if (o->mode == FATTN_ELEM_TOL)
+    else if (o->mode == FH_ELEM_TOL)
         fprintf(f, " (|a-b| <= atol + rtol*|b|, B is the reference; profile %s; NaN equals NaN, "
                    "+0 equals -0, class changes fail)",
                 o->tol->version);
@@ -202,20 +202,20 @@ static void print_mode(FILE *f, const fattn_diff_opts *o)
 }
 
 /* Private entries, one line per _impl group (they come in walk order). */
-static void print_private(FILE *f, const fattn_diff_report *r)
+static void print_private(FILE *f, const fh_diff_report *r)
 {
     for (size_t i = 0; i < r->n_e;) {
-        const fattn_diff_entry *e = &r->e[i];
-        if (!e->is_private || e->status == FATTN_DIFF_EQUAL) {
+        const fh_diff_entry *e = &r->e[i];
+        if (!e->is_private || e->status == FH_DIFF_EQUAL) {
             i++;
             continue;
         }
         const char *im = strstr(e->path, "/_impl");
         size_t plen = im ? (size_t)(im - e->path) + 6 : strlen(e->path);
-        size_t k[FATTN_DIFF_PRIVATE + 1] = {0};
+        size_t k[FH_DIFF_PRIVATE + 1] = {0};
         size_t j = i;
         for (; j < r->n_e; j++) {
-            const fattn_diff_entry *q = &r->e[j];
+            const fh_diff_entry *q = &r->e[j];
             if (!q->is_private || strncmp(q->path, e->path, plen) != 0 ||
                 (q->path[plen] != '/' && q->path[plen] != '@' && q->path[plen] != '\0'))
                 break;
@@ -225,9 +225,9 @@ static void print_private(FILE *f, const fattn_diff_report *r)
         fprintf(f, "private (_impl, not counted): %s:", prefix ? cli_vis(prefix) : "?");
         free(prefix);
         const char *sep = " ";
-        for (int s = FATTN_DIFF_DIFFERENT; s < FATTN_DIFF_PRIVATE; s++) {
+        for (int s = FH_DIFF_DIFFERENT; s < FH_DIFF_PRIVATE; s++) {
             if (k[s]) {
-                fprintf(f, "%s%zu %s", sep, k[s], fattn_diff_status_name((fattn_diff_status)s));
+                fprintf(f, "%s%zu %s", sep, k[s], fh_diff_status_name((fh_diff_status)s));
                 sep = ", ";
             }
         }
@@ -238,38 +238,38 @@ static void print_private(FILE *f, const fattn_diff_report *r)
 
 /* The text report: provenance, mode, then structure, corrupt, different,
  * private, and the summary line. */
-static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_report *r, int rc,
+static void print_report(FILE *f, const fh_diff_opts *o, const fh_diff_report *r, int rc,
                          bool show_private)
 {
     fprintf(f, "fattn diff: A=%s B=%s\n", cli_vis(r->file_a), cli_vis(r->file_b));
     print_provenance(f, o, r);
     print_mode(f, o);
     for (size_t i = 0; i < r->n_e; i++) {
-        const fattn_diff_entry *e = &r->e[i];
-        if (e->is_private || e->status == FATTN_DIFF_EQUAL ||
-            e->status == FATTN_DIFF_DIFFERENT || e->status == FATTN_DIFF_CORRUPT)
+        const fh_diff_entry *e = &r->e[i];
+        if (e->is_private || e->status == FH_DIFF_EQUAL ||
+            e->status == FH_DIFF_DIFFERENT || e->status == FH_DIFF_CORRUPT)
             continue;
-        if (e->status == FATTN_DIFF_MISSING_IN_A)
+        if (e->status == FH_DIFF_MISSING_IN_A)
             fprintf(f, "missing in A: %s (%s)\n", cli_vis(e->path), e->kind);
-        else if (e->status == FATTN_DIFF_MISSING_IN_B)
+        else if (e->status == FH_DIFF_MISSING_IN_B)
             fprintf(f, "missing in B: %s (%s)\n", cli_vis(e->path), e->kind);
-        else if (e->status == FATTN_DIFF_VALUE)
+        else if (e->status == FH_DIFF_VALUE)
             fprintf(f, "value: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "differs");
         else
             fprintf(f, "structure: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "differs");
     }
     for (size_t i = 0; i < r->n_e; i++) {
-        const fattn_diff_entry *e = &r->e[i];
+        const fh_diff_entry *e = &r->e[i];
         if (e->is_private)
             continue;
-        if (e->status == FATTN_DIFF_CORRUPT)
+        if (e->status == FH_DIFF_CORRUPT)
             fprintf(f, "corrupt: %s (%s)\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "");
-        else if (e->status == FATTN_DIFF_DIFFERENT && !e->has_data)
+        else if (e->status == FH_DIFF_DIFFERENT && !e->has_data)
             fprintf(f, "different: %s: %s\n", cli_vis(e->path), e->msg ? cli_vis(e->msg) : "");
-        else if (e->status == FATTN_DIFF_DIFFERENT)
+        else if (e->status == FH_DIFF_DIFFERENT)
             print_dataset(f, o, e, "different");
-        else if (e->status == FATTN_DIFF_EQUAL && e->has_data && e->st.bit_count > 0)
-            print_dataset(f, o, e, o->mode == FATTN_ELEM_ULP ? "within ulp" : "within tol");
+        else if (e->status == FH_DIFF_EQUAL && e->has_data && e->st.bit_count > 0)
+            print_dataset(f, o, e, o->mode == FH_ELEM_ULP ? "within ulp" : "within tol");
     }
     /* front-end-private groups differ between front ends by design: one
      * line each would bury the counted differences (126 lines for the
@@ -283,11 +283,11 @@ static void print_report(FILE *f, const fattn_diff_opts *o, const fattn_diff_rep
             "summary: %zu dataset%s compared, %zu counted difference%s (%zu different, "
             "%zu corrupt, %zu structure, %zu value, %zu missing in A, %zu missing in B), %zu "
             "private%s; exit %d\n",
-            r->n_data, cli_s(r->n_data), r->counted, cli_s(r->counted), t[FATTN_DIFF_DIFFERENT],
-            t[FATTN_DIFF_CORRUPT], t[FATTN_DIFF_STRUCTURE], t[FATTN_DIFF_VALUE],
-            t[FATTN_DIFF_MISSING_IN_A],
-            t[FATTN_DIFF_MISSING_IN_B], t[FATTN_DIFF_PRIVATE],
-            t[FATTN_DIFF_PRIVATE] && !show_private ? " (not counted, not listed: --show-private)"
+            r->n_data, cli_s(r->n_data), r->counted, cli_s(r->counted), t[FH_DIFF_DIFFERENT],
+            t[FH_DIFF_CORRUPT], t[FH_DIFF_STRUCTURE], t[FH_DIFF_VALUE],
+            t[FH_DIFF_MISSING_IN_A],
+            t[FH_DIFF_MISSING_IN_B], t[FH_DIFF_PRIVATE],
+            t[FH_DIFF_PRIVATE] && !show_private ? " (not counted, not listed: --show-private)"
                                                    : "",
             rc);
     fflush(f);
@@ -299,9 +299,9 @@ static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null();
 
 static json_t *jattrval(const char *s) { return s ? json_string(s) : json_null(); }
 
-static json_t *json_float_stats(const fattn_diff_opts *o, const fattn_diff_entry *e, json_t *p)
+static json_t *json_float_stats(const fh_diff_opts *o, const fh_diff_entry *e, json_t *p)
 {
-    const fattn_elem_stats *s = &e->st;
+    const fh_elem_stats *s = &e->st;
     double nmse = nmse_of(s);
     json_object_set_new(p, "max_ulp", json_integer((json_int_t)s->max_ulp));
     json_object_set_new(p, "max_rel", jnum(s->max_rel));
@@ -318,18 +318,18 @@ static json_t *json_float_stats(const fattn_diff_opts *o, const fattn_diff_entry
     json_object_set_new(h, "class_changes", json_integer((json_int_t)s->class_changes));
     json_object_set_new(h, "nan_payloads", json_integer((json_int_t)s->nan_payloads));
     json_object_set_new(p, "ulp_histogram", h);
-    if (o->mode == FATTN_ELEM_TOL) {
+    if (o->mode == FH_ELEM_TOL) {
         json_object_set_new(p, "rtol", json_real(e->tol.rtol));
         json_object_set_new(p, "atol", json_real(e->tol.atol));
     }
     return p;
 }
 
-static json_t *json_worst(const fattn_diff_entry *e)
+static json_t *json_worst(const fh_diff_entry *e)
 {
     json_t *wl = json_array();
     for (int k = 0; k < e->st.n_worst; k++) {
-        const fattn_elem_worst *w = &e->st.worst[k];
+        const fh_elem_worst *w = &e->st.worst[k];
         json_t *we = json_object(), *ix = json_array();
         uint64_t m[FATTN_MAX_DIMS];
         unflatten(e, w->index, m);
@@ -350,16 +350,16 @@ static json_t *json_worst(const fattn_diff_entry *e)
     return wl;
 }
 
-static json_t *json_entry(const fattn_diff_opts *o, const fattn_diff_entry *e)
+static json_t *json_entry(const fh_diff_opts *o, const fh_diff_entry *e)
 {
     json_t *p = json_object();
     json_object_set_new(p, "status",
-                        json_string(e->is_private && e->status != FATTN_DIFF_EQUAL
+                        json_string(e->is_private && e->status != FH_DIFF_EQUAL
                                         ? "private"
-                                        : fattn_diff_status_name(e->status)));
+                                        : fh_diff_status_name(e->status)));
     json_object_set_new(p, "kind", json_string(e->kind));
     if (e->is_private)
-        json_object_set_new(p, "private_status", json_string(fattn_diff_status_name(e->status)));
+        json_object_set_new(p, "private_status", json_string(fh_diff_status_name(e->status)));
     if (e->msg)
         json_object_set_new(p, "detail", json_string(e->msg));
     if (e->a && e->b) { /* an attribute's two values, as the text report writes them */
@@ -367,7 +367,7 @@ static json_t *json_entry(const fattn_diff_opts *o, const fattn_diff_entry *e)
         json_object_set_new(p, "b", json_string(e->b));
     }
     if (e->has_data) {
-        const fattn_elem_stats *s = &e->st;
+        const fh_elem_stats *s = &e->st;
         json_t *shape = json_array();
         for (int k = 0; k < e->ndim; k++)
             json_array_append_new(shape, json_integer(e->shape[k]));
@@ -376,7 +376,7 @@ static json_t *json_entry(const fattn_diff_opts *o, const fattn_diff_entry *e)
         json_object_set_new(p, "numel", json_integer((json_int_t)s->numel));
         json_object_set_new(
             p, "count",
-            json_integer((json_int_t)(o->mode == FATTN_ELEM_BITWISE ? s->bit_count
+            json_integer((json_int_t)(o->mode == FH_ELEM_BITWISE ? s->bit_count
                                                                      : s->fail_count)));
         json_object_set_new(p, "bit_count", json_integer((json_int_t)s->bit_count));
         json_object_set_new(p, "max_abs", jnum(s->max_abs));
@@ -395,7 +395,7 @@ static json_t *json_entry(const fattn_diff_opts *o, const fattn_diff_entry *e)
 }
 
 /* Write the JSON report; 0, or -1 after a message on stderr. */
-static int write_json(const char *path, const fattn_diff_opts *o, const fattn_diff_report *r,
+static int write_json(const char *path, const fh_diff_opts *o, const fh_diff_report *r,
                       int exit_code)
 {
     json_t *root = json_object(), *prov = json_array(), *paths = json_object();
@@ -413,9 +413,9 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
     json_object_set_new(root, "reference", json_string("B"));
     json_object_set_new(root, "a", json_string(r->file_a));
     json_object_set_new(root, "b", json_string(r->file_b));
-    if (o->mode == FATTN_ELEM_ULP)
+    if (o->mode == FH_ELEM_ULP)
         json_object_set_new(root, "max_ulp", json_integer((json_int_t)o->max_ulp));
-    if (o->mode == FATTN_ELEM_TOL)
+    if (o->mode == FH_ELEM_TOL)
         json_object_set_new(root, "tol_profile", json_string(o->tol->version));
     json_object_set_new(root, "trust_digests", json_boolean(o->trust_digests));
     json_object_set_new(root, "audit", json_boolean(o->audit));
@@ -431,8 +431,8 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
     }
     for (size_t i = 0; i < r->n_e; i++)
         json_object_set_new(paths, r->e[i].path, json_entry(o, &r->e[i]));
-    for (int k = 0; k <= FATTN_DIFF_PRIVATE; k++)
-        json_object_set_new(summ, fattn_diff_status_name((fattn_diff_status)k),
+    for (int k = 0; k <= FH_DIFF_PRIVATE; k++)
+        json_object_set_new(summ, fh_diff_status_name((fh_diff_status)k),
                             json_integer((json_int_t)r->tally[k]));
     json_object_set_new(summ, "entries", json_integer((json_int_t)r->n_e));
     json_object_set_new(summ, "counted", json_integer((json_int_t)r->counted));
@@ -451,12 +451,12 @@ static int write_json(const char *path, const fattn_diff_opts *o, const fattn_di
     }
     int rc = cli_write_report("diff", "JSON report", path, text);
     free(text);
-    return rc == FATTN_EXIT_OK ? 0 : -1;
+    return rc == FH_EXIT_OK ? 0 : -1;
 }
 
 /* ---- the command --------------------------------------------------------------- */
 
-int fattn_cmd_diff(int argc, char **argv)
+int fh_cmd_diff(int argc, char **argv)
 {
     const char *files[2] = {NULL, NULL};
     const char *mode = NULL, *max_ulp = NULL, *profile = NULL, *only = NULL, *json = NULL;
@@ -470,7 +470,7 @@ int fattn_cmd_diff(int argc, char **argv)
         const char *v = NULL;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(diff_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if (cli_flag(&a, "--trust-digests")) {
             trust = true;
         } else if (cli_flag(&a, "--audit")) {
@@ -505,22 +505,22 @@ int fattn_cmd_diff(int argc, char **argv)
     /* The report must not replace what it reports on. */
     const char *inputs[3] = {files[0], files[1], profile};
     if (json && !cli_is_stdout(json) &&
-        (fattn_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
-         fattn_fileguard_check_output(json) != FATTN_OK))
+        (fh_fileguard_check_distinct(json, inputs, 3) != FATTN_OK ||
+         fh_fileguard_check_output(json) != FATTN_OK))
         return cli_fail("diff", "--json %s", fattn_last_error());
-    fattn_diff_opts o;
+    fh_diff_opts o;
     memset(&o, 0, sizeof o);
-    if (cli_max_memory_or_default("diff", maxmem_s, &o.max_memory) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_max_memory_or_default("diff", maxmem_s, &o.max_memory) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     o.only = only;
     o.trust_digests = trust;
     o.audit = audit;
     if (!mode || !strcmp(mode, "bitwise"))
-        o.mode = FATTN_ELEM_BITWISE;
+        o.mode = FH_ELEM_BITWISE;
     else if (!strcmp(mode, "ulp"))
-        o.mode = FATTN_ELEM_ULP;
+        o.mode = FH_ELEM_ULP;
     else if (!strcmp(mode, "tol"))
-        o.mode = FATTN_ELEM_TOL;
+        o.mode = FH_ELEM_TOL;
     else
         return cli_fail("diff", "--mode '%s': expected bitwise, ulp or tol", mode);
     if (max_ulp) {
@@ -529,39 +529,39 @@ int fattn_cmd_diff(int argc, char **argv)
         unsigned long long u = strtoull(max_ulp, &end, 10);
         if (errno || end == max_ulp || *end || max_ulp[0] == '-')
             return cli_fail("diff", "--max-ulp '%s': expected a non-negative integer", max_ulp);
-        if (o.mode != FATTN_ELEM_ULP)
+        if (o.mode != FH_ELEM_ULP)
             return cli_fail("diff", "--max-ulp needs --mode ulp");
         o.max_ulp = (uint64_t)u;
     }
-    if ((profile || n_tols) && o.mode != FATTN_ELEM_TOL)
+    if ((profile || n_tols) && o.mode != FH_ELEM_TOL)
         return cli_fail("diff", "--tol-profile and --tol need --mode tol");
-    fattn_tol_profile prof;
-    fattn_tol_profile_builtin(&prof);
-    if (profile && fattn_tol_profile_load(profile, &prof) != FATTN_OK) {
-        fattn_tol_profile_free(&prof);
+    fh_tol_profile prof;
+    fh_tol_profile_builtin(&prof);
+    if (profile && fh_tol_profile_load(profile, &prof) != FATTN_OK) {
+        fh_tol_profile_free(&prof);
         return cli_fail("diff", "--tol-profile: %s", fattn_last_error());
     }
     for (size_t i = 0; i < n_tols; i++) {
-        if (fattn_tol_profile_add_rule(&prof, tols[i]) != FATTN_OK) {
-            fattn_tol_profile_free(&prof);
+        if (fh_tol_profile_add_rule(&prof, tols[i]) != FATTN_OK) {
+            fh_tol_profile_free(&prof);
             return cli_fail("diff", "%s", fattn_last_error());
         }
     }
     o.tol = &prof;
-    fattn_diff_report r;
+    fh_diff_report r;
     int rc;
-    if (fattn_diff_files(files[0], files[1], &o, &r) != FATTN_OK) {
+    if (fh_diff_files(files[0], files[1], &o, &r) != FATTN_OK) {
         rc = cli_fail("diff", "%s", fattn_last_error());
     } else {
-        rc = r.counted ? FATTN_EXIT_DIFF : FATTN_EXIT_OK;
+        rc = r.counted ? FH_EXIT_DIFF : FH_EXIT_OK;
         /* the report first: the exit the text prints must be the real one,
          * and a report that cannot be written makes it 2 */
         if (json && write_json(json, &o, &r, rc) != 0)
-            rc = FATTN_EXIT_ERROR;
+            rc = FH_EXIT_ERROR;
         /* with --json -, stdout is the JSON alone and the text goes to stderr */
         print_report(cli_is_stdout(json) ? stderr : stdout, &o, &r, rc, show_private);
     }
-    fattn_diff_report_free(&r);
-    fattn_tol_profile_free(&prof);
+    fh_diff_report_free(&r);
+    fh_tol_profile_free(&prof);
     return rc;
 }

@@ -29,7 +29,7 @@ static unsigned bidi_control(const unsigned char *s, size_t *len)
     return bidi ? cp : 0;
 }
 
-void fattn_escape_markup(FILE *f, const char *s, fattn_markup mode)
+void fh_escape_markup(FILE *f, const char *s, fh_markup mode)
 {
     for (; s && *s; s++) {
         unsigned char ch = (unsigned char)*s;
@@ -50,7 +50,7 @@ void fattn_escape_markup(FILE *f, const char *s, fattn_markup mode)
         case '\'': fputs("&#39;", f); break;
         default: {
             bool control = (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f;
-            fputc(control || (mode == FATTN_MARKUP_XML && ch >= 0x80) ? '?' : ch, f);
+            fputc(control || (mode == FH_MARKUP_XML && ch >= 0x80) ? '?' : ch, f);
         }
         }
     }

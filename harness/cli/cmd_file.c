@@ -39,20 +39,20 @@ static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
 {
     if (!resolved) {
         for (size_t i = 0; i < m->n_sel; i++) {
-            char summary[512], note[FATTN_TE_NOTE_MAX];
-            fattn_spec_summary(m->sel[i], summary, sizeof summary);
-            fattn_case_te_note(m->sel[i], te_rules, note, sizeof note);
+            char summary[512], note[FH_TE_NOTE_MAX];
+            fh_spec_summary(m->sel[i], summary, sizeof summary);
+            fh_case_te_note(m->sel[i], te_rules, note, sizeof note);
             printf("%s\t%s%s%s%s\n", cli_vis(m->sel[i]->id), cli_vis(summary), note[0] ? " [" : "", note,
                    note[0] ? "]" : "");
         }
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
-    /* a case at a time (the array fattn_case_list_json makes, byte for
+    /* a case at a time (the array fh_case_list_json makes, byte for
      * byte): memory stays that of the matrix, not of its resolved model */
     fputs("[", stdout);
     for (size_t i = 0; i < m->n_sel; i++) {
         char *line = NULL;
-        if (fattn_case_json_line(m->sel[i], &line) != FATTN_OK) {
+        if (fh_case_json_line(m->sel[i], &line) != FATTN_OK) {
             fputs("\n", stdout);
             return cli_fail("cases", "%s", fattn_last_error());
         }
@@ -62,10 +62,10 @@ static int print_cases(const cli_matrix *m, bool resolved, unsigned te_rules)
     fputs(m->n_sel ? "]\n" : "\n]\n", stdout);
     if (fflush(stdout) != 0 || ferror(stdout))
         return cli_fail("cases", "stdout: cannot write the resolved cases");
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
-int fattn_cmd_cases(int argc, char **argv)
+int fh_cmd_cases(int argc, char **argv)
 {
     const char *cases = NULL, *filter = NULL, *te_rules_s = NULL, *keyword = NULL;
     bool resolved = false, json = false;
@@ -74,7 +74,7 @@ int fattn_cmd_cases(int argc, char **argv)
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(cases_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if (cli_flag(&a, "--resolved")) {
             resolved = true;
         } else if (cli_flag(&a, "--json")) {
@@ -92,13 +92,13 @@ int fattn_cmd_cases(int argc, char **argv)
         return cli_fail("cases", "--resolved and --json go together (the resolved model is "
                                  "printed only as JSON)");
     unsigned te_rules;
-    if (cli_parse_te_rules("cases", te_rules_s, &te_rules) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_parse_te_rules("cases", te_rules_s, &te_rules) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     cli_matrix m;
-    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
-    if (keyword && cli_matrix_keep_keyword("cases", &m, keyword, filter) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_matrix_load("cases", cases, filter, NULL, &m) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
+    if (keyword && cli_matrix_keep_keyword("cases", &m, keyword, filter) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     int rc = print_cases(&m, resolved, te_rules);
     cli_matrix_free(&m);
     return rc;
@@ -108,7 +108,7 @@ int fattn_cmd_cases(int argc, char **argv)
 
 static int cmp_node_name(const void *x, const void *y)
 {
-    return strcmp((*(const fattn_h5_node *const *)x)->name, (*(const fattn_h5_node *const *)y)->name);
+    return strcmp((*(const fh_h5_node *const *)x)->name, (*(const fh_h5_node *const *)y)->name);
 }
 
 /* "I/N" with 1 <= I <= N <= CLI_SHARD_MAX in canonical decimal: what run
@@ -128,75 +128,75 @@ static bool parse_shard_attr(const char *v, long *i, long *n)
 /* matrix_digest as run computes it (cli_matrix_digest: each case's
  * canonical spec and a newline, in id order), fed one case group at a time
  * from a file, its spec checked as inspect checks it. */
-static fattn_status digest_case_spec(fattn_digest_state *d, const char *path,
-                                     const fattn_h5_node *c)
+static fattn_status digest_case_spec(fh_digest_state *d, const char *path,
+                                     const fh_h5_node *c)
 {
-    fattn_spec spec;
-    fattn_status st = fattn_runfile_case_spec(path, c, &spec);
+    fh_spec spec;
+    fattn_status st = fh_runfile_case_spec(path, c, &spec);
     if (st != FATTN_OK)
         return st;
     char *json = NULL;
-    if ((st = fattn_spec_canonical(&spec, &json)) == FATTN_OK &&
-        (st = fattn_digest_update(d, json, strlen(json))) == FATTN_OK)
-        st = fattn_digest_update(d, "\n", 1);
+    if ((st = fh_spec_canonical(&spec, &json)) == FATTN_OK &&
+        (st = fh_digest_update(d, json, strlen(json))) == FATTN_OK)
+        st = fh_digest_update(d, "\n", 1);
     free(json);
-    fattn_spec_free(&spec);
+    fh_spec_free(&spec);
     return st;
 }
 
 /* Whether a file's (or a merged set's) n cases are the whole matrix its
  * matrix_digest names, so that the digest can be recomputed from them: no
  * shard, and matrix_cases equal to n (a --partial merge holds fewer). */
-static bool digest_checkable(const fattn_h5_node *root, size_t n)
+static bool digest_checkable(const fh_h5_node *root, size_t n)
 {
-    const fattn_h5_attr *md = fattn_h5_node_attr(root, "matrix_digest");
-    const fattn_h5_attr *mc = fattn_h5_node_attr(root, "matrix_cases");
-    return md && !fattn_h5_node_attr(root, "shard") && mc && mc->kind == FATTN_H5_ATTR_INT64 &&
+    const fh_h5_attr *md = fh_h5_node_attr(root, "matrix_digest");
+    const fh_h5_attr *mc = fh_h5_node_attr(root, "matrix_cases");
+    return md && !fh_h5_node_attr(root, "shard") && mc && mc->kind == FH_H5_ATTR_INT64 &&
            mc->i64[0] == (int64_t)n;
 }
 
 /* The recomputed digest against the recorded one. */
-static fattn_status digest_compare(const char *what, fattn_digest_state *d,
-                                   const fattn_h5_node *root)
+static fattn_status digest_compare(const char *what, fh_digest_state *d,
+                                   const fh_h5_node *root)
 {
-    char got[FATTN_DIGEST_LEN];
-    fattn_status st = fattn_digest_final(d, got);
-    const fattn_h5_attr *md = fattn_h5_node_attr(root, "matrix_digest");
-    if (st == FATTN_OK && (md->kind != FATTN_H5_ATTR_STRING || strcmp(md->s, got) != 0))
+    char got[FH_DIGEST_LEN];
+    fattn_status st = fh_digest_final(d, got);
+    const fh_h5_attr *md = fh_h5_node_attr(root, "matrix_digest");
+    if (st == FATTN_OK && (md->kind != FH_H5_ATTR_STRING || strcmp(md->s, got) != 0))
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: matrix_digest is %s, but the specs of its "
                          "cases digest to %s: not the matrix it names (a matrix_digest copied "
                          "from another run?)", what,
-                         md->kind == FATTN_H5_ATTR_STRING ? md->s : "not a string", got);
+                         md->kind == FH_H5_ATTR_STRING ? md->s : "not a string", got);
     return st;
 }
 
 /* A file's shard and matrix_digest, as merge would trust them: a `shard`
  * must be canonical I/N; a file holding its whole matrix (digest_checkable)
  * must hold the cases its matrix_digest names. */
-static fattn_status check_matrix_attrs(const char *path, const fattn_h5_node *root)
+static fattn_status check_matrix_attrs(const char *path, const fh_h5_node *root)
 {
-    const fattn_h5_attr *sh = fattn_h5_node_attr(root, "shard");
+    const fh_h5_attr *sh = fh_h5_node_attr(root, "shard");
     long si, sn;
-    if (sh && (sh->kind != FATTN_H5_ATTR_STRING || !parse_shard_attr(sh->s, &si, &sn)))
+    if (sh && (sh->kind != FH_H5_ATTR_STRING || !parse_shard_attr(sh->s, &si, &sn)))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: root attribute 'shard' is not I/N (1 <= "
                            "I <= N, plain decimal without leading zeros)", path);
-    const fattn_h5_node *cases = fattn_h5_node_find(root, "cases");
+    const fh_h5_node *cases = fh_h5_node_find(root, "cases");
     size_t n = cases ? cases->n_children : 0;
     if (!digest_checkable(root, n))
         return FATTN_OK;
-    const fattn_h5_node **by_id = calloc(n ? n : 1, sizeof *by_id);
+    const fh_h5_node **by_id = calloc(n ? n : 1, sizeof *by_id);
     if (!by_id)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++)
         by_id[i] = cases->children[i];
     qsort((void *)by_id, n, sizeof *by_id, cmp_node_name);
-    fattn_digest_state d;
-    fattn_status st = fattn_digest_init(&d);
+    fh_digest_state d;
+    fattn_status st = fh_digest_init(&d);
     for (size_t i = 0; st == FATTN_OK && i < n; i++)
         st = digest_case_spec(&d, path, by_id[i]);
     free(by_id);
     if (st != FATTN_OK) {
-        fattn_digest_free(&d);
+        fh_digest_free(&d);
         return st;
     }
     return digest_compare(path, &d, root);
@@ -217,21 +217,21 @@ static const char inspect_help[] =
     "metadata and before any data is read, a file whose datasets hold more bytes.\n"
     "Exit 0 if valid, 2 at the first violation (named on stderr).\n";
 
-static void print_attr(const fattn_h5_attr *a, int depth)
+static void print_attr(const fh_h5_attr *a, int depth)
 {
     printf("%*s@%s = ", depth * 2, "", cli_vis(a->name));
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: printf("\"%s\"\n", cli_vis(a->s)); break;
-    case FATTN_H5_ATTR_INT64: printf("%lld\n", (long long)a->i64[0]); break;
-    case FATTN_H5_ATTR_FLOAT32: printf("%.9g (float32)\n", (double)a->f32); break;
-    case FATTN_H5_ATTR_UINT8: printf("%u (uint8)\n", a->u8); break;
-    case FATTN_H5_ATTR_INT64_PAIR:
+    case FH_H5_ATTR_STRING: printf("\"%s\"\n", cli_vis(a->s)); break;
+    case FH_H5_ATTR_INT64: printf("%lld\n", (long long)a->i64[0]); break;
+    case FH_H5_ATTR_FLOAT32: printf("%.9g (float32)\n", (double)a->f32); break;
+    case FH_H5_ATTR_UINT8: printf("%u (uint8)\n", a->u8); break;
+    case FH_H5_ATTR_INT64_PAIR:
         printf("[%lld, %lld]\n", (long long)a->i64[0], (long long)a->i64[1]);
         break;
     }
 }
 
-static void print_tree(const fattn_h5_node *n, int depth)
+static void print_tree(const fh_h5_node *n, int depth)
 {
     if (n->is_dataset) {
         printf("%*s%s  %s [", depth * 2, "", cli_vis(n->name), fattn_dtype_name(n->dtype));
@@ -255,15 +255,15 @@ static void print_tree(const fattn_h5_node *n, int depth)
  * double) was checked from the metadata. */
 static fattn_status read_lenient(const char *path, void *ctx)
 {
-    fattn_h5_estimate e;
-    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, true, &e);
+    fh_h5_estimate e;
+    fattn_status st = fh_runfile_check_size(path, *(const double *)ctx, true, &e);
     if (st != FATTN_OK)
         return st;
-    fattn_h5_node *root = NULL;
-    fattn_h5_read_opts lenient = {.allow_corrupt = true,
-                                  .attr_text_max = fattn_h5_estimate_attr_text(&e)};
-    st = fattn_h5_read_file(path, &lenient, &root);
-    fattn_h5_node_free(root);
+    fh_h5_node *root = NULL;
+    fh_h5_read_opts lenient = {.allow_corrupt = true,
+                                  .attr_text_max = fh_h5_estimate_attr_text(&e)};
+    st = fh_h5_read_file(path, &lenient, &root);
+    fh_h5_node_free(root);
     return st;
 }
 
@@ -277,7 +277,7 @@ static const unsigned char hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n',
 static bool maybe_hdf5(const char *path)
 {
     int fd;
-    if (fattn_fileguard_open_input(path, &fd) != FATTN_OK)
+    if (fh_fileguard_open_input(path, &fd) != FATTN_OK)
         return true;
     bool found = false, io_error = false;
     for (off_t off = 0; !found && off <= ((off_t)1 << 40); off = off ? off * 2 : 512) {
@@ -292,7 +292,7 @@ static bool maybe_hdf5(const char *path)
     return found || io_error;
 }
 
-int fattn_cmd_inspect(int argc, char **argv)
+int fh_cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL, *maxmem_s = NULL;
     cli_args a = {argc, argv, 1, "inspect"};
@@ -300,7 +300,7 @@ int fattn_cmd_inspect(int argc, char **argv)
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(inspect_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if ((r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0)
                 return cli_fail("inspect", "--max-memory needs a value");
@@ -314,36 +314,36 @@ int fattn_cmd_inspect(int argc, char **argv)
     if (!path)
         return cli_fail("inspect", "FILE.h5 is required");
     double max_mem;
-    if (cli_max_memory_or_default("inspect", maxmem_s, &max_mem) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_max_memory_or_default("inspect", maxmem_s, &max_mem) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     /* Read leniently first so a corrupt dataset is still shown in the tree,
      * then validate strictly. */
-    fattn_h5_node *root = NULL;
+    fh_h5_node *root = NULL;
     /* The same lenient read in a forked child first (isolate.h), so a crash
      * inside libhdf5 on a malformed file is exit 2, not fattn's death; the
      * estimate before it, in the child and here. */
     if (!maybe_hdf5(path))
         return cli_fail("inspect", "%s: not an HDF5 file (no HDF5 signature at offset 0, "
                         "512, 1024, ...: fattn inspect reads run files)", path);
-    fattn_h5_estimate e;
-    if (fattn_isolate_run(path, read_lenient, &max_mem, 0, 0) != FATTN_OK ||
-        fattn_runfile_check_size(path, max_mem, true, &e) != FATTN_OK)
+    fh_h5_estimate e;
+    if (fh_isolate_run(path, read_lenient, &max_mem, 0, 0) != FATTN_OK ||
+        fh_runfile_check_size(path, max_mem, true, &e) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
-    fattn_h5_read_opts lenient = {.allow_corrupt = true,
-                                  .attr_text_max = fattn_h5_estimate_attr_text(&e)};
-    if (fattn_h5_read_file(path, &lenient, &root) != FATTN_OK)
+    fh_h5_read_opts lenient = {.allow_corrupt = true,
+                                  .attr_text_max = fh_h5_estimate_attr_text(&e)};
+    if (fh_h5_read_file(path, &lenient, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     print_tree(root, 0);
     fflush(stdout);
-    fattn_h5_node_free(root);
-    if (fattn_runfile_load_bounded(path, max_mem, &root) != FATTN_OK)
+    fh_h5_node_free(root);
+    if (fh_runfile_load_bounded(path, max_mem, &root) != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     fattn_status st = check_matrix_attrs(path, root);
-    fattn_h5_node_free(root);
+    fh_h5_node_free(root);
     if (st != FATTN_OK)
         return cli_fail("inspect", "%s", fattn_last_error());
     fprintf(stderr, "fattn inspect: %s: valid\n", cli_vis(path));
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 static const char merge_help[] =
@@ -362,14 +362,14 @@ static const char merge_help[] =
     "before any data is read, an input whose datasets hold more bytes.\n";
 
 /* Root attributes that must agree between shards (all but created_utc). */
-static int same_attr(const fattn_h5_attr *a, const fattn_h5_attr *b)
+static int same_attr(const fh_h5_attr *a, const fh_h5_attr *b)
 {
     if (a->kind != b->kind)
         return 0;
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: return !strcmp(a->s, b->s);
-    case FATTN_H5_ATTR_FLOAT32: return a->f32 == b->f32;
-    case FATTN_H5_ATTR_UINT8: return a->u8 == b->u8;
+    case FH_H5_ATTR_STRING: return !strcmp(a->s, b->s);
+    case FH_H5_ATTR_FLOAT32: return a->f32 == b->f32;
+    case FH_H5_ATTR_UINT8: return a->u8 == b->u8;
     default: return a->i64[0] == b->i64[0] && a->i64[1] == b->i64[1];
     }
 }
@@ -390,7 +390,7 @@ typedef struct merge_state {
     const char *out;
     const char **ins;
     int n_in;
-    fattn_h5_node *root; /* the first input's root attributes */
+    fh_h5_node *root; /* the first input's root attributes */
     char **scratch;      /* per input; committed ones exist on disk */
     int *slot;           /* per input: its scratch file's signal-cleanup slot */
     int n_scratch;
@@ -415,27 +415,27 @@ static bool per_shard_attr(const char *name)
 }
 
 /* One root attribute onto dst, as it is. */
-static fattn_status put_attr(fattn_h5_node *dst, const fattn_h5_attr *a)
+static fattn_status put_attr(fh_h5_node *dst, const fh_h5_attr *a)
 {
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING: return fattn_h5_node_set_string(dst, a->name, a->s);
-    case FATTN_H5_ATTR_INT64: return fattn_h5_node_set_int64(dst, a->name, a->i64[0]);
-    case FATTN_H5_ATTR_FLOAT32: return fattn_h5_node_set_float32(dst, a->name, a->f32);
-    case FATTN_H5_ATTR_UINT8: return fattn_h5_node_set_uint8(dst, a->name, a->u8);
-    default: return fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
+    case FH_H5_ATTR_STRING: return fh_h5_node_set_string(dst, a->name, a->s);
+    case FH_H5_ATTR_INT64: return fh_h5_node_set_int64(dst, a->name, a->i64[0]);
+    case FH_H5_ATTR_FLOAT32: return fh_h5_node_set_float32(dst, a->name, a->f32);
+    case FH_H5_ATTR_UINT8: return fh_h5_node_set_uint8(dst, a->name, a->u8);
+    default: return fh_h5_node_set_int64_pair(dst, a->name, a->i64);
     }
 }
 
 /* Input f's `shard` against the inputs before it: all shards or none, of
  * one N, no shard twice. */
-static int merge_check_shard(merge_state *s, int f, const fattn_h5_node *src)
+static int merge_check_shard(merge_state *s, int f, const fh_h5_node *src)
 {
-    const fattn_h5_attr *a = fattn_h5_node_attr(src, "shard");
-    if (a && (a->kind != FATTN_H5_ATTR_STRING ||
+    const fh_h5_attr *a = fh_h5_node_attr(src, "shard");
+    if (a && (a->kind != FH_H5_ATTR_STRING ||
               !parse_shard_attr(a->s, &s->shard_i[f], &s->shard_n[f])))
         return cli_fail("merge", "%s: root attribute 'shard' is not I/N", s->ins[f]);
     if (f == 0)
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     int sh = s->shard_n[f] ? f : 0, un = s->shard_n[f] ? 0 : f;
     if (!s->shard_n[f] != !s->shard_n[0])
         return cli_fail("merge", "mixed set: %s is shard %ld/%ld, %s is not a shard",
@@ -448,30 +448,30 @@ static int merge_check_shard(merge_state *s, int f, const fattn_h5_node *src)
         if (s->shard_i[g] == s->shard_i[f])
             return cli_fail("merge", "%s and %s are both shard %ld/%ld", s->ins[g], s->ins[f],
                             s->shard_i[f], s->shard_n[f]);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* Input f's root attributes against the first input's (all but those of
  * each shard); the first input's become the output's. */
-static int merge_check_root(merge_state *s, int f, const fattn_h5_node *src)
+static int merge_check_root(merge_state *s, int f, const fh_h5_node *src)
 {
     int rc = merge_check_shard(s, f, src);
-    if (rc != FATTN_EXIT_OK)
+    if (rc != FH_EXIT_OK)
         return rc;
     if (f == 0) {
-        fattn_status st = fattn_h5_node_new_group("", &s->root);
+        fattn_status st = fh_h5_node_new_group("", &s->root);
         for (size_t i = 0; st == FATTN_OK && i < src->n_attrs; i++)
             if (strcmp(src->attrs[i].name, "shard") != 0)
                 st = put_attr(s->root, &src->attrs[i]);
-        return st == FATTN_OK ? FATTN_EXIT_OK : cli_fail("merge", "%s", fattn_last_error());
+        return st == FATTN_OK ? FH_EXIT_OK : cli_fail("merge", "%s", fattn_last_error());
     }
     size_t n = 0;
     for (size_t i = 0; i < src->n_attrs; i++) {
-        const fattn_h5_attr *x = &src->attrs[i];
+        const fh_h5_attr *x = &src->attrs[i];
         if (per_shard_attr(x->name))
             continue;
         n++;
-        const fattn_h5_attr *y = fattn_h5_node_attr(s->root, x->name);
+        const fh_h5_attr *y = fh_h5_node_attr(s->root, x->name);
         bool digest = !strcmp(x->name, "matrix_digest") || !strcmp(x->name, "matrix_cases");
         /* unsharded runs of disjoint cases (two filters) merge as they
          * always did: their union is no one matrix, so it gets no digest */
@@ -486,9 +486,9 @@ static int merge_check_root(merge_state *s, int f, const fattn_h5_node *src)
             return cli_fail("merge", "%s: root attribute '%s' differs from %s: not shards of "
                             "one run", s->ins[f], x->name, s->ins[0]);
     }
-    if (n + (fattn_h5_node_attr(s->root, "created_utc") != NULL) != s->root->n_attrs)
+    if (n + (fh_h5_node_attr(s->root, "created_utc") != NULL) != s->root->n_attrs)
         return cli_fail("merge", "%s: root attributes differ from %s", s->ins[f], s->ins[0]);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 static int cmp_long(const void *x, const void *y)
@@ -502,16 +502,16 @@ static int cmp_long(const void *x, const void *y)
 static int merge_check_complete(merge_state *s)
 {
     long n = s->shard_n[0];
-    const fattn_h5_attr *mc = s->root ? fattn_h5_node_attr(s->root, "matrix_cases") : NULL;
+    const fh_h5_attr *mc = s->root ? fh_h5_node_attr(s->root, "matrix_cases") : NULL;
     /* all N shards of one digest, yet cases missing: shards of two listings
      * of one matrix, dealt differently */
-    if (n && (long)s->n_in == n && mc && mc->kind == FATTN_H5_ATTR_INT64 &&
+    if (n && (long)s->n_in == n && mc && mc->kind == FH_H5_ATTR_INT64 &&
         mc->i64[0] != (int64_t)s->n_cases)
         return cli_fail("merge", "mixed set: the %ld shards hold %zu of the matrix's %lld cases "
                         "(shards of the matrix listed in different orders?)", n, s->n_cases,
                         (long long)mc->i64[0]);
     if (!n || (long)s->n_in == n)
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     long *have = malloc((size_t)s->n_in * sizeof *have);
     if (!have)
         return cli_fail("merge", "out of memory");
@@ -535,7 +535,7 @@ static int merge_check_complete(merge_state *s)
     if (s->partial) {
         fprintf(stderr, "fattn merge: --partial: %ld of %ld shards given; missing: %s%s\n",
                 (long)s->n_in, n, list, more);
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
     return cli_fail("merge", "incomplete set: %ld of %ld shards given; missing: %s%s (--partial "
                     "merges them anyway)", (long)s->n_in, n, list, more);
@@ -543,7 +543,7 @@ static int merge_check_complete(merge_state *s)
 
 /* Input f's cases: names recorded (a duplicate id is a conflict) and the
  * trees written to its scratch file. */
-static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
+static int merge_spill(merge_state *s, int f, const fh_h5_node *scases)
 {
     for (size_t i = 0; i < scases->n_children; i++) {
         const char *id = scases->children[i]->name;
@@ -559,7 +559,7 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
             s->cases = c;
             s->cap_cases = cap;
         }
-        if (!(s->cases[s->n_cases].id = fattn_runtree_strdup(id)))
+        if (!(s->cases[s->n_cases].id = fh_runtree_strdup(id)))
             return cli_fail("merge", "out of memory");
         s->cases[s->n_cases++].file = f;
     }
@@ -569,20 +569,20 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
     if (!(s->scratch[f] = malloc(cap)))
         return cli_fail("merge", "out of memory");
     snprintf(s->scratch[f], cap, "%.*s.fattn-merge-%ld-%d", dirlen, s->out, (long)getpid(), f);
-    fattn_h5_writer *w = NULL;
-    fattn_status st = fattn_h5_writer_open(s->scratch[f], &w);
+    fh_h5_writer *w = NULL;
+    fattn_status st = fh_h5_writer_open(s->scratch[f], &w);
     for (size_t i = 0; st == FATTN_OK && i < scases->n_children; i++)
-        st = fattn_h5_writer_put(w, "/cases", scases->children[i]);
+        st = fh_h5_writer_put(w, "/cases", scases->children[i]);
     if (st == FATTN_OK) {
-        st = fattn_h5_writer_commit(w);
+        st = fh_h5_writer_commit(w);
         w = NULL;
     }
-    fattn_h5_writer_abort(w);
+    fh_h5_writer_abort(w);
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
-    s->slot[f] = fattn_fileguard_scratch_register(s->scratch[f]);
+    s->slot[f] = fh_fileguard_scratch_register(s->scratch[f]);
     s->n_scratch = f + 1;
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* The output: root attributes, then every case in id order, each read back
@@ -590,14 +590,14 @@ static int merge_spill(merge_state *s, int f, const fattn_h5_node *scases)
 static int merge_write(merge_state *s)
 {
     qsort(s->cases, s->n_cases, sizeof *s->cases, cmp_merge_case);
-    fattn_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
-    fattn_h5_writer *w = NULL;
+    fh_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
+    fh_h5_writer *w = NULL;
     size_t tensors = 0;
-    fattn_status st = r ? fattn_h5_writer_open(s->out, &w)
+    fattn_status st = r ? fh_h5_writer_open(s->out, &w)
                         : fattn_error(FATTN_E_NOMEM, "out of memory");
-    fattn_h5_node *root = s->root, *filtered = NULL;
+    fh_h5_node *root = s->root, *filtered = NULL;
     if (st == FATTN_OK && s->mixed_matrices) {
-        st = fattn_h5_node_new_group("", &filtered);
+        st = fh_h5_node_new_group("", &filtered);
         for (size_t i = 0; st == FATTN_OK && i < s->root->n_attrs; i++)
             if (strcmp(s->root->attrs[i].name, "matrix_digest") != 0 &&
                 strcmp(s->root->attrs[i].name, "matrix_cases") != 0)
@@ -605,80 +605,80 @@ static int merge_write(merge_state *s)
         root = filtered;
     }
     if (st == FATTN_OK)
-        st = fattn_h5_writer_put(w, "/", root);
-    fattn_h5_node_free(filtered);
+        st = fh_h5_writer_put(w, "/", root);
+    fh_h5_node_free(filtered);
     /* a whole matrix: its matrix_digest recomputed from the merged cases'
      * specs, so a shard of another matrix carrying a copied digest is
      * refused (before the commit: nothing is written) */
-    fattn_digest_state d;
+    fh_digest_state d;
     bool check = !s->mixed_matrices && digest_checkable(s->root, s->n_cases);
-    if (check && st == FATTN_OK && (st = fattn_digest_init(&d)) != FATTN_OK)
+    if (check && st == FATTN_OK && (st = fh_digest_init(&d)) != FATTN_OK)
         check = false;
     bool digest_bad = false;
     for (size_t i = 0; st == FATTN_OK && i < s->n_cases; i++) {
         int f = s->cases[i].file;
-        char path[FATTN_SPEC_ID_MAX + 16];
+        char path[FH_SPEC_ID_MAX + 16];
         snprintf(path, sizeof path, "/cases/%s", s->cases[i].id);
-        fattn_h5_node *c = NULL;
+        fh_h5_node *c = NULL;
         if (!r[f])
-            st = fattn_h5_reader_open(s->scratch[f], &r[f]);
-        if (st == FATTN_OK && (st = fattn_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
+            st = fh_h5_reader_open(s->scratch[f], &r[f]);
+        if (st == FATTN_OK && (st = fh_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
             tensors += cli_count_datasets(c);
             if (check)
                 digest_bad = (st = digest_case_spec(&d, s->ins[f], c)) != FATTN_OK;
             if (st == FATTN_OK)
-                st = fattn_h5_writer_put(w, "/cases", c);
+                st = fh_h5_writer_put(w, "/cases", c);
         }
         if (st == FATTN_OK)
             cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
-        fattn_h5_node_free(c);
+        fh_h5_node_free(c);
     }
     if (st == FATTN_OK && !s->n_cases) {
-        fattn_h5_node *empty = NULL;
-        if ((st = fattn_h5_node_new_group("cases", &empty)) == FATTN_OK)
-            st = fattn_h5_writer_put(w, "/", empty);
-        fattn_h5_node_free(empty);
+        fh_h5_node *empty = NULL;
+        if ((st = fh_h5_node_new_group("cases", &empty)) == FATTN_OK)
+            st = fh_h5_writer_put(w, "/", empty);
+        fh_h5_node_free(empty);
     }
     for (int f = 0; r && f < s->n_in; f++)
-        fattn_h5_reader_close(r[f]);
+        fh_h5_reader_close(r[f]);
     free(r);
     if (check && st == FATTN_OK)
         digest_bad = (st = digest_compare("the merged inputs", &d, s->root)) != FATTN_OK;
     else if (check)
-        fattn_digest_free(&d);
+        fh_digest_free(&d);
     if (st == FATTN_OK) {
-        st = fattn_h5_writer_commit(w);
+        st = fh_h5_writer_commit(w);
         w = NULL;
     }
-    fattn_h5_writer_abort(w);
+    fh_h5_writer_abort(w);
     if (digest_bad)
         return cli_fail("merge", "mixed set: %s", fattn_last_error());
     if (st != FATTN_OK)
         return cli_fail_at("merge", s->out);
     printf("merge: wrote %zu case%s (%zu tensor%s) to %s\n", s->n_cases, cli_s(s->n_cases),
            tensors, cli_s(tensors), cli_vis(s->out));
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* Every input in turn: validated, checked against the first, spilled. */
 static int merge_inputs(merge_state *s)
 {
     for (int f = 0; f < s->n_in; f++) {
-        fattn_h5_node *src = NULL;
-        if (fattn_runfile_load_bounded(s->ins[f], s->max_mem, &src) != FATTN_OK)
+        fh_h5_node *src = NULL;
+        if (fh_runfile_load_bounded(s->ins[f], s->max_mem, &src) != FATTN_OK)
             return cli_fail("merge", "%s", fattn_last_error());
-        int rc = FATTN_EXIT_OK;
-        if (fattn_h5_node_find(src, "audit") || fattn_h5_node_attr(src, "replayed_from"))
+        int rc = FH_EXIT_OK;
+        if (fh_h5_node_find(src, "audit") || fh_h5_node_attr(src, "replayed_from"))
             rc = cli_fail("merge", "%s: audit results and replays are not merged", s->ins[f]);
-        if (rc == FATTN_EXIT_OK)
+        if (rc == FH_EXIT_OK)
             rc = merge_check_root(s, f, src);
-        if (rc == FATTN_EXIT_OK)
-            rc = merge_spill(s, f, fattn_h5_node_find(src, "cases"));
-        fattn_h5_node_free(src);
+        if (rc == FH_EXIT_OK)
+            rc = merge_spill(s, f, fh_h5_node_find(src, "cases"));
+        fh_h5_node_free(src);
         /* its cases are in merge's own scratch file now: its private copy
          * goes, so that one input's copy exists at a time */
-        fattn_fileguard_unpin(s->ins[f]);
-        if (rc != FATTN_EXIT_OK)
+        fh_fileguard_unpin(s->ins[f]);
+        if (rc != FH_EXIT_OK)
             return rc;
     }
     return merge_check_complete(s);
@@ -688,7 +688,7 @@ static void merge_state_free(merge_state *s)
 {
     for (int f = 0; s->scratch && f < s->n_in; f++) {
         if (f < s->n_scratch) {
-            fattn_fileguard_scratch_unregister(s->slot[f]);
+            fh_fileguard_scratch_unregister(s->slot[f]);
             unlink(s->scratch[f]);
         }
         free(s->scratch[f]);
@@ -700,10 +700,10 @@ static void merge_state_free(merge_state *s)
     free(s->cases);
     free(s->shard_i);
     free(s->shard_n);
-    fattn_h5_node_free(s->root);
+    fh_h5_node_free(s->root);
 }
 
-int fattn_cmd_merge(int argc, char **argv)
+int fh_cmd_merge(int argc, char **argv)
 {
     const char *out = NULL, *maxmem_s = NULL;
     const char **ins = calloc((size_t)argc, sizeof *ins);
@@ -715,7 +715,7 @@ int fattn_cmd_merge(int argc, char **argv)
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(merge_help, stdout);
             free(ins);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if (cli_flag(&a, "--partial")) {
             partial = true;
         } else if (cli_flag(&a, "--progress")) {
@@ -737,28 +737,28 @@ int fattn_cmd_merge(int argc, char **argv)
         return cli_fail("merge", "-o OUT.h5 and at least one IN.h5 are required");
     }
     double max_mem;
-    if (cli_max_memory_or_default("merge", maxmem_s, &max_mem) != FATTN_EXIT_OK) {
+    if (cli_max_memory_or_default("merge", maxmem_s, &max_mem) != FH_EXIT_OK) {
         free(ins);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     /* The output must be none of the inputs, refused before reading any. */
-    if (fattn_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
-        fattn_fileguard_check_output(out) != FATTN_OK) {
+    if (fh_fileguard_check_distinct(out, ins, (size_t)n_in) != FATTN_OK ||
+        fh_fileguard_check_output(out) != FATTN_OK) {
         free(ins);
         return cli_fail("merge", "-o %s", fattn_last_error());
     }
-    fattn_run_memory_policy();
+    fh_run_memory_policy();
     merge_state s = {.out = out, .ins = ins, .n_in = n_in, .partial = partial,
                      .progress = cli_progress_wanted(progress), .max_mem = max_mem};
     s.scratch = calloc((size_t)n_in, sizeof *s.scratch);
     s.slot = calloc((size_t)n_in, sizeof *s.slot);
     s.shard_i = calloc((size_t)n_in, sizeof *s.shard_i);
     s.shard_n = calloc((size_t)n_in, sizeof *s.shard_n);
-    int rc = s.scratch && s.slot && s.shard_i && s.shard_n ? FATTN_EXIT_OK
+    int rc = s.scratch && s.slot && s.shard_i && s.shard_n ? FH_EXIT_OK
                                                  : cli_fail("merge", "out of memory");
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = merge_inputs(&s);
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = merge_write(&s);
     merge_state_free(&s);
     free(ins);
@@ -784,7 +784,7 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
     *len = 0;
     /* Regular files only: a FIFO would block, a device never end. */
     int fd;
-    fattn_status ost = fattn_fileguard_open_input(path, &fd);
+    fattn_status ost = fh_fileguard_open_input(path, &fd);
     if (ost != FATTN_OK)
         return ost;
     FILE *f = fdopen(fd, "rb");
@@ -824,7 +824,7 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
     return FATTN_OK;
 }
 
-int fattn_cmd_write_tree(int argc, char **argv)
+int fh_cmd_write_tree(int argc, char **argv)
 {
     const char *out = NULL, *paths[2] = {NULL, NULL};
     int n_paths = 0;
@@ -833,7 +833,7 @@ int fattn_cmd_write_tree(int argc, char **argv)
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(write_tree_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if ((r = cli_opt(&a, "-o", &out))) {
             if (r < 0)
                 return cli_fail("write-tree", "-o needs a value");
@@ -846,24 +846,24 @@ int fattn_cmd_write_tree(int argc, char **argv)
     }
     if (!out || n_paths != 2)
         return cli_fail("write-tree", "MANIFEST.json, DATA.bin and -o OUT.h5 are required");
-    if (fattn_fileguard_check_distinct(out, paths, 2) != FATTN_OK ||
-        fattn_fileguard_check_output(out) != FATTN_OK)
+    if (fh_fileguard_check_distinct(out, paths, 2) != FATTN_OK ||
+        fh_fileguard_check_output(out) != FATTN_OK)
         return cli_fail("write-tree", "-o %s", fattn_last_error());
     char *json = NULL, *blob = NULL;
     size_t json_len = 0, blob_len = 0;
-    fattn_h5_node *tree = NULL;
+    fh_h5_node *tree = NULL;
     fattn_status st = read_all(paths[0], &json, &json_len);
     if (st == FATTN_OK)
         st = read_all(paths[1], &blob, &blob_len);
-    if (st == FATTN_OK && (st = fattn_runtree_from_manifest(json, json_len, blob, blob_len,
+    if (st == FATTN_OK && (st = fh_runtree_from_manifest(json, json_len, blob, blob_len,
                                                             &tree)) != FATTN_OK)
         st = fattn_error(st, "%s: %s", paths[0], fattn_last_error());
     if (st == FATTN_OK)
-        st = fattn_h5_write_file(out, tree, NULL, NULL);
-    fattn_h5_node_free(tree);
+        st = fh_h5_write_file(out, tree, NULL, NULL);
+    fh_h5_node_free(tree);
     free(json);
     free(blob);
     if (st != FATTN_OK)
         return cli_fail("write-tree", "%s", fattn_last_error());
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }

@@ -1,6 +1,6 @@
 /* fattn report: one self-contained HTML page of a verify JSON report or of
  * the difference between two run files (docs/report.md). The results are
- * verify's and diff's own (the JSON report; fattn_diff_files): this command
+ * verify's and diff's own (the JSON report; fh_diff_files): this command
  * only lays them out and, for run files, draws where the bits differ. */
 #include <errno.h>
 #include <jansson.h>
@@ -56,7 +56,7 @@ static const char *jstr(const json_t *o, const char *key)
 }
 
 /* The features of case `id` from the matrix (NULL fields when unknown). */
-static void cell_from_spec(fattn_report_cell *c, const fattn_spec *s)
+static void cell_from_spec(fh_report_cell *c, const fh_spec *s)
 {
     if (!s)
         return;
@@ -68,7 +68,7 @@ static void cell_from_spec(fattn_report_cell *c, const fattn_spec *s)
     c->fp8 = s->fp8 ? fattn_fp8_recipe_name(s->fp8_recipe) : NULL;
 }
 
-static const fattn_spec *matrix_find(const cli_matrix *m, const char *id)
+static const fh_spec *matrix_find(const cli_matrix *m, const char *id)
 {
     for (size_t i = 0; id && i < m->n_sel; i++)
         if (!strcmp(m->sel[i]->id, id))
@@ -79,23 +79,23 @@ static const fattn_spec *matrix_find(const cli_matrix *m, const char *id)
 static void section_start(FILE *f, const char *id, const char *result)
 {
     fputs("<div class=\"case\" id=\"", f);
-    fattn_report_anchor(f, id);
+    fh_report_anchor(f, id);
     fputs("\"><h3><span class=\"badge r-", f);
-    fattn_escape_markup(f, result, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, result, FH_MARKUP_HTML);
     fputs("\">", f);
-    fattn_escape_markup(f, result, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, result, FH_MARKUP_HTML);
     fputs("</span> <code>", f);
-    fattn_escape_markup(f, id, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, id, FH_MARKUP_HTML);
     fputs("</code></h3>\n", f);
 }
 
 static void feature(FILE *f, const char *name, const char *value)
 {
     fprintf(f, "%s%s ", strcmp(name, "layout") ? ", " : "", name);
-    fattn_escape_markup(f, value ? value : "?", FATTN_MARKUP_HTML);
+    fh_escape_markup(f, value ? value : "?", FH_MARKUP_HTML);
 }
 
-static void features_line(FILE *f, const fattn_report_cell *c)
+static void features_line(FILE *f, const fh_report_cell *c)
 {
     fputs("<p class=\"mono\">", f);
     feature(f, "layout", c->layout);
@@ -109,7 +109,7 @@ static void features_line(FILE *f, const fattn_report_cell *c)
 }
 
 /* One verify case's details: its first differences and front-end errors. */
-static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_cell *c)
+static void verify_case_details(FILE *f, const json_t *jc, const fh_report_cell *c)
 {
     section_start(f, c->id, c->result);
     features_line(f, c);
@@ -118,7 +118,7 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
     const json_t *cause = json_object_get(jc, "cause");
     if (nd && json_is_object(cause)) { /* where it starts (docs/verify.md) */
         fputs("<p class=\"cause\">earliest cause: <code>", f);
-        fattn_escape_markup(f, jstr(cause, "text"), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, jstr(cause, "text"), FH_MARKUP_HTML);
         fputs("</code></p>\n", f);
     }
     if (nd) {
@@ -129,22 +129,22 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
         const json_t *d;
         json_array_foreach(first, k, d) {
             fputs("<li><code>", f);
-            fattn_escape_markup(f, jstr(d, "path"), FATTN_MARKUP_HTML);
+            fh_escape_markup(f, jstr(d, "path"), FH_MARKUP_HTML);
             fputs("</code>: ", f);
             const json_t *a = json_object_get(d, "a"), *b = json_object_get(d, "b");
             if (a || b) { /* an attribute: both sides' values */
-                fattn_escape_markup(f, jstr(d, "side_a"), FATTN_MARKUP_HTML);
+                fh_escape_markup(f, jstr(d, "side_a"), FH_MARKUP_HTML);
                 fputs(" <code>", f);
-                fattn_escape_markup(f, json_is_string(a) ? json_string_value(a) : "absent",
-                                    FATTN_MARKUP_HTML);
+                fh_escape_markup(f, json_is_string(a) ? json_string_value(a) : "absent",
+                                    FH_MARKUP_HTML);
                 fputs("</code>, ", f);
-                fattn_escape_markup(f, jstr(d, "side_b"), FATTN_MARKUP_HTML);
+                fh_escape_markup(f, jstr(d, "side_b"), FH_MARKUP_HTML);
                 fputs(" <code>", f);
-                fattn_escape_markup(f, json_is_string(b) ? json_string_value(b) : "absent",
-                                    FATTN_MARKUP_HTML);
+                fh_escape_markup(f, json_is_string(b) ? json_string_value(b) : "absent",
+                                    FH_MARKUP_HTML);
                 fputs("</code>", f);
             } else {
-                fattn_escape_markup(f, jstr(d, "why"), FATTN_MARKUP_HTML);
+                fh_escape_markup(f, jstr(d, "why"), FH_MARKUP_HTML);
             }
             fputs("</li>\n", f);
         }
@@ -155,9 +155,9 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
         if (!side)
             continue;
         fprintf(f, "<p>%s: <code>", k ? "split" : "legacy");
-        fattn_escape_markup(f, jstr(side, "status"), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, jstr(side, "status"), FH_MARKUP_HTML);
         fputs("</code> ", f);
-        fattn_escape_markup(f, jstr(side, "message"), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, jstr(side, "message"), FH_MARKUP_HTML);
         fputs("</p>\n", f);
     }
     if (!json_is_true(json_object_get(jc, "golden")))
@@ -168,23 +168,23 @@ static void verify_case_details(FILE *f, const json_t *jc, const fattn_report_ce
 static void verdict_box(FILE *f, bool good, const char *text)
 {
     fprintf(f, "<p><span class=\"verdict %s\" id=\"verdict\">", good ? "v-ok" : "v-bad");
-    fattn_escape_markup(f, text, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, text, FH_MARKUP_HTML);
     fputs("</span></p>\n", f);
 }
 
 /* The file at path as a tree (metadata only: no data), read as diff reads
  * it: safe to read, not necessarily a valid run (the run a report is about
  * may break the contract). NULL with a message when it cannot be read. */
-static fattn_h5_node *read_tree(const char *path, bool metadata_only, double attr_text_max)
+static fh_h5_node *read_tree(const char *path, bool metadata_only, double attr_text_max)
 {
-    fattn_h5_reader *r = NULL;
-    fattn_h5_node *n = NULL;
-    fattn_h5_read_opts o = {.allow_corrupt = true, .metadata_only = metadata_only,
+    fh_h5_reader *r = NULL;
+    fh_h5_node *n = NULL;
+    fh_h5_read_opts o = {.allow_corrupt = true, .metadata_only = metadata_only,
                             .attr_text_max = attr_text_max};
-    if (path && fattn_h5_reader_open(path, &r) == FATTN_OK)
-        if (fattn_h5_reader_read(r, "/", &o, &n) != FATTN_OK)
+    if (path && fh_h5_reader_open(path, &r) == FATTN_OK)
+        if (fh_h5_reader_read(r, "/", &o, &n) != FATTN_OK)
             n = NULL;
-    fattn_h5_reader_close(r);
+    fh_h5_reader_close(r);
     return n;
 }
 
@@ -192,12 +192,12 @@ static fattn_h5_node *read_tree(const char *path, bool metadata_only, double att
  * bound (ctx, a double), then its metadata. */
 static fattn_status probe_metadata(const char *path, void *ctx)
 {
-    fattn_h5_estimate e;
-    fattn_status st = fattn_runfile_check_size(path, *(const double *)ctx, false, &e);
+    fh_h5_estimate e;
+    fattn_status st = fh_runfile_check_size(path, *(const double *)ctx, false, &e);
     if (st != FATTN_OK)
         return st;
-    fattn_h5_node *n = read_tree(path, true, fattn_h5_estimate_attr_text(&e));
-    fattn_h5_node_free(n);
+    fh_h5_node *n = read_tree(path, true, fh_h5_estimate_attr_text(&e));
+    fh_h5_node_free(n);
     return n ? FATTN_OK : fattn_error(FATTN_E_INVALID_FILE, "%s: %s", path, fattn_last_error());
 }
 
@@ -206,25 +206,25 @@ static fattn_status probe_metadata(const char *path, void *ctx)
  * the report's death) and then here from the same pinned file; shown only
  * when it is a run file (schema fattn-run/1), since the JSON may name any
  * file. NULL with why in *why (static text or fattn_last_error()). */
-static fattn_h5_node *read_goldens(const char *path, double max_mem, const char **why)
+static fh_h5_node *read_goldens(const char *path, double max_mem, const char **why)
 {
     *why = "the verify report names no goldens file";
     if (!path)
         return NULL;
-    fattn_h5_estimate e;
-    if (fattn_isolate_run(path, probe_metadata, &max_mem, 0, 0) != FATTN_OK ||
-        fattn_runfile_check_size(path, max_mem, false, &e) != FATTN_OK) {
+    fh_h5_estimate e;
+    if (fh_isolate_run(path, probe_metadata, &max_mem, 0, 0) != FATTN_OK ||
+        fh_runfile_check_size(path, max_mem, false, &e) != FATTN_OK) {
         *why = fattn_last_error();
         return NULL;
     }
-    fattn_h5_node *g = read_tree(path, true, fattn_h5_estimate_attr_text(&e));
-    const fattn_h5_attr *schema = g ? fattn_h5_node_attr(g, "schema") : NULL;
+    fh_h5_node *g = read_tree(path, true, fh_h5_estimate_attr_text(&e));
+    const fh_h5_attr *schema = g ? fh_h5_node_attr(g, "schema") : NULL;
     if (!g)
         *why = fattn_last_error();
-    else if (!schema || schema->kind != FATTN_H5_ATTR_STRING ||
-             strcmp(schema->s, FATTN_RUN_SCHEMA) != 0) {
-        *why = "not a fattn run file (no schema " FATTN_RUN_SCHEMA ")";
-        fattn_h5_node_free(g);
+    else if (!schema || schema->kind != FH_H5_ATTR_STRING ||
+             strcmp(schema->s, FH_RUN_SCHEMA) != 0) {
+        *why = "not a fattn run file (no schema " FH_RUN_SCHEMA ")";
+        fh_h5_node_free(g);
         g = NULL;
     }
     return g;
@@ -233,16 +233,16 @@ static fattn_h5_node *read_goldens(const char *path, double max_mem, const char 
 static void goldens_provenance(FILE *f, const char *path, double max_mem)
 {
     const char *why;
-    fattn_h5_node *g = read_goldens(path, max_mem, &why);
+    fh_h5_node *g = read_goldens(path, max_mem, &why);
     if (g) {
-        fattn_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
+        fh_report_provenance(f, "the goldens file's root attributes", g, NULL, NULL);
     } else {
         fputs("<p class=\"empty\">the goldens file cannot be read here, its provenance is not "
               "shown: ", f);
-        fattn_escape_markup(f, why, FATTN_MARKUP_HTML);
+        fh_escape_markup(f, why, FH_MARKUP_HTML);
         fputs("</p>\n", f);
     }
-    fattn_h5_node_free(g);
+    fh_h5_node_free(g);
 }
 
 /* The verify page; an exit code. */
@@ -251,12 +251,12 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
 {
     const json_t *cases = json_object_get(root, "cases"), *sum = json_object_get(root, "summary");
     size_t n = json_array_size(cases);
-    fattn_report_cell *cells = calloc(n ? n : 1, sizeof *cells);
+    fh_report_cell *cells = calloc(n ? n : 1, sizeof *cells);
     if (!cells)
         return cli_fail("report", "out of memory");
-    fattn_report_begin(f, "fattn verify report");
+    fh_report_begin(f, "fattn verify report");
     fputs("<h1>fattn verify: ", f);
-    fattn_escape_markup(f, path, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, path, FH_MARKUP_HTML);
     fputs("</h1>\n", f);
     const char *verdict = jstr(root, "verdict");
     verdict_box(f, verdict && !strcmp(verdict, "behavior-neutral"), verdict ? verdict : "?");
@@ -272,7 +272,7 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
     const json_t *contrast = json_object_get(root, "contrast");
     if (json_is_object(contrast)) { /* what the failing cases share (docs/verify.md) */
         fputs("<p class=\"contrast\" id=\"contrast\">", f);
-        fattn_escape_markup(f, jstr(contrast, "text"), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, jstr(contrast, "text"), FH_MARKUP_HTML);
         fputs("</p>\n", f);
     }
     size_t i;
@@ -283,31 +283,31 @@ static int verify_page(FILE *f, const char *path, const json_t *root, const cli_
         cell_from_spec(&cells[i], matrix_find(m, cells[i].id));
     }
     fputs("<h2>Cases</h2>\n", f);
-    fattn_report_grid(f, cells, n);
+    fh_report_grid(f, cells, n);
     fputs("<h2>Provenance</h2>\n<table><tr><th>run</th><td class=\"mono\">engine ", f);
-    fattn_escape_markup(f, jstr(root, "engine"), FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "engine"), FH_MARKUP_HTML);
     fputs(", platform key ", f);
-    fattn_escape_markup(f, jstr(root, "platform_key"), FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "platform_key"), FH_MARKUP_HTML);
     fputs(", TE rules ", f);
-    fattn_escape_markup(f, jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
-                        FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "te_rules") ? jstr(root, "te_rules") : "?",
+                        FH_MARKUP_HTML);
     fprintf(f, ", deterministic backward forced: %s, fattn ",
             json_is_true(json_object_get(root, "forced_deterministic_bwd")) ? "yes" : "no");
-    fattn_escape_markup(f, jstr(root, "fattn_version") ? jstr(root, "fattn_version") : "?",
-                        FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "fattn_version") ? jstr(root, "fattn_version") : "?",
+                        FH_MARKUP_HTML);
     fputs(" at git_rev ", f);
-    fattn_escape_markup(f, jstr(root, "git_rev") ? jstr(root, "git_rev") : "? (not recorded)",
-                        FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "git_rev") ? jstr(root, "git_rev") : "? (not recorded)",
+                        FH_MARKUP_HTML);
     fputs("</td></tr>\n", f);
     fputs("<tr><th>goldens</th><td class=\"mono\">", f);
-    fattn_escape_markup(f, jstr(root, "goldens"), FATTN_MARKUP_HTML);
+    fh_escape_markup(f, jstr(root, "goldens"), FH_MARKUP_HTML);
     fputs("</td></tr></table>\n", f);
     goldens_provenance(f, jstr(root, "goldens"), max_mem);
     fputs("<h2>Details</h2>\n", f);
     json_array_foreach(cases, i, jc) verify_case_details(f, jc, &cells[i]);
-    fattn_report_end(f);
+    fh_report_end(f);
     free(cells);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* ---- two run files ---------------------------------------------------------- */
@@ -332,36 +332,36 @@ static size_t case_of_path(const char *p)
  * spec's own names, never the attribute's text. Cells sorted by id, one per
  * case of either file; each case's counted entries chained (first, next). */
 typedef struct run_cases {
-    fattn_report_cell *cells;
-    fattn_spec *specs; /* owned, parsed `spec` attributes */
+    fh_report_cell *cells;
+    fh_spec *specs; /* owned, parsed `spec` attributes */
     size_t n, n_specs;
     size_t *first, *next; /* entry chains per cell, SIZE_MAX ends */
 } run_cases;
 
 /* An exit code: 2 when a case's spec is not valid. */
-static int add_cases(run_cases *rc, const char *path, const fattn_h5_node *root)
+static int add_cases(run_cases *rc, const char *path, const fh_h5_node *root)
 {
-    const fattn_h5_node *cs = fattn_h5_node_find(root, "cases");
+    const fh_h5_node *cs = fh_h5_node_find(root, "cases");
     for (size_t i = 0; cs && i < cs->n_children; i++) {
-        const fattn_h5_node *c = cs->children[i];
-        if (fattn_runfile_case_spec(path, c, &rc->specs[rc->n_specs]) != FATTN_OK)
+        const fh_h5_node *c = cs->children[i];
+        if (fh_runfile_case_spec(path, c, &rc->specs[rc->n_specs]) != FATTN_OK)
             return cli_fail("report", "%s", fattn_last_error());
-        fattn_report_cell *cell = &rc->cells[rc->n++];
+        fh_report_cell *cell = &rc->cells[rc->n++];
         cell_from_spec(cell, &rc->specs[rc->n_specs++]);
         cell->id = c->name;
         cell->result = "ok";
     }
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 static int cmp_cell_id(const void *x, const void *y)
 {
-    return strcmp(((const fattn_report_cell *)x)->id, ((const fattn_report_cell *)y)->id);
+    return strcmp(((const fh_report_cell *)x)->id, ((const fh_report_cell *)y)->id);
 }
 
 /* Sort by id, keep one cell per case, chain each case's counted entries
  * and mark its result: one sort and one pass over the entries. */
-static bool index_cases(run_cases *rc, const fattn_diff_report *r)
+static bool index_cases(run_cases *rc, const fh_diff_report *r)
 {
     qsort(rc->cells, rc->n, sizeof *rc->cells, cmp_cell_id);
     size_t n = 0;
@@ -379,13 +379,13 @@ static bool index_cases(run_cases *rc, const fattn_diff_report *r)
         rc->next[k] = SIZE_MAX;
         const char *p = r->e[k].path;
         size_t len = case_of_path(p);
-        if (!len || len > FATTN_SPEC_ID_MAX || !fattn_diff_entry_counted(&r->e[k]))
+        if (!len || len > FH_SPEC_ID_MAX || !fh_diff_entry_counted(&r->e[k]))
             continue;
-        char id[FATTN_SPEC_ID_MAX + 1];
+        char id[FH_SPEC_ID_MAX + 1];
         memcpy(id, p + 7, len);
         id[len] = '\0';
-        fattn_report_cell key = {.id = id};
-        fattn_report_cell *c = bsearch(&key, rc->cells, n, sizeof key, cmp_cell_id);
+        fh_report_cell key = {.id = id};
+        fh_report_cell *c = bsearch(&key, rc->cells, n, sizeof key, cmp_cell_id);
         if (!c)
             continue;
         size_t i = (size_t)(c - rc->cells);
@@ -400,27 +400,27 @@ static bool index_cases(run_cases *rc, const fattn_diff_report *r)
  * drawn tensors' data come from (one pair at a time). */
 typedef struct page_budget {
     size_t drawn, listed, not_drawn, not_listed;
-    fattn_h5_reader *ra, *rb;
+    fh_h5_reader *ra, *rb;
 } page_budget;
 
 /* A differing tensor with its data: read from both files now, drawn, freed,
  * so the page holds one pair at a time. */
-static void draw_tensor(FILE *f, const fattn_diff_entry *e, page_budget *pb)
+static void draw_tensor(FILE *f, const fh_diff_entry *e, page_budget *pb)
 {
-    fattn_h5_read_opts o = {.allow_corrupt = true};
-    fattn_h5_node *na = NULL, *nb = NULL;
-    if (fattn_h5_reader_read(pb->ra, e->path, &o, &na) != FATTN_OK ||
-        fattn_h5_reader_read(pb->rb, e->path, &o, &nb) != FATTN_OK) {
-        fattn_h5_node_free(na);
+    fh_h5_read_opts o = {.allow_corrupt = true};
+    fh_h5_node *na = NULL, *nb = NULL;
+    if (fh_h5_reader_read(pb->ra, e->path, &o, &na) != FATTN_OK ||
+        fh_h5_reader_read(pb->rb, e->path, &o, &nb) != FATTN_OK) {
+        fh_h5_node_free(na);
         na = NULL;
     }
-    fattn_report_tensor(f, e, na, nb);
-    fattn_h5_node_free(na);
-    fattn_h5_node_free(nb);
+    fh_report_tensor(f, e, na, nb);
+    fh_h5_node_free(na);
+    fh_h5_node_free(nb);
 }
 
-static void run_case_details(FILE *f, const fattn_report_cell *c, size_t first,
-                             const run_cases *rc, const fattn_diff_report *r, page_budget *pb)
+static void run_case_details(FILE *f, const fh_report_cell *c, size_t first,
+                             const run_cases *rc, const fh_diff_report *r, page_budget *pb)
 {
     section_start(f, c->id, c->result);
     features_line(f, c);
@@ -430,27 +430,27 @@ static void run_case_details(FILE *f, const fattn_report_cell *c, size_t first,
     }
     fputs("<ul>\n", f);
     for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
-        const fattn_diff_entry *e = &r->e[k];
+        const fh_diff_entry *e = &r->e[k];
         if (pb->listed >= REPORT_MAX_LISTED) {
             pb->not_listed++;
             continue;
         }
         pb->listed++;
         fputs("<li><code>", f);
-        fattn_escape_markup(f, e->path, FATTN_MARKUP_HTML);
+        fh_escape_markup(f, e->path, FH_MARKUP_HTML);
         fputs("</code> (", f);
-        fattn_escape_markup(f, e->kind, FATTN_MARKUP_HTML);
-        fprintf(f, "): %s", fattn_diff_status_name(e->status));
+        fh_escape_markup(f, e->kind, FH_MARKUP_HTML);
+        fprintf(f, "): %s", fh_diff_status_name(e->status));
         if (e->msg) {
             fputs(": ", f);
-            fattn_escape_markup(f, e->msg, FATTN_MARKUP_HTML);
+            fh_escape_markup(f, e->msg, FH_MARKUP_HTML);
         }
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
     for (size_t k = first; k != SIZE_MAX; k = rc->next[k]) {
-        const fattn_diff_entry *e = &r->e[k];
-        if (e->status != FATTN_DIFF_DIFFERENT || !e->has_data)
+        const fh_diff_entry *e = &r->e[k];
+        if (e->status != FH_DIFF_DIFFERENT || !e->has_data)
             continue;
         if (pb->drawn < REPORT_MAX_DRAWN) {
             pb->drawn++;
@@ -471,21 +471,21 @@ static void bound_note(FILE *f, const char *a, const char *b, const page_budget 
             "tensor%s not drawn (%d drawn at most), %zu more difference%s not listed (%d at "
             "most). <code>fattn diff ", pb->not_drawn, cli_s(pb->not_drawn), REPORT_MAX_DRAWN,
             pb->not_listed, cli_s(pb->not_listed), REPORT_MAX_LISTED);
-    fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, a, FH_MARKUP_HTML);
     fputc(' ', f);
-    fattn_escape_markup(f, b, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, b, FH_MARKUP_HTML);
     fputs("</code> lists them all.</p>\n", f);
 }
 
-static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
-                            const run_cases *rc, const fattn_h5_node *ta,
-                            const fattn_h5_node *tb, page_budget *pb)
+static void write_runs_page(FILE *f, const char *a, const char *b, const fh_diff_report *r,
+                            const run_cases *rc, const fh_h5_node *ta,
+                            const fh_h5_node *tb, page_budget *pb)
 {
-    fattn_report_begin(f, "fattn report: run files");
+    fh_report_begin(f, "fattn report: run files");
     fputs("<h1>fattn diff: <code>", f);
-    fattn_escape_markup(f, a, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, a, FH_MARKUP_HTML);
     fputs("</code> against <code>", f);
-    fattn_escape_markup(f, b, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, b, FH_MARKUP_HTML);
     fputs("</code></h1>\n", f);
     char verdict[96];
     snprintf(verdict, sizeof verdict, r->counted ? "DIFFERENT: %zu difference%s" : "identical",
@@ -493,34 +493,34 @@ static void write_runs_page(FILE *f, const char *a, const char *b, const fattn_d
     verdict_box(f, r->counted == 0, verdict);
     fprintf(f, "<p>%zu tensor%s compared bitwise, B the reference (as <code>fattn diff</code>"
             ")</p>\n<h2>Cases</h2>\n", r->n_data, cli_s(r->n_data));
-    fattn_report_grid(f, rc->cells, rc->n);
+    fh_report_grid(f, rc->cells, rc->n);
     fputs("<h2>Provenance</h2>\n", f);
-    fattn_report_provenance(f, "A", ta, "B", tb);
+    fh_report_provenance(f, "A", ta, "B", tb);
     fputs("<h2>Details</h2>\n", f);
     for (size_t i = 0; i < rc->n; i++)
         run_case_details(f, &rc->cells[i], rc->first[i], rc, r, pb);
     bound_note(f, a, b, pb);
-    fattn_report_end(f);
+    fh_report_end(f);
 }
 
-static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_report *r,
-                     const fattn_h5_node *ta, const fattn_h5_node *tb, page_budget *pb)
+static int runs_page(FILE *f, const char *a, const char *b, const fh_diff_report *r,
+                     const fh_h5_node *ta, const fh_h5_node *tb, page_budget *pb)
 {
-    const fattn_h5_node *ca = fattn_h5_node_find(ta, "cases"),
-                        *cb = fattn_h5_node_find(tb, "cases");
+    const fh_h5_node *ca = fh_h5_node_find(ta, "cases"),
+                        *cb = fh_h5_node_find(tb, "cases");
     size_t cap = (ca ? ca->n_children : 0) + (cb ? cb->n_children : 0) + 1;
     run_cases rc = {calloc(cap, sizeof *rc.cells), calloc(cap, sizeof *rc.specs), 0, 0, NULL,
                     NULL};
-    int code = FATTN_EXIT_OK;
+    int code = FH_EXIT_OK;
     if (!rc.cells || !rc.specs)
         code = cli_fail("report", "out of memory");
-    else if ((code = add_cases(&rc, a, ta)) == FATTN_EXIT_OK &&
-             (code = add_cases(&rc, b, tb)) == FATTN_EXIT_OK && !index_cases(&rc, r))
+    else if ((code = add_cases(&rc, a, ta)) == FH_EXIT_OK &&
+             (code = add_cases(&rc, b, tb)) == FH_EXIT_OK && !index_cases(&rc, r))
         code = cli_fail("report", "out of memory");
-    if (code == FATTN_EXIT_OK)
+    if (code == FH_EXIT_OK)
         write_runs_page(f, a, b, r, &rc, ta, tb, pb);
     for (size_t i = 0; i < rc.n_specs; i++)
-        fattn_spec_free(&rc.specs[i]);
+        fh_spec_free(&rc.specs[i]);
     free(rc.cells);
     free(rc.specs);
     free(rc.first);
@@ -535,14 +535,14 @@ static int runs_page(FILE *f, const char *a, const char *b, const fattn_diff_rep
  * byte), a line per object and attribute, the drawn tensors' maps. */
 enum { REPORT_LINE_COST = 512, REPORT_DRAWING_COST = 1 << 20, REPORT_ESCAPE_GROWTH = 6 };
 
-static double runs_page_memory(const fattn_h5_estimate *a, const fattn_h5_estimate *b)
+static double runs_page_memory(const fh_h5_estimate *a, const fh_h5_estimate *b)
 {
     double text = REPORT_ESCAPE_GROWTH *
-                      (fattn_h5_estimate_attr_text(a) + fattn_h5_estimate_attr_text(b)) +
+                      (fh_h5_estimate_attr_text(a) + fh_h5_estimate_attr_text(b)) +
                   REPORT_LINE_COST * (a->objects + a->attrs + b->objects + b->attrs) +
                   (double)REPORT_MAX_DRAWN * REPORT_DRAWING_COST;
-    return fattn_diff_memory(a, b, 0) + fattn_h5_estimate_tree(a, false) +
-           fattn_h5_estimate_tree(b, false) + a->largest + b->largest + text;
+    return fh_diff_memory(a, b, 0) + fh_h5_estimate_tree(a, false) +
+           fh_h5_estimate_tree(b, false) + a->largest + b->largest + text;
 }
 
 /* Both run files compared (diff streams them, each checked in the isolated
@@ -551,40 +551,40 @@ static double runs_page_memory(const fattn_h5_estimate *a, const fattn_h5_estima
  * time; an exit code. */
 static int runs_report(FILE *f, const char *a, const char *b, double max_mem)
 {
-    fattn_diff_opts o = {.mode = FATTN_ELEM_BITWISE, .max_memory = max_mem};
-    fattn_diff_report r;
-    if (fattn_diff_files(a, b, &o, &r) != FATTN_OK) {
+    fh_diff_opts o = {.mode = FH_ELEM_BITWISE, .max_memory = max_mem};
+    fh_diff_report r;
+    if (fh_diff_files(a, b, &o, &r) != FATTN_OK) {
         int rc = cli_fail("report", "%s", fattn_last_error());
-        fattn_diff_report_free(&r);
+        fh_diff_report_free(&r);
         return rc;
     }
-    fattn_h5_estimate ea, eb;
-    fattn_h5_node *ta = NULL, *tb = NULL;
+    fh_h5_estimate ea, eb;
+    fh_h5_node *ta = NULL, *tb = NULL;
     page_budget pb = {0};
-    int rc = FATTN_EXIT_OK;
+    int rc = FH_EXIT_OK;
     double need = 0;
-    if (fattn_h5_estimate_file(a, &ea) != FATTN_OK || fattn_h5_estimate_file(b, &eb) != FATTN_OK)
+    if (fh_h5_estimate_file(a, &ea) != FATTN_OK || fh_h5_estimate_file(b, &eb) != FATTN_OK)
         rc = cli_fail("report", "%s", fattn_last_error());
     else if ((need = runs_page_memory(&ea, &eb)) > max_mem)
         rc = cli_fail("report", "%s and %s: the page holds an estimated %.0f bytes (the "
                       "comparison, both trees without data, attribute text up to %.0f and "
                       "%.0f escaped into the page, the largest pair of tensors drawn), over "
                       "--max-memory %.0f: refused before the page is made", a, b, need,
-                      fattn_h5_estimate_attr_text(&ea), fattn_h5_estimate_attr_text(&eb),
+                      fh_h5_estimate_attr_text(&ea), fh_h5_estimate_attr_text(&eb),
                       max_mem);
-    else if (!(ta = read_tree(a, true, fattn_h5_estimate_attr_text(&ea))) ||
-             fattn_h5_reader_open(a, &pb.ra) != FATTN_OK)
+    else if (!(ta = read_tree(a, true, fh_h5_estimate_attr_text(&ea))) ||
+             fh_h5_reader_open(a, &pb.ra) != FATTN_OK)
         rc = cli_fail_at("report", a);
-    else if (!(tb = read_tree(b, true, fattn_h5_estimate_attr_text(&eb))) ||
-             fattn_h5_reader_open(b, &pb.rb) != FATTN_OK)
+    else if (!(tb = read_tree(b, true, fh_h5_estimate_attr_text(&eb))) ||
+             fh_h5_reader_open(b, &pb.rb) != FATTN_OK)
         rc = cli_fail_at("report", b);
     else
         rc = runs_page(f, a, b, &r, ta, tb, &pb);
-    fattn_h5_reader_close(pb.ra);
-    fattn_h5_reader_close(pb.rb);
-    fattn_h5_node_free(ta);
-    fattn_h5_node_free(tb);
-    fattn_diff_report_free(&r);
+    fh_h5_reader_close(pb.ra);
+    fh_h5_reader_close(pb.rb);
+    fh_h5_node_free(ta);
+    fh_h5_node_free(tb);
+    fh_diff_report_free(&r);
     return rc;
 }
 
@@ -607,7 +607,7 @@ static int verify_json_check(const char *path, const json_t *root)
                             path, i, !id ? "no string id"
                                          : "result is not one of ok, different, error, skipped");
     }
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* What a verify JSON of `bytes` becomes in memory: jansson's values (a
@@ -619,41 +619,41 @@ static int verify_report(FILE *f, const char *path, const char *cases, const cha
                          double max_mem)
 {
     /* pinned first: a FIFO or device is refused, not waited on */
-    if (fattn_fileguard_pin(path) != FATTN_OK)
+    if (fh_fileguard_pin(path) != FATTN_OK)
         return cli_fail("report", "%s", fattn_last_error());
     char fdpath[64];
     struct stat sb;
-    if (stat(fattn_fileguard_read_path(path, fdpath, sizeof fdpath), &sb) != 0)
+    if (stat(fh_fileguard_read_path(path, fdpath, sizeof fdpath), &sb) != 0)
         return cli_fail("report", "%s: %s", path, strerror(errno));
     double need = REPORT_JSON_GROWTH * (double)sb.st_size +
-                  (double)fattn_fileguard_pinned_memory();
+                  (double)fh_fileguard_pinned_memory();
     if (need > max_mem)
         return cli_fail("report", "%s: its page holds an estimated %.0f bytes (the JSON's %lld "
                         "bytes parsed and escaped into the page), over --max-memory %.0f: "
                         "refused before it is read", path, need, (long long)sb.st_size,
                         max_mem);
     json_error_t err;
-    json_t *root = json_load_file(fattn_fileguard_read_path(path, fdpath, sizeof fdpath), 0, &err);
+    json_t *root = json_load_file(fh_fileguard_read_path(path, fdpath, sizeof fdpath), 0, &err);
     if (!root && err.line < 1) /* jansson could not read it at all */
         return cli_fail("report", "%s: %s", path, err.text);
     if (!root)
         return cli_fail("report", "%s: not a JSON file: line %d: %s", path, err.line, err.text);
     const char *schema = jstr(root, "schema");
-    int rc = FATTN_EXIT_OK;
+    int rc = FH_EXIT_OK;
     if (!schema || strcmp(schema, "fattn-verify/1") || !json_is_array(json_object_get(root, "cases")))
         rc = cli_fail("report", "%s: not a fattn verify JSON report (schema fattn-verify/1); "
                       "two run files make a diff report", path);
     else
         rc = verify_json_check(path, root);
     const char *goldens = jstr(root, "goldens");
-    if (rc == FATTN_EXIT_OK && !cli_is_stdout(out) &&
-        fattn_fileguard_check_distinct(out, &goldens, 1) != FATTN_OK)
+    if (rc == FH_EXIT_OK && !cli_is_stdout(out) &&
+        fh_fileguard_check_distinct(out, &goldens, 1) != FATTN_OK)
         rc = cli_fail("report", "-o %s (the goldens file the verify report names)",
                       fattn_last_error());
     cli_matrix m;
-    if (rc == FATTN_EXIT_OK && cli_matrix_load("report", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
-        rc = FATTN_EXIT_ERROR;
-    else if (rc == FATTN_EXIT_OK) {
+    if (rc == FH_EXIT_OK && cli_matrix_load("report", cases, NULL, NULL, &m) != FH_EXIT_OK)
+        rc = FH_EXIT_ERROR;
+    else if (rc == FH_EXIT_OK) {
         rc = verify_page(f, path, root, &m, max_mem);
         cli_matrix_free(&m);
     }
@@ -661,7 +661,7 @@ static int verify_report(FILE *f, const char *path, const char *cases, const cha
     return rc;
 }
 
-int fattn_cmd_report(int argc, char **argv)
+int fh_cmd_report(int argc, char **argv)
 {
     const char *in[2] = {NULL, NULL}, *out = NULL, *cases = NULL, *maxmem_s = NULL;
     size_t n_in = 0;
@@ -670,7 +670,7 @@ int fattn_cmd_report(int argc, char **argv)
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(report_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if ((r = cli_opt(&a, "-o", &out)) || (r = cli_opt(&a, "--cases", &cases)) ||
                    (r = cli_opt(&a, "--max-memory", &maxmem_s))) {
             if (r < 0)
@@ -690,13 +690,13 @@ int fattn_cmd_report(int argc, char **argv)
     if (!out)
         return cli_fail("report", "-o REPORT.html is required");
     double max_mem;
-    if (cli_max_memory_or_default("report", maxmem_s, &max_mem) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_max_memory_or_default("report", maxmem_s, &max_mem) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     if (n_in == 2 && cases)
         return cli_fail("report", "--cases is for a verify report: run files record their specs");
     const char *named[3] = {in[0], in[1], cases};
-    if (!cli_is_stdout(out) && (fattn_fileguard_check_distinct(out, named, 3) != FATTN_OK ||
-                                fattn_fileguard_check_output(out) != FATTN_OK))
+    if (!cli_is_stdout(out) && (fh_fileguard_check_distinct(out, named, 3) != FATTN_OK ||
+                                fh_fileguard_check_output(out) != FATTN_OK))
         return cli_fail("report", "-o %s", fattn_last_error());
     page p = {0};
     if (!(p.f = open_memstream(&p.text, &p.len)))
@@ -708,9 +708,9 @@ int fattn_cmd_report(int argc, char **argv)
         free(p.text);
         return cli_fail("report", "%s: cannot build the page: out of memory", out);
     }
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = cli_write_report("report", "HTML report", out, p.text);
-    if (rc == FATTN_EXIT_OK && !cli_is_stdout(out))
+    if (rc == FH_EXIT_OK && !cli_is_stdout(out))
         printf("report: wrote %s\n", cli_vis(out));
     free(p.text);
     return rc;

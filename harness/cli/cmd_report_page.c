@@ -12,10 +12,10 @@
 #include "escape.h"
 #include "report.h"
 
-void fattn_report_begin(FILE *f, const char *title)
+void fh_report_begin(FILE *f, const char *title)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", f);
-    fattn_escape_markup(f, title, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, title, FH_MARKUP_HTML);
     fputs("</title>\n<style>\n"
           "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\n"
           "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}\n"
@@ -36,9 +36,9 @@ void fattn_report_begin(FILE *f, const char *title)
           f);
 }
 
-void fattn_report_end(FILE *f) { fputs("</body>\n</html>\n", f); }
+void fh_report_end(FILE *f) { fputs("</body>\n</html>\n", f); }
 
-void fattn_report_anchor(FILE *f, const char *id)
+void fh_report_anchor(FILE *f, const char *id)
 {
     fputs("case-", f);
     for (; id && *id; id++) {
@@ -59,7 +59,7 @@ static const char *const grid_cols[] = {"float16", "bfloat16", "float32", "FP8"}
 #define GRID_NCOLS (sizeof grid_cols / sizeof grid_cols[0])
 #define GRID_FP8 (GRID_NCOLS - 1)
 
-static int col_of(const fattn_report_cell *c)
+static int col_of(const fh_report_cell *c)
 {
     if (c->fp8)
         return (int)GRID_FP8;
@@ -71,12 +71,12 @@ static int col_of(const fattn_report_cell *c)
 
 /* Grid order: row (layout, mask), then column, then the input's order. */
 typedef struct grid_item {
-    const fattn_report_cell *c;
+    const fh_report_cell *c;
     int col;
     size_t i;
 } grid_item;
 
-static int cmp_row(const fattn_report_cell *x, const fattn_report_cell *y)
+static int cmp_row(const fh_report_cell *x, const fh_report_cell *y)
 {
     int c = strcmp(or_unknown(x->layout), or_unknown(y->layout));
     return c ? c : strcmp(or_unknown(x->mask), or_unknown(y->mask));
@@ -99,12 +99,12 @@ static void text_prefix(FILE *f, const char *s, size_t n)
     char buf[8];
     assert(n < sizeof buf);
     snprintf(buf, sizeof buf, "%.*s", (int)n, s);
-    fattn_escape_markup(f, buf, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, buf, FH_MARKUP_HTML);
 }
 
 /* The short label of a case's square: its bias and softmax, the defaults
  * left out. */
-static void chip_label(FILE *f, const fattn_report_cell *c)
+static void chip_label(FILE *f, const fh_report_cell *c)
 {
     bool bias = c->bias && strcmp(c->bias, "no_bias");
     bool sm = c->softmax && strcmp(c->softmax, "vanilla");
@@ -118,23 +118,23 @@ static void chip_label(FILE *f, const fattn_report_cell *c)
         fputs("&middot;", f);
 }
 
-static void grid_chip(FILE *f, const fattn_report_cell *c)
+static void grid_chip(FILE *f, const fh_report_cell *c)
 {
     fputs("<a class=\"chip r-", f);
-    fattn_escape_markup(f, c->result, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, c->result, FH_MARKUP_HTML);
     fputs("\" href=\"#", f);
-    fattn_report_anchor(f, c->id);
+    fh_report_anchor(f, c->id);
     fputs("\" title=\"", f);
-    fattn_escape_markup(f, c->id, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, c->id, FH_MARKUP_HTML);
     fputs(": ", f);
-    fattn_escape_markup(f, c->result, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, c->result, FH_MARKUP_HTML);
     fputs(" (bias ", f);
-    fattn_escape_markup(f, or_unknown(c->bias), FATTN_MARKUP_HTML);
+    fh_escape_markup(f, or_unknown(c->bias), FH_MARKUP_HTML);
     fputs(", softmax ", f);
-    fattn_escape_markup(f, or_unknown(c->softmax), FATTN_MARKUP_HTML);
+    fh_escape_markup(f, or_unknown(c->softmax), FH_MARKUP_HTML);
     if (c->fp8) {
         fputs(", FP8 ", f);
-        fattn_escape_markup(f, c->fp8, FATTN_MARKUP_HTML);
+        fh_escape_markup(f, c->fp8, FH_MARKUP_HTML);
     }
     fputs(")\">", f);
     chip_label(f, c);
@@ -159,7 +159,7 @@ static void grid_legend(FILE *f, size_t n_fp8, size_t unplaced)
     fputs("</p>\n", f);
 }
 
-void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n)
+void fh_report_grid(FILE *f, const fh_report_cell *cells, size_t n)
 {
     /* sorted once: each row, and in it each column, is one run of items */
     grid_item *it = calloc(n ? n : 1, sizeof *it);
@@ -179,11 +179,11 @@ void fattn_report_grid(FILE *f, const fattn_report_cell *cells, size_t n)
         fprintf(f, "<th>%s</th>", grid_cols[k]);
     fputs("</tr>\n", f);
     for (size_t i = 0; i < n;) {
-        const fattn_report_cell *row = it[i].c;
+        const fh_report_cell *row = it[i].c;
         fputs("<tr><td class=\"mono\">", f);
-        fattn_escape_markup(f, or_unknown(row->layout), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, or_unknown(row->layout), FH_MARKUP_HTML);
         fputs("</td><td class=\"mono\">", f);
-        fattn_escape_markup(f, or_unknown(row->mask), FATTN_MARKUP_HTML);
+        fh_escape_markup(f, or_unknown(row->mask), FH_MARKUP_HTML);
         fputs("</td>", f);
         while (i < n && cmp_row(it[i].c, row) == 0 && it[i].col < 0)
             i++; /* an unknown dtype: counted, not drawn */
@@ -266,10 +266,10 @@ static uint64_t elem_distance(fattn_dtype t, uint64_t xa, uint64_t xb)
 {
     if (!fattn_dtype_is_float(t))
         return 1;
-    double a = fattn_elem_decode(t, xa), b = fattn_elem_decode(t, xb);
+    double a = fh_elem_decode(t, xa), b = fh_elem_decode(t, xb);
     if (isnan(a) || isnan(b) || isinf(a) || isinf(b) || signbit(a) != signbit(b))
         return UINT64_MAX;
-    uint64_t u = fattn_elem_ulp(t, xa, xb);
+    uint64_t u = fh_elem_ulp(t, xa, xb);
     return u ? u : 1;
 }
 
@@ -285,7 +285,7 @@ typedef struct diff_map {
 } diff_map;
 
 /* Fill the map: the first MAP_PANELS panels with a difference. */
-static bool diff_map_build(diff_map *d, const fattn_h5_node *a, const fattn_h5_node *b)
+static bool diff_map_build(diff_map *d, const fh_h5_node *a, const fh_h5_node *b)
 {
     memset(d, 0, sizeof *d);
     d->ax = map_axes_of(a->ndim, a->shape);
@@ -300,7 +300,7 @@ static bool diff_map_build(diff_map *d, const fattn_h5_node *a, const fattn_h5_n
     uint64_t numel = es ? a->nbytes / es : 0, last_panel = UINT64_MAX, slot = 0;
     const unsigned char *pa = a->data, *pb = b->data;
     for (uint64_t i = 0; i < numel; i++) {
-        uint64_t xa = fattn_elem_bits(pa + i * es, es), xb = fattn_elem_bits(pb + i * es, es);
+        uint64_t xa = fh_elem_bits(pa + i * es, es), xb = fh_elem_bits(pb + i * es, es);
         if (xa == xb)
             continue;
         uint64_t panel, row, col;
@@ -352,7 +352,7 @@ static void cell_colour(FILE *f, uint64_t dist, uint64_t max_d)
     fprintf(f, "hsl(%d,100%%,%d%%)", (int)lround(55 - 55 * t), (int)lround(60 - 25 * t));
 }
 
-static void map_panel(FILE *f, const diff_map *d, const fattn_h5_node *a, uint64_t slot)
+static void map_panel(FILE *f, const diff_map *d, const fh_h5_node *a, uint64_t slot)
 {
     int px = (int)(256 / (d->rc > d->cc ? d->rc : d->cc));
     px = px < 3 ? 3 : px > 24 ? 24 : px;
@@ -389,7 +389,7 @@ static void map_panel(FILE *f, const diff_map *d, const fattn_h5_node *a, uint64
     fputs("</svg></div>\n", f);
 }
 
-static void tensor_map(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b)
+static void tensor_map(FILE *f, const fh_h5_node *a, const fh_h5_node *b)
 {
     diff_map d;
     if (!diff_map_build(&d, a, b)) {
@@ -416,7 +416,7 @@ static void tensor_map(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b)
 }
 
 /* The diff's ULP histogram of the differing elements (elemcmp.h buckets). */
-static void tensor_histogram(FILE *f, const fattn_elem_stats *s)
+static void tensor_histogram(FILE *f, const fh_elem_stats *s)
 {
     static const char *const names[] = {"0 (&plusmn;0)", "1", "2-4", "5-16", "17-256", "&gt;256",
                                         "sign flip", "class change"};
@@ -453,7 +453,7 @@ static void index_text(FILE *f, int ndim, const int64_t *shape, uint64_t i)
 }
 
 /* The first differing elements in C order, both values in decimal and hex. */
-static void tensor_first(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b)
+static void tensor_first(FILE *f, const fh_h5_node *a, const fh_h5_node *b)
 {
     size_t es = fattn_dtype_size(a->dtype);
     uint64_t numel = es ? a->nbytes / es : 0;
@@ -464,7 +464,7 @@ static void tensor_first(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b
     for (uint64_t i = 0; i < numel && shown < FIRST_SHOWN; i++) {
         const unsigned char *pa = (const unsigned char *)a->data + i * es,
                             *pb = (const unsigned char *)b->data + i * es;
-        uint64_t xa = fattn_elem_bits(pa, es), xb = fattn_elem_bits(pb, es);
+        uint64_t xa = fh_elem_bits(pa, es), xb = fh_elem_bits(pb, es);
         if (xa == xb)
             continue;
         fputs("<tr><td class=\"mono\">", f);
@@ -472,7 +472,7 @@ static void tensor_first(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b
         fprintf(f, "</td><td class=\"mono\">%.9g</td><td class=\"mono\">%.9g</td>"
                    "<td class=\"mono\">0x%0*" PRIx64 "</td><td class=\"mono\">0x%0*" PRIx64
                    "</td><td class=\"mono\">",
-                fattn_elem_decode(a->dtype, xa), fattn_elem_decode(a->dtype, xb), (int)es * 2,
+                fh_elem_decode(a->dtype, xa), fh_elem_decode(a->dtype, xb), (int)es * 2,
                 xa, (int)es * 2, xb);
         uint64_t d = fl ? elem_distance(a->dtype, xa, xb) : 0;
         if (!fl)
@@ -480,18 +480,18 @@ static void tensor_first(FILE *f, const fattn_h5_node *a, const fattn_h5_node *b
         else if (d == UINT64_MAX)
             fputs("sign/class", f);
         else
-            fprintf(f, "%" PRIu64, fattn_elem_ulp(a->dtype, xa, xb));
+            fprintf(f, "%" PRIu64, fh_elem_ulp(a->dtype, xa, xb));
         fputs("</td></tr>\n", f);
         shown++;
     }
     fputs("</table>\n", f);
 }
 
-void fattn_report_tensor(FILE *f, const fattn_diff_entry *e, const fattn_h5_node *a,
-                         const fattn_h5_node *b)
+void fh_report_tensor(FILE *f, const fh_diff_entry *e, const fh_h5_node *a,
+                         const fh_h5_node *b)
 {
     fputs("<div class=\"tensor\"><h3 class=\"mono\">", f);
-    fattn_escape_markup(f, e->path, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, e->path, FH_MARKUP_HTML);
     fprintf(f, "</h3>\n<p>%s [", fattn_dtype_name(e->dtype));
     for (int k = 0; k < e->ndim; k++)
         fprintf(f, "%s%" PRId64, k ? "," : "", e->shape[k]);
@@ -517,7 +517,7 @@ void fattn_report_tensor(FILE *f, const fattn_diff_entry *e, const fattn_h5_node
 
 /* ---- provenance ------------------------------------------------------------- */
 
-static void attr_value(FILE *f, const fattn_h5_attr *x)
+static void attr_value(FILE *f, const fh_h5_attr *x)
 {
     char buf[64];
     if (!x) {
@@ -525,34 +525,34 @@ static void attr_value(FILE *f, const fattn_h5_attr *x)
         return;
     }
     switch (x->kind) {
-    case FATTN_H5_ATTR_STRING: fattn_escape_markup(f, x->s, FATTN_MARKUP_HTML); return;
-    case FATTN_H5_ATTR_INT64: snprintf(buf, sizeof buf, "%" PRId64, x->i64[0]); break;
-    case FATTN_H5_ATTR_FLOAT32: snprintf(buf, sizeof buf, "%.9g", (double)x->f32); break;
-    case FATTN_H5_ATTR_UINT8: snprintf(buf, sizeof buf, "%u", (unsigned)x->u8); break;
-    case FATTN_H5_ATTR_INT64_PAIR:
+    case FH_H5_ATTR_STRING: fh_escape_markup(f, x->s, FH_MARKUP_HTML); return;
+    case FH_H5_ATTR_INT64: snprintf(buf, sizeof buf, "%" PRId64, x->i64[0]); break;
+    case FH_H5_ATTR_FLOAT32: snprintf(buf, sizeof buf, "%.9g", (double)x->f32); break;
+    case FH_H5_ATTR_UINT8: snprintf(buf, sizeof buf, "%u", (unsigned)x->u8); break;
+    case FH_H5_ATTR_INT64_PAIR:
         snprintf(buf, sizeof buf, "[%" PRId64 ", %" PRId64 "]", x->i64[0], x->i64[1]);
         break;
     }
     fputs(buf, f);
 }
 
-static bool attr_equal(const fattn_h5_attr *x, const fattn_h5_attr *y)
+static bool attr_equal(const fh_h5_attr *x, const fh_h5_attr *y)
 {
     if (!x || !y || x->kind != y->kind)
         return !x && !y;
-    return x->kind == FATTN_H5_ATTR_STRING ? !strcmp(x->s, y->s)
+    return x->kind == FH_H5_ATTR_STRING ? !strcmp(x->s, y->s)
                                            : x->i64[0] == y->i64[0] && x->i64[1] == y->i64[1] &&
                                                  x->u8 == y->u8 &&
                                                  !memcmp(&x->f32, &y->f32, sizeof x->f32);
 }
 
-static void prov_row(FILE *f, const char *name, const fattn_h5_node *a, const fattn_h5_node *b)
+static void prov_row(FILE *f, const char *name, const fh_h5_node *a, const fh_h5_node *b)
 {
-    const fattn_h5_attr *x = a ? fattn_h5_node_attr(a, name) : NULL;
-    const fattn_h5_attr *y = b ? fattn_h5_node_attr(b, name) : NULL;
+    const fh_h5_attr *x = a ? fh_h5_node_attr(a, name) : NULL;
+    const fh_h5_attr *y = b ? fh_h5_node_attr(b, name) : NULL;
     bool differ = a && b && !attr_equal(x, y);
     fprintf(f, "<tr%s><td class=\"mono\">", differ ? " class=\"differs\"" : "");
-    fattn_escape_markup(f, name, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, name, FH_MARKUP_HTML);
     fputs("</td><td class=\"mono\">", f);
     attr_value(f, x);
     if (b) {
@@ -562,20 +562,20 @@ static void prov_row(FILE *f, const char *name, const fattn_h5_node *a, const fa
     fputs("</td></tr>\n", f);
 }
 
-void fattn_report_provenance(FILE *f, const char *label_a, const fattn_h5_node *a,
-                             const char *label_b, const fattn_h5_node *b)
+void fh_report_provenance(FILE *f, const char *label_a, const fh_h5_node *a,
+                             const char *label_b, const fh_h5_node *b)
 {
     fputs("<table class=\"provenance\"><tr><th>attribute</th><th>", f);
-    fattn_escape_markup(f, label_a, FATTN_MARKUP_HTML);
+    fh_escape_markup(f, label_a, FH_MARKUP_HTML);
     if (b) {
         fputs("</th><th>", f);
-        fattn_escape_markup(f, label_b, FATTN_MARKUP_HTML);
+        fh_escape_markup(f, label_b, FH_MARKUP_HTML);
     }
     fputs("</th></tr>\n", f);
     for (size_t i = 0; a && i < a->n_attrs; i++)
         prov_row(f, a->attrs[i].name, a, b);
     for (size_t i = 0; b && i < b->n_attrs; i++)
-        if (!a || !fattn_h5_node_attr(a, b->attrs[i].name))
+        if (!a || !fh_h5_node_attr(a, b->attrs[i].name))
             prov_row(f, b->attrs[i].name, a, b);
     fputs("</table>\n", f);
     assert(!a || !a->is_dataset);

@@ -75,23 +75,23 @@ static const char verify_help[] =
     "estimate is larger (each case's two runs are kept for the report, as fattn run\n"
     "estimates a run), then goldens that do not fit in what is left.\n";
 
-int fattn_cmd_golden(int argc, char **argv);
+int fh_cmd_golden(int argc, char **argv);
 
-int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool *done)
+int fh_cmd_verify_parse(int argc, char **argv, fh_cmd_verify_env *v, bool *done)
 {
     memset(v, 0, sizeof *v);
     v->backend = "auto";
     v->te_rules = FATTN_TE_RULES_NEWEST;
     *done = false;
     const char *te_rules_s = NULL, *jobs_s = NULL, *maxmem_s = NULL;
-    v->jobs = fattn_cmd_verify_default_jobs();
+    v->jobs = fh_cmd_verify_default_jobs();
     cli_args a = {argc, argv, 1, "verify"};
     for (; a.i < argc; a.i++) {
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(verify_help, stdout);
             *done = true;
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if (cli_flag(&a, "--strict")) {
             v->strict = true;
         } else if (cli_flag(&a, "--progress")) {
@@ -102,9 +102,9 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
             if (r < 0)
                 return cli_fail("verify", "%s needs a value", argv[a.i]);
             long j = 0;
-            if (cli_parse_count_arg("verify", "--jobs", jobs_s, 1, FATTN_VERIFY_MAX_JOBS, &j) !=
-                FATTN_EXIT_OK)
-                return FATTN_EXIT_ERROR;
+            if (cli_parse_count_arg("verify", "--jobs", jobs_s, 1, FH_VERIFY_MAX_JOBS, &j) !=
+                FH_EXIT_OK)
+                return FH_EXIT_ERROR;
             v->jobs = (int)j;
         } else if ((r = cli_opt(&a, "--cases", &v->cases)) ||
                    (r = cli_opt(&a, "-k", &v->keyword)) ||
@@ -126,34 +126,34 @@ int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool 
     if (cli_is_stdout(v->json) && cli_is_stdout(v->junit))
         return cli_fail("verify", "--json - and --junit -: only one report can go to stdout");
     v->progress = cli_progress_wanted(v->progress);
-    if (cli_max_memory_or_default("verify", maxmem_s, &v->max_mem) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_max_memory_or_default("verify", maxmem_s, &v->max_mem) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     return cli_parse_te_rules("verify", te_rules_s, &v->te_rules);
 }
 
-int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
+int fh_cmd_verify_open(fh_cmd_verify_env *v)
 {
     const char *fix_dir = v->fixtures ? v->fixtures : FATTN_SOURCE_ROOT "/fixtures";
     struct stat sb;
     if (stat(fix_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return cli_fail("verify", "fixtures directory %s: %s", fix_dir,
                         errno ? strerror(errno) : "not a directory");
-    if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_matrix_load("verify", v->cases, v->filter, NULL, &v->m) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     if (v->keyword &&
-        cli_matrix_keep_keyword("verify", &v->m, v->keyword, v->filter) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
-    if (fattn_cmd_verify_check_memory("verify", &v->m, true, v->max_mem, &v->cases_mem) !=
-        FATTN_EXIT_OK) {
+        cli_matrix_keep_keyword("verify", &v->m, v->keyword, v->filter) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
+    if (fh_cmd_verify_check_memory("verify", &v->m, true, v->max_mem, &v->cases_mem) !=
+        FH_EXIT_OK) {
         cli_matrix_free(&v->m);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     v->fix_dir = fix_dir;
-    if (fattn_cmd_verify_prebuild(v) != FATTN_EXIT_OK) {
+    if (fh_cmd_verify_prebuild(v) != FH_EXIT_OK) {
         cli_matrix_free(&v->m);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
-    return fattn_cmd_verify_open_engine(v);
+    return fh_cmd_verify_open_engine(v);
 }
 
 /* The case column's width: the longest selected id, at least 48, set with
@@ -161,9 +161,9 @@ int fattn_cmd_verify_open(fattn_cmd_verify_env *v)
  * (print_case keeps the callback signature bench/bench_verify.c uses). */
 static int table_id_width = 48;
 
-void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
+void fh_cmd_verify_print_header(FILE *f, const fh_cmd_verify_env *v)
 {
-    const fattn_verify_goldens *g = &v->goldens;
+    const fh_verify_goldens *g = &v->goldens;
     table_id_width = 48;
     for (size_t i = 0; i < v->m.n_sel; i++) {
         size_t n = strlen(v->m.sel[i]->id);
@@ -176,11 +176,11 @@ void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v)
     fprintf(f, "%-*s %-6s %7s  %s\n", table_id_width, "case", "states", "tensors", "result");
 }
 
-void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
+void fh_cmd_verify_print_case(void *ctx, const fh_verify_case *c)
 {
     FILE *f = ctx;
     char result[3000];
-    fattn_cmd_verify_result_text(c, result, sizeof result);
+    fh_cmd_verify_result_text(c, result, sizeof result);
     /* paths, reasons and messages can come from the goldens file: shown
      * visibly, so that none can start a line of its own (escape.h) */
     fprintf(f, "%-*s %-6s %7zu  %s\n", table_id_width, cli_vis(c->spec->id), c->states,
@@ -188,7 +188,7 @@ void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c)
 }
 
 /* A case's result in one word, for progress lines. */
-static const char *case_word(const fattn_verify_case *c)
+static const char *case_word(const fh_verify_case *c)
 {
     return c->skipped ? "skipped" : c->cmp.differences ? "DIFFERENT" : c->error[0] ? "ERROR"
                                                                                   : "ok";
@@ -199,27 +199,27 @@ typedef struct verify_out {
     FILE *table;
     bool progress, exitfirst;
     size_t done, n;
-    fattn_verify_result *r; /* the run's, to stop it (-x) */
+    fh_verify_result *r; /* the run's, to stop it (-x) */
 } verify_out;
 
-static void verify_on_case(void *ctx, const fattn_verify_case *c)
+static void verify_on_case(void *ctx, const fh_verify_case *c)
 {
     verify_out *o = ctx;
-    fattn_cmd_verify_print_case(o->table, c);
+    fh_cmd_verify_print_case(o->table, c);
     cli_progress_line(o->progress, o->done++, o->n, c->spec->id, case_word(c));
     if (o->exitfirst && (c->cmp.differences || c->error[0]))
         o->r->stop = true;
 }
 
-int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict)
+int fh_cmd_verify_exit(const fh_verify_result *r, bool strict)
 {
-    return r->n_err ? FATTN_EXIT_ERROR
-                    : (r->n_diff || (strict && (r->n_skip || r->n_nogold))) ? FATTN_EXIT_DIFF
-                                                                              : FATTN_EXIT_OK;
+    return r->n_err ? FH_EXIT_ERROR
+                    : (r->n_diff || (strict && (r->n_skip || r->n_nogold))) ? FH_EXIT_DIFF
+                                                                              : FH_EXIT_OK;
 }
 
 /* The commands that show case b's first difference outside verify. */
-static void print_repro(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_case *b)
+static void print_repro(FILE *f, const fh_cmd_verify_env *v, const fh_verify_case *b)
 {
     /* commands that run as pasted: this fattn by its path, paths quoted */
     char fx[1100], cases[1200] = "", backend[64] = "", id[300], gold[1100], q[1100];
@@ -255,7 +255,7 @@ static void print_repro(FILE *f, const fattn_cmd_verify_env *v, const fattn_veri
             "second-backward and inputs checks run only here)\n", fx, id, cases, backend);
 }
 
-static void print_summary(FILE *f, const fattn_verify_result *r)
+static void print_summary(FILE *f, const fh_verify_result *r)
 {
     fprintf(f, "behavior-neutral: %s (%zu case%s, %zu tensor%s, %zu skipped, %zu difference%s"
                "%s%s)\n",
@@ -274,7 +274,7 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
      * all the same); refusals of FP8 cases are counted with the refusals */
     size_t n_fp8 = 0, n_fp8_refused = 0;
     for (size_t i = 0; i < r->n_cases; i++) {
-        const fattn_verify_case *c = &r->cases[i];
+        const fh_verify_case *c = &r->cases[i];
         if (!c->spec->fp8)
             continue;
         n_fp8_refused += c->refused;
@@ -288,14 +288,14 @@ static void print_summary(FILE *f, const fattn_verify_result *r)
 }
 
 /* The JSON report (schema fattn-verify/1); 0, or -1 after a message. */
-static int write_json(const char *path, const fattn_cmd_verify_env *v,
-                      const fattn_verify_result *r, int rc, size_t routed,
-                      const fattn_contrast *contrast)
+static int write_json(const char *path, const fh_cmd_verify_env *v,
+                      const fh_verify_result *r, int rc, size_t routed,
+                      const fh_contrast *contrast)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s,s:i}",
                              "schema", "fattn-verify/1", "engine", v->backend_name,
                              "platform_key", v->goldens.key, "goldens", v->goldens.path,
-                             "cases", fattn_cmd_verify_json_cases(r), "summary", "cases",
+                             "cases", fh_cmd_verify_json_cases(r), "summary", "cases",
                              (json_int_t)r->n_cases, "tensors", (json_int_t)r->n_tensors,
                              "skipped", (json_int_t)r->n_skip, "different_cases",
                              (json_int_t)r->n_diff, "errors", (json_int_t)r->n_err,
@@ -305,7 +305,7 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     if (root)
         json_object_set_new(root, "forced_deterministic_bwd", json_boolean(v->forced));
     if (root)
-        json_object_set_new(root, "contrast", fattn_cmd_verify_json_contrast(contrast));
+        json_object_set_new(root, "contrast", fh_cmd_verify_json_contrast(contrast));
     if (root && v->against)
         json_object_set_new(root, "against",
                             json_pack("{s:s,s:s,s:i,s:s}", "rev", v->against, "sha",
@@ -320,7 +320,7 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
         json_object_set_new(root, "te_rules", json_string(fattn_te_rules_name(v->te_rules)));
     /* the run's side of the provenance (the goldens file holds the other) */
     if (root)
-        json_object_set_new(root, "git_rev", json_string(FATTN_GIT_REV));
+        json_object_set_new(root, "git_rev", json_string(FH_GIT_REV));
     if (root)
         json_object_set_new(root, "fattn_version", json_string(FATTN_VERSION));
     /* One atomic replace (fileguard.h): a full disk leaves the old report. */
@@ -332,17 +332,17 @@ static int write_json(const char *path, const fattn_cmd_verify_env *v,
     }
     int wrc = cli_write_report("verify", "JSON report", path, text);
     free(text);
-    return wrc == FATTN_EXIT_OK ? 0 : -1;
+    return wrc == FH_EXIT_OK ? 0 : -1;
 }
 
 /* The selected cases DotProductAttention would not route to FusedAttention
  * under v->te_rules (te_rules.h). */
-static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
+static size_t dpa_routed_count(const fh_cmd_verify_env *v)
 {
     size_t n = 0;
     for (size_t i = 0; i < v->m.n_sel; i++) {
-        char note[FATTN_TE_NOTE_MAX];
-        fattn_case_te_note(v->m.sel[i], v->te_rules, note, sizeof note);
+        char note[FH_TE_NOTE_MAX];
+        fh_case_te_note(v->m.sel[i], v->te_rules, note, sizeof note);
         n += note[0] != '\0';
     }
     return n;
@@ -352,10 +352,10 @@ static size_t dpa_routed_count(const fattn_cmd_verify_env *v)
  * runner with a cuDNN that has no goldens of its own is compared with the
  * CPU goldens within tolerance, and its log must say so where the verdict
  * is read (docs/verify.md, "Platform keys and goldens"). */
-static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v,
-                               const fattn_verify_result *r)
+static void print_goldens_line(FILE *f, const fh_cmd_verify_env *v,
+                               const fh_verify_result *r)
 {
-    const fattn_verify_goldens *g = &v->goldens;
+    const fh_verify_goldens *g = &v->goldens;
     const char *base = strrchr(g->path, '/');
     base = base ? base + 1 : g->path;
     size_t other = 0;
@@ -381,18 +381,18 @@ static void print_goldens_line(FILE *f, const fattn_cmd_verify_env *v,
                 g->key);
 }
 
-int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_verify_result *r)
+int fh_cmd_verify_finish(FILE *f, const fh_cmd_verify_env *v, const fh_verify_result *r)
 {
     print_summary(f, r);
-    fattn_contrast contrast;
-    fattn_cmd_verify_contrast(r, &contrast);
+    fh_contrast contrast;
+    fh_cmd_verify_contrast(r, &contrast);
     if (contrast.text[0])
         fprintf(f, "%s\n", contrast.text);
     if (r->first_bad)
-        fattn_cmd_verify_print_first(f, r->first_bad);
+        fh_cmd_verify_print_first(f, r->first_bad);
     print_goldens_line(f, v, r);
     if (v->against)
-        fattn_cmd_verify_against_print(f, v);
+        fh_cmd_verify_against_print(f, v);
     if (r->first_bad)
         print_repro(f, v, r->first_bad);
     size_t routed = dpa_routed_count(v);
@@ -403,74 +403,74 @@ int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v, const fattn_
     if (r->stop)
         fprintf(f, "stopped after the first failing case (-x): %zu of %zu case%s run\n",
                 r->n_cases, v->m.n_sel, cli_s(v->m.n_sel));
-    int rc = fattn_cmd_verify_exit(r, v->strict);
+    int rc = fh_cmd_verify_exit(r, v->strict);
     /* --against: the other revision's own verify counts too */
     if (v->against && v->against_verify_exit > rc)
-        rc = v->against_verify_exit <= FATTN_EXIT_ERROR ? v->against_verify_exit
-                                                        : FATTN_EXIT_ERROR;
+        rc = v->against_verify_exit <= FH_EXIT_ERROR ? v->against_verify_exit
+                                                        : FH_EXIT_ERROR;
     if (v->json && write_json(v->json, v, r, rc, routed, &contrast) != 0)
-        rc = FATTN_EXIT_ERROR;
-    if (v->junit && fattn_cmd_verify_write_junit(v->junit, v, r) != 0)
-        rc = FATTN_EXIT_ERROR;
+        rc = FH_EXIT_ERROR;
+    if (v->junit && fh_cmd_verify_write_junit(v->junit, v, r) != 0)
+        rc = FH_EXIT_ERROR;
     return rc;
 }
 
 /* --json and --junit (when not stdout) against the inputs: the cases file
  * and `goldens` (NULL: not known yet), and where a file can be made. */
-static int check_outputs(const fattn_cmd_verify_env *v, const char *goldens)
+static int check_outputs(const fh_cmd_verify_env *v, const char *goldens)
 {
     const char *inputs[2] = {goldens, v->cases};
     const char *outs[2][2] = {{"--json", v->json}, {"--junit", v->junit}};
     for (int k = 0; k < 2; k++) {
         const char *o = outs[k][1];
         if (o && !cli_is_stdout(o) &&
-            (fattn_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
-             fattn_fileguard_check_output(o) != FATTN_OK))
+            (fh_fileguard_check_distinct(o, inputs, 2) != FATTN_OK ||
+             fh_fileguard_check_output(o) != FATTN_OK))
             return cli_fail("verify", "%s %s", outs[k][0], fattn_last_error());
     }
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
-int fattn_cmd_verify(int argc, char **argv)
+int fh_cmd_verify(int argc, char **argv)
 {
-    fattn_cmd_verify_env v;
+    fh_cmd_verify_env v;
     bool done;
-    int rc = fattn_cmd_verify_parse(argc, argv, &v, &done);
-    if (rc != FATTN_EXIT_OK || done)
+    int rc = fh_cmd_verify_parse(argc, argv, &v, &done);
+    if (rc != FH_EXIT_OK || done)
         return rc;
     /* The reports' paths are checked before any work (the plan-building
      * processes of a cold cuDNN verify included): a place no file can be
      * made, the matrix they are about, each other. */
     if (v.json && v.junit && !cli_is_stdout(v.json) && !strcmp(v.json, v.junit))
         return cli_fail("verify", "--json and --junit name the same file %s", v.json);
-    if ((rc = check_outputs(&v, NULL)) != FATTN_EXIT_OK)
+    if ((rc = check_outputs(&v, NULL)) != FH_EXIT_OK)
         return rc;
-    if ((rc = fattn_cmd_verify_open(&v)) != FATTN_EXIT_OK)
+    if ((rc = fh_cmd_verify_open(&v)) != FH_EXIT_OK)
         return rc;
-    if (v.against && (rc = fattn_cmd_verify_against_prepare(&v)) != FATTN_EXIT_OK) {
-        fattn_cmd_verify_close(&v);
+    if (v.against && (rc = fh_cmd_verify_against_prepare(&v)) != FH_EXIT_OK) {
+        fh_cmd_verify_close(&v);
         return rc;
     }
     /* nor the goldens, known once they are opened */
     if ((rc = check_outputs(&v, v.goldens.exact || v.goldens.tolerance ? v.goldens.path
                                                                         : NULL)) !=
-        FATTN_EXIT_OK) {
-        fattn_cmd_verify_close(&v);
+        FH_EXIT_OK) {
+        fh_cmd_verify_close(&v);
         return rc;
     }
     /* with --json - or --junit -, stdout is the report alone and the table
      * goes to stderr */
     FILE *table = cli_is_stdout(v.json) || cli_is_stdout(v.junit) ? stderr : stdout;
-    fattn_cmd_verify_print_header(table, &v);
-    fattn_verify_result r;
+    fh_cmd_verify_print_header(table, &v);
+    fh_verify_result r;
     verify_out out = {table, v.progress, v.exitfirst, 0, v.m.n_sel, &r};
-    if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, verify_on_case, &out, &r) !=
+    if (fh_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, verify_on_case, &out, &r) !=
         FATTN_OK)
         rc = cli_fail("verify", "%s", fattn_last_error());
     else
-        rc = fattn_cmd_verify_finish(table, &v, &r);
-    fattn_verify_result_free(&r);
-    fattn_cmd_verify_close(&v);
+        rc = fh_cmd_verify_finish(table, &v, &r);
+    fh_verify_result_free(&r);
+    fh_cmd_verify_close(&v);
     return rc;
 }
 
@@ -518,8 +518,8 @@ static bool dir_is_empty(const char *path, bool *exists)
  * case as each is made and printed only once all are (nothing is printed
  * for goldens that are not written). */
 typedef struct golden_changes {
-    fattn_h5_node *old;      /* the old goldens, NULL if none could be read */
-    const fattn_h5_node *oc; /* its /cases */
+    fh_h5_node *old;         /* the old goldens, NULL if none could be read */
+    const fh_h5_node *oc; /* its /cases */
     FILE *log;               /* the lines so far (memory stream) */
     char *text;
     size_t len, changed, added;
@@ -531,32 +531,32 @@ static int golden_changes_init(golden_changes *g, const char *path, double max_b
     struct stat sb;
     memset(g, 0, sizeof *g);
     if (stat(path, &sb) == 0) {
-        if (fattn_runfile_load_bounded(path, max_bytes, &g->old) == FATTN_OK)
-            g->oc = fattn_h5_node_find(g->old, "cases");
+        if (fh_runfile_load_bounded(path, max_bytes, &g->old) == FATTN_OK)
+            g->oc = fh_h5_node_find(g->old, "cases");
         else if (!(g->unreadable = strdup(fattn_last_error())))
             return cli_fail("golden", "out of memory");
     }
     /* The old goldens are read only to report the changes: they are what
      * this write replaces, not an input of it (fileguard.h). */
-    fattn_fileguard_unpin(path);
+    fh_fileguard_unpin(path);
     if (!(g->log = open_memstream(&g->text, &g->len)))
         return cli_fail("golden", "out of memory");
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* One new golden case against the old goldens. */
-static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
+static void golden_changes_case(golden_changes *g, const fh_h5_node *nc)
 {
     if (!g->oc)
         return;
-    const fattn_h5_node *o = fattn_h5_node_find(g->oc, nc->name);
+    const fh_h5_node *o = fh_h5_node_find(g->oc, nc->name);
     if (!o) {
         fprintf(g->log, "golden: new case %s\n", cli_vis(nc->name));
         g->added++;
         return;
     }
-    fattn_compare_result r = {0};
-    fattn_compare_cases(o, nc, NULL, &r);
+    fh_compare_result r = {0};
+    fh_compare_cases(o, nc, NULL, &r);
     if (r.differences) {
         fprintf(g->log, "golden: case %s changed: %s %s\n", cli_vis(nc->name),
                 cli_vis(r.paths[0]), cli_vis(r.why[0]));
@@ -566,12 +566,12 @@ static void golden_changes_case(golden_changes *g, const fattn_h5_node *nc)
 
 static int cmp_spec_ptr_id(const void *x, const void *y)
 {
-    return strcmp((*(const fattn_spec *const *)x)->id, (*(const fattn_spec *const *)y)->id);
+    return strcmp((*(const fh_spec *const *)x)->id, (*(const fh_spec *const *)y)->id);
 }
 
 /* Print what changed: the lines told, then the old cases that `sel` (the
  * new cases, sorted by id) lacks, then the counts. */
-static void golden_changes_print(golden_changes *g, const char *path, const fattn_spec **sel,
+static void golden_changes_print(golden_changes *g, const char *path, const fh_spec **sel,
                                  size_t n)
 {
     if (!g->oc && g->unreadable) {
@@ -607,21 +607,21 @@ static void golden_changes_free(golden_changes *g)
         fclose(g->log);
     free(g->unreadable);
     free(g->text);
-    fattn_h5_node_free(g->old);
+    fh_h5_node_free(g->old);
 }
 
 /* The golden's prov_te_route under the --te-rules release: the run it is
  * made from named the newest's. Every release has the same routing rows, so
  * a note is there under one release exactly when under the other; resealed,
  * as the attribute digest covers it. */
-static fattn_status golden_te_note(fattn_h5_node *g, const fattn_spec *s, unsigned te_rules)
+static fattn_status golden_te_note(fh_h5_node *g, const fh_spec *s, unsigned te_rules)
 {
-    char note[FATTN_TE_NOTE_MAX];
-    fattn_status st = fattn_case_te_note(s, te_rules, note, sizeof note);
+    char note[FH_TE_NOTE_MAX];
+    fattn_status st = fh_case_te_note(s, te_rules, note, sizeof note);
     if (st != FATTN_OK || !note[0])
         return st;
-    st = fattn_h5_node_set_string(g, "prov_te_route", note);
-    return st == FATTN_OK ? fattn_h5_node_seal_attrs(g) : st;
+    st = fh_h5_node_set_string(g, "prov_te_route", note);
+    return st == FATTN_OK ? fh_h5_node_seal_attrs(g) : st;
 }
 
 /* Check every case and write each golden as soon as it is made (in id
@@ -629,15 +629,15 @@ static fattn_status golden_te_note(fattn_h5_node *g, const fattn_spec *s, unsign
  * cases whose checks differ; after the first nothing more is written, as
  * the sink will not be committed. */
 static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
-                        golden_changes *gc, fattn_case_sink *k, size_t *bad, bool progress)
+                        golden_changes *gc, fh_case_sink *k, size_t *bad, bool progress)
 {
     for (size_t i = 0; i < m->n_sel; i++) {
-        fattn_verify_case c;
+        fh_verify_case c;
         memset(&c, 0, sizeof c);
         c.spec = m->sel[i];
-        fattn_verify_check_case(&c, e);
+        fh_verify_check_case(&c, e);
         cli_progress_line(progress, i, m->n_sel, c.spec->id, case_word(&c));
-        int rc = FATTN_EXIT_OK;
+        int rc = FH_EXIT_OK;
         if (c.error[0]) {
             rc = cli_fail("golden", "case %s: %s", c.spec->id, c.error);
         } else if (c.cmp.differences) {
@@ -645,23 +645,23 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
                     cli_vis(c.cmp.paths[0]), cli_vis(c.cmp.why[0]), c.first_check);
             (*bad)++;
         } else if (!*bad) {
-            fattn_h5_node *g = NULL;
-            fattn_status st = fattn_compare_make_golden(c.legacy, &g);
+            fh_h5_node *g = NULL;
+            fattn_status st = fh_compare_make_golden(c.legacy, &g);
             if (st == FATTN_OK)
                 st = golden_te_note(g, c.spec, te_rules);
             if (st == FATTN_OK) {
                 golden_changes_case(gc, g);
-                st = fattn_case_sink_put(k, g);
+                st = fh_case_sink_put(k, g);
             }
-            fattn_h5_node_free(g);
+            fh_h5_node_free(g);
             if (st != FATTN_OK)
                 rc = cli_fail("golden", "%s", fattn_last_error());
         }
-        fattn_verify_case_free(&c);
-        if (rc != FATTN_EXIT_OK)
+        fh_verify_case_free(&c);
+        if (rc != FH_EXIT_OK)
             return rc;
     }
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* The revision the goldens will record (git_rev); FATTN_TEST_GIT_REV
@@ -673,7 +673,7 @@ static const char *golden_git_rev(void)
     if (e && *e)
         return e;
 #endif
-    return FATTN_GIT_REV;
+    return FH_GIT_REV;
 }
 
 /* Goldens are committed and name the revision that made them: from a
@@ -689,7 +689,7 @@ static int golden_check_clean(bool allow_dirty)
                         "checkout with git installed, or pass --allow-dirty for goldens not to "
                         "be committed");
     if (allow_dirty || n < 6 || strcmp(rev + n - 6, "-dirty") != 0)
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     return cli_fail("golden", "fattn was built from a tree with uncommitted changes (git_rev %s):"
                     " goldens would not name the code that made them; commit, rebuild and "
                     "rerun, or pass --allow-dirty for goldens not to be committed", rev);
@@ -700,75 +700,75 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
                         const char *out, bool progress, bool allow_dirty, double max_mem)
 {
     cli_matrix m;
-    if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_matrix_load("golden", cases, NULL, NULL, &m) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     double cases_mem;
-    if (golden_check_clean(allow_dirty) != FATTN_EXIT_OK ||
-        fattn_cmd_verify_check_memory("golden", &m, false, max_mem, &cases_mem) != FATTN_EXIT_OK) {
+    if (golden_check_clean(allow_dirty) != FH_EXIT_OK ||
+        fh_cmd_verify_check_memory("golden", &m, false, max_mem, &cases_mem) != FH_EXIT_OK) {
         cli_matrix_free(&m);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open_opts("golden", backend, &deterministic_bwd, &e, &backend_name) !=
-        FATTN_EXIT_OK) {
+        FH_EXIT_OK) {
         cli_matrix_free(&m);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     /* as verify runs them, so that verify can compare bitwise */
     bool forced = fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD);
     char key[128], path[4096];
-    fattn_verify_platform_key(e, key, sizeof key);
+    fh_verify_platform_key(e, key, sizeof key);
     snprintf(path, sizeof path, "%s/%s.h5", out, key);
 
     /* in the order the file lists them, so that each is written when made */
     if (m.n_sel > 1)
         qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_ptr_id);
-    fattn_run_memory_policy();
-    fattn_h5_node *root = NULL;
-    fattn_status st = fattn_h5_node_new_group("", &root);
+    fh_run_memory_policy();
+    fh_h5_node *root = NULL;
+    fattn_status st = fh_h5_node_new_group("", &root);
     if (st == FATTN_OK)
-        st = fattn_runfile_set_provenance(root, "legacy", backend_name, e);
+        st = fh_runfile_set_provenance(root, "legacy", backend_name, e);
     if (st == FATTN_OK && forced)
-        st = fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
+        st = fh_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(root, "platform_key", key);
+        st = fh_h5_node_set_string(root, "platform_key", key);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
+        st = fh_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
     golden_changes gc;
-    fattn_case_sink *k = NULL;
+    fh_case_sink *k = NULL;
     /* the old goldens (read to tell the changes) get what the cases leave */
     int rc = golden_changes_init(&gc, path, max_mem - cases_mem > 1.0 ? max_mem - cases_mem : 1.0);
-    if (rc == FATTN_EXIT_OK && st == FATTN_OK)
-        st = fattn_case_sink_open(path, root, false, &k);
-    if (rc == FATTN_EXIT_OK && st != FATTN_OK)
+    if (rc == FH_EXIT_OK && st == FATTN_OK)
+        st = fh_case_sink_open(path, root, false, &k);
+    if (rc == FH_EXIT_OK && st != FATTN_OK)
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = golden_cases(&m, e, te_rules, &gc, k, &bad, progress);
-    if (rc == FATTN_EXIT_OK && bad) {
+    if (rc == FH_EXIT_OK && bad) {
         fprintf(stderr, "fattn golden: %zu case%s differ%s between legacy and split or between "
                 "repeats: nothing written\n", bad, cli_s(bad), bad == 1 ? "s" : "");
-        rc = FATTN_EXIT_DIFF;
+        rc = FH_EXIT_DIFF;
     }
     /* what changed against the goldens being replaced */
-    if (rc == FATTN_EXIT_OK) {
+    if (rc == FH_EXIT_OK) {
         golden_changes_print(&gc, path, m.sel, m.n_sel);
-        if (fattn_case_sink_commit(k, NULL) != FATTN_OK)
+        if (fh_case_sink_commit(k, NULL) != FATTN_OK)
             rc = cli_fail_at("golden", path);
         else
             printf("golden: wrote %zu case%s to %s (platform key %s)\n", m.n_sel,
                    cli_s(m.n_sel), cli_vis(path), cli_vis(key));
     }
-    fattn_case_sink_free(k);
+    fh_case_sink_free(k);
     golden_changes_free(&gc);
-    fattn_h5_node_free(root);
+    fh_h5_node_free(root);
     cli_engine_close(e);
     cli_matrix_free(&m);
     return rc;
 }
 
-int fattn_cmd_golden(int argc, char **argv)
+int fh_cmd_golden(int argc, char **argv)
 {
     const char *cases = NULL, *backend = "auto", *out = NULL, *te_rules_s = NULL;
     const char *maxmem_s = NULL;
@@ -778,7 +778,7 @@ int fattn_cmd_golden(int argc, char **argv)
         int r;
         if (cli_flag(&a, "--help") || cli_flag(&a, "-h")) {
             fputs(golden_help, stdout);
-            return FATTN_EXIT_OK;
+            return FH_EXIT_OK;
         } else if (cli_flag(&a, "--force")) {
             force = true;
         } else if (cli_flag(&a, "--progress")) {
@@ -799,9 +799,9 @@ int fattn_cmd_golden(int argc, char **argv)
         return cli_fail("golden", "-o DIR is required");
     unsigned te_rules;
     double max_mem;
-    if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FATTN_EXIT_OK ||
-        cli_max_memory_or_default("golden", maxmem_s, &max_mem) != FATTN_EXIT_OK)
-        return FATTN_EXIT_ERROR;
+    if (cli_parse_te_rules("golden", te_rules_s, &te_rules) != FH_EXIT_OK ||
+        cli_max_memory_or_default("golden", maxmem_s, &max_mem) != FH_EXIT_OK)
+        return FH_EXIT_ERROR;
     bool exists;
     struct stat sb;
     if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
@@ -814,7 +814,7 @@ int fattn_cmd_golden(int argc, char **argv)
                           allow_dirty, max_mem);
     /* A failed golden leaves no trace: the directory it made goes too
      * (empty, since nothing was written into it). */
-    if (rc != FATTN_EXIT_OK && !exists)
+    if (rc != FH_EXIT_OK && !exists)
         rmdir(out);
     return rc;
 }

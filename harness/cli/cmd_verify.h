@@ -2,8 +2,8 @@
  * `fattn` reuses (bench/bench_verify.c runs the checks twice in one
  * process): its arguments, the engine, matrix and goldens they name, and
  * its rendering. The checks themselves are verify.h's. */
-#ifndef FATTN_HARNESS_CMD_VERIFY_H
-#define FATTN_HARNESS_CMD_VERIFY_H
+#ifndef FH_HARNESS_CMD_VERIFY_H
+#define FH_HARNESS_CMD_VERIFY_H
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "verify.h"
 
-typedef struct fattn_cmd_verify_env {
+typedef struct fh_cmd_verify_env {
     /* arguments (pointers into argv) */
     const char *cases, *filter, *backend, *fixtures, *json;
     const char *keyword; /* -k SUBSTRING */
@@ -31,12 +31,12 @@ typedef struct fattn_cmd_verify_env {
     const char *fix_dir;        /* the fixtures directory in use */
     double max_mem;             /* --max-memory (0: no bound) */
     double cases_mem;           /* what the selected cases hold (estimate) */
-    /* opened by fattn_cmd_verify_open */
+    /* opened by fh_cmd_verify_open */
     cli_matrix m;
     fattn_engine *e;
     const char *backend_name;
     bool forced;                /* deterministic backward forced (cuDNN) */
-    fattn_verify_goldens goldens;
+    fh_verify_goldens goldens;
     bool opened;
     /* --against: where REV was built, which revision, its own verify */
     char against_dir[1024];
@@ -44,71 +44,71 @@ typedef struct fattn_cmd_verify_env {
     char against_sha[64], against_short[16];
     int against_verify_exit;
     char against_verdict[512];
-} fattn_cmd_verify_env;
+} fh_cmd_verify_env;
 
 /* Parse verify's arguments (argv[0] is "verify"). *done: --help was
  * printed. Returns an exit code (2 after a message on stderr). */
-int fattn_cmd_verify_parse(int argc, char **argv, fattn_cmd_verify_env *v, bool *done);
+int fh_cmd_verify_parse(int argc, char **argv, fh_cmd_verify_env *v, bool *done);
 /* The fixtures directory, the matrix, the engine and the goldens; an exit
- * code (2 after a message). Close with fattn_cmd_verify_close. */
-int fattn_cmd_verify_open(fattn_cmd_verify_env *v);
-void fattn_cmd_verify_close(fattn_cmd_verify_env *v);
-/* The second half of fattn_cmd_verify_open, for an env whose matrix is
+ * code (2 after a message). Close with fh_cmd_verify_close. */
+int fh_cmd_verify_open(fh_cmd_verify_env *v);
+void fh_cmd_verify_close(fh_cmd_verify_env *v);
+/* The second half of fh_cmd_verify_open, for an env whose matrix is
  * loaded: keeps only its shard's cases (shard_n > 0), then opens the engine
  * and the goldens. */
-int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v);
+int fh_cmd_verify_open_engine(fh_cmd_verify_env *v);
 
 /* Cold start on cuDNN (cmd_verify_prebuild.c): unless this process has
  * opened a cuDNN engine already, or the engine will not be cuDNN, or
  * v->jobs is 1, v->jobs child processes run the checks on their shares of
  * the selected cases into the plan store, so that the engine opened next
  * restores the plans. Children that fail cost time only. An exit code. */
-int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v);
+int fh_cmd_verify_prebuild(fh_cmd_verify_env *v);
 /* --jobs's bound: more processes gain nothing on the measured machine
  * (16 cores; 8 did nearly as well) and each holds a CUDA context and a
  * deterministic-backward workspace. */
-#define FATTN_VERIFY_MAX_JOBS 32
+#define FH_VERIFY_MAX_JOBS 32
 /* --jobs's default: the online CPUs, at most 16. */
-int fattn_cmd_verify_default_jobs(void);
+int fh_cmd_verify_default_jobs(void);
 
 /* What checking m's cases holds (case_mem.h): with keep_all (verify) the
  * two runs of every case kept for the report plus the largest case's
  * third run; else (golden) the largest case's three runs. Within max_mem
- * (0: no bound): FATTN_EXIT_OK with the estimate in *cases_mem; else the
+ * (0: no bound): FH_EXIT_OK with the estimate in *cases_mem; else the
  * failure printed, naming the case. */
-int fattn_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool keep_all,
+int fh_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool keep_all,
                                   double max_mem, double *cases_mem);
 
-/* The table's header; one row (a fattn_verify_case_fn, ctx the FILE *). */
-void fattn_cmd_verify_print_header(FILE *f, const fattn_cmd_verify_env *v);
-void fattn_cmd_verify_print_case(void *ctx, const fattn_verify_case *c);
+/* The table's header; one row (a fh_verify_case_fn, ctx the FILE *). */
+void fh_cmd_verify_print_header(FILE *f, const fh_cmd_verify_env *v);
+void fh_cmd_verify_print_case(void *ctx, const fh_verify_case *c);
 /* The verdict lines to f and the JSON report if asked; verify's exit code. */
-int fattn_cmd_verify_finish(FILE *f, const fattn_cmd_verify_env *v,
-                            const fattn_verify_result *r);
+int fh_cmd_verify_finish(FILE *f, const fh_cmd_verify_env *v,
+                            const fh_verify_result *r);
 /* The JUnit XML report of r to path (- for stdout); 0, or -1 after a
  * message (cmd_verify_junit.c). */
-int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
-                                 const fattn_verify_result *r);
+int fh_cmd_verify_write_junit(const char *path, const fh_cmd_verify_env *v,
+                                 const fh_verify_result *r);
 /* What a case says (cmd_verify_text.c): its table result ("ok",
  * "DIFFERENT (n): <earliest cause>", ...); under the verdict, the first
  * failing case's cause and differences in run order; the JSON report's
  * cases; a failing side's status and message. */
-void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size_t n);
-void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b);
+void fh_cmd_verify_result_text(const fh_verify_case *c, char *result, size_t n);
+void fh_cmd_verify_print_first(FILE *f, const fh_verify_case *b);
 struct json_t;
-struct json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r);
-void fattn_cmd_verify_sides_text(const fattn_verify_case *c, char *buf, size_t n);
+struct json_t *fh_cmd_verify_json_cases(const fh_verify_result *r);
+void fh_cmd_verify_sides_text(const fh_verify_case *c, char *buf, size_t n);
 /* The cross-case contrast of a run (harness/check/contrast.h) and its JSON. */
-struct fattn_contrast;
-void fattn_cmd_verify_contrast(const fattn_verify_result *r, struct fattn_contrast *out);
-struct json_t *fattn_cmd_verify_json_contrast(const struct fattn_contrast *c);
+struct fh_contrast;
+void fh_cmd_verify_contrast(const fh_verify_result *r, struct fh_contrast *out);
+struct json_t *fh_cmd_verify_json_contrast(const struct fh_contrast *c);
 /* --against (cmd_verify_against.c): build REV, run it and load its run
  * files into v->goldens.against (an exit code, 2 after a message); its
  * line under the verdict; the trees and the directory freed. */
-int fattn_cmd_verify_against_prepare(fattn_cmd_verify_env *v);
-void fattn_cmd_verify_against_print(FILE *f, const fattn_cmd_verify_env *v);
-void fattn_cmd_verify_against_free(fattn_cmd_verify_env *v);
+int fh_cmd_verify_against_prepare(fh_cmd_verify_env *v);
+void fh_cmd_verify_against_print(FILE *f, const fh_cmd_verify_env *v);
+void fh_cmd_verify_against_free(fh_cmd_verify_env *v);
 /* Verify's exit code for a result (docs/verify.md). */
-int fattn_cmd_verify_exit(const fattn_verify_result *r, bool strict);
+int fh_cmd_verify_exit(const fh_verify_result *r, bool strict);
 
-#endif /* FATTN_HARNESS_CMD_VERIFY_H */
+#endif /* FH_HARNESS_CMD_VERIFY_H */

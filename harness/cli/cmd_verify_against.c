@@ -36,7 +36,7 @@
 static int run_logged(char *const argv[], const char *log)
 {
     int slot = -1;
-    pid_t pid = fattn_fileguard_fork_child(&slot);
+    pid_t pid = fh_fileguard_fork_child(&slot);
     if (pid < 0)
         return -1;
     if (pid == 0) {
@@ -54,7 +54,7 @@ static int run_logged(char *const argv[], const char *log)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    fattn_fileguard_scratch_unregister(slot);
+    fh_fileguard_scratch_unregister(slot);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -91,11 +91,11 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p) == 0 || errno == ENOENT ? 0 : 0; /* best effort */
 }
 
-void fattn_cmd_verify_against_free(fattn_cmd_verify_env *v)
+void fh_cmd_verify_against_free(fh_cmd_verify_env *v)
 {
-    fattn_verify_goldens *g = &v->goldens;
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        fattn_h5_node_free(g->against[i]);
+    fh_verify_goldens *g = &v->goldens;
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        fh_h5_node_free(g->against[i]);
         g->against[i] = NULL;
     }
     if (v->against_dir[0] && !v->against_keep)
@@ -104,23 +104,23 @@ void fattn_cmd_verify_against_free(fattn_cmd_verify_env *v)
 }
 
 /* The selected cases in canonical form, as the --cases file REV runs. */
-static int write_matrix(const fattn_cmd_verify_env *v, const char *path)
+static int write_matrix(const fh_cmd_verify_env *v, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return cli_fail("verify", "--against: %s: %s", path, strerror(errno));
     fputs("[\n", f);
-    int rc = FATTN_EXIT_OK;
-    for (size_t i = 0; i < v->m.n_sel && rc == FATTN_EXIT_OK; i++) {
+    int rc = FH_EXIT_OK;
+    for (size_t i = 0; i < v->m.n_sel && rc == FH_EXIT_OK; i++) {
         char *canon = NULL;
-        if (fattn_spec_canonical(v->m.sel[i], &canon) != FATTN_OK)
+        if (fh_spec_canonical(v->m.sel[i], &canon) != FATTN_OK)
             rc = cli_fail("verify", "--against: %s", fattn_last_error());
         else
             fprintf(f, "%s%s\n", canon, i + 1 < v->m.n_sel ? "," : "");
         free(canon);
     }
     fputs("]\n", f);
-    if (fclose(f) != 0 && rc == FATTN_EXIT_OK)
+    if (fclose(f) != 0 && rc == FH_EXIT_OK)
         rc = cli_fail("verify", "--against: %s: %s", path, strerror(errno));
     return rc;
 }
@@ -143,7 +143,7 @@ static void split_spec(const char *spec, char *repo, char *rev, size_t n)
 }
 
 /* git rev-parse of rev in repo: the full and the short revision. */
-static int resolve_rev(fattn_cmd_verify_env *v, const char *repo, const char *rev,
+static int resolve_rev(fh_cmd_verify_env *v, const char *repo, const char *rev,
                        const char *log)
 {
     char spec[AGAINST_PATH + 16], out[AGAINST_PATH];
@@ -160,11 +160,11 @@ static int resolve_rev(fattn_cmd_verify_env *v, const char *repo, const char *re
                         "git rev-parse said nothing it could use)", v->against, rev, repo);
     snprintf(v->against_short, sizeof v->against_short, "%.10s", v->against_sha);
     (void)log;
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* REV's tree exported and its fattn built; *fattn gets its path. */
-static int build_rev(fattn_cmd_verify_env *v, const char *repo, char *fattn, size_t n)
+static int build_rev(fh_cmd_verify_env *v, const char *repo, char *fattn, size_t n)
 {
     char src[AGAINST_PATH], bld[AGAINST_PATH], tar[AGAINST_PATH], log[AGAINST_PATH];
     snprintf(src, sizeof src, "%s/src", v->against_dir);
@@ -188,20 +188,20 @@ static int build_rev(fattn_cmd_verify_env *v, const char *repo, char *fattn, siz
                     cli_vis(v->against), what[i], rc, cli_vis(log));
             tail_log(log, 15);
             v->against_keep = true; /* the log stays for reading */
-            return FATTN_EXIT_ERROR;
+            return FH_EXIT_ERROR;
         }
     }
     snprintf(fattn, n, "%.1500s/harness/fattn", bld);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
 /* REV's fattn: run (each front end) and its own verify over the matrix. */
-static int run_rev(fattn_cmd_verify_env *v, const char *fattn, const char *cases)
+static int run_rev(fh_cmd_verify_env *v, const char *fattn, const char *cases)
 {
     char log[AGAINST_PATH], out[AGAINST_PATH], json[AGAINST_PATH];
     snprintf(log, sizeof log, "%s/run.log", v->against_dir);
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const char *impl = fattn_impl_name((fattn_impl)i);
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const char *impl = fh_impl_name((fh_impl)i);
         snprintf(out, sizeof out, "%s/%s.h5", v->against_dir, impl);
         char *argv[] = {(char *)fattn, "run", "--cases", (char *)cases, "--impl", (char *)impl,
                         "--backend", (char *)v->backend_name, "-o", out, NULL};
@@ -211,9 +211,9 @@ static int run_rev(fattn_cmd_verify_env *v, const char *fattn, const char *cases
                     "end of %s:\n", cli_vis(v->against), impl, rc, cli_vis(log));
             tail_log(log, 10);
             v->against_keep = true;
-            return FATTN_EXIT_ERROR;
+            return FH_EXIT_ERROR;
         }
-        if (fattn_runfile_load(out, &v->goldens.against[i]) != FATTN_OK)
+        if (fh_runfile_load(out, &v->goldens.against[i]) != FATTN_OK)
             return cli_fail("verify", "--against %s: %s", v->against, fattn_last_error());
     }
     snprintf(json, sizeof json, "%s/verify.json", v->against_dir);
@@ -231,10 +231,10 @@ static int run_rev(fattn_cmd_verify_env *v, const char *fattn, const char *cases
                      (int)strcspn(line, "\r\n"), line);
     if (f)
         fclose(f);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
-int fattn_cmd_verify_against_prepare(fattn_cmd_verify_env *v)
+int fh_cmd_verify_against_prepare(fh_cmd_verify_env *v)
 {
     char repo[AGAINST_PATH], rev[AGAINST_PATH], fattn[AGAINST_PATH], cases[AGAINST_PATH];
     split_spec(v->against, repo, rev, sizeof repo);
@@ -252,28 +252,28 @@ int fattn_cmd_verify_against_prepare(fattn_cmd_verify_env *v)
                         strerror(e));
     }
     int rc = resolve_rev(v, repo, rev, NULL);
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         fprintf(stderr, "fattn verify: --against %s: building %s (%s) in %s\n",
                 cli_vis(v->against), cli_vis(rev), v->against_short, cli_vis(v->against_dir));
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = build_rev(v, repo, fattn, sizeof fattn);
     snprintf(cases, sizeof cases, "%s/cases.json", v->against_dir);
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = write_matrix(v, cases);
-    if (rc == FATTN_EXIT_OK)
+    if (rc == FH_EXIT_OK)
         rc = run_rev(v, fattn, cases);
     snprintf(v->goldens.against_name, sizeof v->goldens.against_name, "%.100s", rev);
     return rc;
 }
 
-void fattn_cmd_verify_against_print(FILE *f, const fattn_cmd_verify_env *v)
+void fh_cmd_verify_against_print(FILE *f, const fh_cmd_verify_env *v)
 {
     bool calls = true;
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const fattn_h5_node *cs = fattn_h5_node_find(v->goldens.against[i], "cases");
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const fh_h5_node *cs = fh_h5_node_find(v->goldens.against[i], "cases");
         for (size_t k = 0; cs && k < cs->n_children && calls; k++)
-            calls = !fattn_h5_node_find(cs->children[k], "forward") ||
-                    fattn_compare_has_calls(cs->children[k]);
+            calls = !fh_h5_node_find(cs->children[k], "forward") ||
+                    fh_compare_has_calls(cs->children[k]);
     }
     fprintf(f, "against %s (%s): each case's legacy and split runs bitwise against its own%s; "
             "its own verify: %s (exit %d)\n", cli_vis(v->against), v->against_short,

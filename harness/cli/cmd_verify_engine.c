@@ -11,7 +11,7 @@
 /* Bitwise checks need a backward that repeats bitwise (docs/determinism.md). */
 static const fattn_engine_options deterministic_bwd = {.force_deterministic_bwd = true};
 
-int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
+int fh_cmd_verify_open_engine(fh_cmd_verify_env *v)
 {
     const char *fix_dir = v->fix_dir;
     if (v->shard_n > 0) {
@@ -24,9 +24,9 @@ int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
     fattn_engine *e = NULL;
     const char *backend_name = NULL;
     if (cli_engine_open_opts("verify", v->backend, &deterministic_bwd, &e, &backend_name) !=
-        FATTN_EXIT_OK) {
+        FH_EXIT_OK) {
         cli_matrix_free(&v->m);
-        return FATTN_EXIT_ERROR;
+        return FH_EXIT_ERROR;
     }
     /* Bitwise checks need a backward that repeats bitwise: on cuDNN the
      * accumulator dQ does not (docs/determinism.md), so every case runs the
@@ -36,7 +36,7 @@ int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
     double left = v->max_mem > 0 ? v->max_mem - v->cases_mem : 0.0;
     if (v->max_mem > 0 && left < 1.0)
         left = 1.0;
-    if (fattn_verify_goldens_open(fix_dir, e, left, &v->goldens) != FATTN_OK) {
+    if (fh_verify_goldens_open(fix_dir, e, left, &v->goldens) != FATTN_OK) {
         int rc = v->max_mem > 0
                      ? cli_fail("verify", "%s (the goldens' share: --max-memory %.0f less the "
                                 "selected cases' estimated %.0f)", fattn_last_error(),
@@ -50,15 +50,15 @@ int fattn_cmd_verify_open_engine(fattn_cmd_verify_env *v)
     v->backend_name = backend_name;
     v->forced = forced;
     v->opened = true;
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }
 
-void fattn_cmd_verify_close(fattn_cmd_verify_env *v)
+void fh_cmd_verify_close(fh_cmd_verify_env *v)
 {
     if (!v->opened)
         return;
-    fattn_cmd_verify_against_free(v);
-    fattn_verify_goldens_free(&v->goldens);
+    fh_cmd_verify_against_free(v);
+    fh_verify_goldens_free(&v->goldens);
     cli_engine_close(v->e);
     cli_matrix_free(&v->m);
     v->opened = false;

@@ -15,9 +15,9 @@
 static void junit_open(FILE *f, const char *id, const char *name)
 {
     fputs("    <testcase classname=\"fattn.verify.", f);
-    fattn_escape_markup(f, id, FATTN_MARKUP_XML);
+    fh_escape_markup(f, id, FH_MARKUP_XML);
     fputs("\" name=\"", f);
-    fattn_escape_markup(f, name, FATTN_MARKUP_XML);
+    fh_escape_markup(f, name, FH_MARKUP_XML);
     fputs("\">\n", f);
 }
 
@@ -27,36 +27,36 @@ static void junit_open(FILE *f, const char *id, const char *name)
 /* One check of a case as a testcase: a failure whose message is the
  * check's earliest cause (cause.h) and whose text lists its differences in
  * run order, with attribute values, when it found any. */
-static void junit_check(FILE *f, const fattn_verify_case *c, size_t k)
+static void junit_check(FILE *f, const fh_verify_case *c, size_t k)
 {
     const char *check = c->checks[k].name;
     size_t n = c->checks[k].differences;
     junit_open(f, c->spec->id, check);
     if (n) {
         char cause[1400];
-        fattn_verify_check_cause_text(c, (int)k, cause, sizeof cause);
+        fh_verify_check_cause_text(c, (int)k, cause, sizeof cause);
         fprintf(f, "      <failure type=\"different\" message=\"");
         if (cause[0])
-            fattn_escape_markup(f, cause, FATTN_MARKUP_XML);
+            fh_escape_markup(f, cause, FH_MARKUP_XML);
         else
             fprintf(f, "%s: %zu difference%s", check, n, cli_s(n));
         fprintf(f, "\">%zu difference%s", n, cli_s(n));
         size_t *idx = c->n_diffs ? malloc(c->n_diffs * sizeof *idx) : NULL;
         size_t listed = 0, of_check = 0;
         if (idx)
-            fattn_verify_diff_order(c, idx);
+            fh_verify_diff_order(c, idx);
         for (size_t d = 0; idx && d < c->n_diffs; d++) {
-            const fattn_verify_diff *x = &c->diffs[idx[d]];
+            const fh_verify_diff *x = &c->diffs[idx[d]];
             if ((size_t)x->check != k)
                 continue;
             if (of_check++ >= JUNIT_LISTED)
                 continue;
             char t[1400];
-            fattn_verify_diff_text(c, x, t, sizeof t);
+            fh_verify_diff_text(c, x, t, sizeof t);
             fputs("\n", f);
-            fattn_escape_markup(f, check, FATTN_MARKUP_XML);
+            fh_escape_markup(f, check, FH_MARKUP_XML);
             fputs(": ", f);
-            fattn_escape_markup(f, t, FATTN_MARKUP_XML);
+            fh_escape_markup(f, t, FH_MARKUP_XML);
             listed++;
         }
         if (listed < n)
@@ -70,7 +70,7 @@ static void junit_check(FILE *f, const fattn_verify_case *c, size_t k)
 /* One case as JUnit testcases, classname fattn.verify.<id>: one per check
  * run (named by the check), and one named "case" for a skipped or errored
  * case, or one that ran no check. *tests and *failures count them. */
-static void junit_case(FILE *f, const fattn_verify_case *c, size_t *tests, size_t *failures)
+static void junit_case(FILE *f, const fh_verify_case *c, size_t *tests, size_t *failures)
 {
     for (size_t k = 0; k < c->n_checks && !c->skipped; k++) {
         junit_check(f, c, k);
@@ -83,11 +83,11 @@ static void junit_case(FILE *f, const fattn_verify_case *c, size_t *tests, size_
     junit_open(f, c->spec->id, "case");
     if (c->skipped) {
         fputs("      <skipped message=\"", f);
-        fattn_escape_markup(f, c->skipped, FATTN_MARKUP_XML);
+        fh_escape_markup(f, c->skipped, FH_MARKUP_XML);
         fputs("\"/>\n", f);
     } else if (c->error[0]) {
         fputs("      <error type=\"error\" message=\"", f);
-        fattn_escape_markup(f, c->error, FATTN_MARKUP_XML);
+        fh_escape_markup(f, c->error, FH_MARKUP_XML);
         fputs("\"/>\n", f);
     }
     fputs("    </testcase>\n", f);
@@ -96,8 +96,8 @@ static void junit_case(FILE *f, const fattn_verify_case *c, size_t *tests, size_
 /* The JUnit XML report of the cases run; 0, or -1 after a message. The
  * testcases are written first, as the counts the header carries are
  * theirs. */
-int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v,
-                                 const fattn_verify_result *r)
+int fh_cmd_verify_write_junit(const char *path, const fh_cmd_verify_env *v,
+                                 const fh_verify_result *r)
 {
     char *body = NULL, *text = NULL;
     size_t blen = 0, len = 0, tests = 0, failures = 0;
@@ -126,7 +126,7 @@ int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v
                                                      : "not behavior-neutral"}};
     for (size_t k = 0; k < sizeof props / sizeof props[0]; k++) {
         fprintf(f, "      <property name=\"%s\" value=\"", props[k][0]);
-        fattn_escape_markup(f, props[k][1] ? props[k][1] : "", FATTN_MARKUP_XML);
+        fh_escape_markup(f, props[k][1] ? props[k][1] : "", FH_MARKUP_XML);
         fputs("\"/>\n", f);
     }
     fputs("    </properties>\n", f);
@@ -141,5 +141,5 @@ int fattn_cmd_verify_write_junit(const char *path, const fattn_cmd_verify_env *v
     }
     int rc = cli_write_report("verify", "JUnit report", path, text);
     free(text);
-    return rc == FATTN_EXIT_OK ? 0 : -1;
+    return rc == FH_EXIT_OK ? 0 : -1;
 }

@@ -6,21 +6,21 @@
 #include "cli.h"
 #include "cmd_verify.h"
 
-int fattn_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool keep_all,
+int fh_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool keep_all,
                                   double max_mem, double *cases_mem)
 {
     *cases_mem = 0;
     if (!(max_mem > 0))
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     /* Each case runs both front ends and keeps their trees while a third
      * run (the wrapper, a replay, the repeat) and, for golden, the golden
      * made from them exist; verify keeps the two trees of every case until
      * its report is written, golden frees them case by case. */
     double kept = 0, worst = 0;
-    const fattn_spec *worst_case = NULL;
+    const fh_spec *worst_case = NULL;
     for (size_t i = 0; i < m->n_sel; i++) {
-        fattn_case_mem cm;
-        fattn_case_memory(m->sel[i], &cm);
+        fh_case_mem cm;
+        fh_case_memory(m->sel[i], &cm);
         double held = keep_all ? 2.0 * cm.tree : 0.0;
         double during = (keep_all ? 0.0 : 2.0 * cm.tree) + cm.peak + cm.tree;
         if (during > max_mem)
@@ -39,5 +39,5 @@ int fattn_cmd_verify_check_memory(const char *cmd, const cli_matrix *m, bool kee
                         "of every case kept for the report, %.0f, and case %s running, %.0f) "
                         "exceeds --max-memory %.0f", m->n_sel, *cases_mem, kept,
                         worst_case ? worst_case->id : "?", worst, max_mem);
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }

@@ -69,7 +69,7 @@ static double prebuild_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int fattn_cmd_verify_default_jobs(void)
+int fh_cmd_verify_default_jobs(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
@@ -77,7 +77,7 @@ int fattn_cmd_verify_default_jobs(void)
     return n > 16 ? 16 : (int)n;
 }
 
-static void on_case_ignore(void *ctx, const fattn_verify_case *c)
+static void on_case_ignore(void *ctx, const fh_verify_case *c)
 {
     (void)ctx;
     (void)c;
@@ -85,7 +85,7 @@ static void on_case_ignore(void *ctx, const fattn_verify_case *c)
 
 /* A child: verify's checks on the cases k, k + n, k + 2n, ... of v's
  * selection, everything it prints thrown away; never returns. */
-static void prebuild_child(const fattn_cmd_verify_env *parent, pid_t parent_pid, int k, int n)
+static void prebuild_child(const fh_cmd_verify_env *parent, pid_t parent_pid, int k, int n)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent_pid)
@@ -102,24 +102,24 @@ static void prebuild_child(const fattn_cmd_verify_env *parent, pid_t parent_pid,
         dup2(null_fd, STDERR_FILENO);
         close(null_fd);
     }
-    fattn_cmd_verify_env v = *parent;
+    fh_cmd_verify_env v = *parent;
     v.jobs = 1;
     v.shard_k = k;
     v.shard_n = n;
     v.progress = false;
     v.opened = false;
-    int rc = fattn_cmd_verify_open_engine(&v); /* the matrix is the parent's, loaded */
-    if (rc == FATTN_EXIT_OK) {
-        fattn_verify_result r;
-        if (fattn_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, on_case_ignore, NULL, &r) ==
+    int rc = fh_cmd_verify_open_engine(&v); /* the matrix is the parent's, loaded */
+    if (rc == FH_EXIT_OK) {
+        fh_verify_result r;
+        if (fh_verify_run(v.m.sel, v.m.n_sel, v.e, &v.goldens, on_case_ignore, NULL, &r) ==
             FATTN_OK)
-            fattn_verify_result_free(&r);
+            fh_verify_result_free(&r);
         else
-            rc = FATTN_EXIT_ERROR;
-        fattn_cmd_verify_close(&v);
+            rc = FH_EXIT_ERROR;
+        fh_cmd_verify_close(&v);
     }
     cli_engines_shutdown();
-    _exit(rc == FATTN_EXIT_OK ? 0 : 1);
+    _exit(rc == FH_EXIT_OK ? 0 : 1);
 }
 
 /* A child's end: true when it exited 0 (a waitpid error counts as a
@@ -132,7 +132,7 @@ static bool prebuild_wait(pid_t pid, int slot)
         siginfo_t info;
         while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
         }
-        fattn_fileguard_scratch_unregister(slot);
+        fh_fileguard_scratch_unregister(slot);
     }
     int ws = 0;
     pid_t got;
@@ -154,7 +154,7 @@ static bool auto_is_cudnn(void)
     return prebuild_wait(pid, -1);
 }
 
-static bool prebuild_wanted(const fattn_cmd_verify_env *v)
+static bool prebuild_wanted(const fh_cmd_verify_env *v)
 {
     if (v->jobs <= 1 || v->shard_n > 0 || cli_plan_cache() != NULL)
         return false;
@@ -167,27 +167,27 @@ static bool prebuild_wanted(const fattn_cmd_verify_env *v)
     return (v->backend && strcmp(v->backend, "auto")) || auto_is_cudnn();
 }
 
-int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)
+int fh_cmd_verify_prebuild(fh_cmd_verify_env *v)
 {
     if (!prebuild_wanted(v))
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     /* the prebuild only saves time: without a store this process builds
      * every plan itself, as with --jobs 1 */
-    if (cli_plan_store_prepare("verify") != FATTN_EXIT_OK) {
+    if (cli_plan_store_prepare("verify") != FH_EXIT_OK) {
         if (v->progress)
             fprintf(stderr, "fattn verify: no plan store, so no plan-building processes\n");
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
-    assert(v->jobs <= FATTN_VERIFY_MAX_JOBS); /* the parser's bound */
+    assert(v->jobs <= FH_VERIFY_MAX_JOBS); /* the parser's bound */
     int jobs = v->jobs;
     double t0 = prebuild_now_s();
-    pid_t pids[FATTN_VERIFY_MAX_JOBS];
-    int slots[FATTN_VERIFY_MAX_JOBS];
+    pid_t pids[FH_VERIFY_MAX_JOBS];
+    int slots[FH_VERIFY_MAX_JOBS];
     int started = 0;
     pid_t self = getpid();
     fflush(NULL);
     for (int k = 0; k < jobs; k++) {
-        pid_t pid = fattn_fileguard_fork_child(&slots[started]);
+        pid_t pid = fh_fileguard_fork_child(&slots[started]);
         if (pid < 0)
             break; /* fewer workers; this process builds what they did not */
         if (pid == 0)
@@ -202,5 +202,5 @@ int fattn_cmd_verify_prebuild(fattn_cmd_verify_env *v)
     if (v->progress)
         fprintf(stderr, "fattn verify: plans built by %d processes in %.1f s%s\n", started,
                 v->prebuild_s, failed ? " (some failed: this process builds what they left)" : "");
-    return FATTN_EXIT_OK;
+    return FH_EXIT_OK;
 }

@@ -18,31 +18,31 @@
 #define FIRST_LISTED 8
 
 /* "legacy: ok; split: FATTN_E_X: message" for a case a side failed in. */
-void fattn_cmd_verify_sides_text(const fattn_verify_case *c, char *buf, size_t n)
+void fh_cmd_verify_sides_text(const fh_verify_case *c, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; i < FATTN_IMPL_COUNT && used < n; i++) {
+    for (int i = 0; i < FH_IMPL_COUNT && used < n; i++) {
         const char *msg = c->side_error[i];
         int w = c->side_status[i] == FATTN_OK
                     ? snprintf(buf + used, n - used, "%s%s: ok (every state)", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i))
+                               fh_impl_name((fh_impl)i))
                     : snprintf(buf + used, n - used, "%s%s: %s: %s", i ? "; " : "",
-                               fattn_impl_name((fattn_impl)i),
+                               fh_impl_name((fh_impl)i),
                                fattn_status_name(c->side_status[i]), msg);
         used = w < 0 ? n : used + (size_t)w;
     }
 }
 
-void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size_t n)
+void fh_cmd_verify_result_text(const fh_verify_case *c, char *result, size_t n)
 {
     if (c->skipped) {
         snprintf(result, n, "skipped: %s", c->skipped);
     } else if (c->cmp.differences) {
         char sides[1100] = "", cause[1400];
-        if (fattn_verify_side_failed(c))
-            fattn_cmd_verify_sides_text(c, sides, sizeof sides);
-        fattn_verify_cause_text(c, cause, sizeof cause);
+        if (fh_verify_side_failed(c))
+            fh_cmd_verify_sides_text(c, sides, sizeof sides);
+        fh_verify_cause_text(c, cause, sizeof cause);
         if (!cause[0]) /* nothing kept (out of memory): the first one */
             snprintf(cause, sizeof cause, "%s %s", c->cmp.paths[0], c->cmp.why[0]);
         snprintf(result, n, "DIFFERENT (%zu): %s%s%s%s", c->cmp.differences, cause,
@@ -67,7 +67,7 @@ void fattn_cmd_verify_result_text(const fattn_verify_case *c, char *result, size
 }
 
 /* "3 tensors, 2 attributes" of the differences idx[from..n). */
-static void kinds_text(const fattn_verify_case *c, const size_t *idx, size_t from, char *buf,
+static void kinds_text(const fh_verify_case *c, const size_t *idx, size_t from, char *buf,
                        size_t n)
 {
     size_t t = 0, other = 0;
@@ -76,19 +76,19 @@ static void kinds_text(const fattn_verify_case *c, const size_t *idx, size_t fro
     snprintf(buf, n, "%zu tensor%s, %zu other object%s", t, cli_s(t), other, cli_s(other));
 }
 
-void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b)
+void fh_cmd_verify_print_first(FILE *f, const fh_verify_case *b)
 {
     char cause[1400];
-    fattn_verify_cause_text(b, cause, sizeof cause);
+    fh_verify_cause_text(b, cause, sizeof cause);
     fprintf(f, "first differences (%s, case %s):\n", b->first_check, cli_vis(b->spec->id));
     if (cause[0])
         fprintf(f, "  cause: %s\n", cli_vis(cause));
     size_t *idx = b->n_diffs ? malloc(b->n_diffs * sizeof *idx) : NULL;
     if (idx) {
-        fattn_verify_diff_order(b, idx);
+        fh_verify_diff_order(b, idx);
         for (size_t k = 0; k < b->n_diffs && k < FIRST_LISTED; k++) {
             char t[1400];
-            fattn_verify_diff_text(b, &b->diffs[idx[k]], t, sizeof t);
+            fh_verify_diff_text(b, &b->diffs[idx[k]], t, sizeof t);
             fprintf(f, "  %s: %s\n", b->checks[b->diffs[idx[k]].check].name, cli_vis(t));
         }
         if (b->n_diffs > FIRST_LISTED) {
@@ -99,7 +99,7 @@ void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b)
         }
         free(idx);
     } else {
-        for (size_t k = 0; k < b->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
+        for (size_t k = 0; k < b->cmp.differences && k < FH_COMPARE_MAX_REPORTED; k++)
             fprintf(f, "  %s: %s\n", cli_vis(b->cmp.paths[k]), cli_vis(b->cmp.why[k]));
     }
     /* differences noted but not kept in full (out of memory) are counted */
@@ -109,54 +109,54 @@ void fattn_cmd_verify_print_first(FILE *f, const fattn_verify_case *b)
     if (b->cmp.detail[0])
         fprintf(f, "  %s: %s\n", cli_vis(b->cmp.detail_path), cli_vis(b->cmp.detail));
     /* a state missing on one side: why it is missing */
-    for (int i = 0; fattn_verify_side_failed(b) && i < FATTN_IMPL_COUNT; i++) {
+    for (int i = 0; fh_verify_side_failed(b) && i < FH_IMPL_COUNT; i++) {
         if (b->side_status[i] == FATTN_OK)
-            fprintf(f, "  %s: ok (every state)\n", fattn_impl_name((fattn_impl)i));
+            fprintf(f, "  %s: ok (every state)\n", fh_impl_name((fh_impl)i));
         else
-            fprintf(f, "  %s: %s: %s\n", fattn_impl_name((fattn_impl)i),
+            fprintf(f, "  %s: %s: %s\n", fh_impl_name((fh_impl)i),
                     fattn_status_name(b->side_status[i]), cli_vis(b->side_error[i]));
     }
 }
 
 /* The case's cause as JSON: the check, the earliest state, the states
  * equal before it, and the line. */
-static json_t *json_cause(const fattn_verify_case *c)
+static json_t *json_cause(const fh_verify_case *c)
 {
-    fattn_verify_cause cause;
-    fattn_verify_cause_of(c, &cause);
+    fh_verify_cause cause;
+    fh_verify_cause_of(c, &cause);
     if (cause.check < 0)
         return json_null();
     char text[1400];
-    fattn_verify_cause_text(c, text, sizeof text);
+    fh_verify_cause_text(c, text, sizeof text);
     json_t *eq = json_array();
-    for (int s = 0; s < FATTN_VERIFY_NSTATES; s++)
+    for (int s = 0; s < FH_VERIFY_NSTATES; s++)
         if (cause.equal_before & (1u << s))
-            json_array_append_new(eq, json_string(fattn_verify_state_name(s)));
+            json_array_append_new(eq, json_string(fh_verify_state_name(s)));
     return json_pack("{s:s,s:s,s:o,s:I,s:s,s:i}", "check", c->checks[cause.check].name, "state",
-                     fattn_verify_state_name(cause.state), "equal_before", eq, "in_state",
+                     fh_verify_state_name(cause.state), "equal_before", eq, "in_state",
                      (json_int_t)cause.n_first, "text", text, "step", cause.step);
 }
 
 /* Every difference, in the listing order: "path" is "<check>: <path>" as
  * before; "a"/"b" an attribute's two values, with the sides' names. */
-static json_t *json_first(const fattn_verify_case *c)
+static json_t *json_first(const fh_verify_case *c)
 {
     json_t *jd = json_array();
     size_t *idx = c->n_diffs ? malloc(c->n_diffs * sizeof *idx) : NULL;
     if (!idx) {
-        for (size_t k = 0; k < c->cmp.differences && k < FATTN_COMPARE_MAX_REPORTED; k++)
+        for (size_t k = 0; k < c->cmp.differences && k < FH_COMPARE_MAX_REPORTED; k++)
             json_array_append_new(jd, json_pack("{s:s,s:s}", "path", c->cmp.paths[k], "why",
                                                 c->cmp.why[k]));
         return jd;
     }
-    fattn_verify_diff_order(c, idx);
+    fh_verify_diff_order(c, idx);
     for (size_t k = 0; k < c->n_diffs; k++) {
-        const fattn_verify_diff *d = &c->diffs[idx[k]];
+        const fh_verify_diff *d = &c->diffs[idx[k]];
         const char *check = c->checks[d->check].name;
         char path[1400];
         snprintf(path, sizeof path, "%s: %s", check, d->d.path);
         json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:b,s:i}", "path", path, "why", d->d.why,
-                              "check", check, "state", fattn_verify_state_name(d->state),
+                              "check", check, "state", fh_verify_state_name(d->state),
                               "tensor", d->d.tensor, "step", d->step);
         if (e && (d->d.a || d->d.b)) {
             json_object_set_new(e, "a", d->d.a ? json_string(d->d.a) : json_null());
@@ -170,11 +170,11 @@ static json_t *json_first(const fattn_verify_case *c)
     return jd;
 }
 
-json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r)
+json_t *fh_cmd_verify_json_cases(const fh_verify_result *r)
 {
     json_t *jcases = json_array();
     for (size_t i = 0; i < r->n_cases; i++) {
-        const fattn_verify_case *c = &r->cases[i];
+        const fh_verify_case *c = &r->cases[i];
         json_t *jc = json_pack("{s:s,s:s,s:I,s:s,s:I,s:o,s:b}", "id", c->spec->id, "states",
                                c->states, "tensors", (json_int_t)c->tensors, "result",
                                c->skipped ? "skipped" : c->cmp.differences ? "different"
@@ -189,8 +189,8 @@ json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r)
         if (jc && c->skipped) /* why: the support row that names the engine's gap */
             json_object_set_new(jc, "skipped", json_string(c->skipped));
         /* each front end's status and message, when one of them failed */
-        for (int k = 0; jc && fattn_verify_side_failed(c) && k < FATTN_IMPL_COUNT; k++)
-            json_object_set_new(jc, fattn_impl_name((fattn_impl)k),
+        for (int k = 0; jc && fh_verify_side_failed(c) && k < FH_IMPL_COUNT; k++)
+            json_object_set_new(jc, fh_impl_name((fh_impl)k),
                                 json_pack("{s:s,s:s}", "status",
                                           fattn_status_name(c->side_status[k]), "message",
                                           c->side_error[k]));
@@ -199,33 +199,33 @@ json_t *fattn_cmd_verify_json_cases(const fattn_verify_result *r)
     return jcases;
 }
 
-void fattn_cmd_verify_contrast(const fattn_verify_result *r, fattn_contrast *out)
+void fh_cmd_verify_contrast(const fh_verify_result *r, fh_contrast *out)
 {
     memset(out, 0, sizeof *out);
-    const fattn_spec **specs = malloc((r->n_cases ? r->n_cases : 1) * sizeof *specs);
-    fattn_contrast_outcome *o = malloc((r->n_cases ? r->n_cases : 1) * sizeof *o);
+    const fh_spec **specs = malloc((r->n_cases ? r->n_cases : 1) * sizeof *specs);
+    fh_contrast_outcome *o = malloc((r->n_cases ? r->n_cases : 1) * sizeof *o);
     if (specs && o) {
         for (size_t i = 0; i < r->n_cases; i++) {
-            const fattn_verify_case *c = &r->cases[i];
+            const fh_verify_case *c = &r->cases[i];
             specs[i] = c->spec;
-            o[i] = c->skipped || c->spec->expect_refusal ? FATTN_CONTRAST_NONE
-                   : (c->cmp.differences || c->error[0]) ? FATTN_CONTRAST_FAIL
-                                                         : FATTN_CONTRAST_PASS;
+            o[i] = c->skipped || c->spec->expect_refusal ? FH_CONTRAST_NONE
+                   : (c->cmp.differences || c->error[0]) ? FH_CONTRAST_FAIL
+                                                         : FH_CONTRAST_PASS;
         }
-        if (fattn_contrast_of(specs, o, r->n_cases, out) != FATTN_OK)
+        if (fh_contrast_of(specs, o, r->n_cases, out) != FATTN_OK)
             memset(out, 0, sizeof *out); /* no line rather than a wrong one */
     }
     free(specs);
     free(o);
 }
 
-json_t *fattn_cmd_verify_json_contrast(const fattn_contrast *c)
+json_t *fh_cmd_verify_json_contrast(const fh_contrast *c)
 {
     if (!c->text[0])
         return json_null();
     json_t *keys = json_array();
     for (int k = 0; k < c->n_keys; k++)
-        json_array_append_new(keys, json_string(fattn_feature_name(c->keys[k])));
+        json_array_append_new(keys, json_string(fh_feature_name(c->keys[k])));
     return json_pack("{s:s,s:I,s:I,s:o,s:I}", "text", c->text, "failing",
                      (json_int_t)c->failing, "passing", (json_int_t)c->passing, "features", keys,
                      "passing_with_them", (json_int_t)c->misses);

@@ -4,8 +4,8 @@
  * XML) or onto a terminal (every command's stdout and stderr). Every such
  * string goes through one of these two functions; docs/reliability.md
  * lists the attacks they close. */
-#ifndef FATTN_HARNESS_ESCAPE_H
-#define FATTN_HARNESS_ESCAPE_H
+#ifndef FH_HARNESS_ESCAPE_H
+#define FH_HARNESS_ESCAPE_H
 
 #include <stdio.h>
 
@@ -19,10 +19,10 @@
  * U+FFFD, it cannot end a tag); XML writes bytes outside ASCII
  * as '?' (XML 1.0 refuses some, and fattn's messages are not promised to be
  * UTF-8). */
-typedef enum fattn_markup { FATTN_MARKUP_HTML, FATTN_MARKUP_XML } fattn_markup;
+typedef enum fh_markup { FH_MARKUP_HTML, FH_MARKUP_XML } fh_markup;
 
 /* s escaped for `mode` into f. NULL writes nothing. */
-void fattn_escape_markup(FILE *f, const char *s, fattn_markup mode);
+void fh_escape_markup(FILE *f, const char *s, fh_markup mode);
 
 /* s as it may be shown on a terminal or in a CI log: C0 control bytes, DEL,
  * the C1 controls (U+0080..U+009F), bidirectional overrides (U+202A..E,
@@ -35,4 +35,4 @@ void fattn_escape_markup(FILE *f, const char *s, fattn_markup mode);
  * memory)" when none can be had. NULL gives NULL. */
 const char *cli_vis(const char *s);
 
-#endif /* FATTN_HARNESS_ESCAPE_H */
+#endif /* FH_HARNESS_ESCAPE_H */

@@ -41,32 +41,32 @@ int main(int argc, char **argv)
      * row as it is made, in order with the messages on stderr, instead of
      * 4 KiB at a time at the end. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    fattn_isolate_set_notice(cli_isolate_notice);
+    fh_isolate_set_notice(cli_isolate_notice);
     /* until a command's --max-memory says otherwise */
-    fattn_fileguard_set_memory_bound(cli_default_max_memory());
+    fh_fileguard_set_memory_bound(cli_default_max_memory());
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(main_help, argc < 2 ? stderr : stdout);
-        return argc < 2 ? FATTN_EXIT_ERROR : FATTN_EXIT_OK;
+        return argc < 2 ? FH_EXIT_ERROR : FH_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("fattn %s\n", FATTN_VERSION);
-        return FATTN_EXIT_OK;
+        return FH_EXIT_OK;
     }
     static const struct {
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {
-        {"cases", fattn_cmd_cases}, {"run", fattn_cmd_run},       {"replay", fattn_cmd_replay},
-        {"inspect", fattn_cmd_inspect}, {"merge", fattn_cmd_merge},
-        {"diff", fattn_cmd_diff}, {"verify", fattn_cmd_verify}, {"golden", fattn_cmd_golden},
-        {"report", fattn_cmd_report},
-        {"write-tree", fattn_cmd_write_tree},
+        {"cases", fh_cmd_cases}, {"run", fh_cmd_run},             {"replay", fh_cmd_replay},
+        {"inspect", fh_cmd_inspect}, {"merge", fh_cmd_merge},
+        {"diff", fh_cmd_diff}, {"verify", fh_cmd_verify}, {"golden", fh_cmd_golden},
+        {"report", fh_cmd_report},
+        {"write-tree", fh_cmd_write_tree},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             /* before any command asks whether cuDNN loads */
-            if (cli_cudnn_libraries(argv[1]) != FATTN_EXIT_OK)
-                return FATTN_EXIT_ERROR;
+            if (cli_cudnn_libraries(argv[1]) != FH_EXIT_OK)
+                return FH_EXIT_ERROR;
             int rc = cmds[i].fn(argc - 1, argv + 1);
             cli_engines_shutdown();
             return rc;

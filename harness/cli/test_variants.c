@@ -7,7 +7,7 @@
  *                 as it found it (so the poison survives there)
  *   flaky_dk      every second backward adds one ulp to dK's first element
  *   fault:PLAN    the fault-injecting engine (harness/run/fault_engine.h):
- *                 PLAN as fattn_fault_plan_parse takes it, e.g.
+ *                 PLAN as fh_fault_plan_parse takes it, e.g.
  *                 fault:max=nan,o=inf@1,bwd=fail
  * Compiled only in a build with -Dtesting=true (FATTN_TESTING): a shipping
  * CLI has no variant to select.
@@ -94,16 +94,16 @@ static const fattn_engine_ops flaky_ops = {
     .name = "test-variant:flaky_dk", .fwd = variant_fwd, .bwd = variant_bwd,
     .supports = NULL, .report = variant_report, .free = variant_free};
 
-fattn_status fattn_test_variant_wrap(fattn_engine *inner, const char *name,
+fattn_status fh_test_variant_wrap(fattn_engine *inner, const char *name,
                                      fattn_engine **out)
 {
     if (!strncmp(name, "fault:", 6)) { /* the fault-injecting engine (fault_engine.h) */
-        fattn_fault_plan plan;
-        fattn_status st = fattn_fault_plan_parse(name + 6, &plan);
+        fh_fault_plan plan;
+        fattn_status st = fh_fault_plan_parse(name + 6, &plan);
         if (st != FATTN_OK)
             return fattn_error(st, "FATTN_TEST_ENGINE_VARIANT='%s': %s", name,
                                fattn_last_error());
-        return fattn_fault_engine_wrap(inner, &plan, "test-variant:fault", cli_engine_close, out);
+        return fh_fault_engine_wrap(inner, &plan, "test-variant:fault", cli_engine_close, out);
     }
     int kind = !strcmp(name, "unwritten_dq") ? 1 : !strcmp(name, "flaky_dk") ? 2 : 0;
     if (!kind)

@@ -4,26 +4,26 @@
 #include <string.h>
 #include <xxhash.h>
 
-static void format_hash(XXH128_hash_t h, char out[FATTN_DIGEST_LEN])
+static void format_hash(XXH128_hash_t h, char out[FH_DIGEST_LEN])
 {
     static const char hex[] = "0123456789abcdef";
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, h);
-    memcpy(out, FATTN_DIGEST_PREFIX, 9);
+    memcpy(out, FH_DIGEST_PREFIX, 9);
     for (size_t i = 0; i < sizeof c.digest; i++) {
         out[9 + 2 * i] = hex[c.digest[i] >> 4];
         out[9 + 2 * i + 1] = hex[c.digest[i] & 15];
     }
-    out[FATTN_DIGEST_LEN - 1] = '\0';
+    out[FH_DIGEST_LEN - 1] = '\0';
 }
 
-void fattn_digest_bytes(const void *data, size_t n, char out[FATTN_DIGEST_LEN])
+void fh_digest_bytes(const void *data, size_t n, char out[FH_DIGEST_LEN])
 {
     static const unsigned char none = 0;
     format_hash(XXH3_128bits(n ? data : &none, n), out);
 }
 
-fattn_status fattn_digest_init(fattn_digest_state *st)
+fattn_status fh_digest_init(fh_digest_state *st)
 {
     XXH3_state_t *x = XXH3_createState();
     if (!x) {
@@ -39,7 +39,7 @@ fattn_status fattn_digest_init(fattn_digest_state *st)
     return FATTN_OK;
 }
 
-fattn_status fattn_digest_update(fattn_digest_state *st, const void *data, size_t n)
+fattn_status fh_digest_update(fh_digest_state *st, const void *data, size_t n)
 {
     if (!st->xxh)
         return fattn_error(FATTN_E_STATE, "digest: update without init");
@@ -50,16 +50,16 @@ fattn_status fattn_digest_update(fattn_digest_state *st, const void *data, size_
     return FATTN_OK;
 }
 
-fattn_status fattn_digest_final(fattn_digest_state *st, char out[FATTN_DIGEST_LEN])
+fattn_status fh_digest_final(fh_digest_state *st, char out[FH_DIGEST_LEN])
 {
     if (!st->xxh)
         return fattn_error(FATTN_E_STATE, "digest: final without init");
     format_hash(XXH3_128bits_digest(st->xxh), out);
-    fattn_digest_free(st);
+    fh_digest_free(st);
     return FATTN_OK;
 }
 
-void fattn_digest_free(fattn_digest_state *st)
+void fh_digest_free(fh_digest_state *st)
 {
     if (st && st->xxh) {
         XXH3_freeState(st->xxh);
@@ -67,9 +67,9 @@ void fattn_digest_free(fattn_digest_state *st)
     }
 }
 
-bool fattn_digest_is_valid(const char *s)
+bool fh_digest_is_valid(const char *s)
 {
-    if (!s || strncmp(s, FATTN_DIGEST_PREFIX, 9) != 0 || strlen(s) != FATTN_DIGEST_LEN - 1)
+    if (!s || strncmp(s, FH_DIGEST_PREFIX, 9) != 0 || strlen(s) != FH_DIGEST_LEN - 1)
         return false;
     for (const char *p = s + 9; *p; p++) {
         if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))

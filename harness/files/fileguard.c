@@ -21,7 +21,7 @@
 
 /* ---- inputs ---------------------------------------------------------------- */
 
-fattn_status fattn_fileguard_open_input(const char *path, int *fd)
+fattn_status fh_fileguard_open_input(const char *path, int *fd)
 {
     *fd = -1;
     /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes. */
@@ -93,7 +93,7 @@ static void pin_release(pin *p)
 {
     close(p->fd);
     if (p->snap) {
-        fattn_fileguard_scratch_unregister(p->slot);
+        fh_fileguard_scratch_unregister(p->slot);
         unlink(p->snap);
         free(p->snap);
         p->snap = NULL;
@@ -134,11 +134,11 @@ static bool pin_still_current(const char *path, const struct stat *sb)
                 same_time(p->mtime, sb->st_mtim) && same_time(p->ctime, sb->st_ctim);
     pthread_mutex_unlock(&pin_lock);
     if (p && !same)
-        fattn_fileguard_unpin(path);
+        fh_fileguard_unpin(path);
     return same;
 }
 
-uint64_t fattn_fileguard_pinned_memory(void)
+uint64_t fh_fileguard_pinned_memory(void)
 {
     uint64_t sum = 0;
     pthread_mutex_lock(&pin_lock);
@@ -148,13 +148,13 @@ uint64_t fattn_fileguard_pinned_memory(void)
     return sum;
 }
 
-fattn_status fattn_fileguard_pin(const char *path)
+fattn_status fh_fileguard_pin(const char *path)
 {
     int fd;
-    fattn_status st = fattn_fileguard_open_input(path, &fd);
+    fattn_status st = fh_fileguard_open_input(path, &fd);
     if (st != FATTN_OK) {
         /* An older pin of the path no longer names what the path is. */
-        fattn_fileguard_unpin(path);
+        fh_fileguard_unpin(path);
         return st;
     }
     struct stat sb;
@@ -171,7 +171,7 @@ fattn_status fattn_fileguard_pin(const char *path)
     pthread_once(&snapshots_once, snapshots_at_exit);
     /* the copy is made before the table is locked: it may take a while */
     int m = -1;
-    st = fattn_fileguard_copy_make(path, fd, &sb, fattn_fileguard_pinned_memory(), &m, &np.snap,
+    st = fh_fileguard_copy_make(path, fd, &sb, fh_fileguard_pinned_memory(), &m, &np.snap,
                                    &np.slot, &np.mem);
     close(fd);
     if (st != FATTN_OK)
@@ -209,7 +209,7 @@ fattn_status fattn_fileguard_pin(const char *path)
     return st;
 }
 
-void fattn_fileguard_unpin(const char *path)
+void fh_fileguard_unpin(const char *path)
 {
     pthread_mutex_lock(&pin_lock);
     pin *p = pin_find(path);
@@ -232,7 +232,7 @@ static bool proc_fd_usable(void)
     return u == 1;
 }
 
-const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap)
+const char *fh_fileguard_read_path(const char *path, char *buf, size_t cap)
 {
     if (!proc_fd_usable())
         return path;
@@ -248,7 +248,7 @@ const char *fattn_fileguard_read_path(const char *path, char *buf, size_t cap)
 
 /* ---- outputs: checks ------------------------------------------------------- */
 
-static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err);
+static fattn_status tmp_create(fh_fileguard_tmp *t, int *err);
 
 /* Is a pinned input the file `sb` describes, or pinned under `target`? */
 static const char *pinned_as(const char *target, const struct stat *sb)
@@ -265,7 +265,7 @@ static const char *pinned_as(const char *target, const struct stat *sb)
     return hit;
 }
 
-fattn_status fattn_fileguard_check_target(const char *target)
+fattn_status fh_fileguard_check_target(const char *target)
 {
     struct stat sb;
     bool exists = lstat(target, &sb) == 0;
@@ -293,9 +293,9 @@ fattn_status fattn_fileguard_check_target(const char *target)
     return FATTN_OK;
 }
 
-fattn_status fattn_fileguard_check_output(const char *target)
+fattn_status fh_fileguard_check_output(const char *target)
 {
-    fattn_status st = fattn_fileguard_check_target(target);
+    fattn_status st = fh_fileguard_check_target(target);
     if (st != FATTN_OK)
         return st;
     const char *slash = strrchr(target, '/');
@@ -316,7 +316,7 @@ fattn_status fattn_fileguard_check_output(const char *target)
     if (st == FATTN_OK) {
         /* A real file made and removed: permissions, a read-only file system,
          * ACLs and root's privileges all answer as the write itself will. */
-        fattn_fileguard_tmp t;
+        fh_fileguard_tmp t;
         memset(&t, 0, sizeof t);
         t.fd = -1;
         t.slot = -1;
@@ -327,13 +327,13 @@ fattn_status fattn_fileguard_check_output(const char *target)
             st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: cannot create a file "
                              "in directory %s: %s", target, dir, err ? strerror(err)
                                                                      : fattn_last_error());
-        fattn_fileguard_tmp_discard(&t);
+        fh_fileguard_tmp_discard(&t);
     }
     free(dir);
     return st;
 }
 
-fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *inputs,
+fattn_status fh_fileguard_check_distinct(const char *out, const char *const *inputs,
                                             size_t n)
 {
     struct stat so;
@@ -357,13 +357,13 @@ fattn_status fattn_fileguard_check_distinct(const char *out, const char *const *
 
 static atomic_uint tmp_counter;
 
-static void tmp_unregister(fattn_fileguard_tmp *t)
+static void tmp_unregister(fh_fileguard_tmp *t)
 {
-    fattn_fileguard_scratch_unregister(t->slot);
+    fh_fileguard_scratch_unregister(t->slot);
     t->slot = -1;
 }
 
-static void tmp_free(fattn_fileguard_tmp *t)
+static void tmp_free(fh_fileguard_tmp *t)
 {
     free(t->target);
     free(t->path);
@@ -372,7 +372,7 @@ static void tmp_free(fattn_fileguard_tmp *t)
 
 /* Create ".<base>.tmp-<pid>-<n>" beside t->target, open and registered;
  * *err gets open's errno on failure. */
-static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
+static fattn_status tmp_create(fh_fileguard_tmp *t, int *err)
 {
     const char *target = t->target;
     const char *slash = strrchr(target, '/');
@@ -383,7 +383,7 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
     size_t cap = strlen(target) + 64;
     if (!(t->path = malloc(cap)))
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-    fattn_fileguard_signals_install();
+    fh_fileguard_signals_install();
     fattn_status st = FATTN_OK;
     for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
         unsigned k = atomic_fetch_add(&tmp_counter, 1u);
@@ -393,11 +393,11 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
                  (long)getpid(), k);
         /* No moment between the file's creation and its registration. */
         sigset_t old;
-        fattn_fileguard_signals_block(&old);
+        fh_fileguard_signals_block(&old);
         t->fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         int e = errno;
         if (t->fd >= 0)
-            t->slot = fattn_fileguard_slot_add(FATTN_SLOT_FILE, t->path, 0);
+            t->slot = fh_fileguard_slot_add(FH_SLOT_FILE, t->path, 0);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (t->fd < 0 && e != EEXIST) {
             *err = e;
@@ -410,12 +410,12 @@ static fattn_status tmp_create(fattn_fileguard_tmp *t, int *err)
     return st;
 }
 
-fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t)
+fattn_status fh_fileguard_tmp_open(const char *target, fh_fileguard_tmp *t)
 {
     memset(t, 0, sizeof *t);
     t->fd = -1;
     t->slot = -1;
-    fattn_status st = fattn_fileguard_check_target(target);
+    fattn_status st = fh_fileguard_check_target(target);
     if (st != FATTN_OK)
         return st;
     if (!(t->target = strdup(target)))
@@ -423,11 +423,11 @@ fattn_status fattn_fileguard_tmp_open(const char *target, fattn_fileguard_tmp *t
     int err = 0;
     st = tmp_create(t, &err);
     if (st != FATTN_OK)
-        fattn_fileguard_tmp_discard(t);
+        fh_fileguard_tmp_discard(t);
     return st;
 }
 
-void fattn_fileguard_tmp_discard(fattn_fileguard_tmp *t)
+void fh_fileguard_tmp_discard(fh_fileguard_tmp *t)
 {
     if (t->fd >= 0)
         close(t->fd);
@@ -474,7 +474,7 @@ static void test_pause(void)
 }
 #endif
 
-fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t)
+fattn_status fh_fileguard_tmp_commit(fh_fileguard_tmp *t)
 {
     assert(t->target && t->path);
     fattn_status st = FATTN_OK;
@@ -491,12 +491,12 @@ fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t)
 #endif
     /* The target again: it may have become something else meanwhile. */
     if (st == FATTN_OK)
-        st = fattn_fileguard_check_target(t->target);
+        st = fh_fileguard_check_target(t->target);
     if (st == FATTN_OK && rename(t->path, t->target) != 0)
         st = fattn_error(FATTN_E_IO, "%s: rename from %s: %s", t->target, t->path,
                          strerror(errno));
     if (st != FATTN_OK) {
-        fattn_fileguard_tmp_discard(t);
+        fh_fileguard_tmp_discard(t);
         return st;
     }
     tmp_unregister(t);
@@ -505,10 +505,10 @@ fattn_status fattn_fileguard_tmp_commit(fattn_fileguard_tmp *t)
     return st;
 }
 
-fattn_status fattn_fileguard_write_text(const char *target, const char *data, size_t len)
+fattn_status fh_fileguard_write_text(const char *target, const char *data, size_t len)
 {
-    fattn_fileguard_tmp t;
-    fattn_status st = fattn_fileguard_tmp_open(target, &t);
+    fh_fileguard_tmp t;
+    fattn_status st = fh_fileguard_tmp_open(target, &t);
     if (st != FATTN_OK)
         return st;
     size_t done = 0;
@@ -523,8 +523,8 @@ fattn_status fattn_fileguard_write_text(const char *target, const char *data, si
             done += (size_t)n;
     }
     if (st != FATTN_OK) {
-        fattn_fileguard_tmp_discard(&t);
+        fh_fileguard_tmp_discard(&t);
         return st;
     }
-    return fattn_fileguard_tmp_commit(&t);
+    return fh_fileguard_tmp_commit(&t);
 }

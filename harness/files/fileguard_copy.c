@@ -28,17 +28,17 @@
 /* --max-memory as the commands set it; 0 until then (no bound). */
 static _Atomic double memory_bound;
 
-void fattn_fileguard_set_memory_bound(double bytes)
+void fh_fileguard_set_memory_bound(double bytes)
 {
     memory_bound = bytes > 0 ? bytes : 0;
 }
 
-double fattn_fileguard_memory_bound(void)
+double fh_fileguard_memory_bound(void)
 {
     return memory_bound;
 }
 
-bool fattn_fileguard_memory_backed(const char *dir)
+bool fh_fileguard_memory_backed(const char *dir)
 {
     struct statfs fs;
     return statfs(dir, &fs) == 0 &&
@@ -156,7 +156,7 @@ static fattn_status copy_fits(const char *path, const char *dir, int m, uint64_t
                            "needed, %llu free): refused (set TMPDIR to a directory with room)",
                            path, dir, (unsigned long long)need,
                            (unsigned long long)((uint64_t)vs.f_bavail * vs.f_frsize));
-    double bound = fattn_fileguard_memory_bound();
+    double bound = fh_fileguard_memory_bound();
     if (in_memory && bound > 0 && (double)(need + pinned_mem) > bound)
         return fattn_error(FATTN_E_NOMEM, "%s: its private copy would hold %llu bytes of memory "
                            "in %s (a memory-backed file system)%s%llu with the other inputs' "
@@ -167,7 +167,7 @@ static fattn_status copy_fits(const char *path, const char *dir, int m, uint64_t
     return FATTN_OK;
 }
 
-fattn_status fattn_fileguard_copy_make(const char *path, int fd, const struct stat *sb,
+fattn_status fh_fileguard_copy_make(const char *path, int fd, const struct stat *sb,
                                        uint64_t pinned_mem, int *out, char **name, int *slot,
                                        uint64_t *mem)
 {
@@ -184,11 +184,11 @@ fattn_status fattn_fileguard_copy_make(const char *path, int fd, const struct st
     snprintf(tmpl, cap, "%s/fattn-input-XXXXXX", dir);
     /* created and registered with the signals held off: no moment leaves
      * it behind */
-    fattn_fileguard_signals_install();
+    fh_fileguard_signals_install();
     sigset_t old;
-    fattn_fileguard_signals_block(&old);
+    fh_fileguard_signals_block(&old);
     int m = mkstemp(tmpl), e = errno;
-    if (m >= 0 && (*slot = fattn_fileguard_slot_add(FATTN_SLOT_FILE, tmpl, 0)) < 0) {
+    if (m >= 0 && (*slot = fh_fileguard_slot_add(FH_SLOT_FILE, tmpl, 0)) < 0) {
         unlink(tmpl);
         close(m);
         m = -1;
@@ -201,7 +201,7 @@ fattn_status fattn_fileguard_copy_make(const char *path, int fd, const struct st
                            "TMPDIR to a writable directory with room)", path, dir, strerror(e));
     }
     uint64_t size = (uint64_t)sb->st_size;
-    bool in_memory = fattn_fileguard_memory_backed(dir);
+    bool in_memory = fh_fileguard_memory_backed(dir);
     fattn_status st = FATTN_OK;
     /* A reflink shares the extents copy-on-write (btrfs, XFS): nothing is
      * written now, and a later rewrite of the input does not reach it. */
@@ -222,7 +222,7 @@ fattn_status fattn_fileguard_copy_make(const char *path, int fd, const struct st
     if (st == FATTN_OK && in_memory && fstat(m, &cs) == 0)
         *mem = (uint64_t)cs.st_blocks * 512u;
     if (st != FATTN_OK) {
-        fattn_fileguard_scratch_unregister(*slot);
+        fh_fileguard_scratch_unregister(*slot);
         *slot = -1;
         unlink(tmpl);
         close(m);

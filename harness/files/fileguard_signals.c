@@ -30,9 +30,9 @@
 enum { TMP_CHUNK = 16, TMP_PATH_MAX = 4352 };
 typedef struct tmp_chunk {
     char paths[TMP_CHUNK][TMP_PATH_MAX];
-    volatile sig_atomic_t used[TMP_CHUNK]; /* 0, or a FATTN_SLOT_ kind */
+    volatile sig_atomic_t used[TMP_CHUNK]; /* 0, or a FH_SLOT_ kind */
     volatile sig_atomic_t owner[TMP_CHUNK]; /* the registering pid */
-    volatile sig_atomic_t child[TMP_CHUNK]; /* FATTN_SLOT_CHILD: its pid */
+    volatile sig_atomic_t child[TMP_CHUNK]; /* FH_SLOT_CHILD: its pid */
     struct tmp_chunk *_Atomic next;
 } tmp_chunk;
 static tmp_chunk tmp_first;
@@ -99,15 +99,15 @@ static void on_signal(int sig)
 {
     int saved = errno;
     sig_atomic_t me = (sig_atomic_t)getpid();
-    for (int kind = FATTN_SLOT_CHILD; kind >= FATTN_SLOT_FILE; kind--)
+    for (int kind = FH_SLOT_CHILD; kind >= FH_SLOT_FILE; kind--)
         for (tmp_chunk *c = &tmp_first; c; c = atomic_load(&c->next))
             for (int i = 0; i < TMP_CHUNK; i++) {
                 if (c->used[i] != kind || c->owner[i] != me)
                     continue;
-                if (kind == FATTN_SLOT_CHILD) {
+                if (kind == FH_SLOT_CHILD) {
                     kill((pid_t)c->child[i], SIGKILL);
                     waitpid((pid_t)c->child[i], NULL, 0);
-                } else if (kind == FATTN_SLOT_FILE) {
+                } else if (kind == FH_SLOT_FILE) {
                     unlink(c->paths[i]);
                 } else {
                     remove_dir_in_handler(c->paths[i]);
@@ -146,12 +146,12 @@ static void install_handlers(void)
         install_one(s);
 }
 
-void fattn_fileguard_signals_install(void)
+void fh_fileguard_signals_install(void)
 {
     pthread_once(&handlers_once, install_handlers);
 }
 
-void fattn_fileguard_signals_block(sigset_t *old)
+void fh_fileguard_signals_block(sigset_t *old)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -167,7 +167,7 @@ void fattn_fileguard_signals_block(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-int fattn_fileguard_slot_add(int kind, const char *path, pid_t child)
+int fh_fileguard_slot_add(int kind, const char *path, pid_t child)
 {
     if (path && strlen(path) >= TMP_PATH_MAX)
         return -1;
@@ -197,12 +197,12 @@ int fattn_fileguard_slot_add(int kind, const char *path, pid_t child)
     return slot;
 }
 
-void fattn_fileguard_scratch_unregister(int slot)
+void fh_fileguard_scratch_unregister(int slot)
 {
     if (slot < 0)
         return;
     sigset_t old;
-    fattn_fileguard_signals_block(&old);
+    fh_fileguard_signals_block(&old);
     pthread_mutex_lock(&tmp_lock);
     tmp_chunk *c = &tmp_first;
     for (int k = slot / TMP_CHUNK; k > 0 && c; k--)
@@ -216,34 +216,34 @@ void fattn_fileguard_scratch_unregister(int slot)
 
 static int register_blocked(int kind, const char *path, pid_t child)
 {
-    fattn_fileguard_signals_install();
+    fh_fileguard_signals_install();
     sigset_t old;
-    fattn_fileguard_signals_block(&old);
-    int slot = fattn_fileguard_slot_add(kind, path, child);
+    fh_fileguard_signals_block(&old);
+    int slot = fh_fileguard_slot_add(kind, path, child);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return slot;
 }
 
-int fattn_fileguard_scratch_register(const char *path)
+int fh_fileguard_scratch_register(const char *path)
 {
-    return register_blocked(FATTN_SLOT_FILE, path, 0);
+    return register_blocked(FH_SLOT_FILE, path, 0);
 }
 
-int fattn_fileguard_scratch_dir_register(const char *dir)
+int fh_fileguard_scratch_dir_register(const char *dir)
 {
-    return register_blocked(FATTN_SLOT_DIR, dir, 0);
+    return register_blocked(FH_SLOT_DIR, dir, 0);
 }
 
-pid_t fattn_fileguard_fork_child(int *slot)
+pid_t fh_fileguard_fork_child(int *slot)
 {
     *slot = -1;
-    fattn_fileguard_signals_install();
+    fh_fileguard_signals_install();
     /* No moment in which the child exists unregistered. */
     sigset_t old;
-    fattn_fileguard_signals_block(&old);
+    fh_fileguard_signals_block(&old);
     pid_t pid = fork();
     if (pid > 0)
-        *slot = fattn_fileguard_slot_add(FATTN_SLOT_CHILD, NULL, pid);
+        *slot = fh_fileguard_slot_add(FH_SLOT_CHILD, NULL, pid);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pid;
 }

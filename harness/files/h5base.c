@@ -21,7 +21,7 @@ static hid_t shared_fapl = H5I_INVALID_HID;
 static void make_fapl(void)
 {
     /* No H5_term_library at exit (it must be said before the library's
-     * first call, hence here, and fattn_h5base_enter calls this first). A file whose
+     * first call, hence here, and fh_h5base_enter calls this first). A file whose
      * close failed part way (a full disk: EFBIG/ENOSPC while flushing)
      * stays in HDF5's ID table half torn down, and 1.10.8's termination
      * then dereferences NULL closing it again (H5F__close_cb): fattn
@@ -42,7 +42,7 @@ static void make_fapl(void)
     shared_fapl = p;
 }
 
-fattn_status fattn_h5base_enter(hid_t *fapl)
+fattn_status fh_h5base_enter(hid_t *fapl)
 {
     pthread_once(&fapl_once, make_fapl);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -69,7 +69,7 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *ctx)
     return 0;
 }
 
-fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
+fattn_status fh_h5base_fail(fattn_status st, const char *fmt, ...)
 {
     char ctx[8192]; /* two long paths and what was being done */
     va_list ap;
@@ -82,12 +82,12 @@ fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
     if (si.frames == 0)
         return fattn_error(st, "%s: HDF5 call failed", ctx);
     /* libhdf5's words: one line, no addresses (the context is fattn's own) */
-    fattn_scrub_text(si.api);
-    fattn_scrub_text(si.deep);
+    fh_scrub_text(si.api);
+    fh_scrub_text(si.deep);
     return fattn_error(st, "%s: %s: %s", ctx, si.api, si.deep);
 }
 
-double fattn_h5base_file_span(hid_t file)
+double fh_h5base_file_span(hid_t file)
 {
     haddr_t eoa = 0;
     hsize_t size = 0;
@@ -100,7 +100,7 @@ double fattn_h5base_file_span(hid_t file)
     return span;
 }
 
-void fattn_h5base_close(hid_t id)
+void fh_h5base_close(hid_t id)
 {
     if (id < 0)
         return;
@@ -121,7 +121,7 @@ void fattn_h5base_close(hid_t id)
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
 
-hid_t fattn_h5base_vlen_string_type(H5T_cset_t cset)
+hid_t fh_h5base_vlen_string_type(H5T_cset_t cset)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0)

@@ -2,14 +2,14 @@
  * (private to h5write.c and h5read.c; includes hdf5.h, so no public header
  * includes it).
  *
- * Every entry point of the run-file layer calls fattn_h5base_enter first: it
+ * Every entry point of the run-file layer calls fh_h5base_enter first: it
  * makes the one file-access property list (libver bounds V18..V110, file
  * locking where the file system has it) once per process, keeps HDF5 from
  * terminating itself at exit, and switches off HDF5's error printing for the
  * calling thread.
  */
-#ifndef FATTN_HARNESS_H5BASE_H
-#define FATTN_HARNESS_H5BASE_H
+#ifndef FH_HARNESS_H5BASE_H
+#define FH_HARNESS_H5BASE_H
 
 #include <hdf5.h>
 
@@ -23,12 +23,12 @@ _Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is int64_t in HDF5 1.10"
 
 /* Quiet this thread's error stack; *fapl (if non-NULL) gets the shared
  * file-access property list, owned by this module (never closed). */
-fattn_status fattn_h5base_enter(hid_t *fapl);
+fattn_status fh_h5base_enter(hid_t *fapl);
 
 /* The failure of an HDF5 call as one message: "<context>: <API>: <deepest
  * cause>" with the context formatted from fmt; clears the error stack and
  * returns st. */
-fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
+fattn_status fh_h5base_fail(fattn_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -36,22 +36,22 @@ fattn_status fattn_h5base_fail(fattn_status st, const char *fmt, ...)
 
 /* Close any HDF5 id of the kinds fattn opens; negative ids are ignored and
  * a failing close leaves no error on the stack. */
-void fattn_h5base_close(hid_t id);
+void fh_h5base_close(hid_t id);
 
 /* The HDF5 file and the name of a reader (h5read.h), for the modules beside
  * it that walk the same file (h5estimate.c). */
-struct fattn_h5_reader;
-hid_t fattn_h5base_reader_file(const struct fattn_h5_reader *r);
-const char *fattn_h5base_reader_path(const struct fattn_h5_reader *r);
+struct fh_h5_reader;
+hid_t fh_h5base_reader_file(const struct fh_h5_reader *r);
+const char *fh_h5base_reader_path(const struct fh_h5_reader *r);
 
 /* The bytes of an open file libhdf5 addresses: its end of allocation (EOA,
  * which no object may pass: a read past it fails), else its size; -1 when
  * neither can be had. Bytes past the EOA (a sparse tail) hold nothing a
  * reader takes. */
-double fattn_h5base_file_span(hid_t file);
+double fh_h5base_file_span(hid_t file);
 
 /* A variable-length C string type with character set `cset` (caller closes);
  * negative on failure. */
-hid_t fattn_h5base_vlen_string_type(H5T_cset_t cset);
+hid_t fh_h5base_vlen_string_type(H5T_cset_t cset);
 
-#endif /* FATTN_HARNESS_H5BASE_H */
+#endif /* FH_HARNESS_H5BASE_H */

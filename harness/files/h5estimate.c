@@ -18,7 +18,7 @@ enum { NODE_COST = 512, ATTR_COST = 160, ATTR_TEXT_COPIES = 4 };
 
 typedef struct walk {
     const char *file;
-    fattn_h5_estimate *e;
+    fh_h5_estimate *e;
     haddr_t *seen; /* groups visited */
     size_t n_seen, cap_seen;
     int depth;
@@ -36,14 +36,14 @@ static herr_t child_cb(hid_t g, const char *name, const H5L_info_t *info, void *
                             w->file, w->where, name);
         return -1;
     }
-    char *cp = fattn_runtree_path_join(w->where, name);
+    char *cp = fh_runtree_path_join(w->where, name);
     if (!cp) {
         w->st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->file);
         return -1;
     }
     hid_t o = H5Oopen(g, name, H5P_DEFAULT);
     if (o < 0) {
-        w->st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", w->file, cp);
+        w->st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", w->file, cp);
     } else {
         const char *parent = w->where;
         w->depth++;
@@ -64,7 +64,7 @@ static fattn_status walk_dataset(walk *w, hid_t d, const char *where)
     hsize_t dims[H5S_MAX_RANK];
     size_t esz = t >= 0 ? H5Tget_size(t) : 0;
     if (rank < 0 || esz == 0 || (rank > 0 && H5Sget_simple_extent_dims(s, dims, NULL) < 0)) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", w->file,
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", w->file,
                                where);
     } else {
         double bytes = (double)esz; /* a double: no shape a file declares overflows it */
@@ -83,19 +83,19 @@ static fattn_status walk_dataset(walk *w, hid_t d, const char *where)
                              "of data: not backed by storage", w->file, where, stored, bytes);
     }
     H5Eclear2(H5E_DEFAULT);
-    fattn_h5base_close(t);
-    fattn_h5base_close(s);
+    fh_h5base_close(t);
+    fh_h5base_close(s);
     return st;
 }
 
 static fattn_status walk_object(walk *w, hid_t obj, const char *where)
 {
-    if (w->depth > FATTN_H5_MAX_DEPTH)
+    if (w->depth > FH_H5_MAX_DEPTH)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: nested deeper than %d", w->file, where,
-                           FATTN_H5_MAX_DEPTH);
+                           FH_H5_MAX_DEPTH);
     H5O_info_t info;
     if (H5Oget_info2(obj, &info, H5O_INFO_BASIC | H5O_INFO_NUM_ATTRS) < 0)
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: object info", w->file, where);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: object info", w->file, where);
     w->e->objects += 1;
     w->e->attrs += (double)info.num_attrs;
     if (info.type == H5O_TYPE_DATASET)
@@ -120,25 +120,25 @@ static fattn_status walk_object(walk *w, hid_t obj, const char *where)
     w->st = FATTN_OK;
     w->where = where;
     if (H5Literate(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, child_cb, w) < 0 && w->st == FATTN_OK)
-        w->st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list links", w->file, where);
+        w->st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list links", w->file, where);
     H5Eclear2(H5E_DEFAULT);
     return w->st;
 }
 
-fattn_status fattn_h5_reader_estimate(fattn_h5_reader *r, fattn_h5_estimate *e)
+fattn_status fh_h5_reader_estimate(fh_h5_reader *r, fh_h5_estimate *e)
 {
     memset(e, 0, sizeof *e);
-    fattn_status st = fattn_h5base_enter(NULL);
+    fattn_status st = fh_h5base_enter(NULL);
     if (st != FATTN_OK)
         return st;
-    hid_t file = fattn_h5base_reader_file(r);
-    const char *path = fattn_h5base_reader_path(r);
-    e->file_bytes = fattn_h5base_file_span(file);
+    hid_t file = fh_h5base_reader_file(r);
+    const char *path = fh_h5base_reader_path(r);
+    e->file_bytes = fh_h5base_file_span(file);
     if (!(e->file_bytes >= 0))
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: file size", path);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: file size", path);
     hid_t root = H5Oopen(file, "/", H5P_DEFAULT);
     if (root < 0)
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: /: open", path);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: /: open", path);
     walk w = {path, e, NULL, 0, 0, 0, "/", FATTN_OK};
     st = walk_object(&w, root, "/");
     free(w.seen);
@@ -146,25 +146,25 @@ fattn_status fattn_h5_reader_estimate(fattn_h5_reader *r, fattn_h5_estimate *e)
     return st;
 }
 
-fattn_status fattn_h5_estimate_file(const char *path, fattn_h5_estimate *e)
+fattn_status fh_h5_estimate_file(const char *path, fh_h5_estimate *e)
 {
     memset(e, 0, sizeof *e);
-    fattn_h5_reader *r = NULL;
-    fattn_status st = fattn_h5_reader_open(path, &r);
+    fh_h5_reader *r = NULL;
+    fattn_status st = fh_h5_reader_open(path, &r);
     if (st == FATTN_OK)
-        st = fattn_h5_reader_estimate(r, e);
-    fattn_h5_reader_close(r);
+        st = fh_h5_reader_estimate(r, e);
+    fh_h5_reader_close(r);
     return st;
 }
 
-double fattn_h5_estimate_attr_text(const fattn_h5_estimate *e)
+double fh_h5_estimate_attr_text(const fh_h5_estimate *e)
 {
     double left = e->file_bytes - e->stored_bytes;
     return left > 0 ? left : 0;
 }
 
-double fattn_h5_estimate_tree(const fattn_h5_estimate *e, bool with_data)
+double fh_h5_estimate_tree(const fh_h5_estimate *e, bool with_data)
 {
     return e->objects * NODE_COST + e->attrs * ATTR_COST +
-           ATTR_TEXT_COPIES * fattn_h5_estimate_attr_text(e) + (with_data ? e->data_bytes : 0);
+           ATTR_TEXT_COPIES * fh_h5_estimate_attr_text(e) + (with_data ? e->data_bytes : 0);
 }

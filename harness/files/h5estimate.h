@@ -16,15 +16,15 @@
  * attributes hold more text than it, as only shared or overlapping heap
  * objects could. This module never prints.
  */
-#ifndef FATTN_HARNESS_H5ESTIMATE_H
-#define FATTN_HARNESS_H5ESTIMATE_H
+#ifndef FH_HARNESS_H5ESTIMATE_H
+#define FH_HARNESS_H5ESTIMATE_H
 
 #include <stdbool.h>
 
 #include "fattn/status.h"
 #include "h5read.h"
 
-typedef struct fattn_h5_estimate {
+typedef struct fh_h5_estimate {
     double file_bytes;   /* the bytes libhdf5 addresses (its EOA; past it, a
                             sparse tail, nothing is read) */
     double data_bytes;   /* every dataset's declared size */
@@ -33,22 +33,22 @@ typedef struct fattn_h5_estimate {
     double stored_bytes; /* the datasets' storage in the file */
     double objects;      /* groups and datasets */
     double attrs;        /* attributes */
-} fattn_h5_estimate;
+} fh_h5_estimate;
 
 /* The estimate of the file r reads. FATTN_E_INVALID_FILE naming the object
  * where the walk fails (a link other than a hard one, a cycle, too deep). */
-fattn_status fattn_h5_reader_estimate(fattn_h5_reader *r, fattn_h5_estimate *e);
+fattn_status fh_h5_reader_estimate(fh_h5_reader *r, fh_h5_estimate *e);
 /* open, estimate, close */
-fattn_status fattn_h5_estimate_file(const char *path, fattn_h5_estimate *e);
+fattn_status fh_h5_estimate_file(const char *path, fh_h5_estimate *e);
 
 /* The most bytes the file's attribute values can hold: its bytes that no
  * dataset's storage accounts for. */
-double fattn_h5_estimate_attr_text(const fattn_h5_estimate *e);
+double fh_h5_estimate_attr_text(const fh_h5_estimate *e);
 
 /* The bytes a tree read from the file holds at its height: every node and
  * attribute, the attribute text (with libhdf5's copies while it reads it),
  * and with_data the datasets' bytes (a whole read; without, a metadata-only
  * one). */
-double fattn_h5_estimate_tree(const fattn_h5_estimate *e, bool with_data);
+double fh_h5_estimate_tree(const fh_h5_estimate *e, bool with_data);
 
-#endif /* FATTN_HARNESS_H5ESTIMATE_H */
+#endif /* FH_HARNESS_H5ESTIMATE_H */

@@ -1,6 +1,6 @@
 /* harness/files/h5io.h — the run-file layer over HDF5 1.10.8.
  *
- * A run file is built in memory as a tree of fattn_h5_node (groups with
+ * A run file is built in memory as a tree of fh_h5_node (groups with
  * attributes and children, datasets with their bytes) and written in one
  * pass that visits everything in sorted order: a group's attributes first,
  * sorted by name, then its children sorted by name (strcmp, i.e. byte
@@ -28,7 +28,7 @@
  *    of the same group (FATTN_E_STATE), so callers cannot break the order.
  *
  * Reading validates as far as safe reading needs (what diff needs, docs/diff.md): only
- * hard links; groups and datasets only; depth <= FATTN_H5_MAX_DEPTH; every
+ * hard links; groups and datasets only; depth <= FH_H5_MAX_DEPTH; every
  * dataset has a known `dtype` consistent with its storage type, a simple
  * dataspace of rank <= 5, a byte size computable without overflow and
  * backed by storage (H5Dget_storage_size equals it); attributes of the
@@ -47,11 +47,11 @@
  * and h5read.h (the reader and the dataset stream); this header includes
  * all three. h5base.h is their private HDF5 plumbing.
  */
-#ifndef FATTN_HARNESS_H5IO_H
-#define FATTN_HARNESS_H5IO_H
+#ifndef FH_HARNESS_H5IO_H
+#define FH_HARNESS_H5IO_H
 
 #include "h5read.h"
 #include "h5write.h"
 #include "runtree.h"
 
-#endif /* FATTN_HARNESS_H5IO_H */
+#endif /* FH_HARNESS_H5IO_H */

@@ -13,26 +13,26 @@
 #include "h5base.h"
 #include "h5write.h"
 
-struct fattn_h5_reader {
+struct fh_h5_reader {
     char *path;
     hid_t file;
 };
 
-hid_t fattn_h5base_reader_file(const fattn_h5_reader *r)
+hid_t fh_h5base_reader_file(const fh_h5_reader *r)
 {
     return r->file;
 }
 
-const char *fattn_h5base_reader_path(const fattn_h5_reader *r)
+const char *fh_h5base_reader_path(const fh_h5_reader *r)
 {
     return r->path;
 }
 
-fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
+fattn_status fh_h5_reader_open(const char *path, fh_h5_reader **out)
 {
     *out = NULL;
     hid_t fapl = H5I_INVALID_HID;
-    fattn_status st = fattn_h5base_enter(&fapl);
+    fattn_status st = fh_h5base_enter(&fapl);
     if (st != FATTN_OK)
         return st;
     /* The file is opened by its pin where it has one (the very file the
@@ -41,16 +41,16 @@ fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
      * HDF5 opens exactly that file. */
     int own_fd = -1;
     char fdpath[64];
-    const char *open_path = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+    const char *open_path = fh_fileguard_read_path(path, fdpath, sizeof fdpath);
     if (open_path == path) {
-        if ((st = fattn_fileguard_open_input(path, &own_fd)) != FATTN_OK)
+        if ((st = fh_fileguard_open_input(path, &own_fd)) != FATTN_OK)
             return st;
         int n = snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", own_fd);
         if (n > 0 && (size_t)n < sizeof fdpath && access(fdpath, F_OK) == 0)
             open_path = fdpath;
     }
-    fattn_h5_reader *r = calloc(1, sizeof *r);
-    if (!r || !(r->path = fattn_runtree_strdup(path))) {
+    fh_h5_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = fh_runtree_strdup(path))) {
         free(r);
         if (own_fd >= 0)
             close(own_fd);
@@ -60,7 +60,7 @@ fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
     if (own_fd >= 0)
         close(own_fd); /* HDF5 holds its own descriptor of the file */
     if (r->file < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: open", path);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: open", path);
         free(r->path);
         free(r);
         return st;
@@ -69,7 +69,7 @@ fattn_status fattn_h5_reader_open(const char *path, fattn_h5_reader **out)
     return FATTN_OK;
 }
 
-void fattn_h5_reader_close(fattn_h5_reader *r)
+void fh_h5_reader_close(fh_h5_reader *r)
 {
     if (!r)
         return;
@@ -79,9 +79,9 @@ void fattn_h5_reader_close(fattn_h5_reader *r)
     free(r);
 }
 
-bool fattn_h5_reader_exists(fattn_h5_reader *r, const char *path)
+bool fh_h5_reader_exists(fh_h5_reader *r, const char *path)
 {
-    if (fattn_h5base_enter(NULL) != FATTN_OK)
+    if (fh_h5base_enter(NULL) != FATTN_OK)
         return false;
     size_t n = strlen(path);
     char *buf = malloc(n + 1);
@@ -109,7 +109,7 @@ typedef struct name_list {
     char **names;
     size_t n, cap;
     bool bad_link;      /* a soft or external link was seen */
-    char bad_name[FATTN_H5_NAME_MAX + 1];
+    char bad_name[FH_H5_NAME_MAX + 1];
     bool oom;
 } name_list;
 
@@ -130,7 +130,7 @@ static bool name_list_add(name_list *l, const char *name)
         l->names = nn;
         l->cap = cap;
     }
-    if (!(l->names[l->n] = fattn_runtree_strdup(name)))
+    if (!(l->names[l->n] = fh_runtree_strdup(name)))
         return false;
     l->n++;
     return true;
@@ -165,7 +165,7 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
 }
 
 typedef struct read_ctx {
-    fattn_h5_reader *r;
+    fh_h5_reader *r;
     bool allow_corrupt;
     bool metadata_only;
     double text, text_max; /* attribute text read so far, and its bound */
@@ -175,19 +175,19 @@ typedef struct read_ctx {
 
 /* Read one attribute into node n (validated kinds only). */
 static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const char *name,
-                              fattn_h5_node *n, char *dtype_out, char *digest_out)
+                              fh_h5_node *n, char *dtype_out, char *digest_out)
 {
     const char *file = c->r->path;
-    if (fattn_runtree_check_name("attribute", name, false) != FATTN_OK)
+    if (fh_runtree_check_name("attribute", name, false) != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute name not allowed", file,
                            objpath);
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     if (a < 0)
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": open", file, objpath, name);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": open", file, objpath, name);
     hid_t t = H5Aget_type(a), s = H5Aget_space(a);
     fattn_status st = FATTN_OK;
     if (t < 0 || s < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": type", file, objpath, name);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": type", file, objpath, name);
         goto done;
     }
     H5S_class_t sclass = H5Sget_simple_extent_type(s);
@@ -201,10 +201,10 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
     bool is_reserved = n->is_dataset && (strcmp(name, "dtype") == 0 || strcmp(name, "digest") == 0);
     if (tclass == H5T_STRING && scalar && H5Tis_variable_str(t) > 0) {
         H5T_cset_t cset = H5Tget_cset(t);
-        hid_t mt = fattn_h5base_vlen_string_type(cset);
+        hid_t mt = fh_h5base_vlen_string_type(cset);
         char *p = NULL;
         if (mt < 0 || H5Aread(a, mt, &p) < 0) {
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
                          name);
         } else if (!p) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": null string", file,
@@ -216,7 +216,7 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
                              "hold more text (%.0f bytes so far) than the file has room for (%.0f "
                              "bytes): shared or overlapping heap objects, refused",
                              file, objpath, name, c->text, c->text_max);
-        } else if (!fattn_runtree_utf8_ok(p)) {
+        } else if (!fh_runtree_utf8_ok(p)) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": not UTF-8", file,
                              objpath, name);
         } else if (is_reserved) {
@@ -225,7 +225,7 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
             if (strlen(p) >= 64)
                 dst[0] = '\0';
         } else {
-            st = fattn_h5_node_set_string(n, name, p);
+            st = fh_h5_node_set_string(n, name, p);
         }
         if (p)
             H5free_memory(p);
@@ -242,25 +242,25 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
     if (tclass == H5T_INTEGER && H5Tequal(t, H5T_STD_I64LE) > 0 && (scalar || pair)) {
         int64_t v[2] = {0, 0};
         if (H5Aread(a, H5T_STD_I64LE, v) < 0)
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
                          name);
         else
-            st = scalar ? fattn_h5_node_set_int64(n, name, v[0])
-                        : fattn_h5_node_set_int64_pair(n, name, v);
+            st = scalar ? fh_h5_node_set_int64(n, name, v[0])
+                        : fh_h5_node_set_int64_pair(n, name, v);
     } else if (tclass == H5T_INTEGER && H5Tequal(t, H5T_STD_U8LE) > 0 && scalar) {
         uint8_t v = 0;
         if (H5Aread(a, H5T_STD_U8LE, &v) < 0)
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
                          name);
         else
-            st = fattn_h5_node_set_uint8(n, name, v);
+            st = fh_h5_node_set_uint8(n, name, v);
     } else if (tclass == H5T_FLOAT && H5Tequal(t, H5T_IEEE_F32LE) > 0 && scalar) {
         float v = 0;
         if (H5Aread(a, H5T_IEEE_F32LE, &v) < 0)
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": read", file, objpath,
                          name);
         else
-            st = fattn_h5_node_set_float32(n, name, v);
+            st = fh_h5_node_set_float32(n, name, v);
     } else {
         st = fattn_error(FATTN_E_INVALID_FILE,
                          "%s: %s: attribute \"%s\": unsupported type or shape (want a "
@@ -276,7 +276,7 @@ done:
     return st;
 }
 
-static fattn_status read_attrs(read_ctx *c, hid_t obj, const char *objpath, fattn_h5_node *n,
+static fattn_status read_attrs(read_ctx *c, hid_t obj, const char *objpath, fh_h5_node *n,
                                char *dtype_out, char *digest_out)
 {
     name_list l = {0};
@@ -284,7 +284,7 @@ static fattn_status read_attrs(read_ctx *c, hid_t obj, const char *objpath, fatt
     fattn_status st = FATTN_OK;
     if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &l) < 0)
         st = l.oom ? fattn_error(FATTN_E_NOMEM, "%s: out of memory", c->r->path)
-                   : fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list attributes", c->r->path,
+                   : fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list attributes", c->r->path,
                              objpath);
     for (size_t i = 0; st == FATTN_OK && i < l.n; i++)
         st = read_attr(c, obj, objpath, l.names[i], n, dtype_out, digest_out);
@@ -292,7 +292,7 @@ static fattn_status read_attrs(read_ctx *c, hid_t obj, const char *objpath, fatt
     return st;
 }
 
-static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h5_node *n)
+static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fh_h5_node *n)
 {
     const char *file = c->r->path;
     char dtype_s[64] = "", digest_s[64] = "";
@@ -306,15 +306,15 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
     if (fattn_dtype_parse(dtype_s, &n->dtype) != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: unknown dtype \"%s\"", file, path,
                            dtype_s);
-    if (!fattn_digest_is_valid(digest_s))
+    if (!fh_digest_is_valid(digest_s))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: missing or malformed digest attribute",
                            file, path);
-    memcpy(n->stored_digest, digest_s, FATTN_DIGEST_LEN);
+    memcpy(n->stored_digest, digest_s, FH_DIGEST_LEN);
 
-    hid_t t = H5Dget_type(d), want = (hid_t)fattn_h5_file_type(n->dtype);
+    hid_t t = H5Dget_type(d), want = (hid_t)fh_h5_file_type(n->dtype);
     hid_t s = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
     if (t < 0 || want < 0 || s < 0 || dcpl < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type, space or properties", file, path);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type, space or properties", file, path);
         goto done;
     }
     if (H5Tequal(t, want) <= 0) {
@@ -332,7 +332,7 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
     }
     hsize_t dims[FATTN_MAX_DIMS];
     if (rank > 0 && H5Sget_simple_extent_dims(s, dims, NULL) < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataspace dims", file, path);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataspace dims", file, path);
         goto done;
     }
     n->ndim = rank;
@@ -343,7 +343,7 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
         }
         n->shape[i] = (int64_t)dims[i];
     }
-    if (!fattn_runtree_shape_bytes(n->dtype, n->ndim, n->shape, &n->nbytes)) {
+    if (!fh_runtree_shape_bytes(n->dtype, n->ndim, n->shape, &n->nbytes)) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: size overflows", file, path);
         goto done;
     }
@@ -372,11 +372,11 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
             goto done;
         }
         if (H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, n->data) < 0) {
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read", file, path);
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read", file, path);
             goto done;
         }
     }
-    fattn_digest_bytes(n->data, n->nbytes, n->digest);
+    fh_digest_bytes(n->data, n->nbytes, n->digest);
     if (strcmp(n->digest, n->stored_digest) != 0) {
         if (c->allow_corrupt)
             n->corrupt = true;
@@ -386,23 +386,23 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fattn_h
                              n->stored_digest, n->digest);
     }
 done:
-    fattn_h5base_close(dcpl);
-    fattn_h5base_close(s);
-    fattn_h5base_close(want);
-    fattn_h5base_close(t);
+    fh_h5base_close(dcpl);
+    fh_h5base_close(s);
+    fh_h5base_close(want);
+    fh_h5base_close(t);
     return st;
 }
 
 static fattn_status read_object(read_ctx *c, hid_t obj, const char *name, const char *path,
-                                int depth, fattn_h5_node **out);
+                                int depth, fh_h5_node **out);
 
 static fattn_status read_group(read_ctx *c, hid_t g, const char *path, int depth,
-                               fattn_h5_node *n)
+                               fh_h5_node *n)
 {
     const char *file = c->r->path;
     H5O_info_t info;
     if (H5Oget_info2(g, &info, H5O_INFO_BASIC) < 0)
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: object info", file, path);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: object info", file, path);
     for (size_t i = 0; i < c->n_seen; i++) {
         if (c->seen[i] == info.addr)
             return fattn_error(FATTN_E_INVALID_FILE,
@@ -426,27 +426,27 @@ static fattn_status read_group(read_ctx *c, hid_t g, const char *path, int depth
     hsize_t idx = 0;
     if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, link_cb, &l) < 0)
         st = l.oom ? fattn_error(FATTN_E_NOMEM, "%s: out of memory", file)
-                   : fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list links", file, path);
+                   : fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list links", file, path);
     if (st == FATTN_OK && l.bad_link)
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: \"%s\" is a soft or external link", file,
                          path, l.bad_name);
     for (size_t i = 0; st == FATTN_OK && i < l.n; i++) {
-        char *cp = fattn_runtree_path_join(path, l.names[i]);
+        char *cp = fh_runtree_path_join(path, l.names[i]);
         if (!cp) {
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", file);
             break;
         }
         hid_t o = H5Oopen(g, l.names[i], H5P_DEFAULT);
         if (o < 0) {
-            st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", file, cp);
+            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", file, cp);
         } else {
-            fattn_h5_node *child = NULL;
+            fh_h5_node *child = NULL;
             st = read_object(c, o, l.names[i], cp, depth + 1, &child);
             H5Oclose(o);
             if (st == FATTN_OK) {
-                st = fattn_runtree_insert_child(n, child);
+                st = fh_runtree_insert_child(n, child);
                 if (st != FATTN_OK) {
-                    fattn_h5_node_free(child);
+                    fh_h5_node_free(child);
                     char why[512];
                     snprintf(why, sizeof why, "%s", fattn_last_error());
                     st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: %s", file, cp, why);
@@ -460,17 +460,17 @@ static fattn_status read_group(read_ctx *c, hid_t g, const char *path, int depth
 }
 
 static fattn_status read_object(read_ctx *c, hid_t obj, const char *name, const char *path,
-                                int depth, fattn_h5_node **out)
+                                int depth, fh_h5_node **out)
 {
     const char *file = c->r->path;
     *out = NULL;
-    if (depth > FATTN_H5_MAX_DEPTH)
+    if (depth > FH_H5_MAX_DEPTH)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: nested deeper than %d", file, path,
-                           FATTN_H5_MAX_DEPTH);
-    if (name[0] && fattn_runtree_check_name("link", name, false) != FATTN_OK)
+                           FH_H5_MAX_DEPTH);
+    if (name[0] && fh_runtree_check_name("link", name, false) != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: link name not allowed", file, path);
-    fattn_h5_node *n = calloc(1, sizeof *n);
-    if (!n || !(n->name = fattn_runtree_strdup(name))) {
+    fh_h5_node *n = calloc(1, sizeof *n);
+    if (!n || !(n->name = fh_runtree_strdup(name))) {
         free(n);
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", file);
     }
@@ -483,30 +483,30 @@ static fattn_status read_object(read_ctx *c, hid_t obj, const char *name, const 
     else
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: neither a group nor a dataset", file, path);
     if (st != FATTN_OK) {
-        fattn_h5_node_free(n);
+        fh_h5_node_free(n);
         return st;
     }
     *out = n;
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_reader_read(fattn_h5_reader *r, const char *path,
-                                  const fattn_h5_read_opts *opts, fattn_h5_node **out)
+fattn_status fh_h5_reader_read(fh_h5_reader *r, const char *path,
+                                  const fh_h5_read_opts *opts, fh_h5_node **out)
 {
     *out = NULL;
-    fattn_status st = fattn_h5base_enter(NULL);
+    fattn_status st = fh_h5base_enter(NULL);
     if (st != FATTN_OK)
         return st;
     if (path[0] != '/')
         return fattn_error(FATTN_E_INVALID_ARG, "%s: path \"%s\" is not absolute", r->path, path);
-    if (strcmp(path, "/") != 0 && !fattn_h5_reader_exists(r, path))
+    if (strcmp(path, "/") != 0 && !fh_h5_reader_exists(r, path))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: %s: no such object", r->path, path);
     hid_t o = H5Oopen(r->file, path, H5P_DEFAULT);
     if (o < 0)
-        return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
+        return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
     const char *slash = strrchr(path, '/');
     const char *name = strcmp(path, "/") == 0 ? "" : slash + 1;
-    double span = fattn_h5base_file_span(r->file);
+    double span = fh_h5base_file_span(r->file);
     read_ctx c = {r, opts ? opts->allow_corrupt : false, opts ? opts->metadata_only : false,
                   0.0, opts && opts->attr_text_max > 0 ? opts->attr_text_max : span,
                   NULL, 0, 0};
@@ -518,7 +518,7 @@ fattn_status fattn_h5_reader_read(fattn_h5_reader *r, const char *path,
 
 /* ---- streaming one dataset ---------------------------------------------- */
 
-struct fattn_h5_dstream {
+struct fh_h5_dstream {
     hid_t dset, ftype, fspace;
     int rank;
     hsize_t dims[FATTN_MAX_DIMS];
@@ -529,28 +529,28 @@ struct fattn_h5_dstream {
     const char *file;
 };
 
-void fattn_h5_dstream_close(fattn_h5_dstream *s)
+void fh_h5_dstream_close(fh_h5_dstream *s)
 {
     if (!s)
         return;
-    fattn_h5base_close(s->fspace);
-    fattn_h5base_close(s->ftype);
-    fattn_h5base_close(s->dset);
+    fh_h5base_close(s->fspace);
+    fh_h5base_close(s->ftype);
+    fh_h5base_close(s->dset);
     free(s->path);
     free(s);
 }
 
-fattn_status fattn_h5_dstream_open(fattn_h5_reader *r, const char *path,
-                                   const fattn_h5_node *meta, fattn_h5_dstream **out)
+fattn_status fh_h5_dstream_open(fh_h5_reader *r, const char *path,
+                                   const fh_h5_node *meta, fh_h5_dstream **out)
 {
     *out = NULL;
-    fattn_status st = fattn_h5base_enter(NULL);
+    fattn_status st = fh_h5base_enter(NULL);
     if (st != FATTN_OK)
         return st;
     if (!meta->is_dataset)
         return fattn_error(FATTN_E_INVALID_ARG, "%s: %s: not a dataset", r->path, path);
-    fattn_h5_dstream *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = fattn_runtree_strdup(path))) {
+    fh_h5_dstream *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = fh_runtree_strdup(path))) {
         free(s);
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", r->path);
     }
@@ -559,14 +559,14 @@ fattn_status fattn_h5_dstream_open(fattn_h5_reader *r, const char *path,
     hid_t want = H5I_INVALID_HID;
     s->dset = H5Dopen2(r->file, path, H5P_DEFAULT);
     if (s->dset < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
         goto fail;
     }
     s->ftype = H5Dget_type(s->dset);
     s->fspace = H5Dget_space(s->dset);
-    want = (hid_t)fattn_h5_file_type(meta->dtype);
+    want = (hid_t)fh_h5_file_type(meta->dtype);
     if (s->ftype < 0 || s->fspace < 0 || want < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", r->path, path);
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", r->path, path);
         goto fail;
     }
     /* The file may not change between the metadata pass and this one. */
@@ -589,21 +589,21 @@ fattn_status fattn_h5_dstream_open(fattn_h5_reader *r, const char *path,
     for (int k = s->rank - 1; k >= 0; k--)
         s->inner[k] = k == s->rank - 1 ? 1 : s->inner[k + 1] * s->dims[k + 1];
     s->esize = fattn_dtype_size(meta->dtype);
-    fattn_h5base_close(want);
+    fh_h5base_close(want);
     *out = s;
     return FATTN_OK;
 fail:
-    fattn_h5base_close(want);
-    fattn_h5_dstream_close(s);
+    fh_h5base_close(want);
+    fh_h5_dstream_close(s);
     return st;
 }
 
-fattn_status fattn_h5_dstream_read(fattn_h5_dstream *s, void *buf, size_t cap, size_t *got)
+fattn_status fh_h5_dstream_read(fh_h5_dstream *s, void *buf, size_t cap, size_t *got)
 {
     *got = 0;
     if (s->pos >= s->numel)
         return FATTN_OK;
-    fattn_status st = fattn_h5base_enter(NULL);
+    fattn_status st = fh_h5base_enter(NULL);
     if (st != FATTN_OK)
         return st;
     uint64_t cap_el = cap / s->esize;
@@ -612,7 +612,7 @@ fattn_status fattn_h5_dstream_read(fattn_h5_dstream *s, void *buf, size_t cap, s
                            s->file, s->path);
     if (s->rank == 0) {
         if (H5Dread(s->dset, s->ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-            return fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read", s->file, s->path);
+            return fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read", s->file, s->path);
         s->pos = 1;
         *got = s->esize;
         return FATTN_OK;
@@ -645,26 +645,26 @@ fattn_status fattn_h5_dstream_read(fattn_h5_dstream *s, void *buf, size_t cap, s
     hid_t ms = H5Screate_simple(1, &n, NULL);
     if (ms < 0 || H5Sselect_hyperslab(s->fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         H5Dread(s->dset, s->ftype, ms, s->fspace, H5P_DEFAULT, buf) < 0) {
-        st = fattn_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read elements %" PRIu64 "..%" PRIu64,
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read elements %" PRIu64 "..%" PRIu64,
                      s->file, s->path, s->pos, s->pos + (uint64_t)n);
-        fattn_h5base_close(ms);
+        fh_h5base_close(ms);
         return st;
     }
-    fattn_h5base_close(ms);
+    fh_h5base_close(ms);
     s->pos += n;
     *got = (size_t)n * s->esize;
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_read_file(const char *path, const fattn_h5_read_opts *opts,
-                                fattn_h5_node **out)
+fattn_status fh_h5_read_file(const char *path, const fh_h5_read_opts *opts,
+                                fh_h5_node **out)
 {
     *out = NULL;
-    fattn_h5_reader *r;
-    fattn_status st = fattn_h5_reader_open(path, &r);
+    fh_h5_reader *r;
+    fattn_status st = fh_h5_reader_open(path, &r);
     if (st != FATTN_OK)
         return st;
-    st = fattn_h5_reader_read(r, "/", opts, out);
-    fattn_h5_reader_close(r);
+    st = fh_h5_reader_read(r, "/", opts, out);
+    fh_h5_reader_close(r);
     return st;
 }

@@ -22,18 +22,18 @@ typedef struct tracked_group {
     bool closed;       /* a later sibling of it or an ancestor's was created */
 } tracked_group;
 
-struct fattn_h5_writer {
+struct fh_h5_writer {
     char *target;
-    fattn_fileguard_tmp tmp; /* the temporary file beside the target */
+    fh_fileguard_tmp tmp; /* the temporary file beside the target */
     hid_t file;
     bool failed;
-    fattn_h5_write_hook hook;
+    fh_h5_write_hook hook;
     void *hook_ctx;
     tracked_group *groups;
     size_t n_groups, cap_groups;
 };
 
-static tracked_group *find_group(fattn_h5_writer *w, const char *path)
+static tracked_group *find_group(fh_h5_writer *w, const char *path)
 {
     for (size_t i = 0; i < w->n_groups; i++) {
         if (strcmp(w->groups[i].path, path) == 0)
@@ -42,7 +42,7 @@ static tracked_group *find_group(fattn_h5_writer *w, const char *path)
     return NULL;
 }
 
-static fattn_status track_group(fattn_h5_writer *w, const char *path)
+static fattn_status track_group(fh_h5_writer *w, const char *path)
 {
     if (w->n_groups == w->cap_groups) {
         size_t cap = w->cap_groups ? 2 * w->cap_groups : 16;
@@ -54,7 +54,7 @@ static fattn_status track_group(fattn_h5_writer *w, const char *path)
     }
     tracked_group *g = &w->groups[w->n_groups];
     memset(g, 0, sizeof *g);
-    if (!(g->path = fattn_runtree_strdup(path)))
+    if (!(g->path = fh_runtree_strdup(path)))
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
     w->n_groups++;
     return FATTN_OK;
@@ -63,7 +63,7 @@ static fattn_status track_group(fattn_h5_writer *w, const char *path)
 /* Record that child `name` of tracked group `g` is about to be created:
  * it must sort after the previous child; everything tracked below `g`
  * is closed from now on. */
-static fattn_status claim_child(fattn_h5_writer *w, tracked_group *g, const char *name)
+static fattn_status claim_child(fh_h5_writer *w, tracked_group *g, const char *name)
 {
     if (g->closed)
         return fattn_error(FATTN_E_STATE,
@@ -74,7 +74,7 @@ static fattn_status claim_child(fattn_h5_writer *w, tracked_group *g, const char
                            "%s: %s: child \"%s\" does not sort after \"%s\": objects must be "
                            "written in sorted order",
                            w->target, g->path, name, g->last_child);
-    char *nm = fattn_runtree_strdup(name);
+    char *nm = fh_runtree_strdup(name);
     if (!nm)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
     free(g->last_child);
@@ -91,7 +91,7 @@ static fattn_status claim_child(fattn_h5_writer *w, tracked_group *g, const char
     return FATTN_OK;
 }
 
-static fattn_status run_hook(fattn_h5_writer *w, const char *path, const char *attr)
+static fattn_status run_hook(fh_h5_writer *w, const char *path, const char *attr)
 {
     if (!w->hook)
         return FATTN_OK;
@@ -105,8 +105,8 @@ static fattn_status run_hook(fattn_h5_writer *w, const char *path, const char *a
     return FATTN_OK;
 }
 
-static fattn_status write_attr(fattn_h5_writer *w, hid_t obj, const char *objpath,
-                               const fattn_h5_attr *a)
+static fattn_status write_attr(fh_h5_writer *w, hid_t obj, const char *objpath,
+                               const fh_h5_attr *a)
 {
     fattn_status st = run_hook(w, objpath, a->name);
     if (st != FATTN_OK)
@@ -116,27 +116,27 @@ static fattn_status write_attr(fattn_h5_writer *w, hid_t obj, const char *objpat
     const char *sp = a->s;
     hsize_t two = 2;
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING:
-        type = fattn_h5base_vlen_string_type(H5T_CSET_UTF8);
+    case FH_H5_ATTR_STRING:
+        type = fh_h5base_vlen_string_type(H5T_CSET_UTF8);
         space = H5Screate(H5S_SCALAR);
         buf = &sp;
         break;
-    case FATTN_H5_ATTR_INT64:
+    case FH_H5_ATTR_INT64:
         type = H5Tcopy(H5T_STD_I64LE);
         space = H5Screate(H5S_SCALAR);
         buf = &a->i64[0];
         break;
-    case FATTN_H5_ATTR_FLOAT32:
+    case FH_H5_ATTR_FLOAT32:
         type = H5Tcopy(H5T_IEEE_F32LE);
         space = H5Screate(H5S_SCALAR);
         buf = &a->f32;
         break;
-    case FATTN_H5_ATTR_UINT8:
+    case FH_H5_ATTR_UINT8:
         type = H5Tcopy(H5T_STD_U8LE);
         space = H5Screate(H5S_SCALAR);
         buf = &a->u8;
         break;
-    case FATTN_H5_ATTR_INT64_PAIR:
+    case FH_H5_ATTR_INT64_PAIR:
         type = H5Tcopy(H5T_STD_I64LE);
         space = H5Screate_simple(1, &two, NULL);
         buf = a->i64;
@@ -144,13 +144,13 @@ static fattn_status write_attr(fattn_h5_writer *w, hid_t obj, const char *objpat
     }
     st = FATTN_OK;
     if (type < 0 || space < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": type", w->target, objpath, a->name);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": type", w->target, objpath, a->name);
     else if ((attr = H5Acreate2(obj, a->name, type, space, H5P_DEFAULT, H5P_DEFAULT)) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": create", w->target, objpath, a->name);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": create", w->target, objpath, a->name);
     else if (H5Awrite(attr, type, buf) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": write", w->target, objpath, a->name);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": write", w->target, objpath, a->name);
     if (attr >= 0 && H5Aclose(attr) < 0 && st == FATTN_OK)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": close", w->target, objpath, a->name);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": close", w->target, objpath, a->name);
     if (space >= 0)
         H5Sclose(space);
     if (type >= 0)
@@ -160,31 +160,31 @@ static fattn_status write_attr(fattn_h5_writer *w, hid_t obj, const char *objpat
 
 static int cmp_attr_ptr(const void *x, const void *y)
 {
-    const fattn_h5_attr *a = *(const fattn_h5_attr *const *)x;
-    const fattn_h5_attr *b = *(const fattn_h5_attr *const *)y;
+    const fh_h5_attr *a = *(const fh_h5_attr *const *)x;
+    const fh_h5_attr *b = *(const fh_h5_attr *const *)y;
     return strcmp(a->name, b->name);
 }
 
 /* A node's attributes, sorted; datasets also get dtype and digest. */
-static fattn_status write_attrs(fattn_h5_writer *w, hid_t obj, const char *objpath,
-                                const fattn_h5_node *n)
+static fattn_status write_attrs(fh_h5_writer *w, hid_t obj, const char *objpath,
+                                const fh_h5_node *n)
 {
     size_t count = n->n_attrs + (n->is_dataset ? 2 : 0);
     if (count == 0)
         return FATTN_OK;
-    const fattn_h5_attr **list = malloc(count * sizeof *list);
+    const fh_h5_attr **list = malloc(count * sizeof *list);
     if (!list)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
-    fattn_h5_attr extra[2];
+    fh_h5_attr extra[2];
     memset(extra, 0, sizeof extra);
     for (size_t i = 0; i < n->n_attrs; i++)
         list[i] = &n->attrs[i];
     if (n->is_dataset) {
         extra[0].name = (char *)"dtype";
-        extra[0].kind = FATTN_H5_ATTR_STRING;
+        extra[0].kind = FH_H5_ATTR_STRING;
         extra[0].s = (char *)fattn_dtype_name(n->dtype);
         extra[1].name = (char *)"digest";
-        extra[1].kind = FATTN_H5_ATTR_STRING;
+        extra[1].kind = FH_H5_ATTR_STRING;
         extra[1].s = (char *)n->digest;
         list[n->n_attrs] = &extra[0];
         list[n->n_attrs + 1] = &extra[1];
@@ -197,17 +197,17 @@ static fattn_status write_attrs(fattn_h5_writer *w, hid_t obj, const char *objpa
     return st;
 }
 
-static fattn_status write_node(fattn_h5_writer *w, hid_t parent, const char *path,
-                               const fattn_h5_node *n);
+static fattn_status write_node(fh_h5_writer *w, hid_t parent, const char *path,
+                               const fh_h5_node *n);
 
-static fattn_status write_children(fattn_h5_writer *w, hid_t group, const char *path,
-                                   const fattn_h5_node *n)
+static fattn_status write_children(fh_h5_writer *w, hid_t group, const char *path,
+                                   const fh_h5_node *n)
 {
     for (size_t i = 0; i < n->n_children; i++) {
-        const fattn_h5_node *c = n->children[i];
+        const fh_h5_node *c = n->children[i];
         if (i > 0 && strcmp(n->children[i - 1]->name, c->name) >= 0)
             return fattn_error(FATTN_E_INTERNAL, "%s: %s: children not sorted", w->target, path);
-        char *cp = fattn_runtree_path_join(path, c->name);
+        char *cp = fh_runtree_path_join(path, c->name);
         if (!cp)
             return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
         fattn_status st = write_node(w, group, cp, c);
@@ -218,30 +218,30 @@ static fattn_status write_children(fattn_h5_writer *w, hid_t group, const char *
     return FATTN_OK;
 }
 
-static fattn_status write_dataset(fattn_h5_writer *w, hid_t parent, const char *path,
-                                  const fattn_h5_node *n)
+static fattn_status write_dataset(fh_h5_writer *w, hid_t parent, const char *path,
+                                  const fh_h5_node *n)
 {
     size_t want;
-    if (!fattn_runtree_shape_bytes(n->dtype, n->ndim, n->shape, &want) || want != n->nbytes)
+    if (!fh_runtree_shape_bytes(n->dtype, n->ndim, n->shape, &want) || want != n->nbytes)
         return fattn_error(FATTN_E_SHAPE, "%s: %s: shape and byte count disagree", w->target, path);
     hsize_t dims[FATTN_MAX_DIMS];
     for (int i = 0; i < n->ndim; i++)
         dims[i] = (hsize_t)n->shape[i];
-    hid_t type = (hid_t)fattn_h5_file_type(n->dtype);
+    hid_t type = (hid_t)fh_h5_file_type(n->dtype);
     hid_t space = n->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(n->ndim, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t d = H5I_INVALID_HID;
     fattn_status st = FATTN_OK;
     if (type < 0 || space < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: dataset set-up", w->target, path);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: dataset set-up", w->target, path);
     else if ((d = H5Dcreate2(parent, n->name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: create dataset", w->target, path);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: create dataset", w->target, path);
     else if (n->nbytes && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, n->data) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: write dataset", w->target, path);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: write dataset", w->target, path);
     if (st == FATTN_OK)
         st = write_attrs(w, d, path, n);
     if (d >= 0 && H5Dclose(d) < 0 && st == FATTN_OK)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: close dataset", w->target, path);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close dataset", w->target, path);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -263,8 +263,8 @@ static hid_t create_group(hid_t parent, const char *name)
     return g;
 }
 
-static fattn_status write_node(fattn_h5_writer *w, hid_t parent, const char *path,
-                               const fattn_h5_node *n)
+static fattn_status write_node(fh_h5_writer *w, hid_t parent, const char *path,
+                               const fh_h5_node *n)
 {
     assert(path && path[0] == '/');
     assert(!n->is_dataset || n->n_children == 0);
@@ -275,16 +275,16 @@ static fattn_status write_node(fattn_h5_writer *w, hid_t parent, const char *pat
         return write_dataset(w, parent, path, n);
     hid_t g = create_group(parent, n->name);
     if (g < 0)
-        return fattn_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, path);
+        return fh_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, path);
     st = write_attrs(w, g, path, n);
     if (st == FATTN_OK)
         st = write_children(w, g, path, n);
     if (H5Gclose(g) < 0 && st == FATTN_OK)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, path);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, path);
     return st;
 }
 
-static void writer_free(fattn_h5_writer *w)
+static void writer_free(fh_h5_writer *w)
 {
     for (size_t i = 0; i < w->n_groups; i++) {
         free(w->groups[i].path);
@@ -295,50 +295,50 @@ static void writer_free(fattn_h5_writer *w)
     free(w);
 }
 
-fattn_status fattn_h5_writer_open(const char *target, fattn_h5_writer **out)
+fattn_status fh_h5_writer_open(const char *target, fh_h5_writer **out)
 {
     *out = NULL;
     hid_t fapl = H5I_INVALID_HID;
-    fattn_status st = fattn_h5base_enter(&fapl);
+    fattn_status st = fh_h5base_enter(&fapl);
     if (st != FATTN_OK)
         return st;
-    fattn_h5_writer *w = calloc(1, sizeof *w);
+    fh_h5_writer *w = calloc(1, sizeof *w);
     if (!w)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
     w->file = H5I_INVALID_HID;
     w->tmp.fd = -1;
     w->tmp.slot = -1;
-    if (!(w->target = fattn_runtree_strdup(target))) {
+    if (!(w->target = fh_runtree_strdup(target))) {
         writer_free(w);
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
     }
     /* ".<base>.tmp-<pid>-<n>" beside the target, which must be a regular
      * file or absent and no input of this process (fileguard.h). */
-    if ((st = fattn_fileguard_tmp_open(target, &w->tmp)) != FATTN_OK) {
+    if ((st = fh_fileguard_tmp_open(target, &w->tmp)) != FATTN_OK) {
         writer_free(w);
         return st;
     }
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     if (fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: file creation properties", target);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: file creation properties", target);
     } else {
         w->file = H5Fcreate(w->tmp.path, H5F_ACC_TRUNC, fcpl, fapl);
         if (w->file < 0)
-            st = fattn_h5base_fail(FATTN_E_IO, "%s: create %s", target, w->tmp.path);
+            st = fh_h5base_fail(FATTN_E_IO, "%s: create %s", target, w->tmp.path);
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);
     if (st == FATTN_OK)
         st = track_group(w, "/");
     if (st != FATTN_OK) {
-        fattn_h5_writer_abort(w);
+        fh_h5_writer_abort(w);
         return st;
     }
     *out = w;
     return FATTN_OK;
 }
 
-void fattn_h5_writer_set_hook(fattn_h5_writer *w, fattn_h5_write_hook hook, void *ctx)
+void fh_h5_writer_set_hook(fh_h5_writer *w, fh_h5_write_hook hook, void *ctx)
 {
     w->hook = hook;
     w->hook_ctx = ctx;
@@ -346,13 +346,13 @@ void fattn_h5_writer_set_hook(fattn_h5_writer *w, fattn_h5_write_hook hook, void
 
 /* Make sure the group at absolute `path` exists and is open for writing;
  * create missing groups on the way (in order). */
-static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_group **out)
+static fattn_status ensure_group(fh_h5_writer *w, const char *path, tracked_group **out)
 {
     if (path[0] != '/')
         return fattn_error(FATTN_E_INVALID_ARG, "%s: path \"%s\" is not absolute", w->target, path);
     tracked_group *g = find_group(w, "/");
     const char *p = path;
-    char *cur = fattn_runtree_strdup("/");
+    char *cur = fh_runtree_strdup("/");
     if (!cur)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
     fattn_status st = FATTN_OK;
@@ -363,8 +363,8 @@ static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_g
             break;
         const char *end = strchr(p, '/');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        char part[FATTN_H5_NAME_MAX + 1];
-        if (len > FATTN_H5_NAME_MAX) {
+        char part[FH_H5_NAME_MAX + 1];
+        if (len > FH_H5_NAME_MAX) {
             st = fattn_error(FATTN_E_INVALID_ARG, "%s: path component too long in %s", w->target,
                              path);
             break;
@@ -372,7 +372,7 @@ static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_g
         memcpy(part, p, len);
         part[len] = '\0';
         p += len;
-        char *next = fattn_runtree_path_join(cur, part);
+        char *next = fh_runtree_path_join(cur, part);
         if (!next) {
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
             break;
@@ -381,7 +381,7 @@ static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_g
         cur = next;
         tracked_group *ng = find_group(w, cur);
         if (!ng) {
-            st = fattn_runtree_check_name("group", part, false);
+            st = fh_runtree_check_name("group", part, false);
             if (st == FATTN_OK)
                 st = claim_child(w, g, part);
             if (st == FATTN_OK)
@@ -389,9 +389,9 @@ static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_g
             if (st == FATTN_OK) {
                 hid_t gid = create_group(w->file, cur);
                 if (gid < 0)
-                    st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, cur);
+                    st = fh_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, cur);
                 else if (H5Gclose(gid) < 0)
-                    st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, cur);
+                    st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, cur);
             }
             if (st == FATTN_OK)
                 st = track_group(w, cur);
@@ -409,22 +409,22 @@ static fattn_status ensure_group(fattn_h5_writer *w, const char *path, tracked_g
     return st;
 }
 
-fattn_status fattn_h5_writer_put(fattn_h5_writer *w, const char *parent_path,
-                                 const fattn_h5_node *node)
+fattn_status fh_h5_writer_put(fh_h5_writer *w, const char *parent_path,
+                                 const fh_h5_node *node)
 {
     if (w->failed)
         return fattn_error(FATTN_E_STATE, "%s: an earlier write failed", w->target);
-    fattn_status st = fattn_h5base_enter(NULL);
+    fattn_status st = fh_h5base_enter(NULL);
     if (st != FATTN_OK)
         return st;
     tracked_group *g;
     st = ensure_group(w, parent_path, &g);
     char *gpath = NULL;
     hid_t gid = H5I_INVALID_HID;
-    if (st == FATTN_OK && !(gpath = fattn_runtree_strdup(g->path)))
+    if (st == FATTN_OK && !(gpath = fh_runtree_strdup(g->path)))
         st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
     if (st == FATTN_OK && (gid = H5Gopen2(w->file, gpath, H5P_DEFAULT)) < 0)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: open group", w->target, gpath);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: open group", w->target, gpath);
     if (st == FATTN_OK && node->name[0] == '\0') {
         /* Merge into the parent: attributes once, then children. */
         if (node->is_dataset) {
@@ -439,10 +439,10 @@ fattn_status fattn_h5_writer_put(fattn_h5_writer *w, const char *parent_path,
             }
         }
         for (size_t i = 0; st == FATTN_OK && i < node->n_children; i++) {
-            const fattn_h5_node *c = node->children[i];
+            const fh_h5_node *c = node->children[i];
             g = find_group(w, gpath);
             st = claim_child(w, g, c->name);
-            char *cp = st == FATTN_OK ? fattn_runtree_path_join(gpath, c->name) : NULL;
+            char *cp = st == FATTN_OK ? fh_runtree_path_join(gpath, c->name) : NULL;
             if (st == FATTN_OK && !cp)
                 st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
             if (st == FATTN_OK)
@@ -450,10 +450,10 @@ fattn_status fattn_h5_writer_put(fattn_h5_writer *w, const char *parent_path,
             free(cp);
         }
     } else if (st == FATTN_OK) {
-        st = fattn_runtree_check_name("link", node->name, false);
+        st = fh_runtree_check_name("link", node->name, false);
         if (st == FATTN_OK)
             st = claim_child(w, g, node->name);
-        char *cp = st == FATTN_OK ? fattn_runtree_path_join(gpath, node->name) : NULL;
+        char *cp = st == FATTN_OK ? fh_runtree_path_join(gpath, node->name) : NULL;
         if (st == FATTN_OK && !cp)
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
         if (st == FATTN_OK)
@@ -461,40 +461,40 @@ fattn_status fattn_h5_writer_put(fattn_h5_writer *w, const char *parent_path,
         free(cp);
     }
     if (gid >= 0 && H5Gclose(gid) < 0 && st == FATTN_OK)
-        st = fattn_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, gpath);
+        st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, gpath);
     free(gpath);
     if (st != FATTN_OK)
         w->failed = true;
     return st;
 }
 
-fattn_status fattn_h5_writer_commit(fattn_h5_writer *w)
+fattn_status fh_h5_writer_commit(fh_h5_writer *w)
 {
     fattn_status st = FATTN_OK;
     if (w->failed)
         st = fattn_error(FATTN_E_STATE, "%s: an earlier write failed; not committed", w->target);
     if (st == FATTN_OK)
-        st = fattn_h5base_enter(NULL);
+        st = fh_h5base_enter(NULL);
     if (st == FATTN_OK)
         st = run_hook(w, ":commit", NULL);
     if (st == FATTN_OK) {
         herr_t rc = H5Fclose(w->file);
         w->file = H5I_INVALID_HID;
         if (rc < 0)
-            st = fattn_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp.path);
+            st = fh_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp.path);
     }
     if (st != FATTN_OK) {
-        fattn_h5_writer_abort(w);
+        fh_h5_writer_abort(w);
         return st;
     }
     /* fsync, close, rename over the target, fsync the directory; the
      * temporary file is gone on failure. */
-    st = fattn_fileguard_tmp_commit(&w->tmp);
+    st = fh_fileguard_tmp_commit(&w->tmp);
     writer_free(w);
     return st;
 }
 
-void fattn_h5_writer_abort(fattn_h5_writer *w)
+void fh_h5_writer_abort(fh_h5_writer *w)
 {
     if (!w)
         return;
@@ -502,31 +502,31 @@ void fattn_h5_writer_abort(fattn_h5_writer *w)
         H5E_BEGIN_TRY { H5Fclose(w->file); }
         H5E_END_TRY;
     }
-    fattn_fileguard_tmp_discard(&w->tmp);
+    fh_fileguard_tmp_discard(&w->tmp);
     writer_free(w);
 }
 
-fattn_status fattn_h5_write_file(const char *target, const fattn_h5_node *root,
-                                 fattn_h5_write_hook hook, void *hook_ctx)
+fattn_status fh_h5_write_file(const char *target, const fh_h5_node *root,
+                                 fh_h5_write_hook hook, void *hook_ctx)
 {
-    fattn_h5_writer *w;
-    fattn_status st = fattn_h5_writer_open(target, &w);
+    fh_h5_writer *w;
+    fattn_status st = fh_h5_writer_open(target, &w);
     if (st != FATTN_OK)
         return st;
-    fattn_h5_writer_set_hook(w, hook, hook_ctx);
+    fh_h5_writer_set_hook(w, hook, hook_ctx);
     /* The root is merged into "/" whatever its name. */
     if (root->is_dataset) {
-        fattn_h5_writer_abort(w);
+        fh_h5_writer_abort(w);
         return fattn_error(FATTN_E_INVALID_ARG, "%s: the root must be a group", target);
     }
-    fattn_h5_node view = *root;
+    fh_h5_node view = *root;
     view.name = (char *)"";
-    st = fattn_h5_writer_put(w, "/", &view);
+    st = fh_h5_writer_put(w, "/", &view);
     if (st != FATTN_OK) {
-        fattn_h5_writer_abort(w);
+        fh_h5_writer_abort(w);
         return st;
     }
-    return fattn_h5_writer_commit(w);
+    return fh_h5_writer_commit(w);
 }
 
 /* ---- the file types of the dtypes (declared in h5write.h) ---------------- */
@@ -545,9 +545,9 @@ static hid_t half_type(void)
     return t;
 }
 
-int64_t fattn_h5_file_type(fattn_dtype dtype)
+int64_t fh_h5_file_type(fattn_dtype dtype)
 {
-    if (fattn_h5base_enter(NULL) != FATTN_OK)
+    if (fh_h5base_enter(NULL) != FATTN_OK)
         return H5I_INVALID_HID;
     switch (dtype) {
     case FATTN_DTYPE_FLOAT32: return H5Tcopy(H5T_IEEE_F32LE);
@@ -566,7 +566,7 @@ int64_t fattn_h5_file_type(fattn_dtype dtype)
 /* created_utc                                                              */
 /* ------------------------------------------------------------------------ */
 
-fattn_status fattn_h5_created_utc(char out[32])
+fattn_status fh_h5_created_utc(char out[32])
 {
     const char *sde = getenv("SOURCE_DATE_EPOCH");
     time_t t;

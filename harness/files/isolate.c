@@ -21,10 +21,10 @@
 #include "scrub.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#define FATTN_UNDER_ASAN 1
+#define FH_UNDER_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define FATTN_UNDER_ASAN 1
+#define FH_UNDER_ASAN 1
 #endif
 #endif
 
@@ -34,7 +34,7 @@ enum { EXIT_BASE = 10 };
 enum { MSG_MAX = 16384 };
 
 /* The child's side: limits, then fn; never returns. */
-static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t as_bytes,
+static void child_run(const char *path, fh_isolate_fn fn, void *ctx, uint64_t as_bytes,
                       unsigned cpu_seconds, int wfd, int efd, pid_t parent)
 {
     /* What the child prints (glibc's "munmap_chunk(): invalid pointer" as
@@ -55,11 +55,11 @@ static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t
     setrlimit(RLIMIT_CORE, &core);
     struct rlimit cpu = {cpu_seconds, cpu_seconds + 1};
     setrlimit(RLIMIT_CPU, &cpu);
-#ifndef FATTN_UNDER_ASAN
+#ifndef FH_UNDER_ASAN
     if (as_bytes == 0) {
         struct stat sb;
         char fdpath[64];
-        const char *p = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
+        const char *p = fh_fileguard_read_path(path, fdpath, sizeof fdpath);
         uint64_t size = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         as_bytes = (UINT64_C(4) << 30) + 8 * size;
     }
@@ -89,11 +89,11 @@ static void child_run(const char *path, fattn_isolate_fn fn, void *ctx, uint64_t
     _exit(st == FATTN_OK ? 0 : EXIT_BASE + (-(int)st));
 }
 
-static fattn_isolate_notice_fn notice_fn;
+static fh_isolate_notice_fn notice_fn;
 
-void fattn_isolate_set_notice(fattn_isolate_notice_fn fn) { notice_fn = fn; }
+void fh_isolate_set_notice(fh_isolate_notice_fn fn) { notice_fn = fn; }
 
-unsigned fattn_isolate_cpu_limit(uint64_t size)
+unsigned fh_isolate_cpu_limit(uint64_t size)
 {
     uint64_t s = 60 + size / (UINT64_C(16) << 20);
     return s > 86400 ? 86400 : (unsigned)s;
@@ -192,21 +192,21 @@ static double wall_limit_s(unsigned cpu_seconds)
     return (double)cpu_seconds + 60.0;
 }
 
-fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
+fattn_status fh_isolate_run(const char *path, fh_isolate_fn fn, void *ctx,
                                uint64_t as_bytes, unsigned cpu_seconds)
 {
     assert(path && fn);
     /* Open the file once, here: refused unless regular (a FIFO would
      * block), and pinned, so that the child checks and the parent then
      * reads this one file even if another is renamed over the path. */
-    fattn_status pst = fattn_fileguard_pin(path);
+    fattn_status pst = fh_fileguard_pin(path);
     if (pst == FATTN_E_INVALID_FILE || pst == FATTN_E_NOMEM) /* not regular; no private copy */
         return pst;
     if (cpu_seconds == 0) {
         struct stat sb;
         char fdpath[64];
-        const char *p = fattn_fileguard_read_path(path, fdpath, sizeof fdpath);
-        cpu_seconds = fattn_isolate_cpu_limit(stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+        const char *p = fh_fileguard_read_path(path, fdpath, sizeof fdpath);
+        cpu_seconds = fh_isolate_cpu_limit(stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0);
     }
     /* A path that cannot be opened at all is left to fn, whose reading
      * reports it in its own words. */
@@ -256,7 +256,7 @@ fattn_status fattn_isolate_run(const char *path, fattn_isolate_fn fn, void *ctx,
     while (w->efd >= 0) /* the child is gone: what it left in the pipe, then EOF */
         drain_stderr(w);
     char said[600] = "", words[512];
-    fattn_scrub_last_words(w->err, w->err_len, words, sizeof words);
+    fh_scrub_last_words(w->err, w->err_len, words, sizeof words);
     if (words[0])
         snprintf(said, sizeof said, ": the reader said: %s", words);
     const char *m = msg ? msg : "";

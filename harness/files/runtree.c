@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *fattn_runtree_strdup(const char *s)
+char *fh_runtree_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
@@ -18,14 +18,14 @@ char *fattn_runtree_strdup(const char *s)
 }
 
 /* Link and attribute names: printable ASCII without '/', not "." or "..". */
-fattn_status fattn_runtree_check_name(const char *what, const char *name, bool allow_empty)
+fattn_status fh_runtree_check_name(const char *what, const char *name, bool allow_empty)
 {
     size_t n = strlen(name);
     if (n == 0 && allow_empty)
         return FATTN_OK;
-    if (n == 0 || n > FATTN_H5_NAME_MAX)
+    if (n == 0 || n > FH_H5_NAME_MAX)
         return fattn_error(FATTN_E_INVALID_ARG, "%s name \"%s\": length must be 1..%d", what,
-                           name, FATTN_H5_NAME_MAX);
+                           name, FH_H5_NAME_MAX);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)name[i];
         if (ch < 0x20 || ch > 0x7e || ch == '/')
@@ -37,7 +37,7 @@ fattn_status fattn_runtree_check_name(const char *what, const char *name, bool a
     return FATTN_OK;
 }
 
-bool fattn_runtree_utf8_ok(const char *s)
+bool fh_runtree_utf8_ok(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
@@ -72,14 +72,14 @@ bool fattn_runtree_utf8_ok(const char *s)
     return true;
 }
 
-fattn_status fattn_h5_node_new_group(const char *name, fattn_h5_node **out)
+fattn_status fh_h5_node_new_group(const char *name, fh_h5_node **out)
 {
     *out = NULL;
-    fattn_status st = fattn_runtree_check_name("group", name, true);
+    fattn_status st = fh_runtree_check_name("group", name, true);
     if (st != FATTN_OK)
         return st;
-    fattn_h5_node *n = calloc(1, sizeof *n);
-    if (!n || !(n->name = fattn_runtree_strdup(name))) {
+    fh_h5_node *n = calloc(1, sizeof *n);
+    if (!n || !(n->name = fh_runtree_strdup(name))) {
         free(n);
         return fattn_error(FATTN_E_NOMEM, "out of memory for group \"%s\"", name);
     }
@@ -87,14 +87,14 @@ fattn_status fattn_h5_node_new_group(const char *name, fattn_h5_node **out)
     return FATTN_OK;
 }
 
-static void attr_clear(fattn_h5_attr *a)
+static void attr_clear(fh_h5_attr *a)
 {
     free(a->name);
     free(a->s);
     memset(a, 0, sizeof *a);
 }
 
-void fattn_h5_node_free(fattn_h5_node *n)
+void fh_h5_node_free(fh_h5_node *n)
 {
     if (!n)
         return;
@@ -102,7 +102,7 @@ void fattn_h5_node_free(fattn_h5_node *n)
         attr_clear(&n->attrs[i]);
     free(n->attrs);
     for (size_t i = 0; i < n->n_children; i++)
-        fattn_h5_node_free(n->children[i]);
+        fh_h5_node_free(n->children[i]);
     free(n->children);
     free(n->data);
     free(n->name);
@@ -110,7 +110,7 @@ void fattn_h5_node_free(fattn_h5_node *n)
 }
 
 /* Index of `name` among children, or the insertion point with *found false. */
-static size_t child_index(const fattn_h5_node *p, const char *name, bool *found)
+static size_t child_index(const fh_h5_node *p, const char *name, bool *found)
 {
     size_t lo = 0, hi = p->n_children;
     while (lo < hi) {
@@ -130,7 +130,7 @@ static size_t child_index(const fattn_h5_node *p, const char *name, bool *found)
     return lo;
 }
 
-fattn_status fattn_runtree_insert_child(fattn_h5_node *p, fattn_h5_node *c)
+fattn_status fh_runtree_insert_child(fh_h5_node *p, fh_h5_node *c)
 {
     assert(p && c && c->name);
     assert(p->n_children <= p->cap_children);
@@ -144,7 +144,7 @@ fattn_status fattn_runtree_insert_child(fattn_h5_node *p, fattn_h5_node *c)
                            c->name);
     if (p->n_children == p->cap_children) {
         size_t cap = p->cap_children ? 2 * p->cap_children : 8;
-        fattn_h5_node **nc = realloc(p->children, cap * sizeof *nc);
+        fh_h5_node **nc = realloc(p->children, cap * sizeof *nc);
         if (!nc)
             return fattn_error(FATTN_E_NOMEM, "out of memory adding \"%s\"", c->name);
         p->children = nc;
@@ -156,57 +156,57 @@ fattn_status fattn_runtree_insert_child(fattn_h5_node *p, fattn_h5_node *c)
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_node_adopt(fattn_h5_node *parent, fattn_h5_node *child)
+fattn_status fh_h5_node_adopt(fh_h5_node *parent, fh_h5_node *child)
 {
-    fattn_status st = fattn_runtree_check_name("link", child->name, false);
+    fattn_status st = fh_runtree_check_name("link", child->name, false);
     if (st != FATTN_OK)
         return st;
-    return fattn_runtree_insert_child(parent, child);
+    return fh_runtree_insert_child(parent, child);
 }
 
-fattn_status fattn_h5_node_copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst)
+fattn_status fh_h5_node_copy_attrs(const fh_h5_node *src, fh_h5_node *dst)
 {
     fattn_status st = FATTN_OK;
     for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
-        const fattn_h5_attr *a = &src->attrs[i];
+        const fh_h5_attr *a = &src->attrs[i];
         if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
             continue;
         switch (a->kind) {
-        case FATTN_H5_ATTR_STRING: st = fattn_h5_node_set_string(dst, a->name, a->s); break;
-        case FATTN_H5_ATTR_INT64: st = fattn_h5_node_set_int64(dst, a->name, a->i64[0]); break;
-        case FATTN_H5_ATTR_FLOAT32: st = fattn_h5_node_set_float32(dst, a->name, a->f32); break;
-        case FATTN_H5_ATTR_UINT8: st = fattn_h5_node_set_uint8(dst, a->name, a->u8); break;
-        case FATTN_H5_ATTR_INT64_PAIR:
-            st = fattn_h5_node_set_int64_pair(dst, a->name, a->i64);
+        case FH_H5_ATTR_STRING: st = fh_h5_node_set_string(dst, a->name, a->s); break;
+        case FH_H5_ATTR_INT64: st = fh_h5_node_set_int64(dst, a->name, a->i64[0]); break;
+        case FH_H5_ATTR_FLOAT32: st = fh_h5_node_set_float32(dst, a->name, a->f32); break;
+        case FH_H5_ATTR_UINT8: st = fh_h5_node_set_uint8(dst, a->name, a->u8); break;
+        case FH_H5_ATTR_INT64_PAIR:
+            st = fh_h5_node_set_int64_pair(dst, a->name, a->i64);
             break;
         }
     }
     return st;
 }
 
-fattn_status fattn_h5_node_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent,
+fattn_status fh_h5_node_copy(const fh_h5_node *src, fh_h5_node *dst_parent,
                                 const char *skip)
 {
     fattn_status st;
-    fattn_h5_node *d;
+    fh_h5_node *d;
     if (src->is_dataset) {
-        st = fattn_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
+        st = fh_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
                                      src->data, src->nbytes, &d);
-        return st == FATTN_OK ? fattn_h5_node_copy_attrs(src, d) : st;
+        return st == FATTN_OK ? fh_h5_node_copy_attrs(src, d) : st;
     }
-    if ((st = fattn_h5_node_group(dst_parent, src->name, &d)) ||
-        (st = fattn_h5_node_copy_attrs(src, d)))
+    if ((st = fh_h5_node_group(dst_parent, src->name, &d)) ||
+        (st = fh_h5_node_copy_attrs(src, d)))
         return st;
     for (size_t i = 0; i < src->n_children; i++) {
         if (skip && !strcmp(src->children[i]->name, skip))
             continue;
-        if ((st = fattn_h5_node_copy(src->children[i], d, skip)))
+        if ((st = fh_h5_node_copy(src->children[i], d, skip)))
             return st;
     }
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_h5_node **out)
+fattn_status fh_h5_node_group(fh_h5_node *parent, const char *name, fh_h5_node **out)
 {
     *out = NULL;
     bool found;
@@ -218,15 +218,15 @@ fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_
         *out = parent->children[at];
         return FATTN_OK;
     }
-    fattn_h5_node *g;
-    fattn_status st = fattn_runtree_check_name("group", name, false);
+    fh_h5_node *g;
+    fattn_status st = fh_runtree_check_name("group", name, false);
     if (st == FATTN_OK)
-        st = fattn_h5_node_new_group(name, &g);
+        st = fh_h5_node_new_group(name, &g);
     if (st != FATTN_OK)
         return st;
-    st = fattn_runtree_insert_child(parent, g);
+    st = fh_runtree_insert_child(parent, g);
     if (st != FATTN_OK) {
-        fattn_h5_node_free(g);
+        fh_h5_node_free(g);
         return st;
     }
     *out = g;
@@ -234,7 +234,7 @@ fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name, fattn_
 }
 
 /* numel * size without overflow; false if it does not fit. */
-bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes)
+bool fh_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes)
 {
     int64_t n = (int64_t)fattn_dtype_size(dtype);
     if (n == 0 || ndim < 0 || ndim > FATTN_MAX_DIMS)
@@ -245,11 +245,11 @@ bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape
     return fattn_bytes_of(n, 1, bytes);
 }
 
-static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_dtype dtype,
+static fattn_status new_dataset(fh_h5_node *parent, const char *name, fattn_dtype dtype,
                                 int ndim, const int64_t *shape, size_t nbytes,
-                                fattn_h5_node **out)
+                                fh_h5_node **out)
 {
-    fattn_status st = fattn_runtree_check_name("dataset", name, false);
+    fattn_status st = fh_runtree_check_name("dataset", name, false);
     if (st != FATTN_OK)
         return st;
     bool found;
@@ -257,9 +257,9 @@ static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_d
     if (found)
         return fattn_error(FATTN_E_STATE, "group \"%s\" already has a child \"%s\"",
                            parent->name, name);
-    fattn_h5_node *n = calloc(1, sizeof *n);
-    if (!n || !(n->name = fattn_runtree_strdup(name)) || (nbytes && !(n->data = malloc(nbytes)))) {
-        fattn_h5_node_free(n);
+    fh_h5_node *n = calloc(1, sizeof *n);
+    if (!n || !(n->name = fh_runtree_strdup(name)) || (nbytes && !(n->data = malloc(nbytes)))) {
+        fh_h5_node_free(n);
         return fattn_error(FATTN_E_NOMEM, "out of memory for dataset \"%s\" (%zu bytes)", name,
                            nbytes);
     }
@@ -273,13 +273,13 @@ static fattn_status new_dataset(fattn_h5_node *parent, const char *name, fattn_d
     return FATTN_OK;
 }
 
-static fattn_status finish_dataset(fattn_h5_node *parent, fattn_h5_node *n, fattn_h5_node **out)
+static fattn_status finish_dataset(fh_h5_node *parent, fh_h5_node *n, fh_h5_node **out)
 {
-    fattn_digest_bytes(n->data, n->nbytes, n->digest);
+    fh_digest_bytes(n->data, n->nbytes, n->digest);
     memcpy(n->stored_digest, n->digest, sizeof n->digest);
-    fattn_status st = fattn_runtree_insert_child(parent, n);
+    fattn_status st = fh_runtree_insert_child(parent, n);
     if (st != FATTN_OK) {
-        fattn_h5_node_free(n);
+        fh_h5_node_free(n);
         return st;
     }
     if (out)
@@ -287,8 +287,8 @@ static fattn_status finish_dataset(fattn_h5_node *parent, fattn_h5_node *n, fatt
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_node_add_tensor(fattn_h5_node *parent, const char *name,
-                                      const fattn_tensor *t, fattn_h5_node **out)
+fattn_status fh_h5_node_add_tensor(fh_h5_node *parent, const char *name,
+                                      const fattn_tensor *t, fh_h5_node **out)
 {
     if (fattn_tensor_is_empty(t))
         return fattn_error(FATTN_E_INVALID_ARG,
@@ -297,9 +297,9 @@ fattn_status fattn_h5_node_add_tensor(fattn_h5_node *parent, const char *name,
     if (t->device != FATTN_DEVICE_HOST)
         return fattn_error(FATTN_E_INVALID_ARG, "dataset \"%s\": tensor is not on the host", name);
     size_t nbytes;
-    if (!fattn_runtree_shape_bytes(t->dtype, t->ndim, t->shape, &nbytes))
+    if (!fh_runtree_shape_bytes(t->dtype, t->ndim, t->shape, &nbytes))
         return fattn_error(FATTN_E_OVERFLOW, "dataset \"%s\": size does not fit", name);
-    fattn_h5_node *n;
+    fh_h5_node *n;
     fattn_status st = new_dataset(parent, name, t->dtype, t->ndim, t->shape, nbytes, &n);
     if (st != FATTN_OK)
         return st;
@@ -308,17 +308,17 @@ fattn_status fattn_h5_node_add_tensor(fattn_h5_node *parent, const char *name,
     return finish_dataset(parent, n, out);
 }
 
-fattn_status fattn_h5_node_add_bytes(fattn_h5_node *parent, const char *name, fattn_dtype dtype,
+fattn_status fh_h5_node_add_bytes(fh_h5_node *parent, const char *name, fattn_dtype dtype,
                                      int ndim, const int64_t *shape, const void *data,
-                                     size_t nbytes, fattn_h5_node **out)
+                                     size_t nbytes, fh_h5_node **out)
 {
     size_t want;
-    if (!fattn_runtree_shape_bytes(dtype, ndim, shape, &want))
+    if (!fh_runtree_shape_bytes(dtype, ndim, shape, &want))
         return fattn_error(FATTN_E_INVALID_ARG, "dataset \"%s\": bad dtype, rank or shape", name);
     if (want != nbytes)
         return fattn_error(FATTN_E_SHAPE, "dataset \"%s\": %zu bytes given, shape needs %zu", name,
                            nbytes, want);
-    fattn_h5_node *n;
+    fh_h5_node *n;
     fattn_status st = new_dataset(parent, name, dtype, ndim, shape, nbytes, &n);
     if (st != FATTN_OK)
         return st;
@@ -328,9 +328,9 @@ fattn_status fattn_h5_node_add_bytes(fattn_h5_node *parent, const char *name, fa
 }
 
 /* The slot for attribute `name` (created, sorted), cleared. */
-static fattn_status attr_slot(fattn_h5_node *n, const char *name, fattn_h5_attr **out)
+static fattn_status attr_slot(fh_h5_node *n, const char *name, fh_h5_attr **out)
 {
-    fattn_status st = fattn_runtree_check_name("attribute", name, false);
+    fattn_status st = fh_runtree_check_name("attribute", name, false);
     if (st != FATTN_OK)
         return st;
     if (n->is_dataset && (strcmp(name, "dtype") == 0 || strcmp(name, "digest") == 0))
@@ -354,13 +354,13 @@ static fattn_status attr_slot(fattn_h5_node *n, const char *name, fattn_h5_attr 
     }
     if (n->n_attrs == n->cap_attrs) {
         size_t cap = n->cap_attrs ? 2 * n->cap_attrs : 8;
-        fattn_h5_attr *na = realloc(n->attrs, cap * sizeof *na);
+        fh_h5_attr *na = realloc(n->attrs, cap * sizeof *na);
         if (!na)
             return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
         n->attrs = na;
         n->cap_attrs = cap;
     }
-    char *nm = fattn_runtree_strdup(name);
+    char *nm = fh_runtree_strdup(name);
     if (!nm)
         return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
     assert(lo <= n->n_attrs && n->n_attrs < n->cap_attrs);
@@ -372,73 +372,73 @@ static fattn_status attr_slot(fattn_h5_node *n, const char *name, fattn_h5_attr 
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_node_set_string(fattn_h5_node *n, const char *name, const char *v)
+fattn_status fh_h5_node_set_string(fh_h5_node *n, const char *name, const char *v)
 {
-    if (!fattn_runtree_utf8_ok(v))
+    if (!fh_runtree_utf8_ok(v))
         return fattn_error(FATTN_E_INVALID_ARG, "attribute \"%s\": value is not UTF-8", name);
-    char *copy = fattn_runtree_strdup(v);
+    char *copy = fh_runtree_strdup(v);
     if (!copy)
         return fattn_error(FATTN_E_NOMEM, "out of memory for attribute \"%s\"", name);
-    fattn_h5_attr *a;
+    fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
     if (st != FATTN_OK) {
         free(copy);
         return st;
     }
-    a->kind = FATTN_H5_ATTR_STRING;
+    a->kind = FH_H5_ATTR_STRING;
     a->s = copy;
     return FATTN_OK;
 }
 
-fattn_status fattn_h5_node_set_int64(fattn_h5_node *n, const char *name, int64_t v)
+fattn_status fh_h5_node_set_int64(fh_h5_node *n, const char *name, int64_t v)
 {
-    fattn_h5_attr *a;
+    fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
     if (st == FATTN_OK) {
-        a->kind = FATTN_H5_ATTR_INT64;
+        a->kind = FH_H5_ATTR_INT64;
         a->i64[0] = v;
         a->i64[1] = 0;
     }
     return st;
 }
 
-fattn_status fattn_h5_node_set_float32(fattn_h5_node *n, const char *name, float v)
+fattn_status fh_h5_node_set_float32(fh_h5_node *n, const char *name, float v)
 {
-    fattn_h5_attr *a;
+    fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
     if (st == FATTN_OK) {
-        a->kind = FATTN_H5_ATTR_FLOAT32;
+        a->kind = FH_H5_ATTR_FLOAT32;
         a->f32 = v;
     }
     return st;
 }
 
-fattn_status fattn_h5_node_set_uint8(fattn_h5_node *n, const char *name, uint8_t v)
+fattn_status fh_h5_node_set_uint8(fh_h5_node *n, const char *name, uint8_t v)
 {
-    fattn_h5_attr *a;
+    fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
     if (st == FATTN_OK) {
-        a->kind = FATTN_H5_ATTR_UINT8;
+        a->kind = FH_H5_ATTR_UINT8;
         a->u8 = v;
     }
     return st;
 }
 
-fattn_status fattn_h5_node_set_int64_pair(fattn_h5_node *n, const char *name, const int64_t v[2])
+fattn_status fh_h5_node_set_int64_pair(fh_h5_node *n, const char *name, const int64_t v[2])
 {
-    fattn_h5_attr *a;
+    fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
     if (st == FATTN_OK) {
-        a->kind = FATTN_H5_ATTR_INT64_PAIR;
+        a->kind = FH_H5_ATTR_INT64_PAIR;
         a->i64[0] = v[0];
         a->i64[1] = v[1];
     }
     return st;
 }
 
-fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path)
+fh_h5_node *fh_h5_node_find(const fh_h5_node *n, const char *path)
 {
-    const fattn_h5_node *cur = n;
+    const fh_h5_node *cur = n;
     while (cur && *path) {
         while (*path == '/')
             path++;
@@ -446,8 +446,8 @@ fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path)
             break;
         const char *end = strchr(path, '/');
         size_t len = end ? (size_t)(end - path) : strlen(path);
-        char part[FATTN_H5_NAME_MAX + 1];
-        if (len > FATTN_H5_NAME_MAX)
+        char part[FH_H5_NAME_MAX + 1];
+        if (len > FH_H5_NAME_MAX)
             return NULL;
         memcpy(part, path, len);
         part[len] = '\0';
@@ -456,10 +456,10 @@ fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path)
         cur = found ? cur->children[at] : NULL;
         path += len;
     }
-    return (fattn_h5_node *)cur;
+    return (fh_h5_node *)cur;
 }
 
-const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name)
+const fh_h5_attr *fh_h5_node_attr(const fh_h5_node *n, const char *name)
 {
     assert(n && name);
     for (size_t i = 0; i < n->n_attrs; i++) {
@@ -469,7 +469,7 @@ const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name
     return NULL;
 }
 
-fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n)
+fattn_tensor fh_h5_node_tensor(const fh_h5_node *n)
 {
     if (!n || !n->is_dataset)
         return fattn_tensor_empty();
@@ -477,7 +477,7 @@ fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n)
     return fattn_tensor_view(n->data ? n->data : &zero_size_anchor, n->dtype, n->ndim, n->shape);
 }
 
-char *fattn_runtree_path_join(const char *parent, const char *name)
+char *fh_runtree_path_join(const char *parent, const char *name)
 {
     size_t a = strlen(parent), b = strlen(name);
     bool slash = !(a > 0 && parent[a - 1] == '/');
@@ -493,33 +493,33 @@ char *fattn_runtree_path_join(const char *parent, const char *name)
 
 /* ---- the attribute digest of a case (runtree.h) ---------------------------- */
 
-static fattn_status put_le(fattn_digest_state *d, uint64_t v, int nbytes)
+static fattn_status put_le(fh_digest_state *d, uint64_t v, int nbytes)
 {
     unsigned char b[8];
     assert(nbytes >= 1 && nbytes <= 8);
     for (int i = 0; i < nbytes; i++)
         b[i] = (unsigned char)(v >> (8 * i));
-    return fattn_digest_update(d, b, (size_t)nbytes);
+    return fh_digest_update(d, b, (size_t)nbytes);
 }
 
-static fattn_status digest_attr(fattn_digest_state *d, const fattn_h5_attr *a)
+static fattn_status digest_attr(fh_digest_state *d, const fh_h5_attr *a)
 {
     fattn_status st;
     uint32_t bits;
-    if ((st = fattn_digest_update(d, a->name, strlen(a->name) + 1)) ||
+    if ((st = fh_digest_update(d, a->name, strlen(a->name) + 1)) ||
         (st = put_le(d, (uint64_t)a->kind, 1)))
         return st;
     switch (a->kind) {
-    case FATTN_H5_ATTR_STRING:
+    case FH_H5_ATTR_STRING:
         if ((st = put_le(d, (uint64_t)strlen(a->s), 8)))
             return st;
-        return fattn_digest_update(d, a->s, strlen(a->s));
-    case FATTN_H5_ATTR_INT64: return put_le(d, (uint64_t)a->i64[0], 8);
-    case FATTN_H5_ATTR_FLOAT32:
+        return fh_digest_update(d, a->s, strlen(a->s));
+    case FH_H5_ATTR_INT64: return put_le(d, (uint64_t)a->i64[0], 8);
+    case FH_H5_ATTR_FLOAT32:
         memcpy(&bits, &a->f32, sizeof bits);
         return put_le(d, bits, 4);
-    case FATTN_H5_ATTR_UINT8: return put_le(d, a->u8, 1);
-    case FATTN_H5_ATTR_INT64_PAIR:
+    case FH_H5_ATTR_UINT8: return put_le(d, a->u8, 1);
+    case FH_H5_ATTR_INT64_PAIR:
         if ((st = put_le(d, (uint64_t)a->i64[0], 8)))
             return st;
         return put_le(d, (uint64_t)a->i64[1], 8);
@@ -528,16 +528,16 @@ static fattn_status digest_attr(fattn_digest_state *d, const fattn_h5_attr *a)
 }
 
 /* n at `path` below the sealed group (top: whether n is that group). */
-static fattn_status digest_subtree(fattn_digest_state *d, const fattn_h5_node *n,
+static fattn_status digest_subtree(fh_digest_state *d, const fh_h5_node *n,
                                    const char *path, bool top, int depth)
 {
-    assert(depth <= FATTN_H5_MAX_DEPTH + 1);
-    fattn_status st = fattn_digest_update(d, path, strlen(path) + 1);
+    assert(depth <= FH_H5_MAX_DEPTH + 1);
+    fattn_status st = fh_digest_update(d, path, strlen(path) + 1);
     for (size_t i = 0; st == FATTN_OK && i < n->n_attrs; i++)
-        if (!(top && strcmp(n->attrs[i].name, FATTN_H5_ATTRS_DIGEST) == 0))
+        if (!(top && strcmp(n->attrs[i].name, FH_H5_ATTRS_DIGEST) == 0))
             st = digest_attr(d, &n->attrs[i]);
     for (size_t i = 0; st == FATTN_OK && i < n->n_children; i++) {
-        char *p = fattn_runtree_path_join(path, n->children[i]->name);
+        char *p = fh_runtree_path_join(path, n->children[i]->name);
         if (!p)
             return fattn_error(FATTN_E_NOMEM, "attribute digest: out of memory");
         st = digest_subtree(d, n->children[i], p, false, depth + 1);
@@ -546,38 +546,38 @@ static fattn_status digest_subtree(fattn_digest_state *d, const fattn_h5_node *n
     return st;
 }
 
-fattn_status fattn_h5_node_attrs_digest(const fattn_h5_node *n, char out[FATTN_DIGEST_LEN])
+fattn_status fh_h5_node_attrs_digest(const fh_h5_node *n, char out[FH_DIGEST_LEN])
 {
-    fattn_digest_state d;
-    fattn_status st = fattn_digest_init(&d);
+    fh_digest_state d;
+    fattn_status st = fh_digest_init(&d);
     if (st != FATTN_OK)
         return st;
     if ((st = digest_subtree(&d, n, "", true, 0)) != FATTN_OK) {
-        fattn_digest_free(&d);
+        fh_digest_free(&d);
         return st;
     }
-    return fattn_digest_final(&d, out);
+    return fh_digest_final(&d, out);
 }
 
-fattn_status fattn_h5_node_seal_attrs(fattn_h5_node *n)
+fattn_status fh_h5_node_seal_attrs(fh_h5_node *n)
 {
-    char dg[FATTN_DIGEST_LEN];
-    fattn_status st = fattn_h5_node_attrs_digest(n, dg);
-    return st == FATTN_OK ? fattn_h5_node_set_string(n, FATTN_H5_ATTRS_DIGEST, dg) : st;
+    char dg[FH_DIGEST_LEN];
+    fattn_status st = fh_h5_node_attrs_digest(n, dg);
+    return st == FATTN_OK ? fh_h5_node_set_string(n, FH_H5_ATTRS_DIGEST, dg) : st;
 }
 
-fattn_status fattn_h5_node_attrs_intact(const fattn_h5_node *n, bool *intact)
+fattn_status fh_h5_node_attrs_intact(const fh_h5_node *n, bool *intact)
 {
-    const fattn_h5_attr *a = fattn_h5_node_attr(n, FATTN_H5_ATTRS_DIGEST);
+    const fh_h5_attr *a = fh_h5_node_attr(n, FH_H5_ATTRS_DIGEST);
     *intact = true;
     if (!a)
         return FATTN_OK;
-    if (a->kind != FATTN_H5_ATTR_STRING || !fattn_digest_is_valid(a->s)) {
+    if (a->kind != FH_H5_ATTR_STRING || !fh_digest_is_valid(a->s)) {
         *intact = false;
         return FATTN_OK;
     }
-    char dg[FATTN_DIGEST_LEN];
-    fattn_status st = fattn_h5_node_attrs_digest(n, dg);
+    char dg[FH_DIGEST_LEN];
+    fattn_status st = fh_h5_node_attrs_digest(n, dg);
     if (st == FATTN_OK)
         *intact = strcmp(dg, a->s) == 0;
     return st;

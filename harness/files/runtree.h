@@ -6,8 +6,8 @@
  * must have and the reader (h5read.h) gives the same tree back. The
  * overview of the whole run-file layer is in h5io.h.
  */
-#ifndef FATTN_HARNESS_RUNTREE_H
-#define FATTN_HARNESS_RUNTREE_H
+#ifndef FH_HARNESS_RUNTREE_H
+#define FH_HARNESS_RUNTREE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,33 +22,33 @@
 extern "C" {
 #endif
 
-#define FATTN_H5_MAX_DEPTH 16
-#define FATTN_H5_NAME_MAX 255
+#define FH_H5_MAX_DEPTH 16
+#define FH_H5_NAME_MAX 255
 
-typedef enum fattn_h5_attr_kind {
-    FATTN_H5_ATTR_STRING = 0,  /* variable-length UTF-8, scalar */
-    FATTN_H5_ATTR_INT64,       /* H5T_STD_I64LE scalar */
-    FATTN_H5_ATTR_FLOAT32,     /* H5T_IEEE_F32LE scalar */
-    FATTN_H5_ATTR_UINT8,       /* H5T_STD_U8LE scalar (booleans) */
-    FATTN_H5_ATTR_INT64_PAIR   /* H5T_STD_I64LE [2] (window_size) */
-} fattn_h5_attr_kind;
+typedef enum fh_h5_attr_kind {
+    FH_H5_ATTR_STRING = 0,     /* variable-length UTF-8, scalar */
+    FH_H5_ATTR_INT64,          /* H5T_STD_I64LE scalar */
+    FH_H5_ATTR_FLOAT32,        /* H5T_IEEE_F32LE scalar */
+    FH_H5_ATTR_UINT8,          /* H5T_STD_U8LE scalar (booleans) */
+    FH_H5_ATTR_INT64_PAIR      /* H5T_STD_I64LE [2] (window_size) */
+} fh_h5_attr_kind;
 
-typedef struct fattn_h5_attr {
+typedef struct fh_h5_attr {
     char *name;
-    fattn_h5_attr_kind kind;
+    fh_h5_attr_kind kind;
     char *s;          /* STRING */
     int64_t i64[2];   /* INT64 uses [0]; INT64_PAIR both */
     float f32;
     uint8_t u8;
-} fattn_h5_attr;
+} fh_h5_attr;
 
-typedef struct fattn_h5_node {
+typedef struct fh_h5_node {
     char *name;                 /* link name; "" for a root */
     bool is_dataset;
-    fattn_h5_attr *attrs;       /* kept sorted by name */
+    fh_h5_attr *attrs;          /* kept sorted by name */
     size_t n_attrs, cap_attrs;
     /* groups */
-    struct fattn_h5_node **children; /* kept sorted by name */
+    struct fh_h5_node **children; /* kept sorted by name */
     size_t n_children, cap_children;
     /* datasets */
     fattn_dtype dtype;
@@ -56,88 +56,88 @@ typedef struct fattn_h5_node {
     int64_t shape[FATTN_MAX_DIMS];
     void *data;                 /* C order, nbytes */
     size_t nbytes;
-    char digest[FATTN_DIGEST_LEN];        /* of data */
-    char stored_digest[FATTN_DIGEST_LEN]; /* read: the attribute */
+    char digest[FH_DIGEST_LEN];           /* of data */
+    char stored_digest[FH_DIGEST_LEN]; /* read: the attribute */
     bool corrupt;               /* read with allow_corrupt: digests differ */
-} fattn_h5_node;
+} fh_h5_node;
 
 /* ---- building trees ------------------------------------------------------ */
 
 /* A new, empty group node (name may be "" for a root). */
-fattn_status fattn_h5_node_new_group(const char *name, fattn_h5_node **out);
+fattn_status fh_h5_node_new_group(const char *name, fh_h5_node **out);
 /* Free a node and everything under it (NULL is fine). */
-void fattn_h5_node_free(fattn_h5_node *n);
+void fh_h5_node_free(fh_h5_node *n);
 
 /* The child group `name` of `parent`, created if missing. FATTN_E_STATE if
  * a dataset of that name exists. */
-fattn_status fattn_h5_node_group(fattn_h5_node *parent, const char *name,
-                                 fattn_h5_node **out);
+fattn_status fh_h5_node_group(fh_h5_node *parent, const char *name,
+                                 fh_h5_node **out);
 /* Add a dataset holding the logical tensor `t` (host, not the empty slot)
  * gathered to C order of its shape, with its digest. FATTN_E_STATE if
  * `name` exists. `out` may be NULL. */
-fattn_status fattn_h5_node_add_tensor(fattn_h5_node *parent, const char *name,
-                                      const fattn_tensor *t, fattn_h5_node **out);
+fattn_status fh_h5_node_add_tensor(fh_h5_node *parent, const char *name,
+                                      const fattn_tensor *t, fh_h5_node **out);
 /* Add a dataset from raw C-order bytes (copied): nbytes must equal
  * numel(shape) * dtype size. */
-fattn_status fattn_h5_node_add_bytes(fattn_h5_node *parent, const char *name,
+fattn_status fh_h5_node_add_bytes(fh_h5_node *parent, const char *name,
                                      fattn_dtype dtype, int ndim, const int64_t *shape,
-                                     const void *data, size_t nbytes, fattn_h5_node **out);
+                                     const void *data, size_t nbytes, fh_h5_node **out);
 /* Move an existing node (and ownership) under parent. */
-fattn_status fattn_h5_node_adopt(fattn_h5_node *parent, fattn_h5_node *child);
+fattn_status fh_h5_node_adopt(fh_h5_node *parent, fh_h5_node *child);
 /* Copy every attribute of src onto dst (a dataset's `dtype` and `digest`
  * are derived and not copied). */
-fattn_status fattn_h5_node_copy_attrs(const fattn_h5_node *src, fattn_h5_node *dst);
+fattn_status fh_h5_node_copy_attrs(const fh_h5_node *src, fh_h5_node *dst);
 /* Deep-copy src (dataset or group, with attributes) under dst_parent,
  * leaving out every child named `skip` (NULL: none). */
-fattn_status fattn_h5_node_copy(const fattn_h5_node *src, fattn_h5_node *dst_parent,
+fattn_status fh_h5_node_copy(const fh_h5_node *src, fh_h5_node *dst_parent,
                                 const char *skip);
 
 /* Set (add or replace) an attribute. `dtype` and `digest` are reserved on
  * datasets (FATTN_E_INVALID_ARG). Strings must be valid UTF-8 without NULs. */
-fattn_status fattn_h5_node_set_string(fattn_h5_node *n, const char *name, const char *v);
-fattn_status fattn_h5_node_set_int64(fattn_h5_node *n, const char *name, int64_t v);
-fattn_status fattn_h5_node_set_float32(fattn_h5_node *n, const char *name, float v);
-fattn_status fattn_h5_node_set_uint8(fattn_h5_node *n, const char *name, uint8_t v);
-fattn_status fattn_h5_node_set_int64_pair(fattn_h5_node *n, const char *name,
+fattn_status fh_h5_node_set_string(fh_h5_node *n, const char *name, const char *v);
+fattn_status fh_h5_node_set_int64(fh_h5_node *n, const char *name, int64_t v);
+fattn_status fh_h5_node_set_float32(fh_h5_node *n, const char *name, float v);
+fattn_status fh_h5_node_set_uint8(fh_h5_node *n, const char *name, uint8_t v);
+fattn_status fh_h5_node_set_int64_pair(fh_h5_node *n, const char *name,
                                           const int64_t v[2]);
 
 /* Lookups (NULL if absent). `path` is relative, '/'-separated ("a/b/c"). */
-fattn_h5_node *fattn_h5_node_find(const fattn_h5_node *n, const char *path);
-const fattn_h5_attr *fattn_h5_node_attr(const fattn_h5_node *n, const char *name);
+fh_h5_node *fh_h5_node_find(const fh_h5_node *n, const char *path);
+const fh_h5_attr *fh_h5_node_attr(const fh_h5_node *n, const char *name);
 
 /* A view of a dataset node's bytes as a contiguous host tensor. */
-fattn_tensor fattn_h5_node_tensor(const fattn_h5_node *n);
+fattn_tensor fh_h5_node_tensor(const fh_h5_node *n);
 
 /* ---- the attribute digest of a case ----------------------------------------
  * Attribute text lives in HDF5's global heap, which has no checksum; the
- * attribute FATTN_H5_ATTRS_DIGEST on a case group (/cases/<id>) is the
+ * attribute FH_H5_ATTRS_DIGEST on a case group (/cases/<id>) is the
  * digest of every attribute in its subtree, as `digest` is of a dataset's
  * bytes: derived data, never compared as an attribute, and a value that
  * does not match the attributes is corruption. What it covers, in the
  * tree's sorted order, for the group and then each object below it
  * depth-first: the object's path below the group and NUL; then per
- * attribute (but the group's own FATTN_H5_ATTRS_DIGEST) its name and NUL,
+ * attribute (but the group's own FH_H5_ATTRS_DIGEST) its name and NUL,
  * its kind as one byte, and its value: a string as its 8-byte little-endian
  * length and bytes, int64 as 8 bytes little-endian, float32 as its 4 bytes
  * of bits, uint8 as 1 byte, int64[2] as 16 bytes. A dataset's `dtype` and
  * `digest` are not in a tree's attribute lists (the writer adds them and
  * its data digest covers the bytes), so they are not covered. */
-#define FATTN_H5_ATTRS_DIGEST "attrs_digest"
+#define FH_H5_ATTRS_DIGEST "attrs_digest"
 
 /* The attribute digest of n's subtree into out. FATTN_E_NOMEM. */
-fattn_status fattn_h5_node_attrs_digest(const fattn_h5_node *n, char out[FATTN_DIGEST_LEN]);
-/* Set (or replace) n's FATTN_H5_ATTRS_DIGEST from its subtree: the last
+fattn_status fh_h5_node_attrs_digest(const fh_h5_node *n, char out[FH_DIGEST_LEN]);
+/* Set (or replace) n's FH_H5_ATTRS_DIGEST from its subtree: the last
  * change to a case node before it is written. */
-fattn_status fattn_h5_node_seal_attrs(fattn_h5_node *n);
-/* *intact: n has no FATTN_H5_ATTRS_DIGEST (a file from before it: not
+fattn_status fh_h5_node_seal_attrs(fh_h5_node *n);
+/* *intact: n has no FH_H5_ATTRS_DIGEST (a file from before it: not
  * checked), or one equal to its subtree's digest. A present one that is
  * not a well-formed digest string is not intact. */
-fattn_status fattn_h5_node_attrs_intact(const fattn_h5_node *n, bool *intact);
+fattn_status fh_h5_node_attrs_intact(const fh_h5_node *n, bool *intact);
 
 
 /* ---- a tree from another language ----------------------------------------- */
 
-#define FATTN_RUNTREE_MANIFEST_SCHEMA "fattn-tree/1"
+#define FH_RUNTREE_MANIFEST_SCHEMA "fattn-tree/1"
 
 /* The tree a JSON manifest describes, its tensors' bytes taken from `blob`
  * (docs/run-files.md "Writing from Python"):
@@ -150,31 +150,31 @@ fattn_status fattn_h5_node_attrs_intact(const fattn_h5_node *n, bool *intact);
  * Datasets get their dtype and digest attributes from the tree as always.
  * FATTN_E_PARSE naming the node for a malformed manifest; the tree API's
  * errors otherwise. */
-fattn_status fattn_runtree_from_manifest(const char *json, size_t len, const void *blob,
-                                         size_t blob_len, fattn_h5_node **out);
+fattn_status fh_runtree_from_manifest(const char *json, size_t len, const void *blob,
+                                         size_t blob_len, fh_h5_node **out);
 
 /* ---- shared with h5write.c and h5read.c ----------------------------------- */
 
 /* A malloc'd copy of s, NULL when out of memory. */
-char *fattn_runtree_strdup(const char *s);
-/* Link and attribute names: 1..FATTN_H5_NAME_MAX printable ASCII bytes
+char *fh_runtree_strdup(const char *s);
+/* Link and attribute names: 1..FH_H5_NAME_MAX printable ASCII bytes
  * without '/', not "." or ".." ("" too when allow_empty). `what` names the
  * kind of object in the message. */
-fattn_status fattn_runtree_check_name(const char *what, const char *name, bool allow_empty);
+fattn_status fh_runtree_check_name(const char *what, const char *name, bool allow_empty);
 /* Is s well-formed UTF-8 (no overlongs, surrogates or code points past
  * U+10FFFF)? */
-bool fattn_runtree_utf8_ok(const char *s);
+bool fh_runtree_utf8_ok(const char *s);
 /* numel(shape) * dtype size into *bytes; false when the dtype is unknown,
  * the rank out of 0..FATTN_MAX_DIMS, an extent negative or the size does
  * not fit. */
-bool fattn_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes);
+bool fh_runtree_shape_bytes(fattn_dtype dtype, int ndim, const int64_t *shape, size_t *bytes);
 /* Insert c (ownership moves on success only) among p's children in sorted
  * place; FATTN_E_STATE if p is a dataset or has a child of that name. */
-fattn_status fattn_runtree_insert_child(fattn_h5_node *p, fattn_h5_node *c);
+fattn_status fh_runtree_insert_child(fh_h5_node *p, fh_h5_node *c);
 /* "parent/name" (one '/' between), malloc'd; NULL when out of memory. */
-char *fattn_runtree_path_join(const char *parent, const char *name);
+char *fh_runtree_path_join(const char *parent, const char *name);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* FATTN_HARNESS_RUNTREE_H */
+#endif /* FH_HARNESS_RUNTREE_H */

@@ -18,7 +18,7 @@ static fattn_status bad(const manifest_ctx *c, const char *what)
     return fattn_error(FATTN_E_PARSE, "manifest: %s: %s", c->where[0] ? c->where : "/", what);
 }
 
-static fattn_status put_attr(manifest_ctx *c, fattn_h5_node *n, const json_t *a)
+static fattn_status put_attr(manifest_ctx *c, fh_h5_node *n, const json_t *a)
 {
     const char *name = json_string_value(json_object_get(a, "name"));
     const char *kind = json_string_value(json_object_get(a, "kind"));
@@ -26,16 +26,16 @@ static fattn_status put_attr(manifest_ctx *c, fattn_h5_node *n, const json_t *a)
     if (!name || !kind)
         return bad(c, "an attribute needs a name and a kind");
     /* as duplicate JSON keys are refused: the last one would win silently */
-    if (fattn_h5_node_attr(n, name))
+    if (fh_h5_node_attr(n, name))
         return fattn_error(FATTN_E_PARSE, "manifest: %s: attribute \"%s\" given twice",
                            c->where[0] ? c->where : "/", name);
     if (!strcmp(kind, "string") && json_is_string(v))
-        return fattn_h5_node_set_string(n, name, json_string_value(v));
+        return fh_h5_node_set_string(n, name, json_string_value(v));
     if (!strcmp(kind, "int64") && json_is_integer(v))
-        return fattn_h5_node_set_int64(n, name, (int64_t)json_integer_value(v));
+        return fh_h5_node_set_int64(n, name, (int64_t)json_integer_value(v));
     if (!strcmp(kind, "uint8") && json_is_integer(v) && json_integer_value(v) >= 0 &&
         json_integer_value(v) <= 255)
-        return fattn_h5_node_set_uint8(n, name, (uint8_t)json_integer_value(v));
+        return fh_h5_node_set_uint8(n, name, (uint8_t)json_integer_value(v));
     if (!strcmp(kind, "float32")) {
         /* The bits, so that NaN payloads and -0 survive JSON. */
         const json_t *bits = json_object_get(a, "bits");
@@ -45,19 +45,19 @@ static fattn_status put_attr(manifest_ctx *c, fattn_h5_node *n, const json_t *a)
         uint32_t u = (uint32_t)json_integer_value(bits);
         float f;
         memcpy(&f, &u, sizeof f);
-        return fattn_h5_node_set_float32(n, name, f);
+        return fh_h5_node_set_float32(n, name, f);
     }
     if (!strcmp(kind, "int64_pair") && json_is_array(v) && json_array_size(v) == 2 &&
         json_is_integer(json_array_get(v, 0)) && json_is_integer(json_array_get(v, 1))) {
         int64_t p[2] = {(int64_t)json_integer_value(json_array_get(v, 0)),
                         (int64_t)json_integer_value(json_array_get(v, 1))};
-        return fattn_h5_node_set_int64_pair(n, name, p);
+        return fh_h5_node_set_int64_pair(n, name, p);
     }
     return bad(c, "an attribute's kind and value do not fit (string, int64, uint8, float32, "
                   "int64_pair)");
 }
 
-static fattn_status put_attrs(manifest_ctx *c, fattn_h5_node *n, const json_t *obj)
+static fattn_status put_attrs(manifest_ctx *c, fh_h5_node *n, const json_t *obj)
 {
     const json_t *attrs = json_object_get(obj, "attrs");
     if (!attrs)
@@ -74,7 +74,7 @@ static fattn_status put_attrs(manifest_ctx *c, fattn_h5_node *n, const json_t *o
     return FATTN_OK;
 }
 
-static fattn_status put_dataset(manifest_ctx *c, fattn_h5_node *parent, const char *name,
+static fattn_status put_dataset(manifest_ctx *c, fh_h5_node *parent, const char *name,
                                 const json_t *obj)
 {
     fattn_dtype dtype;
@@ -98,16 +98,16 @@ static fattn_status put_dataset(manifest_ctx *c, fattn_h5_node *parent, const ch
         (uint64_t)json_integer_value(off) > c->blob_len ||
         (uint64_t)json_integer_value(nb) > c->blob_len - (uint64_t)json_integer_value(off))
         return bad(c, "\"offset\" and \"nbytes\" must lie inside the data file");
-    fattn_h5_node *d;
-    fattn_status st = fattn_h5_node_add_bytes(parent, name, dtype, ndim, dims,
+    fh_h5_node *d;
+    fattn_status st = fh_h5_node_add_bytes(parent, name, dtype, ndim, dims,
                                               c->blob + json_integer_value(off),
                                               (size_t)json_integer_value(nb), &d);
     return st == FATTN_OK ? put_attrs(c, d, obj) : st;
 }
 
-static fattn_status put_group(manifest_ctx *c, fattn_h5_node *g, const json_t *obj, int depth)
+static fattn_status put_group(manifest_ctx *c, fh_h5_node *g, const json_t *obj, int depth)
 {
-    if (depth > FATTN_H5_MAX_DEPTH)
+    if (depth > FH_H5_MAX_DEPTH)
         return bad(c, "nested too deep");
     fattn_status st = put_attrs(c, g, obj);
     const json_t *children = json_object_get(obj, "children");
@@ -125,8 +125,8 @@ static fattn_status put_group(manifest_ctx *c, fattn_h5_node *g, const json_t *o
         else if (json_object_get(child, "dtype"))
             st = put_dataset(c, g, name, child);
         else {
-            fattn_h5_node *sub;
-            st = fattn_h5_node_group(g, name, &sub);
+            fh_h5_node *sub;
+            st = fh_h5_node_group(g, name, &sub);
             if (st == FATTN_OK)
                 st = put_group(c, sub, child, depth + 1);
         }
@@ -137,8 +137,8 @@ static fattn_status put_group(manifest_ctx *c, fattn_h5_node *g, const json_t *o
     return FATTN_OK;
 }
 
-fattn_status fattn_runtree_from_manifest(const char *json, size_t len, const void *blob,
-                                         size_t blob_len, fattn_h5_node **out)
+fattn_status fh_runtree_from_manifest(const char *json, size_t len, const void *blob,
+                                         size_t blob_len, fh_h5_node **out)
 {
     *out = NULL;
     json_error_t err;
@@ -150,17 +150,17 @@ fattn_status fattn_runtree_from_manifest(const char *json, size_t len, const voi
     fattn_status st;
     const char *schema = json_string_value(json_object_get(doc, "schema"));
     const json_t *root = json_object_get(doc, "root");
-    fattn_h5_node *tree = NULL;
-    if (!schema || strcmp(schema, FATTN_RUNTREE_MANIFEST_SCHEMA) != 0)
+    fh_h5_node *tree = NULL;
+    if (!schema || strcmp(schema, FH_RUNTREE_MANIFEST_SCHEMA) != 0)
         st = fattn_error(FATTN_E_PARSE, "manifest: \"schema\" is not \"%s\"",
-                         FATTN_RUNTREE_MANIFEST_SCHEMA);
+                         FH_RUNTREE_MANIFEST_SCHEMA);
     else if (!json_is_object(root))
         st = fattn_error(FATTN_E_PARSE, "manifest: no \"root\" object");
-    else if ((st = fattn_h5_node_new_group("", &tree)) == FATTN_OK)
+    else if ((st = fh_h5_node_new_group("", &tree)) == FATTN_OK)
         st = put_group(&c, tree, root, 0);
     json_decref(doc);
     if (st != FATTN_OK) {
-        fattn_h5_node_free(tree);
+        fh_h5_node_free(tree);
         return st;
     }
     assert(tree && !tree->is_dataset);

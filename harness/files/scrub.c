@@ -10,7 +10,7 @@ static bool is_hex(char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-void fattn_scrub_text(char *s)
+void fh_scrub_text(char *s)
 {
     char *w = s;
     for (const char *r = s; *r && *r != '\n' && *r != '\r';) {
@@ -36,10 +36,10 @@ static void take_line(const char *a, const char *b, char *buf, size_t cap)
     size_t n = (size_t)(b - a) < cap - 1 ? (size_t)(b - a) : cap - 1;
     memcpy(buf, a, n);
     buf[n] = '\0';
-    fattn_scrub_text(buf);
+    fh_scrub_text(buf);
 }
 
-void fattn_scrub_last_words(const char *text, size_t len, char *out, size_t cap)
+void fh_scrub_last_words(const char *text, size_t len, char *out, size_t cap)
 {
     out[0] = '\0';
     char first[256] = "", summary[256] = "";

@@ -20,7 +20,7 @@ enum {
     STREAM_GAP_KV = 10,
 };
 
-void fattn_case_free(fattn_case *c)
+void fh_case_free(fh_case *c)
 {
     if (!c)
         return;
@@ -33,28 +33,28 @@ void fattn_case_free(fattn_case *c)
     memset(c, 0, sizeof *c);
 }
 
-float fattn_case_attn_scale_arg(const fattn_spec *s)
+float fh_case_attn_scale_arg(const fh_spec *s)
 {
     if (s->attn_scale_set)
         return (float)s->attn_scale;
     return s->raw_func_args ? (float)NAN : (float)(1.0 / sqrt((double)s->d_qk));
 }
 
-int fattn_case_bottom_right_diagonal_arg(const fattn_spec *s)
+int fh_case_bottom_right_diagonal_arg(const fh_spec *s)
 {
     if (s->raw_func_args) /* a direct caller: as given */
-        return s->bottom_right_diagonal == FATTN_TRISTATE_NULL   ? -1
-               : s->bottom_right_diagonal == FATTN_TRISTATE_TRUE ? 1
+        return s->bottom_right_diagonal == FH_TRISTATE_NULL      ? -1
+               : s->bottom_right_diagonal == FH_TRISTATE_TRUE ? 1
                                                                    : 0;
     /* dot_product_attention.py:2398-2406 (2.20.2; 2.19.0 alike) */
     if (s->mask == FATTN_MASK_CAUSAL || s->mask == FATTN_MASK_PADDING_CAUSAL)
         return 0;
-    if (fattn_mask_is_bottom_right(s->mask) || s->bottom_right_diagonal == FATTN_TRISTATE_NULL)
+    if (fattn_mask_is_bottom_right(s->mask) || s->bottom_right_diagonal == FH_TRISTATE_NULL)
         return 1;
-    return s->bottom_right_diagonal == FATTN_TRISTATE_TRUE;
+    return s->bottom_right_diagonal == FH_TRISTATE_TRUE;
 }
 
-fattn_status fattn_case_window(const fattn_spec *s, int64_t out[2], bool *warned)
+fattn_status fh_case_window(const fh_spec *s, int64_t out[2], bool *warned)
 {
     if (warned)
         *warned = false;
@@ -75,12 +75,12 @@ fattn_status fattn_case_window(const fattn_spec *s, int64_t out[2], bool *warned
     return FATTN_OK;
 }
 
-static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
+static fattn_status resolve_config(const fh_spec *s, fh_case *c)
 {
-    fattn_status st = fattn_case_window(s, c->window, NULL);
+    fattn_status st = fh_case_window(s, c->window, NULL);
     if (st != FATTN_OK)
         return st;
-    c->bottom_right_diagonal_arg = fattn_case_bottom_right_diagonal_arg(s);
+    c->bottom_right_diagonal_arg = fh_case_bottom_right_diagonal_arg(s);
     c->bottom_right_diagonal = c->bottom_right_diagonal_arg < 0
                                    ? fattn_bottom_right_default_fwd(s->mask) /* fused_attn.py:325 */
                                    : c->bottom_right_diagonal_arg == 1;
@@ -93,7 +93,7 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
                      c->layout_group == FATTN_LAYOUT_GROUP_H3D;
     c->attn_scale = s->attn_scale_set ? (float)s->attn_scale
                                       : (float)(1.0 / sqrt((double)s->d_qk));
-    c->attn_scale_arg = fattn_case_attn_scale_arg(s);
+    c->attn_scale_arg = fh_case_attn_scale_arg(s);
     /* FusedAttention passes 0.0 when not training (2.20.2 backends.py:2603);
      * raw_func_args: a direct FusedAttnFunc caller's value as given. */
     c->dropout_p = (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
@@ -103,7 +103,7 @@ static fattn_status resolve_config(const fattn_spec *s, fattn_case *c)
 /* Lengths, prefix sums and gapped offsets of every sequence. Without a
  * padding mask every length is the maximum; self-packed layouts give kv
  * the q side's lengths and gaps (one token dimension). */
-static fattn_status resolve_seqlens(const fattn_spec *s, fattn_case *c)
+static fattn_status resolve_seqlens(const fh_spec *s, fh_case *c)
 {
     uint64_t seed = (uint64_t)s->seed;
     int64_t b = s->b;
@@ -171,7 +171,7 @@ static fattn_status resolve_seqlens(const fattn_spec *s, fattn_case *c)
     return FATTN_OK;
 }
 
-static void set_shape(fattn_case_shape *t, fattn_dtype dtype, int ndim, const int64_t *shape)
+static void set_shape(fh_case_shape *t, fattn_dtype dtype, int ndim, const int64_t *shape)
 {
     assert(ndim >= 1 && ndim <= FATTN_MAX_DIMS);
     t->present = true;
@@ -185,9 +185,9 @@ static void set_shape(fattn_case_shape *t, fattn_dtype dtype, int ndim, const in
  * their formats; out and d_out as q with d_v; the bias [b|1, h|1, sq|1,
  * skv] by bias_shape; softmax_offset [1, h, 1, 1] float32; gradients as
  * what they differentiate, for training cases. */
-static void resolve_tensors(const fattn_spec *s, fattn_case *c)
+static void resolve_tensors(const fh_spec *s, fh_case *c)
 {
-    fattn_case_tensors *t = &c->t;
+    fh_case_tensors *t = &c->t;
     int64_t sh[4];
     int n;
     n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_qk, sh);
@@ -211,10 +211,10 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
     }
     n = fattn_format_shape(c->q_format, s->b, s->sq, c->t_q, s->h, s->d_v, sh);
     set_shape(&t->out, s->dtype, n, sh);
-    if (fattn_spec_has_backward(s))
+    if (fh_spec_has_backward(s))
         set_shape(&t->d_out, s->dtype, n, sh);
     if (s->bias == FATTN_BIAS_POST_SCALE_BIAS || s->bias == FATTN_BIAS_PRE_SCALE_BIAS) {
-        const char *name = fattn_bias_shape_name(s->bias_shape);
+        const char *name = fh_bias_shape_name(s->bias_shape);
         int64_t bs[4] = {name[0] == 'b' ? s->b : 1, name[1] == 'h' ? s->h : 1,
                          name[2] == 's' ? s->sq : 1, s->skv};
         set_shape(&t->attn_bias, s->dtype, 4, bs);
@@ -223,7 +223,7 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
         int64_t os[4] = {1, s->h, 1, 1};
         set_shape(&t->softmax_offset, FATTN_DTYPE_FLOAT32, 4, os);
     }
-    if (fattn_spec_has_backward(s)) {
+    if (fh_spec_has_backward(s)) {
         t->dq = t->q;
         t->dk = t->k;
         t->dv = t->v;
@@ -232,9 +232,9 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
     }
     c->fp8_inputs = s->fp8 && s->fp8_input;
     c->fp8_d_out = c->fp8_inputs && s->fp8_output && s->fp8_recipe == FATTN_FP8_RECIPE_DELAYED &&
-                   fattn_spec_has_backward(s);
+                   fh_spec_has_backward(s);
     c->fp8_grads = c->fp8_inputs && s->fp8_dpa_bwd && !s->bf16_backward &&
-                   fattn_spec_has_backward(s);
+                   fh_spec_has_backward(s);
     if (c->fp8_inputs)
         t->q.dtype = t->k.dtype = t->v.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
     if (c->fp8_d_out)
@@ -243,7 +243,7 @@ static void resolve_tensors(const fattn_spec *s, fattn_case *c)
         t->dq.dtype = t->dk.dtype = t->dv.dtype = FATTN_DTYPE_FLOAT8_E5M2;
 }
 
-fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out)
+fattn_status fh_case_resolve(const fh_spec *spec, fh_case *out)
 {
     memset(out, 0, sizeof *out);
     out->spec = spec;
@@ -251,7 +251,7 @@ fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out)
     if (st == FATTN_OK)
         st = resolve_seqlens(spec, out);
     if (st != FATTN_OK) {
-        fattn_case_free(out);
+        fh_case_free(out);
         return st;
     }
     resolve_tensors(spec, out);
@@ -272,18 +272,18 @@ static json_t *int_array(const int64_t *v, int64_t n)
     return a;
 }
 
-static json_t *tensors_json(const fattn_case_tensors *t)
+static json_t *tensors_json(const fh_case_tensors *t)
 {
     json_t *o = json_object();
     bool ok = o != NULL;
-#define FATTN_CASE_PUT(name)                                                    \
+#define FH_CASE_PUT(name)                                                       \
     if (ok && t->name.present) {                                                \
         json_t *e = json_pack("{s:s,s:o*}", "dtype", fattn_dtype_name(t->name.dtype), \
                               "shape", int_array(t->name.shape, t->name.ndim)); \
         ok = e && json_object_set_new(o, #name, e) == 0;                        \
     }
-    FATTN_CASE_TENSORS(FATTN_CASE_PUT)
-#undef FATTN_CASE_PUT
+    FH_CASE_TENSORS(FH_CASE_PUT)
+#undef FH_CASE_PUT
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -292,7 +292,7 @@ static json_t *tensors_json(const fattn_case_tensors *t)
 }
 
 /* Values jansson cannot write in fattn's canonical form (the spec's text,
- * floats in the shortest round-trip form, fattn_spec_format_double): the
+ * floats in the shortest round-trip form, fh_spec_format_double): the
  * object holds the string "\x01" and the slot's digit in their place, which
  * JSON_ENSURE_ASCII writes as "\u0001D" — a text no other value of a case
  * can hold (ids and names are ASCII letters, digits and ._-) — and the
@@ -308,22 +308,22 @@ static json_t *raw_slot(int k)
 /* {"id", "spec", then the resolved values} or, for a spec that does not
  * resolve, {"id", "spec", "error"}; raw[] the slots' texts (malloc'd spec,
  * formatted numbers in num[]). */
-static json_t *case_json(const fattn_spec *s, char *raw[RAW_SLOTS], char num[][32])
+static json_t *case_json(const fh_spec *s, char *raw[RAW_SLOTS], char num[][32])
 {
-    if (fattn_spec_canonical(s, &raw[RAW_SPEC]) != FATTN_OK)
+    if (fh_spec_canonical(s, &raw[RAW_SPEC]) != FATTN_OK)
         return NULL;
     json_t *spec = raw_slot(RAW_SPEC);
-    fattn_case c;
-    if (fattn_case_resolve(s, &c) != FATTN_OK)
+    fh_case c;
+    if (fh_case_resolve(s, &c) != FATTN_OK)
         return json_pack("{s:s,s:o*,s:s}", "id", s->id, "spec", spec, "error", fattn_last_error());
-    fattn_status st = fattn_spec_format_double((double)c.attn_scale, num[0], 32);
+    fattn_status st = fh_spec_format_double((double)c.attn_scale, num[0], 32);
     if (st == FATTN_OK)
-        st = fattn_spec_format_double((double)c.dropout_p, num[2], 32);
+        st = fh_spec_format_double((double)c.dropout_p, num[2], 32);
     if (st == FATTN_OK && !isnan(c.attn_scale_arg))
-        st = fattn_spec_format_double((double)c.attn_scale_arg, num[1], 32);
+        st = fh_spec_format_double((double)c.attn_scale_arg, num[1], 32);
     if (st != FATTN_OK) {
         json_decref(spec);
-        fattn_case_free(&c);
+        fh_case_free(&c);
         return NULL;
     }
     raw[RAW_SCALE] = num[0];
@@ -350,14 +350,14 @@ static json_t *case_json(const fattn_spec *s, char *raw[RAW_SLOTS], char num[][3
         c.padding ? int_array(c.cu_seqlens_kv_padded, b + 1) : json_null(), "tensors",
         tensors_json(&c.t));
     /* what the cross-case contrast compares cases by (features.h) */
-    fattn_case_features f;
-    fattn_case_features_of(&c, &f);
+    fh_case_features f;
+    fh_case_features_of(&c, &f);
     json_t *jf = o ? json_object() : NULL;
-    for (int k = 0; jf && k < FATTN_FEATURE_COUNT; k++)
-        json_object_set_new(jf, fattn_feature_name((fattn_feature)k), json_string(f.v[k]));
+    for (int k = 0; jf && k < FH_FEATURE_COUNT; k++)
+        json_object_set_new(jf, fh_feature_name((fh_feature)k), json_string(f.v[k]));
     if (jf)
         json_object_set_new(o, "features", jf);
-    fattn_case_free(&c);
+    fh_case_free(&c);
     return o;
 }
 
@@ -387,30 +387,30 @@ static char *splice_raw(const char *dumped, char *const raw[RAW_SLOTS])
 
 /* The resolved model of the case step k of s's schedule runs as (a B's is
  * its forward's), or "null" for an update or a checkpoint. */
-static fattn_status step_json(const fattn_spec *s, const fattn_kv_plan *plan, int64_t k,
+static fattn_status step_json(const fh_spec *s, const fh_kv_plan *plan, int64_t k,
                               char **out)
 {
-    const fattn_step *st = &s->schedule->steps[k - 1];
-    if (st->kind == FATTN_STEP_U || st->kind == FATTN_STEP_X) {
+    const fh_step *st = &s->schedule->steps[k - 1];
+    if (st->kind == FH_STEP_U || st->kind == FH_STEP_X) {
         *out = strdup("null");
         return *out ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
     }
-    int64_t of = st->kind == FATTN_STEP_B ? fattn_schedule_forward_of(s->schedule, k) : k;
-    fattn_spec one;
-    fattn_status rc = fattn_spec_step(s, plan, of, &one);
+    int64_t of = st->kind == FH_STEP_B ? fh_schedule_forward_of(s->schedule, k) : k;
+    fh_spec one;
+    fattn_status rc = fh_spec_step(s, plan, of, &one);
     if (rc == FATTN_OK)
-        rc = fattn_case_json_line(&one, out);
-    fattn_spec_free(&one);
+        rc = fh_case_json_line(&one, out);
+    fh_spec_free(&one);
     return rc;
 }
 
 /* `,"steps":[...]` appended to a schedule's resolved line (before its
  * closing brace): each step's own resolved model. */
-static fattn_status append_steps(const fattn_spec *s, char **line)
+static fattn_status append_steps(const fh_spec *s, char **line)
 {
-    fattn_kv_plan plan;
-    bool kv = fattn_schedule_is_cache(s->schedule);
-    fattn_status st = kv ? fattn_spec_kv_plan(s, &plan) : FATTN_OK;
+    fh_kv_plan plan;
+    bool kv = fh_schedule_is_cache(s->schedule);
+    fattn_status st = kv ? fh_spec_kv_plan(s, &plan) : FATTN_OK;
     size_t len = strlen(*line), cap = len + 16;
     char *buf = st == FATTN_OK ? malloc(cap) : NULL;
     if (st == FATTN_OK && !buf)
@@ -447,11 +447,11 @@ static fattn_status append_steps(const fattn_spec *s, char **line)
     }
     free(buf);
     if (kv)
-        fattn_kv_plan_free(&plan);
+        fh_kv_plan_free(&plan);
     return st;
 }
 
-fattn_status fattn_case_json_line(const fattn_spec *s, char **out)
+fattn_status fh_case_json_line(const fh_spec *s, char **out)
 {
     char *raw[RAW_SLOTS] = {NULL}, num[3][32];
     *out = NULL;
@@ -473,7 +473,7 @@ fattn_status fattn_case_json_line(const fattn_spec *s, char **out)
     return st;
 }
 
-fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out)
+fattn_status fh_case_list_json(const fh_spec *const *specs, size_t n, char **out)
 {
     /* One case per line: an array a person can read and a tool can parse. */
     *out = NULL;
@@ -481,7 +481,7 @@ fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char
     char **lines = calloc(n ? n : 1, sizeof *lines);
     fattn_status st = lines ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases");
     for (size_t i = 0; st == FATTN_OK && i < n; i++)
-        if ((st = fattn_case_json_line(specs[i], &lines[i])) == FATTN_OK)
+        if ((st = fh_case_json_line(specs[i], &lines[i])) == FATTN_OK)
             len += strlen(lines[i]) + 2;
     char *buf = st == FATTN_OK ? malloc(len) : NULL;
     if (st == FATTN_OK && !buf)

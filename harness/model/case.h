@@ -1,9 +1,9 @@
 /* harness/model/case.h — the resolved model of one case: every value the harness
  * derives from a spec, in one struct (docs/cases.md "The resolved model").
  *
- * fattn_case_resolve is pure: no I/O, no random tensors, nothing but the
+ * fh_case_resolve is pure: no I/O, no random tensors, nothing but the
  * struct and its four sequence tables (b and b + 1 entries, which is why it
- * allocates: b goes up to FATTN_SPEC_MAX_B). inputs.c builds the case's
+ * allocates: b goes up to FH_SPEC_MAX_B). inputs.c builds the case's
  * tensors from it, the tests build their cases from it, and
  * `fattn cases --resolved --json` prints it for Python tools.
  *
@@ -12,7 +12,7 @@
  *    one token dimension (3hd, h3d);
  *  - the window through TE's check_set_window_size;
  *  - what FusedAttnFunc receives for attn_scale and bottom_right_diagonal
- *    (fattn_case_attn_scale_arg / _bottom_right_diagonal_arg) and what the
+ *    (fh_case_attn_scale_arg / _bottom_right_diagonal_arg) and what the
  *    forward runs with: DotProductAttention resolves both (the default),
  *    a direct caller (raw_func_args) passes the spec's values, None for
  *    null, and fused_attn_fwd resolves None;
@@ -30,8 +30,8 @@
  *    d_softmax_offset (backward); a tensor the case does not have has
  *    present false.
  */
-#ifndef FATTN_HARNESS_CASE_H
-#define FATTN_HARNESS_CASE_H
+#ifndef FH_HARNESS_CASE_H
+#define FH_HARNESS_CASE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,32 +48,32 @@ extern "C" {
 #endif
 
 /* One tensor's logical shape and dtype, or present false. */
-typedef struct fattn_case_shape {
+typedef struct fh_case_shape {
     bool present;
     fattn_dtype dtype;
     int ndim;
     int64_t shape[FATTN_MAX_DIMS];
-} fattn_case_shape;
+} fh_case_shape;
 
 /* The tensors of a case, in the order `fattn cases --resolved` lists them. */
-#define FATTN_CASE_TENSORS(X)                                                  \
+#define FH_CASE_TENSORS(X)                                                     \
     X(q) X(k) X(v) X(page_table_k) X(page_table_v) X(attn_bias) X(softmax_offset) \
     X(d_out) X(out) X(dq) X(dk) X(dv) X(d_bias) X(d_softmax_offset)
 
-typedef struct fattn_case_tensors {
-#define FATTN_CASE_FIELD(name) fattn_case_shape name;
-    FATTN_CASE_TENSORS(FATTN_CASE_FIELD)
-#undef FATTN_CASE_FIELD
-} fattn_case_tensors;
+typedef struct fh_case_tensors {
+#define FH_CASE_FIELD(name) fh_case_shape name;
+    FH_CASE_TENSORS(FH_CASE_FIELD)
+#undef FH_CASE_FIELD
+} fh_case_tensors;
 
-typedef struct fattn_case {
-    const fattn_spec *spec;        /* borrowed: the spec it was resolved from */
+typedef struct fh_case {
+    const fh_spec *spec;           /* borrowed: the spec it was resolved from */
     fattn_qkv_layout_group layout_group;
     fattn_qkv_format q_format, kv_format;
     bool thd;                      /* q or kv in THD */
     bool padding;                  /* a padding mask or THD: padded cu_seqlens exist */
     bool self_packed;              /* 3hd/h3d: q, k, v share one token dimension */
-    int64_t window[2];             /* what FusedAttnFunc gets (fattn_case_window) */
+    int64_t window[2];             /* what FusedAttnFunc gets (fh_case_window) */
     bool bottom_right_diagonal;    /* what the forward runs with */
     int bottom_right_diagonal_arg; /* what FusedAttnFunc gets: -1 None, 0, 1 */
     float attn_scale;              /* the spec's, else TE's default */
@@ -93,21 +93,21 @@ typedef struct fattn_case {
      * prefix sums for a non-THD side; recorded only when padding). */
     int64_t *cu_seqlens_q, *cu_seqlens_kv;
     int64_t *cu_seqlens_q_padded, *cu_seqlens_kv_padded;
-    fattn_case_tensors t;
-} fattn_case;
+    fh_case_tensors t;
+} fh_case;
 
 /* Resolve `spec` (parsed, so defaults are filled) into *out. The spec must
  * outlive *out. Errors: a window TE refuses (fattn_window_normalize's
  * status, the message naming the case); FATTN_E_INVALID_CASE for lengths outside
  * [0, sq] x [0, skv] or a THD tensor without tokens; FATTN_E_NOMEM. On
- * failure *out holds nothing to free (fattn_case_free is still safe). */
-fattn_status fattn_case_resolve(const fattn_spec *spec, fattn_case *out);
+ * failure *out holds nothing to free (fh_case_free is still safe). */
+fattn_status fh_case_resolve(const fh_spec *spec, fh_case *out);
 /* What FusedAttnFunc receives from the harness for `spec`: the spec's
  * attn_scale, else TE's default (DotProductAttention's softmax_scale), or
  * NaN (None) under raw_func_args; bottom_right_diagonal as
  * DotProductAttention resolves it (dot_product_attention.py:2398-2406),
  * or under raw_func_args the spec's value, -1 (None) for null. */
-float fattn_case_attn_scale_arg(const fattn_spec *spec);
+float fh_case_attn_scale_arg(const fh_spec *spec);
 /* The window FusedAttnFunc receives for `spec` into out: normalised as
  * DotProductAttention's check_set_window_size normalises it
  * (fattn_window_normalize, *warned where TE warns), or under raw_func_args
@@ -115,23 +115,23 @@ float fattn_case_attn_scale_arg(const fattn_spec *spec);
  * causal mask, which TE's C++ runs causal: fattn_mask_band_right).
  * Errors: fattn_window_normalize's, the message naming the case and, for
  * FATTN_E_INVALID_CASE, the support rule window_mask. */
-fattn_status fattn_case_window(const fattn_spec *spec, int64_t out[2], bool *warned);
-int fattn_case_bottom_right_diagonal_arg(const fattn_spec *spec);
+fattn_status fh_case_window(const fh_spec *spec, int64_t out[2], bool *warned);
+int fh_case_bottom_right_diagonal_arg(const fh_spec *spec);
 
 /* Free the sequence tables; *c becomes empty (NULL is fine). */
-void fattn_case_free(fattn_case *c);
+void fh_case_free(fh_case *c);
 
 /* One case's resolved model as one line of JSON (an element of the array
  * docs/cases.md describes; no newline), malloc'd: the canonical spec's own
  * text and floats in the shortest round-trip form. So a long matrix is
  * printed a case at a time. */
-fattn_status fattn_case_json_line(const fattn_spec *s, char **out);
+fattn_status fh_case_json_line(const fh_spec *s, char **out);
 
 /* The resolved model of the cases specs[0..n) as one JSON array (the
  * format docs/cases.md describes), malloc'd and NUL-terminated. */
-fattn_status fattn_case_list_json(const fattn_spec *const *specs, size_t n, char **out);
+fattn_status fh_case_list_json(const fh_spec *const *specs, size_t n, char **out);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* FATTN_HARNESS_CASE_H */
+#endif /* FH_HARNESS_CASE_H */

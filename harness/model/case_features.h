@@ -23,32 +23,32 @@
  * `fattn cases --resolved --json` lists them per case ("features"), so
  * that tools that compute the contrast (tools/te) see the same values.
  */
-#ifndef FATTN_HARNESS_CASE_FEATURES_H
-#define FATTN_HARNESS_CASE_FEATURES_H
+#ifndef FH_HARNESS_CASE_FEATURES_H
+#define FH_HARNESS_CASE_FEATURES_H
 
 #include "case.h"
 
-#define FATTN_FEATURES(X)                                                                      \
+#define FH_FEATURES(X)                                                                         \
     X(mask) X(window) X(training) X(layout) X(layout_group) X(q_format) X(dtype) X(bias)      \
     X(softmax) X(fp8) X(fp8_input) X(fp8_output) X(dropout) X(heads) X(head_dims) X(lengths) X(padding) X(max_logit)      \
     X(deterministic) X(paged) X(raw_func_args) X(grad_mode) X(max_batch_size)
 
-typedef enum fattn_feature {
-#define FATTN_FEATURE_ENUM(name) FATTN_FEATURE_##name,
-    FATTN_FEATURES(FATTN_FEATURE_ENUM)
-#undef FATTN_FEATURE_ENUM
-    FATTN_FEATURE_COUNT
-} fattn_feature;
+typedef enum fh_feature {
+#define FH_FEATURE_ENUM(name) FH_FEATURE_##name,
+    FH_FEATURES(FH_FEATURE_ENUM)
+#undef FH_FEATURE_ENUM
+    FH_FEATURE_COUNT
+} fh_feature;
 
-#define FATTN_FEATURE_LEN 48
+#define FH_FEATURE_LEN 48
 
-typedef struct fattn_case_features {
-    char v[FATTN_FEATURE_COUNT][FATTN_FEATURE_LEN];
-} fattn_case_features;
+typedef struct fh_case_features {
+    char v[FH_FEATURE_COUNT][FH_FEATURE_LEN];
+} fh_case_features;
 
 /* The feature's name ("mask", ...). */
-const char *fattn_feature_name(fattn_feature f);
+const char *fh_feature_name(fh_feature f);
 /* The features of a resolved case. */
-void fattn_case_features_of(const fattn_case *c, fattn_case_features *out);
+void fh_case_features_of(const fh_case *c, fh_case_features *out);
 
-#endif /* FATTN_HARNESS_CASE_FEATURES_H */
+#endif /* FH_HARNESS_CASE_FEATURES_H */

@@ -3,7 +3,7 @@
 
 #include "schedule.h"
 
-void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m)
+void fh_case_memory(const fh_spec *s, fh_case_mem *m)
 {
     double io = (double)fattn_dtype_size(s->dtype);
     double b = (double)s->b, sq = (double)s->sq, skv = (double)s->skv;
@@ -35,7 +35,7 @@ void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m)
     /* a schedule (schedule.h) records every forward step's states in the
      * case's tree, and its live forwards keep their ctxs: each forward
      * after the first counts a tree and a ctx more */
-    double forwards = s->schedule ? (double)fattn_schedule_forwards(s->schedule) : 1.0;
+    double forwards = s->schedule ? (double)fh_schedule_forwards(s->schedule) : 1.0;
     if (forwards < 1.0)
         forwards = 1.0;
     m->tree = forwards * tree;

@@ -11,17 +11,17 @@
  * the front end and by the recorded tree, and the engine's scratch; a
  * schedule's every forward step (its states recorded, its ctx alive). A
  * double: no spec the parser accepts overflows it. */
-#ifndef FATTN_HARNESS_CASE_MEM_H
-#define FATTN_HARNESS_CASE_MEM_H
+#ifndef FH_HARNESS_CASE_MEM_H
+#define FH_HARNESS_CASE_MEM_H
 
 #include "spec.h"
 
-typedef struct fattn_case_mem {
+typedef struct fh_case_mem {
     double tree; /* one run's recorded tree: every tensor of every state */
     double peak; /* one run at its height: that tree, the front end's and
                     inputs' buffers, the engine's scratch */
-} fattn_case_mem;
+} fh_case_mem;
 
-void fattn_case_memory(const fattn_spec *s, fattn_case_mem *m);
+void fh_case_memory(const fh_spec *s, fh_case_mem *m);
 
-#endif /* FATTN_HARNESS_CASE_MEM_H */
+#endif /* FH_HARNESS_CASE_MEM_H */

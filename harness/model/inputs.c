@@ -34,10 +34,10 @@ static fattn_status alloc_i32(fattn_tensor *t, int64_t n, const int64_t *vals)
     return FATTN_OK;
 }
 
-fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_dtype dt, fattn_tensor storage[3],
+fattn_status fh_inputs_alloc_qkv(const fh_case *c, fattn_dtype dt, fattn_tensor storage[3],
                                     fattn_tensor *q, fattn_tensor *k, fattn_tensor *v)
 {
-    const fattn_case_shape *qs = &c->t.q, *ks = &c->t.k, *vs = &c->t.v;
+    const fh_case_shape *qs = &c->t.q, *ks = &c->t.k, *vs = &c->t.v;
     fattn_qkv_layout_group g = c->layout_group;
     assert(qs->present && ks->present && vs->present);
     for (int i = 0; i < 3; i++)
@@ -83,7 +83,7 @@ fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_dtype dt, fattn_t
     return st;
 }
 
-void fattn_inputs_free(fattn_case_inputs *in)
+void fh_inputs_free(fh_case_inputs *in)
 {
     for (int i = 0; i < 3; i++) {
         fattn_tensor_free(&in->storage[i]);
@@ -98,7 +98,7 @@ void fattn_inputs_free(fattn_case_inputs *in)
     memset(in, 0, sizeof *in);
 }
 
-static fattn_status alloc_seqlens(const fattn_case *c, fattn_case_inputs *in)
+static fattn_status alloc_seqlens(const fh_case *c, fh_case_inputs *in)
 {
     int64_t n = c->spec->b + 1;
     fattn_status st;
@@ -115,7 +115,7 @@ static fattn_status alloc_seqlens(const fattn_case *c, fattn_case_inputs *in)
     return FATTN_OK;
 }
 
-static fattn_status alloc_shape(fattn_tensor *t, const fattn_case_shape *s)
+static fattn_status alloc_shape(fattn_tensor *t, const fh_case_shape *s)
 {
     assert(s->present);
     return fattn_tensor_alloc(t, s->dtype, s->ndim, s->shape);
@@ -137,10 +137,10 @@ static void quantize_into(const fattn_tensor *src, fattn_tensor *dst, float scal
 
 /* The case's q, k, v (and d_out, where MHA hands an FP8 one) as the
  * Float8Tensors inputs.h describes; the nominal ones are dropped. */
-static fattn_status inputs_to_fp8(const fattn_case *c, fattn_case_inputs *in)
+static fattn_status inputs_to_fp8(const fh_case *c, fh_case_inputs *in)
 {
     fattn_tensor q8, k8, v8;
-    fattn_status st = fattn_inputs_alloc_qkv(c, FATTN_DTYPE_FLOAT8_E4M3FN, in->storage_fp8, &q8,
+    fattn_status st = fh_inputs_alloc_qkv(c, FATTN_DTYPE_FLOAT8_E4M3FN, in->storage_fp8, &q8,
                                              &k8, &v8);
     if (st != FATTN_OK)
         return st;
@@ -191,11 +191,11 @@ static void page_shuffle(int64_t n, uint64_t seed, uint64_t stream, int32_t *per
 
 /* The page table of `stream` ([b, pps] from a shuffle of the cache's pages)
  * and the container of shape cs holding flat's rows where it says. */
-static fattn_status page_one(const fattn_case *c, const fattn_tensor *flat,
-                             const fattn_case_shape *cs, uint64_t stream, fattn_tensor *table,
+static fattn_status page_one(const fh_case *c, const fattn_tensor *flat,
+                             const fh_case_shape *cs, uint64_t stream, fattn_tensor *table,
                              fattn_tensor *cont)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     int64_t b = s->b, pps = s->skv / s->page_size, page = s->page_size;
     fattn_status st;
     if ((st = alloc_shape(table, &c->t.page_table_k)) || (st = alloc_shape(cont, cs)))
@@ -233,9 +233,9 @@ static fattn_status page_one(const fattn_case *c, const fattn_tensor *flat,
  * one more): one prefill (seqlens_q = seqlens_kv), or a prefill of
  * seqlens_kv - 1 then a decode step of one token each (seqlens_q all 1).
  * first[i]: the prefill's tokens of sequence i. */
-static fattn_status te_steps(const fattn_case *c, int64_t *first, bool *decode)
+static fattn_status te_steps(const fh_case *c, int64_t *first, bool *decode)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     bool prefill = true, ones = true;
     for (int64_t i = 0; i < s->b; i++) {
         prefill = prefill && c->seqlens_q[i] == c->seqlens_kv[i];
@@ -253,16 +253,16 @@ static fattn_status te_steps(const fattn_case *c, int64_t *first, bool *decode)
 }
 
 /* The page table [max_batch_size, pps] as the manager fills it after the
- * steps (fattn_kv_plan_make, the cache managers' bookkeeping the schedules
+ * steps (fh_kv_plan_make, the cache managers' bookkeeping the schedules
  * use: pages from the free list in order, a decode step one more to a
  * sequence whose length fills its pages; every other entry 0). Sequence i
- * is id i (ids below FATTN_KV_MAX_SEQ_ID + 1, as TE's set order needs). */
-static fattn_status te_page_table(const fattn_case *c, const int64_t *first, bool decode,
+ * is id i (ids below FH_KV_MAX_SEQ_ID + 1, as TE's set order needs). */
+static fattn_status te_page_table(const fh_case *c, const int64_t *first, bool decode,
                                   int32_t *tab)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     int64_t b = s->b, pps = s->skv / s->page_size;
-    fattn_step steps[2] = {{.kind = FATTN_STEP_KV, .n = b}, {.kind = FATTN_STEP_KV, .n = b}};
+    fh_step steps[2] = {{.kind = FH_STEP_KV, .n = b}, {.kind = FH_STEP_KV, .n = b}};
     int64_t *ids = calloc((size_t)(3 * b), sizeof *ids), *len0 = ids + b, *len1 = len0 + b;
     if (!ids)
         return fattn_error(FATTN_E_NOMEM, "case %s: cache steps", s->id);
@@ -270,14 +270,14 @@ static fattn_status te_page_table(const fattn_case *c, const int64_t *first, boo
         ids[i] = i, len0[i] = first[i], len1[i] = 1;
     steps[0].seq = steps[1].seq = ids;
     steps[0].len = len0, steps[1].len = len1;
-    fattn_schedule sched = {.n = decode ? 2 : 1, .steps = steps};
-    fattn_kv_plan plan;
-    fattn_status st = fattn_kv_plan_make(&sched, s->max_batch_size, s->skv, s->skv, true,
+    fh_schedule sched = {.n = decode ? 2 : 1, .steps = steps};
+    fh_kv_plan plan;
+    fattn_status st = fh_kv_plan_make(&sched, s->max_batch_size, s->skv, s->skv, true,
                                          s->page_size, false, &plan);
     if (st == FATTN_OK) {
         memcpy(tab, plan.steps[sched.n - 1].page_table,
                (size_t)(s->max_batch_size * pps) * sizeof *tab);
-        fattn_kv_plan_free(&plan);
+        fh_kv_plan_free(&plan);
     } else {
         st = fattn_error(st, "case %s: max_batch_size: %s", s->id, fattn_last_error());
     }
@@ -310,11 +310,11 @@ static fattn_status te_step_tokens(const fattn_tensor *flat, const int64_t *from
 /* One step into the caches through the copy TE's step() makes
  * (fattn_kv_cache_copy = nvte_copy_to_kv_cache): new tokens n[i] from
  * position from[i], the lengths after it from[i] + n[i]. */
-static fattn_status te_copy_step(const fattn_case *c, const fattn_case_inputs *in,
+static fattn_status te_copy_step(const fh_case *c, const fh_case_inputs *in,
                                  fattn_tensor *kc, fattn_tensor *vc, const fattn_tensor *table,
                                  const int64_t *from, const int64_t *n)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     int64_t b = s->b, ctx = 1;
     int32_t *cn = calloc((size_t)(2 * (b + 1)), sizeof *cn), *cc = cn + b + 1;
     if (!cn)
@@ -344,9 +344,9 @@ static fattn_status te_copy_step(const fattn_case *c, const fattn_case_inputs *i
 
 /* K and V in caches of zeros (torch.zeros, inference.py:646-667), written
  * by the manager's steps; one table for both. */
-static fattn_status page_kv_te(const fattn_case *c, fattn_case_inputs *in)
+static fattn_status page_kv_te(const fh_case *c, fh_case_inputs *in)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     int64_t *first = calloc((size_t)(3 * s->b), sizeof *first), *zero = first + s->b;
     int64_t *one = zero + s->b;
     if (!first)
@@ -383,7 +383,7 @@ static fattn_status page_kv_te(const fattn_case *c, fattn_case_inputs *in)
 
 /* A paged case's K and V: the flat ones (storage[1], storage[2]) scattered
  * into their containers, which replace them. */
-static fattn_status page_kv(const fattn_case *c, fattn_case_inputs *in)
+static fattn_status page_kv(const fh_case *c, fh_case_inputs *in)
 {
     if (c->spec->max_batch_size)
         return page_kv_te(c, in);
@@ -400,10 +400,10 @@ static fattn_status page_kv(const fattn_case *c, fattn_case_inputs *in)
     return st;
 }
 
-fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in)
+fattn_status fh_inputs_make_from_case(const fh_case *c, fh_case_inputs *in)
 {
     memset(in, 0, sizeof *in);
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     assert(s);
     uint64_t seed = (uint64_t)s->seed;
     in->window[0] = c->window[0];
@@ -412,7 +412,7 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
     in->t_q = c->t_q;
     in->t_kv = c->t_kv;
     /* a paged case's K and V are made flat first, as its contiguous twin's */
-    fattn_case flat = *c;
+    fh_case flat = *c;
     if (s->paged) {
         flat.t.k.ndim = fattn_format_shape(c->kv_format, s->b, s->skv, 0, s->hg, s->d_qk,
                                            flat.t.k.shape);
@@ -421,7 +421,7 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
     }
     fattn_status st = alloc_seqlens(c, in);
     if (st == FATTN_OK)
-        st = fattn_inputs_alloc_qkv(&flat, s->dtype, in->storage, &in->q, &in->k, &in->v);
+        st = fh_inputs_alloc_qkv(&flat, s->dtype, in->storage, &in->q, &in->k, &in->v);
     if (st != FATTN_OK)
         goto fail;
     assert(in->q.ndim == c->t.q.ndim && in->v.ndim == flat.t.v.ndim);
@@ -452,18 +452,18 @@ fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs 
         goto fail;
     return FATTN_OK;
 fail:
-    fattn_inputs_free(in);
+    fh_inputs_free(in);
     return st;
 }
 
-fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in)
+fattn_status fh_inputs_make(const fh_spec *s, fh_case_inputs *in)
 {
     memset(in, 0, sizeof *in);
-    fattn_case c;
-    fattn_status st = fattn_case_resolve(s, &c);
+    fh_case c;
+    fattn_status st = fh_case_resolve(s, &c);
     if (st != FATTN_OK)
         return st;
-    st = fattn_inputs_make_from_case(&c, in);
-    fattn_case_free(&c);
+    st = fh_inputs_make_from_case(&c, in);
+    fh_case_free(&c);
     return st;
 }

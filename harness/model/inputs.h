@@ -38,15 +38,15 @@
  * TE's check_set_window_size, the diagonal forced False for causal and
  * padding_causal, True for *_bottom_right masks and True when unset.
  */
-#ifndef FATTN_HARNESS_INPUTS_H
-#define FATTN_HARNESS_INPUTS_H
+#ifndef FH_HARNESS_INPUTS_H
+#define FH_HARNESS_INPUTS_H
 
 #include "fattn/tensor.h"
 
 #include "case.h"
 #include "spec.h"
 
-typedef struct fattn_case_inputs {
+typedef struct fh_case_inputs {
     fattn_tensor storage[3];   /* owned; q/k/v are views into these */
     fattn_tensor q, k, v;
     fattn_tensor attn_bias, softmax_offset;              /* empty when absent */
@@ -60,15 +60,15 @@ typedef struct fattn_case_inputs {
     int64_t window[2];         /* normalised */
     bool bottom_right_diagonal;
     int64_t t_q, t_kv;         /* THD token counts (0 otherwise) */
-} fattn_case_inputs;
+} fh_case_inputs;
 
-/* Build every input of `s` (fattn_case_resolve, then
- * fattn_inputs_make_from_case). On failure nothing is left allocated. */
-fattn_status fattn_inputs_make(const fattn_spec *s, fattn_case_inputs *in);
+/* Build every input of `s` (fh_case_resolve, then
+ * fh_inputs_make_from_case). On failure nothing is left allocated. */
+fattn_status fh_inputs_make(const fh_spec *s, fh_case_inputs *in);
 /* Build every input of the resolved case `c` (its spec gives the seed and
  * dtype). On failure nothing is left allocated. */
-fattn_status fattn_inputs_make_from_case(const fattn_case *c, fattn_case_inputs *in);
-void fattn_inputs_free(fattn_case_inputs *in);
+fattn_status fh_inputs_make_from_case(const fh_case *c, fh_case_inputs *in);
+void fh_inputs_free(fh_case_inputs *in);
 
 /* q, k and v of case `c` (or dq, dk, dv: same shapes) in its layout's
  * packing and of dtype dt, as TE's callers build both the inputs and dQKV:
@@ -76,7 +76,7 @@ void fattn_inputs_free(fattn_case_inputs *in);
  * storage[0..2] own the buffers (those not needed are the empty slot); *q,
  * *k, *v are views; contents uninitialised. On failure nothing is left
  * allocated. */
-fattn_status fattn_inputs_alloc_qkv(const fattn_case *c, fattn_dtype dt, fattn_tensor storage[3],
+fattn_status fh_inputs_alloc_qkv(const fh_case *c, fattn_dtype dt, fattn_tensor storage[3],
                                     fattn_tensor *q, fattn_tensor *k, fattn_tensor *v);
 
-#endif /* FATTN_HARNESS_INPUTS_H */
+#endif /* FH_HARNESS_INPUTS_H */

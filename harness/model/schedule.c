@@ -9,7 +9,7 @@
 
 #include "schedule.h"
 
-void fattn_schedule_free(fattn_schedule *s)
+void fh_schedule_free(fh_schedule *s)
 {
     if (!s)
         return;
@@ -29,52 +29,52 @@ static int64_t *dup64(const int64_t *p, int64_t n)
     return q;
 }
 
-fattn_status fattn_schedule_copy(const fattn_schedule *src, fattn_schedule **dst)
+fattn_status fh_schedule_copy(const fh_schedule *src, fh_schedule **dst)
 {
     *dst = NULL;
     if (!src)
         return FATTN_OK;
-    fattn_schedule *d = calloc(1, sizeof *d);
+    fh_schedule *d = calloc(1, sizeof *d);
     if (d)
         d->steps = calloc((size_t)(src->n ? src->n : 1), sizeof *d->steps);
     bool oom = !d || !d->steps;
     for (int64_t i = 0; !oom && i < src->n; i++) {
-        const fattn_step *a = &src->steps[i];
-        fattn_step *b = &d->steps[i];
+        const fh_step *a = &src->steps[i];
+        fh_step *b = &d->steps[i];
         *b = *a;
         b->seq = b->len = NULL;
         d->n = i + 1;
-        if (a->kind == FATTN_STEP_KV) {
+        if (a->kind == FH_STEP_KV) {
             b->seq = dup64(a->seq, a->n);
             b->len = dup64(a->len, a->n);
             oom = !b->seq || !b->len;
         }
     }
     if (oom) {
-        fattn_schedule_free(d);
+        fh_schedule_free(d);
         return fattn_error(FATTN_E_NOMEM, "out of memory copying a schedule");
     }
     *dst = d;
     return FATTN_OK;
 }
 
-static bool same_step(const fattn_step *a, const fattn_step *b)
+static bool same_step(const fh_step *a, const fh_step *b)
 {
     if (a->kind != b->kind)
         return false;
     switch (a->kind) {
-    case FATTN_STEP_F:
-    case FATTN_STEP_B: return a->mb == b->mb;
-    case FATTN_STEP_U: return a->update == b->update;
-    case FATTN_STEP_X: return true;
-    case FATTN_STEP_KV:
+    case FH_STEP_F:
+    case FH_STEP_B: return a->mb == b->mb;
+    case FH_STEP_U: return a->update == b->update;
+    case FH_STEP_X: return true;
+    case FH_STEP_KV:
         return a->n == b->n && !memcmp(a->seq, b->seq, (size_t)a->n * sizeof *a->seq) &&
                !memcmp(a->len, b->len, (size_t)a->n * sizeof *a->len);
     }
     return false;
 }
 
-bool fattn_schedule_equal(const fattn_schedule *a, const fattn_schedule *b)
+bool fh_schedule_equal(const fh_schedule *a, const fh_schedule *b)
 {
     if (!a || !b)
         return a == b;
@@ -88,31 +88,31 @@ bool fattn_schedule_equal(const fattn_schedule *a, const fattn_schedule *b)
 
 static const char *update_name(int u)
 {
-    return u == FATTN_UPDATE_FORWARD ? "forward" : u == FATTN_UPDATE_BACKWARD ? "backward"
+    return u == FH_UPDATE_FORWARD ? "forward" : u == FH_UPDATE_BACKWARD ? "backward"
                                                                              : "both";
 }
 
-void fattn_schedule_write(const fattn_schedule *s, void (*put)(void *ctx, const char *text),
+void fh_schedule_write(const fh_schedule *s, void (*put)(void *ctx, const char *text),
                           void *ctx)
 {
     char buf[96];
     put(ctx, "[");
     for (int64_t i = 0; i < s->n; i++) {
-        const fattn_step *st = &s->steps[i];
+        const fh_step *st = &s->steps[i];
         put(ctx, i ? ",{" : "{");
         switch (st->kind) {
-        case FATTN_STEP_F:
-        case FATTN_STEP_B:
-            snprintf(buf, sizeof buf, "\"%s\":%" PRId64, st->kind == FATTN_STEP_F ? "F" : "B",
+        case FH_STEP_F:
+        case FH_STEP_B:
+            snprintf(buf, sizeof buf, "\"%s\":%" PRId64, st->kind == FH_STEP_F ? "F" : "B",
                      st->mb);
             put(ctx, buf);
             break;
-        case FATTN_STEP_U:
+        case FH_STEP_U:
             snprintf(buf, sizeof buf, "\"U\":\"%s\"", update_name(st->update));
             put(ctx, buf);
             break;
-        case FATTN_STEP_X: put(ctx, "\"X\":\"extra_state\""); break;
-        case FATTN_STEP_KV:
+        case FH_STEP_X: put(ctx, "\"X\":\"extra_state\""); break;
+        case FH_STEP_KV:
             put(ctx, "\"step\":[");
             for (int64_t j = 0; j < st->n; j++) {
                 snprintf(buf, sizeof buf, "%s[%" PRId64 ",%" PRId64 "]", j ? "," : "",
@@ -127,17 +127,17 @@ void fattn_schedule_write(const fattn_schedule *s, void (*put)(void *ctx, const 
     put(ctx, "]");
 }
 
-void fattn_step_name(const fattn_step *st, char *buf, size_t n)
+void fh_step_name(const fh_step *st, char *buf, size_t n)
 {
     switch (st->kind) {
-    case FATTN_STEP_F: snprintf(buf, n, "F%" PRId64, st->mb); return;
-    case FATTN_STEP_B: snprintf(buf, n, "B%" PRId64, st->mb); return;
-    case FATTN_STEP_U:
-        snprintf(buf, n, st->update == FATTN_UPDATE_BOTH ? "U" : "U(%s)",
+    case FH_STEP_F: snprintf(buf, n, "F%" PRId64, st->mb); return;
+    case FH_STEP_B: snprintf(buf, n, "B%" PRId64, st->mb); return;
+    case FH_STEP_U:
+        snprintf(buf, n, st->update == FH_UPDATE_BOTH ? "U" : "U(%s)",
                  update_name(st->update));
         return;
-    case FATTN_STEP_X: snprintf(buf, n, "X"); return;
-    case FATTN_STEP_KV: break;
+    case FH_STEP_X: snprintf(buf, n, "X"); return;
+    case FH_STEP_KV: break;
     }
     size_t at = (size_t)snprintf(buf, n, "step[");
     for (int64_t j = 0; j < st->n && at < n; j++)
@@ -147,27 +147,27 @@ void fattn_step_name(const fattn_step *st, char *buf, size_t n)
         snprintf(buf + at, n - at, "]");
 }
 
-int64_t fattn_schedule_forwards(const fattn_schedule *s)
+int64_t fh_schedule_forwards(const fh_schedule *s)
 {
     int64_t k = 0;
     for (int64_t i = 0; s && i < s->n; i++)
-        k += s->steps[i].kind == FATTN_STEP_F || s->steps[i].kind == FATTN_STEP_KV;
+        k += s->steps[i].kind == FH_STEP_F || s->steps[i].kind == FH_STEP_KV;
     return k;
 }
 
-int64_t fattn_schedule_forward_of(const fattn_schedule *s, int64_t k)
+int64_t fh_schedule_forward_of(const fh_schedule *s, int64_t k)
 {
-    assert(s && k >= 1 && k <= s->n && s->steps[k - 1].kind == FATTN_STEP_B);
+    assert(s && k >= 1 && k <= s->n && s->steps[k - 1].kind == FH_STEP_B);
     int64_t f = k - 1;
     while (f >= 1 &&
-           !(s->steps[f - 1].kind == FATTN_STEP_F && s->steps[f - 1].mb == s->steps[k - 1].mb))
+           !(s->steps[f - 1].kind == FH_STEP_F && s->steps[f - 1].mb == s->steps[k - 1].mb))
         f--;
     return f;
 }
 
-bool fattn_schedule_is_cache(const fattn_schedule *s)
+bool fh_schedule_is_cache(const fh_schedule *s)
 {
-    return s && s->n > 0 && s->steps[0].kind == FATTN_STEP_KV;
+    return s && s->n > 0 && s->steps[0].kind == FH_STEP_KV;
 }
 
 /* ---- TE's cache managers ---------------------------------------------------- */
@@ -176,13 +176,13 @@ bool fattn_schedule_is_cache(const fattn_schedule *s)
  * with their lengths; for a paged cache the free pages (a queue: pop(0),
  * append) and each sequence's pages in allocation order. */
 typedef struct kv_sim {
-    const fattn_kv_plan *p;
+    const fh_kv_plan *p;
     int64_t n_seq;
-    int64_t id[FATTN_KV_MAX_SEQ_ID + 1], len[FATTN_KV_MAX_SEQ_ID + 1];
+    int64_t id[FH_KV_MAX_SEQ_ID + 1], len[FH_KV_MAX_SEQ_ID + 1];
     int32_t *free_pages;   /* num_pages slots, a ring */
     int64_t free_head, free_n, num_pages;
     int32_t *pages;        /* [seq id][pps] */
-    int64_t n_pages[FATTN_KV_MAX_SEQ_ID + 1];
+    int64_t n_pages[FH_KV_MAX_SEQ_ID + 1];
     int32_t *page_table;   /* [max_batch][pps], rows past the sequences kept as they were */
 } kv_sim;
 
@@ -194,7 +194,7 @@ static int64_t find_seq(const kv_sim *m, int64_t id)
     return -1;
 }
 
-static bool in_step(const fattn_step *st, int64_t id)
+static bool in_step(const fh_step *st, int64_t id)
 {
     for (int64_t j = 0; j < st->n; j++)
         if (st->seq[j] == id)
@@ -235,10 +235,10 @@ static void drop_seq(kv_sim *m, int64_t at)
 /* pre_step of either manager (NonPaged inference.py:469-508, Paged
  * 746-771), ids iterated ascending (schedule.h). Fills kv's batch_indices,
  * need_reindex and page table. k is the step's 1-based number. */
-static fattn_status pre_step(kv_sim *m, const fattn_step *st, int64_t k, fattn_kv_step *kv)
+static fattn_status pre_step(kv_sim *m, const fh_step *st, int64_t k, fh_kv_step *kv)
 {
-    const fattn_kv_plan *p = m->p;
-    int64_t prev_n = m->n_seq, prev_ids[FATTN_KV_MAX_SEQ_ID + 1];
+    const fh_kv_plan *p = m->p;
+    int64_t prev_n = m->n_seq, prev_ids[FH_KV_MAX_SEQ_ID + 1];
     memcpy(prev_ids, m->id, sizeof prev_ids);
     /* batch_indices: unfinished, then finished (cache order), then the rest */
     int64_t bi = 0;
@@ -249,7 +249,7 @@ static fattn_status pre_step(kv_sim *m, const fattn_step *st, int64_t k, fattn_k
     for (int64_t i = prev_n; i < p->max_batch; i++)
         kv->batch_indices[bi++] = (int32_t)i;
     /* finished sequences leave, their pages freed (ascending ids) */
-    for (int64_t id = 0; id <= FATTN_KV_MAX_SEQ_ID; id++) {
+    for (int64_t id = 0; id <= FH_KV_MAX_SEQ_ID; id++) {
         int64_t at = find_seq(m, id);
         if (at >= 0 && !in_step(st, id)) {
             drop_seq(m, at);
@@ -258,7 +258,7 @@ static fattn_status pre_step(kv_sim *m, const fattn_step *st, int64_t k, fattn_k
         }
     }
     /* continuing sequences advance by one, a page when one fills */
-    for (int64_t id = 0; id <= FATTN_KV_MAX_SEQ_ID; id++) {
+    for (int64_t id = 0; id <= FH_KV_MAX_SEQ_ID; id++) {
         int64_t at = find_seq(m, id);
         if (at < 0)
             continue;
@@ -270,7 +270,7 @@ static fattn_status pre_step(kv_sim *m, const fattn_step *st, int64_t k, fattn_k
         m->len[at]++;
     }
     /* new sequences join at the end (ascending ids) with their pages */
-    for (int64_t id = 0; id <= FATTN_KV_MAX_SEQ_ID; id++) {
+    for (int64_t id = 0; id <= FH_KV_MAX_SEQ_ID; id++) {
         if (!in_step(st, id) || find_seq(m, id) >= 0)
             continue;
         int64_t len = 0;
@@ -308,8 +308,8 @@ static fattn_status pre_step(kv_sim *m, const fattn_step *st, int64_t k, fattn_k
 
 /* The step against the cache after pre_step: its entries in the cache's
  * order, one new token for a continuing sequence, lengths in range. */
-static fattn_status check_entries(const kv_sim *m, const fattn_step *st, int64_t k,
-                                  int64_t max_len, const bool was[FATTN_KV_MAX_SEQ_ID + 1])
+static fattn_status check_entries(const kv_sim *m, const fh_step *st, int64_t k,
+                                  int64_t max_len, const bool was[FH_KV_MAX_SEQ_ID + 1])
 {
     for (int64_t j = 0; j < st->n; j++) {
         if (st->len[j] > max_len)
@@ -336,7 +336,7 @@ static fattn_status check_entries(const kv_sim *m, const fattn_step *st, int64_t
     return FATTN_OK;
 }
 
-static fattn_status kv_step_alloc(fattn_kv_step *kv, const fattn_kv_plan *p, int64_t b)
+static fattn_status kv_step_alloc(fh_kv_step *kv, const fh_kv_plan *p, int64_t b)
 {
     kv->lens_q = calloc((size_t)b, sizeof *kv->lens_q);
     kv->lens_kv = calloc((size_t)b, sizeof *kv->lens_kv);
@@ -347,11 +347,11 @@ static fattn_status kv_step_alloc(fattn_kv_step *kv, const fattn_kv_plan *p, int
     return FATTN_OK;
 }
 
-static fattn_status plan_step(kv_sim *m, const fattn_step *st, int64_t k, int64_t max_len,
-                              bool thd_q, fattn_kv_step *kv)
+static fattn_status plan_step(kv_sim *m, const fh_step *st, int64_t k, int64_t max_len,
+                              bool thd_q, fh_kv_step *kv)
 {
-    const fattn_kv_plan *p = m->p;
-    bool was[FATTN_KV_MAX_SEQ_ID + 1] = {false};
+    const fh_kv_plan *p = m->p;
+    bool was[FH_KV_MAX_SEQ_ID + 1] = {false};
     for (int64_t i = 0; i < m->n_seq; i++)
         was[m->id[i]] = true;
     kv->b_q = st->n;
@@ -369,7 +369,7 @@ static fattn_status plan_step(kv_sim *m, const fattn_step *st, int64_t k, int64_
     return s;
 }
 
-void fattn_kv_plan_free(fattn_kv_plan *p)
+void fh_kv_plan_free(fh_kv_plan *p)
 {
     for (int64_t i = 0; p && p->steps && i < p->n; i++) {
         free(p->steps[i].lens_q);
@@ -383,9 +383,9 @@ void fattn_kv_plan_free(fattn_kv_plan *p)
         memset(p, 0, sizeof *p);
 }
 
-fattn_status fattn_kv_plan_make(const fattn_schedule *s, int64_t max_batch, int64_t max_seq,
+fattn_status fh_kv_plan_make(const fh_schedule *s, int64_t max_batch, int64_t max_seq,
                                 int64_t max_len, bool paged, int64_t page_size, bool thd_q,
-                                fattn_kv_plan *out)
+                                fh_kv_plan *out)
 {
     memset(out, 0, sizeof *out);
     assert(s && max_batch >= 1 && max_seq >= 1 && (!paged || max_seq % page_size == 0));
@@ -397,7 +397,7 @@ fattn_status fattn_kv_plan_make(const fattn_schedule *s, int64_t max_batch, int6
     out->steps = calloc((size_t)s->n, sizeof *out->steps);
     kv_sim m = {.p = out, .num_pages = paged ? max_batch * out->pps : 1};
     m.free_pages = calloc((size_t)m.num_pages, sizeof *m.free_pages);
-    m.pages = calloc((size_t)((FATTN_KV_MAX_SEQ_ID + 1) * out->pps), sizeof *m.pages);
+    m.pages = calloc((size_t)((FH_KV_MAX_SEQ_ID + 1) * out->pps), sizeof *m.pages);
     m.page_table = calloc((size_t)(max_batch * out->pps), sizeof *m.page_table);
     fattn_status st = FATTN_OK;
     if (!out->steps || !m.free_pages || !m.pages || !m.page_table)
@@ -406,12 +406,12 @@ fattn_status fattn_kv_plan_make(const fattn_schedule *s, int64_t max_batch, int6
         m.free_pages[i] = (int32_t)i;
     m.free_n = paged ? m.num_pages : 0;
     for (int64_t k = 0; st == FATTN_OK && k < s->n; k++)
-        if (s->steps[k].kind == FATTN_STEP_KV)
+        if (s->steps[k].kind == FH_STEP_KV)
             st = plan_step(&m, &s->steps[k], k + 1, max_len, thd_q, &out->steps[k]);
     free(m.free_pages);
     free(m.pages);
     free(m.page_table);
     if (st != FATTN_OK)
-        fattn_kv_plan_free(out);
+        fh_kv_plan_free(out);
     return st;
 }

@@ -17,75 +17,75 @@
  *            one DotProductAttention call whose InferenceParams.step appends
  *            the new K and V to the cache (inference.py).
  * Everything here is pure (no tensors): the syntax, its checks, and the
- * bookkeeping of TE's cache managers (fattn_kv_plan), which decides each
+ * bookkeeping of TE's cache managers (fh_kv_plan), which decides each
  * cache step's batch, lengths, batch_indices and page table.
  */
-#ifndef FATTN_HARNESS_SCHEDULE_H
-#define FATTN_HARNESS_SCHEDULE_H
+#ifndef FH_HARNESS_SCHEDULE_H
+#define FH_HARNESS_SCHEDULE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "fattn/status.h"
 
-typedef enum fattn_step_kind {
-    FATTN_STEP_F = 0,
-    FATTN_STEP_B,
-    FATTN_STEP_U,
-    FATTN_STEP_X,
-    FATTN_STEP_KV
-} fattn_step_kind;
+typedef enum fh_step_kind {
+    FH_STEP_F = 0,
+    FH_STEP_B,
+    FH_STEP_U,
+    FH_STEP_X,
+    FH_STEP_KV
+} fh_step_kind;
 
 /* U's directions (bits). */
-#define FATTN_UPDATE_FORWARD 1
-#define FATTN_UPDATE_BACKWARD 2
-#define FATTN_UPDATE_BOTH 3
+#define FH_UPDATE_FORWARD 1
+#define FH_UPDATE_BACKWARD 2
+#define FH_UPDATE_BOTH 3
 
 /* Sequence ids of cache steps are below this: TE's cache managers iterate
  * Python sets of them (inference.py: unfinished, finished and new
  * sequences), whose order decides the cache order and which pages a
  * sequence gets; CPython iterates a set of distinct ints below its table
  * size (at least 8) in ascending order, and fattn follows that order. */
-#define FATTN_KV_MAX_SEQ_ID 7
+#define FH_KV_MAX_SEQ_ID 7
 
-typedef struct fattn_step {
-    fattn_step_kind kind;
+typedef struct fh_step {
+    fh_step_kind kind;
     int64_t mb;           /* F, B: the micro-batch */
-    int update;           /* U: FATTN_UPDATE_* */
+    int update;           /* U: FH_UPDATE_* */
     int64_t n;            /* KV: entries */
     int64_t *seq, *len;   /* KV: n each, owned */
-} fattn_step;
+} fh_step;
 
-typedef struct fattn_schedule {
+typedef struct fh_schedule {
     int64_t n;
-    fattn_step *steps;    /* owned */
-} fattn_schedule;
+    fh_step *steps;       /* owned */
+} fh_schedule;
 
-#define FATTN_SCHEDULE_MAX_STEPS 4096
-#define FATTN_SCHEDULE_MAX_MB (INT64_C(1) << 20)
+#define FH_SCHEDULE_MAX_STEPS 4096
+#define FH_SCHEDULE_MAX_MB (INT64_C(1) << 20)
 
-void fattn_schedule_free(fattn_schedule *s); /* the struct too; NULL is fine */
-fattn_status fattn_schedule_copy(const fattn_schedule *src, fattn_schedule **dst);
-bool fattn_schedule_equal(const fattn_schedule *a, const fattn_schedule *b);
+void fh_schedule_free(fh_schedule *s); /* the struct too; NULL is fine */
+fattn_status fh_schedule_copy(const fh_schedule *src, fh_schedule **dst);
+bool fh_schedule_equal(const fh_schedule *a, const fh_schedule *b);
 /* Its canonical JSON (docs/cases.md) appended by `put` (a string builder's
  * append; ctx is the builder). */
-void fattn_schedule_write(const fattn_schedule *s, void (*put)(void *ctx, const char *text),
+void fh_schedule_write(const fh_schedule *s, void (*put)(void *ctx, const char *text),
                           void *ctx);
 /* One step as the messages and the summary name it: "F0", "B1", "U",
  * "U(forward)", "X", "step[0:5,1:1]" (truncated to n). */
-void fattn_step_name(const fattn_step *st, char *buf, size_t n);
+void fh_step_name(const fh_step *st, char *buf, size_t n);
 /* How many steps are forwards (F or cache steps): each advances the
  * generator. */
-int64_t fattn_schedule_forwards(const fattn_schedule *s);
-bool fattn_schedule_is_cache(const fattn_schedule *s);
+int64_t fh_schedule_forwards(const fh_schedule *s);
+bool fh_schedule_is_cache(const fh_schedule *s);
 /* The step (1-based) of the forward whose micro-batch the B at step k
  * ends: its case (seed, lengths) is the B's too. 0 when there is none. */
-int64_t fattn_schedule_forward_of(const fattn_schedule *s, int64_t k);
+int64_t fh_schedule_forward_of(const fh_schedule *s, int64_t k);
 
 /* ---- cache steps: TE's cache managers' bookkeeping -------------------------- */
 
 /* One cache step as the FusedAttnFunc call and copy_to_kv_cache see it. */
-typedef struct fattn_kv_step {
+typedef struct fh_kv_step {
     int64_t b_q;          /* the step's entries: len(step_dict), q's batch for bshd/sbhd */
     int64_t b;            /* the call's batch: b_q, or for a thd q max_batch_size (TE's
                            * cu_seqlens keep max_batch + 1 entries, backends.py:2431-2434) */
@@ -95,14 +95,14 @@ typedef struct fattn_kv_step {
     int32_t *batch_indices; /* max_batch: NonPagedKVCacheManager's (non-paged) */
     bool need_reindex;    /* non-paged: the set of sequences changed */
     int32_t *page_table;  /* paged: [max_batch, pages per sequence] after pre_step */
-} fattn_kv_step;
+} fh_kv_step;
 
-typedef struct fattn_kv_plan {
+typedef struct fh_kv_plan {
     int64_t n;            /* the schedule's steps; non-cache steps are zeroed */
-    fattn_kv_step *steps;
+    fh_kv_step *steps;
     int64_t max_batch, max_seq, pps; /* pps: pages per sequence (1 non-paged) */
     bool paged;
-} fattn_kv_plan;
+} fh_kv_plan;
 
 /* The cache a schedule's steps run over: max_batch (the spec's b), max_seq
  * (skv), paged with page_size and num_pages (paged) or not, the q format
@@ -116,9 +116,9 @@ typedef struct fattn_kv_plan {
  * 291-300), more sequences than max_batch, a new length past `max_len`
  * (the spec's sq) or a cached one past max_seq, no free page ("KV cache is
  * full!", inference.py:725). */
-fattn_status fattn_kv_plan_make(const fattn_schedule *s, int64_t max_batch, int64_t max_seq,
+fattn_status fh_kv_plan_make(const fh_schedule *s, int64_t max_batch, int64_t max_seq,
                                 int64_t max_len, bool paged, int64_t page_size, bool thd_q,
-                                fattn_kv_plan *out);
-void fattn_kv_plan_free(fattn_kv_plan *p);
+                                fh_kv_plan *out);
+void fh_kv_plan_free(fh_kv_plan *p);
 
-#endif /* FATTN_HARNESS_SCHEDULE_H */
+#endif /* FH_HARNESS_SCHEDULE_H */

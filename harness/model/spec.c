@@ -1,5 +1,5 @@
 /* Case specs: JSON parsing with named errors, defaults, equality, from the
- * rows of FATTN_SPEC_KEYS (spec_keys.h). The canonical writer, reading a spec
+ * rows of FH_SPEC_KEYS (spec_keys.h). The canonical writer, reading a spec
  * file and the summary are in spec_text.c. See spec.h for the keys. */
 #include "spec.h"
 #include "spec_parse.h"
@@ -22,7 +22,7 @@
 #include "try.h"
 
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
-extern const char fattn_default_cases_json[];
+extern const char fh_default_cases_json[];
 
 /* ------------------------------------------------------------------------ */
 /* Names                                                                    */
@@ -31,18 +31,18 @@ extern const char fattn_default_cases_json[];
 static const char *const bias_shape_names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
 #define N_BIAS_SHAPES (sizeof bias_shape_names / sizeof bias_shape_names[0])
 
-const char *fattn_bias_shape_name(fattn_bias_shape s)
+const char *fh_bias_shape_name(fh_bias_shape s)
 {
     if ((unsigned)s >= N_BIAS_SHAPES)
         return NULL;
     return bias_shape_names[s];
 }
 
-fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out)
+fattn_status fh_bias_shape_parse(const char *s, fh_bias_shape *out)
 {
     for (size_t i = 0; s && i < N_BIAS_SHAPES; i++) {
         if (strcmp(s, bias_shape_names[i]) == 0) {
-            *out = (fattn_bias_shape)i;
+            *out = (fh_bias_shape)i;
             return FATTN_OK;
         }
     }
@@ -67,11 +67,11 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Init, free, copy, equal: by kind, from FATTN_SPEC_KEYS                 */
+/* Init, free, copy, equal: by kind, from FH_SPEC_KEYS                    */
 /* ------------------------------------------------------------------------ */
 
 /* Defaults. memset gives the rest: required integers 0, FLAG false, PAIR
- * and NREAL unset (null), TRI FATTN_TRISTATE_NULL, REFUSE off, id "". INT
+ * and NREAL unset (null), TRI FH_TRISTATE_NULL, REFUSE off, id "". INT
  * rows whose default names another row (hg = h) get it again when parsed. */
 #define I_ID(k, d)
 #define I_REQ(k, d)
@@ -89,7 +89,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
     s->fp8_recipe = FATTN_FP8_RECIPE_DELAYED;                                                  \
     s->fp8_dpa_bwd = true;                                                                     \
     s->fp8_o_in_f16 = true;                                                                    \
-    s->fp8_amax_history_len = FATTN_SPEC_FP8_HISTORY_DEFAULT;                                  \
+    s->fp8_amax_history_len = FH_SPEC_FP8_HISTORY_DEFAULT;                                     \
     s->fp8_amax_algo = FATTN_FP8_AMAX_MAX;
 #define I_REFUSE(k, d)
 #define I_PAGED(k, d)
@@ -97,11 +97,11 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
 #define I_SCHED(k, d)
 #define INIT_ROW(key, kind, ctype, a, b, dflt, post) I_##kind(key, dflt)
 
-void fattn_spec_init(fattn_spec *s)
+void fh_spec_init(fh_spec *s)
 {
     memset(s, 0, sizeof *s);
-    _Static_assert(FATTN_TRISTATE_NULL == 0, "memset makes a null tristate");
-    FATTN_SPEC_KEYS(INIT_ROW)
+    _Static_assert(FH_TRISTATE_NULL == 0, "memset makes a null tristate");
+    FH_SPEC_KEYS(INIT_ROW)
 }
 
 /* The rows that own memory (LIST): free, and copy deeply. */
@@ -124,20 +124,20 @@ void fattn_spec_init(fattn_spec *s)
 #define OWNED_CP(k)
 #define OWNED_SCHED(k)
 
-static void free_lists(fattn_spec *s)
+static void free_lists(fh_spec *s)
 {
 #define OWNED(k) free(s->k);
-    FATTN_SPEC_KEYS(OWNED_ROW)
+    FH_SPEC_KEYS(OWNED_ROW)
 #undef OWNED
-    fattn_schedule_free(s->schedule);
+    fh_schedule_free(s->schedule);
 }
 
-void fattn_spec_free(fattn_spec *s)
+void fh_spec_free(fh_spec *s)
 {
     if (!s)
         return;
     free_lists(s);
-    fattn_spec_init(s);
+    fh_spec_init(s);
 }
 
 static int64_t *dup_list(const int64_t *src, int64_t n)
@@ -150,20 +150,20 @@ static int64_t *dup_list(const int64_t *src, int64_t n)
     return p;
 }
 
-fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src)
+fattn_status fh_spec_copy(fh_spec *dst, const fh_spec *src)
 {
     *dst = *src;
     bool oom = false;
 #define OWNED(k)                                                                               \
     dst->k = dup_list(src->k, src->b);                                                         \
     oom = oom || (src->k && !dst->k);
-    FATTN_SPEC_KEYS(OWNED_ROW)
+    FH_SPEC_KEYS(OWNED_ROW)
 #undef OWNED
     dst->schedule = NULL;
-    oom = oom || fattn_schedule_copy(src->schedule, &dst->schedule) != FATTN_OK;
+    oom = oom || fh_schedule_copy(src->schedule, &dst->schedule) != FATTN_OK;
     if (oom) {
         free_lists(dst);
-        fattn_spec_init(dst);
+        fh_spec_init(dst);
         return fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory copying seqlens", src->id);
     }
     return FATTN_OK;
@@ -211,20 +211,20 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
 #define E_CP(k)                                                                                \
     (x->cp == y->cp && (!x->cp || (x->cp_size == y->cp_size && x->cp_comm == y->cp_comm &&     \
                                    x->cp_balance == y->cp_balance)))
-#define E_SCHED(k) fattn_schedule_equal(x->schedule, y->schedule)
+#define E_SCHED(k) fh_schedule_equal(x->schedule, y->schedule)
 #define EQ_ROW(key, kind, ctype, a, b, dflt, post) &&E_##kind(key)
 
-bool fattn_spec_equal(const fattn_spec *x, const fattn_spec *y)
+bool fh_spec_equal(const fh_spec *x, const fh_spec *y)
 {
-    return true FATTN_SPEC_KEYS(EQ_ROW);
+    return true FH_SPEC_KEYS(EQ_ROW);
 }
 
-void fattn_spec_list_free(fattn_spec_list *l)
+void fh_spec_list_free(fh_spec_list *l)
 {
     if (!l)
         return;
     for (size_t i = 0; i < l->count; i++)
-        fattn_spec_free(&l->items[i]);
+        fh_spec_free(&l->items[i]);
     free(l->items);
     l->items = NULL;
     l->count = 0;
@@ -234,15 +234,15 @@ void fattn_spec_list_free(fattn_spec_list *l)
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* The keys in the rows' order; fattn_spec_key_name gives them sorted. */
+/* The keys in the rows' order; fh_spec_key_name gives them sorted. */
 #define KEY_NAME_ROW(key, kind, ctype, a, b, dflt, post) #key,
-static const char *const spec_rows[] = {FATTN_SPEC_KEYS(KEY_NAME_ROW)};
+static const char *const spec_rows[] = {FH_SPEC_KEYS(KEY_NAME_ROW)};
 #define N_SPEC_ROWS (sizeof spec_rows / sizeof spec_rows[0])
 
-size_t fattn_spec_key_count(void) { return N_SPEC_ROWS; }
+size_t fh_spec_key_count(void) { return N_SPEC_ROWS; }
 
 /* The i-th key in sorted order: the one that i keys sort before. */
-const char *fattn_spec_key_name(size_t i)
+const char *fh_spec_key_name(size_t i)
 {
     for (size_t r = 0; r < N_SPEC_ROWS; r++) {
         size_t before = 0;
@@ -269,7 +269,7 @@ static bool id_char_ok(char ch)
            ch == '.' || ch == '_' || ch == '-';
 }
 
-static fattn_status parse_id(spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+static fattn_status parse_id(spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     const json_t *v = json_object_get(obj, "id");
     if (!v)
@@ -281,9 +281,9 @@ static fattn_status parse_id(spec_parse_ctx *c, const json_t *obj, fattn_spec *s
     size_t n = json_string_length(v);
     if (n == 0)
         return spec_case_error(c, FATTN_E_PARSE, "id", "empty");
-    if (n > FATTN_SPEC_ID_MAX)
+    if (n > FH_SPEC_ID_MAX)
         return spec_case_error(c, FATTN_E_PARSE, "id", "longer than %d characters",
-                               FATTN_SPEC_ID_MAX);
+                               FH_SPEC_ID_MAX);
     for (size_t i = 0; i < n; i++) {
         if (!id_char_ok(id[i]))
             return spec_case_error(c, FATTN_E_PARSE, "id",
@@ -297,7 +297,7 @@ static fattn_status parse_id(spec_parse_ctx *c, const json_t *obj, fattn_spec *s
     return FATTN_OK;
 }
 
-int64_t fattn_spec_rng_increment(const fattn_spec *s)
+int64_t fh_spec_rng_increment(const fh_spec *s)
 {
     if (!s->fp8)
         return FATTN_RNG_F16_INCREMENT;
@@ -307,19 +307,19 @@ int64_t fattn_spec_rng_increment(const fattn_spec *s)
     return (n + 3) / 4 * 4;
 }
 
-int64_t fattn_spec_steps(const fattn_spec *s)
+int64_t fh_spec_steps(const fh_spec *s)
 {
     return s->schedule ? s->schedule->n : 0;
 }
 
-int64_t fattn_spec_rng_advance(const fattn_spec *s)
+int64_t fh_spec_rng_advance(const fh_spec *s)
 {
-    int64_t f = fattn_schedule_forwards(s->schedule);
+    int64_t f = fh_schedule_forwards(s->schedule);
     /* <= 4096 forwards of <= 2^46 each (sq <= 2^24): no overflow */
-    return fattn_spec_rng_increment(s) * (f > 1 ? f : 1);
+    return fh_spec_rng_increment(s) * (f > 1 ? f : 1);
 }
 
-bool fattn_spec_refusal_status(fattn_status st)
+bool fh_spec_refusal_status(fattn_status st)
 {
     switch (st) {
     case FATTN_OK:
@@ -398,13 +398,13 @@ static fattn_status unknown_key(const spec_parse_ctx *c, const char *key)
     size_t used = 0;
     for (size_t i = 0; i < N_SPEC_ROWS && used < sizeof list; i++) {
         int w = snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
-                         fattn_spec_key_name(i));
+                         fh_spec_key_name(i));
         used = w < 0 ? sizeof list : used + (size_t)w;
     }
     return spec_case_error(c, FATTN_E_PARSE, key, "unknown key (keys: %s)", list);
 }
 
-static fattn_status parse_case_fields(spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+static fattn_status parse_case_fields(spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     if (!json_is_object(obj))
         return spec_case_error(c, FATTN_E_PARSE, NULL, "expected an object, got %s",
@@ -420,17 +420,17 @@ static fattn_status parse_case_fields(spec_parse_ctx *c, const json_t *obj, fatt
         if (!known)
             return unknown_key(c, key);
     }
-    FATTN_SPEC_KEYS(REQUIRED_ROW)
-    FATTN_SPEC_KEYS(PARSE_ROW)
+    FH_SPEC_KEYS(REQUIRED_ROW)
+    FH_SPEC_KEYS(PARSE_ROW)
     return FATTN_OK;
 }
 
-static fattn_status parse_case(spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+static fattn_status parse_case(spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
-    fattn_spec_init(s);
+    fh_spec_init(s);
     fattn_status st = parse_case_fields(c, obj, s);
     if (st != FATTN_OK)
-        fattn_spec_free(s);
+        fh_spec_free(s);
     return st;
 }
 
@@ -447,16 +447,16 @@ static fattn_status load_json(const char *text, size_t len, const char *source, 
 
 static int cmp_spec_ptr_id(const void *a, const void *b)
 {
-    const fattn_spec *x = *(const fattn_spec *const *)a;
-    const fattn_spec *y = *(const fattn_spec *const *)b;
+    const fh_spec *x = *(const fh_spec *const *)a;
+    const fh_spec *y = *(const fh_spec *const *)b;
     return strcmp(x->id, y->id);
 }
 
-static fattn_status check_unique_ids(const char *source, const fattn_spec_list *l)
+static fattn_status check_unique_ids(const char *source, const fh_spec_list *l)
 {
     if (l->count < 2)
         return FATTN_OK;
-    const fattn_spec **sorted = malloc(l->count * sizeof *sorted);
+    const fh_spec **sorted = malloc(l->count * sizeof *sorted);
     if (!sorted)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory checking ids", source);
     for (size_t i = 0; i < l->count; i++)
@@ -483,8 +483,8 @@ static fattn_status check_unique_ids(const char *source, const fattn_spec_list *
     return st;
 }
 
-fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *source,
-                                   fattn_spec_list *out)
+fattn_status fh_spec_parse_json(const char *text, size_t len, const char *source,
+                                   fh_spec_list *out)
 {
     out->items = NULL;
     out->count = 0;
@@ -518,14 +518,14 @@ fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *sou
 done:
     json_decref(root);
     if (st != FATTN_OK)
-        fattn_spec_list_free(out);
+        fh_spec_list_free(out);
     return st;
 }
 
-fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *source,
-                                  fattn_spec *out)
+fattn_status fh_spec_parse_one(const char *text, size_t len, const char *source,
+                                  fh_spec *out)
 {
-    fattn_spec_init(out);
+    fh_spec_init(out);
     if (!source)
         source = "<spec>";
     json_t *root = NULL;
@@ -536,16 +536,16 @@ fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *sour
     return st;
 }
 
-const char *fattn_spec_default_json(void) { return fattn_default_cases_json; }
+const char *fh_spec_default_json(void) { return fh_default_cases_json; }
 
-fattn_status fattn_spec_load_default(fattn_spec_list *out)
+fattn_status fh_spec_load_default(fh_spec_list *out)
 {
-    return fattn_spec_parse_json(fattn_default_cases_json, strlen(fattn_default_cases_json),
+    return fh_spec_parse_json(fh_default_cases_json, strlen(fh_default_cases_json),
                                  "<default matrix>", out);
 }
 
 
-bool fattn_spec_matches_glob(const char *id, const char *glob)
+bool fh_spec_matches_glob(const char *id, const char *glob)
 {
     return fnmatch(glob, id, 0) == 0;
 }

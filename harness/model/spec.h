@@ -5,10 +5,10 @@
  * is an error whose message names the source, the case and the key:
  *   "cases.json: case 'fwd.x' (#3): key 'b': expected an integer, got string"
  *
- * The keys are the rows of FATTN_SPEC_KEYS (spec_keys.h), from which the
+ * The keys are the rows of FH_SPEC_KEYS (spec_keys.h), from which the
  * struct, defaults, equality, parser and canonical writer are made.
  * Keys, their types and defaults (R = required):
- *   id                     string, R. 1..FATTN_SPEC_ID_MAX chars of
+ *   id                     string, R. 1..FH_SPEC_ID_MAX chars of
  *                          [A-Za-z0-9._-], not "." or ".." (ids name HDF5
  *                          groups).
  *   b, h, sq, d_qk         integer, R.
@@ -58,7 +58,7 @@
  *                          module keeps is_training (its train()/eval()),
  *                          FusedAttnFunc's inputs are unchanged, autograd
  *                          keeps no graph, so the case has no backward
- *                          (fattn_spec_has_backward). Both: the one nested
+ *                          (fh_spec_has_backward). Both: the one nested
  *                          in the other.
  *                          Canonical form: written only when true.
  *   fp8                    null | {"recipe": "delayed" | "current" | "mxfp8" |
@@ -83,7 +83,7 @@
  *                          front ends must refuse the case with that status
  *                          and that rule (fattn_support_check's message
  *                          "rule <id>: ..."). The status is any of
- *                          fattn_spec_refusal_status (not FATTN_E_UNSUPPORTED:
+ *                          fh_spec_refusal_status (not FATTN_E_UNSUPPORTED:
  *                          an engine's refusal is a skip); the rule a row of
  *                          fattn_support_rules. Canonical form: written only
  *                          when set, as {"rule":...,"status":...}.
@@ -96,7 +96,7 @@
  *                          shares K's table, as FusedAttention passes it).
  *                          docs/cases.md "Paged KV". Canonical form:
  *                          written only when set, every member filled in.
- *   max_batch_size         absent | integer in [b, FATTN_SPEC_MAX_B]; only
+ *   max_batch_size         absent | integer in [b, FH_SPEC_MAX_B]; only
  *                          with paged. The cache as TE's InferenceParams
  *                          (max_batch_size, is_paged) keeps it: a bshd
  *                          cache of num_pages = max_batch_size * skv / P
@@ -125,14 +125,14 @@
  *                          drawn from the seed at run time).
  *   seed                   integer >= 0 (the inputs' Philox seed); default 1.
  *   rng_seed               integer >= 0 (dropout); default 1234.
- *   rng_offset             integer in [0, INT64_MAX - fattn_spec_rng_increment]
+ *   rng_offset             integer in [0, INT64_MAX - fh_spec_rng_increment]
  *                          (16, or on the FP8 path ceil(sq^2/128) to a
  *                          multiple of 4) (dropout; the
  *                          generator after the forward, 16 on, is
  *                          recorded as int64); default 0.
  *
- * Bounds: b <= FATTN_SPEC_MAX_B, h <= FATTN_SPEC_MAX_H, sq and skv <=
- * FATTN_SPEC_MAX_S, d_qk and d_v <= FATTN_SPEC_MAX_D, all >= 1; every
+ * Bounds: b <= FH_SPEC_MAX_B, h <= FH_SPEC_MAX_H, sq and skv <=
+ * FH_SPEC_MAX_S, d_qk and d_v <= FH_SPEC_MAX_D, all >= 1; every
  * tensor's element count (q, k, v, out, a bias of bhss, the b*h*sq*skv
  * score matrix) must fit in int64 with 8 bytes per element.
  *
@@ -144,15 +144,15 @@
  * out of range, inconsistent keys), FATTN_E_OVERFLOW (sizes overflow),
  * FATTN_E_IO (file unreadable), FATTN_E_NOMEM.
  *
- * Canonical form (fattn_spec_canonical): one JSON object, every key written
+ * Canonical form (fh_spec_canonical): one JSON object, every key written
  * with defaults filled in, keys sorted, separators "," and ":" without
  * whitespace, integers as integers, floats as Python's repr() writes them,
  * true/false/null, ASCII only — the bytes Python's
  *   json.dumps(obj, sort_keys=True, separators=(",", ":"))
  * writes for the same object. Parsing the canonical form gives an equal spec.
  */
-#ifndef FATTN_HARNESS_SPEC_H
-#define FATTN_HARNESS_SPEC_H
+#ifndef FH_HARNESS_SPEC_H
+#define FH_HARNESS_SPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -170,143 +170,143 @@
 extern "C" {
 #endif
 
-#define FATTN_SPEC_ID_MAX 128
-#define FATTN_SPEC_MAX_B 65536
-#define FATTN_SPEC_MAX_H 4096
-#define FATTN_SPEC_MAX_S (INT64_C(1) << 24)
-#define FATTN_SPEC_MAX_D 4096
+#define FH_SPEC_ID_MAX 128
+#define FH_SPEC_MAX_B 65536
+#define FH_SPEC_MAX_H 4096
+#define FH_SPEC_MAX_S (INT64_C(1) << 24)
+#define FH_SPEC_MAX_D 4096
 /* A spec file larger than this is refused before parsing. */
-#define FATTN_SPEC_MAX_FILE_BYTES (64u << 20)
+#define FH_SPEC_MAX_FILE_BYTES (64u << 20)
 
-typedef enum fattn_bias_shape {
-    FATTN_BIAS_SHAPE_1HSS = 0,
-    FATTN_BIAS_SHAPE_B1SS = 1,
-    FATTN_BIAS_SHAPE_BHSS = 2,
-    FATTN_BIAS_SHAPE_11SS = 3,
-    FATTN_BIAS_SHAPE_111S = 4
-} fattn_bias_shape;
+typedef enum fh_bias_shape {
+    FH_BIAS_SHAPE_1HSS = 0,
+    FH_BIAS_SHAPE_B1SS = 1,
+    FH_BIAS_SHAPE_BHSS = 2,
+    FH_BIAS_SHAPE_11SS = 3,
+    FH_BIAS_SHAPE_111S = 4
+} fh_bias_shape;
 
 /* TE's context-parallel communication types (cp_comm_type) and load
  * balancing strategies (CPLoadBalancingStrategy, constants.py:14-21). */
-typedef enum fattn_cp_comm {
-    FATTN_CP_P2P = 0,
-    FATTN_CP_ALL_GATHER = 1,
-    FATTN_CP_A2A = 2,
-    FATTN_CP_A2A_P2P = 3
-} fattn_cp_comm;
+typedef enum fh_cp_comm {
+    FH_CP_P2P = 0,
+    FH_CP_ALL_GATHER = 1,
+    FH_CP_A2A = 2,
+    FH_CP_A2A_P2P = 3
+} fh_cp_comm;
 
-typedef enum fattn_cp_balance {
-    FATTN_CP_DUAL_CHUNK_SWAP = 0,
-    FATTN_CP_NO_LOAD_BALANCE = 1
-} fattn_cp_balance;
+typedef enum fh_cp_balance {
+    FH_CP_DUAL_CHUNK_SWAP = 0,
+    FH_CP_NO_LOAD_BALANCE = 1
+} fh_cp_balance;
 
-typedef enum fattn_tristate {
-    FATTN_TRISTATE_NULL = 0,
-    FATTN_TRISTATE_FALSE = 1,
-    FATTN_TRISTATE_TRUE = 2
-} fattn_tristate;
+typedef enum fh_tristate {
+    FH_TRISTATE_NULL = 0,
+    FH_TRISTATE_FALSE = 1,
+    FH_TRISTATE_TRUE = 2
+} fh_tristate;
 
-/* One case: a member (or a few, spec_keys.h) per row of FATTN_SPEC_KEYS. */
-typedef struct fattn_spec {
-    FATTN_SPEC_KEYS(FATTN_SPEC_MEMBER)
-} fattn_spec;
+/* One case: a member (or a few, spec_keys.h) per row of FH_SPEC_KEYS. */
+typedef struct fh_spec {
+    FH_SPEC_KEYS(FH_SPEC_MEMBER)
+} fh_spec;
 
-typedef struct fattn_spec_list {
-    fattn_spec *items;
+typedef struct fh_spec_list {
+    fh_spec *items;
     size_t count;
-} fattn_spec_list;
+} fh_spec_list;
 
 /* Whether `st` is a status a front end refuses a case's arguments with (a
  * refusal, recorded for an expect_refusal case): not FATTN_OK, not an
  * engine's skip (FATTN_E_UNSUPPORTED), not a failure of the machine (out of
  * memory, I/O, CUDA, cuDNN, an internal invariant). */
-bool fattn_spec_refusal_status(fattn_status st);
+bool fh_spec_refusal_status(fattn_status st);
 
 /* How far a forward of the case advances the generator's offset: 16 on the
  * f16 path, ceil(sq^2/128) rounded up to a multiple of 4 on the FP8 path
  * (fused_attn.py:356-364, docs/fp8-branches.md F4). */
-int64_t fattn_spec_rng_increment(const fattn_spec *s);
+int64_t fh_spec_rng_increment(const fh_spec *s);
 
 /* The steps of the case's schedule (0 without one): step k (1-based) draws
  * its inputs with seed + k, which bounds seed. */
-int64_t fattn_spec_steps(const fattn_spec *s);
+int64_t fh_spec_steps(const fh_spec *s);
 /* How far the case run advances the generator's offset: the increment
  * times its forwards (one without a schedule), which bounds rng_offset. */
-int64_t fattn_spec_rng_advance(const fattn_spec *s);
+int64_t fh_spec_rng_advance(const fh_spec *s);
 
-/* The cache steps of a schedule of them (fattn_schedule_is_cache): TE's
+/* The cache steps of a schedule of them (fh_schedule_is_cache): TE's
  * cache managers' bookkeeping over the case's cache (b, skv, paged) and q
- * format (schedule.h). Errors as fattn_kv_plan_make's. */
-fattn_status fattn_spec_kv_plan(const fattn_spec *s, fattn_kv_plan *out);
+ * format (schedule.h). Errors as fh_kv_plan_make's. */
+fattn_status fh_spec_kv_plan(const fh_spec *s, fh_kv_plan *out);
 /* The spec step k (1-based) of s's schedule runs as, a case of its own
  * without a schedule: the seed + k; a cache step's batch, sq and lengths
- * from `plan` (fattn_spec_kv_plan; NULL for other schedules). Free with
- * fattn_spec_free. */
-fattn_status fattn_spec_step(const fattn_spec *s, const fattn_kv_plan *plan, int64_t k,
-                             fattn_spec *out);
+ * from `plan` (fh_spec_kv_plan; NULL for other schedules). Free with
+ * fh_spec_free. */
+fattn_status fh_spec_step(const fh_spec *s, const fh_kv_plan *plan, int64_t k,
+                             fh_spec *out);
 
 /* TE's DelayedScaling amax_history_len default (common/recipe/__init__.py:254). */
-#define FATTN_SPEC_FP8_HISTORY_DEFAULT 1024
-#define FATTN_SPEC_FP8_HISTORY_MAX 65536
+#define FH_SPEC_FP8_HISTORY_DEFAULT 1024
+#define FH_SPEC_FP8_HISTORY_MAX 65536
 
 /* Whether the case has a backward: training, and the forward not under
  * no_grad or inference_mode (autograd keeps no graph there). */
-bool fattn_spec_has_backward(const fattn_spec *s);
+bool fh_spec_has_backward(const fh_spec *s);
 
 /* Every key at its default; id "" and b = h = sq = d_qk = 0 (required). */
-void fattn_spec_init(fattn_spec *s);
-/* Free the owned seqlens lists and reset *s with fattn_spec_init. */
-void fattn_spec_free(fattn_spec *s);
+void fh_spec_init(fh_spec *s);
+/* Free the owned seqlens lists and reset *s with fh_spec_init. */
+void fh_spec_free(fh_spec *s);
 /* Deep copy; dst is overwritten (not freed first). */
-fattn_status fattn_spec_copy(fattn_spec *dst, const fattn_spec *src);
+fattn_status fh_spec_copy(fh_spec *dst, const fh_spec *src);
 /* Every key equal; floats compared by their bits. */
-bool fattn_spec_equal(const fattn_spec *a, const fattn_spec *b);
+bool fh_spec_equal(const fh_spec *a, const fh_spec *b);
 
 /* Parse a spec file's text (a JSON array). `source` names it in messages
  * (a path, or "<default matrix>"). On failure *out is left empty. */
-fattn_status fattn_spec_parse_json(const char *text, size_t len, const char *source,
-                                   fattn_spec_list *out);
+fattn_status fh_spec_parse_json(const char *text, size_t len, const char *source,
+                                   fh_spec_list *out);
 /* One case object (e.g. a run file's `spec` attribute). */
-fattn_status fattn_spec_parse_one(const char *text, size_t len, const char *source,
-                                  fattn_spec *out);
+fattn_status fh_spec_parse_one(const char *text, size_t len, const char *source,
+                                  fh_spec *out);
 /* Read and parse a spec file. */
-fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out);
+fattn_status fh_spec_load_file(const char *path, fh_spec_list *out);
 /* The default matrix compiled in from golden/default_cases.json. */
-const char *fattn_spec_default_json(void);
-fattn_status fattn_spec_load_default(fattn_spec_list *out);
-void fattn_spec_list_free(fattn_spec_list *l);
+const char *fh_spec_default_json(void);
+fattn_status fh_spec_load_default(fh_spec_list *out);
+void fh_spec_list_free(fh_spec_list *l);
 
-/* The known keys (the rows of FATTN_SPEC_KEYS), i < fattn_spec_key_count(),
+/* The known keys (the rows of FH_SPEC_KEYS), i < fh_spec_key_count(),
  * in sorted order (the canonical form's); NULL past the end. */
-size_t fattn_spec_key_count(void);
-const char *fattn_spec_key_name(size_t i);
+size_t fh_spec_key_count(void);
+const char *fh_spec_key_name(size_t i);
 
 /* The canonical form, malloc'd, NUL-terminated (free with free()). */
-fattn_status fattn_spec_canonical(const fattn_spec *s, char **out);
+fattn_status fh_spec_canonical(const fh_spec *s, char **out);
 /* One line for `fattn cases` (no id, no newline), truncated to fit n. */
-fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n);
+fattn_status fh_spec_summary(const fh_spec *s, char *buf, size_t n);
 /* fnmatch(3) of an id against a glob (no flags). */
-bool fattn_spec_matches_glob(const char *id, const char *glob);
+bool fh_spec_matches_glob(const char *id, const char *glob);
 
 /* A finite double as Python's repr() writes it: the shortest digits that
  * read back to the same double, exponent form ("1e-05", "1.5e+16") when the
  * decimal exponent is < -4 or >= 16, else positional with ".0" when
  * integral. FATTN_E_INVALID_ARG for inf/NaN, FATTN_E_OVERFLOW if n is too
  * small (32 bytes always suffice). */
-fattn_status fattn_spec_format_double(double v, char *buf, size_t n);
+fattn_status fh_spec_format_double(double v, char *buf, size_t n);
 
 /* TE's names: "p2p" "all_gather" "a2a" "a2a+p2p"; "dual_chunk_swap"
  * "no_load_balance". NULL / FATTN_E_INVALID_ARG for anything else. */
-const char *fattn_cp_comm_name(fattn_cp_comm c);
-fattn_status fattn_cp_comm_parse(const char *s, fattn_cp_comm *out);
-const char *fattn_cp_balance_name(fattn_cp_balance b);
-fattn_status fattn_cp_balance_parse(const char *s, fattn_cp_balance *out);
-#define FATTN_SPEC_MAX_CP 1024 /* ranks */
+const char *fh_cp_comm_name(fh_cp_comm c);
+fattn_status fh_cp_comm_parse(const char *s, fh_cp_comm *out);
+const char *fh_cp_balance_name(fh_cp_balance b);
+fattn_status fh_cp_balance_parse(const char *s, fh_cp_balance *out);
+#define FH_SPEC_MAX_CP 1024 /* ranks */
 
-const char *fattn_bias_shape_name(fattn_bias_shape s);
-fattn_status fattn_bias_shape_parse(const char *s, fattn_bias_shape *out);
+const char *fh_bias_shape_name(fh_bias_shape s);
+fattn_status fh_bias_shape_parse(const char *s, fh_bias_shape *out);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* FATTN_HARNESS_SPEC_H */
+#endif /* FH_HARNESS_SPEC_H */

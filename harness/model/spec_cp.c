@@ -19,36 +19,36 @@ static int name_index(const char *const *names, size_t n, const char *s)
     return -1;
 }
 
-const char *fattn_cp_comm_name(fattn_cp_comm c)
+const char *fh_cp_comm_name(fh_cp_comm c)
 {
     return (unsigned)c < N_OF(comm_names) ? comm_names[c] : NULL;
 }
 
-fattn_status fattn_cp_comm_parse(const char *s, fattn_cp_comm *out)
+fattn_status fh_cp_comm_parse(const char *s, fh_cp_comm *out)
 {
     int i = name_index(comm_names, N_OF(comm_names), s);
     if (i < 0)
         return FATTN_E_INVALID_ARG;
-    *out = (fattn_cp_comm)i;
+    *out = (fh_cp_comm)i;
     return FATTN_OK;
 }
 
-const char *fattn_cp_balance_name(fattn_cp_balance b)
+const char *fh_cp_balance_name(fh_cp_balance b)
 {
     return (unsigned)b < N_OF(balance_names) ? balance_names[b] : NULL;
 }
 
-fattn_status fattn_cp_balance_parse(const char *s, fattn_cp_balance *out)
+fattn_status fh_cp_balance_parse(const char *s, fh_cp_balance *out)
 {
     int i = name_index(balance_names, N_OF(balance_names), s);
     if (i < 0)
         return FATTN_E_INVALID_ARG;
-    *out = (fattn_cp_balance)i;
+    *out = (fh_cp_balance)i;
     return FATTN_OK;
 }
 
 /* cp: null or {"size" (required), "comm", "load_balancing"}. */
-fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     const json_t *v = json_object_get(obj, "cp"), *x;
     const char *k;
@@ -64,19 +64,19 @@ fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fattn_spe
     }
     const char *comm = NULL, *bal = NULL;
     fattn_status st;
-    if ((st = spec_get_int(c, v, "size", 2, FATTN_SPEC_MAX_CP, &s->cp_size)) ||
+    if ((st = spec_get_int(c, v, "size", 2, FH_SPEC_MAX_CP, &s->cp_size)) ||
         (st = spec_get_string(c, v, "comm", &comm)) ||
         (st = spec_get_string(c, v, "load_balancing", &bal)))
         return st;
-    s->cp_comm = FATTN_CP_P2P;
-    s->cp_balance = FATTN_CP_DUAL_CHUNK_SWAP;
-    if (comm && fattn_cp_comm_parse(comm, &s->cp_comm) != FATTN_OK)
+    s->cp_comm = FH_CP_P2P;
+    s->cp_balance = FH_CP_DUAL_CHUNK_SWAP;
+    if (comm && fh_cp_comm_parse(comm, &s->cp_comm) != FATTN_OK)
         return spec_case_error(c, FATTN_E_PARSE, "cp", "comm '%s' is not p2p, all_gather, "
                                "a2a or a2a+p2p", comm);
-    if (bal && fattn_cp_balance_parse(bal, &s->cp_balance) != FATTN_OK)
+    if (bal && fh_cp_balance_parse(bal, &s->cp_balance) != FATTN_OK)
         return spec_case_error(c, FATTN_E_PARSE, "cp", "load_balancing '%s' is not "
                                "dual_chunk_swap or no_load_balance", bal);
-    if (s->cp_comm == FATTN_CP_A2A_P2P && s->cp_size % 2 != 0)
+    if (s->cp_comm == FH_CP_A2A_P2P && s->cp_size % 2 != 0)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "cp", "a2a+p2p needs an even size (an "
                                "a2a level of 2 ranks times a p2p ring), not %lld",
                                (long long)s->cp_size);

@@ -1,7 +1,7 @@
 /* The spec keys, as one table (docs/cases.md; spec.h says what each means).
  *
- * From FATTN_SPEC_KEYS come the fattn_spec members, the defaults
- * (fattn_spec_init), equality, copy and free, the list of known keys, the
+ * From FH_SPEC_KEYS come the fh_spec members, the defaults
+ * (fh_spec_init), equality, copy and free, the list of known keys, the
  * parser (spec.c) and the canonical writer (spec_text.c). The rows are in
  * parse order: a row may read the rows above it (hg's default is h,
  * seqlens_q's bound is sq, rng_offset's bound the FP8 path's increment).
@@ -10,9 +10,9 @@
  * the written order is sorted whatever order the rows are in.
  *
  * A row is X(key, kind, ctype, a, b, dflt, post):
- *   key    the JSON key = the fattn_spec member
+ *   key    the JSON key = the fh_spec member
  *   kind   how it is parsed, stored, compared and written:
- *            ID     string, required (char key[FATTN_SPEC_ID_MAX + 1])
+ *            ID     string, required (char key[FH_SPEC_ID_MAX + 1])
  *            REQ    integer, required, in [a, b]
  *            INT    integer in [a, b], default dflt (read after the rows
  *                   above, so dflt may name them: s->h)
@@ -26,7 +26,7 @@
  *            OINT   integer in [a, b] or absent (0), written only when set
  *                   (an integer key added after run files existed)
  *            PAIR   null | [int, int] each in [a, b]; members key_set, key[2]
- *            TRI    null | true | false (fattn_tristate)
+ *            TRI    null | true | false (fh_tristate)
  *            REAL   a finite number, default dflt
  *            NREAL  null | a finite number; members key_set, key
  *            LIST   null | b integers, each in [a, b] (owned int64_t *)
@@ -46,18 +46,18 @@
  * spec.h and docs/cases.md; if cases without it must keep their bytes, make
  * it a FLAG or write it only when set.
  */
-#ifndef FATTN_HARNESS_SPEC_KEYS_H
-#define FATTN_HARNESS_SPEC_KEYS_H
+#ifndef FH_HARNESS_SPEC_KEYS_H
+#define FH_HARNESS_SPEC_KEYS_H
 
-#define FATTN_SPEC_KEYS(X)                                                                     \
+#define FH_SPEC_KEYS(X)                                                                        \
     X(id, ID, char, _, _, _, NONE)                                                             \
-    X(b, REQ, int64_t, 1, FATTN_SPEC_MAX_B, _, NONE)                                           \
-    X(h, REQ, int64_t, 1, FATTN_SPEC_MAX_H, _, NONE)                                           \
-    X(sq, REQ, int64_t, 1, FATTN_SPEC_MAX_S, _, NONE)                                          \
-    X(d_qk, REQ, int64_t, 1, FATTN_SPEC_MAX_D, _, NONE)                                        \
-    X(hg, INT, int64_t, 1, FATTN_SPEC_MAX_H, s->h, CHECK)                                      \
-    X(skv, INT, int64_t, 1, FATTN_SPEC_MAX_S, s->sq, NONE)                                     \
-    X(d_v, INT, int64_t, 1, FATTN_SPEC_MAX_D, s->d_qk, CHECK)                                  \
+    X(b, REQ, int64_t, 1, FH_SPEC_MAX_B, _, NONE)                                              \
+    X(h, REQ, int64_t, 1, FH_SPEC_MAX_H, _, NONE)                                              \
+    X(sq, REQ, int64_t, 1, FH_SPEC_MAX_S, _, NONE)                                             \
+    X(d_qk, REQ, int64_t, 1, FH_SPEC_MAX_D, _, NONE)                                           \
+    X(hg, INT, int64_t, 1, FH_SPEC_MAX_H, s->h, CHECK)                                         \
+    X(skv, INT, int64_t, 1, FH_SPEC_MAX_S, s->sq, NONE)                                        \
+    X(d_v, INT, int64_t, 1, FH_SPEC_MAX_D, s->d_qk, CHECK)                                     \
     X(dtype, NAME, fattn_dtype, spec_dtype_parse, fattn_dtype_name,                      \
       FATTN_DTYPE_BFLOAT16, NONE)                                                              \
     X(layout, NAME, fattn_qkv_layout, fattn_layout_parse, fattn_layout_name,                   \
@@ -66,12 +66,12 @@
       FATTN_MASK_NO_MASK, NONE)                                                                \
     X(bias, NAME, fattn_bias_type, fattn_bias_type_parse, fattn_bias_type_name,                \
       FATTN_BIAS_NO_BIAS, NONE)                                                                \
-    X(bias_shape, NAME, fattn_bias_shape, fattn_bias_shape_parse, fattn_bias_shape_name,       \
-      FATTN_BIAS_SHAPE_1HSS, NONE)                                                             \
+    X(bias_shape, NAME, fh_bias_shape, fh_bias_shape_parse, fh_bias_shape_name,                \
+      FH_BIAS_SHAPE_1HSS, NONE)                                                                \
     X(softmax, NAME, fattn_softmax_type, fattn_softmax_type_parse, fattn_softmax_type_name,    \
       FATTN_SOFTMAX_VANILLA, NONE)                                                             \
     X(window, PAIR, int64_t, INT32_MIN, INT32_MAX, _, NONE)                                    \
-    X(bottom_right_diagonal, TRI, fattn_tristate, _, _, _, NONE)                               \
+    X(bottom_right_diagonal, TRI, fh_tristate, _, _, _, NONE)                                  \
     X(dropout_p, REAL, double, _, _, 0.0, CHECK)                                               \
     X(attn_scale, NREAL, double, _, _, _, CHECK)                                               \
     X(is_training, BOOL, bool, _, _, true, NONE)                                               \
@@ -86,35 +86,35 @@
     X(bias_no_grad, FLAG, bool, _, _, _, CHECK)                                                \
     X(expect_refusal, REFUSE, _, _, _, _, NONE)                                                \
     X(fp8, FP8, _, _, _, _, NONE)                                                              \
-    X(max_batch_size, OINT, int64_t, 1, FATTN_SPEC_MAX_B, _, NONE)                             \
+    X(max_batch_size, OINT, int64_t, 1, FH_SPEC_MAX_B, _, NONE)                                \
     X(paged, PAGED, _, _, _, _, CHECK)                                                         \
     X(seqlens_q, LIST, int64_t, 0, s->sq, _, NONE)                                             \
     X(seqlens_kv, LIST, int64_t, 0, s->skv, _, NONE)                                           \
     X(cp, CP, _, _, _, _, NONE)                                                                \
     X(schedule, SCHED, _, _, _, _, CHECK)                                                      \
-    X(seed, INT, int64_t, 0, INT64_MAX - fattn_spec_steps(s), 1, NONE)                         \
+    X(seed, INT, int64_t, 0, INT64_MAX - fh_spec_steps(s), 1, NONE)                            \
     X(rng_seed, INT, int64_t, 0, INT64_MAX, 1234, NONE)                                        \
-    X(rng_offset, INT, int64_t, 0, INT64_MAX - fattn_spec_rng_advance(s), 0, NONE)
+    X(rng_offset, INT, int64_t, 0, INT64_MAX - fh_spec_rng_advance(s), 0, NONE)
 
-/* The members a row declares in fattn_spec, by kind. */
-#define FATTN_SPEC_M_ID(k, t) char k[FATTN_SPEC_ID_MAX + 1];
-#define FATTN_SPEC_M_REQ(k, t) t k;
-#define FATTN_SPEC_M_INT(k, t) t k;
-#define FATTN_SPEC_M_NAME(k, t) t k;
-#define FATTN_SPEC_M_BOOL(k, t) t k;
-#define FATTN_SPEC_M_FLAG(k, t) t k;
-#define FATTN_SPEC_M_OINT(k, t) t k; /* 0: absent */
-#define FATTN_SPEC_M_PAIR(k, t)                                                                \
+/* The members a row declares in fh_spec, by kind. */
+#define FH_SPEC_M_ID(k, t) char k[FH_SPEC_ID_MAX + 1];
+#define FH_SPEC_M_REQ(k, t) t k;
+#define FH_SPEC_M_INT(k, t) t k;
+#define FH_SPEC_M_NAME(k, t) t k;
+#define FH_SPEC_M_BOOL(k, t) t k;
+#define FH_SPEC_M_FLAG(k, t) t k;
+#define FH_SPEC_M_OINT(k, t) t k; /* 0: absent */
+#define FH_SPEC_M_PAIR(k, t)                                                                   \
     bool k##_set; /* false: null */                                                            \
     t k[2];
-#define FATTN_SPEC_M_TRI(k, t) t k;
-#define FATTN_SPEC_M_REAL(k, t) t k;
-#define FATTN_SPEC_M_NREAL(k, t)                                                               \
+#define FH_SPEC_M_TRI(k, t) t k;
+#define FH_SPEC_M_REAL(k, t) t k;
+#define FH_SPEC_M_NREAL(k, t)                                                                  \
     bool k##_set; /* false: null */                                                            \
     t k;
-#define FATTN_SPEC_M_LIST(k, t) t *k; /* NULL (null) or b entries, owned */
+#define FH_SPEC_M_LIST(k, t) t *k; /* NULL (null) or b entries, owned */
 /* fp8 on: the key is an object; its members (defaults when fp8 is off) */
-#define FATTN_SPEC_M_FP8(k, t)                                                                 \
+#define FH_SPEC_M_FP8(k, t)                                                                    \
     bool fp8;                                                                                  \
     fattn_fp8_recipe fp8_recipe;                                                               \
     bool fp8_input, fp8_output, fp8_dpa_bwd, fp8_o_in_f16, bf16_backward;                     \
@@ -125,29 +125,29 @@
     int64_t fp8_margin;
 /* the front ends must refuse the case with refusal_status and the support
  * table's rule refusal_rule */
-#define FATTN_SPEC_M_REFUSE(k, t)                                                              \
+#define FH_SPEC_M_REFUSE(k, t)                                                                 \
     bool expect_refusal;                                                                       \
     fattn_status refusal_status;                                                               \
     char refusal_rule[64];
 
 /* paged on: K and V are a paged cache (a paged_kv_* layout) of num_pages
  * pages of page_size positions; V gets a table of its own when separate_v */
-#define FATTN_SPEC_M_PAGED(k, t)                                                               \
+#define FH_SPEC_M_PAGED(k, t)                                                                  \
     bool paged;                                                                                \
     int64_t page_size, num_pages;                                                              \
     bool paged_separate_v;
 
 /* cp on: TE's context parallelism over cp_size ranks; run by fattn-te
  * only, recorded as skipped by fattn's own runner */
-#define FATTN_SPEC_M_CP(k, t)                                                                  \
+#define FH_SPEC_M_CP(k, t)                                                                     \
     bool cp;                                                                                   \
     int64_t cp_size;                                                                           \
-    fattn_cp_comm cp_comm;                                                                     \
-    fattn_cp_balance cp_balance;
+    fh_cp_comm cp_comm;                                                                        \
+    fh_cp_balance cp_balance;
 
 /* a schedule: the steps the case runs (NULL: the one call it is without) */
-#define FATTN_SPEC_M_SCHED(k, t) struct fattn_schedule *schedule;
+#define FH_SPEC_M_SCHED(k, t) struct fh_schedule *schedule;
 
-#define FATTN_SPEC_MEMBER(key, kind, ctype, a, b, dflt, post) FATTN_SPEC_M_##kind(key, ctype)
+#define FH_SPEC_MEMBER(key, kind, ctype, a, b, dflt, post) FH_SPEC_M_##kind(key, ctype)
 
-#endif /* FATTN_HARNESS_SPEC_KEYS_H */
+#endif /* FH_HARNESS_SPEC_KEYS_H */

@@ -19,7 +19,7 @@
 /* fp8's recipe-update members: amax_history_len, amax_compute_algo,
  * margin (TE's DelayedScaling fields, common/recipe/__init__.py:253-256). */
 static fattn_status fp8_update_member(const spec_parse_ctx *c, const char *k, const json_t *x,
-                                      fattn_spec *s)
+                                      fh_spec *s)
 {
     static const char key[] = "fp8";
     if (!strcmp(k, "amax_compute_algo")) {
@@ -31,7 +31,7 @@ static fattn_status fp8_update_member(const spec_parse_ctx *c, const char *k, co
         return FATTN_OK;
     }
     int64_t lo = !strcmp(k, "margin") ? -64 : 1;
-    int64_t hi = !strcmp(k, "margin") ? 64 : FATTN_SPEC_FP8_HISTORY_MAX;
+    int64_t hi = !strcmp(k, "margin") ? 64 : FH_SPEC_FP8_HISTORY_MAX;
     if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
         return spec_case_error(c, FATTN_E_PARSE, key, "%s: expected an integer in [%" PRId64
                                ", %" PRId64 "]", k, lo, hi);
@@ -40,7 +40,7 @@ static fattn_status fp8_update_member(const spec_parse_ctx *c, const char *k, co
 }
 
 /* fp8: null, or an object of the members spec.h lists. */
-fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     static const char key[] = "fp8";
     static const char *const members[] = {"amax_compute_algo", "amax_history_len",
@@ -101,7 +101,7 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_sp
 }
 
 /* expect_refusal: null, or {"status": <name>, "rule": <rule id>}. */
-fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     static const char key[] = "expect_refusal";
     const json_t *v = json_object_get(obj, key);
@@ -123,7 +123,7 @@ fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *ob
     if (!fattn_status_from_name(name, &s->refusal_status))
         return spec_case_error(c, FATTN_E_PARSE, key, "status '%s' is not a fattn status name",
                                name);
-    if (!fattn_spec_refusal_status(s->refusal_status))
+    if (!fh_spec_refusal_status(s->refusal_status))
         return spec_case_error(c, FATTN_E_INVALID_ARG, key,
                                "status %s is not a refusal (an engine's FATTN_E_UNSUPPORTED is a "
                           "skip; FATTN_OK, memory, I/O, CUDA and internal failures are not "
@@ -138,7 +138,7 @@ fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *ob
 }
 
 /* paged: null or {"page_size" (required), "num_pages", "separate_v"}. */
-fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s)
+fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fh_spec *s)
 {
     const json_t *v = json_object_get(obj, "paged"), *x;
     const char *k;
@@ -153,7 +153,7 @@ fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fattn_
                                    "unknown member '%s' (num_pages, page_size, separate_v)", k);
     }
     fattn_status st;
-    if ((st = spec_get_int(c, v, "page_size", 1, FATTN_SPEC_MAX_S, &s->page_size)) ||
+    if ((st = spec_get_int(c, v, "page_size", 1, FH_SPEC_MAX_S, &s->page_size)) ||
         (st = spec_get_int(c, v, "num_pages", 1, INT32_MAX, &s->num_pages)) ||
         (st = spec_get_bool(c, v, "separate_v", &s->paged_separate_v)))
         return st;
@@ -174,7 +174,7 @@ static bool product_fits(int64_t limit, int64_t a, int64_t b, int64_t c, int64_t
     return true;
 }
 
-static fattn_status check_sizes(const spec_parse_ctx *c, const fattn_spec *s)
+static fattn_status check_sizes(const spec_parse_ctx *c, const fh_spec *s)
 {
     const int64_t limit = INT64_MAX / 8;
     struct {
@@ -196,7 +196,7 @@ static fattn_status check_sizes(const spec_parse_ctx *c, const fattn_spec *s)
 }
 
 /* The CHECK rows' checks, run once the row is read. */
-fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s)
+fattn_status spec_check_hg(const spec_parse_ctx *c, const fh_spec *s)
 {
     if (s->hg > s->h || s->h % s->hg != 0)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "hg",
@@ -205,12 +205,12 @@ fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s)
 }
 
 /* d_v is the last size: every tensor's byte count must fit. */
-fattn_status spec_check_d_v(const spec_parse_ctx *c, const fattn_spec *s)
+fattn_status spec_check_d_v(const spec_parse_ctx *c, const fh_spec *s)
 {
     return check_sizes(c, s);
 }
 
-fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s)
+fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fh_spec *s)
 {
     if (!(s->dropout_p >= 0.0 && s->dropout_p < 1.0))
         return spec_case_error(c, FATTN_E_INVALID_ARG, "dropout_p", "%g is not in [0, 1)",
@@ -219,7 +219,7 @@ fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s)
 }
 
 /* The front ends take the scale as float32. */
-fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s)
+fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fh_spec *s)
 {
     if (s->attn_scale_set && fabs(s->attn_scale) > 3.4028234663852886e38)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "attn_scale", "%g does not fit in float32",
@@ -229,7 +229,7 @@ fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s)
 
 /* A bias that needs no grad is a bias tensor's (DotProductAttention reads
  * core_attention_bias.requires_grad, dot_product_attention.py). */
-fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fattn_spec *s)
+fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fh_spec *s)
 {
     if (s->bias_no_grad && s->bias != FATTN_BIAS_POST_SCALE_BIAS &&
         s->bias != FATTN_BIAS_PRE_SCALE_BIAS)
@@ -238,7 +238,7 @@ fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fattn_spec *
     return FATTN_OK;
 }
 
-bool fattn_spec_has_backward(const fattn_spec *s)
+bool fh_spec_has_backward(const fh_spec *s)
 {
     return s->is_training && !s->no_grad && !s->inference_mode;
 }
@@ -247,7 +247,7 @@ bool fattn_spec_has_backward(const fattn_spec *s)
  * 169-177, 198, 632-635 in 2.20.2): paged, a bshd cache of exactly
  * max_batch_size * pages-per-sequence pages, one table [max_batch_size,
  * pps] for K and V, max_batch_size >= b. */
-static fattn_status spec_check_max_batch_size(const spec_parse_ctx *c, const fattn_spec *s,
+static fattn_status spec_check_max_batch_size(const spec_parse_ctx *c, const fh_spec *s,
                                               int64_t pps)
 {
     if (!s->max_batch_size)
@@ -264,7 +264,7 @@ static fattn_status spec_check_max_batch_size(const spec_parse_ctx *c, const fat
         why = "needs a bshd cache (paged_kv_*_bshd_bshd: InferenceParams keeps K and V bshd)";
     else if (s->paged_separate_v)
         why = "takes one page table for K and V (separate_v false)";
-    else if (s->b > FATTN_KV_MAX_SEQ_ID + 1)
+    else if (s->b > FH_KV_MAX_SEQ_ID + 1)
         why = "takes b <= 8 sequences (ids 0..7: TE's cache manager orders them by Python's "
               "set order, schedule.h)";
     if (why)
@@ -275,7 +275,7 @@ static fattn_status spec_check_max_batch_size(const spec_parse_ctx *c, const fat
 /* A paged_kv_* layout iff paged; InferenceParams (inference.py:169-177): skv
  * % page_size == 0, num_pages (default max_batch_size, else b, times pps) =
  * max_batch * pps, max_batch >= b. */
-fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s)
+fattn_status spec_check_paged(const spec_parse_ctx *c, fh_spec *s)
 {
     if (fattn_layout_is_paged(s->layout) != s->paged)
         return spec_case_error(c, FATTN_E_INVALID_ARG, "paged", "%s", s->paged ?

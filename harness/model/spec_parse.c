@@ -24,7 +24,7 @@ fattn_status spec_case_error(const spec_parse_ctx *c, fattn_status st, const cha
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    char where[FATTN_SPEC_ID_MAX + 64];
+    char where[FH_SPEC_ID_MAX + 64];
     if (c->id && c->id[0])
         snprintf(where, sizeof where, "case '%s'", c->id);
     else
@@ -146,7 +146,7 @@ fattn_status spec_get_pair(const spec_parse_ctx *c, const json_t *obj, const cha
 }
 
 fattn_status spec_get_tristate(const spec_parse_ctx *c, const json_t *obj, const char *key,
-                               fattn_tristate *out)
+                               fh_tristate *out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
@@ -154,7 +154,7 @@ fattn_status spec_get_tristate(const spec_parse_ctx *c, const json_t *obj, const
     if (!json_is_boolean(v))
         return spec_case_error(c, FATTN_E_PARSE, key, "expected null, true or false, got %s",
                                spec_json_type(v));
-    *out = json_is_true(v) ? FATTN_TRISTATE_TRUE : FATTN_TRISTATE_FALSE;
+    *out = json_is_true(v) ? FH_TRISTATE_TRUE : FH_TRISTATE_FALSE;
     return FATTN_OK;
 }
 

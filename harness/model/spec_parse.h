@@ -1,7 +1,7 @@
 /* The spec parser's parts, private to model/: the parse context, the typed
  * getters every key's row uses (spec_parse.c), the parsers of the keys
  * whose value is an object and the checks of the CHECK rows
- * (spec_objects.c). spec.c reads the rows of FATTN_SPEC_KEYS with them.
+ * (spec_objects.c). spec.c reads the rows of FH_SPEC_KEYS with them.
  *
  * A getter reads member `key` of case object `obj`; a missing member (and,
  * where it says so, null) leaves *out as it was, so that the row's default
@@ -9,8 +9,8 @@
  * the key, through spec_case_error. A new key of an object shape gets its
  * parser here (spec_parse_<key>) and its P_ macro in spec.c.
  */
-#ifndef FATTN_HARNESS_SPEC_PARSE_H
-#define FATTN_HARNESS_SPEC_PARSE_H
+#ifndef FH_HARNESS_SPEC_PARSE_H
+#define FH_HARNESS_SPEC_PARSE_H
 
 #include <jansson.h>
 
@@ -50,27 +50,27 @@ fattn_status spec_get_pair(const spec_parse_ctx *c, const json_t *obj, const cha
                            int64_t lo, int64_t hi, bool *set, int64_t out[2]);
 /* null, true or false. */
 fattn_status spec_get_tristate(const spec_parse_ctx *c, const json_t *obj, const char *key,
-                               fattn_tristate *out);
+                               fh_tristate *out);
 /* null or exactly b integers in [lo, hi]; *out malloc'd, the caller's. */
 fattn_status spec_get_list(const spec_parse_ctx *c, const json_t *obj, const char *key,
                            int64_t b, int64_t lo, int64_t hi, int64_t **out);
 
 /* The object-valued keys (spec.h describes their members). */
-fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
+fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fh_spec *s);
 fattn_status spec_parse_expect_refusal(const spec_parse_ctx *c, const json_t *obj,
-                                       fattn_spec *s);
-fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
-fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
+                                       fh_spec *s);
+fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fh_spec *s);
+fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fh_spec *s);
 /* spec_schedule.c */
-fattn_status spec_parse_schedule(const spec_parse_ctx *c, const json_t *obj, fattn_spec *s);
+fattn_status spec_parse_schedule(const spec_parse_ctx *c, const json_t *obj, fh_spec *s);
 
 /* The CHECK rows' checks (spec_keys.h), run once the row is read. */
-fattn_status spec_check_hg(const spec_parse_ctx *c, const fattn_spec *s);
-fattn_status spec_check_d_v(const spec_parse_ctx *c, const fattn_spec *s);
-fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fattn_spec *s);
-fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fattn_spec *s);
-fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fattn_spec *s);
-fattn_status spec_check_paged(const spec_parse_ctx *c, fattn_spec *s);
-fattn_status spec_check_schedule(const spec_parse_ctx *c, fattn_spec *s);
+fattn_status spec_check_hg(const spec_parse_ctx *c, const fh_spec *s);
+fattn_status spec_check_d_v(const spec_parse_ctx *c, const fh_spec *s);
+fattn_status spec_check_dropout_p(const spec_parse_ctx *c, const fh_spec *s);
+fattn_status spec_check_attn_scale(const spec_parse_ctx *c, const fh_spec *s);
+fattn_status spec_check_bias_no_grad(const spec_parse_ctx *c, const fh_spec *s);
+fattn_status spec_check_paged(const spec_parse_ctx *c, fh_spec *s);
+fattn_status spec_check_schedule(const spec_parse_ctx *c, fh_spec *s);
 
-#endif /* FATTN_HARNESS_SPEC_PARSE_H */
+#endif /* FH_HARNESS_SPEC_PARSE_H */

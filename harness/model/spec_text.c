@@ -33,7 +33,7 @@ static uint64_t pow10_u64(int p)
     return r;
 }
 
-fattn_status fattn_spec_format_double(double v, char *buf, size_t n)
+fattn_status fh_spec_format_double(double v, char *buf, size_t n)
 {
     if (!isfinite(v))
         return fattn_error(FATTN_E_INVALID_ARG, "cannot format a non-finite number as JSON");
@@ -219,7 +219,7 @@ static void sb_list(sbuf *b, const int64_t *l, int64_t n)
 static const char *tf(bool v) { return v ? "true" : "false"; }
 
 /* A name a row's namer gives, or an error for an enum out of range. */
-static fattn_status w_name(sbuf *b, const fattn_spec *s, const char *key, const char *name)
+static fattn_status w_name(sbuf *b, const fh_spec *s, const char *key, const char *name)
 {
     if (!name)
         return fattn_error(FATTN_E_INVALID_ARG, "spec '%s': key '%s' is out of range", s->id,
@@ -231,12 +231,12 @@ static fattn_status w_name(sbuf *b, const fattn_spec *s, const char *key, const 
 static fattn_status w_double(sbuf *b, double v)
 {
     char num[32];
-    TRY(fattn_spec_format_double(v, num, sizeof num));
+    TRY(fh_spec_format_double(v, num, sizeof num));
     sb_str(b, num);
     return FATTN_OK;
 }
 
-static fattn_status w_fp8(sbuf *b, const fattn_spec *s)
+static fattn_status w_fp8(sbuf *b, const fh_spec *s)
 {
     sb_str(b, "{");
     if (s->fp8_amax_algo != FATTN_FP8_AMAX_MAX) {
@@ -244,7 +244,7 @@ static fattn_status w_fp8(sbuf *b, const fattn_spec *s)
         TRY(w_name(b, s, "fp8.amax_compute_algo", fattn_fp8_amax_algo_name(s->fp8_amax_algo)));
         sb_str(b, ",");
     }
-    if (s->fp8_amax_history_len != FATTN_SPEC_FP8_HISTORY_DEFAULT)
+    if (s->fp8_amax_history_len != FH_SPEC_FP8_HISTORY_DEFAULT)
         sb_fmt(b, "\"amax_history_len\":%" PRId64 ",", s->fp8_amax_history_len);
     sb_fmt(b, "\"bf16_backward\":%s,\"dpa_bwd\":%s,\"input_fp8\":%s,", tf(s->bf16_backward),
            tf(s->fp8_dpa_bwd), tf(s->fp8_input));
@@ -288,7 +288,7 @@ static void sb_put_cb(void *ctx, const char *text)
         sb_str(b, "null");
 #define W_TRI(k, t, lo, hi)                                                                    \
     sb_key(b, #k, first);                                                                      \
-    sb_str(b, s->k == FATTN_TRISTATE_NULL ? "null" : tf(s->k == FATTN_TRISTATE_TRUE));
+    sb_str(b, s->k == FH_TRISTATE_NULL ? "null" : tf(s->k == FH_TRISTATE_TRUE));
 #define W_REAL(k, t, lo, hi) sb_key(b, #k, first); TRY(w_double(b, s->k));
 #define W_NREAL(k, t, lo, hi)                                                                  \
     sb_key(b, #k, first);                                                                      \
@@ -330,9 +330,9 @@ static void sb_put_cb(void *ctx, const char *text)
     if (s->cp) {                                                                               \
         sb_key(b, #k, first);                                                                  \
         sb_str(b, "{\"comm\":");                                                               \
-        TRY(w_name(b, s, "cp.comm", fattn_cp_comm_name(s->cp_comm)));                          \
+        TRY(w_name(b, s, "cp.comm", fh_cp_comm_name(s->cp_comm)));                             \
         sb_str(b, ",\"load_balancing\":");                                                     \
-        TRY(w_name(b, s, "cp.load_balancing", fattn_cp_balance_name(s->cp_balance)));          \
+        TRY(w_name(b, s, "cp.load_balancing", fh_cp_balance_name(s->cp_balance)));             \
         sb_fmt(b, ",\"size\":%" PRId64 "}", s->cp_size);                                      \
     }
 
@@ -340,25 +340,25 @@ static void sb_put_cb(void *ctx, const char *text)
 #define W_SCHED(k, t, lo, hi)                                                                  \
     if (s->schedule) {                                                                         \
         sb_key(b, #k, first);                                                                  \
-        fattn_schedule_write(s->schedule, sb_put_cb, b);                                       \
+        fh_schedule_write(s->schedule, sb_put_cb, b);                                          \
     }
 
 /* One writer per row, and the rows as {key, writer}. */
-typedef fattn_status (*row_writer)(sbuf *b, const fattn_spec *s, bool *first);
+typedef fattn_status (*row_writer)(sbuf *b, const fh_spec *s, bool *first);
 #define WRITER_FN(key, kind, ctype, a, b_, dflt, post)                                         \
-    static fattn_status w_row_##key(sbuf *b, const fattn_spec *s, bool *first)                 \
+    static fattn_status w_row_##key(sbuf *b, const fh_spec *s, bool *first)                    \
     {                                                                                          \
         W_##kind(key, ctype, a, b_)                                                            \
         return FATTN_OK;                                                                       \
     }
-FATTN_SPEC_KEYS(WRITER_FN)
+FH_SPEC_KEYS(WRITER_FN)
 
 typedef struct writer_row {
     const char *key;
     row_writer write;
 } writer_row;
 #define WRITER_ROW(key, kind, ctype, a, b, dflt, post) {#key, w_row_##key},
-static const writer_row writer_rows[] = {FATTN_SPEC_KEYS(WRITER_ROW)};
+static const writer_row writer_rows[] = {FH_SPEC_KEYS(WRITER_ROW)};
 #define N_WRITER_ROWS (sizeof writer_rows / sizeof writer_rows[0])
 
 static int cmp_writer_row(const void *x, const void *y)
@@ -366,7 +366,7 @@ static int cmp_writer_row(const void *x, const void *y)
     return strcmp(((const writer_row *)x)->key, ((const writer_row *)y)->key);
 }
 
-fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
+fattn_status fh_spec_canonical(const fh_spec *s, char **out)
 {
     *out = NULL;
     /* Sorted here, not by the table's order: the canonical form's key order
@@ -395,7 +395,7 @@ fattn_status fattn_spec_canonical(const fattn_spec *s, char **out)
 /* Spec files                                                               */
 /* ------------------------------------------------------------------------ */
 
-fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
+fattn_status fh_spec_load_file(const char *path, fh_spec_list *out)
 {
     out->items = NULL;
     out->count = 0;
@@ -411,9 +411,9 @@ fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
     }
     for (;;) {
         if (len == cap) {
-            if (cap >= FATTN_SPEC_MAX_FILE_BYTES) {
+            if (cap >= FH_SPEC_MAX_FILE_BYTES) {
                 st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
-                                 (unsigned)FATTN_SPEC_MAX_FILE_BYTES);
+                                 (unsigned)FH_SPEC_MAX_FILE_BYTES);
                 goto done;
             }
             char *nb = realloc(buf, cap * 2);
@@ -433,7 +433,7 @@ fattn_status fattn_spec_load_file(const char *path, fattn_spec_list *out)
         }
     }
     if (st == FATTN_OK)
-        st = fattn_spec_parse_json(buf, len, path, out);
+        st = fh_spec_parse_json(buf, len, path, out);
 done:
     free(buf);
     fclose(f);
@@ -446,7 +446,7 @@ done:
 
 /* " schedule:F0 F1 U B0 B1" (the steps, as many as fit a line), or for
  * cache steps " schedule:6 cache steps" with the first few. */
-static void summary_schedule(sbuf *b, const fattn_schedule *sc)
+static void summary_schedule(sbuf *b, const fh_schedule *sc)
 {
     char name[64];
     sb_fmt(b, " schedule(%" PRId64 "):", sc->n);
@@ -455,15 +455,15 @@ static void summary_schedule(sbuf *b, const fattn_schedule *sc)
             sb_str(b, " ...");
             break;
         }
-        fattn_step_name(&sc->steps[i], name, sizeof name);
+        fh_step_name(&sc->steps[i], name, sizeof name);
         sb_fmt(b, "%s%s", i ? " " : "", name);
     }
 }
 
-fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
+fattn_status fh_spec_summary(const fh_spec *s, char *buf, size_t n)
 {
     if (n == 0)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_spec_summary: empty buffer");
+        return fattn_error(FATTN_E_INVALID_ARG, "fh_spec_summary: empty buffer");
     sbuf b = {0};
     sb_fmt(&b, "%s %s b=%" PRId64 " h=%" PRId64, fattn_dtype_name(s->dtype),
            fattn_layout_name(s->layout), s->b, s->h);
@@ -475,22 +475,22 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     sb_fmt(&b, " mask=%s", fattn_mask_type_name(s->mask));
     if (s->window_set)
         sb_fmt(&b, " window=[%" PRId64 ",%" PRId64 "]", s->window[0], s->window[1]);
-    if (s->bottom_right_diagonal != FATTN_TRISTATE_NULL)
-        sb_fmt(&b, " bottom_right=%s", tf(s->bottom_right_diagonal == FATTN_TRISTATE_TRUE));
+    if (s->bottom_right_diagonal != FH_TRISTATE_NULL)
+        sb_fmt(&b, " bottom_right=%s", tf(s->bottom_right_diagonal == FH_TRISTATE_TRUE));
     if (s->bias == FATTN_BIAS_POST_SCALE_BIAS)
-        sb_fmt(&b, " bias=post_scale_bias/%s", fattn_bias_shape_name(s->bias_shape));
+        sb_fmt(&b, " bias=post_scale_bias/%s", fh_bias_shape_name(s->bias_shape));
     else if (s->bias != FATTN_BIAS_NO_BIAS)
         sb_fmt(&b, " bias=%s", fattn_bias_type_name(s->bias));
     if (s->softmax != FATTN_SOFTMAX_VANILLA)
         sb_fmt(&b, " softmax=%s", fattn_softmax_type_name(s->softmax));
     if (s->dropout_p != 0.0) {
         char p[32];
-        if (fattn_spec_format_double(s->dropout_p, p, sizeof p) == FATTN_OK)
+        if (fh_spec_format_double(s->dropout_p, p, sizeof p) == FATTN_OK)
             sb_fmt(&b, " dropout=%s", p);
     }
     if (s->attn_scale_set) {
         char p[32];
-        if (fattn_spec_format_double(s->attn_scale, p, sizeof p) == FATTN_OK)
+        if (fh_spec_format_double(s->attn_scale, p, sizeof p) == FATTN_OK)
             sb_fmt(&b, " scale=%s", p);
     }
     if (s->pad_between_seqs)
@@ -524,11 +524,11 @@ fattn_status fattn_spec_summary(const fattn_spec *s, char *buf, size_t n)
     if (s->max_batch_size)
         sb_fmt(&b, " max_batch_size=%" PRId64, s->max_batch_size);
     if (s->cp)
-        sb_fmt(&b, " cp:%s*%" PRId64 "%s", fattn_cp_comm_name(s->cp_comm), s->cp_size,
-               s->cp_balance == FATTN_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");
+        sb_fmt(&b, " cp:%s*%" PRId64 "%s", fh_cp_comm_name(s->cp_comm), s->cp_size,
+               s->cp_balance == FH_CP_NO_LOAD_BALANCE ? "+no_load_balance" : "");
     if (s->expect_refusal)
         sb_fmt(&b, " refused:%s", s->refusal_rule);
-    if (s->fp8 && s->schedule && !fattn_schedule_is_cache(s->schedule))
+    if (s->fp8 && s->schedule && !fh_schedule_is_cache(s->schedule))
         sb_fmt(&b, " recipe:%s/%" PRId64 "/m%" PRId64,
                fattn_fp8_amax_algo_name(s->fp8_amax_algo), s->fp8_amax_history_len, s->fp8_margin);
     if (s->schedule)

@@ -4,13 +4,13 @@
 #include "case.h"
 #include "te_rules.h"
 
-fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
+fattn_status fh_case_support_query(const fh_spec *s, unsigned te_rules,
                                       fattn_support_query *q)
 {
-    fattn_case c;
-    fattn_status st = fattn_case_resolve(s, &c);
+    fh_case c;
+    fattn_status st = fh_case_resolve(s, &c);
     if (st != FATTN_OK) {
-        fattn_case_free(&c);
+        fh_case_free(&c);
         return st;
     }
     fattn_support_query_init(q);
@@ -33,19 +33,19 @@ fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
     q->return_max_logit = s->return_max_logit;
     q->deterministic = s->deterministic;
     q->bias_requires_grad = s->is_training && c.t.attn_bias.present && !s->bias_no_grad;
-    fattn_case_free(&c);
+    fh_case_free(&c);
     return FATTN_OK;
 }
 
-fattn_status fattn_case_te_note(const fattn_spec *s, unsigned te_rules, char *buf, size_t n)
+fattn_status fh_case_te_note(const fh_spec *s, unsigned te_rules, char *buf, size_t n)
 {
     if (n == 0)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_case_te_note: empty buffer");
+        return fattn_error(FATTN_E_INVALID_ARG, "fh_case_te_note: empty buffer");
     buf[0] = '\0';
     fattn_support_query q;
     /* One that does not resolve, or that the selected rules refuse, never
      * reaches a backend choice: no note. */
-    if (fattn_case_support_query(s, te_rules, &q) != FATTN_OK)
+    if (fh_case_support_query(s, te_rules, &q) != FATTN_OK)
         return FATTN_OK;
     fattn_status valid = fattn_support_check(&q, FATTN_SUPPORT_ENGINE_CPU, NULL);
     if (valid == FATTN_E_INVALID_CASE || valid == FATTN_E_UNSAFE_TE_QUIRK)

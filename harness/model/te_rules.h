@@ -2,8 +2,8 @@
  * query DotProductAttention would see for it, and the note that says which
  * of the table's routing rules (fattn/support.h) it trips, for `fattn
  * cases`, the run file (prov_te_route, docs/run-files.md) and verify. */
-#ifndef FATTN_HARNESS_TE_RULES_H
-#define FATTN_HARNESS_TE_RULES_H
+#ifndef FH_HARNESS_TE_RULES_H
+#define FH_HARNESS_TE_RULES_H
 
 #include <stddef.h>
 
@@ -12,7 +12,7 @@
 #include "spec.h"
 
 /* Room for any note the table can make. */
-#define FATTN_TE_NOTE_MAX 1024
+#define FH_TE_NOTE_MAX 1024
 
 /* The support query of `s` under release bit `te_rules` (0: the newest):
  * the resolved window, the batch size, the bias tensor's shape, the
@@ -20,12 +20,12 @@
  * that requires grad: all but the spec's bias_no_grad; FusedAttnFunc's
  * backward computes dBias either way, DotProductAttention's routing reads
  * the tensor's requires_grad). */
-fattn_status fattn_case_support_query(const fattn_spec *s, unsigned te_rules,
+fattn_status fh_case_support_query(const fh_spec *s, unsigned te_rules,
                                       fattn_support_query *q);
 /* fattn_support_route_note of that query into buf: "" when nothing
  * applies, and for a spec that does not resolve (an invalid window) or that
  * the selected release's refusal rows refuse as TE-invalid or unsafe (it
  * never reaches a backend choice). FATTN_E_INVALID_ARG for n == 0. */
-fattn_status fattn_case_te_note(const fattn_spec *s, unsigned te_rules, char *buf, size_t n);
+fattn_status fh_case_te_note(const fh_spec *s, unsigned te_rules, char *buf, size_t n);
 
-#endif /* FATTN_HARNESS_TE_RULES_H */
+#endif /* FH_HARNESS_TE_RULES_H */

@@ -3,8 +3,8 @@
  * "Errors"), written once for the rows that the spec's key tables expand
  * into (spec.c reads them, spec_text.c writes them), where a statement per
  * row must fit in one macro. */
-#ifndef FATTN_HARNESS_TRY_H
-#define FATTN_HARNESS_TRY_H
+#ifndef FH_HARNESS_TRY_H
+#define FH_HARNESS_TRY_H
 
 #include "fattn/status.h"
 

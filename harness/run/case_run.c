@@ -11,58 +11,58 @@
 #include "case_run.h"
 #include "te_rules.h"
 
-fattn_status fattn_case_run_init(fattn_case_run *r, const fattn_spec *spec, const fattn_run_opts *opts)
+fattn_status fh_case_run_init(fh_case_run *r, const fh_spec *spec, const fh_run_opts *opts)
 {
     memset(r, 0, sizeof *r);
     r->spec = spec;
     r->opts = opts;
-    r->state = FATTN_STATE_BEGIN;
-    r->ops = fattn_fe_get(opts->impl);
+    r->state = FH_STATE_BEGIN;
+    r->ops = fh_fe_get(opts->impl);
     if (!r->ops)
         return fattn_error(FATTN_E_INVALID_ARG, "no front end %d", (int)opts->impl);
     /* the front end gets the engine through the call log */
-    fattn_status st = fattn_call_log_open(opts->engine, &r->calls);
+    fattn_status st = fh_call_log_open(opts->engine, &r->calls);
     if (st != FATTN_OK)
         return st;
-    r->env = (fattn_fe_env){.spec = spec, .in = &r->in, .gen = &r->gen, /* a schedule repoints it */
-                            .engine = fattn_call_log_engine(r->calls), .poison = opts->poison,
+    r->env = (fh_fe_env){.spec = spec, .in = &r->in, .gen = &r->gen, /* a schedule repoints it */
+                            .engine = fh_call_log_engine(r->calls), .poison = opts->poison,
                             .via_wrapper = opts->via_wrapper};
     return FATTN_OK;
 }
 
-void fattn_case_run_free(fattn_case_run *r)
+void fh_case_run_free(fh_case_run *r)
 {
     if (r->fe)
         r->ops->free(r->fe);
     r->fe = NULL;
     if (r->own_inputs)
-        fattn_inputs_free(&r->in);
+        fh_inputs_free(&r->in);
     r->own_inputs = false;
-    fattn_call_log_free(r->calls);
+    fh_call_log_free(r->calls);
     r->calls = NULL;
 }
 
-#define NAME_INPUT(name) fattn_call_names_add(n, "inputs/", #name, &r->in.name);
+#define NAME_INPUT(name) fh_call_names_add(n, "inputs/", #name, &r->in.name);
 
-static void names_inputs(const fattn_case_run *r, fattn_call_names *n)
+static void names_inputs(const fh_case_run *r, fh_call_names *n)
 {
     CASE_INPUTS(NAME_INPUT)
 }
 
-static void names_forward(const fattn_case_run *r, fattn_call_names *n)
+static void names_forward(const fh_case_run *r, fh_call_names *n)
 {
-    fattn_call_names_add(n, "forward/", "out", &r->fwd_t[0]);
-    fattn_call_names_add(n, "forward/", "max_logit", &r->fwd_t[1]);
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
-        fattn_call_names_add(n, "forward/aux/",
-                             fattn_saved_name((fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i)),
+    fh_call_names_add(n, "forward/", "out", &r->fwd_t[0]);
+    fh_call_names_add(n, "forward/", "max_logit", &r->fwd_t[1]);
+    for (int i = 0; i < FH_SAVED_NAUX; i++)
+        fh_call_names_add(n, "forward/aux/",
+                             fh_saved_name((fh_saved_slot)(FH_SAVED_AUX_FIRST + i)),
                              &r->fwd_t[2 + i]);
 }
 
-static void names_saved(const fattn_case_run *r, fattn_call_names *n)
+static void names_saved(const fh_case_run *r, fh_call_names *n)
 {
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        fattn_call_names_add(n, "save_ctx/", fattn_saved_name((fattn_saved_slot)i),
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
+        fh_call_names_add(n, "save_ctx/", fh_saved_name((fh_saved_slot)i),
                              &r->saved_t[i]);
 }
 
@@ -70,14 +70,14 @@ static void names_saved(const fattn_case_run *r, fattn_call_names *n)
  * outputs and the saved slots; a backward call's by the saved slots first
  * (what the backward reads), then the inputs (d_out), the forward's
  * outputs and the grads. */
-fattn_status fattn_case_run_write_calls(fattn_case_run *r, fattn_call_dir dir)
+fattn_status fh_case_run_write_calls(fh_case_run *r, fh_call_dir dir)
 {
     static const char *const grads[5] = {"dq", "dk", "dv", "d_bias", "d_softmax_offset"};
-    fattn_call_names *n = malloc(sizeof *n);
+    fh_call_names *n = malloc(sizeof *n);
     if (!n)
         return fattn_error(FATTN_E_NOMEM, "case %s: out of memory", r->spec->id);
     n->n = 0;
-    if (dir == FATTN_CALL_FORWARD) {
+    if (dir == FH_CALL_FORWARD) {
         names_inputs(r, n);
         names_forward(r, n);
         names_saved(r, n);
@@ -86,16 +86,16 @@ fattn_status fattn_case_run_write_calls(fattn_case_run *r, fattn_call_dir dir)
         names_inputs(r, n);
         names_forward(r, n);
         for (int i = 0; i < 5; i++)
-            fattn_call_names_add(n, "backward/", grads[i], &r->grads_t[i]);
+            fh_call_names_add(n, "backward/", grads[i], &r->grads_t[i]);
     }
-    fattn_status st = fattn_call_log_write(r->calls, dir, n, r->node);
+    fattn_status st = fh_call_log_write(r->calls, dir, n, r->node);
     free(n);
     return st;
 }
 
-static fattn_status step(fattn_case_run *r, fattn_state to)
+static fattn_status step(fh_case_run *r, fh_state to)
 {
-    fattn_status st = fattn_state_check(r->state, to);
+    fattn_status st = fh_state_check(r->state, to);
     if (st == FATTN_OK)
         r->state = to;
     return st;
@@ -103,45 +103,45 @@ static fattn_status step(fattn_case_run *r, fattn_state to)
 
 /* The front end's state is made when the first state needs it (after the
  * inputs exist: the adapter keeps views of them). */
-fattn_status fattn_case_run_fe_start(fattn_case_run *r)
+fattn_status fh_case_run_fe_start(fh_case_run *r)
 {
     assert(r->ops && r->env.in == &r->in);
     return r->fe ? FATTN_OK : r->ops->init(&r->fe, &r->env);
 }
 
-static fattn_status observe_private(fattn_case_run *r, fattn_state state, fattn_h5_node *g)
+static fattn_status observe_private(fh_case_run *r, fh_state state, fh_h5_node *g)
 {
     return r->ops->record_private ? r->ops->record_private(r->fe, state, g) : FATTN_OK;
 }
 
 /* A Float8Tensor's scale_inv travels with it: the attribute scale_inv of
  * its dataset in g (si 0: not FP8, nothing to record). */
-static fattn_status put_scale_inv(fattn_h5_node *g, const char *name, float si)
+static fattn_status put_scale_inv(fh_h5_node *g, const char *name, float si)
 {
-    fattn_h5_node *ds = (g && si != 0.0f) ? fattn_h5_node_find(g, name) : NULL;
-    return ds ? fattn_h5_node_set_float32(ds, "scale_inv", si) : FATTN_OK;
+    fh_h5_node *ds = (g && si != 0.0f) ? fh_h5_node_find(g, name) : NULL;
+    return ds ? fh_h5_node_set_float32(ds, "scale_inv", si) : FATTN_OK;
 }
 
 /* INPUTS: generate and record. */
-fattn_status fattn_case_run_inputs(fattn_case_run *r)
+fattn_status fh_case_run_inputs(fh_case_run *r)
 {
-    fattn_status st = step(r, FATTN_STATE_INPUTS);
+    fattn_status st = step(r, FH_STATE_INPUTS);
     if (st != FATTN_OK)
         return st;
-    if ((st = fattn_inputs_make(r->spec, &r->in)) != FATTN_OK)
+    if ((st = fh_inputs_make(r->spec, &r->in)) != FATTN_OK)
         return st;
     r->own_inputs = true;
-    return fattn_case_run_put_inputs(r);
+    return fh_case_run_put_inputs(r);
 }
 
-fattn_status fattn_case_run_put_inputs(fattn_case_run *r)
+fattn_status fh_case_run_put_inputs(fh_case_run *r)
 {
     fattn_status st;
-    fattn_h5_node *g;
-    if ((st = fattn_h5_node_group(r->node, "inputs", &g)))
+    fh_h5_node *g;
+    if ((st = fh_h5_node_group(r->node, "inputs", &g)))
         return st;
 #define PUT_INPUT(name)                                                                        \
-    if ((st = fattn_fe_put_tensor(g, #name, &r->in.name)) != FATTN_OK)                        \
+    if ((st = fh_fe_put_tensor(g, #name, &r->in.name)) != FATTN_OK)                           \
         return st;
     CASE_INPUTS(PUT_INPUT)
 #undef PUT_INPUT
@@ -154,31 +154,31 @@ fattn_status fattn_case_run_put_inputs(fattn_case_run *r)
 
 /* Views of a recorded inputs/ group (the spec-resolved window and diagonal
  * are not recorded and stay unset). */
-void fattn_case_run_load_inputs(fattn_case_run *r, const fattn_h5_node *in)
+void fh_case_run_load_inputs(fh_case_run *r, const fh_h5_node *in)
 {
     assert(!r->own_inputs);
-#define LOAD_INPUT(name) r->in.name = fattn_fe_node_tensor(in, #name);
+#define LOAD_INPUT(name) r->in.name = fh_fe_node_tensor(in, #name);
     CASE_INPUTS(LOAD_INPUT)
 #undef LOAD_INPUT
-    r->in.q_scale_inv = fattn_fe_node_scale_inv(in, "q");
-    r->in.k_scale_inv = fattn_fe_node_scale_inv(in, "k");
-    r->in.v_scale_inv = fattn_fe_node_scale_inv(in, "v");
-    r->in.d_out_scale_inv = fattn_fe_node_scale_inv(in, "d_out");
+    r->in.q_scale_inv = fh_fe_node_scale_inv(in, "q");
+    r->in.k_scale_inv = fh_fe_node_scale_inv(in, "k");
+    r->in.v_scale_inv = fh_fe_node_scale_inv(in, "v");
+    r->in.d_out_scale_inv = fh_fe_node_scale_inv(in, "d_out");
 }
 
-static fattn_status record_forward(fattn_case_run *r, const fattn_fe_forward *res,
-                                   fattn_h5_node **group)
+static fattn_status record_forward(fh_case_run *r, const fh_fe_forward *res,
+                                   fh_h5_node **group)
 {
-    fattn_h5_node *g, *a;
+    fh_h5_node *g, *a;
     fattn_status st;
-    if ((st = fattn_h5_node_group(r->node, "forward", &g)) ||
-        (st = fattn_fe_put_tensor(g, "out", &res->out)) ||
-        (st = fattn_fe_put_tensor(g, "max_logit", &res->max_logit)) ||
-        (st = fattn_h5_node_group(g, "aux", &a)))
+    if ((st = fh_h5_node_group(r->node, "forward", &g)) ||
+        (st = fh_fe_put_tensor(g, "out", &res->out)) ||
+        (st = fh_fe_put_tensor(g, "max_logit", &res->max_logit)) ||
+        (st = fh_h5_node_group(g, "aux", &a)))
         return st;
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
-        if ((st = fattn_fe_put_tensor(
-                 a, fattn_saved_name((fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i)),
+    for (int i = 0; i < FH_SAVED_NAUX; i++)
+        if ((st = fh_fe_put_tensor(
+                 a, fh_saved_name((fh_saved_slot)(FH_SAVED_AUX_FIRST + i)),
                  &res->aux[i])))
             return st;
     /* TE's forward draws its rng_state from the global generator and
@@ -186,14 +186,14 @@ static fattn_status record_forward(fattn_case_run *r, const fattn_fe_forward *re
      * forward that a later call would see, so it is recorded too. */
     /* out as a Float8Tensor (fp8_output): its scale_inv travels with it */
     if (res->out_scale_inv != 0.0f &&
-        (st = fattn_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)))
+        (st = fh_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)))
         return st;
-    if ((st = fattn_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->env.gen->seed)) ||
-        (st = fattn_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->env.gen->offset)))
+    if ((st = fh_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->env.gen->seed)) ||
+        (st = fh_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->env.gen->offset)))
         return st;
     /* which cuDNN engine config ran: provenance, never counted by diff */
     if (fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG) &&
-        (st = fattn_h5_node_set_string(g, "prov_engine_tag",
+        (st = fh_h5_node_set_string(g, "prov_engine_tag",
                                        fattn_engine_last_report(r->opts->engine).tag)))
         return st;
     *group = g;
@@ -202,28 +202,28 @@ static fattn_status record_forward(fattn_case_run *r, const fattn_fe_forward *re
 
 /* returned/: what the forward call returned, where the adapter says it
  * is another call's than the recorded forward's (the split wrapper's). */
-static fattn_status record_returned(fattn_case_run *r, const fattn_fe_forward *res)
+static fattn_status record_returned(fh_case_run *r, const fh_fe_forward *res)
 {
     if (!res->returned)
         return FATTN_OK;
-    fattn_h5_node *g;
+    fh_h5_node *g;
     fattn_status st;
-    if ((st = fattn_h5_node_group(r->node, "returned", &g)) ||
-        (st = fattn_fe_put_tensor(g, "out", &res->ret_out)) ||
-        (st = fattn_fe_put_tensor(g, "max_logit", &res->ret_max_logit)))
+    if ((st = fh_h5_node_group(r->node, "returned", &g)) ||
+        (st = fh_fe_put_tensor(g, "out", &res->ret_out)) ||
+        (st = fh_fe_put_tensor(g, "max_logit", &res->ret_max_logit)))
         return st;
     return put_scale_inv(g, "out", res->ret_out_scale_inv);
 }
 
 /* FORWARD: the front end's forward, recorded. */
-fattn_status fattn_case_run_forward(fattn_case_run *r)
+fattn_status fh_case_run_forward(fh_case_run *r)
 {
-    fattn_status st = step(r, FATTN_STATE_FORWARD);
-    fattn_fe_forward res;
+    fattn_status st = step(r, FH_STATE_FORWARD);
+    fh_fe_forward res;
     memset(&res, 0, sizeof res);
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     if (st == FATTN_OK)
-        st = fattn_case_run_fe_start(r);
+        st = fh_case_run_fe_start(r);
     if (st == FATTN_OK)
         st = r->ops->forward(r->fe, &res);
     if (st == FATTN_OK)
@@ -236,61 +236,61 @@ fattn_status fattn_case_run_forward(fattn_case_run *r)
     if (st == FATTN_OK)
         st = record_returned(r, &res);
     if (st == FATTN_OK)
-        st = observe_private(r, FATTN_STATE_FORWARD, g);
+        st = observe_private(r, FH_STATE_FORWARD, g);
     return st;
 }
 
 /* The saved tensors by role and the backward-read set into `g`. */
-static fattn_status record_saved(fattn_case_run *r, const fattn_fe_saved *res, fattn_h5_node *g)
+static fattn_status record_saved(fh_case_run *r, const fh_fe_saved *res, fh_h5_node *g)
 {
     fattn_status st = FATTN_OK;
-    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++) {
-        const char *role = fattn_saved_name((fattn_saved_slot)i);
-        if ((st = fattn_fe_put_tensor(g, role, &res->t[i])) == FATTN_OK)
+    for (int i = 0; st == FATTN_OK && i < FH_SAVED_COUNT; i++) {
+        const char *role = fh_saved_name((fh_saved_slot)i);
+        if ((st = fh_fe_put_tensor(g, role, &res->t[i])) == FATTN_OK)
             st = put_scale_inv(g, role, res->scale_inv[i]);
     }
     if (st == FATTN_OK)
-        st = fattn_ctx_record_write(&res->rec, g);
+        st = fh_ctx_record_write(&res->rec, g);
     (void)r;
     return st;
 }
 
 /* SAVE_CTX: what the front end saved for backward, by role, and the
  * backward-read set as attributes. */
-fattn_status fattn_case_run_save_ctx(fattn_case_run *r)
+fattn_status fh_case_run_save_ctx(fh_case_run *r)
 {
-    fattn_status st = step(r, FATTN_STATE_SAVE_CTX);
-    fattn_fe_saved res;
+    fattn_status st = step(r, FH_STATE_SAVE_CTX);
+    fh_fe_saved res;
     memset(&res, 0, sizeof res);
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     if (st == FATTN_OK)
-        st = fattn_case_run_fe_start(r);
+        st = fh_case_run_fe_start(r);
     if (st == FATTN_OK)
         st = r->ops->save_ctx(r->fe, &res);
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(r->node, "save_ctx", &g);
+        st = fh_h5_node_group(r->node, "save_ctx", &g);
     if (st == FATTN_OK)
         st = record_saved(r, &res, g);
     if (st == FATTN_OK)
         memcpy(r->saved_t, res.t, sizeof res.t);
     if (st == FATTN_OK)
-        st = observe_private(r, FATTN_STATE_SAVE_CTX, g);
+        st = observe_private(r, FH_STATE_SAVE_CTX, g);
     /* the forward's engine calls, once the saved slots can name them (an
      * FP8 forward hands the engine the quantised copies it saves) */
     if (st == FATTN_OK)
-        st = fattn_case_run_write_calls(r, FATTN_CALL_FORWARD);
+        st = fh_case_run_write_calls(r, FH_CALL_FORWARD);
     return st;
 }
 
-fattn_status fattn_case_run_saved(fattn_case_run *r)
+fattn_status fh_case_run_saved(fh_case_run *r)
 {
-    assert(r->fe && r->state == FATTN_STATE_SAVE_CTX && r->ops->saved);
-    fattn_fe_saved res;
+    assert(r->fe && r->state == FH_STATE_SAVE_CTX && r->ops->saved);
+    fh_fe_saved res;
     memset(&res, 0, sizeof res);
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     fattn_status st = r->ops->saved(r->fe, &res);
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(r->node, "save_ctx", &g);
+        st = fh_h5_node_group(r->node, "save_ctx", &g);
     if (st == FATTN_OK)
         st = record_saved(r, &res, g);
     return st;
@@ -301,7 +301,7 @@ fattn_status fattn_case_run_saved(fattn_case_run *r)
  * grads): backward/_impl@second_backward gets the call's status name and
  * @second_backward_error its message. Both TE versions raise there, so
  * that anything but a refusal is a front end handing out grads twice. */
-static fattn_status backward_again(fattn_case_run *r, const fattn_tensor *d_out, fattn_h5_node *g)
+static fattn_status backward_again(fh_case_run *r, const fattn_tensor *d_out, fh_h5_node *g)
 {
     bool applies = false;
     fattn_status again = r->ops->backward_again ? r->ops->backward_again(r->fe, d_out, &applies)
@@ -311,12 +311,12 @@ static fattn_status backward_again(fattn_case_run *r, const fattn_tensor *d_out,
     char msg[1024] = "";
     if (again != FATTN_OK)
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
-    fattn_h5_node *impl;
-    fattn_status st = fattn_h5_node_group(g, "_impl", &impl);
+    fh_h5_node *impl;
+    fattn_status st = fh_h5_node_group(g, "_impl", &impl);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(impl, "second_backward", fattn_status_name(again));
+        st = fh_h5_node_set_string(impl, "second_backward", fattn_status_name(again));
     if (st == FATTN_OK && msg[0])
-        st = fattn_h5_node_set_string(impl, "second_backward_error", msg);
+        st = fh_h5_node_set_string(impl, "second_backward_error", msg);
     return st;
 }
 
@@ -325,84 +325,84 @@ static fattn_status backward_again(fattn_case_run *r, const fattn_tensor *d_out,
  * second backward on the same context (backward_again), and the run goes on.
  * Both TE versions clear the context's guard before their backward calls
  * the engine, so the second must be refused as after a first that ran. */
-static fattn_status backward_after_failure(fattn_case_run *r, fattn_status failed,
+static fattn_status backward_after_failure(fh_case_run *r, fattn_status failed,
                                            const fattn_tensor *d_out)
 {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", fattn_last_error());
-    fattn_h5_node *g = NULL, *impl = NULL;
-    fattn_status st = fattn_h5_node_group(r->node, "backward", &g);
+    fh_h5_node *g = NULL, *impl = NULL;
+    fattn_status st = fh_h5_node_group(r->node, "backward", &g);
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(g, "_impl", &impl);
+        st = fh_h5_node_group(g, "_impl", &impl);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(impl, "first_backward", fattn_status_name(failed));
+        st = fh_h5_node_set_string(impl, "first_backward", fattn_status_name(failed));
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(impl, "first_backward_error", msg);
+        st = fh_h5_node_set_string(impl, "first_backward_error", msg);
     if (st == FATTN_OK)
         st = backward_again(r, d_out, g);
     return st;
 }
 
 /* BACKWARD: the front end's backward from d_out, recorded. */
-fattn_status fattn_case_run_backward(fattn_case_run *r, const fattn_tensor *d_out)
+fattn_status fh_case_run_backward(fh_case_run *r, const fattn_tensor *d_out)
 {
-    fattn_status st = step(r, FATTN_STATE_BACKWARD);
-    fattn_fe_grads res;
+    fattn_status st = step(r, FH_STATE_BACKWARD);
+    fh_fe_grads res;
     memset(&res, 0, sizeof res);
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     if (st == FATTN_OK)
-        st = fattn_case_run_fe_start(r);
+        st = fh_case_run_fe_start(r);
     if (st == FATTN_OK) {
         st = r->ops->backward(r->fe, d_out, &res);
         if (st != FATTN_OK && r->opts->backward_after_failure)
             return backward_after_failure(r, st, d_out);
     }
-    if (st == FATTN_OK && (st = fattn_h5_node_group(r->node, "backward", &g)) == FATTN_OK &&
-        !(st = fattn_fe_put_tensor(g, "dq", &res.dq)) &&
-        !(st = fattn_fe_put_tensor(g, "dk", &res.dk)) &&
-        !(st = fattn_fe_put_tensor(g, "dv", &res.dv)) &&
-        !(st = fattn_fe_put_tensor(g, "d_bias", &res.d_bias)))
-        st = fattn_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset);
+    if (st == FATTN_OK && (st = fh_h5_node_group(r->node, "backward", &g)) == FATTN_OK &&
+        !(st = fh_fe_put_tensor(g, "dq", &res.dq)) &&
+        !(st = fh_fe_put_tensor(g, "dk", &res.dk)) &&
+        !(st = fh_fe_put_tensor(g, "dv", &res.dv)) &&
+        !(st = fh_fe_put_tensor(g, "d_bias", &res.d_bias)))
+        st = fh_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset);
     /* FP8 grads (FP8 inputs, no bf16_backward): one scale_inv for the three */
     for (int i = 0; st == FATTN_OK && i < 3; i++)
         st = put_scale_inv(g, (const char *const[]){"dq", "dk", "dv"}[i], res.grads_scale_inv);
     /* the amaxes an FP8 backward wrote, in the quantizers it was handed */
     if (st == FATTN_OK && res.dO_quantizer)
-        st = fattn_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer);
+        st = fh_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer);
     if (st == FATTN_OK && res.dP_quantizer)
-        st = fattn_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
+        st = fh_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
     if (st == FATTN_OK && res.dQKV_quantizer)
-        st = fattn_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
+        st = fh_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
     /* which cuDNN engine config ran: provenance, never counted by diff */
     if (st == FATTN_OK && fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG))
-        st = fattn_h5_node_set_string(g, "prov_engine_tag",
+        st = fh_h5_node_set_string(g, "prov_engine_tag",
                                       fattn_engine_last_report(r->opts->engine).tag);
     if (st == FATTN_OK)
-        st = observe_private(r, FATTN_STATE_BACKWARD, g);
+        st = observe_private(r, FH_STATE_BACKWARD, g);
     if (st == FATTN_OK) {
         const fattn_tensor grads[5] = {res.dq, res.dk, res.dv, res.d_bias,
                                        res.d_softmax_offset};
         memcpy(r->grads_t, grads, sizeof grads);
-        st = fattn_case_run_write_calls(r, FATTN_CALL_BACKWARD);
+        st = fh_case_run_write_calls(r, FH_CALL_BACKWARD);
     }
     if (st == FATTN_OK && r->opts->backward_again)
         st = backward_again(r, d_out, g);
     /* what a second backward handed the engine is not the run's */
-    fattn_call_log_discard(r->calls, FATTN_CALL_BACKWARD);
+    fh_call_log_discard(r->calls, FH_CALL_BACKWARD);
     return st;
 }
 
-fattn_status fattn_case_node_new(const fattn_spec *s, fattn_h5_node **out)
+fattn_status fh_case_node_new(const fh_spec *s, fh_h5_node **out)
 {
-    fattn_status st = fattn_h5_node_new_group(s->id, out);
+    fattn_status st = fh_h5_node_new_group(s->id, out);
     if (st != FATTN_OK)
         return st;
     char *canon = NULL;
-    if ((st = fattn_spec_canonical(s, &canon)) == FATTN_OK)
-        st = fattn_h5_node_set_string(*out, "spec", canon);
+    if ((st = fh_spec_canonical(s, &canon)) == FATTN_OK)
+        st = fh_h5_node_set_string(*out, "spec", canon);
     free(canon);
     if (st != FATTN_OK) {
-        fattn_h5_node_free(*out);
+        fh_h5_node_free(*out);
         *out = NULL;
     }
     return st;
@@ -426,86 +426,86 @@ static void refusal_rule(const char *msg, char *buf, size_t n)
  * diff compare the refusals: status name, rule id, the state it happened
  * in and the front end's own message (without the runner's prefix, which
  * names the front end). */
-fattn_status fattn_case_record_refusal(const fattn_spec *spec, fattn_h5_node **node,
-                                       fattn_status refused, fattn_state state)
+fattn_status fh_case_record_refusal(const fh_spec *spec, fh_h5_node **node,
+                                       fattn_status refused, fh_state state)
 {
     char msg[1024], rule[64];
     snprintf(msg, sizeof msg, "%s", fattn_last_error());
     refusal_rule(msg, rule, sizeof rule);
-    fattn_h5_node_free(*node);
+    fh_h5_node_free(*node);
     *node = NULL;
-    fattn_status st = fattn_case_node_new(spec, node);
+    fattn_status st = fh_case_node_new(spec, node);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(*node, "refused_status", fattn_status_name(refused));
+        st = fh_h5_node_set_string(*node, "refused_status", fattn_status_name(refused));
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(*node, "refused_rule", rule);
+        st = fh_h5_node_set_string(*node, "refused_rule", rule);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(*node, "refused_state", fattn_state_name(state));
+        st = fh_h5_node_set_string(*node, "refused_state", fh_state_name(state));
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(*node, "refused_message", msg);
+        st = fh_h5_node_set_string(*node, "refused_message", msg);
     return st;
 }
 
 /* Turn an engine refusal into the recorded skip, a front end's refusal of
  * an expect_refusal case into the recorded refusal; anything else stays an
  * error. */
-fattn_status fattn_case_finish(const fattn_spec *spec, const fattn_run_opts *opts,
-                               fattn_h5_node **node, fattn_status st, const char *where,
-                               fattn_h5_node **out)
+fattn_status fh_case_finish(const fh_spec *spec, const fh_run_opts *opts,
+                               fh_h5_node **node, fattn_status st, const char *where,
+                               fh_h5_node **out)
 {
     if (st == FATTN_E_UNSUPPORTED) {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", fattn_last_error());
-        fattn_h5_node_free(*node);
+        fh_h5_node_free(*node);
         *node = NULL;
-        st = fattn_case_node_new(spec, node);
+        st = fh_case_node_new(spec, node);
         if (st == FATTN_OK)
-            st = fattn_h5_node_set_string(*node, "skipped", reason);
+            st = fh_h5_node_set_string(*node, "skipped", reason);
     } else if (st != FATTN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
         st = fattn_error(st, "case %s (%s): %s", spec->id, where, msg);
     }
-    char note[FATTN_TE_NOTE_MAX];
+    char note[FH_TE_NOTE_MAX];
     if (st == FATTN_OK)
-        st = fattn_case_te_note(spec, opts->te_rules, note, sizeof note);
+        st = fh_case_te_note(spec, opts->te_rules, note, sizeof note);
     if (st == FATTN_OK && note[0])
-        st = fattn_h5_node_set_string(*node, "prov_te_route", note);
+        st = fh_h5_node_set_string(*node, "prov_te_route", note);
     /* the attribute digest, the last change to the case before it is written */
     if (st == FATTN_OK)
-        st = fattn_h5_node_seal_attrs(*node);
+        st = fh_h5_node_seal_attrs(*node);
     if (st == FATTN_OK) {
         *out = *node;
         *node = NULL;
     }
-    fattn_h5_node_free(*node);
+    fh_h5_node_free(*node);
     *node = NULL;
     return st;
 }
 
-fattn_status fattn_case_run_finish(fattn_case_run *r, fattn_status st, fattn_h5_node **out)
+fattn_status fh_case_run_finish(fh_case_run *r, fattn_status st, fh_h5_node **out)
 {
-    if (r->spec->expect_refusal && fattn_spec_refusal_status(st))
-        st = fattn_case_record_refusal(r->spec, &r->node, st, r->state);
+    if (r->spec->expect_refusal && fh_spec_refusal_status(st))
+        st = fh_case_record_refusal(r->spec, &r->node, st, r->state);
     char where[96];
-    snprintf(where, sizeof where, "%s, state %s", r->ops->name, fattn_state_name(r->state));
-    st = fattn_case_finish(r->spec, r->opts, &r->node, st, where, out);
-    fattn_case_run_free(r);
+    snprintf(where, sizeof where, "%s, state %s", r->ops->name, fh_state_name(r->state));
+    st = fh_case_finish(r->spec, r->opts, &r->node, st, where, out);
+    fh_case_run_free(r);
     return st;
 }
 
 /* inputs/_impl@<input>: each input's fingerprint as the front end left it
  * after the run, beside the one recorded before (the caller's tensors:
  * TE's front ends must not write into them). */
-fattn_status fattn_case_run_inputs_after(fattn_case_run *r)
+fattn_status fh_case_run_inputs_after(fh_case_run *r)
 {
-    fattn_h5_node *in = fattn_h5_node_find(r->node, "inputs"), *impl;
+    fh_h5_node *in = fh_h5_node_find(r->node, "inputs"), *impl;
     if (!in)
         return FATTN_OK;
-    fattn_status st = fattn_h5_node_group(in, "_impl", &impl);
+    fattn_status st = fh_h5_node_group(in, "_impl", &impl);
 #define PUT_AFTER(name)                                                                        \
     if (st == FATTN_OK)                                                                        \
-        st = fattn_fe_put_fingerprint(impl, #name, &r->in.name);
+        st = fh_fe_put_fingerprint(impl, #name, &r->in.name);
     CASE_INPUTS(PUT_AFTER)
 #undef PUT_AFTER
     return st;

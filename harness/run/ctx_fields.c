@@ -1,5 +1,5 @@
 /* The backward-read set's writer and validating reader, generated from
- * FATTN_CTX_FIELDS (ctx_fields.h). */
+ * FH_CTX_FIELDS (ctx_fields.h). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,25 +11,25 @@
 
 /* PRESENT_<presence>(v, codec): whether a value is recorded. */
 #define PRESENT_REQ(v, codec) true
-#define PRESENT_OPT(v, codec) (!FATTN_CTX_IS_NONE_##codec(v))
+#define PRESENT_OPT(v, codec) (!FH_CTX_IS_NONE_##codec(v))
 
 /* W_<kind>(node, key, value, codec, presence) -> fattn_status */
-#define W_BOOL(n, key, v, codec, pres) fattn_h5_node_set_uint8(n, key, (v) ? 1 : 0)
-#define W_INT64(n, key, v, codec, pres) fattn_h5_node_set_int64(n, key, v)
+#define W_BOOL(n, key, v, codec, pres) fh_h5_node_set_uint8(n, key, (v) ? 1 : 0)
+#define W_INT64(n, key, v, codec, pres) fh_h5_node_set_int64(n, key, v)
 #define W_FLOAT32(n, key, v, codec, pres)                                                      \
-    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_float32(n, key, v) : FATTN_OK)
+    (PRESENT_##pres(v, codec) ? fh_h5_node_set_float32(n, key, v) : FATTN_OK)
 #define W_TRIBOOL(n, key, v, codec, pres)                                                      \
-    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_uint8(n, key, (v) ? 1 : 0) : FATTN_OK)
-#define W_PAIR(n, key, v, codec, pres) fattn_h5_node_set_int64_pair(n, key, v)
+    (PRESENT_##pres(v, codec) ? fh_h5_node_set_uint8(n, key, (v) ? 1 : 0) : FATTN_OK)
+#define W_PAIR(n, key, v, codec, pres) fh_h5_node_set_int64_pair(n, key, v)
 #define W_ENUM(n, key, v, codec, pres)                                                         \
-    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, fattn_##codec##_name(v))     \
+    (PRESENT_##pres(v, codec) ? fh_h5_node_set_string(n, key, fattn_##codec##_name(v))        \
                               : FATTN_OK)
 #define W_STRING(n, key, v, codec, pres)                                                       \
-    (PRESENT_##pres(v, codec) ? fattn_h5_node_set_string(n, key, v) : FATTN_OK)
+    (PRESENT_##pres(v, codec) ? fh_h5_node_set_string(n, key, v) : FATTN_OK)
 #define W_OPAQUE(n, key, v, codec, pres) ((void)(v), FATTN_OK)
-#define W_QUANT(n, key, v, codec, pres) ((v) ? fattn_ctx_quantizer_write(n, key, v) : FATTN_OK)
+#define W_QUANT(n, key, v, codec, pres) ((v) ? fh_ctx_quantizer_write(n, key, v) : FATTN_OK)
 
-fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
+fattn_status fh_ctx_quantizer_write(fh_h5_node *n, const char *key,
                                        const fattn_fp8_quantizer *q)
 {
     char buf[160];
@@ -37,17 +37,17 @@ fattn_status fattn_ctx_quantizer_write(fattn_h5_node *n, const char *key,
     snprintf(buf, sizeof buf, "%s %s scale=%a amax=%a pow2=%d eps=%a", recipe ? recipe : "none",
              fattn_dtype_name(q->dtype), (double)q->scale, (double)fattn_fp8_quantizer_amax(q),
              q->force_pow_2_scales ? 1 : 0, (double)q->amax_epsilon);
-    return fattn_h5_node_set_string(n, key, buf);
+    return fh_h5_node_set_string(n, key, buf);
 }
 
-fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
+fattn_status fh_ctx_record_write(const fh_ctx_record *r, fh_h5_node *n)
 {
     assert(r && n && !n->is_dataset);
     fattn_status st;
 #define WRITE_ROW(name, ctype, kind, codec, presence, role)                                   \
     if ((st = W_##kind(n, #name, r->name, codec, presence)) != FATTN_OK)                      \
         return st;
-    FATTN_CTX_FIELDS(WRITE_ROW)
+    FH_CTX_FIELDS(WRITE_ROW)
 #undef WRITE_ROW
     return FATTN_OK;
 }
@@ -56,10 +56,10 @@ fattn_status fattn_ctx_record_write(const fattn_ctx_record *r, fattn_h5_node *n)
 
 /* The attribute `name` of `n` if it has the type `kind`. A missing one is
  * *out = NULL and FATTN_OK when optional, else invalid. */
-static fattn_status attr_get(const fattn_h5_node *n, const char *name, fattn_h5_attr_kind kind,
-                             bool optional, const fattn_h5_attr **out)
+static fattn_status attr_get(const fh_h5_node *n, const char *name, fh_h5_attr_kind kind,
+                             bool optional, const fh_h5_attr **out)
 {
-    const fattn_h5_attr *a = fattn_h5_node_attr(n, name);
+    const fh_h5_attr *a = fh_h5_node_attr(n, name);
     *out = a;
     if (!a)
         return optional ? FATTN_OK
@@ -71,10 +71,10 @@ static fattn_status attr_get(const fattn_h5_node *n, const char *name, fattn_h5_
     return FATTN_OK;
 }
 
-static fattn_status read_bool(const fattn_h5_node *n, const char *name, bool *v)
+static fattn_status read_bool(const fh_h5_node *n, const char *name, bool *v)
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_UINT8, false, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_UINT8, false, &a);
     if (st != FATTN_OK)
         return st;
     if (a->u8 > 1)
@@ -84,10 +84,10 @@ static fattn_status read_bool(const fattn_h5_node *n, const char *name, bool *v)
     return FATTN_OK;
 }
 
-static fattn_status read_int64(const fattn_h5_node *n, const char *name, int64_t *v)
+static fattn_status read_int64(const fh_h5_node *n, const char *name, int64_t *v)
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_INT64, false, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_INT64, false, &a);
     if (st == FATTN_OK)
         *v = a->i64[0];
     return st;
@@ -95,11 +95,11 @@ static fattn_status read_int64(const fattn_h5_node *n, const char *name, int64_t
 
 /* An optional float32 reads as NaN (None) when absent; a recorded NaN is
  * invalid, since None is recorded by absence. */
-static fattn_status read_float32(const fattn_h5_node *n, const char *name, bool optional,
+static fattn_status read_float32(const fh_h5_node *n, const char *name, bool optional,
                                  float *v)
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_FLOAT32, optional, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_FLOAT32, optional, &a);
     if (st != FATTN_OK)
         return st;
     *v = a ? a->f32 : (float)NAN;
@@ -110,10 +110,10 @@ static fattn_status read_float32(const fattn_h5_node *n, const char *name, bool 
 }
 
 /* -1 (None) when absent, else a boolean 0 or 1. */
-static fattn_status read_tribool(const fattn_h5_node *n, const char *name, int *v)
+static fattn_status read_tribool(const fh_h5_node *n, const char *name, int *v)
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_UINT8, true, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_UINT8, true, &a);
     if (st != FATTN_OK)
         return st;
     if (a && a->u8 > 1)
@@ -123,10 +123,10 @@ static fattn_status read_tribool(const fattn_h5_node *n, const char *name, int *
     return FATTN_OK;
 }
 
-static fattn_status read_pair(const fattn_h5_node *n, const char *name, int64_t v[2])
+static fattn_status read_pair(const fh_h5_node *n, const char *name, int64_t v[2])
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_INT64_PAIR, false, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_INT64_PAIR, false, &a);
     if (st == FATTN_OK) {
         v[0] = a->i64[0];
         v[1] = a->i64[1];
@@ -135,11 +135,11 @@ static fattn_status read_pair(const fattn_h5_node *n, const char *name, int64_t 
 }
 
 /* A string attribute; *s = NULL when an optional one is absent. */
-static fattn_status read_string(const fattn_h5_node *n, const char *name, bool optional,
+static fattn_status read_string(const fh_h5_node *n, const char *name, bool optional,
                                 const char **s)
 {
-    const fattn_h5_attr *a;
-    fattn_status st = attr_get(n, name, FATTN_H5_ATTR_STRING, optional, &a);
+    const fh_h5_attr *a;
+    fattn_status st = attr_get(n, name, FH_H5_ATTR_STRING, optional, &a);
     *s = (st == FATTN_OK && a) ? a->s : NULL;
     return st;
 }
@@ -169,14 +169,14 @@ static fattn_status parsed(const char *name, fattn_status st)
 #define R_ENUM_OPT(n, key, v, codec)                                                           \
     ((st = read_string(n, key, true, &s))                                                      \
          ? st                                                                                  \
-         : (s ? parsed(key, fattn_##codec##_parse(s, &(v))) : ((v) = FATTN_CTX_NONE_##codec,  \
+         : (s ? parsed(key, fattn_##codec##_parse(s, &(v))) : ((v) = FH_CTX_NONE_##codec,     \
                                                                FATTN_OK)))
 #define R_STRING(n, key, v, codec, pres) read_string(n, key, OPTIONAL_##pres, &(v))
 #define R_OPAQUE(n, key, v, codec, pres) ((v) = NULL, FATTN_OK)
 #define R_QUANT(n, key, v, codec, pres) read_quant(n, key, &r->quant_store[qi++], &(v))
 
 /* A QUANT row: absent is None; else the string write_quant makes. */
-static fattn_status read_quant(const fattn_h5_node *n, const char *name, fattn_fp8_quantizer *store,
+static fattn_status read_quant(const fh_h5_node *n, const char *name, fattn_fp8_quantizer *store,
                                fattn_fp8_quantizer **v)
 {
     const char *s = NULL;
@@ -221,7 +221,7 @@ static fattn_status read_quant(const fattn_h5_node *n, const char *name, fattn_f
 }
 
 /* The rules beyond each attribute's type. */
-static fattn_status check_ranges(const fattn_ctx_record *r)
+static fattn_status check_ranges(const fh_ctx_record *r)
 {
     if (r->max_seqlen_q <= 0 || r->max_seqlen_kv <= 0)
         return fattn_error(FATTN_E_INVALID_FILE,
@@ -247,7 +247,7 @@ static fattn_status check_ranges(const fattn_ctx_record *r)
     return FATTN_OK;
 }
 
-fattn_status fattn_ctx_record_read(const fattn_h5_node *n, fattn_ctx_record *r)
+fattn_status fh_ctx_record_read(const fh_h5_node *n, fh_ctx_record *r)
 {
     assert(n && r);
     memset(r, 0, sizeof *r);
@@ -257,7 +257,7 @@ fattn_status fattn_ctx_record_read(const fattn_h5_node *n, fattn_ctx_record *r)
 #define READ_ROW(name, ctype, kind, codec, presence, role)                                    \
     if ((st = R_##kind(n, #name, r->name, codec, presence)) != FATTN_OK)                      \
         return st;
-    FATTN_CTX_FIELDS(READ_ROW)
+    FH_CTX_FIELDS(READ_ROW)
 #undef READ_ROW
     (void)s;
     assert(qi == 6);

@@ -16,17 +16,17 @@
 typedef struct noted_tensor {
     char name[24];                  /* the attribute */
     fattn_tensor t;                 /* as handed over (data for the naming) */
-    char digest[FATTN_DIGEST_LEN];  /* its content then; "" for a device tensor */
+    char digest[FH_DIGEST_LEN];     /* its content then; "" for a device tensor */
 } noted_tensor;
 
 typedef struct noted_call {
-    fattn_call_dir dir;
-    fattn_h5_node *g;               /* the scalars, set at the call */
+    fh_call_dir dir;
+    fh_h5_node *g;                  /* the scalars, set at the call */
     noted_tensor t[CALL_TENSORS_MAX];
     int n_t;
 } noted_call;
 
-struct fattn_call_log {
+struct fh_call_log {
     fattn_engine base;              /* what the front end is handed */
     fattn_engine_ops ops;           /* the inner engine's name, these operations */
     fattn_engine *inner;
@@ -34,43 +34,43 @@ struct fattn_call_log {
     size_t n, cap;
 };
 
-const char *fattn_call_dir_name(fattn_call_dir dir)
+const char *fh_call_dir_name(fh_call_dir dir)
 {
-    return dir == FATTN_CALL_FORWARD ? "forward" : "backward";
+    return dir == FH_CALL_FORWARD ? "forward" : "backward";
 }
 
 /* ---- names ---------------------------------------------------------------- */
 
-void fattn_call_names_add(fattn_call_names *n, const char *prefix, const char *name,
+void fh_call_names_add(fh_call_names *n, const char *prefix, const char *name,
                           const fattn_tensor *t)
 {
-    if (!t || fattn_tensor_is_empty(t) || n->n >= FATTN_CALL_NAMES_MAX)
+    if (!t || fattn_tensor_is_empty(t) || n->n >= FH_CALL_NAMES_MAX)
         return;
     snprintf(n->name[n->n], sizeof n->name[0], "%s%s", prefix, name);
     n->t[n->n++] = *t;
 }
 
-static void names_add_below(fattn_call_names *n, const char *prefix, const fattn_h5_node *g)
+static void names_add_below(fh_call_names *n, const char *prefix, const fh_h5_node *g)
 {
     for (size_t i = 0; i < g->n_children; i++) {
-        const fattn_h5_node *c = g->children[i];
+        const fh_h5_node *c = g->children[i];
         if (!strcmp(c->name, "_impl"))
             continue;
-        char p[FATTN_CALL_NAME_LEN];
+        char p[FH_CALL_NAME_LEN];
         int w = snprintf(p, sizeof p, "%s%s%s", prefix, c->name, c->is_dataset ? "" : "/");
         if (w < 0 || (size_t)w >= sizeof p)
             continue; /* no recorded name is that long */
         if (c->is_dataset) {
             fattn_tensor t = fattn_tensor_view(c->data, c->dtype, c->ndim, c->shape);
-            fattn_call_names_add(n, "", p, &t);
+            fh_call_names_add(n, "", p, &t);
         } else {
             names_add_below(n, p, c);
         }
     }
 }
 
-void fattn_call_names_add_group(fattn_call_names *n, const char *prefix,
-                                const fattn_h5_node *g)
+void fh_call_names_add_group(fh_call_names *n, const char *prefix,
+                                const fh_h5_node *g)
 {
     if (g)
         names_add_below(n, prefix, g);
@@ -90,7 +90,7 @@ static void span(const fattn_tensor *t, const char **lo, const char **hi)
 
 /* "<source>[+<offset>]" of tensor t: the first name with its data
  * pointer, else the first whose elements hold it. */
-static void source_of(const fattn_call_names *names, const fattn_tensor *t, char *out, size_t n)
+static void source_of(const fh_call_names *names, const fattn_tensor *t, char *out, size_t n)
 {
     snprintf(out, n, "unrecorded");
     if (!names || t->device != FATTN_DEVICE_HOST)
@@ -125,7 +125,7 @@ static void dims_str(const int64_t *v, int nd, char *out, size_t n)
 
 /* ---- noting a call -------------------------------------------------------- */
 
-static noted_call *note_begin(fattn_call_log *log, fattn_call_dir dir)
+static noted_call *note_begin(fh_call_log *log, fh_call_dir dir)
 {
     if (log->n == log->cap) {
         size_t cap = log->cap ? 2 * log->cap : 4;
@@ -138,7 +138,7 @@ static noted_call *note_begin(fattn_call_log *log, fattn_call_dir dir)
     noted_call *c = &log->calls[log->n];
     memset(c, 0, sizeof *c);
     c->dir = dir;
-    if (fattn_h5_node_new_group(fattn_call_dir_name(dir), &c->g) != FATTN_OK)
+    if (fh_h5_node_new_group(fh_call_dir_name(dir), &c->g) != FATTN_OK)
         return NULL;
     log->n++;
     return c;
@@ -159,21 +159,21 @@ static fattn_status note_tensor(noted_call *c, const char *name, const fattn_ten
         return FATTN_OK;
     size_t nb = (size_t)fattn_tensor_numel(t) * fattn_dtype_size(t->dtype);
     if (fattn_tensor_is_contiguous(t)) { /* C order already: no copy */
-        fattn_digest_bytes(t->data, nb, x->digest);
+        fh_digest_bytes(t->data, nb, x->digest);
         return FATTN_OK;
     }
     void *buf = malloc(nb ? nb : 1);
     if (!buf)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory for %s", name);
     fattn_tensor_gather(t, buf);
-    fattn_digest_bytes(buf, nb, x->digest);
+    fh_digest_bytes(buf, nb, x->digest);
     free(buf);
     return FATTN_OK;
 }
 
 static fattn_status note_common(noted_call *c, const fattn_attn_common *a)
 {
-    fattn_h5_node *g = c->g;
+    fh_h5_node *g = c->g;
     fattn_status st;
     if ((st = note_tensor(c, "q", &a->q)) || (st = note_tensor(c, "k", &a->k)) ||
         (st = note_tensor(c, "v", &a->v)) || (st = note_tensor(c, "o", &a->o)) ||
@@ -182,21 +182,21 @@ static fattn_status note_common(noted_call *c, const fattn_attn_common *a)
         (st = note_tensor(c, "cu_seqlens_q_padded", &a->cu_seqlens_q_padded)) ||
         (st = note_tensor(c, "cu_seqlens_kv_padded", &a->cu_seqlens_kv_padded)))
         return st;
-    if ((st = fattn_h5_node_set_int64(g, "max_seqlen_q", a->max_seqlen_q)) ||
-        (st = fattn_h5_node_set_int64(g, "max_seqlen_kv", a->max_seqlen_kv)) ||
-        (st = fattn_h5_node_set_float32(g, "attn_scale", a->attn_scale)) ||
-        (st = fattn_h5_node_set_float32(g, "dropout", a->dropout)) ||
-        (st = fattn_h5_node_set_string(g, "qkv_layout", fattn_layout_name(a->qkv_layout))) ||
-        (st = fattn_h5_node_set_string(g, "o_format", fattn_format_name(a->o_format))) ||
-        (st = fattn_h5_node_set_string(g, "bias_type", fattn_bias_type_name(a->bias_type))) ||
-        (st = fattn_h5_node_set_string(g, "mask_type", fattn_mask_type_name(a->mask_type))) ||
-        (st = fattn_h5_node_set_string(g, "softmax_type",
+    if ((st = fh_h5_node_set_int64(g, "max_seqlen_q", a->max_seqlen_q)) ||
+        (st = fh_h5_node_set_int64(g, "max_seqlen_kv", a->max_seqlen_kv)) ||
+        (st = fh_h5_node_set_float32(g, "attn_scale", a->attn_scale)) ||
+        (st = fh_h5_node_set_float32(g, "dropout", a->dropout)) ||
+        (st = fh_h5_node_set_string(g, "qkv_layout", fattn_layout_name(a->qkv_layout))) ||
+        (st = fh_h5_node_set_string(g, "o_format", fattn_format_name(a->o_format))) ||
+        (st = fh_h5_node_set_string(g, "bias_type", fattn_bias_type_name(a->bias_type))) ||
+        (st = fh_h5_node_set_string(g, "mask_type", fattn_mask_type_name(a->mask_type))) ||
+        (st = fh_h5_node_set_string(g, "softmax_type",
                                        fattn_softmax_type_name(a->softmax_type))) ||
-        (st = fattn_h5_node_set_int64(g, "window_size_left", a->window_size_left)) ||
-        (st = fattn_h5_node_set_int64(g, "window_size_right", a->window_size_right)) ||
-        (st = fattn_h5_node_set_uint8(g, "bottom_right_diagonal", a->bottom_right_diagonal)))
+        (st = fh_h5_node_set_int64(g, "window_size_left", a->window_size_left)) ||
+        (st = fh_h5_node_set_int64(g, "window_size_right", a->window_size_right)) ||
+        (st = fh_h5_node_set_uint8(g, "bottom_right_diagonal", a->bottom_right_diagonal)))
         return st;
-    return fattn_h5_node_set_uint8(g, "cuda_graph", a->cuda_graph);
+    return fh_h5_node_set_uint8(g, "cuda_graph", a->cuda_graph);
 }
 
 static fattn_status note_aux(noted_call *c, const fattn_aux_pack *aux)
@@ -217,7 +217,7 @@ typedef struct fp8_field {
     float v;
 } fp8_field;
 
-static fattn_status note_fp8(fattn_h5_node *g, const fp8_field *f, size_t nf,
+static fattn_status note_fp8(fh_h5_node *g, const fp8_field *f, size_t nf,
                              const float *const *amax, const char *const *amax_names, size_t na,
                              const char *const *dtype_names, const fattn_dtype *dtypes, size_t nd)
 {
@@ -225,22 +225,22 @@ static fattn_status note_fp8(fattn_h5_node *g, const fp8_field *f, size_t nf,
     char name[48];
     for (size_t i = 0; st == FATTN_OK && i < nf; i++) {
         snprintf(name, sizeof name, "fp8.%s", f[i].name);
-        st = fattn_h5_node_set_float32(g, name, f[i].v);
+        st = fh_h5_node_set_float32(g, name, f[i].v);
     }
     for (size_t i = 0; st == FATTN_OK && i < na; i++) {
         snprintf(name, sizeof name, "fp8.%s", amax_names[i]);
-        st = fattn_h5_node_set_uint8(g, name, amax[i] != NULL);
+        st = fh_h5_node_set_uint8(g, name, amax[i] != NULL);
     }
     for (size_t i = 0; st == FATTN_OK && i < nd; i++) {
         snprintf(name, sizeof name, "fp8.%s", dtype_names[i]);
-        st = fattn_h5_node_set_string(g, name, fattn_dtype_name(dtypes[i]));
+        st = fh_h5_node_set_string(g, name, fattn_dtype_name(dtypes[i]));
     }
     return st;
 }
 
-static fattn_status note_fwd(fattn_call_log *log, const fattn_fwd_params *p)
+static fattn_status note_fwd(fh_call_log *log, const fattn_fwd_params *p)
 {
-    noted_call *c = note_begin(log, FATTN_CALL_FORWARD);
+    noted_call *c = note_begin(log, FH_CALL_FORWARD);
     if (!c)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory");
     fattn_status st = note_common(c, &p->attn);
@@ -249,8 +249,8 @@ static fattn_status note_fwd(fattn_call_log *log, const fattn_fwd_params *p)
         !(st = note_tensor(c, "page_table_k", &p->page_table_k)) &&
         !(st = note_tensor(c, "page_table_v", &p->page_table_v)) &&
         !(st = note_tensor(c, "rng_state", &p->rng_state)) && !(st = note_aux(c, p->aux)) &&
-        !(st = fattn_h5_node_set_uint8(c->g, "is_training", p->is_training)))
-        st = fattn_h5_node_set_uint8(c->g, "return_max_logit", p->return_max_logit);
+        !(st = fh_h5_node_set_uint8(c->g, "is_training", p->is_training)))
+        st = fh_h5_node_set_uint8(c->g, "return_max_logit", p->return_max_logit);
     if (st == FATTN_OK && p->fp8) {
         const fattn_fp8_fwd *f = p->fp8;
         const fp8_field fs[] = {{"descale_q", f->descale_q}, {"descale_k", f->descale_k},
@@ -263,9 +263,9 @@ static fattn_status note_fwd(fattn_call_log *log, const fattn_fwd_params *p)
     return st;
 }
 
-static fattn_status note_bwd(fattn_call_log *log, const fattn_bwd_params *p)
+static fattn_status note_bwd(fh_call_log *log, const fattn_bwd_params *p)
 {
-    noted_call *c = note_begin(log, FATTN_CALL_BACKWARD);
+    noted_call *c = note_begin(log, FH_CALL_BACKWARD);
     if (!c)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory");
     fattn_status st = note_common(c, &p->attn);
@@ -274,10 +274,10 @@ static fattn_status note_bwd(fattn_call_log *log, const fattn_bwd_params *p)
         !(st = note_tensor(c, "dk", &p->dk)) && !(st = note_tensor(c, "dv", &p->dv)) &&
         !(st = note_tensor(c, "d_bias", &p->d_bias)) &&
         !(st = note_tensor(c, "d_softmax_offset", &p->d_softmax_offset)) &&
-        !(st = fattn_h5_node_set_string(c->g, "do_format", fattn_format_name(p->do_format))) &&
-        !(st = fattn_h5_node_set_string(c->g, "dqkv_layout",
+        !(st = fh_h5_node_set_string(c->g, "do_format", fattn_format_name(p->do_format))) &&
+        !(st = fh_h5_node_set_string(c->g, "dqkv_layout",
                                         fattn_layout_name(p->dqkv_layout))))
-        st = fattn_h5_node_set_uint8(c->g, "deterministic", p->deterministic);
+        st = fh_h5_node_set_uint8(c->g, "deterministic", p->deterministic);
     if (st == FATTN_OK && p->fp8) {
         const fattn_fp8_bwd *f = p->fp8;
         const fp8_field fs[] = {
@@ -298,9 +298,9 @@ static fattn_status note_bwd(fattn_call_log *log, const fattn_bwd_params *p)
 
 /* ---- the wrapping engine ---------------------------------------------------- */
 
-static fattn_call_log *log_of(const fattn_engine *e)
+static fh_call_log *log_of(const fattn_engine *e)
 {
-    return (fattn_call_log *)e->impl;
+    return (fh_call_log *)e->impl;
 }
 
 /* The dispatch has validated and resolved the call: note it as the front
@@ -308,7 +308,7 @@ static fattn_call_log *log_of(const fattn_engine *e)
  * variants do). A note that cannot be made fails the call. */
 static fattn_status log_fwd(fattn_engine *e, const fattn_fwd_params *p, const fattn_fwd_call *c)
 {
-    fattn_call_log *log = log_of(e);
+    fh_call_log *log = log_of(e);
     fattn_status st = note_fwd(log, p);
     if (st != FATTN_OK)
         return st;
@@ -317,7 +317,7 @@ static fattn_status log_fwd(fattn_engine *e, const fattn_fwd_params *p, const fa
 
 static fattn_status log_bwd(fattn_engine *e, const fattn_bwd_params *p, const fattn_bwd_call *c)
 {
-    fattn_call_log *log = log_of(e);
+    fh_call_log *log = log_of(e);
     fattn_status st = note_bwd(log, p);
     if (st != FATTN_OK)
         return st;
@@ -339,10 +339,10 @@ static long log_cudnn_version(const fattn_engine *e)
     return fattn_engine_cudnn_version(log_of(e)->inner);
 }
 
-fattn_status fattn_call_log_open(fattn_engine *inner, fattn_call_log **out)
+fattn_status fh_call_log_open(fattn_engine *inner, fh_call_log **out)
 {
     assert(inner && inner->ops && out);
-    fattn_call_log *log = calloc(1, sizeof *log);
+    fh_call_log *log = calloc(1, sizeof *log);
     if (!log)
         return fattn_error(FATTN_E_NOMEM, "engine call log: out of memory");
     log->inner = inner;
@@ -357,12 +357,12 @@ fattn_status fattn_call_log_open(fattn_engine *inner, fattn_call_log **out)
     return FATTN_OK;
 }
 
-fattn_engine *fattn_call_log_engine(fattn_call_log *log)
+fattn_engine *fh_call_log_engine(fh_call_log *log)
 {
     return &log->base;
 }
 
-size_t fattn_call_log_pending(const fattn_call_log *log, fattn_call_dir dir)
+size_t fh_call_log_pending(const fh_call_log *log, fh_call_dir dir)
 {
     size_t k = 0;
     for (size_t i = 0; i < log->n; i++)
@@ -371,65 +371,65 @@ size_t fattn_call_log_pending(const fattn_call_log *log, fattn_call_dir dir)
 }
 
 /* Drop the calls of dir, keeping the others in order. */
-static void drop(fattn_call_log *log, fattn_call_dir dir)
+static void drop(fh_call_log *log, fh_call_dir dir)
 {
     size_t k = 0;
     for (size_t i = 0; i < log->n; i++) {
         if (log->calls[i].dir == dir)
-            fattn_h5_node_free(log->calls[i].g);
+            fh_h5_node_free(log->calls[i].g);
         else
             log->calls[k++] = log->calls[i];
     }
     log->n = k;
 }
 
-void fattn_call_log_discard(fattn_call_log *log, fattn_call_dir dir)
+void fh_call_log_discard(fh_call_log *log, fh_call_dir dir)
 {
     drop(log, dir);
 }
 
 /* The group name of the k-th call (0-based) of a direction. */
-static void call_group_name(fattn_call_dir dir, size_t k, char *out, size_t n)
+static void call_group_name(fh_call_dir dir, size_t k, char *out, size_t n)
 {
     if (k == 0)
-        snprintf(out, n, "%s", fattn_call_dir_name(dir));
+        snprintf(out, n, "%s", fh_call_dir_name(dir));
     else
-        snprintf(out, n, "%s.%zu", fattn_call_dir_name(dir), k + 1);
+        snprintf(out, n, "%s.%zu", fh_call_dir_name(dir), k + 1);
 }
 
-static fattn_status write_call(noted_call *c, const fattn_call_names *names, fattn_h5_node *ec,
+static fattn_status write_call(noted_call *c, const fh_call_names *names, fh_h5_node *ec,
                                const char *gname)
 {
     for (int i = 0; i < c->n_t; i++) {
         const noted_tensor *x = &c->t[i];
-        char shape[128], strides[160], src[FATTN_CALL_NAME_LEN + 24], v[512];
+        char shape[128], strides[160], src[FH_CALL_NAME_LEN + 24], v[512];
         dims_str(x->t.shape, x->t.ndim, shape, sizeof shape);
         dims_str(x->t.strides, x->t.ndim, strides, sizeof strides);
         source_of(names, &x->t, src, sizeof src);
         snprintf(v, sizeof v, "%s %s strides %s %s %s", fattn_dtype_name(x->t.dtype), shape,
                  strides, src, x->digest[0] ? x->digest : "device");
-        fattn_status st = fattn_h5_node_set_string(c->g, x->name, v);
+        fattn_status st = fh_h5_node_set_string(c->g, x->name, v);
         if (st != FATTN_OK)
             return st;
     }
-    if (fattn_h5_node_find(ec, gname))
+    if (fh_h5_node_find(ec, gname))
         return fattn_error(FATTN_E_STATE, "engine calls: %s/%s written twice",
-                           FATTN_ENGINE_CALL_GROUP, gname);
+                           FH_ENGINE_CALL_GROUP, gname);
     free(c->g->name);
-    if (!(c->g->name = fattn_runtree_strdup(gname)))
+    if (!(c->g->name = fh_runtree_strdup(gname)))
         return fattn_error(FATTN_E_NOMEM, "engine calls: out of memory");
-    fattn_status st = fattn_h5_node_adopt(ec, c->g);
+    fattn_status st = fh_h5_node_adopt(ec, c->g);
     if (st == FATTN_OK)
         c->g = NULL; /* the tree owns it now */
     return st;
 }
 
-fattn_status fattn_call_log_write(fattn_call_log *log, fattn_call_dir dir,
-                                  const fattn_call_names *names, fattn_h5_node *parent)
+fattn_status fh_call_log_write(fh_call_log *log, fh_call_dir dir,
+                                  const fh_call_names *names, fh_h5_node *parent)
 {
     size_t k = 0;
     fattn_status st = FATTN_OK;
-    fattn_h5_node *ec = NULL;
+    fh_h5_node *ec = NULL;
     for (size_t i = 0; st == FATTN_OK && i < log->n; i++) {
         noted_call *c = &log->calls[i];
         if (c->dir != dir)
@@ -437,7 +437,7 @@ fattn_status fattn_call_log_write(fattn_call_log *log, fattn_call_dir dir,
         char gname[32];
         call_group_name(dir, k++, gname, sizeof gname);
         if (!ec)
-            st = fattn_h5_node_group(parent, FATTN_ENGINE_CALL_GROUP, &ec);
+            st = fh_h5_node_group(parent, FH_ENGINE_CALL_GROUP, &ec);
         if (st == FATTN_OK)
             st = write_call(c, names, ec, gname);
     }
@@ -445,31 +445,31 @@ fattn_status fattn_call_log_write(fattn_call_log *log, fattn_call_dir dir,
     return st;
 }
 
-void fattn_call_log_free(fattn_call_log *log)
+void fh_call_log_free(fh_call_log *log)
 {
     if (!log)
         return;
     for (size_t i = 0; i < log->n; i++)
-        fattn_h5_node_free(log->calls[i].g);
+        fh_h5_node_free(log->calls[i].g);
     free(log->calls);
     free(log);
 }
 
-fattn_status fattn_call_copy(const fattn_h5_node *from, fattn_call_dir dir, fattn_h5_node *to)
+fattn_status fh_call_copy(const fh_h5_node *from, fh_call_dir dir, fh_h5_node *to)
 {
-    const fattn_h5_node *ec = fattn_h5_node_find(from, FATTN_ENGINE_CALL_GROUP);
-    fattn_h5_node *dst = NULL;
+    const fh_h5_node *ec = fh_h5_node_find(from, FH_ENGINE_CALL_GROUP);
+    fh_h5_node *dst = NULL;
     fattn_status st = FATTN_OK;
     for (size_t k = 0; ec && st == FATTN_OK; k++) {
         char gname[32];
         call_group_name(dir, k, gname, sizeof gname);
-        const fattn_h5_node *g = fattn_h5_node_find(ec, gname);
+        const fh_h5_node *g = fh_h5_node_find(ec, gname);
         if (!g)
             break;
         if (!dst)
-            st = fattn_h5_node_group(to, FATTN_ENGINE_CALL_GROUP, &dst);
+            st = fh_h5_node_group(to, FH_ENGINE_CALL_GROUP, &dst);
         if (st == FATTN_OK)
-            st = fattn_h5_node_copy(g, dst, NULL);
+            st = fh_h5_node_copy(g, dst, NULL);
     }
     return st;
 }

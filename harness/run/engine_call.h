@@ -4,7 +4,7 @@
  *
  * A call log wraps an engine the way the test variants do
  * (harness/cli/test_variants.c): hand the front end the log's engine
- * (fattn_call_log_engine) instead of the real one, and every executing
+ * (fh_call_log_engine) instead of the real one, and every executing
  * forward and backward call is noted with every argument the front end
  * handed the engine, before the real engine runs it:
  *   - scalars under the engine API's names (fattn/engine.h):
@@ -15,7 +15,7 @@
  *       "<dtype> [<shape>] strides [<strides>] <source>[+<offset>] <digest>"
  *     where <digest> is the content as the engine was handed it (an output
  *     buffer's is its poison) and <source> the recorded tensor it lies in
- *     (fattn_call_names), "unrecorded" when none; an empty slot (TE's None)
+ *     (fh_call_names), "unrecorded" when none; an empty slot (TE's None)
  *     is no attribute;
  *   - fp8.<field> for an FP8 call's scaling factors.
  * The first describing call of TE's forward protocol (aux->n == 0) carries
@@ -29,12 +29,12 @@
  * The runner writes a case run's under the case group; a schedule step or
  * a context-parallel rank writes its own under its own group, with the
  * names of the tensors it recorded: open a log around the engine it runs,
- * hand the front end fattn_call_log_engine(log), and after the step call
- * fattn_call_log_write(log, FATTN_CALL_FORWARD, &names, step_group) (and
+ * hand the front end fh_call_log_engine(log), and after the step call
+ * fh_call_log_write(log, FH_CALL_FORWARD, &names, step_group) (and
  * _BACKWARD likewise).
  */
-#ifndef FATTN_HARNESS_ENGINE_CALL_H
-#define FATTN_HARNESS_ENGINE_CALL_H
+#ifndef FH_HARNESS_ENGINE_CALL_H
+#define FH_HARNESS_ENGINE_CALL_H
 
 #include <stddef.h>
 
@@ -42,57 +42,57 @@
 
 #include "h5io.h"
 
-typedef enum fattn_call_dir { FATTN_CALL_FORWARD = 0, FATTN_CALL_BACKWARD = 1 } fattn_call_dir;
+typedef enum fh_call_dir { FH_CALL_FORWARD = 0, FH_CALL_BACKWARD = 1 } fh_call_dir;
 
 /* The group name of a direction's calls ("forward", "backward"). */
-const char *fattn_call_dir_name(fattn_call_dir dir);
+const char *fh_call_dir_name(fh_call_dir dir);
 
 /* The group engine calls are written under. */
-#define FATTN_ENGINE_CALL_GROUP "engine_call"
+#define FH_ENGINE_CALL_GROUP "engine_call"
 
 /* The recorded tensors a call's tensors are named by, in the order they are
  * looked up: a tensor handed to the engine is named by the first of them
  * with the same data pointer, else by the first whose elements hold it
  * (with its element offset). The names are copied; the tensors are views
  * that must stay valid until the write. */
-#define FATTN_CALL_NAMES_MAX 96
-#define FATTN_CALL_NAME_LEN 64
-typedef struct fattn_call_names {
+#define FH_CALL_NAMES_MAX 96
+#define FH_CALL_NAME_LEN 64
+typedef struct fh_call_names {
     int n;
-    char name[FATTN_CALL_NAMES_MAX][FATTN_CALL_NAME_LEN];
-    fattn_tensor t[FATTN_CALL_NAMES_MAX];
-} fattn_call_names;
+    char name[FH_CALL_NAMES_MAX][FH_CALL_NAME_LEN];
+    fattn_tensor t[FH_CALL_NAMES_MAX];
+} fh_call_names;
 
 /* Add `t` as `prefix` + `name` (an empty slot adds nothing). */
-void fattn_call_names_add(fattn_call_names *n, const char *prefix, const char *name,
+void fh_call_names_add(fh_call_names *n, const char *prefix, const char *name,
                           const fattn_tensor *t);
 /* Add every dataset below recorded group g (nested names joined with '/'),
  * as prefix + its path below g: the tensors of a recorded state that a
  * front end loaded as views (a replay). */
-void fattn_call_names_add_group(fattn_call_names *n, const char *prefix,
-                                const fattn_h5_node *g);
+void fh_call_names_add_group(fh_call_names *n, const char *prefix,
+                                const fh_h5_node *g);
 
-typedef struct fattn_call_log fattn_call_log;
+typedef struct fh_call_log fh_call_log;
 
 /* A log around `inner` (borrowed: it outlives the log). The log's engine
  * answers every question and reports as `inner` does. */
-fattn_status fattn_call_log_open(fattn_engine *inner, fattn_call_log **out);
+fattn_status fh_call_log_open(fattn_engine *inner, fh_call_log **out);
 /* The engine to hand the front end; valid until the log is freed. */
-fattn_engine *fattn_call_log_engine(fattn_call_log *log);
+fattn_engine *fh_call_log_engine(fh_call_log *log);
 /* Calls of `dir` noted and not yet written or discarded. */
-size_t fattn_call_log_pending(const fattn_call_log *log, fattn_call_dir dir);
+size_t fh_call_log_pending(const fh_call_log *log, fh_call_dir dir);
 /* Write the pending calls of `dir` under parent/engine_call/ (made when
  * needed), naming their tensors by `names` (NULL: none), and forget them.
  * A group of that name already there is an error. */
-fattn_status fattn_call_log_write(fattn_call_log *log, fattn_call_dir dir,
-                                  const fattn_call_names *names, fattn_h5_node *parent);
+fattn_status fh_call_log_write(fh_call_log *log, fh_call_dir dir,
+                                  const fh_call_names *names, fh_h5_node *parent);
 /* Forget the pending calls of `dir` unwritten. */
-void fattn_call_log_discard(fattn_call_log *log, fattn_call_dir dir);
-void fattn_call_log_free(fattn_call_log *log);
+void fh_call_log_discard(fh_call_log *log, fh_call_dir dir);
+void fh_call_log_free(fh_call_log *log);
 
 /* Copy the recorded calls of `dir` (engine_call/<dir>, <dir>.2, ...) of
  * case group `from` into case group `to` (a replay keeps the calls of the
  * states it copies). Nothing when `from` has none. */
-fattn_status fattn_call_copy(const fattn_h5_node *from, fattn_call_dir dir, fattn_h5_node *to);
+fattn_status fh_call_copy(const fh_h5_node *from, fh_call_dir dir, fh_h5_node *to);
 
-#endif /* FATTN_HARNESS_ENGINE_CALL_H */
+#endif /* FH_HARNESS_ENGINE_CALL_H */

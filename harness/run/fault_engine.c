@@ -17,7 +17,7 @@ typedef struct fault_engine {
     fattn_engine_ops ops; /* the wrapper's, named by its caller */
     fattn_engine *inner;  /* borrowed unless close_inner */
     void (*close_inner)(fattn_engine *);
-    fattn_fault_plan plan;
+    fh_fault_plan plan;
     int writes;
     bool failed_backward;
 } fault_engine;
@@ -69,13 +69,13 @@ static bool first_row(const fattn_fwd_params *p, int64_t *bi, int64_t *tok)
 }
 
 /* One fault into the forward's outputs (c's Stats and Max, p's O). */
-static void inject(fault_engine *f, const fattn_fault *x, const fattn_fwd_params *p,
+static void inject(fault_engine *f, const fh_fault *x, const fattn_fwd_params *p,
                    const fattn_fwd_call *c)
 {
     int64_t bi, tok;
     if (!first_row(p, &bi, &tok))
         return;
-    if (x->output == FATTN_FAULT_O) {
+    if (x->output == FH_FAULT_O) {
         const fattn_tensor *o = &p->attn.o;
         int64_t h, d = o->shape[o->ndim - 1], base;
         switch (p->attn.o_format) {
@@ -91,7 +91,7 @@ static void inject(fault_engine *f, const fattn_fault *x, const fattn_fwd_params
         f->writes++;
         return;
     }
-    const fattn_tensor *t = x->output == FATTN_FAULT_MAX ? &c->max : &c->stats;
+    const fattn_tensor *t = x->output == FH_FAULT_MAX ? &c->max : &c->stats;
     if (fattn_tensor_is_empty(t) || x->head >= t->shape[1])
         return;
     /* [t_q, h, 1] for a THD q, else [b, h, sq, 1] */
@@ -145,12 +145,12 @@ static void fault_free(fattn_engine *e)
     free(f);
 }
 
-fattn_status fattn_fault_engine_wrap(fattn_engine *inner, const fattn_fault_plan *plan,
+fattn_status fh_fault_engine_wrap(fattn_engine *inner, const fh_fault_plan *plan,
                                      const char *name, void (*close_inner)(fattn_engine *),
                                      fattn_engine **out)
 {
-    if (!inner || !plan || !name || !out || plan->n < 0 || plan->n > FATTN_FAULTS_MAX)
-        return fattn_error(FATTN_E_INVALID_ARG, "fattn_fault_engine_wrap: bad argument");
+    if (!inner || !plan || !name || !out || plan->n < 0 || plan->n > FH_FAULTS_MAX)
+        return fattn_error(FATTN_E_INVALID_ARG, "fh_fault_engine_wrap: bad argument");
     fault_engine *f = calloc(1, sizeof *f);
     if (!f)
         return fattn_error(FATTN_E_NOMEM, "fault engine: out of memory");
@@ -168,18 +168,18 @@ fattn_status fattn_fault_engine_wrap(fattn_engine *inner, const fattn_fault_plan
     return FATTN_OK;
 }
 
-int fattn_fault_engine_writes(const fattn_engine *e)
+int fh_fault_engine_writes(const fattn_engine *e)
 {
     return fault_of(e)->writes;
 }
 
-bool fattn_fault_engine_failed_backward(const fattn_engine *e)
+bool fh_fault_engine_failed_backward(const fattn_engine *e)
 {
     return fault_of(e)->failed_backward;
 }
 
 /* One item of the plan's text: OUTPUT=VALUE[@HEAD] or bwd=fail. */
-static fattn_status parse_item(const char *item, size_t n, fattn_fault_plan *plan)
+static fattn_status parse_item(const char *item, size_t n, fh_fault_plan *plan)
 {
     char buf[64];
     if (n == 0 || n >= sizeof buf)
@@ -204,15 +204,15 @@ static fattn_status parse_item(const char *item, size_t n, fattn_fault_plan *pla
                                         : !strcmp(v, "-inf")  ? -INFINITY : 0.0f;
     bool value_ok = !strcmp(v, "nan") || !strcmp(v, "inf") || !strcmp(v, "-inf");
     if (k < 0 || !value_ok || (at && (!*(at + 1) || *end || head < 0 || head > 65535)) ||
-        plan->n >= FATTN_FAULTS_MAX)
+        plan->n >= FH_FAULTS_MAX)
         return fattn_error(FATTN_E_INVALID_ARG, "fault plan: '%.*s' is not OUTPUT=VALUE[@HEAD] "
                            "(OUTPUT max|stats|o, VALUE nan|inf|-inf) nor bwd=fail, or more than "
-                           "%d faults", (int)n, item, FATTN_FAULTS_MAX);
-    plan->f[plan->n++] = (fattn_fault){(fattn_fault_output)k, value, head};
+                           "%d faults", (int)n, item, FH_FAULTS_MAX);
+    plan->f[plan->n++] = (fh_fault){(fh_fault_output)k, value, head};
     return FATTN_OK;
 }
 
-fattn_status fattn_fault_plan_parse(const char *text, fattn_fault_plan *plan)
+fattn_status fh_fault_plan_parse(const char *text, fh_fault_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     if (!text || !*text)

@@ -18,48 +18,48 @@
  * not zero (cu_seqlens_q; batch 0 without it), at that batch's first token
  * for THD (cu_seqlens_q_padded's offset where given).
  */
-#ifndef FATTN_HARNESS_FAULT_ENGINE_H
-#define FATTN_HARNESS_FAULT_ENGINE_H
+#ifndef FH_HARNESS_FAULT_ENGINE_H
+#define FH_HARNESS_FAULT_ENGINE_H
 
 #include <stdbool.h>
 
 #include "fattn/engine.h"
 
-typedef enum fattn_fault_output {
-    FATTN_FAULT_MAX = 0, /* Max (return_max_logit): max_logit's source */
-    FATTN_FAULT_STATS,   /* Stats: the softmax statistics backward reads */
-    FATTN_FAULT_O        /* O: every element of the row */
-} fattn_fault_output;
+typedef enum fh_fault_output {
+    FH_FAULT_MAX = 0, /* Max (return_max_logit): max_logit's source */
+    FH_FAULT_STATS,      /* Stats: the softmax statistics backward reads */
+    FH_FAULT_O           /* O: every element of the row */
+} fh_fault_output;
 
-typedef struct fattn_fault {
-    fattn_fault_output output;
+typedef struct fh_fault {
+    fh_fault_output output;
     float value;  /* NaN, +Inf, -Inf (or any value) */
     int64_t head; /* a head the output has (others are ignored) */
-} fattn_fault;
+} fh_fault;
 
-#define FATTN_FAULTS_MAX 8
+#define FH_FAULTS_MAX 8
 
-typedef struct fattn_fault_plan {
-    fattn_fault f[FATTN_FAULTS_MAX];
+typedef struct fh_fault_plan {
+    fh_fault f[FH_FAULTS_MAX];
     int n;
     bool fail_first_backward; /* the first backward call fails (FATTN_E_INTERNAL) */
-} fattn_fault_plan;
+} fh_fault_plan;
 
 /* The plan from text: comma-separated items OUTPUT=VALUE[@HEAD] (OUTPUT
  * max|stats|o, VALUE nan|inf|-inf, HEAD default 0) and bwd=fail, e.g.
  * "max=nan,max=inf@1,o=nan,bwd=fail". FATTN_E_INVALID_ARG naming the item
  * that is not one. */
-fattn_status fattn_fault_plan_parse(const char *text, fattn_fault_plan *plan);
+fattn_status fh_fault_plan_parse(const char *text, fh_fault_plan *plan);
 
 /* Wrap `inner` in the plan. `name` is the wrapper's engine name (reports and
  * provenance). Freeing the wrapper calls close_inner(inner) when it is not
  * NULL (the wrapper owns the engine), else leaves it open (borrowed). */
-fattn_status fattn_fault_engine_wrap(fattn_engine *inner, const fattn_fault_plan *plan,
+fattn_status fh_fault_engine_wrap(fattn_engine *inner, const fh_fault_plan *plan,
                                      const char *name, void (*close_inner)(fattn_engine *),
                                      fattn_engine **out);
 /* How many faults the wrapper wrote (rows, over every forward), and whether
  * it failed a backward. */
-int fattn_fault_engine_writes(const fattn_engine *e);
-bool fattn_fault_engine_failed_backward(const fattn_engine *e);
+int fh_fault_engine_writes(const fattn_engine *e);
+bool fh_fault_engine_failed_backward(const fattn_engine *e);
 
-#endif /* FATTN_HARNESS_FAULT_ENGINE_H */
+#endif /* FH_HARNESS_FAULT_ENGINE_H */

@@ -1,4 +1,4 @@
-/* The front-end registry (FATTN_IMPLS) and what the adapters share. */
+/* The front-end registry (FH_IMPLS) and what the adapters share. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -6,37 +6,37 @@
 
 #include "fe.h"
 
-#define FE_DECLARE(suffix, name) extern const fattn_fe_ops fattn_fe_##name;
-FATTN_IMPLS(FE_DECLARE)
+#define FE_DECLARE(suffix, name) extern const fh_fe_ops fh_fe_##name;
+FH_IMPLS(FE_DECLARE)
 #undef FE_DECLARE
 
-static const fattn_fe_ops *const adapters[FATTN_IMPL_COUNT] = {
-#define FE_ROW(suffix, name) [FATTN_IMPL_##suffix] = &fattn_fe_##name,
-    FATTN_IMPLS(FE_ROW)
+static const fh_fe_ops *const adapters[FH_IMPL_COUNT] = {
+#define FE_ROW(suffix, name) [FH_IMPL_##suffix] = &fh_fe_##name,
+    FH_IMPLS(FE_ROW)
 #undef FE_ROW
 };
 
-const fattn_fe_ops *fattn_fe_get(fattn_impl impl)
+const fh_fe_ops *fh_fe_get(fh_impl impl)
 {
-    if ((int)impl < 0 || impl >= FATTN_IMPL_COUNT)
+    if ((int)impl < 0 || impl >= FH_IMPL_COUNT)
         return NULL;
     assert(adapters[impl] && adapters[impl]->name);
     return adapters[impl];
 }
 
-const char *fattn_impl_name(fattn_impl i)
+const char *fh_impl_name(fh_impl i)
 {
-    const fattn_fe_ops *ops = fattn_fe_get(i);
+    const fh_fe_ops *ops = fh_fe_get(i);
     return ops ? ops->name : "?";
 }
 
-fattn_status fattn_impl_parse(const char *s, fattn_impl *out)
+fattn_status fh_impl_parse(const char *s, fh_impl *out)
 {
     char known[256] = "";
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const char *name = fattn_fe_get((fattn_impl)i)->name;
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const char *name = fh_fe_get((fh_impl)i)->name;
         if (strcmp(s, name) == 0) {
-            *out = (fattn_impl)i;
+            *out = (fh_impl)i;
             return FATTN_OK;
         }
         if (i > 0)
@@ -46,23 +46,23 @@ fattn_status fattn_impl_parse(const char *s, fattn_impl *out)
     return fattn_error(FATTN_E_PARSE, "unknown implementation '%s' (%s)", s, known);
 }
 
-static bool can_resume(const fattn_fe_ops *ops, fattn_state from)
+static bool can_resume(const fh_fe_ops *ops, fh_state from)
 {
-    if (from == FATTN_STATE_SAVE_CTX)
+    if (from == FH_STATE_SAVE_CTX)
         return ops->load_save_ctx != NULL;
-    if (from == FATTN_STATE_FORWARD)
+    if (from == FH_STATE_FORWARD)
         return ops->load_forward != NULL;
     return false;
 }
 
-fattn_status fattn_impl_resume_check(fattn_impl impl, fattn_state from)
+fattn_status fh_impl_resume_check(fh_impl impl, fh_state from)
 {
-    const fattn_fe_ops *ops = fattn_fe_get(impl);
+    const fh_fe_ops *ops = fh_fe_get(impl);
     if (ops && can_resume(ops, from))
         return FATTN_OK;
     char able[256] = "";
-    for (int i = 0; i < FATTN_IMPL_COUNT; i++) {
-        const fattn_fe_ops *o = fattn_fe_get((fattn_impl)i);
+    for (int i = 0; i < FH_IMPL_COUNT; i++) {
+        const fh_fe_ops *o = fh_fe_get((fh_impl)i);
         if (!can_resume(o, from))
             continue;
         if (able[0])
@@ -71,27 +71,27 @@ fattn_status fattn_impl_resume_check(fattn_impl impl, fattn_state from)
     }
     return fattn_error(FATTN_E_INVALID_ARG,
                        "replay --from %s is not possible with --impl %s (it exists for: %s)",
-                       fattn_state_name(from), fattn_impl_name(impl), able[0] ? able : "none");
+                       fh_state_name(from), fh_impl_name(impl), able[0] ? able : "none");
 }
 
-fattn_tensor fattn_fe_node_tensor(const fattn_h5_node *g, const char *name)
+fattn_tensor fh_fe_node_tensor(const fh_h5_node *g, const char *name)
 {
-    const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;
-    return (n && n->is_dataset) ? fattn_h5_node_tensor(n) : fattn_tensor_empty();
+    const fh_h5_node *n = g ? fh_h5_node_find(g, name) : NULL;
+    return (n && n->is_dataset) ? fh_h5_node_tensor(n) : fattn_tensor_empty();
 }
 
-fattn_status fattn_fe_put_tensor(fattn_h5_node *g, const char *name, const fattn_tensor *t)
+fattn_status fh_fe_put_tensor(fh_h5_node *g, const char *name, const fattn_tensor *t)
 {
     if (!t || fattn_tensor_is_empty(t))
         return FATTN_OK; /* an empty slot: its absence is data */
     assert(g && name);
-    return fattn_h5_node_add_tensor(g, name, t, NULL);
+    return fh_h5_node_add_tensor(g, name, t, NULL);
 }
 
-void fattn_fe_fingerprint(const fattn_h5_node *ds, char out[FATTN_FE_FINGERPRINT_LEN])
+void fh_fe_fingerprint(const fh_h5_node *ds, char out[FH_FE_FINGERPRINT_LEN])
 {
     assert(ds && ds->is_dataset);
-    size_t n = FATTN_FE_FINGERPRINT_LEN;
+    size_t n = FH_FE_FINGERPRINT_LEN;
     int at = snprintf(out, n, "%s [", fattn_dtype_name(ds->dtype));
     for (int i = 0; i < ds->ndim && at > 0 && (size_t)at < n; i++)
         at += snprintf(out + at, n - (size_t)at, "%s%lld", i ? "," : "", (long long)ds->shape[i]);
@@ -99,41 +99,41 @@ void fattn_fe_fingerprint(const fattn_h5_node *ds, char out[FATTN_FE_FINGERPRINT
         snprintf(out + at, n - (size_t)at, "] %s", ds->digest);
 }
 
-fattn_status fattn_fe_put_fingerprint(fattn_h5_node *g, const char *name, const fattn_tensor *t)
+fattn_status fh_fe_put_fingerprint(fh_h5_node *g, const char *name, const fattn_tensor *t)
 {
     if (!t || fattn_tensor_is_empty(t))
         return FATTN_OK;
-    fattn_h5_node *tmp = NULL; /* the tensor gathered once, then dropped */
-    fattn_status st = fattn_h5_node_new_group("", &tmp);
+    fh_h5_node *tmp = NULL; /* the tensor gathered once, then dropped */
+    fattn_status st = fh_h5_node_new_group("", &tmp);
     if (st == FATTN_OK)
-        st = fattn_h5_node_add_tensor(tmp, name, t, NULL);
+        st = fh_h5_node_add_tensor(tmp, name, t, NULL);
     if (st == FATTN_OK) {
-        char fp[FATTN_FE_FINGERPRINT_LEN];
-        fattn_fe_fingerprint(fattn_h5_node_find(tmp, name), fp);
-        st = fattn_h5_node_set_string(g, name, fp);
+        char fp[FH_FE_FINGERPRINT_LEN];
+        fh_fe_fingerprint(fh_h5_node_find(tmp, name), fp);
+        st = fh_h5_node_set_string(g, name, fp);
     }
-    fattn_h5_node_free(tmp);
+    fh_h5_node_free(tmp);
     return st;
 }
 
-float fattn_fe_attn_scale(const fattn_spec *s)
+float fh_fe_attn_scale(const fh_spec *s)
 {
-    return fattn_case_attn_scale_arg(s);
+    return fh_case_attn_scale_arg(s);
 }
 
-int fattn_fe_bottom_right_diagonal(const fattn_spec *s)
+int fh_fe_bottom_right_diagonal(const fh_spec *s)
 {
-    return fattn_case_bottom_right_diagonal_arg(s);
+    return fh_case_bottom_right_diagonal_arg(s);
 }
 
-float fattn_fe_dropout(const fattn_spec *s)
+float fh_fe_dropout(const fh_spec *s)
 {
     /* FusedAttention zeroes it for inference (2.20.2 backends.py:2603); a direct
      * FusedAttnFunc caller (raw_func_args) passes whatever it likes. */
     return (s->is_training || s->raw_func_args) ? (float)s->dropout_p : 0.0f;
 }
 
-void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs)
+void fh_fe_fp8_quantizers(const fh_spec *s, fattn_fp8_quantizers *qs)
 {
     memset(qs, 0, sizeof *qs);
     /* QKV, O, S, dO, dP, dQKV: within range for the matrix's inputs (|x| of
@@ -148,7 +148,7 @@ void fattn_fe_fp8_quantizers(const fattn_spec *s, fattn_fp8_quantizers *qs)
     }
 }
 
-void fattn_fe_fp8_meta(const fattn_spec *s, fattn_fp8_meta *m)
+void fh_fe_fp8_meta(const fh_spec *s, fattn_fp8_meta *m)
 {
     memset(m, 0, sizeof *m);
     if (!s->fp8)
@@ -160,14 +160,14 @@ void fattn_fe_fp8_meta(const fattn_spec *s, fattn_fp8_meta *m)
         m->local_recipes[m->n_local_recipes++] = FATTN_FP8_RECIPE_DELAYED;
 }
 
-float fattn_fe_node_scale_inv(const fattn_h5_node *g, const char *name)
+float fh_fe_node_scale_inv(const fh_h5_node *g, const char *name)
 {
-    const fattn_h5_node *n = g ? fattn_h5_node_find(g, name) : NULL;
-    const fattn_h5_attr *a = n ? fattn_h5_node_attr(n, "scale_inv") : NULL;
-    return (a && a->kind == FATTN_H5_ATTR_FLOAT32) ? a->f32 : 0.0f;
+    const fh_h5_node *n = g ? fh_h5_node_find(g, name) : NULL;
+    const fh_h5_attr *a = n ? fh_h5_node_attr(n, "scale_inv") : NULL;
+    return (a && a->kind == FH_H5_ATTR_FLOAT32) ? a->f32 : 0.0f;
 }
 
-void fattn_fe_own_quantizers(fattn_ctx_record *rec, fattn_fp8_quantizer store[6])
+void fh_fe_own_quantizers(fh_ctx_record *rec, fattn_fp8_quantizer store[6])
 {
     fattn_fp8_quantizer **q[6] = {&rec->QKV_quantizer, &rec->O_quantizer, &rec->dQKV_quantizer,
                                   &rec->dO_quantizer,  &rec->dP_quantizer, &rec->S_quantizer};

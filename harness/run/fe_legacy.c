@@ -11,13 +11,13 @@
 
 #include "fe.h"
 
-_Static_assert((int)FATTN_LEGACY_SAVED_AUX == (int)FATTN_SAVED_AUX_FIRST,
+_Static_assert((int)FATTN_LEGACY_SAVED_AUX == (int)FH_SAVED_AUX_FIRST,
                "legacy's fixed saved entries are the table's FIXED rows");
-_Static_assert(FATTN_LEGACY_SAVED_MAX == FATTN_SAVED_COUNT,
+_Static_assert(FATTN_LEGACY_SAVED_MAX == FH_SAVED_COUNT,
                "legacy's saved list holds at most every slot");
 
 typedef struct fe_legacy {
-    const fattn_fe_env *env;
+    const fh_fe_env *env;
     fattn_legacy_ctx *ctx;
     fattn_tensor out, max_logit;
     fattn_tensor grads[FATTN_LEGACY_NGRADS];
@@ -27,7 +27,7 @@ typedef struct fe_legacy {
     fattn_fp8_quantizer loaded[6]; /* the recorded ones, on a replay */
 } fe_legacy;
 
-static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
+static fattn_status legacy_init(void **fe, const fh_fe_env *env)
 {
     assert(fe && env && env->spec && env->in && env->gen);
     fe_legacy *s = calloc(1, sizeof *s);
@@ -46,8 +46,8 @@ static fattn_status legacy_init(void **fe, const fattn_fe_env *env)
     s->ctx->env_fp8cs_o_in_f16 = env->spec->fp8_o_in_f16;
     s->q = env->quantizers ? env->quantizers : &s->qs;
     if (env->spec->fp8 && !env->quantizers)
-        fattn_fe_fp8_quantizers(env->spec, &s->qs);
-    fattn_fe_fp8_meta(env->spec, &s->meta);
+        fh_fe_fp8_quantizers(env->spec, &s->qs);
+    fh_fe_fp8_meta(env->spec, &s->meta);
     *fe = s;
     return FATTN_OK;
 }
@@ -62,21 +62,21 @@ static void legacy_free(void *fe)
 }
 
 /* The ctx's aux pack (the saved list after the fixed entries) as slots. */
-static fattn_status legacy_aux(const fattn_legacy_ctx *c, fattn_tensor aux[FATTN_SAVED_NAUX])
+static fattn_status legacy_aux(const fattn_legacy_ctx *c, fattn_tensor aux[FH_SAVED_NAUX])
 {
     assert(c->n_saved >= FATTN_LEGACY_SAVED_AUX && c->n_saved <= FATTN_LEGACY_SAVED_MAX);
-    return fattn_saved_aux_from_list(c->tensor_objects + FATTN_LEGACY_SAVED_AUX,
+    return fh_saved_aux_from_list(c->tensor_objects + FATTN_LEGACY_SAVED_AUX,
                                      c->n_saved - FATTN_LEGACY_SAVED_AUX, c->attn_bias_type,
                                      c->softmax_type, aux);
 }
 
 /* FusedAttnFunc.forward with its 36 positional inputs. */
-static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
+static fattn_status legacy_forward(void *fe, fh_fe_forward *res)
 {
     fe_legacy *s = fe;
     assert(s && s->ctx);
-    const fattn_spec *sp = s->env->spec;
-    const fattn_case_inputs *in = s->env->in;
+    const fh_spec *sp = s->env->spec;
+    const fh_case_inputs *in = s->env->in;
     fattn_tensor none = fattn_tensor_empty();
     if (fattn_dtype_is_fp8(in->q.dtype)) { /* Float8Tensors: what they carry */
         s->ctx->in_scale_inv[0] = in->q_scale_inv;
@@ -88,9 +88,9 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
         s->ctx, sp->is_training, sp->sq, sp->skv, &in->cu_seqlens_q, &in->cu_seqlens_kv,
         &in->cu_seqlens_q_padded, &in->cu_seqlens_kv_padded, &in->page_table_k,
         &in->page_table_v, &in->q, &in->k,
-        &in->v, &in->attn_bias, fattn_fe_attn_scale(sp), fattn_fe_dropout(sp),
+        &in->v, &in->attn_bias, fh_fe_attn_scale(sp), fh_fe_dropout(sp),
         sp->fast_zero_fill, sp->layout, sp->bias, sp->mask, sp->softmax, in->window,
-        fattn_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
+        fh_fe_bottom_right_diagonal(sp), s->env->gen, FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN,
         false, sp->fp8, &s->meta, sp->fp8 ? s->q : NULL, sp->deterministic, &in->softmax_offset,
         sp->fp8_output, sp->bf16_backward, 1, sp->return_max_logit, &none, &none, &s->out,
         &s->max_logit);
@@ -102,47 +102,47 @@ static fattn_status legacy_forward(void *fe, fattn_fe_forward *res)
     return legacy_aux(s->ctx, res->aux);
 }
 
-static void record_from_ctx(fattn_ctx_record *dst, const fattn_legacy_ctx *src)
+static void record_from_ctx(fh_ctx_record *dst, const fattn_legacy_ctx *src)
 {
-    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+    FH_CTX_FIELDS(FH_CTX_COPY_FIELD)
 }
 
-static void ctx_from_record(fattn_legacy_ctx *dst, const fattn_ctx_record *src)
+static void ctx_from_record(fattn_legacy_ctx *dst, const fh_ctx_record *src)
 {
-    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+    FH_CTX_FIELDS(FH_CTX_COPY_FIELD)
 }
 
 /* SAVE_CTX: the ctx its forward filled. */
-static fattn_status legacy_save_ctx(void *fe, fattn_fe_saved *res)
+static fattn_status legacy_save_ctx(void *fe, fh_fe_saved *res)
 {
     fe_legacy *s = fe;
     const fattn_legacy_ctx *c = s->ctx;
     /* legacy cannot resume at FORWARD: SAVE_CTX follows its own forward */
     assert(c && c->has_forward);
-    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++) {
+    for (int i = 0; i < FH_SAVED_AUX_FIRST; i++) {
         res->t[i] = c->tensor_objects[i];
         res->scale_inv[i] = isnan(c->tensor_scale_inv[i]) ? 0.0f : c->tensor_scale_inv[i];
     }
-    fattn_status st = legacy_aux(c, res->t + FATTN_SAVED_AUX_FIRST);
+    fattn_status st = legacy_aux(c, res->t + FH_SAVED_AUX_FIRST);
     if (st == FATTN_OK)
         record_from_ctx(&res->rec, c);
     return st;
 }
 
-static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+static fattn_status legacy_record_private(void *fe, fh_state state, fh_h5_node *group)
 {
     fe_legacy *s = fe;
-    if (state != FATTN_STATE_SAVE_CTX)
+    if (state != FH_STATE_SAVE_CTX)
         return FATTN_OK;
-    fattn_h5_node *impl;
-    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
+    fh_h5_node *impl;
+    fattn_status st = fh_h5_node_group(group, "_impl", &impl);
     if (st != FATTN_OK)
         return st;
     /* set by forward, never read by backward */
     const fattn_legacy_ctx *c = s->ctx;
-    st = fattn_h5_node_set_uint8(impl, "is_output_fp8", c->is_output_fp8);
+    st = fh_h5_node_set_uint8(impl, "is_output_fp8", c->is_output_fp8);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(impl, "fp8_recipe", fattn_fp8_recipe_name(c->fp8_recipe));
+        st = fh_h5_node_set_string(impl, "fp8_recipe", fattn_fp8_recipe_name(c->fp8_recipe));
     if (st != FATTN_OK || !c->fp8_meta)
         return st;
     /* fp8_meta as FusedAttnFunc reads it: its local_recipes, or None */
@@ -154,10 +154,10 @@ static fattn_status legacy_record_private(void *fe, fattn_state state, fattn_h5_
                  c->fp8_meta->n_local_recipes > 1
                      ? fattn_fp8_recipe_name(c->fp8_meta->local_recipes[1])
                      : "");
-    return fattn_h5_node_set_string(impl, "fp8_meta", meta);
+    return fh_h5_node_set_string(impl, "fp8_meta", meta);
 }
 
-static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
+static fattn_status legacy_backward(void *fe, const fattn_tensor *d_out, fh_fe_grads *res)
 {
     fe_legacy *s = fe;
     assert(s && s->ctx && d_out);
@@ -194,32 +194,32 @@ static fattn_status legacy_backward_again(void *fe, const fattn_tensor *d_out, b
 
 /* The recorded save_ctx into the ctx: the fields, the fixed entries, then
  * the aux slots the file holds as TE's list. */
-static fattn_status legacy_load_save_ctx(void *fe, const fattn_h5_node *sc,
-                                         const fattn_ctx_record *rec)
+static fattn_status legacy_load_save_ctx(void *fe, const fh_h5_node *sc,
+                                         const fh_ctx_record *rec)
 {
     fe_legacy *s = fe;
     fattn_legacy_ctx *c = s->ctx;
-    fattn_ctx_record own = *rec;
-    fattn_fe_own_quantizers(&own, s->loaded);
+    fh_ctx_record own = *rec;
+    fh_fe_own_quantizers(&own, s->loaded);
     ctx_from_record(c, &own);
-    for (int i = 0; i < FATTN_SAVED_AUX_FIRST; i++) {
-        c->tensor_objects[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
-        float si = fattn_fe_node_scale_inv(sc, fattn_saved_name((fattn_saved_slot)i));
+    for (int i = 0; i < FH_SAVED_AUX_FIRST; i++) {
+        c->tensor_objects[i] = fh_fe_node_tensor(sc, fh_saved_name((fh_saved_slot)i));
+        float si = fh_fe_node_scale_inv(sc, fh_saved_name((fh_saved_slot)i));
         c->tensor_scale_inv[i] = si != 0.0f ? si : NAN;
     }
-    fattn_tensor aux[FATTN_SAVED_NAUX];
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
-        fattn_saved_slot slot = (fattn_saved_slot)(FATTN_SAVED_AUX_FIRST + i);
-        aux[i] = fattn_fe_node_tensor(sc, fattn_saved_name(slot));
+    fattn_tensor aux[FH_SAVED_NAUX];
+    for (int i = 0; i < FH_SAVED_NAUX; i++) {
+        fh_saved_slot slot = (fh_saved_slot)(FH_SAVED_AUX_FIRST + i);
+        aux[i] = fh_fe_node_tensor(sc, fh_saved_name(slot));
     }
-    c->n_saved = FATTN_SAVED_AUX_FIRST +
-                 fattn_saved_aux_to_list(aux, c->tensor_objects + FATTN_SAVED_AUX_FIRST);
+    c->n_saved = FH_SAVED_AUX_FIRST +
+                 fh_saved_aux_to_list(aux, c->tensor_objects + FH_SAVED_AUX_FIRST);
     assert(c->n_saved <= FATTN_LEGACY_SAVED_MAX);
     c->has_forward = true;
     return FATTN_OK;
 }
 
-const fattn_fe_ops fattn_fe_legacy = {
+const fh_fe_ops fh_fe_legacy = {
     .name = "legacy",
     .init = legacy_init,
     .free = legacy_free,

@@ -12,14 +12,14 @@
 
 #include "fe.h"
 
-_Static_assert((int)FATTN_SPLIT_NSLOTS == (int)FATTN_SAVED_COUNT,
+_Static_assert((int)FATTN_SPLIT_NSLOTS == (int)FH_SAVED_COUNT,
                "split's slots are the table's rows");
-_Static_assert((int)FATTN_SPLIT_SLOT_SOFTMAX_STATS == (int)FATTN_SAVED_AUX_FIRST,
+_Static_assert((int)FATTN_SPLIT_SLOT_SOFTMAX_STATS == (int)FH_SAVED_AUX_FIRST,
                "split's aux slots are the table's aux rows");
 
 typedef struct fe_split {
-    const fattn_fe_env *env;
-    fattn_case_inputs in; /* views: the env's, or the recorded inputs (load_forward) */
+    const fh_fe_env *env;
+    fh_case_inputs in; /* views: the env's, or the recorded inputs (load_forward) */
     fattn_fwd_args fargs;
     fattn_split_fwd_result fres;
     bool have_fres;
@@ -40,12 +40,12 @@ typedef struct fe_split {
     const fattn_split_saved *sv;
 } fe_split;
 
-static fattn_status split_init(void **fe, const fattn_fe_env *env)
+static fattn_status split_init(void **fe, const fh_fe_env *env)
 {
 #ifndef NDEBUG
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
         assert(!strcmp(fattn_split_slot_name((fattn_split_slot)i),
-                       fattn_saved_name((fattn_saved_slot)i)));
+                       fh_saved_name((fh_saved_slot)i)));
 #endif
     assert(fe && env && env->spec && env->in && env->gen);
     fe_split *s = calloc(1, sizeof *s);
@@ -81,8 +81,8 @@ static void split_free(void *fe)
 
 static void fwd_args_from_case(fe_split *s)
 {
-    const fattn_spec *sp = s->env->spec;
-    const fattn_case_inputs *in = &s->in;
+    const fh_spec *sp = s->env->spec;
+    const fh_case_inputs *in = &s->in;
     fattn_fwd_args *a = &s->fargs;
     fattn_fwd_args_init(a);
     a->q = in->q;
@@ -105,9 +105,9 @@ static void fwd_args_from_case(fe_split *s)
     a->softmax_type = sp->softmax;
     a->window_size[0] = in->window[0];
     a->window_size[1] = in->window[1];
-    a->bottom_right_diagonal = fattn_fe_bottom_right_diagonal(sp);
-    a->attn_scale = fattn_fe_attn_scale(sp);
-    a->dropout_p = fattn_fe_dropout(sp);
+    a->bottom_right_diagonal = fh_fe_bottom_right_diagonal(sp);
+    a->attn_scale = fh_fe_attn_scale(sp);
+    a->dropout_p = fh_fe_dropout(sp);
     a->fast_zero_fill = sp->fast_zero_fill;
     a->fused_attention_backend = FATTN_TE_BACKEND_F16_ARBITRARY_SEQLEN;
     a->deterministic = sp->deterministic;
@@ -126,10 +126,10 @@ static void fwd_args_from_case(fe_split *s)
     if (sp->fp8) {
         s->q = s->env->quantizers ? s->env->quantizers : &s->qs;
         if (!s->env->quantizers)
-            fattn_fe_fp8_quantizers(sp, &s->qs);
+            fh_fe_fp8_quantizers(sp, &s->qs);
         a->quantizers = s->q;
     }
-    fattn_fe_fp8_meta(sp, &s->meta);
+    fh_fe_fp8_meta(sp, &s->meta);
     a->fp8_meta = &s->meta;
     if (fattn_dtype_is_fp8(in->q.dtype)) { /* Float8Tensors: what they carry */
         a->in_scale_inv[0] = in->q_scale_inv;
@@ -153,11 +153,11 @@ static float grads_scale_inv(float si)
 }
 
 /* The scale_inv of the saved fp8 tensors from their datasets in `sc`. */
-static void load_fp8_scale_inv(const fattn_h5_node *sc, float si[4])
+static void load_fp8_scale_inv(const fh_h5_node *sc, float si[4])
 {
     static const char *const roles[4] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8"};
     for (int i = 0; i < 4; i++) {
-        float v = fattn_fe_node_scale_inv(sc, roles[i]);
+        float v = fh_fe_node_scale_inv(sc, roles[i]);
         si[i] = v != 0.0f ? v : NAN;
     }
 }
@@ -183,12 +183,12 @@ static fattn_tensor resolved_entry(const fe_split *s, int i)
 /* The record name of to_save entry i: its slot's. */
 static const char *entry_role(int i)
 {
-    return fattn_saved_name((fattn_saved_slot)fattn_split_to_save_slot(i));
+    return fh_saved_name((fh_saved_slot)fattn_split_to_save_slot(i));
 }
 
 /* _fused_attn_forward_impl, or FusedAttnFunc.forward (which runs setup_ctx
  * as well) through the wrapper. */
-static fattn_status split_forward(void *fe, fattn_fe_forward *res)
+static fattn_status split_forward(void *fe, fh_fe_forward *res)
 {
     fe_split *s = fe;
     fwd_args_from_case(s);
@@ -213,68 +213,68 @@ static fattn_status split_forward(void *fe, fattn_fe_forward *res)
     res->out = s->f->out;
     res->out_scale_inv = isnan(s->f->out_scale_inv) ? 0.0f : s->f->out_scale_inv;
     res->max_logit = s->f->max_logit;
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+    for (int i = 0; i < FH_SAVED_NAUX; i++)
         res->aux[i] = fattn_tensor_empty();
     for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
         int slot = (int)fattn_split_to_save_slot(i);
-        if (slot >= FATTN_SAVED_AUX_FIRST)
-            res->aux[slot - FATTN_SAVED_AUX_FIRST] = resolved_entry(s, i);
+        if (slot >= FH_SAVED_AUX_FIRST)
+            res->aux[slot - FH_SAVED_AUX_FIRST] = resolved_entry(s, i);
     }
     return FATTN_OK;
 }
 
 /* forward/_impl: the 12 to-save entries as forward_impl handed them back
  * and where each deduplicated one comes from. */
-static fattn_status record_forward_impl(const fe_split *s, fattn_h5_node *impl)
+static fattn_status record_forward_impl(const fe_split *s, fh_h5_node *impl)
 {
     fattn_status st = FATTN_OK;
     for (int i = 0; st == FATTN_OK && i < FATTN_SPLIT_NTO_SAVE; i++) {
         const char *role = entry_role(i);
-        if ((st = fattn_fe_put_tensor(impl, role, &s->f->to_save.t[i])) != FATTN_OK)
+        if ((st = fh_fe_put_tensor(impl, role, &s->f->to_save.t[i])) != FATTN_OK)
             break;
         fattn_split_source src = s->f->ctx_attrs.saved_from[i];
         if (src != FATTN_SPLIT_SRC_NONE) {
             char name[64];
             snprintf(name, sizeof name, "saved_from.%s", role);
-            st = fattn_h5_node_set_string(impl, name, fattn_split_source_name(src));
+            st = fh_h5_node_set_string(impl, name, fattn_split_source_name(src));
         }
     }
     return st;
 }
 
 /* The bwd args' saved tensors, by slot (members named as the table). */
-static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FATTN_SAVED_COUNT])
+static void bwd_slots(fattn_bwd_args *b, fattn_tensor *slot[FH_SAVED_COUNT])
 {
     int i = 0;
 #define SLOT_ROW(role, pack) slot[i++] = &b->role;
-    FATTN_SAVED_SLOTS(SLOT_ROW)
+    FH_SAVED_SLOTS(SLOT_ROW)
 #undef SLOT_ROW
-    assert(i == FATTN_SAVED_COUNT);
+    assert(i == FH_SAVED_COUNT);
 }
 
 /* backward/_impl: the fingerprints of the 16 saved tensors as
  * setup_saved_tensors unpacked them into the bwd args, the far side of the
  * save/restore seam (verify holds them against save_ctx, the near side). */
-static fattn_status record_backward_impl(fe_split *s, fattn_h5_node *impl)
+static fattn_status record_backward_impl(fe_split *s, fh_h5_node *impl)
 {
-    fattn_tensor *slot[FATTN_SAVED_COUNT];
+    fattn_tensor *slot[FH_SAVED_COUNT];
     bwd_slots(s->b, slot);
     fattn_status st = FATTN_OK;
-    for (int i = 0; st == FATTN_OK && i < FATTN_SAVED_COUNT; i++)
-        st = fattn_fe_put_fingerprint(impl, fattn_saved_name((fattn_saved_slot)i), slot[i]);
+    for (int i = 0; st == FATTN_OK && i < FH_SAVED_COUNT; i++)
+        st = fh_fe_put_fingerprint(impl, fh_saved_name((fh_saved_slot)i), slot[i]);
     return st;
 }
 
-static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_node *group)
+static fattn_status split_record_private(void *fe, fh_state state, fh_h5_node *group)
 {
     fe_split *s = fe;
-    if (state != FATTN_STATE_FORWARD && state != FATTN_STATE_BACKWARD)
+    if (state != FH_STATE_FORWARD && state != FH_STATE_BACKWARD)
         return FATTN_OK;
-    fattn_h5_node *impl;
-    fattn_status st = fattn_h5_node_group(group, "_impl", &impl);
+    fh_h5_node *impl;
+    fattn_status st = fh_h5_node_group(group, "_impl", &impl);
     if (st != FATTN_OK)
         return st;
-    if (state == FATTN_STATE_FORWARD) {
+    if (state == FH_STATE_FORWARD) {
         assert(s->have_fres || s->func); /* recorded only after its forward succeeded */
         return record_forward_impl(s, impl);
     }
@@ -282,21 +282,21 @@ static fattn_status split_record_private(void *fe, fattn_state state, fattn_h5_n
     return record_backward_impl(s, impl);
 }
 
-static void record_from_bwd(fattn_ctx_record *dst, const fattn_bwd_args *src)
+static void record_from_bwd(fh_ctx_record *dst, const fattn_bwd_args *src)
 {
-    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+    FH_CTX_FIELDS(FH_CTX_COPY_FIELD)
 }
 
-static void bwd_from_record(fattn_bwd_args *dst, const fattn_ctx_record *src)
+static void bwd_from_record(fattn_bwd_args *dst, const fh_ctx_record *src)
 {
-    FATTN_CTX_FIELDS(FATTN_CTX_COPY_FIELD)
+    FH_CTX_FIELDS(FH_CTX_COPY_FIELD)
 }
 
 /* What the ctx holds: the saved 16 and the bwd args. */
-static fattn_status split_saved(void *fe, fattn_fe_saved *res)
+static fattn_status split_saved(void *fe, fh_fe_saved *res)
 {
     fe_split *s = fe;
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
         res->t[i] = s->sv->t[i];
     for (int i = 0; i < 4; i++) /* q_fp8 k_fp8 v_fp8 out_fp8 lead the table */
         res->scale_inv[i] = isnan(s->b->fp8_scale_inv[i]) ? 0.0f : s->b->fp8_scale_inv[i];
@@ -305,7 +305,7 @@ static fattn_status split_saved(void *fe, fattn_fe_saved *res)
 }
 
 /* _fused_attn_setup_ctx. */
-static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
+static fattn_status split_save_ctx(void *fe, fh_fe_saved *res)
 {
     fe_split *s = fe;
     if (!s->func) { /* the wrapper's forward ran setup_ctx already */
@@ -321,7 +321,7 @@ static fattn_status split_save_ctx(void *fe, fattn_fe_saved *res)
  * attn_bias, softmax_offset, fwd_args) (TE 2.20.2 backends.py:2286); the
  * last, for the args, must be None. */
 static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_out,
-                                           fattn_fe_grads *res)
+                                           fh_fe_grads *res)
 {
     fattn_tensor g6[6];
     s->func->bwd.d_out_scale_inv = d_out_scale_inv(s);
@@ -347,7 +347,7 @@ static fattn_status split_wrapper_backward(fe_split *s, const fattn_tensor *d_ou
 }
 
 /* _fused_attn_backward_impl. */
-static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fattn_fe_grads *res)
+static fattn_status split_backward(void *fe, const fattn_tensor *d_out, fh_fe_grads *res)
 {
     fe_split *s = fe;
     assert(s && d_out);
@@ -388,8 +388,8 @@ static fattn_status split_backward_again(void *fe, const fattn_tensor *d_out, bo
 }
 
 /* The recorded save_ctx into the bwd args. */
-static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
-                                        const fattn_ctx_record *rec)
+static fattn_status split_load_save_ctx(void *fe, const fh_h5_node *sc,
+                                        const fh_ctx_record *rec)
 {
     fe_split *s = fe;
     if (s->func)
@@ -397,10 +397,10 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
                            "(forward and setup_ctx are one call)");
     fattn_bwd_args *b = &s->bargs;
     fattn_bwd_args_init(b);
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-        s->saved.t[i] = fattn_fe_node_tensor(sc, fattn_saved_name((fattn_saved_slot)i));
-    fattn_ctx_record own = *rec;
-    fattn_fe_own_quantizers(&own, s->loaded);
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
+        s->saved.t[i] = fh_fe_node_tensor(sc, fh_saved_name((fh_saved_slot)i));
+    fh_ctx_record own = *rec;
+    fh_fe_own_quantizers(&own, s->loaded);
     bwd_from_record(b, &own);
     load_fp8_scale_inv(sc, b->fp8_scale_inv);
     b->nvte_dpa_fp8cs_o_in_f16 = s->env->spec->fp8_o_in_f16;
@@ -410,18 +410,18 @@ static fattn_status split_load_save_ctx(void *fe, const fattn_h5_node *sc,
 }
 
 /* forward/_impl's saved_from.<role> for to_save entry i into ctx_attrs. */
-static fattn_status load_saved_from(const fattn_h5_node *impl, int i,
+static fattn_status load_saved_from(const fh_h5_node *impl, int i,
                                     fattn_split_ctx_attrs *ca)
 {
     assert(i >= 0 && i < FATTN_SPLIT_NTO_SAVE && impl);
     char name[64];
     snprintf(name, sizeof name, "saved_from.%s", entry_role(i));
-    const fattn_h5_attr *a = fattn_h5_node_attr(impl, name);
+    const fh_h5_attr *a = fh_h5_node_attr(impl, name);
     ca->saved_from[i] = FATTN_SPLIT_SRC_NONE;
     if (!a)
         return FATTN_OK;
     for (int src = FATTN_SPLIT_SRC_Q; src <= FATTN_SPLIT_SRC_OUT; src++)
-        if (a->kind == FATTN_H5_ATTR_STRING &&
+        if (a->kind == FH_H5_ATTR_STRING &&
             !strcmp(a->s, fattn_split_source_name((fattn_split_source)src))) {
             ca->saved_from[i] = (fattn_split_source)src;
             return FATTN_OK;
@@ -429,24 +429,24 @@ static fattn_status load_saved_from(const fattn_h5_node *impl, int i,
     return fattn_error(FATTN_E_INVALID_FILE, "forward/_impl: %s is not a source", name);
 }
 
-static void attrs_from_record(fattn_split_ctx_attrs *dst, const fattn_ctx_record *src)
+static void attrs_from_record(fattn_split_ctx_attrs *dst, const fh_ctx_record *src)
 {
-    FATTN_CTX_FIELDS(FATTN_CTX_COPY_DERIVED)
+    FH_CTX_FIELDS(FH_CTX_COPY_DERIVED)
 }
 
 /* The case's window and diagonal as the forward saw them (the recorded
  * inputs lack them): resolved from the spec as inputs.c resolves them. */
 static fattn_status resolve_window(fe_split *s)
 {
-    const fattn_spec *sp = s->env->spec;
-    fattn_status st = fattn_case_window(sp, s->in.window, NULL);
+    const fh_spec *sp = s->env->spec;
+    fattn_status st = fh_case_window(sp, s->in.window, NULL);
     if (st != FATTN_OK)
         return st;
-    fattn_case_inputs tmp;
-    if ((st = fattn_inputs_make(sp, &tmp)) != FATTN_OK)
+    fh_case_inputs tmp;
+    if ((st = fh_inputs_make(sp, &tmp)) != FATTN_OK)
         return st;
     s->in.bottom_right_diagonal = tmp.bottom_right_diagonal;
-    fattn_inputs_free(&tmp);
+    fh_inputs_free(&tmp);
     return FATTN_OK;
 }
 
@@ -454,15 +454,15 @@ static fattn_status resolve_window(fe_split *s)
  * `--from forward` boundary): the to-save slots as the forward handed them
  * back (forward/_impl), their saved_from names, and the ctx attributes
  * forward_impl derives (the f16 path's, as recorded in save_ctx). */
-static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
+static fattn_status split_load_forward(void *fe, const fh_h5_node *recorded)
 {
     fe_split *s = fe;
     if (s->func)
         return fattn_error(FATTN_E_STATE, "split wrapper: FusedAttnFunc has no replay boundary "
                            "(forward and setup_ctx are one call)");
-    const fattn_h5_node *in = fattn_h5_node_find(recorded, "inputs");
-    const fattn_h5_node *fw = fattn_h5_node_find(recorded, "forward");
-    const fattn_h5_node *impl = fw ? fattn_h5_node_find(fw, "_impl") : NULL;
+    const fh_h5_node *in = fh_h5_node_find(recorded, "inputs");
+    const fh_h5_node *fw = fh_h5_node_find(recorded, "forward");
+    const fh_h5_node *impl = fw ? fh_h5_node_find(fw, "_impl") : NULL;
     if (!in || !fw || !impl)
         return fattn_error(FATTN_E_INVALID_FILE,
                            "--from forward needs inputs/, forward/ and forward/_impl/ "
@@ -473,26 +473,26 @@ static fattn_status split_load_forward(void *fe, const fattn_h5_node *recorded)
     fwd_args_from_case(s);
     fattn_split_fwd_result *f = &s->fres;
     memset(f, 0, sizeof *f);
-    f->out = fattn_fe_node_tensor(fw, "out");
-    f->max_logit = fattn_fe_node_tensor(fw, "max_logit");
+    f->out = fh_fe_node_tensor(fw, "out");
+    f->max_logit = fh_fe_node_tensor(fw, "max_logit");
     for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
-        f->to_save.t[i] = fattn_fe_node_tensor(impl, entry_role(i));
+        f->to_save.t[i] = fh_fe_node_tensor(impl, entry_role(i));
         if ((st = load_saved_from(impl, i, &f->ctx_attrs)) != FATTN_OK)
             return st;
     }
-    const fattn_h5_node *sc = fattn_h5_node_find(recorded, "save_ctx");
-    fattn_ctx_record rec;
+    const fh_h5_node *sc = fh_h5_node_find(recorded, "save_ctx");
+    fh_ctx_record rec;
     if (!sc)
         return fattn_error(FATTN_E_INVALID_FILE, "--from forward: save_ctx/ missing");
-    if ((st = fattn_ctx_record_read(sc, &rec)) != FATTN_OK)
+    if ((st = fh_ctx_record_read(sc, &rec)) != FATTN_OK)
         return st;
-    fattn_fe_own_quantizers(&rec, s->loaded);
+    fh_fe_own_quantizers(&rec, s->loaded);
     attrs_from_record(&f->ctx_attrs, &rec);
     load_fp8_scale_inv(sc, f->ctx_attrs.fp8_scale_inv);
     return FATTN_OK;
 }
 
-const fattn_fe_ops fattn_fe_split = {
+const fh_fe_ops fh_fe_split = {
     .name = "split",
     .init = split_init,
     .free = split_free,

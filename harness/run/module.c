@@ -26,23 +26,23 @@ static const struct {
     {offsetof(fattn_fp8_quantizers, dP), true, 5},   /* META_DP = GRAD_INPUT3 */
 };
 
-static fattn_fp8_quantizer *view_q(fattn_module *m, int i)
+static fattn_fp8_quantizer *view_q(fh_module *m, int i)
 {
     return (fattn_fp8_quantizer *)((char *)&m->qs + views[i].off);
 }
 
-static float *view_scale(fattn_module *m, int i)
+static float *view_scale(fh_module *m, int i)
 {
     return (views[i].bwd ? m->scale_bwd : m->scale_fwd) + views[i].idx;
 }
 
-static float *view_amax(fattn_module *m, int i) /* amax_history[0][idx] */
+static float *view_amax(fh_module *m, int i) /* amax_history[0][idx] */
 {
     return (views[i].bwd ? m->hist_bwd : m->hist_fwd) + views[i].idx;
 }
 
 /* The objects' values into the arrays they are views of, and back. */
-static void gather(fattn_module *m)
+static void gather(fh_module *m)
 {
     for (int i = 0; i < 6; i++) {
         *view_scale(m, i) = view_q(m, i)->scale;
@@ -50,7 +50,7 @@ static void gather(fattn_module *m)
     }
 }
 
-static void scatter(fattn_module *m)
+static void scatter(fh_module *m)
 {
     for (int i = 0; i < 6; i++) {
         view_q(m, i)->scale = *view_scale(m, i);
@@ -58,10 +58,10 @@ static void scatter(fattn_module *m)
     }
 }
 
-static fattn_status cache_init(fattn_module *m)
+static fattn_status cache_init(fh_module *m)
 {
-    const fattn_spec *s = m->spec;
-    fattn_status st = fattn_spec_kv_plan(s, &m->plan);
+    const fh_spec *s = m->spec;
+    fattn_status st = fh_spec_kv_plan(s, &m->plan);
     if (st != FATTN_OK)
         return st;
     m->kv = true;
@@ -78,43 +78,43 @@ static fattn_status cache_init(fattn_module *m)
     return FATTN_OK;
 }
 
-fattn_status fattn_module_init(fattn_module *m, const fattn_spec *spec)
+fattn_status fh_module_init(fh_module *m, const fh_spec *spec)
 {
     memset(m, 0, sizeof *m);
     m->spec = spec;
     if (spec->fp8)
-        fattn_fe_fp8_quantizers(spec, &m->qs);
-    if (fattn_schedule_is_cache(spec->schedule))
+        fh_fe_fp8_quantizers(spec, &m->qs);
+    if (fh_schedule_is_cache(spec->schedule))
         return cache_init(m);
     if (!spec->fp8 || spec->fp8_recipe != FATTN_FP8_RECIPE_DELAYED)
         return FATTN_OK;
     int64_t len = spec->fp8_amax_history_len;
-    m->hist_fwd = calloc((size_t)(len * FATTN_MODULE_FWD_N), sizeof *m->hist_fwd);
-    m->hist_bwd = calloc((size_t)(len * FATTN_MODULE_BWD_N), sizeof *m->hist_bwd);
+    m->hist_fwd = calloc((size_t)(len * FH_MODULE_FWD_N), sizeof *m->hist_fwd);
+    m->hist_bwd = calloc((size_t)(len * FH_MODULE_BWD_N), sizeof *m->hist_bwd);
     if (!m->hist_fwd || !m->hist_bwd)
         return fattn_error(FATTN_E_NOMEM, "case %s: out of memory for the amax history",
                            spec->id);
-    for (int i = 0; i < FATTN_MODULE_FWD_N; i++)
+    for (int i = 0; i < FH_MODULE_FWD_N; i++)
         m->scale_fwd[i] = 1.0f; /* torch.ones (quantization.py:1436) */
-    for (int i = 0; i < FATTN_MODULE_BWD_N; i++)
+    for (int i = 0; i < FH_MODULE_BWD_N; i++)
         m->scale_bwd[i] = 1.0f;
     m->fp8 = true;
     gather(m); /* the harness's scales for the six, amaxes 0 */
     return FATTN_OK;
 }
 
-void fattn_module_free(fattn_module *m)
+void fh_module_free(fh_module *m)
 {
     free(m->hist_fwd);
     free(m->hist_bwd);
-    fattn_kv_plan_free(&m->plan);
+    fh_kv_plan_free(&m->plan);
     fattn_tensor_free(&m->k_cache);
     fattn_tensor_free(&m->v_cache);
     memset(m, 0, sizeof *m);
 }
 
 /* The four arrays of the state as float32 datasets of g. */
-static fattn_status put_state(const fattn_module *m, fattn_h5_node *g)
+static fattn_status put_state(const fh_module *m, fh_h5_node *g)
 {
     int64_t len = m->spec->fp8_amax_history_len;
     struct {
@@ -123,37 +123,37 @@ static fattn_status put_state(const fattn_module *m, fattn_h5_node *g)
         int ndim;
         int64_t shape[2];
     } t[] = {
-        {"scale_fwd", m->scale_fwd, 1, {FATTN_MODULE_FWD_N, 0}},
-        {"amax_history_fwd", m->hist_fwd, 2, {len, FATTN_MODULE_FWD_N}},
-        {"scale_bwd", m->scale_bwd, 1, {FATTN_MODULE_BWD_N, 0}},
-        {"amax_history_bwd", m->hist_bwd, 2, {len, FATTN_MODULE_BWD_N}},
+        {"scale_fwd", m->scale_fwd, 1, {FH_MODULE_FWD_N, 0}},
+        {"amax_history_fwd", m->hist_fwd, 2, {len, FH_MODULE_FWD_N}},
+        {"scale_bwd", m->scale_bwd, 1, {FH_MODULE_BWD_N, 0}},
+        {"amax_history_bwd", m->hist_bwd, 2, {len, FH_MODULE_BWD_N}},
     };
     fattn_status st = FATTN_OK;
     for (size_t i = 0; st == FATTN_OK && i < sizeof t / sizeof t[0]; i++) {
         size_t n = (size_t)(t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1));
-        st = fattn_h5_node_add_bytes(g, t[i].name, FATTN_DTYPE_FLOAT32, t[i].ndim, t[i].shape,
+        st = fh_h5_node_add_bytes(g, t[i].name, FATTN_DTYPE_FLOAT32, t[i].ndim, t[i].shape,
                                      t[i].data, n * sizeof(float), NULL);
     }
     return st;
 }
 
-fattn_status fattn_module_update(fattn_module *m, int update, fattn_h5_node *g)
+fattn_status fh_module_update(fh_module *m, int update, fh_h5_node *g)
 {
     assert(m->fp8);
-    const fattn_spec *s = m->spec;
+    const fh_spec *s = m->spec;
     gather(m);
     fattn_status st = FATTN_OK;
     /* one process: the reduction buffer is torch.cat of the histories'
      * row 0 (quantization.py:676), no all-reduce */
-    float reduced[FATTN_MODULE_FWD_N];
+    float reduced[FH_MODULE_FWD_N];
     struct {
         int bit, n;
         float *scale, *hist;
         fattn_dtype dtype; /* get_fp8_te_dtype under HYBRID: E4M3 forward, E5M2 backward */
     } dir[2] = {
-        {FATTN_UPDATE_FORWARD, FATTN_MODULE_FWD_N, m->scale_fwd, m->hist_fwd,
+        {FH_UPDATE_FORWARD, FH_MODULE_FWD_N, m->scale_fwd, m->hist_fwd,
          FATTN_DTYPE_FLOAT8_E4M3FN},
-        {FATTN_UPDATE_BACKWARD, FATTN_MODULE_BWD_N, m->scale_bwd, m->hist_bwd,
+        {FH_UPDATE_BACKWARD, FH_MODULE_BWD_N, m->scale_bwd, m->hist_bwd,
          FATTN_DTYPE_FLOAT8_E5M2},
     };
     for (int d = 0; d < 2 && st == FATTN_OK; d++) {
@@ -166,24 +166,24 @@ fattn_status fattn_module_update(fattn_module *m, int update, fattn_h5_node *g)
                                       (int)s->fp8_margin);
     }
     scatter(m);
-    fattn_h5_node *rg;
-    if (st == FATTN_OK && (st = fattn_h5_node_group(g, "recipe", &rg)) == FATTN_OK)
+    fh_h5_node *rg;
+    if (st == FATTN_OK && (st = fh_h5_node_group(g, "recipe", &rg)) == FATTN_OK)
         st = put_state(m, rg);
     return st;
 }
 
 /* set_extra_state's copies (module/base.py:1447-1453) from the recorded
  * checkpoint into the state, in place. */
-static fattn_status load_state(fattn_module *m, const fattn_h5_node *x)
+static fattn_status load_state(fh_module *m, const fh_h5_node *x)
 {
     float *dst[4] = {m->scale_fwd, m->hist_fwd, m->scale_bwd, m->hist_bwd};
     static const char *const names[4] = {"scale_fwd", "amax_history_fwd", "scale_bwd",
                                          "amax_history_bwd"};
     int64_t len = m->spec->fp8_amax_history_len;
-    size_t want[4] = {FATTN_MODULE_FWD_N, (size_t)len * FATTN_MODULE_FWD_N, FATTN_MODULE_BWD_N,
-                      (size_t)len * FATTN_MODULE_BWD_N};
+    size_t want[4] = {FH_MODULE_FWD_N, (size_t)len * FH_MODULE_FWD_N, FH_MODULE_BWD_N,
+                      (size_t)len * FH_MODULE_BWD_N};
     for (int i = 0; i < 4; i++) {
-        const fattn_h5_node *ds = fattn_h5_node_find(x, names[i]);
+        const fh_h5_node *ds = fh_h5_node_find(x, names[i]);
         if (!ds || !ds->is_dataset || ds->dtype != FATTN_DTYPE_FLOAT32 ||
             ds->nbytes != want[i] * sizeof(float))
             return fattn_error(FATTN_E_INTERNAL, "extra_state: %s did not round-trip",
@@ -193,26 +193,26 @@ static fattn_status load_state(fattn_module *m, const fattn_h5_node *x)
     return FATTN_OK;
 }
 
-fattn_status fattn_module_extra_state(fattn_module *m, fattn_h5_node *g)
+fattn_status fh_module_extra_state(fh_module *m, fh_h5_node *g)
 {
     assert(m->fp8);
-    const fattn_spec *s = m->spec;
+    const fh_spec *s = m->spec;
     gather(m);
-    fattn_h5_node *x;
-    fattn_status st = fattn_h5_node_group(g, "extra_state", &x);
+    fh_h5_node *x;
+    fattn_status st = fh_h5_node_group(g, "extra_state", &x);
     /* get_extra_state (module/base.py:1354-1417): the recipe, then the two
      * directions' scales and histories */
     if (st == FATTN_OK)
         st = put_state(m, x);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(x, "fp8_format", "HYBRID");
+        st = fh_h5_node_set_string(x, "fp8_format", "HYBRID");
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_int64(x, "amax_history_len", s->fp8_amax_history_len);
+        st = fh_h5_node_set_int64(x, "amax_history_len", s->fp8_amax_history_len);
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_string(x, "amax_compute_algo",
+        st = fh_h5_node_set_string(x, "amax_compute_algo",
                                       fattn_fp8_amax_algo_name(s->fp8_amax_algo));
     if (st == FATTN_OK)
-        st = fattn_h5_node_set_int64(x, "margin", s->fp8_margin);
+        st = fh_h5_node_set_int64(x, "margin", s->fp8_margin);
     if (st == FATTN_OK)
         st = load_state(m, x);
     if (st == FATTN_OK)
@@ -235,34 +235,34 @@ static fattn_status cu_of(const int64_t *lens, int64_t b, int32_t **out)
 
 /* The step's new K and V: the step spec with q's format for all three,
  * whose k and v are those of q's tokens (its lengths for both). */
-static fattn_status new_tokens(const fattn_spec *step, fattn_case_inputs *tok)
+static fattn_status new_tokens(const fh_spec *step, fh_case_inputs *tok)
 {
     static const char *const self[] = {[FATTN_FORMAT_BSHD] = "bshd_bshd_bshd",
                                        [FATTN_FORMAT_SBHD] = "sbhd_sbhd_sbhd",
                                        [FATTN_FORMAT_THD] = "thd_thd_thd"};
     fattn_qkv_format qf = fattn_layout_q_format(step->layout);
     assert(qf == FATTN_FORMAT_BSHD || qf == FATTN_FORMAT_SBHD || qf == FATTN_FORMAT_THD);
-    fattn_spec t = *step, own;
+    fh_spec t = *step, own;
     t.paged = false;
     t.skv = step->sq;
     t.seqlens_kv = step->seqlens_q;
     fattn_status st = fattn_layout_parse(self[qf], &t.layout);
     if (st == FATTN_OK)
-        st = fattn_spec_copy(&own, &t);
+        st = fh_spec_copy(&own, &t);
     if (st != FATTN_OK)
         return st;
-    st = fattn_inputs_make(&own, tok);
-    fattn_spec_free(&own);
+    st = fh_inputs_make(&own, tok);
+    fh_spec_free(&own);
     return st;
 }
 
-fattn_status fattn_module_cache_step(fattn_module *m, int64_t k, const fattn_spec *step,
-                                     fattn_case_inputs *in)
+fattn_status fh_module_cache_step(fh_module *m, int64_t k, const fh_spec *step,
+                                     fh_case_inputs *in)
 {
-    const fattn_spec *s = m->spec;
-    const fattn_kv_step *kv = &m->plan.steps[k - 1];
+    const fh_spec *s = m->spec;
+    const fh_kv_step *kv = &m->plan.steps[k - 1];
     fattn_qkv_format qf = fattn_layout_q_format(s->layout);
-    fattn_case_inputs tok;
+    fh_case_inputs tok;
     int32_t *cu_new = NULL, *cu_cached = NULL;
     fattn_status st = new_tokens(step, &tok);
     if (st != FATTN_OK)
@@ -282,7 +282,7 @@ fattn_status fattn_module_cache_step(fattn_module *m, int64_t k, const fattn_spe
     }
     free(cu_new);
     free(cu_cached);
-    fattn_inputs_free(&tok);
+    fh_inputs_free(&tok);
     if (st != FATTN_OK)
         return st;
     /* FusedAttnFunc's k and v: the cache's first b rows (non-paged,

@@ -17,11 +17,11 @@
 #include "runfile.h"
 #include "saved_slots.h"
 
-fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
+fattn_status fh_runfile_set_provenance(fh_h5_node *root, const char *impl,
                                           const char *backend, const fattn_engine *e)
 {
     char created[32];
-    fattn_status st = fattn_h5_created_utc(created);
+    fattn_status st = fh_h5_created_utc(created);
     if (st != FATTN_OK)
         return st;
     bool cpu = !fattn_engine_supports(e, FATTN_ENGINE_Q_CUDA_DEVICE);
@@ -39,27 +39,27 @@ fattn_status fattn_runfile_set_provenance(fattn_h5_node *root, const char *impl,
 #define PUT(call)                                                                          \
     if ((st = (call)) != FATTN_OK)                                                         \
         return st;
-    PUT(fattn_h5_node_set_string(root, "schema", FATTN_RUN_SCHEMA));
-    PUT(fattn_h5_node_set_string(root, "impl", impl));
-    PUT(fattn_h5_node_set_string(root, "backend", backend));
-    PUT(fattn_h5_node_set_string(root, "fattn_version", FATTN_VERSION));
-    PUT(fattn_h5_node_set_string(root, "git_rev", FATTN_GIT_REV));
-    PUT(fattn_h5_node_set_string(root, "device", cpu ? "cpu"
+    PUT(fh_h5_node_set_string(root, "schema", FH_RUN_SCHEMA));
+    PUT(fh_h5_node_set_string(root, "impl", impl));
+    PUT(fh_h5_node_set_string(root, "backend", backend));
+    PUT(fh_h5_node_set_string(root, "fattn_version", FATTN_VERSION));
+    PUT(fh_h5_node_set_string(root, "git_rev", FH_GIT_REV));
+    PUT(fh_h5_node_set_string(root, "device", cpu ? "cpu"
                                                  : info.device_name[0] ? info.device_name
                                                                        : "unknown"));
-    PUT(fattn_h5_node_set_string(root, "sm", sm));
-    PUT(fattn_h5_node_set_int64(root, "sm_count", info.sm_count));
-    PUT(fattn_h5_node_set_string(root, "cuda_version", cuda));
-    PUT(fattn_h5_node_set_string(root, "cudnn_version", cudnn));
-    PUT(fattn_h5_node_set_string(root, "cudnn_header_version", cudnn_h));
-    PUT(fattn_h5_node_set_uint8(root, "forced_deterministic_bwd", 0));
-    PUT(fattn_h5_node_set_int64(root, "cpu_math_version", FATTN_CPU_MATH_VERSION));
-    PUT(fattn_h5_node_set_string(root, "poison", "0xff bytes"));
-    PUT(fattn_h5_node_set_string(root, "created_utc", created));
+    PUT(fh_h5_node_set_string(root, "sm", sm));
+    PUT(fh_h5_node_set_int64(root, "sm_count", info.sm_count));
+    PUT(fh_h5_node_set_string(root, "cuda_version", cuda));
+    PUT(fh_h5_node_set_string(root, "cudnn_version", cudnn));
+    PUT(fh_h5_node_set_string(root, "cudnn_header_version", cudnn_h));
+    PUT(fh_h5_node_set_uint8(root, "forced_deterministic_bwd", 0));
+    PUT(fh_h5_node_set_int64(root, "cpu_math_version", FATTN_CPU_MATH_VERSION));
+    PUT(fh_h5_node_set_string(root, "poison", "0xff bytes"));
+    PUT(fh_h5_node_set_string(root, "created_utc", created));
     /* How the cuDNN engine chose its plans and backward route (the CLI's
      * FATTN_CUDNN_* variables): decides which kernels ran. */
     if (!cpu)
-        PUT(fattn_h5_node_set_string(root, "prov_cudnn_settings", fattn_cudnn_engine_settings(e)));
+        PUT(fh_h5_node_set_string(root, "prov_cudnn_settings", fattn_cudnn_engine_settings(e)));
 #undef PUT
     return FATTN_OK;
 }
@@ -75,10 +75,10 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
 
 /* A recorded cu_seqlens array: int32 [b+1] (the caller checked the shape),
  * starting at 0, non-decreasing, last entry at most `limit`. */
-static fattn_status check_cu(const char *path, const char *id, const fattn_h5_node *g,
+static fattn_status check_cu(const char *path, const char *id, const fh_h5_node *g,
                              const char *name, int64_t b, int64_t limit)
 {
-    const fattn_h5_node *n = fattn_h5_node_find(g, name);
+    const fh_h5_node *n = fh_h5_node_find(g, name);
     if (!n)
         return FATTN_OK;
     if (!n->is_dataset || n->dtype != FATTN_DTYPE_INT32 || n->ndim != 1 || n->shape[0] != b + 1)
@@ -104,13 +104,13 @@ static fattn_status check_cu(const char *path, const char *id, const fattn_h5_no
  * implies (present false: the case has no such tensor). */
 typedef struct want_ds {
     const char *name;
-    fattn_case_shape shape;
+    fh_case_shape shape;
 } want_ds;
 
-static fattn_case_shape mk_shape(fattn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+static fh_case_shape mk_shape(fattn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
                                  int64_t d3)
 {
-    fattn_case_shape s = {.present = true, .dtype = dt, .ndim = ndim,
+    fh_case_shape s = {.present = true, .dtype = dt, .ndim = ndim,
                           .shape = {d0, d1, d2, d3}};
     assert(ndim >= 1 && ndim <= 4);
     return s;
@@ -118,7 +118,7 @@ static fattn_case_shape mk_shape(fattn_dtype dt, int ndim, int64_t d0, int64_t d
 
 /* A tensor of the case's shape `t` as FP8 E4M3 codes (TE's forward FP8
  * dtype under HYBRID), present only on the FP8 path. */
-static fattn_case_shape fp8_of(const fattn_case *c, fattn_case_shape t)
+static fh_case_shape fp8_of(const fh_case *c, fh_case_shape t)
 {
     t.present = t.present && c->spec->fp8;
     t.dtype = FATTN_DTYPE_FLOAT8_E4M3FN;
@@ -126,7 +126,7 @@ static fattn_case_shape fp8_of(const fattn_case *c, fattn_case_shape t)
 }
 
 /* t in the case's nominal dtype: the f16 slots hold FP8 inputs dequantised. */
-static fattn_case_shape nominal_of(const fattn_case *c, fattn_case_shape t)
+static fh_case_shape nominal_of(const fh_case *c, fh_case_shape t)
 {
     t.dtype = c->spec->dtype;
     return t;
@@ -135,31 +135,31 @@ static fattn_case_shape nominal_of(const fattn_case *c, fattn_case_shape t)
 /* The shape of saved role `slot` (save_ctx/<role>, forward/_impl/<role>).
  * The fp8 roles exist only on the FP8 path (E4M3 codes). cu_seqlens are int32 [b+1]; Stats float32 [b,h,sq,1] or, for a
  * THD q, [t_q,h,1]; rng_state int64 [2]. */
-static fattn_case_shape role_shape(const fattn_case *c, int slot)
+static fh_case_shape role_shape(const fh_case *c, int slot)
 {
-    const fattn_spec *s = c->spec;
-    fattn_case_shape none = {.present = false};
-    switch ((fattn_saved_slot)slot) {
-    case FATTN_SAVED_q_fp8: return fp8_of(c, c->t.q);
-    case FATTN_SAVED_k_fp8: return fp8_of(c, c->t.k);
-    case FATTN_SAVED_v_fp8: return fp8_of(c, c->t.v);
-    case FATTN_SAVED_out_fp8: return fp8_of(c, c->t.out);
-    case FATTN_SAVED_q: return nominal_of(c, c->t.q);
-    case FATTN_SAVED_k: return nominal_of(c, c->t.k);
-    case FATTN_SAVED_v: return nominal_of(c, c->t.v);
-    case FATTN_SAVED_out: return c->t.out;
-    case FATTN_SAVED_cu_seqlens_q:
-    case FATTN_SAVED_cu_seqlens_kv:
-    case FATTN_SAVED_cu_seqlens_q_padded:
-    case FATTN_SAVED_cu_seqlens_kv_padded:
+    const fh_spec *s = c->spec;
+    fh_case_shape none = {.present = false};
+    switch ((fh_saved_slot)slot) {
+    case FH_SAVED_q_fp8: return fp8_of(c, c->t.q);
+    case FH_SAVED_k_fp8: return fp8_of(c, c->t.k);
+    case FH_SAVED_v_fp8: return fp8_of(c, c->t.v);
+    case FH_SAVED_out_fp8: return fp8_of(c, c->t.out);
+    case FH_SAVED_q: return nominal_of(c, c->t.q);
+    case FH_SAVED_k: return nominal_of(c, c->t.k);
+    case FH_SAVED_v: return nominal_of(c, c->t.v);
+    case FH_SAVED_out: return c->t.out;
+    case FH_SAVED_cu_seqlens_q:
+    case FH_SAVED_cu_seqlens_kv:
+    case FH_SAVED_cu_seqlens_q_padded:
+    case FH_SAVED_cu_seqlens_kv_padded:
         return mk_shape(FATTN_DTYPE_INT32, 1, s->b + 1, 0, 0, 0);
-    case FATTN_SAVED_softmax_stats:
+    case FH_SAVED_softmax_stats:
         return c->q_format == FATTN_FORMAT_THD
                    ? mk_shape(FATTN_DTYPE_FLOAT32, 3, c->t_q, s->h, 1, 0)
                    : mk_shape(FATTN_DTYPE_FLOAT32, 4, s->b, s->h, s->sq, 1);
-    case FATTN_SAVED_rng_state: return mk_shape(FATTN_DTYPE_INT64, 1, 2, 0, 0, 0);
-    case FATTN_SAVED_aux_bias: return c->t.attn_bias;
-    case FATTN_SAVED_aux_softmax_offset: return c->t.softmax_offset;
+    case FH_SAVED_rng_state: return mk_shape(FATTN_DTYPE_INT64, 1, 2, 0, 0, 0);
+    case FH_SAVED_aux_bias: return c->t.attn_bias;
+    case FH_SAVED_aux_softmax_offset: return c->t.softmax_offset;
     default: return none;
     }
 }
@@ -169,12 +169,12 @@ static fattn_case_shape role_shape(const fattn_case *c, int slot)
  * of the group names in subgroups (NULL-terminated) as a group; anything
  * else is an unknown object. A dataset named in want whose shape is not
  * present is one the case cannot have. */
-static fattn_status check_children(const char *path, const char *id, const fattn_h5_node *g,
+static fattn_status check_children(const char *path, const char *id, const fh_h5_node *g,
                                    const char *where, const want_ds *want, size_t n,
                                    const char *const *subgroups)
 {
     for (size_t i = 0; i < g->n_children; i++) {
-        const fattn_h5_node *ch = g->children[i];
+        const fh_h5_node *ch = g->children[i];
         bool is_sub = false;
         for (size_t k = 0; subgroups && subgroups[k]; k++)
             is_sub = is_sub || strcmp(subgroups[k], ch->name) == 0;
@@ -195,7 +195,7 @@ static fattn_status check_children(const char *path, const char *id, const fattn
         if (!ch->is_dataset)
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is a group where a "
                                "dataset belongs", path, id, where, ch->name);
-        const fattn_case_shape *e = &w->shape;
+        const fh_case_shape *e = &w->shape;
         if (!e->present)
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s should not exist (the "
                                "spec makes no such tensor)", path, id, where, ch->name);
@@ -218,14 +218,14 @@ static fattn_status check_children(const char *path, const char *id, const fattn
 /* The datasets names[0..n) of g that exist (a golden may keep them as
  * digests) are Float8Tensors: each carries a float32 scale_inv, finite and
  * above 0, or the file cannot be replayed. */
-static fattn_status check_scale_invs(const char *path, const char *id, const fattn_h5_node *g,
+static fattn_status check_scale_invs(const char *path, const char *id, const fh_h5_node *g,
                                      const char *where, const char *const *names, int n)
 {
     for (int i = 0; g && i < n; i++) {
-        const fattn_h5_node *ds = fattn_h5_node_find(g, names[i]);
-        const fattn_h5_attr *a = ds && ds->is_dataset ? fattn_h5_node_attr(ds, "scale_inv") : NULL;
+        const fh_h5_node *ds = fh_h5_node_find(g, names[i]);
+        const fh_h5_attr *a = ds && ds->is_dataset ? fh_h5_node_attr(ds, "scale_inv") : NULL;
         if (ds && ds->is_dataset &&
-            (!a || a->kind != FATTN_H5_ATTR_FLOAT32 || !(a->f32 > 0.0f) || isinf(a->f32)))
+            (!a || a->kind != FH_H5_ATTR_FLOAT32 || !(a->f32 > 0.0f) || isinf(a->f32)))
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is FP8 but carries no "
                                "float32 scale_inv, finite and > 0 (its Float8Tensor's)", path,
                                id, where, names[i]);
@@ -248,11 +248,11 @@ static int cmp_i32(const void *x, const void *y)
  * rest of a row, and the rows past the batch, are slots TE's cache
  * manager leaves unused (zero). No engine reads a stored table, but
  * inspect calls the file valid and replay may hand it on. */
-static fattn_status check_page_table(const char *path, const fattn_case *c,
-                                     const fattn_h5_node *g, const char *name)
+static fattn_status check_page_table(const char *path, const fh_case *c,
+                                     const fh_h5_node *g, const char *name)
 {
-    const fattn_spec *s = c->spec;
-    const fattn_h5_node *n = fattn_h5_node_find(g, name);
+    const fh_spec *s = c->spec;
+    const fh_h5_node *n = fh_h5_node_find(g, name);
     if (!n || !n->is_dataset || n->ndim != 2 || !n->data)
         return FATTN_OK; /* absent (a golden's digest) or refused by shape already */
     int64_t rows = n->shape[0], per = n->shape[1];
@@ -286,10 +286,10 @@ static fattn_status check_page_table(const char *path, const fattn_case *c,
 
 /* inputs/: every tensor the case has is there (or kept as its digest
  * only, in a golden), nothing else is. */
-static fattn_status check_inputs(const char *path, const fattn_case *c, const fattn_h5_node *g)
+static fattn_status check_inputs(const char *path, const fh_case *c, const fh_h5_node *g)
 {
     const char *id = c->spec->id;
-    fattn_case_shape cu = role_shape(c, FATTN_SAVED_cu_seqlens_q), none = {.present = false};
+    fh_case_shape cu = role_shape(c, FH_SAVED_cu_seqlens_q), none = {.present = false};
     want_ds want[] = {
         {"q", c->t.q}, {"k", c->t.k}, {"v", c->t.v}, {"attn_bias", c->t.attn_bias},
         {"softmax_offset", c->t.softmax_offset}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu},
@@ -302,7 +302,7 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
     for (size_t i = 0; i < n && st == FATTN_OK; i++) {
         char dname[96];
         snprintf(dname, sizeof dname, "digest:%s", want[i].name);
-        bool stored = fattn_h5_node_find(g, want[i].name) || fattn_h5_node_attr(g, dname);
+        bool stored = fh_h5_node_find(g, want[i].name) || fh_h5_node_attr(g, dname);
         if (!want[i].shape.present && stored)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s should not exist",
                              path, id, want[i].name);
@@ -325,16 +325,16 @@ static fattn_status check_inputs(const char *path, const fattn_case *c, const fa
 /* forward/, forward/aux/, forward/_impl/, save_ctx/ (its _impl/ holds
  * attributes only), backward/ and backward/_impl/ (attributes only): each dataset of the case's dtype and
  * shape, no unknown object. */
-static fattn_status check_outputs(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+static fattn_status check_outputs(const char *path, const fh_case *c, const fh_h5_node *cg)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     const char *id = s->id;
-    want_ds roles[FATTN_SAVED_COUNT];
-    for (int i = 0; i < FATTN_SAVED_COUNT; i++) {
-        roles[i].name = fattn_saved_name((fattn_saved_slot)i);
+    want_ds roles[FH_SAVED_COUNT];
+    for (int i = 0; i < FH_SAVED_COUNT; i++) {
+        roles[i].name = fh_saved_name((fh_saved_slot)i);
         roles[i].shape = role_shape(c, i);
     }
-    const want_ds *aux = roles + FATTN_SAVED_AUX_FIRST;
+    const want_ds *aux = roles + FH_SAVED_AUX_FIRST;
     want_ds fw[] = {{"out", (s->fp8 && s->fp8_output) ? fp8_of(c, c->t.out) : c->t.out},
                     {"max_logit", mk_shape(s->dtype, 1, s->h, 0, 0, 0)}};
     want_ds bw[] = {{"dq", c->t.dq}, {"dk", c->t.dk}, {"dv", c->t.dv}, {"d_bias", c->t.d_bias},
@@ -342,28 +342,28 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     static const char *const fw_groups[] = {"aux", "_impl", NULL};
     static const char *const sc_groups[] = {"_impl", NULL};
     static const char *const bw_groups[] = {"_impl", NULL};
-    const fattn_h5_node *g;
+    const fh_h5_node *g;
     fattn_status st = FATTN_OK;
-    if ((g = fattn_h5_node_find(cg, "forward")) &&
+    if ((g = fh_h5_node_find(cg, "forward")) &&
         (st = check_children(path, id, g, "forward", fw, 2, fw_groups)))
         return st;
-    const fattn_h5_attr *osi = g ? fattn_h5_node_attr(g, "out_scale_inv") : NULL;
-    if (osi && (osi->kind != FATTN_H5_ATTR_FLOAT32 || !(osi->f32 > 0.0f) || isinf(osi->f32)))
+    const fh_h5_attr *osi = g ? fh_h5_node_attr(g, "out_scale_inv") : NULL;
+    if (osi && (osi->kind != FH_H5_ATTR_FLOAT32 || !(osi->f32 > 0.0f) || isinf(osi->f32)))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: forward@out_scale_inv is not a "
                            "float32 finite and > 0 (the FP8 out's scale_inv)", path, id);
-    if ((g = fattn_h5_node_find(cg, "forward/aux")) &&
-        (st = check_children(path, id, g, "forward/aux", aux, FATTN_SAVED_NAUX, NULL)))
+    if ((g = fh_h5_node_find(cg, "forward/aux")) &&
+        (st = check_children(path, id, g, "forward/aux", aux, FH_SAVED_NAUX, NULL)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "forward/_impl")) &&
-        (st = check_children(path, id, g, "forward/_impl", roles, FATTN_SAVED_COUNT, NULL)))
+    if ((g = fh_h5_node_find(cg, "forward/_impl")) &&
+        (st = check_children(path, id, g, "forward/_impl", roles, FH_SAVED_COUNT, NULL)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "save_ctx")) &&
-        (st = check_children(path, id, g, "save_ctx", roles, FATTN_SAVED_COUNT, sc_groups)))
+    if ((g = fh_h5_node_find(cg, "save_ctx")) &&
+        (st = check_children(path, id, g, "save_ctx", roles, FH_SAVED_COUNT, sc_groups)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "save_ctx/_impl")) &&
+    if ((g = fh_h5_node_find(cg, "save_ctx/_impl")) &&
         (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "backward")) && !fattn_spec_has_backward(s))
+    if ((g = fh_h5_node_find(cg, "backward")) && !fh_spec_has_backward(s))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for a case "
                            "without one (inference, no_grad or inference_mode)", path, id);
     if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
@@ -372,16 +372,16 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
     if (g && c->fp8_grads && (st = check_scale_invs(path, id, g, "backward", grads, 3)))
         return st;
     static const char *const fp8_roles[] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8"};
-    if ((st = check_scale_invs(path, id, fattn_h5_node_find(cg, "save_ctx"), "save_ctx",
+    if ((st = check_scale_invs(path, id, fh_h5_node_find(cg, "save_ctx"), "save_ctx",
                                fp8_roles, 4)))
         return st;
-    if ((g = fattn_h5_node_find(cg, "backward/_impl")) &&
+    if ((g = fh_h5_node_find(cg, "backward/_impl")) &&
         (st = check_children(path, id, g, "backward/_impl", NULL, 0, NULL)))
         return st;
     return FATTN_OK;
 }
 
-/* The recorded quantizers against the case's (fattn_fe_fp8_quantizers):
+/* The recorded quantizers against the case's (fh_fe_fp8_quantizers):
  * each one present has the recipe and FP8 dtype of its role. TE's
  * get_attention_quantizers takes QKV, S and O from the forward recipe
  * state and dO, dP and dQKV from the backward one (utils.py 2.19.0:
@@ -391,11 +391,11 @@ static fattn_status check_outputs(const char *path, const fattn_case *c, const f
  * default to (recipe/__init__.py:254, 303); under current scaling S and dP
  * come from the delayed helper recipe (DPA's [CS, DS] pair). The f16 path
  * hands FusedAttnFunc no quantizer. */
-static const char *check_quantizers(const fattn_spec *s, const fattn_ctx_record *r, char *bad,
+static const char *check_quantizers(const fh_spec *s, const fh_ctx_record *r, char *bad,
                                     size_t n)
 {
     fattn_fp8_quantizers want;
-    fattn_fe_fp8_quantizers(s, &want);
+    fh_fe_fp8_quantizers(s, &want);
     const struct {
         const char *name;
         const fattn_fp8_quantizer *got, *want;
@@ -427,11 +427,11 @@ static const char *check_quantizers(const fattn_spec *s, const fattn_ctx_record 
  * resolve them, the enums), the recorded one must be that value. This
  * bounds what replay --from save_ctx may compute by the case's own
  * tensors: max_seqlen is the spec's sq/skv, which the stored shapes match. */
-static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn_h5_node *sc)
+static fattn_status check_ctx(const char *path, const fh_case *c, const fh_h5_node *sc)
 {
-    const fattn_spec *s = c->spec;
-    fattn_ctx_record r;
-    fattn_status st = fattn_ctx_record_read(sc, &r);
+    const fh_spec *s = c->spec;
+    fh_ctx_record r;
+    fattn_status st = fh_ctx_record_read(sc, &r);
     if (st != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id,
                            fattn_last_error());
@@ -477,18 +477,18 @@ static fattn_status check_ctx(const char *path, const fattn_case *c, const fattn
  * named <direction>[.<k>], each direction's calls numbered from its first
  * without a gap and made by a state that is recorded (the backward's by
  * backward/, the forward's by forward/). */
-static fattn_status check_engine_calls(const char *path, const char *id, const fattn_h5_node *c,
-                                       const fattn_h5_node *ec)
+static fattn_status check_engine_calls(const char *path, const char *id, const fh_h5_node *c,
+                                       const fh_h5_node *ec)
 {
     if (ec->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s is a dataset where a group "
                            "belongs", path, id, ec->name);
     for (size_t i = 0; i < ec->n_children; i++) {
-        const fattn_h5_node *g = ec->children[i];
+        const fh_h5_node *g = ec->children[i];
         int dir = -1;
         unsigned long k = 1;
         for (int d = 0; d < 2 && dir < 0; d++) {
-            const char *dn = fattn_call_dir_name((fattn_call_dir)d);
+            const char *dn = fh_call_dir_name((fh_call_dir)d);
             size_t n = strlen(dn);
             char *end = NULL;
             if (!strcmp(g->name, dn))
@@ -502,16 +502,16 @@ static fattn_status check_engine_calls(const char *path, const char *id, const f
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s: unknown object (the "
                                "schema has forward[.N] and backward[.N] groups of attributes "
                                "there)", path, id, ec->name, g->name);
-        const char *dn = fattn_call_dir_name((fattn_call_dir)dir);
+        const char *dn = fh_call_dir_name((fh_call_dir)dir);
         char prev[32];
         if (k == 2)
             snprintf(prev, sizeof prev, "%s", dn);
         else
             snprintf(prev, sizeof prev, "%s.%lu", dn, k - 1);
-        if (k >= 2 && !fattn_h5_node_find(ec, prev))
+        if (k >= 2 && !fh_h5_node_find(ec, prev))
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s recorded without %s",
                                path, id, ec->name, g->name, prev);
-        if (!fattn_h5_node_find(c, dn))
+        if (!fh_h5_node_find(c, dn))
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s recorded without the "
                                "state %s", path, id, ec->name, g->name, dn);
     }
@@ -521,19 +521,19 @@ static fattn_status check_engine_calls(const char *path, const char *id, const f
 /* The structure of a case that is not skipped: its states form a prefix
  * of inputs -> forward -> save_ctx -> backward, each a group, and its
  * engine calls are those of recorded states. */
-static fattn_status check_states(const char *path, const fattn_spec *s, const fattn_h5_node *c)
+static fattn_status check_states(const char *path, const fh_spec *s, const fh_h5_node *c)
 {
     static const char *const order[] = {"inputs", "forward", "save_ctx", "backward"};
     for (size_t i = 0; i < c->n_children; i++) {
-        const fattn_h5_node *ch = c->children[i];
-        if (!strcmp(ch->name, FATTN_ENGINE_CALL_GROUP)) {
+        const fh_h5_node *ch = c->children[i];
+        if (!strcmp(ch->name, FH_ENGINE_CALL_GROUP)) {
             fattn_status st = check_engine_calls(path, c->name, c, ch);
             if (st != FATTN_OK)
                 return st;
             continue;
         }
         if (strcmp(ch->name, "ranks") == 0) { /* fattn-te's CP ranks, a cp case's only */
-            fattn_status st = fattn_runfile_check_ranks(path, s, ch);
+            fattn_status st = fh_runfile_check_ranks(path, s, ch);
             if (st != FATTN_OK)
                 return st;
             continue;
@@ -550,7 +550,7 @@ static fattn_status check_states(const char *path, const fattn_spec *s, const fa
     }
     bool gap = false;
     for (int i = 0; i < 4; i++) {
-        bool has = fattn_h5_node_find(c, order[i]) != NULL;
+        bool has = fh_h5_node_find(c, order[i]) != NULL;
         if (has && gap)
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: state %s recorded without the "
                                "state before it", path, c->name, order[i]);
@@ -561,12 +561,12 @@ static fattn_status check_states(const char *path, const fattn_spec *s, const fa
 
 /* The states' contents: shapes, cu_seqlens, save_ctx (inputs/ required
  * when need_inputs: a schedule's B step records none). */
-static fattn_status check_content(const char *path, const fattn_case *c, const fattn_h5_node *cg,
+static fattn_status check_content(const char *path, const fh_case *c, const fh_h5_node *cg,
                                   bool need_inputs)
 {
-    const fattn_spec *s = c->spec;
+    const fh_spec *s = c->spec;
     fattn_status st;
-    const fattn_h5_node *g = fattn_h5_node_find(cg, "inputs");
+    const fh_h5_node *g = fh_h5_node_find(cg, "inputs");
     if (!g && need_inputs)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no inputs group", path, s->id);
     if ((g && (st = check_inputs(path, c, g))) || (st = check_outputs(path, c, cg)))
@@ -574,7 +574,7 @@ static fattn_status check_content(const char *path, const fattn_case *c, const f
     int64_t tq = c->t_q ? c->t_q : s->b * s->sq, tkv = c->t_kv ? c->t_kv : s->b * s->skv;
     const char *cu_groups[] = {"inputs", "save_ctx"};
     for (int gi = 0; gi < 2; gi++) {
-        const fattn_h5_node *cgi = fattn_h5_node_find(cg, cu_groups[gi]);
+        const fh_h5_node *cgi = fh_h5_node_find(cg, cu_groups[gi]);
         if (!cgi)
             continue;
         if ((st = check_cu(path, s->id, cgi, "cu_seqlens_q", s->b, s->b * s->sq)) ||
@@ -583,7 +583,7 @@ static fattn_status check_content(const char *path, const fattn_case *c, const f
             (st = check_cu(path, s->id, cgi, "cu_seqlens_kv_padded", s->b, tkv)))
             return st;
     }
-    const fattn_h5_node *sc = fattn_h5_node_find(cg, "save_ctx");
+    const fh_h5_node *sc = fh_h5_node_find(cg, "save_ctx");
     if (sc && (st = check_ctx(path, c, sc)) != FATTN_OK)
         return st;
     return FATTN_OK;
@@ -592,7 +592,7 @@ static fattn_status check_content(const char *path, const fattn_case *c, const f
 /* Everything of a resolved case: states, shapes, cu_seqlens, save_ctx.
  * Nothing here allocates more than the case model's sequence tables: the
  * spec's shapes are compared before anything is built from them. */
-static fattn_status check_resolved(const char *path, const fattn_case *c, const fattn_h5_node *cg)
+static fattn_status check_resolved(const char *path, const fh_case *c, const fh_h5_node *cg)
 {
     fattn_status st = check_states(path, c->spec, cg);
     return st != FATTN_OK ? st : check_content(path, c, cg, true);
@@ -602,8 +602,8 @@ static fattn_status check_resolved(const char *path, const fattn_case *c, const 
 
 /* A U step's recipe/ or an X step's extra_state/: the module's state as
  * float32 arrays (harness/run/module.h), all four. */
-static fattn_status check_recipe_group(const char *path, const fattn_spec *s,
-                                       const fattn_h5_node *g, const char *where)
+static fattn_status check_recipe_group(const char *path, const fh_spec *s,
+                                       const fh_h5_node *g, const char *where)
 {
     int64_t len = s->fp8_amax_history_len;
     want_ds want[] = {
@@ -614,7 +614,7 @@ static fattn_status check_recipe_group(const char *path, const fattn_spec *s,
     };
     fattn_status st = check_children(path, s->id, g, where, want, 4, NULL);
     for (int i = 0; st == FATTN_OK && i < 4; i++)
-        if (!fattn_h5_node_find(g, want[i].name))
+        if (!fh_h5_node_find(g, want[i].name))
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is missing", path, s->id,
                              where, want[i].name);
     return st;
@@ -622,11 +622,11 @@ static fattn_status check_recipe_group(const char *path, const fattn_spec *s,
 
 /* The groups step group g holds: exactly `want` (NULL-terminated; those
  * after `optional` may be missing, as a prefix). */
-static fattn_status check_step_children(const char *path, const char *id, const fattn_h5_node *g,
+static fattn_status check_step_children(const char *path, const char *id, const fh_h5_node *g,
                                         const char *const *want, int required)
 {
     for (size_t i = 0; i < g->n_children; i++) {
-        if (!strcmp(g->children[i]->name, FATTN_ENGINE_CALL_GROUP)) {
+        if (!strcmp(g->children[i]->name, FH_ENGINE_CALL_GROUP)) {
             fattn_status st = check_engine_calls(path, id, g, g->children[i]);
             if (st != FATTN_OK)
                 return st;
@@ -641,7 +641,7 @@ static fattn_status check_step_children(const char *path, const char *id, const 
     }
     bool gap = false;
     for (int k = 0; want[k]; k++) {
-        bool has = fattn_h5_node_find(g, want[k]) != NULL;
+        bool has = fh_h5_node_find(g, want[k]) != NULL;
         if ((k < required && !has) || (has && gap))
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s missing", path, id,
                                gap ? want[k - 1] : want[k]);
@@ -650,49 +650,49 @@ static fattn_status check_step_children(const char *path, const char *id, const 
     return FATTN_OK;
 }
 
-/* One step's group against the step's own case (fattn_spec_step). */
-static fattn_status check_step(const char *path, const fattn_spec *s, const fattn_kv_plan *plan,
-                               int64_t k, const fattn_h5_node *g)
+/* One step's group against the step's own case (fh_spec_step). */
+static fattn_status check_step(const char *path, const fh_spec *s, const fh_kv_plan *plan,
+                               int64_t k, const fh_h5_node *g)
 {
     static const char *const fwd[] = {"inputs", "forward", "save_ctx", NULL};
     static const char *const bwd[] = {"save_ctx", "backward", NULL};
     static const char *const upd[] = {"recipe", NULL}, *const xs[] = {"extra_state", NULL};
-    const fattn_step *step = &s->schedule->steps[k - 1];
+    const fh_step *step = &s->schedule->steps[k - 1];
     fattn_status st;
-    if (step->kind == FATTN_STEP_U || step->kind == FATTN_STEP_X) {
-        const char *const *w = step->kind == FATTN_STEP_U ? upd : xs;
+    if (step->kind == FH_STEP_U || step->kind == FH_STEP_X) {
+        const char *const *w = step->kind == FH_STEP_U ? upd : xs;
         if ((st = check_step_children(path, s->id, g, w, 1)) != FATTN_OK)
             return st;
-        return check_recipe_group(path, s, fattn_h5_node_find(g, w[0]), w[0]);
+        return check_recipe_group(path, s, fh_h5_node_find(g, w[0]), w[0]);
     }
-    bool b = step->kind == FATTN_STEP_B;
+    bool b = step->kind == FH_STEP_B;
     /* --until records a B step's states up to it: save_ctx, or nothing */
     if ((st = check_step_children(path, s->id, g, b ? bwd : fwd, b ? 0 : 1)) != FATTN_OK)
         return st;
-    fattn_spec one; /* a B's case is its forward's */
-    int64_t of = b ? fattn_schedule_forward_of(s->schedule, k) : k;
+    fh_spec one; /* a B's case is its forward's */
+    int64_t of = b ? fh_schedule_forward_of(s->schedule, k) : k;
     if (of < 1)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a B step without its forward",
                            path, s->id);
-    if ((st = fattn_spec_step(s, plan, of, &one)) != FATTN_OK)
+    if ((st = fh_spec_step(s, plan, of, &one)) != FATTN_OK)
         return st;
-    fattn_case rc;
-    if ((st = fattn_case_resolve(&one, &rc)) != FATTN_OK) {
+    fh_case rc;
+    if ((st = fh_case_resolve(&one, &rc)) != FATTN_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id, msg);
     } else
         st = check_content(path, &rc, g, !b);
-    fattn_case_free(&rc);
-    fattn_spec_free(&one);
+    fh_case_free(&rc);
+    fh_spec_free(&one);
     return st;
 }
 
 /* A schedule's case holds steps/ only, with a group per step recorded: 1
  * to m, m up to the schedule's length (a --until run stops early). */
-static fattn_status check_schedule(const char *path, const fattn_spec *s, const fattn_h5_node *c)
+static fattn_status check_schedule(const char *path, const fh_spec *s, const fh_h5_node *c)
 {
-    const fattn_h5_node *steps = fattn_h5_node_find(c, "steps");
+    const fh_h5_node *steps = fh_h5_node_find(c, "steps");
     if (c->n_children != 1 || !steps || steps->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a case with a schedule holds "
                            "the group steps/ and nothing else", path, s->id);
@@ -700,7 +700,7 @@ static fattn_status check_schedule(const char *path, const fattn_spec *s, const 
     char name[32];
     for (; m < s->schedule->n; m++) {
         snprintf(name, sizeof name, "%lld", (long long)(m + 1));
-        if (!fattn_h5_node_find(steps, name))
+        if (!fh_h5_node_find(steps, name))
             break;
     }
     if ((int64_t)steps->n_children != m)
@@ -708,9 +708,9 @@ static fattn_status check_schedule(const char *path, const fattn_spec *s, const 
                            "only steps 1..%lld of its %lld-step schedule are recorded in order",
                            path, s->id, steps->n_children, (long long)m,
                            (long long)s->schedule->n);
-    fattn_kv_plan plan;
-    bool kv = fattn_schedule_is_cache(s->schedule);
-    fattn_status st = kv ? fattn_spec_kv_plan(s, &plan) : FATTN_OK;
+    fh_kv_plan plan;
+    bool kv = fh_schedule_is_cache(s->schedule);
+    fattn_status st = kv ? fh_spec_kv_plan(s, &plan) : FATTN_OK;
     if (st != FATTN_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
@@ -718,7 +718,7 @@ static fattn_status check_schedule(const char *path, const fattn_spec *s, const 
     }
     for (int64_t k = 1; st == FATTN_OK && k <= m; k++) {
         snprintf(name, sizeof name, "%lld", (long long)k);
-        const fattn_h5_node *g = fattn_h5_node_find(steps, name);
+        const fh_h5_node *g = fh_h5_node_find(steps, name);
         if (g->is_dataset)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: steps/%s is a dataset", path,
                              s->id, name);
@@ -729,13 +729,13 @@ static fattn_status check_schedule(const char *path, const fattn_spec *s, const 
         }
     }
     if (kv)
-        fattn_kv_plan_free(&plan);
+        fh_kv_plan_free(&plan);
     return st;
 }
 
 /* A recorded refusal (docs/run-files.md): only a case that expects one,
  * its four string attributes, no states. */
-static fattn_status check_refused(const char *path, const fattn_spec *s, const fattn_h5_node *c)
+static fattn_status check_refused(const char *path, const fh_spec *s, const fh_h5_node *c)
 {
     static const char *const attrs[] = {"refused_status", "refused_rule", "refused_state",
                                         "refused_message"};
@@ -743,56 +743,56 @@ static fattn_status check_refused(const char *path, const fattn_spec *s, const f
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: a refusal recorded for a spec "
                            "without expect_refusal", path, c->name);
     for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
-        const fattn_h5_attr *a = fattn_h5_node_attr(c, attrs[i]);
-        if (!a || a->kind != FATTN_H5_ATTR_STRING)
+        const fh_h5_attr *a = fh_h5_node_attr(c, attrs[i]);
+        if (!a || a->kind != FH_H5_ATTR_STRING)
             return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attribute %s missing or not "
                                "a string", path, c->name, attrs[i]);
     }
-    if (c->n_children || fattn_h5_node_attr(c, "skipped"))
+    if (c->n_children || fh_h5_node_attr(c, "skipped"))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: refused but has state groups or "
                            "a skip", path, c->name);
     return FATTN_OK;
 }
 
-fattn_status fattn_runfile_case_spec(const char *path, const fattn_h5_node *c, fattn_spec *spec)
+fattn_status fh_runfile_case_spec(const char *path, const fh_h5_node *c, fh_spec *spec)
 {
     if (c->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: /cases/%s is a dataset, not a group", path,
                            c->name);
-    const fattn_h5_attr *sa = fattn_h5_node_attr(c, "spec");
-    if (!sa || sa->kind != FATTN_H5_ATTR_STRING)
+    const fh_h5_attr *sa = fh_h5_node_attr(c, "spec");
+    if (!sa || sa->kind != FH_H5_ATTR_STRING)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no spec attribute", path, c->name);
     char source[512];
     snprintf(source, sizeof source, "%s: /cases/%s spec", path, c->name);
-    fattn_status st = fattn_spec_parse_one(sa->s, strlen(sa->s), source, spec);
+    fattn_status st = fh_spec_parse_one(sa->s, strlen(sa->s), source, spec);
     if (st != FATTN_OK)
         return fattn_error(FATTN_E_INVALID_FILE, "%s", fattn_last_error());
     bool intact = true;
-    if ((st = fattn_h5_node_attrs_intact(c, &intact)) != FATTN_OK) {
+    if ((st = fh_h5_node_attrs_intact(c, &intact)) != FATTN_OK) {
         /* out of memory: st as it is */
     } else if (!intact) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attributes corrupt: they do not "
-                         "match the case's %s", path, c->name, FATTN_H5_ATTRS_DIGEST);
+                         "match the case's %s", path, c->name, FH_H5_ATTRS_DIGEST);
     } else if (strcmp(spec->id, c->name) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: spec id is '%s'", path, c->name,
                          spec->id);
     }
     if (st != FATTN_OK)
-        fattn_spec_free(spec);
+        fh_spec_free(spec);
     return st;
 }
 
-static fattn_status validate_case(const char *path, const fattn_h5_node *c)
+static fattn_status validate_case(const char *path, const fh_h5_node *c)
 {
-    fattn_spec spec;
-    fattn_status st = fattn_runfile_case_spec(path, c, &spec);
+    fh_spec spec;
+    fattn_status st = fh_runfile_case_spec(path, c, &spec);
     if (st != FATTN_OK)
         return st;
-    const fattn_h5_attr *skipped = fattn_h5_node_attr(c, "skipped");
-    if (fattn_h5_node_attr(c, "refused_status")) {
+    const fh_h5_attr *skipped = fh_h5_node_attr(c, "skipped");
+    if (fh_h5_node_attr(c, "refused_status")) {
         st = check_refused(path, &spec, c);
     } else if (skipped) {
-        if (skipped->kind != FATTN_H5_ATTR_STRING)
+        if (skipped->kind != FH_H5_ATTR_STRING)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: attribute skipped is not a "
                              "string (the reason)", path, c->name);
         else if (c->n_children)
@@ -801,32 +801,32 @@ static fattn_status validate_case(const char *path, const fattn_h5_node *c)
     } else if (spec.schedule) {
         st = check_schedule(path, &spec, c);
     } else {
-        fattn_case rc;
-        if ((st = fattn_case_resolve(&spec, &rc)) != FATTN_OK)
+        fh_case rc;
+        if ((st = fh_case_resolve(&spec, &rc)) != FATTN_OK)
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, c->name,
                              fattn_last_error());
         else
             st = check_resolved(path, &rc, c);
-        fattn_case_free(&rc);
+        fh_case_free(&rc);
     }
-    fattn_spec_free(&spec);
+    fh_spec_free(&spec);
     return st;
 }
 
-fattn_status fattn_runfile_validate(const char *path, const fattn_h5_node *root)
+fattn_status fh_runfile_validate(const char *path, const fh_h5_node *root)
 {
-    const fattn_h5_attr *schema = fattn_h5_node_attr(root, "schema");
-    if (!schema || schema->kind != FATTN_H5_ATTR_STRING)
+    const fh_h5_attr *schema = fh_h5_node_attr(root, "schema");
+    if (!schema || schema->kind != FH_H5_ATTR_STRING)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: no schema attribute (not a fattn run file)",
                            path);
-    if (strcmp(schema->s, FATTN_RUN_SCHEMA) != 0)
+    if (strcmp(schema->s, FH_RUN_SCHEMA) != 0)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: schema is '%s', this fattn reads '%s'", path,
-                           schema->s, FATTN_RUN_SCHEMA);
-    const fattn_h5_node *cases = fattn_h5_node_find(root, "cases");
+                           schema->s, FH_RUN_SCHEMA);
+    const fh_h5_node *cases = fh_h5_node_find(root, "cases");
     if (!cases || cases->is_dataset)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: no /cases group", path);
     for (size_t i = 0; i < root->n_children; i++) {
-        const fattn_h5_node *ch = root->children[i];
+        const fh_h5_node *ch = root->children[i];
         if (strcmp(ch->name, "cases") != 0 && strcmp(ch->name, "audit") != 0)
             return fattn_error(FATTN_E_INVALID_FILE, "%s: /%s: unknown object (a run file "
                                "holds /cases and /audit only)", path, ch->name);

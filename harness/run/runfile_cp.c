@@ -16,7 +16,7 @@ static fattn_status bad(const char *path, const char *id, const char *where, con
 
 /* A group holding datasets only. */
 static fattn_status datasets_only(const char *path, const char *id, const char *where,
-                                  const fattn_h5_node *g)
+                                  const fh_h5_node *g)
 {
     if (g->is_dataset)
         return bad(path, id, where, "a dataset where a group belongs");
@@ -32,14 +32,14 @@ static fattn_status datasets_only(const char *path, const char *id, const char *
 /* engine_call/forward|backward/<NNN>: each call a group of datasets, the
  * calls numbered 000, 001, ... in call order. */
 static fattn_status check_calls(const char *path, const char *id, const char *rank,
-                                const fattn_h5_node *ec)
+                                const fh_h5_node *ec)
 {
     char w[256];
     snprintf(w, sizeof w, "%s/engine_call", rank);
     if (ec->is_dataset)
         return bad(path, id, w, "a dataset where a group belongs");
     for (size_t i = 0; i < ec->n_children; i++) {
-        const fattn_h5_node *k = ec->children[i];
+        const fh_h5_node *k = ec->children[i];
         snprintf(w, sizeof w, "%s/engine_call/%s", rank, k->name);
         if (strcmp(k->name, "forward") != 0 && strcmp(k->name, "backward") != 0)
             return bad(path, id, w, "unknown object (forward and backward calls only)");
@@ -63,11 +63,11 @@ static fattn_status check_calls(const char *path, const char *id, const char *ra
 /* One rank: inputs, forward, backward (a training case's), engine_call and
  * fp8 (an FP8 case's: the rank's recipe state around the amax reduction
  * over the CP group, fattn_te/cp_fp8.py). */
-static fattn_status check_rank(const char *path, const fattn_spec *s, const fattn_h5_node *r)
+static fattn_status check_rank(const char *path, const fh_spec *s, const fh_h5_node *r)
 {
     static const char *const known[] = {"inputs", "forward", "backward", "engine_call", "fp8"};
     for (size_t i = 0; i < r->n_children; i++) {
-        const fattn_h5_node *ch = r->children[i];
+        const fh_h5_node *ch = r->children[i];
         bool ok = false;
         for (int k = 0; k < 5; k++)
             ok = ok || strcmp(ch->name, known[k]) == 0;
@@ -82,20 +82,20 @@ static fattn_status check_rank(const char *path, const fattn_spec *s, const fatt
         if (st != FATTN_OK)
             return st;
     }
-    if (!fattn_h5_node_find(r, "inputs") || !fattn_h5_node_find(r, "forward") ||
-        !fattn_h5_node_find(r, "engine_call"))
+    if (!fh_h5_node_find(r, "inputs") || !fh_h5_node_find(r, "forward") ||
+        !fh_h5_node_find(r, "engine_call"))
         return bad(path, s->id, r->name, "inputs, forward and engine_call are required");
-    if (s->fp8 != (fattn_h5_node_find(r, "fp8") != NULL))
+    if (s->fp8 != (fh_h5_node_find(r, "fp8") != NULL))
         return bad(path, s->id, r->name, s->fp8 ? "an FP8 case's rank has no fp8 state"
                                                 : "fp8 state for a case without fp8");
-    if (s->is_training != (fattn_h5_node_find(r, "backward") != NULL))
+    if (s->is_training != (fh_h5_node_find(r, "backward") != NULL))
         return bad(path, s->id, r->name, s->is_training ? "a training case's rank has no backward"
                                                          : "an inference case's rank has a backward");
     return FATTN_OK;
 }
 
-fattn_status fattn_runfile_check_ranks(const char *path, const fattn_spec *s,
-                                       const fattn_h5_node *ranks)
+fattn_status fh_runfile_check_ranks(const char *path, const fh_spec *s,
+                                       const fh_h5_node *ranks)
 {
     if (!s->cp)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: ranks recorded for a spec "
@@ -111,7 +111,7 @@ fattn_status fattn_runfile_check_ranks(const char *path, const fattn_spec *s,
     for (int64_t r = 0; r < s->cp_size; r++) {
         char name[24];
         snprintf(name, sizeof name, "%lld", (long long)r);
-        const fattn_h5_node *g = fattn_h5_node_find(ranks, name);
+        const fh_h5_node *g = fh_h5_node_find(ranks, name);
         if (!g)
             return bad(path, s->id, name, "missing (ranks are named 0 .. size - 1)");
         if (g->is_dataset)

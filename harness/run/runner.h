@@ -29,8 +29,8 @@
  * whose adapter loads a forward: split) from a stored tree — replay — and
  * continue to BACKWARD.
  */
-#ifndef FATTN_HARNESS_RUNNER_H
-#define FATTN_HARNESS_RUNNER_H
+#ifndef FH_HARNESS_RUNNER_H
+#define FH_HARNESS_RUNNER_H
 
 #include "fattn/engine.h"
 
@@ -40,12 +40,12 @@
 
 /* Pattern every output buffer is filled with before each call: all bytes
  * 0xFF (a NaN in every float format; recorded in the run file). */
-#define FATTN_POISON_PATTERN 0xFFFFFFFFFFFFFFFFULL
+#define FH_POISON_PATTERN 0xFFFFFFFFFFFFFFFFULL
 
-typedef struct fattn_run_opts {
-    fattn_impl impl;
+typedef struct fh_run_opts {
+    fh_impl impl;
     fattn_engine *engine;   /* borrowed */
-    fattn_state until;      /* last state to produce */
+    fh_state until;         /* last state to produce */
     uint64_t poison;
     unsigned te_rules;      /* release whose routing rules prov_te_route names
                              * (FATTN_TE_RULES_*; 0: the newest) */
@@ -70,7 +70,7 @@ typedef struct fattn_run_opts {
                              * step's states up to the one that failed): what
                              * verify compares when one front end fails in a
                              * later step (a single case is cut by --until) */
-} fattn_run_opts;
+} fh_run_opts;
 
 /* Run one case from BEGIN to opts->until and return its group node (named
  * by the case id). A case the engine cannot run, and a cp case without
@@ -80,29 +80,29 @@ typedef struct fattn_run_opts {
  * FusedAttention under opts->te_rules (te_rules.h; provenance, never
  * compared). Invalid cases (TE
  * refuses them) and failures return the status. */
-fattn_status fattn_run_case(const fattn_spec *spec, const fattn_run_opts *opts,
-                            fattn_h5_node **out);
+fattn_status fh_run_case(const fh_spec *spec, const fh_run_opts *opts,
+                            fh_h5_node **out);
 
-/* fattn_run_case of a case with a schedule (spec.h): every step recorded
+/* fh_run_case of a case with a schedule (spec.h): every step recorded
  * under /cases/<id>/steps/<k>/ (docs/run-files.md "Schedules"); --until
  * runs every state of every step and records each step's up to it. */
-fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
-                                fattn_h5_node **out);
-/* fattn_replay_case of a recorded schedule: the steps copied as recorded
+fattn_status fh_run_schedule(const fh_spec *spec, const fh_run_opts *opts,
+                                fh_h5_node **out);
+/* fh_replay_case of a recorded schedule: the steps copied as recorded
  * but, for each B step, the backward recomputed from that step's save_ctx
  * (from SAVE_CTX), and for each forward of split the setup_ctx from its
  * recorded forward (from FORWARD). */
-fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_spec *spec,
-                                   fattn_state from, const fattn_run_opts *opts,
-                                   fattn_h5_node **out);
+fattn_status fh_replay_schedule(const fh_h5_node *recorded, const fh_spec *spec,
+                                   fh_state from, const fh_run_opts *opts,
+                                   fh_h5_node **out);
 
 /* Replay: take a recorded case group (with at least `from` recorded),
  * copy every state up to `from` and recompute later ones with opts->impl.
  * from = SAVE_CTX: load the backward-read set into the impl's backward.
  * from = FORWARD: split only — setup_ctx and backward from the recorded
  * inputs and forward outputs. */
-fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
-                               const fattn_run_opts *opts, fattn_h5_node **out);
+fattn_status fh_replay_case(const fh_h5_node *recorded, fh_state from,
+                               const fh_run_opts *opts, fh_h5_node **out);
 
 
 /* Process-wide allocator policy for commands that run cases one after
@@ -113,7 +113,7 @@ fattn_status fattn_replay_case(const fattn_h5_node *recorded, fattn_state from,
  * tensors come from the heap and its fragments stay resident: 16 cases of
  * 12 MB each held 120 MB of RSS instead of 37. No effect elsewhere (other C
  * libraries, the sanitizers' allocators). Call before the first case. */
-void fattn_run_memory_policy(void);
+void fh_run_memory_policy(void);
 
 /* Writing a run file one case at a time. Each finished case's tree is put
  * into the file as soon as it is complete, and the caller frees it, so a
@@ -125,25 +125,25 @@ void fattn_run_memory_policy(void);
  * /audit, then each case read back from the scratch file, again one at a
  * time. The bytes are those of the whole tree written at once. The output
  * appears (renamed over `out`) only on a successful commit; any failure and
- * fattn_case_sink_free leave neither it, its temporary file nor the
+ * fh_case_sink_free leave neither it, its temporary file nor the
  * scratch file. */
-typedef struct fattn_case_sink fattn_case_sink;
+typedef struct fh_case_sink fh_case_sink;
 
 /* Open a sink for run file `out`. `root` (borrowed until commit) holds the
  * root attributes and no children. */
-fattn_status fattn_case_sink_open(const char *out, const fattn_h5_node *root, bool audit,
-                                  fattn_case_sink **sink);
+fattn_status fh_case_sink_open(const char *out, const fh_h5_node *root, bool audit,
+                                  fh_case_sink **sink);
 /* Write one case group (named by its id, sorting after the previous one);
  * the caller keeps and frees it. */
-fattn_status fattn_case_sink_put(fattn_case_sink *k, const fattn_h5_node *case_node);
+fattn_status fh_case_sink_put(fh_case_sink *k, const fh_h5_node *case_node);
 /* Finish and rename the file. `audit` is the /audit group (named "audit")
  * for a sink opened with audit, else NULL. An empty /cases if none was put.
- * The sink still needs fattn_case_sink_free. */
-fattn_status fattn_case_sink_commit(fattn_case_sink *k, const fattn_h5_node *audit);
+ * The sink still needs fh_case_sink_free. */
+fattn_status fh_case_sink_commit(fh_case_sink *k, const fh_h5_node *audit);
 /* Discard whatever is not committed and free the sink (NULL is fine). */
-void fattn_case_sink_free(fattn_case_sink *k);
+void fh_case_sink_free(fh_case_sink *k);
 
 /* Validate a recorded save_ctx group's attributes (types and ranges). */
-fattn_status fattn_save_ctx_validate(const fattn_h5_node *save_ctx);
+fattn_status fh_save_ctx_validate(const fh_h5_node *save_ctx);
 
-#endif /* FATTN_HARNESS_RUNNER_H */
+#endif /* FH_HARNESS_RUNNER_H */

@@ -11,14 +11,14 @@
 
 static const char *const names[] = {
 #define NAME_ROW(role, pack) #role,
-    FATTN_SAVED_SLOTS(NAME_ROW)
+    FH_SAVED_SLOTS(NAME_ROW)
 #undef NAME_ROW
 };
-_Static_assert(sizeof names / sizeof names[0] == FATTN_SAVED_COUNT, "one name per slot");
+_Static_assert(sizeof names / sizeof names[0] == FH_SAVED_COUNT, "one name per slot");
 
-const char *fattn_saved_name(fattn_saved_slot s)
+const char *fh_saved_name(fh_saved_slot s)
 {
-    assert((int)s >= 0 && s < FATTN_SAVED_COUNT);
+    assert((int)s >= 0 && s < FH_SAVED_COUNT);
     return names[s];
 }
 
@@ -30,35 +30,35 @@ const char *fattn_saved_name(fattn_saved_slot s)
 #define LAYOUT_OFF_softmax_offset ((int)offsetof(fattn_aux_layout, softmax_offset))
 static const int layout_off[] = {
 #define OFF_ROW(role, pack) LAYOUT_OFF_##pack,
-    FATTN_SAVED_SLOTS(OFF_ROW)
+    FH_SAVED_SLOTS(OFF_ROW)
 #undef OFF_ROW
 };
-_Static_assert(sizeof layout_off / sizeof layout_off[0] == FATTN_SAVED_COUNT, "one place per slot");
+_Static_assert(sizeof layout_off / sizeof layout_off[0] == FH_SAVED_COUNT, "one place per slot");
 
-int fattn_saved_aux_layout(fattn_bias_type bias, fattn_softmax_type softmax,
-                           int index[FATTN_SAVED_NAUX])
+int fh_saved_aux_layout(fattn_bias_type bias, fattn_softmax_type softmax,
+                           int index[FH_SAVED_NAUX])
 {
     fattn_aux_layout l = fattn_aux_layout_bwd(bias, softmax);
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
-        int off = layout_off[FATTN_SAVED_AUX_FIRST + i];
+    for (int i = 0; i < FH_SAVED_NAUX; i++) {
+        int off = layout_off[FH_SAVED_AUX_FIRST + i];
         assert(off >= 0);
         memcpy(&index[i], (const char *)&l + off, sizeof index[i]);
     }
-    assert(l.n >= 2 && l.n <= FATTN_SAVED_NAUX);
+    assert(l.n >= 2 && l.n <= FH_SAVED_NAUX);
     return l.n;
 }
 
-fattn_status fattn_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bias_type bias,
+fattn_status fh_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bias_type bias,
                                        fattn_softmax_type softmax,
-                                       fattn_tensor slots[FATTN_SAVED_NAUX])
+                                       fattn_tensor slots[FH_SAVED_NAUX])
 {
-    int index[FATTN_SAVED_NAUX];
-    int want = fattn_saved_aux_layout(bias, softmax, index);
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+    int index[FH_SAVED_NAUX];
+    int want = fh_saved_aux_layout(bias, softmax, index);
+    for (int i = 0; i < FH_SAVED_NAUX; i++)
         slots[i] = fattn_tensor_empty();
     if (n != want)
         return fattn_error(FATTN_E_INTERNAL, "aux list has %d entries, expected %d", n, want);
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++) {
+    for (int i = 0; i < FH_SAVED_NAUX; i++) {
         assert(index[i] < n);
         if (index[i] >= 0)
             slots[i] = list[index[i]];
@@ -66,13 +66,13 @@ fattn_status fattn_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bi
     return FATTN_OK;
 }
 
-int fattn_saved_aux_to_list(const fattn_tensor slots[FATTN_SAVED_NAUX],
-                            fattn_tensor list[FATTN_SAVED_NAUX])
+int fh_saved_aux_to_list(const fattn_tensor slots[FH_SAVED_NAUX],
+                            fattn_tensor list[FH_SAVED_NAUX])
 {
     int n = 0;
-    for (int i = 0; i < FATTN_SAVED_NAUX; i++)
+    for (int i = 0; i < FH_SAVED_NAUX; i++)
         if (!fattn_tensor_is_empty(&slots[i]))
             list[n++] = slots[i];
-    assert(n <= FATTN_SAVED_NAUX);
+    assert(n <= FH_SAVED_NAUX);
     return n;
 }

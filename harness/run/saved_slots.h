@@ -23,13 +23,13 @@
  * slot to fattn_split_slot; the recording, loading and the legacy list
  * positions follow. A new aux slot needs its member in fattn_aux_layout.
  */
-#ifndef FATTN_HARNESS_SAVED_SLOTS_H
-#define FATTN_HARNESS_SAVED_SLOTS_H
+#ifndef FH_HARNESS_SAVED_SLOTS_H
+#define FH_HARNESS_SAVED_SLOTS_H
 
 #include "fattn/te.h"
 #include "fattn/tensor.h"
 
-#define FATTN_SAVED_SLOTS(X)                                                                   \
+#define FH_SAVED_SLOTS(X)                                                                      \
     X(q_fp8, FIXED)                                                                            \
     X(k_fp8, FIXED)                                                                            \
     X(v_fp8, FIXED)                                                                            \
@@ -47,37 +47,37 @@
     X(aux_bias, bias)                                                                          \
     X(aux_softmax_offset, softmax_offset)
 
-/* FATTN_SAVED_<role>: a slot's index in the save order. */
-typedef enum fattn_saved_slot {
-#define FATTN_SAVED_ENUM_(role, pack) FATTN_SAVED_##role,
-    FATTN_SAVED_SLOTS(FATTN_SAVED_ENUM_)
-#undef FATTN_SAVED_ENUM_
-    FATTN_SAVED_COUNT
-} fattn_saved_slot;
+/* FH_SAVED_<role>: a slot's index in the save order. */
+typedef enum fh_saved_slot {
+#define FH_SAVED_ENUM_(role, pack) FH_SAVED_##role,
+    FH_SAVED_SLOTS(FH_SAVED_ENUM_)
+#undef FH_SAVED_ENUM_
+    FH_SAVED_COUNT
+} fh_saved_slot;
 
-/* The first aux slot; the aux slots are [FATTN_SAVED_AUX_FIRST, COUNT). */
-#define FATTN_SAVED_AUX_FIRST FATTN_SAVED_softmax_stats
-#define FATTN_SAVED_NAUX (FATTN_SAVED_COUNT - FATTN_SAVED_AUX_FIRST)
+/* The first aux slot; the aux slots are [FH_SAVED_AUX_FIRST, COUNT). */
+#define FH_SAVED_AUX_FIRST FH_SAVED_softmax_stats
+#define FH_SAVED_NAUX (FH_SAVED_COUNT - FH_SAVED_AUX_FIRST)
 
 /* A slot's role ("q_fp8", ..., "aux_softmax_offset"). */
-const char *fattn_saved_name(fattn_saved_slot s);
+const char *fh_saved_name(fh_saved_slot s);
 
 /* The aux-pack slot arithmetic, in one place: for a case's bias type and
- * softmax type, index[i] is where aux slot i (FATTN_SAVED_AUX_FIRST + i)
+ * softmax type, index[i] is where aux slot i (FH_SAVED_AUX_FIRST + i)
  * sits in TE's pack, or -1 when the pack lacks it. Returns the pack's
  * length (2..4). */
-int fattn_saved_aux_layout(fattn_bias_type bias, fattn_softmax_type softmax,
-                           int index[FATTN_SAVED_NAUX]);
+int fh_saved_aux_layout(fattn_bias_type bias, fattn_softmax_type softmax,
+                           int index[FH_SAVED_NAUX]);
 
 /* TE's aux list (n entries) -> the aux slots (absent ones empty).
  * FATTN_E_INTERNAL if n is not the layout's length. */
-fattn_status fattn_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bias_type bias,
+fattn_status fh_saved_aux_from_list(const fattn_tensor *list, int n, fattn_bias_type bias,
                                        fattn_softmax_type softmax,
-                                       fattn_tensor slots[FATTN_SAVED_NAUX]);
+                                       fattn_tensor slots[FH_SAVED_NAUX]);
 
 /* The aux slots -> TE's list: the non-empty slots in order (a recorded
  * save_ctx holds exactly the slots the pack had). Returns the length. */
-int fattn_saved_aux_to_list(const fattn_tensor slots[FATTN_SAVED_NAUX],
-                            fattn_tensor list[FATTN_SAVED_NAUX]);
+int fh_saved_aux_to_list(const fattn_tensor slots[FH_SAVED_NAUX],
+                            fattn_tensor list[FH_SAVED_NAUX]);
 
-#endif /* FATTN_HARNESS_SAVED_SLOTS_H */
+#endif /* FH_HARNESS_SAVED_SLOTS_H */

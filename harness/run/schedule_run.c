@@ -17,52 +17,52 @@
 /* One micro-batch: a forward and, in training, its ctx until its B. */
 typedef struct micro_batch {
     int64_t mb;
-    fattn_spec spec;        /* the step's (seed + k) */
-    fattn_case_run run;     /* its front end's state and inputs */
-    fattn_h5_node *fnode;   /* its forward's step group */
+    fh_spec spec;           /* the step's (seed + k) */
+    fh_case_run run;        /* its front end's state and inputs */
+    fh_h5_node *fnode;      /* its forward's step group */
 } micro_batch;
 
 typedef struct sched_run {
-    const fattn_spec *spec;
-    const fattn_run_opts *opts;
+    const fh_spec *spec;
+    const fh_run_opts *opts;
     fattn_rng_gen gen;
-    fattn_module m;
-    fattn_h5_node *node, *steps;
+    fh_module m;
+    fh_h5_node *node, *steps;
     micro_batch *live[MAX_LIVE];
     int n_live;
     int64_t k;              /* the step running, 1-based */
-    fattn_state state;      /* its state, for messages */
+    fh_state state;         /* its state, for messages */
 } sched_run;
 
 static void mb_free(micro_batch *b)
 {
     if (!b)
         return;
-    fattn_case_run_free(&b->run);
-    fattn_spec_free(&b->spec);
+    fh_case_run_free(&b->run);
+    fh_spec_free(&b->spec);
     free(b);
 }
 
 /* steps/<k> */
-static fattn_status step_group(sched_run *r, fattn_h5_node **g)
+static fattn_status step_group(sched_run *r, fh_h5_node **g)
 {
     char name[32];
     snprintf(name, sizeof name, "%" PRId64, r->k);
-    return fattn_h5_node_group(r->steps, name, g);
+    return fh_h5_node_group(r->steps, name, g);
 }
 
 /* A micro-batch for step k: its spec, a run of opts->impl over the
  * schedule's generator and the module's quantizers, recording into g. */
-static fattn_status mb_new(sched_run *r, fattn_h5_node *g, micro_batch **out)
+static fattn_status mb_new(sched_run *r, fh_h5_node *g, micro_batch **out)
 {
     micro_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fattn_error(FATTN_E_NOMEM, "out of memory for a micro-batch");
-    fattn_status st = fattn_spec_step(r->spec, r->m.kv ? &r->m.plan : NULL, r->k, &b->spec);
+    fattn_status st = fh_spec_step(r->spec, r->m.kv ? &r->m.plan : NULL, r->k, &b->spec);
     if (st == FATTN_OK)
-        st = fattn_case_run_init(&b->run, &b->spec, r->opts);
+        st = fh_case_run_init(&b->run, &b->spec, r->opts);
     if (st != FATTN_OK) {
-        fattn_spec_free(&b->spec);
+        fh_spec_free(&b->spec);
         free(b);
         return st;
     }
@@ -78,9 +78,9 @@ static fattn_status mb_new(sched_run *r, fattn_h5_node *g, micro_batch **out)
 static fattn_status mb_end(sched_run *r, micro_batch *b)
 {
     fattn_status st = FATTN_OK;
-    if (r->opts->inputs_after && b->run.state >= FATTN_STATE_INPUTS) {
+    if (r->opts->inputs_after && b->run.state >= FH_STATE_INPUTS) {
         b->run.node = b->fnode;
-        st = fattn_case_run_inputs_after(&b->run);
+        st = fh_case_run_inputs_after(&b->run);
     }
     mb_free(b);
     return st;
@@ -90,55 +90,55 @@ static fattn_status mb_end(sched_run *r, micro_batch *b)
  * reaches it, else into a scratch group dropped after: a schedule runs
  * every state of every step, since later steps depend on them (the amaxes
  * a backward writes, the cache), and records those up to --until. */
-static fattn_status run_state(sched_run *r, micro_batch *b, fattn_h5_node *g, fattn_state s)
+static fattn_status run_state(sched_run *r, micro_batch *b, fh_h5_node *g, fh_state s)
 {
-    fattn_h5_node *scratch = NULL;
+    fh_h5_node *scratch = NULL;
     fattn_status st = FATTN_OK;
     if (r->opts->until < s)
-        st = fattn_h5_node_new_group("", &scratch);
+        st = fh_h5_node_new_group("", &scratch);
     b->run.node = scratch ? scratch : g;
     r->state = s;
     if (st == FATTN_OK) {
-        if (s == FATTN_STATE_FORWARD)
-            st = fattn_case_run_forward(&b->run);
-        else if (s == FATTN_STATE_SAVE_CTX && b->run.state == FATTN_STATE_FORWARD)
-            st = fattn_case_run_save_ctx(&b->run);
-        else if (s == FATTN_STATE_SAVE_CTX)
-            st = fattn_case_run_saved(&b->run);
+        if (s == FH_STATE_FORWARD)
+            st = fh_case_run_forward(&b->run);
+        else if (s == FH_STATE_SAVE_CTX && b->run.state == FH_STATE_FORWARD)
+            st = fh_case_run_save_ctx(&b->run);
+        else if (s == FH_STATE_SAVE_CTX)
+            st = fh_case_run_saved(&b->run);
         else
-            st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
+            st = fh_case_run_backward(&b->run, &b->run.in.d_out);
     }
     b->run.node = g;
-    fattn_h5_node_free(scratch);
+    fh_h5_node_free(scratch);
     return st;
 }
 
 /* The forward states, up to SAVE_CTX. */
 static fattn_status mb_forward(sched_run *r, micro_batch *b)
 {
-    fattn_status st = run_state(r, b, b->fnode, FATTN_STATE_FORWARD);
+    fattn_status st = run_state(r, b, b->fnode, FH_STATE_FORWARD);
     /* at --until forward the forward's engine calls are written here, as the
      * runner writes them; save_ctx, which writes them otherwise, then runs
      * into scratch */
-    if (st == FATTN_OK && r->opts->until == FATTN_STATE_FORWARD)
-        st = fattn_case_run_write_calls(&b->run, FATTN_CALL_FORWARD);
-    return st != FATTN_OK ? st : run_state(r, b, b->fnode, FATTN_STATE_SAVE_CTX);
+    if (st == FATTN_OK && r->opts->until == FH_STATE_FORWARD)
+        st = fh_case_run_write_calls(&b->run, FH_CALL_FORWARD);
+    return st != FATTN_OK ? st : run_state(r, b, b->fnode, FH_STATE_SAVE_CTX);
 }
 
 /* F m: inputs drawn for this step (seed + k), the forward; in training the
  * micro-batch stays alive for its B. */
-static fattn_status step_f(sched_run *r, const fattn_step *s, fattn_h5_node *g)
+static fattn_status step_f(sched_run *r, const fh_step *s, fh_h5_node *g)
 {
     micro_batch *b = NULL;
     fattn_status st = mb_new(r, g, &b);
     if (st != FATTN_OK)
         return st;
     b->mb = s->mb;
-    r->state = FATTN_STATE_INPUTS;
-    st = fattn_case_run_inputs(&b->run);
+    r->state = FH_STATE_INPUTS;
+    st = fh_case_run_inputs(&b->run);
     if (st == FATTN_OK)
         st = mb_forward(r, b);
-    if (st != FATTN_OK || !fattn_spec_has_backward(r->spec)) {
+    if (st != FATTN_OK || !fh_spec_has_backward(r->spec)) {
         fattn_status end = mb_end(r, b);
         return st != FATTN_OK ? st : end;
     }
@@ -150,7 +150,7 @@ static fattn_status step_f(sched_run *r, const fattn_step *s, fattn_h5_node *g)
 /* B m: the ctx as the backward finds it (save_ctx/ again: what it holds by
  * reference may have changed since the forward), then the backward with
  * the micro-batch's d_out. */
-static fattn_status step_b(sched_run *r, const fattn_step *s, fattn_h5_node *g)
+static fattn_status step_b(sched_run *r, const fh_step *s, fh_h5_node *g)
 {
     int at = -1;
     for (int i = 0; i < r->n_live; i++)
@@ -158,27 +158,27 @@ static fattn_status step_b(sched_run *r, const fattn_step *s, fattn_h5_node *g)
     assert(at >= 0); /* the schedule's check */
     micro_batch *b = r->live[at];
     r->live[at] = r->live[--r->n_live];
-    fattn_status st = run_state(r, b, g, FATTN_STATE_SAVE_CTX);
+    fattn_status st = run_state(r, b, g, FH_STATE_SAVE_CTX);
     if (st == FATTN_OK)
-        st = run_state(r, b, g, FATTN_STATE_BACKWARD);
+        st = run_state(r, b, g, FH_STATE_BACKWARD);
     fattn_status end = mb_end(r, b);
     return st != FATTN_OK ? st : end;
 }
 
 /* A cache step: q and the new tokens drawn for this step, the tokens
  * appended to the module's cache, the forward over it. */
-static fattn_status step_kv(sched_run *r, fattn_h5_node *g)
+static fattn_status step_kv(sched_run *r, fh_h5_node *g)
 {
     micro_batch *b = NULL;
     fattn_status st = mb_new(r, g, &b);
     if (st != FATTN_OK)
         return st;
-    r->state = FATTN_STATE_INPUTS;
-    b->run.state = FATTN_STATE_INPUTS;
-    if ((st = fattn_inputs_make(&b->spec, &b->run.in)) == FATTN_OK) {
+    r->state = FH_STATE_INPUTS;
+    b->run.state = FH_STATE_INPUTS;
+    if ((st = fh_inputs_make(&b->spec, &b->run.in)) == FATTN_OK) {
         b->run.own_inputs = true;
-        if ((st = fattn_module_cache_step(&r->m, r->k, &b->spec, &b->run.in)) == FATTN_OK)
-            st = fattn_case_run_put_inputs(&b->run);
+        if ((st = fh_module_cache_step(&r->m, r->k, &b->spec, &b->run.in)) == FATTN_OK)
+            st = fh_case_run_put_inputs(&b->run);
     }
     if (st == FATTN_OK)
         st = mb_forward(r, b);
@@ -186,19 +186,19 @@ static fattn_status step_kv(sched_run *r, fattn_h5_node *g)
     return st != FATTN_OK ? st : end;
 }
 
-static fattn_status run_step(sched_run *r, const fattn_step *s)
+static fattn_status run_step(sched_run *r, const fh_step *s)
 {
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     fattn_status st = step_group(r, &g);
     if (st != FATTN_OK)
         return st;
-    r->state = FATTN_STATE_BEGIN;
+    r->state = FH_STATE_BEGIN;
     switch (s->kind) {
-    case FATTN_STEP_F: return step_f(r, s, g);
-    case FATTN_STEP_B: return step_b(r, s, g);
-    case FATTN_STEP_U: return fattn_module_update(&r->m, s->update, g);
-    case FATTN_STEP_X: return fattn_module_extra_state(&r->m, g);
-    case FATTN_STEP_KV: return step_kv(r, g);
+    case FH_STEP_F: return step_f(r, s, g);
+    case FH_STEP_B: return step_b(r, s, g);
+    case FH_STEP_U: return fh_module_update(&r->m, s->update, g);
+    case FH_STEP_X: return fh_module_extra_state(&r->m, g);
+    case FH_STEP_KV: return step_kv(r, g);
     }
     return fattn_error(FATTN_E_INTERNAL, "step %" PRId64 ": unknown kind", r->k);
 }
@@ -208,7 +208,7 @@ static void sched_free(sched_run *r)
     for (int i = 0; i < r->n_live; i++)
         mb_free(r->live[i]);
     r->n_live = 0;
-    fattn_module_free(&r->m);
+    fh_module_free(&r->m);
 }
 
 /* Where a failure happened: the front end, the step and its state. */
@@ -216,27 +216,27 @@ static void where_of(const sched_run *r, char *buf, size_t n)
 {
     char name[64] = "";
     if (r->k >= 1 && r->k <= r->spec->schedule->n)
-        fattn_step_name(&r->spec->schedule->steps[r->k - 1], name, sizeof name);
+        fh_step_name(&r->spec->schedule->steps[r->k - 1], name, sizeof name);
     snprintf(buf, n, "%s, step %" PRId64 " %s, state %s",
-             fattn_impl_name(r->opts->impl), r->k, name, fattn_state_name(r->state));
+             fh_impl_name(r->opts->impl), r->k, name, fh_state_name(r->state));
 }
 
-fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *opts,
-                                fattn_h5_node **out)
+fattn_status fh_run_schedule(const fh_spec *spec, const fh_run_opts *opts,
+                                fh_h5_node **out)
 {
     *out = NULL;
     assert(spec->schedule);
-    sched_run r = {.spec = spec, .opts = opts, .state = FATTN_STATE_BEGIN};
+    sched_run r = {.spec = spec, .opts = opts, .state = FH_STATE_BEGIN};
     /* one generator for the whole run (TE's global generator) */
     r.gen.seed = (uint64_t)spec->rng_seed;
     r.gen.offset = (uint64_t)spec->rng_offset;
-    fattn_status st = fattn_case_node_new(spec, &r.node);
+    fattn_status st = fh_case_node_new(spec, &r.node);
     if (st != FATTN_OK)
         return st;
-    if ((st = fattn_module_init(&r.m, spec)) == FATTN_OK)
-        st = fattn_h5_node_group(r.node, "steps", &r.steps);
+    if ((st = fh_module_init(&r.m, spec)) == FATTN_OK)
+        st = fh_h5_node_group(r.node, "steps", &r.steps);
     for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
-        const fattn_step *s = &spec->schedule->steps[i];
+        const fh_step *s = &spec->schedule->steps[i];
         r.k = i + 1;
         st = run_step(&r, s);
     }
@@ -254,43 +254,43 @@ fattn_status fattn_run_schedule(const fattn_spec *spec, const fattn_run_opts *op
     where_of(&r, where, sizeof where);
     sched_free(&r);
     /* a case TE refuses refuses at its first forward: recorded as one */
-    if (spec->expect_refusal && fattn_spec_refusal_status(st))
-        st = fattn_case_record_refusal(spec, &r.node, st, r.state);
+    if (spec->expect_refusal && fh_spec_refusal_status(st))
+        st = fh_case_record_refusal(spec, &r.node, st, r.state);
     if (st != FATTN_OK && st != FATTN_E_UNSUPPORTED && opts->keep_partial)
         st = FATTN_OK; /* what the steps recorded up to the failure */
-    return fattn_case_finish(spec, opts, &r.node, st, where, out);
+    return fh_case_finish(spec, opts, &r.node, st, where, out);
 }
 
 /* ---- replay ------------------------------------------------------------------ */
 
 typedef struct sched_replay {
     sched_run r;             /* spec, opts, node, steps, k, state */
-    const fattn_h5_node *rsteps;
-    fattn_state from;
+    const fh_h5_node *rsteps;
+    fh_state from;
 } sched_replay;
 
-static const fattn_h5_node *recorded_step(const sched_replay *p, int64_t k)
+static const fh_h5_node *recorded_step(const sched_replay *p, int64_t k)
 {
     char name[32];
     snprintf(name, sizeof name, "%" PRId64, k);
-    return fattn_h5_node_find(p->rsteps, name);
+    return fh_h5_node_find(p->rsteps, name);
 }
 
 /* Every child of src copied under dst (but `skip`). */
-static fattn_status copy_children(const fattn_h5_node *src, fattn_h5_node *dst, const char *skip)
+static fattn_status copy_children(const fh_h5_node *src, fh_h5_node *dst, const char *skip)
 {
     fattn_status st = FATTN_OK;
     for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++)
         if (!skip || strcmp(src->children[i]->name, skip) != 0)
-            st = fattn_h5_node_copy(src->children[i], dst, NULL);
+            st = fh_h5_node_copy(src->children[i], dst, NULL);
     return st;
 }
 
 /* A forward step: copied as recorded, or (from FORWARD) setup_ctx run
  * again on its recorded forward. */
-static fattn_status replay_forward(sched_replay *p, const fattn_h5_node *rec, fattn_h5_node *g)
+static fattn_status replay_forward(sched_replay *p, const fh_h5_node *rec, fh_h5_node *g)
 {
-    if (p->from == FATTN_STATE_SAVE_CTX)
+    if (p->from == FH_STATE_SAVE_CTX)
         return copy_children(rec, g, NULL);
     fattn_status st = copy_children(rec, g, "save_ctx");
     micro_batch *b = NULL;
@@ -298,31 +298,31 @@ static fattn_status replay_forward(sched_replay *p, const fattn_h5_node *rec, fa
         st = mb_new(&p->r, g, &b);
     if (st != FATTN_OK)
         return st;
-    fattn_case_run_load_inputs(&b->run, fattn_h5_node_find(rec, "inputs"));
-    b->run.state = FATTN_STATE_FORWARD;
-    p->r.state = FATTN_STATE_SAVE_CTX;
-    if ((st = fattn_case_run_fe_start(&b->run)) == FATTN_OK &&
+    fh_case_run_load_inputs(&b->run, fh_h5_node_find(rec, "inputs"));
+    b->run.state = FH_STATE_FORWARD;
+    p->r.state = FH_STATE_SAVE_CTX;
+    if ((st = fh_case_run_fe_start(&b->run)) == FATTN_OK &&
         (st = b->run.ops->load_forward(b->run.fe, rec)) == FATTN_OK)
-        st = fattn_case_run_save_ctx(&b->run);
+        st = fh_case_run_save_ctx(&b->run);
     mb_free(b);
     return st;
 }
 
 /* A B step: its recorded save_ctx (the ctx as the backward found it) into
  * the front end's backward, with its forward's d_out. */
-static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec,
-                                    fattn_h5_node *g)
+static fattn_status replay_backward(sched_replay *p, const fh_step *s, const fh_h5_node *rec,
+                                    fh_h5_node *g)
 {
     (void)s;
-    int64_t f = fattn_schedule_forward_of(p->r.spec->schedule, p->r.k);
-    const fattn_h5_node *fin = f >= 1 ? recorded_step(p, f) : NULL;
-    const fattn_h5_node *sc_g = fattn_h5_node_find(rec, "save_ctx");
-    fin = fin ? fattn_h5_node_find(fin, "inputs") : NULL;
+    int64_t f = fh_schedule_forward_of(p->r.spec->schedule, p->r.k);
+    const fh_h5_node *fin = f >= 1 ? recorded_step(p, f) : NULL;
+    const fh_h5_node *sc_g = fh_h5_node_find(rec, "save_ctx");
+    fin = fin ? fh_h5_node_find(fin, "inputs") : NULL;
     if (!sc_g)
         return fattn_error(FATTN_E_STATE, "cannot resume from state %s: the file lacks this B "
-                           "step's save_ctx", fattn_state_name(p->from));
-    if (p->r.opts->until < FATTN_STATE_BACKWARD) /* as recorded, nothing recomputed */
-        return fattn_h5_node_copy(sc_g, g, NULL);
+                           "step's save_ctx", fh_state_name(p->from));
+    if (p->r.opts->until < FH_STATE_BACKWARD) /* as recorded, nothing recomputed */
+        return fh_h5_node_copy(sc_g, g, NULL);
     if (!fin)
         return fattn_error(FATTN_E_INVALID_FILE, "the file lacks the B step's forward's inputs");
     int64_t k = p->r.k;
@@ -331,68 +331,68 @@ static fattn_status replay_backward(sched_replay *p, const fattn_step *s, const 
     fattn_status st = mb_new(&p->r, g, &b);
     p->r.k = k;
     if (st == FATTN_OK)
-        st = fattn_h5_node_copy(sc_g, g, NULL);
-    fattn_ctx_record rec_ctx;
+        st = fh_h5_node_copy(sc_g, g, NULL);
+    fh_ctx_record rec_ctx;
     if (st == FATTN_OK) {
-        fattn_case_run_load_inputs(&b->run, fin);
+        fh_case_run_load_inputs(&b->run, fin);
         /* the backward reads the recorded slots as views: its engine
          * call's tensors are named by them */
-        for (int i = 0; i < FATTN_SAVED_COUNT; i++)
-            b->run.saved_t[i] = fattn_fe_node_tensor(sc_g, fattn_saved_name((fattn_saved_slot)i));
-        b->run.state = FATTN_STATE_SAVE_CTX;
-        p->r.state = FATTN_STATE_SAVE_CTX;
-        if ((st = fattn_ctx_record_read(sc_g, &rec_ctx)) == FATTN_OK &&
-            (st = fattn_case_run_fe_start(&b->run)) == FATTN_OK)
+        for (int i = 0; i < FH_SAVED_COUNT; i++)
+            b->run.saved_t[i] = fh_fe_node_tensor(sc_g, fh_saved_name((fh_saved_slot)i));
+        b->run.state = FH_STATE_SAVE_CTX;
+        p->r.state = FH_STATE_SAVE_CTX;
+        if ((st = fh_ctx_record_read(sc_g, &rec_ctx)) == FATTN_OK &&
+            (st = fh_case_run_fe_start(&b->run)) == FATTN_OK)
             st = b->run.ops->load_save_ctx(b->run.fe, sc_g, &rec_ctx);
     }
     if (st == FATTN_OK && fattn_tensor_is_empty(&b->run.in.d_out))
         st = fattn_error(FATTN_E_INVALID_FILE, "the forward's inputs/d_out missing");
     if (st == FATTN_OK) {
-        p->r.state = FATTN_STATE_BACKWARD;
-        st = fattn_case_run_backward(&b->run, &b->run.in.d_out);
+        p->r.state = FH_STATE_BACKWARD;
+        st = fh_case_run_backward(&b->run, &b->run.in.d_out);
     }
     mb_free(b);
     return st;
 }
 
-static fattn_status replay_step(sched_replay *p, const fattn_step *s, const fattn_h5_node *rec)
+static fattn_status replay_step(sched_replay *p, const fh_step *s, const fh_h5_node *rec)
 {
-    fattn_h5_node *g = NULL;
+    fh_h5_node *g = NULL;
     fattn_status st = step_group(&p->r, &g);
     if (st != FATTN_OK)
         return st;
-    p->r.state = FATTN_STATE_BEGIN;
+    p->r.state = FH_STATE_BEGIN;
     switch (s->kind) {
-    case FATTN_STEP_F:
-    case FATTN_STEP_KV: return replay_forward(p, rec, g);
-    case FATTN_STEP_B: return replay_backward(p, s, rec, g);
-    case FATTN_STEP_U:
-    case FATTN_STEP_X: return copy_children(rec, g, NULL);
+    case FH_STEP_F:
+    case FH_STEP_KV: return replay_forward(p, rec, g);
+    case FH_STEP_B: return replay_backward(p, s, rec, g);
+    case FH_STEP_U:
+    case FH_STEP_X: return copy_children(rec, g, NULL);
     }
     return fattn_error(FATTN_E_INTERNAL, "step %" PRId64 ": unknown kind", p->r.k);
 }
 
-fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_spec *spec,
-                                   fattn_state from, const fattn_run_opts *opts,
-                                   fattn_h5_node **out)
+fattn_status fh_replay_schedule(const fh_h5_node *recorded, const fh_spec *spec,
+                                   fh_state from, const fh_run_opts *opts,
+                                   fh_h5_node **out)
 {
     *out = NULL;
     sched_replay p = {.r = {.spec = spec, .opts = opts}, .from = from};
-    p.rsteps = fattn_h5_node_find(recorded, "steps");
-    fattn_status st = fattn_case_node_new(spec, &p.r.node);
+    p.rsteps = fh_h5_node_find(recorded, "steps");
+    fattn_status st = fh_case_node_new(spec, &p.r.node);
     if (st != FATTN_OK)
         return st;
     if (!p.rsteps)
         st = fattn_error(FATTN_E_STATE, "cannot resume from state %s: the file lacks steps/",
-                         fattn_state_name(from));
-    if (st == FATTN_OK && fattn_schedule_is_cache(spec->schedule))
-        st = fattn_spec_kv_plan(spec, &p.r.m.plan), p.r.m.kv = st == FATTN_OK;
+                         fh_state_name(from));
+    if (st == FATTN_OK && fh_schedule_is_cache(spec->schedule))
+        st = fh_spec_kv_plan(spec, &p.r.m.plan), p.r.m.kv = st == FATTN_OK;
     if (st == FATTN_OK)
-        st = fattn_h5_node_group(p.r.node, "steps", &p.r.steps);
+        st = fh_h5_node_group(p.r.node, "steps", &p.r.steps);
     for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
-        const fattn_step *s = &spec->schedule->steps[i];
+        const fh_step *s = &spec->schedule->steps[i];
         p.r.k = i + 1;
-        const fattn_h5_node *rec = recorded_step(&p, p.r.k);
+        const fh_h5_node *rec = recorded_step(&p, p.r.k);
         if (!rec)
             break;
         st = replay_step(&p, s, rec);
@@ -400,5 +400,5 @@ fattn_status fattn_replay_schedule(const fattn_h5_node *recorded, const fattn_sp
     char where[160];
     where_of(&p.r, where, sizeof where);
     sched_free(&p.r);
-    return fattn_case_finish(spec, opts, &p.r.node, st, where, out);
+    return fh_case_finish(spec, opts, &p.r.node, st, where, out);
 }

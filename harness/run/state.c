@@ -6,16 +6,16 @@
 
 static const char *const state_names[] = {"begin", "inputs", "forward", "save_ctx", "backward"};
 
-const char *fattn_state_name(fattn_state s)
+const char *fh_state_name(fh_state s)
 {
-    return (s >= FATTN_STATE_BEGIN && s < FATTN_STATE_COUNT) ? state_names[s] : "?";
+    return (s >= FH_STATE_BEGIN && s < FH_STATE_COUNT) ? state_names[s] : "?";
 }
 
-fattn_status fattn_state_parse(const char *s, fattn_state *out)
+fattn_status fh_state_parse(const char *s, fh_state *out)
 {
-    for (int i = 0; i < FATTN_STATE_COUNT; i++)
+    for (int i = 0; i < FH_STATE_COUNT; i++)
         if (strcmp(s, state_names[i]) == 0) {
-            *out = (fattn_state)i;
+            *out = (fh_state)i;
             return FATTN_OK;
         }
     return fattn_error(FATTN_E_PARSE, "unknown state '%s' (inputs, forward, save_ctx, backward)",
@@ -23,20 +23,20 @@ fattn_status fattn_state_parse(const char *s, fattn_state *out)
 }
 
 /* allowed[from][to]: each state has exactly one successor. */
-static const bool allowed[FATTN_STATE_COUNT][FATTN_STATE_COUNT] = {
-    [FATTN_STATE_BEGIN][FATTN_STATE_INPUTS] = true,
-    [FATTN_STATE_INPUTS][FATTN_STATE_FORWARD] = true,
-    [FATTN_STATE_FORWARD][FATTN_STATE_SAVE_CTX] = true,
-    [FATTN_STATE_SAVE_CTX][FATTN_STATE_BACKWARD] = true,
+static const bool allowed[FH_STATE_COUNT][FH_STATE_COUNT] = {
+    [FH_STATE_BEGIN][FH_STATE_INPUTS] = true,
+    [FH_STATE_INPUTS][FH_STATE_FORWARD] = true,
+    [FH_STATE_FORWARD][FH_STATE_SAVE_CTX] = true,
+    [FH_STATE_SAVE_CTX][FH_STATE_BACKWARD] = true,
 };
 
-fattn_status fattn_state_check(fattn_state from, fattn_state to)
+fattn_status fh_state_check(fh_state from, fh_state to)
 {
-    if (from < 0 || from >= FATTN_STATE_COUNT || to < 0 || to >= FATTN_STATE_COUNT)
+    if (from < 0 || from >= FH_STATE_COUNT || to < 0 || to >= FH_STATE_COUNT)
         return fattn_error(FATTN_E_STATE, "invalid state value (%d -> %d)", (int)from, (int)to);
     if (!allowed[from][to])
         return fattn_error(FATTN_E_STATE, "invalid step from state %s to state %s",
-                           fattn_state_name(from), fattn_state_name(to));
+                           fh_state_name(from), fh_state_name(to));
     return FATTN_OK;
 }
 

@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz_runfile.c — fuzz target for the run-file reader.
  *
  * Writes the input bytes to a temporary file and reads it in this process
- * with fattn_h5_read_file (strict, then allow_corrupt + metadata_only) and,
- * when that succeeds, validates it with fattn_runfile_validate. Refusals
+ * with fh_h5_read_file (strict, then allow_corrupt + metadata_only) and,
+ * when that succeeds, validates it with fh_runfile_validate. Refusals
  * must carry a message; nothing here may crash. A crash inside libhdf5 is
  * recorded as upstream (docs/reliability.md): the CLI reads untrusted files
  * in a forked child first (harness/files/isolate.c), so it survives them.
@@ -73,19 +73,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fclose(f);
 
-    fattn_h5_node *root = NULL;
-    fattn_status st = fattn_h5_read_file(path, NULL, &root);
+    fh_h5_node *root = NULL;
+    fattn_status st = fh_h5_read_file(path, NULL, &root);
     check_refusal(st);
     if (st == FATTN_OK) {
-        st = fattn_runfile_validate(path, root);
+        st = fh_runfile_validate(path, root);
         check_refusal(st);
     }
-    fattn_h5_node_free(root);
+    fh_h5_node_free(root);
 
     root = NULL;
-    fattn_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true};
-    st = fattn_h5_read_file(path, &opts, &root);
+    fh_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true};
+    st = fh_h5_read_file(path, &opts, &root);
     check_refusal(st);
-    fattn_h5_node_free(root);
+    fh_h5_node_free(root);
     return 0;
 }

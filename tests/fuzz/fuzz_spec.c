@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_spec.c — fuzz target for the case-spec parser.
  *
- * Feeds the input bytes to fattn_spec_parse_json. A parse that succeeds
+ * Feeds the input bytes to fh_spec_parse_json. A parse that succeeds
  * must also give a canonical form that parses back to an equal spec and a
  * summary line; any disagreement aborts (a bug, not bad input).
  *
@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    fattn_spec_list list;
-    fattn_status st = fattn_spec_parse_json((const char *)data, size, "fuzz.json", &list);
+    fh_spec_list list;
+    fattn_status st = fh_spec_parse_json((const char *)data, size, "fuzz.json", &list);
     if (st != FATTN_OK) {
         /* Every refusal carries a message naming the source. */
         if (strstr(fattn_last_error(), "fuzz.json") == NULL) {
@@ -35,27 +35,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (size_t i = 0; i < list.count; i++) {
         char *canon = NULL;
-        if (fattn_spec_canonical(&list.items[i], &canon) != FATTN_OK) {
+        if (fh_spec_canonical(&list.items[i], &canon) != FATTN_OK) {
             fprintf(stderr, "canonical form failed: %s\n", fattn_last_error());
             abort();
         }
-        fattn_spec back;
-        if (fattn_spec_parse_one(canon, strlen(canon), "canonical", &back) != FATTN_OK) {
+        fh_spec back;
+        if (fh_spec_parse_one(canon, strlen(canon), "canonical", &back) != FATTN_OK) {
             fprintf(stderr, "canonical form does not parse: %s\n%s\n", fattn_last_error(), canon);
             abort();
         }
-        if (!fattn_spec_equal(&list.items[i], &back)) {
+        if (!fh_spec_equal(&list.items[i], &back)) {
             fprintf(stderr, "canonical form parses to a different spec: %s\n", canon);
             abort();
         }
         char line[256];
-        if (fattn_spec_summary(&back, line, sizeof line) != FATTN_OK) {
+        if (fh_spec_summary(&back, line, sizeof line) != FATTN_OK) {
             fprintf(stderr, "summary failed: %s\n", fattn_last_error());
             abort();
         }
-        fattn_spec_free(&back);
+        fh_spec_free(&back);
         free(canon);
     }
-    fattn_spec_list_free(&list);
+    fh_spec_list_free(&list);
     return 0;
 }

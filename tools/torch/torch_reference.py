@@ -175,7 +175,7 @@ FROM_BHSD = {"sbhd": (2, 0, 1, 3), "bshd": (0, 2, 1, 3), "bhsd": (0, 1, 2, 3)}
 
 
 def qkv_storage(resolved):
-    """How the harness allocates q, k, v (fattn_inputs_alloc_qkv): a list of
+    """How the harness allocates q, k, v (fh_inputs_alloc_qkv): a list of
     buffers, each (shape, pack axis or None, [tensor names]); packed layouts
     are views into one buffer with the pack axis removed, so they keep its
     strides. The shapes are fattn's resolved ones."""

@@ -5,7 +5,7 @@ failing cases with the passing ones. The same rules `fattn verify` applies
 earliest cause", "The contrast"), over `fattn diff --json` entries."""
 import re
 
-# run order (cause.h's fattn_verify_state)
+# run order (cause.h's fh_verify_state)
 STATES = ["case", "inputs", "engine_call/forward", "forward", "returned", "save_ctx",
           "engine_call/backward", "backward", "other"]
 _GROUPS = [("engine_call/forward", 2), ("engine_call/backward", 6), ("engine_call", 2),

@@ -15,7 +15,7 @@ from . import bridge, bridge_fp8
 # META_O, META_S in scaling_fwd; META_DO, META_DP, META_DQKV in scaling_bwd.
 FWD_SLOTS = {"QKV": 2, "O": 3, "S": 8}
 BWD_SLOTS = {"dO": 3, "dP": 5, "dQKV": 0}
-# The harness's quantizer scales (harness/run/fe.c fattn_fe_fp8_quantizers):
+# The harness's quantizer scales (harness/run/fe.c fh_fe_fp8_quantizers):
 # QKV, O, S E4M3; dO, dP, dQKV E5M2; S and dP delayed under both recipes
 # (DPA's [CS, DS] pair, DPA20:1207-1223).
 SCALES = {"QKV": 16.0, "O": 32.0, "S": 256.0, "dO": 64.0, "dP": 512.0, "dQKV": 128.0}
@@ -33,7 +33,7 @@ def is_fp8_case(spec):
 
 def hexf(x):
     """C's printf %a of a float promoted to double (glibc: no trailing
-    zeros in the mantissa), as fattn_ctx_quantizer_write formats."""
+    zeros in the mantissa), as fh_ctx_quantizer_write formats."""
     x = float(np.float32(x))
     h = float.hex(x)
     if "p" not in h:

@@ -35,7 +35,7 @@ def context(spec):
 
 
 def has_backward(spec):
-    """Training, with grad: the runner's fattn_spec_has_backward."""
+    """Training, with grad: the runner's fh_spec_has_backward."""
     return bool(spec["is_training"]) and grad_mode(spec) is None
 
 
