@@ -48,6 +48,12 @@ Rules, each violation reported as `file:line: rule: detail`:
                       conditions and loops), but in the functions
                       ERROR_IDIOM_ALLOWED names with a reason; and the one
                       goto label in lib/ is `out`
+  harness-prefix      no name harness/ declares or defines (function, type,
+                      struct/enum/union tag, enum constant, macro, global)
+                      takes the public API's prefix fattn_ / FATTN_ (nor the
+                      library internals' fattn__): the harness's own are
+                      fh_ / FH_; a name lib/include/fattn/ declares is public
+                      and may be repeated
 
 First the checker checks itself on a table of synthetic files (SELF_TESTS),
 each written to a temporary directory: every rule must catch what it is meant
@@ -109,7 +115,7 @@ KNOWN_VIOLATIONS = []
 
 RULES = ("file-length", "function-length", "engine-name", "engine-string", "getenv",
          "cudnn-includes-cpu", "print", "harness-folder", "harness-layers", "harness-defined",
-         "error-idiom")
+         "error-idiom", "harness-prefix")
 
 
 class Violation:
@@ -405,10 +411,71 @@ def harness_folder(rel):
 DECLARED_FN = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*;", re.M)
 DEFINED_FN = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*\n\{", re.M)
 
+# What a harness file declares or defines by name (code with comments
+# stripped and literals blanked), for harness-prefix: functions (declared or
+# defined), macros, struct/enum/union tags, typedef names (a function pointer's
+# too), enum constants, and variables at file scope.
+PUBLIC_PREFIX = re.compile(r"(?:fattn|FATTN)_")
+DECLARES = (
+    re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{]*\)\s*[;{\n]", re.M),
+    re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M),
+    re.compile(r"\b(?:struct|enum|union)[ \t]+(\w+)\s*\{"),
+    re.compile(r"^\}[ \t]*(\w+)[ \t]*(?:\[[^\]]*\])?[ \t]*;", re.M),
+    re.compile(r"\btypedef\b[^;{]*?\(\s*\*\s*(\w+)\s*\)"),
+    re.compile(r"\btypedef\b[^;{(]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;"),
+    re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.M),
+)
+ENUM_BODY = re.compile(r"\benum\b[^;{]*\{([^}]*)\}")
+# a family of names a macro makes by pasting (`FATTN_SAVED_##name`); the bare
+# `fattn_##x` makes public names (a codec's fattn_<codec>_name)
+PASTED = re.compile(r"\b((?:fattn|FATTN)_\w+)\s*##")
 
-def check_harness(sources):
-    """The folder rules over every C file of harness/ at once; sources maps
-    a path from the root to its text (comments stripped)."""
+
+def harness_declared_names(code):
+    """(name, position) of every name code declares or defines."""
+    out = []
+    flat = blank_literals(code)
+    for pat in DECLARES:
+        out += [(m.group(1), m.start(1)) for m in pat.finditer(flat)]
+    out += [(m.group(1), m.start(1)) for m in PASTED.finditer(flat)]
+    for body in ENUM_BODY.finditer(blank_preprocessor(flat)):
+        # a constant opens the body, follows a comma, or follows an X-macro
+        # table's expansion (`X_TABLE(X_ENUM) X_COUNT`)
+        for m in re.finditer(r"(?:^|,|\))\s*([A-Za-z_]\w*)", body.group(1)):
+            out.append((m.group(1), body.start(1) + m.start(1)))
+    return out
+
+
+def check_harness_prefix(rel, code, public):
+    out, seen = [], set()
+    for name, pos in sorted(harness_declared_names(code), key=lambda x: x[1]):
+        if not PUBLIC_PREFIX.match(name) or name in public or name in seen:
+            continue
+        if name.endswith("_") and any(p.startswith(name) for p in public):
+            continue  # a pasted family of public names
+        seen.add(name)
+        new = ("fh_" if name.startswith("fattn") else "FH_") + name[6:].lstrip("_")
+        out.append(Violation("harness-prefix", rel, line_of(code, pos),
+                             "%s: fattn_ / FATTN_ is the public API's prefix, a harness "
+                             "name is fh_ / FH_ (%s)" % (name, new), name))
+    return out
+
+
+def public_names(root):
+    """Every fattn_ / FATTN_ name the public headers spell."""
+    names = set()
+    for d, dirs, files in os.walk(os.path.join(root, "lib", "include")):
+        for f in files:
+            if f.endswith(".h"):
+                with open(os.path.join(d, f), encoding="utf-8", errors="replace") as fh:
+                    names |= set(re.findall(r"\b(?:fattn|FATTN)_\w+", fh.read()))
+    return names
+
+
+def check_harness(sources, public=frozenset()):
+    """The folder rules and the prefix over every C file of harness/ at
+    once; sources maps a path from the root to its text (comments stripped),
+    public holds the public headers' names."""
     out, header_folder, declared = [], {}, {}
     for rel, code in sources.items():
         folder = harness_folder(rel)
@@ -436,6 +503,7 @@ def check_harness(sources):
                                  "%s/ includes %s of %s/ (floor %d over %d)" % (
                                      folder, inc, other, HARNESS_FLOORS[other],
                                      HARNESS_FLOORS[folder]), inc))
+        out += check_harness_prefix(rel, code, public)
         if rel.endswith(".c"):
             for m in DEFINED_FN.finditer(blank_preprocessor(blank_literals(code))):
                 home = declared.get(m.group(1))
@@ -459,7 +527,7 @@ def check_tree(root):
                 out += check_source(rel, src)
                 if rel.startswith("harness/") and rel.endswith(C_SUFFIXES):
                     harness[rel] = strip_comments(src)
-    return out + check_harness(harness)
+    return out + check_harness(harness, public_names(root))
 
 
 def classify(violations, known):
@@ -646,6 +714,36 @@ HARNESS_SELF_TESTS = [
     ("a function declared in files/ and defined in run/ is caught",
      dict(H_TREE, **{"harness/run/r.c": "int files_fn(int a)\n{\n    return a;\n}\n"}),
      None, "harness-defined", 1, "files_fn is declared in files/"),
+    ("a harness header declaring a fattn_ function is caught",
+     dict(H_TREE, **{"harness/run/r.h": "#include \"run.h\"\nfattn_status fattn_run_x(int a);\n"}),
+     None, "harness-prefix", 1, "fattn_run_x: "),
+    ("a fattn_ macro, tag, typedef, pointer type, enum constant, pasted family, global "
+     "and definition in harness/ are caught",
+     dict(H_TREE, **{"harness/check/c.h": "#define FATTN_N 3\n"
+                     "typedef struct fattn_s {\n    int a;\n} fattn_t;\n"
+                     "typedef int (*fattn_fn)(int);\n"
+                     "typedef int fattn_pair[2];\n"
+                     "enum { FATTN_A = 1, FATTN_B };\n"
+                     "#define FH_SLOT(x) FATTN_SLOT_##x\n"
+                     "extern const int fattn_table[4];\n",
+                     "harness/check/c.c": "static int fattn__helper(void)\n{\n    return 0;\n}\n"
+                     "int FATTN_counter = 0;\n"}),
+     None, "harness-prefix", 11),
+    ("fh_ names, uses of the public API and fattn_ in comments and strings pass",
+     dict(H_TREE, **{"harness/model/m.h": "#define FH_N FATTN_E_OOM\n"
+                     "typedef struct fh_s {\n    fattn_dtype d;\n} fh_s;\n"
+                     "fattn_status fh_model_x(fattn_tensor *t, int n);\n"
+                     "enum { FH_A = FATTN_OK, FH_B };\n"
+                     "#define FH_NAME(c) fattn_##c##_name\n"
+                     "/* fattn_old(void); */\n",
+                     "harness/model/m.c": "static const char *s = \"fattn_x;\";\n"
+                     "fattn_status fh_model_x(fattn_tensor *t, int n)\n{\n"
+                     "    fattn_status st = fattn_tensor_alloc(t, n);\n    return st;\n}\n"}),
+     None, "harness-prefix", 0),
+    ("a public name the harness repeats passes",
+     dict(H_TREE, **{"lib/include/fattn/p.h": "int fattn_public(void);\n",
+                     "harness/cli/c.h": "int fattn_public(void);\n"}),
+     None, "harness-prefix", 0),
 ]
 
 
