@@ -40,6 +40,14 @@ Rules, each violation reported as `file:line: rule: detail`:
   harness-defined     a function a harness header declares is defined in a
                       file of that header's folder (no room declares what
                       another room defines)
+  error-idiom         lib/ has one way to pass an error on: a status is
+                      tested with `!= FATTN_OK` and then returned or sent to
+                      the cleanup label; no status variable `st` is tested
+                      `== FATTN_OK` to guard the next step (`if (st ==
+                      FATTN_OK) st = ...` chains, `st == FATTN_OK &&`
+                      conditions and loops), but in the functions
+                      ERROR_IDIOM_ALLOWED names with a reason; and the one
+                      goto label in lib/ is `out`
 
 First the checker checks itself on a table of synthetic files (SELF_TESTS),
 each written to a temporary directory: every rule must catch what it is meant
@@ -83,6 +91,14 @@ PRINT_ALLOWED = re.compile(r"^harness/cli/(cmd_[^/]*\.c|fattn\.c)$")
 # those of folders on lower floors; folders on one floor know nothing of
 # each other (docs/architecture.md, "The layers").
 HARNESS_FLOORS = {"model": 0, "files": 0, "run": 1, "check": 2, "cli": 3}
+# lib/'s error idiom: where a status may still guard a step, and why (the
+# function also says so in a comment).
+ERROR_IDIOM_DIRS = ("lib",)
+ERROR_IDIOM_ALLOWED = {
+    ("lib/cudnn/plan_store.c", "fattn__ps_write_atomic"):
+        "the file is closed even after a failed write, and the first error is reported",
+}
+ERROR_LABEL = "out"
 PRINT_FUNCTIONS = ("printf", "fprintf", "vprintf", "vfprintf", "puts", "fputs", "perror")
 C_SUFFIXES = (".c", ".h")
 
@@ -92,7 +108,8 @@ C_SUFFIXES = (".c", ".h")
 KNOWN_VIOLATIONS = []
 
 RULES = ("file-length", "function-length", "engine-name", "engine-string", "getenv",
-         "cudnn-includes-cpu", "print", "harness-folder", "harness-layers", "harness-defined")
+         "cudnn-includes-cpu", "print", "harness-folder", "harness-layers", "harness-defined",
+         "error-idiom")
 
 
 class Violation:
@@ -319,6 +336,46 @@ def check_print(rel, blanked):
             for m in re.finditer(pat, blanked)]
 
 
+def enclosing_function(funcs, line):
+    for name, lo, hi, _ in funcs:
+        if lo <= line <= hi:
+            return name
+    return None
+
+
+def check_error_idiom(rel, blanked):
+    """blanked: comments, literals and preprocessor lines blanked."""
+    if not any(rel.startswith(d + "/") for d in ERROR_IDIOM_DIRS):
+        return []
+    out, funcs = [], functions(blanked)
+    # a local status `st` (not a builder's sticky `b->st` or `b.st`) tested
+    # equal to FATTN_OK, written either way round
+    guard = r"(?<![\w.>])st\s*==\s*FATTN_OK\b|\bFATTN_OK\s*==\s*st\b(?!\s*(?:->|\.))" \
+        r"|\((?<![\w.>])st\s*=[^;=][^;]*?\)\s*==\s*FATTN_OK\b"
+    for m in re.finditer(guard, blanked):
+        line = line_of(blanked, m.start())
+        fn_name = enclosing_function(funcs, line)
+        if (rel, fn_name) in ERROR_IDIOM_ALLOWED:
+            continue
+        out.append(Violation("error-idiom", rel, line, "%s: `st == FATTN_OK` guards a step "
+                             "(return early, or goto %s)" % (fn_name, ERROR_LABEL), fn_name))
+    for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)[ \t]*:(?!:)", blanked, re.M):
+        if m.group(1) in ("default", ERROR_LABEL):
+            continue
+        line = line_of(blanked, m.start())
+        prev = blanked[:m.start()].rstrip()
+        if prev.endswith("?"):
+            continue  # the `b : c` of a conditional on its own line
+        out.append(Violation("error-idiom", rel, line, "label %s: (the cleanup label is %s:)"
+                             % (m.group(1), ERROR_LABEL), enclosing_function(funcs, line)))
+    for m in re.finditer(r"\bgoto\s+(\w+)", blanked):
+        if m.group(1) != ERROR_LABEL:
+            line = line_of(blanked, m.start())
+            out.append(Violation("error-idiom", rel, line, "goto %s (the cleanup label is %s:)"
+                                 % (m.group(1), ERROR_LABEL), enclosing_function(funcs, line)))
+    return out
+
+
 def check_source(rel, src):
     """Every violation in one file; rel is its path from the root, with /."""
     out = check_file_length(rel, src)
@@ -332,6 +389,7 @@ def check_source(rel, src):
     out += check_getenv(rel, blanked)
     out += check_cudnn_includes_cpu(rel, code)
     out += check_print(rel, blanked)
+    out += check_error_idiom(rel, blank_preprocessor(blanked))
     return out
 
 
@@ -514,6 +572,30 @@ SELF_TESTS = [
      "print", 0),
     ("cmd_*.c outside cli/ may not print", "harness/check/cmd_x.c",
      'void f(void)\n{\n    printf("x");\n}\n', "print", 1),
+    ("a status chain, a guarded condition and a guarded loop in lib/ are caught", "lib/core/e.c",
+     "int f(void)\n{\n    int st = a();\n    if (st == FATTN_OK)\n        st = b();\n"
+     "    if (st == FATTN_OK && c)\n        st = d();\n"
+     "    for (int i = 0; i < 3 && st == FATTN_OK; i++)\n        st = e(i);\n    return st;\n}\n",
+     "error-idiom", 3, "f: "),
+    ("a call assigned and tested for success in one condition is caught", "lib/cpu/e.c",
+     "int f(void)\n{\n    if ((st = a(1)) == FATTN_OK)\n        b();\n"
+     "    if ((st = a(2)) != FATTN_OK)\n        return st;\n    return st;\n}\n",
+     "error-idiom", 1),
+    ("early returns, goto out, a builder's sticky status and comments pass", "lib/cudnn/e.c",
+     "int f(struct b *bd)\n{\n    int st = a(); /* if (st == FATTN_OK) */\n"
+     "    if (st != FATTN_OK)\n        return st;\n    if (bd->st == FATTN_OK)\n        g();\n"
+     "    st = h();\n    if (st != FATTN_OK)\n        goto out;\n    x = c ? 1\n      : 2;\n"
+     "    switch (x) {\n    case 1:\n        break;\n    default:\n        break;\n    }\n"
+     "out:\n    free(p);\n    return st;\n}\n", "error-idiom", 0),
+    ("a goto fail and its label in lib/ are caught", "lib/split/e.c",
+     "int f(void)\n{\n    int st = a();\n    if (st != FATTN_OK)\n        goto fail;\n"
+     "    return 0;\nfail:\n    return st;\n}\n", "error-idiom", 2),
+    ("the allowed function may guard a step", "lib/cudnn/plan_store.c",
+     "int fattn__ps_write_atomic(void)\n{\n    if (close(fd) != 0 && st == FATTN_OK)\n"
+     "        st = e();\n    return st;\n}\n", "error-idiom", 0),
+    ("the harness is not held to lib/'s idiom", "harness/run/e.c",
+     "int f(void)\n{\n    if (st == FATTN_OK)\n        goto done;\ndone:\n    return st;\n}\n",
+     "error-idiom", 0),
     ("formatting into a buffer is not printing", "lib/core/s.c",
      'void f(char *b)\n{\n    snprintf(b, 4, "x"); /* printf("x") */\n    vsnprintf(b, 4, "%s", ap);\n'
      '    const char *s = "puts(";\n}\n', "print", 0),

@@ -19,6 +19,7 @@
 #include "fattn/support.h"
 
 #include "schedule.h"
+#include "try.h"
 
 /* Generated at build time from golden/default_cases.json (tools/build/embed.py). */
 extern const char fattn_default_cases_json[];
@@ -335,13 +336,6 @@ bool fattn_spec_refusal_status(fattn_status st)
         return true;
     }
 }
-
-#define TRY(expr)                                                              \
-    do {                                                                       \
-        fattn_status try_st_ = (expr);                                         \
-        if (try_st_ != FATTN_OK)                                               \
-            return try_st_;                                                    \
-    } while (0)
 
 /* Reading a row, by kind (parameters named apart from the members: s->b). */
 #define P_ID(k, t, lo, hi, d)

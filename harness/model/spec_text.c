@@ -10,12 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(expr)                                                              \
-    do {                                                                       \
-        fattn_status try_st_ = (expr);                                         \
-        if (try_st_ != FATTN_OK)                                               \
-            return try_st_;                                                    \
-    } while (0)
+#include "try.h"
 
 /* ------------------------------------------------------------------------ */
 /* Python-repr floats                                                       */

@@ -120,21 +120,22 @@ fattn_status fattn_cp_thd_partitioned_indices(const fattn_tensor *cu_seqlens,
     const int32_t *raw = cu_seqlens->data;
     for (int i = 0; i <= batch; i++)
         if (raw[i] % (2 * world) != 0) { /* the kernel's assert (:97-100) */
-            free(cs);
-            return fattn_error(FATTN_E_INVALID_ARG, "%s: cu_seqlens[%d] = %d is not a "
-                               "multiple of world_size * 2 = %d", who, i, (int)raw[i],
-                               2 * world);
+            st = fattn_error(FATTN_E_INVALID_ARG, "%s: cu_seqlens[%d] = %d is not a "
+                             "multiple of world_size * 2 = %d", who, i, (int)raw[i],
+                             2 * world);
+            goto out;
         }
     int64_t n = total_tokens / world;
     if (!out || out->dtype != FATTN_DTYPE_INT32 || fattn_tensor_numel(out) != n) {
-        free(cs);
-        return fattn_error(FATTN_E_SHAPE, "%s: out must be int32 [%lld]", who, (long long)n);
+        st = fattn_error(FATTN_E_SHAPE, "%s: out must be int32 [%lld]", who, (long long)n);
+        goto out;
     }
     int32_t *o = out->data;
     for (int64_t t = 0; t < n; t++)
         o[t] = (int32_t)src_index(t, cs, batch, world, rank);
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 fattn_status fattn_cp_thd_reorder(const fattn_tensor *inp, const fattn_tensor *cu_seqlens,
@@ -164,16 +165,17 @@ fattn_status fattn_cp_thd_reorder(const fattn_tensor *inp, const fattn_tensor *c
     for (int64_t g = 0; g < total; g++) {
         int64_t src = src_index(g % tpr, cs, batch, world, (int)(g / tpr));
         if (src < 0 || src >= total) {
-            free(cs);
-            return fattn_error(FATTN_E_INVALID_ARG, "%s: token %lld maps outside the %lld "
-                               "tokens (cu_seqlens do not cover them)", who, (long long)g,
-                               (long long)total);
+            st = fattn_error(FATTN_E_INVALID_ARG, "%s: token %lld maps outside the %lld "
+                             "tokens (cu_seqlens do not cover them)", who, (long long)g,
+                             (long long)total);
+            goto out;
         }
         int64_t rd = to_sequence_order ? g : src, wr = to_sequence_order ? src : g;
         memcpy(o + (size_t)wr * row, in + (size_t)rd * row, row);
     }
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 /* ---- halves of sequences ------------------------------------------------ */
@@ -201,9 +203,9 @@ fattn_status fattn_cp_thd_read_half(const fattn_tensor *tensor, const fattn_tens
         return st;
     if (cs[batch] > t / 2) {
         long long cover = 2 * (long long)cs[batch];
-        free(cs);
-        return fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens cover %lld tokens, tensor has %lld",
-                           who, cover, (long long)t);
+        st = fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens cover %lld tokens, tensor has %lld",
+                         who, cover, (long long)t);
+        goto out;
     }
     int64_t lead = prod(tensor, 0, sd);
     for (int64_t y = 0; y < lead; y++) {
@@ -214,8 +216,9 @@ fattn_status fattn_cp_thd_read_half(const fattn_tensor *tensor, const fattn_tens
             memcpy(dst + (size_t)tok * row, src + (size_t)(tok + cs[seq + half_idx]) * row, row);
         }
     }
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 /* The lse shapes of thd_second_half_lse_correction / _read_second_half_lse
@@ -251,12 +254,11 @@ fattn_status fattn_cp_thd_second_half_lse(fattn_tensor *lse, fattn_tensor *half,
     int64_t *cs = NULL, heads = 0, ls = 0, hs = 0;
     int batch;
     fattn_status st = load_cu(cu_seqlens, who, 2, &cs, &batch);
-    if (st == FATTN_OK)
-        st = lse_shapes(lse, half, batch, packed, who, &heads, &ls, &hs);
-    if (st != FATTN_OK) {
-        free(cs);
-        return st;
-    }
+    if (st != FATTN_OK)
+        goto out;
+    st = lse_shapes(lse, half, batch, packed, who, &heads, &ls, &hs);
+    if (st != FATTN_OK)
+        goto out;
     float *l = lse->data, *hl = half->data;
     for (int64_t tok = 0; tok < cs[batch]; tok++) {
         int seq = thd_bsearch(tok, cs, batch + 1);
@@ -271,8 +273,8 @@ fattn_status fattn_cp_thd_second_half_lse(fattn_tensor *lse, fattn_tensor *half,
                 hidx = r * hs + col;
             }
             if (idx >= fattn_tensor_numel(lse) || hidx >= fattn_tensor_numel(half)) {
-                free(cs);
-                return fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens reach past the lse", who);
+                st = fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens reach past the lse", who);
+                goto out;
             }
             if (read) { /* ReadLseFunctor */
                 hl[hidx] = l[idx];
@@ -283,8 +285,9 @@ fattn_status fattn_cp_thd_second_half_lse(fattn_tensor *lse, fattn_tensor *half,
             }
         }
     }
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 /* ---- corrections -------------------------------------------------------- */
@@ -335,16 +338,17 @@ fattn_status fattn_cp_thd_out_correction(fattn_tensor *out, const fattn_tensor *
     int64_t *cs = NULL, ls = 0, lps_s = 0;
     int batch;
     fattn_status st = load_cu(cu_seqlens, "thd_out_correction", half, &cs, &batch);
-    if (st == FATTN_OK)
-        st = out_shapes(out, out_per_step, lse, lse_per_step, batch, half, packed, &ls, &lps_s);
-    if (st == FATTN_OK && old_lse &&
+    if (st != FATTN_OK)
+        goto out;
+    st = out_shapes(out, out_per_step, lse, lse_per_step, batch, half, packed, &ls, &lps_s);
+    if (st != FATTN_OK)
+        goto out;
+    if (old_lse &&
         (old_lse->dtype != FATTN_DTYPE_FLOAT32 || old_lse->ndim != lse->ndim ||
-         fattn_tensor_numel(old_lse) != fattn_tensor_numel(lse)))
+         fattn_tensor_numel(old_lse) != fattn_tensor_numel(lse))) {
         st = fattn_error(FATTN_E_SHAPE, "thd_out_correction: old_lse must be float32 of lse's "
                          "shape");
-    if (st != FATTN_OK) {
-        free(cs);
-        return st;
+        goto out;
     }
     int64_t heads = out->shape[1], d = out->shape[2], sh = only_second_half ? 1 : 0;
     const float *l = lse->data, *lp = lse_per_step->data, *lo = old_lse ? old_lse->data : NULL;
@@ -363,9 +367,9 @@ fattn_status fattn_cp_thd_out_correction(fattn_tensor *out, const fattn_tensor *
             }
             if (idx >= fattn_tensor_numel(lse) || ip >= fattn_tensor_numel(lse_per_step) ||
                 tok + cs[seq + 1] * sh >= out->shape[0]) {
-                free(cs);
-                return fattn_error(FATTN_E_SHAPE, "thd_out_correction: cu_seqlens reach past "
-                                   "out or the lse");
+                st = fattn_error(FATTN_E_SHAPE, "thd_out_correction: cu_seqlens reach past "
+                                 "out or the lse");
+                goto out;
             }
             float f = fattn_cpu_expf(lp[ip] - l[idx]);
             int64_t o = ((tok + cs[seq + 1] * sh) * heads + h) * d, p = (tok * heads + h) * d;
@@ -386,8 +390,9 @@ fattn_status fattn_cp_thd_out_correction(fattn_tensor *out, const fattn_tensor *
             }
         }
     }
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 typedef enum { G_NONE, G_ADD, G_COPY, G_BAD } grad_op;
@@ -459,15 +464,16 @@ fattn_status fattn_cp_thd_grad_correction(fattn_tensor *grad, const fattn_tensor
             bool first = functor < 2 ? functor == 0
                                      : tok - cs[seq] < (cs[seq + 1] - cs[seq]) / 2;
             if (tok + off >= t || tok >= tp) {
-                free(cs);
-                return fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens reach past grad", who);
+                st = fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens reach past grad", who);
+                goto out;
             }
             grad_token(first ? f0 : f1, grad->dtype, grad->data, (y * t + tok + off) * row,
                        grad_per_step->data, (y * tp + tok) * row, row);
         }
     }
+out:
     free(cs);
-    return FATTN_OK;
+    return st;
 }
 
 fattn_status fattn_cp_thd_copy_valid_tokens(fattn_tensor *out, const fattn_tensor *inp,

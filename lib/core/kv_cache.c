@@ -170,8 +170,9 @@ fattn_status fattn_kv_cache_copy(const fattn_kv_cache_copy_args *a)
 {
     kv_plan p = {.a = a};
     fattn_status st = check_shapes(&p);
-    if (st == FATTN_OK)
-        st = check_indices(&p);
+    if (st != FATTN_OK)
+        return st;
+    st = check_indices(&p);
     if (st != FATTN_OK)
         return st;
     if (a->reindex) {

@@ -103,10 +103,10 @@ fattn_status fattn_engine_open_auto(const fattn_engine_options *opt, fattn_engin
         if (!kinds[i].available())
             continue;
         st = kinds[i].open(opt ? opt : &defaults, out);
-        if (st == FATTN_OK) {
-            *name = kinds[i].name;
-            return FATTN_OK;
-        }
+        if (st != FATTN_OK)
+            continue; /* the next kind; the last one's failure is the answer */
+        *name = kinds[i].name;
+        return FATTN_OK;
     }
     /* The last kind is always available: its failure is the answer. */
     assert(st != FATTN_OK);

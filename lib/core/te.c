@@ -230,9 +230,10 @@ fattn_status fattn_format_parse(const char *s, fattn_qkv_format *out)
     }
     int v = 0;
     fattn_status st = row_parse(rows, ROWS(rows), "qkv_format", s, &v);
-    if (st == FATTN_OK)
-        *out = (fattn_qkv_format)v;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *out = (fattn_qkv_format)v;
+    return FATTN_OK;
 }
 
 fattn_qkv_format fattn_layout_q_format(fattn_qkv_layout l)
@@ -267,9 +268,10 @@ fattn_status fattn_bias_type_parse(const char *s, fattn_bias_type *out)
 {
     int v = 0;
     fattn_status st = row_parse(bias_names, ROWS(bias_names), "attn_bias_type", s, &v);
-    if (st == FATTN_OK)
-        *out = (fattn_bias_type)v;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *out = (fattn_bias_type)v;
+    return FATTN_OK;
 }
 
 /* fused_attn.py SoftmaxType L95-99. */
@@ -289,9 +291,10 @@ fattn_status fattn_softmax_type_parse(const char *s, fattn_softmax_type *out)
 {
     int v = 0;
     fattn_status st = row_parse(softmax_names, ROWS(softmax_names), "softmax_type", s, &v);
-    if (st == FATTN_OK)
-        *out = (fattn_softmax_type)v;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *out = (fattn_softmax_type)v;
+    return FATTN_OK;
 }
 
 /* fused_attn.py class FusedAttnBackend L102-121 (member names). */
@@ -311,9 +314,10 @@ fattn_status fattn_te_backend_parse(const char *s, fattn_te_backend *out)
 {
     int v = 0;
     fattn_status st = row_parse(backend_names, ROWS(backend_names), "fused_attn_backend", s, &v);
-    if (st == FATTN_OK)
-        *out = (fattn_te_backend)v;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *out = (fattn_te_backend)v;
+    return FATTN_OK;
 }
 
 /* ---- masks ----------------------------------------------------------------------- */
@@ -364,9 +368,10 @@ fattn_status fattn_mask_type_parse(const char *s, fattn_mask_type *out)
     }
     int v = 0;
     fattn_status st = row_parse(rows, ROWS(rows), "attn_mask_type", s, &v);
-    if (st == FATTN_OK)
-        *out = (fattn_mask_type)v;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *out = (fattn_mask_type)v;
+    return FATTN_OK;
 }
 
 bool fattn_mask_has_padding(fattn_mask_type m)

@@ -78,9 +78,10 @@ fattn_status fattn_tensor_alloc_packed(fattn_tensor *storage, fattn_dtype dtype,
 {
     if (npack == 1) {
         fattn_status st = fattn_tensor_alloc(storage, dtype, ndim, shape);
-        if (st == FATTN_OK)
-            views[0] = *storage;
-        return st;
+        if (st != FATTN_OK)
+            return st;
+        views[0] = *storage;
+        return FATTN_OK;
     }
     if (ndim < 1 || ndim + 1 > FATTN_MAX_DIMS || at < 0 || at > ndim || npack < 1)
         return fattn_error(FATTN_E_SHAPE, "packed tensor: rank %d, pack dim %d", ndim, at);

@@ -343,15 +343,20 @@ fattn_status fattn__cpu_backward(int threads, const fattn_bwd_params *p, const f
     job.row_blocks = (g->sq + BWD_ROWS - 1) / BWD_ROWS;
     job.key_blocks = (g->skv + BWD_KEYS - 1) / BWD_KEYS;
     st = fattn__cpu_parallel_for(threads, g, g->b * g->h * job.row_blocks, bwd_dq_item, &job);
-    if (st == FATTN_OK)
-        st = fattn__cpu_parallel_for(threads, g, g->b * g->hg * job.key_blocks, bwd_dkv_item, &job);
-    if (st == FATTN_OK && has_bias && !fattn_tensor_is_empty(&p->d_bias)) {
+    if (st != FATTN_OK)
+        goto out;
+    st = fattn__cpu_parallel_for(threads, g, g->b * g->hg * job.key_blocks, bwd_dkv_item, &job);
+    if (st != FATTN_OK)
+        goto out;
+    if (has_bias && !fattn_tensor_is_empty(&p->d_bias)) {
         job.bias_blocks = (p->d_bias.shape[2] + BWD_ROWS - 1) / BWD_ROWS;
         st = fattn__cpu_parallel_for(threads, g,
                               p->d_bias.shape[0] * p->d_bias.shape[1] * job.bias_blocks,
                               bwd_dbias_item, &job);
+        if (st != FATTN_OK)
+            goto out;
     }
-    if (st == FATTN_OK && has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
+    if (has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
         /* dz_n = -sum_{bi, i} exp(z_n - Stats_i) * Dsum_i, bi then i ascending. */
         const fattn_tensor *dso = &p->d_softmax_offset;
         for (int64_t n = 0; n < g->h; n++) {
@@ -366,6 +371,7 @@ fattn_status fattn__cpu_backward(int threads, const fattn_bwd_params *p, const f
             ((float *)dso->data)[n * dso->strides[1]] = -acc;
         }
     }
+out:
     free(job.dsum);
     return st;
 }

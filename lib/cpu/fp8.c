@@ -211,7 +211,7 @@ fattn_status fattn__cpu_fp8_forward(int threads, const fattn_fwd_params *p, cons
     const fattn_fp8_fwd *f = p->fp8;
     assert(g && f);
     fattn_status st = fp8_check("FP8 forward", p->attn.bias_type, p->attn.softmax_type, f->s_dtype, g);
-    if (st)
+    if (st != FATTN_OK)
         return st;
     if (!f->amax_s || !f->amax_o)
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 forward: amax_s and amax_o must point "
@@ -227,10 +227,11 @@ fattn_status fattn__cpu_fp8_forward(int threads, const fattn_fwd_params *p, cons
         return fattn_error(FATTN_E_NOMEM, "FP8 forward: cannot allocate amax partials");
     }
     st = fattn__cpu_parallel_for(threads, g, items, fp8_fwd_item, &job);
-    if (st == FATTN_OK) {
-        *f->amax_s = reduce_amax(job.amax_s, items);
-        *f->amax_o = reduce_amax(job.amax_o, items);
-    }
+    if (st != FATTN_OK)
+        goto out;
+    *f->amax_s = reduce_amax(job.amax_s, items);
+    *f->amax_o = reduce_amax(job.amax_o, items);
+out:
     free(job.amax_s);
     free(job.amax_o);
     return st;
@@ -431,7 +432,7 @@ static fattn_status fp8_bwd_checks(const fattn_bwd_params *p, const fattn_geom *
 {
     const fattn_fp8_bwd *f = p->fp8;
     fattn_status st = fp8_check("FP8 backward", p->attn.bias_type, p->attn.softmax_type, f->s_dtype, g);
-    if (st)
+    if (st != FATTN_OK)
         return st;
     if (!fattn_dtype_is_fp8(f->dp_dtype))
         return fattn_error(FATTN_E_DTYPE, "FP8 backward: dP dtype must be FP8, got %s",
@@ -476,14 +477,16 @@ fattn_status fattn__cpu_fp8_backward(int threads, const fattn_bwd_params *p, con
     job.am_dk = am + 2 * n1;
     job.am_dv = am + 2 * n1 + n2;
     st = fattn__cpu_parallel_for(threads, g, n1, fp8_dq_item, &job);
-    if (st == FATTN_OK)
-        st = fattn__cpu_parallel_for(threads, g, n2, fp8_dkv_item, &job);
-    if (st == FATTN_OK) {
-        *f->amax_dp = reduce_amax(job.am_dp, n1);
-        *f->amax_dq = reduce_amax(job.am_dq, n1);
-        *f->amax_dk = reduce_amax(job.am_dk, n2);
-        *f->amax_dv = reduce_amax(job.am_dv, n2);
-    }
+    if (st != FATTN_OK)
+        goto out;
+    st = fattn__cpu_parallel_for(threads, g, n2, fp8_dkv_item, &job);
+    if (st != FATTN_OK)
+        goto out;
+    *f->amax_dp = reduce_amax(job.am_dp, n1);
+    *f->amax_dq = reduce_amax(job.am_dq, n1);
+    *f->amax_dk = reduce_amax(job.am_dk, n2);
+    *f->amax_dv = reduce_amax(job.am_dv, n2);
+out:
     free(am);
     free(job.dsum);
     return st;

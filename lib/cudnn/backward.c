@@ -45,64 +45,90 @@ static fattn_status upload_stats(bwd_run *r, dev_arena *a, dev_bindings *d)
     return st;
 }
 
+/* Gradient t (dQ, dK, dV) back from the device into its defined rows. */
+static fattn_status download_grad(bwd_run *r, fattn_tensor *out, void *dev, int t)
+{
+    const fattn_geom *geom = r->geom;
+    int64_t b = geom->b, h = geom->h;
+    size_t bytes = fattn__cudnn_view_bytes(out);
+    char *hbuf = malloc(bytes);
+    if (!hbuf)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+    fattn_status st = fattn__cudnn_download(r->e->api, hbuf, dev, bytes);
+    if (st != FATTN_OK)
+        goto out;
+    if (t == 0)
+        fattn__cudnn_copy_rows(out, hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
+                        geom->d);
+    else
+        fattn__cudnn_copy_rows(out, hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
+                        geom->hg, t == 1 ? geom->d : geom->dv);
+out:
+    free(hbuf);
+    return st;
+}
+
+static fattn_status download_dbias(bwd_run *r, const dev_bindings *d)
+{
+    const fattn_tensor *db = &r->p->d_bias;
+    size_t bytes = fattn__cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
+    char *hbuf = malloc(bytes);
+    if (!hbuf)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+    fattn_status st = fattn__cudnn_download(r->e->api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
+    if (st != FATTN_OK)
+        goto out;
+    for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
+        for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
+            for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
+                int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
+                              i2 * db->strides[2];
+                memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
+                       (size_t)db->shape[3] * esz);
+            }
+out:
+    free(hbuf);
+    return st;
+}
+
+static fattn_status download_dsink(bwd_run *r, const dev_bindings *d)
+{
+    int64_t h = r->geom->h;
+    float *hsink = malloc((size_t)h * sizeof(float));
+    const fattn_tensor *dso = &r->p->d_softmax_offset;
+    if (!hsink)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: dSoftmaxOffset staging");
+    fattn_status st = fattn__cudnn_download(r->e->api, hsink, d->p[CG_ROLE_DSINK],
+                                            (size_t)h * sizeof(float));
+    if (st != FATTN_OK)
+        goto out;
+    for (int64_t n = 0; n < h; n++)
+        ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
+out:
+    free(hsink);
+    return st;
+}
+
 /* Copy back the defined regions of dQ, dK, dV, dBias, dSoftmaxOffset only. */
 static fattn_status download_grads(bwd_run *r, const dev_bindings *d)
 {
     const fattn_bwd_params *p = r->p;
-    const fattn_geom *geom = r->geom;
-    const cg_fwd_desc *fd = &r->d.f;
-    const cudnn_api *api = r->e->api;
-    int64_t b = geom->b, h = geom->h;
-    fattn_status st = FATTN_OK;
     fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
                              (fattn_tensor *)&p->dv};
     void *devs[3] = {d->p[CG_ROLE_DQ], d->p[CG_ROLE_DK], d->p[CG_ROLE_DV]};
-    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
-        size_t bytes = fattn__cudnn_view_bytes(outs[t]);
-        char *hbuf = malloc(bytes);
-        if (!hbuf)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = fattn__cudnn_download(api, hbuf, devs[t], bytes);
-        if (st == FATTN_OK) {
-            if (t == 0)
-                fattn__cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, b, h,
-                                geom->d);
-            else
-                fattn__cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, b,
-                                geom->hg, t == 1 ? geom->d : geom->dv);
-        }
-        free(hbuf);
+    for (int t = 0; t < 3; t++) {
+        fattn_status st = download_grad(r, outs[t], devs[t], t);
+        if (st != FATTN_OK)
+            return st;
     }
-    if (st == FATTN_OK && r->d.dbias) {
-        const fattn_tensor *db = &p->d_bias;
-        size_t bytes = fattn__cudnn_view_bytes(db), esz = fattn_dtype_size(db->dtype);
-        char *hbuf = malloc(bytes);
-        if (!hbuf)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = fattn__cudnn_download(api, hbuf, d->p[CG_ROLE_DBIAS], bytes);
-        if (st == FATTN_OK)
-            for (int64_t i0 = 0; i0 < db->shape[0]; i0++)
-                for (int64_t i1 = 0; i1 < db->shape[1]; i1++)
-                    for (int64_t i2 = 0; i2 < db->shape[2]; i2++) {
-                        int64_t off = i0 * db->strides[0] + i1 * db->strides[1] +
-                                      i2 * db->strides[2];
-                        memcpy((char *)db->data + (size_t)off * esz, hbuf + (size_t)off * esz,
-                               (size_t)db->shape[3] * esz);
-                    }
-        free(hbuf);
+    if (r->d.dbias) {
+        fattn_status st = download_dbias(r, d);
+        if (st != FATTN_OK)
+            return st;
     }
-    if (st == FATTN_OK && fd->sink && !fattn_tensor_is_empty(&p->d_softmax_offset)) {
-        float *hsink = malloc((size_t)h * sizeof(float));
-        const fattn_tensor *dso = &p->d_softmax_offset;
-        if (!hsink)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: dSoftmaxOffset staging");
-        st = fattn__cudnn_download(api, hsink, d->p[CG_ROLE_DSINK], (size_t)h * sizeof(float));
-        if (st == FATTN_OK)
-            for (int64_t n = 0; n < h; n++)
-                ((float *)dso->data)[n * dso->strides[1]] = hsink[n];
-        free(hsink);
-    }
-    return st;
+    if (r->d.f.sink && !fattn_tensor_is_empty(&p->d_softmax_offset))
+        return download_dsink(r, d);
+    return FATTN_OK;
 }
 
 static fattn_status build_graph(cg_graph *g, const void *desc)
@@ -214,9 +240,9 @@ static fattn_status bwd_location(bwd_run *r, const fattn_bwd_params *p, const fa
     if (r->d.f.sink)
         use[n++] = (cudnn_tensor_use){&p->d_softmax_offset, "dSoftmaxOffset", true};
     fattn_status st = fattn__cudnn_call_location(use, n, "cuDNN backward", &r->device);
-    if (st == FATTN_OK && r->device)
-        st = fattn__cudnn_device_call_supported(&r->d.f, "cuDNN backward");
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    return r->device ? fattn__cudnn_device_call_supported(&r->d.f, "cuDNN backward") : FATTN_OK;
 }
 
 /* run_backward on an emptied arena, with the timing of this call only. */

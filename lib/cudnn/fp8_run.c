@@ -63,13 +63,17 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
     char *ho = malloc(o_bytes);
     float *hs = malloc(stats_bytes);
     fattn_status st = FATTN_OK;
-    if (!ho || !hs)
+    if (!ho || !hs) {
         st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-    if (st == FATTN_OK)
-        st = fattn__cudnn_download(e->api, ho, d->p[CG_ROLE_O], o_bytes);
-    if (st == FATTN_OK)
-        st = fattn__cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
-    if (st == FATTN_OK) {
+        goto out;
+    }
+    st = fattn__cudnn_download(e->api, ho, d->p[CG_ROLE_O], o_bytes);
+    if (st != FATTN_OK)
+        goto out;
+    st = fattn__cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
+    if (st != FATTN_OK)
+        goto out;
+    {
         size_t esz = fattn_dtype_size(p->attn.o.dtype), row = (size_t)geom->dv * esz;
         int64_t h = geom->h;
         float *sdst = stats->data;
@@ -83,6 +87,7 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
                         hs[(bi * h + n) * geom->sq + i];
                 }
     }
+out:
     free(ho);
     free(hs);
     return st;
@@ -186,28 +191,40 @@ static fattn_status bwd_upload_stats(dev_arena *a, const fattn_geom *geom,
     return st;
 }
 
+/* Gradient t (dQ, dK, dV) back from the device into its defined rows. */
+static fattn_status bwd_download_grad(cudnn_engine *e, const fattn_geom *geom, fattn_tensor *out,
+                                      void *dev, int t)
+{
+    size_t bytes = fattn__cudnn_view_bytes(out);
+    char *hbuf = malloc(bytes);
+    if (!hbuf)
+        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+    fattn_status st = fattn__cudnn_download(e->api, hbuf, dev, bytes);
+    if (st != FATTN_OK)
+        goto out;
+    if (t == 0)
+        fattn__cudnn_copy_rows(out, hbuf, geom->q_fmt, geom->off_q, geom->len_q, geom->b,
+                        geom->h, geom->d);
+    else
+        fattn__cudnn_copy_rows(out, hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, geom->b,
+                        geom->hg, t == 1 ? geom->d : geom->dv);
+out:
+    free(hbuf);
+    return st;
+}
+
 static fattn_status bwd_download(cudnn_engine *e, const fattn_bwd_params *p,
                                  const fattn_geom *geom, const dev_bindings *d)
 {
     fattn_tensor *outs[3] = {(fattn_tensor *)&p->dq, (fattn_tensor *)&p->dk,
                              (fattn_tensor *)&p->dv};
     const cg_role roles[3] = {CG_ROLE_DQ, CG_ROLE_DK, CG_ROLE_DV};
-    fattn_status st = FATTN_OK;
-    for (int t = 0; t < 3 && st == FATTN_OK; t++) {
-        size_t bytes = fattn__cudnn_view_bytes(outs[t]);
-        char *hbuf = malloc(bytes);
-        if (!hbuf)
-            return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
-        st = fattn__cudnn_download(e->api, hbuf, d->p[roles[t]], bytes);
-        if (st == FATTN_OK && t == 0)
-            fattn__cudnn_copy_rows(outs[t], hbuf, geom->q_fmt, geom->off_q, geom->len_q, geom->b,
-                            geom->h, geom->d);
-        else if (st == FATTN_OK)
-            fattn__cudnn_copy_rows(outs[t], hbuf, geom->kv_fmt, geom->off_kv, geom->len_kv, geom->b,
-                            geom->hg, t == 1 ? geom->d : geom->dv);
-        free(hbuf);
+    for (int t = 0; t < 3; t++) {
+        fattn_status st = bwd_download_grad(e, geom, outs[t], d->p[roles[t]], t);
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 static void bwd_scalars(const fattn_bwd_params *p, fp8_scalars *s)

@@ -145,9 +145,10 @@ fattn_status fattn_cudnn_use_libraries(const fattn_cudnn_settings *s)
     pthread_mutex_lock(&g_rt_lock);
     fattn_status st = use_path(g_cudnn_lib, sizeof g_cudnn_lib, s->cudnn_lib, g_cudnn_tried,
                                "libcudnn");
-    if (st == FATTN_OK)
-        st = use_path(g_cudart_lib, sizeof g_cudart_lib, s->cudart_lib, g_rt_tried,
-                      "libcudart");
+    if (st != FATTN_OK)
+        goto out;
+    st = use_path(g_cudart_lib, sizeof g_cudart_lib, s->cudart_lib, g_rt_tried, "libcudart");
+out:
     pthread_mutex_unlock(&g_rt_lock);
     return st;
 }

@@ -287,43 +287,51 @@ static fattn_status read_file(const char *path, unsigned char **out, size_t *out
         return fattn_error(FATTN_E_IO, "plan store: cannot open %s: %s", path, strerror(errno));
     }
     struct stat sb;
+    unsigned char *buf = NULL;
     fattn_status st = FATTN_OK;
-    if (fstat(fd, &sb) != 0)
+    if (fstat(fd, &sb) != 0) {
         st = fattn_error(FATTN_E_IO, "plan store: stat %s: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s is not a regular file", path);
-    else if (fattn__ps_check_file_owner(path, (unsigned)sb.st_uid, (unsigned)sb.st_mode) != FATTN_OK)
+        goto out;
+    }
+    if (fattn__ps_check_file_owner(path, (unsigned)sb.st_uid, (unsigned)sb.st_mode) != FATTN_OK) {
         st = FATTN_E_INVALID_FILE;
-    else if ((uintmax_t)sb.st_size > PS_MAX_FILE_BYTES)
+        goto out;
+    }
+    if ((uintmax_t)sb.st_size > PS_MAX_FILE_BYTES) {
         st = fattn_error(FATTN_E_INVALID_FILE, "plan store: %s has %jd bytes (limit %zu)", path,
                          (intmax_t)sb.st_size, PS_MAX_FILE_BYTES);
-    size_t size = st == FATTN_OK ? (size_t)sb.st_size : 0;
-    unsigned char *buf = NULL;
-    if (st == FATTN_OK) {
-        buf = malloc(size ? size : 1);
-        if (!buf)
-            st = fattn_error(FATTN_E_NOMEM, "plan store: %zu bytes", size);
+        goto out;
+    }
+    size_t size = (size_t)sb.st_size;
+    buf = malloc(size ? size : 1);
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "plan store: %zu bytes", size);
+        goto out;
     }
     size_t got = 0;
-    while (st == FATTN_OK && got < size) {
+    while (got < size) {
         ssize_t n = read(fd, buf + got, size - got);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
+        if (n < 0) {
             st = fattn_error(FATTN_E_IO, "plan store: read %s: %s", path, strerror(errno));
-        else if (n == 0)
+            goto out;
+        }
+        if (n == 0)
             break; /* shorter than fstat said: decode reports the truncation */
-        else
-            got += (size_t)n;
-    }
-    close(fd);
-    if (st != FATTN_OK) {
-        free(buf);
-        return st;
+        got += (size_t)n;
     }
     *out = buf;
     *out_len = got;
-    return FATTN_OK;
+out:
+    close(fd);
+    if (st != FATTN_OK)
+        free(buf);
+    return st;
 }
 
 fattn_status fattn__ps_lookup(const char *dir, const char *key_text, ps_loaded *out)
@@ -341,31 +349,29 @@ fattn_status fattn__ps_lookup(const char *dir, const char *key_text, ps_loaded *
     size_t len = 0;
     bool missing = false;
     fattn_status st = read_file(path, &buf, &len, &missing);
-    if (st == FATTN_OK && missing) {
-        free(path);
-        return FATTN_OK;
-    }
+    if (st != FATTN_OK || missing)
+        goto out;
     ps_record rec;
-    if (st == FATTN_OK) {
-        st = fattn__ps_decode(buf, len, &rec);
-        if (st != FATTN_OK)
-            st = fattn_error(st, "plan store: %s: %s", path, fattn_last_error());
+    st = fattn__ps_decode(buf, len, &rec);
+    if (st != FATTN_OK) {
+        st = fattn_error(st, "plan store: %s: %s", path, fattn_last_error());
+        goto out;
     }
-    if (st == FATTN_OK &&
-        (rec.key_len != strlen(key_text) || memcmp(rec.key, key_text, rec.key_len) != 0))
+    if (rec.key_len != strlen(key_text) || memcmp(rec.key, key_text, rec.key_len) != 0) {
         st = fattn_error(FATTN_E_INVALID_FILE,
                          "plan store: %s holds the plan of another graph or platform "
                          "(hash collision or copied file)",
                          path);
-    free(path);
-    if (st != FATTN_OK) {
-        free(buf);
-        return st;
+        goto out;
     }
     out->found = true;
     out->buf = buf;
     out->rec = rec;
-    return FATTN_OK;
+out:
+    free(path);
+    if (st != FATTN_OK)
+        free(buf);
+    return st;
 }
 
 void fattn__ps_loaded_free(ps_loaded *l)
@@ -391,18 +397,21 @@ static fattn_status make_dirs(const char *dir)
         return fattn_error(FATTN_E_NOMEM, "plan store: path");
     fattn_status st = FATTN_OK;
     size_t n = strlen(p);
-    for (size_t i = 1; i <= n && st == FATTN_OK; i++) {
+    for (size_t i = 1; i <= n; i++) {
         if (p[i] != '/' && p[i] != 0)
             continue;
         char c = p[i];
         p[i] = 0;
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
             st = fattn_error(FATTN_E_IO, "plan store: cannot create %s: %s", p, strerror(errno));
+            goto out;
+        }
         p[i] = c;
     }
-    free(p);
-    if (st == FATTN_OK && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         st = fattn_error(FATTN_E_IO, "plan store: %s is not a directory", dir);
+out:
+    free(p);
     return st;
 }
 
@@ -410,20 +419,40 @@ static fattn_status make_dirs(const char *dir)
  * distinguishes everything else). */
 static atomic_uint g_tmp_counter;
 
+/* All of buf to fd, then fsync: after a crash the name the caller renames
+ * to must not point at a file whose data never reached the disk. */
+static fattn_status write_all(int fd, const char *tmp, const void *buf, size_t len)
+{
+    const unsigned char *b = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, b + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return fattn_error(FATTN_E_IO, "plan store: write %s: %s", tmp,
+                               n < 0 ? strerror(errno) : "no progress");
+        done += (size_t)n;
+    }
+    if (fsync(fd) != 0)
+        return fattn_error(FATTN_E_IO, "plan store: fsync %s: %s", tmp, strerror(errno));
+    return FATTN_OK;
+}
+
 fattn_status fattn__ps_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 {
     fattn_status st = make_dirs(dir);
-    if (st == FATTN_OK)
-        st = fattn__ps_check_dir(dir);
+    if (st != FATTN_OK)
+        return st;
+    st = fattn__ps_check_dir(dir);
     if (st != FATTN_OK)
         return st;
     char *target = join_path(dir, name);
     size_t cap = strlen(dir) + strlen(name) + 64;
     char *tmp = malloc(cap);
     if (!target || !tmp) {
-        free(target);
-        free(tmp);
-        return fattn_error(FATTN_E_NOMEM, "plan store: path");
+        st = fattn_error(FATTN_E_NOMEM, "plan store: path");
+        goto out;
     }
     /* A leading dot and ".tmp" keep temporaries apart from plans; a name
      * with this process' id and a counter, created O_EXCL, is never shared. */
@@ -438,43 +467,31 @@ fattn_status fattn__ps_write_atomic(const char *dir, const char *name, const voi
     if (fd < 0) {
         st = fattn_error(FATTN_E_IO, "plan store: cannot create a file in %s: %s", dir,
                          strerror(errno));
-        free(target);
-        free(tmp);
-        return st;
+        goto out;
     }
-    const unsigned char *b = buf;
-    size_t done = 0;
-    while (st == FATTN_OK && done < len) {
-        ssize_t n = write(fd, b + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            st = fattn_error(FATTN_E_IO, "plan store: write %s: %s", tmp,
-                             n < 0 ? strerror(errno) : "no progress");
-        else
-            done += (size_t)n;
-    }
-    /* fsync before rename: after a crash the name must not point at a file
-     * whose data never reached the disk. */
-    if (st == FATTN_OK && fsync(fd) != 0)
-        st = fattn_error(FATTN_E_IO, "plan store: fsync %s: %s", tmp, strerror(errno));
+    st = write_all(fd, tmp, buf, len);
+    /* the file is closed after a failed write too; the first error is the one reported */
     if (close(fd) != 0 && st == FATTN_OK)
         st = fattn_error(FATTN_E_IO, "plan store: close %s: %s", tmp, strerror(errno));
-    if (st == FATTN_OK && rename(tmp, target) != 0)
+    if (st != FATTN_OK) {
+        unlink(tmp);
+        goto out;
+    }
+    if (rename(tmp, target) != 0) {
         st = fattn_error(FATTN_E_IO, "plan store: rename %s to %s: %s", tmp, target,
                          strerror(errno));
-    if (st != FATTN_OK)
         unlink(tmp);
-    if (st == FATTN_OK) {
-        /* Make the rename itself durable. A failure here leaves a complete
-         * file under its name, so it is reported but nothing is removed. */
-        int dfd = open(dir, O_RDONLY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) != 0)
-            st = fattn_error(FATTN_E_IO, "plan store: fsync of directory %s: %s", dir,
-                             strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
+        goto out;
     }
+    /* Make the rename itself durable. A failure here leaves a complete
+     * file under its name, so it is reported but nothing is removed. */
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0)
+        st = fattn_error(FATTN_E_IO, "plan store: fsync of directory %s: %s", dir,
+                         strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+out:
     free(target);
     free(tmp);
     return st;

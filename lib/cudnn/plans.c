@@ -66,8 +66,10 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
     }
     cudnn_plan *p = NULL;
     fattn_status st = fattn__cudnn_plan_deserialize(e->api, e->pc->handle, l.rec.blob, l.rec.blob_len, &p);
-    if (st == FATTN_OK && (!tags_match(p->tag, strlen(p->tag), l.rec.tag, l.rec.tag_len) ||
-                           p->workspace != l.rec.workspace)) {
+    if (st != FATTN_OK)
+        goto out;
+    if (!tags_match(p->tag, strlen(p->tag), l.rec.tag, l.rec.tag_len) ||
+        p->workspace != l.rec.workspace) {
         fattn_error(FATTN_E_INVALID_FILE,
                     "plan store: restored plan is %s with %lld workspace bytes, the file "
                     "recorded %.*s with %lld",
@@ -76,10 +78,12 @@ static cudnn_plan *store_load(cudnn_engine *e, const char *key_text)
         fattn__cudnn_plan_free(p);
         p = NULL;
         st = FATTN_E_INVALID_FILE;
+        goto out;
     }
     /* provenance names the plan as it was built */
-    if (st == FATTN_OK && l.rec.tag_len < sizeof p->tag)
+    if (l.rec.tag_len < sizeof p->tag)
         snprintf(p->tag, sizeof p->tag, "%.*s", (int)l.rec.tag_len, l.rec.tag);
+out:
     fattn__ps_loaded_free(&l);
     if (st != FATTN_OK) {
         store_note(e, &e->pc->pstats.rejected);
@@ -312,11 +316,12 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
     }
     fattn_status st = FATTN_OK;
     if (!p && e->pc->autotune && !g->pin.on) {
-        if ((st = build_candidates(e, g, det_only, cand, ncand)) == FATTN_OK) {
-            *tune_key = key_text; /* written once the winner is known */
-            key_text = NULL;
-            p = cand[0];
-        }
+        st = build_candidates(e, g, det_only, cand, ncand);
+        if (st != FATTN_OK)
+            goto out;
+        *tune_key = key_text; /* written once the winner is known */
+        key_text = NULL;
+        p = cand[0];
     } else if (!p) {
         /* A graph that names its config gets it: nothing to choose, and no
          * filter on cuDNN's non-determinism note either: the ordered dQ's
@@ -326,20 +331,19 @@ static fattn_status plan_for_miss(cudnn_engine *e, const cg_graph *g, bool det_o
         st = g->pin.on ? fattn__cudnn_plan_build_knobs(e->api, e->pc->handle, g, g->pin.engine, g->pin.n,
                                                 g->pin.type, g->pin.value, false, 0, NULL, &p)
                        : fattn__cudnn_plan_build(e->api, e->pc->handle, g, &p);
-        if (st == FATTN_OK) {
-            e->pc->pstats.built++;
-            if (key_text)
-                store_save(e, key_text, p);
-        }
+        if (st != FATTN_OK)
+            goto out;
+        e->pc->pstats.built++;
+        if (key_text)
+            store_save(e, key_text, p);
     }
-    free(key_text);
-    if (st != FATTN_OK)
-        return st;
     if (*ncand == 0) {
         cand[0] = p;
         *ncand = 1;
     }
-    return FATTN_OK;
+out:
+    free(key_text);
+    return st;
 }
 
 /* A new entry holding plan p, key kb, desc and graph g; p is freed on
@@ -502,47 +506,76 @@ static fattn_status time_plan(cudnn_engine *e, plan_entry *pe)
     int n = e->time_iters;
     double *ms = malloc((size_t)n * sizeof *ms);
     cudaEvent_t *ev = calloc((size_t)n + 1, sizeof *ev);
-    if (!ms || !ev) {
-        free(ms);
-        free(ev);
-        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: timing");
-    }
     fattn_status st = FATTN_OK;
     cudaError_t ce = cudaSuccess;
     int made = 0;
+    if (!ms || !ev) {
+        st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: timing");
+        goto out;
+    }
     for (; made <= n && ce == cudaSuccess; made++)
         ce = api->cudaEventCreate(&ev[made]);
     if (ce != cudaSuccess) {
         made--;
         st = fattn__cudnn_cuda_fail(api, ce, "cudaEventCreate");
+        goto out;
     }
-    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+    if ((ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess) {
         st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
-    for (int i = 0; i < n && st == FATTN_OK; i++) {
-        if ((st = entry_execute(e, pe)) != FATTN_OK)
-            break;
-        if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
-            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
+        goto out;
     }
-    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess)
+    for (int i = 0; i < n; i++) {
+        st = entry_execute(e, pe);
+        if (st != FATTN_OK)
+            goto out;
+        if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess) {
+            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
+            goto out;
+        }
+    }
+    if ((ce = api->cudaEventSynchronize(ev[n])) != cudaSuccess) {
         st = fattn__cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
-    for (int i = 0; i < n && st == FATTN_OK; i++) {
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
         float t = 0.0f;
-        if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess)
+        if ((ce = api->cudaEventElapsedTime(&t, ev[i], ev[i + 1])) != cudaSuccess) {
             st = fattn__cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+            goto out;
+        }
         ms[i] = t;
     }
-    if (st == FATTN_OK) {
-        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-        e->timing.iters = n;
-        e->timing.gpu_ms_min = ms[0];
-        e->timing.gpu_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    }
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    e->timing.iters = n;
+    e->timing.gpu_ms_min = ms[0];
+    e->timing.gpu_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+out:
     for (int i = 0; i < made; i++)
         api->cudaEventDestroy(ev[i]);
     free(ev);
     free(ms);
     return st;
+}
+
+/* One untimed execution of pe, then n executions queued back to back
+ * between the n + 1 events. */
+static fattn_status queue_timed(cudnn_engine *e, plan_entry *pe, cudaEvent_t *ev, int n)
+{
+    const cudnn_api *api = e->api;
+    cudaError_t ce;
+    fattn_status st = entry_execute(e, pe);
+    if (st != FATTN_OK)
+        return st;
+    if ((ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
+        return fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    for (int i = 0; i < n; i++) {
+        st = entry_execute(e, pe);
+        if (st != FATTN_OK)
+            return st;
+        if ((ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
+            return fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    }
+    return FATTN_OK;
 }
 
 /* Median of n executions of plan with pe's variant pack, queued back to
@@ -558,32 +591,30 @@ static fattn_status time_candidate(cudnn_engine *e, plan_entry *pe, cudnn_plan *
     for (; made <= N; made++)
         if ((ce = api->cudaEventCreate(&ev[made])) != cudaSuccess) {
             st = fattn__cudnn_cuda_fail(api, ce, "cudaEventCreate");
-            break;
+            goto out;
         }
     cudnn_plan *keep = pe->plan;
     pe->plan = plan;
-    if (st == FATTN_OK)
-        st = entry_execute(e, pe);
-    if (st == FATTN_OK && (ce = api->cudaEventRecord(ev[0], NULL)) != cudaSuccess)
-        st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
-    for (int i = 0; i < N && st == FATTN_OK; i++)
-        if ((st = entry_execute(e, pe)) == FATTN_OK &&
-            (ce = api->cudaEventRecord(ev[i + 1], NULL)) != cudaSuccess)
-            st = fattn__cudnn_cuda_fail(api, ce, "cudaEventRecord");
+    st = queue_timed(e, pe, ev, N);
     pe->plan = keep;
-    if (st == FATTN_OK && (ce = api->cudaEventSynchronize(ev[N])) != cudaSuccess)
+    if (st != FATTN_OK)
+        goto out;
+    if ((ce = api->cudaEventSynchronize(ev[N])) != cudaSuccess) {
         st = fattn__cudnn_cuda_fail(api, ce, "cudaEventSynchronize");
+        goto out;
+    }
     double t[N];
-    for (int i = 0; i < N && st == FATTN_OK; i++) {
+    for (int i = 0; i < N; i++) {
         float f = 0.0f;
-        if ((ce = api->cudaEventElapsedTime(&f, ev[i], ev[i + 1])) != cudaSuccess)
+        if ((ce = api->cudaEventElapsedTime(&f, ev[i], ev[i + 1])) != cudaSuccess) {
             st = fattn__cudnn_cuda_fail(api, ce, "cudaEventElapsedTime");
+            goto out;
+        }
         t[i] = f;
     }
-    if (st == FATTN_OK) {
-        qsort(t, N, sizeof t[0], cmp_double);
-        *ms = t[N / 2];
-    }
+    qsort(t, N, sizeof t[0], cmp_double);
+    *ms = t[N / 2];
+out:
     for (int i = 0; i < made; i++)
         api->cudaEventDestroy(ev[i]);
     return st;
@@ -627,6 +658,15 @@ static fattn_status choose_candidate(cudnn_engine *e, plan_entry *pe)
     return FATTN_OK;
 }
 
+/* The variant pack of this call's buffers, then one execution. */
+static fattn_status vpack_and_execute(cudnn_engine *e, plan_entry *pe, void *const *ptrs)
+{
+    fattn_status st = entry_vpack(e, pe, ptrs);
+    if (st != FATTN_OK)
+        return st;
+    return entry_execute(e, pe);
+}
+
 /* Grow the shared workspace, execute; then the timed repeats. No wait:
  * the call's copies back wait for the execution (and report its errors). */
 fattn_status fattn__cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *const *ptrs,
@@ -658,9 +698,7 @@ fattn_status fattn__cudnn_execute_plan(cudnn_engine *e, plan_entry *pe, void *co
                           (st = choose_candidate(e, pe)) != FATTN_OK))
         return st;
     double t0 = fattn__cudnn_now_s();
-    st = entry_vpack(e, pe, ptrs);
-    if (st == FATTN_OK)
-        st = entry_execute(e, pe);
+    st = vpack_and_execute(e, pe, ptrs);
     e->timing.host_fattn_us = 1e6 * host_pre;
     e->timing.host_execute_us = 1e6 * (fattn__cudnn_now_s() - t0);
     e->timing.host_us = e->timing.host_fattn_us + e->timing.host_execute_us;

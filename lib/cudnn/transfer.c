@@ -137,12 +137,15 @@ fattn_status fattn__cudnn_upload_ragged(dev_arena *a, const ragged_src *rs, int 
     if (!host)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: ragged offsets");
     fattn_status st = FATTN_OK;
-    for (int i = 0; i < n && st == FATTN_OK; i++) {
+    for (int i = 0; i < n; i++) {
         if (!rs[i].on)
             continue;
         ragged_offsets(rs[i].cu, rs[i].pad, b, rs[i].mult, dt, host);
         st = fattn__cudnn_dev_upload(a, host, (size_t)(b + 1) * esz, &d->p[rs[i].role]);
+        if (st != FATTN_OK)
+            goto out;
     }
+out:
     free(host);
     return st;
 }

@@ -1,0 +1,18 @@
+/* TRY(expr): return expr's status from the calling function unless it is
+ * FATTN_OK; the early return of the error idiom (docs/architecture.md,
+ * "Errors"), written once for the rows that the spec's key tables expand
+ * into (spec.c reads them, spec_text.c writes them), where a statement per
+ * row must fit in one macro. */
+#ifndef FATTN_HARNESS_TRY_H
+#define FATTN_HARNESS_TRY_H
+
+#include "fattn/status.h"
+
+#define TRY(expr)                                                              \
+    do {                                                                       \
+        fattn_status try_st_ = (expr);                                         \
+        if (try_st_ != FATTN_OK)                                               \
+            return try_st_;                                                    \
+    } while (0)
+
+#endif
