@@ -454,7 +454,7 @@ fattn_status fattn__cpu_fp8_backward(int threads, const fattn_bwd_params *p, con
     const fattn_fp8_bwd *f = p->fp8;
     assert(g && f);
     fattn_status st = fp8_bwd_checks(p, g);
-    if (st)
+    if (st != FATTN_OK)
         return st;
     fp8_bwd_job job = {.g = g, .f = f, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                        .dk = p->dk, .dv = p->dv};
