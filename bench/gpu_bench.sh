@@ -45,11 +45,7 @@ say() { echo "gpu-bench: $* (at $(( $(date +%s) - T0 )) s)"; }
 say "cuDNN from $CUDNN"
 nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1 || true
 
-BUILD=${BUILD_DIR:-build-gpu}
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" >"$LOGS/setup.log" 2>&1 ||
-        { tail -40 "$LOGS/setup.log"; exit 2; }
-fi
+gpu_build_setup "$LOGS/setup.log" || exit 2
 meson compile -C "$BUILD" bench/bench_cudnn bench/bench_verify >"$LOGS/compile.log" 2>&1 ||
     { tail -60 "$LOGS/compile.log"; exit 2; }
 say "built"

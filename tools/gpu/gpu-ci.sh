@@ -34,11 +34,7 @@ T0=$(date +%s)
 echo "gpu-ci: cuDNN from $CUDNN" | tee "$LOGS/env.txt"
 nvidia-smi >>"$LOGS/env.txt" 2>&1 || true
 
-BUILD=${BUILD_DIR:-build-gpu}
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" -Dtesting=true >"$LOGS/setup.log" 2>&1 ||
-        { tail -40 "$LOGS/setup.log"; exit 2; }
-fi
+gpu_build_setup "$LOGS/setup.log" || exit 2
 # Only what the GPU stages run (other suites' targets are not needed here):
 # every target the two suites' tests depend on, as meson's own test list
 # has them (a hand-kept list misses the suite tables' newer executables,

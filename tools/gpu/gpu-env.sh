@@ -1,5 +1,6 @@
 # tools/gpu/gpu-env.sh — the GPU machine's build environment, sourced (not
-# run) from the repository root by tools/gpu/gpu-ci.sh and bench/gpu_bench.sh.
+# run) from the repository root by tools/gpu/gpu-ci.sh, the probes beside it,
+# tools/te/gpu-te.sh and bench/gpu_bench.sh.
 #
 # Dependencies: if .deps/ holds Debian packages (tools/gpu/fetch-gpu-deps.sh), they
 # are unpacked into a temporary prefix and the compiler, pkg-config and loader
@@ -26,3 +27,14 @@ if [ -z "$CUDNN" ] || [ ! -d "$CUDNN/include" ]; then
     CUDNN=/usr/local/cuda
 fi
 export LD_LIBRARY_PATH="$CUDNN/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# gpu_build_setup LOG: configures $BUILD (default build-gpu) for the cuDNN engine
+# once, with the test targets, so that every GPU script finds the same build
+# whichever ran first (a build configured without them would make a later
+# script's test targets unknown); on failure LOG's tail, status 2.
+BUILD=${BUILD_DIR:-build-gpu}
+gpu_build_setup() {
+    [ -f "$BUILD/build.ninja" ] && return 0
+    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" -Dtesting=true >"$1" 2>&1 ||
+        { tail -40 "$1"; return 2; }
+}

@@ -30,11 +30,7 @@ set -u
 DEST=${OUT:-/tmp/large-dims}
 mkdir -p "$DEST"
 . tools/gpu/gpu-env.sh
-BUILD=${BUILD_DIR:-build-gpu}
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" -Dtesting=true \
-        >"$DEST/setup.log" 2>&1 || { tail -30 "$DEST/setup.log"; exit 2; }
-fi
+gpu_build_setup "$DEST/setup.log" || exit 2
 meson compile -C "$BUILD" tests/test_cudnn_gpu tests/test_cudnn_fp8_gpu harness/fattn \
     >"$DEST/compile.log" 2>&1 || { tail -40 "$DEST/compile.log"; exit 2; }
 L=

@@ -49,11 +49,7 @@ mkdir -p "$OUT"
 T0=$(date +%s)
 
 . tools/gpu/gpu-env.sh
-BUILD=${BUILD_DIR:-build-gpu}
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" -Dcuda=enabled -Dcudnn_dir="$CUDNN" >"$OUT/setup.log" 2>&1 ||
-        { tail -40 "$OUT/setup.log"; exit 2; }
-fi
+gpu_build_setup "$OUT/setup.log" || exit 2
 meson compile -C "$BUILD" harness/fattn lib/fattn:shared_library >"$OUT/compile.log" 2>&1 ||
     { tail -60 "$OUT/compile.log"; exit 2; }
 
