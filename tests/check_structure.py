@@ -426,7 +426,7 @@ DECLARES = (
     re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.M),
 )
 ENUM_BODY = re.compile(r"\benum\b[^;{]*\{([^}]*)\}")
-# a family of names a macro makes by pasting (`FATTN_SAVED_##name`); the bare
+# a family of names a macro makes by pasting (`FATTN_ROW_##name`); the bare
 # `fattn_##x` makes public names (a codec's fattn_<codec>_name)
 PASTED = re.compile(r"\b((?:fattn|FATTN)_\w+)\s*##")
 
@@ -724,7 +724,7 @@ HARNESS_SELF_TESTS = [
                      "typedef int (*fattn_fn)(int);\n"
                      "typedef int fattn_pair[2];\n"
                      "enum { FATTN_A = 1, FATTN_B };\n"
-                     "#define FH_SLOT(x) FATTN_SLOT_##x\n"
+                     "#define FH_ROW(x) FATTN_ROW_##x\n"
                      "extern const int fattn_table[4];\n",
                      "harness/check/c.c": "static int fattn__helper(void)\n{\n    return 0;\n}\n"
                      "int FATTN_counter = 0;\n"}),

@@ -135,6 +135,9 @@ START_TEST(canonical)
          "\"fp8\":{\"amax_compute_algo\":\"most_recent\",\"amax_history_len\":3,"
          "\"bf16_backward\":false,\"dpa_bwd\":true,\"input_fp8\":false,\"margin\":-1,"
          "\"o_in_f16\":true,\"output_fp8\":false,\"recipe\":\"delayed\"},"},
+        {"{\"id\":\"t\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":128,\"fp8\":{\"reduce_amax\":false}}",
+         "\"fp8\":{\"bf16_backward\":false,\"dpa_bwd\":true,\"input_fp8\":false,"
+         "\"o_in_f16\":true,\"output_fp8\":false,\"recipe\":\"delayed\",\"reduce_amax\":false},"},
         {CACHE "\"schedule\":[{\"step\":[[0,3],[1,2]]},{\"step\":[[0,1],[1,1]]}]}",
          "\"schedule\":[{\"step\":[[0,3],[1,2]]},{\"step\":[[0,1],[1,1]]}],"},
     };
@@ -155,6 +158,11 @@ START_TEST(canonical)
     ck_assert_int_eq(fh_spec_canonical(&s, &c), FATTN_OK);
     ck_assert_ptr_null(strstr(c, "schedule"));
     free(c);
+    fh_spec_free(&s);
+    /* reduce_amax is DelayedScaling's: refused with another recipe */
+    const char *cs = "{\"id\":\"t\",\"b\":2,\"h\":2,\"sq\":4,\"d_qk\":128,"
+                     "\"fp8\":{\"recipe\":\"current\",\"reduce_amax\":false}}";
+    ck_assert_int_eq(fh_spec_parse_one(cs, strlen(cs), "c", &s), FATTN_E_INVALID_ARG);
     fh_spec_free(&s);
     fattn_test_mark("sched.canonical");
 }

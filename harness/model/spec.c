@@ -90,6 +90,7 @@ static fattn_status spec_dtype_parse(const char *s, fattn_dtype *out)
     s->fp8_dpa_bwd = true;                                                                     \
     s->fp8_o_in_f16 = true;                                                                    \
     s->fp8_amax_history_len = FH_SPEC_FP8_HISTORY_DEFAULT;                                     \
+    s->fp8_reduce_amax = true;                                                                 \
     s->fp8_amax_algo = FATTN_FP8_AMAX_MAX;
 #define I_REFUSE(k, d)
 #define I_PAGED(k, d)
@@ -200,7 +201,8 @@ static bool same_list(const int64_t *a, const int64_t *b, int64_t n)
                   x->fp8_output == y->fp8_output && x->fp8_dpa_bwd == y->fp8_dpa_bwd &&       \
                   x->fp8_o_in_f16 == y->fp8_o_in_f16 && x->bf16_backward == y->bf16_backward &&   \
                   x->fp8_amax_history_len == y->fp8_amax_history_len &&                         \
-                  x->fp8_amax_algo == y->fp8_amax_algo && x->fp8_margin == y->fp8_margin)))
+                  x->fp8_amax_algo == y->fp8_amax_algo && x->fp8_margin == y->fp8_margin &&     \
+                  x->fp8_reduce_amax == y->fp8_reduce_amax)))
 #define E_REFUSE(k)                                                                            \
     (x->expect_refusal == y->expect_refusal &&                                                 \
      (!x->expect_refusal || (x->refusal_status == y->refusal_status &&                         \

@@ -70,7 +70,9 @@
  *                          handed in as Float8Tensors), output_fp8 false
  *                          (fp8_output), dpa_bwd true (NVTE_FP8_DPA_BWD),
  *                          o_in_f16 true (NVTE_DPA_FP8CS_O_in_F16),
- *                          bf16_backward false. Only with dtype float16 or
+ *                          bf16_backward false; reduce_amax true (the
+ *                          DelayedScaling field; false only with the
+ *                          delayed recipe). Only with dtype float16 or
  *                          bfloat16 (the nominal dtype). With input_fp8,
  *                          q, k, v are the case's values quantised to E4M3
  *                          by scales of their own, and d_out is an E5M2

@@ -122,7 +122,10 @@
     /* "max", 0): read by a schedule's U steps */                                              \
     int64_t fp8_amax_history_len;                                                              \
     fattn_fp8_amax_algo fp8_amax_algo;                                                         \
-    int64_t fp8_margin;
+    int64_t fp8_margin;                                                                        \
+    /* DelayedScaling's reduce_amax (TE's default true): TE's FusedAttention */                \
+    /* refuses false under context parallelism */                                              \
+    bool fp8_reduce_amax;
 /* the front ends must refuse the case with refusal_status and the support
  * table's rule refusal_rule */
 #define FH_SPEC_M_REFUSE(k, t)                                                                 \

@@ -47,7 +47,7 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fh_spec 
                                           "bf16_backward",     "dpa_bwd",
                                           "input_fp8",         "margin",
                                           "o_in_f16",          "output_fp8",
-                                          "recipe"};
+                                          "recipe",            "reduce_amax"};
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return FATTN_OK;
@@ -64,7 +64,7 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fh_spec 
             return spec_case_error(c, FATTN_E_PARSE, key,
                                    "unknown member '%s' (amax_compute_algo, amax_history_len, "
                                    "bf16_backward, dpa_bwd, input_fp8, margin, o_in_f16, "
-                                   "output_fp8, recipe)", k);
+                                   "output_fp8, recipe, reduce_amax)", k);
         if (!strcmp(k, "amax_compute_algo") || !strcmp(k, "amax_history_len") ||
             !strcmp(k, "margin")) {
             fattn_status st = fp8_update_member(c, k, x, s);
@@ -89,9 +89,14 @@ fattn_status spec_parse_fp8(const spec_parse_ctx *c, const json_t *obj, fh_spec 
         case 'd': s->fp8_dpa_bwd = b; break;
         case 'i': s->fp8_input = b; break;
         case 'o': *(k[1] == '_' ? &s->fp8_o_in_f16 : &s->fp8_output) = b; break;
+        case 'r': s->fp8_reduce_amax = b; break;
         default: assert(0);
         }
     }
+    if (!s->fp8_reduce_amax && s->fp8_recipe != FATTN_FP8_RECIPE_DELAYED)
+        return spec_case_error(c, FATTN_E_INVALID_ARG, key, "reduce_amax: a DelayedScaling "
+                               "field (common/recipe/__init__.py); recipe %s has none",
+                               fattn_fp8_recipe_name(s->fp8_recipe));
     if (s->dtype != FATTN_DTYPE_FLOAT16 && s->dtype != FATTN_DTYPE_BFLOAT16)
         return spec_case_error(c, FATTN_E_INVALID_ARG, key,
                                "the FP8 path needs dtype float16 or bfloat16 (q's nominal dtype), "

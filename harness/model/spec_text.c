@@ -253,6 +253,8 @@ static fattn_status w_fp8(sbuf *b, const fh_spec *s)
     sb_fmt(b, "\"o_in_f16\":%s,\"output_fp8\":%s,\"recipe\":", tf(s->fp8_o_in_f16),
            tf(s->fp8_output));
     TRY(w_name(b, s, "fp8.recipe", fattn_fp8_recipe_name(s->fp8_recipe)));
+    if (!s->fp8_reduce_amax)
+        sb_str(b, ",\"reduce_amax\":false");
     sb_str(b, "}");
     return FATTN_OK;
 }
@@ -298,9 +300,9 @@ static void sb_put_cb(void *ctx, const char *text)
         sb_str(b, "null");
 #define W_LIST(k, t, lo, hi) sb_key(b, #k, first); sb_list(b, s->k, s->b);
 /* Written only when set, members sorted: every member filled in, but the
- * recipe update's (amax_compute_algo, amax_history_len, margin) only where
- * they differ from TE's defaults, so that FP8 cases written before they
- * existed keep their bytes. */
+ * recipe update's (amax_compute_algo, amax_history_len, margin) and
+ * reduce_amax only where they differ from TE's defaults, so that FP8 cases
+ * written before they existed keep their bytes. */
 #define W_FP8(k, t, lo, hi)                                                                    \
     if (s->fp8) {                                                                              \
         sb_key(b, #k, first);                                                                  \

@@ -45,17 +45,21 @@ static fattn_status load_cu(const fattn_tensor *t, const char *who, int64_t div,
     if (!c)
         return fattn_error(FATTN_E_NOMEM, "%s: cu_seqlens", who);
     const int32_t *p = t->data;
+    fattn_status st = FATTN_OK;
     for (int i = 0; i < n; i++) {
         c[i] = p[i] / div;
         if (p[i] < 0 || (i && p[i] < p[i - 1])) {
-            free(c);
-            return fattn_error(FATTN_E_INVALID_ARG, "%s: cu_seqlens[%d] = %d is not a "
-                               "non-decreasing offset", who, i, (int)p[i]);
+            st = fattn_error(FATTN_E_INVALID_ARG, "%s: cu_seqlens[%d] = %d is not a "
+                             "non-decreasing offset", who, i, (int)p[i]);
+            goto out;
         }
     }
     *cu = c;
     *batch = n - 1;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK)
+        free(c);
+    return st;
 }
 
 static bool is_data_dtype(fattn_dtype d)
@@ -489,20 +493,18 @@ fattn_status fattn_cp_thd_copy_valid_tokens(fattn_tensor *out, const fattn_tenso
     if (row % 16 != 0)
         return fattn_error(FATTN_E_INVALID_ARG, "%s: a token's %zu bytes are not a multiple "
                            "of 16 (TE: hidden_size_in_bytes %% 16 == 0)", who, row);
-    int64_t *pad, *valid;
+    int64_t *pad = NULL, *valid = NULL;
     int b1, b2;
     fattn_status st = load_cu(cu_seqlens_padded, who, 1, &pad, &b1);
     if (st != FATTN_OK)
-        return st;
-    if ((st = load_cu(cu_seqlens, who, 1, &valid, &b2)) != FATTN_OK) {
-        free(pad);
-        return st;
-    }
+        goto out;
+    st = load_cu(cu_seqlens, who, 1, &valid, &b2);
+    if (st != FATTN_OK)
+        goto out;
     if (b1 != b2) {
-        free(pad);
-        free(valid);
-        return fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens_padded and cu_seqlens differ in "
-                           "length", who);
+        st = fattn_error(FATTN_E_SHAPE, "%s: cu_seqlens_padded and cu_seqlens differ in "
+                         "length", who);
+        goto out;
     }
     for (int64_t tok = 0; tok < inp->shape[0]; tok++) {
         int seq = thd_bsearch(tok, pad, b1 + 1);
@@ -513,7 +515,8 @@ fattn_status fattn_cp_thd_copy_valid_tokens(fattn_tensor *out, const fattn_tenso
             memcpy((char *)out->data + (size_t)tok * row,
                    (const char *)inp->data + (size_t)tok * row, row);
     }
+out:
     free(pad);
     free(valid);
-    return FATTN_OK;
+    return st;
 }

@@ -222,9 +222,8 @@ fattn_status fattn__cpu_fp8_forward(int threads, const fattn_fwd_params *p, cons
     job.amax_s = calloc((size_t)items, sizeof(float));
     job.amax_o = calloc((size_t)items, sizeof(float));
     if (!job.amax_s || !job.amax_o) {
-        free(job.amax_s);
-        free(job.amax_o);
-        return fattn_error(FATTN_E_NOMEM, "FP8 forward: cannot allocate amax partials");
+        st = fattn_error(FATTN_E_NOMEM, "FP8 forward: cannot allocate amax partials");
+        goto out;
     }
     st = fattn__cpu_parallel_for(threads, g, items, fp8_fwd_item, &job);
     if (st != FATTN_OK)
@@ -454,7 +453,7 @@ fattn_status fattn__cpu_fp8_backward(int threads, const fattn_bwd_params *p, con
     const fattn_fp8_bwd *f = p->fp8;
     assert(g && f);
     fattn_status st = fp8_bwd_checks(p, g);
-    if (st)
+    if (st != FATTN_OK)
         return st;
     fp8_bwd_job job = {.g = g, .f = f, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                        .dk = p->dk, .dv = p->dv};
@@ -468,9 +467,8 @@ fattn_status fattn__cpu_fp8_backward(int threads, const fattn_bwd_params *p, con
     job.dsum = calloc((size_t)nsum, sizeof(float));
     float *am = calloc((size_t)(2 * n1 + 2 * n2), sizeof(float));
     if (!job.dsum || !am) {
-        free(job.dsum);
-        free(am);
-        return fattn_error(FATTN_E_NOMEM, "FP8 backward: cannot allocate Dsum");
+        st = fattn_error(FATTN_E_NOMEM, "FP8 backward: cannot allocate Dsum");
+        goto out;
     }
     job.am_dp = am;
     job.am_dq = am + n1;

@@ -170,28 +170,21 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
         return fattn_error(FATTN_E_INVALID_ARG, "cuDNN engine: %d timing iterations",
                            opt->timing_iters);
     cudnn_engine *e = calloc(1, sizeof *e);
-    if (e) {
-        e->scratch = malloc(sizeof *e->scratch);
-        e->kb = malloc(sizeof *e->kb);
-    }
-    if (!e || !e->scratch || !e->kb) {
-        if (e) {
-            free(e->scratch);
-            free(e->kb);
-        }
-        free(e);
+    if (!e)
         return fattn_error(FATTN_E_NOMEM, "cuDNN engine: cannot allocate");
+    fattn_status st = FATTN_OK;
+    e->scratch = malloc(sizeof *e->scratch);
+    e->kb = malloc(sizeof *e->kb);
+    if (!e->scratch || !e->kb) {
+        st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: cannot allocate");
+        goto out;
     }
     e->pc = opt ? opt->plan_cache : NULL;
     if (!e->pc) {
-        fattn_status st = fattn_cudnn_plan_cache_init(&e->pc, opt ? opt->device : 0,
-                                                      opt ? &opt->settings : NULL);
-        if (st != FATTN_OK) {
-            free(e->scratch);
-            free(e->kb);
-            free(e);
-            return st;
-        }
+        st = fattn_cudnn_plan_cache_init(&e->pc, opt ? opt->device : 0,
+                                         opt ? &opt->settings : NULL);
+        if (st != FATTN_OK)
+            goto out;
         e->own_pc = true;
     }
     e->base.ops = &cudnn_ops;
@@ -202,7 +195,13 @@ fattn_status fattn_engine_init_cudnn(fattn_engine **out, const fattn_cudnn_optio
     e->last_plan_source = "";
     platform_key(e->pc->device, e->platform, sizeof e->platform);
     *out = &e->base;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK) {
+        free(e->scratch);
+        free(e->kb);
+        free(e);
+    }
+    return st;
 }
 
 static const cudnn_engine *as_cudnn(const fattn_engine *e)

@@ -154,27 +154,24 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
     const fattn_geom *geom = r->geom;
     const cudnn_api *api = r->e->api;
     int64_t b = geom->b, h = geom->h;
-    cudaError_t ce;
     bool has_max = r->d.max_output;
     char *ho = malloc(o_bytes);
     float *hs = malloc(stats_bytes), *hm = has_max ? malloc(stats_bytes) : NULL;
+    fattn_status st = FATTN_OK;
     if (!ho || !hs || (has_max && !hm)) {
-        free(ho);
-        free(hs);
-        free(hm);
-        return fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        st = fattn_error(FATTN_E_NOMEM, "cuDNN engine: host staging");
+        goto out;
     }
-    ce = api->cudaMemcpy(ho, db->p[CG_ROLE_O], o_bytes, cudaMemcpyDeviceToHost);
-    if (ce == cudaSuccess)
-        ce = api->cudaMemcpy(hs, db->p[CG_ROLE_STATS], stats_bytes,
-                             cudaMemcpyDeviceToHost);
-    if (ce == cudaSuccess && has_max)
-        ce = api->cudaMemcpy(hm, db->p[CG_ROLE_MAX], stats_bytes, cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess) {
-        free(ho);
-        free(hs);
-        free(hm);
-        return fattn__cudnn_cuda_fail(api, ce, "cudaMemcpy D2H");
+    st = fattn__cudnn_download(api, ho, db->p[CG_ROLE_O], o_bytes);
+    if (st != FATTN_OK)
+        goto out;
+    st = fattn__cudnn_download(api, hs, db->p[CG_ROLE_STATS], stats_bytes);
+    if (st != FATTN_OK)
+        goto out;
+    if (has_max) {
+        st = fattn__cudnn_download(api, hm, db->p[CG_ROLE_MAX], stats_bytes);
+        if (st != FATTN_OK)
+            goto out;
     }
     size_t esz = fattn_dtype_size(p->attn.o.dtype);
     size_t row = (size_t)geom->dv * esz;
@@ -190,10 +187,11 @@ static fattn_status copy_back(fwd_run *r, const dev_bindings *db, size_t o_bytes
                 if (has_max)
                     mdst[fattn__geom_stats_offset(geom, &r->max, bi, n, i)] = hm[si];
             }
+out:
     free(ho);
     free(hs);
     free(hm);
-    return FATTN_OK;
+    return st;
 }
 
 fattn_status fattn__cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params *p,

@@ -73,20 +73,18 @@ static fattn_status fwd_copy_back(cudnn_engine *e, const fattn_fwd_params *p,
     st = fattn__cudnn_download(e->api, hs, d->p[CG_ROLE_STATS], stats_bytes);
     if (st != FATTN_OK)
         goto out;
-    {
-        size_t esz = fattn_dtype_size(p->attn.o.dtype), row = (size_t)geom->dv * esz;
-        int64_t h = geom->h;
-        float *sdst = stats->data;
-        for (int64_t bi = 0; bi < geom->b; bi++)
-            for (int64_t i = 0; i < geom->len_q[bi]; i++)
-                for (int64_t n = 0; n < h; n++) {
-                    int64_t off = fattn__geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi,
-                                                        i, n);
-                    memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
-                    sdst[fattn__geom_stats_offset(geom, stats, bi, n, i)] =
-                        hs[(bi * h + n) * geom->sq + i];
-                }
-    }
+    size_t esz = fattn_dtype_size(p->attn.o.dtype), row = (size_t)geom->dv * esz;
+    int64_t h = geom->h;
+    float *sdst = stats->data;
+    for (int64_t bi = 0; bi < geom->b; bi++)
+        for (int64_t i = 0; i < geom->len_q[bi]; i++)
+            for (int64_t n = 0; n < h; n++) {
+                int64_t off = fattn__geom_row_offset(&p->attn.o, geom->q_fmt, geom->off_q, bi,
+                                                    i, n);
+                memcpy((char *)p->attn.o.data + (size_t)off * esz, ho + (size_t)off * esz, row);
+                sdst[fattn__geom_stats_offset(geom, stats, bi, n, i)] =
+                    hs[(bi * h + n) * geom->sq + i];
+            }
 out:
     free(ho);
     free(hs);

@@ -417,12 +417,9 @@ fattn_status fattn__cudnn_get_plan(cudnn_engine *e, const void *desc, size_t des
         e->timing.plan_build_s += cand[i]->build_seconds;
     e->timing.plan_from_store = p->from_store;
     e->last_plan_source = p->from_store ? "store" : "built";
-    if ((st = entry_add(e, p, e->kb, desc, desc_len, dh, g, out)) != FATTN_OK) {
-        for (int i = 1; i < ncand; i++)
-            fattn__cudnn_plan_free(cand[i]);
-        free(tune_key);
-        return st;
-    }
+    st = entry_add(e, p, e->kb, desc, desc_len, dh, g, out);
+    if (st != FATTN_OK)
+        goto out;
     memcpy((*out)->cand, cand, (size_t)ncand * sizeof cand[0]);
     (*out)->ncand = ncand;
     if (tune_key && ncand == 1) {
@@ -432,7 +429,13 @@ fattn_status fattn__cudnn_get_plan(cudnn_engine *e, const void *desc, size_t des
         tune_key = NULL;
     }
     (*out)->tune_key_text = tune_key;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK) { /* the entry did not take the other candidates and the key */
+        for (int i = 1; i < ncand; i++)
+            fattn__cudnn_plan_free(cand[i]);
+        free(tune_key);
+    }
+    return st;
 }
 
 /* ---- executing ------------------------------------------------------------ */

@@ -7,7 +7,8 @@ magnitude differs (rank 0: 0.5, rank 1: 1.0), through TE 2.20.2's own
 Float8CurrentScalingQuantizer with and without with_amax_reduction over
 the two ranks' group. Prints, from rank 0, one line per quantizer:
 "<reduce|local> <rank 0's amax> <rank 1's amax> <rank 0's scale_inv>
-<rank 1's scale_inv>" (C's %a).
+<rank 1's scale_inv>" (C's %a); before that, whether three errors carry
+R1's signature (tools/te/fattn_te/cp_findings.py).
 
 Usage: check_cp_fp8.py TOOLS_TE_DIR WORK_DIR"""
 import os
@@ -25,6 +26,18 @@ def main():
     patches.apply_cpu()
     import transformer_engine_torch as tex
     from transformer_engine.pytorch.tensor.float8_tensor import Float8CurrentScalingQuantizer
+    # R1's signature (fattn_te/cp_findings.py): the message and a line of
+    # the TE that ran that is FusedAttention's reduce_amax check
+    from fattn_te import cp_findings
+    spec = {"fp8": {"recipe": "delayed", "reduce_amax": False}, "cp": {"size": 2}}
+    head = ("rank 0: " + cp_findings.R1["raised"])
+    for label, reason in (
+            ("R1 2510", f"{head} ({cp_findings.R1['file']}:2510)"),
+            ("R1 2511", f"{head} ({cp_findings.R1['file']}:2511)"),
+            ("R1 other message", f"rank 0: TE raised AssertionError: no ({cp_findings.R1['file']}:2510)")):
+        entry, why = cp_findings.refusal(spec, reason, where.te_root("2.20.2"))
+        print(f"{label}: {'R1' if entry else 'not'}{': ' + why if why else ''}")
+    sys.stdout.flush()  # nothing buffered for the child to inherit
     pid = os.fork()
     rank = 0 if pid else 1
     bridge.set_engine(bridge.Engine("cpu"))

@@ -34,11 +34,13 @@ export TMPDIR="$work/tmp"
 rc=$?
 cat "$work/verdict"
 check "verify --cp-matrix exits 0" 0 "$rc"
-check "TE 2.19.0 -> 2.20.2: the P2P forward merge (P1) only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: context parallelism: behavior-neutral: no, documented changes only (P1 in 9 cases) (25 cases, ' "$work/verdict")"
+check "TE 2.19.0 -> 2.20.2: the P2P forward merge (P1) only" 1 "$(grep -c '^te-2.19.0 -> te-2.20.2: context parallelism: behavior-neutral: no, documented changes only (P1 in 9 cases) (26 cases, ' "$work/verdict")"
 check "P1 in the p2p and a2a+p2p cases only" 9 "$(grep -c '^  documented change: /cases/cp[24]\.\(p2p\|a2a_p2p\)\..*: P1: ' "$work/verdict")"
 check "each TE's ranks within TE's tolerance of the case without CP" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism against the same case without CP: within tolerance (T1 in 16 tensors not counted; 25 cases, 66 ranks, ' "$work/verdict")"
-check "fattn's front ends equal each TE without CP" 2 "$(grep -c '^fattn-\(legacy\|split\) -> te-2\.[0-9.]*: the cases without CP: behavior-neutral: yes (25 cases, ' "$work/verdict")"
-check "the comm types and sizes, none errored" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism: p2p 10, all_gather 6, a2a 7, a2a+p2p 2 (2 ranks: 17, 4 ranks: 8); 0 errored$' "$work/verdict")"
+check "fattn's front ends equal each TE without CP" 2 "$(grep -c '^fattn-\(legacy\|split\) -> te-2\.[0-9.]*: the cases without CP: behavior-neutral: yes (26 cases, ' "$work/verdict")"
+check "the comm types and sizes, none errored" 2 "$(grep -c '^te-2\.[0-9.]*: context parallelism: p2p 10, all_gather 6, a2a 7, a2a+p2p 2 (2 ranks: 18, 4 ranks: 8); 0 errored; 1 refused by TE as documented$' "$work/verdict")"
+check "R1: the delayed recipe without reduce_amax, refused by both TEs' FusedAttention" 1 "$(grep -c '^  refused by both: /cases/cp2\.p2p\.bshd\.causal\.fp8ds\.no_reduce_amax: R1: ' "$work/verdict")"
+check "... shown as TE's refusal, each release's own line" "2251 2510" "$(sed -n 's/^  refused by TE: cp2\.p2p\.bshd\.causal\.fp8ds\.no_reduce_amax: rank 0: TE raised AssertionError: Amax reduction across TP+CP group is necessary when using context parallelism with FP8! (transformer_engine\/pytorch\/attention\/dot_product_attention\/backends\.py:\([0-9]*\)): R1$/\1/p' "$work/verdict" | tr '\n' ' ' | sed 's/ $//')"
 check "T1: TE's FP8 P2P dK/dV, its exact signature, in the three FP8 p2p cases of each TE" 6 "$(grep -c '^  documented finding: /cases/cp[24]\.p2p\.[a-z]*\(\.causal\)\?\.fp8\(ds\|cs\)  ranks 0, 1\(, 2, 3\)\? (dk, dv; .*): T1: ' "$work/verdict")"
 "$fattn" inspect "$work/v/te2-cp.h5" >/dev/null 2>"$work/err"
 check "the CP run file is a valid fattn-run/1 file" 0 $?
@@ -49,6 +51,9 @@ f = h5py.File(sys.argv[1], "r")
 ok = True
 for cid, c in f["cases"].items():
     cp = json.loads(c.attrs["spec"])["cp"]
+    if "ranks" not in c:  # TE's refusal (R1), its reason recorded instead
+        ok &= cid.endswith(".no_reduce_amax") and "Amax reduction" in c.attrs["skipped"]
+        continue
     ranks = c["ranks"]
     ok &= sorted(ranks, key=int) == [str(r) for r in range(cp["size"])]
     for r, g in ranks.items():
@@ -66,7 +71,8 @@ print("calls", len(g), first["mask_type"], first["window_size"].tolist())
 # left: the ranks' own amaxes differ, their states after it are one, and
 # S's new scale is 448 over the largest of the ranks' amaxes
 import numpy as np
-fp8 = [c for c in f["cases"] if "fp8" in json.loads(f["cases"][c].attrs["spec"])]
+fp8 = [c for c in f["cases"] if "fp8" in json.loads(f["cases"][c].attrs["spec"])
+       and "ranks" in f["cases"][c]]
 ok = all("fp8" in r for c in fp8 for r in f["cases"][c]["ranks"].values())
 red = differ = 0
 for c in fp8:
@@ -97,9 +103,10 @@ check "an FP8 case's rank without its fp8 state is refused (exit 2)" "2 1" "$? $
 # the shim's quantize reduces a current-scaling amax over the group, as TE's
 # C++ does (two gloo ranks, shards of amax 0.5 and 1.0)
 NVTE_TORCH_COMPILE=0 TORCHINDUCTOR_CACHE_DIR="$env_dir/torchinductor" "$env_dir/venv/bin/python" -W ignore "$here/check_cp_fp8.py" "$here" "$work" >"$work/cs" 2>"$work/cs.err"
-check "current scaling: one amax and scale over the group, each rank's own without" "reduce 0x1p+0 0x1p+0 0x1.24924ap-9 0x1.24924ap-9|local 0x1p-1 0x1p+0 0x1.24924ap-10 0x1.24924ap-9" "$(tr '\n' '|' <"$work/cs" | sed 's/|$//')"
+check "current scaling: one amax and scale over the group, each rank's own without" "reduce 0x1p+0 0x1p+0 0x1.24924ap-9 0x1.24924ap-9|local 0x1p-1 0x1p+0 0x1.24924ap-10 0x1.24924ap-9" "$(grep -v '^R1' "$work/cs" | tr '\n' '|' | sed 's/|$//')"
+check "R1 only with its exact signature (its check's line in the TE that ran)" "R1 2510 R1|R1 2511 not|R1 other message not" "$(grep '^R1' "$work/cs" | sed 's/: \(R1\|not\).*/ \1/' | tr '\n' '|' | sed 's/|$//')"
 # the top-level states are the case without CP: fattn's C front end's own
-check "the cases fattn's runner skips name fattn-te" 25 "$("$fattn" run --cases "$here/../../golden/cp_cases.json" -o "$work/skip.h5" >/dev/null 2>&1; py -c "
+check "the cases fattn's runner skips name fattn-te" 26 "$("$fattn" run --cases "$here/../../golden/cp_cases.json" -o "$work/skip.h5" >/dev/null 2>&1; py -c "
 import h5py, sys
 f = h5py.File(sys.argv[1], 'r')
 print(sum('runs through fattn-te only' in f['cases'][c].attrs['skipped'] for c in f['cases']))" "$work/skip.h5")"

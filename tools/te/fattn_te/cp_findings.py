@@ -28,6 +28,9 @@ rounded to the nominal dtype, to one ulp of it; (2) the partials every
 rank computed for this rank's block, placed and summed the same way,
 are within TE's FP8 tolerance of the case without CP -- the engine's
 steps are right, TE's combination of them is not."""
+import os
+import re
+
 import numpy as np
 
 from . import signatures
@@ -119,3 +122,40 @@ def check(case, spec, rank, name, ratio_of):
         return (f"the partials every rank computed for this block are {ratio:.3g} of TE's "
                 f"FP8 tolerance from the case without CP")
     return None
+
+
+# What TE's context-parallel path refuses with FP8, by its own check: a case
+# TE raises on is listed as TE's refusal (not counted as errored) only with
+# this exact signature -- the exception, its message, and a TE line that is
+# that check in the TE that ran.
+R1 = {
+    "name": "R1: FusedAttention refuses the delayed recipe without reduce_amax under context "
+            "parallelism",
+    "te_lines": "backends.py 2.19.0:2250-2254, 2.20.2:2509-2513",
+    "raised": "TE raised AssertionError: Amax reduction across TP+CP group is necessary when "
+              "using context parallelism with FP8!",
+    "file": "transformer_engine/pytorch/attention/dot_product_attention/backends.py",
+    "check": "assert not context_parallel or fp8_recipe.reduce_amax",
+}
+_RAISED = re.compile(r"^(?:fattn-te: )?rank (\d+): (.*) \(([^()]*):(\d+)\)$")
+
+
+def refusal(spec, reason, te_root):
+    """(R1, None) when the errored case is R1 with its exact signature;
+    (None, why not) when it is R1's case but not its signature; (None,
+    None) when it is not R1's case."""
+    f, cp = spec.get("fp8"), spec.get("cp")
+    if not (f and cp and f.get("recipe") == "delayed" and f.get("reduce_amax") is False):
+        return None, None
+    m = _RAISED.match(reason)
+    if not m or m.group(2) != R1["raised"] or m.group(3) != R1["file"]:
+        return None, f"TE's error is not R1's: {reason}"
+    path = os.path.join(te_root, m.group(3))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            line = fh.read().splitlines()[int(m.group(4)) - 1]
+    except (OSError, IndexError):
+        return None, f"{m.group(3)}:{m.group(4)} cannot be read in {te_root}"
+    if R1["check"] not in line:
+        return None, f"{m.group(3)}:{m.group(4)} is not R1's check ({line.strip()})"
+    return R1, None

@@ -43,7 +43,10 @@ def recipe(spec):
     from transformer_engine.common import recipe as R
     f = spec["fp8"]
     if f["recipe"] == "delayed":
-        return R.DelayedScaling(fp8_dpa=True, fp8_mha=False)
+        # reduce_amax: the spec's (TE's default True), which FusedAttention
+        # requires under CP (backends.py 2.19.0:2250-2254, 2.20.2:2509-2513)
+        return R.DelayedScaling(fp8_dpa=True, fp8_mha=False,
+                                reduce_amax=bool(f.get("reduce_amax", True)))
     if f["recipe"] == "current":
         return R.Float8CurrentScaling(fp8_dpa=True, fp8_mha=False)
     raise ValueError(f"context parallelism with FP8: recipe {f['recipe']!r} is not "

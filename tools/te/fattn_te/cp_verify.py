@@ -190,15 +190,34 @@ def tolerance_check(name, path):
     return 1 if bad else 0
 
 
-def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
+def refusals(path, root, resolved):
+    """The file's errored cases split: ({case: R1} TE's refusals with their
+    exact signature, {case: reason} the rest, a reason saying why R1's
+    case is not R1 where it is one)."""
+    refused, errored = {}, {}
+    for cid, reason in verify._errored(path).items():
+        spec = resolved[cid]["spec"] if cid in resolved else {}
+        entry, why = cp_findings.refusal(spec, reason, root)
+        if entry is not None:
+            refused[cid] = entry
+        else:
+            errored[cid] = reason if why is None else f"{reason} (not R1's signature: {why})"
+    return refused, errored
+
+
+def te_pair(fattn, a_name, a, b_name, b, resolved, kept, refused_both=()):
     """TE A vs TE B, bitwise but for DEVIATIONS; one line per documented
-    case. Returns 0 or 1."""
+    case (and per case both refused as TE's documented refusal, whose
+    recorded reasons name each release's line). Returns 0 or 1."""
     r = verify._diff_json(fattn, a, b)
     n = sum(1 for e in r["paths"].values() if e["kind"] in ("dataset", "digest"))
     counted, changes, misses = [], {}, {}
     pair = verify.signatures.Pair([a_name, b_name], [a, b], [None, None])
     for path, e in sorted(r["paths"].items()):
         if e["status"] in ("equal", "private"):
+            continue
+        m = re.match(r"^/cases/([^/@]+)", path)
+        if m and m.group(1) in refused_both:
             continue
         d = verify._documented(path, e, resolved, False, {}, pair, misses)
         if d:
@@ -221,6 +240,9 @@ def te_pair(fattn, a_name, a, b_name, b, resolved, kept):
           f"({verify._n(ncases, 'case')}, {verify._n(n, 'tensor')})")
     for cid, (d, why) in sorted(misses.items()):
         print(f"  /cases/{cid}  not {d['name'].split(':')[0]}'s signature: {why}")
+    for cid in sorted(refused_both):
+        print(f"  refused by both: /cases/{cid}: {cp_findings.R1['name']} (TE "
+              f"{cp_findings.R1['te_lines']}; docs/te.md, Context parallelism)")
     for (_, cid), items in sorted(changes.items()):
         d = items[0][1]
         ranks = sorted({int(m.group(1)) for p, _ in items
@@ -329,7 +351,9 @@ def main(args):
             import fnmatch
             resolved = {k: v for k, v in resolved.items() if fnmatch.fnmatchcase(k, args.filter)}
         kept = bool(args.keep)
-        rc = te_pair(fattn, names[0], files[0], names[1], files[1], resolved, kept)
+        split = [refusals(f, root, resolved) for f, root in zip(files, roots)]
+        both = set(split[0][0]) & set(split[1][0])
+        rc = te_pair(fattn, names[0], files[0], names[1], files[1], resolved, kept, both)
         for name, f in zip(names, files):
             rc = max(rc, tolerance_check(name, f))
         fe_files = {}
@@ -346,10 +370,14 @@ def main(args):
                                        f"{p.returncode}")
                 fe_files[impl] = out
             rc = max(rc, fattn_pair(fattn, f"fattn-{impl}", fe_files[impl], name, f, resolved))
-        errs = [verify._errored(f) for f in files]
-        for name, c, err in zip(names, counts, errs):
+        errs = [e for _, e in split]
+        for name, c, (ref, err) in zip(names, counts, split):
+            more = f"; {len(ref)} refused by TE as documented" if ref else ""
             print(f"{name}: context parallelism: {c} ({_sizes(resolved)}); "
-                  f"{len(err)} errored")
+                  f"{len(err)} errored{more}")
+            for cid, entry in sorted(ref.items()):
+                print(f"  refused by TE: {cid}: {verify._errored(files[names.index(name)])[cid]}: "
+                      f"{entry['name'].split(':')[0]}")
             for cid, reason in sorted(err.items()):
                 print(f"  errored: {cid}: {reason}")
         if any(errs):
