@@ -113,7 +113,10 @@ def quantize(tensor, quantizer, output=None, noop_flag=None):
     if bridge.is_float8(src):
         raise NotImplementedError("transformer_engine_torch.quantize: the source is already "
                                   "quantized")
-    amax = _amax(src)
+    # libfattn's cast reads and writes host memory: a device tensor (a CP
+    # rank on a GPU runner) goes through a host twin, the codes back to it
+    host = src if src.device.type == "cpu" else src.cpu()
+    amax = _amax(host)
     if k == "current" and quantizer.with_amax_reduction:
         amax = _reduce_amax(amax, quantizer, src.device)
     if k == "delayed":
@@ -129,9 +132,13 @@ def quantize(tensor, quantizer, output=None, noop_flag=None):
     else:
         data = torch.empty(tuple(src.shape), dtype=_FP8_TORCH[int(quantizer.dtype)],
                            device=src.device)
+    codes = data if data.device.type == "cpu" else torch.empty(
+        tuple(data.shape), dtype=data.dtype)
     bridge.engine()._check(_lib().fattn_bridge_fp8_quantize(
-        ctypes.byref(bridge.view(src)), ctypes.byref(bridge.view(data)), ctypes.c_float(scale)),
+        ctypes.byref(bridge.view(host)), ctypes.byref(bridge.view(codes)), ctypes.c_float(scale)),
         "quantize")
+    if codes is not data:
+        data.copy_(codes)
     if output is not None:
         output._scale_inv.reshape(-1)[0] = _recip(scale)
         return output

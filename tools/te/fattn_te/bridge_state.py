@@ -46,16 +46,23 @@ def fused_amax_and_scale_update_after_reduction(amax_reduction_buffer, amax_hist
         raise RuntimeError(f"Expected FP8 dtype, but got {fp8_dtype}")
     if len(amax_histories) != len(scales):
         raise RuntimeError("amax histories and scales differ in number")
-    buf = amax_reduction_buffer.detach()
+    buf = amax_reduction_buffer.detach().cpu()
     off = 0
     for hist, scale in zip(amax_histories, scales):
         n = scale.numel()
         if hist.dim() != 2 or hist.shape[1] != n:
             raise RuntimeError(f"amax history of shape {tuple(hist.shape)} for {n} scales")
         red = buf[off:off + n].contiguous()
+        # libfattn updates host memory: a GPU rank's state (context
+        # parallelism on a GPU runner) through host twins, written back
+        h = hist if hist.device.type == "cpu" else hist.detach().cpu()
+        sc = scale if scale.device.type == "cpu" else scale.detach().cpu()
         bridge.engine()._check(_lib().fattn_bridge_fp8_delayed_update(
-            _f32(hist, "amax_history"), _f32(scale, "scale"), hist.shape[0], n,
+            _f32(h, "amax_history"), _f32(sc, "scale"), hist.shape[0], n,
             _f32(red, "amax_reduction_buffer"), _ALGOS[amax_compute_algo],
             _FP8_FATTN[int(fp8_dtype)], int(margin)), "amax and scale update")
+        if h is not hist:
+            hist.copy_(h)
+            scale.copy_(sc)
         off += n
 
