@@ -321,10 +321,10 @@ fattn_status fattn__cpu_backward(int threads, const fattn_bwd_params *p, const f
     fattn_status st;
     bwd_job job = {.g = g, .p = p, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                    .dk = p->dk, .dv = p->dv, .d_bias = p->d_bias};
-    if ((st = check_grad(&p->d_o, &p->attn.o, "dO")) != FATTN_OK || (st = check_grad(&p->dq, &p->attn.q,
-        "dQ")) != FATTN_OK ||
-        (st = check_grad(&p->dk, &p->attn.k, "dK")) != FATTN_OK || (st = check_grad(&p->dv, &p->attn.v,
-            "dV")) != FATTN_OK ||
+    if ((st = check_grad(&p->d_o, &p->attn.o, "dO")) != FATTN_OK ||
+        (st = check_grad(&p->dq, &p->attn.q, "dQ")) != FATTN_OK ||
+        (st = check_grad(&p->dk, &p->attn.k, "dK")) != FATTN_OK ||
+        (st = check_grad(&p->dv, &p->attn.v, "dV")) != FATTN_OK ||
         (has_bias && !fattn_tensor_is_empty(&p->d_bias) &&
          (st = check_grad(&p->d_bias, &bias, "dBias")) != FATTN_OK))
         return st;
