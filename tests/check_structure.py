@@ -46,8 +46,10 @@ Rules, each violation reported as `file:line: rule: detail`:
                       `== FATTN_OK` to guard the next step (`if (st ==
                       FATTN_OK) st = ...` chains, `st == FATTN_OK &&`
                       conditions and loops), but in the functions
-                      ERROR_IDIOM_ALLOWED names with a reason; and the one
-                      goto label in lib/ is `out`
+                      ERROR_IDIOM_ALLOWED names with a reason; no status is
+                      tested for truth (`if (st)`, `if ((st = f()))`, `(st
+                      = f()) || ...`: compare it, `!= FATTN_OK`); and the
+                      one goto label in lib/ is `out`
   harness-prefix      no name harness/ declares or defines (function, type,
                       struct/enum/union tag, enum constant, macro, global)
                       takes the public API's prefix fattn_ / FATTN_ (nor the
@@ -342,6 +344,20 @@ def check_print(rel, blanked):
             for m in re.finditer(pat, blanked)]
 
 
+def paren_end(code, i):
+    """Index of the parenthesis that closes the one at code[i] (literals
+    already blanked)."""
+    depth = 0
+    for j in range(i, len(code)):
+        if code[j] == "(":
+            depth += 1
+        elif code[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(code) - 1
+
+
 def enclosing_function(funcs, line):
     for name, lo, hi, _ in funcs:
         if lo <= line <= hi:
@@ -365,6 +381,18 @@ def check_error_idiom(rel, blanked):
             continue
         out.append(Violation("error-idiom", rel, line, "%s: `st == FATTN_OK` guards a step "
                              "(return early, or goto %s)" % (fn_name, ERROR_LABEL), fn_name))
+    # the status is compared, never tested for truth: `if (st)`, `if (!st)`,
+    # `if ((st = f()))`, `(st = f()) || ...`
+    truth = [m.start() for m in re.finditer(r"\b(?:if|while)\s*\(\s*!?\s*st\s*\)", blanked)]
+    for m in re.finditer(r"\((?<![\w.>])st\s*=(?!=)", blanked):
+        end = paren_end(blanked, m.start())
+        if not re.match(r"\s*[!=]=", blanked[end + 1:]):
+            truth.append(m.start())
+    for pos in sorted(truth):
+        line = line_of(blanked, pos)
+        fn_name = enclosing_function(funcs, line)
+        out.append(Violation("error-idiom", rel, line, "%s: the status tested for truth "
+                             "(compare it: != FATTN_OK)" % fn_name, fn_name))
     for m in re.finditer(r"^[ \t]*([A-Za-z_]\w*)[ \t]*:(?!:)", blanked, re.M):
         if m.group(1) in ("default", ERROR_LABEL):
             continue
@@ -655,6 +683,11 @@ SELF_TESTS = [
      "    st = h();\n    if (st != FATTN_OK)\n        goto out;\n    x = c ? 1\n      : 2;\n"
      "    switch (x) {\n    case 1:\n        break;\n    default:\n        break;\n    }\n"
      "out:\n    free(p);\n    return st;\n}\n", "error-idiom", 0),
+    ("a status tested for truth, bare or assigned, is caught", "lib/core/t.c",
+     "int f(void)\n{\n    if (st)\n        return st;\n    if (!st)\n        g();\n"
+     "    if ((st = a(1)) || (st = a(2)) != FATTN_OK)\n        return st;\n"
+     "    if (x && (st = b(c(1), 2)))\n        return st;\n    return st;\n}\n",
+     "error-idiom", 4, "f: the status tested for truth"),
     ("a goto fail and its label in lib/ are caught", "lib/split/e.c",
      "int f(void)\n{\n    int st = a();\n    if (st != FATTN_OK)\n        goto fail;\n"
      "    return 0;\nfail:\n    return st;\n}\n", "error-idiom", 2),

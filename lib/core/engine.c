@@ -333,7 +333,7 @@ fattn_status fattn_engine_bwd(fattn_engine *e, const fattn_bwd_params *p)
     if (st != FATTN_OK)
         return st;
     fattn_bwd_call c = {.t0 = t0};
-    if ((st = bwd_call_from_aux(p, &c)))
+    if ((st = bwd_call_from_aux(p, &c)) != FATTN_OK)
         return st;
     fattn_geom g;
     st = geom_init_bwd_call(&g, p, &c, e->ops->who_bwd ? e->ops->who_bwd : "backward");

@@ -247,10 +247,10 @@ static fattn_status geom_dims(fattn_geom *g, const fattn_geom_args *a)
     const char *who = a->who;
     int64_t bq, sq, h, d, bk, skv, hg, dk, bv, sv, hv, dv, bo, s_o, ho, dvo;
     fattn_status st;
-    if ((st = fmt_dims(a->q, g->q_fmt, "Q", &bq, &sq, &h, &d)) ||
-        (st = fmt_dims(a->k, g->kv_fmt, "K", &bk, &skv, &hg, &dk)) ||
-        (st = fmt_dims(a->v, g->kv_fmt, "V", &bv, &sv, &hv, &dv)) ||
-        (st = fmt_dims(a->o, g->q_fmt, "O", &bo, &s_o, &ho, &dvo)))
+    if ((st = fmt_dims(a->q, g->q_fmt, "Q", &bq, &sq, &h, &d)) != FATTN_OK ||
+        (st = fmt_dims(a->k, g->kv_fmt, "K", &bk, &skv, &hg, &dk)) != FATTN_OK ||
+        (st = fmt_dims(a->v, g->kv_fmt, "V", &bv, &sv, &hv, &dv)) != FATTN_OK ||
+        (st = fmt_dims(a->o, g->q_fmt, "O", &bo, &s_o, &ho, &dvo)) != FATTN_OK)
         return st;
     if (dk != d)
         return fattn_error(FATTN_E_SHAPE, "%s: K head dim %lld != Q head dim %lld", who,
@@ -364,8 +364,8 @@ static fattn_status geom_paged_dims(fattn_geom *g, const fattn_geom_args *a, int
                            fattn_format_name(g->kv_fmt));
     int64_t mskv = a->max_seqlen_kv;
     fattn_status st;
-    if ((st = page_table_dims(a->page_table_k, "page_table_k", b, page_k, mskv, who)) ||
-        (st = page_table_dims(a->page_table_v, "page_table_v", b, page_v, mskv, who)))
+    if ((st = page_table_dims(a->page_table_k, "page_table_k", b, page_k, mskv, who)) != FATTN_OK ||
+        (st = page_table_dims(a->page_table_v, "page_table_v", b, page_v, mskv, who)) != FATTN_OK)
         return st;
     g->pt_k = *a->page_table_k;
     g->pt_v = *a->page_table_v;
@@ -451,8 +451,8 @@ static fattn_status geom_seqlens(fattn_geom *g, const fattn_geom_args *a)
         return fattn_error(FATTN_E_INVALID_CASE, "%s: paged KV layouts need a padding mask, "
                            "got %s", who, fattn_mask_type_name(a->mask_type));
     if (padding) {
-        if ((st = read_seqlens(a->cu_q, "cu_seqlens_q", b, msq, g->len_q, who)) ||
-            (st = read_seqlens(a->cu_kv, "cu_seqlens_kv", b, mskv, g->len_kv, who)))
+        if ((st = read_seqlens(a->cu_q, "cu_seqlens_q", b, msq, g->len_q, who)) != FATTN_OK ||
+            (st = read_seqlens(a->cu_kv, "cu_seqlens_kv", b, mskv, g->len_kv, who)) != FATTN_OK)
             return st;
     } else {
         for (int64_t i = 0; i < b; i++) {
@@ -462,16 +462,16 @@ static fattn_status geom_seqlens(fattn_geom *g, const fattn_geom_args *a)
     }
     if (g->q_fmt == FATTN_FORMAT_THD &&
         (st = read_offsets(a->cu_q, a->cu_q_pad, "cu_seqlens_q_padded", b, g->q.shape[0], g->len_q,
-                           g->off_q, who)))
+                           g->off_q, who)) != FATTN_OK)
         return st;
     if (g->kv_fmt == FATTN_FORMAT_THD &&
         (st = read_offsets(a->cu_kv, a->cu_kv_pad, "cu_seqlens_kv_padded", b, g->k.shape[0],
                            g->len_kv,
-                           g->off_kv, who)))
+                           g->off_kv, who)) != FATTN_OK)
         return st;
     if (g->paged &&
-        ((st = geom_pages(g, &g->pt_k, &g->k, g->page_k, "page_table_k", who)) ||
-         (st = geom_pages(g, &g->pt_v, &g->v, g->page_v, "page_table_v", who))))
+        ((st = geom_pages(g, &g->pt_k, &g->k, g->page_k, "page_table_k", who)) != FATTN_OK ||
+         (st = geom_pages(g, &g->pt_v, &g->v, g->page_v, "page_table_v", who)) != FATTN_OK))
         return st;
     return FATTN_OK;
 }
@@ -574,8 +574,9 @@ fattn_status fattn__geom_init(fattn_geom *g, const fattn_geom_args *a)
     memset(g, 0, GEOM_HEADER);
     assert(a && a->who);
     fattn_status st;
-    if ((st = geom_dtypes(g, a)) || (st = geom_dims(g, a)) || (st = geom_seqlens(g, a)) ||
-        (st = geom_bias(g, a)) || (st = geom_scalars(g, a)))
+    if ((st = geom_dtypes(g, a)) != FATTN_OK || (st = geom_dims(g, a)) != FATTN_OK ||
+        (st = geom_seqlens(g, a)) != FATTN_OK || (st = geom_bias(g, a)) != FATTN_OK ||
+        (st = geom_scalars(g, a)) != FATTN_OK)
         fattn__geom_free(g);
     return st;
 }

@@ -321,15 +321,15 @@ fattn_status fattn__cpu_backward(int threads, const fattn_bwd_params *p, const f
     fattn_status st;
     bwd_job job = {.g = g, .p = p, .stats = c->stats, .d_o = p->d_o, .dq = p->dq,
                    .dk = p->dk, .dv = p->dv, .d_bias = p->d_bias};
-    if ((st = check_grad(&p->d_o, &p->attn.o, "dO")) || (st = check_grad(&p->dq, &p->attn.q,
-        "dQ")) ||
-        (st = check_grad(&p->dk, &p->attn.k, "dK")) || (st = check_grad(&p->dv, &p->attn.v,
-            "dV")) ||
+    if ((st = check_grad(&p->d_o, &p->attn.o, "dO")) != FATTN_OK ||
+        (st = check_grad(&p->dq, &p->attn.q, "dQ")) != FATTN_OK ||
+        (st = check_grad(&p->dk, &p->attn.k, "dK")) != FATTN_OK ||
+        (st = check_grad(&p->dv, &p->attn.v, "dV")) != FATTN_OK ||
         (has_bias && !fattn_tensor_is_empty(&p->d_bias) &&
-         (st = check_grad(&p->d_bias, &bias, "dBias"))))
+         (st = check_grad(&p->d_bias, &bias, "dBias")) != FATTN_OK))
         return st;
     if (has_sink && !fattn_tensor_is_empty(&p->d_softmax_offset) &&
-        (st = check_grad(&p->d_softmax_offset, &offset, "dSoftmaxOffset")))
+        (st = check_grad(&p->d_softmax_offset, &offset, "dSoftmaxOffset")) != FATTN_OK)
         return st;
     job.keep_scale = g->dropout > 0.0f ? 1.0f / (1.0f - g->dropout) : 1.0f;
     job.thr = fattn_dropout_threshold(g->dropout);

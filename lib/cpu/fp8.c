@@ -439,10 +439,10 @@ static fattn_status fp8_bwd_checks(const fattn_bwd_params *p, const fattn_geom *
     if (!f->amax_dp || !f->amax_dq || !f->amax_dk || !f->amax_dv)
         return fattn_error(FATTN_E_MISSING_FIELD, "FP8 backward: amax_dp, amax_dq, amax_dk "
                            "and amax_dv must point at a float each");
-    if ((st = fp8_check_grad(&p->d_o, &p->attn.o, "dO", false)) ||
-        (st = fp8_check_grad(&p->dq, &p->attn.q, "dQ", true)) ||
-        (st = fp8_check_grad(&p->dk, &p->attn.k, "dK", true)) ||
-        (st = fp8_check_grad(&p->dv, &p->attn.v, "dV", true)))
+    if ((st = fp8_check_grad(&p->d_o, &p->attn.o, "dO", false)) != FATTN_OK ||
+        (st = fp8_check_grad(&p->dq, &p->attn.q, "dQ", true)) != FATTN_OK ||
+        (st = fp8_check_grad(&p->dk, &p->attn.k, "dK", true)) != FATTN_OK ||
+        (st = fp8_check_grad(&p->dv, &p->attn.v, "dV", true)) != FATTN_OK)
         return st;
     return FATTN_OK;
 }

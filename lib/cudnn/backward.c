@@ -164,36 +164,36 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
     int64_t b = geom->b, h = geom->h;
     dev_bindings d = {{NULL}};
     bool dev = r->device;
-    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
-        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
-        (st = fattn__cudnn_bind_input(a, &p->attn.o, dev, &d.p[CG_ROLE_O])) ||
-        (st = fattn__cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) ||
-        (st = fattn__cudnn_bind_output(a, &p->dq, dev, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
-        (st = fattn__cudnn_bind_output(a, &p->dk, dev, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = fattn__cudnn_bind_output(a, &p->dv, dev, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])))
+    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.o, dev, &d.p[CG_ROLE_O])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->d_o, dev, &d.p[CG_ROLE_DO])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_output(a, &p->dq, dev, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_output(a, &p->dk, dev, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_output(a, &p->dv, dev, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) != FATTN_OK)
         return st;
     if (fattn__cg_bwd_dsum_bytes(&r->d) > 0 &&
-        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])))
+        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dsum_bytes(&r->d), &d.p[CG_ROLE_DSUM])) != FATTN_OK)
         return st;
     if (fattn__cg_bwd_dq_accum_bytes(&r->d) > 0 &&
-        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])))
+        (st = fattn__cudnn_dev_alloc(a, (size_t)fattn__cg_bwd_dq_accum_bytes(&r->d), &d.p[CG_ROLE_DQ_ACCUM])) != FATTN_OK)
         return st;
     if (dev)
         d.p[CG_ROLE_STATS] = r->stats.data; /* contiguous: the graph's layout */
-    else if ((st = upload_stats(r, a, &d)))
+    else if ((st = upload_stats(r, a, &d)) != FATTN_OK)
         return st;
-    if (fd->bias && (st = fattn__cudnn_bind_input(a, &geom->bias, dev, &d.p[CG_ROLE_BIAS])))
+    if (fd->bias && (st = fattn__cudnn_bind_input(a, &geom->bias, dev, &d.p[CG_ROLE_BIAS])) != FATTN_OK)
         return st;
     if (r->d.dbias && (st = fattn__cudnn_bind_output(a, &p->d_bias, dev, fattn__cudnn_view_bytes(&p->d_bias),
-                                              &d.p[CG_ROLE_DBIAS])))
+                                              &d.p[CG_ROLE_DBIAS])) != FATTN_OK)
         return st;
     bool dsink_dev = dev && !fattn_tensor_is_empty(&p->d_softmax_offset);
     if (fd->sink && (st = fattn__cudnn_bind_output(a, &p->d_softmax_offset, dsink_dev,
-                                            (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])))
+                                            (size_t)h * sizeof(float), &d.p[CG_ROLE_DSINK])) != FATTN_OK)
         return st;
     int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
-    if ((st = fattn__cudnn_upload_common(a, fd, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, fd, geom, rng, &d)) != FATTN_OK)
         return st;
     if (fd->ragged_q || fd->ragged_kv) {
         const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
@@ -211,14 +211,14 @@ static fattn_status run_backward(bwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_DV, rkv, ck, ckp, p->dv.strides[0]},
         };
         if ((st = fattn__cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, fd->ragged_dtype,
-                                      &d)))
+                                      &d)) != FATTN_OK)
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];
     fattn__cudnn_bind_tensors(g, &d, ptrs);
     r->e->last_workspace = (plan->workspace > 0 ? plan->workspace : 0) +
                            fattn__cg_bwd_dsum_bytes(&r->d) + fattn__cg_bwd_dq_accum_bytes(&r->d);
-    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
+    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)) != FATTN_OK)
         return st;
     return dev ? FATTN_OK : download_grads(r, &d);
 }
@@ -297,7 +297,7 @@ fattn_status fattn__cudnn_engine_bwd(fattn_engine *base, const fattn_bwd_params 
     assert(c && c->geom && !fattn_tensor_is_empty(&c->stats));
     r.geom = c->geom;
     r.stats = c->stats;
-    if ((st = bwd_location(&r, p, c)))
+    if ((st = bwd_location(&r, p, c)) != FATTN_OK)
         return st;
     dev_arena *arena = &e->pc->arena[1];
     st = run_fresh(&r, arena);

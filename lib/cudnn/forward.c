@@ -83,32 +83,32 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
         return fattn_error(FATTN_E_SHAPE, "cuDNN engine: the dropout mask needs %lld floats, "
                            "the capture buffer holds %lld", (long long)mask_n,
                            (long long)r->e->mask_cap);
-    if (mask_n && (st = fattn__cudnn_dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)))
+    if (mask_n && (st = fattn__cudnn_dev_alloc(a, (size_t)mask_n * sizeof(float), &mask)) != FATTN_OK)
         return st;
     dev_bindings d = {{NULL}};
     d.p[CG_ROLE_RNG_DUMP] = mask;
     size_t o_bytes = fattn__cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
-    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)))
+    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)) != FATTN_OK)
         return st;
     bool dev = r->device;
-    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) ||
-        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) ||
-        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) ||
-        (st = fattn__cudnn_bind_output(a, &p->attn.o, dev, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = fattn__cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])))
+    if ((st = fattn__cudnn_bind_input(a, &p->attn.q, dev, &d.p[CG_ROLE_Q])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.k, dev, &d.p[CG_ROLE_K])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_input(a, &p->attn.v, dev, &d.p[CG_ROLE_V])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_output(a, &p->attn.o, dev, o_bytes, &d.p[CG_ROLE_O])) != FATTN_OK ||
+        (st = fattn__cudnn_bind_output(a, &r->stats, dev, stats_bytes, &d.p[CG_ROLE_STATS])) != FATTN_OK)
         return st;
-    if (r->d.max_output && (st = bind_max(r, a, stats_n, stats_bytes, &d)))
+    if (r->d.max_output && (st = bind_max(r, a, stats_n, stats_bytes, &d)) != FATTN_OK)
         return st;
-    if (r->d.bias && (st = fattn__cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])))
+    if (r->d.bias && (st = fattn__cudnn_bind_input(a, &p->bias, dev, &d.p[CG_ROLE_BIAS])) != FATTN_OK)
         return st;
     int64_t rng[2] = {0, 0};
     if (r->d.dropout > 0.0f) {
         rng[0] = ((const int64_t *)p->rng_state.data)[0];
         rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
     }
-    if ((st = fattn__cudnn_upload_common(a, &r->d, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &r->d, geom, rng, &d)) != FATTN_OK)
         return st;
     if (r->d.ragged_q || r->d.ragged_kv) {
         const fattn_tensor *cq = &p->attn.cu_seqlens_q, *cqp = &p->attn.cu_seqlens_q_padded;
@@ -122,12 +122,12 @@ static fattn_status run_forward(fwd_run *r, dev_arena *a)
             {CG_ROLE_RAG_STATS, rq, cq, cqp, h},
         };
         if ((st = fattn__cudnn_upload_ragged(a, rs, (int)(sizeof rs / sizeof rs[0]), b, r->d.ragged_dtype,
-                                      &d)))
+                                      &d)) != FATTN_OK)
             return st;
     }
     void *ptrs[CG_MAX_TENSORS];
     fattn__cudnn_bind_tensors(g, &d, ptrs);
-    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)))
+    if ((st = fattn__cudnn_execute_plan(r->e, pe, ptrs, host_pre)) != FATTN_OK)
         return st;
     cudaError_t ce;
     if (mask) {
@@ -223,8 +223,8 @@ fattn_status fattn__cudnn_engine_fwd(fattn_engine *base, const fattn_fwd_params 
         use[nuse++] = (cudnn_tensor_use){&p->bias, "Bias", false};
     if (r.d.max_output)
         use[nuse++] = (cudnn_tensor_use){&c->max, "Max", true};
-    if ((st = fattn__cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) ||
-        (r.device && (st = fattn__cudnn_device_call_supported(&r.d, "cuDNN forward"))))
+    if ((st = fattn__cudnn_call_location(use, nuse, "cuDNN forward", &r.device)) != FATTN_OK ||
+        (r.device && (st = fattn__cudnn_device_call_supported(&r.d, "cuDNN forward")) != FATTN_OK))
         return st;
     dev_arena *arena = &e->pc->arena[0];
     fattn__cudnn_dev_reset(arena);

@@ -122,7 +122,7 @@ fattn_status fattn__cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, co
     fattn__cudnn_dev_reset(a);
     memset(&e->timing, 0, sizeof e->timing);
     plan_entry *pe = NULL;
-    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_fwd, &pe)))
+    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_fwd, &pe)) != FATTN_OK)
         return st;
     snprintf(e->last_route, sizeof e->last_route, "fp8");
     snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
@@ -139,26 +139,26 @@ fattn_status fattn__cudnn_fp8_fwd(cudnn_engine *e, const fattn_fwd_params *p, co
     size_t o_bytes = fattn__cudnn_view_bytes(&p->attn.o);
     int64_t stats_n;
     size_t stats_bytes;
-    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
-        (st = fattn__cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) ||
-        (st = fattn__cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])) ||
-        (st = upload_scalars(a, &s, &d)))
+    if ((st = fattn__cudnn_stats_count(geom, &stats_n, &stats_bytes)) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) != FATTN_OK ||
+        (st = fattn__cudnn_dev_alloc(a, o_bytes, &d.p[CG_ROLE_O])) != FATTN_OK ||
+        (st = fattn__cudnn_dev_alloc(a, stats_bytes, &d.p[CG_ROLE_STATS])) != FATTN_OK ||
+        (st = upload_scalars(a, &s, &d)) != FATTN_OK)
         return st;
     int64_t rng[2] = {0, 0};
     if (desc.dropout > 0.0f) {
         rng[0] = ((const int64_t *)p->rng_state.data)[0];
         rng[1] = ((const int64_t *)p->rng_state.data)[p->rng_state.strides[0]];
     }
-    if ((st = fattn__cudnn_upload_common(a, &desc, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &desc, geom, rng, &d)) != FATTN_OK)
         return st;
     void *ptrs[CG_MAX_TENSORS];
     fattn__cudnn_bind_tensors(pe->g, &d, ptrs);
-    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)))
+    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)) != FATTN_OK)
         return st;
-    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
+    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)) != FATTN_OK)
         return st;
     *f->amax_s = get(&s, CG_ROLE_AMAX_S);
     *f->amax_o = get(&s, CG_ROLE_AMAX_O);
@@ -265,7 +265,7 @@ fattn_status fattn__cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, co
     fattn__cudnn_dev_reset(a);
     memset(&e->timing, 0, sizeof e->timing);
     plan_entry *pe = NULL;
-    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_bwd, &pe)))
+    if ((st = fattn__cudnn_get_plan(e, &desc, sizeof desc, build_bwd, &pe)) != FATTN_OK)
         return st;
     snprintf(e->last_route, sizeof e->last_route, "bwd-fp8");
     snprintf(e->last_tag, sizeof e->last_tag, "%s", pe->plan->tag);
@@ -274,25 +274,25 @@ fattn_status fattn__cudnn_fp8_bwd(cudnn_engine *e, const fattn_bwd_params *p, co
     dev_bindings d = {{NULL}};
     fp8_scalars s;
     bwd_scalars(p, &s);
-    if ((st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) ||
-        (st = fattn__cudnn_upload_view(a, &p->attn.o, &d.p[CG_ROLE_O])) ||
-        (st = fattn__cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) ||
-        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) ||
-        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) ||
-        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) ||
-        (st = bwd_upload_stats(a, geom, &c->stats, &d)) || (st = upload_scalars(a, &s, &d)))
+    if ((st = fattn__cudnn_upload_view(a, &p->attn.q, &d.p[CG_ROLE_Q])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.k, &d.p[CG_ROLE_K])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.v, &d.p[CG_ROLE_V])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->attn.o, &d.p[CG_ROLE_O])) != FATTN_OK ||
+        (st = fattn__cudnn_upload_view(a, &p->d_o, &d.p[CG_ROLE_DO])) != FATTN_OK ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dq), &d.p[CG_ROLE_DQ])) != FATTN_OK ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dk), &d.p[CG_ROLE_DK])) != FATTN_OK ||
+        (st = fattn__cudnn_dev_alloc(a, fattn__cudnn_view_bytes(&p->dv), &d.p[CG_ROLE_DV])) != FATTN_OK ||
+        (st = bwd_upload_stats(a, geom, &c->stats, &d)) != FATTN_OK || (st = upload_scalars(a, &s, &d)) != FATTN_OK)
         return st;
     int64_t rng[2] = {(int64_t)geom->rng_seed, (int64_t)geom->rng_offset};
-    if ((st = fattn__cudnn_upload_common(a, &desc.f, geom, rng, &d)))
+    if ((st = fattn__cudnn_upload_common(a, &desc.f, geom, rng, &d)) != FATTN_OK)
         return st;
     void *ptrs[CG_MAX_TENSORS];
     fattn__cudnn_bind_tensors(pe->g, &d, ptrs);
     e->last_workspace = pe->plan->workspace > 0 ? pe->plan->workspace : 0;
-    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)))
+    if ((st = fattn__cudnn_execute_plan(e, pe, ptrs, host_pre)) != FATTN_OK)
         return st;
-    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)))
+    if ((st = fattn__cudnn_download(e->api, s.v, d.p[CG_ROLE_DESCALE_Q], sizeof s.v)) != FATTN_OK)
         return st;
     *f->amax_dp = get(&s, CG_ROLE_AMAX_DP);
     *f->amax_dq = get(&s, CG_ROLE_AMAX_DQ);

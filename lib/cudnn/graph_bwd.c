@@ -31,17 +31,17 @@ fattn_status fattn__cg_bwd_desc_from_geom(const fattn_geom *g, const fattn_bwd_p
         return fattn_error(FATTN_E_UNSUPPORTED, "cuDNN backward: dQKV / dO formats must match "
                            "the QKV / O formats");
     const fattn_tensor *grads[] = {&p->d_o, &p->dq, &p->dk, &p->dv};
-    if (d->f.fp8 && (st = fattn__cg_fp8_bwd_desc(p, d)))
+    if (d->f.fp8 && (st = fattn__cg_fp8_bwd_desc(p, d)) != FATTN_OK)
         return st;
     for (int i = 0; i < 4 && !d->f.fp8; i++)
         if (grads[i]->dtype != p->attn.q.dtype)
             return fattn_error(FATTN_E_DTYPE, "cuDNN backward: dO, dQ, dK, dV must have Q's "
                                "dtype");
     const cg_fwd_desc *f = &d->f;
-    if ((st = fattn__cgb_to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) ||
-        (st = fattn__cgb_to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) ||
-        (st = fattn__cgb_to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) ||
-        (st = fattn__cgb_to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)))
+    if ((st = fattn__cgb_to_bhsd(&p->d_o, qf, "dO", f->b, f->sq, d->do_dims, d->do_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&p->dq, qf, "dQ", f->b, f->sq, d->dq_dims, d->dq_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&p->dk, kf, "dK", f->b, f->skv, d->dk_dims, d->dk_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&p->dv, kf, "dV", f->b, f->skv, d->dv_dims, d->dv_strides)) != FATTN_OK)
         return st;
     for (int i = 0; i < 4; i++)
         if (d->do_dims[i] != f->o_dims[i] || d->dq_dims[i] != f->q_dims[i] ||

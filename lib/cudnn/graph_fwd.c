@@ -76,10 +76,10 @@ static fattn_status fwd_desc_dims(const fattn_geom *g, cg_fwd_desc *d)
 {
     int64_t b = g->b, sq = g->sq, skv = g->skv;
     fattn_status st;
-    if ((st = fattn__cgb_to_bhsd(&g->q, g->q_fmt, "Q", b, sq, d->q_dims, d->q_strides)) ||
-        (st = fattn__cgb_to_bhsd(&g->k, g->kv_fmt, "K", b, skv, d->k_dims, d->k_strides)) ||
-        (st = fattn__cgb_to_bhsd(&g->v, g->kv_fmt, "V", b, skv, d->v_dims, d->v_strides)) ||
-        (st = fattn__cgb_to_bhsd(&g->o, g->q_fmt, "O", b, sq, d->o_dims, d->o_strides)))
+    if ((st = fattn__cgb_to_bhsd(&g->q, g->q_fmt, "Q", b, sq, d->q_dims, d->q_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&g->k, g->kv_fmt, "K", b, skv, d->k_dims, d->k_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&g->v, g->kv_fmt, "V", b, skv, d->v_dims, d->v_strides)) != FATTN_OK ||
+        (st = fattn__cgb_to_bhsd(&g->o, g->q_fmt, "O", b, sq, d->o_dims, d->o_strides)) != FATTN_OK)
         return st;
     d->b = b;
     d->sq = sq;
@@ -135,17 +135,17 @@ static fattn_status fwd_desc(const fattn_geom *g, const fattn_attn_common *a,
     d->padding = fattn_mask_has_padding(a->mask_type);
     assert(d->padding || (!d->ragged_q && !d->ragged_kv && !d->paged));
     fattn_status st;
-    if ((st = fwd_desc_dims(g, d)))
+    if ((st = fwd_desc_dims(g, d)) != FATTN_OK)
         return st;
     if (d->fp8) {
         assert(fp8_s); /* row fp8_descales_engines */
-        if ((st = fattn__cg_fp8_fwd_desc(a, *fp8_s, d)))
+        if ((st = fattn__cg_fp8_fwd_desc(a, *fp8_s, d)) != FATTN_OK)
             return st;
     } else {
         assert(!fp8_s); /* geom: an FP8 call has FP8 Q */
         d->o_dt = d->io;
     }
-    if ((st = fwd_desc_options(g, a, d)))
+    if ((st = fwd_desc_options(g, a, d)) != FATTN_OK)
         return st;
     d->max_output = max_logit;
     if (d->max_output) /* the native op has no Max before 9.21's softmax descriptor */

@@ -179,19 +179,19 @@ fattn_status fattn__cudnn_upload_common(dev_arena *a, const cg_fwd_desc *fd, con
 {
     fattn_status st = FATTN_OK;
     size_t hbytes = (size_t)geom->h * sizeof(float), bbytes = (size_t)geom->b * sizeof(int32_t);
-    if (fd->sink && (st = fattn__cudnn_dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])))
+    if (fd->sink && (st = fattn__cudnn_dev_upload(a, geom->sink, hbytes, &d->p[CG_ROLE_SINK])) != FATTN_OK)
         return st;
-    if (fd->alibi && (st = fattn__cudnn_dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])))
+    if (fd->alibi && (st = fattn__cudnn_dev_upload(a, geom->alibi_slopes, hbytes, &d->p[CG_ROLE_ALIBI])) != FATTN_OK)
         return st;
-    if (fd->padding && ((st = fattn__cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) ||
-                        (st = fattn__cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV]))))
+    if (fd->padding && ((st = fattn__cudnn_dev_upload(a, geom->len_q, bbytes, &d->p[CG_ROLE_SEQ_Q])) != FATTN_OK ||
+                        (st = fattn__cudnn_dev_upload(a, geom->len_kv, bbytes, &d->p[CG_ROLE_SEQ_KV])) != FATTN_OK))
         return st;
     if (fd->paged &&
-        ((st = upload_page_table(a, &geom->pt_k, geom->b, &d->p[CG_ROLE_PT_K])) ||
-         (st = upload_page_table(a, &geom->pt_v, geom->b, &d->p[CG_ROLE_PT_V]))))
+        ((st = upload_page_table(a, &geom->pt_k, geom->b, &d->p[CG_ROLE_PT_K])) != FATTN_OK ||
+         (st = upload_page_table(a, &geom->pt_v, geom->b, &d->p[CG_ROLE_PT_V])) != FATTN_OK))
         return st;
     if (fd->dropout > 0.0f) {
-        if ((st = fattn__cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])))
+        if ((st = fattn__cudnn_dev_upload(a, rng, 2 * sizeof(int64_t), &d->p[CG_ROLE_SEED])) != FATTN_OK)
             return st;
         d->p[CG_ROLE_OFFSET] = (char *)d->p[CG_ROLE_SEED] + sizeof(int64_t);
     }
