@@ -43,8 +43,8 @@
  * the struct, defaults, equality, parser and writer follow. A key of a new
  * shape needs its kind's macros in spec.c (I_<kind> default, OWNED_ memory,
  * E_ equality, P_ parser, R_ required) and spec_text.c (W_<kind>) and its
- * member macro here. Document it in spec.h and docs/cases.md; if cases without it must keep their bytes, make
- * it a FLAG or write it only when set.
+ * member macro here. Document it in spec.h and docs/cases.md; if cases
+ * without it must keep their bytes, make it a FLAG or write it only when set.
  */
 #ifndef FH_HARNESS_SPEC_KEYS_H
 #define FH_HARNESS_SPEC_KEYS_H
