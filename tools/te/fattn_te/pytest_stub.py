@@ -120,3 +120,19 @@ def expand(fn):
             ids.append(str(pid))
             why = why or skip
         yield "-".join(ids), kwargs, why
+
+
+def run(fn, kwargs, counts):
+    """Runs one expanded test as pytest would and counts its outcome in
+    `counts` ("ran", "skipped", "failed: <exception type>"); False when it
+    failed (a test that fails on the stand-ins), else True."""
+    try:
+        fn(**kwargs)
+    except Skipped:
+        counts["skipped"] += 1
+        return True
+    except Exception as e:  # noqa: BLE001 -- the test itself failed on the stand-ins
+        counts["failed: %s" % type(e).__name__] += 1
+        return False
+    counts["ran"] += 1
+    return True
