@@ -26,6 +26,9 @@ check() { # name, expected, got
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2], got [$3]"; fail=1; fi
 }
 py() { "$env_dir/venv/bin/python" "$@"; }
+te_copy() { # dir: a copy of the 2.20.2 wheel's package, to write a one-line bug into
+    mkdir -p "$1" && cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$1/"
+}
 mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
@@ -117,8 +120,7 @@ print(sum('runs through fattn-te only' in f['cases'][c].attrs['skipped'] for c i
 # TE's tolerance of the case without CP, but not what 2.20.2 computes:
 # caught bitwise, naming the case and each rank.
 B=transformer_engine/pytorch/attention/dot_product_attention/backends.py
-mkdir -p "$work/nocomm"
-cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$work/nocomm/"
+te_copy "$work/nocomm"
 py - "$work/nocomm/$B" <<'PY' || echo "not ok - the bug was not made"
 import re, sys
 path = sys.argv[1]
@@ -142,8 +144,7 @@ check "... while within TE's tolerance of the case without CP (the ring's maths 
 # line, quantization.py:684): the ranks' FP8 states after the autocast are
 # their own; caught bitwise, naming the case, each rank and the state
 W=$work/noreduce
-mkdir -p "$W"
-cp -R "$env_dir/te/2.20.2/transformer_engine" "$env_dir/te/2.20.2/"*.dist-info "$W/"
+te_copy "$W"
 py - "$W/transformer_engine/pytorch/quantization.py" <<'PY' || echo "not ok - the bug was not made"
 import sys
 path = sys.argv[1]
