@@ -272,20 +272,16 @@ def _one_head_packed(res):
     return ("h2d" in lay and spec.get("hg", spec["h"]) == 1) or ("h3d" in lay and spec["h"] == 1)
 
 
-_DESC = re.compile(r"^(\S+) \[([\d,]*)\] strides \[([\d,-]*)\] (\S+) (\S+)$")
-
-
 def _same_memory_other_name(a, b):
     """a is a h2d/h3d layout name and b the same with 2hd/3hd, or a and b
     describe one tensor (dtype, shape, source, digest) whose strides differ
     only in dims of size 1."""
     if " " not in a:
         return a != b and a.replace("h2d", "2hd").replace("h3d", "3hd") == b
-    ma, mb = _DESC.match(a), _DESC.match(b)
-    if not (ma and mb) or ma.group(1, 2, 4, 5) != mb.group(1, 2, 4, 5):
+    pa, pb = _parse_desc(a), _parse_desc(b)
+    if not (pa and pb) or pa[:2] + pa[3:] != pb[:2] + pb[3:]:
         return False
-    shape = [int(x) for x in ma.group(2).split(",") if x]
-    sa, sb = ma.group(3).split(","), mb.group(3).split(",")
+    shape, sa, sb = pa[1], pa[2], pb[2]
     return len(sa) == len(sb) == len(shape) and sa != sb and all(
         x == y or n == 1 for x, y, n in zip(sa, sb, shape))
 
@@ -302,11 +298,29 @@ def _step_prefix(path):
     return m.group(1) if m else ""
 
 
+_DESC = re.compile(r"^(\S+) \[((?:\d+(?:,\d+)*)?)\] strides \[((?:-?\d+(?:,-?\d+)*)?)\] "
+                   r"(\S+) (\S+)$")
+
+
+def _parse_desc(d):
+    """(dtype, shape, strides, source, digest) of an engine-call tensor's
+    descriptor ("<dtype> [<shape>] strides [<strides>] <source> <digest>",
+    engine_calls.py), shape and strides as tuples of ints, else None."""
+    m = _DESC.match(d)
+    if not m:
+        return None
+    ints = [tuple(int(x) for x in g.split(",")) if g else () for g in m.group(2, 3)]
+    return (m.group(1), ints[0], ints[1], m.group(4), m.group(5))
+
+
 def _desc(d):
     """(dtype, rows, cols, source) of an engine-call descriptor of a 2-D
-    tensor ("int32 [r,c] strides [c,1] <source> <digest>"), else None."""
-    m = re.match(r"^(\S+) \[(\d+),(\d+)\] strides \[\d+,1\] (\S+) \S+$", d)
-    return (m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)) if m else None
+    row-major tensor ("int32 [r,c] strides [c,1] <source> <digest>"), else
+    None."""
+    p = _parse_desc(d)
+    if not p or len(p[1]) != 2 or len(p[2]) != 2 or p[2][0] < 0 or p[2][1] != 1:
+        return None
+    return (p[0], p[1][0], p[1][1], p[3])
 
 
 def _rows_of(a, b):
