@@ -71,10 +71,7 @@ probes = [same("thd_th2d", "thd_t2hd"), same("sbh3d", "sb3hd"),
           not verify._one_head_packed({"spec": {"layout": "thd_t2hd", "h": 2, "hg": 1}})]
 entry = next(e for e in verify.DEVIATIONS if e["name"].startswith("DotProductAttention names"))
 res = {"spec": {"layout": "thd_th2d", "h": 2, "hg": 1}}
-saved = verify._CALL["path"]
-probes.append(not entry["case"](res))
-verify._CALL["path"] = "dpa"
-probes.append(entry["case"](res))
-verify._CALL["path"] = saved
+probes.append(not entry["case"](dict(res, call="module")))
+probes.append(entry["case"](dict(res, call="dpa")))
 print("one-head layout entry:", "narrow" if all(probes) else
       f"probes failing: {[i for i, ok in enumerate(probes) if not ok]}")

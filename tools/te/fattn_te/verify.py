@@ -76,7 +76,8 @@ def _errored(path, routed=False):
 # defines the values: the pair stays neutral) or "change" (TE's behaviour
 # changed between releases, reviewed: the pair says "no, documented changes
 # only", and exits 0). An entry: where it may appear (fattn_pairs_only: pairs of a fattn
-# front end and a TE), the path, which cases (on their resolved model),
+# front end and a TE), the path, which cases (on their resolved model, with
+# "call": the path the TEs were called through, --call),
 # which kind of difference (entry(e, side): side tells, for the path's case,
 # which run of the pair refused it), its exact signature (signature(pair,
 # case, side, path): None when the runs show exactly what the entry
@@ -169,7 +170,7 @@ DEVIATIONS = [{
     "fattn_pairs_only": True,
     "path": re.compile(r"^/cases/([^/]+)/(?:steps/\d+/)?engine_call/(?:forward|backward)"
                        r"(?:\.\d+)?@cu_seqlens_(?:q|kv)(?:_padded)?$"),
-    "case": lambda r: _CALL["path"] == "dpa" and not r["spec"].get("max_batch_size")
+    "case": lambda r: r.get("call") == "dpa" and not r["spec"].get("max_batch_size")
     and not r["thd"] and "padding" not in r["spec"]["mask"],
     # the same view and content; only the tensor it is differs: fattn's front
     # ends get the case's cu_seqlens, TE's DPA (--call dpa) the ones it made
@@ -194,7 +195,7 @@ DEVIATIONS = [{
     "fattn_pairs_only": True,
     "path": re.compile(r"^/cases/([^/]+)/(?:steps/\d+/)?(?:engine_call/(?:forward|backward)"
                        r"(?:\.\d+)?|save_ctx)@(?:d?qkv_layout|dq|dk|dv)$"),
-    "case": lambda r: _CALL["path"] == "dpa" and _one_head_packed(r),
+    "case": lambda r: r.get("call") == "dpa" and _one_head_packed(r),
     # with one head, k and v at offsets d apart fit both 2hd and h2d (3hd and
     # h3d): DPA takes the first it checks, the 2hd one; the same memory, so
     # only the layout's name differs and the strides of the size-1 head dim
@@ -249,11 +250,6 @@ DEVIATIONS = [{
               "once after the ring",
     "te_lines": "context_parallel.py 2.19.0:2224-2271, 2.20.2:2141-2245",
 }]
-
-
-# The path the TEs were called through (--call), for the entries that only
-# one path shows; set by main.
-_CALL = {"path": "module"}
 
 
 def _but_source(desc):
@@ -711,7 +707,6 @@ def _pair_contrast(pair, resolved, files):
 
 
 def main(args):
-    _CALL["path"] = args.call
     if len(args.te) != 2:
         raise where.rf.InputError("verify takes --te twice (A and B)")
     _check_outputs(args)
@@ -751,8 +746,10 @@ def main(args):
                     raise RuntimeError(f"fattn run --impl {impl}: exit {p.returncode}")
                 fe_files[impl] = out
         io = _io_dtypes(args, fattn)
-        resolved = {c["id"]: c for c in where.rf.resolved_cases(args.cases, fattn=fattn)
-                    if "spec" in c}
+        # each case carries the path the TEs were called through (--call):
+        # some entries of DEVIATIONS only that path shows
+        resolved = {c["id"]: dict(c, call=args.call)
+                    for c in where.rf.resolved_cases(args.cases, fattn=fattn) if "spec" in c}
         kept = bool(args.keep)
         logs = [signatures.load_log(f[:-len(".h5")] + "-refusals.json") for f in files]
         pairs = [(names[0], files[0], names[1], files[1], False, logs)]
