@@ -543,7 +543,7 @@ def check_harness(sources, public=frozenset()):
 
 
 def check_tree(root):
-    out, harness = [], {}
+    out, harness, templates = [], {}, {}
     for top in SCANNED_DIRS:
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
@@ -555,7 +555,14 @@ def check_tree(root):
                 out += check_source(rel, src)
                 if rel.startswith("harness/") and rel.endswith(C_SUFFIXES):
                     harness[rel] = strip_comments(src)
-    return out + check_harness(harness, public_names(root))
+                elif rel.startswith("harness/") and rel.endswith(".h.in"):
+                    templates[rel] = strip_comments(src)
+    public = public_names(root)
+    # a header meson configures is C once made: its names follow the prefix
+    # rule, though it stands outside the folders
+    for rel, code in sorted(templates.items()):
+        out += check_harness_prefix(rel, code, public)
+    return out + check_harness(harness, public)
 
 
 def classify(violations, known):
@@ -773,6 +780,9 @@ HARNESS_SELF_TESTS = [
                      "fattn_status fh_model_x(fattn_tensor *t, int n)\n{\n"
                      "    fattn_status st = fattn_tensor_alloc(t, n);\n    return st;\n}\n"}),
      None, "harness-prefix", 0),
+    ("a header template meson configures is held to the prefix, outside the folders too",
+     dict(H_TREE, **{"harness/rev.h.in": "#define FATTN_REV \"@V@\"\n#define FH_OK 1\n"}),
+     None, "harness-prefix", 1, "FATTN_REV: "),
     ("a public name the harness repeats passes",
      dict(H_TREE, **{"lib/include/fattn/p.h": "int fattn_public(void);\n",
                      "harness/cli/c.h": "int fattn_public(void);\n"}),

@@ -46,14 +46,16 @@ class HostTwins:
     of one host buffer, as the layout needs -- and the outputs are copied
     back into TE's tensors after it, so TE sees the bytes the host path
     writes, rows past a sequence's length untouched. The engine-call record
-    names TE's own tensors (they are what TE handed)."""
+    names TE's own tensors (they are what TE handed). Made inactive (the
+    call runs where TE's tensors are), it hands every tensor back as it is."""
 
-    def __init__(self):
+    def __init__(self, active):
+        self.active = active
         self.bases = {}
         self.outs = []
 
     def of(self, t):
-        if t is None or t.device.type == "cpu":
+        if not self.active or t is None or t.device.type == "cpu":
             return t
         b = t._base if t._base is not None else t
         hb = self.bases.get(id(b))
@@ -122,17 +124,14 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     rng_gen.offset += (int(rng_elts_per_thread) + 3) // 4 * 4
     aux = AuxPack()
     p = FwdParams()
-    p.q, p.k, p.v = view(q), view(k), view(v)
-    p.bias, p.softmax_offset, p.o = view(attn_bias), view(softmax_offset), view(out_data)
+    keep, dev = [], q.device.type != "cpu"
+    twins = HostTwins(dev and _host_only(mask_type, qkv_layout))
+    dev = dev and not twins.active
+    p.q, p.k, p.v = view(twins.of(q)), view(twins.of(k)), view(twins.of(v))
+    p.bias, p.o = view(twins.of(attn_bias)), view(twins.out(out_data))
     if fp8 is not None:
         p.fp8 = ctypes.cast(ctypes.pointer(fp8.params), ctypes.c_void_p)
     p.aux = ctypes.pointer(aux)
-    keep, dev = [], q.device.type != "cpu"
-    twins = None
-    if dev and _host_only(mask_type, qkv_layout):
-        twins, dev = HostTwins(), False
-        p.q, p.k, p.v = view(twins.of(q)), view(twins.of(k)), view(twins.of(v))
-        p.bias, p.o = view(twins.of(attn_bias)), view(twins.out(out_data))
     p.cu_seqlens_q, p.cu_seqlens_kv = (view(host_meta(cu_seqlens_q, keep)),
                                        view(host_meta(cu_seqlens_kv, keep)))
     p.cu_seqlens_q_padded = view(host_meta(cu_seqlens_q_padded, keep))
@@ -159,7 +158,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
         a = aux.t[i]
         t = poisoned([a.shape[d] for d in range(a.ndim)], _TORCH[a.dtype], q.device)
         owned.append(t)
-        aux.t[i] = view(twins.out(t) if twins else t)
+        aux.t[i] = view(twins.out(t))
     # what the executing call hands the engine (as TE handed it: the host
     # copies above are the dispatch's), the pack as the dispatch resolves
     # it: Stats, (Max), rng_state, (Bias), (SoftmaxOffset)
@@ -174,8 +173,7 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
                               ("rng_state", rng_dev)] +
                           [(f"aux[{i}]", t) for i, t in enumerate(pack)], fp8)
     e.fwd(p, dev)
-    if twins:
-        twins.done()
+    twins.done()
     if fp8 is not None:
         fp8.after()
     result = [out] + owned + [rng_dev]
@@ -258,11 +256,9 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
     aux = AuxPack()
     aux.n = len(aux_ctx_tensors)
     keep, dev = [], q.device.type != "cpu"
-    twins = HostTwins() if dev and _host_only(mask_type, qkv_layout) else None
-    if twins:
-        dev = False
-    tw = twins.of if twins else (lambda t: t)
-    tw_out = twins.out if twins else (lambda t: t)
+    twins = HostTwins(dev and _host_only(mask_type, qkv_layout))
+    dev = dev and not twins.active
+    tw, tw_out = twins.of, twins.out
     last_host = len(aux_ctx_tensors) - 1 if int(softmax_type) != 0 else -1
     for i, t in enumerate(aux_ctx_tensors):
         # [Stats, rng_state, (Bias), (SoftmaxOffset)]: rng_state and the
@@ -295,8 +291,7 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
                               ("d_softmax_offset", d_off)] +
                           [(f"aux[{i}]", t) for i, t in enumerate(aux_ctx_tensors)], fp8)
     e.bwd(p, dev)
-    if twins:
-        twins.done()
+    twins.done()
     if fp8 is not None:
         dq, dk, dv = fp8.after(dq, dk, dv)
     return [dq, dk, dv, d_bias, d_off]
