@@ -365,9 +365,8 @@ static void compare_datasets(cmp_ctx *c, const fh_walk_at *at)
     fh_elem_stats s = {0};
     fh_walk_memory_state m;
     fh_walk_source src = fh_walk_memory(&m);
-    fattn_status st = fh_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL);
-    assert(st == FATTN_OK); /* the in-memory source cannot fail */
-    (void)st;
+    if (fh_walk_compare_data(&src, at->path, x, y, &rule, false, &s, NULL, NULL) != FATTN_OK)
+        assert(!"the in-memory source cannot fail");
     if (s.bit_count) {
         char why[160];
         if (!noisy)
@@ -632,12 +631,12 @@ void fh_compare_cases(const fh_h5_node *a, const fh_h5_node *b,
 static fattn_status digest_attrs(const fh_h5_node *src, fh_h5_node *state,
                                  const char *rel)
 {
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; i < src->n_children && st == FATTN_OK; i++) {
+    for (size_t i = 0; i < src->n_children; i++) {
         const fh_h5_node *c = src->children[i];
         if (!strcmp(c->name, "_impl"))
             continue;
         char name[256];
+        fattn_status st;
         if (c->is_dataset) {
             snprintf(name, sizeof name, DIGEST_PREFIX "%s%s", rel, c->name);
             st = fh_h5_node_set_string(state, name, c->digest);
@@ -645,53 +644,56 @@ static fattn_status digest_attrs(const fh_h5_node *src, fh_h5_node *state,
             snprintf(name, sizeof name, "%s%s/", rel, c->name);
             st = digest_attrs(c, state, name);
         }
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* The golden form of one call's states (a case's, or a schedule step's)
  * from src into dst; a schedule's steps/ each the same way. */
 static fattn_status golden_states(const fh_h5_node *src, fh_h5_node *dst)
 {
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++) {
+    fattn_status st;
+    for (size_t i = 0; i < src->n_children; i++) {
         const fh_h5_node *state = src->children[i];
         fh_h5_node *gs;
         if (!strcmp(state->name, "inputs") || !strcmp(state->name, "save_ctx")) {
-            if ((st = fh_h5_node_group(dst, state->name, &gs)) == FATTN_OK &&
-                (st = fh_h5_node_copy_attrs(state, gs)) == FATTN_OK)
-                st = digest_attrs(state, gs, "");
+            if ((st = fh_h5_node_group(dst, state->name, &gs)) != FATTN_OK ||
+                (st = fh_h5_node_copy_attrs(state, gs)) != FATTN_OK ||
+                (st = digest_attrs(state, gs, "")) != FATTN_OK)
+                return st;
         } else if (!strcmp(state->name, "steps") && !state->is_dataset) {
             if ((st = fh_h5_node_group(dst, "steps", &gs)) != FATTN_OK)
-                break;
-            for (size_t k = 0; st == FATTN_OK && k < state->n_children; k++) {
+                return st;
+            for (size_t k = 0; k < state->n_children; k++) {
                 fh_h5_node *step;
-                if ((st = fh_h5_node_group(gs, state->children[k]->name, &step)) == FATTN_OK)
-                    st = golden_states(state->children[k], step);
+                if ((st = fh_h5_node_group(gs, state->children[k]->name, &step)) != FATTN_OK ||
+                    (st = golden_states(state->children[k], step)) != FATTN_OK)
+                    return st;
             }
-        } else {
-            st = fh_h5_node_copy(state, dst, "_impl");
+        } else if ((st = fh_h5_node_copy(state, dst, "_impl")) != FATTN_OK) {
+            return st;
         }
     }
-    return st;
+    return FATTN_OK;
 }
 
 fattn_status fh_compare_make_golden(const fh_h5_node *run_case, fh_h5_node **out)
 {
     fh_h5_node *g = NULL;
-    fattn_status st = fh_h5_node_new_group(run_case->name, &g);
-    if (st == FATTN_OK)
-        st = fh_h5_node_copy_attrs(run_case, g);
-    if (st == FATTN_OK)
-        st = golden_states(run_case, g);
-    if (st == FATTN_OK)
-        st = fh_h5_node_seal_attrs(g); /* it covers the digest:<name> attributes too */
-    if (st != FATTN_OK) {
-        fh_h5_node_free(g);
-        return st;
-    }
+    fattn_status st;
+    if ((st = fh_h5_node_new_group(run_case->name, &g)) != FATTN_OK ||
+        (st = fh_h5_node_copy_attrs(run_case, g)) != FATTN_OK ||
+        (st = golden_states(run_case, g)) != FATTN_OK ||
+        /* it covers the digest:<name> attributes too */
+        (st = fh_h5_node_seal_attrs(g)) != FATTN_OK)
+        goto out;
     *out = g;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK)
+        fh_h5_node_free(g);
+    return st;
 }
 
 /* ---- cross-platform, within tolerance ------------------------------------ */
@@ -724,9 +726,8 @@ static void tol_dataset(cmp_ctx *c, const fh_walk_at *at)
     fh_elem_stats s = {0};
     fh_walk_memory_state m;
     fh_walk_source src = fh_walk_memory(&m);
-    fattn_status st = fh_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL);
-    assert(st == FATTN_OK); /* the in-memory source cannot fail */
-    (void)st;
+    if (fh_walk_compare_data(&src, at->path, x, g, &rule, false, &s, NULL, NULL) != FATTN_OK)
+        assert(!"the in-memory source cannot fail");
     if (s.fail_count) {
         char why[160];
         snprintf(why, sizeof why, "%zu of %zu elements outside rtol %g atol %g (worst at flat "

@@ -145,18 +145,18 @@ fattn_status fh_contrast_of(const fh_spec *const *specs, const fh_contrast_outco
     fh_case_features *f = calloc(n ? n : 1, sizeof *f);
     if (!f)
         return fattn_error(FATTN_E_NOMEM, "contrast: out of memory");
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; st == FATTN_OK && i < n; i++) {
+    fattn_status st;
+    for (size_t i = 0; i < n; i++) {
         if (o[i] == FH_CONTRAST_NONE)
             continue;
         fh_case c;
-        if ((st = fh_case_resolve(specs[i], &c)) == FATTN_OK) {
-            fh_case_features_of(&c, &f[i]);
-            fh_case_free(&c);
-        }
+        if ((st = fh_case_resolve(specs[i], &c)) != FATTN_OK)
+            goto out;
+        fh_case_features_of(&c, &f[i]);
+        fh_case_free(&c);
     }
-    if (st == FATTN_OK)
-        st = fh_contrast_of_features(f, o, n, out);
+    st = fh_contrast_of_features(f, o, n, out);
+out:
     free(f);
     return st;
 }

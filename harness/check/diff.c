@@ -555,20 +555,22 @@ static fattn_status stream_digest(diff_ctx *c, int side, const char *path,
     if (st != FATTN_OK)
         return st;
     fh_digest_state ds;
-    if ((st = fh_digest_init(&ds)) != FATTN_OK) {
-        src.close(s);
-        return st;
-    }
     const unsigned char *chunk;
     size_t got;
-    while ((st = src.next(s, &chunk, &got)) == FATTN_OK && got)
+    if ((st = fh_digest_init(&ds)) != FATTN_OK)
+        goto out;
+    for (;;) {
+        if ((st = src.next(s, &chunk, &got)) != FATTN_OK)
+            goto out;
+        if (!got)
+            break;
         fh_digest_update(&ds, chunk, got);
-    src.close(s);
-    if (st != FATTN_OK) {
-        fh_digest_free(&ds);
-        return st;
     }
-    return fh_digest_final(&ds, out);
+    st = fh_digest_final(&ds, out);
+out:
+    src.close(s);
+    fh_digest_free(&ds); /* nothing left to free after the final or a failed init */
+    return st;
 }
 
 /* Both sides of a dataset pair streamed chunk by chunk through the mode's
@@ -693,18 +695,22 @@ static fattn_status probe_tree(fh_h5_reader *r, const fh_h5_node *n, char *path,
         path[at] = '\0';
     }
     fattn_status st = FATTN_OK;
+    fh_h5_dstream *ds = NULL;
     if (n->is_dataset) {
-        fh_h5_dstream *ds;
         if ((st = fh_h5_dstream_open(r, path, n, &ds)) != FATTN_OK)
-            return st;
+            goto out;
         size_t got;
-        while ((st = fh_h5_dstream_read(ds, buf, bufcap, &got)) == FATTN_OK && got)
-            ;
-        fh_h5_dstream_close(ds);
+        do {
+            if ((st = fh_h5_dstream_read(ds, buf, bufcap, &got)) != FATTN_OK)
+                goto out;
+        } while (got);
     } else {
-        for (size_t i = 0; i < n->n_children && st == FATTN_OK; i++)
-            st = probe_tree(r, n->children[i], path, at, cap, buf, bufcap);
+        for (size_t i = 0; i < n->n_children; i++)
+            if ((st = probe_tree(r, n->children[i], path, at, cap, buf, bufcap)) != FATTN_OK)
+                goto out;
     }
+out:
+    fh_h5_dstream_close(ds);
     path[len] = '\0';
     return st;
 }
@@ -724,15 +730,17 @@ static fattn_status probe_side(const char *path, void *ctx)
     fh_h5_node *root = NULL;
     fh_h5_read_opts opts = {.allow_corrupt = true, .metadata_only = true,
                                .attr_text_max = fh_h5_estimate_attr_text(&e)};
-    st = fh_h5_reader_read(r, "/", &opts, &root);
     enum { BUF = 1 << 16 };
-    unsigned char *buf = st == FATTN_OK ? malloc(BUF) : NULL;
-    if (st == FATTN_OK && !buf)
+    unsigned char *buf = NULL;
+    char p[4096] = "/";
+    if ((st = fh_h5_reader_read(r, "/", &opts, &root)) != FATTN_OK)
+        goto out;
+    if (!(buf = malloc(BUF))) {
         st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-    if (st == FATTN_OK) {
-        char p[4096] = "/";
-        st = probe_tree(r, root, p, 1, sizeof p, buf, BUF);
+        goto out;
     }
+    st = probe_tree(r, root, p, 1, sizeof p, buf, BUF);
+out:
     free(buf);
     fh_h5_node_free(root);
     fh_h5_reader_close(r);

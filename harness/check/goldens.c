@@ -48,12 +48,13 @@ static int newest_cpu_goldens(const char *dir, char *path, size_t n)
 /* This engine's identity: the provenance a golden of it would carry. */
 static fattn_status own_identity(const fattn_engine *e, fh_h5_node **out)
 {
-    fattn_status st = fh_h5_node_new_group("", out);
-    if (st == FATTN_OK)
-        st = fh_runfile_set_provenance(*out, "legacy", fattn_engine_name(e), e);
-    if (st == FATTN_OK && fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD))
-        st = fh_h5_node_set_uint8(*out, "forced_deterministic_bwd", 1); /* as golden does */
-    return st;
+    fattn_status st;
+    if ((st = fh_h5_node_new_group("", out)) != FATTN_OK ||
+        (st = fh_runfile_set_provenance(*out, "legacy", fattn_engine_name(e), e)) != FATTN_OK)
+        return st;
+    if (fattn_engine_supports(e, FATTN_ENGINE_Q_FORCED_DETERMINISTIC_BWD))
+        return fh_h5_node_set_uint8(*out, "forced_deterministic_bwd", 1); /* as golden does */
+    return FATTN_OK;
 }
 
 static bool same_attr(const fh_h5_node *a, const fh_h5_node *b, const char *name)
@@ -81,11 +82,14 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, dou
 {
     *tree = NULL;
     fh_h5_node *mine = NULL;
-    fattn_status st = own_identity(e, &mine);
-    DIR *d = st == FATTN_OK ? opendir(dir) : NULL;
     char **names = NULL;
     size_t nn = 0, cap = 0;
+    DIR *d;
     struct dirent *de;
+    fattn_status st = own_identity(e, &mine);
+    if (st != FATTN_OK)
+        goto out;
+    d = opendir(dir);
     while (d && (de = readdir(d))) {
         size_t len = strlen(de->d_name);
         if (len < 4 || strcmp(de->d_name + len - 3, ".h5") || !strcmp(de->d_name, skip))
@@ -104,11 +108,11 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, dou
         closedir(d);
     if (nn > 1)
         qsort(names, nn, sizeof *names, cmp_names);
-    for (size_t i = 0; st == FATTN_OK && i < nn && !*tree; i++) {
+    for (size_t i = 0; i < nn && !*tree; i++) {
         snprintf(path, n, "%s/%s", dir, names[i]);
         fh_h5_node *t = NULL;
         if ((st = fh_runfile_load_bounded(path, max_bytes, &t)) != FATTN_OK)
-            break;
+            goto out;
         bool same = true;
         for (size_t k = 0; k < N_IDENTITY && same; k++)
             same = same_attr(t, mine, identity_attrs[k]);
@@ -117,6 +121,7 @@ static fattn_status identity_goldens(const char *dir, const fattn_engine *e, dou
         else
             fh_h5_node_free(t);
     }
+out:
     for (size_t i = 0; i < nn; i++)
         free(names[i]);
     free(names);
@@ -164,23 +169,27 @@ fattn_status fh_verify_goldens_open(const char *dir, const fattn_engine *e, doub
     struct stat sb;
     char own[160];
     snprintf(own, sizeof own, "%s.h5", g->key);
-    fattn_status st = FATTN_OK;
+    fattn_status st;
     g->exact = stat(g->path, &sb) == 0;
     if (g->exact) {
-        if ((st = fh_runfile_load_bounded(g->path, max_bytes, &g->tree)) == FATTN_OK)
-            snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
-    } else if ((st = identity_goldens(dir, e, max_bytes, own, g->path, sizeof g->path, &g->tree)) ==
-                   FATTN_OK &&
-               g->tree) {
+        if ((st = fh_runfile_load_bounded(g->path, max_bytes, &g->tree)) != FATTN_OK)
+            goto out;
+        snprintf(g->note, sizeof g->note, "bitwise (exact platform key match)");
+    } else if ((st = identity_goldens(dir, e, max_bytes, own, g->path, sizeof g->path,
+                                      &g->tree)) != FATTN_OK) {
+        goto out;
+    } else if (g->tree) {
         /* a case that ran other plans is compared as without goldens */
         g->identity = true;
         identity_text(g->tree, g->identity_text, sizeof g->identity_text);
+        /* the note stands whatever the CPU goldens' load says; out: frees on failure */
         st = load_cpu_tolerance(dir, max_bytes, g);
         g->tolerance = false; /* the verdict rests on the identity goldens */
         snprintf(g->note, sizeof g->note, "bitwise (no goldens for platform key %s; same engine "
                  "identity: %s; each case's plans checked)", g->key, g->identity_text);
-    } else if (st == FATTN_OK && (st = load_cpu_tolerance(dir, max_bytes, g)) == FATTN_OK &&
-               g->tolerance) {
+    } else if ((st = load_cpu_tolerance(dir, max_bytes, g)) != FATTN_OK) {
+        goto out;
+    } else if (g->tolerance) {
         snprintf(g->path, sizeof g->path, "%s", g->cpu_path);
         g->tree = g->cpu_tree;
         g->cpu_tree = NULL;
@@ -188,6 +197,7 @@ fattn_status fh_verify_goldens_open(const char *dir, const fattn_engine *e, doub
                  "within tolerance (%s) on defined regions, because there are no goldens for "
                  "platform key %s", g->profile.version, g->key);
     }
+out:
     if (st != FATTN_OK)
         fh_verify_goldens_free(g);
     return st;

@@ -82,19 +82,21 @@ static fh_h5_node *run_partial(const fh_spec *s, fh_impl impl, bool via_wrapper,
                             .backward_again = true, .inputs_after = true};
         fh_h5_node *n = NULL;
         fattn_status st = fh_run_case(s, &o, &n);
-        if (st == FATTN_OK)
-            return n;
-        if (i == 0) {
-            snprintf(err, errn, "%s", fattn_last_error());
-            if (status)
-                *status = st;
+        if (st != FATTN_OK) {
+            if (i == 0) {
+                snprintf(err, errn, "%s", fattn_last_error());
+                if (status)
+                    *status = st;
+            }
+            /* every step of a schedule runs whatever --until says (later
+             * steps depend on them): its steps up to the failure instead */
+            if (s->schedule && st != FATTN_E_UNSUPPORTED) {
+                o.keep_partial = true;
+                return fh_run_case(s, &o, &n) == FATTN_OK ? n : NULL;
+            }
+            continue;
         }
-        /* every step of a schedule runs whatever --until says (later steps
-         * depend on them): its steps up to the failure instead */
-        if (s->schedule && st != FATTN_E_UNSUPPORTED) {
-            o.keep_partial = true;
-            return fh_run_case(s, &o, &n) == FATTN_OK ? n : NULL;
-        }
+        return n;
     }
     return NULL;
 }
@@ -190,19 +192,19 @@ static void check_refusal(fh_verify_case *c)
     fh_compare_result r = cmp_all();
     for (int i = 0; i < FH_IMPL_COUNT; i++) {
         const char *name = fh_impl_name((fh_impl)i);
-        const char *st = string_attr(side[i], "refused_status");
+        const char *status = string_attr(side[i], "refused_status");
         const char *rule = string_attr(side[i], "refused_rule");
         const char *state = string_attr(side[i], "refused_state");
         char path[64];
         snprintf(path, sizeof path, "%s@refused_status", name);
-        if (!st) {
+        if (!status) {
             note_difference(&r, path, "did not refuse (expected %s, rule %s)",
                             fattn_status_name(s->refusal_status), s->refusal_rule);
             continue;
         }
-        if (strcmp(st, fattn_status_name(s->refusal_status)) != 0)
-            note_difference(&r, path, "refused with %s, expected %s (rule %s, state %s)", st,
-                            fattn_status_name(s->refusal_status), rule ? rule : "?",
+        if (strcmp(status, fattn_status_name(s->refusal_status)) != 0)
+            note_difference(&r, path, "refused with %s, expected %s (rule %s, state %s)",
+                            status, fattn_status_name(s->refusal_status), rule ? rule : "?",
                             state ? state : "?");
         snprintf(path, sizeof path, "%s@refused_rule", name);
         if (!rule || strcmp(rule, s->refusal_rule) != 0)
@@ -262,36 +264,37 @@ static void returned_call(fh_verify_case *c, const fh_h5_node *lf,
                           const fh_h5_node *wr, const char *step, fattn_engine *e)
 {
     fh_h5_node *a = NULL, *b = NULL, *ga = NULL, *pa = NULL, *pb = NULL;
-    fattn_status st = fh_h5_node_new_group(c->spec->id, &a);
-    if (st == FATTN_OK)
-        st = fh_h5_node_new_group(c->spec->id, &b);
+    fattn_status st;
+    if ((st = fh_h5_node_new_group(c->spec->id, &a)) != FATTN_OK ||
+        (st = fh_h5_node_new_group(c->spec->id, &b)) != FATTN_OK)
+        goto out;
     pa = a, pb = b;
-    if (st == FATTN_OK && step &&
-        ((st = fh_h5_node_group(a, "steps", &pa)) || (st = fh_h5_node_group(pa, step, &pa)) ||
-         (st = fh_h5_node_group(b, "steps", &pb)) || (st = fh_h5_node_group(pb, step, &pb))))
-        pa = pb = NULL;
-    if (st == FATTN_OK)
-        st = fh_h5_node_group(pa, "returned", &ga);
+    if ((step && ((st = fh_h5_node_group(a, "steps", &pa)) != FATTN_OK ||
+                  (st = fh_h5_node_group(pa, step, &pa)) != FATTN_OK ||
+                  (st = fh_h5_node_group(b, "steps", &pb)) != FATTN_OK ||
+                  (st = fh_h5_node_group(pb, step, &pb)) != FATTN_OK)) ||
+        (st = fh_h5_node_group(pa, "returned", &ga)) != FATTN_OK)
+        goto out;
     const char *const names[] = {"out", "max_logit"};
-    for (int i = 0; st == FATTN_OK && i < 2; i++) {
+    for (int i = 0; i < 2; i++) {
         const fh_h5_node *ds = fh_h5_node_find(lf, names[i]);
-        if (ds)
-            st = fh_h5_node_copy(ds, ga, NULL);
+        if (ds && (st = fh_h5_node_copy(ds, ga, NULL)) != FATTN_OK)
+            goto out;
     }
     const fh_h5_attr *si = fh_h5_node_attr(lf, "out_scale_inv");
-    fh_h5_node *lo = ga ? fh_h5_node_find(ga, "out") : NULL;
-    if (st == FATTN_OK && lo && si && si->kind == FH_H5_ATTR_FLOAT32)
-        st = fh_h5_node_set_float32(lo, "scale_inv", si->f32);
-    if (st == FATTN_OK && wr)
-        st = fh_h5_node_copy(wr, pb, NULL);
-    if (st != FATTN_OK) {
+    fh_h5_node *lo = fh_h5_node_find(ga, "out");
+    if (lo && si && si->kind == FH_H5_ATTR_FLOAT32 &&
+        (st = fh_h5_node_set_float32(lo, "scale_inv", si->f32)) != FATTN_OK)
+        goto out;
+    if (wr && (st = fh_h5_node_copy(wr, pb, NULL)) != FATTN_OK)
+        goto out;
+    static const char *const only[] = {"returned", NULL};
+    fh_compare_result r = cmp_init(c, e);
+    fh_compare_cases(a, b, only, &r);
+    check_note(c, "legacy vs split wrapper returned", &r, a, b, "legacy", "split wrapper");
+out:
+    if (st != FATTN_OK)
         snprintf(c->error, sizeof c->error, "split wrapper returned: %s", fattn_last_error());
-    } else {
-        static const char *const only[] = {"returned", NULL};
-        fh_compare_result r = cmp_init(c, e);
-        fh_compare_cases(a, b, only, &r);
-        check_note(c, "legacy vs split wrapper returned", &r, a, b, "legacy", "split wrapper");
-    }
     fh_h5_node_free(a);
     fh_h5_node_free(b);
 }
@@ -379,18 +382,18 @@ static void second_call(fh_verify_case *c, const fh_h5_node *run, const char *at
     if (!fh_spec_has_backward(c->spec) || !bw)
         return;
     const fh_h5_node *impl_g = fh_h5_node_find(bw, "_impl");
-    const char *st = string_attr(impl_g, "second_backward");
+    const char *status = string_attr(impl_g, "second_backward");
     const char *msg = string_attr(impl_g, "second_backward_error");
     const char *want = second_backward_error[a->impl].says, *te = second_backward_error[a->impl].te;
     fh_compare_result r = cmp_all();
     char p1[96], p2[96];
     snprintf(p1, sizeof p1, "%sbackward/_impl@second_backward", at);
     snprintf(p2, sizeof p2, "%sbackward/_impl@second_backward_error", at);
-    if (!st)
+    if (!status)
         note_difference(&r, p1, "not called (the run records no second backward)");
-    else if (strcmp(st, fattn_status_name(FATTN_E_STATE)) != 0)
-        note_difference(&r, p1, "%s on a second backward on one ctx, where %s raises (%s)", st,
-                        te, want);
+    else if (strcmp(status, fattn_status_name(FATTN_E_STATE)) != 0)
+        note_difference(&r, p1, "%s on a second backward on one ctx, where %s raises (%s)",
+                        status, te, want);
     else if (!msg || !strstr(msg, want))
         note_difference(&r, p2, "refused, but not with %s's error (%s): %.80s", te, want,
                         msg ? msg : "(none)");
@@ -463,14 +466,14 @@ static fh_h5_node *fault_run(const fh_spec *s, fh_impl impl, bool via_wrapper,
 {
     fattn_engine *f = NULL;
     fh_h5_node *n = NULL;
-    *st = fh_fault_engine_wrap(e, plan, "test-fault", NULL, &f);
-    if (*st == FATTN_OK) {
-        fh_run_opts o = {.impl = impl, .engine = f, .until = FH_STATE_BACKWARD,
-                            .poison = FH_POISON_PATTERN, .via_wrapper = via_wrapper,
-                            .backward_again = plan->fail_first_backward,
-                            .backward_after_failure = plan->fail_first_backward};
-        *st = fh_run_case(s, &o, &n);
-    }
+    if ((*st = fh_fault_engine_wrap(e, plan, "test-fault", NULL, &f)) != FATTN_OK)
+        goto out;
+    fh_run_opts o = {.impl = impl, .engine = f, .until = FH_STATE_BACKWARD,
+                        .poison = FH_POISON_PATTERN, .via_wrapper = via_wrapper,
+                        .backward_again = plan->fail_first_backward,
+                        .backward_after_failure = plan->fail_first_backward};
+    *st = fh_run_case(s, &o, &n);
+out:
     if (*st != FATTN_OK)
         snprintf(err, errn, "%s", fattn_last_error());
     fattn_engine_free(f);
@@ -572,14 +575,15 @@ static void check_backward_after_failure(fh_verify_case *c, fattn_engine *e)
         const char *first = string_attr(bw ? fh_h5_node_find(bw, "_impl") : NULL,
                                         "first_backward");
         fh_compare_result r = cmp_all();
-        if (st != FATTN_OK)
+        bool failed = st != FATTN_OK;
+        if (failed)
             note_difference(&r, "backward", "the run failed: %s: %.300s", fattn_status_name(st),
                             err);
         else if (!first || strcmp(first, fattn_status_name(FATTN_E_INTERNAL)) != 0)
             note_difference(&r, "backward/_impl@first_backward", "%s, where the engine failed "
                             "the first backward (FATTN_E_INTERNAL)", first ? first : "ran");
         check_note(c, runs[i].check, &r, NULL, NULL, NULL, NULL);
-        if (st == FATTN_OK && first)
+        if (!failed && first)
             check_second_backward(c, n, runs[i].impl, runs[i].check);
         fh_h5_node_free(n);
     }

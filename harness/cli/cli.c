@@ -257,21 +257,25 @@ fattn_status cli_matrix_digest(const cli_matrix *m, const char *filter, char *ou
     /* by id (ids are unique): a run's bytes do not depend on the listing order */
     qsort((void *)kept, n, sizeof *kept, cmp_spec_ptr);
     fh_digest_state d;
+    char *json = NULL;
     fattn_status st = fh_digest_init(&d);
-    for (size_t k = 0; st == FATTN_OK && k < n; k++) {
-        char *json = NULL;
-        if ((st = fh_spec_canonical(kept[k], &json)) == FATTN_OK &&
-            (st = fh_digest_update(&d, json, strlen(json))) == FATTN_OK)
-            st = fh_digest_update(&d, "\n", 1);
+    if (st != FATTN_OK)
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        if ((st = fh_spec_canonical(kept[k], &json)) != FATTN_OK ||
+            (st = fh_digest_update(&d, json, strlen(json))) != FATTN_OK ||
+            (st = fh_digest_update(&d, "\n", 1)) != FATTN_OK)
+            goto out;
         free(json);
+        json = NULL;
     }
+    st = fh_digest_final(&d, out);
+out:
+    free(json);
     free(kept);
     *count = n;
-    if (st != FATTN_OK) {
-        fh_digest_free(&d);
-        return st;
-    }
-    return fh_digest_final(&d, out);
+    fh_digest_free(&d); /* nothing left to free after the final or a failed init */
+    return st;
 }
 
 void cli_matrix_free(cli_matrix *m)

@@ -136,9 +136,11 @@ static fattn_status digest_case_spec(fh_digest_state *d, const char *path,
     if (st != FATTN_OK)
         return st;
     char *json = NULL;
-    if ((st = fh_spec_canonical(&spec, &json)) == FATTN_OK &&
-        (st = fh_digest_update(d, json, strlen(json))) == FATTN_OK)
-        st = fh_digest_update(d, "\n", 1);
+    if ((st = fh_spec_canonical(&spec, &json)) != FATTN_OK ||
+        (st = fh_digest_update(d, json, strlen(json))) != FATTN_OK)
+        goto out;
+    st = fh_digest_update(d, "\n", 1);
+out:
     free(json);
     fh_spec_free(&spec);
     return st;
@@ -161,13 +163,15 @@ static fattn_status digest_compare(const char *what, fh_digest_state *d,
 {
     char got[FH_DIGEST_LEN];
     fattn_status st = fh_digest_final(d, got);
+    if (st != FATTN_OK)
+        return st;
     const fh_h5_attr *md = fh_h5_node_attr(root, "matrix_digest");
-    if (st == FATTN_OK && (md->kind != FH_H5_ATTR_STRING || strcmp(md->s, got) != 0))
-        st = fattn_error(FATTN_E_INVALID_FILE, "%s: matrix_digest is %s, but the specs of its "
-                         "cases digest to %s: not the matrix it names (a matrix_digest copied "
-                         "from another run?)", what,
-                         md->kind == FH_H5_ATTR_STRING ? md->s : "not a string", got);
-    return st;
+    if (md->kind != FH_H5_ATTR_STRING || strcmp(md->s, got) != 0)
+        return fattn_error(FATTN_E_INVALID_FILE, "%s: matrix_digest is %s, but the specs of its "
+                           "cases digest to %s: not the matrix it names (a matrix_digest copied "
+                           "from another run?)", what,
+                           md->kind == FH_H5_ATTR_STRING ? md->s : "not a string", got);
+    return FATTN_OK;
 }
 
 /* A file's shard and matrix_digest, as merge would trust them: a `shard`
@@ -192,14 +196,16 @@ static fattn_status check_matrix_attrs(const char *path, const fh_h5_node *root)
     qsort((void *)by_id, n, sizeof *by_id, cmp_node_name);
     fh_digest_state d;
     fattn_status st = fh_digest_init(&d);
-    for (size_t i = 0; st == FATTN_OK && i < n; i++)
-        st = digest_case_spec(&d, path, by_id[i]);
+    if (st != FATTN_OK)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        if ((st = digest_case_spec(&d, path, by_id[i])) != FATTN_OK)
+            goto out;
+    st = digest_compare(path, &d, root);
+out:
     free(by_id);
-    if (st != FATTN_OK) {
-        fh_digest_free(&d);
-        return st;
-    }
-    return digest_compare(path, &d, root);
+    fh_digest_free(&d); /* nothing left to free after the final or a failed init */
+    return st;
 }
 
 /* ---- inspect ----------------------------------------------------------------- */
@@ -460,10 +466,13 @@ static int merge_check_root(merge_state *s, int f, const fh_h5_node *src)
         return rc;
     if (f == 0) {
         fattn_status st = fh_h5_node_new_group("", &s->root);
-        for (size_t i = 0; st == FATTN_OK && i < src->n_attrs; i++)
-            if (strcmp(src->attrs[i].name, "shard") != 0)
-                st = put_attr(s->root, &src->attrs[i]);
-        return st == FATTN_OK ? FH_EXIT_OK : cli_fail("merge", "%s", fattn_last_error());
+        if (st != FATTN_OK)
+            return cli_fail("merge", "%s", fattn_last_error());
+        for (size_t i = 0; i < src->n_attrs; i++)
+            if (strcmp(src->attrs[i].name, "shard") != 0 &&
+                (st = put_attr(s->root, &src->attrs[i])) != FATTN_OK)
+                return cli_fail("merge", "%s", fattn_last_error());
+        return FH_EXIT_OK;
     }
     size_t n = 0;
     for (size_t i = 0; i < src->n_attrs; i++) {
@@ -571,18 +580,20 @@ static int merge_spill(merge_state *s, int f, const fh_h5_node *scases)
     snprintf(s->scratch[f], cap, "%.*s.fattn-merge-%ld-%d", dirlen, s->out, (long)getpid(), f);
     fh_h5_writer *w = NULL;
     fattn_status st = fh_h5_writer_open(s->scratch[f], &w);
-    for (size_t i = 0; st == FATTN_OK && i < scases->n_children; i++)
-        st = fh_h5_writer_put(w, "/cases", scases->children[i]);
-    if (st == FATTN_OK) {
-        st = fh_h5_writer_commit(w);
-        w = NULL;
-    }
-    fh_h5_writer_abort(w);
     if (st != FATTN_OK)
-        return cli_fail_at("merge", s->out);
+        goto out;
+    for (size_t i = 0; i < scases->n_children; i++)
+        if ((st = fh_h5_writer_put(w, "/cases", scases->children[i])) != FATTN_OK)
+            goto out;
+    st = fh_h5_writer_commit(w);
+    w = NULL; /* committed or, on failure, discarded by the commit */
+    if (st != FATTN_OK)
+        goto out;
     s->slot[f] = fh_fileguard_scratch_register(s->scratch[f]);
     s->n_scratch = f + 1;
-    return FH_EXIT_OK;
+out:
+    fh_h5_writer_abort(w);
+    return st != FATTN_OK ? cli_fail_at("merge", s->out) : FH_EXIT_OK;
 }
 
 /* The output: root attributes, then every case in id order, each read back
@@ -592,64 +603,72 @@ static int merge_write(merge_state *s)
     qsort(s->cases, s->n_cases, sizeof *s->cases, cmp_merge_case);
     fh_h5_reader **r = calloc((size_t)s->n_in, sizeof *r);
     fh_h5_writer *w = NULL;
+    fh_h5_node *root = s->root, *filtered = NULL, *c = NULL, *empty = NULL;
     size_t tensors = 0;
+    fh_digest_state d = {0};
+    bool check = !s->mixed_matrices && digest_checkable(s->root, s->n_cases);
+    bool digest_bad = false;
     fattn_status st = r ? fh_h5_writer_open(s->out, &w)
                         : fattn_error(FATTN_E_NOMEM, "out of memory");
-    fh_h5_node *root = s->root, *filtered = NULL;
-    if (st == FATTN_OK && s->mixed_matrices) {
-        st = fh_h5_node_new_group("", &filtered);
-        for (size_t i = 0; st == FATTN_OK && i < s->root->n_attrs; i++)
+    if (st != FATTN_OK)
+        goto out;
+    if (s->mixed_matrices) {
+        if ((st = fh_h5_node_new_group("", &filtered)) != FATTN_OK)
+            goto out;
+        for (size_t i = 0; i < s->root->n_attrs; i++)
             if (strcmp(s->root->attrs[i].name, "matrix_digest") != 0 &&
-                strcmp(s->root->attrs[i].name, "matrix_cases") != 0)
-                st = put_attr(filtered, &s->root->attrs[i]);
+                strcmp(s->root->attrs[i].name, "matrix_cases") != 0 &&
+                (st = put_attr(filtered, &s->root->attrs[i])) != FATTN_OK)
+                goto out;
         root = filtered;
     }
-    if (st == FATTN_OK)
-        st = fh_h5_writer_put(w, "/", root);
-    fh_h5_node_free(filtered);
+    if ((st = fh_h5_writer_put(w, "/", root)) != FATTN_OK)
+        goto out;
     /* a whole matrix: its matrix_digest recomputed from the merged cases'
      * specs, so a shard of another matrix carrying a copied digest is
      * refused (before the commit: nothing is written) */
-    fh_digest_state d;
-    bool check = !s->mixed_matrices && digest_checkable(s->root, s->n_cases);
-    if (check && st == FATTN_OK && (st = fh_digest_init(&d)) != FATTN_OK)
-        check = false;
-    bool digest_bad = false;
-    for (size_t i = 0; st == FATTN_OK && i < s->n_cases; i++) {
+    if (check && (st = fh_digest_init(&d)) != FATTN_OK)
+        goto out;
+    for (size_t i = 0; i < s->n_cases; i++) {
         int f = s->cases[i].file;
         char path[FH_SPEC_ID_MAX + 16];
         snprintf(path, sizeof path, "/cases/%s", s->cases[i].id);
-        fh_h5_node *c = NULL;
-        if (!r[f])
-            st = fh_h5_reader_open(s->scratch[f], &r[f]);
-        if (st == FATTN_OK && (st = fh_h5_reader_read(r[f], path, NULL, &c)) == FATTN_OK) {
-            tensors += cli_count_datasets(c);
-            if (check)
-                digest_bad = (st = digest_case_spec(&d, s->ins[f], c)) != FATTN_OK;
-            if (st == FATTN_OK)
-                st = fh_h5_writer_put(w, "/cases", c);
+        if ((!r[f] && (st = fh_h5_reader_open(s->scratch[f], &r[f])) != FATTN_OK) ||
+            (st = fh_h5_reader_read(r[f], path, NULL, &c)) != FATTN_OK)
+            goto out;
+        tensors += cli_count_datasets(c);
+        if (check && (st = digest_case_spec(&d, s->ins[f], c)) != FATTN_OK) {
+            digest_bad = true;
+            goto out;
         }
-        if (st == FATTN_OK)
-            cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
+        if ((st = fh_h5_writer_put(w, "/cases", c)) != FATTN_OK)
+            goto out;
+        cli_progress_line(s->progress, i, s->n_cases, s->cases[i].id, "ok");
         fh_h5_node_free(c);
+        c = NULL;
     }
-    if (st == FATTN_OK && !s->n_cases) {
-        fh_h5_node *empty = NULL;
-        if ((st = fh_h5_node_new_group("cases", &empty)) == FATTN_OK)
-            st = fh_h5_writer_put(w, "/", empty);
-        fh_h5_node_free(empty);
+    if (!s->n_cases && ((st = fh_h5_node_new_group("cases", &empty)) != FATTN_OK ||
+                        (st = fh_h5_writer_put(w, "/", empty)) != FATTN_OK))
+        goto out;
+    /* every case is read: the inputs are closed before the commit */
+    for (int f = 0; f < s->n_in; f++) {
+        fh_h5_reader_close(r[f]);
+        r[f] = NULL;
     }
+    if (check && (st = digest_compare("the merged inputs", &d, s->root)) != FATTN_OK) {
+        digest_bad = true;
+        goto out;
+    }
+    st = fh_h5_writer_commit(w);
+    w = NULL; /* committed or, on failure, discarded by the commit */
+out:
+    fh_h5_node_free(c);
+    fh_h5_node_free(empty);
+    fh_h5_node_free(filtered);
     for (int f = 0; r && f < s->n_in; f++)
         fh_h5_reader_close(r[f]);
     free(r);
-    if (check && st == FATTN_OK)
-        digest_bad = (st = digest_compare("the merged inputs", &d, s->root)) != FATTN_OK;
-    else if (check)
-        fh_digest_free(&d);
-    if (st == FATTN_OK) {
-        st = fh_h5_writer_commit(w);
-        w = NULL;
-    }
+    fh_digest_free(&d); /* nothing left to free after the final or a failed init */
     fh_h5_writer_abort(w);
     if (digest_bad)
         return cli_fail("merge", "mixed set: %s", fattn_last_error());
@@ -794,13 +813,17 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
     }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
-    fattn_status st = buf ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-    while (st == FATTN_OK) {
+    fattn_status st = FATTN_OK;
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    for (;;) {
         if (n == cap) {
             char *p = cap < ((size_t)1 << 40) ? realloc(buf, 2 * cap + 1) : NULL;
             if (!p) {
                 st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-                break;
+                goto out;
             }
             buf = p;
             cap *= 2;
@@ -808,20 +831,21 @@ static fattn_status read_all(const char *path, char **out, size_t *len)
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (got == 0) {
-            if (ferror(f))
+            if (ferror(f)) {
                 st = fattn_error(FATTN_E_IO, "%s: read error", path);
+                goto out;
+            }
             break;
         }
-    }
-    fclose(f);
-    if (st != FATTN_OK) {
-        free(buf);
-        return st;
     }
     buf[n] = '\0';
     *out = buf;
     *len = n;
-    return FATTN_OK;
+out:
+    fclose(f);
+    if (st != FATTN_OK)
+        free(buf);
+    return st;
 }
 
 int fh_cmd_write_tree(int argc, char **argv)
@@ -852,14 +876,16 @@ int fh_cmd_write_tree(int argc, char **argv)
     char *json = NULL, *blob = NULL;
     size_t json_len = 0, blob_len = 0;
     fh_h5_node *tree = NULL;
-    fattn_status st = read_all(paths[0], &json, &json_len);
-    if (st == FATTN_OK)
-        st = read_all(paths[1], &blob, &blob_len);
-    if (st == FATTN_OK && (st = fh_runtree_from_manifest(json, json_len, blob, blob_len,
-                                                            &tree)) != FATTN_OK)
+    fattn_status st;
+    if ((st = read_all(paths[0], &json, &json_len)) != FATTN_OK ||
+        (st = read_all(paths[1], &blob, &blob_len)) != FATTN_OK)
+        goto out;
+    if ((st = fh_runtree_from_manifest(json, json_len, blob, blob_len, &tree)) != FATTN_OK) {
         st = fattn_error(st, "%s: %s", paths[0], fattn_last_error());
-    if (st == FATTN_OK)
-        st = fh_h5_write_file(out, tree, NULL, NULL);
+        goto out;
+    }
+    st = fh_h5_write_file(out, tree, NULL, NULL);
+out:
     fh_h5_node_free(tree);
     free(json);
     free(blob);

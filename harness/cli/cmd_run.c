@@ -66,9 +66,8 @@ static int64_t differing_elements(const fh_h5_node *a, const fh_h5_node *b)
     fh_elem_stats s = {0};
     fh_walk_memory_state m;
     fh_walk_source src = fh_walk_memory(&m);
-    fattn_status st = fh_walk_compare_data(&src, a->name, a, b, &rule, false, &s, NULL, NULL);
-    assert(st == FATTN_OK); /* the in-memory source cannot fail */
-    (void)st;
+    if (fh_walk_compare_data(&src, a->name, a, b, &rule, false, &s, NULL, NULL) != FATTN_OK)
+        assert(!"the in-memory source cannot fail");
     return (int64_t)s.bit_count;
 }
 
@@ -87,7 +86,7 @@ static fattn_status audit_tensor(audit_ctx *c, const fh_walk_at *at)
     const fh_h5_node *t = at->a, *t2 = at->b;
     fh_h5_node *an;
     fattn_status st;
-    if ((st = fh_h5_node_group(c->state_audit, at->path, &an)))
+    if ((st = fh_h5_node_group(c->state_audit, at->path, &an)) != FATTN_OK)
         return st;
     const fh_h5_attr *prev = fh_h5_node_attr(an, "identical");
     const fh_h5_attr *prev_n = fh_h5_node_attr(an, "max_differing");
@@ -101,9 +100,9 @@ static fattn_status audit_tensor(audit_ctx *c, const fh_walk_at *at)
         fprintf(stderr, "fattn run: --repeat: %s/%s is not bitwise repeatable (%s%lld of "
                 "%lld elements differ)\n", cli_vis(c->where), cli_vis(at->path), diff < 0 ? "shape changed; " : "",
                 (long long)(diff < 0 ? worst : diff), (long long)(t->nbytes / elem_size(t)));
-    if ((st = fh_h5_node_set_uint8(an, "identical", same)) ||
-        (st = fh_h5_node_set_int64(an, "repeats", c->repeats)) ||
-        (st = fh_h5_node_set_int64(an, "max_differing", worst)))
+    if ((st = fh_h5_node_set_uint8(an, "identical", same)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(an, "repeats", c->repeats)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(an, "max_differing", worst)) != FATTN_OK)
         return st;
     return FATTN_OK;
 }
@@ -179,14 +178,16 @@ static fattn_status audit_writes_tensor(fh_h5_node *state_audit, const char *nam
         count++;
     }
     fh_h5_node *an;
-    fattn_status st = fh_h5_node_group(state_audit, name, &an);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_int64(an, "unwritten", (int64_t)count);
-    if (st == FATTN_OK && count) {
+    fattn_status st;
+    if ((st = fh_h5_node_group(state_audit, name, &an)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(an, "unwritten", (int64_t)count)) != FATTN_OK)
+        goto out;
+    if (count) {
         int64_t shape[2] = {(int64_t)(count < cap ? count : cap), a->ndim};
         st = fh_h5_node_add_bytes(an, "unwritten_index", FATTN_DTYPE_INT64, 2, shape, idx,
                                      (size_t)(shape[0] * shape[1]) * sizeof(int64_t), NULL);
     }
+out:
     free(idx);
     return st;
 }
@@ -196,11 +197,12 @@ static fattn_status audit_writes_tensor(fh_h5_node *state_audit, const char *nam
 static fattn_status call_audit(fh_h5_node *case_audit, const char *step, fh_h5_node **out)
 {
     fh_h5_node *g = case_audit;
-    fattn_status st = FATTN_OK;
-    if (step && (st = fh_h5_node_group(case_audit, "steps", &g)) == FATTN_OK)
-        st = fh_h5_node_group(g, step, &g);
+    fattn_status st;
+    if (step && ((st = fh_h5_node_group(case_audit, "steps", &g)) != FATTN_OK ||
+                 (st = fh_h5_node_group(g, step, &g)) != FATTN_OK))
+        return st;
     *out = g;
-    return st;
+    return FATTN_OK;
 }
 
 /* --check-writes of one call (a case's, or a schedule step's). */
@@ -217,8 +219,7 @@ static fattn_status writes_call(fh_h5_node *call_audit_g, const fh_h5_node *firs
         {"backward", "d_bias", "d_bias"},
         {"backward", "d_softmax_offset", "d_softmax_offset"},
     };
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; st == FATTN_OK && second && i < sizeof outs / sizeof outs[0]; i++) {
+    for (size_t i = 0; second && i < sizeof outs / sizeof outs[0]; i++) {
         const fh_h5_node *ga = fh_h5_node_find(first, outs[i].state);
         const fh_h5_node *gb = fh_h5_node_find(second, outs[i].state);
         if (!ga || !gb)
@@ -227,10 +228,13 @@ static fattn_status writes_call(fh_h5_node *call_audit_g, const fh_h5_node *firs
         if (!a)
             continue;
         fh_h5_node *sa;
-        if ((st = fh_h5_node_group(call_audit_g, outs[i].state, &sa)) == FATTN_OK)
-            st = audit_writes_tensor(sa, outs[i].name, a, fh_h5_node_find(gb, outs[i].path));
+        fattn_status st;
+        if ((st = fh_h5_node_group(call_audit_g, outs[i].state, &sa)) != FATTN_OK ||
+            (st = audit_writes_tensor(sa, outs[i].name, a,
+                                      fh_h5_node_find(gb, outs[i].path))) != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* --repeat of one call. */
@@ -238,19 +242,20 @@ static fattn_status repeat_call(fh_h5_node *call_audit_g, const fh_h5_node *firs
                                 const fh_h5_node *again, int repeats, const char *where0)
 {
     static const char *const states[] = {"forward", "save_ctx", "backward"};
-    fattn_status st = FATTN_OK;
-    for (int i = 0; i < 3 && st == FATTN_OK; i++) {
+    for (int i = 0; i < 3; i++) {
         const fh_h5_node *g = fh_h5_node_find(first, states[i]);
         if (!g)
             continue;
         fh_h5_node *sa;
         char where[320];
         snprintf(where, sizeof where, "%s/%s", where0, states[i]);
-        if ((st = fh_h5_node_group(call_audit_g, states[i], &sa)) == FATTN_OK)
-            st = audit_walk(sa, g, again ? fh_h5_node_find(again, states[i]) : NULL, repeats,
-                            where);
+        fattn_status st;
+        if ((st = fh_h5_node_group(call_audit_g, states[i], &sa)) != FATTN_OK ||
+            (st = audit_walk(sa, g, again ? fh_h5_node_find(again, states[i]) : NULL, repeats,
+                             where)) != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* One audit (`repeats` > 0: --repeat, else --check-writes) of a case's
@@ -260,19 +265,23 @@ static fattn_status audit_calls(fh_h5_node *audit, const fh_h5_node *first,
 {
     fh_h5_node *case_audit, *ca;
     fattn_status st = fh_h5_node_group(audit, first->name, &case_audit);
+    if (st != FATTN_OK)
+        return st;
     const fh_h5_node *sa = fh_h5_node_find(first, "steps");
     const fh_h5_node *sb = fh_h5_node_find(other, "steps");
-    for (size_t k = 0; st == FATTN_OK && k < (sa ? sa->n_children : 1); k++) {
+    for (size_t k = 0; k < (sa ? sa->n_children : 1); k++) {
         const char *step = sa ? sa->children[k]->name : NULL;
         const fh_h5_node *a = sa ? sa->children[k] : first;
         const fh_h5_node *b = sa ? (sb ? fh_h5_node_find(sb, step) : NULL) : other;
         char where[300];
         snprintf(where, sizeof where, "%s%s%s", first->name, step ? "/steps/" : "",
                  step ? step : "");
-        if ((st = call_audit(case_audit, step, &ca)) == FATTN_OK)
-            st = repeats > 0 ? repeat_call(ca, a, b, repeats, where) : writes_call(ca, a, b);
+        if ((st = call_audit(case_audit, step, &ca)) != FATTN_OK ||
+            (st = repeats > 0 ? repeat_call(ca, a, b, repeats, where)
+                              : writes_call(ca, a, b)) != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* --check-writes: compare the outputs of a run poisoned with 0xFF bytes and
@@ -364,23 +373,27 @@ typedef struct run_plan {
  * tree, to be streamed out. */
 static fattn_status run_one(const run_plan *p, const fh_spec *s, fh_h5_node **node)
 {
+    fh_h5_node *again = NULL, *second = NULL;
     fattn_status st = fh_run_case(s, &p->opts, node);
-    for (long r = 1; r < p->repeat && st == FATTN_OK; r++) {
-        fh_h5_node *again = NULL;
-        st = fh_run_case(s, &p->opts, &again);
-        if (st == FATTN_OK)
-            st = audit_repeat(p->audit, *node, again, (int)p->repeat);
+    if (st != FATTN_OK)
+        goto out;
+    for (long r = 1; r < p->repeat; r++) {
+        if ((st = fh_run_case(s, &p->opts, &again)) != FATTN_OK ||
+            (st = audit_repeat(p->audit, *node, again, (int)p->repeat)) != FATTN_OK)
+            goto out;
         fh_h5_node_free(again);
+        again = NULL;
     }
-    if (st == FATTN_OK && p->check_writes) {
+    if (p->check_writes) {
         fh_run_opts opts_b = p->opts;
         opts_b.poison = FH_POISON_PATTERN_B;
-        fh_h5_node *second = NULL;
-        st = fh_run_case(s, &opts_b, &second);
-        if (st == FATTN_OK)
-            st = audit_writes(p->audit, *node, second);
-        fh_h5_node_free(second);
+        if ((st = fh_run_case(s, &opts_b, &second)) != FATTN_OK ||
+            (st = audit_writes(p->audit, *node, second)) != FATTN_OK)
+            goto out;
     }
+out:
+    fh_h5_node_free(again);
+    fh_h5_node_free(second);
     if (st != FATTN_OK) {
         fh_h5_node_free(*node);
         *node = NULL;
@@ -394,7 +407,7 @@ static int run_all(run_plan *p, const cli_matrix *m, const fh_h5_node *root, con
 {
     fh_case_sink *k = NULL;
     fattn_status st = fh_case_sink_open(out, root, p->audit != NULL, &k);
-    int rc = st == FATTN_OK ? FH_EXIT_OK : cli_fail_at("run", out);
+    int rc = st != FATTN_OK ? cli_fail_at("run", out) : FH_EXIT_OK;
     size_t tensors = 0;
     for (size_t i = 0; i < m->n_sel && rc == FH_EXIT_OK; i++) {
         fh_h5_node *node = NULL;
@@ -426,15 +439,13 @@ static fattn_status set_shard_attrs(fh_h5_node *root, const cli_matrix *m,
 {
     char digest[FH_DIGEST_LEN], shard[48];
     size_t count = 0;
-    fattn_status st = cli_matrix_digest(m, filter, digest, &count);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "matrix_digest", digest);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_int64(root, "matrix_cases", (int64_t)count);
+    fattn_status st;
+    if ((st = cli_matrix_digest(m, filter, digest, &count)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(root, "matrix_digest", digest)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(root, "matrix_cases", (int64_t)count)) != FATTN_OK)
+        return st;
     snprintf(shard, sizeof shard, "%ld/%ld", m->shard_i, m->shard_n);
-    if (st == FATTN_OK && sharded)
-        st = fh_h5_node_set_string(root, "shard", shard);
-    return st;
+    return sharded ? fh_h5_node_set_string(root, "shard", shard) : FATTN_OK;
 }
 
 int fh_cmd_run(int argc, char **argv)
@@ -522,20 +533,24 @@ int fh_cmd_run(int argc, char **argv)
                   .repeat = repeat, .check_writes = check_writes,
                   .progress = cli_progress_wanted(progress)};
     fh_h5_node *root = NULL;
-    fattn_status st = fh_h5_node_new_group("", &root);
-    if (st == FATTN_OK && (repeat > 1 || check_writes))
-        st = fh_h5_node_new_group("audit", &p.audit);
-    if (st == FATTN_OK)
-        st = run_test_variant(&engine, root);
+    int rc = FH_EXIT_OK;
+    fattn_status st;
+    if ((st = fh_h5_node_new_group("", &root)) != FATTN_OK ||
+        ((repeat > 1 || check_writes) &&
+         (st = fh_h5_node_new_group("audit", &p.audit)) != FATTN_OK) ||
+        (st = run_test_variant(&engine, root)) != FATTN_OK)
+        goto out;
     p.opts.engine = engine;
-    if (st == FATTN_OK)
-        st = fh_runfile_set_provenance(root, fh_impl_name(impl), backend_name, engine);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
-    if (st == FATTN_OK)
-        st = set_shard_attrs(root, &m, filter, shard != NULL);
-    int rc = st == FATTN_OK ? run_all(&p, &m, root, out)
-                            : cli_fail("run", "%s", fattn_last_error());
+    if ((st = fh_runfile_set_provenance(root, fh_impl_name(impl), backend_name,
+                                        engine)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(root, "te_rules",
+                                    fattn_te_rules_name(te_rules))) != FATTN_OK ||
+        (st = set_shard_attrs(root, &m, filter, shard != NULL)) != FATTN_OK)
+        goto out;
+    rc = run_all(&p, &m, root, out);
+out:
+    if (st != FATTN_OK)
+        rc = cli_fail("run", "%s", fattn_last_error());
     fh_h5_node_free(p.audit);
     fh_h5_node_free(root);
     cli_engine_close(engine);
@@ -671,8 +686,7 @@ static int replay_all(const char *in, const fh_h5_node *cases, fh_state from,
 {
     fh_case_sink *k = NULL;
     fattn_status st = fh_case_sink_open(out, root, false, &k);
-    int rc = st == FATTN_OK ? FH_EXIT_OK
-                            : cli_fail_at("replay", out);
+    int rc = st != FATTN_OK ? cli_fail_at("replay", out) : FH_EXIT_OK;
     size_t tensors = 0;
     for (size_t i = 0; rc == FH_EXIT_OK && i < cases->n_children; i++) {
         fh_h5_node *node = NULL;
@@ -768,23 +782,23 @@ int fh_cmd_replay(int argc, char **argv)
     if (src_rules && src_rules->kind == FH_H5_ATTR_STRING)
         (void)fattn_te_rules_parse(src_rules->s, &opts.te_rules);
     fh_h5_node *root = NULL;
-    fattn_status st = fh_h5_node_new_group("", &root);
     const fh_h5_attr *src_impl = fh_h5_node_attr(src, "impl");
     const char *impl_fwd = src_impl && src_impl->kind == FH_H5_ATTR_STRING ? src_impl->s : "?";
+    int rc = FH_EXIT_OK;
+    fattn_status st;
     /* the source's provenance, then what the replay changes */
-    if (st == FATTN_OK)
-        st = fh_h5_node_copy_attrs(src, root);
-    if (st == FATTN_OK)
-        st = fh_runfile_set_provenance(root, fh_impl_name(impl), backend_name, engine);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "impl_forward", impl_fwd);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "impl_backward", fh_impl_name(impl));
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "replayed_from", fh_state_name(from));
-    int rc = st == FATTN_OK ? replay_all(in, cases, from, &opts, root, out,
-                                         cli_progress_wanted(progress))
-                            : cli_fail("replay", "%s", fattn_last_error());
+    if ((st = fh_h5_node_new_group("", &root)) != FATTN_OK ||
+        (st = fh_h5_node_copy_attrs(src, root)) != FATTN_OK ||
+        (st = fh_runfile_set_provenance(root, fh_impl_name(impl), backend_name,
+                                        engine)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(root, "impl_forward", impl_fwd)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(root, "impl_backward", fh_impl_name(impl))) != FATTN_OK ||
+        (st = fh_h5_node_set_string(root, "replayed_from", fh_state_name(from))) != FATTN_OK)
+        goto out;
+    rc = replay_all(in, cases, from, &opts, root, out, cli_progress_wanted(progress));
+out:
+    if (st != FATTN_OK)
+        rc = cli_fail("replay", "%s", fattn_last_error());
     fh_h5_node_free(root);
     fh_h5_node_free(src);
     cli_engine_close(engine);

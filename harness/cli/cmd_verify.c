@@ -620,8 +620,25 @@ static fattn_status golden_te_note(fh_h5_node *g, const fh_spec *s, unsigned te_
     fattn_status st = fh_case_te_note(s, te_rules, note, sizeof note);
     if (st != FATTN_OK || !note[0])
         return st;
-    st = fh_h5_node_set_string(g, "prov_te_route", note);
-    return st == FATTN_OK ? fh_h5_node_seal_attrs(g) : st;
+    if ((st = fh_h5_node_set_string(g, "prov_te_route", note)) != FATTN_OK)
+        return st;
+    return fh_h5_node_seal_attrs(g);
+}
+
+/* One checked case's golden: made, told against the old goldens, written. */
+static fattn_status golden_put(const fh_verify_case *c, unsigned te_rules, golden_changes *gc,
+                               fh_case_sink *k)
+{
+    fh_h5_node *g = NULL;
+    fattn_status st;
+    if ((st = fh_compare_make_golden(c->legacy, &g)) != FATTN_OK ||
+        (st = golden_te_note(g, c->spec, te_rules)) != FATTN_OK)
+        goto out;
+    golden_changes_case(gc, g);
+    st = fh_case_sink_put(k, g);
+out:
+    fh_h5_node_free(g);
+    return st;
 }
 
 /* Check every case and write each golden as soon as it is made (in id
@@ -644,18 +661,8 @@ static int golden_cases(const cli_matrix *m, fattn_engine *e, unsigned te_rules,
             fprintf(stderr, "fattn golden: case %s: %s %s (%s)\n", cli_vis(c.spec->id),
                     cli_vis(c.cmp.paths[0]), cli_vis(c.cmp.why[0]), c.first_check);
             (*bad)++;
-        } else if (!*bad) {
-            fh_h5_node *g = NULL;
-            fattn_status st = fh_compare_make_golden(c.legacy, &g);
-            if (st == FATTN_OK)
-                st = golden_te_note(g, c.spec, te_rules);
-            if (st == FATTN_OK) {
-                golden_changes_case(gc, g);
-                st = fh_case_sink_put(k, g);
-            }
-            fh_h5_node_free(g);
-            if (st != FATTN_OK)
-                rc = cli_fail("golden", "%s", fattn_last_error());
+        } else if (!*bad && golden_put(&c, te_rules, gc, k) != FATTN_OK) {
+            rc = cli_fail("golden", "%s", fattn_last_error());
         }
         fh_verify_case_free(&c);
         if (rc != FH_EXIT_OK)
@@ -695,6 +702,20 @@ static int golden_check_clean(bool allow_dirty)
                     "rerun, or pass --allow-dirty for goldens not to be committed", rev);
 }
 
+/* The goldens' root: the provenance of a legacy run on e, and what verify
+ * looks them up and runs them by. */
+static fattn_status golden_root(fh_h5_node **root, const char *backend_name, fattn_engine *e,
+                                bool forced, const char *key, unsigned te_rules)
+{
+    fattn_status st;
+    if ((st = fh_h5_node_new_group("", root)) != FATTN_OK ||
+        (st = fh_runfile_set_provenance(*root, "legacy", backend_name, e)) != FATTN_OK ||
+        (forced && (st = fh_h5_node_set_uint8(*root, "forced_deterministic_bwd", 1)) != FATTN_OK) ||
+        (st = fh_h5_node_set_string(*root, "platform_key", key)) != FATTN_OK)
+        return st;
+    return fh_h5_node_set_string(*root, "te_rules", fattn_te_rules_name(te_rules));
+}
+
 /* Run the matrix and write DIR/<platform key>.h5 (an exit code). */
 static int golden_write(const char *cases, const char *backend, unsigned te_rules,
                         const char *out, bool progress, bool allow_dirty, double max_mem)
@@ -726,22 +747,14 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
         qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_ptr_id);
     fh_run_memory_policy();
     fh_h5_node *root = NULL;
-    fattn_status st = fh_h5_node_new_group("", &root);
-    if (st == FATTN_OK)
-        st = fh_runfile_set_provenance(root, "legacy", backend_name, e);
-    if (st == FATTN_OK && forced)
-        st = fh_h5_node_set_uint8(root, "forced_deterministic_bwd", 1);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "platform_key", key);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(root, "te_rules", fattn_te_rules_name(te_rules));
+    fattn_status st = golden_root(&root, backend_name, e, forced, key, te_rules);
     golden_changes gc;
     fh_case_sink *k = NULL;
-    /* the old goldens (read to tell the changes) get what the cases leave */
+    /* the old goldens (read to tell the changes) get what the cases leave;
+     * a root that could not be made is reported after they are read */
     int rc = golden_changes_init(&gc, path, max_mem - cases_mem > 1.0 ? max_mem - cases_mem : 1.0);
-    if (rc == FH_EXIT_OK && st == FATTN_OK)
-        st = fh_case_sink_open(path, root, false, &k);
-    if (rc == FH_EXIT_OK && st != FATTN_OK)
+    if (rc == FH_EXIT_OK &&
+        (st != FATTN_OK || (st = fh_case_sink_open(path, root, false, &k)) != FATTN_OK))
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FH_EXIT_OK)

@@ -306,29 +306,32 @@ fattn_status fh_fileguard_check_output(const char *target)
     if (!dir)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
     struct stat sb;
-    if (stat(dir, &sb) != 0)
+    if (stat(dir, &sb) != 0) {
         st = fattn_error(errno == ENOENT ? FATTN_E_INVALID_ARG : FATTN_E_IO,
                          "%s: cannot write there: directory %s: %s", target, dir,
                          strerror(errno));
-    else if (!S_ISDIR(sb.st_mode))
+        goto out;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
         st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: %s is not a directory",
                          target, dir);
-    if (st == FATTN_OK) {
-        /* A real file made and removed: permissions, a read-only file system,
-         * ACLs and root's privileges all answer as the write itself will. */
-        fh_fileguard_tmp t;
-        memset(&t, 0, sizeof t);
-        t.fd = -1;
-        t.slot = -1;
-        int err = 0;
-        if (!(t.target = strdup(target)))
-            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
-        else if (tmp_create(&t, &err) != FATTN_OK)
-            st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: cannot create a file "
-                             "in directory %s: %s", target, dir, err ? strerror(err)
-                                                                     : fattn_last_error());
-        fh_fileguard_tmp_discard(&t);
+        goto out;
     }
+    /* A real file made and removed: permissions, a read-only file system,
+     * ACLs and root's privileges all answer as the write itself will. */
+    fh_fileguard_tmp t;
+    memset(&t, 0, sizeof t);
+    t.fd = -1;
+    t.slot = -1;
+    int err = 0;
+    if (!(t.target = strdup(target)))
+        st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
+    else if (tmp_create(&t, &err) != FATTN_OK)
+        st = fattn_error(FATTN_E_INVALID_ARG, "%s: cannot write there: cannot create a file "
+                         "in directory %s: %s", target, dir, err ? strerror(err)
+                                                                 : fattn_last_error());
+    fh_fileguard_tmp_discard(&t);
+out:
     free(dir);
     return st;
 }
@@ -384,8 +387,7 @@ static fattn_status tmp_create(fh_fileguard_tmp *t, int *err)
     if (!(t->path = malloc(cap)))
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", target);
     fh_fileguard_signals_install();
-    fattn_status st = FATTN_OK;
-    for (int attempt = 0; attempt < 100 && t->fd < 0 && st == FATTN_OK; attempt++) {
+    for (int attempt = 0; attempt < 100 && t->fd < 0; attempt++) {
         unsigned k = atomic_fetch_add(&tmp_counter, 1u);
         /* the base cut to 200 bytes: an output name near NAME_MAX (255)
          * still has a temporary name that fits */
@@ -401,13 +403,13 @@ static fattn_status tmp_create(fh_fileguard_tmp *t, int *err)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (t->fd < 0 && e != EEXIST) {
             *err = e;
-            st = fattn_error(FATTN_E_IO, "%s: cannot create temporary file %s: %s", target,
-                             t->path, strerror(e));
+            return fattn_error(FATTN_E_IO, "%s: cannot create temporary file %s: %s", target,
+                               t->path, strerror(e));
         }
     }
-    if (st == FATTN_OK && t->fd < 0)
-        st = fattn_error(FATTN_E_IO, "%s: no free temporary name", target);
-    return st;
+    if (t->fd < 0)
+        return fattn_error(FATTN_E_IO, "%s: no free temporary name", target);
+    return FATTN_OK;
 }
 
 fattn_status fh_fileguard_tmp_open(const char *target, fh_fileguard_tmp *t)
@@ -479,29 +481,38 @@ fattn_status fh_fileguard_tmp_commit(fh_fileguard_tmp *t)
     assert(t->target && t->path);
     fattn_status st = FATTN_OK;
     if (t->fd >= 0) {
-        if (fsync(t->fd) != 0)
-            st = fattn_error(FATTN_E_IO, "%s: fsync %s: %s", t->target, t->path, strerror(errno));
-        int rc = close(t->fd);
+        /* The descriptor is closed even after a failed fsync, whose error
+         * is the one reported. */
+        int sync_rc = fsync(t->fd), sync_errno = errno;
+        int rc = close(t->fd), close_errno = errno;
         t->fd = -1;
-        if (st == FATTN_OK && rc != 0)
-            st = fattn_error(FATTN_E_IO, "%s: close %s: %s", t->target, t->path, strerror(errno));
+        if (sync_rc != 0)
+            st = fattn_error(FATTN_E_IO, "%s: fsync %s: %s", t->target, t->path,
+                             strerror(sync_errno));
+        else if (rc != 0)
+            st = fattn_error(FATTN_E_IO, "%s: close %s: %s", t->target, t->path,
+                             strerror(close_errno));
     }
 #if FATTN_TESTING
     test_pause();
 #endif
+    if (st != FATTN_OK)
+        goto out;
     /* The target again: it may have become something else meanwhile. */
-    if (st == FATTN_OK)
-        st = fh_fileguard_check_target(t->target);
-    if (st == FATTN_OK && rename(t->path, t->target) != 0)
+    if ((st = fh_fileguard_check_target(t->target)) != FATTN_OK)
+        goto out;
+    if (rename(t->path, t->target) != 0) {
         st = fattn_error(FATTN_E_IO, "%s: rename from %s: %s", t->target, t->path,
                          strerror(errno));
-    if (st != FATTN_OK) {
-        fh_fileguard_tmp_discard(t);
-        return st;
+        goto out;
     }
     tmp_unregister(t);
     st = fsync_dir_of(t->target);
     tmp_free(t);
+    return st;
+out:
+    /* not renamed: the temporary file goes */
+    fh_fileguard_tmp_discard(t);
     return st;
 }
 
@@ -512,19 +523,19 @@ fattn_status fh_fileguard_write_text(const char *target, const char *data, size_
     if (st != FATTN_OK)
         return st;
     size_t done = 0;
-    while (st == FATTN_OK && done < len) {
+    while (done < len) {
         ssize_t n = write(t.fd, data + done, len - done);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n <= 0) {
             st = fattn_error(FATTN_E_IO, "%s: write %s: %s", target, t.path,
                              n < 0 ? strerror(errno) : "no progress");
-        else
-            done += (size_t)n;
-    }
-    if (st != FATTN_OK) {
-        fh_fileguard_tmp_discard(&t);
-        return st;
+            goto out;
+        }
+        done += (size_t)n;
     }
     return fh_fileguard_tmp_commit(&t);
+out:
+    fh_fileguard_tmp_discard(&t);
+    return st;
 }

@@ -207,29 +207,34 @@ fattn_status fh_fileguard_copy_make(const char *path, int fd, const struct stat 
      * written now, and a later rewrite of the input does not reach it. */
     if (ioctl(m, FICLONE, fd) != 0) {
         uint64_t need = data_bytes(fd, size);
-        st = copy_fits(path, dir, m, size, need, pinned_mem, in_memory);
-        int err = st == FATTN_OK ? copy_extents(fd, m, size, need) : 0;
-        if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+        if ((st = copy_fits(path, dir, m, size, need, pinned_mem, in_memory)) != FATTN_OK)
+            goto out;
+        int err = copy_extents(fd, m, size, need);
+        if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
             st = fattn_error(FATTN_E_NOMEM, "%s: no room for its private copy in %s (%llu bytes "
                              "needed): %s: refused (set TMPDIR to a directory with room)", path,
                              dir, (unsigned long long)need, strerror(err));
-        else if (err)
+            goto out;
+        }
+        if (err) {
             st = fattn_error(FATTN_E_NOMEM, "%s: cannot make its private copy in %s: %s (set "
                              "TMPDIR to a writable directory with room)", path, dir,
                              strerror(err));
+            goto out;
+        }
     }
     struct stat cs;
-    if (st == FATTN_OK && in_memory && fstat(m, &cs) == 0)
+    if (in_memory && fstat(m, &cs) == 0)
         *mem = (uint64_t)cs.st_blocks * 512u;
+    *name = tmpl;
+    *out = m;
+out:
     if (st != FATTN_OK) {
         fh_fileguard_scratch_unregister(*slot);
         *slot = -1;
         unlink(tmpl);
         close(m);
         free(tmpl);
-        return st;
     }
-    *name = tmpl;
-    *out = m;
-    return FATTN_OK;
+    return st;
 }

@@ -151,8 +151,10 @@ fattn_status fh_h5_estimate_file(const char *path, fh_h5_estimate *e)
     memset(e, 0, sizeof *e);
     fh_h5_reader *r = NULL;
     fattn_status st = fh_h5_reader_open(path, &r);
-    if (st == FATTN_OK)
-        st = fh_h5_reader_estimate(r, e);
+    if (st != FATTN_OK)
+        goto out;
+    st = fh_h5_reader_estimate(r, e);
+out:
     fh_h5_reader_close(r);
     return st;
 }

@@ -188,7 +188,7 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
     fattn_status st = FATTN_OK;
     if (t < 0 || s < 0) {
         st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: attribute \"%s\": type", file, objpath, name);
-        goto done;
+        goto out;
     }
     H5S_class_t sclass = H5Sget_simple_extent_type(s);
     int rank = H5Sget_simple_extent_ndims(s);
@@ -231,13 +231,13 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
             H5free_memory(p);
         if (mt >= 0)
             H5Tclose(mt);
-        goto done;
+        goto out;
     }
     if (is_reserved) {
         st = fattn_error(FATTN_E_INVALID_FILE,
                          "%s: %s: attribute \"%s\" is not a variable-length string", file, objpath,
                          name);
-        goto done;
+        goto out;
     }
     if (tclass == H5T_INTEGER && H5Tequal(t, H5T_STD_I64LE) > 0 && (scalar || pair)) {
         int64_t v[2] = {0, 0};
@@ -267,7 +267,7 @@ static fattn_status read_attr(read_ctx *c, hid_t obj, const char *objpath, const
                          "variable-length string, int64, int64[2], float32 or uint8 scalar)",
                          file, objpath, name);
     }
-done:
+out:
     if (s >= 0)
         H5Sclose(s);
     if (t >= 0)
@@ -282,12 +282,16 @@ static fattn_status read_attrs(read_ctx *c, hid_t obj, const char *objpath, fh_h
     name_list l = {0};
     hsize_t idx = 0;
     fattn_status st = FATTN_OK;
-    if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &l) < 0)
+    if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &l) < 0) {
         st = l.oom ? fattn_error(FATTN_E_NOMEM, "%s: out of memory", c->r->path)
                    : fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list attributes", c->r->path,
                              objpath);
-    for (size_t i = 0; st == FATTN_OK && i < l.n; i++)
-        st = read_attr(c, obj, objpath, l.names[i], n, dtype_out, digest_out);
+        goto out;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        if ((st = read_attr(c, obj, objpath, l.names[i], n, dtype_out, digest_out)) != FATTN_OK)
+            goto out;
+out:
     name_list_free(&l);
     return st;
 }
@@ -315,37 +319,37 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fh_h5_n
     hid_t s = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
     if (t < 0 || want < 0 || s < 0 || dcpl < 0) {
         st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type, space or properties", file, path);
-        goto done;
+        goto out;
     }
     if (H5Tequal(t, want) <= 0) {
         st = fattn_error(FATTN_E_INVALID_FILE,
                          "%s: %s: storage type does not match dtype \"%s\" (class %d, %zu bytes)",
                          file, path, dtype_s, (int)H5Tget_class(t), H5Tget_size(t));
-        goto done;
+        goto out;
     }
     H5S_class_t sclass = H5Sget_simple_extent_type(s);
     int rank = H5Sget_simple_extent_ndims(s);
     if ((sclass != H5S_SIMPLE && sclass != H5S_SCALAR) || rank < 0 || rank > FATTN_MAX_DIMS) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dataspace is not simple of rank <= %d",
                          file, path, FATTN_MAX_DIMS);
-        goto done;
+        goto out;
     }
     hsize_t dims[FATTN_MAX_DIMS];
     if (rank > 0 && H5Sget_simple_extent_dims(s, dims, NULL) < 0) {
         st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataspace dims", file, path);
-        goto done;
+        goto out;
     }
     n->ndim = rank;
     for (int i = 0; i < rank; i++) {
         if (dims[i] > (hsize_t)INT64_MAX) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dimension %d too large", file, path, i);
-            goto done;
+            goto out;
         }
         n->shape[i] = (int64_t)dims[i];
     }
     if (!fh_runtree_shape_bytes(n->dtype, n->ndim, n->shape, &n->nbytes)) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: size overflows", file, path);
-        goto done;
+        goto out;
     }
     H5D_layout_t layout = H5Pget_layout(dcpl);
     if ((layout != H5D_CONTIGUOUS && layout != H5D_COMPACT) || H5Pget_nfilters(dcpl) != 0 ||
@@ -354,26 +358,26 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fh_h5_n
                          "%s: %s: only contiguous or compact datasets without filters or "
                          "external storage are read",
                          file, path);
-        goto done;
+        goto out;
     }
     hsize_t stored = H5Dget_storage_size(d);
     if (stored != (hsize_t)n->nbytes) {
         st = fattn_error(FATTN_E_INVALID_FILE,
                          "%s: %s: %" PRIu64 " bytes of storage for %zu bytes of data", file, path,
                          (uint64_t)stored, n->nbytes);
-        goto done;
+        goto out;
     }
     if (c->metadata_only)
-        goto done; /* no data, no digest: n->digest stays "" */
+        goto out; /* no data, no digest: n->digest stays "" */
     if (n->nbytes) {
         if (!(n->data = malloc(n->nbytes))) {
             st = fattn_error(FATTN_E_NOMEM, "%s: %s: out of memory (%zu bytes)", file, path,
                              n->nbytes);
-            goto done;
+            goto out;
         }
         if (H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, n->data) < 0) {
             st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: read", file, path);
-            goto done;
+            goto out;
         }
     }
     fh_digest_bytes(n->data, n->nbytes, n->digest);
@@ -385,7 +389,7 @@ static fattn_status read_dataset(read_ctx *c, hid_t d, const char *path, fh_h5_n
                              "%s: %s: corrupt: stored digest %s, data digest %s", file, path,
                              n->stored_digest, n->digest);
     }
-done:
+out:
     fh_h5base_close(dcpl);
     fh_h5base_close(s);
     fh_h5base_close(want);
@@ -395,6 +399,37 @@ done:
 
 static fattn_status read_object(read_ctx *c, hid_t obj, const char *name, const char *path,
                                 int depth, fh_h5_node **out);
+
+/* Read the child `name` of group g (at path) into n's children. */
+static fattn_status read_child(read_ctx *c, hid_t g, const char *path, const char *name,
+                               int depth, fh_h5_node *n)
+{
+    const char *file = c->r->path;
+    char *cp = fh_runtree_path_join(path, name);
+    if (!cp)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", file);
+    fattn_status st = FATTN_OK;
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    if (o < 0) {
+        st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", file, cp);
+        goto out;
+    }
+    fh_h5_node *child = NULL;
+    st = read_object(c, o, name, cp, depth + 1, &child);
+    H5Oclose(o);
+    if (st != FATTN_OK)
+        goto out;
+    st = fh_runtree_insert_child(n, child);
+    if (st != FATTN_OK) {
+        fh_h5_node_free(child);
+        char why[512];
+        snprintf(why, sizeof why, "%s", fattn_last_error());
+        st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: %s", file, cp, why);
+    }
+out:
+    free(cp);
+    return st;
+}
 
 static fattn_status read_group(read_ctx *c, hid_t g, const char *path, int depth,
                                fh_h5_node *n)
@@ -424,37 +459,20 @@ static fattn_status read_group(read_ctx *c, hid_t g, const char *path, int depth
         return st;
     name_list l = {0};
     hsize_t idx = 0;
-    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, link_cb, &l) < 0)
+    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, link_cb, &l) < 0) {
         st = l.oom ? fattn_error(FATTN_E_NOMEM, "%s: out of memory", file)
                    : fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: list links", file, path);
-    if (st == FATTN_OK && l.bad_link)
+        goto out;
+    }
+    if (l.bad_link) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: \"%s\" is a soft or external link", file,
                          path, l.bad_name);
-    for (size_t i = 0; st == FATTN_OK && i < l.n; i++) {
-        char *cp = fh_runtree_path_join(path, l.names[i]);
-        if (!cp) {
-            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", file);
-            break;
-        }
-        hid_t o = H5Oopen(g, l.names[i], H5P_DEFAULT);
-        if (o < 0) {
-            st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", file, cp);
-        } else {
-            fh_h5_node *child = NULL;
-            st = read_object(c, o, l.names[i], cp, depth + 1, &child);
-            H5Oclose(o);
-            if (st == FATTN_OK) {
-                st = fh_runtree_insert_child(n, child);
-                if (st != FATTN_OK) {
-                    fh_h5_node_free(child);
-                    char why[512];
-                    snprintf(why, sizeof why, "%s", fattn_last_error());
-                    st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: %s", file, cp, why);
-                }
-            }
-        }
-        free(cp);
+        goto out;
     }
+    for (size_t i = 0; i < l.n; i++)
+        if ((st = read_child(c, g, path, l.names[i], depth, n)) != FATTN_OK)
+            goto out;
+out:
     name_list_free(&l);
     return st;
 }
@@ -560,14 +578,14 @@ fattn_status fh_h5_dstream_open(fh_h5_reader *r, const char *path,
     s->dset = H5Dopen2(r->file, path, H5P_DEFAULT);
     if (s->dset < 0) {
         st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: open", r->path, path);
-        goto fail;
+        goto out;
     }
     s->ftype = H5Dget_type(s->dset);
     s->fspace = H5Dget_space(s->dset);
     want = (hid_t)fh_h5_file_type(meta->dtype);
     if (s->ftype < 0 || s->fspace < 0 || want < 0) {
         st = fh_h5base_fail(FATTN_E_INVALID_FILE, "%s: %s: dataset type or space", r->path, path);
-        goto fail;
+        goto out;
     }
     /* The file may not change between the metadata pass and this one. */
     s->rank = H5Sget_simple_extent_ndims(s->fspace);
@@ -575,26 +593,25 @@ fattn_status fh_h5_dstream_open(fh_h5_reader *r, const char *path,
         (s->rank > 0 && H5Sget_simple_extent_dims(s->fspace, s->dims, NULL) < 0)) {
         st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dataset changed while reading", r->path,
                          path);
-        goto fail;
+        goto out;
     }
     s->numel = 1;
     for (int i = 0; i < s->rank; i++) {
         if ((int64_t)s->dims[i] != meta->shape[i]) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: %s: dataset changed while reading",
                              r->path, path);
-            goto fail;
+            goto out;
         }
         s->numel *= s->dims[i]; /* no overflow: the metadata pass checked the byte size */
     }
     for (int k = s->rank - 1; k >= 0; k--)
         s->inner[k] = k == s->rank - 1 ? 1 : s->inner[k + 1] * s->dims[k + 1];
     s->esize = fattn_dtype_size(meta->dtype);
-    fh_h5base_close(want);
     *out = s;
-    return FATTN_OK;
-fail:
+out:
     fh_h5base_close(want);
-    fh_h5_dstream_close(s);
+    if (st != FATTN_OK)
+        fh_h5_dstream_close(s);
     return st;
 }
 

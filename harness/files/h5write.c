@@ -143,14 +143,27 @@ static fattn_status write_attr(fh_h5_writer *w, hid_t obj, const char *objpath,
         break;
     }
     st = FATTN_OK;
-    if (type < 0 || space < 0)
+    if (type < 0 || space < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": type", w->target, objpath, a->name);
-    else if ((attr = H5Acreate2(obj, a->name, type, space, H5P_DEFAULT, H5P_DEFAULT)) < 0)
+        goto out;
+    }
+    if ((attr = H5Acreate2(obj, a->name, type, space, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": create", w->target, objpath, a->name);
-    else if (H5Awrite(attr, type, buf) < 0)
+        goto out;
+    }
+    if (H5Awrite(attr, type, buf) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": write", w->target, objpath, a->name);
-    if (attr >= 0 && H5Aclose(attr) < 0 && st == FATTN_OK)
+        goto out;
+    }
+    herr_t rc = H5Aclose(attr);
+    attr = H5I_INVALID_HID;
+    if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": close", w->target, objpath, a->name);
+out:
+    /* after a failure the attribute is closed unchecked: the first error is
+     * the one reported */
+    if (attr >= 0)
+        H5Aclose(attr);
     if (space >= 0)
         H5Sclose(space);
     if (type >= 0)
@@ -191,8 +204,10 @@ static fattn_status write_attrs(fh_h5_writer *w, hid_t obj, const char *objpath,
     }
     qsort(list, count, sizeof *list, cmp_attr_ptr);
     fattn_status st = FATTN_OK;
-    for (size_t i = 0; i < count && st == FATTN_OK; i++)
-        st = write_attr(w, obj, objpath, list[i]);
+    for (size_t i = 0; i < count; i++)
+        if ((st = write_attr(w, obj, objpath, list[i])) != FATTN_OK)
+            goto out;
+out:
     free(list);
     return st;
 }
@@ -232,16 +247,29 @@ static fattn_status write_dataset(fh_h5_writer *w, hid_t parent, const char *pat
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t d = H5I_INVALID_HID;
     fattn_status st = FATTN_OK;
-    if (type < 0 || space < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0)
+    if (type < 0 || space < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: dataset set-up", w->target, path);
-    else if ((d = H5Dcreate2(parent, n->name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        goto out;
+    }
+    if ((d = H5Dcreate2(parent, n->name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: create dataset", w->target, path);
-    else if (n->nbytes && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, n->data) < 0)
+        goto out;
+    }
+    if (n->nbytes && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, n->data) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: write dataset", w->target, path);
-    if (st == FATTN_OK)
-        st = write_attrs(w, d, path, n);
-    if (d >= 0 && H5Dclose(d) < 0 && st == FATTN_OK)
+        goto out;
+    }
+    if ((st = write_attrs(w, d, path, n)) != FATTN_OK)
+        goto out;
+    herr_t rc = H5Dclose(d);
+    d = H5I_INVALID_HID;
+    if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close dataset", w->target, path);
+out:
+    /* after a failure the dataset is closed unchecked: the first error is
+     * the one reported */
+    if (d >= 0)
+        H5Dclose(d);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -276,11 +304,18 @@ static fattn_status write_node(fh_h5_writer *w, hid_t parent, const char *path,
     hid_t g = create_group(parent, n->name);
     if (g < 0)
         return fh_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, path);
-    st = write_attrs(w, g, path, n);
-    if (st == FATTN_OK)
-        st = write_children(w, g, path, n);
-    if (H5Gclose(g) < 0 && st == FATTN_OK)
+    if ((st = write_attrs(w, g, path, n)) != FATTN_OK ||
+        (st = write_children(w, g, path, n)) != FATTN_OK)
+        goto out;
+    herr_t rc = H5Gclose(g);
+    g = H5I_INVALID_HID;
+    if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, path);
+out:
+    /* after a failure the group is closed unchecked: the first error is the
+     * one reported */
+    if (g >= 0)
+        H5Gclose(g);
     return st;
 }
 
@@ -328,14 +363,15 @@ fattn_status fh_h5_writer_open(const char *target, fh_h5_writer **out)
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);
-    if (st == FATTN_OK)
-        st = track_group(w, "/");
-    if (st != FATTN_OK) {
-        fh_h5_writer_abort(w);
-        return st;
-    }
+    if (st != FATTN_OK)
+        goto out;
+    if ((st = track_group(w, "/")) != FATTN_OK)
+        goto out;
     *out = w;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK)
+        fh_h5_writer_abort(w);
+    return st;
 }
 
 void fh_h5_writer_set_hook(fh_h5_writer *w, fh_h5_write_hook hook, void *ctx)
@@ -356,7 +392,7 @@ static fattn_status ensure_group(fh_h5_writer *w, const char *path, tracked_grou
     if (!cur)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
     fattn_status st = FATTN_OK;
-    while (st == FATTN_OK) {
+    for (;;) {
         while (*p == '/')
             p++;
         if (!*p)
@@ -367,7 +403,7 @@ static fattn_status ensure_group(fh_h5_writer *w, const char *path, tracked_grou
         if (len > FH_H5_NAME_MAX) {
             st = fattn_error(FATTN_E_INVALID_ARG, "%s: path component too long in %s", w->target,
                              path);
-            break;
+            goto out;
         }
         memcpy(part, p, len);
         part[len] = '\0';
@@ -375,37 +411,57 @@ static fattn_status ensure_group(fh_h5_writer *w, const char *path, tracked_grou
         char *next = fh_runtree_path_join(cur, part);
         if (!next) {
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
-            break;
+            goto out;
         }
         free(cur);
         cur = next;
         tracked_group *ng = find_group(w, cur);
         if (!ng) {
-            st = fh_runtree_check_name("group", part, false);
-            if (st == FATTN_OK)
-                st = claim_child(w, g, part);
-            if (st == FATTN_OK)
-                st = run_hook(w, cur, NULL);
-            if (st == FATTN_OK) {
-                hid_t gid = create_group(w->file, cur);
-                if (gid < 0)
-                    st = fh_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, cur);
-                else if (H5Gclose(gid) < 0)
-                    st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, cur);
+            if ((st = fh_runtree_check_name("group", part, false)) != FATTN_OK ||
+                (st = claim_child(w, g, part)) != FATTN_OK ||
+                (st = run_hook(w, cur, NULL)) != FATTN_OK)
+                goto out;
+            hid_t gid = create_group(w->file, cur);
+            if (gid < 0) {
+                st = fh_h5base_fail(FATTN_E_IO, "%s: %s: create group", w->target, cur);
+                goto out;
             }
-            if (st == FATTN_OK)
-                st = track_group(w, cur);
-            if (st == FATTN_OK)
-                ng = find_group(w, cur);
+            if (H5Gclose(gid) < 0) {
+                st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, cur);
+                goto out;
+            }
+            if ((st = track_group(w, cur)) != FATTN_OK)
+                goto out;
+            ng = find_group(w, cur);
         }
         g = ng;
     }
-    free(cur);
-    if (st == FATTN_OK && g->closed)
+    if (g->closed) {
         st = fattn_error(FATTN_E_STATE,
                          "%s: group %s is closed: objects must be written in sorted order",
                          w->target, g->path);
-    *out = st == FATTN_OK ? g : NULL;
+        goto out;
+    }
+    *out = g;
+out:
+    if (st != FATTN_OK)
+        *out = NULL;
+    free(cur);
+    return st;
+}
+
+/* Claim c's name in group g (open as gid, at gpath) and write c there. */
+static fattn_status put_child(fh_h5_writer *w, tracked_group *g, hid_t gid, const char *gpath,
+                              const fh_h5_node *c)
+{
+    fattn_status st = claim_child(w, g, c->name);
+    if (st != FATTN_OK)
+        return st;
+    char *cp = fh_runtree_path_join(gpath, c->name);
+    if (!cp)
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
+    st = write_node(w, gid, cp, c);
+    free(cp);
     return st;
 }
 
@@ -418,50 +474,53 @@ fattn_status fh_h5_writer_put(fh_h5_writer *w, const char *parent_path,
     if (st != FATTN_OK)
         return st;
     tracked_group *g;
-    st = ensure_group(w, parent_path, &g);
     char *gpath = NULL;
     hid_t gid = H5I_INVALID_HID;
-    if (st == FATTN_OK && !(gpath = fh_runtree_strdup(g->path)))
+    if ((st = ensure_group(w, parent_path, &g)) != FATTN_OK)
+        goto out;
+    if (!(gpath = fh_runtree_strdup(g->path))) {
         st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
-    if (st == FATTN_OK && (gid = H5Gopen2(w->file, gpath, H5P_DEFAULT)) < 0)
+        goto out;
+    }
+    if ((gid = H5Gopen2(w->file, gpath, H5P_DEFAULT)) < 0) {
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: open group", w->target, gpath);
-    if (st == FATTN_OK && node->name[0] == '\0') {
+        goto out;
+    }
+    if (node->name[0] == '\0') {
         /* Merge into the parent: attributes once, then children. */
         if (node->is_dataset) {
             st = fattn_error(FATTN_E_INVALID_ARG, "%s: a dataset needs a name", w->target);
-        } else if (node->n_attrs) {
-            if (g->attrs_done)
+            goto out;
+        }
+        if (node->n_attrs) {
+            if (g->attrs_done) {
                 st = fattn_error(FATTN_E_STATE, "%s: %s: attributes already written", w->target,
                                  gpath);
-            else {
-                g->attrs_done = true;
-                st = write_attrs(w, gid, gpath, node);
+                goto out;
             }
+            g->attrs_done = true;
+            if ((st = write_attrs(w, gid, gpath, node)) != FATTN_OK)
+                goto out;
         }
-        for (size_t i = 0; st == FATTN_OK && i < node->n_children; i++) {
-            const fh_h5_node *c = node->children[i];
+        for (size_t i = 0; i < node->n_children; i++) {
             g = find_group(w, gpath);
-            st = claim_child(w, g, c->name);
-            char *cp = st == FATTN_OK ? fh_runtree_path_join(gpath, c->name) : NULL;
-            if (st == FATTN_OK && !cp)
-                st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
-            if (st == FATTN_OK)
-                st = write_node(w, gid, cp, c);
-            free(cp);
+            if ((st = put_child(w, g, gid, gpath, node->children[i])) != FATTN_OK)
+                goto out;
         }
-    } else if (st == FATTN_OK) {
-        st = fh_runtree_check_name("link", node->name, false);
-        if (st == FATTN_OK)
-            st = claim_child(w, g, node->name);
-        char *cp = st == FATTN_OK ? fh_runtree_path_join(gpath, node->name) : NULL;
-        if (st == FATTN_OK && !cp)
-            st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", w->target);
-        if (st == FATTN_OK)
-            st = write_node(w, gid, cp, node);
-        free(cp);
+    } else {
+        if ((st = fh_runtree_check_name("link", node->name, false)) != FATTN_OK ||
+            (st = put_child(w, g, gid, gpath, node)) != FATTN_OK)
+            goto out;
     }
-    if (gid >= 0 && H5Gclose(gid) < 0 && st == FATTN_OK)
+    herr_t rc = H5Gclose(gid);
+    gid = H5I_INVALID_HID;
+    if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, gpath);
+out:
+    /* after a failure the group is closed unchecked: the first error is the
+     * one reported */
+    if (gid >= 0)
+        H5Gclose(gid);
     free(gpath);
     if (st != FATTN_OK)
         w->failed = true;
@@ -471,26 +530,26 @@ fattn_status fh_h5_writer_put(fh_h5_writer *w, const char *parent_path,
 fattn_status fh_h5_writer_commit(fh_h5_writer *w)
 {
     fattn_status st = FATTN_OK;
-    if (w->failed)
+    if (w->failed) {
         st = fattn_error(FATTN_E_STATE, "%s: an earlier write failed; not committed", w->target);
-    if (st == FATTN_OK)
-        st = fh_h5base_enter(NULL);
-    if (st == FATTN_OK)
-        st = run_hook(w, ":commit", NULL);
-    if (st == FATTN_OK) {
-        herr_t rc = H5Fclose(w->file);
-        w->file = H5I_INVALID_HID;
-        if (rc < 0)
-            st = fh_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp.path);
+        goto out;
     }
-    if (st != FATTN_OK) {
-        fh_h5_writer_abort(w);
-        return st;
+    if ((st = fh_h5base_enter(NULL)) != FATTN_OK ||
+        (st = run_hook(w, ":commit", NULL)) != FATTN_OK)
+        goto out;
+    herr_t rc = H5Fclose(w->file);
+    w->file = H5I_INVALID_HID;
+    if (rc < 0) {
+        st = fh_h5base_fail(FATTN_E_IO, "%s: close %s", w->target, w->tmp.path);
+        goto out;
     }
     /* fsync, close, rename over the target, fsync the directory; the
      * temporary file is gone on failure. */
     st = fh_fileguard_tmp_commit(&w->tmp);
     writer_free(w);
+    return st;
+out:
+    fh_h5_writer_abort(w);
     return st;
 }
 

@@ -86,7 +86,7 @@ static void child_run(const char *path, fh_isolate_fn fn, void *ctx, uint64_t as
     ssize_t unused = write(wfd, msg, strlen(msg));
     (void)unused;
     close(wfd);
-    _exit(st == FATTN_OK ? 0 : EXIT_BASE + (-(int)st));
+    _exit(st != FATTN_OK ? EXIT_BASE + (-(int)st) : 0);
 }
 
 static fh_isolate_notice_fn notice_fn;
@@ -251,7 +251,7 @@ fattn_status fh_isolate_run(const char *path, fh_isolate_fn fn, void *ctx,
     while (waitpid(pid, &wstatus, 0) < 0)
         if (errno != EINTR) {
             st = fattn_error(FATTN_E_IO, "%s: waitpid: %s", path, strerror(errno));
-            goto done;
+            goto out;
         }
     while (w->efd >= 0) /* the child is gone: what it left in the pipe, then EOF */
         drain_stderr(w);
@@ -274,7 +274,7 @@ fattn_status fh_isolate_run(const char *path, fh_isolate_fn fn, void *ctx,
     else if (code != 0)
         st = fattn_error(FATTN_E_INVALID_FILE, "reading %s failed in the child (exit %d)%s%s%s",
                          path, code, len ? ": " : "", m, said);
-done:
+out:
     if (w->efd >= 0)
         close(w->efd);
     free(msg);

@@ -167,7 +167,7 @@ fattn_status fh_h5_node_adopt(fh_h5_node *parent, fh_h5_node *child)
 fattn_status fh_h5_node_copy_attrs(const fh_h5_node *src, fh_h5_node *dst)
 {
     fattn_status st = FATTN_OK;
-    for (size_t i = 0; i < src->n_attrs && st == FATTN_OK; i++) {
+    for (size_t i = 0; i < src->n_attrs; i++) {
         const fh_h5_attr *a = &src->attrs[i];
         if (src->is_dataset && (!strcmp(a->name, "dtype") || !strcmp(a->name, "digest")))
             continue;
@@ -180,8 +180,10 @@ fattn_status fh_h5_node_copy_attrs(const fh_h5_node *src, fh_h5_node *dst)
             st = fh_h5_node_set_int64_pair(dst, a->name, a->i64);
             break;
         }
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 fattn_status fh_h5_node_copy(const fh_h5_node *src, fh_h5_node *dst_parent,
@@ -192,15 +194,17 @@ fattn_status fh_h5_node_copy(const fh_h5_node *src, fh_h5_node *dst_parent,
     if (src->is_dataset) {
         st = fh_h5_node_add_bytes(dst_parent, src->name, src->dtype, src->ndim, src->shape,
                                      src->data, src->nbytes, &d);
-        return st == FATTN_OK ? fh_h5_node_copy_attrs(src, d) : st;
+        if (st != FATTN_OK)
+            return st;
+        return fh_h5_node_copy_attrs(src, d);
     }
-    if ((st = fh_h5_node_group(dst_parent, src->name, &d)) ||
-        (st = fh_h5_node_copy_attrs(src, d)))
+    if ((st = fh_h5_node_group(dst_parent, src->name, &d)) != FATTN_OK ||
+        (st = fh_h5_node_copy_attrs(src, d)) != FATTN_OK)
         return st;
     for (size_t i = 0; i < src->n_children; i++) {
         if (skip && !strcmp(src->children[i]->name, skip))
             continue;
-        if ((st = fh_h5_node_copy(src->children[i], d, skip)))
+        if ((st = fh_h5_node_copy(src->children[i], d, skip)) != FATTN_OK)
             return st;
     }
     return FATTN_OK;
@@ -219,10 +223,9 @@ fattn_status fh_h5_node_group(fh_h5_node *parent, const char *name, fh_h5_node *
         return FATTN_OK;
     }
     fh_h5_node *g;
-    fattn_status st = fh_runtree_check_name("group", name, false);
-    if (st == FATTN_OK)
-        st = fh_h5_node_new_group(name, &g);
-    if (st != FATTN_OK)
+    fattn_status st;
+    if ((st = fh_runtree_check_name("group", name, false)) != FATTN_OK ||
+        (st = fh_h5_node_new_group(name, &g)) != FATTN_OK)
         return st;
     st = fh_runtree_insert_child(parent, g);
     if (st != FATTN_OK) {
@@ -394,46 +397,46 @@ fattn_status fh_h5_node_set_int64(fh_h5_node *n, const char *name, int64_t v)
 {
     fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
-    if (st == FATTN_OK) {
-        a->kind = FH_H5_ATTR_INT64;
-        a->i64[0] = v;
-        a->i64[1] = 0;
-    }
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    a->kind = FH_H5_ATTR_INT64;
+    a->i64[0] = v;
+    a->i64[1] = 0;
+    return FATTN_OK;
 }
 
 fattn_status fh_h5_node_set_float32(fh_h5_node *n, const char *name, float v)
 {
     fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
-    if (st == FATTN_OK) {
-        a->kind = FH_H5_ATTR_FLOAT32;
-        a->f32 = v;
-    }
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    a->kind = FH_H5_ATTR_FLOAT32;
+    a->f32 = v;
+    return FATTN_OK;
 }
 
 fattn_status fh_h5_node_set_uint8(fh_h5_node *n, const char *name, uint8_t v)
 {
     fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
-    if (st == FATTN_OK) {
-        a->kind = FH_H5_ATTR_UINT8;
-        a->u8 = v;
-    }
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    a->kind = FH_H5_ATTR_UINT8;
+    a->u8 = v;
+    return FATTN_OK;
 }
 
 fattn_status fh_h5_node_set_int64_pair(fh_h5_node *n, const char *name, const int64_t v[2])
 {
     fh_h5_attr *a;
     fattn_status st = attr_slot(n, name, &a);
-    if (st == FATTN_OK) {
-        a->kind = FH_H5_ATTR_INT64_PAIR;
-        a->i64[0] = v[0];
-        a->i64[1] = v[1];
-    }
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    a->kind = FH_H5_ATTR_INT64_PAIR;
+    a->i64[0] = v[0];
+    a->i64[1] = v[1];
+    return FATTN_OK;
 }
 
 fh_h5_node *fh_h5_node_find(const fh_h5_node *n, const char *path)
@@ -506,12 +509,12 @@ static fattn_status digest_attr(fh_digest_state *d, const fh_h5_attr *a)
 {
     fattn_status st;
     uint32_t bits;
-    if ((st = fh_digest_update(d, a->name, strlen(a->name) + 1)) ||
-        (st = put_le(d, (uint64_t)a->kind, 1)))
+    if ((st = fh_digest_update(d, a->name, strlen(a->name) + 1)) != FATTN_OK ||
+        (st = put_le(d, (uint64_t)a->kind, 1)) != FATTN_OK)
         return st;
     switch (a->kind) {
     case FH_H5_ATTR_STRING:
-        if ((st = put_le(d, (uint64_t)strlen(a->s), 8)))
+        if ((st = put_le(d, (uint64_t)strlen(a->s), 8)) != FATTN_OK)
             return st;
         return fh_digest_update(d, a->s, strlen(a->s));
     case FH_H5_ATTR_INT64: return put_le(d, (uint64_t)a->i64[0], 8);
@@ -520,7 +523,7 @@ static fattn_status digest_attr(fh_digest_state *d, const fh_h5_attr *a)
         return put_le(d, bits, 4);
     case FH_H5_ATTR_UINT8: return put_le(d, a->u8, 1);
     case FH_H5_ATTR_INT64_PAIR:
-        if ((st = put_le(d, (uint64_t)a->i64[0], 8)))
+        if ((st = put_le(d, (uint64_t)a->i64[0], 8)) != FATTN_OK)
             return st;
         return put_le(d, (uint64_t)a->i64[1], 8);
     }
@@ -533,17 +536,24 @@ static fattn_status digest_subtree(fh_digest_state *d, const fh_h5_node *n,
 {
     assert(depth <= FH_H5_MAX_DEPTH + 1);
     fattn_status st = fh_digest_update(d, path, strlen(path) + 1);
-    for (size_t i = 0; st == FATTN_OK && i < n->n_attrs; i++)
-        if (!(top && strcmp(n->attrs[i].name, FH_H5_ATTRS_DIGEST) == 0))
-            st = digest_attr(d, &n->attrs[i]);
-    for (size_t i = 0; st == FATTN_OK && i < n->n_children; i++) {
+    if (st != FATTN_OK)
+        return st;
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        if (top && strcmp(n->attrs[i].name, FH_H5_ATTRS_DIGEST) == 0)
+            continue;
+        if ((st = digest_attr(d, &n->attrs[i])) != FATTN_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n->n_children; i++) {
         char *p = fh_runtree_path_join(path, n->children[i]->name);
         if (!p)
             return fattn_error(FATTN_E_NOMEM, "attribute digest: out of memory");
         st = digest_subtree(d, n->children[i], p, false, depth + 1);
         free(p);
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 fattn_status fh_h5_node_attrs_digest(const fh_h5_node *n, char out[FH_DIGEST_LEN])
@@ -563,7 +573,9 @@ fattn_status fh_h5_node_seal_attrs(fh_h5_node *n)
 {
     char dg[FH_DIGEST_LEN];
     fattn_status st = fh_h5_node_attrs_digest(n, dg);
-    return st == FATTN_OK ? fh_h5_node_set_string(n, FH_H5_ATTRS_DIGEST, dg) : st;
+    if (st != FATTN_OK)
+        return st;
+    return fh_h5_node_set_string(n, FH_H5_ATTRS_DIGEST, dg);
 }
 
 fattn_status fh_h5_node_attrs_intact(const fh_h5_node *n, bool *intact)
@@ -578,7 +590,8 @@ fattn_status fh_h5_node_attrs_intact(const fh_h5_node *n, bool *intact)
     }
     char dg[FH_DIGEST_LEN];
     fattn_status st = fh_h5_node_attrs_digest(n, dg);
-    if (st == FATTN_OK)
-        *intact = strcmp(dg, a->s) == 0;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *intact = strcmp(dg, a->s) == 0;
+    return FATTN_OK;
 }

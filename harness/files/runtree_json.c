@@ -102,7 +102,9 @@ static fattn_status put_dataset(manifest_ctx *c, fh_h5_node *parent, const char 
     fattn_status st = fh_h5_node_add_bytes(parent, name, dtype, ndim, dims,
                                               c->blob + json_integer_value(off),
                                               (size_t)json_integer_value(nb), &d);
-    return st == FATTN_OK ? put_attrs(c, d, obj) : st;
+    if (st != FATTN_OK)
+        return st;
+    return put_attrs(c, d, obj);
 }
 
 static fattn_status put_group(manifest_ctx *c, fh_h5_node *g, const json_t *obj, int depth)
@@ -126,9 +128,9 @@ static fattn_status put_group(manifest_ctx *c, fh_h5_node *g, const json_t *obj,
             st = put_dataset(c, g, name, child);
         else {
             fh_h5_node *sub;
-            st = fh_h5_node_group(g, name, &sub);
-            if (st == FATTN_OK)
-                st = put_group(c, sub, child, depth + 1);
+            if ((st = fh_h5_node_group(g, name, &sub)) != FATTN_OK)
+                return st;
+            st = put_group(c, sub, child, depth + 1);
         }
         if (st != FATTN_OK)
             return st;
@@ -151,19 +153,23 @@ fattn_status fh_runtree_from_manifest(const char *json, size_t len, const void *
     const char *schema = json_string_value(json_object_get(doc, "schema"));
     const json_t *root = json_object_get(doc, "root");
     fh_h5_node *tree = NULL;
-    if (!schema || strcmp(schema, FH_RUNTREE_MANIFEST_SCHEMA) != 0)
+    if (!schema || strcmp(schema, FH_RUNTREE_MANIFEST_SCHEMA) != 0) {
         st = fattn_error(FATTN_E_PARSE, "manifest: \"schema\" is not \"%s\"",
                          FH_RUNTREE_MANIFEST_SCHEMA);
-    else if (!json_is_object(root))
-        st = fattn_error(FATTN_E_PARSE, "manifest: no \"root\" object");
-    else if ((st = fh_h5_node_new_group("", &tree)) == FATTN_OK)
-        st = put_group(&c, tree, root, 0);
-    json_decref(doc);
-    if (st != FATTN_OK) {
-        fh_h5_node_free(tree);
-        return st;
+        goto out;
     }
+    if (!json_is_object(root)) {
+        st = fattn_error(FATTN_E_PARSE, "manifest: no \"root\" object");
+        goto out;
+    }
+    if ((st = fh_h5_node_new_group("", &tree)) != FATTN_OK ||
+        (st = put_group(&c, tree, root, 0)) != FATTN_OK)
+        goto out;
     assert(tree && !tree->is_dataset);
     *out = tree;
-    return FATTN_OK;
+out:
+    json_decref(doc);
+    if (st != FATTN_OK)
+        fh_h5_node_free(tree);
+    return st;
 }

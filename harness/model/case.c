@@ -247,10 +247,9 @@ fattn_status fh_case_resolve(const fh_spec *spec, fh_case *out)
 {
     memset(out, 0, sizeof *out);
     out->spec = spec;
-    fattn_status st = resolve_config(spec, out);
-    if (st == FATTN_OK)
-        st = resolve_seqlens(spec, out);
-    if (st != FATTN_OK) {
+    fattn_status st;
+    if ((st = resolve_config(spec, out)) != FATTN_OK ||
+        (st = resolve_seqlens(spec, out)) != FATTN_OK) {
         fh_case_free(out);
         return st;
     }
@@ -316,12 +315,10 @@ static json_t *case_json(const fh_spec *s, char *raw[RAW_SLOTS], char num[][32])
     fh_case c;
     if (fh_case_resolve(s, &c) != FATTN_OK)
         return json_pack("{s:s,s:o*,s:s}", "id", s->id, "spec", spec, "error", fattn_last_error());
-    fattn_status st = fh_spec_format_double((double)c.attn_scale, num[0], 32);
-    if (st == FATTN_OK)
-        st = fh_spec_format_double((double)c.dropout_p, num[2], 32);
-    if (st == FATTN_OK && !isnan(c.attn_scale_arg))
-        st = fh_spec_format_double((double)c.attn_scale_arg, num[1], 32);
-    if (st != FATTN_OK) {
+    if (fh_spec_format_double((double)c.attn_scale, num[0], 32) != FATTN_OK ||
+        fh_spec_format_double((double)c.dropout_p, num[2], 32) != FATTN_OK ||
+        (!isnan(c.attn_scale_arg) &&
+         fh_spec_format_double((double)c.attn_scale_arg, num[1], 32) != FATTN_OK)) {
         json_decref(spec);
         fh_case_free(&c);
         return NULL;
@@ -398,8 +395,10 @@ static fattn_status step_json(const fh_spec *s, const fh_kv_plan *plan, int64_t 
     int64_t of = st->kind == FH_STEP_B ? fh_schedule_forward_of(s->schedule, k) : k;
     fh_spec one;
     fattn_status rc = fh_spec_step(s, plan, of, &one);
-    if (rc == FATTN_OK)
-        rc = fh_case_json_line(&one, out);
+    if (rc != FATTN_OK)
+        goto out;
+    rc = fh_case_json_line(&one, out);
+out:
     fh_spec_free(&one);
     return rc;
 }
@@ -410,27 +409,30 @@ static fattn_status append_steps(const fh_spec *s, char **line)
 {
     fh_kv_plan plan;
     bool kv = fh_schedule_is_cache(s->schedule);
+    char *buf = NULL;
     fattn_status st = kv ? fh_spec_kv_plan(s, &plan) : FATTN_OK;
+    if (st != FATTN_OK)
+        goto out; /* fh_kv_plan_make leaves a failed plan zeroed: freeing it is a no-op */
     size_t len = strlen(*line), cap = len + 16;
-    char *buf = st == FATTN_OK ? malloc(cap) : NULL;
-    if (st == FATTN_OK && !buf)
+    buf = malloc(cap);
+    if (!buf) {
         st = fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
-    if (buf) {
-        memcpy(buf, *line, len - 1); /* without the closing brace */
-        len--;
-        memcpy(buf + len, ",\"steps\":[", 10);
-        len += 10;
+        goto out;
     }
-    for (int64_t k = 1; st == FATTN_OK && k <= s->schedule->n; k++) {
+    memcpy(buf, *line, len - 1); /* without the closing brace */
+    len--;
+    memcpy(buf + len, ",\"steps\":[", 10);
+    len += 10;
+    for (int64_t k = 1; k <= s->schedule->n; k++) {
         char *one = NULL;
         if ((st = step_json(s, kv ? &plan : NULL, k, &one)) != FATTN_OK)
-            break;
+            goto out;
         size_t n = strlen(one);
         char *nb = realloc(buf, len + n + 4);
         if (!nb) {
             free(one);
             st = fattn_error(FATTN_E_NOMEM, "resolved cases: out of memory");
-            break;
+            goto out;
         }
         buf = nb;
         if (k > 1)
@@ -439,12 +441,11 @@ static fattn_status append_steps(const fh_spec *s, char **line)
         len += n;
         free(one);
     }
-    if (st == FATTN_OK) {
-        memcpy(buf + len, "]}", 3);
-        free(*line);
-        *line = buf;
-        buf = NULL;
-    }
+    memcpy(buf + len, "]}", 3);
+    free(*line);
+    *line = buf;
+    buf = NULL;
+out:
     free(buf);
     if (kv)
         fh_kv_plan_free(&plan);
@@ -479,32 +480,36 @@ fattn_status fh_case_list_json(const fh_spec *const *specs, size_t n, char **out
     *out = NULL;
     size_t len = 4;
     char **lines = calloc(n ? n : 1, sizeof *lines);
-    fattn_status st = lines ? FATTN_OK : fattn_error(FATTN_E_NOMEM, "resolved cases");
-    for (size_t i = 0; st == FATTN_OK && i < n; i++)
-        if ((st = fh_case_json_line(specs[i], &lines[i])) == FATTN_OK)
-            len += strlen(lines[i]) + 2;
-    char *buf = st == FATTN_OK ? malloc(len) : NULL;
-    if (st == FATTN_OK && !buf)
-        st = fattn_error(FATTN_E_NOMEM, "resolved cases");
-    if (st == FATTN_OK) {
-        char *p = buf;
-        *p++ = '[';
-        for (size_t i = 0; i < n; i++) {
-            size_t k = strlen(lines[i]);
-            memcpy(p, lines[i], k);
-            p += k;
-            if (i + 1 < n)
-                *p++ = ',';
-            *p++ = '\n';
-        }
-        if (n == 0)
-            *p++ = '\n';
-        *p++ = ']';
-        *p = '\0';
-        assert((size_t)(p - buf) < len);
-        *out = buf;
+    if (!lines)
+        return fattn_error(FATTN_E_NOMEM, "resolved cases");
+    fattn_status st = FATTN_OK;
+    for (size_t i = 0; i < n; i++) {
+        if ((st = fh_case_json_line(specs[i], &lines[i])) != FATTN_OK)
+            goto out;
+        len += strlen(lines[i]) + 2;
     }
-    for (size_t i = 0; lines && i < n; i++)
+    char *buf = malloc(len), *p = buf;
+    if (!buf) {
+        st = fattn_error(FATTN_E_NOMEM, "resolved cases");
+        goto out;
+    }
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        size_t k = strlen(lines[i]);
+        memcpy(p, lines[i], k);
+        p += k;
+        if (i + 1 < n)
+            *p++ = ',';
+        *p++ = '\n';
+    }
+    if (n == 0)
+        *p++ = '\n';
+    *p++ = ']';
+    *p = '\0';
+    assert((size_t)(p - buf) < len);
+    *out = buf;
+out:
+    for (size_t i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
     return st;

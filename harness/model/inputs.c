@@ -63,19 +63,21 @@ fattn_status fh_inputs_alloc_qkv(const fh_case *c, fattn_dtype dt, fattn_tensor 
     if (g == FATTN_LAYOUT_GROUP_HD_2HD || g == FATTN_LAYOUT_GROUP_HD_H2D) {
         st = fattn_tensor_alloc_packed(&storage[1], dt, ks->ndim, ks->shape, 2,
                           g == FATTN_LAYOUT_GROUP_HD_2HD ? ks->ndim - 2 : ks->ndim - 1, views);
-        if (st == FATTN_OK) {
-            *k = views[0];
-            *v = views[1];
-        }
+        if (st != FATTN_OK)
+            goto out;
+        *k = views[0];
+        *v = views[1];
     } else {
         st = fattn_tensor_alloc_packed(&storage[1], dt, ks->ndim, ks->shape, 1, 0, views);
-        if (st == FATTN_OK) {
-            *k = views[0];
-            st = fattn_tensor_alloc_packed(&storage[2], dt, vs->ndim, vs->shape, 1, 0, views);
-        }
-        if (st == FATTN_OK)
-            *v = views[0];
+        if (st != FATTN_OK)
+            goto out;
+        *k = views[0];
+        st = fattn_tensor_alloc_packed(&storage[2], dt, vs->ndim, vs->shape, 1, 0, views);
+        if (st != FATTN_OK)
+            goto out;
+        *v = views[0];
     }
+out:
     if (st != FATTN_OK) {
         for (int i = 0; i < 3; i++)
             fattn_tensor_free(&storage[i]);
@@ -105,12 +107,12 @@ static fattn_status alloc_seqlens(const fh_case *c, fh_case_inputs *in)
     /* FusedAttention passes cu_seqlens always and sets the padded ones to
      * the plain ones for a padding mask or THD when the caller gives none;
      * THD gaps make them differ. */
-    if ((st = alloc_i32(&in->cu_seqlens_q, n, c->cu_seqlens_q)) ||
-        (st = alloc_i32(&in->cu_seqlens_kv, n, c->cu_seqlens_kv)))
+    if ((st = alloc_i32(&in->cu_seqlens_q, n, c->cu_seqlens_q)) != FATTN_OK ||
+        (st = alloc_i32(&in->cu_seqlens_kv, n, c->cu_seqlens_kv)) != FATTN_OK)
         return st;
     if (c->padding &&
-        ((st = alloc_i32(&in->cu_seqlens_q_padded, n, c->cu_seqlens_q_padded)) ||
-         (st = alloc_i32(&in->cu_seqlens_kv_padded, n, c->cu_seqlens_kv_padded))))
+        ((st = alloc_i32(&in->cu_seqlens_q_padded, n, c->cu_seqlens_q_padded)) != FATTN_OK ||
+         (st = alloc_i32(&in->cu_seqlens_kv_padded, n, c->cu_seqlens_kv_padded)) != FATTN_OK))
         return st;
     return FATTN_OK;
 }
@@ -159,7 +161,8 @@ static fattn_status inputs_to_fp8(const fh_case *c, fh_case_inputs *in)
     if (!c->fp8_d_out)
         return FATTN_OK;
     fattn_tensor d8;
-    if ((st = fattn_tensor_alloc(&d8, FATTN_DTYPE_FLOAT8_E5M2, in->d_out.ndim, in->d_out.shape)))
+    st = fattn_tensor_alloc(&d8, FATTN_DTYPE_FLOAT8_E5M2, in->d_out.ndim, in->d_out.shape);
+    if (st != FATTN_OK)
         return st;
     quantize_into(&in->d_out, &d8, 32.0f);
     fattn_tensor_free(&in->d_out);
@@ -198,7 +201,8 @@ static fattn_status page_one(const fh_case *c, const fattn_tensor *flat,
     const fh_spec *s = c->spec;
     int64_t b = s->b, pps = s->skv / s->page_size, page = s->page_size;
     fattn_status st;
-    if ((st = alloc_shape(table, &c->t.page_table_k)) || (st = alloc_shape(cont, cs)))
+    if ((st = alloc_shape(table, &c->t.page_table_k)) != FATTN_OK ||
+        (st = alloc_shape(cont, cs)) != FATTN_OK)
         return st;
     int32_t *perm = malloc((size_t)s->num_pages * sizeof *perm), *tab = table->data;
     if (!perm)
@@ -274,13 +278,14 @@ static fattn_status te_page_table(const fh_case *c, const int64_t *first, bool d
     fh_kv_plan plan;
     fattn_status st = fh_kv_plan_make(&sched, s->max_batch_size, s->skv, s->skv, true,
                                          s->page_size, false, &plan);
-    if (st == FATTN_OK) {
-        memcpy(tab, plan.steps[sched.n - 1].page_table,
-               (size_t)(s->max_batch_size * pps) * sizeof *tab);
-        fh_kv_plan_free(&plan);
-    } else {
+    if (st != FATTN_OK) {
         st = fattn_error(st, "case %s: max_batch_size: %s", s->id, fattn_last_error());
+        goto out;
     }
+    memcpy(tab, plan.steps[sched.n - 1].page_table,
+           (size_t)(s->max_batch_size * pps) * sizeof *tab);
+    fh_kv_plan_free(&plan);
+out:
     free(ids);
     return st;
 }
@@ -325,17 +330,17 @@ static fattn_status te_copy_step(const fh_case *c, const fh_case_inputs *in,
         cc[i + 1] = cc[i] + (int32_t)(from[i] + n[i]);
     }
     fattn_tensor nk = fattn_tensor_empty(), nv = fattn_tensor_empty();
-    fattn_status st = te_step_tokens(&in->k, from, n, b, ctx, &nk);
-    if (st == FATTN_OK)
-        st = te_step_tokens(&in->v, from, n, b, ctx, &nv);
-    if (st == FATTN_OK) {
-        fattn_kv_cache_copy_args a = {
-            .new_k = &nk, .new_v = &nv, .k_cache = kc, .v_cache = vc, .table = table->data,
-            .table_rows = table->shape[0], .cu_new_lens = cn, .cu_cached_lens = cc,
-            .format = FATTN_FORMAT_BSHD, .b = b, .max_ctx_len = ctx, .max_seq_len = s->skv,
-            .max_pages_per_seq = table->shape[1], .reindex = false};
-        st = fattn_kv_cache_copy(&a);
-    }
+    fattn_status st;
+    if ((st = te_step_tokens(&in->k, from, n, b, ctx, &nk)) != FATTN_OK ||
+        (st = te_step_tokens(&in->v, from, n, b, ctx, &nv)) != FATTN_OK)
+        goto out;
+    fattn_kv_cache_copy_args a = {
+        .new_k = &nk, .new_v = &nv, .k_cache = kc, .v_cache = vc, .table = table->data,
+        .table_rows = table->shape[0], .cu_new_lens = cn, .cu_cached_lens = cc,
+        .format = FATTN_FORMAT_BSHD, .b = b, .max_ctx_len = ctx, .max_seq_len = s->skv,
+        .max_pages_per_seq = table->shape[1], .reindex = false};
+    st = fattn_kv_cache_copy(&a);
+out:
     fattn_tensor_free(&nk);
     fattn_tensor_free(&nv);
     free(cn);
@@ -352,27 +357,27 @@ static fattn_status page_kv_te(const fh_case *c, fh_case_inputs *in)
     if (!first)
         return fattn_error(FATTN_E_NOMEM, "case %s: cache steps", s->id);
     bool decode = false;
-    fattn_status st = te_steps(c, first, &decode);
     fattn_tensor kc = fattn_tensor_empty(), vc = fattn_tensor_empty();
-    if (st == FATTN_OK)
-        st = alloc_shape(&in->page_table_k, &c->t.page_table_k);
-    if (st == FATTN_OK)
-        st = alloc_shape(&in->page_table_v, &c->t.page_table_v);
-    if (st == FATTN_OK && (st = alloc_shape(&kc, &c->t.k)) == FATTN_OK)
-        st = alloc_shape(&vc, &c->t.v);
-    if (st == FATTN_OK)
-        st = te_page_table(c, first, decode, in->page_table_k.data);
-    if (st == FATTN_OK) {
-        memcpy(in->page_table_v.data, in->page_table_k.data,
-               (size_t)fattn_tensor_numel(&in->page_table_k) * sizeof(int32_t));
-        memset(kc.data, 0, (size_t)fattn_tensor_numel(&kc) * fattn_dtype_size(kc.dtype));
-        memset(vc.data, 0, (size_t)fattn_tensor_numel(&vc) * fattn_dtype_size(vc.dtype));
-        st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, zero, first);
-        for (int64_t i = 0; i < s->b; i++)
-            one[i] = 1;
-        if (st == FATTN_OK && decode)
-            st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, first, one);
-    }
+    fattn_status st;
+    if ((st = te_steps(c, first, &decode)) != FATTN_OK ||
+        (st = alloc_shape(&in->page_table_k, &c->t.page_table_k)) != FATTN_OK ||
+        (st = alloc_shape(&in->page_table_v, &c->t.page_table_v)) != FATTN_OK ||
+        (st = alloc_shape(&kc, &c->t.k)) != FATTN_OK ||
+        (st = alloc_shape(&vc, &c->t.v)) != FATTN_OK ||
+        (st = te_page_table(c, first, decode, in->page_table_k.data)) != FATTN_OK)
+        goto out;
+    memcpy(in->page_table_v.data, in->page_table_k.data,
+           (size_t)fattn_tensor_numel(&in->page_table_k) * sizeof(int32_t));
+    memset(kc.data, 0, (size_t)fattn_tensor_numel(&kc) * fattn_dtype_size(kc.dtype));
+    memset(vc.data, 0, (size_t)fattn_tensor_numel(&vc) * fattn_dtype_size(vc.dtype));
+    if ((st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, zero, first)) != FATTN_OK)
+        goto out;
+    for (int64_t i = 0; i < s->b; i++)
+        one[i] = 1;
+    if (decode)
+        st = te_copy_step(c, in, &kc, &vc, &in->page_table_k, first, one);
+out:
+    /* failed or not, the caches replace the flat K and V: in owns (and frees) them */
     free(first);
     fattn_tensor_free(&in->storage[1]);
     fattn_tensor_free(&in->storage[2]);
@@ -389,10 +394,12 @@ static fattn_status page_kv(const fh_case *c, fh_case_inputs *in)
         return page_kv_te(c, in);
     fattn_tensor kc = fattn_tensor_empty(), vc = fattn_tensor_empty();
     fattn_status st = page_one(c, &in->k, &c->t.k, STREAM_PT_K, &in->page_table_k, &kc);
-    if (st == FATTN_OK)
-        st = page_one(c, &in->v, &c->t.v,
-                      c->spec->paged_separate_v ? STREAM_PT_V : STREAM_PT_K,
-                      &in->page_table_v, &vc);
+    if (st != FATTN_OK)
+        goto out;
+    st = page_one(c, &in->v, &c->t.v, c->spec->paged_separate_v ? STREAM_PT_V : STREAM_PT_K,
+                  &in->page_table_v, &vc);
+out:
+    /* failed or not, the containers replace the flat K and V: in owns (and frees) them */
     fattn_tensor_free(&in->storage[1]);
     fattn_tensor_free(&in->storage[2]);
     in->storage[1] = kc, in->storage[2] = vc;
@@ -419,40 +426,40 @@ fattn_status fh_inputs_make_from_case(const fh_case *c, fh_case_inputs *in)
         flat.t.v.ndim = fattn_format_shape(c->kv_format, s->b, s->skv, 0, s->hg, s->d_v,
                                            flat.t.v.shape);
     }
-    fattn_status st = alloc_seqlens(c, in);
-    if (st == FATTN_OK)
-        st = fh_inputs_alloc_qkv(&flat, s->dtype, in->storage, &in->q, &in->k, &in->v);
-    if (st != FATTN_OK)
-        goto fail;
+    fattn_status st;
+    if ((st = alloc_seqlens(c, in)) != FATTN_OK ||
+        (st = fh_inputs_alloc_qkv(&flat, s->dtype, in->storage, &in->q, &in->k, &in->v)) !=
+            FATTN_OK)
+        goto out;
     assert(in->q.ndim == c->t.q.ndim && in->v.ndim == flat.t.v.ndim);
     fattn_philox_fill_tensor(&in->q, seed, STREAM_Q, 0.5f);
     fattn_philox_fill_tensor(&in->k, seed, STREAM_K, 0.5f);
     fattn_philox_fill_tensor(&in->v, seed, STREAM_V, 1.0f);
     if (s->paged && (st = page_kv(c, in)) != FATTN_OK)
-        goto fail;
+        goto out;
     if (c->t.attn_bias.present) {
-        if ((st = alloc_shape(&in->attn_bias, &c->t.attn_bias)))
-            goto fail;
+        if ((st = alloc_shape(&in->attn_bias, &c->t.attn_bias)) != FATTN_OK)
+            goto out;
         fattn_philox_fill_tensor(&in->attn_bias, seed, STREAM_BIAS, 1.0f);
     }
     if (c->t.softmax_offset.present) {
-        if ((st = alloc_shape(&in->softmax_offset, &c->t.softmax_offset)))
-            goto fail;
+        if ((st = alloc_shape(&in->softmax_offset, &c->t.softmax_offset)) != FATTN_OK)
+            goto out;
         if (s->softmax == FATTN_SOFTMAX_LEARNABLE)
             fattn_philox_fill_tensor(&in->softmax_offset, seed, STREAM_OFFSET, 1.0f);
         else
             memset(in->softmax_offset.data, 0, sizeof(float) * (size_t)s->h);
     }
     if (c->t.d_out.present) {
-        if ((st = alloc_shape(&in->d_out, &c->t.d_out)))
-            goto fail;
+        if ((st = alloc_shape(&in->d_out, &c->t.d_out)) != FATTN_OK)
+            goto out;
         fattn_philox_fill_tensor(&in->d_out, seed, STREAM_DO, 0.1f);
     }
-    if (c->fp8_inputs && (st = inputs_to_fp8(c, in)) != FATTN_OK)
-        goto fail;
-    return FATTN_OK;
-fail:
-    fh_inputs_free(in);
+    if (c->fp8_inputs)
+        st = inputs_to_fp8(c, in);
+out:
+    if (st != FATTN_OK)
+        fh_inputs_free(in);
     return st;
 }
 

@@ -356,17 +356,17 @@ static fattn_status plan_step(kv_sim *m, const fh_step *st, int64_t k, int64_t m
         was[m->id[i]] = true;
     kv->b_q = st->n;
     kv->b = thd_q ? p->max_batch : st->n;
-    fattn_status s = kv_step_alloc(kv, p, kv->b);
-    if (s == FATTN_OK)
-        s = pre_step(m, st, k, kv);
-    if (s == FATTN_OK)
-        s = check_entries(m, st, k, max_len, was);
-    for (int64_t j = 0; s == FATTN_OK && j < st->n; j++) {
+    fattn_status s;
+    if ((s = kv_step_alloc(kv, p, kv->b)) != FATTN_OK ||
+        (s = pre_step(m, st, k, kv)) != FATTN_OK ||
+        (s = check_entries(m, st, k, max_len, was)) != FATTN_OK)
+        return s;
+    for (int64_t j = 0; j < st->n; j++) {
         kv->lens_q[j] = st->len[j];
         kv->lens_kv[j] = m->len[j];
         kv->sq = st->len[j] > kv->sq ? st->len[j] : kv->sq;
     }
-    return s;
+    return FATTN_OK;
 }
 
 void fh_kv_plan_free(fh_kv_plan *p)
@@ -400,14 +400,19 @@ fattn_status fh_kv_plan_make(const fh_schedule *s, int64_t max_batch, int64_t ma
     m.pages = calloc((size_t)((FH_KV_MAX_SEQ_ID + 1) * out->pps), sizeof *m.pages);
     m.page_table = calloc((size_t)(max_batch * out->pps), sizeof *m.page_table);
     fattn_status st = FATTN_OK;
-    if (!out->steps || !m.free_pages || !m.pages || !m.page_table)
+    if (!out->steps || !m.free_pages || !m.pages || !m.page_table) {
         st = fattn_error(FATTN_E_NOMEM, "out of memory planning the cache steps");
-    for (int64_t i = 0; st == FATTN_OK && i < m.num_pages; i++)
+        goto out;
+    }
+    for (int64_t i = 0; i < m.num_pages; i++)
         m.free_pages[i] = (int32_t)i;
     m.free_n = paged ? m.num_pages : 0;
-    for (int64_t k = 0; st == FATTN_OK && k < s->n; k++)
-        if (s->steps[k].kind == FH_STEP_KV)
-            st = plan_step(&m, &s->steps[k], k + 1, max_len, thd_q, &out->steps[k]);
+    for (int64_t k = 0; k < s->n; k++)
+        if (s->steps[k].kind == FH_STEP_KV &&
+            (st = plan_step(&m, &s->steps[k], k + 1, max_len, thd_q, &out->steps[k])) !=
+                FATTN_OK)
+            goto out;
+out:
     free(m.free_pages);
     free(m.pages);
     free(m.page_table);

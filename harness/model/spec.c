@@ -498,14 +498,14 @@ fattn_status fh_spec_parse_json(const char *text, size_t len, const char *source
     if (!json_is_array(root)) {
         st = fattn_error(FATTN_E_PARSE, "%s: expected a JSON array of case objects, got %s",
                          source, spec_json_type(root));
-        goto done;
+        goto out;
     }
     size_t n = json_array_size(root);
     if (n > 0) {
         out->items = calloc(n, sizeof *out->items);
         if (!out->items) {
             st = fattn_error(FATTN_E_NOMEM, "%s: out of memory for %zu cases", source, n);
-            goto done;
+            goto out;
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -513,11 +513,11 @@ fattn_status fh_spec_parse_json(const char *text, size_t len, const char *source
         assert(out->items);
         st = parse_case(&c, json_array_get(root, i), &out->items[i]);
         if (st != FATTN_OK)
-            goto done;
+            goto out;
         out->count = i + 1;
     }
     st = check_unique_ids(source, out);
-done:
+out:
     json_decref(root);
     if (st != FATTN_OK)
         fh_spec_list_free(out);

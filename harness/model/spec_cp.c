@@ -64,9 +64,9 @@ fattn_status spec_parse_cp(const spec_parse_ctx *c, const json_t *obj, fh_spec *
     }
     const char *comm = NULL, *bal = NULL;
     fattn_status st;
-    if ((st = spec_get_int(c, v, "size", 2, FH_SPEC_MAX_CP, &s->cp_size)) ||
-        (st = spec_get_string(c, v, "comm", &comm)) ||
-        (st = spec_get_string(c, v, "load_balancing", &bal)))
+    if ((st = spec_get_int(c, v, "size", 2, FH_SPEC_MAX_CP, &s->cp_size)) != FATTN_OK ||
+        (st = spec_get_string(c, v, "comm", &comm)) != FATTN_OK ||
+        (st = spec_get_string(c, v, "load_balancing", &bal)) != FATTN_OK)
         return st;
     s->cp_comm = FH_CP_P2P;
     s->cp_balance = FH_CP_DUAL_CHUNK_SWAP;

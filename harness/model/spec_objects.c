@@ -158,9 +158,9 @@ fattn_status spec_parse_paged(const spec_parse_ctx *c, const json_t *obj, fh_spe
                                    "unknown member '%s' (num_pages, page_size, separate_v)", k);
     }
     fattn_status st;
-    if ((st = spec_get_int(c, v, "page_size", 1, FH_SPEC_MAX_S, &s->page_size)) ||
-        (st = spec_get_int(c, v, "num_pages", 1, INT32_MAX, &s->num_pages)) ||
-        (st = spec_get_bool(c, v, "separate_v", &s->paged_separate_v)))
+    if ((st = spec_get_int(c, v, "page_size", 1, FH_SPEC_MAX_S, &s->page_size)) != FATTN_OK ||
+        (st = spec_get_int(c, v, "num_pages", 1, INT32_MAX, &s->num_pages)) != FATTN_OK ||
+        (st = spec_get_bool(c, v, "separate_v", &s->paged_separate_v)) != FATTN_OK)
         return st;
     s->paged = true;
     return FATTN_OK;

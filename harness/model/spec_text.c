@@ -380,17 +380,19 @@ fattn_status fh_spec_canonical(const fh_spec *s, char **out)
     bool first = true;
     fattn_status st = FATTN_OK;
     sb_put(&b, "{", 1);
-    for (size_t i = 0; i < N_WRITER_ROWS && st == FATTN_OK; i++)
-        st = rows[i].write(&b, s, &first);
+    for (size_t i = 0; i < N_WRITER_ROWS; i++)
+        if ((st = rows[i].write(&b, s, &first)) != FATTN_OK)
+            goto out;
     sb_put(&b, "}", 1);
-    if (st == FATTN_OK && b.oom)
+    if (b.oom) {
         st = fattn_error(FATTN_E_NOMEM, "spec '%s': out of memory writing canonical form", s->id);
-    if (st != FATTN_OK) {
-        free(b.p);
-        return st;
+        goto out;
     }
     *out = b.p;
-    return FATTN_OK;
+    b.p = NULL;
+out:
+    free(b.p);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -409,19 +411,19 @@ fattn_status fh_spec_load_file(const char *path, fh_spec_list *out)
     fattn_status st = FATTN_OK;
     if (!buf) {
         st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-        goto done;
+        goto out;
     }
     for (;;) {
         if (len == cap) {
             if (cap >= FH_SPEC_MAX_FILE_BYTES) {
                 st = fattn_error(FATTN_E_INVALID_ARG, "%s: larger than %u bytes", path,
                                  (unsigned)FH_SPEC_MAX_FILE_BYTES);
-                goto done;
+                goto out;
             }
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
                 st = fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
-                goto done;
+                goto out;
             }
             buf = nb;
             cap *= 2;
@@ -429,14 +431,15 @@ fattn_status fh_spec_load_file(const char *path, fh_spec_list *out)
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
         if (got == 0) {
-            if (ferror(f))
+            if (ferror(f)) {
                 st = fattn_error(FATTN_E_IO, "%s: read failed: %s", path, strerror(errno));
+                goto out;
+            }
             break;
         }
     }
-    if (st == FATTN_OK)
-        st = fh_spec_parse_json(buf, len, path, out);
-done:
+    st = fh_spec_parse_json(buf, len, path, out);
+out:
     free(buf);
     fclose(f);
     return st;

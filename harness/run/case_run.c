@@ -10,6 +10,7 @@
 
 #include "case_run.h"
 #include "te_rules.h"
+#include "try.h"
 
 fattn_status fh_case_run_init(fh_case_run *r, const fh_spec *spec, const fh_run_opts *opts)
 {
@@ -96,9 +97,10 @@ fattn_status fh_case_run_write_calls(fh_case_run *r, fh_call_dir dir)
 static fattn_status step(fh_case_run *r, fh_state to)
 {
     fattn_status st = fh_state_check(r->state, to);
-    if (st == FATTN_OK)
-        r->state = to;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    r->state = to;
+    return FATTN_OK;
 }
 
 /* The front end's state is made when the first state needs it (after the
@@ -138,16 +140,16 @@ fattn_status fh_case_run_put_inputs(fh_case_run *r)
 {
     fattn_status st;
     fh_h5_node *g;
-    if ((st = fh_h5_node_group(r->node, "inputs", &g)))
+    if ((st = fh_h5_node_group(r->node, "inputs", &g)) != FATTN_OK)
         return st;
 #define PUT_INPUT(name)                                                                        \
     if ((st = fh_fe_put_tensor(g, #name, &r->in.name)) != FATTN_OK)                           \
         return st;
     CASE_INPUTS(PUT_INPUT)
 #undef PUT_INPUT
-    if ((st = put_scale_inv(g, "q", r->in.q_scale_inv)) ||
-        (st = put_scale_inv(g, "k", r->in.k_scale_inv)) ||
-        (st = put_scale_inv(g, "v", r->in.v_scale_inv)))
+    if ((st = put_scale_inv(g, "q", r->in.q_scale_inv)) != FATTN_OK ||
+        (st = put_scale_inv(g, "k", r->in.k_scale_inv)) != FATTN_OK ||
+        (st = put_scale_inv(g, "v", r->in.v_scale_inv)) != FATTN_OK)
         return st;
     return put_scale_inv(g, "d_out", r->in.d_out_scale_inv);
 }
@@ -171,30 +173,30 @@ static fattn_status record_forward(fh_case_run *r, const fh_fe_forward *res,
 {
     fh_h5_node *g, *a;
     fattn_status st;
-    if ((st = fh_h5_node_group(r->node, "forward", &g)) ||
-        (st = fh_fe_put_tensor(g, "out", &res->out)) ||
-        (st = fh_fe_put_tensor(g, "max_logit", &res->max_logit)) ||
-        (st = fh_h5_node_group(g, "aux", &a)))
+    if ((st = fh_h5_node_group(r->node, "forward", &g)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "out", &res->out)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "max_logit", &res->max_logit)) != FATTN_OK ||
+        (st = fh_h5_node_group(g, "aux", &a)) != FATTN_OK)
         return st;
     for (int i = 0; i < FH_SAVED_NAUX; i++)
         if ((st = fh_fe_put_tensor(
                  a, fh_saved_name((fh_saved_slot)(FH_SAVED_AUX_FIRST + i)),
-                 &res->aux[i])))
+                 &res->aux[i])) != FATTN_OK)
             return st;
     /* TE's forward draws its rng_state from the global generator and
      * advances it: the generator after the forward is an effect of the
      * forward that a later call would see, so it is recorded too. */
     /* out as a Float8Tensor (fp8_output): its scale_inv travels with it */
     if (res->out_scale_inv != 0.0f &&
-        (st = fh_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)))
+        (st = fh_h5_node_set_float32(g, "out_scale_inv", res->out_scale_inv)) != FATTN_OK)
         return st;
-    if ((st = fh_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->env.gen->seed)) ||
-        (st = fh_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->env.gen->offset)))
+    if ((st = fh_h5_node_set_int64(g, "rng_gen_seed", (int64_t)r->env.gen->seed)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(g, "rng_gen_offset", (int64_t)r->env.gen->offset)) != FATTN_OK)
         return st;
     /* which cuDNN engine config ran: provenance, never counted by diff */
     if (fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG) &&
         (st = fh_h5_node_set_string(g, "prov_engine_tag",
-                                       fattn_engine_last_report(r->opts->engine).tag)))
+                                       fattn_engine_last_report(r->opts->engine).tag)) != FATTN_OK)
         return st;
     *group = g;
     return FATTN_OK;
@@ -208,9 +210,9 @@ static fattn_status record_returned(fh_case_run *r, const fh_fe_forward *res)
         return FATTN_OK;
     fh_h5_node *g;
     fattn_status st;
-    if ((st = fh_h5_node_group(r->node, "returned", &g)) ||
-        (st = fh_fe_put_tensor(g, "out", &res->ret_out)) ||
-        (st = fh_fe_put_tensor(g, "max_logit", &res->ret_max_logit)))
+    if ((st = fh_h5_node_group(r->node, "returned", &g)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "out", &res->ret_out)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "max_logit", &res->ret_max_logit)) != FATTN_OK)
         return st;
     return put_scale_inv(g, "out", res->ret_out_scale_inv);
 }
@@ -222,37 +224,30 @@ fattn_status fh_case_run_forward(fh_case_run *r)
     fh_fe_forward res;
     memset(&res, 0, sizeof res);
     fh_h5_node *g = NULL;
-    if (st == FATTN_OK)
-        st = fh_case_run_fe_start(r);
-    if (st == FATTN_OK)
-        st = r->ops->forward(r->fe, &res);
-    if (st == FATTN_OK)
-        st = record_forward(r, &res, &g);
-    if (st == FATTN_OK) {
-        r->fwd_t[0] = res.out;
-        r->fwd_t[1] = res.max_logit;
-        memcpy(r->fwd_t + 2, res.aux, sizeof res.aux);
-    }
-    if (st == FATTN_OK)
-        st = record_returned(r, &res);
-    if (st == FATTN_OK)
-        st = observe_private(r, FH_STATE_FORWARD, g);
-    return st;
+    if (st != FATTN_OK || (st = fh_case_run_fe_start(r)) != FATTN_OK ||
+        (st = r->ops->forward(r->fe, &res)) != FATTN_OK ||
+        (st = record_forward(r, &res, &g)) != FATTN_OK)
+        return st;
+    r->fwd_t[0] = res.out;
+    r->fwd_t[1] = res.max_logit;
+    memcpy(r->fwd_t + 2, res.aux, sizeof res.aux);
+    if ((st = record_returned(r, &res)) != FATTN_OK)
+        return st;
+    return observe_private(r, FH_STATE_FORWARD, g);
 }
 
 /* The saved tensors by role and the backward-read set into `g`. */
 static fattn_status record_saved(fh_case_run *r, const fh_fe_saved *res, fh_h5_node *g)
 {
-    fattn_status st = FATTN_OK;
-    for (int i = 0; st == FATTN_OK && i < FH_SAVED_COUNT; i++) {
-        const char *role = fh_saved_name((fh_saved_slot)i);
-        if ((st = fh_fe_put_tensor(g, role, &res->t[i])) == FATTN_OK)
-            st = put_scale_inv(g, role, res->scale_inv[i]);
-    }
-    if (st == FATTN_OK)
-        st = fh_ctx_record_write(&res->rec, g);
     (void)r;
-    return st;
+    fattn_status st;
+    for (int i = 0; i < FH_SAVED_COUNT; i++) {
+        const char *role = fh_saved_name((fh_saved_slot)i);
+        if ((st = fh_fe_put_tensor(g, role, &res->t[i])) != FATTN_OK ||
+            (st = put_scale_inv(g, role, res->scale_inv[i])) != FATTN_OK)
+            return st;
+    }
+    return fh_ctx_record_write(&res->rec, g);
 }
 
 /* SAVE_CTX: what the front end saved for backward, by role, and the
@@ -263,23 +258,17 @@ fattn_status fh_case_run_save_ctx(fh_case_run *r)
     fh_fe_saved res;
     memset(&res, 0, sizeof res);
     fh_h5_node *g = NULL;
-    if (st == FATTN_OK)
-        st = fh_case_run_fe_start(r);
-    if (st == FATTN_OK)
-        st = r->ops->save_ctx(r->fe, &res);
-    if (st == FATTN_OK)
-        st = fh_h5_node_group(r->node, "save_ctx", &g);
-    if (st == FATTN_OK)
-        st = record_saved(r, &res, g);
-    if (st == FATTN_OK)
-        memcpy(r->saved_t, res.t, sizeof res.t);
-    if (st == FATTN_OK)
-        st = observe_private(r, FH_STATE_SAVE_CTX, g);
+    if (st != FATTN_OK || (st = fh_case_run_fe_start(r)) != FATTN_OK ||
+        (st = r->ops->save_ctx(r->fe, &res)) != FATTN_OK ||
+        (st = fh_h5_node_group(r->node, "save_ctx", &g)) != FATTN_OK ||
+        (st = record_saved(r, &res, g)) != FATTN_OK)
+        return st;
+    memcpy(r->saved_t, res.t, sizeof res.t);
+    if ((st = observe_private(r, FH_STATE_SAVE_CTX, g)) != FATTN_OK)
+        return st;
     /* the forward's engine calls, once the saved slots can name them (an
      * FP8 forward hands the engine the quantised copies it saves) */
-    if (st == FATTN_OK)
-        st = fh_case_run_write_calls(r, FH_CALL_FORWARD);
-    return st;
+    return fh_case_run_write_calls(r, FH_CALL_FORWARD);
 }
 
 fattn_status fh_case_run_saved(fh_case_run *r)
@@ -289,11 +278,9 @@ fattn_status fh_case_run_saved(fh_case_run *r)
     memset(&res, 0, sizeof res);
     fh_h5_node *g = NULL;
     fattn_status st = r->ops->saved(r->fe, &res);
-    if (st == FATTN_OK)
-        st = fh_h5_node_group(r->node, "save_ctx", &g);
-    if (st == FATTN_OK)
-        st = record_saved(r, &res, g);
-    return st;
+    if (st != FATTN_OK || (st = fh_h5_node_group(r->node, "save_ctx", &g)) != FATTN_OK)
+        return st;
+    return record_saved(r, &res, g);
 }
 
 /* A second backward on the context the first one used, after everything
@@ -312,12 +299,12 @@ static fattn_status backward_again(fh_case_run *r, const fattn_tensor *d_out, fh
     if (again != FATTN_OK)
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
     fh_h5_node *impl;
-    fattn_status st = fh_h5_node_group(g, "_impl", &impl);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(impl, "second_backward", fattn_status_name(again));
-    if (st == FATTN_OK && msg[0])
-        st = fh_h5_node_set_string(impl, "second_backward_error", msg);
-    return st;
+    fattn_status st;
+    if ((st = fh_h5_node_group(g, "_impl", &impl)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(impl, "second_backward", fattn_status_name(again))) !=
+            FATTN_OK)
+        return st;
+    return msg[0] ? fh_h5_node_set_string(impl, "second_backward_error", msg) : FATTN_OK;
 }
 
 /* A backward that failed, under opts.backward_after_failure: its status
@@ -331,16 +318,14 @@ static fattn_status backward_after_failure(fh_case_run *r, fattn_status failed,
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", fattn_last_error());
     fh_h5_node *g = NULL, *impl = NULL;
-    fattn_status st = fh_h5_node_group(r->node, "backward", &g);
-    if (st == FATTN_OK)
-        st = fh_h5_node_group(g, "_impl", &impl);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(impl, "first_backward", fattn_status_name(failed));
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(impl, "first_backward_error", msg);
-    if (st == FATTN_OK)
-        st = backward_again(r, d_out, g);
-    return st;
+    fattn_status st;
+    if ((st = fh_h5_node_group(r->node, "backward", &g)) != FATTN_OK ||
+        (st = fh_h5_node_group(g, "_impl", &impl)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(impl, "first_backward", fattn_status_name(failed))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(impl, "first_backward_error", msg)) != FATTN_OK)
+        return st;
+    return backward_again(r, d_out, g);
 }
 
 /* BACKWARD: the front end's backward from d_out, recorded. */
@@ -350,43 +335,45 @@ fattn_status fh_case_run_backward(fh_case_run *r, const fattn_tensor *d_out)
     fh_fe_grads res;
     memset(&res, 0, sizeof res);
     fh_h5_node *g = NULL;
-    if (st == FATTN_OK)
-        st = fh_case_run_fe_start(r);
-    if (st == FATTN_OK) {
-        st = r->ops->backward(r->fe, d_out, &res);
-        if (st != FATTN_OK && r->opts->backward_after_failure)
-            return backward_after_failure(r, st, d_out);
-    }
-    if (st == FATTN_OK && (st = fh_h5_node_group(r->node, "backward", &g)) == FATTN_OK &&
-        !(st = fh_fe_put_tensor(g, "dq", &res.dq)) &&
-        !(st = fh_fe_put_tensor(g, "dk", &res.dk)) &&
-        !(st = fh_fe_put_tensor(g, "dv", &res.dv)) &&
-        !(st = fh_fe_put_tensor(g, "d_bias", &res.d_bias)))
-        st = fh_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset);
+    if (st != FATTN_OK || (st = fh_case_run_fe_start(r)) != FATTN_OK)
+        goto out;
+    st = r->ops->backward(r->fe, d_out, &res);
+    if (st != FATTN_OK && r->opts->backward_after_failure)
+        return backward_after_failure(r, st, d_out);
+    if (st != FATTN_OK || (st = fh_h5_node_group(r->node, "backward", &g)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "dq", &res.dq)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "dk", &res.dk)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "dv", &res.dv)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "d_bias", &res.d_bias)) != FATTN_OK ||
+        (st = fh_fe_put_tensor(g, "d_softmax_offset", &res.d_softmax_offset)) != FATTN_OK)
+        goto out;
     /* FP8 grads (FP8 inputs, no bf16_backward): one scale_inv for the three */
-    for (int i = 0; st == FATTN_OK && i < 3; i++)
-        st = put_scale_inv(g, (const char *const[]){"dq", "dk", "dv"}[i], res.grads_scale_inv);
+    for (int i = 0; i < 3; i++)
+        if ((st = put_scale_inv(g, (const char *const[]){"dq", "dk", "dv"}[i],
+                                res.grads_scale_inv)) != FATTN_OK)
+            goto out;
     /* the amaxes an FP8 backward wrote, in the quantizers it was handed */
-    if (st == FATTN_OK && res.dO_quantizer)
-        st = fh_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer);
-    if (st == FATTN_OK && res.dP_quantizer)
-        st = fh_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer);
-    if (st == FATTN_OK && res.dQKV_quantizer)
-        st = fh_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer);
+    if ((res.dO_quantizer &&
+         (st = fh_ctx_quantizer_write(g, "dO_quantizer", res.dO_quantizer)) != FATTN_OK) ||
+        (res.dP_quantizer &&
+         (st = fh_ctx_quantizer_write(g, "dP_quantizer", res.dP_quantizer)) != FATTN_OK) ||
+        (res.dQKV_quantizer &&
+         (st = fh_ctx_quantizer_write(g, "dQKV_quantizer", res.dQKV_quantizer)) != FATTN_OK))
+        goto out;
     /* which cuDNN engine config ran: provenance, never counted by diff */
-    if (st == FATTN_OK && fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG))
-        st = fh_h5_node_set_string(g, "prov_engine_tag",
-                                      fattn_engine_last_report(r->opts->engine).tag);
-    if (st == FATTN_OK)
-        st = observe_private(r, FH_STATE_BACKWARD, g);
-    if (st == FATTN_OK) {
-        const fattn_tensor grads[5] = {res.dq, res.dk, res.dv, res.d_bias,
-                                       res.d_softmax_offset};
-        memcpy(r->grads_t, grads, sizeof grads);
-        st = fh_case_run_write_calls(r, FH_CALL_BACKWARD);
-    }
-    if (st == FATTN_OK && r->opts->backward_again)
+    if (fattn_engine_supports(r->opts->engine, FATTN_ENGINE_Q_PLAN_TAG) &&
+        (st = fh_h5_node_set_string(g, "prov_engine_tag",
+                                    fattn_engine_last_report(r->opts->engine).tag)) != FATTN_OK)
+        goto out;
+    if ((st = observe_private(r, FH_STATE_BACKWARD, g)) != FATTN_OK)
+        goto out;
+    const fattn_tensor grads[5] = {res.dq, res.dk, res.dv, res.d_bias, res.d_softmax_offset};
+    memcpy(r->grads_t, grads, sizeof grads);
+    if ((st = fh_case_run_write_calls(r, FH_CALL_BACKWARD)) != FATTN_OK)
+        goto out;
+    if (r->opts->backward_again)
         st = backward_again(r, d_out, g);
+out:
     /* what a second backward handed the engine is not the run's */
     fh_call_log_discard(r->calls, FH_CALL_BACKWARD);
     return st;
@@ -398,8 +385,10 @@ fattn_status fh_case_node_new(const fh_spec *s, fh_h5_node **out)
     if (st != FATTN_OK)
         return st;
     char *canon = NULL;
-    if ((st = fh_spec_canonical(s, &canon)) == FATTN_OK)
-        st = fh_h5_node_set_string(*out, "spec", canon);
+    if ((st = fh_spec_canonical(s, &canon)) != FATTN_OK)
+        goto out;
+    st = fh_h5_node_set_string(*out, "spec", canon);
+out:
     free(canon);
     if (st != FATTN_OK) {
         fh_h5_node_free(*out);
@@ -434,16 +423,14 @@ fattn_status fh_case_record_refusal(const fh_spec *spec, fh_h5_node **node,
     refusal_rule(msg, rule, sizeof rule);
     fh_h5_node_free(*node);
     *node = NULL;
-    fattn_status st = fh_case_node_new(spec, node);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(*node, "refused_status", fattn_status_name(refused));
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(*node, "refused_rule", rule);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(*node, "refused_state", fh_state_name(state));
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(*node, "refused_message", msg);
-    return st;
+    fattn_status st;
+    if ((st = fh_case_node_new(spec, node)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(*node, "refused_status", fattn_status_name(refused))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(*node, "refused_rule", rule)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(*node, "refused_state", fh_state_name(state))) != FATTN_OK)
+        return st;
+    return fh_h5_node_set_string(*node, "refused_message", msg);
 }
 
 /* Turn an engine refusal into the recorded skip, a front end's refusal of
@@ -458,26 +445,25 @@ fattn_status fh_case_finish(const fh_spec *spec, const fh_run_opts *opts,
         snprintf(reason, sizeof reason, "%s", fattn_last_error());
         fh_h5_node_free(*node);
         *node = NULL;
-        st = fh_case_node_new(spec, node);
-        if (st == FATTN_OK)
-            st = fh_h5_node_set_string(*node, "skipped", reason);
+        if ((st = fh_case_node_new(spec, node)) != FATTN_OK ||
+            (st = fh_h5_node_set_string(*node, "skipped", reason)) != FATTN_OK)
+            goto out;
     } else if (st != FATTN_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
         st = fattn_error(st, "case %s (%s): %s", spec->id, where, msg);
+        goto out;
     }
     char note[FH_TE_NOTE_MAX];
-    if (st == FATTN_OK)
-        st = fh_case_te_note(spec, opts->te_rules, note, sizeof note);
-    if (st == FATTN_OK && note[0])
-        st = fh_h5_node_set_string(*node, "prov_te_route", note);
+    if ((st = fh_case_te_note(spec, opts->te_rules, note, sizeof note)) != FATTN_OK ||
+        (note[0] && (st = fh_h5_node_set_string(*node, "prov_te_route", note)) != FATTN_OK))
+        goto out;
     /* the attribute digest, the last change to the case before it is written */
-    if (st == FATTN_OK)
-        st = fh_h5_node_seal_attrs(*node);
-    if (st == FATTN_OK) {
-        *out = *node;
-        *node = NULL;
-    }
+    if ((st = fh_h5_node_seal_attrs(*node)) != FATTN_OK)
+        goto out;
+    *out = *node;
+    *node = NULL;
+out:
     fh_h5_node_free(*node);
     *node = NULL;
     return st;
@@ -503,11 +489,11 @@ fattn_status fh_case_run_inputs_after(fh_case_run *r)
     if (!in)
         return FATTN_OK;
     fattn_status st = fh_h5_node_group(in, "_impl", &impl);
-#define PUT_AFTER(name)                                                                        \
-    if (st == FATTN_OK)                                                                        \
-        st = fh_fe_put_fingerprint(impl, #name, &r->in.name);
+    if (st != FATTN_OK)
+        return st;
+#define PUT_AFTER(name) TRY(fh_fe_put_fingerprint(impl, #name, &r->in.name));
     CASE_INPUTS(PUT_AFTER)
 #undef PUT_AFTER
-    return st;
+    return FATTN_OK;
 }
 

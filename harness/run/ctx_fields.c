@@ -88,9 +88,10 @@ static fattn_status read_int64(const fh_h5_node *n, const char *name, int64_t *v
 {
     const fh_h5_attr *a;
     fattn_status st = attr_get(n, name, FH_H5_ATTR_INT64, false, &a);
-    if (st == FATTN_OK)
-        *v = a->i64[0];
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *v = a->i64[0];
+    return FATTN_OK;
 }
 
 /* An optional float32 reads as NaN (None) when absent; a recorded NaN is
@@ -127,11 +128,11 @@ static fattn_status read_pair(const fh_h5_node *n, const char *name, int64_t v[2
 {
     const fh_h5_attr *a;
     fattn_status st = attr_get(n, name, FH_H5_ATTR_INT64_PAIR, false, &a);
-    if (st == FATTN_OK) {
-        v[0] = a->i64[0];
-        v[1] = a->i64[1];
-    }
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    v[0] = a->i64[0];
+    v[1] = a->i64[1];
+    return FATTN_OK;
 }
 
 /* A string attribute; *s = NULL when an optional one is absent. */
@@ -139,18 +140,21 @@ static fattn_status read_string(const fh_h5_node *n, const char *name, bool opti
                                 const char **s)
 {
     const fh_h5_attr *a;
+    *s = NULL;
     fattn_status st = attr_get(n, name, FH_H5_ATTR_STRING, optional, &a);
-    *s = (st == FATTN_OK && a) ? a->s : NULL;
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    *s = a ? a->s : NULL;
+    return FATTN_OK;
 }
 
 /* A parse failure as an invalid file naming the attribute. */
 static fattn_status parsed(const char *name, fattn_status st)
 {
-    if (st == FATTN_OK)
-        return FATTN_OK;
-    return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': %s", name,
-                       fattn_last_error());
+    if (st != FATTN_OK)
+        return fattn_error(FATTN_E_INVALID_FILE, "save_ctx: attribute '%s': %s", name,
+                           fattn_last_error());
+    return FATTN_OK;
 }
 
 #define OPTIONAL_REQ false
@@ -165,9 +169,11 @@ static fattn_status parsed(const char *name, fattn_status st)
 #define R_PAIR(n, key, v, codec, pres) read_pair(n, key, v)
 #define R_ENUM(n, key, v, codec, pres) R_ENUM_##pres(n, key, v, codec)
 #define R_ENUM_REQ(n, key, v, codec)                                                           \
-    ((st = read_string(n, key, false, &s)) ? st : parsed(key, fattn_##codec##_parse(s, &(v))))
+    ((st = read_string(n, key, false, &s)) != FATTN_OK                                         \
+         ? st                                                                                  \
+         : parsed(key, fattn_##codec##_parse(s, &(v))))
 #define R_ENUM_OPT(n, key, v, codec)                                                           \
-    ((st = read_string(n, key, true, &s))                                                      \
+    ((st = read_string(n, key, true, &s)) != FATTN_OK                                          \
          ? st                                                                                  \
          : (s ? parsed(key, fattn_##codec##_parse(s, &(v))) : ((v) = FH_CTX_NONE_##codec,     \
                                                                FATTN_OK)))

@@ -175,39 +175,47 @@ static fattn_status note_common(noted_call *c, const fattn_attn_common *a)
 {
     fh_h5_node *g = c->g;
     fattn_status st;
-    if ((st = note_tensor(c, "q", &a->q)) || (st = note_tensor(c, "k", &a->k)) ||
-        (st = note_tensor(c, "v", &a->v)) || (st = note_tensor(c, "o", &a->o)) ||
-        (st = note_tensor(c, "cu_seqlens_q", &a->cu_seqlens_q)) ||
-        (st = note_tensor(c, "cu_seqlens_kv", &a->cu_seqlens_kv)) ||
-        (st = note_tensor(c, "cu_seqlens_q_padded", &a->cu_seqlens_q_padded)) ||
-        (st = note_tensor(c, "cu_seqlens_kv_padded", &a->cu_seqlens_kv_padded)))
+    if ((st = note_tensor(c, "q", &a->q)) != FATTN_OK ||
+        (st = note_tensor(c, "k", &a->k)) != FATTN_OK ||
+        (st = note_tensor(c, "v", &a->v)) != FATTN_OK ||
+        (st = note_tensor(c, "o", &a->o)) != FATTN_OK ||
+        (st = note_tensor(c, "cu_seqlens_q", &a->cu_seqlens_q)) != FATTN_OK ||
+        (st = note_tensor(c, "cu_seqlens_kv", &a->cu_seqlens_kv)) != FATTN_OK ||
+        (st = note_tensor(c, "cu_seqlens_q_padded", &a->cu_seqlens_q_padded)) != FATTN_OK ||
+        (st = note_tensor(c, "cu_seqlens_kv_padded", &a->cu_seqlens_kv_padded)) != FATTN_OK)
         return st;
-    if ((st = fh_h5_node_set_int64(g, "max_seqlen_q", a->max_seqlen_q)) ||
-        (st = fh_h5_node_set_int64(g, "max_seqlen_kv", a->max_seqlen_kv)) ||
-        (st = fh_h5_node_set_float32(g, "attn_scale", a->attn_scale)) ||
-        (st = fh_h5_node_set_float32(g, "dropout", a->dropout)) ||
-        (st = fh_h5_node_set_string(g, "qkv_layout", fattn_layout_name(a->qkv_layout))) ||
-        (st = fh_h5_node_set_string(g, "o_format", fattn_format_name(a->o_format))) ||
-        (st = fh_h5_node_set_string(g, "bias_type", fattn_bias_type_name(a->bias_type))) ||
-        (st = fh_h5_node_set_string(g, "mask_type", fattn_mask_type_name(a->mask_type))) ||
+    if ((st = fh_h5_node_set_int64(g, "max_seqlen_q", a->max_seqlen_q)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(g, "max_seqlen_kv", a->max_seqlen_kv)) != FATTN_OK ||
+        (st = fh_h5_node_set_float32(g, "attn_scale", a->attn_scale)) != FATTN_OK ||
+        (st = fh_h5_node_set_float32(g, "dropout", a->dropout)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(g, "qkv_layout", fattn_layout_name(a->qkv_layout))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(g, "o_format", fattn_format_name(a->o_format))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(g, "bias_type", fattn_bias_type_name(a->bias_type))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(g, "mask_type", fattn_mask_type_name(a->mask_type))) !=
+            FATTN_OK ||
         (st = fh_h5_node_set_string(g, "softmax_type",
-                                       fattn_softmax_type_name(a->softmax_type))) ||
-        (st = fh_h5_node_set_int64(g, "window_size_left", a->window_size_left)) ||
-        (st = fh_h5_node_set_int64(g, "window_size_right", a->window_size_right)) ||
-        (st = fh_h5_node_set_uint8(g, "bottom_right_diagonal", a->bottom_right_diagonal)))
+                                       fattn_softmax_type_name(a->softmax_type))) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(g, "window_size_left", a->window_size_left)) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(g, "window_size_right", a->window_size_right)) != FATTN_OK ||
+        (st = fh_h5_node_set_uint8(g, "bottom_right_diagonal", a->bottom_right_diagonal)) !=
+            FATTN_OK)
         return st;
     return fh_h5_node_set_uint8(g, "cuda_graph", a->cuda_graph);
 }
 
 static fattn_status note_aux(noted_call *c, const fattn_aux_pack *aux)
 {
-    fattn_status st = FATTN_OK;
-    for (int i = 0; aux && st == FATTN_OK && i < aux->n && i < FATTN_AUX_MAX; i++) {
+    for (int i = 0; aux && i < aux->n && i < FATTN_AUX_MAX; i++) {
         char name[16];
         snprintf(name, sizeof name, "aux[%d]", i);
-        st = note_tensor(c, name, &aux->t[i]);
+        fattn_status st = note_tensor(c, name, &aux->t[i]);
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* FP8 scaling factors as float32 attributes fp8.<name>; an amax the call
@@ -221,21 +229,24 @@ static fattn_status note_fp8(fh_h5_node *g, const fp8_field *f, size_t nf,
                              const float *const *amax, const char *const *amax_names, size_t na,
                              const char *const *dtype_names, const fattn_dtype *dtypes, size_t nd)
 {
-    fattn_status st = FATTN_OK;
+    fattn_status st;
     char name[48];
-    for (size_t i = 0; st == FATTN_OK && i < nf; i++) {
+    for (size_t i = 0; i < nf; i++) {
         snprintf(name, sizeof name, "fp8.%s", f[i].name);
-        st = fh_h5_node_set_float32(g, name, f[i].v);
+        if ((st = fh_h5_node_set_float32(g, name, f[i].v)) != FATTN_OK)
+            return st;
     }
-    for (size_t i = 0; st == FATTN_OK && i < na; i++) {
+    for (size_t i = 0; i < na; i++) {
         snprintf(name, sizeof name, "fp8.%s", amax_names[i]);
-        st = fh_h5_node_set_uint8(g, name, amax[i] != NULL);
+        if ((st = fh_h5_node_set_uint8(g, name, amax[i] != NULL)) != FATTN_OK)
+            return st;
     }
-    for (size_t i = 0; st == FATTN_OK && i < nd; i++) {
+    for (size_t i = 0; i < nd; i++) {
         snprintf(name, sizeof name, "fp8.%s", dtype_names[i]);
-        st = fh_h5_node_set_string(g, name, fattn_dtype_name(dtypes[i]));
+        if ((st = fh_h5_node_set_string(g, name, fattn_dtype_name(dtypes[i]))) != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 static fattn_status note_fwd(fh_call_log *log, const fattn_fwd_params *p)
@@ -243,24 +254,27 @@ static fattn_status note_fwd(fh_call_log *log, const fattn_fwd_params *p)
     noted_call *c = note_begin(log, FH_CALL_FORWARD);
     if (!c)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory");
-    fattn_status st = note_common(c, &p->attn);
-    if (st == FATTN_OK && !(st = note_tensor(c, "bias", &p->bias)) &&
-        !(st = note_tensor(c, "softmax_offset", &p->softmax_offset)) &&
-        !(st = note_tensor(c, "page_table_k", &p->page_table_k)) &&
-        !(st = note_tensor(c, "page_table_v", &p->page_table_v)) &&
-        !(st = note_tensor(c, "rng_state", &p->rng_state)) && !(st = note_aux(c, p->aux)) &&
-        !(st = fh_h5_node_set_uint8(c->g, "is_training", p->is_training)))
-        st = fh_h5_node_set_uint8(c->g, "return_max_logit", p->return_max_logit);
-    if (st == FATTN_OK && p->fp8) {
+    fattn_status st;
+    if ((st = note_common(c, &p->attn)) != FATTN_OK ||
+        (st = note_tensor(c, "bias", &p->bias)) != FATTN_OK ||
+        (st = note_tensor(c, "softmax_offset", &p->softmax_offset)) != FATTN_OK ||
+        (st = note_tensor(c, "page_table_k", &p->page_table_k)) != FATTN_OK ||
+        (st = note_tensor(c, "page_table_v", &p->page_table_v)) != FATTN_OK ||
+        (st = note_tensor(c, "rng_state", &p->rng_state)) != FATTN_OK ||
+        (st = note_aux(c, p->aux)) != FATTN_OK ||
+        (st = fh_h5_node_set_uint8(c->g, "is_training", p->is_training)) != FATTN_OK ||
+        (st = fh_h5_node_set_uint8(c->g, "return_max_logit", p->return_max_logit)) != FATTN_OK)
+        return st;
+    if (p->fp8) {
         const fattn_fp8_fwd *f = p->fp8;
         const fp8_field fs[] = {{"descale_q", f->descale_q}, {"descale_k", f->descale_k},
                                 {"descale_v", f->descale_v}, {"descale_s", f->descale_s},
                                 {"scale_s", f->scale_s},     {"scale_o", f->scale_o}};
         const float *const am[] = {f->amax_s, f->amax_o};
         static const char *const an[] = {"amax_s", "amax_o"}, *const dn[] = {"s_dtype"};
-        st = note_fp8(c->g, fs, 6, am, an, 2, dn, &f->s_dtype, 1);
+        return note_fp8(c->g, fs, 6, am, an, 2, dn, &f->s_dtype, 1);
     }
-    return st;
+    return FATTN_OK;
 }
 
 static fattn_status note_bwd(fh_call_log *log, const fattn_bwd_params *p)
@@ -268,17 +282,22 @@ static fattn_status note_bwd(fh_call_log *log, const fattn_bwd_params *p)
     noted_call *c = note_begin(log, FH_CALL_BACKWARD);
     if (!c)
         return fattn_error(FATTN_E_NOMEM, "engine call: out of memory");
-    fattn_status st = note_common(c, &p->attn);
-    if (st == FATTN_OK && !(st = note_tensor(c, "d_o", &p->d_o)) &&
-        !(st = note_aux(c, p->aux)) && !(st = note_tensor(c, "dq", &p->dq)) &&
-        !(st = note_tensor(c, "dk", &p->dk)) && !(st = note_tensor(c, "dv", &p->dv)) &&
-        !(st = note_tensor(c, "d_bias", &p->d_bias)) &&
-        !(st = note_tensor(c, "d_softmax_offset", &p->d_softmax_offset)) &&
-        !(st = fh_h5_node_set_string(c->g, "do_format", fattn_format_name(p->do_format))) &&
-        !(st = fh_h5_node_set_string(c->g, "dqkv_layout",
-                                        fattn_layout_name(p->dqkv_layout))))
-        st = fh_h5_node_set_uint8(c->g, "deterministic", p->deterministic);
-    if (st == FATTN_OK && p->fp8) {
+    fattn_status st;
+    if ((st = note_common(c, &p->attn)) != FATTN_OK ||
+        (st = note_tensor(c, "d_o", &p->d_o)) != FATTN_OK ||
+        (st = note_aux(c, p->aux)) != FATTN_OK ||
+        (st = note_tensor(c, "dq", &p->dq)) != FATTN_OK ||
+        (st = note_tensor(c, "dk", &p->dk)) != FATTN_OK ||
+        (st = note_tensor(c, "dv", &p->dv)) != FATTN_OK ||
+        (st = note_tensor(c, "d_bias", &p->d_bias)) != FATTN_OK ||
+        (st = note_tensor(c, "d_softmax_offset", &p->d_softmax_offset)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(c->g, "do_format", fattn_format_name(p->do_format))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(c->g, "dqkv_layout", fattn_layout_name(p->dqkv_layout))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_uint8(c->g, "deterministic", p->deterministic)) != FATTN_OK)
+        return st;
+    if (p->fp8) {
         const fattn_fp8_bwd *f = p->fp8;
         const fp8_field fs[] = {
             {"descale_q", f->descale_q},   {"descale_k", f->descale_k},
@@ -291,9 +310,9 @@ static fattn_status note_bwd(fh_call_log *log, const fattn_bwd_params *p)
         static const char *const an[] = {"amax_dp", "amax_dq", "amax_dk", "amax_dv"};
         static const char *const dn[] = {"s_dtype", "dp_dtype"};
         const fattn_dtype dt[] = {f->s_dtype, f->dp_dtype};
-        st = note_fp8(c->g, fs, 12, am, an, 4, dn, dt, 2);
+        return note_fp8(c->g, fs, 12, am, an, 4, dn, dt, 2);
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* ---- the wrapping engine ---------------------------------------------------- */
@@ -419,9 +438,10 @@ static fattn_status write_call(noted_call *c, const fh_call_names *names, fh_h5_
     if (!(c->g->name = fh_runtree_strdup(gname)))
         return fattn_error(FATTN_E_NOMEM, "engine calls: out of memory");
     fattn_status st = fh_h5_node_adopt(ec, c->g);
-    if (st == FATTN_OK)
-        c->g = NULL; /* the tree owns it now */
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    c->g = NULL; /* the tree owns it now */
+    return FATTN_OK;
 }
 
 fattn_status fh_call_log_write(fh_call_log *log, fh_call_dir dir,
@@ -430,17 +450,18 @@ fattn_status fh_call_log_write(fh_call_log *log, fh_call_dir dir,
     size_t k = 0;
     fattn_status st = FATTN_OK;
     fh_h5_node *ec = NULL;
-    for (size_t i = 0; st == FATTN_OK && i < log->n; i++) {
+    for (size_t i = 0; i < log->n; i++) {
         noted_call *c = &log->calls[i];
         if (c->dir != dir)
             continue;
         char gname[32];
         call_group_name(dir, k++, gname, sizeof gname);
-        if (!ec)
-            st = fh_h5_node_group(parent, FH_ENGINE_CALL_GROUP, &ec);
-        if (st == FATTN_OK)
-            st = write_call(c, names, ec, gname);
+        if (!ec && (st = fh_h5_node_group(parent, FH_ENGINE_CALL_GROUP, &ec)) != FATTN_OK)
+            goto out;
+        if ((st = write_call(c, names, ec, gname)) != FATTN_OK)
+            goto out;
     }
+out:
     drop(log, dir);
     return st;
 }
@@ -459,17 +480,17 @@ fattn_status fh_call_copy(const fh_h5_node *from, fh_call_dir dir, fh_h5_node *t
 {
     const fh_h5_node *ec = fh_h5_node_find(from, FH_ENGINE_CALL_GROUP);
     fh_h5_node *dst = NULL;
-    fattn_status st = FATTN_OK;
-    for (size_t k = 0; ec && st == FATTN_OK; k++) {
+    fattn_status st;
+    for (size_t k = 0; ec; k++) {
         char gname[32];
         call_group_name(dir, k, gname, sizeof gname);
         const fh_h5_node *g = fh_h5_node_find(ec, gname);
         if (!g)
             break;
-        if (!dst)
-            st = fh_h5_node_group(to, FH_ENGINE_CALL_GROUP, &dst);
-        if (st == FATTN_OK)
-            st = fh_h5_node_copy(g, dst, NULL);
+        if (!dst && (st = fh_h5_node_group(to, FH_ENGINE_CALL_GROUP, &dst)) != FATTN_OK)
+            return st;
+        if ((st = fh_h5_node_copy(g, dst, NULL)) != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }

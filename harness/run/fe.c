@@ -104,14 +104,14 @@ fattn_status fh_fe_put_fingerprint(fh_h5_node *g, const char *name, const fattn_
     if (!t || fattn_tensor_is_empty(t))
         return FATTN_OK;
     fh_h5_node *tmp = NULL; /* the tensor gathered once, then dropped */
-    fattn_status st = fh_h5_node_new_group("", &tmp);
-    if (st == FATTN_OK)
-        st = fh_h5_node_add_tensor(tmp, name, t, NULL);
-    if (st == FATTN_OK) {
-        char fp[FH_FE_FINGERPRINT_LEN];
-        fh_fe_fingerprint(fh_h5_node_find(tmp, name), fp);
-        st = fh_h5_node_set_string(g, name, fp);
-    }
+    fattn_status st;
+    if ((st = fh_h5_node_new_group("", &tmp)) != FATTN_OK ||
+        (st = fh_h5_node_add_tensor(tmp, name, t, NULL)) != FATTN_OK)
+        goto out;
+    char fp[FH_FE_FINGERPRINT_LEN];
+    fh_fe_fingerprint(fh_h5_node_find(tmp, name), fp);
+    st = fh_h5_node_set_string(g, name, fp);
+out:
     fh_h5_node_free(tmp);
     return st;
 }

@@ -124,9 +124,10 @@ static fattn_status legacy_save_ctx(void *fe, fh_fe_saved *res)
         res->scale_inv[i] = isnan(c->tensor_scale_inv[i]) ? 0.0f : c->tensor_scale_inv[i];
     }
     fattn_status st = legacy_aux(c, res->t + FH_SAVED_AUX_FIRST);
-    if (st == FATTN_OK)
-        record_from_ctx(&res->rec, c);
-    return st;
+    if (st != FATTN_OK)
+        return st;
+    record_from_ctx(&res->rec, c);
+    return FATTN_OK;
 }
 
 static fattn_status legacy_record_private(void *fe, fh_state state, fh_h5_node *group)
@@ -140,10 +141,10 @@ static fattn_status legacy_record_private(void *fe, fh_state state, fh_h5_node *
         return st;
     /* set by forward, never read by backward */
     const fattn_legacy_ctx *c = s->ctx;
-    st = fh_h5_node_set_uint8(impl, "is_output_fp8", c->is_output_fp8);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(impl, "fp8_recipe", fattn_fp8_recipe_name(c->fp8_recipe));
-    if (st != FATTN_OK || !c->fp8_meta)
+    if ((st = fh_h5_node_set_uint8(impl, "is_output_fp8", c->is_output_fp8)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(impl, "fp8_recipe", fattn_fp8_recipe_name(c->fp8_recipe))) !=
+            FATTN_OK ||
+        !c->fp8_meta)
         return st;
     /* fp8_meta as FusedAttnFunc reads it: its local_recipes, or None */
     char meta[64] = "local_recipes=None";

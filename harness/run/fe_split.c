@@ -206,7 +206,9 @@ static fattn_status split_forward(void *fe, fh_fe_forward *res)
     } else {
         st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
                                       &s->in.attn_bias, &s->in.softmax_offset, &s->fres);
-        s->have_fres = st == FATTN_OK;
+        if (st != FATTN_OK)
+            return st;
+        s->have_fres = true;
     }
     if (st != FATTN_OK)
         return st;
@@ -227,19 +229,21 @@ static fattn_status split_forward(void *fe, fh_fe_forward *res)
  * and where each deduplicated one comes from. */
 static fattn_status record_forward_impl(const fe_split *s, fh_h5_node *impl)
 {
-    fattn_status st = FATTN_OK;
-    for (int i = 0; st == FATTN_OK && i < FATTN_SPLIT_NTO_SAVE; i++) {
+    fattn_status st;
+    for (int i = 0; i < FATTN_SPLIT_NTO_SAVE; i++) {
         const char *role = entry_role(i);
         if ((st = fh_fe_put_tensor(impl, role, &s->f->to_save.t[i])) != FATTN_OK)
-            break;
+            return st;
         fattn_split_source src = s->f->ctx_attrs.saved_from[i];
         if (src != FATTN_SPLIT_SRC_NONE) {
             char name[64];
             snprintf(name, sizeof name, "saved_from.%s", role);
-            st = fh_h5_node_set_string(impl, name, fattn_split_source_name(src));
+            if ((st = fh_h5_node_set_string(impl, name, fattn_split_source_name(src))) !=
+                FATTN_OK)
+                return st;
         }
     }
-    return st;
+    return FATTN_OK;
 }
 
 /* The bwd args' saved tensors, by slot (members named as the table). */
@@ -259,10 +263,12 @@ static fattn_status record_backward_impl(fe_split *s, fh_h5_node *impl)
 {
     fattn_tensor *slot[FH_SAVED_COUNT];
     bwd_slots(s->b, slot);
-    fattn_status st = FATTN_OK;
-    for (int i = 0; st == FATTN_OK && i < FH_SAVED_COUNT; i++)
-        st = fh_fe_put_fingerprint(impl, fh_saved_name((fh_saved_slot)i), slot[i]);
-    return st;
+    fattn_status st;
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
+        if ((st = fh_fe_put_fingerprint(impl, fh_saved_name((fh_saved_slot)i), slot[i])) !=
+            FATTN_OK)
+            return st;
+    return FATTN_OK;
 }
 
 static fattn_status split_record_private(void *fe, fh_state state, fh_h5_node *group)

@@ -67,8 +67,8 @@ static fattn_status cache_init(fh_module *m)
     m->kv = true;
     int64_t rows = s->paged ? s->num_pages : s->b, len = s->paged ? s->page_size : s->skv;
     int64_t ks[4] = {rows, len, s->hg, s->d_qk}, vs[4] = {rows, len, s->hg, s->d_v};
-    if ((st = fattn_tensor_alloc(&m->k_cache, s->dtype, 4, ks)) ||
-        (st = fattn_tensor_alloc(&m->v_cache, s->dtype, 4, vs)))
+    if ((st = fattn_tensor_alloc(&m->k_cache, s->dtype, 4, ks)) != FATTN_OK ||
+        (st = fattn_tensor_alloc(&m->v_cache, s->dtype, 4, vs)) != FATTN_OK)
         return st;
     /* torch.zeros (inference.py:448-463, 648-663) */
     memset(m->k_cache.data, 0, (size_t)fattn_tensor_numel(&m->k_cache) *
@@ -128,13 +128,14 @@ static fattn_status put_state(const fh_module *m, fh_h5_node *g)
         {"scale_bwd", m->scale_bwd, 1, {FH_MODULE_BWD_N, 0}},
         {"amax_history_bwd", m->hist_bwd, 2, {len, FH_MODULE_BWD_N}},
     };
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; st == FATTN_OK && i < sizeof t / sizeof t[0]; i++) {
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         size_t n = (size_t)(t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1));
-        st = fh_h5_node_add_bytes(g, t[i].name, FATTN_DTYPE_FLOAT32, t[i].ndim, t[i].shape,
-                                     t[i].data, n * sizeof(float), NULL);
+        fattn_status st = fh_h5_node_add_bytes(g, t[i].name, FATTN_DTYPE_FLOAT32, t[i].ndim,
+                                               t[i].shape, t[i].data, n * sizeof(float), NULL);
+        if (st != FATTN_OK)
+            return st;
     }
-    return st;
+    return FATTN_OK;
 }
 
 fattn_status fh_module_update(fh_module *m, int update, fh_h5_node *g)
@@ -156,7 +157,7 @@ fattn_status fh_module_update(fh_module *m, int update, fh_h5_node *g)
         {FH_UPDATE_BACKWARD, FH_MODULE_BWD_N, m->scale_bwd, m->hist_bwd,
          FATTN_DTYPE_FLOAT8_E5M2},
     };
-    for (int d = 0; d < 2 && st == FATTN_OK; d++) {
+    for (int d = 0; d < 2; d++) {
         if (!(update & dir[d].bit))
             continue;
         memcpy(reduced, dir[d].hist, (size_t)dir[d].n * sizeof *reduced);
@@ -164,12 +165,18 @@ fattn_status fh_module_update(fh_module *m, int update, fh_h5_node *g)
                                      dir[d].hist};
         st = fattn_fp8_delayed_update(&rs, reduced, s->fp8_amax_algo, dir[d].dtype,
                                       (int)s->fp8_margin);
+        if (st != FATTN_OK)
+            break;
     }
+    /* even after a failed update: the forward's may have run before the
+     * backward's failed, and the objects hold what the arrays do */
     scatter(m);
+    if (st != FATTN_OK)
+        return st;
     fh_h5_node *rg;
-    if (st == FATTN_OK && (st = fh_h5_node_group(g, "recipe", &rg)) == FATTN_OK)
-        st = put_state(m, rg);
-    return st;
+    if ((st = fh_h5_node_group(g, "recipe", &rg)) != FATTN_OK)
+        return st;
+    return put_state(m, rg);
 }
 
 /* set_extra_state's copies (module/base.py:1447-1453) from the recorded
@@ -199,25 +206,22 @@ fattn_status fh_module_extra_state(fh_module *m, fh_h5_node *g)
     const fh_spec *s = m->spec;
     gather(m);
     fh_h5_node *x;
-    fattn_status st = fh_h5_node_group(g, "extra_state", &x);
+    fattn_status st;
     /* get_extra_state (module/base.py:1354-1417): the recipe, then the two
      * directions' scales and histories */
-    if (st == FATTN_OK)
-        st = put_state(m, x);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(x, "fp8_format", "HYBRID");
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_int64(x, "amax_history_len", s->fp8_amax_history_len);
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_string(x, "amax_compute_algo",
-                                      fattn_fp8_amax_algo_name(s->fp8_amax_algo));
-    if (st == FATTN_OK)
-        st = fh_h5_node_set_int64(x, "margin", s->fp8_margin);
-    if (st == FATTN_OK)
-        st = load_state(m, x);
-    if (st == FATTN_OK)
-        scatter(m);
-    return st;
+    if ((st = fh_h5_node_group(g, "extra_state", &x)) != FATTN_OK ||
+        (st = put_state(m, x)) != FATTN_OK ||
+        (st = fh_h5_node_set_string(x, "fp8_format", "HYBRID")) != FATTN_OK ||
+        (st = fh_h5_node_set_int64(x, "amax_history_len", s->fp8_amax_history_len)) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_string(x, "amax_compute_algo",
+                                       fattn_fp8_amax_algo_name(s->fp8_amax_algo))) !=
+            FATTN_OK ||
+        (st = fh_h5_node_set_int64(x, "margin", s->fp8_margin)) != FATTN_OK ||
+        (st = load_state(m, x)) != FATTN_OK)
+        return st;
+    scatter(m);
+    return FATTN_OK;
 }
 
 /* ---- cache steps ------------------------------------------------------------- */
@@ -246,13 +250,42 @@ static fattn_status new_tokens(const fh_spec *step, fh_case_inputs *tok)
     t.paged = false;
     t.skv = step->sq;
     t.seqlens_kv = step->seqlens_q;
-    fattn_status st = fattn_layout_parse(self[qf], &t.layout);
-    if (st == FATTN_OK)
-        st = fh_spec_copy(&own, &t);
-    if (st != FATTN_OK)
+    fattn_status st;
+    if ((st = fattn_layout_parse(self[qf], &t.layout)) != FATTN_OK ||
+        (st = fh_spec_copy(&own, &t)) != FATTN_OK)
         return st;
     st = fh_inputs_make(&own, tok);
     fh_spec_free(&own);
+    return st;
+}
+
+/* The step's new tokens into the cache. */
+static fattn_status copy_tokens(fh_module *m, const fh_kv_step *kv, const fh_spec *step)
+{
+    const fh_spec *s = m->spec;
+    fattn_qkv_format qf = fattn_layout_q_format(s->layout);
+    fh_case_inputs tok;
+    int32_t *cu_new = NULL, *cu_cached = NULL;
+    fattn_status st = new_tokens(step, &tok);
+    if (st != FATTN_OK)
+        return st;
+    if ((st = cu_of(kv->lens_q, kv->b, &cu_new)) != FATTN_OK ||
+        (st = cu_of(kv->lens_kv, kv->b, &cu_cached)) != FATTN_OK)
+        goto out;
+    /* InferenceParams.step -> the manager's step -> copy_to_kv_cache
+     * (inference.py:512-567, 773-834) */
+    fattn_kv_cache_copy_args a = {
+        .new_k = &tok.k, .new_v = &tok.v, .k_cache = &m->k_cache, .v_cache = &m->v_cache,
+        .table = s->paged ? kv->page_table : kv->batch_indices,
+        .table_rows = m->plan.max_batch, .cu_new_lens = cu_new, .cu_cached_lens = cu_cached,
+        .format = qf, .b = kv->b, .max_ctx_len = qf == FATTN_FORMAT_THD ? 1 : step->sq,
+        .max_seq_len = s->skv, .max_pages_per_seq = m->plan.pps,
+        .reindex = !s->paged && kv->need_reindex};
+    st = fattn_kv_cache_copy(&a);
+out:
+    free(cu_new);
+    free(cu_cached);
+    fh_inputs_free(&tok);
     return st;
 }
 
@@ -261,28 +294,7 @@ fattn_status fh_module_cache_step(fh_module *m, int64_t k, const fh_spec *step,
 {
     const fh_spec *s = m->spec;
     const fh_kv_step *kv = &m->plan.steps[k - 1];
-    fattn_qkv_format qf = fattn_layout_q_format(s->layout);
-    fh_case_inputs tok;
-    int32_t *cu_new = NULL, *cu_cached = NULL;
-    fattn_status st = new_tokens(step, &tok);
-    if (st != FATTN_OK)
-        return st;
-    if ((st = cu_of(kv->lens_q, kv->b, &cu_new)) == FATTN_OK &&
-        (st = cu_of(kv->lens_kv, kv->b, &cu_cached)) == FATTN_OK) {
-        /* InferenceParams.step -> the manager's step -> copy_to_kv_cache
-         * (inference.py:512-567, 773-834) */
-        fattn_kv_cache_copy_args a = {
-            .new_k = &tok.k, .new_v = &tok.v, .k_cache = &m->k_cache, .v_cache = &m->v_cache,
-            .table = s->paged ? kv->page_table : kv->batch_indices,
-            .table_rows = m->plan.max_batch, .cu_new_lens = cu_new, .cu_cached_lens = cu_cached,
-            .format = qf, .b = kv->b, .max_ctx_len = qf == FATTN_FORMAT_THD ? 1 : step->sq,
-            .max_seq_len = s->skv, .max_pages_per_seq = m->plan.pps,
-            .reindex = !s->paged && kv->need_reindex};
-        st = fattn_kv_cache_copy(&a);
-    }
-    free(cu_new);
-    free(cu_cached);
-    fh_inputs_free(&tok);
+    fattn_status st = copy_tokens(m, kv, step);
     if (st != FATTN_OK)
         return st;
     /* FusedAttnFunc's k and v: the cache's first b rows (non-paged,

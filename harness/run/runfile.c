@@ -267,19 +267,22 @@ static fattn_status check_page_table(const char *path, const fh_case *c,
     if (!row)
         return fattn_error(FATTN_E_NOMEM, "%s: out of memory", path);
     fattn_status st = FATTN_OK;
-    for (int64_t i = 0; i < rows && i < s->b && st == FATTN_OK; i++) {
+    for (int64_t i = 0; i < rows && i < s->b; i++) {
         int64_t len = c->seqlens_kv ? c->seqlens_kv[i] : s->skv;
         int64_t used = (len + s->page_size - 1) / s->page_size;
         used = used > per ? per : used;
         memcpy(row, t + i * per, (size_t)used * sizeof *row);
         qsort(row, (size_t)used, sizeof *row, cmp_i32);
-        for (int64_t j = 1; j < used && st == FATTN_OK; j++)
-            if (row[j] == row[j - 1])
+        for (int64_t j = 1; j < used; j++)
+            if (row[j] == row[j - 1]) {
                 st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s: sequence %lld "
                                  "holds page %d twice among the %lld pages of its %lld positions "
                                  "(a page serves one place of one sequence)", path, s->id, name,
                                  (long long)i, row[j], (long long)used, (long long)len);
+                goto out;
+            }
     }
+out:
     free(row);
     return st;
 }
@@ -299,27 +302,28 @@ static fattn_status check_inputs(const char *path, const fh_case *c, const fh_h5
     };
     size_t n = sizeof want / sizeof want[0];
     fattn_status st = check_children(path, id, g, "inputs", want, n, NULL);
-    for (size_t i = 0; i < n && st == FATTN_OK; i++) {
+    if (st != FATTN_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
         char dname[96];
         snprintf(dname, sizeof dname, "digest:%s", want[i].name);
         bool stored = fh_h5_node_find(g, want[i].name) || fh_h5_node_attr(g, dname);
         if (!want[i].shape.present && stored)
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s should not exist",
-                             path, id, want[i].name);
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s should not exist",
+                               path, id, want[i].name);
         else if (want[i].shape.present && !stored)
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s is missing", path,
-                             id, want[i].name);
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: inputs/%s is missing", path,
+                               id, want[i].name);
     }
     static const char *const qkv[] = {"q", "k", "v"}, *const d_out[] = {"d_out"};
-    if (st == FATTN_OK && c->fp8_inputs)
-        st = check_scale_invs(path, id, g, "inputs", qkv, 3);
-    if (st == FATTN_OK && c->fp8_d_out)
-        st = check_scale_invs(path, id, g, "inputs", d_out, 1);
-    if (st == FATTN_OK && c->spec->paged)
-        st = check_page_table(path, c, g, "page_table_k");
-    if (st == FATTN_OK && c->spec->paged)
-        st = check_page_table(path, c, g, "page_table_v");
-    return st;
+    if (c->fp8_inputs && (st = check_scale_invs(path, id, g, "inputs", qkv, 3)) != FATTN_OK)
+        return st;
+    if (c->fp8_d_out && (st = check_scale_invs(path, id, g, "inputs", d_out, 1)) != FATTN_OK)
+        return st;
+    if (c->spec->paged && ((st = check_page_table(path, c, g, "page_table_k")) != FATTN_OK ||
+                           (st = check_page_table(path, c, g, "page_table_v")) != FATTN_OK))
+        return st;
+    return FATTN_OK;
 }
 
 /* forward/, forward/aux/, forward/_impl/, save_ctx/ (its _impl/ holds
@@ -345,38 +349,41 @@ static fattn_status check_outputs(const char *path, const fh_case *c, const fh_h
     const fh_h5_node *g;
     fattn_status st = FATTN_OK;
     if ((g = fh_h5_node_find(cg, "forward")) &&
-        (st = check_children(path, id, g, "forward", fw, 2, fw_groups)))
+        (st = check_children(path, id, g, "forward", fw, 2, fw_groups)) != FATTN_OK)
         return st;
     const fh_h5_attr *osi = g ? fh_h5_node_attr(g, "out_scale_inv") : NULL;
     if (osi && (osi->kind != FH_H5_ATTR_FLOAT32 || !(osi->f32 > 0.0f) || isinf(osi->f32)))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: forward@out_scale_inv is not a "
                            "float32 finite and > 0 (the FP8 out's scale_inv)", path, id);
     if ((g = fh_h5_node_find(cg, "forward/aux")) &&
-        (st = check_children(path, id, g, "forward/aux", aux, FH_SAVED_NAUX, NULL)))
+        (st = check_children(path, id, g, "forward/aux", aux, FH_SAVED_NAUX, NULL)) != FATTN_OK)
         return st;
     if ((g = fh_h5_node_find(cg, "forward/_impl")) &&
-        (st = check_children(path, id, g, "forward/_impl", roles, FH_SAVED_COUNT, NULL)))
+        (st = check_children(path, id, g, "forward/_impl", roles, FH_SAVED_COUNT, NULL)) !=
+            FATTN_OK)
         return st;
     if ((g = fh_h5_node_find(cg, "save_ctx")) &&
-        (st = check_children(path, id, g, "save_ctx", roles, FH_SAVED_COUNT, sc_groups)))
+        (st = check_children(path, id, g, "save_ctx", roles, FH_SAVED_COUNT, sc_groups)) !=
+            FATTN_OK)
         return st;
     if ((g = fh_h5_node_find(cg, "save_ctx/_impl")) &&
-        (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)))
+        (st = check_children(path, id, g, "save_ctx/_impl", NULL, 0, NULL)) != FATTN_OK)
         return st;
     if ((g = fh_h5_node_find(cg, "backward")) && !fh_spec_has_backward(s))
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: backward recorded for a case "
                            "without one (inference, no_grad or inference_mode)", path, id);
-    if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)))
+    if (g && (st = check_children(path, id, g, "backward", bw, 5, bw_groups)) != FATTN_OK)
         return st;
     static const char *const grads[] = {"dq", "dk", "dv"};
-    if (g && c->fp8_grads && (st = check_scale_invs(path, id, g, "backward", grads, 3)))
+    if (g && c->fp8_grads &&
+        (st = check_scale_invs(path, id, g, "backward", grads, 3)) != FATTN_OK)
         return st;
     static const char *const fp8_roles[] = {"q_fp8", "k_fp8", "v_fp8", "out_fp8"};
     if ((st = check_scale_invs(path, id, fh_h5_node_find(cg, "save_ctx"), "save_ctx",
-                               fp8_roles, 4)))
+                               fp8_roles, 4)) != FATTN_OK)
         return st;
     if ((g = fh_h5_node_find(cg, "backward/_impl")) &&
-        (st = check_children(path, id, g, "backward/_impl", NULL, 0, NULL)))
+        (st = check_children(path, id, g, "backward/_impl", NULL, 0, NULL)) != FATTN_OK)
         return st;
     return FATTN_OK;
 }
@@ -569,7 +576,8 @@ static fattn_status check_content(const char *path, const fh_case *c, const fh_h
     const fh_h5_node *g = fh_h5_node_find(cg, "inputs");
     if (!g && need_inputs)
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: no inputs group", path, s->id);
-    if ((g && (st = check_inputs(path, c, g))) || (st = check_outputs(path, c, cg)))
+    if ((g && (st = check_inputs(path, c, g)) != FATTN_OK) ||
+        (st = check_outputs(path, c, cg)) != FATTN_OK)
         return st;
     int64_t tq = c->t_q ? c->t_q : s->b * s->sq, tkv = c->t_kv ? c->t_kv : s->b * s->skv;
     const char *cu_groups[] = {"inputs", "save_ctx"};
@@ -577,10 +585,10 @@ static fattn_status check_content(const char *path, const fh_case *c, const fh_h
         const fh_h5_node *cgi = fh_h5_node_find(cg, cu_groups[gi]);
         if (!cgi)
             continue;
-        if ((st = check_cu(path, s->id, cgi, "cu_seqlens_q", s->b, s->b * s->sq)) ||
-            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv", s->b, s->b * s->skv)) ||
-            (st = check_cu(path, s->id, cgi, "cu_seqlens_q_padded", s->b, tq)) ||
-            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv_padded", s->b, tkv)))
+        if ((st = check_cu(path, s->id, cgi, "cu_seqlens_q", s->b, s->b * s->sq)) != FATTN_OK ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv", s->b, s->b * s->skv)) != FATTN_OK ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_q_padded", s->b, tq)) != FATTN_OK ||
+            (st = check_cu(path, s->id, cgi, "cu_seqlens_kv_padded", s->b, tkv)) != FATTN_OK)
             return st;
     }
     const fh_h5_node *sc = fh_h5_node_find(cg, "save_ctx");
@@ -613,11 +621,13 @@ static fattn_status check_recipe_group(const char *path, const fh_spec *s,
         {"amax_history_bwd", mk_shape(FATTN_DTYPE_FLOAT32, 2, len, 6, 0, 0)},
     };
     fattn_status st = check_children(path, s->id, g, where, want, 4, NULL);
-    for (int i = 0; st == FATTN_OK && i < 4; i++)
+    if (st != FATTN_OK)
+        return st;
+    for (int i = 0; i < 4; i++)
         if (!fh_h5_node_find(g, want[i].name))
-            st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is missing", path, s->id,
-                             where, want[i].name);
-    return st;
+            return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s/%s is missing", path,
+                               s->id, where, want[i].name);
+    return FATTN_OK;
 }
 
 /* The groups step group g holds: exactly `want` (NULL-terminated; those
@@ -716,18 +726,22 @@ static fattn_status check_schedule(const char *path, const fh_spec *s, const fh_
         snprintf(msg, sizeof msg, "%s", fattn_last_error());
         return fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: %s", path, s->id, msg);
     }
-    for (int64_t k = 1; st == FATTN_OK && k <= m; k++) {
+    for (int64_t k = 1; k <= m; k++) {
         snprintf(name, sizeof name, "%lld", (long long)k);
         const fh_h5_node *g = fh_h5_node_find(steps, name);
-        if (g->is_dataset)
+        if (g->is_dataset) {
             st = fattn_error(FATTN_E_INVALID_FILE, "%s: case %s: steps/%s is a dataset", path,
                              s->id, name);
-        else if ((st = check_step(path, s, kv ? &plan : NULL, k, g)) != FATTN_OK) {
+            goto out;
+        }
+        if ((st = check_step(path, s, kv ? &plan : NULL, k, g)) != FATTN_OK) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", fattn_last_error());
             st = fattn_error(st, "%s (in steps/%s)", msg, name);
+            goto out;
         }
     }
+out:
     if (kv)
         fh_kv_plan_free(&plan);
     return st;

@@ -44,9 +44,10 @@ static fattn_status load_and_drop(const char *path, void *ctx)
         return st;
     fh_h5_node *r = NULL;
     fh_h5_read_opts o = {.attr_text_max = fh_h5_estimate_attr_text(&e)};
-    st = fh_h5_read_file(path, &o, &r);
-    if (st == FATTN_OK)
-        st = fh_runfile_validate(path, r);
+    if ((st = fh_h5_read_file(path, &o, &r)) != FATTN_OK)
+        goto out;
+    st = fh_runfile_validate(path, r);
+out:
     fh_h5_node_free(r);
     return st;
 }

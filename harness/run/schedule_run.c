@@ -11,6 +11,7 @@
 #include "case_run.h"
 #include "module.h"
 #include "runner.h"
+#include "try.h"
 
 #define MAX_LIVE 64
 
@@ -58,19 +59,20 @@ static fattn_status mb_new(sched_run *r, fh_h5_node *g, micro_batch **out)
     micro_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fattn_error(FATTN_E_NOMEM, "out of memory for a micro-batch");
-    fattn_status st = fh_spec_step(r->spec, r->m.kv ? &r->m.plan : NULL, r->k, &b->spec);
-    if (st == FATTN_OK)
-        st = fh_case_run_init(&b->run, &b->spec, r->opts);
-    if (st != FATTN_OK) {
-        fh_spec_free(&b->spec);
-        free(b);
-        return st;
-    }
+    fattn_status st;
+    if ((st = fh_spec_step(r->spec, r->m.kv ? &r->m.plan : NULL, r->k, &b->spec)) != FATTN_OK ||
+        (st = fh_case_run_init(&b->run, &b->spec, r->opts)) != FATTN_OK)
+        goto out;
     b->run.env.gen = &r->gen;
     b->run.env.quantizers = r->spec->fp8 ? &r->m.qs : NULL;
     b->run.node = b->fnode = g;
     *out = b;
-    return FATTN_OK;
+out:
+    if (st != FATTN_OK) {
+        fh_spec_free(&b->spec);
+        free(b);
+    }
+    return st;
 }
 
 /* The end of a micro-batch: the caller's tensors as it left them, then
@@ -98,16 +100,17 @@ static fattn_status run_state(sched_run *r, micro_batch *b, fh_h5_node *g, fh_st
         st = fh_h5_node_new_group("", &scratch);
     b->run.node = scratch ? scratch : g;
     r->state = s;
-    if (st == FATTN_OK) {
-        if (s == FH_STATE_FORWARD)
-            st = fh_case_run_forward(&b->run);
-        else if (s == FH_STATE_SAVE_CTX && b->run.state == FH_STATE_FORWARD)
-            st = fh_case_run_save_ctx(&b->run);
-        else if (s == FH_STATE_SAVE_CTX)
-            st = fh_case_run_saved(&b->run);
-        else
-            st = fh_case_run_backward(&b->run, &b->run.in.d_out);
-    }
+    if (st != FATTN_OK)
+        goto out;
+    if (s == FH_STATE_FORWARD)
+        st = fh_case_run_forward(&b->run);
+    else if (s == FH_STATE_SAVE_CTX && b->run.state == FH_STATE_FORWARD)
+        st = fh_case_run_save_ctx(&b->run);
+    else if (s == FH_STATE_SAVE_CTX)
+        st = fh_case_run_saved(&b->run);
+    else
+        st = fh_case_run_backward(&b->run, &b->run.in.d_out);
+out:
     b->run.node = g;
     fh_h5_node_free(scratch);
     return st;
@@ -117,12 +120,15 @@ static fattn_status run_state(sched_run *r, micro_batch *b, fh_h5_node *g, fh_st
 static fattn_status mb_forward(sched_run *r, micro_batch *b)
 {
     fattn_status st = run_state(r, b, b->fnode, FH_STATE_FORWARD);
+    if (st != FATTN_OK)
+        return st;
     /* at --until forward the forward's engine calls are written here, as the
      * runner writes them; save_ctx, which writes them otherwise, then runs
      * into scratch */
-    if (st == FATTN_OK && r->opts->until == FH_STATE_FORWARD)
-        st = fh_case_run_write_calls(&b->run, FH_CALL_FORWARD);
-    return st != FATTN_OK ? st : run_state(r, b, b->fnode, FH_STATE_SAVE_CTX);
+    if (r->opts->until == FH_STATE_FORWARD &&
+        (st = fh_case_run_write_calls(&b->run, FH_CALL_FORWARD)) != FATTN_OK)
+        return st;
+    return run_state(r, b, b->fnode, FH_STATE_SAVE_CTX);
 }
 
 /* F m: inputs drawn for this step (seed + k), the forward; in training the
@@ -135,16 +141,15 @@ static fattn_status step_f(sched_run *r, const fh_step *s, fh_h5_node *g)
         return st;
     b->mb = s->mb;
     r->state = FH_STATE_INPUTS;
-    st = fh_case_run_inputs(&b->run);
-    if (st == FATTN_OK)
-        st = mb_forward(r, b);
-    if (st != FATTN_OK || !fh_spec_has_backward(r->spec)) {
-        fattn_status end = mb_end(r, b);
-        return st != FATTN_OK ? st : end;
-    }
+    if ((st = fh_case_run_inputs(&b->run)) != FATTN_OK || (st = mb_forward(r, b)) != FATTN_OK ||
+        !fh_spec_has_backward(r->spec))
+        goto out;
     assert(r->n_live < MAX_LIVE); /* the schedule's check bounds it */
     r->live[r->n_live++] = b;
     return FATTN_OK;
+out:
+    /* a micro-batch ends after a failure too (its inputs as it left them) */
+    return fh_first_error(st, mb_end(r, b));
 }
 
 /* B m: the ctx as the backward finds it (save_ctx/ again: what it holds by
@@ -159,10 +164,12 @@ static fattn_status step_b(sched_run *r, const fh_step *s, fh_h5_node *g)
     micro_batch *b = r->live[at];
     r->live[at] = r->live[--r->n_live];
     fattn_status st = run_state(r, b, g, FH_STATE_SAVE_CTX);
-    if (st == FATTN_OK)
-        st = run_state(r, b, g, FH_STATE_BACKWARD);
-    fattn_status end = mb_end(r, b);
-    return st != FATTN_OK ? st : end;
+    if (st != FATTN_OK)
+        goto out;
+    st = run_state(r, b, g, FH_STATE_BACKWARD);
+out:
+    /* a micro-batch ends after a failure too (its inputs as it left them) */
+    return fh_first_error(st, mb_end(r, b));
 }
 
 /* A cache step: q and the new tokens drawn for this step, the tokens
@@ -175,15 +182,16 @@ static fattn_status step_kv(sched_run *r, fh_h5_node *g)
         return st;
     r->state = FH_STATE_INPUTS;
     b->run.state = FH_STATE_INPUTS;
-    if ((st = fh_inputs_make(&b->spec, &b->run.in)) == FATTN_OK) {
-        b->run.own_inputs = true;
-        if ((st = fh_module_cache_step(&r->m, r->k, &b->spec, &b->run.in)) == FATTN_OK)
-            st = fh_case_run_put_inputs(&b->run);
-    }
-    if (st == FATTN_OK)
-        st = mb_forward(r, b);
-    fattn_status end = mb_end(r, b);
-    return st != FATTN_OK ? st : end;
+    if ((st = fh_inputs_make(&b->spec, &b->run.in)) != FATTN_OK)
+        goto out;
+    b->run.own_inputs = true;
+    if ((st = fh_module_cache_step(&r->m, r->k, &b->spec, &b->run.in)) != FATTN_OK ||
+        (st = fh_case_run_put_inputs(&b->run)) != FATTN_OK)
+        goto out;
+    st = mb_forward(r, b);
+out:
+    /* a micro-batch ends after a failure too (its inputs as it left them) */
+    return fh_first_error(st, mb_end(r, b));
 }
 
 static fattn_status run_step(sched_run *r, const fh_step *s)
@@ -233,21 +241,23 @@ fattn_status fh_run_schedule(const fh_spec *spec, const fh_run_opts *opts,
     fattn_status st = fh_case_node_new(spec, &r.node);
     if (st != FATTN_OK)
         return st;
-    if ((st = fh_module_init(&r.m, spec)) == FATTN_OK)
-        st = fh_h5_node_group(r.node, "steps", &r.steps);
-    for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
+    if ((st = fh_module_init(&r.m, spec)) != FATTN_OK ||
+        (st = fh_h5_node_group(r.node, "steps", &r.steps)) != FATTN_OK)
+        goto out;
+    for (int64_t i = 0; i < spec->schedule->n; i++) {
         const fh_step *s = &spec->schedule->steps[i];
         r.k = i + 1;
-        st = run_step(&r, s);
+        if ((st = run_step(&r, s)) != FATTN_OK)
+            goto out;
     }
+out:
     for (int i = 0; i < r.n_live; i++) { /* forwards whose B never came */
-        fattn_status end = FATTN_OK;
-        if (st == FATTN_OK)
-            end = mb_end(&r, r.live[i]);
-        else
+        /* once one failed, the rest are freed without recording their end */
+        if (st != FATTN_OK)
             mb_free(r.live[i]);
+        else
+            st = mb_end(&r, r.live[i]);
         r.live[i] = NULL;
-        st = st != FATTN_OK ? st : end;
     }
     r.n_live = 0;
     char where[160];
@@ -279,11 +289,12 @@ static const fh_h5_node *recorded_step(const sched_replay *p, int64_t k)
 /* Every child of src copied under dst (but `skip`). */
 static fattn_status copy_children(const fh_h5_node *src, fh_h5_node *dst, const char *skip)
 {
-    fattn_status st = FATTN_OK;
-    for (size_t i = 0; st == FATTN_OK && i < src->n_children; i++)
-        if (!skip || strcmp(src->children[i]->name, skip) != 0)
-            st = fh_h5_node_copy(src->children[i], dst, NULL);
-    return st;
+    fattn_status st;
+    for (size_t i = 0; i < src->n_children; i++)
+        if ((!skip || strcmp(src->children[i]->name, skip) != 0) &&
+            (st = fh_h5_node_copy(src->children[i], dst, NULL)) != FATTN_OK)
+            return st;
+    return FATTN_OK;
 }
 
 /* A forward step: copied as recorded, or (from FORWARD) setup_ctx run
@@ -292,18 +303,19 @@ static fattn_status replay_forward(sched_replay *p, const fh_h5_node *rec, fh_h5
 {
     if (p->from == FH_STATE_SAVE_CTX)
         return copy_children(rec, g, NULL);
-    fattn_status st = copy_children(rec, g, "save_ctx");
     micro_batch *b = NULL;
-    if (st == FATTN_OK)
-        st = mb_new(&p->r, g, &b);
-    if (st != FATTN_OK)
+    fattn_status st;
+    if ((st = copy_children(rec, g, "save_ctx")) != FATTN_OK ||
+        (st = mb_new(&p->r, g, &b)) != FATTN_OK)
         return st;
     fh_case_run_load_inputs(&b->run, fh_h5_node_find(rec, "inputs"));
     b->run.state = FH_STATE_FORWARD;
     p->r.state = FH_STATE_SAVE_CTX;
-    if ((st = fh_case_run_fe_start(&b->run)) == FATTN_OK &&
-        (st = b->run.ops->load_forward(b->run.fe, rec)) == FATTN_OK)
-        st = fh_case_run_save_ctx(&b->run);
+    if ((st = fh_case_run_fe_start(&b->run)) != FATTN_OK ||
+        (st = b->run.ops->load_forward(b->run.fe, rec)) != FATTN_OK)
+        goto out;
+    st = fh_case_run_save_ctx(&b->run);
+out:
     mb_free(b);
     return st;
 }
@@ -330,27 +342,27 @@ static fattn_status replay_backward(sched_replay *p, const fh_step *s, const fh_
     micro_batch *b = NULL;
     fattn_status st = mb_new(&p->r, g, &b);
     p->r.k = k;
-    if (st == FATTN_OK)
-        st = fh_h5_node_copy(sc_g, g, NULL);
     fh_ctx_record rec_ctx;
-    if (st == FATTN_OK) {
-        fh_case_run_load_inputs(&b->run, fin);
-        /* the backward reads the recorded slots as views: its engine
-         * call's tensors are named by them */
-        for (int i = 0; i < FH_SAVED_COUNT; i++)
-            b->run.saved_t[i] = fh_fe_node_tensor(sc_g, fh_saved_name((fh_saved_slot)i));
-        b->run.state = FH_STATE_SAVE_CTX;
-        p->r.state = FH_STATE_SAVE_CTX;
-        if ((st = fh_ctx_record_read(sc_g, &rec_ctx)) == FATTN_OK &&
-            (st = fh_case_run_fe_start(&b->run)) == FATTN_OK)
-            st = b->run.ops->load_save_ctx(b->run.fe, sc_g, &rec_ctx);
-    }
-    if (st == FATTN_OK && fattn_tensor_is_empty(&b->run.in.d_out))
+    if (st != FATTN_OK || (st = fh_h5_node_copy(sc_g, g, NULL)) != FATTN_OK)
+        goto out;
+    fh_case_run_load_inputs(&b->run, fin);
+    /* the backward reads the recorded slots as views: its engine
+     * call's tensors are named by them */
+    for (int i = 0; i < FH_SAVED_COUNT; i++)
+        b->run.saved_t[i] = fh_fe_node_tensor(sc_g, fh_saved_name((fh_saved_slot)i));
+    b->run.state = FH_STATE_SAVE_CTX;
+    p->r.state = FH_STATE_SAVE_CTX;
+    if ((st = fh_ctx_record_read(sc_g, &rec_ctx)) != FATTN_OK ||
+        (st = fh_case_run_fe_start(&b->run)) != FATTN_OK ||
+        (st = b->run.ops->load_save_ctx(b->run.fe, sc_g, &rec_ctx)) != FATTN_OK)
+        goto out;
+    if (fattn_tensor_is_empty(&b->run.in.d_out)) {
         st = fattn_error(FATTN_E_INVALID_FILE, "the forward's inputs/d_out missing");
-    if (st == FATTN_OK) {
-        p->r.state = FH_STATE_BACKWARD;
-        st = fh_case_run_backward(&b->run, &b->run.in.d_out);
+        goto out;
     }
+    p->r.state = FH_STATE_BACKWARD;
+    st = fh_case_run_backward(&b->run, &b->run.in.d_out);
+out:
     mb_free(b);
     return st;
 }
@@ -379,25 +391,32 @@ fattn_status fh_replay_schedule(const fh_h5_node *recorded, const fh_spec *spec,
     *out = NULL;
     sched_replay p = {.r = {.spec = spec, .opts = opts}, .from = from};
     p.rsteps = fh_h5_node_find(recorded, "steps");
+    char where[160];
     fattn_status st = fh_case_node_new(spec, &p.r.node);
     if (st != FATTN_OK)
         return st;
-    if (!p.rsteps)
+    if (!p.rsteps) {
         st = fattn_error(FATTN_E_STATE, "cannot resume from state %s: the file lacks steps/",
                          fh_state_name(from));
-    if (st == FATTN_OK && fh_schedule_is_cache(spec->schedule))
-        st = fh_spec_kv_plan(spec, &p.r.m.plan), p.r.m.kv = st == FATTN_OK;
-    if (st == FATTN_OK)
-        st = fh_h5_node_group(p.r.node, "steps", &p.r.steps);
-    for (int64_t i = 0; st == FATTN_OK && i < spec->schedule->n; i++) {
+        goto out;
+    }
+    if (fh_schedule_is_cache(spec->schedule)) {
+        if ((st = fh_spec_kv_plan(spec, &p.r.m.plan)) != FATTN_OK)
+            goto out;
+        p.r.m.kv = true;
+    }
+    if ((st = fh_h5_node_group(p.r.node, "steps", &p.r.steps)) != FATTN_OK)
+        goto out;
+    for (int64_t i = 0; i < spec->schedule->n; i++) {
         const fh_step *s = &spec->schedule->steps[i];
         p.r.k = i + 1;
         const fh_h5_node *rec = recorded_step(&p, p.r.k);
         if (!rec)
             break;
-        st = replay_step(&p, s, rec);
+        if ((st = replay_step(&p, s, rec)) != FATTN_OK)
+            goto out;
     }
-    char where[160];
+out:
     where_of(&p.r, where, sizeof where);
     sched_free(&p.r);
     return fh_case_finish(spec, opts, &p.r.node, st, where, out);
