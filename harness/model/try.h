@@ -18,9 +18,12 @@
     } while (0)
 
 /* The status a function reports when a step that must run even after a
- * failure (closing a file, restoring a saved setting) also reports one:
- * the first error wins. Both arguments are evaluated, which is the point:
- * `st = fh_first_error(st, fh_h5_close(f));` closes the file either way. */
+ * failure (ending a micro-batch, restoring a saved setting) also reports
+ * one: the first error wins. Both arguments are evaluated, which is the
+ * point: `st = fh_first_error(st, end(b));` ends b either way. The status
+ * wins, not its message: a second step that fails after the first sets the
+ * last error message, so where the first message must stay, release
+ * without reporting instead (an HDF5 handle closed at out:). */
 static inline fattn_status fh_first_error(fattn_status first, fattn_status then)
 {
     return first != FATTN_OK ? first : then;
