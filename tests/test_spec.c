@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "fattn_test.h"
 #include "case.h"
 #include "spec.h"
@@ -648,6 +650,24 @@ START_TEST(test_empty_array)
 }
 END_TEST
 
+static void *failing_malloc(size_t n)
+{
+    (void)n;
+    return NULL;
+}
+
+/* jansson's parser out of memory: reported as such, not as a syntax error */
+START_TEST(test_parse_out_of_memory)
+{
+    fh_spec_list l;
+    json_set_alloc_funcs(failing_malloc, free);
+    fattn_status st = fh_spec_parse_json(min_json, strlen(min_json), "t", &l);
+    json_set_alloc_funcs(malloc, free);
+    ck_assert_int_eq(st, FATTN_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(fattn_last_error(), "t: out of memory parsing JSON"));
+}
+END_TEST
+
 START_TEST(test_bias_shape_names)
 {
     static const char *names[] = {"1hss", "b1ss", "bhss", "11ss", "111s"};
@@ -865,6 +885,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_glob);
     tcase_add_test(tc, test_load_file);
     tcase_add_test(tc, test_empty_array);
+    tcase_add_test(tc, test_parse_out_of_memory);
     tcase_add_test(tc, test_bias_shape_names);
     suite_add_tcase(s, tc);
 

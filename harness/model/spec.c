@@ -440,6 +440,10 @@ static fattn_status load_json(const char *text, size_t len, const char *source, 
 {
     json_error_t err;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    /* jansson gives every syntax error a message; a failed allocation mostly
+     * leaves none (and sets no error code), so an empty message is memory */
+    if (!root && !err.text[0])
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory parsing JSON", source);
     if (!root)
         return fattn_error(FATTN_E_PARSE, "%s: line %d column %d: %s", source, err.line,
                            err.column, err.text);
