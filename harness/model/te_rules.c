@@ -9,10 +9,8 @@ fattn_status fh_case_support_query(const fh_spec *s, unsigned te_rules,
 {
     fh_case c;
     fattn_status st = fh_case_resolve(s, &c);
-    if (st != FATTN_OK) {
-        fh_case_free(&c);
+    if (st != FATTN_OK)
         return st;
-    }
     fattn_support_query_init(q);
     q->te_rules = te_rules ? te_rules : FATTN_TE_RULES_NEWEST;
     q->q_dtype = q->kv_dtype = s->dtype;
