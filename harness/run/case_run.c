@@ -338,8 +338,10 @@ fattn_status fh_case_run_backward(fh_case_run *r, const fattn_tensor *d_out)
     if (st != FATTN_OK || (st = fh_case_run_fe_start(r)) != FATTN_OK)
         goto out;
     st = r->ops->backward(r->fe, d_out, &res);
-    if (st != FATTN_OK && r->opts->backward_after_failure)
-        return backward_after_failure(r, st, d_out);
+    if (st != FATTN_OK && r->opts->backward_after_failure) {
+        st = backward_after_failure(r, st, d_out);
+        goto out;
+    }
     if (st != FATTN_OK || (st = fh_h5_node_group(r->node, "backward", &g)) != FATTN_OK ||
         (st = fh_fe_put_tensor(g, "dq", &res.dq)) != FATTN_OK ||
         (st = fh_fe_put_tensor(g, "dk", &res.dk)) != FATTN_OK ||
