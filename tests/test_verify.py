@@ -406,6 +406,44 @@ def _():
         assert len(c["first"]) == c["differences"], c
     assert j["contrast"]["features"] == ["window", "training"], j["contrast"]
     assert j["contrast"]["failing"] == len(rows), j["contrast"]
+    # fattn-te computes the contrast in Python (tools/te/fattn_te/cause.py) over
+    # `fattn cases --resolved --json`'s features: over the same cases it says
+    # what verify says, word for word
+    te_cause = te_cause_module()
+    r = subprocess.run([exe, "cases", "--resolved", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
+    # (a case that does not resolve, a refusal, has no features)
+    feats = {c["id"]: c["features"] for c in json.loads(r.stdout) if "features" in c}
+    ran = [c for c in j["cases"] if not c.get("refused") and not c["result"].startswith("skip")]
+    py = te_cause.contrast(feats, [c["id"] for c in ran if c["result"] == "different"],
+                           [c["id"] for c in ran if c["result"] == "ok"])
+    line = next(l for l in p.stdout.splitlines() if l.startswith("contrast: "))
+    assert py["text"] == line, (py["text"], line)
+    assert py["features"] == j["contrast"]["features"], (py, j["contrast"])
+
+
+def te_cause_module():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tools", "te"))
+    from fattn_te import cause  # pure Python: needs neither torch nor TE
+    return cause
+
+
+@test("fattn-te's contrast weighs every feature fattn lists, in fattn's order: a grad mode "
+      "or a cache that alone tells failing cases from passing ones is named")
+def _():
+    cause = te_cause_module()
+    base = {"mask": "causal", "dtype": "bf16", "grad_mode": "grad", "max_batch_size": "no"}
+    for key, bad in (("grad_mode", "no_grad"), ("max_batch_size", "yes")):
+        feats = {f"c{i}": dict(base, **({key: bad} if i < 2 else {})) for i in range(4)}
+        out = cause.contrast(feats, ["c0", "c1"], ["c2", "c3"])
+        assert out["features"] == [key], (key, out)
+        assert out["text"].startswith(f"contrast: the 2 failing cases all have {key} {bad}; "
+                                      "none of the 2 passing cases have that"), out["text"]
+    # ties go to the feature fattn lists first
+    feats = {f"c{i}": dict(base, **({"dtype": "f16", "grad_mode": "no_grad"} if i < 2 else {}))
+             for i in range(4)}
+    assert cause.contrast(feats, ["c0", "c1"], ["c2", "c3"])["features"] == ["dtype"]
 
 
 @test("a failure of the split's wrapper alone is a difference naming the wrapper (exit 1), "

@@ -96,10 +96,6 @@ def case_cause(items, present, a_name, b_name, what_of, shown=2, then_shown=4):
 
 # ---- the contrast (contrast.h's rule) -----------------------------------------------
 
-FEATURES = ["mask", "window", "training", "layout", "layout_group", "q_format", "dtype",
-            "bias", "softmax", "fp8", "fp8_input", "fp8_output", "dropout", "heads",
-            "head_dims", "lengths", "padding", "max_logit", "deterministic", "paged",
-            "raw_func_args"]
 VALUES_SHOWN = 8
 
 
@@ -120,7 +116,10 @@ def contrast(features, failing, passing):
     passing = [c for c in passing if c in features]
     if len(failing) < 2 or not passing:
         return None
-    keys = [k for k in FEATURES if all(k in features[c] for c in failing + passing)]
+    # fattn lists each case's features in the order of its table (FH_FEATURES,
+    # harness/model/case_features.h), which is also the contrast's tie-break:
+    # read the names and their order from there, so that none is left out
+    keys = [k for k in features[failing[0]] if all(k in features[c] for c in failing + passing)]
     sets = {k: {features[c][k] for c in failing} for k in keys}
 
     def misses(k1, k2=None):
