@@ -1,4 +1,4 @@
-/* The harness's two helpers of the error idiom (docs/architecture.md, "One
+/* The harness's helper of the error idiom (docs/architecture.md, "One
  * error idiom").
  *
  * TRY(expr): return expr's status from the calling function unless it is
@@ -16,17 +16,5 @@
         if (try_st_ != FATTN_OK)                                               \
             return try_st_;                                                    \
     } while (0)
-
-/* The status a function reports when a step that must run even after a
- * failure (ending a micro-batch, restoring a saved setting) also reports
- * one: the first error wins. Both arguments are evaluated, which is the
- * point: `st = fh_first_error(st, end(b));` ends b either way. The status
- * wins, not its message: a second step that fails after the first sets the
- * last error message, so where the first message must stay, release
- * without reporting instead (an HDF5 handle closed at out:). */
-static inline fattn_status fh_first_error(fattn_status first, fattn_status then)
-{
-    return first != FATTN_OK ? first : then;
-}
 
 #endif

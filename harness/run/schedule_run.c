@@ -11,7 +11,6 @@
 #include "case_run.h"
 #include "module.h"
 #include "runner.h"
-#include "try.h"
 
 #define MAX_LIVE 64
 
@@ -75,17 +74,24 @@ out:
     return st;
 }
 
-/* The end of a micro-batch: the caller's tensors as it left them, then
- * its state freed. */
-static fattn_status mb_end(sched_run *r, micro_batch *b)
+/* The end of a micro-batch, after a step whose status so far is `first`:
+ * the caller's tensors as it left them, then its state freed. It ends after
+ * a failure too; then the first error stands, status and message, and one
+ * here is dropped. */
+static fattn_status mb_end(sched_run *r, micro_batch *b, fattn_status first)
 {
     fattn_status st = FATTN_OK;
     if (r->opts->inputs_after && b->run.state >= FH_STATE_INPUTS) {
+        char msg[3072] = ""; /* as long as the library's last-error message */
+        if (first != FATTN_OK)
+            snprintf(msg, sizeof msg, "%s", fattn_last_error());
         b->run.node = b->fnode;
         st = fh_case_run_inputs_after(&b->run);
+        if (first != FATTN_OK && st != FATTN_OK)
+            fattn_error(first, "%s", msg);
     }
     mb_free(b);
-    return st;
+    return first != FATTN_OK ? first : st;
 }
 
 /* One state of micro-batch b, recorded into step group g when --until
@@ -149,7 +155,7 @@ static fattn_status step_f(sched_run *r, const fh_step *s, fh_h5_node *g)
     return FATTN_OK;
 out:
     /* a micro-batch ends after a failure too (its inputs as it left them) */
-    return fh_first_error(st, mb_end(r, b));
+    return mb_end(r, b, st);
 }
 
 /* B m: the ctx as the backward finds it (save_ctx/ again: what it holds by
@@ -169,7 +175,7 @@ static fattn_status step_b(sched_run *r, const fh_step *s, fh_h5_node *g)
     st = run_state(r, b, g, FH_STATE_BACKWARD);
 out:
     /* a micro-batch ends after a failure too (its inputs as it left them) */
-    return fh_first_error(st, mb_end(r, b));
+    return mb_end(r, b, st);
 }
 
 /* A cache step: q and the new tokens drawn for this step, the tokens
@@ -191,7 +197,7 @@ static fattn_status step_kv(sched_run *r, fh_h5_node *g)
     st = mb_forward(r, b);
 out:
     /* a micro-batch ends after a failure too (its inputs as it left them) */
-    return fh_first_error(st, mb_end(r, b));
+    return mb_end(r, b, st);
 }
 
 static fattn_status run_step(sched_run *r, const fh_step *s)
@@ -256,7 +262,7 @@ out:
         if (st != FATTN_OK)
             mb_free(r.live[i]);
         else
-            st = mb_end(&r, r.live[i]);
+            st = mb_end(&r, r.live[i], FATTN_OK);
         r.live[i] = NULL;
     }
     r.n_live = 0;
