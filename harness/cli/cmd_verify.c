@@ -748,13 +748,17 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
     fh_run_memory_policy();
     fh_h5_node *root = NULL;
     fattn_status st = golden_root(&root, backend_name, e, forced, key, te_rules);
+    char root_err[1024] = ""; /* reading the old goldens may set another */
+    if (st != FATTN_OK)
+        snprintf(root_err, sizeof root_err, "%s", fattn_last_error());
     golden_changes gc;
     fh_case_sink *k = NULL;
     /* the old goldens (read to tell the changes) get what the cases leave;
      * a root that could not be made is reported after they are read */
     int rc = golden_changes_init(&gc, path, max_mem - cases_mem > 1.0 ? max_mem - cases_mem : 1.0);
-    if (rc == FH_EXIT_OK &&
-        (st != FATTN_OK || (st = fh_case_sink_open(path, root, false, &k)) != FATTN_OK))
+    if (rc == FH_EXIT_OK && st != FATTN_OK)
+        rc = cli_fail("golden", "%s", root_err);
+    else if (rc == FH_EXIT_OK && (st = fh_case_sink_open(path, root, false, &k)) != FATTN_OK)
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FH_EXIT_OK)
