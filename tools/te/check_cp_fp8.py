@@ -28,13 +28,18 @@ def main():
     from transformer_engine.pytorch.tensor.float8_tensor import Float8CurrentScalingQuantizer
     # R1's signature (fattn_te/cp_findings.py): the message and a line of
     # the TE that ran that is FusedAttention's reduce_amax check
-    from fattn_te import cp_findings
+    from fattn_te import cp, cp_findings
     spec = {"fp8": {"recipe": "delayed", "reduce_amax": False}, "cp": {"size": 2}}
     head = ("rank 0: " + cp_findings.R1["raised"])
+    r1 = f"{cp_findings.R1['raised']} ({cp_findings.R1['file']}:2510)"
     for label, reason in (
             ("R1 2510", f"{head} ({cp_findings.R1['file']}:2510)"),
             ("R1 2511", f"{head} ({cp_findings.R1['file']}:2511)"),
-            ("R1 other message", f"rank 0: TE raised AssertionError: no ({cp_findings.R1['file']}:2510)")):
+            ("R1 other message", f"rank 0: TE raised AssertionError: no ({cp_findings.R1['file']}:2510)"),
+            # as cp.py records a case whose ranks raised: each rank's error
+            ("R1 from both ranks", cp.rank_errors([(0, r1), (1, r1)])),
+            ("R1 and another rank's error",
+             cp.rank_errors([(0, r1), (1, "TE raised RuntimeError: x (y.py:3)")]))):
         entry, why = cp_findings.refusal(spec, reason, where.te_root("2.20.2"))
         print(f"{label}: {'R1' if entry else 'not'}{': ' + why if why else ''}")
     sys.stdout.flush()  # nothing buffered for the child to inherit

@@ -123,14 +123,25 @@ def run_ranks(root, backend, cps, work, ref):
     return results
 
 
+def rank_errors(errs):
+    """The errors of the ranks that raised, [(rank, error)], as one reason:
+    "rank 1: e" for one rank, "ranks 0, 1: e" for ranks that raised the same
+    error, and each group's when they differ ("rank 0: e; rank 1: f")."""
+    prefix = where.ERROR_PREFIX
+    by = {}
+    for r, e in errs:
+        by.setdefault(e[len(prefix):] if e.startswith(prefix) else e, []).append(r)
+    return prefix + "; ".join(
+        f"rank {rs[0]}: {e}" if len(rs) == 1 else f"ranks {', '.join(map(str, rs))}: {e}"
+        for e, rs in by.items())
+
+
 def _case_tree(attrs, payloads):
     """A CP case's group: the reference's states and ranks/<r>/, or
-    (attrs + skipped) when a rank raised."""
+    (attrs + skipped) when a rank raised: every rank's error, not the first."""
     errs = [(p["rank"], p["error"]) for p in payloads if "error" in p]
     if errs:
-        r, e = errs[0]
-        reason = e if e.startswith(where.ERROR_PREFIX) else where.ERROR_PREFIX + e
-        reason = reason[:len(where.ERROR_PREFIX)] + f"rank {r}: " + reason[len(where.ERROR_PREFIX):]
+        reason = rank_errors(errs)
         return {"attrs": attrs + [("skipped", reason, None)], "children": {}}, reason
     ref = payloads[0]["reference"]
     children = dict(ref)

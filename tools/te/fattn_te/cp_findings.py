@@ -137,7 +137,7 @@ R1 = {
     "file": "transformer_engine/pytorch/attention/dot_product_attention/backends.py",
     "check": "assert not context_parallel or fp8_recipe.reduce_amax",
 }
-_RAISED = re.compile(r"^(?:fattn-te: )?rank (\d+): (.*) \(([^()]*):(\d+)\)$")
+_RAISED = re.compile(r"^(?:fattn-te: )?ranks? (\d+(?:, \d+)*): (.*) \(([^()]*):(\d+)\)$")
 
 
 def refusal(spec, reason, te_root):
