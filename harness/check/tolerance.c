@@ -109,6 +109,9 @@ fattn_status fh_tol_profile_load(const char *path, fh_tol_profile *p)
         return fattn_error(FATTN_E_IO, "%s", fattn_last_error());
     json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &err);
     close(fd);
+    /* jansson gives every syntax error a message; an empty one is a failed allocation */
+    if (!root && !err.text[0])
+        return fattn_error(FATTN_E_NOMEM, "%s: out of memory parsing JSON", path);
     if (!root)
         return fattn_error(FATTN_E_PARSE, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     fh_tol_profile np;

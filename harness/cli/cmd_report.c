@@ -634,6 +634,10 @@ static int verify_report(FILE *f, const char *path, const char *cases, const cha
                         max_mem);
     json_error_t err;
     json_t *root = json_load_file(fh_fileguard_read_path(path, fdpath, sizeof fdpath), 0, &err);
+    /* jansson gives every syntax error and unreadable file a message; an
+     * empty one is a failed allocation */
+    if (!root && !err.text[0])
+        return cli_fail("report", "%s: out of memory reading JSON", path);
     if (!root && err.line < 1) /* jansson could not read it at all */
         return cli_fail("report", "%s: %s", path, err.text);
     if (!root)

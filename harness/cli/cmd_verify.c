@@ -748,7 +748,7 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
     fh_run_memory_policy();
     fh_h5_node *root = NULL;
     fattn_status st = golden_root(&root, backend_name, e, forced, key, te_rules);
-    char root_err[1024] = ""; /* reading the old goldens may set another */
+    char root_err[3072] = ""; /* reading the old goldens may set another */
     if (st != FATTN_OK)
         snprintf(root_err, sizeof root_err, "%s", fattn_last_error());
     golden_changes gc;

@@ -145,6 +145,9 @@ fattn_status fh_runtree_from_manifest(const char *json, size_t len, const void *
     *out = NULL;
     json_error_t err;
     json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
+    /* jansson gives every syntax error a message; an empty one is a failed allocation */
+    if (!doc && !err.text[0])
+        return fattn_error(FATTN_E_NOMEM, "manifest: out of memory parsing JSON");
     if (!doc)
         return fattn_error(FATTN_E_PARSE, "manifest: line %d column %d: %s", err.line,
                            err.column, err.text);
