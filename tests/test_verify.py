@@ -413,9 +413,13 @@ def _():
     r = subprocess.run([exe, "cases", "--resolved", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-500:]
     # (a case that does not resolve, a refusal, has no features)
-    feats = {c["id"]: c["features"] for c in json.loads(r.stdout) if "features" in c}
-    ran = [c for c in j["cases"] if not c.get("refused") and not c["result"].startswith("skip")]
-    py = te_cause.contrast(feats, [c["id"] for c in ran if c["result"] == "different"],
+    resolved = json.loads(r.stdout)
+    feats = {c["id"]: c["features"] for c in resolved if "features" in c}
+    expect_refusal = {c["id"] for c in resolved if c["spec"].get("expect_refusal")}
+    # as verify splits them (cmd_verify_text.c): a difference or an error fails,
+    # refusal cases and skipped ones are on neither side
+    ran = [c for c in j["cases"] if c["id"] not in expect_refusal and c["result"] != "skipped"]
+    py = te_cause.contrast(feats, [c["id"] for c in ran if c["result"] in ("different", "error")],
                            [c["id"] for c in ran if c["result"] == "ok"])
     line = next(l for l in p.stdout.splitlines() if l.startswith("contrast: "))
     assert py["text"] == line, (py["text"], line)
@@ -440,10 +444,10 @@ def _():
         assert out["features"] == [key], (key, out)
         assert out["text"].startswith(f"contrast: the 2 failing cases all have {key} {bad}; "
                                       "none of the 2 passing cases have that"), out["text"]
-    # ties go to the feature fattn lists first
-    feats = {f"c{i}": dict(base, **({"dtype": "f16", "grad_mode": "no_grad"} if i < 2 else {}))
+    # ties go to the feature fattn lists first: mask before dtype (not the names' order)
+    feats = {f"c{i}": dict(base, **({"dtype": "f16", "mask": "padding"} if i < 2 else {}))
              for i in range(4)}
-    assert cause.contrast(feats, ["c0", "c1"], ["c2", "c3"])["features"] == ["dtype"]
+    assert cause.contrast(feats, ["c0", "c1"], ["c2", "c3"])["features"] == ["mask"]
 
 
 @test("a failure of the split's wrapper alone is a difference naming the wrapper (exit 1), "
