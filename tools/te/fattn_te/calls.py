@@ -54,14 +54,6 @@ class HostTwins:
         self.bases = {}
         self.outs = []
 
-    @classmethod
-    def for_call(cls, q, mask_type, qkv_layout):
-        """A call's twins, and whether the engine runs on the device: TE's
-        tensors (q's device) are CUDA and the call need not take the host."""
-        dev = q.device.type != "cpu"
-        twins = cls(dev and _host_only(mask_type, qkv_layout))
-        return twins, dev and not twins.active
-
     def of(self, t):
         if not self.active or t is None or t.device.type == "cpu":
             return t
@@ -132,8 +124,9 @@ def fused_attn_fwd(max_seqlen_q, max_seqlen_kv, is_training, attn_scale, dropout
     rng_gen.offset += (int(rng_elts_per_thread) + 3) // 4 * 4
     aux = AuxPack()
     p = FwdParams()
-    keep = []
-    twins, dev = HostTwins.for_call(q, mask_type, qkv_layout)
+    keep, dev = [], q.device.type != "cpu"
+    twins = HostTwins(dev and _host_only(mask_type, qkv_layout))
+    dev = dev and not twins.active
     p.q, p.k, p.v = view(twins.of(q)), view(twins.of(k)), view(twins.of(v))
     p.bias, p.o = view(twins.of(attn_bias)), view(twins.out(out_data))
     if fp8 is not None:
@@ -262,8 +255,9 @@ def fused_attn_bwd(max_seqlen_q, max_seqlen_kv, attn_scale, dropout, fast_zero_f
         d_off = poisoned([1, q.shape[hdim], 1, 1], torch.float32, q.device)
     aux = AuxPack()
     aux.n = len(aux_ctx_tensors)
-    keep = []
-    twins, dev = HostTwins.for_call(q, mask_type, qkv_layout)
+    keep, dev = [], q.device.type != "cpu"
+    twins = HostTwins(dev and _host_only(mask_type, qkv_layout))
+    dev = dev and not twins.active
     tw, tw_out = twins.of, twins.out
     last_host = len(aux_ctx_tensors) - 1 if int(softmax_type) != 0 else -1
     for i, t in enumerate(aux_ctx_tensors):
