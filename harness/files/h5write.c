@@ -160,14 +160,11 @@ static fattn_status write_attr(fh_h5_writer *w, hid_t obj, const char *objpath,
     if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: attribute \"%s\": close", w->target, objpath, a->name);
 out:
-    /* after a failure the attribute is closed unchecked: the first error is
-     * the one reported */
-    if (attr >= 0)
-        H5Aclose(attr);
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
+    /* after a failure the attribute is closed unchecked (fh_h5base_close):
+     * the first error is the one reported; so below for datasets and groups */
+    fh_h5base_close(attr);
+    fh_h5base_close(space);
+    fh_h5base_close(type);
     return st;
 }
 
@@ -266,16 +263,10 @@ static fattn_status write_dataset(fh_h5_writer *w, hid_t parent, const char *pat
     if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close dataset", w->target, path);
 out:
-    /* after a failure the dataset is closed unchecked: the first error is
-     * the one reported */
-    if (d >= 0)
-        H5Dclose(d);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
+    fh_h5base_close(d);
+    fh_h5base_close(dcpl);
+    fh_h5base_close(space);
+    fh_h5base_close(type);
     return st;
 }
 
@@ -312,10 +303,7 @@ static fattn_status write_node(fh_h5_writer *w, hid_t parent, const char *path,
     if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, path);
 out:
-    /* after a failure the group is closed unchecked: the first error is the
-     * one reported */
-    if (g >= 0)
-        H5Gclose(g);
+    fh_h5base_close(g);
     return st;
 }
 
@@ -517,10 +505,7 @@ fattn_status fh_h5_writer_put(fh_h5_writer *w, const char *parent_path,
     if (rc < 0)
         st = fh_h5base_fail(FATTN_E_IO, "%s: %s: close group", w->target, gpath);
 out:
-    /* after a failure the group is closed unchecked: the first error is the
-     * one reported */
-    if (gid >= 0)
-        H5Gclose(gid);
+    fh_h5base_close(gid);
     free(gpath);
     if (st != FATTN_OK)
         w->failed = true;
