@@ -747,18 +747,15 @@ static int golden_write(const char *cases, const char *backend, unsigned te_rule
         qsort((void *)m.sel, m.n_sel, sizeof *m.sel, cmp_spec_ptr_id);
     fh_run_memory_policy();
     fh_h5_node *root = NULL;
-    fattn_status st = golden_root(&root, backend_name, e, forced, key, te_rules);
-    char root_err[3072] = ""; /* reading the old goldens may set another */
-    if (st != FATTN_OK)
-        snprintf(root_err, sizeof root_err, "%s", fattn_last_error());
     golden_changes gc;
     fh_case_sink *k = NULL;
     /* the old goldens (read to tell the changes) get what the cases leave;
-     * a root that could not be made is reported after they are read */
+     * the root is made after they are read, so that its error is the last */
     int rc = golden_changes_init(&gc, path, max_mem - cases_mem > 1.0 ? max_mem - cases_mem : 1.0);
-    if (rc == FH_EXIT_OK && st != FATTN_OK)
-        rc = cli_fail("golden", "%s", root_err);
-    else if (rc == FH_EXIT_OK && (st = fh_case_sink_open(path, root, false, &k)) != FATTN_OK)
+    fattn_status st;
+    if (rc == FH_EXIT_OK &&
+        ((st = golden_root(&root, backend_name, e, forced, key, te_rules)) != FATTN_OK ||
+         (st = fh_case_sink_open(path, root, false, &k)) != FATTN_OK))
         rc = cli_fail("golden", "%s", fattn_last_error());
     size_t bad = 0;
     if (rc == FH_EXIT_OK)
