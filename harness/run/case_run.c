@@ -142,9 +142,7 @@ fattn_status fh_case_run_put_inputs(fh_case_run *r)
     fh_h5_node *g;
     if ((st = fh_h5_node_group(r->node, "inputs", &g)) != FATTN_OK)
         return st;
-#define PUT_INPUT(name)                                                                        \
-    if ((st = fh_fe_put_tensor(g, #name, &r->in.name)) != FATTN_OK)                           \
-        return st;
+#define PUT_INPUT(name) TRY(fh_fe_put_tensor(g, #name, &r->in.name));
     CASE_INPUTS(PUT_INPUT)
 #undef PUT_INPUT
     if ((st = put_scale_inv(g, "q", r->in.q_scale_inv)) != FATTN_OK ||

@@ -203,6 +203,8 @@ static fattn_status split_forward(void *fe, fh_fe_forward *res)
         float si = s->func->fwd.out_scale_inv;
         res->ret_out_scale_inv =
             (fattn_dtype_is_fp8(res->ret_out.dtype) && !isnan(si)) ? si : 0.0f;
+        if (st != FATTN_OK)
+            return st;
     } else {
         st = fattn_split_forward_impl(&s->fargs, &s->in.q, &s->in.k, &s->in.v,
                                       &s->in.attn_bias, &s->in.softmax_offset, &s->fres);
@@ -210,8 +212,6 @@ static fattn_status split_forward(void *fe, fh_fe_forward *res)
             return st;
         s->have_fres = true;
     }
-    if (st != FATTN_OK)
-        return st;
     res->out = s->f->out;
     res->out_scale_inv = isnan(s->f->out_scale_inv) ? 0.0f : s->f->out_scale_inv;
     res->max_logit = s->f->max_logit;
