@@ -154,7 +154,6 @@ static fattn_status step_f(sched_run *r, const fh_step *s, fh_h5_node *g)
     r->live[r->n_live++] = b;
     return FATTN_OK;
 out:
-    /* a micro-batch ends after a failure too (its inputs as it left them) */
     return mb_end(r, b, st);
 }
 
@@ -174,7 +173,6 @@ static fattn_status step_b(sched_run *r, const fh_step *s, fh_h5_node *g)
         goto out;
     st = run_state(r, b, g, FH_STATE_BACKWARD);
 out:
-    /* a micro-batch ends after a failure too (its inputs as it left them) */
     return mb_end(r, b, st);
 }
 
@@ -196,7 +194,6 @@ static fattn_status step_kv(sched_run *r, fh_h5_node *g)
         goto out;
     st = mb_forward(r, b);
 out:
-    /* a micro-batch ends after a failure too (its inputs as it left them) */
     return mb_end(r, b, st);
 }
 
