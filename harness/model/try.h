@@ -2,9 +2,10 @@
  * error idiom").
  *
  * TRY(expr): return expr's status from the calling function unless it is
- * FATTN_OK; the early return, written once for the rows that the spec's key
- * tables expand into (spec.c reads them, spec_text.c writes them), where a
- * statement per row must fit in one macro. */
+ * FATTN_OK; the early return, written once for the rows that a table
+ * expands into (the spec's keys, which spec.c reads and spec_text.c writes;
+ * a case's inputs, which case_run.c records), where a statement per row must
+ * fit in one macro. */
 #ifndef FH_HARNESS_TRY_H
 #define FH_HARNESS_TRY_H
 
